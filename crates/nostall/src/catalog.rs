@@ -1,0 +1,2 @@
+//! The sample index (being written).
+pub type SampleId = u64;

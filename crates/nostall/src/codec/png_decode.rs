@@ -1,0 +1,54 @@
+//! PNG through the `png` crate, normalised to 8-bit RGB.
+
+use crate::error::Cause;
+
+/// Width and height from the IHDR chunk, without starting a decoder.
+pub(super) fn dimensions(data: &[u8]) -> Result<(u32, u32), Cause> {
+    // Signature (8), chunk length (4), "IHDR" (4), width (4), height (4).
+    if data.len() < 24 || &data[12..16] != b"IHDR" {
+        return Err(Cause::Corrupt("PNG file too short or IHDR chunk missing".into()));
+    }
+    let word = |at: usize| u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
+    let (width, height) = (word(16), word(20));
+    if width == 0 || height == 0 {
+        return Err(Cause::Corrupt(format!("header declares a {width}x{height} image")));
+    }
+    Ok((width, height))
+}
+
+/// Decodes the whole image into `out` as RGB, returning (width, height).
+pub(super) fn decode_rgb(data: &[u8], max_pixels: u64, out: &mut Vec<u8>) -> Result<(u32, u32), Cause> {
+    let corrupt = |e: png::DecodingError| Cause::Corrupt(e.to_string());
+    let mut decoder = png::Decoder::new(data);
+    // Expand palettes and low bit depths, strip 16-bit to 8: everything becomes 8-bit.
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    // The pixel limit is checked from the header already; this bounds what the crate may
+    // allocate (RGBA at 8 bits) in case the header lies.
+    decoder.set_limits(png::Limits { bytes: (max_pixels as usize).saturating_mul(4) });
+    let mut reader = decoder.read_info().map_err(corrupt)?;
+    let mut raw = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut raw).map_err(corrupt)?;
+    let (width, height) = (frame.width, frame.height);
+    let raw = &raw[..frame.buffer_size()];
+    let channels = match frame.color_type {
+        png::ColorType::Grayscale => 1,
+        png::ColorType::GrayscaleAlpha => 2,
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        png::ColorType::Indexed => return Err(Cause::Corrupt("palette was not expanded".into())),
+    };
+    out.clear();
+    out.reserve(width as usize * height as usize * 3);
+    // Rows may be padded: walk them by line size.
+    let line = frame.line_size;
+    for row in raw.chunks(line).take(height as usize) {
+        for px in row[..width as usize * channels].chunks_exact(channels) {
+            // Alpha is dropped, as PIL's convert("RGB") does.
+            match channels {
+                1 | 2 => out.extend([px[0]; 3]),
+                _ => out.extend(&px[..3]),
+            }
+        }
+    }
+    Ok((width, height))
+}

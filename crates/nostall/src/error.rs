@@ -1,0 +1,173 @@
+//! Errors, split by who can act on them.
+//!
+//! A [`SampleError`] belongs to one sample: it names the sample and says what is wrong
+//! with it, and under the `skip` policy it is counted by [`Cause`] instead of stopping the
+//! loader. An [`Error`] is about the loader as a whole (bad configuration, an unreadable
+//! dataset root, an index that cannot be written) and always stops it.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Why one sample could not be delivered.
+///
+/// The variants are coarse on purpose: they are the keys of the skip counters that a
+/// user reads in a summary, so each one should suggest a different fix.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cause {
+    /// The file was indexed but no longer exists.
+    Missing,
+    /// The file exists but this process may not read it.
+    PermissionDenied,
+    /// Any other I/O failure while reading the bytes.
+    Io(String),
+    /// The file holds zero bytes.
+    Empty,
+    /// The file is larger than the loader's per-sample byte limit.
+    TooLarge {
+        /// Size of the file in bytes.
+        bytes: u64,
+        /// The configured limit in bytes.
+        limit: u64,
+    },
+    /// The bytes are not an image format nostall can decode (checked by content, not name).
+    UnknownFormat,
+    /// The image declares more pixels than the decompression-bomb guard allows.
+    TooManyPixels {
+        /// Declared width.
+        width: u64,
+        /// Declared height.
+        height: u64,
+        /// The configured limit on width × height.
+        limit: u64,
+    },
+    /// The decoder rejected the data: truncated, corrupt or unsupported.
+    Corrupt(String),
+}
+
+impl Cause {
+    /// A short stable name for counters and reports, e.g. `"corrupt"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Cause::Missing => "missing",
+            Cause::PermissionDenied => "permission-denied",
+            Cause::Io(_) => "io",
+            Cause::Empty => "empty",
+            Cause::TooLarge { .. } => "too-large",
+            Cause::UnknownFormat => "unknown-format",
+            Cause::TooManyPixels { .. } => "too-many-pixels",
+            Cause::Corrupt(_) => "corrupt",
+        }
+    }
+
+    /// Classifies an I/O error met while reading a sample.
+    pub fn from_io(err: &io::Error) -> Cause {
+        match err.kind() {
+            io::ErrorKind::NotFound => Cause::Missing,
+            io::ErrorKind::PermissionDenied => Cause::PermissionDenied,
+            _ => Cause::Io(err.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Missing => write!(f, "file is missing (deleted after indexing? re-run `nostall index`)"),
+            Cause::PermissionDenied => write!(f, "permission denied"),
+            Cause::Io(msg) => write!(f, "read failed: {msg}"),
+            Cause::Empty => write!(f, "file is empty"),
+            Cause::TooLarge { bytes, limit } => {
+                write!(f, "file is {bytes} bytes, over the per-sample limit of {limit} bytes")
+            }
+            Cause::UnknownFormat => write!(f, "not a JPEG or PNG image (checked by content)"),
+            Cause::TooManyPixels { width, height, limit } => write!(
+                f,
+                "image declares {width}x{height} pixels, over the limit of {limit} (decompression bomb guard)"
+            ),
+            Cause::Corrupt(msg) => write!(f, "cannot decode: {msg}"),
+        }
+    }
+}
+
+/// One sample that could not be delivered, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleError {
+    /// The sample's id in the catalog.
+    pub id: u64,
+    /// Where the sample's bytes live, as a user would recognise it (a path).
+    pub location: String,
+    /// What went wrong.
+    pub cause: Cause,
+}
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sample {} ({}): {}", self.id, self.location, self.cause)
+    }
+}
+
+impl std::error::Error for SampleError {}
+
+/// An error that stops the loader.
+#[derive(Debug)]
+pub enum Error {
+    /// A sample failed under the `error` policy.
+    Sample(SampleError),
+    /// The configuration cannot work; the message says what to change.
+    Config(String),
+    /// The dataset or its index could not be read or written.
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A saved index is damaged or from an incompatible version.
+    BadIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io { path: path.into(), source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Sample(e) => write!(f, "{e} (use the `skip` error policy to skip and count such samples)"),
+            Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
+            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::BadIndex { path, reason } => write!(
+                f,
+                "index {} is unusable ({reason}); delete it and nostall will re-scan",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Sample(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<SampleError> for Error {
+    fn from(e: SampleError) -> Error {
+        Error::Sample(e)
+    }
+}
+
+/// The result type of nostall's loader-level operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

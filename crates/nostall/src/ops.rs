@@ -1,0 +1,463 @@
+//! Operators: the augmentations of a training pipeline, planned before decoding.
+//!
+//! The geometric operators (crops, resizes, flips) are not applied one after another to
+//! pixel arrays, as torchvision does. Each only moves a rectangle: starting from the whole
+//! source image, `Resize` changes the size the rectangle maps to, `CenterCrop` and
+//! `RandomResizedCrop` shrink it, `RandomHorizontalFlip` toggles a flag. What is left is
+//! one [`Geometry`]: *this* region of the source, at *this* output size, mirrored or not.
+//! The decoder then decodes only that region at the smallest sufficient scale, one resize
+//! produces the output size, and one fused pass flips, normalises, converts the type and
+//! lays out the channels straight into the sample's slot of the batch.
+//!
+//! Random choices follow torchvision's definitions (RandomResizedCrop: scale 0.08–1,
+//! ratio 3/4–4/3, ten tries, then the centre fallback), drawn from a generator seeded by
+//! (seed, epoch, sample id), so a sample's augmentation does not depend on which thread
+//! prepares it.
+
+use fast_image_resize::{images::Image, images::ImageRef, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+
+use crate::codec::{Decoder, Rect};
+use crate::error::{Cause, Error, Result};
+use crate::rng::Rng;
+
+/// ImageNet channel means, in [0, 1] units (torchvision's convention).
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet channel standard deviations, in [0, 1] units.
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// A target size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    /// Scale so that the shorter side has this length, keeping the aspect ratio.
+    Shorter(u32),
+    /// Exactly this height and width.
+    Exact {
+        /// Height in pixels.
+        height: u32,
+        /// Width in pixels.
+        width: u32,
+    },
+}
+
+/// One step of a pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Crop a random area and aspect ratio, then resize to `size` (torchvision semantics).
+    RandomResizedCrop {
+        /// Output height and width.
+        size: (u32, u32),
+        /// Range of the crop's area as a fraction of the image's.
+        scale: (f64, f64),
+        /// Range of the crop's aspect ratio (width / height).
+        ratio: (f64, f64),
+    },
+    /// Resize.
+    Resize(Size),
+    /// Crop the centre to height × width.
+    CenterCrop {
+        /// Height in pixels.
+        height: u32,
+        /// Width in pixels.
+        width: u32,
+    },
+    /// Mirror left–right with probability `p`.
+    RandomHorizontalFlip {
+        /// Probability of mirroring.
+        p: f64,
+    },
+    /// Subtract `mean`, divide by `std`, per channel, in [0, 1] units. Needs f32 output.
+    Normalize {
+        /// Per-channel mean (RGB).
+        mean: [f32; 3],
+        /// Per-channel standard deviation (RGB).
+        std: [f32; 3],
+    },
+}
+
+impl Op {
+    /// RandomResizedCrop with torchvision's default scale and ratio ranges.
+    pub fn random_resized_crop(size: u32) -> Op {
+        Op::RandomResizedCrop { size: (size, size), scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) }
+    }
+}
+
+/// Element type of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DType {
+    /// Bytes, 0–255 (normalise on the GPU).
+    U8,
+    /// 32-bit floats: [0, 1], or normalised when the pipeline has `Normalize`.
+    #[default]
+    F32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::F32 => 4,
+        }
+    }
+}
+
+/// Order of the output's dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// Channels, height, width (PyTorch).
+    #[default]
+    Chw,
+    /// Height, width, channels (TensorFlow, JAX, image files).
+    Hwc,
+}
+
+/// A validated list of operators with a fixed output shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    ops: Vec<Op>,
+    dtype: DType,
+    layout: Layout,
+    height: u32,
+    width: u32,
+    mean: [f32; 3],
+    std: [f32; 3],
+}
+
+/// Where in the source to read, at what size, mirrored or not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Geometry {
+    /// Region of the source image.
+    pub source: Rect,
+    /// Output width.
+    pub width: u32,
+    /// Output height.
+    pub height: u32,
+    /// Mirror left–right.
+    pub flip: bool,
+}
+
+impl Pipeline {
+    /// Checks that `ops` produce one fixed output shape and that the output type fits.
+    pub fn new(ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<Pipeline> {
+        let mut size: Option<(u32, u32)> = None;
+        let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
+        let mut normalized = false;
+        for op in &ops {
+            match *op {
+                Op::RandomResizedCrop { size: (h, w), scale, ratio } => {
+                    if !(0.0 < scale.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
+                        return Err(Error::Config(format!("RandomResizedCrop scale {scale:?} must satisfy 0 < lo <= hi <= 1")));
+                    }
+                    if !(0.0 < ratio.0 && ratio.0 <= ratio.1) {
+                        return Err(Error::Config(format!("RandomResizedCrop ratio {ratio:?} must satisfy 0 < lo <= hi")));
+                    }
+                    size = Some((h, w));
+                }
+                Op::Resize(Size::Exact { height, width }) | Op::CenterCrop { height, width } => {
+                    size = Some((height, width))
+                }
+                Op::Resize(Size::Shorter(_)) => size = None,
+                Op::RandomHorizontalFlip { p } if !(0.0..=1.0).contains(&p) => {
+                    return Err(Error::Config(format!("flip probability {p} is not in [0, 1]")));
+                }
+                Op::RandomHorizontalFlip { .. } => {}
+                Op::Normalize { mean: m, std: s } => {
+                    if normalized {
+                        return Err(Error::Config("Normalize appears twice".into()));
+                    }
+                    if s.iter().any(|&v| v <= 0.0 || !v.is_finite()) {
+                        return Err(Error::Config(format!("Normalize std {s:?} must be positive")));
+                    }
+                    (mean, std, normalized) = (m, s, true);
+                }
+            }
+        }
+        let Some((height, width)) = size else {
+            return Err(Error::Config(
+                "the output size varies with the image: end the geometric operators with CenterCrop, \
+                 RandomResizedCrop or an exact Resize so that samples can be batched"
+                    .into(),
+            ));
+        };
+        if height == 0 || width == 0 {
+            return Err(Error::Config("output size must not be zero".into()));
+        }
+        if normalized && dtype == DType::U8 {
+            return Err(Error::Config("Normalize needs f32 output; with u8 output, normalise on the GPU".into()));
+        }
+        Ok(Pipeline { ops, dtype, layout, height, width, mean, std })
+    }
+
+    /// The standard ImageNet training pipeline: RandomResizedCrop(size), flip,
+    /// normalise, f32 CHW.
+    pub fn imagenet_train(size: u32) -> Pipeline {
+        let ops = vec![
+            Op::random_resized_crop(size),
+            Op::RandomHorizontalFlip { p: 0.5 },
+            Op::Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD },
+        ];
+        Pipeline::new(ops, DType::F32, Layout::Chw).expect("preset is valid")
+    }
+
+    /// The standard ImageNet evaluation pipeline: resize the shorter side to 256/224 of
+    /// `size`, centre crop `size`, normalise, f32 CHW.
+    pub fn imagenet_val(size: u32) -> Pipeline {
+        let resize = (size as f64 * 256.0 / 224.0).round() as u32;
+        let ops = vec![
+            Op::Resize(Size::Shorter(resize)),
+            Op::CenterCrop { height: size, width: size },
+            Op::Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD },
+        ];
+        Pipeline::new(ops, DType::F32, Layout::Chw).expect("preset is valid")
+    }
+
+    /// The operators.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Output element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Output layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Shape of one sample in its layout, e.g. `[3, 224, 224]` for CHW.
+    pub fn sample_shape(&self) -> [usize; 3] {
+        let (h, w) = (self.height as usize, self.width as usize);
+        match self.layout {
+            Layout::Chw => [3, h, w],
+            Layout::Hwc => [h, w, 3],
+        }
+    }
+
+    /// Bytes of one prepared sample.
+    pub fn sample_bytes(&self) -> usize {
+        self.height as usize * self.width as usize * 3 * self.dtype.size()
+    }
+
+    /// Decides, for an image of `width` × `height`, what region to decode and how to
+    /// place it, drawing the random choices from `rng`.
+    pub fn geometry(&self, width: u32, height: u32, rng: &mut Rng) -> Geometry {
+        let mut view = View { source: Rect::full(width, height), w: width as f64, h: height as f64 };
+        let mut flip = false;
+        for op in &self.ops {
+            match *op {
+                Op::RandomResizedCrop { size: (oh, ow), scale, ratio } => {
+                    let (x, y, w, h) = random_crop(view.w.round() as u32, view.h.round() as u32, scale, ratio, rng);
+                    view.crop(x, y, w, h);
+                    (view.w, view.h) = (ow as f64, oh as f64);
+                }
+                Op::Resize(Size::Shorter(s)) => {
+                    let portrait = view.w <= view.h;
+                    let (short, long) = if portrait { (view.w, view.h) } else { (view.h, view.w) };
+                    let new_long = (s as f64 * long / short).floor();
+                    (view.w, view.h) = if portrait { (s as f64, new_long) } else { (new_long, s as f64) };
+                }
+                Op::Resize(Size::Exact { height, width }) => (view.w, view.h) = (width as f64, height as f64),
+                Op::CenterCrop { height, width } => {
+                    let (w, h) = (width as f64, height as f64);
+                    let x = ((view.w - w) / 2.0).round_ties_even();
+                    let y = ((view.h - h) / 2.0).round_ties_even();
+                    view.crop(x, y, w, h);
+                }
+                Op::RandomHorizontalFlip { p } => {
+                    if rng.next_f64() < p {
+                        flip = !flip;
+                    }
+                }
+                Op::Normalize { .. } => {}
+            }
+        }
+        Geometry { source: view.source, width: self.width, height: self.height, flip }
+    }
+}
+
+/// The image as the operators so far have made it: `source` of the original, seen at w × h.
+struct View {
+    source: Rect,
+    w: f64,
+    h: f64,
+}
+
+impl View {
+    /// Crops to the given rectangle of the current view.
+    fn crop(&mut self, x: f64, y: f64, w: f64, h: f64) {
+        let (sx, sy) = (self.source.w / self.w, self.source.h / self.h);
+        self.source = Rect { x: self.source.x + x * sx, y: self.source.y + y * sy, w: w * sx, h: h * sy };
+        (self.w, self.h) = (w, h);
+    }
+}
+
+/// torchvision's `RandomResizedCrop.get_params`: (left, top, width, height).
+fn random_crop(width: u32, height: u32, scale: (f64, f64), ratio: (f64, f64), rng: &mut Rng) -> (f64, f64, f64, f64) {
+    let (w_img, h_img) = (width as f64, height as f64);
+    let area = w_img * h_img;
+    let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
+    for _ in 0..10 {
+        let target = area * rng.uniform(scale.0, scale.1);
+        let aspect = rng.uniform(log_lo, log_hi).exp();
+        let w = (target * aspect).sqrt().round_ties_even();
+        let h = (target / aspect).sqrt().round_ties_even();
+        if 0.0 < w && w <= w_img && 0.0 < h && h <= h_img {
+            let top = rng.below((h_img - h) as u64 + 1) as f64;
+            let left = rng.below((w_img - w) as u64 + 1) as f64;
+            return (left, top, w, h);
+        }
+    }
+    let in_ratio = w_img / h_img;
+    let (w, h) = if in_ratio < ratio.0 {
+        (w_img, (w_img / ratio.0).round_ties_even())
+    } else if in_ratio > ratio.1 {
+        ((h_img * ratio.1).round_ties_even(), h_img)
+    } else {
+        (w_img, h_img)
+    };
+    (((w_img - w) / 2.0).floor(), ((h_img - h) / 2.0).floor(), w, h)
+}
+
+/// Per-thread state to prepare samples: decoder, resizer and scratch buffers, reused.
+pub struct Prep {
+    decoder: Decoder,
+    resizer: Resizer,
+    resized: Vec<u8>,
+    /// Value of every byte per channel after scaling and normalising.
+    table: [[f32; 256]; 3],
+}
+
+impl std::fmt::Debug for Prep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prep").field("decoder", &self.decoder).finish_non_exhaustive()
+    }
+}
+
+impl Prep {
+    /// State for `pipeline`, refusing images over `max_pixels`.
+    pub fn new(pipeline: &Pipeline, max_pixels: u64) -> Result<Prep> {
+        let decoder = Decoder::new(max_pixels).map_err(Error::Config)?;
+        let mut table = [[0.0f32; 256]; 3];
+        for (c, row) in table.iter_mut().enumerate() {
+            for (v, out) in row.iter_mut().enumerate() {
+                *out = (v as f32 / 255.0 - pipeline.mean[c]) / pipeline.std[c];
+            }
+        }
+        Ok(Prep { decoder, resizer: Resizer::new(), resized: Vec::new(), table })
+    }
+
+    /// The decoder, e.g. to measure full decodes with the same state.
+    pub fn decoder(&mut self) -> &mut Decoder {
+        &mut self.decoder
+    }
+
+    /// Decodes `data` and writes the prepared sample into `out`
+    /// (`pipeline.sample_bytes()` bytes).
+    pub fn run(&mut self, pipeline: &Pipeline, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+        debug_assert_eq!(out.len(), pipeline.sample_bytes());
+        let header = self.decoder.header(data)?;
+        let geometry = pipeline.geometry(header.width, header.height, rng);
+        let (ow, oh) = (geometry.width, geometry.height);
+        let decoded = self.decoder.decode(data, &header, geometry.source, (ow, oh))?;
+        let src = ImageRef::new(decoded.width, decoded.height, decoded.pixels, PixelType::U8x3)
+            .map_err(|e| Cause::Corrupt(format!("decoded buffer: {e}")))?;
+        self.resized.resize(ow as usize * oh as usize * 3, 0);
+        let mut dst = Image::from_slice_u8(ow, oh, &mut self.resized, PixelType::U8x3)
+            .map_err(|e| Cause::Corrupt(format!("resize buffer: {e}")))?;
+        let r = decoded.region;
+        let options =
+            ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear)).crop(r.x, r.y, r.w, r.h);
+        self.resizer.resize(&src, &mut dst, &options).map_err(|e| Cause::Corrupt(format!("resize: {e}")))?;
+        write_sample(&self.resized, ow as usize, oh as usize, geometry.flip, pipeline, &self.table, out);
+        Ok(())
+    }
+}
+
+/// The fused last pass: mirror, convert, normalise and lay out RGB pixels into `out`.
+fn write_sample(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline, table: &[[f32; 256]; 3], out: &mut [u8]) {
+    let plane = w * h;
+    for y in 0..h {
+        let row = &rgb[y * w * 3..(y + 1) * w * 3];
+        for x in 0..w {
+            let sx = if flip { w - 1 - x } else { x };
+            let px = &row[sx * 3..sx * 3 + 3];
+            for c in 0..3 {
+                let index = match pipeline.layout {
+                    Layout::Chw => c * plane + y * w + x,
+                    Layout::Hwc => (y * w + x) * 3 + c,
+                };
+                match pipeline.dtype {
+                    DType::U8 => out[index] = px[c],
+                    DType::F32 => {
+                        out[index * 4..index * 4 + 4].copy_from_slice(&table[c][px[c] as usize].to_ne_bytes())
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{encode_jpeg, EncodePixels};
+
+    #[test]
+    fn random_crop_stays_inside_and_follows_ranges() {
+        let mut rng = Rng::new(1);
+        for _ in 0..2000 {
+            let (x, y, w, h) = random_crop(500, 375, (0.08, 1.0), (0.75, 4.0 / 3.0), &mut rng);
+            assert!(x >= 0.0 && y >= 0.0 && x + w <= 500.0 && y + h <= 375.0);
+            let area = w * h / (500.0 * 375.0);
+            assert!((0.07..=1.0).contains(&area), "area {area}");
+        }
+        // An image too elongated for any try falls back to the centre crop.
+        let (x, y, w, h) = random_crop(1000, 10, (0.9, 1.0), (0.75, 4.0 / 3.0), &mut Rng::new(2));
+        assert_eq!((w, h), (13.0, 10.0));
+        assert_eq!((x, y), (493.0, 0.0));
+    }
+
+    #[test]
+    fn val_geometry_matches_torchvision() {
+        let p = Pipeline::imagenet_val(224);
+        let g = p.geometry(500, 375, &mut Rng::new(0));
+        // Resize(256): 375 -> 256, 500 -> 341; CenterCrop(224) at (58.5 -> 58, 16).
+        let (sx, sy) = (500.0 / 341.0, 375.0 / 256.0);
+        assert!((g.source.x - 58.0 * sx).abs() < 1e-9 && (g.source.y - 16.0 * sy).abs() < 1e-9);
+        assert!((g.source.w - 224.0 * sx).abs() < 1e-9 && (g.source.h - 224.0 * sy).abs() < 1e-9);
+        assert_eq!((g.width, g.height, g.flip), (224, 224, false));
+    }
+
+    #[test]
+    fn invalid_pipelines_are_refused() {
+        assert!(Pipeline::new(vec![Op::Resize(Size::Shorter(256))], DType::F32, Layout::Chw).is_err());
+        let norm = Op::Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD };
+        assert!(Pipeline::new(vec![Op::random_resized_crop(8), norm.clone()], DType::U8, Layout::Chw).is_err());
+        let bad_std = Op::Normalize { mean: IMAGENET_MEAN, std: [0.0, 1.0, 1.0] };
+        assert!(Pipeline::new(vec![Op::random_resized_crop(8), bad_std], DType::F32, Layout::Chw).is_err());
+    }
+
+    #[test]
+    fn prep_writes_normalized_chw_and_flips() {
+        // Left half black, right half white: a flip must swap them.
+        let (w, h) = (64u32, 48u32);
+        let px: Vec<u8> = (0..w * h).flat_map(|i| if i % w < w / 2 { [0u8; 3] } else { [255u8; 3] }).collect();
+        let jpeg = encode_jpeg(&px, w, h, EncodePixels::Rgb, 95, false).unwrap();
+        let make = |p| {
+            let ops = vec![Op::Resize(Size::Exact { height: 16, width: 16 }), Op::RandomHorizontalFlip { p }];
+            Pipeline::new(ops, DType::F32, Layout::Chw).unwrap()
+        };
+        for (p, left_dark) in [(0.0, true), (1.0, false)] {
+            let pipeline = make(p);
+            let mut prep = Prep::new(&pipeline, u64::MAX).unwrap();
+            let mut out = vec![0u8; pipeline.sample_bytes()];
+            prep.run(&pipeline, &jpeg, &mut Rng::new(0), &mut out).unwrap();
+            let f: Vec<f32> = out.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect();
+            assert_eq!(f.len(), 3 * 16 * 16);
+            let (left, right) = (f[16 * 8 + 1], f[16 * 8 + 14]);
+            assert_eq!(left < 0.1 && right > 0.9, left_dark, "left {left} right {right}");
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Byte sources (being written).
