@@ -1,1 +1,357 @@
-//! Byte sources (being written).
+//! Byte sources: where a sample's encoded bytes come from.
+//!
+//! A [`Source`] turns a [`SampleId`] into the sample's bytes, and nothing more: decoding,
+//! retries and scheduling live elsewhere. The trait is small and object-safe so that
+//! other sources (tar shards, object stores, a throttling wrapper for experiments, peer
+//! caches) can stand in for [`LocalFiles`], the source that reads one file per sample.
+//!
+//! Failures are per sample ([`Cause`]), never fatal to the loader: whether one bad file
+//! stops training or is skipped and counted is the error policy's decision.
+//!
+//! # Cold reads
+//!
+//! A benchmark that reads a dataset twice measures the page cache the second time, not
+//! the storage. [`ReadMode::Cold`] asks the kernel to drop a file's cached pages before
+//! reading it (so the read reaches the device) and again after (so it leaves nothing
+//! behind to flatter the next read). The page cache is shared by the whole machine, so
+//! this also evicts those files for other processes; it is meant for measuring, not for
+//! training. `O_DIRECT` would bypass the cache too, but it demands aligned buffers and
+//! sizes and is refused outright by some filesystems.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::catalog::{Catalog, SampleId};
+use crate::error::Cause;
+
+/// The per-sample byte limit of [`LocalFiles`] unless set with
+/// [`LocalFiles::with_max_bytes`]: 64 MiB, far above any sane training image and far
+/// below what would hurt if a stray video or archive hides behind an image name.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+
+/// How reads treat the OS page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// Ordinary reads: repeated epochs are served from memory when the dataset fits.
+    #[default]
+    Cached,
+    /// Every read goes to the device and leaves the file uncached; see the
+    /// [module docs](self).
+    Cold,
+}
+
+/// Counters a source keeps: what it has served successfully so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    /// Bytes delivered.
+    pub bytes: u64,
+    /// Samples delivered.
+    pub requests: u64,
+}
+
+/// A place sample bytes come from.
+///
+/// Implementations are shared by all loader threads, so reads take `&self`.
+pub trait Source: Send + Sync {
+    /// Reads sample `id`'s bytes into `out`, replacing its contents and re-using its
+    /// capacity. On error `out` is left empty.
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause>;
+
+    /// Where the sample lives, as a user would recognise it (for a file, its path).
+    fn location(&self, id: SampleId) -> String;
+
+    /// What the source has served so far.
+    fn stats(&self) -> SourceStats;
+}
+
+/// Reads each sample from its own file, at the path the catalog gives.
+#[derive(Debug)]
+pub struct LocalFiles {
+    catalog: Arc<Catalog>,
+    mode: ReadMode,
+    max_bytes: u64,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl LocalFiles {
+    /// A source for the samples of `catalog`, reading in `mode`, with the
+    /// [default byte limit](DEFAULT_MAX_BYTES).
+    pub fn new(catalog: Arc<Catalog>, mode: ReadMode) -> LocalFiles {
+        LocalFiles {
+            catalog,
+            mode,
+            max_bytes: DEFAULT_MAX_BYTES,
+            bytes: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
+    /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
+    pub fn with_max_bytes(self, limit: u64) -> LocalFiles {
+        LocalFiles {
+            max_bytes: limit,
+            ..self
+        }
+    }
+
+    fn read_file(&self, path: &Path, out: &mut Vec<u8>) -> Result<(), Cause> {
+        let file = OpenOptions::new()
+            .read(true)
+            // A FIFO put where an image was would block `open` until a writer appears,
+            // hanging a loader thread; with O_NONBLOCK it opens at once and is refused
+            // below. O_NONBLOCK does nothing to reads of regular files.
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| Cause::from_io(&e))?;
+        let meta = file.metadata().map_err(|e| Cause::from_io(&e))?;
+        if meta.is_dir() {
+            return Err(Cause::Io(
+                "it is a directory, not an image file (re-scan the dataset if it changed)"
+                    .to_string(),
+            ));
+        }
+        if !meta.is_file() {
+            return Err(Cause::Io(
+                "it is not a regular file (a FIFO, socket or device?)".to_string(),
+            ));
+        }
+        let len = meta.len();
+        if len == 0 {
+            return Err(Cause::Empty);
+        }
+        if len > self.max_bytes {
+            return Err(Cause::TooLarge {
+                bytes: len,
+                limit: self.max_bytes,
+            });
+        }
+
+        if self.mode == ReadMode::Cold {
+            drop_cached(&file).map_err(|e| {
+                Cause::Io(format!(
+                    "cannot drop cached pages for a cold read ({e}); use ReadMode::Cached \
+                     on this system"
+                ))
+            })?;
+        }
+        // Only a hint: the file may have changed size since the fstat, so read to the
+        // end, but never more than one byte past the limit, which is enough to tell that
+        // it grew too large.
+        out.reserve(len as usize);
+        let read = (&file)
+            .take(self.max_bytes.saturating_add(1))
+            .read_to_end(out);
+        if self.mode == ReadMode::Cold {
+            // The first call on this file succeeded, so this one fails only in ways that
+            // cost cache hygiene, not the bytes already read.
+            let _ = drop_cached(&file);
+        }
+        let read = read.map_err(|e| Cause::from_io(&e))? as u64;
+        if read > self.max_bytes {
+            let now = file.metadata().map_or(read, |m| m.len().max(read));
+            return Err(Cause::TooLarge {
+                bytes: now,
+                limit: self.max_bytes,
+            });
+        }
+        if read == 0 {
+            return Err(Cause::Empty);
+        }
+        Ok(())
+    }
+}
+
+impl Source for LocalFiles {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
+        out.clear();
+        match self.read_file(&self.catalog.path(id), out) {
+            Ok(()) => {
+                self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                self.requests.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(cause) => {
+                out.clear();
+                Err(cause)
+            }
+        }
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        self.catalog.path(id).display().to_string()
+    }
+
+    fn stats(&self) -> SourceStats {
+        SourceStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Asks the kernel to drop `file`'s pages from the page cache (clean pages only; dirty
+/// ones stay until written back, which is harmless here since samples are only read).
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+fn drop_cached(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+
+    // SAFETY: posix_fadvise takes only integers and touches no memory of ours. The
+    // descriptor is valid for the whole call because `file` is borrowed, so the advice
+    // cannot land on a descriptor that was closed and reused.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    // posix_fadvise returns the error number instead of setting errno.
+    match rc {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Elsewhere there is no portable way to drop a file's cached pages, so cold reads
+/// fail with a message naming the alternative, rather than silently reading warm.
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+fn drop_cached(_file: &File) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "posix_fadvise is not available on this platform",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// A flat dataset whose files hold the given bytes, and a source over it.
+    fn source(files: &[(&str, &[u8])], mode: ReadMode) -> (tempfile::TempDir, LocalFiles) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in files {
+            fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+        (dir, LocalFiles::new(Arc::new(catalog), mode))
+    }
+
+    fn id_of(source: &LocalFiles, name: &str) -> SampleId {
+        (0..source.catalog.len() as u64)
+            .find(|&id| source.catalog.relative_path(id) == name)
+            .unwrap()
+    }
+
+    fn read(source: &LocalFiles, name: &str) -> Result<Vec<u8>, Cause> {
+        let mut out = b"stale bytes from an earlier sample".to_vec();
+        let result = source.read(id_of(source, name), &mut out);
+        result.map(|()| out)
+    }
+
+    #[test]
+    fn reads_exact_bytes_into_a_reused_buffer() {
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (_dir, src) = source(
+            &[("a.jpg", b"\xff\xd8abc"), ("b.png", &big)],
+            ReadMode::Cached,
+        );
+        let mut out = Vec::with_capacity(1 << 20);
+        let capacity = out.capacity();
+        src.read(id_of(&src, "b.png"), &mut out).unwrap();
+        assert_eq!(out, big);
+        src.read(id_of(&src, "a.jpg"), &mut out).unwrap();
+        assert_eq!(out, b"\xff\xd8abc");
+        assert_eq!(out.capacity(), capacity);
+    }
+
+    #[test]
+    fn cold_reads_return_the_same_bytes() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        let (_dir, cold) = source(&[("a.jpg", &data)], ReadMode::Cold);
+        let cached = LocalFiles::new(cold.catalog.clone(), ReadMode::Cached);
+        assert_eq!(read(&cold, "a.jpg").unwrap(), data);
+        assert_eq!(read(&cold, "a.jpg").unwrap(), data);
+        assert_eq!(read(&cached, "a.jpg").unwrap(), data);
+    }
+
+    #[test]
+    fn a_deleted_file_is_missing() {
+        let (dir, src) = source(&[("a.jpg", b"x")], ReadMode::Cached);
+        fs::remove_file(dir.path().join("a.jpg")).unwrap();
+        assert_eq!(read(&src, "a.jpg"), Err(Cause::Missing));
+    }
+
+    #[test]
+    fn an_empty_file_is_empty() {
+        let (_dir, src) = source(&[("a.jpg", b"")], ReadMode::Cached);
+        assert_eq!(read(&src, "a.jpg"), Err(Cause::Empty));
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_too_large() {
+        let (_dir, src) = source(&[("a.jpg", b"12345"), ("b.jpg", b"1234")], ReadMode::Cached);
+        let src = src.with_max_bytes(4);
+        assert_eq!(
+            read(&src, "a.jpg"),
+            Err(Cause::TooLarge { bytes: 5, limit: 4 })
+        );
+        assert_eq!(read(&src, "b.jpg").unwrap(), b"1234");
+        let mut out = b"junk".to_vec();
+        assert!(src.read(id_of(&src, "a.jpg"), &mut out).is_err());
+        assert!(out.is_empty(), "a failed read must not leave bytes behind");
+    }
+
+    #[test]
+    fn a_directory_in_place_of_a_file_is_an_io_error() {
+        let (dir, src) = source(&[("a.jpg", b"x")], ReadMode::Cached);
+        let path = dir.path().join("a.jpg");
+        fs::remove_file(&path).unwrap();
+        fs::create_dir(&path).unwrap();
+        match read(&src, "a.jpg") {
+            Err(Cause::Io(msg)) => assert!(msg.contains("directory"), "{msg}"),
+            other => panic!("expected an I/O cause, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_a_file_is_refused_without_blocking() {
+        let (dir, src) = source(&[("a.jpg", b"x")], ReadMode::Cached);
+        let path = dir.path().join("a.jpg");
+        fs::remove_file(&path).unwrap();
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo touches nothing else.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        assert!(matches!(read(&src, "a.jpg"), Err(Cause::Io(msg)) if msg.contains("regular")));
+    }
+
+    #[test]
+    fn stats_count_successful_reads_only() {
+        let (dir, src) = source(
+            &[("a.jpg", b"abc"), ("b.jpg", b"defgh"), ("c.jpg", b"")],
+            ReadMode::Cached,
+        );
+        assert_eq!(src.stats(), SourceStats::default());
+        read(&src, "a.jpg").unwrap();
+        read(&src, "b.jpg").unwrap();
+        read(&src, "a.jpg").unwrap();
+        read(&src, "c.jpg").unwrap_err();
+        fs::remove_file(dir.path().join("b.jpg")).unwrap();
+        read(&src, "b.jpg").unwrap_err();
+        assert_eq!(
+            src.stats(),
+            SourceStats {
+                bytes: 11,
+                requests: 3
+            }
+        );
+    }
+
+    #[test]
+    fn location_is_the_path_and_the_trait_is_object_safe() {
+        let (dir, src) = source(&[("a.jpg", b"x")], ReadMode::Cached);
+        let src: Box<dyn Source> = Box::new(src);
+        let expected = fs::canonicalize(dir.path()).unwrap().join("a.jpg");
+        assert_eq!(src.location(0), expected.display().to_string());
+    }
+}

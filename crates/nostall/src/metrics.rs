@@ -1,0 +1,150 @@
+//! What the loader measures about itself: the consumer's wait for each batch (the data
+//! stall) and, per stage, busy time and throughput.
+//!
+//! Stage counters are atomics bumped by worker threads; an [`EpochStats`] is a snapshot
+//! taken by the consumer, cheap enough to read after every batch.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Running counters of one stage (fetch or prep), shared by its threads.
+#[derive(Debug, Default)]
+pub(crate) struct StageCounters {
+    busy_ns: AtomicU64,
+    items: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl StageCounters {
+    pub(crate) fn record(&self, busy: Duration, bytes: u64) {
+        self.busy_ns.fetch_add(busy.as_nanos() as u64, Ordering::Relaxed);
+        self.items.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, threads: usize) -> StageStats {
+        StageStats {
+            threads,
+            busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
+            items: self.items.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One stage's work so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageStats {
+    /// Threads in the stage.
+    pub threads: usize,
+    /// Time its threads spent working (summed over threads), not waiting.
+    pub busy: Duration,
+    /// Samples processed.
+    pub items: u64,
+    /// Bytes processed (read, for fetch; written, for prep).
+    pub bytes: u64,
+}
+
+impl StageStats {
+    /// Samples per second of busy time of one thread: the stage's speed per core.
+    pub fn rate_per_thread(&self) -> f64 {
+        rate(self.items, self.busy)
+    }
+
+    /// Samples per second the whole stage could sustain if never starved:
+    /// per-thread rate × threads.
+    pub fn capacity(&self) -> f64 {
+        self.rate_per_thread() * self.threads as f64
+    }
+}
+
+fn rate(items: u64, time: Duration) -> f64 {
+    if time.is_zero() {
+        0.0
+    } else {
+        items as f64 / time.as_secs_f64()
+    }
+}
+
+/// An epoch's figures so far (or in full, once it has ended).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EpochStats {
+    /// The epoch.
+    pub epoch: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Samples delivered.
+    pub samples: u64,
+    /// Samples skipped, by cause (see [`crate::Cause::kind`]).
+    pub skipped: BTreeMap<&'static str, u64>,
+    /// Time from the epoch's start to now (or to its last batch).
+    pub wall: Duration,
+    /// Total time the consumer waited for batches: the data stall.
+    pub wait: Duration,
+    /// The longest single wait.
+    pub max_wait: Duration,
+    /// The fetch stage.
+    pub fetch: StageStats,
+    /// The prep stage.
+    pub prep: StageStats,
+}
+
+impl EpochStats {
+    /// Samples delivered per second of wall time.
+    pub fn throughput(&self) -> f64 {
+        rate(self.samples, self.wall)
+    }
+
+    /// Share of wall time the consumer spent waiting for data, 0–1.
+    pub fn stall_fraction(&self) -> f64 {
+        if self.wall.is_zero() {
+            0.0
+        } else {
+            self.wait.as_secs_f64() / self.wall.as_secs_f64()
+        }
+    }
+
+    /// Samples skipped, all causes together.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+}
+
+impl fmt::Display for EpochStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "epoch {}: {} samples in {} batches, {:.2} s, {:.1} samples/s",
+            self.epoch,
+            self.samples,
+            self.batches,
+            self.wall.as_secs_f64(),
+            self.throughput()
+        )?;
+        writeln!(
+            f,
+            "  data stall: {:.3} s waited ({:.1}% of the epoch), longest wait {:.1} ms",
+            self.wait.as_secs_f64(),
+            100.0 * self.stall_fraction(),
+            self.max_wait.as_secs_f64() * 1e3
+        )?;
+        for (name, s) in [("fetch", &self.fetch), ("prep", &self.prep)] {
+            writeln!(
+                f,
+                "  {name}: {} threads, busy {:.2} s, {:.0} samples/s per thread, capacity {:.0} samples/s, {:.1} MB",
+                s.threads,
+                s.busy.as_secs_f64(),
+                s.rate_per_thread(),
+                s.capacity(),
+                s.bytes as f64 / 1e6
+            )?;
+        }
+        if !self.skipped.is_empty() {
+            let causes: Vec<String> = self.skipped.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            writeln!(f, "  skipped: {} ({})", self.skipped_total(), causes.join(", "))?;
+        }
+        Ok(())
+    }
+}
