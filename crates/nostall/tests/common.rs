@@ -1,6 +1,9 @@
 //! Shared test fixtures: small datasets of generated JPEGs (behaviour tests only; speed
 //! is measured on real photographs in bench/).
 
+// Each test binary uses a different subset of these fixtures.
+#![allow(dead_code)]
+
 use std::path::Path;
 use std::sync::Arc;
 

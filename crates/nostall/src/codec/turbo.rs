@@ -168,10 +168,11 @@ impl Handle {
         };
         if rc != 0 {
             let message = self.last_error();
-            // libjpeg reports a truncated file only as a warning and fills the rest with
-            // grey; like PIL, treat that as an error. Other warnings (extraneous bytes,
-            // for instance) leave a complete image and are accepted.
-            if !self.error_is_warning() || message.contains("Premature end") {
+            // libjpeg reports truncated or damaged data only as warnings and fills the
+            // rest with grey; like PIL, treat those as errors. The one warning that leaves
+            // the image intact, stray bytes between segments (common in web-scraped sets
+            // such as ImageNet), is accepted.
+            if !self.error_is_warning() || !message.contains("extraneous bytes") {
                 return Err(Cause::Corrupt(message));
             }
         }
