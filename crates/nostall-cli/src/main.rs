@@ -1,1 +1,58 @@
-fn main() {}
+//! `nostall`: find out why training waits for data, and make it stop.
+//!
+//! Subcommands: `demo` (the ImageNet training pipeline over built-in photographs),
+//! `bench` (throughput of a pipeline over a dataset, beside the decode-only floor), and
+//! `index` (build or refresh a dataset's index).
+
+mod bench;
+mod demo;
+mod index;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "nostall",
+    version,
+    about = "A data loader for deep-learning training: the GPU never waits for data."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the ImageNet training pipeline over photographs built into nostall.
+    Demo(demo::Args),
+    /// Measure a pipeline's throughput over a dataset, beside the decode-only floor.
+    Bench(bench::Args),
+    /// Build (or refresh) the index of a dataset directory.
+    Index {
+        /// Dataset root: ImageFolder layout (one sub-directory per class) or flat.
+        dir: PathBuf,
+        /// Where to keep the index (default: in nostall's cache directory).
+        #[arg(long)]
+        index: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Index { dir, index } => index::run(&dir, index.as_deref()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nostall: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

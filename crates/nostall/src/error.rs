@@ -134,14 +134,20 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Sample(e) => write!(f, "{e} (use the `skip` error policy to skip and count such samples)"),
+            Error::Sample(e) => write!(
+                f,
+                "{e} (use the `skip` error policy to skip and count such samples)"
+            ),
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::BadIndex { path, reason } => write!(

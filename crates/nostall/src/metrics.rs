@@ -19,7 +19,8 @@ pub(crate) struct StageCounters {
 
 impl StageCounters {
     pub(crate) fn record(&self, busy: Duration, bytes: u64) {
-        self.busy_ns.fetch_add(busy.as_nanos() as u64, Ordering::Relaxed);
+        self.busy_ns
+            .fetch_add(busy.as_nanos() as u64, Ordering::Relaxed);
         self.items.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
@@ -142,8 +143,17 @@ impl fmt::Display for EpochStats {
             )?;
         }
         if !self.skipped.is_empty() {
-            let causes: Vec<String> = self.skipped.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            writeln!(f, "  skipped: {} ({})", self.skipped_total(), causes.join(", "))?;
+            let causes: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            writeln!(
+                f,
+                "  skipped: {} ({})",
+                self.skipped_total(),
+                causes.join(", ")
+            )?;
         }
         Ok(())
     }

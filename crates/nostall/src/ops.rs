@@ -14,7 +14,9 @@
 //! (seed, epoch, sample id), so a sample's augmentation does not depend on which thread
 //! prepares it.
 
-use fast_image_resize::{images::Image, images::ImageRef, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::{
+    images::Image, images::ImageRef, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer,
+};
 
 use crate::codec::{Decoder, Rect};
 use crate::error::{Cause, Error, Result};
@@ -77,7 +79,11 @@ pub enum Op {
 impl Op {
     /// RandomResizedCrop with torchvision's default scale and ratio ranges.
     pub fn random_resized_crop(size: u32) -> Op {
-        Op::RandomResizedCrop { size: (size, size), scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) }
+        Op::RandomResizedCrop {
+            size: (size, size),
+            scale: (0.08, 1.0),
+            ratio: (3.0 / 4.0, 4.0 / 3.0),
+        }
     }
 }
 
@@ -144,12 +150,20 @@ impl Pipeline {
         let mut normalized = false;
         for op in &ops {
             match *op {
-                Op::RandomResizedCrop { size: (h, w), scale, ratio } => {
+                Op::RandomResizedCrop {
+                    size: (h, w),
+                    scale,
+                    ratio,
+                } => {
                     if !(0.0 < scale.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
-                        return Err(Error::Config(format!("RandomResizedCrop scale {scale:?} must satisfy 0 < lo <= hi <= 1")));
+                        return Err(Error::Config(format!(
+                            "RandomResizedCrop scale {scale:?} must satisfy 0 < lo <= hi <= 1"
+                        )));
                     }
                     if !(0.0 < ratio.0 && ratio.0 <= ratio.1) {
-                        return Err(Error::Config(format!("RandomResizedCrop ratio {ratio:?} must satisfy 0 < lo <= hi")));
+                        return Err(Error::Config(format!(
+                            "RandomResizedCrop ratio {ratio:?} must satisfy 0 < lo <= hi"
+                        )));
                     }
                     size = Some((h, w));
                 }
@@ -158,7 +172,9 @@ impl Pipeline {
                 }
                 Op::Resize(Size::Shorter(_)) => size = None,
                 Op::RandomHorizontalFlip { p } if !(0.0..=1.0).contains(&p) => {
-                    return Err(Error::Config(format!("flip probability {p} is not in [0, 1]")));
+                    return Err(Error::Config(format!(
+                        "flip probability {p} is not in [0, 1]"
+                    )));
                 }
                 Op::RandomHorizontalFlip { .. } => {}
                 Op::Normalize { mean: m, std: s } => {
@@ -166,7 +182,9 @@ impl Pipeline {
                         return Err(Error::Config("Normalize appears twice".into()));
                     }
                     if s.iter().any(|&v| v <= 0.0 || !v.is_finite()) {
-                        return Err(Error::Config(format!("Normalize std {s:?} must be positive")));
+                        return Err(Error::Config(format!(
+                            "Normalize std {s:?} must be positive"
+                        )));
                     }
                     (mean, std, normalized) = (m, s, true);
                 }
@@ -183,9 +201,19 @@ impl Pipeline {
             return Err(Error::Config("output size must not be zero".into()));
         }
         if normalized && dtype == DType::U8 {
-            return Err(Error::Config("Normalize needs f32 output; with u8 output, normalise on the GPU".into()));
+            return Err(Error::Config(
+                "Normalize needs f32 output; with u8 output, normalise on the GPU".into(),
+            ));
         }
-        Ok(Pipeline { ops, dtype, layout, height, width, mean, std })
+        Ok(Pipeline {
+            ops,
+            dtype,
+            layout,
+            height,
+            width,
+            mean,
+            std,
+        })
     }
 
     /// The standard ImageNet training pipeline: RandomResizedCrop(size), flip,
@@ -194,7 +222,10 @@ impl Pipeline {
         let ops = vec![
             Op::random_resized_crop(size),
             Op::RandomHorizontalFlip { p: 0.5 },
-            Op::Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD },
+            Op::Normalize {
+                mean: IMAGENET_MEAN,
+                std: IMAGENET_STD,
+            },
         ];
         Pipeline::new(ops, DType::F32, Layout::Chw).expect("preset is valid")
     }
@@ -205,8 +236,14 @@ impl Pipeline {
         let resize = (size as f64 * 256.0 / 224.0).round() as u32;
         let ops = vec![
             Op::Resize(Size::Shorter(resize)),
-            Op::CenterCrop { height: size, width: size },
-            Op::Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD },
+            Op::CenterCrop {
+                height: size,
+                width: size,
+            },
+            Op::Normalize {
+                mean: IMAGENET_MEAN,
+                std: IMAGENET_STD,
+            },
         ];
         Pipeline::new(ops, DType::F32, Layout::Chw).expect("preset is valid")
     }
@@ -243,22 +280,46 @@ impl Pipeline {
     /// Decides, for an image of `width` × `height`, what region to decode and how to
     /// place it, drawing the random choices from `rng`.
     pub fn geometry(&self, width: u32, height: u32, rng: &mut Rng) -> Geometry {
-        let mut view = View { source: Rect::full(width, height), w: width as f64, h: height as f64 };
+        let mut view = View {
+            source: Rect::full(width, height),
+            w: width as f64,
+            h: height as f64,
+        };
         let mut flip = false;
         for op in &self.ops {
             match *op {
-                Op::RandomResizedCrop { size: (oh, ow), scale, ratio } => {
-                    let (x, y, w, h) = random_crop(view.w.round() as u32, view.h.round() as u32, scale, ratio, rng);
+                Op::RandomResizedCrop {
+                    size: (oh, ow),
+                    scale,
+                    ratio,
+                } => {
+                    let (x, y, w, h) = random_crop(
+                        view.w.round() as u32,
+                        view.h.round() as u32,
+                        scale,
+                        ratio,
+                        rng,
+                    );
                     view.crop(x, y, w, h);
                     (view.w, view.h) = (ow as f64, oh as f64);
                 }
                 Op::Resize(Size::Shorter(s)) => {
                     let portrait = view.w <= view.h;
-                    let (short, long) = if portrait { (view.w, view.h) } else { (view.h, view.w) };
+                    let (short, long) = if portrait {
+                        (view.w, view.h)
+                    } else {
+                        (view.h, view.w)
+                    };
                     let new_long = (s as f64 * long / short).floor();
-                    (view.w, view.h) = if portrait { (s as f64, new_long) } else { (new_long, s as f64) };
+                    (view.w, view.h) = if portrait {
+                        (s as f64, new_long)
+                    } else {
+                        (new_long, s as f64)
+                    };
                 }
-                Op::Resize(Size::Exact { height, width }) => (view.w, view.h) = (width as f64, height as f64),
+                Op::Resize(Size::Exact { height, width }) => {
+                    (view.w, view.h) = (width as f64, height as f64)
+                }
                 Op::CenterCrop { height, width } => {
                     let (w, h) = (width as f64, height as f64);
                     let x = ((view.w - w) / 2.0).round_ties_even();
@@ -273,7 +334,12 @@ impl Pipeline {
                 Op::Normalize { .. } => {}
             }
         }
-        Geometry { source: view.source, width: self.width, height: self.height, flip }
+        Geometry {
+            source: view.source,
+            width: self.width,
+            height: self.height,
+            flip,
+        }
     }
 }
 
@@ -288,13 +354,24 @@ impl View {
     /// Crops to the given rectangle of the current view.
     fn crop(&mut self, x: f64, y: f64, w: f64, h: f64) {
         let (sx, sy) = (self.source.w / self.w, self.source.h / self.h);
-        self.source = Rect { x: self.source.x + x * sx, y: self.source.y + y * sy, w: w * sx, h: h * sy };
+        self.source = Rect {
+            x: self.source.x + x * sx,
+            y: self.source.y + y * sy,
+            w: w * sx,
+            h: h * sy,
+        };
         (self.w, self.h) = (w, h);
     }
 }
 
 /// torchvision's `RandomResizedCrop.get_params`: (left, top, width, height).
-fn random_crop(width: u32, height: u32, scale: (f64, f64), ratio: (f64, f64), rng: &mut Rng) -> (f64, f64, f64, f64) {
+fn random_crop(
+    width: u32,
+    height: u32,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    rng: &mut Rng,
+) -> (f64, f64, f64, f64) {
     let (w_img, h_img) = (width as f64, height as f64);
     let area = w_img * h_img;
     let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
@@ -317,7 +394,12 @@ fn random_crop(width: u32, height: u32, scale: (f64, f64), ratio: (f64, f64), rn
     } else {
         (w_img, h_img)
     };
-    (((w_img - w) / 2.0).floor(), ((h_img - h) / 2.0).floor(), w, h)
+    (
+        ((w_img - w) / 2.0).floor(),
+        ((h_img - h) / 2.0).floor(),
+        w,
+        h,
+    )
 }
 
 /// Per-thread state to prepare samples: decoder, resizer and scratch buffers, reused.
@@ -331,7 +413,9 @@ pub struct Prep {
 
 impl std::fmt::Debug for Prep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prep").field("decoder", &self.decoder).finish_non_exhaustive()
+        f.debug_struct("Prep")
+            .field("decoder", &self.decoder)
+            .finish_non_exhaustive()
     }
 }
 
@@ -345,7 +429,12 @@ impl Prep {
                 *out = (v as f32 / 255.0 - pipeline.mean[c]) / pipeline.std[c];
             }
         }
-        Ok(Prep { decoder, resizer: Resizer::new(), resized: Vec::new(), table })
+        Ok(Prep {
+            decoder,
+            resizer: Resizer::new(),
+            resized: Vec::new(),
+            table,
+        })
     }
 
     /// The decoder, e.g. to measure full decodes with the same state.
@@ -355,28 +444,60 @@ impl Prep {
 
     /// Decodes `data` and writes the prepared sample into `out`
     /// (`pipeline.sample_bytes()` bytes).
-    pub fn run(&mut self, pipeline: &Pipeline, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+    pub fn run(
+        &mut self,
+        pipeline: &Pipeline,
+        data: &[u8],
+        rng: &mut Rng,
+        out: &mut [u8],
+    ) -> Result<(), Cause> {
         debug_assert_eq!(out.len(), pipeline.sample_bytes());
         let header = self.decoder.header(data)?;
         let geometry = pipeline.geometry(header.width, header.height, rng);
         let (ow, oh) = (geometry.width, geometry.height);
-        let decoded = self.decoder.decode(data, &header, geometry.source, (ow, oh))?;
-        let src = ImageRef::new(decoded.width, decoded.height, decoded.pixels, PixelType::U8x3)
-            .map_err(|e| Cause::Corrupt(format!("decoded buffer: {e}")))?;
+        let decoded = self
+            .decoder
+            .decode(data, &header, geometry.source, (ow, oh))?;
+        let src = ImageRef::new(
+            decoded.width,
+            decoded.height,
+            decoded.pixels,
+            PixelType::U8x3,
+        )
+        .map_err(|e| Cause::Corrupt(format!("decoded buffer: {e}")))?;
         self.resized.resize(ow as usize * oh as usize * 3, 0);
         let mut dst = Image::from_slice_u8(ow, oh, &mut self.resized, PixelType::U8x3)
             .map_err(|e| Cause::Corrupt(format!("resize buffer: {e}")))?;
         let r = decoded.region;
-        let options =
-            ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear)).crop(r.x, r.y, r.w, r.h);
-        self.resizer.resize(&src, &mut dst, &options).map_err(|e| Cause::Corrupt(format!("resize: {e}")))?;
-        write_sample(&self.resized, ow as usize, oh as usize, geometry.flip, pipeline, &self.table, out);
+        let options = ResizeOptions::new()
+            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
+            .crop(r.x, r.y, r.w, r.h);
+        self.resizer
+            .resize(&src, &mut dst, &options)
+            .map_err(|e| Cause::Corrupt(format!("resize: {e}")))?;
+        write_sample(
+            &self.resized,
+            ow as usize,
+            oh as usize,
+            geometry.flip,
+            pipeline,
+            &self.table,
+            out,
+        );
         Ok(())
     }
 }
 
 /// The fused last pass: mirror, convert, normalise and lay out RGB pixels into `out`.
-fn write_sample(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline, table: &[[f32; 256]; 3], out: &mut [u8]) {
+fn write_sample(
+    rgb: &[u8],
+    w: usize,
+    h: usize,
+    flip: bool,
+    pipeline: &Pipeline,
+    table: &[[f32; 256]; 3],
+    out: &mut [u8],
+) {
     let plane = w * h;
     for y in 0..h {
         let row = &rgb[y * w * 3..(y + 1) * w * 3];
@@ -390,9 +511,8 @@ fn write_sample(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline,
                 };
                 match pipeline.dtype {
                     DType::U8 => out[index] = px[c],
-                    DType::F32 => {
-                        out[index * 4..index * 4 + 4].copy_from_slice(&table[c][px[c] as usize].to_ne_bytes())
-                    }
+                    DType::F32 => out[index * 4..index * 4 + 4]
+                        .copy_from_slice(&table[c][px[c] as usize].to_ne_bytes()),
                 }
             }
         }
@@ -432,32 +552,69 @@ mod tests {
 
     #[test]
     fn invalid_pipelines_are_refused() {
-        assert!(Pipeline::new(vec![Op::Resize(Size::Shorter(256))], DType::F32, Layout::Chw).is_err());
-        let norm = Op::Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD };
-        assert!(Pipeline::new(vec![Op::random_resized_crop(8), norm.clone()], DType::U8, Layout::Chw).is_err());
-        let bad_std = Op::Normalize { mean: IMAGENET_MEAN, std: [0.0, 1.0, 1.0] };
-        assert!(Pipeline::new(vec![Op::random_resized_crop(8), bad_std], DType::F32, Layout::Chw).is_err());
+        assert!(Pipeline::new(
+            vec![Op::Resize(Size::Shorter(256))],
+            DType::F32,
+            Layout::Chw
+        )
+        .is_err());
+        let norm = Op::Normalize {
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+        };
+        assert!(Pipeline::new(
+            vec![Op::random_resized_crop(8), norm.clone()],
+            DType::U8,
+            Layout::Chw
+        )
+        .is_err());
+        let bad_std = Op::Normalize {
+            mean: IMAGENET_MEAN,
+            std: [0.0, 1.0, 1.0],
+        };
+        assert!(Pipeline::new(
+            vec![Op::random_resized_crop(8), bad_std],
+            DType::F32,
+            Layout::Chw
+        )
+        .is_err());
     }
 
     #[test]
     fn prep_writes_normalized_chw_and_flips() {
         // Left half black, right half white: a flip must swap them.
         let (w, h) = (64u32, 48u32);
-        let px: Vec<u8> = (0..w * h).flat_map(|i| if i % w < w / 2 { [0u8; 3] } else { [255u8; 3] }).collect();
+        let px: Vec<u8> = (0..w * h)
+            .flat_map(|i| if i % w < w / 2 { [0u8; 3] } else { [255u8; 3] })
+            .collect();
         let jpeg = encode_jpeg(&px, w, h, EncodePixels::Rgb, 95, false).unwrap();
         let make = |p| {
-            let ops = vec![Op::Resize(Size::Exact { height: 16, width: 16 }), Op::RandomHorizontalFlip { p }];
+            let ops = vec![
+                Op::Resize(Size::Exact {
+                    height: 16,
+                    width: 16,
+                }),
+                Op::RandomHorizontalFlip { p },
+            ];
             Pipeline::new(ops, DType::F32, Layout::Chw).unwrap()
         };
         for (p, left_dark) in [(0.0, true), (1.0, false)] {
             let pipeline = make(p);
             let mut prep = Prep::new(&pipeline, u64::MAX).unwrap();
             let mut out = vec![0u8; pipeline.sample_bytes()];
-            prep.run(&pipeline, &jpeg, &mut Rng::new(0), &mut out).unwrap();
-            let f: Vec<f32> = out.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect();
+            prep.run(&pipeline, &jpeg, &mut Rng::new(0), &mut out)
+                .unwrap();
+            let f: Vec<f32> = out
+                .chunks_exact(4)
+                .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+                .collect();
             assert_eq!(f.len(), 3 * 16 * 16);
             let (left, right) = (f[16 * 8 + 1], f[16 * 8 + 14]);
-            assert_eq!(left < 0.1 && right > 0.9, left_dark, "left {left} right {right}");
+            assert_eq!(
+                left < 0.1 && right > 0.9,
+                left_dark,
+                "left {left} right {right}"
+            );
         }
     }
 }

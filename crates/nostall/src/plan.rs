@@ -47,7 +47,15 @@ pub struct PlanConfig {
 
 impl Default for PlanConfig {
     fn default() -> PlanConfig {
-        PlanConfig { seed: 0, shuffle: true, rank: 0, world: 1, batch_size: 64, drop_last: false, shard: Shard::Pad }
+        PlanConfig {
+            seed: 0,
+            shuffle: true,
+            rank: 0,
+            world: 1,
+            batch_size: 64,
+            drop_last: false,
+            shard: Shard::Pad,
+        }
     }
 }
 
@@ -96,7 +104,11 @@ pub struct Position {
 impl Position {
     /// The start of `epoch`.
     pub fn start_of(epoch: u64) -> Position {
-        Position { epoch, batch: 0, sample: 0 }
+        Position {
+            epoch,
+            batch: 0,
+            sample: 0,
+        }
     }
 }
 
@@ -142,7 +154,14 @@ impl EpochPlan {
             }
         }
         let samples = order.into_iter().skip(config.rank).step_by(world).collect();
-        Ok(EpochPlan { epoch, samples, batch_size: config.batch_size, drop_last: config.drop_last, padded, dropped })
+        Ok(EpochPlan {
+            epoch,
+            samples,
+            batch_size: config.batch_size,
+            drop_last: config.drop_last,
+            padded,
+            dropped,
+        })
     }
 
     /// The epoch this plan is for.
@@ -196,18 +215,30 @@ mod tests {
     use std::collections::HashSet;
 
     fn cfg(rank: usize, world: usize, shard: Shard) -> PlanConfig {
-        PlanConfig { seed: 9, rank, world, batch_size: 4, shard, ..PlanConfig::default() }
+        PlanConfig {
+            seed: 9,
+            rank,
+            world,
+            batch_size: 4,
+            shard,
+            ..PlanConfig::default()
+        }
     }
 
     #[test]
     fn pad_gives_equal_shares_covering_everything() {
         let len = 103;
-        let plans: Vec<_> = (0..4).map(|r| EpochPlan::new(&cfg(r, 4, Shard::Pad), len, 0).unwrap()).collect();
+        let plans: Vec<_> = (0..4)
+            .map(|r| EpochPlan::new(&cfg(r, 4, Shard::Pad), len, 0).unwrap())
+            .collect();
         let counts: HashSet<_> = plans.iter().map(|p| p.samples().len()).collect();
         assert_eq!(counts, HashSet::from([26]));
         let batches: HashSet<_> = plans.iter().map(|p| p.num_batches()).collect();
         assert_eq!(batches.len(), 1);
-        let all: Vec<_> = plans.iter().flat_map(|p| p.samples().iter().copied()).collect();
+        let all: Vec<_> = plans
+            .iter()
+            .flat_map(|p| p.samples().iter().copied())
+            .collect();
         assert_eq!(all.len(), 104);
         let distinct: HashSet<_> = all.iter().copied().collect();
         assert_eq!(distinct.len(), len);
@@ -217,7 +248,9 @@ mod tests {
     #[test]
     fn drop_gives_disjoint_equal_shares_and_names_the_rest() {
         let len = 103;
-        let plans: Vec<_> = (0..4).map(|r| EpochPlan::new(&cfg(r, 4, Shard::Drop), len, 0).unwrap()).collect();
+        let plans: Vec<_> = (0..4)
+            .map(|r| EpochPlan::new(&cfg(r, 4, Shard::Drop), len, 0).unwrap())
+            .collect();
         let mut seen = HashSet::new();
         for p in &plans {
             assert_eq!(p.samples().len(), 25);
@@ -236,11 +269,27 @@ mod tests {
         let a = EpochPlan::new(&cfg(0, 1, Shard::Pad), 50, 3).unwrap();
         let b = EpochPlan::new(&cfg(0, 1, Shard::Pad), 50, 3).unwrap();
         let c = EpochPlan::new(&cfg(0, 1, Shard::Pad), 50, 4).unwrap();
-        let d = EpochPlan::new(&PlanConfig { seed: 10, ..cfg(0, 1, Shard::Pad) }, 50, 3).unwrap();
+        let d = EpochPlan::new(
+            &PlanConfig {
+                seed: 10,
+                ..cfg(0, 1, Shard::Pad)
+            },
+            50,
+            3,
+        )
+        .unwrap();
         assert_eq!(a.samples(), b.samples());
         assert_ne!(a.samples(), c.samples());
         assert_ne!(a.samples(), d.samples());
-        let plain = EpochPlan::new(&PlanConfig { shuffle: false, ..cfg(0, 1, Shard::Pad) }, 5, 3).unwrap();
+        let plain = EpochPlan::new(
+            &PlanConfig {
+                shuffle: false,
+                ..cfg(0, 1, Shard::Pad)
+            },
+            5,
+            3,
+        )
+        .unwrap();
         assert_eq!(plain.samples(), &[0, 1, 2, 3, 4]);
     }
 

@@ -15,7 +15,9 @@ pub fn mix64(mut z: u64) -> u64 {
 
 /// Derives one stream key from several integers (e.g. seed, epoch, sample id, purpose).
 pub fn derive(parts: &[u64]) -> u64 {
-    parts.iter().fold(0x6E6F_7374_616C_6C00, |acc, &p| mix64(acc ^ mix64(p)))
+    parts
+        .iter()
+        .fold(0x6E6F_7374_616C_6C00, |acc, &p| mix64(acc ^ mix64(p)))
 }
 
 /// xoshiro256**: a small, fast generator with a 256-bit state.
@@ -32,7 +34,9 @@ impl Rng {
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
             mix64(x)
         };
-        Rng { s: [next(), next(), next(), next()] }
+        Rng {
+            s: [next(), next(), next(), next()],
+        }
     }
 
     /// The next 64 random bits.

@@ -17,14 +17,26 @@ pub fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
     for y in 0..height {
         for x in 0..width {
             let v = x.wrapping_mul(7 + seed) ^ y.wrapping_mul(13 + seed);
-            px.extend([(x * 255 / width) as u8, (y * 255 / height) as u8, (v % 251) as u8]);
+            px.extend([
+                (x * 255 / width) as u8,
+                (y * 255 / height) as u8,
+                (v % 251) as u8,
+            ]);
         }
     }
     px
 }
 
 pub fn jpeg(width: u32, height: u32, seed: u32) -> Vec<u8> {
-    encode_jpeg(&picture(width, height, seed), width, height, EncodePixels::Rgb, 90, seed % 3 == 0).unwrap()
+    encode_jpeg(
+        &picture(width, height, seed),
+        width,
+        height,
+        EncodePixels::Rgb,
+        90,
+        seed % 3 == 0,
+    )
+    .unwrap()
 }
 
 /// `classes` × `per_class` JPEGs of assorted sizes in ImageFolder layout.

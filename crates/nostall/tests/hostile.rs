@@ -26,18 +26,35 @@ fn corpus(root: &Path) -> std::path::PathBuf {
     let valid = jpeg(80, 60, 99);
     fs::write(bad.join("truncated.jpg"), &valid[..valid.len() * 2 / 3]).unwrap();
     fs::write(bad.join("empty.jpg"), b"").unwrap();
-    let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let noise: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
     fs::write(bad.join("random.jpg"), noise).unwrap();
     fs::write(bad.join("text.jpg"), b"this is not an image, just a note\n").unwrap();
     fs::write(bad.join("bomb.jpg"), declare_size(&valid, 60000, 60000)).unwrap();
     fs::write(bad.join("deleted.jpg"), &valid).unwrap();
     // Unusual but valid: these must be delivered, converted to RGB.
     fs::write(bad.join("png-named.jpg"), png(40, 30, png::BitDepth::Eight)).unwrap();
-    fs::write(bad.join("sixteen-bit.png"), png(40, 30, png::BitDepth::Sixteen)).unwrap();
-    let cmyk: Vec<u8> = picture(40, 30, 1).chunks(3).flat_map(|p| [p[0], p[1], p[2], 200]).collect();
-    fs::write(bad.join("cmyk.jpg"), encode_jpeg(&cmyk, 40, 30, EncodePixels::Cmyk, 90, false).unwrap()).unwrap();
+    fs::write(
+        bad.join("sixteen-bit.png"),
+        png(40, 30, png::BitDepth::Sixteen),
+    )
+    .unwrap();
+    let cmyk: Vec<u8> = picture(40, 30, 1)
+        .chunks(3)
+        .flat_map(|p| [p[0], p[1], p[2], 200])
+        .collect();
+    fs::write(
+        bad.join("cmyk.jpg"),
+        encode_jpeg(&cmyk, 40, 30, EncodePixels::Cmyk, 90, false).unwrap(),
+    )
+    .unwrap();
     let gray: Vec<u8> = picture(40, 30, 2).chunks(3).map(|p| p[0]).collect();
-    fs::write(bad.join("gray.jpg"), encode_jpeg(&gray, 40, 30, EncodePixels::Gray, 90, true).unwrap()).unwrap();
+    fs::write(
+        bad.join("gray.jpg"),
+        encode_jpeg(&gray, 40, 30, EncodePixels::Gray, 90, true).unwrap(),
+    )
+    .unwrap();
     bad.join("deleted.jpg")
 }
 
@@ -46,7 +63,10 @@ const DELIVERABLE: usize = GOOD + 4;
 /// Rewrites the frame header (SOF0 or SOF2) of a JPEG to declare another size.
 fn declare_size(jpeg: &[u8], width: u16, height: u16) -> Vec<u8> {
     let mut out = jpeg.to_vec();
-    let sof = out.windows(2).position(|w| w == [0xFF, 0xC0] || w == [0xFF, 0xC2]).expect("a frame header");
+    let sof = out
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC0] || w == [0xFF, 0xC2])
+        .expect("a frame header");
     out[sof + 5..sof + 7].copy_from_slice(&height.to_be_bytes());
     out[sof + 7..sof + 9].copy_from_slice(&width.to_be_bytes());
     out
@@ -58,8 +78,14 @@ fn png(width: u32, height: u32, depth: png::BitDepth) -> Vec<u8> {
     encoder.set_color(png::ColorType::Rgba);
     encoder.set_depth(depth);
     let mut writer = encoder.write_header().unwrap();
-    let bytes_per_sample = if depth == png::BitDepth::Sixteen { 2 } else { 1 };
-    let data: Vec<u8> = (0..width * height * 4 * bytes_per_sample).map(|i| (i % 251) as u8).collect();
+    let bytes_per_sample = if depth == png::BitDepth::Sixteen {
+        2
+    } else {
+        1
+    };
+    let data: Vec<u8> = (0..width * height * 4 * bytes_per_sample)
+        .map(|i| (i % 251) as u8)
+        .collect();
     writer.write_image_data(&data).unwrap();
     writer.finish().unwrap();
     out
@@ -94,7 +120,10 @@ fn skip_policy_fills_batches_and_counts_every_cause() {
         seen.extend(it.skipped().iter().map(|e| e.id));
         seen.sort_unstable();
         assert_eq!(seen, (0..l.catalog().len() as u64).collect::<Vec<_>>());
-        assert!(it.skipped().iter().any(|e| e.location.ends_with("bomb.jpg") && e.cause.kind() == "too-many-pixels"));
+        assert!(it
+            .skipped()
+            .iter()
+            .any(|e| e.location.ends_with("bomb.jpg") && e.cause.kind() == "too-many-pixels"));
     }
 }
 
@@ -111,14 +140,21 @@ fn error_policy_names_the_file_and_cause() {
     ] {
         let only = tempfile::tempdir().unwrap();
         fs::create_dir(only.path().join("c")).unwrap();
-        fs::copy(dir.path().join("bad").join(file), only.path().join("c").join(file)).unwrap();
+        fs::copy(
+            dir.path().join("bad").join(file),
+            only.path().join("c").join(file),
+        )
+        .unwrap();
         fs::write(only.path().join("c").join("ok.jpg"), jpeg(80, 60, 1)).unwrap();
         let l = loader(only.path(), config(2, 2));
         let results: Vec<_> = l.epoch(0).unwrap().collect();
         let err = results.into_iter().find_map(|r| r.err()).expect("an error");
         let message = err.to_string();
         assert!(matches!(err, Error::Sample(_)));
-        assert!(message.contains(file) && message.contains(words), "{message}");
+        assert!(
+            message.contains(file) && message.contains(words),
+            "{message}"
+        );
     }
 }
 
@@ -129,7 +165,11 @@ fn unreadable_file_is_counted_as_permission_denied() {
     use std::os::unix::process::CommandExt;
     if unsafe { libc::geteuid() } == 0 {
         let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "unreadable_file_is_counted_as_permission_denied", "--nocapture"])
+            .args([
+                "--exact",
+                "unreadable_file_is_counted_as_permission_denied",
+                "--nocapture",
+            ])
             .env("TMPDIR", "/tmp")
             .uid(65534)
             .gid(65534)
@@ -141,7 +181,11 @@ fn unreadable_file_is_counted_as_permission_denied() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("c")).unwrap();
     for i in 0..3 {
-        fs::write(dir.path().join("c").join(format!("{i}.jpg")), jpeg(40, 30, i)).unwrap();
+        fs::write(
+            dir.path().join("c").join(format!("{i}.jpg")),
+            jpeg(40, 30, i),
+        )
+        .unwrap();
     }
     let locked = dir.path().join("c").join("1.jpg");
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
@@ -151,7 +195,10 @@ fn unreadable_file_is_counted_as_permission_denied() {
     let mut it = l.epoch(0).unwrap();
     let delivered: usize = it.by_ref().map(|b| b.unwrap().len()).sum();
     assert_eq!(delivered, 2);
-    assert_eq!(it.stats().skipped, BTreeMap::from([("permission-denied", 1)]));
+    assert_eq!(
+        it.stats().skipped,
+        BTreeMap::from([("permission-denied", 1)])
+    );
 }
 
 #[test]
@@ -162,11 +209,18 @@ fn skipping_keeps_output_independent_of_thread_count() {
         let mut c = config(3, threads);
         c.on_error = ErrorPolicy::Skip;
         let l = loader(dir.path(), c);
-        let batches: Vec<(Vec<u64>, Vec<u8>)> =
-            l.epoch(1).unwrap().map(|b| b.unwrap()).map(|b| (b.ids().to_vec(), b.data().to_vec())).collect();
+        let batches: Vec<(Vec<u64>, Vec<u8>)> = l
+            .epoch(1)
+            .unwrap()
+            .map(|b| b.unwrap())
+            .map(|b| (b.ids().to_vec(), b.data().to_vec()))
+            .collect();
         batches
     };
     let one = bytes(1);
-    assert_eq!(one.iter().map(|b| b.0.len()).sum::<usize>(), DELIVERABLE + 1); // nothing deleted here
+    assert_eq!(
+        one.iter().map(|b| b.0.len()).sum::<usize>(),
+        DELIVERABLE + 1
+    ); // nothing deleted here
     assert_eq!(one, bytes(3));
 }

@@ -10,7 +10,11 @@ use nostall::{Batch, PlanConfig, Position, Shard};
 
 /// (ids, labels, bytes) of every batch of an epoch.
 fn run(loader: &nostall::Loader, epoch: u64) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
-    loader.epoch(epoch).unwrap().map(|b| snapshot(&b.unwrap())).collect()
+    loader
+        .epoch(epoch)
+        .unwrap()
+        .map(|b| snapshot(&b.unwrap()))
+        .collect()
 }
 
 fn snapshot(b: &Batch) -> (Vec<u64>, Vec<i64>, Vec<u8>) {
@@ -32,7 +36,10 @@ fn output_bytes_do_not_depend_on_thread_count() {
     let mut other_seed = config(8, 2);
     other_seed.plan.seed = 6;
     let other = run(&loader(dir.path(), other_seed), 0);
-    assert_ne!(one.iter().map(|b| &b.2).collect::<Vec<_>>(), other.iter().map(|b| &b.2).collect::<Vec<_>>());
+    assert_ne!(
+        one.iter().map(|b| &b.2).collect::<Vec<_>>(),
+        other.iter().map(|b| &b.2).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -62,20 +69,41 @@ fn each_rank_gets_its_plan_exactly_once_under_both_shard_policies() {
         let mut batch_counts = HashSet::new();
         for rank in 0..4 {
             let mut c = config(3, 2);
-            c.plan = PlanConfig { rank, world: 4, shard, ..c.plan };
+            c.plan = PlanConfig {
+                rank,
+                world: 4,
+                shard,
+                ..c.plan
+            };
             let l = loader(dir.path(), c.clone());
             let ids: Vec<u64> = run(&l, 2).into_iter().flat_map(|b| b.0).collect();
             let plan = EpochPlan::new(&c.plan, 26, 2).unwrap();
-            assert_eq!(ids, plan.samples(), "rank {rank} got other samples than planned");
+            assert_eq!(
+                ids,
+                plan.samples(),
+                "rank {rank} got other samples than planned"
+            );
             batch_counts.insert(l.batches_per_epoch());
             union.extend(ids.iter().copied());
             if shard == Shard::Drop {
-                union.extend(if rank == 0 { plan.dropped().to_vec() } else { vec![] });
+                union.extend(if rank == 0 {
+                    plan.dropped().to_vec()
+                } else {
+                    vec![]
+                });
             }
         }
-        assert_eq!(batch_counts.len(), 1, "ranks disagree on the number of batches");
+        assert_eq!(
+            batch_counts.len(),
+            1,
+            "ranks disagree on the number of batches"
+        );
         let distinct: HashSet<u64> = union.iter().copied().collect();
-        assert_eq!(distinct.len(), 26, "{shard:?}: the ranks together do not cover the dataset");
+        assert_eq!(
+            distinct.len(),
+            26,
+            "{shard:?}: the ranks together do not cover the dataset"
+        );
         if shard == Shard::Drop {
             assert_eq!(union.len(), 26, "a sample went to two ranks");
         }
@@ -89,13 +117,34 @@ fn resuming_yields_exactly_the_remaining_batches() {
     let l = loader(dir.path(), config(3, 2));
     let full = run(&l, 4);
     let mut epoch = l.epoch(4).unwrap();
-    let first: Vec<_> = epoch.by_ref().take(3).map(|b| snapshot(&b.unwrap())).collect();
+    let first: Vec<_> = epoch
+        .by_ref()
+        .take(3)
+        .map(|b| snapshot(&b.unwrap()))
+        .collect();
     let saved = epoch.position();
     drop(epoch);
-    assert_eq!(saved, Position { epoch: 4, batch: 3, sample: 9 });
-    let rest: Vec<_> = l.resume(saved).unwrap().map(|b| snapshot(&b.unwrap())).collect();
+    assert_eq!(
+        saved,
+        Position {
+            epoch: 4,
+            batch: 3,
+            sample: 9
+        }
+    );
+    let rest: Vec<_> = l
+        .resume(saved)
+        .unwrap()
+        .map(|b| snapshot(&b.unwrap()))
+        .collect();
     assert_eq!([first, rest].concat(), full);
-    assert!(l.resume(Position { epoch: 4, batch: 0, sample: 21 }).is_err());
+    assert!(l
+        .resume(Position {
+            epoch: 4,
+            batch: 0,
+            sample: 21
+        })
+        .is_err());
 }
 
 #[test]
@@ -107,7 +156,11 @@ fn buffers_are_recycled_not_reallocated_across_epochs() {
         assert_eq!(l.epoch(epoch).unwrap().count(), 3);
     }
     // Window of `prefetch` (2) buffers plus the one the consumer holds.
-    assert!(l.buffers_allocated() <= 3, "{} buffers allocated", l.buffers_allocated());
+    assert!(
+        l.buffers_allocated() <= 3,
+        "{} buffers allocated",
+        l.buffers_allocated()
+    );
 }
 
 #[test]

@@ -60,7 +60,12 @@ pub struct Rect {
 impl Rect {
     /// The whole of a `width` × `height` image.
     pub fn full(width: u32, height: u32) -> Rect {
-        Rect { x: 0.0, y: 0.0, w: width as f64, h: height as f64 }
+        Rect {
+            x: 0.0,
+            y: 0.0,
+            w: width as f64,
+            h: height as f64,
+        }
     }
 }
 
@@ -99,14 +104,21 @@ pub struct Decoder {
 
 impl std::fmt::Debug for Decoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Decoder").field("max_pixels", &self.max_pixels).finish_non_exhaustive()
+        f.debug_struct("Decoder")
+            .field("max_pixels", &self.max_pixels)
+            .finish_non_exhaustive()
     }
 }
 
 impl Decoder {
     /// A decoder refusing images of more than `max_pixels` pixels.
     pub fn new(max_pixels: u64) -> Result<Decoder, String> {
-        Ok(Decoder { turbo: Handle::decompressor()?, pixels: Vec::new(), scratch: Vec::new(), max_pixels })
+        Ok(Decoder {
+            turbo: Handle::decompressor()?,
+            pixels: Vec::new(),
+            scratch: Vec::new(),
+            max_pixels,
+        })
     }
 
     /// Reads the header: format, dimensions, and the pixel-limit check.
@@ -117,11 +129,21 @@ impl Decoder {
         let header = match sniff(data).ok_or(Cause::UnknownFormat)? {
             Format::Jpeg => {
                 let jpeg = self.turbo.read_header(data)?;
-                Header { format: Format::Jpeg, width: jpeg.width, height: jpeg.height, jpeg: Some(jpeg) }
+                Header {
+                    format: Format::Jpeg,
+                    width: jpeg.width,
+                    height: jpeg.height,
+                    jpeg: Some(jpeg),
+                }
             }
             Format::Png => {
                 let (width, height) = png_decode::dimensions(data)?;
-                Header { format: Format::Png, width, height, jpeg: None }
+                Header {
+                    format: Format::Png,
+                    width,
+                    height,
+                    jpeg: None,
+                }
             }
         };
         let pixels = header.width as u64 * header.height as u64;
@@ -138,7 +160,13 @@ impl Decoder {
     /// Decodes at least `region` of the image (source coordinates, from `header`) at a
     /// resolution of at least `min_size` (width, height) for that region, doing as little
     /// work as the format allows.
-    pub fn decode(&mut self, data: &[u8], header: &Header, region: Rect, min_size: (u32, u32)) -> Result<Decoded<'_>, Cause> {
+    pub fn decode(
+        &mut self,
+        data: &[u8],
+        header: &Header,
+        region: Rect,
+        min_size: (u32, u32),
+    ) -> Result<Decoded<'_>, Cause> {
         let region = clamp(region, header.width, header.height);
         let (width, height, region) = match header.jpeg {
             Some(jpeg) => self.decode_jpeg(data, &jpeg, region, min_size)?,
@@ -147,7 +175,12 @@ impl Decoder {
                 (w, h, region)
             }
         };
-        Ok(Decoded { pixels: &self.pixels, width, height, region })
+        Ok(Decoded {
+            pixels: &self.pixels,
+            width,
+            height,
+            region,
+        })
     }
 
     /// Decodes the whole image at full resolution (the reference a pipeline is compared with).
@@ -166,11 +199,22 @@ impl Decoder {
     ) -> Result<(u32, u32, Rect), Cause> {
         // The smallest n/8 that keeps the region at least as large as the output.
         let eighths = (1..=8u32)
-            .find(|&n| region.w * n as f64 / 8.0 >= min_w as f64 && region.h * n as f64 / 8.0 >= min_h as f64)
+            .find(|&n| {
+                region.w * n as f64 / 8.0 >= min_w as f64
+                    && region.h * n as f64 / 8.0 >= min_h as f64
+            })
             .unwrap_or(8);
         let s = eighths as f64 / 8.0;
-        let (sw, sh) = (turbo::scaled(jpeg.width, eighths), turbo::scaled(jpeg.height, eighths));
-        let scaled = Rect { x: region.x * s, y: region.y * s, w: region.w * s, h: region.h * s };
+        let (sw, sh) = (
+            turbo::scaled(jpeg.width, eighths),
+            turbo::scaled(jpeg.height, eighths),
+        );
+        let scaled = Rect {
+            x: region.x * s,
+            y: region.y * s,
+            w: region.w * s,
+            h: region.h * s,
+        };
         let mut x0 = (scaled.x.floor() as u32).min(sw - 1);
         let y0 = (scaled.y.floor() as u32).min(sh - 1);
         let x1 = ((scaled.x + scaled.w).ceil() as u32).clamp(x0 + 1, sw);
@@ -187,8 +231,20 @@ impl Decoder {
             }
         };
         let y0 = if crop.is_some() { y0 } else { 0 };
-        let (w, h) = self.turbo.decode_rgb(data, jpeg, eighths, crop, &mut self.pixels, &mut self.scratch)?;
-        let local = Rect { x: scaled.x - x0 as f64, y: scaled.y - y0 as f64, w: scaled.w, h: scaled.h };
+        let (w, h) = self.turbo.decode_rgb(
+            data,
+            jpeg,
+            eighths,
+            crop,
+            &mut self.pixels,
+            &mut self.scratch,
+        )?;
+        let local = Rect {
+            x: scaled.x - x0 as f64,
+            y: scaled.y - y0 as f64,
+            w: scaled.w,
+            h: scaled.h,
+        };
         Ok((w, h, clamp(local, w, h)))
     }
 }
@@ -198,7 +254,12 @@ fn clamp(r: Rect, width: u32, height: u32) -> Rect {
     let (fw, fh) = (width as f64, height as f64);
     let x = r.x.clamp(0.0, fw - 1.0);
     let y = r.y.clamp(0.0, fh - 1.0);
-    Rect { x, y, w: r.w.min(fw - x).max(1.0), h: r.h.min(fh - y).max(1.0) }
+    Rect {
+        x,
+        y,
+        w: r.w.min(fw - x).max(1.0),
+        h: r.h.min(fh - y).max(1.0),
+    }
 }
 
 #[cfg(test)]
@@ -225,14 +286,25 @@ mod tests {
 
     #[test]
     fn region_decode_scales_and_locates_the_region() {
-        let jpeg = encode_jpeg(&gradient(400, 300), 400, 300, EncodePixels::Rgb, 95, false).unwrap();
+        let jpeg =
+            encode_jpeg(&gradient(400, 300), 400, 300, EncodePixels::Rgb, 95, false).unwrap();
         let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
         let header = dec.header(&jpeg).unwrap();
         assert_eq!((header.width, header.height), (400, 300));
-        let region = Rect { x: 203.0, y: 101.0, w: 160.0, h: 120.0 };
+        let region = Rect {
+            x: 203.0,
+            y: 101.0,
+            w: 160.0,
+            h: 120.0,
+        };
         let out = dec.decode(&jpeg, &header, region, (40, 30)).unwrap();
         // 40 of 160 pixels: a quarter scale suffices, so far fewer pixels are produced.
-        assert!(out.width < 100 && out.height < 100, "{}x{}", out.width, out.height);
+        assert!(
+            out.width < 100 && out.height < 100,
+            "{}x{}",
+            out.width,
+            out.height
+        );
         assert!(out.region.w >= 40.0 && out.region.h >= 30.0);
         // The region's top-left pixel holds the source's value there (the gradient).
         let (x, y) = (out.region.x.round() as usize, out.region.y.round() as usize);
@@ -247,7 +319,10 @@ mod tests {
         let jpeg = encode_jpeg(&gradient(64, 48), 64, 48, EncodePixels::Rgb, 90, true).unwrap();
         let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
         let out = dec.decode_full(&jpeg).unwrap();
-        assert_eq!((out.width, out.height, out.pixels.len()), (64, 48, 64 * 48 * 3));
+        assert_eq!(
+            (out.width, out.height, out.pixels.len()),
+            (64, 48, 64 * 48 * 3)
+        );
     }
 
     #[test]
@@ -272,12 +347,21 @@ mod tests {
         assert_eq!(dec.header(&[]), Err(Cause::Empty));
         assert_eq!(dec.header(b"GIF89a...."), Err(Cause::UnknownFormat));
         let jpeg = encode_jpeg(&gradient(64, 48), 64, 48, EncodePixels::Rgb, 90, false).unwrap();
-        assert!(matches!(dec.header(&jpeg), Err(Cause::TooManyPixels { width: 64, height: 48, limit: 1_000 })));
+        assert!(matches!(
+            dec.header(&jpeg),
+            Err(Cause::TooManyPixels {
+                width: 64,
+                height: 48,
+                limit: 1_000
+            })
+        ));
         let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
         let big = encode_jpeg(&gradient(256, 192), 256, 192, EncodePixels::Rgb, 90, false).unwrap();
         let truncated = &big[..big.len() * 3 / 4];
         let header = dec.header(truncated).unwrap();
-        let err = dec.decode(truncated, &header, Rect::full(256, 192), (256, 192)).unwrap_err();
+        let err = dec
+            .decode(truncated, &header, Rect::full(256, 192), (256, 192))
+            .unwrap_err();
         assert!(matches!(err, Cause::Corrupt(_)), "{err:?}");
         let head = dec.header(&jpeg[..4]);
         assert!(matches!(head, Err(Cause::Corrupt(_))), "{head:?}");

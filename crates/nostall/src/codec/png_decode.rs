@@ -6,25 +6,35 @@ use crate::error::Cause;
 pub(super) fn dimensions(data: &[u8]) -> Result<(u32, u32), Cause> {
     // Signature (8), chunk length (4), "IHDR" (4), width (4), height (4).
     if data.len() < 24 || &data[12..16] != b"IHDR" {
-        return Err(Cause::Corrupt("PNG file too short or IHDR chunk missing".into()));
+        return Err(Cause::Corrupt(
+            "PNG file too short or IHDR chunk missing".into(),
+        ));
     }
     let word = |at: usize| u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
     let (width, height) = (word(16), word(20));
     if width == 0 || height == 0 {
-        return Err(Cause::Corrupt(format!("header declares a {width}x{height} image")));
+        return Err(Cause::Corrupt(format!(
+            "header declares a {width}x{height} image"
+        )));
     }
     Ok((width, height))
 }
 
 /// Decodes the whole image into `out` as RGB, returning (width, height).
-pub(super) fn decode_rgb(data: &[u8], max_pixels: u64, out: &mut Vec<u8>) -> Result<(u32, u32), Cause> {
+pub(super) fn decode_rgb(
+    data: &[u8],
+    max_pixels: u64,
+    out: &mut Vec<u8>,
+) -> Result<(u32, u32), Cause> {
     let corrupt = |e: png::DecodingError| Cause::Corrupt(e.to_string());
     let mut decoder = png::Decoder::new(data);
     // Expand palettes and low bit depths, strip 16-bit to 8: everything becomes 8-bit.
     decoder.set_transformations(png::Transformations::normalize_to_color8());
     // The pixel limit is checked from the header already; this bounds what the crate may
     // allocate (RGBA at 8 bits) in case the header lies.
-    decoder.set_limits(png::Limits { bytes: (max_pixels as usize).saturating_mul(4) });
+    decoder.set_limits(png::Limits {
+        bytes: (max_pixels as usize).saturating_mul(4),
+    });
     let mut reader = decoder.read_info().map_err(corrupt)?;
     let mut raw = vec![0; reader.output_buffer_size()];
     let frame = reader.next_frame(&mut raw).map_err(corrupt)?;

@@ -65,7 +65,9 @@ impl Handle {
     fn last_error(&self) -> String {
         // SAFETY: the handle is valid; TurboJPEG returns a NUL-terminated static or
         // per-handle string that lives until the next call on this handle.
-        unsafe { CStr::from_ptr(tj::tj3GetErrorStr(self.ptr)) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(tj::tj3GetErrorStr(self.ptr)) }
+            .to_string_lossy()
+            .into_owned()
     }
 
     fn error_is_warning(&self) -> bool {
@@ -91,22 +93,32 @@ impl Handle {
         // Given tables but no frame, TurboJPEG reports success and leaves the previous
         // image's dimensions in place: check for a frame header first.
         if !has_frame_header(data) {
-            return Err(Cause::Corrupt("no frame header (SOF marker) before the scan data".into()));
+            return Err(Cause::Corrupt(
+                "no frame header (SOF marker) before the scan data".into(),
+            ));
         }
         // SAFETY: data is a valid slice for its length; the handle is a decompressor.
-        if unsafe { tj::tj3DecompressHeader(self.ptr, data.as_ptr(), data.len() as tj::size_t) } != 0 {
+        if unsafe { tj::tj3DecompressHeader(self.ptr, data.as_ptr(), data.len() as tj::size_t) }
+            != 0
+        {
             return Err(Cause::Corrupt(self.last_error()));
         }
         let colorspace = self.get(tj::TJPARAM_TJPARAM_COLORSPACE);
-        let (width, height) = (self.get(tj::TJPARAM_TJPARAM_JPEGWIDTH), self.get(tj::TJPARAM_TJPARAM_JPEGHEIGHT));
+        let (width, height) = (
+            self.get(tj::TJPARAM_TJPARAM_JPEGWIDTH),
+            self.get(tj::TJPARAM_TJPARAM_JPEGHEIGHT),
+        );
         if width <= 0 || height <= 0 {
-            return Err(Cause::Corrupt(format!("header declares a {width}x{height} image")));
+            return Err(Cause::Corrupt(format!(
+                "header declares a {width}x{height} image"
+            )));
         }
         Ok(JpegHeader {
             width: width as u32,
             height: height as u32,
             subsamp: self.get(tj::TJPARAM_TJPARAM_SUBSAMP),
-            cmyk: colorspace == tj::TJCS_TJCS_CMYK as i32 || colorspace == tj::TJCS_TJCS_YCCK as i32,
+            cmyk: colorspace == tj::TJCS_TJCS_CMYK as i32
+                || colorspace == tj::TJCS_TJCS_YCCK as i32,
         })
     }
 
@@ -134,23 +146,42 @@ impl Handle {
     ) -> Result<(u32, u32), Cause> {
         // TurboJPEG accepts only reduced fractions (1/2, not 4/8).
         let common = gcd(eighths, 8);
-        let factor = tj::tjscalingfactor { num: (eighths / common) as libc::c_int, denom: (8 / common) as libc::c_int };
+        let factor = tj::tjscalingfactor {
+            num: (eighths / common) as libc::c_int,
+            denom: (8 / common) as libc::c_int,
+        };
         // SAFETY: valid handle; the factor is one TurboJPEG supports (n/8, n = 1..=8).
         if unsafe { tj::tj3SetScalingFactor(self.ptr, factor) } != 0 {
             return Err(Cause::Corrupt(self.last_error()));
         }
-        let (sw, sh) = (scaled(header.width, eighths), scaled(header.height, eighths));
+        let (sw, sh) = (
+            scaled(header.width, eighths),
+            scaled(header.height, eighths),
+        );
         let region = match crop {
-            Some((x, y, w, h)) => tj::tjregion { x: x as i32, y: y as i32, w: w as i32, h: h as i32 },
-            None => tj::tjregion { x: 0, y: 0, w: 0, h: 0 },
+            Some((x, y, w, h)) => tj::tjregion {
+                x: x as i32,
+                y: y as i32,
+                w: w as i32,
+                h: h as i32,
+            },
+            None => tj::tjregion {
+                x: 0,
+                y: 0,
+                w: 0,
+                h: 0,
+            },
         };
         // SAFETY: valid handle, header read just before (required for a cropping region).
         if unsafe { tj::tj3SetCroppingRegion(self.ptr, region) } != 0 {
             return Err(Cause::Corrupt(self.last_error()));
         }
         let (w, h) = crop.map_or((sw, sh), |(_, _, w, h)| (w, h));
-        let (format, channels, target) =
-            if header.cmyk { (tj::TJPF_TJPF_CMYK, 4, &mut *cmyk_scratch) } else { (tj::TJPF_TJPF_RGB, 3, &mut *out) };
+        let (format, channels, target) = if header.cmyk {
+            (tj::TJPF_TJPF_CMYK, 4, &mut *cmyk_scratch)
+        } else {
+            (tj::TJPF_TJPF_RGB, 3, &mut *out)
+        };
         let len = w as usize * h as usize * channels;
         target.clear();
         target.resize(len, 0);
@@ -243,7 +274,10 @@ pub fn encode_jpeg(
         EncodePixels::Cmyk => (tj::TJPF_TJPF_CMYK, 4, tj::TJSAMP_TJSAMP_444),
     };
     if pixels.len() != width as usize * height as usize * channels {
-        return Err(format!("{} bytes do not make a {width}x{height} image of {layout:?}", pixels.len()));
+        return Err(format!(
+            "{} bytes do not make a {width}x{height} image of {layout:?}",
+            pixels.len()
+        ));
     }
     let mut handle = Handle::new(tj::TJINIT_TJINIT_COMPRESS)?;
     handle.set(tj::TJPARAM_TJPARAM_QUALITY, quality.clamp(1, 100) as i32)?;

@@ -29,7 +29,8 @@ unsafe impl Sync for BatchBuffer {}
 
 impl BatchBuffer {
     fn new(len: usize) -> BatchBuffer {
-        let layout = Layout::from_size_align(len.max(1), ALIGN).expect("batch size overflows memory");
+        let layout =
+            Layout::from_size_align(len.max(1), ALIGN).expect("batch size overflows memory");
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| alloc::handle_alloc_error(layout));
@@ -49,9 +50,15 @@ impl BatchBuffer {
 
     /// A writable view of sample `index` of `sample_bytes` bytes.
     pub(crate) fn slot(&self, index: usize, sample_bytes: usize) -> Slot {
-        assert!((index + 1) * sample_bytes <= self.len, "slot {index} outside the batch buffer");
+        assert!(
+            (index + 1) * sample_bytes <= self.len,
+            "slot {index} outside the batch buffer"
+        );
         // SAFETY: in bounds, checked above.
-        Slot { ptr: unsafe { self.ptr.as_ptr().add(index * sample_bytes) }, len: sample_bytes }
+        Slot {
+            ptr: unsafe { self.ptr.as_ptr().add(index * sample_bytes) },
+            len: sample_bytes,
+        }
     }
 
     /// Copies slot `from` of `src` to slot `to` of `self` (a compaction after a skip).
@@ -105,7 +112,11 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub(crate) fn new(buffer_bytes: usize) -> Arc<Pool> {
-        Arc::new(Pool { buffer_bytes, free: Mutex::new(Vec::new()), allocated: AtomicUsize::new(0) })
+        Arc::new(Pool {
+            buffer_bytes,
+            free: Mutex::new(Vec::new()),
+            allocated: AtomicUsize::new(0),
+        })
     }
 
     pub(crate) fn take(&self) -> BatchBuffer {

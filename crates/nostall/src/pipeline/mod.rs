@@ -93,7 +93,9 @@ impl LoaderConfig {
     fn validate(&self, dataset_len: usize) -> Result<()> {
         self.plan.validate(dataset_len)?;
         if self.prep_threads == 0 || self.fetch_threads == 0 {
-            return Err(Error::Config("prep and fetch need at least one thread each".into()));
+            return Err(Error::Config(
+                "prep and fetch need at least one thread each".into(),
+            ));
         }
         if self.prefetch == 0 {
             return Err(Error::Config("prefetch must be at least 1 batch".into()));
@@ -112,16 +114,28 @@ pub struct Loader {
 
 impl std::fmt::Debug for Loader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loader").field("samples", &self.catalog.len()).field("config", &self.config).finish()
+        f.debug_struct("Loader")
+            .field("samples", &self.catalog.len())
+            .field("config", &self.config)
+            .finish()
     }
 }
 
 impl Loader {
     /// A loader reading `catalog`'s samples from `source`.
-    pub fn new(catalog: Arc<Catalog>, source: Arc<dyn Source>, config: LoaderConfig) -> Result<Loader> {
+    pub fn new(
+        catalog: Arc<Catalog>,
+        source: Arc<dyn Source>,
+        config: LoaderConfig,
+    ) -> Result<Loader> {
         config.validate(catalog.len())?;
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
-        Ok(Loader { catalog, source, config, pool: Pool::new(buffer_bytes) })
+        Ok(Loader {
+            catalog,
+            source,
+            config,
+            pool: Pool::new(buffer_bytes),
+        })
     }
 
     /// The configuration.
@@ -260,8 +274,10 @@ impl Shared {
                 let buffer = self.pool.take();
                 st.window.push_back(buffer);
             }
-            let slot = st.window[(batch - st.delivered) as usize]
-                .slot((position % self.batch_size as u64) as usize, self.sample_bytes);
+            let slot = st.window[(batch - st.delivered) as usize].slot(
+                (position % self.batch_size as u64) as usize,
+                self.sample_bytes,
+            );
             st.next += 1;
             st.last_position = Some(position);
             st.done.push_back(None);
@@ -303,7 +319,10 @@ pub struct Epoch {
 
 impl std::fmt::Debug for Epoch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Epoch").field("epoch", &self.shared.epoch).field("samples", &self.samples).finish()
+        f.debug_struct("Epoch")
+            .field("epoch", &self.shared.epoch)
+            .field("samples", &self.samples)
+            .finish()
     }
 }
 
@@ -349,15 +368,19 @@ impl Epoch {
         });
         // Room for every prep thread to have one sample queued behind the one it works on.
         let (to_prep, from_fetch) = bounded::<Fetched>(config.prep_threads * 2);
-        let (recycle, recycled) = bounded::<Vec<u8>>(config.prep_threads * 2 + config.fetch_threads);
+        let (recycle, recycled) =
+            bounded::<Vec<u8>>(config.prep_threads * 2 + config.fetch_threads);
         let mut threads = Vec::new();
         for n in 0..config.fetch_threads {
             let (shared, to_prep, recycled) = (shared.clone(), to_prep.clone(), recycled.clone());
-            threads.push(spawn(format!("nostall-fetch-{n}"), move || fetch_loop(&shared, &to_prep, &recycled)));
+            threads.push(spawn(format!("nostall-fetch-{n}"), move || {
+                fetch_loop(&shared, &to_prep, &recycled)
+            }));
         }
         drop(to_prep);
         for n in 0..config.prep_threads {
-            let (shared, from_fetch, recycle) = (shared.clone(), from_fetch.clone(), recycle.clone());
+            let (shared, from_fetch, recycle) =
+                (shared.clone(), from_fetch.clone(), recycle.clone());
             let max_pixels = config.max_pixels;
             threads.push(spawn(format!("nostall-prep-{n}"), move || {
                 prep_loop(&shared, &from_fetch, &recycle, max_pixels)
@@ -418,7 +441,11 @@ impl Epoch {
                 let id = shared.stream[index];
                 match result {
                     Err(cause) => {
-                        let error = SampleError { id, location: shared.source.location(id), cause };
+                        let error = SampleError {
+                            id,
+                            location: shared.source.location(id),
+                            cause,
+                        };
                         if shared.on_error == ErrorPolicy::Error {
                             drop(st);
                             shared.halt();
@@ -434,8 +461,16 @@ impl Epoch {
                     Ok(()) => {
                         let fin = (index - shared.start) as u64 - st.skipped;
                         if fin != position {
-                            let (to, from) = ((fin / bs - st.delivered) as usize, (position / bs - st.delivered) as usize);
-                            st.window[to].copy_slot((fin % bs) as usize, &st.window[from], (position % bs) as usize, shared.sample_bytes);
+                            let (to, from) = (
+                                (fin / bs - st.delivered) as usize,
+                                (position / bs - st.delivered) as usize,
+                            );
+                            st.window[to].copy_slot(
+                                (fin % bs) as usize,
+                                &st.window[from],
+                                (position % bs) as usize,
+                                shared.sample_bytes,
+                            );
                         }
                         let label = shared.catalog.label(id).map_or(-1, i64::from);
                         st.labels.push(label);
@@ -464,12 +499,19 @@ impl Epoch {
     /// Hands the batch being assembled to the consumer.
     fn deliver(&mut self, mut st: MutexGuard<'_, State>, waited: Duration) -> Batch {
         let shared = &self.shared;
-        let buffer = st.window.pop_front().expect("the batch being assembled has a buffer");
+        let buffer = st
+            .window
+            .pop_front()
+            .expect("the batch being assembled has a buffer");
         let labels = std::mem::replace(&mut st.labels, Vec::with_capacity(shared.batch_size));
         let ids = std::mem::replace(&mut st.ids, Vec::with_capacity(shared.batch_size));
         let index = shared.first_batch + st.delivered;
         st.delivered += 1;
-        let position = Position { epoch: shared.epoch, batch: index + 1, sample: st.cursor as u64 };
+        let position = Position {
+            epoch: shared.epoch,
+            batch: index + 1,
+            sample: st.cursor as u64,
+        };
         drop(st);
         shared.claimable.notify_all();
         self.position = position;
@@ -519,7 +561,10 @@ impl Drop for Epoch {
 }
 
 fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
-    std::thread::Builder::new().name(name).spawn(body).expect("cannot start a loader thread")
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(body)
+        .expect("cannot start a loader thread")
 }
 
 fn fetch_loop(shared: &Shared, to_prep: &Sender<Fetched>, recycled: &Receiver<Vec<u8>>) {
@@ -529,24 +574,41 @@ fn fetch_loop(shared: &Shared, to_prep: &Sender<Fetched>, recycled: &Receiver<Ve
         let started = Instant::now();
         let result = shared.source.read(id, &mut bytes);
         shared.fetch.record(started.elapsed(), bytes.len() as u64);
-        let fetched = Fetched { index, position, slot, bytes: result.map(|()| bytes) };
+        let fetched = Fetched {
+            index,
+            position,
+            slot,
+            bytes: result.map(|()| bytes),
+        };
         if to_prep.send(fetched).is_err() {
             return; // prep threads are gone: the epoch is stopping
         }
     }
 }
 
-fn prep_loop(shared: &Shared, from_fetch: &Receiver<Fetched>, recycle: &Sender<Vec<u8>>, max_pixels: u64) {
-    let mut prep = match Prep::new(&shared.pipeline, max_pixels) {
-        Ok(prep) => Some(prep),
-        Err(_) => None,
-    };
-    for Fetched { index, position, mut slot, bytes } in from_fetch.iter() {
+fn prep_loop(
+    shared: &Shared,
+    from_fetch: &Receiver<Fetched>,
+    recycle: &Sender<Vec<u8>>,
+    max_pixels: u64,
+) {
+    // Without a decoder every sample fails, and is reported as such, rather than the
+    // thread vanishing and the epoch waiting forever for its samples.
+    let mut prep = Prep::new(&shared.pipeline, max_pixels).ok();
+    for Fetched {
+        index,
+        position,
+        mut slot,
+        bytes,
+    } in from_fetch.iter()
+    {
         let id = shared.stream[index];
         let started = Instant::now();
         let result = match (&mut prep, bytes) {
             (_, Err(cause)) => Err(cause),
-            (None, Ok(_)) => Err(Cause::Corrupt("the JPEG decoder could not be initialised".into())),
+            (None, Ok(_)) => Err(Cause::Corrupt(
+                "the JPEG decoder could not be initialised".into(),
+            )),
             (Some(prep), Ok(bytes)) => {
                 let mut rng = Rng::new(derive(&[shared.seed, shared.epoch, id]));
                 let result = prep.run(&shared.pipeline, &bytes, &mut rng, slot.as_mut());
@@ -554,7 +616,14 @@ fn prep_loop(shared: &Shared, from_fetch: &Receiver<Fetched>, recycle: &Sender<V
                 result
             }
         };
-        shared.prep.record(started.elapsed(), if result.is_ok() { shared.sample_bytes as u64 } else { 0 });
+        shared.prep.record(
+            started.elapsed(),
+            if result.is_ok() {
+                shared.sample_bytes as u64
+            } else {
+                0
+            },
+        );
         shared.complete(index, position, result);
     }
 }
@@ -576,7 +645,10 @@ pub struct Batch {
 
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch").field("index", &self.index).field("shape", &self.shape()).finish_non_exhaustive()
+        f.debug_struct("Batch")
+            .field("index", &self.index)
+            .field("shape", &self.shape())
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,0 +1,156 @@
+//! `nostall bench DIR`: images/s of a pipeline over a dataset, per core, and the
+//! full-image decode-only rate of the same files with the same thread count, measured in
+//! the same run as a floor to compare with (a loader that decodes less than the whole
+//! image can beat it).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use nostall::codec::{Decoder, DEFAULT_MAX_PIXELS};
+
+use crate::run::{drive_epoch, memory_mb, open_loader, Preset, Settings};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Dataset root (ImageFolder layout or a flat folder of images).
+    dir: PathBuf,
+    /// Pipeline preset.
+    #[arg(long, value_enum, default_value_t = Preset::Train)]
+    preset: Preset,
+    /// Output height and width.
+    #[arg(long, default_value_t = 224)]
+    size: u32,
+    /// Samples per batch.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Prep (decode + transform) threads; the decode floor uses as many.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Fetch threads.
+    #[arg(long, default_value_t = 1)]
+    fetch_threads: usize,
+    /// Measured epochs, after one warm-up epoch.
+    #[arg(long, default_value_t = 2)]
+    epochs: u64,
+    /// Shuffle seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Skip and count bad samples instead of stopping.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Bypass the page cache on every read (honest storage measurements).
+    #[arg(long)]
+    cold: bool,
+    /// Leave out the decode-only floor.
+    #[arg(long)]
+    no_floor: bool,
+    /// Print one JSON object instead of progress and a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> nostall::Result<()> {
+    let settings = Settings {
+        preset: args.preset,
+        size: args.size,
+        batch_size: args.batch_size,
+        prep_threads: args.threads,
+        fetch_threads: args.fetch_threads,
+        seed: args.seed,
+        skip_bad: args.skip_bad,
+        cold: args.cold,
+    };
+    let loader = open_loader(&args.dir, &settings)?;
+    let quiet = args.json;
+    let warmup = drive_epoch(&loader, 0, quiet)?;
+    if !quiet {
+        println!("warm-up epoch: {:.1} images/s", warmup.throughput());
+    }
+    let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());
+    for epoch in 1..=args.epochs {
+        let stats = drive_epoch(&loader, epoch, quiet)?;
+        samples += stats.samples;
+        wall += stats.wall;
+        rss.push(memory_mb().1);
+        if !quiet {
+            print!("{stats}");
+            println!("  resident memory after the epoch: {:.1} MB", memory_mb().1);
+        }
+    }
+    let rate = samples as f64 / wall.as_secs_f64();
+    let floor = if args.no_floor {
+        None
+    } else {
+        Some(decode_floor(&loader, args.threads)?)
+    };
+    let (peak, _) = memory_mb();
+    if args.json {
+        let floor_json = floor.map_or("null".to_string(), |f| format!("{f:.2}"));
+        let rss_json: Vec<String> = rss.iter().map(|r| format!("{r:.1}")).collect();
+        println!(
+            "{{\"loader\":\"nostall\",\"preset\":\"{:?}\",\"images_per_s\":{rate:.2},\"images_per_s_per_core\":{:.2},\
+             \"decode_floor_images_per_s\":{floor_json},\"threads\":{},\"batch_size\":{},\"epochs\":{},\
+             \"peak_rss_mb\":{peak:.1},\"rss_after_epoch_mb\":[{}]}}",
+            args.preset,
+            rate / args.threads as f64,
+            args.threads,
+            args.batch_size,
+            args.epochs,
+            rss_json.join(",")
+        );
+    } else {
+        println!("\n{:<40} {:>12}", "measure", "images/s");
+        println!(
+            "{:<40} {:>12.1}",
+            format!(
+                "nostall {:?} pipeline, {} threads",
+                args.preset, args.threads
+            ),
+            rate
+        );
+        println!("{:<40} {:>12.1}", "  per core", rate / args.threads as f64);
+        if let Some(floor) = floor {
+            println!(
+                "{:<40} {:>12.1}",
+                format!("full-image decode only, {} threads", args.threads),
+                floor
+            );
+            println!("{:<40} {:>12.2}", "pipeline / decode floor", rate / floor);
+        }
+        println!("peak resident memory: {peak:.1} MB");
+    }
+    Ok(())
+}
+
+/// Decodes every file of the dataset in full, with `threads` threads, from memory:
+/// images/s. Files that fail to decode are left out of the count.
+fn decode_floor(loader: &nostall::Loader, threads: usize) -> nostall::Result<f64> {
+    let catalog = loader.catalog();
+    let files: Vec<Vec<u8>> = (0..catalog.len() as u64)
+        .map(|id| {
+            std::fs::read(catalog.path(id)).map_err(|e| nostall::Error::Io {
+                path: catalog.path(id),
+                source: e,
+            })
+        })
+        .collect::<nostall::Result<_>>()?;
+    let next = AtomicUsize::new(0);
+    let decoded = AtomicUsize::new(0);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut decoder = Decoder::new(DEFAULT_MAX_PIXELS).expect("TurboJPEG initialises");
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(data) = files.get(i) else { break };
+                    if decoder.decode_full(data).is_ok() {
+                        decoded.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    Ok(decoded.into_inner() as f64 / started.elapsed().as_secs_f64())
+}
