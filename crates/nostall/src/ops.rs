@@ -489,30 +489,52 @@ impl Prep {
 }
 
 /// The fused last pass: mirror, convert, normalise and lay out RGB pixels into `out`.
-fn write_sample(
-    rgb: &[u8],
-    w: usize,
-    h: usize,
-    flip: bool,
-    pipeline: &Pipeline,
-    table: &[[f32; 256]; 3],
-    out: &mut [u8],
-) {
-    let plane = w * h;
-    for y in 0..h {
-        let row = &rgb[y * w * 3..(y + 1) * w * 3];
-        for x in 0..w {
-            let sx = if flip { w - 1 - x } else { x };
-            let px = &row[sx * 3..sx * 3 + 3];
-            for c in 0..3 {
-                let index = match pipeline.layout {
-                    Layout::Chw => c * plane + y * w + x,
-                    Layout::Hwc => (y * w + x) * 3 + c,
+///
+/// Written as iterator chains over whole rows so that the compiler drops bounds checks:
+/// this pass touches every output byte and must cost little next to decoding.
+fn write_sample(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline, table: &[[f32; 256]; 3], out: &mut [u8]) {
+    let size = pipeline.dtype.size();
+    let rows = rgb.chunks_exact(w * 3).take(h);
+    match pipeline.layout {
+        Layout::Chw => {
+            let plane = w * h * size;
+            for (y, row) in rows.enumerate() {
+                for c in 0..3 {
+                    let dst = &mut out[c * plane + y * w * size..][..w * size];
+                    let values = row.chunks_exact(3).map(|px| px[c]);
+                    let t = &table[c];
+                    match (pipeline.dtype, flip) {
+                        (DType::U8, false) => dst.iter_mut().zip(values).for_each(|(d, v)| *d = v),
+                        (DType::U8, true) => dst.iter_mut().rev().zip(values).for_each(|(d, v)| *d = v),
+                        (DType::F32, false) => dst
+                            .chunks_exact_mut(4)
+                            .zip(values)
+                            .for_each(|(d, v)| d.copy_from_slice(&t[v as usize].to_ne_bytes())),
+                        (DType::F32, true) => dst
+                            .chunks_exact_mut(4)
+                            .rev()
+                            .zip(values)
+                            .for_each(|(d, v)| d.copy_from_slice(&t[v as usize].to_ne_bytes())),
+                    }
+                }
+            }
+        }
+        Layout::Hwc => {
+            let line = w * 3 * size;
+            for (row, dst) in rows.zip(out.chunks_exact_mut(line)) {
+                let pixels = dst.chunks_exact_mut(3 * size);
+                let mut put = |(d, px): (&mut [u8], &[u8])| match pipeline.dtype {
+                    DType::U8 => d.copy_from_slice(px),
+                    DType::F32 => {
+                        for (c, (d, &v)) in d.chunks_exact_mut(4).zip(px).enumerate() {
+                            d.copy_from_slice(&table[c][v as usize].to_ne_bytes());
+                        }
+                    }
                 };
-                match pipeline.dtype {
-                    DType::U8 => out[index] = px[c],
-                    DType::F32 => out[index * 4..index * 4 + 4]
-                        .copy_from_slice(&table[c][px[c] as usize].to_ne_bytes()),
+                if flip {
+                    pixels.rev().zip(row.chunks_exact(3)).for_each(&mut put);
+                } else {
+                    pixels.zip(row.chunks_exact(3)).for_each(&mut put);
                 }
             }
         }

@@ -114,7 +114,7 @@ impl Decoder {
     /// A decoder refusing images of more than `max_pixels` pixels.
     pub fn new(max_pixels: u64) -> Result<Decoder, String> {
         Ok(Decoder {
-            turbo: Handle::decompressor()?,
+            turbo: Handle::decompressor(false)?,
             pixels: Vec::new(),
             scratch: Vec::new(),
             max_pixels,
@@ -198,7 +198,8 @@ impl Decoder {
         (min_w, min_h): (u32, u32),
     ) -> Result<(u32, u32, Rect), Cause> {
         // The smallest n/8 that keeps the region at least as large as the output.
-        let eighths = (1..=8u32)
+        let eighths = [1, 2, 4, 8u32]
+            .into_iter()
             .find(|&n| {
                 region.w * n as f64 / 8.0 >= min_w as f64
                     && region.h * n as f64 / 8.0 >= min_h as f64

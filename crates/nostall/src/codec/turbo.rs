@@ -58,8 +58,10 @@ impl Handle {
         Ok(Handle { ptr })
     }
 
-    pub(crate) fn decompressor() -> Result<Handle, String> {
-        Handle::new(tj::TJINIT_TJINIT_DECOMPRESS)
+    pub(crate) fn decompressor(fast_upsample: bool) -> Result<Handle, String> {
+        let mut handle = Handle::new(tj::TJINIT_TJINIT_DECOMPRESS)?;
+        handle.set(tj::TJPARAM_TJPARAM_FASTUPSAMPLE, fast_upsample as i32)?;
+        Ok(handle)
     }
 
     fn last_error(&self) -> String {
@@ -132,7 +134,8 @@ impl Handle {
     }
 
     /// Decodes the image (scaled by `eighths`/8, optionally cropped to `crop` in scaled
-    /// coordinates, `crop.0` aligned) into `out` as RGB, returning (width, height).
+    /// coordinates, `crop.0` aligned) into the start of `out` as RGB, returning (width,
+    /// height); `out` may be longer than the image.
     ///
     /// `header` must come from [`Handle::read_header`] on the same `data`, just before.
     pub(crate) fn decode_rgb(
@@ -183,8 +186,10 @@ impl Handle {
             (tj::TJPF_TJPF_RGB, 3, &mut *out)
         };
         let len = w as usize * h as usize * channels;
-        target.clear();
-        target.resize(len, 0);
+        // Grow only: zeroing the whole buffer for every image would cost a pass over it.
+        if target.len() < len {
+            target.resize(len, 0);
+        }
         // SAFETY: `target` holds exactly pitch * h bytes for the w x h region TurboJPEG
         // writes (w and h are the scaled or cropped dimensions it uses), pitch = w * channels.
         let rc = unsafe {
@@ -208,7 +213,7 @@ impl Handle {
             }
         }
         if header.cmyk {
-            cmyk_to_rgb(cmyk_scratch, out);
+            cmyk_to_rgb(&cmyk_scratch[..len], out);
         }
         Ok((w, h))
     }
