@@ -63,13 +63,13 @@ pub fn run(args: Args) -> nostall::Result<()> {
     };
     let loader = open_loader(&args.dir, &settings)?;
     let quiet = args.json;
-    let warmup = drive_epoch(&loader, 0, quiet)?;
+    let warmup = drive_epoch(&loader, 0, quiet, None)?;
     if !quiet {
         println!("warm-up epoch: {:.1} images/s", warmup.throughput());
     }
     let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());
     for epoch in 1..=args.epochs {
-        let stats = drive_epoch(&loader, epoch, quiet)?;
+        let stats = drive_epoch(&loader, epoch, quiet, None)?;
         samples += stats.samples;
         wall += stats.wall;
         rss.push(memory_mb().1);

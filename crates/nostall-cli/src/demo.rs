@@ -12,8 +12,12 @@ include!(concat!(env!("OUT_DIR"), "/demo_photos.rs"));
 #[derive(clap::Args)]
 pub struct Args {
     /// Epochs to run.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 20)]
     epochs: u64,
+    /// Speed of the simulated training step, in images/s (0: no training step, the
+    /// consumer takes batches as fast as they come).
+    #[arg(long, default_value_t = 1000.0)]
+    model_rate: f64,
     /// Threads decoding and transforming.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -26,12 +30,14 @@ pub fn run(args: Args) -> nostall::Result<()> {
     let dir = write_photos()?;
     println!(
         "nostall demo: {} photographs ({} classes) in {}, ImageNet training pipeline \
-         (RandomResizedCrop 224, flip, normalise; f32 CHW), batch {}, {} prep threads",
+         (RandomResizedCrop 224, flip, normalise; f32 CHW), batch {}, {} prep threads, \
+         a simulated training step of {} images/s",
         DEMO_PHOTOS.len(),
         classes().len(),
         dir.display(),
         args.batch_size,
-        args.threads
+        args.threads,
+        args.model_rate
     );
     let settings = Settings {
         preset: Preset::Train,
@@ -46,7 +52,8 @@ pub fn run(args: Args) -> nostall::Result<()> {
     let loader = open_loader(&dir, &settings)?;
     let mut last = None;
     for epoch in 0..args.epochs {
-        let stats = drive_epoch(&loader, epoch, false)?;
+        let model_rate = (args.model_rate > 0.0).then_some(args.model_rate);
+        let stats = drive_epoch(&loader, epoch, false, model_rate)?;
         println!(
             "epoch {epoch}: {:.0} images/s, data stall {:.1}% of the epoch",
             stats.throughput(),
@@ -56,10 +63,19 @@ pub fn run(args: Args) -> nostall::Result<()> {
     }
     if let Some(stats) = last {
         println!("\nlast epoch in detail:\n{stats}");
+        let verdict = if stats.stall_fraction() < 0.05 {
+            "the loader keeps up: the simulated GPU almost never waits"
+        } else if stats.prep.capacity() > 1.1 * args.model_rate {
+            "prep keeps up; the stall left is the wait for each epoch's first batch, large here \
+             because the demo's epochs are tiny"
+        } else {
+            "prep is too slow for this GPU: add prep threads, or see where the time goes with `nostall bench`"
+        };
         println!(
-            "With no training step to hide it, the consumer waits on every batch: the stall above is the \
-             loader's whole cost. Prep capacity ({:.0} images/s) is what a GPU could ingest at most without waiting.",
-            stats.prep.capacity()
+            "Simulated training step: {} images/s. Prep could sustain {:.0} images/s with {} threads, so {verdict}.",
+            args.model_rate,
+            stats.prep.capacity(),
+            args.threads
         );
     }
     Ok(())

@@ -62,8 +62,15 @@ pub fn open_loader(dir: &Path, s: &Settings) -> nostall::Result<Loader> {
     Loader::new(catalog, source, config)
 }
 
-/// Runs one epoch to the end, showing progress unless `quiet`.
-pub fn drive_epoch(loader: &Loader, epoch: u64, quiet: bool) -> nostall::Result<EpochStats> {
+/// Runs one epoch to the end, showing progress unless `quiet`. With a `model_rate`
+/// (images/s), each batch is followed by a simulated training step of that speed, so the
+/// stall shows what a GPU of that speed would wait.
+pub fn drive_epoch(
+    loader: &Loader,
+    epoch: u64,
+    quiet: bool,
+    model_rate: Option<f64>,
+) -> nostall::Result<EpochStats> {
     let bar = if quiet {
         ProgressBar::hidden()
     } else {
@@ -80,6 +87,11 @@ pub fn drive_epoch(loader: &Loader, epoch: u64, quiet: bool) -> nostall::Result<
     let mut batches = loader.epoch(epoch)?;
     for batch in batches.by_ref() {
         let batch = batch?;
+        if let Some(rate) = model_rate {
+            std::thread::sleep(std::time::Duration::from_secs_f64(
+                batch.len() as f64 / rate,
+            ));
+        }
         bar.inc(1);
         bar.set_message(format!("waited {:.1} ms", batch.wait().as_secs_f64() * 1e3));
     }

@@ -492,7 +492,15 @@ impl Prep {
 ///
 /// Written as iterator chains over whole rows so that the compiler drops bounds checks:
 /// this pass touches every output byte and must cost little next to decoding.
-fn write_sample(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline, table: &[[f32; 256]; 3], out: &mut [u8]) {
+fn write_sample(
+    rgb: &[u8],
+    w: usize,
+    h: usize,
+    flip: bool,
+    pipeline: &Pipeline,
+    table: &[[f32; 256]; 3],
+    out: &mut [u8],
+) {
     let size = pipeline.dtype.size();
     let rows = rgb.chunks_exact(w * 3).take(h);
     match pipeline.layout {
@@ -505,7 +513,9 @@ fn write_sample(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline,
                     let t = &table[c];
                     match (pipeline.dtype, flip) {
                         (DType::U8, false) => dst.iter_mut().zip(values).for_each(|(d, v)| *d = v),
-                        (DType::U8, true) => dst.iter_mut().rev().zip(values).for_each(|(d, v)| *d = v),
+                        (DType::U8, true) => {
+                            dst.iter_mut().rev().zip(values).for_each(|(d, v)| *d = v)
+                        }
                         (DType::F32, false) => dst
                             .chunks_exact_mut(4)
                             .zip(values)
