@@ -164,13 +164,16 @@ fn unreadable_file_is_counted_as_permission_denied() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     if unsafe { libc::geteuid() } == 0 {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "unreadable_file_is_counted_as_permission_denied",
-                "--nocapture",
-            ])
+        // The checkout may not be reachable by `nobody`: run a copy from a world-readable place.
+        let place = tempfile::tempdir_in("/tmp").unwrap();
+        fs::set_permissions(place.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = place.path().join("hostile-test");
+        fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+        let status = std::process::Command::new(&exe)
+            .args(["--exact", "unreadable_file_is_counted_as_permission_denied", "--nocapture"])
             .env("TMPDIR", "/tmp")
+            .current_dir("/")
             .uid(65534)
             .gid(65534)
             .status()
