@@ -1,6 +1,54 @@
-//! nostall: a data-loading runtime for deep-learning training.
+//! nostall: a data-loading runtime for deep-learning training, built so that the GPU
+//! never waits for data.
 //!
-//! (crate documentation is written once the modules settle)
+//! A training step waits on two things besides the GPU: *fetch* (reading a sample's bytes)
+//! and *prep* (decoding and augmenting it). nostall's engine keeps both off the critical
+//! path and measures what is left.
+//!
+//! # Design
+//!
+//! One epoch flows through the modules in this order:
+//!
+//! - [`catalog`]: every sample once (path, label, size), scanned from an ImageFolder or
+//!   flat directory and saved as an index that reloads in milliseconds.
+//! - [`plan`]: a pure function of (seed, epoch, rank, world size) giving each rank its
+//!   samples in order, in equal numbers; a [`Position`] resumes an epoch exactly.
+//! - [`storage`]: where bytes come from, behind the [`storage::Source`] trait.
+//! - [`codec`]: JPEG and PNG to RGB, decoding only the region a crop will keep at the
+//!   smallest sufficient scale.
+//! - [`ops`]: the augmentations, planned as one source region, one resize and one fused
+//!   output pass.
+//! - [`pipeline`]: fetch and prep threads writing samples straight into pooled batch
+//!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
+//! - [`metrics`]: the consumer's wait for each batch (the data stall) and per-stage rates.
+//!
+//! Three rules hold everywhere. *Deterministic*: each sample's randomness comes from
+//! (seed, epoch, sample id), so output bytes do not depend on thread count or timing.
+//! *Exactly once*: every sample of the rank's plan is delivered once per epoch or reported
+//! skipped with its cause. *Bounded*: every queue and buffer pool has a fixed size, so
+//! memory does not grow with the dataset or the number of epochs.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use nostall::catalog::Catalog;
+//! use nostall::storage::{LocalFiles, ReadMode};
+//! use nostall::{Loader, LoaderConfig, Pipeline};
+//!
+//! # fn main() -> nostall::Result<()> {
+//! let (catalog, _) = Catalog::open("/data/imagenet/train".as_ref(), None)?;
+//! let catalog = Arc::new(catalog);
+//! let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
+//! let loader = Loader::new(catalog, source, LoaderConfig::new(Pipeline::imagenet_train(224)))?;
+//! for batch in loader.epoch(0)? {
+//!     let batch = batch?;
+//!     let (pixels, labels) = (batch.as_f32().unwrap(), batch.labels());
+//!     # let _ = (pixels, labels);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod catalog;
 pub mod codec;

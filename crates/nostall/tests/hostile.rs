@@ -171,7 +171,11 @@ fn unreadable_file_is_counted_as_permission_denied() {
         fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
         fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
         let status = std::process::Command::new(&exe)
-            .args(["--exact", "unreadable_file_is_counted_as_permission_denied", "--nocapture"])
+            .args([
+                "--exact",
+                "unreadable_file_is_counted_as_permission_denied",
+                "--nocapture",
+            ])
             .env("TMPDIR", "/tmp")
             .current_dir("/")
             .uid(65534)
