@@ -649,4 +649,50 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn layouts_and_dtypes_hold_the_same_pixels() {
+        let jpeg = encode_jpeg(
+            &(0..40 * 30 * 3)
+                .map(|i| (i * 7 % 256) as u8)
+                .collect::<Vec<_>>(),
+            40,
+            30,
+            EncodePixels::Rgb,
+            95,
+            false,
+        )
+        .unwrap();
+        let run = |dtype, layout| {
+            let ops = vec![
+                Op::CenterCrop {
+                    height: 8,
+                    width: 12,
+                },
+                Op::RandomHorizontalFlip { p: 1.0 },
+            ];
+            let pipeline = Pipeline::new(ops, dtype, layout).unwrap();
+            let mut out = vec![0u8; pipeline.sample_bytes()];
+            Prep::new(&pipeline, u64::MAX)
+                .unwrap()
+                .run(&pipeline, &jpeg, &mut Rng::new(0), &mut out)
+                .unwrap();
+            out
+        };
+        let (u8_chw, u8_hwc) = (run(DType::U8, Layout::Chw), run(DType::U8, Layout::Hwc));
+        let f32_chw = run(DType::F32, Layout::Chw);
+        let f32_hwc = run(DType::F32, Layout::Hwc);
+        let f = |b: &[u8], i: usize| f32::from_ne_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
+        for y in 0..8 {
+            for x in 0..12 {
+                for c in 0..3 {
+                    let (chw, hwc) = (c * 96 + y * 12 + x, (y * 12 + x) * 3 + c);
+                    assert_eq!(u8_chw[chw], u8_hwc[hwc]);
+                    // Without Normalize, f32 is the byte scaled to [0, 1], as ToTensor gives.
+                    assert_eq!(f(&f32_chw, chw), u8_chw[chw] as f32 / 255.0);
+                    assert_eq!(f(&f32_hwc, hwc), f(&f32_chw, chw));
+                }
+            }
+        }
+    }
 }
