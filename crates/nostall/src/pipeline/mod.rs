@@ -208,6 +208,8 @@ struct State {
     /// Batches delivered in this run; buffers of the batches being filled, from there on.
     delivered: u64,
     window: VecDeque<BatchBuffer>,
+    /// Fetch threads waiting in `claim` for room in the window.
+    claimers_waiting: usize,
     /// Labels and ids of the batch being assembled.
     labels: Vec<i64>,
     ids: Vec<SampleId>,
@@ -267,7 +269,9 @@ impl Shared {
             };
             let batch = position / self.batch_size as u64;
             if batch >= st.delivered + self.prefetch {
+                st.claimers_waiting += 1;
                 st = self.claimable.wait(st).unwrap_or_else(|e| e.into_inner());
+                st.claimers_waiting -= 1;
                 continue;
             }
             while st.delivered + (st.window.len() as u64) <= batch {
@@ -290,7 +294,11 @@ impl Shared {
         let k = index - st.cursor;
         st.done[k] = Some(Outcome { position, result });
         drop(st);
-        self.completed.notify_all();
+        // The consumer finalises in order, so only the oldest sample can unblock it; waking
+        // it for every other sample would steal the prep threads' cores for nothing.
+        if k == 0 {
+            self.completed.notify_all();
+        }
     }
 
     fn halt(&self) {
@@ -355,6 +363,7 @@ impl Epoch {
                 skipped_samples: Vec::new(),
                 delivered: 0,
                 window: VecDeque::new(),
+                claimers_waiting: 0,
                 labels: Vec::with_capacity(config.plan.batch_size),
                 ids: Vec::with_capacity(config.plan.batch_size),
             }),
@@ -480,7 +489,9 @@ impl Epoch {
                         }
                     }
                 }
-                shared.claimable.notify_all();
+                if st.claimers_waiting > 0 {
+                    shared.claimable.notify_all();
+                }
             }
             if st.cursor == shared.stream.len() {
                 if !st.labels.is_empty() && !shared.drop_last {
