@@ -2,12 +2,12 @@
 //!
 //! [`Catalog::scan`] walks a dataset root once and understands two layouts:
 //!
-//! * [`Layout::ImageFolder`]: the root holds one sub-directory per class. Classes are
+//! * [`DatasetLayout::ImageFolder`]: the root holds one sub-directory per class. Classes are
 //!   sorted by name and numbered `0..k`, and every class directory is searched
 //!   recursively, exactly like torchvision's `ImageFolder`, so that labels and sample order
 //!   match a PyTorch reference run on the same tree. Files directly in the root are not
 //!   part of any class and are skipped.
-//! * [`Layout::Flat`]: the root holds only files; samples have no labels.
+//! * [`DatasetLayout::Flat`]: the root holds only files; samples have no labels.
 //!
 //! Image files are recognised by their extension (`.jpg`, `.jpeg`, `.png`, in any case).
 //! Whether the bytes really are an image is the decoder's business, checked later by
@@ -84,7 +84,7 @@ const SCAN_THREADS: usize = 8;
 
 /// How the files under a dataset root are organised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
+pub enum DatasetLayout {
     /// One sub-directory per class, searched recursively; labels are class indices.
     ImageFolder,
     /// Images directly in the root; no labels.
@@ -99,7 +99,7 @@ pub struct ScanReport {
     /// ImageFolder tree. Hidden entries are not counted.
     pub ignored: u64,
     /// The layout the scan recognised.
-    pub layout: Layout,
+    pub layout: DatasetLayout,
 }
 
 /// How [`Catalog::open`] obtained its catalog.
@@ -122,7 +122,7 @@ pub enum Opened {
 pub struct Catalog {
     /// Canonical: symlinks resolved, so equal roots compare equal.
     root: PathBuf,
-    layout: Layout,
+    layout: DatasetLayout,
     classes: Vec<String>,
     paths: Strings,
     /// One per sample for ImageFolder, empty for Flat.
@@ -138,8 +138,8 @@ pub struct Catalog {
 impl Catalog {
     /// Scans `root` and builds a catalog of the images found under it.
     ///
-    /// The layout is [`Layout::ImageFolder`] when the root contains sub-directories and
-    /// [`Layout::Flat`] when it holds only files; see the [module docs](self) for the
+    /// The layout is [`DatasetLayout::ImageFolder`] when the root contains sub-directories and
+    /// [`DatasetLayout::Flat`] when it holds only files; see the [module docs](self) for the
     /// rules. Symlinks are followed; a symlink leading back to a directory that contains
     /// it is skipped rather than followed forever.
     ///
@@ -158,7 +158,7 @@ impl Catalog {
         let mut ignored = listing.ignored;
         let mut catalog = Catalog {
             root,
-            layout: Layout::Flat,
+            layout: DatasetLayout::Flat,
             classes: Vec::new(),
             paths: Strings::default(),
             labels: Vec::new(),
@@ -177,7 +177,7 @@ impl Catalog {
                 catalog.push_sample("", &name, None, size);
             }
         } else {
-            catalog.layout = Layout::ImageFolder;
+            catalog.layout = DatasetLayout::ImageFolder;
             // torchvision ignores files beside the class directories; so do we, but we
             // count them so that a user who meant a flat dataset sees something is off.
             ignored += listing.files.len() as u64;
@@ -363,7 +363,7 @@ impl Catalog {
     }
 
     /// The layout the scan recognised.
-    pub fn layout(&self) -> Layout {
+    pub fn layout(&self) -> DatasetLayout {
         self.layout
     }
 
@@ -434,8 +434,8 @@ impl Catalog {
         out.extend_from_slice(MAGIC);
         out.push(VERSION);
         out.push(match self.layout {
-            Layout::ImageFolder => 0,
-            Layout::Flat => 1,
+            DatasetLayout::ImageFolder => 0,
+            DatasetLayout::Flat => 1,
         });
         let root = self.root.as_os_str().as_bytes();
         put_u64(&mut out, root.len() as u64);
@@ -484,8 +484,8 @@ impl Catalog {
             rest: &body[MAGIC.len() + 1..],
         };
         let layout = match r.u8("layout")? {
-            0 => Layout::ImageFolder,
-            1 => Layout::Flat,
+            0 => DatasetLayout::ImageFolder,
+            1 => DatasetLayout::Flat,
             other => return Err(format!("unknown layout code {other}")),
         };
         let root_len = r.u64("root path length")?;
@@ -503,8 +503,8 @@ impl Catalog {
         let paths = r.table("sample paths")?;
         let n = paths.len();
         let labels = match layout {
-            Layout::ImageFolder => r.u32s(n, "labels")?,
-            Layout::Flat => Vec::new(),
+            DatasetLayout::ImageFolder => r.u32s(n, "labels")?,
+            DatasetLayout::Flat => Vec::new(),
         };
         let sizes = r.u64s(n, "sizes")?;
         if !r.rest.is_empty() {
@@ -514,7 +514,7 @@ impl Catalog {
         if n == 0 {
             return Err("the index lists no samples".to_string());
         }
-        if (layout == Layout::Flat) != classes.is_empty() {
+        if (layout == DatasetLayout::Flat) != classes.is_empty() {
             return Err("the class names do not match the layout".to_string());
         }
         if let Some(&label) = labels.iter().find(|&&l| l as usize >= classes.len()) {
@@ -1017,8 +1017,8 @@ mod tests {
             ],
         );
         let (catalog, report) = scan(dir.path());
-        assert_eq!(report.layout, Layout::ImageFolder);
-        assert_eq!(catalog.layout(), Layout::ImageFolder);
+        assert_eq!(report.layout, DatasetLayout::ImageFolder);
+        assert_eq!(catalog.layout(), DatasetLayout::ImageFolder);
         assert_eq!(catalog.classes(), ["cat", "dog", "zebra"]);
         assert_eq!(
             rel_paths(&catalog),
@@ -1081,7 +1081,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path(), &["b.png", "a.jpg", "c.jpeg"]);
         let (catalog, report) = scan(dir.path());
-        assert_eq!(report.layout, Layout::Flat);
+        assert_eq!(report.layout, DatasetLayout::Flat);
         assert!(catalog.classes().is_empty());
         assert_eq!(rel_paths(&catalog), ["a.jpg", "b.png", "c.jpeg"]);
         assert_eq!(labels(&catalog), [None, None, None]);
@@ -1151,7 +1151,7 @@ mod tests {
             &["a.jpg", ".DS_Store", ".hidden.jpg", ".git/x.jpg"],
         );
         let (catalog, report) = scan(dir.path());
-        assert_eq!(report.layout, Layout::Flat);
+        assert_eq!(report.layout, DatasetLayout::Flat);
         assert_eq!(rel_paths(&catalog), ["a.jpg"]);
         assert_eq!(report.ignored, 0);
 
