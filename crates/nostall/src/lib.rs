@@ -50,6 +50,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod catalog;
 pub mod codec;
 pub mod error;
