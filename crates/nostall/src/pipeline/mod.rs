@@ -622,7 +622,13 @@ fn prep_loop(
             )),
             (Some(prep), Ok(bytes)) => {
                 let mut rng = Rng::new(derive(&[shared.seed, shared.epoch, id]));
-                let result = prep.run(&shared.pipeline, &bytes, &mut rng, slot.as_mut());
+                // A panic in a decoder must cost one sample, not the epoch: a thread that died
+                // would leave its sample unfinished and the consumer waiting forever.
+                let run = || prep.run(&shared.pipeline, &bytes, &mut rng, slot.as_mut());
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                    .unwrap_or_else(|_| {
+                        Err(Cause::Corrupt("the decoder panicked on this sample".into()))
+                    });
                 let _ = recycle.try_send(bytes);
                 result
             }
