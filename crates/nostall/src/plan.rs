@@ -200,6 +200,14 @@ impl EpochPlan {
     }
 }
 
+/// Samples each rank gets per epoch, without building the permutation.
+pub fn samples_per_rank(config: &PlanConfig, dataset_len: usize) -> usize {
+    match config.shard {
+        Shard::Pad => dataset_len.div_ceil(config.world),
+        Shard::Drop => dataset_len / config.world,
+    }
+}
+
 /// Number of batches that `samples` samples make.
 pub fn batches_for(samples: usize, batch_size: usize, drop_last: bool) -> usize {
     if drop_last {
@@ -235,6 +243,7 @@ mod tests {
         assert_eq!(counts, HashSet::from([26]));
         let batches: HashSet<_> = plans.iter().map(|p| p.num_batches()).collect();
         assert_eq!(batches.len(), 1);
+        assert_eq!(samples_per_rank(&cfg(0, 4, Shard::Pad), len), 26);
         let all: Vec<_> = plans
             .iter()
             .flat_map(|p| p.samples().iter().copied())
@@ -252,6 +261,7 @@ mod tests {
             .map(|r| EpochPlan::new(&cfg(r, 4, Shard::Drop), len, 0).unwrap())
             .collect();
         let mut seen = HashSet::new();
+        assert_eq!(samples_per_rank(&cfg(0, 4, Shard::Drop), len), 25);
         for p in &plans {
             assert_eq!(p.samples().len(), 25);
             for &s in p.samples() {

@@ -40,7 +40,7 @@ use crate::codec::DEFAULT_MAX_PIXELS;
 use crate::error::{Cause, Error, Result, SampleError};
 use crate::metrics::{EpochStats, StageCounters};
 use crate::ops::{DType, Pipeline, Prep};
-use crate::plan::{EpochPlan, PlanConfig, Position};
+use crate::plan::{batches_for, samples_per_rank, EpochPlan, PlanConfig, Position};
 use crate::rng::{derive, Rng};
 use crate::storage::Source;
 use buffer::{BatchBuffer, Pool, Slot};
@@ -156,8 +156,12 @@ impl Loader {
 
     /// Batches per epoch on this rank when no sample is skipped.
     pub fn batches_per_epoch(&self) -> usize {
-        let plan = EpochPlan::new(&self.config.plan, self.catalog.len(), 0).expect("validated");
-        plan.num_batches()
+        let plan = &self.config.plan;
+        batches_for(
+            samples_per_rank(plan, self.catalog.len()),
+            plan.batch_size,
+            plan.drop_last,
+        )
     }
 
     /// Starts `epoch` from its beginning.
