@@ -437,11 +437,6 @@ impl Prep {
         })
     }
 
-    /// The decoder, e.g. to measure full decodes with the same state.
-    pub fn decoder(&mut self) -> &mut Decoder {
-        &mut self.decoder
-    }
-
     /// Decodes `data` and writes the prepared sample into `out`
     /// (`pipeline.sample_bytes()` bytes).
     pub fn run(

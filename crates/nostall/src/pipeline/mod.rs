@@ -220,16 +220,12 @@ struct State {
 }
 
 struct Shared {
+    config: LoaderConfig,
+    /// The rank's samples of the epoch, in plan order.
     stream: Vec<SampleId>,
-    start: usize,
-    first_batch: u64,
-    epoch: u64,
-    seed: u64,
-    batch_size: usize,
-    drop_last: bool,
-    prefetch: u64,
-    on_error: ErrorPolicy,
-    pipeline: Pipeline,
+    /// Where this run starts: epoch, first batch number, first stream index.
+    from: Position,
+    /// Bytes of one prepared sample (from the pipeline; used on every claim).
     sample_bytes: usize,
     catalog: Arc<Catalog>,
     source: Arc<dyn Source>,
@@ -242,8 +238,6 @@ struct Shared {
     stop: AtomicBool,
     fetch: StageCounters,
     prep: StageCounters,
-    prep_threads: usize,
-    fetch_threads: usize,
 }
 
 impl Shared {
@@ -264,15 +258,16 @@ impl Shared {
             let index = st.next;
             // Never below the final position (later skips only lower it); exact when
             // nothing is in flight, since then every earlier sample is final.
-            let exact = (index - self.start) as u64 - st.skipped;
+            let exact = (index - self.from.sample as usize) as u64 - st.skipped;
             // With samples in flight, stay above their positions.
             let in_flight = st.next > st.cursor;
             let position = match st.last_position {
                 Some(last) if in_flight => (last + 1).max(exact),
                 _ => exact,
             };
-            let batch = position / self.batch_size as u64;
-            if batch >= st.delivered + self.prefetch {
+            let batch_size = self.config.plan.batch_size as u64;
+            let batch = position / batch_size;
+            if batch >= st.delivered + self.config.prefetch as u64 {
                 st.claimers_waiting += 1;
                 st = self.claimable.wait(st).unwrap_or_else(|e| e.into_inner());
                 st.claimers_waiting -= 1;
@@ -282,10 +277,8 @@ impl Shared {
                 let buffer = self.pool.take();
                 st.window.push_back(buffer);
             }
-            let slot = st.window[(batch - st.delivered) as usize].slot(
-                (position % self.batch_size as u64) as usize,
-                self.sample_bytes,
-            );
+            let slot = st.window[(batch - st.delivered) as usize]
+                .slot((position % batch_size) as usize, self.sample_bytes);
             st.next += 1;
             st.last_position = Some(position);
             st.done.push_back(None);
@@ -332,7 +325,7 @@ pub struct Epoch {
 impl std::fmt::Debug for Epoch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Epoch")
-            .field("epoch", &self.shared.epoch)
+            .field("epoch", &self.shared.from.epoch)
             .field("samples", &self.samples)
             .finish()
     }
@@ -343,16 +336,9 @@ impl Epoch {
         let config = &loader.config;
         let start = position.sample as usize;
         let shared = Arc::new(Shared {
+            config: config.clone(),
             stream: plan.samples().to_vec(),
-            start,
-            first_batch: position.batch,
-            epoch: position.epoch,
-            seed: config.plan.seed,
-            batch_size: config.plan.batch_size,
-            drop_last: config.plan.drop_last,
-            prefetch: config.prefetch as u64,
-            on_error: config.on_error,
-            pipeline: config.pipeline.clone(),
+            from: position,
             sample_bytes: config.pipeline.sample_bytes(),
             catalog: loader.catalog.clone(),
             source: loader.source.clone(),
@@ -376,8 +362,6 @@ impl Epoch {
             stop: AtomicBool::new(false),
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
-            prep_threads: config.prep_threads,
-            fetch_threads: config.fetch_threads,
         });
         // Room for every prep thread to have one sample queued behind the one it works on.
         let (to_prep, from_fetch) = bounded::<Fetched>(config.prep_threads * 2);
@@ -394,9 +378,8 @@ impl Epoch {
         for n in 0..config.prep_threads {
             let (shared, from_fetch, recycle) =
                 (shared.clone(), from_fetch.clone(), recycle.clone());
-            let max_pixels = config.max_pixels;
             threads.push(spawn(format!("nostall-prep-{n}"), move || {
-                prep_loop(&shared, &from_fetch, &recycle, max_pixels)
+                prep_loop(&shared, &from_fetch, &recycle)
             }));
         }
         Epoch {
@@ -422,15 +405,15 @@ impl Epoch {
         let st = self.shared.lock();
         let end = self.finished.unwrap_or_else(Instant::now);
         EpochStats {
-            epoch: self.shared.epoch,
+            epoch: self.shared.from.epoch,
             batches: st.delivered,
             samples: self.samples,
             skipped: st.skipped_by_cause.clone(),
             wall: end - self.started,
             wait: self.wait,
             max_wait: self.max_wait,
-            fetch: self.shared.fetch.snapshot(self.shared.fetch_threads),
-            prep: self.shared.prep.snapshot(self.shared.prep_threads),
+            fetch: self.shared.fetch.snapshot(self.shared.config.fetch_threads),
+            prep: self.shared.prep.snapshot(self.shared.config.prep_threads),
         }
     }
 
@@ -443,7 +426,7 @@ impl Epoch {
     /// stops the epoch.
     fn next_batch(&mut self) -> Option<Result<Batch>> {
         let shared = self.shared.clone();
-        let bs = shared.batch_size as u64;
+        let bs = shared.config.plan.batch_size as u64;
         let mut st = shared.lock();
         let mut waited = Duration::ZERO;
         loop {
@@ -459,7 +442,7 @@ impl Epoch {
                             location: shared.source.location(id),
                             cause,
                         };
-                        if shared.on_error == ErrorPolicy::Error {
+                        if shared.config.on_error == ErrorPolicy::Error {
                             drop(st);
                             shared.halt();
                             self.failed = true;
@@ -472,7 +455,7 @@ impl Epoch {
                         }
                     }
                     Ok(()) => {
-                        let fin = (index - shared.start) as u64 - st.skipped;
+                        let fin = (index - shared.from.sample as usize) as u64 - st.skipped;
                         if fin != position {
                             let (to, from) = (
                                 (fin / bs - st.delivered) as usize,
@@ -498,7 +481,7 @@ impl Epoch {
                 }
             }
             if st.cursor == shared.stream.len() {
-                if !st.labels.is_empty() && !shared.drop_last {
+                if !st.labels.is_empty() && !shared.config.plan.drop_last {
                     return Some(Ok(self.deliver(st, waited)));
                 }
                 self.finished.get_or_insert_with(Instant::now);
@@ -518,12 +501,18 @@ impl Epoch {
             .window
             .pop_front()
             .expect("the batch being assembled has a buffer");
-        let labels = std::mem::replace(&mut st.labels, Vec::with_capacity(shared.batch_size));
-        let ids = std::mem::replace(&mut st.ids, Vec::with_capacity(shared.batch_size));
-        let index = shared.first_batch + st.delivered;
+        let labels = std::mem::replace(
+            &mut st.labels,
+            Vec::with_capacity(shared.config.plan.batch_size),
+        );
+        let ids = std::mem::replace(
+            &mut st.ids,
+            Vec::with_capacity(shared.config.plan.batch_size),
+        );
+        let index = shared.from.batch + st.delivered;
         st.delivered += 1;
         let position = Position {
-            epoch: shared.epoch,
+            epoch: shared.from.epoch,
             batch: index + 1,
             sample: st.cursor as u64,
         };
@@ -537,8 +526,8 @@ impl Epoch {
             buffer: Some(buffer),
             pool: shared.pool.clone(),
             len: labels.len(),
-            sample_shape: shared.pipeline.sample_shape(),
-            dtype: shared.pipeline.dtype(),
+            sample_shape: shared.config.pipeline.sample_shape(),
+            dtype: shared.config.pipeline.dtype(),
             sample_bytes: shared.sample_bytes,
             labels,
             ids,
@@ -601,15 +590,10 @@ fn fetch_loop(shared: &Shared, to_prep: &Sender<Fetched>, recycled: &Receiver<Ve
     }
 }
 
-fn prep_loop(
-    shared: &Shared,
-    from_fetch: &Receiver<Fetched>,
-    recycle: &Sender<Vec<u8>>,
-    max_pixels: u64,
-) {
+fn prep_loop(shared: &Shared, from_fetch: &Receiver<Fetched>, recycle: &Sender<Vec<u8>>) {
     // Without a decoder every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
-    let mut prep = Prep::new(&shared.pipeline, max_pixels).ok();
+    let mut prep = Prep::new(&shared.config.pipeline, shared.config.max_pixels).ok();
     for Fetched {
         index,
         position,
@@ -625,10 +609,10 @@ fn prep_loop(
                 "the JPEG decoder could not be initialised".into(),
             )),
             (Some(prep), Ok(bytes)) => {
-                let mut rng = Rng::new(derive(&[shared.seed, shared.epoch, id]));
+                let mut rng = Rng::new(derive(&[shared.config.plan.seed, shared.from.epoch, id]));
                 // A panic in a decoder must cost one sample, not the epoch: a thread that died
                 // would leave its sample unfinished and the consumer waiting forever.
-                let run = || prep.run(&shared.pipeline, &bytes, &mut rng, slot.as_mut());
+                let run = || prep.run(&shared.config.pipeline, &bytes, &mut rng, slot.as_mut());
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
                     .unwrap_or_else(|_| {
                         Err(Cause::Corrupt("the decoder panicked on this sample".into()))
