@@ -17,6 +17,9 @@ test: deps
 deps:
 	@command -v cmake >/dev/null && command -v nasm >/dev/null || \
 	  { apt-get update -qq && apt-get install -y -qq cmake nasm >/dev/null; }
+	@# s3s-fs: the S3-compatible server the S3 tests run against.
+	@test -x "$${CARGO_HOME:-$$HOME/.cargo}/bin/s3s-fs" || command -v s3s-fs >/dev/null || \
+	  cargo install s3s-fs@0.14.1 --features binary --locked
 
 bench: deps
 	bash bench/compare.sh

@@ -1,20 +1,24 @@
-//! `nostall bench DIR`: images/s of a pipeline over a dataset, per core, and the
+//! `nostall bench DATASET`: images/s of a pipeline over a dataset, per core, and the
 //! full-image decode-only rate of the same files with the same thread count, measured in
 //! the same run as a floor to compare with (a loader that decodes less than the whole
-//! image can beat it).
+//! image can beat it). Per epoch it also reports where the bytes came from: the loader's
+//! cache, the storage source, and the block device (what the page cache did not serve).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nostall::codec::{Decoder, DEFAULT_MAX_PIXELS};
+use nostall::storage::Source;
 
-use crate::run::{drive_epoch, memory_mb, open_loader, Preset, Settings};
+use crate::run::{
+    device_read_bytes, drive_epoch, memory_mb, open_loader, Preset, Settings, StorageArgs,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Dataset root (ImageFolder layout or a flat folder of images).
-    dir: PathBuf,
+    /// The dataset: a directory of images (ImageFolder or flat), a directory of
+    /// WebDataset .tar shards, or s3://bucket/prefix.
+    dataset: String,
     /// Pipeline preset.
     #[arg(long, value_enum, default_value_t = Preset::Train)]
     preset: Preset,
@@ -48,6 +52,8 @@ pub struct Args {
     /// Print one JSON object instead of progress and a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 pub fn run(args: Args) -> nostall::Result<()> {
@@ -60,29 +66,52 @@ pub fn run(args: Args) -> nostall::Result<()> {
         seed: args.seed,
         skip_bad: args.skip_bad,
         cold: args.cold,
+        cache: args.storage.cache(),
+        link: args.storage.link(),
     };
-    let loader = open_loader(&args.dir, &settings)?;
+    let (loader, dataset) = open_loader(&args.dataset, &settings)?;
     let quiet = args.json;
-    let warmup = drive_epoch(&loader, 0, quiet, None)?;
-    if !quiet {
-        println!("warm-up epoch: {:.1} images/s", warmup.throughput());
-    }
     let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());
-    for epoch in 1..=args.epochs {
+    let mut per_epoch = Vec::new();
+    // Epoch 0 warms up (and fills caches); the figures are over the epochs after it.
+    for epoch in 0..=args.epochs {
+        let device_before = device_read_bytes();
         let stats = drive_epoch(&loader, epoch, quiet, None)?;
-        samples += stats.samples;
-        wall += stats.wall;
-        rss.push(memory_mb().1);
+        let device = device_read_bytes() - device_before;
+        if epoch > 0 {
+            samples += stats.samples;
+            wall += stats.wall;
+            rss.push(memory_mb().1);
+        }
         if !quiet {
             print!("{stats}");
-            println!("  resident memory after the epoch: {:.1} MB", memory_mb().1);
+            println!(
+                "  read from the block device: {:.1} MB; resident memory: {:.1} MB",
+                device as f64 / 1e6,
+                memory_mb().1
+            );
         }
+        per_epoch.push(format!(
+            "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"cache_hits\":{},\
+             \"cache_hit_bytes\":{},\"storage_bytes\":{},\"device_read_bytes\":{device},\
+             \"dataset_bytes\":{}}}",
+            stats.throughput(),
+            stats.wait.as_secs_f64(),
+            stats.cache.hits,
+            stats.cache.hit_bytes,
+            stats.storage.bytes,
+            loader.catalog().total_bytes(),
+        ));
     }
     let rate = samples as f64 / wall.as_secs_f64();
     let floor = if args.no_floor {
         None
     } else {
-        Some(decode_floor(&loader, args.threads)?)
+        Some(decode_floor(
+            &loader,
+            dataset.source.as_ref(),
+            args.threads,
+        )?)
     };
     let (peak, _) = memory_mb();
     if args.json {
@@ -91,13 +120,14 @@ pub fn run(args: Args) -> nostall::Result<()> {
         println!(
             "{{\"loader\":\"nostall\",\"preset\":\"{:?}\",\"images_per_s\":{rate:.2},\"images_per_s_per_core\":{:.2},\
              \"decode_floor_images_per_s\":{floor_json},\"threads\":{},\"batch_size\":{},\"epochs\":{},\
-             \"peak_rss_mb\":{peak:.1},\"rss_after_epoch_mb\":[{}]}}",
+             \"peak_rss_mb\":{peak:.1},\"rss_after_epoch_mb\":[{}],\"per_epoch\":[{}]}}",
             args.preset,
             rate / args.threads as f64,
             args.threads,
             args.batch_size,
             args.epochs,
-            rss_json.join(",")
+            rss_json.join(","),
+            per_epoch.join(",")
         );
     } else {
         println!("\n{:<40} {:>12}", "measure", "images/s");
@@ -123,18 +153,19 @@ pub fn run(args: Args) -> nostall::Result<()> {
     Ok(())
 }
 
-/// Decodes every file of the dataset in full, with `threads` threads, from memory:
-/// images/s. Files that fail to decode are left out of the count.
-fn decode_floor(loader: &nostall::Loader, threads: usize) -> nostall::Result<f64> {
-    let catalog = loader.catalog();
-    let files: Vec<Vec<u8>> = (0..catalog.len() as u64)
-        .map(|id| {
-            std::fs::read(catalog.path(id)).map_err(|e| nostall::Error::Io {
-                path: catalog.path(id),
-                source: e,
-            })
+/// Decodes every sample of the dataset in full, with `threads` threads, from memory:
+/// images/s. Samples that fail to read or decode are left out of the count.
+fn decode_floor(
+    loader: &nostall::Loader,
+    source: &dyn Source,
+    threads: usize,
+) -> nostall::Result<f64> {
+    let files: Vec<Vec<u8>> = (0..loader.catalog().len() as u64)
+        .filter_map(|id| {
+            let mut bytes = Vec::new();
+            source.read(id, &mut bytes).ok().map(|()| bytes)
         })
-        .collect::<nostall::Result<_>>()?;
+        .collect();
     let next = AtomicUsize::new(0);
     let decoded = AtomicUsize::new(0);
     let started = Instant::now();

@@ -48,8 +48,10 @@ pub fn run(args: Args) -> nostall::Result<()> {
         seed: 0,
         skip_bad: false,
         cold: false,
+        cache: Default::default(),
+        link: None,
     };
-    let loader = open_loader(&dir, &settings)?;
+    let (loader, _) = open_loader(&dir.to_string_lossy(), &settings)?;
     let mut last = None;
     for epoch in 0..args.epochs {
         let model_rate = (args.model_rate > 0.0).then_some(args.model_rate);

@@ -1,13 +1,15 @@
 //! `nostall`: find out why training waits for data, and make it stop.
 //!
 //! Subcommands: `demo` (the ImageNet training pipeline over built-in photographs),
-//! `bench` (throughput of a pipeline over a dataset, beside the decode-only floor), and
-//! `index` (build or refresh a dataset's index).
+//! `bench` (throughput of a pipeline over a dataset, beside the decode-only floor),
+//! `index` (build or refresh a dataset's index), and `simulate cache` (hit rates of cache
+//! policies over the seeded shuffle).
 
 mod bench;
 mod demo;
 mod index;
 mod run;
+mod simulate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +41,11 @@ enum Command {
         #[arg(long)]
         index: Option<PathBuf>,
     },
+    /// Simulate parts of the loader without data (`simulate cache`: cache policies).
+    Simulate {
+        #[command(subcommand)]
+        what: simulate::What,
+    },
 }
 
 fn main() -> ExitCode {
@@ -47,6 +54,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Index { dir, index } => index::run(&dir, index.as_deref()),
+        Command::Simulate { what } => simulate::run(what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

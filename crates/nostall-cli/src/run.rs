@@ -1,13 +1,14 @@
 //! What `demo` and `bench` share: building a loader from options, and driving an epoch
 //! with a progress bar.
 
-use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
-use nostall::catalog::Catalog;
-use nostall::storage::{LocalFiles, ReadMode};
+use nostall::cache::{CacheConfig, CachePolicy, Capacity};
+use nostall::dataset::{self, Dataset};
+use nostall::storage::{Link, ReadMode, Source, Throttled};
 use nostall::{EpochStats, ErrorPolicy, Loader, LoaderConfig, Pipeline};
 
 /// The preset pipelines.
@@ -38,17 +39,66 @@ pub struct Settings {
     pub seed: u64,
     pub skip_bad: bool,
     pub cold: bool,
+    pub cache: CacheConfig,
+    /// An emulated storage link in front of the dataset, if any.
+    pub link: Option<Link>,
 }
 
-pub fn open_loader(dir: &Path, s: &Settings) -> nostall::Result<Loader> {
-    let (catalog, _) = Catalog::open(dir, None)?;
-    let catalog = Arc::new(catalog);
+/// How the storage options of `bench` (and later commands) are given on the command line.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StorageArgs {
+    /// Loader cache of encoded samples: none (rely on the page cache), minio or lru.
+    #[arg(long, default_value = "none", value_parser = parse_policy)]
+    pub cache: CachePolicy,
+    /// Cache size: a share of the dataset (35%, 0.35) or bytes (512MiB, 2GB).
+    #[arg(long, default_value = "100%", value_parser = parse_capacity)]
+    pub cache_size: Capacity,
+    /// Emulate storage of this bandwidth in MB/s (10^6 bytes), shared by all reads.
+    #[arg(long)]
+    pub throttle_mbps: Option<f64>,
+    /// Emulated latency per read, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub latency_ms: f64,
+}
+
+impl StorageArgs {
+    pub fn cache(&self) -> CacheConfig {
+        CacheConfig {
+            policy: self.cache,
+            capacity: self.cache_size,
+        }
+    }
+
+    pub fn link(&self) -> Option<Link> {
+        (self.throttle_mbps.is_some() || self.latency_ms > 0.0).then(|| Link {
+            bandwidth: self.throttle_mbps.map(|mbps| mbps * 1e6),
+            latency: Duration::from_secs_f64(self.latency_ms / 1e3),
+            concurrency: None,
+        })
+    }
+}
+
+fn parse_policy(s: &str) -> Result<CachePolicy, String> {
+    s.parse().map_err(|e: nostall::Error| e.to_string())
+}
+
+fn parse_capacity(s: &str) -> Result<Capacity, String> {
+    s.parse().map_err(|e: nostall::Error| e.to_string())
+}
+
+/// Opens the dataset at `location` (a directory, a directory of tar shards, or an
+/// s3:// URL) and a loader over it.
+pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
     let mode = if s.cold {
         ReadMode::Cold
     } else {
         ReadMode::Cached
     };
-    let source = Arc::new(LocalFiles::new(catalog.clone(), mode));
+    let dataset = dataset::open(location, mode)?;
+    let source: Arc<dyn Source> = match s.link {
+        Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
+        None => dataset.source.clone(),
+    };
     let mut config = LoaderConfig::new(s.preset.pipeline(s.size));
     config.plan.batch_size = s.batch_size;
     config.plan.seed = s.seed;
@@ -59,7 +109,9 @@ pub fn open_loader(dir: &Path, s: &Settings) -> nostall::Result<Loader> {
     } else {
         ErrorPolicy::Error
     };
-    Loader::new(catalog, source, config)
+    config.cache = s.cache;
+    let loader = Loader::new(dataset.catalog.clone(), source, config)?;
+    Ok((loader, dataset))
 }
 
 /// Runs one epoch to the end, showing progress unless `quiet`. With a `model_rate`
@@ -97,6 +149,17 @@ pub fn drive_epoch(
     }
     bar.finish_and_clear();
     Ok(batches.stats())
+}
+
+/// Bytes this process has caused to be read from block devices so far (page-cache hits
+/// excluded), from /proc/self/io; 0 where that file is unavailable.
+pub fn device_read_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Peak and current resident memory of this process, in MB, from /proc.

@@ -227,6 +227,62 @@ impl Catalog {
         Ok((catalog, ScanReport { ignored, layout }))
     }
 
+    /// A catalog of samples listed by another indexer (tar shards, an object-store
+    /// prefix), in the given order: `(relative path, label, size)` each.
+    ///
+    /// `root` names the dataset in messages (a directory, or a URL such as
+    /// `s3://bucket/prefix`). Either every sample has a label or none has: the layout is
+    /// [`DatasetLayout::ImageFolder`] or [`DatasetLayout::Flat`] accordingly. `classes`
+    /// may be empty when labels are bare numbers. Such a catalog has no directories to
+    /// check for freshness, so it is not meant for [`Catalog::save`] and `open`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] if there are no samples, or if some have labels and others not.
+    pub fn from_samples(
+        root: impl Into<PathBuf>,
+        classes: Vec<String>,
+        samples: impl IntoIterator<Item = (String, Option<u32>, u64)>,
+    ) -> Result<Catalog> {
+        let mut catalog = Catalog {
+            root: root.into(),
+            layout: DatasetLayout::Flat,
+            classes,
+            paths: Strings::default(),
+            labels: Vec::new(),
+            sizes: Vec::new(),
+            total_bytes: 0,
+            dirs: Strings::default(),
+            mtimes: Vec::new(),
+        };
+        for (path, label, size) in samples {
+            catalog.push_sample("", &path, label, size);
+            if catalog.labels.len() != catalog.sizes.len() && !catalog.labels.is_empty() {
+                return Err(Error::Config(format!(
+                    "{}: sample {path} has {} but earlier samples have {}; give every \
+                     sample a label, or none",
+                    catalog.root.display(),
+                    if label.is_some() {
+                        "a label"
+                    } else {
+                        "no label"
+                    },
+                    if label.is_some() { "none" } else { "labels" },
+                )));
+            }
+        }
+        if catalog.is_empty() {
+            return Err(Error::Config(format!(
+                "found no samples in {}",
+                catalog.root.display()
+            )));
+        }
+        if !catalog.labels.is_empty() {
+            catalog.layout = DatasetLayout::ImageFolder;
+        }
+        Ok(catalog)
+    }
+
     /// Writes the catalog as a compact binary index to `path`, creating its directory.
     ///
     /// The index is written to a temporary file beside `path` and renamed over it, so a

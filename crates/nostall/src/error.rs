@@ -123,6 +123,14 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
+    /// A storage service (object store, remote peer) failed or refused a request that
+    /// is not about one sample: listing a bucket, reaching the server.
+    Storage {
+        /// What was asked for, as a user would write it (e.g. `s3://bucket/prefix`).
+        location: String,
+        /// What went wrong and, where known, what to do about it.
+        message: String,
+    },
     /// A saved index is damaged or from an incompatible version.
     BadIndex {
         /// The index file.
@@ -150,6 +158,7 @@ impl fmt::Display for Error {
             ),
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Storage { location, message } => write!(f, "{location}: {message}"),
             Error::BadIndex { path, reason } => write!(
                 f,
                 "index {} is unusable ({reason}); delete it and nostall will re-scan",

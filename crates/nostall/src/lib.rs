@@ -52,8 +52,10 @@
 
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod catalog;
 pub mod codec;
+pub mod dataset;
 pub mod error;
 pub mod metrics;
 pub mod ops;

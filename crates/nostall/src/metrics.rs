@@ -9,6 +9,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::cache::CacheStats;
+use crate::storage::SourceStats;
+
 /// Running counters of one stage (fetch or prep), shared by its threads.
 #[derive(Debug, Default)]
 pub(crate) struct StageCounters {
@@ -90,6 +93,26 @@ pub struct EpochStats {
     pub fetch: StageStats,
     /// The prep stage.
     pub prep: StageStats,
+    /// Time prep threads waited for fetched bytes (summed over threads): how much the
+    /// fetch stage held prep back.
+    pub prep_starved: Duration,
+    /// The loader's cache in this epoch: hits, misses and bytes of each.
+    pub cache: CacheStats,
+    /// What the storage source served in this epoch (cache misses only).
+    pub storage: SourceStats,
+    /// The read-ahead window along the plan.
+    pub readahead: ReadaheadStats,
+}
+
+/// The fetch stage's read-ahead along the plan: samples fetched before prep asks for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadaheadStats {
+    /// The window's byte bound now; it adapts to fetch latency and prep's pace.
+    pub window: u64,
+    /// The most bytes ever held (in flight or waiting for prep) in this epoch.
+    pub peak: u64,
+    /// The configured bound the window never exceeds.
+    pub limit: u64,
 }
 
 impl EpochStats {
@@ -142,6 +165,16 @@ impl fmt::Display for EpochStats {
                 s.bytes as f64 / 1e6
             )?;
         }
+        writeln!(
+            f,
+            "  cache: {} hits ({:.1}%), {:.1} MB from cache, {:.1} MB from storage, {:.1}/{:.1} MB held",
+            self.cache.hits,
+            100.0 * self.cache.hit_rate(),
+            self.cache.hit_bytes as f64 / 1e6,
+            self.storage.bytes as f64 / 1e6,
+            self.cache.used as f64 / 1e6,
+            self.cache.capacity as f64 / 1e6,
+        )?;
         if !self.skipped.is_empty() {
             let causes: Vec<String> = self
                 .skipped

@@ -3,10 +3,22 @@
 //! whole batches in plan order.
 //!
 //! ```text
-//!  plan ─▶ claim ─▶ fetch threads ─▶ bounded channel ─▶ prep threads ─▶ slot of a batch
-//!            ▲                                                              │
-//!            └──── window of batch buffers (prefetch depth) ◀── consumer ◀──┘ (in order)
+//!  plan ─▶ fetch threads ─▶ read-ahead (bytes, bounded) ─▶ prep threads ─▶ slot of a batch
+//!   │      (cache → storage)                                  ▲                  │
+//!   └────────── claim: position + slot, in plan order ────────┘                  │
+//!                window of batch buffers (prefetch depth) ◀── consumer ◀─────────┘
 //! ```
+//!
+//! **Read-ahead.** The epoch's order is known, so fetch threads read along it ahead of
+//! prep, through the loader's cache, and park the bytes until the prep thread that claims
+//! the sample takes them. What they hold (in flight or parked) is bounded in bytes by a
+//! window that adapts to what is observed: by Little's law, keeping prep fed at `R`
+//! bytes/s through reads that take `L` seconds needs about `R·L` bytes under way, so the
+//! window follows twice that, between a floor of two samples per prep thread and the
+//! configured [`LoaderConfig::readahead`]. Slow storage thus gets a deep window, a cache
+//! or a local disk a shallow one. The factor of two also lets a window that starts small
+//! grow: reads limited by the window raise the pace, which widens the window, until the
+//! fetch threads or prep are the limit.
 //!
 //! **Positions.** The `i`-th sample of the rank's stream belongs at output position
 //! `i − (samples skipped before it)`: skipping a sample pulls the next ones forward so that
@@ -33,12 +45,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender};
-
+use crate::cache::{CacheConfig, Cached};
 use crate::catalog::{Catalog, SampleId};
 use crate::codec::DEFAULT_MAX_PIXELS;
 use crate::error::{Cause, Error, Result, SampleError};
-use crate::metrics::{EpochStats, StageCounters};
+use crate::metrics::{EpochStats, ReadaheadStats, StageCounters};
 use crate::ops::{DType, Pipeline, Prep};
 use crate::plan::{batches_for, samples_per_rank, EpochPlan, PlanConfig, Position};
 use crate::rng::{derive, Rng};
@@ -73,11 +84,16 @@ pub struct LoaderConfig {
     pub on_error: ErrorPolicy,
     /// Decompression-bomb guard: images with more pixels are refused.
     pub max_pixels: u64,
+    /// The loader's cache of encoded samples, kept across epochs.
+    pub cache: CacheConfig,
+    /// The most bytes fetch threads may hold ahead of prep (in flight or waiting); see
+    /// the [module docs](self).
+    pub readahead: u64,
 }
 
 impl LoaderConfig {
     /// Defaults around a pipeline: batch 64, shuffled, 2 prep threads, 1 fetch thread,
-    /// 4 batches of prefetch, stop on errors.
+    /// 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         LoaderConfig {
             plan: PlanConfig::default(),
@@ -87,6 +103,8 @@ impl LoaderConfig {
             prefetch: 4,
             on_error: ErrorPolicy::Error,
             max_pixels: DEFAULT_MAX_PIXELS,
+            cache: CacheConfig::default(),
+            readahead: 64 << 20,
         }
     }
 
@@ -100,6 +118,11 @@ impl LoaderConfig {
         if self.prefetch == 0 {
             return Err(Error::Config("prefetch must be at least 1 batch".into()));
         }
+        if self.readahead == 0 {
+            return Err(Error::Config(
+                "readahead must be at least 1 byte (it bounds bytes fetched ahead of prep)".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -107,7 +130,7 @@ impl LoaderConfig {
 /// An image loader over one dataset: makes an iterator of batches per epoch.
 pub struct Loader {
     catalog: Arc<Catalog>,
-    source: Arc<dyn Source>,
+    source: Arc<Cached>,
     config: LoaderConfig,
     pool: Arc<Pool>,
 }
@@ -122,7 +145,8 @@ impl std::fmt::Debug for Loader {
 }
 
 impl Loader {
-    /// A loader reading `catalog`'s samples from `source`.
+    /// A loader reading `catalog`'s samples from `source`, through a cache as
+    /// configured.
     pub fn new(
         catalog: Arc<Catalog>,
         source: Arc<dyn Source>,
@@ -130,9 +154,10 @@ impl Loader {
     ) -> Result<Loader> {
         config.validate(catalog.len())?;
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
+        let capacity = config.cache.capacity.bytes(catalog.total_bytes());
         Ok(Loader {
+            source: Arc::new(Cached::new(source, config.cache.policy, capacity)),
             catalog,
-            source,
             config,
             pool: Pool::new(buffer_bytes),
         })
@@ -146,6 +171,11 @@ impl Loader {
     /// The catalog.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// The cache's counters since the loader was made.
+    pub fn cache_stats(&self) -> crate::cache::CacheStats {
+        self.source.cache().stats()
     }
 
     /// Batch buffers allocated so far: bounded by the prefetch depth plus the batches the
@@ -182,14 +212,6 @@ impl Loader {
     }
 }
 
-/// A sample handed from a fetch thread to a prep thread.
-struct Fetched {
-    index: usize,
-    position: u64,
-    slot: Slot,
-    bytes: std::result::Result<Vec<u8>, Cause>,
-}
-
 /// How a claimed sample ended, kept until the consumer finalises it.
 struct Outcome {
     position: u64,
@@ -219,6 +241,30 @@ struct State {
     ids: Vec<SampleId>,
 }
 
+/// The fetch threads' state: how far they have read along the stream, and the bytes
+/// waiting for prep.
+struct Ahead {
+    /// Next stream index to read.
+    next: usize,
+    /// Bytes read ahead, by stream index, until the prep thread that claims them takes them.
+    parked: BTreeMap<usize, std::result::Result<Vec<u8>, Cause>>,
+    /// Bytes held: reserved for reads in flight (at their catalog size) and parked.
+    held: u64,
+    peak: u64,
+    /// The current bound on `held`.
+    window: u64,
+    /// The smallest window: two samples of average size per prep thread.
+    floor: u64,
+    /// Smoothed duration of one read, in seconds.
+    latency: f64,
+    /// Bytes taken by prep since the epoch started.
+    taken: u64,
+    /// Time prep threads spent waiting for bytes.
+    starved: Duration,
+    /// Emptied byte buffers, re-used by fetch threads.
+    spare: Vec<Vec<u8>>,
+}
+
 struct Shared {
     config: LoaderConfig,
     /// The rank's samples of the epoch, in plan order.
@@ -228,9 +274,15 @@ struct Shared {
     /// Bytes of one prepared sample (from the pipeline; used on every claim).
     sample_bytes: usize,
     catalog: Arc<Catalog>,
-    source: Arc<dyn Source>,
+    source: Arc<Cached>,
     pool: Arc<Pool>,
     state: Mutex<State>,
+    ahead: Mutex<Ahead>,
+    /// Signalled when bytes are parked.
+    parked: Condvar,
+    /// Signalled when prep takes bytes, making room in the read-ahead window.
+    room: Condvar,
+    started: Instant,
     /// Signalled when claiming may proceed (a batch delivered, a sample finalised).
     claimable: Condvar,
     /// Signalled when a sample completes.
@@ -238,6 +290,9 @@ struct Shared {
     stop: AtomicBool,
     fetch: StageCounters,
     prep: StageCounters,
+    /// The cache's and the storage's counters when the epoch started.
+    cache_before: crate::cache::CacheStats,
+    storage_before: crate::storage::SourceStats,
 }
 
 impl Shared {
@@ -300,10 +355,92 @@ impl Shared {
 
     fn halt(&self) {
         self.stop.store(true, Ordering::Release);
-        // Take the lock so that no thread misses the wake-up between its check and wait.
+        // Take the locks so that no thread misses the wake-up between its check and wait.
         drop(self.lock());
+        drop(self.lock_ahead());
         self.claimable.notify_all();
         self.completed.notify_all();
+        self.parked.notify_all();
+        self.room.notify_all();
+    }
+
+    fn lock_ahead(&self) -> MutexGuard<'_, Ahead> {
+        self.ahead.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reserves the next sample of the stream for a fetch thread, waiting while the
+    /// read-ahead window is full: its index, the bytes reserved and a buffer to read
+    /// into. `None` once the stream is exhausted or the epoch stopped.
+    fn next_to_fetch(&self) -> Option<(usize, u64, Vec<u8>)> {
+        let mut ahead = self.lock_ahead();
+        loop {
+            if self.stop.load(Ordering::Acquire) || ahead.next == self.stream.len() {
+                return None;
+            }
+            let need = self.catalog.size(self.stream[ahead.next]).max(1);
+            // A sample larger than the whole window still goes through, alone.
+            if ahead.held == 0 || ahead.held + need <= ahead.window {
+                let index = ahead.next;
+                ahead.next += 1;
+                ahead.held += need;
+                ahead.peak = ahead.peak.max(ahead.held);
+                return Some((index, need, ahead.spare.pop().unwrap_or_default()));
+            }
+            ahead = self.room.wait(ahead).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Parks a fetched sample for prep, correcting the reservation to its real size.
+    fn park(
+        &self,
+        index: usize,
+        reserved: u64,
+        took: Duration,
+        bytes: std::result::Result<Vec<u8>, Cause>,
+    ) {
+        let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
+        let mut ahead = self.lock_ahead();
+        ahead.held = ahead.held - reserved + len;
+        ahead.peak = ahead.peak.max(ahead.held);
+        ahead.latency += 0.1 * (took.as_secs_f64() - ahead.latency);
+        ahead.parked.insert(index, bytes);
+        drop(ahead);
+        self.parked.notify_all();
+    }
+
+    /// Takes sample `index`'s bytes once they are parked, and adapts the window to the
+    /// pace at which prep takes bytes. `None` if the epoch stopped.
+    fn take(&self, index: usize) -> Option<std::result::Result<Vec<u8>, Cause>> {
+        let mut ahead = self.lock_ahead();
+        let before = Instant::now();
+        let bytes = loop {
+            if let Some(bytes) = ahead.parked.remove(&index) {
+                break bytes;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return None;
+            }
+            ahead = self.parked.wait(ahead).unwrap_or_else(|e| e.into_inner());
+        };
+        ahead.starved += before.elapsed();
+        let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
+        ahead.held -= len;
+        ahead.taken += len;
+        let pace = ahead.taken as f64 / self.started.elapsed().as_secs_f64().max(1e-3);
+        let wanted = (2.0 * pace * ahead.latency) as u64;
+        ahead.window = wanted.clamp(ahead.floor, self.config.readahead);
+        drop(ahead);
+        self.room.notify_all();
+        Some(bytes)
+    }
+
+    /// Returns an emptied byte buffer to the fetch threads.
+    fn recycle(&self, mut bytes: Vec<u8>) {
+        let mut ahead = self.lock_ahead();
+        if ahead.spare.len() < self.config.fetch_threads + self.config.prep_threads {
+            bytes.clear();
+            ahead.spare.push(bytes);
+        }
     }
 }
 
@@ -335,6 +472,8 @@ impl Epoch {
     fn start(loader: &Loader, plan: EpochPlan, position: Position) -> Epoch {
         let config = &loader.config;
         let start = position.sample as usize;
+        let average = loader.catalog.total_bytes() / loader.catalog.len().max(1) as u64;
+        let floor = (2 * config.prep_threads as u64 * average).clamp(1, config.readahead);
         let shared = Arc::new(Shared {
             config: config.clone(),
             stream: plan.samples().to_vec(),
@@ -357,29 +496,40 @@ impl Epoch {
                 labels: Vec::with_capacity(config.plan.batch_size),
                 ids: Vec::with_capacity(config.plan.batch_size),
             }),
+            ahead: Mutex::new(Ahead {
+                next: start,
+                parked: BTreeMap::new(),
+                held: 0,
+                peak: 0,
+                window: floor,
+                floor,
+                latency: 0.0,
+                taken: 0,
+                starved: Duration::ZERO,
+                spare: Vec::new(),
+            }),
+            parked: Condvar::new(),
+            room: Condvar::new(),
+            started: Instant::now(),
+            cache_before: loader.source.cache().stats(),
+            storage_before: loader.source.stats(),
             claimable: Condvar::new(),
             completed: Condvar::new(),
             stop: AtomicBool::new(false),
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
         });
-        // Room for every prep thread to have one sample queued behind the one it works on.
-        let (to_prep, from_fetch) = bounded::<Fetched>(config.prep_threads * 2);
-        let (recycle, recycled) =
-            bounded::<Vec<u8>>(config.prep_threads * 2 + config.fetch_threads);
         let mut threads = Vec::new();
         for n in 0..config.fetch_threads {
-            let (shared, to_prep, recycled) = (shared.clone(), to_prep.clone(), recycled.clone());
+            let shared = shared.clone();
             threads.push(spawn(format!("nostall-fetch-{n}"), move || {
-                fetch_loop(&shared, &to_prep, &recycled)
+                fetch_loop(&shared)
             }));
         }
-        drop(to_prep);
         for n in 0..config.prep_threads {
-            let (shared, from_fetch, recycle) =
-                (shared.clone(), from_fetch.clone(), recycle.clone());
+            let shared = shared.clone();
             threads.push(spawn(format!("nostall-prep-{n}"), move || {
-                prep_loop(&shared, &from_fetch, &recycle)
+                prep_loop(&shared)
             }));
         }
         Epoch {
@@ -402,6 +552,16 @@ impl Epoch {
 
     /// Figures so far.
     pub fn stats(&self) -> EpochStats {
+        let shared = &self.shared;
+        let (starved, readahead) = {
+            let ahead = shared.lock_ahead();
+            let readahead = ReadaheadStats {
+                window: ahead.window,
+                peak: ahead.peak,
+                limit: shared.config.readahead,
+            };
+            (ahead.starved, readahead)
+        };
         let st = self.shared.lock();
         let end = self.finished.unwrap_or_else(Instant::now);
         EpochStats {
@@ -414,6 +574,10 @@ impl Epoch {
             max_wait: self.max_wait,
             fetch: self.shared.fetch.snapshot(self.shared.config.fetch_threads),
             prep: self.shared.prep.snapshot(self.shared.config.prep_threads),
+            prep_starved: starved,
+            cache: shared.source.cache().stats().since(&shared.cache_before),
+            storage: shared.source.stats() - shared.storage_before,
+            readahead,
         }
     }
 
@@ -571,36 +735,24 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
         .expect("cannot start a loader thread")
 }
 
-fn fetch_loop(shared: &Shared, to_prep: &Sender<Fetched>, recycled: &Receiver<Vec<u8>>) {
-    while let Some((index, position, slot)) = shared.claim() {
-        let id = shared.stream[index];
-        let mut bytes = recycled.try_recv().unwrap_or_default();
+fn fetch_loop(shared: &Shared) {
+    while let Some((index, reserved, mut bytes)) = shared.next_to_fetch() {
         let started = Instant::now();
-        let result = shared.source.read(id, &mut bytes);
-        shared.fetch.record(started.elapsed(), bytes.len() as u64);
-        let fetched = Fetched {
-            index,
-            position,
-            slot,
-            bytes: result.map(|()| bytes),
-        };
-        if to_prep.send(fetched).is_err() {
-            return; // prep threads are gone: the epoch is stopping
-        }
+        let result = shared.source.read(shared.stream[index], &mut bytes);
+        let took = started.elapsed();
+        shared.fetch.record(took, bytes.len() as u64);
+        shared.park(index, reserved, took, result.map(|()| bytes));
     }
 }
 
-fn prep_loop(shared: &Shared, from_fetch: &Receiver<Fetched>, recycle: &Sender<Vec<u8>>) {
+fn prep_loop(shared: &Shared) {
     // Without a decoder every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
     let mut prep = Prep::new(&shared.config.pipeline, shared.config.max_pixels).ok();
-    for Fetched {
-        index,
-        position,
-        mut slot,
-        bytes,
-    } in from_fetch.iter()
-    {
+    while let Some((index, position, mut slot)) = shared.claim() {
+        let Some(bytes) = shared.take(index) else {
+            return; // the epoch is stopping
+        };
         let id = shared.stream[index];
         let started = Instant::now();
         let result = match (&mut prep, bytes) {
@@ -617,7 +769,7 @@ fn prep_loop(shared: &Shared, from_fetch: &Receiver<Fetched>, recycle: &Sender<V
                     .unwrap_or_else(|_| {
                         Err(Cause::Corrupt("the decoder panicked on this sample".into()))
                     });
-                let _ = recycle.try_send(bytes);
+                shared.recycle(bytes);
                 result
             }
         };

@@ -1,22 +1,4 @@
-//! Byte sources: where a sample's encoded bytes come from.
-//!
-//! A [`Source`] turns a [`SampleId`] into the sample's bytes, and nothing more: decoding,
-//! retries and scheduling live elsewhere. The trait is small and object-safe so that
-//! other sources (tar shards, object stores, a throttling wrapper for experiments, peer
-//! caches) can stand in for [`LocalFiles`], the source that reads one file per sample.
-//!
-//! Failures are per sample ([`Cause`]), never fatal to the loader: whether one bad file
-//! stops training or is skipped and counted is the error policy's decision.
-//!
-//! # Cold reads
-//!
-//! A benchmark that reads a dataset twice measures the page cache the second time, not
-//! the storage. [`ReadMode::Cold`] asks the kernel to drop a file's cached pages before
-//! reading it (so the read reaches the device) and again after (so it leaves nothing
-//! behind to flatter the next read). The page cache is shared by the whole machine, so
-//! this also evicts those files for other processes; it is meant for measuring, not for
-//! training. `O_DIRECT` would bypass the cache too, but it demands aligned buffers and
-//! sizes and is refused outright by some filesystems.
+//! [`LocalFiles`]: one file per sample, at the path the catalog gives.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -25,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::{ReadMode, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::Cause;
 
@@ -32,41 +15,6 @@ use crate::error::Cause;
 /// [`LocalFiles::with_max_bytes`]: 64 MiB, far above any sane training image and far
 /// below what would hurt if a stray video or archive hides behind an image name.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
-
-/// How reads treat the OS page cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReadMode {
-    /// Ordinary reads: repeated epochs are served from memory when the dataset fits.
-    #[default]
-    Cached,
-    /// Every read goes to the device and leaves the file uncached; see the
-    /// [module docs](self).
-    Cold,
-}
-
-/// Counters a source keeps: what it has served successfully so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SourceStats {
-    /// Bytes delivered.
-    pub bytes: u64,
-    /// Samples delivered.
-    pub requests: u64,
-}
-
-/// A place sample bytes come from.
-///
-/// Implementations are shared by all loader threads, so reads take `&self`.
-pub trait Source: Send + Sync {
-    /// Reads sample `id`'s bytes into `out`, replacing its contents and re-using its
-    /// capacity. On error `out` is left empty.
-    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause>;
-
-    /// Where the sample lives, as a user would recognise it (for a file, its path).
-    fn location(&self, id: SampleId) -> String;
-
-    /// What the source has served so far.
-    fn stats(&self) -> SourceStats;
-}
 
 /// Reads each sample from its own file, at the path the catalog gives.
 #[derive(Debug)]
@@ -198,7 +146,7 @@ impl Source for LocalFiles {
 /// Asks the kernel to drop `file`'s pages from the page cache (clean pages only; dirty
 /// ones stay until written back, which is harmless here since samples are only read).
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-fn drop_cached(file: &File) -> io::Result<()> {
+pub(super) fn drop_cached(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
 
     // SAFETY: posix_fadvise takes only integers and touches no memory of ours. The
@@ -215,7 +163,7 @@ fn drop_cached(file: &File) -> io::Result<()> {
 /// Elsewhere there is no portable way to drop a file's cached pages, so cold reads
 /// fail with a message naming the alternative, rather than silently reading warm.
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-fn drop_cached(_file: &File) -> io::Result<()> {
+pub(super) fn drop_cached(_file: &File) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "posix_fadvise is not available on this platform",

@@ -1,0 +1,480 @@
+//! Caches of encoded sample bytes in the fetch stage, and a simulator of cache policies.
+//!
+//! Training reads the whole dataset once per epoch in a fresh random order. For that
+//! access pattern the classic policies are the wrong ones: LRU (and the page cache, which
+//! approximates it) evicts each sample shortly before its next use, so a cache of 35% of
+//! the dataset hits far less than 35% of the time. [`CachePolicy::Minio`] (from CoorDL)
+//! keeps the first samples it sees until it is full and never evicts: every later epoch
+//! hits exactly the cached bytes, which is the best any policy can do on one node (see
+//! [`simulate`] for the numbers).
+//!
+//! A [`Cached`] source puts a [`SampleCache`] in front of any [`Source`]: a hit copies the
+//! bytes out of memory, a miss reads the source and offers the bytes to the cache. The
+//! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
+//! is bounded by its capacity in payload bytes (plus a small per-entry overhead).
+
+pub mod simulate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::catalog::SampleId;
+use crate::error::{Cause, Error, Result};
+use crate::storage::{Source, SourceStats};
+
+/// Which samples a cache keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    /// Keep each sample the first time it is fetched, until full; never evict.
+    #[default]
+    Minio,
+    /// Least recently used: the classic baseline, for comparison.
+    Lru,
+    /// No cache in the loader; repeated reads rely on the operating system's page cache.
+    None,
+}
+
+impl std::str::FromStr for CachePolicy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<CachePolicy> {
+        match s {
+            "minio" => Ok(CachePolicy::Minio),
+            "lru" => Ok(CachePolicy::Lru),
+            "none" => Ok(CachePolicy::None),
+            _ => Err(Error::Config(format!(
+                "unknown cache policy {s:?}: use minio, lru or none"
+            ))),
+        }
+    }
+}
+
+/// How much a cache may hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Capacity {
+    /// A number of bytes of sample data.
+    Bytes(u64),
+    /// A fraction (0 to 1) of the dataset's bytes.
+    Fraction(f64),
+}
+
+impl Capacity {
+    /// The capacity in bytes for a dataset of `dataset_bytes`.
+    pub fn bytes(self, dataset_bytes: u64) -> u64 {
+        match self {
+            Capacity::Bytes(bytes) => bytes,
+            Capacity::Fraction(f) => (f.clamp(0.0, 1.0) * dataset_bytes as f64) as u64,
+        }
+    }
+}
+
+impl std::str::FromStr for Capacity {
+    type Err = Error;
+
+    /// `35%`, `0.35` (a fraction of the dataset), or `512MiB`, `2GB`, `1000000` (bytes).
+    fn from_str(s: &str) -> Result<Capacity> {
+        let bad = || {
+            Error::Config(format!(
+                "cannot read cache size {s:?}: give a percentage (35%), a fraction (0.35) \
+                 or bytes (512MiB, 2GB, 1000000)"
+            ))
+        };
+        let s = s.trim();
+        if let Some(pct) = s.strip_suffix('%') {
+            let pct: f64 = pct.trim().parse().map_err(|_| bad())?;
+            return (0.0..=100.0)
+                .contains(&pct)
+                .then_some(Capacity::Fraction(pct / 100.0))
+                .ok_or_else(bad);
+        }
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (number, unit) = s.split_at(split);
+        let number: f64 = number.parse().map_err(|_| bad())?;
+        let scale = match unit.trim().to_ascii_lowercase().as_str() {
+            "" if number < 1.0 || number == 1.0 && s.contains('.') => {
+                return Ok(Capacity::Fraction(number));
+            }
+            "" | "b" => 1.0,
+            "kb" => 1e3,
+            "mb" => 1e6,
+            "gb" => 1e9,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            "gib" => 1024.0 * 1024.0 * 1024.0,
+            _ => return Err(bad()),
+        };
+        Ok(Capacity::Bytes((number * scale) as u64))
+    }
+}
+
+/// A cache's policy and size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheConfig {
+    /// Which samples it keeps.
+    pub policy: CachePolicy,
+    /// How much it may hold.
+    pub capacity: Capacity,
+}
+
+impl Default for CacheConfig {
+    /// No cache.
+    fn default() -> CacheConfig {
+        CacheConfig {
+            policy: CachePolicy::None,
+            capacity: Capacity::Bytes(0),
+        }
+    }
+}
+
+/// A cache's counters, cumulative since it was made (subtract two readings for an
+/// interval such as one epoch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Reads served from the cache.
+    pub hits: u64,
+    /// Reads that went to the source.
+    pub misses: u64,
+    /// Bytes served from the cache.
+    pub hit_bytes: u64,
+    /// Bytes read from the source on misses.
+    pub miss_bytes: u64,
+    /// Samples held now.
+    pub entries: u64,
+    /// Bytes held now.
+    pub used: u64,
+    /// The most the cache may hold.
+    pub capacity: u64,
+}
+
+impl CacheStats {
+    /// The counters accumulated since `earlier`; the occupancy is this reading's.
+    pub fn since(&self, earlier: &CacheStats) -> CacheStats {
+        CacheStats {
+            hits: self.hits - earlier.hits,
+            misses: self.misses - earlier.misses,
+            hit_bytes: self.hit_bytes - earlier.hit_bytes,
+            miss_bytes: self.miss_bytes - earlier.miss_bytes,
+            ..*self
+        }
+    }
+
+    /// Hits over all reads, 0 when nothing was read.
+    pub fn hit_rate(&self) -> f64 {
+        let reads = self.hits + self.misses;
+        if reads == 0 {
+            0.0
+        } else {
+            self.hits as f64 / reads as f64
+        }
+    }
+}
+
+/// Encoded sample bytes in memory, under a byte capacity, kept by a [`CachePolicy`].
+///
+/// Shared by all fetch threads. Entries are reference-counted so that a hit copies the
+/// bytes out after releasing the lock.
+#[derive(Debug)]
+pub struct SampleCache {
+    policy: CachePolicy,
+    capacity: u64,
+    entries: Mutex<Entries>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    hit_bytes: AtomicU64,
+    miss_bytes: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    map: HashMap<SampleId, (Arc<[u8]>, u64)>,
+    /// For LRU: last-use tick → sample, oldest first.
+    recency: BTreeMap<u64, SampleId>,
+    tick: u64,
+    used: u64,
+}
+
+impl SampleCache {
+    /// An empty cache of `capacity` bytes.
+    pub fn new(policy: CachePolicy, capacity: u64) -> SampleCache {
+        SampleCache {
+            policy,
+            capacity: if policy == CachePolicy::None {
+                0
+            } else {
+                capacity
+            },
+            entries: Mutex::default(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            hit_bytes: AtomicU64::new(0),
+            miss_bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Copies sample `id` into `out` and counts a hit, or counts nothing and returns
+    /// `false` when it is not cached.
+    pub fn get(&self, id: SampleId, out: &mut Vec<u8>) -> bool {
+        let bytes = {
+            let mut entries = self.lock();
+            let tick = entries.tick;
+            let Some((bytes, last_use)) = entries.map.get_mut(&id) else {
+                return false;
+            };
+            let (bytes, previous) = (bytes.clone(), std::mem::replace(last_use, tick));
+            if self.policy == CachePolicy::Lru {
+                entries.recency.remove(&previous);
+                entries.recency.insert(tick, id);
+            }
+            entries.tick += 1;
+            bytes
+        };
+        out.clear();
+        out.extend_from_slice(&bytes);
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        self.hit_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        true
+    }
+
+    /// Counts a miss of `len` bytes served by the source.
+    fn count_miss(&self, len: usize) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        self.miss_bytes.fetch_add(len as u64, Ordering::Relaxed);
+    }
+
+    /// Offers sample `id`'s bytes after a miss; the policy decides whether to keep them.
+    pub fn offer(&self, id: SampleId, bytes: &[u8]) {
+        let len = bytes.len() as u64;
+        if len == 0 || len > self.capacity {
+            return;
+        }
+        if self.policy == CachePolicy::Minio && self.lock().used + len > self.capacity {
+            return; // full for this sample: MinIO never evicts (checked early to skip the copy)
+        }
+        let data: Arc<[u8]> = Arc::from(bytes);
+        let mut entries = self.lock();
+        if entries.map.contains_key(&id) {
+            return;
+        }
+        match self.policy {
+            CachePolicy::None => return,
+            CachePolicy::Minio if entries.used + len > self.capacity => return,
+            CachePolicy::Minio => {}
+            CachePolicy::Lru => {
+                while entries.used + len > self.capacity {
+                    let (_, victim) = entries
+                        .recency
+                        .pop_first()
+                        .expect("a cache over capacity holds entries");
+                    let (evicted, _) = entries.map.remove(&victim).expect("indexed");
+                    entries.used -= evicted.len() as u64;
+                }
+            }
+        }
+        let tick = entries.tick;
+        entries.tick += 1;
+        if self.policy == CachePolicy::Lru {
+            entries.recency.insert(tick, id);
+        }
+        entries.used += len;
+        entries.map.insert(id, (data, tick));
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> CacheStats {
+        let (entries, used) = {
+            let e = self.lock();
+            (e.map.len() as u64, e.used)
+        };
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            hit_bytes: self.hit_bytes.load(Ordering::Relaxed),
+            miss_bytes: self.miss_bytes.load(Ordering::Relaxed),
+            entries,
+            used,
+            capacity: self.capacity,
+        }
+    }
+
+    /// Whether sample `id` is cached.
+    pub fn contains(&self, id: SampleId) -> bool {
+        self.lock().map.contains_key(&id)
+    }
+}
+
+/// A source with a [`SampleCache`] in front of it.
+#[derive(Debug)]
+pub struct Cached<S: ?Sized = dyn Source> {
+    cache: SampleCache,
+    inner: Arc<S>,
+}
+
+impl<S: Source + ?Sized> Cached<S> {
+    /// `inner` behind a cache of `capacity` bytes kept by `policy`.
+    pub fn new(inner: Arc<S>, policy: CachePolicy, capacity: u64) -> Cached<S> {
+        Cached {
+            cache: SampleCache::new(policy, capacity),
+            inner,
+        }
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &SampleCache {
+        &self.cache
+    }
+}
+
+impl<S: Source + ?Sized> Source for Cached<S> {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> std::result::Result<(), Cause> {
+        if self.cache.get(id, out) {
+            return Ok(());
+        }
+        self.inner.read(id, out)?;
+        self.cache.count_miss(out.len());
+        self.cache.offer(id, out);
+        Ok(())
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        self.inner.location(id)
+    }
+
+    /// The source's own counters: what storage served, misses only.
+    fn stats(&self) -> SourceStats {
+        self.inner.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// Serves `id % 7 + 1` kilobytes of the byte `id` for every id.
+    #[derive(Debug, Default)]
+    struct Synthetic {
+        reads: AtomicU64,
+    }
+
+    impl Source for Synthetic {
+        fn read(&self, id: SampleId, out: &mut Vec<u8>) -> std::result::Result<(), Cause> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            out.clear();
+            out.resize((id as usize % 7 + 1) * 1000, id as u8);
+            Ok(())
+        }
+        fn location(&self, id: SampleId) -> String {
+            id.to_string()
+        }
+        fn stats(&self) -> SourceStats {
+            SourceStats::default()
+        }
+    }
+
+    fn size(id: SampleId) -> u64 {
+        (id % 7 + 1) * 1000
+    }
+
+    #[test]
+    fn minio_hits_exactly_what_it_first_cached_and_never_evicts() {
+        let source = Arc::new(Synthetic::default());
+        let cached = Cached::new(source.clone(), CachePolicy::Minio, 50_000);
+        let mut out = Vec::new();
+        let mut rng = Rng::new(1);
+        let mut order: Vec<SampleId> = (0..100).collect();
+        let mut kept = Vec::new();
+        for epoch in 0..4 {
+            rng.shuffle(&mut order);
+            let before = cached.cache().stats();
+            for &id in &order {
+                cached.read(id, &mut out).unwrap();
+                assert_eq!(out.len() as u64, size(id));
+                assert!(out.iter().all(|&b| b == id as u8));
+            }
+            let now: Vec<SampleId> = (0..100).filter(|&id| cached.cache().contains(id)).collect();
+            if epoch == 0 {
+                kept = now;
+            } else {
+                assert_eq!(now, kept, "MinIO must keep its first set");
+                let epoch_stats = cached.cache().stats().since(&before);
+                assert_eq!(epoch_stats.hits, kept.len() as u64);
+                assert_eq!(
+                    epoch_stats.hit_bytes,
+                    kept.iter().map(|&i| size(i)).sum::<u64>()
+                );
+            }
+        }
+        let stats = cached.cache().stats();
+        assert!(stats.used <= 50_000 && stats.used > 50_000 - 7_000);
+        assert_eq!(source.reads.load(Ordering::Relaxed), stats.misses);
+    }
+
+    #[test]
+    fn memory_never_exceeds_capacity_and_accounting_is_exact() {
+        for policy in [CachePolicy::Minio, CachePolicy::Lru] {
+            let cache = SampleCache::new(policy, 20_000);
+            let mut rng = Rng::new(7);
+            let mut out = Vec::new();
+            for _ in 0..5_000 {
+                let id = rng.below(60);
+                if !cache.get(id, &mut out) {
+                    cache.offer(id, &vec![1; size(id) as usize]);
+                }
+                let held: u64 = (0..60).filter(|&i| cache.contains(i)).map(size).sum();
+                let stats = cache.stats();
+                assert_eq!(stats.used, held, "{policy:?}");
+                assert!(stats.used <= 20_000, "{policy:?}: {}", stats.used);
+            }
+        }
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used() {
+        let cache = SampleCache::new(CachePolicy::Lru, 3_000);
+        let mut out = Vec::new();
+        for id in [0, 7, 14] {
+            cache.offer(id, &[0; 1000]); // size(id) = 1000 for multiples of 7
+        }
+        assert!(cache.get(0, &mut out)); // 7 is now the oldest
+        cache.offer(21, &[0; 1000]);
+        assert!(!cache.contains(7));
+        assert!(cache.contains(0) && cache.contains(14) && cache.contains(21));
+        cache.offer(99, &[0; 4000]); // larger than the whole cache: refused, nothing evicted
+        assert_eq!(cache.stats().entries, 3);
+    }
+
+    #[test]
+    fn no_cache_reads_the_source_every_time() {
+        let source = Arc::new(Synthetic::default());
+        let cached = Cached::new(source.clone(), CachePolicy::None, 1 << 30);
+        let mut out = Vec::new();
+        for id in [1, 1, 2, 1] {
+            cached.read(id, &mut out).unwrap();
+        }
+        assert_eq!(source.reads.load(Ordering::Relaxed), 4);
+        assert_eq!(cached.cache().stats().used, 0);
+    }
+
+    #[test]
+    fn capacities_parse_as_users_write_them() {
+        let parse = |s: &str| s.parse::<Capacity>().unwrap();
+        assert_eq!(parse("35%"), Capacity::Fraction(0.35));
+        assert_eq!(parse("0.35"), Capacity::Fraction(0.35));
+        assert_eq!(parse("1.0"), Capacity::Fraction(1.0));
+        assert_eq!(parse("512MiB"), Capacity::Bytes(512 << 20));
+        assert_eq!(parse("2GB"), Capacity::Bytes(2_000_000_000));
+        assert_eq!(parse("1000"), Capacity::Bytes(1000));
+        assert_eq!(Capacity::Fraction(0.5).bytes(1000), 500);
+        for bad in ["", "lots", "150%", "12 parsecs"] {
+            assert!(bad.parse::<Capacity>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,916 @@
+//! A simulator of sample-cache policies over nostall's real access stream.
+//!
+//! # The model
+//!
+//! A dataset of `N` equally sized samples is read for several epochs. Each epoch visits
+//! every sample once in the seeded random order of [`crate::plan`]; with `W` workers
+//! (ranks), the epoch's global permutation is split among them exactly as the loader
+//! splits it ([`EpochPlan`] with the [`Shard::Pad`] policy: rank `r` takes every `W`-th
+//! sample starting at `r`). Each worker has its own cache of `capacity = floor(c·N)`
+//! samples (per-worker caches, as in NoPFS; with `W = 1` this is the single-node case of
+//! CoorDL's MinIO study). A worker's access either *hits* its cache or *misses* (the
+//! sample is read from elsewhere and the policy decides whether to keep it). Per epoch
+//! the simulator counts hits and accesses summed over workers; the *steady-state* hit
+//! rate is the mean over every epoch but the first, which starts from an empty cache.
+//!
+//! # Why each policy behaves as it does
+//!
+//! A random permutation per epoch is the worst case for recency: a sample read now is
+//! next read about one epoch (`N` accesses) later, so a cache smaller than the dataset
+//! must evict it before its reuse unless something protects it.
+//!
+//! - [`SimPolicy::Lru`] keeps the `capacity` most recently used samples. A sample hits
+//!   only when few enough distinct samples were read between its two uses: late in one
+//!   epoch and early in the next. That is a small corner of the square of positions,
+//!   a little over `c²/2` of the accesses (0.5% at 10% cache, 15.4% at 50%), and since
+//!   every epoch starts from the same situation, epoch 1 is already steady.
+//! - [`SimPolicy::TwoList`] approximates the Linux page cache: a first access enters an
+//!   *inactive* list, a hit there promotes to an *active* list that a scan cannot flush;
+//!   the active list is capped (its tail is demoted to the head of the inactive list) and
+//!   eviction takes the inactive tail. Samples that hit once are shielded and hit again
+//!   the next epoch, so the hit rate *climbs* epoch after epoch, each epoch adding the
+//!   LRU-like lucky hits to the shielded set, until the active list is full; in the long
+//!   run it tends to the active list's share of the dataset (about `c/2`). The cap is
+//!   [`TWO_LIST_ACTIVE_SHARE`] of the cache, Linux's rule for small memories
+//!   (`inactive_is_low` with ratio 1: active never outgrows inactive). With it the
+//!   simulator reproduces the reference table of the research notes (1.2/6.8/12.8/
+//!   22.5/50.9% at 10/25/35/50/80%) for the default 5-epoch run, whose "steady state"
+//!   (epochs 1–4) for this policy is still the warm-up climb, not the long-run limit.
+//! - [`SimPolicy::Minio`] (CoorDL) inserts until full and never evicts. Every later epoch
+//!   reads each sample once, so it gets exactly `capacity` hits per epoch on one node.
+//!   Nothing can do better there: a sample is read once per epoch, so it can hit only if
+//!   it was cached when the epoch began, and at most `capacity` were.
+//! - [`SimPolicy::Belady`] evicts the sample whose next use is furthest in the future
+//!   (or does not keep the new sample, if its own next use is the furthest), using the
+//!   known future stream. It is the optimum of all policies that fill on a miss, so it
+//!   equals MinIO on one node; with several workers a worker's epoch holds only a random
+//!   `1/W` of the samples, and Belady beats MinIO by keeping those needed soonest.
+//! - [`SimPolicy::Frequency`] (NoPFS) fills each worker's cache, before training, with
+//!   the `capacity` samples that worker will access most often over all epochs (ties
+//!   broken by earlier first access), fetched ahead by the clairvoyant prefetcher, so
+//!   even a first access hits; the contents never change. On one node every sample is
+//!   read once per epoch, all counts tie and it gets exactly `c`. With `W` workers a
+//!   worker's count of a sample is Binomial(E, 1/W), and the top of that distribution
+//!   gives more than `c`: about 9.6/17.7/38.3% at 5/10/25% for 16 workers over 90 epochs,
+//!   NoPFS's figures. Because it prefetches instead of filling on a miss, it is not bound
+//!   by Belady's optimum in every epoch (its epoch 0 already hits).
+//!
+//! Everything is indexed by sample id in `Vec`s (intrusive linked lists over `u32`
+//! arrays for the recency policies, an ordered set of next-use positions for Belady),
+//! so 20 000 samples × 90 epochs × 16 workers simulate in well under a second in a
+//! release build.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+use crate::plan::{EpochPlan, PlanConfig, Shard};
+
+/// Share of the cache the [`SimPolicy::TwoList`] active list may hold: Linux keeps the
+/// active list no larger than the inactive one on small memories (inactive ratio 1), and
+/// this value reproduces the reference hit rates (see the module documentation).
+pub const TWO_LIST_ACTIVE_SHARE: f64 = 0.5;
+
+/// A cache policy the simulator knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SimPolicy {
+    /// Least recently used: evict the sample unused for longest.
+    Lru,
+    /// The Linux page cache, approximated: an inactive and a capped active list.
+    TwoList,
+    /// CoorDL's MinIO: insert until full, never evict.
+    Minio,
+    /// Belady's optimum: evict the sample whose next use is furthest away.
+    Belady,
+    /// NoPFS: cache each worker's most frequently accessed samples, prefetched.
+    Frequency,
+}
+
+impl SimPolicy {
+    /// Every policy, in the order tables show them.
+    pub const ALL: [SimPolicy; 5] = [
+        SimPolicy::Lru,
+        SimPolicy::TwoList,
+        SimPolicy::Minio,
+        SimPolicy::Belady,
+        SimPolicy::Frequency,
+    ];
+
+    /// The policy's short name, as the command line spells it (e.g. `"two-list"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SimPolicy::Lru => "lru",
+            SimPolicy::TwoList => "two-list",
+            SimPolicy::Minio => "minio",
+            SimPolicy::Belady => "belady",
+            SimPolicy::Frequency => "frequency",
+        }
+    }
+}
+
+impl fmt::Display for SimPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SimPolicy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<SimPolicy> {
+        SimPolicy::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "unknown cache policy {s:?} (known: lru, two-list, minio, belady, frequency)"
+                ))
+            })
+    }
+}
+
+/// One simulation: a dataset, a cache size, a training run and a policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Samples in the dataset (`N`), at least 1.
+    pub samples: usize,
+    /// Each worker's cache size as a fraction of the dataset, in `[0, 1]`.
+    pub cache_fraction: f64,
+    /// Epochs simulated, at least 1 (at least 2 for a steady-state rate).
+    pub epochs: u64,
+    /// Workers (world size), each with its own cache, at least 1.
+    pub workers: usize,
+    /// Shuffle seed of the plan.
+    pub seed: u64,
+    /// The cache policy.
+    pub policy: SimPolicy,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            samples: 20_000,
+            cache_fraction: 0.35,
+            epochs: 5,
+            workers: 1,
+            seed: 0,
+            policy: SimPolicy::Minio,
+        }
+    }
+}
+
+/// Cache capacity in samples for a fraction of a dataset: `floor(fraction · samples)`,
+/// tolerant of the rounding of decimal fractions (0.35 · 20 000 gives 7 000).
+pub fn capacity_for(fraction: f64, samples: usize) -> usize {
+    let exact = fraction * samples as f64;
+    (exact + exact.abs() * 1e-12 + 1e-9).floor().max(0.0) as usize
+}
+
+/// Hits and accesses of one epoch, summed over workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EpochCount {
+    /// The epoch, from 0.
+    pub epoch: u64,
+    /// Accesses served by the accessing worker's own cache.
+    pub hits: u64,
+    /// All accesses (every worker's samples of the epoch).
+    pub accesses: u64,
+}
+
+impl EpochCount {
+    /// `hits / accesses` (0 for an epoch without accesses).
+    pub fn hit_rate(&self) -> f64 {
+        if self.accesses == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.accesses as f64
+        }
+    }
+}
+
+/// The outcome of simulating one policy at one cache size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimResult {
+    /// The policy simulated.
+    pub policy: SimPolicy,
+    /// Each worker's cache capacity in samples.
+    pub capacity: usize,
+    /// Number of workers.
+    pub workers: usize,
+    /// One entry per epoch, in order.
+    pub epochs: Vec<EpochCount>,
+}
+
+impl SimResult {
+    /// The steady-state hit rate: hits over accesses of every epoch but the first (the
+    /// cold one). `None` with fewer than two epochs.
+    pub fn steady_state(&self) -> Option<f64> {
+        if self.epochs.len() < 2 {
+            return None;
+        }
+        let (hits, accesses) = self.epochs[1..]
+            .iter()
+            .fold((0, 0), |(h, a), e| (h + e.hits, a + e.accesses));
+        Some(if accesses == 0 {
+            0.0
+        } else {
+            hits as f64 / accesses as f64
+        })
+    }
+
+    /// The hit rate over all epochs, the cold one included.
+    pub fn overall(&self) -> f64 {
+        let (hits, accesses) = self
+            .epochs
+            .iter()
+            .fold((0, 0), |(h, a), e| (h + e.hits, a + e.accesses));
+        if accesses == 0 {
+            0.0
+        } else {
+            hits as f64 / accesses as f64
+        }
+    }
+}
+
+/// Every worker's access stream over every epoch, built once from the plan and shared by
+/// as many simulations (policies, cache sizes) as needed.
+#[derive(Debug, Clone)]
+pub struct AccessStreams {
+    samples: usize,
+    epochs: u64,
+    per_epoch: usize,
+    /// Per worker: the samples of epoch 0, then epoch 1, ..., `per_epoch` each.
+    streams: Vec<Vec<u32>>,
+}
+
+impl AccessStreams {
+    /// Builds the streams of `workers` ranks over `epochs` epochs of a `samples`-sample
+    /// dataset shuffled with `seed`, using the loader's own plan ([`EpochPlan`], shuffle
+    /// on, [`Shard::Pad`]; the batch size does not change the stream, so it is 1).
+    pub fn new(samples: usize, epochs: u64, workers: usize, seed: u64) -> Result<AccessStreams> {
+        if samples == 0 {
+            return Err(Error::Config(
+                "the simulated dataset needs at least 1 sample".into(),
+            ));
+        }
+        if samples >= u32::MAX as usize {
+            return Err(Error::Config(format!(
+                "the simulator handles fewer than {} samples",
+                u32::MAX
+            )));
+        }
+        if epochs == 0 {
+            return Err(Error::Config("simulate at least 1 epoch".into()));
+        }
+        if workers == 0 {
+            return Err(Error::Config("simulate at least 1 worker".into()));
+        }
+        let mut streams: Vec<Vec<u32>> = Vec::with_capacity(workers);
+        let mut per_epoch = 0;
+        for rank in 0..workers {
+            let config = PlanConfig {
+                seed,
+                shuffle: true,
+                rank,
+                world: workers,
+                batch_size: 1,
+                drop_last: false,
+                shard: Shard::Pad,
+            };
+            let mut stream = Vec::new();
+            for epoch in 0..epochs {
+                let plan = EpochPlan::new(&config, samples, epoch)?;
+                per_epoch = plan.samples().len();
+                stream.extend(plan.samples().iter().map(|&s| s as u32));
+            }
+            streams.push(stream);
+        }
+        Ok(AccessStreams {
+            samples,
+            epochs,
+            per_epoch,
+            streams,
+        })
+    }
+
+    /// Samples in the dataset.
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    /// Epochs in each stream.
+    pub fn epochs(&self) -> u64 {
+        self.epochs
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Accesses per worker per epoch.
+    pub fn per_epoch(&self) -> usize {
+        self.per_epoch
+    }
+
+    /// Worker `rank`'s accesses, epoch after epoch.
+    pub fn stream(&self, rank: usize) -> &[u32] {
+        &self.streams[rank]
+    }
+
+    /// Simulates `policy` with a cache of `capacity` samples on every worker.
+    pub fn run(&self, policy: SimPolicy, capacity: usize) -> SimResult {
+        let mut epochs: Vec<EpochCount> = (0..self.epochs)
+            .map(|epoch| EpochCount {
+                epoch,
+                hits: 0,
+                accesses: (self.per_epoch * self.streams.len()) as u64,
+            })
+            .collect();
+        for stream in &self.streams {
+            let hits = self.run_worker(policy, stream, capacity);
+            for (count, h) in epochs.iter_mut().zip(hits) {
+                count.hits += h;
+            }
+        }
+        SimResult {
+            policy,
+            capacity,
+            workers: self.streams.len(),
+            epochs,
+        }
+    }
+
+    /// One worker's hits per epoch.
+    fn run_worker(&self, policy: SimPolicy, stream: &[u32], capacity: usize) -> Vec<u64> {
+        let mut hits = vec![0u64; self.epochs as usize];
+        let mut record = |pos: usize| hits[pos / self.per_epoch] += 1;
+        let n = self.samples;
+        match policy {
+            SimPolicy::Lru => lru(stream, n, capacity, &mut record),
+            SimPolicy::TwoList => two_list(stream, n, capacity, TWO_LIST_ACTIVE_SHARE, &mut record),
+            SimPolicy::Minio => {
+                minio(stream, n, capacity, &mut record);
+            }
+            SimPolicy::Belady => belady(stream, n, capacity, &mut record),
+            SimPolicy::Frequency => frequency(stream, n, capacity, &mut record),
+        }
+        hits
+    }
+}
+
+/// Simulates one configuration (builds its streams; use [`AccessStreams`] directly to
+/// share them between several policies or cache sizes).
+pub fn simulate(config: &SimConfig) -> Result<SimResult> {
+    if !(0.0..=1.0).contains(&config.cache_fraction) {
+        return Err(Error::Config(format!(
+            "cache fraction {} is outside [0, 1]",
+            config.cache_fraction
+        )));
+    }
+    let streams = AccessStreams::new(config.samples, config.epochs, config.workers, config.seed)?;
+    Ok(streams.run(
+        config.policy,
+        capacity_for(config.cache_fraction, config.samples),
+    ))
+}
+
+/// "No item": the end of a list.
+const NIL: u32 = u32::MAX;
+
+/// Links of intrusive doubly linked lists over sample ids; one sample is in at most one
+/// list at a time.
+struct Links {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl Links {
+    fn new(n: usize) -> Links {
+        Links {
+            prev: vec![NIL; n],
+            next: vec![NIL; n],
+        }
+    }
+}
+
+/// A list threaded through [`Links`]: head is the most recent end, tail the oldest.
+struct List {
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+impl List {
+    fn new() -> List {
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+
+    fn push_front(&mut self, links: &mut Links, x: u32) {
+        links.prev[x as usize] = NIL;
+        links.next[x as usize] = self.head;
+        if self.head == NIL {
+            self.tail = x;
+        } else {
+            links.prev[self.head as usize] = x;
+        }
+        self.head = x;
+        self.len += 1;
+    }
+
+    fn remove(&mut self, links: &mut Links, x: u32) {
+        let (p, n) = (links.prev[x as usize], links.next[x as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            links.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            links.prev[n as usize] = p;
+        }
+        self.len -= 1;
+    }
+
+    fn pop_back(&mut self, links: &mut Links) -> Option<u32> {
+        let x = self.tail;
+        if x == NIL {
+            return None;
+        }
+        self.remove(links, x);
+        Some(x)
+    }
+}
+
+/// Least recently used.
+fn lru(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
+    if capacity == 0 {
+        return;
+    }
+    let mut links = Links::new(n);
+    let mut cached = vec![false; n];
+    let mut list = List::new();
+    for (pos, &x) in stream.iter().enumerate() {
+        if cached[x as usize] {
+            hit(pos);
+            list.remove(&mut links, x);
+        } else {
+            if list.len == capacity {
+                let old = list.pop_back(&mut links).expect("a full list has a tail");
+                cached[old as usize] = false;
+            }
+            cached[x as usize] = true;
+        }
+        list.push_front(&mut links, x);
+    }
+}
+
+/// Where a sample is in the two-list cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Out,
+    Inactive,
+    Active,
+}
+
+/// The Linux-like two-list cache; the active list holds at most `active_share` of it.
+fn two_list(
+    stream: &[u32],
+    n: usize,
+    capacity: usize,
+    active_share: f64,
+    hit: &mut impl FnMut(usize),
+) {
+    if capacity == 0 {
+        return;
+    }
+    let active_cap = ((capacity as f64 * active_share).floor() as usize).min(capacity - 1);
+    let mut links = Links::new(n);
+    let mut place = vec![Place::Out; n];
+    let (mut inactive, mut active) = (List::new(), List::new());
+    for (pos, &x) in stream.iter().enumerate() {
+        match place[x as usize] {
+            Place::Active => {
+                hit(pos);
+                active.remove(&mut links, x);
+                active.push_front(&mut links, x);
+            }
+            Place::Inactive => {
+                hit(pos);
+                inactive.remove(&mut links, x);
+                if active_cap == 0 {
+                    // No room for an active list: behave as LRU on the inactive one.
+                    inactive.push_front(&mut links, x);
+                    continue;
+                }
+                active.push_front(&mut links, x);
+                place[x as usize] = Place::Active;
+                if active.len > active_cap {
+                    let old = active.pop_back(&mut links).expect("over the cap");
+                    inactive.push_front(&mut links, old);
+                    place[old as usize] = Place::Inactive;
+                }
+            }
+            Place::Out => {
+                if inactive.len + active.len == capacity {
+                    // The active list is below capacity, so the inactive one is not empty.
+                    let old = inactive.pop_back(&mut links).expect("inactive not empty");
+                    place[old as usize] = Place::Out;
+                }
+                inactive.push_front(&mut links, x);
+                place[x as usize] = Place::Inactive;
+            }
+        }
+    }
+}
+
+/// MinIO: insert until full, never evict. Returns the final contents (which, as nothing
+/// is evicted, contain the contents at every earlier moment).
+fn minio(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) -> Vec<bool> {
+    let mut cached = vec![false; n];
+    let mut len = 0;
+    for (pos, &x) in stream.iter().enumerate() {
+        if cached[x as usize] {
+            hit(pos);
+        } else if len < capacity {
+            cached[x as usize] = true;
+            len += 1;
+        }
+    }
+    cached
+}
+
+/// Belady's MIN with bypass. Each cached sample is keyed by the position of its next use
+/// (positions are unique, so the key names the sample); a sample never used again gets
+/// the key `len + id`, beyond every position. The largest key is the one to evict.
+fn belady(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
+    if capacity == 0 {
+        return;
+    }
+    let len = stream.len() as u64;
+    // next_key[pos]: key of the sample at pos after this access.
+    let mut next_key = vec![0u64; stream.len()];
+    let mut last = vec![NIL; n];
+    for pos in (0..stream.len()).rev() {
+        let x = stream[pos] as usize;
+        next_key[pos] = if last[x] == NIL {
+            len + x as u64
+        } else {
+            last[x] as u64
+        };
+        last[x] = pos as u32;
+    }
+    let sample_of = |key: u64| -> usize {
+        if key >= len {
+            (key - len) as usize
+        } else {
+            stream[key as usize] as usize
+        }
+    };
+    let mut cached = vec![false; n];
+    let mut keys: BTreeSet<u64> = BTreeSet::new();
+    for (pos, &x) in stream.iter().enumerate() {
+        let key = next_key[pos];
+        if cached[x as usize] {
+            hit(pos);
+            // A cached sample's key is its next use, which is now.
+            keys.remove(&(pos as u64));
+            keys.insert(key);
+        } else if keys.len() < capacity {
+            keys.insert(key);
+            cached[x as usize] = true;
+        } else {
+            let furthest = *keys.last().expect("capacity > 0 and full");
+            if furthest > key {
+                keys.pop_last();
+                cached[sample_of(furthest)] = false;
+                keys.insert(key);
+                cached[x as usize] = true;
+            }
+        }
+    }
+}
+
+/// NoPFS frequency placement: the `capacity` samples accessed most often (ties: earlier
+/// first access first), prefetched before training, so every access to them hits.
+fn frequency(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
+    let mut count = vec![0u32; n];
+    let mut first = vec![NIL; n];
+    for (pos, &x) in stream.iter().enumerate() {
+        if count[x as usize] == 0 {
+            first[x as usize] = pos as u32;
+        }
+        count[x as usize] += 1;
+    }
+    let mut candidates: Vec<u32> = (0..n as u32).filter(|&x| count[x as usize] > 0).collect();
+    if candidates.len() > capacity {
+        candidates.select_nth_unstable_by_key(capacity, |&x| {
+            (std::cmp::Reverse(count[x as usize]), first[x as usize])
+        });
+        candidates.truncate(capacity);
+    }
+    let mut cached = vec![false; n];
+    for x in candidates {
+        cached[x as usize] = true;
+    }
+    for (pos, &x) in stream.iter().enumerate() {
+        if cached[x as usize] {
+            hit(pos);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference table's cache sizes (research notes, section 1).
+    const FRACTIONS: [f64; 5] = [0.10, 0.25, 0.35, 0.50, 0.80];
+    const N: usize = 20_000;
+    /// The reference numbers are the mean of epochs 1-4 of a 5-epoch run (the CLI default).
+    const EPOCHS: u64 = 5;
+
+    fn single_node() -> AccessStreams {
+        AccessStreams::new(N, EPOCHS, 1, 0).unwrap()
+    }
+
+    fn steady(streams: &AccessStreams, policy: SimPolicy, fraction: f64) -> f64 {
+        let cap = capacity_for(fraction, streams.samples());
+        100.0 * streams.run(policy, cap).steady_state().unwrap()
+    }
+
+    fn check_table(policy: SimPolicy, reference: [f64; 5], tolerance: f64) {
+        let streams = single_node();
+        for (fraction, want) in FRACTIONS.into_iter().zip(reference) {
+            let got = steady(&streams, policy, fraction);
+            assert!(
+                (got - want).abs() <= tolerance,
+                "{policy} at {}% cache: {got:.2}% hits, reference {want}%",
+                fraction * 100.0
+            );
+        }
+    }
+
+    #[test]
+    fn lru_matches_the_reference_table() {
+        check_table(SimPolicy::Lru, [0.5, 3.4, 7.0, 15.4, 47.7], 1.5);
+    }
+
+    #[test]
+    fn two_list_matches_the_reference_table() {
+        check_table(SimPolicy::TwoList, [1.2, 6.8, 12.8, 22.5, 50.9], 1.5);
+    }
+
+    #[test]
+    fn two_list_climbs_while_lru_stays_flat() {
+        // The active list shields samples that hit once, so the two-list rate grows from
+        // epoch to epoch towards the active share; LRU is steady from epoch 1.
+        let streams = AccessStreams::new(N, 8, 1, 3).unwrap();
+        let cap = capacity_for(0.25, N);
+        let two = streams.run(SimPolicy::TwoList, cap);
+        let rates: Vec<f64> = two.epochs.iter().map(EpochCount::hit_rate).collect();
+        assert!(rates[1] < rates[3] && rates[3] < rates[6], "{rates:?}");
+        assert!(rates[7] <= TWO_LIST_ACTIVE_SHARE * 0.25 + 0.01, "{rates:?}");
+        let lru = streams.run(SimPolicy::Lru, cap);
+        let lru_rates: Vec<f64> = lru.epochs.iter().map(EpochCount::hit_rate).collect();
+        for r in &lru_rates[2..] {
+            assert!((r - lru_rates[1]).abs() < 0.01, "{lru_rates:?}");
+        }
+    }
+
+    #[test]
+    fn minio_and_belady_hit_exactly_capacity_after_the_first_epoch() {
+        let streams = single_node();
+        for fraction in FRACTIONS {
+            let cap = capacity_for(fraction, N);
+            for policy in [SimPolicy::Minio, SimPolicy::Belady] {
+                let result = streams.run(policy, cap);
+                assert_eq!(result.epochs[0].hits, 0, "{policy} epoch 0 is cold");
+                for e in &result.epochs[1..] {
+                    assert_eq!(e.accesses, N as u64);
+                    assert_eq!(
+                        e.hits, cap as u64,
+                        "{policy} at {fraction}: epoch {} has {} hits, want {cap}",
+                        e.epoch, e.hits
+                    );
+                }
+            }
+        }
+    }
+
+    /// Distinct samples in a stream.
+    fn distinct(stream: &[u32], n: usize) -> usize {
+        let mut seen = vec![false; n];
+        stream
+            .iter()
+            .filter(|&&x| !std::mem::replace(&mut seen[x as usize], true))
+            .count()
+    }
+
+    #[test]
+    fn minio_never_exceeds_capacity() {
+        for (workers, fraction) in [(1, 0.35), (4, 0.10), (4, 0.80), (3, 1.0)] {
+            let n = 3_001;
+            let streams = AccessStreams::new(n, 6, workers, 5).unwrap();
+            let cap = capacity_for(fraction, n);
+            for rank in 0..workers {
+                let stream = streams.stream(rank);
+                let mut hits = 0;
+                let cached = minio(stream, n, cap, &mut |_| hits += 1);
+                let held = cached.iter().filter(|&&c| c).count();
+                assert!(held <= cap, "{held} cached > capacity {cap}");
+                // It fills up as far as the samples that pass by allow.
+                assert_eq!(held, cap.min(distinct(stream, n)));
+                // Nothing held is ever let go: every later access to a held sample hits.
+                let mut seen = vec![false; n];
+                let expected = stream
+                    .iter()
+                    .filter(|&&x| {
+                        let again = std::mem::replace(&mut seen[x as usize], true);
+                        again && cached[x as usize]
+                    })
+                    .count();
+                assert_eq!(hits, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn frequency_matches_nopfs_at_16_workers_and_90_epochs() {
+        // 16 000 samples (1 000 per worker per epoch) keep the debug-build test short;
+        // NoPFS reports about 9.6/17.7/38.3% local hits at 5/10/25% capacity.
+        let n = 16_000;
+        let streams = AccessStreams::new(n, 90, 16, 0).unwrap();
+        for (fraction, want) in [(0.05, 9.6), (0.10, 17.7), (0.25, 38.3)] {
+            let result = streams.run(SimPolicy::Frequency, capacity_for(fraction, n));
+            for got in [result.steady_state().unwrap(), result.overall()] {
+                let got = 100.0 * got;
+                assert!(
+                    (got - want).abs() <= 1.0,
+                    "frequency at {}%: {got:.2}% local hits, NoPFS {want}%",
+                    fraction * 100.0
+                );
+            }
+            // Versus c for a cache of any fixed random-ish subset, e.g. MinIO's.
+            let minio = streams.run(SimPolicy::Minio, capacity_for(fraction, n));
+            assert!(100.0 * minio.steady_state().unwrap() < want - 3.0);
+        }
+    }
+
+    #[test]
+    fn frequency_on_one_node_gets_exactly_c() {
+        let streams = single_node();
+        let cap = capacity_for(0.35, N);
+        let result = streams.run(SimPolicy::Frequency, cap);
+        // Prefetched: the cold epoch hits too.
+        for e in &result.epochs {
+            assert_eq!(e.hits, cap as u64);
+        }
+    }
+
+    #[test]
+    fn belady_is_at_least_every_other_policy() {
+        let configs = [
+            (N, EPOCHS, 1, FRACTIONS.to_vec()),
+            (4_000, 12, 4, vec![0.05, 0.1, 0.25, 0.5]),
+            (3_200, 20, 16, vec![0.05, 0.25]),
+        ];
+        for (n, epochs, workers, fractions) in configs {
+            let streams = AccessStreams::new(n, epochs, workers, 11).unwrap();
+            for fraction in fractions {
+                let cap = capacity_for(fraction, n);
+                let belady = streams.run(SimPolicy::Belady, cap);
+                let best = belady.steady_state().unwrap();
+                let total: u64 = belady.epochs.iter().map(|e| e.hits).sum();
+                for policy in SimPolicy::ALL {
+                    let other = streams.run(policy, cap);
+                    let mut other_total: u64 = other.epochs.iter().map(|e| e.hits).sum();
+                    if policy == SimPolicy::Frequency {
+                        // Frequency prefetches its contents before training; charged one
+                        // fetch (a miss) per sample it holds, it is a policy that fills on
+                        // a miss like the others, and Belady is the optimum of those.
+                        let held: usize = (0..workers)
+                            .map(|r| cap.min(distinct(streams.stream(r), n)))
+                            .sum();
+                        other_total -= held as u64;
+                    } else {
+                        // Among policies that fill on a miss, Belady also has the best
+                        // steady state here. (Prefetched Frequency can beat it there with
+                        // several workers: Belady's first reads of a sample on a worker
+                        // fall in later epochs too, e.g. 67.4% vs 68.2% at 4 workers and
+                        // 50% cache.)
+                        let rate = other.steady_state().unwrap();
+                        assert!(
+                            best + 1e-12 >= rate,
+                            "{workers} workers, {fraction}: belady {best} < {policy} {rate}"
+                        );
+                    }
+                    assert!(
+                        total >= other_total,
+                        "{workers} workers, {fraction}: belady {total} hits < {policy} {other_total}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn same_seed_same_result() {
+        let config = SimConfig {
+            samples: 5_000,
+            cache_fraction: 0.3,
+            epochs: 4,
+            workers: 3,
+            seed: 42,
+            policy: SimPolicy::Lru,
+        };
+        for policy in SimPolicy::ALL {
+            let config = SimConfig {
+                policy,
+                ..config.clone()
+            };
+            assert_eq!(simulate(&config).unwrap(), simulate(&config).unwrap());
+        }
+        let other_seed = SimConfig {
+            seed: 43,
+            ..config.clone()
+        };
+        assert_ne!(
+            simulate(&config).unwrap().epochs,
+            simulate(&other_seed).unwrap().epochs
+        );
+    }
+
+    #[test]
+    fn streams_follow_the_loader_plan() {
+        let (n, workers) = (1_003, 4);
+        let streams = AccessStreams::new(n, 3, workers, 8).unwrap();
+        assert_eq!(streams.per_epoch(), n.div_ceil(workers));
+        for epoch in 0..3u64 {
+            let mut seen = vec![false; n];
+            for rank in 0..workers {
+                let config = PlanConfig {
+                    seed: 8,
+                    rank,
+                    world: workers,
+                    batch_size: 64,
+                    ..PlanConfig::default()
+                };
+                let plan = EpochPlan::new(&config, n, epoch).unwrap();
+                let per = streams.per_epoch();
+                let got = &streams.stream(rank)[epoch as usize * per..(epoch as usize + 1) * per];
+                let want: Vec<u32> = plan.samples().iter().map(|&s| s as u32).collect();
+                assert_eq!(got, &want[..]);
+                for &s in got {
+                    seen[s as usize] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "every sample is read each epoch");
+        }
+    }
+
+    #[test]
+    fn edge_cases_and_errors() {
+        assert_eq!(capacity_for(0.35, 20_000), 7_000);
+        assert_eq!(capacity_for(0.1, 20_000), 2_000);
+        assert_eq!(capacity_for(0.999_99, 10), 9);
+        assert_eq!(capacity_for(0.0, 10), 0);
+        let streams = AccessStreams::new(500, 3, 2, 1).unwrap();
+        let first_reads: usize = (0..2).map(|r| distinct(streams.stream(r), 500)).sum();
+        for policy in SimPolicy::ALL {
+            let none = streams.run(policy, 0);
+            assert!(none.epochs.iter().all(|e| e.hits == 0), "{policy}");
+            // A cache as large as the dataset misses only on first reads (none at all for
+            // prefetched Frequency).
+            let all = streams.run(policy, 500);
+            let misses = (3 * 500) - all.epochs.iter().map(|e| e.hits).sum::<u64>() as usize;
+            let want = if policy == SimPolicy::Frequency {
+                0
+            } else {
+                first_reads
+            };
+            assert_eq!(misses, want, "{policy}");
+            assert_eq!(policy.name().parse::<SimPolicy>().unwrap(), policy);
+        }
+        assert!("mru".parse::<SimPolicy>().is_err());
+        assert!(AccessStreams::new(0, 3, 1, 0).is_err());
+        assert!(AccessStreams::new(10, 0, 1, 0).is_err());
+        assert!(AccessStreams::new(10, 3, 0, 0).is_err());
+        let bad = SimConfig {
+            cache_fraction: 1.5,
+            ..SimConfig::default()
+        };
+        assert!(simulate(&bad).is_err());
+        let one_epoch = SimConfig {
+            epochs: 1,
+            ..SimConfig::default()
+        };
+        assert_eq!(simulate(&one_epoch).unwrap().steady_state(), None);
+    }
+}

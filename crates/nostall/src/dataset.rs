@@ -1,0 +1,121 @@
+//! Opening a dataset by where it lives: one string, as a user would type it.
+//!
+//! | location | format | source |
+//! |---|---|---|
+//! | a directory of images (one sub-directory per class, or flat) | files | [`LocalFiles`], with a saved index |
+//! | a directory holding `.tar` files | WebDataset shards | [`TarShards`] over [`LocalDir`] |
+//! | `s3://bucket/prefix` holding `.tar` objects | WebDataset shards | [`TarShards`] over [`S3Store`](crate::storage::S3Store) |
+//! | `s3://bucket/prefix` holding images | one object per image | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
+//!
+//! The CLI and the Python package both open datasets through [`open`], so a location
+//! means the same thing everywhere.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::storage::{BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards};
+
+/// How a dataset's samples are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One file per sample in a local directory tree.
+    Files,
+    /// WebDataset tar shards, locally or in object storage.
+    TarShards,
+    /// One object per sample in object storage.
+    Objects,
+}
+
+/// An opened dataset: its catalog and the source of its bytes.
+#[derive(Clone)]
+pub struct Dataset {
+    /// Every sample once, with labels and sizes.
+    pub catalog: Arc<Catalog>,
+    /// Where the bytes come from.
+    pub source: Arc<dyn Source>,
+    /// How the samples are stored.
+    pub format: Format,
+}
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("catalog", &self.catalog)
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the dataset at `location` (see the [module docs](self) for what is understood).
+///
+/// `mode` applies to plain files; cold reads of shards or objects are refused, since
+/// only plain files can have their cached pages dropped one sample at a time.
+///
+/// # Errors
+///
+/// When the location cannot be read, holds no samples, or `mode` is
+/// [`ReadMode::Cold`] for shards or objects.
+pub fn open(location: &str, mode: ReadMode) -> Result<Dataset> {
+    if let Some(rest) = location.strip_prefix("s3://") {
+        if rest.is_empty() {
+            return Err(Error::Config(
+                "an S3 location needs a bucket: s3://bucket/prefix".into(),
+            ));
+        }
+        return open_store(Arc::new(open_s3(location)?), mode);
+    }
+    let path = Path::new(location);
+    let holds_shards = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .filter_map(|entry| entry.ok())
+        .any(|entry| entry.file_name().as_encoded_bytes().ends_with(b".tar"));
+    if holds_shards {
+        return open_store(Arc::new(LocalDir::new(path)?), mode);
+    }
+    let (catalog, _) = Catalog::open(path, None)?;
+    let catalog = Arc::new(catalog);
+    Ok(Dataset {
+        source: Arc::new(LocalFiles::new(catalog.clone(), mode)),
+        catalog,
+        format: Format::Files,
+    })
+}
+
+/// Shards when the store holds `.tar` blobs, one object per sample otherwise.
+fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode) -> Result<Dataset> {
+    if mode == ReadMode::Cold {
+        return Err(Error::Config(format!(
+            "cold reads work on plain files only, not on {}; throttle the source or \
+             limit the page cache instead",
+            store.root()
+        )));
+    }
+    if store.list()?.iter().any(|b| b.key.ends_with(".tar")) {
+        let shards = TarShards::open(store)?;
+        return Ok(Dataset {
+            catalog: shards.catalog().clone(),
+            source: Arc::new(shards),
+            format: Format::TarShards,
+        });
+    }
+    let objects = Objects::open(store)?;
+    Ok(Dataset {
+        catalog: objects.catalog().clone(),
+        source: Arc::new(objects),
+        format: Format::Objects,
+    })
+}
+
+#[cfg(feature = "s3")]
+fn open_s3(url: &str) -> Result<crate::storage::S3Store> {
+    crate::storage::S3Store::new(crate::storage::S3Config::from_url(url)?)
+}
+
+#[cfg(not(feature = "s3"))]
+fn open_s3(url: &str) -> Result<LocalDir> {
+    Err(Error::Config(format!(
+        "{url}: this build of nostall has no S3 support; rebuild with the `s3` feature"
+    )))
+}

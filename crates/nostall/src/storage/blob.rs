@@ -1,0 +1,285 @@
+//! Blob stores (named objects with ranged reads) and [`Objects`], the source that reads
+//! one blob per sample.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::{Source, SourceStats};
+use crate::catalog::{Catalog, SampleId};
+use crate::error::{Cause, Error, Result};
+
+/// One blob of a [`BlobStore`] listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobInfo {
+    /// The blob's name relative to the store's root, `/`-separated.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// Named objects with ranged reads: a directory of files, or a bucket prefix in object
+/// storage. Shared by all loader threads, so every method takes `&self`.
+pub trait BlobStore: Send + Sync + fmt::Debug {
+    /// Every blob under the root, recursively, with its size, sorted by key.
+    ///
+    /// # Errors
+    ///
+    /// When the root cannot be listed (missing directory or bucket, no access, server
+    /// unreachable); the error names the root and says what to check.
+    fn list(&self) -> Result<Vec<BlobInfo>>;
+
+    /// Reads exactly `len` bytes from `offset` of blob `key` into `out`, replacing its
+    /// contents. A blob that ends before `offset + len` is an error, never a short read.
+    fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause>;
+
+    /// The store's root as a user would write it: a path or a URL.
+    fn root(&self) -> String;
+
+    /// Blob `key`'s location as a user would write it.
+    fn locate(&self, key: &str) -> String {
+        format!("{}/{key}", self.root().trim_end_matches('/'))
+    }
+}
+
+/// The files under a local directory, as blobs keyed by their relative paths.
+#[derive(Debug, Clone)]
+pub struct LocalDir {
+    root: PathBuf,
+}
+
+impl LocalDir {
+    /// The blobs under `root`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when `root` is not a readable directory.
+    pub fn new(root: &Path) -> Result<LocalDir> {
+        let root = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
+        if !root.is_dir() {
+            return Err(Error::Config(format!(
+                "{} is not a directory",
+                root.display()
+            )));
+        }
+        Ok(LocalDir { root })
+    }
+}
+
+impl BlobStore for LocalDir {
+    fn list(&self) -> Result<Vec<BlobInfo>> {
+        let mut blobs = Vec::new();
+        let mut dirs = vec![self.root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                let entry = entry.map_err(|e| Error::io(&dir, e))?;
+                let path = entry.path();
+                let name = entry.file_name();
+                if name.as_encoded_bytes().starts_with(b".") {
+                    continue;
+                }
+                let meta = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+                if meta.is_dir() {
+                    dirs.push(path);
+                } else if meta.is_file() {
+                    let key = path
+                        .strip_prefix(&self.root)
+                        .expect("listed under the root");
+                    if let Some(key) = key.to_str() {
+                        blobs.push(BlobInfo {
+                            key: key.to_string(),
+                            size: meta.len(),
+                        });
+                    }
+                }
+            }
+        }
+        blobs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        Ok(blobs)
+    }
+
+    fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        out.clear();
+        let file = File::open(self.root.join(key)).map_err(|e| Cause::from_io(&e))?;
+        out.resize(len as usize, 0);
+        let read = file.read_exact_at(out, offset);
+        read.map_err(|e| {
+            out.clear();
+            match e.kind() {
+                io::ErrorKind::UnexpectedEof => Cause::Io(format!(
+                    "{key} ends before byte {} (changed since it was indexed?)",
+                    offset + len
+                )),
+                _ => Cause::from_io(&e),
+            }
+        })
+    }
+
+    fn root(&self) -> String {
+        self.root.display().to_string()
+    }
+}
+
+/// Reads one blob per sample: images stored as separate objects under a prefix, laid out
+/// like a local dataset (one sub-prefix per class, or flat).
+#[derive(Debug)]
+pub struct Objects {
+    store: Arc<dyn BlobStore>,
+    catalog: Arc<Catalog>,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl Objects {
+    /// Lists `store` and catalogs its images: `.jpg`, `.jpeg` and `.png` keys. When some
+    /// key has a `/`, the first component is the class (sorted by name, numbered from 0,
+    /// as torchvision's `ImageFolder` does) and keys without one are skipped; otherwise
+    /// the dataset is flat. Samples come in the order a scan of the same tree on disk
+    /// gives: by directory, then by name.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be listed or holds no images.
+    pub fn open(store: Arc<dyn BlobStore>) -> Result<Objects> {
+        let mut images: Vec<BlobInfo> = store
+            .list()?
+            .into_iter()
+            .filter(|b| is_image_key(&b.key))
+            .collect();
+        let foldered = images.iter().any(|b| b.key.contains('/'));
+        if foldered {
+            images.retain(|b| b.key.contains('/'));
+        }
+        images.sort_by(|a, b| scan_order(&a.key).cmp(&scan_order(&b.key)));
+        let mut classes: Vec<String> = Vec::new();
+        let mut samples = Vec::with_capacity(images.len());
+        for blob in images {
+            let label = if foldered {
+                let class = blob.key.split('/').next().expect("split yields one item");
+                if classes.last().map(String::as_str) != Some(class) {
+                    classes.push(class.to_string());
+                }
+                Some(classes.len() as u32 - 1)
+            } else {
+                None
+            };
+            samples.push((blob.key, label, blob.size));
+        }
+        let catalog = Catalog::from_samples(store.root(), classes, samples)?;
+        Ok(Objects {
+            store,
+            catalog: Arc::new(catalog),
+            bytes: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The samples found.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+}
+
+impl Source for Objects {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
+        let size = self.catalog.size(id);
+        if size == 0 {
+            out.clear();
+            return Err(Cause::Empty);
+        }
+        self.store
+            .read_range(self.catalog.relative_path(id), 0, size, out)?;
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        self.store.locate(self.catalog.relative_path(id))
+    }
+
+    fn stats(&self) -> SourceStats {
+        SourceStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether a key names an image by its extension, as the catalog's scan decides.
+pub(super) fn is_image_key(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    !name.starts_with('.')
+        && name.rsplit_once('.').is_some_and(|(_, ext)| {
+            ["jpg", "jpeg", "png"]
+                .iter()
+                .any(|e| ext.eq_ignore_ascii_case(e))
+        })
+}
+
+/// `(class, directory, name)`: the order in which a scan of a directory tree visits
+/// files. The class comes first because a plain path order would put `a-b/x` between
+/// `a/x` and `a/sub/x` (`-` sorts before `/`), splitting class `a` in two.
+fn scan_order(key: &str) -> (&str, &str, &str) {
+    let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+    (key.split('/').next().unwrap_or(""), dir, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_match_a_scan_of_the_same_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, bytes) in [
+            ("b/x.jpg", &b"bx"[..]),
+            ("a/z.png", b"az"),
+            ("a/sub/y.jpg", b"asy"),
+            ("a/b.JPEG", b"ab"),
+            ("a-b/c.jpg", b"a-bc"),
+            ("a/notes.txt", b"no"),
+            ("top.jpg", b"skipped: not in a class"),
+        ] {
+            let path = dir.path().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, bytes).unwrap();
+        }
+        let objects = Objects::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap();
+        let (scanned, _) = Catalog::scan(dir.path()).unwrap();
+        let listed = objects.catalog();
+        assert_eq!(listed.len(), scanned.len());
+        assert_eq!(listed.classes(), scanned.classes());
+        let mut out = Vec::new();
+        for id in 0..scanned.len() as u64 {
+            assert_eq!(listed.relative_path(id), scanned.relative_path(id));
+            assert_eq!(listed.label(id), scanned.label(id));
+            objects.read(id, &mut out).unwrap();
+            assert_eq!(out, fs::read(scanned.path(id)).unwrap());
+        }
+        assert_eq!(objects.stats().requests, scanned.len() as u64);
+    }
+
+    #[test]
+    fn a_range_past_the_end_is_an_error_not_a_short_read() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.tar"), b"0123456789").unwrap();
+        let store = LocalDir::new(dir.path()).unwrap();
+        let mut out = Vec::new();
+        store.read_range("a.tar", 2, 3, &mut out).unwrap();
+        assert_eq!(out, b"234");
+        assert!(matches!(
+            store.read_range("a.tar", 8, 3, &mut out),
+            Err(Cause::Io(_))
+        ));
+        assert!(out.is_empty());
+        assert_eq!(
+            store.read_range("gone.tar", 0, 1, &mut out),
+            Err(Cause::Missing)
+        );
+    }
+}

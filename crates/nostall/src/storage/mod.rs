@@ -1,0 +1,92 @@
+//! Byte sources: where a sample's encoded bytes come from.
+//!
+//! A [`Source`] turns a [`SampleId`] into the sample's bytes, and nothing more: decoding,
+//! caching and scheduling live elsewhere. The trait is small and object-safe so that
+//! sources stack:
+//!
+//! - [`LocalFiles`]: one file per sample, at the path the catalog gives.
+//! - [`Objects`]: one blob per sample in a [`BlobStore`] (a bucket prefix, a directory).
+//! - [`TarShards`]: samples as members of WebDataset-style tar shards in a [`BlobStore`],
+//!   indexed once so that every sample is one ranged read.
+//! - [`Throttled`]: any source behind an emulated link (bandwidth, latency, concurrency),
+//!   to stand in for a hard disk, a network filesystem or a remote object store.
+//!
+//! A [`BlobStore`] is the layer below: named objects with ranged reads, from a local
+//! directory ([`LocalDir`]) or S3-compatible object storage ([`S3Store`]).
+//!
+//! Failures are per sample ([`Cause`]), never fatal to the loader: whether one bad file
+//! stops training or is skipped and counted is the error policy's decision.
+//!
+//! # Cold reads
+//!
+//! A benchmark that reads a dataset twice measures the page cache the second time, not
+//! the storage. [`ReadMode::Cold`] asks the kernel to drop a file's cached pages before
+//! reading it (so the read reaches the device) and again after (so it leaves nothing
+//! behind to flatter the next read). The page cache is shared by the whole machine, so
+//! this also evicts those files for other processes; it is meant for measuring, not for
+//! training. `O_DIRECT` would bypass the cache too, but it demands aligned buffers and
+//! sizes and is refused outright by some filesystems.
+
+mod blob;
+mod files;
+#[cfg(feature = "s3")]
+mod s3;
+mod tar;
+mod throttle;
+
+pub use blob::{BlobInfo, BlobStore, LocalDir, Objects};
+pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
+#[cfg(feature = "s3")]
+pub use s3::{S3Config, S3Store};
+pub use tar::TarShards;
+pub use throttle::{Link, Throttled};
+
+use crate::catalog::SampleId;
+use crate::error::Cause;
+
+/// How reads treat the OS page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// Ordinary reads: repeated epochs are served from memory when the dataset fits.
+    #[default]
+    Cached,
+    /// Every read goes to the device and leaves the file uncached; see the
+    /// [module docs](self).
+    Cold,
+}
+
+/// Counters a source keeps: what it has served successfully so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    /// Bytes delivered.
+    pub bytes: u64,
+    /// Samples delivered.
+    pub requests: u64,
+}
+
+impl std::ops::Sub for SourceStats {
+    type Output = SourceStats;
+
+    /// What was served between two readings of the counters.
+    fn sub(self, earlier: SourceStats) -> SourceStats {
+        SourceStats {
+            bytes: self.bytes - earlier.bytes,
+            requests: self.requests - earlier.requests,
+        }
+    }
+}
+
+/// A place sample bytes come from.
+///
+/// Implementations are shared by all loader threads, so reads take `&self`.
+pub trait Source: Send + Sync {
+    /// Reads sample `id`'s bytes into `out`, replacing its contents and re-using its
+    /// capacity. On error `out` is left empty.
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause>;
+
+    /// Where the sample lives, as a user would recognise it (for a file, its path).
+    fn location(&self, id: SampleId) -> String;
+
+    /// What the source has served so far.
+    fn stats(&self) -> SourceStats;
+}

@@ -1,0 +1,522 @@
+//! [`TarShards`]: samples stored as members of tar shards in the WebDataset layout.
+//!
+//! Large datasets usually travel as a few hundred tar files ("shards") instead of
+//! millions of small files, because object stores and network filesystems charge per
+//! request. In the WebDataset layout a sample is the group of consecutive members that
+//! share a *key*, the member name up to the first `.` of its last path component:
+//!
+//! ```text
+//! train-000000.tar:  n01440764/000123.jpg  n01440764/000123.cls  000124.png  000124.cls …
+//! ```
+//!
+//! The image member (`.jpg`, `.jpeg` or `.png`) holds the sample's bytes; an optional
+//! `.cls` member holds its label as decimal text. Other members are ignored.
+//!
+//! Streaming readers must read shards front to back, so shuffling is limited to a buffer.
+//! nostall instead indexes every shard once (member → offset and length) and then reads
+//! each sample with one ranged read, so the plan's full random order applies, locally or
+//! remotely. Indexing reads the headers (and the small `.cls` members) in chunks of
+//! [`INDEX_CHUNK`] bytes, skipping large members without reading them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::blob::{is_image_key, BlobInfo, BlobStore};
+use super::{Source, SourceStats};
+use crate::catalog::{Catalog, SampleId};
+use crate::error::{Cause, Error, Result};
+
+/// Bytes read at a time while indexing a shard: large enough that the headers of small
+/// members come in a few requests, small enough that large members are skipped.
+pub const INDEX_CHUNK: u64 = 256 << 10;
+
+const BLOCK: u64 = 512;
+
+/// The samples of a set of WebDataset tar shards, each read with one ranged read.
+#[derive(Debug)]
+pub struct TarShards {
+    store: Arc<dyn BlobStore>,
+    shards: Vec<String>,
+    /// Per sample: shard index and the image member's data offset.
+    extents: Vec<(u32, u64)>,
+    catalog: Arc<Catalog>,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// One member of a tar shard, as found by [`index_shard`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Member {
+    name: String,
+    offset: u64,
+    len: u64,
+}
+
+impl TarShards {
+    /// Indexes every `.tar` blob of `store`, in key order, and catalogs its samples in
+    /// shard order. Samples without an image member are skipped; either every sample has
+    /// a `.cls` label or none has.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be listed or holds no `.tar` blob, a shard is not a valid
+    /// tar file, a `.cls` member is not a number, or a key appears twice.
+    pub fn open(store: Arc<dyn BlobStore>) -> Result<TarShards> {
+        let shards: Vec<BlobInfo> = store
+            .list()?
+            .into_iter()
+            .filter(|b| b.key.ends_with(".tar"))
+            .collect();
+        if shards.is_empty() {
+            return Err(Error::Config(format!(
+                "found no .tar shards in {}",
+                store.root()
+            )));
+        }
+        let mut extents = Vec::new();
+        let mut samples = Vec::new();
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let shard_error = |shard: &str, message: String| Error::Storage {
+            location: store.locate(shard),
+            message,
+        };
+        for (shard_no, shard) in shards.iter().enumerate() {
+            let members = index_shard(store.as_ref(), shard)
+                .map_err(|cause| shard_error(&shard.key, cause.to_string()))?;
+            for group in group_by_key(&members) {
+                let Some(image) = group.iter().find(|m| is_image_key(&m.name)) else {
+                    continue;
+                };
+                let key = sample_key(&image.name);
+                if let Some(&other) = seen.get(key) {
+                    return Err(shard_error(
+                        &shard.key,
+                        format!(
+                            "sample key {key} appears again (first in {}); keys must be unique",
+                            shards[other].key
+                        ),
+                    ));
+                }
+                seen.insert(key.to_string(), shard_no);
+                let label = match group.iter().find(|m| member_ext(&m.name) == "cls") {
+                    Some(cls) => Some(
+                        read_label(store.as_ref(), &shard.key, cls)
+                            .map_err(|message| shard_error(&shard.key, message))?,
+                    ),
+                    None => None,
+                };
+                extents.push((shard_no as u32, image.offset));
+                samples.push((format!("{}/{}", shard.key, image.name), label, image.len));
+            }
+        }
+        let catalog = Catalog::from_samples(store.root(), Vec::new(), samples)?;
+        Ok(TarShards {
+            shards: shards.into_iter().map(|s| s.key).collect(),
+            store,
+            extents,
+            catalog: Arc::new(catalog),
+            bytes: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The samples found. A sample's relative path is `shard/member`.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// The shards indexed, in order.
+    pub fn shards(&self) -> &[String] {
+        &self.shards
+    }
+}
+
+impl Source for TarShards {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
+        let (shard, offset) = self.extents[id as usize];
+        let len = self.catalog.size(id);
+        if len == 0 {
+            out.clear();
+            return Err(Cause::Empty);
+        }
+        self.store
+            .read_range(&self.shards[shard as usize], offset, len, out)?;
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        let (shard, _) = self.extents[id as usize];
+        let shard = &self.shards[shard as usize];
+        let member = &self.catalog.relative_path(id)[shard.len() + 1..];
+        format!("{}:{member}", self.store.locate(shard))
+    }
+
+    fn stats(&self) -> SourceStats {
+        SourceStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Reads a blob front to back in chunks, fetching only the chunks asked for.
+struct ChunkReader<'a> {
+    store: &'a dyn BlobStore,
+    blob: &'a BlobInfo,
+    chunk: Vec<u8>,
+    chunk_start: u64,
+}
+
+impl ChunkReader<'_> {
+    /// `len` bytes at `offset`, which must lie within the blob.
+    fn bytes(&mut self, offset: u64, len: u64) -> Result<&[u8], Cause> {
+        let end = offset + len;
+        if end > self.blob.size {
+            return Err(truncated(self.blob.size));
+        }
+        let have = self.chunk_start..self.chunk_start + self.chunk.len() as u64;
+        if !(have.contains(&offset) && end <= have.end) {
+            let want = len.max(INDEX_CHUNK).min(self.blob.size - offset);
+            self.store
+                .read_range(&self.blob.key, offset, want, &mut self.chunk)?;
+            self.chunk_start = offset;
+        }
+        let at = (offset - self.chunk_start) as usize;
+        Ok(&self.chunk[at..at + len as usize])
+    }
+}
+
+/// The regular-file members of one tar shard, in order, with their data extents.
+/// Understands ustar, GNU long names (`L`) and pax headers (`x`: `path` and `size`).
+fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Cause> {
+    let mut reader = ChunkReader {
+        store,
+        blob,
+        chunk: Vec::new(),
+        chunk_start: 0,
+    };
+    let mut members = Vec::new();
+    let mut offset = 0;
+    let mut long_name: Option<String> = None;
+    let mut pax: HashMap<String, String> = HashMap::new();
+    let mut ended = false;
+    while offset + BLOCK <= blob.size {
+        let header = reader.bytes(offset, BLOCK)?.to_vec();
+        if header.iter().all(|&b| b == 0) {
+            ended = true; // end-of-archive marker
+            break;
+        }
+        check_header_checksum(&header, offset)?;
+        let data = offset + BLOCK;
+        let size = match pax.remove("size") {
+            Some(size) => size
+                .parse()
+                .map_err(|_| Cause::Corrupt(format!("bad pax size {size:?} at byte {offset}")))?,
+            None => parse_size(&header[124..136], offset)?,
+        };
+        if data + size > blob.size {
+            return Err(truncated(blob.size));
+        }
+        let kind = header[156];
+        match kind {
+            b'L' => long_name = Some(c_string(reader.bytes(data, size)?)),
+            b'x' => pax.extend(parse_pax(reader.bytes(data, size)?)),
+            b'0' | 0 | b'7' => {
+                let name = match (pax.remove("path"), long_name.take()) {
+                    (Some(path), _) => path,
+                    (None, Some(long)) => long,
+                    (None, None) => ustar_name(&header),
+                };
+                members.push(Member {
+                    name,
+                    offset: data,
+                    len: size,
+                });
+            }
+            _ => {
+                // Directories, links, global pax headers: not samples.
+                long_name = None;
+                pax.clear();
+            }
+        }
+        offset = data + size.div_ceil(BLOCK) * BLOCK;
+    }
+    // Without the end marker, a tar file ends exactly after its last member's padding;
+    // anything else is a cut-off copy.
+    if !ended && offset != blob.size {
+        return Err(truncated(blob.size));
+    }
+    Ok(members)
+}
+
+fn truncated(size: u64) -> Cause {
+    Cause::Corrupt(format!(
+        "the tar file ends at byte {size} inside a member or header (truncated?)"
+    ))
+}
+
+fn check_header_checksum(header: &[u8], offset: u64) -> Result<(), Cause> {
+    let stored = parse_octal(&header[148..156]);
+    // The checksum is computed with its own field taken as eight spaces.
+    let sum: u64 = header
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u64::from(b)
+            }
+        })
+        .sum();
+    if stored != Some(sum) {
+        return Err(Cause::Corrupt(format!(
+            "bad tar header checksum at byte {offset} (not a tar file, or damaged)"
+        )));
+    }
+    Ok(())
+}
+
+/// A size field: octal text, or base-256 when the high bit of the first byte is set.
+fn parse_size(field: &[u8], offset: u64) -> Result<u64, Cause> {
+    if field[0] & 0x80 != 0 {
+        let mut value: u64 = u64::from(field[0] & 0x7f);
+        for &b in &field[1..] {
+            value = value
+                .checked_mul(256)
+                .and_then(|v| v.checked_add(u64::from(b)))
+                .ok_or_else(|| Cause::Corrupt(format!("member size overflows at byte {offset}")))?;
+        }
+        return Ok(value);
+    }
+    parse_octal(field).ok_or_else(|| Cause::Corrupt(format!("bad size field at byte {offset}")))
+}
+
+fn parse_octal(field: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(field).ok()?;
+    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
+    if text.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(text, 8).ok()
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The name of a ustar header: `prefix/name` when the ustar prefix field is used.
+fn ustar_name(header: &[u8]) -> String {
+    let name = c_string(&header[0..100]);
+    if &header[257..262] == b"ustar" {
+        let prefix = c_string(&header[345..500]);
+        if !prefix.is_empty() {
+            return format!("{prefix}/{name}");
+        }
+    }
+    name
+}
+
+/// Pax records: `"<length> <key>=<value>\n"` each.
+fn parse_pax(mut bytes: &[u8]) -> Vec<(String, String)> {
+    let mut records = Vec::new();
+    while let Some(space) = bytes.iter().position(|&b| b == b' ') {
+        let Some(len) = std::str::from_utf8(&bytes[..space])
+            .ok()
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|&l| l > space && l <= bytes.len())
+        else {
+            break;
+        };
+        let record = &bytes[space + 1..len];
+        let record = record.strip_suffix(b"\n").unwrap_or(record);
+        if let Some(eq) = record.iter().position(|&b| b == b'=') {
+            records.push((
+                String::from_utf8_lossy(&record[..eq]).into_owned(),
+                String::from_utf8_lossy(&record[eq + 1..]).into_owned(),
+            ));
+        }
+        bytes = &bytes[len..];
+    }
+    records
+}
+
+/// A member's sample key: its name up to the first `.` of the last path component.
+fn sample_key(name: &str) -> &str {
+    let base = name.rfind('/').map_or(0, |i| i + 1);
+    match name[base..].find('.') {
+        Some(dot) => &name[..base + dot],
+        None => name,
+    }
+}
+
+/// A member's extension as WebDataset sees it: everything after the key's `.`.
+fn member_ext(name: &str) -> &str {
+    name[sample_key(name).len()..].trim_start_matches('.')
+}
+
+/// Consecutive members with the same key.
+fn group_by_key(members: &[Member]) -> impl Iterator<Item = &[Member]> {
+    members.chunk_by(|a, b| sample_key(&a.name) == sample_key(&b.name))
+}
+
+fn read_label(store: &dyn BlobStore, shard: &str, cls: &Member) -> Result<u32, String> {
+    if cls.len > 64 {
+        return Err(format!(
+            "{} is {} bytes, too long for a label",
+            cls.name, cls.len
+        ));
+    }
+    let mut text = Vec::new();
+    store
+        .read_range(shard, cls.offset, cls.len, &mut text)
+        .map_err(|cause| format!("{}: {cause}", cls.name))?;
+    let text = String::from_utf8_lossy(&text);
+    text.trim().parse().map_err(|_| {
+        format!(
+            "{} holds {:?}, not a class number (WebDataset .cls members are decimal text)",
+            cls.name,
+            text.trim()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LocalDir;
+    use std::fs;
+
+    /// A tar file of `(name, data)` members in ustar format, written the way GNU tar does.
+    fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, data) in members {
+            let mut header = [0u8; 512];
+            header[..name.len()].copy_from_slice(name.as_bytes());
+            header[100..108].copy_from_slice(b"0000644\0");
+            header[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
+            header[136..148].copy_from_slice(b"00000000000\0");
+            header[156] = b'0';
+            header[257..263].copy_from_slice(b"ustar\0");
+            header[263..265].copy_from_slice(b"00");
+            header[148..156].copy_from_slice(b"        ");
+            let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+            header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+            out.extend_from_slice(&header);
+            out.extend_from_slice(data);
+            out.resize(out.len().div_ceil(512) * 512, 0);
+        }
+        out.resize(out.len() + 1024, 0);
+        out
+    }
+
+    fn shards(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Result<TarShards>) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in files {
+            fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        let store = Arc::new(LocalDir::new(dir.path()).unwrap());
+        (dir, TarShards::open(store))
+    }
+
+    #[test]
+    fn groups_members_by_key_and_reads_each_image_with_labels() {
+        let big = vec![7u8; 600_000]; // larger than a chunk: skipped while indexing
+        let (_dir, opened) = shards(&[
+            (
+                "a.tar",
+                tar(&[
+                    ("c1/000001.jpg", b"one"),
+                    ("c1/000001.cls", b"3\n"),
+                    ("000002.png", &big),
+                    ("000002.cls", b"1"),
+                ]),
+            ),
+            (
+                "b.tar",
+                tar(&[("v1.0/x.jpg", b"three"), ("v1.0/x.cls", b" 0 ")]),
+            ),
+            ("readme.txt", b"not a shard".to_vec()),
+        ]);
+        let shards = opened.unwrap();
+        let catalog = shards.catalog();
+        assert_eq!(catalog.len(), 3);
+        let mut out = Vec::new();
+        let expected: [(&[u8], u32, &str); 3] = [
+            (b"one", 3, "a.tar/c1/000001.jpg"),
+            (&big, 1, "a.tar/000002.png"),
+            (b"three", 0, "b.tar/v1.0/x.jpg"),
+        ];
+        for (id, (bytes, label, path)) in expected.into_iter().enumerate() {
+            shards.read(id as u64, &mut out).unwrap();
+            assert_eq!(out, bytes);
+            assert_eq!(catalog.label(id as u64), Some(label));
+            assert_eq!(catalog.relative_path(id as u64), path);
+        }
+        assert!(shards.location(2).ends_with("b.tar:v1.0/x.jpg"));
+        assert_eq!(shards.stats().bytes, 3 + big.len() as u64 + 5);
+    }
+
+    #[test]
+    fn long_names_from_gnu_and_pax_headers() {
+        let long = format!("{}/000001.jpg", "d".repeat(120));
+        let mut gnu = tar(&[("././@LongLink", format!("{long}\0").as_bytes())]);
+        gnu[156] = b'L';
+        fix_checksum(&mut gnu[..512]);
+        gnu.truncate(gnu.len() - 1024);
+        gnu.extend(tar(&[("truncated-name.jpg", b"gnu")]));
+        let record = " path=p/000002.jpg\n";
+        let record = format!("{}{record}", record.len() + 2);
+        let mut pax = tar(&[("PaxHeaders/x", record.as_bytes())]);
+        pax[156] = b'x';
+        fix_checksum(&mut pax[..512]);
+        pax.truncate(pax.len() - 1024);
+        pax.extend(tar(&[("short.jpg", b"pax")]));
+        let (_dir, opened) = shards(&[("a.tar", gnu), ("b.tar", pax)]);
+        let shards = opened.unwrap();
+        assert_eq!(shards.catalog().relative_path(0), format!("a.tar/{long}"));
+        assert_eq!(shards.catalog().relative_path(1), "b.tar/p/000002.jpg");
+        let mut out = Vec::new();
+        shards.read(1, &mut out).unwrap();
+        assert_eq!(out, b"pax");
+    }
+
+    fn fix_checksum(header: &mut [u8]) {
+        header[148..156].copy_from_slice(b"        ");
+        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+        header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    }
+
+    #[test]
+    fn damaged_shards_and_bad_labels_are_clear_errors() {
+        let good = tar(&[("1.jpg", b"x"), ("1.cls", b"2")]);
+        let mut truncated = good.clone();
+        truncated.truncate(600);
+        let (_d, r) = shards(&[("a.tar", truncated)]);
+        assert!(r.unwrap_err().to_string().contains("truncated"));
+
+        let (_d, r) = shards(&[("a.tar", b"random bytes, not a tar".repeat(40))]);
+        assert!(r.unwrap_err().to_string().contains("checksum"));
+
+        let (_d, r) = shards(&[("a.tar", tar(&[("1.jpg", b"x"), ("1.cls", b"dog")]))]);
+        assert!(r.unwrap_err().to_string().contains("not a class number"));
+
+        let (_d, r) = shards(&[("a.tar", good.clone()), ("b.tar", good)]);
+        assert!(r.unwrap_err().to_string().contains("appears again"));
+
+        let (_d, r) = shards(&[("a.txt", b"x".to_vec())]);
+        assert!(r.unwrap_err().to_string().contains("no .tar shards"));
+    }
+
+    #[test]
+    fn sample_keys_follow_webdataset() {
+        assert_eq!(sample_key("dir/000123.jpg"), "dir/000123");
+        assert_eq!(sample_key("a.b/c.d.cls"), "a.b/c");
+        assert_eq!(member_ext("a.b/c.d.cls"), "d.cls");
+        assert_eq!(member_ext("x.cls"), "cls");
+    }
+}
