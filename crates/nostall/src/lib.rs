@@ -13,7 +13,12 @@
 //!   flat directory and saved as an index that reloads in milliseconds.
 //! - [`plan`]: a pure function of (seed, epoch, rank, world size) giving each rank its
 //!   samples in order, in equal numbers; a [`Position`] resumes an epoch exactly.
-//! - [`storage`]: where bytes come from, behind the [`storage::Source`] trait.
+//! - [`dataset`]: a location (a directory, a directory of tar shards, `s3://…`) opened as
+//!   a catalog and a source.
+//! - [`storage`]: where bytes come from, behind the [`storage::Source`] trait: files, tar
+//!   shards, object storage, and a throttle that emulates slow storage.
+//! - [`cache`]: encoded samples kept in memory across epochs (MinIO, which never thrashes;
+//!   LRU for comparison), and a simulator of cache policies.
 //! - [`codec`]: JPEG and PNG to RGB, decoding only the region a crop will keep at the
 //!   smallest sufficient scale.
 //! - [`ops`]: the augmentations, planned as one source region, one resize and one fused

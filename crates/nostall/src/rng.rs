@@ -27,7 +27,7 @@ pub struct Rng {
 }
 
 impl Rng {
-    /// A generator whose whole stream is fixed by `key` (use [`derive`] to build keys).
+    /// A generator whose whole stream is fixed by `key` (use [`derive()`] to build keys).
     pub fn new(key: u64) -> Rng {
         let mut x = key;
         let mut next = || {
