@@ -92,15 +92,16 @@ fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode) -> Result<Dataset> {
             store.root()
         )));
     }
-    if store.list()?.iter().any(|b| b.key.ends_with(".tar")) {
-        let shards = TarShards::open(store)?;
+    let listing = store.list()?;
+    if listing.iter().any(|b| b.key.ends_with(".tar")) {
+        let shards = TarShards::from_listing(store, listing)?;
         return Ok(Dataset {
             catalog: shards.catalog().clone(),
             source: Arc::new(shards),
             format: Format::TarShards,
         });
     }
-    let objects = Objects::open(store)?;
+    let objects = Objects::from_listing(store, listing)?;
     Ok(Dataset {
         catalog: objects.catalog().clone(),
         source: Arc::new(objects),

@@ -73,7 +73,11 @@ impl Cause {
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Cause::Missing => write!(f, "file is missing (deleted after indexing? re-run `nostall index`)"),
+            Cause::Missing => write!(
+                f,
+                "missing: it was listed when the dataset was indexed but is gone now (re-open \
+                 or re-index the dataset after changing it)"
+            ),
             Cause::PermissionDenied => write!(f, "permission denied"),
             Cause::Io(msg) => write!(f, "read failed: {msg}"),
             Cause::Empty => write!(f, "file is empty"),

@@ -1,8 +1,15 @@
 //! `S3Store` against a real S3-compatible server: `s3s-fs`, which serves a directory
 //! over the S3 API (each sub-directory is a bucket, each file below it an object).
 //! `make deps` installs it; without it these tests fail, they never pass silently.
+//!
+//! The second half runs whole epochs through a [`Loader`] over data in the server (as
+//! WebDataset shards and as one object per image) and checks them against the same
+//! images read from a local folder.
 #![cfg(feature = "s3")]
 
+mod common;
+
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -12,8 +19,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nostall::storage::{BlobInfo, BlobStore, S3Config, S3Store};
-use nostall::{Cause, Error};
+use common::{config, image_folder};
+use nostall::dataset::{self, Format};
+use nostall::storage::{
+    BlobInfo, BlobStore, Objects, ReadMode, S3Config, S3Store, Source, TarShards,
+};
+use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, LoaderConfig};
 
 const ACCESS_KEY: &str = "nostall-test";
 const SECRET_KEY: &str = "nostall-test-secret";
@@ -398,4 +409,403 @@ fn a_server_restarted_within_the_retry_window_costs_no_sample() {
     }
     // The listing works against the new server too.
     assert_eq!(store.list().unwrap().len(), 4);
+}
+
+// ---- Whole epochs through a loader -------------------------------------------------
+
+/// Samples per tar shard in [`Served`].
+const PER_SHARD: usize = 10;
+
+/// An ImageFolder on disk, and the same images served by `s3s-fs` in both layouts:
+/// WebDataset shards (`train-0000.tar`, … holding `000000.jpg`, `000000.cls`, …, in the
+/// folder's catalog order) under `s3://shards/train`, and one object per image
+/// (`class0/img000.jpg`, …) under `s3://objects/train`.
+struct Served {
+    dir: tempfile::TempDir,
+    server: Server,
+    len: usize,
+}
+
+impl Served {
+    fn new(classes: usize, per_class: usize) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("folder");
+        image_folder(&folder, classes, per_class);
+        let (catalog, _) = Catalog::scan(&folder).unwrap();
+        let root = dir.path().join("root");
+        let shards = root.join("shards/train");
+        fs::create_dir_all(&shards).unwrap();
+        write_shards(&catalog, &shards, PER_SHARD);
+        for id in 0..catalog.len() as u64 {
+            let object = root.join("objects/train").join(catalog.relative_path(id));
+            fs::create_dir_all(object.parent().unwrap()).unwrap();
+            fs::copy(catalog.path(id), object).unwrap();
+        }
+        let server = Server::start(&root, free_port(), &dir.path().join("s3s-fs.log"));
+        Served {
+            dir,
+            server,
+            len: catalog.len(),
+        }
+    }
+
+    fn folder(&self) -> PathBuf {
+        self.dir.path().join("folder")
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    fn store(&self, url: &str) -> Arc<S3Store> {
+        Arc::new(S3Store::new(config_for(url, &self.server.endpoint())).unwrap())
+    }
+}
+
+/// Writes the dataset of `catalog` as WebDataset tar shards of `per_shard` samples into
+/// `out`, with `.cls` labels, using the system's `tar` as an independent writer.
+fn write_shards(catalog: &Catalog, out: &Path, per_shard: usize) {
+    let staging = tempfile::tempdir().unwrap();
+    let ids: Vec<u64> = (0..catalog.len() as u64).collect();
+    for (n, chunk) in ids.chunks(per_shard).enumerate() {
+        let shard_dir = staging.path().join(format!("{n}"));
+        fs::create_dir_all(&shard_dir).unwrap();
+        let mut names = Vec::new();
+        for &id in chunk {
+            let key = format!("{id:06}");
+            let ext = catalog.relative_path(id).rsplit('.').next().unwrap();
+            fs::copy(catalog.path(id), shard_dir.join(format!("{key}.{ext}"))).unwrap();
+            let label = catalog.label(id).unwrap().to_string();
+            fs::write(shard_dir.join(format!("{key}.cls")), label).unwrap();
+            names.push(format!("{key}.{ext}"));
+            names.push(format!("{key}.cls"));
+        }
+        let status = Command::new("tar")
+            .arg("-cf")
+            .arg(out.join(format!("train-{n:04}.tar")))
+            .arg("-C")
+            .arg(&shard_dir)
+            .args(&names)
+            .status()
+            .expect("the system's tar runs");
+        assert!(status.success());
+    }
+}
+
+/// One delivered batch: ids, labels and bytes.
+type BatchOutput = (Vec<u64>, Vec<i64>, Vec<u8>);
+
+fn output(batch: &nostall::Batch) -> BatchOutput {
+    (
+        batch.ids().to_vec(),
+        batch.labels().to_vec(),
+        batch.data().to_vec(),
+    )
+}
+
+/// Every batch of an epoch.
+fn epoch_output(loader: &Loader, epoch: u64) -> Vec<BatchOutput> {
+    loader
+        .epoch(epoch)
+        .unwrap()
+        .map(|b| output(&b.unwrap()))
+        .collect()
+}
+
+/// The loader configuration of these tests: small batches, several fetch threads.
+fn s3_config(batch_size: usize) -> LoaderConfig {
+    let mut config = config(batch_size, 2);
+    config.fetch_threads = 4;
+    config
+}
+
+/// The folder's epoch, read from local files.
+fn folder_output(served: &Served, config: &LoaderConfig, epoch: u64) -> Vec<BatchOutput> {
+    epoch_output(&common::loader(&served.folder(), config.clone()), epoch)
+}
+
+#[test]
+fn shards_and_objects_in_s3_yield_the_same_batches_as_the_folder() {
+    let served = Served::new(3, 14);
+    let config = s3_config(8);
+    let expected = folder_output(&served, &config, 1);
+
+    let shards = TarShards::open(served.store("s3://shards/train")).unwrap();
+    assert_eq!(shards.shards().len(), served.len.div_ceil(PER_SHARD));
+    let objects = Objects::open(served.store("s3://objects/train")).unwrap();
+    let sources: [(&str, Arc<Catalog>, Arc<dyn Source>); 2] = [
+        ("shards", shards.catalog().clone(), Arc::new(shards)),
+        ("objects", objects.catalog().clone(), Arc::new(objects)),
+    ];
+    for (layout, catalog, source) in sources {
+        assert_eq!(catalog.len(), served.len, "{layout}");
+        let loader = Loader::new(catalog, source.clone(), config.clone()).unwrap();
+        // Ids are assigned in the folder's order in both layouts, so the same seed picks
+        // the same samples with the same augmentation.
+        assert!(
+            epoch_output(&loader, 1) == expected,
+            "{layout}: the batches differ from the folder's"
+        );
+        let stats = source.stats();
+        assert_eq!(
+            stats.requests, served.len as u64,
+            "{layout}: one read per sample"
+        );
+    }
+}
+
+#[test]
+fn a_server_restart_mid_epoch_costs_no_sample_and_changes_no_byte() {
+    let mut served = Served::new(4, 15);
+    let shards = TarShards::open(served.store("s3://shards/train")).unwrap();
+    let catalog = shards.catalog().clone();
+    let config = s3_config(4);
+    let loader = Loader::new(catalog.clone(), Arc::new(shards), config.clone()).unwrap();
+    let undisturbed = epoch_output(&loader, 1);
+    assert!(
+        undisturbed == folder_output(&served, &config, 1),
+        "the batches differ from the folder's"
+    );
+
+    let port = served.server.port;
+    let (root, log) = (served.root(), served.dir.path().join("s3s-fs-2.log"));
+    let mut server = Some(&mut served.server);
+    let mut disturbed = Vec::new();
+    let mut longest_wait = Duration::ZERO;
+    let outage = Duration::from_millis(1_500);
+    thread::scope(|scope| {
+        let mut epoch = loader.epoch(1).unwrap();
+        let mut outage_thread = None;
+        for batch in epoch.by_ref() {
+            let batch = batch.unwrap_or_else(|e| panic!("batch {} failed: {e}", disturbed.len()));
+            longest_wait = longest_wait.max(batch.wait());
+            disturbed.push(output(&batch));
+            if disturbed.len() == 3 {
+                // Down while the loader keeps reading: fetches in flight break off, new
+                // ones are refused, until the same server comes back on the same port.
+                let server = server.take().expect("one outage");
+                outage_thread = Some(scope.spawn(|| {
+                    server.kill();
+                    thread::sleep(outage);
+                    *server = Server::start(&root, port, &log);
+                }));
+            }
+        }
+        outage_thread
+            .expect("the epoch has more than three batches")
+            .join()
+            .expect("the server restarted");
+        let stats = epoch.stats();
+        assert!(stats.skipped.is_empty(), "skipped {:?}", stats.skipped);
+        assert_eq!(stats.samples, served.len as u64);
+    });
+
+    let mut ids: Vec<u64> = disturbed.iter().flat_map(|b| b.0.clone()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..served.len as u64).collect::<Vec<_>>());
+    assert!(
+        disturbed == undisturbed,
+        "the batches differ from an undisturbed epoch"
+    );
+    // The outage was felt: the loader ran out of bytes read ahead and waited for the
+    // server to come back, rather than finishing before it went down.
+    assert!(
+        longest_wait >= outage / 2,
+        "the longest wait for a batch was {longest_wait:?}"
+    );
+}
+
+/// Runs an epoch under each error policy over `source`, whose samples `gone` were
+/// deleted from the server after indexing; `location` is where each should be reported.
+fn check_missing(
+    catalog: &Arc<Catalog>,
+    source: Arc<dyn Source>,
+    gone: &[u64],
+    location: impl Fn(u64) -> String,
+) {
+    let mut config = s3_config(8);
+    let strict = Loader::new(catalog.clone(), source.clone(), config.clone()).unwrap();
+    let mut epoch = strict.epoch(0).unwrap();
+    let error = epoch
+        .by_ref()
+        .find_map(|batch| batch.err())
+        .expect("the epoch stops at a missing sample");
+    let Error::Sample(sample) = &error else {
+        panic!("expected a sample error, got {error:?}");
+    };
+    assert!(gone.contains(&sample.id), "{error}");
+    assert_eq!(sample.cause, Cause::Missing, "{error}");
+    assert_eq!(sample.location, location(sample.id));
+    assert!(error.to_string().contains(&location(sample.id)), "{error}");
+    assert!(epoch.next().is_none(), "the epoch goes on after its error");
+    drop(epoch);
+
+    config.on_error = ErrorPolicy::Skip;
+    let lenient = Loader::new(catalog.clone(), source, config).unwrap();
+    let mut epoch = lenient.epoch(0).unwrap();
+    let batches: Vec<Vec<u64>> = epoch.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
+    assert_eq!(
+        epoch.stats().skipped,
+        BTreeMap::from([("missing", gone.len() as u64)])
+    );
+    let mut skipped: Vec<(u64, String)> = epoch
+        .skipped()
+        .into_iter()
+        .map(|e| (e.id, e.location))
+        .collect();
+    skipped.sort();
+    let expected: Vec<(u64, String)> = gone.iter().map(|&id| (id, location(id))).collect();
+    assert_eq!(skipped, expected);
+    // The gaps are filled: every batch is full but the last.
+    let delivered = catalog.len() - gone.len();
+    let mut sizes = vec![8; delivered / 8];
+    if delivered % 8 != 0 {
+        sizes.push(delivered % 8);
+    }
+    assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), sizes);
+    let mut ids = batches.concat();
+    ids.sort_unstable();
+    let kept: Vec<u64> = (0..catalog.len() as u64)
+        .filter(|id| !gone.contains(id))
+        .collect();
+    assert_eq!(ids, kept);
+}
+
+#[test]
+fn an_object_deleted_after_indexing_stops_the_epoch_or_is_skipped_and_counted() {
+    let served = Served::new(3, 10);
+    let objects = Objects::open(served.store("s3://objects/train")).unwrap();
+    let catalog = objects.catalog().clone();
+    let key = "class1/img004.jpg";
+    let gone = (0..catalog.len() as u64)
+        .find(|&id| catalog.relative_path(id) == key)
+        .unwrap();
+    fs::remove_file(served.root().join("objects/train").join(key)).unwrap();
+    check_missing(&catalog, Arc::new(objects), &[gone], |_| {
+        format!("s3://objects/train/{key}")
+    });
+}
+
+#[test]
+fn a_shard_deleted_after_indexing_stops_the_epoch_or_is_skipped_and_counted() {
+    let served = Served::new(3, 10);
+    let shards = TarShards::open(served.store("s3://shards/train")).unwrap();
+    let catalog = shards.catalog().clone();
+    fs::remove_file(served.root().join("shards/train/train-0001.tar")).unwrap();
+    let gone: Vec<u64> = (PER_SHARD as u64..2 * PER_SHARD as u64).collect();
+    check_missing(&catalog, Arc::new(shards), &gone, |id| {
+        format!("s3://shards/train/train-0001.tar:{id:06}.jpg")
+    });
+}
+
+#[test]
+fn opening_a_dataset_in_a_missing_bucket_is_a_storage_error_that_names_it() {
+    let fixture = Fixture::new();
+    let store = Arc::new(fixture.store("s3://no-such-bucket/train"));
+    let errors = [
+        TarShards::open(store.clone()).unwrap_err(),
+        Objects::open(store).unwrap_err(),
+    ];
+    for error in errors {
+        let Error::Storage { location, message } = &error else {
+            panic!("expected a storage error, got {error:?}");
+        };
+        assert_eq!(location, "s3://no-such-bucket/train");
+        assert!(
+            message.contains("bucket `no-such-bucket` does not exist"),
+            "{message}"
+        );
+    }
+}
+
+/// Set (to the local folder) in the child process of
+/// [`dataset_open_takes_the_s3_settings_from_the_environment`].
+const CHILD_FOLDER: &str = "NOSTALL_TEST_S3_FOLDER";
+
+/// `dataset::open` reads the endpoint and the keys from the environment, which is shared
+/// by every thread of the process: setting it here would race with the other tests. So
+/// the checks run in a child process, this test binary again running only this test,
+/// started with the variables set.
+#[test]
+fn dataset_open_takes_the_s3_settings_from_the_environment() {
+    if let Some(folder) = std::env::var_os(CHILD_FOLDER) {
+        return open_from_the_environment(Path::new(&folder));
+    }
+    let served = Served::new(3, 14);
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child.args([
+        "dataset_open_takes_the_s3_settings_from_the_environment",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AWS_") {
+            child.env_remove(name);
+        }
+    }
+    let output = child
+        .env(CHILD_FOLDER, served.folder())
+        .env("NOSTALL_CACHE_DIR", served.dir.path().join("index-cache"))
+        .env("AWS_ENDPOINT_URL", served.server.endpoint())
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "the child test failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn open_from_the_environment(folder: &Path) {
+    let local = dataset::open(folder.to_str().unwrap(), ReadMode::Cached).unwrap();
+    assert_eq!(local.format, Format::Files);
+    let config = s3_config(8);
+    let load = |dataset: &dataset::Dataset| {
+        let loader = Loader::new(
+            dataset.catalog.clone(),
+            dataset.source.clone(),
+            config.clone(),
+        )
+        .unwrap();
+        epoch_output(&loader, 1)
+    };
+    let expected = load(&local);
+    for (location, format) in [
+        ("s3://shards/train", Format::TarShards),
+        ("s3://shards", Format::TarShards),
+        ("s3://objects/train", Format::Objects),
+        ("s3://objects/train/", Format::Objects),
+    ] {
+        let dataset =
+            dataset::open(location, ReadMode::Cached).unwrap_or_else(|e| panic!("{location}: {e}"));
+        assert_eq!(dataset.format, format, "{location}");
+        assert_eq!(dataset.catalog.len(), local.catalog.len(), "{location}");
+        assert!(
+            load(&dataset) == expected,
+            "{location}: the batches differ from the folder's"
+        );
+    }
+
+    let error = dataset::open("s3://no-such-bucket/train", ReadMode::Cached).unwrap_err();
+    let Error::Storage { location, message } = &error else {
+        panic!("expected a storage error, got {error:?}");
+    };
+    assert_eq!(location, "s3://no-such-bucket/train");
+    assert!(
+        message.contains("bucket `no-such-bucket` does not exist"),
+        "{message}"
+    );
+    let error = dataset::open("s3://shards/nothing-here", ReadMode::Cached).unwrap_err();
+    assert!(
+        error.to_string().contains("s3://shards/nothing-here"),
+        "{error}"
+    );
+    let error = dataset::open("s3://shards/train", ReadMode::Cold).unwrap_err();
+    assert!(matches!(error, Error::Config(_)), "{error:?}");
 }

@@ -145,8 +145,17 @@ impl Objects {
     ///
     /// When the store cannot be listed or holds no images.
     pub fn open(store: Arc<dyn BlobStore>) -> Result<Objects> {
-        let mut images: Vec<BlobInfo> = store
-            .list()?
+        let listing = store.list()?;
+        Objects::from_listing(store, listing)
+    }
+
+    /// Like [`Objects::open`], from a listing of `store` already made.
+    ///
+    /// # Errors
+    ///
+    /// When the listing holds no images.
+    pub fn from_listing(store: Arc<dyn BlobStore>, listing: Vec<BlobInfo>) -> Result<Objects> {
+        let mut images: Vec<BlobInfo> = listing
             .into_iter()
             .filter(|b| is_image_key(&b.key))
             .collect();

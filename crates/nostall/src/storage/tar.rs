@@ -63,8 +63,17 @@ impl TarShards {
     /// When the store cannot be listed or holds no `.tar` blob, a shard is not a valid
     /// tar file, a `.cls` member is not a number, or a key appears twice.
     pub fn open(store: Arc<dyn BlobStore>) -> Result<TarShards> {
-        let shards: Vec<BlobInfo> = store
-            .list()?
+        let listing = store.list()?;
+        TarShards::from_listing(store, listing)
+    }
+
+    /// Like [`TarShards::open`], from a listing of `store` already made.
+    ///
+    /// # Errors
+    ///
+    /// As for [`TarShards::open`].
+    pub fn from_listing(store: Arc<dyn BlobStore>, listing: Vec<BlobInfo>) -> Result<TarShards> {
+        let shards: Vec<BlobInfo> = listing
             .into_iter()
             .filter(|b| b.key.ends_with(".tar"))
             .collect();
