@@ -25,6 +25,8 @@
 //!   output pass.
 //! - [`pipeline`]: fetch and prep threads writing samples straight into pooled batch
 //!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
+//! - [`analyze`]: DS-Analyzer's rate model: throughput as the slowest of fetch, prep and
+//!   the model, stall shares, and the smallest cache and thread count that remove stalls.
 //! - [`metrics`]: the consumer's wait for each batch (the data stall) and per-stage rates.
 //!
 //! Three rules hold everywhere. *Deterministic*: each sample's randomness comes from
@@ -57,10 +59,12 @@
 
 #![warn(missing_docs)]
 
+pub mod analyze;
 pub mod cache;
 pub mod catalog;
 pub mod codec;
 pub mod dataset;
+pub mod env;
 pub mod error;
 pub mod metrics;
 pub mod ops;
