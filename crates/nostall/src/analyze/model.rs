@@ -172,7 +172,9 @@ impl Rates {
     /// x*: the smallest cache fraction whose fetch rate keeps up with `min(P(n), G)` on
     /// one node; 0 when storage alone keeps up, `None` when even a full cache cannot.
     pub fn smallest_cache(&self, threads: usize) -> Option<f64> {
-        let target = self.prep_rate(threads).min(self.model.unwrap_or(f64::INFINITY));
+        let target = self
+            .prep_rate(threads)
+            .min(self.model.unwrap_or(f64::INFINITY));
         let (s, c) = (1.0 / self.storage(), 1.0 / self.cache);
         let m = 1.0 / target;
         if s <= m {

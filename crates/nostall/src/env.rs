@@ -1,0 +1,144 @@
+//! Settings a launcher passes through the environment.
+//!
+//! `torchrun` (and `torch.distributed.launch`, and most cluster launchers that follow it)
+//! start one process per rank and tell each its place in `RANK`, `WORLD_SIZE` and
+//! `LOCAL_RANK`. [`Distributed::resolve`] combines them with what the caller gave
+//! explicitly (which always wins), so a training script needs no sharding code: every
+//! rank gets its shard of the plan, with the same number of batches.
+
+use crate::error::{Error, Result};
+
+/// This process's place among the ranks of a data-parallel job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Distributed {
+    /// The global rank, `0..world`.
+    pub rank: usize,
+    /// The number of ranks.
+    pub world: usize,
+    /// The rank within this node (which GPU to use), `0` when not given.
+    pub local_rank: usize,
+}
+
+impl Default for Distributed {
+    /// A single process: rank 0 of 1.
+    fn default() -> Distributed {
+        Distributed {
+            rank: 0,
+            world: 1,
+            local_rank: 0,
+        }
+    }
+}
+
+impl Distributed {
+    /// Reads `RANK`, `WORLD_SIZE` and `LOCAL_RANK` from the process environment; see
+    /// [`Distributed::resolve_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Distributed::resolve_with`].
+    pub fn resolve(rank: Option<usize>, world: Option<usize>) -> Result<Distributed> {
+        Distributed::resolve_with(rank, world, |name| std::env::var(name).ok())
+    }
+
+    /// The rank and world size: each explicit argument wins over its variable
+    /// (`RANK`, `WORLD_SIZE`, looked up with `var`); without either, rank 0 of 1.
+    /// `LOCAL_RANK` is read when set, else it is the rank.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when a variable is not a whole number, or when the rank is not
+    /// below the world size (the message says where each value came from).
+    pub fn resolve_with(
+        rank: Option<usize>,
+        world: Option<usize>,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Distributed> {
+        let read = |name: &str| -> Result<Option<usize>> {
+            match var(name) {
+                None => Ok(None),
+                Some(value) if value.trim().is_empty() => Ok(None),
+                Some(value) => value.trim().parse().map(Some).map_err(|_| {
+                    Error::Config(format!(
+                        "environment variable {name}={value:?} is not a whole number"
+                    ))
+                }),
+            }
+        };
+        let (rank_from, rank) = match rank {
+            Some(r) => ("the rank argument", r),
+            None => match read("RANK")? {
+                Some(r) => ("RANK", r),
+                None => ("the default", 0),
+            },
+        };
+        let (world_from, world) = match world {
+            Some(w) => ("the world_size argument", w),
+            None => match read("WORLD_SIZE")? {
+                Some(w) => ("WORLD_SIZE", w),
+                None => ("the default", 1),
+            },
+        };
+        if world == 0 {
+            return Err(Error::Config(format!(
+                "world size 0 (from {world_from}): it must be at least 1"
+            )));
+        }
+        if rank >= world {
+            return Err(Error::Config(format!(
+                "rank {rank} (from {rank_from}) is out of range for world size {world} \
+                 (from {world_from}); ranks are 0..{world}"
+            )));
+        }
+        let local_rank = read("LOCAL_RANK")?.unwrap_or(rank);
+        Ok(Distributed {
+            rank,
+            world,
+            local_rank,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn defaults_to_one_process() {
+        let d = Distributed::resolve_with(None, None, env(&[])).unwrap();
+        assert_eq!(d, Distributed::default());
+    }
+
+    #[test]
+    fn reads_the_launcher_variables() {
+        let vars = [("RANK", "3"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "1")];
+        let d = Distributed::resolve_with(None, None, env(&vars)).unwrap();
+        assert_eq!((d.rank, d.world, d.local_rank), (3, 4, 1));
+    }
+
+    #[test]
+    fn explicit_arguments_win() {
+        let vars = [("RANK", "3"), ("WORLD_SIZE", "4")];
+        let d = Distributed::resolve_with(Some(0), Some(2), env(&vars)).unwrap();
+        assert_eq!((d.rank, d.world, d.local_rank), (0, 2, 0));
+    }
+
+    #[test]
+    fn bad_values_are_config_errors_naming_the_variable() {
+        let vars = [("RANK", "two")];
+        let err = Distributed::resolve_with(None, None, env(&vars)).unwrap_err();
+        assert!(err.to_string().contains("RANK=\"two\""), "{err}");
+        let vars = [("RANK", "2"), ("WORLD_SIZE", "2")];
+        let err = Distributed::resolve_with(None, None, env(&vars)).unwrap_err();
+        assert!(err.to_string().contains("from RANK"), "{err}");
+    }
+}

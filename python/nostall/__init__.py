@@ -1,0 +1,44 @@
+"""nostall: a data-loading runtime for deep-learning training; the GPU never waits for data.
+
+The engine is written in Rust: fetch and prep threads read samples along a seeded plan,
+decode only the part of each JPEG a random crop keeps, and write every prepared sample
+straight into its slot of a reusable batch buffer. This package is a thin layer over it:
+
+>>> import nostall
+>>> loader = nostall.Loader("/data/imagenet/train", batch_size=256, threads=8)
+>>> for epoch in range(90):
+...     loader.set_epoch(epoch)
+...     for images, labels in loader:   # torch tensors: [256, 3, 224, 224] float32, [256] int64
+...         ...
+...     print(loader.metrics["images_per_s"], loader.metrics["stall_s"])
+
+Batches reach Python without a copy (DLPack): the tensor's memory is the loader's batch
+buffer, and it returns to the loader's pool when the tensor is freed. The GIL is released
+while the loader works and while Python waits for a batch. Under ``torchrun`` each rank
+reads its own shard (``RANK`` / ``WORLD_SIZE`` from the environment) with the same number
+of batches on every rank.
+
+Public names:
+
+- :class:`Loader`: the data loader.
+- :class:`BatchTensor`: one tensor of a batch as a DLPack producer (``output="dlpack"``).
+- :func:`demo_photos`: writes a few real photographs to disk, a dataset to try nostall on.
+- Exceptions: :class:`NostallError` (base), :class:`SampleError`, :class:`ConfigError`
+  (a ``ValueError``), :class:`StorageError` (an ``OSError``).
+"""
+
+from __future__ import annotations
+
+from ._errors import ConfigError, NostallError, SampleError, StorageError
+from ._nostall import BatchTensor, Loader, __version__, demo_photos
+
+__all__ = [
+    "BatchTensor",
+    "ConfigError",
+    "Loader",
+    "NostallError",
+    "SampleError",
+    "StorageError",
+    "__version__",
+    "demo_photos",
+]

@@ -1,0 +1,21 @@
+"""Type stubs of the nostall package."""
+
+from ._errors import ConfigError as ConfigError
+from ._errors import NostallError as NostallError
+from ._errors import SampleError as SampleError
+from ._errors import StorageError as StorageError
+from ._nostall import BatchTensor as BatchTensor
+from ._nostall import Loader as Loader
+from ._nostall import __version__ as __version__
+from ._nostall import demo_photos as demo_photos
+
+__all__ = [
+    "BatchTensor",
+    "ConfigError",
+    "Loader",
+    "NostallError",
+    "SampleError",
+    "StorageError",
+    "__version__",
+    "demo_photos",
+]

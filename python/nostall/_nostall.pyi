@@ -1,0 +1,115 @@
+"""Type stubs of the extension module nostall._nostall (the PyO3 bindings)."""
+
+from os import PathLike
+from typing import Any, Iterator, Literal
+
+__version__: str
+
+class BatchTensor:
+    """One tensor of a batch (images or labels) as a DLPack producer.
+
+    ``torch.from_dlpack(t)`` / ``numpy.from_dlpack(t)`` take its memory without copying;
+    for images the memory is the loader's batch buffer, returned to the loader's pool
+    when the consumer's array is freed. A ``BatchTensor`` can be exported once.
+    """
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """Exports the tensor as a ``"dltensor"`` capsule; the consumer takes ownership."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``: DLPack's CPU device."""
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first element (for images: the loader's batch buffer)."""
+    @property
+    def shape(self) -> list[int]:
+        """``[n, 3, h, w]`` for images, ``[n]`` for labels."""
+    @property
+    def dtype(self) -> str:
+        """``"float32"``, ``"uint8"`` or ``"int64"``."""
+
+class Loader:
+    """A data loader: iterate over it for the ``(images, labels)`` batches of one epoch.
+
+    See the package documentation (``help(nostall.Loader)``) for every argument.
+    """
+
+    def __init__(
+        self,
+        source: str | PathLike[str],
+        *,
+        batch_size: int = 64,
+        pipeline: Literal["train", "val", "eval"] = "train",
+        image_size: int = 224,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        threads: int | None = None,
+        fetch_threads: int | None = None,
+        prefetch: int | None = None,
+        cache: str | float | int | None = None,
+        cache_policy: Literal["minio", "lru", "none"] = "minio",
+        on_error: Literal["error", "skip"] = "error",
+        rank: int | None = None,
+        world_size: int | None = None,
+        output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
+    ) -> None: ...
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (when no sample is skipped)."""
+    def __iter__(self) -> Loader:
+        """Starts an epoch (the one set by ``set_epoch``, a ``load_state_dict`` position,
+        or the epoch after the last one finished)."""
+    def __next__(self) -> tuple[Any, Any]:
+        """The next ``(images, labels)``: torch tensors, NumPy arrays or ``BatchTensor``s,
+        depending on ``output``. The GIL is released while waiting."""
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration run ``epoch`` from its start."""
+    @property
+    def epoch(self) -> int:
+        """The epoch being iterated, or the one the next iteration runs."""
+    def state_dict(self) -> dict[str, int]:
+        """``{"epoch", "batch", "sample"}``: resumes exactly after the last batch delivered."""
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Makes the next iteration resume at a position from ``state_dict``."""
+    @property
+    def rank(self) -> int:
+        """This process's rank (argument, else ``RANK``, else 0)."""
+    @property
+    def world_size(self) -> int:
+        """Number of ranks (argument, else ``WORLD_SIZE``, else 1)."""
+    @property
+    def local_rank(self) -> int:
+        """Rank within the node (``LOCAL_RANK``, else the rank)."""
+    @property
+    def dataset_len(self) -> int:
+        """Samples in the whole dataset, all ranks together."""
+    @property
+    def classes(self) -> list[str]:
+        """Class names in label order (empty for a flat folder)."""
+    @property
+    def last_ids(self) -> list[int]:
+        """Catalog ids of the samples of the batch last returned."""
+    @property
+    def buffers_allocated(self) -> int:
+        """Batch buffers allocated so far: bounded by prefetch plus the batches Python holds."""
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The current (or last) epoch's figures: ``images_per_s``, ``stall_s``,
+        ``stall_fraction``, ``max_wait_s``, ``wall_s``, ``batches``, ``samples``,
+        ``fetch`` / ``prep`` (threads, busy_s, items, bytes, per_thread_per_s,
+        capacity_per_s), ``prep_starved_s``, ``cache`` (hits, misses, hit_bytes,
+        miss_bytes, hit_rate, entries, used_bytes, capacity_bytes), ``storage`` (bytes,
+        requests), ``readahead``, ``skipped`` (by cause), ``skipped_total``,
+        ``buffers_allocated``."""
+    def skipped(self) -> list[dict[str, Any]]:
+        """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
+        ``cause``, ``detail`` (the first 1 000)."""
+
+def demo_photos(directory: str | PathLike[str] | None = None) -> str:
+    """Writes the built-in demo photographs (ImageFolder, 4 classes) and returns the folder."""

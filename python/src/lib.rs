@@ -1,0 +1,650 @@
+//! `nostall._nostall`: the Python bindings, a thin PyO3 layer over the engine.
+//!
+//! Everything a `Loader` does happens in the engine crate; this layer converts arguments,
+//! releases the GIL around every call into the engine, hands batches to Python through
+//! DLPack ([`dlpack`]) and maps engine errors to the exceptions of `nostall._errors`.
+
+mod dlpack;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use nostall::cache::{CacheConfig, CachePolicy, Capacity};
+use nostall::env::Distributed;
+use nostall::{EpochStats, ErrorPolicy, LoaderConfig, Pipeline, Position};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use dlpack::Owner;
+
+/// Raises the `nostall` exception matching an engine error.
+fn raise(py: Python<'_>, err: nostall::Error) -> PyErr {
+    match make_exception(py, &err) {
+        Ok(e) => e,
+        Err(e) => e,
+    }
+}
+
+fn make_exception(py: Python<'_>, err: &nostall::Error) -> PyResult<PyErr> {
+    let errors = py.import("nostall._errors")?;
+    let message = err.to_string();
+    let kwargs = PyDict::new(py);
+    let class = match err {
+        nostall::Error::Sample(e) => {
+            kwargs.set_item("sample_id", e.id)?;
+            kwargs.set_item("location", &e.location)?;
+            kwargs.set_item("cause", e.cause.kind())?;
+            kwargs.set_item("detail", e.cause.to_string())?;
+            "SampleError"
+        }
+        nostall::Error::Config(_) => "ConfigError",
+        nostall::Error::Io { path, source } => {
+            kwargs.set_item("location", path.to_string_lossy())?;
+            kwargs.set_item("errno", source.raw_os_error())?;
+            "StorageError"
+        }
+        nostall::Error::Storage { location, .. } => {
+            kwargs.set_item("location", location)?;
+            "StorageError"
+        }
+        nostall::Error::BadIndex { path, .. } => {
+            kwargs.set_item("location", path.to_string_lossy())?;
+            "StorageError"
+        }
+    };
+    let value = errors.getattr(class)?.call((message,), Some(&kwargs))?;
+    Ok(PyErr::from_value(value))
+}
+
+fn config_error(py: Python<'_>, message: String) -> PyErr {
+    raise(py, nostall::Error::Config(message))
+}
+
+/// One tensor of a batch (the images, or the labels), exported through DLPack.
+///
+/// `torch.from_dlpack(t)`, `numpy.from_dlpack(t)` or `jax.dlpack.from_dlpack(t)` take the
+/// memory without copying; it is freed (for images: returned to the loader's pool of
+/// batch buffers) when that consumer's array is freed. A `BatchTensor` can be exported
+/// once. Loaders return these with `output="dlpack"`.
+#[pyclass(module = "nostall._nostall", frozen)]
+struct BatchTensor {
+    owner: Mutex<Option<Owner>>,
+    data_ptr: usize,
+    shape: Vec<i64>,
+    dtype: &'static str,
+}
+
+impl BatchTensor {
+    fn new(owner: Owner) -> BatchTensor {
+        BatchTensor {
+            data_ptr: owner.data_ptr(),
+            shape: owner.shape(),
+            dtype: owner.dtype_name(),
+            owner: Mutex::new(Some(owner)),
+        }
+    }
+}
+
+#[pymethods]
+impl BatchTensor {
+    /// Exports the tensor as a DLPack capsule (the array API's `__dlpack__`); the
+    /// consumer takes ownership of the memory.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<Bound<'py, PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // CPU memory: no stream to synchronise with; the unversioned capsule is what every
+        // consumer accepts whatever `max_version` it asks for.
+        let _ = (stream, max_version);
+        if let Some(device) = dl_device {
+            if device != (dlpack::DEVICE_CPU, 0) {
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "nostall batches live in CPU memory (device (1, 0)); {device:?} was asked for"
+                )));
+            }
+        }
+        if copy == Some(true) {
+            return Err(pyo3::exceptions::PyBufferError::new_err(
+                "nostall exports batches without copying; copy=True is not supported",
+            ));
+        }
+        let owner = self
+            .owner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(dlpack::already_exported)?;
+        dlpack::into_capsule(py, owner)
+    }
+
+    /// The device of the memory, `(1, 0)`: DLPack's CPU.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (dlpack::DEVICE_CPU, 0)
+    }
+
+    /// Address of the first element: the loader's batch buffer for images.
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.data_ptr
+    }
+
+    /// The shape: `(n, 3, h, w)` for images, `(n,)` for labels.
+    #[getter]
+    fn shape(&self) -> Vec<i64> {
+        self.shape.clone()
+    }
+
+    /// The element type, as NumPy names it (`"float32"`, `"uint8"`, `"int64"`).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchTensor(shape={:?}, dtype={}, data_ptr={:#x})",
+            self.shape, self.dtype, self.data_ptr
+        )
+    }
+}
+
+/// How batches are returned to Python.
+enum Output {
+    /// `BatchTensor`s, for any DLPack consumer.
+    DLPack,
+    /// Through a `from_dlpack` function: `torch.from_dlpack` or `numpy.from_dlpack`.
+    Via(Py<PyAny>),
+}
+
+/// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
+///
+/// Arguments (all but `source` keyword-only):
+///
+/// - `source`: an image folder (one sub-folder per class, or flat), a folder of
+///   WebDataset `.tar` shards, or `s3://bucket/prefix` (endpoint and credentials from the
+///   usual `AWS_*` variables). The folder is indexed once; later starts load the index.
+/// - `batch_size` (64): samples per batch on this rank.
+/// - `pipeline` (`"train"`): `"train"` is RandomResizedCrop(`image_size`), random
+///   horizontal flip, ImageNet normalisation; `"val"` resizes the shorter side to
+///   `image_size * 256/224`, centre-crops `image_size` and normalises. Both give float32
+///   NCHW.
+/// - `image_size` (224): output height and width.
+/// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
+/// - `drop_last` (False): leave out the last, incomplete batch.
+/// - `threads` (None: the engine's default, 2): decode-and-transform threads.
+/// - `fetch_threads` (None: 1): threads reading bytes (more for slow remote storage).
+/// - `prefetch` (None: 4): batches prepared ahead of the training loop.
+/// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
+///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
+///   evicts, never thrashes) or `"lru"`.
+/// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
+///   out, fills its place with the next sample and counts it by cause.
+/// - `rank`, `world_size` (None: `RANK` / `WORLD_SIZE` from the environment, as set
+///   by torchrun, else 0 and 1): this rank reads its shard; every rank gets the same
+///   number of batches.
+/// - `output` (`"auto"`): `"torch"` tensors, `"numpy"` arrays, `"dlpack"`
+///   (`BatchTensor`s), or `"auto"` (torch when importable, else numpy).
+///
+/// Images are `[batch, 3, image_size, image_size]` float32 sharing the loader's batch
+/// buffer (no copy); labels are `[batch]` int64. `len(loader)` is the number of batches
+/// per epoch. Each `iter(loader)` runs the epoch set by `set_epoch`, or the position
+/// given to `load_state_dict`, or else the epoch after the last one finished.
+///
+/// Raises `ConfigError` for impossible settings, `StorageError` when the source
+/// cannot be read, and (while iterating) `SampleError` naming a bad sample.
+#[pyclass(module = "nostall._nostall")]
+struct Loader {
+    inner: Arc<nostall::Loader>,
+    output: Output,
+    dist: Distributed,
+    /// Where the next `iter()` starts.
+    next: Position,
+    /// The epoch being iterated (kept after it ends, for its metrics).
+    current: Option<nostall::Epoch>,
+    /// Whether `current` can still yield batches.
+    active: bool,
+    /// Catalog ids of the samples of the batch last returned.
+    last_ids: Vec<u64>,
+}
+
+fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
+    if let Ok(text) = cache.extract::<String>() {
+        return text.parse::<Capacity>().map_err(|e| raise(py, e));
+    }
+    if cache.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(
+            "cache takes a size (\"35%\", \"2GiB\", 0.35 or a number of bytes) or None",
+        ));
+    }
+    if let Ok(bytes) = cache.extract::<u64>() {
+        return Ok(Capacity::Bytes(bytes));
+    }
+    if let Ok(fraction) = cache.extract::<f64>() {
+        if (0.0..=1.0).contains(&fraction) {
+            return Ok(Capacity::Fraction(fraction));
+        }
+        return Err(config_error(
+            py,
+            format!("cache={fraction}: a fraction of the dataset must lie in 0..1"),
+        ));
+    }
+    Err(PyTypeError::new_err(
+        "cache takes a size (\"35%\", \"2GiB\", 0.35 or a number of bytes) or None",
+    ))
+}
+
+fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
+    let via = |module: &str| -> PyResult<Output> {
+        Ok(Output::Via(
+            py.import(module)?.getattr("from_dlpack")?.unbind(),
+        ))
+    };
+    match output {
+        "torch" => via("torch"),
+        "numpy" => via("numpy"),
+        "dlpack" => Ok(Output::DLPack),
+        "auto" => via("torch")
+            .or_else(|_| via("numpy"))
+            .or(Ok(Output::DLPack)),
+        other => Err(config_error(
+            py,
+            format!("output={other:?}: use \"auto\", \"torch\", \"numpy\" or \"dlpack\""),
+        )),
+    }
+}
+
+#[pymethods]
+impl Loader {
+    #[new]
+    #[pyo3(signature = (
+        source, *, batch_size=64, pipeline="train", image_size=224, shuffle=true, seed=0,
+        drop_last=false, threads=None, fetch_threads=None, prefetch=None, cache=None,
+        cache_policy="minio", on_error="error", rank=None, world_size=None, output="auto"
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        source: PathBuf,
+        batch_size: usize,
+        pipeline: &str,
+        image_size: u32,
+        shuffle: bool,
+        seed: u64,
+        drop_last: bool,
+        threads: Option<usize>,
+        fetch_threads: Option<usize>,
+        prefetch: Option<usize>,
+        cache: Option<Bound<'_, PyAny>>,
+        cache_policy: &str,
+        on_error: &str,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        output: &str,
+    ) -> PyResult<Loader> {
+        let pipeline = match pipeline {
+            "train" => Pipeline::imagenet_train(image_size),
+            "val" | "eval" => Pipeline::imagenet_val(image_size),
+            other => {
+                return Err(config_error(
+                    py,
+                    format!("pipeline={other:?}: use \"train\" or \"val\""),
+                ))
+            }
+        };
+        let mut config = LoaderConfig::new(pipeline);
+        let dist = Distributed::resolve(rank, world_size).map_err(|e| raise(py, e))?;
+        config.plan.batch_size = batch_size;
+        config.plan.shuffle = shuffle;
+        config.plan.seed = seed;
+        config.plan.drop_last = drop_last;
+        config.plan.rank = dist.rank;
+        config.plan.world = dist.world;
+        config.prep_threads = threads.unwrap_or(config.prep_threads);
+        config.fetch_threads = fetch_threads.unwrap_or(config.fetch_threads);
+        config.prefetch = prefetch.unwrap_or(config.prefetch);
+        config.on_error = match on_error {
+            "error" => ErrorPolicy::Error,
+            "skip" => ErrorPolicy::Skip,
+            other => {
+                return Err(config_error(
+                    py,
+                    format!("on_error={other:?}: use \"error\" or \"skip\""),
+                ))
+            }
+        };
+        if let Some(cache) = cache {
+            config.cache = CacheConfig {
+                policy: cache_policy
+                    .parse::<CachePolicy>()
+                    .map_err(|e| raise(py, e))?,
+                capacity: parse_capacity(py, &cache)?,
+            };
+        }
+        let output = resolve_output(py, output)?;
+        let location = source.to_string_lossy().into_owned();
+        let inner = py
+            .detach(move || {
+                let dataset =
+                    nostall::dataset::open(&location, nostall::storage::ReadMode::Cached)?;
+                nostall::Loader::new(dataset.catalog, dataset.source, config)
+            })
+            .map_err(|e| raise(py, e))?;
+        Ok(Loader {
+            inner: Arc::new(inner),
+            output,
+            dist,
+            next: Position::start_of(0),
+            current: None,
+            active: false,
+            last_ids: Vec::new(),
+        })
+    }
+
+    /// Batches per epoch on this rank (when no sample is skipped).
+    fn __len__(&self) -> usize {
+        self.inner.batches_per_epoch()
+    }
+
+    /// Starts an epoch: the one set by `set_epoch`, the position given to
+    /// `load_state_dict`, or the epoch after the last one iterated to its end.
+    fn __iter__<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        let this = &mut *slf;
+        let previous = this.current.take();
+        let inner = this.inner.clone();
+        let next = this.next;
+        let epoch = py
+            .detach(move || {
+                drop(previous); // stops and joins its threads
+                inner.resume(next)
+            })
+            .map_err(|e| raise(py, e))?;
+        this.current = Some(epoch);
+        this.active = true;
+        Ok(slf)
+    }
+
+    /// The next `(images, labels)` batch; the GIL is released while waiting for it.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
+        if !self.active {
+            return Ok(None);
+        }
+        let Some(epoch) = self.current.as_mut() else {
+            return Ok(None);
+        };
+        match py.detach(|| epoch.next()) {
+            None => {
+                self.active = false;
+                self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                self.active = false;
+                Err(raise(py, e))
+            }
+            Some(Ok(batch)) => {
+                self.last_ids.clear();
+                self.last_ids.extend_from_slice(batch.ids());
+                let labels = BatchTensor::new(Owner::Labels(batch.labels().to_vec()));
+                let images = BatchTensor::new(Owner::Batch(batch));
+                let images = Bound::new(py, images)?.into_any();
+                let labels = Bound::new(py, labels)?.into_any();
+                match &self.output {
+                    Output::DLPack => Ok(Some((images.unbind(), labels.unbind()))),
+                    Output::Via(from_dlpack) => {
+                        let f = from_dlpack.bind(py);
+                        Ok(Some((
+                            f.call1((images,))?.unbind(),
+                            f.call1((labels,))?.unbind(),
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes the next iteration run epoch `epoch` from its start (its shuffle order
+    /// follows from the seed and the epoch).
+    fn set_epoch(&mut self, epoch: u64) {
+        self.next = Position::start_of(epoch);
+    }
+
+    /// The epoch the next iteration runs, or the one being iterated.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.position().epoch
+    }
+
+    /// Where the loader stands: `{"epoch", "batch", "sample"}`. Saved with a checkpoint
+    /// and given to `load_state_dict`, it resumes exactly after the last batch
+    /// delivered.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.position();
+        let d = PyDict::new(py);
+        d.set_item("epoch", p.epoch)?;
+        d.set_item("batch", p.batch)?;
+        d.set_item("sample", p.sample)?;
+        Ok(d)
+    }
+
+    /// Makes the next iteration resume at a position from `state_dict`.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let get = |key: &str| -> PyResult<u64> {
+            match state.get_item(key)? {
+                Some(v) => v.extract::<u64>(),
+                None => Err(config_error(
+                    py,
+                    format!("state dict lacks {key:?}: give the dict that state_dict() returned"),
+                )),
+            }
+        };
+        self.next = Position {
+            epoch: get("epoch")?,
+            batch: get("batch")?,
+            sample: get("sample")?,
+        };
+        Ok(())
+    }
+
+    /// This process's rank (from the argument, else `RANK`, else 0).
+    #[getter]
+    fn rank(&self) -> usize {
+        self.dist.rank
+    }
+
+    /// The number of ranks (from the argument, else `WORLD_SIZE`, else 1).
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.dist.world
+    }
+
+    /// The rank within this node (`LOCAL_RANK`, else the rank).
+    #[getter]
+    fn local_rank(&self) -> usize {
+        self.dist.local_rank
+    }
+
+    /// Samples in the whole dataset (all ranks).
+    #[getter]
+    fn dataset_len(&self) -> usize {
+        self.inner.catalog().len()
+    }
+
+    /// The dataset's catalog ids of the samples of the batch last returned, in batch
+    /// order (which samples a rank saw; ids index the whole dataset, all ranks).
+    #[getter]
+    fn last_ids(&self) -> Vec<u64> {
+        self.last_ids.clone()
+    }
+
+    /// Class names, in label order (empty for a flat folder).
+    #[getter]
+    fn classes(&self) -> Vec<String> {
+        self.inner.catalog().classes().to_vec()
+    }
+
+    /// Batch buffers allocated since the loader was made: bounded by the prefetch depth
+    /// plus the batches Python holds, whatever the number of epochs.
+    #[getter]
+    fn buffers_allocated(&self) -> usize {
+        self.inner.buffers_allocated()
+    }
+
+    /// The current (or last) epoch's figures as a dict: see the package docs.
+    #[getter]
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stats = match &self.current {
+            Some(epoch) => py.detach(|| epoch.stats()),
+            None => EpochStats::default(),
+        };
+        let d = stats_dict(py, &stats)?;
+        d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
+        Ok(d)
+    }
+
+    /// The samples skipped so far in the current (or last) epoch under
+    /// `on_error="skip"` (the first 1 000): dicts with `sample_id`, `location`, `cause`
+    /// and `detail`.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        if let Some(epoch) = &self.current {
+            for e in py.detach(|| epoch.skipped()) {
+                let d = PyDict::new(py);
+                d.set_item("sample_id", e.id)?;
+                d.set_item("location", &e.location)?;
+                d.set_item("cause", e.cause.kind())?;
+                d.set_item("detail", e.cause.to_string())?;
+                list.append(d)?;
+            }
+        }
+        Ok(list)
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.inner.config();
+        format!(
+            "Loader({} samples, batch_size={}, rank {} of {}, {} prep threads, {} batches per epoch)",
+            self.inner.catalog().len(),
+            c.plan.batch_size,
+            self.dist.rank,
+            self.dist.world,
+            c.prep_threads,
+            self.inner.batches_per_epoch()
+        )
+    }
+}
+
+impl Loader {
+    fn position(&self) -> Position {
+        match (&self.current, self.active) {
+            (Some(epoch), true) => nostall::Epoch::position(epoch),
+            _ => self.next,
+        }
+    }
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("epoch", s.epoch)?;
+    d.set_item("batches", s.batches)?;
+    d.set_item("samples", s.samples)?;
+    d.set_item("wall_s", s.wall.as_secs_f64())?;
+    d.set_item("images_per_s", s.throughput())?;
+    d.set_item("stall_s", s.wait.as_secs_f64())?;
+    d.set_item("stall_fraction", s.stall_fraction())?;
+    d.set_item("max_wait_s", s.max_wait.as_secs_f64())?;
+    for (name, stage) in [("fetch", &s.fetch), ("prep", &s.prep)] {
+        let st = PyDict::new(py);
+        st.set_item("threads", stage.threads)?;
+        st.set_item("busy_s", stage.busy.as_secs_f64())?;
+        st.set_item("items", stage.items)?;
+        st.set_item("bytes", stage.bytes)?;
+        st.set_item("per_thread_per_s", stage.rate_per_thread())?;
+        st.set_item("capacity_per_s", stage.capacity())?;
+        d.set_item(name, st)?;
+    }
+    d.set_item("prep_starved_s", s.prep_starved.as_secs_f64())?;
+    let c = PyDict::new(py);
+    c.set_item("hits", s.cache.hits)?;
+    c.set_item("misses", s.cache.misses)?;
+    c.set_item("hit_bytes", s.cache.hit_bytes)?;
+    c.set_item("miss_bytes", s.cache.miss_bytes)?;
+    c.set_item("hit_rate", s.cache.hit_rate())?;
+    c.set_item("entries", s.cache.entries)?;
+    c.set_item("used_bytes", s.cache.used)?;
+    c.set_item("capacity_bytes", s.cache.capacity)?;
+    d.set_item("cache", c)?;
+    let st = PyDict::new(py);
+    st.set_item("bytes", s.storage.bytes)?;
+    st.set_item("requests", s.storage.requests)?;
+    d.set_item("storage", st)?;
+    let r = PyDict::new(py);
+    r.set_item("window_bytes", s.readahead.window)?;
+    r.set_item("peak_bytes", s.readahead.peak)?;
+    r.set_item("limit_bytes", s.readahead.limit)?;
+    d.set_item("readahead", r)?;
+    let k = PyDict::new(py);
+    for (cause, n) in &s.skipped {
+        k.set_item(*cause, n)?;
+    }
+    d.set_item("skipped", k)?;
+    d.set_item("skipped_total", s.skipped_total())?;
+    Ok(d)
+}
+
+include!(concat!(env!("OUT_DIR"), "/demo_photos.rs"));
+
+/// Writes the demo photographs (a few real photographs in four classes, built into
+/// the package) in ImageFolder layout under `directory` (default: a `nostall-demo`
+/// folder in the temporary directory) and returns its path. Files already there with
+/// the right size are kept.
+#[pyfunction]
+#[pyo3(signature = (directory=None))]
+fn demo_photos(py: Python<'_>, directory: Option<PathBuf>) -> PyResult<String> {
+    let dir = directory.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nostall-demo-{}", env!("CARGO_PKG_VERSION")))
+    });
+    if DEMO_PHOTOS.is_empty() {
+        return Err(config_error(
+            py,
+            "this build has no demo photographs (crates/nostall-cli/assets/demo was missing)"
+                .into(),
+        ));
+    }
+    let write = |path: &std::path::Path, bytes: &[u8]| -> nostall::Result<()> {
+        let io = |e| nostall::Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        if std::fs::metadata(path).is_ok_and(|m| m.len() == bytes.len() as u64) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(path.parent().expect("class folder")).map_err(io)?;
+        std::fs::write(path, bytes).map_err(io)
+    };
+    py.detach(|| {
+        DEMO_PHOTOS
+            .iter()
+            .try_for_each(|(name, bytes)| write(&dir.join(name), bytes))
+    })
+    .map_err(|e| raise(py, e))?;
+    Ok(dir.to_string_lossy().into_owned())
+}
+
+/// The module: `Loader`, `BatchTensor`, `demo_photos`, and the version.
+#[pymodule]
+fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Loader>()?;
+    m.add_class::<BatchTensor>()?;
+    m.add_function(wrap_pyfunction!(demo_photos, m)?)?;
+    Ok(())
+}

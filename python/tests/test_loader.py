@@ -1,0 +1,216 @@
+"""The Loader: iteration, shapes and dtypes, zero-copy, buffer lifetime, resume, errors."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import nostall
+
+N = 32  # demo photographs
+
+
+def test_iterates_one_epoch_of_float32_nchw_batches_and_int64_labels(photos):
+    loader = nostall.Loader(photos, batch_size=8, image_size=64)
+    assert len(loader) == 4
+    seen = 0
+    for images, labels in loader:
+        assert isinstance(images, torch.Tensor) and isinstance(labels, torch.Tensor)
+        assert images.shape == (8, 3, 64, 64) and images.dtype == torch.float32
+        assert labels.shape == (8,) and labels.dtype == torch.int64
+        assert images.is_contiguous()
+        assert ((labels >= 0) & (labels < 4)).all()
+        # Normalised with the ImageNet statistics: roughly zero-centred, not in [0, 255].
+        assert -3.0 < images.min() < images.max() < 3.0
+        seen += len(labels)
+    assert seen == N
+    m = loader.metrics
+    assert m["samples"] == N and m["batches"] == 4 and m["skipped_total"] == 0
+    assert m["images_per_s"] > 0 and m["stall_s"] >= 0
+    assert m["storage"]["requests"] == N
+
+
+def test_last_batch_is_partial_or_dropped(photos):
+    loader = nostall.Loader(photos, batch_size=10, image_size=32)
+    assert len(loader) == 4
+    assert [len(labels) for _, labels in loader] == [10, 10, 10, 2]
+    loader = nostall.Loader(photos, batch_size=10, image_size=32, drop_last=True)
+    assert len(loader) == 3
+    assert [len(labels) for _, labels in loader] == [10, 10, 10]
+
+
+def test_numpy_output_and_val_pipeline_is_deterministic(photos):
+    a = nostall.Loader(photos, batch_size=16, image_size=48, pipeline="val", shuffle=False, output="numpy")
+    b = nostall.Loader(photos, batch_size=16, image_size=48, pipeline="val", shuffle=False, output="numpy", threads=1)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        assert isinstance(xa, np.ndarray) and xa.dtype == np.float32 and xa.shape == (16, 3, 48, 48)
+        assert ya.dtype == np.int64
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    # Unshuffled: labels in catalog (class) order.
+    labels = np.concatenate([y for _, y in a])
+    assert (np.diff(labels) >= 0).all()
+
+
+def test_epochs_reshuffle_and_set_epoch_repeats_an_epoch(photos):
+    loader = nostall.Loader(photos, batch_size=N, image_size=32, seed=7)
+    first = [y.clone() for _, y in loader]
+    second = [y.clone() for _, y in loader]  # the next epoch: a new order
+    assert loader.epoch == 2
+    assert not torch.equal(first[0], second[0])
+    loader.set_epoch(0)
+    assert torch.equal([y for _, y in loader][0], first[0])
+
+
+def test_tensors_share_the_loader_buffer_no_copy(photos):
+    loader = nostall.Loader(photos, batch_size=8, image_size=32, output="dlpack")
+    images, labels = next(iter(loader))
+    assert isinstance(images, nostall.BatchTensor)
+    assert images.shape == [8, 3, 32, 32] and images.dtype == "float32"
+    assert labels.shape == [8] and labels.dtype == "int64"
+    address = images.data_ptr
+    t = torch.from_dlpack(images)
+    assert t.data_ptr() == address  # torch's tensor is the loader's buffer
+    with pytest.raises(BufferError):
+        torch.from_dlpack(images)  # ownership went to the first consumer
+    # NumPy, too.
+    images2, _ = next(loader)
+    address2 = images2.data_ptr
+    assert np.from_dlpack(images2).ctypes.data == address2
+
+
+def test_buffers_are_reused_across_epochs(photos):
+    loader = nostall.Loader(photos, batch_size=4, image_size=32, prefetch=2)
+    # At most: the prefetch window, the batch the loop variable still holds, and the one
+    # being handed over. Whatever the timing, never more, whatever the number of epochs.
+    bound = 2 + 1 + 1
+    addresses = set()
+    for _ in range(6):
+        addresses |= {images.data_ptr() for images, _ in loader}
+        assert loader.buffers_allocated <= bound, loader.buffers_allocated
+    # 48 batches came out of a handful of buffers: the tensors are the pool's buffers.
+    assert len(addresses) <= bound, addresses
+
+
+def test_a_kept_batch_stays_valid_after_the_loader_moves_on(photos):
+    loader = nostall.Loader(photos, batch_size=4, image_size=32, prefetch=2)
+    it = iter(loader)
+    kept, kept_labels = next(it)
+    snapshot, snapshot_labels = kept.clone(), kept_labels.clone()
+    for _ in range(3):  # this epoch's remaining batches and two more epochs
+        for _ in it:
+            pass
+        it = iter(loader)
+    assert torch.equal(kept, snapshot) and torch.equal(kept_labels, snapshot_labels)
+    # The kept buffer is out of the pool, so the loader allocated one more, not more.
+    assert loader.buffers_allocated <= 2 + 1 + 1 + 1
+    address = kept.data_ptr()
+    del kept
+    seen = {images.data_ptr() for images, _ in loader}
+    assert address in seen  # freed by Python, the buffer went back to the pool
+
+
+def test_state_dict_resumes_exactly_mid_epoch(photos):
+    kwargs = dict(batch_size=4, image_size=32, seed=3)
+    reference = nostall.Loader(photos, **kwargs)
+    reference.set_epoch(2)
+    expected = [(x.clone(), y.clone()) for x, y in reference]
+
+    loader = nostall.Loader(photos, **kwargs)
+    loader.set_epoch(2)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = loader.state_dict()
+    assert state == {"epoch": 2, "batch": 3, "sample": 12}
+    del loader, it
+
+    resumed = nostall.Loader(photos, **kwargs)
+    resumed.load_state_dict(state)
+    rest = [(x.clone(), y.clone()) for x, y in resumed]
+    assert len(rest) == len(expected) - 3
+    for (x, y), (ex, ey) in zip(rest, expected[3:]):
+        assert torch.equal(x, ex) and torch.equal(y, ey)
+    assert resumed.state_dict() == {"epoch": 3, "batch": 0, "sample": 0}
+
+
+def test_the_gil_is_released_while_waiting_for_a_batch(photos):
+    loader = nostall.Loader(photos, batch_size=N, threads=1, image_size=224)
+    count = 0
+    stop = False
+
+    def spin():
+        nonlocal count
+        while not stop:
+            count += 1
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        it = iter(loader)
+        time.sleep(0.001)
+        before = count
+        started = time.perf_counter()
+        next(it)  # one thread preparing 32 photographs: tens of milliseconds
+        waited = time.perf_counter() - started
+        during = count - before
+    finally:
+        stop = True
+        thread.join()
+    assert waited > 0.01
+    # Had next() held the GIL, the other thread could not have run while it waited.
+    assert during > 1000, (during, waited)
+
+
+def test_a_corrupt_file_raises_sample_error_naming_it(photos_copy):
+    bad = photos_copy / "flowers" / "zz_broken.jpg"
+    good = next((photos_copy / "flowers").glob("*.jpg")).read_bytes()
+    bad.write_bytes(good[: len(good) // 3])  # truncated JPEG
+    loader = nostall.Loader(str(photos_copy), batch_size=4, image_size=32)
+    with pytest.raises(nostall.SampleError) as info:
+        for _ in loader:
+            pass
+    err = info.value
+    assert "zz_broken.jpg" in err.location and "zz_broken.jpg" in str(err)
+    assert err.cause == "corrupt" and err.detail
+    assert isinstance(err, nostall.NostallError)
+
+
+def test_skip_counts_bad_files_by_cause(photos_copy):
+    (photos_copy / "grass" / "empty.jpg").write_bytes(b"")
+    (photos_copy / "grass" / "notes.jpg").write_bytes(b"not an image at all")
+    loader = nostall.Loader(str(photos_copy), batch_size=8, image_size=32, on_error="skip")
+    total = sum(len(labels) for _, labels in loader)
+    assert total == N  # 34 files, 2 skipped
+    m = loader.metrics
+    assert m["skipped"] == {"empty": 1, "unknown-format": 1} and m["skipped_total"] == 2
+    skipped = sorted(s["location"].rsplit("/", 1)[-1] for s in loader.skipped())
+    assert skipped == ["empty.jpg", "notes.jpg"]
+
+
+def test_configuration_and_storage_errors(photos, tmp_path):
+    with pytest.raises(nostall.ConfigError, match="pipeline"):
+        nostall.Loader(photos, pipeline="nope")
+    with pytest.raises(ValueError, match="batch size"):
+        nostall.Loader(photos, batch_size=0)
+    with pytest.raises(nostall.ConfigError, match="rank 2"):
+        nostall.Loader(photos, rank=2, world_size=2)
+    with pytest.raises(nostall.ConfigError, match="cache size"):
+        nostall.Loader(photos, cache="lots")
+    with pytest.raises(OSError) as info:
+        nostall.Loader(str(tmp_path / "missing"))
+    assert isinstance(info.value, nostall.StorageError)
+    assert info.value.location.endswith("missing")
+
+
+def test_cache_counts_hits_in_later_epochs(photos):
+    loader = nostall.Loader(photos, batch_size=8, image_size=32, cache="100%")
+    for _ in loader:
+        pass
+    assert loader.metrics["cache"]["hits"] == 0
+    for _ in loader:
+        pass
+    m = loader.metrics
+    assert m["cache"]["hits"] == N and m["storage"]["bytes"] == 0
