@@ -3,12 +3,11 @@
 
 mod common;
 
-use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{config, image_folder};
+use common::{config, epoch_output, image_folder, write_shards};
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::storage::{Link, LocalDir, LocalFiles, ReadMode, Source, TarShards, Throttled};
 use nostall::{Catalog, Loader, LoaderConfig};
@@ -18,18 +17,6 @@ fn files(root: &Path) -> (Arc<Catalog>, Arc<LocalFiles>) {
     let catalog = Arc::new(catalog);
     let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
     (catalog, source)
-}
-
-/// Every batch of an epoch: ids, labels and bytes.
-fn epoch_output(loader: &Loader, epoch: u64) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
-    loader
-        .epoch(epoch)
-        .unwrap()
-        .map(|b| {
-            let b = b.unwrap();
-            (b.ids().to_vec(), b.labels().to_vec(), b.data().to_vec())
-        })
-        .collect()
 }
 
 fn with_cache(mut config: LoaderConfig, policy: CachePolicy, fraction: f64) -> LoaderConfig {
@@ -146,39 +133,6 @@ fn read_ahead_stays_within_its_byte_bound_and_deepens_for_slow_storage() {
                 ahead.peak
             );
         }
-    }
-}
-
-/// Writes the dataset at `root` as WebDataset tar shards of `per_shard` samples into
-/// `out`, with `.cls` labels, using the system's `tar` as an independent writer.
-fn write_shards(catalog: &Catalog, out: &Path, per_shard: usize) {
-    let staging = tempfile::tempdir().unwrap();
-    let ids: Vec<u64> = (0..catalog.len() as u64).collect();
-    for (n, chunk) in ids.chunks(per_shard).enumerate() {
-        let shard_dir = staging.path().join(format!("{n}"));
-        let mut names = Vec::new();
-        for &id in chunk {
-            let key = format!("{id:06}");
-            let ext = catalog.relative_path(id).rsplit('.').next().unwrap();
-            fs::create_dir_all(&shard_dir).unwrap();
-            fs::copy(catalog.path(id), shard_dir.join(format!("{key}.{ext}"))).unwrap();
-            fs::write(
-                shard_dir.join(format!("{key}.cls")),
-                catalog.label(id).unwrap().to_string(),
-            )
-            .unwrap();
-            names.push(format!("{key}.{ext}"));
-            names.push(format!("{key}.cls"));
-        }
-        let status = std::process::Command::new("tar")
-            .arg("-cf")
-            .arg(out.join(format!("train-{n:04}.tar")))
-            .arg("-C")
-            .arg(&shard_dir)
-            .args(&names)
-            .status()
-            .expect("the system's tar runs");
-        assert!(status.success());
     }
 }
 

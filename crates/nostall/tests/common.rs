@@ -10,6 +10,8 @@ use std::sync::Arc;
 use nostall::codec::{encode_jpeg, EncodePixels};
 use nostall::storage::{LocalFiles, ReadMode};
 use nostall::{Catalog, Loader, LoaderConfig, Pipeline};
+use std::fs;
+use std::process::Command;
 
 /// A textured picture, different for every `seed`, so that crops and flips show.
 pub fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
@@ -67,4 +69,54 @@ pub fn config(batch_size: usize, threads: usize) -> LoaderConfig {
     config.fetch_threads = threads;
     config.prefetch = 2;
     config
+}
+
+/// Writes the dataset of `catalog` as WebDataset tar shards of `per_shard` samples into
+/// `out`, with `.cls` labels, using the system's `tar` as an independent writer.
+pub fn write_shards(catalog: &Catalog, out: &Path, per_shard: usize) {
+    let staging = tempfile::tempdir().unwrap();
+    let ids: Vec<u64> = (0..catalog.len() as u64).collect();
+    for (n, chunk) in ids.chunks(per_shard).enumerate() {
+        let shard_dir = staging.path().join(format!("{n}"));
+        fs::create_dir_all(&shard_dir).unwrap();
+        let mut names = Vec::new();
+        for &id in chunk {
+            let key = format!("{id:06}");
+            let ext = catalog.relative_path(id).rsplit('.').next().unwrap();
+            fs::copy(catalog.path(id), shard_dir.join(format!("{key}.{ext}"))).unwrap();
+            let label = catalog.label(id).unwrap().to_string();
+            fs::write(shard_dir.join(format!("{key}.cls")), label).unwrap();
+            names.push(format!("{key}.{ext}"));
+            names.push(format!("{key}.cls"));
+        }
+        let status = Command::new("tar")
+            .arg("-cf")
+            .arg(out.join(format!("train-{n:04}.tar")))
+            .arg("-C")
+            .arg(&shard_dir)
+            .args(&names)
+            .status()
+            .expect("the system's tar runs");
+        assert!(status.success());
+    }
+}
+
+/// One delivered batch: ids, labels and bytes.
+pub type BatchOutput = (Vec<u64>, Vec<i64>, Vec<u8>);
+
+pub fn output(batch: &nostall::Batch) -> BatchOutput {
+    (
+        batch.ids().to_vec(),
+        batch.labels().to_vec(),
+        batch.data().to_vec(),
+    )
+}
+
+/// Every batch of an epoch.
+pub fn epoch_output(loader: &Loader, epoch: u64) -> Vec<BatchOutput> {
+    loader
+        .epoch(epoch)
+        .unwrap()
+        .map(|b| output(&b.unwrap()))
+        .collect()
 }
