@@ -1,7 +1,7 @@
 """Generate the photos embedded in the ``nostall demo`` command.
 
 Writes 32 JPEGs (500x375 or 375x500, baseline, quality 90, 4:2:0) into
-``crates/nostall-cli/assets/demo/<class>/<name>.jpg``, 8 per class, plus a
+``crates/nostall-demo/assets/demo/<class>/<name>.jpg``, 8 per class, plus a
 README.md with the provenance and license of every source photo.  The crops
 are hand-picked regions of 9 GPL-2+ photographs from the Debian package
 ``mate-backgrounds`` (see ``photo_sources.py``), chosen so that the class

@@ -600,8 +600,6 @@ fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDic
     Ok(d)
 }
 
-include!(concat!(env!("OUT_DIR"), "/demo_photos.rs"));
-
 /// Writes the demo photographs (a few real photographs in four classes, built into
 /// the package) in ImageFolder layout under `directory` (default: a `nostall-demo`
 /// folder in the temporary directory) and returns its path. Files already there with
@@ -609,33 +607,10 @@ include!(concat!(env!("OUT_DIR"), "/demo_photos.rs"));
 #[pyfunction]
 #[pyo3(signature = (directory=None))]
 fn demo_photos(py: Python<'_>, directory: Option<PathBuf>) -> PyResult<String> {
-    let dir = directory.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("nostall-demo-{}", env!("CARGO_PKG_VERSION")))
-    });
-    if DEMO_PHOTOS.is_empty() {
-        return Err(config_error(
-            py,
-            "this build has no demo photographs (crates/nostall-cli/assets/demo was missing)"
-                .into(),
-        ));
-    }
-    let write = |path: &std::path::Path, bytes: &[u8]| -> nostall::Result<()> {
-        let io = |e| nostall::Error::Io {
-            path: path.to_path_buf(),
-            source: e,
-        };
-        if std::fs::metadata(path).is_ok_and(|m| m.len() == bytes.len() as u64) {
-            return Ok(());
-        }
-        std::fs::create_dir_all(path.parent().expect("class folder")).map_err(io)?;
-        std::fs::write(path, bytes).map_err(io)
-    };
-    py.detach(|| {
-        DEMO_PHOTOS
-            .iter()
-            .try_for_each(|(name, bytes)| write(&dir.join(name), bytes))
-    })
-    .map_err(|e| raise(py, e))?;
+    let dir = directory.unwrap_or_else(nostall_demo::default_dir);
+    let dir = py
+        .detach(|| nostall_demo::write(&dir))
+        .map_err(|e| raise(py, e))?;
     Ok(dir.to_string_lossy().into_owned())
 }
 

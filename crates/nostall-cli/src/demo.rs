@@ -1,13 +1,10 @@
 //! `nostall demo`: the main job on a built-in default. It writes a few real photographs
-//! (embedded in the binary: see assets/demo/README.md for their sources and licence) to
+//! (embedded by the `nostall-demo` crate: see its assets/demo/README.md for their sources
+//! and licence) to
 //! a temporary directory in ImageFolder layout, and runs the ImageNet training pipeline
 //! over them for a few epochs.
 
-use std::path::PathBuf;
-
 use crate::run::{drive_epoch, open_loader, Preset, Settings};
-
-include!(concat!(env!("OUT_DIR"), "/demo_photos.rs"));
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,13 +24,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> nostall::Result<()> {
-    let dir = write_photos()?;
+    let dir = nostall_demo::write(&nostall_demo::default_dir())?;
     println!(
         "nostall demo: {} photographs ({} classes) in {}, ImageNet training pipeline \
          (RandomResizedCrop 224, flip, normalise; f32 CHW), batch {}, {} prep threads, \
          a simulated training step of {} images/s",
-        DEMO_PHOTOS.len(),
-        classes().len(),
+        nostall_demo::PHOTOS.len(),
+        nostall_demo::classes().len(),
         dir.display(),
         args.batch_size,
         args.threads,
@@ -81,39 +78,4 @@ pub fn run(args: Args) -> nostall::Result<()> {
         );
     }
     Ok(())
-}
-
-fn classes() -> Vec<&'static str> {
-    let mut classes: Vec<_> = DEMO_PHOTOS
-        .iter()
-        .filter_map(|(name, _)| name.split('/').next())
-        .collect();
-    classes.dedup();
-    classes
-}
-
-/// Writes the embedded photographs out, once per user and build.
-fn write_photos() -> nostall::Result<PathBuf> {
-    if DEMO_PHOTOS.is_empty() {
-        return Err(nostall::Error::Config(
-            "this build has no demo photographs (assets/demo was empty)".into(),
-        ));
-    }
-    let dir = std::env::temp_dir().join(format!("nostall-demo-{}", env!("CARGO_PKG_VERSION")));
-    for (name, bytes) in DEMO_PHOTOS {
-        let path = dir.join(name);
-        let fresh = std::fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64);
-        if !fresh {
-            let parent = path.parent().expect("class directory");
-            std::fs::create_dir_all(parent).map_err(|e| nostall::Error::Io {
-                path: parent.into(),
-                source: e,
-            })?;
-            std::fs::write(&path, bytes).map_err(|e| nostall::Error::Io {
-                path: path.clone(),
-                source: e,
-            })?;
-        }
-    }
-    Ok(dir)
 }

@@ -1,5 +1,6 @@
-//! Embeds the demo photographs (assets/demo/<class>/<file>.jpg) into the binary, so that
-//! `nostall demo` works offline on a fresh machine with nothing to download.
+//! Embeds the demo photographs (assets/demo/<class>/<file>.jpg) into the crate, so that
+//! `nostall demo` and `nostall.demo_photos()` work offline on a fresh machine with nothing
+//! to download.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -32,7 +33,7 @@ fn main() {
         }
     }
     files.sort();
-    let mut code = String::from("/// The demo photographs: (class/file name, JPEG bytes).\npub const DEMO_PHOTOS: &[(&str, &[u8])] = &[\n");
+    let mut code = String::from("/// The demo photographs: (class/file name, JPEG bytes).\npub const PHOTOS: &[(&str, &[u8])] = &[\n");
     for (name, path) in &files {
         writeln!(
             code,
