@@ -2,9 +2,11 @@
 //!
 //! Subcommands: `demo` (the ImageNet training pipeline over built-in photographs),
 //! `bench` (throughput of a pipeline over a dataset, beside the decode-only floor),
+//! `analyze` (where training waits for data, and what would remove the wait),
 //! `index` (build or refresh a dataset's index), and `simulate cache` (hit rates of cache
 //! policies over the seeded shuffle).
 
+mod analyze;
 mod bench;
 mod demo;
 mod index;
@@ -33,6 +35,9 @@ enum Command {
     Demo(demo::Args),
     /// Measure a pipeline's throughput over a dataset, beside the decode-only floor.
     Bench(bench::Args),
+    /// Find out why training waits for data and what would fix it: measure fetch, prep
+    /// and the model, predict, check with a real run, and write a report.
+    Analyze(analyze::Args),
     /// Build (or refresh) the index of a dataset directory.
     Index {
         /// Dataset root: ImageFolder layout (one sub-directory per class) or flat.
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Analyze(args) => analyze::run(args),
         Command::Index { dir, index } => index::run(&dir, index.as_deref()),
         Command::Simulate { what } => simulate::run(what),
     };

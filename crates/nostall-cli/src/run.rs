@@ -87,8 +87,8 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
 }
 
 /// Opens the dataset at `location` (a directory, a directory of tar shards, or an
-/// s3:// URL) and a loader over it.
-pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
+/// s3:// URL), and its source behind the emulated link, if any.
+pub fn open_dataset(location: &str, s: &Settings) -> nostall::Result<(Dataset, Arc<dyn Source>)> {
     let mode = if s.cold {
         ReadMode::Cold
     } else {
@@ -99,6 +99,11 @@ pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dat
         Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
         None => dataset.source.clone(),
     };
+    Ok((dataset, source))
+}
+
+/// The loader configuration `s` describes.
+pub fn loader_config(s: &Settings) -> LoaderConfig {
     let mut config = LoaderConfig::new(s.preset.pipeline(s.size));
     config.plan.batch_size = s.batch_size;
     config.plan.seed = s.seed;
@@ -110,7 +115,13 @@ pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dat
         ErrorPolicy::Error
     };
     config.cache = s.cache;
-    let loader = Loader::new(dataset.catalog.clone(), source, config)?;
+    config
+}
+
+/// Opens the dataset at `location` and a loader over it.
+pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
+    let (dataset, source) = open_dataset(location, s)?;
+    let loader = Loader::new(dataset.catalog.clone(), source, loader_config(s))?;
     Ok((loader, dataset))
 }
 

@@ -1,11 +1,221 @@
 //! DS-Analyzer: why training stalls on data, and what would remove the stall.
 //!
-//! The analysis measures three rates by difference (the model's ingestion rate, prep
-//! with data in memory, fetch from the actual storage) and feeds them to a [`model`] that
-//! predicts throughput and the split of epoch time for any cache size, thread count,
-//! storage bandwidth or node count. So far this module holds the rate model; the
-//! measurements and reports build on it.
+//! An analysis has four steps, each in its own module:
+//!
+//! 1. [`measure`] the three rates by difference: F, cold reads from the real source with
+//!    the loader's concurrency; P(n), the loader over samples held in memory, for 1..N
+//!    threads; C, hits from the in-memory cache. G, the model's rate, is given, simulated
+//!    (a fixed time per batch) or, from Python, timed on the user's training step.
+//! 2. Feed them to the rate [`model`]: throughput = min(F, P, G) and the split of epoch
+//!    time into compute, prep stall and fetch stall.
+//! 3. [`observe`] the real loader, as configured, feeding a simulated model at rate G,
+//!    and hold its figures beside the prediction.
+//! 4. Sweep the model along one knob at a time and draw advice from it ([`whatif`]),
+//!    then render a [`Report`] for a terminal, as JSON, or as an HTML page with charts.
+//!
+//! [`analyze`] runs all four within a time budget.
 
+mod chart;
+pub mod measure;
 pub mod model;
+pub mod observe;
+pub mod report;
+pub mod whatif;
 
 pub use model::{Bottleneck, Prediction, Rates, Setup};
+pub use observe::RunLength;
+pub use report::{Configuration, ModelRate, Report};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cache::CachePolicy;
+use crate::catalog::Catalog;
+use crate::error::Result;
+use crate::pipeline::{Loader, LoaderConfig};
+use crate::storage::Source;
+use measure::Keep;
+use report::Measurements;
+
+/// The most samples, and bytes, held in memory to measure prep with.
+const PREP_KEEP: Keep = Keep {
+    samples: 1024,
+    bytes: 256 << 20,
+};
+
+/// What to analyse: a dataset's catalog and source (opened cold, so that fetch is
+/// measured honestly, and behind any emulated link), and the loader configuration.
+pub struct Subject<'a> {
+    /// The dataset's location, for the report.
+    pub location: &'a str,
+    /// The dataset.
+    pub catalog: Arc<Catalog>,
+    /// Where its bytes come from.
+    pub source: Arc<dyn Source>,
+    /// The configuration to analyse.
+    pub config: &'a LoaderConfig,
+    /// The configuration as the report describes it.
+    pub description: Configuration,
+}
+
+/// How an analysis runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Time for the measurements of F, P(n) and C together.
+    pub budget: Duration,
+    /// P(n) is measured for n = 1..=`max_threads`.
+    pub max_threads: usize,
+    /// G.
+    pub model: ModelRate,
+    /// The real run beside the prediction; `None` to skip it.
+    pub run: Option<RunLength>,
+    /// Rates from an earlier analysis to reuse instead of measuring (G is replaced by
+    /// [`Options::model`]).
+    pub rates: Option<Rates>,
+    /// The share of the dataset each node caches in the node sweep.
+    pub node_cache_share: f64,
+    /// The network bandwidth between nodes in the node sweep, bytes/s.
+    pub network_bytes_per_s: f64,
+    /// Seed of the order samples are measured in.
+    pub seed: u64,
+}
+
+/// Runs an analysis of `subject`; `progress` hears what is being done.
+///
+/// # Errors
+///
+/// A source that cannot be read at all, a configuration the loader refuses, or a failing
+/// sample under the `error` policy during the prep measurement or the real run.
+pub fn analyze(
+    subject: &Subject<'_>,
+    options: &Options,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report> {
+    let catalog = &subject.catalog;
+    let config = subject.config;
+    let (rates, measurements) = match &options.rates {
+        Some(rates) => (
+            Rates {
+                model: options.model.rate,
+                ..rates.clone()
+            },
+            None,
+        ),
+        None => {
+            let m = measure_all(subject, options, progress)?;
+            let rates = Rates {
+                samples: catalog.len() as u64,
+                dataset_bytes: catalog.total_bytes(),
+                prep: m.prep.iter().map(|p| p.samples_per_s).collect(),
+                storage_bytes_per_s: m.fetch.bytes_per_s,
+                cache: m.cache.samples_per_s,
+                model: options.model.rate,
+            };
+            (rates, Some(m))
+        }
+    };
+    let setup = Setup {
+        batch_size: config.plan.batch_size,
+        ..Setup::single(subject.description.cache_share, config.prep_threads)
+    };
+    let prediction = rates.predict(&setup);
+    let (observation, observed) = match options.run {
+        Some(length) => {
+            progress("running the loader as configured, fed to the model");
+            let loader = Loader::new(catalog.clone(), subject.source.clone(), config.clone())?;
+            // One line a second at most: a small dataset runs hundreds of epochs.
+            let mut last_line: Option<Instant> = None;
+            let observation = observe::observe(&loader, options.model.rate, length, |e| {
+                if last_line.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                    return;
+                }
+                last_line = Some(Instant::now());
+                progress(&format!(
+                    "  epoch {}: {:.0} images/s, {:.1}% waiting for data",
+                    e.epoch,
+                    e.samples as f64 / e.seconds.max(1e-9),
+                    100.0 * e.stall_seconds / e.seconds.max(1e-9)
+                ))
+            })?;
+            let steady = observation.steady();
+            (Some(observation), steady)
+        }
+        None => (None, None),
+    };
+    let max_threads = 4 * options.max_threads.max(config.prep_threads).max(8);
+    Ok(Report {
+        version: env!("CARGO_PKG_VERSION").into(),
+        dataset: subject.location.into(),
+        configuration: subject.description.clone(),
+        model: options.model.clone(),
+        what_if: whatif::sweep(
+            &rates,
+            &setup,
+            options.node_cache_share,
+            options.network_bytes_per_s,
+        ),
+        advice: whatif::advise(&rates, &setup, &prediction, max_threads),
+        rates,
+        measurements,
+        prediction,
+        observation,
+        observed,
+    })
+}
+
+/// F first (keeping samples for P), then C, then P(n) for each thread count, sharing
+/// the budget: a fifth for F, the rest for P.
+fn measure_all(
+    subject: &Subject<'_>,
+    options: &Options,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Measurements> {
+    let started = Instant::now();
+    let config = subject.config;
+    progress(&format!(
+        "measuring fetch: cold reads, {} in flight",
+        config.fetch_threads
+    ));
+    let (fetch, kept) = measure::fetch(
+        subject.source.as_ref(),
+        &subject.catalog,
+        options.seed,
+        config.fetch_threads,
+        options.budget / 5,
+        PREP_KEEP,
+    )?;
+    let cache = measure::cache(&kept, config.fetch_threads, Duration::from_millis(200));
+    let threads = options.max_threads.max(1);
+    let per_count = options.budget * 4 / 5 / threads as u32;
+    let mut prep = Vec::new();
+    for n in 1..=threads {
+        progress(&format!(
+            "measuring prep: {n} thread(s), {} samples in memory",
+            kept.len()
+        ));
+        prep.push(measure::prep(
+            &subject.catalog,
+            &kept,
+            config,
+            n,
+            per_count,
+        )?);
+    }
+    Ok(Measurements {
+        fetch,
+        prep,
+        cache,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The share of the dataset the configured cache holds in steady state: MinIO keeps
+/// what it first sees until full, so a capacity of `x` of the dataset serves `x` of
+/// every later epoch. LRU under a random order serves far less; the report says the
+/// prediction assumes MinIO.
+pub fn cache_share(config: &LoaderConfig, dataset_bytes: u64) -> f64 {
+    if config.cache.policy == CachePolicy::None || dataset_bytes == 0 {
+        return 0.0;
+    }
+    (config.cache.capacity.bytes(dataset_bytes) as f64 / dataset_bytes as f64).min(1.0)
+}

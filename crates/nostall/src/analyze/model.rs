@@ -12,7 +12,13 @@
 //!
 //! The stages overlap, so throughput is `min(F, P, G)` and an epoch of `D` samples takes
 //! `D / min(F, P, G)`. Of that, `D/G` is compute; the prep stall is what prep adds on top
-//! of compute, `D/min(P, G) − D/G`; the fetch stall is the rest. The smallest cache that
+//! of compute, `D/min(P, G) − D/G`; the fetch stall is the rest.
+//!
+//! One cost does not overlap: the loader starts each epoch empty, so the model waits for
+//! the first batch of `b` samples, `b / min(F, P)`, before it computes at all. With it,
+//! an epoch takes `max(D / min(F, P), b / min(F, P) + D / G)`. It matters only when an
+//! epoch is a few batches long (a small dataset, or many ranks); [`Setup::batch_size`]
+//! of 0 leaves it out. The smallest cache that
 //! removes the fetch stall solves `F(x) = min(P, G)`:
 //! `x* = (1/S − 1/m) / (1/S − 1/C)` with `m = min(P, G)`.
 //!
@@ -20,8 +26,10 @@
 //! (CoorDL), a node finds `c` of its samples locally, `min(1, K·c) − c` at a peer (at the
 //! network's rate `R`), and the rest in storage, whose rate `S` the nodes share.
 
+use serde::{Deserialize, Serialize};
+
 /// Measured (or assumed) rates, in samples per second unless noted.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     /// Samples in the dataset.
     pub samples: u64,
@@ -48,22 +56,27 @@ pub struct Setup {
     pub nodes: usize,
     /// Network bandwidth between nodes, bytes per second (for remote cache hits).
     pub network_bytes_per_s: f64,
+    /// Samples per batch, for the wait at each epoch's start; 0 to leave it out.
+    pub batch_size: usize,
 }
 
 impl Setup {
-    /// One node with `threads` prep threads and a cache of `cache_fraction`.
+    /// One node with `threads` prep threads and a cache of `cache_fraction`, epochs long
+    /// enough that their start does not matter.
     pub fn single(cache_fraction: f64, threads: usize) -> Setup {
         Setup {
             cache_fraction,
             threads,
             nodes: 1,
             network_bytes_per_s: f64::INFINITY,
+            batch_size: 0,
         }
     }
 }
 
 /// Which rate limits throughput.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Bottleneck {
     /// Reading samples (storage or network).
     Fetch,
@@ -74,7 +87,7 @@ pub enum Bottleneck {
 }
 
 /// What the model predicts for one node of a [`Setup`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
     /// Samples per second per node.
     pub throughput: f64,
@@ -146,20 +159,27 @@ impl Rates {
         let fetch = self.fetch_rate(setup);
         let prep = self.prep_rate(setup.threads);
         let model = self.model.unwrap_or(f64::INFINITY);
-        let throughput = fetch.min(prep).min(model);
-        let bottleneck = if throughput == model && model <= prep && model <= fetch {
+        let pipeline = fetch.min(prep);
+        let bottleneck = if model <= pipeline {
             Bottleneck::Model
         } else if prep <= fetch {
             Bottleneck::Prep
         } else {
             Bottleneck::Fetch
         };
-        // Times per sample; shares of the epoch.
-        let epoch = 1.0 / throughput;
-        let compute = if model.is_finite() { 1.0 / model } else { 0.0 };
-        let without_fetch = 1.0 / prep.min(model);
+        // Seconds per epoch on one node: its share of the samples, the first batch's wait.
+        let samples = self.samples.max(1) as f64 / setup.nodes.max(1) as f64;
+        let first = setup.batch_size as f64;
+        let compute = if model.is_finite() {
+            samples / model
+        } else {
+            0.0
+        };
+        let epoch_at = |rate: f64| (samples / rate).max(first / rate + compute);
+        let epoch = epoch_at(pipeline);
+        let without_fetch = epoch_at(prep);
         Prediction {
-            throughput,
+            throughput: samples / epoch,
             fetch,
             prep,
             bottleneck,
@@ -281,6 +301,32 @@ mod tests {
     }
 
     #[test]
+    fn short_epochs_wait_for_their_first_batch() {
+        let r = Rates {
+            samples: 3_000,
+            ..rates()
+        };
+        // Model-bound: 3000 samples at 600/s is 5 s of compute, plus the first batch of
+        // 100 at the pipeline's 700/s before it can start.
+        let setup = Setup {
+            batch_size: 100,
+            ..Setup::single(1.0, 2)
+        };
+        let p = r.predict(&setup);
+        let epoch = 100.0 / 700.0 + 5.0;
+        assert!(close(p.throughput, 3_000.0 / epoch), "{p:?}");
+        assert!(close(p.compute_share, 5.0 / epoch));
+        assert!(close(p.prep_stall_share, 1.0 - 5.0 / epoch));
+        assert_eq!(p.bottleneck, Bottleneck::Model);
+        // Pipeline-bound epochs hide the start behind the slower stage.
+        let prep_bound = Setup {
+            batch_size: 100,
+            ..Setup::single(1.0, 1)
+        };
+        assert!(close(r.predict(&prep_bound).throughput, 400.0));
+    }
+
+    #[test]
     fn a_partitioned_cache_serves_misses_from_peers() {
         let r = rates();
         let setup = Setup {
@@ -288,6 +334,7 @@ mod tests {
             threads: 2,
             nodes: 4,
             network_bytes_per_s: 1e9, // 10 000 samples/s
+            batch_size: 0,
         };
         let expected = 1.0 / (0.25 / 20_000.0 + 0.75 / 10_000.0);
         assert!(close(r.fetch_rate(&setup), expected));

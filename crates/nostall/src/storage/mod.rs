@@ -8,6 +8,7 @@
 //! - [`Objects`]: one blob per sample in a [`BlobStore`] (a bucket prefix, a directory).
 //! - [`TarShards`]: samples as members of WebDataset-style tar shards in a [`BlobStore`],
 //!   indexed once so that every sample is one ranged read.
+//! - [`Memory`]: samples already in memory (to measure prep without storage).
 //! - [`Throttled`]: any source behind an emulated link (bandwidth, latency, concurrency),
 //!   to stand in for a hard disk, a network filesystem or a remote object store.
 //!
@@ -29,6 +30,7 @@
 
 mod blob;
 mod files;
+mod memory;
 #[cfg(feature = "s3")]
 mod s3;
 mod tar;
@@ -36,6 +38,7 @@ mod throttle;
 
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
+pub use memory::Memory;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
 pub use tar::TarShards;

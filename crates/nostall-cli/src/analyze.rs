@@ -1,0 +1,232 @@
+//! `nostall analyze [DATASET]`: where training waits for data and what would fix it
+//! (DS-Analyzer). Measures F, P(n) and C, predicts, checks the prediction with a real run
+//! fed to a simulated model, and writes a terminal summary, a JSON file and an HTML page.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nostall::analyze::{self, Configuration, ModelRate, Options, Rates, RunLength};
+use nostall::cache::{CachePolicy, Capacity};
+use nostall::Error;
+
+use crate::run::{loader_config, open_dataset, Preset, Settings, StorageArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The dataset: a directory of images, a directory of .tar shards, or
+    /// s3://bucket/prefix. Default: nostall's built-in demo photographs.
+    dataset: Option<String>,
+    /// Pipeline preset.
+    #[arg(long, value_enum, default_value_t = Preset::Train)]
+    preset: Preset,
+    /// Output height and width.
+    #[arg(long, default_value_t = 224)]
+    size: u32,
+    /// Samples per batch (default: 64; 8 for the demo photographs).
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Prep (decode + transform) threads of the configuration analysed.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Fetch threads (requests in flight) of the configuration analysed.
+    #[arg(long, default_value_t = 1)]
+    fetch_threads: usize,
+    /// The model's speed in images/s (e.g. what your GPU trains at).
+    #[arg(long, conflicts_with_all = ["step_ms", "no_model"])]
+    model_rate: Option<f64>,
+    /// A simulated model taking this many milliseconds per batch (default: 1 ms per
+    /// image, about a ResNet-50 on one V100-class GPU).
+    #[arg(long, conflicts_with = "no_model")]
+    step_ms: Option<f64>,
+    /// Leave the model out: analyse the input pipeline alone.
+    #[arg(long)]
+    no_model: bool,
+    /// Measure prep for 1 to this many threads (default: the number of cores).
+    #[arg(long)]
+    max_threads: Option<usize>,
+    /// Seconds for the measurements of fetch, prep and cache together.
+    #[arg(long, default_value_t = 20.0)]
+    budget: f64,
+    /// Seconds of the real run beside the prediction.
+    #[arg(long, default_value_t = 10.0)]
+    run_seconds: f64,
+    /// Run at least this many epochs after the cache's warm-up, whatever --run-seconds.
+    #[arg(long, default_value_t = 0)]
+    run_epochs: u64,
+    /// Skip the real run.
+    #[arg(long)]
+    no_run: bool,
+    /// Read through the page cache instead of cold (measures memory, not storage, when
+    /// the dataset is cached by the OS).
+    #[arg(long)]
+    warm: bool,
+    /// Reuse the measured rates of an earlier report (its JSON file) instead of
+    /// measuring again; the model rate comes from this command's options.
+    #[arg(long)]
+    rates: Option<PathBuf>,
+    /// Node sweep: the share of the dataset each node caches (default: the configured
+    /// cache, or 25% without one).
+    #[arg(long, value_parser = parse_share)]
+    node_cache: Option<f64>,
+    /// Node sweep: network bandwidth between nodes, Gb/s.
+    #[arg(long, default_value_t = 10.0)]
+    network_gbps: f64,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "nostall-analysis.json")]
+    json: PathBuf,
+    /// Where to write the HTML report.
+    #[arg(long, default_value = "nostall-analysis.html")]
+    html: PathBuf,
+    /// Print only the summary, not the progress.
+    #[arg(long)]
+    quiet: bool,
+    /// Seed of the shuffle and of the measurement order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    storage: StorageArgs,
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<Capacity>().map_err(|e| e.to_string())? {
+        Capacity::Fraction(f) => Ok(f),
+        Capacity::Bytes(_) => Err(format!(
+            "{s}: give a share of the dataset (25% or 0.25), not bytes"
+        )),
+    }
+}
+
+pub fn run(args: Args) -> nostall::Result<()> {
+    let (location, demo) = match &args.dataset {
+        Some(location) => (location.clone(), false),
+        None => {
+            let dir = nostall_demo::write(&nostall_demo::default_dir())?;
+            (dir.to_string_lossy().into_owned(), true)
+        }
+    };
+    let batch_size = args.batch_size.unwrap_or(if demo { 8 } else { 64 });
+    let settings = Settings {
+        preset: args.preset,
+        size: args.size,
+        batch_size,
+        prep_threads: args.threads,
+        fetch_threads: args.fetch_threads,
+        seed: args.seed,
+        skip_bad: false,
+        cold: !args.warm,
+        cache: args.storage.cache(),
+        link: args.storage.link(),
+    };
+    let (dataset, source) = open_dataset(&location, &settings)?;
+    let config = loader_config(&settings);
+    let model = match (args.model_rate, args.step_ms, args.no_model) {
+        (_, _, true) => ModelRate::none(),
+        (Some(rate), _, _) if rate > 0.0 => ModelRate::given(rate),
+        (Some(rate), _, _) => {
+            return Err(Error::Config(format!(
+                "--model-rate {rate}: give images/s above 0, or --no-model"
+            )))
+        }
+        (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size),
+    };
+    let cache_share = analyze::cache_share(&config, dataset.catalog.total_bytes());
+    let mut storage = match dataset.format {
+        nostall::dataset::Format::Objects | nostall::dataset::Format::TarShards
+            if location.starts_with("s3://") =>
+        {
+            format!("object storage ({location})")
+        }
+        _ if args.warm => "local files, through the page cache".to_string(),
+        _ => "local files, read cold".to_string(),
+    };
+    if let Some(mbps) = args.storage.throttle_mbps {
+        storage.push_str(&format!(", throttled to {mbps} MB/s"));
+    }
+    if args.storage.latency_ms > 0.0 {
+        storage.push_str(&format!(", {} ms per read", args.storage.latency_ms));
+    }
+    let description = Configuration {
+        pipeline: format!("{:?} preset, {}×{}", args.preset, args.size, args.size).to_lowercase(),
+        batch_size,
+        prep_threads: args.threads,
+        fetch_threads: args.fetch_threads,
+        cache: match config.cache.policy {
+            CachePolicy::Lru => "lru (predicted as if MinIO: LRU hits less)".into(),
+            policy => format!("{policy:?}").to_lowercase(),
+        },
+        cache_share,
+        storage,
+    };
+    let rates = args.rates.as_deref().map(read_rates).transpose()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let options = Options {
+        budget: Duration::from_secs_f64(args.budget.max(0.5)),
+        max_threads: args.max_threads.unwrap_or(cores).max(1),
+        model,
+        run: (!args.no_run).then_some(RunLength {
+            budget: Duration::from_secs_f64(args.run_seconds.max(0.0)),
+            min_epochs: args.run_epochs,
+        }),
+        rates,
+        node_cache_share: args.node_cache.unwrap_or(if cache_share > 0.0 {
+            cache_share
+        } else {
+            0.25
+        }),
+        network_bytes_per_s: args.network_gbps * 1e9 / 8.0,
+        seed: args.seed,
+    };
+    let subject = analyze::Subject {
+        location: &location,
+        catalog: dataset.catalog.clone(),
+        source,
+        config: &config,
+        description,
+    };
+    let quiet = args.quiet;
+    let report = analyze::analyze(&subject, &options, &mut |msg| {
+        if !quiet {
+            eprintln!("{msg}");
+        }
+    })?;
+    print!("{}", report.text());
+    write(
+        &args.json,
+        &serde_json::to_string_pretty(&report).expect("a report serialises"),
+    )?;
+    write(&args.html, &report.html())?;
+    println!(
+        "\nreport: {} (open in a browser), figures: {}",
+        args.html.display(),
+        args.json.display()
+    );
+    Ok(())
+}
+
+fn write(path: &std::path::Path, text: &str) -> nostall::Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })
+}
+
+/// The rates of an earlier report's JSON file.
+fn read_rates(path: &std::path::Path) -> nostall::Result<Rates> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })?;
+    /// The part of a report this needs.
+    #[derive(serde::Deserialize)]
+    struct Saved {
+        rates: Rates,
+    }
+    serde_json::from_str::<Saved>(&text)
+        .map(|r| r.rates)
+        .map_err(|e| {
+            Error::Config(format!(
+                "{}: not a report written by `nostall analyze --json` ({e})",
+                path.display()
+            ))
+        })
+}

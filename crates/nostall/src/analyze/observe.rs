@@ -1,0 +1,158 @@
+//! The check on a prediction: the real loader, as configured, feeding a simulated model
+//! that takes `len / G` seconds per batch. The consumer's wait for each batch is the data
+//! stall a GPU of that speed would see.
+//!
+//! With a cache, the first epoch only fills it (MinIO keeps the first samples it sees),
+//! so it is run and reported but left out of the steady-state figures the model predicts.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::CachePolicy;
+use crate::error::Result;
+use crate::pipeline::Loader;
+
+/// What one epoch (or the part of it that ran) showed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedEpoch {
+    /// The epoch.
+    pub epoch: u64,
+    /// Samples delivered.
+    pub samples: u64,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Seconds the consumer waited for batches: the data stall.
+    pub stall_seconds: f64,
+    /// Seconds the simulated model computed.
+    pub compute_seconds: f64,
+    /// Cache hits / reads in this epoch.
+    pub cache_hit_share: f64,
+    /// Bytes read from storage (cache misses).
+    pub storage_bytes: u64,
+    /// Whether the epoch ran to its end (false when the time budget cut it short).
+    pub complete: bool,
+}
+
+/// The run: every epoch, and how many of the first ones only warmed the cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// The epochs, in order.
+    pub epochs: Vec<ObservedEpoch>,
+    /// Leading epochs that filled the cache and are left out of [`Observation::steady`].
+    pub warm_up: usize,
+}
+
+/// Figures over the steady-state epochs of an [`Observation`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Steady {
+    /// Samples per second.
+    pub images_per_s: f64,
+    /// Share of wall time spent waiting for data.
+    pub stall_share: f64,
+    /// Share of wall time the model computed.
+    pub compute_share: f64,
+    /// Cache hits / reads.
+    pub cache_hit_share: f64,
+    /// Whether these are steady-state epochs; false when the budget ended the run
+    /// during the cache's warm-up, so the figures are the first epoch's.
+    pub steady: bool,
+}
+
+impl Observation {
+    /// The figures over the epochs after the warm-up (over the warm-up itself if no
+    /// other epoch ran); `None` if nothing ran.
+    pub fn steady(&self) -> Option<Steady> {
+        let after: Vec<_> = self.epochs.iter().skip(self.warm_up).collect();
+        let (epochs, steady) = if after.is_empty() {
+            (self.epochs.iter().collect(), self.warm_up == 0)
+        } else {
+            (after, true)
+        };
+        let sum = |f: fn(&ObservedEpoch) -> f64| epochs.iter().map(|e| f(e)).sum::<f64>();
+        let seconds = sum(|e| e.seconds);
+        if epochs.is_empty() || seconds <= 0.0 {
+            return None;
+        }
+        let samples = sum(|e| e.samples as f64);
+        Some(Steady {
+            images_per_s: samples / seconds,
+            stall_share: sum(|e| e.stall_seconds) / seconds,
+            compute_share: sum(|e| e.compute_seconds) / seconds,
+            cache_hit_share: sum(|e| e.cache_hit_share * e.samples as f64) / samples.max(1.0),
+            steady,
+        })
+    }
+}
+
+/// How long [`observe`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLength {
+    /// Stop once this much time has passed (in the middle of an epoch if need be)…
+    pub budget: Duration,
+    /// …but not before this many epochs after the warm-up have ended.
+    pub min_epochs: u64,
+}
+
+/// Runs `loader` from epoch 0 with a consumer that spends `len / model` seconds on every
+/// batch (none without a model rate), for `length`; `progress` sees each epoch's figures
+/// as they end.
+///
+/// # Errors
+///
+/// What the loader raises: a failing sample under the `error` policy.
+pub fn observe(
+    loader: &Loader,
+    model: Option<f64>,
+    length: RunLength,
+    mut progress: impl FnMut(&ObservedEpoch),
+) -> Result<Observation> {
+    let cache = loader.config().cache;
+    let warm_up = usize::from(cache.policy != CachePolicy::None);
+    let started = Instant::now();
+    let mut epochs = Vec::new();
+    for epoch in 0.. {
+        let measured_done = epochs.len().saturating_sub(warm_up) as u64;
+        if started.elapsed() >= length.budget && measured_done >= length.min_epochs {
+            break;
+        }
+        let must_finish = measured_done < length.min_epochs;
+        let mut batches = loader.epoch(epoch)?;
+        let mut compute = Duration::ZERO;
+        let mut complete = true;
+        for batch in batches.by_ref() {
+            let batch = batch?;
+            if let Some(rate) = model {
+                let step = Duration::from_secs_f64(batch.len() as f64 / rate);
+                std::thread::sleep(step);
+                compute += step;
+            }
+            if !must_finish && started.elapsed() >= length.budget {
+                complete = batches.position().batch as usize >= loader.batches_per_epoch();
+                break;
+            }
+        }
+        let stats = batches.stats();
+        let reads = stats.cache.hits + stats.cache.misses;
+        let observed = ObservedEpoch {
+            epoch,
+            samples: stats.samples,
+            seconds: stats.wall.as_secs_f64(),
+            stall_seconds: stats.wait.as_secs_f64(),
+            compute_seconds: compute.as_secs_f64(),
+            cache_hit_share: if reads == 0 {
+                0.0
+            } else {
+                stats.cache.hits as f64 / reads as f64
+            },
+            storage_bytes: stats.storage.bytes,
+            complete,
+        };
+        progress(&observed);
+        epochs.push(observed);
+        if !complete {
+            break;
+        }
+    }
+    Ok(Observation { epochs, warm_up })
+}
