@@ -5,11 +5,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nostall::analyze::{self, Configuration, ModelRate, Options, Rates, RunLength};
-use nostall::cache::{CachePolicy, Capacity};
+use nostall::analyze::{self, ModelRate, Options, Rates, RunLength, Subject};
+use nostall::cache::Capacity;
+use nostall::storage::ReadMode;
 use nostall::Error;
 
-use crate::run::{loader_config, open_dataset, Preset, Settings, StorageArgs};
+use crate::run::{loader_config, Preset, Settings, StorageArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -117,8 +118,19 @@ pub fn run(args: Args) -> nostall::Result<()> {
         cache: args.storage.cache(),
         link: args.storage.link(),
     };
-    let (dataset, source) = open_dataset(&location, &settings)?;
-    let config = loader_config(&settings);
+    let read = if settings.cold {
+        ReadMode::Cold
+    } else {
+        ReadMode::Cached
+    };
+    let pipeline = format!("{:?} preset, {}×{}", args.preset, args.size, args.size).to_lowercase();
+    let subject = Subject::open(
+        &location,
+        loader_config(&settings),
+        &pipeline,
+        read,
+        settings.link,
+    )?;
     let model = match (args.model_rate, args.step_ms, args.no_model) {
         (_, _, true) => ModelRate::none(),
         (Some(rate), _, _) if rate > 0.0 => ModelRate::given(rate),
@@ -129,34 +141,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         }
         (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size),
     };
-    let cache_share = analyze::cache_share(&config, dataset.catalog.total_bytes());
-    let mut storage = match dataset.format {
-        nostall::dataset::Format::Objects | nostall::dataset::Format::TarShards
-            if location.starts_with("s3://") =>
-        {
-            format!("object storage ({location})")
-        }
-        _ if args.warm => "local files, through the page cache".to_string(),
-        _ => "local files, read cold".to_string(),
-    };
-    if let Some(mbps) = args.storage.throttle_mbps {
-        storage.push_str(&format!(", throttled to {mbps} MB/s"));
-    }
-    if args.storage.latency_ms > 0.0 {
-        storage.push_str(&format!(", {} ms per read", args.storage.latency_ms));
-    }
-    let description = Configuration {
-        pipeline: format!("{:?} preset, {}×{}", args.preset, args.size, args.size).to_lowercase(),
-        batch_size,
-        prep_threads: args.threads,
-        fetch_threads: args.fetch_threads,
-        cache: match config.cache.policy {
-            CachePolicy::Lru => "lru (predicted as if MinIO: LRU hits less)".into(),
-            policy => format!("{policy:?}").to_lowercase(),
-        },
-        cache_share,
-        storage,
-    };
+    let cache_share = subject.description.cache_share;
     let rates = args.rates.as_deref().map(read_rates).transpose()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let options = Options {
@@ -175,13 +160,6 @@ pub fn run(args: Args) -> nostall::Result<()> {
         }),
         network_bytes_per_s: args.network_gbps * 1e9 / 8.0,
         seed: args.seed,
-    };
-    let subject = analyze::Subject {
-        location: &location,
-        catalog: dataset.catalog.clone(),
-        source,
-        config: &config,
-        description,
     };
     let quiet = args.quiet;
     let report = analyze::analyze(&subject, &options, &mut |msg| {

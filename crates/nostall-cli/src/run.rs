@@ -86,22 +86,6 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 
-/// Opens the dataset at `location` (a directory, a directory of tar shards, or an
-/// s3:// URL), and its source behind the emulated link, if any.
-pub fn open_dataset(location: &str, s: &Settings) -> nostall::Result<(Dataset, Arc<dyn Source>)> {
-    let mode = if s.cold {
-        ReadMode::Cold
-    } else {
-        ReadMode::Cached
-    };
-    let dataset = dataset::open(location, mode)?;
-    let source: Arc<dyn Source> = match s.link {
-        Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
-        None => dataset.source.clone(),
-    };
-    Ok((dataset, source))
-}
-
 /// The loader configuration `s` describes.
 pub fn loader_config(s: &Settings) -> LoaderConfig {
     let mut config = LoaderConfig::new(s.preset.pipeline(s.size));
@@ -118,9 +102,19 @@ pub fn loader_config(s: &Settings) -> LoaderConfig {
     config
 }
 
-/// Opens the dataset at `location` and a loader over it.
+/// Opens the dataset at `location` (a directory, a directory of tar shards, or an
+/// s3:// URL) and a loader over it.
 pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
-    let (dataset, source) = open_dataset(location, s)?;
+    let mode = if s.cold {
+        ReadMode::Cold
+    } else {
+        ReadMode::Cached
+    };
+    let dataset = dataset::open(location, mode)?;
+    let source: Arc<dyn Source> = match s.link {
+        Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
+        None => dataset.source.clone(),
+    };
     let loader = Loader::new(dataset.catalog.clone(), source, loader_config(s))?;
     Ok((loader, dataset))
 }

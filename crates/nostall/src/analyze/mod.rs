@@ -31,9 +31,10 @@ use std::time::{Duration, Instant};
 
 use crate::cache::CachePolicy;
 use crate::catalog::Catalog;
+use crate::dataset::{self, Format};
 use crate::error::Result;
 use crate::pipeline::{Loader, LoaderConfig};
-use crate::storage::Source;
+use crate::storage::{Link, ReadMode, Source, Throttled};
 use measure::Keep;
 use report::Measurements;
 
@@ -45,17 +46,77 @@ const PREP_KEEP: Keep = Keep {
 
 /// What to analyse: a dataset's catalog and source (opened cold, so that fetch is
 /// measured honestly, and behind any emulated link), and the loader configuration.
-pub struct Subject<'a> {
+pub struct Subject {
     /// The dataset's location, for the report.
-    pub location: &'a str,
+    pub location: String,
     /// The dataset.
     pub catalog: Arc<Catalog>,
     /// Where its bytes come from.
     pub source: Arc<dyn Source>,
     /// The configuration to analyse.
-    pub config: &'a LoaderConfig,
+    pub config: LoaderConfig,
     /// The configuration as the report describes it.
     pub description: Configuration,
+}
+
+impl Subject {
+    /// Opens the dataset at `location` (see [`dataset::open`]) with `read`, behind
+    /// `link` if given, to analyse `config`, whose pipeline the report calls `pipeline`.
+    ///
+    /// # Errors
+    ///
+    /// What [`dataset::open`] returns for a location it cannot open.
+    pub fn open(
+        location: &str,
+        config: LoaderConfig,
+        pipeline: &str,
+        read: ReadMode,
+        link: Option<Link>,
+    ) -> Result<Subject> {
+        let dataset = dataset::open(location, read)?;
+        let source: Arc<dyn Source> = match link {
+            Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
+            None => dataset.source.clone(),
+        };
+        let mut storage = match (dataset.format, read) {
+            _ if location.starts_with("s3://") => format!("object storage ({location})"),
+            (Format::TarShards, ReadMode::Cold) => "local tar shards, read cold".to_string(),
+            (Format::TarShards, ReadMode::Cached) => "local tar shards, page cache".to_string(),
+            (_, ReadMode::Cold) => "local files, read cold".to_string(),
+            (_, ReadMode::Cached) => "local files, through the page cache".to_string(),
+        };
+        if let Some(link) = link {
+            if let Some(bandwidth) = link.bandwidth {
+                storage.push_str(&format!(", throttled to {} MB/s", bandwidth / 1e6));
+            }
+            if !link.latency.is_zero() {
+                storage.push_str(&format!(
+                    ", {} ms per read",
+                    link.latency.as_secs_f64() * 1e3
+                ));
+            }
+        }
+        let description = Configuration {
+            pipeline: pipeline.into(),
+            batch_size: config.plan.batch_size,
+            prep_threads: config.prep_threads,
+            fetch_threads: config.fetch_threads,
+            cache: match config.cache.policy {
+                CachePolicy::Minio => "minio".into(),
+                CachePolicy::Lru => "lru (predicted as if MinIO: LRU hits less)".into(),
+                CachePolicy::None => "none".into(),
+            },
+            cache_share: cache_share(&config, dataset.catalog.total_bytes()),
+            storage,
+        };
+        Ok(Subject {
+            location: location.into(),
+            catalog: dataset.catalog,
+            source,
+            config,
+            description,
+        })
+    }
 }
 
 /// How an analysis runs.
@@ -87,12 +148,12 @@ pub struct Options {
 /// A source that cannot be read at all, a configuration the loader refuses, or a failing
 /// sample under the `error` policy during the prep measurement or the real run.
 pub fn analyze(
-    subject: &Subject<'_>,
+    subject: &Subject,
     options: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
     let catalog = &subject.catalog;
-    let config = subject.config;
+    let config = &subject.config;
     let (rates, measurements) = match &options.rates {
         Some(rates) => (
             Rates {
@@ -145,7 +206,7 @@ pub fn analyze(
     let max_threads = 4 * options.max_threads.max(config.prep_threads).max(8);
     Ok(Report {
         version: env!("CARGO_PKG_VERSION").into(),
-        dataset: subject.location.into(),
+        dataset: subject.location.clone(),
         configuration: subject.description.clone(),
         model: options.model.clone(),
         what_if: whatif::sweep(
@@ -166,12 +227,12 @@ pub fn analyze(
 /// F first (keeping samples for P), then C, then P(n) for each thread count, sharing
 /// the budget: a fifth for F, the rest for P.
 fn measure_all(
-    subject: &Subject<'_>,
+    subject: &Subject,
     options: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Measurements> {
     let started = Instant::now();
-    let config = subject.config;
+    let config = &subject.config;
     progress(&format!(
         "measuring fetch: cold reads, {} in flight",
         config.fetch_threads
@@ -213,7 +274,7 @@ fn measure_all(
 /// what it first sees until full, so a capacity of `x` of the dataset serves `x` of
 /// every later epoch. LRU under a random order serves far less; the report says the
 /// prediction assumes MinIO.
-pub fn cache_share(config: &LoaderConfig, dataset_bytes: u64) -> f64 {
+fn cache_share(config: &LoaderConfig, dataset_bytes: u64) -> f64 {
     if config.cache.policy == CachePolicy::None || dataset_bytes == 0 {
         return 0.0;
     }
