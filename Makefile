@@ -2,7 +2,8 @@
 #   make demo   the ImageNet training pipeline over built-in photographs
 #   make test   format check, lints, and every test (Rust, then Python: python-test)
 # Both install the system packages the build needs (cmake and nasm, to build the vendored
-# libjpeg-turbo 3) when they are missing.
+# libjpeg-turbo 3; chromium, to test the HTML report of `nostall analyze` headless) when
+# they are missing.
 
 .PHONY: demo test deps bench python-test
 
@@ -16,23 +17,29 @@ test: deps
 	$(MAKE) python-test
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,
-# torch, torchvision from PyPI; pip's cache makes repeat runs fast), then the pytest suite
-# and the two-rank torchrun example. A debug build with the engine optimised: much faster
-# to build than a release wheel, and fast enough for the tests.
+# torch, torchvision, mypy from PyPI; pip's cache makes repeat runs fast), then the pytest
+# suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
+# the built module (stubtest), mypy over the example and the benchmark script (settings in
+# python/pyproject.toml), and the two-rank torchrun example. A debug build with the engine
+# optimised: much faster to build than a release wheel, and fast enough for the tests.
 VENV_TEST := $(CURDIR)/.venv-test
 PY_TEST := $(VENV_TEST)/bin/python
 python-test: deps
 	@test -x $(PY_TEST) || python3 -m venv $(VENV_TEST)
-	$(PY_TEST) -m pip install -q --disable-pip-version-check maturin pytest numpy torch torchvision
+	$(PY_TEST) -m pip install -q --disable-pip-version-check maturin pytest numpy torch torchvision \
+	  mypy types-psutil
 	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q \
 	  --config 'profile.dev.package.nostall.opt-level=3' \
 	  --config 'profile.dev.package.nostall-python.opt-level=3'
 	$(PY_TEST) -m pytest -q python/tests
+	$(PY_TEST) -m mypy.stubtest nostall
+	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py
 	$(VENV_TEST)/bin/torchrun --nproc_per_node=2 examples/train_imagenet.py --steps 3 --check-shards
 
 deps:
-	@command -v cmake >/dev/null && command -v nasm >/dev/null && python3 -m venv --help >/dev/null 2>&1 || \
-	  { apt-get update -qq && apt-get install -y -qq cmake nasm python3-venv >/dev/null; }
+	@command -v cmake >/dev/null && command -v nasm >/dev/null && command -v chromium >/dev/null && \
+	  python3 -m venv --help >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq cmake nasm python3-venv chromium >/dev/null; }
 	@# s3s-fs: the S3-compatible server the S3 tests run against.
 	@test -x "$${CARGO_HOME:-$$HOME/.cargo}/bin/s3s-fs" || command -v s3s-fs >/dev/null || \
 	  cargo install s3s-fs@0.14.1 --features binary --locked

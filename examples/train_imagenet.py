@@ -18,6 +18,7 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -78,7 +79,8 @@ def torch_batches(args, rank: int, world: int):
         transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
     ])
     dataset = torchvision.datasets.ImageFolder(args.data, transform=transform)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    sampler: DistributedSampler[int] = DistributedSampler(dataset, num_replicas=world, rank=rank,
+                                                          shuffle=True, seed=0)
     workers = 2 if args.threads is None else args.threads
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=workers,
                         drop_last=True, persistent_workers=workers > 0)
@@ -132,7 +134,7 @@ def main() -> None:
 
     if args.check_shards:
         mine = {"rank": rank, "steps": args.steps, "steps_per_epoch": steps_per_epoch, "ids": seen}
-        everyone = [mine]
+        everyone: list[Any] = [mine]
         if world > 1:
             everyone = [None] * world
             dist.all_gather_object(everyone, mine)

@@ -12,6 +12,13 @@ straight into its slot of a reusable batch buffer. This package is a thin layer 
 ...         ...
 ...     print(loader.metrics["images_per_s"], loader.metrics["stall_s"])
 
+The pipeline is a preset (``"train"``, ``"val"``) or a list of operators from
+:mod:`nostall.ops`, with the output's element type and layout:
+
+>>> from nostall import ops
+>>> loader = nostall.Loader("/data/imagenet/train", pipeline=[
+...     ops.RandomResizedCrop(224), ops.RandomHorizontalFlip()], dtype="uint8", layout="HWC")
+
 Batches reach Python without a copy (DLPack): the tensor's memory is the loader's batch
 buffer, and it returns to the loader's pool when the tensor is freed. The GIL is released
 while the loader works and while Python waits for a batch. Under ``torchrun`` each rank
@@ -21,6 +28,9 @@ of batches on every rank.
 Public names:
 
 - :class:`Loader`: the data loader.
+- :mod:`nostall.ops`: the operators of a pipeline (``RandomResizedCrop``, ``Resize``,
+  ``CenterCrop``, ``RandomHorizontalFlip``, ``Normalize``).
+- :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
 - :class:`BatchTensor`: one tensor of a batch as a DLPack producer (``output="dlpack"``).
 - :func:`demo_photos`: writes a few real photographs to disk, a dataset to try nostall on.
 - Exceptions: :class:`NostallError` (base), :class:`SampleError`, :class:`ConfigError`
@@ -29,8 +39,9 @@ Public names:
 
 from __future__ import annotations
 
+from . import ops
 from ._errors import ConfigError, NostallError, SampleError, StorageError
-from ._nostall import BatchTensor, Loader, __version__, demo_photos
+from ._nostall import BatchTensor, Loader, __version__, demo_photos, imagenet_train, imagenet_val
 
 __all__ = [
     "BatchTensor",
@@ -41,4 +52,7 @@ __all__ = [
     "StorageError",
     "__version__",
     "demo_photos",
+    "imagenet_train",
+    "imagenet_val",
+    "ops",
 ]

@@ -1,5 +1,6 @@
 """Type stubs of the nostall package."""
 
+from . import ops as ops
 from ._errors import ConfigError as ConfigError
 from ._errors import NostallError as NostallError
 from ._errors import SampleError as SampleError
@@ -8,6 +9,8 @@ from ._nostall import BatchTensor as BatchTensor
 from ._nostall import Loader as Loader
 from ._nostall import __version__ as __version__
 from ._nostall import demo_photos as demo_photos
+from ._nostall import imagenet_train as imagenet_train
+from ._nostall import imagenet_val as imagenet_val
 
 __all__ = [
     "BatchTensor",
@@ -18,4 +21,7 @@ __all__ = [
     "StorageError",
     "__version__",
     "demo_photos",
+    "imagenet_train",
+    "imagenet_val",
+    "ops",
 ]

@@ -1,10 +1,34 @@
 """Type stubs of the extension module nostall._nostall (the PyO3 bindings)."""
 
+from collections.abc import Sequence
 from os import PathLike
-from typing import Any, Iterator, Literal
+from typing import Any, Literal, final
+
+from .ops import CenterCrop as CenterCrop
+from .ops import Normalize as Normalize
+from .ops import Op as Op
+from .ops import RandomHorizontalFlip as RandomHorizontalFlip
+from .ops import RandomResizedCrop as RandomResizedCrop
+from .ops import Resize as Resize
+
+__all__ = [
+    "__version__",
+    "Loader",
+    "BatchTensor",
+    "Op",
+    "RandomResizedCrop",
+    "Resize",
+    "CenterCrop",
+    "RandomHorizontalFlip",
+    "Normalize",
+    "imagenet_train",
+    "imagenet_val",
+    "demo_photos",
+]
 
 __version__: str
 
+@final
 class BatchTensor:
     """One tensor of a batch (images or labels) as a DLPack producer.
 
@@ -29,24 +53,29 @@ class BatchTensor:
         """Address of the first element (for images: the loader's batch buffer)."""
     @property
     def shape(self) -> list[int]:
-        """``[n, 3, h, w]`` for images, ``[n]`` for labels."""
+        """``[n, 3, h, w]`` (CHW) or ``[n, h, w, 3]`` (HWC) for images, ``[n]`` for labels."""
     @property
     def dtype(self) -> str:
         """``"float32"``, ``"uint8"`` or ``"int64"``."""
 
+@final
 class Loader:
     """A data loader: iterate over it for the ``(images, labels)`` batches of one epoch.
 
     See the package documentation (``help(nostall.Loader)``) for every argument.
+    ``pipeline`` is ``"train"``, ``"val"`` or a list of ``nostall.ops`` operators;
+    ``dtype`` is ``"float32"`` or ``"uint8"``, ``layout`` ``"CHW"`` or ``"HWC"``.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         source: str | PathLike[str],
         *,
         batch_size: int = 64,
-        pipeline: Literal["train", "val", "eval"] = "train",
-        image_size: int = 224,
+        pipeline: Literal["train", "val", "eval"] | Sequence[Op] = "train",
+        image_size: int | None = None,
+        dtype: Literal["float32", "uint8"] = "float32",
+        layout: Literal["CHW", "HWC"] = "CHW",
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
@@ -59,7 +88,7 @@ class Loader:
         rank: int | None = None,
         world_size: int | None = None,
         output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
-    ) -> None: ...
+    ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
     def __iter__(self) -> Loader:
@@ -110,6 +139,14 @@ class Loader:
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""
+
+def imagenet_train(size: int = 224) -> list[Op]:
+    """The ImageNet training pipeline as operators: ``[RandomResizedCrop(size),
+    RandomHorizontalFlip(), Normalize(ImageNet mean, std)]`` (``pipeline="train"``)."""
+
+def imagenet_val(size: int = 224) -> list[Op]:
+    """The ImageNet evaluation pipeline as operators: ``[Resize(round(size * 256 / 224)),
+    CenterCrop(size), Normalize(ImageNet mean, std)]`` (``pipeline="val"``)."""
 
 def demo_photos(directory: str | PathLike[str] | None = None) -> str:
     """Writes the built-in demo photographs (ImageFolder, 4 classes) and returns the folder."""

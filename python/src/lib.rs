@@ -5,21 +5,22 @@
 //! DLPack ([`dlpack`]) and maps engine errors to the exceptions of `nostall._errors`.
 
 mod dlpack;
+mod ops;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::env::Distributed;
-use nostall::{EpochStats, ErrorPolicy, LoaderConfig, Pipeline, Position};
+use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Pipeline, Position};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use dlpack::Owner;
 
 /// Raises the `nostall` exception matching an engine error.
-fn raise(py: Python<'_>, err: nostall::Error) -> PyErr {
+pub(crate) fn raise(py: Python<'_>, err: nostall::Error) -> PyErr {
     match make_exception(py, &err) {
         Ok(e) => e,
         Err(e) => e,
@@ -134,7 +135,8 @@ impl BatchTensor {
         self.data_ptr
     }
 
-    /// The shape: `(n, 3, h, w)` for images, `(n,)` for labels.
+    /// The shape: `(n, 3, h, w)` (CHW) or `(n, h, w, 3)` (HWC) for images, `(n,)` for
+    /// labels.
     #[getter]
     fn shape(&self) -> Vec<i64> {
         self.shape.clone()
@@ -170,11 +172,18 @@ enum Output {
 ///   WebDataset `.tar` shards, or `s3://bucket/prefix` (endpoint and credentials from the
 ///   usual `AWS_*` variables). The folder is indexed once; later starts load the index.
 /// - `batch_size` (64): samples per batch on this rank.
-/// - `pipeline` (`"train"`): `"train"` is RandomResizedCrop(`image_size`), random
-///   horizontal flip, ImageNet normalisation; `"val"` resizes the shorter side to
-///   `image_size * 256/224`, centre-crops `image_size` and normalises. Both give float32
-///   NCHW.
-/// - `image_size` (224): output height and width.
+/// - `pipeline` (`"train"`): a list of `nostall.ops` operators, e.g.
+///   `[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.Normalize(mean, std)]`,
+///   or a preset: `"train"` is RandomResizedCrop(`image_size`), random horizontal flip,
+///   ImageNet normalisation (`nostall.imagenet_train(image_size)`); `"val"` resizes the
+///   shorter side to `image_size * 256/224`, centre-crops `image_size` and normalises
+///   (`nostall.imagenet_val(image_size)`).
+/// - `image_size` (None: 224): output height and width of the `"train"` and `"val"`
+///   presets; an operator list sets its sizes in its operators.
+/// - `dtype` (`"float32"`): `"float32"` (normalised when the pipeline has `Normalize`,
+///   else in [0, 1]) or `"uint8"` (0-255, a quarter of the bytes; leave `Normalize` out
+///   and normalise on the GPU).
+/// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
 /// - `threads` (None: the engine's default, 2): decode-and-transform threads.
@@ -191,10 +200,11 @@ enum Output {
 /// - `output` (`"auto"`): `"torch"` tensors, `"numpy"` arrays, `"dlpack"`
 ///   (`BatchTensor`s), or `"auto"` (torch when importable, else numpy).
 ///
-/// Images are `[batch, 3, image_size, image_size]` float32 sharing the loader's batch
-/// buffer (no copy); labels are `[batch]` int64. `len(loader)` is the number of batches
-/// per epoch. Each `iter(loader)` runs the epoch set by `set_epoch`, or the position
-/// given to `load_state_dict`, or else the epoch after the last one finished.
+/// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
+/// float32 or uint8 sharing the loader's batch buffer (no copy); labels are `[batch]`
+/// int64. `len(loader)` is the number of batches per epoch. Each `iter(loader)` runs the
+/// epoch set by `set_epoch`, or the position given to `load_state_dict`, or else the
+/// epoch after the last one finished.
 ///
 /// Raises `ConfigError` for impossible settings, `StorageError` when the source
 /// cannot be read, and (while iterating) `SampleError` naming a bad sample.
@@ -239,6 +249,15 @@ fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity
     ))
 }
 
+/// Output size of the presets when `image_size` is not given.
+const PRESET_SIZE: u32 = 224;
+
+/// The operators of the preset `name` at `image_size` (default [`PRESET_SIZE`]).
+fn preset(py: Python<'_>, name: &str, image_size: Option<u32>) -> PyResult<Vec<nostall::Op>> {
+    let pipeline = Pipeline::preset(name, image_size.unwrap_or(PRESET_SIZE));
+    Ok(pipeline.map_err(|e| raise(py, e))?.ops().to_vec())
+}
+
 fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
     let via = |module: &str| -> PyResult<Output> {
         Ok(Output::Via(
@@ -261,19 +280,31 @@ fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
 
 #[pymethods]
 impl Loader {
+    // `pipeline` is a string or a list, so its default is written out for Python in the
+    // text signature (the generated one would show `...`).
     #[new]
-    #[pyo3(signature = (
-        source, *, batch_size=64, pipeline="train", image_size=224, shuffle=true, seed=0,
-        drop_last=false, threads=None, fetch_threads=None, prefetch=None, cache=None,
-        cache_policy="minio", on_error="error", rank=None, world_size=None, output="auto"
-    ))]
+    #[pyo3(
+        signature = (
+            source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
+            layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
+            fetch_threads=None, prefetch=None, cache=None, cache_policy="minio",
+            on_error="error", rank=None, world_size=None, output="auto"
+        ),
+        text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
+            dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
+            threads=None, fetch_threads=None, prefetch=None, cache=None, \
+            cache_policy='minio', on_error='error', rank=None, world_size=None, \
+            output='auto')"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         source: PathBuf,
         batch_size: usize,
-        pipeline: &str,
-        image_size: u32,
+        pipeline: Option<Bound<'_, PyAny>>,
+        image_size: Option<u32>,
+        dtype: &str,
+        layout: &str,
         shuffle: bool,
         seed: u64,
         drop_last: bool,
@@ -287,16 +318,25 @@ impl Loader {
         world_size: Option<usize>,
         output: &str,
     ) -> PyResult<Loader> {
-        let pipeline = match pipeline {
-            "train" => Pipeline::imagenet_train(image_size),
-            "val" | "eval" => Pipeline::imagenet_val(image_size),
-            other => {
-                return Err(config_error(
-                    py,
-                    format!("pipeline={other:?}: use \"train\" or \"val\""),
-                ))
-            }
+        let operators = match &pipeline {
+            None => preset(py, "train", image_size)?,
+            Some(p) => match p.cast::<PyString>() {
+                Ok(name) => preset(py, name.to_str()?, image_size)?,
+                Err(_) if image_size.is_some() => {
+                    return Err(config_error(
+                        py,
+                        "image_size sets the size of the \"train\" and \"val\" presets; with \
+                         a list of operators, give the sizes to the operators (e.g. \
+                         RandomResizedCrop(224) or CenterCrop(224))"
+                            .into(),
+                    ))
+                }
+                Err(_) => ops::from_python(p)?,
+            },
         };
+        let dtype = dtype.parse::<DType>().map_err(|e| raise(py, e))?;
+        let layout = layout.parse::<Layout>().map_err(|e| raise(py, e))?;
+        let pipeline = Pipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
         let mut config = LoaderConfig::new(pipeline);
         let dist = Distributed::resolve(rank, world_size).map_err(|e| raise(py, e))?;
         config.plan.batch_size = batch_size;
@@ -614,12 +654,44 @@ fn demo_photos(py: Python<'_>, directory: Option<PathBuf>) -> PyResult<String> {
     Ok(dir.to_string_lossy().into_owned())
 }
 
-/// The module: `Loader`, `BatchTensor`, `demo_photos`, and the version.
+/// The operators of a preset as a list of `nostall.ops` objects.
+fn preset_list<'py>(py: Python<'py>, name: &str, size: u32) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let pipeline = Pipeline::preset(name, size).map_err(|e| raise(py, e))?;
+    pipeline
+        .ops()
+        .iter()
+        .map(|op| ops::to_python(py, op))
+        .collect()
+}
+
+/// The ImageNet training pipeline as a list of operators, for `Loader(pipeline=...)`:
+/// `[RandomResizedCrop(size), RandomHorizontalFlip(), Normalize(ImageNet mean, std)]`.
+/// The same as `pipeline="train", image_size=size`.
+#[pyfunction]
+#[pyo3(signature = (size=PRESET_SIZE), text_signature = "(size=224)")]
+fn imagenet_train(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
+    preset_list(py, "train", size)
+}
+
+/// The ImageNet evaluation pipeline as a list of operators, for `Loader(pipeline=...)`:
+/// `[Resize(round(size * 256 / 224)), CenterCrop(size), Normalize(ImageNet mean, std)]`.
+/// The same as `pipeline="val", image_size=size`.
+#[pyfunction]
+#[pyo3(signature = (size=PRESET_SIZE), text_signature = "(size=224)")]
+fn imagenet_val(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
+    preset_list(py, "val", size)
+}
+
+/// The module: `Loader`, `BatchTensor`, the operators of `nostall.ops`, the presets,
+/// `demo_photos`, and the version.
 #[pymodule]
 fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Loader>()?;
     m.add_class::<BatchTensor>()?;
+    ops::register(m)?;
+    m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;
+    m.add_function(wrap_pyfunction!(imagenet_val, m)?)?;
     m.add_function(wrap_pyfunction!(demo_photos, m)?)?;
     Ok(())
 }

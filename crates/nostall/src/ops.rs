@@ -76,14 +76,80 @@ pub enum Op {
     },
 }
 
+/// RandomResizedCrop's default range of the crop's area (torchvision's).
+pub const DEFAULT_CROP_SCALE: (f64, f64) = (0.08, 1.0);
+/// RandomResizedCrop's default range of the crop's aspect ratio (torchvision's).
+pub const DEFAULT_CROP_RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
+
 impl Op {
     /// RandomResizedCrop with torchvision's default scale and ratio ranges.
     pub fn random_resized_crop(size: u32) -> Op {
         Op::RandomResizedCrop {
             size: (size, size),
-            scale: (0.08, 1.0),
-            ratio: (3.0 / 4.0, 4.0 / 3.0),
+            scale: DEFAULT_CROP_SCALE,
+            ratio: DEFAULT_CROP_RATIO,
         }
+    }
+
+    /// Checks the operator's own parameters: sizes of at least one pixel, ordered
+    /// ranges, a probability in [0, 1], finite means and positive standard deviations.
+    /// [`Pipeline::new`] checks each operator this way, then how they combine.
+    pub fn validate(&self) -> Result<()> {
+        let not_empty = |name: &str, height: u32, width: u32| {
+            if height == 0 || width == 0 {
+                return Err(Error::Config(format!(
+                    "{name} to {height}x{width} pixels: sizes must be at least 1"
+                )));
+            }
+            Ok(())
+        };
+        match *self {
+            Op::RandomResizedCrop {
+                size: (height, width),
+                scale,
+                ratio,
+            } => {
+                not_empty("RandomResizedCrop", height, width)?;
+                if !(0.0 < scale.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
+                    return Err(Error::Config(format!(
+                        "RandomResizedCrop scale {scale:?} must satisfy 0 < lo <= hi <= 1"
+                    )));
+                }
+                if !(0.0 < ratio.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
+                    return Err(Error::Config(format!(
+                        "RandomResizedCrop ratio {ratio:?} must satisfy 0 < lo <= hi"
+                    )));
+                }
+            }
+            Op::Resize(Size::Shorter(0)) => {
+                return Err(Error::Config(
+                    "Resize of the shorter side to 0 pixels: sizes must be at least 1".into(),
+                ));
+            }
+            Op::Resize(Size::Shorter(_)) => {}
+            Op::Resize(Size::Exact { height, width }) => not_empty("Resize", height, width)?,
+            Op::CenterCrop { height, width } => not_empty("CenterCrop", height, width)?,
+            Op::RandomHorizontalFlip { p } => {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(Error::Config(format!(
+                        "flip probability {p} is not in [0, 1]"
+                    )));
+                }
+            }
+            Op::Normalize { mean, std } => {
+                if std.iter().any(|&v| v <= 0.0 || !v.is_finite()) {
+                    return Err(Error::Config(format!(
+                        "Normalize std {std:?} must be positive"
+                    )));
+                }
+                if !mean.iter().all(|v| v.is_finite()) {
+                    return Err(Error::Config(format!(
+                        "Normalize mean {mean:?} must be finite"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -107,6 +173,21 @@ impl DType {
     }
 }
 
+impl std::str::FromStr for DType {
+    type Err = Error;
+
+    /// `float32` (or `f32`), `uint8` (or `u8`): NumPy's and Rust's names.
+    fn from_str(s: &str) -> Result<DType> {
+        match s {
+            "float32" | "f32" => Ok(DType::F32),
+            "uint8" | "u8" => Ok(DType::U8),
+            _ => Err(Error::Config(format!(
+                "unknown output dtype {s:?}: use \"float32\" or \"uint8\""
+            ))),
+        }
+    }
+}
+
 /// Order of the output's dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
@@ -115,6 +196,22 @@ pub enum Layout {
     Chw,
     /// Height, width, channels (TensorFlow, JAX, image files).
     Hwc,
+}
+
+impl std::str::FromStr for Layout {
+    type Err = Error;
+
+    /// `CHW` or `HWC`, in either case.
+    fn from_str(s: &str) -> Result<Layout> {
+        match s.to_ascii_uppercase().as_str() {
+            "CHW" => Ok(Layout::Chw),
+            "HWC" => Ok(Layout::Hwc),
+            _ => Err(Error::Config(format!(
+                "unknown output layout {s:?}: use \"CHW\" (channels first, PyTorch) or \"HWC\" \
+                 (channels last)"
+            ))),
+        }
+    }
 }
 
 /// A validated list of operators with a fixed output shape.
@@ -127,6 +224,34 @@ pub struct Pipeline {
     width: u32,
     mean: [f32; 3],
     std: [f32; 3],
+}
+
+/// The operators of [`Pipeline::imagenet_train`].
+fn imagenet_train_ops(size: u32) -> Vec<Op> {
+    vec![
+        Op::random_resized_crop(size),
+        Op::RandomHorizontalFlip { p: 0.5 },
+        Op::Normalize {
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+        },
+    ]
+}
+
+/// The operators of [`Pipeline::imagenet_val`].
+fn imagenet_val_ops(size: u32) -> Vec<Op> {
+    let resize = (size as f64 * 256.0 / 224.0).round() as u32;
+    vec![
+        Op::Resize(Size::Shorter(resize)),
+        Op::CenterCrop {
+            height: size,
+            width: size,
+        },
+        Op::Normalize {
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+        },
+    ]
 }
 
 /// Where in the source to read, at what size, mirrored or not.
@@ -143,48 +268,24 @@ pub struct Geometry {
 }
 
 impl Pipeline {
-    /// Checks that `ops` produce one fixed output shape and that the output type fits.
+    /// Checks every operator ([`Op::validate`]), that together they produce one fixed
+    /// output shape, and that the output type fits.
     pub fn new(ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<Pipeline> {
         let mut size: Option<(u32, u32)> = None;
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
         let mut normalized = false;
         for op in &ops {
+            op.validate()?;
             match *op {
-                Op::RandomResizedCrop {
-                    size: (h, w),
-                    scale,
-                    ratio,
-                } => {
-                    if !(0.0 < scale.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
-                        return Err(Error::Config(format!(
-                            "RandomResizedCrop scale {scale:?} must satisfy 0 < lo <= hi <= 1"
-                        )));
-                    }
-                    if !(0.0 < ratio.0 && ratio.0 <= ratio.1) {
-                        return Err(Error::Config(format!(
-                            "RandomResizedCrop ratio {ratio:?} must satisfy 0 < lo <= hi"
-                        )));
-                    }
-                    size = Some((h, w));
-                }
+                Op::RandomResizedCrop { size: (h, w), .. } => size = Some((h, w)),
                 Op::Resize(Size::Exact { height, width }) | Op::CenterCrop { height, width } => {
                     size = Some((height, width))
                 }
                 Op::Resize(Size::Shorter(_)) => size = None,
-                Op::RandomHorizontalFlip { p } if !(0.0..=1.0).contains(&p) => {
-                    return Err(Error::Config(format!(
-                        "flip probability {p} is not in [0, 1]"
-                    )));
-                }
                 Op::RandomHorizontalFlip { .. } => {}
                 Op::Normalize { mean: m, std: s } => {
                     if normalized {
                         return Err(Error::Config("Normalize appears twice".into()));
-                    }
-                    if s.iter().any(|&v| v <= 0.0 || !v.is_finite()) {
-                        return Err(Error::Config(format!(
-                            "Normalize std {s:?} must be positive"
-                        )));
                     }
                     (mean, std, normalized) = (m, s, true);
                 }
@@ -197,12 +298,11 @@ impl Pipeline {
                     .into(),
             ));
         };
-        if height == 0 || width == 0 {
-            return Err(Error::Config("output size must not be zero".into()));
-        }
         if normalized && dtype == DType::U8 {
             return Err(Error::Config(
-                "Normalize needs f32 output; with u8 output, normalise on the GPU".into(),
+                "Normalize needs f32 (float32) output; for u8 (uint8) output, leave Normalize out \
+                 of the operators (the ImageNet presets end with it) and normalise on the GPU"
+                    .into(),
             ));
         }
         Ok(Pipeline {
@@ -216,36 +316,42 @@ impl Pipeline {
         })
     }
 
+    /// A preset by name: `"train"` ([`Pipeline::imagenet_train`]) or `"val"` (also
+    /// `"eval"`, [`Pipeline::imagenet_val`]), with output size `size`.
+    pub fn preset(name: &str, size: u32) -> Result<Pipeline> {
+        let ops = match name {
+            "train" => imagenet_train_ops(size),
+            "val" | "eval" => imagenet_val_ops(size),
+            _ => {
+                return Err(Error::Config(format!(
+                    "unknown pipeline preset {name:?}: use \"train\" or \"val\", or give a list \
+                     of operators"
+                )))
+            }
+        };
+        Pipeline::new(ops, DType::F32, Layout::Chw)
+    }
+
     /// The standard ImageNet training pipeline: RandomResizedCrop(size), flip,
     /// normalise, f32 CHW.
+    ///
+    /// # Panics
+    ///
+    /// When `size` is 0 ([`Pipeline::preset`] returns an error instead).
     pub fn imagenet_train(size: u32) -> Pipeline {
-        let ops = vec![
-            Op::random_resized_crop(size),
-            Op::RandomHorizontalFlip { p: 0.5 },
-            Op::Normalize {
-                mean: IMAGENET_MEAN,
-                std: IMAGENET_STD,
-            },
-        ];
-        Pipeline::new(ops, DType::F32, Layout::Chw).expect("preset is valid")
+        Pipeline::new(imagenet_train_ops(size), DType::F32, Layout::Chw)
+            .expect("the preset is valid for sizes of at least 1")
     }
 
     /// The standard ImageNet evaluation pipeline: resize the shorter side to 256/224 of
     /// `size`, centre crop `size`, normalise, f32 CHW.
+    ///
+    /// # Panics
+    ///
+    /// When `size` is 0 ([`Pipeline::preset`] returns an error instead).
     pub fn imagenet_val(size: u32) -> Pipeline {
-        let resize = (size as f64 * 256.0 / 224.0).round() as u32;
-        let ops = vec![
-            Op::Resize(Size::Shorter(resize)),
-            Op::CenterCrop {
-                height: size,
-                width: size,
-            },
-            Op::Normalize {
-                mean: IMAGENET_MEAN,
-                std: IMAGENET_STD,
-            },
-        ];
-        Pipeline::new(ops, DType::F32, Layout::Chw).expect("preset is valid")
+        Pipeline::new(imagenet_val_ops(size), DType::F32, Layout::Chw)
+            .expect("the preset is valid for sizes of at least 1")
     }
 
     /// The operators.
@@ -605,6 +711,129 @@ mod tests {
             Layout::Chw
         )
         .is_err());
+    }
+
+    #[test]
+    fn operators_check_their_own_parameters() {
+        let good = [
+            Op::random_resized_crop(1),
+            Op::Resize(Size::Shorter(1)),
+            Op::Resize(Size::Exact {
+                height: 1,
+                width: 2,
+            }),
+            Op::CenterCrop {
+                height: 3,
+                width: 1,
+            },
+            Op::RandomHorizontalFlip { p: 1.0 },
+            Op::Normalize {
+                mean: IMAGENET_MEAN,
+                std: IMAGENET_STD,
+            },
+        ];
+        for op in &good {
+            op.validate().unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        }
+        let bad = [
+            (Op::random_resized_crop(0), "at least 1"),
+            (
+                Op::RandomResizedCrop {
+                    size: (8, 8),
+                    scale: (0.5, 0.1),
+                    ratio: DEFAULT_CROP_RATIO,
+                },
+                "scale",
+            ),
+            (
+                Op::RandomResizedCrop {
+                    size: (8, 8),
+                    scale: DEFAULT_CROP_SCALE,
+                    ratio: (f64::NAN, 1.0),
+                },
+                "ratio",
+            ),
+            (Op::Resize(Size::Shorter(0)), "at least 1"),
+            (
+                Op::Resize(Size::Exact {
+                    height: 0,
+                    width: 5,
+                }),
+                "Resize to 0x5",
+            ),
+            (
+                Op::CenterCrop {
+                    height: 5,
+                    width: 0,
+                },
+                "CenterCrop to 5x0",
+            ),
+            (Op::RandomHorizontalFlip { p: 1.5 }, "probability"),
+            (
+                Op::Normalize {
+                    mean: [f32::NAN, 0.0, 0.0],
+                    std: [1.0; 3],
+                },
+                "mean",
+            ),
+        ];
+        for (op, words) in bad {
+            let error = op.validate().unwrap_err();
+            assert!(matches!(error, Error::Config(_)), "{op:?}: {error:?}");
+            assert!(error.to_string().contains(words), "{op:?}: {error}");
+            // A pipeline refuses what its operators refuse.
+            let ops = vec![op, Op::random_resized_crop(8)];
+            assert!(Pipeline::new(ops, DType::F32, Layout::Chw).is_err());
+        }
+    }
+
+    #[test]
+    fn presets_by_name_and_output_types_from_text() {
+        assert_eq!(
+            Pipeline::preset("train", 96).unwrap(),
+            Pipeline::imagenet_train(96)
+        );
+        assert_eq!(
+            Pipeline::preset("val", 96).unwrap(),
+            Pipeline::imagenet_val(96)
+        );
+        assert_eq!(
+            Pipeline::preset("eval", 96).unwrap(),
+            Pipeline::imagenet_val(96)
+        );
+        let error = Pipeline::preset("test", 96).unwrap_err();
+        assert!(
+            error.to_string().contains("\"train\" or \"val\""),
+            "{error}"
+        );
+        let error = Pipeline::preset("train", 0).unwrap_err();
+        assert!(error.to_string().contains("at least 1"), "{error}");
+
+        assert_eq!("float32".parse::<DType>().unwrap(), DType::F32);
+        assert_eq!("f32".parse::<DType>().unwrap(), DType::F32);
+        assert_eq!("uint8".parse::<DType>().unwrap(), DType::U8);
+        assert_eq!("u8".parse::<DType>().unwrap(), DType::U8);
+        let error = "float16".parse::<DType>().unwrap_err();
+        assert!(
+            error.to_string().contains("\"float32\" or \"uint8\""),
+            "{error}"
+        );
+        assert_eq!("CHW".parse::<Layout>().unwrap(), Layout::Chw);
+        assert_eq!("hwc".parse::<Layout>().unwrap(), Layout::Hwc);
+        let error = "NHWC".parse::<Layout>().unwrap_err();
+        assert!(error.to_string().contains("\"HWC\""), "{error}");
+
+        // The presets normalise, so they need f32: a u8 output must leave Normalize out.
+        let ops = Pipeline::imagenet_train(32).ops().to_vec();
+        let error = Pipeline::new(ops.clone(), DType::U8, Layout::Chw).unwrap_err();
+        assert!(error.to_string().contains("leave Normalize out"), "{error}");
+        let without: Vec<Op> = ops
+            .into_iter()
+            .filter(|op| !matches!(op, Op::Normalize { .. }))
+            .collect();
+        let u8_hwc = Pipeline::new(without, DType::U8, Layout::Hwc).unwrap();
+        assert_eq!(u8_hwc.sample_shape(), [32, 32, 3]);
+        assert_eq!(u8_hwc.sample_bytes(), 32 * 32 * 3);
     }
 
     #[test]

@@ -482,9 +482,9 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
 }
 
 fn figure(h: &mut String, caption: &str, svg: &str) {
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<figure><figcaption>{}</figcaption>{svg}</figure>\n",
+        "<figure><figcaption>{}</figcaption>{svg}</figure>",
         escape(caption)
     );
 }

@@ -1,0 +1,167 @@
+"""S3 locations from Python, against a real S3-compatible server: ``s3s-fs``.
+
+``s3s-fs`` serves a directory over the S3 API (each sub-directory is a bucket, each file
+below it an object); ``make deps`` installs it. Without it these tests fail, naming what
+to install; they never skip. The server holds the demo photographs twice: as WebDataset
+tar shards (bucket ``shards``) and as one object per image (bucket ``objects``). Loaders
+over both must deliver exactly what a loader over the local folder delivers: the same
+sample ids, labels and pixels, batch by batch.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nostall
+
+ACCESS_KEY = "nostall-test"
+SECRET_KEY = "nostall-test-secret"
+PER_SHARD = 10
+
+
+def s3s_fs() -> str:
+    """The ``s3s-fs`` binary: ``$S3S_FS``, else cargo's bin directory, else ``PATH``."""
+    if os.environ.get("S3S_FS"):
+        if not os.access(os.environ["S3S_FS"], os.X_OK):
+            pytest.fail(f"S3S_FS={os.environ['S3S_FS']} is not an executable file: point it at "
+                        "the s3s-fs binary, or unset it to use the one `make deps` installs",
+                        pytrace=False)
+        return os.environ["S3S_FS"]
+    cargo_home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+    candidate = cargo_home / "bin" / "s3s-fs"
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which("s3s-fs")
+    if found:
+        return found
+    pytest.fail("the S3 tests need the `s3s-fs` server and it is not installed (looked in "
+                "$CARGO_HOME/bin and PATH): run `make deps` (or `cargo install s3s-fs@0.14.1 "
+                "--features binary --locked`), or point S3S_FS at the binary", pytrace=False)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_shards(folder: Path, out: Path) -> None:
+    """The ImageFolder `folder` as WebDataset shards of PER_SHARD samples in `out`, in the
+    order nostall catalogs the folder (classes sorted, then names), with `.cls` labels."""
+    classes = sorted(d.name for d in folder.iterdir() if d.is_dir())
+    samples = [(label, f) for label, c in enumerate(classes)
+               for f in sorted((folder / c).iterdir()) if f.is_file()]
+    out.mkdir(parents=True)
+    for n in range(0, len(samples), PER_SHARD):
+        with tarfile.open(out / f"train-{n // PER_SHARD:04d}.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+            for i, (label, path) in enumerate(samples[n:n + PER_SHARD], start=n):
+                tar.add(path, arcname=f"{i:06d}{path.suffix}")
+                cls = out / f"{i:06d}.cls"
+                cls.write_text(str(label))
+                tar.add(cls, arcname=cls.name)
+                cls.unlink()
+
+
+@pytest.fixture(scope="module")
+def s3_server(photos, tmp_path_factory):
+    """An ``s3s-fs`` process on a free port of 127.0.0.1 serving buckets ``shards`` (the
+    demo photographs as tar shards under ``train/``) and ``objects`` (the ImageFolder under
+    ``train/``); yields its endpoint URL and stops it at the end."""
+    binary = s3s_fs()
+    root = tmp_path_factory.mktemp("s3")
+    write_shards(Path(photos), root / "shards" / "train")
+    shutil.copytree(photos, root / "objects" / "train")
+    port = free_port()
+    log = root.parent / f"{root.name}-s3s-fs.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [binary, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS_KEY,
+             "--secret-key", SECRET_KEY, str(root)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                pass
+            if server.poll() is not None:
+                pytest.fail(f"s3s-fs exited ({server.returncode}) before listening on port {port}: "
+                            f"{log.read_text(errors='replace')}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"s3s-fs is not listening on 127.0.0.1:{port} after 20 s", pytrace=False)
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """The environment a user sets for an S3-compatible server: endpoint and keys (and
+    no other AWS settings of this machine)."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    return s3_server
+
+
+def epochs(location, n=2):
+    """Every batch of epochs 0..n-1 of a shuffled, augmented loader: (ids, labels, images)."""
+    loader = nostall.Loader(location, batch_size=8, image_size=32, seed=11, threads=2,
+                            fetch_threads=2, output="numpy")
+    out = [(list(loader.last_ids), y.copy(), x.copy()) for _ in range(n) for x, y in loader]
+    return loader, out
+
+
+@pytest.mark.parametrize("location", ["s3://shards/train", "s3://shards", "s3://objects/train",
+                                      "s3://objects/train/"])
+def test_s3_locations_deliver_what_the_local_folder_delivers(photos, s3_env, location):
+    local, expected = epochs(photos)
+    remote, got = epochs(location)
+    assert remote.dataset_len == local.dataset_len == 32
+    assert len(got) == len(expected) == 8  # 2 epochs of 4 batches
+    for (ids, labels, images), (ids_local, labels_local, images_local) in zip(got, expected):
+        assert ids == ids_local
+        np.testing.assert_array_equal(labels, labels_local)
+        np.testing.assert_array_equal(images, images_local)
+    assert remote.metrics["storage"]["requests"] >= 32  # the bytes came from the server
+    if location.startswith("s3://objects"):
+        assert remote.classes == local.classes == ["flowers", "grass", "leaves", "water"]
+
+
+def test_local_shards_deliver_what_the_local_folder_delivers(photos, tmp_path):
+    write_shards(Path(photos), tmp_path / "shards")
+    _, expected = epochs(photos)
+    _, got = epochs(str(tmp_path / "shards"))
+    assert [(ids, labels.tolist()) for ids, labels, _ in got] == \
+        [(ids, labels.tolist()) for ids, labels, _ in expected]
+    for (_, _, images), (_, _, images_local) in zip(got, expected):
+        np.testing.assert_array_equal(images, images_local)
+
+
+def test_s3_errors_name_the_location(s3_env):
+    with pytest.raises(nostall.StorageError) as info:
+        nostall.Loader("s3://no-such-bucket/train")
+    assert info.value.location == "s3://no-such-bucket/train"
+    assert "bucket `no-such-bucket` does not exist" in str(info.value)
+    with pytest.raises(nostall.NostallError, match="s3://shards/nothing-here"):
+        nostall.Loader("s3://shards/nothing-here")
