@@ -3,8 +3,9 @@
 //! Subcommands: `demo` (the ImageNet training pipeline over built-in photographs),
 //! `bench` (throughput of a pipeline over a dataset, beside the decode-only floor),
 //! `analyze` (where training waits for data, and what would remove the wait),
-//! `index` (build or refresh a dataset's index), and `simulate cache` (hit rates of cache
-//! policies over the seeded shuffle).
+//! `index` (build or refresh a dataset's index), `simulate cache` (hit rates of cache
+//! policies over the seeded shuffle) and `simulate cluster` (partitioned caches and
+//! locality-aware batches over many nodes).
 
 mod analyze;
 mod bench;
@@ -46,7 +47,8 @@ enum Command {
         #[arg(long)]
         index: Option<PathBuf>,
     },
-    /// Simulate parts of the loader without data (`simulate cache`: cache policies).
+    /// Simulate parts of the loader without data (`simulate cache`: cache policies;
+    /// `simulate cluster`: partitioned caches across nodes).
     Simulate {
         #[command(subcommand)]
         what: simulate::What,

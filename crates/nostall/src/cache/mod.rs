@@ -13,6 +13,7 @@
 //! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
 //! is bounded by its capacity in payload bytes (plus a small per-entry overhead).
 
+pub mod partition;
 pub mod simulate;
 
 use std::collections::{BTreeMap, HashMap};

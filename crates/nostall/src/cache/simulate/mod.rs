@@ -1,5 +1,8 @@
 //! A simulator of sample-cache policies over nostall's real access stream.
 //!
+//! This module simulates one cache per worker; [`cluster`] simulates a multi-node job
+//! over a partitioned cache (bytes from storage, between nodes and from local caches).
+//!
 //! # The model
 //!
 //! A dataset of `N` equally sized samples is read for several epochs. Each epoch visits
@@ -59,6 +62,8 @@
 //! arrays for the recency policies, an ordered set of next-use positions for Belady),
 //! so 20 000 samples × 90 epochs × 16 workers simulate in well under a second in a
 //! release build.
+
+pub mod cluster;
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -1,0 +1,338 @@
+//! The plan: which sample each rank delivers, in which order, in which batch.
+//!
+//! A plan is a pure function of (seed, epoch, shuffle, rank, world size, dataset size), so
+//! every rank computes the same global order without exchanging a message, and the fetch
+//! stage can read ahead along it (the order is known before the epoch starts).
+//!
+//! Sharding follows PyTorch's `DistributedSampler`: the global permutation is either padded
+//! by repeating its head ([`Shard::Pad`]) or cut ([`Shard::Drop`]) to a multiple of the world
+//! size, and rank `r` takes every `world`-th sample starting at `r`. Every rank therefore gets
+//! the same number of samples, hence the same number of batches, which data-parallel training
+//! needs (a rank that runs out early deadlocks the others at the next all-reduce).
+//!
+//! Batch `k` of every rank together make *global batch* `k`, a contiguous slice of the
+//! sharded order (`world` × batch size samples, fewer in the last one). When the nodes
+//! share a partitioned cache, [`locality`] keeps each global batch's contents but gives
+//! each rank the samples its node holds ([`EpochPlan::locality_aware`]).
+
+pub mod locality;
+
+use crate::catalog::SampleId;
+use crate::error::{Error, Result};
+use crate::rng::{derive, Rng};
+
+/// How a dataset that does not divide evenly among ranks is made to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shard {
+    /// Repeat samples from the head of the permutation until it divides evenly
+    /// (`DistributedSampler(drop_last=False)`): every sample is seen, a few twice.
+    #[default]
+    Pad,
+    /// Leave out the tail of the permutation (`DistributedSampler(drop_last=True)`): a few
+    /// samples, different ones each epoch when shuffling, are not seen this epoch.
+    Drop,
+}
+
+/// Everything that decides the order of samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanConfig {
+    /// Seed of the shuffle; the same seed gives the same order on every rank.
+    pub seed: u64,
+    /// Shuffle every epoch (training) or keep catalog order (evaluation).
+    pub shuffle: bool,
+    /// This process's rank, `0..world`.
+    pub rank: usize,
+    /// Number of ranks taking part.
+    pub world: usize,
+    /// Samples per batch on this rank.
+    pub batch_size: usize,
+    /// Drop the last, incomplete batch of the rank's epoch.
+    pub drop_last: bool,
+    /// How ranks are evened out.
+    pub shard: Shard,
+}
+
+impl Default for PlanConfig {
+    fn default() -> PlanConfig {
+        PlanConfig {
+            seed: 0,
+            shuffle: true,
+            rank: 0,
+            world: 1,
+            batch_size: 64,
+            drop_last: false,
+            shard: Shard::Pad,
+        }
+    }
+}
+
+impl PlanConfig {
+    /// Checks the settings against each other and the dataset size.
+    pub fn validate(&self, dataset_len: usize) -> Result<()> {
+        if self.world == 0 {
+            return Err(Error::Config("world size must be at least 1".into()));
+        }
+        if self.rank >= self.world {
+            return Err(Error::Config(format!(
+                "rank {} is out of range for world size {} (ranks are 0..{})",
+                self.rank, self.world, self.world
+            )));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::Config("batch size must be at least 1".into()));
+        }
+        if dataset_len == 0 {
+            return Err(Error::Config("the dataset holds no samples".into()));
+        }
+        if self.shard == Shard::Drop && dataset_len < self.world {
+            return Err(Error::Config(format!(
+                "{dataset_len} samples cannot be split among {} ranks with the drop shard policy; use pad",
+                self.world
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where a rank is within training: enough to resume an epoch exactly.
+///
+/// `sample` counts samples of the rank's stream already consumed; it equals
+/// `batch * batch_size` unless samples were skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Position {
+    /// The epoch.
+    pub epoch: u64,
+    /// Batches already delivered in this epoch.
+    pub batch: u64,
+    /// Samples of the rank's stream already consumed in this epoch.
+    pub sample: u64,
+}
+
+impl Position {
+    /// The start of `epoch`.
+    pub fn start_of(epoch: u64) -> Position {
+        Position {
+            epoch,
+            batch: 0,
+            sample: 0,
+        }
+    }
+}
+
+/// One rank's share of one epoch, in delivery order.
+#[derive(Debug, Clone)]
+pub struct EpochPlan {
+    epoch: u64,
+    samples: Vec<SampleId>,
+    batch_size: usize,
+    drop_last: bool,
+    padded: usize,
+    dropped: Vec<SampleId>,
+}
+
+/// The global order of one epoch: a seeded permutation, or catalog order.
+pub fn global_order(seed: u64, epoch: u64, shuffle: bool, len: usize) -> Vec<SampleId> {
+    let mut order: Vec<SampleId> = (0..len as SampleId).collect();
+    if shuffle {
+        Rng::new(derive(&[seed, epoch, 0x5348_5546])).shuffle(&mut order);
+    }
+    order
+}
+
+/// The epoch's global order made a multiple of the world size by the shard policy, with
+/// the number of padded samples and the samples dropped; validates `config` first.
+fn sharded_order(
+    config: &PlanConfig,
+    dataset_len: usize,
+    epoch: u64,
+) -> Result<(Vec<SampleId>, usize, Vec<SampleId>)> {
+    config.validate(dataset_len)?;
+    let mut order = global_order(config.seed, epoch, config.shuffle, dataset_len);
+    let world = config.world;
+    let (mut padded, mut dropped) = (0, Vec::new());
+    match config.shard {
+        Shard::Pad => {
+            let total = dataset_len.div_ceil(world) * world;
+            padded = total - dataset_len;
+            // Repeats the head as often as needed (only when world > len).
+            for k in 0..padded {
+                order.push(order[k % dataset_len]);
+            }
+        }
+        Shard::Drop => {
+            let total = dataset_len / world * world;
+            dropped = order.split_off(total);
+        }
+    }
+    Ok((order, padded, dropped))
+}
+
+impl EpochPlan {
+    /// The plan of `epoch` for the rank described by `config`, over `dataset_len` samples.
+    pub fn new(config: &PlanConfig, dataset_len: usize, epoch: u64) -> Result<EpochPlan> {
+        let (order, padded, dropped) = sharded_order(config, dataset_len, epoch)?;
+        let samples = order
+            .into_iter()
+            .skip(config.rank)
+            .step_by(config.world)
+            .collect();
+        Ok(EpochPlan {
+            epoch,
+            samples,
+            batch_size: config.batch_size,
+            drop_last: config.drop_last,
+            padded,
+            dropped,
+        })
+    }
+
+    /// The epoch this plan is for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The rank's samples in delivery order.
+    pub fn samples(&self) -> &[SampleId] {
+        &self.samples
+    }
+
+    /// Samples per batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Whether the last incomplete batch is dropped.
+    pub fn drop_last(&self) -> bool {
+        self.drop_last
+    }
+
+    /// Batches in the epoch when no sample is skipped.
+    pub fn num_batches(&self) -> usize {
+        batches_for(self.samples.len(), self.batch_size, self.drop_last)
+    }
+
+    /// How many samples (over all ranks) repeat the head of the order to even out ranks.
+    pub fn padded(&self) -> usize {
+        self.padded
+    }
+
+    /// Samples (over all ranks) that the [`Shard::Drop`] policy leaves out this epoch.
+    pub fn dropped(&self) -> &[SampleId] {
+        &self.dropped
+    }
+}
+
+/// Samples each rank gets per epoch, without building the permutation.
+pub fn samples_per_rank(config: &PlanConfig, dataset_len: usize) -> usize {
+    match config.shard {
+        Shard::Pad => dataset_len.div_ceil(config.world),
+        Shard::Drop => dataset_len / config.world,
+    }
+}
+
+/// Number of batches that `samples` samples make.
+pub fn batches_for(samples: usize, batch_size: usize, drop_last: bool) -> usize {
+    if drop_last {
+        samples / batch_size
+    } else {
+        samples.div_ceil(batch_size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn cfg(rank: usize, world: usize, shard: Shard) -> PlanConfig {
+        PlanConfig {
+            seed: 9,
+            rank,
+            world,
+            batch_size: 4,
+            shard,
+            ..PlanConfig::default()
+        }
+    }
+
+    #[test]
+    fn pad_gives_equal_shares_covering_everything() {
+        let len = 103;
+        let plans: Vec<_> = (0..4)
+            .map(|r| EpochPlan::new(&cfg(r, 4, Shard::Pad), len, 0).unwrap())
+            .collect();
+        let counts: HashSet<_> = plans.iter().map(|p| p.samples().len()).collect();
+        assert_eq!(counts, HashSet::from([26]));
+        let batches: HashSet<_> = plans.iter().map(|p| p.num_batches()).collect();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(samples_per_rank(&cfg(0, 4, Shard::Pad), len), 26);
+        let all: Vec<_> = plans
+            .iter()
+            .flat_map(|p| p.samples().iter().copied())
+            .collect();
+        assert_eq!(all.len(), 104);
+        let distinct: HashSet<_> = all.iter().copied().collect();
+        assert_eq!(distinct.len(), len);
+        assert_eq!(plans[0].padded(), 1);
+    }
+
+    #[test]
+    fn drop_gives_disjoint_equal_shares_and_names_the_rest() {
+        let len = 103;
+        let plans: Vec<_> = (0..4)
+            .map(|r| EpochPlan::new(&cfg(r, 4, Shard::Drop), len, 0).unwrap())
+            .collect();
+        let mut seen = HashSet::new();
+        assert_eq!(samples_per_rank(&cfg(0, 4, Shard::Drop), len), 25);
+        for p in &plans {
+            assert_eq!(p.samples().len(), 25);
+            for &s in p.samples() {
+                assert!(seen.insert(s), "sample {s} on two ranks");
+            }
+        }
+        for &s in plans[0].dropped() {
+            assert!(seen.insert(s));
+        }
+        assert_eq!(seen.len(), len);
+    }
+
+    #[test]
+    fn order_depends_on_seed_and_epoch_only() {
+        let a = EpochPlan::new(&cfg(0, 1, Shard::Pad), 50, 3).unwrap();
+        let b = EpochPlan::new(&cfg(0, 1, Shard::Pad), 50, 3).unwrap();
+        let c = EpochPlan::new(&cfg(0, 1, Shard::Pad), 50, 4).unwrap();
+        let d = EpochPlan::new(
+            &PlanConfig {
+                seed: 10,
+                ..cfg(0, 1, Shard::Pad)
+            },
+            50,
+            3,
+        )
+        .unwrap();
+        assert_eq!(a.samples(), b.samples());
+        assert_ne!(a.samples(), c.samples());
+        assert_ne!(a.samples(), d.samples());
+        let plain = EpochPlan::new(
+            &PlanConfig {
+                shuffle: false,
+                ..cfg(0, 1, Shard::Pad)
+            },
+            5,
+            3,
+        )
+        .unwrap();
+        assert_eq!(plain.samples(), &[0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn tiny_datasets_and_bad_settings() {
+        let p = EpochPlan::new(&cfg(2, 3, Shard::Pad), 1, 0).unwrap();
+        assert_eq!(p.samples(), &[0]);
+        assert!(EpochPlan::new(&cfg(0, 3, Shard::Drop), 2, 0).is_err());
+        assert!(EpochPlan::new(&cfg(3, 3, Shard::Pad), 10, 0).is_err());
+        assert!(EpochPlan::new(&cfg(0, 1, Shard::Pad), 0, 0).is_err());
+        assert_eq!(batches_for(10, 4, false), 3);
+        assert_eq!(batches_for(10, 4, true), 2);
+    }
+}
