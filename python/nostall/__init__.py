@@ -33,26 +33,35 @@ Public names:
 - :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
 - :class:`BatchTensor`: one tensor of a batch as a DLPack producer (``output="dlpack"``).
 - :func:`demo_photos`: writes a few real photographs to disk, a dataset to try nostall on.
+- :func:`analyze`: where training waits for data and what would fix it (``nostall
+  analyze``, DS-Analyzer), returning an :class:`AnalysisReport`; :func:`time_model`:
+  the rate of a training step on synthetic batches, images/s.
 - Exceptions: :class:`NostallError` (base), :class:`SampleError`, :class:`ConfigError`
-  (a ``ValueError``), :class:`StorageError` (an ``OSError``).
+  (a ``ValueError``), :class:`StorageError` (an ``OSError``), :class:`StepError` (a
+  training step being timed raised).
 """
 
 from __future__ import annotations
 
 from . import ops
-from ._errors import ConfigError, NostallError, SampleError, StorageError
+from ._analyze import AnalysisReport, analyze, time_model
+from ._errors import ConfigError, NostallError, SampleError, StepError, StorageError
 from ._nostall import BatchTensor, Loader, __version__, demo_photos, imagenet_train, imagenet_val
 
 __all__ = [
+    "AnalysisReport",
     "BatchTensor",
     "ConfigError",
     "Loader",
     "NostallError",
     "SampleError",
+    "StepError",
     "StorageError",
     "__version__",
+    "analyze",
     "demo_photos",
     "imagenet_train",
     "imagenet_val",
     "ops",
+    "time_model",
 ]

@@ -1,9 +1,13 @@
 """Type stubs of the nostall package."""
 
 from . import ops as ops
+from ._analyze import AnalysisReport as AnalysisReport
+from ._analyze import analyze as analyze
+from ._analyze import time_model as time_model
 from ._errors import ConfigError as ConfigError
 from ._errors import NostallError as NostallError
 from ._errors import SampleError as SampleError
+from ._errors import StepError as StepError
 from ._errors import StorageError as StorageError
 from ._nostall import BatchTensor as BatchTensor
 from ._nostall import Loader as Loader
@@ -13,15 +17,19 @@ from ._nostall import imagenet_train as imagenet_train
 from ._nostall import imagenet_val as imagenet_val
 
 __all__ = [
+    "AnalysisReport",
     "BatchTensor",
     "ConfigError",
     "Loader",
     "NostallError",
     "SampleError",
+    "StepError",
     "StorageError",
     "__version__",
+    "analyze",
     "demo_photos",
     "imagenet_train",
     "imagenet_val",
     "ops",
+    "time_model",
 ]

@@ -50,3 +50,12 @@ class SampleError(NostallError):
         self.location = location
         self.cause = cause
         self.detail = detail
+
+
+class StepError(NostallError, RuntimeError):
+    """The training step given to :func:`nostall.time_model` or :func:`nostall.analyze`
+    raised while being timed on a synthetic batch.
+
+    The message names the batch the step was called with; the step's own exception is
+    the ``__cause__``.
+    """

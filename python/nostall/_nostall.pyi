@@ -1,6 +1,6 @@
 """Type stubs of the extension module nostall._nostall (the PyO3 bindings)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any, Literal, final
 
@@ -24,6 +24,7 @@ __all__ = [
     "imagenet_train",
     "imagenet_val",
     "demo_photos",
+    "_analyze",
 ]
 
 __version__: str
@@ -150,3 +151,38 @@ def imagenet_val(size: int = 224) -> list[Op]:
 
 def demo_photos(directory: str | PathLike[str] | None = None) -> str:
     """Writes the built-in demo photographs (ImageFolder, 4 classes) and returns the folder."""
+
+def _analyze(
+    source: str | PathLike[str],
+    *,
+    model_rate: float | None,
+    step_ms: float | None,
+    time_model: Callable[[list[int], str, int], tuple[float, str]] | None,
+    batch_size: int,
+    pipeline: str | Sequence[Op] | None,
+    image_size: int | None,
+    dtype: str,
+    layout: str,
+    threads: int,
+    fetch_threads: int,
+    cache: str | float | int | None,
+    cache_policy: str,
+    on_error: str,
+    budget: float,
+    run_seconds: float,
+    run_epochs: int,
+    max_threads: int | None,
+    warm: bool,
+    throttle_mbps: float | None,
+    latency_ms: float | None,
+    rates: str | None,
+    node_cache: str | float | None,
+    network_gbps: float,
+    seed: int,
+    progress: Callable[[str], object] | None,
+) -> tuple[str, str, str]:
+    """The engine's side of ``nostall.analyze``: the report as ``(json, text, html)``.
+
+    Every argument is keyword-only and required (``nostall.analyze`` gives the
+    defaults). ``time_model(shape, dtype, num_classes)`` returns ``(images_per_s,
+    what_was_timed)``; ``rates`` is the JSON text of an earlier report."""

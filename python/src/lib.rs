@@ -3,7 +3,9 @@
 //! Everything a `Loader` does happens in the engine crate; this layer converts arguments,
 //! releases the GIL around every call into the engine, hands batches to Python through
 //! DLPack ([`dlpack`]) and maps engine errors to the exceptions of `nostall._errors`.
+//! [`analyze`] is the engine's side of `nostall.analyze` (DS-Analyzer).
 
+mod analyze;
 mod dlpack;
 mod ops;
 
@@ -58,7 +60,7 @@ fn make_exception(py: Python<'_>, err: &nostall::Error) -> PyResult<PyErr> {
     Ok(PyErr::from_value(value))
 }
 
-fn config_error(py: Python<'_>, message: String) -> PyErr {
+pub(crate) fn config_error(py: Python<'_>, message: String) -> PyErr {
     raise(py, nostall::Error::Config(message))
 }
 
@@ -223,7 +225,7 @@ struct Loader {
     last_ids: Vec<u64>,
 }
 
-fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
+pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
     if let Ok(text) = cache.extract::<String>() {
         return text.parse::<Capacity>().map_err(|e| raise(py, e));
     }
@@ -256,6 +258,83 @@ const PRESET_SIZE: u32 = 224;
 fn preset(py: Python<'_>, name: &str, image_size: Option<u32>) -> PyResult<Vec<nostall::Op>> {
     let pipeline = Pipeline::preset(name, image_size.unwrap_or(PRESET_SIZE));
     Ok(pipeline.map_err(|e| raise(py, e))?.ops().to_vec())
+}
+
+/// The keyword arguments that configure a loader, as `Loader` takes them; `analyze`
+/// builds the configuration it analyses from the same arguments, the same way.
+pub(crate) struct ConfigArgs<'a, 'py> {
+    pub batch_size: usize,
+    pub pipeline: Option<&'a Bound<'py, PyAny>>,
+    pub image_size: Option<u32>,
+    pub dtype: &'a str,
+    pub layout: &'a str,
+    pub shuffle: bool,
+    pub seed: u64,
+    pub drop_last: bool,
+    pub threads: Option<usize>,
+    pub fetch_threads: Option<usize>,
+    pub prefetch: Option<usize>,
+    pub cache: Option<&'a Bound<'py, PyAny>>,
+    pub cache_policy: &'a str,
+    pub on_error: &'a str,
+    pub rank: Option<usize>,
+    pub world_size: Option<usize>,
+}
+
+impl ConfigArgs<'_, '_> {
+    /// The loader configuration the arguments describe, and the ranks it reads as.
+    pub(crate) fn loader_config(&self, py: Python<'_>) -> PyResult<(LoaderConfig, Distributed)> {
+        let operators = match self.pipeline {
+            None => preset(py, "train", self.image_size)?,
+            Some(p) => match p.cast::<PyString>() {
+                Ok(name) => preset(py, name.to_str()?, self.image_size)?,
+                Err(_) if self.image_size.is_some() => {
+                    return Err(config_error(
+                        py,
+                        "image_size sets the size of the \"train\" and \"val\" presets; with \
+                         a list of operators, give the sizes to the operators (e.g. \
+                         RandomResizedCrop(224) or CenterCrop(224))"
+                            .into(),
+                    ))
+                }
+                Err(_) => ops::from_python(p)?,
+            },
+        };
+        let dtype = self.dtype.parse::<DType>().map_err(|e| raise(py, e))?;
+        let layout = self.layout.parse::<Layout>().map_err(|e| raise(py, e))?;
+        let pipeline = Pipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
+        let mut config = LoaderConfig::new(pipeline);
+        let dist = Distributed::resolve(self.rank, self.world_size).map_err(|e| raise(py, e))?;
+        config.plan.batch_size = self.batch_size;
+        config.plan.shuffle = self.shuffle;
+        config.plan.seed = self.seed;
+        config.plan.drop_last = self.drop_last;
+        config.plan.rank = dist.rank;
+        config.plan.world = dist.world;
+        config.prep_threads = self.threads.unwrap_or(config.prep_threads);
+        config.fetch_threads = self.fetch_threads.unwrap_or(config.fetch_threads);
+        config.prefetch = self.prefetch.unwrap_or(config.prefetch);
+        config.on_error = match self.on_error {
+            "error" => ErrorPolicy::Error,
+            "skip" => ErrorPolicy::Skip,
+            other => {
+                return Err(config_error(
+                    py,
+                    format!("on_error={other:?}: use \"error\" or \"skip\""),
+                ))
+            }
+        };
+        if let Some(cache) = self.cache {
+            config.cache = CacheConfig {
+                policy: self
+                    .cache_policy
+                    .parse::<CachePolicy>()
+                    .map_err(|e| raise(py, e))?,
+                capacity: parse_capacity(py, cache)?,
+            };
+        }
+        Ok((config, dist))
+    }
 }
 
 fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
@@ -318,54 +397,25 @@ impl Loader {
         world_size: Option<usize>,
         output: &str,
     ) -> PyResult<Loader> {
-        let operators = match &pipeline {
-            None => preset(py, "train", image_size)?,
-            Some(p) => match p.cast::<PyString>() {
-                Ok(name) => preset(py, name.to_str()?, image_size)?,
-                Err(_) if image_size.is_some() => {
-                    return Err(config_error(
-                        py,
-                        "image_size sets the size of the \"train\" and \"val\" presets; with \
-                         a list of operators, give the sizes to the operators (e.g. \
-                         RandomResizedCrop(224) or CenterCrop(224))"
-                            .into(),
-                    ))
-                }
-                Err(_) => ops::from_python(p)?,
-            },
-        };
-        let dtype = dtype.parse::<DType>().map_err(|e| raise(py, e))?;
-        let layout = layout.parse::<Layout>().map_err(|e| raise(py, e))?;
-        let pipeline = Pipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
-        let mut config = LoaderConfig::new(pipeline);
-        let dist = Distributed::resolve(rank, world_size).map_err(|e| raise(py, e))?;
-        config.plan.batch_size = batch_size;
-        config.plan.shuffle = shuffle;
-        config.plan.seed = seed;
-        config.plan.drop_last = drop_last;
-        config.plan.rank = dist.rank;
-        config.plan.world = dist.world;
-        config.prep_threads = threads.unwrap_or(config.prep_threads);
-        config.fetch_threads = fetch_threads.unwrap_or(config.fetch_threads);
-        config.prefetch = prefetch.unwrap_or(config.prefetch);
-        config.on_error = match on_error {
-            "error" => ErrorPolicy::Error,
-            "skip" => ErrorPolicy::Skip,
-            other => {
-                return Err(config_error(
-                    py,
-                    format!("on_error={other:?}: use \"error\" or \"skip\""),
-                ))
-            }
-        };
-        if let Some(cache) = cache {
-            config.cache = CacheConfig {
-                policy: cache_policy
-                    .parse::<CachePolicy>()
-                    .map_err(|e| raise(py, e))?,
-                capacity: parse_capacity(py, &cache)?,
-            };
+        let (config, dist) = ConfigArgs {
+            batch_size,
+            pipeline: pipeline.as_ref(),
+            image_size,
+            dtype,
+            layout,
+            shuffle,
+            seed,
+            drop_last,
+            threads,
+            fetch_threads,
+            prefetch,
+            cache: cache.as_ref(),
+            cache_policy,
+            on_error,
+            rank,
+            world_size,
         }
+        .loader_config(py)?;
         let output = resolve_output(py, output)?;
         let location = source.to_string_lossy().into_owned();
         let inner = py
@@ -683,7 +733,7 @@ fn imagenet_val(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
 }
 
 /// The module: `Loader`, `BatchTensor`, the operators of `nostall.ops`, the presets,
-/// `demo_photos`, and the version.
+/// `demo_photos`, `_analyze` (the engine's side of `nostall.analyze`), and the version.
 #[pymodule]
 fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -693,5 +743,6 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;
     m.add_function(wrap_pyfunction!(imagenet_val, m)?)?;
     m.add_function(wrap_pyfunction!(demo_photos, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
     Ok(())
 }

@@ -65,7 +65,9 @@ impl Subject {
     ///
     /// # Errors
     ///
-    /// What [`dataset::open`] returns for a location it cannot open.
+    /// What [`dataset::open`] returns for a location it cannot open, and what
+    /// [`Loader::new`] returns for a configuration it refuses (checked here, before any
+    /// measurement, rather than after them at the real run).
     pub fn open(
         location: &str,
         config: LoaderConfig,
@@ -78,6 +80,7 @@ impl Subject {
             Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
             None => dataset.source.clone(),
         };
+        Loader::new(dataset.catalog.clone(), source.clone(), config.clone())?;
         let mut storage = match (dataset.format, read) {
             _ if location.starts_with("s3://") => format!("object storage ({location})"),
             (Format::TarShards, ReadMode::Cold) => "local tar shards, read cold".to_string(),

@@ -11,6 +11,7 @@ use super::measure::{CacheRate, FetchRate, PrepRate};
 use super::model::{Bottleneck, Prediction, Rates};
 use super::observe::{Observation, Steady};
 use super::whatif::{Advice, Point, WhatIf};
+use crate::error::{Error, Result};
 
 /// The configuration analysed, as a reader would describe it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +64,16 @@ impl ModelRate {
         ModelRate {
             rate: None,
             how: "none: the input pipeline alone".into(),
+        }
+    }
+
+    /// A rate measured by timing the user's training step; `what` says what was timed
+    /// (e.g. "your training step on synthetic batches of 64 × 3×224×224 float32, median
+    /// of 10 steps").
+    pub fn timed(rate: f64, what: &str) -> ModelRate {
+        ModelRate {
+            rate: Some(rate),
+            how: format!("timed: {what}, {rate:.0} images/s"),
         }
     }
 }
@@ -135,6 +146,33 @@ fn spread_words(relative: f64, runs: usize) -> String {
 }
 
 impl Report {
+    /// The report as pretty-printed JSON: what `nostall analyze --json` writes.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serialises")
+    }
+
+    /// The rates of a report's JSON (what [`Report::json`] wrote), to analyse again
+    /// without measuring ([`super::Options::rates`]). Only `rates` is read, so a report
+    /// of another version of nostall serves as long as its rates have the same shape.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `text` is not such a report.
+    pub fn rates_from_json(text: &str) -> Result<Rates> {
+        /// The part of a report this needs.
+        #[derive(Deserialize)]
+        struct Saved {
+            rates: Rates,
+        }
+        serde_json::from_str::<Saved>(text)
+            .map(|saved| saved.rates)
+            .map_err(|e| {
+                Error::Config(format!(
+                    "not a report written by `nostall analyze` (its JSON): {e}"
+                ))
+            })
+    }
+
     /// The summary printed in a terminal.
     pub fn text(&self) -> String {
         let mut t = String::new();
@@ -575,6 +613,14 @@ mod tests {
         assert!(text.contains("P  prep, 2 thread(s)"), "{text}");
         assert!(text.contains("predicted: "), "{text}");
         assert!(text.lines().all(|l| l.chars().count() <= 160), "{text}");
+    }
+
+    #[test]
+    fn the_json_gives_back_the_rates() {
+        let r = report();
+        assert_eq!(Report::rates_from_json(&r.json()).unwrap(), r.rates);
+        let err = Report::rates_from_json(r#"{"version": "x"}"#).unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err}");
     }
 
     #[test]

@@ -1,0 +1,286 @@
+//! `nostall._nostall._analyze`: the engine's DS-Analyzer ([`nostall::analyze`]) for
+//! `nostall.analyze` (python/nostall/_analyze.py), which documents the arguments, gives
+//! their defaults, times the user's training step and wraps the report.
+//!
+//! The loader configuration is built from the arguments exactly as `Loader` builds it
+//! ([`ConfigArgs`]), on one rank reading the whole dataset; the analysis runs with the
+//! GIL released, which is taken again only to call `progress` and to time the model.
+
+use std::time::Duration;
+
+use nostall::analyze::{ModelRate, Options, Report, RunLength, Subject};
+use nostall::cache::Capacity;
+use nostall::storage::{Link, ReadMode};
+use nostall::{DType, Layout};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::{config_error, parse_capacity, raise, ConfigArgs};
+
+/// A number that must be finite and above (or, with `zero_ok`, at least) zero.
+fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
+    if value.is_finite() && (value > 0.0 || (zero_ok && value == 0.0)) {
+        return Ok(value);
+    }
+    let bound = if zero_ok { "0 or more" } else { "above 0" };
+    Err(config_error(
+        py,
+        format!("{name}={value}: give a number {bound}"),
+    ))
+}
+
+/// G as the arguments give it, before the dataset is opened: `Err` for a bad value,
+/// `Ok(None)` when the training step is to be timed.
+fn model_from_args(
+    py: Python<'_>,
+    model_rate: Option<f64>,
+    step_ms: Option<f64>,
+    timed: bool,
+    batch_size: usize,
+) -> PyResult<Option<ModelRate>> {
+    match (model_rate, step_ms, timed) {
+        (None, None, false) => Ok(Some(ModelRate::none())),
+        (Some(rate), None, false) => {
+            if rate.is_finite() && rate > 0.0 {
+                Ok(Some(ModelRate::given(rate)))
+            } else {
+                Err(config_error(
+                    py,
+                    format!(
+                        "model_rate={rate}: give the model's images/s (above 0), or leave it \
+                         out to analyse the input pipeline alone"
+                    ),
+                ))
+            }
+        }
+        (None, Some(step_ms), false) => {
+            let step_ms = positive(py, "step_ms", step_ms, false)?;
+            Ok(Some(ModelRate::simulated(step_ms, batch_size)))
+        }
+        (None, None, true) => Ok(None),
+        _ => Err(config_error(
+            py,
+            "give the model one way: model (a training step to time), model_rate (images/s) \
+             or step_ms (a simulated model), not several"
+                .into(),
+        )),
+    }
+}
+
+/// How the report names the pipeline: `"train preset, 224×224"` like the command line,
+/// or the operators; with the element type and layout when they are not float32 CHW.
+fn describe_pipeline(
+    pipeline: Option<&Bound<'_, PyAny>>,
+    config: &nostall::LoaderConfig,
+) -> PyResult<String> {
+    let shape = config.pipeline.sample_shape();
+    let (height, width) = match config.pipeline.layout() {
+        Layout::Chw => (shape[1], shape[2]),
+        Layout::Hwc => (shape[0], shape[1]),
+    };
+    let mut text = match pipeline {
+        None => "train preset".to_string(),
+        Some(p) => match p.cast::<PyString>() {
+            Ok(name) => format!("{} preset", name.to_str()?),
+            Err(_) => format!("operators {}", p.repr()?),
+        },
+    };
+    text.push_str(&format!(", {height}×{width}"));
+    match (config.pipeline.dtype(), config.pipeline.layout()) {
+        (DType::F32, Layout::Chw) => {}
+        (dtype, layout) => text.push_str(&format!(
+            ", {} {}",
+            dtype_name(dtype),
+            match layout {
+                Layout::Chw => "CHW",
+                Layout::Hwc => "HWC",
+            }
+        )),
+    }
+    Ok(text)
+}
+
+fn dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "float32",
+        DType::U8 => "uint8",
+    }
+}
+
+/// Runs `nostall analyze` on `source` and returns the report as `(json, text, html)`.
+///
+/// Every argument is keyword-only and required: `nostall.analyze` documents them and
+/// gives the defaults. `time_model`, when given, is called once the dataset is open as
+/// `time_model(shape, dtype, num_classes)` with the shape of a batch of images (e.g.
+/// `[64, 3, 224, 224]`), its element type (`"float32"` or `"uint8"`) and the dataset's
+/// number of classes (at least 1), and returns `(images_per_s, what_was_timed)`.
+/// `rates` is the JSON text of an earlier report whose rates to reuse. `progress` is
+/// called with each line of progress.
+#[pyfunction(name = "_analyze")]
+#[pyo3(signature = (
+    source, *, model_rate, step_ms, time_model, batch_size, pipeline, image_size, dtype,
+    layout, threads, fetch_threads, cache, cache_policy, on_error, budget, run_seconds,
+    run_epochs, max_threads, warm, throttle_mbps, latency_ms, rates, node_cache,
+    network_gbps, seed, progress
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    py: Python<'_>,
+    source: std::path::PathBuf,
+    model_rate: Option<f64>,
+    step_ms: Option<f64>,
+    time_model: Option<Bound<'_, PyAny>>,
+    batch_size: usize,
+    pipeline: Option<Bound<'_, PyAny>>,
+    image_size: Option<u32>,
+    dtype: &str,
+    layout: &str,
+    threads: usize,
+    fetch_threads: usize,
+    cache: Option<Bound<'_, PyAny>>,
+    cache_policy: &str,
+    on_error: &str,
+    budget: f64,
+    run_seconds: f64,
+    run_epochs: u64,
+    max_threads: Option<usize>,
+    warm: bool,
+    throttle_mbps: Option<f64>,
+    latency_ms: Option<f64>,
+    rates: Option<String>,
+    node_cache: Option<Bound<'_, PyAny>>,
+    network_gbps: f64,
+    seed: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(String, String, String)> {
+    // Every argument is checked before the dataset is opened or anything measured.
+    let (config, _) = ConfigArgs {
+        batch_size,
+        pipeline: pipeline.as_ref(),
+        image_size,
+        dtype,
+        layout,
+        shuffle: true,
+        seed,
+        drop_last: false,
+        threads: Some(threads),
+        fetch_threads: Some(fetch_threads),
+        prefetch: None,
+        cache: cache.as_ref(),
+        cache_policy,
+        on_error,
+        // One node reading the whole dataset; the node sweep predicts for more.
+        rank: Some(0),
+        world_size: Some(1),
+    }
+    .loader_config(py)?;
+    let description = describe_pipeline(pipeline.as_ref(), &config)?;
+    let given_model = model_from_args(py, model_rate, step_ms, time_model.is_some(), batch_size)?;
+    let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?.max(0.5));
+    let run_seconds = positive(py, "run_seconds", run_seconds, true)?;
+    let run = (run_seconds > 0.0 || run_epochs > 0).then(|| RunLength {
+        budget: Duration::from_secs_f64(run_seconds),
+        min_epochs: run_epochs,
+    });
+    let max_threads = match max_threads {
+        Some(0) => {
+            return Err(config_error(
+                py,
+                "max_threads=0: prep is measured for 1 to max_threads threads".into(),
+            ))
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let link = Link {
+        bandwidth: throttle_mbps
+            .map(|mbps| positive(py, "throttle_mbps", mbps, false))
+            .transpose()?
+            .map(|mbps| mbps * 1e6),
+        latency: Duration::from_secs_f64(
+            positive(py, "latency_ms", latency_ms.unwrap_or(0.0), true)? / 1e3,
+        ),
+        concurrency: None,
+    };
+    let link = (link.bandwidth.is_some() || !link.latency.is_zero()).then_some(link);
+    let node_cache = match node_cache {
+        None => None,
+        Some(share) => match parse_capacity(py, &share)? {
+            Capacity::Fraction(f) => Some(f),
+            Capacity::Bytes(_) => {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "node_cache={}: give a share of the dataset (\"25%\" or 0.25), not bytes",
+                        share.repr()?
+                    ),
+                ))
+            }
+        },
+    };
+    let network_bytes_per_s = positive(py, "network_gbps", network_gbps, false)? * 1e9 / 8.0;
+    let rates = rates
+        .map(|text| Report::rates_from_json(&text))
+        .transpose()
+        .map_err(|e| raise(py, e))?;
+    let read = if warm {
+        ReadMode::Cached
+    } else {
+        ReadMode::Cold
+    };
+
+    let location = source.to_string_lossy().into_owned();
+    let subject = py
+        .detach(|| Subject::open(&location, config, &description, read, link))
+        .map_err(|e| raise(py, e))?;
+    let model = match (given_model, time_model) {
+        (Some(model), _) => model,
+        (None, Some(time_model)) => {
+            let pipeline = &subject.config.pipeline;
+            let mut shape = vec![subject.config.plan.batch_size];
+            shape.extend(pipeline.sample_shape());
+            let classes = subject.catalog.classes().len().max(1);
+            let (rate, what) = time_model
+                .call1((shape, dtype_name(pipeline.dtype()), classes))?
+                .extract::<(f64, String)>()?;
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(config_error(
+                    py,
+                    format!("the training step timed at {rate} images/s: expected a rate above 0"),
+                ));
+            }
+            ModelRate::timed(rate, &what)
+        }
+        (None, None) => unreachable!("model_rate gives a rate unless there is a step to time"),
+    };
+    let cache_share = subject.description.cache_share;
+    let options = Options {
+        budget,
+        max_threads,
+        model,
+        run,
+        rates,
+        node_cache_share: node_cache.unwrap_or(if cache_share > 0.0 { cache_share } else { 0.25 }),
+        network_bytes_per_s,
+        seed,
+    };
+    // The first exception `progress` raises (a KeyboardInterrupt arrives this way) is
+    // raised once the analysis ends; `progress` is not called again after it.
+    let mut progress_error: Option<PyErr> = None;
+    let report = py
+        .detach(|| {
+            nostall::analyze::analyze(&subject, &options, &mut |line: &str| {
+                if let (Some(callback), None) = (&progress, &progress_error) {
+                    if let Err(e) = Python::attach(|py| callback.call1(py, (line,)).map(drop)) {
+                        progress_error = Some(e);
+                    }
+                }
+            })
+            .map(|report| (report.json(), report.text(), report.html()))
+        })
+        .map_err(|e| raise(py, e))?;
+    match progress_error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
