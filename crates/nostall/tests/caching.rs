@@ -108,7 +108,8 @@ fn read_ahead_stays_within_its_byte_bound_and_deepens_for_slow_storage() {
         },
     ));
     for limit in [largest, 3 * largest, 1 << 20] {
-        let mut config = config(8, 1);
+        // Batches of 2 and one prep thread: a floor of two samples.
+        let mut config = config(2, 1);
         config.fetch_threads = 8;
         config.readahead = limit;
         let loader = Loader::new(catalog.clone(), slow.clone(), config).unwrap();
@@ -125,7 +126,7 @@ fn read_ahead_stays_within_its_byte_bound_and_deepens_for_slow_storage() {
         assert!(ahead.window <= limit);
         if limit == 1 << 20 {
             // 15 ms per read at hundreds of samples per second: far more than the floor of
-            // two samples per prep thread must be under way.
+            // two samples must be under way.
             let floor = 2 * catalog.total_bytes() / catalog.len() as u64;
             assert!(
                 ahead.peak > floor,

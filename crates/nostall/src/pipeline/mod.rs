@@ -14,9 +14,12 @@
 //! the sample takes them. What they hold (in flight or parked) is bounded in bytes by a
 //! window that adapts to what is observed: by Little's law, keeping prep fed at `R`
 //! bytes/s through reads that take `L` seconds needs about `R·L` bytes under way, so the
-//! window follows twice that, between a floor of two samples per prep thread and the
-//! configured [`LoaderConfig::readahead`]. Slow storage thus gets a deep window, a cache
-//! or a local disk a shallow one. The factor of two also lets a window that starts small
+//! window follows twice that, between a floor and the configured
+//! [`LoaderConfig::readahead`]. Slow storage thus gets a deep window, a cache or a local
+//! disk a shallow one. The floor is a batch of samples (at least two per prep thread):
+//! cache hits arrive at once, so with a cache in front of slow storage a run of hits fills
+//! a shallow window, and the fetch threads would wait for prep instead of starting the
+//! next slow miss (measured: 15% of a 10 MB/s link lost with half the dataset cached). The factor of two also lets a window that starts small
 //! grow: reads limited by the window raise the pace, which widens the window, until the
 //! fetch threads or prep are the limit.
 //!
@@ -473,7 +476,8 @@ impl Epoch {
         let config = &loader.config;
         let start = position.sample as usize;
         let average = loader.catalog.total_bytes() / loader.catalog.len().max(1) as u64;
-        let floor = (2 * config.prep_threads as u64 * average).clamp(1, config.readahead);
+        let floor_samples = (2 * config.prep_threads).max(config.plan.batch_size) as u64;
+        let floor = (floor_samples * average).clamp(1, config.readahead);
         let shared = Arc::new(Shared {
             config: config.clone(),
             stream: plan.samples().to_vec(),
