@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nostall::analyze::{self, ModelRate, Options, Rates, RunLength, Subject};
+use nostall::analyze::{self, ModelRate, Options, Rates, Report, RunLength, Subject};
 use nostall::cache::Capacity;
 use nostall::storage::ReadMode;
 use nostall::Error;
@@ -168,10 +168,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         }
     })?;
     print!("{}", report.text());
-    write(
-        &args.json,
-        &serde_json::to_string_pretty(&report).expect("a report serialises"),
-    )?;
+    write(&args.json, &report.json())?;
     write(&args.html, &report.html())?;
     println!(
         "\nreport: {} (open in a browser), figures: {}",
@@ -194,17 +191,8 @@ fn read_rates(path: &std::path::Path) -> nostall::Result<Rates> {
         path: path.into(),
         source: e,
     })?;
-    /// The part of a report this needs.
-    #[derive(serde::Deserialize)]
-    struct Saved {
-        rates: Rates,
-    }
-    serde_json::from_str::<Saved>(&text)
-        .map(|r| r.rates)
-        .map_err(|e| {
-            Error::Config(format!(
-                "{}: not a report written by `nostall analyze --json` ({e})",
-                path.display()
-            ))
-        })
+    Report::rates_from_json(&text).map_err(|e| match e {
+        Error::Config(why) => Error::Config(format!("{}: {why}", path.display())),
+        other => other,
+    })
 }
