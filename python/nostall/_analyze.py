@@ -277,7 +277,7 @@ def analyze(
     dtype: Literal["float32", "uint8"] = "float32",
     layout: Literal["CHW", "HWC"] = "CHW",
     threads: int = 2,
-    fetch_threads: int = 1,
+    fetch_threads: int = 2,
     cache: str | float | int | None = None,
     cache_policy: Literal["minio", "lru", "none"] = "minio",
     on_error: Literal["error", "skip"] = "error",
@@ -320,7 +320,7 @@ def analyze(
     The configuration analysed takes ``Loader``'s arguments, with the same meaning:
     ``batch_size``, ``pipeline`` (``"train"``, ``"val"`` or a list of ``nostall.ops``),
     ``image_size``, ``dtype``, ``layout``, ``threads`` (prep threads, 2),
-    ``fetch_threads`` (1), ``cache`` and ``cache_policy``, ``on_error``; one rank reading
+    ``fetch_threads`` (2), ``cache`` and ``cache_policy``, ``on_error``; one rank reading
     the whole dataset, shuffled with ``seed``.
 
     How the analysis runs (as the command line's options of the same names):

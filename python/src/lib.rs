@@ -189,7 +189,7 @@ enum Output {
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
 /// - `threads` (None: the engine's default, 2): decode-and-transform threads.
-/// - `fetch_threads` (None: 1): threads reading bytes (more for slow remote storage).
+/// - `fetch_threads` (None: 2): threads reading bytes (more for slow remote storage).
 /// - `prefetch` (None: 4): batches prepared ahead of the training loop.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never

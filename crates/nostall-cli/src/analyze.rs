@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// Fetch threads (requests in flight) of the configuration analysed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 2)]
     fetch_threads: usize,
     /// The model's speed in images/s (e.g. what your GPU trains at).
     #[arg(long, conflicts_with_all = ["step_ms", "no_model"])]

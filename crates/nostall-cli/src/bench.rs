@@ -31,8 +31,8 @@ pub struct Args {
     /// Prep (decode + transform) threads; the decode floor uses as many.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Fetch threads.
-    #[arg(long, default_value_t = 1)]
+    /// Fetch threads (requests in flight).
+    #[arg(long, default_value_t = 2)]
     fetch_threads: usize,
     /// Measured epochs, after one warm-up epoch.
     #[arg(long, default_value_t = 2)]

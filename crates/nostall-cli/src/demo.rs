@@ -41,7 +41,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         size: 224,
         batch_size: args.batch_size,
         prep_threads: args.threads,
-        fetch_threads: 1,
+        fetch_threads: 2,
         seed: 0,
         skip_bad: false,
         cold: false,

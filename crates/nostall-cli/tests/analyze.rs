@@ -157,7 +157,7 @@ fn earlier_rates_are_reused_and_a_bad_file_is_refused() {
     let (ok, _, stderr) = nostall(&["analyze", "--rates", "bad.json"], dir.path());
     assert!(!ok);
     assert!(
-        stderr.contains("not a report written by `nostall analyze --json`"),
+        stderr.contains("bad.json: not a report written by `nostall analyze`"),
         "{stderr}"
     );
 }

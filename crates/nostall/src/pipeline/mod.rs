@@ -95,14 +95,17 @@ pub struct LoaderConfig {
 }
 
 impl LoaderConfig {
-    /// Defaults around a pipeline: batch 64, shuffled, 2 prep threads, 1 fetch thread,
+    /// Defaults around a pipeline: batch 64, shuffled, 2 prep threads, 2 fetch threads,
     /// 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         LoaderConfig {
             plan: PlanConfig::default(),
             pipeline,
             prep_threads: 2,
-            fetch_threads: 1,
+            // Two requests in flight: when the thread whose read just finished waits for
+            // a core (prep keeps them busy), the other keeps storage busy. With one, a
+            // 30 MB/s link with a quarter of the dataset cached delivered 15% less.
+            fetch_threads: 2,
             prefetch: 4,
             on_error: ErrorPolicy::Error,
             max_pixels: DEFAULT_MAX_PIXELS,
