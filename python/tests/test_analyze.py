@@ -49,7 +49,7 @@ def test_measures_prep_for_each_thread_count_fetch_cache_and_a_real_run(analysis
     assert report["rates"]["samples"] == 32
     # The configuration is the one asked for, described as the command line does.
     c = report["configuration"]
-    assert (c["batch_size"], c["prep_threads"], c["fetch_threads"]) == (BATCH, 2, 1)
+    assert (c["batch_size"], c["prep_threads"], c["fetch_threads"]) == (BATCH, 2, 2)
     assert c["pipeline"] == f"train preset, {SIZE}×{SIZE}"
     assert c["cache"] == "none" and c["storage"] == "local files, read cold"
     # G: the simulated model, 10 ms per batch of 8.
