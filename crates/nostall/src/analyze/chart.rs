@@ -30,8 +30,7 @@ pub(crate) struct LineChart<'a> {
     pub series: Vec<Series<'a>>,
     pub log_x: bool,
     pub marker: Option<(f64, &'a str)>,
-    /// The top of the y axis; lines above it run along the top edge. `None`: the
-    /// highest point.
+    /// The top of the y axis; what lies above it is cut off. `None`: the highest point.
     pub y_max: Option<f64>,
 }
 
@@ -46,7 +45,7 @@ impl LineChart<'_> {
         let y_axis = Axis::new(0.0, y_max.max(1e-9), false);
         let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
         let sx = |x: f64| LEFT + x_axis.unit(x) * plot_w;
-        let sy = |y: f64| TOP + plot_h - y_axis.unit(y.min(y_axis.max)) * plot_h;
+        let sy = |y: f64| TOP + plot_h - y_axis.unit(y) * plot_h;
         let mut svg = open_svg(self.title);
         for t in y_axis.ticks() {
             let y = sy(t);
@@ -89,7 +88,13 @@ impl LineChart<'_> {
                 escape(label)
             );
         }
-        for (i, s) in self.series.iter().enumerate() {
+        // The lines go in a viewport the size of the plot, so what lies above the y axis
+        // is cut off at the edge instead of drawn along it as if it were the value there.
+        let _ = write!(
+            svg,
+            r#"<svg x="{LEFT}" y="{TOP}" width="{plot_w:.1}" height="{plot_h:.1}" viewBox="{LEFT} {TOP} {plot_w:.1} {plot_h:.1}" class="plot">"#
+        );
+        for s in &self.series {
             let finite: Vec<_> = s.points.iter().filter(|p| p.1.is_finite()).collect();
             let split = s.dashed_after.unwrap_or(f64::INFINITY);
             let solid: Vec<_> = finite.iter().filter(|p| p.0 <= split).collect();
@@ -121,6 +126,9 @@ impl LineChart<'_> {
                     number(p.1)
                 );
             }
+        }
+        svg.push_str("</svg>");
+        for (i, s) in self.series.iter().enumerate() {
             legend(&mut svg, i, s.name, s.color);
         }
         svg.push_str("</svg>");
@@ -400,8 +408,10 @@ mod tests {
             y_max: Some(200.0),
         }
         .svg();
-        // The point above the axis is drawn on its top edge.
-        assert!(chart.contains(&format!(r#"cy="{TOP:.1}""#)), "{chart}");
+        // The point above the axis lies outside the clipping plot viewport.
+        assert!(chart.contains(r#"class="plot""#), "{chart}");
+        let above = TOP + (HEIGHT - TOP - BOTTOM) * (1.0 - 270.0 / 200.0);
+        assert!(chart.contains(&format!(r#"cy="{above:.1}""#)), "{chart}");
         assert_eq!(
             chart.matches("<polyline").count(),
             2,

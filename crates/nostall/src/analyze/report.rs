@@ -398,7 +398,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var link = document.getElementById("download");
   link.href = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], {{ type: "application/json" }}));
-  document.documentElement.dataset.charts = String(document.querySelectorAll("figure svg").length);
+  document.documentElement.dataset.charts = String(document.querySelectorAll("figure > svg").length);
 }})();
 </script>
 </body></html>

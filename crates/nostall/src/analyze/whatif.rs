@@ -213,7 +213,7 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
                 }
                 if p.prep < model.unwrap_or(f64::INFINITY) {
                     v.push_str("After that, prep would be the limit: ");
-                    push_threads_advice(&mut v, threads_needed, rates, max_threads);
+                    v.push_str(&threads_advice(threads_needed, rates, max_threads));
                 }
             } else {
                 v.push_str(&format!(
@@ -222,7 +222,13 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
                     setup.threads, p.prep, p.fetch
                 ));
                 if model.is_some() {
-                    push_threads_advice(&mut v, threads_needed, rates, max_threads);
+                    // A sentence of its own here: capitalised.
+                    let advice = threads_advice(threads_needed, rates, max_threads);
+                    let mut chars = advice.chars();
+                    if let Some(first) = chars.next() {
+                        v.extend(first.to_uppercase());
+                        v.push_str(chars.as_str());
+                    }
                 } else {
                     v.push_str(
                         "Each further thread adds what the threads chart shows, up to the \
@@ -241,20 +247,19 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
     }
 }
 
-fn push_threads_advice(v: &mut String, needed: Option<usize>, rates: &Rates, max: usize) {
+/// How many prep threads would keep up with the model, as the end of a sentence.
+fn threads_advice(needed: Option<usize>, rates: &Rates, max: usize) -> String {
     match needed {
-        Some(n) if n > rates.prep.len() => v.push_str(&format!(
+        Some(n) if n > rates.prep.len() => format!(
             "about {n} prep threads (cores) would keep up with the model (estimated: only \
              1 to {} threads were measured). ",
             rates.prep.len()
-        )),
-        Some(n) => v.push_str(&format!(
-            "{n} prep threads (cores) would keep up with the model. "
-        )),
-        None => v.push_str(&format!(
+        ),
+        Some(n) => format!("{n} prep threads (cores) would keep up with the model. "),
+        None => format!(
             "even {max} prep threads would not keep up with the model; lighter \
              augmentation or smaller images would. "
-        )),
+        ),
     }
 }
 
