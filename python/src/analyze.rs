@@ -11,9 +11,7 @@ use std::time::Duration;
 use nostall::analyze::{ModelRate, Options, Report, RunLength, Subject};
 use nostall::cache::Capacity;
 use nostall::storage::{Link, ReadMode};
-use nostall::{DType, Layout};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 
 use crate::{config_error, parse_capacity, raise, ConfigArgs};
 
@@ -64,46 +62,6 @@ fn model_from_args(
              or step_ms (a simulated model), not several"
                 .into(),
         )),
-    }
-}
-
-/// How the report names the pipeline: `"train preset, 224×224"` like the command line,
-/// or the operators; with the element type and layout when they are not float32 CHW.
-fn describe_pipeline(
-    pipeline: Option<&Bound<'_, PyAny>>,
-    config: &nostall::LoaderConfig,
-) -> PyResult<String> {
-    let shape = config.pipeline.sample_shape();
-    let (height, width) = match config.pipeline.layout() {
-        Layout::Chw => (shape[1], shape[2]),
-        Layout::Hwc => (shape[0], shape[1]),
-    };
-    let mut text = match pipeline {
-        None => "train preset".to_string(),
-        Some(p) => match p.cast::<PyString>() {
-            Ok(name) => format!("{} preset", name.to_str()?),
-            Err(_) => format!("operators {}", p.repr()?),
-        },
-    };
-    text.push_str(&format!(", {height}×{width}"));
-    match (config.pipeline.dtype(), config.pipeline.layout()) {
-        (DType::F32, Layout::Chw) => {}
-        (dtype, layout) => text.push_str(&format!(
-            ", {} {}",
-            dtype_name(dtype),
-            match layout {
-                Layout::Chw => "CHW",
-                Layout::Hwc => "HWC",
-            }
-        )),
-    }
-    Ok(text)
-}
-
-fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "float32",
-        DType::U8 => "uint8",
     }
 }
 
@@ -174,7 +132,6 @@ pub fn run(
         world_size: Some(1),
     }
     .loader_config(py)?;
-    let description = describe_pipeline(pipeline.as_ref(), &config)?;
     let given_model = model_from_args(py, model_rate, step_ms, time_model.is_some(), batch_size)?;
     let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?.max(0.5));
     let run_seconds = positive(py, "run_seconds", run_seconds, true)?;
@@ -231,7 +188,7 @@ pub fn run(
 
     let location = source.to_string_lossy().into_owned();
     let subject = py
-        .detach(|| Subject::open(&location, config, &description, read, link))
+        .detach(|| Subject::open(&location, config, read, link))
         .map_err(|e| raise(py, e))?;
     let model = match (given_model, time_model) {
         (Some(model), _) => model,
@@ -241,7 +198,7 @@ pub fn run(
             shape.extend(pipeline.sample_shape());
             let classes = subject.catalog.classes().len().max(1);
             let (rate, what) = time_model
-                .call1((shape, dtype_name(pipeline.dtype()), classes))?
+                .call1((shape, pipeline.dtype().to_string(), classes))?
                 .extract::<(f64, String)>()?;
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(config_error(

@@ -50,7 +50,9 @@ def test_measures_prep_for_each_thread_count_fetch_cache_and_a_real_run(analysis
     # The configuration is the one asked for, described as the command line does.
     c = report["configuration"]
     assert (c["batch_size"], c["prep_threads"], c["fetch_threads"]) == (BATCH, 2, 2)
-    assert c["pipeline"] == f"train preset, {SIZE}×{SIZE}"
+    assert c["pipeline"] == (
+        f"RandomResizedCrop({SIZE}) → RandomHorizontalFlip → Normalize(ImageNet), float32 CHW"
+    )
     assert c["cache"] == "none" and c["storage"] == "local files, read cold"
     # G: the simulated model, 10 ms per batch of 8.
     assert report.model_rate == pytest.approx(BATCH / 0.010)

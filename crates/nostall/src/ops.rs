@@ -188,6 +188,16 @@ impl std::str::FromStr for DType {
     }
 }
 
+/// NumPy's name: `float32` or `uint8` (what [`DType::from_str`] reads).
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "float32",
+            DType::U8 => "uint8",
+        })
+    }
+}
+
 /// Order of the output's dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
@@ -265,6 +275,71 @@ pub struct Geometry {
     pub height: u32,
     /// Mirror left–right.
     pub flip: bool,
+}
+
+/// `CHW` or `HWC` (what [`Layout::from_str`] reads).
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Chw => "CHW",
+            Layout::Hwc => "HWC",
+        })
+    }
+}
+
+/// A pipeline as a person would write it down, e.g. `RandomResizedCrop(224) →
+/// RandomHorizontalFlip → Normalize(ImageNet), float32 CHW` (for reports).
+impl std::fmt::Display for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fn size(f: &mut std::fmt::Formatter<'_>, height: u32, width: u32) -> std::fmt::Result {
+            if height == width {
+                write!(f, "{height}")
+            } else {
+                write!(f, "{height}×{width}")
+            }
+        }
+        for (i, op) in self.ops.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" → ")?;
+            }
+            match *op {
+                Op::RandomResizedCrop {
+                    size: (height, width),
+                    scale,
+                    ratio,
+                } => {
+                    f.write_str("RandomResizedCrop(")?;
+                    size(f, height, width)?;
+                    if scale != DEFAULT_CROP_SCALE || ratio != DEFAULT_CROP_RATIO {
+                        write!(
+                            f,
+                            ", scale {}–{}, ratio {:.3}–{:.3}",
+                            scale.0, scale.1, ratio.0, ratio.1
+                        )?;
+                    }
+                    f.write_str(")")?;
+                }
+                Op::Resize(Size::Shorter(side)) => write!(f, "Resize({side})")?,
+                Op::Resize(Size::Exact { height, width }) => {
+                    f.write_str("Resize(")?;
+                    size(f, height, width)?;
+                    f.write_str(")")?;
+                }
+                Op::CenterCrop { height, width } => {
+                    f.write_str("CenterCrop(")?;
+                    size(f, height, width)?;
+                    f.write_str(")")?;
+                }
+                Op::RandomHorizontalFlip { p: 0.5 } => f.write_str("RandomHorizontalFlip")?,
+                Op::RandomHorizontalFlip { p } => write!(f, "RandomHorizontalFlip(p={p})")?,
+                Op::Normalize { mean, std } if mean == IMAGENET_MEAN && std == IMAGENET_STD => {
+                    f.write_str("Normalize(ImageNet)")?
+                }
+                Op::Normalize { mean, std } => write!(f, "Normalize(mean {mean:?}, std {std:?})")?,
+            }
+        }
+        write!(f, ", {} {}", self.dtype, self.layout)
+    }
 }
 
 impl Pipeline {
@@ -918,5 +993,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn pipelines_print_as_a_person_would_write_them() {
+        assert_eq!(
+            Pipeline::imagenet_train(224).to_string(),
+            "RandomResizedCrop(224) → RandomHorizontalFlip → Normalize(ImageNet), float32 CHW"
+        );
+        let custom = Pipeline::new(
+            vec![
+                Op::Resize(Size::Shorter(256)),
+                Op::CenterCrop {
+                    height: 200,
+                    width: 300,
+                },
+                Op::RandomHorizontalFlip { p: 0.25 },
+            ],
+            DType::U8,
+            Layout::Hwc,
+        )
+        .unwrap();
+        assert_eq!(
+            custom.to_string(),
+            "Resize(256) → CenterCrop(200×300) → RandomHorizontalFlip(p=0.25), uint8 HWC"
+        );
     }
 }

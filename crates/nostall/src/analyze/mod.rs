@@ -61,7 +61,7 @@ pub struct Subject {
 
 impl Subject {
     /// Opens the dataset at `location` (see [`dataset::open`]) with `read`, behind
-    /// `link` if given, to analyse `config`, whose pipeline the report calls `pipeline`.
+    /// `link` if given, to analyse `config`.
     ///
     /// # Errors
     ///
@@ -71,7 +71,6 @@ impl Subject {
     pub fn open(
         location: &str,
         config: LoaderConfig,
-        pipeline: &str,
         read: ReadMode,
         link: Option<Link>,
     ) -> Result<Subject> {
@@ -100,7 +99,7 @@ impl Subject {
             }
         }
         let description = Configuration {
-            pipeline: pipeline.into(),
+            pipeline: config.pipeline.to_string(),
             batch_size: config.plan.batch_size,
             prep_threads: config.prep_threads,
             fetch_threads: config.fetch_threads,
