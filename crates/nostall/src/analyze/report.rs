@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// The configuration analysed, as a reader would describe it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Configuration {
-    /// The pipeline (e.g. "train preset, 224×224").
+    /// The pipeline, as [`crate::Pipeline`] prints it.
     pub pipeline: String,
     /// Samples per batch.
     pub batch_size: usize,
