@@ -282,18 +282,8 @@ fn bandwidth_needed(rates: &Rates, setup: &Setup) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The model tests' figures: storage 500 samples/s, prep 400/700/900, model 600.
-    fn rates() -> Rates {
-        Rates {
-            samples: 10_000,
-            dataset_bytes: 1_000_000_000,
-            prep: vec![400.0, 700.0, 900.0],
-            storage_bytes_per_s: 50e6,
-            cache: 20_000.0,
-            model: Some(600.0),
-        }
-    }
+    // The model tests' figures: storage 500 samples/s, prep 400/700/900, model 600.
+    use crate::analyze::model::tests::rates;
 
     #[test]
     fn sweeps_cover_their_ranges_and_agree_with_the_model() {
