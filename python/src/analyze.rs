@@ -210,14 +210,13 @@ pub fn run(
         }
         (None, None) => unreachable!("model_rate gives a rate unless there is a step to time"),
     };
-    let cache_share = subject.description.cache_share;
     let options = Options {
         budget,
         max_threads,
         model,
         run,
         rates,
-        node_cache_share: node_cache.unwrap_or(if cache_share > 0.0 { cache_share } else { 0.25 }),
+        node_cache_share: node_cache,
         network_bytes_per_s,
         seed,
     };

@@ -134,7 +134,6 @@ pub fn run(args: Args) -> nostall::Result<()> {
         }
         (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size),
     };
-    let cache_share = subject.description.cache_share;
     let rates = args.rates.as_deref().map(read_rates).transpose()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let options = Options {
@@ -146,11 +145,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
             min_epochs: args.run_epochs,
         }),
         rates,
-        node_cache_share: args.node_cache.unwrap_or(if cache_share > 0.0 {
-            cache_share
-        } else {
-            0.25
-        }),
+        node_cache_share: args.node_cache,
         network_bytes_per_s: args.network_gbps * 1e9 / 8.0,
         seed: args.seed,
     };

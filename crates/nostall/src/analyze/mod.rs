@@ -135,8 +135,9 @@ pub struct Options {
     /// Rates from an earlier analysis to reuse instead of measuring (G is replaced by
     /// [`Options::model`]).
     pub rates: Option<Rates>,
-    /// The share of the dataset each node caches in the node sweep.
-    pub node_cache_share: f64,
+    /// The share of the dataset each node caches in the node sweep; `None`: the
+    /// configured cache's share, or 25% without a cache.
+    pub node_cache_share: Option<f64>,
     /// The network bandwidth between nodes in the node sweep, bytes/s.
     pub network_bytes_per_s: f64,
     /// Seed of the order samples are measured in.
@@ -214,7 +215,12 @@ pub fn analyze(
         what_if: whatif::sweep(
             &rates,
             &setup,
-            options.node_cache_share,
+            options
+                .node_cache_share
+                .unwrap_or(match subject.description.cache_share {
+                    0.0 => 0.25,
+                    configured => configured,
+                }),
             options.network_bytes_per_s,
         ),
         advice: whatif::advise(&rates, &setup, &prediction, max_threads),
