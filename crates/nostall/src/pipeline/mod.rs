@@ -54,6 +54,7 @@ use crate::codec::DEFAULT_MAX_PIXELS;
 use crate::error::{Cause, Error, Result, SampleError};
 use crate::metrics::{EpochStats, ReadaheadStats, StageCounters};
 use crate::ops::{DType, Pipeline, Prep};
+use crate::plan::locality::Locality;
 use crate::plan::{batches_for, samples_per_rank, EpochPlan, PlanConfig, Position};
 use crate::rng::{derive, Rng};
 use crate::storage::Source;
@@ -92,6 +93,10 @@ pub struct LoaderConfig {
     /// The most bytes fetch threads may hold ahead of prep (in flight or waiting); see
     /// the [module docs](self).
     pub readahead: u64,
+    /// With a cache partitioned across nodes: plan each epoch locality-aware
+    /// ([`EpochPlan::locality_aware`]), so that ranks take the samples their node holds.
+    /// Every global batch keeps the plain plan's contents.
+    pub locality: Option<Locality>,
 }
 
 impl LoaderConfig {
@@ -111,11 +116,22 @@ impl LoaderConfig {
             max_pixels: DEFAULT_MAX_PIXELS,
             cache: CacheConfig::default(),
             readahead: 64 << 20,
+            locality: None,
         }
     }
 
     fn validate(&self, dataset_len: usize) -> Result<()> {
         self.plan.validate(dataset_len)?;
+        if let Some(locality) = &self.locality {
+            // Fails early, with the reason, when the placement does not fit the job.
+            EpochPlan::locality_aware(
+                &self.plan,
+                &locality.placement,
+                locality.ranks_per_node,
+                dataset_len,
+                0,
+            )?;
+        }
         if self.prep_threads == 0 || self.fetch_threads == 0 {
             return Err(Error::Config(
                 "prep and fetch need at least one thread each".into(),
@@ -207,7 +223,17 @@ impl Loader {
 
     /// Starts from a saved position: yields exactly the batches that remained.
     pub fn resume(&self, position: Position) -> Result<Epoch> {
-        let plan = EpochPlan::new(&self.config.plan, self.catalog.len(), position.epoch)?;
+        let len = self.catalog.len();
+        let plan = match &self.config.locality {
+            None => EpochPlan::new(&self.config.plan, len, position.epoch)?,
+            Some(l) => EpochPlan::locality_aware(
+                &self.config.plan,
+                &l.placement,
+                l.ranks_per_node,
+                len,
+                position.epoch,
+            )?,
+        };
         if position.sample as usize > plan.samples().len() {
             return Err(Error::Config(format!(
                 "position {position:?} lies beyond the epoch's {} samples on this rank",

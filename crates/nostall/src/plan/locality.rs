@@ -48,11 +48,22 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use super::{batches_for, sharded_order, EpochPlan, PlanConfig};
 use crate::cache::partition::Placement;
 use crate::catalog::SampleId;
 use crate::error::{Error, Result};
+
+/// What a loader needs to plan locality-aware epochs: who caches what, and how many ranks
+/// each node runs. Cheap to clone (the placement is shared).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Locality {
+    /// The partitioned cache's placement, the same on every rank.
+    pub placement: Arc<Placement>,
+    /// Ranks (torchrun's local ranks) per node; world size = nodes × this.
+    pub ranks_per_node: usize,
+}
 
 /// An epoch's global order, made a multiple of the world size by the shard policy, split
 /// into global batches: batch `k` holds batch `k` of every rank in the plain plan.

@@ -1,0 +1,81 @@
+//! The cache service between the nodes of a nostall job (CoorDL's partitioned caching).
+//!
+//! Several nodes training one model data-parallel can together hold a dataset that none
+//! holds alone. Each node caches a disjoint part of it, chosen by
+//! [`nostall::cache::partition::Placement`] from the job's seed, so that every node knows
+//! who holds what without messages; a sample is read from the node's own cache, else from
+//! the peer holding it, and only then from storage. With locality-aware assignment
+//! ([`nostall::plan::locality`]) each rank mostly takes samples its node holds, and only
+//! the balancing surplus crosses the network.
+//!
+//! # Layers
+//!
+//! - [`NodeCache`]: the node's part, filled from storage on first use and kept (it never
+//!   evicts: the part fits by construction). Shared by the node's ranks.
+//! - [`Service`]: serves the node cache to peers. Two planes:
+//!   - **data**: framed TCP ([`wire`]): one request per sample by catalog id (never by
+//!     path), answered with the bytes. Blocking sockets on plain threads, pooled
+//!     connections: a sample costs one round trip and one copy into the loader's buffer.
+//!   - **control**: gRPC ([`control`], `tonic`): the handshake (fingerprint check, data
+//!     port), the rendezvous that turns a launcher's `MASTER_ADDR` into a peer list, and
+//!     the barrier before each epoch.
+//! - [`PartitionedSource`]: the loader's [`nostall::storage::Source`]: own cache → holder
+//!   peer → storage, with peers marked down after a timeout and retried later.
+//! - [`Node`]: all of it for one process, from a [`NodeConfig`] (explicit peer list, or
+//!   torchrun's environment via [`NodeConfig::from_env`]).
+//!
+//! # Security
+//!
+//! The service listens only on the configured address, requires the job's shared secret
+//! ([`Secret`], from `NOSTALL_PEER_SECRET`) on both planes, limits request and response
+//! sizes, and refuses ids outside the catalog or not held by the node; each refusal is
+//! logged with its reason and the service goes on serving others. See [`auth`] for what
+//! the secret does and does not protect against.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use nostall::{dataset, storage::ReadMode, Loader, LoaderConfig, Pipeline};
+//! use nostall_peer::{Node, NodeConfig, Secret};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let data = dataset::open("s3://bucket/train", ReadMode::Cached)?;
+//! let peers = vec!["10.0.0.1:7070".to_string(), "10.0.0.2:7070".to_string()];
+//! let config = NodeConfig::new(0, peers, "30%".parse()?, Secret::from_env()?);
+//! let node = Node::join(&data.catalog, data.source.clone(), config)?;
+//! let mut loader_config = LoaderConfig::new(Pipeline::imagenet_train(224));
+//! loader_config.plan.rank = node.rank();
+//! loader_config.plan.world = node.world();
+//! loader_config.locality = Some(node.locality());
+//! let loader = Loader::new(data.catalog.clone(), node.source(), loader_config)?;
+//! for epoch in 0..90 {
+//!     node.barrier(epoch)?;
+//!     for batch in loader.epoch(epoch)? {
+//!         let batch = batch?;
+//!         // train on batch
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod auth;
+mod client;
+pub mod control;
+mod error;
+mod membership;
+mod node_cache;
+mod server;
+mod source;
+#[cfg(test)]
+mod testing;
+pub mod wire;
+
+pub use auth::Secret;
+pub use client::{Failure, Timeouts};
+pub use error::{Error, Result};
+pub use membership::{fingerprint, Node, NodeConfig, NodeStats};
+pub use node_cache::{NodeCache, NodeCacheStats};
+pub use server::{Rejection, Service, ServiceConfig, ServiceStats, KEPT_REJECTIONS};
+pub use source::{PartitionedSource, SourceBreakdown};

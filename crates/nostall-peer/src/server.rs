@@ -1,0 +1,587 @@
+//! The peer service of one node: the data plane (framed TCP, see [`crate::wire`]) that
+//! serves the node's cached samples by catalog id, and the control plane (gRPC) for the
+//! handshake, the rendezvous and the epoch barrier.
+//!
+//! Every refusal is counted by kind, logged to stderr with its reason and the peer's
+//! address, and kept among the last [`KEPT_REJECTIONS`]; none of them stops the service
+//! from serving others.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::{BufReader, BufWriter};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tonic::{Request, Response};
+
+use crate::auth::{self, Purpose, Secret};
+use crate::control::generated::control_server::{Control, ControlServer};
+use crate::control::{
+    BarrierReply, BarrierRequest, HelloReply, HelloRequest, RegisterReply, RegisterRequest,
+    AUTH_HEADER, MAX_CONTROL_MESSAGE_BYTES,
+};
+use crate::error::{network, Result};
+use crate::node_cache::NodeCache;
+use crate::wire::{self, Request as WireRequest, Status};
+
+/// How many recent rejections [`ServiceStats::recent`] keeps.
+pub const KEPT_REJECTIONS: usize = 64;
+
+/// How a node's service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// This node's index.
+    pub node: usize,
+    /// Nodes in the job (for the rendezvous and the barrier).
+    pub nodes: usize,
+    /// Where the control plane listens; the data plane listens on the same IP address, on
+    /// a port the system picks (peers learn it in the handshake).
+    pub listen: SocketAddr,
+    /// The job's secret.
+    pub secret: Secret,
+    /// What every node of the job must agree on (catalog and placement); see
+    /// [`crate::fingerprint`].
+    pub fingerprint: Vec<u8>,
+    /// The largest sample served, in bytes; larger ones are refused.
+    pub max_response_bytes: u64,
+    /// Time a client gets to complete the handshake, and a send to a client to finish.
+    pub io_timeout: Duration,
+    /// How long the rendezvous and the barrier wait for every node.
+    pub gather_timeout: Duration,
+}
+
+/// One refused request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// A short kind: `unauthorized`, `bad-request`, `unknown-id`, `not-held`,
+    /// `too-large`, `mismatch`.
+    pub kind: &'static str,
+    /// The peer's address.
+    pub peer: String,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// What the service has done since it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceStats {
+    /// Samples sent to peers.
+    pub served_samples: u64,
+    /// Bytes of samples sent to peers.
+    pub served_bytes: u64,
+    /// Refusals by kind.
+    pub rejected: BTreeMap<&'static str, u64>,
+    /// The most recent refusals, oldest first.
+    pub recent: Vec<Rejection>,
+}
+
+/// State shared by the service's threads and tasks.
+struct Shared {
+    config: ServiceConfig,
+    cache: Arc<NodeCache>,
+    /// Catalog size: ids at or beyond it are unknown.
+    samples: u64,
+    data_port: u16,
+    stop: AtomicBool,
+    served_samples: AtomicU64,
+    served_bytes: AtomicU64,
+    rejections: Mutex<(BTreeMap<&'static str, u64>, VecDeque<Rejection>)>,
+    /// Open data connections, shut down when the service stops.
+    connections: Mutex<Vec<TcpStream>>,
+    rendezvous: Rendezvous,
+}
+
+impl Shared {
+    fn reject(&self, kind: &'static str, peer: &str, reason: String) {
+        eprintln!(
+            "nostall-peer: node {}: refused {peer} ({kind}): {reason}",
+            self.config.node
+        );
+        let mut guard = self.rejections.lock().unwrap_or_else(|e| e.into_inner());
+        *guard.0.entry(kind).or_default() += 1;
+        if guard.1.len() == KEPT_REJECTIONS {
+            guard.1.pop_front();
+        }
+        guard.1.push_back(Rejection {
+            kind,
+            peer: peer.to_string(),
+            reason,
+        });
+    }
+}
+
+/// A node's running peer service. Dropping it stops it.
+pub struct Service {
+    shared: Arc<Shared>,
+    control_addr: SocketAddr,
+    data_addr: SocketAddr,
+    accept: Option<JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("node", &self.shared.config.node)
+            .field("control", &self.control_addr)
+            .field("data", &self.data_addr)
+            .finish()
+    }
+}
+
+impl Service {
+    /// Starts serving `cache` as configured.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Network`] when an address cannot be bound.
+    pub fn start(config: ServiceConfig, cache: Arc<NodeCache>, samples: u64) -> Result<Service> {
+        let data = TcpListener::bind(SocketAddr::new(config.listen.ip(), 0)).map_err(network(
+            format!("cannot listen on {} for data", config.listen.ip()),
+        ))?;
+        let data_addr = data.local_addr().map_err(network("data listener"))?;
+        let control = std::net::TcpListener::bind(config.listen).map_err(network(format!(
+            "cannot listen on {} for the peer service (is another node or job using it?)",
+            config.listen
+        )))?;
+        let control_addr = control.local_addr().map_err(network("control listener"))?;
+        let shared = Arc::new(Shared {
+            rendezvous: Rendezvous::new(config.nodes),
+            config,
+            cache,
+            samples,
+            data_port: data_addr.port(),
+            stop: AtomicBool::new(false),
+            served_samples: AtomicU64::new(0),
+            served_bytes: AtomicU64::new(0),
+            rejections: Mutex::default(),
+            connections: Mutex::default(),
+        });
+
+        data.set_nonblocking(true)
+            .map_err(network("data listener"))?;
+        let accept = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("nostall-peer-accept".into())
+                .spawn(move || accept_loop(&data, &shared))
+                .map_err(network("cannot start the accept thread"))?
+        };
+
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("nostall-peer-control")
+            .enable_all()
+            .build()
+            .map_err(network("cannot start the control runtime"))?;
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service = ControlService {
+            shared: shared.clone(),
+        };
+        let secret = shared.config.secret.clone();
+        let checker = shared.clone();
+        let server = ControlServer::new(service)
+            .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_CONTROL_MESSAGE_BYTES);
+        let server = tonic::service::interceptor::InterceptedService::new(
+            server,
+            move |request: Request<()>| authorize(&secret, &checker, request),
+        );
+        control
+            .set_nonblocking(true)
+            .map_err(network("control listener"))?;
+        let incoming = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(control).map_err(network("control listener"))?
+        };
+        runtime.spawn(async move {
+            let incoming = tonic::transport::server::TcpIncoming::from(incoming);
+            let result = tonic::transport::Server::builder()
+                .add_service(server)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(err) = result {
+                eprintln!("nostall-peer: control plane stopped: {err}");
+            }
+        });
+        Ok(Service {
+            shared,
+            control_addr,
+            data_addr,
+            accept: Some(accept),
+            runtime: Some(runtime),
+            shutdown: Some(shutdown),
+        })
+    }
+
+    /// Where the control plane listens (the address peers are given).
+    pub fn control_addr(&self) -> SocketAddr {
+        self.control_addr
+    }
+
+    /// Where the data plane listens.
+    pub fn data_addr(&self) -> SocketAddr {
+        self.data_addr
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ServiceStats {
+        let guard = self
+            .shared
+            .rejections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        ServiceStats {
+            served_samples: self.shared.served_samples.load(Ordering::Relaxed),
+            served_bytes: self.shared.served_bytes.load(Ordering::Relaxed),
+            rejected: guard.0.clone(),
+            recent: guard.1.iter().cloned().collect(),
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        for conn in self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Accepts data connections until the service stops, one thread each: a node has few
+/// peers, each with a few fetch threads, so threads are cheap and keep the hot path
+/// blocking and simple.
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    while !shared.stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if let Ok(clone) = stream.try_clone() {
+                    let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
+                    open.retain(|c| c.peer_addr().is_ok());
+                    open.push(clone);
+                }
+                let shared = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("nostall-peer-conn".into())
+                    .spawn(move || serve_connection(stream, peer, &shared));
+                if let Err(err) = spawned {
+                    eprintln!("nostall-peer: cannot serve {peer}: {err}");
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(err) => {
+                eprintln!("nostall-peer: accept failed: {err}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Handshake, then requests until the client leaves or breaks the protocol.
+fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let peer = peer.to_string();
+    let timeout = Some(shared.config.io_timeout);
+    if stream.set_nonblocking(false).is_err()
+        || stream.set_nodelay(true).is_err()
+        || stream.set_read_timeout(timeout).is_err()
+        || stream.set_write_timeout(timeout).is_err()
+    {
+        return;
+    }
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::with_capacity(4096, read_half);
+    let mut writer = BufWriter::with_capacity(256 << 10, stream);
+
+    let nonce = auth::nonce();
+    if wire::write_greeting(&mut writer, &nonce).is_err() {
+        return;
+    }
+    let (tag, node) = match wire::read_login(&mut reader) {
+        Ok(login) => login,
+        Err(err) => {
+            shared.reject("unauthorized", &peer, format!("no valid handshake: {err}"));
+            return;
+        }
+    };
+    if !shared.config.secret.verify(Purpose::Data, &nonce, &tag) {
+        let reason = format!(
+            "client (node {node}) does not know the job's secret; check that {} is the same \
+             on every node",
+            auth::SECRET_VAR
+        );
+        shared.reject("unauthorized", &peer, reason.clone());
+        let _ = wire::write_response(&mut writer, Status::Unauthorized, reason.as_bytes());
+        return;
+    }
+    if wire::write_response(&mut writer, Status::Ok, &[]).is_err() {
+        return;
+    }
+    // Between epochs a connection may idle for long: only sends are timed from here.
+    if writer.get_ref().set_read_timeout(None).is_err() {
+        return;
+    }
+
+    let mut bytes = Vec::new();
+    loop {
+        let request = match wire::read_request(&mut reader) {
+            Ok(Some(request)) => request,
+            Ok(None) | Err(_) => return,
+        };
+        let id = match request {
+            WireRequest::Fetch(id) => id,
+            WireRequest::Bad(reason) => {
+                shared.reject("bad-request", &peer, reason.clone());
+                let _ = wire::write_response(&mut writer, Status::BadRequest, reason.as_bytes());
+                return;
+            }
+        };
+        let (status, payload): (Status, &[u8]) = if id >= shared.samples {
+            let reason = format!("no sample {id}: the catalog has {}", shared.samples);
+            shared.reject("unknown-id", &peer, reason);
+            (Status::UnknownId, b"unknown id")
+        } else if !shared.cache.holds(id) {
+            let reason = format!("sample {id} is not node {}'s to serve", shared.config.node);
+            shared.reject("not-held", &peer, reason);
+            (Status::NotHeld, b"not held here")
+        } else {
+            match shared.cache.read(id, &mut bytes) {
+                Ok(()) if bytes.len() as u64 > shared.config.max_response_bytes => {
+                    let reason = format!(
+                        "sample {id} is {} bytes, over the limit of {}",
+                        bytes.len(),
+                        shared.config.max_response_bytes
+                    );
+                    shared.reject("too-large", &peer, reason);
+                    (Status::TooLarge, b"over the size limit")
+                }
+                Ok(()) => {
+                    shared.served_samples.fetch_add(1, Ordering::Relaxed);
+                    shared
+                        .served_bytes
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    (Status::Ok, &bytes)
+                }
+                Err(cause) => {
+                    bytes = cause.to_string().into_bytes();
+                    (Status::Unavailable, &bytes)
+                }
+            }
+        };
+        if wire::write_response(&mut writer, status, payload).is_err() {
+            return;
+        }
+    }
+}
+
+/// Checks the control plane's secret header.
+fn authorize(
+    secret: &Secret,
+    shared: &Shared,
+    request: Request<()>,
+) -> std::result::Result<Request<()>, tonic::Status> {
+    let tag = request
+        .metadata()
+        .get(AUTH_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(decode_hex);
+    if tag.is_some_and(|tag| secret.verify(Purpose::Control, &[], &tag)) {
+        return Ok(request);
+    }
+    let peer = request
+        .remote_addr()
+        .map_or("unknown".to_string(), |a| a.to_string());
+    let reason = format!(
+        "control request without the job's secret; check that {} is the same on every node",
+        auth::SECRET_VAR
+    );
+    shared.reject("unauthorized", &peer, reason.clone());
+    Err(tonic::Status::unauthenticated(reason))
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Who has registered, and who has reached which epoch's barrier; node 0's copy is the
+/// one that counts.
+struct Rendezvous {
+    nodes: usize,
+    addrs: Mutex<Vec<Option<String>>>,
+    arrived: Mutex<BTreeMap<u64, BTreeSet<u32>>>,
+    changed: watch::Sender<u64>,
+}
+
+impl Rendezvous {
+    fn new(nodes: usize) -> Rendezvous {
+        Rendezvous {
+            nodes,
+            addrs: Mutex::new(vec![None; nodes]),
+            arrived: Mutex::default(),
+            changed: watch::Sender::new(0),
+        }
+    }
+
+    /// Waits until `done` holds (checked after every change), or `timeout`.
+    async fn wait_until(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
+        let mut changes = self.changed.subscribe();
+        let waiting = async {
+            loop {
+                if done() {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, waiting).await.is_ok() && done()
+    }
+}
+
+struct ControlService {
+    shared: Arc<Shared>,
+}
+
+impl ControlService {
+    fn check_node(&self, node: u32) -> std::result::Result<(), tonic::Status> {
+        if (node as usize) < self.shared.config.nodes {
+            Ok(())
+        } else {
+            Err(tonic::Status::invalid_argument(format!(
+                "node {node} is out of range for a job of {} nodes",
+                self.shared.config.nodes
+            )))
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Control for ControlService {
+    async fn hello(
+        &self,
+        request: Request<HelloRequest>,
+    ) -> std::result::Result<Response<HelloReply>, tonic::Status> {
+        let peer = request
+            .remote_addr()
+            .map_or("unknown".to_string(), |a| a.to_string());
+        let hello = request.into_inner();
+        self.check_node(hello.node)?;
+        if hello.fingerprint != self.shared.config.fingerprint {
+            let reason = format!(
+                "node {} has a different catalog or cache placement than node {} (same \
+                 dataset, seed, node count and cache size on every node?)",
+                hello.node, self.shared.config.node
+            );
+            self.shared.reject("mismatch", &peer, reason.clone());
+            return Err(tonic::Status::failed_precondition(reason));
+        }
+        Ok(Response::new(HelloReply {
+            node: self.shared.config.node as u32,
+            data_port: u32::from(self.shared.data_port),
+        }))
+    }
+
+    async fn register(
+        &self,
+        request: Request<RegisterRequest>,
+    ) -> std::result::Result<Response<RegisterReply>, tonic::Status> {
+        let register = request.into_inner();
+        self.check_node(register.node)?;
+        let rendezvous = &self.shared.rendezvous;
+        rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner())[register.node as usize] =
+            Some(register.addr);
+        rendezvous.changed.send_modify(|v| *v += 1);
+        let all = || {
+            rendezvous
+                .addrs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .all(Option::is_some)
+        };
+        if !rendezvous
+            .wait_until(self.shared.config.gather_timeout, all)
+            .await
+        {
+            let addrs = rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner());
+            let missing: Vec<usize> = (0..addrs.len()).filter(|&n| addrs[n].is_none()).collect();
+            return Err(tonic::Status::deadline_exceeded(format!(
+                "nodes {missing:?} did not register in {:?}",
+                self.shared.config.gather_timeout
+            )));
+        }
+        let addrs = rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(Response::new(RegisterReply {
+            addrs: addrs
+                .iter()
+                .map(|a| a.clone().unwrap_or_default())
+                .collect(),
+        }))
+    }
+
+    async fn barrier(
+        &self,
+        request: Request<BarrierRequest>,
+    ) -> std::result::Result<Response<BarrierReply>, tonic::Status> {
+        let barrier = request.into_inner();
+        self.check_node(barrier.node)?;
+        let rendezvous = &self.shared.rendezvous;
+        rendezvous
+            .arrived
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(barrier.epoch)
+            .or_default()
+            .insert(barrier.node);
+        rendezvous.changed.send_modify(|v| *v += 1);
+        let count = || {
+            rendezvous
+                .arrived
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&barrier.epoch)
+                .map_or(0, BTreeSet::len)
+        };
+        let complete = rendezvous
+            .wait_until(self.shared.config.gather_timeout, || {
+                count() == rendezvous.nodes
+            })
+            .await;
+        Ok(Response::new(BarrierReply {
+            complete,
+            arrived: count() as u32,
+        }))
+    }
+}

@@ -1,0 +1,288 @@
+//! The peer service over real sockets on loopback: several nodes in one process, each with
+//! its own service, talking TCP and gRPC to each other.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostall::cache::Capacity;
+use nostall::storage::{Memory, Source};
+use nostall::Catalog;
+use nostall_peer::control::generated::control_client::ControlClient;
+use nostall_peer::control::HelloRequest;
+use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
+
+const SAMPLES: u64 = 300;
+
+fn bytes(id: u64) -> Vec<u8> {
+    let len = 500 + (id as usize * 37) % 2500;
+    (0..len)
+        .map(|i| (id as usize * 131 + i * 7) as u8)
+        .collect()
+}
+
+fn catalog() -> Arc<Catalog> {
+    let samples = (0..SAMPLES).map(|id| (format!("s{id:04}.jpg"), None, bytes(id).len() as u64));
+    Arc::new(Catalog::from_samples("memory://test", Vec::new(), samples).unwrap())
+}
+
+fn storage() -> Arc<Memory> {
+    Arc::new(Memory::new((0..SAMPLES).map(bytes).collect()))
+}
+
+fn secret() -> Secret {
+    Secret::new(b"a secret of the test job").unwrap()
+}
+
+/// Loopback addresses with ports free right now.
+fn free_addrs(n: usize) -> Vec<String> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect()
+}
+
+fn config(node: usize, peers: &[String], capacity: f64) -> NodeConfig {
+    let mut config = NodeConfig::new(node, peers.to_vec(), Capacity::Fraction(capacity), secret());
+    config.timeouts = Timeouts {
+        request: Duration::from_secs(2),
+        retry_after: Duration::from_millis(300),
+        join: Duration::from_secs(20),
+    };
+    config
+}
+
+/// Starts every node at once (each waits for the others while joining).
+fn join_all(peers: &[String], capacity: f64, storages: &[Arc<Memory>]) -> Vec<Node> {
+    let catalog = catalog();
+    std::thread::scope(|s| {
+        let joins: Vec<_> = (0..peers.len())
+            .map(|n| {
+                let catalog = catalog.clone();
+                let storage: Arc<dyn Source> = storages[n].clone();
+                s.spawn(move || Node::join(&catalog, storage, config(n, peers, capacity)).unwrap())
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn nodes_share_one_partitioned_cache_and_storage_reads_each_sample_once() {
+    let peers = free_addrs(3);
+    let storages: Vec<Arc<Memory>> = (0..3).map(|_| storage()).collect();
+    let nodes = join_all(&peers, 0.4, &storages);
+    let storage_reads = || storages.iter().map(|s| s.stats().requests).sum::<u64>();
+
+    for pass in 0..2 {
+        std::thread::scope(|s| {
+            for node in &nodes {
+                s.spawn(move || {
+                    let source = node.source();
+                    let mut out = Vec::new();
+                    for id in 0..SAMPLES {
+                        source.read(id, &mut out).unwrap();
+                        assert_eq!(out, bytes(id), "sample {id}");
+                    }
+                });
+            }
+        });
+        // Together the nodes hold everything (3 × 40%), so storage served each sample
+        // once in the whole job, in the first pass, whoever asked first.
+        assert_eq!(storage_reads(), SAMPLES, "after pass {pass}");
+    }
+    for node in &nodes {
+        let stats = node.stats();
+        let held = node.placement().held_samples(node.rank()) as u64;
+        assert_eq!(stats.cache.unwrap().entries, held);
+        // Each pass: the node's own part locally, the rest from peers.
+        assert_eq!(stats.source.local_samples, 2 * held);
+        assert_eq!(stats.source.peer_samples, 2 * (SAMPLES - held));
+        assert_eq!(stats.source.fallbacks, 0);
+    }
+    let served: u64 = nodes
+        .iter()
+        .map(|n| n.stats().service.unwrap().served_samples)
+        .sum();
+    assert_eq!(
+        served,
+        2 * 2 * SAMPLES,
+        "each sample served to the two other nodes, twice"
+    );
+    for epoch in 0..2 {
+        std::thread::scope(|s| {
+            for node in &nodes {
+                s.spawn(move || assert!(node.barrier(epoch).unwrap()));
+            }
+        });
+    }
+}
+
+#[test]
+fn a_peer_that_goes_away_is_replaced_by_storage_and_used_again_when_back() {
+    let peers = free_addrs(2);
+    let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
+    let mut nodes = join_all(&peers, 0.5, &storages);
+    let theirs: Vec<u64> = (0..SAMPLES)
+        .filter(|&id| nodes[0].placement().holder(id) == Some(1))
+        .collect();
+    assert!(!theirs.is_empty());
+
+    drop(nodes.pop()); // node 1 stops: its service closes every connection
+    let source = nodes[0].source();
+    let mut out = Vec::new();
+    for &id in &theirs {
+        source.read(id, &mut out).unwrap();
+        assert_eq!(out, bytes(id), "sample {id} must come from storage intact");
+    }
+    let stats = source.breakdown();
+    assert_eq!(stats.fallbacks, theirs.len() as u64);
+    assert!(stats.peer_downs >= 1);
+    assert_eq!(storages[0].stats().requests, theirs.len() as u64);
+
+    // Node 1 restarts (new data port); after the retry delay node 0 uses it again.
+    let restarted = Node::join(&catalog(), storages[1].clone(), config(1, &peers, 0.5)).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    for &id in &theirs {
+        source.read(id, &mut out).unwrap();
+        assert_eq!(out, bytes(id));
+    }
+    let after = source.breakdown();
+    assert!(after.peer_samples >= theirs.len() as u64 - 1, "{after:?}");
+    assert_eq!(
+        restarted.stats().service.unwrap().served_samples,
+        after.peer_samples
+    );
+}
+
+const SECRET: &[u8] = b"a secret of the test job";
+
+/// A raw data-plane connection that logs in with `secret` (the protocol of
+/// `nostall_peer::wire`, written out here as a conformance check), and the server's answer.
+fn login(data: SocketAddr, secret: &[u8]) -> (TcpStream, u8, String) {
+    let mut stream = TcpStream::connect(data).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut greeting = [0; 21];
+    stream.read_exact(&mut greeting).unwrap();
+    assert_eq!(&greeting[..5], b"NSTL\x01");
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let mut message = b"nostall-peer/v1/data".to_vec();
+    message.extend_from_slice(&greeting[5..]);
+    let mut login = ring::hmac::sign(&key, &message).as_ref().to_vec();
+    login.extend_from_slice(&0u32.to_be_bytes());
+    stream.write_all(&login).unwrap();
+    let (status, reason) = answer(&mut stream).unwrap();
+    (
+        stream,
+        status,
+        String::from_utf8_lossy(&reason).into_owned(),
+    )
+}
+
+fn answer(stream: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut head = [0; 5];
+    stream.read_exact(&mut head)?;
+    let mut payload = vec![0; u32::from_be_bytes(head[1..].try_into().unwrap()) as usize];
+    stream.read_exact(&mut payload)?;
+    Ok((head[0], payload))
+}
+
+fn fetch(stream: &mut TcpStream, id: u64) -> (u8, Vec<u8>) {
+    let mut frame = 9u32.to_be_bytes().to_vec();
+    frame.push(1);
+    frame.extend_from_slice(&id.to_be_bytes());
+    stream.write_all(&frame).unwrap();
+    answer(stream).unwrap()
+}
+
+#[test]
+fn bad_clients_are_refused_with_a_logged_reason_and_others_still_served() {
+    let peers = free_addrs(2);
+    let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
+    let nodes = join_all(&peers, 0.5, &storages);
+    let service = nodes[1].service().unwrap();
+    let data = service.data_addr();
+    let held = |id: u64| nodes[0].placement().holder(id) == Some(1);
+    let theirs = (0..SAMPLES).find(|&id| held(id)).unwrap();
+    let not_theirs = (0..SAMPLES).find(|&id| !held(id)).unwrap();
+
+    // A client without the secret: refused at the handshake, connection closed.
+    let (mut stream, status, reason) = login(data, b"not the secret of this job");
+    assert_eq!(status, 6, "Unauthorized");
+    assert!(
+        reason.contains("does not know the job's secret"),
+        "{reason}"
+    );
+    assert!(answer(&mut stream).is_err(), "the connection is closed");
+
+    // The control plane without the secret.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime.block_on(async {
+        let mut client = ControlClient::connect(format!("http://{}", peers[1]))
+            .await
+            .unwrap();
+        let hello = HelloRequest {
+            node: 0,
+            fingerprint: Vec::new(),
+        };
+        client.hello(hello).await.unwrap_err()
+    });
+    assert_eq!(status.code(), tonic::Code::Unauthenticated);
+
+    // With the secret: an unknown id and a sample held elsewhere are refused, and the
+    // connection goes on serving.
+    let (mut stream, status, _) = login(data, SECRET);
+    assert_eq!(status, 0);
+    assert_eq!(fetch(&mut stream, SAMPLES + 5).0, 1, "UnknownId");
+    assert_eq!(fetch(&mut stream, not_theirs).0, 2, "NotHeld");
+    let (status, payload) = fetch(&mut stream, theirs);
+    assert_eq!(status, 0);
+    assert_eq!(payload, bytes(theirs));
+
+    // An oversized request: refused, and that connection closed.
+    let mut frame = 100_000u32.to_be_bytes().to_vec();
+    frame.extend_from_slice(&[1; 64]);
+    stream.write_all(&frame).unwrap();
+    let (status, reason) = answer(&mut stream).unwrap();
+    let reason = String::from_utf8_lossy(&reason);
+    assert_eq!(status, 5, "BadRequest");
+    assert!(reason.contains("over the limit"), "{reason}");
+    assert!(answer(&mut stream).is_err(), "the connection is closed");
+
+    let stats = service.stats();
+    for kind in ["unauthorized", "unknown-id", "not-held", "bad-request"] {
+        assert!(
+            stats.rejected.contains_key(kind),
+            "{kind} not counted: {stats:?}"
+        );
+    }
+    assert_eq!(stats.rejected["unauthorized"], 2, "data and control");
+    let reasons: Vec<&str> = stats.recent.iter().map(|r| r.reason.as_str()).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("control request without")),
+        "{reasons:?}"
+    );
+    assert!(reasons
+        .iter()
+        .any(|r| r.contains(&format!("no sample {}", SAMPLES + 5))));
+
+    // The service kept serving the real peer all along.
+    let source = nodes[0].source();
+    let mut out = Vec::new();
+    for id in (0..SAMPLES).filter(|&id| held(id)) {
+        source.read(id, &mut out).unwrap();
+        assert_eq!(out, bytes(id));
+    }
+    assert_eq!(source.breakdown().fallbacks, 0);
+}
