@@ -5,12 +5,14 @@
 //! `analyze` (where training waits for data, and what would remove the wait),
 //! `index` (build or refresh a dataset's index), `simulate cache` (hit rates of cache
 //! policies over the seeded shuffle) and `simulate cluster` (partitioned caches and
-//! locality-aware batches over many nodes).
+//! locality-aware batches over many nodes), and `node` (one node of a job whose nodes
+//! share a partitioned cache over the network).
 
 mod analyze;
 mod bench;
 mod demo;
 mod index;
+mod node;
 mod run;
 mod simulate;
 
@@ -47,6 +49,9 @@ enum Command {
         #[arg(long)]
         index: Option<PathBuf>,
     },
+    /// Run one node of a data-parallel job whose nodes share a partitioned cache: its
+    /// peer service, and epochs of one rank, with per-epoch byte accounting.
+    Node(node::Args),
     /// Simulate parts of the loader without data (`simulate cache`: cache policies;
     /// `simulate cluster`: partitioned caches across nodes).
     Simulate {
@@ -58,11 +63,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo(args) => demo::run(args),
-        Command::Bench(args) => bench::run(args),
-        Command::Analyze(args) => analyze::run(args),
-        Command::Index { dir, index } => index::run(&dir, index.as_deref()),
-        Command::Simulate { what } => simulate::run(what),
+        Command::Demo(args) => demo::run(args).map_err(Into::into),
+        Command::Bench(args) => bench::run(args).map_err(Into::into),
+        Command::Analyze(args) => analyze::run(args).map_err(Into::into),
+        Command::Index { dir, index } => index::run(&dir, index.as_deref()).map_err(Into::into),
+        Command::Node(args) => node::run(args),
+        Command::Simulate { what } => simulate::run(what).map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

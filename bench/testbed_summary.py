@@ -1,0 +1,194 @@
+"""Summary of a bench/testbed.sh run: per host, per mode and epoch, and the issue's ratios.
+
+Reads OUT/MODE/hostI.jsonl, one JSON object per epoch written by `nostall node --json`:
+epoch, node, images, seconds, images_per_s, storage_bytes, peer_bytes (received from
+peers), served_bytes (sent to peers), stall_s. Prints three tables and writes
+OUT/summary.json. Python 3 standard library only.
+
+Aggregate images/s of an epoch = the hosts' images together / the slowest host's seconds
+(a data-parallel job goes at its slowest rank's pace). "Steady state" = every epoch after
+the first, which fills the caches (0-based epochs >= 1, the issue's "epochs >= 2"); its
+images/s = its images / the sum of its epochs' slowest seconds.
+
+Usage: python3 bench/testbed_summary.py --out bench/out/testbed [--modes "partitioned plain
+nopeers local"] [--hosts 4] [--dataset-bytes B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+MB = 1e6
+KEYS = ("epoch", "node", "images", "seconds", "images_per_s", "storage_bytes",
+        "peer_bytes", "served_bytes", "stall_s")
+# The issue's targets: steady-state throughput of partitioned caching at least 3x the
+# same job without it, at least 0.9x the job with the whole dataset cached locally, and
+# about no storage reads (here: at most 1% of the dataset per epoch).
+MIN_VS_NOPEERS = 3.0
+MIN_VS_LOCAL = 0.9
+MAX_STORAGE_SHARE = 0.01
+# Locality-aware batches move at most this share of the bytes the plain plan moves between
+# hosts, over the same partitioned caches.
+MAX_PEER_BYTES_VS_PLAIN = 0.10
+
+
+def load(out: Path, mode: str, hosts: int) -> dict[int, list[dict]] | None:
+    """The epochs of every host of one mode, or None when the mode did not run."""
+    per_host = {}
+    for host in range(hosts):
+        path = out / mode / f"host{host}.jsonl"
+        if not path.exists():
+            if host == 0:
+                return None
+            sys.exit(f"{path}: missing (the other hosts of {mode} wrote theirs)")
+        rows = []
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            missing = [k for k in KEYS if k not in row]
+            if missing:
+                sys.exit(f"{path}:{number}: missing keys {', '.join(missing)}")
+            rows.append(row)
+        if not rows:
+            sys.exit(f"{path}: no epochs")
+        per_host[host] = rows
+    return per_host
+
+
+def aggregate(per_host: dict[int, list[dict]]) -> list[dict]:
+    """One row per epoch over all hosts (only epochs every host reported)."""
+    epochs = sorted(set.intersection(*({r["epoch"] for r in rows} for rows in per_host.values())))
+    result = []
+    for epoch in epochs:
+        rows = [next(r for r in host_rows if r["epoch"] == epoch) for host_rows in per_host.values()]
+        images = sum(r["images"] for r in rows)
+        slowest = max(r["seconds"] for r in rows)
+        result.append({
+            "epoch": epoch,
+            "images": images,
+            "slowest_s": slowest,
+            "images_per_s": images / slowest if slowest > 0 else 0.0,
+            "storage_bytes": sum(r["storage_bytes"] for r in rows),
+            "peer_bytes": sum(r["peer_bytes"] for r in rows),
+            "served_bytes": sum(r["served_bytes"] for r in rows),
+            "max_stall_s": max(r["stall_s"] for r in rows),
+        })
+    return result
+
+
+def steady(epochs: list[dict]) -> dict | None:
+    """Totals over the epochs after the first, or None when there is only one."""
+    later = epochs[1:]
+    if not later:
+        return None
+    images = sum(e["images"] for e in later)
+    seconds = sum(e["slowest_s"] for e in later)
+    return {
+        "epochs": [e["epoch"] for e in later],
+        "images_per_s": images / seconds if seconds > 0 else 0.0,
+        "storage_bytes_per_epoch": sum(e["storage_bytes"] for e in later) / len(later),
+        "peer_bytes_per_epoch": sum(e["peer_bytes"] for e in later) / len(later),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/out/testbed"))
+    parser.add_argument("--modes", default="partitioned plain nopeers local")
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--dataset-bytes", type=int, default=0,
+                        help="the dataset's bytes, for the storage share (0: unknown)")
+    parser.add_argument("--mbps", default="", help="the storage limit, for the record")
+    parser.add_argument("--cache", default="", help="the per-host cache, for the record")
+    args = parser.parse_args()
+
+    runs = {}
+    for mode in args.modes.split():
+        per_host = load(args.out, mode, args.hosts)
+        if per_host is None:
+            print(f"{mode}: no results in {args.out / mode}", file=sys.stderr)
+            continue
+        runs[mode] = per_host
+
+    print(f"\nPer host ({args.hosts} hosts, storage {args.mbps or '?'} MB/s, cache {args.cache or '?'})")
+    print(f"{'mode':<12}{'epoch':>6}{'host':>5}{'images':>8}{'s':>8}{'images/s':>10}"
+          f"{'storage MB':>12}{'peer MB':>9}{'served MB':>11}{'stall s':>9}")
+    for mode, per_host in runs.items():
+        by_epoch = sorted((r["epoch"], host, r) for host, rows in per_host.items() for r in rows)
+        for epoch, host, r in by_epoch:
+            print(f"{mode:<12}{epoch:>6}{host:>5}{r['images']:>8}{r['seconds']:>8.2f}"
+                  f"{r['images_per_s']:>10.0f}{r['storage_bytes'] / MB:>12.2f}"
+                  f"{r['peer_bytes'] / MB:>9.2f}{r['served_bytes'] / MB:>11.2f}{r['stall_s']:>9.2f}")
+
+    summary = {"hosts": args.hosts, "mbps": args.mbps, "cache": args.cache,
+               "dataset_bytes": args.dataset_bytes, "modes": {}}
+    print("\nAll hosts (images/s = all images / the slowest host's seconds)")
+    print(f"{'mode':<12}{'epoch':>6}{'images':>8}{'slowest s':>11}{'images/s':>10}"
+          f"{'storage MB':>12}{'peer MB':>9}{'served MB':>11}{'max stall s':>13}")
+    for mode, per_host in runs.items():
+        epochs = aggregate(per_host)
+        for e in epochs:
+            print(f"{mode:<12}{e['epoch']:>6}{e['images']:>8}{e['slowest_s']:>11.2f}"
+                  f"{e['images_per_s']:>10.0f}{e['storage_bytes'] / MB:>12.2f}"
+                  f"{e['peer_bytes'] / MB:>9.2f}{e['served_bytes'] / MB:>11.2f}{e['max_stall_s']:>13.2f}")
+        summary["modes"][mode] = {"epochs": epochs, "steady": steady(epochs),
+                                  "per_host": {str(h): rows for h, rows in per_host.items()}}
+
+    print("\nSteady state (every epoch after the first)")
+    modes = summary["modes"]
+    rate = {m: modes[m]["steady"]["images_per_s"] for m in modes if modes[m]["steady"]}
+    for mode, value in rate.items():
+        print(f"  {mode:<12}{value:>8.0f} images/s, storage "
+              f"{modes[mode]['steady']['storage_bytes_per_epoch'] / MB:.2f} MB/epoch, peers "
+              f"{modes[mode]['steady']['peer_bytes_per_epoch'] / MB:.2f} MB/epoch")
+    checks = {}
+
+    def verdict(ok: bool) -> str:
+        return "ok" if ok else "BELOW TARGET"
+
+    if "partitioned" in rate and rate.get("nopeers"):
+        ratio = rate["partitioned"] / rate["nopeers"]
+        checks["partitioned_vs_nopeers"] = {"ratio": ratio, "target": MIN_VS_NOPEERS,
+                                            "ok": ratio >= MIN_VS_NOPEERS}
+        print(f"  partitioned / nopeers: {ratio:.2f}x (target >= {MIN_VS_NOPEERS}x) "
+              f"{verdict(ratio >= MIN_VS_NOPEERS)}")
+    if "partitioned" in rate and rate.get("local"):
+        ratio = rate["partitioned"] / rate["local"]
+        checks["partitioned_vs_local"] = {"ratio": ratio, "target": MIN_VS_LOCAL,
+                                          "ok": ratio >= MIN_VS_LOCAL}
+        print(f"  partitioned / local:   {ratio:.2f}x (target >= {MIN_VS_LOCAL}x) "
+              f"{verdict(ratio >= MIN_VS_LOCAL)}")
+    if "partitioned" in rate and "plain" in rate:
+        moved = modes["partitioned"]["steady"]["peer_bytes_per_epoch"]
+        plain = modes["plain"]["steady"]["peer_bytes_per_epoch"]
+        ratio = moved / plain if plain else float("inf")
+        ok = ratio <= MAX_PEER_BYTES_VS_PLAIN
+        checks["peer_bytes_vs_plain"] = {"ratio": ratio, "target": MAX_PEER_BYTES_VS_PLAIN,
+                                         "ok": ok}
+        print(f"  peer bytes, locality-aware / plain: {100 * ratio:.1f}% (target <= "
+              f"{100 * MAX_PEER_BYTES_VS_PLAIN:.0f}%) {verdict(ok)}")
+    if "partitioned" in rate:
+        stored = modes["partitioned"]["steady"]["storage_bytes_per_epoch"]
+        line = f"  partitioned storage:   {stored / MB:.3f} MB per epoch"
+        if args.dataset_bytes:
+            share = stored / args.dataset_bytes
+            checks["partitioned_storage"] = {"bytes_per_epoch": stored, "share": share,
+                                             "target": MAX_STORAGE_SHARE,
+                                             "ok": share <= MAX_STORAGE_SHARE}
+            line += (f" = {100 * share:.2f}% of the dataset (target ~0, <= "
+                     f"{100 * MAX_STORAGE_SHARE:.0f}%) {verdict(share <= MAX_STORAGE_SHARE)}")
+        print(line)
+    if not rate:
+        print("  (needs at least 2 epochs)")
+    summary["checks"] = checks
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"\n{args.out / 'summary.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+//! `nostall node [DATASET]`: one node of a data-parallel job whose nodes share a
+//! partitioned cache (CoorDL) and plan locality-aware batches (Yang & Cong).
+//!
+//! The node runs its peer service, joins its peers, and then runs epochs of the ImageNet
+//! training pipeline as one rank would, feeding a simulated training step, with a barrier
+//! at node 0 before each epoch. Per epoch it prints and (with `--json`) records
+//! throughput, stall, and where the bytes came from: storage, peers, and what it served.
+//! `--no-peers` runs the same rank with a cache of its own instead (the baseline);
+//! `bench/testbed.sh` runs one per network namespace.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nostall::cache::{CacheConfig, CachePolicy, Capacity};
+use nostall::dataset;
+use nostall::storage::{ReadMode, Source};
+use nostall::{ErrorPolicy, Loader, LoaderConfig};
+use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
+
+use crate::run::Preset;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The dataset: a directory of images, a directory of .tar shards, or
+    /// s3://bucket/prefix, the same on every node. Default: nostall's built-in demo
+    /// photographs.
+    dataset: Option<String>,
+    /// This node's index (default: from torchrun's RANK and LOCAL_WORLD_SIZE).
+    #[arg(long)]
+    node: Option<usize>,
+    /// Every node's peer-service address, host:port, in node order, the same list on
+    /// every node (default: NOSTALL_PEERS, else a rendezvous at MASTER_ADDR).
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Run without peers: this rank of a job of `--world` ranks, with a cache of its own
+    /// (the baseline partitioned caching is compared with).
+    #[arg(long, requires = "world")]
+    no_peers: bool,
+    /// Ranks in the job, with --no-peers.
+    #[arg(long)]
+    world: Option<usize>,
+    /// With peers, keep the plain plan (each rank a fixed slice of every global batch)
+    /// instead of locality-aware batches: CoorDL's partitioned caching alone, the baseline
+    /// locality-aware loading is compared with.
+    #[arg(long, conflicts_with = "no_peers")]
+    plain: bool,
+    /// Each node's cache: a share of the dataset (30%) or bytes (2GiB).
+    #[arg(long, default_value = "30%", value_parser = parse_capacity)]
+    cache_size: Capacity,
+    /// Epochs to run.
+    #[arg(long, default_value_t = 3)]
+    epochs: u64,
+    /// Samples per batch.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Prep (decode + transform) threads.
+    #[arg(long, default_value_t = 2)]
+    prep_threads: usize,
+    /// Fetch threads (requests in flight to peers and storage).
+    #[arg(long, default_value_t = 4)]
+    fetch_threads: usize,
+    /// Output height and width.
+    #[arg(long, default_value_t = 224)]
+    size: u32,
+    /// Shuffle and placement seed, the same on every node.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// A simulated training step of this many milliseconds per batch.
+    #[arg(long)]
+    step_ms: Option<f64>,
+    /// Skip and count bad samples instead of stopping.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Append one JSON object per epoch to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the delivered sample ids, one line per epoch (`EPOCH: ID ID ...`).
+    #[arg(long)]
+    ids: Option<PathBuf>,
+    /// A peer request taking longer marks the peer down (milliseconds).
+    #[arg(long, default_value_t = 5000)]
+    peer_timeout_ms: u64,
+    /// How long a peer stays marked down before it is tried again (milliseconds).
+    #[arg(long, default_value_t = 30_000)]
+    retry_after_ms: u64,
+    /// How long node 0 waits for every node at the start of each epoch before the epoch
+    /// goes on without the missing ones (milliseconds).
+    #[arg(long, default_value_t = 600_000)]
+    barrier_timeout_ms: u64,
+}
+
+fn parse_capacity(s: &str) -> Result<Capacity, String> {
+    s.parse().map_err(|e: nostall::Error| e.to_string())
+}
+
+type AnyError = Box<dyn std::error::Error>;
+
+/// Byte counters read before and after each epoch.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    storage: u64,
+    from_peers: u64,
+    served: u64,
+    fallbacks: u64,
+}
+
+impl std::ops::Sub for Counters {
+    type Output = Counters;
+    fn sub(self, before: Counters) -> Counters {
+        Counters {
+            storage: self.storage - before.storage,
+            from_peers: self.from_peers - before.from_peers,
+            served: self.served - before.served,
+            fallbacks: self.fallbacks - before.fallbacks,
+        }
+    }
+}
+
+/// The two ways the rank runs: with its node's peers, or alone with its own cache.
+enum Mode {
+    Peers(Box<Node>),
+    Alone { storage: Arc<dyn Source> },
+}
+
+impl Mode {
+    fn counters(&self) -> Counters {
+        match self {
+            Mode::Peers(node) => {
+                let stats = node.stats();
+                Counters {
+                    storage: stats.source.storage_bytes,
+                    from_peers: stats.source.peer_bytes,
+                    served: stats.service.map_or(0, |s| s.served_bytes),
+                    fallbacks: stats.source.fallbacks,
+                }
+            }
+            Mode::Alone { storage } => Counters {
+                storage: storage.stats().bytes,
+                ..Counters::default()
+            },
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<(), AnyError> {
+    let location = match &args.dataset {
+        Some(location) => location.clone(),
+        None => nostall_demo::write(&nostall_demo::default_dir())?
+            .display()
+            .to_string(),
+    };
+    let data = dataset::open(&location, ReadMode::Cached)?;
+    let mut config = LoaderConfig::new(Preset::Train.pipeline(args.size));
+    config.plan.batch_size = args.batch_size;
+    config.plan.seed = args.seed;
+    config.prep_threads = args.prep_threads;
+    config.fetch_threads = args.fetch_threads;
+    if args.skip_bad {
+        config.on_error = ErrorPolicy::Skip;
+    }
+
+    let (mode, source): (Mode, Arc<dyn Source>) = if args.no_peers {
+        config.plan.rank = args.node.unwrap_or(0);
+        config.plan.world = args.world.expect("clap requires --world");
+        config.cache = CacheConfig {
+            policy: CachePolicy::Minio,
+            capacity: args.cache_size,
+        };
+        let storage = data.source.clone();
+        (Mode::Alone { storage }, data.source.clone())
+    } else {
+        let secret = Secret::from_env()?;
+        let mut node_config = if args.peers.is_empty() {
+            let mut c = NodeConfig::from_env(args.cache_size)?;
+            c.secret = secret;
+            c
+        } else {
+            let node = args
+                .node
+                .ok_or("--peers needs --node (this node's index)")?;
+            NodeConfig::new(node, args.peers.clone(), args.cache_size, secret)
+        };
+        node_config.seed = args.seed;
+        node_config.timeouts = Timeouts {
+            request: Duration::from_millis(args.peer_timeout_ms),
+            retry_after: Duration::from_millis(args.retry_after_ms),
+            ..Timeouts::default()
+        };
+        node_config.gather_timeout = Duration::from_millis(args.barrier_timeout_ms);
+        let node = Node::join(&data.catalog, data.source.clone(), node_config)?;
+        config.plan.rank = node.rank();
+        config.plan.world = node.world();
+        if !args.plain {
+            config.locality = Some(node.locality());
+        }
+        let source: Arc<dyn Source> = node.source();
+        (Mode::Peers(Box::new(node)), source)
+    };
+    let rank = config.plan.rank;
+    let loader = Loader::new(data.catalog.clone(), source, config)?;
+    eprintln!(
+        "nostall node {rank}: joined; {} samples, {} batches per epoch",
+        data.catalog.len(),
+        loader.batches_per_epoch()
+    );
+
+    let mut json = args
+        .json
+        .as_ref()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+        })
+        .transpose()?;
+    let mut ids_out = args.ids.as_ref().map(std::fs::File::create).transpose()?;
+    println!(
+        "{:>5} {:>5} {:>10} {:>9} {:>8} {:>12} {:>11} {:>11} {:>9}",
+        "node",
+        "epoch",
+        "images",
+        "images/s",
+        "stall s",
+        "storage MB",
+        "peers MB",
+        "served MB",
+        "fallback"
+    );
+    for epoch in 0..args.epochs {
+        if let Mode::Peers(node) = &mode {
+            if !node.barrier(epoch)? {
+                eprintln!("nostall node {rank}: not every node reached epoch {epoch}; going on");
+            }
+        }
+        eprintln!("nostall node {rank}: epoch {epoch} started");
+        let before = mode.counters();
+        let started = Instant::now();
+        let mut images = 0u64;
+        let mut ids = String::new();
+        let mut batches = loader.epoch(epoch)?;
+        for batch in batches.by_ref() {
+            let batch = batch?;
+            images += batch.len() as u64;
+            if ids_out.is_some() {
+                for id in batch.ids() {
+                    write!(ids, " {id}")?;
+                }
+            }
+            if let Some(ms) = args.step_ms {
+                std::thread::sleep(Duration::from_secs_f64(ms / 1e3));
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let stats = batches.stats();
+        let moved = mode.counters() - before;
+        let mb = |bytes: u64| bytes as f64 / 1e6;
+        println!(
+            "{rank:>5} {epoch:>5} {images:>10} {:>9.0} {:>8.2} {:>12.2} {:>11.2} {:>11.2} {:>9}",
+            images as f64 / seconds,
+            stats.wait.as_secs_f64(),
+            mb(moved.storage),
+            mb(moved.from_peers),
+            mb(moved.served),
+            moved.fallbacks
+        );
+        if let Some(out) = ids_out.as_mut() {
+            writeln!(out, "{epoch}:{ids}")?;
+        }
+        if let Some(out) = json.as_mut() {
+            writeln!(
+                out,
+                "{{\"epoch\":{epoch},\"node\":{rank},\"images\":{images},\"seconds\":{seconds:.4},\
+                 \"images_per_s\":{:.2},\"storage_bytes\":{},\"peer_bytes\":{},\
+                 \"served_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\"skipped\":{}}}",
+                images as f64 / seconds,
+                moved.storage,
+                moved.from_peers,
+                moved.served,
+                moved.fallbacks,
+                stats.wait.as_secs_f64(),
+                stats.skipped_total()
+            )?;
+        }
+    }
+    // The service stays up until every node has finished: a peer still in its last
+    // epoch reads this node's part from it. This node's own work is done, so a barrier
+    // that fails (node 0 gave up on a dead node and left) is only reported.
+    if let Mode::Peers(node) = &mode {
+        match node.barrier(args.epochs) {
+            Ok(true) => {}
+            Ok(false) => eprintln!("nostall node {rank}: not every node finished; stopping"),
+            Err(e) => eprintln!("nostall node {rank}: final barrier: {e}; stopping"),
+        }
+    }
+    Ok(())
+}

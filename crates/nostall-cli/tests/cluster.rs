@@ -1,0 +1,295 @@
+//! `nostall node` as real processes on loopback: three nodes share a partitioned cache
+//! over their peer services (framed TCP and gRPC), plan locality-aware batches, and one
+//! of them is killed mid-epoch.
+//!
+//! The oracle is the library's own plan: each rank must deliver exactly the samples that
+//! [`EpochPlan::locality_aware`] (or the plain [`EpochPlan::new`]) gives it, in order.
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nostall::cache::partition::Placement;
+use nostall::cache::Capacity;
+use nostall::codec::{encode_jpeg, EncodePixels};
+use nostall::plan::{EpochPlan, PlanConfig};
+use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
+
+const NODES: usize = 3;
+const SAMPLES: usize = 1200;
+const BATCH: usize = 64;
+const CACHE: f64 = 0.4;
+const EPOCHS: u64 = 2;
+
+/// `SAMPLES` small JPEGs of assorted sizes in four classes, indexed once here so that the
+/// nodes, started together, all load the same index instead of racing to write it.
+fn dataset(root: &Path) -> Arc<Catalog> {
+    for i in 0..SAMPLES {
+        let dir = root.join(format!("class{}", i % 4));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (w, h) = [(64, 48), (48, 64), (80, 60), (56, 56)][i % 4];
+        let pixels: Vec<u8> = (0..w * h * 3)
+            .map(|p| ((p * 7 + i * 13) % 251) as u8)
+            .collect();
+        let jpeg = encode_jpeg(&pixels, w as u32, h as u32, EncodePixels::Rgb, 90, false).unwrap();
+        std::fs::write(dir.join(format!("img{i:04}.jpg")), jpeg).unwrap();
+    }
+    Arc::new(Catalog::open(root, None).unwrap().0)
+}
+
+/// Loopback addresses whose ports are free right now.
+fn free_addrs(n: usize) -> Vec<String> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect()
+}
+
+/// One run of the job: where each node writes its ids and epochs.
+struct Job {
+    out: PathBuf,
+    children: Vec<Child>,
+}
+
+impl Job {
+    /// Starts every node of the job over `data`, with `extra` arguments for all.
+    fn start(data: &Path, out: &Path, extra: &[&str]) -> Job {
+        std::fs::create_dir_all(out).unwrap();
+        let peers = free_addrs(NODES).join(",");
+        let children = (0..NODES)
+            .map(|node| {
+                Command::new(env!("CARGO_BIN_EXE_nostall"))
+                    .arg("node")
+                    .arg(data)
+                    .args(["--node", &node.to_string(), "--peers", &peers])
+                    .args(["--epochs", &EPOCHS.to_string()])
+                    .args(["--batch-size", &BATCH.to_string()])
+                    .args(["--cache-size", &format!("{}%", CACHE * 100.0)])
+                    .args([
+                        "--size",
+                        "32",
+                        "--prep-threads",
+                        "1",
+                        "--fetch-threads",
+                        "2",
+                    ])
+                    .args(["--peer-timeout-ms", "2000", "--retry-after-ms", "300"])
+                    .arg("--ids")
+                    .arg(out.join(format!("ids{node}")))
+                    .arg("--json")
+                    .arg(out.join(format!("node{node}.jsonl")))
+                    .args(extra)
+                    .env("NOSTALL_PEER_SECRET", "the secret of the test job")
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(out.join(format!("node{node}.log"))).unwrap())
+                    .spawn()
+                    .expect("the nostall binary runs")
+            })
+            .collect();
+        Job {
+            out: out.to_path_buf(),
+            children,
+        }
+    }
+
+    /// Waits (up to 60 s) until node `node` has written `line` on its standard error.
+    fn wait_for(&self, node: usize, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.log(node).contains(line) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("node {node} never wrote {line:?}:\n{}", self.log(node));
+    }
+
+    /// What node `node` wrote on its standard error so far.
+    fn log(&self, node: usize) -> String {
+        std::fs::read_to_string(self.out.join(format!("node{node}.log"))).unwrap_or_default()
+    }
+
+    /// Waits for the nodes other than `killed`; each must succeed.
+    fn finish(mut self, killed: Option<usize>) -> Job {
+        for (node, child) in self.children.iter_mut().enumerate() {
+            let status = child.wait().unwrap();
+            if Some(node) != killed {
+                assert!(status.success(), "node {node} failed:\n{}", self.log(node));
+            }
+        }
+        self
+    }
+
+    /// Node `node`'s delivered ids, per epoch.
+    fn ids(&self, node: usize) -> Vec<Vec<SampleId>> {
+        let text = std::fs::read_to_string(self.out.join(format!("ids{node}"))).unwrap();
+        text.lines()
+            .enumerate()
+            .map(|(epoch, line)| {
+                let (e, ids) = line.split_once(':').unwrap();
+                assert_eq!(e, epoch.to_string());
+                ids.split_whitespace()
+                    .map(|id| id.parse().unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Node `node`'s per-epoch record, as written by `--json`.
+    fn epochs(&self, node: usize) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.out.join(format!("node{node}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The sum over `nodes` of field `key` in epoch `epoch`.
+    fn total(&self, nodes: &[usize], epoch: usize, key: &str) -> u64 {
+        nodes
+            .iter()
+            .map(|&n| self.epochs(n)[epoch][key].as_u64().unwrap())
+            .sum()
+    }
+}
+
+/// The plan's samples of `rank` in `epoch`, as the CLI configures it.
+fn planned(catalog: &Catalog, placement: Option<&Placement>, rank: usize, epoch: u64) -> Vec<u64> {
+    let config = PlanConfig {
+        rank,
+        world: NODES,
+        batch_size: BATCH,
+        ..LoaderConfig::new(Pipeline::imagenet_train(32)).plan
+    };
+    let plan = match placement {
+        Some(p) => EpochPlan::locality_aware(&config, p, 1, catalog.len(), epoch),
+        None => EpochPlan::new(&config, catalog.len(), epoch),
+    };
+    plan.unwrap().samples().to_vec()
+}
+
+fn placement(catalog: &Catalog) -> Placement {
+    let sizes: Vec<u64> = (0..catalog.len() as u64)
+        .map(|id| catalog.size(id))
+        .collect();
+    Placement::new(0, NODES, Capacity::Fraction(CACHE), &sizes).unwrap()
+}
+
+/// Global batch `k` of an epoch: batch `k` of every rank together, as a set.
+fn global_batches(per_rank: &[Vec<SampleId>]) -> Vec<BTreeSet<SampleId>> {
+    let count = per_rank[0].len().div_ceil(BATCH);
+    (0..count)
+        .map(|k| {
+            per_rank
+                .iter()
+                .flat_map(|ids| ids.chunks(BATCH).nth(k).unwrap().iter().copied())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn locality_aware_batches_keep_every_global_batch_and_move_a_tenth_of_the_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let catalog = dataset(&data);
+    let placement = placement(&catalog);
+    let all = [0, 1, 2];
+
+    let plain = Job::start(&data, &dir.path().join("plain"), &["--plain"]).finish(None);
+    let local = Job::start(&data, &dir.path().join("locality"), &[]).finish(None);
+
+    for epoch in 0..EPOCHS as usize {
+        let mut by_mode = Vec::new();
+        for (job, placement) in [(&plain, None), (&local, Some(&placement))] {
+            let per_rank: Vec<Vec<SampleId>> =
+                all.iter().map(|&n| job.ids(n)[epoch].clone()).collect();
+            for (rank, ids) in per_rank.iter().enumerate() {
+                assert_eq!(
+                    ids,
+                    &planned(&catalog, placement, rank, epoch as u64),
+                    "rank {rank}, epoch {epoch}: the plan's samples, in order"
+                );
+            }
+            let every: Vec<SampleId> = per_rank.concat();
+            let distinct: BTreeSet<SampleId> = every.iter().copied().collect();
+            assert_eq!(every.len(), SAMPLES, "epoch {epoch}");
+            assert_eq!(distinct.len(), SAMPLES, "each sample once in epoch {epoch}");
+            by_mode.push(global_batches(&per_rank));
+        }
+        assert_eq!(
+            by_mode[0], by_mode[1],
+            "epoch {epoch}: every global batch holds the same samples"
+        );
+    }
+
+    // Epoch 1: the caches are full (together 120% of the dataset), so storage is quiet,
+    // and what crosses the network is what the plan sends there.
+    for job in [&plain, &local] {
+        assert_eq!(job.total(&all, 1, "storage_bytes"), 0);
+        assert_eq!(job.total(&all, 1, "fallbacks"), 0);
+    }
+    let moved_plain = plain.total(&all, 1, "peer_bytes");
+    let moved = local.total(&all, 1, "peer_bytes");
+    assert!(moved_plain > 0);
+    assert!(
+        moved * 10 <= moved_plain,
+        "locality-aware: {moved} bytes between nodes, plain: {moved_plain}"
+    );
+}
+
+#[test]
+fn a_node_killed_mid_epoch_costs_the_others_nothing_and_storage_takes_its_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let catalog = dataset(&data);
+    let placement = placement(&catalog);
+    let survivors = [0, 1];
+
+    // About 1.5 s an epoch, so that the kill lands inside epoch 0; node 0 lets epoch 1
+    // start without the dead node after 1.5 s.
+    let mut job = Job::start(
+        &data,
+        &dir.path().join("kill"),
+        &["--step-ms", "200", "--barrier-timeout-ms", "1500"],
+    );
+    job.wait_for(2, "epoch 0 started");
+    std::thread::sleep(Duration::from_millis(400));
+    job.children[2].kill().unwrap();
+    let job = job.finish(Some(2));
+
+    for &rank in &survivors {
+        let ids = job.ids(rank);
+        assert_eq!(
+            ids.len(),
+            EPOCHS as usize,
+            "rank {rank} finished every epoch"
+        );
+        for (epoch, ids) in ids.iter().enumerate() {
+            assert_eq!(
+                ids,
+                &planned(&catalog, Some(&placement), rank, epoch as u64),
+                "rank {rank}, epoch {epoch}: each of its samples exactly once, in order"
+            );
+        }
+    }
+    // The dead node's part came from storage instead: from the kill on in epoch 0, and in
+    // epoch 1 every sample of the survivors that node 2 holds.
+    assert!(job.total(&survivors, 0, "fallbacks") > 0);
+    let theirs: Vec<SampleId> = survivors
+        .iter()
+        .flat_map(|&rank| job.ids(rank)[1].clone())
+        .filter(|&id| placement.holder(id) == Some(2))
+        .collect();
+    assert!(!theirs.is_empty());
+    assert_eq!(job.total(&survivors, 1, "fallbacks"), theirs.len() as u64);
+    let bytes: u64 = theirs.iter().map(|&id| catalog.size(id)).sum();
+    assert!(job.total(&survivors, 1, "storage_bytes") >= bytes);
+    assert!(job.log(0).contains("not every node reached epoch 1"));
+}
