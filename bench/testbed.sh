@@ -43,7 +43,8 @@
 #                a fixed slice of every global batch), the baseline of locality-aware loading
 #   nopeers      --no-peers --world N, --cache-size --cache: each host alone with a local
 #                MinIO cache of the same size (no partitioned caching)
-#   local        --no-peers --world N, --cache-size 100%: the whole dataset cached locally
+#   local        --no-peers --world N, --cache-size 100% --prefill: the whole dataset cached
+#                locally (filled before the first epoch), the ceiling of caching
 # Each writes $OUT/MODE/hostI.jsonl (one object per epoch) and hostI.log; then
 # bench/testbed_summary.py prints per epoch and per host throughput, bytes from storage,
 # from peers, served and stall time, the aggregate per mode and epoch, and the issue's
@@ -483,7 +484,7 @@ run_mode() {
             partitioned) args+=(--peers "$peers" --cache-size "$CACHE") ;;
             plain) args+=(--peers "$peers" --cache-size "$CACHE" --plain) ;;
             nopeers) args+=(--no-peers --world "$HOSTS" --cache-size "$CACHE") ;;
-            local) args+=(--no-peers --world "$HOSTS" --cache-size 100%) ;;
+            local) args+=(--no-peers --world "$HOSTS" --cache-size 100% --prefill) ;;
         esac
         [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
         echo "ip netns exec $(host_ns "$i") NOSTALL_PEER_SECRET=... $BIN node ${args[*]}" >"$dir/host$i.log"

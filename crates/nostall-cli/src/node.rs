@@ -11,10 +11,11 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nostall::cache::{CacheConfig, CachePolicy, Capacity};
+use nostall::cache::{CacheConfig, CachePolicy, Cached, Capacity};
 use nostall::dataset;
 use nostall::storage::{ReadMode, Source};
 use nostall::{ErrorPolicy, Loader, LoaderConfig};
@@ -42,6 +43,10 @@ pub struct Args {
     /// Ranks in the job, with --no-peers.
     #[arg(long)]
     world: Option<usize>,
+    /// With --no-peers, fill the cache from storage before the first epoch (the whole
+    /// dataset with --cache-size 100%), so that every epoch runs from a warm cache.
+    #[arg(long, requires = "no_peers")]
+    prefill: bool,
     /// With peers, keep the plain plan (each rank a fixed slice of every global batch)
     /// instead of locality-aware batches: CoorDL's partitioned caching alone, the baseline
     /// locality-aware loading is compared with.
@@ -145,6 +150,42 @@ impl Mode {
     }
 }
 
+/// Reads every sample of the dataset once through `cache`, with `threads` reads in
+/// flight, so that it holds as much of the dataset as fits.
+fn prefill(cache: &Cached, samples: u64, threads: usize) -> Result<(), AnyError> {
+    let started = Instant::now();
+    let next = AtomicU64::new(0);
+    let failed = std::sync::Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                let mut bytes = Vec::new();
+                loop {
+                    let id = next.fetch_add(1, Ordering::Relaxed);
+                    if id >= samples {
+                        return;
+                    }
+                    if let Err(cause) = cache.read(id, &mut bytes) {
+                        *failed.lock().unwrap() = Some(format!("{}: {cause}", cache.location(id)));
+                        next.store(samples, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    if let Some(error) = failed.into_inner().unwrap() {
+        return Err(format!("prefilling the cache: {error}").into());
+    }
+    let held = cache.cache().stats();
+    eprintln!(
+        "nostall node: prefilled the cache with {} samples ({:.1} MB) in {:.1} s",
+        held.entries,
+        held.used as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<(), AnyError> {
     let location = match &args.dataset {
         Some(location) => location.clone(),
@@ -165,12 +206,20 @@ pub fn run(args: Args) -> Result<(), AnyError> {
     let (mode, source): (Mode, Arc<dyn Source>) = if args.no_peers {
         config.plan.rank = args.node.unwrap_or(0);
         config.plan.world = args.world.expect("clap requires --world");
-        config.cache = CacheConfig {
-            policy: CachePolicy::Minio,
-            capacity: args.cache_size,
-        };
         let storage = data.source.clone();
-        (Mode::Alone { storage }, data.source.clone())
+        let source: Arc<dyn Source> = if args.prefill {
+            let capacity = args.cache_size.bytes(data.catalog.total_bytes());
+            let cached = Arc::new(Cached::new(storage.clone(), CachePolicy::Minio, capacity));
+            prefill(&cached, data.catalog.len() as u64, args.fetch_threads)?;
+            cached
+        } else {
+            config.cache = CacheConfig {
+                policy: CachePolicy::Minio,
+                capacity: args.cache_size,
+            };
+            storage.clone()
+        };
+        (Mode::Alone { storage }, source)
     } else {
         let secret = Secret::from_env()?;
         let mut node_config = if args.peers.is_empty() {
