@@ -240,10 +240,9 @@ pub fn run(args: Args) -> Result<(), AnyError> {
         };
         node_config.gather_timeout = Duration::from_millis(args.barrier_timeout_ms);
         let node = Node::join(&data.catalog, data.source.clone(), node_config)?;
-        config.plan.rank = node.rank();
-        config.plan.world = node.world();
-        if !args.plain {
-            config.locality = Some(node.locality());
+        node.configure(&mut config);
+        if args.plain {
+            config.locality = None;
         }
         let source: Arc<dyn Source> = node.source();
         (Mode::Peers(Box::new(node)), source)

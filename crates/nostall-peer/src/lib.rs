@@ -45,9 +45,7 @@
 //! let config = NodeConfig::new(0, peers, "30%".parse()?, Secret::from_env()?);
 //! let node = Node::join(&data.catalog, data.source.clone(), config)?;
 //! let mut loader_config = LoaderConfig::new(Pipeline::imagenet_train(224));
-//! loader_config.plan.rank = node.rank();
-//! loader_config.plan.world = node.world();
-//! loader_config.locality = Some(node.locality());
+//! node.configure(&mut loader_config); // rank, world size, locality-aware batches
 //! let loader = Loader::new(data.catalog.clone(), node.source(), loader_config)?;
 //! for epoch in 0..90 {
 //!     node.barrier(epoch)?;
@@ -75,7 +73,10 @@ pub mod wire;
 pub use auth::Secret;
 pub use client::{Failure, Timeouts};
 pub use error::{Error, Result};
-pub use membership::{fingerprint, Node, NodeConfig, NodeStats};
+pub use membership::{
+    fingerprint, Membership, Node, NodeConfig, NodeStats, JOIN_TIMEOUT_VAR, LISTEN_VAR, PEERS_VAR,
+    PORT_VAR,
+};
 pub use node_cache::{NodeCache, NodeCacheStats};
 pub use server::{Rejection, Service, ServiceConfig, ServiceStats, KEPT_REJECTIONS};
 pub use source::{PartitionedSource, SourceBreakdown};

@@ -10,7 +10,7 @@ use nostall::cache::Capacity;
 use nostall::env::Distributed;
 use nostall::plan::locality::Locality;
 use nostall::storage::{Source, DEFAULT_MAX_BYTES};
-use nostall::Catalog;
+use nostall::{Catalog, LoaderConfig};
 
 use crate::auth::Secret;
 use crate::client::{resolve, Links, Peer, Timeouts};
@@ -27,6 +27,9 @@ pub const PORT_VAR: &str = "NOSTALL_PEER_PORT";
 /// The environment variable with this node's listen address (default: this host's
 /// address towards `MASTER_ADDR`, at the peer port).
 pub const LISTEN_VAR: &str = "NOSTALL_PEER_LISTEN";
+/// The environment variable with how long, in seconds, joining waits for every peer to
+/// start (default: [`Timeouts::default`]'s).
+pub const JOIN_TIMEOUT_VAR: &str = "NOSTALL_PEER_JOIN_TIMEOUT_S";
 
 /// How a node learns its peers' addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +96,7 @@ impl NodeConfig {
     /// The node as torchrun describes it: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
     /// `LOCAL_WORLD_SIZE` place it; peers come from [`PEERS_VAR`], else from a rendezvous
     /// at `MASTER_ADDR` on [`PORT_VAR`] (default `MASTER_PORT + 1`); the secret from
-    /// [`crate::auth::SECRET_VAR`].
+    /// [`crate::auth::SECRET_VAR`]; the join timeout from [`JOIN_TIMEOUT_VAR`].
     ///
     /// # Errors
     ///
@@ -165,12 +168,26 @@ impl NodeConfig {
                 Membership::Rendezvous { at, own }
             }
         };
+        let mut timeouts = Timeouts::default();
+        if let Some(v) = var(JOIN_TIMEOUT_VAR) {
+            timeouts.join = v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "{JOIN_TIMEOUT_VAR}={v:?} is not a number of seconds"
+                    ))
+                })?;
+        }
         Ok(NodeConfig {
             node,
             nodes,
             local_rank: place.local_rank % local_world,
             ranks_per_node: local_world,
             membership,
+            timeouts,
             ..NodeConfig::new(0, Vec::new(), capacity, secret)
         })
     }
@@ -360,6 +377,14 @@ impl Node {
         self.source.clone()
     }
 
+    /// Makes `config` plan as this process's rank of the job: its rank and the world
+    /// size, and locality-aware batches over the node caches.
+    pub fn configure(&self, config: &mut LoaderConfig) {
+        config.plan.rank = self.rank();
+        config.plan.world = self.world();
+        config.locality = Some(self.locality());
+    }
+
     /// The loader's locality-aware planning, to set as
     /// [`nostall::LoaderConfig::locality`].
     pub fn locality(&self) -> Locality {
@@ -479,5 +504,11 @@ mod tests {
         assert!(err.to_string().contains("2 addresses for 3 nodes"), "{err}");
         let err = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&[])).unwrap_err();
         assert!(err.to_string().contains("MASTER_ADDR"), "{err}");
+        let env = [(PEERS_VAR, "a:1"), (JOIN_TIMEOUT_VAR, "2.5")];
+        let config = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&env)).unwrap();
+        assert_eq!(config.timeouts.join, Duration::from_millis(2500));
+        let env = [(PEERS_VAR, "a:1"), (JOIN_TIMEOUT_VAR, "soon")];
+        let err = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&env)).unwrap_err();
+        assert!(err.to_string().contains("not a number of seconds"), "{err}");
     }
 }
