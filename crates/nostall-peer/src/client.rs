@@ -153,7 +153,8 @@ impl Links {
         }
     }
 
-    /// Registers `own` with the rendezvous at `addr`: every node's address, by index.
+    /// Registers `own` with the rendezvous at `addr`: every node's address, by index, once
+    /// every node has registered, within the join timeout.
     pub(crate) fn register(&self, rendezvous: &str, own: &str) -> Result<Vec<String>> {
         let deadline = Instant::now() + self.timeouts.join;
         loop {
@@ -163,13 +164,18 @@ impl Links {
                     node: self.node,
                     addr: own.to_string(),
                 });
-                client
-                    .register(request)
-                    .await
-                    .map(|r| r.into_inner().addrs)
-                    .map_err(|s| {
+                let call = client.register(request);
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, call).await {
+                    Ok(reply) => reply.map(|r| r.into_inner().addrs).map_err(|s| {
                         Error::Refused(format!("rendezvous {rendezvous}: {}", s.message()))
-                    })
+                    }),
+                    Err(_) => Err(Error::Refused(format!(
+                        "rendezvous {rendezvous}: not every node registered within the join \
+                         timeout of {:?}",
+                        self.timeouts.join
+                    ))),
+                }
             });
             match attempt {
                 Err(Error::Network { .. }) if Instant::now() < deadline => {
