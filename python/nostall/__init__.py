@@ -37,15 +37,16 @@ Public names:
   analyze``, DS-Analyzer), returning an :class:`AnalysisReport`; :func:`time_model`:
   the rate of a training step on synthetic batches, images/s.
 - Exceptions: :class:`NostallError` (base), :class:`SampleError`, :class:`ConfigError`
-  (a ``ValueError``), :class:`StorageError` (an ``OSError``), :class:`StepError` (a
-  training step being timed raised).
+  (a ``ValueError``), :class:`StorageError` (an ``OSError``), :class:`PeerError` (a
+  ``ConnectionError``: the nodes of a partitioned cache cannot reach each other),
+  :class:`StepError` (a training step being timed raised).
 """
 
 from __future__ import annotations
 
 from . import ops
 from ._analyze import AnalysisReport, analyze, time_model
-from ._errors import ConfigError, NostallError, SampleError, StepError, StorageError
+from ._errors import ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
 from ._nostall import BatchTensor, Loader, __version__, demo_photos, imagenet_train, imagenet_val
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "ConfigError",
     "Loader",
     "NostallError",
+    "PeerError",
     "SampleError",
     "StepError",
     "StorageError",

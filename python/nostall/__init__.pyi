@@ -6,6 +6,7 @@ from ._analyze import analyze as analyze
 from ._analyze import time_model as time_model
 from ._errors import ConfigError as ConfigError
 from ._errors import NostallError as NostallError
+from ._errors import PeerError as PeerError
 from ._errors import SampleError as SampleError
 from ._errors import StepError as StepError
 from ._errors import StorageError as StorageError
@@ -22,6 +23,7 @@ __all__ = [
     "ConfigError",
     "Loader",
     "NostallError",
+    "PeerError",
     "SampleError",
     "StepError",
     "StorageError",

@@ -29,6 +29,12 @@ class StorageError(NostallError, OSError):
         return str(self.args[0]) if self.args else ""
 
 
+class PeerError(NostallError, ConnectionError):
+    """A node of a partitioned cache could not join its job: a peer could not be reached
+    in time, or refused (another secret, another dataset or placement). Once the loader
+    runs, a failing peer is no error: its samples come from storage."""
+
+
 class SampleError(NostallError):
     """One sample could not be read or decoded, under ``on_error="error"``.
 

@@ -84,7 +84,7 @@ class Loader:
         fetch_threads: int | None = None,
         prefetch: int | None = None,
         cache: str | float | int | None = None,
-        cache_policy: Literal["minio", "lru", "none"] = "minio",
+        cache_policy: Literal["minio", "lru", "none", "partitioned"] = "minio",
         on_error: Literal["error", "skip"] = "error",
         rank: int | None = None,
         world_size: int | None = None,
@@ -136,7 +136,9 @@ class Loader:
         capacity_per_s), ``prep_starved_s``, ``cache`` (hits, misses, hit_bytes,
         miss_bytes, hit_rate, entries, used_bytes, capacity_bytes), ``storage`` (bytes,
         requests), ``readahead``, ``skipped`` (by cause), ``skipped_total``,
-        ``buffers_allocated``."""
+        ``buffers_allocated``; with ``cache_policy="partitioned"`` also ``partitioned``
+        (since the node joined: local_samples, local_bytes, peer_samples, peer_bytes,
+        storage_bytes, fallbacks, peer_downs, served_bytes)."""
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""

@@ -112,7 +112,7 @@ pub fn run(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(String, String, String)> {
     // Every argument is checked before the dataset is opened or anything measured.
-    let (config, _) = ConfigArgs {
+    let args = ConfigArgs {
         batch_size,
         pipeline: pipeline.as_ref(),
         image_size,
@@ -130,8 +130,16 @@ pub fn run(
         // One node reading the whole dataset; the node sweep predicts for more.
         rank: Some(0),
         world_size: Some(1),
+    };
+    if args.partitioned() {
+        return Err(config_error(
+            py,
+            "analyze measures one node: give the node's cache with cache_policy \"minio\", \
+             and node_cache to predict a cache partitioned over more nodes"
+                .into(),
+        ));
     }
-    .loader_config(py)?;
+    let (config, _) = args.loader_config(py)?;
     let given_model = model_from_args(py, model_rate, step_ms, time_model.is_some(), batch_size)?;
     let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?.max(0.5));
     let run_seconds = positive(py, "run_seconds", run_seconds, true)?;

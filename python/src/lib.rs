@@ -29,6 +29,22 @@ pub(crate) fn raise(py: Python<'_>, err: nostall::Error) -> PyErr {
     }
 }
 
+/// A peer-layer error as the Python exception that fits: bad settings are `ConfigError`s,
+/// peers that cannot be reached or refuse are `PeerError`s.
+fn raise_peer(py: Python<'_>, err: nostall_peer::Error) -> PyErr {
+    let class = match err {
+        nostall_peer::Error::Core(err) => return raise(py, err),
+        nostall_peer::Error::Config(message) => return config_error(py, message),
+        nostall_peer::Error::Network { .. } | nostall_peer::Error::Refused(_) => "PeerError",
+    };
+    let made = py
+        .import("nostall._errors")
+        .and_then(|errors| errors.getattr(class))
+        .and_then(|class| class.call1((err.to_string(),)))
+        .map(|e| PyErr::from_value(e.into_any()));
+    made.unwrap_or_else(|e| e)
+}
+
 fn make_exception(py: Python<'_>, err: &nostall::Error) -> PyResult<PyErr> {
     let errors = py.import("nostall._errors")?;
     let message = err.to_string();
@@ -193,7 +209,14 @@ enum Output {
 /// - `prefetch` (None: 4): batches prepared ahead of the training loop.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
-///   evicts, never thrashes) or `"lru"`.
+///   evicts, never thrashes), `"lru"`, or `"partitioned"`: each node of a multi-node
+///   job caches a different part of that size, serves it to the other nodes, and
+///   ranks take the samples their node holds (locality-aware batches). Nodes and
+///   peers come from torchrun's environment (`RANK`, `WORLD_SIZE`,
+///   `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`; the peer service listens on
+///   `MASTER_PORT + 1`, or `NOSTALL_PEER_PORT`) or `NOSTALL_PEERS`; every node needs
+///   the same `NOSTALL_PEER_SECRET`. Keep the loader alive until every rank is done
+///   (e.g. `torch.distributed.barrier()` before exiting): its node serves the others.
 /// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
 ///   out, fills its place with the next sample and counts it by cause.
 /// - `rank`, `world_size` (None: `RANK` / `WORLD_SIZE` from the environment, as set
@@ -209,7 +232,8 @@ enum Output {
 /// epoch after the last one finished.
 ///
 /// Raises `ConfigError` for impossible settings, `StorageError` when the source
-/// cannot be read, and (while iterating) `SampleError` naming a bad sample.
+/// cannot be read, `PeerError` when the nodes of a partitioned cache cannot reach or
+/// refuse each other, and (while iterating) `SampleError` naming a bad sample.
 #[pyclass(module = "nostall._nostall")]
 struct Loader {
     inner: Arc<nostall::Loader>,
@@ -223,6 +247,8 @@ struct Loader {
     active: bool,
     /// Catalog ids of the samples of the batch last returned.
     last_ids: Vec<u64>,
+    /// This process's part in a partitioned cache (`cache_policy="partitioned"`).
+    node: Option<nostall_peer::Node>,
 }
 
 pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
@@ -324,7 +350,7 @@ impl ConfigArgs<'_, '_> {
                 ))
             }
         };
-        if let Some(cache) = self.cache {
+        if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
             config.cache = CacheConfig {
                 policy: self
                     .cache_policy
@@ -335,7 +361,29 @@ impl ConfigArgs<'_, '_> {
         }
         Ok((config, dist))
     }
+
+    /// Whether the cache is partitioned across the job's nodes (`cache_policy =
+    /// "partitioned"`) rather than this process's own.
+    pub(crate) fn partitioned(&self) -> bool {
+        self.cache_policy == PARTITIONED
+    }
+
+    /// The node cache's size, for a partitioned cache.
+    fn node_capacity(&self, py: Python<'_>) -> PyResult<Capacity> {
+        match self.cache {
+            Some(cache) => parse_capacity(py, cache),
+            None => Err(config_error(
+                py,
+                "cache_policy=\"partitioned\" needs the size of each node's part: cache=\"30%\" \
+                 (a share of the dataset) or cache=\"32GiB\""
+                    .into(),
+            )),
+        }
+    }
 }
+
+/// The `cache_policy` of a cache partitioned across the nodes of a job.
+const PARTITIONED: &str = "partitioned";
 
 fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
     let via = |module: &str| -> PyResult<Output> {
@@ -397,7 +445,7 @@ impl Loader {
         world_size: Option<usize>,
         output: &str,
     ) -> PyResult<Loader> {
-        let (config, dist) = ConfigArgs {
+        let args = ConfigArgs {
             batch_size,
             pipeline: pipeline.as_ref(),
             image_size,
@@ -414,16 +462,39 @@ impl Loader {
             on_error,
             rank,
             world_size,
-        }
-        .loader_config(py)?;
+        };
+        let (mut config, mut dist) = args.loader_config(py)?;
+        let node_config = match args.partitioned() {
+            true => {
+                let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
+                    .map_err(|e| raise_peer(py, e))?;
+                c.seed = seed;
+                Some(c)
+            }
+            false => None,
+        };
         let output = resolve_output(py, output)?;
         let location = source.to_string_lossy().into_owned();
+        let dataset = py
+            .detach(|| nostall::dataset::open(&location, nostall::storage::ReadMode::Cached))
+            .map_err(|e| raise(py, e))?;
+        let (source, node) = match node_config {
+            None => (dataset.source, None),
+            Some(node_config) => {
+                let node = py
+                    .detach(|| {
+                        nostall_peer::Node::join(&dataset.catalog, dataset.source, node_config)
+                    })
+                    .map_err(|e| raise_peer(py, e))?;
+                node.configure(&mut config);
+                dist.rank = node.rank();
+                dist.world = node.world();
+                let source: Arc<dyn nostall::storage::Source> = node.source();
+                (source, Some(node))
+            }
+        };
         let inner = py
-            .detach(move || {
-                let dataset =
-                    nostall::dataset::open(&location, nostall::storage::ReadMode::Cached)?;
-                nostall::Loader::new(dataset.catalog, dataset.source, config)
-            })
+            .detach(move || nostall::Loader::new(dataset.catalog, source, config))
             .map_err(|e| raise(py, e))?;
         Ok(Loader {
             inner: Arc::new(inner),
@@ -433,6 +504,7 @@ impl Loader {
             current: None,
             active: false,
             last_ids: Vec::new(),
+            node,
         })
     }
 
@@ -597,6 +669,9 @@ impl Loader {
         };
         let d = stats_dict(py, &stats)?;
         d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
+        if let Some(node) = &self.node {
+            d.set_item("partitioned", node_dict(py, &node.stats())?)?;
+        }
         Ok(d)
     }
 
@@ -687,6 +762,23 @@ fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDic
     }
     d.set_item("skipped", k)?;
     d.set_item("skipped_total", s.skipped_total())?;
+    Ok(d)
+}
+
+/// A partitioned cache's counters since the node joined (all epochs).
+fn node_dict<'py>(py: Python<'py>, s: &nostall_peer::NodeStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("local_samples", s.source.local_samples)?;
+    d.set_item("local_bytes", s.source.local_bytes)?;
+    d.set_item("peer_samples", s.source.peer_samples)?;
+    d.set_item("peer_bytes", s.source.peer_bytes)?;
+    d.set_item("storage_bytes", s.source.storage_bytes)?;
+    d.set_item("fallbacks", s.source.fallbacks)?;
+    d.set_item("peer_downs", s.source.peer_downs)?;
+    d.set_item(
+        "served_bytes",
+        s.service.as_ref().map_or(0, |service| service.served_bytes),
+    )?;
     Ok(d)
 }
 

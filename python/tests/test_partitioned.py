@@ -1,0 +1,129 @@
+"""A cache partitioned across nodes: two processes as two torchrun nodes on loopback.
+
+Each process is one node (``LOCAL_WORLD_SIZE=1``) of a two-node job: it finds the other
+through the rendezvous at ``MASTER_ADDR`` (the peer service on ``MASTER_PORT + 1``),
+caches its part of the dataset and serves it to the other over real sockets.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nostall
+
+CHILD = r"""
+import json, sys
+import torch.distributed as dist
+import nostall
+
+dist.init_process_group("gloo")
+loader = nostall.Loader(sys.argv[1], batch_size=4, image_size=32, cache="60%",
+                        cache_policy="partitioned", seed=3)
+epochs = []
+for epoch in range(2):
+    loader.set_epoch(epoch)
+    ids = []
+    for images, labels in loader:
+        assert images.shape[1:] == (3, 32, 32)
+        ids += loader.last_ids
+    epochs.append(ids)
+dist.barrier()  # the other node may still read this node's part
+print(json.dumps({"rank": loader.rank, "world": loader.world_size, "epochs": epochs,
+                  "counts": loader.metrics["partitioned"]}))
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_pair():
+    """A port p with p and p + 1 free now (torchrun's store, and nostall's peer service)."""
+    for _ in range(50):
+        port = free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no two consecutive free ports")
+
+
+def node_env(rank, port, **extra):
+    """Rank `rank` of a two-node job whose rendezvous is at `port`. Both "nodes" share one
+    address here, so the second one's service listens on a port of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOSTALL_")}
+    env.update(RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               NOSTALL_PEER_SECRET="the secret of the test job", NOSTALL_PEER_JOIN_TIMEOUT_S="60")
+    if rank > 0:
+        env["NOSTALL_PEER_LISTEN"] = f"127.0.0.1:{free_port()}"
+    env.update(extra)
+    return env
+
+
+def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos):
+    port = free_port_pair()
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos], env=node_env(rank, port),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (0, 1)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    assert [(r["rank"], r["world"]) for r in results] == [(0, 2), (1, 2)]
+    n = nostall.Loader(photos).dataset_len
+    for epoch in range(2):
+        ids = results[0]["epochs"][epoch] + results[1]["epochs"][epoch]
+        assert sorted(ids) == list(range(n)), f"epoch {epoch}: each sample once"
+    counts = [r["counts"] for r in results]
+    # Together the nodes hold 120% of the dataset, so storage served each sample once in
+    # the whole job (to the node holding it); every sample a rank delivered came from its
+    # node's part or from the other node's, never from storage instead.
+    dataset_bytes = sum(f.stat().st_size for f in Path(photos).rglob("*.jpg"))
+    assert sum(c["storage_bytes"] for c in counts) == dataset_bytes
+    for c, r in zip(counts, results):
+        assert c["local_samples"] + c["peer_samples"] == sum(map(len, r["epochs"]))
+        assert c["fallbacks"] == 0 and c["peer_downs"] == 0
+    assert all(c["peer_samples"] > 0 and c["served_bytes"] > 0 for c in counts)
+    assert counts[0]["served_bytes"] == counts[1]["peer_bytes"]
+
+
+def test_bad_partitioned_settings_are_config_errors(photos, monkeypatch):
+    for name in [k for k in os.environ if k.startswith(("NOSTALL_", "MASTER_"))]:
+        monkeypatch.delenv(name)
+    with pytest.raises(nostall.ConfigError, match="needs the size"):
+        nostall.Loader(photos, cache_policy="partitioned")
+    with pytest.raises(nostall.ConfigError, match="NOSTALL_PEER_SECRET"):
+        nostall.Loader(photos, cache="50%", cache_policy="partitioned")
+    monkeypatch.setenv("NOSTALL_PEER_SECRET", "the secret of the test job")
+    with pytest.raises(nostall.ConfigError, match="MASTER_ADDR"):
+        nostall.Loader(photos, cache="50%", cache_policy="partitioned")
+    with pytest.raises(nostall.ConfigError, match="analyze measures one node"):
+        nostall.analyze(photos, cache="50%", cache_policy="partitioned", model_rate=100)
+
+
+def test_a_node_whose_peer_never_comes_is_a_peer_error(photos, monkeypatch):
+    for name in [k for k in os.environ if k.startswith(("NOSTALL_", "MASTER_"))]:
+        monkeypatch.delenv(name)
+    port = free_port_pair()
+    env = node_env(0, port, NOSTALL_PEERS=f"127.0.0.1:{port},127.0.0.1:{port + 1}",
+                   NOSTALL_PEER_JOIN_TIMEOUT_S="2")
+    child = ("import nostall, sys\n"
+             "try:\n"
+             "    nostall.Loader(sys.argv[1], cache='50%', cache_policy='partitioned')\n"
+             "except nostall.PeerError as e:\n"
+             "    print('PeerError', e)\n")
+    out = subprocess.run([sys.executable, "-c", child, photos], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.startswith("PeerError"), out.stdout + out.stderr
+    assert f"127.0.0.1:{port + 1}" in out.stdout
