@@ -1,4 +1,5 @@
-//! Generates the gRPC client and server of the control plane from the method list below.
+//! Generates the gRPC client and server of the control plane from the method list below
+//! (and a one-method service that only the data-plane benchmark uses).
 //!
 //! The messages are plain `prost` structs written in `src/control.rs` (documented there,
 //! with their protobuf field numbers), so the build needs no `protoc`.
@@ -30,5 +31,20 @@ fn main() {
             "BarrierReply",
         ))
         .build();
-    tonic_build::manual::Builder::new().compile(&[service]);
+    // Only `benches/data_plane.rs` uses this one: the same bytes over gRPC (one unary
+    // call per sample), measured against the framed-TCP data plane that the service uses.
+    let bench = tonic_build::manual::Service::builder()
+        .name("FetchBench")
+        .package("nostall.peer.bench")
+        .method(
+            tonic_build::manual::Method::builder()
+                .name("fetch")
+                .route_name("Fetch")
+                .input_type("crate::FetchRequest")
+                .output_type("crate::FetchReply")
+                .codec_path("tonic_prost::ProstCodec")
+                .build(),
+        )
+        .build();
+    tonic_build::manual::Builder::new().compile(&[service, bench]);
 }
