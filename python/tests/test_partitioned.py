@@ -1,8 +1,8 @@
-"""A cache partitioned across nodes: two processes as two torchrun nodes on loopback.
+"""A cache partitioned across nodes: processes as the ranks of two torchrun nodes on loopback.
 
-Each process is one node (``LOCAL_WORLD_SIZE=1``) of a two-node job: it finds the other
-through the rendezvous at ``MASTER_ADDR`` (the peer service on ``MASTER_PORT + 1``),
-caches its part of the dataset and serves it to the other over real sockets.
+The nodes find each other through the rendezvous at ``MASTER_ADDR`` (the peer service on
+``MASTER_PORT + 1``); each node's local rank 0 caches the node's part of the dataset and
+serves it, over real sockets, to the other node and to its own node's other ranks.
 """
 
 import json
@@ -57,45 +57,54 @@ def free_port_pair():
     raise RuntimeError("no two consecutive free ports")
 
 
-def node_env(rank, port, **extra):
+def node_env(rank, port, ranks_per_node=1, listen=None, **extra):
     """Rank `rank` of a two-node job whose rendezvous is at `port`. Both "nodes" share one
-    address here, so the second one's service listens on a port of its own."""
+    address here, so node 1's service listens on a port of its own, `listen`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOSTALL_")}
-    env.update(RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1",
+    env.update(RANK=str(rank), LOCAL_RANK=str(rank % ranks_per_node),
+               WORLD_SIZE=str(2 * ranks_per_node), LOCAL_WORLD_SIZE=str(ranks_per_node),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                NOSTALL_PEER_SECRET="the secret of the test job", NOSTALL_PEER_JOIN_TIMEOUT_S="60")
-    if rank > 0:
-        env["NOSTALL_PEER_LISTEN"] = f"127.0.0.1:{free_port()}"
+    if rank >= ranks_per_node:
+        env["NOSTALL_PEER_LISTEN"] = f"127.0.0.1:{listen}"
     env.update(extra)
     return env
 
 
-def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos):
-    port = free_port_pair()
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos], env=node_env(rank, port),
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, ranks_per_node):
+    port, listen = free_port_pair(), free_port()
+    world = 2 * ranks_per_node
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos],
+                              env=node_env(rank, port, ranks_per_node, listen),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in (0, 1)]
+             for rank in range(world)]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         results.append(json.loads(out))
-    assert [(r["rank"], r["world"]) for r in results] == [(0, 2), (1, 2)]
+    assert [(r["rank"], r["world"]) for r in results] == [(rank, world) for rank in range(world)]
     n = nostall.Loader(photos).dataset_len
     for epoch in range(2):
-        ids = results[0]["epochs"][epoch] + results[1]["epochs"][epoch]
+        ids = [i for r in results for i in r["epochs"][epoch]]
         assert sorted(ids) == list(range(n)), f"epoch {epoch}: each sample once"
     counts = [r["counts"] for r in results]
     # Together the nodes hold 120% of the dataset, so storage served each sample once in
     # the whole job (to the node holding it); every sample a rank delivered came from its
-    # node's part or from the other node's, never from storage instead.
+    # node's part or from a peer's (a node's other local ranks ask its service, as a peer
+    # does), never from storage instead; every byte received was served.
     dataset_bytes = sum(f.stat().st_size for f in Path(photos).rglob("*.jpg"))
     assert sum(c["storage_bytes"] for c in counts) == dataset_bytes
     for c, r in zip(counts, results):
         assert c["local_samples"] + c["peer_samples"] == sum(map(len, r["epochs"]))
         assert c["fallbacks"] == 0 and c["peer_downs"] == 0
-    assert all(c["peer_samples"] > 0 and c["served_bytes"] > 0 for c in counts)
-    assert counts[0]["served_bytes"] == counts[1]["peer_bytes"]
+    for rank, c in enumerate(counts):
+        if rank % ranks_per_node:  # reads its node's part through the node's service
+            assert c["local_samples"] == 0 and c["served_bytes"] == 0
+        else:  # runs the node's cache and service
+            assert c["local_samples"] > 0 and c["served_bytes"] > 0
+    assert sum(c["served_bytes"] for c in counts) == sum(c["peer_bytes"] for c in counts)
 
 
 def test_bad_partitioned_settings_are_config_errors(photos, monkeypatch):
