@@ -150,18 +150,14 @@ def main() -> int:
     def verdict(ok: bool) -> str:
         return "ok" if ok else "BELOW TARGET"
 
-    if "partitioned" in rate and rate.get("nopeers"):
-        ratio = rate["partitioned"] / rate["nopeers"]
-        checks["partitioned_vs_nopeers"] = {"ratio": ratio, "target": MIN_VS_NOPEERS,
-                                            "ok": ratio >= MIN_VS_NOPEERS}
-        print(f"  partitioned / nopeers: {ratio:.2f}x (target >= {MIN_VS_NOPEERS}x) "
-              f"{verdict(ratio >= MIN_VS_NOPEERS)}")
-    if "partitioned" in rate and rate.get("local"):
-        ratio = rate["partitioned"] / rate["local"]
-        checks["partitioned_vs_local"] = {"ratio": ratio, "target": MIN_VS_LOCAL,
-                                          "ok": ratio >= MIN_VS_LOCAL}
-        print(f"  partitioned / local:   {ratio:.2f}x (target >= {MIN_VS_LOCAL}x) "
-              f"{verdict(ratio >= MIN_VS_LOCAL)}")
+    for other in ("nopeers", "local"):
+        if "partitioned" in rate and rate.get(other):
+            ratio = rate["partitioned"] / rate[other]
+            target = MIN_VS_NOPEERS if other == "nopeers" else MIN_VS_LOCAL
+            checks[f"partitioned_vs_{other}"] = {"ratio": ratio, "target": target,
+                                                 "ok": ratio >= target}
+            print(f"  partitioned / {other + ':':<8} {ratio:.2f}x (target >= {target}x) "
+                  f"{verdict(ratio >= target)}")
     if "partitioned" in rate and "plain" in rate:
         moved = modes["partitioned"]["steady"]["peer_bytes_per_epoch"]
         plain = modes["plain"]["steady"]["peer_bytes_per_epoch"]
