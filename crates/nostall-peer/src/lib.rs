@@ -78,5 +78,7 @@ pub use membership::{
     PORT_VAR,
 };
 pub use node_cache::{NodeCache, NodeCacheStats};
-pub use server::{Rejection, Service, ServiceConfig, ServiceStats, KEPT_REJECTIONS};
+pub use server::{
+    Rejection, Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS, KEPT_REJECTIONS,
+};
 pub use source::{PartitionedSource, SourceBreakdown};

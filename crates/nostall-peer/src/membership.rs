@@ -16,7 +16,7 @@ use crate::auth::Secret;
 use crate::client::{resolve, Links, Peer, Timeouts};
 use crate::error::{Error, Result};
 use crate::node_cache::{NodeCache, NodeCacheStats};
-use crate::server::{Service, ServiceConfig, ServiceStats};
+use crate::server::{Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS};
 use crate::source::{PartitionedSource, SourceBreakdown};
 
 /// The environment variable with an explicit peer list (comma-separated `host:port`, by
@@ -325,6 +325,7 @@ impl Node {
                     max_response_bytes: config.max_sample_bytes,
                     io_timeout: config.timeouts.request,
                     gather_timeout: config.gather_timeout,
+                    max_connections: DEFAULT_MAX_CONNECTIONS,
                 },
                 cache.clone(),
                 catalog.len() as u64,

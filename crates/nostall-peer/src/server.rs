@@ -30,6 +30,12 @@ use crate::wire::{self, Request as WireRequest, Status};
 /// How many recent rejections [`ServiceStats::recent`] keeps.
 pub const KEPT_REJECTIONS: usize = 64;
 
+/// The most data connections a node serves at once, by default. A node has a few peers
+/// with a few fetch threads each; connections beyond the limit are refused, so that a
+/// flood of them (each held for up to the I/O timeout before its handshake fails) cannot
+/// exhaust threads or descriptors.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
 /// How a node's service runs.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -51,13 +57,15 @@ pub struct ServiceConfig {
     pub io_timeout: Duration,
     /// How long the rendezvous and the barrier wait for every node.
     pub gather_timeout: Duration,
+    /// The most data connections served at once ([`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
 }
 
 /// One refused request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
     /// A short kind: `unauthorized`, `bad-request`, `unknown-id`, `not-held`,
-    /// `too-large`, `mismatch`.
+    /// `too-large`, `mismatch`, `too-many-connections`.
     pub kind: &'static str,
     /// The peer's address.
     pub peer: String,
@@ -76,6 +84,8 @@ pub struct ServiceStats {
     pub rejected: BTreeMap<&'static str, u64>,
     /// The most recent refusals, oldest first.
     pub recent: Vec<Rejection>,
+    /// Data connections open now.
+    pub open_connections: usize,
 }
 
 /// State shared by the service's threads and tasks.
@@ -89,12 +99,22 @@ struct Shared {
     served_samples: AtomicU64,
     served_bytes: AtomicU64,
     rejections: Mutex<(BTreeMap<&'static str, u64>, VecDeque<Rejection>)>,
-    /// Open data connections, shut down when the service stops.
-    connections: Mutex<Vec<TcpStream>>,
+    /// Open data connections by number, shut down when the service stops; each
+    /// connection's thread removes its own when it ends.
+    connections: Mutex<BTreeMap<u64, TcpStream>>,
     rendezvous: Rendezvous,
 }
 
 impl Shared {
+    /// Drops connection `number` from the open ones (closing it, once its thread's
+    /// halves are gone too).
+    fn forget(&self, number: u64) {
+        self.connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&number);
+    }
+
     fn reject(&self, kind: &'static str, peer: &str, reason: String) {
         eprintln!(
             "nostall-peer: node {}: refused {peer} ({kind}): {reason}",
@@ -242,6 +262,12 @@ impl Service {
             served_bytes: self.shared.served_bytes.load(Ordering::Relaxed),
             rejected: guard.0.clone(),
             recent: guard.1.iter().cloned().collect(),
+            open_connections: self
+                .shared
+                .connections
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len(),
         }
     }
 }
@@ -257,7 +283,7 @@ impl Drop for Service {
             .connections
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
+            .values()
         {
             let _ = conn.shutdown(std::net::Shutdown::Both);
         }
@@ -274,20 +300,36 @@ impl Drop for Service {
 /// peers, each with a few fetch threads, so threads are cheap and keep the hot path
 /// blocking and simple.
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    let mut next = 0u64;
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if let Ok(clone) = stream.try_clone() {
+                let Ok(clone) = stream.try_clone() else {
+                    continue;
+                };
+                let number = next;
+                next += 1;
+                {
                     let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
-                    open.retain(|c| c.peer_addr().is_ok());
-                    open.push(clone);
+                    let limit = shared.config.max_connections;
+                    if open.len() >= limit {
+                        drop(open);
+                        let reason = format!("{limit} data connections already open");
+                        shared.reject("too-many-connections", &peer.to_string(), reason);
+                        continue;
+                    }
+                    open.insert(number, clone);
                 }
-                let shared = shared.clone();
+                let serving = shared.clone();
                 let spawned = std::thread::Builder::new()
                     .name("nostall-peer-conn".into())
-                    .spawn(move || serve_connection(stream, peer, &shared));
+                    .spawn(move || {
+                        serve_connection(stream, peer, &serving);
+                        serving.forget(number);
+                    });
                 if let Err(err) = spawned {
                     eprintln!("nostall-peer: cannot serve {peer}: {err}");
+                    shared.forget(number);
                 }
             }
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
@@ -583,5 +625,76 @@ impl Control for ControlService {
             complete,
             arrived: count() as u32,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Counting;
+    use nostall::cache::partition::Placement;
+    use nostall::cache::Capacity;
+    use std::io::Read;
+    use std::time::Instant;
+
+    /// A one-node service over `Counting` samples, serving at most `max_connections`.
+    fn service(max_connections: usize) -> Service {
+        let placement =
+            Arc::new(Placement::new(0, 1, Capacity::Fraction(1.0), &[100; 10]).unwrap());
+        let storage = Arc::new(Counting::new(10, 100));
+        let cache = Arc::new(NodeCache::new(0, placement, storage));
+        let config = ServiceConfig {
+            node: 0,
+            nodes: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            secret: Secret::new(b"the secret of this unit test").unwrap(),
+            fingerprint: Vec::new(),
+            max_response_bytes: 1000,
+            io_timeout: Duration::from_secs(5),
+            gather_timeout: Duration::from_secs(5),
+            max_connections,
+        };
+        Service::start(config, cache, 10).unwrap()
+    }
+
+    /// Waits (up to 5 s) until the service has `n` data connections open.
+    fn until_open(service: &Service, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while service.stats().open_connections != n {
+            assert!(Instant::now() < deadline, "{:?}", service.stats());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the service greets a new connection (else it closes it at once).
+    fn greeted(stream: &mut TcpStream) -> bool {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut magic = [0; 4];
+        stream.read_exact(&mut magic).is_ok() && &magic == wire::MAGIC
+    }
+
+    #[test]
+    fn connections_over_the_limit_are_refused_and_closed_ones_are_forgotten() {
+        let service = service(2);
+        let data = service.data_addr();
+        let mut first = TcpStream::connect(data).unwrap();
+        let mut second = TcpStream::connect(data).unwrap();
+        assert!(greeted(&mut first) && greeted(&mut second));
+        until_open(&service, 2);
+        let mut third = TcpStream::connect(data).unwrap();
+        assert!(
+            !greeted(&mut third),
+            "over the limit: closed without a greeting"
+        );
+        assert_eq!(service.stats().rejected["too-many-connections"], 1);
+
+        // Clients that leave (here: without logging in) free their places.
+        drop((first, second, third));
+        until_open(&service, 0);
+        let mut again = TcpStream::connect(data).unwrap();
+        assert!(greeted(&mut again));
+        until_open(&service, 1);
     }
 }
