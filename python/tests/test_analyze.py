@@ -103,6 +103,11 @@ def test_reuses_the_rates_of_an_earlier_report_without_measuring(analysis, photo
     assert not (tmp_path / "nostall-analysis.json").exists()  # nothing written unasked
 
 
+# The timed steps sleep this long, so that the step's time, and with it the comparison of
+# two timings taken one after the other, hardly depends on how busy the machine's cores are.
+STEP_SLEEP = 0.05
+
+
 class ToyStep:
     """A small network's training step that records the batches it was given."""
 
@@ -143,7 +148,7 @@ def time_directly(step, steps=10):
 
 def test_model_is_timed_on_batches_of_the_configured_shape(analysis, photos):
     report, _, _ = analysis
-    step = ToyStep(sleep=0.005)
+    step = ToyStep(sleep=STEP_SLEEP)
     timed = nostall.analyze(photos, model=step, batch_size=BATCH, image_size=SIZE, rates=report,
                             run_seconds=0)
     assert len(step.seen) == 3 + 10  # warm-up, then the timed steps
@@ -157,7 +162,7 @@ def test_model_is_timed_on_batches_of_the_configured_shape(analysis, photos):
         "on cpu, median of 10 steps")
     direct = time_directly(step)
     assert 0.5 < timed.model_rate / direct < 2.0, (timed.model_rate, direct)
-    assert timed.model_rate < BATCH / 0.005  # the sleep alone caps it
+    assert timed.model_rate < BATCH / STEP_SLEEP  # the sleep alone caps it
 
 
 def test_model_is_timed_on_uint8_hwc_batches_for_such_a_pipeline(analysis, photos):
@@ -171,7 +176,7 @@ def test_model_is_timed_on_uint8_hwc_batches_for_such_a_pipeline(analysis, photo
 
 
 def test_time_model_matches_timing_the_step_by_hand():
-    step = ToyStep(sleep=0.005)
+    step = ToyStep(sleep=STEP_SLEEP)
     rate = nostall.time_model(step, batch_size=BATCH, image_size=SIZE, num_classes=CLASSES)
     direct = time_directly(step)
     assert 0.5 < rate / direct < 2.0, (rate, direct)
