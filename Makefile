@@ -33,7 +33,8 @@ python-test: deps
 	  --config 'profile.dev.package.nostall-python.opt-level=3'
 	$(PY_TEST) -m pytest -q python/tests
 	$(PY_TEST) -m mypy.stubtest nostall
-	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py
+	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py \
+	  bench/gpu_train.py
 	$(VENV_TEST)/bin/torchrun --nproc_per_node=2 examples/train_imagenet.py --steps 3 --check-shards
 
 deps:
