@@ -464,14 +464,13 @@ impl Loader {
             world_size,
         };
         let (mut config, mut dist) = args.loader_config(py)?;
-        let node_config = match args.partitioned() {
-            true => {
-                let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
-                    .map_err(|e| raise_peer(py, e))?;
-                c.seed = seed;
-                Some(c)
-            }
-            false => None,
+        let node_config = if args.partitioned() {
+            let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
+                .map_err(|e| raise_peer(py, e))?;
+            c.seed = seed;
+            Some(c)
+        } else {
+            None
         };
         let output = resolve_output(py, output)?;
         let location = source.to_string_lossy().into_owned();

@@ -221,16 +221,18 @@ pub fn run(args: Args) -> Result<(), AnyError> {
         };
         (Mode::Alone { storage }, source)
     } else {
-        let secret = Secret::from_env()?;
         let mut node_config = if args.peers.is_empty() {
-            let mut c = NodeConfig::from_env(args.cache_size)?;
-            c.secret = secret;
-            c
+            NodeConfig::from_env(args.cache_size)?
         } else {
             let node = args
                 .node
                 .ok_or("--peers needs --node (this node's index)")?;
-            NodeConfig::new(node, args.peers.clone(), args.cache_size, secret)
+            NodeConfig::new(
+                node,
+                args.peers.clone(),
+                args.cache_size,
+                Secret::from_env()?,
+            )
         };
         node_config.seed = args.seed;
         node_config.timeouts = Timeouts {
