@@ -9,7 +9,6 @@
 //!
 //! `cargo bench -p nostall-peer --bench data_plane` (release build).
 
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +44,10 @@ mod generated {
 use generated::fetch_bench_client::FetchBenchClient;
 use generated::fetch_bench_server::{FetchBench, FetchBenchServer};
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::free_addrs;
+
 const SAMPLES: u64 = 2000;
 const THREADS: u64 = 4;
 const PASSES: u64 = 3;
@@ -52,16 +55,6 @@ const PASSES: u64 = 3;
 fn sample(id: u64, size: usize) -> Vec<u8> {
     (0..size)
         .map(|i| (id as usize * 31 + i * 7) as u8)
-        .collect()
-}
-
-fn free_addrs(n: usize) -> Vec<String> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().to_string())
         .collect()
 }
 

@@ -2,7 +2,7 @@
 //! its own service, talking TCP and gRPC to each other.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +12,9 @@ use nostall::Catalog;
 use nostall_peer::control::generated::control_client::ControlClient;
 use nostall_peer::control::HelloRequest;
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
+
+mod common;
+use common::free_addrs;
 
 const SAMPLES: u64 = 300;
 
@@ -33,17 +36,6 @@ fn storage() -> Arc<Memory> {
 
 fn secret() -> Secret {
     Secret::new(b"a secret of the test job").unwrap()
-}
-
-/// Loopback addresses with ports free right now.
-fn free_addrs(n: usize) -> Vec<String> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().to_string())
-        .collect()
 }
 
 fn config(node: usize, peers: &[String], capacity: f64) -> NodeConfig {
