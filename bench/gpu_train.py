@@ -48,24 +48,33 @@ def forever(make: Callable[[], Any]) -> Iterator[Any]:
         yield from make()
 
 
+def images_per_s(step: Callable[[], None], steps: int, warmup: int, batch_size: int) -> float:
+    """Images per second over `steps` calls of `step` after `warmup` ones, the GPU
+    synchronised at both ends of the timed calls (every run is timed this same way)."""
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return steps * batch_size / (time.perf_counter() - started)
+
+
 def train(model: torch.nn.Module, batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
           steps: int, warmup: int, batch_size: int) -> float:
     """Images per second over `steps` training steps after `warmup` ones."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    started = 0.0
-    for step in range(warmup + steps):
-        if step == warmup:
-            torch.cuda.synchronize()
-            started = time.perf_counter()
+
+    def step() -> None:
         images, labels = next(batches)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = loss_fn(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    torch.cuda.synchronize()
-    return steps * batch_size / (time.perf_counter() - started)
+    return images_per_s(step, steps, warmup, batch_size)
 
 
 def nostall_batches(data: str, batch_size: int, threads: int, size: int):
@@ -104,14 +113,9 @@ def torch_batches(data: str, batch_size: int, threads: int, size: int):
 def feed(batches: Iterator[tuple[torch.Tensor, torch.Tensor]], steps: int, warmup: int,
          batch_size: int) -> float:
     """Images per second of the batches alone, on the GPU, over `steps` after `warmup`."""
-    started = 0.0
-    for step in range(warmup + steps):
-        if step == warmup:
-            torch.cuda.synchronize()
-            started = time.perf_counter()
+    def step() -> None:
         next(batches)
-    torch.cuda.synchronize()
-    return steps * batch_size / (time.perf_counter() - started)
+    return images_per_s(step, steps, warmup, batch_size)
 
 
 def synthetic_batches(batch_size: int, size: int):
