@@ -14,6 +14,8 @@
 //! (seed, epoch, sample id), so a sample's augmentation does not depend on which thread
 //! prepares it.
 
+mod output;
+
 use fast_image_resize::{
     images::Image, images::ImageRef, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer,
 };
@@ -588,8 +590,6 @@ pub struct Prep {
     decoder: Decoder,
     resizer: Resizer,
     resized: Vec<u8>,
-    /// Value of every byte per channel after scaling and normalising.
-    table: [[f32; 256]; 3],
 }
 
 impl std::fmt::Debug for Prep {
@@ -604,17 +604,11 @@ impl Prep {
     /// State for `pipeline`, refusing images over `max_pixels`.
     pub fn new(pipeline: &Pipeline, max_pixels: u64) -> Result<Prep> {
         let decoder = Decoder::new(max_pixels).map_err(Error::Config)?;
-        let mut table = [[0.0f32; 256]; 3];
-        for (c, row) in table.iter_mut().enumerate() {
-            for (v, out) in row.iter_mut().enumerate() {
-                *out = (v as f32 / 255.0 - pipeline.mean[c]) / pipeline.std[c];
-            }
-        }
         Ok(Prep {
             decoder,
             resizer: Resizer::new(),
-            resized: Vec::new(),
-            table,
+            // Sized for the pipeline's output up front: no sample ever grows it.
+            resized: vec![0; pipeline.height as usize * pipeline.width as usize * 3],
         })
     }
 
@@ -651,79 +645,15 @@ impl Prep {
         self.resizer
             .resize(&src, &mut dst, &options)
             .map_err(|e| Cause::Corrupt(format!("resize: {e}")))?;
-        write_sample(
+        output::write_sample(
             &self.resized,
             ow as usize,
             oh as usize,
             geometry.flip,
             pipeline,
-            &self.table,
             out,
         );
         Ok(())
-    }
-}
-
-/// The fused last pass: mirror, convert, normalise and lay out RGB pixels into `out`.
-///
-/// Written as iterator chains over whole rows so that the compiler drops bounds checks:
-/// this pass touches every output byte and must cost little next to decoding.
-fn write_sample(
-    rgb: &[u8],
-    w: usize,
-    h: usize,
-    flip: bool,
-    pipeline: &Pipeline,
-    table: &[[f32; 256]; 3],
-    out: &mut [u8],
-) {
-    let size = pipeline.dtype.size();
-    let rows = rgb.chunks_exact(w * 3).take(h);
-    match pipeline.layout {
-        Layout::Chw => {
-            let plane = w * h * size;
-            for (y, row) in rows.enumerate() {
-                for c in 0..3 {
-                    let dst = &mut out[c * plane + y * w * size..][..w * size];
-                    let values = row.chunks_exact(3).map(|px| px[c]);
-                    let t = &table[c];
-                    match (pipeline.dtype, flip) {
-                        (DType::U8, false) => dst.iter_mut().zip(values).for_each(|(d, v)| *d = v),
-                        (DType::U8, true) => {
-                            dst.iter_mut().rev().zip(values).for_each(|(d, v)| *d = v)
-                        }
-                        (DType::F32, false) => dst
-                            .chunks_exact_mut(4)
-                            .zip(values)
-                            .for_each(|(d, v)| d.copy_from_slice(&t[v as usize].to_ne_bytes())),
-                        (DType::F32, true) => dst
-                            .chunks_exact_mut(4)
-                            .rev()
-                            .zip(values)
-                            .for_each(|(d, v)| d.copy_from_slice(&t[v as usize].to_ne_bytes())),
-                    }
-                }
-            }
-        }
-        Layout::Hwc => {
-            let line = w * 3 * size;
-            for (row, dst) in rows.zip(out.chunks_exact_mut(line)) {
-                let pixels = dst.chunks_exact_mut(3 * size);
-                let mut put = |(d, px): (&mut [u8], &[u8])| match pipeline.dtype {
-                    DType::U8 => d.copy_from_slice(px),
-                    DType::F32 => {
-                        for (c, (d, &v)) in d.chunks_exact_mut(4).zip(px).enumerate() {
-                            d.copy_from_slice(&table[c][v as usize].to_ne_bytes());
-                        }
-                    }
-                };
-                if flip {
-                    pixels.rev().zip(row.chunks_exact(3)).for_each(&mut put);
-                } else {
-                    pixels.zip(row.chunks_exact(3)).for_each(&mut put);
-                }
-            }
-        }
     }
 }
 
