@@ -7,11 +7,12 @@
 //! backwards rather than written backwards, and the value is computed, not looked up (a
 //! table lookup per element does not vectorise). Built for baseline x86-64 (SSE2) the
 //! stride-3 reads of packed RGB stay mostly scalar, so on x86-64 the same loops are also
-//! compiled for AVX2 and chosen at run time: 2.2× faster for f32 CHW on a 2-core EPYC.
+//! compiled for AVX2 and chosen at run time: the pass went from 14% to 7% of prep's time
+//! (perf, ImageNet training pipeline, f32 CHW, on an AVX2 EPYC).
 //!
 //! The value of a byte `v` in channel `c` is `(v / 255 − mean[c]) / std[c]` in f32, the
-//! operations torchvision's `ToTensor` and `Normalize` perform, so outputs match theirs
-//! bit for bit. IEEE division and subtraction round the same in every lane width, so the
+//! operations torchvision's `ToTensor` and `Normalize` perform, so for the same resized
+//! bytes the output matches theirs bit for bit. IEEE division and subtraction round the same in every lane width, so the
 //! AVX2 and portable paths give identical bytes.
 
 use super::{DType, Layout, Pipeline};
