@@ -12,8 +12,8 @@
 //!
 //! The value of a byte `v` in channel `c` is `(v / 255 − mean[c]) / std[c]` in f32, the
 //! operations torchvision's `ToTensor` and `Normalize` perform, so for the same resized
-//! bytes the output matches theirs bit for bit. IEEE division and subtraction round the same in every lane width, so the
-//! AVX2 and portable paths give identical bytes.
+//! bytes the output matches theirs bit for bit. IEEE division and subtraction round the
+//! same in every lane width, so the AVX2 and portable paths give identical bytes.
 
 use super::{DType, Layout, Pipeline};
 
