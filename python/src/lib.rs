@@ -23,8 +23,9 @@ use dlpack::Owner;
 
 /// Raises the `nostall` exception matching an engine error.
 pub(crate) fn raise(py: Python<'_>, err: nostall::Error) -> PyErr {
-    match make_exception(py, &err) {
-        Ok(e) => e,
+    let kwargs = PyDict::new(py);
+    match exception_class(&err, &kwargs) {
+        Ok(class) => exception(py, class, err.to_string(), Some(&kwargs)),
         Err(e) => e,
     }
 }
@@ -32,24 +33,18 @@ pub(crate) fn raise(py: Python<'_>, err: nostall::Error) -> PyErr {
 /// A peer-layer error as the Python exception that fits: bad settings are `ConfigError`s,
 /// peers that cannot be reached or refuse are `PeerError`s.
 fn raise_peer(py: Python<'_>, err: nostall_peer::Error) -> PyErr {
-    let class = match err {
-        nostall_peer::Error::Core(err) => return raise(py, err),
-        nostall_peer::Error::Config(message) => return config_error(py, message),
-        nostall_peer::Error::Network { .. } | nostall_peer::Error::Refused(_) => "PeerError",
-    };
-    let made = py
-        .import("nostall._errors")
-        .and_then(|errors| errors.getattr(class))
-        .and_then(|class| class.call1((err.to_string(),)))
-        .map(|e| PyErr::from_value(e.into_any()));
-    made.unwrap_or_else(|e| e)
+    match err {
+        nostall_peer::Error::Core(err) => raise(py, err),
+        nostall_peer::Error::Config(message) => config_error(py, message),
+        nostall_peer::Error::Network { .. } | nostall_peer::Error::Refused(_) => {
+            exception(py, "PeerError", err.to_string(), None)
+        }
+    }
 }
 
-fn make_exception(py: Python<'_>, err: &nostall::Error) -> PyResult<PyErr> {
-    let errors = py.import("nostall._errors")?;
-    let message = err.to_string();
-    let kwargs = PyDict::new(py);
-    let class = match err {
+/// The `nostall._errors` class for an engine error, with its attributes put in `kwargs`.
+fn exception_class(err: &nostall::Error, kwargs: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match err {
         nostall::Error::Sample(e) => {
             kwargs.set_item("sample_id", e.id)?;
             kwargs.set_item("location", &e.location)?;
@@ -71,9 +66,21 @@ fn make_exception(py: Python<'_>, err: &nostall::Error) -> PyResult<PyErr> {
             kwargs.set_item("location", path.to_string_lossy())?;
             "StorageError"
         }
-    };
-    let value = errors.getattr(class)?.call((message,), Some(&kwargs))?;
-    Ok(PyErr::from_value(value))
+    })
+}
+
+/// An instance of `nostall._errors.<class>`, or the error met while making it.
+fn exception(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyErr {
+    py.import("nostall._errors")
+        .and_then(|errors| errors.getattr(class))
+        .and_then(|class| class.call((message,), kwargs))
+        .map(PyErr::from_value)
+        .unwrap_or_else(|e| e)
 }
 
 pub(crate) fn config_error(py: Python<'_>, message: String) -> PyErr {

@@ -6,7 +6,6 @@
 //! [`EpochPlan::locality_aware`] (or the plain [`EpochPlan::new`]) gives it, in order.
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -17,6 +16,10 @@ use nostall::cache::Capacity;
 use nostall::codec::{encode_jpeg, EncodePixels};
 use nostall::plan::{EpochPlan, PlanConfig};
 use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
+
+#[path = "../../nostall-peer/tests/common/mod.rs"]
+mod common;
+use common::free_addrs;
 
 const NODES: usize = 3;
 const SAMPLES: usize = 1200;
@@ -38,17 +41,6 @@ fn dataset(root: &Path) -> Arc<Catalog> {
         std::fs::write(dir.join(format!("img{i:04}.jpg")), jpeg).unwrap();
     }
     Arc::new(Catalog::open(root, None).unwrap().0)
-}
-
-/// Loopback addresses whose ports are free right now.
-fn free_addrs(n: usize) -> Vec<String> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().to_string())
-        .collect()
 }
 
 /// One run of the job: where each node writes its ids and epochs.

@@ -1,5 +1,5 @@
-//! Helpers shared by the crate's integration tests and its benchmark (which includes this
-//! file by path).
+//! Helpers shared by the crate's integration tests, its benchmark and the `nostall node`
+//! cluster test of `nostall-cli` (those two include this file by path).
 
 use std::net::TcpListener;
 
