@@ -15,10 +15,9 @@
 //! prepares it.
 
 mod output;
+mod resample;
 
-use fast_image_resize::{
-    images::Image, images::ImageRef, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer,
-};
+use resample::{Image, Resampler};
 
 use crate::codec::{Decoder, Rect};
 use crate::error::{Cause, Error, Result};
@@ -236,6 +235,8 @@ pub struct Pipeline {
     width: u32,
     mean: [f32; 3],
     std: [f32; 3],
+    /// Whether [`output`]'s division-free form gives these `mean` and `std` exactly.
+    fused_exact: bool,
 }
 
 /// The operators of [`Pipeline::imagenet_train`].
@@ -390,6 +391,7 @@ impl Pipeline {
             width,
             mean,
             std,
+            fused_exact: output::fused_is_exact(mean, std),
         })
     }
 
@@ -585,11 +587,10 @@ fn random_crop(
     )
 }
 
-/// Per-thread state to prepare samples: decoder, resizer and scratch buffers, reused.
+/// Per-thread state to prepare samples: decoder and resampler, reused.
 pub struct Prep {
     decoder: Decoder,
-    resizer: Resizer,
-    resized: Vec<u8>,
+    resampler: Resampler,
 }
 
 impl std::fmt::Debug for Prep {
@@ -602,13 +603,11 @@ impl std::fmt::Debug for Prep {
 
 impl Prep {
     /// State for `pipeline`, refusing images over `max_pixels`.
-    pub fn new(pipeline: &Pipeline, max_pixels: u64) -> Result<Prep> {
+    pub fn new(max_pixels: u64) -> Result<Prep> {
         let decoder = Decoder::new(max_pixels).map_err(Error::Config)?;
         Ok(Prep {
             decoder,
-            resizer: Resizer::new(),
-            // Sized for the pipeline's output up front: no sample ever grows it.
-            resized: vec![0; pipeline.height as usize * pipeline.width as usize * 3],
+            resampler: Resampler::default(),
         })
     }
 
@@ -628,31 +627,16 @@ impl Prep {
         let decoded = self
             .decoder
             .decode(data, &header, geometry.source, (ow, oh))?;
-        let src = ImageRef::new(
-            decoded.width,
-            decoded.height,
-            decoded.pixels,
-            PixelType::U8x3,
-        )
-        .map_err(|e| Cause::Corrupt(format!("decoded buffer: {e}")))?;
-        self.resized.resize(ow as usize * oh as usize * 3, 0);
-        let mut dst = Image::from_slice_u8(ow, oh, &mut self.resized, PixelType::U8x3)
-            .map_err(|e| Cause::Corrupt(format!("resize buffer: {e}")))?;
-        let r = decoded.region;
-        let options = ResizeOptions::new()
-            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
-            .crop(r.x, r.y, r.w, r.h);
-        self.resizer
-            .resize(&src, &mut dst, &options)
-            .map_err(|e| Cause::Corrupt(format!("resize: {e}")))?;
-        output::write_sample(
-            &self.resized,
-            ow as usize,
-            oh as usize,
-            geometry.flip,
-            pipeline,
-            out,
-        );
+        let src = Image {
+            pixels: decoded.pixels,
+            width: decoded.width as usize,
+            height: decoded.height as usize,
+        };
+        let (width, height) = (ow as usize, oh as usize);
+        self.resampler
+            .run(src, decoded.region, width, height, |y0, block| {
+                output::write_block(block, y0, height, geometry.flip, pipeline, out)
+            });
         Ok(())
     }
 }
@@ -861,7 +845,7 @@ mod tests {
         };
         for (p, left_dark) in [(0.0, true), (1.0, false)] {
             let pipeline = make(p);
-            let mut prep = Prep::new(&pipeline, u64::MAX).unwrap();
+            let mut prep = Prep::new(u64::MAX).unwrap();
             let mut out = vec![0u8; pipeline.sample_bytes()];
             prep.run(&pipeline, &jpeg, &mut Rng::new(0), &mut out)
                 .unwrap();
@@ -902,7 +886,7 @@ mod tests {
             ];
             let pipeline = Pipeline::new(ops, dtype, layout).unwrap();
             let mut out = vec![0u8; pipeline.sample_bytes()];
-            Prep::new(&pipeline, u64::MAX)
+            Prep::new(u64::MAX)
                 .unwrap()
                 .run(&pipeline, &jpeg, &mut Rng::new(0), &mut out)
                 .unwrap();

@@ -1,84 +1,120 @@
-//! The fused last pass: mirror, convert, normalise and lay out resized RGB pixels into
+//! The fused last pass: mirror, convert, normalise and lay out resampled pixels into
 //! the sample's slot of the batch.
 //!
 //! This pass touches every output byte (600 kB for a 224×224 f32 sample), so it must cost
-//! little next to decoding. The loops are written so that the compiler vectorises them:
-//! one walk over each source row feeds all three channel planes, a mirrored row is read
-//! backwards rather than written backwards, and the value is computed, not looked up (a
-//! table lookup per element does not vectorise). Built for baseline x86-64 (SSE2) the
-//! stride-3 reads of packed RGB stay mostly scalar, so on x86-64 the same loops are also
-//! compiled for AVX2 and chosen at run time: the pass went from 14% to 7% of prep's time
-//! (perf, ImageNet training pipeline, f32 CHW, on an AVX2 EPYC).
+//! little next to decoding. It reads the resampler's planar rows while they are still in
+//! cache, a mirrored row is read backwards rather than written backwards, and the value
+//! is computed, not looked up (a table lookup per element does not vectorise). The loops
+//! are written for the compiler to vectorise, and on x86-64 they are also compiled for
+//! AVX2 and FMA and chosen at run time.
 //!
 //! The value of a byte `v` in channel `c` is `(v / 255 − mean[c]) / std[c]` in f32, the
 //! operations torchvision's `ToTensor` and `Normalize` perform, so for the same resized
-//! bytes the output matches theirs bit for bit. IEEE division and subtraction round the
-//! same in every lane width, so the AVX2 and portable paths give identical bytes.
+//! bytes the output matches theirs bit for bit. Vector division is slow (it bounded this
+//! pass), so the AVX2 path divides with Markstein's sequence instead: a product by the
+//! rounded reciprocal, its residual by a fused multiply-add, and a corrected product,
+//! which rounds as a division does. Whether it does for a given mean and std is checked
+//! when the pipeline is built, over all 256 values of each channel ([`fused_is_exact`]);
+//! where it would not, the AVX2 path divides too. Either way every path gives the same
+//! bytes.
 
+use super::resample::Block;
 use super::{DType, Layout, Pipeline};
 
-/// Writes the `w` × `h` packed RGB pixels `rgb` into `out` (`pipeline.sample_bytes()`
-/// bytes), mirrored left–right when `flip`.
-pub(super) fn write_sample(
-    rgb: &[u8],
-    w: usize,
-    h: usize,
+/// Writes `block`, rows `y0..` of a `height`-row sample, into `out`
+/// (`pipeline.sample_bytes()` bytes), mirrored left–right when `flip`.
+pub(super) fn write_block(
+    block: &Block<'_>,
+    y0: usize,
+    height: usize,
     flip: bool,
     pipeline: &Pipeline,
     out: &mut [u8],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above; the function is otherwise
-        // safe code compiled with that feature enabled.
-        return unsafe { write_sample_avx2(rgb, w, h, flip, pipeline, out) };
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports AVX2 and FMA, checked just above; the function is
+        // otherwise safe code compiled with those features enabled.
+        return unsafe { write_block_avx2(block, y0, height, flip, pipeline, out) };
     }
-    write_rows(rgb, w, h, flip, pipeline, out);
+    write_rows(block, y0, height, flip, pipeline, false, out);
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn write_sample_avx2(
-    rgb: &[u8],
-    w: usize,
-    h: usize,
+#[target_feature(enable = "avx2,fma")]
+unsafe fn write_block_avx2(
+    block: &Block<'_>,
+    y0: usize,
+    height: usize,
     flip: bool,
     pipeline: &Pipeline,
     out: &mut [u8],
 ) {
-    write_rows(rgb, w, h, flip, pipeline, out);
+    let fused = pipeline.fused_exact;
+    write_rows(block, y0, height, flip, pipeline, fused, out);
 }
 
-/// The pass itself, inlined into each instruction-set variant.
+/// Whether [`Normalize::fused`] equals [`Normalize::exact`] for every byte value of
+/// every channel.
+pub(super) fn fused_is_exact(mean: [f32; 3], std: [f32; 3]) -> bool {
+    let value = Normalize::new(mean, std);
+    (0..3).all(|c| (0..=255u8).all(|v| value.fused(v, c).to_bits() == value.exact(v, c).to_bits()))
+}
+
+/// The pass itself, inlined into each instruction-set variant; `fused` computes values
+/// with [`Normalize::fused`].
 #[inline(always)]
-fn write_rows(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline, out: &mut [u8]) {
-    let value = Normalize {
-        mean: pipeline.mean,
-        std: pipeline.std,
-    };
-    let dtype = pipeline.dtype;
+fn write_rows(
+    block: &Block<'_>,
+    y0: usize,
+    height: usize,
+    flip: bool,
+    pipeline: &Pipeline,
+    fused: bool,
+    out: &mut [u8],
+) {
+    let value = Normalize::new(pipeline.mean, pipeline.std);
+    let (dtype, w) = (pipeline.dtype, block.width);
     let line = w * dtype.size();
-    let rows = rgb.chunks_exact(w * 3).take(h);
     match pipeline.layout {
         Layout::Chw => {
-            let (r, rest) = out.split_at_mut(line * h);
-            let (g, b) = rest.split_at_mut(line * h);
-            let planes = r
-                .chunks_exact_mut(line)
-                .zip(g.chunks_exact_mut(line))
-                .zip(b.chunks_exact_mut(line));
-            for (row, ((r, g), b)) in rows.zip(planes) {
-                let pixels = row.chunks_exact(3);
-                if flip {
-                    planar_row(pixels.rev(), [r, g, b], dtype, &value);
-                } else {
-                    planar_row(pixels, [r, g, b], dtype, &value);
+            for c in 0..3 {
+                for r in 0..block.rows {
+                    let at = (c * height + y0 + r) * line;
+                    let (src, dst) = (block.row(c, r), &mut out[at..at + line]);
+                    match (dtype, fused, flip) {
+                        (DType::U8, _, false) => dst.copy_from_slice(src),
+                        (DType::U8, _, true) => {
+                            for (d, v) in dst.iter_mut().zip(src.iter().rev()) {
+                                *d = *v;
+                            }
+                        }
+                        (DType::F32, false, false) => {
+                            plane_row(src.iter(), dst, |v| value.exact(v, c))
+                        }
+                        (DType::F32, false, true) => {
+                            plane_row(src.iter().rev(), dst, |v| value.exact(v, c))
+                        }
+                        (DType::F32, true, false) => {
+                            plane_row(src.iter(), dst, |v| value.fused(v, c))
+                        }
+                        (DType::F32, true, true) => {
+                            plane_row(src.iter().rev(), dst, |v| value.fused(v, c))
+                        }
+                    }
                 }
             }
         }
         Layout::Hwc => {
-            for (row, dst) in rows.zip(out.chunks_exact_mut(line * 3)) {
-                let pixels = row.chunks_exact(3);
+            for r in 0..block.rows {
+                let at = (y0 + r) * line * 3;
+                let dst = &mut out[at..at + line * 3];
+                let pixels = block
+                    .row(0, r)
+                    .iter()
+                    .zip(block.row(1, r))
+                    .zip(block.row(2, r))
+                    .map(|((&r, &g), &b)| [r, g, b]);
                 if flip {
                     packed_row(pixels.rev(), dst, dtype, &value);
                 } else {
@@ -93,47 +129,57 @@ fn write_rows(rgb: &[u8], w: usize, h: usize, flip: bool, pipeline: &Pipeline, o
 struct Normalize {
     mean: [f32; 3],
     std: [f32; 3],
+    inverse_std: [f32; 3],
 }
 
+/// 1/255, rounded to f32.
+const INVERSE_255: f32 = 1.0 / 255.0;
+
 impl Normalize {
+    fn new(mean: [f32; 3], std: [f32; 3]) -> Normalize {
+        Normalize {
+            mean,
+            std,
+            inverse_std: std.map(|s| 1.0 / s),
+        }
+    }
+
+    /// The value as torchvision computes it.
+    #[inline(always)]
+    fn exact(&self, v: u8, c: usize) -> f32 {
+        (v as f32 / 255.0 - self.mean[c]) / self.std[c]
+    }
+
+    /// The same value with both divisions as Markstein's sequence (see the module doc).
+    #[inline(always)]
+    fn fused(&self, v: u8, c: usize) -> f32 {
+        let divide = |a: f32, b: f32, inverse: f32| {
+            let q = a * inverse;
+            (-q).mul_add(b, a).mul_add(inverse, q)
+        };
+        let x = divide(v as f32, 255.0, INVERSE_255) - self.mean[c];
+        divide(x, self.std[c], self.inverse_std[c])
+    }
+
+    /// [`Normalize::exact`], as bytes.
     #[inline(always)]
     fn bytes(&self, v: u8, c: usize) -> [u8; 4] {
-        ((v as f32 / 255.0 - self.mean[c]) / self.std[c]).to_ne_bytes()
+        self.exact(v, c).to_ne_bytes()
     }
 }
 
-/// One row into three channel planes.
+/// One row of a channel into its plane.
 #[inline(always)]
-fn planar_row<'a>(
-    pixels: impl Iterator<Item = &'a [u8]>,
-    [r, g, b]: [&mut [u8]; 3],
-    dtype: DType,
-    value: &Normalize,
-) {
-    match dtype {
-        DType::U8 => {
-            for (p, ((r, g), b)) in pixels.zip(r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut())) {
-                (*r, *g, *b) = (p[0], p[1], p[2]);
-            }
-        }
-        DType::F32 => {
-            let planes = r
-                .chunks_exact_mut(4)
-                .zip(g.chunks_exact_mut(4))
-                .zip(b.chunks_exact_mut(4));
-            for (p, ((r, g), b)) in pixels.zip(planes) {
-                r.copy_from_slice(&value.bytes(p[0], 0));
-                g.copy_from_slice(&value.bytes(p[1], 1));
-                b.copy_from_slice(&value.bytes(p[2], 2));
-            }
-        }
+fn plane_row<'a>(values: impl Iterator<Item = &'a u8>, dst: &mut [u8], value: impl Fn(u8) -> f32) {
+    for (v, d) in values.zip(dst.chunks_exact_mut(4)) {
+        d.copy_from_slice(&value(*v).to_ne_bytes());
     }
 }
 
 /// One row, channels interleaved.
 #[inline(always)]
-fn packed_row<'a>(
-    pixels: impl Iterator<Item = &'a [u8]>,
+fn packed_row(
+    pixels: impl Iterator<Item = [u8; 3]>,
     dst: &mut [u8],
     dtype: DType,
     value: &Normalize,
@@ -141,7 +187,7 @@ fn packed_row<'a>(
     match dtype {
         DType::U8 => {
             for (p, d) in pixels.zip(dst.chunks_exact_mut(3)) {
-                d.copy_from_slice(p);
+                d.copy_from_slice(&p);
             }
         }
         DType::F32 => {
@@ -157,30 +203,66 @@ fn packed_row<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::resample::BLOCK;
     use crate::ops::{Op, IMAGENET_MEAN, IMAGENET_STD};
 
-    /// Element (c, y, x) the slow, obvious way.
+    /// Element (c, y, x) the slow, obvious way, from planar bytes.
     fn reference(
-        rgb: &[u8],
-        w: usize,
+        planes: &[u8],
+        (w, h): (usize, usize),
         flip: bool,
         pipeline: &Pipeline,
-        c: usize,
-        y: usize,
-        x: usize,
+        (c, y, x): (usize, usize, usize),
     ) -> f32 {
         let sx = if flip { w - 1 - x } else { x };
-        let v = rgb[(y * w + sx) * 3 + c];
+        let v = planes[(c * h + y) * w + sx];
         match pipeline.dtype {
             DType::U8 => v as f32,
             DType::F32 => (v as f32 / 255.0 - pipeline.mean[c]) / pipeline.std[c],
         }
     }
 
+    /// Both paths over `planes`, cut into blocks of `BLOCK` rows as the resampler
+    /// hands them out.
+    fn write_both(
+        planes: &[u8],
+        (w, h): (usize, usize),
+        flip: bool,
+        pipeline: &Pipeline,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let mut portable = vec![0u8; pipeline.sample_bytes()];
+        let mut chosen = vec![0u8; pipeline.sample_bytes()];
+        for y0 in (0..h).step_by(BLOCK) {
+            let rows = BLOCK.min(h - y0);
+            let mut data = vec![0u8; 3 * BLOCK * w];
+            for (c, r) in (0..3).flat_map(|c| (0..rows).map(move |r| (c, r))) {
+                let from = (c * h + y0 + r) * w;
+                let to = (c * BLOCK + r) * w;
+                data[to..to + w].copy_from_slice(&planes[from..from + w]);
+            }
+            let block = Block {
+                data: &data,
+                width: w,
+                rows,
+                plane: BLOCK * w,
+            };
+            write_rows(&block, y0, h, flip, pipeline, false, &mut portable);
+            write_block(&block, y0, h, flip, pipeline, &mut chosen);
+        }
+        (portable, chosen)
+    }
+
+    #[test]
+    fn the_fused_form_is_exact_for_the_usual_statistics() {
+        assert!(fused_is_exact(IMAGENET_MEAN, IMAGENET_STD));
+        assert!(fused_is_exact([0.0; 3], [1.0; 3]));
+        assert!(fused_is_exact([0.5; 3], [0.5; 3]));
+    }
+
     #[test]
     fn every_layout_type_and_mirror_matches_the_reference_on_every_path() {
-        let (w, h) = (37usize, 5usize);
-        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 97 % 256) as u8).collect();
+        let (w, h) = (37usize, 21usize);
+        let planes: Vec<u8> = (0..w * h * 3).map(|i| (i * 97 % 256) as u8).collect();
         let crop = Op::CenterCrop {
             height: h as u32,
             width: w as u32,
@@ -197,10 +279,7 @@ mod tests {
             for layout in [Layout::Chw, Layout::Hwc] {
                 let pipeline = Pipeline::new(ops.clone(), dtype, layout).unwrap();
                 for flip in [false, true] {
-                    let mut portable = vec![0u8; pipeline.sample_bytes()];
-                    write_rows(&rgb, w, h, flip, &pipeline, &mut portable);
-                    let mut chosen = vec![0u8; pipeline.sample_bytes()];
-                    write_sample(&rgb, w, h, flip, &pipeline, &mut chosen);
+                    let (portable, chosen) = write_both(&planes, (w, h), flip, &pipeline);
                     assert_eq!(portable, chosen, "{pipeline} flip {flip}");
                     let size = dtype.size();
                     for (y, x, c) in (0..h)
@@ -214,7 +293,7 @@ mod tests {
                             DType::U8 => chosen[i] as f32,
                             DType::F32 => f32::from_ne_bytes(chosen[i..i + 4].try_into().unwrap()),
                         };
-                        let want = reference(&rgb, w, flip, &pipeline, c, y, x);
+                        let want = reference(&planes, (w, h), flip, &pipeline, (c, y, x));
                         assert_eq!(
                             got.to_bits(),
                             want.to_bits(),

@@ -781,7 +781,7 @@ fn fetch_loop(shared: &Shared) {
 fn prep_loop(shared: &Shared) {
     // Without a decoder every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
-    let mut prep = Prep::new(&shared.config.pipeline, shared.config.max_pixels).ok();
+    let mut prep = Prep::new(shared.config.max_pixels).ok();
     while let Some((index, position, mut slot)) = shared.claim() {
         let Some(bytes) = shared.take(index) else {
             return; // the epoch is stopping

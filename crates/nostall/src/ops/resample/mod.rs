@@ -1,0 +1,438 @@
+//! The resize: a region of the decoded RGB image to the output size, with the
+//! antialiased bilinear filter of PIL and torchvision, as planar 8-bit rows.
+//!
+//! Like PIL the filter is separable and computed in fixed point, rounding to 8 bits after
+//! each pass, and a fractional region reads the pixels around it as the filter needs
+//! them. Unlike PIL the vertical pass comes first: a training crop is usually larger than
+//! the output, so the second, harder pass then runs over output rows only.
+//!
+//! The output comes in blocks of [`BLOCK`] rows, three planes each, which the caller
+//! turns into the sample's layout while they are still in cache. The block is the unit of
+//! the AVX2 path, which vectorises both passes across *rows*: a vertical pass is easy to
+//! vectorise along a row, but a horizontal one gathers each output pixel from a different
+//! window of interleaved RGB, which is where general resizers (fast_image_resize among
+//! them) spend most of their time. So the AVX2 path runs the vertical pass for 16 output
+//! rows, transposes them (16×16 byte transposes in registers) so that each element of a
+//! row holds its 16 rows side by side, runs the horizontal pass with one filter weight
+//! for all 16 rows at once, and transposes back into planes. Both paths do the same
+//! integer arithmetic, so they produce the same bytes; a test holds them to that.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+use crate::codec::Rect;
+
+/// Output rows produced together.
+pub(super) const BLOCK: usize = 16;
+
+/// Fixed-point precision of the filter weights: each output's weights sum to `1 << BITS`.
+/// With weights in `0..=1 << 14` and pixels in `0..=255` every sum fits an `i32`, and a
+/// pair of weights times a pair of pixels is one `madd` of 16-bit lanes.
+const BITS: u32 = 14;
+const ONE: i32 = 1 << BITS;
+const HALF: i32 = 1 << (BITS - 1);
+
+/// RGB pixels, packed, row after row.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Image<'a> {
+    pub pixels: &'a [u8],
+    pub width: usize,
+    pub height: usize,
+}
+
+/// A block of output rows: three planes of `rows` rows of `width` bytes, one plane every
+/// `plane` bytes.
+#[derive(Debug)]
+pub(super) struct Block<'a> {
+    pub data: &'a [u8],
+    pub width: usize,
+    pub rows: usize,
+    pub plane: usize,
+}
+
+impl Block<'_> {
+    /// Row `r` of channel `c`.
+    #[inline(always)]
+    pub fn row(&self, c: usize, r: usize) -> &[u8] {
+        let at = c * self.plane + r * self.width;
+        &self.data[at..at + self.width]
+    }
+}
+
+/// The filter along one axis.
+#[derive(Debug, Default)]
+struct Axis {
+    /// For each output index, its first input index, counted from `first`.
+    starts: Vec<usize>,
+    /// `taps` weights for each output index, zero-padded, summing to `ONE`.
+    weights: Vec<i16>,
+    /// Weights per output index: an even number, so that they go in pairs.
+    taps: usize,
+    /// The first input index any output reads, and one past the last.
+    first: usize,
+    end: usize,
+    /// Unquantised weights while planning, `window` per output index, and how many.
+    scratch: Vec<f64>,
+    lens: Vec<usize>,
+}
+
+impl Axis {
+    /// Plans resampling `len` input pixels starting at `in0` (fractional: a region of the
+    /// `in_size` pixels there are) to `out_size` pixels.
+    fn plan(&mut self, in_size: usize, in0: f64, len: f64, out_size: usize) {
+        let scale = len / out_size as f64;
+        // Downscaling widens the triangle to cover every input pixel (antialiasing).
+        let stretch = scale.max(1.0);
+        let window = stretch.ceil() as usize * 2 + 1;
+        let inverse = 1.0 / stretch;
+        self.scratch.clear();
+        self.scratch.resize(window * out_size, 0.0);
+        self.starts.clear();
+        self.lens.clear();
+        // The pixels whose centres lie strictly within `stretch` of an output's centre,
+        // the ones with a weight, found directly: trimming zero weights afterwards costs
+        // mispredicted branches, and this runs per sample. `as usize` truncates, the
+        // floor of the non-negative values here (`floor` and `ceil` are library calls
+        // on baseline x86-64).
+        for (o, weights) in self.scratch.chunks_exact_mut(window).enumerate() {
+            let center = in0 + (o as f64 + 0.5) * scale;
+            let (after, before) = (center - stretch - 0.5, center + stretch - 0.5);
+            let lo = if after < 0.0 {
+                0
+            } else {
+                after as u32 as usize + 1
+            };
+            let before = before.max(0.0);
+            let hi = before as u32 as usize + usize::from(((before as u32) as f64) < before);
+            let mut start = lo.min(in_size - 1);
+            let mut n = hi.clamp(start + 1, in_size) - start;
+            let mut total = 0.0;
+            let mut distance = (start as f64 + 0.5 - center) * inverse;
+            for w in &mut weights[..n] {
+                *w = (1.0 - distance.abs()).max(0.0);
+                total += *w;
+                distance += inverse;
+            }
+            if total == 0.0 {
+                // A region thinner than a pixel that falls between centres: nearest pixel.
+                start = (center.max(0.0) as u32 as usize).min(in_size - 1);
+                weights[0] = 1.0;
+                n = 1;
+            }
+            self.starts.push(start);
+            self.lens.push(n);
+        }
+        let lens = &self.lens;
+        self.taps = (lens.iter().copied().max().unwrap_or(1) + 1) & !1;
+        self.first = *self.starts.iter().min().unwrap_or(&0);
+        self.end = self
+            .starts
+            .iter()
+            .zip(lens)
+            .map(|(s, n)| s + n)
+            .max()
+            .unwrap_or(1);
+        self.weights.clear();
+        self.weights.resize(self.taps * out_size, 0);
+        for o in 0..out_size {
+            self.starts[o] -= self.first;
+            let f = &self.scratch[o * window..o * window + lens[o]];
+            quantize(f, &mut self.weights[o * self.taps..o * self.taps + lens[o]]);
+        }
+    }
+
+    /// Input pixels the planned outputs read.
+    fn span(&self) -> usize {
+        self.end - self.first
+    }
+
+    fn weights(&self, o: usize) -> &[i16] {
+        &self.weights[o * self.taps..(o + 1) * self.taps]
+    }
+}
+
+/// Fixed-point weights proportional to `f`, summing to exactly `ONE` so that a flat
+/// region stays flat.
+fn quantize(f: &[f64], q: &mut [i16]) {
+    let unit = ONE as f64 / f.iter().sum::<f64>();
+    let mut sum = 0;
+    for (q, f) in q.iter_mut().zip(f) {
+        *q = (f * unit + 0.5) as i32 as i16;
+        sum += *q as i32;
+    }
+    let largest = (0..q.len()).max_by_key(|&i| q[i]).unwrap_or(0);
+    q[largest] += (ONE - sum) as i16;
+}
+
+/// Per-thread resampling state: the plan and scratch buffers, reused.
+#[derive(Debug, Default)]
+pub(super) struct Resampler {
+    rows: Axis,
+    cols: Axis,
+    /// The vertical pass's rows: `BLOCK` of them, `stride` bytes apart.
+    vertical: Vec<u8>,
+    stride: usize,
+    /// Where the current output row's taps begin in the source (AVX2 path).
+    offsets: Vec<usize>,
+    /// The AVX2 path's transposed rows and horizontal results (see the module doc).
+    columns: Vec<u8>,
+    staged: Vec<u8>,
+    /// Planar output of one block.
+    block: Vec<u8>,
+}
+
+impl Resampler {
+    /// Resamples `region` of `src` to `width` × `height`, handing each block of output
+    /// rows, top to bottom, to `sink` with the index of its first row.
+    pub fn run(
+        &mut self,
+        src: Image<'_>,
+        region: Rect,
+        width: usize,
+        height: usize,
+        mut sink: impl FnMut(usize, &Block<'_>),
+    ) {
+        assert!(src.pixels.len() >= src.width * src.height * 3 && width > 0 && height > 0);
+        self.rows.plan(src.height, region.y, region.h, height);
+        self.cols.plan(src.width, region.x, region.w, width);
+        let bytes = self.cols.span() * 3;
+        self.stride = bytes.next_multiple_of(32);
+        self.vertical.resize(BLOCK * self.stride, 0);
+        let plane = BLOCK * width;
+        self.block.resize(3 * plane, 0);
+        #[cfg(target_arch = "x86_64")]
+        let fast = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(target_arch = "x86_64")]
+        if fast {
+            // Room for the padded taps past the last pixel; they carry zero weight.
+            let elements = self.stride.max((self.cols.span() + self.cols.taps) * 3);
+            self.columns.resize(elements * BLOCK, 0);
+            self.staged.resize(3 * width * BLOCK, 0);
+        }
+        for y0 in (0..height).step_by(BLOCK) {
+            let rows = BLOCK.min(height - y0);
+            #[cfg(target_arch = "x86_64")]
+            if fast {
+                // SAFETY: the CPU supports AVX2, checked above; the buffers were sized
+                // for this plan just above, which `block_avx2` asserts.
+                unsafe { avx2::block(self, src, y0, height, width) };
+            } else {
+                self.block_portable(src, y0, rows, width);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            self.block_portable(src, y0, rows, width);
+            let block = Block {
+                data: &self.block,
+                width,
+                rows,
+                plane,
+            };
+            sink(y0, &block);
+        }
+    }
+
+    /// Output rows `y0..y0 + rows` into `block`, one row at a time.
+    fn block_portable(&mut self, src: Image<'_>, y0: usize, rows: usize, width: usize) {
+        let plane = BLOCK * width;
+        let line = &mut self.vertical[..self.cols.span() * 3];
+        for r in 0..rows {
+            vertical_row(&self.rows, &self.cols, src, y0 + r, line);
+            for (x, c) in (0..width).flat_map(|x| (0..3).map(move |c| (x, c))) {
+                let start = self.cols.starts[x];
+                let mut acc = HALF;
+                for (k, &w) in self.cols.weights(x).iter().enumerate() {
+                    if let Some(&v) = line.get((start + k) * 3 + c) {
+                        acc += w as i32 * v as i32;
+                    }
+                }
+                self.block[c * plane + r * width + x] = (acc >> BITS) as u8;
+            }
+        }
+    }
+}
+
+/// The vertical pass for output row `y`, over the columns the horizontal pass reads.
+fn vertical_row(rows: &Axis, cols: &Axis, src: Image<'_>, y: usize, line: &mut [u8]) {
+    vertical_elements(rows, cols, src, y, 0, line);
+}
+
+/// Elements `from..` of [`vertical_row`]'s row, written to `line[from..]`.
+#[inline(always)]
+fn vertical_elements(
+    rows: &Axis,
+    cols: &Axis,
+    src: Image<'_>,
+    y: usize,
+    from: usize,
+    line: &mut [u8],
+) {
+    let stride = src.width * 3;
+    let left = cols.first * 3;
+    let start = rows.first + rows.starts[y];
+    for (e, out) in line.iter_mut().enumerate().skip(from) {
+        let mut acc = HALF;
+        for (k, &w) in rows.weights(y).iter().enumerate() {
+            let row = (start + k).min(src.height - 1);
+            acc += w as i32 * src.pixels[row * stride + left + e] as i32;
+        }
+        *out = (acc >> BITS) as u8;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PIL's filter in floating point, one output value: what the fixed-point passes
+    /// approximate.
+    fn reference(
+        src: Image<'_>,
+        region: Rect,
+        w: usize,
+        h: usize,
+        x: usize,
+        y: usize,
+        c: usize,
+    ) -> f64 {
+        let weights = |in_size: usize, in0: f64, len: f64, out: usize, o: usize| {
+            let scale = len / out as f64;
+            let stretch = scale.max(1.0);
+            let center = in0 + (o as f64 + 0.5) * scale;
+            let ws: Vec<(usize, f64)> = (0..in_size)
+                .map(|i| {
+                    (
+                        i,
+                        (1.0 - ((i as f64 + 0.5 - center) / stretch).abs()).max(0.0),
+                    )
+                })
+                .filter(|&(_, w)| w > 0.0)
+                .collect();
+            let total: f64 = ws.iter().map(|p| p.1).sum();
+            ws.into_iter()
+                .map(|(i, w)| (i, w / total))
+                .collect::<Vec<_>>()
+        };
+        let mut v = 0.0;
+        for (sy, wy) in weights(src.height, region.y, region.h, h, y) {
+            for (sx, wx) in weights(src.width, region.x, region.w, w, x) {
+                v += wy * wx * src.pixels[(sy * src.width + sx) * 3 + c] as f64;
+            }
+        }
+        v
+    }
+
+    fn photo_like(w: usize, h: usize, seed: usize) -> Vec<u8> {
+        // Smooth gradients with some texture, so that rounding differences show.
+        (0..w * h * 3)
+            .map(|i| {
+                let (p, c) = (i / 3, i % 3);
+                let (x, y) = (p % w, p / w);
+                ((x * 7 + y * 3 + c * 50 + seed) % 256) as u8 ^ ((x * y + seed) % 5) as u8
+            })
+            .collect()
+    }
+
+    fn collect(
+        resampler: &mut Resampler,
+        src: Image<'_>,
+        region: Rect,
+        w: usize,
+        h: usize,
+        portable: bool,
+    ) -> Vec<u8> {
+        let mut out = vec![0u8; 3 * w * h];
+        let mut sink = |y0: usize, b: &Block<'_>| {
+            for c in 0..3 {
+                for r in 0..b.rows {
+                    let at = (c * h + y0 + r) * w;
+                    out[at..at + w].copy_from_slice(b.row(c, r));
+                }
+            }
+        };
+        if portable {
+            resampler.rows.plan(src.height, region.y, region.h, h);
+            resampler.cols.plan(src.width, region.x, region.w, w);
+            resampler.vertical.resize(resampler.cols.span() * 3, 0);
+            resampler.block.resize(3 * BLOCK * w, 0);
+            for y0 in (0..h).step_by(BLOCK) {
+                let rows = BLOCK.min(h - y0);
+                resampler.block_portable(src, y0, rows, w);
+                sink(
+                    y0,
+                    &Block {
+                        data: &resampler.block,
+                        width: w,
+                        rows,
+                        plane: BLOCK * w,
+                    },
+                );
+            }
+        } else {
+            resampler.run(src, region, w, h, sink);
+        }
+        out
+    }
+
+    #[test]
+    fn both_paths_agree_and_stay_within_one_level_of_the_exact_filter() {
+        let mut resampler = Resampler::default();
+        let cases = [
+            // (source w, h, region x, y, w, h, output w, h)
+            (500, 375, 37.0, 12.0, 301.0, 277.0, 224, 224), // a typical training crop
+            (500, 375, 0.0, 0.0, 500.0, 375.0, 224, 224),
+            (200, 150, 20.25, 10.5, 100.5, 90.25, 224, 224), // upscaling, fractional region
+            (64, 48, 0.0, 0.0, 64.0, 48.0, 16, 16),
+            (33, 17, 3.0, 2.0, 20.0, 11.0, 37, 5), // sizes off every vector width
+            (1, 1, 0.0, 0.0, 1.0, 1.0, 3, 2),      // a single pixel
+            (9, 300, 0.0, 0.0, 9.0, 300.0, 1, 7),  // extreme aspect ratios
+            (700, 3, 0.0, 0.0, 700.0, 3.0, 19, 1),
+        ];
+        for (i, &(sw, sh, rx, ry, rw, rh, w, h)) in cases.iter().enumerate() {
+            let pixels = photo_like(sw, sh, i);
+            let src = Image {
+                pixels: &pixels,
+                width: sw,
+                height: sh,
+            };
+            let region = Rect {
+                x: rx,
+                y: ry,
+                w: rw,
+                h: rh,
+            };
+            let portable = collect(&mut resampler, src, region, w, h, true);
+            let chosen = collect(&mut resampler, src, region, w, h, false);
+            assert_eq!(portable, chosen, "case {i}");
+            for (y, x, c) in
+                (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| (y, x, c))))
+            {
+                let want = reference(src, region, w, h, x, y, c);
+                let got = portable[(c * h + y) * w + x] as f64;
+                assert!(
+                    (got - want).abs() <= 1.0,
+                    "case {i} at {c},{y},{x}: {got} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_flat_image_stays_flat() {
+        let pixels = vec![200u8; 90 * 70 * 3];
+        let src = Image {
+            pixels: &pixels,
+            width: 90,
+            height: 70,
+        };
+        for (w, h) in [(224, 224), (13, 9)] {
+            let region = Rect {
+                x: 3.3,
+                y: 1.7,
+                w: 80.1,
+                h: 60.2,
+            };
+            let out = collect(&mut Resampler::default(), src, region, w, h, false);
+            assert!(out.iter().all(|&v| v == 200));
+        }
+    }
+}
