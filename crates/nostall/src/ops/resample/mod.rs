@@ -134,10 +134,15 @@ impl Axis {
             .unwrap_or(1);
         self.weights.clear();
         self.weights.resize(self.taps * out_size, 0);
-        for o in 0..out_size {
-            self.starts[o] -= self.first;
-            let f = &self.scratch[o * window..o * window + lens[o]];
-            quantize(f, &mut self.weights[o * self.taps..o * self.taps + lens[o]]);
+        let outputs = self
+            .starts
+            .iter_mut()
+            .zip(lens)
+            .zip(self.scratch.chunks_exact(window))
+            .zip(self.weights.chunks_exact_mut(self.taps));
+        for (((start, &n), f), q) in outputs {
+            *start -= self.first;
+            quantize(&f[..n], &mut q[..n]);
         }
     }
 
