@@ -195,6 +195,18 @@ impl Resampler {
         region: Rect,
         width: usize,
         height: usize,
+        sink: impl FnMut(usize, &Block<'_>),
+    ) {
+        self.run_on(src, region, (width, height), has_avx2(), sink);
+    }
+
+    /// [`Resampler::run`] on the AVX2 path or the portable one.
+    fn run_on(
+        &mut self,
+        src: Image<'_>,
+        region: Rect,
+        (width, height): (usize, usize),
+        avx2: bool,
         mut sink: impl FnMut(usize, &Block<'_>),
     ) {
         assert!(src.pixels.len() >= src.width * src.height * 3 && width > 0 && height > 0);
@@ -205,10 +217,7 @@ impl Resampler {
         self.vertical.resize(BLOCK * self.stride, 0);
         let plane = BLOCK * width;
         self.block.resize(3 * plane, 0);
-        #[cfg(target_arch = "x86_64")]
-        let fast = std::arch::is_x86_feature_detected!("avx2");
-        #[cfg(target_arch = "x86_64")]
-        if fast {
+        if avx2 {
             // Room for the padded taps past the last pixel; they carry zero weight.
             let elements = self.stride.max((self.cols.span() + self.cols.taps) * 3);
             self.columns.resize(elements * BLOCK, 0);
@@ -216,16 +225,16 @@ impl Resampler {
         }
         for y0 in (0..height).step_by(BLOCK) {
             let rows = BLOCK.min(height - y0);
-            #[cfg(target_arch = "x86_64")]
-            if fast {
-                // SAFETY: the CPU supports AVX2, checked above; the buffers were sized
-                // for this plan just above, which `block_avx2` asserts.
-                unsafe { avx2::block(self, src, y0, height, width) };
+            if avx2 {
+                // SAFETY: `avx2` is true only where the CPU supports AVX2 (`has_avx2`),
+                // the one requirement; the function checks its own bounds.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    avx2::block(self, src, y0, height, width)
+                };
             } else {
                 self.block_portable(src, y0, rows, width);
             }
-            #[cfg(not(target_arch = "x86_64"))]
-            self.block_portable(src, y0, rows, width);
             let block = Block {
                 data: &self.block,
                 width,
@@ -254,6 +263,14 @@ impl Resampler {
             }
         }
     }
+}
+
+/// Whether this CPU runs the AVX2 path.
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// The vertical pass for output row `y`, over the columns the horizontal pass reads.
@@ -288,42 +305,27 @@ fn vertical_elements(
 mod tests {
     use super::*;
 
-    /// PIL's filter in floating point, one output value: what the fixed-point passes
-    /// approximate.
-    fn reference(
-        src: Image<'_>,
-        region: Rect,
-        w: usize,
-        h: usize,
-        x: usize,
-        y: usize,
-        c: usize,
-    ) -> f64 {
-        let weights = |in_size: usize, in0: f64, len: f64, out: usize, o: usize| {
-            let scale = len / out as f64;
-            let stretch = scale.max(1.0);
-            let center = in0 + (o as f64 + 0.5) * scale;
-            let ws: Vec<(usize, f64)> = (0..in_size)
-                .map(|i| {
-                    (
-                        i,
-                        (1.0 - ((i as f64 + 0.5 - center) / stretch).abs()).max(0.0),
-                    )
-                })
-                .filter(|&(_, w)| w > 0.0)
-                .collect();
-            let total: f64 = ws.iter().map(|p| p.1).sum();
-            ws.into_iter()
-                .map(|(i, w)| (i, w / total))
-                .collect::<Vec<_>>()
-        };
-        let mut v = 0.0;
-        for (sy, wy) in weights(src.height, region.y, region.h, h, y) {
-            for (sx, wx) in weights(src.width, region.x, region.w, w, x) {
-                v += wy * wx * src.pixels[(sy * src.width + sx) * 3 + c] as f64;
-            }
-        }
-        v
+    /// PIL's filter in floating point, for each output index along one axis: the input
+    /// indices with a weight, and the weights.
+    fn exact_weights(in_size: usize, in0: f64, len: f64, out: usize) -> Vec<Vec<(usize, f64)>> {
+        let scale = len / out as f64;
+        let stretch = scale.max(1.0);
+        (0..out)
+            .map(|o| {
+                let center = in0 + (o as f64 + 0.5) * scale;
+                let ws: Vec<(usize, f64)> = (0..in_size)
+                    .map(|i| {
+                        (
+                            i,
+                            (1.0 - ((i as f64 + 0.5 - center) / stretch).abs()).max(0.0),
+                        )
+                    })
+                    .filter(|&(_, w)| w > 0.0)
+                    .collect();
+                let total: f64 = ws.iter().map(|p| p.1).sum();
+                ws.into_iter().map(|(i, w)| (i, w / total)).collect()
+            })
+            .collect()
     }
 
     fn photo_like(w: usize, h: usize, seed: usize) -> Vec<u8> {
@@ -341,40 +343,18 @@ mod tests {
         resampler: &mut Resampler,
         src: Image<'_>,
         region: Rect,
-        w: usize,
-        h: usize,
-        portable: bool,
+        (w, h): (usize, usize),
+        avx2: bool,
     ) -> Vec<u8> {
         let mut out = vec![0u8; 3 * w * h];
-        let mut sink = |y0: usize, b: &Block<'_>| {
+        resampler.run_on(src, region, (w, h), avx2, |y0, b| {
             for c in 0..3 {
                 for r in 0..b.rows {
                     let at = (c * h + y0 + r) * w;
                     out[at..at + w].copy_from_slice(b.row(c, r));
                 }
             }
-        };
-        if portable {
-            resampler.rows.plan(src.height, region.y, region.h, h);
-            resampler.cols.plan(src.width, region.x, region.w, w);
-            resampler.vertical.resize(resampler.cols.span() * 3, 0);
-            resampler.block.resize(3 * BLOCK * w, 0);
-            for y0 in (0..h).step_by(BLOCK) {
-                let rows = BLOCK.min(h - y0);
-                resampler.block_portable(src, y0, rows, w);
-                sink(
-                    y0,
-                    &Block {
-                        data: &resampler.block,
-                        width: w,
-                        rows,
-                        plane: BLOCK * w,
-                    },
-                );
-            }
-        } else {
-            resampler.run(src, region, w, h, sink);
-        }
+        });
         out
     }
 
@@ -405,13 +385,19 @@ mod tests {
                 w: rw,
                 h: rh,
             };
-            let portable = collect(&mut resampler, src, region, w, h, true);
-            let chosen = collect(&mut resampler, src, region, w, h, false);
+            let portable = collect(&mut resampler, src, region, (w, h), false);
+            let chosen = collect(&mut resampler, src, region, (w, h), has_avx2());
             assert_eq!(portable, chosen, "case {i}");
+            let rows = exact_weights(sh, ry, rh, h);
+            let cols = exact_weights(sw, rx, rw, w);
             for (y, x, c) in
                 (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| (y, x, c))))
             {
-                let want = reference(src, region, w, h, x, y, c);
+                let want: f64 = rows[y]
+                    .iter()
+                    .flat_map(|&(sy, wy)| cols[x].iter().map(move |&(sx, wx)| (sy, sx, wy * wx)))
+                    .map(|(sy, sx, w)| w * pixels[(sy * sw + sx) * 3 + c] as f64)
+                    .sum();
                 let got = portable[(c * h + y) * w + x] as f64;
                 assert!(
                     (got - want).abs() <= 1.0,
@@ -436,7 +422,7 @@ mod tests {
                 w: 80.1,
                 h: 60.2,
             };
-            let out = collect(&mut Resampler::default(), src, region, w, h, false);
+            let out = collect(&mut Resampler::default(), src, region, (w, h), has_avx2());
             assert!(out.iter().all(|&v| v == 200));
         }
     }
