@@ -37,7 +37,7 @@ pub(super) fn write_block(
         // otherwise safe code compiled with those features enabled.
         return unsafe { write_block_avx2(block, y0, height, flip, pipeline, out) };
     }
-    write_rows(block, y0, height, flip, pipeline, false, out);
+    write_rows(block, y0, height, flip, pipeline, out);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -53,7 +53,7 @@ unsafe fn write_block_avx2(
     if pipeline.fused_exact && pipeline.dtype == DType::F32 && pipeline.layout == Layout::Chw {
         return stream_planes(block, y0, height, flip, pipeline, out);
     }
-    write_rows(block, y0, height, flip, pipeline, pipeline.fused_exact, out);
+    write_rows(block, y0, height, flip, pipeline, out);
 }
 
 /// The training case, f32 planes, with explicit intrinsics: [`Normalize::fused`] on 8
@@ -125,8 +125,8 @@ pub(super) fn fused_is_exact(mean: [f32; 3], std: [f32; 3]) -> bool {
     (0..3).all(|c| (0..=255u8).all(|v| value.fused(v, c).to_bits() == value.exact(v, c).to_bits()))
 }
 
-/// The pass itself, inlined into each instruction-set variant; `fused` computes values
-/// with [`Normalize::fused`].
+/// The pass itself, inlined into each instruction-set variant (the f32 CHW case with
+/// the fused form has [`stream_planes`] instead).
 #[inline(always)]
 fn write_rows(
     block: &Block<'_>,
@@ -134,7 +134,6 @@ fn write_rows(
     height: usize,
     flip: bool,
     pipeline: &Pipeline,
-    fused: bool,
     out: &mut [u8],
 ) {
     let value = Normalize::new(pipeline.mean, pipeline.std);
@@ -146,24 +145,16 @@ fn write_rows(
                 for r in 0..block.rows {
                     let at = (c * height + y0 + r) * line;
                     let (src, dst) = (block.row(c, r), &mut out[at..at + line]);
-                    match (dtype, fused, flip) {
-                        (DType::U8, _, false) => dst.copy_from_slice(src),
-                        (DType::U8, _, true) => {
+                    match (dtype, flip) {
+                        (DType::U8, false) => dst.copy_from_slice(src),
+                        (DType::U8, true) => {
                             for (d, v) in dst.iter_mut().zip(src.iter().rev()) {
                                 *d = *v;
                             }
                         }
-                        (DType::F32, false, false) => {
-                            plane_row(src.iter(), dst, |v| value.exact(v, c))
-                        }
-                        (DType::F32, false, true) => {
+                        (DType::F32, false) => plane_row(src.iter(), dst, |v| value.exact(v, c)),
+                        (DType::F32, true) => {
                             plane_row(src.iter().rev(), dst, |v| value.exact(v, c))
-                        }
-                        (DType::F32, true, false) => {
-                            plane_row(src.iter(), dst, |v| value.fused(v, c))
-                        }
-                        (DType::F32, true, true) => {
-                            plane_row(src.iter().rev(), dst, |v| value.fused(v, c))
                         }
                     }
                 }
@@ -313,7 +304,7 @@ mod tests {
                 rows,
                 plane: BLOCK * w,
             };
-            write_rows(&block, y0, h, flip, pipeline, false, &mut portable);
+            write_rows(&block, y0, h, flip, pipeline, &mut portable);
             write_block(&block, y0, h, flip, pipeline, chosen);
         }
         (portable, chosen.to_vec())

@@ -250,7 +250,7 @@ impl Resampler {
         let plane = BLOCK * width;
         let line = &mut self.vertical[..self.cols.span() * 3];
         for r in 0..rows {
-            vertical_row(&self.rows, &self.cols, src, y0 + r, line);
+            vertical_elements(&self.rows, &self.cols, src, y0 + r, 0, line);
             for (x, c) in (0..width).flat_map(|x| (0..3).map(move |c| (x, c))) {
                 let start = self.cols.starts[x];
                 let mut acc = HALF;
@@ -273,12 +273,8 @@ fn has_avx2() -> bool {
     false
 }
 
-/// The vertical pass for output row `y`, over the columns the horizontal pass reads.
-fn vertical_row(rows: &Axis, cols: &Axis, src: Image<'_>, y: usize, line: &mut [u8]) {
-    vertical_elements(rows, cols, src, y, 0, line);
-}
-
-/// Elements `from..` of [`vertical_row`]'s row, written to `line[from..]`.
+/// The vertical pass for output row `y`, over the columns the horizontal pass reads:
+/// elements `from..` of the row, written to `line[from..]`.
 #[inline(always)]
 fn vertical_elements(
     rows: &Axis,
