@@ -231,3 +231,52 @@ fn skipping_keeps_output_independent_of_thread_count() {
     ); // nothing deleted here
     assert_eq!(one, bytes(3));
 }
+
+/// Runs `body` on a thread and fails the test if it has not finished within a minute:
+/// a loader that stalls must fail here, not hang the suite.
+fn within_a_minute<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(body()).unwrap());
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the loader stalled")
+}
+
+#[test]
+fn dense_failures_with_a_one_batch_window_never_stall() {
+    // Every other file is garbage, and claims may run only one batch ahead: skips keep
+    // pushing tentative positions past the window, so claimers wait on the consumer while
+    // it waits on them to fill its batch.
+    let dir = tempfile::tempdir().unwrap();
+    let class = dir.path().join("mixed");
+    fs::create_dir_all(&class).unwrap();
+    for i in 0..40u32 {
+        let bytes = if i % 2 == 0 {
+            jpeg(48, 40, i)
+        } else {
+            b"not an image".to_vec()
+        };
+        fs::write(class.join(format!("{i:02}.jpg")), bytes).unwrap();
+    }
+    for threads in [1, 2, 4] {
+        let root = dir.path().to_path_buf();
+        let (ids, skipped) = within_a_minute(move || {
+            let mut c = config(3, threads);
+            c.prefetch = 1;
+            c.on_error = ErrorPolicy::Skip;
+            let l = loader(&root, c);
+            let mut it = l.epoch(0).unwrap();
+            let batches: Vec<_> = it.by_ref().map(|b| b.unwrap()).collect();
+            assert!(batches.iter().rev().skip(1).all(|b| b.len() == 3));
+            let ids: Vec<u64> = batches.iter().flat_map(|b| b.ids().to_vec()).collect();
+            (ids, it.stats().skipped)
+        });
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            (0..40).step_by(2).collect::<Vec<u64>>(),
+            "{threads} threads"
+        );
+        assert_eq!(skipped, BTreeMap::from([("unknown-format", 20)]));
+    }
+}
