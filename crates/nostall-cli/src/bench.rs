@@ -131,19 +131,20 @@ pub fn run(args: Args) -> nostall::Result<()> {
         );
     } else {
         println!("\n{:<40} {:>12}", "measure", "images/s");
+        let threads = match args.threads {
+            1 => "1 thread".to_string(),
+            n => format!("{n} threads"),
+        };
         println!(
             "{:<40} {:>12.1}",
-            format!(
-                "nostall {:?} pipeline, {} threads",
-                args.preset, args.threads
-            ),
+            format!("nostall {:?} pipeline, {threads}", args.preset),
             rate
         );
         println!("{:<40} {:>12.1}", "  per core", rate / args.threads as f64);
         if let Some(floor) = floor {
             println!(
                 "{:<40} {:>12.1}",
-                format!("full-image decode only, {} threads", args.threads),
+                format!("full-image decode only, {threads}"),
                 floor
             );
             println!("{:<40} {:>12.2}", "pipeline / decode floor", rate / floor);

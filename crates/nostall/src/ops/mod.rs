@@ -602,7 +602,7 @@ impl std::fmt::Debug for Prep {
 }
 
 impl Prep {
-    /// State for `pipeline`, refusing images over `max_pixels`.
+    /// Prep state refusing images over `max_pixels`; buffers size themselves on first use.
     pub fn new(max_pixels: u64) -> Result<Prep> {
         let decoder = Decoder::new(max_pixels).map_err(Error::Config)?;
         Ok(Prep {
