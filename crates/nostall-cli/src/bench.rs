@@ -74,8 +74,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         link: args.storage.link(),
     };
     let (loader, dataset) = open_loader(&args.dataset, &settings)?;
-    // The floor decodes from memory: reads are the pipeline's business, not the floor's.
-    let floor_files = (!args.no_floor).then(|| read_all(&loader, dataset.source.as_ref()));
+    let mut floor_files: Option<Vec<Vec<u8>>> = None;
     let mut floor = FloorRate::default();
     let quiet = args.json;
     let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());
@@ -112,6 +111,11 @@ pub fn run(args: Args) -> nostall::Result<()> {
             stats.storage.bytes,
             loader.catalog().total_bytes(),
         ));
+        if epoch == 0 && !args.no_floor {
+            // The floor decodes from memory (reads are the pipeline's business, not the
+            // floor's), read after the warm-up so that the warm-up saw the storage as it was.
+            floor_files = Some(read_all(&loader, dataset.source.as_ref()));
+        }
     }
     let rate = samples as f64 / wall.as_secs_f64();
     let floor = floor_files.is_some().then(|| floor.images_per_s());
