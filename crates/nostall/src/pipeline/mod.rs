@@ -438,7 +438,7 @@ impl Shared {
             if self.stop.load(Ordering::Acquire) || ahead.next == self.stream.len() {
                 return None;
             }
-            let need = self.catalog.size(self.stream[ahead.next]).max(1);
+            let need = self.next_need(&ahead);
             // A sample larger than the whole window still goes through, alone.
             if ahead.held == 0 || ahead.held + need <= ahead.window {
                 let index = ahead.next;
@@ -451,6 +451,14 @@ impl Shared {
             ahead = self.room.wait(ahead).unwrap_or_else(|e| e.into_inner());
             ahead.fetchers_waiting -= 1;
         }
+    }
+
+    /// The bytes to reserve for the next sample to fetch: its catalog size, at least one
+    /// (zero past the end of the stream).
+    fn next_need(&self, ahead: &Ahead) -> u64 {
+        self.stream
+            .get(ahead.next)
+            .map_or(0, |&id| self.catalog.size(id).max(1))
     }
 
     /// Parks a fetched sample for prep, correcting the reservation to its real size.
@@ -499,12 +507,10 @@ impl Shared {
         ahead.window = wanted.clamp(ahead.floor, self.config.readahead);
         // Let waiting fetch threads refill a quarter of the window at a time rather than a
         // sample at a time: one wake-up per sample would take a core from prep as often.
-        let next_need = self
-            .stream
-            .get(ahead.next)
-            .map_or(0, |&id| self.catalog.size(id).max(1));
-        let refill = ahead.fetchers_waiting > 0
-            && (ahead.held == 0 || ahead.held + next_need.max(ahead.window / 4) <= ahead.window);
+        let refill = ahead.fetchers_waiting > 0 && {
+            let burst = self.next_need(&ahead).max(ahead.window / 4);
+            ahead.held == 0 || ahead.held + burst <= ahead.window
+        };
         drop(ahead);
         if refill {
             self.room.notify_all();
