@@ -74,8 +74,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         link: args.storage.link(),
     };
     let (loader, dataset) = open_loader(&args.dataset, &settings)?;
-    let mut floor_files: Option<Vec<Vec<u8>>> = None;
-    let mut floor = FloorRate::default();
+    let mut floor: Option<Floor> = None;
     let quiet = args.json;
     let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());
     let mut per_epoch = Vec::new();
@@ -88,8 +87,8 @@ pub fn run(args: Args) -> nostall::Result<()> {
             samples += stats.samples;
             wall += stats.wall;
             rss.push(memory_mb().1);
-            if let Some(files) = &floor_files {
-                floor.pass(files, args.threads);
+            if let Some(floor) = &mut floor {
+                floor.pass(args.threads);
             }
         }
         if !quiet {
@@ -114,11 +113,11 @@ pub fn run(args: Args) -> nostall::Result<()> {
         if epoch == 0 && !args.no_floor {
             // The floor decodes from memory (reads are the pipeline's business, not the
             // floor's), read after the warm-up so that the warm-up saw the storage as it was.
-            floor_files = Some(read_all(&loader, dataset.source.as_ref()));
+            floor = Some(Floor::read(&loader, dataset.source.as_ref()));
         }
     }
     let rate = samples as f64 / wall.as_secs_f64();
-    let floor = floor_files.is_some().then(|| floor.images_per_s());
+    let floor = floor.map(|floor| floor.images_per_s());
     let (peak, _) = memory_mb();
     if args.json {
         let floor_json = floor.map_or("null".to_string(), |f| format!("{f:.2}"));
@@ -160,30 +159,37 @@ pub fn run(args: Args) -> nostall::Result<()> {
     Ok(())
 }
 
-/// Every sample's bytes, read once. Samples that fail to read are left out.
-fn read_all(loader: &nostall::Loader, source: &dyn Source) -> Vec<Vec<u8>> {
-    (0..loader.catalog().len() as u64)
-        .filter_map(|id| {
-            let mut bytes = Vec::new();
-            source.read(id, &mut bytes).ok().map(|()| bytes)
-        })
-        .collect()
-}
-
-/// The decode-only floor, accumulated over passes.
-#[derive(Default)]
-struct FloorRate {
+/// The decode-only floor: every sample's bytes, read once, and the full decodes of them
+/// so far.
+struct Floor {
+    files: Vec<Vec<u8>>,
     decoded: usize,
     took: Duration,
 }
 
-impl FloorRate {
+impl Floor {
+    /// Reads every sample; those that fail to read are left out.
+    fn read(loader: &nostall::Loader, source: &dyn Source) -> Floor {
+        let files = (0..loader.catalog().len() as u64)
+            .filter_map(|id| {
+                let mut bytes = Vec::new();
+                source.read(id, &mut bytes).ok().map(|()| bytes)
+            })
+            .collect();
+        Floor {
+            files,
+            decoded: 0,
+            took: Duration::ZERO,
+        }
+    }
+
     /// Decodes every file in full, with `threads` threads. Files that fail to decode are
     /// left out of the count.
-    fn pass(&mut self, files: &[Vec<u8>], threads: usize) {
+    fn pass(&mut self, threads: usize) {
         let next = AtomicUsize::new(0);
         let decoded = AtomicUsize::new(0);
         let started = Instant::now();
+        let files = &self.files;
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| {
