@@ -94,9 +94,19 @@ pub struct Decoded<'a> {
     pub region: Rect,
 }
 
+/// Pixel buffers above this size are given back after the sample that needed them: one
+/// huge image must not keep hundreds of megabytes per thread for the rest of the run.
+const RETAINED_BUFFER_BYTES: usize = 64 << 20;
+
 /// A reusable decoder: one per thread, so steady state allocates nothing.
+///
+/// Nothing a failed sample leaves behind reaches the next one: after any failure the
+/// TurboJPEG instance is thrown away (libjpeg leaves a decompressor that failed inside
+/// its header mid-stream, and the next header read would continue from there), and
+/// oversized buffers are released.
 pub struct Decoder {
-    turbo: Handle,
+    /// Made on first use and after every failure.
+    turbo: Option<Handle>,
     pixels: Vec<u8>,
     scratch: Vec<u8>,
     max_pixels: u64,
@@ -114,7 +124,7 @@ impl Decoder {
     /// A decoder refusing images of more than `max_pixels` pixels.
     pub fn new(max_pixels: u64) -> Result<Decoder, String> {
         Ok(Decoder {
-            turbo: Handle::decompressor(false)?,
+            turbo: Some(Handle::decompressor(max_pixels)?),
             pixels: Vec::new(),
             scratch: Vec::new(),
             max_pixels,
@@ -123,12 +133,19 @@ impl Decoder {
 
     /// Reads the header: format, dimensions, and the pixel-limit check.
     pub fn header(&mut self, data: &[u8]) -> Result<Header, Cause> {
+        for buffer in [&mut self.pixels, &mut self.scratch] {
+            if buffer.capacity() > RETAINED_BUFFER_BYTES {
+                *buffer = Vec::new();
+            }
+        }
         if data.is_empty() {
             return Err(Cause::Empty);
         }
         let header = match sniff(data).ok_or(Cause::UnknownFormat)? {
             Format::Jpeg => {
-                let jpeg = self.turbo.read_header(data)?;
+                let jpeg = Self::run_turbo(&mut self.turbo, self.max_pixels, |turbo| {
+                    turbo.read_header(data)
+                })?;
                 Header {
                     format: Format::Jpeg,
                     width: jpeg.width,
@@ -172,6 +189,12 @@ impl Decoder {
             Some(jpeg) => self.decode_jpeg(data, &jpeg, region, min_size)?,
             None => {
                 let (w, h) = png_decode::decode_rgb(data, self.max_pixels, &mut self.pixels)?;
+                if (w, h) != (header.width, header.height) {
+                    return Err(Cause::Corrupt(format!(
+                        "the header given ({}x{}) does not belong to these bytes ({w}x{h})",
+                        header.width, header.height
+                    )));
+                }
                 (w, h, region)
             }
         };
@@ -188,6 +211,26 @@ impl Decoder {
         let header = self.header(data)?;
         let full = Rect::full(header.width, header.height);
         self.decode(data, &header, full, (header.width, header.height))
+    }
+
+    /// Runs `work` on the TurboJPEG instance (made anew if the last one was dropped), and
+    /// drops the instance if `work` fails.
+    fn run_turbo<T>(
+        turbo: &mut Option<Handle>,
+        max_pixels: u64,
+        work: impl FnOnce(&mut Handle) -> Result<T, Cause>,
+    ) -> Result<T, Cause> {
+        let handle = match turbo {
+            Some(handle) => handle,
+            None => turbo.insert(Handle::decompressor(max_pixels).map_err(|e| {
+                Cause::Corrupt(format!("the JPEG decoder could not be initialised: {e}"))
+            })?),
+        };
+        let result = work(handle);
+        if result.is_err() {
+            *turbo = None;
+        }
+        result
     }
 
     fn decode_jpeg(
@@ -232,14 +275,10 @@ impl Decoder {
             }
         };
         let y0 = if crop.is_some() { y0 } else { 0 };
-        let (w, h) = self.turbo.decode_rgb(
-            data,
-            jpeg,
-            eighths,
-            crop,
-            &mut self.pixels,
-            &mut self.scratch,
-        )?;
+        let (pixels, scratch) = (&mut self.pixels, &mut self.scratch);
+        let (w, h) = Self::run_turbo(&mut self.turbo, self.max_pixels, |turbo| {
+            turbo.decode_rgb(data, jpeg, eighths, crop, pixels, scratch)
+        })?;
         let local = Rect {
             x: scaled.x - x0 as f64,
             y: scaled.y - y0 as f64,
@@ -340,6 +379,134 @@ mod tests {
         assert_eq!(out.pixels.len(), 32 * 16 * 3);
         let (r, g, b) = (out.pixels[0], out.pixels[1], out.pixels[2]);
         assert!(r > 240 && g < 15 && b < 15, "({r},{g},{b})");
+    }
+
+    /// Rewrites the frame header (SOF0 or SOF2) of a JPEG to declare another size.
+    fn declare_size(jpeg: &[u8], width: u16, height: u16) -> Vec<u8> {
+        let mut out = jpeg.to_vec();
+        let sof = out
+            .windows(2)
+            .position(|w| w == [0xFF, 0xC0] || w == [0xFF, 0xC2])
+            .expect("a frame header");
+        out[sof + 5..sof + 7].copy_from_slice(&height.to_be_bytes());
+        out[sof + 7..sof + 9].copy_from_slice(&width.to_be_bytes());
+        out
+    }
+
+    /// Offsets of every start-of-scan marker.
+    fn scans(jpeg: &[u8]) -> Vec<usize> {
+        (0..jpeg.len() - 1)
+            .filter(|&i| jpeg[i] == 0xFF && jpeg[i + 1] == 0xDA)
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_image_leaves_nothing_behind_for_the_next() {
+        let good = encode_jpeg(&gradient(96, 64), 96, 64, EncodePixels::Rgb, 90, false).unwrap();
+        let reference = Decoder::new(DEFAULT_MAX_PIXELS)
+            .unwrap()
+            .decode_full(&good)
+            .unwrap()
+            .pixels
+            .to_vec();
+        let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+        for bad in [
+            declare_size(&good, 0, 64),
+            declare_size(&good, 96, 0),
+            declare_size(&good, 65535, 65535),
+            good[..good.len() / 2].to_vec(),
+        ] {
+            assert!(dec.decode_full(&bad).is_err());
+            for _ in 0..3 {
+                let out = dec
+                    .decode_full(&good)
+                    .expect("a good image after a bad one");
+                assert_eq!(out.pixels, &reference[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_of_another_image_is_refused() {
+        let small = encode_jpeg(&gradient(32, 16), 32, 16, EncodePixels::Rgb, 90, false).unwrap();
+        let large = encode_jpeg(&gradient(96, 64), 96, 64, EncodePixels::Rgb, 90, false).unwrap();
+        let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+        let header = dec.header(&small).unwrap();
+        let err = dec
+            .decode(&large, &header, Rect::full(32, 16), (32, 16))
+            .unwrap_err();
+        assert!(err.to_string().contains("does not belong"), "{err}");
+        assert!(dec.decode_full(&large).is_ok());
+    }
+
+    #[test]
+    fn only_stray_bytes_before_the_end_marker_are_forgiven() {
+        let clean = encode_jpeg(&gradient(96, 64), 96, 64, EncodePixels::Rgb, 90, true).unwrap();
+        let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+        let reference = dec.decode_full(&clean).unwrap().pixels.to_vec();
+        // Stray bytes before the end marker (ImageNet has such files): the image is intact.
+        let mut trailing = clean[..clean.len() - 2].to_vec();
+        trailing.extend([1, 2, 3, 0xFF, 0xD9]);
+        assert_eq!(dec.decode_full(&trailing).unwrap().pixels, &reference[..]);
+        // Stray bytes between scans, then the file cut short: libjpeg formats only the
+        // first warning, so the truncation must not hide behind the stray bytes.
+        let second = scans(&clean)[1];
+        let mut damaged = clean[..second].to_vec();
+        damaged.extend([1, 2, 3]);
+        damaged.extend(&clean[second..clean.len() * 4 / 5]);
+        let err = dec.decode_full(&damaged).unwrap_err();
+        assert!(matches!(err, Cause::Corrupt(_)), "{err:?}");
+    }
+
+    /// A progressive grayscale image followed by `extra` AC scans that libjpeg accepts
+    /// without a warning (first scans at full precision, which the image's last refinement
+    /// scan leaves expected), each coding every block as an end-of-band in one bit.
+    fn with_extra_scans(extra: usize) -> Vec<u8> {
+        let (w, h) = (512u32, 512u32);
+        let gray: Vec<u8> = gradient(w, h).chunks(3).map(|p| p[0]).collect();
+        let image = encode_jpeg(&gray, w, h, EncodePixels::Gray, 90, true).unwrap();
+        let mut file = image[..image.len() - 2].to_vec();
+        // A Huffman table (AC, slot 3) with one symbol: 0x00 (end of band) coded as '0'.
+        file.extend([0xFF, 0xC4, 0, 20, 0x13, 1]);
+        file.extend([0; 15]);
+        file.push(0x00);
+        let blocks = (w / 8 * h / 8) as usize;
+        for _ in 0..extra {
+            // SOS: one component (id 1), tables DC 0 / AC 3, Ss 1, Se 63, Ah 0, Al 0.
+            file.extend([0xFF, 0xDA, 0, 8, 1, 1, 0x03, 1, 63, 0x00]);
+            file.extend(std::iter::repeat_n(0u8, blocks / 8));
+        }
+        file.extend([0xFF, 0xD9]);
+        file
+    }
+
+    #[test]
+    fn thousands_of_scans_are_refused() {
+        let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+        // The construction is valid: with a few extra scans the image decodes.
+        assert!(dec.decode_full(&with_extra_scans(3)).is_ok());
+        let err = dec.decode_full(&with_extra_scans(10_000)).unwrap_err();
+        assert!(err.to_string().contains("scans"), "{err}");
+    }
+
+    #[test]
+    fn huge_buffers_are_not_kept() {
+        let (w, h) = (6000u32, 4000u32);
+        let big = encode_jpeg(
+            &vec![90; (w * h) as usize],
+            w,
+            h,
+            EncodePixels::Gray,
+            50,
+            false,
+        )
+        .unwrap();
+        let small = encode_jpeg(&gradient(32, 16), 32, 16, EncodePixels::Rgb, 90, false).unwrap();
+        let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+        dec.decode_full(&big).unwrap();
+        assert!(dec.pixels.capacity() >= (w * h * 3) as usize);
+        dec.decode_full(&small).unwrap();
+        assert!(dec.pixels.capacity() < RETAINED_BUFFER_BYTES);
     }
 
     #[test]

@@ -21,6 +21,16 @@ pub(crate) struct Handle {
 // threads at once, which `&mut self` on every method rules out.
 unsafe impl Send for Handle {}
 
+/// Progressive JPEGs with more scans than this are refused: each scan is a pass over the
+/// whole image, so a crafted file of thousands of tiny scans would pin a thread for
+/// minutes. The limit is libjpeg-turbo's own recommendation for untrusted input; encoders
+/// write at most a few dozen.
+pub(crate) const MAX_SCANS: i32 = 500;
+
+/// The one warning that leaves an image intact: stray bytes just before the end-of-image
+/// marker, common in web-scraped datasets such as ImageNet (PIL accepts them too).
+const TRAILING_GARBAGE: &str = "extraneous bytes before marker 0xd9";
+
 /// What the JPEG header says about the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct JpegHeader {
@@ -58,9 +68,25 @@ impl Handle {
         Ok(Handle { ptr })
     }
 
-    pub(crate) fn decompressor(fast_upsample: bool) -> Result<Handle, String> {
+    /// A decompressor for untrusted data: it stops at the first warning (libjpeg reports
+    /// truncation and damage as warnings, and formats only the first one), refuses more
+    /// than [`MAX_SCANS`] scans, and bounds the pixels and the memory of one image by
+    /// `max_pixels`.
+    pub(crate) fn decompressor(max_pixels: u64) -> Result<Handle, String> {
         let mut handle = Handle::new(tj::TJINIT_TJINIT_DECOMPRESS)?;
-        handle.set(tj::TJPARAM_TJPARAM_FASTUPSAMPLE, fast_upsample as i32)?;
+        handle.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)?;
+        handle.set(tj::TJPARAM_TJPARAM_SCANLIMIT, MAX_SCANS)?;
+        handle.set(
+            tj::TJPARAM_TJPARAM_MAXPIXELS,
+            i32::try_from(max_pixels).unwrap_or(i32::MAX),
+        )?;
+        // Progressive and multi-scan images keep every coefficient in memory: 2 bytes for
+        // each of up to 4 components per pixel, plus room for the decoder's own tables.
+        let mib = (max_pixels.saturating_mul(8) >> 20).saturating_add(64);
+        handle.set(
+            tj::TJPARAM_TJPARAM_MAXMEMORY,
+            i32::try_from(mib).unwrap_or(i32::MAX),
+        )?;
         Ok(handle)
     }
 
@@ -70,11 +96,6 @@ impl Handle {
         unsafe { CStr::from_ptr(tj::tj3GetErrorStr(self.ptr)) }
             .to_string_lossy()
             .into_owned()
-    }
-
-    fn error_is_warning(&self) -> bool {
-        // SAFETY: valid handle.
-        unsafe { tj::tj3GetErrorCode(self.ptr) == tj::TJERR_TJERR_WARNING as libc::c_int }
     }
 
     fn get(&self, param: tj::TJPARAM) -> i32 {
@@ -137,7 +158,9 @@ impl Handle {
     /// coordinates, `crop.0` aligned) into the start of `out` as RGB, returning (width,
     /// height); `out` may be longer than the image.
     ///
-    /// `header` must come from [`Handle::read_header`] on the same `data`, just before.
+    /// The header is read again from `data` and must equal `header`: the buffer is sized
+    /// from it, so a header of another image must not reach TurboJPEG (which would write
+    /// that image's size).
     pub(crate) fn decode_rgb(
         &mut self,
         data: &[u8],
@@ -147,6 +170,11 @@ impl Handle {
         out: &mut Vec<u8>,
         cmyk_scratch: &mut Vec<u8>,
     ) -> Result<(u32, u32), Cause> {
+        if self.read_header(data)? != *header {
+            return Err(Cause::Corrupt(
+                "the header given does not belong to these bytes".into(),
+            ));
+        }
         // TurboJPEG accepts only reduced fractions (1/2, not 4/8).
         let common = gcd(eighths, 8);
         let factor = tj::tjscalingfactor {
@@ -190,32 +218,72 @@ impl Handle {
         if target.len() < len {
             target.resize(len, 0);
         }
-        // SAFETY: `target` holds exactly pitch * h bytes for the w x h region TurboJPEG
-        // writes (w and h are the scaled or cropped dimensions it uses), pitch = w * channels.
-        let rc = unsafe {
-            tj::tj3Decompress8(
-                self.ptr,
-                data.as_ptr(),
-                data.len() as tj::size_t,
-                target.as_mut_ptr(),
-                (w as usize * channels) as libc::c_int,
-                format as libc::c_int,
-            )
-        };
-        if rc != 0 {
-            let message = self.last_error();
-            // libjpeg reports truncated or damaged data only as warnings and fills the
-            // rest with grey; like PIL, treat those as errors. The one warning that leaves
-            // the image intact, stray bytes between segments (common in web-scraped sets
-            // such as ImageNet), is accepted.
-            if !self.error_is_warning() || !message.contains("extraneous bytes") {
+        let pitch = w as usize * channels;
+        let target = &mut target[..len];
+        // SAFETY: `target` holds pitch * h bytes for the w x h region TurboJPEG writes: w
+        // and h are the cropped or scaled dimensions of the header just read from `data`,
+        // for the factor and region set from them on this handle.
+        if let Err(message) = unsafe { self.decompress(data, target, pitch, format) } {
+            // Stopped at stray bytes just before the end marker: everything before it
+            // decoded cleanly (any earlier warning would have stopped first), but a
+            // progressive image is only written out after its last scan, so decode again
+            // letting that one warning pass.
+            if !message.contains(TRAILING_GARBAGE) {
                 return Err(Cause::Corrupt(message));
+            }
+            self.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 0)
+                .map_err(Cause::Corrupt)?;
+            // SAFETY: as above; neither the header, the factor nor the region changed.
+            let again = unsafe { self.decompress(data, target, pitch, format) };
+            self.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)
+                .map_err(Cause::Corrupt)?;
+            match again {
+                Err(message) if !message.contains(TRAILING_GARBAGE) => {
+                    return Err(Cause::Corrupt(message))
+                }
+                _ => {}
             }
         }
         if header.cmyk {
             cmyk_to_rgb(&cmyk_scratch[..len], out);
         }
         Ok((w, h))
+    }
+}
+
+impl Handle {
+    /// One `tj3Decompress8` call into `target`; the error or warning message on failure.
+    ///
+    /// # Safety
+    ///
+    /// `target` must hold `pitch` bytes for each row TurboJPEG writes, and `pitch` must
+    /// cover a row: the rows and width of the cropping region set on this handle, or of
+    /// the whole image scaled by the factor set, for the header of `data` itself (which
+    /// TurboJPEG reads again).
+    unsafe fn decompress(
+        &mut self,
+        data: &[u8],
+        target: &mut [u8],
+        pitch: usize,
+        format: tj::TJPF,
+    ) -> Result<(), String> {
+        // SAFETY: valid handle; `data` is readable for its length; the caller vouches for
+        // `target` and `pitch`.
+        let rc = unsafe {
+            tj::tj3Decompress8(
+                self.ptr,
+                data.as_ptr(),
+                data.len() as tj::size_t,
+                target.as_mut_ptr(),
+                pitch as libc::c_int,
+                format as libc::c_int,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(self.last_error())
+        }
     }
 }
 
