@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Source, SourceStats};
+use super::{Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 
@@ -130,6 +130,7 @@ impl BlobStore for LocalDir {
 pub struct Objects {
     store: Arc<dyn BlobStore>,
     catalog: Arc<Catalog>,
+    max_bytes: u64,
     bytes: AtomicU64,
     requests: AtomicU64,
 }
@@ -182,6 +183,7 @@ impl Objects {
         Ok(Objects {
             store,
             catalog: Arc::new(catalog),
+            max_bytes: DEFAULT_MAX_BYTES,
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
         })
@@ -191,15 +193,32 @@ impl Objects {
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
+
+    /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
+    /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
+    pub fn with_max_bytes(self, limit: u64) -> Objects {
+        Objects {
+            max_bytes: limit,
+            ..self
+        }
+    }
+}
+
+/// Refuses a blob sample by its catalog size before any byte is read: empty, or over the
+/// per-sample limit.
+pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+    out.clear();
+    match size {
+        0 => Err(Cause::Empty),
+        bytes if bytes > limit => Err(Cause::TooLarge { bytes, limit }),
+        _ => Ok(()),
+    }
 }
 
 impl Source for Objects {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
         let size = self.catalog.size(id);
-        if size == 0 {
-            out.clear();
-            return Err(Cause::Empty);
-        }
+        check_sample_size(size, self.max_bytes, out)?;
         self.store
             .read_range(self.catalog.relative_path(id), 0, size, out)?;
         self.bytes.fetch_add(size, Ordering::Relaxed);

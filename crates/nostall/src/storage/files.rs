@@ -11,8 +11,8 @@ use super::{ReadMode, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::Cause;
 
-/// The per-sample byte limit of [`LocalFiles`] unless set with
-/// [`LocalFiles::with_max_bytes`]: 64 MiB, far above any sane training image and far
+/// The per-sample byte limit of every source (files, objects, tar members) unless set
+/// with its `with_max_bytes`: 64 MiB, far above any sane training image and far
 /// below what would hurt if a stray video or archive hides behind an image name.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 

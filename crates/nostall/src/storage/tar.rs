@@ -22,7 +22,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::blob::{is_image_key, BlobInfo, BlobStore};
+use super::blob::{check_sample_size, is_image_key, BlobInfo, BlobStore};
+use super::DEFAULT_MAX_BYTES;
 use super::{Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
@@ -33,6 +34,11 @@ pub const INDEX_CHUNK: u64 = 256 << 10;
 
 const BLOCK: u64 = 512;
 
+/// The largest long-name (`L`) or pax (`x`) header body the indexer reads: such headers
+/// hold a name and a few attributes, so anything larger is damage or an attack, not a
+/// reason to read gigabytes while indexing.
+const MAX_META_BYTES: u64 = 1 << 20;
+
 /// The samples of a set of WebDataset tar shards, each read with one ranged read.
 #[derive(Debug)]
 pub struct TarShards {
@@ -41,6 +47,7 @@ pub struct TarShards {
     /// Per sample: shard index and the image member's data offset.
     extents: Vec<(u32, u64)>,
     catalog: Arc<Catalog>,
+    max_bytes: u64,
     bytes: AtomicU64,
     requests: AtomicU64,
 }
@@ -125,6 +132,7 @@ impl TarShards {
             store,
             extents,
             catalog: Arc::new(catalog),
+            max_bytes: DEFAULT_MAX_BYTES,
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
         })
@@ -139,16 +147,22 @@ impl TarShards {
     pub fn shards(&self) -> &[String] {
         &self.shards
     }
+
+    /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
+    /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
+    pub fn with_max_bytes(self, limit: u64) -> TarShards {
+        TarShards {
+            max_bytes: limit,
+            ..self
+        }
+    }
 }
 
 impl Source for TarShards {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
         let (shard, offset) = self.extents[id as usize];
         let len = self.catalog.size(id);
-        if len == 0 {
-            out.clear();
-            return Err(Cause::Empty);
-        }
+        check_sample_size(len, self.max_bytes, out)?;
         self.store
             .read_range(&self.shards[shard as usize], offset, len, out)?;
         self.bytes.fetch_add(len, Ordering::Relaxed);
@@ -222,14 +236,30 @@ fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Ca
         let data = offset + BLOCK;
         let size = match pax.remove("size") {
             Some(size) => size
-                .parse()
-                .map_err(|_| Cause::Corrupt(format!("bad pax size {size:?} at byte {offset}")))?,
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| size.parse().ok())
+                .flatten()
+                .ok_or_else(|| Cause::Corrupt(format!("bad pax size {size:?} at byte {offset}")))?,
             None => parse_size(&header[124..136], offset)?,
         };
-        if data + size > blob.size {
+        // Sizes come from the file: a crafted one must not wrap the arithmetic (a wrapped
+        // end passes the bounds check and sends the offset back to the start, forever).
+        if size > blob.size - data {
             return Err(truncated(blob.size));
         }
+        let next = size
+            .div_ceil(BLOCK)
+            .checked_mul(BLOCK)
+            .and_then(|padded| data.checked_add(padded))
+            .ok_or_else(|| truncated(blob.size))?;
         let kind = header[156];
+        if matches!(kind, b'L' | b'x') && size > MAX_META_BYTES {
+            return Err(Cause::Corrupt(format!(
+                "a {size}-byte tar extension header at byte {offset} (at most {MAX_META_BYTES} \
+                 bytes are read)"
+            )));
+        }
         match kind {
             b'L' => long_name = Some(c_string(reader.bytes(data, size)?)),
             b'x' => pax.extend(parse_pax(reader.bytes(data, size)?)),
@@ -251,7 +281,7 @@ fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Ca
                 pax.clear();
             }
         }
-        offset = data + size.div_ceil(BLOCK) * BLOCK;
+        offset = next;
     }
     // Without the end marker, a tar file ends exactly after its last member's padding;
     // anything else is a cut-off copy.
@@ -519,6 +549,116 @@ mod tests {
 
         let (_d, r) = shards(&[("a.txt", b"x".to_vec())]);
         assert!(r.unwrap_err().to_string().contains("no .tar shards"));
+    }
+
+    /// One good member, then a member whose size field is `field`.
+    fn with_size_field(field: [u8; 12]) -> Vec<u8> {
+        let mut out = tar(&[("0.jpg", b"ok"), ("1.jpg", b"x")]);
+        out[1024 + 124..1024 + 136].copy_from_slice(&field);
+        fix_checksum(&mut out[1024..1536]);
+        out
+    }
+
+    /// One good member, then a pax header setting `size`, then a member.
+    fn with_pax(size: &str) -> Vec<u8> {
+        let record = format!(" size={size}\n");
+        let digits = (record.len() + 2).to_string().len();
+        let records = format!("{}{record}", record.len() + digits);
+        let mut out = tar(&[("0.jpg", b"ok")]);
+        out.truncate(out.len() - 1024);
+        let mut pax = tar(&[("PaxHeaders/x", records.as_bytes())]);
+        pax[156] = b'x';
+        fix_checksum(&mut pax[..512]);
+        out.extend(&pax[..pax.len() - 1024]);
+        out.extend(tar(&[("1.jpg", b"x")]));
+        out
+    }
+
+    /// Indexes `bytes` as a shard on a thread, failing the test if that takes a minute.
+    fn index_within_a_minute(bytes: Vec<u8>) -> std::result::Result<usize, String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (_dir, opened) = shards(&[("a.tar", bytes)]);
+            let _ = tx.send(opened.map(|s| s.catalog().len()).map_err(|e| e.to_string()));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("indexing the shard hung")
+    }
+
+    /// A size field in GNU tar's base-256 form.
+    fn base256(size: u64) -> [u8; 12] {
+        let mut field = [0u8; 12];
+        field[0] = 0x80;
+        field[4..].copy_from_slice(&size.to_be_bytes());
+        field
+    }
+
+    #[test]
+    fn crafted_sizes_are_refused_without_wrapping() {
+        let wraps_back = base256(u64::MAX - 511);
+        let mut huge = [0u8; 12];
+        huge[0] = 0xFF;
+        huge[1..].fill(0xFF);
+        for (what, shard) in [
+            ("base-256 size 2^64 - 512", with_size_field(wraps_back)),
+            ("base-256 size beyond 2^64", with_size_field(huge)),
+            ("non-octal size", with_size_field(*b"0000000009z\0")),
+            ("pax size 2^64 - 1", with_pax("18446744073709551615")),
+            ("pax size 2^64 - 1536", with_pax("18446744073709550080")),
+            ("pax size -1", with_pax("-1")),
+            ("pax size +5", with_pax("+5")),
+        ] {
+            let result = index_within_a_minute(shard);
+            assert!(result.is_err(), "{what}: {result:?}");
+        }
+        // The well-formed pax size is still honoured.
+        assert_eq!(index_within_a_minute(with_pax("1")), Ok(2));
+    }
+
+    #[test]
+    fn oversized_extension_headers_and_members_are_not_read() {
+        // Sparse files: the sizes are real, the disk blocks are not.
+        let dir = tempfile::tempdir().unwrap();
+        let mut pax = tar(&[("PaxHeaders/x", b"")]);
+        pax.truncate(512);
+        pax[156] = b'x';
+        pax[124..136].copy_from_slice(format!("{:011o}\0", 1u64 << 30).as_bytes());
+        fix_checksum(&mut pax[..512]);
+        let file = dir.path().join("pax.tar");
+        fs::write(&file, &pax).unwrap();
+        fs::File::options()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .set_len(512 + (1 << 30) + 1024)
+            .unwrap();
+        let err = TarShards::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap_err();
+        assert!(err.to_string().contains("extension header"), "{err}");
+        fs::remove_file(&file).unwrap();
+
+        let mut member = tar(&[("big.jpg", b"")]);
+        member.truncate(512);
+        let size = 8u64 << 30;
+        member[124..136].copy_from_slice(&base256(size));
+        fix_checksum(&mut member[..512]);
+        let file = dir.path().join("big.tar");
+        fs::write(&file, &member).unwrap();
+        fs::File::options()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .set_len(512 + size + 1024)
+            .unwrap();
+        let shards = TarShards::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            shards.read(0, &mut out),
+            Err(Cause::TooLarge {
+                bytes: size,
+                limit: crate::storage::DEFAULT_MAX_BYTES
+            })
+        );
+        assert!(out.capacity() < 1 << 20);
     }
 
     #[test]
