@@ -66,6 +66,7 @@ fn exception_class(err: &nostall::Error, kwargs: &Bound<'_, PyDict>) -> PyResult
             kwargs.set_item("location", path.to_string_lossy())?;
             "StorageError"
         }
+        nostall::Error::Internal(_) => "NostallError",
     })
 }
 

@@ -43,6 +43,9 @@ pub enum Cause {
     },
     /// The decoder rejected the data: truncated, corrupt or unsupported.
     Corrupt(String),
+    /// Reading or preparing the sample panicked: a bug in nostall or in a custom
+    /// [`Source`](crate::storage::Source), contained to this sample.
+    Internal(String),
 }
 
 impl Cause {
@@ -57,6 +60,7 @@ impl Cause {
             Cause::UnknownFormat => "unknown-format",
             Cause::TooManyPixels { .. } => "too-many-pixels",
             Cause::Corrupt(_) => "corrupt",
+            Cause::Internal(_) => "internal",
         }
     }
 
@@ -90,6 +94,11 @@ impl fmt::Display for Cause {
                 "image declares {width}x{height} pixels, over the limit of {limit} (decompression bomb guard)"
             ),
             Cause::Corrupt(msg) => write!(f, "cannot decode: {msg}"),
+            Cause::Internal(msg) => write!(
+                f,
+                "nostall failed on it ({msg}); this is a bug in nostall or in a custom source: \
+                 please report it"
+            ),
         }
     }
 }
@@ -135,6 +144,9 @@ pub enum Error {
         /// What went wrong and, where known, what to do about it.
         message: String,
     },
+    /// A loader thread failed outside any one sample (a bug in nostall): the epoch
+    /// stopped instead of waiting forever for it.
+    Internal(String),
     /// A saved index is damaged or from an incompatible version.
     BadIndex {
         /// The index file.
@@ -163,6 +175,10 @@ impl fmt::Display for Error {
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::Storage { location, message } => write!(f, "{location}: {message}"),
+            Error::Internal(msg) => write!(
+                f,
+                "the loader stopped: {msg} (a bug in nostall: please report it)"
+            ),
             Error::BadIndex { path, reason } => write!(
                 f,
                 "index {} is unusable ({reason}); delete it and nostall will re-scan",

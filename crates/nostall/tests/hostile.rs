@@ -7,9 +7,12 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
+use std::sync::Arc;
+
 use common::{config, jpeg, loader, picture};
 use nostall::codec::{encode_jpeg, EncodePixels};
-use nostall::{Error, ErrorPolicy};
+use nostall::storage::{LocalFiles, ReadMode, Source, SourceStats};
+use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader};
 
 const GOOD: usize = 13;
 
@@ -32,6 +35,10 @@ fn corpus(root: &Path) -> std::path::PathBuf {
     fs::write(bad.join("random.jpg"), noise).unwrap();
     fs::write(bad.join("text.jpg"), b"this is not an image, just a note\n").unwrap();
     fs::write(bad.join("bomb.jpg"), declare_size(&valid, 60000, 60000)).unwrap();
+    // Frame headers that once left the decoder in a state that failed every later sample.
+    fs::write(bad.join("zero-width.jpg"), declare_size(&valid, 0, 60)).unwrap();
+    fs::write(bad.join("zero-height.jpg"), declare_size(&valid, 80, 0)).unwrap();
+    fs::write(bad.join("huge.jpg"), declare_size(&valid, 65535, 65535)).unwrap();
     fs::write(bad.join("deleted.jpg"), &valid).unwrap();
     // Unusual but valid: these must be delivered, converted to RGB.
     fs::write(bad.join("png-named.jpg"), png(40, 30, png::BitDepth::Eight)).unwrap();
@@ -107,7 +114,7 @@ fn skip_policy_fills_batches_and_counts_every_cause() {
         assert_eq!(sizes, [4, 4, 4, 4, 1], "epoch {epoch}");
         let stats = it.stats();
         let expected = BTreeMap::from([
-            ("corrupt", 1),
+            ("corrupt", 4),
             ("empty", 1),
             ("missing", 1),
             ("too-many-pixels", 1),
@@ -137,6 +144,8 @@ fn error_policy_names_the_file_and_cause() {
         ("random.jpg", "not a JPEG or PNG"),
         ("text.jpg", "not a JPEG or PNG"),
         ("bomb.jpg", "60000x60000"),
+        ("zero-width.jpg", "cannot decode"),
+        ("huge.jpg", "65500 pixels"),
     ] {
         let only = tempfile::tempdir().unwrap();
         fs::create_dir(only.path().join("c")).unwrap();
@@ -216,20 +225,129 @@ fn skipping_keeps_output_independent_of_thread_count() {
         let mut c = config(3, threads);
         c.on_error = ErrorPolicy::Skip;
         let l = loader(dir.path(), c);
-        let batches: Vec<(Vec<u64>, Vec<u8>)> = l
-            .epoch(1)
-            .unwrap()
-            .map(|b| b.unwrap())
-            .map(|b| (b.ids().to_vec(), b.data().to_vec()))
-            .collect();
-        batches
+        (0..3)
+            .map(|epoch| {
+                let mut it = l.epoch(epoch).unwrap();
+                let batches: Vec<(Vec<u64>, Vec<u8>)> = it
+                    .by_ref()
+                    .map(|b| b.unwrap())
+                    .map(|b| (b.ids().to_vec(), b.data().to_vec()))
+                    .collect();
+                (batches, it.stats().skipped)
+            })
+            .collect::<Vec<_>>()
     };
     let one = bytes(1);
-    assert_eq!(
-        one.iter().map(|b| b.0.len()).sum::<usize>(),
-        DELIVERABLE + 1
-    ); // nothing deleted here
-    assert_eq!(one, bytes(3));
+    for (batches, skipped) in &one {
+        // Nothing deleted here: every good sample once, every bad one counted.
+        let mut ids: Vec<u64> = batches.iter().flat_map(|b| b.0.clone()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), DELIVERABLE + 1);
+        assert_eq!(skipped.values().sum::<u64>(), 8);
+    }
+    assert_eq!(one, bytes(2));
+    assert_eq!(one, bytes(4));
+}
+
+/// A source that reads through local files but panics on one sample.
+struct PanicsOn {
+    inner: LocalFiles,
+    id: u64,
+    /// Panic with a payload whose drop panics again, so that the panic escapes the
+    /// per-sample guard and takes the thread down.
+    twice: bool,
+}
+
+struct PanicsWhenDropped;
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        panic!("and again while the first panic was handled");
+    }
+}
+
+impl Source for PanicsOn {
+    fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        if id == self.id {
+            if self.twice {
+                std::panic::panic_any(PanicsWhenDropped);
+            }
+            panic!("a bug in a custom source");
+        }
+        self.inner.read(id, out)
+    }
+
+    fn location(&self, id: u64) -> String {
+        self.inner.location(id)
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.inner.stats()
+    }
+}
+
+fn panicking_loader(root: &Path, policy: ErrorPolicy, twice: bool) -> Loader {
+    let (catalog, _) = Catalog::scan(root).unwrap();
+    let catalog = Arc::new(catalog);
+    let source = Arc::new(PanicsOn {
+        inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
+        id: 5,
+        twice,
+    });
+    let mut c = config(4, 2);
+    c.on_error = policy;
+    Loader::new(catalog, source, c).unwrap()
+}
+
+#[test]
+fn a_source_that_panics_costs_one_named_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    common::image_folder(dir.path(), 2, 10);
+    let root = dir.path().to_path_buf();
+    let (delivered, skipped, located) = within_a_minute(move || {
+        let l = panicking_loader(&root, ErrorPolicy::Skip, false);
+        let mut it = l.epoch(0).unwrap();
+        let delivered: usize = it.by_ref().map(|b| b.unwrap().len()).sum();
+        let skipped = it.skipped();
+        (delivered, it.stats().skipped, skipped[0].location.clone())
+    });
+    assert_eq!(delivered, 19);
+    assert_eq!(skipped, BTreeMap::from([("internal", 1)]));
+    assert!(located.ends_with("img005.jpg"), "{located}");
+
+    let root = dir.path().to_path_buf();
+    let err = within_a_minute(move || {
+        let l = panicking_loader(&root, ErrorPolicy::Error, false);
+        let results: Vec<_> = l.epoch(0).unwrap().collect();
+        results
+            .into_iter()
+            .find_map(|r| r.err())
+            .map(|e| e.to_string())
+    });
+    let err = err.expect("an error");
+    assert!(
+        err.contains("img005.jpg") && err.contains("a bug in a custom source"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_thread_that_dies_stops_the_epoch_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    common::image_folder(dir.path(), 2, 10);
+    let root = dir.path().to_path_buf();
+    let results = within_a_minute(move || {
+        let l = panicking_loader(&root, ErrorPolicy::Skip, true);
+        let results: Vec<_> = l.epoch(0).unwrap().collect();
+        results
+    });
+    let err = results
+        .into_iter()
+        .find_map(|r| r.err())
+        .expect("an error, not a hang or a short epoch");
+    assert!(matches!(err, Error::Internal(_)), "{err}");
+    assert!(err.to_string().contains("nostall-fetch"), "{err}");
 }
 
 /// Runs `body` on a thread and fails the test if it has not finished within a minute:

@@ -50,6 +50,7 @@
 mod buffer;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -282,6 +283,8 @@ struct State {
     /// Labels and ids of the batch being assembled.
     labels: Vec<i64>,
     ids: Vec<SampleId>,
+    /// Set when a loader thread died outside any one sample; the epoch stops with it.
+    crash: Option<String>,
 }
 
 /// The fetch threads' state: how far they have read along the stream, and the bytes
@@ -412,6 +415,13 @@ impl Shared {
             drop(st);
             self.completed.notify_all();
         }
+    }
+
+    /// Records that a loader thread died (the first such report wins) and stops the
+    /// epoch, so that the consumer reports it instead of waiting for that thread.
+    fn crashed(&self, what: String) {
+        self.lock().crash.get_or_insert(what);
+        self.halt();
     }
 
     fn halt(&self) {
@@ -582,6 +592,7 @@ impl Epoch {
                 claimers_waiting: 0,
                 labels: Vec::with_capacity(config.plan.batch_size),
                 ids: Vec::with_capacity(config.plan.batch_size),
+                crash: None,
             }),
             ahead: Mutex::new(Ahead {
                 next: start,
@@ -610,16 +621,10 @@ impl Epoch {
         });
         let mut threads = Vec::new();
         for n in 0..config.fetch_threads {
-            let shared = shared.clone();
-            threads.push(spawn(format!("nostall-fetch-{n}"), move || {
-                fetch_loop(&shared)
-            }));
+            threads.push(spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop));
         }
         for n in 0..config.prep_threads {
-            let shared = shared.clone();
-            threads.push(spawn(format!("nostall-prep-{n}"), move || {
-                prep_loop(&shared)
-            }));
+            threads.push(spawn(format!("nostall-prep-{n}"), &shared, prep_loop));
         }
         Epoch {
             shared,
@@ -683,6 +688,13 @@ impl Epoch {
         let mut st = shared.lock();
         let mut waited = Duration::ZERO;
         loop {
+            if let Some(crash) = &st.crash {
+                let error = Error::Internal(crash.clone());
+                drop(st);
+                shared.halt();
+                self.failed = true;
+                return Some(Err(error));
+            }
             while let Some(Some(_)) = st.done.front() {
                 let Outcome { position, result } = st.done.pop_front().flatten().expect("checked");
                 let index = st.cursor;
@@ -821,17 +833,45 @@ impl Drop for Epoch {
     }
 }
 
-fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+/// Starts a loader thread running `body`. A panic that escapes it (one outside any
+/// sample: the samples' own are caught where they happen) stops the epoch with an error,
+/// rather than leaving the consumer waiting for that thread's samples forever.
+fn spawn(name: String, shared: &Arc<Shared>, body: fn(&Shared)) -> JoinHandle<()> {
+    let shared = shared.clone();
+    let thread = name.clone();
     std::thread::Builder::new()
         .name(name)
-        .spawn(body)
+        .spawn(move || {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(&shared))) {
+                shared.crashed(format!("{thread} panicked: {}", panic_message(&*panic)));
+            }
+        })
         .expect("cannot start a loader thread")
+}
+
+/// The message a panic carries, when it is text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
 }
 
 fn fetch_loop(shared: &Shared) {
     while let Some((index, reserved, mut bytes)) = shared.next_to_fetch() {
         let started = Instant::now();
-        let result = shared.source.read(shared.stream[index], &mut bytes);
+        let id = shared.stream[index];
+        // A source that panics on one sample costs that sample (named, skippable), not the
+        // epoch; the buffer it held is not reused.
+        let result = catch_unwind(AssertUnwindSafe(|| shared.source.read(id, &mut bytes)))
+            .unwrap_or_else(|panic| {
+                bytes = Vec::new();
+                Err(Cause::Internal(format!(
+                    "reading it panicked: {}",
+                    panic_message(&*panic)
+                )))
+            });
         let took = started.elapsed();
         shared.fetch.record(took, bytes.len() as u64);
         shared.park(index, reserved, took, result.map(|()| bytes));
@@ -853,15 +893,19 @@ fn prep_loop(shared: &Shared) {
             (None, Ok(_)) => Err(Cause::Corrupt(
                 "the JPEG decoder could not be initialised".into(),
             )),
-            (Some(prep), Ok(bytes)) => {
+            (Some(state), Ok(bytes)) => {
                 let mut rng = Rng::new(derive(&[shared.config.plan.seed, shared.from.epoch, id]));
                 // A panic in a decoder must cost one sample, not the epoch: a thread that died
                 // would leave its sample unfinished and the consumer waiting forever.
-                let run = || prep.run(&shared.config.pipeline, &bytes, &mut rng, slot.as_mut());
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                    .unwrap_or_else(|_| {
-                        Err(Cause::Corrupt("the decoder panicked on this sample".into()))
-                    });
+                let run = || state.run(&shared.config.pipeline, &bytes, &mut rng, slot.as_mut());
+                let result = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+                    // Whatever the panic left half-done in the decoder stays with this sample.
+                    prep = Prep::new(shared.config.max_pixels).ok();
+                    Err(Cause::Internal(format!(
+                        "preparing it panicked: {}",
+                        panic_message(&*panic)
+                    )))
+                });
                 shared.recycle(bytes);
                 result
             }
