@@ -95,6 +95,11 @@ pub struct Args {
     /// goes on without the missing ones (milliseconds).
     #[arg(long, default_value_t = 600_000)]
     barrier_timeout_ms: u64,
+    /// A hook for tests: once every node has reached this epoch, wait for a line on
+    /// standard input before reading any sample of it, so that a test can act (stop a
+    /// peer) at a known point instead of after a guessed delay.
+    #[arg(long, hide = true)]
+    hold_before_epoch: Option<u64>,
 }
 
 fn parse_capacity(s: &str) -> Result<Capacity, String> {
@@ -285,6 +290,10 @@ pub fn run(args: Args) -> Result<(), AnyError> {
             if !node.barrier(epoch)? {
                 eprintln!("nostall node {rank}: not every node reached epoch {epoch}; going on");
             }
+        }
+        if args.hold_before_epoch == Some(epoch) {
+            eprintln!("nostall node {rank}: holding before epoch {epoch}");
+            std::io::stdin().read_line(&mut String::new())?;
         }
         eprintln!("nostall node {rank}: epoch {epoch} started");
         let before = mode.counters();

@@ -6,6 +6,7 @@
 //! [`EpochPlan::locality_aware`] (or the plain [`EpochPlan::new`]) gives it, in order.
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -52,6 +53,11 @@ struct Job {
 impl Job {
     /// Starts every node of the job over `data`, with `extra` arguments for all.
     fn start(data: &Path, out: &Path, extra: &[&str]) -> Job {
+        Job::start_each(data, out, |_| extra.to_vec())
+    }
+
+    /// Starts every node of the job over `data`, with `extra(node)` arguments for each.
+    fn start_each<'a>(data: &Path, out: &Path, extra: impl Fn(usize) -> Vec<&'a str>) -> Job {
         std::fs::create_dir_all(out).unwrap();
         let peers = free_addrs(NODES).join(",");
         let children = (0..NODES)
@@ -76,8 +82,9 @@ impl Job {
                     .arg(out.join(format!("ids{node}")))
                     .arg("--json")
                     .arg(out.join(format!("node{node}.jsonl")))
-                    .args(extra)
+                    .args(extra(node))
                     .env("NOSTALL_PEER_SECRET", "the secret of the test job")
+                    .stdin(Stdio::piped())
                     .stdout(Stdio::null())
                     .stderr(std::fs::File::create(out.join(format!("node{node}.log"))).unwrap())
                     .spawn()
@@ -244,16 +251,27 @@ fn a_node_killed_mid_epoch_costs_the_others_nothing_and_storage_takes_its_share(
     let placement = placement(&catalog);
     let survivors = [0, 1];
 
-    // About 1.5 s an epoch, so that the kill lands inside epoch 0; node 0 lets epoch 1
-    // start without the dead node after 1.5 s.
-    let mut job = Job::start(
-        &data,
-        &dir.path().join("kill"),
-        &["--step-ms", "200", "--barrier-timeout-ms", "1500"],
-    );
+    // Node 2 is killed at a known point: inside its epoch 0, while the survivors hold
+    // before reading any sample of theirs, so that all of node 2's share of their epoch 0
+    // must come from storage (a kill after a guessed delay raced their read-ahead). Node
+    // 0 lets epoch 1 start without the dead node after 1.5 s.
+    let mut job = Job::start_each(&data, &dir.path().join("kill"), |node| {
+        let mut extra = vec!["--step-ms", "200", "--barrier-timeout-ms", "1500"];
+        if survivors.contains(&node) {
+            extra.extend(["--hold-before-epoch", "0"]);
+        }
+        extra
+    });
+    for node in survivors {
+        job.wait_for(node, "holding before epoch 0");
+    }
     job.wait_for(2, "epoch 0 started");
-    std::thread::sleep(Duration::from_millis(400));
     job.children[2].kill().unwrap();
+    job.children[2].wait().unwrap();
+    for node in survivors {
+        let stdin = job.children[node].stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+    }
     let job = job.finish(Some(2));
 
     for &rank in &survivors {
@@ -271,17 +289,22 @@ fn a_node_killed_mid_epoch_costs_the_others_nothing_and_storage_takes_its_share(
             );
         }
     }
-    // The dead node's part came from storage instead: from the kill on in epoch 0, and in
-    // epoch 1 every sample of the survivors that node 2 holds.
-    assert!(job.total(&survivors, 0, "fallbacks") > 0);
-    let theirs: Vec<SampleId> = survivors
-        .iter()
-        .flat_map(|&rank| job.ids(rank)[1].clone())
-        .filter(|&id| placement.holder(id) == Some(2))
-        .collect();
-    assert!(!theirs.is_empty());
-    assert_eq!(job.total(&survivors, 1, "fallbacks"), theirs.len() as u64);
-    let bytes: u64 = theirs.iter().map(|&id| catalog.size(id)).sum();
-    assert!(job.total(&survivors, 1, "storage_bytes") >= bytes);
+    // The dead node's part came from storage instead, in both epochs: every sample of
+    // the survivors that node 2 holds.
+    for epoch in 0..EPOCHS {
+        let theirs: Vec<SampleId> = survivors
+            .iter()
+            .flat_map(|&rank| job.ids(rank)[epoch as usize].clone())
+            .filter(|&id| placement.holder(id) == Some(2))
+            .collect();
+        assert!(!theirs.is_empty());
+        assert_eq!(
+            job.total(&survivors, epoch as usize, "fallbacks"),
+            theirs.len() as u64,
+            "epoch {epoch}"
+        );
+        let bytes: u64 = theirs.iter().map(|&id| catalog.size(id)).sum();
+        assert!(job.total(&survivors, epoch as usize, "storage_bytes") >= bytes);
+    }
     assert!(job.log(0).contains("not every node reached epoch 1"));
 }
