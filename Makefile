@@ -1,19 +1,21 @@
 # The two commands of the README, and what CI runs.
 #   make demo   the ImageNet training pipeline over built-in photographs
 #   make test   format check, lints, and every test (Rust, then Python: python-test)
-# Both install the system packages the build needs (cmake and nasm, to build the vendored
-# libjpeg-turbo 3; chromium, to test the HTML report of `nostall analyze` headless) when
-# they are missing.
+# Both install what they need when it is missing: the demo only the build's system
+# packages (cmake and nasm, to build the vendored libjpeg-turbo 3); the tests also
+# chromium (to test the HTML report of `nostall analyze` headless), python3-venv and
+# s3s-fs (the S3-compatible server the S3 tests run against).
 
-.PHONY: demo test deps bench python-test
+.PHONY: demo test deps build-deps bench python-test
 
-demo: deps
+demo: build-deps
 	cargo run --release -p nostall-cli -- demo
 
 test: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo test --workspace
+	cargo test --profile release-checks -p nostall --lib --test hostile
 	$(MAKE) python-test
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,
@@ -37,10 +39,13 @@ python-test: deps
 	  bench/gpu_train.py
 	$(VENV_TEST)/bin/torchrun --nproc_per_node=2 examples/train_imagenet.py --steps 3 --check-shards
 
-deps:
-	@command -v cmake >/dev/null && command -v nasm >/dev/null && command -v chromium >/dev/null && \
-	  python3 -m venv --help >/dev/null 2>&1 || \
-	  { apt-get update -qq && apt-get install -y -qq cmake nasm python3-venv chromium >/dev/null; }
+build-deps:
+	@command -v cmake >/dev/null && command -v nasm >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq cmake nasm >/dev/null; }
+
+deps: build-deps
+	@command -v chromium >/dev/null && python3 -m venv --help >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq python3-venv chromium >/dev/null; }
 	@# s3s-fs: the S3-compatible server the S3 tests run against.
 	@test -x "$${CARGO_HOME:-$$HOME/.cargo}/bin/s3s-fs" || command -v s3s-fs >/dev/null || \
 	  cargo install s3s-fs@0.14.1 --features binary --locked

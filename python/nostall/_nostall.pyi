@@ -86,6 +86,7 @@ class Loader:
         cache: str | float | int | None = None,
         cache_policy: Literal["minio", "lru", "none", "partitioned"] = "minio",
         on_error: Literal["error", "skip"] = "error",
+        quarantine: str | PathLike[str] | None = None,
         rank: int | None = None,
         world_size: int | None = None,
         output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
@@ -103,10 +104,13 @@ class Loader:
     @property
     def epoch(self) -> int:
         """The epoch being iterated, or the one the next iteration runs."""
-    def state_dict(self) -> dict[str, int]:
-        """``{"epoch", "batch", "sample"}``: resumes exactly after the last batch delivered."""
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Makes the next iteration resume at a position from ``state_dict``."""
+    def state_dict(self) -> dict[str, Any]:
+        """``{"epoch", "batch", "sample", "identity"}``: resumes exactly after the last batch
+        delivered, with the dataset and settings ``identity`` records."""
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Makes the next iteration resume at a position from ``state_dict``; raises
+        ``ConfigError`` naming what differs when it was saved with another dataset, seed,
+        batch size, world size, shard policy or pipeline."""
     @property
     def rank(self) -> int:
         """This process's rank (argument, else ``RANK``, else 0)."""

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::env::Distributed;
+use nostall::pipeline::Next;
 use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Pipeline, Position};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -227,6 +228,8 @@ enum Output {
 ///   (e.g. `torch.distributed.barrier()` before exiting): its node serves the others.
 /// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
 ///   out, fills its place with the next sample and counts it by cause.
+/// - `quarantine` (None): with `on_error="skip"`, a file to which every skipped sample is
+///   appended as a JSON line (`epoch`, `sample_id`, `location`, `cause`, `detail`).
 /// - `rank`, `world_size` (None: `RANK` / `WORLD_SIZE` from the environment, as set
 ///   by torchrun, else 0 and 1): this rank reads its shard; every rank gets the same
 ///   number of batches.
@@ -284,6 +287,9 @@ pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResu
         "cache takes a size (\"35%\", \"2GiB\", 0.35 or a number of bytes) or None",
     ))
 }
+
+/// How often a wait for a batch checks for signals (Ctrl-C).
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Output size of the presets when `image_size` is not given.
 const PRESET_SIZE: u32 = 224;
@@ -423,13 +429,13 @@ impl Loader {
             source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
             fetch_threads=None, prefetch=None, cache=None, cache_policy="minio",
-            on_error="error", rank=None, world_size=None, output="auto"
+            on_error="error", quarantine=None, rank=None, world_size=None, output="auto"
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, cache=None, \
-            cache_policy='minio', on_error='error', rank=None, world_size=None, \
-            output='auto')"
+            cache_policy='minio', on_error='error', quarantine=None, rank=None, \
+            world_size=None, output='auto')"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -449,6 +455,7 @@ impl Loader {
         cache: Option<Bound<'_, PyAny>>,
         cache_policy: &str,
         on_error: &str,
+        quarantine: Option<PathBuf>,
         rank: Option<usize>,
         world_size: Option<usize>,
         output: &str,
@@ -472,6 +479,7 @@ impl Loader {
             world_size,
         };
         let (mut config, mut dist) = args.loader_config(py)?;
+        config.quarantine = quarantine;
         let node_config = if args.partitioned() {
             let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
                 .map_err(|e| raise_peer(py, e))?;
@@ -549,13 +557,25 @@ impl Loader {
         let Some(epoch) = self.current.as_mut() else {
             return Ok(None);
         };
-        match py.detach(|| epoch.next()) {
+        // Wait in slices, checking for signals between them: Ctrl-C must interrupt a
+        // wait for a batch that storage holds up.
+        let next = loop {
+            match py.detach(|| epoch.next_within(SIGNAL_CHECK)) {
+                Next::Pending => py.check_signals()?,
+                Next::Batch(batch) => break Some(batch),
+                Next::End => break None,
+            }
+        };
+        match next {
             None => {
                 self.active = false;
                 self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
                 Ok(None)
             }
             Some(Err(e)) => {
+                // A later state_dict() must point after the batches already delivered,
+                // not at where this iteration started.
+                self.next = nostall::Epoch::position(epoch);
                 self.active = false;
                 Err(raise(py, e))
             }
@@ -592,34 +612,58 @@ impl Loader {
         self.position().epoch
     }
 
-    /// Where the loader stands: `{"epoch", "batch", "sample"}`. Saved with a checkpoint
-    /// and given to `load_state_dict`, it resumes exactly after the last batch
-    /// delivered.
+    /// Where the loader stands: `{"epoch", "batch", "sample", "identity"}`. Saved with a
+    /// checkpoint and given to `load_state_dict`, it resumes exactly after the last batch
+    /// delivered; `identity` ties it to the dataset and settings it was saved with.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let p = self.position();
+        let inner = self.inner.clone();
+        let identity = PyDict::new(py);
+        for (name, value) in py.detach(move || inner.identity()).fields() {
+            identity.set_item(name, value)?;
+        }
         let d = PyDict::new(py);
         d.set_item("epoch", p.epoch)?;
         d.set_item("batch", p.batch)?;
         d.set_item("sample", p.sample)?;
+        d.set_item("identity", identity)?;
         Ok(d)
     }
 
-    /// Makes the next iteration resume at a position from `state_dict`.
+    /// Makes the next iteration resume at a position from `state_dict`, after checking
+    /// that it was saved with this dataset and these settings (`ConfigError` naming what
+    /// differs otherwise).
     fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
-        let get = |key: &str| -> PyResult<u64> {
-            match state.get_item(key)? {
-                Some(v) => v.extract::<u64>(),
-                None => Err(config_error(
-                    py,
-                    format!("state dict lacks {key:?}: give the dict that state_dict() returned"),
-                )),
-            }
+        let lacks = |key: &str| {
+            config_error(
+                py,
+                format!("state dict lacks {key:?}: give the dict that state_dict() returned"),
+            )
         };
-        self.next = Position {
+        let get = |key: &str| -> PyResult<u64> {
+            state.get_item(key)?.ok_or_else(|| lacks(key))?.extract()
+        };
+        let position = Position {
             epoch: get("epoch")?,
             batch: get("batch")?,
             sample: get("sample")?,
         };
+        let saved = state
+            .get_item("identity")?
+            .ok_or_else(|| lacks("identity"))?;
+        let saved = saved.cast::<PyDict>()?;
+        let mut values = std::collections::HashMap::new();
+        for name in nostall::RunIdentity::FIELDS {
+            if let Some(value) = saved.get_item(name)? {
+                values.insert(name, value.extract::<u64>()?);
+            }
+        }
+        let saved = nostall::RunIdentity::from_fields(|name| values.get(name).copied())
+            .map_err(|e| raise(py, e))?;
+        let inner = self.inner.clone();
+        py.detach(move || inner.identity().check(&saved))
+            .map_err(|e| raise(py, e))?;
+        self.next = position;
         Ok(())
     }
 
@@ -711,6 +755,15 @@ impl Loader {
             c.prep_threads,
             self.inner.batches_per_epoch()
         )
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        // Stopping an epoch waits (boundedly) for its threads: not with the GIL held.
+        if let Some(epoch) = self.current.take() {
+            Python::attach(|py| py.detach(move || drop(epoch)));
+        }
     }
 }
 

@@ -124,7 +124,11 @@ def test_state_dict_resumes_exactly_mid_epoch(photos):
     for _ in range(3):
         next(it)
     state = loader.state_dict()
-    assert state == {"epoch": 2, "batch": 3, "sample": 12}
+    assert {k: state[k] for k in ("epoch", "batch", "sample")} == {
+        "epoch": 2,
+        "batch": 3,
+        "sample": 12,
+    }
     del loader, it
 
     resumed = nostall.Loader(photos, **kwargs)
@@ -133,7 +137,42 @@ def test_state_dict_resumes_exactly_mid_epoch(photos):
     assert len(rest) == len(expected) - 3
     for (x, y), (ex, ey) in zip(rest, expected[3:]):
         assert torch.equal(x, ex) and torch.equal(y, ey)
-    assert resumed.state_dict() == {"epoch": 3, "batch": 0, "sample": 0}
+    assert resumed.state_dict() == dict(state, epoch=3, batch=0, sample=0)
+
+
+def test_a_state_resumes_only_the_run_it_was_saved_from(photos, photos_copy):
+    loader = nostall.Loader(photos, batch_size=4, image_size=32, seed=3)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    with pytest.raises(nostall.ConfigError, match="batch_size was 4, is 8"):
+        nostall.Loader(photos, batch_size=8, image_size=32, seed=3).load_state_dict(state)
+    with pytest.raises(nostall.ConfigError, match="seed was 3, is 4"):
+        nostall.Loader(photos, batch_size=4, image_size=32, seed=4).load_state_dict(state)
+    with pytest.raises(nostall.ConfigError, match="world_size was 1, is 2"):
+        nostall.Loader(photos, batch_size=4, image_size=32, seed=3, rank=0,
+                       world_size=2).load_state_dict(state)
+    (photos_copy / "grass" / "extra.jpg").write_bytes(
+        next((photos_copy / "flowers").glob("*.jpg")).read_bytes())
+    with pytest.raises(nostall.ConfigError, match="the dataset changed"):
+        nostall.Loader(str(photos_copy), batch_size=4, image_size=32, seed=3).load_state_dict(
+            state)
+    with pytest.raises(nostall.ConfigError, match="identity"):
+        nostall.Loader(photos, batch_size=4, image_size=32, seed=3).load_state_dict(
+            {"epoch": 0, "batch": 1, "sample": 4})
+
+
+def test_state_dict_after_a_sample_error_points_after_the_delivered_batches(photos_copy):
+    names = sorted((photos_copy / "flowers").glob("*.jpg"))
+    names[-1].write_bytes(names[-1].read_bytes()[:100])  # truncated
+    loader = nostall.Loader(str(photos_copy), batch_size=2, image_size=32, shuffle=False)
+    delivered = 0
+    with pytest.raises(nostall.SampleError):
+        for _ in loader:
+            delivered += 1
+    assert delivered > 0
+    state = loader.state_dict()
+    assert state["batch"] == delivered and state["sample"] == 2 * delivered
 
 
 def test_the_gil_is_released_while_waiting_for_a_batch(photos):
@@ -188,6 +227,24 @@ def test_skip_counts_bad_files_by_cause(photos_copy):
     assert m["skipped"] == {"empty": 1, "unknown-format": 1} and m["skipped_total"] == 2
     skipped = sorted(s["location"].rsplit("/", 1)[-1] for s in loader.skipped())
     assert skipped == ["empty.jpg", "notes.jpg"]
+
+
+def test_skipped_samples_go_to_the_quarantine_file(photos_copy, tmp_path):
+    import json
+
+    (photos_copy / "grass" / "empty.jpg").write_bytes(b"")
+    (photos_copy / "grass" / "notes.jpg").write_bytes(b"not an image at all")
+    quarantine = tmp_path / "quarantine.jsonl"
+    loader = nostall.Loader(str(photos_copy), batch_size=8, image_size=32, on_error="skip",
+                            quarantine=quarantine)
+    for _ in range(2):
+        assert sum(len(labels) for _, labels in loader) == N
+    lines = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert sorted((r["epoch"], r["location"].rsplit("/", 1)[-1], r["cause"]) for r in lines) == [
+        (0, "empty.jpg", "empty"), (0, "notes.jpg", "unknown-format"),
+        (1, "empty.jpg", "empty"), (1, "notes.jpg", "unknown-format")]
+    with pytest.raises(nostall.ConfigError, match="skip"):
+        nostall.Loader(str(photos_copy), quarantine=quarantine)
 
 
 def test_configuration_and_storage_errors(photos, tmp_path):

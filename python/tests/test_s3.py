@@ -10,9 +10,11 @@ sample ids, labels and pixels, batch by batch.
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -71,10 +73,10 @@ def write_shards(folder: Path, out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def s3_server(photos, tmp_path_factory):
+def s3_process(photos, tmp_path_factory):
     """An ``s3s-fs`` process on a free port of 127.0.0.1 serving buckets ``shards`` (the
     demo photographs as tar shards under ``train/``) and ``objects`` (the ImageFolder under
-    ``train/``); yields its endpoint URL and stops it at the end."""
+    ``train/``); yields its endpoint URL and the process, and stops it at the end."""
     binary = s3s_fs()
     root = tmp_path_factory.mktemp("s3")
     write_shards(Path(photos), root / "shards" / "train")
@@ -100,7 +102,7 @@ def s3_server(photos, tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"s3s-fs is not listening on 127.0.0.1:{port} after 20 s", pytrace=False)
             time.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.terminate()
         try:
@@ -108,6 +110,12 @@ def s3_server(photos, tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="module")
+def s3_server(s3_process):
+    """The endpoint URL of the module's ``s3s-fs``."""
+    return s3_process[0]
 
 
 @pytest.fixture
@@ -165,3 +173,22 @@ def test_s3_errors_name_the_location(s3_env):
     assert "bucket `no-such-bucket` does not exist" in str(info.value)
     with pytest.raises(nostall.NostallError, match="s3://shards/nothing-here"):
         nostall.Loader("s3://shards/nothing-here")
+
+
+def test_ctrl_c_interrupts_a_wait_on_storage_that_does_not_answer(s3_env, s3_process):
+    server = s3_process[1]
+    loader = nostall.Loader("s3://objects/train", batch_size=8, image_size=32)
+    # The server stops answering (its connections stay open): the first batch cannot come.
+    server.send_signal(signal.SIGSTOP)
+    timer = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+    try:
+        it = iter(loader)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt) as info:
+            next(it)
+        # The interrupt ended the wait itself: no storage error came first.
+        assert info.value.__context__ is None
+        del it, loader  # stopping the epoch does not wait for the stuck requests
+    finally:
+        timer.cancel()
+        server.send_signal(signal.SIGCONT)

@@ -114,6 +114,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         fetch_threads: args.fetch_threads,
         seed: args.seed,
         skip_bad: false,
+        quarantine: None,
         cold: !args.warm,
         cache: args.storage.cache(),
         link: args.storage.link(),

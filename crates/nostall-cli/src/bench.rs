@@ -46,6 +46,10 @@ pub struct Args {
     /// Skip and count bad samples instead of stopping.
     #[arg(long)]
     skip_bad: bool,
+    /// With --skip-bad, append every skipped sample to this file as a JSON line (epoch,
+    /// sample_id, location, cause, detail), to clean the dataset afterwards.
+    #[arg(long, requires = "skip_bad")]
+    quarantine: Option<std::path::PathBuf>,
     /// Bypass the page cache on every read (honest storage measurements).
     #[arg(long)]
     cold: bool,
@@ -69,6 +73,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         fetch_threads: args.fetch_threads,
         seed: args.seed,
         skip_bad: args.skip_bad,
+        quarantine: args.quarantine,
         cold: args.cold,
         cache: args.storage.cache(),
         link: args.storage.link(),

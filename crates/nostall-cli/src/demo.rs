@@ -44,6 +44,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         fetch_threads: 2,
         seed: 0,
         skip_bad: false,
+        quarantine: None,
         cold: false,
         cache: Default::default(),
         link: None,

@@ -38,6 +38,8 @@ pub struct Settings {
     pub fetch_threads: usize,
     pub seed: u64,
     pub skip_bad: bool,
+    /// With `skip_bad`: a JSON-lines file listing every skipped sample.
+    pub quarantine: Option<std::path::PathBuf>,
     pub cold: bool,
     pub cache: CacheConfig,
     /// An emulated storage link in front of the dataset, if any.
@@ -98,6 +100,7 @@ pub fn loader_config(s: &Settings) -> LoaderConfig {
     } else {
         ErrorPolicy::Error
     };
+    config.quarantine = s.quarantine.clone();
     config.cache = s.cache;
     config
 }

@@ -398,3 +398,105 @@ fn dense_failures_with_a_one_batch_window_never_stall() {
         assert_eq!(skipped, BTreeMap::from([("unknown-format", 20)]));
     }
 }
+
+/// A source whose reads block until the test opens its gate; it reports the first read
+/// that blocks.
+struct Gated {
+    inner: LocalFiles,
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    blocked: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+}
+
+impl Gated {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Source for Gated {
+    fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        if let Some(tx) = self.blocked.lock().unwrap().take() {
+            tx.send(()).unwrap();
+        }
+        let open = self.open.lock().unwrap();
+        drop(self.opened.wait_while(open, |open| !*open).unwrap());
+        self.inner.read(id, out)
+    }
+
+    fn location(&self, id: u64) -> String {
+        self.inner.location(id)
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_consumer_is_never_held_by_a_read_that_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    common::image_folder(dir.path(), 2, 10);
+    let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+    let catalog = Arc::new(catalog);
+    let (tx, blocked) = std::sync::mpsc::channel();
+    let source = Arc::new(Gated {
+        inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
+        open: std::sync::Mutex::new(false),
+        opened: std::sync::Condvar::new(),
+        blocked: std::sync::Mutex::new(Some(tx)),
+    });
+    let l = Loader::new(catalog, source.clone(), config(4, 2)).unwrap();
+    let mut epoch = l.epoch(0).unwrap();
+    blocked.recv().unwrap();
+    // No sample can arrive while the gate is shut: the wait ends at its limit.
+    assert!(matches!(
+        epoch.next_within(std::time::Duration::from_millis(20)),
+        nostall::pipeline::Next::Pending
+    ));
+    // Dropping the epoch returns although its fetch threads are stuck in reads.
+    within_a_minute(move || drop(epoch));
+    source.open();
+    // The loader still works once the reads come back.
+    assert_eq!(
+        l.epoch(1).unwrap().map(|b| b.unwrap().len()).sum::<usize>(),
+        20
+    );
+}
+
+#[test]
+fn the_quarantine_file_lists_every_skipped_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    corpus(dir.path());
+    let file = dir.path().join("quarantine.jsonl");
+    let mut c = config(4, 2);
+    c.on_error = ErrorPolicy::Skip;
+    c.quarantine = Some(file.clone());
+    let l = loader(dir.path(), c.clone());
+    let mut expected = Vec::new();
+    for epoch in 0..2 {
+        let mut it = l.epoch(epoch).unwrap();
+        it.by_ref().for_each(|b| drop(b.unwrap()));
+        expected.extend(it.skipped().into_iter().map(|e| (epoch, e)));
+    }
+    let lines: Vec<serde_json::Value> = fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 16); // 8 bad files, 2 epochs
+    for (line, (epoch, e)) in lines.iter().zip(&expected) {
+        assert_eq!(line["epoch"], *epoch);
+        assert_eq!(line["sample_id"], e.id);
+        assert_eq!(line["location"], e.location.as_str());
+        assert_eq!(line["cause"], e.cause.kind());
+        assert_eq!(line["detail"], e.cause.to_string());
+    }
+    c.on_error = ErrorPolicy::Error;
+    let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+    let catalog = Arc::new(catalog);
+    let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
+    let err = Loader::new(catalog, source, c).unwrap_err();
+    assert!(err.to_string().contains("skip error policy"), "{err}");
+}

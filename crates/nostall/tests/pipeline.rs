@@ -148,6 +148,45 @@ fn resuming_yields_exactly_the_remaining_batches() {
 }
 
 #[test]
+fn a_position_resumes_only_what_it_was_saved_with() {
+    let dir = tempfile::tempdir().unwrap();
+    image_folder(dir.path(), 2, 10);
+    let l = loader(dir.path(), config(3, 2));
+    let saved = Position {
+        epoch: 1,
+        batch: 3,
+        sample: 9,
+    };
+    let identity = l.identity();
+    assert_eq!(
+        l.resume_saved(saved, &identity).unwrap().count(),
+        l.batches_per_epoch() - 3
+    );
+    // The same settings in another loader agree; any change is named.
+    assert_eq!(loader(dir.path(), config(3, 4)).identity(), identity);
+    let refused = |l: &nostall::Loader| match l.resume_saved(saved, &identity) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("resumed a position of another run"),
+    };
+    assert!(refused(&loader(dir.path(), config(4, 2))).contains("batch_size was 3, is 4"));
+    let mut other_seed = config(3, 2);
+    other_seed.plan.seed += 1;
+    assert!(refused(&loader(dir.path(), other_seed)).contains("seed was 5, is 6"));
+    let mut two_ranks = config(3, 2);
+    two_ranks.plan.world = 2;
+    assert!(refused(&loader(dir.path(), two_ranks)).contains("world_size was 1, is 2"));
+    let mut val = config(3, 2);
+    val.pipeline = nostall::Pipeline::imagenet_val(32);
+    assert!(refused(&loader(dir.path(), val)).contains("the pipeline changed"));
+    std::fs::write(
+        dir.path().join("class0").join("new.jpg"),
+        common::jpeg(64, 48, 77),
+    )
+    .unwrap();
+    assert!(refused(&loader(dir.path(), config(3, 2))).contains("the dataset changed"));
+}
+
+#[test]
 fn buffers_are_recycled_not_reallocated_across_epochs() {
     let dir = tempfile::tempdir().unwrap();
     image_folder(dir.path(), 2, 6);

@@ -48,6 +48,10 @@
 //! does not matter which thread prepares it.
 
 mod buffer;
+mod identity;
+mod quarantine;
+
+pub use identity::RunIdentity;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -67,6 +71,7 @@ use crate::plan::{batches_for, samples_per_rank, EpochPlan, PlanConfig, Position
 use crate::rng::{derive, Rng};
 use crate::storage::Source;
 use buffer::{BatchBuffer, Pool, Slot};
+use quarantine::Quarantine;
 
 /// What to do with a sample that cannot be read or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,6 +110,10 @@ pub struct LoaderConfig {
     /// ([`EpochPlan::locality_aware`]), so that ranks take the samples their node holds.
     /// Every global batch keeps the plain plan's contents.
     pub locality: Option<Locality>,
+    /// Under [`ErrorPolicy::Skip`]: append every skipped sample to this file, one JSON
+    /// object a line (`epoch`, `sample_id`, `location`, `cause`, `detail`), so that the
+    /// dataset can be cleaned. Unlike [`Epoch::skipped`], it has no cap.
+    pub quarantine: Option<std::path::PathBuf>,
 }
 
 impl LoaderConfig {
@@ -125,6 +134,7 @@ impl LoaderConfig {
             cache: CacheConfig::default(),
             readahead: 64 << 20,
             locality: None,
+            quarantine: None,
         }
     }
 
@@ -148,6 +158,11 @@ impl LoaderConfig {
         if self.prefetch == 0 {
             return Err(Error::Config("prefetch must be at least 1 batch".into()));
         }
+        if self.quarantine.is_some() && self.on_error != ErrorPolicy::Skip {
+            return Err(Error::Config(
+                "a quarantine file lists skipped samples: it needs the skip error policy".into(),
+            ));
+        }
         if self.readahead == 0 {
             return Err(Error::Config(
                 "readahead must be at least 1 byte (it bounds bytes fetched ahead of prep)".into(),
@@ -163,6 +178,9 @@ pub struct Loader {
     source: Arc<Cached>,
     config: LoaderConfig,
     pool: Arc<Pool>,
+    /// Computed when first asked for: a pass over the catalog.
+    identity: std::sync::OnceLock<RunIdentity>,
+    quarantine: Option<Arc<Quarantine>>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -185,12 +203,38 @@ impl Loader {
         config.validate(catalog.len())?;
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
         let capacity = config.cache.capacity.bytes(catalog.total_bytes());
+        let quarantine = config
+            .quarantine
+            .as_deref()
+            .map(|path| Quarantine::open(path).map(Arc::new))
+            .transpose()?;
         Ok(Loader {
+            quarantine,
             source: Arc::new(Cached::new(source, config.cache.policy, capacity)),
             catalog,
             config,
             pool: Pool::new(buffer_bytes),
+            identity: std::sync::OnceLock::new(),
         })
+    }
+
+    /// What a position of this loader is valid for: save it with the position, and
+    /// check it with [`Loader::resume_saved`].
+    pub fn identity(&self) -> RunIdentity {
+        *self
+            .identity
+            .get_or_init(|| RunIdentity::of(&self.catalog, &self.config))
+    }
+
+    /// Resumes a position saved together with `identity`, after checking that it belongs
+    /// to this dataset and these settings.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming what differs, or as for [`Loader::resume`].
+    pub fn resume_saved(&self, position: Position, identity: &RunIdentity) -> Result<Epoch> {
+        self.identity().check(identity)?;
+        self.resume(position)
     }
 
     /// The configuration.
@@ -337,8 +381,12 @@ struct Shared {
     /// Signalled when a sample completes.
     completed: Condvar,
     stop: AtomicBool,
+    /// Loader threads still running, and the signal that one has exited.
+    running: Mutex<usize>,
+    exited: Condvar,
     fetch: StageCounters,
     prep: StageCounters,
+    quarantine: Option<Arc<Quarantine>>,
     /// The cache's and the storage's counters when the epoch started.
     cache_before: crate::cache::CacheStats,
     storage_before: crate::storage::SourceStats,
@@ -422,6 +470,21 @@ impl Shared {
     fn crashed(&self, what: String) {
         self.lock().crash.get_or_insert(what);
         self.halt();
+    }
+
+    fn thread_exited(&self) {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.exited.notify_all();
+    }
+
+    /// Waits up to `limit` for every loader thread to exit; whether they all did.
+    fn wait_for_threads(&self, limit: Duration) -> bool {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let (running, _) = self
+            .exited
+            .wait_timeout_while(running, limit, |running| *running > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *running == 0
     }
 
     fn halt(&self) {
@@ -551,6 +614,19 @@ pub struct Epoch {
     max_wait: Duration,
     samples: u64,
     failed: bool,
+    /// Time already waited for the next batch by calls to `next_within` that ran out.
+    carried_wait: Duration,
+}
+
+/// What [`Epoch::next_within`] found.
+#[derive(Debug)]
+pub enum Next {
+    /// The next batch, or the error that stopped the epoch.
+    Batch(Result<Batch>),
+    /// The batch is not ready yet; ask again.
+    Pending,
+    /// The epoch has no more batches.
+    End,
 }
 
 impl std::fmt::Debug for Epoch {
@@ -577,6 +653,7 @@ impl Epoch {
             catalog: loader.catalog.clone(),
             source: loader.source.clone(),
             pool: loader.pool.clone(),
+            quarantine: loader.quarantine.clone(),
             state: Mutex::new(State {
                 next: start,
                 last_position: None,
@@ -616,6 +693,8 @@ impl Epoch {
             claimable: Condvar::new(),
             completed: Condvar::new(),
             stop: AtomicBool::new(false),
+            running: Mutex::new(config.fetch_threads + config.prep_threads),
+            exited: Condvar::new(),
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
         });
@@ -636,6 +715,7 @@ impl Epoch {
             max_wait: Duration::ZERO,
             samples: 0,
             failed: false,
+            carried_wait: Duration::ZERO,
         }
     }
 
@@ -682,18 +762,34 @@ impl Epoch {
 
     /// Finalises samples in order until a batch is complete, the plan ends, or an error
     /// stops the epoch.
-    fn next_batch(&mut self) -> Option<Result<Batch>> {
+    /// Like [`Iterator::next`], but waits at most `limit` for the batch: a caller that
+    /// must stay responsive (to Ctrl-C, say) waits in slices. A wait cut short resumes
+    /// where it stopped, and the batch's [`Batch::wait`] counts every slice.
+    pub fn next_within(&mut self, limit: Duration) -> Next {
+        if self.failed {
+            return Next::End;
+        }
+        match self.next_batch(Some(Instant::now() + limit)) {
+            Some(Some(batch)) => Next::Batch(batch),
+            Some(None) => Next::Pending,
+            None => Next::End,
+        }
+    }
+
+    /// Finalises samples in order until a batch is complete, the plan ends, an error
+    /// stops the epoch, or `deadline` passes (`Some(None)`).
+    fn next_batch(&mut self, deadline: Option<Instant>) -> Option<Option<Result<Batch>>> {
         let shared = self.shared.clone();
         let bs = shared.config.plan.batch_size as u64;
         let mut st = shared.lock();
-        let mut waited = Duration::ZERO;
+        let mut waited = std::mem::take(&mut self.carried_wait);
         loop {
             if let Some(crash) = &st.crash {
                 let error = Error::Internal(crash.clone());
                 drop(st);
                 shared.halt();
                 self.failed = true;
-                return Some(Err(error));
+                return Some(Some(Err(error)));
             }
             while let Some(Some(_)) = st.done.front() {
                 let Outcome { position, result } = st.done.pop_front().flatten().expect("checked");
@@ -712,7 +808,15 @@ impl Epoch {
                             drop(st);
                             shared.halt();
                             self.failed = true;
-                            return Some(Err(Error::Sample(error)));
+                            return Some(Some(Err(Error::Sample(error))));
+                        }
+                        if let Some(quarantine) = &shared.quarantine {
+                            if let Err(e) = quarantine.record(shared.from.epoch, &error) {
+                                drop(st);
+                                shared.halt();
+                                self.failed = true;
+                                return Some(Some(Err(e)));
+                            }
                         }
                         st.skipped += 1;
                         *st.skipped_by_cause.entry(error.cause.kind()).or_default() += 1;
@@ -738,7 +842,7 @@ impl Epoch {
                         st.labels.push(label);
                         st.ids.push(id);
                         if st.labels.len() as u64 == bs {
-                            return Some(Ok(self.deliver(st, waited)));
+                            return Some(Some(Ok(self.deliver(st, waited))));
                         }
                     }
                 }
@@ -748,7 +852,7 @@ impl Epoch {
             }
             if st.cursor == shared.stream.len() {
                 if !st.labels.is_empty() && !shared.config.plan.drop_last {
-                    return Some(Ok(self.deliver(st, waited)));
+                    return Some(Some(Ok(self.deliver(st, waited))));
                 }
                 self.finished.get_or_insert_with(Instant::now);
                 self.position.sample = st.cursor as u64;
@@ -757,7 +861,21 @@ impl Epoch {
             let needed = (bs as usize - st.labels.len()).min(shared.stream.len() - st.cursor);
             st.wanted = Some(needed);
             let before = Instant::now();
-            st = shared.completed.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = match deadline {
+                None => shared.completed.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) if deadline <= before => {
+                    st.wanted = None;
+                    self.carried_wait = waited;
+                    return Some(None);
+                }
+                Some(deadline) => {
+                    let (st, _) = shared
+                        .completed
+                        .wait_timeout(st, deadline - before)
+                        .unwrap_or_else(|e| e.into_inner());
+                    st
+                }
+            };
             st.wanted = None;
             waited += before.elapsed();
         }
@@ -814,16 +932,28 @@ impl Iterator for Epoch {
         if self.failed {
             return None;
         }
-        self.next_batch()
+        // Without a deadline the wait is never cut short.
+        self.next_batch(None).flatten()
     }
 }
+
+/// How long dropping an epoch waits for its threads to notice that it stopped.
+const STOP_GRACE: Duration = Duration::from_millis(500);
 
 impl Drop for Epoch {
     fn drop(&mut self) {
         self.shared.halt();
+        // A thread inside a read (a storage request can hang for minutes) or a long decode
+        // notices the halt only when that returns: the consumer does not wait for it.
+        if !self.shared.wait_for_threads(STOP_GRACE) {
+            // Each keeps the epoch's shared state alive, batch buffers included, until it
+            // exits; the buffers are freed then rather than returned to the pool, since a
+            // prep thread may still be writing into its slot.
+            self.threads.clear();
+            return;
+        }
         for thread in self.threads.drain(..) {
-            // A worker that panicked has already reported through its sample (or will be
-            // noticed as a missing one); joining must not panic the consumer.
+            // Panics were caught in the thread; joining must not panic the consumer.
             let _ = thread.join();
         }
         let mut st = self.shared.lock();
@@ -845,6 +975,7 @@ fn spawn(name: String, shared: &Arc<Shared>, body: fn(&Shared)) -> JoinHandle<()
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(&shared))) {
                 shared.crashed(format!("{thread} panicked: {}", panic_message(&*panic)));
             }
+            shared.thread_exited();
         })
         .expect("cannot start a loader thread")
 }

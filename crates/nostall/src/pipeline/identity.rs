@@ -1,0 +1,158 @@
+//! What a saved [`Position`](crate::Position) is valid for.
+//!
+//! A position counts batches and samples of one rank's stream, and that stream follows
+//! from the dataset, the seed, the batch size, the world size and the shard policy; the
+//! bytes of each sample follow from the pipeline too. Resuming a position with any of
+//! them changed would silently deliver some samples twice and others never, so a saved
+//! state carries a [`RunIdentity`] and resuming checks it, naming what differs.
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::plan::Shard;
+use crate::rng::derive;
+
+use super::LoaderConfig;
+
+/// The settings a position belongs to, in a form that can be saved with it (integers).
+///
+/// The rank is not part of it: under torchrun every rank may load the state rank 0 saved
+/// (positions of ranks differ only after skips, which the state of each rank records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunIdentity {
+    /// A digest of the catalog: every sample's path, size and label, and the class names.
+    pub dataset: u64,
+    /// A digest of the pipeline: operators, element type and layout.
+    pub pipeline: u64,
+    /// The shuffle seed.
+    pub seed: u64,
+    /// Samples per batch on a rank.
+    pub batch_size: u64,
+    /// Ranks in the job.
+    pub world_size: u64,
+    /// A digest of the rest of the plan: shuffling, drop-last, shard policy, and whether
+    /// batches are planned locality-aware (with the placement's nodes).
+    pub plan: u64,
+}
+
+impl RunIdentity {
+    /// The identity of a loader over `catalog` configured by `config`.
+    pub(crate) fn of(catalog: &Catalog, config: &LoaderConfig) -> RunIdentity {
+        let plan = &config.plan;
+        let locality = config.locality.as_ref().map_or(0, |l| {
+            derive(&[1, l.placement.nodes() as u64, l.ranks_per_node as u64])
+        });
+        RunIdentity {
+            dataset: catalog_digest(catalog),
+            pipeline: text_digest(&format!("{:?}", config.pipeline)),
+            seed: plan.seed,
+            batch_size: plan.batch_size as u64,
+            world_size: plan.world as u64,
+            plan: derive(&[
+                u64::from(plan.shuffle),
+                u64::from(plan.drop_last),
+                match plan.shard {
+                    Shard::Pad => 0,
+                    Shard::Drop => 1,
+                },
+                locality,
+            ]),
+        }
+    }
+
+    /// The fields' names in the saved form, in the order of [`RunIdentity::fields`].
+    pub const FIELDS: [&'static str; 6] = [
+        "dataset",
+        "pipeline",
+        "seed",
+        "batch_size",
+        "world_size",
+        "plan",
+    ];
+
+    /// Each field with its name: the saved form.
+    pub fn fields(&self) -> [(&'static str, u64); 6] {
+        let values = [
+            self.dataset,
+            self.pipeline,
+            self.seed,
+            self.batch_size,
+            self.world_size,
+            self.plan,
+        ];
+        std::array::from_fn(|i| (Self::FIELDS[i], values[i]))
+    }
+
+    /// Reads the saved form back; `get` returns a field by name (`None` if absent).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the first missing field.
+    pub fn from_fields(mut get: impl FnMut(&str) -> Option<u64>) -> Result<RunIdentity> {
+        let mut field = |name: &str| {
+            get(name).ok_or_else(|| {
+                Error::Config(format!(
+                    "the saved state's identity lacks {name:?}: give the state that was saved"
+                ))
+            })
+        };
+        Ok(RunIdentity {
+            dataset: field("dataset")?,
+            pipeline: field("pipeline")?,
+            seed: field("seed")?,
+            batch_size: field("batch_size")?,
+            world_size: field("world_size")?,
+            plan: field("plan")?,
+        })
+    }
+
+    /// Checks that a position saved under `saved` may be resumed here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming every field that differs.
+    pub fn check(&self, saved: &RunIdentity) -> Result<()> {
+        let differ: Vec<String> = self
+            .fields()
+            .iter()
+            .zip(saved.fields())
+            .filter(|(now, then)| now.1 != then.1)
+            .map(|((name, now), (_, then))| match *name {
+                "dataset" | "pipeline" | "plan" => format!("the {name} changed"),
+                _ => format!("{name} was {then}, is {now}"),
+            })
+            .collect();
+        if differ.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "the saved state belongs to another run ({}): resuming it here would repeat some \
+             samples and leave out others; resume with the dataset and settings it was saved \
+             with, or start an epoch afresh with set_epoch",
+            differ.join("; ")
+        )))
+    }
+}
+
+/// FNV-1a: stable across versions and platforms, which std's hashers do not promise.
+fn text_digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn catalog_digest(catalog: &Catalog) -> u64 {
+    let classes = catalog
+        .classes()
+        .iter()
+        .fold(catalog.len() as u64, |h, class| {
+            derive(&[h, text_digest(class)])
+        });
+    (0..catalog.len() as u64).fold(classes, |h, id| {
+        derive(&[
+            h,
+            text_digest(catalog.relative_path(id)),
+            catalog.size(id),
+            catalog.label(id).map_or(u64::MAX, u64::from),
+        ])
+    })
+}
