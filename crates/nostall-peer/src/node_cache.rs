@@ -38,6 +38,25 @@ impl std::fmt::Debug for NodeCache {
     }
 }
 
+/// Marks a sample as being read from storage until dropped, panic or not: readers
+/// waiting for it must not wait forever for a read that unwound.
+struct Loading<'a> {
+    cache: &'a NodeCache,
+    id: SampleId,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        let cache = self.cache;
+        cache
+            .loading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        cache.loaded.notify_all();
+    }
+}
+
 /// A node cache's counters since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeCacheStats {
@@ -95,16 +114,12 @@ impl NodeCache {
             }
             loading.insert(id);
             drop(loading);
+            let _loading = Loading { cache: self, id };
             let result = self.storage.read(id, out);
             if result.is_ok() {
                 self.cache.offer(id, out);
                 self.fills.fetch_add(1, Ordering::Relaxed);
             }
-            self.loading
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
-            self.loaded.notify_all();
             return result;
         }
     }
@@ -126,6 +141,57 @@ mod tests {
     use super::*;
     use crate::testing::Counting;
     use nostall::cache::Capacity;
+    use nostall::storage::SourceStats;
+
+    /// Panics on its first read, then reads like `Counting`.
+    struct PanicsOnce {
+        inner: Counting,
+        panicked: std::sync::atomic::AtomicBool,
+    }
+
+    impl Source for PanicsOnce {
+        fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
+            if !self.panicked.swap(true, Ordering::Relaxed) {
+                panic!("a bug in the storage source");
+            }
+            self.inner.read(id, out)
+        }
+
+        fn location(&self, id: SampleId) -> String {
+            self.inner.location(id)
+        }
+
+        fn stats(&self) -> SourceStats {
+            self.inner.stats()
+        }
+    }
+
+    #[test]
+    fn a_fill_that_panics_leaves_the_sample_readable() {
+        let storage = Arc::new(PanicsOnce {
+            inner: Counting::new(10, 100),
+            panicked: Default::default(),
+        });
+        let placement =
+            Arc::new(Placement::new(1, 1, Capacity::Fraction(1.0), &[100; 10]).unwrap());
+        let cache = Arc::new(NodeCache::new(0, placement, storage));
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cache.read(3, &mut Vec::new())
+        }));
+        assert!(panicked.is_err());
+        // The next reader of the same sample reads it, rather than waiting for the fill
+        // that unwound (on a thread, so that a wait fails the test instead of hanging it).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = cache.clone();
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = tx.send(reader.read(3, &mut out).map(|()| out));
+        });
+        let read = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the second reader waited forever");
+        assert_eq!(read, Ok(Counting::bytes(3, 100)));
+    }
 
     #[test]
     fn holds_its_part_reads_storage_once_and_concurrent_readers_share_the_fill() {
