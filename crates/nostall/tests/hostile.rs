@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{config, jpeg, loader, picture};
-use nostall::codec::{encode_jpeg, EncodePixels};
+use nostall::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
 use nostall::storage::{LocalFiles, ReadMode, Source, SourceStats};
 use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader};
 
@@ -96,6 +96,28 @@ fn png(width: u32, height: u32, depth: png::BitDepth) -> Vec<u8> {
     writer.write_image_data(&data).unwrap();
     writer.finish().unwrap();
     out
+}
+
+#[test]
+fn a_failed_image_leaves_nothing_behind_in_the_decoder() {
+    let good = jpeg(96, 64, 4);
+    let mut fresh = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+    let reference = fresh.decode_full(&good).unwrap().pixels.to_vec();
+    let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
+    for bad in [
+        declare_size(&good, 0, 64),
+        declare_size(&good, 96, 0),
+        declare_size(&good, 65535, 65535),
+        good[..good.len() / 2].to_vec(),
+    ] {
+        assert!(dec.decode_full(&bad).is_err());
+        for _ in 0..3 {
+            let out = dec
+                .decode_full(&good)
+                .expect("a good image after a bad one");
+            assert_eq!(out.pixels, &reference[..]);
+        }
+    }
 }
 
 #[test]

@@ -615,6 +615,17 @@ mod tests {
         assert_eq!(index_within_a_minute(with_pax("1")), Ok(2));
     }
 
+    /// Writes `head`, then extends the file to `len` bytes without writing them.
+    fn sparse(path: &std::path::Path, head: &[u8], len: u64) {
+        fs::write(path, head).unwrap();
+        fs::File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    }
+
     #[test]
     fn oversized_extension_headers_and_members_are_not_read() {
         // Sparse files: the sizes are real, the disk blocks are not.
@@ -625,13 +636,7 @@ mod tests {
         pax[124..136].copy_from_slice(format!("{:011o}\0", 1u64 << 30).as_bytes());
         fix_checksum(&mut pax[..512]);
         let file = dir.path().join("pax.tar");
-        fs::write(&file, &pax).unwrap();
-        fs::File::options()
-            .append(true)
-            .open(&file)
-            .unwrap()
-            .set_len(512 + (1 << 30) + 1024)
-            .unwrap();
+        sparse(&file, &pax, 512 + (1 << 30) + 1024);
         let err = TarShards::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap_err();
         assert!(err.to_string().contains("extension header"), "{err}");
         fs::remove_file(&file).unwrap();
@@ -641,14 +646,7 @@ mod tests {
         let size = 8u64 << 30;
         member[124..136].copy_from_slice(&base256(size));
         fix_checksum(&mut member[..512]);
-        let file = dir.path().join("big.tar");
-        fs::write(&file, &member).unwrap();
-        fs::File::options()
-            .append(true)
-            .open(&file)
-            .unwrap()
-            .set_len(512 + size + 1024)
-            .unwrap();
+        sparse(&dir.path().join("big.tar"), &member, 512 + size + 1024);
         let shards = TarShards::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap();
         let mut out = Vec::new();
         assert_eq!(
