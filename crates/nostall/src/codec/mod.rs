@@ -100,12 +100,15 @@ const RETAINED_BUFFER_BYTES: usize = 64 << 20;
 
 /// A reusable decoder: one per thread, so steady state allocates nothing.
 ///
-/// Nothing a failed sample leaves behind reaches the next one: after any failure the
-/// TurboJPEG instance is thrown away (libjpeg leaves a decompressor that failed inside
-/// its header mid-stream, and the next header read would continue from there), and
-/// oversized buffers are released.
+/// Nothing an image leaves in the decoder reaches the next one: each image gets a fresh
+/// TurboJPEG instance (about 0.2 µs). libjpeg keeps state between the images of one
+/// instance on purpose: quantisation and Huffman tables, so that a file without its own
+/// tables decodes with the previous file's (an output that depends on which thread saw
+/// which file before), and, after a failure inside a header, the half-read header, from
+/// which the next header read goes on (one bad file failed every later one). Oversized
+/// pixel buffers are released too.
 pub struct Decoder {
-    /// Made on first use and after every failure.
+    /// The instance of the image whose header was read last.
     turbo: Option<Handle>,
     pixels: Vec<u8>,
     scratch: Vec<u8>,
@@ -123,6 +126,7 @@ impl std::fmt::Debug for Decoder {
 impl Decoder {
     /// A decoder refusing images of more than `max_pixels` pixels.
     pub fn new(max_pixels: u64) -> Result<Decoder, String> {
+        // Made once here so that a decoder that cannot work fails at once.
         Ok(Decoder {
             turbo: Some(Handle::decompressor(max_pixels)?),
             pixels: Vec::new(),
@@ -138,6 +142,7 @@ impl Decoder {
                 *buffer = Vec::new();
             }
         }
+        self.turbo = None;
         if data.is_empty() {
             return Err(Cause::Empty);
         }
@@ -213,7 +218,7 @@ impl Decoder {
         self.decode(data, &header, full, (header.width, header.height))
     }
 
-    /// Runs `work` on the TurboJPEG instance (made anew if the last one was dropped), and
+    /// Runs `work` on the current image's TurboJPEG instance, made if there is none, and
     /// drops the instance if `work` fails.
     fn run_turbo<T>(
         turbo: &mut Option<Handle>,
@@ -223,7 +228,7 @@ impl Decoder {
         let handle = match turbo {
             Some(handle) => handle,
             None => turbo.insert(Handle::decompressor(max_pixels).map_err(|e| {
-                Cause::Corrupt(format!("the JPEG decoder could not be initialised: {e}"))
+                Cause::Internal(format!("the JPEG decoder could not be initialised: {e}"))
             })?),
         };
         let result = work(handle);
@@ -406,10 +411,26 @@ mod tests {
         let clean = encode_jpeg(&gradient(96, 64), 96, 64, EncodePixels::Rgb, 90, true).unwrap();
         let mut dec = Decoder::new(DEFAULT_MAX_PIXELS).unwrap();
         let reference = dec.decode_full(&clean).unwrap().pixels.to_vec();
-        // Stray bytes before the end marker (ImageNet has such files): the image is intact.
+        // Stray bytes before the end marker (ImageNet has such files): the image is intact,
+        // progressive or baseline.
         let mut trailing = clean[..clean.len() - 2].to_vec();
         trailing.extend([1, 2, 3, 0xFF, 0xD9]);
         assert_eq!(dec.decode_full(&trailing).unwrap().pixels, &reference[..]);
+        let baseline =
+            encode_jpeg(&gradient(96, 64), 96, 64, EncodePixels::Rgb, 90, false).unwrap();
+        let reference = dec.decode_full(&baseline).unwrap().pixels.to_vec();
+        let mut trailing = baseline[..baseline.len() - 2].to_vec();
+        trailing.extend([7; 40]);
+        trailing.extend([0xFF, 0xD9]);
+        assert_eq!(dec.decode_full(&trailing).unwrap().pixels, &reference[..]);
+        // The same words come when libjpeg skips the rest of the scan to the end marker (a
+        // restart interval without restart markers): that image is not intact.
+        let sos = baseline.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+        let mut skipped = baseline[..sos].to_vec();
+        skipped.extend([0xFF, 0xDD, 0x00, 0x04, 0x00, 0x01]);
+        skipped.extend(&baseline[sos..]);
+        let err = dec.decode_full(&skipped).unwrap_err();
+        assert!(matches!(err, Cause::Corrupt(_)), "{err:?}");
         // Stray bytes between scans, then the file cut short: libjpeg formats only the
         // first warning, so the truncation must not hide behind the stray bytes.
         let second = scans(&clean)[1];

@@ -27,9 +27,20 @@ unsafe impl Send for Handle {}
 /// write at most a few dozen.
 pub(crate) const MAX_SCANS: i32 = 500;
 
-/// The one warning that leaves an image intact: stray bytes just before the end-of-image
-/// marker, common in web-scraped datasets such as ImageNet (PIL accepts them too).
-const TRAILING_GARBAGE: &str = "extraneous bytes before marker 0xd9";
+/// `data` without the stray bytes before its end marker that libjpeg's `message` counts
+/// (`Corrupt JPEG data: N extraneous bytes before marker 0xd9`, common in web-scraped
+/// datasets such as ImageNet, which PIL accepts); `None` for any other message.
+fn without_trailing_garbage(data: &[u8], message: &str) -> Option<Vec<u8>> {
+    let count = message
+        .strip_prefix("Corrupt JPEG data: ")?
+        .strip_suffix(" extraneous bytes before marker 0xd9")?
+        .parse::<usize>()
+        .ok()?;
+    let body = data.strip_suffix(&[0xFF, 0xD9])?;
+    let mut trimmed = body[..body.len().checked_sub(count)?].to_vec();
+    trimmed.extend_from_slice(&[0xFF, 0xD9]);
+    Some(trimmed)
+}
 
 /// What the JPEG header says about the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,25 +235,19 @@ impl Handle {
         // and h are the cropped or scaled dimensions of the header just read from `data`,
         // for the factor and region set from them on this handle.
         if let Err(message) = unsafe { self.decompress(data, target, pitch, format) } {
-            // Stopped at stray bytes just before the end marker: everything before it
-            // decoded cleanly (any earlier warning would have stopped first), but a
-            // progressive image is only written out after its last scan, so decode again
-            // letting that one warning pass.
-            if !message.contains(TRAILING_GARBAGE) {
-                return Err(Cause::Corrupt(message));
+            // Stray bytes before the end marker are harmless when they follow the last
+            // scan's data, but libjpeg reports the same words when it skipped every byte
+            // to the end marker mid-image (a missing restart marker, say). So the image is
+            // decoded again without the bytes it names: a clean decode means they trailed.
+            let trimmed =
+                without_trailing_garbage(data, &message).ok_or(Cause::Corrupt(message))?;
+            if self.read_header(&trimmed)? != *header {
+                return Err(Cause::Corrupt(
+                    "the header changed without its trailing bytes".into(),
+                ));
             }
-            self.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 0)
-                .map_err(Cause::Corrupt)?;
-            // SAFETY: as above; neither the header, the factor nor the region changed.
-            let again = unsafe { self.decompress(data, target, pitch, format) };
-            self.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)
-                .map_err(Cause::Corrupt)?;
-            match again {
-                Err(message) if !message.contains(TRAILING_GARBAGE) => {
-                    return Err(Cause::Corrupt(message))
-                }
-                _ => {}
-            }
+            // SAFETY: as above, for the header just read from `trimmed` (the same one).
+            unsafe { self.decompress(&trimmed, target, pitch, format) }.map_err(Cause::Corrupt)?;
         }
         if header.cmyk {
             cmyk_to_rgb(&cmyk_scratch[..len], out);
