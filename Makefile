@@ -15,7 +15,7 @@ test: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo test --workspace
-	cargo test --profile release-checks -p nostall --lib --test hostile
+	cargo test --profile release-checks -p nostall --lib --test hostile --test hostile_corpus
 	$(MAKE) python-test
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,

@@ -195,6 +195,22 @@ pub(crate) fn read_response(
     Ok(status)
 }
 
+/// Reads `data` as a server reads a client (login, then requests) and as a client reads
+/// a server (greeting, then responses of at most `limit` bytes): what fuzzers run, so that
+/// no byte sequence from the network panics or allocates beyond the limits.
+#[doc(hidden)]
+pub fn parse_for_fuzzing(data: &[u8], limit: u64) {
+    let mut as_server = data;
+    if read_login(&mut as_server).is_ok() {
+        while let Ok(Some(Request::Fetch(_))) = read_request(&mut as_server) {}
+    }
+    let mut as_client = data;
+    let mut out = Vec::new();
+    if read_greeting(&mut as_client).is_ok() {
+        while read_response(&mut as_client, &mut out, limit).is_ok() {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
