@@ -142,7 +142,7 @@ class Loader:
         requests), ``readahead``, ``skipped`` (by cause), ``skipped_total``,
         ``buffers_allocated``; with ``cache_policy="partitioned"`` also ``partitioned``
         (since the node joined: local_samples, local_bytes, peer_samples, peer_bytes,
-        storage_bytes, fallbacks, peer_downs, served_bytes)."""
+        storage_bytes, fallbacks, peer_downs, peer_mismatches, served_bytes)."""
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""

@@ -835,6 +835,7 @@ fn node_dict<'py>(py: Python<'py>, s: &nostall_peer::NodeStats) -> PyResult<Boun
     d.set_item("storage_bytes", s.source.storage_bytes)?;
     d.set_item("fallbacks", s.source.fallbacks)?;
     d.set_item("peer_downs", s.source.peer_downs)?;
+    d.set_item("peer_mismatches", s.source.peer_mismatches)?;
     d.set_item(
         "served_bytes",
         s.service.as_ref().map_or(0, |service| service.served_bytes),

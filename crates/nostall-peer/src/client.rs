@@ -20,6 +20,7 @@ use crate::control::{
     BarrierReply, BarrierRequest, HelloRequest, RegisterRequest, AUTH_HEADER,
     MAX_CONTROL_MESSAGE_BYTES,
 };
+use crate::deadline::Deadline;
 use crate::error::{network, Error, Result};
 use crate::wire::{self, Status};
 
@@ -187,18 +188,40 @@ impl Links {
     }
 
     /// Waits at node 0's barrier for `epoch`.
-    pub(crate) fn barrier(&self, rendezvous: &str, epoch: u64) -> Result<BarrierReply> {
+    ///
+    /// Node 0 answers within `gather` (its own wait for the others); a node 0 that does not
+    /// answer by then and one request's time more (stopped, or cut off) is an error.
+    pub(crate) fn barrier(
+        &self,
+        rendezvous: &str,
+        epoch: u64,
+        gather: Duration,
+    ) -> Result<BarrierReply> {
+        let deadline = gather + self.timeouts.request;
         self.runtime.block_on(async {
-            let mut client = self.control(rendezvous).await?;
-            let request = self.request(BarrierRequest {
-                node: self.node,
-                epoch,
-            });
-            client
-                .barrier(request)
+            let call = async {
+                let mut client = self.control(rendezvous).await?;
+                let request = self.request(BarrierRequest {
+                    node: self.node,
+                    epoch,
+                });
+                client
+                    .barrier(request)
+                    .await
+                    .map(tonic::Response::into_inner)
+                    .map_err(|s| {
+                        Error::Refused(format!("barrier at {rendezvous}: {}", s.message()))
+                    })
+            };
+            tokio::time::timeout(deadline, call)
                 .await
-                .map(tonic::Response::into_inner)
-                .map_err(|s| Error::Refused(format!("barrier at {rendezvous}: {}", s.message())))
+                .map_err(|_| Error::Network {
+                    context: format!(
+                        "barrier at {rendezvous}: no answer within {deadline:?} (node 0 \
+                         stopped or unreachable)"
+                    ),
+                    source: std::io::ErrorKind::TimedOut.into(),
+                })?
         })
     }
 }
@@ -213,8 +236,29 @@ pub(crate) fn resolve(addr: &str) -> Result<SocketAddr> {
 
 /// One open, authenticated data connection.
 struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    reader: BufReader<Deadline>,
+    writer: Deadline,
+}
+
+impl Connection {
+    /// From now on, the connection's I/O must finish within `limit`.
+    fn within(&mut self, limit: Duration) {
+        self.reader.get_mut().within(limit);
+        self.writer.within(limit);
+    }
+
+    /// One fetch of sample `id` into `out`, all of it within `limit`.
+    fn fetch(
+        &mut self,
+        id: u64,
+        out: &mut Vec<u8>,
+        max_bytes: u64,
+        limit: Duration,
+    ) -> std::io::Result<Status> {
+        self.within(limit);
+        wire::write_fetch(&mut self.writer, id)?;
+        wire::read_response(&mut self.reader, out, max_bytes)
+    }
 }
 
 /// Why a fetch from a peer gave no bytes.
@@ -284,19 +328,27 @@ impl Peer {
                 _ => health.data,
             }
         };
+        let timeout = self.links.timeouts.request;
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut conn = match pooled {
-            Some(conn) => conn,
+        // A pooled connection may have been closed by the peer while it idled (it bounds
+        // idle time): that costs a retry on a fresh connection, not the peer's health.
+        let answer = pooled.and_then(|mut conn| {
+            let answer = conn.fetch(id, out, self.limit, timeout);
+            answer.ok().map(|status| (conn, Ok(status)))
+        });
+        let (conn, answer) = match answer {
+            Some(answered) => answered,
             None => match self.connect(data) {
-                Ok(conn) => conn,
+                Ok(mut conn) => {
+                    let answer = conn.fetch(id, out, self.limit, timeout);
+                    (conn, answer)
+                }
                 Err(reason) => {
                     self.mark_down(&reason);
                     return Err(Failure::Down);
                 }
             },
         };
-        let answer = wire::write_fetch(&mut conn.writer, id)
-            .and_then(|()| wire::read_response(&mut conn.reader, out, self.limit));
         match answer {
             Ok(Status::Ok) => {
                 self.fetched_samples.fetch_add(1, Ordering::Relaxed);
@@ -344,19 +396,16 @@ impl Peer {
         };
         let stream = TcpStream::connect_timeout(&data, timeout)
             .map_err(|e| format!("connecting to {data}: {e}"))?;
-        let setup = |stream: &TcpStream| {
-            stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(timeout))?;
-            stream.set_write_timeout(Some(timeout))
-        };
-        setup(&stream).map_err(|e| e.to_string())?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
         let mut conn = Connection {
             reader: BufReader::with_capacity(
                 256 << 10,
-                stream.try_clone().map_err(|e| e.to_string())?,
+                Deadline::new(stream.try_clone().map_err(|e| e.to_string())?),
             ),
-            writer: stream,
+            writer: Deadline::new(stream),
         };
+        // The whole handshake within one request's time.
+        conn.within(timeout);
         let nonce = wire::read_greeting(&mut conn.reader).map_err(|e| e.to_string())?;
         let tag = self.links.secret.sign(Purpose::Data, &nonce);
         wire::write_login(&mut conn.writer, &tag, self.links.node).map_err(|e| e.to_string())?;
@@ -368,7 +417,7 @@ impl Peer {
         }
     }
 
-    fn mark_down(&self, reason: &str) {
+    pub(crate) fn mark_down(&self, reason: &str) {
         let retry_after = self.links.timeouts.retry_after;
         let mut health = self.lock_health();
         if health.retry_at.is_none() {
@@ -393,5 +442,61 @@ impl Peer {
                 self.links.node, self.node, self.addr
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A data-plane server that lets any client in, then answers each fetch one byte
+    /// every 20 ms: each read gets its byte well within any per-call timeout.
+    fn dripping_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut login = [0; crate::auth::TAG_BYTES + 4];
+                    let mut fetch = [0; 13];
+                    let setup = wire::write_greeting(&mut stream, &[0; crate::auth::NONCE_BYTES])
+                        .and_then(|()| stream.read_exact(&mut login))
+                        .and_then(|()| wire::write_response(&mut stream, Status::Ok, &[]))
+                        .and_then(|()| stream.read_exact(&mut fetch))
+                        .and_then(|()| stream.write_all(&[0, 0, 0x10, 0, 0]));
+                    if setup.is_err() {
+                        return;
+                    }
+                    while stream.write_all(&[7]).is_ok() {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_peer_dripping_its_answer_is_marked_down_within_the_deadline() {
+        let timeouts = Timeouts {
+            request: Duration::from_millis(500),
+            retry_after: Duration::from_secs(60),
+            join: Duration::from_secs(1),
+        };
+        let secret = Secret::new(b"the secret of this unit test").unwrap();
+        let links = Arc::new(Links::new(0, secret, Vec::new(), timeouts).unwrap());
+        let peer = Arc::new(Peer::new(1, "127.0.0.1:9".into(), links, 1 << 21));
+        peer.lock_health().data = Some(dripping_server());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fetching = peer.clone();
+        std::thread::spawn(move || tx.send(fetching.fetch(3, &mut Vec::new())));
+        let result = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the fetch never gave up on a peer that drips");
+        assert_eq!(result, Err(Failure::Down));
+        assert_eq!(peer.downs.load(Ordering::Relaxed), 1);
     }
 }

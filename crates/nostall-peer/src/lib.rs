@@ -61,6 +61,7 @@
 pub mod auth;
 mod client;
 pub mod control;
+mod deadline;
 mod error;
 mod membership;
 mod node_cache;

@@ -361,6 +361,7 @@ impl Node {
             storage,
             cache.clone(),
             handles,
+            sizes,
         ));
         Ok(Node {
             config,
@@ -427,7 +428,10 @@ impl Node {
     ///
     /// When node 0 cannot be reached or refuses.
     pub fn barrier(&self, epoch: u64) -> Result<bool> {
-        Ok(self.links.barrier(&self.peers[0], epoch)?.complete)
+        let reply = self
+            .links
+            .barrier(&self.peers[0], epoch, self.config.gather_timeout)?;
+        Ok(reply.complete)
     }
 
     /// The counters.

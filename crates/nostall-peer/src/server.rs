@@ -7,9 +7,9 @@
 //! from serving others.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::{BufReader, BufWriter};
+use std::io::{BufRead, BufReader, BufWriter};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -23,9 +23,25 @@ use crate::control::{
     BarrierReply, BarrierRequest, HelloReply, HelloRequest, RegisterReply, RegisterRequest,
     AUTH_HEADER, MAX_CONTROL_MESSAGE_BYTES,
 };
+use crate::deadline::Deadline;
 use crate::error::{network, Result};
 use crate::node_cache::NodeCache;
 use crate::wire::{self, Request as WireRequest, Status};
+
+/// How long a data connection may idle between requests before the service closes it
+/// (the client then opens a new one).
+pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
+
+/// The most control connections a service holds at once: the job's nodes call node 0 one
+/// connection per call, a few at a time.
+pub const MAX_CONTROL_CONNECTIONS: usize = 64;
+
+/// Epochs whose barrier arrivals node 0 keeps (a late node may still ask for the one
+/// before the current).
+const KEPT_BARRIERS: usize = 4;
+
+/// Rejections of each kind logged in full before only one in a thousand is.
+const LOGGED_REJECTIONS: u64 = 10;
 
 /// How many recent rejections [`ServiceStats::recent`] keeps.
 pub const KEPT_REJECTIONS: usize = 64;
@@ -65,7 +81,7 @@ pub struct ServiceConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
     /// A short kind: `unauthorized`, `bad-request`, `unknown-id`, `not-held`,
-    /// `too-large`, `mismatch`, `too-many-connections`.
+    /// `too-large`, `mismatch`, `duplicate`, `too-many-connections`, `idle`.
     pub kind: &'static str,
     /// The peer's address.
     pub peer: String,
@@ -86,6 +102,8 @@ pub struct ServiceStats {
     pub recent: Vec<Rejection>,
     /// Data connections open now.
     pub open_connections: usize,
+    /// Control connections accepted and open now (at most [`MAX_CONTROL_CONNECTIONS`]).
+    pub control_connections: usize,
 }
 
 /// State shared by the service's threads and tasks.
@@ -102,6 +120,10 @@ struct Shared {
     /// Open data connections by number, shut down when the service stops; each
     /// connection's thread removes its own when it ends.
     connections: Mutex<BTreeMap<u64, TcpStream>>,
+    /// Places for control connections ([`MAX_CONTROL_CONNECTIONS`]), and how many are
+    /// taken by accepted connections.
+    control_places: Arc<tokio::sync::Semaphore>,
+    control_open: Arc<AtomicUsize>,
     rendezvous: Rendezvous,
 }
 
@@ -116,12 +138,17 @@ impl Shared {
     }
 
     fn reject(&self, kind: &'static str, peer: &str, reason: String) {
-        eprintln!(
-            "nostall-peer: node {}: refused {peer} ({kind}): {reason}",
-            self.config.node
-        );
         let mut guard = self.rejections.lock().unwrap_or_else(|e| e.into_inner());
-        *guard.0.entry(kind).or_default() += 1;
+        let count = guard.0.entry(kind).or_default();
+        *count += 1;
+        // A flood must not flood the log too: the first few of each kind, then one in a
+        // thousand (all are counted).
+        if *count <= LOGGED_REJECTIONS || *count % 1000 == 0 {
+            eprintln!(
+                "nostall-peer: node {}: refused {peer} ({kind}, {count} so far): {reason}",
+                self.config.node
+            );
+        }
         if guard.1.len() == KEPT_REJECTIONS {
             guard.1.pop_front();
         }
@@ -180,6 +207,8 @@ impl Service {
             served_bytes: AtomicU64::new(0),
             rejections: Mutex::default(),
             connections: Mutex::default(),
+            control_places: Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS)),
+            control_open: Arc::default(),
         });
 
         data.set_nonblocking(true)
@@ -214,13 +243,22 @@ impl Service {
         control
             .set_nonblocking(true)
             .map_err(network("control listener"))?;
-        let incoming = {
+        let listener = {
             let _guard = runtime.enter();
             tokio::net::TcpListener::from_std(control).map_err(network("control listener"))?
         };
+        let (connections, incoming) = tokio::sync::mpsc::channel(MAX_CONTROL_CONNECTIONS);
+        runtime.spawn(accept_control(listener, shared.clone(), connections));
+        // The client opens a connection per call, and the longest call waits for the
+        // others at the rendezvous or the barrier: no connection needs to live longer.
+        let max_age = shared.config.gather_timeout + shared.config.io_timeout;
         runtime.spawn(async move {
-            let incoming = tonic::transport::server::TcpIncoming::from(incoming);
+            let incoming = futures_util::stream::unfold(incoming, |mut incoming| async move {
+                let connection: ControlConnection = incoming.recv().await?;
+                Some((Ok::<_, std::io::Error>(connection), incoming))
+            });
             let result = tonic::transport::Server::builder()
+                .max_connection_age(max_age)
                 .add_service(server)
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
@@ -268,6 +306,7 @@ impl Service {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .len(),
+            control_connections: self.shared.control_open.load(Ordering::Relaxed),
         }
     }
 }
@@ -343,22 +382,138 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
+/// A control connection, holding one of the service's places for control connections
+/// until it closes.
+struct ControlConnection {
+    stream: tokio::net::TcpStream,
+    _place: Place,
+}
+
+/// One of the places for control connections, taken by an accepted connection.
+struct Place {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    open: Arc<AtomicUsize>,
+}
+
+impl Place {
+    fn taken(permit: tokio::sync::OwnedSemaphorePermit, open: &Arc<AtomicUsize>) -> Place {
+        open.fetch_add(1, Ordering::Relaxed);
+        Place {
+            _permit: permit,
+            open: open.clone(),
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl tonic::transport::server::Connected for ControlConnection {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for ControlConnection {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for ControlConnection {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Accepts control connections while one of [`MAX_CONTROL_CONNECTIONS`] places is free
+/// (the rest wait in the kernel's queue, costing this process no descriptor), and hands
+/// each to the gRPC server once it starts speaking; one that stays silent for the I/O
+/// timeout is closed, so that idle connections cannot keep the places.
+async fn accept_control(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    connections: tokio::sync::mpsc::Sender<ControlConnection>,
+) {
+    let timeout = shared.config.io_timeout;
+    loop {
+        let Ok(permit) = shared.control_places.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                eprintln!("nostall-peer: control accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let place = Place::taken(permit, &shared.control_open);
+        let (shared, connections) = (shared.clone(), connections.clone());
+        tokio::spawn(async move {
+            let mut first = [0; 1];
+            match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
+                Ok(Ok(1..)) => {
+                    let _ = connections
+                        .send(ControlConnection {
+                            stream,
+                            _place: place,
+                        })
+                        .await;
+                }
+                Ok(_) => {}
+                Err(_) => shared.reject(
+                    "idle",
+                    &peer.to_string(),
+                    format!("a control connection said nothing for {timeout:?}"),
+                ),
+            }
+        });
+    }
+}
+
 /// Handshake, then requests until the client leaves or breaks the protocol.
 fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     let peer = peer.to_string();
-    let timeout = Some(shared.config.io_timeout);
-    if stream.set_nonblocking(false).is_err()
-        || stream.set_nodelay(true).is_err()
-        || stream.set_read_timeout(timeout).is_err()
-        || stream.set_write_timeout(timeout).is_err()
-    {
+    let timeout = shared.config.io_timeout;
+    if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
         return;
     }
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
-    let mut reader = BufReader::with_capacity(4096, read_half);
-    let mut writer = BufWriter::with_capacity(256 << 10, stream);
+    let mut reader = BufReader::with_capacity(4096, Deadline::new(read_half));
+    let mut writer = BufWriter::with_capacity(256 << 10, Deadline::new(stream));
+    // The whole handshake within one request's time.
+    reader.get_mut().within(timeout);
+    writer.get_mut().within(timeout);
 
     let nonce = auth::nonce();
     if wire::write_greeting(&mut writer, &nonce).is_err() {
@@ -384,13 +539,20 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     if wire::write_response(&mut writer, Status::Ok, &[]).is_err() {
         return;
     }
-    // Between epochs a connection may idle for long: only sends are timed from here.
-    if writer.get_ref().set_read_timeout(None).is_err() {
-        return;
-    }
 
     let mut bytes = Vec::new();
     loop {
+        // A connection may idle between requests (between epochs, say), up to a limit;
+        // once a request starts, it and its answer must finish within the timeout.
+        if reader.get_mut().idle(IDLE_LIMIT).is_err() || writer.get_mut().idle(IDLE_LIMIT).is_err()
+        {
+            return;
+        }
+        if !matches!(reader.fill_buf(), Ok(buffered) if !buffered.is_empty()) {
+            return;
+        }
+        reader.get_mut().within(timeout);
+        writer.get_mut().within(timeout);
         let request = match wire::read_request(&mut reader) {
             Ok(Some(request)) => request,
             Ok(None) | Err(_) => return,
@@ -559,11 +721,42 @@ impl Control for ControlService {
         &self,
         request: Request<RegisterRequest>,
     ) -> std::result::Result<Response<RegisterReply>, tonic::Status> {
+        let caller = request.remote_addr();
         let register = request.into_inner();
         self.check_node(register.node)?;
+        let peer = caller.map_or("unknown".to_string(), |a| a.to_string());
+        // A node registers the address it is reached at, from that address; and each node
+        // once: a second registration from elsewhere is a duplicate rank or an impostor,
+        // and must not move the node's part of the cache.
+        let claimed = crate::client::resolve(&register.addr).map_err(|e| {
+            tonic::Status::invalid_argument(format!("bad address {:?}: {e}", register.addr))
+        })?;
+        if caller.is_some_and(|caller| caller.ip() != claimed.ip()) {
+            let reason = format!(
+                "node {} registered {} from {peer}: a node registers its own address",
+                register.node, register.addr
+            );
+            self.shared.reject("mismatch", &peer, reason.clone());
+            return Err(tonic::Status::permission_denied(reason));
+        }
         let rendezvous = &self.shared.rendezvous;
-        rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner())[register.node as usize] =
-            Some(register.addr);
+        {
+            let mut addrs = rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = &mut addrs[register.node as usize];
+            match slot {
+                Some(known) if *known != register.addr => {
+                    let reason = format!(
+                        "node {} is already registered at {known}; {} claims it too (two \
+                         processes with the same RANK?)",
+                        register.node, register.addr
+                    );
+                    drop(addrs);
+                    self.shared.reject("duplicate", &peer, reason.clone());
+                    return Err(tonic::Status::already_exists(reason));
+                }
+                _ => *slot = Some(register.addr),
+            }
+        }
         rendezvous.changed.send_modify(|v| *v += 1);
         let all = || {
             rendezvous
@@ -600,13 +793,17 @@ impl Control for ControlService {
         let barrier = request.into_inner();
         self.check_node(barrier.node)?;
         let rendezvous = &self.shared.rendezvous;
-        rendezvous
-            .arrived
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(barrier.epoch)
-            .or_default()
-            .insert(barrier.node);
+        {
+            let mut arrived = rendezvous.arrived.lock().unwrap_or_else(|e| e.into_inner());
+            arrived
+                .entry(barrier.epoch)
+                .or_default()
+                .insert(barrier.node);
+            // Only the latest epochs matter: a long job must not keep every epoch's record.
+            while arrived.len() > KEPT_BARRIERS {
+                arrived.pop_first();
+            }
+        }
         rendezvous.changed.send_modify(|v| *v += 1);
         let count = || {
             rendezvous
@@ -639,6 +836,11 @@ mod tests {
 
     /// A one-node service over `Counting` samples, serving at most `max_connections`.
     fn service(max_connections: usize) -> Service {
+        service_with(max_connections, Duration::from_secs(5))
+    }
+
+    /// Like [`service`], with the I/O timeout given.
+    fn service_with(max_connections: usize, io_timeout: Duration) -> Service {
         let placement =
             Arc::new(Placement::new(0, 1, Capacity::Fraction(1.0), &[100; 10]).unwrap());
         let storage = Arc::new(Counting::new(10, 100));
@@ -650,7 +852,7 @@ mod tests {
             secret: Secret::new(b"the secret of this unit test").unwrap(),
             fingerprint: Vec::new(),
             max_response_bytes: 1000,
-            io_timeout: Duration::from_secs(5),
+            io_timeout,
             gather_timeout: Duration::from_secs(5),
             max_connections,
         };
@@ -673,6 +875,61 @@ mod tests {
             .unwrap();
         let mut magic = [0; 4];
         stream.read_exact(&mut magic).is_ok() && &magic == wire::MAGIC
+    }
+
+    #[test]
+    fn idle_control_connections_take_few_places_and_cost_the_data_plane_nothing() {
+        // 2 000 client sockets and the service's own in this one process.
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+        unsafe {
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+            limit.rlim_cur = limit.rlim_max.min(8192);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+        let service = service_with(512, Duration::from_millis(200));
+        let control = service.control_addr();
+        let idle: Vec<TcpStream> = std::thread::scope(|s| {
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(move || {
+                        (0..250)
+                            .filter_map(|_| {
+                                TcpStream::connect_timeout(&control, Duration::from_millis(20)).ok()
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            openers
+                .into_iter()
+                .flat_map(|o| o.join().unwrap())
+                .collect()
+        });
+        assert!(
+            idle.len() > MAX_CONTROL_CONNECTIONS,
+            "{} connected",
+            idle.len()
+        );
+        let stats = service.stats();
+        assert!(
+            stats.control_connections <= MAX_CONTROL_CONNECTIONS,
+            "{} control connections held",
+            stats.control_connections
+        );
+        // The data plane serves as before.
+        let mut data = TcpStream::connect(service.data_addr()).unwrap();
+        assert!(greeted(&mut data));
+        drop(idle);
+        // Closed, the idle connections give their places back.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while service.stats().control_connections != 0 {
+            assert!(Instant::now() < deadline, "{:?}", service.stats());
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     #[test]

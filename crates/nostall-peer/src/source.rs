@@ -32,9 +32,12 @@ pub struct PartitionedSource {
     local: Option<Arc<NodeCache>>,
     /// Every node's peer handle, by index (this node's own is used only without `local`).
     peers: Vec<Arc<Peer>>,
+    /// Each sample's size in the catalog: what a peer's answer must measure.
+    sizes: Vec<u64>,
     local_samples: AtomicU64,
     local_bytes: AtomicU64,
     fallbacks: AtomicU64,
+    mismatches: AtomicU64,
 }
 
 impl std::fmt::Debug for PartitionedSource {
@@ -64,6 +67,9 @@ pub struct SourceBreakdown {
     pub fallbacks: u64,
     /// Times a peer was marked down.
     pub peer_downs: u64,
+    /// Answers from peers whose size differed from the catalog's (the peer was marked down
+    /// and storage read the sample): a damaged or forged answer, or another dataset.
+    pub peer_mismatches: u64,
 }
 
 impl PartitionedSource {
@@ -73,6 +79,7 @@ impl PartitionedSource {
         storage: Arc<dyn Source>,
         local: Option<Arc<NodeCache>>,
         peers: Vec<Arc<Peer>>,
+        sizes: Vec<u64>,
     ) -> PartitionedSource {
         PartitionedSource {
             node,
@@ -80,9 +87,11 @@ impl PartitionedSource {
             storage,
             local,
             peers,
+            sizes,
             local_samples: AtomicU64::new(0),
             local_bytes: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
+            mismatches: AtomicU64::new(0),
         }
     }
 
@@ -102,6 +111,7 @@ impl PartitionedSource {
             storage_bytes: self.storage.stats().bytes,
             fallbacks: self.fallbacks.load(Ordering::Relaxed),
             peer_downs: sum(|p| &p.downs),
+            peer_mismatches: self.mismatches.load(Ordering::Relaxed),
         }
     }
 }
@@ -117,7 +127,19 @@ impl Source for PartitionedSource {
                 Ok(())
             }
             (Some(holder), _) => match self.peers[holder].fetch(id, out) {
-                Ok(()) => Ok(()),
+                Ok(()) if out.len() as u64 == self.sizes[id as usize] => Ok(()),
+                Ok(()) => {
+                    // Never trust bytes from the network further than they can be checked.
+                    let reason = format!(
+                        "it answered sample {id} with {} bytes, the catalog has {}",
+                        out.len(),
+                        self.sizes[id as usize]
+                    );
+                    self.peers[holder].mark_down(&reason);
+                    self.mismatches.fetch_add(1, Ordering::Relaxed);
+                    self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    self.storage.read(id, out)
+                }
                 Err(failure) => {
                     if let Failure::Refused(status, reason) = failure {
                         eprintln!(

@@ -278,3 +278,91 @@ fn bad_clients_are_refused_with_a_logged_reason_and_others_still_served() {
     }
     assert_eq!(source.breakdown().fallbacks, 0);
 }
+
+#[test]
+fn a_peer_answering_with_bytes_the_catalog_does_not_know_is_caught() {
+    // Node 1's storage holds other bytes than the catalog says (damage, another dataset,
+    // or a forger): node 0 must not take them, and must read those samples from storage.
+    let peers = free_addrs(2);
+    let forged = Arc::new(Memory::new(
+        (0..SAMPLES)
+            .map(|id| [bytes(id), b"forged".to_vec()].concat())
+            .collect(),
+    ));
+    let storages = vec![storage(), forged];
+    let nodes = join_all(&peers, 0.5, &storages);
+    let theirs: Vec<u64> = (0..SAMPLES)
+        .filter(|&id| nodes[0].placement().holder(id) == Some(1))
+        .collect();
+    let source = nodes[0].source();
+    let mut out = Vec::new();
+    for &id in &theirs {
+        source.read(id, &mut out).unwrap();
+        assert_eq!(
+            out,
+            bytes(id),
+            "sample {id}: the catalog's bytes, from storage"
+        );
+    }
+    let stats = source.breakdown();
+    assert!(stats.peer_mismatches >= 1, "{stats:?}");
+    assert_eq!(stats.fallbacks, theirs.len() as u64);
+    assert_eq!(stats.peer_samples, stats.peer_mismatches);
+}
+
+/// A control request carrying the job's token (as `nostall_peer` computes it).
+fn authorized<T>(message: T) -> tonic::Request<T> {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET);
+    let tag = ring::hmac::sign(&key, b"nostall-peer/v1/control");
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert(nostall_peer::control::AUTH_HEADER, hex.parse().unwrap());
+    request
+}
+
+#[test]
+fn a_node_registers_once_and_only_its_own_address() {
+    use nostall_peer::control::RegisterRequest;
+    let peers = free_addrs(2);
+    let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
+    let nodes = join_all(&peers, 0.5, &storages);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rendezvous = format!("http://{}", peers[0]);
+    let register = |node: u32, addr: &str| {
+        let (rendezvous, addr) = (rendezvous.clone(), addr.to_string());
+        async move {
+            let mut client = ControlClient::connect(rendezvous).await.unwrap();
+            client
+                .register(authorized(RegisterRequest { node, addr }))
+                .await
+        }
+    };
+    runtime.block_on(async {
+        // Two processes claim node 1: whichever lands first waits for node 0 (which never
+        // registers in this test); the other is refused at once, naming the conflict.
+        let first = register(1, "127.0.0.1:4001");
+        let second = register(1, "127.0.0.1:4002");
+        let refused = tokio::select! {
+            answer = first => answer.unwrap_err(),
+            answer = second => answer.unwrap_err(),
+        };
+        assert_eq!(refused.code(), tonic::Code::AlreadyExists, "{refused:?}");
+        assert!(
+            refused.message().contains("same RANK"),
+            "{}",
+            refused.message()
+        );
+        // A node may register only the address it calls from.
+        let status = register(0, "127.0.0.2:4003").await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    });
+    let stats = nodes[0].service().unwrap().stats();
+    assert_eq!(stats.rejected["duplicate"], 1);
+    assert!(stats.rejected["mismatch"] >= 1);
+}
