@@ -6,20 +6,16 @@
 //! without trying it, then the next request tries it again (a fresh handshake, since a
 //! restarted peer listens on a new data port).
 
-use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
-use crate::auth::{Purpose, Secret};
+use crate::auth::{handshake, Identity, Secret};
 use crate::control::generated::control_client::ControlClient;
-use crate::control::{
-    BarrierReply, BarrierRequest, HelloRequest, RegisterRequest, AUTH_HEADER,
-    MAX_CONTROL_MESSAGE_BYTES,
-};
+use crate::control::{BarrierReply, BarrierRequest, HelloRequest, RegisterRequest};
 use crate::deadline::Deadline;
 use crate::error::{network, Error, Result};
 use crate::wire::{self, Status};
@@ -50,7 +46,8 @@ impl Default for Timeouts {
 /// What this node tells peers about itself, and the runtime its control calls run on.
 pub(crate) struct Links {
     node: u32,
-    secret: Secret,
+    /// TLS for both planes, from the job's secret.
+    tls: Arc<rustls::ClientConfig>,
     fingerprint: Vec<u8>,
     timeouts: Timeouts,
     runtime: tokio::runtime::Runtime,
@@ -72,7 +69,7 @@ impl Links {
             .map_err(network("cannot start the control client runtime"))?;
         Ok(Links {
             node: node as u32,
-            secret,
+            tls: secret.identity()?.client,
             fingerprint,
             timeouts,
             runtime,
@@ -81,27 +78,11 @@ impl Links {
 
     /// A control client of the peer at `addr`.
     async fn control(&self, addr: &str) -> Result<ControlClient<Channel>> {
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| Error::Config(format!("bad peer address {addr:?}: {e}")))?
-            .connect_timeout(self.timeouts.request);
-        let channel = endpoint.connect().await.map_err(|e| Error::Network {
-            context: format!("cannot reach peer {addr}"),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        Ok(ControlClient::new(channel)
-            .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_CONTROL_MESSAGE_BYTES))
+        crate::control::connect(addr, &self.tls, self.timeouts.request).await
     }
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        let token = self
-            .secret
-            .control_token()
-            .parse()
-            .expect("hex is a valid header value");
-        request.metadata_mut().insert(AUTH_HEADER, token);
-        request
+        tonic::Request::new(message)
     }
 
     /// Greets the peer at `addr`, which must be node `expected`: its data-plane address.
@@ -236,15 +217,13 @@ pub(crate) fn resolve(addr: &str) -> Result<SocketAddr> {
 
 /// One open, authenticated data connection.
 struct Connection {
-    reader: BufReader<Deadline>,
-    writer: Deadline,
+    tls: rustls::StreamOwned<rustls::ClientConnection, Deadline>,
 }
 
 impl Connection {
     /// From now on, the connection's I/O must finish within `limit`.
     fn within(&mut self, limit: Duration) {
-        self.reader.get_mut().within(limit);
-        self.writer.within(limit);
+        self.tls.sock.within(limit);
     }
 
     /// One fetch of sample `id` into `out`, all of it within `limit`.
@@ -256,8 +235,8 @@ impl Connection {
         limit: Duration,
     ) -> std::io::Result<Status> {
         self.within(limit);
-        wire::write_fetch(&mut self.writer, id)?;
-        wire::read_response(&mut self.reader, out, max_bytes)
+        wire::write_fetch(&mut self.tls, id)?;
+        wire::read_response(&mut self.tls, out, max_bytes)
     }
 }
 
@@ -364,7 +343,7 @@ impl Peer {
             Ok(status) => {
                 let reason = String::from_utf8_lossy(out).into_owned();
                 out.clear();
-                if !matches!(status, Status::BadRequest | Status::Unauthorized) {
+                if status != Status::BadRequest {
                     self.idle
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -397,20 +376,23 @@ impl Peer {
         let stream = TcpStream::connect_timeout(&data, timeout)
             .map_err(|e| format!("connecting to {data}: {e}"))?;
         stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let tls = rustls::ClientConnection::new(self.links.tls.clone(), Identity::server_name())
+            .map_err(|e| e.to_string())?;
         let mut conn = Connection {
-            reader: BufReader::with_capacity(
-                256 << 10,
-                Deadline::new(stream.try_clone().map_err(|e| e.to_string())?),
-            ),
-            writer: Deadline::new(stream),
+            tls: rustls::StreamOwned::new(tls, Deadline::new(stream)),
         };
         // The whole handshake within one request's time.
         conn.within(timeout);
-        let nonce = wire::read_greeting(&mut conn.reader).map_err(|e| e.to_string())?;
-        let tag = self.links.secret.sign(Purpose::Data, &nonce);
-        wire::write_login(&mut conn.writer, &tag, self.links.node).map_err(|e| e.to_string())?;
+        handshake(&mut conn.tls).map_err(|e| {
+            format!(
+                "no TLS handshake with the job's identity ({e}): another {} there, or not a \
+                 node",
+                crate::auth::SECRET_VAR
+            )
+        })?;
+        wire::write_hello(&mut conn.tls, self.links.node).map_err(|e| e.to_string())?;
         let mut reason = Vec::new();
-        match wire::read_response(&mut conn.reader, &mut reason, 4096) {
+        match wire::read_response(&mut conn.tls, &mut reason, 4096) {
             Ok(Status::Ok) => Ok(conn),
             Ok(_) => Err(format!("refused: {}", String::from_utf8_lossy(&reason))),
             Err(e) => Err(e.to_string()),
@@ -451,28 +433,44 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
-    /// A data-plane server that lets any client in, then answers each fetch one byte
-    /// every 20 ms: each read gets its byte well within any per-call timeout.
+    const SECRET: &[u8] = b"the secret of this unit test";
+
+    /// A stream that sends one byte at a time, every 20 ms: each read of the other end
+    /// gets its byte well within any per-call timeout.
+    struct Drip(TcpStream);
+
+    impl Read for Drip {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+
+    impl Write for Drip {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(20));
+            self.0.write(&buf[..buf.len().min(1)])
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+    }
+
+    /// A data-plane server of the job (it knows the secret) whose every byte drips.
     fn dripping_server() -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
+        let tls = Secret::new(SECRET).unwrap().identity().unwrap().server;
         std::thread::spawn(move || {
             for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
+                let Ok(stream) = stream else { return };
+                let tls = tls.clone();
                 std::thread::spawn(move || {
-                    let mut login = [0; crate::auth::TAG_BYTES + 4];
-                    let mut fetch = [0; 13];
-                    let setup = wire::write_greeting(&mut stream, &[0; crate::auth::NONCE_BYTES])
-                        .and_then(|()| stream.read_exact(&mut login))
-                        .and_then(|()| wire::write_response(&mut stream, Status::Ok, &[]))
-                        .and_then(|()| stream.read_exact(&mut fetch))
-                        .and_then(|()| stream.write_all(&[0, 0, 0x10, 0, 0]));
-                    if setup.is_err() {
-                        return;
-                    }
-                    while stream.write_all(&[7]).is_ok() {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+                    let conn = rustls::ServerConnection::new(tls).unwrap();
+                    let mut stream = rustls::StreamOwned::new(conn, Drip(stream));
+                    let _ = handshake(&mut stream)
+                        .and_then(|()| wire::read_hello(&mut stream))
+                        .and_then(|_| wire::write_response(&mut stream, Status::Ok, &[]));
                 });
             }
         });
@@ -486,8 +484,8 @@ mod tests {
             retry_after: Duration::from_secs(60),
             join: Duration::from_secs(1),
         };
-        let secret = Secret::new(b"the secret of this unit test").unwrap();
-        let links = Arc::new(Links::new(0, secret, Vec::new(), timeouts).unwrap());
+        let links =
+            Arc::new(Links::new(0, Secret::new(SECRET).unwrap(), Vec::new(), timeouts).unwrap());
         let peer = Arc::new(Peer::new(1, "127.0.0.1:9".into(), links, 1 << 21));
         peer.lock_health().data = Some(dripping_server());
         let (tx, rx) = std::sync::mpsc::channel();

@@ -15,11 +15,16 @@
 //! }
 //! ```
 //!
-//! Every request carries [`AUTH_HEADER`] (see [`crate::auth`]); messages are limited to
-//! [`MAX_CONTROL_MESSAGE_BYTES`].
+//! It runs over TLS 1.3 with the job's identity (see [`crate::auth`]); messages are
+//! limited to [`MAX_CONTROL_MESSAGE_BYTES`].
 
-/// The request header carrying the control-plane token.
-pub const AUTH_HEADER: &str = "x-nostall-auth";
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+use crate::auth::Identity;
+use crate::error::{Error, Result};
 
 /// The largest control message either side accepts.
 pub const MAX_CONTROL_MESSAGE_BYTES: usize = 64 << 10;
@@ -85,6 +90,56 @@ pub struct BarrierReply {
     /// How many had.
     #[prost(uint32, tag = "2")]
     pub arrived: u32,
+}
+
+/// A control client of the peer at `addr` (`host:port`), over TLS with the job's identity
+/// (`tls`: [`crate::auth::Identity::client`]), connecting within `timeout`.
+///
+/// # Errors
+///
+/// [`Error::Config`] for an address that is not one, [`Error::Network`] when the peer
+/// cannot be reached or does not prove the job's secret.
+pub async fn connect(
+    addr: &str,
+    tls: &Arc<rustls::ClientConfig>,
+    timeout: Duration,
+) -> Result<generated::control_client::ControlClient<Channel>> {
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| Error::Config(format!("bad peer address {addr:?}: {e}")))?
+        .connect_timeout(timeout);
+    let tls = tokio_rustls::TlsConnector::from(tls.clone());
+    let target = addr.to_string();
+    let connector = tower::service_fn(move |_: tonic::codegen::http::Uri| {
+        let (tls, target) = (tls.clone(), target.clone());
+        async move {
+            let tcp = tokio::net::TcpStream::connect(&target).await?;
+            tcp.set_nodelay(true)?;
+            let stream = tls.connect(Identity::server_name(), tcp).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    });
+    let channel = endpoint
+        .connect_with_connector(connector)
+        .await
+        .map_err(|e| Error::Network {
+            context: format!("cannot reach peer {addr}"),
+            source: std::io::Error::other(describe(&e)),
+        })?;
+    Ok(generated::control_client::ControlClient::new(channel)
+        .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_CONTROL_MESSAGE_BYTES))
+}
+
+/// An error with its causes, as one line (transport errors hide the useful part).
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// The code `tonic-build` generates (see `build.rs`).

@@ -13,12 +13,12 @@
 //! - [`NodeCache`]: the node's part, filled from storage on first use and kept (it never
 //!   evicts: the part fits by construction). Shared by the node's ranks.
 //! - [`Service`]: serves the node cache to peers. Two planes:
-//!   - **data**: framed TCP ([`wire`]): one request per sample by catalog id (never by
-//!     path), answered with the bytes. Blocking sockets on plain threads, pooled
+//!   - **data**: framed TCP in TLS ([`wire`]): one request per sample by catalog id
+//!     (never by path), answered with the bytes. Blocking sockets on plain threads, pooled
 //!     connections: a sample costs one round trip and one copy into the loader's buffer.
-//!   - **control**: gRPC ([`control`], `tonic`): the handshake (fingerprint check, data
-//!     port), the rendezvous that turns a launcher's `MASTER_ADDR` into a peer list, and
-//!     the barrier before each epoch.
+//!   - **control**: gRPC in TLS ([`control`], `tonic`): the handshake (fingerprint check,
+//!     data port), the rendezvous that turns a launcher's `MASTER_ADDR` into a peer list,
+//!     and the barrier before each epoch.
 //! - [`PartitionedSource`]: the loader's [`nostall::storage::Source`]: own cache → holder
 //!   peer → storage, with peers marked down after a timeout and retried later.
 //! - [`Node`]: all of it for one process, from a [`NodeConfig`] (explicit peer list, or
@@ -26,11 +26,13 @@
 //!
 //! # Security
 //!
-//! The service listens only on the configured address, requires the job's shared secret
-//! ([`Secret`], from `NOSTALL_PEER_SECRET`) on both planes, limits request and response
-//! sizes, and refuses ids outside the catalog or not held by the node; each refusal is
-//! logged with its reason and the service goes on serving others. See [`auth`] for what
-//! the secret does and does not protect against.
+//! The service listens only on the configured address. Both planes run TLS 1.3 with an
+//! identity derived from the job's shared secret ([`Secret`], from `NOSTALL_PEER_SECRET`):
+//! mutual authentication, encrypted and authenticated records, no replay (see [`auth`]
+//! for what the secret does and does not protect against). Every request has a deadline,
+//! request and response sizes are limited, ids outside the catalog or not held by the
+//! node are refused, and bytes from a peer must have the catalog's size; each refusal is
+//! counted and logged, and the service goes on serving others.
 //!
 //! # Example
 //!
@@ -80,6 +82,7 @@ pub use membership::{
 };
 pub use node_cache::{NodeCache, NodeCacheStats};
 pub use server::{
-    Rejection, Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS, KEPT_REJECTIONS,
+    Rejection, Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS, IDLE_LIMIT,
+    KEPT_REJECTIONS, MAX_CONTROL_CONNECTIONS,
 };
 pub use source::{PartitionedSource, SourceBreakdown};

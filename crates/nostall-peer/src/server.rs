@@ -7,7 +7,7 @@
 //! from serving others.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::{BufRead, BufReader, BufWriter};
+use std::io::BufRead;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,11 +17,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tonic::{Request, Response};
 
-use crate::auth::{self, Purpose, Secret};
+use crate::auth::{self, handshake, Secret};
 use crate::control::generated::control_server::{Control, ControlServer};
 use crate::control::{
     BarrierReply, BarrierRequest, HelloReply, HelloRequest, RegisterReply, RegisterRequest,
-    AUTH_HEADER, MAX_CONTROL_MESSAGE_BYTES,
+    MAX_CONTROL_MESSAGE_BYTES,
 };
 use crate::deadline::Deadline;
 use crate::error::{network, Result};
@@ -120,6 +120,8 @@ struct Shared {
     /// Open data connections by number, shut down when the service stops; each
     /// connection's thread removes its own when it ends.
     connections: Mutex<BTreeMap<u64, TcpStream>>,
+    /// TLS for both planes, from the job's secret.
+    tls: Arc<rustls::ServerConfig>,
     /// Places for control connections ([`MAX_CONTROL_CONNECTIONS`]), and how many are
     /// taken by accepted connections.
     control_places: Arc<tokio::sync::Semaphore>,
@@ -185,7 +187,8 @@ impl Service {
     ///
     /// # Errors
     ///
-    /// [`Error::Network`] when an address cannot be bound.
+    /// [`crate::Error::Network`] when an address cannot be bound, [`crate::Error::Config`]
+    /// if the TLS identity cannot be made.
     pub fn start(config: ServiceConfig, cache: Arc<NodeCache>, samples: u64) -> Result<Service> {
         let data = TcpListener::bind(SocketAddr::new(config.listen.ip(), 0)).map_err(network(
             format!("cannot listen on {} for data", config.listen.ip()),
@@ -196,7 +199,9 @@ impl Service {
             config.listen
         )))?;
         let control_addr = control.local_addr().map_err(network("control listener"))?;
+        let tls = config.secret.identity()?.server;
         let shared = Arc::new(Shared {
+            tls,
             rendezvous: Rendezvous::new(config.nodes),
             config,
             cache,
@@ -231,15 +236,9 @@ impl Service {
         let service = ControlService {
             shared: shared.clone(),
         };
-        let secret = shared.config.secret.clone();
-        let checker = shared.clone();
         let server = ControlServer::new(service)
             .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_CONTROL_MESSAGE_BYTES);
-        let server = tonic::service::interceptor::InterceptedService::new(
-            server,
-            move |request: Request<()>| authorize(&secret, &checker, request),
-        );
         control
             .set_nonblocking(true)
             .map_err(network("control listener"))?;
@@ -385,7 +384,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
 /// A control connection, holding one of the service's places for control connections
 /// until it closes.
 struct ControlConnection {
-    stream: tokio::net::TcpStream,
+    stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
     _place: Place,
 }
 
@@ -415,7 +414,7 @@ impl tonic::transport::server::Connected for ControlConnection {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
+        self.stream.get_ref().0.connect_info()
     }
 }
 
@@ -455,8 +454,9 @@ impl tokio::io::AsyncWrite for ControlConnection {
 
 /// Accepts control connections while one of [`MAX_CONTROL_CONNECTIONS`] places is free
 /// (the rest wait in the kernel's queue, costing this process no descriptor), and hands
-/// each to the gRPC server once it starts speaking; one that stays silent for the I/O
-/// timeout is closed, so that idle connections cannot keep the places.
+/// each to the gRPC server once its TLS handshake proved the job's secret; one that does
+/// not within the I/O timeout is closed, so that idle or foreign connections cannot keep
+/// the places.
 async fn accept_control(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -477,10 +477,11 @@ async fn accept_control(
         };
         let place = Place::taken(permit, &shared.control_open);
         let (shared, connections) = (shared.clone(), connections.clone());
+        let acceptor = tokio_rustls::TlsAcceptor::from(shared.tls.clone());
         tokio::spawn(async move {
-            let mut first = [0; 1];
-            match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
-                Ok(Ok(1..)) => {
+            let peer = peer.to_string();
+            match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => {
                     let _ = connections
                         .send(ControlConnection {
                             stream,
@@ -488,11 +489,19 @@ async fn accept_control(
                         })
                         .await;
                 }
-                Ok(_) => {}
+                Ok(Err(err)) => shared.reject(
+                    "unauthorized",
+                    &peer,
+                    format!(
+                        "no TLS handshake with the job's identity ({err}); a node with another \
+                         {}, or not a node",
+                        auth::SECRET_VAR
+                    ),
+                ),
                 Err(_) => shared.reject(
                     "idle",
-                    &peer.to_string(),
-                    format!("a control connection said nothing for {timeout:?}"),
+                    &peer,
+                    format!("no TLS handshake within {timeout:?}"),
                 ),
             }
         });
@@ -506,37 +515,32 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
         return;
     }
-    let Ok(read_half) = stream.try_clone() else {
+    let Ok(tls) = rustls::ServerConnection::new(shared.tls.clone()) else {
         return;
     };
-    let mut reader = BufReader::with_capacity(4096, Deadline::new(read_half));
-    let mut writer = BufWriter::with_capacity(256 << 10, Deadline::new(stream));
-    // The whole handshake within one request's time.
-    reader.get_mut().within(timeout);
-    writer.get_mut().within(timeout);
-
-    let nonce = auth::nonce();
-    if wire::write_greeting(&mut writer, &nonce).is_err() {
-        return;
-    }
-    let (tag, node) = match wire::read_login(&mut reader) {
-        Ok(login) => login,
-        Err(err) => {
-            shared.reject("unauthorized", &peer, format!("no valid handshake: {err}"));
-            return;
-        }
-    };
-    if !shared.config.secret.verify(Purpose::Data, &nonce, &tag) {
+    let mut conn = rustls::StreamOwned::new(tls, Deadline::new(stream));
+    // The whole handshake within one request's time: TLS, which proves that each end
+    // knows the job's secret, then the client's hello.
+    conn.sock.within(timeout);
+    if let Err(err) = handshake(&mut conn) {
         let reason = format!(
-            "client (node {node}) does not know the job's secret; check that {} is the same \
-             on every node",
+            "no TLS handshake with the job's identity ({err}); a node with another {}, or \
+             not a node",
             auth::SECRET_VAR
         );
-        shared.reject("unauthorized", &peer, reason.clone());
-        let _ = wire::write_response(&mut writer, Status::Unauthorized, reason.as_bytes());
+        shared.reject("unauthorized", &peer, reason);
         return;
     }
-    if wire::write_response(&mut writer, Status::Ok, &[]).is_err() {
+    match wire::read_hello(&mut conn) {
+        Ok(_node) => {}
+        Err(err) => {
+            let reason = format!("bad hello: {err}");
+            shared.reject("bad-request", &peer, reason.clone());
+            let _ = wire::write_response(&mut conn, Status::BadRequest, reason.as_bytes());
+            return;
+        }
+    }
+    if wire::write_response(&mut conn, Status::Ok, &[]).is_err() {
         return;
     }
 
@@ -544,16 +548,14 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     loop {
         // A connection may idle between requests (between epochs, say), up to a limit;
         // once a request starts, it and its answer must finish within the timeout.
-        if reader.get_mut().idle(IDLE_LIMIT).is_err() || writer.get_mut().idle(IDLE_LIMIT).is_err()
-        {
+        if conn.sock.idle(IDLE_LIMIT).is_err() {
             return;
         }
-        if !matches!(reader.fill_buf(), Ok(buffered) if !buffered.is_empty()) {
+        if !matches!(conn.fill_buf(), Ok(buffered) if !buffered.is_empty()) {
             return;
         }
-        reader.get_mut().within(timeout);
-        writer.get_mut().within(timeout);
-        let request = match wire::read_request(&mut reader) {
+        conn.sock.within(timeout);
+        let request = match wire::read_request(&mut conn) {
             Ok(Some(request)) => request,
             Ok(None) | Err(_) => return,
         };
@@ -561,7 +563,7 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             WireRequest::Fetch(id) => id,
             WireRequest::Bad(reason) => {
                 shared.reject("bad-request", &peer, reason.clone());
-                let _ = wire::write_response(&mut writer, Status::BadRequest, reason.as_bytes());
+                let _ = wire::write_response(&mut conn, Status::BadRequest, reason.as_bytes());
                 return;
             }
         };
@@ -597,45 +599,10 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                 }
             }
         };
-        if wire::write_response(&mut writer, status, payload).is_err() {
+        if wire::write_response(&mut conn, status, payload).is_err() {
             return;
         }
     }
-}
-
-/// Checks the control plane's secret header.
-fn authorize(
-    secret: &Secret,
-    shared: &Shared,
-    request: Request<()>,
-) -> std::result::Result<Request<()>, tonic::Status> {
-    let tag = request
-        .metadata()
-        .get(AUTH_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(decode_hex);
-    if tag.is_some_and(|tag| secret.verify(Purpose::Control, &[], &tag)) {
-        return Ok(request);
-    }
-    let peer = request
-        .remote_addr()
-        .map_or("unknown".to_string(), |a| a.to_string());
-    let reason = format!(
-        "control request without the job's secret; check that {} is the same on every node",
-        auth::SECRET_VAR
-    );
-    shared.reject("unauthorized", &peer, reason.clone());
-    Err(tonic::Status::unauthenticated(reason))
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// Who has registered, and who has reached which epoch's barrier; node 0's copy is the
@@ -849,7 +816,7 @@ mod tests {
             node: 0,
             nodes: 1,
             listen: "127.0.0.1:0".parse().unwrap(),
-            secret: Secret::new(b"the secret of this unit test").unwrap(),
+            secret: Secret::new(SECRET).unwrap(),
             fingerprint: Vec::new(),
             max_response_bytes: 1000,
             io_timeout,
@@ -868,13 +835,36 @@ mod tests {
         }
     }
 
-    /// Whether the service greets a new connection (else it closes it at once).
-    fn greeted(stream: &mut TcpStream) -> bool {
+    const SECRET: &[u8] = b"the secret of this unit test";
+
+    /// Whether the service closes a connection (it waits for a TLS client otherwise, and
+    /// the read times out after 10 s).
+    fn closed(stream: &mut TcpStream) -> bool {
         stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
+            .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        let mut magic = [0; 4];
-        stream.read_exact(&mut magic).is_ok() && &magic == wire::MAGIC
+        matches!(stream.read(&mut [0; 1]), Ok(0))
+            || stream
+                .read(&mut [0; 1])
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset)
+    }
+
+    /// One fetch over the data plane, as a node of the job: the answer's status.
+    fn fetch(service: &Service, id: u64) -> Status {
+        let tcp = TcpStream::connect(service.data_addr()).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let client = Secret::new(SECRET).unwrap().identity().unwrap().client;
+        let conn = rustls::ClientConnection::new(client, auth::Identity::server_name()).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let mut out = Vec::new();
+        handshake(&mut tls).unwrap();
+        wire::write_hello(&mut tls, 0).unwrap();
+        assert_eq!(
+            wire::read_response(&mut tls, &mut out, 100).unwrap(),
+            Status::Ok
+        );
+        wire::write_fetch(&mut tls, id).unwrap();
+        wire::read_response(&mut tls, &mut out, 1000).unwrap()
     }
 
     #[test]
@@ -921,8 +911,7 @@ mod tests {
             stats.control_connections
         );
         // The data plane serves as before.
-        let mut data = TcpStream::connect(service.data_addr()).unwrap();
-        assert!(greeted(&mut data));
+        assert_eq!(fetch(&service, 3), Status::Ok);
         drop(idle);
         // Closed, the idle connections give their places back.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -936,22 +925,16 @@ mod tests {
     fn connections_over_the_limit_are_refused_and_closed_ones_are_forgotten() {
         let service = service(2);
         let data = service.data_addr();
-        let mut first = TcpStream::connect(data).unwrap();
-        let mut second = TcpStream::connect(data).unwrap();
-        assert!(greeted(&mut first) && greeted(&mut second));
+        let first = TcpStream::connect(data).unwrap();
+        let second = TcpStream::connect(data).unwrap();
         until_open(&service, 2);
         let mut third = TcpStream::connect(data).unwrap();
-        assert!(
-            !greeted(&mut third),
-            "over the limit: closed without a greeting"
-        );
+        assert!(closed(&mut third), "over the limit: closed at once");
         assert_eq!(service.stats().rejected["too-many-connections"], 1);
 
-        // Clients that leave (here: without logging in) free their places.
+        // Clients that leave (here: before their handshake) free their places.
         drop((first, second, third));
         until_open(&service, 0);
-        let mut again = TcpStream::connect(data).unwrap();
-        assert!(greeted(&mut again));
-        until_open(&service, 1);
+        assert_eq!(fetch(&service, 3), Status::Ok);
     }
 }

@@ -1,10 +1,9 @@
-//! The data plane's framing: a handshake, then fetch requests and sample responses over
-//! one TCP connection, all integers big-endian.
+//! The data plane's framing, inside a TLS 1.3 connection (see [`crate::auth`]): a hello,
+//! then fetch requests and sample responses, all integers big-endian.
 //!
 //! ```text
-//! server → client   "NSTL" | version u8 | nonce [16]
-//! client → server   tag [32] = HMAC(secret, data label ‖ nonce) | node u32
-//! server → client   status u8 | length u32 | reason       (status ACCEPTED: length 0)
+//! client → server   "NSTL" | version u8 | node u32
+//! server → client   status u8 | length u32 | reason       (status OK: length 0)
 //! then, repeated:
 //! client → server   length u32 | op u8 = FETCH | id u64  (length counts op and id)
 //! server → client   status u8 | length u32 | payload      (OK: the sample's bytes;
@@ -18,13 +17,11 @@
 
 use std::io::{self, Read, Write};
 
-use crate::auth::{NONCE_BYTES, TAG_BYTES};
-
-/// The first bytes a server sends.
+/// The first bytes a client sends.
 pub(crate) const MAGIC: &[u8; 4] = b"NSTL";
 
-/// The protocol version; a client refuses any other.
-pub(crate) const VERSION: u8 = 1;
+/// The protocol version; a server refuses any other.
+pub(crate) const VERSION: u8 = 2;
 
 /// The largest request a server reads: a fetch is 9 bytes.
 pub const MAX_REQUEST_BYTES: u32 = 64;
@@ -46,10 +43,9 @@ pub enum Status {
     Unavailable = 3,
     /// The sample is larger than the server's response limit.
     TooLarge = 4,
-    /// Malformed or oversized request: the connection is closed after this.
+    /// Malformed or oversized request, or a hello of another protocol version: the
+    /// connection is closed after this.
     BadRequest = 5,
-    /// The handshake failed (wrong secret, wrong version): the connection is closed.
-    Unauthorized = 6,
 }
 
 impl Status {
@@ -61,7 +57,6 @@ impl Status {
             3 => Status::Unavailable,
             4 => Status::TooLarge,
             5 => Status::BadRequest,
-            6 => Status::Unauthorized,
             _ => return Err(invalid(format!("unknown status byte {byte}"))),
         })
     }
@@ -71,22 +66,22 @@ pub(crate) fn invalid(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
-/// The server's greeting.
-pub(crate) fn write_greeting(w: &mut impl Write, nonce: &[u8; NONCE_BYTES]) -> io::Result<()> {
-    let mut frame = [0; 4 + 1 + NONCE_BYTES];
+/// The client's hello: who it is, in which protocol version.
+pub(crate) fn write_hello(w: &mut impl Write, node: u32) -> io::Result<()> {
+    let mut frame = [0; 4 + 1 + 4];
     frame[..4].copy_from_slice(MAGIC);
     frame[4] = VERSION;
-    frame[5..].copy_from_slice(nonce);
+    frame[5..].copy_from_slice(&node.to_be_bytes());
     w.write_all(&frame)?;
     w.flush()
 }
 
-/// Reads the server's greeting: its nonce, once the magic and version match.
-pub(crate) fn read_greeting(r: &mut impl Read) -> io::Result<[u8; NONCE_BYTES]> {
-    let mut frame = [0; 4 + 1 + NONCE_BYTES];
+/// Reads a client's hello: its node index, once the magic and version match.
+pub(crate) fn read_hello(r: &mut impl Read) -> io::Result<u32> {
+    let mut frame = [0; 4 + 1 + 4];
     r.read_exact(&mut frame)?;
     if &frame[..4] != MAGIC {
-        return Err(invalid("not a nostall peer (bad greeting)"));
+        return Err(invalid("not a nostall peer (bad hello)"));
     }
     if frame[4] != VERSION {
         return Err(invalid(format!(
@@ -95,28 +90,7 @@ pub(crate) fn read_greeting(r: &mut impl Read) -> io::Result<[u8; NONCE_BYTES]> 
             frame[4]
         )));
     }
-    let mut nonce = [0; NONCE_BYTES];
-    nonce.copy_from_slice(&frame[5..]);
-    Ok(nonce)
-}
-
-/// The client's answer to the greeting.
-pub(crate) fn write_login(w: &mut impl Write, tag: &[u8; TAG_BYTES], node: u32) -> io::Result<()> {
-    let mut frame = [0; TAG_BYTES + 4];
-    frame[..TAG_BYTES].copy_from_slice(tag);
-    frame[TAG_BYTES..].copy_from_slice(&node.to_be_bytes());
-    w.write_all(&frame)?;
-    w.flush()
-}
-
-/// Reads the client's answer: its tag and node index.
-pub(crate) fn read_login(r: &mut impl Read) -> io::Result<([u8; TAG_BYTES], u32)> {
-    let mut frame = [0; TAG_BYTES + 4];
-    r.read_exact(&mut frame)?;
-    let mut tag = [0; TAG_BYTES];
-    tag.copy_from_slice(&frame[..TAG_BYTES]);
-    let node = u32::from_be_bytes(frame[TAG_BYTES..].try_into().expect("4 bytes"));
-    Ok((tag, node))
+    Ok(u32::from_be_bytes(frame[5..].try_into().expect("4 bytes")))
 }
 
 /// A fetch request for `id`.
@@ -195,20 +169,18 @@ pub(crate) fn read_response(
     Ok(status)
 }
 
-/// Reads `data` as a server reads a client (login, then requests) and as a client reads
-/// a server (greeting, then responses of at most `limit` bytes): what fuzzers run, so that
-/// no byte sequence from the network panics or allocates beyond the limits.
+/// Reads `data` as a server reads a client (hello, then requests) and as a client reads a
+/// server (responses of at most `limit` bytes): what fuzzers run, so that no byte sequence
+/// from a peer panics or allocates beyond the limits.
 #[doc(hidden)]
 pub fn parse_for_fuzzing(data: &[u8], limit: u64) {
     let mut as_server = data;
-    if read_login(&mut as_server).is_ok() {
+    if read_hello(&mut as_server).is_ok() {
         while let Ok(Some(Request::Fetch(_))) = read_request(&mut as_server) {}
     }
     let mut as_client = data;
     let mut out = Vec::new();
-    if read_greeting(&mut as_client).is_ok() {
-        while read_response(&mut as_client, &mut out, limit).is_ok() {}
-    }
+    while read_response(&mut as_client, &mut out, limit).is_ok() {}
 }
 
 #[cfg(test)]
@@ -218,18 +190,8 @@ mod tests {
     #[test]
     fn frames_round_trip() {
         let mut buf = Vec::new();
-        write_greeting(&mut buf, &[7; NONCE_BYTES]).unwrap();
-        assert_eq!(
-            read_greeting(&mut buf.as_slice()).unwrap(),
-            [7; NONCE_BYTES]
-        );
-
-        buf.clear();
-        write_login(&mut buf, &[9; TAG_BYTES], 3).unwrap();
-        assert_eq!(
-            read_login(&mut buf.as_slice()).unwrap(),
-            ([9; TAG_BYTES], 3)
-        );
+        write_hello(&mut buf, 3).unwrap();
+        assert_eq!(read_hello(&mut buf.as_slice()).unwrap(), 3);
 
         buf.clear();
         write_fetch(&mut buf, 1 << 40).unwrap();
@@ -267,9 +229,9 @@ mod tests {
         assert!(reason.contains("unknown request op 9"), "{reason}");
 
         let mut buf = Vec::new();
-        write_greeting(&mut buf, &[0; NONCE_BYTES]).unwrap();
-        buf[4] = 2;
-        let err = read_greeting(&mut buf.as_slice()).unwrap_err();
-        assert!(err.to_string().contains("version 2"), "{err}");
+        write_hello(&mut buf, 0).unwrap();
+        buf[4] = 1;
+        let err = read_hello(&mut buf.as_slice()).unwrap_err();
+        assert!(err.to_string().contains("version 1"), "{err}");
     }
 }

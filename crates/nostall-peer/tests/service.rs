@@ -9,6 +9,7 @@ use std::time::Duration;
 use nostall::cache::Capacity;
 use nostall::storage::{Memory, Source};
 use nostall::Catalog;
+use nostall_peer::auth::Identity;
 use nostall_peer::control::generated::control_client::ControlClient;
 use nostall_peer::control::HelloRequest;
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
@@ -153,31 +154,31 @@ fn a_peer_that_goes_away_is_replaced_by_storage_and_used_again_when_back() {
 
 const SECRET: &[u8] = b"a secret of the test job";
 
-/// A raw data-plane connection that logs in with `secret` (the protocol of
-/// `nostall_peer::wire`, written out here as a conformance check), and the server's answer.
-fn login(data: SocketAddr, secret: &[u8]) -> (TcpStream, u8, String) {
-    let mut stream = TcpStream::connect(data).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut greeting = [0; 21];
-    stream.read_exact(&mut greeting).unwrap();
-    assert_eq!(&greeting[..5], b"NSTL\x01");
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-    let mut message = b"nostall-peer/v1/data".to_vec();
-    message.extend_from_slice(&greeting[5..]);
-    let mut login = ring::hmac::sign(&key, &message).as_ref().to_vec();
-    login.extend_from_slice(&0u32.to_be_bytes());
-    stream.write_all(&login).unwrap();
-    let (status, reason) = answer(&mut stream).unwrap();
-    (
-        stream,
-        status,
-        String::from_utf8_lossy(&reason).into_owned(),
-    )
+type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// A raw data-plane connection made with `secret`'s identity (the protocol of
+/// `nostall_peer::wire`, written out here as a conformance check): the TLS stream, or the
+/// handshake's error.
+fn connect(data: SocketAddr, secret: &[u8]) -> std::io::Result<Tls> {
+    let tcp = TcpStream::connect(data).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let client = Secret::new(secret).unwrap().identity().unwrap().client;
+    let conn = rustls::ClientConnection::new(client, Identity::server_name()).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock)?;
+    }
+    // TLS 1.3: the server judges the client's certificate after the client has finished;
+    // its verdict comes with the first answer.
+    let mut hello = b"NSTL\x02".to_vec();
+    hello.extend_from_slice(&0u32.to_be_bytes());
+    tls.write_all(&hello)?;
+    let (status, _) = answer(&mut tls)?;
+    assert_eq!(status, 0);
+    Ok(tls)
 }
 
-fn answer(stream: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+fn answer(stream: &mut impl Read) -> std::io::Result<(u8, Vec<u8>)> {
     let mut head = [0; 5];
     stream.read_exact(&mut head)?;
     let mut payload = vec![0; u32::from_be_bytes(head[1..].try_into().unwrap()) as usize];
@@ -185,7 +186,7 @@ fn answer(stream: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
     Ok((head[0], payload))
 }
 
-fn fetch(stream: &mut TcpStream, id: u64) -> (u8, Vec<u8>) {
+fn fetch(stream: &mut Tls, id: u64) -> (u8, Vec<u8>) {
     let mut frame = 9u32.to_be_bytes().to_vec();
     frame.push(1);
     frame.extend_from_slice(&id.to_be_bytes());
@@ -204,36 +205,41 @@ fn bad_clients_are_refused_with_a_logged_reason_and_others_still_served() {
     let theirs = (0..SAMPLES).find(|&id| held(id)).unwrap();
     let not_theirs = (0..SAMPLES).find(|&id| !held(id)).unwrap();
 
-    // A client without the secret: refused at the handshake, connection closed.
-    let (mut stream, status, reason) = login(data, b"not the secret of this job");
-    assert_eq!(status, 6, "Unauthorized");
-    assert!(
-        reason.contains("does not know the job's secret"),
-        "{reason}"
-    );
-    assert!(answer(&mut stream).is_err(), "the connection is closed");
+    // A client without the secret: refused at the TLS handshake.
+    assert!(connect(data, b"not the secret of this job").is_err());
+    // Nor does one in clear get anything.
+    let mut plain = TcpStream::connect(data).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    plain.write_all(b"NSTL\x02\0\0\0\0").unwrap();
+    assert!(answer(&mut plain).is_err());
 
-    // The control plane without the secret.
+    // The control plane without the secret: in clear, or with another job's identity.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let status = runtime.block_on(async {
-        let mut client = ControlClient::connect(format!("http://{}", peers[1]))
-            .await
-            .unwrap();
-        let hello = HelloRequest {
+    runtime.block_on(async {
+        let hello = || HelloRequest {
             node: 0,
             fingerprint: Vec::new(),
         };
-        client.hello(hello).await.unwrap_err()
+        if let Ok(mut client) = ControlClient::connect(format!("http://{}", peers[1])).await {
+            assert!(client.hello(hello()).await.is_err());
+        }
+        let other = Secret::new(b"not the secret of this job").unwrap();
+        let tls = other.identity().unwrap().client;
+        if let Ok(mut client) =
+            nostall_peer::control::connect(&peers[1], &tls, Duration::from_secs(5)).await
+        {
+            assert!(client.hello(hello()).await.is_err());
+        }
     });
-    assert_eq!(status.code(), tonic::Code::Unauthenticated);
 
     // With the secret: an unknown id and a sample held elsewhere are refused, and the
     // connection goes on serving.
-    let (mut stream, status, _) = login(data, SECRET);
-    assert_eq!(status, 0);
+    let mut stream = connect(data, SECRET).unwrap();
     assert_eq!(fetch(&mut stream, SAMPLES + 5).0, 1, "UnknownId");
     assert_eq!(fetch(&mut stream, not_theirs).0, 2, "NotHeld");
     let (status, payload) = fetch(&mut stream, theirs);
@@ -257,12 +263,11 @@ fn bad_clients_are_refused_with_a_logged_reason_and_others_still_served() {
             "{kind} not counted: {stats:?}"
         );
     }
-    assert_eq!(stats.rejected["unauthorized"], 2, "data and control");
+    // Both planes: TLS clients of another job, and clients in clear.
+    assert!(stats.rejected["unauthorized"] >= 3, "{stats:?}");
     let reasons: Vec<&str> = stats.recent.iter().map(|r| r.reason.as_str()).collect();
     assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("control request without")),
+        reasons.iter().any(|r| r.contains("no TLS handshake")),
         "{reasons:?}"
     );
     assert!(reasons
@@ -310,18 +315,6 @@ fn a_peer_answering_with_bytes_the_catalog_does_not_know_is_caught() {
     assert_eq!(stats.peer_samples, stats.peer_mismatches);
 }
 
-/// A control request carrying the job's token (as `nostall_peer` computes it).
-fn authorized<T>(message: T) -> tonic::Request<T> {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET);
-    let tag = ring::hmac::sign(&key, b"nostall-peer/v1/control");
-    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert(nostall_peer::control::AUTH_HEADER, hex.parse().unwrap());
-    request
-}
-
 #[test]
 fn a_node_registers_once_and_only_its_own_address() {
     use nostall_peer::control::RegisterRequest;
@@ -333,14 +326,15 @@ fn a_node_registers_once_and_only_its_own_address() {
         .enable_all()
         .build()
         .unwrap();
-    let rendezvous = format!("http://{}", peers[0]);
+    let tls = secret().identity().unwrap().client;
     let register = |node: u32, addr: &str| {
-        let (rendezvous, addr) = (rendezvous.clone(), addr.to_string());
+        let (rendezvous, addr, tls) = (peers[0].clone(), addr.to_string(), tls.clone());
         async move {
-            let mut client = ControlClient::connect(rendezvous).await.unwrap();
-            client
-                .register(authorized(RegisterRequest { node, addr }))
+            let timeout = Duration::from_secs(5);
+            let mut client = nostall_peer::control::connect(&rendezvous, &tls, timeout)
                 .await
+                .unwrap();
+            client.register(RegisterRequest { node, addr }).await
         }
     };
     runtime.block_on(async {
