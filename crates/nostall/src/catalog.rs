@@ -59,7 +59,7 @@ use std::fmt;
 use std::fs::{self, Metadata};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
@@ -303,7 +303,13 @@ impl Catalog {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // Only this user may list or write the index directory (it names the dataset's
+        // files), and only this user may write the index.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::io(dir, e))?;
         // The process id keeps concurrent processes apart; the counter, threads.
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let mut tmp_name = OsString::from(".");
@@ -316,7 +322,13 @@ impl Catalog {
         let tmp = dir.join(tmp_name);
         // No fsync: the index is a cache. If a crash leaves it empty or torn, loading it
         // fails its checksum and `open` scans again.
-        let written = fs::write(&tmp, self.encode()).and_then(|()| fs::rename(&tmp, path));
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut file| io::Write::write_all(&mut file, &self.encode()))
+            .and_then(|()| fs::rename(&tmp, path));
         if let Err(err) = written {
             // Best effort: the error worth reporting is the one we already have.
             let _ = fs::remove_file(&tmp);
@@ -341,6 +353,10 @@ impl Catalog {
     }
 
     /// Returns the catalog of `root`, from its index when that is fresh, else by scanning.
+    ///
+    /// An index is used only if this user owns it and no one else may write it: one that
+    /// another user could have written (in a shared temporary directory, say) could map
+    /// the dataset's files to other labels.
     ///
     /// The index lives at `index_path`, or at [`Catalog::default_index_path`] when that
     /// is `None`. It is used when it was made for the same canonical root and no scanned
@@ -372,7 +388,7 @@ impl Catalog {
                 root.display()
             )));
         }
-        if let Ok(catalog) = Catalog::load(index_path) {
+        if let Some(catalog) = load_own(index_path) {
             if catalog.root == root && catalog.is_fresh() {
                 return Ok((catalog, Opened::Loaded));
             }
@@ -386,8 +402,8 @@ impl Catalog {
     /// Where [`Catalog::open`] keeps the index of `root` unless told otherwise.
     ///
     /// The directory is `$NOSTALL_CACHE_DIR` if set, else `$XDG_CACHE_HOME/nostall`, else
-    /// `$HOME/.cache/nostall` (else a `nostall` directory in the system's temporary
-    /// directory). The file is named by a hash of the canonical root path, so every
+    /// `$HOME/.cache/nostall` (else a `nostall-UID` directory of this user's in the system's
+    /// temporary directory). The file is named by a hash of the canonical root path, so every
     /// spelling of the same root shares one index.
     pub fn default_index_path(root: &Path) -> PathBuf {
         let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
@@ -873,6 +889,26 @@ fn mtime_ns(meta: &Metadata) -> i64 {
         .saturating_add(meta.mtime_nsec())
 }
 
+/// The index at `path` if this user owns it and no one else may write it (checked on the
+/// open file, so that it cannot be swapped between the check and the read).
+fn load_own(path: &Path) -> Option<Catalog> {
+    let mut file = fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me || meta.mode() & 0o022 != 0 {
+        eprintln!(
+            "nostall: ignoring the index {}: it is not this user's or others may write it; \
+             scanning the dataset instead",
+            path.display()
+        );
+        return None;
+    }
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut file, &mut bytes).ok()?;
+    Catalog::decode(&bytes).ok()
+}
+
 fn cache_dir(nostall: Option<OsString>, xdg: Option<OsString>, home: Option<OsString>) -> PathBuf {
     let set = |var: Option<OsString>| var.filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = set(nostall) {
@@ -885,7 +921,9 @@ fn cache_dir(nostall: Option<OsString>, xdg: Option<OsString>, home: Option<OsSt
     if let Some(home) = set(home) {
         return home.join(".cache").join("nostall");
     }
-    env::temp_dir().join("nostall")
+    // A directory of this user's own in the shared temporary directory.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    env::temp_dir().join(format!("nostall-{}", unsafe { libc::geteuid() }))
 }
 
 fn path_hash(path: &Path) -> u64 {
@@ -1530,6 +1568,45 @@ mod tests {
     }
 
     #[test]
+    fn open_ignores_an_index_others_could_have_written() {
+        use std::os::unix::fs::PermissionsExt;
+        let data = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        tree(data.path(), &["a/1.jpg", "b/2.jpg"]);
+        backdate_all(data.path());
+        let index = out.path().join("cat.idx");
+        assert_eq!(
+            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Opened::Scanned
+        );
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&index), 0o600);
+        assert_eq!(
+            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Opened::Loaded
+        );
+        // Writable by others: it could map the files to other labels.
+        fs::set_permissions(&index, fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(
+            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Opened::Scanned
+        );
+        assert_eq!(
+            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Opened::Loaded
+        );
+        // Another user's (as root, hand it to `nobody`).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&index, Some(65534), None).unwrap();
+            assert_eq!(
+                Catalog::open(data.path(), Some(&index)).unwrap().1,
+                Opened::Scanned
+            );
+        }
+    }
+
+    #[test]
     fn open_survives_an_index_it_cannot_write() {
         let data = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
@@ -1578,7 +1655,12 @@ mod tests {
             cache_dir(None, var("rel"), var("/h")),
             Path::new("/h/.cache/nostall")
         );
-        assert_eq!(cache_dir(None, None, None), env::temp_dir().join("nostall"));
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        assert_eq!(
+            cache_dir(None, None, None),
+            env::temp_dir().join(format!("nostall-{uid}"))
+        );
     }
 
     #[test]

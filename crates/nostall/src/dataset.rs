@@ -3,7 +3,7 @@
 //! | location | format | source |
 //! |---|---|---|
 //! | a directory of images (one sub-directory per class, or flat) | files | [`LocalFiles`], with a saved index |
-//! | a directory holding `.tar` files | WebDataset shards | [`TarShards`] over [`LocalDir`] |
+//! | a directory holding `.tar` files and no sub-directory | WebDataset shards | [`TarShards`] over [`LocalDir`] |
 //! | `s3://bucket/prefix` holding `.tar` objects | WebDataset shards | [`TarShards`] over [`S3Store`](crate::storage::S3Store) |
 //! | `s3://bucket/prefix` holding images | one object per image | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
 //!
@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::storage::{BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards};
+use crate::storage::{
+    is_image_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards,
+};
 
 /// How a dataset's samples are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +69,28 @@ pub fn open(location: &str, mode: ReadMode) -> Result<Dataset> {
         return open_store(Arc::new(open_s3(location)?), mode);
     }
     let path = Path::new(location);
-    let holds_shards = std::fs::read_dir(path)
+    let (mut tars, mut dirs) = (0, 0);
+    for entry in std::fs::read_dir(path)
         .map_err(|e| Error::io(path, e))?
-        .filter_map(|entry| entry.ok())
-        .any(|entry| entry.file_name().as_encoded_bytes().ends_with(b".tar"));
-    if holds_shards {
+        .flatten()
+    {
+        if entry.path().is_dir() {
+            dirs += 1;
+        } else if entry.file_name().as_encoded_bytes().ends_with(b".tar") {
+            tars += 1;
+        }
+    }
+    // A folder of shards holds shards; a `backup.tar` beside class directories does not
+    // make an image folder one.
+    if tars > 0 && dirs == 0 {
         return open_store(Arc::new(LocalDir::new(path)?), mode);
+    }
+    if tars > 0 {
+        eprintln!(
+            "nostall: {location} has class directories, so it is read as an image folder; \
+             its {tars} top-level .tar file(s) are not read (a folder of shards holds only \
+             .tar files)"
+        );
     }
     let (catalog, _) = Catalog::open(path, None)?;
     let catalog = Arc::new(catalog);
@@ -93,7 +111,16 @@ fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode) -> Result<Dataset> {
         )));
     }
     let listing = store.list()?;
-    if listing.iter().any(|b| b.key.ends_with(".tar")) {
+    let tars = listing.iter().filter(|b| b.key.ends_with(".tar")).count();
+    let images = listing.iter().any(|b| is_image_key(&b.key));
+    if tars > 0 && images {
+        eprintln!(
+            "nostall: {} holds images, so they are read one object each; its {tars} .tar \
+             object(s) are not read (shards alone make a dataset of shards)",
+            store.root()
+        );
+    }
+    if tars > 0 && !images {
         let shards = TarShards::from_listing(store, listing)?;
         return Ok(Dataset {
             catalog: shards.catalog().clone(),

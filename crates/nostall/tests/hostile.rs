@@ -522,3 +522,19 @@ fn the_quarantine_file_lists_every_skipped_sample() {
     let err = Loader::new(catalog, source, c).unwrap_err();
     assert!(err.to_string().contains("skip error policy"), "{err}");
 }
+
+#[test]
+fn a_stray_tar_beside_class_directories_leaves_an_image_folder_one() {
+    let dir = tempfile::tempdir().unwrap();
+    common::image_folder(dir.path(), 2, 5);
+    let stray = dir.path().join("backup.tar");
+    fs::write(&stray, vec![0u8; 2048]).unwrap();
+    let data = nostall::dataset::open(dir.path().to_str().unwrap(), ReadMode::Cached).unwrap();
+    assert_eq!(data.format, nostall::dataset::Format::Files);
+    assert_eq!(data.catalog.len(), 10);
+    // A folder of nothing but shards is still one of shards.
+    let shards = tempfile::tempdir().unwrap();
+    common::write_shards(&data.catalog, shards.path(), 4);
+    let opened = nostall::dataset::open(shards.path().to_str().unwrap(), ReadMode::Cached);
+    assert_eq!(opened.unwrap().format, nostall::dataset::Format::TarShards);
+}

@@ -239,7 +239,7 @@ impl Source for Objects {
 }
 
 /// Whether a key names an image by its extension, as the catalog's scan decides.
-pub(super) fn is_image_key(key: &str) -> bool {
+pub(crate) fn is_image_key(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     !name.starts_with('.')
         && name.rsplit_once('.').is_some_and(|(_, ext)| {
