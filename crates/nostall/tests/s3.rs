@@ -759,3 +759,94 @@ fn open_from_the_environment(folder: &Path) {
     let error = dataset::open("s3://shards/train", ReadMode::Cold).unwrap_err();
     assert!(matches!(error, Error::Config(_)), "{error:?}");
 }
+
+/// A hostile S3 endpoint on loopback: every GET gets `answer` (the status line and
+/// headers, `\r\n`-terminated), then `body` repeated `repeats` times (`None`: for ever).
+fn hostile_endpoint(answer: &'static str, body: &'static [u8], repeats: Option<usize>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if line == "\r\n" {
+                        break;
+                    }
+                    line.clear();
+                }
+                let mut stream = stream;
+                if stream.write_all(answer.as_bytes()).is_err() {
+                    return;
+                }
+                let mut sent = 0;
+                while repeats.is_none_or(|n| sent < n) && stream.write_all(body).is_ok() {
+                    sent += 1;
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn hostile_store(endpoint: &str) -> S3Store {
+    let mut config = config_for("s3://bucket/train", endpoint);
+    config.max_retries = 0;
+    config.retry_window = Duration::from_secs(5);
+    // Longer than the test's watchdog: the endless body must be cut off by its size,
+    // not by the request's timeout (by then a client that kept it would hold gigabytes).
+    config.request_timeout = Duration::from_secs(600);
+    S3Store::new(config).unwrap()
+}
+
+#[test]
+fn a_server_that_sends_more_than_the_range_or_never_stops_is_refused() {
+    const CHUNK: &[u8] = b"1000\r\n";
+    let endless: &'static [u8] =
+        Box::leak([CHUNK, &[7u8; 4096], b"\r\n"].concat().into_boxed_slice());
+    for (what, endpoint) in [
+        (
+            "an endless chunked body",
+            hostile_endpoint(
+                "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n\
+                 Transfer-Encoding: chunked\r\n\r\n",
+                endless,
+                None,
+            ),
+        ),
+        (
+            "a body longer than the range",
+            hostile_endpoint(
+                "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n\
+                 Content-Length: 4000\r\n\r\n",
+                &[7u8; 100],
+                Some(40),
+            ),
+        ),
+        (
+            "the whole object instead of the range",
+            hostile_endpoint(
+                "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+                &[7u8; 100],
+                Some(10),
+            ),
+        ),
+    ] {
+        let store = hostile_store(&endpoint);
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let mut out = Vec::new();
+            let result = store.read_range("a.jpg", 0, 100, &mut out);
+            let _ = tx.send((result, out.len(), out.capacity()));
+        });
+        let (result, len, capacity) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{what}: the read never ended"));
+        assert!(matches!(result, Err(Cause::Io(_))), "{what}: {result:?}");
+        assert_eq!(len, 0, "{what}");
+        assert!(capacity < 1 << 20, "{what}: {capacity} bytes held");
+    }
+}

@@ -10,7 +10,7 @@ use futures_util::TryStreamExt;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 use tokio::runtime::Runtime;
 
 use super::blob::{BlobInfo, BlobStore};
@@ -387,29 +387,52 @@ impl BlobStore for S3Store {
             return Ok(());
         }
         let object = self.object(key)?;
-        let end = offset + len;
-        let bytes = self
-            .runtime
-            .block_on(self.store.get_range(&object, offset..end))
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => Cause::Missing,
-                object_store::Error::PermissionDenied { .. }
-                | object_store::Error::Unauthenticated { .. } => Cause::PermissionDenied,
-                e => Cause::Io(format!(
-                    "{}: bytes {offset}..{end}: {}",
-                    self.locate(key),
-                    describe(&e)
-                )),
-            })?;
-        if bytes.len() as u64 != len {
-            return Err(Cause::Io(format!(
-                "{}: asked for bytes {offset}..{end}, got {} bytes (changed since it was \
-                 indexed?)",
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| Cause::Io(format!("{}: a range past 2^64 bytes", self.locate(key))))?;
+        let too_long = || {
+            Cause::Io(format!(
+                "{}: asked for bytes {offset}..{end}, the server sent more (changed since it \
+                 was indexed, or a faulty server)",
+                self.locate(key)
+            ))
+        };
+        // The body is taken chunk by chunk and cut off past the range: a server that sends
+        // more (or never stops) must not make this process hold it.
+        let received = self.runtime.block_on(async {
+            let options = object_store::GetOptions::new().with_range(Some(offset..end));
+            let mut body = self.store.get_opts(&object, options).await?.into_stream();
+            while let Some(chunk) = body.try_next().await? {
+                if out.len() + chunk.len() > len as usize {
+                    return Ok(Err(too_long()));
+                }
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Ok(()))
+        });
+        let received = received.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => Cause::Missing,
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => Cause::PermissionDenied,
+            e => Cause::Io(format!(
+                "{}: bytes {offset}..{end}: {}",
                 self.locate(key),
-                bytes.len()
+                describe(&e)
+            )),
+        });
+        if let Err(cause) = received.and_then(|r| r) {
+            out.clear();
+            return Err(cause);
+        }
+        if out.len() as u64 != len {
+            let got = out.len();
+            out.clear();
+            return Err(Cause::Io(format!(
+                "{}: asked for bytes {offset}..{end}, got {got} bytes (changed since it was \
+                 indexed?)",
+                self.locate(key)
             )));
         }
-        out.extend_from_slice(&bytes);
         Ok(())
     }
 
