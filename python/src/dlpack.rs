@@ -70,8 +70,9 @@ pub enum Owner {
 }
 
 impl Owner {
-    /// Data pointer, element type and shape.
-    fn describe(&self) -> (*const u8, DLDataType, Vec<i64>) {
+    /// Data pointer (writable: consumers such as torch may change the tensor in place),
+    /// element type and shape.
+    fn describe(&mut self) -> (*mut u8, DLDataType, Vec<i64>) {
         match self {
             Owner::Batch(batch) => {
                 let dtype = match batch.dtype() {
@@ -87,10 +88,10 @@ impl Owner {
                     },
                 };
                 let shape = batch.shape().iter().map(|&d| d as i64).collect();
-                (batch.data().as_ptr(), dtype, shape)
+                (batch.data_mut().as_mut_ptr(), dtype, shape)
             }
             Owner::Labels(labels) => (
-                labels.as_ptr().cast(),
+                labels.as_mut_ptr().cast(),
                 DLDataType {
                     code: CODE_INT,
                     bits: 64,
@@ -102,12 +103,12 @@ impl Owner {
     }
 
     /// Address of the first element (for tests and debugging).
-    pub fn data_ptr(&self) -> usize {
+    pub fn data_ptr(&mut self) -> usize {
         self.describe().0 as usize
     }
 
     /// The shape.
-    pub fn shape(&self) -> Vec<i64> {
+    pub fn shape(&mut self) -> Vec<i64> {
         self.describe().2
     }
 
@@ -174,7 +175,7 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut pyo3::ffi::PyObject) {
 }
 
 /// Wraps `owner`'s memory in a `"dltensor"` capsule (CPU, compact row-major strides).
-pub fn into_capsule(py: Python<'_>, owner: Owner) -> PyResult<Bound<'_, PyAny>> {
+pub fn into_capsule(py: Python<'_>, mut owner: Owner) -> PyResult<Bound<'_, PyAny>> {
     let (data, dtype, shape) = owner.describe();
     let mut strides = vec![1i64; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
@@ -183,7 +184,7 @@ pub fn into_capsule(py: Python<'_>, owner: Owner) -> PyResult<Bound<'_, PyAny>> 
     let mut managed = Box::new(Managed {
         tensor: DLManagedTensor {
             dl_tensor: DLTensor {
-                data: data.cast_mut().cast(),
+                data: data.cast(),
                 device: DLDevice {
                     device_type: DEVICE_CPU,
                     device_id: 0,

@@ -104,7 +104,7 @@ struct BatchTensor {
 }
 
 impl BatchTensor {
-    fn new(owner: Owner) -> BatchTensor {
+    fn new(mut owner: Owner) -> BatchTensor {
         BatchTensor {
             data_ptr: owner.data_ptr(),
             shape: owner.shape(),

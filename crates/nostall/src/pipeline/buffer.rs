@@ -48,6 +48,12 @@ impl BatchBuffer {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The bytes, writable. Only call when no slot of this buffer is being written.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for `bytes`; `&mut self` rules out any other reference through it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
     /// A writable view of sample `index` of `sample_bytes` bytes.
     pub(crate) fn slot(&self, index: usize, sample_bytes: usize) -> Slot {
         assert!(

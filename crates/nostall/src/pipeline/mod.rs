@@ -1104,6 +1104,17 @@ impl Batch {
         &self.buffer.as_ref().expect("present until drop").bytes()[..self.len * self.sample_bytes]
     }
 
+    /// The samples' bytes, writable (for handing the batch to a framework that may
+    /// change its tensors in place).
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let len = self.len * self.sample_bytes;
+        &mut self
+            .buffer
+            .as_mut()
+            .expect("present until drop")
+            .bytes_mut()[..len]
+    }
+
     /// The data as f32 values, when the dtype is f32.
     pub fn as_f32(&self) -> Option<&[f32]> {
         if self.dtype != DType::F32 {
