@@ -105,8 +105,9 @@ class Loader:
     def epoch(self) -> int:
         """The epoch being iterated, or the one the next iteration runs."""
     def state_dict(self) -> dict[str, Any]:
-        """``{"epoch", "batch", "sample", "identity"}``: resumes exactly after the last batch
-        delivered, with the dataset and settings ``identity`` records."""
+        """``{"epoch", "batch", "sample", "identity", "skipped"}``: resumes exactly after the
+        last batch delivered, with the dataset and settings ``identity`` records and the
+        epoch's skip counts by cause."""
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Makes the next iteration resume at a position from ``state_dict``; raises
         ``ConfigError`` naming what differs when it was saved with another dataset, seed,

@@ -250,8 +250,10 @@ struct Loader {
     inner: Arc<nostall::Loader>,
     output: Output,
     dist: Distributed,
-    /// Where the next `iter()` starts.
+    /// Where the next `iter()` starts: the start of an epoch, or a checkpoint (from
+    /// `load_state_dict`, or where an epoch stopped on an error).
     next: Position,
+    resume: Option<nostall::Checkpoint>,
     /// The epoch being iterated (kept after it ends, for its metrics).
     current: Option<nostall::Epoch>,
     /// Whether `current` can still yield batches.
@@ -516,6 +518,7 @@ impl Loader {
             output,
             dist,
             next: Position::start_of(0),
+            resume: None,
             current: None,
             active: false,
             last_ids: Vec::new(),
@@ -537,11 +540,14 @@ impl Loader {
         let this = &mut *slf;
         let previous = this.current.take();
         let inner = this.inner.clone();
-        let next = this.next;
+        let (next, resume) = (this.next, this.resume.take());
         let epoch = py
             .detach(move || {
                 drop(previous); // stops and joins its threads
-                inner.resume(next)
+                match resume {
+                    Some(checkpoint) => inner.resume_saved(&checkpoint),
+                    None => inner.resume(next),
+                }
             })
             .map_err(|e| raise(py, e))?;
         this.current = Some(epoch);
@@ -570,12 +576,14 @@ impl Loader {
             None => {
                 self.active = false;
                 self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
+                self.resume = None;
                 Ok(None)
             }
             Some(Err(e)) => {
                 // A later state_dict() must point after the batches already delivered,
                 // not at where this iteration started.
                 self.next = nostall::Epoch::position(epoch);
+                self.resume = Some(self.inner.checkpoint(epoch));
                 self.active = false;
                 Err(raise(py, e))
             }
@@ -604,6 +612,7 @@ impl Loader {
     /// follows from the seed and the epoch).
     fn set_epoch(&mut self, epoch: u64) {
         self.next = Position::start_of(epoch);
+        self.resume = None;
     }
 
     /// The epoch the next iteration runs, or the one being iterated.
@@ -612,21 +621,35 @@ impl Loader {
         self.position().epoch
     }
 
-    /// Where the loader stands: `{"epoch", "batch", "sample", "identity"}`. Saved with a
-    /// checkpoint and given to `load_state_dict`, it resumes exactly after the last batch
-    /// delivered; `identity` ties it to the dataset and settings it was saved with.
+    /// Where the loader stands: `{"epoch", "batch", "sample", "identity", "skipped"}`.
+    /// Saved with a checkpoint and given to `load_state_dict`, it resumes exactly after
+    /// the last batch delivered; `identity` ties it to the dataset and settings it was
+    /// saved with, `skipped` carries the epoch's skip counts by cause.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.position();
-        let inner = self.inner.clone();
+        let checkpoint = match (&self.current, self.active, &self.resume) {
+            (Some(epoch), true, _) => py.detach(|| self.inner.checkpoint(epoch)),
+            (_, _, Some(checkpoint)) => checkpoint.clone(),
+            _ => nostall::Checkpoint {
+                position: self.next,
+                identity: py.detach(|| self.inner.identity()),
+                skipped: Default::default(),
+            },
+        };
         let identity = PyDict::new(py);
-        for (name, value) in py.detach(move || inner.identity()).fields() {
+        for (name, value) in checkpoint.identity.fields() {
             identity.set_item(name, value)?;
         }
         let d = PyDict::new(py);
+        let p = checkpoint.position;
         d.set_item("epoch", p.epoch)?;
         d.set_item("batch", p.batch)?;
         d.set_item("sample", p.sample)?;
         d.set_item("identity", identity)?;
+        let skipped = PyDict::new(py);
+        for (kind, count) in checkpoint.skipped {
+            skipped.set_item(kind, count)?;
+        }
+        d.set_item("skipped", skipped)?;
         Ok(d)
     }
 
@@ -658,12 +681,31 @@ impl Loader {
                 values.insert(name, value.extract::<u64>()?);
             }
         }
-        let saved = nostall::RunIdentity::from_fields(|name| values.get(name).copied())
+        let identity = nostall::RunIdentity::from_fields(|name| values.get(name).copied())
             .map_err(|e| raise(py, e))?;
+        let mut skipped = std::collections::BTreeMap::new();
+        if let Some(counts) = state.get_item("skipped")? {
+            for (kind, count) in counts.cast::<PyDict>()?.iter() {
+                let kind: String = kind.extract()?;
+                let kind = nostall::Cause::kind_named(&kind).ok_or_else(|| {
+                    config_error(
+                        py,
+                        format!("state dict counts skips of an unknown cause {kind:?}"),
+                    )
+                })?;
+                skipped.insert(kind, count.extract::<u64>()?);
+            }
+        }
+        let checkpoint = nostall::Checkpoint {
+            position,
+            identity,
+            skipped,
+        };
         let inner = self.inner.clone();
-        py.detach(move || inner.identity().check(&saved))
+        py.detach(move || inner.identity().check(&identity))
             .map_err(|e| raise(py, e))?;
         self.next = position;
+        self.resume = Some(checkpoint);
         Ok(())
     }
 
@@ -769,8 +811,9 @@ impl Drop for Loader {
 
 impl Loader {
     fn position(&self) -> Position {
-        match (&self.current, self.active) {
-            (Some(epoch), true) => nostall::Epoch::position(epoch),
+        match (&self.current, self.active, &self.resume) {
+            (Some(epoch), true, _) => nostall::Epoch::position(epoch),
+            (_, _, Some(checkpoint)) => checkpoint.position,
             _ => self.next,
         }
     }

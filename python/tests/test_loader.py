@@ -162,6 +162,28 @@ def test_a_state_resumes_only_the_run_it_was_saved_from(photos, photos_copy):
             {"epoch": 0, "batch": 1, "sample": 4})
 
 
+def test_skip_counts_stay_exact_across_a_resume(photos_copy):
+    for n in range(3):
+        (photos_copy / "grass" / f"bad{n}.jpg").write_bytes(b"not an image")
+    kwargs = dict(batch_size=4, image_size=32, on_error="skip", seed=1)
+    whole = nostall.Loader(str(photos_copy), **kwargs)
+    for _ in whole:
+        pass
+    assert whole.metrics["skipped"] == {"unknown-format": 3}
+    first = nostall.Loader(str(photos_copy), **kwargs)
+    it = iter(first)
+    for _ in range(4):
+        next(it)
+    state = first.state_dict()
+    rest = nostall.Loader(str(photos_copy), **kwargs)
+    rest.load_state_dict(state)
+    for _ in rest:
+        pass
+    assert rest.metrics["skipped"] == {"unknown-format": 3}
+    with pytest.raises(nostall.ConfigError, match="unknown cause"):
+        rest.load_state_dict(dict(state, skipped={"gremlins": 1}))
+
+
 def test_state_dict_after_a_sample_error_points_after_the_delivered_batches(photos_copy):
     names = sorted((photos_copy / "flowers").glob("*.jpg"))
     names[-1].write_bytes(names[-1].read_bytes()[:100])  # truncated

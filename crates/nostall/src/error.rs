@@ -49,6 +49,25 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Every [`Cause::kind`], in the order of the variants.
+    pub const KINDS: [&'static str; 9] = [
+        "missing",
+        "permission-denied",
+        "io",
+        "empty",
+        "too-large",
+        "unknown-format",
+        "too-many-pixels",
+        "corrupt",
+        "internal",
+    ];
+
+    /// The [`Cause::kind`] spelled `name`, if there is one (for counts read back from a
+    /// saved state).
+    pub fn kind_named(name: &str) -> Option<&'static str> {
+        Cause::KINDS.into_iter().find(|&kind| kind == name)
+    }
+
     /// A short stable name for counters and reports, e.g. `"corrupt"`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -206,3 +225,33 @@ impl From<SampleError> for Error {
 
 /// The result type of nostall's loader-level operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_listed_and_read_back() {
+        let causes = [
+            Cause::Missing,
+            Cause::PermissionDenied,
+            Cause::Io(String::new()),
+            Cause::Empty,
+            Cause::TooLarge { bytes: 2, limit: 1 },
+            Cause::UnknownFormat,
+            Cause::TooManyPixels {
+                width: 2,
+                height: 2,
+                limit: 1,
+            },
+            Cause::Corrupt(String::new()),
+            Cause::Internal(String::new()),
+        ];
+        let kinds: Vec<&str> = causes.iter().map(Cause::kind).collect();
+        assert_eq!(kinds, Cause::KINDS);
+        for kind in kinds {
+            assert_eq!(Cause::kind_named(kind), Some(kind));
+        }
+        assert_eq!(Cause::kind_named("bogus"), None);
+    }
+}

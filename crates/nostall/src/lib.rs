@@ -77,5 +77,5 @@ pub use catalog::{Catalog, SampleId};
 pub use error::{Cause, Error, Result, SampleError};
 pub use metrics::EpochStats;
 pub use ops::{DType, Layout, Op, Pipeline};
-pub use pipeline::{Batch, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
+pub use pipeline::{Batch, Checkpoint, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
 pub use plan::{PlanConfig, Position, Shard};

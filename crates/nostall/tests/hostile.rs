@@ -538,3 +538,31 @@ fn a_stray_tar_beside_class_directories_leaves_an_image_folder_one() {
     let opened = nostall::dataset::open(shards.path().to_str().unwrap(), ReadMode::Cached);
     assert_eq!(opened.unwrap().format, nostall::dataset::Format::TarShards);
 }
+
+#[test]
+fn skip_counts_stay_exact_across_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    corpus(dir.path());
+    let mut c = config(3, 2);
+    c.on_error = ErrorPolicy::Skip;
+    let l = loader(dir.path(), c);
+    let mut whole = l.epoch(1).unwrap();
+    whole.by_ref().for_each(|b| drop(b.unwrap()));
+    let expected = whole.stats().skipped;
+    for stop_after in 1..l.batches_per_epoch() {
+        let mut first = l.epoch(1).unwrap();
+        first
+            .by_ref()
+            .take(stop_after)
+            .for_each(|b| drop(b.unwrap()));
+        let saved = l.checkpoint(&first);
+        drop(first);
+        let mut rest = l.resume_saved(&saved).unwrap();
+        rest.by_ref().for_each(|b| drop(b.unwrap()));
+        assert_eq!(
+            rest.stats().skipped,
+            expected,
+            "stopped after {stop_after} batches"
+        );
+    }
+}

@@ -152,19 +152,22 @@ fn a_position_resumes_only_what_it_was_saved_with() {
     let dir = tempfile::tempdir().unwrap();
     image_folder(dir.path(), 2, 10);
     let l = loader(dir.path(), config(3, 2));
-    let saved = Position {
-        epoch: 1,
-        batch: 3,
-        sample: 9,
+    let saved = nostall::Checkpoint {
+        position: Position {
+            epoch: 1,
+            batch: 3,
+            sample: 9,
+        },
+        identity: l.identity(),
+        skipped: Default::default(),
     };
-    let identity = l.identity();
     assert_eq!(
-        l.resume_saved(saved, &identity).unwrap().count(),
+        l.resume_saved(&saved).unwrap().count(),
         l.batches_per_epoch() - 3
     );
     // The same settings in another loader agree; any change is named.
-    assert_eq!(loader(dir.path(), config(3, 4)).identity(), identity);
-    let refused = |l: &nostall::Loader| match l.resume_saved(saved, &identity) {
+    assert_eq!(loader(dir.path(), config(3, 4)).identity(), saved.identity);
+    let refused = |l: &nostall::Loader| match l.resume_saved(&saved) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("resumed a position of another run"),
     };

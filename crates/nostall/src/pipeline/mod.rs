@@ -48,10 +48,10 @@
 //! does not matter which thread prepares it.
 
 mod buffer;
-mod identity;
+mod checkpoint;
 mod quarantine;
 
-pub use identity::RunIdentity;
+pub use checkpoint::{Checkpoint, RunIdentity};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -218,23 +218,32 @@ impl Loader {
         })
     }
 
-    /// What a position of this loader is valid for: save it with the position, and
-    /// check it with [`Loader::resume_saved`].
+    /// What a position of this loader is valid for (part of a [`Checkpoint`]).
     pub fn identity(&self) -> RunIdentity {
         *self
             .identity
             .get_or_init(|| RunIdentity::of(&self.catalog, &self.config))
     }
 
-    /// Resumes a position saved together with `identity`, after checking that it belongs
-    /// to this dataset and these settings.
+    /// Where `epoch` stands, for what, and what it skipped so far: save it to resume
+    /// exactly there with [`Loader::resume_saved`].
+    pub fn checkpoint(&self, epoch: &Epoch) -> Checkpoint {
+        Checkpoint {
+            position: epoch.position(),
+            identity: self.identity(),
+            skipped: epoch.stats().skipped,
+        }
+    }
+
+    /// Resumes a [`Checkpoint`], after checking that it belongs to this dataset and these
+    /// settings; the epoch's skip counts go on from the saved ones.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] naming what differs, or as for [`Loader::resume`].
-    pub fn resume_saved(&self, position: Position, identity: &RunIdentity) -> Result<Epoch> {
-        self.identity().check(identity)?;
-        self.resume(position)
+    pub fn resume_saved(&self, checkpoint: &Checkpoint) -> Result<Epoch> {
+        self.identity().check(&checkpoint.identity)?;
+        self.start(checkpoint.position, checkpoint.skipped.clone())
     }
 
     /// The configuration.
@@ -275,6 +284,11 @@ impl Loader {
 
     /// Starts from a saved position: yields exactly the batches that remained.
     pub fn resume(&self, position: Position) -> Result<Epoch> {
+        self.start(position, BTreeMap::new())
+    }
+
+    /// Starts at `position`, with the epoch's skips before it counted as `skipped`.
+    fn start(&self, position: Position, skipped: BTreeMap<&'static str, u64>) -> Result<Epoch> {
         let len = self.catalog.len();
         let plan = match &self.config.locality {
             None => EpochPlan::new(&self.config.plan, len, position.epoch)?,
@@ -292,7 +306,7 @@ impl Loader {
                 plan.samples().len()
             )));
         }
-        Ok(Epoch::start(self, plan, position))
+        Ok(Epoch::start(self, plan, position, skipped))
     }
 }
 
@@ -639,7 +653,12 @@ impl std::fmt::Debug for Epoch {
 }
 
 impl Epoch {
-    fn start(loader: &Loader, plan: EpochPlan, position: Position) -> Epoch {
+    fn start(
+        loader: &Loader,
+        plan: EpochPlan,
+        position: Position,
+        skipped_by_cause: BTreeMap<&'static str, u64>,
+    ) -> Epoch {
         let config = &loader.config;
         let start = position.sample as usize;
         let average = loader.catalog.total_bytes() / loader.catalog.len().max(1) as u64;
@@ -662,7 +681,7 @@ impl Epoch {
                 ready: 0,
                 wanted: None,
                 skipped: 0,
-                skipped_by_cause: BTreeMap::new(),
+                skipped_by_cause,
                 skipped_samples: Vec::new(),
                 delivered: 0,
                 window: VecDeque::new(),

@@ -1,17 +1,33 @@
-//! What a saved [`Position`](crate::Position) is valid for.
+//! What a saved position is valid for, and what it carries.
 //!
 //! A position counts batches and samples of one rank's stream, and that stream follows
 //! from the dataset, the seed, the batch size, the world size and the shard policy; the
 //! bytes of each sample follow from the pipeline too. Resuming a position with any of
-//! them changed would silently deliver some samples twice and others never, so a saved
-//! state carries a [`RunIdentity`] and resuming checks it, naming what differs.
+//! them changed would silently deliver some samples twice and others never, so a
+//! [`Checkpoint`] carries a [`RunIdentity`] and resuming checks it, naming what differs.
+//! It also carries the epoch's skip counts, so that they stay exact across the
+//! interruption.
+
+use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::plan::Shard;
+use crate::plan::{Position, Shard};
 use crate::rng::derive;
 
 use super::LoaderConfig;
+
+/// Everything needed to resume an epoch exactly where it stood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Where: the next batch to deliver.
+    pub position: Position,
+    /// For what: the dataset and settings the position belongs to.
+    pub identity: RunIdentity,
+    /// The samples of this epoch skipped before the position, by cause kind
+    /// ([`crate::Cause::kind`]).
+    pub skipped: BTreeMap<&'static str, u64>,
+}
 
 /// The settings a position belongs to, in a form that can be saved with it (integers).
 ///
