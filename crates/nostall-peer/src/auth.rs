@@ -127,7 +127,14 @@ impl Identity {
             .map_err(|e| broken(e.to_string()))?
             .der()
             .clone();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // AES-128-GCM first: on CPUs with AES instructions the cheapest of TLS 1.3's
+        // suites for bulk data, which is what the data plane carries.
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider.cipher_suites = vec![
+            rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+        ];
+        let provider = Arc::new(provider);
         let pinned = Arc::new(Pinned {
             cert: cert.clone(),
             algorithms: provider.signature_verification_algorithms,

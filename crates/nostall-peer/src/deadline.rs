@@ -36,10 +36,10 @@ impl Deadline {
         self.stream.set_write_timeout(Some(limit))
     }
 
-    /// The time left, set as the socket's timeouts; an error once none is left.
-    fn arm(&self) -> io::Result<()> {
+    /// The time left before the deadline (`None`: no deadline); an error once none is.
+    fn left(&self) -> io::Result<Option<Duration>> {
         let Some(until) = self.until else {
-            return Ok(());
+            return Ok(None);
         };
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -48,21 +48,24 @@ impl Deadline {
                 "the request's deadline passed",
             ));
         }
-        self.stream.set_read_timeout(Some(left))?;
-        self.stream.set_write_timeout(Some(left))
+        Ok(Some(left))
     }
 }
 
 impl Read for Deadline {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.arm()?;
+        if let Some(left) = self.left()? {
+            self.stream.set_read_timeout(Some(left))?;
+        }
         self.stream.read(buf)
     }
 }
 
 impl Write for Deadline {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.arm()?;
+        if let Some(left) = self.left()? {
+            self.stream.set_write_timeout(Some(left))?;
+        }
         self.stream.write(buf)
     }
 
