@@ -7,6 +7,8 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -48,21 +50,46 @@ fn dataset(root: &Path) -> Arc<Catalog> {
 struct Job {
     out: PathBuf,
     children: Vec<Child>,
+    /// Each node's control address.
+    peers: Vec<String>,
 }
 
 impl Job {
     /// Starts every node of the job over `data`, with `extra` arguments for all.
     fn start(data: &Path, out: &Path, extra: &[&str]) -> Job {
-        Job::start_each(data, out, |_| extra.to_vec())
+        Job::start_each(data, out, |_| extra.to_vec(), None)
     }
 
-    /// Starts every node of the job over `data`, with `extra(node)` arguments for each.
-    fn start_each<'a>(data: &Path, out: &Path, extra: impl Fn(usize) -> Vec<&'a str>) -> Job {
+    /// Starts every node of the job over `data`, with `extra(node)` arguments for each,
+    /// and at most `files` open descriptors each if given (`ulimit -n`).
+    fn start_each<'a>(
+        data: &Path,
+        out: &Path,
+        extra: impl Fn(usize) -> Vec<&'a str>,
+        files: Option<u64>,
+    ) -> Job {
         std::fs::create_dir_all(out).unwrap();
-        let peers = free_addrs(NODES).join(",");
+        let addrs = free_addrs(NODES);
+        let peers = addrs.join(",");
         let children = (0..NODES)
             .map(|node| {
-                Command::new(env!("CARGO_BIN_EXE_nostall"))
+                let mut command = Command::new(env!("CARGO_BIN_EXE_nostall"));
+                if let Some(files) = files {
+                    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+                    unsafe {
+                        command.pre_exec(move || {
+                            let limit = libc::rlimit {
+                                rlim_cur: files,
+                                rlim_max: files,
+                            };
+                            match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                                0 => Ok(()),
+                                _ => Err(std::io::Error::last_os_error()),
+                            }
+                        });
+                    }
+                }
+                command
                     .arg("node")
                     .arg(data)
                     .args(["--node", &node.to_string(), "--peers", &peers])
@@ -94,6 +121,7 @@ impl Job {
         Job {
             out: out.to_path_buf(),
             children,
+            peers: addrs,
         }
     }
 
@@ -255,13 +283,18 @@ fn a_node_killed_mid_epoch_costs_the_others_nothing_and_storage_takes_its_share(
     // before reading any sample of theirs, so that all of node 2's share of their epoch 0
     // must come from storage (a kill after a guessed delay raced their read-ahead). Node
     // 0 lets epoch 1 start without the dead node after 1.5 s.
-    let mut job = Job::start_each(&data, &dir.path().join("kill"), |node| {
-        let mut extra = vec!["--step-ms", "200", "--barrier-timeout-ms", "1500"];
-        if survivors.contains(&node) {
-            extra.extend(["--hold-before-epoch", "0"]);
-        }
-        extra
-    });
+    let mut job = Job::start_each(
+        &data,
+        &dir.path().join("kill"),
+        |node| {
+            let mut extra = vec!["--step-ms", "200", "--barrier-timeout-ms", "1500"];
+            if survivors.contains(&node) {
+                extra.extend(["--hold-before-epoch", "0"]);
+            }
+            extra
+        },
+        None,
+    );
     for node in survivors {
         job.wait_for(node, "holding before epoch 0");
     }
@@ -307,4 +340,76 @@ fn a_node_killed_mid_epoch_costs_the_others_nothing_and_storage_takes_its_share(
         assert!(job.total(&survivors, epoch as usize, "storage_bytes") >= bytes);
     }
     assert!(job.log(0).contains("not every node reached epoch 1"));
+}
+
+#[test]
+fn two_thousand_idle_connections_to_node_0_cost_the_epoch_nothing() {
+    // Each node may hold 1 024 descriptors; someone opens 2 000 connections to node 0's
+    // control port, says nothing, and keeps them, while the nodes run their epochs.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let catalog = dataset(&data);
+    let placement = placement(&catalog);
+    let mut job = Job::start_each(
+        &data,
+        &dir.path().join("idle"),
+        |_| vec!["--hold-before-epoch", "0"],
+        Some(1024),
+    );
+    for node in 0..NODES {
+        job.wait_for(node, "holding before epoch 0");
+    }
+    raise_own_descriptor_limit();
+    let control: std::net::SocketAddr = job.peers[0].parse().unwrap();
+    let idle: Vec<TcpStream> = std::thread::scope(|s| {
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(move || {
+                    (0..250)
+                        .filter_map(|_| {
+                            TcpStream::connect_timeout(&control, Duration::from_millis(20)).ok()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        openers
+            .into_iter()
+            .flat_map(|o| o.join().unwrap())
+            .collect()
+    });
+    assert!(idle.len() > 64, "{} connections made", idle.len());
+    for child in &mut job.children {
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    }
+    let job = job.finish(None);
+    drop(idle);
+    for rank in 0..NODES {
+        for (epoch, ids) in job.ids(rank).iter().enumerate() {
+            assert_eq!(
+                ids,
+                &planned(&catalog, Some(&placement), rank, epoch as u64),
+                "rank {rank}, epoch {epoch}"
+            );
+        }
+    }
+    let all: Vec<usize> = (0..NODES).collect();
+    for epoch in 0..EPOCHS as usize {
+        assert_eq!(job.total(&all, epoch, "skipped"), 0, "epoch {epoch}");
+        assert_eq!(job.total(&all, epoch, "fallbacks"), 0, "epoch {epoch}");
+    }
+}
+
+/// Lets this test process hold a few thousand sockets.
+fn raise_own_descriptor_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max.min(16384);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
 }

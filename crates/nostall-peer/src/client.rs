@@ -181,7 +181,17 @@ impl Links {
         let deadline = gather + self.timeouts.request;
         self.runtime.block_on(async {
             let call = async {
-                let mut client = self.control(rendezvous).await?;
+                // Node 0's control plane may be slow to take a connection (a flood of idle
+                // ones waits for its handshake timeout first): keep trying until the
+                // barrier's own deadline, not one connect timeout.
+                let mut client = loop {
+                    match self.control(rendezvous).await {
+                        Err(Error::Network { .. }) => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        connected => break connected?,
+                    }
+                };
                 let request = self.request(BarrierRequest {
                     node: self.node,
                     epoch,
