@@ -192,3 +192,44 @@ def test_ctrl_c_interrupts_a_wait_on_storage_that_does_not_answer(s3_env, s3_pro
     finally:
         timer.cancel()
         server.send_signal(signal.SIGCONT)
+
+
+def test_ctrl_c_interrupts_opening_a_bucket_on_a_server_that_never_answers(monkeypatch):
+    # A server that takes connections and never says a word.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held = []
+    stop = threading.Event()
+
+    def hold():
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                pass
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    timer = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt) as info:
+            nostall.Loader("s3://bucket/train")
+        # The interrupt ended the wait itself: no storage error came first.
+        assert info.value.__context__ is None
+    finally:
+        timer.cancel()
+        stop.set()
+        holder.join()
+        for conn in held:
+            conn.close()
+        listener.close()

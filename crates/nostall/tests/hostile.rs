@@ -566,3 +566,81 @@ fn skip_counts_stay_exact_across_a_resume() {
         );
     }
 }
+
+/// A source that fails some samples and makes others slow, by a hash of the id: the
+/// same ones every epoch, whatever the thread count; slowness by yielding, not sleeping.
+struct Flaky {
+    inner: LocalFiles,
+}
+
+fn flaky_hash(id: u64) -> u64 {
+    nostall::rng::derive(&[0xF1A, id])
+}
+
+impl Source for Flaky {
+    fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        let h = flaky_hash(id);
+        for _ in 0..h % 300 {
+            std::thread::yield_now();
+        }
+        if h % 5 == 0 {
+            return Err(Cause::Io("the storage said no".into()));
+        }
+        self.inner.read(id, out)
+    }
+
+    fn location(&self, id: u64) -> String {
+        self.inner.location(id)
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    common::image_folder(dir.path(), 3, 17);
+    let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+    let catalog = Arc::new(catalog);
+    let good: Vec<u64> = (0..catalog.len() as u64)
+        .filter(|&id| flaky_hash(id) % 5 != 0)
+        .collect();
+    let bad = catalog.len() as u64 - good.len() as u64;
+    assert!(bad > 0);
+    let mut reference: Option<Vec<(Vec<u64>, Vec<u8>)>> = None;
+    for threads in 1..=4 {
+        for prefetch in 1..=3 {
+            let catalog = catalog.clone();
+            let output = within_a_minute(move || {
+                let source = Arc::new(Flaky {
+                    inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
+                });
+                let mut c = config(4, threads);
+                c.prefetch = prefetch;
+                c.on_error = ErrorPolicy::Skip;
+                let l = Loader::new(catalog, source, c).unwrap();
+                let mut it = l.epoch(2).unwrap();
+                let batches: Vec<(Vec<u64>, Vec<u8>)> = it
+                    .by_ref()
+                    .map(|b| b.unwrap())
+                    .map(|b| (b.ids().to_vec(), b.data().to_vec()))
+                    .collect();
+                (batches, it.stats().skipped)
+            });
+            let (batches, skipped) = output;
+            let mut ids: Vec<u64> = batches.iter().flat_map(|b| b.0.clone()).collect();
+            ids.sort_unstable();
+            assert_eq!(ids, good, "{threads} threads, prefetch {prefetch}");
+            assert_eq!(skipped, BTreeMap::from([("io", bad)]));
+            match &reference {
+                None => reference = Some(batches),
+                Some(first) => assert!(
+                    *first == batches,
+                    "{threads} threads, prefetch {prefetch}: other bytes"
+                ),
+            }
+        }
+    }
+}
