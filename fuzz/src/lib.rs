@@ -42,6 +42,7 @@ impl BlobStore for OneShard {
         Ok(vec![BlobInfo {
             key: "shard.tar".into(),
             size: self.bytes.len() as u64,
+            version: None,
         }])
     }
 

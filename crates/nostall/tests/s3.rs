@@ -21,9 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{config, epoch_output, image_folder, output, write_shards, BatchOutput};
 use nostall::dataset::{self, Format};
-use nostall::storage::{
-    BlobInfo, BlobStore, Objects, ReadMode, S3Config, S3Store, Source, TarShards,
-};
+use nostall::storage::{BlobStore, Objects, ReadMode, S3Config, S3Store, Source, TarShards};
 use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, LoaderConfig};
 
 const ACCESS_KEY: &str = "nostall-test";
@@ -204,13 +202,15 @@ fn lists_the_objects_under_the_prefix_relative_and_sorted() {
         ("b/2.jpg", 70_000),
         ("shard-000.tar", 200_001),
     ]
-    .map(|(key, size)| BlobInfo {
-        key: key.to_string(),
-        size,
-    });
-    assert_eq!(store.list().unwrap(), expected);
+    .map(|(key, size)| (key.to_string(), size));
+    // (s3s-fs lists no ETags, so the versions are not compared here.)
+    let listed = |store: &S3Store| -> Vec<(String, u64)> {
+        let blobs = store.list().unwrap();
+        blobs.into_iter().map(|b| (b.key, b.size)).collect()
+    };
+    assert_eq!(listed(&store), expected);
     // A trailing slash names the same prefix.
-    assert_eq!(fixture.store("s3://data/train/").list().unwrap(), expected);
+    assert_eq!(listed(&fixture.store("s3://data/train/")), expected);
 
     let whole = fixture.store("s3://data").list().unwrap();
     let keys: Vec<&str> = whole.iter().map(|b| b.key.as_str()).collect();
@@ -849,4 +849,43 @@ fn a_server_that_sends_more_than_the_range_or_never_stops_is_refused() {
         assert_eq!(len, 0, "{what}");
         assert!(capacity < 1 << 20, "{what}: {capacity} bytes held");
     }
+}
+
+#[test]
+fn a_read_requires_the_object_as_it_was_listed() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::Mutex;
+    // An endpoint that records each request's head and answers 412 Precondition Failed,
+    // as S3 does when an object's ETag is no longer the one in If-Match.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let recorded = heads.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                head.push_str(&line.to_ascii_lowercase());
+                line.clear();
+            }
+            recorded.lock().unwrap().push(head);
+            let _ =
+                stream.write_all(b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let store = hostile_store(&endpoint);
+    let mut out = Vec::new();
+    let result = store.read_version("a.jpg", Some("\"etag-1\""), 0, 10, &mut out);
+    match result {
+        Err(Cause::Io(message)) => assert!(message.contains("changed since"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    let heads = heads.lock().unwrap();
+    assert!(
+        heads.iter().any(|h| h.contains("if-match: \"etag-1\"")),
+        "{heads:?}"
+    );
 }

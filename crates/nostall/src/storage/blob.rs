@@ -20,6 +20,10 @@ pub struct BlobInfo {
     pub key: String,
     /// Its size in bytes.
     pub size: u64,
+    /// What identifies this content of the blob, where the store tells (an object's ETag,
+    /// when the listing has one; a file's inode and modification time): reads through
+    /// [`BlobStore::read_version`] fail once the blob has changed since it was listed.
+    pub version: Option<String>,
 }
 
 /// Named objects with ranged reads: a directory of files, or a bucket prefix in object
@@ -36,6 +40,21 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
     /// Reads exactly `len` bytes from `offset` of blob `key` into `out`, replacing its
     /// contents. A blob that ends before `offset + len` is an error, never a short read.
     fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause>;
+
+    /// Like [`BlobStore::read_range`], for the blob as it was listed with `version`: a blob
+    /// rewritten or replaced since is [`Cause::Io`], not other bytes under the same name.
+    /// Stores that cannot tell versions apart read it as it is now.
+    fn read_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Cause> {
+        let _ = version;
+        self.read_range(key, offset, len, out)
+    }
 
     /// The store's root as a user would write it: a path or a URL.
     fn root(&self) -> String;
@@ -93,6 +112,7 @@ impl BlobStore for LocalDir {
                         blobs.push(BlobInfo {
                             key: key.to_string(),
                             size: meta.len(),
+                            version: Some(file_version(&meta)),
                         });
                     }
                 }
@@ -103,8 +123,25 @@ impl BlobStore for LocalDir {
     }
 
     fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        self.read_version(key, None, offset, len, out)
+    }
+
+    fn read_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Cause> {
         out.clear();
         let file = File::open(self.root.join(key)).map_err(|e| Cause::from_io(&e))?;
+        if let Some(version) = version {
+            let meta = file.metadata().map_err(|e| Cause::from_io(&e))?;
+            if file_version(&meta) != version {
+                return Err(changed(key));
+            }
+        }
         out.resize(len as usize, 0);
         let read = file.read_exact_at(out, offset);
         read.map_err(|e| {
@@ -130,6 +167,8 @@ impl BlobStore for LocalDir {
 pub struct Objects {
     store: Arc<dyn BlobStore>,
     catalog: Arc<Catalog>,
+    /// Each sample's version as listed.
+    versions: Vec<Option<String>>,
     max_bytes: u64,
     bytes: AtomicU64,
     requests: AtomicU64,
@@ -167,7 +206,9 @@ impl Objects {
         images.sort_by(|a, b| scan_order(&a.key).cmp(&scan_order(&b.key)));
         let mut classes: Vec<String> = Vec::new();
         let mut samples = Vec::with_capacity(images.len());
+        let mut versions = Vec::with_capacity(images.len());
         for blob in images {
+            versions.push(blob.version);
             let label = if foldered {
                 let class = blob.key.split('/').next().expect("split yields one item");
                 if classes.last().map(String::as_str) != Some(class) {
@@ -183,6 +224,7 @@ impl Objects {
         Ok(Objects {
             store,
             catalog: Arc::new(catalog),
+            versions,
             max_bytes: DEFAULT_MAX_BYTES,
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
@@ -204,6 +246,21 @@ impl Objects {
     }
 }
 
+/// A local file's version: its inode (a replacement is another file) and modification
+/// time (a rewrite in place changes it).
+fn file_version(meta: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{}:{}.{:09}", meta.ino(), meta.mtime(), meta.mtime_nsec())
+}
+
+/// A blob that is no longer what was listed.
+pub(super) fn changed(key: &str) -> Cause {
+    Cause::Io(format!(
+        "{key} changed since the dataset was indexed (open the dataset again to read it as \
+         it is now)"
+    ))
+}
+
 /// Refuses a blob sample by its catalog size before any byte is read: empty, or over the
 /// per-sample limit.
 pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
@@ -219,8 +276,9 @@ impl Source for Objects {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
         let size = self.catalog.size(id);
         check_sample_size(size, self.max_bytes, out)?;
+        let version = self.versions[id as usize].as_deref();
         self.store
-            .read_range(self.catalog.relative_path(id), 0, size, out)?;
+            .read_version(self.catalog.relative_path(id), version, 0, size, out)?;
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
         Ok(())

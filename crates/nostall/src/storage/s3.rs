@@ -374,6 +374,7 @@ impl BlobStore for S3Store {
                 (!key.is_empty()).then(|| BlobInfo {
                     key: key.to_string(),
                     size: meta.size,
+                    version: meta.e_tag.clone(),
                 })
             })
             .collect();
@@ -382,6 +383,17 @@ impl BlobStore for S3Store {
     }
 
     fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        self.read_version(key, None, offset, len, out)
+    }
+
+    fn read_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Cause> {
         out.clear();
         if len == 0 {
             return Ok(());
@@ -400,7 +412,9 @@ impl BlobStore for S3Store {
         // The body is taken chunk by chunk and cut off past the range: a server that sends
         // more (or never stops) must not make this process hold it.
         let received = self.runtime.block_on(async {
-            let options = object_store::GetOptions::new().with_range(Some(offset..end));
+            let mut options = object_store::GetOptions::new().with_range(Some(offset..end));
+            // The server answers 412 if the object is no longer the one listed.
+            options.if_match = version.map(str::to_string);
             let mut body = self.store.get_opts(&object, options).await?.into_stream();
             while let Some(chunk) = body.try_next().await? {
                 if out.len() + chunk.len() > len as usize {
@@ -412,6 +426,7 @@ impl BlobStore for S3Store {
         });
         let received = received.map_err(|e| match e {
             object_store::Error::NotFound { .. } => Cause::Missing,
+            object_store::Error::Precondition { .. } => super::blob::changed(&self.locate(key)),
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => Cause::PermissionDenied,
             e => Cause::Io(format!(

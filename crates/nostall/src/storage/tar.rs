@@ -44,6 +44,8 @@ const MAX_META_BYTES: u64 = 1 << 20;
 pub struct TarShards {
     store: Arc<dyn BlobStore>,
     shards: Vec<String>,
+    /// Each shard's version as listed: a shard rewritten since is an error, not other bytes.
+    versions: Vec<Option<String>>,
     /// Per sample: shard index and the image member's data offset.
     extents: Vec<(u32, u64)>,
     catalog: Arc<Catalog>,
@@ -117,7 +119,7 @@ impl TarShards {
                 seen.insert(key.to_string(), shard_no);
                 let label = match group.iter().find(|m| member_ext(&m.name) == "cls") {
                     Some(cls) => Some(
-                        read_label(store.as_ref(), &shard.key, cls)
+                        read_label(store.as_ref(), shard, cls)
                             .map_err(|message| shard_error(&shard.key, message))?,
                     ),
                     None => None,
@@ -128,6 +130,7 @@ impl TarShards {
         }
         let catalog = Catalog::from_samples(store.root(), Vec::new(), samples)?;
         Ok(TarShards {
+            versions: shards.iter().map(|s| s.version.clone()).collect(),
             shards: shards.into_iter().map(|s| s.key).collect(),
             store,
             extents,
@@ -163,8 +166,9 @@ impl Source for TarShards {
         let (shard, offset) = self.extents[id as usize];
         let len = self.catalog.size(id);
         check_sample_size(len, self.max_bytes, out)?;
+        let version = self.versions[shard as usize].as_deref();
         self.store
-            .read_range(&self.shards[shard as usize], offset, len, out)?;
+            .read_version(&self.shards[shard as usize], version, offset, len, out)?;
         self.bytes.fetch_add(len, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -203,8 +207,9 @@ impl ChunkReader<'_> {
         let have = self.chunk_start..self.chunk_start + self.chunk.len() as u64;
         if !(have.contains(&offset) && end <= have.end) {
             let want = len.max(INDEX_CHUNK).min(self.blob.size - offset);
+            let version = self.blob.version.as_deref();
             self.store
-                .read_range(&self.blob.key, offset, want, &mut self.chunk)?;
+                .read_version(&self.blob.key, version, offset, want, &mut self.chunk)?;
             self.chunk_start = offset;
         }
         let at = (offset - self.chunk_start) as usize;
@@ -403,7 +408,7 @@ fn group_by_key(members: &[Member]) -> impl Iterator<Item = &[Member]> {
     members.chunk_by(|a, b| sample_key(&a.name) == sample_key(&b.name))
 }
 
-fn read_label(store: &dyn BlobStore, shard: &str, cls: &Member) -> Result<u32, String> {
+fn read_label(store: &dyn BlobStore, shard: &BlobInfo, cls: &Member) -> Result<u32, String> {
     if cls.len > 64 {
         return Err(format!(
             "{} is {} bytes, too long for a label",
@@ -412,7 +417,13 @@ fn read_label(store: &dyn BlobStore, shard: &str, cls: &Member) -> Result<u32, S
     }
     let mut text = Vec::new();
     store
-        .read_range(shard, cls.offset, cls.len, &mut text)
+        .read_version(
+            &shard.key,
+            shard.version.as_deref(),
+            cls.offset,
+            cls.len,
+            &mut text,
+        )
         .map_err(|cause| format!("{}: {cause}", cls.name))?;
     let text = String::from_utf8_lossy(&text);
     text.trim().parse().map_err(|_| {
@@ -454,7 +465,14 @@ mod tests {
     }
 
     fn shards(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Result<TarShards>) {
-        let dir = tempfile::tempdir().unwrap();
+        shards_in(tempfile::tempdir().unwrap(), files)
+    }
+
+    /// Writes `files` into `dir` and opens its shards.
+    fn shards_in(
+        dir: tempfile::TempDir,
+        files: &[(&str, Vec<u8>)],
+    ) -> (tempfile::TempDir, Result<TarShards>) {
         for (name, bytes) in files {
             fs::write(dir.path().join(name), bytes).unwrap();
         }
@@ -657,6 +675,37 @@ mod tests {
             })
         );
         assert!(out.capacity() < 1 << 20);
+    }
+
+    #[test]
+    fn a_shard_rewritten_or_replaced_after_indexing_is_refused_not_misread() {
+        let (dir, opened) = shards(&[("a.tar", tar(&[("1.jpg", b"one"), ("2.jpg", b"two")]))]);
+        let shards = opened.unwrap();
+        let mut out = Vec::new();
+        shards.read(0, &mut out).unwrap();
+        assert_eq!(out, b"one");
+        // Rewritten in place, same size, other bytes (dated a second later, so that a
+        // coarse clock cannot hide the change).
+        let file = dir.path().join("a.tar");
+        fs::write(&file, tar(&[("1.jpg", b"ONE"), ("2.jpg", b"TWO")])).unwrap();
+        let later =
+            fs::metadata(&file).unwrap().modified().unwrap() + std::time::Duration::from_secs(1);
+        fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let err = shards.read(1, &mut out).unwrap_err();
+        assert!(err.to_string().contains("changed since"), "{err}");
+        // Replaced by another file.
+        let (dir, opened) = shards_in(dir, &[]);
+        let shards = opened.unwrap();
+        let replacement = dir.path().join("new.tar");
+        fs::write(&replacement, tar(&[("1.jpg", b"xyz"), ("2.jpg", b"uvw")])).unwrap();
+        fs::rename(&replacement, dir.path().join("a.tar")).unwrap();
+        let err = shards.read(0, &mut out).unwrap_err();
+        assert!(err.to_string().contains("changed since"), "{err}");
     }
 
     #[test]
