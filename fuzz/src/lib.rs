@@ -9,19 +9,24 @@
 //!   then the whole training pipeline.
 //! - [`peer_frames`]: bytes from the network, read as a peer server and as a peer client
 //!   read them.
+//! - [`s3_response`]: an HTTP response from an S3 endpoint (a responder on loopback
+//!   answers every request with the input), to a ranged read and to a listing.
 //!
 //! The AFL++ entry points (`src/bin`, feature `afl`) run them under `bash bench/fuzz.sh`;
 //! `tests/corpora.rs` replays the seed corpora and every crash found so far, and mutates
 //! them with fixed seeds, in every `cargo test`.
 
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use nostall::catalog::Catalog;
 use nostall::codec::{Decoder, Rect};
 use nostall::ops::Prep;
 use nostall::rng::Rng;
-use nostall::storage::{BlobInfo, BlobStore, Source, TarShards};
+use nostall::storage::{BlobInfo, BlobStore, S3Config, S3Store, Source, TarShards};
 use nostall::{Cause, Pipeline};
 
 /// The pixel limit of the image target: lower than the loader's default so that an
@@ -117,6 +122,65 @@ pub fn image(data: &[u8]) {
     };
     let mut out = vec![0; pipeline.sample_bytes()];
     let _ = prep.run(&pipeline, data, &mut Rng::new(7), &mut out);
+}
+
+/// The loopback endpoint [`s3_response`] talks to: it answers every request with the
+/// response set last.
+struct Responder {
+    response: Arc<Mutex<Vec<u8>>>,
+    store: S3Store,
+}
+
+fn responder() -> &'static Responder {
+    static RESPONDER: OnceLock<Responder> = OnceLock::new();
+    RESPONDER.get_or_init(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let endpoint = format!("http://{}", listener.local_addr().expect("bound"));
+        let response = Arc::new(Mutex::new(Vec::new()));
+        let answer = response.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(&stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let bytes = answer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let _ = stream.write_all(&bytes);
+            }
+        });
+        let mut config = S3Config::from_url("s3://bucket/prefix").expect("a valid URL");
+        config.endpoint = Some(endpoint);
+        config.allow_http = true;
+        config.region = "us-east-1".into();
+        config.access_key_id = Some("fuzz".into());
+        config.secret_access_key = Some("fuzz-secret".into());
+        config.max_retries = 0;
+        config.retry_window = Duration::from_millis(200);
+        config.request_timeout = Duration::from_secs(2);
+        Responder {
+            response,
+            store: S3Store::new(config).expect("an S3 client"),
+        }
+    })
+}
+
+/// An HTTP response from an S3 endpoint: to a ranged read of 100 bytes (with an
+/// `If-Match`) and to a listing.
+pub fn s3_response(data: &[u8]) {
+    let responder = responder();
+    *responder.response.lock().unwrap_or_else(|e| e.into_inner()) = data.to_vec();
+    let mut out = Vec::new();
+    let read = responder
+        .store
+        .read_version("a.jpg", Some("\"etag\""), 0, 100, &mut out);
+    assert!(
+        read.is_err() || out.len() == 100,
+        "a short or long read passed"
+    );
+    assert!(read.is_ok() || out.is_empty(), "a failed read left bytes");
+    let _ = responder.store.list();
 }
 
 /// Bytes from the network, as a peer server and a peer client read them.

@@ -98,3 +98,8 @@ fn image() {
 fn peer_frames() {
     replay("peer_frames", nostall_fuzz::peer_frames);
 }
+
+#[test]
+fn s3_response() {
+    replay("s3_response", nostall_fuzz::s3_response);
+}

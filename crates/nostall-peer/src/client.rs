@@ -225,6 +225,23 @@ pub(crate) fn resolve(addr: &str) -> Result<SocketAddr> {
         .ok_or_else(|| Error::Config(format!("{addr} resolves to no address")))
 }
 
+/// The longest refusal reason from a peer that is kept, in bytes.
+const MAX_REASON_BYTES: usize = 256;
+
+/// A peer's refusal reason as it may be printed: cut to [`MAX_REASON_BYTES`], control
+/// characters escaped (it comes from the network, and ends up in logs and terminals).
+fn printable(reason: &[u8]) -> String {
+    let mut shown = String::new();
+    for c in String::from_utf8_lossy(&reason[..reason.len().min(MAX_REASON_BYTES)]).chars() {
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 /// One open, authenticated data connection.
 struct Connection {
     tls: rustls::StreamOwned<rustls::ClientConnection, Deadline>,
@@ -351,7 +368,7 @@ impl Peer {
                 Ok(())
             }
             Ok(status) => {
-                let reason = String::from_utf8_lossy(out).into_owned();
+                let reason = printable(out);
                 out.clear();
                 if status != Status::BadRequest {
                     self.idle
@@ -485,6 +502,14 @@ mod tests {
             }
         });
         addr
+    }
+
+    #[test]
+    fn refusal_reasons_are_cut_and_escaped_before_they_reach_a_log() {
+        let reason = [b"no\x1b[31m\n".as_slice(), &[b'x'; 100_000]].concat();
+        let shown = printable(&reason);
+        assert!(shown.starts_with("no\\u{1b}[31m\\n"), "{shown}");
+        assert!(shown.len() < MAX_REASON_BYTES + 16);
     }
 
     #[test]
