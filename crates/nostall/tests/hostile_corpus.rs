@@ -368,6 +368,17 @@ fn kinds(photo: &[u8]) -> Vec<Kind> {
             png_with(4, 4, 8, 3, &zlib_zeros(19), &[]),
             Some("corrupt"),
         ),
+        // Found by fuzzing: the png crate's palette expansion panicked on these.
+        kind(
+            "palette-of-257.png",
+            png_with(4, 4, 8, 3, &zlib_zeros(19), &[chunk(b"PLTE", &[9; 771])]),
+            Some("corrupt"),
+        ),
+        kind(
+            "palette-of-2-bytes.png",
+            png_with(4, 4, 8, 3, &zlib_zeros(19), &[chunk(b"PLTE", &[9; 2])]),
+            Some("corrupt"),
+        ),
         kind(
             "idat-too-short.png",
             png_with(64, 64, 8, 2, &zlib_zeros(100), &[]),

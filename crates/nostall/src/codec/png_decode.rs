@@ -20,6 +20,23 @@ pub(super) fn dimensions(data: &[u8]) -> Result<(u32, u32), Cause> {
     Ok((width, height))
 }
 
+/// Refuses a palette the `png` crate would trust blindly: its palette expansion indexes
+/// out of bounds (a panic) on a PLTE chunk that is not whole RGB entries or holds more
+/// than 256 (found by fuzzing).
+fn check_palette(data: &[u8]) -> Result<(), Cause> {
+    let mut at = 8usize;
+    while let Some(head) = data.get(at..at.saturating_add(8)) {
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if &head[4..8] == b"PLTE" && (len == 0 || len % 3 != 0 || len > 3 * 256) {
+            return Err(Cause::Corrupt(format!(
+                "PNG palette of {len} bytes (whole RGB entries, at most 256)"
+            )));
+        }
+        at = at.saturating_add(12).saturating_add(len);
+    }
+    Ok(())
+}
+
 /// Decodes the whole image into `out` as RGB, returning (width, height).
 pub(super) fn decode_rgb(
     data: &[u8],
@@ -27,6 +44,7 @@ pub(super) fn decode_rgb(
     out: &mut Vec<u8>,
 ) -> Result<(u32, u32), Cause> {
     let corrupt = |e: png::DecodingError| Cause::Corrupt(e.to_string());
+    check_palette(data)?;
     let mut decoder = png::Decoder::new(data);
     // Expand palettes and low bit depths, strip 16-bit to 8: everything becomes 8-bit.
     decoder.set_transformations(png::Transformations::normalize_to_color8());
