@@ -51,7 +51,14 @@ impl BlobStore for OneShard {
         }])
     }
 
-    fn read_range(&self, _: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+    fn read_version(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Cause> {
         out.clear();
         let end = offset
             .checked_add(len)

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
-use std::net::TcpStream;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,7 +21,7 @@ use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
 
 #[path = "../../nostall-peer/tests/common/mod.rs"]
 mod common;
-use common::free_addrs;
+use common::{free_addrs, idle_connections, raise_descriptor_limit};
 
 const NODES: usize = 3;
 const SAMPLES: usize = 1200;
@@ -359,25 +358,8 @@ fn two_thousand_idle_connections_to_node_0_cost_the_epoch_nothing() {
     for node in 0..NODES {
         job.wait_for(node, "holding before epoch 0");
     }
-    raise_own_descriptor_limit();
-    let control: std::net::SocketAddr = job.peers[0].parse().unwrap();
-    let idle: Vec<TcpStream> = std::thread::scope(|s| {
-        let openers: Vec<_> = (0..8)
-            .map(|_| {
-                s.spawn(move || {
-                    (0..250)
-                        .filter_map(|_| {
-                            TcpStream::connect_timeout(&control, Duration::from_millis(20)).ok()
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        openers
-            .into_iter()
-            .flat_map(|o| o.join().unwrap())
-            .collect()
-    });
+    raise_descriptor_limit();
+    let idle = idle_connections(job.peers[0].parse().unwrap(), 2000);
     assert!(idle.len() > 64, "{} connections made", idle.len());
     for child in &mut job.children {
         child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
@@ -397,19 +379,5 @@ fn two_thousand_idle_connections_to_node_0_cost_the_epoch_nothing() {
     for epoch in 0..EPOCHS as usize {
         assert_eq!(job.total(&all, epoch, "skipped"), 0, "epoch {epoch}");
         assert_eq!(job.total(&all, epoch, "fallbacks"), 0, "epoch {epoch}");
-    }
-}
-
-/// Lets this test process hold a few thousand sockets.
-fn raise_own_descriptor_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
-        limit.rlim_cur = limit.rlim_max.min(16384);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
     }
 }

@@ -234,6 +234,7 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
+/// The same checks from the accepting end (signatures as for a server's certificate).
 impl ClientCertVerifier for Pinned {
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         &[]
@@ -267,11 +268,11 @@ impl ClientCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.algorithms)
+        ServerCertVerifier::verify_tls13_signature(self, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
+        ServerCertVerifier::supported_verify_schemes(self)
     }
 }
 

@@ -70,6 +70,9 @@ mod node_cache;
 mod server;
 mod source;
 #[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_common;
+#[cfg(test)]
 mod testing;
 pub mod wire;
 

@@ -795,6 +795,7 @@ impl Control for ControlService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_common as common;
     use crate::testing::Counting;
     use nostall::cache::partition::Placement;
     use nostall::cache::Capacity;
@@ -870,35 +871,9 @@ mod tests {
     #[test]
     fn idle_control_connections_take_few_places_and_cost_the_data_plane_nothing() {
         // 2 000 client sockets and the service's own in this one process.
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
-        unsafe {
-            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
-            limit.rlim_cur = limit.rlim_max.min(8192);
-            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
-        }
+        common::raise_descriptor_limit();
         let service = service_with(512, Duration::from_millis(200));
-        let control = service.control_addr();
-        let idle: Vec<TcpStream> = std::thread::scope(|s| {
-            let openers: Vec<_> = (0..8)
-                .map(|_| {
-                    s.spawn(move || {
-                        (0..250)
-                            .filter_map(|_| {
-                                TcpStream::connect_timeout(&control, Duration::from_millis(20)).ok()
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            openers
-                .into_iter()
-                .flat_map(|o| o.join().unwrap())
-                .collect()
-        });
+        let idle = common::idle_connections(service.control_addr(), 2000);
         assert!(
             idle.len() > MAX_CONTROL_CONNECTIONS,
             "{} connected",

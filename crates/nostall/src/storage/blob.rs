@@ -39,11 +39,14 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
 
     /// Reads exactly `len` bytes from `offset` of blob `key` into `out`, replacing its
     /// contents. A blob that ends before `offset + len` is an error, never a short read.
-    fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause>;
+    fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+        self.read_version(key, None, offset, len, out)
+    }
 
-    /// Like [`BlobStore::read_range`], for the blob as it was listed with `version`: a blob
-    /// rewritten or replaced since is [`Cause::Io`], not other bytes under the same name.
-    /// Stores that cannot tell versions apart read it as it is now.
+    /// Like [`BlobStore::read_range`], for the blob as it was listed with `version`
+    /// (`None`: as it is now): a blob rewritten or replaced since is [`Cause::Io`], not
+    /// other bytes under the same name. A store that cannot tell versions apart reads it
+    /// as it is now.
     fn read_version(
         &self,
         key: &str,
@@ -51,10 +54,7 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
         offset: u64,
         len: u64,
         out: &mut Vec<u8>,
-    ) -> Result<(), Cause> {
-        let _ = version;
-        self.read_range(key, offset, len, out)
-    }
+    ) -> Result<(), Cause>;
 
     /// The store's root as a user would write it: a path or a URL.
     fn root(&self) -> String;
@@ -120,10 +120,6 @@ impl BlobStore for LocalDir {
         }
         blobs.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         Ok(blobs)
-    }
-
-    fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
-        self.read_version(key, None, offset, len, out)
     }
 
     fn read_version(

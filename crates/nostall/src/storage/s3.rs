@@ -382,10 +382,6 @@ impl BlobStore for S3Store {
         Ok(blobs)
     }
 
-    fn read_range(&self, key: &str, offset: u64, len: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
-        self.read_version(key, None, offset, len, out)
-    }
-
     fn read_version(
         &self,
         key: &str,
