@@ -272,32 +272,33 @@ fn skipping_keeps_output_independent_of_thread_count() {
     assert_eq!(one, bytes(4));
 }
 
-/// A source that reads through local files but panics on one sample.
-struct PanicsOn {
+/// Local files behind a hook that runs before each read and may answer instead (an
+/// error, a panic) or hold the read up.
+struct Hooked<F> {
     inner: LocalFiles,
-    id: u64,
-    /// Panic with a payload whose drop panics again, so that the panic escapes the
-    /// per-sample guard and takes the thread down.
-    twice: bool,
+    before: F,
 }
 
-struct PanicsWhenDropped;
-
-impl Drop for PanicsWhenDropped {
-    fn drop(&mut self) {
-        panic!("and again while the first panic was handled");
-    }
+/// A source over `catalog`'s files with `before` run ahead of each read.
+fn hooked<F>(catalog: &Arc<Catalog>, before: F) -> Arc<Hooked<F>>
+where
+    F: Fn(u64) -> Option<Result<(), Cause>> + Send + Sync,
+{
+    Arc::new(Hooked {
+        inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
+        before,
+    })
 }
 
-impl Source for PanicsOn {
+impl<F> Source for Hooked<F>
+where
+    F: Fn(u64) -> Option<Result<(), Cause>> + Send + Sync,
+{
     fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
-        if id == self.id {
-            if self.twice {
-                std::panic::panic_any(PanicsWhenDropped);
-            }
-            panic!("a bug in a custom source");
+        match (self.before)(id) {
+            Some(answer) => answer,
+            None => self.inner.read(id, out),
         }
-        self.inner.read(id, out)
     }
 
     fn location(&self, id: u64) -> String {
@@ -309,13 +310,27 @@ impl Source for PanicsOn {
     }
 }
 
+/// A panic payload whose drop panics again, so that the panic escapes the per-sample
+/// guard and takes the thread down.
+struct PanicsWhenDropped;
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        panic!("and again while the first panic was handled");
+    }
+}
+
 fn panicking_loader(root: &Path, policy: ErrorPolicy, twice: bool) -> Loader {
     let (catalog, _) = Catalog::scan(root).unwrap();
     let catalog = Arc::new(catalog);
-    let source = Arc::new(PanicsOn {
-        inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
-        id: 5,
-        twice,
+    let source = hooked(&catalog, move |id| {
+        if id == 5 {
+            if twice {
+                std::panic::panic_any(PanicsWhenDropped);
+            }
+            panic!("a bug in a custom source");
+        }
+        None
     });
     let mut c = config(4, 2);
     c.on_error = policy;
@@ -421,38 +436,25 @@ fn dense_failures_with_a_one_batch_window_never_stall() {
     }
 }
 
-/// A source whose reads block until the test opens its gate; it reports the first read
-/// that blocks.
-struct Gated {
-    inner: LocalFiles,
+/// A gate that holds every read up until it opens; it reports the first read it holds.
+struct Gate {
     open: std::sync::Mutex<bool>,
     opened: std::sync::Condvar,
     blocked: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
 }
 
-impl Gated {
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
-    }
-}
-
-impl Source for Gated {
-    fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
+impl Gate {
+    fn wait(&self) {
         if let Some(tx) = self.blocked.lock().unwrap().take() {
             tx.send(()).unwrap();
         }
         let open = self.open.lock().unwrap();
         drop(self.opened.wait_while(open, |open| !*open).unwrap());
-        self.inner.read(id, out)
     }
 
-    fn location(&self, id: u64) -> String {
-        self.inner.location(id)
-    }
-
-    fn stats(&self) -> SourceStats {
-        self.inner.stats()
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
     }
 }
 
@@ -463,13 +465,17 @@ fn a_consumer_is_never_held_by_a_read_that_hangs() {
     let (catalog, _) = Catalog::scan(dir.path()).unwrap();
     let catalog = Arc::new(catalog);
     let (tx, blocked) = std::sync::mpsc::channel();
-    let source = Arc::new(Gated {
-        inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
+    let gate = Arc::new(Gate {
         open: std::sync::Mutex::new(false),
         opened: std::sync::Condvar::new(),
         blocked: std::sync::Mutex::new(Some(tx)),
     });
-    let l = Loader::new(catalog, source.clone(), config(4, 2)).unwrap();
+    let held = gate.clone();
+    let source = hooked(&catalog, move |_| {
+        held.wait();
+        None
+    });
+    let l = Loader::new(catalog, source, config(4, 2)).unwrap();
     let mut epoch = l.epoch(0).unwrap();
     blocked.recv().unwrap();
     // No sample can arrive while the gate is shut: the wait ends at its limit.
@@ -479,7 +485,7 @@ fn a_consumer_is_never_held_by_a_read_that_hangs() {
     ));
     // Dropping the epoch returns although its fetch threads are stuck in reads.
     within_a_minute(move || drop(epoch));
-    source.open();
+    gate.open();
     // The loader still works once the reads come back.
     assert_eq!(
         l.epoch(1).unwrap().map(|b| b.unwrap().len()).sum::<usize>(),
@@ -567,35 +573,19 @@ fn skip_counts_stay_exact_across_a_resume() {
     }
 }
 
-/// A source that fails some samples and makes others slow, by a hash of the id: the
-/// same ones every epoch, whatever the thread count; slowness by yielding, not sleeping.
-struct Flaky {
-    inner: LocalFiles,
-}
-
+/// The hash that decides which samples fail and how long each read takes: the same
+/// every epoch, whatever the thread count.
 fn flaky_hash(id: u64) -> u64 {
     nostall::rng::derive(&[0xF1A, id])
 }
 
-impl Source for Flaky {
-    fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), Cause> {
-        let h = flaky_hash(id);
-        for _ in 0..h % 300 {
-            std::thread::yield_now();
-        }
-        if h % 5 == 0 {
-            return Err(Cause::Io("the storage said no".into()));
-        }
-        self.inner.read(id, out)
+/// Fails a fifth of the samples and makes the others slow (by yielding, not sleeping).
+fn flaky(id: u64) -> Option<Result<(), Cause>> {
+    let h = flaky_hash(id);
+    for _ in 0..h % 300 {
+        std::thread::yield_now();
     }
-
-    fn location(&self, id: u64) -> String {
-        self.inner.location(id)
-    }
-
-    fn stats(&self) -> SourceStats {
-        self.inner.stats()
-    }
+    (h % 5 == 0).then(|| Err(Cause::Io("the storage said no".into())))
 }
 
 #[test]
@@ -614,9 +604,7 @@ fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
         for prefetch in 1..=3 {
             let catalog = catalog.clone();
             let output = within_a_minute(move || {
-                let source = Arc::new(Flaky {
-                    inner: LocalFiles::new(catalog.clone(), ReadMode::Cached),
-                });
+                let source = hooked(&catalog, flaky);
                 let mut c = config(4, threads);
                 c.prefetch = prefetch;
                 c.on_error = ErrorPolicy::Skip;
