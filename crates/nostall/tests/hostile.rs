@@ -247,17 +247,7 @@ fn skipping_keeps_output_independent_of_thread_count() {
         let mut c = config(3, threads);
         c.on_error = ErrorPolicy::Skip;
         let l = loader(dir.path(), c);
-        (0..3)
-            .map(|epoch| {
-                let mut it = l.epoch(epoch).unwrap();
-                let batches: Vec<(Vec<u64>, Vec<u8>)> = it
-                    .by_ref()
-                    .map(|b| b.unwrap())
-                    .map(|b| (b.ids().to_vec(), b.data().to_vec()))
-                    .collect();
-                (batches, it.stats().skipped)
-            })
-            .collect::<Vec<_>>()
+        (0..3).map(|epoch| run_epoch(&l, epoch)).collect::<Vec<_>>()
     };
     let one = bytes(1);
     for (batches, skipped) in &one {
@@ -385,6 +375,19 @@ fn a_thread_that_dies_stops_the_epoch_with_an_error() {
         .expect("an error, not a hang or a short epoch");
     assert!(matches!(err, Error::Internal(_)), "{err}");
     assert!(err.to_string().contains("nostall-fetch"), "{err}");
+}
+
+/// Every batch of `epoch` (ids and bytes) and the skips counted by cause.
+type EpochRun = (Vec<(Vec<u64>, Vec<u8>)>, BTreeMap<&'static str, u64>);
+
+fn run_epoch(l: &Loader, epoch: u64) -> EpochRun {
+    let mut it = l.epoch(epoch).unwrap();
+    let batches = it
+        .by_ref()
+        .map(|b| b.unwrap())
+        .map(|b| (b.ids().to_vec(), b.data().to_vec()))
+        .collect();
+    (batches, it.stats().skipped)
 }
 
 /// Runs `body` on a thread and fails the test if it has not finished within a minute:
@@ -608,14 +611,7 @@ fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
                 let mut c = config(4, threads);
                 c.prefetch = prefetch;
                 c.on_error = ErrorPolicy::Skip;
-                let l = Loader::new(catalog, source, c).unwrap();
-                let mut it = l.epoch(2).unwrap();
-                let batches: Vec<(Vec<u64>, Vec<u8>)> = it
-                    .by_ref()
-                    .map(|b| b.unwrap())
-                    .map(|b| (b.ids().to_vec(), b.data().to_vec()))
-                    .collect();
-                (batches, it.stats().skipped)
+                run_epoch(&Loader::new(catalog, source, c).unwrap(), 2)
             });
             let (batches, skipped) = output;
             let mut ids: Vec<u64> = batches.iter().flat_map(|b| b.0.clone()).collect();
