@@ -1,0 +1,117 @@
+//! A batch handed to the consumer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::SampleId;
+use crate::ops::DType;
+use crate::plan::Position;
+
+use super::buffer::{BatchBuffer, Pool};
+
+/// A batch of prepared samples, in one buffer that returns to the loader when dropped.
+pub struct Batch {
+    pub(super) buffer: Option<BatchBuffer>,
+    pub(super) pool: Arc<Pool>,
+    pub(super) len: usize,
+    pub(super) sample_shape: [usize; 3],
+    pub(super) dtype: DType,
+    pub(super) sample_bytes: usize,
+    pub(super) labels: Vec<i64>,
+    pub(super) ids: Vec<SampleId>,
+    pub(super) index: u64,
+    pub(super) position: Position,
+    pub(super) wait: Duration,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("index", &self.index)
+            .field("shape", &self.shape())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Batch {
+    /// Number of samples (the batch size, except perhaps for the last batch).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch holds no sample (never true for a delivered batch).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Shape: `[len, 3, h, w]` for CHW, `[len, h, w, 3]` for HWC.
+    pub fn shape(&self) -> [usize; 4] {
+        let [a, b, c] = self.sample_shape;
+        [self.len, a, b, c]
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The samples' bytes, back to back, native endianness.
+    pub fn data(&self) -> &[u8] {
+        &self.buffer.as_ref().expect("present until drop").bytes()[..self.len * self.sample_bytes]
+    }
+
+    /// The samples' bytes, writable (for handing the batch to a framework that may
+    /// change its tensors in place).
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let len = self.len * self.sample_bytes;
+        &mut self
+            .buffer
+            .as_mut()
+            .expect("present until drop")
+            .bytes_mut()[..len]
+    }
+
+    /// The data as f32 values, when the dtype is f32.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        let data = self.data();
+        // SAFETY: the buffer is 64-byte aligned and was written as f32 values; every
+        // bit pattern is a valid f32; the length is a multiple of 4 (whole samples).
+        Some(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<f32>(), data.len() / 4) })
+    }
+
+    /// One label per sample (the class index; -1 for unlabelled data).
+    pub fn labels(&self) -> &[i64] {
+        &self.labels
+    }
+
+    /// The samples' catalog ids, in batch order.
+    pub fn ids(&self) -> &[SampleId] {
+        &self.ids
+    }
+
+    /// This batch's number within the epoch.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// The position just after this batch: resuming there yields the next batch.
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    /// How long the consumer waited for this batch: the data stall it caused.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.give(buffer);
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Read-ahead: fetch threads read along the epoch's order ahead of prep and park the
+//! bytes until the prep thread that claims the sample takes them.
+//!
+//! What they hold (in flight or parked) is bounded in bytes by a window that adapts to
+//! what is observed: by Little's law, keeping prep fed at `R` bytes/s through reads that
+//! take `L` seconds needs about `R·L` bytes under way, so the window follows twice that,
+//! between a floor and the configured [`LoaderConfig::readahead`](super::LoaderConfig).
+//! Slow storage thus gets a deep window, a cache or a local disk a shallow one. The floor
+//! is a batch of samples (at least two per prep thread): cache hits arrive at once, so
+//! with a cache in front of slow storage a run of hits fills a shallow window, and the
+//! fetch threads would wait for prep instead of starting the next slow miss (measured:
+//! 15% of a 10 MB/s link lost with half the dataset cached). The factor of two also lets
+//! a window that starts small grow: reads limited by the window raise the pace, which
+//! widens the window, until the fetch threads or prep are the limit.
+//!
+//! Waiting fetch threads are woken when a quarter of the window is free, to read a burst,
+//! not once per sample: every wake-up takes a core from a prep thread.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::error::Cause;
+use crate::metrics::ReadaheadStats;
+
+/// A fetched sample's bytes, or why they could not be read.
+pub(super) type Fetched = std::result::Result<Vec<u8>, Cause>;
+
+/// The bytes under way between the fetch threads and prep, and the window bounding them.
+pub(super) struct ReadAhead {
+    state: Mutex<Ahead>,
+    /// Signalled when bytes are parked.
+    parked: Condvar,
+    /// Signalled when prep takes bytes, making room in the window.
+    room: Condvar,
+    /// Each stream sample's size per the catalog (at least one byte): what a read
+    /// reserves before it knows the real size.
+    sizes: Vec<u64>,
+    /// The largest window.
+    limit: u64,
+    /// How many emptied buffers are kept for re-use.
+    spare_limit: usize,
+    started: Instant,
+    stop: AtomicBool,
+}
+
+/// A read a fetch thread may start.
+pub(super) struct Reservation {
+    /// The sample's stream index.
+    pub(super) index: usize,
+    /// The bytes reserved for it in the window.
+    pub(super) reserved: u64,
+    /// A buffer to read into.
+    pub(super) buffer: Vec<u8>,
+}
+
+struct Ahead {
+    /// Next stream index to read.
+    next: usize,
+    /// Bytes read ahead, by stream index, until the prep thread that claims them takes them.
+    parked: BTreeMap<usize, Fetched>,
+    /// Bytes held: reserved for reads in flight (at their catalog size) and parked.
+    held: u64,
+    peak: u64,
+    /// The current bound on `held`.
+    window: u64,
+    floor: u64,
+    /// Smoothed duration of one read, in seconds.
+    latency: f64,
+    /// Bytes taken by prep since the epoch started.
+    taken: u64,
+    /// Time prep threads spent waiting for bytes.
+    starved: Duration,
+    /// Emptied byte buffers, re-used by fetch threads.
+    spare: Vec<Vec<u8>>,
+    /// Fetch threads waiting for room, and prep threads waiting for bytes.
+    fetchers_waiting: usize,
+    takers_waiting: usize,
+}
+
+impl ReadAhead {
+    /// A read-ahead over a stream whose samples have `sizes`, starting at stream index
+    /// `start`, with a window between `floor` and `limit` bytes.
+    pub(super) fn new(
+        sizes: Vec<u64>,
+        start: usize,
+        floor: u64,
+        limit: u64,
+        spare_limit: usize,
+    ) -> ReadAhead {
+        ReadAhead {
+            state: Mutex::new(Ahead {
+                next: start,
+                parked: BTreeMap::new(),
+                held: 0,
+                peak: 0,
+                window: floor,
+                floor,
+                latency: 0.0,
+                taken: 0,
+                starved: Duration::ZERO,
+                spare: Vec::new(),
+                fetchers_waiting: 0,
+                takers_waiting: 0,
+            }),
+            parked: Condvar::new(),
+            room: Condvar::new(),
+            sizes,
+            limit,
+            spare_limit,
+            started: Instant::now(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ahead> {
+        // The state is consistent at every unlock, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Wakes every waiting thread and makes every later call return `None`.
+    pub(super) fn halt(&self) {
+        self.stop.store(true, Ordering::Release);
+        // Take the lock so that no thread misses the wake-up between its check and wait.
+        drop(self.lock());
+        self.parked.notify_all();
+        self.room.notify_all();
+    }
+
+    /// Reserves the next sample of the stream for a fetch thread, waiting while the
+    /// window is full. `None` once the stream is exhausted or the epoch stopped.
+    pub(super) fn next(&self) -> Option<Reservation> {
+        let mut ahead = self.lock();
+        loop {
+            if self.stopped() || ahead.next == self.sizes.len() {
+                return None;
+            }
+            let need = self.need(&ahead);
+            // A sample larger than the whole window still goes through, alone.
+            if ahead.held == 0 || ahead.held + need <= ahead.window {
+                let index = ahead.next;
+                ahead.next += 1;
+                ahead.held += need;
+                ahead.peak = ahead.peak.max(ahead.held);
+                let buffer = ahead.spare.pop().unwrap_or_default();
+                return Some(Reservation {
+                    index,
+                    reserved: need,
+                    buffer,
+                });
+            }
+            ahead.fetchers_waiting += 1;
+            ahead = self.room.wait(ahead).unwrap_or_else(|e| e.into_inner());
+            ahead.fetchers_waiting -= 1;
+        }
+    }
+
+    /// The bytes to reserve for the next sample to fetch (zero past the end).
+    fn need(&self, ahead: &Ahead) -> u64 {
+        self.sizes.get(ahead.next).copied().unwrap_or(0)
+    }
+
+    /// Parks a fetched sample for prep, correcting the reservation to its real size.
+    pub(super) fn park(&self, index: usize, reserved: u64, took: Duration, bytes: Fetched) {
+        let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
+        let mut ahead = self.lock();
+        ahead.held = ahead.held - reserved + len;
+        ahead.peak = ahead.peak.max(ahead.held);
+        ahead.latency += 0.1 * (took.as_secs_f64() - ahead.latency);
+        ahead.parked.insert(index, bytes);
+        let wake = ahead.takers_waiting > 0;
+        drop(ahead);
+        if wake {
+            self.parked.notify_all();
+        }
+    }
+
+    /// Takes sample `index`'s bytes once they are parked, and adapts the window to the
+    /// pace at which prep takes bytes. `None` if the epoch stopped.
+    pub(super) fn take(&self, index: usize) -> Option<Fetched> {
+        let mut ahead = self.lock();
+        let before = Instant::now();
+        let bytes = loop {
+            if let Some(bytes) = ahead.parked.remove(&index) {
+                break bytes;
+            }
+            if self.stopped() {
+                return None;
+            }
+            ahead.takers_waiting += 1;
+            ahead = self.parked.wait(ahead).unwrap_or_else(|e| e.into_inner());
+            ahead.takers_waiting -= 1;
+        };
+        ahead.starved += before.elapsed();
+        let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
+        ahead.held -= len;
+        ahead.taken += len;
+        let pace = ahead.taken as f64 / self.started.elapsed().as_secs_f64().max(1e-3);
+        let wanted = (2.0 * pace * ahead.latency) as u64;
+        ahead.window = wanted.clamp(ahead.floor, self.limit);
+        // Let waiting fetch threads refill a quarter of the window at a time rather than a
+        // sample at a time: one wake-up per sample would take a core from prep as often.
+        let refill = ahead.fetchers_waiting > 0 && {
+            let burst = self.need(&ahead).max(ahead.window / 4);
+            ahead.held == 0 || ahead.held + burst <= ahead.window
+        };
+        drop(ahead);
+        if refill {
+            self.room.notify_all();
+        }
+        Some(bytes)
+    }
+
+    /// Returns an emptied byte buffer to the fetch threads.
+    pub(super) fn recycle(&self, mut bytes: Vec<u8>) {
+        let mut ahead = self.lock();
+        if ahead.spare.len() < self.spare_limit {
+            bytes.clear();
+            ahead.spare.push(bytes);
+        }
+    }
+
+    /// Time prep waited for bytes, and the window's figures.
+    pub(super) fn stats(&self) -> (Duration, ReadaheadStats) {
+        let ahead = self.lock();
+        let stats = ReadaheadStats {
+            window: ahead.window,
+            peak: ahead.peak,
+            limit: self.limit,
+        };
+        (ahead.starved, stats)
+    }
+}

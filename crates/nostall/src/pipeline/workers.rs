@@ -1,0 +1,119 @@
+//! The loader's threads: fetch threads read bytes into the read-ahead, prep threads claim
+//! samples in order and prepare them into their slots. A panic inside one sample costs
+//! that sample; one outside any sample stops the epoch with an error, never a hang.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::error::Cause;
+use crate::ops::Prep;
+use crate::rng::{derive, Rng};
+use crate::storage::Source;
+
+use super::epoch::Shared;
+use super::order::Claim;
+use super::readahead::Reservation;
+
+/// Starts a loader thread running `body`. A panic that escapes it (one outside any
+/// sample: the samples' own are caught where they happen) stops the epoch with an error,
+/// rather than leaving the consumer waiting for that thread's samples forever.
+pub(super) fn spawn(name: String, shared: &Arc<Shared>, body: fn(&Shared)) -> JoinHandle<()> {
+    let shared = shared.clone();
+    let thread = name.clone();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(&shared))) {
+                shared.crashed(format!("{thread} panicked: {}", panic_message(&*panic)));
+            }
+            shared.thread_exited();
+        })
+        .expect("cannot start a loader thread")
+}
+
+/// The message a panic carries, when it is text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
+pub(super) fn fetch_loop(shared: &Shared) {
+    while let Some(Reservation {
+        index,
+        reserved,
+        buffer: mut bytes,
+    }) = shared.ahead.next()
+    {
+        let started = Instant::now();
+        let id = shared.stream[index];
+        // A source that panics on one sample costs that sample (named, skippable), not the
+        // epoch; the buffer it held is not reused.
+        let result = catch_unwind(AssertUnwindSafe(|| shared.source.read(id, &mut bytes)))
+            .unwrap_or_else(|panic| {
+                bytes = Vec::new();
+                Err(Cause::Internal(format!(
+                    "reading it panicked: {}",
+                    panic_message(&*panic)
+                )))
+            });
+        let took = started.elapsed();
+        shared.fetch.record(took, bytes.len() as u64);
+        shared
+            .ahead
+            .park(index, reserved, took, result.map(|()| bytes));
+    }
+}
+
+pub(super) fn prep_loop(shared: &Shared) {
+    // Without a decoder every sample fails, and is reported as such, rather than the
+    // thread vanishing and the epoch waiting forever for its samples.
+    let mut prep = Prep::new(shared.config.max_pixels).ok();
+    while let Some(Claim {
+        index,
+        position,
+        mut slot,
+    }) = shared.order.claim()
+    {
+        let Some(bytes) = shared.ahead.take(index) else {
+            return; // the epoch is stopping
+        };
+        let id = shared.stream[index];
+        let started = Instant::now();
+        let result = match (&mut prep, bytes) {
+            (_, Err(cause)) => Err(cause),
+            (None, Ok(_)) => Err(Cause::Corrupt(
+                "the JPEG decoder could not be initialised".into(),
+            )),
+            (Some(state), Ok(bytes)) => {
+                let mut rng = Rng::new(derive(&[shared.config.plan.seed, shared.from.epoch, id]));
+                // A panic in a decoder must cost one sample, not the epoch: a thread that died
+                // would leave its sample unfinished and the consumer waiting forever.
+                let run = || state.run(&shared.config.pipeline, &bytes, &mut rng, slot.as_mut());
+                let result = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+                    // Whatever the panic left half-done in the decoder stays with this sample.
+                    prep = Prep::new(shared.config.max_pixels).ok();
+                    Err(Cause::Internal(format!(
+                        "preparing it panicked: {}",
+                        panic_message(&*panic)
+                    )))
+                });
+                shared.ahead.recycle(bytes);
+                result
+            }
+        };
+        shared.prep.record(
+            started.elapsed(),
+            if result.is_ok() {
+                shared.sample_bytes as u64
+            } else {
+                0
+            },
+        );
+        shared.order.complete(index, position, result);
+    }
+}
