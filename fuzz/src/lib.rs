@@ -23,11 +23,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nostall::catalog::Catalog;
-use nostall::codec::{Decoder, Rect};
-use nostall::ops::Prep;
+use nostall::prep::image::codec::{Decoder, Rect};
+use nostall::prep::image::ImagePipeline;
+use nostall::prep::Prep;
 use nostall::rng::Rng;
 use nostall::storage::{BlobInfo, BlobStore, S3Config, S3Store, Source, TarShards};
-use nostall::{Cause, Pipeline};
+use nostall::Cause;
 
 /// The pixel limit of the image target: lower than the loader's default so that an
 /// execution stays in milliseconds (the limit itself is what a bomb runs into).
@@ -123,12 +124,12 @@ pub fn image(data: &[u8]) {
         let _ = decoder.decode(data, &header, middle, (16, 16));
     }
     let _ = decoder.decode_full(data);
-    let pipeline = Pipeline::imagenet_train(32);
-    let Ok(mut prep) = Prep::new(MAX_PIXELS) else {
+    let pipeline = ImagePipeline::imagenet_train(32).with_max_pixels(MAX_PIXELS);
+    let Ok(mut prep) = pipeline.preparer() else {
         return;
     };
     let mut out = vec![0; pipeline.sample_bytes()];
-    let _ = prep.run(&pipeline, data, &mut Rng::new(7), &mut out);
+    let _ = prep.prepare(data, &mut Rng::new(7), &mut out);
 }
 
 /// The loopback endpoint [`s3_response`] talks to: it answers every request with the

@@ -201,12 +201,12 @@ pub fn run(
     let model = match (given_model, time_model) {
         (Some(model), _) => model,
         (None, Some(time_model)) => {
-            let pipeline = &subject.config.pipeline;
+            let layout = subject.config.pipeline.layout();
             let mut shape = vec![subject.config.plan.batch_size];
-            shape.extend(pipeline.sample_shape());
+            shape.extend_from_slice(layout.shape());
             let classes = subject.catalog.classes().len().max(1);
             let (rate, what) = time_model
-                .call1((shape, pipeline.dtype().to_string(), classes))?
+                .call1((shape, layout.dtype().to_string(), classes))?
                 .extract::<(f64, String)>()?;
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(config_error(

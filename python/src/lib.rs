@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::env::Distributed;
 use nostall::pipeline::Next;
-use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Pipeline, Position};
+use nostall::prep::ImagePipeline;
+use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Position};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -328,7 +329,7 @@ const PRESET_SIZE: u32 = 224;
 
 /// The operators of the preset `name` at `image_size` (default [`PRESET_SIZE`]).
 fn preset(py: Python<'_>, name: &str, image_size: Option<u32>) -> PyResult<Vec<nostall::Op>> {
-    let pipeline = Pipeline::preset(name, image_size.unwrap_or(PRESET_SIZE));
+    let pipeline = ImagePipeline::preset(name, image_size.unwrap_or(PRESET_SIZE));
     Ok(pipeline.map_err(|e| raise(py, e))?.ops().to_vec())
 }
 
@@ -374,8 +375,8 @@ impl ConfigArgs<'_, '_> {
         };
         let dtype = self.dtype.parse::<DType>().map_err(|e| raise(py, e))?;
         let layout = self.layout.parse::<Layout>().map_err(|e| raise(py, e))?;
-        let pipeline = Pipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
-        let mut config = LoaderConfig::new(pipeline);
+        let pipeline = ImagePipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
+        let mut config = LoaderConfig::new(pipeline.into());
         let dist = Distributed::resolve(self.rank, self.world_size).map_err(|e| raise(py, e))?;
         config.plan.batch_size = self.batch_size;
         config.plan.shuffle = self.shuffle;
@@ -933,7 +934,7 @@ fn demo_photos(py: Python<'_>, directory: Option<PathBuf>) -> PyResult<String> {
 
 /// The operators of a preset as a list of `nostall.ops` objects.
 fn preset_list<'py>(py: Python<'py>, name: &str, size: u32) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let pipeline = Pipeline::preset(name, size).map_err(|e| raise(py, e))?;
+    let pipeline = ImagePipeline::preset(name, size).map_err(|e| raise(py, e))?;
     pipeline
         .ops()
         .iter()

@@ -1,12 +1,12 @@
 //! `nostall.ops`: the operators of a pipeline as Python objects.
 //!
-//! Each class converts its arguments into one [`nostall::ops::Op`], which the engine
+//! Each class converts its arguments into one [`nostall::prep::image::Op`], which the engine
 //! checks ([`Op::validate`]) when the object is made; the common base class `Op` holds
 //! that value, which is what `Loader(pipeline=[...])` hands to
 //! [`nostall::Pipeline::new`]. The subclasses keep their arguments for their
 //! read-only attributes.
 
-use nostall::ops::{Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
+use nostall::prep::image::{Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::{PyClass, PyClassInitializer};

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use nostall::codec::{Decoder, DEFAULT_MAX_PIXELS};
+use nostall::prep::image::codec::{Decoder, DEFAULT_MAX_PIXELS};
 use nostall::storage::Source;
 
 use crate::run::{

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use nostall::cache::partition::Placement;
 use nostall::cache::Capacity;
-use nostall::codec::{encode_jpeg, EncodePixels};
 use nostall::plan::{EpochPlan, PlanConfig};
+use nostall::prep::image::codec::{encode_jpeg, EncodePixels};
 use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
 
 #[path = "../../nostall-peer/tests/common/mod.rs"]

@@ -5,6 +5,7 @@
 //! loader. An [`Error`] is about the loader as a whole (bad configuration, an unreadable
 //! dataset root, an index that cannot be written) and always stops it.
 
+use crate::prep::Modality;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -30,8 +31,8 @@ pub enum Cause {
         /// The configured limit in bytes.
         limit: u64,
     },
-    /// The bytes are not an image format nostall can decode (checked by content, not name).
-    UnknownFormat,
+    /// The bytes are not in a format the modality decodes (checked by content, not name).
+    UnknownFormat(Modality),
     /// The image declares more pixels than the decompression-bomb guard allows.
     TooManyPixels {
         /// Declared width.
@@ -76,7 +77,7 @@ impl Cause {
             Cause::Io(_) => "io",
             Cause::Empty => "empty",
             Cause::TooLarge { .. } => "too-large",
-            Cause::UnknownFormat => "unknown-format",
+            Cause::UnknownFormat(_) => "unknown-format",
             Cause::TooManyPixels { .. } => "too-many-pixels",
             Cause::Corrupt(_) => "corrupt",
             Cause::Internal(_) => "internal",
@@ -107,7 +108,9 @@ impl fmt::Display for Cause {
             Cause::TooLarge { bytes, limit } => {
                 write!(f, "file is {bytes} bytes, over the per-sample limit of {limit} bytes")
             }
-            Cause::UnknownFormat => write!(f, "not a JPEG or PNG image (checked by content)"),
+            Cause::UnknownFormat(modality) => {
+                write!(f, "not {} (checked by content)", modality.formats())
+            }
             Cause::TooManyPixels { width, height, limit } => write!(
                 f,
                 "image declares {width}x{height} pixels, over the limit of {limit} (decompression bomb guard)"
@@ -238,7 +241,7 @@ mod tests {
             Cause::Io(String::new()),
             Cause::Empty,
             Cause::TooLarge { bytes: 2, limit: 1 },
-            Cause::UnknownFormat,
+            Cause::UnknownFormat(Modality::Image),
             Cause::TooManyPixels {
                 width: 2,
                 height: 2,

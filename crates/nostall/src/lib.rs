@@ -62,20 +62,20 @@
 pub mod analyze;
 pub mod cache;
 pub mod catalog;
-pub mod codec;
 pub mod dataset;
 pub mod env;
 pub mod error;
 pub mod metrics;
-pub mod ops;
 pub mod pipeline;
 pub mod plan;
+pub mod prep;
 pub mod rng;
 pub mod storage;
 
 pub use catalog::{Catalog, SampleId};
 pub use error::{Cause, Error, Result, SampleError};
 pub use metrics::EpochStats;
-pub use ops::{DType, Layout, Op, Pipeline};
 pub use pipeline::{Batch, Checkpoint, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
 pub use plan::{PlanConfig, Position, Shard};
+pub use prep::image::{Layout, Op};
+pub use prep::{DType, Modality, Pipeline, SampleLayout};

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nostall::codec::{encode_jpeg, EncodePixels};
+use nostall::prep::image::codec::{encode_jpeg, EncodePixels};
 use nostall::storage::{LocalFiles, ReadMode};
 use nostall::{Catalog, Loader, LoaderConfig, Pipeline};
 use std::fs;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{config, jpeg, loader, picture};
-use nostall::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
+use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
 use nostall::storage::{LocalFiles, ReadMode, Source, SourceStats};
 use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader};
 

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use nostall::catalog::Catalog;
-use nostall::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
+use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
 use nostall::storage::{LocalFiles, ReadMode};
 use nostall::{ErrorPolicy, Loader, LoaderConfig, Pipeline};
 

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::SampleId;
-use crate::ops::DType;
 use crate::plan::Position;
+use crate::prep::{DType, SampleLayout};
 
 use super::buffer::{BatchBuffer, Pool};
 
@@ -14,8 +14,7 @@ pub struct Batch {
     pub(super) buffer: Option<BatchBuffer>,
     pub(super) pool: Arc<Pool>,
     pub(super) len: usize,
-    pub(super) sample_shape: [usize; 3],
-    pub(super) dtype: DType,
+    pub(super) layout: SampleLayout,
     pub(super) sample_bytes: usize,
     pub(super) labels: Vec<i64>,
     pub(super) ids: Vec<SampleId>,
@@ -44,15 +43,18 @@ impl Batch {
         self.len == 0
     }
 
-    /// Shape: `[len, 3, h, w]` for CHW, `[len, h, w, 3]` for HWC.
-    pub fn shape(&self) -> [usize; 4] {
-        let [a, b, c] = self.sample_shape;
-        [self.len, a, b, c]
+    /// Shape: the number of samples, then the sample's ([`SampleLayout::shape`]), e.g.
+    /// `[len, 3, h, w]` for CHW images or `[len, channels, samples]` for audio.
+    pub fn shape(&self) -> Vec<usize> {
+        let mut shape = Vec::with_capacity(1 + self.layout.shape().len());
+        shape.push(self.len);
+        shape.extend_from_slice(self.layout.shape());
+        shape
     }
 
     /// Element type.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        self.layout.dtype()
     }
 
     /// The samples' bytes, back to back, native endianness.
@@ -73,7 +75,7 @@ impl Batch {
 
     /// The data as f32 values, when the dtype is f32.
     pub fn as_f32(&self) -> Option<&[f32]> {
-        if self.dtype != DType::F32 {
+        if self.layout.dtype() != DType::F32 {
             return None;
         }
         let data = self.data();

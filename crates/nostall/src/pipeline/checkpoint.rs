@@ -59,13 +59,7 @@ impl RunIdentity {
         });
         RunIdentity {
             dataset: catalog_digest(catalog),
-            // What the user asked for, not what the pipeline derived from it.
-            pipeline: text_digest(&format!(
-                "{:?} {:?} {:?}",
-                config.pipeline.ops(),
-                config.pipeline.dtype(),
-                config.pipeline.layout()
-            )),
+            pipeline: text_digest(&config.pipeline.prep().fingerprint()),
             seed: plan.seed,
             batch_size: plan.batch_size as u64,
             world_size: plan.world as u64,

@@ -1,11 +1,10 @@
 //! How a [`Loader`](super::Loader) runs: its settings and their validation.
 
 use crate::cache::CacheConfig;
-use crate::codec::DEFAULT_MAX_PIXELS;
 use crate::error::{Error, Result};
-use crate::ops::Pipeline;
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
+use crate::prep::Pipeline;
 
 /// What to do with a sample that cannot be read or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,8 +32,6 @@ pub struct LoaderConfig {
     pub prefetch: usize,
     /// What to do with bad samples.
     pub on_error: ErrorPolicy,
-    /// Decompression-bomb guard: images with more pixels are refused.
-    pub max_pixels: u64,
     /// The loader's cache of encoded samples, kept across epochs.
     pub cache: CacheConfig,
     /// The most bytes fetch threads may hold ahead of prep (in flight or waiting); see
@@ -64,7 +61,6 @@ impl LoaderConfig {
             fetch_threads: 2,
             prefetch: 4,
             on_error: ErrorPolicy::Error,
-            max_pixels: DEFAULT_MAX_PIXELS,
             cache: CacheConfig::default(),
             readahead: 64 << 20,
             locality: None,

@@ -15,7 +15,7 @@
 //! protocol that keeps output in plan order without copying), `workers` (the fetch and
 //! prep threads), `epoch` (the consumer's side), `batch` and `buffer` (pooled, aligned
 //! batch memory). What a sample becomes is not the pipeline's business: prep threads run
-//! the loader's [`Pipeline`](crate::Pipeline) through its [`Prep`](crate::ops::Prep).
+//! the loader's [`Pipeline`](crate::Pipeline) through its [`Prep`](crate::prep::Prep).
 //!
 //! **Threads** outnumber cores (fetch threads and the consumer beside the prep threads),
 //! so every wake-up preempts a prep thread: both the read-ahead and the ordering protocol
@@ -33,6 +33,8 @@ mod loader;
 mod order;
 mod quarantine;
 mod readahead;
+#[cfg(test)]
+mod tests;
 mod workers;
 
 pub use batch::Batch;

@@ -8,7 +8,6 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::error::Cause;
-use crate::ops::Prep;
 use crate::rng::{derive, Rng};
 use crate::storage::Source;
 
@@ -70,9 +69,10 @@ pub(super) fn fetch_loop(shared: &Shared) {
 }
 
 pub(super) fn prep_loop(shared: &Shared) {
-    // Without a decoder every sample fails, and is reported as such, rather than the
+    let pipeline = &shared.config.pipeline;
+    // Without a preparer every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
-    let mut prep = Prep::new(shared.config.max_pixels).ok();
+    let mut preparer = pipeline.prep().preparer().map_err(|e| e.to_string());
     while let Some(Claim {
         index,
         position,
@@ -84,19 +84,20 @@ pub(super) fn prep_loop(shared: &Shared) {
         };
         let id = shared.stream[index];
         let started = Instant::now();
-        let result = match (&mut prep, bytes) {
+        let result = match (&mut preparer, bytes) {
             (_, Err(cause)) => Err(cause),
-            (None, Ok(_)) => Err(Cause::Corrupt(
-                "the JPEG decoder could not be initialised".into(),
-            )),
-            (Some(state), Ok(bytes)) => {
+            (Err(why), Ok(_)) => Err(Cause::Internal(format!(
+                "no {} preparer could be made: {why}",
+                pipeline.modality()
+            ))),
+            (Ok(state), Ok(bytes)) => {
                 let mut rng = Rng::new(derive(&[shared.config.plan.seed, shared.from.epoch, id]));
                 // A panic in a decoder must cost one sample, not the epoch: a thread that died
                 // would leave its sample unfinished and the consumer waiting forever.
-                let run = || state.run(&shared.config.pipeline, &bytes, &mut rng, slot.as_mut());
+                let run = || state.prepare(&bytes, &mut rng, slot.as_mut());
                 let result = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
-                    // Whatever the panic left half-done in the decoder stays with this sample.
-                    prep = Prep::new(shared.config.max_pixels).ok();
+                    // Whatever the panic left half-done in the preparer stays with this sample.
+                    preparer = pipeline.prep().preparer().map_err(|e| e.to_string());
                     Err(Cause::Internal(format!(
                         "preparing it panicked: {}",
                         panic_message(&*panic)

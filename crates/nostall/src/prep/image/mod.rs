@@ -1,4 +1,5 @@
-//! Operators: the augmentations of a training pipeline, planned before decoding.
+//! Images: JPEG and PNG decoding and the augmentations of a training pipeline, planned
+//! before decoding.
 //!
 //! The geometric operators (crops, resizes, flips) are not applied one after another to
 //! pixel arrays, as torchvision does. Each only moves a rectangle: starting from the whole
@@ -14,12 +15,14 @@
 //! (seed, epoch, sample id), so a sample's augmentation does not depend on which thread
 //! prepares it.
 
+pub mod codec;
 mod output;
 mod resample;
 
+use codec::{Decoder, Rect, DEFAULT_MAX_PIXELS};
 use resample::{Image, Resampler};
 
-use crate::codec::{Decoder, Rect};
+use super::{DType, Modality, Prep, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
 use crate::rng::Rng;
 
@@ -94,7 +97,7 @@ impl Op {
 
     /// Checks the operator's own parameters: sizes of at least one pixel, ordered
     /// ranges, a probability in [0, 1], finite means and positive standard deviations.
-    /// [`Pipeline::new`] checks each operator this way, then how they combine.
+    /// [`ImagePipeline::new`] checks each operator this way, then how they combine.
     pub fn validate(&self) -> Result<()> {
         let not_empty = |name: &str, height: u32, width: u32| {
             if height == 0 || width == 0 {
@@ -154,51 +157,6 @@ impl Op {
     }
 }
 
-/// Element type of the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DType {
-    /// Bytes, 0–255 (normalise on the GPU).
-    U8,
-    /// 32-bit floats: [0, 1], or normalised when the pipeline has `Normalize`.
-    #[default]
-    F32,
-}
-
-impl DType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DType::U8 => 1,
-            DType::F32 => 4,
-        }
-    }
-}
-
-impl std::str::FromStr for DType {
-    type Err = Error;
-
-    /// `float32` (or `f32`), `uint8` (or `u8`): NumPy's and Rust's names.
-    fn from_str(s: &str) -> Result<DType> {
-        match s {
-            "float32" | "f32" => Ok(DType::F32),
-            "uint8" | "u8" => Ok(DType::U8),
-            _ => Err(Error::Config(format!(
-                "unknown output dtype {s:?}: use \"float32\" or \"uint8\""
-            ))),
-        }
-    }
-}
-
-/// NumPy's name: `float32` or `uint8` (what [`DType::from_str`] reads).
-impl std::fmt::Display for DType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DType::F32 => "float32",
-            DType::U8 => "uint8",
-        })
-    }
-}
-
 /// Order of the output's dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
@@ -227,7 +185,7 @@ impl std::str::FromStr for Layout {
 
 /// A validated list of operators with a fixed output shape.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pipeline {
+pub struct ImagePipeline {
     ops: Vec<Op>,
     dtype: DType,
     layout: Layout,
@@ -237,9 +195,11 @@ pub struct Pipeline {
     std: [f32; 3],
     /// Whether [`output`]'s division-free form gives these `mean` and `std` exactly.
     fused_exact: bool,
+    /// Decompression-bomb guard: images with more pixels are refused.
+    max_pixels: u64,
 }
 
-/// The operators of [`Pipeline::imagenet_train`].
+/// The operators of [`ImagePipeline::imagenet_train`].
 fn imagenet_train_ops(size: u32) -> Vec<Op> {
     vec![
         Op::random_resized_crop(size),
@@ -251,7 +211,7 @@ fn imagenet_train_ops(size: u32) -> Vec<Op> {
     ]
 }
 
-/// The operators of [`Pipeline::imagenet_val`].
+/// The operators of [`ImagePipeline::imagenet_val`].
 fn imagenet_val_ops(size: u32) -> Vec<Op> {
     let resize = (size as f64 * 256.0 / 224.0).round() as u32;
     vec![
@@ -292,7 +252,7 @@ impl std::fmt::Display for Layout {
 
 /// A pipeline as a person would write it down, e.g. `RandomResizedCrop(224) →
 /// RandomHorizontalFlip → Normalize(ImageNet), float32 CHW` (for reports).
-impl std::fmt::Display for Pipeline {
+impl std::fmt::Display for ImagePipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         fn size(f: &mut std::fmt::Formatter<'_>, height: u32, width: u32) -> std::fmt::Result {
             if height == width {
@@ -345,10 +305,10 @@ impl std::fmt::Display for Pipeline {
     }
 }
 
-impl Pipeline {
+impl ImagePipeline {
     /// Checks every operator ([`Op::validate`]), that together they produce one fixed
     /// output shape, and that the output type fits.
-    pub fn new(ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<Pipeline> {
+    pub fn new(ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<ImagePipeline> {
         let mut size: Option<(u32, u32)> = None;
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
         let mut normalized = false;
@@ -383,7 +343,7 @@ impl Pipeline {
                     .into(),
             ));
         }
-        Ok(Pipeline {
+        Ok(ImagePipeline {
             ops,
             dtype,
             layout,
@@ -392,12 +352,13 @@ impl Pipeline {
             mean,
             std,
             fused_exact: output::fused_is_exact(mean, std),
+            max_pixels: DEFAULT_MAX_PIXELS,
         })
     }
 
-    /// A preset by name: `"train"` ([`Pipeline::imagenet_train`]) or `"val"` (also
-    /// `"eval"`, [`Pipeline::imagenet_val`]), with output size `size`.
-    pub fn preset(name: &str, size: u32) -> Result<Pipeline> {
+    /// A preset by name: `"train"` ([`ImagePipeline::imagenet_train`]) or `"val"` (also
+    /// `"eval"`, [`ImagePipeline::imagenet_val`]), with output size `size`.
+    pub fn preset(name: &str, size: u32) -> Result<ImagePipeline> {
         let ops = match name {
             "train" => imagenet_train_ops(size),
             "val" | "eval" => imagenet_val_ops(size),
@@ -408,7 +369,7 @@ impl Pipeline {
                 )))
             }
         };
-        Pipeline::new(ops, DType::F32, Layout::Chw)
+        ImagePipeline::new(ops, DType::F32, Layout::Chw)
     }
 
     /// The standard ImageNet training pipeline: RandomResizedCrop(size), flip,
@@ -416,9 +377,9 @@ impl Pipeline {
     ///
     /// # Panics
     ///
-    /// When `size` is 0 ([`Pipeline::preset`] returns an error instead).
-    pub fn imagenet_train(size: u32) -> Pipeline {
-        Pipeline::new(imagenet_train_ops(size), DType::F32, Layout::Chw)
+    /// When `size` is 0 ([`ImagePipeline::preset`] returns an error instead).
+    pub fn imagenet_train(size: u32) -> ImagePipeline {
+        ImagePipeline::new(imagenet_train_ops(size), DType::F32, Layout::Chw)
             .expect("the preset is valid for sizes of at least 1")
     }
 
@@ -427,9 +388,9 @@ impl Pipeline {
     ///
     /// # Panics
     ///
-    /// When `size` is 0 ([`Pipeline::preset`] returns an error instead).
-    pub fn imagenet_val(size: u32) -> Pipeline {
-        Pipeline::new(imagenet_val_ops(size), DType::F32, Layout::Chw)
+    /// When `size` is 0 ([`ImagePipeline::preset`] returns an error instead).
+    pub fn imagenet_val(size: u32) -> ImagePipeline {
+        ImagePipeline::new(imagenet_val_ops(size), DType::F32, Layout::Chw)
             .expect("the preset is valid for sizes of at least 1")
     }
 
@@ -455,6 +416,13 @@ impl Pipeline {
             Layout::Chw => [3, h, w],
             Layout::Hwc => [h, w, 3],
         }
+    }
+
+    /// Refuses images of more than `max_pixels` pixels (decompression bombs), instead of
+    /// [`DEFAULT_MAX_PIXELS`].
+    pub fn with_max_pixels(mut self, max_pixels: u64) -> ImagePipeline {
+        self.max_pixels = max_pixels;
+        self
     }
 
     /// Bytes of one prepared sample.
@@ -587,39 +555,48 @@ fn random_crop(
     )
 }
 
-/// Per-thread state to prepare samples: decoder and resampler, reused.
-pub struct Prep {
+/// The images modality: what a prepared image looks like, and a decoder per thread.
+impl Prep for ImagePipeline {
+    fn modality(&self) -> Modality {
+        Modality::Image
+    }
+
+    fn layout(&self) -> SampleLayout {
+        SampleLayout::new(self.sample_shape().to_vec(), self.dtype)
+    }
+
+    fn fingerprint(&self) -> String {
+        // What the user asked for, not what the pipeline derived from it.
+        format!("{:?} {:?} {:?}", self.ops, self.dtype, self.layout)
+    }
+
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Ok(Box::new(ImagePreparer::new(self.clone())?))
+    }
+}
+
+/// Per-thread state to prepare images: decoder and resampler, reused.
+pub(crate) struct ImagePreparer {
+    pipeline: ImagePipeline,
     decoder: Decoder,
     resampler: Resampler,
 }
 
-impl std::fmt::Debug for Prep {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prep")
-            .field("decoder", &self.decoder)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Prep {
-    /// Prep state refusing images over `max_pixels`; buffers size themselves on first use.
-    pub fn new(max_pixels: u64) -> Result<Prep> {
-        let decoder = Decoder::new(max_pixels).map_err(Error::Config)?;
-        Ok(Prep {
+impl ImagePreparer {
+    /// Buffers size themselves on first use.
+    fn new(pipeline: ImagePipeline) -> Result<ImagePreparer> {
+        let decoder = Decoder::new(pipeline.max_pixels).map_err(Error::Config)?;
+        Ok(ImagePreparer {
+            pipeline,
             decoder,
             resampler: Resampler::default(),
         })
     }
+}
 
-    /// Decodes `data` and writes the prepared sample into `out`
-    /// (`pipeline.sample_bytes()` bytes).
-    pub fn run(
-        &mut self,
-        pipeline: &Pipeline,
-        data: &[u8],
-        rng: &mut Rng,
-        out: &mut [u8],
-    ) -> Result<(), Cause> {
+impl Preparer for ImagePreparer {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+        let pipeline = &self.pipeline;
         debug_assert_eq!(out.len(), pipeline.sample_bytes());
         let header = self.decoder.header(data)?;
         let geometry = pipeline.geometry(header.width, header.height, rng);
@@ -643,8 +620,8 @@ impl Prep {
 
 #[cfg(test)]
 mod tests {
+    use super::codec::{encode_jpeg, EncodePixels};
     use super::*;
-    use crate::codec::{encode_jpeg, EncodePixels};
 
     #[test]
     fn random_crop_stays_inside_and_follows_ranges() {
@@ -663,7 +640,7 @@ mod tests {
 
     #[test]
     fn val_geometry_matches_torchvision() {
-        let p = Pipeline::imagenet_val(224);
+        let p = ImagePipeline::imagenet_val(224);
         let g = p.geometry(500, 375, &mut Rng::new(0));
         // Resize(256): 375 -> 256, 500 -> 341; CenterCrop(224) at (58.5 -> 58, 16).
         let (sx, sy) = (500.0 / 341.0, 375.0 / 256.0);
@@ -674,7 +651,7 @@ mod tests {
 
     #[test]
     fn invalid_pipelines_are_refused() {
-        assert!(Pipeline::new(
+        assert!(ImagePipeline::new(
             vec![Op::Resize(Size::Shorter(256))],
             DType::F32,
             Layout::Chw
@@ -684,7 +661,7 @@ mod tests {
             mean: IMAGENET_MEAN,
             std: IMAGENET_STD,
         };
-        assert!(Pipeline::new(
+        assert!(ImagePipeline::new(
             vec![Op::random_resized_crop(8), norm.clone()],
             DType::U8,
             Layout::Chw
@@ -694,7 +671,7 @@ mod tests {
             mean: IMAGENET_MEAN,
             std: [0.0, 1.0, 1.0],
         };
-        assert!(Pipeline::new(
+        assert!(ImagePipeline::new(
             vec![Op::random_resized_crop(8), bad_std],
             DType::F32,
             Layout::Chw
@@ -772,30 +749,30 @@ mod tests {
             assert!(error.to_string().contains(words), "{op:?}: {error}");
             // A pipeline refuses what its operators refuse.
             let ops = vec![op, Op::random_resized_crop(8)];
-            assert!(Pipeline::new(ops, DType::F32, Layout::Chw).is_err());
+            assert!(ImagePipeline::new(ops, DType::F32, Layout::Chw).is_err());
         }
     }
 
     #[test]
     fn presets_by_name_and_output_types_from_text() {
         assert_eq!(
-            Pipeline::preset("train", 96).unwrap(),
-            Pipeline::imagenet_train(96)
+            ImagePipeline::preset("train", 96).unwrap(),
+            ImagePipeline::imagenet_train(96)
         );
         assert_eq!(
-            Pipeline::preset("val", 96).unwrap(),
-            Pipeline::imagenet_val(96)
+            ImagePipeline::preset("val", 96).unwrap(),
+            ImagePipeline::imagenet_val(96)
         );
         assert_eq!(
-            Pipeline::preset("eval", 96).unwrap(),
-            Pipeline::imagenet_val(96)
+            ImagePipeline::preset("eval", 96).unwrap(),
+            ImagePipeline::imagenet_val(96)
         );
-        let error = Pipeline::preset("test", 96).unwrap_err();
+        let error = ImagePipeline::preset("test", 96).unwrap_err();
         assert!(
             error.to_string().contains("\"train\" or \"val\""),
             "{error}"
         );
-        let error = Pipeline::preset("train", 0).unwrap_err();
+        let error = ImagePipeline::preset("train", 0).unwrap_err();
         assert!(error.to_string().contains("at least 1"), "{error}");
 
         assert_eq!("float32".parse::<DType>().unwrap(), DType::F32);
@@ -813,14 +790,14 @@ mod tests {
         assert!(error.to_string().contains("\"HWC\""), "{error}");
 
         // The presets normalise, so they need f32: a u8 output must leave Normalize out.
-        let ops = Pipeline::imagenet_train(32).ops().to_vec();
-        let error = Pipeline::new(ops.clone(), DType::U8, Layout::Chw).unwrap_err();
+        let ops = ImagePipeline::imagenet_train(32).ops().to_vec();
+        let error = ImagePipeline::new(ops.clone(), DType::U8, Layout::Chw).unwrap_err();
         assert!(error.to_string().contains("leave Normalize out"), "{error}");
         let without: Vec<Op> = ops
             .into_iter()
             .filter(|op| !matches!(op, Op::Normalize { .. }))
             .collect();
-        let u8_hwc = Pipeline::new(without, DType::U8, Layout::Hwc).unwrap();
+        let u8_hwc = ImagePipeline::new(without, DType::U8, Layout::Hwc).unwrap();
         assert_eq!(u8_hwc.sample_shape(), [32, 32, 3]);
         assert_eq!(u8_hwc.sample_bytes(), 32 * 32 * 3);
     }
@@ -841,14 +818,13 @@ mod tests {
                 }),
                 Op::RandomHorizontalFlip { p },
             ];
-            Pipeline::new(ops, DType::F32, Layout::Chw).unwrap()
+            ImagePipeline::new(ops, DType::F32, Layout::Chw).unwrap()
         };
         for (p, left_dark) in [(0.0, true), (1.0, false)] {
             let pipeline = make(p);
-            let mut prep = Prep::new(u64::MAX).unwrap();
+            let mut prep = pipeline.preparer().unwrap();
             let mut out = vec![0u8; pipeline.sample_bytes()];
-            prep.run(&pipeline, &jpeg, &mut Rng::new(0), &mut out)
-                .unwrap();
+            prep.prepare(&jpeg, &mut Rng::new(0), &mut out).unwrap();
             let f: Vec<f32> = out
                 .chunks_exact(4)
                 .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
@@ -884,11 +860,12 @@ mod tests {
                 },
                 Op::RandomHorizontalFlip { p: 1.0 },
             ];
-            let pipeline = Pipeline::new(ops, dtype, layout).unwrap();
+            let pipeline = ImagePipeline::new(ops, dtype, layout).unwrap();
             let mut out = vec![0u8; pipeline.sample_bytes()];
-            Prep::new(u64::MAX)
+            pipeline
+                .preparer()
                 .unwrap()
-                .run(&pipeline, &jpeg, &mut Rng::new(0), &mut out)
+                .prepare(&jpeg, &mut Rng::new(0), &mut out)
                 .unwrap();
             out
         };
@@ -912,10 +889,10 @@ mod tests {
     #[test]
     fn pipelines_print_as_a_person_would_write_them() {
         assert_eq!(
-            Pipeline::imagenet_train(224).to_string(),
+            ImagePipeline::imagenet_train(224).to_string(),
             "RandomResizedCrop(224) → RandomHorizontalFlip → Normalize(ImageNet), float32 CHW"
         );
-        let custom = Pipeline::new(
+        let custom = ImagePipeline::new(
             vec![
                 Op::Resize(Size::Shorter(256)),
                 Op::CenterCrop {

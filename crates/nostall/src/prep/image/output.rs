@@ -19,7 +19,7 @@
 //! bytes.
 
 use super::resample::Block;
-use super::{DType, Layout, Pipeline};
+use super::{DType, ImagePipeline, Layout};
 
 /// Writes `block`, rows `y0..` of a `height`-row sample, into `out`
 /// (`pipeline.sample_bytes()` bytes), mirrored left–right when `flip`.
@@ -28,7 +28,7 @@ pub(super) fn write_block(
     y0: usize,
     height: usize,
     flip: bool,
-    pipeline: &Pipeline,
+    pipeline: &ImagePipeline,
     out: &mut [u8],
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -47,7 +47,7 @@ unsafe fn write_block_avx2(
     y0: usize,
     height: usize,
     flip: bool,
-    pipeline: &Pipeline,
+    pipeline: &ImagePipeline,
     out: &mut [u8],
 ) {
     if pipeline.fused_exact && pipeline.dtype == DType::F32 && pipeline.layout == Layout::Chw {
@@ -67,7 +67,7 @@ unsafe fn stream_planes(
     y0: usize,
     height: usize,
     flip: bool,
-    pipeline: &Pipeline,
+    pipeline: &ImagePipeline,
     out: &mut [u8],
 ) {
     use std::arch::x86_64::*;
@@ -133,7 +133,7 @@ fn write_rows(
     y0: usize,
     height: usize,
     flip: bool,
-    pipeline: &Pipeline,
+    pipeline: &ImagePipeline,
     out: &mut [u8],
 ) {
     let value = Normalize::new(pipeline.mean, pipeline.std);
@@ -258,15 +258,15 @@ fn packed_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::resample::BLOCK;
-    use crate::ops::{Op, IMAGENET_MEAN, IMAGENET_STD};
+    use crate::prep::image::resample::BLOCK;
+    use crate::prep::image::{Op, IMAGENET_MEAN, IMAGENET_STD};
 
     /// Element (c, y, x) the slow, obvious way, from planar bytes.
     fn reference(
         planes: &[u8],
         (w, h): (usize, usize),
         flip: bool,
-        pipeline: &Pipeline,
+        pipeline: &ImagePipeline,
         (c, y, x): (usize, usize, usize),
     ) -> f32 {
         let sx = if flip { w - 1 - x } else { x };
@@ -283,7 +283,7 @@ mod tests {
         planes: &[u8],
         (w, h): (usize, usize),
         flip: bool,
-        pipeline: &Pipeline,
+        pipeline: &ImagePipeline,
     ) -> (Vec<u8>, Vec<u8>) {
         let mut portable = vec![0u8; pipeline.sample_bytes()];
         // 32-byte aligned, as a batch buffer is, so that non-temporal stores are tested.
@@ -340,7 +340,7 @@ mod tests {
             (vec![crop.clone(), normalize], DType::F32),
         ] {
             for layout in [Layout::Chw, Layout::Hwc] {
-                let pipeline = Pipeline::new(ops.clone(), dtype, layout).unwrap();
+                let pipeline = ImagePipeline::new(ops.clone(), dtype, layout).unwrap();
                 for flip in [false, true] {
                     let (portable, chosen) = write_both(&planes, (w, h), flip, &pipeline);
                     assert_eq!(portable, chosen, "{pipeline} flip {flip}");

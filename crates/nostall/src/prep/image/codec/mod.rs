@@ -19,6 +19,7 @@ mod turbo;
 pub use turbo::{encode_jpeg, EncodePixels};
 
 use crate::error::Cause;
+use crate::prep::Modality;
 use turbo::{Handle, JpegHeader};
 
 /// The default decompression-bomb guard: 100 megapixels (e.g. 12 000 × 8 000).
@@ -146,7 +147,7 @@ impl Decoder {
         if data.is_empty() {
             return Err(Cause::Empty);
         }
-        let header = match sniff(data).ok_or(Cause::UnknownFormat)? {
+        let header = match sniff(data).ok_or(Cause::UnknownFormat(Modality::Image))? {
             Format::Jpeg => {
                 let jpeg = Self::run_turbo(&mut self.turbo, self.max_pixels, |turbo| {
                     turbo.read_header(data)
@@ -496,7 +497,10 @@ mod tests {
     fn bad_data_is_a_cause_not_a_panic() {
         let mut dec = Decoder::new(1_000).unwrap();
         assert_eq!(dec.header(&[]), Err(Cause::Empty));
-        assert_eq!(dec.header(b"GIF89a...."), Err(Cause::UnknownFormat));
+        assert_eq!(
+            dec.header(b"GIF89a...."),
+            Err(Cause::UnknownFormat(Modality::Image))
+        );
         let jpeg = encode_jpeg(&gradient(64, 48), 64, 48, EncodePixels::Rgb, 90, false).unwrap();
         assert!(matches!(
             dec.header(&jpeg),

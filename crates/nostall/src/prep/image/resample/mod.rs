@@ -20,7 +20,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
-use crate::codec::Rect;
+use super::codec::Rect;
 
 /// Output rows produced together.
 pub(super) const BLOCK: usize = 16;

@@ -1,0 +1,326 @@
+//! The ordering protocol, read-ahead and thread lifecycle with a fake prep: no codec,
+//! every sample's fate chosen by its bytes.
+//!
+//! A sample's bytes are its id (8 bytes) and a command: `b'.'` prepares it, `b'F'` fails
+//! it, `b'P'` panics, and `b'H'` holds it until the samples whose ids follow the command
+//! have entered prep in other threads (the next `HOLD` of the stream: so that it
+//! completes after them, a slow sample at a known point). A held sample needs a second
+//! prep thread, and a window with room for `HOLD` claims past it: claims made while it is
+//! in flight take positions after its tentative one, which exceeds its final position by
+//! the skips not yet finalised, so the window must span `HOLD` plus those skips beyond
+//! its batch (`prefetch − 1` batches ≥ 8 samples here).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::catalog::Catalog;
+use crate::error::{Cause, Result};
+use crate::prep::{DType, Modality, Pipeline, Prep, Preparer, SampleLayout};
+use crate::rng::Rng;
+use crate::storage::Memory;
+use crate::{ErrorPolicy, Loader, LoaderConfig, SampleId};
+
+/// How many samples a held sample waits for.
+const HOLD: usize = 2;
+const SEED: u64 = 5;
+/// What a held sample waits at most: only reached if the protocol is broken (the sample
+/// then fails, and the test with it).
+const HOLD_LIMIT: Duration = Duration::from_secs(60);
+
+/// The samples that entered prep so far (held ones aside), for held samples to wait on.
+#[derive(Debug, Default)]
+struct Progress {
+    entered: Mutex<HashSet<SampleId>>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct FakePrep {
+    progress: Arc<Progress>,
+}
+
+impl std::fmt::Display for FakePrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("fake")
+    }
+}
+
+/// Output: the sample's id, then a draw of its generator (16 bytes).
+impl Prep for FakePrep {
+    fn modality(&self) -> Modality {
+        Modality::Image
+    }
+
+    fn layout(&self) -> SampleLayout {
+        SampleLayout::new(vec![16], DType::U8)
+    }
+
+    fn fingerprint(&self) -> String {
+        "fake".into()
+    }
+
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Ok(Box::new(FakePreparer {
+            progress: self.progress.clone(),
+        }))
+    }
+}
+
+struct FakePreparer {
+    progress: Arc<Progress>,
+}
+
+impl Preparer for FakePreparer {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+        let (id, command) = data.split_at(8);
+        let progress = &self.progress;
+        if command[0] != b'H' {
+            let id = u64::from_le_bytes(id.try_into().unwrap());
+            progress.entered.lock().unwrap().insert(id);
+            progress.changed.notify_all();
+        }
+        match command[0] {
+            b'F' => return Err(Cause::Corrupt("told to fail".into())),
+            b'P' => panic!("told to panic"),
+            b'H' => {
+                let awaited: Vec<SampleId> = command[1..]
+                    .chunks(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                let (entered, timeout) = progress
+                    .changed
+                    .wait_timeout_while(progress.entered.lock().unwrap(), HOLD_LIMIT, |seen| {
+                        !awaited.iter().all(|id| seen.contains(id))
+                    })
+                    .unwrap();
+                drop(entered);
+                if timeout.timed_out() {
+                    return Err(Cause::Internal("the held sample was never released".into()));
+                }
+            }
+            _ => {}
+        }
+        out[..8].copy_from_slice(id);
+        out[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+        Ok(())
+    }
+}
+
+/// A loader over samples whose commands are `commands` (one per sample id); a held
+/// sample waits for the `HOLD` samples after it in the stream of `commands.epoch`.
+fn loader(commands: &Commands, batch_size: usize, threads: usize, prefetch: usize) -> Loader {
+    let order = plain_stream(commands.of.len(), batch_size, commands.epoch);
+    let samples: Vec<Vec<u8>> = commands
+        .of
+        .iter()
+        .enumerate()
+        .map(|(id, &command)| {
+            let mut bytes = (id as u64).to_le_bytes().to_vec();
+            bytes.push(command);
+            if command == b'H' {
+                let at = order.iter().position(|&s| s == id as u64).unwrap();
+                for &next in order[at + 1..].iter().take(HOLD) {
+                    bytes.extend_from_slice(&next.to_le_bytes());
+                }
+            }
+            bytes
+        })
+        .collect();
+    let catalog = Catalog::from_samples(
+        "memory",
+        Vec::new(),
+        samples
+            .iter()
+            .enumerate()
+            .map(|(id, s)| (format!("{id}.fake"), None, s.len() as u64)),
+    )
+    .unwrap();
+    let mut config = LoaderConfig::new(Pipeline::new(FakePrep::default()));
+    config.plan.batch_size = batch_size;
+    config.plan.seed = SEED;
+    config.prep_threads = threads;
+    config.fetch_threads = threads;
+    config.prefetch = prefetch;
+    config.on_error = ErrorPolicy::Skip;
+    Loader::new(Arc::new(catalog), Arc::new(Memory::new(samples)), config).unwrap()
+}
+
+/// The ids and bytes of an epoch's batches, and its skip counts.
+type Run = (Vec<Vec<SampleId>>, Vec<u8>, BTreeMap<&'static str, u64>);
+
+fn run(loader: &Loader, epoch: u64) -> Run {
+    let mut run = loader.epoch(epoch).unwrap();
+    let (mut ids, mut bytes) = (Vec::new(), Vec::new());
+    for batch in run.by_ref() {
+        let batch = batch.unwrap();
+        for (slot, &id) in batch.data().chunks(16).zip(batch.ids()) {
+            assert_eq!(slot[..8], id.to_le_bytes(), "sample {id} not in its slot");
+        }
+        ids.push(batch.ids().to_vec());
+        bytes.extend_from_slice(batch.data());
+    }
+    (ids, bytes, run.stats().skipped)
+}
+
+/// What each sample is told to do, by id, and the epoch its holds are planned for.
+#[derive(Clone)]
+struct Commands {
+    of: Vec<u8>,
+    epoch: u64,
+}
+
+impl Commands {
+    /// The same samples, none held (for a single thread, which cannot release them, or a
+    /// window of one batch).
+    fn without_holds(&self) -> Commands {
+        let of = self
+            .of
+            .iter()
+            .map(|&c| if c == b'H' { b'.' } else { c })
+            .collect();
+        Commands { of, ..*self }
+    }
+}
+
+/// The stream of `epoch` over `len` samples, as every loader of these tests plans it.
+fn plain_stream(len: usize, batch_size: usize, epoch: u64) -> Vec<SampleId> {
+    let plan = crate::PlanConfig {
+        batch_size,
+        seed: SEED,
+        ..crate::PlanConfig::default()
+    };
+    crate::plan::EpochPlan::new(&plan, len, epoch)
+        .unwrap()
+        .samples()
+        .to_vec()
+}
+
+/// Commands for 40 samples, placed along the stream of `epoch`: failures, panics and held
+/// samples, some back to back, one right at a batch boundary.
+fn commands(epoch: u64) -> Commands {
+    let order = plain_stream(40, 4, epoch);
+    let mut of = vec![b'.'; 40];
+    for (i, c) in [
+        (2, b'F'),
+        (3, b'F'),
+        (6, b'H'),
+        (7, b'P'),
+        (11, b'F'),
+        (15, b'H'),
+        (16, b'F'),
+        (24, b'P'),
+        (33, b'H'),
+        (39, b'F'),
+    ] {
+        of[order[i] as usize] = c;
+    }
+    Commands { of, epoch }
+}
+
+#[test]
+fn batches_are_full_in_plan_order_whatever_fails_and_however_many_threads() {
+    let commands = commands(0);
+    let good: Vec<SampleId> = plain_stream(40, 4, 0)
+        .iter()
+        .copied()
+        .filter(|&id| matches!(commands.of[id as usize], b'.' | b'H'))
+        .collect();
+    let expected: Vec<Vec<SampleId>> = good.chunks(4).map(<[_]>::to_vec).collect();
+    let skipped = BTreeMap::from([("corrupt", 5), ("internal", 2)]);
+    // Held samples need another thread to release them.
+    let reference = run(&loader(&commands.without_holds(), 4, 1, 1), 0);
+    assert_eq!(reference.0, expected);
+    assert_eq!(reference.2, skipped);
+    let got = run(&loader(&commands.without_holds(), 4, 3, 1), 0);
+    assert_eq!(got, reference);
+    for threads in 2..=4 {
+        for prefetch in [1, 2, 4] {
+            let commands = if prefetch < 4 {
+                commands.without_holds()
+            } else {
+                commands.clone()
+            };
+            let got = run(&loader(&commands, 4, threads, prefetch), 0);
+            assert_eq!(got.0, expected, "{threads} threads, prefetch {prefetch}");
+            assert_eq!(got.1, reference.1, "{threads} threads, prefetch {prefetch}");
+            assert_eq!(got.2, skipped);
+        }
+    }
+}
+
+#[test]
+fn a_resumed_epoch_yields_exactly_the_rest_across_skips() {
+    let commands = commands(1);
+    let loader = loader(&commands, 4, 3, 4);
+    let (whole, bytes, _) = run(&loader, 1);
+    for stop in [1, 2, 5] {
+        let mut epoch = loader.epoch(1).unwrap();
+        let mut head = Vec::new();
+        for _ in 0..stop {
+            head.push(epoch.next().unwrap().unwrap().ids().to_vec());
+        }
+        let checkpoint = loader.checkpoint(&epoch);
+        drop(epoch);
+        let mut rest = loader.resume_saved(&checkpoint).unwrap();
+        let mut tail = Vec::new();
+        let mut tail_bytes = Vec::new();
+        for batch in rest.by_ref() {
+            let batch = batch.unwrap();
+            tail.push(batch.ids().to_vec());
+            tail_bytes.extend_from_slice(batch.data());
+        }
+        head.extend(tail);
+        assert_eq!(head, whole, "stopped after {stop} batches");
+        assert_eq!(tail_bytes, bytes[stop * 4 * 16..], "stopped after {stop}");
+        assert_eq!(
+            rest.stats().skipped.values().sum::<u64>(),
+            7,
+            "skips before the checkpoint carry over"
+        );
+    }
+}
+
+#[test]
+fn every_sample_failing_ends_the_epoch_with_no_batch() {
+    let commands = Commands {
+        of: vec![b'F'; 9],
+        epoch: 0,
+    };
+    for threads in 1..=3 {
+        let (ids, _, skipped) = run(&loader(&commands, 4, threads, 2), 0);
+        assert!(ids.is_empty());
+        assert_eq!(skipped, BTreeMap::from([("corrupt", 9)]));
+    }
+}
+
+#[test]
+fn under_the_error_policy_the_first_failure_in_plan_order_stops_the_epoch() {
+    let mut of = vec![b'.'; 20];
+    of[13] = b'F';
+    of[17] = b'P';
+    let commands = Commands { of, epoch: 0 };
+    let mut loader = loader(&commands, 4, 3, 2);
+    loader.config.on_error = ErrorPolicy::Error;
+    let stream = plain_stream(20, 4, 0);
+    let first_bad = *stream.iter().find(|&&id| id == 13 || id == 17).unwrap();
+    let mut delivered = 0;
+    let mut epoch = loader.epoch(0).unwrap();
+    let error = loop {
+        match epoch.next().expect("the epoch stops with an error") {
+            Ok(batch) => delivered += batch.len(),
+            Err(error) => break error,
+        }
+    };
+    let crate::Error::Sample(sample) = error else {
+        panic!("not a sample error: {error}");
+    };
+    assert_eq!(sample.id, first_bad);
+    let position = stream.iter().position(|&id| id == first_bad).unwrap();
+    assert_eq!(
+        delivered,
+        position / 4 * 4,
+        "every batch before the bad sample"
+    );
+    assert!(epoch.next().is_none(), "nothing after the error");
+}

@@ -1,0 +1,305 @@
+//! Prep: what a sample becomes. The seam between the pipeline, which moves bytes and
+//! batches without knowing what they hold, and each modality, which knows its formats.
+//!
+//! A modality implements [`Prep`]: it declares the layout of one prepared sample
+//! ([`SampleLayout`]: shape and element type, so a fixed number of bytes that the pipeline
+//! reserves in a batch buffer) and makes a [`Preparer`] per prep thread, the state that
+//! turns one sample's encoded bytes into its slot (decoders, scratch buffers). A
+//! [`Pipeline`] is a shared handle to one `Prep`; the loader clones it into every thread.
+//!
+//! Two modalities ship: [`image`] (JPEG, PNG; crops, flips, normalisation) and [`audio`]
+//! (WAV, FLAC, Ogg Vorbis, MP3; resampling, crops, mel spectrograms). The files each one
+//! reads are declared once, by [`Modality`], and the catalog and storage list datasets
+//! through it.
+//!
+//! A preparer must leave nothing behind from one sample to the next that could change the
+//! next one's output: the pipeline relies on it to make output independent of which
+//! thread prepared what, and a sample that failed must not harm its neighbours.
+
+pub mod image;
+
+use std::sync::Arc;
+
+use crate::error::{Cause, Error, Result};
+use crate::rng::Rng;
+
+pub use image::ImagePipeline;
+
+/// A kind of data, with the files it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[non_exhaustive]
+pub enum Modality {
+    /// Photographs: JPEG and PNG.
+    #[default]
+    Image,
+    /// Recorded sound: WAV, FLAC, Ogg Vorbis, MP3.
+    Audio,
+}
+
+impl Modality {
+    /// Every modality.
+    pub const ALL: [Modality; 2] = [Modality::Image, Modality::Audio];
+
+    /// File name extensions of this modality's samples (lower case; names are compared
+    /// case-insensitively).
+    pub fn extensions(self) -> &'static [&'static str] {
+        match self {
+            Modality::Image => &["jpg", "jpeg", "png"],
+            Modality::Audio => &["wav", "flac", "ogg", "oga", "mp3"],
+        }
+    }
+
+    /// Whether a file named `name` holds a sample of this modality, by its extension.
+    pub fn accepts(self, name: &str) -> bool {
+        name.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && self
+                    .extensions()
+                    .iter()
+                    .any(|known| ext.eq_ignore_ascii_case(known))
+        })
+    }
+
+    /// The modality's name, as [`Modality::from_str`](std::str::FromStr) reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+        }
+    }
+
+    /// The formats it decodes, for error messages.
+    pub fn formats(self) -> &'static str {
+        match self {
+            Modality::Image => "a JPEG or PNG image",
+            Modality::Audio => "a WAV, FLAC, Ogg Vorbis or MP3 file",
+        }
+    }
+
+    /// A noun for error messages ("images", "audio files").
+    pub fn plural(self) -> &'static str {
+        match self {
+            Modality::Image => "images",
+            Modality::Audio => "audio files",
+        }
+    }
+}
+
+impl std::fmt::Display for Modality {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Modality {
+    type Err = Error;
+
+    /// `image` or `audio`.
+    fn from_str(s: &str) -> Result<Modality> {
+        Modality::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "unknown modality {s:?}: use \"image\" or \"audio\""
+                ))
+            })
+    }
+}
+
+/// Element type of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DType {
+    /// Bytes, 0–255 (normalise on the GPU).
+    U8,
+    /// 32-bit floats: [0, 1], or normalised when the pipeline has `Normalize`.
+    #[default]
+    F32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::F32 => 4,
+        }
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = Error;
+
+    /// `float32` (or `f32`), `uint8` (or `u8`): NumPy's and Rust's names.
+    fn from_str(s: &str) -> Result<DType> {
+        match s {
+            "float32" | "f32" => Ok(DType::F32),
+            "uint8" | "u8" => Ok(DType::U8),
+            _ => Err(Error::Config(format!(
+                "unknown output dtype {s:?}: use \"float32\" or \"uint8\""
+            ))),
+        }
+    }
+}
+
+/// NumPy's name: `float32` or `uint8` (what [`DType::from_str`] reads).
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "float32",
+            DType::U8 => "uint8",
+        })
+    }
+}
+
+/// The shape and element type of one prepared sample: a batch is `[len, ...shape]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleLayout {
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl SampleLayout {
+    /// A sample of `shape` elements of `dtype`, native endianness, C order.
+    pub fn new(shape: Vec<usize>, dtype: DType) -> SampleLayout {
+        SampleLayout { shape, dtype }
+    }
+
+    /// The sample's dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Bytes of one sample.
+    pub fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size()
+    }
+}
+
+/// A modality's recipe: what one prepared sample looks like, and how to make it.
+///
+/// Implementations are immutable and shared by every prep thread; the per-thread state
+/// lives in the [`Preparer`] each thread makes.
+pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
+    /// The kind of files this recipe reads.
+    fn modality(&self) -> Modality;
+
+    /// Shape and element type of every prepared sample.
+    fn layout(&self) -> SampleLayout;
+
+    /// Text that changes whenever the output would: what a saved position is checked
+    /// against (a [`RunIdentity`](crate::RunIdentity) digests it).
+    fn fingerprint(&self) -> String;
+
+    /// The state one prep thread keeps.
+    ///
+    /// # Errors
+    ///
+    /// When that state cannot be made (a codec library that fails to start).
+    fn preparer(&self) -> Result<Box<dyn Preparer>>;
+}
+
+/// One prep thread's state: prepares one sample at a time into its slot.
+pub trait Preparer: Send {
+    /// Decodes and transforms `data` into `out` (exactly [`SampleLayout::bytes`] bytes),
+    /// drawing every random choice from `rng`.
+    ///
+    /// # Errors
+    ///
+    /// The [`Cause`] that makes this sample unusable; the preparer stays usable for the
+    /// next sample, whose output must not depend on this failure.
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause>;
+}
+
+/// What a loader does to each sample: a shared handle to one modality's [`Prep`].
+#[derive(Clone)]
+pub struct Pipeline {
+    prep: Arc<dyn Prep>,
+    layout: SampleLayout,
+}
+
+impl Pipeline {
+    /// A pipeline running `prep`: one of nostall's modalities, or one of your own.
+    pub fn new(prep: impl Prep + 'static) -> Pipeline {
+        let layout = prep.layout();
+        Pipeline {
+            prep: Arc::new(prep),
+            layout,
+        }
+    }
+
+    /// A preset by name: the image presets `"train"` and `"val"` (see
+    /// [`ImagePipeline::preset`]) at output size `image_size`, or the audio presets `"m5"`
+    /// and `"melspec"` (see [`AudioPipeline::preset`]), for which `image_size` is unused.
+    pub fn preset(name: &str, image_size: u32) -> Result<Pipeline> {
+        match name {
+            "train" | "val" | "eval" => ImagePipeline::preset(name, image_size).map(Pipeline::new),
+            _ => Err(Error::Config(format!(
+                "unknown pipeline preset {name:?}: use \"train\" or \"val\" (images), \"m5\" \
+                 or \"melspec\" (audio), or give a list of operators"
+            ))),
+        }
+    }
+
+    /// The ImageNet training pipeline ([`ImagePipeline::imagenet_train`]).
+    ///
+    /// # Panics
+    ///
+    /// When `size` is 0.
+    pub fn imagenet_train(size: u32) -> Pipeline {
+        Pipeline::new(ImagePipeline::imagenet_train(size))
+    }
+
+    /// The ImageNet evaluation pipeline ([`ImagePipeline::imagenet_val`]).
+    ///
+    /// # Panics
+    ///
+    /// When `size` is 0.
+    pub fn imagenet_val(size: u32) -> Pipeline {
+        Pipeline::new(ImagePipeline::imagenet_val(size))
+    }
+
+    /// The recipe.
+    pub fn prep(&self) -> &dyn Prep {
+        &*self.prep
+    }
+
+    /// The kind of files it reads.
+    pub fn modality(&self) -> Modality {
+        self.prep.modality()
+    }
+
+    /// Shape and element type of one prepared sample.
+    pub fn layout(&self) -> &SampleLayout {
+        &self.layout
+    }
+
+    /// Bytes of one prepared sample.
+    pub fn sample_bytes(&self) -> usize {
+        self.layout.bytes()
+    }
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.prep.fmt(f)
+    }
+}
+
+/// As a person would write it down (for reports).
+impl std::fmt::Display for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.prep, f)
+    }
+}
+
+impl From<ImagePipeline> for Pipeline {
+    fn from(image: ImagePipeline) -> Pipeline {
+        Pipeline::new(image)
+    }
+}
