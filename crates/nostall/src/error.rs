@@ -15,6 +15,7 @@ use std::path::PathBuf;
 /// The variants are coarse on purpose: they are the keys of the skip counters that a
 /// user reads in a summary, so each one should suggest a different fix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Cause {
     /// The file was indexed but no longer exists.
     Missing,
@@ -42,6 +43,13 @@ pub enum Cause {
         /// The configured limit on width × height.
         limit: u64,
     },
+    /// The audio lasts longer than the configured limit (declared or decoded).
+    TooLong {
+        /// Its duration in seconds (at least; decoding stops at the limit).
+        seconds: u64,
+        /// The configured limit in seconds.
+        limit: u64,
+    },
     /// The decoder rejected the data: truncated, corrupt or unsupported.
     Corrupt(String),
     /// Reading or preparing the sample panicked: a bug in nostall or in a custom
@@ -51,7 +59,7 @@ pub enum Cause {
 
 impl Cause {
     /// Every [`Cause::kind`], in the order of the variants.
-    pub const KINDS: [&'static str; 9] = [
+    pub const KINDS: [&'static str; 10] = [
         "missing",
         "permission-denied",
         "io",
@@ -59,6 +67,7 @@ impl Cause {
         "too-large",
         "unknown-format",
         "too-many-pixels",
+        "too-long",
         "corrupt",
         "internal",
     ];
@@ -79,6 +88,7 @@ impl Cause {
             Cause::TooLarge { .. } => "too-large",
             Cause::UnknownFormat(_) => "unknown-format",
             Cause::TooManyPixels { .. } => "too-many-pixels",
+            Cause::TooLong { .. } => "too-long",
             Cause::Corrupt(_) => "corrupt",
             Cause::Internal(_) => "internal",
         }
@@ -114,6 +124,11 @@ impl fmt::Display for Cause {
             Cause::TooManyPixels { width, height, limit } => write!(
                 f,
                 "image declares {width}x{height} pixels, over the limit of {limit} (decompression bomb guard)"
+            ),
+            Cause::TooLong { seconds, limit } => write!(
+                f,
+                "audio lasts {seconds} s or more, over the limit of {limit} s (raise \
+                 max_seconds to load it)"
             ),
             Cause::Corrupt(msg) => write!(f, "cannot decode: {msg}"),
             Cause::Internal(msg) => write!(

@@ -16,6 +16,7 @@
 //! next one's output: the pipeline relies on it to make output independent of which
 //! thread prepared what, and a sample that failed must not harm its neighbours.
 
+pub mod audio;
 pub mod image;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use crate::error::{Cause, Error, Result};
 use crate::rng::Rng;
 
+pub use audio::AudioPipeline;
 pub use image::ImagePipeline;
 
 /// A kind of data, with the files it reads.
@@ -235,9 +237,13 @@ impl Pipeline {
 
     /// A preset by name: the image presets `"train"` and `"val"` (see
     /// [`ImagePipeline::preset`]) at output size `image_size`, or the audio presets `"m5"`
-    /// and `"melspec"` (see [`AudioPipeline::preset`]), for which `image_size` is unused.
+    /// and `"melspec"` and their `"-val"` forms (see [`AudioPipeline::preset`]), for
+    /// which `image_size` is unused.
     pub fn preset(name: &str, image_size: u32) -> Result<Pipeline> {
         match name {
+            "m5" | "melspec" | "m5-val" | "melspec-val" => {
+                AudioPipeline::preset(name).map(Pipeline::new)
+            }
             "train" | "val" | "eval" => ImagePipeline::preset(name, image_size).map(Pipeline::new),
             _ => Err(Error::Config(format!(
                 "unknown pipeline preset {name:?}: use \"train\" or \"val\" (images), \"m5\" \
@@ -301,5 +307,11 @@ impl std::fmt::Display for Pipeline {
 impl From<ImagePipeline> for Pipeline {
     fn from(image: ImagePipeline) -> Pipeline {
         Pipeline::new(image)
+    }
+}
+
+impl From<AudioPipeline> for Pipeline {
+    fn from(audio: AudioPipeline) -> Pipeline {
+        Pipeline::new(audio)
     }
 }

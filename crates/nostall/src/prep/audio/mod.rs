@@ -1,0 +1,448 @@
+//! Audio: WAV, FLAC, Ogg Vorbis and MP3 decoded, mixed or kept by channel, resampled,
+//! cropped to a fixed length, and optionally turned into a log-mel spectrogram.
+//!
+//! Like the image operators, the audio operators are planned rather than applied one by
+//! one: the crop is chosen on the resampled timeline, and only the samples it keeps are
+//! resampled (a 30 s clip cropped to 4 s costs 4 s of filtering). Output is f32,
+//! `[channels, samples]` for waveforms, `[n_mels, frames]` for a mono spectrogram
+//! (`[channels, n_mels, frames]` otherwise).
+//!
+//! Random crops draw from the sample's generator, seeded by (seed, epoch, sample id), so
+//! the same sample gets the same crop whatever thread prepares it. Definitions follow
+//! torchaudio's (`functional.resample`, `transforms.MelSpectrogram`); the presets are the
+//! data-stall paper's M5 input and a common sound-classification log-mel input.
+
+mod decode;
+mod mel;
+mod resample;
+
+use std::collections::HashMap;
+
+use decode::{decode, DecodeOptions, Waveform};
+use mel::Mel;
+
+pub use mel::{MelScale, MelSpec};
+use resample::Resampler;
+pub use resample::{ResampleQuality, ResampleWindow};
+
+use super::{DType, Modality, Prep, Preparer, SampleLayout};
+use crate::error::{Cause, Error, Result};
+use crate::rng::Rng;
+
+/// Files lasting longer are refused unless the pipeline says otherwise: an hour-long
+/// recording in a dataset of clips is a mistake, and decoding it holds the whole of it.
+pub const DEFAULT_MAX_SECONDS: u32 = 600;
+
+/// One step of an audio pipeline. A pipeline takes them in this order, each at most once:
+/// `Channels`, `Resample`, a crop (required: it fixes the length), `MelSpectrogram`, `Log`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AudioOp {
+    /// `1`: mix every file to mono (the default). More: keep that many channels, and
+    /// refuse files with another count.
+    Channels(usize),
+    /// Resample to `rate` Hz (files at that rate pass unchanged).
+    Resample {
+        /// Target rate, Hz.
+        rate: u32,
+        /// The filter.
+        quality: ResampleQuality,
+    },
+    /// A random window of `length` samples (at the output rate); shorter clips are padded
+    /// with zeros at the end.
+    RandomCrop {
+        /// Samples kept.
+        length: usize,
+    },
+    /// The middle `length` samples (for evaluation), padded likewise.
+    CenterCrop {
+        /// Samples kept.
+        length: usize,
+    },
+    /// A mel spectrogram of the crop (its `sample_rate` must be the output rate).
+    MelSpectrogram(MelSpec),
+    /// `ln(x + offset)` of every output value (after `MelSpectrogram`).
+    Log {
+        /// Keeps silence finite; torchaudio users commonly take 1e-6.
+        offset: f32,
+    },
+}
+
+impl AudioOp {
+    /// `Resample` with the default filter.
+    pub fn resample(rate: u32) -> AudioOp {
+        AudioOp::Resample {
+            rate,
+            quality: ResampleQuality::default(),
+        }
+    }
+
+    /// Position in the pipeline's order.
+    fn stage(&self) -> usize {
+        match self {
+            AudioOp::Channels(_) => 0,
+            AudioOp::Resample { .. } => 1,
+            AudioOp::RandomCrop { .. } | AudioOp::CenterCrop { .. } => 2,
+            AudioOp::MelSpectrogram(_) => 3,
+            AudioOp::Log { .. } => 4,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            AudioOp::Channels(_) => "Channels",
+            AudioOp::Resample { .. } => "Resample",
+            AudioOp::RandomCrop { .. } => "RandomCrop",
+            AudioOp::CenterCrop { .. } => "CenterCrop",
+            AudioOp::MelSpectrogram(_) => "MelSpectrogram",
+            AudioOp::Log { .. } => "Log",
+        }
+    }
+}
+
+/// How a clip is cut to the output length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Crop {
+    Random,
+    Center,
+}
+
+/// A validated list of audio operators with a fixed output shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AudioPipeline {
+    ops: Vec<AudioOp>,
+    channels: usize,
+    rate: Option<(u32, ResampleQuality)>,
+    crop: Crop,
+    length: usize,
+    mel: Option<MelSpec>,
+    log_offset: Option<f32>,
+    max_seconds: u32,
+}
+
+impl AudioPipeline {
+    /// Checks the operators: their order, that a crop fixes the length, and each one's
+    /// parameters.
+    pub fn new(ops: Vec<AudioOp>) -> Result<AudioPipeline> {
+        let mut pipeline = AudioPipeline {
+            ops: ops.clone(),
+            channels: 1,
+            rate: None,
+            crop: Crop::Random,
+            length: 0,
+            mel: None,
+            log_offset: None,
+            max_seconds: DEFAULT_MAX_SECONDS,
+        };
+        let mut last: Option<&AudioOp> = None;
+        for op in &ops {
+            if let Some(previous) = last.filter(|p| p.stage() >= op.stage()) {
+                return Err(Error::Config(format!(
+                    "{} after {}: audio operators go in the order Channels, Resample, a crop \
+                     (RandomCrop or CenterCrop), MelSpectrogram, Log, each at most once",
+                    op.name(),
+                    previous.name()
+                )));
+            }
+            last = Some(op);
+            match *op {
+                AudioOp::Channels(n) if !(1..=64).contains(&n) => {
+                    return Err(Error::Config(format!(
+                        "Channels({n}): keep between 1 (mono) and 64 channels"
+                    )))
+                }
+                AudioOp::Channels(n) => pipeline.channels = n,
+                AudioOp::Resample { rate, quality } => {
+                    if !(1..=768_000).contains(&rate) {
+                        return Err(Error::Config(format!(
+                            "Resample({rate}): the rate must lie between 1 Hz and 768 kHz"
+                        )));
+                    }
+                    quality.validate()?;
+                    pipeline.rate = Some((rate, quality));
+                }
+                AudioOp::RandomCrop { length } | AudioOp::CenterCrop { length } => {
+                    if !(1..=1 << 28).contains(&length) {
+                        return Err(Error::Config(format!(
+                            "{}({length}): keep between 1 and 2^28 samples",
+                            op.name()
+                        )));
+                    }
+                    pipeline.length = length;
+                    if matches!(op, AudioOp::CenterCrop { .. }) {
+                        pipeline.crop = Crop::Center;
+                    }
+                }
+                AudioOp::MelSpectrogram(spec) => {
+                    let Some((rate, _)) = pipeline.rate else {
+                        return Err(Error::Config(
+                            "MelSpectrogram needs a Resample before it: the spectrogram's \
+                             bands depend on the sample rate, which must be the same for \
+                             every file"
+                                .into(),
+                        ));
+                    };
+                    if spec.sample_rate != rate {
+                        return Err(Error::Config(format!(
+                            "MelSpectrogram is set for {} Hz but the audio is resampled to \
+                             {rate} Hz",
+                            spec.sample_rate
+                        )));
+                    }
+                    spec.validate(pipeline.length)?;
+                    pipeline.mel = Some(spec);
+                }
+                AudioOp::Log { offset } => {
+                    if pipeline.mel.is_none() {
+                        return Err(Error::Config(
+                            "Log applies to a MelSpectrogram: put one before it".into(),
+                        ));
+                    }
+                    if !(offset.is_finite() && offset > 0.0) {
+                        return Err(Error::Config(format!(
+                            "Log offset {offset} must be a finite number above 0 (it keeps \
+                             the log of silence finite)"
+                        )));
+                    }
+                    pipeline.log_offset = Some(offset);
+                }
+            }
+        }
+        if pipeline.length == 0 {
+            return Err(Error::Config(
+                "the output length varies with the file: add RandomCrop or CenterCrop so \
+                 that samples can be batched"
+                    .into(),
+            ));
+        }
+        Ok(pipeline)
+    }
+
+    /// A preset by name: `"m5"` (the data-stall paper's M5 input: mono, 8 kHz, a random
+    /// 32 000-sample crop), `"melspec"` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands
+    /// of 25 ms windows every 10 ms), and their evaluation forms `"m5-val"` and
+    /// `"melspec-val"` (centre crops).
+    pub fn preset(name: &str) -> Result<AudioPipeline> {
+        let (base, crop) = match name.strip_suffix("-val") {
+            Some(base) => (base, Crop::Center),
+            None => (name, Crop::Random),
+        };
+        let crop = |length| match crop {
+            Crop::Random => AudioOp::RandomCrop { length },
+            Crop::Center => AudioOp::CenterCrop { length },
+        };
+        let ops = match base {
+            "m5" => vec![AudioOp::Channels(1), AudioOp::resample(8_000), crop(32_000)],
+            "melspec" => vec![
+                AudioOp::Channels(1),
+                AudioOp::resample(16_000),
+                crop(64_000),
+                AudioOp::MelSpectrogram(MelSpec {
+                    n_fft: 400,
+                    win_length: 400,
+                    hop_length: 160,
+                    n_mels: 64,
+                    ..MelSpec::new(16_000)
+                }),
+                AudioOp::Log { offset: 1e-6 },
+            ],
+            _ => {
+                return Err(Error::Config(format!(
+                    "unknown audio preset {name:?}: use \"m5\" or \"melspec\" (or their \
+                     \"-val\" forms)"
+                )))
+            }
+        };
+        AudioPipeline::new(ops)
+    }
+
+    /// Refuses files lasting more than `max_seconds`, instead of [`DEFAULT_MAX_SECONDS`].
+    pub fn with_max_seconds(mut self, max_seconds: u32) -> AudioPipeline {
+        self.max_seconds = max_seconds;
+        self
+    }
+
+    /// The operators.
+    pub fn ops(&self) -> &[AudioOp] {
+        &self.ops
+    }
+
+    /// Shape of one sample: `[channels, samples]`, or `[n_mels, frames]` (mono) and
+    /// `[channels, n_mels, frames]` with a spectrogram.
+    pub fn sample_shape(&self) -> Vec<usize> {
+        match &self.mel {
+            None => vec![self.channels, self.length],
+            Some(mel) if self.channels == 1 => vec![mel.n_mels, mel.frames(self.length)],
+            Some(mel) => vec![self.channels, mel.n_mels, mel.frames(self.length)],
+        }
+    }
+}
+
+/// As a person would write it down, e.g. `Mono → Resample(8000 Hz) → RandomCrop(32000),
+/// float32 [1, 32000]`.
+impl std::fmt::Display for AudioPipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, op) in self.ops.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" → ")?;
+            }
+            match op {
+                AudioOp::Channels(1) => f.write_str("Mono")?,
+                AudioOp::Channels(n) => write!(f, "Channels({n})")?,
+                AudioOp::Resample { rate, quality } if *quality == ResampleQuality::default() => {
+                    write!(f, "Resample({rate} Hz)")?
+                }
+                AudioOp::Resample { rate, quality } => {
+                    write!(f, "Resample({rate} Hz, {quality:?})")?
+                }
+                AudioOp::RandomCrop { length } => write!(f, "RandomCrop({length})")?,
+                AudioOp::CenterCrop { length } => write!(f, "CenterCrop({length})")?,
+                AudioOp::MelSpectrogram(m) => write!(
+                    f,
+                    "MelSpectrogram({} mels, n_fft {}, hop {})",
+                    m.n_mels, m.n_fft, m.hop_length
+                )?,
+                AudioOp::Log { offset } => write!(f, "Log(+{offset})")?,
+            }
+        }
+        write!(f, ", float32 {:?}", self.sample_shape())
+    }
+}
+
+/// The audio modality.
+impl Prep for AudioPipeline {
+    fn modality(&self) -> Modality {
+        Modality::Audio
+    }
+
+    fn layout(&self) -> SampleLayout {
+        SampleLayout::new(self.sample_shape(), DType::F32)
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("audio {:?}", self.ops)
+    }
+
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Ok(Box::new(AudioPreparer {
+            mel: self.mel.map(Mel::new),
+            pipeline: self.clone(),
+            wave: Waveform::default(),
+            resamplers: HashMap::new(),
+            crop: Vec::new(),
+        }))
+    }
+}
+
+/// Resamplers kept per source rate; datasets hold a handful of rates, a hostile one may
+/// hold many.
+const KEPT_RESAMPLERS: usize = 16;
+
+/// Per-thread state: decoded audio, resampling filters, the spectrogram's FFT.
+struct AudioPreparer {
+    pipeline: AudioPipeline,
+    wave: Waveform,
+    resamplers: HashMap<u32, Resampler>,
+    mel: Option<Mel>,
+    /// The crop of one channel at the output rate.
+    crop: Vec<f32>,
+}
+
+impl Preparer for AudioPreparer {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+        let pipeline = &self.pipeline;
+        let options = DecodeOptions {
+            mono: pipeline.channels == 1,
+            max_seconds: pipeline.max_seconds,
+        };
+        let wave = &mut self.wave;
+        decode(data, options, wave)?;
+        if wave.planes.len() != pipeline.channels {
+            return Err(Cause::Corrupt(format!(
+                "it has {} channels, and the pipeline keeps {} (use Channels(1) to mix \
+                 any file to mono)",
+                wave.planes.len(),
+                pipeline.channels
+            )));
+        }
+        let resampler = match pipeline.rate {
+            Some((rate, quality)) if rate != wave.rate => {
+                if self.resamplers.len() >= KEPT_RESAMPLERS
+                    && !self.resamplers.contains_key(&wave.rate)
+                {
+                    self.resamplers.clear();
+                }
+                Some(
+                    &*self
+                        .resamplers
+                        .entry(wave.rate)
+                        .or_insert_with(|| Resampler::new(wave.rate, rate, quality)),
+                )
+            }
+            _ => None,
+        };
+        let total = resampler.map_or(wave.frames(), |r| r.output_len(wave.frames()));
+        let length = pipeline.length;
+        let spare = total.saturating_sub(length);
+        let start = match pipeline.crop {
+            Crop::Random if spare > 0 => rng.below(spare as u64 + 1) as usize,
+            Crop::Random => 0,
+            Crop::Center => spare / 2,
+        };
+        let per_channel = out.len() / pipeline.channels;
+        for (plane, out) in wave.planes.iter().zip(out.chunks_exact_mut(per_channel)) {
+            self.crop.resize(length, 0.0);
+            match resampler {
+                Some(r) => r.run(plane, start, &mut self.crop),
+                None => {
+                    let kept = &plane[start.min(plane.len())..];
+                    let n = kept.len().min(length);
+                    self.crop[..n].copy_from_slice(&kept[..n]);
+                    self.crop[n..].fill(0.0);
+                }
+            }
+            match &mut self.mel {
+                None => write_f32(&self.crop, out),
+                Some(mel) => {
+                    // The spectrogram goes through the output bytes' own f32 view when
+                    // aligned; batch slots are 64-byte aligned and sample sizes multiples
+                    // of four bytes.
+                    let values = as_f32_mut(out);
+                    mel.run(&self.crop, values);
+                    if let Some(offset) = pipeline.log_offset {
+                        for v in values.iter_mut() {
+                            *v = (*v + offset).ln();
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `values` as native-endian f32 bytes.
+fn write_f32(values: &[f32], out: &mut [u8]) {
+    for (bytes, v) in out.chunks_exact_mut(4).zip(values) {
+        bytes.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+/// `bytes` as f32 values.
+///
+/// # Panics
+///
+/// If `bytes` is not 4-byte aligned or not a whole number of values.
+fn as_f32_mut(bytes: &mut [u8]) -> &mut [f32] {
+    // SAFETY: every bit pattern is a valid f32, and align_to_mut only yields the middle
+    // part where the alignment holds; the assertion below requires it to be all of it.
+    let (head, values, tail) = unsafe { bytes.align_to_mut::<f32>() };
+    assert!(
+        head.is_empty() && tail.is_empty(),
+        "an output slot is not aligned for f32"
+    );
+    values
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+//! Decoding, limits, crops and shapes on WAV files written here (formats whose bytes a
+//! test can state exactly); real recordings in every format are the corpus tests' job.
+
+use super::*;
+
+/// A WAV file: `format` 1 (integer PCM) or 3 (IEEE float), `bits` per sample, interleaved
+/// `samples` in [-1, 1] (written as integers scaled like torchaudio reads them back).
+fn wav(rate: u32, channels: u16, format: u16, bits: u16, samples: &[f32]) -> Vec<u8> {
+    let mut data = Vec::new();
+    for &s in samples {
+        match (format, bits) {
+            (3, 32) => data.extend_from_slice(&s.to_le_bytes()),
+            (1, 8) => data.push(((s * 128.0) as i32 + 128) as u8),
+            (1, 16) => data.extend_from_slice(&((s * 32768.0) as i16).to_le_bytes()),
+            (1, 24) => data.extend_from_slice(&((s * 8_388_608.0) as i32).to_le_bytes()[..3]),
+            (1, 32) => {
+                data.extend_from_slice(&((f64::from(s) * 2_147_483_648.0) as i32).to_le_bytes())
+            }
+            _ => unreachable!("no such test format"),
+        }
+    }
+    let block = channels * bits / 8;
+    let mut file = Vec::new();
+    file.extend_from_slice(b"RIFF");
+    file.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    file.extend_from_slice(b"WAVEfmt ");
+    file.extend_from_slice(&16u32.to_le_bytes());
+    file.extend_from_slice(&format.to_le_bytes());
+    file.extend_from_slice(&channels.to_le_bytes());
+    file.extend_from_slice(&rate.to_le_bytes());
+    file.extend_from_slice(&(rate * u32::from(block)).to_le_bytes());
+    file.extend_from_slice(&block.to_le_bytes());
+    file.extend_from_slice(&bits.to_le_bytes());
+    file.extend_from_slice(b"data");
+    file.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    file.extend_from_slice(&data);
+    file
+}
+
+/// Samples that are exact in every test format: multiples of 1/128.
+fn ramp(n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i % 200) as f32 - 100.0) / 128.0).collect()
+}
+
+fn decoded(data: &[u8], mono: bool) -> Result<Waveform, Cause> {
+    let mut wave = Waveform::default();
+    let options = DecodeOptions {
+        mono,
+        max_seconds: DEFAULT_MAX_SECONDS,
+    };
+    decode(data, options, &mut wave).map(|()| wave)
+}
+
+/// Runs `pipeline` on `data`: the output values, or why it failed.
+fn prepare(pipeline: &AudioPipeline, data: &[u8], seed: u64) -> Result<Vec<f32>, Cause> {
+    let mut out = vec![0u8; pipeline.layout().bytes()];
+    pipeline
+        .preparer()
+        .unwrap()
+        .prepare(data, &mut Rng::new(seed), &mut out)?;
+    Ok(out
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+        .collect())
+}
+
+#[test]
+fn every_pcm_width_and_float_decodes_to_the_same_values() {
+    let samples = ramp(1000);
+    for (format, bits) in [(1, 8), (1, 16), (1, 24), (1, 32), (3, 32)] {
+        let wave = decoded(&wav(8000, 1, format, bits, &samples), false)
+            .unwrap_or_else(|e| panic!("{bits}-bit format {format}: {e}"));
+        assert_eq!(wave.rate, 8000);
+        assert_eq!(wave.planes.len(), 1);
+        assert_eq!(wave.planes[0], samples, "{bits}-bit format {format}");
+    }
+}
+
+#[test]
+fn channels_are_kept_or_mixed_to_their_mean() {
+    let left = ramp(300);
+    let right: Vec<f32> = left.iter().map(|s| -s / 2.0).collect();
+    let interleaved: Vec<f32> = left
+        .iter()
+        .zip(&right)
+        .flat_map(|(&l, &r)| [l, r])
+        .collect();
+    let file = wav(16000, 2, 1, 16, &interleaved);
+    let kept = decoded(&file, false).unwrap();
+    assert_eq!(kept.planes, vec![left.clone(), right.clone()]);
+    let mono = decoded(&file, true).unwrap();
+    let mean: Vec<f32> = left
+        .iter()
+        .zip(&right)
+        .map(|(l, r)| (l + r) * 0.5)
+        .collect();
+    assert_eq!(mono.planes, vec![mean]);
+}
+
+/// A copy of `file` with the little-endian u32 at `at` replaced.
+fn patched32(file: &[u8], at: usize, value: u32) -> Vec<u8> {
+    let mut file = file.to_vec();
+    file[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    file
+}
+
+#[test]
+fn damaged_and_hostile_files_are_refused_with_their_reason() {
+    let good = wav(8000, 1, 1, 16, &ramp(800));
+    let corrupt = |data: &[u8], words: &str| match decoded(data, true) {
+        Err(Cause::Corrupt(why)) => assert!(why.contains(words), "{why:?} lacks {words:?}"),
+        other => panic!("expected corrupt ({words}), got {other:?}"),
+    };
+    corrupt(&good[..good.len() - 100], "truncated");
+    corrupt(&wav(8000, 1, 1, 16, &[]), "no audio");
+    corrupt(&patched32(&good, 24, 0), "");
+    corrupt(&patched32(&good, 24, 4_000_000_000), "sample rate");
+    let mut no_channels = good.clone();
+    no_channels[22..24].copy_from_slice(&0u16.to_le_bytes());
+    assert!(decoded(&no_channels, true).is_err(), "0 channels");
+    let mut nan = ramp(100);
+    nan[50] = f32::NAN;
+    corrupt(&wav(8000, 1, 3, 32, &nan), "NaN");
+    let mut inf = ramp(100);
+    inf[7] = f32::INFINITY;
+    corrupt(&wav(8000, 1, 3, 32, &inf), "infinite");
+    // A data chunk declaring 2^31 frames: refused from the header, nothing decoded.
+    assert_eq!(
+        decoded(
+            &patched32(&patched32(&good, 4, (1 << 31) + 36), 40, 1 << 31),
+            true
+        )
+        .unwrap_err(),
+        Cause::TooLong {
+            seconds: (1u64 << 30).div_ceil(8000),
+            limit: u64::from(DEFAULT_MAX_SECONDS)
+        }
+    );
+    assert_eq!(
+        decoded(b"\xff\xd8\xff\xe0 not audio at all, a JPEG's start", true).unwrap_err(),
+        Cause::UnknownFormat(Modality::Audio)
+    );
+    assert!(decoded(&good[..30], true).is_err(), "header cut short");
+}
+
+#[test]
+fn audio_longer_than_the_limit_is_refused() {
+    let pipeline = AudioPipeline::preset("m5").unwrap().with_max_seconds(1);
+    let file = wav(8000, 1, 1, 16, &ramp(8001));
+    assert_eq!(
+        prepare(&pipeline, &file, 0),
+        Err(Cause::TooLong {
+            seconds: 2,
+            limit: 1
+        })
+    );
+    assert!(prepare(&pipeline, &wav(8000, 1, 1, 16, &ramp(8000)), 0).is_ok());
+}
+
+#[test]
+fn crops_are_windows_of_the_clip_and_short_clips_are_padded() {
+    // No window of 100 repeats.
+    let samples: Vec<f32> = (0..1000)
+        .map(|i| (crate::rng::mix64(i) % 256) as f32 / 128.0 - 1.0)
+        .collect();
+    let file = wav(8000, 1, 1, 16, &samples);
+    let random = AudioPipeline::new(vec![AudioOp::RandomCrop { length: 100 }]).unwrap();
+    let mut starts = std::collections::BTreeSet::new();
+    for seed in 0..50 {
+        let out = prepare(&random, &file, seed).unwrap();
+        assert_eq!(out, prepare(&random, &file, seed).unwrap(), "deterministic");
+        let start = (0..=900)
+            .find(|&s| samples[s..s + 100] == out[..])
+            .expect("a window");
+        starts.insert(start / 100);
+    }
+    assert!(starts.len() > 5, "crops spread over the clip: {starts:?}");
+    let center = AudioPipeline::new(vec![AudioOp::CenterCrop { length: 100 }]).unwrap();
+    assert_eq!(prepare(&center, &file, 3).unwrap(), samples[450..550]);
+    let long = AudioPipeline::new(vec![AudioOp::RandomCrop { length: 1500 }]).unwrap();
+    let out = prepare(&long, &file, 1).unwrap();
+    assert_eq!(out[..1000], samples[..]);
+    assert!(out[1000..].iter().all(|&x| x == 0.0));
+}
+
+#[test]
+fn a_pipeline_keeping_two_channels_refuses_a_mono_file() {
+    let pipeline = AudioPipeline::new(vec![
+        AudioOp::Channels(2),
+        AudioOp::RandomCrop { length: 10 },
+    ])
+    .unwrap();
+    assert_eq!(pipeline.sample_shape(), vec![2, 10]);
+    match prepare(&pipeline, &wav(8000, 1, 1, 16, &ramp(100)), 0) {
+        Err(Cause::Corrupt(why)) => assert!(why.contains("1 channels"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn presets_have_the_documented_shapes_and_run() {
+    let m5 = AudioPipeline::preset("m5").unwrap();
+    assert_eq!(m5.sample_shape(), vec![1, 32_000]);
+    let melspec = AudioPipeline::preset("melspec").unwrap();
+    assert_eq!(melspec.sample_shape(), vec![64, 401]);
+    let file = wav(44_100, 2, 1, 16, &ramp(2 * 44_100 * 5));
+    for pipeline in [m5, melspec, AudioPipeline::preset("melspec-val").unwrap()] {
+        let out = prepare(&pipeline, &file, 9).unwrap();
+        assert_eq!(out.len(), pipeline.layout().bytes() / 4);
+        assert!(out.iter().all(|v| v.is_finite()), "{pipeline}");
+    }
+    assert!(AudioPipeline::preset("m6").is_err());
+}
+
+#[test]
+fn operators_out_of_order_or_without_a_crop_are_config_errors() {
+    let config = |ops| match AudioPipeline::new(ops) {
+        Err(Error::Config(why)) => why,
+        other => panic!("{other:?}"),
+    };
+    assert!(config(vec![AudioOp::resample(8000)]).contains("RandomCrop"));
+    assert!(config(vec![
+        AudioOp::RandomCrop { length: 8 },
+        AudioOp::resample(8000)
+    ])
+    .contains("order"));
+    assert!(config(vec![
+        AudioOp::RandomCrop { length: 8000 },
+        AudioOp::MelSpectrogram(MelSpec::new(16_000))
+    ])
+    .contains("Resample"));
+    assert!(config(vec![
+        AudioOp::resample(8000),
+        AudioOp::RandomCrop { length: 8000 },
+        AudioOp::MelSpectrogram(MelSpec::new(16_000))
+    ])
+    .contains("16000 Hz"));
+    assert!(config(vec![
+        AudioOp::Channels(0),
+        AudioOp::RandomCrop { length: 8 }
+    ])
+    .contains("Channels"));
+}
