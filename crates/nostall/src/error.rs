@@ -262,6 +262,10 @@ mod tests {
                 height: 2,
                 limit: 1,
             },
+            Cause::TooLong {
+                seconds: 2,
+                limit: 1,
+            },
             Cause::Corrupt(String::new()),
             Cause::Internal(String::new()),
         ];
