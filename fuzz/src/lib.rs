@@ -79,7 +79,7 @@ pub fn tar_index(data: &[u8]) {
     let store = Arc::new(OneShard {
         bytes: data.to_vec(),
     });
-    let Ok(shards) = TarShards::open(store) else {
+    let Ok(shards) = TarShards::open(store, nostall::Modality::Image) else {
         return;
     };
     let mut out = Vec::new();

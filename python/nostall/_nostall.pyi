@@ -54,7 +54,8 @@ class BatchTensor:
         """Address of the first element (for images: the loader's batch buffer)."""
     @property
     def shape(self) -> list[int]:
-        """``[n, 3, h, w]`` (CHW) or ``[n, h, w, 3]`` (HWC) for images, ``[n]`` for labels."""
+        """``[n, 3, h, w]`` (CHW) or ``[n, h, w, 3]`` (HWC) for images, ``[n, channels,
+        samples]`` or ``[n, n_mels, frames]`` for audio, ``[n]`` for labels."""
     @property
     def dtype(self) -> str:
         """``"float32"``, ``"uint8"`` or ``"int64"``."""
@@ -64,8 +65,13 @@ class Loader:
     """A data loader: iterate over it for the ``(images, labels)`` batches of one epoch.
 
     See the package documentation (``help(nostall.Loader)``) for every argument.
-    ``pipeline`` is ``"train"``, ``"val"`` or a list of ``nostall.ops`` operators;
-    ``dtype`` is ``"float32"`` or ``"uint8"``, ``layout`` ``"CHW"`` or ``"HWC"``.
+    ``pipeline`` is ``"train"``, ``"val"`` or a list of ``nostall.ops`` operators for
+    images, or an audio preset: ``"m5"`` (mono, 8 kHz, a random 32 000-sample crop:
+    ``[n, 1, 32000]``), ``"melspec"`` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands:
+    ``[n, 64, 401]``) and their centre-cropped ``"m5-val"`` and ``"melspec-val"``; for
+    audio the dataset's ``.wav``, ``.flac``, ``.ogg``, ``.oga`` and ``.mp3`` files are
+    read. ``dtype`` is ``"float32"`` or ``"uint8"`` (images only), ``layout`` ``"CHW"``
+    or ``"HWC"`` (images only).
     """
 
     def __new__(
@@ -73,7 +79,8 @@ class Loader:
         source: str | PathLike[str],
         *,
         batch_size: int = 64,
-        pipeline: Literal["train", "val", "eval"] | Sequence[Op] = "train",
+        pipeline: Literal["train", "val", "eval", "m5", "melspec", "m5-val", "melspec-val"]
+        | Sequence[Op] = "train",
         image_size: int | None = None,
         dtype: Literal["float32", "uint8"] = "float32",
         layout: Literal["CHW", "HWC"] = "CHW",

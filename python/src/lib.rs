@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::env::Distributed;
 use nostall::pipeline::Next;
-use nostall::prep::ImagePipeline;
-use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Position};
+use nostall::prep::{AudioPipeline, ImagePipeline};
+use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Pipeline, Position};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -357,26 +357,8 @@ pub(crate) struct ConfigArgs<'a, 'py> {
 impl ConfigArgs<'_, '_> {
     /// The loader configuration the arguments describe, and the ranks it reads as.
     pub(crate) fn loader_config(&self, py: Python<'_>) -> PyResult<(LoaderConfig, Distributed)> {
-        let operators = match self.pipeline {
-            None => preset(py, "train", self.image_size)?,
-            Some(p) => match p.cast::<PyString>() {
-                Ok(name) => preset(py, name.to_str()?, self.image_size)?,
-                Err(_) if self.image_size.is_some() => {
-                    return Err(config_error(
-                        py,
-                        "image_size sets the size of the \"train\" and \"val\" presets; with \
-                         a list of operators, give the sizes to the operators (e.g. \
-                         RandomResizedCrop(224) or CenterCrop(224))"
-                            .into(),
-                    ))
-                }
-                Err(_) => ops::from_python(p)?,
-            },
-        };
-        let dtype = self.dtype.parse::<DType>().map_err(|e| raise(py, e))?;
-        let layout = self.layout.parse::<Layout>().map_err(|e| raise(py, e))?;
-        let pipeline = ImagePipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
-        let mut config = LoaderConfig::new(pipeline.into());
+        let pipeline = self.pipeline(py)?;
+        let mut config = LoaderConfig::new(pipeline);
         let dist = Distributed::resolve(self.rank, self.world_size).map_err(|e| raise(py, e))?;
         config.plan.batch_size = self.batch_size;
         config.plan.shuffle = self.shuffle;
@@ -407,6 +389,47 @@ impl ConfigArgs<'_, '_> {
             };
         }
         Ok((config, dist))
+    }
+
+    /// The pipeline `pipeline=`, `image_size=`, `dtype=` and `layout=` describe: an audio
+    /// preset by name, or images (a preset by name, or a list of operators).
+    fn pipeline(&self, py: Python<'_>) -> PyResult<Pipeline> {
+        if let Some(name) = self.pipeline.and_then(|p| p.cast::<PyString>().ok()) {
+            let name = name.to_str()?;
+            if AudioPipeline::PRESETS.contains(&name) {
+                if self.image_size.is_some() || self.dtype != "float32" {
+                    return Err(config_error(
+                        py,
+                        format!(
+                            "pipeline={name:?} prepares audio as float32 waveforms or \
+                             spectrograms: image_size and dtype apply to images only"
+                        ),
+                    ));
+                }
+                let audio = AudioPipeline::preset(name).map_err(|e| raise(py, e))?;
+                return Ok(audio.into());
+            }
+        }
+        let operators = match self.pipeline {
+            None => preset(py, "train", self.image_size)?,
+            Some(p) => match p.cast::<PyString>() {
+                Ok(name) => preset(py, name.to_str()?, self.image_size)?,
+                Err(_) if self.image_size.is_some() => {
+                    return Err(config_error(
+                        py,
+                        "image_size sets the size of the \"train\" and \"val\" presets; with \
+                         a list of operators, give the sizes to the operators (e.g. \
+                         RandomResizedCrop(224) or CenterCrop(224))"
+                            .into(),
+                    ))
+                }
+                Err(_) => ops::from_python(p)?,
+            },
+        };
+        let dtype = self.dtype.parse::<DType>().map_err(|e| raise(py, e))?;
+        let layout = self.layout.parse::<Layout>().map_err(|e| raise(py, e))?;
+        let pipeline = ImagePipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
+        Ok(pipeline.into())
     }
 
     /// Whether the cache is partitioned across the job's nodes (`cache_policy =
@@ -523,8 +546,9 @@ impl Loader {
         };
         let output = resolve_output(py, output)?;
         let location = source.to_string_lossy().into_owned();
+        let modality = config.pipeline.modality();
         let dataset = interruptible(py, move || {
-            nostall::dataset::open(&location, nostall::storage::ReadMode::Cached)
+            nostall::dataset::open(&location, nostall::storage::ReadMode::Cached, modality)
         })?
         .map_err(|e| raise(py, e))?;
         let (source, node) = match node_config {

@@ -124,7 +124,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
     } else {
         ReadMode::Cached
     };
-    let subject = Subject::open(&location, loader_config(&settings), read, settings.link)?;
+    let subject = Subject::open(&location, loader_config(&settings)?, read, settings.link)?;
     let model = match (args.model_rate, args.step_ms, args.no_model) {
         (_, _, true) => ModelRate::none(),
         (Some(rate), _, _) if rate > 0.0 => ModelRate::given(rate),

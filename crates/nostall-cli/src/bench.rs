@@ -1,5 +1,6 @@
-//! `nostall bench DATASET`: images/s of a pipeline over a dataset, per core, and the
-//! full-image decode-only rate of the same files with the same thread count, measured in
+//! `nostall bench DATASET`: samples/s of a pipeline over a dataset (images or audio
+//! clips), per core, and the full decode-only rate of the same files (every pixel, every
+//! channel at its own rate) with the same thread count, measured in
 //! the same run as a floor to compare with (a loader that decodes less than the whole
 //! image can beat it). One pass of the floor follows each measured epoch, so that on a
 //! shared, noisy machine both rates are taken over the same stretch of time rather than
@@ -10,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use nostall::prep::image::codec::{Decoder, DEFAULT_MAX_PIXELS};
+use nostall::prep::{DecodeOnly, Modality};
 use nostall::storage::Source;
 
 use crate::run::{
@@ -19,7 +20,7 @@ use crate::run::{
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The dataset: a directory of images (ImageFolder or flat), a directory of
+    /// The dataset: a directory of images or audio files (class folders or flat), a directory of
     /// WebDataset .tar shards, or s3://bucket/prefix.
     dataset: String,
     /// Pipeline preset.
@@ -93,7 +94,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
             wall += stats.wall;
             rss.push(memory_mb().1);
             if let Some(floor) = &mut floor {
-                floor.pass(args.threads);
+                floor.pass(args.threads, loader.catalog().modality());
             }
         }
         if !quiet {
@@ -140,7 +141,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
             per_epoch.join(",")
         );
     } else {
-        println!("\n{:<40} {:>12}", "measure", "images/s");
+        println!("\n{:<40} {:>12}", "measure", "samples/s");
         let threads = match args.threads {
             1 => "1 thread".to_string(),
             n => format!("{n} threads"),
@@ -154,7 +155,7 @@ pub fn run(args: Args) -> nostall::Result<()> {
         if let Some(floor) = floor {
             println!(
                 "{:<40} {:>12.1}",
-                format!("full-image decode only, {threads}"),
+                format!("full decode only, {threads}"),
                 floor
             );
             println!("{:<40} {:>12.2}", "pipeline / decode floor", rate / floor);
@@ -190,7 +191,7 @@ impl Floor {
 
     /// Decodes every file in full, with `threads` threads. Files that fail to decode are
     /// left out of the count.
-    fn pass(&mut self, threads: usize) {
+    fn pass(&mut self, threads: usize, modality: Modality) {
         let next = AtomicUsize::new(0);
         let decoded = AtomicUsize::new(0);
         let started = Instant::now();
@@ -198,12 +199,11 @@ impl Floor {
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| {
-                    let mut decoder =
-                        Decoder::new(DEFAULT_MAX_PIXELS).expect("TurboJPEG initialises");
+                    let mut decoder = DecodeOnly::new(modality).expect("the decoder starts");
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(data) = files.get(i) else { break };
-                        if decoder.decode_full(data).is_ok() {
+                        if decoder.decode(data).is_ok() {
                             decoded.fetch_add(1, Ordering::Relaxed);
                         }
                     }

@@ -4,16 +4,20 @@ use std::path::Path;
 use std::time::Instant;
 
 use nostall::catalog::{Catalog, Opened};
+use nostall::Modality;
 
-pub fn run(dir: &Path, index: Option<&Path>) -> nostall::Result<()> {
+pub fn run(dir: &Path, index: Option<&Path>, modality: Modality) -> nostall::Result<()> {
     let started = Instant::now();
-    let (catalog, opened) = Catalog::open(dir, index)?;
+    let (catalog, opened) = Catalog::open(dir, index, modality)?;
     let took = started.elapsed();
     let how = match opened {
         Opened::Loaded => "loaded the existing index",
         Opened::Scanned => "scanned the directory",
     };
-    let path = index.map_or_else(|| Catalog::default_index_path(dir), Path::to_path_buf);
+    let path = index.map_or_else(
+        || Catalog::default_index_path(dir, modality),
+        Path::to_path_buf,
+    );
     println!(
         "{}: {} samples, {} classes, {:.1} MB",
         dir.display(),

@@ -48,6 +48,10 @@ enum Command {
         /// Where to keep the index (default: in nostall's cache directory).
         #[arg(long)]
         index: Option<PathBuf>,
+        /// The files to list: image (.jpg, .jpeg, .png) or audio (.wav, .flac, .ogg,
+        /// .oga, .mp3).
+        #[arg(long, default_value = "image", value_parser = parse_modality)]
+        modality: nostall::Modality,
     },
     /// Run one node of a data-parallel job whose nodes share a partitioned cache: its
     /// peer service, and epochs of one rank, with per-epoch byte accounting.
@@ -66,7 +70,11 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args).map_err(Into::into),
         Command::Bench(args) => bench::run(args).map_err(Into::into),
         Command::Analyze(args) => analyze::run(args).map_err(Into::into),
-        Command::Index { dir, index } => index::run(&dir, index.as_deref()).map_err(Into::into),
+        Command::Index {
+            dir,
+            index,
+            modality,
+        } => index::run(&dir, index.as_deref(), modality).map_err(Into::into),
         Command::Node(args) => node::run(args),
         Command::Simulate { what } => simulate::run(what).map_err(Into::into),
     };
@@ -77,4 +85,8 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn parse_modality(s: &str) -> Result<nostall::Modality, String> {
+    s.parse().map_err(|e: nostall::Error| e.to_string())
 }

@@ -198,8 +198,8 @@ pub fn run(args: Args) -> Result<(), AnyError> {
             .display()
             .to_string(),
     };
-    let data = dataset::open(&location, ReadMode::Cached)?;
-    let mut config = LoaderConfig::new(Preset::Train.pipeline(args.size));
+    let mut config = LoaderConfig::new(Preset::Train.pipeline(args.size)?);
+    let data = dataset::open(&location, ReadMode::Cached, config.pipeline.modality())?;
     config.plan.batch_size = args.batch_size;
     config.plan.seed = args.seed;
     config.prep_threads = args.prep_threads;

@@ -14,18 +14,26 @@ use nostall::{EpochStats, ErrorPolicy, Loader, LoaderConfig, Pipeline};
 /// The preset pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// RandomResizedCrop, horizontal flip, normalise: f32 CHW.
+    /// Images: RandomResizedCrop, horizontal flip, normalise: f32 CHW.
     Train,
-    /// Resize to 256/224 of the size, centre crop, normalise: f32 CHW.
+    /// Images: resize to 256/224 of the size, centre crop, normalise: f32 CHW.
     Val,
+    /// Audio (the data-stall paper's M5 input): mono, 8 kHz, a random 32 000-sample crop.
+    M5,
+    /// Audio: mono, 16 kHz, a random 4 s crop, 64 log-mel bands (25 ms windows, 10 ms hop).
+    Melspec,
 }
 
 impl Preset {
-    pub fn pipeline(self, size: u32) -> Pipeline {
-        match self {
-            Preset::Train => Pipeline::imagenet_train(size),
-            Preset::Val => Pipeline::imagenet_val(size),
-        }
+    /// The pipeline; `size` is the output side of the image presets.
+    pub fn pipeline(self, size: u32) -> nostall::Result<Pipeline> {
+        let name = match self {
+            Preset::Train => "train",
+            Preset::Val => "val",
+            Preset::M5 => "m5",
+            Preset::Melspec => "melspec",
+        };
+        Pipeline::preset(name, size)
     }
 }
 
@@ -89,8 +97,8 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
 }
 
 /// The loader configuration `s` describes.
-pub fn loader_config(s: &Settings) -> LoaderConfig {
-    let mut config = LoaderConfig::new(s.preset.pipeline(s.size));
+pub fn loader_config(s: &Settings) -> nostall::Result<LoaderConfig> {
+    let mut config = LoaderConfig::new(s.preset.pipeline(s.size)?);
     config.plan.batch_size = s.batch_size;
     config.plan.seed = s.seed;
     config.prep_threads = s.prep_threads;
@@ -102,7 +110,7 @@ pub fn loader_config(s: &Settings) -> LoaderConfig {
     };
     config.quarantine = s.quarantine.clone();
     config.cache = s.cache;
-    config
+    Ok(config)
 }
 
 /// Opens the dataset at `location` (a directory, a directory of tar shards, or an
@@ -113,12 +121,13 @@ pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dat
     } else {
         ReadMode::Cached
     };
-    let dataset = dataset::open(location, mode)?;
+    let config = loader_config(s)?;
+    let dataset = dataset::open(location, mode, config.pipeline.modality())?;
     let source: Arc<dyn Source> = match s.link {
         Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
         None => dataset.source.clone(),
     };
-    let loader = Loader::new(dataset.catalog.clone(), source, loader_config(s))?;
+    let loader = Loader::new(dataset.catalog.clone(), source, config)?;
     Ok((loader, dataset))
 }
 

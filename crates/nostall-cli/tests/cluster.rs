@@ -42,7 +42,11 @@ fn dataset(root: &Path) -> Arc<Catalog> {
         let jpeg = encode_jpeg(&pixels, w as u32, h as u32, EncodePixels::Rgb, 90, false).unwrap();
         std::fs::write(dir.join(format!("img{i:04}.jpg")), jpeg).unwrap();
     }
-    Arc::new(Catalog::open(root, None).unwrap().0)
+    Arc::new(
+        Catalog::open(root, None, nostall::Modality::Image)
+            .unwrap()
+            .0,
+    )
 }
 
 /// One run of the job: where each node writes its ids and epochs.

@@ -96,7 +96,15 @@ fn drive(ids: &[u64], fetch: impl Fn(u64, &mut Vec<u8>) + Sync) -> (f64, u64) {
 /// node 1 holds.
 fn framed_tcp(size: usize) -> (f64, u64) {
     let samples = (0..SAMPLES).map(|id| (format!("s{id:05}.jpg"), None, size as u64));
-    let catalog = Arc::new(Catalog::from_samples("memory://bench", Vec::new(), samples).unwrap());
+    let catalog = Arc::new(
+        Catalog::from_samples(
+            "memory://bench",
+            nostall::Modality::Image,
+            Vec::new(),
+            samples,
+        )
+        .unwrap(),
+    );
     let peers = free_addrs(2);
     let secret = Secret::new(b"the data plane benchmark's secret").unwrap();
     let nodes: Vec<Node> = std::thread::scope(|s| {

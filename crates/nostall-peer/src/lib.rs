@@ -38,11 +38,11 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use nostall::{dataset, storage::ReadMode, Loader, LoaderConfig, Pipeline};
+//! use nostall::{dataset, storage::ReadMode, Loader, LoaderConfig, Modality, Pipeline};
 //! use nostall_peer::{Node, NodeConfig, Secret};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let data = dataset::open("s3://bucket/train", ReadMode::Cached)?;
+//! let data = dataset::open("s3://bucket/train", ReadMode::Cached, Modality::Image)?;
 //! let peers = vec!["10.0.0.1:7070".to_string(), "10.0.0.2:7070".to_string()];
 //! let config = NodeConfig::new(0, peers, "30%".parse()?, Secret::from_env()?);
 //! let node = Node::join(&data.catalog, data.source.clone(), config)?;

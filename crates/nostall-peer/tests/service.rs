@@ -28,7 +28,15 @@ fn bytes(id: u64) -> Vec<u8> {
 
 fn catalog() -> Arc<Catalog> {
     let samples = (0..SAMPLES).map(|id| (format!("s{id:04}.jpg"), None, bytes(id).len() as u64));
-    Arc::new(Catalog::from_samples("memory://test", Vec::new(), samples).unwrap())
+    Arc::new(
+        Catalog::from_samples(
+            "memory://test",
+            nostall::Modality::Image,
+            Vec::new(),
+            samples,
+        )
+        .unwrap(),
+    )
 }
 
 fn storage() -> Arc<Memory> {

@@ -65,16 +65,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 
 use crate::error::{Error, Result};
+use crate::prep::Modality;
 use crate::rng;
 
 /// Identifies a sample: its index in the catalog, `0..len`.
 pub type SampleId = u64;
 
-/// File name extensions recognised as images, compared case-insensitively.
-const IMAGE_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
-
 const MAGIC: &[u8; 7] = b"NSTLCAT";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// How many class directories are scanned at once. Scanning waits on the filesystem far
 /// more than it computes (on a network filesystem each `stat` is a round trip), so this
@@ -122,6 +120,8 @@ pub enum Opened {
 pub struct Catalog {
     /// Canonical: symlinks resolved, so equal roots compare equal.
     root: PathBuf,
+    /// The kind of files listed.
+    modality: Modality,
     layout: DatasetLayout,
     classes: Vec<String>,
     paths: Strings,
@@ -136,7 +136,8 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Scans `root` and builds a catalog of the images found under it.
+    /// Scans `root` and builds a catalog of the files of `modality` found under it (by
+    /// their extensions: [`Modality::extensions`]).
     ///
     /// The layout is [`DatasetLayout::ImageFolder`] when the root contains sub-directories and
     /// [`DatasetLayout::Flat`] when it holds only files; see the [module docs](self) for the
@@ -152,12 +153,13 @@ impl Catalog {
     /// [`Error::Io`] if the root or a directory under it cannot be read, and
     /// [`Error::Config`] if the root is not a directory, holds no images, or has a class
     /// directory whose name is not UTF-8.
-    pub fn scan(root: &Path) -> Result<(Catalog, ScanReport)> {
+    pub fn scan(root: &Path, modality: Modality) -> Result<(Catalog, ScanReport)> {
         let (root, root_meta) = canonical_root(root)?;
-        let listing = list_dir(&root)?;
+        let listing = list_dir(&root, modality)?;
         let mut ignored = listing.ignored;
         let mut catalog = Catalog {
             root,
+            modality,
             layout: DatasetLayout::Flat,
             classes: Vec::new(),
             paths: Strings::default(),
@@ -194,7 +196,7 @@ impl Catalog {
             }
             classes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             let root_id = (root_meta.dev(), root_meta.ino());
-            let scans = scan_classes(&catalog.root, &classes, root_id)?;
+            let scans = scan_classes(&catalog.root, &classes, root_id, modality)?;
             for (label, scan) in scans.into_iter().enumerate() {
                 let label = u32::try_from(label).map_err(|_| {
                     Error::Config(format!(
@@ -217,10 +219,12 @@ impl Catalog {
 
         if catalog.is_empty() {
             return Err(Error::Config(format!(
-                "found no images in {}: nostall reads .jpg, .jpeg and .png files, either \
+                "found no {} in {}: nostall reads {} files for this pipeline, either \
                  directly in the root (no labels) or in one sub-directory per class \
                  (labels); {ignored} other entries were skipped",
-                catalog.root.display()
+                modality.plural(),
+                catalog.root.display(),
+                extension_list(modality)
             )));
         }
         let layout = catalog.layout;
@@ -241,11 +245,13 @@ impl Catalog {
     /// [`Error::Config`] if there are no samples, or if some have labels and others not.
     pub fn from_samples(
         root: impl Into<PathBuf>,
+        modality: Modality,
         classes: Vec<String>,
         samples: impl IntoIterator<Item = (String, Option<u32>, u64)>,
     ) -> Result<Catalog> {
         let mut catalog = Catalog {
             root: root.into(),
+            modality,
             layout: DatasetLayout::Flat,
             classes,
             paths: Strings::default(),
@@ -369,13 +375,17 @@ impl Catalog {
     /// Those of [`Catalog::scan`], and [`Error::Config`] if the index would be inside
     /// the dataset root: writing it there would change the directory it sits in and
     /// force a re-scan on every start.
-    pub fn open(root: &Path, index_path: Option<&Path>) -> Result<(Catalog, Opened)> {
+    pub fn open(
+        root: &Path,
+        index_path: Option<&Path>,
+        modality: Modality,
+    ) -> Result<(Catalog, Opened)> {
         let (root, _) = canonical_root(root)?;
         let default_path;
         let index_path = match index_path {
             Some(path) => path,
             None => {
-                default_path = Catalog::default_index_path(&root);
+                default_path = Catalog::default_index_path(&root, modality);
                 &default_path
             }
         };
@@ -389,11 +399,11 @@ impl Catalog {
             )));
         }
         if let Some(catalog) = load_own(index_path) {
-            if catalog.root == root && catalog.is_fresh() {
+            if catalog.root == root && catalog.modality == modality && catalog.is_fresh() {
                 return Ok((catalog, Opened::Loaded));
             }
         }
-        let (catalog, _) = Catalog::scan(&root)?;
+        let (catalog, _) = Catalog::scan(&root, modality)?;
         // Not fatal: see `Opened::Scanned`.
         let _ = catalog.save(index_path);
         Ok((catalog, Opened::Scanned))
@@ -404,15 +414,24 @@ impl Catalog {
     /// The directory is `$NOSTALL_CACHE_DIR` if set, else `$XDG_CACHE_HOME/nostall`, else
     /// `$HOME/.cache/nostall` (else a `nostall-UID` directory of this user's in the system's
     /// temporary directory). The file is named by a hash of the canonical root path, so every
-    /// spelling of the same root shares one index.
-    pub fn default_index_path(root: &Path) -> PathBuf {
+    /// spelling of the same root shares one index, and by the modality, so that the images
+    /// and the audio files of one folder have an index each.
+    pub fn default_index_path(root: &Path, modality: Modality) -> PathBuf {
         let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         let dir = cache_dir(
             env::var_os("NOSTALL_CACHE_DIR"),
             env::var_os("XDG_CACHE_HOME"),
             env::var_os("HOME"),
         );
-        dir.join(format!("{:016x}.idx", path_hash(&root)))
+        match modality {
+            Modality::Image => dir.join(format!("{:016x}.idx", path_hash(&root))),
+            other => dir.join(format!("{:016x}.{other}.idx", path_hash(&root))),
+        }
+    }
+
+    /// The kind of files it lists.
+    pub fn modality(&self) -> Modality {
+        self.modality
     }
 
     /// The number of samples.
@@ -506,6 +525,10 @@ impl Catalog {
             DatasetLayout::ImageFolder => 0,
             DatasetLayout::Flat => 1,
         });
+        out.push(match self.modality {
+            Modality::Image => 0,
+            Modality::Audio => 1,
+        });
         let root = self.root.as_os_str().as_bytes();
         put_u64(&mut out, root.len() as u64);
         out.extend_from_slice(root);
@@ -570,6 +593,11 @@ impl Catalog {
             1 => DatasetLayout::Flat,
             other => return Err(format!("unknown layout code {other}")),
         };
+        let modality = match r.u8("modality")? {
+            0 => Modality::Image,
+            1 => Modality::Audio,
+            other => return Err(format!("unknown modality code {other}")),
+        };
         let root_len = r.u64("root path length")?;
         let root = PathBuf::from(OsString::from_vec(r.take(root_len, "root path")?.to_vec()));
         if !root.is_absolute() {
@@ -624,6 +652,7 @@ impl Catalog {
             .ok_or("the sizes add up to more than 2^64 bytes")?;
         Ok(Catalog {
             root,
+            modality,
             layout,
             classes,
             paths,
@@ -641,6 +670,7 @@ impl fmt::Debug for Catalog {
         // A summary: a derived Debug would print millions of paths.
         f.debug_struct("Catalog")
             .field("root", &self.root)
+            .field("modality", &self.modality)
             .field("layout", &self.layout)
             .field("samples", &self.len())
             .field("classes", &self.classes.len())
@@ -696,8 +726,8 @@ struct Listing {
     ignored: u64,
 }
 
-/// Lists `dir`, statting only what must be: sub-directories, image files and symlinks.
-fn list_dir(dir: &Path) -> Result<Listing> {
+/// Lists `dir`, statting only what must be: sub-directories, sample files and symlinks.
+fn list_dir(dir: &Path, modality: Modality) -> Result<Listing> {
     let mut listing = Listing::default();
     for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
@@ -716,7 +746,7 @@ fn list_dir(dir: &Path) -> Result<Listing> {
                     continue;
                 }
             }
-        } else if file_type.is_dir() || is_image_name(&name) {
+        } else if file_type.is_dir() || is_sample_name(&name, modality) {
             match entry.metadata() {
                 Ok(meta) => meta,
                 // Deleted since the directory was read: as if it never was.
@@ -729,7 +759,7 @@ fn list_dir(dir: &Path) -> Result<Listing> {
         };
         if meta.is_dir() {
             listing.dirs.push((name, meta));
-        } else if meta.is_file() && is_image_name(&name) {
+        } else if meta.is_file() && is_sample_name(&name, modality) {
             match name.into_string() {
                 Ok(name) => listing.files.push((name, meta.len())),
                 // Catalog paths are text; such a file is reported through the count.
@@ -762,6 +792,7 @@ fn scan_classes(
     root: &Path,
     classes: &[(String, Metadata)],
     root_id: (u64, u64),
+    modality: Modality,
 ) -> Result<Vec<ClassScan>> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -776,7 +807,7 @@ fn scan_classes(
                         let Some((name, meta)) = classes.get(i) else {
                             break;
                         };
-                        let scan = scan_class(root, name, meta, root_id);
+                        let scan = scan_class(root, name, meta, root_id, modality);
                         failed.fetch_or(scan.is_err(), Ordering::Relaxed);
                         done.push((i, scan));
                     }
@@ -805,7 +836,13 @@ fn scan_classes(
 }
 
 /// Scans one class directory and everything below it.
-fn scan_class(root: &Path, class: &str, meta: &Metadata, root_id: (u64, u64)) -> Result<ClassScan> {
+fn scan_class(
+    root: &Path,
+    class: &str,
+    meta: &Metadata,
+    root_id: (u64, u64),
+    modality: Modality,
+) -> Result<ClassScan> {
     let mut scan = ClassScan::default();
     // Each pending directory carries the (device, inode) of the directories above it,
     // to recognise a symlink that leads back up the tree.
@@ -817,7 +854,7 @@ fn scan_class(root: &Path, class: &str, meta: &Metadata, root_id: (u64, u64)) ->
             continue;
         }
         above.push(id);
-        let listing = list_dir(&root.join(&rel))?;
+        let listing = list_dir(&root.join(&rel), modality)?;
         scan.ignored += listing.ignored;
         for (name, meta) in listing.dirs {
             match name.into_string() {
@@ -851,15 +888,22 @@ fn canonical_root(root: &Path) -> Result<(PathBuf, Metadata)> {
     Ok((canonical, meta))
 }
 
-fn is_image_name(name: &OsStr) -> bool {
-    Path::new(name)
-        .extension()
-        .and_then(OsStr::to_str)
-        .is_some_and(|ext| {
-            IMAGE_EXTENSIONS
-                .iter()
-                .any(|img| ext.eq_ignore_ascii_case(img))
-        })
+fn is_sample_name(name: &OsStr, modality: Modality) -> bool {
+    name.to_str().is_some_and(|name| modality.accepts(name))
+}
+
+/// `.jpg, .jpeg and .png`, for messages.
+fn extension_list(modality: Modality) -> String {
+    let dotted: Vec<String> = modality
+        .extensions()
+        .iter()
+        .map(|e| format!(".{e}"))
+        .collect();
+    match dotted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 /// Whether `path` is a non-empty relative path without `.`, `..` or empty components.
@@ -1113,7 +1157,7 @@ mod tests {
     }
 
     fn scan(root: &Path) -> (Catalog, ScanReport) {
-        Catalog::scan(root).unwrap()
+        Catalog::scan(root, crate::prep::Modality::Image).unwrap()
     }
 
     #[test]
@@ -1296,7 +1340,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path(), &["cls/ok.jpg"]);
         fs::create_dir(dir.path().join(OsStr::from_bytes(b"b\xffd"))).unwrap();
-        let err = Catalog::scan(dir.path()).unwrap_err();
+        let err = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap_err();
         assert!(
             matches!(&err, Error::Config(msg) if msg.contains("rename")),
             "{err}"
@@ -1329,7 +1373,7 @@ mod tests {
     fn empty_dataset_is_a_config_error_naming_the_root() {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path(), &["notes.txt", "cls/readme.md"]);
-        let err = Catalog::scan(dir.path()).unwrap_err();
+        let err = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap_err();
         let root = fs::canonicalize(dir.path()).unwrap();
         assert!(
             matches!(&err, Error::Config(msg) if msg.contains(&*root.to_string_lossy())
@@ -1337,14 +1381,17 @@ mod tests {
             "{err}"
         );
         let empty = tempfile::tempdir().unwrap();
-        assert!(matches!(Catalog::scan(empty.path()), Err(Error::Config(_))));
+        assert!(matches!(
+            Catalog::scan(empty.path(), crate::prep::Modality::Image),
+            Err(Error::Config(_))
+        ));
     }
 
     #[test]
     fn bad_roots_are_errors_naming_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing");
-        match Catalog::scan(&missing) {
+        match Catalog::scan(&missing, crate::prep::Modality::Image) {
             Err(Error::Io { path, source }) => {
                 assert_eq!(path, missing);
                 assert_eq!(source.kind(), io::ErrorKind::NotFound);
@@ -1353,7 +1400,7 @@ mod tests {
         }
         let file = dir.path().join("file.jpg");
         fs::write(&file, b"x").unwrap();
-        let err = Catalog::scan(&file).unwrap_err();
+        let err = Catalog::scan(&file, crate::prep::Modality::Image).unwrap_err();
         assert!(
             matches!(&err, Error::Config(msg) if msg.contains("file.jpg") && msg.contains("not a directory")),
             "{err}"
@@ -1440,6 +1487,7 @@ mod tests {
 
     fn flat_header(out: &mut Vec<u8>) {
         out.push(1);
+        out.push(0);
         put_u64(out, 4);
         out.extend_from_slice(b"/tmp");
         put_table(out, std::iter::empty());
@@ -1456,6 +1504,7 @@ mod tests {
         assert!(bad_index_reason(&huge_table).contains("cannot fit"));
         let huge_root = sealed(|out| {
             out.push(1);
+            out.push(0);
             put_u64(out, u64::MAX);
         });
         assert!(bad_index_reason(&huge_root).contains("root path"));
@@ -1510,7 +1559,7 @@ mod tests {
         tree(root, &["a/1.jpg", "b/nested/2.jpg"]);
         backdate_all(root);
         let index = out.path().join("cat.idx");
-        let open = || Catalog::open(root, Some(&index)).unwrap();
+        let open = || Catalog::open(root, Some(&index), crate::prep::Modality::Image).unwrap();
 
         let (first, how) = open();
         assert_eq!(how, Opened::Scanned);
@@ -1553,16 +1602,21 @@ mod tests {
 
         fs::write(&index, b"garbage").unwrap();
         assert_eq!(
-            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                .unwrap()
+                .1,
             Opened::Scanned
         );
         assert_eq!(
-            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                .unwrap()
+                .1,
             Opened::Loaded
         );
 
         // The same index file, asked about another root.
-        let (catalog, how) = Catalog::open(other.path(), Some(&index)).unwrap();
+        let (catalog, how) =
+            Catalog::open(other.path(), Some(&index), crate::prep::Modality::Image).unwrap();
         assert_eq!(how, Opened::Scanned);
         assert_eq!(rel_paths(&catalog), ["b.jpg", "c.jpg"]);
     }
@@ -1576,23 +1630,31 @@ mod tests {
         backdate_all(data.path());
         let index = out.path().join("cat.idx");
         assert_eq!(
-            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                .unwrap()
+                .1,
             Opened::Scanned
         );
         let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&index), 0o600);
         assert_eq!(
-            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                .unwrap()
+                .1,
             Opened::Loaded
         );
         // Writable by others: it could map the files to other labels.
         fs::set_permissions(&index, fs::Permissions::from_mode(0o666)).unwrap();
         assert_eq!(
-            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                .unwrap()
+                .1,
             Opened::Scanned
         );
         assert_eq!(
-            Catalog::open(data.path(), Some(&index)).unwrap().1,
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                .unwrap()
+                .1,
             Opened::Loaded
         );
         // Another user's (as root, hand it to `nobody`).
@@ -1600,7 +1662,9 @@ mod tests {
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&index, Some(65534), None).unwrap();
             assert_eq!(
-                Catalog::open(data.path(), Some(&index)).unwrap().1,
+                Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                    .unwrap()
+                    .1,
                 Opened::Scanned
             );
         }
@@ -1614,7 +1678,8 @@ mod tests {
         // The index's directory would have to be created where a file is.
         fs::write(out.path().join("file"), b"").unwrap();
         let index = out.path().join("file/cat.idx");
-        let (catalog, how) = Catalog::open(data.path(), Some(&index)).unwrap();
+        let (catalog, how) =
+            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image).unwrap();
         assert_eq!(how, Opened::Scanned);
         assert_eq!(catalog.len(), 1);
         assert!(catalog.save(&index).is_err());
@@ -1625,7 +1690,12 @@ mod tests {
         let data = tempfile::tempdir().unwrap();
         tree(data.path(), &["a.jpg"]);
         for index in ["cat.idx", "not/yet/there/cat.idx"] {
-            let err = Catalog::open(data.path(), Some(&data.path().join(index))).unwrap_err();
+            let err = Catalog::open(
+                data.path(),
+                Some(&data.path().join(index)),
+                crate::prep::Modality::Image,
+            )
+            .unwrap_err();
             assert!(
                 matches!(&err, Error::Config(msg) if msg.contains("inside")),
                 "{err}"
@@ -1637,10 +1707,16 @@ mod tests {
     fn default_index_path_is_keyed_by_the_canonical_root() {
         let a = tempfile::tempdir().unwrap();
         let b = tempfile::tempdir().unwrap();
-        let path = Catalog::default_index_path(a.path());
+        let path = Catalog::default_index_path(a.path(), crate::prep::Modality::Image);
         assert_eq!(path.extension().unwrap(), "idx");
-        assert_eq!(path, Catalog::default_index_path(&a.path().join(".")));
-        assert_ne!(path, Catalog::default_index_path(b.path()));
+        assert_eq!(
+            path,
+            Catalog::default_index_path(&a.path().join("."), crate::prep::Modality::Image)
+        );
+        assert_ne!(
+            path,
+            Catalog::default_index_path(b.path(), crate::prep::Modality::Image)
+        );
     }
 
     #[test]

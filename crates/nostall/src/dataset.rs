@@ -2,21 +2,24 @@
 //!
 //! | location | format | source |
 //! |---|---|---|
-//! | a directory of images (one sub-directory per class, or flat) | files | [`LocalFiles`], with a saved index |
+//! | a directory of samples (one sub-directory per class, or flat) | files | [`LocalFiles`], with a saved index |
 //! | a directory holding `.tar` files and no sub-directory | WebDataset shards | [`TarShards`] over [`LocalDir`] |
 //! | `s3://bucket/prefix` holding `.tar` objects | WebDataset shards | [`TarShards`] over [`S3Store`](crate::storage::S3Store) |
-//! | `s3://bucket/prefix` holding images | one object per image | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
+//! | `s3://bucket/prefix` holding samples | one object per sample | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
 //!
-//! The CLI and the Python package both open datasets through [`open`], so a location
-//! means the same thing everywhere.
+//! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
+//! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.mp3`); in shards, the
+//! member of that kind beside an optional `.cls` label. The CLI and the Python package
+//! both open datasets through [`open`], so a location means the same thing everywhere.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::prep::Modality;
 use crate::storage::{
-    is_image_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards,
+    is_sample_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards,
 };
 
 /// How a dataset's samples are stored.
@@ -59,14 +62,14 @@ impl std::fmt::Debug for Dataset {
 ///
 /// When the location cannot be read, holds no samples, or `mode` is
 /// [`ReadMode::Cold`] for shards or objects.
-pub fn open(location: &str, mode: ReadMode) -> Result<Dataset> {
+pub fn open(location: &str, mode: ReadMode, modality: Modality) -> Result<Dataset> {
     if let Some(rest) = location.strip_prefix("s3://") {
         if rest.is_empty() {
             return Err(Error::Config(
                 "an S3 location needs a bucket: s3://bucket/prefix".into(),
             ));
         }
-        return open_store(Arc::new(open_s3(location)?), mode);
+        return open_store(Arc::new(open_s3(location)?), mode, modality);
     }
     let path = Path::new(location);
     let (mut tars, mut dirs) = (0, 0);
@@ -83,16 +86,16 @@ pub fn open(location: &str, mode: ReadMode) -> Result<Dataset> {
     // A folder of shards holds shards; a `backup.tar` beside class directories does not
     // make an image folder one.
     if tars > 0 && dirs == 0 {
-        return open_store(Arc::new(LocalDir::new(path)?), mode);
+        return open_store(Arc::new(LocalDir::new(path)?), mode, modality);
     }
     if tars > 0 {
         eprintln!(
-            "nostall: {location} has class directories, so it is read as an image folder; \
+            "nostall: {location} has class directories, so it is read as a class folder; \
              its {tars} top-level .tar file(s) are not read (a folder of shards holds only \
              .tar files)"
         );
     }
-    let (catalog, _) = Catalog::open(path, None)?;
+    let (catalog, _) = Catalog::open(path, None, modality)?;
     let catalog = Arc::new(catalog);
     Ok(Dataset {
         source: Arc::new(LocalFiles::new(catalog.clone(), mode)),
@@ -101,8 +104,9 @@ pub fn open(location: &str, mode: ReadMode) -> Result<Dataset> {
     })
 }
 
-/// Shards when the store holds `.tar` blobs, one object per sample otherwise.
-fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode) -> Result<Dataset> {
+/// Shards when the store holds `.tar` blobs and no samples, one object per sample
+/// otherwise.
+fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode, modality: Modality) -> Result<Dataset> {
     if mode == ReadMode::Cold {
         return Err(Error::Config(format!(
             "cold reads work on plain files only, not on {}; throttle the source or \
@@ -112,23 +116,24 @@ fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode) -> Result<Dataset> {
     }
     let listing = store.list()?;
     let tars = listing.iter().filter(|b| b.key.ends_with(".tar")).count();
-    let images = listing.iter().any(|b| is_image_key(&b.key));
-    if tars > 0 && images {
+    let samples = listing.iter().any(|b| is_sample_key(&b.key, modality));
+    if tars > 0 && samples {
         eprintln!(
-            "nostall: {} holds images, so they are read one object each; its {tars} .tar \
+            "nostall: {} holds {}, so they are read one object each; its {tars} .tar \
              object(s) are not read (shards alone make a dataset of shards)",
-            store.root()
+            store.root(),
+            modality.plural()
         );
     }
-    if tars > 0 && !images {
-        let shards = TarShards::from_listing(store, listing)?;
+    if tars > 0 && !samples {
+        let shards = TarShards::from_listing(store, listing, modality)?;
         return Ok(Dataset {
             catalog: shards.catalog().clone(),
             source: Arc::new(shards),
             format: Format::TarShards,
         });
     }
-    let objects = Objects::from_listing(store, listing)?;
+    let objects = Objects::from_listing(store, listing, modality)?;
     Ok(Dataset {
         catalog: objects.catalog().clone(),
         source: Arc::new(objects),

@@ -9,7 +9,7 @@
 //!
 //! One epoch flows through the modules in this order:
 //!
-//! - [`catalog`]: every sample once (path, label, size), scanned from an ImageFolder or
+//! - [`catalog`]: every sample once (path, label, size), scanned from class folders or a
 //!   flat directory and saved as an index that reloads in milliseconds.
 //! - [`plan`]: a pure function of (seed, epoch, rank, world size) giving each rank its
 //!   samples in order, in equal numbers; a [`Position`] resumes an epoch exactly.
@@ -19,10 +19,10 @@
 //!   shards, object storage, and a throttle that emulates slow storage.
 //! - [`cache`]: encoded samples kept in memory across epochs (MinIO, which never thrashes;
 //!   LRU for comparison), and a simulator of cache policies.
-//! - [`codec`]: JPEG and PNG to RGB, decoding only the region a crop will keep at the
-//!   smallest sufficient scale.
-//! - [`ops`]: the augmentations, planned as one source region, one resize and one fused
-//!   output pass.
+//! - [`prep`]: what a sample becomes, one [`Modality`] behind the [`prep::Prep`] seam:
+//!   [`prep::image`] (JPEG and PNG decoded only where a crop keeps them, one resize and
+//!   one fused output pass) and [`prep::audio`] (WAV, FLAC, Ogg Vorbis and MP3; mixing,
+//!   resampling, crops, mel spectrograms).
 //! - [`pipeline`]: fetch and prep threads writing samples straight into pooled batch
 //!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
 //! - [`analyze`]: DS-Analyzer's rate model: throughput as the slowest of fetch, prep and
@@ -41,10 +41,10 @@
 //! use std::sync::Arc;
 //! use nostall::catalog::Catalog;
 //! use nostall::storage::{LocalFiles, ReadMode};
-//! use nostall::{Loader, LoaderConfig, Pipeline};
+//! use nostall::{Loader, LoaderConfig, Modality, Pipeline};
 //!
 //! # fn main() -> nostall::Result<()> {
-//! let (catalog, _) = Catalog::open("/data/imagenet/train".as_ref(), None)?;
+//! let (catalog, _) = Catalog::open("/data/imagenet/train".as_ref(), None, Modality::Image)?;
 //! let catalog = Arc::new(catalog);
 //! let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
 //! let loader = Loader::new(catalog, source, LoaderConfig::new(Pipeline::imagenet_train(224)))?;

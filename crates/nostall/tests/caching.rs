@@ -13,7 +13,7 @@ use nostall::storage::{Link, LocalDir, LocalFiles, ReadMode, Source, TarShards, 
 use nostall::{Catalog, Loader, LoaderConfig};
 
 fn files(root: &Path) -> (Arc<Catalog>, Arc<LocalFiles>) {
-    let (catalog, _) = Catalog::scan(root).unwrap();
+    let (catalog, _) = Catalog::scan(root, nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
     (catalog, source)
@@ -145,7 +145,11 @@ fn tar_shards_yield_the_same_batches_as_the_folder() {
     let shards_dir = tempfile::tempdir().unwrap();
     write_shards(&catalog, shards_dir.path(), 10);
 
-    let shards = TarShards::open(Arc::new(LocalDir::new(shards_dir.path()).unwrap())).unwrap();
+    let shards = TarShards::open(
+        Arc::new(LocalDir::new(shards_dir.path()).unwrap()),
+        nostall::Modality::Image,
+    )
+    .unwrap();
     assert_eq!(shards.shards().len(), 5);
     let tar_catalog = shards.catalog().clone();
     assert_eq!(tar_catalog.len(), catalog.len());

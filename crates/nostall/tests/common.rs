@@ -55,7 +55,7 @@ pub fn image_folder(root: &Path, classes: usize, per_class: usize) {
 }
 
 pub fn loader(root: &Path, config: LoaderConfig) -> Loader {
-    let (catalog, _) = Catalog::scan(root).unwrap();
+    let (catalog, _) = Catalog::scan(root, nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
     Loader::new(catalog, source, config).unwrap()

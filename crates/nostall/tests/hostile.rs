@@ -311,7 +311,7 @@ impl Drop for PanicsWhenDropped {
 }
 
 fn panicking_loader(root: &Path, policy: ErrorPolicy, twice: bool) -> Loader {
-    let (catalog, _) = Catalog::scan(root).unwrap();
+    let (catalog, _) = Catalog::scan(root, nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let source = hooked(&catalog, move |id| {
         if id == 5 {
@@ -465,7 +465,7 @@ impl Gate {
 fn a_consumer_is_never_held_by_a_read_that_hangs() {
     let dir = tempfile::tempdir().unwrap();
     common::image_folder(dir.path(), 2, 10);
-    let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+    let (catalog, _) = Catalog::scan(dir.path(), nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let (tx, blocked) = std::sync::mpsc::channel();
     let gate = Arc::new(Gate {
@@ -525,7 +525,7 @@ fn the_quarantine_file_lists_every_skipped_sample() {
         assert_eq!(line["detail"], e.cause.to_string());
     }
     c.on_error = ErrorPolicy::Error;
-    let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+    let (catalog, _) = Catalog::scan(dir.path(), nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
     let err = Loader::new(catalog, source, c).unwrap_err();
@@ -538,13 +538,22 @@ fn a_stray_tar_beside_class_directories_leaves_an_image_folder_one() {
     common::image_folder(dir.path(), 2, 5);
     let stray = dir.path().join("backup.tar");
     fs::write(&stray, vec![0u8; 2048]).unwrap();
-    let data = nostall::dataset::open(dir.path().to_str().unwrap(), ReadMode::Cached).unwrap();
+    let data = nostall::dataset::open(
+        dir.path().to_str().unwrap(),
+        ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap();
     assert_eq!(data.format, nostall::dataset::Format::Files);
     assert_eq!(data.catalog.len(), 10);
     // A folder of nothing but shards is still one of shards.
     let shards = tempfile::tempdir().unwrap();
     common::write_shards(&data.catalog, shards.path(), 4);
-    let opened = nostall::dataset::open(shards.path().to_str().unwrap(), ReadMode::Cached);
+    let opened = nostall::dataset::open(
+        shards.path().to_str().unwrap(),
+        ReadMode::Cached,
+        nostall::Modality::Image,
+    );
     assert_eq!(opened.unwrap().format, nostall::dataset::Format::TarShards);
 }
 
@@ -595,7 +604,7 @@ fn flaky(id: u64) -> Option<Result<(), Cause>> {
 fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
     let dir = tempfile::tempdir().unwrap();
     common::image_folder(dir.path(), 3, 17);
-    let (catalog, _) = Catalog::scan(dir.path()).unwrap();
+    let (catalog, _) = Catalog::scan(dir.path(), nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let good: Vec<u64> = (0..catalog.len() as u64)
         .filter(|&id| flaky_hash(id) % 5 != 0)

@@ -604,7 +604,11 @@ fn three_epochs(catalog: &std::sync::Arc<Catalog>, threads: usize) -> Epochs {
 fn hostile_files_among_photographs_are_skipped_exactly_and_never_disturb_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (kinds, photos) = corpus(dir.path());
-    let catalog = std::sync::Arc::new(Catalog::scan(dir.path()).unwrap().0);
+    let catalog = std::sync::Arc::new(
+        Catalog::scan(dir.path(), nostall::Modality::Image)
+            .unwrap()
+            .0,
+    );
     let mut expected: BTreeMap<String, Option<&'static str>> = kinds
         .iter()
         .map(|k| (k.name.to_string(), k.expect))
@@ -650,7 +654,11 @@ fn under_the_error_policy_the_message_names_the_bad_file() {
         fs::copy(first_photo(dir.path()), class.join("0000-good.jpg")).unwrap();
         fs::write(class.join(k.name), &k.bytes).unwrap();
         fs::copy(first_photo(dir.path()), class.join("~~~~-good.jpg")).unwrap();
-        let catalog = std::sync::Arc::new(Catalog::scan(only.path()).unwrap().0);
+        let catalog = std::sync::Arc::new(
+            Catalog::scan(only.path(), nostall::Modality::Image)
+                .unwrap()
+                .0,
+        );
         let message = watchdog(k.name.to_string(), move || {
             let mut c = config(1, ErrorPolicy::Error);
             c.plan.shuffle = false;

@@ -431,7 +431,7 @@ impl Served {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("folder");
         image_folder(&folder, classes, per_class);
-        let (catalog, _) = Catalog::scan(&folder).unwrap();
+        let (catalog, _) = Catalog::scan(&folder, nostall::Modality::Image).unwrap();
         let root = dir.path().join("root");
         let shards = root.join("shards/train");
         fs::create_dir_all(&shards).unwrap();
@@ -480,9 +480,11 @@ fn shards_and_objects_in_s3_yield_the_same_batches_as_the_folder() {
     let config = s3_config(8);
     let expected = folder_output(&served, &config, 1);
 
-    let shards = TarShards::open(served.store("s3://shards/train")).unwrap();
+    let shards =
+        TarShards::open(served.store("s3://shards/train"), nostall::Modality::Image).unwrap();
     assert_eq!(shards.shards().len(), served.len.div_ceil(PER_SHARD));
-    let objects = Objects::open(served.store("s3://objects/train")).unwrap();
+    let objects =
+        Objects::open(served.store("s3://objects/train"), nostall::Modality::Image).unwrap();
     let sources: [(&str, Arc<Catalog>, Arc<dyn Source>); 2] = [
         ("shards", shards.catalog().clone(), Arc::new(shards)),
         ("objects", objects.catalog().clone(), Arc::new(objects)),
@@ -507,7 +509,8 @@ fn shards_and_objects_in_s3_yield_the_same_batches_as_the_folder() {
 #[test]
 fn a_server_restart_mid_epoch_costs_no_sample_and_changes_no_byte() {
     let mut served = Served::new(4, 15);
-    let shards = TarShards::open(served.store("s3://shards/train")).unwrap();
+    let shards =
+        TarShards::open(served.store("s3://shards/train"), nostall::Modality::Image).unwrap();
     let catalog = shards.catalog().clone();
     let config = s3_config(4);
     let loader = Loader::new(catalog.clone(), Arc::new(shards), config.clone()).unwrap();
@@ -624,7 +627,8 @@ fn check_missing(
 #[test]
 fn an_object_deleted_after_indexing_stops_the_epoch_or_is_skipped_and_counted() {
     let served = Served::new(3, 10);
-    let objects = Objects::open(served.store("s3://objects/train")).unwrap();
+    let objects =
+        Objects::open(served.store("s3://objects/train"), nostall::Modality::Image).unwrap();
     let catalog = objects.catalog().clone();
     let key = "class1/img004.jpg";
     let gone = (0..catalog.len() as u64)
@@ -639,7 +643,8 @@ fn an_object_deleted_after_indexing_stops_the_epoch_or_is_skipped_and_counted() 
 #[test]
 fn a_shard_deleted_after_indexing_stops_the_epoch_or_is_skipped_and_counted() {
     let served = Served::new(3, 10);
-    let shards = TarShards::open(served.store("s3://shards/train")).unwrap();
+    let shards =
+        TarShards::open(served.store("s3://shards/train"), nostall::Modality::Image).unwrap();
     let catalog = shards.catalog().clone();
     fs::remove_file(served.root().join("shards/train/train-0001.tar")).unwrap();
     let gone: Vec<u64> = (PER_SHARD as u64..2 * PER_SHARD as u64).collect();
@@ -653,8 +658,8 @@ fn opening_a_dataset_in_a_missing_bucket_is_a_storage_error_that_names_it() {
     let fixture = Fixture::new();
     let store = Arc::new(fixture.store("s3://no-such-bucket/train"));
     let errors = [
-        TarShards::open(store.clone()).unwrap_err(),
-        Objects::open(store).unwrap_err(),
+        TarShards::open(store.clone(), nostall::Modality::Image).unwrap_err(),
+        Objects::open(store, nostall::Modality::Image).unwrap_err(),
     ];
     for error in errors {
         let Error::Storage { location, message } = &error else {
@@ -713,7 +718,12 @@ fn dataset_open_takes_the_s3_settings_from_the_environment() {
 }
 
 fn open_from_the_environment(folder: &Path) {
-    let local = dataset::open(folder.to_str().unwrap(), ReadMode::Cached).unwrap();
+    let local = dataset::open(
+        folder.to_str().unwrap(),
+        ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap();
     assert_eq!(local.format, Format::Files);
     let config = s3_config(8);
     let load = |dataset: &dataset::Dataset| {
@@ -732,8 +742,8 @@ fn open_from_the_environment(folder: &Path) {
         ("s3://objects/train", Format::Objects),
         ("s3://objects/train/", Format::Objects),
     ] {
-        let dataset =
-            dataset::open(location, ReadMode::Cached).unwrap_or_else(|e| panic!("{location}: {e}"));
+        let dataset = dataset::open(location, ReadMode::Cached, nostall::Modality::Image)
+            .unwrap_or_else(|e| panic!("{location}: {e}"));
         assert_eq!(dataset.format, format, "{location}");
         assert_eq!(dataset.catalog.len(), local.catalog.len(), "{location}");
         assert!(
@@ -742,7 +752,12 @@ fn open_from_the_environment(folder: &Path) {
         );
     }
 
-    let error = dataset::open("s3://no-such-bucket/train", ReadMode::Cached).unwrap_err();
+    let error = dataset::open(
+        "s3://no-such-bucket/train",
+        ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap_err();
     let Error::Storage { location, message } = &error else {
         panic!("expected a storage error, got {error:?}");
     };
@@ -751,12 +766,22 @@ fn open_from_the_environment(folder: &Path) {
         message.contains("bucket `no-such-bucket` does not exist"),
         "{message}"
     );
-    let error = dataset::open("s3://shards/nothing-here", ReadMode::Cached).unwrap_err();
+    let error = dataset::open(
+        "s3://shards/nothing-here",
+        ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap_err();
     assert!(
         error.to_string().contains("s3://shards/nothing-here"),
         "{error}"
     );
-    let error = dataset::open("s3://shards/train", ReadMode::Cold).unwrap_err();
+    let error = dataset::open(
+        "s3://shards/train",
+        ReadMode::Cold,
+        nostall::Modality::Image,
+    )
+    .unwrap_err();
     assert!(matches!(error, Error::Config(_)), "{error:?}");
 }
 

@@ -264,6 +264,7 @@ pub fn prep(
     }
     let subset = Catalog::from_samples(
         catalog.root(),
+        catalog.modality(),
         catalog.classes().to_vec(),
         kept.iter().map(|(id, bytes)| {
             (
@@ -364,6 +365,7 @@ mod tests {
     fn catalog(samples: usize, bytes: u64) -> Catalog {
         Catalog::from_samples(
             "/synthetic",
+            crate::prep::Modality::Image,
             Vec::new(),
             (0..samples).map(|i| (format!("{i}.jpg"), None, bytes)),
         )

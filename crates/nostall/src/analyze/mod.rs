@@ -74,7 +74,7 @@ impl Subject {
         read: ReadMode,
         link: Option<Link>,
     ) -> Result<Subject> {
-        let dataset = dataset::open(location, read)?;
+        let dataset = dataset::open(location, read, config.pipeline.modality())?;
         let source: Arc<dyn Source> = match link {
             Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
             None => dataset.source.clone(),

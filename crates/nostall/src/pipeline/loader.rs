@@ -43,6 +43,16 @@ impl Loader {
         config: LoaderConfig,
     ) -> Result<Loader> {
         config.validate(catalog.len())?;
+        let (listed, prepared) = (catalog.modality(), config.pipeline.modality());
+        if listed != prepared {
+            return Err(Error::Config(format!(
+                "the dataset {} lists {} but the pipeline prepares {}: open it for the \
+                 pipeline's modality",
+                catalog.root().display(),
+                listed.plural(),
+                prepared.plural()
+            )));
+        }
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
         let capacity = config.cache.capacity.bytes(catalog.total_bytes());
         let quarantine = config

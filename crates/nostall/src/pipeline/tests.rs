@@ -129,6 +129,7 @@ fn loader(commands: &Commands, batch_size: usize, threads: usize, prefetch: usiz
         .collect();
     let catalog = Catalog::from_samples(
         "memory",
+        crate::prep::Modality::Image,
         Vec::new(),
         samples
             .iter()

@@ -241,7 +241,7 @@ impl Pipeline {
     /// which `image_size` is unused.
     pub fn preset(name: &str, image_size: u32) -> Result<Pipeline> {
         match name {
-            "m5" | "melspec" | "m5-val" | "melspec-val" => {
+            _ if AudioPipeline::PRESETS.contains(&name) => {
                 AudioPipeline::preset(name).map(Pipeline::new)
             }
             "train" | "val" | "eval" => ImagePipeline::preset(name, image_size).map(Pipeline::new),
@@ -313,5 +313,59 @@ impl From<ImagePipeline> for Pipeline {
 impl From<AudioPipeline> for Pipeline {
     fn from(audio: AudioPipeline) -> Pipeline {
         Pipeline::new(audio)
+    }
+}
+
+/// Decodes whole samples of a modality and discards them: the floor a pipeline's speed
+/// is compared with (`nostall bench`), since every pipeline decodes at least once.
+pub struct DecodeOnly {
+    decoder: Decoding,
+}
+
+enum Decoding {
+    Image(image::codec::Decoder),
+    Audio(audio::Waveform),
+}
+
+impl std::fmt::Debug for DecodeOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let modality = match self.decoder {
+            Decoding::Image(_) => Modality::Image,
+            Decoding::Audio(_) => Modality::Audio,
+        };
+        f.debug_struct("DecodeOnly")
+            .field("modality", &modality)
+            .finish()
+    }
+}
+
+impl DecodeOnly {
+    /// A decoder for `modality`'s files, with the default limits.
+    ///
+    /// # Errors
+    ///
+    /// When the codec library cannot start.
+    pub fn new(modality: Modality) -> Result<DecodeOnly> {
+        let decoder = match modality {
+            Modality::Image => Decoding::Image(
+                image::codec::Decoder::new(image::codec::DEFAULT_MAX_PIXELS)
+                    .map_err(Error::Config)?,
+            ),
+            Modality::Audio => Decoding::Audio(audio::Waveform::default()),
+        };
+        Ok(DecodeOnly { decoder })
+    }
+
+    /// Decodes `data` in full: every pixel of an image, every channel of a clip at its
+    /// own rate.
+    ///
+    /// # Errors
+    ///
+    /// Why the file cannot be decoded.
+    pub fn decode(&mut self, data: &[u8]) -> Result<(), Cause> {
+        match &mut self.decoder {
+            Decoding::Image(decoder) => decoder.decode_full(data).map(drop),
+            Decoding::Audio(wave) => audio::decode_all(data, wave),
+        }
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::{Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
+use crate::prep::Modality;
 
 /// One blob of a [`BlobStore`] listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,9 +181,9 @@ impl Objects {
     /// # Errors
     ///
     /// When the store cannot be listed or holds no images.
-    pub fn open(store: Arc<dyn BlobStore>) -> Result<Objects> {
+    pub fn open(store: Arc<dyn BlobStore>, modality: Modality) -> Result<Objects> {
         let listing = store.list()?;
-        Objects::from_listing(store, listing)
+        Objects::from_listing(store, listing, modality)
     }
 
     /// Like [`Objects::open`], from a listing of `store` already made.
@@ -190,10 +191,14 @@ impl Objects {
     /// # Errors
     ///
     /// When the listing holds no images.
-    pub fn from_listing(store: Arc<dyn BlobStore>, listing: Vec<BlobInfo>) -> Result<Objects> {
+    pub fn from_listing(
+        store: Arc<dyn BlobStore>,
+        listing: Vec<BlobInfo>,
+        modality: Modality,
+    ) -> Result<Objects> {
         let mut images: Vec<BlobInfo> = listing
             .into_iter()
-            .filter(|b| is_image_key(&b.key))
+            .filter(|b| is_sample_key(&b.key, modality))
             .collect();
         let foldered = images.iter().any(|b| b.key.contains('/'));
         if foldered {
@@ -216,7 +221,7 @@ impl Objects {
             };
             samples.push((blob.key, label, blob.size));
         }
-        let catalog = Catalog::from_samples(store.root(), classes, samples)?;
+        let catalog = Catalog::from_samples(store.root(), modality, classes, samples)?;
         Ok(Objects {
             store,
             catalog: Arc::new(catalog),
@@ -292,15 +297,11 @@ impl Source for Objects {
     }
 }
 
-/// Whether a key names an image by its extension, as the catalog's scan decides.
-pub(crate) fn is_image_key(key: &str) -> bool {
+/// Whether a key names a sample of `modality` by its extension, as the catalog's scan
+/// decides.
+pub(crate) fn is_sample_key(key: &str, modality: Modality) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
-    !name.starts_with('.')
-        && name.rsplit_once('.').is_some_and(|(_, ext)| {
-            ["jpg", "jpeg", "png"]
-                .iter()
-                .any(|e| ext.eq_ignore_ascii_case(e))
-        })
+    !name.starts_with('.') && modality.accepts(name)
 }
 
 /// `(class, directory, name)`: the order in which a scan of a directory tree visits
@@ -331,8 +332,12 @@ mod tests {
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, bytes).unwrap();
         }
-        let objects = Objects::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap();
-        let (scanned, _) = Catalog::scan(dir.path()).unwrap();
+        let objects = Objects::open(
+            Arc::new(LocalDir::new(dir.path()).unwrap()),
+            crate::prep::Modality::Image,
+        )
+        .unwrap();
+        let (scanned, _) = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap();
         let listed = objects.catalog();
         assert_eq!(listed.len(), scanned.len());
         assert_eq!(listed.classes(), scanned.classes());

@@ -36,7 +36,7 @@ mod s3;
 mod tar;
 mod throttle;
 
-pub(crate) use blob::is_image_key;
+pub(crate) use blob::is_sample_key;
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use memory::Memory;

@@ -22,11 +22,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::blob::{check_sample_size, is_image_key, BlobInfo, BlobStore};
+use super::blob::{check_sample_size, is_sample_key, BlobInfo, BlobStore};
 use super::DEFAULT_MAX_BYTES;
 use super::{Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
+use crate::prep::Modality;
 
 /// Bytes read at a time while indexing a shard: large enough that the headers of small
 /// members come in a few requests, small enough that large members are skipped.
@@ -64,16 +65,16 @@ struct Member {
 
 impl TarShards {
     /// Indexes every `.tar` blob of `store`, in key order, and catalogs its samples in
-    /// shard order. Samples without an image member are skipped; either every sample has
-    /// a `.cls` label or none has.
+    /// shard order. Samples without a member of `modality` (an image, an audio file) are
+    /// skipped; either every sample has a `.cls` label or none has.
     ///
     /// # Errors
     ///
     /// When the store cannot be listed or holds no `.tar` blob, a shard is not a valid
     /// tar file, a `.cls` member is not a number, or a key appears twice.
-    pub fn open(store: Arc<dyn BlobStore>) -> Result<TarShards> {
+    pub fn open(store: Arc<dyn BlobStore>, modality: Modality) -> Result<TarShards> {
         let listing = store.list()?;
-        TarShards::from_listing(store, listing)
+        TarShards::from_listing(store, listing, modality)
     }
 
     /// Like [`TarShards::open`], from a listing of `store` already made.
@@ -81,7 +82,11 @@ impl TarShards {
     /// # Errors
     ///
     /// As for [`TarShards::open`].
-    pub fn from_listing(store: Arc<dyn BlobStore>, listing: Vec<BlobInfo>) -> Result<TarShards> {
+    pub fn from_listing(
+        store: Arc<dyn BlobStore>,
+        listing: Vec<BlobInfo>,
+        modality: Modality,
+    ) -> Result<TarShards> {
         let shards: Vec<BlobInfo> = listing
             .into_iter()
             .filter(|b| b.key.ends_with(".tar"))
@@ -103,10 +108,10 @@ impl TarShards {
             let members = index_shard(store.as_ref(), shard)
                 .map_err(|cause| shard_error(&shard.key, cause.to_string()))?;
             for group in group_by_key(&members) {
-                let Some(image) = group.iter().find(|m| is_image_key(&m.name)) else {
+                let Some(member) = group.iter().find(|m| is_sample_key(&m.name, modality)) else {
                     continue;
                 };
-                let key = sample_key(&image.name);
+                let key = sample_key(&member.name);
                 if let Some(&other) = seen.get(key) {
                     return Err(shard_error(
                         &shard.key,
@@ -124,11 +129,11 @@ impl TarShards {
                     ),
                     None => None,
                 };
-                extents.push((shard_no as u32, image.offset));
-                samples.push((format!("{}/{}", shard.key, image.name), label, image.len));
+                extents.push((shard_no as u32, member.offset));
+                samples.push((format!("{}/{}", shard.key, member.name), label, member.len));
             }
         }
-        let catalog = Catalog::from_samples(store.root(), Vec::new(), samples)?;
+        let catalog = Catalog::from_samples(store.root(), modality, Vec::new(), samples)?;
         Ok(TarShards {
             versions: shards.iter().map(|s| s.version.clone()).collect(),
             shards: shards.into_iter().map(|s| s.key).collect(),
@@ -477,7 +482,7 @@ mod tests {
             fs::write(dir.path().join(name), bytes).unwrap();
         }
         let store = Arc::new(LocalDir::new(dir.path()).unwrap());
-        (dir, TarShards::open(store))
+        (dir, TarShards::open(store, crate::prep::Modality::Image))
     }
 
     #[test]
@@ -655,7 +660,11 @@ mod tests {
         fix_checksum(&mut pax[..512]);
         let file = dir.path().join("pax.tar");
         sparse(&file, &pax, 512 + (1 << 30) + 1024);
-        let err = TarShards::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap_err();
+        let err = TarShards::open(
+            Arc::new(LocalDir::new(dir.path()).unwrap()),
+            crate::prep::Modality::Image,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("extension header"), "{err}");
         fs::remove_file(&file).unwrap();
 
@@ -665,7 +674,11 @@ mod tests {
         member[124..136].copy_from_slice(&base256(size));
         fix_checksum(&mut member[..512]);
         sparse(&dir.path().join("big.tar"), &member, 512 + size + 1024);
-        let shards = TarShards::open(Arc::new(LocalDir::new(dir.path()).unwrap())).unwrap();
+        let shards = TarShards::open(
+            Arc::new(LocalDir::new(dir.path()).unwrap()),
+            crate::prep::Modality::Image,
+        )
+        .unwrap();
         let mut out = Vec::new();
         assert_eq!(
             shards.read(0, &mut out),

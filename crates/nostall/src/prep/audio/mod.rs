@@ -18,7 +18,8 @@ mod resample;
 
 use std::collections::HashMap;
 
-use decode::{decode, DecodeOptions, Waveform};
+pub(crate) use decode::Waveform;
+use decode::{decode, DecodeOptions};
 use mel::Mel;
 
 pub use mel::{MelScale, MelSpec};
@@ -218,6 +219,9 @@ impl AudioPipeline {
         Ok(pipeline)
     }
 
+    /// The names [`AudioPipeline::preset`] knows.
+    pub const PRESETS: [&'static str; 4] = ["m5", "melspec", "m5-val", "melspec-val"];
+
     /// A preset by name: `"m5"` (the data-stall paper's M5 input: mono, 8 kHz, a random
     /// 32 000-sample crop), `"melspec"` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands
     /// of 25 ms windows every 10 ms), and their evaluation forms `"m5-val"` and
@@ -332,6 +336,15 @@ impl Prep for AudioPipeline {
             crop: Vec::new(),
         }))
     }
+}
+
+/// Decodes `data` in full, every channel at its own rate (the decode-only floor).
+pub(crate) fn decode_all(data: &[u8], wave: &mut Waveform) -> Result<(), Cause> {
+    let options = DecodeOptions {
+        mono: false,
+        max_seconds: DEFAULT_MAX_SECONDS,
+    };
+    decode(data, options, wave)
 }
 
 /// Resamplers kept per source rate; datasets hold a handful of rates, a hostile one may
