@@ -2,6 +2,10 @@
 //! a short-time Fourier transform of the centred, reflect-padded signal under a periodic
 //! Hann window, its magnitude raised to `power`, and triangular mel filters (HTK or Slaney
 //! scale, optionally Slaney-normalised) summing the bins.
+//!
+//! Computed in f64 and rounded once to f32: quiet bands, a millionth of a frame's loudest,
+//! keep their relative precision (an f32 FFT's rounding is relative to the whole frame's
+//! energy, which swamps them), at a cost far below decoding.
 
 use std::sync::Arc;
 
@@ -36,6 +40,24 @@ impl MelScale {
         }
     }
 
+    /// [`MelScale::hz_of_mel`] as torchaudio computes it on an f32 tensor.
+    fn hz_of_mel_f32(self, m: f32) -> f32 {
+        match self {
+            MelScale::Htk => 700.0 * (10f32.powf(m / 2595.0) - 1.0),
+            MelScale::Slaney => {
+                let (f_sp, min_log_hz) = (200.0f32 / 3.0, 1000.0f32);
+                let min_log_mel = min_log_hz / f_sp;
+                let logstep = (6.4f64.ln() / 27.0) as f32;
+                if m >= min_log_mel {
+                    min_log_hz * (logstep * (m - min_log_mel)).exp()
+                } else {
+                    f_sp * m
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
     fn hz_of_mel(self, m: f64) -> f64 {
         match self {
             MelScale::Htk => 700.0 * (10f64.powf(m / 2595.0) - 1.0),
@@ -139,23 +161,20 @@ impl MelSpec {
         Err(Error::Config(format!("MelSpectrogram: {problem}")))
     }
 
-    /// The filters: for each mel band, its first FFT bin and weights.
-    fn filters(&self) -> Vec<(usize, Vec<f32>)> {
+    /// The filters: for each mel band, its first FFT bin and weights. Computed in f32
+    /// step by step as torchaudio's `melscale_fbanks` computes them (its band edges are
+    /// f32, and a bin beside an edge weighs up to 1e-3 relatively differently if computed
+    /// more precisely, which shows in quiet bands).
+    fn filters(&self) -> Vec<(usize, Vec<f64>)> {
         let n_freqs = self.n_fft / 2 + 1;
-        let nyquist = f64::from(self.sample_rate / 2);
-        // torch.linspace(0, sample_rate // 2, n_freqs)
-        let freqs: Vec<f64> = (0..n_freqs)
-            .map(|i| nyquist * i as f64 / (n_freqs - 1) as f64)
-            .collect();
+        let freqs = linspace_f32(0.0, (self.sample_rate / 2) as f32, n_freqs);
         let (m_min, m_max) = (
             self.mel_scale.mel_of_hz(self.f_min),
             self.mel_scale.mel_of_hz(self.f_max),
         );
-        let points: Vec<f64> = (0..self.n_mels + 2)
-            .map(|i| {
-                let m = m_min + (m_max - m_min) * i as f64 / (self.n_mels + 1) as f64;
-                self.mel_scale.hz_of_mel(m)
-            })
+        let points: Vec<f32> = linspace_f32(m_min as f32, m_max as f32, self.n_mels + 2)
+            .into_iter()
+            .map(|m| self.mel_scale.hz_of_mel_f32(m))
             .collect();
         (0..self.n_mels)
             .map(|m| {
@@ -165,13 +184,13 @@ impl MelSpec {
                 } else {
                     1.0
                 };
-                let weight = |f: f64| {
-                    let down = (f - lo) / (mid - lo);
+                let weight = |f: f32| {
+                    let down = -(lo - f) / (mid - lo);
                     let up = (hi - f) / (hi - mid);
-                    (down.min(up).max(0.0) * norm) as f32
+                    f64::from(down.min(up).max(0.0) * norm)
                 };
                 let first = freqs.iter().position(|&f| weight(f) > 0.0).unwrap_or(0);
-                let weights: Vec<f32> = freqs[first..]
+                let weights: Vec<f64> = freqs[first..]
                     .iter()
                     .map(|&f| weight(f))
                     .take_while(|&w| w > 0.0)
@@ -182,17 +201,34 @@ impl MelSpec {
     }
 }
 
+/// `torch.linspace(start, end, steps)` in f32: from both ends towards the middle.
+fn linspace_f32(start: f32, end: f32, steps: usize) -> Vec<f32> {
+    if steps == 1 {
+        return vec![start];
+    }
+    let step = (end - start) / (steps - 1) as f32;
+    (0..steps)
+        .map(|i| {
+            if i < steps / 2 {
+                start + step * i as f32
+            } else {
+                end - step * (steps - 1 - i) as f32
+            }
+        })
+        .collect()
+}
+
 /// A mel spectrogram computer for one [`MelSpec`], with its FFT plan and buffers.
 pub(crate) struct Mel {
     spec: MelSpec,
-    fft: Arc<dyn RealToComplex<f32>>,
-    window: Vec<f32>,
-    filters: Vec<(usize, Vec<f32>)>,
-    frame: Vec<f32>,
-    spectrum: Vec<realfft::num_complex::Complex<f32>>,
-    scratch: Vec<realfft::num_complex::Complex<f32>>,
-    power: Vec<f32>,
-    padded: Vec<f32>,
+    fft: Arc<dyn RealToComplex<f64>>,
+    window: Vec<f64>,
+    filters: Vec<(usize, Vec<f64>)>,
+    frame: Vec<f64>,
+    spectrum: Vec<realfft::num_complex::Complex<f64>>,
+    scratch: Vec<realfft::num_complex::Complex<f64>>,
+    power: Vec<f64>,
+    padded: Vec<f64>,
 }
 
 impl std::fmt::Debug for Mel {
@@ -205,13 +241,13 @@ impl std::fmt::Debug for Mel {
 
 impl Mel {
     pub(crate) fn new(spec: MelSpec) -> Mel {
-        let fft = RealFftPlanner::<f32>::new().plan_fft_forward(spec.n_fft);
+        let fft = RealFftPlanner::<f64>::new().plan_fft_forward(spec.n_fft);
         // torch.hann_window(win_length) (periodic), centred in n_fft.
-        let mut window = vec![0.0f32; spec.n_fft];
+        let mut window = vec![0.0; spec.n_fft];
         let left = (spec.n_fft - spec.win_length) / 2;
         for i in 0..spec.win_length {
             let phase = 2.0 * std::f64::consts::PI * i as f64 / spec.win_length as f64;
-            window[left + i] = (0.5 - 0.5 * phase.cos()) as f32;
+            window[left + i] = 0.5 - 0.5 * phase.cos();
         }
         Mel {
             filters: spec.filters(),
@@ -234,10 +270,12 @@ impl Mel {
         debug_assert_eq!(out.len(), spec.n_mels * frames);
         // Reflect padding (the edge sample is not repeated), as torch.stft(center=True).
         self.padded.clear();
-        self.padded.extend((1..=pad).rev().map(|i| signal[i]));
-        self.padded.extend_from_slice(signal);
+        self.padded
+            .extend((1..=pad).rev().map(|i| f64::from(signal[i])));
+        self.padded.extend(signal.iter().map(|&s| f64::from(s)));
         let n = signal.len();
-        self.padded.extend((1..=pad).map(|i| signal[n - 1 - i]));
+        self.padded
+            .extend((1..=pad).map(|i| f64::from(signal[n - 1 - i])));
         for t in 0..frames {
             let start = t * spec.hop_length;
             for ((x, s), w) in self
@@ -264,7 +302,7 @@ impl Mel {
                     .iter()
                     .zip(&self.power[*first..])
                     .map(|(w, p)| w * p)
-                    .sum();
+                    .sum::<f64>() as f32;
             }
         }
     }
