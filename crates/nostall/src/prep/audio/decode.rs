@@ -4,14 +4,30 @@
 //! Integer PCM becomes [-1, 1) as torchaudio loads it (16-bit divided by 2¹⁵, 24-bit by
 //! 2²³). A decoding error anywhere fails the file: training data with a damaged stretch
 //! is not played around, as a media player would, but reported.
+//!
+//! **Windows.** A crop keeps a few seconds of a clip, so the caller may ask for a window
+//! of frames once the stream's rate and length are known ([`Plan`]). When the length is
+//! stated (PCM and FLAC headers, the last Ogg page, an MP3's LAME tag), the decoder seeks
+//! to a little before the window (a preroll for the lossy codecs, whose output depends on
+//! earlier packets), decodes through it, then checks the file's end (one seek and a
+//! packet), so that a file cut short is refused whatever window an epoch asks of it. The
+//! samples are those a full decode gives (checked by test on real clips of every format).
+//! When the stated length of a lossy stream proves wrong, or the packets after a seek do
+//! not cover the window, the file is decoded whole.
 
 use std::io::Cursor;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use symphonia::core::audio::SampleBuffer;
-use symphonia::core::codecs::{DecoderOptions, CODEC_TYPE_MP3, CODEC_TYPE_NULL, CODEC_TYPE_VORBIS};
+use symphonia::core::codecs::{
+    CodecType, Decoder, DecoderOptions, CODEC_TYPE_MP3, CODEC_TYPE_NULL, CODEC_TYPE_PCM_F32BE,
+    CODEC_TYPE_PCM_F32BE_PLANAR, CODEC_TYPE_PCM_F32LE, CODEC_TYPE_PCM_F32LE_PLANAR,
+    CODEC_TYPE_PCM_F64BE, CODEC_TYPE_PCM_F64BE_PLANAR, CODEC_TYPE_PCM_F64LE,
+    CODEC_TYPE_PCM_F64LE_PLANAR, CODEC_TYPE_VORBIS,
+};
 use symphonia::core::errors::Error as SymphoniaError;
-use symphonia::core::formats::FormatOptions;
+use symphonia::core::formats::{FormatOptions, FormatReader, SeekMode, SeekTo};
 use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
@@ -19,21 +35,38 @@ use symphonia::core::probe::Hint;
 use crate::error::Cause;
 use crate::prep::Modality;
 
+/// Float PCM, read whole (see `Stream::windowed`).
+const FLOAT_PCM: [CodecType; 8] = [
+    CODEC_TYPE_PCM_F32LE,
+    CODEC_TYPE_PCM_F32LE_PLANAR,
+    CODEC_TYPE_PCM_F32BE,
+    CODEC_TYPE_PCM_F32BE_PLANAR,
+    CODEC_TYPE_PCM_F64LE,
+    CODEC_TYPE_PCM_F64LE_PLANAR,
+    CODEC_TYPE_PCM_F64BE,
+    CODEC_TYPE_PCM_F64BE_PLANAR,
+];
+
 /// Sample rates above this are not audio a model trains on; a header declaring one is
 /// damaged or hostile.
 const MAX_RATE: u32 = 768_000;
 /// Channels beyond this likewise.
 const MAX_CHANNELS: usize = 64;
 
-/// Decoded audio: `planes[c]` holds channel `c`, all of equal length.
+/// Decoded audio: `planes[c]` holds channel `c` from frame `start` on, all of equal
+/// length.
 #[derive(Debug, Default)]
 pub(crate) struct Waveform {
     pub(crate) rate: u32,
     pub(crate) planes: Vec<Vec<f32>>,
+    /// The first frame held (0 unless a window was decoded).
+    pub(crate) start: u64,
+    /// Frames in the whole file.
+    pub(crate) total: u64,
 }
 
 impl Waveform {
-    /// Frames (samples per channel).
+    /// Frames held (samples per channel).
     pub(crate) fn frames(&self) -> usize {
         self.planes.first().map_or(0, Vec::len)
     }
@@ -49,25 +82,71 @@ pub(crate) struct DecodeOptions {
     pub(crate) max_seconds: u32,
 }
 
-/// Decodes `data` into `out`, re-using its buffers.
-pub(crate) fn decode(data: &[u8], options: DecodeOptions, out: &mut Waveform) -> Result<(), Cause> {
+/// Chooses the frames to keep, given the rate and the exact number of frames; called
+/// once per file.
+pub(crate) type Plan<'a> = &'a mut dyn FnMut(u32, u64) -> Range<u64>;
+
+/// Decodes `data` into `out`, re-using its buffers: the frames `plan` asks for (at
+/// least), or all of them without a plan.
+pub(crate) fn decode(
+    data: &[u8],
+    options: DecodeOptions,
+    plan: Option<Plan<'_>>,
+    out: &mut Waveform,
+) -> Result<(), Cause> {
     // symphonia is safe Rust, but a malformed stream still trips assertions in it (a
     // header with a sample rate of 0 does): that is the file's fault, reported as such.
-    catch_unwind(AssertUnwindSafe(|| decode_unguarded(data, options, out))).unwrap_or_else(
-        |panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("no message");
-            Err(Cause::Corrupt(format!(
-                "the audio decoder failed on it ({message})"
-            )))
-        },
-    )
+    catch_unwind(AssertUnwindSafe(|| {
+        decode_unguarded(data, options, plan, out)
+    }))
+    .unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("no message");
+        Err(Cause::Corrupt(format!(
+            "the audio decoder failed on it ({message})"
+        )))
+    })
 }
 
-fn decode_unguarded(data: &[u8], options: DecodeOptions, out: &mut Waveform) -> Result<(), Cause> {
+/// An opened stream: its reader and decoder, and what its header declares.
+struct Stream {
+    format: Box<dyn FormatReader>,
+    decoder: Box<dyn Decoder>,
+    track_id: u32,
+    codec: CodecType,
+    rate: u32,
+    channels: usize,
+    declared: Option<u64>,
+    /// Whether a window can be decoded by seeking: the length is stated, and exact
+    /// (PCM, FLAC), or from the last Ogg page (Vorbis), or from a LAME tag (MP3: without
+    /// one, symphonia estimates the length from the bitrate). Float PCM is read whole, so
+    /// that a NaN anywhere refuses the file in every epoch, not only when a crop meets it.
+    windowed: bool,
+    /// Reused across packets.
+    buffer: Option<SampleBuffer<f32>>,
+}
+
+/// Frames decoded before a window's start, for decoders whose output after a seek
+/// depends on earlier packets (Vorbis overlaps each block with the previous one, MP3 too
+/// and reads its bit reservoir from earlier frames).
+fn preroll(codec: CodecType) -> u64 {
+    if lossy(codec) {
+        16_384
+    } else {
+        0
+    }
+}
+
+/// Whether the header's stated length may be off: MP3 and Vorbis headers, when they
+/// state one, may count encoder padding or estimate it.
+fn lossy(codec: CodecType) -> bool {
+    codec == CODEC_TYPE_MP3 || codec == CODEC_TYPE_VORBIS
+}
+
+fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
     // symphonia reads from an owned source; a copy costs far less than decoding.
     let stream = MediaSourceStream::new(Box::new(Cursor::new(data.to_vec())), Default::default());
     let probed = symphonia::default::get_probe()
@@ -81,7 +160,7 @@ fn decode_unguarded(data: &[u8], options: DecodeOptions, out: &mut Waveform) -> 
             SymphoniaError::Unsupported(_) => Cause::UnknownFormat(Modality::Audio),
             other => corrupt("its header", &other),
         })?;
-    let mut format = probed.format;
+    let format = probed.format;
     let track = format
         .tracks()
         .iter()
@@ -103,67 +182,222 @@ fn decode_unguarded(data: &[u8], options: DecodeOptions, out: &mut Waveform) -> 
     if let Some(declared) = params.n_frames.filter(|&n| n > limit) {
         return Err(too_long(declared, rate, options.max_seconds));
     }
-    let mut decoder = symphonia::default::get_codecs()
+    let decoder = symphonia::default::get_codecs()
         .make(&params, &DecoderOptions::default())
         .map_err(|e| match e {
             SymphoniaError::Unsupported(_) => Cause::UnknownFormat(Modality::Audio),
             other => corrupt("its codec parameters", &other),
         })?;
+    Ok(Stream {
+        format,
+        decoder,
+        track_id,
+        codec: params.codec,
+        rate,
+        channels,
+        declared: params.n_frames.filter(|&n| n > 0),
+        windowed: (params.codec != CODEC_TYPE_MP3 || params.delay.is_some())
+            && !FLOAT_PCM.contains(&params.codec),
+        buffer: None,
+    })
+}
 
-    let planes = if options.mono { 1 } else { channels };
-    out.rate = rate;
-    out.planes.resize_with(planes, Vec::new);
-    for plane in &mut out.planes {
-        plane.clear();
+impl Stream {
+    /// Decodes the next packet of the track: its first frame and its samples, planar
+    /// (`None` at the end of the stream).
+    fn next(&mut self) -> Result<Option<(u64, &[f32])>, Cause> {
+        loop {
+            let packet = match self.format.next_packet() {
+                Ok(packet) => packet,
+                Err(SymphoniaError::IoError(e))
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+                {
+                    return Ok(None)
+                }
+                Err(SymphoniaError::ResetRequired) => {
+                    return Err(Cause::Corrupt(
+                        "its stream changes format midway (chained streams are not supported)"
+                            .into(),
+                    ))
+                }
+                Err(e) => return Err(corrupt("its container", &e)),
+            };
+            if packet.track_id() != self.track_id {
+                continue;
+            }
+            let decoded = self
+                .decoder
+                .decode(&packet)
+                .map_err(|e| corrupt("its audio data", &e))?;
+            let spec = *decoded.spec();
+            if spec.rate != self.rate || spec.channels.count() != self.channels {
+                return Err(Cause::Corrupt(format!(
+                    "its stream changes from {} Hz × {} channels to {} Hz × {} channels \
+                     midway",
+                    self.rate,
+                    self.channels,
+                    spec.rate,
+                    spec.channels.count()
+                )));
+            }
+            if decoded.frames() == 0 {
+                continue;
+            }
+            if self
+                .buffer
+                .as_ref()
+                .is_none_or(|b| b.capacity() < decoded.frames())
+            {
+                self.buffer = Some(SampleBuffer::new(decoded.capacity() as u64, spec));
+            }
+            let buffer = self.buffer.as_mut().expect("made above");
+            buffer.copy_planar_ref(decoded);
+            return Ok(Some((packet.ts(), buffer.samples())));
+        }
     }
-    let mut buffer: Option<SampleBuffer<f32>> = None;
-    loop {
-        let packet = match format.next_packet() {
-            Ok(packet) => packet,
-            Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                break
-            }
-            Err(SymphoniaError::ResetRequired) => {
-                return Err(Cause::Corrupt(
-                    "its stream changes format midway (chained streams are not supported)".into(),
-                ))
-            }
-            Err(e) => return Err(corrupt("its container", &e)),
+
+    fn seek(&mut self, ts: u64) -> Result<(), Cause> {
+        let to = SeekTo::TimeStamp {
+            ts,
+            track_id: self.track_id,
         };
-        if packet.track_id() != track_id {
+        self.format
+            .seek(SeekMode::Accurate, to)
+            .map_err(|e| corrupt("seeking in it", &e))?;
+        self.decoder.reset();
+        Ok(())
+    }
+}
+
+/// Appends frames `keep` of a planar packet of `frames` frames to `out`'s planes, mixed
+/// to mono or not.
+fn append(out: &mut [Vec<f32>], planar: &[f32], channels: usize, keep: Range<usize>) {
+    let frames = planar.len() / channels;
+    if out.len() == 1 && channels > 1 {
+        mix_into(&mut out[0], planar, frames, keep);
+    } else {
+        for (plane, samples) in out.iter_mut().zip(planar.chunks_exact(frames)) {
+            plane.extend_from_slice(&samples[keep.clone()]);
+        }
+    }
+}
+
+fn decode_unguarded(
+    data: &[u8],
+    options: DecodeOptions,
+    plan: Option<Plan<'_>>,
+    out: &mut Waveform,
+) -> Result<(), Cause> {
+    let mut stream = open(data, options)?;
+    let planes = if options.mono { 1 } else { stream.channels };
+    out.rate = stream.rate;
+    out.planes.resize_with(planes, Vec::new);
+    let clear = |out: &mut Waveform| {
+        for plane in &mut out.planes {
+            plane.clear();
+        }
+    };
+    clear(out);
+    let mut plan = plan;
+    if let (Some(plan), Some(total)) = (plan.as_mut(), stream.declared) {
+        if stream.windowed {
+            let want = plan(stream.rate, total);
+            let window = want.start.min(total)..want.end.min(total);
+            if decode_window(&mut stream, window, total, out)? {
+                return check_values(out);
+            }
+            // The decoder did not land where its timestamps said: decode it all. The plan
+            // is not asked again (its choice may draw random numbers).
+            clear(out);
+            stream = open(data, options)?;
+            decode_all(&mut stream, options, out)?;
+            return check_values(out);
+        }
+    }
+    decode_all(&mut stream, options, out)?;
+    if let Some(plan) = plan {
+        plan(stream.rate, out.total);
+    }
+    check_values(out)
+}
+
+/// Decodes frames `window` of a stream of `total` frames; `Ok(false)` if the decoded
+/// packets do not cover it contiguously, or end before the stated length of a format
+/// whose stated length may be off (the caller then decodes the whole file).
+fn decode_window(
+    stream: &mut Stream,
+    window: Range<u64>,
+    total: u64,
+    out: &mut Waveform,
+) -> Result<bool, Cause> {
+    out.start = window.start;
+    out.total = total;
+    let from = window.start.saturating_sub(preroll(stream.codec));
+    if from > 0 {
+        stream.seek(from)?;
+    }
+    let channels = stream.channels;
+    let mut next = window.start;
+    // Where the packets decoded so far end.
+    let mut decoded_to = from;
+    while next < window.end {
+        let Some((ts, planar)) = stream.next()? else {
+            return short(stream.codec, total, next);
+        };
+        let frames = (planar.len() / channels) as u64;
+        decoded_to = ts + frames;
+        let (first, end) = (ts.max(next), (ts + frames).min(window.end));
+        if end <= first {
             continue;
         }
-        let decoded = decoder
-            .decode(&packet)
-            .map_err(|e| corrupt("its audio data", &e))?;
-        let spec = *decoded.spec();
-        if spec.rate != rate || spec.channels.count() != channels {
-            return Err(Cause::Corrupt(format!(
-                "its stream changes from {rate} Hz × {channels} channels to {} Hz × {} \
-                 channels midway",
-                spec.rate,
-                spec.channels.count()
-            )));
+        if first != next {
+            return Ok(false);
         }
-        let frames = decoded.frames();
-        if frames == 0 {
-            continue;
-        }
-        let buffer = match &mut buffer {
-            Some(b) if b.capacity() >= frames => b,
-            _ => buffer.insert(SampleBuffer::new(decoded.capacity() as u64, spec)),
-        };
-        buffer.copy_planar_ref(decoded);
-        let samples = buffer.samples();
-        if options.mono {
-            mix_into(&mut out.planes[0], samples, channels, frames);
-        } else {
-            for (plane, samples) in out.planes.iter_mut().zip(samples.chunks_exact(frames)) {
-                plane.extend_from_slice(samples);
-            }
-        }
+        let keep = (first - ts) as usize..(end - ts) as usize;
+        append(&mut out.planes, planar, channels, keep);
+        next = end;
+    }
+    // The end of the file: present and where the header says, whatever window this was.
+    let probe = total.saturating_sub(1 + preroll(stream.codec));
+    if decoded_to < probe {
+        stream.seek(probe)?;
+    }
+    let mut end = decoded_to;
+    while let Some((ts, planar)) = stream.next()? {
+        end = ts + (planar.len() / channels) as u64;
+    }
+    if end < total {
+        return short(stream.codec, total, end);
+    }
+    Ok(true)
+}
+
+/// A stream that ended at `end`, before its stated length: cut short when that length is
+/// exact, else a reason to decode it whole.
+fn short(codec: CodecType, total: u64, end: u64) -> Result<bool, Cause> {
+    if lossy(codec) {
+        Ok(false)
+    } else {
+        Err(truncated(total, end))
+    }
+}
+
+fn decode_all(
+    stream: &mut Stream,
+    options: DecodeOptions,
+    out: &mut Waveform,
+) -> Result<(), Cause> {
+    let limit = u64::from(options.max_seconds) * u64::from(stream.rate);
+    let channels = stream.channels;
+    while let Some((_, planar)) = stream.next()? {
+        let frames = planar.len() / channels;
+        append(&mut out.planes, planar, channels, 0..frames);
         if out.frames() as u64 > limit {
-            return Err(too_long(out.frames() as u64, rate, options.max_seconds));
+            return Err(too_long(
+                out.frames() as u64,
+                stream.rate,
+                options.max_seconds,
+            ));
         }
     }
     let frames = out.frames() as u64;
@@ -171,35 +405,45 @@ fn decode_unguarded(data: &[u8], options: DecodeOptions, out: &mut Waveform) -> 
         return Err(Cause::Corrupt("it holds no audio".into()));
     }
     // PCM and FLAC headers state the length exactly; a file that holds less was cut.
-    // (MP3 and Vorbis headers, when they state one, may count encoder padding.)
-    let exact = params.codec != CODEC_TYPE_MP3 && params.codec != CODEC_TYPE_VORBIS;
-    if let Some(declared) = params.n_frames.filter(|&n| exact && frames < n) {
-        return Err(Cause::Corrupt(format!(
-            "it is truncated: its header declares {declared} frames, it holds {frames}"
-        )));
+    if let Some(declared) = stream
+        .declared
+        .filter(|&n| !lossy(stream.codec) && frames < n)
+    {
+        return Err(truncated(declared, frames));
     }
+    out.start = 0;
+    out.total = frames;
+    Ok(())
+}
+
+fn check_values(out: &Waveform) -> Result<(), Cause> {
     if out.planes.iter().flatten().any(|s| !s.is_finite()) {
         return Err(Cause::Corrupt("it holds NaN or infinite samples".into()));
     }
     Ok(())
 }
 
-/// Appends the mean of `channels` planar channels of `frames` each to `mono`.
-fn mix_into(mono: &mut Vec<f32>, planar: &[f32], channels: usize, frames: usize) {
+/// Appends the mean of the planar channels' frames `keep` to `mono`.
+fn mix_into(mono: &mut Vec<f32>, planar: &[f32], frames: usize, keep: Range<usize>) {
+    let channels = planar.len() / frames;
     let start = mono.len();
-    mono.extend_from_slice(&planar[..frames]);
+    mono.extend_from_slice(&planar[keep.clone()]);
     let mixed = &mut mono[start..];
     for plane in planar.chunks_exact(frames).skip(1) {
-        for (m, s) in mixed.iter_mut().zip(plane) {
+        for (m, s) in mixed.iter_mut().zip(&plane[keep.clone()]) {
             *m += s;
         }
     }
-    if channels > 1 {
-        let scale = 1.0 / channels as f32;
-        for m in mixed {
-            *m *= scale;
-        }
+    let scale = 1.0 / channels as f32;
+    for m in mixed {
+        *m *= scale;
     }
+}
+
+fn truncated(declared: u64, holds: u64) -> Cause {
+    Cause::Corrupt(format!(
+        "it is truncated: its header declares {declared} frames, it holds {holds}"
+    ))
 }
 
 fn too_long(frames: u64, rate: u32, limit: u32) -> Cause {

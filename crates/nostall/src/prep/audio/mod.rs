@@ -344,12 +344,26 @@ pub(crate) fn decode_all(data: &[u8], wave: &mut Waveform) -> Result<(), Cause> 
         mono: false,
         max_seconds: DEFAULT_MAX_SECONDS,
     };
-    decode(data, options, wave)
+    decode(data, options, None, wave)
 }
 
 /// Resamplers kept per source rate; datasets hold a handful of rates, a hostile one may
 /// hold many.
 const KEPT_RESAMPLERS: usize = 16;
+
+/// The resampler from `from` to `to` Hz, made once per source rate.
+fn resampler(
+    kept: &mut HashMap<u32, Resampler>,
+    from: u32,
+    to: u32,
+    quality: ResampleQuality,
+) -> &Resampler {
+    if kept.len() >= KEPT_RESAMPLERS && !kept.contains_key(&from) {
+        kept.clear();
+    }
+    kept.entry(from)
+        .or_insert_with(|| Resampler::new(from, to, quality))
+}
 
 /// Per-thread state: decoded audio, resampling filters, the spectrogram's FFT.
 struct AudioPreparer {
@@ -368,8 +382,33 @@ impl Preparer for AudioPreparer {
             mono: pipeline.channels == 1,
             max_seconds: pipeline.max_seconds,
         };
+        let length = pipeline.length;
+        let resamplers = &mut self.resamplers;
+        // Once the decoder knows the rate and length: where the crop lies, and so which
+        // frames to decode.
+        let mut crop_start = 0;
+        let mut plan = |rate: u32, frames: u64| {
+            let resampler = pipeline
+                .rate
+                .filter(|&(to, _)| to != rate)
+                .map(|(to, quality)| resampler(resamplers, rate, to, quality));
+            let frames = frames as usize;
+            let total = resampler.map_or(frames, |r| r.output_len(frames));
+            let spare = total.saturating_sub(length);
+            crop_start = match pipeline.crop {
+                Crop::Random if spare > 0 => rng.below(spare as u64 + 1) as usize,
+                Crop::Random => 0,
+                Crop::Center => spare / 2,
+            };
+            let window = crop_start..crop_start + length;
+            let needed = match resampler {
+                Some(r) => r.input_range(window, frames),
+                None => window.start.min(frames)..window.end.min(frames),
+            };
+            needed.start as u64..needed.end as u64
+        };
         let wave = &mut self.wave;
-        decode(data, options, wave)?;
+        decode(data, options, Some(&mut plan), wave)?;
         if wave.planes.len() != pipeline.channels {
             return Err(Cause::Corrupt(format!(
                 "it has {} channels, and the pipeline keeps {} (use Channels(1) to mix \
@@ -379,36 +418,19 @@ impl Preparer for AudioPreparer {
             )));
         }
         let resampler = match pipeline.rate {
-            Some((rate, quality)) if rate != wave.rate => {
-                if self.resamplers.len() >= KEPT_RESAMPLERS
-                    && !self.resamplers.contains_key(&wave.rate)
-                {
-                    self.resamplers.clear();
-                }
-                Some(
-                    &*self
-                        .resamplers
-                        .entry(wave.rate)
-                        .or_insert_with(|| Resampler::new(wave.rate, rate, quality)),
-                )
-            }
+            Some((to, _)) if to != wave.rate => self.resamplers.get(&wave.rate),
             _ => None,
         };
-        let total = resampler.map_or(wave.frames(), |r| r.output_len(wave.frames()));
-        let length = pipeline.length;
-        let spare = total.saturating_sub(length);
-        let start = match pipeline.crop {
-            Crop::Random if spare > 0 => rng.below(spare as u64 + 1) as usize,
-            Crop::Random => 0,
-            Crop::Center => spare / 2,
-        };
+        let (held_from, frames) = (wave.start as usize, wave.total as usize);
         let per_channel = out.len() / pipeline.channels;
         for (plane, out) in wave.planes.iter().zip(out.chunks_exact_mut(per_channel)) {
             self.crop.resize(length, 0.0);
             match resampler {
-                Some(r) => r.run(plane, start, &mut self.crop),
+                Some(r) => r.run(plane, held_from, frames, crop_start, &mut self.crop),
                 None => {
-                    let kept = &plane[start.min(plane.len())..];
+                    let kept = plane
+                        .get(crop_start.saturating_sub(held_from)..)
+                        .unwrap_or(&[]);
                     let n = kept.len().min(length);
                     self.crop[..n].copy_from_slice(&kept[..n]);
                     self.crop[n..].fill(0.0);

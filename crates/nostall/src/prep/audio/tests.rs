@@ -48,7 +48,7 @@ fn decoded(data: &[u8], mono: bool) -> Result<Waveform, Cause> {
         mono,
         max_seconds: DEFAULT_MAX_SECONDS,
     };
-    decode(data, options, &mut wave).map(|()| wave)
+    decode(data, options, None, &mut wave).map(|()| wave)
 }
 
 /// Runs `pipeline` on `data`: the output values, or why it failed.
@@ -240,4 +240,79 @@ fn operators_out_of_order_or_without_a_crop_are_config_errors() {
         AudioOp::RandomCrop { length: 8 }
     ])
     .contains("Channels"));
+}
+
+/// The real clips of tests/audio.
+fn real_clips() -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/audio");
+    let mut clips: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| Modality::Audio.accepts(&p.to_string_lossy()))
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    clips.sort();
+    clips
+}
+
+#[test]
+fn a_decoded_window_holds_exactly_the_samples_of_a_full_decode() {
+    for (name, data) in real_clips() {
+        for mono in [false, true] {
+            let full = decoded(&data, mono).unwrap();
+            let total = full.frames() as u64;
+            let options = DecodeOptions {
+                mono,
+                max_seconds: DEFAULT_MAX_SECONDS,
+            };
+            for window in [
+                0..1000,
+                100..total / 2,
+                total / 3..total / 3 + 4096,
+                total / 2..total,
+                total - 10..total,
+            ] {
+                let mut asked = None;
+                let mut plan = |rate: u32, frames: u64| {
+                    asked = Some((rate, frames));
+                    window.clone()
+                };
+                let mut wave = Waveform::default();
+                decode(&data, options, Some(&mut plan), &mut wave).unwrap();
+                assert_eq!(asked, Some((full.rate, total)), "{name}: the exact length");
+                assert_eq!(wave.total, total, "{name}");
+                assert!(wave.start <= window.start, "{name}");
+                let at = (window.start - wave.start) as usize..(window.end - wave.start) as usize;
+                for (got, all) in wave.planes.iter().zip(&full.planes) {
+                    assert_eq!(
+                        got[at.clone()],
+                        all[window.start as usize..window.end as usize],
+                        "{name}, frames {window:?}, mono {mono}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_cut_file_is_refused_whatever_window_is_asked() {
+    for (name, data) in real_clips() {
+        let cut = &data[..data.len() * 2 / 3];
+        let options = DecodeOptions {
+            mono: true,
+            max_seconds: DEFAULT_MAX_SECONDS,
+        };
+        // A window in the part that is still there.
+        let mut plan = |_: u32, _: u64| 0..100;
+        let mut wave = Waveform::default();
+        let result = decode(cut, options, Some(&mut plan), &mut wave);
+        if name.ends_with(".wav") || name.ends_with(".flac") {
+            assert!(
+                matches!(result, Err(Cause::Corrupt(_))),
+                "{name}: {result:?}"
+            );
+        }
+    }
 }
