@@ -1,18 +1,16 @@
 //! `nostall simulate cache`: hit rates of cache policies over nostall's own shuffled
-//! access stream, from [`nostall::cache::simulate`]; `nostall simulate cluster`: bytes
+//! access stream, from [`nostall::sim::cache`]; `nostall simulate cluster`: bytes
 //! from storage, between nodes and from local caches of a multi-node job over a
-//! partitioned cache, from [`nostall::cache::simulate::cluster`].
+//! partitioned cache, from [`nostall::sim::cluster`].
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::{Subcommand, ValueEnum};
-use nostall::cache::simulate::cluster::{
-    synthetic_sizes, Cluster, ClusterRun, Mode, NodeCounts, Tally,
-};
-use nostall::cache::simulate::{capacity_for, AccessStreams, SimPolicy, SimResult};
 use nostall::cache::Capacity;
+use nostall::sim::cache::{capacity_for, AccessStreams, SimPolicy, SimResult};
+use nostall::sim::cluster::{synthetic_sizes, Cluster, ClusterRun, Mode, NodeCounts, Tally};
 use nostall::Error;
 
 /// What `simulate` can simulate.

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nostall::cache::partition::Placement;
 use nostall::cache::Capacity;
+use nostall::plan::placement::Placement;
 use nostall::plan::{EpochPlan, PlanConfig};
 use nostall::prep::image::codec::{encode_jpeg, EncodePixels};
 use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};

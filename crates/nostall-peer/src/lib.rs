@@ -2,7 +2,7 @@
 //!
 //! Several nodes training one model data-parallel can together hold a dataset that none
 //! holds alone. Each node caches a disjoint part of it, chosen by
-//! [`nostall::cache::partition::Placement`] from the job's seed, so that every node knows
+//! [`nostall::plan::placement::Placement`] from the job's seed, so that every node knows
 //! who holds what without messages; a sample is read from the node's own cache, else from
 //! the peer holding it, and only then from storage. With locality-aware assignment
 //! ([`nostall::plan::locality`]) each rank mostly takes samples its node holds, and only

@@ -5,10 +5,10 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostall::cache::partition::Placement;
 use nostall::cache::Capacity;
 use nostall::env::Distributed;
 use nostall::plan::locality::Locality;
+use nostall::plan::placement::Placement;
 use nostall::storage::{Source, DEFAULT_MAX_BYTES};
 use nostall::{Catalog, LoaderConfig};
 

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use nostall::cache::partition::Placement;
 use nostall::cache::{CachePolicy, SampleCache};
+use nostall::plan::placement::Placement;
 use nostall::storage::Source;
 use nostall::{Cause, SampleId};
 

@@ -797,8 +797,8 @@ mod tests {
     use super::*;
     use crate::test_common as common;
     use crate::testing::Counting;
-    use nostall::cache::partition::Placement;
     use nostall::cache::Capacity;
+    use nostall::plan::placement::Placement;
     use std::io::Read;
     use std::time::Instant;
 

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nostall::cache::partition::Placement;
+use nostall::plan::placement::Placement;
 use nostall::storage::{Source, SourceStats};
 use nostall::{Cause, SampleId};
 

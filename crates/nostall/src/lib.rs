@@ -12,7 +12,8 @@
 //! - [`catalog`]: every sample once (path, label, size), scanned from class folders or a
 //!   flat directory and saved as an index that reloads in milliseconds.
 //! - [`plan`]: a pure function of (seed, epoch, rank, world size) giving each rank its
-//!   samples in order, in equal numbers; a [`Position`] resumes an epoch exactly.
+//!   samples in order, in equal numbers; a [`Position`] resumes an epoch exactly; the
+//!   placement of samples on nodes for a partitioned cache, and locality-aware batches.
 //! - [`dataset`]: a location (a directory, a directory of tar shards, `s3://…`) opened as
 //!   a catalog and a source.
 //! - [`storage`]: where bytes come from, behind the [`storage::Source`] trait: files, tar
@@ -25,8 +26,12 @@
 //!   resampling, crops, mel spectrograms).
 //! - [`pipeline`]: fetch and prep threads writing samples straight into pooled batch
 //!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
-//! - [`analyze`]: DS-Analyzer's rate model: throughput as the slowest of fetch, prep and
-//!   the model, stall shares, and the smallest cache and thread count that remove stalls.
+//! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
+//!   below the pipeline so that a scheduler and the analyzer share it.
+//! - [`analyze`]: DS-Analyzer: measures the rates, observes the loader, and reports stall
+//!   shares and the smallest cache and thread count that remove stalls.
+//! - [`sim`]: offline simulators of cache policies and of partitioned caches across
+//!   nodes.
 //! - [`metrics`]: the consumer's wait for each batch (the data stall) and per-stage rates.
 //!
 //! Three rules hold everywhere. *Deterministic*: each sample's randomness comes from
@@ -70,6 +75,8 @@ pub mod pipeline;
 pub mod plan;
 pub mod prep;
 pub mod rng;
+pub mod sched;
+pub mod sim;
 pub mod storage;
 
 pub use catalog::{Catalog, SampleId};

@@ -6,8 +6,9 @@
 //!    the loader's concurrency; P(n), the loader over samples held in memory, for 1..N
 //!    threads; C, hits from the in-memory cache. G, the model's rate, is given, simulated
 //!    (a fixed time per batch) or, from Python, timed on the user's training step.
-//! 2. Feed them to the rate [`model`]: throughput = min(F, P, G) and the split of epoch
-//!    time into compute, prep stall and fetch stall.
+//! 2. Feed them to the rate model ([`crate::sched::model`], below the pipeline, where a
+//!    scheduler can use it too): throughput = min(F, P, G) and the split of epoch time
+//!    into compute, prep stall and fetch stall.
 //! 3. [`observe`] the real loader, as configured, feeding a simulated model at rate G,
 //!    and hold its figures beside the prediction.
 //! 4. Sweep the model along one knob at a time and draw advice from it ([`whatif`]),
@@ -17,12 +18,11 @@
 
 mod chart;
 pub mod measure;
-pub mod model;
 pub mod observe;
 pub mod report;
 pub mod whatif;
 
-pub use model::{Bottleneck, Prediction, Rates, Setup};
+pub use crate::sched::model::{Bottleneck, Prediction, Rates, Setup};
 pub use observe::RunLength;
 pub use report::{Configuration, ModelRate, Report};
 

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use super::chart::{escape, stacked_bars, Bar, LineChart, Series};
 use super::measure::{CacheRate, FetchRate, PrepRate};
-use super::model::{Bottleneck, Prediction, Rates};
 use super::observe::{Observation, Steady};
 use super::whatif::{Advice, Point, WhatIf};
 use crate::error::{Error, Result};
+use crate::sched::model::{Bottleneck, Prediction, Rates};
 
 /// The configuration analysed, as a reader would describe it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -548,8 +548,8 @@ fn wrap(text: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::model::Setup;
     use crate::analyze::whatif::{advise, sweep};
+    use crate::sched::model::Setup;
 
     fn report() -> Report {
         let rates = Rates {

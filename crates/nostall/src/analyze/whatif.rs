@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Bottleneck, Prediction, Rates, Setup};
+use crate::sched::model::{Bottleneck, Prediction, Rates, Setup};
 
 /// One point of a sweep: the knob's value and what the model predicts there.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -283,7 +283,7 @@ fn bandwidth_needed(rates: &Rates, setup: &Setup) -> Option<f64> {
 mod tests {
     use super::*;
     // The model tests' figures: storage 500 samples/s, prep 400/700/900, model 600.
-    use crate::analyze::model::tests::rates;
+    use crate::sched::model::tests::rates;
 
     #[test]
     fn sweeps_cover_their_ranges_and_agree_with_the_model() {

@@ -1,4 +1,4 @@
-//! Caches of encoded sample bytes in the fetch stage, and a simulator of cache policies.
+//! Caches of encoded sample bytes in the fetch stage.
 //!
 //! Training reads the whole dataset once per epoch in a fresh random order. For that
 //! access pattern the classic policies are the wrong ones: LRU (and the page cache, which
@@ -6,15 +6,12 @@
 //! the dataset hits far less than 35% of the time. [`CachePolicy::Minio`] (from CoorDL)
 //! keeps the first samples it sees until it is full and never evicts: every later epoch
 //! hits exactly the cached bytes, which is the best any policy can do on one node (see
-//! [`simulate`] for the numbers).
+//! [`crate::sim::cache`] for the numbers).
 //!
 //! A [`Cached`] source puts a [`SampleCache`] in front of any [`Source`]: a hit copies the
 //! bytes out of memory, a miss reads the source and offers the bytes to the cache. The
 //! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
 //! is bounded by its capacity in payload bytes (plus a small per-entry overhead).
-
-pub mod partition;
-pub mod simulate;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -16,6 +16,7 @@
 //! each rank the samples its node holds ([`EpochPlan::locality_aware`]).
 
 pub mod locality;
+pub mod placement;
 
 use crate::catalog::SampleId;
 use crate::error::{Error, Result};

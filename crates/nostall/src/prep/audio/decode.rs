@@ -9,11 +9,12 @@
 //! of frames once the stream's rate and length are known ([`Plan`]). When the length is
 //! stated (PCM and FLAC headers, the last Ogg page, an MP3's LAME tag), the decoder seeks
 //! to a little before the window (a preroll for the lossy codecs, whose output depends on
-//! earlier packets), decodes through it, then checks the file's end (one seek and a
-//! packet), so that a file cut short is refused whatever window an epoch asks of it. The
-//! samples are those a full decode gives (checked by test on real clips of every format).
-//! When the stated length of a lossy stream proves wrong, or the packets after a seek do
-//! not cover the window, the file is decoded whole.
+//! earlier packets) and decodes through it. For PCM and FLAC it then checks the file's
+//! end (one seek and a packet), so that a file cut short is refused whatever window an
+//! epoch asks of it. The samples are those a full decode gives (checked by test on real
+//! clips of every format). When a window runs past the real end of a lossy stream (its
+//! stated length was wrong), or the packets after a seek do not cover the window, the file
+//! is decoded whole. Damage outside the window of a lossy file goes unnoticed that epoch.
 
 use std::io::Cursor;
 use std::ops::Range;
@@ -130,13 +131,14 @@ struct Stream {
 }
 
 /// Frames decoded before a window's start, for decoders whose output after a seek
-/// depends on earlier packets (Vorbis overlaps each block with the previous one, MP3 too
-/// and reads its bit reservoir from earlier frames).
+/// depends on earlier packets: Vorbis overlaps each block with the previous one (blocks
+/// are at most 8 192 frames), MP3 too (a granule) and reads its bit reservoir from up to
+/// 511 bytes of earlier frames (four frames of 1 152 cover both).
 fn preroll(codec: CodecType) -> u64 {
-    if lossy(codec) {
-        16_384
-    } else {
-        0
+    match codec {
+        CODEC_TYPE_VORBIS => 8_192,
+        CODEC_TYPE_MP3 => 4_608,
+        _ => 0,
     }
 }
 
@@ -357,10 +359,15 @@ fn decode_window(
         append(&mut out.planes, planar, channels, keep);
         next = end;
     }
-    // The end of the file: present and where the header says, whatever window this was.
-    let probe = total.saturating_sub(1 + preroll(stream.codec));
-    if decoded_to < probe {
-        stream.seek(probe)?;
+    // The end of the file: present and where the header says, whatever window this was
+    // (PCM and FLAC: their lengths are exact, so a file that falls short was cut. A lossy
+    // stream's stated length is what the crop was chosen from; a window that runs past
+    // its real end is decoded whole, above).
+    if lossy(stream.codec) {
+        return Ok(true);
+    }
+    if decoded_to < total - 1 {
+        stream.seek(total - 1)?;
     }
     let mut end = decoded_to;
     while let Some((ts, planar)) = stream.next()? {

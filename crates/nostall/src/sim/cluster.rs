@@ -40,11 +40,11 @@
 use std::fmt;
 use std::ops::Range;
 
-use crate::cache::partition::Placement;
 use crate::cache::Capacity;
 use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::plan::locality::{Assigner, GlobalBatches};
+use crate::plan::placement::Placement;
 use crate::plan::{PlanConfig, Shard};
 use crate::rng::{derive, Rng};
 

@@ -215,12 +215,12 @@ impl Rates {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// 10 000 samples of 100 kB; storage 50 MB/s = 500 samples/s; prep 400/700/900 for
     /// 1–3 threads; cache 20 000 samples/s; model 600 samples/s.
-    pub(in crate::analyze) fn rates() -> Rates {
+    pub(crate) fn rates() -> Rates {
         Rates {
             samples: 10_000,
             dataset_bytes: 1_000_000_000,

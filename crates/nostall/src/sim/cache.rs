@@ -1,6 +1,6 @@
 //! A simulator of sample-cache policies over nostall's real access stream.
 //!
-//! This module simulates one cache per worker; [`cluster`] simulates a multi-node job
+//! This module simulates one cache per worker; [`super::cluster`] simulates a multi-node job
 //! over a partitioned cache (bytes from storage, between nodes and from local caches).
 //!
 //! # The model
@@ -62,8 +62,6 @@
 //! arrays for the recency policies, an ordered set of next-use positions for Belady),
 //! so 20 000 samples × 90 epochs × 16 workers simulate in well under a second in a
 //! release build.
-
-pub mod cluster;
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -28,7 +28,7 @@
 //!   capacity is about the dataset size nearly every sample finds a place. A sample that
 //!   fits nowhere (the node with the most room cannot take it, so none can) stays
 //!   uncached and is read from storage; later, smaller samples may still fit.
-//! - *Byte capacity*: each node's cache is bounded in bytes, like [`super::SampleCache`],
+//! - *Byte capacity*: each node's cache is bounded in bytes, like [`crate::cache::SampleCache`],
 //!   so the placement never gives a node more than its capacity, and a node's cache can
 //!   admit exactly its part without ever evicting (MinIO semantics).
 //!

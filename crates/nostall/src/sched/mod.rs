@@ -1,0 +1,6 @@
+//! Scheduling: the rate model that says what limits throughput and what would remove a
+//! stall. It sits below the pipeline so that one implementation serves both
+//! `nostall analyze` (which validates it against the real loader) and a runtime scheduler
+//! deciding thread roles from online estimates.
+
+pub mod model;
