@@ -316,3 +316,36 @@ fn a_cut_file_is_refused_whatever_window_is_asked() {
         }
     }
 }
+
+/// Every clip under `$NOSTALL_AUDIO_CLIPS` (e.g. the benchmark's, from
+/// bench/make_audio.py): three windows of each, decoded by seeking, against a full decode.
+/// Too slow for every run: `NOSTALL_AUDIO_CLIPS=bench/out/audio/clips cargo test -p
+/// nostall --release --lib windows_of_every_clip -- --ignored`.
+#[test]
+#[ignore]
+fn windows_of_every_clip_match_a_full_decode() {
+    let root = std::env::var("NOSTALL_AUDIO_CLIPS").expect("NOSTALL_AUDIO_CLIPS");
+    let (catalog, _) = crate::Catalog::scan(root.as_ref(), Modality::Audio).unwrap();
+    let options = DecodeOptions {
+        mono: true,
+        max_seconds: DEFAULT_MAX_SECONDS,
+    };
+    for id in 0..catalog.len() as u64 {
+        let data = std::fs::read(catalog.path(id)).unwrap();
+        let full = decoded(&data, true).unwrap();
+        let total = full.frames() as u64;
+        for window in [
+            0..32_000.min(total),
+            total / 3..total / 2,
+            total.saturating_sub(50_000)..total,
+        ] {
+            let mut plan = |_: u32, _: u64| window.clone();
+            let mut wave = Waveform::default();
+            decode(&data, options, Some(&mut plan), &mut wave).unwrap();
+            let at = (window.start - wave.start) as usize..(window.end - wave.start) as usize;
+            let same =
+                wave.planes[0][at] == full.planes[0][window.start as usize..window.end as usize];
+            assert!(same, "{}, {window:?}", catalog.path(id).display());
+        }
+    }
+}
