@@ -10,7 +10,7 @@ use nostall::cache::Capacity;
 use nostall::storage::ReadMode;
 use nostall::Error;
 
-use crate::run::{loader_config, Preset, Settings, StorageArgs};
+use crate::run::{loader_builder, Preset, Settings, StorageArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -124,7 +124,12 @@ pub fn run(args: Args) -> nostall::Result<()> {
     } else {
         ReadMode::Cached
     };
-    let subject = Subject::open(&location, loader_config(&settings)?, read, settings.link)?;
+    let subject = Subject::open(
+        &location,
+        loader_builder(&location, &settings)?.config()?,
+        read,
+        settings.link,
+    )?;
     let model = match (args.model_rate, args.step_ms, args.no_model) {
         (_, _, true) => ModelRate::none(),
         (Some(rate), _, _) if rate > 0.0 => ModelRate::given(rate),

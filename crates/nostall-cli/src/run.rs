@@ -1,15 +1,15 @@
 //! What `demo` and `bench` share: building a loader from options, and driving an epoch
 //! with a progress bar.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
-use nostall::dataset::{self, Dataset};
-use nostall::storage::{Link, ReadMode, Source, Throttled};
-use nostall::{EpochStats, ErrorPolicy, Loader, LoaderConfig, Pipeline};
+use nostall::dataset::Dataset;
+use nostall::pipeline::LoaderBuilder;
+use nostall::storage::Link;
+use nostall::{EpochStats, Loader, Pipeline};
 
 /// The preset pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -25,15 +25,19 @@ pub enum Preset {
 }
 
 impl Preset {
-    /// The pipeline; `size` is the output side of the image presets.
-    pub fn pipeline(self, size: u32) -> nostall::Result<Pipeline> {
-        let name = match self {
+    /// The preset's name, as the engine reads it.
+    pub fn name(self) -> &'static str {
+        match self {
             Preset::Train => "train",
             Preset::Val => "val",
             Preset::M5 => "m5",
             Preset::Melspec => "melspec",
-        };
-        Pipeline::preset(name, size)
+        }
+    }
+
+    /// The pipeline; `size` is the output side of the image presets.
+    pub fn pipeline(self, size: u32) -> nostall::Result<Pipeline> {
+        Pipeline::preset(self.name(), size)
     }
 }
 
@@ -96,39 +100,31 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 
-/// The loader configuration `s` describes.
-pub fn loader_config(s: &Settings) -> nostall::Result<LoaderConfig> {
-    let mut config = LoaderConfig::new(s.preset.pipeline(s.size)?);
+/// A loader over `location` as `s` describes it, assembled by the engine.
+pub fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBuilder> {
+    let mut builder = LoaderBuilder::new(location);
+    builder
+        .set("pipeline", s.preset.name())?
+        .set("image_size", &s.size.to_string())?
+        .set("read", if s.cold { "cold" } else { "cached" })?
+        .set("on_error", if s.skip_bad { "skip" } else { "error" })?;
+    if let Some(link) = s.link {
+        builder.link(link);
+    }
+    let config = builder.config_mut();
     config.plan.batch_size = s.batch_size;
     config.plan.seed = s.seed;
     config.prep_threads = s.prep_threads;
     config.fetch_threads = s.fetch_threads;
-    config.on_error = if s.skip_bad {
-        ErrorPolicy::Skip
-    } else {
-        ErrorPolicy::Error
-    };
     config.quarantine = s.quarantine.clone();
     config.cache = s.cache;
-    Ok(config)
+    Ok(builder)
 }
 
 /// Opens the dataset at `location` (a directory, a directory of tar shards, or an
 /// s3:// URL) and a loader over it.
 pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
-    let mode = if s.cold {
-        ReadMode::Cold
-    } else {
-        ReadMode::Cached
-    };
-    let config = loader_config(s)?;
-    let dataset = dataset::open(location, mode, config.pipeline.modality())?;
-    let source: Arc<dyn Source> = match s.link {
-        Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
-        None => dataset.source.clone(),
-    };
-    let loader = Loader::new(dataset.catalog.clone(), source, config)?;
-    Ok((loader, dataset))
+    loader_builder(location, s)?.open()
 }
 
 /// Runs one epoch to the end, showing progress unless `quiet`. With a `model_rate`

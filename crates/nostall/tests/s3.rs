@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use common::{config, epoch_output, image_folder, output, write_shards, BatchOutput};
 use nostall::dataset::{self, Format};
 use nostall::storage::{BlobStore, Objects, ReadMode, S3Config, S3Store, Source, TarShards};
-use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, LoaderConfig};
+use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
 
 const ACCESS_KEY: &str = "nostall-test";
 const SECRET_KEY: &str = "nostall-test-secret";
@@ -428,10 +428,19 @@ struct Served {
 
 impl Served {
     fn new(classes: usize, per_class: usize) -> Served {
+        Served::of(
+            |folder| image_folder(folder, classes, per_class),
+            Modality::Image,
+        )
+    }
+
+    /// The samples `write` puts in a class folder, of `modality`, served as shards and
+    /// as objects.
+    fn of(write: impl FnOnce(&Path), modality: Modality) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("folder");
-        image_folder(&folder, classes, per_class);
-        let (catalog, _) = Catalog::scan(&folder, nostall::Modality::Image).unwrap();
+        write(&folder);
+        let (catalog, _) = Catalog::scan(&folder, modality).unwrap();
         let root = dir.path().join("root");
         let shards = root.join("shards/train");
         fs::create_dir_all(&shards).unwrap();
@@ -502,6 +511,54 @@ fn shards_and_objects_in_s3_yield_the_same_batches_as_the_folder() {
         assert_eq!(
             stats.requests, served.len as u64,
             "{layout}: one read per sample"
+        );
+    }
+}
+
+#[test]
+fn audio_shards_and_objects_in_s3_yield_the_same_batches_as_the_folder() {
+    let clips = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/audio");
+    let served = Served::of(
+        |folder| {
+            for entry in fs::read_dir(&clips).unwrap().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if Modality::Audio.accepts(&name) {
+                    let class = folder.join(if name.ends_with(".mp3") {
+                        "mp3"
+                    } else {
+                        "other"
+                    });
+                    fs::create_dir_all(&class).unwrap();
+                    fs::copy(entry.path(), class.join(&name)).unwrap();
+                }
+            }
+        },
+        Modality::Audio,
+    );
+    let mut config = s3_config(3);
+    config.pipeline = Pipeline::preset("melspec", 0).unwrap();
+    let local = dataset::open(
+        served.folder().to_str().unwrap(),
+        ReadMode::Cached,
+        Modality::Audio,
+    )
+    .unwrap();
+    let expected = epoch_output(
+        &Loader::new(local.catalog, local.source, config.clone()).unwrap(),
+        0,
+    );
+    assert_eq!(expected.iter().map(|b| b.0.len()).sum::<usize>(), 8);
+    let shards = TarShards::open(served.store("s3://shards/train"), Modality::Audio).unwrap();
+    let objects = Objects::open(served.store("s3://objects/train"), Modality::Audio).unwrap();
+    let sources: [(&str, Arc<Catalog>, Arc<dyn Source>); 2] = [
+        ("shards", shards.catalog().clone(), Arc::new(shards)),
+        ("objects", objects.catalog().clone(), Arc::new(objects)),
+    ];
+    for (layout, catalog, source) in sources {
+        let loader = Loader::new(catalog, source, config.clone()).unwrap();
+        assert!(
+            epoch_output(&loader, 0) == expected,
+            "{layout}: the batches differ from the folder's"
         );
     }
 }

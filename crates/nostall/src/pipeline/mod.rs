@@ -9,7 +9,7 @@
 //!                window of batch buffers (prefetch depth) ◀── consumer ◀─────────┘
 //! ```
 //!
-//! One module per job: [`config`](LoaderConfig) (settings and their validation), `loader`
+//! One module per job: [`builder`](LoaderBuilder) (assembly from text), [`config`](LoaderConfig) (settings and their validation), `loader`
 //! (a dataset, its cache and buffers), `readahead` (bytes fetched ahead of prep, bounded
 //! by an adaptive window), `order` (claims, tentative positions and finalising: the
 //! protocol that keeps output in plan order without copying), `workers` (the fetch and
@@ -26,6 +26,7 @@
 
 mod batch;
 mod buffer;
+mod builder;
 mod checkpoint;
 mod config;
 mod epoch;
@@ -38,6 +39,7 @@ mod tests;
 mod workers;
 
 pub use batch::Batch;
+pub use builder::{LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig};
 pub use epoch::{Epoch, Next};

@@ -34,6 +34,22 @@ pub enum Shard {
     Drop,
 }
 
+impl std::str::FromStr for Shard {
+    type Err = Error;
+
+    /// `pad` or `drop`.
+    fn from_str(s: &str) -> Result<Shard> {
+        match s {
+            "pad" => Ok(Shard::Pad),
+            "drop" => Ok(Shard::Drop),
+            _ => Err(Error::Config(format!(
+                "shard={s:?}: use \"pad\" (repeat samples so that ranks divide evenly) or \
+                 \"drop\" (leave the tail out)"
+            ))),
+        }
+    }
+}
+
 /// Everything that decides the order of samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanConfig {

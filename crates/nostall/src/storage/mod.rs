@@ -59,6 +59,21 @@ pub enum ReadMode {
     Cold,
 }
 
+impl std::str::FromStr for ReadMode {
+    type Err = crate::error::Error;
+
+    /// `cached` or `cold`.
+    fn from_str(s: &str) -> crate::error::Result<ReadMode> {
+        match s {
+            "cached" => Ok(ReadMode::Cached),
+            "cold" => Ok(ReadMode::Cold),
+            _ => Err(crate::error::Error::Config(format!(
+                "read={s:?}: use \"cached\" or \"cold\" (bypass the page cache)"
+            ))),
+        }
+    }
+}
+
 /// Counters a source keeps: what it has served successfully so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SourceStats {

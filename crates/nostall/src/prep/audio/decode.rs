@@ -122,11 +122,16 @@ struct Stream {
     rate: u32,
     channels: usize,
     declared: Option<u64>,
+    /// The timestamp of the first frame: packets and seeks count from it, and it is not
+    /// 0 in an Ogg stream cut from a longer one (its granule positions continue).
+    start_ts: u64,
     /// Whether a window can be decoded by seeking: the length is stated, and exact (PCM,
     /// FLAC) or from a LAME tag (MP3: without one, symphonia estimates the length from
-    /// the bitrate). Vorbis is read whole: after a seek in symphonia's Ogg reader, some of
-    /// the benchmark's clips came out shifted. Float PCM is read whole, so that a NaN
-    /// anywhere refuses the file in every epoch, not only when a crop meets it.
+    /// the bitrate). Ogg Vorbis is read whole: after symphonia's Ogg reader seeks in some
+    /// of the benchmark's clips (cut from longer streams by ffmpeg), the packets it returns
+    /// do not hold the frames their timestamps say, whatever the preroll. Float PCM is
+    /// read whole, so that a NaN anywhere refuses the file in every epoch, not only when a
+    /// crop meets it.
     windowed: bool,
     /// Reused across packets.
     buffer: Option<SampleBuffer<f32>>,
@@ -200,6 +205,7 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
         rate,
         channels,
         declared: params.n_frames.filter(|&n| n > 0),
+        start_ts: params.start_ts,
         windowed: (params.codec != CODEC_TYPE_MP3 || params.delay.is_some())
             && params.codec != CODEC_TYPE_VORBIS
             && !FLOAT_PCM.contains(&params.codec),
@@ -208,8 +214,8 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
 }
 
 impl Stream {
-    /// Decodes the next packet of the track: its first frame and its samples, planar
-    /// (`None` at the end of the stream).
+    /// Decodes the next packet of the track: its first frame (counted from the stream's
+    /// first) and its samples, planar (`None` at the end of the stream).
     fn next(&mut self) -> Result<Option<(u64, &[f32])>, Cause> {
         loop {
             let packet = match self.format.next_packet() {
@@ -257,13 +263,15 @@ impl Stream {
             }
             let buffer = self.buffer.as_mut().expect("made above");
             buffer.copy_planar_ref(decoded);
-            return Ok(Some((packet.ts(), buffer.samples())));
+            let frame = packet.ts().saturating_sub(self.start_ts);
+            return Ok(Some((frame, buffer.samples())));
         }
     }
 
-    fn seek(&mut self, ts: u64) -> Result<(), Cause> {
+    /// Seeks to frame `frame` (counted from the first).
+    fn seek(&mut self, frame: u64) -> Result<(), Cause> {
         let to = SeekTo::TimeStamp {
-            ts,
+            ts: self.start_ts + frame,
             track_id: self.track_id,
         };
         self.format

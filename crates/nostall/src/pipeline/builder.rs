@@ -1,0 +1,306 @@
+//! Loader assembly: a location and settings, given typed or as text, become a loader over
+//! the opened dataset. Every knob has a name and a parser here, once, so that a command
+//! line, the Python bindings or a configuration file only hand over what the user wrote.
+//!
+//! ```no_run
+//! use nostall::pipeline::LoaderBuilder;
+//!
+//! # fn main() -> nostall::Result<()> {
+//! let mut builder = LoaderBuilder::new("s3://bucket/fma/train");
+//! builder.set("pipeline", "m5")?.set("batch_size", "32")?.set("cache", "35%")?;
+//! let (loader, _dataset) = builder.open()?;
+//! # let _ = loader;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dataset::{self, Dataset};
+use crate::error::{Error, Result};
+use crate::prep::Pipeline;
+use crate::storage::{Link, ReadMode, Source, Throttled};
+
+use super::{ErrorPolicy, Loader, LoaderConfig};
+
+/// The knobs [`LoaderBuilder::set`] knows, with what each takes.
+pub const KNOBS: [(&str, &str); 19] = [
+    (
+        "pipeline",
+        "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
+    ),
+    ("image_size", "output side of the image presets, pixels"),
+    ("batch_size", "samples per batch"),
+    ("shuffle", "true or false"),
+    ("seed", "an integer"),
+    ("drop_last", "true or false"),
+    (
+        "shard",
+        "pad or drop: how ranks share a dataset that does not divide evenly",
+    ),
+    ("rank", "this process's rank"),
+    ("world_size", "ranks in the job"),
+    ("threads", "prep threads"),
+    ("fetch_threads", "fetch threads"),
+    ("prefetch", "batches prepared ahead"),
+    ("on_error", "error or skip"),
+    (
+        "quarantine",
+        "a file listing skipped samples (with on_error=skip)",
+    ),
+    ("cache", "cache size: 35%, 0.35 or 512MiB"),
+    ("cache_policy", "none, minio or lru"),
+    ("readahead", "bytes fetched ahead at most: 64MiB"),
+    ("read", "cached or cold (bypass the page cache)"),
+    (
+        "throttle",
+        "emulated storage: MB/s[,latency ms], e.g. 20 or 20,5",
+    ),
+];
+
+/// A loader to be: where the data is, and how to load it.
+#[derive(Debug, Clone)]
+pub struct LoaderBuilder {
+    location: String,
+    config: LoaderConfig,
+    /// A pipeline preset chosen by name, resolved at `image_size` when the loader opens.
+    preset: Option<String>,
+    image_size: u32,
+    read: ReadMode,
+    link: Option<Link>,
+}
+
+/// Output side of the image presets unless `image_size` says otherwise.
+pub const DEFAULT_IMAGE_SIZE: u32 = 224;
+
+impl LoaderBuilder {
+    /// A loader over `location` (see [`dataset::open`]) with the default settings of
+    /// [`LoaderConfig::new`] and the `train` image preset.
+    pub fn new(location: impl Into<String>) -> LoaderBuilder {
+        LoaderBuilder {
+            location: location.into(),
+            config: LoaderConfig::new(Pipeline::imagenet_train(DEFAULT_IMAGE_SIZE)),
+            preset: None,
+            image_size: DEFAULT_IMAGE_SIZE,
+            read: ReadMode::Cached,
+            link: None,
+        }
+    }
+
+    /// Sets knob `name` (one of [`KNOBS`]) from text.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the knob and what it takes, for an unknown knob or a value
+    /// it cannot read.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<&mut LoaderBuilder> {
+        let c = &mut self.config;
+        match name {
+            "pipeline" => {
+                // Checked now, resolved at open (image_size may follow).
+                Pipeline::preset(value, self.image_size)?;
+                self.preset = Some(value.to_string());
+            }
+            "image_size" => self.image_size = parse(name, value)?,
+            "batch_size" => c.plan.batch_size = parse(name, value)?,
+            "shuffle" => c.plan.shuffle = parse(name, value)?,
+            "seed" => c.plan.seed = parse(name, value)?,
+            "drop_last" => c.plan.drop_last = parse(name, value)?,
+            "shard" => c.plan.shard = parse(name, value)?,
+            "rank" => c.plan.rank = parse(name, value)?,
+            "world_size" => c.plan.world = parse(name, value)?,
+            "threads" => c.prep_threads = parse(name, value)?,
+            "fetch_threads" => c.fetch_threads = parse(name, value)?,
+            "prefetch" => c.prefetch = parse(name, value)?,
+            "on_error" => c.on_error = parse(name, value)?,
+            "quarantine" => c.quarantine = Some(PathBuf::from(value)),
+            "cache" => c.cache.capacity = parse(name, value)?,
+            "cache_policy" => c.cache.policy = parse(name, value)?,
+            "readahead" => {
+                let bytes: crate::cache::Capacity = parse(name, value)?;
+                c.readahead = match bytes {
+                    crate::cache::Capacity::Bytes(bytes) => bytes,
+                    crate::cache::Capacity::Fraction(_) => {
+                        return Err(Error::Config(format!(
+                            "readahead={value:?}: give bytes (64MiB), not a share"
+                        )))
+                    }
+                };
+            }
+            "read" => self.read = parse(name, value)?,
+            "throttle" => self.link = Some(parse_link(value)?),
+            _ => {
+                let known: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
+                return Err(Error::Config(format!(
+                    "unknown loader setting {name:?}: the settings are {}",
+                    known.join(", ")
+                )));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Uses `pipeline` (any modality's, or one of your own) instead of a preset.
+    pub fn pipeline(&mut self, pipeline: Pipeline) -> &mut LoaderBuilder {
+        self.preset = None;
+        self.config.pipeline = pipeline;
+        self
+    }
+
+    /// Puts an emulated link in front of the storage.
+    pub fn link(&mut self, link: Link) -> &mut LoaderBuilder {
+        self.link = Some(link);
+        self
+    }
+
+    /// The settings so far, for those without a text form (locality, say).
+    pub fn config_mut(&mut self) -> &mut LoaderConfig {
+        &mut self.config
+    }
+
+    /// The configuration the loader will run with (the preset resolved).
+    ///
+    /// # Errors
+    ///
+    /// When a preset does not fit `image_size` (a size of 0).
+    pub fn config(&self) -> Result<LoaderConfig> {
+        let mut config = self.config.clone();
+        if let Some(name) = &self.preset {
+            config.pipeline = Pipeline::preset(name, self.image_size)?;
+        }
+        Ok(config)
+    }
+
+    /// Opens the dataset for the pipeline's modality and makes the loader; the dataset
+    /// comes back too (its catalog and unthrottled source).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`dataset::open`] and [`Loader::new`].
+    pub fn open(&self) -> Result<(Loader, Dataset)> {
+        let config = self.config()?;
+        let dataset = dataset::open(&self.location, self.read, config.pipeline.modality())?;
+        let source: Arc<dyn Source> = match self.link {
+            Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
+            None => dataset.source.clone(),
+        };
+        let loader = Loader::new(dataset.catalog.clone(), source, config)?;
+        Ok((loader, dataset))
+    }
+}
+
+/// `value` as knob `name`'s type, or an error naming both.
+fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
+    value.trim().parse().map_err(|_| {
+        let takes = KNOBS
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map_or("", |(_, takes)| takes);
+        Error::Config(format!("{name}={value:?}: expected {takes}"))
+    })
+}
+
+/// `MB/s[,latency ms]`.
+fn parse_link(value: &str) -> Result<Link> {
+    let bad = || {
+        Error::Config(format!(
+            "throttle={value:?}: expected MB/s[,latency ms], e.g. 20,5"
+        ))
+    };
+    let (rate, latency) = match value.split_once(',') {
+        Some((rate, latency)) => (rate, Some(latency)),
+        None => (value, None),
+    };
+    let rate: f64 = rate.trim().parse().map_err(|_| bad())?;
+    let latency_ms: f64 = latency
+        .map_or(Ok(0.0), |l| l.trim().parse())
+        .map_err(|_| bad())?;
+    if !(rate > 0.0 && rate.is_finite() && latency_ms >= 0.0 && latency_ms.is_finite()) {
+        return Err(bad());
+    }
+    Ok(Link {
+        bandwidth: Some(rate * 1e6),
+        latency: Duration::from_secs_f64(latency_ms / 1e3),
+        concurrency: None,
+    })
+}
+
+impl std::str::FromStr for ErrorPolicy {
+    type Err = Error;
+
+    /// `error` or `skip`.
+    fn from_str(s: &str) -> Result<ErrorPolicy> {
+        match s {
+            "error" => Ok(ErrorPolicy::Error),
+            "skip" => Ok(ErrorPolicy::Skip),
+            _ => Err(Error::Config(format!(
+                "on_error={s:?}: use \"error\" or \"skip\""
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_knob_reads_its_text_and_refuses_nonsense() {
+        let mut b = LoaderBuilder::new("/data");
+        for (name, value) in [
+            ("pipeline", "val"),
+            ("image_size", "96"),
+            ("batch_size", "32"),
+            ("shuffle", "false"),
+            ("seed", "7"),
+            ("drop_last", "true"),
+            ("shard", "drop"),
+            ("rank", "1"),
+            ("world_size", "2"),
+            ("threads", "3"),
+            ("fetch_threads", "4"),
+            ("prefetch", "5"),
+            ("on_error", "skip"),
+            ("quarantine", "/tmp/bad.jsonl"),
+            ("cache", "35%"),
+            ("cache_policy", "minio"),
+            ("readahead", "16MiB"),
+            ("read", "cold"),
+            ("throttle", "20,5"),
+        ] {
+            b.set(name, value)
+                .unwrap_or_else(|e| panic!("{name}={value}: {e}"));
+        }
+        assert_eq!(KNOBS.len(), 19, "every knob above");
+        let c = b.config().unwrap();
+        assert_eq!(c.pipeline.layout().shape(), [3, 96, 96]);
+        assert_eq!(
+            (c.plan.batch_size, c.plan.seed, c.plan.rank, c.plan.world),
+            (32, 7, 1, 2)
+        );
+        assert!(!c.plan.shuffle && c.plan.drop_last);
+        assert_eq!((c.prep_threads, c.fetch_threads, c.prefetch), (3, 4, 5));
+        assert_eq!(c.on_error, ErrorPolicy::Skip);
+        assert_eq!(c.readahead, 16 << 20);
+        assert_eq!(b.read, ReadMode::Cold);
+        assert_eq!(b.link.unwrap().latency, Duration::from_millis(5));
+        for (name, value) in [
+            ("batch_size", "many"),
+            ("shuffle", "maybe"),
+            ("on_error", "ignore"),
+            ("pipeline", "resnet"),
+            ("cache", "lots"),
+            ("readahead", "50%"),
+            ("read", "warm"),
+            ("throttle", "-3"),
+            ("colour", "blue"),
+        ] {
+            let why = b.set(name, value).unwrap_err().to_string();
+            assert!(why.contains(name), "{name}={value}: {why}");
+        }
+        b.set("pipeline", "m5").unwrap();
+        assert_eq!(b.config().unwrap().pipeline.layout().shape(), [1, 32_000]);
+    }
+}
