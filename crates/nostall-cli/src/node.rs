@@ -67,7 +67,10 @@ pub struct Args {
     /// Fetch threads (requests in flight to peers and storage).
     #[arg(long, default_value_t = 4)]
     fetch_threads: usize,
-    /// Output height and width.
+    /// Pipeline preset (images: train, val; audio: m5, melspec).
+    #[arg(long, value_enum, default_value_t = Preset::Train)]
+    preset: Preset,
+    /// Output height and width of the image presets.
     #[arg(long, default_value_t = 224)]
     size: u32,
     /// Shuffle and placement seed, the same on every node.
@@ -198,7 +201,7 @@ pub fn run(args: Args) -> Result<(), AnyError> {
             .display()
             .to_string(),
     };
-    let mut config = LoaderConfig::new(Preset::Train.pipeline(args.size)?);
+    let mut config = LoaderConfig::new(args.preset.pipeline(args.size)?);
     let data = dataset::open(&location, ReadMode::Cached, config.pipeline.modality())?;
     config.plan.batch_size = args.batch_size;
     config.plan.seed = args.seed;
