@@ -82,6 +82,7 @@ const SCAN_THREADS: usize = 8;
 
 /// How the files under a dataset root are organised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DatasetLayout {
     /// One sub-directory per class, searched recursively; labels are class indices.
     ImageFolder,

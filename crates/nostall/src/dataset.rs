@@ -24,6 +24,7 @@ use crate::storage::{
 
 /// How a dataset's samples are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Format {
     /// One file per sample in a local directory tree.
     Files,

@@ -23,6 +23,7 @@ use crate::storage::{Source, SourceStats};
 
 /// Which samples a cache keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum CachePolicy {
     /// Keep each sample the first time it is fetched, until full; never evict.
     #[default]

@@ -8,6 +8,7 @@ use crate::prep::Pipeline;
 
 /// What to do with a sample that cannot be read or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ErrorPolicy {
     /// Stop the epoch with an error naming the sample and the cause.
     #[default]

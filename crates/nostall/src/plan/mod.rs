@@ -24,6 +24,7 @@ use crate::rng::{derive, Rng};
 
 /// How a dataset that does not divide evenly among ranks is made to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Shard {
     /// Repeat samples from the head of the permutation until it divides evenly
     /// (`DistributedSampler(drop_last=False)`): every sample is seen, a few twice.

@@ -77,6 +77,7 @@ impl Setup {
 /// Which rate limits throughput.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Bottleneck {
     /// Reading samples (storage or network).
     Fetch,

@@ -50,6 +50,7 @@ use crate::error::Cause;
 
 /// How reads treat the OS page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ReadMode {
     /// Ordinary reads: repeated epochs are served from memory when the dataset fits.
     #[default]

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 /// The mel scale's formula.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MelScale {
     /// `2595 · log10(1 + f / 700)` (torchaudio's default).
     #[default]

@@ -159,6 +159,7 @@ impl Op {
 
 /// Order of the output's dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Layout {
     /// Channels, height, width (PyTorch).
     #[default]
