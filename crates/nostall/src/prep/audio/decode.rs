@@ -254,11 +254,9 @@ impl Stream {
             if decoded.frames() == 0 {
                 continue;
             }
-            if self
-                .buffer
-                .as_ref()
-                .is_none_or(|b| b.capacity() < decoded.frames())
-            {
+            // Capacity counts samples of all channels.
+            let samples = decoded.frames() * self.channels;
+            if self.buffer.as_ref().is_none_or(|b| b.capacity() < samples) {
                 self.buffer = Some(SampleBuffer::new(decoded.capacity() as u64, spec));
             }
             let buffer = self.buffer.as_mut().expect("made above");
