@@ -24,7 +24,7 @@ use super::{Batch, ErrorPolicy, Loader, LoaderConfig};
 pub(super) struct Shared {
     pub(super) config: LoaderConfig,
     /// The rank's samples of the epoch, in plan order.
-    pub(super) stream: Vec<SampleId>,
+    pub(super) stream: Arc<[SampleId]>,
     /// Where this run starts: epoch, first batch number, first stream index.
     pub(super) from: Position,
     /// Bytes of one prepared sample (from the pipeline; used on every claim).
@@ -136,8 +136,7 @@ impl Epoch {
         // per prep thread (see the `readahead` module).
         let floor_samples = (2 * config.prep_threads).max(config.plan.batch_size) as u64;
         let floor = (floor_samples * average).clamp(1, config.readahead);
-        let stream = plan.samples().to_vec();
-        let sizes = stream.iter().map(|&id| catalog.size(id).max(1)).collect();
+        let stream: Arc<[SampleId]> = plan.samples().into();
         let sample_bytes = config.pipeline.sample_bytes();
         let shared = Arc::new(Shared {
             order: Order::new(
@@ -149,7 +148,8 @@ impl Epoch {
                 loader.pool.clone(),
             ),
             ahead: ReadAhead::new(
-                sizes,
+                stream.clone(),
+                catalog.clone(),
                 start,
                 floor,
                 config.readahead,

@@ -18,9 +18,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::catalog::{Catalog, SampleId};
 use crate::error::Cause;
 use crate::metrics::ReadaheadStats;
 
@@ -34,9 +35,10 @@ pub(super) struct ReadAhead {
     parked: Condvar,
     /// Signalled when prep takes bytes, making room in the window.
     room: Condvar,
-    /// Each stream sample's size per the catalog (at least one byte): what a read
+    /// The samples in read order, and the catalog whose sizes (at least one byte) a read
     /// reserves before it knows the real size.
-    sizes: Vec<u64>,
+    stream: Arc<[SampleId]>,
+    catalog: Arc<Catalog>,
     /// The largest window.
     limit: u64,
     /// How many emptied buffers are kept for re-use.
@@ -80,10 +82,11 @@ struct Ahead {
 }
 
 impl ReadAhead {
-    /// A read-ahead over a stream whose samples have `sizes`, starting at stream index
+    /// A read-ahead over `stream`, sized by `catalog`, starting at stream index
     /// `start`, with a window between `floor` and `limit` bytes.
     pub(super) fn new(
-        sizes: Vec<u64>,
+        stream: Arc<[SampleId]>,
+        catalog: Arc<Catalog>,
         start: usize,
         floor: u64,
         limit: u64,
@@ -106,7 +109,8 @@ impl ReadAhead {
             }),
             parked: Condvar::new(),
             room: Condvar::new(),
-            sizes,
+            stream,
+            catalog,
             limit,
             spare_limit,
             started: Instant::now(),
@@ -137,7 +141,7 @@ impl ReadAhead {
     pub(super) fn next(&self) -> Option<Reservation> {
         let mut ahead = self.lock();
         loop {
-            if self.stopped() || ahead.next == self.sizes.len() {
+            if self.stopped() || ahead.next == self.stream.len() {
                 return None;
             }
             let need = self.need(&ahead);
@@ -162,7 +166,9 @@ impl ReadAhead {
 
     /// The bytes to reserve for the next sample to fetch (zero past the end).
     fn need(&self, ahead: &Ahead) -> u64 {
-        self.sizes.get(ahead.next).copied().unwrap_or(0)
+        self.stream
+            .get(ahead.next)
+            .map_or(0, |&id| self.catalog.size(id).max(1))
     }
 
     /// Parks a fetched sample for prep, correcting the reservation to its real size.
