@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::env::Distributed;
-use nostall::pipeline::Next;
+use nostall::pipeline::{Next, DEFAULT_IMAGE_SIZE};
 use nostall::prep::{AudioPipeline, ImagePipeline};
 use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Pipeline, Position};
 use pyo3::exceptions::PyTypeError;
@@ -324,12 +324,9 @@ fn interruptible<T: Send + 'static>(
 /// How often a wait for a batch checks for signals (Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Output size of the presets when `image_size` is not given.
-const PRESET_SIZE: u32 = 224;
-
-/// The operators of the preset `name` at `image_size` (default [`PRESET_SIZE`]).
+/// The operators of the preset `name` at `image_size` (default [`DEFAULT_IMAGE_SIZE`]).
 fn preset(py: Python<'_>, name: &str, image_size: Option<u32>) -> PyResult<Vec<nostall::Op>> {
-    let pipeline = ImagePipeline::preset(name, image_size.unwrap_or(PRESET_SIZE));
+    let pipeline = ImagePipeline::preset(name, image_size.unwrap_or(DEFAULT_IMAGE_SIZE));
     Ok(pipeline.map_err(|e| raise(py, e))?.ops().to_vec())
 }
 
@@ -970,7 +967,7 @@ fn preset_list<'py>(py: Python<'py>, name: &str, size: u32) -> PyResult<Vec<Boun
 /// `[RandomResizedCrop(size), RandomHorizontalFlip(), Normalize(ImageNet mean, std)]`.
 /// The same as `pipeline="train", image_size=size`.
 #[pyfunction]
-#[pyo3(signature = (size=PRESET_SIZE), text_signature = "(size=224)")]
+#[pyo3(signature = (size=DEFAULT_IMAGE_SIZE), text_signature = "(size=224)")]
 fn imagenet_train(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
     preset_list(py, "train", size)
 }
@@ -979,7 +976,7 @@ fn imagenet_train(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> 
 /// `[Resize(round(size * 256 / 224)), CenterCrop(size), Normalize(ImageNet mean, std)]`.
 /// The same as `pipeline="val", image_size=size`.
 #[pyfunction]
-#[pyo3(signature = (size=PRESET_SIZE), text_signature = "(size=224)")]
+#[pyo3(signature = (size=DEFAULT_IMAGE_SIZE), text_signature = "(size=224)")]
 fn imagenet_val(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
     preset_list(py, "val", size)
 }
