@@ -24,37 +24,37 @@ pub enum MelScale {
     Slaney,
 }
 
+/// Slaney's scale: linear at 200/3 Hz a mel up to 1 kHz, logarithmic above.
+const SLANEY_HZ_PER_MEL: f64 = 200.0 / 3.0;
+const SLANEY_MIN_LOG_HZ: f64 = 1000.0;
+const SLANEY_MIN_LOG_MEL: f64 = SLANEY_MIN_LOG_HZ / SLANEY_HZ_PER_MEL;
+
+/// The log step of Slaney's scale above 1 kHz, per mel.
+fn slaney_logstep() -> f64 {
+    6.4f64.ln() / 27.0
+}
+
 impl MelScale {
     fn mel_of_hz(self, f: f64) -> f64 {
         match self {
             MelScale::Htk => 2595.0 * (1.0 + f / 700.0).log10(),
-            MelScale::Slaney => {
-                let (f_sp, min_log_hz) = (200.0 / 3.0, 1000.0);
-                let min_log_mel = min_log_hz / f_sp;
-                let logstep = 6.4f64.ln() / 27.0;
-                if f >= min_log_hz {
-                    min_log_mel + (f / min_log_hz).ln() / logstep
-                } else {
-                    f / f_sp
-                }
+            MelScale::Slaney if f >= SLANEY_MIN_LOG_HZ => {
+                SLANEY_MIN_LOG_MEL + (f / SLANEY_MIN_LOG_HZ).ln() / slaney_logstep()
             }
+            MelScale::Slaney => f / SLANEY_HZ_PER_MEL,
         }
     }
 
-    /// [`MelScale::hz_of_mel`] as torchaudio computes it on an f32 tensor.
+    /// The inverse of [`MelScale::mel_of_hz`] as torchaudio computes it on an f32 tensor:
+    /// the constants in f64 (Python floats), rounded to f32, the arithmetic in f32.
     fn hz_of_mel_f32(self, m: f32) -> f32 {
         match self {
             MelScale::Htk => 700.0 * (10f32.powf(m / 2595.0) - 1.0),
-            MelScale::Slaney => {
-                let (f_sp, min_log_hz) = (200.0f32 / 3.0, 1000.0f32);
-                let min_log_mel = min_log_hz / f_sp;
-                let logstep = (6.4f64.ln() / 27.0) as f32;
-                if m >= min_log_mel {
-                    min_log_hz * (logstep * (m - min_log_mel)).exp()
-                } else {
-                    f_sp * m
-                }
+            MelScale::Slaney if m >= SLANEY_MIN_LOG_MEL as f32 => {
+                SLANEY_MIN_LOG_HZ as f32
+                    * (slaney_logstep() as f32 * (m - SLANEY_MIN_LOG_MEL as f32)).exp()
             }
+            MelScale::Slaney => SLANEY_HZ_PER_MEL as f32 * m,
         }
     }
 
@@ -62,16 +62,10 @@ impl MelScale {
     fn hz_of_mel(self, m: f64) -> f64 {
         match self {
             MelScale::Htk => 700.0 * (10f64.powf(m / 2595.0) - 1.0),
-            MelScale::Slaney => {
-                let (f_sp, min_log_hz) = (200.0 / 3.0, 1000.0);
-                let min_log_mel = min_log_hz / f_sp;
-                let logstep = 6.4f64.ln() / 27.0;
-                if m >= min_log_mel {
-                    min_log_hz * (logstep * (m - min_log_mel)).exp()
-                } else {
-                    f_sp * m
-                }
+            MelScale::Slaney if m >= SLANEY_MIN_LOG_MEL => {
+                SLANEY_MIN_LOG_HZ * (slaney_logstep() * (m - SLANEY_MIN_LOG_MEL)).exp()
             }
+            MelScale::Slaney => SLANEY_HZ_PER_MEL * m,
         }
     }
 }
