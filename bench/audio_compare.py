@@ -59,17 +59,23 @@ def files_of(root: str) -> list[tuple[str, int]]:
             for f in sorted((Path(root) / c).iterdir()) if f.suffix in EXTENSIONS]
 
 
+def timed(epoch, epochs: int) -> tuple[int, float]:
+    """Clips delivered and seconds taken by `epochs` passes of `epoch()` (an iterable of
+    (audio, labels) batches), after one warm-up pass."""
+    for _ in epoch():
+        pass
+    n, started = 0, time.perf_counter()
+    for _ in range(epochs):
+        for audio, labels in epoch():
+            n += len(labels)
+    return n, time.perf_counter() - started
+
+
 def run_nostall(data: str, pipeline: str, epochs: int) -> tuple[int, float]:
     import nostall
 
     loader = nostall.Loader(data, pipeline=pipeline, batch_size=BATCH, threads=THREADS)
-    for _ in loader:  # warm-up
-        pass
-    n, started = 0, time.perf_counter()
-    for _ in range(epochs):
-        for audio, labels in loader:
-            n += len(labels)
-    return n, time.perf_counter() - started
+    return timed(lambda: loader, epochs)
 
 
 class Clips:
@@ -116,13 +122,7 @@ def run_torch(data: str, pipeline: str, epochs: int) -> tuple[int, float]:
     loader = DataLoader(Clips(files_of(data), pipeline), batch_size=BATCH, shuffle=True,
                         num_workers=THREADS, persistent_workers=True,
                         worker_init_fn=lambda _: torch.set_num_threads(1))
-    for _ in loader:  # warm-up
-        pass
-    n, started = 0, time.perf_counter()
-    for _ in range(epochs):
-        for audio, labels in loader:
-            n += len(labels)
-    return n, time.perf_counter() - started
+    return timed(lambda: loader, epochs)
 
 
 def run_dali(data: str, pipeline: str, epochs: int) -> tuple[int, float]:
@@ -148,14 +148,7 @@ def run_dali(data: str, pipeline: str, epochs: int) -> tuple[int, float]:
     pipe.build()
     per_epoch = pipe.epoch_size("files")
     batches = -(-per_epoch // BATCH)
-    for _ in range(batches):  # warm-up
-        pipe.run()
-    n, started = 0, time.perf_counter()
-    for _ in range(epochs):
-        for _ in range(batches):
-            audio, labels = pipe.run()
-            n += len(labels)
-    return n, time.perf_counter() - started
+    return timed(lambda: (pipe.run() for _ in range(batches)), epochs)
 
 
 LOADERS = {"nostall": run_nostall, "torch": run_torch, "dali": run_dali}
