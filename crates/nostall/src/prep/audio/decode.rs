@@ -6,16 +6,20 @@
 //! is not played around, as a media player would, but reported.
 //!
 //! **Windows.** A crop keeps a few seconds of a clip, so the caller may ask for a window
-//! of frames once the stream's rate and length are known ([`Plan`]). When the length is
-//! stated (PCM and FLAC headers, an MP3's LAME tag), the decoder seeks to a little before
-//! the window (a preroll for MP3, whose output depends on earlier frames) and decodes
-//! through it. For PCM and FLAC it then checks the file's end (one seek and a packet), so
-//! that a file cut short is refused whatever window an epoch asks of it. The samples are
-//! those a full decode gives: checked by test on the real clips of every format, and on
-//! the 1 007 benchmark clips by an ignored test. When a window runs past the real end of
-//! an MP3 (its stated length was wrong), or the packets after a seek do not cover the
-//! window, the file is decoded whole; Ogg Vorbis always is (see `Stream::windowed`).
-//! Damage outside the window of an MP3 goes unnoticed that epoch.
+//! of frames once the stream's rate and length are known ([`Plan`]). How the decoder
+//! reaches it depends on the format ([`Access`]): PCM, FLAC and MP3 with a LAME tag are
+//! sought (MP3 from a preroll before the window, as its output depends on earlier
+//! frames); Ogg Vorbis packets are all read without decoding, counting each one's frames
+//! (the exact length, and each packet's place), then decoded from the packet before the
+//! window on. Ogg granule positions are not used to place frames: encoders write some
+//! that disagree with the frames their pages hold (448 too many over a few pages of a
+//! benchmark clip), while a full decode, torchaudio's included, places frames by count. For PCM and FLAC the decoder then
+//! checks the file's end (one seek and a packet), so that a file cut short is refused
+//! whatever window an epoch asks of it. The samples are those a full decode gives:
+//! checked by test on the real clips of every format, and on the 1 007 benchmark clips by
+//! an ignored test. When a window runs past the real end of a lossy stream (its stated
+//! length was wrong), or the packets do not cover the window, the file is decoded whole.
+//! Damage after the window of an MP3 or Vorbis stream goes unnoticed that epoch.
 
 use std::io::Cursor;
 use std::ops::Range;
@@ -29,7 +33,7 @@ use symphonia::core::codecs::{
     CODEC_TYPE_PCM_F64LE_PLANAR, CODEC_TYPE_VORBIS,
 };
 use symphonia::core::errors::Error as SymphoniaError;
-use symphonia::core::formats::{FormatOptions, FormatReader, SeekMode, SeekTo};
+use symphonia::core::formats::{FormatOptions, FormatReader, Packet, SeekMode, SeekTo};
 use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
@@ -37,7 +41,7 @@ use symphonia::core::probe::Hint;
 use crate::error::Cause;
 use crate::prep::Modality;
 
-/// Float PCM, read whole (see `Stream::windowed`).
+/// Float PCM, read whole (see [`Access::Whole`]).
 const FLOAT_PCM: [CodecType; 8] = [
     CODEC_TYPE_PCM_F32LE,
     CODEC_TYPE_PCM_F32LE_PLANAR,
@@ -71,6 +75,13 @@ impl Waveform {
     /// Frames held (samples per channel).
     pub(crate) fn frames(&self) -> usize {
         self.planes.first().map_or(0, Vec::len)
+    }
+
+    /// Empties the planes, keeping their number and capacity.
+    fn clear(&mut self) {
+        for plane in &mut self.planes {
+            plane.clear();
+        }
     }
 }
 
@@ -125,16 +136,26 @@ struct Stream {
     /// The timestamp of the first frame: packets and seeks count from it, and it is not
     /// 0 in an Ogg stream cut from a longer one (its granule positions continue).
     start_ts: u64,
-    /// Whether a window can be decoded by seeking: the length is stated, and exact (PCM,
-    /// FLAC) or from a LAME tag (MP3: without one, symphonia estimates the length from
-    /// the bitrate). Ogg Vorbis is read whole: after symphonia's Ogg reader seeks in some
-    /// of the benchmark's clips (cut from longer streams by ffmpeg), the packets it returns
-    /// do not hold the frames their timestamps say, whatever the preroll. Float PCM is
-    /// read whole, so that a NaN anywhere refuses the file in every epoch, not only when a
-    /// crop meets it.
-    windowed: bool,
+    access: Access,
     /// Reused across packets.
     buffer: Option<SampleBuffer<f32>>,
+}
+
+/// How a window of a stream is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// By seeking: the length is stated, and exact (PCM, FLAC) or from a LAME tag (MP3:
+    /// without one, symphonia estimates the length from the bitrate).
+    Seek,
+    /// By reading every packet without decoding it, counting its frames (Ogg Vorbis: a
+    /// packet's frame count follows from its mode and the previous one's, both read
+    /// without decoding): the exact length, and each packet's place, from which the
+    /// window is decoded.
+    Count,
+    /// Not at all: the file is decoded whole. MP3 without a LAME tag, and float PCM, so
+    /// that a NaN anywhere refuses the file in every epoch, not only when a crop meets
+    /// it.
+    Whole,
 }
 
 /// Frames decoded before a window's start, for decoders whose output after a seek
@@ -206,17 +227,36 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
         channels,
         declared: params.n_frames.filter(|&n| n > 0),
         start_ts: params.start_ts,
-        windowed: (params.codec != CODEC_TYPE_MP3 || params.delay.is_some())
-            && params.codec != CODEC_TYPE_VORBIS
-            && !FLOAT_PCM.contains(&params.codec),
+        access: if params.codec == CODEC_TYPE_VORBIS {
+            Access::Count
+        } else if FLOAT_PCM.contains(&params.codec)
+            || (params.codec == CODEC_TYPE_MP3 && params.delay.is_none())
+        {
+            Access::Whole
+        } else {
+            Access::Seek
+        },
         buffer: None,
     })
 }
 
 impl Stream {
     /// Decodes the next packet of the track: its first frame (counted from the stream's
-    /// first) and its samples, planar (`None` at the end of the stream).
+    /// first, by its timestamp) and its samples, planar (`None` at the end of the stream).
     fn next(&mut self) -> Result<Option<(u64, &[f32])>, Cause> {
+        loop {
+            let Some(packet) = self.read()? else {
+                return Ok(None);
+            };
+            if self.decode(&packet)? > 0 {
+                let frame = packet.ts().saturating_sub(self.start_ts);
+                return Ok(Some((frame, self.samples())));
+            }
+        }
+    }
+
+    /// Reads the track's next packet without decoding it (`None` at the end).
+    fn read(&mut self) -> Result<Option<Packet>, Cause> {
         loop {
             let packet = match self.format.next_packet() {
                 Ok(packet) => packet,
@@ -233,37 +273,46 @@ impl Stream {
                 }
                 Err(e) => return Err(corrupt("its container", &e)),
             };
-            if packet.track_id() != self.track_id {
-                continue;
+            if packet.track_id() == self.track_id {
+                return Ok(Some(packet));
             }
-            let decoded = self
-                .decoder
-                .decode(&packet)
-                .map_err(|e| corrupt("its audio data", &e))?;
-            let spec = *decoded.spec();
-            if spec.rate != self.rate || spec.channels.count() != self.channels {
-                return Err(Cause::Corrupt(format!(
-                    "its stream changes from {} Hz × {} channels to {} Hz × {} channels \
-                     midway",
-                    self.rate,
-                    self.channels,
-                    spec.rate,
-                    spec.channels.count()
-                )));
-            }
-            if decoded.frames() == 0 {
-                continue;
-            }
-            // Capacity counts samples of all channels.
-            let samples = decoded.frames() * self.channels;
-            if self.buffer.as_ref().is_none_or(|b| b.capacity() < samples) {
-                self.buffer = Some(SampleBuffer::new(decoded.capacity() as u64, spec));
-            }
-            let buffer = self.buffer.as_mut().expect("made above");
-            buffer.copy_planar_ref(decoded);
-            let frame = packet.ts().saturating_sub(self.start_ts);
-            return Ok(Some((frame, buffer.samples())));
         }
+    }
+
+    /// Decodes a packet; returns its frames, whose samples [`Stream::samples`] then
+    /// holds.
+    fn decode(&mut self, packet: &Packet) -> Result<u64, Cause> {
+        let decoded = self
+            .decoder
+            .decode(packet)
+            .map_err(|e| corrupt("its audio data", &e))?;
+        let spec = *decoded.spec();
+        if spec.rate != self.rate || spec.channels.count() != self.channels {
+            return Err(Cause::Corrupt(format!(
+                "its stream changes from {} Hz × {} channels to {} Hz × {} channels \
+                 midway",
+                self.rate,
+                self.channels,
+                spec.rate,
+                spec.channels.count()
+            )));
+        }
+        if decoded.frames() == 0 {
+            return Ok(0);
+        }
+        // Capacity counts samples of all channels.
+        let samples = decoded.frames() * self.channels;
+        if self.buffer.as_ref().is_none_or(|b| b.capacity() < samples) {
+            self.buffer = Some(SampleBuffer::new(decoded.capacity() as u64, spec));
+        }
+        let buffer = self.buffer.as_mut().expect("made above");
+        buffer.copy_planar_ref(decoded);
+        Ok(buffer.samples().len() as u64 / self.channels as u64)
+    }
+
+    /// The samples of the last packet decoded that held frames, planar.
+    fn samples(&self) -> &[f32] {
+        self.buffer.as_ref().map_or(&[], SampleBuffer::samples)
     }
 
     /// Seeks to frame `frame` (counted from the first).
@@ -303,33 +352,37 @@ fn decode_unguarded(
     let planes = if options.mono { 1 } else { stream.channels };
     out.rate = stream.rate;
     out.planes.resize_with(planes, Vec::new);
-    let clear = |out: &mut Waveform| {
-        for plane in &mut out.planes {
-            plane.clear();
+    out.clear();
+    let windowed = match (plan, stream.access, stream.declared) {
+        (Some(plan), Access::Count, _) => {
+            let (packets, total) = read_counted(&mut stream, options)?;
+            let window = clamp(plan(stream.rate, total), total);
+            (out.start, out.total) = (window.start, total);
+            decode_counted(&mut stream, &packets, window, out)?
+        }
+        (Some(plan), Access::Seek, Some(total)) => {
+            let window = clamp(plan(stream.rate, total), total);
+            decode_window(&mut stream, window, total, out)?
+        }
+        (plan, _, _) => {
+            decode_all(&mut stream, options, out)?;
+            if let Some(plan) = plan {
+                plan(stream.rate, out.total);
+            }
+            true
         }
     };
-    clear(out);
-    let mut plan = plan;
-    if let (Some(plan), Some(total)) = (plan.as_mut(), stream.declared) {
-        if stream.windowed {
-            let want = plan(stream.rate, total);
-            let window = want.start.min(total)..want.end.min(total);
-            if decode_window(&mut stream, window, total, out)? {
-                return check_values(out);
-            }
-            // The decoder did not land where its timestamps said: decode it all. The plan
-            // is not asked again (its choice may draw random numbers).
-            clear(out);
-            stream = open(data, options)?;
-            decode_all(&mut stream, options, out)?;
-            return check_values(out);
-        }
-    }
-    decode_all(&mut stream, options, out)?;
-    if let Some(plan) = plan {
-        plan(stream.rate, out.total);
+    if !windowed {
+        // The packets did not hold the window where their timestamps or counts said:
+        // decode it all. The plan is not asked again (its choice may draw random numbers).
+        out.clear();
+        decode_all(&mut open(data, options)?, options, out)?;
     }
     check_values(out)
+}
+
+fn clamp(window: Range<u64>, total: u64) -> Range<u64> {
+    window.start.min(total)..window.end.min(total)
 }
 
 /// Decodes frames `window` of a stream of `total` frames; `Ok(false)` if the decoded
@@ -386,6 +439,62 @@ fn decode_window(
     }
     if end < total {
         return short(stream.codec, total, end);
+    }
+    Ok(true)
+}
+
+/// Reads every packet of the track without decoding it, and their frames: the exact
+/// length, as a full decode counts it.
+fn read_counted(stream: &mut Stream, options: DecodeOptions) -> Result<(Vec<Packet>, u64), Cause> {
+    let limit = u64::from(options.max_seconds) * u64::from(stream.rate);
+    let mut packets = Vec::new();
+    let mut total = 0u64;
+    while let Some(packet) = stream.read()? {
+        total += packet.dur;
+        if total > limit {
+            return Err(too_long(total, stream.rate, options.max_seconds));
+        }
+        packets.push(packet);
+    }
+    if total == 0 {
+        return Err(Cause::Corrupt("it holds no audio".into()));
+    }
+    Ok((packets, total))
+}
+
+/// Decodes frames `window` of `packets` (all of a stream, [`read_counted`]) from the
+/// packet before the window (whose output overlaps the window's first) on; `Ok(false)` if
+/// a packet decodes to other than the frames it was counted for.
+fn decode_counted(
+    stream: &mut Stream,
+    packets: &[Packet],
+    window: Range<u64>,
+    out: &mut Waveform,
+) -> Result<bool, Cause> {
+    // The packet holding the window's first frame, and that packet's first frame.
+    let mut at = 0u64;
+    let mut first = 0;
+    while first + 1 < packets.len() && at + packets[first].dur <= window.start {
+        at += packets[first].dur;
+        first += 1;
+    }
+    // A decoder without the previous packet outputs nothing for its first one.
+    if first > 0 && stream.decode(&packets[first - 1])? > 0 {
+        return Ok(false);
+    }
+    for packet in &packets[first..] {
+        if at >= window.end {
+            break;
+        }
+        if stream.decode(packet)? != packet.dur {
+            return Ok(false);
+        }
+        let (from, to) = (at.max(window.start), (at + packet.dur).min(window.end));
+        if from < to {
+            let keep = (from - at) as usize..(to - at) as usize;
+            append(&mut out.planes, stream.samples(), stream.channels, keep);
+        }
+        at += packet.dur;
     }
     Ok(true)
 }
