@@ -139,7 +139,9 @@ pub fn run(
                 .into(),
         ));
     }
-    let (config, _) = args.loader_config(py)?;
+    let location = source.to_string_lossy().into_owned();
+    let (builder, _) = args.builder(py, location.clone())?;
+    let config = builder.config().map_err(|e| raise(py, e))?;
     let given_model = model_from_args(py, model_rate, step_ms, time_model.is_some(), batch_size)?;
     let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?.max(0.5));
     let run_seconds = positive(py, "run_seconds", run_seconds, true)?;
@@ -194,7 +196,6 @@ pub fn run(
         ReadMode::Cold
     };
 
-    let location = source.to_string_lossy().into_owned();
     let subject = py
         .detach(|| Subject::open(&location, config, read, link))
         .map_err(|e| raise(py, e))?;

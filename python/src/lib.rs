@@ -12,11 +12,11 @@ mod ops;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use nostall::cache::{CacheConfig, CachePolicy, Capacity};
+use nostall::cache::Capacity;
 use nostall::env::Distributed;
-use nostall::pipeline::{Next, DEFAULT_IMAGE_SIZE};
-use nostall::prep::{AudioPipeline, ImagePipeline};
-use nostall::{DType, EpochStats, ErrorPolicy, Layout, LoaderConfig, Pipeline, Position};
+use nostall::pipeline::{LoaderBuilder, Next, DEFAULT_IMAGE_SIZE};
+use nostall::prep::ImagePipeline;
+use nostall::{EpochStats, Position};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -324,14 +324,9 @@ fn interruptible<T: Send + 'static>(
 /// How often a wait for a batch checks for signals (Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The operators of the preset `name` at `image_size` (default [`DEFAULT_IMAGE_SIZE`]).
-fn preset(py: Python<'_>, name: &str, image_size: Option<u32>) -> PyResult<Vec<nostall::Op>> {
-    let pipeline = ImagePipeline::preset(name, image_size.unwrap_or(DEFAULT_IMAGE_SIZE));
-    Ok(pipeline.map_err(|e| raise(py, e))?.ops().to_vec())
-}
-
 /// The keyword arguments that configure a loader, as `Loader` takes them; `analyze`
-/// builds the configuration it analyses from the same arguments, the same way.
+/// builds the configuration it analyses from the same arguments, the same way. They are
+/// converted here and handed to the engine's [`LoaderBuilder`], which checks them.
 pub(crate) struct ConfigArgs<'a, 'py> {
     pub batch_size: usize,
     pub pipeline: Option<&'a Bound<'py, PyAny>>,
@@ -352,11 +347,36 @@ pub(crate) struct ConfigArgs<'a, 'py> {
 }
 
 impl ConfigArgs<'_, '_> {
-    /// The loader configuration the arguments describe, and the ranks it reads as.
-    pub(crate) fn loader_config(&self, py: Python<'_>) -> PyResult<(LoaderConfig, Distributed)> {
-        let pipeline = self.pipeline(py)?;
-        let mut config = LoaderConfig::new(pipeline);
+    /// The loader the arguments describe, over `location`, and the ranks it reads as.
+    pub(crate) fn builder(
+        &self,
+        py: Python<'_>,
+        location: String,
+    ) -> PyResult<(LoaderBuilder, Distributed)> {
         let dist = Distributed::resolve(self.rank, self.world_size).map_err(|e| raise(py, e))?;
+        let mut builder = LoaderBuilder::new(location);
+        if let Some(p) = self.pipeline {
+            match p.cast::<PyString>() {
+                Ok(name) => builder
+                    .set("pipeline", name.to_str()?)
+                    .map_err(|e| raise(py, e))?,
+                Err(_) => builder.image_operators(ops::from_python(p)?),
+            };
+        }
+        let mut set = |name: &str, value: &str| -> PyResult<()> {
+            builder.set(name, value).map(drop).map_err(|e| raise(py, e))
+        };
+        if let Some(size) = self.image_size {
+            set("image_size", &size.to_string())?;
+        }
+        set("dtype", self.dtype)?;
+        set("layout", self.layout)?;
+        set("on_error", self.on_error)?;
+        if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
+            set("cache_policy", self.cache_policy)?;
+            builder.config_mut().cache.capacity = parse_capacity(py, cache)?;
+        }
+        let config = builder.config_mut();
         config.plan.batch_size = self.batch_size;
         config.plan.shuffle = self.shuffle;
         config.plan.seed = self.seed;
@@ -366,67 +386,9 @@ impl ConfigArgs<'_, '_> {
         config.prep_threads = self.threads.unwrap_or(config.prep_threads);
         config.fetch_threads = self.fetch_threads.unwrap_or(config.fetch_threads);
         config.prefetch = self.prefetch.unwrap_or(config.prefetch);
-        config.on_error = match self.on_error {
-            "error" => ErrorPolicy::Error,
-            "skip" => ErrorPolicy::Skip,
-            other => {
-                return Err(config_error(
-                    py,
-                    format!("on_error={other:?}: use \"error\" or \"skip\""),
-                ))
-            }
-        };
-        if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
-            config.cache = CacheConfig {
-                policy: self
-                    .cache_policy
-                    .parse::<CachePolicy>()
-                    .map_err(|e| raise(py, e))?,
-                capacity: parse_capacity(py, cache)?,
-            };
-        }
-        Ok((config, dist))
-    }
-
-    /// The pipeline `pipeline=`, `image_size=`, `dtype=` and `layout=` describe: an audio
-    /// preset by name, or images (a preset by name, or a list of operators).
-    fn pipeline(&self, py: Python<'_>) -> PyResult<Pipeline> {
-        if let Some(name) = self.pipeline.and_then(|p| p.cast::<PyString>().ok()) {
-            let name = name.to_str()?;
-            if AudioPipeline::PRESETS.contains(&name) {
-                if self.image_size.is_some() || self.dtype != "float32" {
-                    return Err(config_error(
-                        py,
-                        format!(
-                            "pipeline={name:?} prepares audio as float32 waveforms or \
-                             spectrograms: image_size and dtype apply to images only"
-                        ),
-                    ));
-                }
-                let audio = AudioPipeline::preset(name).map_err(|e| raise(py, e))?;
-                return Ok(audio.into());
-            }
-        }
-        let operators = match self.pipeline {
-            None => preset(py, "train", self.image_size)?,
-            Some(p) => match p.cast::<PyString>() {
-                Ok(name) => preset(py, name.to_str()?, self.image_size)?,
-                Err(_) if self.image_size.is_some() => {
-                    return Err(config_error(
-                        py,
-                        "image_size sets the size of the \"train\" and \"val\" presets; with \
-                         a list of operators, give the sizes to the operators (e.g. \
-                         RandomResizedCrop(224) or CenterCrop(224))"
-                            .into(),
-                    ))
-                }
-                Err(_) => ops::from_python(p)?,
-            },
-        };
-        let dtype = self.dtype.parse::<DType>().map_err(|e| raise(py, e))?;
-        let layout = self.layout.parse::<Layout>().map_err(|e| raise(py, e))?;
-        let pipeline = ImagePipeline::new(operators, dtype, layout).map_err(|e| raise(py, e))?;
-        Ok(pipeline.into())
+        // Every setting checked together, before anything is opened.
+        builder.config().map_err(|e| raise(py, e))?;
+        Ok((builder, dist))
     }
 
     /// Whether the cache is partitioned across the job's nodes (`cache_policy =
@@ -531,8 +493,9 @@ impl Loader {
             rank,
             world_size,
         };
-        let (mut config, mut dist) = args.loader_config(py)?;
-        config.quarantine = quarantine;
+        let location = source.to_string_lossy().into_owned();
+        let (mut builder, mut dist) = args.builder(py, location)?;
+        builder.config_mut().quarantine = quarantine;
         let node_config = if args.partitioned() {
             let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
                 .map_err(|e| raise_peer(py, e))?;
@@ -542,21 +505,19 @@ impl Loader {
             None
         };
         let output = resolve_output(py, output)?;
-        let location = source.to_string_lossy().into_owned();
-        let modality = config.pipeline.modality();
-        let dataset = interruptible(py, move || {
-            nostall::dataset::open(&location, nostall::storage::ReadMode::Cached, modality)
-        })?
-        .map_err(|e| raise(py, e))?;
+        let opening = builder.clone();
+        let dataset =
+            interruptible(py, move || opening.open_dataset())?.map_err(|e| raise(py, e))?;
+        let catalog = dataset.catalog.clone();
         let (source, node) = match node_config {
             None => (dataset.source, None),
             Some(node_config) => {
-                let catalog = dataset.catalog.clone();
+                let joining = catalog.clone();
                 let node = interruptible(py, move || {
-                    nostall_peer::Node::join(&catalog, dataset.source, node_config)
+                    nostall_peer::Node::join(&joining, dataset.source, node_config)
                 })?
                 .map_err(|e| raise_peer(py, e))?;
-                node.configure(&mut config);
+                node.configure(builder.config_mut());
                 dist.rank = node.rank();
                 dist.world = node.world();
                 let source: Arc<dyn nostall::storage::Source> = node.source();
@@ -564,7 +525,7 @@ impl Loader {
             }
         };
         let inner = py
-            .detach(move || nostall::Loader::new(dataset.catalog, source, config))
+            .detach(move || builder.build(catalog, source))
             .map_err(|e| raise(py, e))?;
         Ok(Loader {
             inner: Arc::new(inner),

@@ -1,9 +1,9 @@
 //! `nostall node [DATASET]`: one node of a data-parallel job whose nodes share a
 //! partitioned cache (CoorDL) and plan locality-aware batches (Yang & Cong).
 //!
-//! The node runs its peer service, joins its peers, and then runs epochs of the ImageNet
-//! training pipeline as one rank would, feeding a simulated training step, with a barrier
-//! at node 0 before each epoch. Per epoch it prints and (with `--json`) records
+//! The node runs its peer service, joins its peers, and then runs epochs of a preset
+//! pipeline (`--preset`: ImageNet training by default, or audio) as one rank would,
+//! feeding a simulated training step, with a barrier at node 0 before each epoch. Per epoch it prints and (with `--json`) records
 //! throughput, stall, and where the bytes came from: storage, peers, and what it served.
 //! `--no-peers` runs the same rank with a cache of its own instead (the baseline);
 //! `bench/testbed.sh` runs one per network namespace.
@@ -16,12 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostall::cache::{CacheConfig, CachePolicy, Cached, Capacity};
-use nostall::dataset;
-use nostall::storage::{ReadMode, Source};
-use nostall::{ErrorPolicy, Loader, LoaderConfig};
+use nostall::storage::Source;
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 
-use crate::run::Preset;
+use crate::run::{loader_builder, Preset, Settings};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -201,15 +199,22 @@ pub fn run(args: Args) -> Result<(), AnyError> {
             .display()
             .to_string(),
     };
-    let mut config = LoaderConfig::new(args.preset.pipeline(args.size)?);
-    let data = dataset::open(&location, ReadMode::Cached, config.pipeline.modality())?;
-    config.plan.batch_size = args.batch_size;
-    config.plan.seed = args.seed;
-    config.prep_threads = args.prep_threads;
-    config.fetch_threads = args.fetch_threads;
-    if args.skip_bad {
-        config.on_error = ErrorPolicy::Skip;
-    }
+    let settings = Settings {
+        preset: args.preset,
+        size: args.size,
+        batch_size: args.batch_size,
+        prep_threads: args.prep_threads,
+        fetch_threads: args.fetch_threads,
+        seed: args.seed,
+        skip_bad: args.skip_bad,
+        quarantine: None,
+        cold: false,
+        cache: CacheConfig::default(),
+        link: None,
+    };
+    let mut builder = loader_builder(&location, &settings)?;
+    let data = builder.open_dataset()?;
+    let config = builder.config_mut();
 
     let (mode, source): (Mode, Arc<dyn Source>) = if args.no_peers {
         config.plan.rank = args.node.unwrap_or(0);
@@ -250,15 +255,15 @@ pub fn run(args: Args) -> Result<(), AnyError> {
         };
         node_config.gather_timeout = Duration::from_millis(args.barrier_timeout_ms);
         let node = Node::join(&data.catalog, data.source.clone(), node_config)?;
-        node.configure(&mut config);
+        node.configure(config);
         if args.plain {
             config.locality = None;
         }
         let source: Arc<dyn Source> = node.source();
         (Mode::Peers(Box::new(node)), source)
     };
-    let rank = config.plan.rank;
-    let loader = Loader::new(data.catalog.clone(), source, config)?;
+    let rank = builder.config_mut().plan.rank;
+    let loader = builder.build(data.catalog.clone(), source)?;
     eprintln!(
         "nostall node {rank}: joined; {} samples, {} batches per epoch",
         data.catalog.len(),

@@ -9,7 +9,7 @@ use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::dataset::Dataset;
 use nostall::pipeline::LoaderBuilder;
 use nostall::storage::Link;
-use nostall::{EpochStats, Loader, Pipeline};
+use nostall::{EpochStats, Loader};
 
 /// The preset pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,9 +35,9 @@ impl Preset {
         }
     }
 
-    /// The pipeline; `size` is the output side of the image presets.
-    pub fn pipeline(self, size: u32) -> nostall::Result<Pipeline> {
-        Pipeline::preset(self.name(), size)
+    /// Whether it prepares images (and takes an output size).
+    pub fn is_image(self) -> bool {
+        matches!(self, Preset::Train | Preset::Val)
     }
 }
 
@@ -105,9 +105,11 @@ pub fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBui
     let mut builder = LoaderBuilder::new(location);
     builder
         .set("pipeline", s.preset.name())?
-        .set("image_size", &s.size.to_string())?
         .set("read", if s.cold { "cold" } else { "cached" })?
         .set("on_error", if s.skip_bad { "skip" } else { "error" })?;
+    if s.preset.is_image() {
+        builder.set("image_size", &s.size.to_string())?;
+    }
     if let Some(link) = s.link {
         builder.link(link);
     }

@@ -18,20 +18,25 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::catalog::Catalog;
 use crate::dataset::{self, Dataset};
 use crate::error::{Error, Result};
-use crate::prep::Pipeline;
+use crate::prep::audio::AudioPipeline;
+use crate::prep::image::{ImagePipeline, Layout, Op};
+use crate::prep::{DType, Pipeline};
 use crate::storage::{Link, ReadMode, Source, Throttled};
 
 use super::{ErrorPolicy, Loader, LoaderConfig};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 19] = [
+pub const KNOBS: [(&str, &str); 21] = [
     (
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
     ),
     ("image_size", "output side of the image presets, pixels"),
+    ("dtype", "images: float32 or uint8"),
+    ("layout", "images: CHW or HWC"),
     ("batch_size", "samples per batch"),
     ("shuffle", "true or false"),
     ("seed", "an integer"),
@@ -65,11 +70,25 @@ pub const KNOBS: [(&str, &str); 19] = [
 pub struct LoaderBuilder {
     location: String,
     config: LoaderConfig,
-    /// A pipeline preset chosen by name, resolved at `image_size` when the loader opens.
-    preset: Option<String>,
-    image_size: u32,
+    pipeline: Recipe,
+    /// Set explicitly (for the image presets; an error with anything else).
+    image_size: Option<u32>,
+    dtype: DType,
+    layout: Layout,
     read: ReadMode,
     link: Option<Link>,
+}
+
+/// How the pipeline is given, resolved when the loader opens (the image settings may
+/// come after it).
+#[derive(Debug, Clone)]
+enum Recipe {
+    /// A preset by name.
+    Preset(String),
+    /// Image operators, with the builder's dtype and layout.
+    Operators(Vec<Op>),
+    /// Made by the caller: the configuration's pipeline as it is.
+    Made,
 }
 
 /// Output side of the image presets unless `image_size` says otherwise.
@@ -82,8 +101,10 @@ impl LoaderBuilder {
         LoaderBuilder {
             location: location.into(),
             config: LoaderConfig::new(Pipeline::imagenet_train(DEFAULT_IMAGE_SIZE)),
-            preset: None,
-            image_size: DEFAULT_IMAGE_SIZE,
+            pipeline: Recipe::Preset("train".into()),
+            image_size: None,
+            dtype: DType::F32,
+            layout: Layout::Chw,
             read: ReadMode::Cached,
             link: None,
         }
@@ -100,10 +121,12 @@ impl LoaderBuilder {
         match name {
             "pipeline" => {
                 // Checked now, resolved at open (image_size may follow).
-                Pipeline::preset(value, self.image_size)?;
-                self.preset = Some(value.to_string());
+                Pipeline::preset(value, DEFAULT_IMAGE_SIZE)?;
+                self.pipeline = Recipe::Preset(value.to_string());
             }
-            "image_size" => self.image_size = parse(name, value)?,
+            "image_size" => self.image_size = Some(parse(name, value)?),
+            "dtype" => self.dtype = value.parse()?,
+            "layout" => self.layout = value.parse()?,
             "batch_size" => c.plan.batch_size = parse(name, value)?,
             "shuffle" => c.plan.shuffle = parse(name, value)?,
             "seed" => c.plan.seed = parse(name, value)?,
@@ -144,8 +167,15 @@ impl LoaderBuilder {
 
     /// Uses `pipeline` (any modality's, or one of your own) instead of a preset.
     pub fn pipeline(&mut self, pipeline: Pipeline) -> &mut LoaderBuilder {
-        self.preset = None;
+        self.pipeline = Recipe::Made;
         self.config.pipeline = pipeline;
+        self
+    }
+
+    /// Prepares images with `operators` (and the `dtype` and `layout` knobs) instead of a
+    /// preset.
+    pub fn image_operators(&mut self, operators: Vec<Op>) -> &mut LoaderBuilder {
+        self.pipeline = Recipe::Operators(operators);
         self
     }
 
@@ -160,33 +190,89 @@ impl LoaderBuilder {
         &mut self.config
     }
 
-    /// The configuration the loader will run with (the preset resolved).
+    /// The configuration the loader will run with (the pipeline resolved).
     ///
     /// # Errors
     ///
-    /// When a preset does not fit `image_size` (a size of 0).
+    /// [`Error::Config`] when the settings do not fit together: a preset that does not
+    /// fit `image_size` (0), image settings with an audio preset or a pipeline made by
+    /// the caller, `image_size` with a list of operators, operators that do not make a
+    /// pipeline.
     pub fn config(&self) -> Result<LoaderConfig> {
         let mut config = self.config.clone();
-        if let Some(name) = &self.preset {
-            config.pipeline = Pipeline::preset(name, self.image_size)?;
-        }
+        let images_set =
+            self.image_size.is_some() || self.dtype != DType::F32 || self.layout != Layout::Chw;
+        config.pipeline = match &self.pipeline {
+            Recipe::Preset(name) if AudioPipeline::PRESETS.contains(&name.as_str()) => {
+                if images_set {
+                    return Err(Error::Config(format!(
+                        "pipeline={name:?} prepares audio as float32 waveforms or                          spectrograms: image_size, dtype and layout apply to images only"
+                    )));
+                }
+                Pipeline::preset(name, DEFAULT_IMAGE_SIZE)?
+            }
+            Recipe::Preset(name) => {
+                let size = self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE);
+                let ops = ImagePipeline::preset(name, size)?.ops().to_vec();
+                ImagePipeline::new(ops, self.dtype, self.layout)?.into()
+            }
+            Recipe::Operators(_) if self.image_size.is_some() => {
+                return Err(Error::Config(
+                    "image_size sets the size of the \"train\" and \"val\" presets; with a \
+                     list of operators, give the sizes to the operators (e.g. \
+                     RandomResizedCrop(224) or CenterCrop(224))"
+                        .into(),
+                ))
+            }
+            Recipe::Operators(ops) => {
+                ImagePipeline::new(ops.clone(), self.dtype, self.layout)?.into()
+            }
+            Recipe::Made if images_set => {
+                return Err(Error::Config(
+                    "image_size, dtype and layout apply to presets and lists of operators, \
+                     not to a pipeline given whole"
+                        .into(),
+                ))
+            }
+            Recipe::Made => config.pipeline,
+        };
         Ok(config)
     }
 
-    /// Opens the dataset for the pipeline's modality and makes the loader; the dataset
-    /// comes back too (its catalog and unthrottled source).
+    /// Opens the dataset for the pipeline's modality (its catalog and unthrottled
+    /// source); [`LoaderBuilder::build`] then makes the loader over it, or over a source
+    /// in front of it (a node's partitioned cache, say).
     ///
     /// # Errors
     ///
-    /// Those of [`dataset::open`] and [`Loader::new`].
-    pub fn open(&self) -> Result<(Loader, Dataset)> {
-        let config = self.config()?;
-        let dataset = dataset::open(&self.location, self.read, config.pipeline.modality())?;
+    /// Those of [`LoaderBuilder::config`] and [`dataset::open`].
+    pub fn open_dataset(&self) -> Result<Dataset> {
+        let modality = self.config()?.pipeline.modality();
+        dataset::open(&self.location, self.read, modality)
+    }
+
+    /// Makes the loader over `catalog`, reading from `source` (behind the `throttle`
+    /// link, if set).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`LoaderBuilder::config`] and [`Loader::new`].
+    pub fn build(&self, catalog: Arc<Catalog>, source: Arc<dyn Source>) -> Result<Loader> {
         let source: Arc<dyn Source> = match self.link {
-            Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
-            None => dataset.source.clone(),
+            Some(link) => Arc::new(Throttled::new(source, link)),
+            None => source,
         };
-        let loader = Loader::new(dataset.catalog.clone(), source, config)?;
+        Loader::new(catalog, source, self.config()?)
+    }
+
+    /// Opens the dataset and makes the loader over it; the dataset comes back too.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`LoaderBuilder::open_dataset`] and [`LoaderBuilder::build`].
+    pub fn open(&self) -> Result<(Loader, Dataset)> {
+        let dataset = self.open_dataset()?;
+        let loader = self.build(dataset.catalog.clone(), dataset.source.clone())?;
         Ok((loader, dataset))
     }
 }
@@ -252,6 +338,8 @@ mod tests {
         let every = [
             ("pipeline", "val"),
             ("image_size", "96"),
+            ("dtype", "f32"),
+            ("layout", "HWC"),
             ("batch_size", "32"),
             ("shuffle", "false"),
             ("seed", "7"),
@@ -281,7 +369,7 @@ mod tests {
             "every knob is exercised, in the documented order"
         );
         let c = b.config().unwrap();
-        assert_eq!(c.pipeline.layout().shape(), [3, 96, 96]);
+        assert_eq!(c.pipeline.layout().shape(), [96, 96, 3]);
         assert_eq!(
             (c.plan.batch_size, c.plan.seed, c.plan.rank, c.plan.world),
             (32, 7, 1, 2)
@@ -301,12 +389,44 @@ mod tests {
             ("readahead", "50%"),
             ("read", "warm"),
             ("throttle", "-3"),
+            ("dtype", "float16"),
+            ("layout", "CWH"),
             ("colour", "blue"),
         ] {
             let why = b.set(name, value).unwrap_err().to_string();
             assert!(why.contains(name), "{name}={value}: {why}");
         }
         b.set("pipeline", "m5").unwrap();
-        assert_eq!(b.config().unwrap().pipeline.layout().shape(), [1, 32_000]);
+        let why = b.config().unwrap_err().to_string();
+        assert!(why.contains("images only"), "{why}");
+        let mut audio = LoaderBuilder::new("/data");
+        audio.set("pipeline", "m5").unwrap();
+        assert_eq!(
+            audio.config().unwrap().pipeline.layout().shape(),
+            [1, 32_000]
+        );
+    }
+
+    #[test]
+    fn image_settings_that_would_be_ignored_are_refused() {
+        let mut b = LoaderBuilder::new("/data");
+        b.image_operators(ImagePipeline::imagenet_val(64).ops().to_vec());
+        b.set("layout", "HWC").unwrap();
+        assert_eq!(b.config().unwrap().pipeline.layout().shape(), [64, 64, 3]);
+        // The operators end with Normalize, which needs float output.
+        b.set("dtype", "uint8").unwrap();
+        let why = b.config().unwrap_err().to_string();
+        assert!(why.contains("Normalize"), "{why}");
+        b.set("dtype", "float32").unwrap();
+        b.set("image_size", "96").unwrap();
+        let why = b.config().unwrap_err().to_string();
+        assert!(why.contains("give the sizes to the operators"), "{why}");
+
+        let mut b = LoaderBuilder::new("/data");
+        b.pipeline(Pipeline::imagenet_val(64))
+            .set("dtype", "uint8")
+            .unwrap();
+        let why = b.config().unwrap_err().to_string();
+        assert!(why.contains("not to a pipeline given whole"), "{why}");
     }
 }
