@@ -27,6 +27,9 @@ random 32 000-sample crop, ``[n, 1, 32000]``) or ``"melspec"`` (16 kHz, a random
 
 >>> loader = nostall.Loader("/data/fma/train", pipeline="m5", batch_size=32)
 
+or a list of operators from :mod:`nostall.audio` (``Channels``, ``Resample``,
+``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``: torchaudio's parameters).
+
 Batches reach Python without a copy (DLPack): the tensor's memory is the loader's batch
 buffer, and it returns to the loader's pool when the tensor is freed. The GIL is released
 while the loader works and while Python waits for a batch. Under ``torchrun`` each rank
@@ -36,8 +39,10 @@ of batches on every rank.
 Public names:
 
 - :class:`Loader`: the data loader.
-- :mod:`nostall.ops`: the operators of a pipeline (``RandomResizedCrop``, ``Resize``,
-  ``CenterCrop``, ``RandomHorizontalFlip``, ``Normalize``).
+- :mod:`nostall.ops`: the operators of an image pipeline (``RandomResizedCrop``,
+  ``Resize``, ``CenterCrop``, ``RandomHorizontalFlip``, ``Normalize``).
+- :mod:`nostall.audio`: the operators of an audio pipeline (``Channels``, ``Resample``,
+  ``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``).
 - :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
 - :class:`BatchTensor`: one tensor of a batch as a DLPack producer (``output="dlpack"``).
 - :func:`demo_photos`: writes a few real photographs to disk, a dataset to try nostall on.
@@ -52,7 +57,7 @@ Public names:
 
 from __future__ import annotations
 
-from . import ops
+from . import audio, ops
 from ._analyze import AnalysisReport, analyze, time_model
 from ._errors import ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
 from ._nostall import BatchTensor, Loader, __version__, demo_photos, imagenet_train, imagenet_val
@@ -69,6 +74,7 @@ __all__ = [
     "StorageError",
     "__version__",
     "analyze",
+    "audio",
     "demo_photos",
     "imagenet_train",
     "imagenet_val",

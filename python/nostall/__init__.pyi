@@ -1,5 +1,6 @@
 """Type stubs of the nostall package."""
 
+from . import audio as audio
 from . import ops as ops
 from ._analyze import AnalysisReport as AnalysisReport
 from ._analyze import analyze as analyze
@@ -29,6 +30,7 @@ __all__ = [
     "StorageError",
     "__version__",
     "analyze",
+    "audio",
     "demo_photos",
     "imagenet_train",
     "imagenet_val",

@@ -4,6 +4,14 @@ from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any, Literal, final
 
+from . import audio
+from .audio import CenterCrop as AudioCenterCrop
+from .audio import Channels as Channels
+from .audio import Log as Log
+from .audio import MelSpectrogram as MelSpectrogram
+from .audio import Op as AudioOp
+from .audio import RandomCrop as RandomCrop
+from .audio import Resample as Resample
 from .ops import CenterCrop as CenterCrop
 from .ops import Normalize as Normalize
 from .ops import Op as Op
@@ -21,6 +29,13 @@ __all__ = [
     "CenterCrop",
     "RandomHorizontalFlip",
     "Normalize",
+    "AudioOp",
+    "Channels",
+    "Resample",
+    "RandomCrop",
+    "AudioCenterCrop",
+    "MelSpectrogram",
+    "Log",
     "imagenet_train",
     "imagenet_val",
     "demo_photos",
@@ -66,7 +81,7 @@ class Loader:
 
     See the package documentation (``help(nostall.Loader)``) for every argument.
     ``pipeline`` is ``"train"``, ``"val"`` or a list of ``nostall.ops`` operators for
-    images, or an audio preset: ``"m5"`` (mono, 8 kHz, a random 32 000-sample crop:
+    images, a list of ``nostall.audio`` operators, or an audio preset: ``"m5"`` (mono, 8 kHz, a random 32 000-sample crop:
     ``[n, 1, 32000]``), ``"melspec"`` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands:
     ``[n, 64, 401]``) and their centre-cropped ``"m5-val"`` and ``"melspec-val"``; for
     audio the dataset's ``.wav``, ``.flac``, ``.ogg``, ``.oga`` and ``.mp3`` files are
@@ -80,7 +95,8 @@ class Loader:
         *,
         batch_size: int = 64,
         pipeline: Literal["train", "val", "eval", "m5", "melspec", "m5-val", "melspec-val"]
-        | Sequence[Op] = "train",
+        | Sequence[Op]
+        | Sequence[audio.Op] = "train",
         image_size: int | None = None,
         dtype: Literal["float32", "uint8"] = "float32",
         layout: Literal["CHW", "HWC"] = "CHW",
@@ -173,7 +189,7 @@ def _analyze(
     step_ms: float | None,
     time_model: Callable[[list[int], str, int], tuple[float, str]] | None,
     batch_size: int,
-    pipeline: str | Sequence[Op] | None,
+    pipeline: str | Sequence[Op] | Sequence[audio.Op] | None,
     image_size: int | None,
     dtype: str,
     layout: str,

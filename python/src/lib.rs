@@ -6,6 +6,7 @@
 //! [`analyze`] is the engine's side of `nostall.analyze` (DS-Analyzer).
 
 mod analyze;
+mod audio_ops;
 mod dlpack;
 mod ops;
 
@@ -360,7 +361,10 @@ impl ConfigArgs<'_, '_> {
                 Ok(name) => builder
                     .set("pipeline", name.to_str()?)
                     .map_err(|e| raise(py, e))?,
-                Err(_) => builder.image_operators(ops::from_python(p)?),
+                Err(_) => match ops::from_python(p)? {
+                    ops::Operators::Image(ops) => builder.image_operators(ops),
+                    ops::Operators::Audio(ops) => builder.audio_operators(ops),
+                },
             };
         }
         let mut set = |name: &str, value: &str| -> PyResult<()> {
@@ -950,6 +954,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
     m.add_class::<BatchTensor>()?;
     ops::register(m)?;
+    audio_ops::register(m)?;
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;
     m.add_function(wrap_pyfunction!(imagenet_val, m)?)?;
     m.add_function(wrap_pyfunction!(demo_photos, m)?)?;

@@ -6,11 +6,13 @@
 //! [`nostall::Pipeline::new`]. The subclasses keep their arguments for their
 //! read-only attributes.
 
+use nostall::prep::audio::AudioOp;
 use nostall::prep::image::{Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::{PyClass, PyClassInitializer};
 
+use crate::audio_ops::AudioOpBase;
 use crate::raise;
 
 /// An operator of a pipeline: the base class of the operators of `nostall.ops`.
@@ -258,30 +260,52 @@ pub fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyAny>> {
     Ok(object)
 }
 
-/// The core operators of a `pipeline=` list; a `TypeError` names the first item that is
-/// not a `nostall.ops` operator.
-pub fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Vec<Op>> {
+/// The operators of a `pipeline=` list: all of `nostall.ops` (images) or all of
+/// `nostall.audio`.
+pub enum Operators {
+    Image(Vec<Op>),
+    Audio(Vec<AudioOp>),
+}
+
+/// The operators of a `pipeline=` list; a `TypeError` names the first item that is not
+/// an operator, or of the other modality than the first.
+pub fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
     let not_a_list = || {
         PyTypeError::new_err(
-            "pipeline takes \"train\", \"val\" or a list of nostall.ops operators \
-             (e.g. [nostall.ops.RandomResizedCrop(224), nostall.ops.RandomHorizontalFlip()])",
+            "pipeline takes a preset (\"train\", \"val\", \"m5\", \"melspec\") or a list of \
+             nostall.ops operators (images) or nostall.audio operators (audio)",
         )
     };
     let items = pipeline.try_iter().map_err(|_| not_a_list())?;
-    let mut ops = Vec::new();
+    let (mut image, mut audio) = (Vec::new(), Vec::new());
     for (i, item) in items.enumerate() {
         let item = item?;
-        let Ok(op) = item.cast::<OpBase>() else {
+        if let Ok(op) = item.cast::<OpBase>() {
+            image.push(op.get().0.clone());
+        } else if let Ok(op) = item.cast::<AudioOpBase>() {
+            audio.push(op.get().0.clone());
+        } else {
             return Err(PyTypeError::new_err(format!(
-                "pipeline[{i}] is {}, not a nostall.ops operator: build the list from \
-                 nostall.ops (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, \
-                 Normalize)",
+                "pipeline[{i}] is {}, not an operator: build the list from nostall.ops \
+                 (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize) or \
+                 from nostall.audio (Channels, Resample, RandomCrop, CenterCrop, \
+                 MelSpectrogram, Log)",
                 item.repr()?
             )));
-        };
-        ops.push(op.get().0.clone());
+        }
+        if !image.is_empty() && !audio.is_empty() {
+            return Err(PyTypeError::new_err(format!(
+                "pipeline[{i}] is {}: a pipeline's operators are all of nostall.ops (images) \
+                 or all of nostall.audio (audio)",
+                item.repr()?
+            )));
+        }
     }
-    Ok(ops)
+    Ok(if audio.is_empty() {
+        Operators::Image(image)
+    } else {
+        Operators::Audio(audio)
+    })
 }
 
 /// Adds the operator classes to the extension module (`nostall.ops` re-exports them).

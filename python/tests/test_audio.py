@@ -44,3 +44,65 @@ def test_image_settings_with_an_audio_preset_are_config_errors(clips):
 def test_an_image_pipeline_over_audio_files_finds_no_images(clips):
     with pytest.raises(nostall.ConfigError, match="no images"):
         nostall.Loader(clips, pipeline="train")
+
+
+def batches_of(loader):
+    return [audio.clone() for audio, _ in loader]
+
+
+@pytest.mark.parametrize("preset", ["m5", "melspec-val"])
+def test_a_list_of_audio_operators_is_its_preset(clips, preset):
+    from nostall import audio
+
+    crop = audio.CenterCrop if preset.endswith("-val") else audio.RandomCrop
+    ops = {
+        "m5": [audio.Channels(1), audio.Resample(8000), audio.RandomCrop(32000)],
+        "melspec-val": [
+            audio.Channels(),
+            audio.Resample(16000),
+            crop(64000),
+            audio.MelSpectrogram(16000, n_fft=400, hop_length=160, n_mels=64),
+            audio.Log(1e-6),
+        ],
+    }[preset]
+    listed = batches_of(nostall.Loader(clips, pipeline=ops, batch_size=4, seed=3))
+    named = batches_of(nostall.Loader(clips, pipeline=preset, batch_size=4, seed=3))
+    assert len(listed) == 2 and all(torch.equal(a, b) for a, b in zip(listed, named))
+
+
+def test_audio_operators_follow_torchaudio_and_check_their_arguments(clips):
+    from nostall import audio
+
+    mel = audio.MelSpectrogram(16000, n_fft=512)
+    assert (mel.win_length, mel.hop_length, mel.f_max, mel.n_mels) == (512, 256, 8000.0, 128)
+    assert audio.Resample(8000) == audio.Resample(8000, lowpass_filter_width=6)
+    assert audio.Resample(8000) != audio.Resample(8000, resampling_method="sinc_interp_kaiser")
+    assert repr(audio.RandomCrop(5)) == "RandomCrop(length=5)"
+    assert isinstance(audio.CenterCrop(5), audio.Op) and audio.CenterCrop.__name__ == "CenterCrop"
+    for bad in (
+        lambda: audio.Resample(0),
+        lambda: audio.Resample(8000, resampling_method="linear"),
+        lambda: audio.Channels(0),
+        lambda: audio.RandomCrop(0),
+        lambda: audio.MelSpectrogram(16000, f_max=9000.0),
+        lambda: audio.MelSpectrogram(16000, mel_scale="bark"),
+        lambda: audio.Log(0.0),
+    ):
+        with pytest.raises(nostall.ConfigError):
+            bad()
+
+
+def test_audio_operator_lists_that_do_not_fit_are_refused(clips):
+    from nostall import audio, ops
+
+    with pytest.raises(nostall.ConfigError, match="order"):
+        nostall.Loader(clips, pipeline=[audio.RandomCrop(100), audio.Resample(8000)])
+    with pytest.raises(nostall.ConfigError, match="RandomCrop or CenterCrop"):
+        nostall.Loader(clips, pipeline=[audio.Resample(8000)])
+    with pytest.raises(nostall.ConfigError, match="resampled to 8000"):
+        nostall.Loader(clips, pipeline=[audio.Resample(8000), audio.RandomCrop(8000),
+                                        audio.MelSpectrogram(16000)])
+    with pytest.raises(nostall.ConfigError, match="images only"):
+        nostall.Loader(clips, pipeline=[audio.RandomCrop(100)], layout="HWC")
+    with pytest.raises(TypeError, match="all of nostall.ops"):
+        nostall.Loader(clips, pipeline=[audio.RandomCrop(100), ops.CenterCrop(10)])

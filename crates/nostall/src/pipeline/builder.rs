@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::catalog::Catalog;
 use crate::dataset::{self, Dataset};
 use crate::error::{Error, Result};
-use crate::prep::audio::AudioPipeline;
+use crate::prep::audio::{AudioOp, AudioPipeline};
 use crate::prep::image::{ImagePipeline, Layout, Op};
 use crate::prep::{DType, Pipeline};
 use crate::storage::{Link, ReadMode, Source, Throttled};
@@ -87,6 +87,8 @@ enum Recipe {
     Preset(String),
     /// Image operators, with the builder's dtype and layout.
     Operators(Vec<Op>),
+    /// Audio operators.
+    AudioOperators(Vec<AudioOp>),
     /// Made by the caller: the configuration's pipeline as it is.
     Made,
 }
@@ -179,6 +181,12 @@ impl LoaderBuilder {
         self
     }
 
+    /// Prepares audio with `operators` instead of a preset.
+    pub fn audio_operators(&mut self, operators: Vec<AudioOp>) -> &mut LoaderBuilder {
+        self.pipeline = Recipe::AudioOperators(operators);
+        self
+    }
+
     /// Puts an emulated link in front of the storage.
     pub fn link(&mut self, link: Link) -> &mut LoaderBuilder {
         self.link = Some(link);
@@ -227,6 +235,14 @@ impl LoaderBuilder {
             Recipe::Operators(ops) => {
                 ImagePipeline::new(ops.clone(), self.dtype, self.layout)?.into()
             }
+            Recipe::AudioOperators(_) if images_set => {
+                return Err(Error::Config(
+                    "audio operators prepare float32 waveforms or spectrograms: image_size, \
+                     dtype and layout apply to images only"
+                        .into(),
+                ))
+            }
+            Recipe::AudioOperators(ops) => AudioPipeline::new(ops.clone())?.into(),
             Recipe::Made if images_set => {
                 return Err(Error::Config(
                     "image_size, dtype and layout apply to presets and lists of operators, \
@@ -421,6 +437,16 @@ mod tests {
         b.set("image_size", "96").unwrap();
         let why = b.config().unwrap_err().to_string();
         assert!(why.contains("give the sizes to the operators"), "{why}");
+
+        let mut b = LoaderBuilder::new("/data");
+        b.audio_operators(vec![
+            AudioOp::resample(8_000),
+            AudioOp::CenterCrop { length: 100 },
+        ]);
+        assert_eq!(b.config().unwrap().pipeline.layout().shape(), [1, 100]);
+        b.set("layout", "HWC").unwrap();
+        let why = b.config().unwrap_err().to_string();
+        assert!(why.contains("images only"), "{why}");
 
         let mut b = LoaderBuilder::new("/data");
         b.pipeline(Pipeline::imagenet_val(64))

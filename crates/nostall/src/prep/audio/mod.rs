@@ -78,6 +78,41 @@ impl AudioOp {
         }
     }
 
+    /// Checks the operator's own parameters (its place among others is
+    /// [`AudioPipeline::new`]'s to check).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the operator and the parameter.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            AudioOp::Channels(n) if !(1..=64).contains(&n) => Err(Error::Config(format!(
+                "Channels({n}): keep between 1 (mono) and 64 channels"
+            ))),
+            AudioOp::Resample { rate, .. } if !(1..=768_000).contains(&rate) => Err(Error::Config(
+                format!("Resample({rate}): the rate must lie between 1 Hz and 768 kHz"),
+            )),
+            AudioOp::Resample { quality, .. } => quality.validate(),
+            AudioOp::RandomCrop { length } | AudioOp::CenterCrop { length }
+                if !(1..=1 << 28).contains(&length) =>
+            {
+                Err(Error::Config(format!(
+                    "{}({length}): keep between 1 and 2^28 samples",
+                    self.name()
+                )))
+            }
+            // The crop's length is checked against n_fft in a pipeline.
+            AudioOp::MelSpectrogram(spec) => spec.validate(usize::MAX),
+            AudioOp::Log { offset } if !(offset.is_finite() && offset > 0.0) => {
+                Err(Error::Config(format!(
+                    "Log offset {offset} must be a finite number above 0 (it keeps the log \
+                     of silence finite)"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Position in the pipeline's order.
     fn stage(&self) -> usize {
         match self {
@@ -146,29 +181,11 @@ impl AudioPipeline {
                 )));
             }
             last = Some(op);
+            op.validate()?;
             match *op {
-                AudioOp::Channels(n) if !(1..=64).contains(&n) => {
-                    return Err(Error::Config(format!(
-                        "Channels({n}): keep between 1 (mono) and 64 channels"
-                    )))
-                }
                 AudioOp::Channels(n) => pipeline.channels = n,
-                AudioOp::Resample { rate, quality } => {
-                    if !(1..=768_000).contains(&rate) {
-                        return Err(Error::Config(format!(
-                            "Resample({rate}): the rate must lie between 1 Hz and 768 kHz"
-                        )));
-                    }
-                    quality.validate()?;
-                    pipeline.rate = Some((rate, quality));
-                }
+                AudioOp::Resample { rate, quality } => pipeline.rate = Some((rate, quality)),
                 AudioOp::RandomCrop { length } | AudioOp::CenterCrop { length } => {
-                    if !(1..=1 << 28).contains(&length) {
-                        return Err(Error::Config(format!(
-                            "{}({length}): keep between 1 and 2^28 samples",
-                            op.name()
-                        )));
-                    }
                     pipeline.length = length;
                     if matches!(op, AudioOp::CenterCrop { .. }) {
                         pipeline.crop = Crop::Center;
@@ -198,12 +215,6 @@ impl AudioPipeline {
                         return Err(Error::Config(
                             "Log applies to a MelSpectrogram: put one before it".into(),
                         ));
-                    }
-                    if !(offset.is_finite() && offset > 0.0) {
-                        return Err(Error::Config(format!(
-                            "Log offset {offset} must be a finite number above 0 (it keeps \
-                             the log of silence finite)"
-                        )));
                     }
                     pipeline.log_offset = Some(offset);
                 }
