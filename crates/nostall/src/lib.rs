@@ -28,7 +28,8 @@
 //!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
 //! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
 //!   below the pipeline so that a scheduler and the analyzer share it.
-//! - [`analyze`]: DS-Analyzer: measures the rates, observes the loader, and reports stall
+//! - [`analyze`] (feature `analyze`, on by default; it brings serde for its reports):
+//!   DS-Analyzer: measures the rates, observes the loader, and reports stall
 //!   shares and the smallest cache and thread count that remove stalls.
 //! - [`sim`]: offline simulators of cache policies and of partitioned caches across
 //!   nodes.
@@ -64,6 +65,7 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "analyze")]
 pub mod analyze;
 pub mod cache;
 pub mod catalog;

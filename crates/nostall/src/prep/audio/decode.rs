@@ -25,7 +25,7 @@ use std::io::Cursor;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use symphonia::core::audio::SampleBuffer;
+use symphonia::core::audio::{AudioBufferRef, SampleBuffer, Signal};
 use symphonia::core::codecs::{
     CodecType, Decoder, DecoderOptions, CODEC_TYPE_MP3, CODEC_TYPE_NULL, CODEC_TYPE_PCM_F32BE,
     CODEC_TYPE_PCM_F32BE_PLANAR, CODEC_TYPE_PCM_F32LE, CODEC_TYPE_PCM_F32LE_PLANAR,
@@ -241,16 +241,17 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
 }
 
 impl Stream {
-    /// Decodes the next packet of the track: its first frame (counted from the stream's
-    /// first, by its timestamp) and its samples, planar (`None` at the end of the stream).
-    fn next(&mut self) -> Result<Option<(u64, &[f32])>, Cause> {
+    /// Decodes the next packet of the track that holds frames: its first frame (counted
+    /// from the stream's first, by its timestamp) and its frames (`None` at the end of the
+    /// stream); [`Stream::append_to`] then takes them.
+    fn next(&mut self) -> Result<Option<(u64, u64)>, Cause> {
         loop {
             let Some(packet) = self.read()? else {
                 return Ok(None);
             };
-            if self.decode(&packet)? > 0 {
-                let frame = packet.ts().saturating_sub(self.start_ts);
-                return Ok(Some((frame, self.samples())));
+            let frames = self.decode(&packet)?;
+            if frames > 0 {
+                return Ok(Some((packet.ts().saturating_sub(self.start_ts), frames)));
             }
         }
     }
@@ -279,8 +280,7 @@ impl Stream {
         }
     }
 
-    /// Decodes a packet; returns its frames, whose samples [`Stream::samples`] then
-    /// holds.
+    /// Decodes a packet; returns its frames, which [`Stream::append_to`] then takes.
     fn decode(&mut self, packet: &Packet) -> Result<u64, Cause> {
         let decoded = self
             .decoder
@@ -297,8 +297,10 @@ impl Stream {
                 spec.channels.count()
             )));
         }
-        if decoded.frames() == 0 {
-            return Ok(0);
+        let frames = decoded.frames() as u64;
+        if frames == 0 || matches!(decoded, AudioBufferRef::F32(_)) {
+            // f32 planes are read where the decoder left them.
+            return Ok(frames);
         }
         // Capacity counts samples of all channels.
         let samples = decoded.frames() * self.channels;
@@ -310,9 +312,18 @@ impl Stream {
         Ok(buffer.samples().len() as u64 / self.channels as u64)
     }
 
-    /// The samples of the last packet decoded that held frames, planar.
-    fn samples(&self) -> &[f32] {
-        self.buffer.as_ref().map_or(&[], SampleBuffer::samples)
+    /// Appends frames `keep` of the packet last decoded (which held frames) to `out`'s
+    /// planes, mixed to mono or not.
+    fn append_to(&self, out: &mut [Vec<f32>], keep: Range<usize>) {
+        let channels = self.channels;
+        match self.decoder.last_decoded() {
+            AudioBufferRef::F32(decoded) => append(out, channels, |c| decoded.chan(c), keep),
+            _ => {
+                let planar = self.buffer.as_ref().map_or(&[][..], SampleBuffer::samples);
+                let frames = planar.len() / channels;
+                append(out, channels, |c| &planar[c * frames..][..frames], keep);
+            }
+        }
     }
 
     /// Seeks to frame `frame` (counted from the first).
@@ -329,15 +340,19 @@ impl Stream {
     }
 }
 
-/// Appends frames `keep` of a planar packet of `frames` frames to `out`'s planes, mixed
-/// to mono or not.
-fn append(out: &mut [Vec<f32>], planar: &[f32], channels: usize, keep: Range<usize>) {
-    let frames = planar.len() / channels;
+/// Appends frames `keep` of a packet's `channels` planes (`plane(c)`) to `out`'s planes,
+/// mixed to mono or not.
+fn append<'a>(
+    out: &mut [Vec<f32>],
+    channels: usize,
+    plane: impl Fn(usize) -> &'a [f32],
+    keep: Range<usize>,
+) {
     if out.len() == 1 && channels > 1 {
-        mix_into(&mut out[0], planar, frames, keep);
+        mix_into(&mut out[0], channels, plane, keep);
     } else {
-        for (plane, samples) in out.iter_mut().zip(planar.chunks_exact(frames)) {
-            plane.extend_from_slice(&samples[keep.clone()]);
+        for (c, out) in out.iter_mut().enumerate() {
+            out.extend_from_slice(&plane(c)[keep.clone()]);
         }
     }
 }
@@ -402,15 +417,13 @@ fn decode_window(
     if from > 0 && stream.seek(from).is_err() {
         return Ok(false);
     }
-    let channels = stream.channels;
     let mut next = window.start;
     // Where the packets decoded so far end.
     let mut decoded_to = from;
     while next < window.end {
-        let Some((ts, planar)) = stream.next()? else {
+        let Some((ts, frames)) = stream.next()? else {
             return short(stream.codec, total, next);
         };
-        let frames = (planar.len() / channels) as u64;
         decoded_to = ts + frames;
         let (first, end) = (ts.max(next), (ts + frames).min(window.end));
         if end <= first {
@@ -420,7 +433,7 @@ fn decode_window(
             return Ok(false);
         }
         let keep = (first - ts) as usize..(end - ts) as usize;
-        append(&mut out.planes, planar, channels, keep);
+        stream.append_to(&mut out.planes, keep);
         next = end;
     }
     // The end of the file: present and where the header says, whatever window this was
@@ -434,8 +447,8 @@ fn decode_window(
         return Ok(false);
     }
     let mut end = decoded_to;
-    while let Some((ts, planar)) = stream.next()? {
-        end = ts + (planar.len() / channels) as u64;
+    while let Some((ts, frames)) = stream.next()? {
+        end = ts + frames;
     }
     if end < total {
         return short(stream.codec, total, end);
@@ -492,7 +505,7 @@ fn decode_counted(
         let (from, to) = (at.max(window.start), (at + packet.dur).min(window.end));
         if from < to {
             let keep = (from - at) as usize..(to - at) as usize;
-            append(&mut out.planes, stream.samples(), stream.channels, keep);
+            stream.append_to(&mut out.planes, keep);
         }
         at += packet.dur;
     }
@@ -515,10 +528,8 @@ fn decode_all(
     out: &mut Waveform,
 ) -> Result<(), Cause> {
     let limit = u64::from(options.max_seconds) * u64::from(stream.rate);
-    let channels = stream.channels;
-    while let Some((_, planar)) = stream.next()? {
-        let frames = planar.len() / channels;
-        append(&mut out.planes, planar, channels, 0..frames);
+    while let Some((_, frames)) = stream.next()? {
+        stream.append_to(&mut out.planes, 0..frames as usize);
         if out.frames() as u64 > limit {
             return Err(too_long(
                 out.frames() as u64,
@@ -550,14 +561,18 @@ fn check_values(out: &Waveform) -> Result<(), Cause> {
     Ok(())
 }
 
-/// Appends the mean of the planar channels' frames `keep` to `mono`.
-fn mix_into(mono: &mut Vec<f32>, planar: &[f32], frames: usize, keep: Range<usize>) {
-    let channels = planar.len() / frames;
+/// Appends the mean of the channels' frames `keep` to `mono`.
+fn mix_into<'a>(
+    mono: &mut Vec<f32>,
+    channels: usize,
+    plane: impl Fn(usize) -> &'a [f32],
+    keep: Range<usize>,
+) {
     let start = mono.len();
-    mono.extend_from_slice(&planar[keep.clone()]);
+    mono.extend_from_slice(&plane(0)[keep.clone()]);
     let mixed = &mut mono[start..];
-    for plane in planar.chunks_exact(frames).skip(1) {
-        for (m, s) in mixed.iter_mut().zip(&plane[keep.clone()]) {
+    for c in 1..channels {
+        for (m, s) in mixed.iter_mut().zip(&plane(c)[keep.clone()]) {
             *m += s;
         }
     }
