@@ -1,6 +1,7 @@
 # The two commands of the README, and what CI runs.
 #   make demo   the ImageNet training pipeline over built-in photographs
-#   make test   format check, lints, and every test (Rust, then Python: python-test)
+#   make test   format check, lints (also of the engine without its default features: no
+#               S3, no analyzer, no serde), and every test (Rust, then Python: python-test)
 # Both install what they need when it is missing: the demo only the build's system
 # packages (cmake and nasm, to build the vendored libjpeg-turbo 3); the tests also
 # chromium (to test the HTML report of `nostall analyze` headless), python3-venv and
@@ -14,6 +15,7 @@ demo: build-deps
 test: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p nostall --no-default-features --lib -- -D warnings
 	cargo test --workspace
 	cargo test --profile release-checks -p nostall --lib --test hostile --test hostile_corpus
 	$(MAKE) python-test
