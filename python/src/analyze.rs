@@ -82,7 +82,7 @@ fn model_from_args(
     network_gbps, seed, progress
 ))]
 #[allow(clippy::too_many_arguments)]
-pub fn run(
+pub(crate) fn run(
     py: Python<'_>,
     source: std::path::PathBuf,
     model_rate: Option<f64>,

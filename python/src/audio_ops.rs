@@ -319,7 +319,7 @@ impl Log {
 
 /// Adds the operator classes to the extension module (`nostall.audio` re-exports them
 /// under their own names).
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("AudioOp", py.get_type::<AudioOpBase>())?;
     m.add_class::<Channels>()?;

@@ -19,7 +19,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 
 /// `DLDeviceType::kDLCPU`.
-pub const DEVICE_CPU: i32 = 1;
+pub(crate) const DEVICE_CPU: i32 = 1;
 /// `DLDataTypeCode::kDLInt`.
 const CODE_INT: u8 = 0;
 /// `DLDataTypeCode::kDLUInt`.
@@ -61,7 +61,7 @@ struct DLManagedTensor {
 }
 
 /// What keeps an exported tensor's memory alive.
-pub enum Owner {
+pub(crate) enum Owner {
     /// The images of a batch: the engine's buffer, returned to the pool on drop.
     Batch(nostall::Batch),
     /// A batch's labels, copied out of it (a few hundred bytes) so that keeping labels
@@ -103,17 +103,17 @@ impl Owner {
     }
 
     /// Address of the first element (for tests and debugging).
-    pub fn data_ptr(&mut self) -> usize {
+    pub(crate) fn data_ptr(&mut self) -> usize {
         self.describe().0 as usize
     }
 
     /// The shape.
-    pub fn shape(&mut self) -> Vec<i64> {
+    pub(crate) fn shape(&mut self) -> Vec<i64> {
         self.describe().2
     }
 
     /// The element type as NumPy spells it.
-    pub fn dtype_name(&self) -> &'static str {
+    pub(crate) fn dtype_name(&self) -> &'static str {
         match self {
             Owner::Batch(b) if b.dtype() == nostall::DType::U8 => "uint8",
             Owner::Batch(_) => "float32",
@@ -175,7 +175,7 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut pyo3::ffi::PyObject) {
 }
 
 /// Wraps `owner`'s memory in a `"dltensor"` capsule (CPU, compact row-major strides).
-pub fn into_capsule(py: Python<'_>, mut owner: Owner) -> PyResult<Bound<'_, PyAny>> {
+pub(crate) fn into_capsule(py: Python<'_>, mut owner: Owner) -> PyResult<Bound<'_, PyAny>> {
     let (data, dtype, shape) = owner.describe();
     let mut strides = vec![1i64; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
@@ -229,7 +229,7 @@ pub fn into_capsule(py: Python<'_>, mut owner: Owner) -> PyResult<Bound<'_, PyAn
 }
 
 /// The error a second export of the same tensor raises.
-pub fn already_exported() -> PyErr {
+pub(crate) fn already_exported() -> PyErr {
     PyBufferError::new_err(
         "this nostall tensor was already exported through __dlpack__ (each batch tensor can \
          be handed to one consumer; use the tensor that consumer returned)",

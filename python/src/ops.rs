@@ -234,7 +234,7 @@ fn rgb(name: &str, values: Vec<f32>) -> PyResult<[f32; 3]> {
 }
 
 /// `op` as an object of its `nostall.ops` class.
-pub fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyAny>> {
     let op = op.clone();
     let object = match op {
         Op::RandomResizedCrop { size, scale, ratio } => {
@@ -262,14 +262,14 @@ pub fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyAny>> {
 
 /// The operators of a `pipeline=` list: all of `nostall.ops` (images) or all of
 /// `nostall.audio`.
-pub enum Operators {
+pub(crate) enum Operators {
     Image(Vec<Op>),
     Audio(Vec<AudioOp>),
 }
 
 /// The operators of a `pipeline=` list; a `TypeError` names the first item that is not
 /// an operator, or of the other modality than the first.
-pub fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
+pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
     let not_a_list = || {
         PyTypeError::new_err(
             "pipeline takes a preset (\"train\", \"val\", \"m5\", \"melspec\") or a list of \
@@ -309,7 +309,7 @@ pub fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
 }
 
 /// Adds the operator classes to the extension module (`nostall.ops` re-exports them).
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OpBase>()?;
     m.add_class::<RandomResizedCrop>()?;
     m.add_class::<Resize>()?;

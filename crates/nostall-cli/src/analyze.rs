@@ -13,7 +13,7 @@ use nostall::Error;
 use crate::run::{loader_builder, Preset, Settings, StorageArgs};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The dataset: a directory of images, a directory of .tar shards, or
     /// s3://bucket/prefix. Default: nostall's built-in demo photographs.
     dataset: Option<String>,
@@ -97,7 +97,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
     }
 }
 
-pub fn run(args: Args) -> nostall::Result<()> {
+pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let (location, demo) = match &args.dataset {
         Some(location) => (location.clone(), false),
         None => {

@@ -19,7 +19,7 @@ use crate::run::{
 };
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The dataset: a directory of images or audio files (class folders or flat), a directory of
     /// WebDataset .tar shards, or s3://bucket/prefix.
     dataset: String,
@@ -65,7 +65,7 @@ pub struct Args {
     storage: StorageArgs,
 }
 
-pub fn run(args: Args) -> nostall::Result<()> {
+pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let settings = Settings {
         preset: args.preset,
         size: args.size,

@@ -7,7 +7,7 @@
 use crate::run::{drive_epoch, open_loader, Preset, Settings};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Epochs to run.
     #[arg(long, default_value_t = 20)]
     epochs: u64,
@@ -23,7 +23,7 @@ pub struct Args {
     batch_size: usize,
 }
 
-pub fn run(args: Args) -> nostall::Result<()> {
+pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let dir = nostall_demo::write(&nostall_demo::default_dir())?;
     println!(
         "nostall demo: {} photographs ({} classes) in {}, ImageNet training pipeline \

@@ -6,7 +6,7 @@ use std::time::Instant;
 use nostall::catalog::{Catalog, Opened};
 use nostall::Modality;
 
-pub fn run(dir: &Path, index: Option<&Path>, modality: Modality) -> nostall::Result<()> {
+pub(crate) fn run(dir: &Path, index: Option<&Path>, modality: Modality) -> nostall::Result<()> {
     let started = Instant::now();
     let (catalog, opened) = Catalog::open(dir, index, modality)?;
     let took = started.elapsed();

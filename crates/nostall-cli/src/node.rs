@@ -22,7 +22,7 @@ use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 use crate::run::{loader_builder, Preset, Settings};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The dataset: a directory of images, a directory of .tar shards, or
     /// s3://bucket/prefix, the same on every node. Default: nostall's built-in demo
     /// photographs.
@@ -192,7 +192,7 @@ fn prefill(cache: &Cached, samples: u64, threads: usize) -> Result<(), AnyError>
     Ok(())
 }
 
-pub fn run(args: Args) -> Result<(), AnyError> {
+pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     let location = match &args.dataset {
         Some(location) => location.clone(),
         None => nostall_demo::write(&nostall_demo::default_dir())?
@@ -226,10 +226,7 @@ pub fn run(args: Args) -> Result<(), AnyError> {
             prefill(&cached, data.catalog.len() as u64, args.fetch_threads)?;
             cached
         } else {
-            config.cache = CacheConfig {
-                policy: CachePolicy::Minio,
-                capacity: args.cache_size,
-            };
+            config.cache = CacheConfig::new(CachePolicy::Minio, args.cache_size);
             storage.clone()
         };
         (Mode::Alone { storage }, source)

@@ -13,7 +13,7 @@ use nostall::{EpochStats, Loader};
 
 /// The preset pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
+pub(crate) enum Preset {
     /// Images: RandomResizedCrop, horizontal flip, normalise: f32 CHW.
     Train,
     /// Images: resize to 256/224 of the size, centre crop, normalise: f32 CHW.
@@ -26,7 +26,7 @@ pub enum Preset {
 
 impl Preset {
     /// The preset's name, as the engine reads it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Preset::Train => "train",
             Preset::Val => "val",
@@ -36,13 +36,13 @@ impl Preset {
     }
 
     /// Whether it prepares images (and takes an output size).
-    pub fn is_image(self) -> bool {
+    pub(crate) fn is_image(self) -> bool {
         matches!(self, Preset::Train | Preset::Val)
     }
 }
 
 /// Loader settings common to the subcommands.
-pub struct Settings {
+pub(crate) struct Settings {
     pub preset: Preset,
     pub size: u32,
     pub batch_size: usize,
@@ -60,7 +60,7 @@ pub struct Settings {
 
 /// How the storage options of `bench` (and later commands) are given on the command line.
 #[derive(clap::Args, Debug, Clone)]
-pub struct StorageArgs {
+pub(crate) struct StorageArgs {
     /// Loader cache of encoded samples: none (rely on the page cache), minio or lru.
     #[arg(long, default_value = "none", value_parser = parse_policy)]
     pub cache: CachePolicy,
@@ -76,14 +76,11 @@ pub struct StorageArgs {
 }
 
 impl StorageArgs {
-    pub fn cache(&self) -> CacheConfig {
-        CacheConfig {
-            policy: self.cache,
-            capacity: self.cache_size,
-        }
+    pub(crate) fn cache(&self) -> CacheConfig {
+        CacheConfig::new(self.cache, self.cache_size)
     }
 
-    pub fn link(&self) -> Option<Link> {
+    pub(crate) fn link(&self) -> Option<Link> {
         (self.throttle_mbps.is_some() || self.latency_ms > 0.0).then(|| Link {
             bandwidth: self.throttle_mbps.map(|mbps| mbps * 1e6),
             latency: Duration::from_secs_f64(self.latency_ms / 1e3),
@@ -101,7 +98,7 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
 }
 
 /// A loader over `location` as `s` describes it, assembled by the engine.
-pub fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBuilder> {
+pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBuilder> {
     let mut builder = LoaderBuilder::new(location);
     builder
         .set("pipeline", s.preset.name())?
@@ -125,14 +122,14 @@ pub fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBui
 
 /// Opens the dataset at `location` (a directory, a directory of tar shards, or an
 /// s3:// URL) and a loader over it.
-pub fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
+pub(crate) fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
     loader_builder(location, s)?.open()
 }
 
 /// Runs one epoch to the end, showing progress unless `quiet`. With a `model_rate`
 /// (images/s), each batch is followed by a simulated training step of that speed, so the
 /// stall shows what a GPU of that speed would wait.
-pub fn drive_epoch(
+pub(crate) fn drive_epoch(
     loader: &Loader,
     epoch: u64,
     quiet: bool,
@@ -168,7 +165,7 @@ pub fn drive_epoch(
 
 /// Bytes this process has caused to be read from block devices so far (page-cache hits
 /// excluded), from /proc/self/io; 0 where that file is unavailable.
-pub fn device_read_bytes() -> u64 {
+pub(crate) fn device_read_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/io")
         .unwrap_or_default()
         .lines()
@@ -178,7 +175,7 @@ pub fn device_read_bytes() -> u64 {
 }
 
 /// Peak and current resident memory of this process, in MB, from /proc.
-pub fn memory_mb() -> (f64, f64) {
+pub(crate) fn memory_mb() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let field = |name: &str| {
         status

@@ -15,7 +15,7 @@ use nostall::Error;
 
 /// What `simulate` can simulate.
 #[derive(Subcommand)]
-pub enum What {
+pub(crate) enum What {
     /// Hit rates of cache policies (LRU, Linux-like two-list, MinIO, Belady, NoPFS
     /// frequency) over the seeded shuffle, per worker cache.
     Cache(CacheArgs),
@@ -53,7 +53,7 @@ impl From<Policy> for SimPolicy {
 }
 
 #[derive(clap::Args)]
-pub struct CacheArgs {
+pub(crate) struct CacheArgs {
     /// Samples in the dataset (all of equal size).
     #[arg(long, default_value_t = 20_000)]
     samples: usize,
@@ -85,7 +85,7 @@ pub struct CacheArgs {
 }
 
 #[derive(clap::Args)]
-pub struct ClusterArgs {
+pub(crate) struct ClusterArgs {
     /// Node counts (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "16,64,256,1024")]
     nodes: Vec<usize>,
@@ -123,7 +123,7 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
 
-pub fn run(what: What) -> nostall::Result<()> {
+pub(crate) fn run(what: What) -> nostall::Result<()> {
     match what {
         What::Cache(args) => cache(args),
         What::Cluster(args) => cluster(args),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use nostall::cache::Capacity;
 use nostall::plan::placement::Placement;
-use nostall::plan::{EpochPlan, PlanConfig};
+use nostall::plan::EpochPlan;
 use nostall::prep::image::codec::{encode_jpeg, EncodePixels};
 use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
 
@@ -191,12 +191,10 @@ impl Job {
 
 /// The plan's samples of `rank` in `epoch`, as the CLI configures it.
 fn planned(catalog: &Catalog, placement: Option<&Placement>, rank: usize, epoch: u64) -> Vec<u64> {
-    let config = PlanConfig {
-        rank,
-        world: NODES,
-        batch_size: BATCH,
-        ..LoaderConfig::new(Pipeline::imagenet_train(32)).plan
-    };
+    let mut config = LoaderConfig::new(Pipeline::imagenet_train(32)).plan;
+    config.rank = rank;
+    config.world = NODES;
+    config.batch_size = BATCH;
     let plan = match placement {
         Some(p) => EpochPlan::locality_aware(&config, p, 1, catalog.len(), epoch),
         None => EpochPlan::new(&config, catalog.len(), epoch),
@@ -272,6 +270,63 @@ fn locality_aware_batches_keep_every_global_batch_and_move_a_tenth_of_the_bytes(
         moved * 10 <= moved_plain,
         "locality-aware: {moved} bytes between nodes, plain: {moved_plain}"
     );
+}
+
+/// The real clips of the engine's audio tests, copied `copies` times into two classes
+/// and indexed once (as `dataset` does for images).
+fn audio_dataset(root: &Path, copies: usize) -> Arc<Catalog> {
+    let clips = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nostall/tests/audio");
+    for entry in std::fs::read_dir(clips).unwrap().flatten() {
+        let path = entry.path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !nostall::Modality::Audio.accepts(&name) {
+            continue;
+        }
+        let class = if name.ends_with(".wav") || name.ends_with(".flac") {
+            "lossless"
+        } else {
+            "lossy"
+        };
+        std::fs::create_dir_all(root.join(class)).unwrap();
+        for copy in 0..copies {
+            std::fs::copy(&path, root.join(class).join(format!("{copy:03}-{name}"))).unwrap();
+        }
+    }
+    Arc::new(
+        Catalog::open(root, None, nostall::Modality::Audio)
+            .unwrap()
+            .0,
+    )
+}
+
+#[test]
+fn audio_loads_through_the_partitioned_cache_as_images_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let catalog = audio_dataset(&data, 30);
+    let placement = placement(&catalog);
+    let all = [0, 1, 2];
+    let job = Job::start(&data, &dir.path().join("m5"), &["--preset", "m5"]).finish(None);
+    for epoch in 0..EPOCHS as usize {
+        let per_rank: Vec<Vec<SampleId>> = all.iter().map(|&n| job.ids(n)[epoch].clone()).collect();
+        for (rank, ids) in per_rank.iter().enumerate() {
+            assert_eq!(
+                ids,
+                &planned(&catalog, Some(&placement), rank, epoch as u64),
+                "rank {rank}, epoch {epoch}: the plan's clips, in order"
+            );
+        }
+        let distinct: BTreeSet<SampleId> = per_rank.concat().into_iter().collect();
+        assert_eq!(
+            distinct.len(),
+            catalog.len(),
+            "each clip once in epoch {epoch}"
+        );
+    }
+    // Epoch 1 from the nodes' caches and their peers', none from storage.
+    assert_eq!(job.total(&all, 1, "storage_bytes"), 0);
+    assert_eq!(job.total(&all, 1, "fallbacks"), 0);
+    assert!(job.total(&all, 1, "peer_bytes") > 0);
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub struct FetchReply {
     pub data: Vec<u8>,
 }
 
-#[allow(missing_docs, clippy::all)]
+#[allow(missing_docs, unreachable_pub, clippy::all)]
 mod generated {
     include!(concat!(
         env!("OUT_DIR"),

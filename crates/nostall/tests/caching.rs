@@ -20,10 +20,7 @@ fn files(root: &Path) -> (Arc<Catalog>, Arc<LocalFiles>) {
 }
 
 fn with_cache(mut config: LoaderConfig, policy: CachePolicy, fraction: f64) -> LoaderConfig {
-    config.cache = CacheConfig {
-        policy,
-        capacity: Capacity::Fraction(fraction),
-    };
+    config.cache = CacheConfig::new(policy, Capacity::Fraction(fraction));
     config
 }
 

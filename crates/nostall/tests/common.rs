@@ -14,7 +14,7 @@ use std::fs;
 use std::process::Command;
 
 /// A textured picture, different for every `seed`, so that crops and flips show.
-pub fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
+pub(crate) fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
     let mut px = Vec::with_capacity((width * height * 3) as usize);
     for y in 0..height {
         for x in 0..width {
@@ -29,7 +29,7 @@ pub fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
     px
 }
 
-pub fn jpeg(width: u32, height: u32, seed: u32) -> Vec<u8> {
+pub(crate) fn jpeg(width: u32, height: u32, seed: u32) -> Vec<u8> {
     encode_jpeg(
         &picture(width, height, seed),
         width,
@@ -42,7 +42,7 @@ pub fn jpeg(width: u32, height: u32, seed: u32) -> Vec<u8> {
 }
 
 /// `classes` × `per_class` JPEGs of assorted sizes in ImageFolder layout.
-pub fn image_folder(root: &Path, classes: usize, per_class: usize) {
+pub(crate) fn image_folder(root: &Path, classes: usize, per_class: usize) {
     for c in 0..classes {
         let dir = root.join(format!("class{c}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -54,14 +54,14 @@ pub fn image_folder(root: &Path, classes: usize, per_class: usize) {
     }
 }
 
-pub fn loader(root: &Path, config: LoaderConfig) -> Loader {
+pub(crate) fn loader(root: &Path, config: LoaderConfig) -> Loader {
     let (catalog, _) = Catalog::scan(root, nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let source = Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
     Loader::new(catalog, source, config).unwrap()
 }
 
-pub fn config(batch_size: usize, threads: usize) -> LoaderConfig {
+pub(crate) fn config(batch_size: usize, threads: usize) -> LoaderConfig {
     let mut config = LoaderConfig::new(Pipeline::imagenet_train(32));
     config.plan.batch_size = batch_size;
     config.plan.seed = 5;
@@ -73,7 +73,7 @@ pub fn config(batch_size: usize, threads: usize) -> LoaderConfig {
 
 /// Writes the dataset of `catalog` as WebDataset tar shards of `per_shard` samples into
 /// `out`, with `.cls` labels, using the system's `tar` as an independent writer.
-pub fn write_shards(catalog: &Catalog, out: &Path, per_shard: usize) {
+pub(crate) fn write_shards(catalog: &Catalog, out: &Path, per_shard: usize) {
     let staging = tempfile::tempdir().unwrap();
     let ids: Vec<u64> = (0..catalog.len() as u64).collect();
     for (n, chunk) in ids.chunks(per_shard).enumerate() {
@@ -102,9 +102,9 @@ pub fn write_shards(catalog: &Catalog, out: &Path, per_shard: usize) {
 }
 
 /// One delivered batch: ids, labels and bytes.
-pub type BatchOutput = (Vec<u64>, Vec<i64>, Vec<u8>);
+pub(crate) type BatchOutput = (Vec<u64>, Vec<i64>, Vec<u8>);
 
-pub fn output(batch: &nostall::Batch) -> BatchOutput {
+pub(crate) fn output(batch: &nostall::Batch) -> BatchOutput {
     (
         batch.ids().to_vec(),
         batch.labels().to_vec(),
@@ -113,7 +113,7 @@ pub fn output(batch: &nostall::Batch) -> BatchOutput {
 }
 
 /// Every batch of an epoch.
-pub fn epoch_output(loader: &Loader, epoch: u64) -> Vec<BatchOutput> {
+pub(crate) fn epoch_output(loader: &Loader, epoch: u64) -> Vec<BatchOutput> {
     loader
         .epoch(epoch)
         .unwrap()

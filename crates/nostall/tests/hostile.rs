@@ -194,7 +194,9 @@ fn error_policy_names_the_file_and_cause() {
 fn unreadable_file_is_counted_as_permission_denied() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    if unsafe { libc::geteuid() } == 0 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 {
         // The checkout may not be reachable by `nobody`: run a copy from a world-readable place.
         let place = tempfile::tempdir_in("/tmp").unwrap();
         fs::set_permissions(place.path(), fs::Permissions::from_mode(0o755)).unwrap();

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use common::{config, image_folder, loader};
 use nostall::plan::EpochPlan;
-use nostall::{Batch, PlanConfig, Position, Shard};
+use nostall::{Batch, Position, Shard};
 
 /// (ids, labels, bytes) of every batch of an epoch.
 fn run(loader: &nostall::Loader, epoch: u64) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
@@ -69,12 +69,7 @@ fn each_rank_gets_its_plan_exactly_once_under_both_shard_policies() {
         let mut batch_counts = HashSet::new();
         for rank in 0..4 {
             let mut c = config(3, 2);
-            c.plan = PlanConfig {
-                rank,
-                world: 4,
-                shard,
-                ..c.plan
-            };
+            (c.plan.rank, c.plan.world, c.plan.shard) = (rank, 4, shard);
             let l = loader(dir.path(), c.clone());
             let ids: Vec<u64> = run(&l, 2).into_iter().flat_map(|b| b.0).collect();
             let plan = EpochPlan::new(&c.plan, 26, 2).unwrap();

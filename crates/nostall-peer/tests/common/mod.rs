@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 /// Loopback addresses whose ports are free right now, for nodes' services to listen on.
-pub fn free_addrs(n: usize) -> Vec<String> {
+pub(crate) fn free_addrs(n: usize) -> Vec<String> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
@@ -20,7 +20,7 @@ pub fn free_addrs(n: usize) -> Vec<String> {
 }
 
 /// Lets this test process hold a few thousand sockets (up to its hard limit).
-pub fn raise_descriptor_limit() {
+pub(crate) fn raise_descriptor_limit() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -35,7 +35,7 @@ pub fn raise_descriptor_limit() {
 
 /// Opens up to `n` connections to `addr` that say nothing, from 8 threads, each attempt
 /// given 20 ms (a listener whose queue is full makes the rest wait): those that connected.
-pub fn idle_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+pub(crate) fn idle_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     std::thread::scope(|s| {
         let openers: Vec<_> = (0..8)
             .map(|_| {

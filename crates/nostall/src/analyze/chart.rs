@@ -35,7 +35,7 @@ pub(crate) struct LineChart<'a> {
 }
 
 impl LineChart<'_> {
-    pub fn svg(&self) -> String {
+    pub(super) fn svg(&self) -> String {
         let points = || self.series.iter().flat_map(|s| s.points.iter().copied());
         let (x_min, x_max) = bounds(points().map(|p| p.0));
         let y_max = self

@@ -111,11 +111,19 @@ impl std::str::FromStr for Capacity {
 
 /// A cache's policy and size.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct CacheConfig {
     /// Which samples it keeps.
     pub policy: CachePolicy,
     /// How much it may hold.
     pub capacity: Capacity,
+}
+
+impl CacheConfig {
+    /// A cache of `policy` holding up to `capacity`.
+    pub fn new(policy: CachePolicy, capacity: Capacity) -> CacheConfig {
+        CacheConfig { policy, capacity }
+    }
 }
 
 impl Default for CacheConfig {

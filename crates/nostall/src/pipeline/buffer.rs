@@ -25,6 +25,7 @@ pub(crate) struct BatchBuffer {
 // `&self` methods that either read (after all writers are done) or hand out slot pointers
 // whose disjointness the claim protocol guarantees.
 unsafe impl Send for BatchBuffer {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for BatchBuffer {}
 
 impl BatchBuffer {
@@ -61,8 +62,9 @@ impl BatchBuffer {
             "slot {index} outside the batch buffer"
         );
         // SAFETY: in bounds, checked above.
+        let ptr = unsafe { self.ptr.as_ptr().add(index * sample_bytes) };
         Slot {
-            ptr: unsafe { self.ptr.as_ptr().add(index * sample_bytes) },
+            ptr,
             len: sample_bytes,
         }
     }

@@ -18,8 +18,10 @@ pub enum ErrorPolicy {
     Skip,
 }
 
-/// How a [`Loader`] runs.
+/// How a [`Loader`] runs (made by [`LoaderConfig::new`] or a `LoaderBuilder`; more
+/// settings may come).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LoaderConfig {
     /// Order, sharding and batching.
     pub plan: PlanConfig,

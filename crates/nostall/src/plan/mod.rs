@@ -51,8 +51,10 @@ impl std::str::FromStr for Shard {
     }
 }
 
-/// Everything that decides the order of samples.
+/// Everything that decides the order of samples (start from `PlanConfig::default()` and
+/// set fields: more may come).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanConfig {
     /// Seed of the shuffle; the same seed gives the same order on every rank.
     pub seed: u64,

@@ -31,7 +31,7 @@ use crate::prep::Modality;
 
 /// Bytes read at a time while indexing a shard: large enough that the headers of small
 /// members come in a few requests, small enough that large members are skipped.
-pub const INDEX_CHUNK: u64 = 256 << 10;
+pub(super) const INDEX_CHUNK: u64 = 256 << 10;
 
 const BLOCK: u64 = 512;
 

@@ -53,7 +53,7 @@ pub(super) struct Block<'a> {
 impl Block<'_> {
     /// Row `r` of channel `c`.
     #[inline(always)]
-    pub fn row(&self, c: usize, r: usize) -> &[u8] {
+    pub(super) fn row(&self, c: usize, r: usize) -> &[u8] {
         let at = c * self.plane + r * self.width;
         &self.data[at..at + self.width]
     }
@@ -189,7 +189,7 @@ pub(super) struct Resampler {
 impl Resampler {
     /// Resamples `region` of `src` to `width` × `height`, handing each block of output
     /// rows, top to bottom, to `sink` with the index of its first row.
-    pub fn run(
+    pub(super) fn run(
         &mut self,
         src: Image<'_>,
         region: Rect,
