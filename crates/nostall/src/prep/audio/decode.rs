@@ -13,13 +13,14 @@
 //! (the exact length, and each packet's place), then decoded from the packet before the
 //! window on. Ogg granule positions are not used to place frames: encoders write some
 //! that disagree with the frames their pages hold (448 too many over a few pages of a
-//! benchmark clip), while a full decode, torchaudio's included, places frames by count. For PCM and FLAC the decoder then
-//! checks the file's end (one seek and a packet), so that a file cut short is refused
-//! whatever window an epoch asks of it. The samples are those a full decode gives:
-//! checked by test on the real clips of every format, and on the 1 007 benchmark clips by
-//! an ignored test. When a window runs past the real end of a lossy stream (its stated
-//! length was wrong), or the packets do not cover the window, the file is decoded whole.
-//! Damage after the window of an MP3 or Vorbis stream goes unnoticed that epoch.
+//! benchmark clip), while a full decode, torchaudio's included, places frames by count.
+//! For PCM and FLAC the decoder then checks the file's end (one seek and a packet), so
+//! that a file cut short is refused whatever window an epoch asks of it. The samples are
+//! those a full decode gives: checked by test on the real clips of every format, and on
+//! the 1 007 benchmark clips by an ignored test. When a window runs past the real end of
+//! a lossy stream (its stated length was wrong), or the packets do not cover the window,
+//! the file is decoded whole. Damage after the window of an MP3 or Vorbis stream goes
+//! unnoticed that epoch.
 
 use std::io::Cursor;
 use std::ops::Range;
