@@ -48,7 +48,7 @@ Public names:
 - :func:`demo_photos`: writes a few real photographs to disk, a dataset to try nostall on.
 - :func:`analyze`: where training waits for data and what would fix it (``nostall
   analyze``, DS-Analyzer), returning an :class:`AnalysisReport`; :func:`time_model`:
-  the rate of a training step on synthetic batches, images/s.
+  the rate of a training step on synthetic batches, samples/s.
 - Exceptions: :class:`NostallError` (base), :class:`SampleError`, :class:`ConfigError`
   (a ``ValueError``), :class:`StorageError` (an ``OSError``), :class:`PeerError` (a
   ``ConnectionError``: the nodes of a partitioned cache cannot reach each other),

@@ -32,7 +32,7 @@ class AnalysisReport(dict[str, Any]):
 
     The dict is the JSON report that ``nostall analyze --json`` writes (``json.dumps``
     gives it back): ``"version"``, ``"dataset"``, ``"configuration"``, ``"model"`` (G and
-    how it was obtained), ``"rates"`` (``"prep"``: P(1), P(2), … in images/s;
+    how it was obtained), ``"rates"`` (``"prep"``: P(1), P(2), … in samples/s;
     ``"storage_bytes_per_s"``; ``"cache"``; ``"model"``: G, ``None`` without a model),
     ``"measurements"`` (F, P(n) and C with their spreads; ``None`` when the rates came
     from an earlier report), ``"prediction"``, ``"observation"`` and ``"observed"`` (the
@@ -66,18 +66,18 @@ class AnalysisReport(dict[str, Any]):
 
     @property
     def predicted_images_per_s(self) -> float:
-        """The predicted throughput of the configuration analysed, images/s."""
+        """The predicted throughput of the configuration analysed, samples/s."""
         return float(self["prediction"]["throughput"])
 
     @property
     def measured_images_per_s(self) -> float | None:
-        """The throughput of the real run (steady state), images/s; ``None`` without one."""
+        """The throughput of the real run (steady state), samples/s; ``None`` without one."""
         observed = self.get("observed")
         return None if observed is None else float(observed["images_per_s"])
 
     @property
     def model_rate(self) -> float | None:
-        """G, the model's rate in images/s; ``None`` when the input pipeline was analysed alone."""
+        """G, the model's rate in samples/s; ``None`` when the input pipeline was analysed alone."""
         rate = self["rates"]["model"]
         return None if rate is None else float(rate)
 
@@ -88,8 +88,8 @@ class AnalysisReport(dict[str, Any]):
         measured = self.measured_images_per_s
         return (
             f"<nostall.AnalysisReport of {self.get('dataset')!r}: predicted "
-            f"{self.predicted_images_per_s:.0f} images/s, limited by {self.bottleneck}"
-            + ("" if measured is None else f"; measured {measured:.0f} images/s")
+            f"{self.predicted_images_per_s:.0f} samples/s, limited by {self.bottleneck}"
+            + ("" if measured is None else f"; measured {measured:.0f} samples/s")
             + ">"
         )
 
@@ -212,7 +212,7 @@ def time_model(
     warmup: int = 3,
     steps: int = 10,
 ) -> float:
-    """Times a training step on synthetic batches and returns the model's rate, images/s.
+    """Times a training step on synthetic batches and returns the model's rate, samples/s.
 
     ``step(images, labels)`` is the user's training step (forward, backward, optimiser
     step); it is called ``warmup`` times, untimed (lazy initialisation, autotuning), then
@@ -310,7 +310,7 @@ def analyze(
     - ``model``: the training step ``step(images, labels)``, timed with
       :func:`time_model` on synthetic batches of this configuration's shape, element type
       and number of classes, on ``device`` (see :func:`time_model`);
-    - ``model_rate``: images/s (e.g. from :func:`time_model` with settings of your own);
+    - ``model_rate``: samples/s (e.g. from :func:`time_model` with settings of your own);
     - ``step_ms``: a simulated model taking this many milliseconds per batch
       (``step_ms=batch_size`` is the command line's default, 1 ms per image);
     - none of them: the input pipeline alone (the command line's ``--no-model``). Unlike

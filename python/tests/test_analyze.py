@@ -95,7 +95,7 @@ def test_reuses_the_rates_of_an_earlier_report_without_measuring(analysis, photo
         assert not any("measur" in line for line in lines), lines
         assert again.measured_images_per_s is None
         assert again["rates"]["prep"] == report["rates"]["prep"]
-        assert again.model_rate == 123.0 and again["model"]["how"] == "given: 123 images/s"
+        assert again.model_rate == 123.0 and again["model"]["how"] == "given: 123 samples/s"
     # No model: the input pipeline alone.
     alone = nostall.analyze(photos, batch_size=BATCH, image_size=SIZE, rates=report, run_seconds=0)
     assert alone.model_rate is None and alone.bottleneck != "model"
@@ -195,7 +195,7 @@ def test_time_model_takes_the_median_step_not_the_mean(clock):
 
     rate = nostall.time_model(step, batch_size=10, image_size=8, warmup=0, steps=5)
     assert len(calls) == 5
-    assert rate == pytest.approx(10 / 0.002)  # the mean step would give 192 images/s
+    assert rate == pytest.approx(10 / 0.002)  # the mean step would give 192 samples/s
 
 
 def test_time_model_shapes_dtypes_and_layouts():

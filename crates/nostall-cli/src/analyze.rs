@@ -32,7 +32,7 @@ pub(crate) struct Args {
     /// Fetch threads (requests in flight) of the configuration analysed.
     #[arg(long, default_value_t = 2)]
     fetch_threads: usize,
-    /// The model's speed in images/s (e.g. what your GPU trains at).
+    /// The model's speed in samples/s (e.g. what your GPU trains at).
     #[arg(long, conflicts_with_all = ["step_ms", "no_model"])]
     model_rate: Option<f64>,
     /// A simulated model taking this many milliseconds per batch (default: 1 ms per
@@ -135,7 +135,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         (Some(rate), _, _) if rate > 0.0 => ModelRate::given(rate),
         (Some(rate), _, _) => {
             return Err(Error::Config(format!(
-                "--model-rate {rate}: give images/s above 0, or --no-model"
+                "--model-rate {rate}: give samples/s above 0, or --no-model"
             )))
         }
         (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size),

@@ -103,7 +103,7 @@ fn analyze_reports_in_the_terminal_as_json_and_as_a_page_that_renders() {
         "dataset cached (%)",
         "prep threads (cores)",
         "storage bandwidth (MB/s, log scale)",
-        "images/s per node",
+        "samples/s per node",
         r#"id="download" href="blob:"#,
     ] {
         assert!(

@@ -396,7 +396,7 @@ mod tests {
         let chart = LineChart {
             title: "prep rate",
             x_label: "threads",
-            y_label: "images/s",
+            y_label: "samples/s",
             series: vec![Series {
                 name: "P(n)",
                 color: "#1f77b4",

@@ -195,7 +195,7 @@ pub fn analyze(
                 }
                 last_line = Some(Instant::now());
                 progress(&format!(
-                    "  epoch {}: {:.0} images/s, {:.1}% waiting for data",
+                    "  epoch {}: {:.0} samples/s, {:.1}% waiting for data",
                     e.epoch,
                     e.samples as f64 / e.seconds.max(1e-9),
                     100.0 * e.stall_seconds / e.seconds.max(1e-9)

@@ -46,7 +46,7 @@ impl ModelRate {
     pub fn given(rate: f64) -> ModelRate {
         ModelRate {
             rate: Some(rate),
-            how: format!("given: {rate:.0} images/s"),
+            how: format!("given: {rate:.0} samples/s"),
         }
     }
 
@@ -55,7 +55,7 @@ impl ModelRate {
         let rate = batch_size as f64 / (step_ms / 1e3);
         ModelRate {
             rate: Some(rate),
-            how: format!("simulated: {step_ms} ms per batch of {batch_size}, {rate:.0} images/s"),
+            how: format!("simulated: {step_ms} ms per batch of {batch_size}, {rate:.0} samples/s"),
         }
     }
 
@@ -73,7 +73,7 @@ impl ModelRate {
     pub fn timed(rate: f64, what: &str) -> ModelRate {
         ModelRate {
             rate: Some(rate),
-            how: format!("timed: {what}, {rate:.0} images/s"),
+            how: format!("timed: {what}, {rate:.0} samples/s"),
         }
     }
 }
@@ -197,14 +197,14 @@ impl Report {
             c.storage
         );
         let _ = writeln!(t, "model: {}\n", self.model.how);
-        let _ = writeln!(t, "{:<44}{:>12}  spread", "rate", "images/s");
+        let _ = writeln!(t, "{:<44}{:>12}  spread", "rate", "samples/s");
         for row in self.rate_rows() {
             let _ = writeln!(t, "{:<44}{:>12}  {}", row.0, row.1, row.2);
         }
         let p = &self.prediction;
         let _ = writeln!(
             t,
-            "\npredicted: {:.0} images/s, limited by {}; of epoch time: compute {}, prep stall {}, fetch stall {}",
+            "\npredicted: {:.0} samples/s, limited by {}; of epoch time: compute {}, prep stall {}, fetch stall {}",
             p.throughput,
             bottleneck_words(p.bottleneck),
             pct(p.compute_share),
@@ -214,7 +214,7 @@ impl Report {
         if let Some(o) = &self.observed {
             let _ = writeln!(
                 t,
-                "measured:  {:.0} images/s ({:+.1}% from predicted); of epoch time: compute {}, data stall {}; cache hits {}{}",
+                "measured:  {:.0} samples/s ({:+.1}% from predicted); of epoch time: compute {}, data stall {}; cache hits {}{}",
                 o.images_per_s,
                 100.0 * (o.images_per_s / p.throughput - 1.0),
                 pct(o.compute_share),
@@ -227,7 +227,7 @@ impl Report {
         t
     }
 
-    /// The rows of the rates table: name, images/s, spread.
+    /// The rows of the rates table: name, samples/s, spread.
     fn rate_rows(&self) -> Vec<(String, String, String)> {
         let r = &self.rates;
         let mut rows = Vec::new();
@@ -349,7 +349,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 "Share of epoch time: compute, prep stall, fetch stall",
             ),
         );
-        h.push_str("<table><tr><th></th><th>images/s</th><th>limited by</th><th>compute</th><th>prep stall</th><th>fetch stall</th></tr>");
+        h.push_str("<table><tr><th></th><th>samples/s</th><th>limited by</th><th>compute</th><th>prep stall</th><th>fetch stall</th></tr>");
         let _ = write!(
             h,
             r#"<tr><td>predicted</td><td class="n">{:.0}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
@@ -375,7 +375,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 pct(o.stall_share)
             );
         }
-        h.push_str("</table>\n<h2>Measured rates</h2>\n<table><tr><th>rate</th><th>images/s</th><th>spread</th></tr>");
+        h.push_str("</table>\n<h2>Measured rates</h2>\n<table><tr><th>rate</th><th>samples/s</th><th>spread</th></tr>");
         for (name, rate, spread) in self.rate_rows() {
             let _ = write!(
                 h,
@@ -462,7 +462,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 LineChart {
                     title: "Predicted throughput against the share of the dataset cached",
                     x_label: "dataset cached (%)",
-                    y_label: "images/s",
+                    y_label: "samples/s",
                     series: stage_series(&w.cache, |p| 100.0 * p.x, None),
                     log_x: false,
                     marker: Some((100.0 * c.cache_share, "now")),
@@ -474,7 +474,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 LineChart {
                     title: "Predicted throughput against the number of prep threads",
                     x_label: "prep threads (cores)",
-                    y_label: "images/s",
+                    y_label: "samples/s",
                     series: stage_series(&w.threads, |p| p.x, Some(w.threads_measured as f64)),
                     log_x: false,
                     marker: Some((c.prep_threads as f64, "now")),
@@ -486,7 +486,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 LineChart {
                     title: "Predicted throughput against storage bandwidth",
                     x_label: "storage bandwidth (MB/s, log scale)",
-                    y_label: "images/s",
+                    y_label: "samples/s",
                     series: stage_series(&w.bandwidth, |p| p.x, None),
                     log_x: true,
                     marker: Some((self.rates.storage_bytes_per_s / 1e6, "measured")),
@@ -502,7 +502,7 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 LineChart {
                     title: "Predicted throughput per node against the number of nodes",
                     x_label: "nodes (log scale)",
-                    y_label: "images/s per node",
+                    y_label: "samples/s per node",
                     series: stage_series(&w.nodes, |p| p.x, None),
                     log_x: true,
                     marker: Some((1.0, "one node")),

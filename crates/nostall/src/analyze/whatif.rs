@@ -161,8 +161,8 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
         (Bottleneck::Model, Some(g)) => {
             v.push_str(&format!(
                 "The model (the GPU) sets the pace. With {} prep threads and {cache_words}, \
-                 the input pipeline can deliver {:.0} images/s, more than the model \
-                 consumes ({g:.0} images/s). More cache, cores or storage bandwidth would \
+                 the input pipeline can deliver {:.0} samples/s, more than the model \
+                 consumes ({g:.0} samples/s). More cache, cores or storage bandwidth would \
                  not make training faster. ",
                 setup.threads,
                 p.fetch.min(p.prep)
@@ -183,13 +183,13 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
         (bottleneck, _) => {
             let demand = model.map_or_else(
                 || "The model's speed was not given, so this is how fast the input pipeline alone can go. ".to_string(),
-                |g| format!("The model could consume {g:.0} images/s, but training runs at {:.0}: {} of every epoch is spent waiting for data. ", p.throughput, pct(p.fetch_stall_share + p.prep_stall_share)),
+                |g| format!("The model could consume {g:.0} samples/s, but training runs at {:.0}: {} of every epoch is spent waiting for data. ", p.throughput, pct(p.fetch_stall_share + p.prep_stall_share)),
             );
             v.push_str(&demand);
             if bottleneck == Bottleneck::Fetch {
                 v.push_str(&format!(
                     "The bottleneck is reading samples: storage and cache together deliver \
-                     {:.0} images/s, while decoding and augmenting with {} threads could \
+                     {:.0} samples/s, while decoding and augmenting with {} threads could \
                      handle {:.0}. ",
                     p.fetch, setup.threads, p.prep
                 ));
@@ -218,7 +218,7 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
             } else {
                 v.push_str(&format!(
                     "The bottleneck is decoding and augmenting: {} prep threads deliver \
-                     {:.0} images/s; reading keeps up ({:.0} images/s). ",
+                     {:.0} samples/s; reading keeps up ({:.0} samples/s). ",
                     setup.threads, p.prep, p.fetch
                 ));
                 if model.is_some() {
