@@ -103,7 +103,7 @@ class Loader:
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
-        threads: int | None = None,
+        threads: int | Literal["auto"] | None = None,
         fetch_threads: int | None = None,
         prefetch: int | None = None,
         cache: str | float | int | None = None,

@@ -121,7 +121,7 @@ pub(crate) fn run(
         shuffle: true,
         seed,
         drop_last: false,
-        threads: Some(threads),
+        threads: Some(crate::Threads::Count(threads)),
         fetch_threads: Some(fetch_threads),
         prefetch: None,
         cache: cache.as_ref(),
@@ -157,7 +157,7 @@ pub(crate) fn run(
             ))
         }
         Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        None => nostall::pipeline::usable_cores(),
     };
     let link = Link {
         bandwidth: throttle_mbps

@@ -215,7 +215,9 @@ enum Output {
 /// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
-/// - `threads` (None: the engine's default, 2): decode-and-transform threads.
+/// - `threads` (None: the engine's default, 2): decode-and-transform threads, or
+///   `"auto"`: as many as the cores this process may use (its CPU affinity and cgroup
+///   CPU quota).
 /// - `fetch_threads` (None: 2): threads reading bytes (more for slow remote storage).
 /// - `prefetch` (None: 4): batches prepared ahead of the training loop.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
@@ -325,6 +327,13 @@ fn interruptible<T: Send + 'static>(
 /// How often a wait for a batch checks for signals (Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// `threads=`: a count, or `"auto"` (the cores this process may use), read by the engine.
+#[derive(FromPyObject)]
+pub(crate) enum Threads {
+    Count(usize),
+    Named(String),
+}
+
 /// The keyword arguments that configure a loader, as `Loader` takes them; `analyze`
 /// builds the configuration it analyses from the same arguments, the same way. They are
 /// converted here and handed to the engine's [`LoaderBuilder`], which checks them.
@@ -337,7 +346,7 @@ pub(crate) struct ConfigArgs<'a, 'py> {
     pub shuffle: bool,
     pub seed: u64,
     pub drop_last: bool,
-    pub threads: Option<usize>,
+    pub threads: Option<Threads>,
     pub fetch_threads: Option<usize>,
     pub prefetch: Option<usize>,
     pub cache: Option<&'a Bound<'py, PyAny>>,
@@ -376,6 +385,11 @@ impl ConfigArgs<'_, '_> {
         set("dtype", self.dtype)?;
         set("layout", self.layout)?;
         set("on_error", self.on_error)?;
+        match &self.threads {
+            Some(Threads::Count(n)) => set("threads", &n.to_string())?,
+            Some(Threads::Named(name)) => set("threads", name)?,
+            None => {}
+        }
         if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
             set("cache_policy", self.cache_policy)?;
             builder.config_mut().cache.capacity = parse_capacity(py, cache)?;
@@ -387,7 +401,6 @@ impl ConfigArgs<'_, '_> {
         config.plan.drop_last = self.drop_last;
         config.plan.rank = dist.rank;
         config.plan.world = dist.world;
-        config.prep_threads = self.threads.unwrap_or(config.prep_threads);
         config.fetch_threads = self.fetch_threads.unwrap_or(config.fetch_threads);
         config.prefetch = self.prefetch.unwrap_or(config.prefetch);
         // Every setting checked together, before anything is opened.
@@ -468,7 +481,7 @@ impl Loader {
         shuffle: bool,
         seed: u64,
         drop_last: bool,
-        threads: Option<usize>,
+        threads: Option<Threads>,
         fetch_threads: Option<usize>,
         prefetch: Option<usize>,
         cache: Option<Bound<'_, PyAny>>,

@@ -293,3 +293,16 @@ def test_cache_counts_hits_in_later_epochs(photos):
         pass
     m = loader.metrics
     assert m["cache"]["hits"] == N and m["storage"]["bytes"] == 0
+
+
+def test_threads_auto_takes_the_cores_this_process_may_use(photos):
+    import os
+    import re
+
+    loader = nostall.Loader(photos, batch_size=8, threads="auto")
+    threads = int(re.search(r"(\d+) prep threads", repr(loader)).group(1))
+    # The engine also honours a cgroup CPU quota, which can only lower the count.
+    assert 1 <= threads <= len(os.sched_getaffinity(0))
+    assert sum(len(labels) for _, labels in loader) == loader.dataset_len
+    with pytest.raises(nostall.ConfigError, match="threads"):
+        nostall.Loader(photos, threads="many")

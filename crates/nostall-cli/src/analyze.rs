@@ -141,7 +141,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size),
     };
     let rates = args.rates.as_deref().map(read_rates).transpose()?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = nostall::pipeline::usable_cores();
     let options = Options {
         budget: Duration::from_secs_f64(args.budget.max(0.5)),
         max_threads: args.max_threads.unwrap_or(cores).max(1),

@@ -47,7 +47,11 @@ pub const KNOBS: [(&str, &str); 21] = [
     ),
     ("rank", "this process's rank"),
     ("world_size", "ranks in the job"),
-    ("threads", "prep threads"),
+    (
+        "threads",
+        "prep threads, or auto: the cores this process may use (its CPU affinity and \
+         cgroup quota)",
+    ),
     ("fetch_threads", "fetch threads"),
     ("prefetch", "batches prepared ahead"),
     ("on_error", "error or skip"),
@@ -136,6 +140,7 @@ impl LoaderBuilder {
             "shard" => c.plan.shard = parse(name, value)?,
             "rank" => c.plan.rank = parse(name, value)?,
             "world_size" => c.plan.world = parse(name, value)?,
+            "threads" if value.trim() == "auto" => c.prep_threads = usable_cores(),
             "threads" => c.prep_threads = parse(name, value)?,
             "fetch_threads" => c.fetch_threads = parse(name, value)?,
             "prefetch" => c.prefetch = parse(name, value)?,
@@ -293,6 +298,12 @@ impl LoaderBuilder {
     }
 }
 
+/// The cores this process may run on: its CPU affinity mask and, under a cgroup CPU quota,
+/// the quota (Rust's `available_parallelism` reads both on Linux); 1 if unknown.
+pub fn usable_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
 /// `value` as knob `name`'s type, or an error naming both.
 fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
     value.trim().parse().map_err(|_| {
@@ -386,6 +397,15 @@ mod tests {
         );
         let c = b.config().unwrap();
         assert_eq!(c.pipeline.layout().shape(), [96, 96, 3]);
+        assert_eq!(
+            LoaderBuilder::new("/data")
+                .set("threads", "auto")
+                .unwrap()
+                .config()
+                .unwrap()
+                .prep_threads,
+            usable_cores()
+        );
         assert_eq!(
             (c.plan.batch_size, c.plan.seed, c.plan.rank, c.plan.world),
             (32, 7, 1, 2)

@@ -39,7 +39,7 @@ mod tests;
 mod workers;
 
 pub use batch::Batch;
-pub use builder::{LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
+pub use builder::{usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig};
 pub use epoch::{Epoch, Next};
