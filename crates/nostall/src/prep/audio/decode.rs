@@ -304,13 +304,13 @@ impl Stream {
             return Ok(frames);
         }
         // Capacity counts samples of all channels.
-        let samples = decoded.frames() * self.channels;
+        let samples = frames as usize * self.channels;
         if self.buffer.as_ref().is_none_or(|b| b.capacity() < samples) {
             self.buffer = Some(SampleBuffer::new(decoded.capacity() as u64, spec));
         }
         let buffer = self.buffer.as_mut().expect("made above");
         buffer.copy_planar_ref(decoded);
-        Ok(buffer.samples().len() as u64 / self.channels as u64)
+        Ok(frames)
     }
 
     /// Appends frames `keep` of the packet last decoded (which held frames) to `out`'s
