@@ -128,13 +128,17 @@ class Loader:
     def epoch(self) -> int:
         """The epoch being iterated, or the one the next iteration runs."""
     def state_dict(self) -> dict[str, Any]:
-        """``{"epoch", "batch", "sample", "identity", "skipped"}``: resumes exactly after the
-        last batch delivered, with the dataset and settings ``identity`` records and the
-        epoch's skip counts by cause."""
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Makes the next iteration resume at a position from ``state_dict``; raises
-        ``ConfigError`` naming what differs when it was saved with another dataset, seed,
-        batch size, world size, shard policy or pipeline."""
+        """``{"epoch", "batch", "sample", "rank", "identity", "skipped", "history"}``:
+        resumes exactly after the last batch delivered, with the dataset and settings
+        ``identity`` records, the epoch's skip counts by cause, and its stretches under
+        other world sizes. Plain ints, lists and dicts."""
+    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """Makes the next iteration resume from ``state_dict()``: one rank's, or a list of
+        every rank's. With another world size than it was saved with, the rest of the
+        epoch is re-sharded over this job's ranks, each sample once with the augmentation
+        it would have had (one rank's state suffices unless a rank skipped samples in the
+        epoch). Raises ``ConfigError`` naming what differs when it was saved with another
+        dataset, seed, batch size, shard policy or pipeline."""
     @property
     def rank(self) -> int:
         """This process's rank (argument, else ``RANK``, else 0)."""

@@ -9,6 +9,7 @@ mod analyze;
 mod audio_ops;
 mod dlpack;
 mod ops;
+mod state;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -652,10 +653,11 @@ impl Loader {
         self.position().epoch
     }
 
-    /// Where the loader stands: `{"epoch", "batch", "sample", "identity", "skipped"}`.
-    /// Saved with a checkpoint and given to `load_state_dict`, it resumes exactly after
-    /// the last batch delivered; `identity` ties it to the dataset and settings it was
-    /// saved with, `skipped` carries the epoch's skip counts by cause.
+    /// Where the loader stands: `{"epoch", "batch", "sample", "rank", "identity",
+    /// "skipped", "history"}`. Saved with a checkpoint and given to `load_state_dict`, it
+    /// resumes exactly after the last batch delivered; `identity` ties it to the dataset
+    /// and settings it was saved with, `skipped` carries the epoch's skip counts by cause,
+    /// `history` the epoch's stretches under other world sizes.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let checkpoint = match (&self.current, self.active, &self.resume) {
             (Some(epoch), true, _) => py.detach(|| self.inner.checkpoint(epoch)),
@@ -664,79 +666,27 @@ impl Loader {
                 position: self.next,
                 identity: py.detach(|| self.inner.identity()),
                 skipped: Default::default(),
+                rank: self.dist.rank as u64,
+                history: Vec::new(),
             },
         };
-        let identity = PyDict::new(py);
-        for (name, value) in checkpoint.identity.fields() {
-            identity.set_item(name, value)?;
-        }
-        let d = PyDict::new(py);
-        let p = checkpoint.position;
-        d.set_item("epoch", p.epoch)?;
-        d.set_item("batch", p.batch)?;
-        d.set_item("sample", p.sample)?;
-        d.set_item("identity", identity)?;
-        let skipped = PyDict::new(py);
-        for (kind, count) in checkpoint.skipped {
-            skipped.set_item(kind, count)?;
-        }
-        d.set_item("skipped", skipped)?;
-        Ok(d)
+        state::to_dict(py, &checkpoint)
     }
 
-    /// Makes the next iteration resume at a position from `state_dict`, after checking
-    /// that it was saved with this dataset and these settings (`ConfigError` naming what
-    /// differs otherwise).
-    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
-        let lacks = |key: &str| {
-            config_error(
-                py,
-                format!("state dict lacks {key:?}: give the dict that state_dict() returned"),
-            )
-        };
-        let get = |key: &str| -> PyResult<u64> {
-            state.get_item(key)?.ok_or_else(|| lacks(key))?.extract()
-        };
-        let position = Position {
-            epoch: get("epoch")?,
-            batch: get("batch")?,
-            sample: get("sample")?,
-        };
-        let saved = state
-            .get_item("identity")?
-            .ok_or_else(|| lacks("identity"))?;
-        let saved = saved.cast::<PyDict>()?;
-        let mut values = std::collections::HashMap::new();
-        for name in nostall::RunIdentity::FIELDS {
-            if let Some(value) = saved.get_item(name)? {
-                values.insert(name, value.extract::<u64>()?);
-            }
-        }
-        let identity = nostall::RunIdentity::from_fields(|name| values.get(name).copied())
-            .map_err(|e| raise(py, e))?;
-        let mut skipped = std::collections::BTreeMap::new();
-        if let Some(counts) = state.get_item("skipped")? {
-            for (kind, count) in counts.cast::<PyDict>()?.iter() {
-                let kind: String = kind.extract()?;
-                let kind = nostall::Cause::kind_named(&kind).ok_or_else(|| {
-                    config_error(
-                        py,
-                        format!("state dict counts skips of an unknown cause {kind:?}"),
-                    )
-                })?;
-                skipped.insert(kind, count.extract::<u64>()?);
-            }
-        }
-        let checkpoint = nostall::Checkpoint {
-            position,
-            identity,
-            skipped,
-        };
+    /// Makes the next iteration resume from `state_dict()`s: one rank's, or a list of
+    /// every rank's. With the world size they were saved with, each rank resumes its own
+    /// position (or the first given); with another, the rest of the epoch is re-sharded
+    /// over this job's ranks, each sample once, with the augmentation it would have had
+    /// (one rank's state is enough unless a rank skipped samples in the epoch). Checked
+    /// here: `ConfigError` naming what differs or what is missing.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let states = state::from_python(py, state)?;
         let inner = self.inner.clone();
-        py.detach(move || inner.identity().check(&identity))
+        let resumed = py
+            .detach(move || inner.resolve(&states))
             .map_err(|e| raise(py, e))?;
-        self.next = position;
-        self.resume = Some(checkpoint);
+        self.next = resumed.position;
+        self.resume = Some(resumed);
         Ok(())
     }
 

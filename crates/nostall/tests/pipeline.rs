@@ -155,6 +155,8 @@ fn a_position_resumes_only_what_it_was_saved_with() {
         },
         identity: l.identity(),
         skipped: Default::default(),
+        rank: 0,
+        history: Vec::new(),
     };
     assert_eq!(
         l.resume_saved(&saved).unwrap().count(),
@@ -170,9 +172,6 @@ fn a_position_resumes_only_what_it_was_saved_with() {
     let mut other_seed = config(3, 2);
     other_seed.plan.seed += 1;
     assert!(refused(&loader(dir.path(), other_seed)).contains("seed was 5, is 6"));
-    let mut two_ranks = config(3, 2);
-    two_ranks.plan.world = 2;
-    assert!(refused(&loader(dir.path(), two_ranks)).contains("world_size was 1, is 2"));
     let mut val = config(3, 2);
     val.pipeline = nostall::Pipeline::imagenet_val(32);
     assert!(refused(&loader(dir.path(), val)).contains("the pipeline changed"));
@@ -182,6 +181,131 @@ fn a_position_resumes_only_what_it_was_saved_with() {
     )
     .unwrap();
     assert!(refused(&loader(dir.path(), config(3, 2))).contains("the dataset changed"));
+}
+
+/// Ranks `0..world` of a job: (rank, loader).
+fn ranks(root: &std::path::Path, world: usize) -> Vec<nostall::Loader> {
+    (0..world)
+        .map(|rank| {
+            let mut c = config(3, 2);
+            c.plan.rank = rank;
+            c.plan.world = world;
+            loader(root, c)
+        })
+        .collect()
+}
+
+/// What a job's ranks did in one stretch: their checkpoints, the batches each delivered,
+/// and every delivered sample with its bytes.
+struct Ran {
+    saved: Vec<nostall::Checkpoint>,
+    counts: Vec<usize>,
+    samples: Vec<(u64, Vec<u8>)>,
+}
+
+/// Runs each rank's epoch (resumed from `states`, or from the start of epoch 1) for
+/// `batches` batches (all when `None`).
+fn stretch(job: &[nostall::Loader], states: &[nostall::Checkpoint], batches: Option<usize>) -> Ran {
+    let (mut saved, mut counts, mut samples) = (Vec::new(), Vec::new(), Vec::new());
+    for l in job {
+        let mut epoch = if states.is_empty() {
+            l.epoch(1).unwrap()
+        } else {
+            l.resume_from(states).unwrap()
+        };
+        let mut n = 0;
+        while batches != Some(n) {
+            let Some(batch) = epoch.next() else { break };
+            let batch = batch.unwrap();
+            let bytes = batch.data().chunks(batch.data().len() / batch.len());
+            samples.extend(batch.ids().iter().copied().zip(bytes.map(<[u8]>::to_vec)));
+            n += 1;
+        }
+        counts.push(n);
+        saved.push(l.checkpoint(&epoch));
+    }
+    Ran {
+        saved,
+        counts,
+        samples,
+    }
+}
+
+#[test]
+fn an_epoch_resumes_on_another_number_of_ranks_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    image_folder(dir.path(), 2, 24); // 48 samples
+    let whole: std::collections::BTreeMap<u64, Vec<u8>> = stretch(&ranks(dir.path(), 1), &[], None)
+        .samples
+        .into_iter()
+        .collect();
+    // Two ranks deliver 2 batches of 3, three ranks 1 batch from rank 0's state alone,
+    // then one rank the rest from rank 2's.
+    let two = stretch(&ranks(dir.path(), 2), &[], Some(2));
+    let three = stretch(&ranks(dir.path(), 3), &two.saved[..1], Some(1));
+    assert_eq!(three.counts, [1, 1, 1]);
+    assert!(three
+        .saved
+        .iter()
+        .all(|c| c.history.len() == 1 && c.position.batch == 3));
+    let one = stretch(&ranks(dir.path(), 1), &three.saved[2..], None);
+    assert_eq!(one.counts, [(48 - 12 - 9) / 3]);
+    let delivered: Vec<&(u64, Vec<u8>)> = [&two, &three, &one]
+        .iter()
+        .flat_map(|ran| &ran.samples)
+        .collect();
+    let mut ids: Vec<u64> = delivered.iter().map(|d| d.0).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..48).collect::<Vec<_>>(), "every sample once");
+    // Each sample prepared as in the uninterrupted run: same crop, same flip.
+    for (id, bytes) in delivered {
+        assert!(&whole[id] == bytes, "sample {id} prepared differently");
+    }
+    // Three ranks resuming the rest of two ranks' epoch get equal batch counts.
+    let rest = stretch(&ranks(dir.path(), 3), &two.saved, None);
+    assert_eq!(rest.counts, [4, 4, 4]); // 36 samples left: 12 each
+}
+
+#[test]
+fn after_skips_another_world_size_needs_every_ranks_state() {
+    let dir = tempfile::tempdir().unwrap();
+    image_folder(dir.path(), 1, 23); // and a broken file: 24, no padding for 2 ranks
+    let broken = dir.path().join("class0").join("broken.jpg");
+    std::fs::write(&broken, b"not a jpeg").unwrap();
+    let job = |world| -> Vec<nostall::Loader> {
+        (0..world)
+            .map(|rank| {
+                let mut c = config(3, 2);
+                c.plan.rank = rank;
+                c.plan.world = world;
+                c.on_error = nostall::ErrorPolicy::Skip;
+                loader(dir.path(), c)
+            })
+            .collect()
+    };
+    // Run two ranks to the end of epoch 1 but the last batch, then stop.
+    let two = job(2);
+    let per_rank = two[0].batches_per_epoch();
+    let two = stretch(&two, &[], Some(per_rank - 1));
+    let skipper = two
+        .saved
+        .iter()
+        .find(|c| !c.skipped.is_empty())
+        .expect("a skip");
+    let one = job(1);
+    let error = one[0].resume_saved(skipper).unwrap_err().to_string();
+    assert!(error.contains("give every rank's state"), "{error}");
+    // Every rank's state: the rest exactly, and the skip carried in rank 0's counts.
+    let rest = stretch(&one, &two.saved, None);
+    assert_eq!(rest.saved[0].skipped, skipper.skipped);
+    let delivered: Vec<_> = two.samples.iter().chain(&rest.samples).collect();
+    let mut ids: Vec<u64> = delivered.iter().map(|d| d.0).collect();
+    ids.sort_unstable();
+    let broken_id = (0..one[0].catalog().len() as u64)
+        .find(|&id| one[0].catalog().relative_path(id).ends_with("broken.jpg"))
+        .unwrap();
+    let expected: Vec<u64> = (0..24).filter(|&id| id != broken_id).collect();
+    assert_eq!(ids, expected, "every good sample once");
 }
 
 #[test]

@@ -7,11 +7,16 @@
 //! [`Checkpoint`] carries a [`RunIdentity`] and resuming checks it, naming what differs.
 //! It also carries the epoch's skip counts, so that they stay exact across the
 //! interruption.
+//!
+//! The world size is the one setting that may change: the rest of an interrupted epoch is
+//! then re-sharded over the new ranks ([`crate::plan::elastic`]), and the checkpoint
+//! carries the epoch's earlier stretches so that it can be interrupted again.
 
 use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::plan::elastic::Stretch;
 use crate::plan::{Position, Shard};
 use crate::rng::derive;
 
@@ -27,12 +32,18 @@ pub struct Checkpoint {
     /// The samples of this epoch skipped before the position, by cause kind
     /// ([`crate::Cause::kind`]).
     pub skipped: BTreeMap<&'static str, u64>,
+    /// The rank that saved it.
+    pub rank: u64,
+    /// The epoch's stretches under other world sizes before this one (empty unless the
+    /// epoch was resumed with another number of ranks).
+    pub history: Vec<Stretch>,
 }
 
 /// The settings a position belongs to, in a form that can be saved with it (integers).
 ///
 /// The rank is not part of it: under torchrun every rank may load the state rank 0 saved
 /// (positions of ranks differ only after skips, which the state of each rank records).
+/// Neither are the world size and the layout, for [`RunIdentity::check_elastic`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunIdentity {
     /// A digest of the catalog: every sample's path, size and label, and the class names.
@@ -45,16 +56,18 @@ pub struct RunIdentity {
     pub batch_size: u64,
     /// Ranks in the job.
     pub world_size: u64,
-    /// A digest of the rest of the plan: shuffling, drop-last, shard policy, and whether
-    /// batches are planned locality-aware (with the placement's nodes).
+    /// A digest of the rest of the plan: shuffling, drop-last and shard policy.
     pub plan: u64,
+    /// How samples are dealt to ranks: 0 for the plain plan, else a digest of the
+    /// locality-aware plan's nodes and ranks per node.
+    pub layout: u64,
 }
 
 impl RunIdentity {
     /// The identity of a loader over `catalog` configured by `config`.
     pub(crate) fn of(catalog: &Catalog, config: &LoaderConfig) -> RunIdentity {
         let plan = &config.plan;
-        let locality = config.locality.as_ref().map_or(0, |l| {
+        let layout = config.locality.as_ref().map_or(0, |l| {
             derive(&[1, l.placement.nodes() as u64, l.ranks_per_node as u64])
         });
         RunIdentity {
@@ -70,23 +83,27 @@ impl RunIdentity {
                     Shard::Pad => 0,
                     Shard::Drop => 1,
                 },
-                locality,
+                // Where the layout once was: states saved before it had a field of its
+                // own keep their digest.
+                0,
             ]),
+            layout,
         }
     }
 
     /// The fields' names in the saved form, in the order of [`RunIdentity::fields`].
-    pub const FIELDS: [&'static str; 6] = [
+    pub const FIELDS: [&'static str; 7] = [
         "dataset",
         "pipeline",
         "seed",
         "batch_size",
         "world_size",
         "plan",
+        "layout",
     ];
 
     /// Each field with its name: the saved form.
-    pub fn fields(&self) -> [(&'static str, u64); 6] {
+    pub fn fields(&self) -> [(&'static str, u64); 7] {
         let values = [
             self.dataset,
             self.pipeline,
@@ -94,11 +111,13 @@ impl RunIdentity {
             self.batch_size,
             self.world_size,
             self.plan,
+            self.layout,
         ];
         std::array::from_fn(|i| (Self::FIELDS[i], values[i]))
     }
 
-    /// Reads the saved form back; `get` returns a field by name (`None` if absent).
+    /// Reads the saved form back; `get` returns a field by name (`None` if absent). A
+    /// missing `layout` reads as the plain plan's (states saved before it existed).
     ///
     /// # Errors
     ///
@@ -118,22 +137,39 @@ impl RunIdentity {
             batch_size: field("batch_size")?,
             world_size: field("world_size")?,
             plan: field("plan")?,
+            layout: get("layout").unwrap_or(0),
         })
     }
 
-    /// Checks that a position saved under `saved` may be resumed here.
+    /// Checks that a position saved under `saved` may be resumed here, with the same
+    /// ranks.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] naming every field that differs.
     pub fn check(&self, saved: &RunIdentity) -> Result<()> {
+        self.compare(saved, &[])
+    }
+
+    /// Checks that the rest of an epoch saved under `saved` may be re-sharded over this
+    /// run's ranks: everything but the world size and the layout must match.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming every field that differs.
+    pub fn check_elastic(&self, saved: &RunIdentity) -> Result<()> {
+        self.compare(saved, &["world_size", "layout"])
+    }
+
+    fn compare(&self, saved: &RunIdentity, free: &[&str]) -> Result<()> {
         let differ: Vec<String> = self
             .fields()
             .iter()
             .zip(saved.fields())
-            .filter(|(now, then)| now.1 != then.1)
+            .filter(|(now, then)| now.1 != then.1 && !free.contains(&now.0))
             .map(|((name, now), (_, then))| match *name {
                 "dataset" | "pipeline" | "plan" => format!("the {name} changed"),
+                "layout" => "the locality-aware layout changed".to_owned(),
                 _ => format!("{name} was {then}, is {now}"),
             })
             .collect();

@@ -10,6 +10,7 @@ use crate::cache::Cached;
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Error, Result, SampleError};
 use crate::metrics::{EpochStats, StageCounters};
+use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
 use crate::storage::Source;
 
@@ -96,6 +97,8 @@ pub struct Epoch {
     /// 1 000 skipped samples of this run.
     skipped_by_cause: BTreeMap<&'static str, u64>,
     skipped_samples: Vec<SampleError>,
+    /// The epoch's stretches under other world sizes before this run.
+    history: Vec<Stretch>,
 }
 
 /// What [`Epoch::next_within`] found.
@@ -127,6 +130,7 @@ impl Epoch {
         plan: EpochPlan,
         position: Position,
         skipped_by_cause: BTreeMap<&'static str, u64>,
+        history: Vec<Stretch>,
     ) -> Epoch {
         let config = &loader.config;
         let catalog = &loader.catalog;
@@ -192,12 +196,19 @@ impl Epoch {
             ids: Vec::with_capacity(config.plan.batch_size),
             skipped_by_cause,
             skipped_samples: Vec::new(),
+            history,
         }
     }
 
     /// Where the epoch stands: save it to resume exactly here.
     pub fn position(&self) -> Position {
         self.position
+    }
+
+    /// The epoch's stretches under other world sizes before this run (empty unless it
+    /// resumed a state saved by another number of ranks).
+    pub fn history(&self) -> &[Stretch] {
+        &self.history
     }
 
     /// Figures so far.

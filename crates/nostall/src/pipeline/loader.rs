@@ -7,7 +7,8 @@ use std::sync::{Arc, OnceLock};
 use crate::cache::Cached;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position};
+use crate::plan::elastic::{remaining, Stretch};
+use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
 use crate::storage::Source;
 
 use super::buffer::Pool;
@@ -78,24 +79,173 @@ impl Loader {
     }
 
     /// Where `epoch` stands, for what, and what it skipped so far: save it to resume
-    /// exactly there with [`Loader::resume_saved`].
+    /// exactly there with [`Loader::resume_saved`] (or [`Loader::resume_from`] with the
+    /// states of the other ranks).
     pub fn checkpoint(&self, epoch: &Epoch) -> Checkpoint {
         Checkpoint {
             position: epoch.position(),
             identity: self.identity(),
             skipped: epoch.stats().skipped,
+            rank: self.config.plan.rank as u64,
+            history: epoch.history().to_vec(),
         }
     }
 
     /// Resumes a [`Checkpoint`], after checking that it belongs to this dataset and these
-    /// settings; the epoch's skip counts go on from the saved ones.
+    /// settings; the epoch's skip counts go on from the saved ones. One rank's state
+    /// resumes another world size too, as [`Loader::resume_from`] says.
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] naming what differs, or as for [`Loader::resume`].
+    /// As [`Loader::resume_from`].
     pub fn resume_saved(&self, checkpoint: &Checkpoint) -> Result<Epoch> {
-        self.identity().check(&checkpoint.identity)?;
-        self.start(checkpoint.position, checkpoint.skipped.clone())
+        self.resume_from(std::slice::from_ref(checkpoint))
+    }
+
+    /// Resumes from the states the ranks of a job saved: one rank's, or every rank's.
+    ///
+    /// With the world size they were saved with, this rank resumes its own state if it is
+    /// among them, else the first (under data-parallel training, ranks stand at the same
+    /// batch; their positions differ only after skips). With another world size, the rest
+    /// of the epoch is re-sharded over this job's ranks ([`crate::plan::elastic`]): every
+    /// remaining sample is delivered once, with the augmentation it would have had, and
+    /// every rank gets the same number of batches. One rank's state is enough when no rank
+    /// had skipped a sample in the epoch; after skips, every rank's state is needed (the
+    /// given ones are checked for skips; the others' cannot be). The epoch's skip counts
+    /// so far go on in rank 0's counts, so that their sum over ranks stays the epoch's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when the states belong to another dataset or settings (naming
+    /// what differs), disagree with each other, or cannot tell what was consumed; or as
+    /// for [`Loader::resume`].
+    pub fn resume_from(&self, states: &[Checkpoint]) -> Result<Epoch> {
+        let resumed = self.resolve(states)?;
+        self.start(resumed.position, resumed.skipped, resumed.history)
+    }
+
+    /// The state this rank resumes from `states` (see [`Loader::resume_from`]): where, with
+    /// which skip counts and after which stretches. Checks everything
+    /// [`Loader::resume_from`] checks, without starting threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Loader::resume_from`], except for the position's bound.
+    pub fn resolve(&self, states: &[Checkpoint]) -> Result<Checkpoint> {
+        let Some(first) = states.first() else {
+            return Err(Error::Config("no saved state to resume from".into()));
+        };
+        let identity = self.identity();
+        for state in states {
+            identity.check_elastic(&state.identity)?;
+            let (p, q) = (state.position, first.position);
+            if state.identity != first.identity
+                || (p.epoch, p.batch) != (q.epoch, q.batch)
+                || state.history != first.history
+            {
+                return Err(Error::Config(format!(
+                    "the saved states of ranks {} and {} belong to different runs or                      points of training (epoch {}, batch {} against epoch {}, batch {}):                      give the states saved together",
+                    first.rank, state.rank, q.epoch, q.batch, p.epoch, p.batch
+                )));
+            }
+        }
+        let plan = &self.config.plan;
+        if first.identity.world_size == plan.world as u64 {
+            identity.check(&first.identity)?;
+            let own = states
+                .iter()
+                .find(|s| s.rank == plan.rank as u64)
+                .unwrap_or(first);
+            return Ok(Checkpoint {
+                rank: plan.rank as u64,
+                ..own.clone()
+            });
+        }
+        let mut history = first.history.clone();
+        let stretch = self.stretch(states)?;
+        if stretch.batches > history.last().map_or(0, |s| s.batches) || stretch.consumed.is_some() {
+            history.push(stretch);
+        }
+        let mut skipped = BTreeMap::new();
+        if plan.rank == 0 {
+            for state in states {
+                for (&kind, &count) in &state.skipped {
+                    *skipped.entry(kind).or_default() += count;
+                }
+            }
+        }
+        Ok(Checkpoint {
+            position: Position {
+                sample: 0,
+                ..first.position
+            },
+            identity,
+            skipped,
+            rank: plan.rank as u64,
+            history,
+        })
+    }
+
+    /// What the ranks that saved `states` (all at the same point) had consumed.
+    fn stretch(&self, states: &[Checkpoint]) -> Result<Stretch> {
+        let first = &states[0];
+        let (world, batches) = (first.identity.world_size, first.position.batch);
+        let plan = &self.config.plan;
+        let left = remaining(
+            plan,
+            self.catalog.len(),
+            first.position.epoch,
+            &first.history,
+        )?
+        .len() as u64;
+        let per_rank = match plan.shard {
+            Shard::Drop => left / world.max(1),
+            _ => left.div_ceil(world.max(1)),
+        };
+        let since = first.history.last().map_or(0, |s| s.batches);
+        let whole = (batches.saturating_sub(since) * plan.batch_size as u64).min(per_rank);
+        let mut counts = vec![None; usize::try_from(world).unwrap_or(0)];
+        for state in states {
+            let slot = counts.get_mut(state.rank as usize).ok_or_else(|| {
+                Error::Config(format!(
+                    "a saved state names rank {} of a world of {world}",
+                    state.rank
+                ))
+            })?;
+            if slot.replace(state.position.sample).is_some() {
+                return Err(Error::Config(format!(
+                    "two saved states of rank {}: give each rank's once",
+                    state.rank
+                )));
+            }
+        }
+        if counts.iter().flatten().all(|&n| n == whole) {
+            return Ok(Stretch {
+                world,
+                batches,
+                consumed: None,
+            });
+        }
+        let skipper = states.iter().find(|s| s.position.sample != whole);
+        let skipper = skipper.map_or(0, |s| s.rank);
+        let counts: Option<Vec<u64>> = counts.into_iter().collect();
+        match counts {
+            Some(counts) if first.identity.layout == 0 => Ok(Stretch {
+                world,
+                batches,
+                consumed: Some(counts),
+            }),
+            Some(_) => Err(Error::Config(format!(
+                "rank {skipper} skipped samples before the state was saved, and in a \
+                 locality-aware epoch which samples that made it consume cannot be \
+                 recomputed: resume with the same world size ({world})"
+            ))),
+            None => Err(Error::Config(format!(
+                "rank {skipper} skipped samples before its state was saved, so the other \
+                 ranks' positions cannot be inferred from the states given: to resume \
+                 with another world size, give every rank's state (all {world})"
+            ))),
+        }
     }
 
     /// The configuration.
@@ -136,28 +286,30 @@ impl Loader {
 
     /// Starts from a saved position: yields exactly the batches that remained.
     pub fn resume(&self, position: Position) -> Result<Epoch> {
-        self.start(position, BTreeMap::new())
+        self.start(position, BTreeMap::new(), Vec::new())
     }
 
-    /// Starts at `position`, with the epoch's skips before it counted as `skipped`.
-    fn start(&self, position: Position, skipped: BTreeMap<&'static str, u64>) -> Result<Epoch> {
-        let len = self.catalog.len();
-        let plan = match &self.config.locality {
-            None => EpochPlan::new(&self.config.plan, len, position.epoch)?,
-            Some(l) => EpochPlan::locality_aware(
-                &self.config.plan,
-                &l.placement,
-                l.ranks_per_node,
-                len,
-                position.epoch,
-            )?,
-        };
+    /// Starts at `position` of the stretch after `history`, with the epoch's skips before
+    /// it counted as `skipped`.
+    fn start(
+        &self,
+        position: Position,
+        skipped: BTreeMap<&'static str, u64>,
+        history: Vec<Stretch>,
+    ) -> Result<Epoch> {
+        let plan = EpochPlan::resumed(
+            &self.config.plan,
+            self.config.locality.as_ref(),
+            self.catalog.len(),
+            position.epoch,
+            &history,
+        )?;
         if position.sample as usize > plan.samples().len() {
             return Err(Error::Config(format!(
                 "position {position:?} lies beyond the epoch's {} samples on this rank",
                 plan.samples().len()
             )));
         }
-        Ok(Epoch::start(self, plan, position, skipped))
+        Ok(Epoch::start(self, plan, position, skipped, history))
     }
 }

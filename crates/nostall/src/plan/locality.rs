@@ -369,29 +369,40 @@ impl EpochPlan {
                 placement.len()
             )));
         }
-        if placement.nodes() * ranks_per_node != config.world {
-            return Err(Error::Config(format!(
-                "{} nodes × {ranks_per_node} ranks per node is not the world size {}",
-                placement.nodes(),
-                config.world
-            )));
-        }
         let (order, padded, dropped) = sharded_order(config, dataset_len, epoch)?;
-        let batches = GlobalBatches::from_order(order, config);
-        let mut assigner = Assigner::new(placement, ranks_per_node)?;
-        let mut samples = Vec::with_capacity(batches.per_rank);
-        for (k, batch) in batches.iter().enumerate() {
-            samples.extend_from_slice(assigner.assign(batch, k as u64)?.rank(config.rank));
-        }
         Ok(EpochPlan {
             epoch,
-            samples,
+            samples: rank_share(config, placement, ranks_per_node, order)?,
             batch_size: config.batch_size,
             drop_last: config.drop_last,
             padded,
             dropped,
         })
     }
+}
+
+/// Rank `config.rank`'s samples of `order` (a multiple of the world size long) under
+/// locality-aware assignment, global batch by global batch.
+pub(super) fn rank_share(
+    config: &PlanConfig,
+    placement: &Placement,
+    ranks_per_node: usize,
+    order: Vec<SampleId>,
+) -> Result<Vec<SampleId>> {
+    if placement.nodes() * ranks_per_node != config.world {
+        return Err(Error::Config(format!(
+            "{} nodes × {ranks_per_node} ranks per node is not the world size {}",
+            placement.nodes(),
+            config.world
+        )));
+    }
+    let batches = GlobalBatches::from_order(order, config);
+    let mut assigner = Assigner::new(placement, ranks_per_node)?;
+    let mut samples = Vec::with_capacity(batches.per_rank);
+    for (k, batch) in batches.iter().enumerate() {
+        samples.extend_from_slice(assigner.assign(batch, k as u64)?.rank(config.rank));
+    }
+    Ok(samples)
 }
 
 #[cfg(test)]

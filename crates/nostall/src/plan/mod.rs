@@ -15,6 +15,7 @@
 //! share a partitioned cache, [`locality`] keeps each global batch's contents but gives
 //! each rank the samples its node holds ([`EpochPlan::locality_aware`]).
 
+pub mod elastic;
 pub mod locality;
 pub mod placement;
 
@@ -167,24 +168,33 @@ fn sharded_order(
     epoch: u64,
 ) -> Result<(Vec<SampleId>, usize, Vec<SampleId>)> {
     config.validate(dataset_len)?;
-    let mut order = global_order(config.seed, epoch, config.shuffle, dataset_len);
-    let world = config.world;
-    let (mut padded, mut dropped) = (0, Vec::new());
-    match config.shard {
-        Shard::Pad => {
-            let total = dataset_len.div_ceil(world) * world;
-            padded = total - dataset_len;
+    let order = global_order(config.seed, epoch, config.shuffle, dataset_len);
+    Ok(shard(order, config.world, config.shard))
+}
+
+/// `order` made a multiple of `world` long by `policy`: padded by repeating its head, or
+/// cut; with the number of padded samples and the samples cut off.
+fn shard(
+    mut order: Vec<SampleId>,
+    world: usize,
+    policy: Shard,
+) -> (Vec<SampleId>, usize, Vec<SampleId>) {
+    let len = order.len();
+    match policy {
+        Shard::Pad if len > 0 => {
+            let padded = len.div_ceil(world) * world - len;
             // Repeats the head as often as needed (only when world > len).
             for k in 0..padded {
-                order.push(order[k % dataset_len]);
+                order.push(order[k % len]);
             }
+            (order, padded, Vec::new())
         }
+        Shard::Pad => (order, 0, Vec::new()),
         Shard::Drop => {
-            let total = dataset_len / world * world;
-            dropped = order.split_off(total);
+            let dropped = order.split_off(len / world * world);
+            (order, 0, dropped)
         }
     }
-    Ok((order, padded, dropped))
 }
 
 impl EpochPlan {
