@@ -168,6 +168,8 @@ class Loader:
         capacity_per_s), ``prep_starved_s``, ``cache`` (hits, misses, hit_bytes,
         miss_bytes, hit_rate, entries, used_bytes, capacity_bytes), ``storage`` (bytes,
         requests), ``readahead``, ``skipped`` (by cause), ``skipped_total``,
+        ``slowest`` (the 10 costliest samples: id, location, fetch_s, prep_s),
+        ``slowest_shards`` (the 5 costliest tar shards: shard, samples, fetch_s, prep_s),
         ``buffers_allocated``; with ``cache_policy="partitioned"`` also ``partitioned``
         (since the node joined: local_samples, local_bytes, peer_samples, peer_bytes,
         storage_bytes, fallbacks, peer_downs, peer_mismatches, served_bytes)."""

@@ -846,6 +846,26 @@ fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDic
     }
     d.set_item("skipped", k)?;
     d.set_item("skipped_total", s.skipped_total())?;
+    let slowest = PyList::empty(py);
+    for cost in &s.slowest {
+        let c = PyDict::new(py);
+        c.set_item("id", cost.id)?;
+        c.set_item("location", &cost.location)?;
+        c.set_item("fetch_s", cost.fetch.as_secs_f64())?;
+        c.set_item("prep_s", cost.prep.as_secs_f64())?;
+        slowest.append(c)?;
+    }
+    d.set_item("slowest", slowest)?;
+    let shards = PyList::empty(py);
+    for cost in &s.slowest_shards {
+        let c = PyDict::new(py);
+        c.set_item("shard", &cost.shard)?;
+        c.set_item("samples", cost.samples)?;
+        c.set_item("fetch_s", cost.fetch.as_secs_f64())?;
+        c.set_item("prep_s", cost.prep.as_secs_f64())?;
+        shards.append(c)?;
+    }
+    d.set_item("slowest_shards", shards)?;
     Ok(d)
 }
 

@@ -1,5 +1,6 @@
 """The Loader: iteration, shapes and dtypes, zero-copy, buffer lifetime, resume, errors."""
 
+import os
 import threading
 import time
 
@@ -303,3 +304,16 @@ def test_threads_auto_takes_the_cores_this_process_may_use(photos):
     assert sum(len(labels) for _, labels in loader) == loader.dataset_len
     with pytest.raises(nostall.ConfigError, match="threads"):
         nostall.Loader(photos, threads="many")
+
+
+def test_metrics_name_the_slowest_samples(photos):
+    loader = nostall.Loader(photos, batch_size=8, image_size=32)
+    for _ in loader:
+        pass
+    slowest = loader.metrics["slowest"]
+    assert len(slowest) == 10
+    totals = [s["fetch_s"] + s["prep_s"] for s in slowest]
+    assert totals == sorted(totals, reverse=True)
+    assert all(os.path.isfile(s["location"]) and s["prep_s"] > 0 for s in slowest)
+    assert len({s["id"] for s in slowest}) == 10
+    assert loader.metrics["slowest_shards"] == []  # a folder of files: no shards

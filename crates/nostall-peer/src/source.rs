@@ -160,6 +160,14 @@ impl Source for PartitionedSource {
         self.storage.location(id)
     }
 
+    fn shard(&self, id: SampleId) -> Option<u32> {
+        self.storage.shard(id)
+    }
+
+    fn shard_location(&self, shard: u32) -> String {
+        self.storage.shard_location(shard)
+    }
+
     /// Storage's counters, as for [`nostall::cache::Cached`]: what this process read
     /// from storage (see [`PartitionedSource::breakdown`] for the other tiers).
     fn stats(&self) -> SourceStats {

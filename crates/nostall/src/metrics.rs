@@ -3,14 +3,21 @@
 //!
 //! Stage counters are atomics bumped by worker threads; an [`EpochStats`] is a snapshot
 //! taken by the consumer, cheap enough to read after every batch.
+//!
+//! Stall attribution: every sample's fetch and prep time goes to a [`CostLog`], which
+//! keeps the costliest few samples and the sums per shard, so that an epoch can name the
+//! files to re-encode (prep) or move (fetch). Keeping only a bounded top list costs one
+//! comparison per sample once the list is full.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::cache::CacheStats;
-use crate::storage::SourceStats;
+use crate::catalog::SampleId;
+use crate::storage::{Source, SourceStats};
 
 /// Running counters of one stage (fetch or prep), shared by its threads.
 #[derive(Debug, Default)]
@@ -36,6 +43,113 @@ impl StageCounters {
             bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Samples kept in [`EpochStats::slowest`].
+const SLOWEST_SAMPLES: usize = 10;
+/// Shards kept in [`EpochStats::slowest_shards`].
+const SLOWEST_SHARDS: usize = 5;
+
+/// The costliest samples of an epoch and the cost of each shard, recorded by prep
+/// threads as samples finish.
+#[derive(Debug, Default)]
+pub(crate) struct CostLog {
+    /// Total nanoseconds of the cheapest sample kept, once the list is full: samples
+    /// below it skip the lock.
+    floor_ns: AtomicU64,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    /// (total, id, fetch, prep), costliest first.
+    slowest: Vec<(Duration, SampleId, Duration, Duration)>,
+    /// Per shard index: samples, fetch and prep time.
+    shards: HashMap<u32, (u64, Duration, Duration)>,
+}
+
+impl CostLog {
+    /// Records that sample `id` (in `shard`, if samples share blobs) took `fetch` to
+    /// read and `prep` to prepare.
+    pub(crate) fn record(&self, id: SampleId, shard: Option<u32>, fetch: Duration, prep: Duration) {
+        let total = fetch + prep;
+        let slow = total.as_nanos() as u64 > self.floor_ns.load(Ordering::Relaxed);
+        if !slow && shard.is_none() {
+            return;
+        }
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shard) = shard {
+            let sums = kept.shards.entry(shard).or_default();
+            sums.0 += 1;
+            sums.1 += fetch;
+            sums.2 += prep;
+        }
+        if slow {
+            let at = kept.slowest.partition_point(|k| k.0 >= total);
+            kept.slowest.insert(at, (total, id, fetch, prep));
+            kept.slowest.truncate(SLOWEST_SAMPLES);
+            if kept.slowest.len() == SLOWEST_SAMPLES {
+                let floor = kept.slowest[SLOWEST_SAMPLES - 1].0;
+                self.floor_ns
+                    .store(floor.as_nanos() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The costliest samples and shards so far, named by `source`.
+    pub(crate) fn snapshot(&self, source: &dyn Source) -> (Vec<SampleCost>, Vec<ShardCost>) {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let samples = kept
+            .slowest
+            .iter()
+            .map(|&(_, id, fetch, prep)| SampleCost {
+                id,
+                location: source.location(id),
+                fetch,
+                prep,
+            })
+            .collect();
+        let mut shards: Vec<(&u32, &(u64, Duration, Duration))> = kept.shards.iter().collect();
+        // Costliest first; ties by index, so that the order never depends on the map's.
+        shards.sort_by_key(|&(&shard, &(_, fetch, prep))| (std::cmp::Reverse(fetch + prep), shard));
+        let shards = shards
+            .into_iter()
+            .take(SLOWEST_SHARDS)
+            .map(|(&shard, &(samples, fetch, prep))| ShardCost {
+                shard: source.shard_location(shard),
+                samples,
+                fetch,
+                prep,
+            })
+            .collect();
+        (samples, shards)
+    }
+}
+
+/// What one sample cost in an epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleCost {
+    /// The sample.
+    pub id: SampleId,
+    /// Where it lives (a path, an object, a tar member).
+    pub location: String,
+    /// Time to read its bytes (from the cache, a peer or storage).
+    pub fetch: Duration,
+    /// Time to prepare it (decode and augment).
+    pub prep: Duration,
+}
+
+/// What the samples of one shard cost together in an epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardCost {
+    /// Where the shard lives.
+    pub shard: String,
+    /// Samples of it read this epoch.
+    pub samples: u64,
+    /// Their read time, summed.
+    pub fetch: Duration,
+    /// Their prep time, summed.
+    pub prep: Duration,
 }
 
 /// One stage's work so far.
@@ -102,6 +216,10 @@ pub struct EpochStats {
     pub storage: SourceStats,
     /// The read-ahead window along the plan.
     pub readahead: ReadaheadStats,
+    /// The costliest samples so far (fetch + prep), costliest first: at most 10.
+    pub slowest: Vec<SampleCost>,
+    /// The costliest shards so far, when samples share blobs (tar shards): at most 5.
+    pub slowest_shards: Vec<ShardCost>,
 }
 
 /// The fetch stage's read-ahead along the plan: samples fetched before prep asks for them.
@@ -186,6 +304,26 @@ impl fmt::Display for EpochStats {
                 "  skipped: {} ({})",
                 self.skipped_total(),
                 causes.join(", ")
+            )?;
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        for cost in self.slowest.iter().take(3) {
+            writeln!(
+                f,
+                "  slow sample: {} (fetch {:.1} ms, prep {:.1} ms)",
+                cost.location,
+                ms(cost.fetch),
+                ms(cost.prep)
+            )?;
+        }
+        for cost in self.slowest_shards.iter().take(3) {
+            writeln!(
+                f,
+                "  slow shard: {} ({} samples, fetch {:.1} ms, prep {:.1} ms)",
+                cost.shard,
+                cost.samples,
+                ms(cost.fetch),
+                ms(cost.prep)
             )?;
         }
         Ok(())

@@ -2,7 +2,9 @@
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use common::{config, image_folder, loader};
 use nostall::plan::EpochPlan;
@@ -335,4 +337,113 @@ fn dropping_an_epoch_midway_stops_cleanly() {
         drop(epoch);
         assert_eq!(kept.len(), 2); // a batch outlives its epoch
     }
+}
+
+/// A source that times its own reads, and holds the read of one sample until the read of
+/// the sample after it in the plan has finished (so that the loader's clock, which
+/// encloses the source's, must report it as at least that slow).
+struct Held {
+    inner: Arc<dyn nostall::storage::Source>,
+    held: u64,
+    after: u64,
+    after_done: Mutex<bool>,
+    done: Condvar,
+    took: Mutex<HashMap<u64, Duration>>,
+}
+
+impl nostall::storage::Source for Held {
+    fn read(&self, id: u64, out: &mut Vec<u8>) -> Result<(), nostall::Cause> {
+        let started = Instant::now();
+        if id == self.held {
+            let mut done = self.after_done.lock().unwrap();
+            while !*done {
+                done = self.done.wait(done).unwrap();
+            }
+        }
+        let result = self.inner.read(id, out);
+        if id == self.after {
+            *self.after_done.lock().unwrap() = true;
+            self.done.notify_all();
+        }
+        self.took.lock().unwrap().insert(id, started.elapsed());
+        result
+    }
+
+    fn location(&self, id: u64) -> String {
+        self.inner.location(id)
+    }
+
+    fn shard(&self, id: u64) -> Option<u32> {
+        self.inner.shard(id)
+    }
+
+    fn shard_location(&self, shard: u32) -> String {
+        self.inner.shard_location(shard)
+    }
+
+    fn stats(&self) -> nostall::storage::SourceStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn the_epoch_names_its_slowest_samples_and_shards() {
+    let photos = tempfile::tempdir().unwrap();
+    image_folder(photos.path(), 2, 4); // 8 samples: the list of the slowest holds all
+    let (catalog, _) = nostall::Catalog::scan(photos.path(), nostall::Modality::Image).unwrap();
+    let shards = tempfile::tempdir().unwrap();
+    common::write_shards(&catalog, shards.path(), 3);
+    let dataset = nostall::dataset::open(
+        shards.path().to_str().unwrap(),
+        nostall::storage::ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap();
+    let c = config(4, 2);
+    let order = EpochPlan::new(&c.plan, 8, 0).unwrap().samples().to_vec();
+    let source = Arc::new(Held {
+        inner: dataset.source.clone(),
+        held: order[2],
+        after: order[3],
+        after_done: Mutex::new(false),
+        done: Condvar::new(),
+        took: Mutex::new(HashMap::new()),
+    });
+    let l = nostall::Loader::new(dataset.catalog.clone(), source.clone(), c).unwrap();
+    let mut epoch = l.epoch(0).unwrap();
+    assert_eq!(epoch.by_ref().map(|b| b.unwrap().len()).sum::<usize>(), 8);
+    let stats = epoch.stats();
+    let took = source.took.lock().unwrap();
+    // Every sample, costliest first, each with at least the read time the source saw.
+    assert_eq!(stats.slowest.len(), 8);
+    assert!(stats
+        .slowest
+        .windows(2)
+        .all(|w| w[0].fetch + w[0].prep >= w[1].fetch + w[1].prep));
+    for cost in &stats.slowest {
+        assert_eq!(cost.location, source.inner.location(cost.id));
+        assert!(
+            cost.fetch >= took[&cost.id],
+            "{cost:?}: read took {:?}",
+            took[&cost.id]
+        );
+        assert!(cost.prep > Duration::ZERO);
+    }
+    // Three shards (3, 3 and 2 samples), each the sum of its samples.
+    assert_eq!(stats.slowest_shards.len(), 3);
+    for shard in &stats.slowest_shards {
+        let members: Vec<_> = stats
+            .slowest
+            .iter()
+            .filter(|c| c.location.starts_with(&format!("{}:", shard.shard)))
+            .collect();
+        assert_eq!(members.len() as u64, shard.samples, "{shard:?}");
+        assert_eq!(
+            shard.fetch,
+            members.iter().map(|c| c.fetch).sum::<Duration>()
+        );
+        assert_eq!(shard.prep, members.iter().map(|c| c.prep).sum::<Duration>());
+    }
+    let summary = stats.to_string();
+    assert!(summary.contains(&format!("slow sample: {}", stats.slowest[0].location)));
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::CachePolicy;
 use crate::error::Result;
+use crate::metrics::EpochStats;
 use crate::pipeline::Loader;
 
 /// What one epoch (or the part of it that ran) showed.
@@ -34,13 +35,53 @@ pub struct ObservedEpoch {
     pub complete: bool,
 }
 
-/// The run: every epoch, and how many of the first ones only warmed the cache.
+/// The run: every epoch, how many of the first ones only warmed the cache, and what
+/// cost the most in the last one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     /// The epochs, in order.
     pub epochs: Vec<ObservedEpoch>,
     /// Leading epochs that filled the cache and are left out of [`Observation::steady`].
     pub warm_up: usize,
+    /// The last epoch's costliest samples, costliest first: files to re-encode (prep)
+    /// or move (fetch).
+    #[serde(default)]
+    pub slowest: Vec<Costly>,
+    /// The last epoch's costliest tar shards.
+    #[serde(default)]
+    pub slowest_shards: Vec<Costly>,
+}
+
+/// A sample, or a shard of samples, and what it cost in an epoch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Costly {
+    /// Where it lives.
+    pub location: String,
+    /// Samples (1 for a sample).
+    pub samples: u64,
+    /// Milliseconds spent reading it.
+    pub fetch_ms: f64,
+    /// Milliseconds spent preparing it.
+    pub prep_ms: f64,
+}
+
+impl Costly {
+    fn of(stats: &EpochStats) -> (Vec<Costly>, Vec<Costly>) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let samples = stats.slowest.iter().map(|c| Costly {
+            location: c.location.clone(),
+            samples: 1,
+            fetch_ms: ms(c.fetch),
+            prep_ms: ms(c.prep),
+        });
+        let shards = stats.slowest_shards.iter().map(|c| Costly {
+            location: c.shard.clone(),
+            samples: c.samples,
+            fetch_ms: ms(c.fetch),
+            prep_ms: ms(c.prep),
+        });
+        (samples.collect(), shards.collect())
+    }
 }
 
 /// Figures over the steady-state epochs of an [`Observation`].
@@ -111,6 +152,7 @@ pub fn observe(
     let warm_up = usize::from(cache.policy != CachePolicy::None);
     let started = Instant::now();
     let mut epochs = Vec::new();
+    let (mut slowest, mut slowest_shards) = (Vec::new(), Vec::new());
     for epoch in 0.. {
         let measured_done = epochs.len().saturating_sub(warm_up) as u64;
         if started.elapsed() >= length.budget && measured_done >= length.min_epochs {
@@ -133,6 +175,7 @@ pub fn observe(
             }
         }
         let stats = batches.stats();
+        (slowest, slowest_shards) = Costly::of(&stats);
         let reads = stats.cache.hits + stats.cache.misses;
         let observed = ObservedEpoch {
             epoch,
@@ -154,5 +197,10 @@ pub fn observe(
             break;
         }
     }
-    Ok(Observation { epochs, warm_up })
+    Ok(Observation {
+        epochs,
+        warm_up,
+        slowest,
+        slowest_shards,
+    })
 }

@@ -223,6 +223,28 @@ impl Report {
                 if o.steady { "" } else { " (first epoch only: the cache was still filling)" }
             );
         }
+        if let Some(run) = &self.observation {
+            for (what, list) in [("samples", &run.slowest), ("shards", &run.slowest_shards)] {
+                if list.is_empty() {
+                    continue;
+                }
+                let _ = writeln!(t, "\ncostliest {what} of the last epoch run (fetch, prep):");
+                for c in list.iter().take(5) {
+                    let _ = writeln!(
+                        t,
+                        "  {:>8.1} ms {:>8.1} ms  {}{}",
+                        c.fetch_ms,
+                        c.prep_ms,
+                        c.location,
+                        if c.samples == 1 {
+                            String::new()
+                        } else {
+                            format!(" ({} samples)", c.samples)
+                        }
+                    );
+                }
+            }
+        }
         let _ = writeln!(t, "\n{}", wrap(&self.advice.verdict, 88));
         t
     }
@@ -375,7 +397,30 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
                 pct(o.stall_share)
             );
         }
-        h.push_str("</table>\n<h2>Measured rates</h2>\n<table><tr><th>rate</th><th>samples/s</th><th>spread</th></tr>");
+        h.push_str("</table>\n");
+        if let Some(run) = &self.observation {
+            for (what, list) in [("samples", &run.slowest), ("shards", &run.slowest_shards)] {
+                if list.is_empty() {
+                    continue;
+                }
+                let _ = write!(
+                    h,
+                    "<h2>Costliest {what} of the last epoch run</h2>\n<table><tr><th>location</th><th>samples</th><th>fetch ms</th><th>prep ms</th></tr>"
+                );
+                for c in list {
+                    let _ = write!(
+                        h,
+                        r#"<tr><td>{}</td><td class="n">{}</td><td class="n">{:.1}</td><td class="n">{:.1}</td></tr>"#,
+                        escape(&c.location),
+                        c.samples,
+                        c.fetch_ms,
+                        c.prep_ms
+                    );
+                }
+                h.push_str("</table>\n<p class=\"note\">A slow fetch points to a file to move nearer (or cache); a slow prep to one to re-encode smaller.</p>\n");
+            }
+        }
+        h.push_str("<h2>Measured rates</h2>\n<table><tr><th>rate</th><th>samples/s</th><th>spread</th></tr>");
         for (name, rate, spread) in self.rate_rows() {
             let _ = write!(
                 h,
@@ -583,6 +628,38 @@ mod tests {
             observation: None,
             observed: None,
         }
+    }
+
+    #[test]
+    fn the_costliest_samples_and_shards_are_named_in_text_and_page() {
+        let mut r = report();
+        let costly = |location: &str, samples| crate::analyze::observe::Costly {
+            location: location.into(),
+            samples,
+            fetch_ms: 12.5,
+            prep_ms: 40.25,
+        };
+        r.observation = Some(Observation {
+            epochs: Vec::new(),
+            warm_up: 0,
+            slowest: vec![costly("/data/<huge>.jpg", 1)],
+            slowest_shards: vec![costly("/data/shard-7.tar", 320)],
+        });
+        let text = r.text();
+        assert!(
+            text.contains("costliest samples of the last epoch run"),
+            "{text}"
+        );
+        assert!(
+            text.contains("12.5 ms     40.2 ms  /data/<huge>.jpg\n"),
+            "{text}"
+        );
+        assert!(text.contains("/data/shard-7.tar (320 samples)"), "{text}");
+        let html = r.html();
+        assert!(html.contains("<td>/data/&lt;huge&gt;.jpg</td>"));
+        assert!(html.contains("Costliest shards of the last epoch run"));
+        let back: Report = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(back.observation, r.observation);
     }
 
     #[test]

@@ -354,6 +354,14 @@ impl<S: Source + ?Sized> Source for Cached<S> {
         self.inner.location(id)
     }
 
+    fn shard(&self, id: SampleId) -> Option<u32> {
+        self.inner.shard(id)
+    }
+
+    fn shard_location(&self, shard: u32) -> String {
+        self.inner.shard_location(shard)
+    }
+
     /// The source's own counters: what storage served, misses only.
     fn stats(&self) -> SourceStats {
         self.inner.stats()

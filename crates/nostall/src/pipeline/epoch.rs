@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::cache::Cached;
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Error, Result, SampleError};
-use crate::metrics::{EpochStats, StageCounters};
+use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
 use crate::storage::Source;
@@ -40,6 +40,8 @@ pub(super) struct Shared {
     exited: Condvar,
     pub(super) fetch: StageCounters,
     pub(super) prep: StageCounters,
+    /// Each sample's fetch and prep time, for the slowest samples and shards.
+    pub(super) costs: CostLog,
     quarantine: Option<Arc<Quarantine>>,
     /// The cache's and the storage's counters when the epoch started.
     cache_before: crate::cache::CacheStats,
@@ -173,6 +175,7 @@ impl Epoch {
             exited: Condvar::new(),
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
+            costs: CostLog::default(),
         });
         let mut threads = Vec::new();
         for n in 0..config.fetch_threads {
@@ -217,6 +220,7 @@ impl Epoch {
         let (starved, readahead) = shared.ahead.stats();
         let batches = shared.order.lock().delivered();
         let end = self.finished.unwrap_or_else(Instant::now);
+        let (slowest, slowest_shards) = shared.costs.snapshot(&*shared.source);
         EpochStats {
             epoch: shared.from.epoch,
             batches,
@@ -231,6 +235,8 @@ impl Epoch {
             cache: shared.source.cache().stats().since(&shared.cache_before),
             storage: shared.source.stats() - shared.storage_before,
             readahead,
+            slowest,
+            slowest_shards,
         }
     }
 

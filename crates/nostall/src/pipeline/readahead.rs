@@ -61,7 +61,7 @@ struct Ahead {
     /// Next stream index to read.
     next: usize,
     /// Bytes read ahead, by stream index, until the prep thread that claims them takes them.
-    parked: BTreeMap<usize, Fetched>,
+    parked: BTreeMap<usize, (Fetched, Duration)>,
     /// Bytes held: reserved for reads in flight (at their catalog size) and parked.
     held: u64,
     peak: u64,
@@ -178,7 +178,7 @@ impl ReadAhead {
         ahead.held = ahead.held - reserved + len;
         ahead.peak = ahead.peak.max(ahead.held);
         ahead.latency += 0.1 * (took.as_secs_f64() - ahead.latency);
-        ahead.parked.insert(index, bytes);
+        ahead.parked.insert(index, (bytes, took));
         let wake = ahead.takers_waiting > 0;
         drop(ahead);
         if wake {
@@ -186,14 +186,15 @@ impl ReadAhead {
         }
     }
 
-    /// Takes sample `index`'s bytes once they are parked, and adapts the window to the
-    /// pace at which prep takes bytes. `None` if the epoch stopped.
-    pub(super) fn take(&self, index: usize) -> Option<Fetched> {
+    /// Takes sample `index`'s bytes once they are parked, with the time its read took,
+    /// and adapts the window to the pace at which prep takes bytes. `None` if the epoch
+    /// stopped.
+    pub(super) fn take(&self, index: usize) -> Option<(Fetched, Duration)> {
         let mut ahead = self.lock();
         let before = Instant::now();
-        let bytes = loop {
-            if let Some(bytes) = ahead.parked.remove(&index) {
-                break bytes;
+        let (bytes, took) = loop {
+            if let Some(parked) = ahead.parked.remove(&index) {
+                break parked;
             }
             if self.stopped() {
                 return None;
@@ -219,7 +220,7 @@ impl ReadAhead {
         if refill {
             self.room.notify_all();
         }
-        Some(bytes)
+        Some((bytes, took))
     }
 
     /// Returns an emptied byte buffer to the fetch threads.

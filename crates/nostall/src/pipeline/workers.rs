@@ -79,7 +79,7 @@ pub(super) fn prep_loop(shared: &Shared) {
         mut slot,
     }) = shared.order.claim()
     {
-        let Some(bytes) = shared.ahead.take(index) else {
+        let Some((bytes, fetch)) = shared.ahead.take(index) else {
             return; // the epoch is stopping
         };
         let id = shared.stream[index];
@@ -107,8 +107,11 @@ pub(super) fn prep_loop(shared: &Shared) {
                 result
             }
         };
+        let prep = started.elapsed();
+        let shard = shared.source.shard(id);
+        shared.costs.record(id, shard, fetch, prep);
         shared.prep.record(
-            started.elapsed(),
+            prep,
             if result.is_ok() {
                 shared.sample_bytes as u64
             } else {

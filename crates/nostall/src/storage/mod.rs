@@ -107,6 +107,17 @@ pub trait Source: Send + Sync {
     /// Where the sample lives, as a user would recognise it (for a file, its path).
     fn location(&self, id: SampleId) -> String;
 
+    /// The shard holding sample `id`, when samples share blobs (tar shards): an index
+    /// for [`Source::shard_location`]. `None` when every sample is a blob of its own.
+    fn shard(&self, _id: SampleId) -> Option<u32> {
+        None
+    }
+
+    /// Where shard `shard` (from [`Source::shard`]) lives, as a user would recognise it.
+    fn shard_location(&self, shard: u32) -> String {
+        format!("shard {shard}")
+    }
+
     /// What the source has served so far.
     fn stats(&self) -> SourceStats;
 }

@@ -186,6 +186,16 @@ impl Source for TarShards {
         format!("{}:{member}", self.store.locate(shard))
     }
 
+    fn shard(&self, id: SampleId) -> Option<u32> {
+        Some(self.extents[id as usize].0)
+    }
+
+    fn shard_location(&self, shard: u32) -> String {
+        self.shards
+            .get(shard as usize)
+            .map_or_else(|| format!("shard {shard}"), |s| self.store.locate(s))
+    }
+
     fn stats(&self) -> SourceStats {
         SourceStats {
             bytes: self.bytes.load(Ordering::Relaxed),

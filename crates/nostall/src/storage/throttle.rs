@@ -135,6 +135,14 @@ impl<S: Source + ?Sized> Source for Throttled<S> {
         self.inner.location(id)
     }
 
+    fn shard(&self, id: SampleId) -> Option<u32> {
+        self.inner.shard(id)
+    }
+
+    fn shard_location(&self, shard: u32) -> String {
+        self.inner.shard_location(shard)
+    }
+
     fn stats(&self) -> SourceStats {
         self.inner.stats()
     }
