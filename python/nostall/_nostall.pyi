@@ -113,6 +113,7 @@ class Loader:
         rank: int | None = None,
         world_size: int | None = None,
         output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
+        metrics_addr: str | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
@@ -145,6 +146,10 @@ class Loader:
     @property
     def world_size(self) -> int:
         """Number of ranks (argument, else ``WORLD_SIZE``, else 1)."""
+    @property
+    def metrics_addr(self) -> str | None:
+        """Where live metrics are served for Prometheus (``host:port``; the port chosen
+        when ``:0`` was given), or None."""
     @property
     def local_rank(self) -> int:
         """Rank within the node (``LOCAL_RANK``, else the rank)."""

@@ -8,6 +8,7 @@
 mod analyze;
 mod audio_ops;
 mod dlpack;
+mod live;
 mod ops;
 mod state;
 
@@ -240,6 +241,11 @@ enum Output {
 ///   number of batches.
 /// - `output` (`"auto"`): `"torch"` tensors, `"numpy"` arrays, `"dlpack"`
 ///   (`BatchTensor`s), or `"auto"` (torch when importable, else numpy).
+/// - `metrics_addr` (None: `NOSTALL_METRICS_ADDR`, else off): serve live metrics for
+///   Prometheus at this `host:port` (`GET /metrics`): the stall per batch as a
+///   histogram, each stage's busy time and samples, threads per role, cache hits and
+///   bytes per tier, read-ahead, skips by cause, peers. Loaders of one process share
+///   an address, labelled `loader` and `rank`. Listens only there.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy); labels are `[batch]`
@@ -266,7 +272,9 @@ struct Loader {
     /// Catalog ids of the samples of the batch last returned.
     last_ids: Vec<u64>,
     /// This process's part in a partitioned cache (`cache_policy="partitioned"`).
-    node: Option<nostall_peer::Node>,
+    node: Option<Arc<nostall_peer::Node>>,
+    /// The live metrics endpoint serving this loader (`metrics_addr`).
+    endpoint: Option<nostall::metrics::export::Registration>,
 }
 
 pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
@@ -462,13 +470,14 @@ impl Loader {
             source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
             fetch_threads=None, prefetch=None, cache=None, cache_policy="minio",
-            on_error="error", quarantine=None, rank=None, world_size=None, output="auto"
+            on_error="error", quarantine=None, rank=None, world_size=None, output="auto",
+            metrics_addr=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, cache=None, \
             cache_policy='minio', on_error='error', quarantine=None, rank=None, \
-            world_size=None, output='auto')"
+            world_size=None, output='auto', metrics_addr=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -492,6 +501,7 @@ impl Loader {
         rank: Option<usize>,
         world_size: Option<usize>,
         output: &str,
+        metrics_addr: Option<String>,
     ) -> PyResult<Loader> {
         let args = ConfigArgs {
             batch_size,
@@ -539,14 +549,26 @@ impl Loader {
                 dist.rank = node.rank();
                 dist.world = node.world();
                 let source: Arc<dyn nostall::storage::Source> = node.source();
-                (source, Some(node))
+                (source, Some(Arc::new(node)))
             }
         };
-        let inner = py
-            .detach(move || builder.build(catalog, source))
+        let inner = Arc::new(
+            py.detach(move || builder.build(catalog, source))
+                .map_err(|e| raise(py, e))?,
+        );
+        let endpoint = nostall::env::metrics_addr(metrics_addr.as_deref())
+            .map(|addr| {
+                let figures = live::LoaderFigures {
+                    loader: inner.clone(),
+                    node: node.clone(),
+                };
+                nostall::metrics::export::serve(&addr, Arc::new(figures), dist.rank)
+            })
+            .transpose()
             .map_err(|e| raise(py, e))?;
         Ok(Loader {
-            inner: Arc::new(inner),
+            inner,
+            endpoint,
             output,
             dist,
             next: Position::start_of(0),
@@ -700,6 +722,13 @@ impl Loader {
     #[getter]
     fn world_size(&self) -> usize {
         self.dist.world
+    }
+
+    /// Where live metrics are served (`host:port`, the port chosen when `:0` was given),
+    /// or None.
+    #[getter]
+    fn metrics_addr(&self) -> Option<String> {
+        self.endpoint.as_ref().map(|e| e.local_addr().to_string())
     }
 
     /// The rank within this node (`LOCAL_RANK`, else the rank).

@@ -61,6 +61,10 @@ pub(crate) struct Args {
     /// Print one JSON object instead of progress and a table.
     #[arg(long)]
     json: bool,
+    /// Serve live metrics for Prometheus at this address (host:port) while the bench
+    /// runs; NOSTALL_METRICS_ADDR when not given.
+    #[arg(long)]
+    metrics_addr: Option<String>,
     #[command(flatten)]
     storage: StorageArgs,
 }
@@ -80,6 +84,17 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         link: args.storage.link(),
     };
     let (loader, dataset) = open_loader(&args.dataset, &settings)?;
+    let loader = std::sync::Arc::new(loader);
+    let _endpoint = match nostall::env::metrics_addr(args.metrics_addr.as_deref()) {
+        Some(addr) => {
+            let endpoint = nostall::metrics::export::serve(&addr, loader.clone(), 0)?;
+            if !args.json {
+                println!("live metrics: http://{}/metrics", endpoint.local_addr());
+            }
+            Some(endpoint)
+        }
+        None => None,
+    };
     let mut floor: Option<Floor> = None;
     let quiet = args.json;
     let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());

@@ -5,8 +5,23 @@
 //! `LOCAL_RANK`. [`Distributed::resolve`] combines them with what the caller gave
 //! explicitly (which always wins), so a training script needs no sharding code: every
 //! rank gets its shard of the plan, with the same number of batches.
+//!
+//! [`metrics_addr`] does the same for the live metrics endpoint (`NOSTALL_METRICS_ADDR`),
+//! so that a job can be watched without touching its script.
 
 use crate::error::{Error, Result};
+
+/// The variable naming the address of the live metrics endpoint.
+pub const METRICS_ADDR: &str = "NOSTALL_METRICS_ADDR";
+
+/// Where to serve live metrics: `given` if any, else `NOSTALL_METRICS_ADDR` when set and
+/// not empty, else nowhere.
+pub fn metrics_addr(given: Option<&str>) -> Option<String> {
+    given
+        .map(str::to_owned)
+        .or_else(|| std::env::var(METRICS_ADDR).ok())
+        .filter(|addr| !addr.trim().is_empty())
+}
 
 /// This process's place among the ranks of a data-parallel job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

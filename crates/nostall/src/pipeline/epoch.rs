@@ -2,6 +2,7 @@
 //! finalises samples in plan order into batches.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::cache::Cached;
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Error, Result, SampleError};
+use crate::metrics::live::Totals;
 use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
@@ -42,6 +44,8 @@ pub(super) struct Shared {
     pub(super) prep: StageCounters,
     /// Each sample's fetch and prep time, for the slowest samples and shards.
     pub(super) costs: CostLog,
+    /// The loader's figures across epochs.
+    pub(super) totals: Arc<Totals>,
     quarantine: Option<Arc<Quarantine>>,
     /// The cache's and the storage's counters when the epoch started.
     cache_before: crate::cache::CacheStats,
@@ -176,7 +180,9 @@ impl Epoch {
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
             costs: CostLog::default(),
+            totals: loader.totals.clone(),
         });
+        shared.totals.epoch.store(position.epoch, Ordering::Relaxed);
         let mut threads = Vec::new();
         for n in 0..config.fetch_threads {
             threads.push(spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop));
@@ -300,6 +306,7 @@ impl Epoch {
                             }
                         }
                         *self.skipped_by_cause.entry(error.cause.kind()).or_default() += 1;
+                        shared.totals.skipped(error.cause.kind());
                         if self.skipped_samples.len() < KEPT_SKIPS {
                             self.skipped_samples.push(error);
                         }
@@ -349,6 +356,15 @@ impl Epoch {
         let ids = std::mem::replace(&mut self.ids, Vec::with_capacity(batch_size));
         self.position = position;
         self.samples += labels.len() as u64;
+        shared.totals.delivered(labels.len(), waited);
+        let (_, readahead) = shared.ahead.stats();
+        let totals = &shared.totals;
+        totals
+            .readahead_window
+            .store(readahead.window, Ordering::Relaxed);
+        totals
+            .readahead_peak
+            .store(readahead.peak, Ordering::Relaxed);
         self.wait += waited;
         self.max_wait = self.max_wait.max(waited);
         Batch {

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use crate::cache::Cached;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::metrics::live::Totals;
 use crate::plan::elastic::{remaining, Stretch};
 use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
 use crate::storage::Source;
@@ -24,6 +25,8 @@ pub struct Loader {
     /// Computed when first asked for: a pass over the catalog.
     identity: OnceLock<RunIdentity>,
     pub(super) quarantine: Option<Arc<Quarantine>>,
+    /// Figures since the loader was made, for a live exporter.
+    pub(super) totals: Arc<Totals>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -68,6 +71,7 @@ impl Loader {
             config,
             pool: Pool::new(buffer_bytes),
             identity: OnceLock::new(),
+            totals: Arc::default(),
         })
     }
 
@@ -256,6 +260,18 @@ impl Loader {
     /// The catalog.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// The loader's figures since it was made, over all epochs (what a live exporter
+    /// serves; [`Epoch::stats`] has one epoch's).
+    pub fn live_stats(&self) -> crate::metrics::LiveStats {
+        let config = &self.config;
+        self.totals.snapshot(
+            (config.fetch_threads, config.prep_threads),
+            self.source.cache().stats(),
+            self.source.stats(),
+            config.readahead,
+        )
     }
 
     /// The cache's counters since the loader was made.

@@ -62,6 +62,7 @@ pub(super) fn fetch_loop(shared: &Shared) {
             });
         let took = started.elapsed();
         shared.fetch.record(took, bytes.len() as u64);
+        shared.totals.fetch.record(took, bytes.len() as u64);
         shared
             .ahead
             .park(index, reserved, took, result.map(|()| bytes));
@@ -110,14 +111,13 @@ pub(super) fn prep_loop(shared: &Shared) {
         let prep = started.elapsed();
         let shard = shared.source.shard(id);
         shared.costs.record(id, shard, fetch, prep);
-        shared.prep.record(
-            prep,
-            if result.is_ok() {
-                shared.sample_bytes as u64
-            } else {
-                0
-            },
-        );
+        let written = if result.is_ok() {
+            shared.sample_bytes as u64
+        } else {
+            0
+        };
+        shared.prep.record(prep, written);
+        shared.totals.prep.record(prep, written);
         shared.order.complete(index, position, result);
     }
 }

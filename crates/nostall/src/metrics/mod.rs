@@ -9,6 +9,12 @@
 //! files to re-encode (prep) or move (fetch). Keeping only a bounded top list costs one
 //! comparison per sample once the list is full.
 
+#[cfg(feature = "prometheus")]
+pub mod export;
+pub(crate) mod live;
+
+pub use live::LiveStats;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
