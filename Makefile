@@ -4,8 +4,9 @@
 #               S3, no analyzer, no serde), and every test (Rust, then Python: python-test)
 # Both install what they need when it is missing: the demo only the build's system
 # packages (cmake and nasm, to build the vendored libjpeg-turbo 3); the tests also
-# chromium (to test the HTML report of `nostall analyze` headless), python3-venv and
-# s3s-fs (the S3-compatible server the S3 tests run against).
+# chromium (to test the HTML report of `nostall analyze` headless), prometheus (a real
+# server scrapes a loader in the live-metrics test), python3-venv and s3s-fs (the
+# S3-compatible server the S3 tests run against).
 
 .PHONY: demo test deps build-deps bench python-test
 
@@ -46,8 +47,10 @@ build-deps:
 	  { apt-get update -qq && apt-get install -y -qq cmake nasm >/dev/null; }
 
 deps: build-deps
-	@command -v chromium >/dev/null && python3 -m venv --help >/dev/null 2>&1 || \
-	  { apt-get update -qq && apt-get install -y -qq python3-venv chromium >/dev/null; }
+	@command -v chromium >/dev/null && command -v prometheus >/dev/null && \
+	  python3 -m venv --help >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    python3-venv chromium prometheus >/dev/null; }
 	@# s3s-fs: the S3-compatible server the S3 tests run against.
 	@test -x "$${CARGO_HOME:-$$HOME/.cargo}/bin/s3s-fs" || command -v s3s-fs >/dev/null || \
 	  cargo install s3s-fs@0.14.1 --features binary --locked

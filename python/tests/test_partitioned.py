@@ -7,6 +7,7 @@ serves it, over real sockets, to the other node and to its own node's other rank
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,13 +18,13 @@ import pytest
 import nostall
 
 CHILD = r"""
-import json, sys
+import json, sys, urllib.request
 import torch.distributed as dist
 import nostall
 
 dist.init_process_group("gloo")
 loader = nostall.Loader(sys.argv[1], batch_size=4, image_size=32, cache="60%",
-                        cache_policy="partitioned", seed=3)
+                        cache_policy="partitioned", seed=3, metrics_addr="127.0.0.1:0")
 epochs = []
 for epoch in range(2):
     loader.set_epoch(epoch)
@@ -33,8 +34,9 @@ for epoch in range(2):
         ids += loader.last_ids
     epochs.append(ids)
 dist.barrier()  # the other node may still read this node's part
+served = urllib.request.urlopen(f"http://{loader.metrics_addr}/metrics").read().decode()
 print(json.dumps({"rank": loader.rank, "world": loader.world_size, "epochs": epochs,
-                  "counts": loader.metrics["partitioned"]}))
+                  "counts": loader.metrics["partitioned"], "served": served}))
 """
 
 
@@ -105,6 +107,23 @@ def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos
         else:  # runs the node's cache and service
             assert c["local_samples"] > 0 and c["served_bytes"] > 0
     assert sum(c["served_bytes"] for c in counts) == sum(c["peer_bytes"] for c in counts)
+    # The live metrics endpoint serves the peers' figures, as the loader counts them, and
+    # every metric the Grafana dashboard in docs/ plots.
+    for c, r in zip(counts, results):
+        assert f'nostall_peer_bytes_total{{loader="0",rank="{r["rank"]}"}} {c["peer_bytes"]}' \
+            in r["served"]
+    served = {line.split()[2] for line in results[0]["served"].splitlines()
+              if line.startswith("# TYPE ")}
+    assert dashboard_metrics() <= served, dashboard_metrics() - served
+
+
+def dashboard_metrics():
+    """The metric families docs/grafana/nostall-dashboard.json queries."""
+    dashboard = Path(__file__).parents[2] / "docs" / "grafana" / "nostall-dashboard.json"
+    exprs = [t["expr"] for p in json.loads(dashboard.read_text())["panels"]
+             for t in p["targets"]]
+    names = {n for e in exprs for n in re.findall(r"nostall_\w+", e)}
+    return {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in names}
 
 
 def test_bad_partitioned_settings_are_config_errors(photos, monkeypatch):
