@@ -263,6 +263,15 @@ fn an_epoch_resumes_on_another_number_of_ranks_exactly_once() {
     for (id, bytes) in delivered {
         assert!(&whole[id] == bytes, "sample {id} prepared differently");
     }
+    // States of different points of training do not mix.
+    let mixed = [two.saved[0].clone(), three.saved[1].clone()];
+    let error = ranks(dir.path(), 1)[0].resume_from(&mixed).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("different runs or points of training"),
+        "{error}"
+    );
     // Three ranks resuming the rest of two ranks' epoch get equal batch counts.
     let rest = stretch(&ranks(dir.path(), 3), &two.saved, None);
     assert_eq!(rest.counts, [4, 4, 4]); // 36 samples left: 12 each

@@ -219,7 +219,8 @@ impl LoaderBuilder {
             Recipe::Preset(name) if AudioPipeline::PRESETS.contains(&name.as_str()) => {
                 if images_set {
                     return Err(Error::Config(format!(
-                        "pipeline={name:?} prepares audio as float32 waveforms or                          spectrograms: image_size, dtype and layout apply to images only"
+                        "pipeline={name:?} prepares audio as float32 waveforms or \
+                         spectrograms: image_size, dtype and layout apply to images only"
                     )));
                 }
                 Pipeline::preset(name, DEFAULT_IMAGE_SIZE)?

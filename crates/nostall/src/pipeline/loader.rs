@@ -148,7 +148,9 @@ impl Loader {
                 || state.history != first.history
             {
                 return Err(Error::Config(format!(
-                    "the saved states of ranks {} and {} belong to different runs or                      points of training (epoch {}, batch {} against epoch {}, batch {}):                      give the states saved together",
+                    "the saved states of ranks {} and {} belong to different runs or \
+                     points of training (epoch {}, batch {} against epoch {}, batch {}): \
+                     give the states saved together",
                     first.rank, state.rank, q.epoch, q.batch, p.epoch, p.batch
                 )));
             }
