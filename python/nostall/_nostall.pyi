@@ -106,6 +106,7 @@ class Loader:
         threads: int | Literal["auto"] | None = None,
         fetch_threads: int | None = None,
         prefetch: int | None = None,
+        overlap_epochs: bool = True,
         cache: str | float | int | None = None,
         cache_policy: Literal["minio", "lru", "none", "partitioned"] = "minio",
         on_error: Literal["error", "skip"] = "error",

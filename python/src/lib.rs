@@ -222,6 +222,12 @@ enum Output {
 ///   CPU quota).
 /// - `fetch_threads` (None: 2): threads reading bytes (more for slow remote storage).
 /// - `prefetch` (None: 4): batches prepared ahead of the training loop.
+/// - `overlap_epochs` (True): start reading and preparing the next epoch while this
+///   one's last batches are consumed, so that the training loop does not wait at epoch
+///   boundaries; the next `iter()` takes that work when it starts the next epoch from
+///   its start, and discards it otherwise. While epochs overlap, batch buffers reach
+///   twice `prefetch`. Off with `cache_policy="partitioned"`, whose nodes meet before
+///   each epoch.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
 ///   evicts, never thrashes), `"lru"`, or `"partitioned"`: each node of a multi-node
@@ -469,14 +475,14 @@ impl Loader {
         signature = (
             source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
-            fetch_threads=None, prefetch=None, cache=None, cache_policy="minio",
-            on_error="error", quarantine=None, rank=None, world_size=None, output="auto",
-            metrics_addr=None
+            fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
+            cache_policy="minio", on_error="error", quarantine=None, rank=None,
+            world_size=None, output="auto", metrics_addr=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
-            threads=None, fetch_threads=None, prefetch=None, cache=None, \
-            cache_policy='minio', on_error='error', quarantine=None, rank=None, \
+            threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
+            cache=None, cache_policy='minio', on_error='error', quarantine=None, rank=None, \
             world_size=None, output='auto', metrics_addr=None)"
     )]
     #[allow(clippy::too_many_arguments)]
@@ -494,6 +500,7 @@ impl Loader {
         threads: Option<Threads>,
         fetch_threads: Option<usize>,
         prefetch: Option<usize>,
+        overlap_epochs: bool,
         cache: Option<Bound<'_, PyAny>>,
         cache_policy: &str,
         on_error: &str,
@@ -524,6 +531,7 @@ impl Loader {
         let location = source.to_string_lossy().into_owned();
         let (mut builder, mut dist) = args.builder(py, location)?;
         builder.config_mut().quarantine = quarantine;
+        builder.config_mut().overlap_epochs = overlap_epochs;
         let node_config = if args.partitioned() {
             let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
                 .map_err(|e| raise_peer(py, e))?;
@@ -839,6 +847,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDic
     d.set_item("stall_s", s.wait.as_secs_f64())?;
     d.set_item("stall_fraction", s.stall_fraction())?;
     d.set_item("max_wait_s", s.max_wait.as_secs_f64())?;
+    d.set_item("prepared_ahead", s.prepared_ahead)?;
     for (name, stage) in [("fetch", &s.fetch), ("prep", &s.prep)] {
         let st = PyDict::new(py);
         st.set_item("threads", stage.threads)?;

@@ -65,6 +65,26 @@ def test_epochs_reshuffle_and_set_epoch_repeats_an_epoch(photos):
     assert torch.equal([y for _, y in loader][0], first[0])
 
 
+def test_overlapping_epochs_give_the_same_batches_as_separate_ones(photos):
+    def epochs(overlap, order):
+        loader = nostall.Loader(photos, batch_size=4, image_size=32, seed=3, overlap_epochs=overlap)
+        out = []
+        for epoch in order:
+            if epoch is not None:
+                loader.set_epoch(epoch)  # another epoch than the one started ahead
+            out.append([(x.clone(), y.clone()) for x, y in loader])
+            ahead = loader.metrics["prepared_ahead"]
+            assert 0 <= ahead <= 4 * 4, ahead  # at most its window: prefetch 4 batches of 4
+        return out
+
+    order = [None, None, 5, None, 1]  # epochs 0, 1, 5, 6, 1
+    separate, overlapping = epochs(False, order), epochs(True, order)
+    for a, b in zip(separate, overlapping):
+        assert len(a) == len(b)
+        for (xa, ya), (xb, yb) in zip(a, b):
+            assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
 def test_tensors_share_the_loader_buffer_no_copy(photos):
     loader = nostall.Loader(photos, batch_size=8, image_size=32, output="dlpack")
     images, labels = next(iter(loader))
@@ -84,9 +104,10 @@ def test_tensors_share_the_loader_buffer_no_copy(photos):
 
 def test_buffers_are_reused_across_epochs(photos):
     loader = nostall.Loader(photos, batch_size=4, image_size=32, prefetch=2)
-    # At most: the prefetch window, the batch the loop variable still holds, and the one
-    # being handed over. Whatever the timing, never more, whatever the number of epochs.
-    bound = 2 + 1 + 1
+    # At most: the prefetch windows of this epoch and of the next one started ahead, the
+    # batch the loop variable still holds, and the one being handed over. Whatever the
+    # timing, never more, whatever the number of epochs.
+    bound = 2 + 2 + 1 + 1
     addresses = set()
     for _ in range(6):
         addresses |= {images.data_ptr() for images, _ in loader}
@@ -106,7 +127,7 @@ def test_a_kept_batch_stays_valid_after_the_loader_moves_on(photos):
         it = iter(loader)
     assert torch.equal(kept, snapshot) and torch.equal(kept_labels, snapshot_labels)
     # The kept buffer is out of the pool, so the loader allocated one more, not more.
-    assert loader.buffers_allocated <= 2 + 1 + 1 + 1
+    assert loader.buffers_allocated <= 2 + 2 + 1 + 1 + 1
     address = kept.data_ptr()
     del kept
     seen = {images.data_ptr() for images, _ in loader}

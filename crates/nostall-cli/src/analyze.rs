@@ -118,6 +118,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         cold: !args.warm,
         cache: args.storage.cache(),
         link: args.storage.link(),
+        overlap_epochs: true,
     };
     let read = if settings.cold {
         ReadMode::Cold

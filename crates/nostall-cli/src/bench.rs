@@ -58,6 +58,15 @@ pub(crate) struct Args {
     /// count in the resident memory reported).
     #[arg(long)]
     no_floor: bool,
+    /// Follow each batch with a simulated training step of this speed (images/s), so
+    /// that the stall shows what a GPU of that speed would wait.
+    #[arg(long)]
+    model_rate: Option<f64>,
+    /// Start each epoch while the previous one's last batches are consumed, as loaders
+    /// do by default. Off here unless asked: each epoch's rate is then its own, and the
+    /// floor's passes between epochs do not share the cores with the next epoch.
+    #[arg(long, requires = "no_floor")]
+    overlap_epochs: bool,
     /// Print one JSON object instead of progress and a table.
     #[arg(long)]
     json: bool,
@@ -82,6 +91,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         cold: args.cold,
         cache: args.storage.cache(),
         link: args.storage.link(),
+        overlap_epochs: args.overlap_epochs,
     };
     let (loader, dataset) = open_loader(&args.dataset, &settings)?;
     let loader = std::sync::Arc::new(loader);
@@ -102,7 +112,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     // Epoch 0 warms up (and fills caches); the figures are over the epochs after it.
     for epoch in 0..=args.epochs {
         let device_before = device_read_bytes();
-        let stats = drive_epoch(&loader, epoch, quiet, None)?;
+        let stats = drive_epoch(&loader, epoch, quiet, args.model_rate)?;
         let device = device_read_bytes() - device_before;
         if epoch > 0 {
             samples += stats.samples;
@@ -121,11 +131,14 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
             );
         }
         per_epoch.push(format!(
-            "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"cache_hits\":{},\
+            "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"wall_s\":{:.3},\
+             \"prepared_ahead\":{},\"cache_hits\":{},\
              \"cache_hit_bytes\":{},\"storage_bytes\":{},\"device_read_bytes\":{device},\
              \"dataset_bytes\":{}}}",
             stats.throughput(),
             stats.wait.as_secs_f64(),
+            stats.wall.as_secs_f64(),
+            stats.prepared_ahead,
             stats.cache.hits,
             stats.cache.hit_bytes,
             stats.storage.bytes,

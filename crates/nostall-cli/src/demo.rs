@@ -48,6 +48,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         cold: false,
         cache: Default::default(),
         link: None,
+        overlap_epochs: true,
     };
     let (loader, _) = open_loader(&dir.to_string_lossy(), &settings)?;
     let mut last = None;

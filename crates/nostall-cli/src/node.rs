@@ -211,6 +211,9 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         cold: false,
         cache: CacheConfig::default(),
         link: None,
+        // Each epoch's bytes moved are counted between its start and end: an epoch started
+        // ahead would count its reads in the previous one.
+        overlap_epochs: false,
     };
     let mut builder = loader_builder(&location, &settings)?;
     let data = builder.open_dataset()?;

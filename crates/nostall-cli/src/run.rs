@@ -56,6 +56,8 @@ pub(crate) struct Settings {
     pub cache: CacheConfig,
     /// An emulated storage link in front of the dataset, if any.
     pub link: Option<Link>,
+    /// Start each epoch while the previous one's last batches are consumed.
+    pub overlap_epochs: bool,
 }
 
 /// How the storage options of `bench` (and later commands) are given on the command line.
@@ -117,6 +119,7 @@ pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<Lo
     config.fetch_threads = s.fetch_threads;
     config.quarantine = s.quarantine.clone();
     config.cache = s.cache;
+    config.overlap_epochs = s.overlap_epochs;
     Ok(builder)
 }
 

@@ -385,6 +385,9 @@ impl Node {
         config.plan.rank = self.rank();
         config.plan.world = self.world();
         config.locality = Some(self.locality());
+        // The nodes meet at a barrier before each epoch: an epoch started ahead would read
+        // before it, from peers still filling their parts in the previous epoch.
+        config.overlap_epochs = false;
     }
 
     /// The loader's locality-aware planning, to set as

@@ -327,9 +327,10 @@ fn buffers_are_recycled_not_reallocated_across_epochs() {
     for epoch in 0..20 {
         assert_eq!(l.epoch(epoch).unwrap().count(), 3);
     }
-    // Window of `prefetch` (2) buffers plus the one the consumer holds.
+    // Windows of `prefetch` (2) buffers, this epoch's and the next one's started ahead,
+    // plus the one the consumer holds.
     assert!(
-        l.buffers_allocated() <= 3,
+        l.buffers_allocated() <= 5,
         "{} buffers allocated",
         l.buffers_allocated()
     );
@@ -408,7 +409,9 @@ fn the_epoch_names_its_slowest_samples_and_shards() {
         nostall::Modality::Image,
     )
     .unwrap();
-    let c = config(4, 2);
+    let mut c = config(4, 2);
+    // The source records each sample's read: epoch 1's, started ahead, would replace them.
+    c.overlap_epochs = false;
     let order = EpochPlan::new(&c.plan, 8, 0).unwrap().samples().to_vec();
     let source = Arc::new(Held {
         inner: dataset.source.clone(),

@@ -283,6 +283,9 @@ pub fn prep(
     config.plan.rank = 0;
     config.plan.world = 1;
     config.plan.batch_size = config.plan.batch_size.min(kept.len());
+    // Rates are samples over each epoch's wall time: an epoch prepared partly during the
+    // previous one would look faster than prep is.
+    config.overlap_epochs = false;
     let loader = Loader::new(Arc::new(subset), source, config)?;
     // (samples, seconds) per epoch.
     let mut epochs = Vec::new();

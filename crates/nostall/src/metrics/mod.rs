@@ -222,6 +222,9 @@ pub struct EpochStats {
     pub storage: SourceStats,
     /// The read-ahead window along the plan.
     pub readahead: ReadaheadStats,
+    /// Samples prepared before the consumer asked for the epoch, while the previous one
+    /// ended (see [`LoaderConfig::overlap_epochs`](crate::LoaderConfig::overlap_epochs)).
+    pub prepared_ahead: u64,
     /// The costliest samples so far (fetch + prep), costliest first: at most 10.
     pub slowest: Vec<SampleCost>,
     /// The costliest shards so far, when samples share blobs (tar shards): at most 5.
@@ -278,6 +281,13 @@ impl fmt::Display for EpochStats {
             100.0 * self.stall_fraction(),
             self.max_wait.as_secs_f64() * 1e3
         )?;
+        if self.prepared_ahead > 0 {
+            writeln!(
+                f,
+                "  prepared ahead: {} samples while the previous epoch ended",
+                self.prepared_ahead
+            )?;
+        }
         for (name, s) in [("fetch", &self.fetch), ("prep", &self.prep)] {
             writeln!(
                 f,

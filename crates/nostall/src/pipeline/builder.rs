@@ -29,7 +29,7 @@ use crate::storage::{Link, ReadMode, Source, Throttled};
 use super::{ErrorPolicy, Loader, LoaderConfig};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 21] = [
+pub const KNOBS: [(&str, &str); 22] = [
     (
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
@@ -54,6 +54,10 @@ pub const KNOBS: [(&str, &str); 21] = [
     ),
     ("fetch_threads", "fetch threads"),
     ("prefetch", "batches prepared ahead"),
+    (
+        "overlap_epochs",
+        "true or false: start the next epoch while this one's last batches are consumed",
+    ),
     ("on_error", "error or skip"),
     (
         "quarantine",
@@ -144,6 +148,7 @@ impl LoaderBuilder {
             "threads" => c.prep_threads = parse(name, value)?,
             "fetch_threads" => c.fetch_threads = parse(name, value)?,
             "prefetch" => c.prefetch = parse(name, value)?,
+            "overlap_epochs" => c.overlap_epochs = parse(name, value)?,
             "on_error" => c.on_error = parse(name, value)?,
             "quarantine" => c.quarantine = Some(PathBuf::from(value)),
             "cache" => c.cache.capacity = parse(name, value)?,
@@ -378,6 +383,7 @@ mod tests {
             ("threads", "3"),
             ("fetch_threads", "4"),
             ("prefetch", "5"),
+            ("overlap_epochs", "false"),
             ("on_error", "skip"),
             ("quarantine", "/tmp/bad.jsonl"),
             ("cache", "35%"),
@@ -413,6 +419,7 @@ mod tests {
         );
         assert!(!c.plan.shuffle && c.plan.drop_last);
         assert_eq!((c.prep_threads, c.fetch_threads, c.prefetch), (3, 4, 5));
+        assert!(!c.overlap_epochs);
         assert_eq!(c.on_error, ErrorPolicy::Skip);
         assert_eq!(c.readahead, 16 << 20);
         assert_eq!(b.read, ReadMode::Cold);

@@ -48,11 +48,19 @@ pub struct LoaderConfig {
     /// object a line (`epoch`, `sample_id`, `location`, `cause`, `detail`), so that the
     /// dataset can be cleaned. Unlike [`Epoch::skipped`], it has no cap.
     pub quarantine: Option<std::path::PathBuf>,
+    /// Start each epoch's fetch and prep while the previous epoch's last batches are
+    /// consumed (once the previous epoch has read all its samples), so that the pipeline
+    /// never runs dry at an epoch boundary. The consumer adopts that work when it asks for
+    /// the next epoch from its start; asking for anything else discards it. While the two
+    /// overlap, batch buffers reach twice [`prefetch`](Self::prefetch) and read-ahead twice
+    /// [`readahead`](Self::readahead).
+    pub overlap_epochs: bool,
 }
 
 impl LoaderConfig {
     /// Defaults around a pipeline: batch 64, shuffled, 2 prep threads, 2 fetch threads,
-    /// 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB.
+    /// 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB, epochs
+    /// overlapping.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         LoaderConfig {
             plan: PlanConfig::default(),
@@ -68,6 +76,7 @@ impl LoaderConfig {
             readahead: 64 << 20,
             locality: None,
             quarantine: None,
+            overlap_epochs: true,
         }
     }
 

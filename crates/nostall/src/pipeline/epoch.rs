@@ -1,55 +1,87 @@
 //! One epoch in progress: the state its threads share, and the consumer's side, which
 //! finalises samples in plan order into batches.
+//!
+//! **Overlapping epochs.** When an epoch has read its last sample, it starts the next one
+//! ([`Running`]) and leaves it where the loader finds it (`Upcoming`): the next epoch's
+//! reads overlap this one's last preps, and its preps this one's last batches, so the
+//! consumer never waits for an empty pipeline to fill. The plan of an epoch is a pure
+//! function of the seed, so the work done ahead is exactly what the consumer would get by
+//! starting the epoch itself.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::cache::Cached;
+use crate::cache::{CacheStats, Cached};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Error, Result, SampleError};
 use crate::metrics::live::Totals;
 use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
-use crate::storage::Source;
+use crate::storage::{Source, SourceStats};
 
 use super::buffer::Pool;
 use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
 use super::readahead::ReadAhead;
 use super::workers::{fetch_loop, prep_loop, spawn};
-use super::{Batch, ErrorPolicy, Loader, LoaderConfig};
+use super::{Batch, ErrorPolicy, LoaderConfig};
+
+/// What starting an epoch takes from its loader: all shared, so that an epoch can start
+/// the next one.
+#[derive(Clone)]
+pub(super) struct Parts {
+    pub(super) config: LoaderConfig,
+    pub(super) catalog: Arc<Catalog>,
+    pub(super) source: Arc<Cached>,
+    pub(super) pool: Arc<Pool>,
+    pub(super) quarantine: Option<Arc<Quarantine>>,
+    /// The loader's figures across epochs.
+    pub(super) totals: Arc<Totals>,
+    /// Where an epoch started ahead waits for the consumer. Weak: a dropped loader stops
+    /// the epoch started ahead rather than leaving it running for nobody.
+    pub(super) upcoming: Weak<Upcoming>,
+}
+
+/// The epoch started ahead of the consumer, if any.
+pub(super) type Upcoming = Mutex<Option<Running>>;
+
+/// [`Shared::progress`]: the run has read its last sample.
+const READ_ALL: u8 = 1;
+/// [`Shared::progress`]: a consumer iterates the run.
+const CONSUMED: u8 = 2;
 
 /// What every thread of an epoch shares.
 pub(super) struct Shared {
-    pub(super) config: LoaderConfig,
+    pub(super) parts: Parts,
     /// The rank's samples of the epoch, in plan order.
     pub(super) stream: Arc<[SampleId]>,
     /// Where this run starts: epoch, first batch number, first stream index.
     pub(super) from: Position,
     /// Bytes of one prepared sample (from the pipeline; used on every claim).
     pub(super) sample_bytes: usize,
-    catalog: Arc<Catalog>,
-    pub(super) source: Arc<Cached>,
-    pool: Arc<Pool>,
     pub(super) order: Order,
     pub(super) ahead: ReadAhead,
     /// Loader threads still running, and the signal that one has exited.
     running: Mutex<usize>,
     exited: Condvar,
+    /// Reads finished (or failed) in this run, and the cache's and storage's counters once
+    /// the last one had: the epoch's own reads end there, whatever runs after it.
+    fetched: AtomicUsize,
+    reads_end: OnceLock<(CacheStats, SourceStats)>,
+    /// [`READ_ALL`] and [`CONSUMED`] as they happen: the next epoch starts once both have
+    /// (a run started ahead must not start its own successor before a consumer takes it).
+    progress: AtomicU8,
     pub(super) fetch: StageCounters,
     pub(super) prep: StageCounters,
     /// Each sample's fetch and prep time, for the slowest samples and shards.
     pub(super) costs: CostLog,
-    /// The loader's figures across epochs.
-    pub(super) totals: Arc<Totals>,
-    quarantine: Option<Arc<Quarantine>>,
     /// The cache's and the storage's counters when the epoch started.
-    cache_before: crate::cache::CacheStats,
-    storage_before: crate::storage::SourceStats,
+    cache_before: CacheStats,
+    storage_before: SourceStats,
 }
 
 impl Shared {
@@ -79,14 +111,168 @@ impl Shared {
         self.order.halt();
         self.ahead.halt();
     }
+
+    /// Called by a fetch thread when a read has finished, before its bytes are parked
+    /// (so before the consumer can see the sample): after the run's last read, the
+    /// epoch's read counters are final and the next epoch may start.
+    pub(super) fn read_finished(&self) {
+        let to_read = self.stream.len() - self.from.sample as usize;
+        if self.fetched.fetch_add(1, Ordering::AcqRel) + 1 != to_read {
+            return;
+        }
+        let source = &self.parts.source;
+        // Set once: only the run's last read gets here.
+        let _ = self.reads_end.set((source.cache().stats(), source.stats()));
+        self.advance(READ_ALL);
+    }
+
+    /// Records `step` of the run's progress; whoever records the second of the two starts
+    /// the next epoch (so it starts once).
+    fn advance(&self, step: u8) {
+        let before = self.progress.fetch_or(step, Ordering::AcqRel);
+        let completes = before & step == 0 && before | step == READ_ALL | CONSUMED;
+        if completes && self.parts.config.overlap_epochs && !self.order.halted() {
+            self.start_next();
+        }
+    }
+
+    /// Starts the next epoch from its beginning for the consumer to adopt.
+    fn start_next(&self) {
+        let Some(upcoming) = self.parts.upcoming.upgrade() else {
+            return; // the loader is gone
+        };
+        let (config, len) = (&self.parts.config, self.parts.catalog.len());
+        let epoch = self.from.epoch + 1;
+        // A plan that cannot be made is reported when the consumer asks for the epoch.
+        let Ok(plan) = EpochPlan::resumed(&config.plan, config.locality.as_ref(), len, epoch, &[])
+        else {
+            return;
+        };
+        let next = Running::launch(self.parts.clone(), plan, Position::start_of(epoch), false);
+        let replaced = upcoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(next);
+        // Stopped outside the lock (it joins threads).
+        drop(replaced);
+    }
+}
+
+/// An epoch's threads at work, with the state they share: started by the consumer, or
+/// ahead of it by the previous epoch. Dropping it stops and joins the threads.
+pub(super) struct Running {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Starts the threads of `plan` from `position`, for a consumer (`consumed`) or ahead
+    /// of one.
+    pub(super) fn launch(
+        parts: Parts,
+        plan: EpochPlan,
+        position: Position,
+        consumed: bool,
+    ) -> Running {
+        let config = &parts.config;
+        let catalog = &parts.catalog;
+        let start = position.sample as usize;
+        let average = catalog.total_bytes() / catalog.len().max(1) as u64;
+        // The smallest read-ahead window: a batch of samples of average size, at least two
+        // per prep thread (see the `readahead` module).
+        let floor_samples = (2 * config.prep_threads).max(config.plan.batch_size) as u64;
+        let floor = (floor_samples * average).clamp(1, config.readahead);
+        let stream: Arc<[SampleId]> = plan.samples().into();
+        let sample_bytes = config.pipeline.sample_bytes();
+        let threads = config.fetch_threads + config.prep_threads;
+        let shared = Arc::new(Shared {
+            order: Order::new(
+                stream.len(),
+                start,
+                config.plan.batch_size,
+                config.prefetch,
+                sample_bytes,
+                parts.pool.clone(),
+            ),
+            ahead: ReadAhead::new(
+                stream.clone(),
+                catalog.clone(),
+                start,
+                floor,
+                config.readahead,
+                threads,
+            ),
+            stream,
+            from: position,
+            sample_bytes,
+            cache_before: parts.source.cache().stats(),
+            storage_before: parts.source.stats(),
+            running: Mutex::new(threads),
+            exited: Condvar::new(),
+            fetched: AtomicUsize::new(0),
+            reads_end: OnceLock::new(),
+            progress: AtomicU8::new(if consumed { CONSUMED } else { 0 }),
+            fetch: StageCounters::default(),
+            prep: StageCounters::default(),
+            costs: CostLog::default(),
+            parts,
+        });
+        let config = &shared.parts.config;
+        let mut threads = Vec::new();
+        for n in 0..config.fetch_threads {
+            threads.push(spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop));
+        }
+        for n in 0..config.prep_threads {
+            threads.push(spawn(format!("nostall-prep-{n}"), &shared, prep_loop));
+        }
+        Running { shared, threads }
+    }
+
+    /// Where the run starts.
+    pub(super) fn from(&self) -> Position {
+        self.shared.from
+    }
+
+    /// Samples prepared so far.
+    pub(super) fn prepared(&self) -> u64 {
+        self.shared.prep.snapshot(0).items
+    }
+
+    /// Whether every sample of the run has been read.
+    #[cfg(test)]
+    pub(super) fn read_all(&self) -> bool {
+        self.shared.progress.load(Ordering::Acquire) & READ_ALL != 0
+    }
+}
+
+/// How long stopping a run waits for its threads to notice.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shared.halt();
+        // A thread inside a read (a storage request can hang for minutes) or a long decode
+        // notices the halt only when that returns: the consumer does not wait for it.
+        if !self.shared.wait_for_threads(STOP_GRACE) {
+            // Each keeps the epoch's shared state alive, batch buffers included, until it
+            // exits; the buffers are freed then rather than returned to the pool, since a
+            // prep thread may still be writing into its slot.
+            self.threads.clear();
+            return;
+        }
+        for thread in self.threads.drain(..) {
+            // Panics were caught in the thread; joining must not panic the consumer.
+            let _ = thread.join();
+        }
+        self.shared.order.release_buffers();
+    }
 }
 
 /// One epoch in progress: an iterator of batches in plan order.
 ///
 /// Dropping it stops and joins its threads.
 pub struct Epoch {
-    shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    run: Running,
     position: Position,
     started: Instant,
     finished: Option<Instant>,
@@ -105,6 +291,9 @@ pub struct Epoch {
     skipped_samples: Vec<SampleError>,
     /// The epoch's stretches under other world sizes before this run.
     history: Vec<Stretch>,
+    /// Samples prepared before the consumer asked for the epoch (while the previous
+    /// epoch ended).
+    prepared_ahead: u64,
 }
 
 /// What [`Epoch::next_within`] found.
@@ -121,7 +310,7 @@ pub enum Next {
 impl std::fmt::Debug for Epoch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Epoch")
-            .field("epoch", &self.shared.from.epoch)
+            .field("epoch", &self.run.shared.from.epoch)
             .field("samples", &self.samples)
             .finish()
     }
@@ -131,68 +320,32 @@ impl std::fmt::Debug for Epoch {
 const KEPT_SKIPS: usize = 1000;
 
 impl Epoch {
-    pub(super) fn start(
-        loader: &Loader,
-        plan: EpochPlan,
-        position: Position,
+    /// The consumer's side of `run`, with the epoch's skips before it counted as
+    /// `skipped` and its stretches under other world sizes as `history`; `adopted` when
+    /// the run was started ahead of the consumer.
+    pub(super) fn new(
+        run: Running,
         skipped_by_cause: BTreeMap<&'static str, u64>,
         history: Vec<Stretch>,
+        adopted: bool,
     ) -> Epoch {
-        let config = &loader.config;
-        let catalog = &loader.catalog;
-        let start = position.sample as usize;
-        let average = catalog.total_bytes() / catalog.len().max(1) as u64;
-        // The smallest read-ahead window: a batch of samples of average size, at least two
-        // per prep thread (see the `readahead` module).
-        let floor_samples = (2 * config.prep_threads).max(config.plan.batch_size) as u64;
-        let floor = (floor_samples * average).clamp(1, config.readahead);
-        let stream: Arc<[SampleId]> = plan.samples().into();
-        let sample_bytes = config.pipeline.sample_bytes();
-        let shared = Arc::new(Shared {
-            order: Order::new(
-                stream.len(),
-                start,
-                config.plan.batch_size,
-                config.prefetch,
-                sample_bytes,
-                loader.pool.clone(),
-            ),
-            ahead: ReadAhead::new(
-                stream.clone(),
-                catalog.clone(),
-                start,
-                floor,
-                config.readahead,
-                config.fetch_threads + config.prep_threads,
-            ),
-            config: config.clone(),
-            stream,
-            from: position,
-            sample_bytes,
-            catalog: catalog.clone(),
-            source: loader.source.clone(),
-            pool: loader.pool.clone(),
-            quarantine: loader.quarantine.clone(),
-            cache_before: loader.source.cache().stats(),
-            storage_before: loader.source.stats(),
-            running: Mutex::new(config.fetch_threads + config.prep_threads),
-            exited: Condvar::new(),
-            fetch: StageCounters::default(),
-            prep: StageCounters::default(),
-            costs: CostLog::default(),
-            totals: loader.totals.clone(),
-        });
-        shared.totals.epoch.store(position.epoch, Ordering::Relaxed);
-        let mut threads = Vec::new();
-        for n in 0..config.fetch_threads {
-            threads.push(spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop));
-        }
-        for n in 0..config.prep_threads {
-            threads.push(spawn(format!("nostall-prep-{n}"), &shared, prep_loop));
-        }
+        let shared = &run.shared;
+        let batch_size = shared.parts.config.plan.batch_size;
+        let position = shared.from;
+        shared
+            .parts
+            .totals
+            .epoch
+            .store(position.epoch, Ordering::Relaxed);
+        let prepared_ahead = if adopted {
+            // May start the epoch after it, when this one has read everything already.
+            shared.advance(CONSUMED);
+            run.prepared()
+        } else {
+            0
+        };
         Epoch {
-            shared,
-            threads,
+            run,
             position,
             started: Instant::now(),
             finished: None,
@@ -201,11 +354,12 @@ impl Epoch {
             samples: 0,
             failed: false,
             carried_wait: Duration::ZERO,
-            labels: Vec::with_capacity(config.plan.batch_size),
-            ids: Vec::with_capacity(config.plan.batch_size),
+            labels: Vec::with_capacity(batch_size),
+            ids: Vec::with_capacity(batch_size),
             skipped_by_cause,
             skipped_samples: Vec::new(),
             history,
+            prepared_ahead,
         }
     }
 
@@ -222,11 +376,17 @@ impl Epoch {
 
     /// Figures so far.
     pub fn stats(&self) -> EpochStats {
-        let shared = &self.shared;
+        let shared = &self.run.shared;
         let (starved, readahead) = shared.ahead.stats();
         let batches = shared.order.lock().delivered();
         let end = self.finished.unwrap_or_else(Instant::now);
-        let (slowest, slowest_shards) = shared.costs.snapshot(&*shared.source);
+        let source = &shared.parts.source;
+        let (slowest, slowest_shards) = shared.costs.snapshot(&**source);
+        let (cache, storage) = shared
+            .reads_end
+            .get()
+            .copied()
+            .unwrap_or_else(|| (source.cache().stats(), source.stats()));
         EpochStats {
             epoch: shared.from.epoch,
             batches,
@@ -235,11 +395,12 @@ impl Epoch {
             wall: end - self.started,
             wait: self.wait,
             max_wait: self.max_wait,
-            fetch: shared.fetch.snapshot(shared.config.fetch_threads),
-            prep: shared.prep.snapshot(shared.config.prep_threads),
+            fetch: shared.fetch.snapshot(shared.parts.config.fetch_threads),
+            prep: shared.prep.snapshot(shared.parts.config.prep_threads),
             prep_starved: starved,
-            cache: shared.source.cache().stats().since(&shared.cache_before),
-            storage: shared.source.stats() - shared.storage_before,
+            cache: cache.since(&shared.cache_before),
+            storage: storage - shared.storage_before,
+            prepared_ahead: self.prepared_ahead,
             readahead,
             slowest,
             slowest_shards,
@@ -267,7 +428,7 @@ impl Epoch {
 
     /// Stops the epoch's threads and marks it failed with `error`.
     fn fail(&mut self, error: Error) -> Option<Option<Result<Batch>>> {
-        self.shared.halt();
+        self.run.shared.halt();
         self.failed = true;
         Some(Some(Err(error)))
     }
@@ -275,9 +436,9 @@ impl Epoch {
     /// Finalises samples in order until a batch is complete, the plan ends, an error
     /// stops the epoch, or `deadline` passes (`Some(None)`).
     fn next_batch(&mut self, deadline: Option<Instant>) -> Option<Option<Result<Batch>>> {
-        let shared = self.shared.clone();
+        let shared = self.run.shared.clone();
         let order = &shared.order;
-        let batch_size = shared.config.plan.batch_size;
+        let batch_size = shared.parts.config.plan.batch_size;
         let mut st = order.lock();
         let mut waited = std::mem::take(&mut self.carried_wait);
         loop {
@@ -292,27 +453,27 @@ impl Epoch {
                     Err(cause) => {
                         let error = SampleError {
                             id,
-                            location: shared.source.location(id),
+                            location: shared.parts.source.location(id),
                             cause,
                         };
-                        if shared.config.on_error == ErrorPolicy::Error {
+                        if shared.parts.config.on_error == ErrorPolicy::Error {
                             drop(st);
                             return self.fail(Error::Sample(error));
                         }
-                        if let Some(quarantine) = &shared.quarantine {
+                        if let Some(quarantine) = &shared.parts.quarantine {
                             if let Err(e) = quarantine.record(shared.from.epoch, &error) {
                                 drop(st);
                                 return self.fail(e);
                             }
                         }
                         *self.skipped_by_cause.entry(error.cause.kind()).or_default() += 1;
-                        shared.totals.skipped(error.cause.kind());
+                        shared.parts.totals.skipped(error.cause.kind());
                         if self.skipped_samples.len() < KEPT_SKIPS {
                             self.skipped_samples.push(error);
                         }
                     }
                     Ok(()) => {
-                        let label = shared.catalog.label(id).map_or(-1, i64::from);
+                        let label = shared.parts.catalog.label(id).map_or(-1, i64::from);
                         self.labels.push(label);
                         self.ids.push(id);
                         if self.labels.len() == batch_size {
@@ -322,7 +483,7 @@ impl Epoch {
                 }
             }
             if order.finished(&st) {
-                if !self.labels.is_empty() && !shared.config.plan.drop_last {
+                if !self.labels.is_empty() && !shared.parts.config.plan.drop_last {
                     return Some(Some(Ok(self.deliver(st, waited))));
                 }
                 self.finished.get_or_insert_with(Instant::now);
@@ -343,7 +504,7 @@ impl Epoch {
 
     /// Hands the batch being assembled to the consumer.
     fn deliver(&mut self, st: Guard<'_>, waited: Duration) -> Batch {
-        let shared = &self.shared;
+        let shared = &self.run.shared;
         let index = shared.from.batch + st.delivered();
         let position = Position {
             epoch: shared.from.epoch,
@@ -351,14 +512,14 @@ impl Epoch {
             sample: st.cursor() as u64,
         };
         let buffer = shared.order.pop_batch(st);
-        let batch_size = shared.config.plan.batch_size;
+        let batch_size = shared.parts.config.plan.batch_size;
         let labels = std::mem::replace(&mut self.labels, Vec::with_capacity(batch_size));
         let ids = std::mem::replace(&mut self.ids, Vec::with_capacity(batch_size));
         self.position = position;
         self.samples += labels.len() as u64;
-        shared.totals.delivered(labels.len(), waited);
+        shared.parts.totals.delivered(labels.len(), waited);
         let (_, readahead) = shared.ahead.stats();
-        let totals = &shared.totals;
+        let totals = &shared.parts.totals;
         totals
             .readahead_window
             .store(readahead.window, Ordering::Relaxed);
@@ -369,9 +530,9 @@ impl Epoch {
         self.max_wait = self.max_wait.max(waited);
         Batch {
             buffer: Some(buffer),
-            pool: shared.pool.clone(),
+            pool: shared.parts.pool.clone(),
             len: labels.len(),
-            layout: shared.config.pipeline.layout().clone(),
+            layout: shared.parts.config.pipeline.layout().clone(),
             sample_bytes: shared.sample_bytes,
             labels,
             ids,
@@ -391,28 +552,5 @@ impl Iterator for Epoch {
         }
         // Without a deadline the wait is never cut short.
         self.next_batch(None).flatten()
-    }
-}
-
-/// How long dropping an epoch waits for its threads to notice that it stopped.
-const STOP_GRACE: Duration = Duration::from_millis(500);
-
-impl Drop for Epoch {
-    fn drop(&mut self) {
-        self.shared.halt();
-        // A thread inside a read (a storage request can hang for minutes) or a long decode
-        // notices the halt only when that returns: the consumer does not wait for it.
-        if !self.shared.wait_for_threads(STOP_GRACE) {
-            // Each keeps the epoch's shared state alive, batch buffers included, until it
-            // exits; the buffers are freed then rather than returned to the pool, since a
-            // prep thread may still be writing into its slot.
-            self.threads.clear();
-            return;
-        }
-        for thread in self.threads.drain(..) {
-            // Panics were caught in the thread; joining must not panic the consumer.
-            let _ = thread.join();
-        }
-        self.shared.order.release_buffers();
     }
 }

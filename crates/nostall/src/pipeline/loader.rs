@@ -2,7 +2,7 @@
 //! time.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::Cached;
 use crate::catalog::Catalog;
@@ -13,20 +13,24 @@ use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
 use crate::storage::Source;
 
 use super::buffer::Pool;
+use super::epoch::{Parts, Running, Upcoming};
 use super::quarantine::Quarantine;
 use super::{Checkpoint, Epoch, LoaderConfig, RunIdentity};
 
 /// An image loader over one dataset: makes an iterator of batches per epoch.
 pub struct Loader {
-    pub(super) catalog: Arc<Catalog>,
-    pub(super) source: Arc<Cached>,
+    catalog: Arc<Catalog>,
+    source: Arc<Cached>,
     pub(super) config: LoaderConfig,
-    pub(super) pool: Arc<Pool>,
+    pool: Arc<Pool>,
     /// Computed when first asked for: a pass over the catalog.
     identity: OnceLock<RunIdentity>,
-    pub(super) quarantine: Option<Arc<Quarantine>>,
+    quarantine: Option<Arc<Quarantine>>,
     /// Figures since the loader was made, for a live exporter.
-    pub(super) totals: Arc<Totals>,
+    totals: Arc<Totals>,
+    /// The epoch an ending epoch started ahead of the consumer
+    /// ([`LoaderConfig::overlap_epochs`]).
+    upcoming: Arc<Upcoming>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -72,6 +76,7 @@ impl Loader {
             pool: Pool::new(buffer_bytes),
             identity: OnceLock::new(),
             totals: Arc::default(),
+            upcoming: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -308,13 +313,24 @@ impl Loader {
     }
 
     /// Starts at `position` of the stretch after `history`, with the epoch's skips before
-    /// it counted as `skipped`.
+    /// it counted as `skipped`: adopts the epoch started ahead when it is that one, and
+    /// stops it otherwise.
     fn start(
         &self,
         position: Position,
         skipped: BTreeMap<&'static str, u64>,
         history: Vec<Stretch>,
     ) -> Result<Epoch> {
+        let ahead = self
+            .upcoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(run) = ahead {
+            if run.from() == position && skipped.is_empty() && history.is_empty() {
+                return Ok(Epoch::new(run, skipped, history, true));
+            }
+        }
         let plan = EpochPlan::resumed(
             &self.config.plan,
             self.config.locality.as_ref(),
@@ -328,6 +344,30 @@ impl Loader {
                 plan.samples().len()
             )));
         }
-        Ok(Epoch::start(self, plan, position, skipped, history))
+        let run = Running::launch(self.parts(), plan, position, true);
+        Ok(Epoch::new(run, skipped, history, false))
+    }
+
+    /// Where the epoch started ahead starts, the samples it has prepared so far, and
+    /// whether it has read them all.
+    #[cfg(test)]
+    pub(super) fn upcoming(&self) -> Option<(Position, u64, bool)> {
+        let upcoming = self.upcoming.lock().unwrap_or_else(|e| e.into_inner());
+        upcoming
+            .as_ref()
+            .map(|run| (run.from(), run.prepared(), run.read_all()))
+    }
+
+    /// What an epoch of this loader starts from.
+    fn parts(&self) -> Parts {
+        Parts {
+            config: self.config.clone(),
+            catalog: self.catalog.clone(),
+            source: self.source.clone(),
+            pool: self.pool.clone(),
+            quarantine: self.quarantine.clone(),
+            totals: self.totals.clone(),
+            upcoming: Arc::downgrade(&self.upcoming),
+        }
     }
 }

@@ -153,6 +153,11 @@ impl Order {
         self.completed.notify_all();
     }
 
+    /// Whether the epoch was stopped.
+    pub(super) fn halted(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
     /// Records that a loader thread died (the first such report wins), for the consumer
     /// to report instead of waiting for that thread's samples.
     pub(super) fn crashed(&self, what: String) {
@@ -164,7 +169,7 @@ impl Order {
     pub(super) fn claim(&self) -> Option<Claim> {
         let mut st = self.lock();
         loop {
-            if self.stop.load(Ordering::Acquire) || st.next == self.len {
+            if self.halted() || st.next == self.len {
                 return None;
             }
             let index = st.next;

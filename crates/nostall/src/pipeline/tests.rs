@@ -325,3 +325,95 @@ fn under_the_error_policy_the_first_failure_in_plan_order_stops_the_epoch() {
     );
     assert!(epoch.next().is_none(), "nothing after the error");
 }
+
+/// Waits until the epoch `loader` started ahead has read all its samples and prepared
+/// `samples` (a state it then keeps: its window is full); the limit is only reached if it
+/// never does.
+fn wait_prepared_ahead(loader: &Loader, samples: u64) -> (crate::Position, u64) {
+    let limit = std::time::Instant::now() + HOLD_LIMIT;
+    loop {
+        let (from, prepared, read_all) = loader.upcoming().expect("an epoch started ahead");
+        if (prepared >= samples && read_all) || std::time::Instant::now() > limit {
+            return (from, prepared);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn the_next_epoch_starts_before_this_one_ends_and_is_the_same_epoch() {
+    let commands = commands(1).without_holds();
+    // A window of the whole epoch (40 samples): the epoch started ahead can prepare, and
+    // so read, all of it.
+    let (batch_size, prefetch) = (4, 10);
+    let mut alone = loader(&commands, batch_size, 2, prefetch);
+    alone.config.overlap_epochs = false;
+    for threads in [1, 2, 3] {
+        let overlapping = loader(&commands, batch_size, threads, prefetch);
+        let mut epoch = overlapping.epoch(0).unwrap();
+        for batch in epoch.by_ref() {
+            batch.unwrap();
+        }
+        // The last sample was read before it could be prepared, so the next epoch had
+        // started by the time the last batch was delivered.
+        let window = (prefetch * batch_size) as u64;
+        let (from, prepared) = wait_prepared_ahead(&overlapping, window);
+        // Having read everything, it still waits for a consumer before starting epoch 2.
+        assert_eq!(from, crate::Position::start_of(1));
+        assert_eq!(prepared, window);
+        drop(epoch);
+        let mut next = overlapping.epoch(1).unwrap();
+        let got = {
+            let (mut ids, mut bytes) = (Vec::new(), Vec::new());
+            for batch in next.by_ref() {
+                let batch = batch.unwrap();
+                ids.push(batch.ids().to_vec());
+                bytes.extend_from_slice(batch.data());
+            }
+            (ids, bytes, next.stats().skipped)
+        };
+        assert_eq!(next.stats().prepared_ahead, window);
+        assert_eq!(got, run(&alone, 1), "{threads} threads");
+        // Adopted after reading everything, it started epoch 2 as it was taken.
+        assert_eq!(
+            overlapping.upcoming().map(|u| u.0),
+            Some(crate::Position::start_of(2))
+        );
+        assert!(alone.upcoming().is_none(), "no overlap when it is off");
+    }
+}
+
+#[test]
+fn asking_for_another_epoch_discards_the_one_started_ahead() {
+    let commands = commands(3).without_holds();
+    let mut alone = loader(&commands, 4, 2, 2);
+    alone.config.overlap_epochs = false;
+    let overlapping = loader(&commands, 4, 2, 2);
+    run(&overlapping, 0);
+    assert_eq!(
+        overlapping.upcoming().map(|u| u.0),
+        Some(crate::Position::start_of(1))
+    );
+    let mut other = overlapping.epoch(3).unwrap();
+    assert!(overlapping.upcoming().is_none(), "epoch 1 was stopped");
+    let ids: Vec<Vec<SampleId>> = other.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
+    assert_eq!(ids, run(&alone, 3).0);
+    assert_eq!(other.stats().prepared_ahead, 0);
+    // A position inside the epoch started ahead is not its start: it is stopped too.
+    run(&overlapping, 0);
+    let mut head = alone.epoch(1).unwrap();
+    head.next().unwrap().unwrap();
+    head.next().unwrap().unwrap();
+    let middle = head.position();
+    drop(head);
+    let rest: Vec<Vec<SampleId>> = overlapping
+        .resume(middle)
+        .unwrap()
+        .map(|b| b.unwrap().ids().to_vec())
+        .collect();
+    assert_eq!(rest, run(&alone, 1).0[2..]);
+    // A loader dropped with an epoch started ahead stops it (the test would hang if not).
+    run(&overlapping, 1);
+    assert!(overlapping.upcoming().is_some());
+    drop(overlapping);
+}

@@ -52,17 +52,20 @@ pub(super) fn fetch_loop(shared: &Shared) {
         let id = shared.stream[index];
         // A source that panics on one sample costs that sample (named, skippable), not the
         // epoch; the buffer it held is not reused.
-        let result = catch_unwind(AssertUnwindSafe(|| shared.source.read(id, &mut bytes)))
-            .unwrap_or_else(|panic| {
-                bytes = Vec::new();
-                Err(Cause::Internal(format!(
-                    "reading it panicked: {}",
-                    panic_message(&*panic)
-                )))
-            });
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            shared.parts.source.read(id, &mut bytes)
+        }))
+        .unwrap_or_else(|panic| {
+            bytes = Vec::new();
+            Err(Cause::Internal(format!(
+                "reading it panicked: {}",
+                panic_message(&*panic)
+            )))
+        });
         let took = started.elapsed();
         shared.fetch.record(took, bytes.len() as u64);
-        shared.totals.fetch.record(took, bytes.len() as u64);
+        shared.parts.totals.fetch.record(took, bytes.len() as u64);
+        shared.read_finished();
         shared
             .ahead
             .park(index, reserved, took, result.map(|()| bytes));
@@ -70,7 +73,7 @@ pub(super) fn fetch_loop(shared: &Shared) {
 }
 
 pub(super) fn prep_loop(shared: &Shared) {
-    let pipeline = &shared.config.pipeline;
+    let pipeline = &shared.parts.config.pipeline;
     // Without a preparer every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
     let mut preparer = pipeline.prep().preparer().map_err(|e| e.to_string());
@@ -92,7 +95,11 @@ pub(super) fn prep_loop(shared: &Shared) {
                 pipeline.modality()
             ))),
             (Ok(state), Ok(bytes)) => {
-                let mut rng = Rng::new(derive(&[shared.config.plan.seed, shared.from.epoch, id]));
+                let mut rng = Rng::new(derive(&[
+                    shared.parts.config.plan.seed,
+                    shared.from.epoch,
+                    id,
+                ]));
                 // A panic in a decoder must cost one sample, not the epoch: a thread that died
                 // would leave its sample unfinished and the consumer waiting forever.
                 let run = || state.prepare(&bytes, &mut rng, slot.as_mut());
@@ -109,7 +116,7 @@ pub(super) fn prep_loop(shared: &Shared) {
             }
         };
         let prep = started.elapsed();
-        let shard = shared.source.shard(id);
+        let shard = shared.parts.source.shard(id);
         shared.costs.record(id, shard, fetch, prep);
         let written = if result.is_ok() {
             shared.sample_bytes as u64
@@ -117,7 +124,7 @@ pub(super) fn prep_loop(shared: &Shared) {
             0
         };
         shared.prep.record(prep, written);
-        shared.totals.prep.record(prep, written);
+        shared.parts.totals.prep.record(prep, written);
         shared.order.complete(index, position, result);
     }
 }
