@@ -108,7 +108,7 @@ class Loader:
         prefetch: int | None = None,
         overlap_epochs: bool = True,
         cache: str | float | int | None = None,
-        cache_policy: Literal["minio", "lru", "none", "partitioned"] = "minio",
+        cache_policy: Literal["minio", "lookahead", "lru", "none", "partitioned"] = "minio",
         on_error: Literal["error", "skip"] = "error",
         quarantine: str | PathLike[str] | None = None,
         rank: int | None = None,

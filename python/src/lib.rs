@@ -230,7 +230,9 @@ enum Output {
 ///   each epoch.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
-///   evicts, never thrashes), `"lru"`, or `"partitioned"`: each node of a multi-node
+///   evicts, never thrashes), `"lookahead"` (reads the plan's next epoch: keeps the
+///   samples this rank reads soonest; with several ranks it hits more than `"minio"`),
+///   `"lru"`, or `"partitioned"`: each node of a multi-node
 ///   job caches a different part of that size, serves it to the other nodes, and
 ///   ranks take the samples their node holds (locality-aware batches). Nodes and
 ///   peers come from torchrun's environment (`RANK`, `WORLD_SIZE`,

@@ -63,7 +63,8 @@ pub(crate) struct Settings {
 /// How the storage options of `bench` (and later commands) are given on the command line.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct StorageArgs {
-    /// Loader cache of encoded samples: none (rely on the page cache), minio or lru.
+    /// Loader cache of encoded samples: none (rely on the page cache), minio, lookahead
+    /// (Belady's rule over the next epoch's plan) or lru.
     #[arg(long, default_value = "none", value_parser = parse_policy)]
     pub cache: CachePolicy,
     /// Cache size: a share of the dataset (35%, 0.35) or bytes (512MiB, 2GB).

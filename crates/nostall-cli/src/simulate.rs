@@ -16,8 +16,8 @@ use nostall::Error;
 /// What `simulate` can simulate.
 #[derive(Subcommand)]
 pub(crate) enum What {
-    /// Hit rates of cache policies (LRU, Linux-like two-list, MinIO, Belady, NoPFS
-    /// frequency) over the seeded shuffle, per worker cache.
+    /// Hit rates of cache policies (LRU, Linux-like two-list, MinIO, Belady, the loader's
+    /// lookahead, NoPFS frequency) over the seeded shuffle, per worker cache.
     Cache(CacheArgs),
     /// Bytes from storage, from peers and from local caches, per node and epoch, of a
     /// multi-node job: no cache, partitioned cache (CoorDL), and partitioned cache with
@@ -36,6 +36,8 @@ pub enum Policy {
     Minio,
     /// Belady's optimum: evict the sample needed furthest in the future.
     Belady,
+    /// The loader's lookahead policy: Belady's rule over the next epoch's plan.
+    Lookahead,
     /// NoPFS: each worker caches the samples it reads most often (prefetched).
     Frequency,
 }
@@ -47,6 +49,7 @@ impl From<Policy> for SimPolicy {
             Policy::TwoList => SimPolicy::TwoList,
             Policy::Minio => SimPolicy::Minio,
             Policy::Belady => SimPolicy::Belady,
+            Policy::Lookahead => SimPolicy::Lookahead,
             Policy::Frequency => SimPolicy::Frequency,
         }
     }
@@ -75,7 +78,7 @@ pub(crate) struct CacheArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "lru,two-list,minio,belady,frequency"
+        default_value = "lru,two-list,minio,belady,lookahead,frequency"
     )]
     policy: Vec<Policy>,
     /// Also write every epoch's counts to this CSV file

@@ -106,6 +106,9 @@ impl Subject {
             cache: match config.cache.policy {
                 CachePolicy::Minio => "minio".into(),
                 CachePolicy::Lru => "lru (predicted as if MinIO: LRU hits less)".into(),
+                CachePolicy::Lookahead => {
+                    "lookahead (predicted as if MinIO: the same hits on one node)".into()
+                }
                 CachePolicy::None => "none".into(),
             },
             cache_share: cache_share(&config, dataset.catalog.total_bytes()),

@@ -8,6 +8,10 @@
 //! hits exactly the cached bytes, which is the best any policy can do on one node (see
 //! [`crate::sim::cache`] for the numbers).
 //!
+//! With several ranks (a rank reads a different part of the dataset each epoch),
+//! [`CachePolicy::Lookahead`] reads the plan's future ([`lookahead`]): it keeps the samples
+//! this rank reads soonest, and so hits where MinIO's first-come set goes unread.
+//!
 //! A [`Cached`] source puts a [`SampleCache`] in front of any [`Source`]: a hit copies the
 //! bytes out of memory, a miss reads the source and offers the bytes to the cache. The
 //! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
@@ -21,6 +25,10 @@ use crate::catalog::SampleId;
 use crate::error::{Cause, Error, Result};
 use crate::storage::{Source, SourceStats};
 
+pub(crate) mod lookahead;
+
+use lookahead::{Admission, Lookahead};
+
 /// Which samples a cache keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -30,6 +38,9 @@ pub enum CachePolicy {
     Minio,
     /// Least recently used: the classic baseline, for comparison.
     Lru,
+    /// Belady's rule over the plan's next epoch: on a miss, evict the sample read
+    /// furthest ahead, unless the missed sample is read later still (see [`lookahead`]).
+    Lookahead,
     /// No cache in the loader; repeated reads rely on the operating system's page cache.
     None,
 }
@@ -41,9 +52,10 @@ impl std::str::FromStr for CachePolicy {
         match s {
             "minio" => Ok(CachePolicy::Minio),
             "lru" => Ok(CachePolicy::Lru),
+            "lookahead" => Ok(CachePolicy::Lookahead),
             "none" => Ok(CachePolicy::None),
             _ => Err(Error::Config(format!(
-                "unknown cache policy {s:?}: use minio, lru or none"
+                "unknown cache policy {s:?}: use minio, lookahead, lru or none"
             ))),
         }
     }
@@ -201,19 +213,26 @@ struct Entries {
     recency: BTreeMap<u64, SampleId>,
     tick: u64,
     used: u64,
+    /// For `lookahead`: the samples' next uses.
+    lookahead: Option<Lookahead>,
 }
 
 impl SampleCache {
     /// An empty cache of `capacity` bytes.
     pub fn new(policy: CachePolicy, capacity: u64) -> SampleCache {
+        let capacity = if policy == CachePolicy::None {
+            0
+        } else {
+            capacity
+        };
+        let entries = Entries {
+            lookahead: (policy == CachePolicy::Lookahead).then(|| Lookahead::new(capacity)),
+            ..Entries::default()
+        };
         SampleCache {
             policy,
-            capacity: if policy == CachePolicy::None {
-                0
-            } else {
-                capacity
-            },
-            entries: Mutex::default(),
+            capacity,
+            entries: Mutex::new(entries),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             hit_bytes: AtomicU64::new(0),
@@ -238,6 +257,9 @@ impl SampleCache {
             if self.policy == CachePolicy::Lru {
                 entries.recency.remove(&previous);
                 entries.recency.insert(tick, id);
+            }
+            if let Some(lookahead) = &mut entries.lookahead {
+                lookahead.touch(id);
             }
             entries.tick += 1;
             bytes
@@ -274,6 +296,16 @@ impl SampleCache {
             CachePolicy::None => return,
             CachePolicy::Minio if entries.used + len > self.capacity => return,
             CachePolicy::Minio => {}
+            CachePolicy::Lookahead => {
+                let lookahead = entries.lookahead.as_mut().expect("made with the policy");
+                let Admission::Keep(victims) = lookahead.admit(id, len) else {
+                    return;
+                };
+                for victim in victims {
+                    let (evicted, _) = entries.map.remove(&victim).expect("indexed");
+                    entries.used -= evicted.len() as u64;
+                }
+            }
             CachePolicy::Lru => {
                 while entries.used + len > self.capacity {
                     let (_, victim) = entries
@@ -314,6 +346,19 @@ impl SampleCache {
     /// Whether sample `id` is cached.
     pub fn contains(&self, id: SampleId) -> bool {
         self.lock().map.contains_key(&id)
+    }
+
+    /// Whether the policy reads the plan's future ([`SampleCache::begin_epoch`]).
+    pub fn looks_ahead(&self) -> bool {
+        self.policy == CachePolicy::Lookahead
+    }
+
+    /// Tells a policy that reads the future that `epoch`'s reads begin, and which samples
+    /// this rank reads in the next one (in order); nothing for the others.
+    pub fn begin_epoch(&self, epoch: u64, next: &[SampleId]) {
+        if let Some(lookahead) = &mut self.lock().lookahead {
+            lookahead.begin_epoch(epoch, next);
+        }
     }
 }
 

@@ -64,7 +64,7 @@ pub const KNOBS: [(&str, &str); 22] = [
         "a file listing skipped samples (with on_error=skip)",
     ),
     ("cache", "cache size: 35%, 0.35 or 512MiB"),
-    ("cache_policy", "none, minio or lru"),
+    ("cache_policy", "none, minio, lookahead or lru"),
     ("readahead", "bytes fetched ahead at most: 64MiB"),
     ("read", "cached or cold (bypass the page cache)"),
     (

@@ -185,6 +185,21 @@ impl Running {
         let stream: Arc<[SampleId]> = plan.samples().into();
         let sample_bytes = config.pipeline.sample_bytes();
         let threads = config.fetch_threads + config.prep_threads;
+        let cache = parts.source.cache();
+        if cache.looks_ahead() {
+            let epoch = position.epoch + 1;
+            let next = EpochPlan::resumed(
+                &config.plan,
+                config.locality.as_ref(),
+                catalog.len(),
+                epoch,
+                &[],
+            );
+            cache.begin_epoch(
+                position.epoch,
+                next.as_ref().map_or(&[], EpochPlan::samples),
+            );
+        }
         let shared = Arc::new(Shared {
             order: Order::new(
                 stream.len(),

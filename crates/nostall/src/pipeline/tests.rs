@@ -110,6 +110,17 @@ impl Preparer for FakePreparer {
 /// A loader over samples whose commands are `commands` (one per sample id); a held
 /// sample waits for the `HOLD` samples after it in the stream of `commands.epoch`.
 fn loader(commands: &Commands, batch_size: usize, threads: usize, prefetch: usize) -> Loader {
+    loader_with(commands, batch_size, threads, prefetch, |_| {})
+}
+
+/// As [`loader`], with the configuration adjusted by `adjust` first.
+fn loader_with(
+    commands: &Commands,
+    batch_size: usize,
+    threads: usize,
+    prefetch: usize,
+    adjust: impl FnOnce(&mut LoaderConfig),
+) -> Loader {
     let order = plain_stream(commands.of.len(), batch_size, commands.epoch);
     let samples: Vec<Vec<u8>> = commands
         .of
@@ -144,6 +155,7 @@ fn loader(commands: &Commands, batch_size: usize, threads: usize, prefetch: usiz
     config.fetch_threads = threads;
     config.prefetch = prefetch;
     config.on_error = ErrorPolicy::Skip;
+    adjust(&mut config);
     Loader::new(Arc::new(catalog), Arc::new(Memory::new(samples)), config).unwrap()
 }
 
@@ -416,4 +428,41 @@ fn asking_for_another_epoch_discards_the_one_started_ahead() {
     run(&overlapping, 1);
     assert!(overlapping.upcoming().is_some());
     drop(overlapping);
+}
+
+#[test]
+fn the_lookahead_cache_hits_as_the_simulator_predicts() {
+    use crate::cache::{CacheConfig, CachePolicy, Capacity};
+    use crate::sim::cache::{capacity_for, AccessStreams, SimPolicy};
+    let (n, epochs) = (200, 6);
+    // Every sample 9 bytes (its id and a command): capacities in samples and bytes agree.
+    let commands = Commands {
+        of: vec![b'.'; n],
+        epoch: 0,
+    };
+    for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {
+        let streams = AccessStreams::new(n, epochs, workers, SEED).unwrap();
+        let capacity = capacity_for(fraction, n);
+        let predicted = streams.run(SimPolicy::Lookahead, capacity);
+        let mut hits = vec![0; epochs as usize];
+        for rank in 0..workers {
+            // One fetch thread: the cache sees the reads in plan order, as simulated.
+            let loader = loader_with(&commands, 4, 2, 2, |c| {
+                c.plan.rank = rank;
+                c.plan.world = workers;
+                c.fetch_threads = 1;
+                let bytes = Capacity::Bytes(capacity as u64 * 9);
+                c.cache = CacheConfig::new(CachePolicy::Lookahead, bytes);
+            });
+            for (epoch, hits) in hits.iter_mut().enumerate() {
+                let mut run = loader.epoch(epoch as u64).unwrap();
+                for batch in run.by_ref() {
+                    batch.unwrap();
+                }
+                *hits += run.stats().cache.hits;
+            }
+        }
+        let want: Vec<u64> = predicted.epochs.iter().map(|e| e.hits).collect();
+        assert_eq!(hits, want, "{workers} workers, {fraction} of the dataset");
+    }
 }

@@ -48,6 +48,11 @@
 //!   known future stream. It is the optimum of all policies that fill on a miss, so it
 //!   equals MinIO on one node; with several workers a worker's epoch holds only a random
 //!   `1/W` of the samples, and Belady beats MinIO by keeping those needed soonest.
+//! - [`SimPolicy::Lookahead`] is the loader's `lookahead` cache policy
+//!   ([`crate::cache::lookahead`], the same code): Belady's rule with the loader's horizon,
+//!   the next epoch's plan. On one node it equals Belady (and MinIO); with several
+//!   workers it keeps what this worker reads next epoch, so it beats MinIO, though not
+//!   unbounded Belady, which also sees the epochs after.
 //! - [`SimPolicy::Frequency`] (NoPFS) fills each worker's cache, before training, with
 //!   the `capacity` samples that worker will access most often over all epochs (ties
 //!   broken by earlier first access), fetched ahead by the clairvoyant prefetcher, so
@@ -67,6 +72,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::cache::lookahead::Lookahead;
+use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, PlanConfig, Shard};
 
@@ -86,17 +93,20 @@ pub enum SimPolicy {
     Minio,
     /// Belady's optimum: evict the sample whose next use is furthest away.
     Belady,
+    /// The loader's `lookahead` policy: Belady's rule over the next epoch's plan.
+    Lookahead,
     /// NoPFS: cache each worker's most frequently accessed samples, prefetched.
     Frequency,
 }
 
 impl SimPolicy {
     /// Every policy, in the order tables show them.
-    pub const ALL: [SimPolicy; 5] = [
+    pub const ALL: [SimPolicy; 6] = [
         SimPolicy::Lru,
         SimPolicy::TwoList,
         SimPolicy::Minio,
         SimPolicy::Belady,
+        SimPolicy::Lookahead,
         SimPolicy::Frequency,
     ];
 
@@ -107,6 +117,7 @@ impl SimPolicy {
             SimPolicy::TwoList => "two-list",
             SimPolicy::Minio => "minio",
             SimPolicy::Belady => "belady",
+            SimPolicy::Lookahead => "lookahead",
             SimPolicy::Frequency => "frequency",
         }
     }
@@ -127,7 +138,8 @@ impl FromStr for SimPolicy {
             .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
                 Error::Config(format!(
-                    "unknown cache policy {s:?} (known: lru, two-list, minio, belady, frequency)"
+                    "unknown cache policy {s:?} (known: lru, two-list, minio, belady, lookahead, \
+                     frequency)"
                 ))
             })
     }
@@ -357,6 +369,7 @@ impl AccessStreams {
                 minio(stream, n, capacity, &mut record);
             }
             SimPolicy::Belady => belady(stream, n, capacity, &mut record),
+            SimPolicy::Lookahead => lookahead(stream, self.per_epoch, capacity, &mut record),
             SimPolicy::Frequency => frequency(stream, n, capacity, &mut record),
         }
         hits
@@ -600,6 +613,26 @@ fn belady(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)
     }
 }
 
+/// The loader's `lookahead` policy, epoch by epoch, each sample of size 1.
+fn lookahead(stream: &[u32], per_epoch: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
+    let mut cache = Lookahead::new(capacity as u64);
+    let epochs: Vec<&[u32]> = stream.chunks(per_epoch.max(1)).collect();
+    for (epoch, reads) in epochs.iter().enumerate() {
+        let next: Vec<SampleId> = epochs.get(epoch + 1).map_or_else(Vec::new, |next| {
+            next.iter().map(|&x| u64::from(x)).collect()
+        });
+        cache.begin_epoch(epoch as u64, &next);
+        for (at, &x) in reads.iter().enumerate() {
+            if cache.contains(u64::from(x)) {
+                hit(epoch * per_epoch + at);
+                cache.touch(u64::from(x));
+            } else {
+                cache.admit(u64::from(x), 1);
+            }
+        }
+    }
+}
+
 /// NoPFS frequency placement: the `capacity` samples accessed most often (ties: earlier
 /// first access first), prefetched before training, so every access to them hits.
 fn frequency(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
@@ -692,7 +725,7 @@ mod tests {
         let streams = single_node();
         for fraction in FRACTIONS {
             let cap = capacity_for(fraction, N);
-            for policy in [SimPolicy::Minio, SimPolicy::Belady] {
+            for policy in [SimPolicy::Minio, SimPolicy::Belady, SimPolicy::Lookahead] {
                 let result = streams.run(policy, cap);
                 assert_eq!(result.epochs[0].hits, 0, "{policy} epoch 0 is cold");
                 for e in &result.epochs[1..] {
@@ -819,6 +852,32 @@ mod tests {
                         "{workers} workers, {fraction}: belady {total} hits < {policy} {other_total}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn lookahead_beats_minio_with_several_workers_and_never_loses() {
+        for (n, epochs, workers) in [(4_000, 12, 4), (3_200, 20, 16)] {
+            let streams = AccessStreams::new(n, epochs, workers, 3).unwrap();
+            for fraction in [0.05, 0.1, 0.25, 0.5] {
+                let cap = capacity_for(fraction, n);
+                let minio = streams.run(SimPolicy::Minio, cap);
+                let lookahead = streams.run(SimPolicy::Lookahead, cap);
+                for (m, l) in minio.epochs.iter().zip(&lookahead.epochs) {
+                    assert!(
+                        l.hits >= m.hits,
+                        "{workers} workers, {fraction}, epoch {}: lookahead {} < minio {}",
+                        m.epoch,
+                        l.hits,
+                        m.hits
+                    );
+                }
+                let (m, l) = (
+                    minio.steady_state().unwrap(),
+                    lookahead.steady_state().unwrap(),
+                );
+                assert!(l > m, "{workers} workers, {fraction}: {l} vs {m}");
             }
         }
     }
