@@ -6,7 +6,10 @@
 # First the pipeline's own rate R is measured (`nostall bench`, no training step); then,
 # alternating which goes first, `nostall bench --model-rate 0.9R` with and without
 # overlap. Each run reports the data stall (time the simulated step waited for a batch)
-# as a share of the wall time of epochs 1 to EPOCHS (epoch 0 warms the page cache).
+# as a share of the wall time of epochs 1 to EPOCHS (epoch 0 warms the page cache), and
+# the mean wait for each epoch's first batch: the boundary's own cost, which the stall
+# share mixes with the steady state's (at 0.9x, a pipeline slowed by more than a tenth by
+# other work on a shared machine stalls mid-epoch too).
 #
 # Data: the 2000 photographs of bench/compare.sh (bench/make_photos.py). Pipeline: the
 # train preset, 2 prep threads, 2 fetch threads, batch 64, page cache warm.
@@ -30,7 +33,8 @@ import json, sys
 run = json.load(sys.stdin)
 epochs = [e for e in run["per_epoch"] if e["epoch"] > 0]
 stall = sum(e["stall_s"] for e in epochs) / sum(e["wall_s"] for e in epochs)
-print(f"{100 * stall:.2f}", " ".join(str(e["prepared_ahead"]) for e in epochs))
+first = sum(e["first_wait_s"] for e in epochs) / len(epochs)
+print(f"{100 * stall:.2f} {1e3 * first:.1f}", " ".join(str(e["prepared_ahead"]) for e in epochs))
 '
 measure() {
     local flag=$1
@@ -40,7 +44,7 @@ for round in $(seq 1 "$ROUNDS"); do
     if (( round % 2 )); then order=(off on); else order=(on off); fi
     for mode in "${order[@]}"; do
         if [[ $mode == on ]]; then flag=--overlap-epochs; else flag=; fi
-        read -r stall ahead <<<"$(measure "$flag")"
-        echo "round $round, overlap $mode: data stall $stall% of epochs 1-$EPOCHS; prepared ahead per epoch: $ahead"
+        read -r stall first ahead <<<"$(measure "$flag")"
+        echo "round $round, overlap $mode: data stall $stall% of epochs 1-$EPOCHS, first batch after $first ms on average; prepared ahead per epoch: $ahead"
     done
 done

@@ -126,6 +126,7 @@ pub(crate) fn run(
         prefetch: None,
         cache: cache.as_ref(),
         cache_policy,
+        cache_epochs: None,
         on_error,
         // One node reading the whole dataset; the node sweep predicts for more.
         rank: Some(0),

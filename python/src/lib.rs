@@ -232,7 +232,9 @@ enum Output {
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
 ///   evicts, never thrashes), `"lookahead"` (reads the plan's next epoch: keeps the
 ///   samples this rank reads soonest; with several ranks it hits more than `"minio"`),
-///   `"lru"`, or `"partitioned"`: each node of a multi-node
+///   `"frequency"` (NoPFS: keeps the samples this rank reads most often over
+///   `cache_epochs` epochs, read ahead in the background), `"lru"`, or
+///   `"partitioned"`: each node of a multi-node
 ///   job caches a different part of that size, serves it to the other nodes, and
 ///   ranks take the samples their node holds (locality-aware batches). Nodes and
 ///   peers come from torchrun's environment (`RANK`, `WORLD_SIZE`,
@@ -368,6 +370,7 @@ pub(crate) struct ConfigArgs<'a, 'py> {
     pub prefetch: Option<usize>,
     pub cache: Option<&'a Bound<'py, PyAny>>,
     pub cache_policy: &'a str,
+    pub cache_epochs: Option<u64>,
     pub on_error: &'a str,
     pub rank: Option<usize>,
     pub world_size: Option<usize>,
@@ -406,6 +409,9 @@ impl ConfigArgs<'_, '_> {
             Some(Threads::Count(n)) => set("threads", &n.to_string())?,
             Some(Threads::Named(name)) => set("threads", name)?,
             None => {}
+        }
+        if let Some(epochs) = self.cache_epochs {
+            set("cache_epochs", &epochs.to_string())?;
         }
         if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
             set("cache_policy", self.cache_policy)?;
@@ -478,14 +484,14 @@ impl Loader {
             source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
             fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
-            cache_policy="minio", on_error="error", quarantine=None, rank=None,
-            world_size=None, output="auto", metrics_addr=None
+            cache_policy="minio", cache_epochs=None, on_error="error", quarantine=None,
+            rank=None, world_size=None, output="auto", metrics_addr=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
-            cache=None, cache_policy='minio', on_error='error', quarantine=None, rank=None, \
-            world_size=None, output='auto', metrics_addr=None)"
+            cache=None, cache_policy='minio', cache_epochs=None, on_error='error', \
+            quarantine=None, rank=None, world_size=None, output='auto', metrics_addr=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -505,6 +511,7 @@ impl Loader {
         overlap_epochs: bool,
         cache: Option<Bound<'_, PyAny>>,
         cache_policy: &str,
+        cache_epochs: Option<u64>,
         on_error: &str,
         quarantine: Option<PathBuf>,
         rank: Option<usize>,
@@ -526,6 +533,7 @@ impl Loader {
             prefetch,
             cache: cache.as_ref(),
             cache_policy,
+            cache_epochs,
             on_error,
             rank,
             world_size,
@@ -849,6 +857,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDic
     d.set_item("stall_s", s.wait.as_secs_f64())?;
     d.set_item("stall_fraction", s.stall_fraction())?;
     d.set_item("max_wait_s", s.max_wait.as_secs_f64())?;
+    d.set_item("first_wait_s", s.first_wait.as_secs_f64())?;
     d.set_item("prepared_ahead", s.prepared_ahead)?;
     for (name, stage) in [("fetch", &s.fetch), ("prep", &s.prep)] {
         let st = PyDict::new(py);

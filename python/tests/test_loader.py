@@ -297,10 +297,21 @@ def test_configuration_and_storage_errors(photos, tmp_path):
         nostall.Loader(photos, rank=2, world_size=2)
     with pytest.raises(nostall.ConfigError, match="cache size"):
         nostall.Loader(photos, cache="lots")
+    with pytest.raises(nostall.ConfigError, match="cache_epochs"):
+        nostall.Loader(photos, cache="50%", cache_policy="frequency")
     with pytest.raises(OSError) as info:
         nostall.Loader(str(tmp_path / "missing"))
     assert isinstance(info.value, nostall.StorageError)
     assert info.value.location.endswith("missing")
+
+
+def test_future_aware_cache_policies_run_and_hit(photos):
+    for policy, extra in [("lookahead", {}), ("frequency", {"cache_epochs": 3})]:
+        loader = nostall.Loader(photos, batch_size=8, image_size=32, cache="100%", cache_policy=policy, **extra)
+        for _ in range(3):
+            assert sum(len(y) for _, y in loader) == N
+        # The whole dataset fits: the last epoch reads nothing from storage.
+        assert loader.metrics["cache"]["hits"] == N, policy
 
 
 def test_cache_counts_hits_in_later_epochs(photos):

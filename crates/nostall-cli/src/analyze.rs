@@ -116,7 +116,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         skip_bad: false,
         quarantine: None,
         cold: !args.warm,
-        cache: args.storage.cache(),
+        cache: args.storage.cache(None),
         link: args.storage.link(),
         overlap_epochs: true,
     };

@@ -89,7 +89,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         skip_bad: args.skip_bad,
         quarantine: args.quarantine,
         cold: args.cold,
-        cache: args.storage.cache(),
+        cache: args.storage.cache(Some(args.epochs + 1)),
         link: args.storage.link(),
         overlap_epochs: args.overlap_epochs,
     };
@@ -132,12 +132,13 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         }
         per_epoch.push(format!(
             "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"wall_s\":{:.3},\
-             \"prepared_ahead\":{},\"cache_hits\":{},\
+             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"cache_hits\":{},\
              \"cache_hit_bytes\":{},\"storage_bytes\":{},\"device_read_bytes\":{device},\
              \"dataset_bytes\":{}}}",
             stats.throughput(),
             stats.wait.as_secs_f64(),
             stats.wall.as_secs_f64(),
+            stats.first_wait.as_secs_f64(),
             stats.prepared_ahead,
             stats.cache.hits,
             stats.cache.hit_bytes,

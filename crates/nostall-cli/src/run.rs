@@ -64,7 +64,8 @@ pub(crate) struct Settings {
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct StorageArgs {
     /// Loader cache of encoded samples: none (rely on the page cache), minio, lookahead
-    /// (Belady's rule over the next epoch's plan) or lru.
+    /// (Belady's rule over the next epoch's plan), frequency (NoPFS: the samples read most
+    /// often over --cache-epochs) or lru.
     #[arg(long, default_value = "none", value_parser = parse_policy)]
     pub cache: CachePolicy,
     /// Cache size: a share of the dataset (35%, 0.35) or bytes (512MiB, 2GB).
@@ -76,11 +77,18 @@ pub(crate) struct StorageArgs {
     /// Emulated latency per read, in milliseconds.
     #[arg(long, default_value_t = 0.0)]
     pub latency_ms: f64,
+    /// With --cache frequency: the epochs the job runs, over which reads are counted
+    /// (default: the epochs this command runs, where it knows them).
+    #[arg(long)]
+    pub cache_epochs: Option<u64>,
 }
 
 impl StorageArgs {
-    pub(crate) fn cache(&self) -> CacheConfig {
-        CacheConfig::new(self.cache, self.cache_size)
+    /// The cache, for a run of `epochs` when the command knows it.
+    pub(crate) fn cache(&self, epochs: Option<u64>) -> CacheConfig {
+        let mut config = CacheConfig::new(self.cache, self.cache_size);
+        config.planned_epochs = self.cache_epochs.or(epochs).unwrap_or(0);
+        config
     }
 
     pub(crate) fn link(&self) -> Option<Link> {

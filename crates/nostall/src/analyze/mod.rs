@@ -109,6 +109,9 @@ impl Subject {
                 CachePolicy::Lookahead => {
                     "lookahead (predicted as if MinIO: the same hits on one node)".into()
                 }
+                CachePolicy::Frequency => {
+                    "frequency (predicted as if MinIO: the same hits on one node)".into()
+                }
                 CachePolicy::None => "none".into(),
             },
             cache_share: cache_share(&config, dataset.catalog.total_bytes()),

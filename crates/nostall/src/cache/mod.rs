@@ -12,6 +12,9 @@
 //! [`CachePolicy::Lookahead`] reads the plan's future ([`lookahead`]): it keeps the samples
 //! this rank reads soonest, and so hits where MinIO's first-come set goes unread.
 //!
+//! [`CachePolicy::Frequency`] (NoPFS) keeps, for good, the samples this rank reads most
+//! often over the planned epochs ([`frequency`]), read ahead in the background.
+//!
 //! A [`Cached`] source puts a [`SampleCache`] in front of any [`Source`]: a hit copies the
 //! bytes out of memory, a miss reads the source and offers the bytes to the cache. The
 //! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
@@ -25,7 +28,10 @@ use crate::catalog::SampleId;
 use crate::error::{Cause, Error, Result};
 use crate::storage::{Source, SourceStats};
 
+pub(crate) mod frequency;
 pub(crate) mod lookahead;
+
+use std::collections::HashSet;
 
 use lookahead::{Admission, Lookahead};
 
@@ -41,6 +47,9 @@ pub enum CachePolicy {
     /// Belady's rule over the plan's next epoch: on a miss, evict the sample read
     /// furthest ahead, unless the missed sample is read later still (see [`lookahead`]).
     Lookahead,
+    /// NoPFS: keep the samples this rank reads most often over the planned epochs
+    /// ([`CacheConfig::planned_epochs`]), read ahead in the background; never evict.
+    Frequency,
     /// No cache in the loader; repeated reads rely on the operating system's page cache.
     None,
 }
@@ -53,9 +62,10 @@ impl std::str::FromStr for CachePolicy {
             "minio" => Ok(CachePolicy::Minio),
             "lru" => Ok(CachePolicy::Lru),
             "lookahead" => Ok(CachePolicy::Lookahead),
+            "frequency" => Ok(CachePolicy::Frequency),
             "none" => Ok(CachePolicy::None),
             _ => Err(Error::Config(format!(
-                "unknown cache policy {s:?}: use minio, lookahead, lru or none"
+                "unknown cache policy {s:?}: use minio, lookahead, frequency, lru or none"
             ))),
         }
     }
@@ -129,22 +139,37 @@ pub struct CacheConfig {
     pub policy: CachePolicy,
     /// How much it may hold.
     pub capacity: Capacity,
+    /// The epochs the job will run, which [`CachePolicy::Frequency`] counts reads over
+    /// (0: not given).
+    pub planned_epochs: u64,
 }
 
 impl CacheConfig {
     /// A cache of `policy` holding up to `capacity`.
     pub fn new(policy: CachePolicy, capacity: Capacity) -> CacheConfig {
-        CacheConfig { policy, capacity }
+        CacheConfig {
+            policy,
+            capacity,
+            planned_epochs: 0,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.policy == CachePolicy::Frequency && self.planned_epochs == 0 {
+            return Err(Error::Config(
+                "the frequency cache policy keeps the samples each rank reads most often \
+                 over the job's epochs: give their number (cache_epochs)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
 impl Default for CacheConfig {
     /// No cache.
     fn default() -> CacheConfig {
-        CacheConfig {
-            policy: CachePolicy::None,
-            capacity: Capacity::Bytes(0),
-        }
+        CacheConfig::new(CachePolicy::None, Capacity::Bytes(0))
     }
 }
 
@@ -215,6 +240,8 @@ struct Entries {
     used: u64,
     /// For `lookahead`: the samples' next uses.
     lookahead: Option<Lookahead>,
+    /// For `frequency`: the samples to keep, once placed.
+    placed: HashSet<SampleId>,
 }
 
 impl SampleCache {
@@ -294,8 +321,12 @@ impl SampleCache {
         }
         match self.policy {
             CachePolicy::None => return,
-            CachePolicy::Minio if entries.used + len > self.capacity => return,
+            CachePolicy::Minio | CachePolicy::Frequency if entries.used + len > self.capacity => {
+                return
+            }
             CachePolicy::Minio => {}
+            CachePolicy::Frequency if !entries.placed.contains(&id) => return,
+            CachePolicy::Frequency => {}
             CachePolicy::Lookahead => {
                 let lookahead = entries.lookahead.as_mut().expect("made with the policy");
                 let Admission::Keep(victims) = lookahead.admit(id, len) else {
@@ -348,6 +379,12 @@ impl SampleCache {
         self.lock().map.contains_key(&id)
     }
 
+    /// Keeps, from now on, only `ids` (for [`CachePolicy::Frequency`]: its placement,
+    /// which fits the capacity).
+    pub(crate) fn place(&self, ids: &[SampleId]) {
+        self.lock().placed = ids.iter().copied().collect();
+    }
+
     /// Whether the policy reads the plan's future ([`SampleCache::begin_epoch`]).
     pub fn looks_ahead(&self) -> bool {
         self.policy == CachePolicy::Lookahead
@@ -381,6 +418,21 @@ impl<S: Source + ?Sized> Cached<S> {
     /// The cache.
     pub fn cache(&self) -> &SampleCache {
         &self.cache
+    }
+
+    /// Reads sample `id` into the cache ahead of its use, unless it is cached already:
+    /// not a read of the pipeline, so neither a hit nor a miss (the source counts it).
+    pub(crate) fn prefetch(
+        &self,
+        id: SampleId,
+        buffer: &mut Vec<u8>,
+    ) -> std::result::Result<(), Cause> {
+        if self.cache.contains(id) {
+            return Ok(());
+        }
+        self.inner.read(id, buffer)?;
+        self.cache.offer(id, buffer);
+        Ok(())
     }
 }
 

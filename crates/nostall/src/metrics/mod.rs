@@ -209,6 +209,9 @@ pub struct EpochStats {
     pub wait: Duration,
     /// The longest single wait.
     pub max_wait: Duration,
+    /// The wait for the epoch's first batch (of this run): what starting the pipeline
+    /// cost the consumer, unless the epoch was started ahead.
+    pub first_wait: Duration,
     /// The fetch stage.
     pub fetch: StageStats,
     /// The prep stage.
@@ -276,10 +279,12 @@ impl fmt::Display for EpochStats {
         )?;
         writeln!(
             f,
-            "  data stall: {:.3} s waited ({:.1}% of the epoch), longest wait {:.1} ms",
+            "  data stall: {:.3} s waited ({:.1}% of the epoch), longest wait {:.1} ms, first \
+             batch after {:.1} ms",
             self.wait.as_secs_f64(),
             100.0 * self.stall_fraction(),
-            self.max_wait.as_secs_f64() * 1e3
+            self.max_wait.as_secs_f64() * 1e3,
+            self.first_wait.as_secs_f64() * 1e3
         )?;
         if self.prepared_ahead > 0 {
             writeln!(

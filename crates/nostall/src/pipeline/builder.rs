@@ -29,7 +29,7 @@ use crate::storage::{Link, ReadMode, Source, Throttled};
 use super::{ErrorPolicy, Loader, LoaderConfig};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 22] = [
+pub const KNOBS: [(&str, &str); 23] = [
     (
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
@@ -64,7 +64,11 @@ pub const KNOBS: [(&str, &str); 22] = [
         "a file listing skipped samples (with on_error=skip)",
     ),
     ("cache", "cache size: 35%, 0.35 or 512MiB"),
-    ("cache_policy", "none, minio, lookahead or lru"),
+    ("cache_policy", "none, minio, lookahead, frequency or lru"),
+    (
+        "cache_epochs",
+        "the epochs the job runs (for the frequency cache policy)",
+    ),
     ("readahead", "bytes fetched ahead at most: 64MiB"),
     ("read", "cached or cold (bypass the page cache)"),
     (
@@ -153,6 +157,7 @@ impl LoaderBuilder {
             "quarantine" => c.quarantine = Some(PathBuf::from(value)),
             "cache" => c.cache.capacity = parse(name, value)?,
             "cache_policy" => c.cache.policy = parse(name, value)?,
+            "cache_epochs" => c.cache.planned_epochs = parse(name, value)?,
             "readahead" => {
                 let bytes: crate::cache::Capacity = parse(name, value)?;
                 c.readahead = match bytes {
@@ -388,6 +393,7 @@ mod tests {
             ("quarantine", "/tmp/bad.jsonl"),
             ("cache", "35%"),
             ("cache_policy", "minio"),
+            ("cache_epochs", "90"),
             ("readahead", "16MiB"),
             ("read", "cold"),
             ("throttle", "20,5"),
@@ -420,6 +426,7 @@ mod tests {
         assert!(!c.plan.shuffle && c.plan.drop_last);
         assert_eq!((c.prep_threads, c.fetch_threads, c.prefetch), (3, 4, 5));
         assert!(!c.overlap_epochs);
+        assert_eq!(c.cache.planned_epochs, 90);
         assert_eq!(c.on_error, ErrorPolicy::Skip);
         assert_eq!(c.readahead, 16 << 20);
         assert_eq!(b.read, ReadMode::Cold);

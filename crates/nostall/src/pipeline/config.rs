@@ -82,6 +82,7 @@ impl LoaderConfig {
 
     pub(super) fn validate(&self, dataset_len: usize) -> Result<()> {
         self.plan.validate(dataset_len)?;
+        self.cache.validate()?;
         if let Some(locality) = &self.locality {
             // Fails early, with the reason, when the placement does not fit the job.
             EpochPlan::locality_aware(

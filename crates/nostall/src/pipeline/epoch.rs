@@ -293,6 +293,7 @@ pub struct Epoch {
     finished: Option<Instant>,
     wait: Duration,
     max_wait: Duration,
+    first_wait: Option<Duration>,
     samples: u64,
     failed: bool,
     /// Time already waited for the next batch by calls to `next_within` that ran out.
@@ -366,6 +367,7 @@ impl Epoch {
             finished: None,
             wait: Duration::ZERO,
             max_wait: Duration::ZERO,
+            first_wait: None,
             samples: 0,
             failed: false,
             carried_wait: Duration::ZERO,
@@ -410,6 +412,7 @@ impl Epoch {
             wall: end - self.started,
             wait: self.wait,
             max_wait: self.max_wait,
+            first_wait: self.first_wait.unwrap_or_default(),
             fetch: shared.fetch.snapshot(shared.parts.config.fetch_threads),
             prep: shared.prep.snapshot(shared.parts.config.prep_threads),
             prep_starved: starved,
@@ -543,6 +546,7 @@ impl Epoch {
             .store(readahead.peak, Ordering::Relaxed);
         self.wait += waited;
         self.max_wait = self.max_wait.max(waited);
+        self.first_wait.get_or_insert(waited);
         Batch {
             buffer: Some(buffer),
             pool: shared.parts.pool.clone(),

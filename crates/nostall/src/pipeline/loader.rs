@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::cache::Cached;
+use crate::cache::{CachePolicy, Cached};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::metrics::live::Totals;
@@ -15,6 +15,7 @@ use crate::storage::Source;
 use super::buffer::Pool;
 use super::epoch::{Parts, Running, Upcoming};
 use super::quarantine::Quarantine;
+use super::warm::Warmer;
 use super::{Checkpoint, Epoch, LoaderConfig, RunIdentity};
 
 /// An image loader over one dataset: makes an iterator of batches per epoch.
@@ -31,6 +32,8 @@ pub struct Loader {
     /// The epoch an ending epoch started ahead of the consumer
     /// ([`LoaderConfig::overlap_epochs`]).
     upcoming: Arc<Upcoming>,
+    /// The `frequency` cache policy's background reads, stopped with the loader.
+    _warmer: Option<Warmer>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -68,9 +71,13 @@ impl Loader {
             .as_deref()
             .map(|path| Quarantine::open(path).map(Arc::new))
             .transpose()?;
+        let source = Arc::new(Cached::new(source, config.cache.policy, capacity));
+        let warmer = (config.cache.policy == CachePolicy::Frequency)
+            .then(|| Warmer::start(&config, &catalog, source.clone()));
         Ok(Loader {
             quarantine,
-            source: Arc::new(Cached::new(source, config.cache.policy, capacity)),
+            source,
+            _warmer: warmer,
             catalog,
             config,
             pool: Pool::new(buffer_bytes),

@@ -36,6 +36,7 @@ mod quarantine;
 mod readahead;
 #[cfg(test)]
 mod tests;
+mod warm;
 mod workers;
 
 pub use batch::Batch;

@@ -430,39 +430,81 @@ fn asking_for_another_epoch_discards_the_one_started_ahead() {
     drop(overlapping);
 }
 
-#[test]
-fn the_lookahead_cache_hits_as_the_simulator_predicts() {
-    use crate::cache::{CacheConfig, CachePolicy, Capacity};
+/// Hits per epoch of `policy` caching `fraction` of 200 samples over `epochs`, summed over
+/// `workers` loaders of one job, and as the simulator predicts them. Before its first
+/// epoch, each loader waits until its cache holds `wait_for` samples.
+fn hits_and_prediction(
+    policy: crate::cache::CachePolicy,
+    workers: usize,
+    fraction: f64,
+    epochs: u64,
+    wait_for: impl Fn(usize) -> u64,
+) -> (Vec<u64>, Vec<u64>) {
+    use crate::cache::{CacheConfig, Capacity};
     use crate::sim::cache::{capacity_for, AccessStreams, SimPolicy};
-    let (n, epochs) = (200, 6);
+    let n = 200;
     // Every sample 9 bytes (its id and a command): capacities in samples and bytes agree.
     let commands = Commands {
         of: vec![b'.'; n],
         epoch: 0,
     };
-    for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {
-        let streams = AccessStreams::new(n, epochs, workers, SEED).unwrap();
-        let capacity = capacity_for(fraction, n);
-        let predicted = streams.run(SimPolicy::Lookahead, capacity);
-        let mut hits = vec![0; epochs as usize];
-        for rank in 0..workers {
-            // One fetch thread: the cache sees the reads in plan order, as simulated.
-            let loader = loader_with(&commands, 4, 2, 2, |c| {
-                c.plan.rank = rank;
-                c.plan.world = workers;
-                c.fetch_threads = 1;
-                let bytes = Capacity::Bytes(capacity as u64 * 9);
-                c.cache = CacheConfig::new(CachePolicy::Lookahead, bytes);
-            });
-            for (epoch, hits) in hits.iter_mut().enumerate() {
-                let mut run = loader.epoch(epoch as u64).unwrap();
-                for batch in run.by_ref() {
-                    batch.unwrap();
-                }
-                *hits += run.stats().cache.hits;
-            }
+    let streams = AccessStreams::new(n, epochs, workers, SEED).unwrap();
+    let capacity = capacity_for(fraction, n);
+    let simulated = match policy {
+        crate::cache::CachePolicy::Lookahead => SimPolicy::Lookahead,
+        _ => SimPolicy::Frequency,
+    };
+    let predicted = streams.run(simulated, capacity);
+    let mut hits = vec![0; epochs as usize];
+    for rank in 0..workers {
+        // One fetch thread: the cache sees the reads in plan order, as simulated.
+        let loader = loader_with(&commands, 4, 2, 2, |c| {
+            c.plan.rank = rank;
+            c.plan.world = workers;
+            c.fetch_threads = 1;
+            c.cache = CacheConfig::new(policy, Capacity::Bytes(capacity as u64 * 9));
+            c.cache.planned_epochs = epochs;
+        });
+        let limit = std::time::Instant::now() + HOLD_LIMIT;
+        while loader.cache_stats().entries < wait_for(capacity) && std::time::Instant::now() < limit
+        {
+            std::thread::sleep(Duration::from_millis(1));
         }
-        let want: Vec<u64> = predicted.epochs.iter().map(|e| e.hits).collect();
-        assert_eq!(hits, want, "{workers} workers, {fraction} of the dataset");
+        for (epoch, hits) in hits.iter_mut().enumerate() {
+            let mut run = loader.epoch(epoch as u64).unwrap();
+            for batch in run.by_ref() {
+                batch.unwrap();
+            }
+            *hits += run.stats().cache.hits;
+        }
+    }
+    (hits, predicted.epochs.iter().map(|e| e.hits).collect())
+}
+
+#[test]
+fn the_frequency_cache_hits_as_the_simulator_predicts() {
+    use crate::cache::CachePolicy;
+    for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {
+        // Once the placement is read ahead (every rank reads more than its capacity of
+        // distinct samples over 8 epochs), every epoch hits as predicted, the first too.
+        let (hits, predicted) =
+            hits_and_prediction(CachePolicy::Frequency, workers, fraction, 8, |c| c as u64);
+        assert_eq!(
+            hits, predicted,
+            "{workers} workers, {fraction} of the dataset"
+        );
+    }
+}
+
+#[test]
+fn the_lookahead_cache_hits_as_the_simulator_predicts() {
+    use crate::cache::CachePolicy;
+    for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {
+        let (hits, predicted) =
+            hits_and_prediction(CachePolicy::Lookahead, workers, fraction, 6, |_| 0);
+        assert_eq!(
+            hits, predicted,
+            "{workers} workers, {fraction} of the dataset"
+        );
     }
 }

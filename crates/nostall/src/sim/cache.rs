@@ -72,6 +72,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::cache::frequency::placement;
 use crate::cache::lookahead::Lookahead;
 use crate::catalog::SampleId;
 use crate::error::{Error, Result};
@@ -633,26 +634,13 @@ fn lookahead(stream: &[u32], per_epoch: usize, capacity: usize, hit: &mut impl F
     }
 }
 
-/// NoPFS frequency placement: the `capacity` samples accessed most often (ties: earlier
-/// first access first), prefetched before training, so every access to them hits.
+/// NoPFS frequency placement (the loader's own, [`crate::cache::frequency`]): the
+/// `capacity` samples accessed most often (ties: earlier first access first), prefetched
+/// before training, so every access to them hits.
 fn frequency(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
-    let mut count = vec![0u32; n];
-    let mut first = vec![NIL; n];
-    for (pos, &x) in stream.iter().enumerate() {
-        if count[x as usize] == 0 {
-            first[x as usize] = pos as u32;
-        }
-        count[x as usize] += 1;
-    }
-    let mut candidates: Vec<u32> = (0..n as u32).filter(|&x| count[x as usize] > 0).collect();
-    if candidates.len() > capacity {
-        candidates.select_nth_unstable_by_key(capacity, |&x| {
-            (std::cmp::Reverse(count[x as usize]), first[x as usize])
-        });
-        candidates.truncate(capacity);
-    }
+    let kept = placement(stream.iter().map(|&x| u64::from(x)), capacity as u64, |_| 1);
     let mut cached = vec![false; n];
-    for x in candidates {
+    for x in kept {
         cached[x as usize] = true;
     }
     for (pos, &x) in stream.iter().enumerate() {
