@@ -110,6 +110,7 @@ class Loader:
         cache: str | float | int | None = None,
         cache_policy: Literal["minio", "lookahead", "frequency", "lru", "none", "partitioned"] = "minio",
         cache_epochs: int | None = None,
+        memory: str | int | None = None,
         on_error: Literal["error", "skip"] = "error",
         quarantine: str | PathLike[str] | None = None,
         rank: int | None = None,
@@ -166,7 +167,11 @@ class Loader:
         """Catalog ids of the samples of the batch last returned."""
     @property
     def buffers_allocated(self) -> int:
-        """Batch buffers allocated so far: bounded by prefetch plus the batches Python holds."""
+        """Batch buffers allocated so far: bounded by prefetch (twice while epochs overlap)
+        plus the batches Python holds."""
+    @property
+    def memory_plan(self) -> dict[str, int] | None:
+        """How ``memory=`` was split: budget, batch_buffers, readahead, cache, prefetch."""
     @property
     def metrics(self) -> dict[str, Any]:
         """The current (or last) epoch's figures: ``images_per_s``, ``stall_s``,

@@ -242,6 +242,9 @@ enum Output {
 ///   `MASTER_PORT + 1`, or `NOSTALL_PEER_PORT`) or `NOSTALL_PEERS`; every node needs
 ///   the same `NOSTALL_PEER_SECRET`. Keep the loader alive until every rank is done
 ///   (e.g. `torch.distributed.barrier()` before exiting): its node serves the others.
+/// - `memory` (None): bytes (`"2GiB"`, or a number) for batch buffers, read-ahead and
+///   cache together: the pipeline is paid first (read-ahead, then prefetch, shrunk to
+///   fit), the cache gets the rest; `loader.memory_plan` says how it was split.
 /// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
 ///   out, fills its place with the next sample and counts it by cause.
 /// - `quarantine` (None): with `on_error="skip"`, a file to which every skipped sample is
@@ -353,6 +356,13 @@ pub(crate) enum Threads {
     Named(String),
 }
 
+/// `memory=`: bytes, or text the engine reads (`"2GiB"`).
+#[derive(FromPyObject)]
+pub(crate) enum Memory {
+    Bytes(u64),
+    Text(String),
+}
+
 /// The keyword arguments that configure a loader, as `Loader` takes them; `analyze`
 /// builds the configuration it analyses from the same arguments, the same way. They are
 /// converted here and handed to the engine's [`LoaderBuilder`], which checks them.
@@ -371,6 +381,7 @@ pub(crate) struct ConfigArgs<'a, 'py> {
     pub cache: Option<&'a Bound<'py, PyAny>>,
     pub cache_policy: &'a str,
     pub cache_epochs: Option<u64>,
+    pub memory: Option<Memory>,
     pub on_error: &'a str,
     pub rank: Option<usize>,
     pub world_size: Option<usize>,
@@ -412,6 +423,11 @@ impl ConfigArgs<'_, '_> {
         }
         if let Some(epochs) = self.cache_epochs {
             set("cache_epochs", &epochs.to_string())?;
+        }
+        match &self.memory {
+            Some(Memory::Bytes(bytes)) => set("memory", &bytes.to_string())?,
+            Some(Memory::Text(text)) => set("memory", text)?,
+            None => {}
         }
         if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
             set("cache_policy", self.cache_policy)?;
@@ -484,14 +500,14 @@ impl Loader {
             source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
             fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
-            cache_policy="minio", cache_epochs=None, on_error="error", quarantine=None,
-            rank=None, world_size=None, output="auto", metrics_addr=None
+            cache_policy="minio", cache_epochs=None, memory=None, on_error="error",
+            quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
-            cache=None, cache_policy='minio', cache_epochs=None, on_error='error', \
-            quarantine=None, rank=None, world_size=None, output='auto', metrics_addr=None)"
+            cache=None, cache_policy='minio', cache_epochs=None, memory=None, \
+            on_error='error', quarantine=None, rank=None, world_size=None, output='auto', metrics_addr=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -512,6 +528,7 @@ impl Loader {
         cache: Option<Bound<'_, PyAny>>,
         cache_policy: &str,
         cache_epochs: Option<u64>,
+        memory: Option<Memory>,
         on_error: &str,
         quarantine: Option<PathBuf>,
         rank: Option<usize>,
@@ -534,6 +551,7 @@ impl Loader {
             cache: cache.as_ref(),
             cache_policy,
             cache_epochs,
+            memory,
             on_error,
             rank,
             world_size,
@@ -775,10 +793,27 @@ impl Loader {
     }
 
     /// Batch buffers allocated since the loader was made: bounded by the prefetch depth
-    /// plus the batches Python holds, whatever the number of epochs.
+    /// (twice while epochs overlap) plus the batches Python holds, whatever the number of
+    /// epochs.
     #[getter]
     fn buffers_allocated(&self) -> usize {
         self.inner.buffers_allocated()
+    }
+
+    /// How `memory=` was split, in bytes: `{"budget", "batch_buffers", "readahead",
+    /// "cache", "prefetch"}`; None without a budget.
+    #[getter]
+    fn memory_plan<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(plan) = self.inner.memory_plan() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("budget", plan.budget)?;
+        d.set_item("batch_buffers", plan.batch_buffers)?;
+        d.set_item("readahead", plan.readahead)?;
+        d.set_item("cache", plan.cache)?;
+        d.set_item("prefetch", plan.prefetch)?;
+        Ok(Some(d))
     }
 
     /// The current (or last) epoch's figures as a dict: see the package docs.

@@ -314,6 +314,20 @@ def test_future_aware_cache_policies_run_and_hit(photos):
         assert loader.metrics["cache"]["hits"] == N, policy
 
 
+def test_a_memory_budget_splits_between_pipeline_and_cache(photos):
+    batch = 8 * 3 * 32 * 32 * 4
+    loader = nostall.Loader(photos, batch_size=8, image_size=32, cache="100%", memory=6 * batch + (1 << 20))
+    plan = loader.memory_plan
+    assert plan["batch_buffers"] + plan["readahead"] + plan["cache"] <= plan["budget"]
+    assert plan["prefetch"] < 4  # shrunk from the default to fit
+    for _ in range(2):
+        assert sum(len(y) for _, y in loader) == N
+    assert loader.buffers_allocated * batch <= plan["batch_buffers"]
+    assert nostall.Loader(photos, image_size=32).memory_plan is None
+    with pytest.raises(nostall.ConfigError, match="at least"):
+        nostall.Loader(photos, batch_size=8, image_size=32, memory="100KiB")
+
+
 def test_cache_counts_hits_in_later_epochs(photos):
     loader = nostall.Loader(photos, batch_size=8, image_size=32, cache="100%")
     for _ in loader:

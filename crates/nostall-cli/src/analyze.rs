@@ -119,6 +119,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         cache: args.storage.cache(None),
         link: args.storage.link(),
         overlap_epochs: true,
+        memory: args.storage.memory.clone(),
     };
     let read = if settings.cold {
         ReadMode::Cold

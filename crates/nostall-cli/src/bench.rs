@@ -92,6 +92,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         cache: args.storage.cache(Some(args.epochs + 1)),
         link: args.storage.link(),
         overlap_epochs: args.overlap_epochs,
+        memory: args.storage.memory.clone(),
     };
     let (loader, dataset) = open_loader(&args.dataset, &settings)?;
     let loader = std::sync::Arc::new(loader);
@@ -107,6 +108,18 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     };
     let mut floor: Option<Floor> = None;
     let quiet = args.json;
+    if let (Some(plan), false) = (loader.memory_plan(), quiet) {
+        let mb = |bytes: u64| bytes as f64 / 1e6;
+        println!(
+            "memory budget {:.1} MB: batch buffers {:.1} MB (prefetch {}), read-ahead {:.1} MB, \
+             cache {:.1} MB",
+            mb(plan.budget),
+            mb(plan.batch_buffers),
+            plan.prefetch,
+            mb(plan.readahead),
+            mb(plan.cache)
+        );
+    }
     let (mut samples, mut wall, mut rss) = (0u64, Duration::ZERO, Vec::new());
     let mut per_epoch = Vec::new();
     // Epoch 0 warms up (and fills caches); the figures are over the epochs after it.

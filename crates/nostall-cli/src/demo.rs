@@ -49,6 +49,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         cache: Default::default(),
         link: None,
         overlap_epochs: true,
+        memory: None,
     };
     let (loader, _) = open_loader(&dir.to_string_lossy(), &settings)?;
     let mut last = None;

@@ -214,6 +214,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         // Each epoch's bytes moved are counted between its start and end: an epoch started
         // ahead would count its reads in the previous one.
         overlap_epochs: false,
+        memory: None,
     };
     let mut builder = loader_builder(&location, &settings)?;
     let data = builder.open_dataset()?;

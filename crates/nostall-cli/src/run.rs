@@ -58,6 +58,8 @@ pub(crate) struct Settings {
     pub link: Option<Link>,
     /// Start each epoch while the previous one's last batches are consumed.
     pub overlap_epochs: bool,
+    /// Bytes for batch buffers, read-ahead and cache together.
+    pub memory: Option<String>,
 }
 
 /// How the storage options of `bench` (and later commands) are given on the command line.
@@ -81,6 +83,10 @@ pub(crate) struct StorageArgs {
     /// (default: the epochs this command runs, where it knows them).
     #[arg(long)]
     pub cache_epochs: Option<u64>,
+    /// Bytes for batch buffers, read-ahead and cache together (2GiB): the pipeline is
+    /// paid first, shrunk to fit if needed; the cache gets the rest.
+    #[arg(long)]
+    pub memory: Option<String>,
 }
 
 impl StorageArgs {
@@ -120,6 +126,9 @@ pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<Lo
     }
     if let Some(link) = s.link {
         builder.link(link);
+    }
+    if let Some(memory) = &s.memory {
+        builder.set("memory", memory)?;
     }
     let config = builder.config_mut();
     config.plan.batch_size = s.batch_size;

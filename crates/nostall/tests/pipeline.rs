@@ -459,3 +459,54 @@ fn the_epoch_names_its_slowest_samples_and_shards() {
     let summary = stats.to_string();
     assert!(summary.contains(&format!("slow sample: {}", stats.slowest[0].location)));
 }
+
+#[test]
+fn a_memory_budget_bounds_buffers_read_ahead_and_cache_together() {
+    let dir = tempfile::tempdir().unwrap();
+    image_folder(dir.path(), 2, 12);
+    let batch = 4 * 3 * 32 * 32 * 4; // 4 samples of 3×32×32 float32
+    let mut c = config(4, 2);
+    c.prefetch = 4;
+    c.cache = nostall::cache::CacheConfig::new(
+        nostall::cache::CachePolicy::Minio,
+        nostall::cache::Capacity::Fraction(1.0),
+    );
+    // Room for two batches of prefetch per window and a little cache: prefetch and the
+    // cache must shrink.
+    let budget = 5 * batch + 2 * (64 << 10) + 20_000;
+    c.readahead = 64 << 10;
+    c.memory = Some(budget);
+    let l = loader(dir.path(), c);
+    let plan = l.memory_plan().expect("a budget");
+    assert_eq!(plan.prefetch, 2);
+    assert_eq!(l.config().prefetch, 2);
+    assert!(plan.batch_buffers + plan.readahead + plan.cache <= budget);
+    for epoch in 0..6 {
+        let mut run = l.epoch(epoch).unwrap();
+        assert_eq!(run.by_ref().map(|b| b.unwrap().len()).sum::<usize>(), 24);
+        let stats = run.stats();
+        assert!(
+            stats.readahead.peak <= l.config().readahead,
+            "{:?}",
+            stats.readahead
+        );
+        assert!(stats.cache.used <= plan.cache);
+    }
+    assert!(l.buffers_allocated() as u64 * batch <= plan.batch_buffers);
+    // A budget that cannot hold one batch of prefetch per window is refused, saying so.
+    let mut c = config(4, 2);
+    c.memory = Some(batch);
+    let (catalog, _) = nostall::Catalog::scan(dir.path(), nostall::Modality::Image).unwrap();
+    let catalog = Arc::new(catalog);
+    let source = Arc::new(nostall::storage::LocalFiles::new(
+        catalog.clone(),
+        nostall::storage::ReadMode::Cached,
+    ));
+    let error = nostall::Loader::new(catalog, source, c)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("memory=") && error.contains("at least"),
+        "{error}"
+    );
+}

@@ -29,7 +29,7 @@ use crate::storage::{Link, ReadMode, Source, Throttled};
 use super::{ErrorPolicy, Loader, LoaderConfig};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 23] = [
+pub const KNOBS: [(&str, &str); 24] = [
     (
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
@@ -70,6 +70,10 @@ pub const KNOBS: [(&str, &str); 23] = [
         "the epochs the job runs (for the frequency cache policy)",
     ),
     ("readahead", "bytes fetched ahead at most: 64MiB"),
+    (
+        "memory",
+        "bytes for batch buffers, read-ahead and cache together: 2GiB",
+    ),
     ("read", "cached or cold (bypass the page cache)"),
     (
         "throttle",
@@ -158,17 +162,8 @@ impl LoaderBuilder {
             "cache" => c.cache.capacity = parse(name, value)?,
             "cache_policy" => c.cache.policy = parse(name, value)?,
             "cache_epochs" => c.cache.planned_epochs = parse(name, value)?,
-            "readahead" => {
-                let bytes: crate::cache::Capacity = parse(name, value)?;
-                c.readahead = match bytes {
-                    crate::cache::Capacity::Bytes(bytes) => bytes,
-                    crate::cache::Capacity::Fraction(_) => {
-                        return Err(Error::Config(format!(
-                            "readahead={value:?}: give bytes (64MiB), not a share"
-                        )))
-                    }
-                };
-            }
+            "readahead" => c.readahead = bytes(name, value)?,
+            "memory" => c.memory = Some(bytes(name, value)?),
             "read" => self.read = parse(name, value)?,
             "throttle" => self.link = Some(parse_link(value)?),
             _ => {
@@ -315,6 +310,16 @@ pub fn usable_cores() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
+/// `value` as a number of bytes (`64MiB`, `2GB`, `1000000`) for knob `name`.
+fn bytes(name: &str, value: &str) -> Result<u64> {
+    match parse(name, value)? {
+        crate::cache::Capacity::Bytes(bytes) => Ok(bytes),
+        crate::cache::Capacity::Fraction(_) => Err(Error::Config(format!(
+            "{name}={value:?}: give bytes (64MiB, 2GiB), not a share"
+        ))),
+    }
+}
+
 /// `value` as knob `name`'s type, or an error naming both.
 fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
     value.trim().parse().map_err(|_| {
@@ -395,6 +400,7 @@ mod tests {
             ("cache_policy", "minio"),
             ("cache_epochs", "90"),
             ("readahead", "16MiB"),
+            ("memory", "2GiB"),
             ("read", "cold"),
             ("throttle", "20,5"),
         ];
@@ -429,6 +435,7 @@ mod tests {
         assert_eq!(c.cache.planned_epochs, 90);
         assert_eq!(c.on_error, ErrorPolicy::Skip);
         assert_eq!(c.readahead, 16 << 20);
+        assert_eq!(c.memory, Some(2 << 30));
         assert_eq!(b.read, ReadMode::Cold);
         assert_eq!(b.link.unwrap().latency, Duration::from_millis(5));
         for (name, value) in [

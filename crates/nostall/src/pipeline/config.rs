@@ -55,6 +55,10 @@ pub struct LoaderConfig {
     /// overlap, batch buffers reach twice [`prefetch`](Self::prefetch) and read-ahead twice
     /// [`readahead`](Self::readahead).
     pub overlap_epochs: bool,
+    /// A bound on what the loader holds by design, in bytes: batch buffers, read-ahead
+    /// and cache together ([`MemoryPlan`](super::MemoryPlan) says how it is split). The
+    /// pipeline is paid first (shrunk to fit if needed), the cache gets the rest.
+    pub memory: Option<u64>,
 }
 
 impl LoaderConfig {
@@ -77,6 +81,7 @@ impl LoaderConfig {
             locality: None,
             quarantine: None,
             overlap_epochs: true,
+            memory: None,
         }
     }
 

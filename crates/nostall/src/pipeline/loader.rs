@@ -12,6 +12,7 @@ use crate::plan::elastic::{remaining, Stretch};
 use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
 use crate::storage::Source;
 
+use super::budget::{fit, MemoryPlan};
 use super::buffer::Pool;
 use super::epoch::{Parts, Running, Upcoming};
 use super::quarantine::Quarantine;
@@ -34,6 +35,8 @@ pub struct Loader {
     upcoming: Arc<Upcoming>,
     /// The `frequency` cache policy's background reads, stopped with the loader.
     _warmer: Option<Warmer>,
+    /// How the memory budget was split, if there is one.
+    memory: Option<MemoryPlan>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -64,6 +67,7 @@ impl Loader {
                 prepared.plural()
             )));
         }
+        let (config, memory) = fit(&config, catalog.total_bytes(), catalog.len())?;
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
         let capacity = config.cache.capacity.bytes(catalog.total_bytes());
         let quarantine = config
@@ -78,6 +82,7 @@ impl Loader {
             quarantine,
             source,
             _warmer: warmer,
+            memory,
             catalog,
             config,
             pool: Pool::new(buffer_bytes),
@@ -266,7 +271,13 @@ impl Loader {
         }
     }
 
-    /// The configuration.
+    /// How the memory budget ([`LoaderConfig::memory`]) was split; the configuration
+    /// ([`Loader::config`]) has the prefetch, read-ahead and cache size it chose.
+    pub fn memory_plan(&self) -> Option<MemoryPlan> {
+        self.memory
+    }
+
+    /// The configuration (fitted into the memory budget, if there is one).
     pub fn config(&self) -> &LoaderConfig {
         &self.config
     }

@@ -25,6 +25,7 @@
 //! does not matter which thread prepares it.
 
 mod batch;
+mod budget;
 mod buffer;
 mod builder;
 mod checkpoint;
@@ -40,6 +41,7 @@ mod warm;
 mod workers;
 
 pub use batch::Batch;
+pub use budget::MemoryPlan;
 pub use builder::{usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig};
