@@ -3,9 +3,10 @@
 //!
 //! The pipeline is paid first: batch buffers (`prefetch` batches, twice while epochs
 //! overlap, plus one the consumer holds) and the read-ahead window (twice while epochs
-//! overlap), each at its configured size if that fits; if not, the read-ahead shrinks
-//! towards two batches of encoded samples, then `prefetch` towards one. The cache gets
-//! what is left, up to the size asked for. What is not held by design is outside the
+//! overlap), each at its configured size if that fits, the read-ahead's bound at most an
+//! eighth of the budget (its window adapts well below the bound on local storage); if
+//! not, the read-ahead shrinks towards two batches of encoded samples, then `prefetch`
+//! towards one. The cache gets what is left, up to the size asked for. What is not held by design is outside the
 //! budget: batches the consumer keeps beyond one, the decoders' working memory (a few
 //! megabytes a thread), the catalog.
 
@@ -61,7 +62,7 @@ pub(super) fn fit(
         )));
     }
     let mut prefetch = config.prefetch as u64;
-    let mut readahead = config.readahead;
+    let mut readahead = config.readahead.min((budget / 8).max(smallest_readahead));
     // Shrink read-ahead first (down to two batches of samples), then prefetch.
     if pipeline(prefetch, readahead) > budget {
         let room = budget.saturating_sub((windows * prefetch + 1) * batch) / windows;
@@ -112,6 +113,12 @@ mod tests {
         c.readahead = 10_000;
         // Room for everything: the cache gets what it asked for.
         c.memory = Some(1 << 30);
+        let (fitted, _) = fit(&c, DATASET, 100).unwrap();
+        assert_eq!(fitted.readahead, 10_000);
+        c.readahead = 1 << 30;
+        let (fitted, _) = fit(&c, DATASET, 100).unwrap();
+        assert_eq!(fitted.readahead, 1 << 27, "an eighth of the budget");
+        c.readahead = 10_000;
         let (fitted, plan) = fit(&c, DATASET, 100).unwrap();
         let plan = plan.unwrap();
         assert_eq!((fitted.prefetch, fitted.readahead), (4, 10_000));
@@ -119,10 +126,11 @@ mod tests {
         assert_eq!(plan.readahead, 20_000);
         assert_eq!(plan.cache, DATASET);
         // A tighter budget: the cache takes the cut.
-        c.memory = Some(9 * BATCH + 20_000 + 30_000);
+        c.memory = Some(9 * BATCH + 20_000 + 60_000);
         let (fitted, plan) = fit(&c, DATASET, 100).unwrap();
-        assert_eq!(plan.unwrap().cache, 30_000);
-        assert_eq!(fitted.cache.capacity, Capacity::Bytes(30_000));
+        assert_eq!(fitted.readahead, 10_000);
+        assert_eq!(plan.unwrap().cache, 60_000);
+        assert_eq!(fitted.cache.capacity, Capacity::Bytes(60_000));
     }
 
     #[test]
