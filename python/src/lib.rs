@@ -220,7 +220,9 @@ enum Output {
 /// - `threads` (None: the engine's default, 2): decode-and-transform threads, or
 ///   `"auto"`: as many as the cores this process may use (its CPU affinity and cgroup
 ///   CPU quota).
-/// - `fetch_threads` (None: 2): threads reading bytes (more for slow remote storage).
+/// - `fetch_threads` (None: 128): the most reads in flight. How many run follows the
+///   observed read latency (Little's law: twice the rate prep takes samples at, times a
+///   read's time), from 2 on local storage to dozens on object storage.
 /// - `prefetch` (None: 4): batches prepared ahead of the training loop.
 /// - `overlap_epochs` (True): start reading and preparing the next epoch while this
 ///   one's last batches are consumed, so that the training loop does not wait at epoch

@@ -35,8 +35,9 @@ pub(crate) struct Args {
     /// Prep (decode + transform) threads; the decode floor uses as many.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Fetch threads (requests in flight).
-    #[arg(long, default_value_t = 2)]
+    /// The most reads in flight (fetch threads); how many run follows the observed
+    /// latency (Little's law), from 2 up to this.
+    #[arg(long, default_value_t = 128)]
     fetch_threads: usize,
     /// Measured epochs, after one warm-up epoch.
     #[arg(long, default_value_t = 2)]
@@ -145,7 +146,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         }
         per_epoch.push(format!(
             "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"wall_s\":{:.3},\
-             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"cache_hits\":{},\
+             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"reads_in_flight\":{},\"cache_hits\":{},\
              \"cache_hit_bytes\":{},\"storage_bytes\":{},\"device_read_bytes\":{device},\
              \"dataset_bytes\":{}}}",
             stats.throughput(),
@@ -153,6 +154,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
             stats.wall.as_secs_f64(),
             stats.first_wait.as_secs_f64(),
             stats.prepared_ahead,
+            stats.readahead.reads_in_flight,
             stats.cache.hits,
             stats.cache.hit_bytes,
             stats.storage.bytes,

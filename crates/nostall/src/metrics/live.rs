@@ -95,6 +95,8 @@ pub(crate) struct Totals {
     /// that epoch.
     pub(crate) readahead_window: AtomicU64,
     pub(crate) readahead_peak: AtomicU64,
+    /// The bound on reads in flight at the last batch.
+    pub(crate) reads_in_flight: AtomicU64,
 }
 
 impl Totals {
@@ -114,8 +116,9 @@ impl Totals {
             .or_default() += 1;
     }
 
-    /// The figures so far; the threads are the configured ones, the cache, source and
-    /// read-ahead bound the loader's.
+    /// The figures so far; the threads are the configured ones (for fetch, the bound on
+    /// reads in flight once an epoch has set it), the cache, source and read-ahead bound
+    /// the loader's.
     pub(crate) fn snapshot(
         &self,
         threads: (usize, usize),
@@ -130,7 +133,12 @@ impl Totals {
             samples: self.samples.load(Ordering::Relaxed),
             stall_buckets: bounds.zip(counts).collect(),
             stall: self.stall.sum(),
-            fetch: self.fetch.snapshot(threads.0),
+            fetch: self
+                .fetch
+                .snapshot(match self.reads_in_flight.load(Ordering::Relaxed) {
+                    0 => threads.0,
+                    bound => bound as usize,
+                }),
             prep: self.prep.snapshot(threads.1),
             skipped: self
                 .skipped
@@ -143,6 +151,7 @@ impl Totals {
                 window: self.readahead_window.load(Ordering::Relaxed),
                 peak: self.readahead_peak.load(Ordering::Relaxed),
                 limit: readahead_limit,
+                reads_in_flight: self.reads_in_flight.load(Ordering::Relaxed) as usize,
             },
         }
     }

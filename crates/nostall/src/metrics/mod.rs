@@ -243,6 +243,8 @@ pub struct ReadaheadStats {
     pub peak: u64,
     /// The configured bound the window never exceeds.
     pub limit: u64,
+    /// The bound on reads in flight now (Little's law, up to `fetch_threads`).
+    pub reads_in_flight: usize,
 }
 
 impl EpochStats {

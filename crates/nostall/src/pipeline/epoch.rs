@@ -65,9 +65,13 @@ pub(super) struct Shared {
     pub(super) sample_bytes: usize,
     pub(super) order: Order,
     pub(super) ahead: ReadAhead,
-    /// Loader threads still running, and the signal that one has exited.
+    /// Loader threads started (joined when the run stops), those still running, and the
+    /// signal that one has exited.
+    threads: Mutex<Vec<JoinHandle<()>>>,
     running: Mutex<usize>,
     exited: Condvar,
+    /// Fetch threads started: as many as the bound on reads in flight has asked for.
+    pub(super) fetchers: AtomicUsize,
     /// Reads finished (or failed) in this run, and the cache's and storage's counters once
     /// the last one had: the epoch's own reads end there, whatever runs after it.
     fetched: AtomicUsize,
@@ -90,6 +94,35 @@ impl Shared {
     pub(super) fn crashed(&self, what: String) {
         self.order.crashed(what);
         self.halt();
+    }
+
+    /// Counts a loader thread about to start.
+    pub(super) fn thread_starting(&self) {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+
+    /// Keeps `thread` to join when the run stops.
+    pub(super) fn keep(&self, thread: JoinHandle<()>) {
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(thread);
+    }
+
+    /// Whether another fetch thread is wanted: the bound on reads in flight has grown past
+    /// those started, below the ceiling. Claims the start when so.
+    pub(super) fn wants_fetcher(&self) -> bool {
+        let wanted = self
+            .ahead
+            .reads_allowed()
+            .min(self.parts.config.fetch_threads);
+        let started = self.fetchers.load(Ordering::Relaxed);
+        started < wanted
+            && !self.order.halted()
+            && self
+                .fetchers
+                .compare_exchange(started, started + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
     }
 
     pub(super) fn thread_exited(&self) {
@@ -162,7 +195,6 @@ impl Shared {
 /// ahead of it by the previous epoch. Dropping it stops and joins the threads.
 pub(super) struct Running {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
 }
 
 impl Running {
@@ -184,7 +216,7 @@ impl Running {
         let floor = (floor_samples * average).clamp(1, config.readahead);
         let stream: Arc<[SampleId]> = plan.samples().into();
         let sample_bytes = config.pipeline.sample_bytes();
-        let threads = config.fetch_threads + config.prep_threads;
+        let in_flight = parts.totals.reads_in_flight.load(Ordering::Relaxed) as usize;
         let cache = parts.source.cache();
         if cache.looks_ahead() {
             let epoch = position.epoch + 1;
@@ -213,17 +245,19 @@ impl Running {
                 stream.clone(),
                 catalog.clone(),
                 start,
-                floor,
-                config.readahead,
-                threads,
+                (floor, config.readahead),
+                (in_flight, config.fetch_threads, config.plan.batch_size),
+                config.fetch_threads + config.prep_threads,
             ),
             stream,
             from: position,
             sample_bytes,
             cache_before: parts.source.cache().stats(),
             storage_before: parts.source.stats(),
-            running: Mutex::new(threads),
+            threads: Mutex::new(Vec::new()),
+            running: Mutex::new(0),
             exited: Condvar::new(),
+            fetchers: AtomicUsize::new(0),
             fetched: AtomicUsize::new(0),
             reads_end: OnceLock::new(),
             progress: AtomicU8::new(if consumed { CONSUMED } else { 0 }),
@@ -232,15 +266,18 @@ impl Running {
             costs: CostLog::default(),
             parts,
         });
-        let config = &shared.parts.config;
-        let mut threads = Vec::new();
-        for n in 0..config.fetch_threads {
-            threads.push(spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop));
+        // Fetch threads as the bound on reads in flight starts (more start as it grows:
+        // see `fetch_loop`), prep threads as configured.
+        while shared.wants_fetcher() {
+            let n = shared.fetchers.load(Ordering::Relaxed) - 1;
+            spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop)
+                .expect("cannot start a loader thread");
         }
-        for n in 0..config.prep_threads {
-            threads.push(spawn(format!("nostall-prep-{n}"), &shared, prep_loop));
+        for n in 0..shared.parts.config.prep_threads {
+            spawn(format!("nostall-prep-{n}"), &shared, prep_loop)
+                .expect("cannot start a loader thread");
         }
-        Running { shared, threads }
+        Running { shared }
     }
 
     /// Where the run starts.
@@ -272,10 +309,16 @@ impl Drop for Running {
             // Each keeps the epoch's shared state alive, batch buffers included, until it
             // exits; the buffers are freed then rather than returned to the pool, since a
             // prep thread may still be writing into its slot.
-            self.threads.clear();
             return;
         }
-        for thread in self.threads.drain(..) {
+        let threads = std::mem::take(
+            &mut *self
+                .shared
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for thread in threads {
             // Panics were caught in the thread; joining must not panic the consumer.
             let _ = thread.join();
         }
@@ -544,6 +587,9 @@ impl Epoch {
         totals
             .readahead_peak
             .store(readahead.peak, Ordering::Relaxed);
+        totals
+            .reads_in_flight
+            .store(readahead.reads_in_flight as u64, Ordering::Relaxed);
         self.wait += waited;
         self.max_wait = self.max_wait.max(waited);
         self.first_wait.get_or_insert(waited);

@@ -15,6 +15,13 @@
 //!
 //! Waiting fetch threads are woken when a quarter of the window is free, to read a burst,
 //! not once per sample: every wake-up takes a core from a prep thread.
+//!
+//! **Reads in flight** follow Little's law too: keeping prep fed at `r` samples/s through
+//! reads of `L` seconds needs `r·L` of them at once, so at most twice that may run,
+//! between two (one read waiting for a core while the other keeps storage busy) and the
+//! loader's `fetch_threads`, a ceiling. Local storage keeps two; 20 ms object storage
+//! opens as many as the rate needs. The bound moves once a batch, and only by a quarter
+//! or more (hysteresis), so that it does not oscillate with noise.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +50,10 @@ pub(super) struct ReadAhead {
     limit: u64,
     /// How many emptied buffers are kept for re-use.
     spare_limit: usize,
+    /// The ceiling on reads in flight (the fetch threads), and how many samples prep
+    /// takes between two revisions of the bound.
+    max_in_flight: usize,
+    revise_every: u64,
     started: Instant,
     stop: AtomicBool,
 }
@@ -79,17 +90,26 @@ struct Ahead {
     /// Fetch threads waiting for room, and prep threads waiting for bytes.
     fetchers_waiting: usize,
     takers_waiting: usize,
+    /// Reads started and not parked yet, and the bound on them.
+    in_flight: usize,
+    allowed: usize,
+    /// Samples prep has taken since the epoch started, and when the bound on reads in
+    /// flight was last revised.
+    taken_samples: u64,
+    revised_at: Instant,
 }
 
 impl ReadAhead {
     /// A read-ahead over `stream`, sized by `catalog`, starting at stream index
-    /// `start`, with a window between `floor` and `limit` bytes.
+    /// `start`, with a window between `floor` and `limit` bytes, at most `max_in_flight`
+    /// reads at once (`in_flight` to begin with: what the previous epoch ended with), the
+    /// bound revised every `revise_every` samples taken.
     pub(super) fn new(
         stream: Arc<[SampleId]>,
         catalog: Arc<Catalog>,
         start: usize,
-        floor: u64,
-        limit: u64,
+        (floor, limit): (u64, u64),
+        (in_flight, max_in_flight, revise_every): (usize, usize, usize),
         spare_limit: usize,
     ) -> ReadAhead {
         ReadAhead {
@@ -106,6 +126,10 @@ impl ReadAhead {
                 spare: Vec::new(),
                 fetchers_waiting: 0,
                 takers_waiting: 0,
+                in_flight: 0,
+                allowed: in_flight.clamp(MIN_IN_FLIGHT.min(max_in_flight), max_in_flight.max(1)),
+                taken_samples: 0,
+                revised_at: Instant::now(),
             }),
             parked: Condvar::new(),
             room: Condvar::new(),
@@ -113,6 +137,8 @@ impl ReadAhead {
             catalog,
             limit,
             spare_limit,
+            max_in_flight: max_in_flight.max(1),
+            revise_every: revise_every.max(1) as u64,
             started: Instant::now(),
             stop: AtomicBool::new(false),
         }
@@ -146,9 +172,11 @@ impl ReadAhead {
             }
             let need = self.need(&ahead);
             // A sample larger than the whole window still goes through, alone.
-            if ahead.held == 0 || ahead.held + need <= ahead.window {
+            let room = ahead.held == 0 || ahead.held + need <= ahead.window;
+            if room && ahead.in_flight < ahead.allowed {
                 let index = ahead.next;
                 ahead.next += 1;
+                ahead.in_flight += 1;
                 ahead.held += need;
                 ahead.peak = ahead.peak.max(ahead.held);
                 let buffer = ahead.spare.pop().unwrap_or_default();
@@ -179,7 +207,10 @@ impl ReadAhead {
         ahead.peak = ahead.peak.max(ahead.held);
         ahead.latency += 0.1 * (took.as_secs_f64() - ahead.latency);
         ahead.parked.insert(index, (bytes, took));
+        ahead.in_flight -= 1;
         let wake = ahead.takers_waiting > 0;
+        // No fetch thread is woken here: this one goes back for the next read itself, so
+        // reads in flight stay at the bound without a wake-up per sample.
         drop(ahead);
         if wake {
             self.parked.notify_all();
@@ -207,20 +238,40 @@ impl ReadAhead {
         let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
         ahead.held -= len;
         ahead.taken += len;
-        let pace = ahead.taken as f64 / self.started.elapsed().as_secs_f64().max(1e-3);
+        ahead.taken_samples += 1;
+        let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
+        let pace = ahead.taken as f64 / elapsed;
         let wanted = (2.0 * pace * ahead.latency) as u64;
         ahead.window = wanted.clamp(ahead.floor, self.limit);
+        let mut more_reads = false;
+        if ahead.taken_samples % self.revise_every == 0 {
+            // The rate since the last revision: the rate the current bound allows.
+            let since = ahead.revised_at.elapsed().as_secs_f64().max(1e-6);
+            ahead.revised_at = Instant::now();
+            let rate = self.revise_every as f64 / since;
+            let wanted = reads_in_flight(rate, ahead.latency, self.max_in_flight);
+            let revised = revise(ahead.allowed, wanted);
+            more_reads = revised > ahead.allowed;
+            ahead.allowed = revised;
+        }
         // Let waiting fetch threads refill a quarter of the window at a time rather than a
         // sample at a time: one wake-up per sample would take a core from prep as often.
-        let refill = ahead.fetchers_waiting > 0 && {
+        let refill = more_reads || {
             let burst = self.need(&ahead).max(ahead.window / 4);
             ahead.held == 0 || ahead.held + burst <= ahead.window
         };
+        // Only as many as may start a read: the others would wake to sleep again.
+        let wake = if refill { startable(&ahead) } else { 0 };
         drop(ahead);
-        if refill {
-            self.room.notify_all();
+        for _ in 0..wake {
+            self.room.notify_one();
         }
         Some((bytes, took))
+    }
+
+    /// The bound on reads in flight now.
+    pub(super) fn reads_allowed(&self) -> usize {
+        self.lock().allowed
     }
 
     /// Returns an emptied byte buffer to the fetch threads.
@@ -239,7 +290,67 @@ impl ReadAhead {
             window: ahead.window,
             peak: ahead.peak,
             limit: self.limit,
+            reads_in_flight: ahead.allowed,
         };
         (ahead.starved, stats)
+    }
+}
+
+/// Waiting fetch threads that the bound on reads in flight lets start one.
+fn startable(ahead: &Ahead) -> usize {
+    ahead
+        .fetchers_waiting
+        .min(ahead.allowed.saturating_sub(ahead.in_flight))
+}
+
+/// The fewest reads in flight: one may wait for a core while another keeps storage busy.
+const MIN_IN_FLIGHT: usize = 2;
+
+/// Reads to keep in flight to take `rate` samples/s through reads of `latency` seconds:
+/// twice Little's law, between [`MIN_IN_FLIGHT`] and `max`.
+fn reads_in_flight(rate: f64, latency: f64, max: usize) -> usize {
+    let wanted = (2.0 * rate * latency).ceil();
+    (wanted.min(max as f64) as usize).clamp(MIN_IN_FLIGHT.min(max), max)
+}
+
+/// The bound after a revision that asks for `wanted`: moved only by a quarter of the
+/// current bound or more (at least one read), so that noise does not make it oscillate.
+fn revise(current: usize, wanted: usize) -> usize {
+    if wanted.abs_diff(current) >= (current / 4).max(1) {
+        wanted
+    } else {
+        current
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_in_flight_follow_littles_law_between_two_and_the_ceiling() {
+        // Local reads: 4 000 samples/s at 50 µs each need less than one in flight.
+        assert_eq!(reads_in_flight(4000.0, 50e-6, 32), 2);
+        // Object storage: 1 000 samples/s at 20 ms need 20 in flight; twice that, capped.
+        assert_eq!(reads_in_flight(1000.0, 0.02, 64), 40);
+        assert_eq!(reads_in_flight(1000.0, 0.02, 32), 32);
+        // A ceiling below two is kept.
+        assert_eq!(reads_in_flight(1000.0, 0.02, 1), 1);
+        assert_eq!(reads_in_flight(0.0, 0.0, 8), 2);
+    }
+
+    #[test]
+    fn the_bound_moves_only_by_a_quarter_or_more() {
+        assert_eq!(revise(2, 3), 3); // one read is a quarter of nothing
+        assert_eq!(revise(16, 19), 16);
+        assert_eq!(revise(16, 20), 20);
+        assert_eq!(revise(16, 13), 16);
+        assert_eq!(revise(16, 12), 12);
+        // Rising and falling around a value settles instead of following every step.
+        let mut bound = 20;
+        for wanted in [22, 18, 23, 17, 21] {
+            bound = revise(bound, wanted);
+        }
+        assert_eq!(bound, 20);
     }
 }

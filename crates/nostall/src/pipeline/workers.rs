@@ -4,7 +4,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::error::Cause;
@@ -15,21 +14,34 @@ use super::epoch::Shared;
 use super::order::Claim;
 use super::readahead::Reservation;
 
-/// Starts a loader thread running `body`. A panic that escapes it (one outside any
-/// sample: the samples' own are caught where they happen) stops the epoch with an error,
-/// rather than leaving the consumer waiting for that thread's samples forever.
-pub(super) fn spawn(name: String, shared: &Arc<Shared>, body: fn(&Shared)) -> JoinHandle<()> {
-    let shared = shared.clone();
+/// Starts a loader thread running `body`, kept by `shared` to join when the run stops. A
+/// panic that escapes it (one outside any sample: the samples' own are caught where they
+/// happen) stops the epoch with an error, rather than leaving the consumer waiting for
+/// that thread's samples forever.
+pub(super) fn spawn(
+    name: String,
+    shared: &Arc<Shared>,
+    body: fn(&Arc<Shared>),
+) -> std::io::Result<()> {
+    let run = shared.clone();
     let thread = name.clone();
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(&shared))) {
-                shared.crashed(format!("{thread} panicked: {}", panic_message(&*panic)));
-            }
+    shared.thread_starting();
+    let started = std::thread::Builder::new().name(name).spawn(move || {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(&run))) {
+            run.crashed(format!("{thread} panicked: {}", panic_message(&*panic)));
+        }
+        run.thread_exited();
+    });
+    match started {
+        Ok(handle) => {
+            shared.keep(handle);
+            Ok(())
+        }
+        Err(e) => {
             shared.thread_exited();
-        })
-        .expect("cannot start a loader thread")
+            Err(e)
+        }
+    }
 }
 
 /// The message a panic carries, when it is text.
@@ -41,13 +53,22 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
-pub(super) fn fetch_loop(shared: &Shared) {
-    while let Some(Reservation {
-        index,
-        reserved,
-        buffer: mut bytes,
-    }) = shared.ahead.next()
-    {
+pub(super) fn fetch_loop(shared: &Arc<Shared>) {
+    loop {
+        // The bound on reads in flight grew past the threads reading: one more. A thread
+        // that cannot be started leaves the reads to those there are.
+        if shared.wants_fetcher() {
+            let n = shared.fetchers.load(std::sync::atomic::Ordering::Relaxed) - 1;
+            let _ = spawn(format!("nostall-fetch-{n}"), shared, fetch_loop);
+        }
+        let Some(Reservation {
+            index,
+            reserved,
+            buffer: mut bytes,
+        }) = shared.ahead.next()
+        else {
+            return;
+        };
         let started = Instant::now();
         let id = shared.stream[index];
         // A source that panics on one sample costs that sample (named, skippable), not the
@@ -72,7 +93,7 @@ pub(super) fn fetch_loop(shared: &Shared) {
     }
 }
 
-pub(super) fn prep_loop(shared: &Shared) {
+pub(super) fn prep_loop(shared: &Arc<Shared>) {
     let pipeline = &shared.parts.config.pipeline;
     // Without a preparer every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
