@@ -217,9 +217,9 @@ enum Output {
 /// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
-/// - `threads` (None: the engine's default, 2): decode-and-transform threads, or
-///   `"auto"`: as many as the cores this process may use (its CPU affinity and cgroup
-///   CPU quota).
+/// - `threads` (None: `"auto"`): decode-and-transform threads, or `"auto"`: this
+///   process's share of the cores it may use (its CPU affinity and cgroup CPU quota,
+///   split evenly among the node's torchrun ranks, `LOCAL_WORLD_SIZE`).
 /// - `fetch_threads` (None: 128): the most reads in flight. How many run follows the
 ///   observed read latency (Little's law: twice the rate prep takes samples at, times a
 ///   read's time), from 2 on local storage to dozens on object storage.

@@ -339,15 +339,23 @@ def test_cache_counts_hits_in_later_epochs(photos):
     assert m["cache"]["hits"] == N and m["storage"]["bytes"] == 0
 
 
-def test_threads_auto_takes_the_cores_this_process_may_use(photos):
+def test_threads_auto_takes_the_cores_this_process_may_use(photos, monkeypatch):
     import os
     import re
 
+    def prep_threads(loader):
+        return int(re.search(r"(\d+) prep threads", repr(loader)).group(1))
+
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     loader = nostall.Loader(photos, batch_size=8, threads="auto")
-    threads = int(re.search(r"(\d+) prep threads", repr(loader)).group(1))
+    threads = prep_threads(loader)
     # The engine also honours a cgroup CPU quota, which can only lower the count.
     assert 1 <= threads <= len(os.sched_getaffinity(0))
     assert sum(len(labels) for _, labels in loader) == loader.dataset_len
+    # The default is the same; the ranks of a node split the cores evenly.
+    assert prep_threads(nostall.Loader(photos, batch_size=8)) == threads
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert prep_threads(nostall.Loader(photos, batch_size=8)) == max(1, threads // 2)
     with pytest.raises(nostall.ConfigError, match="threads"):
         nostall.Loader(photos, threads="many")
 

@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 use nostall::prep::{DecodeOnly, Modality};
 use nostall::storage::Source;
 
-use crate::run::{
-    device_read_bytes, drive_epoch, memory_mb, open_loader, Preset, Settings, StorageArgs,
-};
+use crate::run::{device_read_bytes, drive_epoch, memory_mb, Preset, Settings, StorageArgs};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -39,6 +37,13 @@ pub(crate) struct Args {
     /// latency (Little's law), from 2 up to this.
     #[arg(long, default_value_t = 128)]
     fetch_threads: usize,
+    /// Batches prepared ahead of the consumer.
+    #[arg(long, default_value_t = 4)]
+    prefetch: usize,
+    /// Keep --fetch-threads reads in flight throughout instead of following the
+    /// latency (a static configuration, as before 2026-11-24, for comparison).
+    #[arg(long)]
+    fixed_reads: bool,
     /// Measured epochs, after one warm-up epoch.
     #[arg(long, default_value_t = 2)]
     epochs: u64,
@@ -95,7 +100,10 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         overlap_epochs: args.overlap_epochs,
         memory: args.storage.memory.clone(),
     };
-    let (loader, dataset) = open_loader(&args.dataset, &settings)?;
+    let mut builder = crate::run::loader_builder(&args.dataset, &settings)?;
+    builder.config_mut().adaptive_reads = !args.fixed_reads;
+    builder.config_mut().prefetch = args.prefetch;
+    let (loader, dataset) = builder.open()?;
     let loader = std::sync::Arc::new(loader);
     let _endpoint = match nostall::env::metrics_addr(args.metrics_addr.as_deref()) {
         Some(addr) => {

@@ -6,10 +6,21 @@
 //! explicitly (which always wins), so a training script needs no sharding code: every
 //! rank gets its shard of the plan, with the same number of batches.
 //!
+//! [`local_ranks`] tells `threads="auto"` how many ranks share the node's cores.
 //! [`metrics_addr`] does the same for the live metrics endpoint (`NOSTALL_METRICS_ADDR`),
 //! so that a job can be watched without touching its script.
 
 use crate::error::{Error, Result};
+
+/// The ranks this node runs, as torchrun says (`LOCAL_WORLD_SIZE`); 1 when not given or
+/// unreadable. The ranks of a node share its cores.
+pub fn local_ranks() -> usize {
+    std::env::var("LOCAL_WORLD_SIZE")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
 
 /// The variable naming the address of the live metrics endpoint.
 pub const METRICS_ADDR: &str = "NOSTALL_METRICS_ADDR";

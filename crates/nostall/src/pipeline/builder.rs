@@ -50,9 +50,12 @@ pub const KNOBS: [(&str, &str); 24] = [
     (
         "threads",
         "prep threads, or auto: the cores this process may use (its CPU affinity and \
-         cgroup quota)",
+         cgroup quota), shared evenly by the node's torchrun ranks",
     ),
-    ("fetch_threads", "fetch threads"),
+    (
+        "fetch_threads",
+        "the most reads in flight (they follow the latency up to this)",
+    ),
     ("prefetch", "batches prepared ahead"),
     (
         "overlap_epochs",
@@ -152,7 +155,7 @@ impl LoaderBuilder {
             "shard" => c.plan.shard = parse(name, value)?,
             "rank" => c.plan.rank = parse(name, value)?,
             "world_size" => c.plan.world = parse(name, value)?,
-            "threads" if value.trim() == "auto" => c.prep_threads = usable_cores(),
+            "threads" if value.trim() == "auto" => c.prep_threads = auto_threads(),
             "threads" => c.prep_threads = parse(name, value)?,
             "fetch_threads" => c.fetch_threads = parse(name, value)?,
             "prefetch" => c.prefetch = parse(name, value)?,
@@ -310,6 +313,12 @@ pub fn usable_cores() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
+/// Prep threads for `threads="auto"`: this process's share of the cores it may use, the
+/// node's local ranks (torchrun's `LOCAL_WORLD_SIZE`) splitting them evenly; at least 1.
+pub fn auto_threads() -> usize {
+    (usable_cores() / crate::env::local_ranks()).max(1)
+}
+
 /// `value` as a number of bytes (`64MiB`, `2GB`, `1000000`) for knob `name`.
 fn bytes(name: &str, value: &str) -> Result<u64> {
     match parse(name, value)? {
@@ -423,7 +432,7 @@ mod tests {
                 .config()
                 .unwrap()
                 .prep_threads,
-            usable_cores()
+            auto_threads()
         );
         assert_eq!(
             (c.plan.batch_size, c.plan.seed, c.plan.rank, c.plan.world),

@@ -27,12 +27,17 @@ pub struct LoaderConfig {
     pub plan: PlanConfig,
     /// What is done to each sample.
     pub pipeline: Pipeline,
-    /// Threads decoding and transforming (the CPU-heavy stage).
+    /// Threads decoding and transforming (the CPU-heavy stage); by default this process's
+    /// share of the cores it may use.
     pub prep_threads: usize,
     /// The most reads in flight (threads reading bytes): a ceiling. The read-ahead keeps
     /// as many in flight as Little's law asks for the rate prep takes samples at, at least
     /// two (see the `readahead` module): two on local storage, dozens on 20 ms storage.
     pub fetch_threads: usize,
+    /// Whether reads in flight follow the observed latency (up to `fetch_threads`); off,
+    /// `fetch_threads` reads are always in flight (a static configuration, for
+    /// comparison).
+    pub adaptive_reads: bool,
     /// Batches prepared ahead of the consumer.
     pub prefetch: usize,
     /// What to do with bad samples.
@@ -64,19 +69,21 @@ pub struct LoaderConfig {
 }
 
 impl LoaderConfig {
-    /// Defaults around a pipeline: batch 64, shuffled, 2 prep threads, up to 128 reads in
+    /// Defaults around a pipeline: batch 64, shuffled, prep threads for this process's
+    /// share of the cores ([`auto_threads`](super::auto_threads)), up to 128 reads in
     /// flight, 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB,
     /// epochs overlapping.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         LoaderConfig {
             plan: PlanConfig::default(),
             pipeline,
-            prep_threads: 2,
+            prep_threads: super::auto_threads(),
             // A ceiling: reads in flight follow the observed latency, from two (when the
             // thread whose read just finished waits for a core, the other keeps storage
             // busy; with one, a 30 MB/s link with a quarter of the dataset cached delivered
             // 15% less) up to this.
             fetch_threads: 128,
+            adaptive_reads: true,
             prefetch: 4,
             on_error: ErrorPolicy::Error,
             cache: CacheConfig::default(),

@@ -246,7 +246,15 @@ impl Running {
                 catalog.clone(),
                 start,
                 (floor, config.readahead),
-                (in_flight, config.fetch_threads, config.plan.batch_size),
+                (
+                    in_flight,
+                    config.fetch_threads,
+                    if config.adaptive_reads {
+                        config.plan.batch_size
+                    } else {
+                        0
+                    },
+                ),
                 config.fetch_threads + config.prep_threads,
             ),
             stream,

@@ -42,7 +42,7 @@ mod workers;
 
 pub use batch::Batch;
 pub use budget::MemoryPlan;
-pub use builder::{usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
+pub use builder::{auto_threads, usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig};
 pub use epoch::{Epoch, Next};

@@ -103,7 +103,8 @@ impl ReadAhead {
     /// A read-ahead over `stream`, sized by `catalog`, starting at stream index
     /// `start`, with a window between `floor` and `limit` bytes, at most `max_in_flight`
     /// reads at once (`in_flight` to begin with: what the previous epoch ended with), the
-    /// bound revised every `revise_every` samples taken.
+    /// bound revised every `revise_every` samples taken (never, if 0: `max_in_flight`
+    /// then runs at once throughout).
     pub(super) fn new(
         stream: Arc<[SampleId]>,
         catalog: Arc<Catalog>,
@@ -127,7 +128,11 @@ impl ReadAhead {
                 fetchers_waiting: 0,
                 takers_waiting: 0,
                 in_flight: 0,
-                allowed: in_flight.clamp(MIN_IN_FLIGHT.min(max_in_flight), max_in_flight.max(1)),
+                allowed: if revise_every == 0 {
+                    max_in_flight.max(1)
+                } else {
+                    in_flight.clamp(MIN_IN_FLIGHT.min(max_in_flight), max_in_flight.max(1))
+                },
                 taken_samples: 0,
                 revised_at: Instant::now(),
             }),
@@ -138,7 +143,7 @@ impl ReadAhead {
             limit,
             spare_limit,
             max_in_flight: max_in_flight.max(1),
-            revise_every: revise_every.max(1) as u64,
+            revise_every: revise_every as u64,
             started: Instant::now(),
             stop: AtomicBool::new(false),
         }
@@ -244,7 +249,7 @@ impl ReadAhead {
         let wanted = (2.0 * pace * ahead.latency) as u64;
         ahead.window = wanted.clamp(ahead.floor, self.limit);
         let mut more_reads = false;
-        if ahead.taken_samples % self.revise_every == 0 {
+        if self.revise_every > 0 && ahead.taken_samples % self.revise_every == 0 {
             // The rate since the last revision: the rate the current bound allows.
             let since = ahead.revised_at.elapsed().as_secs_f64().max(1e-6);
             ahead.revised_at = Instant::now();

@@ -1,0 +1,104 @@
+"""The loader's defaults against an exhaustive search of static configurations.
+
+For each cell of a grid (emulated storage bandwidth and latency, a cache share, and a
+training step consuming at a multiple of the pipeline's own rate), this runs `nostall
+bench` with no thread settings (the defaults: reads in flight by Little's law), with
+today's old defaults (2 fetch threads fixed, prefetch 4), and with every static
+configuration of a search space (fetch threads held fixed x prefetch), and reports the
+defaults' rate against the best static one and against the old defaults.
+
+Data: the 2000 photographs of bench/compare.sh. Pipeline: the train preset, 2 prep
+threads (the machine's cores), batch 64. Each run: one warm-up epoch (it fills the cache),
+then EPOCHS measured epochs. The model rate is a multiple of the pipeline's own rate,
+measured first (unthrottled, no step).
+
+Usage: python3 bench/grid.py [--cells quick|full] [--epochs 1] [--out bench/out/grid.json]
+"""
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import time
+
+NOSTALL = "./target/release/nostall"
+DATA = "bench/data/photos"
+FETCH = [2, 8, 32, 128]
+PREFETCH = [2, 4, 8]
+
+
+def bench(epochs, *flags):
+    cmd = [NOSTALL, "bench", DATA, "--threads", "2", "--no-floor", "--json",
+           "--epochs", str(epochs), *map(str, flags)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["images_per_s"]
+
+
+def cells(kind):
+    if kind == "quick":
+        storage = [None, 20.0]
+        latency = [0.0, 20.0]
+        cache = [0.0]
+        model = [2.0]
+    else:
+        storage = [5.0, 20.0, 80.0, None]
+        latency = [0.0, 20.0]
+        cache = [0.0, 0.35, 1.0]
+        model = [0.5, 2.0]
+    return list(itertools.product(storage, latency, cache, model))
+
+
+def cell_flags(mbps, latency, cache, model_rate):
+    flags = ["--model-rate", f"{model_rate:.1f}"]
+    if mbps is not None:
+        flags += ["--throttle-mbps", mbps]
+    if latency:
+        flags += ["--latency-ms", latency]
+    if cache:
+        flags += ["--cache", "minio", "--cache-size", f"{cache * 100:.0f}%"]
+    return flags
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cells", choices=["quick", "full"], default="quick")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--out", default="bench/out/grid.json")
+    args = parser.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "nostall-cli"], check=True)
+    pipeline = bench(2)
+    print(f"pipeline alone: {pipeline:.0f} images/s", flush=True)
+    rows = []
+    for mbps, latency, cache, model in cells(args.cells):
+        base = cell_flags(mbps, latency, cache, model * pipeline)
+        started = time.time()
+        auto = bench(args.epochs, *base)
+        old = bench(args.epochs, *base, "--fetch-threads", 2, "--fixed-reads")
+        static = {}
+        for fetch, prefetch in itertools.product(FETCH, PREFETCH):
+            static[f"fetch {fetch}, prefetch {prefetch}"] = bench(
+                args.epochs, *base, "--fetch-threads", fetch, "--fixed-reads",
+                "--prefetch", prefetch)
+        best = max(static, key=static.get)
+        row = {
+            "storage_mbps": mbps, "latency_ms": latency, "cache": cache, "model": model,
+            "defaults": auto, "old_defaults": old, "best_static": static[best],
+            "best_static_config": best, "static": static,
+            "vs_best": auto / static[best], "vs_old": auto / old,
+        }
+        rows.append(row)
+        storage = "unthrottled" if mbps is None else f"{mbps:g} MB/s"
+        print(f"{storage}, {latency:g} ms, cache {cache:.0%}, model {model:g}x: defaults "
+              f"{auto:.0f}/s, best static {static[best]:.0f}/s ({best}) -> "
+              f"{row['vs_best']:.3f}; old defaults {old:.0f}/s -> {row['vs_old']:.2f}x "
+              f"[{time.time() - started:.0f} s]", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"pipeline": pipeline, "cells": rows}, f, indent=1)
+    worst = min(r["vs_best"] for r in rows)
+    print(f"worst cell: {worst:.3f} of the best static configuration")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
