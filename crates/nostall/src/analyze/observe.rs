@@ -33,6 +33,15 @@ pub struct ObservedEpoch {
     pub storage_bytes: u64,
     /// Whether the epoch ran to its end (false when the time budget cut it short).
     pub complete: bool,
+    /// What the loader chose: the bound on reads in flight at the epoch's end.
+    #[serde(default)]
+    pub reads_in_flight: usize,
+    /// The smoothed time of one read that the bound followed, milliseconds.
+    #[serde(default)]
+    pub read_ms: f64,
+    /// Samples prepared before the epoch was asked for (the epoch started ahead).
+    #[serde(default)]
+    pub prepared_ahead: u64,
 }
 
 /// The run: every epoch, how many of the first ones only warmed the cache, and what
@@ -101,6 +110,32 @@ pub struct Steady {
 }
 
 impl Observation {
+    /// What the loader chose in the last epoch that ran, in words: reads in flight and
+    /// the read time they follow, and the samples the epoch had ready when it was asked
+    /// for. `None` if nothing ran.
+    pub fn choices(&self) -> Option<String> {
+        let last = self.epochs.last()?;
+        let mut words = format!(
+            "{} reads in flight (twice Little's law for {:.2} ms a read at the rate prep \
+             takes samples)",
+            last.reads_in_flight, last.read_ms
+        );
+        let ahead: Vec<String> = self
+            .epochs
+            .iter()
+            .skip(1)
+            .map(|e| e.prepared_ahead.to_string())
+            .collect();
+        if !ahead.is_empty() {
+            words.push_str(&format!(
+                "; each epoch after the first started ahead, with {} samples prepared \
+                 before it was asked for",
+                ahead.join(", ")
+            ));
+        }
+        Some(words)
+    }
+
     /// The figures over the epochs after the warm-up (over the warm-up itself if no
     /// other epoch ran); `None` if nothing ran.
     pub fn steady(&self) -> Option<Steady> {
@@ -190,6 +225,9 @@ pub fn observe(
             },
             storage_bytes: stats.storage.bytes,
             complete,
+            reads_in_flight: stats.readahead.reads_in_flight,
+            read_ms: stats.readahead.read_time.as_secs_f64() * 1e3,
+            prepared_ahead: stats.prepared_ahead,
         };
         progress(&observed);
         epochs.push(observed);

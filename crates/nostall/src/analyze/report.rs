@@ -223,6 +223,9 @@ impl Report {
                 if o.steady { "" } else { " (first epoch only: the cache was still filling)" }
             );
         }
+        if let Some(choices) = self.observation.as_ref().and_then(Observation::choices) {
+            let _ = writeln!(t, "loader chose: {choices}");
+        }
         if let Some(run) = &self.observation {
             for (what, list) in [("samples", &run.slowest), ("shards", &run.slowest_shards)] {
                 if list.is_empty() {
@@ -398,6 +401,9 @@ svg .tick {{ font-size: 11px; fill: #444; }} svg .label {{ font-size: 12px; fill
             );
         }
         h.push_str("</table>\n");
+        if let Some(choices) = self.observation.as_ref().and_then(Observation::choices) {
+            let _ = writeln!(h, "<p>Loader chose: {}</p>", escape(&choices));
+        }
         if let Some(run) = &self.observation {
             for (what, list) in [("samples", &run.slowest), ("shards", &run.slowest_shards)] {
                 if list.is_empty() {
@@ -660,6 +666,35 @@ mod tests {
         assert!(html.contains("Costliest shards of the last epoch run"));
         let back: Report = serde_json::from_str(&r.json()).unwrap();
         assert_eq!(back.observation, r.observation);
+    }
+
+    #[test]
+    fn what_the_loader_chose_is_in_text_and_page() {
+        let mut r = report();
+        let epoch = |epoch, prepared_ahead| crate::analyze::observe::ObservedEpoch {
+            epoch,
+            samples: 640,
+            seconds: 1.0,
+            stall_seconds: 0.0,
+            compute_seconds: 0.5,
+            cache_hit_share: 0.0,
+            storage_bytes: 0,
+            complete: true,
+            reads_in_flight: 24,
+            read_ms: 20.5,
+            prepared_ahead,
+        };
+        r.observation = Some(Observation {
+            epochs: vec![epoch(0, 0), epoch(1, 256), epoch(2, 192)],
+            warm_up: 0,
+            slowest: Vec::new(),
+            slowest_shards: Vec::new(),
+        });
+        let text = r.text();
+        assert!(text.contains("loader chose: 24 reads in flight"), "{text}");
+        assert!(text.contains("for 20.50 ms a read"), "{text}");
+        assert!(text.contains("256, 192 samples prepared"), "{text}");
+        assert!(r.html().contains("<p>Loader chose: 24 reads in flight"));
     }
 
     #[test]

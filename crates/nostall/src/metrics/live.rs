@@ -152,6 +152,7 @@ impl Totals {
                 peak: self.readahead_peak.load(Ordering::Relaxed),
                 limit: readahead_limit,
                 reads_in_flight: self.reads_in_flight.load(Ordering::Relaxed) as usize,
+                read_time: Duration::ZERO,
             },
         }
     }

@@ -245,6 +245,8 @@ pub struct ReadaheadStats {
     pub limit: u64,
     /// The bound on reads in flight now (Little's law, up to `fetch_threads`).
     pub reads_in_flight: usize,
+    /// The smoothed time of one read, which the bound follows.
+    pub read_time: Duration,
 }
 
 impl EpochStats {

@@ -296,6 +296,7 @@ impl ReadAhead {
             peak: ahead.peak,
             limit: self.limit,
             reads_in_flight: ahead.allowed,
+            read_time: Duration::from_secs_f64(ahead.latency.max(0.0)),
         };
         (ahead.starved, stats)
     }
