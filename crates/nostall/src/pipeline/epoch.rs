@@ -71,7 +71,7 @@ pub(super) struct Shared {
     running: Mutex<usize>,
     exited: Condvar,
     /// Fetch threads started: as many as the bound on reads in flight has asked for.
-    pub(super) fetchers: AtomicUsize,
+    fetchers: AtomicUsize,
     /// Reads finished (or failed) in this run, and the cache's and storage's counters once
     /// the last one had: the epoch's own reads end there, whatever runs after it.
     fetched: AtomicUsize,
@@ -109,20 +109,21 @@ impl Shared {
             .push(thread);
     }
 
-    /// Whether another fetch thread is wanted: the bound on reads in flight has grown past
-    /// those started, below the ceiling. Claims the start when so.
-    pub(super) fn wants_fetcher(&self) -> bool {
+    /// The number of another fetch thread to start, if one is wanted: the bound on reads
+    /// in flight has grown past those started, below the ceiling. Claims the start.
+    pub(super) fn next_fetcher(&self) -> Option<usize> {
         let wanted = self
             .ahead
             .reads_allowed()
             .min(self.parts.config.fetch_threads);
         let started = self.fetchers.load(Ordering::Relaxed);
-        started < wanted
+        let claimed = started < wanted
             && !self.order.halted()
             && self
                 .fetchers
                 .compare_exchange(started, started + 1, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+                .is_ok();
+        claimed.then_some(started)
     }
 
     pub(super) fn thread_exited(&self) {
@@ -276,8 +277,7 @@ impl Running {
         });
         // Fetch threads as the bound on reads in flight starts (more start as it grows:
         // see `fetch_loop`), prep threads as configured.
-        while shared.wants_fetcher() {
-            let n = shared.fetchers.load(Ordering::Relaxed) - 1;
+        while let Some(n) = shared.next_fetcher() {
             spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop)
                 .expect("cannot start a loader thread");
         }

@@ -57,8 +57,7 @@ pub(super) fn fetch_loop(shared: &Arc<Shared>) {
     loop {
         // The bound on reads in flight grew past the threads reading: one more. A thread
         // that cannot be started leaves the reads to those there are.
-        if shared.wants_fetcher() {
-            let n = shared.fetchers.load(std::sync::atomic::Ordering::Relaxed) - 1;
+        if let Some(n) = shared.next_fetcher() {
             let _ = spawn(format!("nostall-fetch-{n}"), shared, fetch_loop);
         }
         let Some(Reservation {
