@@ -21,7 +21,11 @@
 //! between two (one read waiting for a core while the other keeps storage busy) and the
 //! loader's `fetch_threads`, a ceiling. Local storage keeps two; 20 ms object storage
 //! opens as many as the rate needs. The bound moves once a batch, and only by a quarter
-//! or more (hysteresis), so that it does not oscillate with noise.
+//! or more (hysteresis), so that it does not oscillate with noise. A read's time includes
+//! its wait behind others on a link of limited bandwidth, so Little's law alone would
+//! keep raising the bound there: a raise is kept only if the rate follows (by a tenth or
+//! more), as TCP Vegas judges a window by the throughput it brings; a raise that brought
+//! nothing is undone, and not tried again for a while.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,6 +97,8 @@ struct Ahead {
     /// Reads started and not parked yet, and the bound on them.
     in_flight: usize,
     allowed: usize,
+    /// The bound's last raise, to be judged by the rate it brings.
+    trial: Trial,
     /// Samples prep has taken since the epoch started, and when the bound on reads in
     /// flight was last revised.
     taken_samples: u64,
@@ -135,6 +141,7 @@ impl ReadAhead {
                 },
                 taken_samples: 0,
                 revised_at: Instant::now(),
+                trial: Trial::default(),
             }),
             parked: Condvar::new(),
             room: Condvar::new(),
@@ -255,7 +262,8 @@ impl ReadAhead {
             ahead.revised_at = Instant::now();
             let rate = self.revise_every as f64 / since;
             let wanted = reads_in_flight(rate, ahead.latency, self.max_in_flight);
-            let revised = revise(ahead.allowed, wanted);
+            let current = ahead.allowed;
+            let revised = ahead.trial.revise(current, wanted, rate);
             more_reads = revised > ahead.allowed;
             ahead.allowed = revised;
         }
@@ -329,6 +337,42 @@ fn revise(current: usize, wanted: usize) -> usize {
     }
 }
 
+/// Revisions a raise that brought nothing is not tried again for.
+const HOLD_AFTER_FAILED_RAISE: u32 = 16;
+
+/// The bound's last raise, judged at the next revision by the rate it brought.
+#[derive(Debug, Default)]
+struct Trial {
+    /// The bound before the raise and the rate then, while the raise is on trial.
+    raised_from: Option<(usize, f64)>,
+    /// Revisions left before raising again, after a raise that brought nothing.
+    hold: u32,
+}
+
+impl Trial {
+    /// The bound after a revision that measured `rate` (samples/s) under `current` and
+    /// asks for `wanted`.
+    fn revise(&mut self, current: usize, wanted: usize, rate: f64) -> usize {
+        if let Some((before, rate_before)) = self.raised_from.take() {
+            if rate < 1.1 * rate_before {
+                // The reads were not what held the rate back (the link's bandwidth, or
+                // prep): undo the raise.
+                self.hold = HOLD_AFTER_FAILED_RAISE;
+                return before;
+            }
+        }
+        self.hold = self.hold.saturating_sub(1);
+        let revised = revise(current, wanted);
+        if revised > current {
+            if self.hold > 0 {
+                return current;
+            }
+            self.raised_from = Some((current, rate));
+        }
+        revised
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,5 +402,31 @@ mod tests {
             bound = revise(bound, wanted);
         }
         assert_eq!(bound, 20);
+    }
+
+    #[test]
+    fn a_raise_is_kept_only_if_the_rate_follows() {
+        let mut trial = Trial::default();
+        // 20 ms reads: each raise doubles the rate, so each is kept.
+        assert_eq!(trial.revise(2, 4, 100.0), 4);
+        assert_eq!(trial.revise(4, 8, 200.0), 8);
+        assert_eq!(trial.revise(8, 16, 400.0), 16);
+        // Prep is the limit now: the raise to 32 brings 3% and is undone.
+        assert_eq!(trial.revise(16, 32, 800.0), 32);
+        assert_eq!(trial.revise(32, 64, 824.0), 16);
+        // ... and is not tried again for a while, though lowering still happens.
+        for _ in 0..HOLD_AFTER_FAILED_RAISE - 1 {
+            assert_eq!(trial.revise(16, 32, 800.0), 16);
+        }
+        assert_eq!(
+            trial.revise(16, 32, 800.0),
+            32,
+            "tried again after the hold"
+        );
+        // A bandwidth-bound link: read times grow with the queue, the rate does not.
+        let mut trial = Trial::default();
+        assert_eq!(trial.revise(2, 4, 650.0), 4);
+        assert_eq!(trial.revise(4, 8, 655.0), 2);
+        assert_eq!(trial.revise(2, 4, 650.0), 2, "held at two");
     }
 }
