@@ -20,8 +20,9 @@
 //! reads of `L` seconds needs `r·L` of them at once, so at most twice that may run,
 //! between two (one read waiting for a core while the other keeps storage busy) and the
 //! loader's `fetch_threads`, a ceiling. Local storage keeps two; 20 ms object storage
-//! opens as many as the rate needs. The bound moves once a batch, and only by a quarter
-//! or more (hysteresis), so that it does not oscillate with noise. A read's time includes
+//! opens as many as the rate needs. The bound moves at most once a batch and once every
+//! 100 ms, and only by a quarter or more (hysteresis), so that it does not oscillate with
+//! noise. A read's time includes
 //! its wait behind others on a link of limited bandwidth, so Little's law alone would
 //! keep raising the bound there: a raise is kept only if the rate follows (by a tenth or
 //! more), as TCP Vegas judges a window by the throughput it brings; a raise that brought
@@ -99,8 +100,8 @@ struct Ahead {
     allowed: usize,
     /// The bound's last raise, to be judged by the rate it brings.
     trial: Trial,
-    /// Samples prep has taken since the epoch started, and when the bound on reads in
-    /// flight was last revised.
+    /// Samples prep has taken since the bound on reads in flight was last revised, and
+    /// when that was.
     taken_samples: u64,
     revised_at: Instant,
 }
@@ -109,8 +110,8 @@ impl ReadAhead {
     /// A read-ahead over `stream`, sized by `catalog`, starting at stream index
     /// `start`, with a window between `floor` and `limit` bytes, at most `max_in_flight`
     /// reads at once (`in_flight` to begin with: what the previous epoch ended with), the
-    /// bound revised every `revise_every` samples taken (never, if 0: `max_in_flight`
-    /// then runs at once throughout).
+    /// bound revised every `revise_every` samples taken and [`REVISION_INTERVAL`] at the
+    /// least (never, if 0: `max_in_flight` then runs at once throughout).
     pub(super) fn new(
         stream: Arc<[SampleId]>,
         catalog: Arc<Catalog>,
@@ -256,11 +257,15 @@ impl ReadAhead {
         let wanted = (2.0 * pace * ahead.latency) as u64;
         ahead.window = wanted.clamp(ahead.floor, self.limit);
         let mut more_reads = false;
-        if self.revise_every > 0 && ahead.taken_samples % self.revise_every == 0 {
+        let since = ahead.revised_at.elapsed();
+        if self.revise_every > 0
+            && ahead.taken_samples >= self.revise_every
+            && since >= REVISION_INTERVAL
+        {
             // The rate since the last revision: the rate the current bound allows.
-            let since = ahead.revised_at.elapsed().as_secs_f64().max(1e-6);
+            let rate = ahead.taken_samples as f64 / since.as_secs_f64();
+            ahead.taken_samples = 0;
             ahead.revised_at = Instant::now();
-            let rate = self.revise_every as f64 / since;
             let wanted = reads_in_flight(rate, ahead.latency, self.max_in_flight);
             let current = ahead.allowed;
             let revised = ahead.trial.revise(current, wanted, rate);
@@ -336,6 +341,10 @@ fn revise(current: usize, wanted: usize) -> usize {
         current
     }
 }
+
+/// The shortest time between two revisions of the bound on reads in flight: a rate
+/// measured over less swings with the bursts in which prep takes samples.
+const REVISION_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Revisions a raise that brought nothing is not tried again for.
 const HOLD_AFTER_FAILED_RAISE: u32 = 16;
