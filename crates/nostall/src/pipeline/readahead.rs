@@ -24,9 +24,11 @@
 //! 100 ms, and only by a quarter or more (hysteresis), so that it does not oscillate with
 //! noise. A read's time includes
 //! its wait behind others on a link of limited bandwidth, so Little's law alone would
-//! keep raising the bound there: a raise is kept only if the rate follows (by a tenth or
-//! more), as TCP Vegas judges a window by the throughput it brings; a raise that brought
-//! nothing is undone, and not tried again for a while.
+//! keep raising the bound there. A raise is judged as TCP Vegas judges a window: if the
+//! rate did not follow (by a tenth) while reads took longer (by a quarter), the raise only
+//! queued reads behind each other, and it is undone and not tried again for a while. A
+//! raise that left read times as they were is kept even if it brought little: near the
+//! point where prep becomes the limit, a few percent is what a raise brings.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -268,7 +270,8 @@ impl ReadAhead {
             ahead.revised_at = Instant::now();
             let wanted = reads_in_flight(rate, ahead.latency, self.max_in_flight);
             let current = ahead.allowed;
-            let revised = ahead.trial.revise(current, wanted, rate);
+            let observed = (rate, ahead.latency);
+            let revised = ahead.trial.revise(current, wanted, observed);
             more_reads = revised > ahead.allowed;
             ahead.allowed = revised;
         }
@@ -349,23 +352,30 @@ const REVISION_INTERVAL: Duration = Duration::from_millis(100);
 /// Revisions a raise that brought nothing is not tried again for.
 const HOLD_AFTER_FAILED_RAISE: u32 = 16;
 
-/// The bound's last raise, judged at the next revision by the rate it brought.
+/// The bound's last raise, judged at the next revision by the rate and read time it
+/// brought.
 #[derive(Debug, Default)]
 struct Trial {
-    /// The bound before the raise and the rate then, while the raise is on trial.
-    raised_from: Option<(usize, f64)>,
+    /// The bound before the raise, and the rate and read time then, while the raise is
+    /// on trial.
+    raised_from: Option<(usize, Observed)>,
     /// Revisions left before raising again, after a raise that brought nothing.
     hold: u32,
 }
 
+/// What a revision observed under the current bound: samples/s taken, and a read's
+/// smoothed duration in seconds.
+type Observed = (f64, f64);
+
 impl Trial {
-    /// The bound after a revision that measured `rate` (samples/s) under `current` and
-    /// asks for `wanted`.
-    fn revise(&mut self, current: usize, wanted: usize, rate: f64) -> usize {
-        if let Some((before, rate_before)) = self.raised_from.take() {
-            if rate < 1.1 * rate_before {
-                // The reads were not what held the rate back (the link's bandwidth, or
-                // prep): undo the raise.
+    /// The bound after a revision that observed `now` under `current` and asks for
+    /// `wanted`.
+    fn revise(&mut self, current: usize, wanted: usize, now: Observed) -> usize {
+        let (rate, latency) = now;
+        if let Some((before, (rate_before, latency_before))) = self.raised_from.take() {
+            if rate < 1.1 * rate_before && latency > 1.25 * latency_before {
+                // The added reads queued behind the others (the link's bandwidth, or a
+                // device's queue) and brought no rate: undo the raise.
                 self.hold = HOLD_AFTER_FAILED_RAISE;
                 return before;
             }
@@ -376,7 +386,7 @@ impl Trial {
             if self.hold > 0 {
                 return current;
             }
-            self.raised_from = Some((current, rate));
+            self.raised_from = Some((current, now));
         }
         revised
     }
@@ -414,28 +424,32 @@ mod tests {
     }
 
     #[test]
-    fn a_raise_is_kept_only_if_the_rate_follows() {
+    fn a_raise_that_only_queues_reads_is_undone() {
+        const L: f64 = 0.02;
         let mut trial = Trial::default();
         // 20 ms reads: each raise doubles the rate, so each is kept.
-        assert_eq!(trial.revise(2, 4, 100.0), 4);
-        assert_eq!(trial.revise(4, 8, 200.0), 8);
-        assert_eq!(trial.revise(8, 16, 400.0), 16);
-        // Prep is the limit now: the raise to 32 brings 3% and is undone.
-        assert_eq!(trial.revise(16, 32, 800.0), 32);
-        assert_eq!(trial.revise(32, 64, 824.0), 16);
-        // ... and is not tried again for a while, though lowering still happens.
-        for _ in 0..HOLD_AFTER_FAILED_RAISE - 1 {
-            assert_eq!(trial.revise(16, 32, 800.0), 16);
-        }
-        assert_eq!(
-            trial.revise(16, 32, 800.0),
-            32,
-            "tried again after the hold"
-        );
+        assert_eq!(trial.revise(2, 4, (100.0, L)), 4);
+        assert_eq!(trial.revise(4, 8, (200.0, L)), 8);
+        assert_eq!(trial.revise(8, 16, (400.0, L)), 16);
+        // Near the knee a raise brings little, but reads take no longer: kept.
+        assert_eq!(trial.revise(16, 32, (800.0, L)), 32);
+        assert_eq!(trial.revise(32, 40, (824.0, L)), 40);
         // A bandwidth-bound link: read times grow with the queue, the rate does not.
         let mut trial = Trial::default();
-        assert_eq!(trial.revise(2, 4, 650.0), 4);
-        assert_eq!(trial.revise(4, 8, 655.0), 2);
-        assert_eq!(trial.revise(2, 4, 650.0), 2, "held at two");
+        assert_eq!(trial.revise(2, 4, (650.0, 0.006)), 4);
+        assert_eq!(trial.revise(4, 8, (655.0, 0.012)), 2, "undone");
+        // ... and not tried again for a while, though lowering still happens.
+        for _ in 0..HOLD_AFTER_FAILED_RAISE - 1 {
+            assert_eq!(trial.revise(2, 4, (650.0, 0.006)), 2, "held at two");
+        }
+        assert_eq!(
+            trial.revise(2, 4, (650.0, 0.006)),
+            4,
+            "tried again after the hold"
+        );
+        // Read times that grow while the rate follows: the reads were the limit, kept.
+        let mut trial = Trial::default();
+        assert_eq!(trial.revise(8, 16, (400.0, 0.020)), 16);
+        assert_eq!(trial.revise(16, 16, (700.0, 0.030)), 16);
     }
 }
