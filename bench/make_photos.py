@@ -18,6 +18,9 @@ classes (class = crc32 of the index mod 10).  The run is idempotent: a
 complete dataset with the same parameters is left alone; a partial one is
 completed (only missing files are written).
 
+``--scale 2`` makes the same crops at 1000x750 / 750x1000 (a high-resolution set, about
+four times the decoding work per image).
+
 Usage (Pillow required; use the bench venv):
     .venv-bench/bin/python bench/make_photos.py --out bench/data/photos --count 2000 --seed 0
 """
@@ -62,13 +65,14 @@ def crop_box(rng: random.Random, size: tuple[int, int], out: tuple[int, int]):
     return (x0, y0, x0 + bw, y0 + bh)
 
 
-def plan(count: int, seed: int, sizes: dict[str, tuple[int, int]]):
+def plan(count: int, seed: int, sizes: dict[str, tuple[int, int]], scale: int = 1):
     """Yield (index, class, source name, box, output size); depends only on args."""
     rng = random.Random(seed)
     names = sorted(sizes)
     for i in range(count):
         name = rng.choice(names)
         out = PORTRAIT if rng.random() < PORTRAIT_FRACTION else LANDSCAPE
+        out = (out[0] * scale, out[1] * scale)
         box = crop_box(rng, sizes[name], out)
         cls = zlib.crc32(str(i).encode()) % NUM_CLASSES
         yield i, cls, name, box, out
@@ -93,11 +97,15 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(photo_sources.BENCH_DIR, "data", "photos"))
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scale", type=int, default=1,
+                    help="output sides times this (2: 1000x750, a high-resolution set)")
     ap.add_argument("--cache", default=photo_sources.DEFAULT_CACHE,
                     help="where the .deb is downloaded and unpacked")
     args = ap.parse_args()
 
     params = {"count": args.count, "seed": args.seed, "version": FORMAT_VERSION}
+    if args.scale != 1:
+        params["scale"] = args.scale
     marker = os.path.join(args.out, ".complete.json")
     if os.path.isfile(marker):
         with open(marker) as f:
@@ -118,7 +126,7 @@ def main() -> int:
     decoded: dict[str, Image.Image] = {}
     expected = set()
     written = 0
-    for i, cls, name, box, out in plan(args.count, args.seed, sizes):
+    for i, cls, name, box, out in plan(args.count, args.seed, sizes, args.scale):
         rel = rel_path(i, cls)
         expected.add(rel)
         dst = os.path.join(args.out, rel)

@@ -117,6 +117,7 @@ class Loader:
         world_size: int | None = None,
         output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
         metrics_addr: str | None = None,
+        balance_ranks: bool | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

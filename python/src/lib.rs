@@ -219,7 +219,12 @@ enum Output {
 /// - `drop_last` (False): leave out the last, incomplete batch.
 /// - `threads` (None: `"auto"`): decode-and-transform threads, or `"auto"`: this
 ///   process's share of the cores it may use (its CPU affinity and cgroup CPU quota,
-///   split evenly among the node's torchrun ranks, `LOCAL_WORLD_SIZE`).
+///   shared among the node's torchrun ranks, `LOCAL_WORLD_SIZE`: see `balance_ranks`).
+/// - `balance_ranks` (None: on unless `threads` is a number): under torchrun with several
+///   ranks on a node, the ranks share the node's prep threads in proportion to the work
+///   each has per iteration (measured CPU time per byte × the bytes their plans read
+///   next), through a table in `/dev/shm` only this user can open; a rank whose batches
+///   cost more gets more threads, so that the job does not wait for it.
 /// - `fetch_threads` (None: 128): the most reads in flight. How many run follows the
 ///   observed read latency (Little's law: twice the rate prep takes samples at, times a
 ///   read's time), from 2 on local storage to dozens on object storage.
@@ -503,13 +508,15 @@ impl Loader {
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
             fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
             cache_policy="minio", cache_epochs=None, memory=None, on_error="error",
-            quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None
+            quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
+            balance_ranks=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
             cache=None, cache_policy='minio', cache_epochs=None, memory=None, \
-            on_error='error', quarantine=None, rank=None, world_size=None, output='auto', metrics_addr=None)"
+            on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
+            metrics_addr=None, balance_ranks=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -537,6 +544,7 @@ impl Loader {
         world_size: Option<usize>,
         output: &str,
         metrics_addr: Option<String>,
+        balance_ranks: Option<bool>,
     ) -> PyResult<Loader> {
         let args = ConfigArgs {
             batch_size,
@@ -562,6 +570,9 @@ impl Loader {
         let (mut builder, mut dist) = args.builder(py, location)?;
         builder.config_mut().quarantine = quarantine;
         builder.config_mut().overlap_epochs = overlap_epochs;
+        if let Some(balance) = balance_ranks {
+            builder.config_mut().balance_ranks = balance;
+        }
         let node_config = if args.partitioned() {
             let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
                 .map_err(|e| raise_peer(py, e))?;

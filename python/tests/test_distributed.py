@@ -1,5 +1,6 @@
 """Rank sharding: two processes with RANK / WORLD_SIZE in the environment, as torchrun sets."""
 
+import glob
 import json
 import os
 import subprocess
@@ -107,3 +108,52 @@ def test_torchrun_resumes_an_epoch_on_three_ranks_then_one(photos, tmp_path):
     assert [len(d) for d in rest] == [8, 8, 8]
     ids = [i for rank in rest for i, _ in rank]
     assert len(set(ids)) == 24 and not set(ids) & {i for rank in two for i, _ in rank}
+
+
+BALANCED = r"""
+import glob, hashlib, json, os, sys
+import nostall
+photos, out = sys.argv[1], sys.argv[2]
+tables = lambda: sorted(glob.glob(f"/dev/shm/nostall-{os.geteuid()}-*.ranks"))
+record = {}
+for balance in (True, False):
+    loader = nostall.Loader(photos, batch_size=4, image_size=32, pipeline="train", seed=3,
+                            balance_ranks=balance)
+    digests = []
+    for images, labels in loader:
+        digests += [hashlib.sha1(img.numpy().tobytes()).hexdigest() for img in images]
+        if balance:
+            record["tables"] = {t: os.stat(t).st_mode & 0o777 for t in tables()}
+    record[str(balance)] = {"digests": digests, "threads": loader.metrics["prep"]["threads"]}
+    del loader
+rank = int(os.environ["LOCAL_RANK"])
+with open(os.path.join(out, f"balanced-{rank}.json"), "w") as f:
+    json.dump(record, f)
+"""
+
+
+def test_torchrun_ranks_share_the_nodes_threads_without_changing_a_sample(photos, tmp_path):
+    """Two local ranks balance their prep threads through a table in /dev/shm that only
+    this user may open, removed when they leave; what they deliver is what they deliver
+    unbalanced, byte for byte."""
+    script = tmp_path / "balanced.py"
+    script.write_text(BALANCED)
+    before = set(glob.glob(f"/dev/shm/nostall-{os.geteuid()}-*.ranks"))
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    run = subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", str(script),
+                          photos, str(tmp_path)], timeout=300, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"balanced-{r}.json").read_text()) for r in range(2)]
+    for rank in ranks:
+        assert rank["True"]["digests"] == rank["False"]["digests"]
+        assert len(rank["True"]["digests"]) == 16
+        # Each rank's share: at least the cores (to take them all while the other is
+        # ahead), at most the node's budget (the cores for each rank).
+        cores = len(os.sched_getaffinity(0))
+        assert cores <= rank["True"]["threads"] <= 2 * cores
+        assert rank["False"]["threads"] == max(cores // 2, 1)
+    # Both ranks found the same table, only this user's, and it left with them.
+    (table,) = set(ranks[0]["tables"]) - before
+    assert table in ranks[1]["tables"]
+    assert ranks[0]["tables"][table] == 0o600
+    assert not os.path.exists(table)

@@ -6,7 +6,8 @@
 //! explicitly (which always wins), so a training script needs no sharding code: every
 //! rank gets its shard of the plan, with the same number of batches.
 //!
-//! [`local_ranks`] tells `threads="auto"` how many ranks share the node's cores.
+//! [`local_ranks`] tells `threads="auto"` how many ranks share the node's cores, and
+//! [`LocalRanks`] lets them find each other to balance their threads.
 //! [`metrics_addr`] does the same for the live metrics endpoint (`NOSTALL_METRICS_ADDR`),
 //! so that a job can be watched without touching its script.
 
@@ -20,6 +21,55 @@ pub fn local_ranks() -> usize {
         .and_then(|n| n.trim().parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(1)
+}
+
+/// This process's place among the local ranks of a torchrun job, when the node runs
+/// several: what [`crate::sched::node`] balances threads across.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalRanks {
+    /// A name for the job on this node, the same in each of its ranks and different from
+    /// other jobs': a hash of `TORCHELASTIC_RUN_ID`, `MASTER_ADDR`, `MASTER_PORT`,
+    /// `TORCHELASTIC_RESTART_COUNT` and `GROUP_RANK`.
+    pub job: u64,
+    /// `LOCAL_RANK`.
+    pub local_rank: usize,
+    /// `LOCAL_WORLD_SIZE`, at least 2.
+    pub local_world: usize,
+}
+
+impl LocalRanks {
+    /// From the process environment; see [`LocalRanks::from_vars`].
+    pub fn from_env() -> Option<LocalRanks> {
+        LocalRanks::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// From the variables `var` looks up: `None` unless `LOCAL_WORLD_SIZE` is 2 or more
+    /// and `LOCAL_RANK` and `MASTER_PORT` are set (a launcher that names no job gives the
+    /// ranks no way to find each other).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<LocalRanks> {
+        let number = |name: &str| var(name)?.trim().parse::<usize>().ok();
+        let local_world = number("LOCAL_WORLD_SIZE").filter(|&n| n >= 2)?;
+        let local_rank = number("LOCAL_RANK")?;
+        var("MASTER_PORT")?;
+        // FNV-1a over the variables, each ended by a zero byte: stable across processes.
+        let mut job: u64 = 0xcbf2_9ce4_8422_2325;
+        for name in [
+            "TORCHELASTIC_RUN_ID",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "TORCHELASTIC_RESTART_COUNT",
+            "GROUP_RANK",
+        ] {
+            for byte in var(name).unwrap_or_default().bytes().chain([0]) {
+                job = (job ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        Some(LocalRanks {
+            job,
+            local_rank,
+            local_world,
+        })
+    }
 }
 
 /// The variable naming the address of the live metrics endpoint.
@@ -156,6 +206,31 @@ mod tests {
         let vars = [("RANK", "3"), ("WORLD_SIZE", "4")];
         let d = Distributed::resolve_with(Some(0), Some(2), env(&vars)).unwrap();
         assert_eq!((d.rank, d.world, d.local_rank), (0, 2, 0));
+    }
+
+    #[test]
+    fn local_ranks_of_one_job_share_a_name_that_other_jobs_do_not() {
+        let rank = |local: &'static str, port: &'static str| {
+            let vars: Vec<(&str, &str)> = vec![
+                ("LOCAL_RANK", local),
+                ("LOCAL_WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", port),
+                ("TORCHELASTIC_RUN_ID", "none"),
+            ];
+            LocalRanks::from_vars(env(Box::leak(vars.into_boxed_slice())))
+        };
+        let (a, b) = (rank("0", "29500").unwrap(), rank("1", "29500").unwrap());
+        assert_eq!((a.local_rank, b.local_rank, a.local_world), (0, 1, 2));
+        assert_eq!(a.job, b.job);
+        assert_ne!(a.job, rank("0", "29501").unwrap().job);
+        // One local rank, or no job named: nothing to balance.
+        assert_eq!(
+            LocalRanks::from_vars(env(&[("LOCAL_WORLD_SIZE", "1")])),
+            None
+        );
+        let no_port = [("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "2")];
+        assert_eq!(LocalRanks::from_vars(env(&no_port)), None);
     }
 
     #[test]

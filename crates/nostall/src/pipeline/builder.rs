@@ -29,7 +29,7 @@ use crate::storage::{Link, ReadMode, Source, Throttled};
 use super::{ErrorPolicy, Loader, LoaderConfig};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 24] = [
+pub const KNOBS: [(&str, &str); 25] = [
     (
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
@@ -50,7 +50,12 @@ pub const KNOBS: [(&str, &str); 24] = [
     (
         "threads",
         "prep threads, or auto: the cores this process may use (its CPU affinity and \
-         cgroup quota), shared evenly by the node's torchrun ranks",
+         cgroup quota), shared by the node's torchrun ranks (a number turns balance_ranks \
+         off)",
+    ),
+    (
+        "balance_ranks",
+        "true or false: the node's torchrun ranks share its prep threads by the work each has",
     ),
     (
         "fetch_threads",
@@ -155,8 +160,15 @@ impl LoaderBuilder {
             "shard" => c.plan.shard = parse(name, value)?,
             "rank" => c.plan.rank = parse(name, value)?,
             "world_size" => c.plan.world = parse(name, value)?,
-            "threads" if value.trim() == "auto" => c.prep_threads = auto_threads(),
-            "threads" => c.prep_threads = parse(name, value)?,
+            "threads" if value.trim() == "auto" => {
+                c.prep_threads = auto_threads();
+                c.balance_ranks = true;
+            }
+            "threads" => {
+                c.prep_threads = parse(name, value)?;
+                c.balance_ranks = false;
+            }
+            "balance_ranks" => c.balance_ranks = parse(name, value)?,
             "fetch_threads" => c.fetch_threads = parse(name, value)?,
             "prefetch" => c.prefetch = parse(name, value)?,
             "overlap_epochs" => c.overlap_epochs = parse(name, value)?,
@@ -400,6 +412,7 @@ mod tests {
             ("rank", "1"),
             ("world_size", "2"),
             ("threads", "3"),
+            ("balance_ranks", "true"),
             ("fetch_threads", "4"),
             ("prefetch", "5"),
             ("overlap_epochs", "false"),
@@ -441,6 +454,16 @@ mod tests {
         assert!(!c.plan.shuffle && c.plan.drop_last);
         assert_eq!((c.prep_threads, c.fetch_threads, c.prefetch), (3, 4, 5));
         assert!(!c.overlap_epochs);
+        assert!(c.balance_ranks, "set after threads");
+        assert!(
+            !LoaderBuilder::new("/data")
+                .set("threads", "2")
+                .unwrap()
+                .config()
+                .unwrap()
+                .balance_ranks,
+            "a thread count given pins it"
+        );
         assert_eq!(c.cache.planned_epochs, 90);
         assert_eq!(c.on_error, ErrorPolicy::Skip);
         assert_eq!(c.readahead, 16 << 20);

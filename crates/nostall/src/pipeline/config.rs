@@ -28,7 +28,8 @@ pub struct LoaderConfig {
     /// What is done to each sample.
     pub pipeline: Pipeline,
     /// Threads decoding and transforming (the CPU-heavy stage); by default this process's
-    /// share of the cores it may use.
+    /// share of the cores it may use. Under [`balance_ranks`](Self::balance_ranks), where
+    /// each rank starts.
     pub prep_threads: usize,
     /// The most reads in flight (threads reading bytes): a ceiling. The read-ahead keeps
     /// as many in flight as Little's law asks for the rate prep takes samples at, at least
@@ -66,13 +67,17 @@ pub struct LoaderConfig {
     /// and cache together ([`MemoryPlan`](super::MemoryPlan) says how it is split). The
     /// pipeline is paid first (shrunk to fit if needed), the cache gets the rest.
     pub memory: Option<u64>,
+    /// When this process is one of several local ranks of a torchrun job: share the
+    /// node's prep threads among them in proportion to the work each has per iteration
+    /// ([`crate::sched::node`]), rather than each keeping `prep_threads`.
+    pub balance_ranks: bool,
 }
 
 impl LoaderConfig {
     /// Defaults around a pipeline: batch 64, shuffled, prep threads for this process's
     /// share of the cores ([`auto_threads`](super::auto_threads)), up to 128 reads in
     /// flight, 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB,
-    /// epochs overlapping.
+    /// epochs overlapping, the threads of a node's ranks balanced.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         LoaderConfig {
             plan: PlanConfig::default(),
@@ -92,6 +97,7 @@ impl LoaderConfig {
             quarantine: None,
             overlap_epochs: true,
             memory: None,
+            balance_ranks: true,
         }
     }
 

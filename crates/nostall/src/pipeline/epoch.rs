@@ -23,6 +23,7 @@ use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
 use crate::storage::{Source, SourceStats};
 
+use super::balance::{demand, Balance, Gate};
 use super::buffer::Pool;
 use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
@@ -44,6 +45,8 @@ pub(super) struct Parts {
     /// Where an epoch started ahead waits for the consumer. Weak: a dropped loader stops
     /// the epoch started ahead rather than leaving it running for nobody.
     pub(super) upcoming: Weak<Upcoming>,
+    /// This rank's share of its node's prep threads, when balanced.
+    pub(super) balance: Option<Arc<Balance>>,
 }
 
 /// The epoch started ahead of the consumer, if any.
@@ -65,6 +68,10 @@ pub(super) struct Shared {
     pub(super) sample_bytes: usize,
     pub(super) order: Order,
     pub(super) ahead: ReadAhead,
+    /// Holds the prep threads beyond this rank's share of the node's.
+    pub(super) prep_gate: Gate,
+    /// Prep threads started, numbering them for the gate.
+    prep_started: AtomicUsize,
     /// Loader threads started (joined when the run stops), those still running, and the
     /// signal that one has exited.
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -81,6 +88,8 @@ pub(super) struct Shared {
     progress: AtomicU8,
     pub(super) fetch: StageCounters,
     pub(super) prep: StageCounters,
+    /// Prep's thread CPU time and the bytes it read, when balancing (demand per byte).
+    pub(super) prep_cpu: StageCounters,
     /// Each sample's fetch and prep time, for the slowest samples and shards.
     pub(super) costs: CostLog,
     /// The cache's and the storage's counters when the epoch started.
@@ -144,6 +153,12 @@ impl Shared {
     fn halt(&self) {
         self.order.halt();
         self.ahead.halt();
+        self.prep_gate.wake();
+    }
+
+    /// The number of the prep thread starting.
+    pub(super) fn prep_number(&self) -> usize {
+        self.prep_started.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Called by a fetch thread when a read has finished, before its bytes are parked
@@ -258,6 +273,13 @@ impl Running {
                 ),
                 config.fetch_threads + config.prep_threads,
             ),
+            prep_gate: Gate::new(
+                parts
+                    .balance
+                    .as_ref()
+                    .map_or(config.prep_threads, |b| b.threads()),
+            ),
+            prep_started: AtomicUsize::new(0),
             stream,
             from: position,
             sample_bytes,
@@ -272,16 +294,23 @@ impl Running {
             progress: AtomicU8::new(if consumed { CONSUMED } else { 0 }),
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
+            prep_cpu: StageCounters::default(),
             costs: CostLog::default(),
             parts,
         });
         // Fetch threads as the bound on reads in flight starts (more start as it grows:
-        // see `fetch_loop`), prep threads as configured.
+        // see `fetch_loop`); prep threads as configured, or as many as this rank's share
+        // of its node's may grow to (the gate holds those beyond the share).
         while let Some(n) = shared.next_fetcher() {
             spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop)
                 .expect("cannot start a loader thread");
         }
-        for n in 0..shared.parts.config.prep_threads {
+        let prep_threads = shared
+            .parts
+            .balance
+            .as_ref()
+            .map_or(shared.parts.config.prep_threads, |b| b.ceiling());
+        for n in 0..prep_threads {
             spawn(format!("nostall-prep-{n}"), &shared, prep_loop)
                 .expect("cannot start a loader thread");
         }
@@ -465,7 +494,7 @@ impl Epoch {
             max_wait: self.max_wait,
             first_wait: self.first_wait.unwrap_or_default(),
             fetch: shared.fetch.snapshot(shared.parts.config.fetch_threads),
-            prep: shared.prep.snapshot(shared.parts.config.prep_threads),
+            prep: shared.prep.snapshot(shared.prep_gate.allowed()),
             prep_starved: starved,
             cache: cache.since(&shared.cache_before),
             storage: storage - shared.storage_before,
@@ -601,6 +630,7 @@ impl Epoch {
         self.wait += waited;
         self.max_wait = self.max_wait.max(waited);
         self.first_wait.get_or_insert(waited);
+        self.rebalance(position.sample as usize);
         Batch {
             buffer: Some(buffer),
             pool: shared.parts.pool.clone(),
@@ -612,6 +642,33 @@ impl Epoch {
             index,
             position,
             wait: waited,
+        }
+    }
+}
+
+impl Epoch {
+    /// Under load balance across the node's ranks: says this rank's demand for the
+    /// samples from stream index `next` on (the batches being prepared) and takes the
+    /// share of prep threads the table gives it.
+    fn rebalance(&self, next: usize) {
+        let shared = &self.run.shared;
+        let Some(balance) = &shared.parts.balance else {
+            return;
+        };
+        let batch_size = shared.parts.config.plan.batch_size;
+        let ahead = batch_size * (shared.parts.config.prefetch + 1);
+        let upcoming = &shared.stream[next.min(shared.stream.len())..];
+        let upcoming = &upcoming[..ahead.min(upcoming.len())];
+        let catalog = &shared.parts.catalog;
+        let bytes = upcoming.iter().map(|&id| catalog.size(id)).sum();
+        let cpu = shared.prep_cpu.snapshot(0);
+        let demand = demand(
+            (cpu.busy.as_secs_f64(), cpu.bytes),
+            (bytes, upcoming.len()),
+            batch_size,
+        );
+        if let Some(threads) = balance.revise(demand) {
+            shared.prep_gate.set(threads);
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::plan::elastic::{remaining, Stretch};
 use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
 use crate::storage::Source;
 
+use super::balance::Balance;
 use super::budget::{fit, MemoryPlan};
 use super::buffer::Pool;
 use super::epoch::{Parts, Running, Upcoming};
@@ -37,6 +38,8 @@ pub struct Loader {
     _warmer: Option<Warmer>,
     /// How the memory budget was split, if there is one.
     memory: Option<MemoryPlan>,
+    /// This rank's share of its node's prep threads, when balanced.
+    balance: Option<Arc<Balance>>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -78,7 +81,9 @@ impl Loader {
         let source = Arc::new(Cached::new(source, config.cache.policy, capacity));
         let warmer = (config.cache.policy == CachePolicy::Frequency)
             .then(|| Warmer::start(&config, &catalog, source.clone()));
+        let balance = Balance::open(&config).map(Arc::new);
         Ok(Loader {
+            balance,
             quarantine,
             source,
             _warmer: warmer,
@@ -90,6 +95,14 @@ impl Loader {
             totals: Arc::default(),
             upcoming: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// This loader balancing its prep threads through `balance`, whatever the
+    /// environment says.
+    #[cfg(test)]
+    pub(super) fn with_balance(mut self, balance: Balance) -> Loader {
+        self.balance = Some(Arc::new(balance));
+        self
     }
 
     /// What a position of this loader is valid for (part of a [`Checkpoint`]).
@@ -292,7 +305,12 @@ impl Loader {
     pub fn live_stats(&self) -> crate::metrics::LiveStats {
         let config = &self.config;
         self.totals.snapshot(
-            (config.fetch_threads, config.prep_threads),
+            (
+                config.fetch_threads,
+                self.balance
+                    .as_ref()
+                    .map_or(config.prep_threads, |b| b.threads()),
+            ),
             self.source.cache().stats(),
             self.source.stats(),
             config.readahead,
@@ -386,6 +404,7 @@ impl Loader {
             quarantine: self.quarantine.clone(),
             totals: self.totals.clone(),
             upcoming: Arc::downgrade(&self.upcoming),
+            balance: self.balance.clone(),
         }
     }
 }

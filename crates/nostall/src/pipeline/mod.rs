@@ -24,6 +24,7 @@
 //! **Randomness** of each sample's preparation comes from (seed, epoch, sample id), so it
 //! does not matter which thread prepares it.
 
+mod balance;
 mod batch;
 mod budget;
 mod buffer;

@@ -508,3 +508,47 @@ fn the_lookahead_cache_hits_as_the_simulator_predicts() {
         );
     }
 }
+
+#[test]
+fn a_share_of_the_nodes_threads_that_changes_mid_epoch_keeps_every_sample_in_place() {
+    use super::balance::Balance;
+    use crate::env::LocalRanks;
+    use crate::sched::node::NodeTable;
+
+    let dir = tempfile::tempdir().unwrap();
+    let table = |local_rank| {
+        let ranks = LocalRanks {
+            job: 7,
+            local_rank,
+            local_world: 2,
+        };
+        let mut table = NodeTable::open(dir.path(), &ranks).unwrap();
+        // The verdicts must not depend on how fast the test runs.
+        table.keep_records_for(Duration::from_secs(3600));
+        table
+    };
+    let commands = commands(0).without_holds();
+    let reference = run(&loader(&commands, 4, 1, 2), 0);
+    // A budget of 4 threads, 3 at most for this rank, starting with 1, revised at every
+    // batch. The other rank has said nothing: once this one knows its demand, it is
+    // alone, and takes its ceiling.
+    let balance = Balance::new(table(0), 4, (1, 3), Duration::ZERO);
+    let balanced = loader(&commands, 4, 1, 2).with_balance(balance);
+    let mut epoch = balanced.epoch(0).unwrap();
+    assert_eq!(epoch.stats().prep.threads, 1);
+    let (mut ids, mut bytes) = (Vec::new(), Vec::new());
+    for batch in epoch.by_ref() {
+        let batch = batch.unwrap();
+        ids.push(batch.ids().to_vec());
+        bytes.extend_from_slice(batch.data());
+    }
+    assert_eq!(epoch.stats().prep.threads, 3, "alone: the ceiling");
+    assert_eq!((ids, bytes), (reference.0.clone(), reference.1.clone()));
+    // The other rank's batches now cost a thousand times more: this one keeps one thread.
+    let other = table(1);
+    other.publish(1e3);
+    let again = run(&balanced, 0);
+    assert_eq!((again.0, again.1), (reference.0, reference.1));
+    let epoch = balanced.epoch(0).unwrap();
+    assert_eq!(epoch.stats().prep.threads, 1, "the other rank's share");
+}

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::error::Cause;
 use crate::rng::{derive, Rng};
+use crate::sched::node::thread_cpu_time;
 use crate::storage::Source;
 
 use super::epoch::Shared;
@@ -97,17 +98,25 @@ pub(super) fn prep_loop(shared: &Arc<Shared>) {
     // Without a preparer every sample fails, and is reported as such, rather than the
     // thread vanishing and the epoch waiting forever for its samples.
     let mut preparer = pipeline.prep().preparer().map_err(|e| e.to_string());
-    while let Some(Claim {
-        index,
-        position,
-        mut slot,
-    }) = shared.order.claim()
-    {
+    let number = shared.prep_number();
+    let balanced = shared.parts.balance.is_some();
+    // Beyond this rank's share of its node's threads, wait for the share to grow.
+    while shared.prep_gate.pass(number, || shared.order.halted()) {
+        let Some(Claim {
+            index,
+            position,
+            mut slot,
+        }) = shared.order.claim()
+        else {
+            return;
+        };
         let Some((bytes, fetch)) = shared.ahead.take(index) else {
             return; // the epoch is stopping
         };
         let id = shared.stream[index];
         let started = Instant::now();
+        let cpu_before = balanced.then(thread_cpu_time);
+        let read = bytes.as_ref().map_or(0, |b| b.len() as u64);
         let result = match (&mut preparer, bytes) {
             (_, Err(cause)) => Err(cause),
             (Err(why), Ok(_)) => Err(Cause::Internal(format!(
@@ -136,6 +145,9 @@ pub(super) fn prep_loop(shared: &Arc<Shared>) {
             }
         };
         let prep = started.elapsed();
+        if let Some(before) = cpu_before {
+            shared.prep_cpu.record(thread_cpu_time() - before, read);
+        }
         let shard = shared.parts.source.shard(id);
         shared.costs.record(id, shard, fetch, prep);
         let written = if result.is_ok() {

@@ -1,0 +1,208 @@
+//! The loader's side of load balance across a node's ranks ([`crate::sched::node`]): its
+//! share of the node's prep threads, revised from its predicted demand, and the gate that
+//! holds the prep threads beyond that share.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::env::LocalRanks;
+use crate::sched::node::{node_budget, settle, share, table_dir, NodeTable, REVISION_INTERVAL};
+
+use super::{usable_cores, LoaderConfig};
+
+/// This rank's share of its node's prep threads.
+#[derive(Debug)]
+pub(super) struct Balance {
+    table: NodeTable,
+    budget: usize,
+    /// The fewest and the most prep threads this rank runs.
+    bounds: (usize, usize),
+    /// The share now: prep threads allowed to work.
+    threads: AtomicUsize,
+    revised_at: Mutex<Instant>,
+    /// The shortest time between two revisions.
+    interval: Duration,
+}
+
+impl Balance {
+    /// The balance of a loader configured by `config`, when it asks for one and this
+    /// process is one of several local ranks of a torchrun job. A table that cannot be
+    /// used is said on stderr, and the loader runs its even split.
+    pub(super) fn open(config: &LoaderConfig) -> Option<Balance> {
+        if !config.balance_ranks {
+            return None;
+        }
+        let ranks = LocalRanks::from_env()?;
+        let table = NodeTable::open(&table_dir(), &ranks)
+            .map_err(|why| eprintln!("nostall: {why}"))
+            .ok()?;
+        let cores = usable_cores();
+        let budget = node_budget(cores, ranks.local_world);
+        Some(Balance::new(
+            table,
+            budget,
+            (cores, budget),
+            REVISION_INTERVAL,
+        ))
+    }
+
+    /// A share of `budget` threads through `table`, between `bounds` (starting at the
+    /// fewest), revised at most every `interval`.
+    pub(super) fn new(
+        table: NodeTable,
+        budget: usize,
+        bounds: (usize, usize),
+        interval: Duration,
+    ) -> Balance {
+        Balance {
+            table,
+            budget,
+            bounds,
+            threads: AtomicUsize::new(bounds.0.max(1)),
+            revised_at: Mutex::new(Instant::now()),
+            interval,
+        }
+    }
+
+    /// The prep threads to start: as many as the share may grow to.
+    pub(super) fn ceiling(&self) -> usize {
+        self.bounds.1
+    }
+
+    /// The prep threads allowed to work now.
+    pub(super) fn threads(&self) -> usize {
+        self.threads.load(Ordering::Relaxed)
+    }
+
+    /// Says this rank's `demand` (if known) to the others and revises its share, at most
+    /// every [`REVISION_INTERVAL`] (as configured): the new share when revised.
+    pub(super) fn revise(&self, demand: Option<f64>) -> Option<usize> {
+        {
+            let mut revised_at = self.revised_at.lock().unwrap_or_else(|e| e.into_inner());
+            if revised_at.elapsed() < self.interval {
+                return None;
+            }
+            *revised_at = Instant::now();
+        }
+        if let Some(demand) = demand {
+            self.table.publish(demand);
+        }
+        let exact = share(&self.table.demands(), self.table.slot(), self.budget)?;
+        let threads = settle(self.threads(), exact, self.bounds);
+        self.threads.store(threads, Ordering::Relaxed);
+        Some(threads)
+    }
+}
+
+/// A rank's predicted demand: one-core seconds per iteration for the samples it reads
+/// next (`upcoming`: their bytes and count), at the CPU time per byte its prep has taken
+/// so far (`cpu` seconds over `bytes` read), `batch_size` samples an iteration. `None`
+/// until something is known.
+pub(super) fn demand(
+    (cpu, bytes): (f64, u64),
+    (upcoming_bytes, upcoming): (u64, usize),
+    batch_size: usize,
+) -> Option<f64> {
+    if bytes == 0 || cpu <= 0.0 || upcoming == 0 {
+        return None;
+    }
+    let per_iteration = upcoming as f64 / batch_size.max(1) as f64;
+    Some(cpu / bytes as f64 * upcoming_bytes as f64 / per_iteration)
+}
+
+/// Holds prep threads numbered at or beyond the number allowed.
+pub(super) struct Gate {
+    allowed: AtomicUsize,
+    lock: Mutex<()>,
+    changed: Condvar,
+}
+
+impl Gate {
+    pub(super) fn new(allowed: usize) -> Gate {
+        Gate {
+            allowed: AtomicUsize::new(allowed),
+            lock: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// The prep threads allowed to work.
+    pub(super) fn allowed(&self) -> usize {
+        self.allowed.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set(&self, allowed: usize) {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.allowed.store(allowed, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    /// Waits until thread `n` may work: `false` if `stopped` says the run is stopping
+    /// first (checked again after every [`Gate::wake`]).
+    pub(super) fn pass(&self, n: usize, stopped: impl Fn() -> bool) -> bool {
+        if n < self.allowed() {
+            return true;
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if stopped() {
+                return false;
+            }
+            if n < self.allowed() {
+                return true;
+            }
+            guard = self.changed.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Wakes every waiting thread to look at `stopped` again.
+    pub(super) fn wake(&self) {
+        // Under the lock, so that no thread misses it between its check and its wait.
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::sync::Arc;
+
+    #[test]
+    fn demand_is_cpu_per_byte_times_the_bytes_coming_per_iteration() {
+        // 1 ms of CPU per 100 kB so far; the next 128 samples weigh 25.6 MB, 2 batches.
+        let d = demand((0.01, 1_000_000), (25_600_000, 128), 64).unwrap();
+        assert!((d - 0.128).abs() < 1e-12, "{d}");
+        assert_eq!(demand((0.0, 0), (1, 1), 64), None);
+        assert_eq!(demand((0.01, 1_000), (0, 0), 64), None);
+    }
+
+    #[test]
+    fn the_gate_holds_threads_beyond_the_share_until_it_grows_or_the_run_stops() {
+        let gate = Arc::new(Gate::new(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        assert!(gate.pass(0, || false), "thread 0 works");
+        let (tx, rx) = mpsc::channel();
+        let waiters: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|n| {
+                let (gate, stop, tx) = (gate.clone(), stop.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    let passed = gate.pass(n, || stop.load(Ordering::Acquire));
+                    tx.send((n, passed)).unwrap();
+                })
+            })
+            .collect();
+        gate.set(2);
+        assert_eq!(rx.recv().unwrap(), (1, true), "thread 1 let through");
+        stop.store(true, Ordering::Release);
+        gate.wake();
+        assert_eq!(rx.recv().unwrap(), (2, false), "thread 2 told to stop");
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+    }
+}
