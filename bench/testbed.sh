@@ -43,6 +43,8 @@
 #                a fixed slice of every global batch), the baseline of locality-aware loading
 #   nopeers      --no-peers --world N, --cache-size --cache: each host alone with a local
 #                MinIO cache of the same size (no partitioned caching)
+#   frequency    the same with --cache-policy frequency: each host caches the samples its
+#                rank reads most often over the job's epochs (NoPFS), read ahead
 #   local        --no-peers --world N, --cache-size 100% --prefill: the whole dataset cached
 #                locally (filled before the first epoch), the ceiling of caching
 # Each writes $OUT/MODE/hostI.jsonl (one object per epoch) and hostI.log; then
@@ -98,7 +100,7 @@ Usage: bash bench/testbed.sh [OPTIONS]
   --cache SIZE        per-host cache for partitioned and nopeers   [$CACHE]
   --epochs E          epochs per run                              [$EPOCHS]
   --data DIR          dataset to copy into storage                [$DATA]
-  --modes "M ..."     runs, of partitioned plain nopeers local    [$MODES]
+  --modes "M ..."     runs, of partitioned plain nopeers frequency local [$MODES]
   --out DIR           results: MODE/hostI.jsonl, .log, summary    [$OUT]
   --batch-size B      per-host batch size                         [$BATCH]
   --prep-threads P    prep threads per host                       [$PREP_THREADS]
@@ -147,7 +149,7 @@ parse_args() {
         || die "--peer-mbps must be a number (MB/s), not $PEER_MBPS"
     [[ "$EPOCHS" =~ ^[0-9]+$ ]] && [ "$EPOCHS" -ge 1 ] || die "--epochs must be >= 1"
     for mode in $MODES; do
-        case "$mode" in partitioned|plain|nopeers|local) ;; *) die "unknown mode: $mode" ;; esac
+        case "$mode" in partitioned|plain|nopeers|frequency|local) ;; *) die "unknown mode: $mode" ;; esac
     done
 }
 
@@ -484,6 +486,7 @@ run_mode() {
             partitioned) args+=(--peers "$peers" --cache-size "$CACHE") ;;
             plain) args+=(--peers "$peers" --cache-size "$CACHE" --plain) ;;
             nopeers) args+=(--no-peers --world "$HOSTS" --cache-size "$CACHE") ;;
+            frequency) args+=(--no-peers --world "$HOSTS" --cache-size "$CACHE" --cache-policy frequency) ;;
             local) args+=(--no-peers --world "$HOSTS" --cache-size 100% --prefill) ;;
         esac
         [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
@@ -548,8 +551,18 @@ main() {
     fi
     mkdir -p "$OUT"
     for mode in $MODES; do run_mode "$mode"; done
+    local predicted=()
+    case " $MODES " in
+        *" nopeers "*|*" frequency "*)
+            # What the cache simulator predicts for each host's cache alone, the same plan
+            # (seed 0, the hosts as ranks), for the summary to set beside the hit rates.
+            "$BIN" simulate cache --samples "$DATASET_FILES" --workers "$HOSTS" \
+                --cache "${CACHE%\%}" --epochs "$EPOCHS" --seed 0 --policy minio,frequency \
+                --csv "$OUT/simulated.csv" >/dev/null
+            predicted=(--predicted "$OUT/simulated.csv") ;;
+    esac
     python3 bench/testbed_summary.py --out "$OUT" --modes "$MODES" --hosts "$HOSTS" \
-        --dataset-bytes "$DATASET_BYTES" --mbps "$MBPS" --cache "$CACHE"
+        --dataset-bytes "$DATASET_BYTES" --mbps "$MBPS" --cache "$CACHE" "${predicted[@]}"
 }
 
 main "$@"

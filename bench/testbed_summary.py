@@ -10,13 +10,18 @@ Aggregate images/s of an epoch = the hosts' images together / the slowest host's
 the first, which fills the caches (0-based epochs >= 1, the issue's "epochs >= 2"); its
 images/s = its images / the sum of its epochs' slowest seconds.
 
+With --predicted (a `nostall simulate cache --csv` file for the same dataset, hosts,
+cache share, epochs and seed), the local cache hit rates of the modes without peers
+(`nopeers`: MinIO, `frequency`: NoPFS) are set beside the simulator's, epoch by epoch.
+
 Usage: python3 bench/testbed_summary.py --out bench/out/testbed [--modes "partitioned plain
-nopeers local"] [--hosts 4] [--dataset-bytes B]
+nopeers local"] [--hosts 4] [--dataset-bytes B] [--predicted simulated.csv]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
@@ -33,6 +38,12 @@ MAX_STORAGE_SHARE = 0.01
 # Locality-aware batches move at most this share of the bytes the plain plan moves between
 # hosts, over the same partitioned caches.
 MAX_PEER_BYTES_VS_PLAIN = 0.10
+# The frequency policy's local hit rate within this of the simulator's (in hit-rate
+# points), in the epochs after the first (the first shares storage with the read-ahead
+# of the placement, which the simulator takes as done).
+MAX_HIT_RATE_GAP = 0.02
+# The simulator's policy for each mode without peers.
+SIMULATED = {"nopeers": "minio", "frequency": "frequency"}
 
 
 def load(out: Path, mode: str, hosts: int) -> dict[int, list[dict]] | None:
@@ -95,6 +106,58 @@ def steady(epochs: list[dict]) -> dict | None:
     }
 
 
+def hit_rates(per_host: dict[int, list[dict]]) -> dict[int, float]:
+    """Local cache hit rate per epoch over all hosts, where the hosts reported hits."""
+    rates = {}
+    for epoch in sorted({r["epoch"] for rows in per_host.values() for r in rows}):
+        rows = [r for rows in per_host.values() for r in rows if r["epoch"] == epoch]
+        if all("cache_hits" in r for r in rows):
+            hits = sum(r["cache_hits"] for r in rows)
+            reads = hits + sum(r["cache_misses"] for r in rows)
+            rates[epoch] = hits / reads if reads else 0.0
+    return rates
+
+
+def predicted_rates(path: Path) -> dict[str, dict[int, float]]:
+    """The simulator's hit rate per policy and epoch, from its CSV."""
+    rates: dict[str, dict[int, float]] = {}
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            rates.setdefault(row["policy"], {})[int(row["epoch"])] = float(row["hit_rate"])
+    return rates
+
+
+def compare_hit_rates(runs, predicted: dict[str, dict[int, float]], checks: dict) -> None:
+    """Prints measured against simulated hit rates; records the frequency checks."""
+    measured = {mode: hit_rates(runs[mode]) for mode in SIMULATED if mode in runs}
+    if not measured:
+        return
+    print("\nLocal cache hit rate, all hosts: measured (simulated)")
+    for mode, rates in measured.items():
+        policy = SIMULATED[mode]
+        cells = [f"epoch {e}: {100 * r:.1f}% ({100 * predicted.get(policy, {}).get(e, float('nan')):.1f}%)"
+                 for e, r in rates.items()]
+        print(f"  {mode:<10} ({policy}): " + ", ".join(cells))
+    later = lambda rates: [r for e, r in rates.items() if e >= 1]  # noqa: E731
+    if "frequency" in measured and "frequency" in predicted:
+        gaps = [abs(r - predicted["frequency"][e]) for e, r in measured["frequency"].items()
+                if e >= 1 and e in predicted["frequency"]]
+        if gaps:
+            ok = max(gaps) <= MAX_HIT_RATE_GAP
+            checks["frequency_vs_simulated"] = {"max_gap": max(gaps), "target": MAX_HIT_RATE_GAP,
+                                                "ok": ok}
+            print(f"  frequency against the simulator, epochs >= 1: at most {100 * max(gaps):.2f} "
+                  f"points apart (target <= {100 * MAX_HIT_RATE_GAP:.0f}) {'ok' if ok else 'BELOW TARGET'}")
+    if "frequency" in measured and "nopeers" in measured:
+        f, m = later(measured["frequency"]), later(measured["nopeers"])
+        if f and m:
+            ok = sum(f) / len(f) > sum(m) / len(m)
+            checks["frequency_vs_minio"] = {"frequency": sum(f) / len(f),
+                                            "minio": sum(m) / len(m), "ok": ok}
+            print(f"  frequency {100 * sum(f) / len(f):.1f}% against MinIO {100 * sum(m) / len(m):.1f}%, "
+                  f"epochs >= 1 {'ok' if ok else 'BELOW TARGET'}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, default=Path("bench/out/testbed"))
@@ -104,6 +167,8 @@ def main() -> int:
                         help="the dataset's bytes, for the storage share (0: unknown)")
     parser.add_argument("--mbps", default="", help="the storage limit, for the record")
     parser.add_argument("--cache", default="", help="the per-host cache, for the record")
+    parser.add_argument("--predicted", type=Path,
+                        help="the cache simulator's CSV for the same setting")
     args = parser.parse_args()
 
     runs = {}
@@ -180,6 +245,8 @@ def main() -> int:
         print(line)
     if not rate:
         print("  (needs at least 2 epochs)")
+    if args.predicted:
+        compare_hit_rates(runs, predicted_rates(args.predicted), checks)
     summary["checks"] = checks
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"\n{args.out / 'summary.json'}")

@@ -103,7 +103,14 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let mut builder = crate::run::loader_builder(&args.dataset, &settings)?;
     builder.config_mut().adaptive_reads = !args.fixed_reads;
     builder.config_mut().prefetch = args.prefetch;
+    let phases = args.storage.link_phases();
+    if let Some(phases) = &phases {
+        builder.link_phases(phases.clone());
+    }
     let (loader, dataset) = builder.open()?;
+    // The phases' clock started as the loader was made, just now.
+    let origin = Instant::now();
+    let mut delivered = phases.as_ref().map(|_| Vec::new());
     let loader = std::sync::Arc::new(loader);
     let _endpoint = match nostall::env::metrics_addr(args.metrics_addr.as_deref()) {
         Some(addr) => {
@@ -134,7 +141,13 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     // Epoch 0 warms up (and fills caches); the figures are over the epochs after it.
     for epoch in 0..=args.epochs {
         let device_before = device_read_bytes();
-        let stats = drive_epoch(&loader, epoch, quiet, args.model_rate)?;
+        let stats = drive_epoch(
+            &loader,
+            epoch,
+            quiet,
+            args.model_rate,
+            delivered.as_mut(),
+        )?;
         let device = device_read_bytes() - device_before;
         if epoch > 0 {
             samples += stats.samples;
@@ -176,6 +189,18 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     }
     let rate = samples as f64 / wall.as_secs_f64();
     let floor = floor.map(|floor| floor.images_per_s());
+    let phase_rates = match (&phases, &delivered) {
+        (Some(phases), Some(delivered)) => per_phase(phases, origin, delivered),
+        _ => Vec::new(),
+    };
+    if !quiet {
+        for p in &phase_rates {
+            println!(
+                "storage at {:.0} MB/s from {:.1} s to {:.1} s: {:.1} images/s",
+                p.mbps, p.from, p.to, p.images_per_s
+            );
+        }
+    }
     let (peak, _) = memory_mb();
     if args.json {
         let floor_json = floor.map_or("null".to_string(), |f| format!("{f:.2}"));
@@ -183,14 +208,23 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         println!(
             "{{\"loader\":\"nostall\",\"preset\":\"{:?}\",\"images_per_s\":{rate:.2},\"images_per_s_per_core\":{:.2},\
              \"decode_floor_images_per_s\":{floor_json},\"threads\":{},\"batch_size\":{},\"epochs\":{},\
-             \"peak_rss_mb\":{peak:.1},\"rss_after_epoch_mb\":[{}],\"per_epoch\":[{}]}}",
+             \"peak_rss_mb\":{peak:.1},\"rss_after_epoch_mb\":[{}],\"per_epoch\":[{}],\
+             \"phases\":[{}]}}",
             args.preset,
             rate / args.threads as f64,
             args.threads,
             args.batch_size,
             args.epochs,
             rss_json.join(","),
-            per_epoch.join(",")
+            per_epoch.join(","),
+            phase_rates
+                .iter()
+                .map(|p| format!(
+                    "{{\"mbps\":{},\"from_s\":{:.3},\"to_s\":{:.3},\"images_per_s\":{:.2}}}",
+                    p.mbps, p.from, p.to, p.images_per_s
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
         );
     } else {
         println!("\n{:<40} {:>12}", "measure", "samples/s");
@@ -215,6 +249,49 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         println!("peak resident memory: {peak:.1} MB");
     }
     Ok(())
+}
+
+/// The rate of one storage phase.
+struct PhaseRate {
+    mbps: f64,
+    /// Seconds from the loader's start.
+    from: f64,
+    to: f64,
+    images_per_s: f64,
+}
+
+/// Images/s delivered during each phase of `phases` (timed from `origin`; the last ends
+/// with the run), from the batches `delivered` (when, how many samples), warm-up
+/// included: the phases follow the clock, not the epochs.
+fn per_phase(
+    phases: &[(Duration, nostall::storage::Link)],
+    origin: Instant,
+    delivered: &[(Instant, usize)],
+) -> Vec<PhaseRate> {
+    let end = delivered.last().map_or(origin, |&(at, _)| at) - origin;
+    phases
+        .iter()
+        .enumerate()
+        .map(|(i, &(from, link))| {
+            let to = phases.get(i + 1).map_or(end, |&(next, _)| next.min(end));
+            let samples: usize = delivered
+                .iter()
+                .filter(|&&(at, _)| (from..to).contains(&(at - origin)))
+                .map(|&(_, n)| n)
+                .sum();
+            let seconds = to.saturating_sub(from).as_secs_f64();
+            PhaseRate {
+                mbps: link.bandwidth.unwrap_or(0.0) / 1e6,
+                from: from.as_secs_f64(),
+                to: to.as_secs_f64(),
+                images_per_s: if seconds > 0.0 {
+                    samples as f64 / seconds
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
 }
 
 /// The decode-only floor: every sample's bytes, read once, and the full decodes of them

@@ -55,7 +55,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let mut last = None;
     for epoch in 0..args.epochs {
         let model_rate = (args.model_rate > 0.0).then_some(args.model_rate);
-        let stats = drive_epoch(&loader, epoch, false, model_rate)?;
+        let stats = drive_epoch(&loader, epoch, false, model_rate, None)?;
         println!(
             "epoch {epoch}: {:.0} images/s, data stall {:.1}% of the epoch",
             stats.throughput(),

@@ -19,7 +19,7 @@ use nostall::cache::{CacheConfig, CachePolicy, Cached, Capacity};
 use nostall::storage::Source;
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 
-use crate::run::{loader_builder, Preset, Settings};
+use crate::run::{loader_builder, parse_policy, Preset, Settings};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -53,6 +53,11 @@ pub(crate) struct Args {
     /// Each node's cache: a share of the dataset (30%) or bytes (2GiB).
     #[arg(long, default_value = "30%", value_parser = parse_capacity)]
     cache_size: Capacity,
+    /// With --no-peers, the cache's policy: minio, lookahead, frequency (NoPFS: the
+    /// samples this rank reads most often over --epochs, read ahead) or lru.
+    #[arg(long, default_value = "minio", value_parser = parse_policy, requires = "no_peers",
+          conflicts_with = "prefill")]
+    cache_policy: CachePolicy,
     /// Epochs to run.
     #[arg(long, default_value_t = 3)]
     epochs: u64,
@@ -230,7 +235,8 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
             prefill(&cached, data.catalog.len() as u64, args.fetch_threads)?;
             cached
         } else {
-            config.cache = CacheConfig::new(CachePolicy::Minio, args.cache_size);
+            config.cache = CacheConfig::new(args.cache_policy, args.cache_size);
+            config.cache.planned_epochs = args.epochs;
             storage.clone()
         };
         (Mode::Alone { storage }, source)
@@ -343,14 +349,17 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
                 out,
                 "{{\"epoch\":{epoch},\"node\":{rank},\"images\":{images},\"seconds\":{seconds:.4},\
                  \"images_per_s\":{:.2},\"storage_bytes\":{},\"peer_bytes\":{},\
-                 \"served_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\"skipped\":{}}}",
+                 \"served_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\"skipped\":{},\
+                 \"cache_hits\":{},\"cache_misses\":{}}}",
                 images as f64 / seconds,
                 moved.storage,
                 moved.from_peers,
                 moved.served,
                 moved.fallbacks,
                 stats.wait.as_secs_f64(),
-                stats.skipped_total()
+                stats.skipped_total(),
+                stats.cache.hits,
+                stats.cache.misses
             )?;
         }
     }

@@ -1,7 +1,7 @@
 //! What `demo` and `bench` share: building a loader from options, and driving an epoch
 //! with a progress bar.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -76,6 +76,11 @@ pub(crate) struct StorageArgs {
     /// Emulate storage of this bandwidth in MB/s (10^6 bytes), shared by all reads.
     #[arg(long)]
     pub throttle_mbps: Option<f64>,
+    /// Emulate storage whose bandwidth changes during the run: MB/s:seconds phases, the
+    /// last one open-ended (80:10,5:10,80: 80 MB/s for 10 s, 5 for 10, then 80), timed
+    /// from when the loader is made; --latency-ms applies to each.
+    #[arg(long, conflicts_with = "throttle_mbps", value_parser = parse_phases)]
+    pub throttle_phases: Option<Phases>,
     /// Emulated latency per read, in milliseconds.
     #[arg(long, default_value_t = 0.0)]
     pub latency_ms: f64,
@@ -97,6 +102,25 @@ impl StorageArgs {
         config
     }
 
+    /// The links of --throttle-phases, by the time each takes over.
+    pub(crate) fn link_phases(&self) -> Option<Vec<(Duration, Link)>> {
+        let phases = self.throttle_phases.as_ref()?;
+        let mut from = Duration::ZERO;
+        let mut links = Vec::new();
+        for &(mbps, seconds) in &phases.0 {
+            links.push((
+                from,
+                Link {
+                    bandwidth: Some(mbps * 1e6),
+                    latency: Duration::from_secs_f64(self.latency_ms / 1e3),
+                    concurrency: None,
+                },
+            ));
+            from += Duration::from_secs_f64(seconds.unwrap_or(0.0));
+        }
+        Some(links)
+    }
+
     pub(crate) fn link(&self) -> Option<Link> {
         (self.throttle_mbps.is_some() || self.latency_ms > 0.0).then(|| Link {
             bandwidth: self.throttle_mbps.map(|mbps| mbps * 1e6),
@@ -106,7 +130,34 @@ impl StorageArgs {
     }
 }
 
-fn parse_policy(s: &str) -> Result<CachePolicy, String> {
+/// Storage phases: MB/s, and for how many seconds (`None`: until the end).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Phases(pub Vec<(f64, Option<f64>)>);
+
+fn parse_phases(s: &str) -> Result<Phases, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let number = |text: &str, what: &str| -> Result<f64, String> {
+        text.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| format!("{what} {text:?} in {s:?} is not a positive number"))
+    };
+    let mut phases = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let phase = match part.split_once(':') {
+            Some((mbps, seconds)) => (number(mbps, "MB/s")?, Some(number(seconds, "seconds")?)),
+            None if last => (number(part, "MB/s")?, None),
+            None => return Err(format!(
+                "phase {part:?} in {s:?} needs a duration (MB/s:seconds); only the last may go without"
+            )),
+        };
+        phases.push(phase);
+    }
+    Ok(Phases(phases))
+}
+
+pub(crate) fn parse_policy(s: &str) -> Result<CachePolicy, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 
@@ -155,6 +206,7 @@ pub(crate) fn drive_epoch(
     epoch: u64,
     quiet: bool,
     model_rate: Option<f64>,
+    mut delivered: Option<&mut Vec<(Instant, usize)>>,
 ) -> nostall::Result<EpochStats> {
     let bar = if quiet {
         ProgressBar::hidden()
@@ -172,6 +224,9 @@ pub(crate) fn drive_epoch(
     let mut batches = loader.epoch(epoch)?;
     for batch in batches.by_ref() {
         let batch = batch?;
+        if let Some(log) = delivered.as_deref_mut() {
+            log.push((Instant::now(), batch.len()));
+        }
         if let Some(rate) = model_rate {
             std::thread::sleep(std::time::Duration::from_secs_f64(
                 batch.len() as f64 / rate,

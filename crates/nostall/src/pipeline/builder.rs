@@ -100,7 +100,8 @@ pub struct LoaderBuilder {
     dtype: DType,
     layout: Layout,
     read: ReadMode,
-    link: Option<Link>,
+    /// Emulated links in front of the storage, by the time each takes over.
+    links: Vec<(Duration, Link)>,
 }
 
 /// How the pipeline is given, resolved when the loader opens (the image settings may
@@ -132,7 +133,7 @@ impl LoaderBuilder {
             dtype: DType::F32,
             layout: Layout::Chw,
             read: ReadMode::Cached,
-            link: None,
+            links: Vec::new(),
         }
     }
 
@@ -180,7 +181,7 @@ impl LoaderBuilder {
             "readahead" => c.readahead = bytes(name, value)?,
             "memory" => c.memory = Some(bytes(name, value)?),
             "read" => self.read = parse(name, value)?,
-            "throttle" => self.link = Some(parse_link(value)?),
+            "throttle" => self.links = vec![(Duration::ZERO, parse_link(value)?)],
             _ => {
                 let known: Vec<&str> = KNOBS.iter().map(|(k, _)| *k).collect();
                 return Err(Error::Config(format!(
@@ -214,7 +215,15 @@ impl LoaderBuilder {
 
     /// Puts an emulated link in front of the storage.
     pub fn link(&mut self, link: Link) -> &mut LoaderBuilder {
-        self.link = Some(link);
+        self.links = vec![(Duration::ZERO, link)];
+        self
+    }
+
+    /// Puts emulated links in front of the storage, each from its time on (measured from
+    /// when the loader is built): storage that changes during a run
+    /// ([`Throttled::phased`]).
+    pub fn link_phases(&mut self, phases: Vec<(Duration, Link)>) -> &mut LoaderBuilder {
+        self.links = phases;
         self
     }
 
@@ -300,9 +309,10 @@ impl LoaderBuilder {
     ///
     /// Those of [`LoaderBuilder::config`] and [`Loader::new`].
     pub fn build(&self, catalog: Arc<Catalog>, source: Arc<dyn Source>) -> Result<Loader> {
-        let source: Arc<dyn Source> = match self.link {
-            Some(link) => Arc::new(Throttled::new(source, link)),
-            None => source,
+        let source: Arc<dyn Source> = if self.links.is_empty() {
+            source
+        } else {
+            Arc::new(Throttled::phased(source, self.links.clone()))
         };
         Loader::new(catalog, source, self.config()?)
     }
@@ -469,7 +479,7 @@ mod tests {
         assert_eq!(c.readahead, 16 << 20);
         assert_eq!(c.memory, Some(2 << 30));
         assert_eq!(b.read, ReadMode::Cold);
-        assert_eq!(b.link.unwrap().latency, Duration::from_millis(5));
+        assert_eq!(b.links[0].1.latency, Duration::from_millis(5));
         for (name, value) in [
             ("batch_size", "many"),
             ("shuffle", "maybe"),

@@ -11,6 +11,9 @@
 //! - **concurrency**, the number of requests the device serves at once (queue depth,
 //!   connection pool); further requests wait for a free one.
 //!
+//! A link may change during a run ([`Throttled::phased`]: 80 MB/s, then 5, then 80
+//! again), to see how a loader follows storage that slows down and recovers.
+//!
 //! The inner read happens first, at full speed, and the caller is then held until the
 //! moment the link would have delivered the bytes. Holding threads with `sleep` costs no
 //! CPU, so throttled runs measure the loader, not the emulation.
@@ -43,10 +46,13 @@ impl Link {
     }
 }
 
-/// A source whose reads take as long as they would over a [`Link`].
+/// A source whose reads take as long as they would over a [`Link`], or over links that
+/// follow each other in time.
 #[derive(Debug)]
 pub struct Throttled<S: ?Sized = dyn Source> {
-    link: Link,
+    /// The links by the time they take over, measured from `began`; the first at zero.
+    phases: Vec<(Duration, Link)>,
+    began: Instant,
     wire: Mutex<Wire>,
     freed: Condvar,
     inner: Arc<S>,
@@ -63,10 +69,23 @@ struct Wire {
 impl<S: Source + ?Sized> Throttled<S> {
     /// `inner` behind `link`.
     pub fn new(inner: Arc<S>, link: Link) -> Throttled<S> {
+        Throttled::phased(inner, vec![(Duration::ZERO, link)])
+    }
+
+    /// `inner` behind each link of `phases` from its time on (measured from now), until
+    /// the next takes over; before the first, an unlimited link. A request is served by
+    /// the link of the moment it starts.
+    pub fn phased(inner: Arc<S>, mut phases: Vec<(Duration, Link)>) -> Throttled<S> {
+        phases.sort_by_key(|&(from, _)| from);
+        if phases.first().is_none_or(|&(from, _)| from > Duration::ZERO) {
+            phases.insert(0, (Duration::ZERO, Link::default()));
+        }
+        let began = Instant::now();
         Throttled {
-            link,
+            phases,
+            began,
             wire: Mutex::new(Wire {
-                free_at: Instant::now(),
+                free_at: began,
                 active: 0,
             }),
             freed: Condvar::new(),
@@ -74,18 +93,25 @@ impl<S: Source + ?Sized> Throttled<S> {
         }
     }
 
-    /// The link emulated.
+    /// The link emulated at first.
     pub fn link(&self) -> Link {
-        self.link
+        self.phases[0].1
+    }
+
+    /// The link serving a request that starts at `at`.
+    fn link_at(&self, at: Instant) -> Link {
+        let since = at.saturating_duration_since(self.began);
+        let later = self.phases.partition_point(|&(from, _)| from <= since);
+        self.phases[later.saturating_sub(1)].1
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Wire> {
         self.wire.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for a free request slot and takes it.
-    fn enter(&self) {
-        let Some(limit) = self.link.concurrency else {
+    /// Waits for a free request slot of `link` and takes it.
+    fn enter(&self, link: Link) {
+        let Some(limit) = link.concurrency else {
             return;
         };
         let mut wire = self.lock();
@@ -95,39 +121,45 @@ impl<S: Source + ?Sized> Throttled<S> {
         wire.active += 1;
     }
 
-    fn leave(&self) {
-        if self.link.concurrency.is_some() {
+    fn leave(&self, link: Link) {
+        if link.concurrency.is_some() {
             self.lock().active -= 1;
-            self.freed.notify_one();
+            // Every waiter: a later phase may allow more than one more.
+            self.freed.notify_all();
         }
     }
 
-    /// When a request that began at `began` and moves `bytes` would complete.
-    fn completion(&self, began: Instant, bytes: usize) -> Instant {
-        let ready = began + self.link.latency;
-        let Some(bandwidth) = self.link.bandwidth else {
+    /// When a request over `link` that began at `began` and moves `bytes` would complete.
+    /// Its transfer goes at the bandwidth of the moment it starts on the wire (after the
+    /// transfers queued before it), so that a link that slows down slows the queue too.
+    fn completion(&self, link: Link, began: Instant, bytes: usize) -> Instant {
+        let ready = began + link.latency;
+        if self.phases.len() == 1 && link.bandwidth.is_none() {
             return ready;
-        };
-        let transfer = Duration::from_secs_f64(bytes as f64 / bandwidth);
+        }
         let mut wire = self.lock();
         let start = wire.free_at.max(ready);
-        wire.free_at = start + transfer;
+        let Some(bandwidth) = self.link_at(start).bandwidth else {
+            return ready;
+        };
+        wire.free_at = start + Duration::from_secs_f64(bytes as f64 / bandwidth);
         wire.free_at
     }
 }
 
 impl<S: Source + ?Sized> Source for Throttled<S> {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
-        self.enter();
+        let link = self.link_at(Instant::now());
+        self.enter(link);
         let began = Instant::now();
         let result = self.inner.read(id, out);
         // A failed request still costs its round trip.
-        let done = self.completion(began, out.len());
+        let done = self.completion(link, began, out.len());
         let now = Instant::now();
         if done > now {
             std::thread::sleep(done - now);
         }
-        self.leave();
+        self.leave(link);
         result
     }
 
@@ -207,28 +239,78 @@ mod tests {
 
     #[test]
     fn bandwidth_is_shared_by_all_threads() {
-        // 40 reads of 50 kB over 10 MB/s: 0.2 s however many threads ask.
+        // Transfers queue on one wire: two 50 kB requests at 10 MB/s that start together
+        // finish 5 and 10 ms later.
         let link = Link::bandwidth_mb(10.0);
+        let throttled = source(50_000, link);
+        let t = throttled.began + Duration::from_secs(1);
+        assert_eq!(throttled.completion(link, t, 50_000), t + Duration::from_millis(5));
+        assert_eq!(
+            throttled.completion(link, t, 50_000),
+            t + Duration::from_millis(10)
+        );
+        // And the wait is real: 40 reads of 50 kB take at least 0.2 s, however many
+        // threads ask (a bound from below: sleeps never end early).
         for threads in [1, 4] {
             let took = run(&source(50_000, link), threads, 40).as_secs_f64();
-            assert!(
-                (0.19..0.5).contains(&took),
-                "{threads} threads took {took:.3} s"
-            );
+            assert!(took >= 0.19, "{threads} threads took {took:.3} s");
         }
     }
 
     #[test]
-    fn latency_overlaps_across_threads_up_to_the_concurrency_limit() {
+    fn latency_overlaps_across_requests_up_to_the_concurrency_limit() {
         let link = Link {
             latency: Duration::from_millis(20),
             concurrency: Some(4),
             ..Link::default()
         };
         let throttled = source(10, link);
-        // 16 reads, 4 at a time, 20 ms each: about 80 ms, not 16 × 20.
-        let took = run(&throttled, 8, 16).as_secs_f64();
-        assert!((0.075..0.25).contains(&took), "took {took:.3} s");
+        // Requests that start together complete together: latency overlaps.
+        let t = throttled.began;
+        for _ in 0..3 {
+            assert_eq!(throttled.completion(link, t, 10), t + link.latency);
+        }
+        // Never more than 4 at once, from 8 threads.
+        run(&throttled, 8, 16);
         assert!(throttled.inner.peak.load(Ordering::SeqCst) <= 4);
+    }
+
+    #[test]
+    fn a_phased_link_serves_each_request_by_the_link_of_its_start() {
+        let fast = Link::bandwidth_mb(80.0);
+        let slow = Link::bandwidth_mb(5.0);
+        let s = Duration::from_secs;
+        let throttled = Throttled::phased(
+            Arc::new(Instant0::default()),
+            vec![(s(4), slow), (s(0), fast), (s(10), fast)],
+        );
+        let at = |secs: f64| throttled.began + Duration::from_secs_f64(secs);
+        assert_eq!(throttled.link_at(at(0.0)), fast);
+        assert_eq!(throttled.link_at(at(3.99)), fast);
+        assert_eq!(throttled.link_at(at(4.0)), slow);
+        assert_eq!(throttled.link_at(at(9.5)), slow);
+        assert_eq!(throttled.link_at(at(60.0)), fast);
+        // Phases from later on: unlimited before them.
+        let later = Throttled::phased(Arc::new(Instant0::default()), vec![(s(1), slow)]);
+        assert_eq!(later.link_at(later.began), Link::default());
+        assert_eq!(later.link(), Link::default());
+        // A 5 MB/s transfer of 50 kB takes 10 ms.
+        let t = at(5.0);
+        assert_eq!(
+            throttled.completion(slow, t, 50_000),
+            t + Duration::from_millis(10)
+        );
+        // A transfer queued at 80 MB/s that reaches the wire after the link slowed goes
+        // at 5 MB/s: queued before 10 s, behind 2 s of others, it starts at 12 s.
+        let queued = Throttled::phased(
+            Arc::new(Instant0::default()),
+            vec![(s(0), fast), (s(10), slow)],
+        );
+        let t = queued.began + Duration::from_millis(9_999);
+        queued.lock().free_at = queued.began + s(12);
+        assert_eq!(
+            queued.completion(fast, t, 50_000),
+            queued.began + s(12) + Duration::from_millis(10)
+        );
     }
 }
