@@ -1,10 +1,11 @@
 //! The `frequency` cache policy's placement: from the plans of every planned epoch, the
 //! samples this rank reads most often ([`crate::cache::frequency`]), placed when the
 //! loader is made (so that the epochs' own reads fill the cache with them from the
-//! start), then read into the cache ahead of their first use by a background thread, one
-//! at a time, beside the epochs' reads.
+//! start), then read into the cache ahead of their first use by [`WARM_READS`]
+//! background threads, beside the epochs' reads. One read at a time was too slow over
+//! object storage: on the 4-host testbed the placement took three epochs to arrive.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::cache::frequency::placement;
@@ -14,7 +15,10 @@ use crate::plan::EpochPlan;
 
 use super::LoaderConfig;
 
-/// The background thread; dropping this stops it after its current read.
+/// Reads in flight filling the placement.
+pub(super) const WARM_READS: usize = 4;
+
+/// The background threads; dropping this stops them after their current reads.
 pub(super) struct Warmer {
     stop: Arc<AtomicBool>,
 }
@@ -31,22 +35,28 @@ impl Warmer {
         let kept = placement(reads, capacity, |id| catalog.size(id));
         source.cache().place(&kept);
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let warm = move || {
-            let mut buffer = Vec::new();
-            for id in kept {
-                if stopped.load(Ordering::Relaxed) {
-                    return;
+        let kept: Arc<[_]> = kept.into();
+        let next = Arc::new(AtomicUsize::new(0));
+        for n in 0..WARM_READS {
+            let (kept, next, stopped, source) =
+                (kept.clone(), next.clone(), stop.clone(), source.clone());
+            let warm = move || {
+                let mut buffer = Vec::new();
+                while !stopped.load(Ordering::Relaxed) {
+                    let Some(&id) = kept.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        return;
+                    };
+                    // A sample that cannot be read is left to the epoch that reads it,
+                    // which reports it.
+                    let _ = source.prefetch(id, &mut buffer);
                 }
-                // A sample that cannot be read is left to the epoch that reads it, which
-                // reports it.
-                let _ = source.prefetch(id, &mut buffer);
-            }
-        };
-        // Without the thread the cache still fills as the epochs read: slower, never wrong.
-        let _ = std::thread::Builder::new()
-            .name("nostall-warm".into())
-            .spawn(warm);
+            };
+            // Without these threads the cache still fills as the epochs read: slower,
+            // never wrong.
+            let _ = std::thread::Builder::new()
+                .name(format!("nostall-warm-{n}"))
+                .spawn(warm);
+        }
         Warmer { stop }
     }
 }
