@@ -141,13 +141,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     // Epoch 0 warms up (and fills caches); the figures are over the epochs after it.
     for epoch in 0..=args.epochs {
         let device_before = device_read_bytes();
-        let stats = drive_epoch(
-            &loader,
-            epoch,
-            quiet,
-            args.model_rate,
-            delivered.as_mut(),
-        )?;
+        let stats = drive_epoch(&loader, epoch, quiet, args.model_rate, delivered.as_mut())?;
         let device = device_read_bytes() - device_before;
         if epoch > 0 {
             samples += stats.samples;

@@ -77,7 +77,10 @@ impl<S: Source + ?Sized> Throttled<S> {
     /// the link of the moment it starts.
     pub fn phased(inner: Arc<S>, mut phases: Vec<(Duration, Link)>) -> Throttled<S> {
         phases.sort_by_key(|&(from, _)| from);
-        if phases.first().is_none_or(|&(from, _)| from > Duration::ZERO) {
+        if phases
+            .first()
+            .is_none_or(|&(from, _)| from > Duration::ZERO)
+        {
             phases.insert(0, (Duration::ZERO, Link::default()));
         }
         let began = Instant::now();
@@ -244,7 +247,10 @@ mod tests {
         let link = Link::bandwidth_mb(10.0);
         let throttled = source(50_000, link);
         let t = throttled.began + Duration::from_secs(1);
-        assert_eq!(throttled.completion(link, t, 50_000), t + Duration::from_millis(5));
+        assert_eq!(
+            throttled.completion(link, t, 50_000),
+            t + Duration::from_millis(5)
+        );
         assert_eq!(
             throttled.completion(link, t, 50_000),
             t + Duration::from_millis(10)
