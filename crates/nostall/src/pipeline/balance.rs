@@ -37,12 +37,11 @@ impl Balance {
         let table = NodeTable::open(&table_dir(), &ranks)
             .map_err(|why| eprintln!("nostall: {why}"))
             .ok()?;
-        let cores = usable_cores();
-        let budget = node_budget(cores, ranks.local_world);
+        let (budget, floor) = node_budget(usable_cores(), ranks.local_world);
         Some(Balance::new(
             table,
             budget,
-            (cores, budget),
+            (floor, budget),
             REVISION_INTERVAL,
         ))
     }

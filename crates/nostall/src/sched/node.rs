@@ -24,13 +24,14 @@
 //! others. Two things then decide the job's rate: a heavier rank must have threads enough
 //! to take every core while the others sleep, and while all are busy (the kernel gives
 //! each runnable thread an equal part of the cores) the heavier ranks should hold more of
-//! them. So every rank runs at least as many threads as the node has usable cores, and
-//! the budget, the cores once for each rank, is split by demand above that floor: on two
-//! cores, a rank with 2.8 of 4 by demand runs 3 threads against the other's 2 and gets
-//! 1.2 cores while both are busy, all of them while the other sleeps. (Below the floor, a
-//! light rank held to one thread cannot use the cores the heavy one leaves when the light
-//! one falls behind, and the job runs slower: docs/distributed.md has the figures.) A
-//! rank's count moves only when its exact share is more than [`HYSTERESIS`] threads away,
+//! them. So the budget, twice the node's usable cores, is split by demand above a floor:
+//! each rank's even part of the budget, at most the cores (with two ranks, the cores
+//! themselves). On two cores and two ranks, a rank with 2.8 of 4 by demand runs 3
+//! threads against the other's 2 and gets 1.2 cores while both are busy, all of them
+//! while the other sleeps. (Below that floor, a light rank held to one thread cannot use
+//! the cores the heavy one leaves when the light one falls behind, and the job runs
+//! slower: docs/distributed.md has the figures.) With many ranks the floor shrinks, so
+//! that a node's threads stay within a few times its cores. A rank's count moves only when its exact share is more than [`HYSTERESIS`] threads away,
 //! so that it does not flip between two neighbours with noise.
 //!
 //! **Nothing in the table is trusted beyond that.** The file is opened without following
@@ -64,9 +65,12 @@ pub(crate) const HYSTERESIS: f64 = 0.6;
 /// The largest demand believed: a day of one core's work per iteration.
 pub(crate) const MAX_DEMAND: f64 = 86_400.0;
 
-/// Prep threads for the ranks of a node together: its usable cores for each rank.
-pub(crate) fn node_budget(usable_cores: usize, local_ranks: usize) -> usize {
-    usable_cores.max(1) * local_ranks.max(1)
+/// Prep threads for the ranks of a node together, and the fewest each rank keeps: twice
+/// its usable cores, and each rank's even part of that, at most the cores.
+pub(crate) fn node_budget(usable_cores: usize, local_ranks: usize) -> (usize, usize) {
+    let cores = usable_cores.max(1);
+    let budget = 2 * cores;
+    (budget, (budget / local_ranks.max(1)).clamp(1, cores))
 }
 
 /// This rank's record in the table its node's ranks share.
@@ -284,7 +288,10 @@ mod tests {
         light.publish(0.125);
         assert_eq!(light.demands(), vec![Some(0.375), Some(0.125)]);
         // Twice the cores (2) in threads, split 3:1.
-        let budget = node_budget(2, 2);
+        let (budget, floor) = node_budget(2, 2);
+        assert_eq!(floor, 2, "two ranks: each keeps the cores");
+        assert_eq!(node_budget(96, 8), (192, 24), "eight: a quarter of them");
+        assert_eq!(node_budget(2, 8), (4, 1));
         assert_eq!(share(&heavy.demands(), 0, budget), Some(3.0));
         assert_eq!(share(&light.demands(), 1, budget), Some(1.0));
         // A rank that leaves clears its record; the last one removes the file.
