@@ -14,8 +14,11 @@ threads (the machine's cores), batch 64. Each run: one warm-up epoch (it fills t
 then EPOCHS measured epochs. The model rate is a multiple of the pipeline's own rate,
 measured first (unthrottled, no step).
 
+With --prep 1,2,3 the static search also varies prep threads (the defaults keep the
+machine's cores, what threads="auto" gives); without it prep is held at 2.
+
 Usage: python3 bench/grid.py [--cells quick|full] [--epochs 1] [--confirm 3]
-                             [--out bench/out/grid.json]
+                             [--prep 2] [--out bench/out/grid.json]
 """
 
 import argparse
@@ -32,8 +35,8 @@ FETCH = [2, 8, 32, 128]
 PREFETCH = [2, 4, 8]
 
 
-def bench(epochs, *flags):
-    cmd = [NOSTALL, "bench", DATA, "--threads", "2", "--no-floor", "--json",
+def bench(epochs, *flags, threads=2):
+    cmd = [NOSTALL, "bench", DATA, "--threads", str(threads), "--no-floor", "--json",
            "--epochs", str(epochs), *map(str, flags)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["images_per_s"]
@@ -71,6 +74,8 @@ def main():
     parser.add_argument("--out", default="bench/out/grid.json")
     parser.add_argument("--confirm", type=int, default=3,
                         help="rounds measuring the defaults and the best static again")
+    parser.add_argument("--prep", default="2",
+                        help="prep thread counts of the static search (comma-separated)")
     args = parser.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "nostall-cli"], check=True)
     pipeline = bench(2)
@@ -82,21 +87,23 @@ def main():
         auto = bench(args.epochs, *base)
         old = bench(args.epochs, *base, "--fetch-threads", 2, "--fixed-reads")
         static = {}
-        for fetch, prefetch in itertools.product(FETCH, PREFETCH):
-            static[f"fetch {fetch}, prefetch {prefetch}"] = bench(
+        preps = [int(p) for p in args.prep.split(",")]
+        for prep, fetch, prefetch in itertools.product(preps, FETCH, PREFETCH):
+            static[f"prep {prep}, fetch {fetch}, prefetch {prefetch}"] = bench(
                 args.epochs, *base, "--fetch-threads", fetch, "--fixed-reads",
-                "--prefetch", prefetch)
+                "--prefetch", prefetch, threads=prep)
         best = max(static, key=static.get)
         # The best of many noisy runs is biased upwards: measure it again beside the
         # defaults, alternated, and compare the medians of those rounds.
-        fetch, prefetch = (int(x.split()[1]) for x in best.split(", "))
+        prep, fetch, prefetch = (int(x.split()[1]) for x in best.split(", "))
         again = {"defaults": [], "best": []}
         for round in range(args.confirm):
             order = ["defaults", "best"] if round % 2 == 0 else ["best", "defaults"]
             for which in order:
                 flags = [] if which == "defaults" else [
                     "--fetch-threads", fetch, "--fixed-reads", "--prefetch", prefetch]
-                again[which].append(bench(args.epochs, *base, *flags))
+                again[which].append(bench(args.epochs, *base, *flags,
+                                          threads=2 if which == "defaults" else prep))
         median = {k: statistics.median(v) for k, v in again.items()}
         row = {
             "storage_mbps": mbps, "latency_ms": latency, "cache": cache, "model": model,
