@@ -77,7 +77,6 @@ pub(crate) fn node_budget(usable_cores: usize, local_ranks: usize) -> (usize, us
 #[derive(Debug)]
 pub(crate) struct NodeTable {
     file: File,
-    path: PathBuf,
     slot: usize,
     slots: usize,
     /// Records older than this are ignored ([`STALE`]).
@@ -135,7 +134,6 @@ impl NodeTable {
         }
         Ok(NodeTable {
             file,
-            path,
             slot: ranks.local_rank,
             slots: ranks.local_world,
             stale: STALE,
@@ -196,12 +194,12 @@ impl NodeTable {
 }
 
 impl Drop for NodeTable {
-    /// Clears this rank's record, and removes the file if no rank's record is left.
+    /// Clears this rank's record. The file stays (a few dozen bytes in `/dev/shm`, which
+    /// the system clears at boot; the next job has another name): a rank cannot know
+    /// that no other will still open it, and removing it from under a rank that has not
+    /// written its record yet split the ranks over two files.
     fn drop(&mut self) {
         self.write(0, 0.0);
-        if self.demands().iter().all(Option::is_none) {
-            let _ = std::fs::remove_file(&self.path);
-        }
     }
 }
 
@@ -294,13 +292,10 @@ mod tests {
         assert_eq!(node_budget(2, 8), (4, 1));
         assert_eq!(share(&heavy.demands(), 0, budget), Some(3.0));
         assert_eq!(share(&light.demands(), 1, budget), Some(1.0));
-        // A rank that leaves clears its record; the last one removes the file.
+        // A rank that leaves clears its record.
         drop(light);
         assert_eq!(heavy.demands(), vec![Some(0.375), None]);
         assert_eq!(share(&heavy.demands(), 0, budget), Some(4.0));
-        let path = heavy.path.clone();
-        drop(heavy);
-        assert!(!path.exists());
     }
 
     #[test]
