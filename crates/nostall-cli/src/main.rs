@@ -5,9 +5,11 @@
 //! `analyze` (where training waits for data, and what would remove the wait),
 //! `index` (build or refresh a dataset's index), `simulate cache` (hit rates of cache
 //! policies over the seeded shuffle) and `simulate cluster` (partitioned caches and
-//! locality-aware batches over many nodes), and `node` (one node of a job whose nodes
-//! share a partitioned cache over the network).
+//! locality-aware batches over many nodes), `node` (one node of a job whose nodes
+//! share a partitioned cache over the network) and `agent` (the node agent: jobs that
+//! read the same stream share one fetch and prep pass).
 
+mod agent;
 mod analyze;
 mod bench;
 mod demo;
@@ -56,6 +58,9 @@ enum Command {
     /// Run one node of a data-parallel job whose nodes share a partitioned cache: its
     /// peer service, and epochs of one rank, with per-epoch byte accounting.
     Node(node::Args),
+    /// Run the node agent: jobs of this user on this node that read the same stream
+    /// share one fetch and prep pass, receiving batches in shared memory.
+    Agent(agent::Args),
     /// Simulate parts of the loader without data (`simulate cache`: cache policies;
     /// `simulate cluster`: partitioned caches across nodes).
     Simulate {
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
             modality,
         } => index::run(&dir, index.as_deref(), modality).map_err(Into::into),
         Command::Node(args) => node::run(args),
+        Command::Agent(args) => agent::run(args),
         Command::Simulate { what } => simulate::run(what).map_err(Into::into),
     };
     match result {

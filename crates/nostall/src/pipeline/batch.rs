@@ -73,6 +73,13 @@ impl Batch {
             .bytes_mut()[..len]
     }
 
+    /// The buffer holding the data, when the loader's [`Arena`](super::Arena) is shared
+    /// memory: another process maps it to read the batch without a copy. Its bytes stay
+    /// this batch's until the batch is dropped.
+    pub fn shared_memory(&self) -> Option<super::SharedMemory<'_>> {
+        self.buffer.as_ref().and_then(|b| b.shared_memory())
+    }
+
     /// The data as f32 values, when the dtype is f32.
     pub fn as_f32(&self) -> Option<&[f32]> {
         if self.layout.dtype() != DType::F32 {

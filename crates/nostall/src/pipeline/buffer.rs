@@ -5,10 +5,15 @@
 //! hands out raw slot pointers rather than `&mut` slices (which would alias). All `unsafe`
 //! of the pipeline is in this file; the invariant that makes it sound is stated once, on
 //! [`Slot`], and upheld by the claim protocol in `pipeline::mod`.
+//!
+//! Buffers come from an arena: the process's own memory, or shared memory (a memfd each)
+//! that another process can map, for the node agent, which hands batches to the
+//! processes of several jobs without copying them.
 
 use std::alloc::{self, Layout};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Alignment of every buffer: a cache line, and enough for any SIMD load or DLPack user.
@@ -22,12 +27,42 @@ const ALIGN: usize = 64;
 /// first batch several times slower than the next.
 const MAPPED: usize = 1 << 20;
 
+/// Where batch buffers live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Arena {
+    /// This process's memory.
+    #[default]
+    Private,
+    /// Shared memory: each buffer a memfd that other processes can map
+    /// ([`Batch::shared_memory`](super::Batch::shared_memory)).
+    Shared,
+}
+
+/// A batch buffer in shared memory, as another process maps it.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedMemory<'a> {
+    /// The memfd holding the buffer; map it from offset 0.
+    pub fd: BorrowedFd<'a>,
+    /// The buffer's number, unique in this process: the same buffer carries later
+    /// batches once this one is dropped, so a process that mapped it can keep the
+    /// mapping.
+    pub id: u64,
+    /// The buffer's length in bytes (the batch's data is at its start).
+    pub len: usize,
+}
+
+/// Numbers shared buffers, for processes that keep their mappings by buffer.
+static NEXT_SHARED_ID: AtomicU64 = AtomicU64::new(1);
+
 /// One batch's worth of bytes, 64-byte aligned (page-aligned when mapped),
 /// zero-initialised once at allocation.
 #[derive(Debug)]
 pub(crate) struct BatchBuffer {
     ptr: NonNull<u8>,
     len: usize,
+    /// The memfd behind a shared buffer, and its number.
+    shared: Option<(OwnedFd, u64)>,
 }
 
 // SAFETY: BatchBuffer owns its allocation like a Box<[u8]>; shared access goes through
@@ -38,7 +73,55 @@ unsafe impl Send for BatchBuffer {}
 unsafe impl Sync for BatchBuffer {}
 
 impl BatchBuffer {
-    fn new(len: usize) -> BatchBuffer {
+    fn new(len: usize, arena: Arena) -> BatchBuffer {
+        match arena {
+            Arena::Private => Self::private(len),
+            Arena::Shared => Self::shared(len).unwrap_or_else(|e| {
+                // As the heap does when memory runs out: the pipeline has no way on.
+                panic!("cannot make a shared batch buffer of {len} bytes: {e}")
+            }),
+        }
+    }
+
+    fn shared(len: usize) -> std::io::Result<BatchBuffer> {
+        let len = len.max(1);
+        // SAFETY: a NUL-terminated name; the flags are valid for memfd_create.
+        let raw = unsafe { libc::memfd_create(c"nostall-batch".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just returned to us, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let size = libc::off_t::try_from(len).map_err(std::io::Error::other)?;
+        // SAFETY: a valid descriptor; a memfd grows to `size` bytes of zeros.
+        if unsafe { libc::ftruncate(raw, size) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a shared mapping of the whole memfd at an address the kernel chooses:
+        // it aliases nothing in this process.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                raw,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast()).ok_or_else(std::io::Error::last_os_error)?;
+        let id = NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(BatchBuffer {
+            ptr,
+            len,
+            shared: Some((fd, id)),
+        })
+    }
+
+    fn private(len: usize) -> BatchBuffer {
         let layout = Self::layout_for(len);
         if len >= MAPPED {
             // SAFETY: an anonymous private mapping of `len` bytes at an address the kernel
@@ -55,7 +138,11 @@ impl BatchBuffer {
             };
             if ptr != libc::MAP_FAILED {
                 if let Some(ptr) = NonNull::new(ptr.cast()) {
-                    return BatchBuffer { ptr, len };
+                    return BatchBuffer {
+                        ptr,
+                        len,
+                        shared: None,
+                    };
                 }
             }
             alloc::handle_alloc_error(layout);
@@ -63,7 +150,20 @@ impl BatchBuffer {
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        BatchBuffer { ptr, len }
+        BatchBuffer {
+            ptr,
+            len,
+            shared: None,
+        }
+    }
+
+    /// The memfd behind a shared buffer.
+    pub(crate) fn shared_memory(&self) -> Option<SharedMemory<'_>> {
+        self.shared.as_ref().map(|(fd, id)| SharedMemory {
+            fd: fd.as_fd(),
+            id: *id,
+            len: self.len,
+        })
     }
 
     fn layout_for(len: usize) -> Layout {
@@ -111,7 +211,8 @@ impl BatchBuffer {
 
 impl Drop for BatchBuffer {
     fn drop(&mut self) {
-        if self.len >= MAPPED {
+        // A shared buffer is a mapping whatever its size; its memfd closes with it.
+        if self.len >= MAPPED || self.shared.is_some() {
             // SAFETY: mapped in `new` with this length, unmapped once. A failure would
             // leave the mapping in place (a leak), never free anything else.
             unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
@@ -148,14 +249,16 @@ impl Slot {
 #[derive(Debug)]
 pub(crate) struct Pool {
     buffer_bytes: usize,
+    arena: Arena,
     free: Mutex<Vec<BatchBuffer>>,
     allocated: AtomicUsize,
 }
 
 impl Pool {
-    pub(crate) fn new(buffer_bytes: usize) -> Arc<Pool> {
+    pub(crate) fn new(buffer_bytes: usize, arena: Arena) -> Arc<Pool> {
         Arc::new(Pool {
             buffer_bytes,
+            arena,
             free: Mutex::new(Vec::new()),
             allocated: AtomicUsize::new(0),
         })
@@ -165,7 +268,7 @@ impl Pool {
         let recycled = self.free.lock().expect("pool lock").pop();
         recycled.unwrap_or_else(|| {
             self.allocated.fetch_add(1, Ordering::Relaxed);
-            BatchBuffer::new(self.buffer_bytes)
+            BatchBuffer::new(self.buffer_bytes, self.arena)
         })
     }
 

@@ -6,6 +6,8 @@ use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
 use crate::prep::Pipeline;
 
+use super::buffer::Arena;
+
 /// What to do with a sample that cannot be read or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -71,6 +73,10 @@ pub struct LoaderConfig {
     /// node's prep threads among them in proportion to the work each has per iteration
     /// ([`crate::sched::node`]), rather than each keeping `prep_threads`.
     pub balance_ranks: bool,
+    /// Where batch buffers live: shared memory lets another process map a batch without
+    /// a copy ([`Batch::shared_memory`](super::Batch::shared_memory)), as the node agent
+    /// does for the jobs it serves.
+    pub arena: Arena,
 }
 
 impl LoaderConfig {
@@ -98,6 +104,7 @@ impl LoaderConfig {
             overlap_epochs: true,
             memory: None,
             balance_ranks: true,
+            arena: Arena::Private,
         }
     }
 

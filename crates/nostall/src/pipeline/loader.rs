@@ -82,6 +82,7 @@ impl Loader {
         let warmer = (config.cache.policy == CachePolicy::Frequency)
             .then(|| Warmer::start(&config, &catalog, source.clone()));
         let balance = Balance::open(&config).map(Arc::new);
+        let arena = config.arena;
         Ok(Loader {
             balance,
             quarantine,
@@ -90,7 +91,7 @@ impl Loader {
             memory,
             catalog,
             config,
-            pool: Pool::new(buffer_bytes),
+            pool: Pool::new(buffer_bytes, arena),
             identity: OnceLock::new(),
             totals: Arc::default(),
             upcoming: Arc::new(Mutex::new(None)),

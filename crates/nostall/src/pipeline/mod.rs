@@ -43,6 +43,7 @@ mod workers;
 
 pub use batch::Batch;
 pub use budget::MemoryPlan;
+pub use buffer::{Arena, SharedMemory};
 pub use builder::{auto_threads, usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig};

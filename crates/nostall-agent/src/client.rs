@@ -1,0 +1,381 @@
+//! A job's side: attach to the agent, ask for batches, map their shared buffers.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostall::Position;
+
+use crate::socket::{Channel, RecvError, MAX_MESSAGE};
+use crate::wire::{BatchHeader, Reply, Request, PROTOCOL};
+
+/// Why the agent could not serve a job.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// No agent answers at the socket (or the connection broke).
+    Unreachable(io::Error),
+    /// The agent refused the job or failed its request; the text says why.
+    Refused(String),
+    /// The agent answered out of protocol (another version, or not an agent).
+    Protocol(String),
+}
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgentError::Unreachable(e) => write!(f, "the nostall agent cannot be reached: {e}"),
+            AgentError::Refused(why) => write!(f, "the nostall agent refused: {why}"),
+            AgentError::Protocol(why) => {
+                write!(f, "the nostall agent answered out of protocol: {why}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AgentError {}
+
+/// What the agent said when the job attached.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Attached {
+    /// The group's name.
+    pub group: String,
+    /// Jobs in the group when this one attached, itself included.
+    pub members: u32,
+    /// Batches per epoch.
+    pub batches_per_epoch: u64,
+    /// Samples in the dataset.
+    pub dataset_len: u64,
+    /// One sample's shape.
+    pub sample_shape: Vec<usize>,
+    /// The element type's name.
+    pub dtype: String,
+    /// Class names, in label order.
+    pub classes: Vec<String>,
+}
+
+/// A job attached to the agent.
+#[derive(Debug)]
+pub struct Client {
+    channel: Arc<Channel>,
+    buf: Vec<u8>,
+    maps: HashMap<u64, Arc<Mapping>>,
+    attached: Attached,
+}
+
+impl Client {
+    /// Attaches to the agent at `socket` to read `location` with `settings` (the knobs
+    /// of [`nostall::pipeline::LoaderBuilder::set`]), in the group named `group` (empty:
+    /// the group of every job reading the same stream).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Unreachable`] when no agent listens there,
+    /// [`AgentError::Refused`] when it refuses (settings, another group's stream),
+    /// [`AgentError::Protocol`] when what answers is not an agent of this version.
+    pub fn attach(
+        socket: &Path,
+        location: &str,
+        settings: &[(String, String)],
+        group: &str,
+    ) -> Result<Client, AgentError> {
+        let channel = Channel::connect(socket).map_err(AgentError::Unreachable)?;
+        // Both ends check who is at the other: a socket of another user is not ours.
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let peer = channel.peer().map_err(AgentError::Unreachable)?;
+        if peer.uid != uid {
+            return Err(AgentError::Refused(format!(
+                "the process at {} (pid {}) runs as user {}, not as this user ({uid})",
+                socket.display(),
+                peer.pid,
+                peer.uid
+            )));
+        }
+        channel
+            .set_timeouts(Duration::from_secs(10), None)
+            .map_err(AgentError::Unreachable)?;
+        let hello = Request::Hello {
+            protocol: PROTOCOL,
+            location: location.to_string(),
+            settings: settings.to_vec(),
+            group: group.to_string(),
+        };
+        channel
+            .send(&hello.encode(), None)
+            .map_err(AgentError::Unreachable)?;
+        let mut client = Client {
+            channel: Arc::new(channel),
+            buf: vec![0u8; MAX_MESSAGE],
+            maps: HashMap::new(),
+            attached: Attached {
+                group: String::new(),
+                members: 0,
+                batches_per_epoch: 0,
+                dataset_len: 0,
+                sample_shape: Vec::new(),
+                dtype: String::new(),
+                classes: Vec::new(),
+            },
+        };
+        match client.receive()? {
+            (
+                Reply::Welcome {
+                    group,
+                    members,
+                    batches_per_epoch,
+                    dataset_len,
+                    sample_shape,
+                    dtype,
+                    classes,
+                },
+                None,
+            ) => {
+                client.attached = Attached {
+                    group,
+                    members,
+                    batches_per_epoch,
+                    dataset_len,
+                    sample_shape: sample_shape.iter().map(|d| *d as usize).collect(),
+                    dtype,
+                    classes,
+                };
+                Ok(client)
+            }
+            (Reply::Failed { message }, _) => Err(AgentError::Refused(message)),
+            (other, _) => Err(AgentError::Protocol(format!(
+                "expected a welcome, got {other:?}"
+            ))),
+        }
+    }
+
+    /// As [`Client::attach`], trying again until `patience` has passed while no agent
+    /// answers (one being started, say).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Client::attach`]; [`AgentError::Unreachable`] once `patience` is spent.
+    pub fn attach_within(
+        patience: Duration,
+        socket: &Path,
+        location: &str,
+        settings: &[(String, String)],
+        group: &str,
+    ) -> Result<Client, AgentError> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            match Client::attach(socket, location, settings, group) {
+                Err(AgentError::Unreachable(e)) if std::time::Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// What the agent said when the job attached.
+    pub fn attached(&self) -> &Attached {
+        &self.attached
+    }
+
+    fn receive(&mut self) -> Result<(Reply, Option<OwnedFd>), AgentError> {
+        let received = self.channel.recv(&mut self.buf).map_err(|e| match e {
+            RecvError::Closed => AgentError::Unreachable(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "the agent closed the connection",
+            )),
+            RecvError::Oversized => AgentError::Protocol("an oversized message".into()),
+            RecvError::Io(e) => AgentError::Unreachable(e),
+        })?;
+        let reply = Reply::decode(&self.buf[..received.len])
+            .map_err(|e| AgentError::Protocol(e.to_string()))?;
+        Ok((reply, received.fd))
+    }
+
+    /// The batch at `at` (the position after the job's last batch), or `None` at the end
+    /// of the epoch.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Client::attach`]; [`AgentError::Refused`] carries a failed sample's
+    /// error as the loader words it.
+    pub fn next(&mut self, at: Position) -> Result<Option<SharedBatch>, AgentError> {
+        let request = Request::Next {
+            epoch: at.epoch,
+            batch: at.batch,
+            sample: at.sample,
+        };
+        self.channel
+            .send(&request.encode(), None)
+            .map_err(AgentError::Unreachable)?;
+        match self.receive()? {
+            (Reply::Batch(header), fd) => {
+                let mapping = match fd {
+                    Some(fd) => {
+                        let mapping = Arc::new(
+                            Mapping::new(&fd, header.buffer_len as usize)
+                                .map_err(|e| AgentError::Protocol(e.to_string()))?,
+                        );
+                        self.maps.insert(header.buffer, mapping.clone());
+                        mapping
+                    }
+                    None => self.maps.get(&header.buffer).cloned().ok_or_else(|| {
+                        AgentError::Protocol(format!("buffer {} was never sent", header.buffer))
+                    })?,
+                };
+                if header.data_len as usize > mapping.len {
+                    return Err(AgentError::Protocol(
+                        "a batch larger than its buffer".into(),
+                    ));
+                }
+                Ok(Some(SharedBatch {
+                    mapping,
+                    header,
+                    channel: self.channel.clone(),
+                }))
+            }
+            (Reply::End { .. }, _) => Ok(None),
+            (Reply::Failed { message }, _) => Err(AgentError::Refused(message)),
+            (other, _) => Err(AgentError::Protocol(format!(
+                "expected a batch, got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A shared buffer mapped into this process, read-only.
+#[derive(Debug)]
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a read-only mapping, never written through this process; unmapped once, on
+// drop of the last reference.
+unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn new(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
+        // The memfd must hold what the header claims, or reading it would fault.
+        // SAFETY: fstat fills a stat of a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if (st.st_size as u64) < len as u64 || len == 0 {
+            return Err(io::Error::other(format!(
+                "a shared buffer of {} bytes announced as {len}",
+                st.st_size
+            )));
+        }
+        // SAFETY: a read-only shared mapping of `len` bytes of the memfd (checked above
+        // to hold them) at an address the kernel chooses.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast()).ok_or_else(io::Error::last_os_error)?;
+        Ok(Mapping { ptr, len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` with this length, unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A batch in the agent's shared memory: read-only here, released to the agent (for its
+/// next batch) when dropped.
+#[derive(Debug)]
+pub struct SharedBatch {
+    mapping: Arc<Mapping>,
+    header: BatchHeader,
+    channel: Arc<Channel>,
+}
+
+impl SharedBatch {
+    /// The samples' bytes, back to back. Read-only: the same memory is every job's
+    /// batch.
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the mapping holds `len` bytes (checked against the memfd's size) and
+        // `data_len <= len` (checked on receipt); the agent writes the buffer only after
+        // every job holding it released it, and this batch releases it only on drop.
+        unsafe {
+            std::slice::from_raw_parts(self.mapping.ptr.as_ptr(), self.header.data_len as usize)
+        }
+    }
+
+    /// One label per sample.
+    pub fn labels(&self) -> &[i64] {
+        &self.header.labels
+    }
+
+    /// The samples' catalog ids, in batch order.
+    pub fn ids(&self) -> &[u64] {
+        &self.header.ids
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.header.labels.len()
+    }
+
+    /// Whether the batch has no sample (never true for a delivered batch).
+    pub fn is_empty(&self) -> bool {
+        self.header.labels.is_empty()
+    }
+
+    /// The batch's number within its epoch.
+    pub fn index(&self) -> u64 {
+        self.header.index
+    }
+
+    /// The position just after this batch: ask for it next.
+    pub fn position(&self) -> Position {
+        Position {
+            epoch: self.header.epoch,
+            batch: self.header.batch,
+            sample: self.header.sample,
+        }
+    }
+
+    /// Whether the batch came from the group's shared stream (else from this job's own,
+    /// for a position the group could not serve).
+    pub fn from_group(&self) -> bool {
+        self.header.shared
+    }
+}
+
+impl Drop for SharedBatch {
+    fn drop(&mut self) {
+        // The agent may be gone already: nothing to release then.
+        let _ = self.channel.send(
+            &Request::Release {
+                ticket: self.header.ticket,
+            }
+            .encode(),
+            None,
+        );
+    }
+}

@@ -1,0 +1,435 @@
+//! A group: the jobs reading one stream, each batch fetched and prepared once.
+//!
+//! One producer thread runs the group's loader and stages its batches in order; each
+//! member has a cursor (the position it asked for last: it has consumed everything before
+//! it). A staged batch is dropped from staging once every member's cursor is past it; a
+//! member still holding it (a tensor in its process) keeps its buffer out of the pool
+//! until it releases it. Staging holds at most `window` batches: the producer waits for
+//! the slowest member, and a member that holds the group up without asking for anything
+//! for a whole lease is detached, so the others go on (CoorDL waits forever there).
+//!
+//! Joining: a member joins where the group can serve it exactly: a position still
+//! staged, the one the producer makes next, or the start of the epoch after it. Any other
+//! position (a late job mid-epoch, a resume elsewhere) is served from a private stream
+//! until the end of that epoch, the member joining the group at the next epoch's start;
+//! until then it is owed that start, so the group waits for it there (at most a window
+//! ahead), and jobs that start at different times fall into step at an epoch boundary.
+//! A member alone in its group that jumps elsewhere moves the stream instead.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nostall::{Batch, Loader, Position};
+
+/// A position in the stream, ordered: (epoch, batches before it in the epoch).
+pub(crate) type Key = (u64, u64);
+
+fn key(p: Position) -> Key {
+    (p.epoch, p.batch)
+}
+
+/// What a member is given.
+#[derive(Debug, Clone)]
+pub(crate) enum Served {
+    /// The batch at the asked position.
+    Batch(Arc<Batch>),
+    /// The epoch ends at the asked position.
+    End,
+    /// The group's stream failed there (a sample error, storage): the message.
+    Failed(String),
+    /// The group cannot serve this position: read it from a private stream, up to the
+    /// end of its epoch.
+    Private,
+}
+
+#[derive(Debug)]
+struct Staged {
+    key: Key,
+    item: Served,
+}
+
+#[derive(Debug)]
+struct Member {
+    /// The next position it is owed.
+    cursor: Key,
+    /// When it last asked for anything (its lease runs from here).
+    seen: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    staged: VecDeque<Staged>,
+    members: HashMap<u64, Member>,
+    /// Members detached by their lease, told on their next request.
+    detached: Vec<u64>,
+    /// The position the producer stages next.
+    next: Option<Position>,
+    /// Where the producer must start over (a lone member moved), and a count of such
+    /// moves, so that a batch made before a move is never staged after it.
+    restart: Option<Position>,
+    generation: u64,
+    /// The stream failed at `next`; nothing is made until a member moves it.
+    halted: bool,
+    stopped: bool,
+    /// Batches and bytes made by the producer, and deliveries from staging.
+    produced: u64,
+    delivered: u64,
+}
+
+/// Figures of a group.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GroupStats {
+    /// Members attached now.
+    pub members: usize,
+    /// Batches prepared for the group.
+    pub produced: u64,
+    /// Batches handed to members from staging (each member counts).
+    pub delivered: u64,
+    /// Members detached by their lease so far.
+    pub detached: u64,
+}
+
+/// How long members may hold the group up, and how far it stages ahead.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) window: usize,
+    pub(crate) lease: Duration,
+}
+
+pub(crate) struct Group {
+    loader: Arc<Loader>,
+    limits: Limits,
+    state: Mutex<State>,
+    changed: Condvar,
+    detached_total: std::sync::atomic::AtomicU64,
+    producer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The cursor of a member that joined before the stream started: owed nothing until it
+/// starts.
+const NOT_READING: Key = (u64::MAX, u64::MAX);
+
+/// How often a waiting producer looks at the leases.
+const LEASE_CHECK: Duration = Duration::from_millis(50);
+
+impl Group {
+    /// A group producing from `loader` (whose arena should be shared memory).
+    pub(crate) fn start(loader: Arc<Loader>, limits: Limits) -> Arc<Group> {
+        let group = Arc::new(Group {
+            loader,
+            limits,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            detached_total: Default::default(),
+            producer: Mutex::new(None),
+        });
+        let producing = group.clone();
+        let handle = std::thread::Builder::new()
+            .name("nostall-group".into())
+            .spawn(move || producing.produce())
+            .expect("spawn the group's producer");
+        *group.producer.lock().expect("producer lock") = Some(handle);
+        group
+    }
+
+    pub(crate) fn loader(&self) -> &Arc<Loader> {
+        &self.loader
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn stats(&self) -> GroupStats {
+        let s = self.lock();
+        GroupStats {
+            members: s.members.len(),
+            produced: s.produced,
+            delivered: s.delivered,
+            detached: self
+                .detached_total
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// Counts a member in, owed the first epoch start the group can still serve whole
+    /// (or, before the stream starts, wherever it starts).
+    pub(crate) fn attach(&self, member: u64) {
+        let mut s = self.lock();
+        let cursor = Self::entry_point(&s);
+        s.members.insert(
+            member,
+            Member {
+                cursor,
+                seen: Instant::now(),
+            },
+        );
+    }
+
+    fn entry_point(s: &State) -> Key {
+        if let Some(start) = s.staged.iter().find(|st| st.key.1 == 0) {
+            return start.key;
+        }
+        match s.next {
+            Some(n) if n.batch == 0 => key(n),
+            Some(n) => (n.epoch + 1, 0),
+            None => NOT_READING,
+        }
+    }
+
+    /// The member left (its connection closed): it is owed nothing more. Returns
+    /// whether the group has no member left.
+    pub(crate) fn leave(&self, member: u64) -> bool {
+        let mut s = self.lock();
+        s.members.remove(&member);
+        s.detached.retain(|m| *m != member);
+        self.changed.notify_all();
+        s.members.is_empty()
+    }
+
+    /// Stops the producer (the group has no members and is being dropped).
+    pub(crate) fn stop(&self) {
+        self.lock().stopped = true;
+        self.changed.notify_all();
+        let handle = self.producer.lock().expect("producer lock").take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+
+    /// The member is alive (it asked for something, maybe from its private stream).
+    pub(crate) fn touch(&self, member: u64) {
+        if let Some(m) = self.lock().members.get_mut(&member) {
+            m.seen = Instant::now();
+        }
+    }
+
+    /// Serves `member` the batch at `at`, waiting for the producer if it has not made
+    /// it yet.
+    pub(crate) fn next(&self, member: u64, at: Position) -> Served {
+        let wanted = key(at);
+        let mut s = self.lock();
+        if let Some(i) = s.detached.iter().position(|m| *m == member) {
+            // Detached by its lease: it continues on its own, and may join again at an
+            // epoch's start like a newcomer.
+            s.detached.swap_remove(i);
+            s.members.insert(
+                member,
+                Member {
+                    cursor: NOT_READING,
+                    seen: Instant::now(),
+                },
+            );
+        }
+        let Some(m) = s.members.get_mut(&member) else {
+            return Served::Private;
+        };
+        m.seen = Instant::now();
+        let cursor = m.cursor;
+        if cursor != wanted {
+            if !Self::joinable(&s, wanted) {
+                let others_reading = s
+                    .members
+                    .iter()
+                    .any(|(id, m)| *id != member && m.cursor != NOT_READING);
+                if !others_reading {
+                    // Alone: the stream goes where its only reader goes, and the members
+                    // waiting for it to start are owed its start.
+                    for m in s.members.values_mut() {
+                        if m.cursor == NOT_READING {
+                            m.cursor = wanted;
+                        }
+                    }
+                    s.staged.clear();
+                    s.restart = Some(at);
+                    s.next = Some(at);
+                    s.halted = false;
+                    s.generation += 1;
+                } else {
+                    // Private for the rest of this epoch, owed the next one's start.
+                    let m = s.members.get_mut(&member).expect("member present");
+                    m.cursor = (at.epoch + 1, 0);
+                    self.changed.notify_all();
+                    return Served::Private;
+                }
+            }
+            s.members.get_mut(&member).expect("member present").cursor = wanted;
+        }
+        self.changed.notify_all();
+        loop {
+            if s.detached.contains(&member) {
+                s.detached.retain(|m| *m != member);
+                return Served::Private;
+            }
+            if let Some(staged) = s.staged.iter().find(|st| st.key == wanted) {
+                let item = staged.item.clone();
+                s.delivered += 1;
+                return item;
+            }
+            let behind = s.staged.front().is_some_and(|f| wanted < f.key)
+                || s.next.is_some_and(|n| wanted < key(n));
+            if behind || s.stopped {
+                // Freed already (cannot happen to a member in step): read it privately.
+                let m = s.members.get_mut(&member).expect("member present");
+                m.cursor = (at.epoch + 1, 0);
+                self.changed.notify_all();
+                return Served::Private;
+            }
+            s = self
+                .changed
+                .wait_timeout(s, LEASE_CHECK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Whether the group can serve `wanted` exactly: still staged, made next, or the
+    /// start of the epoch after the one being made.
+    fn joinable(s: &State, wanted: Key) -> bool {
+        if s.halted {
+            return false;
+        }
+        if s.staged.iter().any(|st| st.key == wanted) {
+            return true;
+        }
+        match s.next {
+            Some(next) => wanted == key(next) || wanted == (next.epoch + 1, 0),
+            None => false,
+        }
+    }
+
+    /// Drops staged batches every member has passed, and detaches members that hold a
+    /// full staging up past their lease.
+    fn tidy(&self, s: &mut State) {
+        if s.staged.len() >= self.limits.window {
+            if let Some(oldest) = s.staged.front().map(|f| f.key) {
+                let now = Instant::now();
+                let late: Vec<u64> = s
+                    .members
+                    .iter()
+                    .filter(|(_, m)| m.cursor <= oldest && now - m.seen > self.limits.lease)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in late {
+                    s.members.remove(&id);
+                    s.detached.push(id);
+                    self.detached_total
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    eprintln!(
+                        "nostall agent: a member held its group up for more than {:?} \
+                         without asking for a batch; detached (it goes on alone if it \
+                         comes back)",
+                        self.limits.lease
+                    );
+                }
+            }
+        }
+        while let Some(front) = s.staged.front() {
+            if s.members.values().any(|m| m.cursor <= front.key) {
+                break;
+            }
+            s.staged.pop_front();
+        }
+    }
+
+    fn produce(&self) {
+        let mut running: Option<(u64, nostall::Epoch)> = None;
+        loop {
+            let (generation, start) = {
+                let mut s = self.lock();
+                let start = loop {
+                    if s.stopped {
+                        return;
+                    }
+                    if let Some(at) = s.restart.take() {
+                        break Some(at);
+                    }
+                    self.tidy(&mut s);
+                    let ready = !s.members.is_empty()
+                        && !s.halted
+                        && s.next.is_some()
+                        && s.staged.len() < self.limits.window;
+                    if ready {
+                        break None;
+                    }
+                    s = self
+                        .changed
+                        .wait_timeout(s, LEASE_CHECK)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                };
+                (s.generation, start)
+            };
+            if let Some(at) = start {
+                drop(running.take()); // stops its threads, outside the lock
+                match self.loader.resume(at) {
+                    Ok(epoch) => running = Some((at.epoch, epoch)),
+                    Err(e) => self.stage(generation, at, Served::Failed(e.to_string())),
+                }
+                continue;
+            }
+            let Some((epoch_number, epoch)) = running.as_mut() else {
+                // Nothing running: the stream starts at `next`.
+                let at = self.lock().next.expect("checked above");
+                self.lock().restart = Some(at);
+                continue;
+            };
+            let at = self.lock().next.expect("checked above");
+            match epoch.next() {
+                Some(Ok(batch)) => {
+                    let after = batch.position();
+                    self.stage(generation, at, Served::Batch(Arc::new(batch)));
+                    self.advance(generation, after);
+                }
+                Some(Err(e)) => self.stage(generation, at, Served::Failed(e.to_string())),
+                None => {
+                    let next_epoch = *epoch_number + 1;
+                    self.stage(generation, at, Served::End);
+                    self.advance(generation, Position::start_of(next_epoch));
+                    drop(running.take());
+                    match self.loader.epoch(next_epoch) {
+                        Ok(e) => running = Some((next_epoch, e)),
+                        Err(e) => self.stage(
+                            generation,
+                            Position::start_of(next_epoch),
+                            Served::Failed(e.to_string()),
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stages `item` at `at`, unless the stream moved since it was made.
+    fn stage(&self, generation: u64, at: Position, item: Served) {
+        let mut s = self.lock();
+        if s.generation != generation {
+            return;
+        }
+        if matches!(item, Served::Failed(_)) {
+            s.halted = true;
+        }
+        if matches!(item, Served::Batch(_)) {
+            s.produced += 1;
+        }
+        s.staged.push_back(Staged { key: key(at), item });
+        self.changed.notify_all();
+    }
+
+    fn advance(&self, generation: u64, to: Position) {
+        let mut s = self.lock();
+        if s.generation == generation {
+            s.next = Some(to);
+        }
+    }
+}

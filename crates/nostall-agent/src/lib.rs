@@ -1,0 +1,50 @@
+//! The node agent of nostall: jobs on one node share one stream of batches (CoorDL's
+//! coordinated prep).
+//!
+//! Hyper-parameter search runs many jobs over the same data on one server; each would
+//! read and prepare every sample itself. Through the agent, jobs that read the same
+//! dataset with the same pipeline, seed and batch size form a *group*: each batch is
+//! fetched and prepared once, by the agent, into shared memory, and every job of the
+//! group receives it, without a copy.
+//!
+//! # Layers
+//!
+//! - [`socket`](crate::socket) (private): a Unix-domain socket of sequenced packets;
+//!   memfds travel beside messages; the peer's user is checked by its credentials on both
+//!   ends.
+//! - `wire`: the messages (hello, next, release; welcome, batch, end, failed), every
+//!   length bounded and checked.
+//! - `group`: one group's stream: a producer thread runs an ordinary
+//!   [`nostall::Loader`] whose batch buffers are shared memory
+//!   ([`nostall::pipeline::Arena::Shared`]); batches are staged in order, at most a
+//!   window of them, until every member has passed them; members hold leases.
+//! - [`Agent`]: the process: its socket, the groups by name, a thread per job.
+//! - [`Client`]: a job's side: attach, ask for the batch at a position, map buffers;
+//!   a [`SharedBatch`] releases its buffer when dropped.
+//!
+//! # Guarantees
+//!
+//! - Every member receives every batch of an epoch once, in the order its own loader
+//!   would have given (the group's loader is the same loader).
+//! - No member can stall the others for longer than a lease: one that dies is gone with
+//!   its connection; one that stops or falls a whole staging window behind without asking
+//!   for a batch for a lease (2 s) is detached. If it comes back, it reads on from exactly
+//!   where it was, on a stream of its own, and rejoins at an epoch's start.
+//! - A job joins where the group can serve it exactly (a position still staged, the next
+//!   one made, or the next epoch's start); before that it reads privately.
+//! - Only the agent's user reaches it: the socket's directory is that user's alone (0700)
+//!   and every connection's credentials are checked; messages and held batches are
+//!   bounded, and a malformed request ends that connection only.
+
+mod client;
+mod group;
+mod place;
+mod server;
+mod socket;
+mod wire;
+
+pub use client::{AgentError, Attached, Client, SharedBatch};
+pub use group::GroupStats;
+pub use place::default_socket;
+pub use server::{Agent, AgentConfig, AgentStats};
+pub use wire::{MAX_BATCH, PROTOCOL};

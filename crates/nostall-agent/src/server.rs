@@ -1,0 +1,603 @@
+//! The agent process: its socket, the groups, and one thread per attached job.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nostall::pipeline::{Arena, LoaderBuilder};
+use nostall::{Batch, Epoch, Loader, Position};
+
+use crate::group::{Group, GroupStats, Limits, Served};
+use crate::socket::{Channel, Listener, RecvError, MAX_MESSAGE};
+use crate::wire::{BatchHeader, Reply, Request, MAX_BATCH, PROTOCOL};
+
+/// How the agent runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AgentConfig {
+    /// Where it listens ([`crate::default_socket`] unless given).
+    pub socket: PathBuf,
+    /// Bytes of prepared batches a group stages ahead of its slowest member (at least two
+    /// batches, at most 64).
+    pub staging: u64,
+    /// How long a member may hold its group up without asking for a batch before it is
+    /// detached (the others go on; it continues alone if it comes back).
+    pub lease: Duration,
+    /// The agent leaves after this long with no job attached.
+    pub idle: Duration,
+    /// The most jobs attached at once.
+    pub max_clients: usize,
+    /// The most batches one job may hold (tensors not yet freed) before its requests
+    /// are refused.
+    pub max_held: usize,
+}
+
+impl AgentConfig {
+    /// The defaults: the default socket, 512 MiB of staging per group, a 2 s lease,
+    /// leaving after 60 s idle, 64 jobs, 64 held batches each.
+    pub fn new() -> AgentConfig {
+        AgentConfig {
+            socket: crate::default_socket(),
+            staging: 512 << 20,
+            lease: Duration::from_secs(2),
+            idle: Duration::from_secs(60),
+            max_clients: 64,
+            max_held: 64,
+        }
+    }
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig::new()
+    }
+}
+
+/// The groups by name, and what makes their loaders.
+struct Groups {
+    by_name: Mutex<HashMap<String, Entry>>,
+}
+
+struct Entry {
+    group: Arc<Group>,
+    /// What the group reads: jobs naming the group must read the same.
+    stream: String,
+    /// Makes private streams for its members.
+    builder: LoaderBuilder,
+    dataset: nostall::dataset::Dataset,
+    attached: usize,
+}
+
+/// Figures of the agent, for tests and logs.
+#[derive(Debug, Clone, Default)]
+pub struct AgentStats {
+    /// Each group's figures, by name.
+    pub groups: Vec<(String, GroupStats)>,
+    /// Requests refused as malformed, oversized or from another user.
+    pub refused: u64,
+}
+
+/// A running agent (see [`Agent::serve`]).
+pub struct Agent {
+    config: AgentConfig,
+    groups: Groups,
+    clients: AtomicUsize,
+    next_member: AtomicU64,
+    refused: AtomicU64,
+    uid: u32,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How often the accept loop looks at the idle clock.
+const ACCEPT_TICK: Duration = Duration::from_millis(200);
+
+/// How long a job has to say which stream it reads.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Agent {
+    /// An agent with `config`, not yet listening.
+    pub fn new(config: AgentConfig) -> Agent {
+        Agent {
+            config,
+            groups: Groups {
+                by_name: Mutex::new(HashMap::new()),
+            },
+            clients: AtomicUsize::new(0),
+            next_member: AtomicU64::new(1),
+            refused: AtomicU64::new(0),
+            // SAFETY: geteuid cannot fail.
+            uid: unsafe { libc::geteuid() },
+            stopping: Default::default(),
+        }
+    }
+
+    /// Makes [`Agent::serve`] return soon, whether jobs are attached or not (their
+    /// connections end with the process, or when they leave).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// The agent's figures now.
+    pub fn stats(&self) -> AgentStats {
+        let groups = self
+            .groups
+            .by_name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        AgentStats {
+            groups: groups
+                .iter()
+                .map(|(name, e)| (name.clone(), e.group.stats()))
+                .collect(),
+            refused: self.refused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Listens on the configured socket and serves jobs until none has been attached for
+    /// the idle time. Returns `Ok(false)` at once if another agent of this user already
+    /// serves the socket.
+    ///
+    /// # Errors
+    ///
+    /// The socket's directory is not this user's alone, or the socket cannot be made.
+    pub fn serve(self: &Arc<Agent>) -> io::Result<bool> {
+        let Some(_lock) = crate::place::claim(&self.config.socket)? else {
+            return Ok(false);
+        };
+        let listener = Listener::bind(&self.config.socket)?;
+        eprintln!(
+            "nostall agent: serving {} (pid {})",
+            self.config.socket.display(),
+            std::process::id()
+        );
+        let mut idle_since = Instant::now();
+        loop {
+            if let Some(channel) = listener.accept(ACCEPT_TICK)? {
+                self.admit(channel);
+            }
+            if self.stopping.load(Ordering::SeqCst) {
+                let _ = std::fs::remove_file(&self.config.socket);
+                return Ok(true);
+            }
+            if self.clients.load(Ordering::SeqCst) > 0 {
+                idle_since = Instant::now();
+            } else if idle_since.elapsed() >= self.config.idle {
+                eprintln!("nostall agent: idle for {:?}, leaving", self.config.idle);
+                let _ = std::fs::remove_file(&self.config.socket);
+                return Ok(true);
+            }
+        }
+    }
+
+    fn refuse(&self, channel: &Channel, why: &str) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        eprintln!("nostall agent: refused a connection: {why}");
+        let _ = channel.send(
+            &Reply::Failed {
+                message: why.to_string(),
+            }
+            .encode(),
+            None,
+        );
+    }
+
+    fn admit(self: &Arc<Agent>, channel: Channel) {
+        match channel.peer() {
+            Ok(peer) if peer.uid == self.uid => {}
+            Ok(peer) => {
+                return self.refuse(
+                    &channel,
+                    &format!(
+                        "process {} runs as user {}, the agent serves user {} only",
+                        peer.pid, peer.uid, self.uid
+                    ),
+                )
+            }
+            Err(e) => return self.refuse(&channel, &format!("no peer credentials: {e}")),
+        }
+        if self.clients.load(Ordering::SeqCst) >= self.config.max_clients {
+            return self.refuse(
+                &channel,
+                &format!("{} jobs are attached already", self.config.max_clients),
+            );
+        }
+        self.clients.fetch_add(1, Ordering::SeqCst);
+        let agent = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("nostall-agent-client".into())
+            .spawn(move || {
+                agent.converse(&channel);
+                agent.clients.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.clients.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// One job's connection, from its hello to its leaving.
+    fn converse(&self, channel: &Channel) {
+        // A job that stops reading cannot block this thread for long.
+        if channel
+            .set_timeouts(self.config.lease, Some(HELLO_TIMEOUT))
+            .is_err()
+        {
+            return;
+        }
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let hello = match channel.recv(&mut buf) {
+            Ok(r) if r.fd.is_none() => Request::decode(&buf[..r.len]),
+            Ok(_) => return self.refuse(channel, "a descriptor came with the hello"),
+            Err(RecvError::Oversized) => return self.refuse(channel, "oversized hello"),
+            Err(_) => return,
+        };
+        let (location, settings, group_name) = match hello {
+            Ok(Request::Hello {
+                protocol,
+                location,
+                settings,
+                group,
+            }) => {
+                if protocol != PROTOCOL {
+                    return self.refuse(
+                        channel,
+                        &format!(
+                            "the job speaks protocol {protocol}, this agent {PROTOCOL}: run \
+                             the same nostall version (or stop the old agent)"
+                        ),
+                    );
+                }
+                (location, settings, group)
+            }
+            Ok(_) => return self.refuse(channel, "the first message must be a hello"),
+            Err(e) => return self.refuse(channel, &e.to_string()),
+        };
+        let member = self.next_member.fetch_add(1, Ordering::Relaxed);
+        let name = match self.join(member, &location, &settings, &group_name) {
+            Ok(name) => name,
+            Err(message) => {
+                let _ = channel.send(&Reply::Failed { message }.encode(), None);
+                return;
+            }
+        };
+        let _ = channel.set_timeouts(self.config.lease, None);
+        let mut session = Session::new(self, &name, member);
+        let welcome = session.welcome();
+        if channel.send(&welcome.encode(), None).is_ok() {
+            session.serve(channel, &mut buf);
+        }
+        drop(session);
+        self.part(&name, member);
+    }
+
+    /// Attaches `member` to the group for its stream, making the group if needed.
+    fn join(
+        &self,
+        member: u64,
+        location: &str,
+        settings: &[(String, String)],
+        group_name: &str,
+    ) -> Result<String, String> {
+        let mut builder = LoaderBuilder::new(location);
+        for (name, value) in settings {
+            builder.set(name, value).map_err(|e| e.to_string())?;
+        }
+        builder.config_mut().arena = Arena::Shared;
+        let config = builder.config().map_err(|e| e.to_string())?;
+        if config.plan.batch_size > MAX_BATCH {
+            return Err(format!(
+                "batch_size={} is more than the {MAX_BATCH} samples a shared batch may hold",
+                config.plan.batch_size
+            ));
+        }
+        let stream = stream_of(location, &config);
+        let name = if group_name.is_empty() {
+            format!("{:016x}", digest(&stream))
+        } else {
+            group_name.to_string()
+        };
+        let mut groups = self
+            .groups
+            .by_name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = groups.get_mut(&name) {
+            if entry.stream != stream {
+                return Err(format!(
+                    "group {name:?} reads another stream: {}; this job asks for {}. Jobs \
+                     of a group read the same dataset with the same pipeline, seed, batch \
+                     size and ranks",
+                    entry.stream, stream
+                ));
+            }
+            entry.attached += 1;
+            entry.group.attach(member);
+            return Ok(name);
+        }
+        // Opening reads the dataset's index: other jobs wait for it, once per group.
+        let dataset = builder.open_dataset().map_err(|e| e.to_string())?;
+        let loader = builder
+            .build(dataset.catalog.clone(), dataset.source.clone())
+            .map_err(|e| e.to_string())?;
+        let batch_bytes = (config.plan.batch_size * config.pipeline.sample_bytes()).max(1) as u64;
+        let window = (self.config.staging / batch_bytes).clamp(2, 64) as usize;
+        let group = Group::start(
+            Arc::new(loader),
+            Limits {
+                window,
+                lease: self.config.lease,
+            },
+        );
+        group.attach(member);
+        groups.insert(
+            name.clone(),
+            Entry {
+                group,
+                stream,
+                builder,
+                dataset,
+                attached: 1,
+            },
+        );
+        Ok(name)
+    }
+
+    fn part(&self, name: &str, member: u64) {
+        let mut groups = self
+            .groups
+            .by_name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = groups.get_mut(name) else {
+            return;
+        };
+        entry.group.leave(member);
+        entry.attached -= 1;
+        if entry.attached == 0 {
+            let entry = groups.remove(name).expect("present");
+            drop(groups);
+            entry.group.stop();
+        }
+    }
+
+    fn entry<T>(&self, name: &str, f: impl FnOnce(&Entry) -> T) -> Option<T> {
+        let groups = self
+            .groups
+            .by_name
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        groups.get(name).map(f)
+    }
+}
+
+/// FNV-1a of the stream's text: a short name for an unnamed group.
+fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What a stream is, in words: jobs with the same text read the same batches.
+fn stream_of(location: &str, config: &nostall::LoaderConfig) -> String {
+    let plan = &config.plan;
+    format!(
+        "{location} with {}, seed {}, batch_size {}, shuffle {}, drop_last {}, shard {:?}, \
+         rank {} of {}, on_error {:?}",
+        config.pipeline.prep().fingerprint(),
+        plan.seed,
+        plan.batch_size,
+        plan.shuffle,
+        plan.drop_last,
+        plan.shard,
+        plan.rank,
+        plan.world,
+        config.on_error
+    )
+}
+
+/// One job's side of the conversation: its group, its private stream when it has one,
+/// and the batches it holds.
+struct Session<'a> {
+    agent: &'a Agent,
+    name: String,
+    member: u64,
+    group: Arc<Group>,
+    private: Option<Private>,
+    held: HashMap<u64, Arc<Batch>>,
+    next_ticket: u64,
+    /// Buffers whose memfd this job has been sent.
+    sent: HashSet<u64>,
+}
+
+/// A member's own stream, for positions the group cannot serve.
+struct Private {
+    loader: Arc<Loader>,
+    epoch: Option<(Position, Epoch)>,
+}
+
+impl<'a> Session<'a> {
+    fn new(agent: &'a Agent, name: &str, member: u64) -> Session<'a> {
+        let group = agent
+            .entry(name, |e| e.group.clone())
+            .expect("the group exists while it has members");
+        Session {
+            agent,
+            name: name.to_string(),
+            member,
+            group,
+            private: None,
+            held: HashMap::new(),
+            next_ticket: 1,
+            sent: HashSet::new(),
+        }
+    }
+
+    fn welcome(&self) -> Reply {
+        let loader = self.group.loader();
+        let layout = loader.config().pipeline.layout();
+        Reply::Welcome {
+            group: self.name.clone(),
+            members: self.group.stats().members as u32,
+            batches_per_epoch: loader.batches_per_epoch() as u64,
+            dataset_len: loader.catalog().len() as u64,
+            sample_shape: layout.shape().iter().map(|d| *d as u64).collect(),
+            dtype: layout.dtype().to_string(),
+            classes: loader.catalog().classes().to_vec(),
+        }
+    }
+
+    fn serve(&mut self, channel: &Channel, buf: &mut [u8]) {
+        loop {
+            let request = match channel.recv(buf) {
+                Ok(r) if r.fd.is_some() => Err("a descriptor came with a request".to_string()),
+                Ok(r) => Request::decode(&buf[..r.len]).map_err(|e| e.to_string()),
+                Err(RecvError::Oversized) => Err("an oversized request".to_string()),
+                Err(RecvError::Closed) => return,
+                Err(RecvError::Io(e)) => {
+                    eprintln!("nostall agent: a job's connection failed: {e}");
+                    return;
+                }
+            };
+            let reply = match request {
+                Ok(Request::Next {
+                    epoch,
+                    batch,
+                    sample,
+                }) => self.next(Position {
+                    epoch,
+                    batch,
+                    sample,
+                }),
+                Ok(Request::Release { ticket }) => {
+                    self.held.remove(&ticket);
+                    self.group.touch(self.member);
+                    continue;
+                }
+                Ok(Request::Hello { .. }) => Err("a second hello".to_string()),
+                Err(e) => Err(e),
+            };
+            let (reply, fd_of) = match reply {
+                Ok(pair) => pair,
+                Err(why) => {
+                    // Out of protocol: refused, logged, and the connection ends; the
+                    // agent goes on serving the others.
+                    self.agent.refuse(channel, &why);
+                    return;
+                }
+            };
+            let fd = fd_of.as_ref().and_then(|b| b.shared_memory()).map(|m| m.fd);
+            if let Err(e) = channel.send(&reply.encode(), fd) {
+                eprintln!("nostall agent: a job stopped reading ({e}); its connection ends");
+                return;
+            }
+        }
+    }
+
+    /// The reply to a request for the batch at `at`, and the batch whose memfd goes with
+    /// it the first time.
+    fn next(&mut self, at: Position) -> Result<(Reply, Option<Arc<Batch>>), String> {
+        if self.held.len() >= self.agent.config.max_held {
+            return Ok((
+                Reply::Failed {
+                    message: format!(
+                        "this job holds {} batches of the agent: free the tensors of \
+                         batches it is done with",
+                        self.held.len()
+                    ),
+                },
+                None,
+            ));
+        }
+        let served = match self.group.next(self.member, at) {
+            Served::Private => self.private_next(at),
+            other => {
+                self.private = None;
+                (other, true)
+            }
+        };
+        Ok(match served {
+            (Served::Batch(batch), shared) => {
+                let ticket = self.next_ticket;
+                self.next_ticket += 1;
+                let memory = batch
+                    .shared_memory()
+                    .expect("the agent's loaders use shared memory");
+                let first = self.sent.insert(memory.id);
+                let position = batch.position();
+                let header = BatchHeader {
+                    ticket,
+                    buffer: memory.id,
+                    buffer_len: memory.len as u64,
+                    data_len: batch.data().len() as u64,
+                    index: batch.index(),
+                    epoch: position.epoch,
+                    batch: position.batch,
+                    sample: position.sample,
+                    shared,
+                    labels: batch.labels().to_vec(),
+                    ids: batch.ids().iter().map(|id| *id as u64).collect(),
+                };
+                self.held.insert(ticket, batch.clone());
+                (Reply::Batch(header), first.then_some(batch))
+            }
+            (Served::End, _) => (Reply::End { epoch: at.epoch }, None),
+            (Served::Failed(message), _) => (Reply::Failed { message }, None),
+            (Served::Private, _) => unreachable!("private streams serve batches"),
+        })
+    }
+
+    /// The batch at `at` from this member's own stream.
+    fn private_next(&mut self, at: Position) -> (Served, bool) {
+        self.group.touch(self.member);
+        if self.private.is_none() {
+            let made = self.agent.entry(&self.name, |e| {
+                e.builder
+                    .build(e.dataset.catalog.clone(), e.dataset.source.clone())
+            });
+            match made {
+                Some(Ok(loader)) => {
+                    self.private = Some(Private {
+                        loader: Arc::new(loader),
+                        epoch: None,
+                    })
+                }
+                Some(Err(e)) => return (Served::Failed(e.to_string()), false),
+                None => return (Served::Failed("the group is gone".into()), false),
+            }
+        }
+        let private = self.private.as_mut().expect("made above");
+        let in_step = matches!(&private.epoch, Some((p, _)) if *p == at);
+        if !in_step {
+            private.epoch = None;
+            match private.loader.resume(at) {
+                Ok(epoch) => private.epoch = Some((at, epoch)),
+                Err(e) => return (Served::Failed(e.to_string()), false),
+            }
+        }
+        let (position, epoch) = private.epoch.as_mut().expect("started above");
+        match epoch.next() {
+            Some(Ok(batch)) => {
+                *position = batch.position();
+                (Served::Batch(Arc::new(batch)), false)
+            }
+            Some(Err(e)) => {
+                private.epoch = None;
+                (Served::Failed(e.to_string()), false)
+            }
+            None => {
+                private.epoch = None;
+                (Served::End, false)
+            }
+        }
+    }
+}
