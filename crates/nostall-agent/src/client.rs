@@ -63,7 +63,7 @@ pub struct Attached {
 /// A job attached to the agent.
 #[derive(Debug)]
 pub struct Client {
-    channel: Arc<Channel>,
+    pub(crate) channel: Arc<Channel>,
     buf: Vec<u8>,
     maps: HashMap<u64, Arc<Mapping>>,
     attached: Attached,

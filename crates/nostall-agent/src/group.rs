@@ -245,9 +245,12 @@ impl Group {
                 if !others_reading {
                     // Alone: the stream goes where its only reader goes, and the members
                     // waiting for it to start are owed its start.
+                    // Their lease runs from now: the stream did not exist before.
+                    let now = Instant::now();
                     for m in s.members.values_mut() {
                         if m.cursor == NOT_READING {
                             m.cursor = wanted;
+                            m.seen = now;
                         }
                     }
                     s.staged.clear();
@@ -273,7 +276,16 @@ impl Group {
             }
             if let Some(staged) = s.staged.iter().find(|st| st.key == wanted) {
                 let item = staged.item.clone();
+                // Owed from the next position on: the batch itself stays mapped in the
+                // member's process until it releases it (its session holds it).
+                let after = match &item {
+                    Served::Batch(batch) => key(batch.position()),
+                    Served::End => (wanted.0 + 1, 0),
+                    Served::Failed(_) | Served::Private => wanted,
+                };
+                s.members.get_mut(&member).expect("member present").cursor = after;
                 s.delivered += 1;
+                self.changed.notify_all();
                 return item;
             }
             let behind = s.staged.front().is_some_and(|f| wanted < f.key)

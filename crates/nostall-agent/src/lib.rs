@@ -48,3 +48,6 @@ pub use group::GroupStats;
 pub use place::default_socket;
 pub use server::{Agent, AgentConfig, AgentStats};
 pub use wire::{MAX_BATCH, PROTOCOL};
+
+#[cfg(test)]
+mod tests;

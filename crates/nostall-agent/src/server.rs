@@ -87,7 +87,8 @@ pub struct Agent {
     clients: AtomicUsize,
     next_member: AtomicU64,
     refused: AtomicU64,
-    uid: u32,
+    /// The user served (the agent's own).
+    pub(crate) uid: u32,
     stopping: std::sync::atomic::AtomicBool,
 }
 

@@ -173,24 +173,6 @@ impl Channel {
         Ok(Channel { fd })
     }
 
-    /// A connected pair (for tests of the protocol without a listener).
-    #[cfg(test)]
-    pub(crate) fn pair() -> io::Result<(Channel, Channel)> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: fills two descriptors, owned below.
-        check(unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        })?;
-        // SAFETY: just created, each owned once.
-        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok((Channel { fd: a }, Channel { fd: b }))
-    }
-
     /// Who is at the other end.
     pub(crate) fn peer(&self) -> io::Result<Peer> {
         // SAFETY: ucred is plain data.
@@ -238,7 +220,6 @@ impl Channel {
 
     /// Sends one message, with `fd` beside it if given.
     pub(crate) fn send(&self, message: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
-        debug_assert!(message.len() <= MAX_MESSAGE);
         let mut iov = libc::iovec {
             iov_base: message.as_ptr() as *mut libc::c_void,
             iov_len: message.len(),

@@ -1,0 +1,325 @@
+//! The agent end to end in one process: an agent thread, jobs as threads with their own
+//! connections (real sockets, real shared memory). Signals to real processes are in
+//! `tests/processes.rs`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nostall::pipeline::LoaderBuilder;
+use nostall::Position;
+
+use crate::socket::{Channel, RecvError, MAX_MESSAGE};
+use crate::wire::Reply;
+use crate::{Agent, AgentConfig, AgentError, Client};
+
+const BATCH: usize = 4;
+const SIDE: usize = 64;
+
+fn settings(seed: u64) -> Vec<(String, String)> {
+    [
+        ("pipeline", "train".to_string()),
+        ("image_size", SIDE.to_string()),
+        ("batch_size", BATCH.to_string()),
+        ("seed", seed.to_string()),
+        ("threads", "2".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    photos: String,
+    socket: PathBuf,
+    agent: Arc<Agent>,
+    serving: Option<JoinHandle<std::io::Result<bool>>>,
+}
+
+impl Fixture {
+    /// An agent whose groups stage `window` batches and detach after `lease`.
+    fn new(window: u64, lease: Duration) -> Fixture {
+        Self::with(window, lease, |_| {})
+    }
+
+    fn with(window: u64, lease: Duration, adjust: impl FnOnce(&mut Agent)) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let photos = nostall_demo::write(&dir.path().join("photos")).unwrap();
+        let socket = dir.path().join("run/agent.sock");
+        let mut config = AgentConfig::new();
+        config.socket = socket.clone();
+        config.staging = window * (BATCH * 3 * SIDE * SIDE * 4) as u64;
+        config.lease = lease;
+        let mut agent = Agent::new(config);
+        adjust(&mut agent);
+        let agent = Arc::new(agent);
+        let serving = {
+            let agent = agent.clone();
+            Some(std::thread::spawn(move || agent.serve()))
+        };
+        Fixture {
+            _dir: dir,
+            photos: photos.to_string_lossy().into_owned(),
+            socket,
+            agent,
+            serving,
+        }
+    }
+
+    fn attach(&self, seed: u64, group: &str) -> Result<Client, AgentError> {
+        Client::attach_within(
+            Duration::from_secs(30),
+            &self.socket,
+            &self.photos,
+            &settings(seed),
+            group,
+        )
+    }
+
+    /// What a loader of the job's own gives: per batch, ids, labels and bytes.
+    fn expected(&self, seed: u64, epoch: u64) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
+        let mut builder = LoaderBuilder::new(&self.photos);
+        for (k, v) in settings(seed) {
+            builder.set(&k, &v).unwrap();
+        }
+        let (loader, _) = builder.open().unwrap();
+        loader
+            .epoch(epoch)
+            .unwrap()
+            .map(|b| {
+                let b = b.unwrap();
+                let ids = b.ids().iter().map(|id| *id as u64).collect();
+                (ids, b.labels().to_vec(), b.data().to_vec())
+            })
+            .collect()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.agent.stop();
+        if let Some(serving) = self.serving.take() {
+            serving.join().unwrap().unwrap();
+        }
+    }
+}
+
+/// One epoch read through `client` from `from`: each batch's ids, labels, bytes, and
+/// whether it came from the group.
+type Read = Vec<(Vec<u64>, Vec<i64>, Vec<u8>, bool)>;
+
+fn read_epoch(client: &mut Client, from: Position, stop_after: Option<usize>) -> (Read, Position) {
+    let mut at = from;
+    let mut read = Vec::new();
+    while stop_after.is_none_or(|n| read.len() < n) {
+        let Some(batch) = client.next(at).unwrap() else {
+            break;
+        };
+        at = batch.position();
+        read.push((
+            batch.ids().to_vec(),
+            batch.labels().to_vec(),
+            batch.data().to_vec(),
+            batch.from_group(),
+        ));
+    }
+    (read, at)
+}
+
+fn strip(read: &Read) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
+    read.iter()
+        .map(|(i, l, d, _)| (i.clone(), l.clone(), d.clone()))
+        .collect()
+}
+
+#[test]
+fn jobs_of_a_group_get_every_batch_once_as_their_own_loader_would_each_made_once() {
+    let f = Fixture::new(3, Duration::from_secs(30));
+    let expected: Vec<_> = (0..2).map(|e| f.expected(7, e)).collect();
+    let batches = expected[0].len();
+    let jobs = 3;
+    let barrier = Arc::new(Barrier::new(jobs));
+    let (reads, clients): (Vec<Vec<Read>>, Vec<Client>) = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|_| {
+                let barrier = barrier.clone();
+                let f = &f;
+                scope.spawn(move || {
+                    let mut client = f.attach(7, "").unwrap();
+                    assert_eq!(client.attached().batches_per_epoch as usize, batches);
+                    barrier.wait(); // every job attached before any reads
+                    let reads = (0..2)
+                        .map(|e| read_epoch(&mut client, Position::start_of(e), None).0)
+                        .collect();
+                    (reads, client) // attached until the figures are read
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).unzip()
+    });
+    for read in &reads {
+        for (epoch, got) in read.iter().enumerate() {
+            assert_eq!(strip(got), expected[epoch], "epoch {epoch}");
+            let flags: Vec<bool> = got.iter().map(|b| b.3).collect();
+            assert!(
+                flags.iter().all(|f| *f),
+                "every batch from the group's stream: {flags:?}"
+            );
+        }
+    }
+    let stats = f.agent.stats();
+    let (_, group) = &stats.groups[0];
+    // Made once for all three jobs (the producer may have staged a few batches of the
+    // next epoch ahead).
+    assert!(group.produced >= 2 * batches as u64, "{group:?}");
+    assert!(group.produced <= 2 * batches as u64 + 3, "{group:?}");
+    assert_eq!(group.detached, 0);
+    drop(clients);
+}
+
+#[test]
+fn a_member_that_stops_asking_is_detached_and_later_finishes_alone_exactly() {
+    // A staging window of two batches: the group cannot finish an epoch of 8 batches
+    // while a member holds it up, unless its lease detaches it.
+    let f = Fixture::new(2, Duration::from_millis(300));
+    let expected = f.expected(3, 0);
+    let mut stopper = f.attach(3, "").unwrap();
+    let mut a = f.attach(3, "").unwrap();
+    let mut b = f.attach(3, "").unwrap();
+    // The stopped member reads one batch, then asks for nothing while the others read
+    // the whole epoch.
+    let (first, at, read_a, read_b) = std::thread::scope(|scope| {
+        let ha = scope.spawn(|| read_epoch(&mut a, Position::start_of(0), None).0);
+        let hb = scope.spawn(|| read_epoch(&mut b, Position::start_of(0), None).0);
+        let (first, at) = read_epoch(&mut stopper, Position::start_of(0), Some(1));
+        (first, at, ha.join().unwrap(), hb.join().unwrap())
+    });
+    assert_eq!(strip(&read_a), expected);
+    assert_eq!(strip(&read_b), expected);
+    // (A thread of `a` or `b` held up past the lease by a loaded machine would be
+    // detached too, and would go on alone: the bytes above hold either way.)
+    assert!(f.agent.stats().groups[0].1.detached >= 1);
+    // Back: it goes on from exactly where it was, on a stream of its own.
+    let (rest, _) = read_epoch(&mut stopper, at, None);
+    let mut all = strip(&first);
+    all.extend(strip(&rest));
+    assert_eq!(all, expected);
+}
+
+#[test]
+fn a_member_that_leaves_mid_epoch_holds_nobody_up() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let expected = f.expected(5, 0);
+    let mut leaver = f.attach(5, "").unwrap();
+    let mut stayer = f.attach(5, "").unwrap();
+    let _ = read_epoch(&mut leaver, Position::start_of(0), Some(2));
+    drop(leaver); // its connection closes: gone at once, not after a lease
+    let (read, _) = read_epoch(&mut stayer, Position::start_of(0), None);
+    assert_eq!(strip(&read), expected);
+}
+
+#[test]
+fn a_late_job_reads_its_first_epoch_alone_and_joins_the_group_at_the_next() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let expected: Vec<_> = (0..2).map(|e| f.expected(9, e)).collect();
+    let mut early = f.attach(9, "").unwrap();
+    let (mut early_read, at) = read_epoch(&mut early, Position::start_of(0), Some(4));
+    let mut late = f.attach(9, "").unwrap();
+    let (late_reads, early_rest) = std::thread::scope(|scope| {
+        let hl = scope.spawn(|| {
+            (0..2)
+                .map(|e| read_epoch(&mut late, Position::start_of(e), None).0)
+                .collect::<Vec<_>>()
+        });
+        let he = scope.spawn(|| {
+            let (rest, _) = read_epoch(&mut early, at, None);
+            let (next, _) = read_epoch(&mut early, Position::start_of(1), None);
+            (rest, next)
+        });
+        (hl.join().unwrap(), he.join().unwrap())
+    });
+    early_read.extend(early_rest.0);
+    assert_eq!(strip(&early_read), expected[0]);
+    assert_eq!(strip(&early_rest.1), expected[1]);
+    assert!(early_rest.1.iter().all(|b| b.3));
+    assert_eq!(strip(&late_reads[0]), expected[0]);
+    // It came mid-epoch: its own stream (until, perhaps, the group's next batch is the
+    // one it wants next: then it is served that, the same bytes).
+    assert!(!late_reads[0][0].3, "mid-epoch: its own stream");
+    assert_eq!(strip(&late_reads[1]), expected[1]);
+    assert!(
+        late_reads[1].iter().all(|b| b.3),
+        "the next epoch: the group's"
+    );
+}
+
+#[test]
+fn malformed_and_oversized_requests_are_refused_and_the_agent_serves_on() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let mut ok = f.attach(1, "").unwrap();
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let refused = |channel: &Channel, buf: &mut [u8]| -> String {
+        match channel.recv(buf) {
+            Ok(r) => match Reply::decode(&buf[..r.len]).unwrap() {
+                Reply::Failed { message } => message,
+                other => panic!("expected a refusal, got {other:?}"),
+            },
+            Err(e) => panic!("expected a refusal, got {e:?}"),
+        }
+    };
+    let garbage = Channel::connect(&f.socket).unwrap();
+    garbage.send(&[1, 0xff, 0xff, 0xff], None).unwrap();
+    assert!(refused(&garbage, &mut buf).contains("malformed"));
+    assert!(matches!(garbage.recv(&mut buf), Err(RecvError::Closed)));
+
+    let oversized = Channel::connect(&f.socket).unwrap();
+    // A socket buffer holds more than the agent reads per message.
+    let big = vec![7u8; MAX_MESSAGE + 1];
+    if oversized.send(&big, None).is_ok() {
+        assert!(refused(&oversized, &mut buf).contains("oversized"));
+    }
+    // Mid-conversation garbage ends that job's connection only.
+    let victim = f.attach(1, "").unwrap();
+    victim.channel.send(&[99], None).unwrap();
+    assert!(refused(&victim.channel, &mut buf).contains("unknown request"));
+    assert!(matches!(
+        victim.channel.recv(&mut buf),
+        Err(RecvError::Closed)
+    ));
+    let (read, _) = read_epoch(&mut ok, Position::start_of(0), None);
+    assert_eq!(strip(&read), f.expected(1, 0));
+    assert!(f.agent.stats().refused >= 2);
+}
+
+#[test]
+fn another_users_process_is_refused_by_its_credentials() {
+    // The agent believes it serves another user: the test process is then a stranger,
+    // with the kernel's real credentials on a real connection.
+    let f = Fixture::with(2, Duration::from_secs(60), |agent| agent.uid ^= 1);
+    match f.attach(1, "") {
+        Err(AgentError::Refused(m)) => assert!(m.contains("serves user"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_named_group_refuses_a_job_reading_another_stream() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let _first = f.attach(1, "search").unwrap();
+    match f.attach(2, "search") {
+        Err(AgentError::Refused(m)) => assert!(m.contains("seed 1") && m.contains("seed 2"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_socket_directory_must_be_the_users_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let err = crate::place::claim(&open.join("agent.sock")).unwrap_err();
+    assert!(err.to_string().contains("0700"), "{err}");
+}
