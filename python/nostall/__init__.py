@@ -52,17 +52,21 @@ Public names:
 - Exceptions: :class:`NostallError` (base), :class:`SampleError`, :class:`ConfigError`
   (a ``ValueError``), :class:`StorageError` (an ``OSError``), :class:`PeerError` (a
   ``ConnectionError``: the nodes of a partitioned cache cannot reach each other),
-  :class:`StepError` (a training step being timed raised).
+  :class:`StepError` (a training step being timed raised), :class:`AgentError` (the
+  node agent of ``share=`` could not be started, reached, or refused the job).
+- ``python -m nostall.agent``: the node agent, through which jobs on a node that read
+  the same stream share one fetch and prep pass (``Loader(..., share="auto")``).
 """
 
 from __future__ import annotations
 
 from . import audio, ops
 from ._analyze import AnalysisReport, analyze, time_model
-from ._errors import ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
+from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
 from ._nostall import BatchTensor, Loader, __version__, demo_photos, imagenet_train, imagenet_val
 
 __all__ = [
+    "AgentError",
     "AnalysisReport",
     "BatchTensor",
     "ConfigError",

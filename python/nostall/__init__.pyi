@@ -5,6 +5,7 @@ from . import ops as ops
 from ._analyze import AnalysisReport as AnalysisReport
 from ._analyze import analyze as analyze
 from ._analyze import time_model as time_model
+from ._errors import AgentError as AgentError
 from ._errors import ConfigError as ConfigError
 from ._errors import NostallError as NostallError
 from ._errors import PeerError as PeerError
@@ -19,6 +20,7 @@ from ._nostall import imagenet_train as imagenet_train
 from ._nostall import imagenet_val as imagenet_val
 
 __all__ = [
+    "AgentError",
     "AnalysisReport",
     "BatchTensor",
     "ConfigError",

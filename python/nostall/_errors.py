@@ -35,6 +35,13 @@ class PeerError(NostallError, ConnectionError):
     runs, a failing peer is no error: its samples come from storage."""
 
 
+class AgentError(NostallError, ConnectionError):
+    """The node agent (``share=``) could not be started or reached, or refused the job:
+    another user's socket directory, another nostall version, a named group reading
+    another stream. Once a loader runs, a lost agent is no error: the loader goes on with
+    threads of its own from where it stood."""
+
+
 class SampleError(NostallError):
     """One sample could not be read or decoded, under ``on_error="error"``.
 

@@ -39,6 +39,7 @@ __all__ = [
     "imagenet_train",
     "imagenet_val",
     "demo_photos",
+    "_run_agent",
     "_analyze",
 ]
 
@@ -118,6 +119,7 @@ class Loader:
         output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
         metrics_addr: str | None = None,
         balance_ranks: bool | None = None,
+        share: str | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
@@ -197,6 +199,15 @@ def imagenet_train(size: int = 224) -> list[Op]:
 def imagenet_val(size: int = 224) -> list[Op]:
     """The ImageNet evaluation pipeline as operators: ``[Resize(round(size * 256 / 224)),
     CenterCrop(size), Normalize(ImageNet mean, std)]`` (``pipeline="val"``)."""
+
+def _run_agent(
+    socket: str | PathLike[str] | None = None,
+    staging: str = "512MiB",
+    lease: float = 2.0,
+    idle: float = 60.0,
+) -> bool:
+    """Serves as the node agent until idle (``python -m nostall.agent``); False if another
+    agent serves the socket."""
 
 def demo_photos(directory: str | PathLike[str] | None = None) -> str:
     """Writes the built-in demo photographs (ImageFolder, 4 classes) and returns the folder."""

@@ -67,6 +67,28 @@ pub(crate) enum Owner {
     /// A batch's labels, copied out of it (a few hundred bytes) so that keeping labels
     /// does not keep the images' buffer from the pool.
     Labels(Vec<i64>),
+    /// The images of a batch in the node agent's shared memory (`share=`), released to
+    /// the agent on drop. Read-only: the same memory is every job's batch.
+    Shared {
+        batch: nostall_agent::SharedBatch,
+        shape: Vec<i64>,
+        dtype: nostall::DType,
+    },
+}
+
+fn dl_type(dtype: nostall::DType) -> DLDataType {
+    match dtype {
+        nostall::DType::F32 => DLDataType {
+            code: CODE_FLOAT,
+            bits: 32,
+            lanes: 1,
+        },
+        nostall::DType::U8 => DLDataType {
+            code: CODE_UINT,
+            bits: 8,
+            lanes: 1,
+        },
+    }
 }
 
 impl Owner {
@@ -75,21 +97,20 @@ impl Owner {
     fn describe(&mut self) -> (*mut u8, DLDataType, Vec<i64>) {
         match self {
             Owner::Batch(batch) => {
-                let dtype = match batch.dtype() {
-                    nostall::DType::F32 => DLDataType {
-                        code: CODE_FLOAT,
-                        bits: 32,
-                        lanes: 1,
-                    },
-                    nostall::DType::U8 => DLDataType {
-                        code: CODE_UINT,
-                        bits: 8,
-                        lanes: 1,
-                    },
-                };
                 let shape = batch.shape().iter().map(|&d| d as i64).collect();
-                (batch.data_mut().as_mut_ptr(), dtype, shape)
+                (batch.data_mut().as_mut_ptr(), dl_type(batch.dtype()), shape)
             }
+            // DLPack has no read-only flag in its unversioned form: the pointer is typed
+            // mutable, the mapping is not (a write faults; documented under `share=`).
+            Owner::Shared {
+                batch,
+                shape,
+                dtype,
+            } => (
+                batch.data().as_ptr().cast_mut(),
+                dl_type(*dtype),
+                shape.clone(),
+            ),
             Owner::Labels(labels) => (
                 labels.as_mut_ptr().cast(),
                 DLDataType {
@@ -116,7 +137,8 @@ impl Owner {
     pub(crate) fn dtype_name(&self) -> &'static str {
         match self {
             Owner::Batch(b) if b.dtype() == nostall::DType::U8 => "uint8",
-            Owner::Batch(_) => "float32",
+            Owner::Shared { dtype, .. } if *dtype == nostall::DType::U8 => "uint8",
+            Owner::Batch(_) | Owner::Shared { .. } => "float32",
             Owner::Labels(_) => "int64",
         }
     }

@@ -10,6 +10,7 @@ mod audio_ops;
 mod dlpack;
 mod live;
 mod ops;
+mod shared;
 mod state;
 
 use std::path::PathBuf;
@@ -267,6 +268,17 @@ enum Output {
 ///   bytes per tier, read-ahead, skips by cause, peers. Loaders of one process share
 ///   an address, labelled `loader` and `rank`. Listens only there.
 ///
+/// - `share` (None: off): `"auto"` reads through the node agent (started when none
+///   runs: `python -m nostall.agent`), in the group of every job of this user on this
+///   node that reads the same stream (dataset, pipeline, seed, batch size, ranks): each
+///   batch is fetched and prepared once for all of them, and reaches each in shared
+///   memory. A name (`share="search-17"`) makes a group of the jobs giving that name,
+///   which must read the same stream. A job that comes mid-epoch reads that epoch with
+///   the agent's threads alone and joins at the next; one that stops asking for batches
+///   for 2 s while the group waits for it is detached and goes on alone. Shared batches
+///   are read-only (copy before changing one in place: a write faults). The pipeline
+///   must be a preset; `"off"` reads with this process's own threads.
+///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy); labels are `[batch]`
 /// int64. `len(loader)` is the number of batches per epoch. Each `iter(loader)` runs the
@@ -295,6 +307,10 @@ struct Loader {
     node: Option<Arc<nostall_peer::Node>>,
     /// The live metrics endpoint serving this loader (`metrics_addr`).
     endpoint: Option<nostall::metrics::export::Registration>,
+    /// The node agent's group this loader reads from (`share=`).
+    shared: Option<shared::Shared>,
+    /// Where a shared epoch stands, while one is iterated.
+    shared_at: Option<Position>,
 }
 
 pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
@@ -438,17 +454,20 @@ impl ConfigArgs<'_, '_> {
         }
         if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
             set("cache_policy", self.cache_policy)?;
-            builder.config_mut().cache.capacity = parse_capacity(py, cache)?;
+            set("cache", &parse_capacity(py, cache)?.to_string())?;
         }
-        let config = builder.config_mut();
-        config.plan.batch_size = self.batch_size;
-        config.plan.shuffle = self.shuffle;
-        config.plan.seed = self.seed;
-        config.plan.drop_last = self.drop_last;
-        config.plan.rank = dist.rank;
-        config.plan.world = dist.world;
-        config.fetch_threads = self.fetch_threads.unwrap_or(config.fetch_threads);
-        config.prefetch = self.prefetch.unwrap_or(config.prefetch);
+        set("batch_size", &self.batch_size.to_string())?;
+        set("shuffle", &self.shuffle.to_string())?;
+        set("seed", &self.seed.to_string())?;
+        set("drop_last", &self.drop_last.to_string())?;
+        set("rank", &dist.rank.to_string())?;
+        set("world_size", &dist.world.to_string())?;
+        if let Some(n) = self.fetch_threads {
+            set("fetch_threads", &n.to_string())?;
+        }
+        if let Some(n) = self.prefetch {
+            set("prefetch", &n.to_string())?;
+        }
         // Every setting checked together, before anything is opened.
         builder.config().map_err(|e| raise(py, e))?;
         Ok((builder, dist))
@@ -509,14 +528,14 @@ impl Loader {
             fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
             cache_policy="minio", cache_epochs=None, memory=None, on_error="error",
             quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
-            balance_ranks=None
+            balance_ranks=None, share=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
             cache=None, cache_policy='minio', cache_epochs=None, memory=None, \
             on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
-            metrics_addr=None, balance_ranks=None)"
+            metrics_addr=None, balance_ranks=None, share=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -545,6 +564,7 @@ impl Loader {
         output: &str,
         metrics_addr: Option<String>,
         balance_ranks: Option<bool>,
+        share: Option<&str>,
     ) -> PyResult<Loader> {
         let args = ConfigArgs {
             batch_size,
@@ -566,12 +586,17 @@ impl Loader {
             rank,
             world_size,
         };
-        let location = source.to_string_lossy().into_owned();
-        let (mut builder, mut dist) = args.builder(py, location)?;
-        builder.config_mut().quarantine = quarantine;
-        builder.config_mut().overlap_epochs = overlap_epochs;
+        let location_text = source.to_string_lossy().into_owned();
+        let (mut builder, mut dist) = args.builder(py, location_text.clone())?;
+        let mut set = |name: &str, value: &str| -> PyResult<()> {
+            builder.set(name, value).map(drop).map_err(|e| raise(py, e))
+        };
+        if let Some(path) = &quarantine {
+            set("quarantine", &path.to_string_lossy())?;
+        }
+        set("overlap_epochs", &overlap_epochs.to_string())?;
         if let Some(balance) = balance_ranks {
-            builder.config_mut().balance_ranks = balance;
+            set("balance_ranks", &balance.to_string())?;
         }
         let node_config = if args.partitioned() {
             let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
@@ -581,7 +606,17 @@ impl Loader {
         } else {
             None
         };
+        let share = shared::Share::parse(share);
+        if args.partitioned() && !matches!(share, shared::Share::Off) {
+            return Err(config_error(
+                py,
+                "share= and cache_policy=\"partitioned\" do not go together yet: the node \
+                 agent does not serve a partitioned cache"
+                    .into(),
+            ));
+        }
         let output = resolve_output(py, output)?;
+        let shared = shared::Shared::attach(py, &location_text, &builder, &share)?;
         let opening = builder.clone();
         let dataset =
             interruptible(py, move || opening.open_dataset())?.map_err(|e| raise(py, e))?;
@@ -626,6 +661,8 @@ impl Loader {
             active: false,
             last_ids: Vec::new(),
             node,
+            shared,
+            shared_at: None,
         })
     }
 
@@ -642,6 +679,19 @@ impl Loader {
     ) -> PyResult<PyRefMut<'py, Self>> {
         let this = &mut *slf;
         let previous = this.current.take();
+        let resumes_a_stretch = this.resume.as_ref().is_some_and(|c| !c.history.is_empty());
+        if let Some(shared) = this.shared.as_mut().filter(|_| !resumes_a_stretch) {
+            // The group serves positions; skip counts of a resumed state stay the
+            // group's concern.
+            py.detach(move || drop(previous));
+            let at = this.resume.take().map_or(this.next, |c| c.position);
+            shared.from_group = 0;
+            shared.private = 0;
+            this.shared_at = Some(at);
+            this.active = true;
+            return Ok(slf);
+        }
+        this.shared_at = None;
         let inner = this.inner.clone();
         let (next, resume) = (this.next, this.resume.take());
         let epoch = py
@@ -662,6 +712,13 @@ impl Loader {
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
         if !self.active {
             return Ok(None);
+        }
+        if let Some(at) = self.shared_at {
+            match self.next_shared(py, at)? {
+                Some(Some(batch)) => return self.hand_over(py, batch),
+                Some(None) => return Ok(None),
+                None => {} // the agent is gone: this loader's own threads go on from `at`
+            }
         }
         let Some(epoch) = self.current.as_mut() else {
             return Ok(None);
@@ -693,20 +750,8 @@ impl Loader {
             Some(Ok(batch)) => {
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
-                let labels = BatchTensor::new(Owner::Labels(batch.labels().to_vec()));
-                let images = BatchTensor::new(Owner::Batch(batch));
-                let images = Bound::new(py, images)?.into_any();
-                let labels = Bound::new(py, labels)?.into_any();
-                match &self.output {
-                    Output::DLPack => Ok(Some((images.unbind(), labels.unbind()))),
-                    Output::Via(from_dlpack) => {
-                        let f = from_dlpack.bind(py);
-                        Ok(Some((
-                            f.call1((images,))?.unbind(),
-                            f.call1((labels,))?.unbind(),
-                        )))
-                    }
-                }
+                let labels = Owner::Labels(batch.labels().to_vec());
+                self.hand_over(py, (Owner::Batch(batch), labels))
             }
         }
     }
@@ -734,7 +779,7 @@ impl Loader {
             (Some(epoch), true, _) => py.detach(|| self.inner.checkpoint(epoch)),
             (_, _, Some(checkpoint)) => checkpoint.clone(),
             _ => nostall::Checkpoint {
-                position: self.next,
+                position: self.position(),
                 identity: py.detach(|| self.inner.identity()),
                 skipped: Default::default(),
                 rank: self.dist.rank as u64,
@@ -838,6 +883,15 @@ impl Loader {
         };
         let d = stats_dict(py, &stats)?;
         d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
+        if let Some(shared) = &self.shared {
+            let (group, members) = shared.group();
+            let g = PyDict::new(py);
+            g.set_item("group", group)?;
+            g.set_item("members_at_attach", members)?;
+            g.set_item("batches_from_group", shared.from_group)?;
+            g.set_item("batches_private", shared.private)?;
+            d.set_item("shared", g)?;
+        }
         if let Some(node) = &self.node {
             d.set_item("partitioned", node_dict(py, &node.stats())?)?;
         }
@@ -886,7 +940,98 @@ impl Drop for Loader {
 }
 
 impl Loader {
+    /// The images and labels of a batch, as the loader's `output` asks.
+    #[allow(clippy::type_complexity)]
+    fn hand_over(
+        &self,
+        py: Python<'_>,
+        (images, labels): (Owner, Owner),
+    ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
+        let images = Bound::new(py, BatchTensor::new(images))?.into_any();
+        let labels = Bound::new(py, BatchTensor::new(labels))?.into_any();
+        match &self.output {
+            Output::DLPack => Ok(Some((images.unbind(), labels.unbind()))),
+            Output::Via(from_dlpack) => {
+                let f = from_dlpack.bind(py);
+                Ok(Some((
+                    f.call1((images,))?.unbind(),
+                    f.call1((labels,))?.unbind(),
+                )))
+            }
+        }
+    }
+
+    /// The shared batch at `at`: `Some(Some(..))` a batch, `Some(None)` the epoch's end,
+    /// `None` when the agent is lost (this loader's own epoch then starts at `at`).
+    #[allow(clippy::type_complexity)]
+    fn next_shared(
+        &mut self,
+        py: Python<'_>,
+        at: Position,
+    ) -> PyResult<Option<Option<(Owner, Owner)>>> {
+        let shared = self.shared.as_mut().expect("a shared epoch has a group");
+        match shared.next(py, at) {
+            Ok(Some(batch)) => {
+                self.shared_at = Some(batch.position());
+                self.last_ids.clear();
+                self.last_ids.extend_from_slice(batch.ids());
+                let labels = Owner::Labels(batch.labels().to_vec());
+                let layout = self.inner.config().pipeline.layout();
+                let mut shape = vec![batch.len() as i64];
+                shape.extend(layout.shape().iter().map(|&d| d as i64));
+                let dtype = layout.dtype();
+                Ok(Some(Some((
+                    Owner::Shared {
+                        batch,
+                        shape,
+                        dtype,
+                    },
+                    labels,
+                ))))
+            }
+            Ok(None) => {
+                self.active = false;
+                self.shared_at = None;
+                self.next = Position::start_of(at.epoch + 1);
+                Ok(Some(None))
+            }
+            Err(shared::Failure::Refused(err)) => {
+                self.active = false;
+                self.shared_at = None;
+                self.next = at;
+                Err(err)
+            }
+            Err(shared::Failure::Interrupted(err)) => {
+                // The reply may still come: the connection is given up, and this loader
+                // goes on alone from `at` when iterated again.
+                self.shared = None;
+                self.shared_at = None;
+                self.active = false;
+                self.next = at;
+                Err(err)
+            }
+            Err(shared::Failure::Lost(why)) => {
+                eprintln!(
+                    "nostall: the node agent is lost ({why}); this loader goes on with \
+                     threads of its own from epoch {} batch {}",
+                    at.epoch, at.batch
+                );
+                self.shared = None;
+                self.shared_at = None;
+                let inner = self.inner.clone();
+                let epoch = py
+                    .detach(move || inner.resume(at))
+                    .map_err(|e| raise(py, e))?;
+                self.current = Some(epoch);
+                Ok(None)
+            }
+        }
+    }
+
     fn position(&self) -> Position {
+        if let (Some(at), true) = (self.shared_at, self.active) {
+            return at;
+        }
         match (&self.current, self.active, &self.resume) {
             (Some(epoch), true, _) => nostall::Epoch::position(epoch),
             (_, _, Some(checkpoint)) => checkpoint.position,
@@ -1038,6 +1183,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;
     m.add_function(wrap_pyfunction!(imagenet_val, m)?)?;
     m.add_function(wrap_pyfunction!(demo_photos, m)?)?;
+    m.add_function(wrap_pyfunction!(shared::_run_agent, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
     Ok(())
 }

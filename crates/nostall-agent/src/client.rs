@@ -24,6 +24,9 @@ pub enum AgentError {
     Refused(String),
     /// The agent answered out of protocol (another version, or not an agent).
     Protocol(String),
+    /// The wait for a reply was given up (a signal): the connection is not usable
+    /// anymore, as the reply may still come.
+    Interrupted,
 }
 
 impl fmt::Display for AgentError {
@@ -34,6 +37,7 @@ impl fmt::Display for AgentError {
             AgentError::Protocol(why) => {
                 write!(f, "the nostall agent answered out of protocol: {why}")
             }
+            AgentError::Interrupted => write!(f, "the wait for the nostall agent was interrupted"),
         }
     }
 }
@@ -67,7 +71,15 @@ pub struct Client {
     buf: Vec<u8>,
     maps: HashMap<u64, Arc<Mapping>>,
     attached: Attached,
+    /// A wait for a reply was given up: the reply may still come, out of turn.
+    broken: bool,
 }
+
+/// How often a wait for the agent's reply asks whether to go on.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long a job waits for the agent to welcome it.
+const WELCOME_PATIENCE: Duration = Duration::from_secs(600);
 
 impl Client {
     /// Attaches to the agent at `socket` to read `location` with `settings` (the knobs
@@ -99,7 +111,7 @@ impl Client {
             )));
         }
         channel
-            .set_timeouts(Duration::from_secs(10), None)
+            .set_timeouts(Duration::from_secs(10), Some(POLL))
             .map_err(AgentError::Unreachable)?;
         let hello = Request::Hello {
             protocol: PROTOCOL,
@@ -123,8 +135,11 @@ impl Client {
                 dtype: String::new(),
                 classes: Vec::new(),
             },
+            broken: false,
         };
-        match client.receive()? {
+        // Making a new group opens the dataset (its index: seconds for a large one).
+        let deadline = std::time::Instant::now() + WELCOME_PATIENCE;
+        match client.receive(&mut || std::time::Instant::now() < deadline)? {
             (
                 Reply::Welcome {
                     group,
@@ -185,15 +200,40 @@ impl Client {
         &self.attached
     }
 
-    fn receive(&mut self) -> Result<(Reply, Option<OwnedFd>), AgentError> {
-        let received = self.channel.recv(&mut self.buf).map_err(|e| match e {
-            RecvError::Closed => AgentError::Unreachable(io::Error::new(
-                io::ErrorKind::ConnectionReset,
-                "the agent closed the connection",
-            )),
-            RecvError::Oversized => AgentError::Protocol("an oversized message".into()),
-            RecvError::Io(e) => AgentError::Unreachable(e),
-        })?;
+    /// The next reply, waiting while `keep_waiting` says so (asked every [`POLL`]).
+    fn receive(
+        &mut self,
+        keep_waiting: &mut dyn FnMut() -> bool,
+    ) -> Result<(Reply, Option<OwnedFd>), AgentError> {
+        if self.broken {
+            return Err(AgentError::Interrupted);
+        }
+        let received = loop {
+            match self.channel.recv(&mut self.buf) {
+                Ok(received) => break received,
+                Err(RecvError::Io(e))
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if !keep_waiting() {
+                        self.broken = true;
+                        return Err(AgentError::Interrupted);
+                    }
+                }
+                Err(RecvError::Closed) => {
+                    return Err(AgentError::Unreachable(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "the agent closed the connection",
+                    )))
+                }
+                Err(RecvError::Oversized) => {
+                    return Err(AgentError::Protocol("an oversized message".into()))
+                }
+                Err(RecvError::Io(e)) => return Err(AgentError::Unreachable(e)),
+            }
+        };
         let reply = Reply::decode(&self.buf[..received.len])
             .map_err(|e| AgentError::Protocol(e.to_string()))?;
         Ok((reply, received.fd))
@@ -207,6 +247,21 @@ impl Client {
     /// As for [`Client::attach`]; [`AgentError::Refused`] carries a failed sample's
     /// error as the loader words it.
     pub fn next(&mut self, at: Position) -> Result<Option<SharedBatch>, AgentError> {
+        self.next_while(at, &mut || true)
+    }
+
+    /// As [`Client::next`], giving up (with [`AgentError::Interrupted`]) when
+    /// `keep_waiting`, asked every 100 ms while the batch is not there, says so: a
+    /// training loop's Ctrl-C.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Client::next`].
+    pub fn next_while(
+        &mut self,
+        at: Position,
+        keep_waiting: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<SharedBatch>, AgentError> {
         let request = Request::Next {
             epoch: at.epoch,
             batch: at.batch,
@@ -215,7 +270,7 @@ impl Client {
         self.channel
             .send(&request.encode(), None)
             .map_err(AgentError::Unreachable)?;
-        match self.receive()? {
+        match self.receive(keep_waiting)? {
             (Reply::Batch(header), fd) => {
                 let mapping = match fd {
                     Some(fd) => {

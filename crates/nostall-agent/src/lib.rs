@@ -45,7 +45,7 @@ mod wire;
 
 pub use client::{AgentError, Attached, Client, SharedBatch};
 pub use group::GroupStats;
-pub use place::default_socket;
+pub use place::{default_socket, private_dir};
 pub use server::{Agent, AgentConfig, AgentStats};
 pub use wire::{MAX_BATCH, PROTOCOL};
 

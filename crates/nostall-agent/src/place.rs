@@ -25,8 +25,12 @@ pub fn default_socket() -> PathBuf {
 }
 
 /// Makes the socket's directory if needed (mode 0700) and checks that it is this
-/// user's alone.
-pub(crate) fn private_dir(socket: &Path) -> io::Result<&Path> {
+/// user's alone; returns it.
+///
+/// # Errors
+///
+/// It cannot be made, or it is not a directory of this user that no one else can enter.
+pub fn private_dir(socket: &Path) -> io::Result<&Path> {
     let dir = socket
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

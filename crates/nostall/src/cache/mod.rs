@@ -90,6 +90,16 @@ impl Capacity {
     }
 }
 
+impl std::fmt::Display for Capacity {
+    /// The form [`str::parse`] reads back: `35%` or bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Capacity::Bytes(bytes) => write!(f, "{bytes}"),
+            Capacity::Fraction(share) => write!(f, "{}%", share * 100.0),
+        }
+    }
+}
+
 impl std::str::FromStr for Capacity {
     type Err = Error;
 

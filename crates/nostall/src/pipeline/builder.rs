@@ -102,6 +102,9 @@ pub struct LoaderBuilder {
     read: ReadMode,
     /// Emulated links in front of the storage, by the time each takes over.
     links: Vec<(Duration, Link)>,
+    /// The settings given as text, in order, while every setting was (see
+    /// [`LoaderBuilder::settings`]).
+    texts: Option<Vec<(String, String)>>,
 }
 
 /// How the pipeline is given, resolved when the loader opens (the image settings may
@@ -134,7 +137,16 @@ impl LoaderBuilder {
             layout: Layout::Chw,
             read: ReadMode::Cached,
             links: Vec::new(),
+            texts: Some(Vec::new()),
         }
+    }
+
+    /// Every setting given so far, as text, in order: what another process (the node
+    /// agent) needs to make the same loader. `None` once something was given that has no
+    /// text form (operators, a pipeline made in code, links, settings changed through
+    /// [`LoaderBuilder::config_mut`]).
+    pub fn settings(&self) -> Option<&[(String, String)]> {
+        self.texts.as_deref()
     }
 
     /// Sets knob `name` (one of [`KNOBS`]) from text.
@@ -190,11 +202,15 @@ impl LoaderBuilder {
                 )));
             }
         }
+        if let Some(texts) = &mut self.texts {
+            texts.push((name.to_string(), value.to_string()));
+        }
         Ok(self)
     }
 
     /// Uses `pipeline` (any modality's, or one of your own) instead of a preset.
     pub fn pipeline(&mut self, pipeline: Pipeline) -> &mut LoaderBuilder {
+        self.texts = None;
         self.pipeline = Recipe::Made;
         self.config.pipeline = pipeline;
         self
@@ -203,18 +219,21 @@ impl LoaderBuilder {
     /// Prepares images with `operators` (and the `dtype` and `layout` knobs) instead of a
     /// preset.
     pub fn image_operators(&mut self, operators: Vec<Op>) -> &mut LoaderBuilder {
+        self.texts = None;
         self.pipeline = Recipe::Operators(operators);
         self
     }
 
     /// Prepares audio with `operators` instead of a preset.
     pub fn audio_operators(&mut self, operators: Vec<AudioOp>) -> &mut LoaderBuilder {
+        self.texts = None;
         self.pipeline = Recipe::AudioOperators(operators);
         self
     }
 
     /// Puts an emulated link in front of the storage.
     pub fn link(&mut self, link: Link) -> &mut LoaderBuilder {
+        self.texts = None;
         self.links = vec![(Duration::ZERO, link)];
         self
     }
@@ -223,12 +242,14 @@ impl LoaderBuilder {
     /// when the loader is built): storage that changes during a run
     /// ([`Throttled::phased`]).
     pub fn link_phases(&mut self, phases: Vec<(Duration, Link)>) -> &mut LoaderBuilder {
+        self.texts = None;
         self.links = phases;
         self
     }
 
     /// The settings so far, for those without a text form (locality, say).
     pub fn config_mut(&mut self) -> &mut LoaderConfig {
+        self.texts = None;
         &mut self.config
     }
 

@@ -1,0 +1,224 @@
+//! `share=`: a loader whose batches come from the node agent's group (coordinated prep)
+//! rather than from threads of its own. Conversion and the agent's start only: the
+//! protocol is `nostall_agent::Client`'s.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nostall::pipeline::LoaderBuilder;
+use nostall::Position;
+use nostall_agent::{AgentError, Client, SharedBatch};
+use pyo3::prelude::*;
+
+use crate::{config_error, exception, interruptible};
+
+/// `share=`: off, the group of every job reading the same stream, or a named group.
+pub(crate) enum Share {
+    Off,
+    Auto,
+    Group(String),
+}
+
+impl Share {
+    pub(crate) fn parse(value: Option<&str>) -> Share {
+        match value {
+            None | Some("off") => Share::Off,
+            Some("auto") => Share::Auto,
+            Some(name) => Share::Group(name.to_string()),
+        }
+    }
+}
+
+/// This loader's membership of a group.
+pub(crate) struct Shared {
+    client: Client,
+    /// Batches of the current epoch from the group's stream, and from this job's own.
+    pub(crate) from_group: u64,
+    pub(crate) private: u64,
+}
+
+/// How long a job waits for an agent it started to listen.
+const START_PATIENCE: Duration = Duration::from_secs(30);
+
+impl Shared {
+    /// Attaches to the agent of this user (`NOSTALL_AGENT_SOCKET` or the default
+    /// socket), starting one if none answers; `None` when sharing is off.
+    pub(crate) fn attach(
+        py: Python<'_>,
+        location: &str,
+        builder: &LoaderBuilder,
+        share: &Share,
+    ) -> PyResult<Option<Shared>> {
+        let group = match share {
+            Share::Off => return Ok(None),
+            Share::Auto => String::new(),
+            Share::Group(name) => name.clone(),
+        };
+        let Some(settings) = builder.settings() else {
+            return Err(config_error(
+                py,
+                "share= sends the loader's settings to the node agent as text: give the \
+                 pipeline as a preset (\"train\", \"val\", \"m5\", ...), not as a list of \
+                 operators, or leave share off"
+                    .into(),
+            ));
+        };
+        let settings = settings.to_vec();
+        let socket = nostall_agent::default_socket();
+        let location = location.to_string();
+        let first = {
+            let (socket, location, settings, group) = (
+                socket.clone(),
+                location.clone(),
+                settings.clone(),
+                group.clone(),
+            );
+            interruptible(py, move || {
+                Client::attach(&socket, &location, &settings, &group)
+            })?
+        };
+        let client = match first {
+            Err(AgentError::Unreachable(_)) => {
+                start_agent(py, &socket)?;
+                interruptible(py, move || {
+                    Client::attach_within(START_PATIENCE, &socket, &location, &settings, &group)
+                })?
+            }
+            other => other,
+        }
+        .map_err(|e| agent_error(py, e))?;
+        Ok(Some(Shared {
+            client,
+            from_group: 0,
+            private: 0,
+        }))
+    }
+
+    /// The group's name and its members when this job attached.
+    pub(crate) fn group(&self) -> (&str, u32) {
+        let a = self.client.attached();
+        (&a.group, a.members)
+    }
+
+    /// The batch at `at`, the GIL released while waiting; a signal (Ctrl-C) raises.
+    pub(crate) fn next(
+        &mut self,
+        py: Python<'_>,
+        at: Position,
+    ) -> Result<Option<SharedBatch>, Failure> {
+        let mut signal = None;
+        let result = py.detach(|| {
+            self.client.next_while(at, &mut || {
+                Python::attach(|py| match py.check_signals() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        signal = Some(e);
+                        false
+                    }
+                })
+            })
+        });
+        match result {
+            Ok(Some(batch)) => {
+                if batch.from_group() {
+                    self.from_group += 1;
+                } else {
+                    self.private += 1;
+                }
+                Ok(Some(batch))
+            }
+            Ok(None) => Ok(None),
+            Err(AgentError::Interrupted) => {
+                Err(Failure::Interrupted(signal.unwrap_or_else(|| {
+                    agent_error(py, AgentError::Interrupted)
+                })))
+            }
+            Err(e @ AgentError::Refused(_)) => Err(Failure::Refused(agent_error(py, e))),
+            Err(e) => Err(Failure::Lost(e.to_string())),
+        }
+    }
+}
+
+/// Why a shared batch did not come.
+pub(crate) enum Failure {
+    /// A signal (raise it; the connection is given up).
+    Interrupted(PyErr),
+    /// The group failed the request (a bad sample under `on_error="error"`, say).
+    Refused(PyErr),
+    /// The agent is gone: the job goes on alone from where it stands.
+    Lost(String),
+}
+
+/// An agent error as `nostall.AgentError`.
+fn agent_error(py: Python<'_>, err: AgentError) -> PyErr {
+    exception(py, "AgentError", err.to_string(), None)
+}
+
+/// Starts the node agent (`python -m nostall.agent --detach`), logging to `agent.log`
+/// beside its socket.
+fn start_agent(py: Python<'_>, socket: &Path) -> PyResult<()> {
+    let python: PathBuf = py.import("sys")?.getattr("executable")?.extract()?;
+    let dir = nostall_agent::private_dir(socket)
+        .map_err(|e| agent_error(py, AgentError::Unreachable(e)))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("agent.log"))
+        .map_err(|e| agent_error(py, AgentError::Unreachable(e)))?;
+    let started = Command::new(&python)
+        .args(["-m", "nostall.agent", "--detach", "--socket"])
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .status();
+    match started {
+        // The first process only forks the agent off and exits.
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(agent_error(
+            py,
+            AgentError::Refused(format!(
+                "`{} -m nostall.agent` exited with {status}: see {}",
+                python.display(),
+                dir.join("agent.log").display()
+            )),
+        )),
+        Err(e) => Err(agent_error(py, AgentError::Unreachable(e))),
+    }
+}
+
+/// `_run_agent(socket, staging, lease, idle)`: serves as the node agent until idle
+/// (`python -m nostall.agent`); returns False if another agent serves the socket.
+#[pyfunction]
+#[pyo3(signature = (socket=None, staging="512MiB", lease=2.0, idle=60.0))]
+pub(crate) fn _run_agent(
+    py: Python<'_>,
+    socket: Option<PathBuf>,
+    staging: &str,
+    lease: f64,
+    idle: f64,
+) -> PyResult<bool> {
+    let mut config = nostall_agent::AgentConfig::new();
+    if let Some(socket) = socket {
+        config.socket = socket;
+    }
+    config.staging = match staging.parse::<nostall::cache::Capacity>() {
+        Ok(nostall::cache::Capacity::Bytes(bytes)) => bytes,
+        _ => {
+            return Err(config_error(
+                py,
+                format!("staging={staging:?}: give bytes (512MiB, 2GiB)"),
+            ))
+        }
+    };
+    let seconds = |name: &str, s: f64| {
+        Duration::try_from_secs_f64(s)
+            .map_err(|_| config_error(py, format!("{name}={s}: give seconds, 0 or more")))
+    };
+    config.lease = seconds("lease", lease)?;
+    config.idle = seconds("idle", idle)?;
+    let agent = std::sync::Arc::new(nostall_agent::Agent::new(config));
+    py.detach(|| agent.serve())
+        .map_err(|e| agent_error(py, AgentError::Unreachable(e)))
+}

@@ -1,0 +1,140 @@
+"""share=: jobs reading one stream through the node agent (real agent processes, real
+sockets and shared memory; signals to real member processes)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import nostall
+
+SETTINGS = dict(batch_size=4, pipeline="train", image_size=64, seed=11, threads=2)
+
+
+@pytest.fixture
+def agent(tmp_path, monkeypatch):
+    """An agent of its own (2-batch staging, a 0.5 s lease), stopped after the test."""
+    socket = tmp_path / "run" / "agent.sock"
+    monkeypatch.setenv("NOSTALL_AGENT_SOCKET", str(socket))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nostall.agent", "--socket", str(socket),
+         "--staging", "1", "--lease", "0.5", "--idle", "600"],
+        stderr=subprocess.PIPE, text=True)
+    yield socket
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def own(photos, epoch):
+    """What a loader of the job's own gives in `epoch`: (ids, labels, images) per batch."""
+    loader = nostall.Loader(photos, **SETTINGS)
+    loader.set_epoch(epoch)
+    out = []
+    for images, labels in loader:
+        out.append((loader.last_ids, labels.clone(), images.clone()))
+    return out
+
+
+def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
+    a = nostall.Loader(photos, share="auto", **SETTINGS)
+    b = nostall.Loader(photos, share="auto", **SETTINGS)
+    for epoch in range(2):
+        expected = own(photos, epoch)
+        a.set_epoch(epoch)
+        b.set_epoch(epoch)
+        got_a, got_b = [], []
+        for (ia, la), (ib, lb) in zip(a, b):
+            got_a.append((a.last_ids, la.clone(), ia.clone()))
+            got_b.append((b.last_ids, lb.clone(), ib.clone()))
+        for got in (got_a, got_b):
+            assert len(got) == len(expected)
+            for (ids, labels, images), (eids, elabels, eimages) in zip(got, expected):
+                assert ids == eids
+                assert torch.equal(labels, elabels)
+                assert torch.equal(images, eimages)
+        assert a.metrics["shared"]["batches_from_group"] == len(expected)
+        assert b.metrics["shared"]["batches_from_group"] == len(expected)
+    assert a.metrics["shared"]["group"] == b.metrics["shared"]["group"]
+
+
+def test_share_with_operators_or_a_foreign_group_stream_is_refused_clearly(photos, agent):
+    with pytest.raises(nostall.ConfigError, match="preset"):
+        nostall.Loader(photos, share="auto", pipeline=[nostall.ops.CenterCrop(32)])
+    keep = nostall.Loader(photos, share="g", **SETTINGS)
+    other = dict(SETTINGS, seed=12)
+    with pytest.raises(nostall.AgentError, match="group \"g\" reads another stream"):
+        nostall.Loader(photos, share="g", **other)
+    del keep
+
+
+MEMBER = textwrap.dedent("""
+    import json, sys
+    import nostall
+    photos, settings, pause_after = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    loader = nostall.Loader(photos, share="auto", **settings)
+    print("attached", flush=True)
+    sys.stdin.readline()  # every member attached: go
+    ids = []
+    for n, (images, labels) in enumerate(loader):
+        ids.append(loader.last_ids)
+        if n + 1 == pause_after:
+            print("paused", flush=True)
+            sys.stdin.readline()
+    print(json.dumps(ids), flush=True)
+""")
+
+
+def member(photos, pause_after):
+    return subprocess.Popen(
+        [sys.executable, "-c", MEMBER, str(photos), json.dumps(SETTINGS), str(pause_after)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def test_killed_and_stopped_members_do_not_hold_up_the_others(photos, agent):
+    expected = [ids for ids, _, _ in own(photos, 0)]
+    killed, stopped = member(photos, 2), member(photos, 2)
+    others = [member(photos, 0) for _ in range(2)]
+    everyone = [killed, stopped] + others
+    for p in everyone:
+        assert p.stdout.readline().strip() == "attached"
+    for p in everyone:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    assert killed.stdout.readline().strip() == "paused"
+    assert stopped.stdout.readline().strip() == "paused"
+    killed.send_signal(signal.SIGKILL)
+    stopped.send_signal(signal.SIGSTOP)
+    # The group's staging holds two batches of an 8-batch epoch: the others finish only
+    # if the killed member is dropped and the stopped one detached by its lease.
+    for p in others:
+        assert json.loads(p.stdout.readline()) == expected
+        assert p.wait(timeout=60) == 0
+    # The stopped member, resumed, finishes its epoch exactly once on its own stream.
+    stopped.send_signal(signal.SIGCONT)
+    stopped.stdin.write("go\n")
+    stopped.stdin.flush()
+    assert json.loads(stopped.stdout.readline()) == expected
+    assert stopped.wait(timeout=60) == 0
+    killed.wait(timeout=10)
+
+
+def test_a_job_starts_the_agent_when_none_runs(photos, tmp_path, monkeypatch):
+    socket = tmp_path / "auto" / "agent.sock"
+    monkeypatch.setenv("NOSTALL_AGENT_SOCKET", str(socket))
+    loader = nostall.Loader(photos, share="auto", **SETTINGS)
+    try:
+        got = [loader.last_ids for _ in loader]
+        assert got == [ids for ids, _, _ in own(photos, 0)]
+        assert oct(os.stat(socket.parent).st_mode & 0o777) == "0o700"
+    finally:
+        del loader
+        log = (socket.parent / "agent.log").read_text()
+        pid = int(re.search(r"\(pid (\d+)\)", log).group(1))
+        os.kill(pid, signal.SIGTERM)
