@@ -120,6 +120,7 @@ class Loader:
         metrics_addr: str | None = None,
         balance_ranks: bool | None = None,
         share: str | None = None,
+        read: Literal["cached", "cold"] = "cached",
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

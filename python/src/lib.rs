@@ -268,6 +268,9 @@ enum Output {
 ///   bytes per tier, read-ahead, skips by cause, peers. Loaders of one process share
 ///   an address, labelled `loader` and `rank`. Listens only there.
 ///
+/// - `read` (`"cached"`): `"cold"` reads every sample around the page cache (O_DIRECT
+///   where the file system allows), so that storage is measured as it is, not as the
+///   memory holding a recently read dataset; for benchmarks.
 /// - `share` (None: off): `"auto"` reads through the node agent (started when none
 ///   runs: `python -m nostall.agent`), in the group of every job of this user on this
 ///   node that reads the same stream (dataset, pipeline, seed, batch size, ranks): each
@@ -528,14 +531,14 @@ impl Loader {
             fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
             cache_policy="minio", cache_epochs=None, memory=None, on_error="error",
             quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
-            balance_ranks=None, share=None
+            balance_ranks=None, share=None, read="cached"
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
             cache=None, cache_policy='minio', cache_epochs=None, memory=None, \
             on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
-            metrics_addr=None, balance_ranks=None, share=None)"
+            metrics_addr=None, balance_ranks=None, share=None, read='cached')"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -565,6 +568,7 @@ impl Loader {
         metrics_addr: Option<String>,
         balance_ranks: Option<bool>,
         share: Option<&str>,
+        read: &str,
     ) -> PyResult<Loader> {
         let args = ConfigArgs {
             batch_size,
@@ -595,6 +599,7 @@ impl Loader {
             set("quarantine", &path.to_string_lossy())?;
         }
         set("overlap_epochs", &overlap_epochs.to_string())?;
+        set("read", read)?;
         if let Some(balance) = balance_ranks {
             set("balance_ranks", &balance.to_string())?;
         }
