@@ -10,7 +10,7 @@ Modes, alternated over rounds, each round fresh processes:
   shared   share="auto": the jobs form one group in the node agent, each batch fetched
            and prepared once for all
 
-Per mode: aggregate images/s (all jobs' images over the time from the first job's start
+Per mode: aggregate samples/s (all jobs' images over the time from the first job's start
 to the last job's end, medians over rounds) and the bytes the jobs' processes (with the
 agent's) read from the disk per epoch (/proc/<pid>/io read_bytes; the page cache is
 dropped before each run when root or `sudo -n` may). With `--read cold` every read goes
@@ -138,14 +138,14 @@ def main():
                 socket = os.path.join(tmp, f"r{r}", "agent.sock")
                 f = run(args, mode, socket)
                 figures[mode].append(f)
-                print(f"round {r} {mode:6}: {f['images_per_s']:8.0f} images/s, "
+                print(f"round {r} {mode:6}: {f['images_per_s']:8.0f} samples/s, "
                       f"{f['read_bytes_per_epoch'] / dataset_bytes:.2f}x the dataset read per epoch",
                       flush=True)
     med = {m: statistics.median(f["images_per_s"] for f in fs) for m, fs in figures.items()}
     reads = {m: statistics.median(f["read_bytes_per_epoch"] for f in fs) / dataset_bytes
              for m, fs in figures.items()}
     print(f"{args.jobs} jobs, {args.pipeline}, batch {args.batch}, step {args.step_ms} ms: "
-          f"alone {med['alone']:.0f} images/s, shared {med['shared']:.0f} images/s "
+          f"alone {med['alone']:.0f} samples/s, shared {med['shared']:.0f} samples/s "
           f"({med['shared'] / med['alone']:.2f}x); reads per epoch {reads['alone']:.2f}x vs "
           f"{reads['shared']:.2f}x the dataset")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)

@@ -73,6 +73,8 @@ pub struct Client {
     attached: Attached,
     /// A wait for a reply was given up: the reply may still come, out of turn.
     broken: bool,
+    /// The position of the batch already asked for, ahead of the job's asking.
+    ahead: Option<Position>,
 }
 
 /// How often a wait for the agent's reply asks whether to go on.
@@ -136,6 +138,7 @@ impl Client {
                 classes: Vec::new(),
             },
             broken: false,
+            ahead: None,
         };
         // Making a new group opens the dataset (its index: seconds for a large one).
         let deadline = std::time::Instant::now() + WELCOME_PATIENCE;
@@ -262,6 +265,27 @@ impl Client {
         at: Position,
         keep_waiting: &mut dyn FnMut() -> bool,
     ) -> Result<Option<SharedBatch>, AgentError> {
+        match self.ahead.take() {
+            Some(asked) if asked == at => {}
+            Some(_) => {
+                // The job moved elsewhere: the batch asked ahead is released unread.
+                drop(self.reply(keep_waiting)?);
+                self.ask(at)?;
+            }
+            None => self.ask(at)?,
+        }
+        let batch = self.reply(keep_waiting)?;
+        if let Some(batch) = &batch {
+            // Ask for the next batch now: its reply waits in the socket while the job
+            // trains on this one, so that taking it costs no round trip (on a machine
+            // whose cores sleep when idle, waking the agent and back is ~0.1 ms).
+            self.ask(batch.position())?;
+            self.ahead = Some(batch.position());
+        }
+        Ok(batch)
+    }
+
+    fn ask(&self, at: Position) -> Result<(), AgentError> {
         let request = Request::Next {
             epoch: at.epoch,
             batch: at.batch,
@@ -269,7 +293,14 @@ impl Client {
         };
         self.channel
             .send(&request.encode(), None)
-            .map_err(AgentError::Unreachable)?;
+            .map_err(AgentError::Unreachable)
+    }
+
+    /// The reply to the oldest request: a batch, or `None` at the end of the epoch.
+    fn reply(
+        &mut self,
+        keep_waiting: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<SharedBatch>, AgentError> {
         match self.receive(keep_waiting)? {
             (Reply::Batch(header), fd) => {
                 let mapping = match fd {

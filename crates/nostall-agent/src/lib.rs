@@ -9,7 +9,7 @@
 //!
 //! # Layers
 //!
-//! - [`socket`](crate::socket) (private): a Unix-domain socket of sequenced packets;
+//! - `socket`: a Unix-domain socket of sequenced packets;
 //!   memfds travel beside messages; the peer's user is checked by its credentials on both
 //!   ends.
 //! - `wire`: the messages (hello, next, release; welcome, batch, end, failed), every

@@ -546,7 +546,7 @@ impl<'a> Session<'a> {
                     sample: position.sample,
                     shared,
                     labels: batch.labels().to_vec(),
-                    ids: batch.ids().iter().map(|id| *id as u64).collect(),
+                    ids: batch.ids().to_vec(),
                 };
                 self.held.insert(ticket, batch.clone());
                 (Reply::Batch(header), first.then_some(batch))

@@ -143,9 +143,8 @@ impl Listener {
             };
         }
         // SAFETY: just accepted, owned by nothing else.
-        Ok(Some(Channel {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        }))
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Some(Channel { fd }))
     }
 }
 

@@ -90,7 +90,7 @@ impl Fixture {
             .unwrap()
             .map(|b| {
                 let b = b.unwrap();
-                let ids = b.ids().iter().map(|id| *id as u64).collect();
+                let ids = b.ids().to_vec();
                 (ids, b.labels().to_vec(), b.data().to_vec())
             })
             .collect()
