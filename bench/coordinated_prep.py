@@ -65,6 +65,17 @@ def read_bytes(pid):
     return 0
 
 
+def storage_bytes(args, pids):
+    """Bytes read from storage so far: the storage link's transmitted bytes when the
+    storage runs in a network namespace, else the processes' reads from the disk."""
+    if args.storage_netns:
+        out = subprocess.run(["ip", "netns", "exec", args.storage_netns, "cat",
+                              "/sys/class/net/eth0/statistics/tx_bytes"],
+                             check=True, capture_output=True, text=True).stdout
+        return int(out)
+    return sum(read_bytes(p) for p in pids)
+
+
 def drop_page_cache():
     """Empties the page cache (as root, or through `sudo -n`; else leaves it)."""
     command = ["sh", "-c", "sync; echo 1 > /proc/sys/vm/drop_caches"]
@@ -93,7 +104,7 @@ def run(args, mode, socket):
     # Drop the dataset from the page cache so that every mode reads it from the disk.
     drop_page_cache()
     pids = [j.pid for j in jobs] + ([agent.pid] if agent else [])
-    before = sum(read_bytes(p) for p in pids)
+    before = storage_bytes(args, pids)
     for j in jobs:
         j.stdin.write("go\n")
         j.stdin.flush()
@@ -102,7 +113,7 @@ def run(args, mode, socket):
     for j in jobs:
         line = j.stdout.readline()
         results.append(json.loads(line))
-    after = sum(read_bytes(p) for p in pids)
+    after = storage_bytes(args, pids)
     for j in jobs:
         j.wait(timeout=60)
     if agent:
@@ -125,11 +136,15 @@ def main():
     p.add_argument("--read", choices=["cached", "cold"], default="cached",
                    help="cold: every job reads around the page cache (O_DIRECT), as from "
                    "storage it does not hold")
+    p.add_argument("--storage-netns", help="count storage bytes as those sent by eth0 of "
+                   "this network namespace (where bench/coordinated_fetch.sh runs s3s-fs)")
+    p.add_argument("--dataset-bytes", type=int,
+                   help="the dataset's size (needed when --data is not a directory)")
     p.add_argument("--json", default=os.path.join(HERE, "out", "coordinated_prep.json"))
     args = p.parse_args()
-    dataset_bytes = sum(os.path.getsize(os.path.join(d, f))
-                        for d, _, fs in os.walk(args.data) for f in fs
-                        if not f.startswith("."))
+    dataset_bytes = args.dataset_bytes or sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(args.data) for f in fs
+        if not f.startswith("."))
     figures = {"alone": [], "shared": []}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o700)

@@ -64,9 +64,20 @@ impl Shared {
                     .into(),
             ));
         };
-        let settings = settings.to_vec();
+        // The agent runs elsewhere (its own working directory): paths go absolute, so
+        // that jobs naming one dataset differently still make one group.
+        let mut settings = settings.to_vec();
+        for (name, value) in &mut settings {
+            if name == "quarantine" {
+                *value = absolute(value);
+            }
+        }
+        let location = if location.contains("://") {
+            location.to_string()
+        } else {
+            absolute(location)
+        };
         let socket = nostall_agent::default_socket();
-        let location = location.to_string();
         let first = {
             let (socket, location, settings, group) = (
                 socket.clone(),
@@ -138,6 +149,13 @@ impl Shared {
             Err(e) => Err(Failure::Lost(e.to_string())),
         }
     }
+}
+
+/// `path` made absolute (and canonical when it exists), as text.
+fn absolute(path: &str) -> String {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .map_or_else(|_| path.to_string(), |p| p.to_string_lossy().into_owned())
 }
 
 /// Why a shared batch did not come.
@@ -219,6 +237,20 @@ pub(crate) fn _run_agent(
     config.lease = seconds("lease", lease)?;
     config.idle = seconds("idle", idle)?;
     let agent = std::sync::Arc::new(nostall_agent::Agent::new(config));
-    py.detach(|| agent.serve())
-        .map_err(|e| agent_error(py, AgentError::Unreachable(e)))
+    let mut signal = None;
+    let served = py.detach(|| {
+        agent.serve_while(|| {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => true,
+                Err(e) => {
+                    signal = Some(e);
+                    false
+                }
+            })
+        })
+    });
+    if let Some(signal) = signal {
+        return Err(signal); // Ctrl-C: KeyboardInterrupt, the socket removed
+    }
+    served.map_err(|e| agent_error(py, AgentError::Unreachable(e)))
 }

@@ -138,3 +138,20 @@ def test_a_job_starts_the_agent_when_none_runs(photos, tmp_path, monkeypatch):
         log = (socket.parent / "agent.log").read_text()
         pid = int(re.search(r"\(pid (\d+)\)", log).group(1))
         os.kill(pid, signal.SIGTERM)
+
+
+def test_one_dataset_named_two_ways_is_one_group(photos, agent, monkeypatch):
+    absolute = nostall.Loader(photos, share="auto", **SETTINGS)
+    monkeypatch.chdir(os.path.dirname(photos))
+    relative = nostall.Loader(os.path.basename(photos), share="auto", **SETTINGS)
+    assert relative.metrics["shared"]["group"] == absolute.metrics["shared"]["group"]
+    assert relative.metrics["shared"]["members_at_attach"] == 2
+
+
+def test_an_agent_that_cannot_start_is_a_clear_error(photos, tmp_path, monkeypatch):
+    shared_dir = tmp_path / "everyone"
+    shared_dir.mkdir()
+    shared_dir.chmod(0o777)
+    monkeypatch.setenv("NOSTALL_AGENT_SOCKET", str(shared_dir / "agent.sock"))
+    with pytest.raises(nostall.AgentError, match="0700"):
+        nostall.Loader(photos, share="auto", **SETTINGS)

@@ -153,6 +153,19 @@ impl Agent {
     ///
     /// The socket's directory is not this user's alone, or the socket cannot be made.
     pub fn serve(self: &Arc<Agent>) -> io::Result<bool> {
+        self.serve_while(|| true)
+    }
+
+    /// As [`Agent::serve`], also returning (as served) when `keep_going`, asked a few
+    /// times a second, says to stop: a signal seen by the caller.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Agent::serve`].
+    pub fn serve_while(
+        self: &Arc<Agent>,
+        mut keep_going: impl FnMut() -> bool,
+    ) -> io::Result<bool> {
         let Some(_lock) = crate::place::claim(&self.config.socket)? else {
             return Ok(false);
         };
@@ -167,7 +180,7 @@ impl Agent {
             if let Some(channel) = listener.accept(ACCEPT_TICK)? {
                 self.admit(channel);
             }
-            if self.stopping.load(Ordering::SeqCst) {
+            if self.stopping.load(Ordering::SeqCst) || !keep_going() {
                 let _ = std::fs::remove_file(&self.config.socket);
                 return Ok(true);
             }
