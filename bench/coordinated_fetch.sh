@@ -12,14 +12,14 @@
 # counts the bytes the storage side sent (eth0's tx_bytes in its namespace).
 #
 # Usage: bash bench/coordinated_fetch.sh [--mbps 20] [--jobs 4] [--rounds 2] [--epochs 2]
-#   [--data bench/data/photos]
+#   [--data bench/data/photos] [--pipeline train] [--batch 64]
 # Needs root (a namespace, tc), iproute2, s3s-fs (make deps) and the test venv
 # (.venv-test, made by make python-test).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
-MBPS=20 JOBS=4 ROUNDS=2 EPOCHS=2 DATA="$HERE/data/photos"
+MBPS=20 JOBS=4 ROUNDS=2 EPOCHS=2 DATA="$HERE/data/photos" PIPELINE=train BATCH=64
 while [ $# -gt 0 ]; do
     case "$1" in
         --mbps) MBPS="$2"; shift 2 ;;
@@ -27,6 +27,8 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS="$2"; shift 2 ;;
         --epochs) EPOCHS="$2"; shift 2 ;;
         --data) DATA="$2"; shift 2 ;;
+        --pipeline) PIPELINE="$2"; shift 2 ;;
+        --batch) BATCH="$2"; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -78,4 +80,4 @@ env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u all_proxy -u AL
     AWS_SECRET_ACCESS_KEY="$SECRET_KEY" AWS_REGION=us-east-1 \
     "$PY" "$HERE/coordinated_prep.py" --data "s3://$BUCKET/$name" --dataset-bytes "$bytes" \
     --storage-netns "$NS" --jobs "$JOBS" --rounds "$ROUNDS" --epochs "$EPOCHS" \
-    --json "$HERE/out/coordinated_fetch.json"
+    --pipeline "$PIPELINE" --batch "$BATCH" --json "$HERE/out/coordinated_fetch-$PIPELINE.json"

@@ -11,6 +11,9 @@
 //!   read them.
 //! - [`s3_response`]: an HTTP response from an S3 endpoint (a responder on loopback
 //!   answers every request with the input), to a ranged read and to a listing.
+//! - [`agent_messages`]: a packet on the node agent's socket, read as the agent reads a
+//!   job's (a hello's settings applied to a loader's configuration) and as a job reads
+//!   the agent's.
 //!
 //! The AFL++ entry points (`src/bin`, feature `afl`) run them under `bash bench/fuzz.sh`;
 //! `tests/corpora.rs` replays the seed corpora and every crash found so far, and mutates
@@ -191,7 +194,12 @@ pub fn s3_response(data: &[u8]) {
     let _ = responder.store.list();
 }
 
-/// Bytes from the network, as a peer server and a peer client read them.
+/// A packet on the node agent's socket, as the agent and as a job read it.
+pub fn agent_messages(data: &[u8]) {
+    nostall_agent::parse_for_fuzzing(data);
+}
+
+/// Bytes from the network, as a peer server and as a peer client read them.
 pub fn peer_frames(data: &[u8]) {
     nostall_peer::wire::parse_for_fuzzing(data, MAX_RESPONSE_BYTES);
 }

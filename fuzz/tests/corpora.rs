@@ -103,3 +103,8 @@ fn peer_frames() {
 fn s3_response() {
     replay("s3_response", nostall_fuzz::s3_response);
 }
+
+#[test]
+fn agent_messages() {
+    replay("agent_messages", nostall_fuzz::agent_messages);
+}

@@ -47,6 +47,8 @@ pub use client::{AgentError, Attached, Client, SharedBatch};
 pub use group::GroupStats;
 pub use place::{default_socket, private_dir};
 pub use server::{Agent, AgentConfig, AgentStats};
+#[doc(hidden)]
+pub use wire::parse_for_fuzzing;
 pub use wire::{MAX_BATCH, PROTOCOL};
 
 #[cfg(test)]

@@ -382,6 +382,27 @@ impl Reply {
     }
 }
 
+/// Reads `data` as the agent reads a job's message (a hello's settings applied to a
+/// loader's configuration, as the agent does before opening anything) and as a job reads
+/// the agent's: what fuzzers run, so that no byte sequence on the socket panics or
+/// allocates beyond the limits.
+#[doc(hidden)]
+pub fn parse_for_fuzzing(data: &[u8]) {
+    if let Ok(Request::Hello {
+        location, settings, ..
+    }) = Request::decode(data)
+    {
+        let mut builder = nostall::pipeline::LoaderBuilder::new(location);
+        for (name, value) in &settings {
+            if builder.set(name, value).is_err() {
+                return;
+            }
+        }
+        let _ = builder.config();
+    }
+    let _ = Reply::decode(data);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
