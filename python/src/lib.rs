@@ -281,6 +281,11 @@ enum Output {
 ///   for 2 s while the group waits for it is detached and goes on alone. Shared batches
 ///   are read-only (copy before changing one in place: a write faults). The pipeline
 ///   must be a preset; `"off"` reads with this process's own threads.
+///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches
+///   the group had ready past this job's last), `batches_from_group` and
+///   `batches_private` (this epoch), `group_batches_prepared`,
+///   `group_batches_delivered`, `members_detached` and `bytes_saved` (prepared batch
+///   bytes the group delivered beyond each batch's first: prep and fetch not repeated).
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy); labels are `[batch]`
@@ -895,6 +900,17 @@ impl Loader {
             g.set_item("members_at_attach", members)?;
             g.set_item("batches_from_group", shared.from_group)?;
             g.set_item("batches_private", shared.private)?;
+            if let Some((group, batch_bytes)) = shared.last {
+                g.set_item("members", group.members)?;
+                g.set_item("lag_batches", group.ahead)?;
+                g.set_item("group_batches_prepared", group.produced)?;
+                g.set_item("group_batches_delivered", group.delivered)?;
+                g.set_item("members_detached", group.detached)?;
+                // Every delivery past a batch's first is a batch this node did not fetch
+                // and prepare again.
+                let saved = group.delivered.saturating_sub(group.produced);
+                g.set_item("bytes_saved", saved * batch_bytes)?;
+            }
             d.set_item("shared", g)?;
         }
         if let Some(node) = &self.node {

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     /// Batches of the current epoch from the group's stream, and from this job's own.
     pub(crate) from_group: u64,
     pub(crate) private: u64,
+    /// The group's figures as the last batch brought them, and that batch's bytes.
+    pub(crate) last: Option<(nostall_agent::GroupStats, u64)>,
 }
 
 /// How long a job waits for an agent it started to listen.
@@ -103,6 +105,7 @@ impl Shared {
             client,
             from_group: 0,
             private: 0,
+            last: None,
         }))
     }
 
@@ -132,6 +135,7 @@ impl Shared {
         });
         match result {
             Ok(Some(batch)) => {
+                self.last = Some((*batch.group(), batch.data().len() as u64));
                 if batch.from_group() {
                     self.from_group += 1;
                 } else {

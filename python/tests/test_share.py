@@ -77,7 +77,15 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
                 assert torch.equal(images, eimages)
         assert a.metrics["shared"]["batches_from_group"] == len(expected)
         assert b.metrics["shared"]["batches_from_group"] == len(expected)
-    assert a.metrics["shared"]["group"] == b.metrics["shared"]["group"]
+    shared = a.metrics["shared"]
+    assert shared["group"] == b.metrics["shared"]["group"]
+    assert shared["members"] == 2
+    # Two epochs made once, each batch delivered to both (the last few deliveries may
+    # come after these figures were sent).
+    batches = len(a)
+    assert 2 * batches <= shared["group_batches_prepared"] <= 2 * batches + 2
+    assert shared["group_batches_delivered"] >= 4 * batches - 2
+    assert shared["bytes_saved"] > 0
 
 
 def test_share_with_operators_or_a_foreign_group_stream_is_refused_clearly(photos, agent):

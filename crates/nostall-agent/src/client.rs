@@ -446,6 +446,12 @@ impl SharedBatch {
         }
     }
 
+    /// The group's figures when the agent sent the batch (`ahead`: batches it had
+    /// staged past this one).
+    pub fn group(&self) -> &crate::GroupStats {
+        &self.header.group
+    }
+
     /// Whether the batch came from the group's shared stream (else from this job's own,
     /// for a position the group could not serve).
     pub fn from_group(&self) -> bool {

@@ -79,7 +79,8 @@ struct State {
 }
 
 /// Figures of a group.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GroupStats {
     /// Members attached now.
     pub members: usize,
@@ -89,6 +90,9 @@ pub struct GroupStats {
     pub delivered: u64,
     /// Members detached by their lease so far.
     pub detached: u64,
+    /// Batches staged beyond the position asked about (how far the group is ahead of a
+    /// member: its lag behind the group's producer).
+    pub ahead: u64,
 }
 
 /// How long members may hold the group up, and how far it stages ahead.
@@ -150,9 +154,17 @@ impl Group {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn stats(&self) -> GroupStats {
+    /// The group's figures, `ahead` counted past `after`.
+    pub(crate) fn stats(&self, after: Option<Position>) -> GroupStats {
         let s = self.lock();
+        let ahead = after.map_or(0, |after| {
+            s.staged
+                .iter()
+                .filter(|st| st.key >= key(after) && matches!(st.item, Served::Batch(_)))
+                .count() as u64
+        });
         GroupStats {
+            ahead,
             members: s.members.len(),
             produced: s.produced,
             delivered: s.delivered,
@@ -284,7 +296,9 @@ impl Group {
                     Served::Failed(_) | Served::Private => wanted,
                 };
                 s.members.get_mut(&member).expect("member present").cursor = after;
-                s.delivered += 1;
+                if matches!(item, Served::Batch(_)) {
+                    s.delivered += 1;
+                }
                 self.changed.notify_all();
                 return item;
             }

@@ -139,7 +139,7 @@ impl Agent {
         AgentStats {
             groups: groups
                 .iter()
-                .map(|(name, e)| (name.clone(), e.group.stats()))
+                .map(|(name, e)| (name.clone(), e.group.stats(None)))
                 .collect(),
             refused: self.refused.load(Ordering::Relaxed),
         }
@@ -461,7 +461,7 @@ impl<'a> Session<'a> {
         let layout = loader.config().pipeline.layout();
         Reply::Welcome {
             group: self.name.clone(),
-            members: self.group.stats().members as u32,
+            members: self.group.stats(None).members as u32,
             batches_per_epoch: loader.batches_per_epoch() as u64,
             dataset_len: loader.catalog().len() as u64,
             sample_shape: layout.shape().iter().map(|d| *d as u64).collect(),
@@ -560,6 +560,7 @@ impl<'a> Session<'a> {
                     shared,
                     labels: batch.labels().to_vec(),
                     ids: batch.ids().to_vec(),
+                    group: self.group.stats(Some(position)),
                 };
                 self.held.insert(ticket, batch.clone());
                 (Reply::Batch(header), first.then_some(batch))

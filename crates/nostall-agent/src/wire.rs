@@ -94,6 +94,8 @@ pub(crate) struct BatchHeader {
     pub(crate) shared: bool,
     pub(crate) labels: Vec<i64>,
     pub(crate) ids: Vec<u64>,
+    /// The group's figures when the batch was sent.
+    pub(crate) group: crate::GroupStats,
 }
 
 const HELLO: u8 = 1;
@@ -290,6 +292,9 @@ impl Reply {
                     .u64(h.epoch)
                     .u64(h.batch)
                     .u64(h.sample);
+                let g = &h.group;
+                w.u32(g.members as u32).u64(g.produced).u64(g.delivered);
+                w.u64(g.detached).u64(g.ahead);
                 w.u8(u8::from(h.shared)).u32(h.labels.len() as u32);
                 for l in &h.labels {
                     w.u64(*l as u64);
@@ -349,6 +354,13 @@ impl Reply {
                 let epoch = r.u64("the epoch")?;
                 let batch = r.u64("the batch")?;
                 let sample = r.u64("the sample")?;
+                let group = crate::GroupStats {
+                    members: r.u32("the members")? as usize,
+                    produced: r.u64("the batches produced")?,
+                    delivered: r.u64("the batches delivered")?,
+                    detached: r.u64("the members detached")?,
+                    ahead: r.u64("the batches ahead")?,
+                };
                 let shared = r.u8("the stream")? != 0;
                 let n = r.count("the labels", MAX_BATCH)?;
                 let labels = (0..n)
@@ -367,6 +379,7 @@ impl Reply {
                     shared,
                     labels,
                     ids,
+                    group,
                 })
             }
             END => Reply::End {
@@ -448,6 +461,13 @@ mod tests {
                 shared: true,
                 labels: vec![-1, 4],
                 ids: vec![10, 11],
+                group: crate::GroupStats {
+                    members: 3,
+                    produced: 9,
+                    delivered: 20,
+                    detached: 1,
+                    ahead: 2,
+                },
             }),
             Reply::End { epoch: 4 },
             Reply::Failed {
