@@ -150,6 +150,9 @@ impl Shared {
                 })))
             }
             Err(e @ AgentError::Refused(_)) => Err(Failure::Refused(agent_error(py, e))),
+            Err(AgentError::Sample { message, sample }) => {
+                Err(Failure::Refused(sample_error(py, message, &sample)))
+            }
             Err(e) => Err(Failure::Lost(e.to_string())),
         }
     }
@@ -166,10 +169,26 @@ fn absolute(path: &str) -> String {
 pub(crate) enum Failure {
     /// A signal (raise it; the connection is given up).
     Interrupted(PyErr),
-    /// The group failed the request (a bad sample under `on_error="error"`, say).
+    /// The group failed the request (a bad sample under `on_error="error"`: a
+    /// `SampleError`, as from the job's own loader).
     Refused(PyErr),
     /// The agent is gone: the job goes on alone from where it stands.
     Lost(String),
+}
+
+/// A bad sample of the group's stream as `nostall.SampleError`, as the loader of the job's
+/// own would have raised it.
+fn sample_error(py: Python<'_>, message: String, sample: &nostall_agent::SampleFailure) -> PyErr {
+    let kwargs = pyo3::types::PyDict::new(py);
+    let filled = kwargs
+        .set_item("sample_id", sample.sample_id)
+        .and_then(|()| kwargs.set_item("location", &sample.location))
+        .and_then(|()| kwargs.set_item("cause", &sample.cause))
+        .and_then(|()| kwargs.set_item("detail", &sample.detail));
+    match filled {
+        Ok(()) => exception(py, "SampleError", message, Some(&kwargs)),
+        Err(e) => e,
+    }
 }
 
 /// An agent error as `nostall.AgentError`.

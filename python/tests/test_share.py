@@ -179,3 +179,19 @@ def test_an_agent_that_cannot_start_is_a_clear_error(photos, tmp_path, monkeypat
     monkeypatch.setenv("NOSTALL_AGENT_SOCKET", str(shared_dir / "agent.sock"))
     with pytest.raises(nostall.AgentError, match="0700"):
         nostall.Loader(photos, share="auto", **SETTINGS)
+
+
+def test_a_bad_sample_raises_the_same_sample_error_as_the_jobs_own_loader(photos_copy, agent):
+    broken = photos_copy / "flowers" / "zz-broken.jpg"
+    good = next((photos_copy / "flowers").iterdir()).read_bytes()
+    broken.write_bytes(good[: len(good) // 3])
+    def first_error(**kwargs):
+        loader = nostall.Loader(photos_copy, **SETTINGS, **kwargs)
+        batches = 0
+        with pytest.raises(nostall.SampleError) as raised:
+            for _ in loader:
+                batches += 1
+        return batches, raised.value.location, raised.value.cause
+    own = first_error()
+    assert own[1].endswith("zz-broken.jpg")
+    assert first_error(share="auto") == own

@@ -27,6 +27,14 @@ pub enum AgentError {
     /// The wait for a reply was given up (a signal): the connection is not usable
     /// anymore, as the reply may still come.
     Interrupted,
+    /// A sample of the stream could not be read or prepared (under `on_error="error"`):
+    /// the loader's message, and the sample.
+    Sample {
+        /// The loader's message.
+        message: String,
+        /// The sample it names.
+        sample: crate::SampleFailure,
+    },
 }
 
 impl fmt::Display for AgentError {
@@ -38,6 +46,7 @@ impl fmt::Display for AgentError {
                 write!(f, "the nostall agent answered out of protocol: {why}")
             }
             AgentError::Interrupted => write!(f, "the wait for the nostall agent was interrupted"),
+            AgentError::Sample { message, .. } => f.write_str(message),
         }
     }
 }
@@ -166,7 +175,7 @@ impl Client {
                 };
                 Ok(client)
             }
-            (Reply::Failed { message }, _) => Err(AgentError::Refused(message)),
+            (Reply::Failed(failure), _) => Err(AgentError::Refused(failure.message)),
             (other, _) => Err(AgentError::Protocol(format!(
                 "expected a welcome, got {other:?}"
             ))),
@@ -328,7 +337,13 @@ impl Client {
                 }))
             }
             (Reply::End { .. }, _) => Ok(None),
-            (Reply::Failed { message }, _) => Err(AgentError::Refused(message)),
+            (Reply::Failed(failure), _) => Err(match failure.sample {
+                Some(sample) => AgentError::Sample {
+                    message: failure.message,
+                    sample,
+                },
+                None => AgentError::Refused(failure.message),
+            }),
             (other, _) => Err(AgentError::Protocol(format!(
                 "expected a batch, got {other:?}"
             ))),

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use nostall::{Batch, Loader, Position};
 
+use crate::wire::Failure;
+
 /// A position in the stream, ordered: (epoch, batches before it in the epoch).
 pub(crate) type Key = (u64, u64);
 
@@ -37,8 +39,8 @@ pub(crate) enum Served {
     Batch(Arc<Batch>),
     /// The epoch ends at the asked position.
     End,
-    /// The group's stream failed there (a sample error, storage): the message.
-    Failed(String),
+    /// The group's stream failed there (a sample error, storage).
+    Failed(Failure),
     /// The group cannot serve this position: read it from a private stream, up to the
     /// end of its epoch.
     Private,
@@ -254,7 +256,9 @@ impl Group {
                     .members
                     .iter()
                     .any(|(id, m)| *id != member && m.cursor != NOT_READING);
-                if !others_reading {
+                // A stream that failed serves nobody: it starts over where the first
+                // member to move on asks (the others follow it there).
+                if !others_reading || s.halted {
                     // Alone: the stream goes where its only reader goes, and the members
                     // waiting for it to start are owed its start.
                     // Their lease runs from now: the stream did not exist before.
@@ -400,7 +404,7 @@ impl Group {
                 drop(running.take()); // stops its threads, outside the lock
                 match self.loader.resume(at) {
                     Ok(epoch) => running = Some((at.epoch, epoch)),
-                    Err(e) => self.stage(generation, at, Served::Failed(e.to_string())),
+                    Err(e) => self.stage(generation, at, Served::Failed(Failure::of(&e))),
                 }
                 continue;
             }
@@ -417,7 +421,7 @@ impl Group {
                     self.stage(generation, at, Served::Batch(Arc::new(batch)));
                     self.advance(generation, after);
                 }
-                Some(Err(e)) => self.stage(generation, at, Served::Failed(e.to_string())),
+                Some(Err(e)) => self.stage(generation, at, Served::Failed(Failure::of(&e))),
                 None => {
                     let next_epoch = *epoch_number + 1;
                     self.stage(generation, at, Served::End);
@@ -428,7 +432,7 @@ impl Group {
                         Err(e) => self.stage(
                             generation,
                             Position::start_of(next_epoch),
-                            Served::Failed(e.to_string()),
+                            Served::Failed(Failure::of(&e)),
                         ),
                     }
                 }

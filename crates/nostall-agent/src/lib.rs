@@ -49,7 +49,7 @@ pub use place::{default_socket, private_dir};
 pub use server::{Agent, AgentConfig, AgentStats};
 #[doc(hidden)]
 pub use wire::parse_for_fuzzing;
-pub use wire::{MAX_BATCH, PROTOCOL};
+pub use wire::{SampleFailure, MAX_BATCH, PROTOCOL};
 
 #[cfg(test)]
 mod tests;

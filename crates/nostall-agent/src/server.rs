@@ -12,7 +12,7 @@ use nostall::{Batch, Epoch, Loader, Position};
 
 use crate::group::{Group, GroupStats, Limits, Served};
 use crate::socket::{Channel, Listener, RecvError, MAX_MESSAGE};
-use crate::wire::{BatchHeader, Reply, Request, MAX_BATCH, PROTOCOL};
+use crate::wire::{BatchHeader, Failure, Reply, Request, MAX_BATCH, PROTOCOL};
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -197,13 +197,7 @@ impl Agent {
     fn refuse(&self, channel: &Channel, why: &str) {
         self.refused.fetch_add(1, Ordering::Relaxed);
         eprintln!("nostall agent: refused a connection: {why}");
-        let _ = channel.send(
-            &Reply::Failed {
-                message: why.to_string(),
-            }
-            .encode(),
-            None,
-        );
+        let _ = channel.send(&Reply::Failed(Failure::text(why)).encode(), None);
     }
 
     fn admit(self: &Arc<Agent>, channel: Channel) {
@@ -280,7 +274,7 @@ impl Agent {
         let name = match self.join(member, &location, &settings, &group_name) {
             Ok(name) => name,
             Err(message) => {
-                let _ = channel.send(&Reply::Failed { message }.encode(), None);
+                let _ = channel.send(&Reply::Failed(Failure::text(message)).encode(), None);
                 return;
             }
         };
@@ -522,13 +516,11 @@ impl<'a> Session<'a> {
     fn next(&mut self, at: Position) -> Result<(Reply, Option<Arc<Batch>>), String> {
         if self.held.len() >= self.agent.config.max_held {
             return Ok((
-                Reply::Failed {
-                    message: format!(
-                        "this job holds {} batches of the agent: free the tensors of \
-                         batches it is done with",
-                        self.held.len()
-                    ),
-                },
+                Reply::Failed(Failure::text(format!(
+                    "this job holds {} batches of the agent: free the tensors of batches \
+                     it is done with",
+                    self.held.len()
+                ))),
                 None,
             ));
         }
@@ -566,7 +558,7 @@ impl<'a> Session<'a> {
                 (Reply::Batch(header), first.then_some(batch))
             }
             (Served::End, _) => (Reply::End { epoch: at.epoch }, None),
-            (Served::Failed(message), _) => (Reply::Failed { message }, None),
+            (Served::Failed(failure), _) => (Reply::Failed(failure), None),
             (Served::Private, _) => unreachable!("private streams serve batches"),
         })
     }
@@ -586,8 +578,8 @@ impl<'a> Session<'a> {
                         epoch: None,
                     })
                 }
-                Some(Err(e)) => return (Served::Failed(e.to_string()), false),
-                None => return (Served::Failed("the group is gone".into()), false),
+                Some(Err(e)) => return (Served::Failed(Failure::of(&e)), false),
+                None => return (Served::Failed(Failure::text("the group is gone")), false),
             }
         }
         let private = self.private.as_mut().expect("made above");
@@ -596,7 +588,7 @@ impl<'a> Session<'a> {
             private.epoch = None;
             match private.loader.resume(at) {
                 Ok(epoch) => private.epoch = Some((at, epoch)),
-                Err(e) => return (Served::Failed(e.to_string()), false),
+                Err(e) => return (Served::Failed(Failure::of(&e)), false),
             }
         }
         let (position, epoch) = private.epoch.as_mut().expect("started above");
@@ -607,7 +599,7 @@ impl<'a> Session<'a> {
             }
             Some(Err(e)) => {
                 private.epoch = None;
-                (Served::Failed(e.to_string()), false)
+                (Served::Failed(Failure::of(&e)), false)
             }
             None => {
                 private.epoch = None;

@@ -256,6 +256,87 @@ fn a_late_job_reads_its_first_epoch_alone_and_joins_the_group_at_the_next() {
 }
 
 #[test]
+fn a_bad_sample_fails_every_member_at_the_same_batch_naming_it_and_skip_serves_them_alike() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let broken = std::path::Path::new(&f.photos).join("flowers/zz-broken.jpg");
+    let mut bytes = std::fs::read(
+        std::path::Path::new(&f.photos)
+            .join("flowers")
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+    )
+    .unwrap();
+    bytes.truncate(bytes.len() / 3); // a JPEG cut short: corrupt
+    bytes[200..400].fill(0xAB);
+    std::fs::write(&broken, bytes).unwrap();
+    let (mut a, mut b) = (f.attach(4, "").unwrap(), f.attach(4, "").unwrap());
+    let read_until_error = |client: &mut Client| {
+        let (mut at, mut batches) = (Position::start_of(0), 0);
+        loop {
+            match client.next(at) {
+                Ok(Some(batch)) => {
+                    at = batch.position();
+                    batches += 1;
+                }
+                Ok(None) => panic!("the epoch ended without the bad sample"),
+                Err(AgentError::Sample { sample, .. }) => return (batches, sample),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    let (in_a, in_b) = std::thread::scope(|scope| {
+        let ha = scope.spawn(|| read_until_error(&mut a));
+        let hb = scope.spawn(|| read_until_error(&mut b));
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    assert_eq!(in_a, in_b);
+    assert!(in_a.1.location.ends_with("zz-broken.jpg"), "{:?}", in_a.1);
+    // The stream starts over where a member moves on: the next epoch, for both.
+    let next = Position::start_of(1);
+    let first_a = a.next(next);
+    let first_b = b.next(next);
+    assert!(matches!(
+        (&first_a, &first_b),
+        (Ok(Some(_)), Ok(Some(_))) | (Err(_), Err(_))
+    ));
+
+    // Skipping: both get what a loader of their own gives, the bad sample left out.
+    let skip = |seed: u64| {
+        let mut s = settings(seed);
+        s.push(("on_error".into(), "skip".into()));
+        s
+    };
+    let attach = || {
+        Client::attach_within(Duration::from_secs(30), &f.socket, &f.photos, &skip(4), "").unwrap()
+    };
+    let (mut c, mut d) = (attach(), attach());
+    let mut builder = LoaderBuilder::new(&f.photos);
+    for (k, v) in skip(4) {
+        builder.set(&k, &v).unwrap();
+    }
+    let (own, _) = builder.open().unwrap();
+    let expected: Vec<_> = own
+        .epoch(0)
+        .unwrap()
+        .map(|b| {
+            let b = b.unwrap();
+            (b.ids().to_vec(), b.labels().to_vec(), b.data().to_vec())
+        })
+        .collect();
+    let (rc, rd) = std::thread::scope(|scope| {
+        let hc = scope.spawn(|| read_epoch(&mut c, Position::start_of(0), None).0);
+        let hd = scope.spawn(|| read_epoch(&mut d, Position::start_of(0), None).0);
+        (hc.join().unwrap(), hd.join().unwrap())
+    });
+    assert_eq!(strip(&rc), expected);
+    assert_eq!(strip(&rd), expected);
+}
+
+#[test]
 fn malformed_and_oversized_requests_are_refused_and_the_agent_serves_on() {
     let f = Fixture::new(2, Duration::from_secs(60));
     let mut ok = f.attach(1, "").unwrap();
@@ -263,7 +344,7 @@ fn malformed_and_oversized_requests_are_refused_and_the_agent_serves_on() {
     let refused = |channel: &Channel, buf: &mut [u8]| -> String {
         match channel.recv(buf) {
             Ok(r) => match Reply::decode(&buf[..r.len]).unwrap() {
-                Reply::Failed { message } => message,
+                Reply::Failed(failure) => failure.message,
                 other => panic!("expected a refusal, got {other:?}"),
             },
             Err(e) => panic!("expected a refusal, got {e:?}"),

@@ -70,8 +70,56 @@ pub(crate) enum Reply {
     Batch(BatchHeader),
     /// The epoch has no more batches.
     End { epoch: u64 },
-    /// The request failed; the text says why and what to do.
-    Failed { message: String },
+    /// The request failed.
+    Failed(Failure),
+}
+
+/// Why a request failed: the text says why and what to do; a bad sample is named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) sample: Option<SampleFailure>,
+}
+
+/// A sample that could not be read or prepared, as the loader names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SampleFailure {
+    /// The sample's id in the catalog.
+    pub sample_id: u64,
+    /// Where its bytes live (a path).
+    pub location: String,
+    /// The cause's stable name (`"corrupt"`, `"missing"`, ...).
+    pub cause: String,
+    /// The cause in words.
+    pub detail: String,
+}
+
+impl Failure {
+    /// A failure in words only.
+    pub(crate) fn text(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            sample: None,
+        }
+    }
+
+    /// The loader's error, with the sample it names.
+    pub(crate) fn of(err: &nostall::Error) -> Failure {
+        let sample = match err {
+            nostall::Error::Sample(e) => Some(SampleFailure {
+                sample_id: e.id,
+                location: e.location.clone(),
+                cause: e.cause.kind().to_string(),
+                detail: e.cause.to_string(),
+            }),
+            _ => None,
+        };
+        Failure {
+            message: err.to_string(),
+            sample,
+        }
+    }
 }
 
 /// Where a batch is and what it holds.
@@ -306,8 +354,17 @@ impl Reply {
             Reply::End { epoch } => {
                 w.u8(END).u64(*epoch);
             }
-            Reply::Failed { message } => {
-                w.u8(FAILED).text(message);
+            Reply::Failed(failure) => {
+                w.u8(FAILED).text(&failure.message);
+                match &failure.sample {
+                    None => {
+                        w.u8(0);
+                    }
+                    Some(f) => {
+                        w.u8(1).u64(f.sample_id).text(&f.location);
+                        w.text(&f.cause).text(&f.detail);
+                    }
+                }
             }
         }
         w.0
@@ -385,9 +442,19 @@ impl Reply {
             END => Reply::End {
                 epoch: r.u64("the epoch")?,
             },
-            FAILED => Reply::Failed {
-                message: r.text("the message")?,
-            },
+            FAILED => {
+                let message = r.text("the message")?;
+                let sample = match r.u8("the sample flag")? {
+                    0 => None,
+                    _ => Some(SampleFailure {
+                        sample_id: r.u64("the sample's id")?,
+                        location: r.text("the sample's location")?,
+                        cause: r.text("the cause")?,
+                        detail: r.text("the detail")?,
+                    }),
+                };
+                Reply::Failed(Failure { message, sample })
+            }
             tag => return Err(Malformed(format!("unknown reply {tag}"))),
         };
         r.end()?;
@@ -470,9 +537,16 @@ mod tests {
                 },
             }),
             Reply::End { epoch: 4 },
-            Reply::Failed {
-                message: "no".into(),
-            },
+            Reply::Failed(Failure::text("no")),
+            Reply::Failed(Failure {
+                message: "bad".into(),
+                sample: Some(SampleFailure {
+                    sample_id: 3,
+                    location: "/d/a.jpg".into(),
+                    cause: "corrupt".into(),
+                    detail: "not a JPEG".into(),
+                }),
+            }),
         ];
         for r in replies {
             assert_eq!(Reply::decode(&r.encode()).unwrap(), r);
