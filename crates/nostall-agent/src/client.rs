@@ -54,7 +54,7 @@ impl fmt::Display for AgentError {
 impl std::error::Error for AgentError {}
 
 /// What the agent said when the job attached.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Attached {
     /// The group's name.
@@ -152,27 +152,8 @@ impl Client {
         // Making a new group opens the dataset (its index: seconds for a large one).
         let deadline = std::time::Instant::now() + WELCOME_PATIENCE;
         match client.receive(&mut || std::time::Instant::now() < deadline)? {
-            (
-                Reply::Welcome {
-                    group,
-                    members,
-                    batches_per_epoch,
-                    dataset_len,
-                    sample_shape,
-                    dtype,
-                    classes,
-                },
-                None,
-            ) => {
-                client.attached = Attached {
-                    group,
-                    members,
-                    batches_per_epoch,
-                    dataset_len,
-                    sample_shape: sample_shape.iter().map(|d| *d as usize).collect(),
-                    dtype,
-                    classes,
-                };
+            (Reply::Welcome(attached), None) => {
+                client.attached = attached;
                 Ok(client)
             }
             (Reply::Failed(failure), _) => Err(AgentError::Refused(failure.message)),

@@ -453,15 +453,15 @@ impl<'a> Session<'a> {
     fn welcome(&self) -> Reply {
         let loader = self.group.loader();
         let layout = loader.config().pipeline.layout();
-        Reply::Welcome {
+        Reply::Welcome(crate::Attached {
             group: self.name.clone(),
             members: self.group.stats(None).members as u32,
             batches_per_epoch: loader.batches_per_epoch() as u64,
             dataset_len: loader.catalog().len() as u64,
-            sample_shape: layout.shape().iter().map(|d| *d as u64).collect(),
+            sample_shape: layout.shape().to_vec(),
             dtype: layout.dtype().to_string(),
             classes: loader.catalog().classes().to_vec(),
-        }
+        })
     }
 
     fn serve(&mut self, channel: &Channel, buf: &mut [u8]) {

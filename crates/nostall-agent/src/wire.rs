@@ -50,21 +50,8 @@ pub(crate) enum Request {
 /// The agent's answers.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
-    /// The job is attached.
-    Welcome {
-        /// The group's name (the one given, or the stream's digest).
-        group: String,
-        /// Jobs in the group, this one included.
-        members: u32,
-        batches_per_epoch: u64,
-        dataset_len: u64,
-        /// The shape of one sample.
-        sample_shape: Vec<u64>,
-        /// The element type's name (`float32`, `uint8`).
-        dtype: String,
-        /// Class names, in label order.
-        classes: Vec<String>,
-    },
+    /// The job is attached: its group and what it reads.
+    Welcome(crate::Attached),
     /// A batch, in the shared buffer named by `buffer` (its memfd comes with the message
     /// the first time this job is sent that buffer).
     Batch(BatchHeader),
@@ -235,6 +222,17 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads a whole message with `read`: bytes left over are malformed too.
+fn read_whole<T>(
+    bytes: &[u8],
+    read: impl FnOnce(&mut Reader<'_>) -> Result<T, Malformed>,
+) -> Result<T, Malformed> {
+    let mut r = Reader { bytes };
+    let value = read(&mut r)?;
+    r.end()?;
+    Ok(value)
+}
+
 impl Request {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
@@ -266,8 +264,11 @@ impl Request {
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Request, Malformed> {
-        let mut r = Reader { bytes };
-        let request = match r.u8("the tag")? {
+        read_whole(bytes, Self::read)
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Request, Malformed> {
+        Ok(match r.u8("the tag")? {
             HELLO => {
                 let protocol = r.u32("the protocol")?;
                 let location = r.text("the location")?;
@@ -293,9 +294,7 @@ impl Request {
                 ticket: r.u64("the ticket")?,
             },
             tag => return Err(Malformed(format!("unknown request {tag}"))),
-        };
-        r.end()?;
-        Ok(request)
+        })
     }
 }
 
@@ -303,25 +302,18 @@ impl Reply {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         match self {
-            Reply::Welcome {
-                group,
-                members,
-                batches_per_epoch,
-                dataset_len,
-                sample_shape,
-                dtype,
-                classes,
-            } => {
-                w.u8(WELCOME).text(group).u32(*members);
-                w.u64(*batches_per_epoch).u64(*dataset_len);
-                w.u32(sample_shape.len() as u32);
-                for d in sample_shape {
-                    w.u64(*d);
+            Reply::Welcome(a) => {
+                w.u8(WELCOME).text(&a.group).u32(a.members);
+                w.u64(a.batches_per_epoch).u64(a.dataset_len);
+                w.u32(a.sample_shape.len() as u32);
+                for d in &a.sample_shape {
+                    w.u64(*d as u64);
                 }
-                w.text(dtype);
+                w.text(&a.dtype);
                 // Only as many class names as fit a message; the rest are left out.
                 let mut budget = crate::socket::MAX_MESSAGE / 2;
-                let kept: Vec<&String> = classes
+                let kept: Vec<&String> = a
+                    .classes
                     .iter()
                     .take_while(|c| {
                         budget = budget.saturating_sub(c.len() + 4);
@@ -371,8 +363,11 @@ impl Reply {
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Reply, Malformed> {
-        let mut r = Reader { bytes };
-        let reply = match r.u8("the tag")? {
+        read_whole(bytes, Self::read)
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Reply, Malformed> {
+        Ok(match r.u8("the tag")? {
             WELCOME => {
                 let group = r.text("the group")?;
                 let members = r.u32("the members")?;
@@ -380,14 +375,14 @@ impl Reply {
                 let dataset_len = r.u64("the dataset's length")?;
                 let dims = r.count("the shape", 8)?;
                 let sample_shape = (0..dims)
-                    .map(|_| r.u64("a dimension"))
+                    .map(|_| r.u64("a dimension").map(|d| d as usize))
                     .collect::<Result<_, _>>()?;
                 let dtype = r.text("the dtype")?;
                 let n = r.count("the classes", crate::socket::MAX_MESSAGE)?;
                 let classes = (0..n)
                     .map(|_| r.text("a class"))
                     .collect::<Result<_, _>>()?;
-                Reply::Welcome {
+                Reply::Welcome(crate::Attached {
                     group,
                     members,
                     batches_per_epoch,
@@ -395,7 +390,7 @@ impl Reply {
                     sample_shape,
                     dtype,
                     classes,
-                }
+                })
             }
             BATCH => {
                 let ticket = r.u64("the ticket")?;
@@ -456,9 +451,7 @@ impl Reply {
                 Reply::Failed(Failure { message, sample })
             }
             tag => return Err(Malformed(format!("unknown reply {tag}"))),
-        };
-        r.end()?;
-        Ok(reply)
+        })
     }
 }
 
@@ -507,7 +500,7 @@ mod tests {
             assert_eq!(Request::decode(&r.encode()).unwrap(), r);
         }
         let replies = [
-            Reply::Welcome {
+            Reply::Welcome(crate::Attached {
                 group: "g".into(),
                 members: 2,
                 batches_per_epoch: 10,
@@ -515,7 +508,7 @@ mod tests {
                 sample_shape: vec![3, 224, 224],
                 dtype: "float32".into(),
                 classes: vec!["cat".into(), "dog".into()],
-            },
+            }),
             Reply::Batch(BatchHeader {
                 ticket: 1,
                 buffer: 2,
