@@ -300,7 +300,18 @@ impl Agent {
         for (name, value) in settings {
             builder.set(name, value).map_err(|e| e.to_string())?;
         }
-        builder.config_mut().arena = Arena::Shared;
+        let counted = settings
+            .iter()
+            .any(|(name, value)| name == "threads" && value.trim().parse::<usize>().is_ok());
+        let config = builder.config_mut();
+        config.arena = Arena::Shared;
+        // The agent prepares for every job of the node: all the cores it may use, unless
+        // a job counted them, whatever the launcher's variables it inherited from the job
+        // that started it say (it is not one of a job's ranks).
+        config.balance_ranks = false;
+        if !counted {
+            config.prep_threads = nostall::pipeline::usable_cores();
+        }
         let config = builder.config().map_err(|e| e.to_string())?;
         if config.plan.batch_size > MAX_BATCH {
             return Err(format!(
