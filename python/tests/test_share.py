@@ -195,3 +195,20 @@ def test_a_bad_sample_raises_the_same_sample_error_as_the_jobs_own_loader(photos
     own = first_error()
     assert own[1].endswith("zz-broken.jpg")
     assert first_error(share="auto") == own
+
+
+def test_a_shared_loader_resumes_mid_epoch_exactly(photos, agent):
+    expected = [ids for ids, _, _ in own(photos, 0)]
+    first = nostall.Loader(photos, share="auto", **SETTINGS)
+    it = iter(first)
+    seen = []
+    for _ in range(3):
+        next(it)
+        seen.append(first.last_ids)
+    state = first.state_dict()
+    assert (state["epoch"], state["batch"]) == (0, 3)
+    del it, first
+    again = nostall.Loader(photos, share="auto", **SETTINGS)
+    again.load_state_dict(state)
+    seen.extend(again.last_ids for _ in again)
+    assert seen == expected
