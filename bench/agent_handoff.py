@@ -95,9 +95,27 @@ def main():
                         del batch
                     del it, loader
                     handoff[(output, share)] = statistics.median(times) * 1e6
+            # The hand-off proper: a batch already in memory becoming a torch tensor.
+            import torch
+            for share in ("auto", None):
+                loader = nostall.Loader(args.data, batch_size=args.batch, share=share,
+                                        output="dlpack")
+                it = iter(loader)
+                times = []
+                for _ in range(args.handoff_batches):
+                    images, labels = next(it)
+                    t = time.perf_counter()
+                    tensor = torch.from_dlpack(images)
+                    times.append(time.perf_counter() - t)
+                    del tensor, images, labels
+                del it, loader
+                handoff[("from_dlpack", share)] = statistics.median(times) * 1e6
         finally:
             agent.terminate()
             agent.wait(timeout=30)
+    print(f"a batch's images into a torch tensor (torch.from_dlpack), medians: from the "
+          f"agent's shared memory {handoff[('from_dlpack', 'auto')]:.1f} us, from the job's "
+          f"own loader {handoff[('from_dlpack', None)]:.1f} us")
     for output in ("dlpack", "torch"):
         print(f"next() with output={output!r}, batch ready: through the agent "
               f"{handoff[(output, 'auto')]:.0f} us, own loader {handoff[(output, None)]:.0f} us "
