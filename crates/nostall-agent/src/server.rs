@@ -82,7 +82,7 @@ pub struct AgentStats {
 
 /// A running agent (see [`Agent::serve`]).
 pub struct Agent {
-    config: AgentConfig,
+    pub(crate) config: AgentConfig,
     groups: Groups,
     clients: AtomicUsize,
     next_member: AtomicU64,

@@ -337,6 +337,39 @@ fn a_bad_sample_fails_every_member_at_the_same_batch_naming_it_and_skip_serves_t
 }
 
 #[test]
+fn a_job_holding_too_many_batches_is_told_to_free_them_and_then_served_again() {
+    let f = Fixture::with(2, Duration::from_secs(60), |agent| {
+        agent.config.max_held = 3
+    });
+    let mut client = f.attach(2, "").unwrap();
+    let mut held = Vec::new();
+    let mut at = Position::start_of(0);
+    for _ in 0..3 {
+        let batch = client.next(at).unwrap().unwrap();
+        at = batch.position();
+        held.push(batch);
+    }
+    match client.next(at) {
+        Err(AgentError::Refused(m)) => assert!(m.contains("free the tensors"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    drop(held); // released
+    let batch = client.next(at).unwrap().unwrap();
+    assert_eq!(batch.ids(), &f.expected(2, 0)[3].0[..]);
+}
+
+#[test]
+fn a_batch_larger_than_a_message_can_describe_is_refused_at_attach() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let mut settings = settings(1);
+    settings.push(("batch_size".into(), (crate::MAX_BATCH + 1).to_string()));
+    match Client::attach_within(Duration::from_secs(30), &f.socket, &f.photos, &settings, "") {
+        Err(AgentError::Refused(m)) => assert!(m.contains(&crate::MAX_BATCH.to_string()), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
 fn malformed_and_oversized_requests_are_refused_and_the_agent_serves_on() {
     let f = Fixture::new(2, Duration::from_secs(60));
     let mut ok = f.attach(1, "").unwrap();
