@@ -55,7 +55,9 @@ struct Staged {
 #[derive(Debug)]
 struct Member {
     /// The next position it is owed.
-    cursor: Key,
+    /// `None` for a member that joined before the stream started: owed nothing until
+    /// it starts.
+    cursor: Option<Key>,
     /// When it last asked for anything (its lease runs from here).
     seen: Instant,
 }
@@ -120,10 +122,6 @@ impl std::fmt::Debug for Group {
             .finish_non_exhaustive()
     }
 }
-
-/// The cursor of a member that joined before the stream started: owed nothing until it
-/// starts.
-const NOT_READING: Key = (u64::MAX, u64::MAX);
 
 /// How often a waiting producer looks at the leases.
 const LEASE_CHECK: Duration = Duration::from_millis(50);
@@ -190,15 +188,17 @@ impl Group {
         );
     }
 
-    fn entry_point(s: &State) -> Key {
+    fn entry_point(s: &State) -> Option<Key> {
         if let Some(start) = s.staged.iter().find(|st| st.key.1 == 0) {
-            return start.key;
+            return Some(start.key);
         }
-        match s.next {
-            Some(n) if n.batch == 0 => key(n),
-            Some(n) => (n.epoch + 1, 0),
-            None => NOT_READING,
-        }
+        s.next.map(|n| {
+            if n.batch == 0 {
+                key(n)
+            } else {
+                (n.epoch.saturating_add(1), 0)
+            }
+        })
     }
 
     /// The member left (its connection closed): it is owed nothing more. Returns
@@ -240,7 +240,7 @@ impl Group {
             s.members.insert(
                 member,
                 Member {
-                    cursor: NOT_READING,
+                    cursor: None,
                     seen: Instant::now(),
                 },
             );
@@ -250,12 +250,12 @@ impl Group {
         };
         m.seen = Instant::now();
         let cursor = m.cursor;
-        if cursor != wanted {
+        if cursor != Some(wanted) {
             if !Self::joinable(&s, wanted) {
                 let others_reading = s
                     .members
                     .iter()
-                    .any(|(id, m)| *id != member && m.cursor != NOT_READING);
+                    .any(|(id, m)| *id != member && m.cursor.is_some());
                 // A stream that failed serves nobody: it starts over where the first
                 // member to move on asks (the others follow it there).
                 if !others_reading || s.halted {
@@ -264,8 +264,8 @@ impl Group {
                     // Their lease runs from now: the stream did not exist before.
                     let now = Instant::now();
                     for m in s.members.values_mut() {
-                        if m.cursor == NOT_READING {
-                            m.cursor = wanted;
+                        if m.cursor.is_none() {
+                            m.cursor = Some(wanted);
                             m.seen = now;
                         }
                     }
@@ -273,16 +273,16 @@ impl Group {
                     s.restart = Some(at);
                     s.next = Some(at);
                     s.halted = false;
-                    s.generation += 1;
+                    s.generation = s.generation.wrapping_add(1);
                 } else {
                     // Private for the rest of this epoch, owed the next one's start.
                     let m = s.members.get_mut(&member).expect("member present");
-                    m.cursor = (at.epoch + 1, 0);
+                    m.cursor = Some((at.epoch.saturating_add(1), 0));
                     self.changed.notify_all();
                     return Served::Private;
                 }
             }
-            s.members.get_mut(&member).expect("member present").cursor = wanted;
+            s.members.get_mut(&member).expect("member present").cursor = Some(wanted);
         }
         self.changed.notify_all();
         loop {
@@ -296,10 +296,10 @@ impl Group {
                 // member's process until it releases it (its session holds it).
                 let after = match &item {
                     Served::Batch(batch) => key(batch.position()),
-                    Served::End => (wanted.0 + 1, 0),
+                    Served::End => (wanted.0.saturating_add(1), 0),
                     Served::Failed(_) | Served::Private => wanted,
                 };
-                s.members.get_mut(&member).expect("member present").cursor = after;
+                s.members.get_mut(&member).expect("member present").cursor = Some(after);
                 if matches!(item, Served::Batch(_)) {
                     s.delivered += 1;
                 }
@@ -311,7 +311,7 @@ impl Group {
             if behind || s.stopped {
                 // Freed already (cannot happen to a member in step): read it privately.
                 let m = s.members.get_mut(&member).expect("member present");
-                m.cursor = (at.epoch + 1, 0);
+                m.cursor = Some((at.epoch.saturating_add(1), 0));
                 self.changed.notify_all();
                 return Served::Private;
             }
@@ -333,7 +333,7 @@ impl Group {
             return true;
         }
         match s.next {
-            Some(next) => wanted == key(next) || wanted == (next.epoch + 1, 0),
+            Some(next) => wanted == key(next) || wanted == (next.epoch.saturating_add(1), 0),
             None => false,
         }
     }
@@ -347,7 +347,9 @@ impl Group {
                 let late: Vec<u64> = s
                     .members
                     .iter()
-                    .filter(|(_, m)| m.cursor <= oldest && now - m.seen > self.limits.lease)
+                    .filter(|(_, m)| {
+                        m.cursor.is_some_and(|c| c <= oldest) && now - m.seen > self.limits.lease
+                    })
                     .map(|(id, _)| *id)
                     .collect();
                 for id in late {
@@ -365,7 +367,10 @@ impl Group {
             }
         }
         while let Some(front) = s.staged.front() {
-            if s.members.values().any(|m| m.cursor <= front.key) {
+            if s.members
+                .values()
+                .any(|m| m.cursor.is_some_and(|c| c <= front.key))
+            {
                 break;
             }
             s.staged.pop_front();
@@ -423,7 +428,8 @@ impl Group {
                 }
                 Some(Err(e)) => self.stage(generation, at, Served::Failed(Failure::of(&e))),
                 None => {
-                    let next_epoch = *epoch_number + 1;
+                    // A job may ask for any epoch: the last one has no next.
+                    let next_epoch = epoch_number.saturating_add(1);
                     self.stage(generation, at, Served::End);
                     self.advance(generation, Position::start_of(next_epoch));
                     drop(running.take());

@@ -225,7 +225,14 @@ impl Agent {
         let spawned = std::thread::Builder::new()
             .name("nostall-agent-client".into())
             .spawn(move || {
-                agent.converse(&channel);
+                // A bug met while serving one job ends that job's connection only (its
+                // membership is given back as the stack unwinds); the agent serves on.
+                let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    agent.converse(&channel)
+                }));
+                if served.is_err() {
+                    eprintln!("nostall agent: serving a job failed (a bug): its connection ends");
+                }
                 agent.clients.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
@@ -279,13 +286,18 @@ impl Agent {
             }
         };
         let _ = channel.set_timeouts(self.config.lease, None);
+        let membership = Membership {
+            agent: self,
+            name: &name,
+            member,
+        };
         let mut session = Session::new(self, &name, member);
         let welcome = session.welcome();
         if channel.send(&welcome.encode(), None).is_ok() {
             session.serve(channel, &mut buf);
         }
         drop(session);
-        self.part(&name, member);
+        drop(membership);
     }
 
     /// Attaches `member` to the group for its stream, making the group if needed.
@@ -404,6 +416,19 @@ fn digest(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// A job's place in a group, given back when dropped: also when serving it panicked.
+struct Membership<'a> {
+    agent: &'a Agent,
+    name: &'a str,
+    member: u64,
+}
+
+impl Drop for Membership<'_> {
+    fn drop(&mut self) {
+        self.agent.part(self.name, self.member);
+    }
 }
 
 /// What a stream is, in words: jobs with the same text read the same batches.

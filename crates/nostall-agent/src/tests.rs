@@ -370,6 +370,39 @@ fn a_batch_larger_than_a_message_can_describe_is_refused_at_attach() {
 }
 
 #[test]
+fn absurd_positions_are_refused_and_the_agent_serves_on() {
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let mut odd = f.attach(1, "").unwrap();
+    for at in [
+        Position {
+            epoch: u64::MAX,
+            batch: u64::MAX,
+            sample: u64::MAX,
+        },
+        Position {
+            epoch: 0,
+            batch: 10_000,
+            sample: 3,
+        },
+        Position {
+            epoch: u64::MAX,
+            batch: 0,
+            sample: 0,
+        },
+    ] {
+        // Refused, or (an epoch that exists) served exactly: never a hang or a crash.
+        match odd.next(at) {
+            Err(AgentError::Refused(m)) => assert!(!m.is_empty()),
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut other = f.attach(2, "").unwrap();
+    let (read, _) = read_epoch(&mut other, Position::start_of(0), None);
+    assert_eq!(strip(&read), f.expected(2, 0));
+}
+
+#[test]
 fn malformed_and_oversized_requests_are_refused_and_the_agent_serves_on() {
     let f = Fixture::new(2, Duration::from_secs(60));
     let mut ok = f.attach(1, "").unwrap();

@@ -191,7 +191,10 @@ impl Shared {
             return; // the loader is gone
         };
         let (config, len) = (&self.parts.config, self.parts.catalog.len());
-        let epoch = self.from.epoch + 1;
+        // The last epoch a position can name has no next one.
+        let Some(epoch) = self.from.epoch.checked_add(1) else {
+            return;
+        };
         // A plan that cannot be made is reported when the consumer asks for the epoch.
         let Ok(plan) = EpochPlan::resumed(&config.plan, config.locality.as_ref(), len, epoch, &[])
         else {
@@ -235,14 +238,16 @@ impl Running {
         let in_flight = parts.totals.reads_in_flight.load(Ordering::Relaxed) as usize;
         let cache = parts.source.cache();
         if cache.looks_ahead() {
-            let epoch = position.epoch + 1;
-            let next = EpochPlan::resumed(
-                &config.plan,
-                config.locality.as_ref(),
-                catalog.len(),
-                epoch,
-                &[],
-            );
+            let next = position.epoch.checked_add(1).and_then(|epoch| {
+                EpochPlan::resumed(
+                    &config.plan,
+                    config.locality.as_ref(),
+                    catalog.len(),
+                    epoch,
+                    &[],
+                )
+                .ok()
+            });
             cache.begin_epoch(
                 position.epoch,
                 next.as_ref().map_or(&[], EpochPlan::samples),
