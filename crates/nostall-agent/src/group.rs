@@ -256,12 +256,11 @@ impl Group {
                     .members
                     .iter()
                     .any(|(id, m)| *id != member && m.cursor.is_some());
-                // A stream that failed serves nobody: it starts over where the first
-                // member to move on asks (the others follow it there).
+                // Alone, the stream goes where its only reader goes; a stream that
+                // failed serves nobody, so it starts over where the first member to move
+                // on asks (the others follow it there). Members waiting for the stream
+                // to start are owed its start, their lease running from now.
                 if !others_reading || s.halted {
-                    // Alone: the stream goes where its only reader goes, and the members
-                    // waiting for it to start are owed its start.
-                    // Their lease runs from now: the stream did not exist before.
                     let now = Instant::now();
                     for m in s.members.values_mut() {
                         if m.cursor.is_none() {
