@@ -16,7 +16,6 @@ Usage: .venv-test/bin/python bench/agent_handoff.py [--epochs 20] [--step-ms 20]
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,8 +67,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         socket = os.path.join(tmp, "run", "agent.sock")
         os.environ["NOSTALL_AGENT_SOCKET"] = socket
-        agent = subprocess.Popen([sys.executable, "-m", "nostall.agent", "--socket", socket,
-                                  "--idle", "600"], stderr=subprocess.DEVNULL)
+        import nostall.agent
+        agent = nostall.agent.start(socket, idle=600)
         try:
             shared = nostall.Loader(args.data, batch_size=args.batch, share="auto")
             rss = []

@@ -91,8 +91,8 @@ def run(args, mode, socket):
     env = dict(os.environ, NOSTALL_AGENT_SOCKET=socket)
     agent = None
     if mode == "shared":
-        agent = subprocess.Popen([sys.executable, "-m", "nostall.agent", "--socket", socket,
-                                  "--idle", "600"], env=env, stderr=subprocess.DEVNULL)
+        import nostall.agent
+        agent = nostall.agent.start(socket, idle=600)
     share = "auto" if mode == "shared" else "off"
     jobs = [subprocess.Popen([sys.executable, "-c", JOB, args.data, args.pipeline,
                               str(args.batch), str(args.epochs), str(args.step_ms), share,

@@ -40,6 +40,7 @@ __all__ = [
     "imagenet_val",
     "demo_photos",
     "_run_agent",
+    "_default_agent_socket",
     "_analyze",
 ]
 
@@ -209,6 +210,9 @@ def _run_agent(
 ) -> bool:
     """Serves as the node agent until idle (``python -m nostall.agent``); False if another
     agent serves the socket."""
+
+def _default_agent_socket() -> str:
+    """Where this user's node agent listens."""
 
 def demo_photos(directory: str | PathLike[str] | None = None) -> str:
     """Writes the built-in demo photographs (ImageFolder, 4 classes) and returns the folder."""

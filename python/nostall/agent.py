@@ -10,9 +10,45 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket as _socket
+import subprocess
 import sys
+import time
 
-from ._nostall import _run_agent
+from ._nostall import _default_agent_socket, _run_agent
+
+
+def start(
+    socket: str | os.PathLike[str] | None = None,
+    *,
+    staging: str = "512MiB",
+    lease: float = 2.0,
+    idle: float = 60.0,
+    patience: float = 30.0,
+) -> subprocess.Popen[bytes]:
+    """Starts an agent process with these settings and returns it once it accepts jobs
+    (a job started before then would start an agent of its own). Stop it with
+    ``terminate()``. Raises ``RuntimeError`` if it exits first (another agent serves the
+    socket, say) or does not listen within ``patience`` seconds."""
+    path = str(socket) if socket is not None else str(_default_agent_socket())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nostall.agent", "--socket", path, "--staging", staging,
+         "--lease", str(lease), "--idle", str(idle)],
+        stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited ({proc.returncode}) before listening at {path}")
+        probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        try:
+            probe.connect(path)
+            return proc
+        except OSError:
+            time.sleep(0.02)
+        finally:
+            probe.close()
+    proc.terminate()
+    raise RuntimeError(f"the agent does not listen at {path} after {patience} s")
 
 
 def main(argv: list[str] | None = None) -> int:

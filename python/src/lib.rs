@@ -939,13 +939,16 @@ impl Loader {
 
     fn __repr__(&self) -> String {
         let c = self.inner.config();
+        let prepared_by = match &self.shared {
+            Some(shared) => format!("shared in the node agent's group {}", shared.group().0),
+            None => format!("{} prep threads", c.prep_threads),
+        };
         format!(
-            "Loader({} samples, batch_size={}, rank {} of {}, {} prep threads, {} batches per epoch)",
+            "Loader({} samples, batch_size={}, rank {} of {}, {prepared_by}, {} batches per epoch)",
             self.inner.catalog().len(),
             c.plan.batch_size,
             self.dist.rank,
             self.dist.world,
-            c.prep_threads,
             self.inner.batches_per_epoch()
         )
     }
@@ -1205,6 +1208,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(imagenet_val, m)?)?;
     m.add_function(wrap_pyfunction!(demo_photos, m)?)?;
     m.add_function(wrap_pyfunction!(shared::_run_agent, m)?)?;
+    m.add_function(wrap_pyfunction!(shared::_default_agent_socket, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
     Ok(())
 }

@@ -277,3 +277,10 @@ pub(crate) fn _run_agent(
     }
     served.map_err(|e| agent_error(py, AgentError::Unreachable(e)))
 }
+
+/// `_default_agent_socket()`: where this user's agent listens (`NOSTALL_AGENT_SOCKET`,
+/// else `$XDG_RUNTIME_DIR/nostall/agent.sock`, else `/tmp/nostall-<uid>/agent.sock`).
+#[pyfunction]
+pub(crate) fn _default_agent_socket() -> PathBuf {
+    nostall_agent::default_socket()
+}

@@ -14,18 +14,16 @@ import pytest
 import torch
 
 import nostall
+import nostall.agent
 
 SETTINGS = dict(batch_size=4, pipeline="train", image_size=64, seed=11, threads=2)
 
 
 def start_agent(tmp_path, monkeypatch, lease):
-    """An agent of its own (2-batch staging), for one test."""
+    """An agent of its own (2-batch staging), for one test, listening when returned."""
     socket = tmp_path / "run" / "agent.sock"
     monkeypatch.setenv("NOSTALL_AGENT_SOCKET", str(socket))
-    return socket, subprocess.Popen(
-        [sys.executable, "-m", "nostall.agent", "--socket", str(socket),
-         "--staging", "1", "--lease", str(lease), "--idle", "600"],
-        stderr=subprocess.DEVNULL)
+    return socket, nostall.agent.start(socket, staging="1", lease=lease, idle=600)
 
 
 @pytest.fixture
@@ -79,6 +77,7 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
         assert b.metrics["shared"]["batches_from_group"] == len(expected)
     shared = a.metrics["shared"]
     assert shared["group"] == b.metrics["shared"]["group"]
+    assert f"group {shared['group']}" in repr(a)
     assert shared["members"] == 2
     # Two epochs made once, each batch delivered to both (the last few deliveries may
     # come after these figures were sent).

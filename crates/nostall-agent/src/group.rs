@@ -357,7 +357,7 @@ impl Group {
                     self.detached_total
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     eprintln!(
-                        "nostall agent: a member held its group up for more than {:?} \
+                        "nostall agent: job {id} held its group up for more than {:?} \
                          without asking for a batch; detached (it goes on alone if it \
                          comes back)",
                         self.limits.lease

@@ -201,8 +201,8 @@ impl Agent {
     }
 
     fn admit(self: &Arc<Agent>, channel: Channel) {
-        match channel.peer() {
-            Ok(peer) if peer.uid == self.uid => {}
+        let pid = match channel.peer() {
+            Ok(peer) if peer.uid == self.uid => peer.pid,
             Ok(peer) => {
                 return self.refuse(
                     &channel,
@@ -213,7 +213,7 @@ impl Agent {
                 )
             }
             Err(e) => return self.refuse(&channel, &format!("no peer credentials: {e}")),
-        }
+        };
         if self.clients.load(Ordering::SeqCst) >= self.config.max_clients {
             return self.refuse(
                 &channel,
@@ -228,7 +228,7 @@ impl Agent {
                 // A bug met while serving one job ends that job's connection only (its
                 // membership is given back as the stack unwinds); the agent serves on.
                 let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    agent.converse(&channel)
+                    agent.converse(&channel, pid)
                 }));
                 if served.is_err() {
                     eprintln!("nostall agent: serving a job failed (a bug): its connection ends");
@@ -241,7 +241,7 @@ impl Agent {
     }
 
     /// One job's connection, from its hello to its leaving.
-    fn converse(&self, channel: &Channel) {
+    fn converse(&self, channel: &Channel, pid: i32) {
         // A job that stops reading cannot block this thread for long.
         if channel
             .set_timeouts(self.config.lease, Some(HELLO_TIMEOUT))
@@ -281,10 +281,12 @@ impl Agent {
         let name = match self.join(member, &location, &settings, &group_name) {
             Ok(name) => name,
             Err(message) => {
+                eprintln!("nostall agent: refused job {member} (pid {pid}): {message}");
                 let _ = channel.send(&Reply::Failed(Failure::text(message)).encode(), None);
                 return;
             }
         };
+        eprintln!("nostall agent: job {member} (pid {pid}) joined group {name}");
         let _ = channel.set_timeouts(self.config.lease, None);
         let membership = Membership {
             agent: self,
@@ -298,6 +300,7 @@ impl Agent {
         }
         drop(session);
         drop(membership);
+        eprintln!("nostall agent: job {member} (pid {pid}) left group {name}");
     }
 
     /// Attaches `member` to the group for its stream, making the group if needed.
