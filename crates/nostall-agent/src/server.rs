@@ -336,7 +336,7 @@ impl Agent {
         }
         let stream = stream_of(location, &config);
         let name = if group_name.is_empty() {
-            format!("{:016x}", digest(&stream))
+            format!("{:016x}", nostall::rng::digest_text(&stream))
         } else {
             group_name.to_string()
         };
@@ -412,13 +412,6 @@ impl Agent {
             .unwrap_or_else(|e| e.into_inner());
         groups.get(name).map(f)
     }
-}
-
-/// FNV-1a of the stream's text: a short name for an unnamed group.
-fn digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// A job's place in a group, given back when dropped: also when serving it panicked.

@@ -20,6 +20,14 @@ pub fn derive(parts: &[u64]) -> u64 {
         .fold(0x6E6F_7374_616C_6C00, |acc, &p| mix64(acc ^ mix64(p)))
 }
 
+/// A stable 64-bit digest of `text` (FNV-1a): the same on every platform and version, for
+/// identities that are saved or compared across processes.
+pub fn digest_text(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// xoshiro256**: a small, fast generator with a 256-bit state.
 #[derive(Debug, Clone)]
 pub struct Rng {

@@ -18,7 +18,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::plan::elastic::Stretch;
 use crate::plan::{Position, Shard};
-use crate::rng::derive;
+use crate::rng::{derive, digest_text};
 
 use super::LoaderConfig;
 
@@ -72,7 +72,7 @@ impl RunIdentity {
         });
         RunIdentity {
             dataset: catalog_digest(catalog),
-            pipeline: text_digest(&config.pipeline.prep().fingerprint()),
+            pipeline: digest_text(&config.pipeline.prep().fingerprint()),
             seed: plan.seed,
             batch_size: plan.batch_size as u64,
             world_size: plan.world as u64,
@@ -185,24 +185,17 @@ impl RunIdentity {
     }
 }
 
-/// FNV-1a: stable across versions and platforms, which std's hashers do not promise.
-fn text_digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 fn catalog_digest(catalog: &Catalog) -> u64 {
     let classes = catalog
         .classes()
         .iter()
         .fold(catalog.len() as u64, |h, class| {
-            derive(&[h, text_digest(class)])
+            derive(&[h, digest_text(class)])
         });
     (0..catalog.len() as u64).fold(classes, |h, id| {
         derive(&[
             h,
-            text_digest(catalog.relative_path(id)),
+            digest_text(catalog.relative_path(id)),
             catalog.size(id),
             catalog.label(id).map_or(u64::MAX, u64::from),
         ])
