@@ -54,7 +54,7 @@ impl fmt::Display for AgentError {
 impl std::error::Error for AgentError {}
 
 /// What the agent said when the job attached.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Attached {
     /// The group's name.
@@ -137,15 +137,7 @@ impl Client {
             channel: Arc::new(channel),
             buf: vec![0u8; MAX_MESSAGE],
             maps: HashMap::new(),
-            attached: Attached {
-                group: String::new(),
-                members: 0,
-                batches_per_epoch: 0,
-                dataset_len: 0,
-                sample_shape: Vec::new(),
-                dtype: String::new(),
-                classes: Vec::new(),
-            },
+            attached: Attached::default(), // until the welcome
             broken: false,
             ahead: None,
         };
@@ -179,8 +171,7 @@ impl Client {
         let deadline = std::time::Instant::now() + patience;
         loop {
             match Client::attach(socket, location, settings, group) {
-                Err(AgentError::Unreachable(e)) if std::time::Instant::now() < deadline => {
-                    let _ = e;
+                Err(AgentError::Unreachable(_)) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 other => return other,

@@ -201,14 +201,12 @@ impl Group {
         })
     }
 
-    /// The member left (its connection closed): it is owed nothing more. Returns
-    /// whether the group has no member left.
-    pub(crate) fn leave(&self, member: u64) -> bool {
+    /// The member left (its connection closed): it is owed nothing more.
+    pub(crate) fn leave(&self, member: u64) {
         let mut s = self.lock();
         s.members.remove(&member);
         s.detached.retain(|m| *m != member);
         self.changed.notify_all();
-        s.members.is_empty()
     }
 
     /// Stops the producer (the group has no members and is being dropped).
@@ -377,7 +375,7 @@ impl Group {
     }
 
     fn produce(&self) {
-        let mut running: Option<(u64, nostall::Epoch)> = None;
+        let mut running: Option<nostall::Epoch> = None;
         loop {
             let (generation, start) = {
                 let mut s = self.lock();
@@ -407,46 +405,44 @@ impl Group {
             if let Some(at) = start {
                 drop(running.take()); // stops its threads, outside the lock
                 match self.loader.resume(at) {
-                    Ok(epoch) => running = Some((at.epoch, epoch)),
-                    Err(e) => self.stage(generation, at, Served::Failed(Failure::of(&e))),
+                    Ok(epoch) => running = Some(epoch),
+                    Err(e) => self.stage(generation, at, Served::Failed(Failure::of(&e)), None),
                 }
                 continue;
             }
-            let Some((epoch_number, epoch)) = running.as_mut() else {
+            let Some(epoch) = running.as_mut() else {
                 // Nothing running: the stream starts at `next`.
-                let at = self.lock().next.expect("checked above");
-                self.lock().restart = Some(at);
+                let mut s = self.lock();
+                s.restart = s.next;
                 continue;
             };
-            let at = self.lock().next.expect("checked above");
+            // Where the batch made now goes: what the epoch delivers next.
+            let at = nostall::Epoch::position(epoch);
             match epoch.next() {
                 Some(Ok(batch)) => {
                     let after = batch.position();
-                    self.stage(generation, at, Served::Batch(Arc::new(batch)));
-                    self.advance(generation, after);
+                    self.stage(generation, at, Served::Batch(Arc::new(batch)), Some(after));
                 }
-                Some(Err(e)) => self.stage(generation, at, Served::Failed(Failure::of(&e))),
+                Some(Err(e)) => self.stage(generation, at, Served::Failed(Failure::of(&e)), None),
                 None => {
                     // A job may ask for any epoch: the last one has no next.
-                    let next_epoch = epoch_number.saturating_add(1);
-                    self.stage(generation, at, Served::End);
-                    self.advance(generation, Position::start_of(next_epoch));
+                    let next = Position::start_of(at.epoch.saturating_add(1));
+                    self.stage(generation, at, Served::End, Some(next));
                     drop(running.take());
-                    match self.loader.epoch(next_epoch) {
-                        Ok(e) => running = Some((next_epoch, e)),
-                        Err(e) => self.stage(
-                            generation,
-                            Position::start_of(next_epoch),
-                            Served::Failed(Failure::of(&e)),
-                        ),
+                    match self.loader.epoch(next.epoch) {
+                        Ok(e) => running = Some(e),
+                        Err(e) => {
+                            self.stage(generation, next, Served::Failed(Failure::of(&e)), None)
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Stages `item` at `at`, unless the stream moved since it was made.
-    fn stage(&self, generation: u64, at: Position, item: Served) {
+    /// Stages `item` at `at` and, if given, moves what the producer makes next to `then`,
+    /// unless the stream moved since the item was made.
+    fn stage(&self, generation: u64, at: Position, item: Served, then: Option<Position>) {
         let mut s = self.lock();
         if s.generation != generation {
             return;
@@ -458,13 +454,9 @@ impl Group {
             s.produced += 1;
         }
         s.staged.push_back(Staged { key: key(at), item });
-        self.changed.notify_all();
-    }
-
-    fn advance(&self, generation: u64, to: Position) {
-        let mut s = self.lock();
-        if s.generation == generation {
-            s.next = Some(to);
+        if then.is_some() {
+            s.next = then;
         }
+        self.changed.notify_all();
     }
 }

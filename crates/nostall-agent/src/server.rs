@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nostall::pipeline::{Arena, LoaderBuilder};
@@ -56,11 +56,7 @@ impl Default for AgentConfig {
     }
 }
 
-/// The groups by name, and what makes their loaders.
-struct Groups {
-    by_name: Mutex<HashMap<String, Entry>>,
-}
-
+/// A group, and what makes private streams for its members.
 struct Entry {
     group: Arc<Group>,
     /// What the group reads: jobs naming the group must read the same.
@@ -83,7 +79,8 @@ pub struct AgentStats {
 /// A running agent (see [`Agent::serve`]).
 pub struct Agent {
     pub(crate) config: AgentConfig,
-    groups: Groups,
+    /// The groups by name.
+    groups: Mutex<HashMap<String, Entry>>,
     clients: AtomicUsize,
     next_member: AtomicU64,
     refused: AtomicU64,
@@ -111,9 +108,7 @@ impl Agent {
     pub fn new(config: AgentConfig) -> Agent {
         Agent {
             config,
-            groups: Groups {
-                by_name: Mutex::new(HashMap::new()),
-            },
+            groups: Mutex::new(HashMap::new()),
             clients: AtomicUsize::new(0),
             next_member: AtomicU64::new(1),
             refused: AtomicU64::new(0),
@@ -121,6 +116,10 @@ impl Agent {
             uid: unsafe { libc::geteuid() },
             stopping: Default::default(),
         }
+    }
+
+    fn groups(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes [`Agent::serve`] return soon, whether jobs are attached or not (their
@@ -131,11 +130,7 @@ impl Agent {
 
     /// The agent's figures now.
     pub fn stats(&self) -> AgentStats {
-        let groups = self
-            .groups
-            .by_name
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let groups = self.groups();
         AgentStats {
             groups: groups
                 .iter()
@@ -340,11 +335,7 @@ impl Agent {
         } else {
             group_name.to_string()
         };
-        let mut groups = self
-            .groups
-            .by_name
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups();
         if let Some(entry) = groups.get_mut(&name) {
             if entry.stream != stream {
                 return Err(format!(
@@ -387,11 +378,7 @@ impl Agent {
     }
 
     fn part(&self, name: &str, member: u64) {
-        let mut groups = self
-            .groups
-            .by_name
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups();
         let Some(entry) = groups.get_mut(name) else {
             return;
         };
@@ -405,11 +392,7 @@ impl Agent {
     }
 
     fn entry<T>(&self, name: &str, f: impl FnOnce(&Entry) -> T) -> Option<T> {
-        let groups = self
-            .groups
-            .by_name
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let groups = self.groups();
         groups.get(name).map(f)
     }
 }
@@ -461,8 +444,8 @@ struct Session<'a> {
 
 /// A member's own stream, for positions the group cannot serve.
 struct Private {
-    loader: Arc<Loader>,
-    epoch: Option<(Position, Epoch)>,
+    loader: Loader,
+    epoch: Option<Epoch>,
 }
 
 impl<'a> Session<'a> {
@@ -606,7 +589,7 @@ impl<'a> Session<'a> {
             match made {
                 Some(Ok(loader)) => {
                     self.private = Some(Private {
-                        loader: Arc::new(loader),
+                        loader,
                         epoch: None,
                     })
                 }
@@ -615,20 +598,17 @@ impl<'a> Session<'a> {
             }
         }
         let private = self.private.as_mut().expect("made above");
-        let in_step = matches!(&private.epoch, Some((p, _)) if *p == at);
+        let in_step = matches!(&private.epoch, Some(epoch) if epoch.position() == at);
         if !in_step {
             private.epoch = None;
             match private.loader.resume(at) {
-                Ok(epoch) => private.epoch = Some((at, epoch)),
+                Ok(epoch) => private.epoch = Some(epoch),
                 Err(e) => return (Served::Failed(Failure::of(&e)), false),
             }
         }
-        let (position, epoch) = private.epoch.as_mut().expect("started above");
+        let epoch = private.epoch.as_mut().expect("started above");
         match epoch.next() {
-            Some(Ok(batch)) => {
-                *position = batch.position();
-                (Served::Batch(Arc::new(batch)), false)
-            }
+            Some(Ok(batch)) => (Served::Batch(Arc::new(batch)), false),
             Some(Err(e)) => {
                 private.epoch = None;
                 (Served::Failed(Failure::of(&e)), false)

@@ -69,20 +69,36 @@ impl Fixture {
     }
 
     fn attach(&self, seed: u64, group: &str) -> Result<Client, AgentError> {
+        self.attach_with(&settings(seed), group)
+    }
+
+    fn attach_with(
+        &self,
+        settings: &[(String, String)],
+        group: &str,
+    ) -> Result<Client, AgentError> {
         Client::attach_within(
             Duration::from_secs(30),
             &self.socket,
             &self.photos,
-            &settings(seed),
+            settings,
             group,
         )
     }
 
     /// What a loader of the job's own gives: per batch, ids, labels and bytes.
     fn expected(&self, seed: u64, epoch: u64) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
+        self.expected_with(&settings(seed), epoch)
+    }
+
+    fn expected_with(
+        &self,
+        settings: &[(String, String)],
+        epoch: u64,
+    ) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
         let mut builder = LoaderBuilder::new(&self.photos);
-        for (k, v) in settings(seed) {
-            builder.set(&k, &v).unwrap();
+        for (k, v) in settings {
+            builder.set(k, v).unwrap();
         }
         let (loader, _) = builder.open().unwrap();
         loader
@@ -305,28 +321,13 @@ fn a_bad_sample_fails_every_member_at_the_same_batch_naming_it_and_skip_serves_t
     ));
 
     // Skipping: both get what a loader of their own gives, the bad sample left out.
-    let skip = |seed: u64| {
-        let mut s = settings(seed);
-        s.push(("on_error".into(), "skip".into()));
-        s
-    };
-    let attach = || {
-        Client::attach_within(Duration::from_secs(30), &f.socket, &f.photos, &skip(4), "").unwrap()
-    };
-    let (mut c, mut d) = (attach(), attach());
-    let mut builder = LoaderBuilder::new(&f.photos);
-    for (k, v) in skip(4) {
-        builder.set(&k, &v).unwrap();
-    }
-    let (own, _) = builder.open().unwrap();
-    let expected: Vec<_> = own
-        .epoch(0)
-        .unwrap()
-        .map(|b| {
-            let b = b.unwrap();
-            (b.ids().to_vec(), b.labels().to_vec(), b.data().to_vec())
-        })
-        .collect();
+    let mut skipping = settings(4);
+    skipping.push(("on_error".into(), "skip".into()));
+    let (mut c, mut d) = (
+        f.attach_with(&skipping, "").unwrap(),
+        f.attach_with(&skipping, "").unwrap(),
+    );
+    let expected = f.expected_with(&skipping, 0);
     let (rc, rd) = std::thread::scope(|scope| {
         let hc = scope.spawn(|| read_epoch(&mut c, Position::start_of(0), None).0);
         let hd = scope.spawn(|| read_epoch(&mut d, Position::start_of(0), None).0);
@@ -363,7 +364,7 @@ fn a_batch_larger_than_a_message_can_describe_is_refused_at_attach() {
     let f = Fixture::new(2, Duration::from_secs(60));
     let mut settings = settings(1);
     settings.push(("batch_size".into(), (crate::MAX_BATCH + 1).to_string()));
-    match Client::attach_within(Duration::from_secs(30), &f.socket, &f.photos, &settings, "") {
+    match f.attach_with(&settings, "") {
         Err(AgentError::Refused(m)) => assert!(m.contains(&crate::MAX_BATCH.to_string()), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
