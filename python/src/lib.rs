@@ -52,10 +52,13 @@ fn raise_peer(py: Python<'_>, err: nostall_peer::Error) -> PyErr {
 fn exception_class(err: &nostall::Error, kwargs: &Bound<'_, PyDict>) -> PyResult<&'static str> {
     Ok(match err {
         nostall::Error::Sample(e) => {
-            kwargs.set_item("sample_id", e.id)?;
-            kwargs.set_item("location", &e.location)?;
-            kwargs.set_item("cause", e.cause.kind())?;
-            kwargs.set_item("detail", e.cause.to_string())?;
+            sample_kwargs(
+                kwargs,
+                e.id,
+                &e.location,
+                e.cause.kind(),
+                &e.cause.to_string(),
+            )?;
             "SampleError"
         }
         nostall::Error::Config(_) => "ConfigError",
@@ -74,6 +77,21 @@ fn exception_class(err: &nostall::Error, kwargs: &Bound<'_, PyDict>) -> PyResult
         }
         nostall::Error::Internal(_) => "NostallError",
     })
+}
+
+/// The attributes of a `SampleError`: the sample's id, where it lives, the cause's stable
+/// name and the cause in words.
+pub(crate) fn sample_kwargs(
+    kwargs: &Bound<'_, PyDict>,
+    id: u64,
+    location: &str,
+    cause: &str,
+    detail: &str,
+) -> PyResult<()> {
+    kwargs.set_item("sample_id", id)?;
+    kwargs.set_item("location", location)?;
+    kwargs.set_item("cause", cause)?;
+    kwargs.set_item("detail", detail)
 }
 
 /// An instance of `nostall._errors.<class>`, or the error met while making it.

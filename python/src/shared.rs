@@ -11,7 +11,7 @@ use nostall::Position;
 use nostall_agent::{AgentError, Client, SharedBatch};
 use pyo3::prelude::*;
 
-use crate::{config_error, exception, interruptible};
+use crate::{config_error, exception, interruptible, sample_kwargs};
 
 /// `share=`: off, the group of every job reading the same stream, or a named group.
 pub(crate) enum Share {
@@ -180,11 +180,13 @@ pub(crate) enum Failure {
 /// own would have raised it.
 fn sample_error(py: Python<'_>, message: String, sample: &nostall_agent::SampleFailure) -> PyErr {
     let kwargs = pyo3::types::PyDict::new(py);
-    let filled = kwargs
-        .set_item("sample_id", sample.sample_id)
-        .and_then(|()| kwargs.set_item("location", &sample.location))
-        .and_then(|()| kwargs.set_item("cause", &sample.cause))
-        .and_then(|()| kwargs.set_item("detail", &sample.detail));
+    let filled = sample_kwargs(
+        &kwargs,
+        sample.sample_id,
+        &sample.location,
+        &sample.cause,
+        &sample.detail,
+    );
     match filled {
         Ok(()) => exception(py, "SampleError", message, Some(&kwargs)),
         Err(e) => e,
