@@ -15,6 +15,11 @@ use std::time::Duration;
 /// for [`MAX_BATCH`](crate::wire::MAX_BATCH) samples, with room to spare.
 pub(crate) const MAX_MESSAGE: usize = 160 << 10;
 
+/// Room for the control messages of one packet (two descriptors at most), aligned as a
+/// `cmsghdr` must be: on the stack, as every message of a batch passes through here.
+#[derive(Default)]
+struct Control([u64; 8]);
+
 /// A connected socket.
 #[derive(Debug)]
 pub(crate) struct Channel {
@@ -225,13 +230,14 @@ impl Channel {
         };
         // SAFETY: CMSG_SPACE is arithmetic.
         let space = unsafe { libc::CMSG_SPACE(size_of::<RawFd>() as u32) } as usize;
-        let mut control = vec![0u8; space];
+        let mut control = Control::default();
+        debug_assert!(space <= size_of::<Control>());
         // SAFETY: msghdr is plain data; all zeroes is an empty header.
         let mut msg: libc::msghdr = unsafe { zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         if let Some(fd) = fd {
-            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_control = control.0.as_mut_ptr().cast();
             msg.msg_controllen = space as _;
             // SAFETY: the control buffer has room for one header and one descriptor
             // (CMSG_SPACE above), so CMSG_FIRSTHDR is non-null and CMSG_DATA in bounds.
@@ -265,12 +271,13 @@ impl Channel {
         // Room for two descriptors: a peer sending more is caught as truncated control.
         // SAFETY: CMSG_SPACE is arithmetic.
         let space = unsafe { libc::CMSG_SPACE(2 * size_of::<RawFd>() as u32) } as usize;
-        let mut control = vec![0u8; space];
+        let mut control = Control::default();
+        debug_assert!(space <= size_of::<Control>());
         // SAFETY: msghdr is plain data; all zeroes is an empty header.
         let mut msg: libc::msghdr = unsafe { zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_control = control.0.as_mut_ptr().cast();
         msg.msg_controllen = space as _;
         let len = loop {
             // SAFETY: the header points at live buffers for the duration of the call;
