@@ -42,6 +42,8 @@ const SERVER_NAME: &str = "nostall-peer";
 #[derive(Clone)]
 pub struct Secret {
     key: hmac::Key,
+    /// The bytes themselves, for [`Secret::bytes`].
+    bytes: Arc<[u8]>,
 }
 
 impl std::fmt::Debug for Secret {
@@ -66,7 +68,15 @@ impl Secret {
         }
         Ok(Secret {
             key: hmac::Key::new(hmac::HMAC_SHA256, bytes),
+            bytes: bytes.into(),
         })
+    }
+
+    /// The secret's bytes, to hand to a process of the same user that joins the job for
+    /// this one (the node agent, over its socket in a directory only the user can
+    /// enter). Never log or send them anywhere else.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// The secret in [`SECRET_VAR`].

@@ -176,6 +176,7 @@ impl Links {
         &self,
         rendezvous: &str,
         epoch: u64,
+        local_rank: u32,
         gather: Duration,
     ) -> Result<BarrierReply> {
         let deadline = gather + self.timeouts.request;
@@ -195,6 +196,7 @@ impl Links {
                 let request = self.request(BarrierRequest {
                     node: self.node,
                     epoch,
+                    local_rank,
                 });
                 client
                     .barrier(request)

@@ -79,6 +79,10 @@ pub struct BarrierRequest {
     /// The epoch about to start.
     #[prost(uint64, tag = "2")]
     pub epoch: u64,
+    /// The caller's rank within its node: the barrier waits for every rank of every
+    /// node.
+    #[prost(uint32, tag = "3")]
+    pub local_rank: u32,
 }
 
 /// `Barrier` reply.

@@ -319,6 +319,7 @@ impl Node {
                 ServiceConfig {
                     node: config.node,
                     nodes: config.nodes,
+                    ranks_per_node: config.ranks_per_node,
                     listen: resolve(&own)?,
                     secret: config.secret.clone(),
                     fingerprint,
@@ -382,7 +383,22 @@ impl Node {
     /// Makes `config` plan as this process's rank of the job: its rank and the world
     /// size, and locality-aware batches over the node caches.
     pub fn configure(&self, config: &mut LoaderConfig) {
-        config.plan.rank = self.rank();
+        self.configure_rank(config, self.config.local_rank);
+    }
+
+    /// As [`Node::configure`], for local rank `local_rank` of this node: a process that
+    /// prepares for every rank of its node (the node agent) plans each rank's stream.
+    ///
+    /// # Panics
+    ///
+    /// When `local_rank` is not below the node's ranks.
+    pub fn configure_rank(&self, config: &mut LoaderConfig, local_rank: usize) {
+        assert!(
+            local_rank < self.config.ranks_per_node,
+            "local rank {local_rank} of {} ranks per node",
+            self.config.ranks_per_node
+        );
+        config.plan.rank = self.config.node * self.config.ranks_per_node + local_rank;
         config.plan.world = self.world();
         config.locality = Some(self.locality());
         // The nodes meet at a barrier before each epoch: an epoch started ahead would read
@@ -397,6 +413,11 @@ impl Node {
             placement: self.placement.clone(),
             ranks_per_node: self.config.ranks_per_node,
         }
+    }
+
+    /// How this node takes part in the job.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
     }
 
     /// This process's global rank.
@@ -424,16 +445,30 @@ impl Node {
         self.service.as_ref()
     }
 
-    /// Waits until every node has reached `epoch` (at node 0). `Ok(false)` when the
-    /// barrier timed out with nodes missing (a node died): the epoch goes on without them.
+    /// Waits until every rank of every node has reached `epoch` (at node 0).
+    /// `Ok(false)` when the barrier timed out with ranks missing (a node died): the epoch
+    /// goes on without them.
     ///
     /// # Errors
     ///
     /// When node 0 cannot be reached or refuses.
     pub fn barrier(&self, epoch: u64) -> Result<bool> {
-        let reply = self
-            .links
-            .barrier(&self.peers[0], epoch, self.config.gather_timeout)?;
+        self.barrier_for(epoch, self.config.local_rank)
+    }
+
+    /// As [`Node::barrier`], for local rank `local_rank` of this node (the node agent
+    /// meets the other nodes for each of the node's ranks).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Node::barrier`].
+    pub fn barrier_for(&self, epoch: u64, local_rank: usize) -> Result<bool> {
+        let reply = self.links.barrier(
+            &self.peers[0],
+            epoch,
+            local_rank as u32,
+            self.config.gather_timeout,
+        )?;
         Ok(reply.complete)
     }
 

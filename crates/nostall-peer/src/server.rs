@@ -59,6 +59,9 @@ pub struct ServiceConfig {
     pub node: usize,
     /// Nodes in the job (for the rendezvous and the barrier).
     pub nodes: usize,
+    /// Ranks per node: the barrier waits for every rank of every node, so that a node's
+    /// service stays up until its own other ranks are done with it too.
+    pub ranks_per_node: usize,
     /// Where the control plane listens; the data plane listens on the same IP address, on
     /// a port the system picks (peers learn it in the handshake).
     pub listen: SocketAddr,
@@ -96,6 +99,9 @@ pub struct ServiceStats {
     pub served_samples: u64,
     /// Bytes of samples sent to peers.
     pub served_bytes: u64,
+    /// Of `served_bytes`, those sent to this node's own other ranks (processes that read
+    /// their node's part over TCP; none do when the node agent serves the ranks).
+    pub served_local_bytes: u64,
     /// Refusals by kind.
     pub rejected: BTreeMap<&'static str, u64>,
     /// The most recent refusals, oldest first.
@@ -116,6 +122,7 @@ struct Shared {
     stop: AtomicBool,
     served_samples: AtomicU64,
     served_bytes: AtomicU64,
+    served_local_bytes: AtomicU64,
     rejections: Mutex<(BTreeMap<&'static str, u64>, VecDeque<Rejection>)>,
     /// Open data connections by number, shut down when the service stops; each
     /// connection's thread removes its own when it ends.
@@ -202,7 +209,7 @@ impl Service {
         let tls = config.secret.identity()?.server;
         let shared = Arc::new(Shared {
             tls,
-            rendezvous: Rendezvous::new(config.nodes),
+            rendezvous: Rendezvous::new(config.nodes, config.ranks_per_node),
             config,
             cache,
             samples,
@@ -210,6 +217,7 @@ impl Service {
             stop: AtomicBool::new(false),
             served_samples: AtomicU64::new(0),
             served_bytes: AtomicU64::new(0),
+            served_local_bytes: AtomicU64::new(0),
             rejections: Mutex::default(),
             connections: Mutex::default(),
             control_places: Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS)),
@@ -297,6 +305,7 @@ impl Service {
         ServiceStats {
             served_samples: self.shared.served_samples.load(Ordering::Relaxed),
             served_bytes: self.shared.served_bytes.load(Ordering::Relaxed),
+            served_local_bytes: self.shared.served_local_bytes.load(Ordering::Relaxed),
             rejected: guard.0.clone(),
             recent: guard.1.iter().cloned().collect(),
             open_connections: self
@@ -531,15 +540,17 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         shared.reject("unauthorized", &peer, reason);
         return;
     }
-    match wire::read_hello(&mut conn) {
-        Ok(_node) => {}
+    // The node the client says it is: the secret does not prove which, so this only
+    // counts bytes, it grants nothing.
+    let from_own_node = match wire::read_hello(&mut conn) {
+        Ok(node) => node as usize == shared.config.node,
         Err(err) => {
             let reason = format!("bad hello: {err}");
             shared.reject("bad-request", &peer, reason.clone());
             let _ = wire::write_response(&mut conn, Status::BadRequest, reason.as_bytes());
             return;
         }
-    }
+    };
     if wire::write_response(&mut conn, Status::Ok, &[]).is_err() {
         return;
     }
@@ -591,6 +602,11 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                     shared
                         .served_bytes
                         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    if from_own_node {
+                        shared
+                            .served_local_bytes
+                            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    }
                     (Status::Ok, &bytes)
                 }
                 Err(cause) => {
@@ -609,15 +625,18 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
 /// one that counts.
 struct Rendezvous {
     nodes: usize,
+    ranks_per_node: usize,
     addrs: Mutex<Vec<Option<String>>>,
-    arrived: Mutex<BTreeMap<u64, BTreeSet<u32>>>,
+    /// By epoch, the (node, local rank) pairs that reached its barrier.
+    arrived: Mutex<BTreeMap<u64, BTreeSet<(u32, u32)>>>,
     changed: watch::Sender<u64>,
 }
 
 impl Rendezvous {
-    fn new(nodes: usize) -> Rendezvous {
+    fn new(nodes: usize, ranks_per_node: usize) -> Rendezvous {
         Rendezvous {
             nodes,
+            ranks_per_node: ranks_per_node.max(1),
             addrs: Mutex::new(vec![None; nodes]),
             arrived: Mutex::default(),
             changed: watch::Sender::new(0),
@@ -760,12 +779,18 @@ impl Control for ControlService {
         let barrier = request.into_inner();
         self.check_node(barrier.node)?;
         let rendezvous = &self.shared.rendezvous;
+        if barrier.local_rank as usize >= rendezvous.ranks_per_node {
+            return Err(tonic::Status::invalid_argument(format!(
+                "local rank {} of a job of {} ranks per node",
+                barrier.local_rank, rendezvous.ranks_per_node
+            )));
+        }
         {
             let mut arrived = rendezvous.arrived.lock().unwrap_or_else(|e| e.into_inner());
             arrived
                 .entry(barrier.epoch)
                 .or_default()
-                .insert(barrier.node);
+                .insert((barrier.node, barrier.local_rank));
             // Only the latest epochs matter: a long job must not keep every epoch's record.
             while arrived.len() > KEPT_BARRIERS {
                 arrived.pop_first();
@@ -782,7 +807,7 @@ impl Control for ControlService {
         };
         let complete = rendezvous
             .wait_until(self.shared.config.gather_timeout, || {
-                count() == rendezvous.nodes
+                count() == rendezvous.nodes * rendezvous.ranks_per_node
             })
             .await;
         Ok(Response::new(BarrierReply {
@@ -816,6 +841,7 @@ mod tests {
         let config = ServiceConfig {
             node: 0,
             nodes: 1,
+            ranks_per_node: 1,
             listen: "127.0.0.1:0".parse().unwrap(),
             secret: Secret::new(SECRET).unwrap(),
             fingerprint: Vec::new(),

@@ -368,3 +368,58 @@ fn a_node_registers_once_and_only_its_own_address() {
     assert_eq!(stats.rejected["duplicate"], 1);
     assert!(stats.rejected["mismatch"] >= 1);
 }
+
+/// With two ranks per node, the barrier waits for every rank: one rank of each node is
+/// not enough (the barrier times out incomplete), both ranks of both nodes are. So a
+/// node's first rank, which runs its service, stays until its node's other ranks are done
+/// too.
+#[test]
+fn the_barrier_waits_for_every_rank_of_every_node() {
+    // A short gather for the barrier that must time out; the default (minutes) for the
+    // one that must complete, however slowly its calls arrive.
+    let meet = |gather: Option<Duration>, local_ranks: &[usize]| -> Vec<bool> {
+        let nodes = two_nodes_of_two_ranks(gather);
+        std::thread::scope(|s| {
+            let calls: Vec<_> = nodes
+                .iter()
+                .flat_map(|node| local_ranks.iter().map(move |&r| (node, r)))
+                .map(|(node, r)| s.spawn(move || node.barrier_for(0, r).unwrap()))
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        })
+    };
+    let short = Some(Duration::from_millis(300));
+    assert_eq!(
+        meet(short, &[0]),
+        [false, false],
+        "local rank 1 of each node is missing"
+    );
+    assert_eq!(meet(None, &[0, 1]), [true; 4]);
+    let nodes = two_nodes_of_two_ranks(short);
+    assert!(
+        nodes[0].barrier_for(1, 2).is_err(),
+        "a local rank out of range"
+    );
+}
+
+/// A job of two nodes with two ranks each, joined as their first ranks.
+fn two_nodes_of_two_ranks(gather: Option<Duration>) -> Vec<Node> {
+    let peers = free_addrs(2);
+    let catalog = catalog();
+    std::thread::scope(|s| {
+        let joins: Vec<_> = (0..2)
+            .map(|n| {
+                let (catalog, peers) = (catalog.clone(), &peers);
+                s.spawn(move || {
+                    let mut c = config(n, peers, 0.6);
+                    c.ranks_per_node = 2;
+                    if let Some(gather) = gather {
+                        c.gather_timeout = gather;
+                    }
+                    Node::join(&catalog, storage(), c).unwrap()
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    })
+}
