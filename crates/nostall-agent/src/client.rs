@@ -12,7 +12,50 @@ use std::time::Duration;
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
-use crate::wire::{BatchHeader, Reply, Request, PROTOCOL};
+use crate::wire::{BatchHeader, JobNode, Reply, Request, PROTOCOL};
+
+/// What a job asks the agent for: the stream it reads, and with whom.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Reading {
+    /// The dataset's location, as [`nostall::pipeline::LoaderBuilder::new`] takes it.
+    pub location: String,
+    /// The loader's settings as text (the knobs of
+    /// [`nostall::pipeline::LoaderBuilder::set`]).
+    pub settings: Vec<(String, String)>,
+    /// The group's name; empty: the group of every job reading the same stream.
+    pub group: String,
+    /// For a rank of a job whose cache is partitioned across nodes, the rank's node as
+    /// it would join: the agent joins once for all the node's local ranks (it runs the
+    /// node's cache and peer service), so that their reads of the node's part stay in
+    /// its memory instead of crossing loopback TCP.
+    pub node: Option<nostall_peer::NodeConfig>,
+}
+
+impl Reading {
+    /// `location` read with `settings`, grouped by stream, not a rank of a partitioned
+    /// cache.
+    pub fn new(location: impl Into<String>, settings: Vec<(String, String)>) -> Reading {
+        Reading {
+            location: location.into(),
+            settings,
+            group: String::new(),
+            node: None,
+        }
+    }
+
+    /// In the group named `name` (empty: by stream).
+    pub fn in_group(mut self, name: impl Into<String>) -> Reading {
+        self.group = name.into();
+        self
+    }
+
+    /// As a rank of `node`'s job (see [`Reading::node`]).
+    pub fn on_node(mut self, node: nostall_peer::NodeConfig) -> Reading {
+        self.node = Some(node);
+        self
+    }
+}
 
 /// Why the agent could not serve a job.
 #[derive(Debug)]
@@ -93,21 +136,14 @@ const POLL: Duration = Duration::from_millis(100);
 const WELCOME_PATIENCE: Duration = Duration::from_secs(600);
 
 impl Client {
-    /// Attaches to the agent at `socket` to read `location` with `settings` (the knobs
-    /// of [`nostall::pipeline::LoaderBuilder::set`]), in the group named `group` (empty:
-    /// the group of every job reading the same stream).
+    /// Attaches to the agent at `socket` to read what `reading` says.
     ///
     /// # Errors
     ///
     /// [`AgentError::Unreachable`] when no agent listens there,
     /// [`AgentError::Refused`] when it refuses (settings, another group's stream),
     /// [`AgentError::Protocol`] when what answers is not an agent of this version.
-    pub fn attach(
-        socket: &Path,
-        location: &str,
-        settings: &[(String, String)],
-        group: &str,
-    ) -> Result<Client, AgentError> {
+    pub fn attach(socket: &Path, reading: &Reading) -> Result<Client, AgentError> {
         let channel = Channel::connect(socket).map_err(AgentError::Unreachable)?;
         // Both ends check who is at the other: a socket of another user is not ours.
         // SAFETY: geteuid cannot fail.
@@ -126,9 +162,10 @@ impl Client {
             .map_err(AgentError::Unreachable)?;
         let hello = Request::Hello {
             protocol: PROTOCOL,
-            location: location.to_string(),
-            settings: settings.to_vec(),
-            group: group.to_string(),
+            location: reading.location.clone(),
+            settings: reading.settings.clone(),
+            group: reading.group.clone(),
+            node: reading.node.as_ref().map(|n| Box::new(JobNode::of(n))),
         };
         channel
             .send(&hello.encode(), None)
@@ -164,13 +201,11 @@ impl Client {
     pub fn attach_within(
         patience: Duration,
         socket: &Path,
-        location: &str,
-        settings: &[(String, String)],
-        group: &str,
+        reading: &Reading,
     ) -> Result<Client, AgentError> {
         let deadline = std::time::Instant::now() + patience;
         loop {
-            match Client::attach(socket, location, settings, group) {
+            match Client::attach(socket, reading) {
                 Err(AgentError::Unreachable(_)) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -443,6 +478,12 @@ impl SharedBatch {
     /// for a position the group could not serve).
     pub fn from_group(&self) -> bool {
         self.header.shared
+    }
+
+    /// The counters of the job's node in the agent, when this job is a rank of a
+    /// partitioned cache: what all its local ranks read and what the node served.
+    pub fn node(&self) -> Option<nostall_peer::NodeStats> {
+        self.header.node.map(|n| n.stats())
     }
 }
 

@@ -76,6 +76,8 @@ struct State {
     generation: u64,
     /// The stream failed at `next`; nothing is made until a member moves it.
     halted: bool,
+    /// The furthest epoch a member has asked for.
+    asked: Option<u64>,
     stopped: bool,
     /// Batches and bytes made by the producer, and deliveries from staging.
     produced: u64,
@@ -99,16 +101,24 @@ pub struct GroupStats {
     pub ahead: u64,
 }
 
+/// What the producer does before it makes an epoch from its start (given the epoch).
+pub(crate) type BeforeEpoch = Box<dyn Fn(u64) + Send + Sync>;
+
 /// How long members may hold the group up, and how far it stages ahead.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) window: usize,
     pub(crate) lease: Duration,
+    /// Make an epoch only once a member asks for it, not ahead: the ranks of a
+    /// partitioned cache meet the other nodes before each epoch (and nobody reads the
+    /// epoch after a job's last).
+    pub(crate) epochs_on_demand: bool,
 }
 
 pub(crate) struct Group {
     loader: Arc<Loader>,
     limits: Limits,
+    before_epoch: Option<BeforeEpoch>,
     state: Mutex<State>,
     changed: Condvar,
     detached_total: std::sync::atomic::AtomicU64,
@@ -127,11 +137,17 @@ impl std::fmt::Debug for Group {
 const LEASE_CHECK: Duration = Duration::from_millis(50);
 
 impl Group {
-    /// A group producing from `loader` (whose arena should be shared memory).
-    pub(crate) fn start(loader: Arc<Loader>, limits: Limits) -> Arc<Group> {
+    /// A group producing from `loader` (whose arena should be shared memory), calling
+    /// `before_epoch` before it makes an epoch from its start.
+    pub(crate) fn start(
+        loader: Arc<Loader>,
+        limits: Limits,
+        before_epoch: Option<BeforeEpoch>,
+    ) -> Arc<Group> {
         let group = Arc::new(Group {
             loader,
             limits,
+            before_epoch,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             detached_total: Default::default(),
@@ -209,13 +225,24 @@ impl Group {
         self.changed.notify_all();
     }
 
-    /// Stops the producer (the group has no members and is being dropped).
+    /// Stops the producer (the group has no members and is being dropped). A group that
+    /// makes epochs on demand and stopped between two epochs (its job is done) first
+    /// meets the others before the epoch after its last, as they finish theirs: the
+    /// node's service it reads through stays up until they have read what they need of
+    /// it.
     pub(crate) fn stop(&self) {
-        self.lock().stopped = true;
+        let next = {
+            let mut s = self.lock();
+            s.stopped = true;
+            s.next.filter(|n| n.batch == 0 && !s.halted)
+        };
         self.changed.notify_all();
         let handle = self.producer.lock().expect("producer lock").take();
         if let Some(handle) = handle {
             let _ = handle.join();
+        }
+        if let (true, Some(next)) = (self.limits.epochs_on_demand, next) {
+            self.before(next.epoch);
         }
     }
 
@@ -231,6 +258,7 @@ impl Group {
     pub(crate) fn next(&self, member: u64, at: Position) -> Served {
         let wanted = key(at);
         let mut s = self.lock();
+        s.asked = s.asked.max(Some(at.epoch));
         if let Some(i) = s.detached.iter().position(|m| *m == member) {
             // Detached by its lease: it continues on its own, and may join again at an
             // epoch's start like a newcomer.
@@ -387,9 +415,14 @@ impl Group {
                         break Some(at);
                     }
                     self.tidy(&mut s);
+                    let wanted = |next: Position| {
+                        !self.limits.epochs_on_demand
+                            || next.batch > 0
+                            || s.asked.is_some_and(|a| a >= next.epoch)
+                    };
                     let ready = !s.members.is_empty()
                         && !s.halted
-                        && s.next.is_some()
+                        && s.next.is_some_and(wanted)
                         && s.staged.len() < self.limits.window;
                     if ready {
                         break None;
@@ -404,6 +437,9 @@ impl Group {
             };
             if let Some(at) = start {
                 drop(running.take()); // stops its threads, outside the lock
+                if at.batch == 0 && !self.before(at.epoch) {
+                    return;
+                }
                 match self.loader.resume(at) {
                     Ok(epoch) => running = Some(epoch),
                     Err(e) => self.stage(generation, at, Served::Failed(Failure::of(&e)), None),
@@ -429,6 +465,12 @@ impl Group {
                     let next = Position::start_of(at.epoch.saturating_add(1));
                     self.stage(generation, at, Served::End, Some(next));
                     drop(running.take());
+                    if self.limits.epochs_on_demand {
+                        continue; // started from `next` once a member asks for it
+                    }
+                    if !self.before(next.epoch) {
+                        return;
+                    }
                     match self.loader.epoch(next.epoch) {
                         Ok(e) => running = Some(e),
                         Err(e) => {
@@ -438,6 +480,15 @@ impl Group {
                 }
             }
         }
+    }
+
+    /// Runs the hook before `epoch`; whether to go on (the group was not stopped
+    /// meanwhile).
+    fn before(&self, epoch: u64) -> bool {
+        if let Some(before) = &self.before_epoch {
+            before(epoch);
+        }
+        !self.lock().stopped
     }
 
     /// Stages `item` at `at` and, if given, moves what the producer makes next to `then`,

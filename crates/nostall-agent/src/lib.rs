@@ -38,12 +38,13 @@
 
 mod client;
 mod group;
+mod node;
 mod place;
 mod server;
 mod socket;
 mod wire;
 
-pub use client::{AgentError, Attached, Client, SharedBatch};
+pub use client::{AgentError, Attached, Client, Reading, SharedBatch};
 pub use group::GroupStats;
 pub use place::{default_socket, private_dir};
 pub use server::{Agent, AgentConfig, AgentStats};

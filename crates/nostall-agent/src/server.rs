@@ -8,11 +8,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nostall::pipeline::{Arena, LoaderBuilder};
-use nostall::{Batch, Epoch, Loader, Position};
+use nostall::storage::Source;
+use nostall::{Batch, Catalog, Epoch, Loader, Position};
 
 use crate::group::{Group, GroupStats, Limits, Served};
+use crate::node::{JoinedNode, Nodes};
 use crate::socket::{Channel, Listener, RecvError, MAX_MESSAGE};
-use crate::wire::{BatchHeader, Failure, Reply, Request, MAX_BATCH, PROTOCOL};
+use crate::wire::{
+    BatchHeader, Failure, JobNode, NodeFigures, Reply, Request, MAX_BATCH, PROTOCOL,
+};
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -59,11 +63,16 @@ impl Default for AgentConfig {
 /// A group, and what makes private streams for its members.
 struct Entry {
     group: Arc<Group>,
-    /// What the group reads: jobs naming the group must read the same.
+    /// What the group reads, in words, and a digest of that and of the job's node (its
+    /// secret included): jobs naming the group must read the same.
     stream: String,
-    /// Makes private streams for its members.
+    identity: u64,
+    /// Makes private streams for its members, over what the group reads.
     builder: LoaderBuilder,
-    dataset: nostall::dataset::Dataset,
+    catalog: Arc<Catalog>,
+    source: Arc<dyn Source>,
+    /// The job's node the group's rank reads through (a partitioned cache).
+    node: Option<Arc<JoinedNode>>,
     attached: usize,
 }
 
@@ -81,6 +90,8 @@ pub struct Agent {
     pub(crate) config: AgentConfig,
     /// The groups by name.
     groups: Mutex<HashMap<String, Entry>>,
+    /// The jobs' nodes joined for their local ranks.
+    nodes: Nodes,
     clients: AtomicUsize,
     next_member: AtomicU64,
     refused: AtomicU64,
@@ -109,6 +120,7 @@ impl Agent {
         Agent {
             config,
             groups: Mutex::new(HashMap::new()),
+            nodes: Nodes::default(),
             clients: AtomicUsize::new(0),
             next_member: AtomicU64::new(1),
             refused: AtomicU64::new(0),
@@ -251,12 +263,13 @@ impl Agent {
             Err(RecvError::Oversized) => return self.refuse(channel, "oversized hello"),
             Err(_) => return,
         };
-        let (location, settings, group_name) = match hello {
+        let (location, settings, group_name, node) = match hello {
             Ok(Request::Hello {
                 protocol,
                 location,
                 settings,
                 group,
+                node,
             }) => {
                 if protocol != PROTOCOL {
                     return self.refuse(
@@ -267,13 +280,13 @@ impl Agent {
                         ),
                     );
                 }
-                (location, settings, group)
+                (location, settings, group, node)
             }
             Ok(_) => return self.refuse(channel, "the first message must be a hello"),
             Err(e) => return self.refuse(channel, &e.to_string()),
         };
         let member = self.next_member.fetch_add(1, Ordering::Relaxed);
-        let name = match self.join(member, &location, &settings, &group_name) {
+        let name = match self.join(member, &location, &settings, &group_name, node.as_deref()) {
             Ok(name) => name,
             Err(message) => {
                 eprintln!("nostall agent: refused job {member} (pid {pid}): {message}");
@@ -298,13 +311,15 @@ impl Agent {
         eprintln!("nostall agent: job {member} (pid {pid}) left group {name}");
     }
 
-    /// Attaches `member` to the group for its stream, making the group if needed.
+    /// Attaches `member` to the group for its stream, making the group if needed (and,
+    /// for a rank of a partitioned cache, joining its job as its node if needed).
     fn join(
         &self,
         member: u64,
         location: &str,
         settings: &[(String, String)],
         group_name: &str,
+        job: Option<&JobNode>,
     ) -> Result<String, String> {
         let mut builder = LoaderBuilder::new(location);
         for (name, value) in settings {
@@ -322,6 +337,14 @@ impl Agent {
         if !counted {
             config.prep_threads = nostall::pipeline::usable_cores();
         }
+        let node = job
+            .map(|job| {
+                let node = self.nodes.join(&builder, location, job)?;
+                node.node
+                    .configure_rank(builder.config_mut(), job.local_rank as usize);
+                Ok::<_, String>(node)
+            })
+            .transpose()?;
         let config = builder.config().map_err(|e| e.to_string())?;
         if config.plan.batch_size > MAX_BATCH {
             return Err(format!(
@@ -329,19 +352,27 @@ impl Agent {
                 config.plan.batch_size
             ));
         }
-        let stream = stream_of(location, &config);
+        let mut stream = stream_of(location, &config);
+        let mut identity = nostall::rng::digest_text(&stream);
+        if let Some(node) = &node {
+            stream = format!("{stream}, {}", node.described);
+            identity = nostall::rng::digest_text(&format!("{stream} {}", node.key));
+        }
         let name = if group_name.is_empty() {
-            format!("{:016x}", nostall::rng::digest_text(&stream))
+            format!("{identity:016x}")
+        } else if config.plan.world > 1 {
+            // The ranks of one job read different streams: one group per rank.
+            format!("{group_name}.rank{}", config.plan.rank)
         } else {
             group_name.to_string()
         };
         let mut groups = self.groups();
         if let Some(entry) = groups.get_mut(&name) {
-            if entry.stream != stream {
+            if entry.identity != identity {
                 return Err(format!(
                     "group {name:?} reads another stream: {}; this job asks for {}. Jobs \
                      of a group read the same dataset with the same pipeline, seed, batch \
-                     size and ranks",
+                     size and ranks (and, for a partitioned cache, the same job)",
                     entry.stream, stream
                 ));
             }
@@ -349,10 +380,20 @@ impl Agent {
             entry.group.attach(member);
             return Ok(name);
         }
-        // Opening reads the dataset's index: other jobs wait for it, once per group.
-        let dataset = builder.open_dataset().map_err(|e| e.to_string())?;
+        let (catalog, source) = match &node {
+            Some(node) => {
+                let source: Arc<dyn Source> = node.node.source();
+                (node.catalog.clone(), source)
+            }
+            None => {
+                // Opening reads the dataset's index: other jobs wait for it, once per
+                // group.
+                let dataset = builder.open_dataset().map_err(|e| e.to_string())?;
+                (dataset.catalog, dataset.source)
+            }
+        };
         let loader = builder
-            .build(dataset.catalog.clone(), dataset.source.clone())
+            .build(catalog.clone(), source.clone())
             .map_err(|e| e.to_string())?;
         let batch_bytes = (config.plan.batch_size * config.pipeline.sample_bytes()).max(1) as u64;
         let window = (self.config.staging / batch_bytes).clamp(2, 64) as usize;
@@ -361,7 +402,11 @@ impl Agent {
             Limits {
                 window,
                 lease: self.config.lease,
+                epochs_on_demand: node.is_some(),
             },
+            node.as_ref()
+                .zip(job)
+                .map(|(node, job)| node.before_epoch(job.local_rank as usize)),
         );
         group.attach(member);
         groups.insert(
@@ -369,8 +414,11 @@ impl Agent {
             Entry {
                 group,
                 stream,
+                identity,
                 builder,
-                dataset,
+                catalog,
+                source,
+                node,
                 attached: 1,
             },
         );
@@ -435,6 +483,7 @@ struct Session<'a> {
     name: String,
     member: u64,
     group: Arc<Group>,
+    node: Option<Arc<JoinedNode>>,
     private: Option<Private>,
     held: HashMap<u64, Arc<Batch>>,
     next_ticket: u64,
@@ -450,14 +499,15 @@ struct Private {
 
 impl<'a> Session<'a> {
     fn new(agent: &'a Agent, name: &str, member: u64) -> Session<'a> {
-        let group = agent
-            .entry(name, |e| e.group.clone())
+        let (group, node) = agent
+            .entry(name, |e| (e.group.clone(), e.node.clone()))
             .expect("the group exists while it has members");
         Session {
             agent,
             name: name.to_string(),
             member,
             group,
+            node,
             private: None,
             held: HashMap::new(),
             next_ticket: 1,
@@ -568,6 +618,7 @@ impl<'a> Session<'a> {
                     labels: batch.labels().to_vec(),
                     ids: batch.ids().to_vec(),
                     group: self.group.stats(Some(position)),
+                    node: self.node.as_ref().map(|n| NodeFigures::of(&n.node.stats())),
                 };
                 self.held.insert(ticket, batch.clone());
                 (Reply::Batch(header), first.then_some(batch))
@@ -583,8 +634,7 @@ impl<'a> Session<'a> {
         self.group.touch(self.member);
         if self.private.is_none() {
             let made = self.agent.entry(&self.name, |e| {
-                e.builder
-                    .build(e.dataset.catalog.clone(), e.dataset.source.clone())
+                e.builder.build(e.catalog.clone(), e.source.clone())
             });
             match made {
                 Some(Ok(loader)) => {

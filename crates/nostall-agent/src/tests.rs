@@ -12,7 +12,10 @@ use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
 use crate::wire::Reply;
-use crate::{Agent, AgentConfig, AgentError, Client};
+use crate::{Agent, AgentConfig, AgentError, Client, Reading};
+
+#[path = "../../nostall-peer/tests/common/mod.rs"]
+mod common;
 
 const BATCH: usize = 4;
 const SIDE: usize = 64;
@@ -47,6 +50,28 @@ impl Fixture {
     fn with(window: u64, lease: Duration, adjust: impl FnOnce(&mut Agent)) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let photos = nostall_demo::write(&dir.path().join("photos")).unwrap();
+        Self::serving(
+            dir,
+            photos.to_string_lossy().into_owned(),
+            window,
+            lease,
+            adjust,
+        )
+    }
+
+    /// Another agent (another node's, say) over the same photographs as `other`.
+    fn beside(other: &Fixture, window: u64, lease: Duration) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        Self::serving(dir, other.photos.clone(), window, lease, |_| {})
+    }
+
+    fn serving(
+        dir: tempfile::TempDir,
+        photos: String,
+        window: u64,
+        lease: Duration,
+        adjust: impl FnOnce(&mut Agent),
+    ) -> Fixture {
         let socket = dir.path().join("run/agent.sock");
         let mut config = AgentConfig::new();
         config.socket = socket.clone();
@@ -61,7 +86,7 @@ impl Fixture {
         };
         Fixture {
             _dir: dir,
-            photos: photos.to_string_lossy().into_owned(),
+            photos,
             socket,
             agent,
             serving,
@@ -80,9 +105,7 @@ impl Fixture {
         Client::attach_within(
             Duration::from_secs(30),
             &self.socket,
-            &self.photos,
-            settings,
-            group,
+            &Reading::new(&self.photos, settings.to_vec()).in_group(group),
         )
     }
 
@@ -470,4 +493,103 @@ fn the_socket_directory_must_be_the_users_alone() {
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let err = crate::place::claim(&open.join("agent.sock")).unwrap_err();
     assert!(err.to_string().contains("0700"), "{err}");
+}
+
+/// The local ranks of a job whose cache is partitioned across nodes, through their
+/// nodes' agents: two nodes (an agent each, serving the other over real sockets), two
+/// local ranks each (threads as jobs). Every epoch delivers each sample once across the
+/// job; the ranks read their node's part from the agent, never over TCP (the services
+/// served no byte to their own node); and each node read from its own part and the
+/// other's.
+#[test]
+fn local_ranks_of_a_partitioned_cache_read_their_node_through_the_agent() {
+    let a = Fixture::new(8, Duration::from_secs(30));
+    let b = Fixture::beside(&a, 8, Duration::from_secs(30));
+    let peers = common::free_addrs(2);
+    let n = nostall::dataset::open(
+        &a.photos,
+        nostall::storage::ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap()
+    .catalog
+    .len() as u64;
+    let ranks: Vec<(usize, usize)> = (0..2)
+        .flat_map(|node| (0..2).map(move |r| (node, r)))
+        .collect();
+    let results: Vec<(Vec<Vec<u64>>, nostall_peer::NodeStats)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ranks
+            .iter()
+            .map(|&(node, local_rank)| {
+                let f = if node == 0 { &a } else { &b };
+                let peers = peers.clone();
+                scope.spawn(move || {
+                    let mut config = nostall_peer::NodeConfig::new(
+                        node,
+                        peers,
+                        "60%".parse().unwrap(),
+                        nostall_peer::Secret::new(b"the secret of the agent's test job").unwrap(),
+                    );
+                    config.ranks_per_node = 2;
+                    config.local_rank = local_rank;
+                    config.seed = 3;
+                    let reading = Reading::new(&f.photos, settings(3)).on_node(config);
+                    let mut client =
+                        Client::attach_within(Duration::from_secs(30), &f.socket, &reading)
+                            .unwrap();
+                    let mut epochs = Vec::new();
+                    let mut last = None;
+                    for epoch in 0..2 {
+                        let mut at = Position::start_of(epoch);
+                        let mut ids = Vec::new();
+                        while let Some(batch) = client.next(at).unwrap() {
+                            at = batch.position();
+                            ids.extend_from_slice(batch.ids());
+                            let node = batch.node().expect("a rank's batch has its node's figures");
+                            let served = node
+                                .service
+                                .as_ref()
+                                .expect("the agent runs the node's service");
+                            assert_eq!(
+                                served.served_local_bytes, 0,
+                                "read over TCP by its own node"
+                            );
+                            last = Some(node);
+                        }
+                        epochs.push(ids);
+                    }
+                    (epochs, last.expect("batches"))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for epoch in 0..2 {
+        let mut ids: Vec<u64> = results.iter().flat_map(|r| r.0[epoch].clone()).collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            (0..n).collect::<Vec<_>>(),
+            "epoch {epoch}: each sample once"
+        );
+    }
+    // A node's counters as its later rank saw them at its last batch: they include
+    // every read both its ranks' epochs made.
+    let nodes: Vec<&nostall_peer::NodeStats> = results
+        .chunks(2)
+        .map(|ranks| {
+            ranks
+                .iter()
+                .map(|r| &r.1)
+                .max_by_key(|s| s.source.local_samples + s.source.peer_samples)
+                .unwrap()
+        })
+        .collect();
+    for node in &nodes {
+        assert!(node.source.local_samples > 0, "{node:?}");
+        assert_eq!(node.source.fallbacks, 0, "{node:?}");
+    }
+    // Locality-aware batches leave a few samples to cross between the nodes.
+    let crossed: u64 = nodes.iter().map(|s| s.source.peer_samples).sum();
+    assert!(crossed > 0, "{nodes:?}");
 }

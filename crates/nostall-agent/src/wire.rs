@@ -6,9 +6,14 @@
 //! error naming what is wrong, never a panic or an allocation it did not pay for.
 
 use std::fmt;
+use std::time::Duration;
+
+use nostall_peer::{
+    Membership, NodeConfig, NodeStats, Secret, ServiceStats, SourceBreakdown, Timeouts,
+};
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -17,6 +22,10 @@ pub const MAX_BATCH: usize = 8192;
 /// The most settings a job sends, and the longest text of one.
 const MAX_SETTINGS: usize = 64;
 const MAX_TEXT: usize = 4096;
+
+/// The most nodes of a job, and the longest secret, a job's node may name.
+const MAX_NODES: usize = 4096;
+const MAX_SECRET: usize = 1024;
 
 /// A malformed message: what was wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +49,8 @@ pub(crate) enum Request {
         settings: Vec<(String, String)>,
         /// A group name given by the job; empty to group by stream.
         group: String,
+        /// The job's node, for a rank of a job whose cache is partitioned across nodes.
+        node: Option<Box<JobNode>>,
     },
     /// The next batch: the job stands at this position (after its last batch).
     Next { epoch: u64, batch: u64, sample: u64 },
@@ -109,6 +120,149 @@ impl Failure {
     }
 }
 
+/// A rank's node of a job whose cache is partitioned across nodes: the
+/// [`NodeConfig`] it would join with, the secret as bytes. The agent joins the job once
+/// for the node and plans each local rank's stream over it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobNode {
+    pub(crate) node: u32,
+    pub(crate) nodes: u32,
+    pub(crate) local_rank: u32,
+    pub(crate) ranks_per_node: u32,
+    pub(crate) membership: Membership,
+    pub(crate) capacity: String,
+    pub(crate) seed: u64,
+    pub(crate) secret: Vec<u8>,
+    /// [`nostall_peer::Timeouts`] and the gather timeout, in milliseconds.
+    pub(crate) request_ms: u64,
+    pub(crate) retry_ms: u64,
+    pub(crate) join_ms: u64,
+    pub(crate) gather_ms: u64,
+    pub(crate) max_sample_bytes: u64,
+}
+
+impl JobNode {
+    pub(crate) fn of(c: &NodeConfig) -> JobNode {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        JobNode {
+            node: c.node as u32,
+            nodes: c.nodes as u32,
+            local_rank: c.local_rank as u32,
+            ranks_per_node: c.ranks_per_node as u32,
+            membership: c.membership.clone(),
+            capacity: c.capacity.to_string(),
+            seed: c.seed,
+            secret: c.secret.bytes().to_vec(),
+            request_ms: ms(c.timeouts.request),
+            retry_ms: ms(c.timeouts.retry_after),
+            join_ms: ms(c.timeouts.join),
+            gather_ms: ms(c.gather_timeout),
+            max_sample_bytes: c.max_sample_bytes,
+        }
+    }
+
+    /// The configuration to join with as the node's first local rank (which runs the
+    /// node's cache and service).
+    pub(crate) fn config(&self) -> Result<NodeConfig, String> {
+        let capacity = self.capacity.parse().map_err(|e| format!("{e}"))?;
+        let secret = Secret::new(&self.secret).map_err(|e| e.to_string())?;
+        let mut c = NodeConfig::new(self.node as usize, Vec::new(), capacity, secret);
+        c.nodes = self.nodes as usize;
+        c.ranks_per_node = self.ranks_per_node as usize;
+        c.membership = self.membership.clone();
+        c.seed = self.seed;
+        c.timeouts = Timeouts {
+            request: Duration::from_millis(self.request_ms),
+            retry_after: Duration::from_millis(self.retry_ms),
+            join: Duration::from_millis(self.join_ms),
+        };
+        c.gather_timeout = Duration::from_millis(self.gather_ms);
+        c.max_sample_bytes = self.max_sample_bytes;
+        Ok(c)
+    }
+
+    /// The job's node in words, the local rank and the secret left out: the local ranks
+    /// of one node of one job say the same.
+    pub(crate) fn describe(&self) -> String {
+        let peers = match &self.membership {
+            Membership::Peers(peers) => format!("peers {}", peers.join(",")),
+            Membership::Rendezvous { at, own } => format!("rendezvous at {at} as {own}"),
+        };
+        format!(
+            "node {} of {} ({} ranks each), {peers}, cache {} seed {}",
+            self.node, self.nodes, self.ranks_per_node, self.capacity, self.seed
+        )
+    }
+
+    fn write(&self, w: &mut Writer) {
+        w.u32(self.node)
+            .u32(self.nodes)
+            .u32(self.local_rank)
+            .u32(self.ranks_per_node);
+        match &self.membership {
+            Membership::Peers(peers) => {
+                w.u8(0).u32(peers.len() as u32);
+                for p in peers {
+                    w.text(p);
+                }
+            }
+            Membership::Rendezvous { at, own } => {
+                w.u8(1).text(at).text(own);
+            }
+        }
+        w.text(&self.capacity).u64(self.seed);
+        w.u32(self.secret.len() as u32);
+        w.0.extend_from_slice(&self.secret);
+        w.u64(self.request_ms)
+            .u64(self.retry_ms)
+            .u64(self.join_ms)
+            .u64(self.gather_ms)
+            .u64(self.max_sample_bytes);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<JobNode, Malformed> {
+        let node = r.u32("the node")?;
+        let nodes = r.u32("the nodes")?;
+        let local_rank = r.u32("the local rank")?;
+        let ranks_per_node = r.u32("the ranks per node")?;
+        if node >= nodes || local_rank >= ranks_per_node {
+            return Err(Malformed(format!(
+                "node {node} of {nodes}, local rank {local_rank} of {ranks_per_node}"
+            )));
+        }
+        let membership = match r.u8("the membership")? {
+            0 => {
+                let n = r.count("the peers", MAX_NODES)?;
+                Membership::Peers((0..n).map(|_| r.text("a peer")).collect::<Result<_, _>>()?)
+            }
+            1 => Membership::Rendezvous {
+                at: r.text("the rendezvous")?,
+                own: r.text("the node's address")?,
+            },
+            other => return Err(Malformed(format!("unknown membership {other}"))),
+        };
+        let capacity = r.text("the capacity")?;
+        let seed = r.u64("the seed")?;
+        let n = r.count("the secret", MAX_SECRET)?;
+        let secret = r.take(n, "the secret")?.to_vec();
+        Ok(JobNode {
+            node,
+            nodes,
+            local_rank,
+            ranks_per_node,
+            membership,
+            capacity,
+            seed,
+            secret,
+            request_ms: r.u64("the request timeout")?,
+            retry_ms: r.u64("the retry time")?,
+            join_ms: r.u64("the join timeout")?,
+            gather_ms: r.u64("the gather timeout")?,
+            max_sample_bytes: r.u64("the largest sample")?,
+        })
+    }
+}
+
 /// Where a batch is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
@@ -131,6 +285,84 @@ pub(crate) struct BatchHeader {
     pub(crate) ids: Vec<u64>,
     /// The group's figures when the batch was sent.
     pub(crate) group: crate::GroupStats,
+    /// The figures of the job's node, for a rank of a job with a partitioned cache.
+    pub(crate) node: Option<NodeFigures>,
+}
+
+/// What the agent's node of a job has read and served, for all its local ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct NodeFigures {
+    pub(crate) source: SourceBreakdown,
+    pub(crate) served_samples: u64,
+    pub(crate) served_bytes: u64,
+    pub(crate) served_local_bytes: u64,
+}
+
+impl NodeFigures {
+    pub(crate) fn of(stats: &NodeStats) -> NodeFigures {
+        let service = stats.service.clone().unwrap_or_default();
+        NodeFigures {
+            source: stats.source,
+            served_samples: service.served_samples,
+            served_bytes: service.served_bytes,
+            served_local_bytes: service.served_local_bytes,
+        }
+    }
+
+    /// As the node's own counters would say (the service's refusals left out).
+    pub(crate) fn stats(&self) -> NodeStats {
+        NodeStats {
+            source: self.source,
+            cache: None,
+            service: Some(ServiceStats {
+                served_samples: self.served_samples,
+                served_bytes: self.served_bytes,
+                served_local_bytes: self.served_local_bytes,
+                ..ServiceStats::default()
+            }),
+        }
+    }
+
+    fn fields(&self) -> [u64; 11] {
+        let s = &self.source;
+        [
+            s.local_samples,
+            s.local_bytes,
+            s.peer_samples,
+            s.peer_bytes,
+            s.storage_bytes,
+            s.fallbacks,
+            s.peer_downs,
+            s.peer_mismatches,
+            self.served_samples,
+            self.served_bytes,
+            self.served_local_bytes,
+        ]
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<NodeFigures, Malformed> {
+        let mut f = [0u64; 11];
+        for v in &mut f {
+            *v = r.u64("a node figure")?;
+        }
+        let [local_samples, local_bytes, peer_samples, peer_bytes, storage_bytes, fallbacks, peer_downs, peer_mismatches, served_samples, served_bytes, served_local_bytes] =
+            f;
+        Ok(NodeFigures {
+            source: SourceBreakdown {
+                local_samples,
+                local_bytes,
+                peer_samples,
+                peer_bytes,
+                storage_bytes,
+                fallbacks,
+                peer_downs,
+                peer_mismatches,
+            },
+            served_samples,
+            served_bytes,
+            served_local_bytes,
+        })
+    }
 }
 
 const HELLO: u8 = 1;
@@ -242,11 +474,21 @@ impl Request {
                 location,
                 settings,
                 group,
+                node,
             } => {
                 w.u8(HELLO).u32(*protocol).text(location).text(group);
                 w.u32(settings.len() as u32);
                 for (name, value) in settings {
                     w.text(name).text(value);
+                }
+                match node {
+                    None => {
+                        w.u8(0);
+                    }
+                    Some(node) => {
+                        w.u8(1);
+                        node.write(&mut w);
+                    }
                 }
             }
             Request::Next {
@@ -278,11 +520,16 @@ impl Request {
                 for _ in 0..n {
                     settings.push((r.text("a setting's name")?, r.text("a setting's value")?));
                 }
+                let node = match r.u8("the node flag")? {
+                    0 => None,
+                    _ => Some(Box::new(JobNode::read(r)?)),
+                };
                 Request::Hello {
                     protocol,
                     location,
                     settings,
                     group,
+                    node,
                 }
             }
             NEXT => Request::Next {
@@ -341,6 +588,17 @@ impl Reply {
                 }
                 for id in &h.ids {
                     w.u64(*id);
+                }
+                match &h.node {
+                    None => {
+                        w.u8(0);
+                    }
+                    Some(node) => {
+                        w.u8(1);
+                        for v in node.fields() {
+                            w.u64(v);
+                        }
+                    }
                 }
             }
             Reply::End { epoch } => {
@@ -419,6 +677,10 @@ impl Reply {
                     .map(|_| r.u64("a label").map(|l| l as i64))
                     .collect::<Result<_, _>>()?;
                 let ids = (0..n).map(|_| r.u64("an id")).collect::<Result<_, _>>()?;
+                let node = match r.u8("the node flag")? {
+                    0 => None,
+                    _ => Some(NodeFigures::read(r)?),
+                };
                 Reply::Batch(BatchHeader {
                     ticket,
                     buffer,
@@ -432,6 +694,7 @@ impl Reply {
                     labels,
                     ids,
                     group,
+                    node,
                 })
             }
             END => Reply::End {
@@ -488,6 +751,19 @@ mod tests {
                 location: "/data/train".into(),
                 settings: vec![("batch_size".into(), "64".into())],
                 group: "search".into(),
+                node: None,
+            },
+            Request::Hello {
+                protocol: PROTOCOL,
+                location: "s3://b/train".into(),
+                settings: Vec::new(),
+                group: String::new(),
+                node: Some(Box::new(JobNode::of(&NodeConfig::new(
+                    1,
+                    vec!["10.0.0.1:7070".into(), "10.0.0.2:7070".into()],
+                    "30%".parse().unwrap(),
+                    Secret::new(b"sixteen bytes at least").unwrap(),
+                )))),
             },
             Request::Next {
                 epoch: 3,
@@ -528,6 +804,10 @@ mod tests {
                     detached: 1,
                     ahead: 2,
                 },
+                node: Some(NodeFigures {
+                    served_local_bytes: 7,
+                    ..NodeFigures::default()
+                }),
             }),
             Reply::End { epoch: 4 },
             Reply::Failed(Failure::text("no")),
@@ -546,6 +826,28 @@ mod tests {
         }
     }
 
+    /// The fuzz target's seeds are messages of this protocol (when it changes, they must
+    /// be written again, or fuzzing starts from bytes every parser refuses at once).
+    #[test]
+    fn the_fuzz_corpus_seeds_are_valid_messages() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/agent_messages");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let request = Request::decode(&bytes);
+            let reply = Reply::decode(&bytes);
+            assert!(
+                request.is_ok() || reply.is_ok(),
+                "{}: {request:?} / {reply:?}",
+                path.display()
+            );
+            seeds += 1;
+        }
+        assert!(seeds >= 9, "{seeds} seeds");
+    }
+
     #[test]
     fn every_cut_and_every_flipped_tag_is_an_error_not_a_panic() {
         let hello = Request::Hello {
@@ -553,6 +855,12 @@ mod tests {
             location: "/d".into(),
             settings: vec![("seed".into(), "1".into()); 3],
             group: String::new(),
+            node: Some(Box::new(JobNode::of(&NodeConfig::new(
+                0,
+                vec!["127.0.0.1:1".into()],
+                "100%".parse().unwrap(),
+                Secret::new(&[0xff; 16]).unwrap(),
+            )))),
         }
         .encode();
         for cut in 0..hello.len() {

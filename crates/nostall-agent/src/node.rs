@@ -1,0 +1,121 @@
+//! The nodes of jobs with a partitioned cache, joined by the agent for their local ranks.
+//!
+//! Without the agent, each local rank of a node joins the job itself: the first runs the
+//! node's cache and peer service, the others read the node's part from that service over
+//! TCP, as a remote peer would. Through the agent, the first local rank to attach makes
+//! the agent join as the node (its cache, its service, the rendezvous); every local rank
+//! then reads through the agent's loader for it, so the node's part is read from the
+//! agent's memory and only other nodes' samples cross the network.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use nostall::pipeline::LoaderBuilder;
+use nostall::Catalog;
+use nostall_peer::Node;
+
+use crate::group::BeforeEpoch;
+use crate::wire::JobNode;
+
+/// A job's node, joined by the agent; it leaves the job (its service stops) when the
+/// last group of its ranks is dropped.
+pub(crate) struct JoinedNode {
+    pub(crate) node: Node,
+    pub(crate) catalog: Arc<Catalog>,
+    /// What the job said of the node, in words.
+    pub(crate) described: String,
+    /// What makes the job's node: its words and a digest of the job's secret.
+    pub(crate) key: String,
+}
+
+impl JoinedNode {
+    /// What local rank `local_rank`'s producer does before it makes an epoch from its
+    /// start: meet the job's other ranks (at node 0), as `nostall node` does. After the job's last epoch
+    /// this keeps the node's service up until every node is done with it.
+    pub(crate) fn before_epoch(self: &Arc<JoinedNode>, local_rank: usize) -> BeforeEpoch {
+        let joined = Arc::downgrade(self);
+        Box::new(move |epoch| {
+            let Some(joined) = joined.upgrade() else {
+                return;
+            };
+            match joined.node.barrier_for(epoch, local_rank) {
+                Ok(true) => {}
+                Ok(false) => eprintln!(
+                    "nostall agent: {}: not every node reached epoch {epoch}; going on",
+                    joined.described
+                ),
+                Err(e) => eprintln!(
+                    "nostall agent: {}: the barrier before epoch {epoch} failed ({e}); going \
+                     on",
+                    joined.described
+                ),
+            }
+        })
+    }
+}
+
+/// The nodes the agent has joined, by job and node. A slot's lock is held while joining,
+/// so that the local ranks of one node wait for one join, and jobs of other nodes do not.
+#[derive(Default)]
+pub(crate) struct Nodes {
+    slots: Mutex<HashMap<String, Arc<Mutex<Weak<JoinedNode>>>>>,
+}
+
+impl Nodes {
+    /// The node `job` names for the dataset `builder` opens: joined already by another
+    /// of its local ranks, or joined now (waiting for the job's other nodes, up to its
+    /// join timeout).
+    pub(crate) fn join(
+        &self,
+        builder: &LoaderBuilder,
+        location: &str,
+        job: &JobNode,
+    ) -> Result<Arc<JoinedNode>, String> {
+        let described = job.describe();
+        // The secret is part of what makes the job (a job of another secret at the same
+        // addresses is another job), never of what is printed.
+        let key = format!(
+            "{location} {described} {:016x}",
+            nostall::rng::digest_text(&format!("{:?}", job.secret))
+        );
+        let slot = {
+            let key = key.clone();
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            // A slot another thread holds is in use (it holds it only after taking it
+            // here, under this lock); otherwise, one whose node has left is gone.
+            slots.retain(|_, slot| {
+                Arc::strong_count(slot) > 1
+                    || slot
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .strong_count()
+                        > 0
+            });
+            slots.entry(key).or_default().clone()
+        };
+        let mut joined = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(node) = joined.upgrade() {
+            return Ok(node);
+        }
+        let dataset = builder.open_dataset().map_err(|e| e.to_string())?;
+        let mut config = job.config()?;
+        // The agent is the node's first local rank: it runs the node's cache and service.
+        config.local_rank = 0;
+        let node = Node::join(&dataset.catalog, dataset.source, config)
+            .map_err(|e| format!("joining the job as {described}: {e}"))?;
+        eprintln!(
+            "nostall agent: joined the job as {described}{}",
+            node.service()
+                .map(|s| format!(", serving peers at {}", s.control_addr()))
+                .unwrap_or_default()
+        );
+        let node = Arc::new(JoinedNode {
+            node,
+            catalog: dataset.catalog,
+            described,
+            key,
+        });
+        *joined = Arc::downgrade(&node);
+        Ok(node)
+    }
+}
