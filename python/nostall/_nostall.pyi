@@ -189,7 +189,9 @@ class Loader:
         ``slowest_shards`` (the 5 costliest tar shards: shard, samples, fetch_s, prep_s),
         ``buffers_allocated``; with ``cache_policy="partitioned"`` also ``partitioned``
         (since the node joined: local_samples, local_bytes, peer_samples, peer_bytes,
-        storage_bytes, fallbacks, peer_downs, peer_mismatches, served_bytes)."""
+        storage_bytes, fallbacks, peer_downs, peer_mismatches, served_bytes,
+        served_local_bytes: what the node's service sent its own other ranks over TCP; with
+        ``share=`` these are the node's counters in the agent, for all its local ranks)."""
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""

@@ -268,6 +268,12 @@ enum Output {
 ///   `MASTER_PORT + 1`, or `NOSTALL_PEER_PORT`) or `NOSTALL_PEERS`; every node needs
 ///   the same `NOSTALL_PEER_SECRET`. Keep the loader alive until every rank is done
 ///   (e.g. `torch.distributed.barrier()` before exiting): its node serves the others.
+///   With `share="auto"` (or a name) the node agent joins the job for the node and
+///   prepares every local rank's batches: the node's part is read in the agent's
+///   memory, not over loopback TCP from local rank 0 (`metrics["partitioned"]` are then
+///   the node's counters, for all its local ranks; `served_local_bytes` counts what a
+///   node's service sent to its own ranks), the nodes meet before each epoch, and the
+///   agent keeps the node's service up until every node has finished.
 /// - `memory` (None): bytes (`"2GiB"`, or a number) for batch buffers, read-ahead and
 ///   cache together: the pipeline is paid first (read-ahead, then prefetch, shrunk to
 ///   fit), the cache gets the rest; `loader.memory_plan` says how it was split.
@@ -294,7 +300,8 @@ enum Output {
 ///   node that reads the same stream (dataset, pipeline, seed, batch size, ranks): each
 ///   batch is fetched and prepared once for all of them, and reaches each in shared
 ///   memory. A name (`share="search-17"`) makes a group of the jobs giving that name,
-///   which must read the same stream. A job that comes mid-epoch reads that epoch with
+///   which must read the same stream (each rank of a job has a group of its own). A
+///   job that comes mid-epoch reads that epoch with
 ///   the agent's threads alone and joins at the next; one that stops asking for batches
 ///   for 2 s while the group waits for it is detached and goes on alone. Shared batches
 ///   are read-only (copy before changing one in place: a write faults). The pipeline
@@ -330,7 +337,7 @@ struct Loader {
     /// Catalog ids of the samples of the batch last returned.
     last_ids: Vec<u64>,
     /// This process's part in a partitioned cache (`cache_policy="partitioned"`).
-    node: Option<Arc<nostall_peer::Node>>,
+    node: Option<live::NodeCounters>,
     /// The live metrics endpoint serving this loader (`metrics_addr`).
     endpoint: Option<nostall::metrics::export::Registration>,
     /// The node agent's group this loader reads from (`share=`).
@@ -635,16 +642,18 @@ impl Loader {
             None
         };
         let share = shared::Share::parse(share);
-        if args.partitioned() && !matches!(share, shared::Share::Off) {
-            return Err(config_error(
-                py,
-                "share= and cache_policy=\"partitioned\" do not go together yet: the node \
-                 agent does not serve a partitioned cache"
-                    .into(),
-            ));
-        }
         let output = resolve_output(py, output)?;
-        let shared = shared::Shared::attach(py, &location_text, &builder, &share)?;
+        // A rank of a partitioned cache that shares goes through the node agent, which
+        // joins the job for the node: this process does not join it.
+        let (node_config, agent_node) = match (node_config, &share) {
+            (Some(c), shared::Share::Auto | shared::Share::Group(_)) => {
+                dist.rank = c.node * c.ranks_per_node + c.local_rank;
+                dist.world = c.nodes * c.ranks_per_node;
+                (None, Some(c))
+            }
+            (c, _) => (c, None),
+        };
+        let shared = shared::Shared::attach(py, &location_text, &builder, &share, agent_node)?;
         let opening = builder.clone();
         let dataset =
             interruptible(py, move || opening.open_dataset())?.map_err(|e| raise(py, e))?;
@@ -661,9 +670,15 @@ impl Loader {
                 dist.rank = node.rank();
                 dist.world = node.world();
                 let source: Arc<dyn nostall::storage::Source> = node.source();
-                (source, Some(Arc::new(node)))
+                (source, Some(live::NodeCounters::Joined(Arc::new(node))))
             }
         };
+        let node = node.or_else(|| {
+            shared
+                .as_ref()
+                .and_then(|s| s.node.clone())
+                .map(live::NodeCounters::Agent)
+        });
         let inner = Arc::new(
             py.detach(move || builder.build(catalog, source))
                 .map_err(|e| raise(py, e))?,
@@ -696,7 +711,10 @@ impl Loader {
 
     /// Batches per epoch on this rank (when no sample is skipped).
     fn __len__(&self) -> usize {
-        self.inner.batches_per_epoch()
+        match &self.shared {
+            Some(shared) => shared.batches_per_epoch(),
+            None => self.inner.batches_per_epoch(),
+        }
     }
 
     /// Starts an epoch: the one set by `set_epoch`, the position given to
@@ -1012,6 +1030,7 @@ impl Loader {
         at: Position,
     ) -> PyResult<Option<Option<(Owner, Owner)>>> {
         let shared = self.shared.as_mut().expect("a shared epoch has a group");
+        let can_go_alone = shared.can_go_alone();
         match shared.next(py, at) {
             Ok(Some(batch)) => {
                 self.shared_at = Some(batch.position());
@@ -1045,12 +1064,29 @@ impl Loader {
             }
             Err(shared::Failure::Interrupted(err)) => {
                 // The reply may still come: the connection is given up, and this loader
-                // goes on alone from `at` when iterated again.
-                self.shared = None;
+                // goes on alone from `at` when iterated again (a rank of a partitioned
+                // cache cannot: iterating again raises the interruption as an
+                // `AgentError`).
+                if can_go_alone {
+                    self.shared = None;
+                }
                 self.shared_at = None;
                 self.active = false;
                 self.next = at;
                 Err(err)
+            }
+            Err(shared::Failure::Lost(why)) if !can_go_alone => {
+                self.active = false;
+                self.shared_at = None;
+                self.next = at;
+                Err(shared::agent_error(
+                    py,
+                    nostall_agent::AgentError::Refused(format!(
+                        "the node agent is lost ({why}): it ran this rank's node of the \
+                         partitioned cache, so this loader cannot go on without it; restart \
+                         the job (resuming from a state_dict)"
+                    )),
+                ))
             }
             Err(shared::Failure::Lost(why)) => {
                 eprintln!(
@@ -1167,6 +1203,12 @@ fn node_dict<'py>(py: Python<'py>, s: &nostall_peer::NodeStats) -> PyResult<Boun
     d.set_item(
         "served_bytes",
         s.service.as_ref().map_or(0, |service| service.served_bytes),
+    )?;
+    d.set_item(
+        "served_local_bytes",
+        s.service
+            .as_ref()
+            .map_or(0, |service| service.served_local_bytes),
     )?;
     Ok(d)
 }

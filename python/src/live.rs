@@ -1,7 +1,7 @@
 //! What the live metrics endpoint serves of a Python `Loader`: the engine's figures, and
 //! its partitioned cache's where it has one.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use nostall::metrics::export::{Figures, Reading};
 use nostall::metrics::LiveStats;
@@ -9,7 +9,24 @@ use nostall::metrics::LiveStats;
 /// A loader, with its node of a partitioned cache.
 pub(crate) struct LoaderFigures {
     pub(crate) loader: Arc<nostall::Loader>,
-    pub(crate) node: Option<Arc<nostall_peer::Node>>,
+    pub(crate) node: Option<NodeCounters>,
+}
+
+/// Where a rank's partitioned-cache counters are: its own node, or the node agent's (as
+/// its last batch brought them).
+#[derive(Clone)]
+pub(crate) enum NodeCounters {
+    Joined(Arc<nostall_peer::Node>),
+    Agent(Arc<Mutex<nostall_peer::NodeStats>>),
+}
+
+impl NodeCounters {
+    pub(crate) fn stats(&self) -> nostall_peer::NodeStats {
+        match self {
+            NodeCounters::Joined(node) => node.stats(),
+            NodeCounters::Agent(stats) => stats.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
 }
 
 impl Figures for LoaderFigures {

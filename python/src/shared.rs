@@ -4,11 +4,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nostall::pipeline::LoaderBuilder;
 use nostall::Position;
-use nostall_agent::{AgentError, Client, SharedBatch};
+use nostall_agent::{AgentError, Client, Reading, SharedBatch};
+use nostall_peer::{NodeConfig, NodeStats};
 use pyo3::prelude::*;
 
 use crate::{config_error, exception, interruptible, sample_kwargs};
@@ -38,6 +40,9 @@ pub(crate) struct Shared {
     pub(crate) private: u64,
     /// The group's figures as the last batch brought them, and that batch's bytes.
     pub(crate) last: Option<(nostall_agent::GroupStats, u64)>,
+    /// For a rank of a partitioned cache, its node's counters in the agent as the last
+    /// batch brought them (shared with the live metrics endpoint).
+    pub(crate) node: Option<Arc<Mutex<NodeStats>>>,
 }
 
 /// How long a job waits for an agent it started to listen.
@@ -45,12 +50,14 @@ const START_PATIENCE: Duration = Duration::from_secs(30);
 
 impl Shared {
     /// Attaches to the agent of this user (`NOSTALL_AGENT_SOCKET` or the default
-    /// socket), starting one if none answers; `None` when sharing is off.
+    /// socket), starting one if none answers; `None` when sharing is off. A rank of a
+    /// partitioned cache gives its `node`: the agent joins the job for the node.
     pub(crate) fn attach(
         py: Python<'_>,
         location: &str,
         builder: &LoaderBuilder,
         share: &Share,
+        node: Option<NodeConfig>,
     ) -> PyResult<Option<Shared>> {
         let group = match share {
             Share::Off => return Ok(None),
@@ -80,22 +87,20 @@ impl Shared {
             absolute(location)
         };
         let socket = nostall_agent::default_socket();
+        let ranked = node.is_some();
+        let mut reading = Reading::new(location, settings).in_group(group);
+        if let Some(node) = node {
+            reading = reading.on_node(node);
+        }
         let first = {
-            let (socket, location, settings, group) = (
-                socket.clone(),
-                location.clone(),
-                settings.clone(),
-                group.clone(),
-            );
-            interruptible(py, move || {
-                Client::attach(&socket, &location, &settings, &group)
-            })?
+            let (socket, reading) = (socket.clone(), reading.clone());
+            interruptible(py, move || Client::attach(&socket, &reading))?
         };
         let client = match first {
             Err(AgentError::Unreachable(_)) => {
                 start_agent(py, &socket)?;
                 interruptible(py, move || {
-                    Client::attach_within(START_PATIENCE, &socket, &location, &settings, &group)
+                    Client::attach_within(START_PATIENCE, &socket, &reading)
                 })?
             }
             other => other,
@@ -106,7 +111,19 @@ impl Shared {
             from_group: 0,
             private: 0,
             last: None,
+            node: ranked.then(Default::default),
         }))
+    }
+
+    /// Whether this loader can go on with threads of its own if the agent is lost: not
+    /// a rank of a partitioned cache, whose node is in the agent.
+    pub(crate) fn can_go_alone(&self) -> bool {
+        self.node.is_none()
+    }
+
+    /// Batches per epoch of the group's stream.
+    pub(crate) fn batches_per_epoch(&self) -> usize {
+        self.client.attached().batches_per_epoch as usize
     }
 
     /// The group's name and its members when this job attached.
@@ -136,6 +153,9 @@ impl Shared {
         match result {
             Ok(Some(batch)) => {
                 self.last = Some((*batch.group(), batch.data().len() as u64));
+                if let (Some(node), Some(stats)) = (&self.node, batch.node()) {
+                    *node.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+                }
                 if batch.from_group() {
                     self.from_group += 1;
                 } else {
@@ -194,7 +214,7 @@ fn sample_error(py: Python<'_>, message: String, sample: &nostall_agent::SampleF
 }
 
 /// An agent error as `nostall.AgentError`.
-fn agent_error(py: Python<'_>, err: AgentError) -> PyErr {
+pub(crate) fn agent_error(py: Python<'_>, err: AgentError) -> PyErr {
     exception(py, "AgentError", err.to_string(), None)
 }
 

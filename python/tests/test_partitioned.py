@@ -2,7 +2,9 @@
 
 The nodes find each other through the rendezvous at ``MASTER_ADDR`` (the peer service on
 ``MASTER_PORT + 1``); each node's local rank 0 caches the node's part of the dataset and
-serves it, over real sockets, to the other node and to its own node's other ranks.
+serves it, over real sockets, to the other node and to its own node's other ranks. With
+``share="auto"`` each node's agent (a real process per node) does that for all the node's
+ranks, which read its batches through shared memory.
 """
 
 import json
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import nostall
+import nostall.agent
 
 CHILD = r"""
 import json, sys, urllib.request
@@ -24,7 +27,8 @@ import nostall
 
 dist.init_process_group("gloo")
 loader = nostall.Loader(sys.argv[1], batch_size=4, image_size=32, cache="60%",
-                        cache_policy="partitioned", seed=3, metrics_addr="127.0.0.1:0")
+                        cache_policy="partitioned", seed=3, metrics_addr="127.0.0.1:0",
+                        share=sys.argv[2])
 epochs = []
 for epoch in range(2):
     loader.set_epoch(epoch)
@@ -73,12 +77,14 @@ def node_env(rank, port, ranks_per_node=1, listen=None, **extra):
     return env
 
 
-@pytest.mark.parametrize("ranks_per_node", [1, 2])
-def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, ranks_per_node):
+def run_job(photos, ranks_per_node, share="off", agents=()):
+    """Runs the two-node job; `agents` are the nodes' agent sockets, with `share`."""
     port, listen = free_port_pair(), free_port()
     world = 2 * ranks_per_node
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos],
-                              env=node_env(rank, port, ranks_per_node, listen),
+    extra = [dict(NOSTALL_AGENT_SOCKET=str(a)) for a in agents] or [{}, {}]
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos, share],
+                              env=node_env(rank, port, ranks_per_node, listen,
+                                           **extra[rank // ranks_per_node]),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for rank in range(world)]
     results = []
@@ -91,6 +97,12 @@ def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos
     for epoch in range(2):
         ids = [i for r in results for i in r["epochs"][epoch]]
         assert sorted(ids) == list(range(n)), f"epoch {epoch}: each sample once"
+    return results
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, ranks_per_node):
+    results = run_job(photos, ranks_per_node)
     counts = [r["counts"] for r in results]
     # Together the nodes hold 120% of the dataset, so storage served each sample once in
     # the whole job (to the node holding it); every sample a rank delivered came from its
@@ -106,6 +118,8 @@ def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos
             assert c["local_samples"] == 0 and c["served_bytes"] == 0
         else:  # runs the node's cache and service
             assert c["local_samples"] > 0 and c["served_bytes"] > 0
+            # Over TCP to its own node's other ranks, when it has any.
+            assert (c["served_local_bytes"] > 0) == (ranks_per_node > 1)
     assert sum(c["served_bytes"] for c in counts) == sum(c["peer_bytes"] for c in counts)
     # The live metrics endpoint serves the peers' figures, as the loader counts them, and
     # every metric the Grafana dashboard in docs/ plots.
@@ -115,6 +129,30 @@ def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos
     served = {line.split()[2] for line in results[0]["served"].splitlines()
               if line.startswith("# TYPE ")}
     assert dashboard_metrics() <= served, dashboard_metrics() - served
+
+
+def test_the_local_ranks_of_each_node_read_through_its_agent(photos, tmp_path):
+    """share="auto": each node's agent joins the job for the node; its local ranks read
+    the node's part from the agent's memory (no byte over TCP to the node's own ranks)."""
+    sockets = [tmp_path / f"node{n}" / "agent.sock" for n in range(2)]
+    agents = [nostall.agent.start(s, idle=600) for s in sockets]
+    try:
+        results = run_job(photos, 2, share="auto", agents=sockets)
+    finally:
+        for a in agents:
+            a.terminate()
+            a.wait(timeout=60)
+    for r in results:
+        c = r["counts"]  # the node's counters, for both its local ranks
+        assert c["served_local_bytes"] == 0, c
+        assert c["local_samples"] > 0, c
+        assert f'nostall_peer_bytes_total{{loader="0",rank="{r["rank"]}"}} {c["peer_bytes"]}' \
+            in r["served"]
+    # Samples crossed between the nodes (locality leaves a few), counted by the node's
+    # counters as its later rank saw them at its last batch (both ranks' reads in them).
+    nodes = [max((r["counts"] for r in results[2 * n:2 * n + 2]),
+                 key=lambda c: c["local_samples"] + c["peer_samples"]) for n in range(2)]
+    assert sum(c["peer_samples"] for c in nodes) > 0, nodes
 
 
 def dashboard_metrics():
