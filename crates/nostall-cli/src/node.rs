@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use nostall::cache::{CacheConfig, CachePolicy, Cached, Capacity};
 use nostall::storage::Source;
+use nostall::Position;
+use nostall_agent::{Client, Reading};
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 
 use crate::run::{loader_builder, parse_policy, Preset, Settings};
@@ -101,6 +103,20 @@ pub(crate) struct Args {
     /// goes on without the missing ones (milliseconds).
     #[arg(long, default_value_t = 600_000)]
     barrier_timeout_ms: u64,
+    /// This process's rank within its node, with --peers (default 0).
+    #[arg(long, requires = "peers", default_value_t = 0)]
+    local_rank: usize,
+    /// Ranks (processes) per node, with --peers (default 1).
+    #[arg(long, requires = "peers", default_value_t = 1)]
+    ranks_per_node: usize,
+    /// Read through the node agent (`nostall agent`, at NOSTALL_AGENT_SOCKET or the
+    /// default socket), in the group of every job reading the same stream (`auto`) or
+    /// the one named: the agent joins the job for this node, runs its cache and service,
+    /// and prepares every local rank's batches, which reach this process in shared memory
+    /// (the node's part is not read over TCP). The byte counters are then the node's:
+    /// local rank 0 reports them, the others report none.
+    #[arg(long, conflicts_with_all = ["no_peers", "plain", "hold_before_epoch"])]
+    share: Option<String>,
     /// A hook for tests: once every node has reached this epoch, wait for a line on
     /// standard input before reading any sample of it, so that a test can act (stop a
     /// peer) at a known point instead of after a guessed delay.
@@ -120,7 +136,22 @@ struct Counters {
     storage: u64,
     from_peers: u64,
     served: u64,
+    /// Of `served`, to this node's own ranks (over TCP).
+    served_local: u64,
     fallbacks: u64,
+}
+
+impl Counters {
+    fn of_node(stats: &nostall_peer::NodeStats) -> Counters {
+        let service = stats.service.as_ref();
+        Counters {
+            storage: stats.source.storage_bytes,
+            from_peers: stats.source.peer_bytes,
+            served: service.map_or(0, |s| s.served_bytes),
+            served_local: service.map_or(0, |s| s.served_local_bytes),
+            fallbacks: stats.source.fallbacks,
+        }
+    }
 }
 
 impl std::ops::Sub for Counters {
@@ -130,6 +161,7 @@ impl std::ops::Sub for Counters {
             storage: self.storage - before.storage,
             from_peers: self.from_peers - before.from_peers,
             served: self.served - before.served,
+            served_local: self.served_local - before.served_local,
             fallbacks: self.fallbacks - before.fallbacks,
         }
     }
@@ -144,15 +176,7 @@ enum Mode {
 impl Mode {
     fn counters(&self) -> Counters {
         match self {
-            Mode::Peers(node) => {
-                let stats = node.stats();
-                Counters {
-                    storage: stats.source.storage_bytes,
-                    from_peers: stats.source.peer_bytes,
-                    served: stats.service.map_or(0, |s| s.served_bytes),
-                    fallbacks: stats.source.fallbacks,
-                }
-            }
+            Mode::Peers(node) => Counters::of_node(&node.stats()),
             Mode::Alone { storage } => Counters {
                 storage: storage.stats().bytes,
                 ..Counters::default()
@@ -222,6 +246,9 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         memory: None,
     };
     let mut builder = loader_builder(&location, &settings)?;
+    if let Some(share) = &args.share {
+        return through_agent(&args, &location, &builder, node_config(&args)?, share);
+    }
     let data = builder.open_dataset()?;
     let config = builder.config_mut();
 
@@ -241,26 +268,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         };
         (Mode::Alone { storage }, source)
     } else {
-        let mut node_config = if args.peers.is_empty() {
-            NodeConfig::from_env(args.cache_size)?
-        } else {
-            let node = args
-                .node
-                .ok_or("--peers needs --node (this node's index)")?;
-            NodeConfig::new(
-                node,
-                args.peers.clone(),
-                args.cache_size,
-                Secret::from_env()?,
-            )
-        };
-        node_config.seed = args.seed;
-        node_config.timeouts = Timeouts {
-            request: Duration::from_millis(args.peer_timeout_ms),
-            retry_after: Duration::from_millis(args.retry_after_ms),
-            ..Timeouts::default()
-        };
-        node_config.gather_timeout = Duration::from_millis(args.barrier_timeout_ms);
+        let node_config = node_config(&args)?;
         let node = Node::join(&data.catalog, data.source.clone(), node_config)?;
         node.configure(config);
         if args.plain {
@@ -277,29 +285,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         loader.batches_per_epoch()
     );
 
-    let mut json = args
-        .json
-        .as_ref()
-        .map(|p| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-        })
-        .transpose()?;
-    let mut ids_out = args.ids.as_ref().map(std::fs::File::create).transpose()?;
-    println!(
-        "{:>5} {:>5} {:>10} {:>9} {:>8} {:>12} {:>11} {:>11} {:>9}",
-        "node",
-        "epoch",
-        "images",
-        "images/s",
-        "stall s",
-        "storage MB",
-        "peers MB",
-        "served MB",
-        "fallback"
-    );
+    let mut report = Report::new(&args, rank)?;
     for epoch in 0..args.epochs {
         if let Mode::Peers(node) = &mode {
             if !node.barrier(epoch)? {
@@ -313,55 +299,20 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         eprintln!("nostall node {rank}: epoch {epoch} started");
         let before = mode.counters();
         let started = Instant::now();
-        let mut images = 0u64;
-        let mut ids = String::new();
+        let mut row = Row::default();
         let mut batches = loader.epoch(epoch)?;
         for batch in batches.by_ref() {
             let batch = batch?;
-            images += batch.len() as u64;
-            if ids_out.is_some() {
-                for id in batch.ids() {
-                    write!(ids, " {id}")?;
-                }
-            }
-            if let Some(ms) = args.step_ms {
-                std::thread::sleep(Duration::from_secs_f64(ms / 1e3));
-            }
+            row.delivered(batch.ids(), report.ids.is_some());
+            args.step();
         }
-        let seconds = started.elapsed().as_secs_f64();
         let stats = batches.stats();
-        let moved = mode.counters() - before;
-        let mb = |bytes: u64| bytes as f64 / 1e6;
-        println!(
-            "{rank:>5} {epoch:>5} {images:>10} {:>9.0} {:>8.2} {:>12.2} {:>11.2} {:>11.2} {:>9}",
-            images as f64 / seconds,
-            stats.wait.as_secs_f64(),
-            mb(moved.storage),
-            mb(moved.from_peers),
-            mb(moved.served),
-            moved.fallbacks
-        );
-        if let Some(out) = ids_out.as_mut() {
-            writeln!(out, "{epoch}:{ids}")?;
-        }
-        if let Some(out) = json.as_mut() {
-            writeln!(
-                out,
-                "{{\"epoch\":{epoch},\"node\":{rank},\"images\":{images},\"seconds\":{seconds:.4},\
-                 \"images_per_s\":{:.2},\"storage_bytes\":{},\"peer_bytes\":{},\
-                 \"served_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\"skipped\":{},\
-                 \"cache_hits\":{},\"cache_misses\":{}}}",
-                images as f64 / seconds,
-                moved.storage,
-                moved.from_peers,
-                moved.served,
-                moved.fallbacks,
-                stats.wait.as_secs_f64(),
-                stats.skipped_total(),
-                stats.cache.hits,
-                stats.cache.misses
-            )?;
-        }
+        row.seconds = started.elapsed().as_secs_f64();
+        row.stall = stats.wait.as_secs_f64();
+        row.moved = mode.counters() - before;
+        row.skipped = stats.skipped_total();
+        row.cache = Some((stats.cache.hits, stats.cache.misses));
+        report.epoch(epoch, &row)?;
     }
     // The service stays up until every node has finished: a peer still in its last
     // epoch reads this node's part from it. This node's own work is done, so a barrier
@@ -374,4 +325,217 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         }
     }
     Ok(())
+}
+
+/// How this node takes part in the job, from the arguments and the environment.
+fn node_config(args: &Args) -> Result<NodeConfig, AnyError> {
+    let mut node_config = if args.peers.is_empty() {
+        NodeConfig::from_env(args.cache_size)?
+    } else {
+        let node = args
+            .node
+            .ok_or("--peers needs --node (this node's index)")?;
+        let mut c = NodeConfig::new(
+            node,
+            args.peers.clone(),
+            args.cache_size,
+            Secret::from_env()?,
+        );
+        c.local_rank = args.local_rank;
+        c.ranks_per_node = args.ranks_per_node;
+        c
+    };
+    node_config.seed = args.seed;
+    node_config.timeouts = Timeouts {
+        request: Duration::from_millis(args.peer_timeout_ms),
+        retry_after: Duration::from_millis(args.retry_after_ms),
+        ..Timeouts::default()
+    };
+    node_config.gather_timeout = Duration::from_millis(args.barrier_timeout_ms);
+    Ok(node_config)
+}
+
+/// The epochs of this rank read through the node agent, which joins the job for this
+/// node (`--share`).
+fn through_agent(
+    args: &Args,
+    location: &str,
+    builder: &nostall::pipeline::LoaderBuilder,
+    node: NodeConfig,
+    share: &str,
+) -> Result<(), AnyError> {
+    let settings = builder
+        .settings()
+        .ok_or("--share sends the loader's settings to the agent as text, and these have none")?
+        .to_vec();
+    let rank = node.node * node.ranks_per_node + node.local_rank;
+    let reports_node = node.local_rank == 0;
+    // The agent runs elsewhere: a directory must be named absolutely.
+    let location = if location.contains("://") {
+        location.to_string()
+    } else {
+        std::path::absolute(location)?
+            .to_string_lossy()
+            .into_owned()
+    };
+    let group = if share == "auto" { "" } else { share };
+    let reading = Reading::new(location, settings)
+        .in_group(group)
+        .on_node(node);
+    let socket = nostall_agent::default_socket();
+    let mut client = Client::attach(&socket, &reading).map_err(|e| {
+        format!(
+            "{e} (at {}: start the node's agent with `nostall agent`, or set \
+             NOSTALL_AGENT_SOCKET)",
+            socket.display()
+        )
+    })?;
+    eprintln!(
+        "nostall node {rank}: attached to the agent's group {}; {} samples, {} batches per \
+         epoch",
+        client.attached().group,
+        client.attached().dataset_len,
+        client.attached().batches_per_epoch
+    );
+    let mut report = Report::new(args, rank)?;
+    let mut node_counters = Counters::default();
+    for epoch in 0..args.epochs {
+        eprintln!("nostall node {rank}: epoch {epoch} started");
+        let before = node_counters;
+        let started = Instant::now();
+        let mut row = Row::default();
+        let mut at = Position::start_of(epoch);
+        loop {
+            let asked = Instant::now();
+            let Some(batch) = client.next(at)? else {
+                break;
+            };
+            row.stall += asked.elapsed().as_secs_f64();
+            at = batch.position();
+            row.delivered(batch.ids(), report.ids.is_some());
+            if let Some(stats) = batch.node() {
+                node_counters = Counters::of_node(&stats);
+            }
+            drop(batch); // released to the agent, as a training step done with it would
+            args.step();
+        }
+        row.seconds = started.elapsed().as_secs_f64();
+        if reports_node {
+            row.moved = node_counters - before;
+        }
+        report.epoch(epoch, &row)?;
+    }
+    Ok(())
+}
+
+impl Args {
+    /// The simulated training step after each batch, if any.
+    fn step(&self) {
+        if let Some(ms) = self.step_ms {
+            std::thread::sleep(Duration::from_secs_f64(ms / 1e3));
+        }
+    }
+}
+
+/// One epoch of one rank, as reported.
+#[derive(Default)]
+struct Row {
+    images: u64,
+    ids: String,
+    seconds: f64,
+    stall: f64,
+    moved: Counters,
+    skipped: u64,
+    /// The loader's own cache's hits and misses, where it has one.
+    cache: Option<(u64, u64)>,
+}
+
+impl Row {
+    fn delivered(&mut self, ids: &[u64], keep_ids: bool) {
+        self.images += ids.len() as u64;
+        if keep_ids {
+            for id in ids {
+                let _ = write!(self.ids, " {id}");
+            }
+        }
+    }
+}
+
+/// Where the epochs are reported: a table on standard output, and the files asked for.
+struct Report {
+    rank: usize,
+    json: Option<std::fs::File>,
+    ids: Option<std::fs::File>,
+}
+
+impl Report {
+    fn new(args: &Args, rank: usize) -> Result<Report, AnyError> {
+        let json = args
+            .json
+            .as_ref()
+            .map(|p| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+            })
+            .transpose()?;
+        let ids = args.ids.as_ref().map(std::fs::File::create).transpose()?;
+        println!(
+            "{:>5} {:>5} {:>10} {:>9} {:>8} {:>12} {:>11} {:>11} {:>9}",
+            "node",
+            "epoch",
+            "images",
+            "images/s",
+            "stall s",
+            "storage MB",
+            "peers MB",
+            "served MB",
+            "fallback"
+        );
+        Ok(Report { rank, json, ids })
+    }
+
+    fn epoch(&mut self, epoch: u64, row: &Row) -> Result<(), AnyError> {
+        let rank = self.rank;
+        let (images, seconds, moved) = (row.images, row.seconds, row.moved);
+        let mb = |bytes: u64| bytes as f64 / 1e6;
+        println!(
+            "{rank:>5} {epoch:>5} {images:>10} {:>9.0} {:>8.2} {:>12.2} {:>11.2} {:>11.2} {:>9}",
+            images as f64 / seconds,
+            row.stall,
+            mb(moved.storage),
+            mb(moved.from_peers),
+            mb(moved.served),
+            moved.fallbacks
+        );
+        if let Some(out) = self.ids.as_mut() {
+            writeln!(out, "{epoch}:{}", row.ids)?;
+        }
+        if let Some(out) = self.json.as_mut() {
+            let (hits, misses) = row.cache.unwrap_or_default();
+            // When the epoch ended, on the clock every host shares: a job's epoch ends
+            // with its last rank's, whatever each rank waited for before it.
+            let ended = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            writeln!(
+                out,
+                "{{\"epoch\":{epoch},\"node\":{rank},\"images\":{images},\"seconds\":{seconds:.4},\
+                 \"images_per_s\":{:.2},\"storage_bytes\":{},\"peer_bytes\":{},\
+                 \"served_bytes\":{},\"served_local_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\
+                 \"skipped\":{},\"cache_hits\":{hits},\"cache_misses\":{misses},\
+                 \"ended_s\":{ended:.4}}}",
+                images as f64 / seconds,
+                moved.storage,
+                moved.from_peers,
+                moved.served,
+                moved.served_local,
+                moved.fallbacks,
+                row.stall,
+                row.skipped,
+            )?;
+        }
+        Ok(())
+    }
 }

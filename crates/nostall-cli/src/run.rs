@@ -167,28 +167,35 @@ fn parse_capacity(s: &str) -> Result<Capacity, String> {
 
 /// A loader over `location` as `s` describes it, assembled by the engine.
 pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBuilder> {
+    // As text where a setting has one, so that the builder can say its settings (what
+    // the node agent is sent).
     let mut builder = LoaderBuilder::new(location);
     builder
         .set("pipeline", s.preset.name())?
         .set("read", if s.cold { "cold" } else { "cached" })?
-        .set("on_error", if s.skip_bad { "skip" } else { "error" })?;
+        .set("on_error", if s.skip_bad { "skip" } else { "error" })?
+        .set("batch_size", &s.batch_size.to_string())?
+        .set("seed", &s.seed.to_string())?
+        .set("threads", &s.prep_threads.to_string())?
+        // The CLI's thread counts are the node's when torchrun ranks share it.
+        .set("balance_ranks", "true")?
+        .set("fetch_threads", &s.fetch_threads.to_string())?
+        .set("overlap_epochs", &s.overlap_epochs.to_string())?;
     if s.preset.is_image() {
         builder.set("image_size", &s.size.to_string())?;
-    }
-    if let Some(link) = s.link {
-        builder.link(link);
     }
     if let Some(memory) = &s.memory {
         builder.set("memory", memory)?;
     }
-    let config = builder.config_mut();
-    config.plan.batch_size = s.batch_size;
-    config.plan.seed = s.seed;
-    config.prep_threads = s.prep_threads;
-    config.fetch_threads = s.fetch_threads;
-    config.quarantine = s.quarantine.clone();
-    config.cache = s.cache;
-    config.overlap_epochs = s.overlap_epochs;
+    if let Some(quarantine) = &s.quarantine {
+        builder.set("quarantine", &quarantine.to_string_lossy())?;
+    }
+    if let Some(link) = s.link {
+        builder.link(link);
+    }
+    if s.cache != CacheConfig::default() {
+        builder.config_mut().cache = s.cache;
+    }
     Ok(builder)
 }
 
