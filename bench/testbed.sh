@@ -47,7 +47,14 @@
 #                rank reads most often over the job's epochs (NoPFS), read ahead
 #   local        --no-peers --world N, --cache-size 100% --prefill: the whole dataset cached
 #                locally (filled before the first epoch), the ceiling of caching
-# Each writes $OUT/MODE/hostI.jsonl (one object per epoch) and hostI.log; then
+#   agent        partitioned, through each host's node agent (`nostall agent` in the host's
+#                namespace, `nostall node --share auto`): the agent joins the job for the
+#                host and prepares its local ranks' batches, which reach them in shared
+#                memory; with --ranks-per-host 2 the ranks do not read their host's part
+#                over loopback TCP as in `partitioned` (the summary's "local TCP MB")
+# --ranks-per-host R runs R ranks (processes) per host: the job has HOSTS x R ranks, each
+# writing its own file (rank g = host x R + local rank), which the summary lists as hosts.
+# Each writes $OUT/MODE/hostG.jsonl (one object per epoch) and hostG.log; then
 # bench/testbed_summary.py prints per epoch and per host throughput, bytes from storage,
 # from peers, served and stall time, the aggregate per mode and epoch, and the issue's
 # ratios (writes $OUT/summary.json).
@@ -70,6 +77,7 @@ CACHE=30%
 EPOCHS=4
 DATA=bench/data/photos
 MODES="partitioned plain nopeers local"
+RANKS_PER_HOST=1
 OUT=bench/out/testbed
 BATCH=64
 PREP_THREADS=1
@@ -100,7 +108,8 @@ Usage: bash bench/testbed.sh [OPTIONS]
   --cache SIZE        per-host cache for partitioned and nopeers   [$CACHE]
   --epochs E          epochs per run                              [$EPOCHS]
   --data DIR          dataset to copy into storage                [$DATA]
-  --modes "M ..."     runs, of partitioned plain nopeers frequency local [$MODES]
+  --modes "M ..."     runs, of partitioned plain nopeers frequency local agent [$MODES]
+  --ranks-per-host R  ranks (processes) per host                  [$RANKS_PER_HOST]
   --out DIR           results: MODE/hostI.jsonl, .log, summary    [$OUT]
   --batch-size B      per-host batch size                         [$BATCH]
   --prep-threads P    prep threads per host                       [$PREP_THREADS]
@@ -127,6 +136,7 @@ parse_args() {
             --epochs) EPOCHS="$2"; shift ;;
             --data) DATA="$2"; shift ;;
             --modes) MODES="$2"; shift ;;
+            --ranks-per-host) RANKS_PER_HOST="$2"; shift ;;
             --out) OUT="$2"; shift ;;
             --batch-size) BATCH="$2"; shift ;;
             --prep-threads) PREP_THREADS="$2"; shift ;;
@@ -148,8 +158,10 @@ parse_args() {
     [ -z "$PEER_MBPS" ] || [[ "$PEER_MBPS" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
         || die "--peer-mbps must be a number (MB/s), not $PEER_MBPS"
     [[ "$EPOCHS" =~ ^[0-9]+$ ]] && [ "$EPOCHS" -ge 1 ] || die "--epochs must be >= 1"
+    [[ "$RANKS_PER_HOST" =~ ^[0-9]+$ ]] && [ "$RANKS_PER_HOST" -ge 1 ] && [ "$RANKS_PER_HOST" -le 16 ] \
+        || die "--ranks-per-host must be 1..16, not $RANKS_PER_HOST"
     for mode in $MODES; do
-        case "$mode" in partitioned|plain|nopeers|frequency|local) ;; *) die "unknown mode: $mode" ;; esac
+        case "$mode" in partitioned|plain|nopeers|frequency|local|agent) ;; *) die "unknown mode: $mode" ;; esac
     done
 }
 
@@ -193,12 +205,13 @@ remove_namespaces() {
 OWNED=0          # set once this run has created its namespaces: only then may it remove them
 WORK=            # temporary directory (the storage copy)
 JOB_PIDS=()
+AGENT_PIDS=()
 
 teardown() {
     local status=$?
     trap - EXIT INT TERM
     local pid
-    for pid in "${JOB_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${JOB_PIDS[@]}" "${AGENT_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     if [ "$OWNED" = 1 ]; then
         remove_namespaces
         [ -z "$(leftovers)" ] || log "left behind: $(leftovers | tr '\n' ' ')"
@@ -466,10 +479,24 @@ require_node() {
         || die "$BIN has no \`node\` subcommand (issue 6): build a nostall that has it"
 }
 
-# Runs mode $1 on every host at once; results in $OUT/$1/hostI.{jsonl,log}. When a host
-# fails, the others would wait at the next barrier for ever: they are stopped.
+# Starts host $1's node agent (mode agent) in its namespace, socket $2, log $3; returns
+# once it listens.
+start_agent() {
+    local i="$1" sock="$2" log="$3" n
+    ip netns exec "$(host_ns "$i")" "${env_args[@]}" "$BIN" agent --socket "$sock" --idle 600 \
+        </dev/null >"$log" 2>&1 &
+    AGENT_PIDS+=($!)
+    for n in $(seq 300); do
+        [ -S "$sock" ] && return 0
+        sleep 0.1
+    done
+    die "host $i: the agent does not listen at $sock after 30 s (see $log)"
+}
+
+# Runs mode $1 on every host at once; results in $OUT/$1/hostG.{jsonl,log}, G the rank.
+# When a host fails, the others would wait at the next barrier for ever: they are stopped.
 run_mode() {
-    local mode="$1" i peers="" dir="$OUT/$1" args
+    local mode="$1" i j g peers="" dir="$OUT/$1" args ranks=$((HOSTS * RANKS_PER_HOST)) agent_env
     for i in $(seq 0 $((HOSTS - 1))); do peers+="${peers:+,}$(host_ip "$i"):$PEER_PORT"; done
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -477,23 +504,34 @@ run_mode() {
     local secret
     secret="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
     JOB_PIDS=()
-    log "$mode: $HOSTS hosts, $EPOCHS epochs ..."
+    AGENT_PIDS=()
+    log "$mode: $HOSTS hosts x $RANKS_PER_HOST ranks, $EPOCHS epochs ..."
     for i in $(seq 0 $((HOSTS - 1))); do
-        args=("$SOURCE" --node "$i" --epochs "$EPOCHS" --batch-size "$BATCH"
-              --prep-threads "$PREP_THREADS" --fetch-threads "$FETCH_THREADS"
-              --json "$dir/host$i.jsonl")
-        case "$mode" in
-            partitioned) args+=(--peers "$peers" --cache-size "$CACHE") ;;
-            plain) args+=(--peers "$peers" --cache-size "$CACHE" --plain) ;;
-            nopeers) args+=(--no-peers --world "$HOSTS" --cache-size "$CACHE") ;;
-            frequency) args+=(--no-peers --world "$HOSTS" --cache-size "$CACHE" --cache-policy frequency) ;;
-            local) args+=(--no-peers --world "$HOSTS" --cache-size 100% --prefill) ;;
-        esac
-        [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
-        echo "ip netns exec $(host_ns "$i") NOSTALL_PEER_SECRET=... $BIN node ${args[*]}" >"$dir/host$i.log"
-        ip netns exec "$(host_ns "$i")" "${env_args[@]}" NOSTALL_PEER_SECRET="$secret" \
-            "$BIN" node "${args[@]}" </dev/null >>"$dir/host$i.log" 2>&1 &
-        JOB_PIDS+=($!)
+        agent_env=()
+        if [ "$mode" = agent ]; then
+            agent_env=(NOSTALL_AGENT_SOCKET="$WORK/agent-h$i/agent.sock")
+            start_agent "$i" "$WORK/agent-h$i/agent.sock" "$dir/agent$i.log"
+        fi
+        for j in $(seq 0 $((RANKS_PER_HOST - 1))); do
+            g=$((i * RANKS_PER_HOST + j))
+            args=("$SOURCE" --epochs "$EPOCHS" --batch-size "$BATCH"
+                  --prep-threads "$PREP_THREADS" --fetch-threads "$FETCH_THREADS"
+                  --json "$dir/host$g.jsonl")
+            local ranked=(--node "$i" --local-rank "$j" --ranks-per-node "$RANKS_PER_HOST")
+            case "$mode" in
+                partitioned) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE") ;;
+                plain) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE" --plain) ;;
+                agent) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE" --share auto) ;;
+                nopeers) args+=(--node "$g" --no-peers --world "$ranks" --cache-size "$CACHE") ;;
+                frequency) args+=(--node "$g" --no-peers --world "$ranks" --cache-size "$CACHE" --cache-policy frequency) ;;
+                local) args+=(--node "$g" --no-peers --world "$ranks" --cache-size 100% --prefill) ;;
+            esac
+            [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
+            echo "ip netns exec $(host_ns "$i") NOSTALL_PEER_SECRET=... ${agent_env[*]} $BIN node ${args[*]}" >"$dir/host$g.log"
+            ip netns exec "$(host_ns "$i")" "${env_args[@]}" "${agent_env[@]}" NOSTALL_PEER_SECRET="$secret" \
+                "$BIN" node "${args[@]}" </dev/null >>"$dir/host$g.log" 2>&1 &
+            JOB_PIDS+=($!)
+        done
     done
     local start=$SECONDS failed="" pid status running
     while :; do
@@ -504,7 +542,7 @@ run_mode() {
             if kill -0 "$pid" 2>/dev/null; then running=$((running + 1)); continue; fi
             status=0; wait "$pid" || status=$?
             JOB_PIDS[$i]=""
-            [ "$status" = 0 ] || failed+=" host$i(exit $status)"
+            [ "$status" = 0 ] || failed+=" rank$i(exit $status)"
         done
         [ "$running" -gt 0 ] || break
         if [ -n "$failed" ] || [ $((SECONDS - start)) -ge "$TIMEOUT" ]; then
@@ -516,9 +554,12 @@ run_mode() {
         sleep 0.5
     done
     JOB_PIDS=()
+    # The agents leave their jobs' nodes once every node is done; then they are stopped.
+    for pid in "${AGENT_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    AGENT_PIDS=()
     if [ -n "$failed" ]; then
-        for i in $(seq 0 $((HOSTS - 1))); do
-            echo "---- $dir/host$i.log (last lines)" >&2; tail -5 "$dir/host$i.log" >&2
+        for g in $(seq 0 $((ranks - 1))); do
+            echo "---- $dir/host$g.log (last lines)" >&2; tail -5 "$dir/host$g.log" >&2
         done
         die "$mode failed:$failed"
     fi
@@ -561,7 +602,7 @@ main() {
                 --csv "$OUT/simulated.csv" >/dev/null
             predicted=(--predicted "$OUT/simulated.csv") ;;
     esac
-    python3 bench/testbed_summary.py --out "$OUT" --modes "$MODES" --hosts "$HOSTS" \
+    python3 bench/testbed_summary.py --out "$OUT" --modes "$MODES" --hosts "$((HOSTS * RANKS_PER_HOST))" \
         --dataset-bytes "$DATASET_BYTES" --mbps "$MBPS" --cache "$CACHE" "${predicted[@]}"
 }
 

@@ -2,13 +2,18 @@
 
 Reads OUT/MODE/hostI.jsonl, one JSON object per epoch written by `nostall node --json`:
 epoch, node, images, seconds, images_per_s, storage_bytes, peer_bytes (received from
-peers), served_bytes (sent to peers), stall_s. Prints three tables and writes
+peers), served_bytes (sent to peers), served_local_bytes (of those, to the host's own
+ranks over TCP: "local TCP"), stall_s. With several ranks per host (testbed.sh
+--ranks-per-host), each rank is one "host" here. Prints three tables and writes
 OUT/summary.json. Python 3 standard library only.
 
-Aggregate images/s of an epoch = the hosts' images together / the slowest host's seconds
-(a data-parallel job goes at its slowest rank's pace). "Steady state" = every epoch after
-the first, which fills the caches (0-based epochs >= 1, the issue's "epochs >= 2"); its
-images/s = its images / the sum of its epochs' slowest seconds.
+Aggregate images/s of an epoch = the hosts' images together / the job's seconds for it:
+from the end of the previous epoch on its last host to the end of this one on its last
+host (`ended_s`, the hosts' shared clock: a data-parallel job goes at its slowest rank's
+pace, and each rank's own seconds leave out or count differently what it waited for the
+others); the slowest host's seconds where `ended_s` is missing and for the first epoch.
+"Steady state" = every epoch after the first, which fills the caches (0-based epochs >=
+1, the issue's "epochs >= 2"); its images/s = its images / the sum of its epochs' seconds.
 
 With --predicted (a `nostall simulate cache --csv` file for the same dataset, hosts,
 cache share, epochs and seed), the local cache hit rates of the modes without peers
@@ -74,10 +79,15 @@ def aggregate(per_host: dict[int, list[dict]]) -> list[dict]:
     """One row per epoch over all hosts (only epochs every host reported)."""
     epochs = sorted(set.intersection(*({r["epoch"] for r in rows} for rows in per_host.values())))
     result = []
+    previous = None
     for epoch in epochs:
         rows = [next(r for r in host_rows if r["epoch"] == epoch) for host_rows in per_host.values()]
         images = sum(r["images"] for r in rows)
         slowest = max(r["seconds"] for r in rows)
+        ended = max(r["ended_s"] for r in rows) if all("ended_s" in r for r in rows) else None
+        if ended is not None and previous is not None:
+            slowest = ended - previous
+        previous = ended
         result.append({
             "epoch": epoch,
             "images": images,
@@ -86,6 +96,7 @@ def aggregate(per_host: dict[int, list[dict]]) -> list[dict]:
             "storage_bytes": sum(r["storage_bytes"] for r in rows),
             "peer_bytes": sum(r["peer_bytes"] for r in rows),
             "served_bytes": sum(r["served_bytes"] for r in rows),
+            "served_local_bytes": sum(r.get("served_local_bytes", 0) for r in rows),
             "max_stall_s": max(r["stall_s"] for r in rows),
         })
     return result
@@ -103,6 +114,7 @@ def steady(epochs: list[dict]) -> dict | None:
         "images_per_s": images / seconds if seconds > 0 else 0.0,
         "storage_bytes_per_epoch": sum(e["storage_bytes"] for e in later) / len(later),
         "peer_bytes_per_epoch": sum(e["peer_bytes"] for e in later) / len(later),
+        "local_tcp_bytes_per_epoch": sum(e["served_local_bytes"] for e in later) / len(later),
     }
 
 
@@ -191,15 +203,16 @@ def main() -> int:
 
     summary = {"hosts": args.hosts, "mbps": args.mbps, "cache": args.cache,
                "dataset_bytes": args.dataset_bytes, "modes": {}}
-    print("\nAll hosts (images/s = all images / the slowest host's seconds)")
-    print(f"{'mode':<12}{'epoch':>6}{'images':>8}{'slowest s':>11}{'images/s':>10}"
-          f"{'storage MB':>12}{'peer MB':>9}{'served MB':>11}{'max stall s':>13}")
+    print("\nAll hosts (images/s = all images / the job's seconds for the epoch: see the module doc)")
+    print(f"{'mode':<12}{'epoch':>6}{'images':>8}{'job s':>11}{'images/s':>10}"
+          f"{'storage MB':>12}{'peer MB':>9}{'served MB':>11}{'local TCP MB':>14}{'max stall s':>13}")
     for mode, per_host in runs.items():
         epochs = aggregate(per_host)
         for e in epochs:
             print(f"{mode:<12}{e['epoch']:>6}{e['images']:>8}{e['slowest_s']:>11.2f}"
                   f"{e['images_per_s']:>10.0f}{e['storage_bytes'] / MB:>12.2f}"
-                  f"{e['peer_bytes'] / MB:>9.2f}{e['served_bytes'] / MB:>11.2f}{e['max_stall_s']:>13.2f}")
+                  f"{e['peer_bytes'] / MB:>9.2f}{e['served_bytes'] / MB:>11.2f}"
+                  f"{e['served_local_bytes'] / MB:>14.2f}{e['max_stall_s']:>13.2f}")
         summary["modes"][mode] = {"epochs": epochs, "steady": steady(epochs),
                                   "per_host": {str(h): rows for h, rows in per_host.items()}}
 
@@ -209,7 +222,8 @@ def main() -> int:
     for mode, value in rate.items():
         print(f"  {mode:<12}{value:>8.0f} images/s, storage "
               f"{modes[mode]['steady']['storage_bytes_per_epoch'] / MB:.2f} MB/epoch, peers "
-              f"{modes[mode]['steady']['peer_bytes_per_epoch'] / MB:.2f} MB/epoch")
+              f"{modes[mode]['steady']['peer_bytes_per_epoch'] / MB:.2f} MB/epoch, local TCP "
+              f"{modes[mode]['steady']['local_tcp_bytes_per_epoch'] / MB:.2f} MB/epoch")
     checks = {}
 
     def verdict(ok: bool) -> str:
@@ -243,6 +257,16 @@ def main() -> int:
             line += (f" = {100 * share:.2f}% of the dataset (target ~0, <= "
                      f"{100 * MAX_STORAGE_SHARE:.0f}%) {verdict(share <= MAX_STORAGE_SHARE)}")
         print(line)
+    if "agent" in modes:
+        # Through the node agent, no rank reads its host's part over TCP, in any epoch;
+        # its throughput against the same job without the agent.
+        local_tcp = sum(e["served_local_bytes"] for e in modes["agent"]["epochs"])
+        checks["agent_local_tcp_bytes"] = {"bytes": local_tcp, "ok": local_tcp == 0}
+        print(f"  agent local TCP bytes, all epochs: {local_tcp} (target 0) {verdict(local_tcp == 0)}")
+        if "partitioned" in rate and rate.get("agent"):
+            ratio = rate["agent"] / rate["partitioned"]
+            checks["agent_vs_partitioned"] = {"ratio": ratio, "target": 1.0, "ok": ratio >= 1.0}
+            print(f"  agent / partitioned:   {ratio:.2f}x (target >= 1.0x) {verdict(ratio >= 1.0)}")
     if not rate:
         print("  (needs at least 2 epochs)")
     if args.predicted:
