@@ -2,6 +2,7 @@
 //! leaves at once instead of taking it over, and the local ranks of `nostall node` jobs
 //! read their node of a partitioned cache through it.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -62,14 +63,30 @@ fn the_agent_serves_a_job_and_a_second_one_for_its_socket_leaves() {
     agent.wait().unwrap();
 }
 
-/// `nostall agent` at `socket`, until killed.
+/// `nostall agent` at `socket`, until killed, returned once it says it serves (a job
+/// started before then finds no socket); the rest of what it says goes to `log`.
 fn agent(socket: &Path, log: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_nostall"))
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_nostall"))
         .args(["agent", "--idle", "600", "--socket"])
         .arg(socket)
-        .stderr(std::fs::File::create(log).unwrap())
+        .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    let mut said = BufReader::new(agent.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("nostall agent: serving") {
+        line.clear();
+        let read = said.read_line(&mut line).unwrap();
+        assert!(
+            read > 0,
+            "the agent at {} left before serving",
+            socket.display()
+        );
+    }
+    let mut log = std::fs::File::create(log).unwrap();
+    // Drained to the end: an agent writing to a closed pipe would fail.
+    std::thread::spawn(move || std::io::copy(&mut said, &mut log));
+    agent
 }
 
 /// Two nodes of two local ranks each, every rank a `nostall node --share auto` process
