@@ -13,11 +13,16 @@ Modes, alternated over rounds, each round a fresh job:
             every loader makes today)
   balanced  the defaults: the ranks share the node's prep threads by demand
   all       threads = every core in each rank, no coordination (the kernel shares them)
+  agent     share="auto": each rank's stream prepared by the node agent (a fresh one per
+            job), which balances its threads between the ranks' streams by demand
+  agent-all share="auto", balance_ranks=False: the agent gives each rank's stream every
+            core (what it did before it balanced)
 
 Figures per mode (medians over rounds): images/s of the job (both ranks), and per rank
 the time per iteration spent waiting for its own batch and at the all-reduce.
 
 Usage: python3 bench/rank_balance.py [--rounds 3] [--iterations 60] [--warmup 10]
+  [--modes equal balanced all agent agent-all]
 (with the test venv: .venv-test/bin/python bench/rank_balance.py)
 """
 
@@ -28,13 +33,14 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SMALL = os.path.join(HERE, "data", "photos")
 LARGE = os.path.join(HERE, "data", "photos-large")
-MODES = ["equal", "balanced", "all"]
+MODES = ["equal", "balanced", "all", "agent", "agent-all"]
 BATCH = 64
 
 
@@ -51,6 +57,8 @@ def worker(args):
         "equal": {"balance_ranks": False},
         "balanced": {},
         "all": {"threads": len(os.sched_getaffinity(0))},
+        "agent": {"share": "auto"},
+        "agent-all": {"share": "auto", "balance_ranks": False},
     }[args.mode]
     loader = nostall.Loader(data, batch_size=BATCH, rank=0, world_size=1, seed=rank,
                             output="torch", **kwargs)
@@ -80,7 +88,8 @@ def worker(args):
     cpu = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
     row = {"cpu_ms": 1e3 * cpu / args.iterations, "rank": rank, "wall": wall, "wait_ms": 1e3 * wait / args.iterations,
            "allreduce_ms": 1e3 * reduce / args.iterations,
-           "prep_threads": loader.metrics["prep"]["threads"]}
+           # The job's own loader's; through the agent, its threads are the agent's.
+           "prep_threads": "-" if "share" in kwargs else loader.metrics["prep"]["threads"]}
     rows = [None, None]
     dist.all_gather_object(rows, row)
     if rank == 0:
@@ -104,6 +113,8 @@ def main():
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, default="balanced")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=MODES,
+                        help="the modes to run (equal, the reference, always runs)")
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--out", default=os.path.join(HERE, "out", "rank_balance.json"))
@@ -118,15 +129,28 @@ def main():
     for name, rate in costs.items():
         print(f"{name}, alone on one thread: {rate:.0f} images/s, "
               f"{1e3 * BATCH / rate:.1f} ms of one core a batch", flush=True)
-    results = {mode: [] for mode in MODES}
+    modes = ["equal"] + [m for m in args.modes if m != "equal"]
+    results = {mode: [] for mode in modes}
     for round in range(args.rounds):
-        order = MODES if round % 2 == 0 else MODES[::-1]
+        order = modes if round % 2 == 0 else modes[::-1]
         for mode in order:
-            out = subprocess.run(
-                [py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                 __file__, "--worker", "--mode", mode, "--iterations", str(args.iterations),
-                 "--warmup", str(args.warmup)],
-                check=True, capture_output=True, text=True, cwd=ROOT).stdout
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(os.environ)
+                agent = None
+                if mode.startswith("agent"):
+                    import nostall.agent
+                    env["NOSTALL_AGENT_SOCKET"] = os.path.join(tmp, "agent.sock")
+                    agent = nostall.agent.start(env["NOSTALL_AGENT_SOCKET"], idle=600)
+                try:
+                    out = subprocess.run(
+                        [py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                         "2", __file__, "--worker", "--mode", mode, "--iterations",
+                         str(args.iterations), "--warmup", str(args.warmup)],
+                        check=True, capture_output=True, text=True, cwd=ROOT, env=env).stdout
+                finally:
+                    if agent is not None:
+                        agent.terminate()
+                        agent.wait(timeout=30)
             row = json.loads(out.strip().splitlines()[-1])
             results[mode].append(row)
             ranks = ", ".join(
@@ -138,7 +162,7 @@ def main():
                   flush=True)
     median = {m: statistics.median(r["images_per_s"] for r in rows)
               for m, rows in results.items()}
-    for mode in MODES:
+    for mode in modes:
         print(f"{mode}: {median[mode]:.0f} images/s (median of {args.rounds}), "
               f"{median[mode] / median['equal']:.2f}x the equal split")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

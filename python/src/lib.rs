@@ -210,7 +210,11 @@ impl BatchTensor {
 enum Output {
     /// `BatchTensor`s, for any DLPack consumer.
     DLPack,
-    /// Through a `from_dlpack` function: `torch.from_dlpack` or `numpy.from_dlpack`.
+    /// `torch.from_dlpack`, given the DLPack capsules themselves: torch takes a capsule
+    /// without the protocol's calls back into the producer (`__dlpack_device__`,
+    /// `__dlpack__`), which are most of a hand-off's cost once torch has done its part.
+    Torch(Py<PyAny>),
+    /// Through a `from_dlpack` function that asks for the protocol: `numpy.from_dlpack`.
     Via(Py<PyAny>),
 }
 
@@ -530,18 +534,16 @@ impl ConfigArgs<'_, '_> {
 const PARTITIONED: &str = "partitioned";
 
 fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
-    let via = |module: &str| -> PyResult<Output> {
-        Ok(Output::Via(
-            py.import(module)?.getattr("from_dlpack")?.unbind(),
-        ))
+    let from_dlpack = |module: &str| -> PyResult<Py<PyAny>> {
+        Ok(py.import(module)?.getattr("from_dlpack")?.unbind())
     };
+    let torch = || from_dlpack("torch").map(Output::Torch);
+    let numpy = || from_dlpack("numpy").map(Output::Via);
     match output {
-        "torch" => via("torch"),
-        "numpy" => via("numpy"),
+        "torch" => torch(),
+        "numpy" => numpy(),
         "dlpack" => Ok(Output::DLPack),
-        "auto" => via("torch")
-            .or_else(|_| via("numpy"))
-            .or(Ok(Output::DLPack)),
+        "auto" => torch().or_else(|_| numpy()).or(Ok(Output::DLPack)),
         other => Err(config_error(
             py,
             format!("output={other:?}: use \"auto\", \"torch\", \"numpy\" or \"dlpack\""),
@@ -1007,17 +1009,22 @@ impl Loader {
         py: Python<'_>,
         (images, labels): (Owner, Owner),
     ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
-        let images = Bound::new(py, BatchTensor::new(images))?.into_any();
-        let labels = Bound::new(py, BatchTensor::new(labels))?.into_any();
+        let tensors = |f: &Py<PyAny>, images, labels| -> PyResult<_> {
+            let f = f.bind(py);
+            Ok(Some((
+                f.call1((images,))?.unbind(),
+                f.call1((labels,))?.unbind(),
+            )))
+        };
+        let object = |owner| Bound::new(py, BatchTensor::new(owner)).map(Bound::into_any);
         match &self.output {
-            Output::DLPack => Ok(Some((images.unbind(), labels.unbind()))),
-            Output::Via(from_dlpack) => {
-                let f = from_dlpack.bind(py);
-                Ok(Some((
-                    f.call1((images,))?.unbind(),
-                    f.call1((labels,))?.unbind(),
-                )))
-            }
+            Output::Torch(f) => tensors(
+                f,
+                dlpack::into_capsule(py, images)?,
+                dlpack::into_capsule(py, labels)?,
+            ),
+            Output::Via(f) => tensors(f, object(images)?, object(labels)?),
+            Output::DLPack => Ok(Some((object(images)?.unbind(), object(labels)?.unbind()))),
         }
     }
 

@@ -92,6 +92,11 @@ impl Shared {
         if let Some(node) = node {
             reading = reading.on_node(node);
         }
+        // Under torchrun, the agent balances its threads between the local ranks' streams
+        // (unless the settings turn balance_ranks off).
+        if let Some(ranks) = nostall::env::LocalRanks::from_env() {
+            reading = reading.among(ranks);
+        }
         let first = {
             let (socket, reading) = (socket.clone(), reading.clone());
             interruptible(py, move || Client::attach(&socket, &reading))?

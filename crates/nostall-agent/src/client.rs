@@ -30,6 +30,11 @@ pub struct Reading {
     /// node's cache and peer service), so that their reads of the node's part stay in
     /// its memory instead of crossing loopback TCP.
     pub node: Option<nostall_peer::NodeConfig>,
+    /// For one of several local ranks of a job (under torchrun), its place among them:
+    /// the agent then shares its prep threads between their streams by the work each
+    /// has next, as the ranks' own loaders would (`balance_ranks`). A rank of a
+    /// partitioned cache needs none: its node says it.
+    pub ranks: Option<nostall::env::LocalRanks>,
 }
 
 impl Reading {
@@ -41,6 +46,7 @@ impl Reading {
             settings,
             group: String::new(),
             node: None,
+            ranks: None,
         }
     }
 
@@ -53,6 +59,12 @@ impl Reading {
     /// As a rank of `node`'s job (see [`Reading::node`]).
     pub fn on_node(mut self, node: nostall_peer::NodeConfig) -> Reading {
         self.node = Some(node);
+        self
+    }
+
+    /// As one of the local `ranks` of its job (see [`Reading::ranks`]).
+    pub fn among(mut self, ranks: nostall::env::LocalRanks) -> Reading {
+        self.ranks = Some(ranks);
         self
     }
 }
@@ -166,6 +178,7 @@ impl Client {
             settings: reading.settings.clone(),
             group: reading.group.clone(),
             node: reading.node.as_ref().map(|n| Box::new(JobNode::of(n))),
+            ranks: reading.ranks,
         };
         channel
             .send(&hello.encode(), None)

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use nostall::env::LocalRanks;
 use nostall::pipeline::{Arena, LoaderBuilder};
 use nostall::storage::Source;
 use nostall::{Batch, Catalog, Epoch, Loader, Position};
@@ -263,13 +264,14 @@ impl Agent {
             Err(RecvError::Oversized) => return self.refuse(channel, "oversized hello"),
             Err(_) => return,
         };
-        let (location, settings, group_name, node) = match hello {
+        let (location, settings, group_name, node, ranks) = match hello {
             Ok(Request::Hello {
                 protocol,
                 location,
                 settings,
                 group,
                 node,
+                ranks,
             }) => {
                 if protocol != PROTOCOL {
                     return self.refuse(
@@ -280,13 +282,20 @@ impl Agent {
                         ),
                     );
                 }
-                (location, settings, group, node)
+                (location, settings, group, node, ranks)
             }
             Ok(_) => return self.refuse(channel, "the first message must be a hello"),
             Err(e) => return self.refuse(channel, &e.to_string()),
         };
         let member = self.next_member.fetch_add(1, Ordering::Relaxed);
-        let name = match self.join(member, &location, &settings, &group_name, node.as_deref()) {
+        let joining = Joining {
+            location: &location,
+            settings: &settings,
+            group_name: &group_name,
+            job: node.as_deref(),
+            ranks,
+        };
+        let name = match self.join(member, &joining) {
             Ok(name) => name,
             Err(message) => {
                 eprintln!("nostall agent: refused job {member} (pid {pid}): {message}");
@@ -313,14 +322,14 @@ impl Agent {
 
     /// Attaches `member` to the group for its stream, making the group if needed (and,
     /// for a rank of a partitioned cache, joining its job as its node if needed).
-    fn join(
-        &self,
-        member: u64,
-        location: &str,
-        settings: &[(String, String)],
-        group_name: &str,
-        job: Option<&JobNode>,
-    ) -> Result<String, String> {
+    fn join(&self, member: u64, joining: &Joining<'_>) -> Result<String, String> {
+        let Joining {
+            location,
+            settings,
+            group_name,
+            job,
+            ranks,
+        } = *joining;
         let mut builder = LoaderBuilder::new(location);
         for (name, value) in settings {
             builder.set(name, value).map_err(|e| e.to_string())?;
@@ -331,8 +340,10 @@ impl Agent {
         let config = builder.config_mut();
         config.arena = Arena::Shared;
         // The agent prepares for every job of the node: all the cores it may use, unless
-        // a job counted them, whatever the launcher's variables it inherited from the job
-        // that started it say (it is not one of a job's ranks).
+        // a job counted them. It balances a job's ranks only as the job says they are,
+        // never by the launcher's variables it inherited from the job that started it
+        // (it is not one of a job's ranks).
+        let balanced = config.balance_ranks;
         config.balance_ranks = false;
         if !counted {
             config.prep_threads = nostall::pipeline::usable_cores();
@@ -345,6 +356,22 @@ impl Agent {
                 Ok::<_, String>(node)
             })
             .transpose()?;
+        // A partitioned cache's ranks are the node's; any other job's, as it says.
+        let ranks = node
+            .as_ref()
+            .zip(job)
+            .map(|(node, job)| LocalRanks {
+                job: nostall::rng::digest_text(&node.key),
+                local_rank: job.local_rank as usize,
+                local_world: job.ranks_per_node as usize,
+            })
+            .or(ranks)
+            .filter(|ranks| ranks.local_world >= 2);
+        if let (true, Some(ranks)) = (balanced, ranks) {
+            let config = builder.config_mut();
+            config.balance_ranks = true;
+            config.local_ranks = Some(ranks);
+        }
         let config = builder.config().map_err(|e| e.to_string())?;
         if config.plan.batch_size > MAX_BATCH {
             return Err(format!(
@@ -669,4 +696,16 @@ impl<'a> Session<'a> {
             }
         }
     }
+}
+
+/// What a job's hello asks for.
+#[derive(Clone, Copy)]
+struct Joining<'a> {
+    location: &'a str,
+    settings: &'a [(String, String)],
+    group_name: &'a str,
+    /// For a rank of a partitioned cache: its node.
+    job: Option<&'a JobNode>,
+    /// Its place among its job's local ranks, as it says.
+    ranks: Option<LocalRanks>,
 }

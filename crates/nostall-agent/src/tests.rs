@@ -593,3 +593,55 @@ fn local_ranks_of_a_partitioned_cache_read_their_node_through_the_agent() {
     let crossed: u64 = nodes.iter().map(|s| s.source.peer_samples).sum();
     assert!(crossed > 0, "{nodes:?}");
 }
+
+/// The streams of a job's local ranks share the agent's prep threads by demand, through
+/// the table their own loaders would use; a job that turns `balance_ranks` off, or says
+/// no ranks, gets none.
+#[test]
+fn the_local_ranks_of_a_job_are_balanced_through_their_table_as_the_job_says() {
+    let f = Fixture::new(8, Duration::from_secs(30));
+    // Names no other job has: the tables are files in /dev/shm.
+    let job = |what: &str| nostall::rng::digest_text(&format!("{what} {:?}", f.socket));
+    // Where the engine keeps them: /dev/shm, else the temporary directory.
+    let table = |job: u64| {
+        [PathBuf::from("/dev/shm"), std::env::temp_dir()]
+            .iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|path| {
+                path.to_string_lossy()
+                    .ends_with(&format!("{job:016x}.ranks"))
+            })
+    };
+    let auto = |rank: usize, balance: &str| -> Vec<(String, String)> {
+        let mut s = settings(rank as u64);
+        s.retain(|(k, _)| k != "threads");
+        s.extend([
+            ("rank".to_string(), rank.to_string()),
+            ("world_size".to_string(), "2".to_string()),
+            ("balance_ranks".to_string(), balance.to_string()),
+        ]);
+        s
+    };
+    for (name, balance) in [("balanced", "true"), ("even", "false")] {
+        let ranks = (0..2).map(|local_rank| nostall::env::LocalRanks {
+            job: job(name),
+            local_rank,
+            local_world: 2,
+        });
+        for (rank, among) in ranks.enumerate() {
+            let reading = Reading::new(&f.photos, auto(rank, balance)).among(among);
+            let mut client =
+                Client::attach_within(Duration::from_secs(30), &f.socket, &reading).unwrap();
+            let (read, _) = read_epoch(&mut client, Position::start_of(0), None);
+            assert_eq!(strip(&read), f.expected_with(&auto(rank, balance), 0));
+        }
+        let found = table(job(name));
+        if let Some(path) = &found {
+            std::fs::remove_file(path).unwrap();
+        }
+        assert_eq!(found.is_some(), balance == "true", "{name}");
+    }
+}

@@ -8,12 +8,13 @@
 use std::fmt;
 use std::time::Duration;
 
+use nostall::env::LocalRanks;
 use nostall_peer::{
     Membership, NodeConfig, NodeStats, Secret, ServiceStats, SourceBreakdown, Timeouts,
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -26,6 +27,9 @@ const MAX_TEXT: usize = 4096;
 /// The most nodes of a job, and the longest secret, a job's node may name.
 const MAX_NODES: usize = 4096;
 const MAX_SECRET: usize = 1024;
+
+/// The most local ranks a job may say it has on a node (their table is sized by it).
+const MAX_LOCAL_RANKS: usize = 1024;
 
 /// A malformed message: what was wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +55,9 @@ pub(crate) enum Request {
         group: String,
         /// The job's node, for a rank of a job whose cache is partitioned across nodes.
         node: Option<Box<JobNode>>,
+        /// The job's place among the local ranks of its node, when it is one of several
+        /// and balances its threads with them.
+        ranks: Option<LocalRanks>,
     },
     /// The next batch: the job stands at this position (after its last batch).
     Next { epoch: u64, batch: u64, sample: u64 },
@@ -225,9 +232,13 @@ impl JobNode {
         let nodes = r.u32("the nodes")?;
         let local_rank = r.u32("the local rank")?;
         let ranks_per_node = r.u32("the ranks per node")?;
-        if node >= nodes || local_rank >= ranks_per_node {
+        if node >= nodes
+            || local_rank >= ranks_per_node
+            || ranks_per_node as usize > MAX_LOCAL_RANKS
+        {
             return Err(Malformed(format!(
-                "node {node} of {nodes}, local rank {local_rank} of {ranks_per_node}"
+                "node {node} of {nodes}, local rank {local_rank} of {ranks_per_node} (at \
+                 most {MAX_LOCAL_RANKS} local ranks)"
             )));
         }
         let membership = match r.u8("the membership")? {
@@ -475,6 +486,7 @@ impl Request {
                 settings,
                 group,
                 node,
+                ranks,
             } => {
                 w.u8(HELLO).u32(*protocol).text(location).text(group);
                 w.u32(settings.len() as u32);
@@ -488,6 +500,15 @@ impl Request {
                     Some(node) => {
                         w.u8(1);
                         node.write(&mut w);
+                    }
+                }
+                match ranks {
+                    None => {
+                        w.u8(0);
+                    }
+                    Some(ranks) => {
+                        w.u8(1).u64(ranks.job);
+                        w.u32(ranks.local_rank as u32).u32(ranks.local_world as u32);
                     }
                 }
             }
@@ -524,12 +545,17 @@ impl Request {
                     0 => None,
                     _ => Some(Box::new(JobNode::read(r)?)),
                 };
+                let ranks = match r.u8("the ranks flag")? {
+                    0 => None,
+                    _ => Some(read_ranks(r)?),
+                };
                 Request::Hello {
                     protocol,
                     location,
                     settings,
                     group,
                     node,
+                    ranks,
                 }
             }
             NEXT => Request::Next {
@@ -543,6 +569,24 @@ impl Request {
             tag => return Err(Malformed(format!("unknown request {tag}"))),
         })
     }
+}
+
+/// A job's local ranks: several, and its own among them.
+fn read_ranks(r: &mut Reader<'_>) -> Result<LocalRanks, Malformed> {
+    let job = r.u64("the ranks' job")?;
+    let local_rank = r.u32("the local rank")? as usize;
+    let local_world = r.u32("the local ranks")? as usize;
+    if !(2..=MAX_LOCAL_RANKS).contains(&local_world) || local_rank >= local_world {
+        return Err(Malformed(format!(
+            "local rank {local_rank} of {local_world}: a job balances with 2 to \
+             {MAX_LOCAL_RANKS} local ranks, its own below their number"
+        )));
+    }
+    Ok(LocalRanks {
+        job,
+        local_rank,
+        local_world,
+    })
 }
 
 impl Reply {
@@ -752,6 +796,11 @@ mod tests {
                 settings: vec![("batch_size".into(), "64".into())],
                 group: "search".into(),
                 node: None,
+                ranks: Some(LocalRanks {
+                    job: 42,
+                    local_rank: 1,
+                    local_world: 8,
+                }),
             },
             Request::Hello {
                 protocol: PROTOCOL,
@@ -764,6 +813,7 @@ mod tests {
                     "30%".parse().unwrap(),
                     Secret::new(b"sixteen bytes at least").unwrap(),
                 )))),
+                ranks: None,
             },
             Request::Next {
                 epoch: 3,
@@ -861,6 +911,11 @@ mod tests {
                 "100%".parse().unwrap(),
                 Secret::new(&[0xff; 16]).unwrap(),
             )))),
+            ranks: Some(LocalRanks {
+                job: u64::MAX,
+                local_rank: 3,
+                local_world: 4,
+            }),
         }
         .encode();
         for cut in 0..hello.len() {
@@ -874,6 +929,15 @@ mod tests {
             m[0] = tag;
             let _ = Request::decode(&m);
             let _ = Reply::decode(&m);
+        }
+        // Local ranks that would size their table past the limit, or a rank past them.
+        for (rank, ranks) in [(0u32, u32::MAX), (4, 4), (0, 1)] {
+            let mut m = hello.clone();
+            let at = m.len() - 8;
+            m[at..at + 4].copy_from_slice(&rank.to_le_bytes());
+            m[at + 4..].copy_from_slice(&ranks.to_le_bytes());
+            let err = Request::decode(&m).unwrap_err();
+            assert!(err.0.contains("local ranks"), "{err}");
         }
         // A length field claiming far more than the message holds.
         let mut huge = vec![HELLO];

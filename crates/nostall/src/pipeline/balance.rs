@@ -26,14 +26,15 @@ pub(super) struct Balance {
 }
 
 impl Balance {
-    /// The balance of a loader configured by `config`, when it asks for one and this
-    /// process is one of several local ranks of a torchrun job. A table that cannot be
-    /// used is said on stderr, and the loader runs its even split.
+    /// The balance of a loader configured by `config`, when it asks for one and loads
+    /// for one of several local ranks (its configuration's, else this process's under
+    /// torchrun). A table that cannot be used is said on stderr, and the loader runs its
+    /// even split.
     pub(super) fn open(config: &LoaderConfig) -> Option<Balance> {
         if !config.balance_ranks {
             return None;
         }
-        let ranks = LocalRanks::from_env()?;
+        let ranks = config.local_ranks.or_else(LocalRanks::from_env)?;
         let table = NodeTable::open(&table_dir(), &ranks)
             .map_err(|why| eprintln!("nostall: {why}"))
             .ok()?;
@@ -177,6 +178,31 @@ mod tests {
         assert!((d - 0.128).abs() < 1e-12, "{d}");
         assert_eq!(demand((0.0, 0), (1, 1), 64), None);
         assert_eq!(demand((0.01, 1_000), (0, 0), 64), None);
+    }
+
+    #[test]
+    fn ranks_named_by_the_configuration_are_balanced_without_a_launcher() {
+        // A name no other job has: the table is a file in /dev/shm.
+        let job = crate::rng::digest_text(&format!("{:?}", std::time::SystemTime::now()));
+        let mut config = LoaderConfig::new(crate::prep::Pipeline::imagenet_val(32));
+        config.local_ranks = Some(LocalRanks {
+            job,
+            local_rank: 1,
+            local_world: 3,
+        });
+        let balance = Balance::open(&config).expect("a balance for the named ranks");
+        let (budget, floor) = node_budget(usable_cores(), 3);
+        assert_eq!(balance.table.slot(), 1);
+        assert_eq!((balance.budget, balance.bounds), (budget, (floor, budget)));
+        config.balance_ranks = false;
+        assert!(Balance::open(&config).is_none(), "balance off");
+        drop(balance);
+        let name = format!("{job:016x}.ranks");
+        for entry in std::fs::read_dir(table_dir()).unwrap().flatten() {
+            if entry.file_name().to_string_lossy().ends_with(&name) {
+                std::fs::remove_file(entry.path()).unwrap();
+            }
+        }
     }
 
     #[test]

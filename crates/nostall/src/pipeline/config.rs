@@ -1,6 +1,7 @@
 //! How a [`Loader`](super::Loader) runs: its settings and their validation.
 
 use crate::cache::CacheConfig;
+use crate::env::LocalRanks;
 use crate::error::{Error, Result};
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
@@ -73,6 +74,10 @@ pub struct LoaderConfig {
     /// node's prep threads among them in proportion to the work each has per iteration
     /// ([`crate::sched::node`]), rather than each keeping `prep_threads`.
     pub balance_ranks: bool,
+    /// Under [`balance_ranks`](Self::balance_ranks), the ranks this loader balances
+    /// with; `None`: the launcher's ([`LocalRanks::from_env`]). A process that loads for
+    /// several ranks (the node agent) names each loader's.
+    pub local_ranks: Option<LocalRanks>,
     /// Where batch buffers live: shared memory lets another process map a batch without
     /// a copy ([`Batch::shared_memory`](super::Batch::shared_memory)), as the node agent
     /// does for the jobs it serves.
@@ -104,6 +109,7 @@ impl LoaderConfig {
             overlap_epochs: true,
             memory: None,
             balance_ranks: true,
+            local_ranks: None,
             arena: Arena::Private,
         }
     }
