@@ -595,12 +595,12 @@ fn local_ranks_of_a_partitioned_cache_read_their_node_through_the_agent() {
 }
 
 /// The streams of a job's local ranks share the agent's prep threads by demand, through
-/// the table their own loaders would use; a job that turns `balance_ranks` off, or says
-/// no ranks, gets none.
+/// the table their own loaders would use; a job that turns `balance_ranks` off gets
+/// none.
 #[test]
 fn the_local_ranks_of_a_job_are_balanced_through_their_table_as_the_job_says() {
     let f = Fixture::new(8, Duration::from_secs(30));
-    // Names no other job has: the tables are files in /dev/shm.
+    // Names no other job has: the tables are files in /dev/shm, named by the job.
     let job = |what: &str| nostall::rng::digest_text(&format!("{what} {:?}", f.socket));
     // Where the engine keeps them: /dev/shm, else the temporary directory.
     let table = |job: u64| {
@@ -615,8 +615,9 @@ fn the_local_ranks_of_a_job_are_balanced_through_their_table_as_the_job_says() {
                     .ends_with(&format!("{job:016x}.ranks"))
             })
     };
+    // Each case its own streams (its seeds), so that no job joins the other case's group.
     let auto = |rank: usize, balance: &str| -> Vec<(String, String)> {
-        let mut s = settings(rank as u64);
+        let mut s = settings(rank as u64 + if balance == "true" { 0 } else { 10 });
         s.retain(|(k, _)| k != "threads");
         s.extend([
             ("rank".to_string(), rank.to_string()),
@@ -631,17 +632,20 @@ fn the_local_ranks_of_a_job_are_balanced_through_their_table_as_the_job_says() {
             local_rank,
             local_world: 2,
         });
-        for (rank, among) in ranks.enumerate() {
-            let reading = Reading::new(&f.photos, auto(rank, balance)).among(among);
-            let mut client =
-                Client::attach_within(Duration::from_secs(30), &f.socket, &reading).unwrap();
-            let (read, _) = read_epoch(&mut client, Position::start_of(0), None);
-            assert_eq!(strip(&read), f.expected_with(&auto(rank, balance), 0));
-        }
-        let found = table(job(name));
-        if let Some(path) = &found {
-            std::fs::remove_file(path).unwrap();
-        }
-        assert_eq!(found.is_some(), balance == "true", "{name}");
+        // Attached, each rank's group and its loader live (the last rank to leave
+        // removes the table).
+        let clients: Vec<Client> = ranks
+            .enumerate()
+            .map(|(rank, among)| {
+                let reading = Reading::new(&f.photos, auto(rank, balance)).among(among);
+                let mut client =
+                    Client::attach_within(Duration::from_secs(30), &f.socket, &reading).unwrap();
+                let (read, _) = read_epoch(&mut client, Position::start_of(0), None);
+                assert_eq!(strip(&read), f.expected_with(&auto(rank, balance), 0));
+                client
+            })
+            .collect();
+        assert_eq!(table(job(name)).is_some(), balance == "true", "{name}");
+        drop(clients);
     }
 }

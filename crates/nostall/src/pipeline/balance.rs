@@ -196,13 +196,17 @@ mod tests {
         assert_eq!((balance.budget, balance.bounds), (budget, (floor, budget)));
         config.balance_ranks = false;
         assert!(Balance::open(&config).is_none(), "balance off");
-        drop(balance);
         let name = format!("{job:016x}.ranks");
-        for entry in std::fs::read_dir(table_dir()).unwrap().flatten() {
-            if entry.file_name().to_string_lossy().ends_with(&name) {
-                std::fs::remove_file(entry.path()).unwrap();
-            }
-        }
+        let tables = || {
+            std::fs::read_dir(table_dir())
+                .unwrap()
+                .flatten()
+                .filter(|entry| entry.file_name().to_string_lossy().ends_with(&name))
+                .count()
+        };
+        assert_eq!(tables(), 1);
+        drop(balance);
+        assert_eq!(tables(), 0, "the only rank removed it as it left");
     }
 
     #[test]

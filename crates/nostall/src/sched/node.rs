@@ -13,6 +13,8 @@
 //! [`REVISION_INTERVAL`], and reads the others'. Every rank computes its own share from
 //! the same records; nothing waits on another rank, so a rank that dies or stops
 //! iterating only stops renewing its record, which is ignored once older than [`STALE`].
+//! Each rank holds a shared `flock` on the file while it is open; the last to leave gets
+//! the exclusive one, and removes the file.
 //!
 //! **Demand** is a rank's predicted one-core seconds per iteration: the CPU time its prep
 //! threads spent per byte read (thread CPU time, so that threads sharing a core do not
@@ -42,6 +44,7 @@
 //! it cannot change which samples a rank delivers.
 
 use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -77,6 +80,7 @@ pub(crate) fn node_budget(usable_cores: usize, local_ranks: usize) -> (usize, us
 #[derive(Debug)]
 pub(crate) struct NodeTable {
     file: File,
+    path: PathBuf,
     slot: usize,
     slots: usize,
     /// Records older than this are ignored ([`STALE`]).
@@ -97,47 +101,42 @@ impl NodeTable {
         let fail = |what: &str, e: std::io::Error| {
             format!("{what} {}: {e} (ranks are not balanced)", path.display())
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            // The other ranks' records are in it.
-            .truncate(false)
-            .mode(0o600)
-            // In a directory everyone may write to, the name may be a link planted to
-            // make this user write elsewhere, or a FIFO to make the open hang.
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-            .map_err(|e| fail("cannot open the node's rank table", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| fail("cannot inspect the node's rank table", e))?;
-        if !meta.is_file() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-            return Err(format!(
-                "the node's rank table {} (uid {}, mode {:o}) is not a file of this user \
-                 alone: it is not trusted (ranks are not balanced; remove it if it is stale)",
-                path.display(),
-                meta.uid(),
-                meta.mode() & 0o777
-            ));
-        }
         if ranks.local_rank >= ranks.local_world {
             return Err(format!(
                 "LOCAL_RANK {} is not below LOCAL_WORLD_SIZE {} (ranks are not balanced)",
                 ranks.local_rank, ranks.local_world
             ));
         }
-        let len = (ranks.local_world * RECORD) as u64;
-        if meta.len() < len {
-            file.set_len(len)
-                .map_err(|e| fail("cannot size the node's rank table", e))?;
+        // The last rank to leave removes the file (see `Drop`): one opened just before
+        // that is no longer the table, and is opened again.
+        for _ in 0..OPEN_ATTEMPTS {
+            let file = open_own(&path, uid, &fail)?;
+            flock(&file, libc::LOCK_SH)
+                .map_err(|e| fail("cannot lock the node's rank table", e))?;
+            if !names(&path, &file) {
+                continue;
+            }
+            let len = (ranks.local_world * RECORD) as u64;
+            let meta = file
+                .metadata()
+                .map_err(|e| fail("cannot inspect the node's rank table", e))?;
+            if meta.len() < len {
+                file.set_len(len)
+                    .map_err(|e| fail("cannot size the node's rank table", e))?;
+            }
+            return Ok(NodeTable {
+                file,
+                path,
+                slot: ranks.local_rank,
+                slots: ranks.local_world,
+                stale: STALE,
+            });
         }
-        Ok(NodeTable {
-            file,
-            slot: ranks.local_rank,
-            slots: ranks.local_world,
-            stale: STALE,
-        })
+        Err(format!(
+            "the node's rank table {} was removed {OPEN_ATTEMPTS} times as it was opened \
+             (ranks are not balanced)",
+            path.display()
+        ))
     }
 
     /// Keeps records for `stale` rather than [`STALE`] (for tests that must not depend
@@ -194,12 +193,78 @@ impl NodeTable {
 }
 
 impl Drop for NodeTable {
-    /// Clears this rank's record. The file stays (a few dozen bytes in `/dev/shm`, which
-    /// the system clears at boot; the next job has another name): a rank cannot know
-    /// that no other will still open it, and removing it from under a rank that has not
-    /// written its record yet split the ranks over two files.
+    /// Clears this rank's record, and removes the file if no other rank holds it: every
+    /// rank holds a shared lock on it while open, so the exclusive lock is had only by
+    /// the last. A rank that opened the file but has not locked it yet finds, once
+    /// locked, that the path no longer names it, and makes the table again.
     fn drop(&mut self) {
         self.write(0, 0.0);
+        // Asking for the exclusive lock gives up the shared one first (flock converts
+        // that way): a rank that does not get it holds nothing, as it leaves anyway.
+        if flock(&self.file, libc::LOCK_EX | libc::LOCK_NB).is_ok() && names(&self.path, &self.file)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// How many times a table removed as it is opened is opened again.
+const OPEN_ATTEMPTS: usize = 16;
+
+/// Opens (creating it) the table at `path`, refused unless it is a plain file of `uid`
+/// alone.
+fn open_own(
+    path: &Path,
+    uid: u32,
+    fail: &dyn Fn(&str, std::io::Error) -> String,
+) -> Result<File, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        // The other ranks' records are in it.
+        .truncate(false)
+        .mode(0o600)
+        // In a directory everyone may write to, the name may be a link planted to make
+        // this user write elsewhere, or a FIFO to make the open hang.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| fail("cannot open the node's rank table", e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| fail("cannot inspect the node's rank table", e))?;
+    if !meta.is_file() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "the node's rank table {} (uid {}, mode {:o}) is not a file of this user \
+             alone: it is not trusted (ranks are not balanced; remove it if it is stale)",
+            path.display(),
+            meta.uid(),
+            meta.mode() & 0o777
+        ));
+    }
+    Ok(file)
+}
+
+/// Whether `path` still names `file` (and not a file made after it was removed).
+fn names(path: &Path, file: &File) -> bool {
+    match (std::fs::symlink_metadata(path), file.metadata()) {
+        (Ok(named), Ok(open)) => named.dev() == open.dev() && named.ino() == open.ino(),
+        _ => false,
+    }
+}
+
+/// `flock(2)` on `file`, retried when a signal interrupts a wait.
+fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: the descriptor is open for the whole call (borrowed from `file`);
+        // flock reads nothing from memory.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
@@ -274,6 +339,40 @@ mod tests {
             local_rank,
             local_world: 2,
         }
+    }
+
+    #[test]
+    fn the_last_rank_to_leave_removes_the_table_and_a_later_one_makes_it_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = || std::fs::read_dir(dir.path()).unwrap().count();
+        let first = NodeTable::open(dir.path(), &ranks(0)).unwrap();
+        let second = NodeTable::open(dir.path(), &ranks(1)).unwrap();
+        first.publish(0.5);
+        drop(first);
+        assert_eq!(files(), 1, "a rank still holds it");
+        assert_eq!(second.demands(), vec![None, None], "the record cleared");
+        drop(second);
+        assert_eq!(files(), 0, "the last one out removed it");
+        let again = NodeTable::open(dir.path(), &ranks(0)).unwrap();
+        assert_eq!(files(), 1);
+        again.publish(0.25);
+        assert_eq!(again.demands(), vec![Some(0.25), None]);
+    }
+
+    #[test]
+    fn a_rank_holding_a_removed_table_leaves_the_new_one_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = NodeTable::open(dir.path(), &ranks(0)).unwrap();
+        // As a rank that opened the file just before the last rank removed it holds it.
+        std::fs::remove_file(&stale.path).unwrap();
+        let fresh = NodeTable::open(dir.path(), &ranks(1)).unwrap();
+        assert!(names(&fresh.path, &fresh.file));
+        assert!(!names(&stale.path, &stale.file));
+        // The stale rank gets the exclusive lock on its own file: the path is not it.
+        drop(stale);
+        assert!(fresh.path.exists(), "the table in use stays");
+        drop(fresh);
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
     }
 
     #[test]
