@@ -211,8 +211,8 @@ enum Output {
     /// `BatchTensor`s, for any DLPack consumer.
     DLPack,
     /// `torch.from_dlpack`, given the DLPack capsules themselves: torch takes a capsule
-    /// without the protocol's calls back into the producer (`__dlpack_device__`,
-    /// `__dlpack__`), which are most of a hand-off's cost once torch has done its part.
+    /// without calling back into the producer (`__dlpack_device__`, `__dlpack__`), and
+    /// no `BatchTensor` is made to be thrown away.
     Torch(Py<PyAny>),
     /// Through a `from_dlpack` function that asks for the protocol: `numpy.from_dlpack`.
     Via(Py<PyAny>),
