@@ -305,11 +305,11 @@ enum Output {
 ///   batch is fetched and prepared once for all of them, and reaches each in shared
 ///   memory. A name (`share="search-17"`) makes a group of the jobs giving that name,
 ///   which must read the same stream (each rank of a job has a group of its own). A
-///   job that comes mid-epoch reads that epoch with
-///   the agent's threads alone and joins at the next; one that stops asking for batches
-///   for 2 s while the group waits for it is detached and goes on alone. Shared batches
-///   are read-only (copy before changing one in place: a write faults). The pipeline
-///   must be a preset; `"off"` reads with this process's own threads.
+///   job that comes mid-epoch reads that epoch with the agent's threads alone and joins
+///   at the next; one that stops asking for batches for 2 s while the group waits for
+///   it is detached and goes on alone. Shared batches are read-only (copy before
+///   changing one in place: a write faults). The pipeline must be a preset; `"off"`
+///   reads with this process's own threads.
 ///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches
 ///   the group had ready past this job's last), `batches_from_group` and
 ///   `batches_private` (this epoch), `group_batches_prepared`,

@@ -73,22 +73,9 @@ impl Shared {
                     .into(),
             ));
         };
-        // The agent runs elsewhere (its own working directory): paths go absolute, so
-        // that jobs naming one dataset differently still make one group.
-        let mut settings = settings.to_vec();
-        for (name, value) in &mut settings {
-            if name == "quarantine" {
-                *value = absolute(value);
-            }
-        }
-        let location = if location.contains("://") {
-            location.to_string()
-        } else {
-            absolute(location)
-        };
         let socket = nostall_agent::default_socket();
         let ranked = node.is_some();
-        let mut reading = Reading::new(location, settings).in_group(group);
+        let mut reading = Reading::new(location, settings.to_vec()).in_group(group);
         if let Some(node) = node {
             reading = reading.on_node(node);
         }
@@ -181,13 +168,6 @@ impl Shared {
             Err(e) => Err(Failure::Lost(e.to_string())),
         }
     }
-}
-
-/// `path` made absolute (and canonical when it exists), as text.
-fn absolute(path: &str) -> String {
-    std::fs::canonicalize(path)
-        .or_else(|_| std::path::absolute(path))
-        .map_or_else(|_| path.to_string(), |p| p.to_string_lossy().into_owned())
 }
 
 /// Why a shared batch did not come.

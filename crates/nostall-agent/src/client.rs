@@ -39,10 +39,23 @@ pub struct Reading {
 
 impl Reading {
     /// `location` read with `settings`, grouped by stream, not a rank of a partitioned
-    /// cache.
-    pub fn new(location: impl Into<String>, settings: Vec<(String, String)>) -> Reading {
+    /// cache. Paths (a local location, a `quarantine` file) are made absolute, and
+    /// canonical where they exist: the agent runs in a working directory of its own, and
+    /// jobs naming one dataset differently still read one stream.
+    pub fn new(location: impl Into<String>, mut settings: Vec<(String, String)>) -> Reading {
+        let location = location.into();
+        let location = if location.contains("://") {
+            location
+        } else {
+            absolute(&location)
+        };
+        for (name, value) in &mut settings {
+            if name == "quarantine" {
+                *value = absolute(value);
+            }
+        }
         Reading {
-            location: location.into(),
+            location,
             settings,
             group: String::new(),
             node: None,
@@ -67,6 +80,14 @@ impl Reading {
         self.ranks = Some(ranks);
         self
     }
+}
+
+/// `path` made absolute (and canonical when it exists), as text; as given if neither
+/// can be done.
+fn absolute(path: &str) -> String {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .map_or_else(|_| path.to_string(), |p| p.to_string_lossy().into_owned())
 }
 
 /// Why the agent could not serve a job.

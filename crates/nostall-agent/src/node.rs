@@ -30,8 +30,9 @@ pub(crate) struct JoinedNode {
 
 impl JoinedNode {
     /// What local rank `local_rank`'s producer does before it makes an epoch from its
-    /// start: meet the job's other ranks (at node 0), as `nostall node` does. After the job's last epoch
-    /// this keeps the node's service up until every node is done with it.
+    /// start: meet the job's other ranks (at node 0), as `nostall node` does. After the
+    /// job's last epoch this keeps the node's service up until every node is done with
+    /// it.
     pub(crate) fn before_epoch(self: &Arc<JoinedNode>, local_rank: usize) -> BeforeEpoch {
         let joined = Arc::downgrade(self);
         Box::new(move |epoch| {

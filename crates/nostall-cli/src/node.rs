@@ -370,14 +370,6 @@ fn through_agent(
         .to_vec();
     let rank = node.node * node.ranks_per_node + node.local_rank;
     let reports_node = node.local_rank == 0;
-    // The agent runs elsewhere: a directory must be named absolutely.
-    let location = if location.contains("://") {
-        location.to_string()
-    } else {
-        std::path::absolute(location)?
-            .to_string_lossy()
-            .into_owned()
-    };
     let group = if share == "auto" { "" } else { share };
     let reading = Reading::new(location, settings)
         .in_group(group)
