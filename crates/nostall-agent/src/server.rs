@@ -422,6 +422,9 @@ impl Agent {
         let loader = builder
             .build(catalog.clone(), source.clone())
             .map_err(|e| e.to_string())?;
+        // The rank's record in its table is the group's loader's: a private stream made
+        // later from this builder must not write (or, leaving, clear) it.
+        builder.config_mut().balance_ranks = false;
         let batch_bytes = (config.plan.batch_size * config.pipeline.sample_bytes()).max(1) as u64;
         let window = (self.config.staging / batch_bytes).clamp(2, 64) as usize;
         let group = Group::start(
