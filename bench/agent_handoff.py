@@ -163,13 +163,13 @@ def main():
           f"median {med:.0f} us ({len(got)} batches), own loader "
           f"{statistics.median(own_waits) * 1e6:.0f} us")
     # What the configuration bounds: staging (512 MiB by default, in whole batches), the
-    # group loader's batch buffers (prefetch 4, twice while epochs overlap) and the batch
-    # each job has asked for ahead.
+    # group loader's batch buffers (prefetch 4, twice while epochs overlap) and the job's
+    # credits: the batch it trains on and the next, sent ahead.
     batch_mb = args.batch * 3 * 224 * 224 * 4 / 1e6
     window = min(max(int(512 * 2**20 / (batch_mb * 1e6)), 2), 64)
     print(f"agent RSS after each epoch (MB): {' '.join(f'{r:.0f}' for r in rss)}; batch "
-          f"buffers bounded by the configuration: ({window} staged + 8 + 1) x {batch_mb:.1f} MB "
-          f"= {(window + 9) * batch_mb:.0f} MB")
+          f"buffers bounded by the configuration: ({window} staged + 8 + 2) x {batch_mb:.1f} "
+          f"MB = {(window + 10) * batch_mb:.0f} MB")
 
 
 if __name__ == "__main__":

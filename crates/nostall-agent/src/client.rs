@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -158,8 +159,25 @@ pub struct Client {
     attached: Attached,
     /// A wait for a reply was given up: the reply may still come, out of turn.
     broken: bool,
-    /// The position of the batch already asked for, ahead of the job's asking.
-    ahead: Option<Position>,
+    /// The number of the job's latest request for batches (answers to earlier ones are
+    /// stale), and the position the agent sends next unasked for it, if it does.
+    pub(crate) ask: u64,
+    pushing: Option<Position>,
+    /// This job's batches not dropped yet.
+    live: Arc<AtomicUsize>,
+}
+
+/// How many of its batches a job lets the agent send ahead of its asking: the one it
+/// trains on and the next, waiting in the socket. A job that holds more (it keeps
+/// tensors, or asks for the next batch before freeing the last) asks for each batch,
+/// a round trip.
+const CREDITS: u32 = 2;
+
+/// An answer to a request for batches.
+enum Answer {
+    Batch(SharedBatch),
+    End,
+    Failed(AgentError),
 }
 
 /// How often a wait for the agent's reply asks whether to go on.
@@ -210,7 +228,9 @@ impl Client {
             maps: HashMap::new(),
             attached: Attached::default(), // until the welcome
             broken: false,
-            ahead: None,
+            ask: 0,
+            pushing: None,
+            live: Arc::new(AtomicUsize::new(0)),
         };
         // Making a new group opens the dataset (its index: seconds for a large one).
         let deadline = std::time::Instant::now() + WELCOME_PATIENCE;
@@ -219,7 +239,7 @@ impl Client {
                 client.attached = attached;
                 Ok(client)
             }
-            (Reply::Failed(failure), _) => Err(AgentError::Refused(failure.message)),
+            (Reply::Failed { failure, .. }, _) => Err(AgentError::Refused(failure.message)),
             (other, _) => Err(AgentError::Protocol(format!(
                 "expected a welcome, got {other:?}"
             ))),
@@ -315,42 +335,58 @@ impl Client {
         at: Position,
         keep_waiting: &mut dyn FnMut() -> bool,
     ) -> Result<Option<SharedBatch>, AgentError> {
-        match self.ahead.take() {
-            Some(asked) if asked == at => {}
-            Some(_) => {
-                // The job moved elsewhere: the batch asked ahead is released unread.
-                drop(self.reply(keep_waiting)?);
-                self.ask(at)?;
+        // In step, the agent sends this batch unasked once the job holds fewer batches
+        // than its credit (it waits in the socket already, unless the agent is slower):
+        // taking it costs no round trip and no request (on a machine whose cores sleep
+        // when idle, waking the agent and back is ~0.1 ms).
+        let in_step =
+            self.pushing == Some(at) && self.live.load(Ordering::Acquire) < CREDITS as usize;
+        if !in_step {
+            self.ask(at)?;
+        }
+        loop {
+            let (ask, answer) = self.answer(keep_waiting)?;
+            if ask != self.ask {
+                // Sent for an earlier request (the job moved elsewhere): a batch is
+                // released as it drops.
+                continue;
             }
-            None => self.ask(at)?,
+            return match answer {
+                Answer::Batch(batch) => {
+                    self.pushing = Some(batch.position());
+                    Ok(Some(batch))
+                }
+                Answer::End => {
+                    self.pushing = None;
+                    Ok(None)
+                }
+                Answer::Failed(e) => {
+                    self.pushing = None;
+                    Err(e)
+                }
+            };
         }
-        let batch = self.reply(keep_waiting)?;
-        if let Some(batch) = &batch {
-            // Ask for the next batch now: its reply waits in the socket while the job
-            // trains on this one, so that taking it costs no round trip (on a machine
-            // whose cores sleep when idle, waking the agent and back is ~0.1 ms).
-            self.ask(batch.position())?;
-            self.ahead = Some(batch.position());
-        }
-        Ok(batch)
     }
 
-    fn ask(&self, at: Position) -> Result<(), AgentError> {
+    fn ask(&mut self, at: Position) -> Result<(), AgentError> {
+        self.ask += 1;
         let request = Request::Next {
             epoch: at.epoch,
             batch: at.batch,
             sample: at.sample,
+            ask: self.ask,
+            credits: CREDITS,
         };
         self.channel
             .send(&request.encode(), None)
             .map_err(AgentError::Unreachable)
     }
 
-    /// The reply to the oldest request: a batch, or `None` at the end of the epoch.
-    fn reply(
+    /// The agent's next answer to a request for batches, and the request's number.
+    fn answer(
         &mut self,
         keep_waiting: &mut dyn FnMut() -> bool,
-    ) -> Result<Option<SharedBatch>, AgentError> {
+    ) -> Result<(u64, Answer), AgentError> {
         match self.receive(keep_waiting)? {
             (Reply::Batch(header), fd) => {
                 let mapping = match fd {
@@ -371,20 +407,27 @@ impl Client {
                         "a batch larger than its buffer".into(),
                     ));
                 }
-                Ok(Some(SharedBatch {
+                self.live.fetch_add(1, Ordering::AcqRel);
+                let ask = header.ask;
+                let batch = SharedBatch {
                     mapping,
                     header,
                     channel: self.channel.clone(),
-                }))
+                    live: self.live.clone(),
+                };
+                Ok((ask, Answer::Batch(batch)))
             }
-            (Reply::End { .. }, _) => Ok(None),
-            (Reply::Failed(failure), _) => Err(match failure.sample {
-                Some(sample) => AgentError::Sample {
-                    message: failure.message,
-                    sample,
-                },
-                None => AgentError::Refused(failure.message),
-            }),
+            (Reply::End { ask, .. }, _) => Ok((ask, Answer::End)),
+            (Reply::Failed { failure, ask }, _) => Ok((
+                ask,
+                Answer::Failed(match failure.sample {
+                    Some(sample) => AgentError::Sample {
+                        message: failure.message,
+                        sample,
+                    },
+                    None => AgentError::Refused(failure.message),
+                }),
+            )),
             (other, _) => Err(AgentError::Protocol(format!(
                 "expected a batch, got {other:?}"
             ))),
@@ -454,6 +497,8 @@ pub struct SharedBatch {
     mapping: Arc<Mapping>,
     header: BatchHeader,
     channel: Arc<Channel>,
+    /// Its job's count of batches not dropped.
+    live: Arc<AtomicUsize>,
 }
 
 impl SharedBatch {
@@ -523,6 +568,7 @@ impl SharedBatch {
 
 impl Drop for SharedBatch {
     fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::AcqRel);
         // The agent may be gone already: nothing to release then.
         let _ = self.channel.send(
             &Request::Release {

@@ -205,7 +205,7 @@ impl Agent {
     fn refuse(&self, channel: &Channel, why: &str) {
         self.refused.fetch_add(1, Ordering::Relaxed);
         eprintln!("nostall agent: refused a connection: {why}");
-        let _ = channel.send(&Reply::Failed(Failure::text(why)).encode(), None);
+        let _ = channel.send(&Reply::refusal(why).encode(), None);
     }
 
     fn admit(self: &Arc<Agent>, channel: Channel) {
@@ -299,7 +299,7 @@ impl Agent {
             Ok(name) => name,
             Err(message) => {
                 eprintln!("nostall agent: refused job {member} (pid {pid}): {message}");
-                let _ = channel.send(&Reply::Failed(Failure::text(message)).encode(), None);
+                let _ = channel.send(&Reply::refusal(&message).encode(), None);
                 return;
             }
         };
@@ -507,7 +507,7 @@ fn stream_of(location: &str, config: &nostall::LoaderConfig) -> String {
 }
 
 /// One job's side of the conversation: its group, its private stream when it has one,
-/// and the batches it holds.
+/// the batches it holds, and where the agent sends unasked.
 struct Session<'a> {
     agent: &'a Agent,
     name: String,
@@ -519,6 +519,11 @@ struct Session<'a> {
     next_ticket: u64,
     /// Buffers whose memfd this job has been sent.
     sent: HashSet<u64>,
+    /// The job's latest request, the batches it lets the agent send ahead, and the
+    /// position sent next unasked (none after an epoch's end or a failure).
+    ask: u64,
+    credits: usize,
+    pushing: Option<Position>,
 }
 
 /// A member's own stream, for positions the group cannot serve.
@@ -542,6 +547,9 @@ impl<'a> Session<'a> {
             held: HashMap::new(),
             next_ticket: 1,
             sent: HashSet::new(),
+            ask: 0,
+            credits: 0,
+            pushing: None,
         }
     }
 
@@ -561,43 +569,23 @@ impl<'a> Session<'a> {
 
     fn serve(&mut self, channel: &Channel, buf: &mut [u8]) {
         loop {
-            let request = match channel.recv(buf) {
-                Ok(r) if r.fd.is_some() => Err("a descriptor came with a request".to_string()),
-                Ok(r) => Request::decode(&buf[..r.len]).map_err(|e| e.to_string()),
-                Err(RecvError::Oversized) => Err("an oversized request".to_string()),
-                Err(RecvError::Closed) => return,
-                Err(RecvError::Io(e)) => {
-                    eprintln!("nostall agent: a job's connection failed: {e}");
-                    return;
-                }
+            // The job's credit allows the next batch: sent unasked (a job that stopped
+            // reading stops it once it holds `credits` of them).
+            let at = match self.pushing.filter(|_| self.held.len() < self.credits) {
+                Some(at) => at,
+                None => match self.request(channel, buf) {
+                    Ok(Some(at)) => at,
+                    Ok(None) => continue,
+                    Err(None) => return,
+                    Err(Some(why)) => {
+                        // Out of protocol: refused, logged, and the connection ends; the
+                        // agent goes on serving the others.
+                        self.agent.refuse(channel, &why);
+                        return;
+                    }
+                },
             };
-            let reply = match request {
-                Ok(Request::Next {
-                    epoch,
-                    batch,
-                    sample,
-                }) => self.next(Position {
-                    epoch,
-                    batch,
-                    sample,
-                }),
-                Ok(Request::Release { ticket }) => {
-                    self.held.remove(&ticket);
-                    self.group.touch(self.member);
-                    continue;
-                }
-                Ok(Request::Hello { .. }) => Err("a second hello".to_string()),
-                Err(e) => Err(e),
-            };
-            let (reply, fd_of) = match reply {
-                Ok(pair) => pair,
-                Err(why) => {
-                    // Out of protocol: refused, logged, and the connection ends; the
-                    // agent goes on serving the others.
-                    self.agent.refuse(channel, &why);
-                    return;
-                }
-            };
+            let (reply, fd_of) = self.next(at);
             let fd = fd_of.as_ref().and_then(|b| b.shared_memory()).map(|m| m.fd);
             if let Err(e) = channel.send(&reply.encode(), fd) {
                 eprintln!("nostall agent: a job stopped reading ({e}); its connection ends");
@@ -606,18 +594,62 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// The reply to a request for the batch at `at`, and the batch whose memfd goes with
-    /// it the first time.
-    fn next(&mut self, at: Position) -> Result<(Reply, Option<Arc<Batch>>), String> {
+    /// Reads the job's next request: the position it asks for, or `None` after a
+    /// release. `Err(None)`: the connection ended; `Err(Some(why))`: out of protocol.
+    fn request(
+        &mut self,
+        channel: &Channel,
+        buf: &mut [u8],
+    ) -> Result<Option<Position>, Option<String>> {
+        let request = match channel.recv(buf) {
+            Ok(r) if r.fd.is_some() => {
+                return Err(Some("a descriptor came with a request".to_string()))
+            }
+            Ok(r) => Request::decode(&buf[..r.len]).map_err(|e| Some(e.to_string()))?,
+            Err(RecvError::Oversized) => return Err(Some("an oversized request".to_string())),
+            Err(RecvError::Closed) => return Err(None),
+            Err(RecvError::Io(e)) => {
+                eprintln!("nostall agent: a job's connection failed: {e}");
+                return Err(None);
+            }
+        };
+        match request {
+            Request::Next {
+                epoch,
+                batch,
+                sample,
+                ask,
+                credits,
+            } => {
+                self.ask = ask;
+                self.credits = credits as usize;
+                Ok(Some(Position {
+                    epoch,
+                    batch,
+                    sample,
+                }))
+            }
+            Request::Release { ticket } => {
+                self.held.remove(&ticket);
+                self.group.touch(self.member);
+                Ok(None)
+            }
+            Request::Hello { .. } => Err(Some("a second hello".to_string())),
+        }
+    }
+
+    /// The answer for the batch at `at`, and the batch whose memfd goes with it the first
+    /// time; moves where the agent sends unasked to the batch after it.
+    fn next(&mut self, at: Position) -> (Reply, Option<Arc<Batch>>) {
+        self.pushing = None;
+        let ask = self.ask;
         if self.held.len() >= self.agent.config.max_held {
-            return Ok((
-                Reply::Failed(Failure::text(format!(
-                    "this job holds {} batches of the agent: free the tensors of batches \
-                     it is done with",
-                    self.held.len()
-                ))),
-                None,
+            let failure = Failure::text(format!(
+                "this job holds {} batches of the agent: free the tensors of batches it is \
+                 done with",
+                self.held.len()
             ));
+            return (Reply::Failed { failure, ask }, None);
         }
         let served = match self.group.next(self.member, at) {
             Served::Private => self.private_next(at),
@@ -626,7 +658,7 @@ impl<'a> Session<'a> {
                 (other, true)
             }
         };
-        Ok(match served {
+        match served {
             (Served::Batch(batch), shared) => {
                 let ticket = self.next_ticket;
                 self.next_ticket += 1;
@@ -636,6 +668,7 @@ impl<'a> Session<'a> {
                 let first = self.sent.insert(memory.id);
                 let position = batch.position();
                 let header = BatchHeader {
+                    ask,
                     ticket,
                     buffer: memory.id,
                     buffer_len: memory.len as u64,
@@ -651,12 +684,19 @@ impl<'a> Session<'a> {
                     node: self.node.as_ref().map(|n| NodeFigures::of(&n.node.stats())),
                 };
                 self.held.insert(ticket, batch.clone());
+                self.pushing = Some(position);
                 (Reply::Batch(header), first.then_some(batch))
             }
-            (Served::End, _) => (Reply::End { epoch: at.epoch }, None),
-            (Served::Failed(failure), _) => (Reply::Failed(failure), None),
+            (Served::End, _) => (
+                Reply::End {
+                    epoch: at.epoch,
+                    ask,
+                },
+                None,
+            ),
+            (Served::Failed(failure), _) => (Reply::Failed { failure, ask }, None),
             (Served::Private, _) => unreachable!("private streams serve batches"),
-        })
+        }
     }
 
     /// The batch at `at` from this member's own stream.

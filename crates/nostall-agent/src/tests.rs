@@ -1,6 +1,6 @@
 //! The agent end to end in one process: an agent thread, jobs as threads with their own
 //! connections (real sockets, real shared memory). Signals to real processes are in
-//! `tests/processes.rs`.
+//! `python/tests/test_share.py`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
@@ -248,6 +248,74 @@ fn a_member_that_stops_asking_is_detached_and_later_finishes_alone_exactly() {
 }
 
 #[test]
+fn a_job_in_step_asks_once_per_epoch_and_the_agent_sends_the_rest_unasked() {
+    let f = Fixture::new(4, Duration::from_secs(60));
+    let expected: Vec<_> = (0..2).map(|e| f.expected(4, e)).collect();
+    let mut client = f.attach(4, "").unwrap();
+    // Each batch dropped before the next is asked for: one request, the epoch's first.
+    for (epoch, want) in expected.iter().enumerate() {
+        let (read, _) = read_epoch(&mut client, Position::start_of(epoch as u64), None);
+        assert_eq!(&strip(&read), want);
+    }
+    assert_eq!(client.ask, 2, "one request per epoch");
+    // Holding the last batch while taking the next (a training loop's tensors, freed
+    // as the names are bound again) is still in step.
+    let mut at = Position::start_of(2);
+    let mut last = None;
+    while let Some(batch) = client.next(at).unwrap() {
+        at = batch.position();
+        last = Some(batch);
+    }
+    drop(last);
+    assert_eq!(client.ask, 3);
+    // Holding two: the credit is spent, and every batch is asked for (and served).
+    let mut at = Position::start_of(3);
+    let mut held = std::collections::VecDeque::new();
+    let mut ids = Vec::new();
+    while let Some(batch) = client.next(at).unwrap() {
+        at = batch.position();
+        ids.push(batch.ids().to_vec());
+        held.push_back(batch);
+        if held.len() > 2 {
+            held.pop_front();
+        }
+    }
+    let want: Vec<_> = f.expected(4, 3).into_iter().map(|b| b.0).collect();
+    assert_eq!(ids, want);
+    assert!(
+        client.ask >= 3 + want.len() as u64 - 1,
+        "{} requests for {} batches held two at a time",
+        client.ask - 3,
+        want.len()
+    );
+}
+
+#[test]
+fn a_job_that_moves_elsewhere_gets_its_new_position_not_the_batches_sent_ahead() {
+    let f = Fixture::new(4, Duration::from_secs(60));
+    let expected: Vec<_> = (0..2).map(|e| f.expected(6, e)).collect();
+    let mut client = f.attach(6, "").unwrap();
+    // The positions of epoch 0, read once in step.
+    let mut positions = vec![Position::start_of(0)];
+    while let Some(batch) = client.next(*positions.last().unwrap()).unwrap() {
+        positions.push(batch.position());
+    }
+    // Two batches read, so that the next ones are on their way unasked; then a jump
+    // ahead, one back, and to the next epoch mid-way.
+    for (from, to) in [(0, 5), (6, 2), (3, 0)] {
+        let (read, at) = read_epoch(&mut client, positions[from], Some(2));
+        assert_eq!(strip(&read), expected[0][from..from + 2]);
+        assert_ne!(at, positions[to]);
+        let (read, _) = read_epoch(&mut client, positions[to], None);
+        assert_eq!(strip(&read), expected[0][to..], "from batch {from} to {to}");
+    }
+    let (read, _) = read_epoch(&mut client, Position::start_of(0), Some(1));
+    assert_eq!(strip(&read), expected[0][..1]);
+    let (read, _) = read_epoch(&mut client, Position::start_of(1), None);
+    assert_eq!(strip(&read), expected[1]);
+}
+
+#[test]
 fn a_member_that_leaves_mid_epoch_holds_nobody_up() {
     let f = Fixture::new(2, Duration::from_secs(60));
     let expected = f.expected(5, 0);
@@ -434,7 +502,7 @@ fn malformed_and_oversized_requests_are_refused_and_the_agent_serves_on() {
     let refused = |channel: &Channel, buf: &mut [u8]| -> String {
         match channel.recv(buf) {
             Ok(r) => match Reply::decode(&buf[..r.len]).unwrap() {
-                Reply::Failed(failure) => failure.message,
+                Reply::Failed { failure, .. } => failure.message,
                 other => panic!("expected a refusal, got {other:?}"),
             },
             Err(e) => panic!("expected a refusal, got {e:?}"),

@@ -14,7 +14,7 @@ use nostall_peer::{
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -30,6 +30,10 @@ const MAX_SECRET: usize = 1024;
 
 /// The most local ranks a job may say it has on a node (their table is sized by it).
 const MAX_LOCAL_RANKS: usize = 1024;
+
+/// The most batches a job may let the agent send ahead of its asking (see
+/// [`Request::Next`]).
+pub(crate) const MAX_CREDITS: u32 = 16;
 
 /// A malformed message: what was wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +63,19 @@ pub(crate) enum Request {
         /// and balances its threads with them.
         ranks: Option<LocalRanks>,
     },
-    /// The next batch: the job stands at this position (after its last batch).
-    Next { epoch: u64, batch: u64, sample: u64 },
+    /// The next batch: the job stands at this position (after its last batch). The
+    /// agent answers, then goes on sending the batches after it unasked while the job
+    /// holds fewer than `credits` of its batches (sent and not released), up to the
+    /// epoch's end or a failure: a job in step sends no request per batch, its releases
+    /// are its credit. Every answer carries `ask`, which grows with each request, so that
+    /// a job that moved elsewhere tells the batches sent for an earlier request apart.
+    Next {
+        epoch: u64,
+        batch: u64,
+        sample: u64,
+        ask: u64,
+        credits: u32,
+    },
     /// The job is done with the batch of this ticket.
     Release { ticket: u64 },
 }
@@ -74,9 +89,9 @@ pub(crate) enum Reply {
     /// the first time this job is sent that buffer).
     Batch(BatchHeader),
     /// The epoch has no more batches.
-    End { epoch: u64 },
-    /// The request failed.
-    Failed(Failure),
+    End { epoch: u64, ask: u64 },
+    /// The request failed (`ask` 0: a refusal outside any request for batches).
+    Failed { failure: Failure, ask: u64 },
 }
 
 /// Why a request failed: the text says why and what to do; a bad sample is named.
@@ -277,6 +292,8 @@ impl JobNode {
 /// Where a batch is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
+    /// The request it answers or follows.
+    pub(crate) ask: u64,
     /// Names this delivery in [`Request::Release`].
     pub(crate) ticket: u64,
     /// The shared buffer holding the batch, and its length.
@@ -516,8 +533,11 @@ impl Request {
                 epoch,
                 batch,
                 sample,
+                ask,
+                credits,
             } => {
                 w.u8(NEXT).u64(*epoch).u64(*batch).u64(*sample);
+                w.u64(*ask).u32(*credits);
             }
             Request::Release { ticket } => {
                 w.u8(RELEASE).u64(*ticket);
@@ -562,6 +582,16 @@ impl Request {
                 epoch: r.u64("the epoch")?,
                 batch: r.u64("the batch")?,
                 sample: r.u64("the sample")?,
+                ask: r.u64("the ask")?,
+                credits: match r.u32("the credits")? {
+                    c @ 1..=MAX_CREDITS => c,
+                    c => {
+                        return Err(Malformed(format!(
+                            "{c} credits: a job lets the agent send 1 to {MAX_CREDITS} \
+                             batches ahead"
+                        )))
+                    }
+                },
             },
             RELEASE => Request::Release {
                 ticket: r.u64("the ticket")?,
@@ -590,6 +620,14 @@ fn read_ranks(r: &mut Reader<'_>) -> Result<LocalRanks, Malformed> {
 }
 
 impl Reply {
+    /// A refusal outside any request for batches: the text says why.
+    pub(crate) fn refusal(why: impl Into<String>) -> Reply {
+        Reply::Failed {
+            failure: Failure::text(why),
+            ask: 0,
+        }
+    }
+
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         match self {
@@ -617,7 +655,8 @@ impl Reply {
                 }
             }
             Reply::Batch(h) => {
-                w.u8(BATCH).u64(h.ticket).u64(h.buffer).u64(h.buffer_len);
+                w.u8(BATCH).u64(h.ask).u64(h.ticket).u64(h.buffer);
+                w.u64(h.buffer_len);
                 w.u64(h.data_len)
                     .u64(h.index)
                     .u64(h.epoch)
@@ -645,11 +684,11 @@ impl Reply {
                     }
                 }
             }
-            Reply::End { epoch } => {
-                w.u8(END).u64(*epoch);
+            Reply::End { epoch, ask } => {
+                w.u8(END).u64(*epoch).u64(*ask);
             }
-            Reply::Failed(failure) => {
-                w.u8(FAILED).text(&failure.message);
+            Reply::Failed { failure, ask } => {
+                w.u8(FAILED).u64(*ask).text(&failure.message);
                 match &failure.sample {
                     None => {
                         w.u8(0);
@@ -695,6 +734,7 @@ impl Reply {
                 })
             }
             BATCH => {
+                let ask = r.u64("the ask")?;
                 let ticket = r.u64("the ticket")?;
                 let buffer = r.u64("the buffer")?;
                 let buffer_len = r.u64("the buffer's length")?;
@@ -726,6 +766,7 @@ impl Reply {
                     _ => Some(NodeFigures::read(r)?),
                 };
                 Reply::Batch(BatchHeader {
+                    ask,
                     ticket,
                     buffer,
                     buffer_len,
@@ -743,8 +784,10 @@ impl Reply {
             }
             END => Reply::End {
                 epoch: r.u64("the epoch")?,
+                ask: r.u64("the ask")?,
             },
             FAILED => {
+                let ask = r.u64("the ask")?;
                 let message = r.text("the message")?;
                 let sample = match r.u8("the sample flag")? {
                     0 => None,
@@ -755,7 +798,10 @@ impl Reply {
                         detail: r.text("the detail")?,
                     }),
                 };
-                Reply::Failed(Failure { message, sample })
+                Reply::Failed {
+                    failure: Failure { message, sample },
+                    ask,
+                }
             }
             tag => return Err(Malformed(format!("unknown reply {tag}"))),
         })
@@ -819,6 +865,8 @@ mod tests {
                 epoch: 3,
                 batch: 7,
                 sample: 448,
+                ask: 12,
+                credits: 2,
             },
             Request::Release { ticket: 9 },
         ];
@@ -836,6 +884,7 @@ mod tests {
                 classes: vec!["cat".into(), "dog".into()],
             }),
             Reply::Batch(BatchHeader {
+                ask: 5,
                 ticket: 1,
                 buffer: 2,
                 buffer_len: 4096,
@@ -859,20 +908,41 @@ mod tests {
                     ..NodeFigures::default()
                 }),
             }),
-            Reply::End { epoch: 4 },
-            Reply::Failed(Failure::text("no")),
-            Reply::Failed(Failure {
-                message: "bad".into(),
-                sample: Some(SampleFailure {
-                    sample_id: 3,
-                    location: "/d/a.jpg".into(),
-                    cause: "corrupt".into(),
-                    detail: "not a JPEG".into(),
-                }),
-            }),
+            Reply::End { epoch: 4, ask: 1 },
+            Reply::Failed {
+                failure: Failure::text("no"),
+                ask: 0,
+            },
+            Reply::Failed {
+                failure: Failure {
+                    message: "bad".into(),
+                    sample: Some(SampleFailure {
+                        sample_id: 3,
+                        location: "/d/a.jpg".into(),
+                        cause: "corrupt".into(),
+                        detail: "not a JPEG".into(),
+                    }),
+                },
+                ask: 7,
+            },
         ];
         for r in replies {
             assert_eq!(Reply::decode(&r.encode()).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn credits_outside_their_bounds_are_refused() {
+        for credits in [0, MAX_CREDITS + 1, u32::MAX] {
+            let next = Request::Next {
+                epoch: 0,
+                batch: 0,
+                sample: 0,
+                ask: 1,
+                credits,
+            };
+            let err = Request::decode(&next.encode()).unwrap_err();
+            assert!(err.0.contains("credits"), "{err}");
         }
     }
 
