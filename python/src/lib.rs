@@ -1064,9 +1064,7 @@ impl Loader {
                 Ok(Some(None))
             }
             Err(shared::Failure::Refused(err)) => {
-                self.active = false;
-                self.shared_at = None;
-                self.next = at;
+                self.stop_shared_at(at);
                 Err(err)
             }
             Err(shared::Failure::Interrupted(err)) => {
@@ -1077,15 +1075,11 @@ impl Loader {
                 if can_go_alone {
                     self.shared = None;
                 }
-                self.shared_at = None;
-                self.active = false;
-                self.next = at;
+                self.stop_shared_at(at);
                 Err(err)
             }
             Err(shared::Failure::Lost(why)) if !can_go_alone => {
-                self.active = false;
-                self.shared_at = None;
-                self.next = at;
+                self.stop_shared_at(at);
                 Err(shared::agent_error(
                     py,
                     nostall_agent::AgentError::Refused(format!(
@@ -1111,6 +1105,13 @@ impl Loader {
                 Ok(None)
             }
         }
+    }
+
+    /// The shared epoch stopped at `at` (a failure): iterating again starts there.
+    fn stop_shared_at(&mut self, at: Position) {
+        self.active = false;
+        self.shared_at = None;
+        self.next = at;
     }
 
     fn position(&self) -> Position {
