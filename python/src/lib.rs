@@ -255,9 +255,11 @@ enum Output {
 /// - `overlap_epochs` (True): start reading and preparing the next epoch while this
 ///   one's last batches are consumed, so that the training loop does not wait at epoch
 ///   boundaries; the next `iter()` takes that work when it starts the next epoch from
-///   its start, and discards it otherwise. While epochs overlap, batch buffers reach
-///   twice `prefetch`. Off with `cache_policy="partitioned"`, whose nodes meet before
-///   each epoch.
+///   its start, and discards it otherwise. The first epoch is started the same way as
+///   the loader is made (and a state given to `load_state_dict` as it is given), so
+///   that its first batches are ready once the script has made its model. While epochs
+///   overlap, batch buffers reach twice `prefetch`. Off with
+///   `cache_policy="partitioned"`, whose nodes meet before each epoch.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
 ///   evicts, never thrashes), `"lookahead"` (reads the plan's next epoch: keeps the
@@ -695,6 +697,13 @@ impl Loader {
             })
             .transpose()
             .map_err(|e| raise(py, e))?;
+        if shared.is_none() {
+            // Epoch 0 is prepared while the script makes its model (see
+            // `nostall::Loader::prepare`); another first epoch discards it.
+            inner
+                .prepare(Position::start_of(0))
+                .map_err(|e| raise(py, e))?;
+        }
         Ok(Loader {
             inner,
             endpoint,
@@ -850,6 +859,13 @@ impl Loader {
             .detach(move || inner.resolve(&states))
             .map_err(|e| raise(py, e))?;
         self.next = resumed.position;
+        // Prepared from there at once, unless skips of the epoch so far go on from the
+        // saved counts (the epoch is then started when iterated).
+        if self.shared.is_none() && resumed.skipped.is_empty() && resumed.history.is_empty() {
+            let (inner, at) = (self.inner.clone(), resumed.position);
+            py.detach(move || inner.prepare(at))
+                .map_err(|e| raise(py, e))?;
+        }
         self.resume = Some(resumed);
         Ok(())
     }

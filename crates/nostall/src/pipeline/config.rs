@@ -62,7 +62,8 @@ pub struct LoaderConfig {
     /// Start each epoch's fetch and prep while the previous epoch's last batches are
     /// consumed (once the previous epoch has read all its samples), so that the pipeline
     /// never runs dry at an epoch boundary. The consumer adopts that work when it asks for
-    /// the next epoch from its start; asking for anything else discards it. While the two
+    /// the next epoch from its start; asking for anything else discards it
+    /// ([`Loader::prepare`](super::Loader::prepare) starts an epoch so too). While the two
     /// overlap, batch buffers reach twice [`prefetch`](Self::prefetch) and read-ahead twice
     /// [`readahead`](Self::readahead).
     pub overlap_epochs: bool,

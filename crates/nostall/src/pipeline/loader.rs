@@ -349,6 +349,50 @@ impl Loader {
         self.start(position, BTreeMap::new(), Vec::new())
     }
 
+    /// Starts preparing the epoch from `position` ahead of the consumer, as
+    /// [`LoaderConfig::overlap_epochs`] starts each next epoch: a training script that
+    /// makes its loader, then its model, finds the first batches ready when it asks for
+    /// them (its first batch would otherwise also pay for the threads' start and the
+    /// first touch of fresh batch buffers). The next [`Loader::resume`] from `position`
+    /// adopts the work; one from anywhere else stops it. Nothing is started when
+    /// `overlap_epochs` is off.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Loader::resume`], when no epoch starts at `position`.
+    pub fn prepare(&self, position: Position) -> Result<()> {
+        if !self.config.overlap_epochs {
+            return Ok(());
+        }
+        let plan = self.plan_from(position, &[])?;
+        let run = Running::launch(self.parts(), plan, position, false);
+        let replaced = self
+            .upcoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(run);
+        drop(replaced); // stopped outside the lock (it joins threads)
+        Ok(())
+    }
+
+    /// The plan of the epoch of `position` after `history`, checked to hold `position`.
+    fn plan_from(&self, position: Position, history: &[Stretch]) -> Result<EpochPlan> {
+        let plan = EpochPlan::resumed(
+            &self.config.plan,
+            self.config.locality.as_ref(),
+            self.catalog.len(),
+            position.epoch,
+            history,
+        )?;
+        if position.sample as usize > plan.samples().len() {
+            return Err(Error::Config(format!(
+                "position {position:?} lies beyond the epoch's {} samples on this rank",
+                plan.samples().len()
+            )));
+        }
+        Ok(plan)
+    }
+
     /// Starts at `position` of the stretch after `history`, with the epoch's skips before
     /// it counted as `skipped`: adopts the epoch started ahead when it is that one, and
     /// stops it otherwise.
@@ -368,19 +412,7 @@ impl Loader {
                 return Ok(Epoch::new(run, skipped, history, true));
             }
         }
-        let plan = EpochPlan::resumed(
-            &self.config.plan,
-            self.config.locality.as_ref(),
-            self.catalog.len(),
-            position.epoch,
-            &history,
-        )?;
-        if position.sample as usize > plan.samples().len() {
-            return Err(Error::Config(format!(
-                "position {position:?} lies beyond the epoch's {} samples on this rank",
-                plan.samples().len()
-            )));
-        }
+        let plan = self.plan_from(position, &history)?;
         let run = Running::launch(self.parts(), plan, position, true);
         Ok(Epoch::new(run, skipped, history, false))
     }

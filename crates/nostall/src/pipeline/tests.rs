@@ -430,6 +430,50 @@ fn asking_for_another_epoch_discards_the_one_started_ahead() {
     drop(overlapping);
 }
 
+#[test]
+fn an_epoch_prepared_before_it_is_asked_for_is_adopted_whole_or_stopped() {
+    let commands = commands(2).without_holds();
+    let (batch_size, prefetch) = (4, 10);
+    let mut alone = loader(&commands, batch_size, 2, prefetch);
+    alone.config.overlap_epochs = false;
+    alone.prepare(crate::Position::start_of(0)).unwrap();
+    assert!(
+        alone.upcoming().is_none(),
+        "nothing prepared with overlap off"
+    );
+    let window = (prefetch * batch_size) as u64;
+    for threads in [1, 3] {
+        let prepared = loader(&commands, batch_size, threads, prefetch);
+        prepared.prepare(crate::Position::start_of(0)).unwrap();
+        let (from, ready) = wait_prepared_ahead(&prepared, window);
+        assert_eq!((from, ready), (crate::Position::start_of(0), window));
+        let mut epoch = prepared.epoch(0).unwrap();
+        let (mut ids, mut bytes) = (Vec::new(), Vec::new());
+        for batch in epoch.by_ref() {
+            let batch = batch.unwrap();
+            ids.push(batch.ids().to_vec());
+            bytes.extend_from_slice(batch.data());
+        }
+        assert_eq!(epoch.stats().prepared_ahead, window);
+        assert_eq!((ids, bytes, epoch.stats().skipped), run(&alone, 0));
+    }
+    // Asked for elsewhere: stopped, and the epoch asked for is exact.
+    let prepared = loader(&commands, batch_size, 2, prefetch);
+    prepared.prepare(crate::Position::start_of(0)).unwrap();
+    let mut other = prepared.epoch(2).unwrap();
+    assert!(prepared.upcoming().is_none(), "epoch 0 was stopped");
+    let ids: Vec<Vec<SampleId>> = other.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
+    assert_eq!(ids, run(&alone, 2).0);
+    assert_eq!(other.stats().prepared_ahead, 0);
+    // A position no epoch holds is refused, as resuming there would be.
+    let beyond = crate::Position {
+        epoch: 0,
+        batch: 1000,
+        sample: 4000,
+    };
+    assert!(prepared.prepare(beyond).is_err());
+}
+
 /// Hits per epoch of `policy` caching `fraction` of 200 samples over `epochs`, summed over
 /// `workers` loaders of one job, and as the simulator predicts them. Before its first
 /// epoch, each loader waits until its cache holds `wait_for` samples.
