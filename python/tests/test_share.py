@@ -94,6 +94,9 @@ def test_share_with_operators_or_a_foreign_group_stream_is_refused_clearly(photo
     other = dict(SETTINGS, seed=12)
     with pytest.raises(nostall.AgentError, match="group \"g\" reads another stream"):
         nostall.Loader(photos, share="g", **other)
+    larger = dict(SETTINGS, batch_size=2 * SETTINGS["batch_size"])
+    with pytest.raises(nostall.AgentError, match="Jobs of a group use one batch size"):
+        nostall.Loader(photos, share="g", **larger)
     del keep
 
 

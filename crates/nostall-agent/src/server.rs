@@ -379,12 +379,24 @@ impl Agent {
                 config.plan.batch_size
             ));
         }
-        let mut stream = stream_of(location, &config);
-        let mut identity = nostall::rng::digest_text(&stream);
-        if let Some(node) = &node {
-            stream = format!("{stream}, {}", node.described);
-            identity = nostall::rng::digest_text(&format!("{stream} {}", node.key));
-        }
+        // The stream in words and its identity, were the batch size `batch_size`.
+        let describe = |batch_size: usize| {
+            let mut config = config.clone();
+            config.plan.batch_size = batch_size;
+            let stream = stream_of(location, &config);
+            match &node {
+                Some(node) => {
+                    let stream = format!("{stream}, {}", node.described);
+                    let identity = nostall::rng::digest_text(&format!("{stream} {}", node.key));
+                    (stream, identity)
+                }
+                None => {
+                    let identity = nostall::rng::digest_text(&stream);
+                    (stream, identity)
+                }
+            }
+        };
+        let (stream, identity) = describe(config.plan.batch_size);
         let name = if group_name.is_empty() {
             format!("{identity:016x}")
         } else if config.plan.world > 1 {
@@ -395,6 +407,17 @@ impl Agent {
         };
         let mut groups = self.groups();
         if let Some(entry) = groups.get_mut(&name) {
+            let group_batch = entry.group.loader().config().plan.batch_size;
+            if entry.identity != identity && describe(group_batch).1 == entry.identity {
+                // The batch is the unit staged: every member takes the same ones.
+                return Err(format!(
+                    "group {name:?} reads batches of {group_batch} samples; this job asks \
+                     for batch_size={}. Jobs of a group use one batch size: give \
+                     batch_size={group_batch}, or share=\"auto\" (a group for each batch \
+                     size)",
+                    config.plan.batch_size
+                ));
+            }
             if entry.identity != identity {
                 return Err(format!(
                     "group {name:?} reads another stream: {}; this job asks for {}. Jobs \

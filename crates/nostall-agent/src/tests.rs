@@ -551,6 +551,21 @@ fn a_named_group_refuses_a_job_reading_another_stream() {
         Err(AgentError::Refused(m)) => assert!(m.contains("seed 1") && m.contains("seed 2"), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
+    // Another batch size alone: refused, saying so; by stream, a group of its own.
+    let mut larger = settings(1);
+    larger.push(("batch_size".into(), (2 * BATCH).to_string()));
+    match f.attach_with(&larger, "search") {
+        Err(AgentError::Refused(m)) => assert!(
+            m.contains(&format!("batches of {BATCH} samples"))
+                && m.contains(&format!("batch_size={}", 2 * BATCH)),
+            "{m}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let mut own = f.attach_with(&larger, "").unwrap();
+    let (read, _) = read_epoch(&mut own, Position::start_of(0), None);
+    assert_eq!(strip(&read), f.expected_with(&larger, 0));
+    assert_ne!(own.attached().group, "search");
 }
 
 #[test]
