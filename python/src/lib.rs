@@ -692,6 +692,7 @@ impl Loader {
                 let figures = live::LoaderFigures {
                     loader: inner.clone(),
                     node: node.clone(),
+                    group: shared.as_ref().map(|s| s.last.clone()),
                 };
                 nostall::metrics::export::serve(&addr, Arc::new(figures), dist.rank)
             })
@@ -742,8 +743,7 @@ impl Loader {
             // group's concern.
             py.detach(move || drop(previous));
             let at = this.resume.take().map_or(this.next, |c| c.position);
-            shared.from_group = 0;
-            shared.private = 0;
+            shared.begin(at.epoch);
             this.shared_at = Some(at);
             this.active = true;
             return Ok(slf);
@@ -941,9 +941,11 @@ impl Loader {
     /// The current (or last) epoch's figures as a dict: see the package docs.
     #[getter]
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let stats = match &self.current {
-            Some(epoch) => py.detach(|| epoch.stats()),
-            None => EpochStats::default(),
+        // A shared epoch's figures are the job's side of it: batches, samples, waits.
+        let stats = match (&self.current, &self.shared) {
+            (Some(epoch), _) => py.detach(|| epoch.stats()),
+            (None, Some(shared)) => shared.epoch.clone(),
+            (None, None) => EpochStats::default(),
         };
         let d = stats_dict(py, &stats)?;
         d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
@@ -954,7 +956,7 @@ impl Loader {
             g.set_item("members_at_attach", members)?;
             g.set_item("batches_from_group", shared.from_group)?;
             g.set_item("batches_private", shared.private)?;
-            if let Some((group, batch_bytes)) = shared.last {
+            if let Some((group, batch_bytes)) = shared.last() {
                 g.set_item("members", group.members)?;
                 g.set_item("lag_batches", group.ahead)?;
                 g.set_item("group_batches_prepared", group.produced)?;
@@ -1054,7 +1056,7 @@ impl Loader {
     ) -> PyResult<Option<Option<(Owner, Owner)>>> {
         let shared = self.shared.as_mut().expect("a shared epoch has a group");
         let can_go_alone = shared.can_go_alone();
-        match shared.next(py, at) {
+        match shared.next(py, at, &self.inner) {
             Ok(Some(batch)) => {
                 self.shared_at = Some(batch.position());
                 self.last_ids.clear();

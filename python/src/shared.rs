@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use nostall::metrics::EpochStats;
 use nostall::pipeline::LoaderBuilder;
 use nostall::Position;
 use nostall_agent::{AgentError, Client, Reading, SharedBatch};
@@ -38,12 +39,19 @@ pub(crate) struct Shared {
     /// Batches of the current epoch from the group's stream, and from this job's own.
     pub(crate) from_group: u64,
     pub(crate) private: u64,
-    /// The group's figures as the last batch brought them, and that batch's bytes.
-    pub(crate) last: Option<(nostall_agent::GroupStats, u64)>,
+    /// The group's figures as the last batch brought them, and that batch's bytes
+    /// (shared with the live metrics endpoint).
+    pub(crate) last: GroupFigures,
+    /// This job's figures of its current (or last) epoch: what it received and waited.
+    pub(crate) epoch: EpochStats,
+    started: Instant,
     /// For a rank of a partitioned cache, its node's counters in the agent as the last
     /// batch brought them (shared with the live metrics endpoint).
     pub(crate) node: Option<Arc<Mutex<NodeStats>>>,
 }
+
+/// The group's figures as a job's last batch brought them, and that batch's bytes.
+pub(crate) type GroupFigures = Arc<Mutex<Option<(nostall_agent::GroupStats, u64)>>>;
 
 /// How long a job waits for an agent it started to listen.
 const START_PATIENCE: Duration = Duration::from_secs(30);
@@ -102,7 +110,9 @@ impl Shared {
             client,
             from_group: 0,
             private: 0,
-            last: None,
+            last: Default::default(),
+            epoch: EpochStats::default(),
+            started: Instant::now(),
             node: ranked.then(Default::default),
         }))
     }
@@ -124,13 +134,32 @@ impl Shared {
         (&a.group, a.members)
     }
 
-    /// The batch at `at`, the GIL released while waiting; a signal (Ctrl-C) raises.
+    /// An epoch starts (its figures from zero).
+    pub(crate) fn begin(&mut self, epoch: u64) {
+        self.from_group = 0;
+        self.private = 0;
+        self.epoch = EpochStats {
+            epoch,
+            ..EpochStats::default()
+        };
+        self.started = Instant::now();
+    }
+
+    /// The group's figures as the last batch brought them, and that batch's bytes.
+    pub(crate) fn last(&self) -> Option<(nostall_agent::GroupStats, u64)> {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The batch at `at`, the GIL released while waiting; a signal (Ctrl-C) raises. The
+    /// wait is counted in this epoch's figures and in `loader`'s live ones.
     pub(crate) fn next(
         &mut self,
         py: Python<'_>,
         at: Position,
+        loader: &nostall::Loader,
     ) -> Result<Option<SharedBatch>, Failure> {
         let mut signal = None;
+        let asked = Instant::now();
         let result = py.detach(|| {
             self.client.next_while(at, &mut || {
                 Python::attach(|py| match py.check_signals() {
@@ -144,7 +173,19 @@ impl Shared {
         });
         match result {
             Ok(Some(batch)) => {
-                self.last = Some((*batch.group(), batch.data().len() as u64));
+                let wait = asked.elapsed();
+                let e = &mut self.epoch;
+                if e.batches == 0 {
+                    e.first_wait = wait;
+                }
+                e.batches += 1;
+                e.samples += batch.len() as u64;
+                e.wait += wait;
+                e.max_wait = e.max_wait.max(wait);
+                e.wall = self.started.elapsed();
+                loader.count_delivered(at.epoch, batch.len(), wait);
+                *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((*batch.group(), batch.data().len() as u64));
                 if let (Some(node), Some(stats)) = (&self.node, batch.node()) {
                     *node.lock().unwrap_or_else(|e| e.into_inner()) = stats;
                 }

@@ -214,3 +214,28 @@ def test_a_shared_loader_resumes_mid_epoch_exactly(photos, agent):
     again.load_state_dict(state)
     seen.extend(again.last_ids for _ in again)
     assert seen == expected
+
+
+def test_a_shared_loader_reports_its_epoch_and_its_group_in_metrics_and_live(photos, agent):
+    loader = nostall.Loader(photos, share="auto", metrics_addr="127.0.0.1:0", **SETTINGS)
+    n = 0
+    for images, labels in loader:
+        n += len(labels)
+    m = loader.metrics
+    assert (m["batches"], m["samples"]) == (len(loader), n)
+    assert m["images_per_s"] > 0 and 0 <= m["stall_s"] <= m["wall_s"]
+    assert m["shared"]["batches_from_group"] == len(loader)
+    import urllib.request
+    with urllib.request.urlopen(f"http://{loader.metrics_addr}/metrics", timeout=10) as r:
+        text = r.read().decode()
+
+    def value(name):
+        lines = [line for line in text.splitlines() if line.startswith(name)]
+        assert lines, f"{name} not served:\n{text}"
+        return float(lines[0].split()[-1])
+
+    assert value("nostall_samples_total") == n
+    assert value("nostall_batch_wait_seconds_count") == len(loader)
+    assert value("nostall_group_members") == 1
+    assert value("nostall_group_batches_delivered_total") == len(loader)
+    assert value("nostall_group_bytes_saved_total") == 0  # alone: nothing saved

@@ -2,7 +2,9 @@
 //! time.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use crate::cache::{CachePolicy, Cached};
 use crate::catalog::Catalog;
@@ -347,6 +349,14 @@ impl Loader {
     /// Starts from a saved position: yields exactly the batches that remained.
     pub fn resume(&self, position: Position) -> Result<Epoch> {
         self.start(position, BTreeMap::new(), Vec::new())
+    }
+
+    /// Counts a batch of `samples` samples of `epoch` that this loader's consumer received
+    /// from elsewhere after waiting `wait` (a job whose batches the node agent prepares),
+    /// so that [`Loader::live_stats`] stays the job's: its waits and samples.
+    pub fn count_delivered(&self, epoch: u64, samples: usize, wait: Duration) {
+        self.totals.epoch.store(epoch, Ordering::Relaxed);
+        self.totals.delivered(samples, wait);
     }
 
     /// Starts preparing the epoch from `position` ahead of the consumer, as
