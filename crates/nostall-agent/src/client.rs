@@ -371,9 +371,7 @@ impl Client {
     fn ask(&mut self, at: Position) -> Result<(), AgentError> {
         self.ask += 1;
         let request = Request::Next {
-            epoch: at.epoch,
-            batch: at.batch,
-            sample: at.sample,
+            at,
             ask: self.ask,
             credits: CREDITS,
         };

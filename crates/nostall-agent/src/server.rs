@@ -637,20 +637,10 @@ impl<'a> Session<'a> {
             }
         };
         match request {
-            Request::Next {
-                epoch,
-                batch,
-                sample,
-                ask,
-                credits,
-            } => {
+            Request::Next { at, ask, credits } => {
                 self.ask = ask;
                 self.credits = credits as usize;
-                Ok(Some(Position {
-                    epoch,
-                    batch,
-                    sample,
-                }))
+                Ok(Some(at))
             }
             Request::Release { ticket } => {
                 self.held.remove(&ticket);

@@ -70,9 +70,7 @@ pub(crate) enum Request {
     /// are its credit. Every answer carries `ask`, which grows with each request, so that
     /// a job that moved elsewhere tells the batches sent for an earlier request apart.
     Next {
-        epoch: u64,
-        batch: u64,
-        sample: u64,
+        at: nostall::Position,
         ask: u64,
         credits: u32,
     },
@@ -529,14 +527,8 @@ impl Request {
                     }
                 }
             }
-            Request::Next {
-                epoch,
-                batch,
-                sample,
-                ask,
-                credits,
-            } => {
-                w.u8(NEXT).u64(*epoch).u64(*batch).u64(*sample);
+            Request::Next { at, ask, credits } => {
+                w.u8(NEXT).u64(at.epoch).u64(at.batch).u64(at.sample);
                 w.u64(*ask).u32(*credits);
             }
             Request::Release { ticket } => {
@@ -579,9 +571,11 @@ impl Request {
                 }
             }
             NEXT => Request::Next {
-                epoch: r.u64("the epoch")?,
-                batch: r.u64("the batch")?,
-                sample: r.u64("the sample")?,
+                at: nostall::Position {
+                    epoch: r.u64("the epoch")?,
+                    batch: r.u64("the batch")?,
+                    sample: r.u64("the sample")?,
+                },
                 ask: r.u64("the ask")?,
                 credits: match r.u32("the credits")? {
                     c @ 1..=MAX_CREDITS => c,
@@ -862,9 +856,11 @@ mod tests {
                 ranks: None,
             },
             Request::Next {
-                epoch: 3,
-                batch: 7,
-                sample: 448,
+                at: nostall::Position {
+                    epoch: 3,
+                    batch: 7,
+                    sample: 448,
+                },
                 ask: 12,
                 credits: 2,
             },
@@ -935,9 +931,7 @@ mod tests {
     fn credits_outside_their_bounds_are_refused() {
         for credits in [0, MAX_CREDITS + 1, u32::MAX] {
             let next = Request::Next {
-                epoch: 0,
-                batch: 0,
-                sample: 0,
+                at: nostall::Position::start_of(0),
                 ask: 1,
                 credits,
             };
