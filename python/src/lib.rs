@@ -962,10 +962,7 @@ impl Loader {
                 g.set_item("group_batches_prepared", group.produced)?;
                 g.set_item("group_batches_delivered", group.delivered)?;
                 g.set_item("members_detached", group.detached)?;
-                // Every delivery past a batch's first is a batch this node did not fetch
-                // and prepare again.
-                let saved = group.delivered.saturating_sub(group.produced);
-                g.set_item("bytes_saved", saved * batch_bytes)?;
+                g.set_item("bytes_saved", shared::bytes_saved(&group, batch_bytes))?;
             }
             d.set_item("shared", g)?;
         }

@@ -98,7 +98,7 @@ impl LoaderFigures {
                 "group_bytes_saved",
                 "Batch bytes delivered beyond each batch's first delivery: prep not done again.",
                 true,
-                g.delivered.saturating_sub(g.produced) * batch_bytes,
+                crate::shared::bytes_saved(&g, batch_bytes),
             ),
         ]
     }

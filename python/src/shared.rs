@@ -53,6 +53,12 @@ pub(crate) struct Shared {
 /// The group's figures as a job's last batch brought them, and that batch's bytes.
 pub(crate) type GroupFigures = Arc<Mutex<Option<(nostall_agent::GroupStats, u64)>>>;
 
+/// Batch bytes delivered beyond each batch's first delivery: fetch and prep this node
+/// did not do again.
+pub(crate) fn bytes_saved(group: &nostall_agent::GroupStats, batch_bytes: u64) -> u64 {
+    group.delivered.saturating_sub(group.produced) * batch_bytes
+}
+
 /// How long a job waits for an agent it started to listen.
 const START_PATIENCE: Duration = Duration::from_secs(30);
 
