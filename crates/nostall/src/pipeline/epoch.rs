@@ -200,13 +200,12 @@ impl Shared {
         else {
             return;
         };
-        let next = Running::launch(self.parts.clone(), plan, Position::start_of(epoch), false);
-        let replaced = upcoming
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(next);
-        // Stopped outside the lock (it joins threads).
-        drop(replaced);
+        Running::ahead(
+            self.parts.clone(),
+            plan,
+            Position::start_of(epoch),
+            &upcoming,
+        );
     }
 }
 
@@ -320,6 +319,18 @@ impl Running {
                 .expect("cannot start a loader thread");
         }
         Running { shared }
+    }
+
+    /// Starts the threads of `plan` from `position` ahead of a consumer, as the
+    /// `upcoming` epoch (stopping the one there, if any).
+    pub(super) fn ahead(parts: Parts, plan: EpochPlan, position: Position, upcoming: &Upcoming) {
+        let run = Running::launch(parts, plan, position, false);
+        let replaced = upcoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(run);
+        // Stopped outside the lock (it joins threads).
+        drop(replaced);
     }
 
     /// Where the run starts.

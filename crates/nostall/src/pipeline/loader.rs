@@ -375,13 +375,7 @@ impl Loader {
             return Ok(());
         }
         let plan = self.plan_from(position, &[])?;
-        let run = Running::launch(self.parts(), plan, position, false);
-        let replaced = self
-            .upcoming
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(run);
-        drop(replaced); // stopped outside the lock (it joins threads)
+        Running::ahead(self.parts(), plan, position, &self.upcoming);
         Ok(())
     }
 
