@@ -10,19 +10,15 @@ use nostall::cache::Capacity;
 use nostall::storage::ReadMode;
 use nostall::Error;
 
-use crate::run::{loader_builder, Preset, Settings, StorageArgs};
+use crate::run::{loader_builder, PipelineArgs, Settings, StorageArgs};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The dataset: a directory of images, a directory of .tar shards, or
     /// s3://bucket/prefix. Default: nostall's built-in demo photographs.
     dataset: Option<String>,
-    /// Pipeline preset.
-    #[arg(long, value_enum, default_value_t = Preset::Train)]
-    preset: Preset,
-    /// Output height and width.
-    #[arg(long, default_value_t = 224)]
-    size: u32,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     /// Samples per batch (default: 64; 8 for the demo photographs).
     #[arg(long)]
     batch_size: Option<usize>,
@@ -107,8 +103,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     };
     let batch_size = args.batch_size.unwrap_or(if demo { 8 } else { 64 });
     let settings = Settings {
-        preset: args.preset,
-        size: args.size,
+        pipeline: args.pipeline.clone(),
         batch_size,
         prep_threads: args.threads,
         fetch_threads: args.fetch_threads,

@@ -14,19 +14,15 @@ use std::time::{Duration, Instant};
 use nostall::prep::{DecodeOnly, Modality};
 use nostall::storage::Source;
 
-use crate::run::{device_read_bytes, drive_epoch, memory_mb, Preset, Settings, StorageArgs};
+use crate::run::{device_read_bytes, drive_epoch, memory_mb, PipelineArgs, Settings, StorageArgs};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The dataset: a directory of images or audio files (class folders or flat), a directory of
     /// WebDataset .tar shards, or s3://bucket/prefix.
     dataset: String,
-    /// Pipeline preset.
-    #[arg(long, value_enum, default_value_t = Preset::Train)]
-    preset: Preset,
-    /// Output height and width.
-    #[arg(long, default_value_t = 224)]
-    size: u32,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     /// Samples per batch.
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
@@ -86,8 +82,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let settings = Settings {
-        preset: args.preset,
-        size: args.size,
+        pipeline: args.pipeline.clone(),
         batch_size: args.batch_size,
         prep_threads: args.threads,
         fetch_threads: args.fetch_threads,
@@ -200,11 +195,11 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         let floor_json = floor.map_or("null".to_string(), |f| format!("{f:.2}"));
         let rss_json: Vec<String> = rss.iter().map(|r| format!("{r:.1}")).collect();
         println!(
-            "{{\"loader\":\"nostall\",\"preset\":\"{:?}\",\"images_per_s\":{rate:.2},\"images_per_s_per_core\":{:.2},\
+            "{{\"loader\":\"nostall\",\"preset\":\"{}\",\"images_per_s\":{rate:.2},\"images_per_s_per_core\":{:.2},\
              \"decode_floor_images_per_s\":{floor_json},\"threads\":{},\"batch_size\":{},\"epochs\":{},\
              \"peak_rss_mb\":{peak:.1},\"rss_after_epoch_mb\":[{}],\"per_epoch\":[{}],\
              \"phases\":[{}]}}",
-            args.preset,
+            args.pipeline.name(),
             rate / args.threads as f64,
             args.threads,
             args.batch_size,
@@ -228,7 +223,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         };
         println!(
             "{:<40} {:>12.1}",
-            format!("nostall {:?} pipeline, {threads}", args.preset),
+            format!("nostall {} pipeline, {threads}", args.pipeline.name()),
             rate
         );
         println!("{:<40} {:>12.1}", "  per core", rate / args.threads as f64);

@@ -4,7 +4,7 @@
 //! a temporary directory in ImageFolder layout, and runs the ImageNet training pipeline
 //! over them for a few epochs.
 
-use crate::run::{drive_epoch, open_loader, Preset, Settings};
+use crate::run::{drive_epoch, open_loader, PipelineArgs, Settings};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -37,8 +37,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         args.model_rate
     );
     let settings = Settings {
-        preset: Preset::Train,
-        size: 224,
+        pipeline: PipelineArgs::train(),
         batch_size: args.batch_size,
         prep_threads: args.threads,
         fetch_threads: 2,

@@ -21,7 +21,7 @@ use nostall::Position;
 use nostall_agent::{Client, Reading};
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 
-use crate::run::{loader_builder, parse_policy, Preset, Settings};
+use crate::run::{loader_builder, parse_policy, PipelineArgs, Settings};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -72,12 +72,8 @@ pub(crate) struct Args {
     /// Fetch threads (requests in flight to peers and storage).
     #[arg(long, default_value_t = 4)]
     fetch_threads: usize,
-    /// Pipeline preset (images: train, val; audio: m5, melspec).
-    #[arg(long, value_enum, default_value_t = Preset::Train)]
-    preset: Preset,
-    /// Output height and width of the image presets.
-    #[arg(long, default_value_t = 224)]
-    size: u32,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     /// Shuffle and placement seed, the same on every node.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -229,8 +225,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
             .to_string(),
     };
     let settings = Settings {
-        preset: args.preset,
-        size: args.size,
+        pipeline: args.pipeline.clone(),
         batch_size: args.batch_size,
         prep_threads: args.prep_threads,
         fetch_threads: args.fetch_threads,

@@ -36,15 +36,63 @@ impl Preset {
     }
 
     /// Whether it prepares images (and takes an output size).
-    pub(crate) fn is_image(self) -> bool {
+    fn is_image(self) -> bool {
         matches!(self, Preset::Train | Preset::Val)
+    }
+}
+
+/// How the pipeline is given on the command line: a preset, or operators.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct PipelineArgs {
+    /// Pipeline preset (images: train, val; audio: m5, melspec).
+    #[arg(long, value_enum, default_value_t = Preset::Train)]
+    pub preset: Preset,
+    /// Operators instead of a preset, as Python writes a list of them: '[Resize(256),
+    /// CenterCrop(224)]' (nostall.ops for images, nostall.audio for audio).
+    #[arg(long, conflicts_with_all = ["preset", "size"])]
+    pub pipeline: Option<String>,
+    /// Output height and width of the image presets.
+    #[arg(long, default_value_t = 224)]
+    pub size: u32,
+}
+
+impl PipelineArgs {
+    /// The ImageNet training preset at 224 pixels.
+    pub(crate) fn train() -> PipelineArgs {
+        PipelineArgs {
+            preset: Preset::Train,
+            pipeline: None,
+            size: 224,
+        }
+    }
+
+    /// The pipeline in a word, for reports: the preset's, or "operators".
+    pub(crate) fn name(&self) -> String {
+        match self.pipeline {
+            Some(_) => "operators".into(),
+            None => format!("{:?}", self.preset),
+        }
+    }
+
+    fn configure(&self, builder: &mut LoaderBuilder) -> nostall::Result<()> {
+        match &self.pipeline {
+            Some(operators) => {
+                builder.set("pipeline", operators)?;
+            }
+            None => {
+                builder.set("pipeline", self.preset.name())?;
+                if self.preset.is_image() {
+                    builder.set("image_size", &self.size.to_string())?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
 /// Loader settings common to the subcommands.
 pub(crate) struct Settings {
-    pub preset: Preset,
-    pub size: u32,
+    pub pipeline: PipelineArgs,
     pub batch_size: usize,
     pub prep_threads: usize,
     pub fetch_threads: usize,
@@ -170,8 +218,8 @@ pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<Lo
     // As text where a setting has one, so that the builder can say its settings (what
     // the node agent is sent).
     let mut builder = LoaderBuilder::new(location);
+    s.pipeline.configure(&mut builder)?;
     builder
-        .set("pipeline", s.preset.name())?
         .set("read", if s.cold { "cold" } else { "cached" })?
         .set("on_error", if s.skip_bad { "skip" } else { "error" })?
         .set("batch_size", &s.batch_size.to_string())?
@@ -181,9 +229,6 @@ pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<Lo
         .set("balance_ranks", "true")?
         .set("fetch_threads", &s.fetch_threads.to_string())?
         .set("overlap_epochs", &s.overlap_epochs.to_string())?;
-    if s.preset.is_image() {
-        builder.set("image_size", &s.size.to_string())?;
-    }
     if let Some(memory) = &s.memory {
         builder.set("memory", memory)?;
     }

@@ -161,3 +161,44 @@ fn earlier_rates_are_reused_and_a_bad_file_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_pipeline_given_as_operators_is_the_one_analysed() {
+    let dir = tempfile::tempdir().unwrap();
+    let operators =
+        "[Resize(64), CenterCrop(size=48), Normalize((0.5, 0.5, 0.5), (0.2, 0.2, 0.2))]";
+    let args = [
+        "analyze",
+        "--budget",
+        "1",
+        "--no-run",
+        "--json",
+        "report.json",
+    ];
+    let (ok, _, stderr) = nostall(
+        &[&args[..], &["--pipeline", operators]].concat(),
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    let pipeline = report["configuration"]["pipeline"].as_str().unwrap();
+    assert!(
+        pipeline.starts_with("Resize(64) → CenterCrop(48)"),
+        "{pipeline}"
+    );
+
+    let (ok, _, stderr) = nostall(
+        &[&args[..], &["--pipeline", "[Resize(64), Blur(3)]"]].concat(),
+        dir.path(),
+    );
+    assert!(!ok);
+    assert!(stderr.contains("unknown operator \"Blur\""), "{stderr}");
+    let (ok, _, stderr) = nostall(
+        &[&args[..], &["--pipeline", operators, "--size", "96"]].concat(),
+        dir.path(),
+    );
+    assert!(!ok);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
