@@ -14,6 +14,8 @@
 //! - [`agent_messages`]: a packet on the node agent's socket, read as the agent reads a
 //!   job's (a hello's settings applied to a loader's configuration) and as a job reads
 //!   the agent's.
+//! - [`operators`]: the operators' text form, as the agent reads a job's `pipeline`
+//!   setting; what reads must be written as text that reads back to the same operators.
 //!
 //! The AFL++ entry points (`src/bin`, feature `afl`) run them under `bash bench/fuzz.sh`;
 //! `tests/corpora.rs` replays the seed corpora and every crash found so far, and mutates
@@ -28,7 +30,7 @@ use std::time::Duration;
 use nostall::catalog::Catalog;
 use nostall::prep::image::codec::{Decoder, Rect};
 use nostall::prep::image::ImagePipeline;
-use nostall::prep::Prep;
+use nostall::prep::{Operators, Prep};
 use nostall::rng::Rng;
 use nostall::storage::{BlobInfo, BlobStore, S3Config, S3Store, Source, TarShards};
 use nostall::Cause;
@@ -197,6 +199,22 @@ pub fn s3_response(data: &[u8]) {
 /// A packet on the node agent's socket, as the agent and as a job read it.
 pub fn agent_messages(data: &[u8]) {
     nostall_agent::parse_for_fuzzing(data);
+}
+
+/// The operators' text form: read, then what it read written and read again.
+pub fn operators(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(ops) = text.parse::<Operators>() {
+        let written = ops.to_string();
+        let again: Result<Operators, _> = written.parse();
+        assert_eq!(
+            again.ok().as_ref(),
+            Some(&ops),
+            "{text:?} was written {written:?}"
+        );
+    }
 }
 
 /// Bytes from the network, as a peer server and as a peer client read them.

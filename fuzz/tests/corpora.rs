@@ -108,3 +108,8 @@ fn s3_response() {
 fn agent_messages() {
     replay("agent_messages", nostall_fuzz::agent_messages);
 }
+
+#[test]
+fn operators() {
+    replay("operators", nostall_fuzz::operators);
+}

@@ -87,8 +87,9 @@ class Loader:
     ``[n, 1, 32000]``), ``"melspec"`` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands:
     ``[n, 64, 401]``) and their centre-cropped ``"m5-val"`` and ``"melspec-val"``; for
     audio the dataset's ``.wav``, ``.flac``, ``.ogg``, ``.oga`` and ``.mp3`` files are
-    read. ``dtype`` is ``"float32"`` or ``"uint8"`` (images only), ``layout`` ``"CHW"``
-    or ``"HWC"`` (images only).
+    read. A list of operators may also be given as text, as Python writes it
+    (``"[Resize(size=256), CenterCrop(size=(224, 224))]"``). ``dtype`` is ``"float32"`` or
+    ``"uint8"`` (images only), ``layout`` ``"CHW"`` or ``"HWC"`` (images only).
     """
 
     def __new__(
@@ -97,6 +98,7 @@ class Loader:
         *,
         batch_size: int = 64,
         pipeline: Literal["train", "val", "eval", "m5", "melspec", "m5-val", "melspec-val"]
+        | str
         | Sequence[Op]
         | Sequence[audio.Op] = "train",
         image_size: int | None = None,

@@ -9,11 +9,11 @@
 //! with the image operators (`AudioOp`, `AudioCenterCrop`); `nostall.audio` gives them
 //! their own names.
 
-use nostall::prep::audio::{AudioOp, MelScale, MelSpec, ResampleQuality, ResampleWindow};
+use nostall::prep::audio::{AudioOp, MelArgs, ResampleQuality};
 use pyo3::prelude::*;
 use pyo3::{PyClass, PyClassInitializer};
 
-use crate::{config_error, raise};
+use crate::raise;
 
 /// An operator of an audio pipeline: the base class of the operators of
 /// `nostall.audio`.
@@ -37,46 +37,7 @@ where
 #[pymethods]
 impl AudioOpBase {
     fn __repr__(&self) -> String {
-        match &self.0 {
-            AudioOp::Channels(count) => format!("Channels(count={count})"),
-            AudioOp::Resample { rate, quality } => {
-                let method = match quality.window {
-                    ResampleWindow::Kaiser { beta } => {
-                        format!("resampling_method='sinc_interp_kaiser', beta={beta:?}")
-                    }
-                    _ => "resampling_method='sinc_interp_hann'".to_string(),
-                };
-                format!(
-                    "Resample(rate={rate}, lowpass_filter_width={}, rolloff={:?}, {method})",
-                    quality.lowpass_width, quality.rolloff
-                )
-            }
-            AudioOp::RandomCrop { length } => format!("RandomCrop(length={length})"),
-            AudioOp::CenterCrop { length } => format!("CenterCrop(length={length})"),
-            AudioOp::MelSpectrogram(s) => format!(
-                "MelSpectrogram(sample_rate={}, n_fft={}, win_length={}, hop_length={}, \
-                 f_min={:?}, f_max={:?}, n_mels={}, power={:?}, norm={}, mel_scale='{}')",
-                s.sample_rate,
-                s.n_fft,
-                s.win_length,
-                s.hop_length,
-                s.f_min,
-                s.f_max,
-                s.n_mels,
-                s.power,
-                if s.slaney_norm { "'slaney'" } else { "None" },
-                mel_scale_name(s.mel_scale),
-            ),
-            AudioOp::Log { offset } => format!("Log(offset={offset:?})"),
-            other => format!("{other:?}"),
-        }
-    }
-}
-
-fn mel_scale_name(scale: MelScale) -> &'static str {
-    match scale {
-        MelScale::Slaney => "slaney",
-        _ => "htk",
+        self.0.to_string()
     }
 }
 
@@ -114,9 +75,6 @@ pub struct Resample {
     beta: Option<f64>,
 }
 
-/// torchaudio's default Kaiser shape.
-const KAISER_BETA: f64 = 14.769_656_459_379_492;
-
 #[pymethods]
 impl Resample {
     #[new]
@@ -132,34 +90,9 @@ impl Resample {
         resampling_method: &str,
         beta: Option<f64>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let quality = match (resampling_method, beta) {
-            ("sinc_interp_hann", None) => {
-                let mut quality = ResampleQuality::new();
-                quality.lowpass_width = lowpass_filter_width;
-                quality.rolloff = rolloff;
-                quality
-            }
-            ("sinc_interp_kaiser", beta) => {
-                ResampleQuality::kaiser(lowpass_filter_width, rolloff, beta.unwrap_or(KAISER_BETA))
-            }
-            ("sinc_interp_hann", Some(_)) => {
-                return Err(config_error(
-                    py,
-                    "Resample: beta shapes the Kaiser window; give it with \
-                     resampling_method=\"sinc_interp_kaiser\""
-                        .into(),
-                ))
-            }
-            (other, _) => {
-                return Err(config_error(
-                    py,
-                    format!(
-                        "Resample: resampling_method={other:?}: use \"sinc_interp_hann\" or \
-                         \"sinc_interp_kaiser\""
-                    ),
-                ))
-            }
-        };
+        let quality =
+            ResampleQuality::torchaudio(lowpass_filter_width, rolloff, resampling_method, beta)
+                .map_err(|e| raise(py, e))?;
         let operator = Resample {
             rate,
             lowpass_filter_width,
@@ -256,34 +189,20 @@ impl MelSpectrogram {
         norm: Option<String>,
         mel_scale: &str,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let mut spec = MelSpec::new(sample_rate);
-        spec.n_fft = n_fft;
-        spec.win_length = win_length.unwrap_or(n_fft);
-        spec.hop_length = hop_length.unwrap_or(spec.win_length / 2);
-        spec.f_min = f_min;
-        spec.f_max = f_max.unwrap_or(f64::from(sample_rate) / 2.0);
-        spec.n_mels = n_mels;
-        spec.power = power;
-        spec.slaney_norm = match norm.as_deref() {
-            None => false,
-            Some("slaney") => true,
-            Some(other) => {
-                return Err(config_error(
-                    py,
-                    format!("MelSpectrogram: norm={other:?}: use None or \"slaney\""),
-                ))
-            }
-        };
-        spec.mel_scale = match mel_scale {
-            "htk" => MelScale::Htk,
-            "slaney" => MelScale::Slaney,
-            other => {
-                return Err(config_error(
-                    py,
-                    format!("MelSpectrogram: mel_scale={other:?}: use \"htk\" or \"slaney\""),
-                ))
-            }
-        };
+        let spec = MelArgs {
+            sample_rate,
+            n_fft,
+            win_length,
+            hop_length,
+            f_min,
+            f_max,
+            n_mels,
+            power,
+            norm: norm.as_deref(),
+            mel_scale,
+        }
+        .spec()
+        .map_err(|e| raise(py, e))?;
         let operator = MelSpectrogram {
             sample_rate,
             n_fft,

@@ -231,7 +231,8 @@ enum Output {
 ///   or a preset: `"train"` is RandomResizedCrop(`image_size`), random horizontal flip,
 ///   ImageNet normalisation (`nostall.imagenet_train(image_size)`); `"val"` resizes the
 ///   shorter side to `image_size * 256/224`, centre-crops `image_size` and normalises
-///   (`nostall.imagenet_val(image_size)`).
+///   (`nostall.imagenet_val(image_size)`). A list may also be given as text, as Python
+///   writes it (`repr(pipeline)`): what the command line's `--pipeline` takes.
 /// - `image_size` (None: 224): output height and width of the `"train"` and `"val"`
 ///   presets; an operator list sets its sizes in its operators.
 /// - `dtype` (`"float32"`): `"float32"` (normalised when the pipeline has `Normalize`,
@@ -463,10 +464,7 @@ impl ConfigArgs<'_, '_> {
                 Ok(name) => builder
                     .set("pipeline", name.to_str()?)
                     .map_err(|e| raise(py, e))?,
-                Err(_) => match ops::from_python(p)? {
-                    ops::Operators::Image(ops) => builder.image_operators(ops),
-                    ops::Operators::Audio(ops) => builder.audio_operators(ops),
-                },
+                Err(_) => builder.operators(ops::from_python(p)?),
             };
         }
         let mut set = |name: &str, value: &str| -> PyResult<()> {

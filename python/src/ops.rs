@@ -6,8 +6,8 @@
 //! [`nostall::Pipeline::new`]. The subclasses keep their arguments for their
 //! read-only attributes.
 
-use nostall::prep::audio::AudioOp;
 use nostall::prep::image::{Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
+use nostall::prep::Operators;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::{PyClass, PyClassInitializer};
@@ -36,28 +36,7 @@ where
 #[pymethods]
 impl OpBase {
     fn __repr__(&self) -> String {
-        let pair = |(a, b): (f64, f64)| format!("({a:?}, {b:?})");
-        let triple = |v: [f32; 3]| format!("({:?}, {:?}, {:?})", v[0], v[1], v[2]);
-        match self.0 {
-            Op::RandomResizedCrop {
-                size: (height, width),
-                scale,
-                ratio,
-            } => format!(
-                "RandomResizedCrop(size=({height}, {width}), scale={}, ratio={})",
-                pair(scale),
-                pair(ratio)
-            ),
-            Op::Resize(Size::Shorter(side)) => format!("Resize(size={side})"),
-            Op::Resize(Size::Exact { height, width }) => {
-                format!("Resize(size=({height}, {width}))")
-            }
-            Op::CenterCrop { height, width } => format!("CenterCrop(size=({height}, {width}))"),
-            Op::RandomHorizontalFlip { p } => format!("RandomHorizontalFlip(p={p:?})"),
-            Op::Normalize { mean, std } => {
-                format!("Normalize(mean={}, std={})", triple(mean), triple(std))
-            }
-        }
+        self.0.to_string()
     }
 }
 
@@ -258,13 +237,6 @@ pub(crate) fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, Py
         }
     };
     Ok(object)
-}
-
-/// The operators of a `pipeline=` list: all of `nostall.ops` (images) or all of
-/// `nostall.audio`.
-pub(crate) enum Operators {
-    Image(Vec<Op>),
-    Audio(Vec<AudioOp>),
 }
 
 /// The operators of a `pipeline=` list; a `TypeError` names the first item that is not

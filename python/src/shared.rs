@@ -81,9 +81,8 @@ impl Shared {
         let Some(settings) = builder.settings() else {
             return Err(config_error(
                 py,
-                "share= sends the loader's settings to the node agent as text: give the \
-                 pipeline as a preset (\"train\", \"val\", \"m5\", ...), not as a list of \
-                 operators, or leave share off"
+                "share= sends the loader's settings to the node agent as text, and this \
+                 loader has a setting that has none: leave share off"
                     .into(),
             ));
         };

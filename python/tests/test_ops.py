@@ -65,6 +65,13 @@ def test_operator_lists_give_the_presets_batches(photos):
     # A tuple (any iterable) of operators works as well as a list.
     assert_same_epochs(epoch(nostall.Loader(photos, pipeline=tuple(spelled_out), **common)),
                        epoch(nostall.Loader(photos, pipeline=spelled_out, **common)))
+    # And the list as text, as Python writes it, or as a person would.
+    assert_same_epochs(epoch(nostall.Loader(photos, pipeline=repr(spelled_out), **common)),
+                       epoch(nostall.Loader(photos, pipeline=spelled_out, **common)))
+    by_hand = "RandomResizedCrop(40), RandomHorizontalFlip(), Normalize(mean=%r, std=%r)" % (
+        IMAGENET["mean"], IMAGENET["std"])
+    assert_same_epochs(epoch(nostall.Loader(photos, pipeline=by_hand, **common)),
+                       epoch(nostall.Loader(photos, pipeline=spelled_out, **common)))
 
 
 def test_an_operator_list_changes_the_output(photos):
@@ -144,6 +151,10 @@ def test_pipeline_errors_say_what_to_change(photos):
     with pytest.raises(TypeError, match=r"pipeline\[1\] is 'flip', not an operator: build the list "
                        r"from nostall.ops"):
         nostall.Loader(photos, pipeline=[ops.CenterCrop(8), "flip"])
+    with pytest.raises(nostall.ConfigError, match=r'unknown operator "Blur"'):
+        nostall.Loader(photos, pipeline="[CenterCrop(8), Blur(3)]")
+    with pytest.raises(nostall.ConfigError, match=r"at character 16: expected a comma"):
+        nostall.Loader(photos, pipeline="[CenterCrop(8) Normalize()]")
     with pytest.raises(TypeError, match=r'pipeline takes a preset \("train", "val"'):
         nostall.Loader(photos, pipeline=5)
 

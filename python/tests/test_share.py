@@ -46,9 +46,9 @@ def quick_agent(tmp_path, monkeypatch):
     proc.wait(timeout=30)
 
 
-def own(photos, epoch):
+def own(photos, epoch, settings=SETTINGS):
     """What a loader of the job's own gives in `epoch`: (ids, labels, images) per batch."""
-    loader = nostall.Loader(photos, **SETTINGS)
+    loader = nostall.Loader(photos, **settings)
     loader.set_epoch(epoch)
     out = []
     for images, labels in loader:
@@ -87,9 +87,41 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
     assert shared["bytes_saved"] > 0
 
 
-def test_share_with_operators_or_a_foreign_group_stream_is_refused_clearly(photos, agent):
-    with pytest.raises(nostall.ConfigError, match="preset"):
-        nostall.Loader(photos, share="auto", pipeline=[nostall.ops.CenterCrop(32)])
+def operators(flip):
+    """A list of operators made afresh (equal lists, different objects)."""
+    return [
+        nostall.ops.RandomResizedCrop(48, scale=(0.3, 1.0)),
+        nostall.ops.RandomHorizontalFlip(flip),
+        nostall.ops.Normalize(mean=(0.5, 0.25, 0.125), std=(1 / 3, 0.2, 0.7)),
+    ]
+
+
+def test_jobs_giving_the_same_operators_share_a_stream_and_other_operators_do_not(
+    photos, agent
+):
+    settings = dict(SETTINGS, pipeline=operators(0.5))
+    del settings["image_size"]
+    a = nostall.Loader(photos, share="auto", **settings)
+    b = nostall.Loader(photos, share="auto", **dict(settings, pipeline=operators(0.5)))
+    c = nostall.Loader(photos, share="auto", **dict(settings, pipeline=operators(0.25)))
+    expected = own(photos, 0, settings)
+    got_a, got_b = [], []
+    for (ia, la), (ib, lb) in zip(a, b):
+        got_a.append((a.last_ids, la.clone(), ia.clone()))
+        got_b.append((b.last_ids, lb.clone(), ib.clone()))
+    for got in (got_a, got_b):
+        assert len(got) == len(expected)
+        for (ids, labels, images), (eids, elabels, eimages) in zip(got, expected):
+            assert ids == eids
+            assert torch.equal(labels, elabels)
+            assert torch.equal(images, eimages)
+    assert a.metrics["shared"]["group"] == b.metrics["shared"]["group"]
+    assert a.metrics["shared"]["members"] == 2
+    assert c.metrics["shared"]["group"] != a.metrics["shared"]["group"]
+    assert sum(1 for _ in c) == len(expected)
+
+
+def test_share_with_a_foreign_group_stream_is_refused_clearly(photos, agent):
     keep = nostall.Loader(photos, share="g", **SETTINGS)
     other = dict(SETTINGS, seed=12)
     with pytest.raises(nostall.AgentError, match="group \"g\" reads another stream"):

@@ -21,9 +21,9 @@ use std::time::Duration;
 use crate::catalog::Catalog;
 use crate::dataset::{self, Dataset};
 use crate::error::{Error, Result};
-use crate::prep::audio::{AudioOp, AudioPipeline};
-use crate::prep::image::{ImagePipeline, Layout, Op};
-use crate::prep::{DType, Pipeline};
+use crate::prep::audio::AudioPipeline;
+use crate::prep::image::{ImagePipeline, Layout};
+use crate::prep::{DType, Operators, Pipeline};
 use crate::storage::{Link, ReadMode, Source, Throttled};
 
 use super::{ErrorPolicy, Loader, LoaderConfig};
@@ -32,7 +32,9 @@ use super::{ErrorPolicy, Loader, LoaderConfig};
 pub const KNOBS: [(&str, &str); 25] = [
     (
         "pipeline",
-        "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio)",
+        "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio), or a list \
+         of operators: [Resize(256), CenterCrop(224)] (nostall.ops and nostall.audio, as \
+         Python writes them)",
     ),
     ("image_size", "output side of the image presets, pixels"),
     ("dtype", "images: float32 or uint8"),
@@ -113,10 +115,8 @@ pub struct LoaderBuilder {
 enum Recipe {
     /// A preset by name.
     Preset(String),
-    /// Image operators, with the builder's dtype and layout.
-    Operators(Vec<Op>),
-    /// Audio operators.
-    AudioOperators(Vec<AudioOp>),
+    /// Operators (images' with the builder's dtype and layout).
+    Operators(Operators),
     /// Made by the caller: the configuration's pipeline as it is.
     Made,
 }
@@ -142,8 +142,9 @@ impl LoaderBuilder {
     }
 
     /// Every setting given so far, as text, in order: what another process (the node
-    /// agent) needs to make the same loader. `None` once something was given that has no
-    /// text form (operators, a pipeline made in code, links, settings changed through
+    /// agent) needs to make the same loader (operators in their [text
+    /// form](crate::prep::text)). `None` once something was given that has no text form
+    /// (a pipeline made in code, links, settings changed through
     /// [`LoaderBuilder::config_mut`]).
     pub fn settings(&self) -> Option<&[(String, String)]> {
         self.texts.as_deref()
@@ -158,6 +159,9 @@ impl LoaderBuilder {
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut LoaderBuilder> {
         let c = &mut self.config;
         match name {
+            "pipeline" if Operators::written_in(value) => {
+                self.pipeline = Recipe::Operators(value.parse()?);
+            }
             "pipeline" => {
                 // Checked now, resolved at open (image_size may follow).
                 Pipeline::preset(value, DEFAULT_IMAGE_SIZE)?;
@@ -216,18 +220,14 @@ impl LoaderBuilder {
         self
     }
 
-    /// Prepares images with `operators` (and the `dtype` and `layout` knobs) instead of a
-    /// preset.
-    pub fn image_operators(&mut self, operators: Vec<Op>) -> &mut LoaderBuilder {
-        self.texts = None;
+    /// Prepares samples with `operators` instead of a preset (images with the `dtype` and
+    /// `layout` knobs). The settings keep them as text: `pipeline` set to their [text
+    /// form](crate::prep::text).
+    pub fn operators(&mut self, operators: Operators) -> &mut LoaderBuilder {
+        if let Some(texts) = &mut self.texts {
+            texts.push(("pipeline".into(), operators.to_string()));
+        }
         self.pipeline = Recipe::Operators(operators);
-        self
-    }
-
-    /// Prepares audio with `operators` instead of a preset.
-    pub fn audio_operators(&mut self, operators: Vec<AudioOp>) -> &mut LoaderBuilder {
-        self.texts = None;
-        self.pipeline = Recipe::AudioOperators(operators);
         self
     }
 
@@ -280,7 +280,7 @@ impl LoaderBuilder {
                 let ops = ImagePipeline::preset(name, size)?.ops().to_vec();
                 ImagePipeline::new(ops, self.dtype, self.layout)?.into()
             }
-            Recipe::Operators(_) if self.image_size.is_some() => {
+            Recipe::Operators(Operators::Image(_)) if self.image_size.is_some() => {
                 return Err(Error::Config(
                     "image_size sets the size of the \"train\" and \"val\" presets; with a \
                      list of operators, give the sizes to the operators (e.g. \
@@ -288,17 +288,17 @@ impl LoaderBuilder {
                         .into(),
                 ))
             }
-            Recipe::Operators(ops) => {
+            Recipe::Operators(Operators::Image(ops)) => {
                 ImagePipeline::new(ops.clone(), self.dtype, self.layout)?.into()
             }
-            Recipe::AudioOperators(_) if images_set => {
+            Recipe::Operators(Operators::Audio(_)) if images_set => {
                 return Err(Error::Config(
                     "audio operators prepare float32 waveforms or spectrograms: image_size, \
                      dtype and layout apply to images only"
                         .into(),
                 ))
             }
-            Recipe::AudioOperators(ops) => AudioPipeline::new(ops.clone())?.into(),
+            Recipe::Operators(Operators::Audio(ops)) => AudioPipeline::new(ops.clone())?.into(),
             Recipe::Made if images_set => {
                 return Err(Error::Config(
                     "image_size, dtype and layout apply to presets and lists of operators, \
@@ -426,6 +426,7 @@ impl std::str::FromStr for ErrorPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prep::audio::AudioOp;
 
     #[test]
     fn every_knob_reads_its_text_and_refuses_nonsense() {
@@ -531,7 +532,9 @@ mod tests {
     #[test]
     fn image_settings_that_would_be_ignored_are_refused() {
         let mut b = LoaderBuilder::new("/data");
-        b.image_operators(ImagePipeline::imagenet_val(64).ops().to_vec());
+        b.operators(Operators::Image(
+            ImagePipeline::imagenet_val(64).ops().to_vec(),
+        ));
         b.set("layout", "HWC").unwrap();
         assert_eq!(b.config().unwrap().pipeline.layout().shape(), [64, 64, 3]);
         // The operators end with Normalize, which needs float output.
@@ -544,10 +547,10 @@ mod tests {
         assert!(why.contains("give the sizes to the operators"), "{why}");
 
         let mut b = LoaderBuilder::new("/data");
-        b.audio_operators(vec![
+        b.operators(Operators::Audio(vec![
             AudioOp::resample(8_000),
             AudioOp::CenterCrop { length: 100 },
-        ]);
+        ]));
         assert_eq!(b.config().unwrap().pipeline.layout().shape(), [1, 100]);
         b.set("layout", "HWC").unwrap();
         let why = b.config().unwrap_err().to_string();
@@ -559,5 +562,41 @@ mod tests {
             .unwrap();
         let why = b.config().unwrap_err().to_string();
         assert!(why.contains("not to a pipeline given whole"), "{why}");
+    }
+
+    #[test]
+    fn operators_are_settings_another_process_can_replay() {
+        let ops = Operators::Audio(vec![
+            AudioOp::Channels(2),
+            AudioOp::resample(22_050),
+            AudioOp::RandomCrop { length: 4_410 },
+        ]);
+        let mut b = LoaderBuilder::new("/data");
+        b.set("batch_size", "8").unwrap().operators(ops.clone());
+        let settings = b.settings().expect("operators have a text form").to_vec();
+        assert_eq!(settings[1].1, ops.to_string());
+        let mut replayed = LoaderBuilder::new("/data");
+        for (name, value) in &settings {
+            replayed.set(name, value).unwrap();
+        }
+        let (a, b) = (b.config().unwrap(), replayed.config().unwrap());
+        assert_eq!(a.pipeline.layout(), b.pipeline.layout());
+        assert_eq!(format!("{:?}", a.pipeline), format!("{:?}", b.pipeline));
+        assert_eq!(b.plan.batch_size, 8);
+
+        let mut hand = LoaderBuilder::new("/data");
+        hand.set("pipeline", "[Resize(256), CenterCrop(224)]")
+            .unwrap()
+            .set("dtype", "uint8")
+            .unwrap();
+        assert_eq!(
+            hand.config().unwrap().pipeline.layout().shape(),
+            [3, 224, 224]
+        );
+        let why = hand.set("pipeline", "[Resize(256), Blur(3)]").unwrap_err();
+        assert!(
+            why.to_string().contains("unknown operator \"Blur\""),
+            "{why}"
+        );
     }
 }

@@ -10,7 +10,8 @@
 //! Two modalities ship: [`image`] (JPEG, PNG; crops, flips, normalisation) and [`audio`]
 //! (WAV, FLAC, Ogg Vorbis, MP3; resampling, crops, mel spectrograms). The files each one
 //! reads are declared once, by [`Modality`], and the catalog and storage list datasets
-//! through it.
+//! through it. Their operators have one text form, [`text`] (Python's `repr`), in which a
+//! pipeline travels as a setting.
 //!
 //! A preparer must leave nothing behind from one sample to the next that could change the
 //! next one's output: the pipeline relies on it to make output independent of which
@@ -18,6 +19,7 @@
 
 pub mod audio;
 pub mod image;
+pub mod text;
 
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ use crate::rng::Rng;
 
 pub use audio::AudioPipeline;
 pub use image::ImagePipeline;
+pub use text::Operators;
 
 /// A kind of data, with the files it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

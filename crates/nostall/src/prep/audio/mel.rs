@@ -96,6 +96,89 @@ pub struct MelSpec {
     pub slaney_norm: bool,
 }
 
+/// `torchaudio.transforms.MelSpectrogram`'s arguments as it takes them: its names and
+/// defaults, `None` for what follows from the others, the choices as text.
+/// [`MelArgs::spec`] resolves them; the Python class and the operators' text form both
+/// read through it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MelArgs<'a> {
+    /// Sample rate of the input, Hz (16000).
+    pub sample_rate: u32,
+    /// FFT size (400).
+    pub n_fft: usize,
+    /// Window length (`n_fft`).
+    pub win_length: Option<usize>,
+    /// Samples between frames (`win_length / 2`).
+    pub hop_length: Option<usize>,
+    /// Lowest frequency of the filters, Hz (0).
+    pub f_min: f64,
+    /// Highest, Hz (the Nyquist frequency).
+    pub f_max: Option<f64>,
+    /// Mel bands (128).
+    pub n_mels: usize,
+    /// 2 for power, 1 for magnitude (2).
+    pub power: f64,
+    /// `"slaney"` (filters of equal area) or `None`.
+    pub norm: Option<&'a str>,
+    /// `"htk"` (the default) or `"slaney"`.
+    pub mel_scale: &'a str,
+}
+
+impl Default for MelArgs<'_> {
+    fn default() -> Self {
+        MelArgs {
+            sample_rate: 16_000,
+            n_fft: 400,
+            win_length: None,
+            hop_length: None,
+            f_min: 0.0,
+            f_max: None,
+            n_mels: 128,
+            power: 2.0,
+            norm: None,
+            mel_scale: "htk",
+        }
+    }
+}
+
+impl MelArgs<'_> {
+    /// The spectrogram these arguments describe (its numbers are checked where it is
+    /// used, [`AudioOp::validate`](super::AudioOp::validate)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a `norm` or `mel_scale` that torchaudio does not have.
+    pub fn spec(&self) -> Result<MelSpec> {
+        let mut spec = MelSpec::new(self.sample_rate);
+        spec.n_fft = self.n_fft;
+        spec.win_length = self.win_length.unwrap_or(self.n_fft);
+        spec.hop_length = self.hop_length.unwrap_or(spec.win_length / 2);
+        spec.f_min = self.f_min;
+        spec.f_max = self.f_max.unwrap_or(f64::from(self.sample_rate) / 2.0);
+        spec.n_mels = self.n_mels;
+        spec.power = self.power;
+        spec.slaney_norm = match self.norm {
+            None => false,
+            Some("slaney") => true,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "MelSpectrogram: norm={other:?}: use None or \"slaney\""
+                )))
+            }
+        };
+        spec.mel_scale = match self.mel_scale {
+            "htk" => MelScale::Htk,
+            "slaney" => MelScale::Slaney,
+            other => {
+                return Err(Error::Config(format!(
+                    "MelSpectrogram: mel_scale={other:?}: use \"htk\" or \"slaney\""
+                )))
+            }
+        };
+        Ok(spec)
+    }
+}
+
 impl MelSpec {
     /// torchaudio's defaults at `sample_rate`.
     pub fn new(sample_rate: u32) -> MelSpec {

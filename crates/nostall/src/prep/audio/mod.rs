@@ -22,9 +22,9 @@ pub(crate) use decode::Waveform;
 use decode::{decode, DecodeOptions};
 use mel::Mel;
 
-pub use mel::{MelScale, MelSpec};
+pub use mel::{MelArgs, MelScale, MelSpec};
 use resample::Resampler;
-pub use resample::{ResampleQuality, ResampleWindow};
+pub use resample::{ResampleQuality, ResampleWindow, KAISER_BETA};
 
 use super::{DType, Modality, Prep, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};

@@ -38,6 +38,9 @@ pub struct ResampleQuality {
     pub window: ResampleWindow,
 }
 
+/// torchaudio's default shape of the Kaiser window (`beta`).
+pub const KAISER_BETA: f64 = 14.769_656_459_379_492;
+
 impl Default for ResampleQuality {
     fn default() -> ResampleQuality {
         ResampleQuality {
@@ -61,6 +64,42 @@ impl ResampleQuality {
             lowpass_width,
             rolloff,
             window: ResampleWindow::Kaiser { beta },
+        }
+    }
+
+    /// The filter `torchaudio.functional.resample` uses with these arguments:
+    /// `resampling_method` `"sinc_interp_hann"` or `"sinc_interp_kaiser"` (whose `beta`
+    /// defaults to [`KAISER_BETA`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for another method, or a `beta` with the Hann window.
+    pub fn torchaudio(
+        lowpass_filter_width: u32,
+        rolloff: f64,
+        resampling_method: &str,
+        beta: Option<f64>,
+    ) -> Result<ResampleQuality> {
+        match (resampling_method, beta) {
+            ("sinc_interp_hann", None) => Ok(ResampleQuality {
+                lowpass_width: lowpass_filter_width,
+                rolloff,
+                window: ResampleWindow::Hann,
+            }),
+            ("sinc_interp_kaiser", beta) => Ok(ResampleQuality::kaiser(
+                lowpass_filter_width,
+                rolloff,
+                beta.unwrap_or(KAISER_BETA),
+            )),
+            ("sinc_interp_hann", Some(_)) => Err(Error::Config(
+                "Resample: beta shapes the Kaiser window; give it with \
+                 resampling_method=\"sinc_interp_kaiser\""
+                    .into(),
+            )),
+            (other, _) => Err(Error::Config(format!(
+                "Resample: resampling_method={other:?}: use \"sinc_interp_hann\" or \
+                 \"sinc_interp_kaiser\""
+            ))),
         }
     }
 
