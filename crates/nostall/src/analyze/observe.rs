@@ -14,6 +14,10 @@ use crate::error::Result;
 use crate::metrics::EpochStats;
 use crate::pipeline::Loader;
 
+/// Epochs whose samples prepared ahead [`Observation::choices`] lists one by one; a run
+/// of more (a small dataset) is summed up.
+const LISTED_EPOCHS: usize = 8;
+
 /// What one epoch (or the part of it that ran) showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObservedEpoch {
@@ -120,17 +124,28 @@ impl Observation {
              takes samples)",
             last.reads_in_flight, last.read_ms
         );
-        let ahead: Vec<String> = self
+        let mut ahead: Vec<u64> = self
             .epochs
             .iter()
             .skip(1)
-            .map(|e| e.prepared_ahead.to_string())
+            .map(|e| e.prepared_ahead)
             .collect();
-        if !ahead.is_empty() {
+        if (1..=LISTED_EPOCHS).contains(&ahead.len()) {
+            let listed: Vec<String> = ahead.iter().map(u64::to_string).collect();
             words.push_str(&format!(
                 "; each epoch after the first started ahead, with {} samples prepared \
                  before it was asked for",
-                ahead.join(", ")
+                listed.join(", ")
+            ));
+        } else if !ahead.is_empty() {
+            ahead.sort_unstable();
+            words.push_str(&format!(
+                "; the {} epochs after the first each started ahead, with {} to {} samples \
+                 (median {}) prepared before it was asked for",
+                ahead.len(),
+                ahead[0],
+                ahead[ahead.len() - 1],
+                ahead[ahead.len() / 2]
             ));
         }
         Some(words)

@@ -695,6 +695,15 @@ mod tests {
         assert!(text.contains("for 20.50 ms a read"), "{text}");
         assert!(text.contains("256, 192 samples prepared"), "{text}");
         assert!(r.html().contains("<p>Loader chose: 24 reads in flight"));
+        let observation = r.observation.as_mut().unwrap();
+        observation.epochs = (0..40).map(|e| epoch(e, e % 13)).collect();
+        let text = r.text();
+        assert!(
+            text.contains(
+                "the 39 epochs after the first each started ahead, with 0 to 12 samples (median 6)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
