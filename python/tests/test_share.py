@@ -56,6 +56,20 @@ def own(photos, epoch, settings=SETTINGS):
     return out
 
 
+def both_get(a, b, expected):
+    """Iterates `a` and `b` in step through an epoch: each gets the batches `own` gave."""
+    got_a, got_b = [], []
+    for (ia, la), (ib, lb) in zip(a, b):
+        got_a.append((a.last_ids, la.clone(), ia.clone()))
+        got_b.append((b.last_ids, lb.clone(), ib.clone()))
+    for got in (got_a, got_b):
+        assert len(got) == len(expected)
+        for (ids, labels, images), (eids, elabels, eimages) in zip(got, expected):
+            assert ids == eids
+            assert torch.equal(labels, elabels)
+            assert torch.equal(images, eimages)
+
+
 def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
     a = nostall.Loader(photos, share="auto", **SETTINGS)
     b = nostall.Loader(photos, share="auto", **SETTINGS)
@@ -63,16 +77,7 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
         expected = own(photos, epoch)
         a.set_epoch(epoch)
         b.set_epoch(epoch)
-        got_a, got_b = [], []
-        for (ia, la), (ib, lb) in zip(a, b):
-            got_a.append((a.last_ids, la.clone(), ia.clone()))
-            got_b.append((b.last_ids, lb.clone(), ib.clone()))
-        for got in (got_a, got_b):
-            assert len(got) == len(expected)
-            for (ids, labels, images), (eids, elabels, eimages) in zip(got, expected):
-                assert ids == eids
-                assert torch.equal(labels, elabels)
-                assert torch.equal(images, eimages)
+        both_get(a, b, expected)
         assert a.metrics["shared"]["batches_from_group"] == len(expected)
         assert b.metrics["shared"]["batches_from_group"] == len(expected)
     shared = a.metrics["shared"]
@@ -105,16 +110,7 @@ def test_jobs_giving_the_same_operators_share_a_stream_and_other_operators_do_no
     b = nostall.Loader(photos, share="auto", **dict(settings, pipeline=operators(0.5)))
     c = nostall.Loader(photos, share="auto", **dict(settings, pipeline=operators(0.25)))
     expected = own(photos, 0, settings)
-    got_a, got_b = [], []
-    for (ia, la), (ib, lb) in zip(a, b):
-        got_a.append((a.last_ids, la.clone(), ia.clone()))
-        got_b.append((b.last_ids, lb.clone(), ib.clone()))
-    for got in (got_a, got_b):
-        assert len(got) == len(expected)
-        for (ids, labels, images), (eids, elabels, eimages) in zip(got, expected):
-            assert ids == eids
-            assert torch.equal(labels, elabels)
-            assert torch.equal(images, eimages)
+    both_get(a, b, expected)
     assert a.metrics["shared"]["group"] == b.metrics["shared"]["group"]
     assert a.metrics["shared"]["members"] == 2
     assert c.metrics["shared"]["group"] != a.metrics["shared"]["group"]
