@@ -9,6 +9,11 @@ use crate::prep::Pipeline;
 
 use super::buffer::Arena;
 
+/// The most bytes one batch may take (16 GiB): far above any training batch, and what
+/// keeps a pipeline's sizes, set by hand or sent by another process, from asking for
+/// memory no machine has (or overflowing the arithmetic of the buffers).
+pub const MAX_BATCH_BYTES: u64 = 1 << 34;
+
 /// What to do with a sample that cannot be read or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -127,6 +132,23 @@ impl LoaderConfig {
                 dataset_len,
                 0,
             )?;
+        }
+        let layout = self.pipeline.layout();
+        let batch_bytes = layout
+            .shape()
+            .iter()
+            .try_fold(layout.dtype().size(), |bytes, &d| bytes.checked_mul(d))
+            .and_then(|sample| sample.checked_mul(self.plan.batch_size));
+        if batch_bytes.is_none_or(|bytes| bytes as u64 > MAX_BATCH_BYTES) {
+            return Err(Error::Config(format!(
+                "a batch of {} samples of shape {:?} ({:?}) would take more than the {} GiB \
+                 a batch may: the pipeline's output sizes (a crop's, a resize's, a clip's \
+                 length) or the batch size are larger than meant",
+                self.plan.batch_size,
+                layout.shape(),
+                layout.dtype(),
+                MAX_BATCH_BYTES >> 30
+            )));
         }
         if self.prep_threads == 0 || self.fetch_threads == 0 {
             return Err(Error::Config(

@@ -46,6 +46,6 @@ pub use budget::MemoryPlan;
 pub use buffer::{Arena, SharedMemory};
 pub use builder::{auto_threads, usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
 pub use checkpoint::{Checkpoint, RunIdentity};
-pub use config::{ErrorPolicy, LoaderConfig};
+pub use config::{ErrorPolicy, LoaderConfig, MAX_BATCH_BYTES};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;

@@ -587,3 +587,29 @@ fn a_share_of_the_nodes_threads_that_changes_mid_epoch_keeps_every_sample_in_pla
     let epoch = balanced.epoch(0).unwrap();
     assert_eq!(epoch.stats().prep.threads, 1, "the other rank's share");
 }
+
+#[test]
+fn a_batch_larger_than_any_machine_holds_is_refused_not_overflowed() {
+    use crate::prep::image::{ImagePipeline, Layout, Op};
+    let catalog = Catalog::from_samples(
+        "memory",
+        Modality::Image,
+        Vec::new(),
+        [("0.jpg".to_string(), None, 1)],
+    )
+    .unwrap();
+    let (catalog, source) = (Arc::new(catalog), Arc::new(Memory::new(vec![vec![0u8]])));
+    for (side, batch_size) in [(u32::MAX, 1), (4096, 1 << 20)] {
+        let crop = vec![Op::CenterCrop {
+            height: side,
+            width: side,
+        }];
+        let pipeline = ImagePipeline::new(crop, DType::U8, Layout::Chw).unwrap();
+        let mut config = LoaderConfig::new(pipeline.into());
+        config.plan.batch_size = batch_size;
+        match Loader::new(catalog.clone(), source.clone(), config) {
+            Ok(_) => panic!("{side}x{side} in batches of {batch_size} was accepted"),
+            Err(e) => assert!(e.to_string().contains("16 GiB a batch may"), "{e}"),
+        }
+    }
+}
