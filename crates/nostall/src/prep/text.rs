@@ -67,9 +67,8 @@ impl FromStr for Operators {
     /// and parameter that is unknown, missing or out of its bounds.
     fn from_str(text: &str) -> Result<Operators> {
         let calls = Reader { text, at: 0 }.pipeline()?;
-        let audio_only = calls.iter().find(|c| !IMAGE.contains(&c.name));
-        let image_only = calls.iter().find(|c| !AUDIO.contains(&c.name));
-        if let Some(call) = audio_only.filter(|c| !AUDIO.contains(&c.name)) {
+        let unknown = |c: &&Call<'_>| !IMAGE.contains(&c.name) && !AUDIO.contains(&c.name);
+        if let Some(call) = calls.iter().find(unknown) {
             return Err(Error::Config(format!(
                 "unknown operator {:?}: the image operators are {}; the audio operators are {}",
                 call.name,
@@ -77,6 +76,8 @@ impl FromStr for Operators {
                 AUDIO.join(", ")
             )));
         }
+        let audio_only = calls.iter().find(|c| !IMAGE.contains(&c.name));
+        let image_only = calls.iter().find(|c| !AUDIO.contains(&c.name));
         let audio = match (audio_only, image_only) {
             (Some(a), Some(i)) => {
                 return Err(Error::Config(format!(
@@ -780,6 +781,7 @@ mod tests {
     fn text_that_is_not_operators_is_refused_saying_where_or_what() {
         let cases = [
             ("[Resize(256), Blur(3)]", "unknown operator \"Blur\""),
+            ("[Log(), Blur(3)]", "unknown operator \"Blur\""),
             (
                 "[Resize(256), Log()]",
                 "Log is an audio operator and Resize an image",
