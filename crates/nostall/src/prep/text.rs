@@ -195,7 +195,7 @@ impl fmt::Display for AudioOp {
 }
 
 /// An argument's value as written.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Value<'a> {
     /// A number, not yet read as any type.
     Number(&'a str),
@@ -204,7 +204,7 @@ enum Value<'a> {
     /// `None`.
     Nothing,
     /// Numbers in parentheses or brackets.
-    Tuple(&'a str),
+    Tuple(Vec<&'a str>),
 }
 
 /// One operator as written: its name and its arguments, each by position (no key) or by
@@ -289,22 +289,23 @@ impl<'a> Reader<'a> {
             .into_iter()
             .find_map(|(open, close)| self.eat(open).then_some(close))
         {
-            let start = self.at;
+            let mut items = Vec::new();
             loop {
                 self.space();
                 if self.eat(close) {
                     break;
                 }
-                if self.number().is_none() {
+                let Some(number) = self.number() else {
                     return Err(self.error("a number (a tuple holds numbers only)"));
-                }
+                };
+                items.push(number);
                 self.space();
                 if !self.eat(',') {
                     self.expect(close, "a comma or the tuple's end")?;
                     break;
                 }
             }
-            return Ok(Value::Tuple(&self.text[start..self.at - 1]));
+            return Ok(Value::Tuple(items));
         }
         if let Some(quote) = ['\'', '"'].into_iter().find(|&q| self.eat(q)) {
             let Some(len) = self.rest().find(quote) else {
@@ -428,7 +429,7 @@ impl<'a> Args<'a> {
                     )))
                 }
             };
-            if values[slot].replace(*value).is_some() {
+            if values[slot].replace(value.clone()).is_some() {
                 return Err(Error::Config(format!(
                     "{operator}: {} is given twice",
                     params[slot]
@@ -443,17 +444,17 @@ impl<'a> Args<'a> {
     }
 
     /// The value of `param` (one of the operator's), unless not given.
-    fn get(&self, param: &str) -> Option<Value<'a>> {
+    fn get(&self, param: &str) -> Option<&Value<'a>> {
         let slot = self.params.iter().position(|p| *p == param);
-        slot.and_then(|slot| self.values[slot])
+        slot.and_then(|slot| self.values[slot].as_ref())
     }
 
-    fn wrong(&self, param: &str, takes: &str, value: Value<'_>) -> Error {
+    fn wrong(&self, param: &str, takes: &str, value: &Value<'_>) -> Error {
         let given = match value {
             Value::Number(text) => text.to_string(),
             Value::Text(text) => format!("{text:?}"),
             Value::Nothing => "None".into(),
-            Value::Tuple(text) => format!("({text})"),
+            Value::Tuple(items) => format!("({})", items.join(", ")),
         };
         Error::Config(format!(
             "{}: {param} takes {takes}, not {given}",
@@ -482,10 +483,10 @@ impl<'a> Args<'a> {
     fn number<T: FromStr>(&self, param: &str) -> Result<Option<T>> {
         match self.get(param) {
             None => Ok(None),
-            Some(Value::Number(text)) => text
+            Some(value @ Value::Number(text)) => text
                 .parse()
                 .map(Some)
-                .map_err(|_| self.wrong(param, "a number", Value::Number(text))),
+                .map_err(|_| self.wrong(param, "a number", value)),
             Some(value) => Err(self.wrong(param, "a number", value)),
         }
     }
@@ -499,22 +500,17 @@ impl<'a> Args<'a> {
         let Some(value) = self.get(param) else {
             return Ok(None);
         };
-        let Value::Tuple(text) = value else {
+        let Value::Tuple(items) = value else {
             return Err(self.wrong(param, &takes, value));
         };
+        if items.len() != N {
+            return Err(self.wrong(param, &takes, value));
+        }
         let mut out = [T::default(); N];
-        let mut items = text.split(',').map(str::trim);
-        for slot in &mut out {
-            *slot = items
-                .next()
-                .and_then(|item| item.parse().ok())
-                .ok_or_else(|| self.wrong(param, &takes, value))?;
+        for (slot, item) in out.iter_mut().zip(items) {
+            *slot = item.parse().map_err(|_| self.wrong(param, &takes, value))?;
         }
-        match items.next() {
-            // Python's trailing comma.
-            None | Some("") if items.next().is_none() => Ok(Some(out)),
-            _ => Err(self.wrong(param, &takes, value)),
-        }
+        Ok(Some(out))
     }
 
     /// A size: one number, or a `(height, width)` pair.
@@ -533,7 +529,7 @@ impl<'a> Args<'a> {
     fn text(&self, param: &str) -> Result<Option<&'a str>> {
         match self.get(param) {
             None | Some(Value::Nothing) => Ok(None),
-            Some(Value::Text(text)) => Ok(Some(text)),
+            Some(Value::Text(text)) => Ok(Some(*text)),
             Some(value) => Err(self.wrong(param, "a string", value)),
         }
     }
