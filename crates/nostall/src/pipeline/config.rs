@@ -135,9 +135,7 @@ impl LoaderConfig {
         }
         let layout = self.pipeline.layout();
         let batch_bytes = layout
-            .shape()
-            .iter()
-            .try_fold(layout.dtype().size(), |bytes, &d| bytes.checked_mul(d))
+            .checked_bytes()
             .and_then(|sample| sample.checked_mul(self.plan.batch_size));
         if batch_bytes.is_none_or(|bytes| bytes as u64 > MAX_BATCH_BYTES) {
             return Err(Error::Config(format!(

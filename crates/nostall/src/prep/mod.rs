@@ -180,9 +180,17 @@ impl SampleLayout {
         self.dtype
     }
 
-    /// Bytes of one sample.
+    /// Bytes of one sample (of a layout a loader accepted: see
+    /// [`SampleLayout::checked_bytes`]).
     pub fn bytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size()
+    }
+
+    /// Bytes of one sample, `None` where they overflow a `usize`.
+    pub fn checked_bytes(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(self.dtype.size(), |bytes, &d| bytes.checked_mul(d))
     }
 }
 
