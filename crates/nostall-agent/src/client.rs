@@ -101,8 +101,8 @@ pub enum AgentError {
     Refused(String),
     /// The agent answered out of protocol (another version, or not an agent).
     Protocol(String),
-    /// The wait for a reply was given up (a signal): the connection is not usable
-    /// anymore, as the reply may still come.
+    /// The wait for a reply was given up (a signal): the request is dropped, and the
+    /// next one is answered as if it had never been made.
     Interrupted,
     /// A sample of the stream could not be read or prepared (under `on_error="error"`):
     /// the loader's message, and the sample.
@@ -157,8 +157,6 @@ pub struct Client {
     buf: Vec<u8>,
     maps: HashMap<u64, Arc<Mapping>>,
     attached: Attached,
-    /// A wait for a reply was given up: the reply may still come, out of turn.
-    broken: bool,
     /// The number of the job's latest request for batches (answers to earlier ones are
     /// stale), and the position the agent sends next unasked for it, if it does.
     pub(crate) ask: u64,
@@ -168,10 +166,10 @@ pub struct Client {
 }
 
 /// How many of its batches a job lets the agent send ahead of its asking: the one it
-/// trains on and the next, waiting in the socket. A job that holds more (it keeps
-/// tensors, or asks for the next batch before freeing the last) asks for each batch,
-/// a round trip.
-const CREDITS: u32 = 2;
+/// trains on, the next (made into tensors ahead by the Python loader's hand-off thread)
+/// and the one after, waiting in the socket. A job that holds more (it keeps tensors)
+/// asks for each batch, a round trip.
+const CREDITS: u32 = 3;
 
 /// An answer to a request for batches.
 enum Answer {
@@ -227,7 +225,6 @@ impl Client {
             buf: vec![0u8; MAX_MESSAGE],
             maps: HashMap::new(),
             attached: Attached::default(), // until the welcome
-            broken: false,
             ask: 0,
             pushing: None,
             live: Arc::new(AtomicUsize::new(0)),
@@ -278,9 +275,6 @@ impl Client {
         &mut self,
         keep_waiting: &mut dyn FnMut() -> bool,
     ) -> Result<(Reply, Option<OwnedFd>), AgentError> {
-        if self.broken {
-            return Err(AgentError::Interrupted);
-        }
         let received = loop {
             match self.channel.recv(&mut self.buf) {
                 Ok(received) => break received,
@@ -291,7 +285,9 @@ impl Client {
                     ) =>
                 {
                     if !keep_waiting() {
-                        self.broken = true;
+                        // The request is given up: the next one is asked anew, and the
+                        // answer to this one, when it comes, is stale by its number.
+                        self.pushing = None;
                         return Err(AgentError::Interrupted);
                     }
                 }

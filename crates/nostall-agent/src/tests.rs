@@ -268,7 +268,7 @@ fn a_job_in_step_asks_once_per_epoch_and_the_agent_sends_the_rest_unasked() {
     }
     drop(last);
     assert_eq!(client.ask, 3);
-    // Holding two: the credit is spent, and every batch is asked for (and served).
+    // Holding three: the credit is spent, and every batch is asked for (and served).
     let mut at = Position::start_of(3);
     let mut held = std::collections::VecDeque::new();
     let mut ids = Vec::new();
@@ -276,15 +276,15 @@ fn a_job_in_step_asks_once_per_epoch_and_the_agent_sends_the_rest_unasked() {
         at = batch.position();
         ids.push(batch.ids().to_vec());
         held.push_back(batch);
-        if held.len() > 2 {
+        if held.len() > 3 {
             held.pop_front();
         }
     }
     let want: Vec<_> = f.expected(4, 3).into_iter().map(|b| b.0).collect();
     assert_eq!(ids, want);
     assert!(
-        client.ask >= 3 + want.len() as u64 - 1,
-        "{} requests for {} batches held two at a time",
+        client.ask >= 3 + want.len() as u64 - 2,
+        "{} requests for {} batches held three at a time",
         client.ask - 3,
         want.len()
     );
@@ -313,6 +313,33 @@ fn a_job_that_moves_elsewhere_gets_its_new_position_not_the_batches_sent_ahead()
     assert_eq!(strip(&read), expected[0][..1]);
     let (read, _) = read_epoch(&mut client, Position::start_of(1), None);
     assert_eq!(strip(&read), expected[1]);
+}
+
+#[test]
+fn a_wait_given_up_is_forgotten_and_the_next_request_gets_its_own_batch() {
+    // A staging window of two batches: `a`, two batches ahead of `b`, waits for it.
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let expected = f.expected(9, 0);
+    let mut a = f.attach(9, "").unwrap();
+    let mut b = f.attach(9, "").unwrap();
+    let (first, at) = read_epoch(&mut a, Position::start_of(0), Some(2));
+    let mut asked = 0;
+    let waited = a.next_while(at, &mut || {
+        asked += 1;
+        false // a Ctrl-C: give the wait up
+    });
+    assert!(matches!(waited, Err(AgentError::Interrupted)), "{waited:?}");
+    assert_eq!(asked, 1);
+    // `b` frees the window: the answer to the request given up reaches `a`'s socket, and
+    // must not be taken for the next one's.
+    let (rest_a, read_b) = std::thread::scope(|scope| {
+        let hb = scope.spawn(|| read_epoch(&mut b, Position::start_of(0), None).0);
+        (read_epoch(&mut a, at, None).0, hb.join().unwrap())
+    });
+    let mut all = strip(&first);
+    all.extend(strip(&rest_a));
+    assert_eq!(all, expected);
+    assert_eq!(strip(&read_b), expected);
 }
 
 #[test]
