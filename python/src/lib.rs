@@ -8,6 +8,7 @@
 mod analyze;
 mod audio_ops;
 mod dlpack;
+mod handoff;
 mod live;
 mod ops;
 mod shared;
@@ -218,6 +219,50 @@ enum Output {
     Via(Py<PyAny>),
 }
 
+/// The Python objects of a batch's images and labels, as `output` asks.
+fn objects(
+    py: Python<'_>,
+    output: &Output,
+    images: Owner,
+    labels: Owner,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let tensors = |f: &Py<PyAny>, images, labels| -> PyResult<_> {
+        let f = f.bind(py);
+        Ok((f.call1((images,))?.unbind(), f.call1((labels,))?.unbind()))
+    };
+    let object = |owner| Bound::new(py, BatchTensor::new(owner)).map(Bound::into_any);
+    match output {
+        Output::Torch(f) => tensors(
+            f,
+            dlpack::into_capsule(py, images)?,
+            dlpack::into_capsule(py, labels)?,
+        ),
+        Output::Via(f) => tensors(f, object(images)?, object(labels)?),
+        Output::DLPack => Ok((object(images)?.unbind(), object(labels)?.unbind())),
+    }
+}
+
+/// How the hand-off thread makes a shared batch's objects: the images in the agent's
+/// memory, shaped by the pipeline's `layout`.
+fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> handoff::Make {
+    Arc::new(move |py, batch| {
+        let labels = Owner::Labels(batch.labels().to_vec());
+        let mut shape = vec![batch.len() as i64];
+        shape.extend(layout.shape().iter().map(|&d| d as i64));
+        let dtype = layout.dtype();
+        objects(
+            py,
+            &output,
+            Owner::Shared {
+                batch,
+                shape,
+                dtype,
+            },
+            labels,
+        )
+    })
+}
+
 /// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
 ///
 /// Arguments (all but `source` keyword-only):
@@ -331,7 +376,7 @@ enum Output {
 #[pyclass(module = "nostall._nostall")]
 struct Loader {
     inner: Arc<nostall::Loader>,
-    output: Output,
+    output: Arc<Output>,
     dist: Distributed,
     /// Where the next `iter()` starts: the start of an epoch, or a checkpoint (from
     /// `load_state_dict`, or where an epoch stopped on an error).
@@ -644,7 +689,7 @@ impl Loader {
             None
         };
         let share = shared::Share::parse(share);
-        let output = resolve_output(py, output)?;
+        let output = Arc::new(resolve_output(py, output)?);
         // A rank of a partitioned cache that shares goes through the node agent, which
         // joins the job for the node: this process does not join it.
         let (node_config, agent_node) = match (node_config, &share) {
@@ -655,7 +700,22 @@ impl Loader {
             }
             (c, _) => (c, None),
         };
-        let shared = shared::Shared::attach(py, &location_text, &builder, &share, agent_node)?;
+        let make = match share {
+            shared::Share::Off => None,
+            _ => {
+                let config = builder.config().map_err(|e| raise(py, e))?;
+                Some(shared_objects(
+                    output.clone(),
+                    config.pipeline.layout().clone(),
+                ))
+            }
+        };
+        let shared = match make {
+            Some(make) => {
+                shared::Shared::attach(py, &location_text, &builder, &share, agent_node, make)?
+            }
+            None => None,
+        };
         let opening = builder.clone();
         let dataset =
             interruptible(py, move || opening.open_dataset())?.map_err(|e| raise(py, e))?;
@@ -770,7 +830,7 @@ impl Loader {
         }
         if let Some(at) = self.shared_at {
             match self.next_shared(py, at)? {
-                Some(Some(batch)) => return self.hand_over(py, batch),
+                Some(Some(objects)) => return Ok(Some(objects)),
                 Some(None) => return Ok(None),
                 None => {} // the agent is gone: this loader's own threads go on from `at`
             }
@@ -806,7 +866,7 @@ impl Loader {
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
                 let labels = Owner::Labels(batch.labels().to_vec());
-                self.hand_over(py, (Owner::Batch(batch), labels))
+                objects(py, &self.output, Owner::Batch(batch), labels).map(Some)
             }
         }
     }
@@ -1015,60 +1075,22 @@ impl Drop for Loader {
 }
 
 impl Loader {
-    /// The images and labels of a batch, as the loader's `output` asks.
-    #[allow(clippy::type_complexity)]
-    fn hand_over(
-        &self,
-        py: Python<'_>,
-        (images, labels): (Owner, Owner),
-    ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
-        let tensors = |f: &Py<PyAny>, images, labels| -> PyResult<_> {
-            let f = f.bind(py);
-            Ok(Some((
-                f.call1((images,))?.unbind(),
-                f.call1((labels,))?.unbind(),
-            )))
-        };
-        let object = |owner| Bound::new(py, BatchTensor::new(owner)).map(Bound::into_any);
-        match &self.output {
-            Output::Torch(f) => tensors(
-                f,
-                dlpack::into_capsule(py, images)?,
-                dlpack::into_capsule(py, labels)?,
-            ),
-            Output::Via(f) => tensors(f, object(images)?, object(labels)?),
-            Output::DLPack => Ok(Some((object(images)?.unbind(), object(labels)?.unbind()))),
-        }
-    }
-
-    /// The shared batch at `at`: `Some(Some(..))` a batch, `Some(None)` the epoch's end,
-    /// `None` when the agent is lost (this loader's own epoch then starts at `at`).
+    /// The shared batch at `at`: `Some(Some(..))` a batch's objects, `Some(None)` the
+    /// epoch's end, `None` when the agent is lost (this loader's own epoch then starts at
+    /// `at`).
     #[allow(clippy::type_complexity)]
     fn next_shared(
         &mut self,
         py: Python<'_>,
         at: Position,
-    ) -> PyResult<Option<Option<(Owner, Owner)>>> {
+    ) -> PyResult<Option<Option<(Py<PyAny>, Py<PyAny>)>>> {
         let shared = self.shared.as_mut().expect("a shared epoch has a group");
         let can_go_alone = shared.can_go_alone();
         match shared.next(py, at, &self.inner) {
             Ok(Some(batch)) => {
-                self.shared_at = Some(batch.position());
-                self.last_ids.clear();
-                self.last_ids.extend_from_slice(batch.ids());
-                let labels = Owner::Labels(batch.labels().to_vec());
-                let layout = self.inner.config().pipeline.layout();
-                let mut shape = vec![batch.len() as i64];
-                shape.extend(layout.shape().iter().map(|&d| d as i64));
-                let dtype = layout.dtype();
-                Ok(Some(Some((
-                    Owner::Shared {
-                        batch,
-                        shape,
-                        dtype,
-                    },
-                    labels,
-                ))))
+                self.shared_at = Some(batch.position);
+                self.last_ids = batch.ids;
+                batch.objects.map(Some).map(Some)
             }
             Ok(None) => {
                 self.active = false;
@@ -1081,13 +1103,7 @@ impl Loader {
                 Err(err)
             }
             Err(shared::Failure::Interrupted(err)) => {
-                // The reply may still come: the connection is given up, and this loader
-                // goes on alone from `at` when iterated again (a rank of a partitioned
-                // cache cannot: iterating again raises the interruption as an
-                // `AgentError`).
-                if can_go_alone {
-                    self.shared = None;
-                }
+                // Iterating again goes on from `at`, where the hand-off thread is.
                 self.stop_shared_at(at);
                 Err(err)
             }
@@ -1291,5 +1307,8 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared::_run_agent, m)?)?;
     m.add_function(wrap_pyfunction!(shared::_default_agent_socket, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
+    // Hand-off threads must stop before the interpreter finalises (see `handoff`).
+    let stop = wrap_pyfunction!(handoff::stop_at_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (stop,))?;
     Ok(())
 }

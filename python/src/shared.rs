@@ -1,6 +1,6 @@
 //! `share=`: a loader whose batches come from the node agent's group (coordinated prep)
-//! rather than from threads of its own. Conversion and the agent's start only: the
-//! protocol is `nostall_agent::Client`'s.
+//! rather than from threads of its own. Figures, errors and the agent's start only: the
+//! protocol is `nostall_agent::Client`'s, the batches' hand-off [`crate::handoff`]'s.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use nostall::metrics::EpochStats;
 use nostall::pipeline::LoaderBuilder;
 use nostall::Position;
-use nostall_agent::{AgentError, Client, Reading, SharedBatch};
+use nostall_agent::{AgentError, Attached, Client, Reading};
 use nostall_peer::{NodeConfig, NodeStats};
 use pyo3::prelude::*;
 
+use crate::handoff::{Handoff, Made, Make, Received};
 use crate::{config_error, exception, interruptible, sample_kwargs};
 
 /// `share=`: off, the group of every job reading the same stream, or a named group.
@@ -35,7 +36,9 @@ impl Share {
 
 /// This loader's membership of a group.
 pub(crate) struct Shared {
-    client: Client,
+    stream: Stream,
+    attached: Attached,
+    make: Make,
     /// Batches of the current epoch from the group's stream, and from this job's own.
     pub(crate) from_group: u64,
     pub(crate) private: u64,
@@ -48,6 +51,14 @@ pub(crate) struct Shared {
     /// For a rank of a partitioned cache, its node's counters in the agent as the last
     /// batch brought them (shared with the live metrics endpoint).
     pub(crate) node: Option<Arc<Mutex<NodeStats>>>,
+}
+
+/// The connection to the agent: idle, or read by a hand-off thread.
+enum Stream {
+    Idle(Client),
+    Handing(Handoff),
+    /// A hand-off thread panicked with the client.
+    Gone,
 }
 
 /// The group's figures as a job's last batch brought them, and that batch's bytes.
@@ -65,13 +76,15 @@ const START_PATIENCE: Duration = Duration::from_secs(30);
 impl Shared {
     /// Attaches to the agent of this user (`NOSTALL_AGENT_SOCKET` or the default
     /// socket), starting one if none answers; `None` when sharing is off. A rank of a
-    /// partitioned cache gives its `node`: the agent joins the job for the node.
+    /// partitioned cache gives its `node`: the agent joins the job for the node. `make`
+    /// makes the Python objects of each batch.
     pub(crate) fn attach(
         py: Python<'_>,
         location: &str,
         builder: &LoaderBuilder,
         share: &Share,
         node: Option<NodeConfig>,
+        make: Make,
     ) -> PyResult<Option<Shared>> {
         let group = match share {
             Share::Off => return Ok(None),
@@ -112,7 +125,9 @@ impl Shared {
         }
         .map_err(|e| agent_error(py, e))?;
         Ok(Some(Shared {
-            client,
+            attached: client.attached().clone(),
+            stream: Stream::Idle(client),
+            make,
             from_group: 0,
             private: 0,
             last: Default::default(),
@@ -130,13 +145,12 @@ impl Shared {
 
     /// Batches per epoch of the group's stream.
     pub(crate) fn batches_per_epoch(&self) -> usize {
-        self.client.attached().batches_per_epoch as usize
+        self.attached.batches_per_epoch as usize
     }
 
     /// The group's name and its members when this job attached.
     pub(crate) fn group(&self) -> (&str, u32) {
-        let a = self.client.attached();
-        (&a.group, a.members)
+        (&self.attached.group, self.attached.members)
     }
 
     /// An epoch starts (its figures from zero).
@@ -155,70 +169,115 @@ impl Shared {
         *self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The batch at `at`, the GIL released while waiting; a signal (Ctrl-C) raises. The
-    /// wait is counted in this epoch's figures and in `loader`'s live ones.
+    /// The batch at `at` made into Python objects, by the hand-off thread (started here
+    /// at `at` unless it runs there already), waiting with the GIL released; a signal
+    /// (Ctrl-C) raises and leaves the thread receiving. The wait is counted in this
+    /// epoch's figures and in `loader`'s live ones.
     pub(crate) fn next(
         &mut self,
         py: Python<'_>,
         at: Position,
         loader: &nostall::Loader,
-    ) -> Result<Option<SharedBatch>, Failure> {
-        let mut signal = None;
+    ) -> Result<Option<Received>, Failure> {
         let asked = Instant::now();
-        let result = py.detach(|| {
-            self.client.next_while(at, &mut || {
-                Python::attach(|py| match py.check_signals() {
-                    Ok(()) => true,
-                    Err(e) => {
-                        signal = Some(e);
-                        false
+        let handoff = self.handoff_at(py, at)?;
+        let taken = handoff.take(py).map_err(Failure::Interrupted)?;
+        let made = match taken {
+            Some(made) => made,
+            None => {
+                self.stream = Stream::Gone;
+                return Err(Failure::Lost(
+                    "its hand-off thread panicked (a bug: please report it)".into(),
+                ));
+            }
+        };
+        let batch = match made {
+            Made::Batch(batch) => *batch,
+            Made::End => {
+                self.stop_handoff(py);
+                return Ok(None);
+            }
+            Made::Failed(e) => {
+                self.stop_handoff(py);
+                return Err(match e {
+                    e @ AgentError::Refused(_) => Failure::Refused(agent_error(py, e)),
+                    AgentError::Sample { message, sample } => {
+                        Failure::Refused(sample_error(py, message, &sample))
                     }
-                })
-            })
-        });
-        match result {
-            Ok(Some(batch)) => {
-                let wait = asked.elapsed();
-                let e = &mut self.epoch;
-                if e.batches == 0 {
-                    e.first_wait = wait;
-                }
-                e.batches += 1;
-                e.samples += batch.len() as u64;
-                e.wait += wait;
-                e.max_wait = e.max_wait.max(wait);
-                e.wall = self.started.elapsed();
-                loader.count_delivered(at.epoch, batch.len(), wait);
-                *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some((*batch.group(), batch.data().len() as u64));
-                if let (Some(node), Some(stats)) = (&self.node, batch.node()) {
-                    *node.lock().unwrap_or_else(|e| e.into_inner()) = stats;
-                }
-                if batch.from_group() {
-                    self.from_group += 1;
-                } else {
-                    self.private += 1;
-                }
-                Ok(Some(batch))
+                    e => Failure::Lost(e.to_string()),
+                });
             }
-            Ok(None) => Ok(None),
-            Err(AgentError::Interrupted) => {
-                Err(Failure::Interrupted(signal.unwrap_or_else(|| {
-                    agent_error(py, AgentError::Interrupted)
-                })))
+        };
+        let wait = asked.elapsed();
+        let e = &mut self.epoch;
+        if e.batches == 0 {
+            e.first_wait = wait;
+        }
+        e.batches += 1;
+        e.samples += batch.len as u64;
+        e.wait += wait;
+        e.max_wait = e.max_wait.max(wait);
+        e.wall = self.started.elapsed();
+        loader.count_delivered(at.epoch, batch.len, wait);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch.group);
+        if let (Some(node), Some(stats)) = (&self.node, &batch.node) {
+            *node.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();
+        }
+        if batch.from_group {
+            self.from_group += 1;
+        } else {
+            self.private += 1;
+        }
+        Ok(Some(batch))
+    }
+
+    /// The hand-off thread making the batches from `at`: the running one if it is
+    /// there, else a new one (a thread elsewhere is stopped first).
+    fn handoff_at(&mut self, py: Python<'_>, at: Position) -> Result<&mut Handoff, Failure> {
+        if !matches!(&self.stream, Stream::Handing(h) if h.at == at) {
+            self.stop_handoff(py);
+            let Stream::Idle(client) = std::mem::replace(&mut self.stream, Stream::Gone) else {
+                return Err(Failure::Lost(
+                    "its hand-off thread panicked (a bug: please report it)".into(),
+                ));
+            };
+            self.stream = match Handoff::start(client, at, self.make.clone()) {
+                Ok(handoff) => Stream::Handing(handoff),
+                Err(refused) => {
+                    let (client, why) = *refused;
+                    self.stream = Stream::Idle(client);
+                    return Err(Failure::Refused(agent_error(
+                        py,
+                        AgentError::Refused(format!(
+                            "this loader cannot receive shared batches: {why}"
+                        )),
+                    )));
+                }
+            };
+        }
+        match &mut self.stream {
+            Stream::Handing(handoff) => Ok(handoff),
+            _ => unreachable!("started above"),
+        }
+    }
+
+    /// Stops the hand-off thread, if one runs (a batch it made and that was not taken
+    /// is released), keeping the connection for the next.
+    pub(crate) fn stop_handoff(&mut self, py: Python<'_>) {
+        if let Stream::Handing(_) = &self.stream {
+            let Stream::Handing(handoff) = std::mem::replace(&mut self.stream, Stream::Gone) else {
+                unreachable!("matched above")
+            };
+            if let Some(client) = handoff.stop(py) {
+                self.stream = Stream::Idle(client);
             }
-            Err(e @ AgentError::Refused(_)) => Err(Failure::Refused(agent_error(py, e))),
-            Err(AgentError::Sample { message, sample }) => {
-                Err(Failure::Refused(sample_error(py, message, &sample)))
-            }
-            Err(e) => Err(Failure::Lost(e.to_string())),
         }
     }
 }
 
 /// Why a shared batch did not come.
 pub(crate) enum Failure {
-    /// A signal (raise it; the connection is given up).
+    /// A signal (raise it; the hand-off thread goes on receiving, for the next call).
     Interrupted(PyErr),
     /// The group failed the request (a bad sample under `on_error="error"`: a
     /// `SampleError`, as from the job's own loader).

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -267,3 +268,91 @@ def test_a_shared_loader_reports_its_epoch_and_its_group_in_metrics_and_live(pho
     assert value("nostall_group_members") == 1
     assert value("nostall_group_batches_delivered_total") == len(loader)
     assert value("nostall_group_bytes_saved_total") == 0  # alone: nothing saved
+
+
+def test_a_shared_loader_iterated_again_mid_epoch_starts_where_asked(photos, agent):
+    """The batch made ahead for the old position is dropped, not delivered."""
+    expected = [ids for ids, _, _ in own(photos, 0)]
+    loader = nostall.Loader(photos, share="auto", **SETTINGS)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    loader.set_epoch(0)
+    assert [loader.last_ids for _ in loader] == expected
+    state = None
+    for n, _ in enumerate(loader):  # epoch 1, left after two batches
+        if n == 1:
+            state = loader.state_dict()
+            break
+    loader.load_state_dict(state)
+    rest = [loader.last_ids for _ in loader]
+    assert rest == [ids for ids, _, _ in own(photos, 1)][2:]
+
+
+def test_ctrl_c_while_waiting_for_the_agent_raises_and_the_epoch_goes_on_exactly(
+    photos, tmp_path, monkeypatch
+):
+    _, agent = start_agent(tmp_path, monkeypatch, 60)
+    expected = [ids for ids, _, _ in own(photos, 0)]
+    loader = nostall.Loader(photos, share="auto", **SETTINGS)
+    it = iter(loader)
+    next(it)
+    seen = [loader.last_ids]
+    # The agent stops: the batches already sent (a few of the 8) are taken, then the
+    # wait for the next can only end by the signal (or, if it never did, by the agent
+    # coming back: the epoch would then end uninterrupted, and the test fail).
+    agent.send_signal(signal.SIGSTOP)
+    interrupt = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+    back = threading.Timer(20, agent.send_signal, (signal.SIGCONT,))
+    interrupt.start()
+    back.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            while True:  # (iter() again would start the epoch again)
+                next(it)
+                seen.append(loader.last_ids)
+        assert len(seen) < len(expected)
+        agent.send_signal(signal.SIGCONT)
+        # Resumed from what was delivered: every batch once.
+        loader.load_state_dict(loader.state_dict())
+        seen.extend(loader.last_ids for _ in loader)
+        assert seen == expected
+    finally:
+        interrupt.cancel()
+        back.cancel()
+        agent.send_signal(signal.SIGCONT)
+        agent.terminate()
+        agent.wait(timeout=30)
+
+
+EXITS_MID_EPOCH = textwrap.dedent("""
+    import sys
+    import nostall
+    photos, batch_size = sys.argv[1], int(sys.argv[2])
+    loader = nostall.Loader(photos, share="auto", batch_size=batch_size, image_size=64)
+    it = iter(loader)
+    next(it)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    # Exits with the loader alive, its hand-off thread waiting on the agent.
+""")
+
+
+def test_a_script_that_exits_mid_epoch_exits_at_once_while_the_agent_is_stopped(
+    photos, tmp_path, monkeypatch
+):
+    _, agent = start_agent(tmp_path, monkeypatch, 60)
+    script = subprocess.Popen(
+        [sys.executable, "-c", EXITS_MID_EPOCH, str(photos), "2"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert script.stdout.readline().strip() == "ready"
+        agent.send_signal(signal.SIGSTOP)
+        script.stdin.write("go\n")
+        script.stdin.flush()
+        assert script.wait(timeout=30) == 0, script.stderr.read()
+    finally:
+        script.kill()
+        agent.send_signal(signal.SIGCONT)
+        agent.terminate()
+        agent.wait(timeout=30)
