@@ -3,9 +3,11 @@
 One job reads through the node agent (`share="auto"`) for many epochs at a training
 step's pace; the agent's resident memory (VmRSS) is sampled after each epoch. Then the
 hand-off is timed: a consumer much slower than the pipeline, so that every batch is there
-before it is asked for, and `next()` is the hand-off alone (the batch's header read from
-the socket, its buffer mapped once, DLPack capsules, and `torch.from_dlpack` with
-output="torch"), beside a job with its own loader measured the same way. The consumer's
+before it is asked for, and `next()` is the hand-off alone, beside a job with its own
+loader measured the same way. Through the agent, the loader's hand-off thread has
+received the batch and made its objects (DLPack capsules, and `torch.from_dlpack` with
+output="torch") during the step, and `next()` takes them; the job's own loader makes
+them in `next()`. The consumer's
 step either keeps its thread running (as a GPU step's kernel launches and
 synchronisation do) or sleeps; after a sleep, the first instructions pay for the thread's
 wake-up on a VM, whatever they do: every other step times a control instead, the same
@@ -164,12 +166,12 @@ def main():
           f"{statistics.median(own_waits) * 1e6:.0f} us")
     # What the configuration bounds: staging (512 MiB by default, in whole batches), the
     # group loader's batch buffers (prefetch 4, twice while epochs overlap) and the job's
-    # credits: the batch it trains on and the next, sent ahead.
+    # credits: the batch it trains on, the one made ahead and one in the socket.
     batch_mb = args.batch * 3 * 224 * 224 * 4 / 1e6
     window = min(max(int(512 * 2**20 / (batch_mb * 1e6)), 2), 64)
     print(f"agent RSS after each epoch (MB): {' '.join(f'{r:.0f}' for r in rss)}; batch "
-          f"buffers bounded by the configuration: ({window} staged + 8 + 2) x {batch_mb:.1f} "
-          f"MB = {(window + 10) * batch_mb:.0f} MB")
+          f"buffers bounded by the configuration: ({window} staged + 8 + 3) x {batch_mb:.1f} "
+          f"MB = {(window + 11) * batch_mb:.0f} MB")
 
 
 if __name__ == "__main__":

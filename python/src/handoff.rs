@@ -168,6 +168,7 @@ impl Handoff {
     /// given back (`Err`) when no thread can start: the interpreter is exiting, or the
     /// system refuses a thread.
     pub(crate) fn start(
+        _py: Python<'_>,
         client: Client,
         at: Position,
         make: Make,
@@ -179,10 +180,6 @@ impl Handoff {
             )));
         }
         let slot = Arc::new(Slot::default());
-        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-        running.retain(|s| s.strong_count() > 0);
-        running.push(Arc::downgrade(&slot));
-        drop(running);
         // Taken by the thread as it starts; still here if it cannot start.
         let handed = Arc::new(Mutex::new(Some(client)));
         let spawned = {
@@ -196,11 +193,18 @@ impl Handoff {
                 })
         };
         match spawned {
-            Ok(thread) => Ok(Handoff {
-                slot,
-                thread: Some(thread),
-                at,
-            }),
+            Ok(thread) => {
+                // Registered once running (`stop_at_exit` waits for it to end); the GIL,
+                // held here and there, keeps the two apart.
+                let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+                running.retain(|s| s.strong_count() > 0);
+                running.push(Arc::downgrade(&slot));
+                Ok(Handoff {
+                    slot,
+                    thread: Some(thread),
+                    at,
+                })
+            }
             Err(e) => {
                 let client = handed.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let client = client.expect("a thread that did not start took nothing");
@@ -251,7 +255,8 @@ impl Handoff {
         let thread = self.thread.take()?;
         // The thread may wait for the GIL to make its last batch.
         let client = py.detach(|| thread.join()).ok();
-        drop(self.slot.lock().made.take()); // with the GIL: it may hold Python objects
+        let unread = self.slot.lock().made.take();
+        drop(unread); // with the GIL: it may hold Python objects
         client
     }
 }

@@ -356,8 +356,9 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///   job that comes mid-epoch reads that epoch with the agent's threads alone and joins
 ///   at the next; one that stops asking for batches for 2 s while the group waits for
 ///   it is detached and goes on alone. Shared batches are read-only (copy before
-///   changing one in place: a write faults). The pipeline must be a preset; `"off"`
-///   reads with this process's own threads.
+///   changing one in place: a write faults). A thread of the loader's receives the next
+///   batch and makes its tensors while the training step runs, so that `next()` only
+///   takes them. `"off"` reads with this process's own threads.
 ///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches
 ///   the group had ready past this job's last), `batches_from_group` and
 ///   `batches_private` (this epoch), `group_batches_prepared`,

@@ -241,7 +241,7 @@ impl Shared {
                     "its hand-off thread panicked (a bug: please report it)".into(),
                 ));
             };
-            self.stream = match Handoff::start(client, at, self.make.clone()) {
+            self.stream = match Handoff::start(py, client, at, self.make.clone()) {
                 Ok(handoff) => Stream::Handing(handoff),
                 Err(refused) => {
                     let (client, why) = *refused;
