@@ -12,13 +12,17 @@ then measured again, alternated, and their medians compared.
 Data: the 2000 photographs of bench/compare.sh. Pipeline: the train preset, 2 prep
 threads (the machine's cores), batch 64. Each run: one warm-up epoch (it fills the cache),
 then EPOCHS measured epochs. The model rate is a multiple of the pipeline's own rate,
-measured first (unthrottled, no step).
+measured first (unthrottled, no step; through the S3 server for `--cells s3`).
 
 With --prep 1,2,3 the static search also varies prep threads (the defaults keep the
 machine's cores, what threads="auto" gives); without it prep is held at 2.
 
-Usage: python3 bench/grid.py [--cells quick|full] [--epochs 1] [--confirm 3]
-                             [--prep 2] [--out bench/out/grid.json]
+`--cells s3` reads through the S3 client from a local s3s-fs serving a copy of the
+photographs (bench/s3_local.py): the cell where fetching costs the loader the most CPU
+(bench/role_cpu.py), unthrottled and behind a 20 MB/s link, step at 2x and 0.5x.
+
+Usage: python3 bench/grid.py [--cells quick|full|s3] [--epochs 1] [--confirm 3]
+                             [--prep 2] [--fetch 2,8,32,128] [--out bench/out/grid.json]
 """
 
 import argparse
@@ -29,16 +33,23 @@ import subprocess
 import sys
 import time
 
+from s3_local import S3Server
+
 NOSTALL = "./target/release/nostall"
 DATA = "bench/data/photos"
 FETCH = [2, 8, 32, 128]
 PREFETCH = [2, 4, 8]
 
 
+# Where the runs read, and the environment that lets them (set once the S3 server runs).
+SOURCE = {"data": DATA, "env": None}
+
+
 def bench(epochs, *flags, threads=2):
-    cmd = [NOSTALL, "bench", DATA, "--threads", str(threads), "--no-floor", "--json",
+    cmd = [NOSTALL, "bench", SOURCE["data"], "--threads", str(threads), "--no-floor", "--json",
            "--epochs", str(epochs), *map(str, flags)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=SOURCE["env"]).stdout
     return json.loads(out)["images_per_s"]
 
 
@@ -48,6 +59,11 @@ def cells(kind):
         latency = [0.0, 20.0]
         cache = [0.0]
         model = [2.0]
+    elif kind == "s3":
+        storage = [None, 20.0]
+        latency = [0.0]
+        cache = [0.0]
+        model = [2.0, 0.5]
     else:
         storage = [5.0, 20.0, 80.0, None]
         latency = [0.0, 20.0]
@@ -69,16 +85,29 @@ def cell_flags(mbps, latency, cache, model_rate):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cells", choices=["quick", "full"], default="quick")
+    parser.add_argument("--cells", choices=["quick", "full", "s3"], default="quick")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--out", default="bench/out/grid.json")
     parser.add_argument("--confirm", type=int, default=3,
                         help="rounds measuring the defaults and the best static again")
     parser.add_argument("--prep", default="2",
                         help="prep thread counts of the static search (comma-separated)")
+    parser.add_argument("--fetch", default=",".join(map(str, FETCH)),
+                        help="fetch thread counts of the static search (comma-separated)")
     args = parser.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "nostall-cli"], check=True)
-    pipeline = bench(2)
+    server = None
+    if args.cells == "s3":
+        server = S3Server(DATA)
+        SOURCE.update(data=S3Server.url, env=server.env())
+    try:
+        return run_cells(args, bench(2))
+    finally:
+        if server:
+            server.stop()
+
+
+def run_cells(args, pipeline):
     print(f"pipeline alone: {pipeline:.0f} images/s", flush=True)
     rows = []
     for mbps, latency, cache, model in cells(args.cells):
@@ -88,7 +117,8 @@ def main():
         old = bench(args.epochs, *base, "--fetch-threads", 2, "--fixed-reads")
         static = {}
         preps = [int(p) for p in args.prep.split(",")]
-        for prep, fetch, prefetch in itertools.product(preps, FETCH, PREFETCH):
+        fetches = [int(f) for f in args.fetch.split(",")]
+        for prep, fetch, prefetch in itertools.product(preps, fetches, PREFETCH):
             static[f"prep {prep}, fetch {fetch}, prefetch {prefetch}"] = bench(
                 args.epochs, *base, "--fetch-threads", fetch, "--fixed-reads",
                 "--prefetch", prefetch, threads=prep)
