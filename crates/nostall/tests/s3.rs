@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use common::{config, epoch_output, image_folder, output, write_shards, BatchOutput};
 use nostall::dataset::{self, Format};
-use nostall::storage::{BlobStore, Objects, ReadMode, S3Config, S3Store, Source, TarShards};
+use nostall::storage::{
+    BlobStore, Objects, RangeRead, ReadMode, S3Config, S3Store, Source, TarShards,
+};
 use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
 
 const ACCESS_KEY: &str = "nostall-test";
@@ -258,6 +260,49 @@ fn ranged_reads_return_exactly_the_bytes_asked_for() {
     assert_eq!(out, fixture.bytes("data/train/a/0.jpg"));
     store.read_range("b/2.jpg", 0, 0, &mut out).unwrap();
     assert!(out.is_empty());
+}
+
+#[test]
+fn reads_in_flight_together_end_each_once_with_what_one_at_a_time_gives() {
+    let fixture = Fixture::new();
+    let store = fixture.store("s3://data/train");
+    assert!(store.reads_at_once() > 1);
+    // Good ranges among a missing object, a range past the end and an empty range: each
+    // ends with what a read of its own gives, the failures alone.
+    let ranges: [(&str, u64, u64); 7] = [
+        ("shard-000.tar", 0, 200_001),
+        ("a/gone.jpg", 0, 10),
+        ("b/2.jpg", 1_000, 65_536),
+        ("a/1.jpg", 990, 20),
+        ("a/0.jpg", 0, 3),
+        ("b/2.jpg", 0, 0),
+        ("shard-000.tar", 199_000, 1_001),
+    ];
+    let reads = ranges
+        .iter()
+        .map(|&(key, offset, len)| RangeRead {
+            key,
+            version: None,
+            offset,
+            len,
+            out: vec![0xAA; 5],
+        })
+        .collect();
+    let mut ended = BTreeMap::new();
+    store.read_each_range(reads, &mut |index, out, result| {
+        assert!(
+            ended.insert(index, (out, result)).is_none(),
+            "read {index} ended twice"
+        );
+    });
+    assert_eq!(ended.len(), ranges.len());
+    for (index, &(key, offset, len)) in ranges.iter().enumerate() {
+        let mut alone = Vec::new();
+        let expected = store.read_range(key, offset, len, &mut alone);
+        assert_eq!(ended[&index], (alone, expected), "read {index}: {key}");
+    }
+    assert_eq!(ended[&1].1, Err(Cause::Missing));
+    assert!(matches!(ended[&3].1, Err(Cause::Io(_))));
 }
 
 #[test]

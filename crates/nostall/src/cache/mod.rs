@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::catalog::SampleId;
 use crate::error::{Cause, Error, Result};
-use crate::storage::{Source, SourceStats};
+use crate::storage::{ReadDone, Source, SourceStats};
 
 pub(crate) mod frequency;
 pub(crate) mod lookahead;
@@ -444,6 +444,12 @@ impl<S: Source + ?Sized> Cached<S> {
         self.cache.offer(id, buffer);
         Ok(())
     }
+
+    /// Counts a miss the source below served with `bytes`, and offers them to the cache.
+    fn miss(&self, id: SampleId, bytes: &[u8]) {
+        self.cache.count_miss(bytes.len());
+        self.cache.offer(id, bytes);
+    }
 }
 
 impl<S: Source + ?Sized> Source for Cached<S> {
@@ -452,9 +458,33 @@ impl<S: Source + ?Sized> Source for Cached<S> {
             return Ok(());
         }
         self.inner.read(id, out)?;
-        self.cache.count_miss(out.len());
-        self.cache.offer(id, out);
+        self.miss(id, out);
         Ok(())
+    }
+
+    /// Hits end at once; the misses go to the source below together.
+    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+        let mut misses = Vec::with_capacity(reads.len());
+        let mut indexes = Vec::with_capacity(reads.len());
+        for (index, (id, mut out)) in reads.into_iter().enumerate() {
+            if self.cache.get(id, &mut out) {
+                done(index, out, Ok(()));
+            } else {
+                indexes.push(index);
+                misses.push((id, out));
+            }
+        }
+        let ids: Vec<SampleId> = misses.iter().map(|&(id, _)| id).collect();
+        self.inner.read_each(misses, &mut |i, out, result| {
+            if result.is_ok() {
+                self.miss(ids[i], &out);
+            }
+            done(indexes[i], out, result);
+        });
+    }
+
+    fn reads_at_once(&self) -> usize {
+        self.inner.reads_at_once()
     }
 
     fn location(&self, id: SampleId) -> String {
@@ -537,6 +567,36 @@ mod tests {
         let stats = cached.cache().stats();
         assert!(stats.used <= 50_000 && stats.used > 50_000 - 7_000);
         assert_eq!(source.reads.load(Ordering::Relaxed), stats.misses);
+    }
+
+    #[test]
+    fn reads_given_together_hit_miss_and_fill_the_cache_as_one_at_a_time() {
+        for policy in [CachePolicy::Minio, CachePolicy::Lru] {
+            let alone = Cached::new(Arc::new(Synthetic::default()), policy, 50_000);
+            let together = Cached::new(Arc::new(Synthetic::default()), policy, 50_000);
+            let mut rng = Rng::new(3);
+            let mut order: Vec<SampleId> = (0..100).collect();
+            let mut out = Vec::new();
+            for _ in 0..3 {
+                rng.shuffle(&mut order);
+                for group in order.chunks(8) {
+                    let mut ended = vec![None; group.len()];
+                    let reads = group.iter().map(|&id| (id, Vec::new())).collect();
+                    together.read_each(reads, &mut |i, bytes, result| {
+                        assert!(ended[i].replace((bytes, result)).is_none());
+                    });
+                    for (&id, ended) in group.iter().zip(ended) {
+                        alone.read(id, &mut out).unwrap();
+                        assert_eq!(ended, Some((out.clone(), Ok(()))), "sample {id}");
+                    }
+                }
+                assert_eq!(alone.cache().stats(), together.cache().stats());
+            }
+            let held = |c: &Cached<Synthetic>| -> Vec<SampleId> {
+                (0..100).filter(|&id| c.cache().contains(id)).collect()
+            };
+            assert_eq!(held(&alone), held(&together));
+        }
     }
 
     #[test]

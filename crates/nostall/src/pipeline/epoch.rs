@@ -119,12 +119,15 @@ impl Shared {
     }
 
     /// The number of another fetch thread to start, if one is wanted: the bound on reads
-    /// in flight has grown past those started, below the ceiling. Claims the start.
+    /// in flight has grown past what those started keep in flight (each
+    /// [`Source::reads_at_once`] of them), below
+    /// the ceiling. Claims the start.
     pub(super) fn next_fetcher(&self) -> Option<usize> {
-        let wanted = self
+        let reads = self
             .ahead
             .reads_allowed()
             .min(self.parts.config.fetch_threads);
+        let wanted = reads.div_ceil(self.parts.source.reads_at_once().max(1));
         let started = self.fetchers.load(Ordering::Relaxed);
         let claimed = started < wanted
             && !self.order.halted()

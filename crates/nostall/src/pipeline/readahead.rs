@@ -177,34 +177,54 @@ impl ReadAhead {
         self.room.notify_all();
     }
 
-    /// Reserves the next sample of the stream for a fetch thread, waiting while the
-    /// window is full. `None` once the stream is exhausted or the epoch stopped.
-    pub(super) fn next(&self) -> Option<Reservation> {
+    /// Reserves the next samples of the stream for a fetch thread, up to `most`, waiting
+    /// while the window or the bound on reads in flight leaves room for none; then as many
+    /// as they leave room for. Empty once the stream is exhausted or the epoch stopped.
+    pub(super) fn next_reads(&self, most: usize) -> Vec<Reservation> {
         let mut ahead = self.lock();
+        let mut reads = Vec::new();
         loop {
-            if self.stopped() || ahead.next == self.stream.len() {
-                return None;
+            if self.stopped() {
+                return Vec::new();
             }
-            let need = self.need(&ahead);
-            // A sample larger than the whole window still goes through, alone.
-            let room = ahead.held == 0 || ahead.held + need <= ahead.window;
-            if room && ahead.in_flight < ahead.allowed {
-                let index = ahead.next;
-                ahead.next += 1;
-                ahead.in_flight += 1;
-                ahead.held += need;
-                ahead.peak = ahead.peak.max(ahead.held);
-                let buffer = ahead.spare.pop().unwrap_or_default();
-                return Some(Reservation {
-                    index,
-                    reserved: need,
-                    buffer,
-                });
+            while reads.len() < most.max(1) {
+                match self.reserve(&mut ahead) {
+                    Some(read) => reads.push(read),
+                    None => break,
+                }
+            }
+            if !reads.is_empty() || ahead.next == self.stream.len() {
+                return reads;
             }
             ahead.fetchers_waiting += 1;
             ahead = self.room.wait(ahead).unwrap_or_else(|e| e.into_inner());
             ahead.fetchers_waiting -= 1;
         }
+    }
+
+    /// The next sample of the stream, if the window and the bound on reads in flight have
+    /// room for it now.
+    fn reserve(&self, ahead: &mut Ahead) -> Option<Reservation> {
+        if ahead.next == self.stream.len() {
+            return None;
+        }
+        let need = self.need(ahead);
+        // A sample larger than the whole window still goes through, alone.
+        let room = ahead.held == 0 || ahead.held + need <= ahead.window;
+        if !room || ahead.in_flight >= ahead.allowed {
+            return None;
+        }
+        let index = ahead.next;
+        ahead.next += 1;
+        ahead.in_flight += 1;
+        ahead.held += need;
+        ahead.peak = ahead.peak.max(ahead.held);
+        let buffer = ahead.spare.pop().unwrap_or_default();
+        Some(Reservation {
+            index,
+            reserved: need,
+            buffer,
+        })
     }
 
     /// The bytes to reserve for the next sample to fetch (zero past the end).
@@ -224,7 +244,7 @@ impl ReadAhead {
         ahead.parked.insert(index, (bytes, took));
         ahead.in_flight -= 1;
         let wake = ahead.takers_waiting > 0;
-        // No fetch thread is woken here: this one goes back for the next read itself, so
+        // No fetch thread is woken here: this one goes back for the next reads itself, so
         // reads in flight stay at the bound without a wake-up per sample.
         drop(ahead);
         if wake {

@@ -11,14 +11,16 @@
 //! its batch (`prefetch − 1` batches ≥ 8 samples here).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use crate::catalog::Catalog;
 use crate::error::{Cause, Result};
 use crate::prep::{DType, Modality, Pipeline, Prep, Preparer, SampleLayout};
 use crate::rng::Rng;
-use crate::storage::Memory;
+use crate::storage::{Memory, ReadDone, Source, SourceStats};
 use crate::{ErrorPolicy, Loader, LoaderConfig, SampleId};
 
 /// How many samples a held sample waits for.
@@ -121,6 +123,21 @@ fn loader_with(
     prefetch: usize,
     adjust: impl FnOnce(&mut LoaderConfig),
 ) -> Loader {
+    loader_over(
+        commands,
+        (batch_size, threads, prefetch),
+        adjust,
+        |memory| memory,
+    )
+}
+
+/// As [`loader_with`], reading through the source `wrap` makes of the samples in memory.
+fn loader_over(
+    commands: &Commands,
+    (batch_size, threads, prefetch): (usize, usize, usize),
+    adjust: impl FnOnce(&mut LoaderConfig),
+    wrap: impl FnOnce(Arc<dyn Source>) -> Arc<dyn Source>,
+) -> Loader {
     let order = plain_stream(commands.of.len(), batch_size, commands.epoch);
     let samples: Vec<Vec<u8>> = commands
         .of
@@ -156,7 +173,8 @@ fn loader_with(
     config.prefetch = prefetch;
     config.on_error = ErrorPolicy::Skip;
     adjust(&mut config);
-    Loader::new(Arc::new(catalog), Arc::new(Memory::new(samples)), config).unwrap()
+    let source = wrap(Arc::new(Memory::new(samples)));
+    Loader::new(Arc::new(catalog), source, config).unwrap()
 }
 
 /// The ids and bytes of an epoch's batches, and its skip counts.
@@ -612,4 +630,182 @@ fn a_batch_larger_than_any_machine_holds_is_refused_not_overflowed() {
             Err(e) => assert!(e.to_string().contains("16 GiB a batch may"), "{e}"),
         }
     }
+}
+
+/// How a [`Concurrent`] source breaks its word, if it does.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// Panics in the call reading this sample, as it is about to end it (the call's reads
+    /// after it in the call are ended already, those before it not).
+    PanicsReading(SampleId),
+    /// Never ends this sample's read.
+    Forgets(SampleId),
+    /// Ends every read a second time, with an error.
+    EndsTwice,
+}
+
+/// Reads [`Concurrent::AT_ONCE`] samples a call, as object storage does from one thread,
+/// ending them in reverse order; records the threads that read and the largest call.
+struct Concurrent {
+    inner: Arc<dyn Source>,
+    fault: Fault,
+    threads: Mutex<HashSet<ThreadId>>,
+    largest: AtomicUsize,
+}
+
+impl Concurrent {
+    const AT_ONCE: usize = 8;
+
+    fn new(inner: Arc<dyn Source>, fault: Fault) -> Arc<Concurrent> {
+        Arc::new(Concurrent {
+            inner,
+            fault,
+            threads: Mutex::default(),
+            largest: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Source for Concurrent {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> std::result::Result<(), Cause> {
+        self.inner.read(id, out)
+    }
+
+    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+        self.threads
+            .lock()
+            .unwrap()
+            .insert(std::thread::current().id());
+        self.largest.fetch_max(reads.len(), Ordering::Relaxed);
+        let read: Vec<_> = reads
+            .into_iter()
+            .map(|(id, mut out)| {
+                let result = self.inner.read(id, &mut out);
+                (id, out, result)
+            })
+            .collect();
+        for (index, (id, out, result)) in read.into_iter().enumerate().rev() {
+            match self.fault {
+                Fault::PanicsReading(bad) if bad == id => panic!("the source broke down"),
+                Fault::Forgets(bad) if bad == id => {}
+                Fault::EndsTwice => {
+                    done(index, out, result);
+                    done(
+                        index,
+                        Vec::new(),
+                        Err(Cause::Corrupt("a second ending".into())),
+                    );
+                }
+                _ => done(index, out, result),
+            }
+        }
+    }
+
+    fn reads_at_once(&self) -> usize {
+        Self::AT_ONCE
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        self.inner.location(id)
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.inner.stats()
+    }
+}
+
+/// An epoch of `commands` through a [`Concurrent`] source with `fault`, 32 reads in
+/// flight: its run, the samples skipped with their causes, and the source.
+fn concurrent_run(
+    commands: &Commands,
+    fault: Fault,
+) -> (Run, Vec<crate::SampleError>, Arc<Concurrent>) {
+    let mut source = None;
+    // The next epoch is not started ahead: the threads counted are this epoch's.
+    let pin_reads = |config: &mut LoaderConfig| {
+        config.fetch_threads = 32;
+        config.adaptive_reads = false;
+        config.overlap_epochs = false;
+    };
+    let loader = loader_over(commands, (4, 2, 4), pin_reads, |memory| {
+        let concurrent = Concurrent::new(memory, fault);
+        source = Some(concurrent.clone());
+        concurrent
+    });
+    let mut epoch = loader.epoch(0).unwrap();
+    let run = drain(&mut epoch);
+    (run, epoch.skipped(), source.unwrap())
+}
+
+/// 40 samples, each prepared.
+fn all_good() -> Commands {
+    Commands {
+        of: vec![b'.'; 40],
+        epoch: 0,
+    }
+}
+
+#[test]
+fn a_source_that_reads_many_at_once_takes_a_thread_per_that_many_and_changes_no_byte() {
+    let commands = commands(0).without_holds();
+    let reference = run(&loader(&commands, 4, 2, 4), 0);
+    let (got, _, source) = concurrent_run(&commands, Fault::None);
+    assert_eq!(got, reference);
+    let threads = source.threads.lock().unwrap().len();
+    assert!(
+        threads <= 32 / Concurrent::AT_ONCE,
+        "{threads} fetch threads"
+    );
+    let largest = source.largest.load(Ordering::Relaxed);
+    assert!(
+        (2..=Concurrent::AT_ONCE).contains(&largest),
+        "{largest} reads in a call"
+    );
+}
+
+#[test]
+fn a_read_ended_twice_counts_once() {
+    let reference = run(&loader(&all_good(), 4, 2, 4), 0);
+    let (got, skipped, _) = concurrent_run(&all_good(), Fault::EndsTwice);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(got, reference);
+}
+
+#[test]
+fn a_read_the_source_never_ends_fails_alone_and_named() {
+    let bad = plain_stream(40, 4, 0)[13];
+    let ((ids, _, counts), skipped, _) = concurrent_run(&all_good(), Fault::Forgets(bad));
+    assert_eq!(counts, BTreeMap::from([("internal", 1)]));
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].id, bad);
+    assert!(skipped[0].to_string().contains("did not finish reading it"));
+    let delivered: Vec<SampleId> = ids.concat();
+    let expected: Vec<SampleId> = plain_stream(40, 4, 0)
+        .into_iter()
+        .filter(|&id| id != bad)
+        .collect();
+    assert_eq!(delivered, expected);
+}
+
+#[test]
+fn a_source_that_panics_costs_the_reads_it_had_not_ended_and_no_other() {
+    let bad = plain_stream(40, 4, 0)[13];
+    let ((ids, _, counts), skipped, _) = concurrent_run(&all_good(), Fault::PanicsReading(bad));
+    // Which reads shared the failing call depends on the threads' timing; what does not:
+    // the sample it failed on is among the lost, every loss is named and counted, at most
+    // a call's worth is lost, and every other sample arrives once, in plan order.
+    let lost: HashSet<SampleId> = skipped.iter().map(|e| e.id).collect();
+    assert!(lost.contains(&bad), "{skipped:?}");
+    assert!((1..=Concurrent::AT_ONCE).contains(&lost.len()));
+    assert_eq!(counts, BTreeMap::from([("internal", lost.len() as u64)]));
+    assert!(skipped.iter().all(|e| e
+        .to_string()
+        .contains("reading it panicked: the source broke down")));
+    let delivered: Vec<SampleId> = ids.concat();
+    let expected: Vec<SampleId> = plain_stream(40, 4, 0)
+        .into_iter()
+        .filter(|id| !lost.contains(id))
+        .collect();
+    assert_eq!(delivered, expected);
 }

@@ -55,35 +55,76 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 }
 
 pub(super) fn fetch_loop(shared: &Arc<Shared>) {
+    let at_once = shared.parts.source.reads_at_once().max(1);
     loop {
-        // The bound on reads in flight grew past the threads reading: one more. A thread
-        // that cannot be started leaves the reads to those there are.
+        // The bound on reads in flight grew past what the threads reading keep in flight:
+        // one more. A thread that cannot be started leaves the reads to those there are.
         if let Some(n) = shared.next_fetcher() {
             let _ = spawn(format!("nostall-fetch-{n}"), shared, fetch_loop);
         }
-        let Some(Reservation {
-            index,
-            reserved,
-            buffer: mut bytes,
-        }) = shared.ahead.next()
-        else {
+        let reads = shared.ahead.next_reads(at_once);
+        if reads.is_empty() {
+            return;
+        }
+        read_each(shared, reads);
+    }
+}
+
+/// Reads `reads` through the source, parking each sample's bytes as its read ends. A
+/// source that panics costs the reads it had not finished (each named, skippable), not
+/// the epoch; the buffers they held are not reused.
+fn read_each(shared: &Shared, reads: Vec<Reservation>) {
+    let mut reading = Reading {
+        shared,
+        started: Instant::now(),
+        unfinished: reads.iter().map(|r| Some((r.index, r.reserved))).collect(),
+    };
+    let samples = reads
+        .into_iter()
+        .map(|r| (shared.stream[r.index], r.buffer))
+        .collect();
+    let read = catch_unwind(AssertUnwindSafe(|| {
+        shared
+            .parts
+            .source
+            .read_each(samples, &mut |i, bytes, result| {
+                reading.finish(i, bytes, result)
+            })
+    }));
+    // Reads a panic (or a source that broke its word) left unfinished fail, named, rather
+    // than leaving prep waiting for their bytes.
+    let left: Vec<usize> = (0..reading.unfinished.len())
+        .filter(|&i| reading.unfinished[i].is_some())
+        .collect();
+    if left.is_empty() {
+        return;
+    }
+    let why = match read {
+        Ok(()) => "the source did not finish reading it".to_string(),
+        Err(panic) => format!("reading it panicked: {}", panic_message(&*panic)),
+    };
+    for i in left {
+        reading.finish(i, Vec::new(), Err(Cause::Internal(why.clone())));
+    }
+}
+
+/// The reads of one [`read_each`] call, each ended once.
+struct Reading<'a> {
+    shared: &'a Shared,
+    started: Instant,
+    /// Each read's stream index and reservation, until it ends.
+    unfinished: Vec<Option<(usize, u64)>>,
+}
+
+impl Reading<'_> {
+    /// Parks read `i`'s bytes (or why there are none) and counts the read. A read the
+    /// source reports twice is not believed the second time.
+    fn finish(&mut self, i: usize, bytes: Vec<u8>, result: Result<(), Cause>) {
+        let Some((index, reserved)) = self.unfinished.get_mut(i).and_then(Option::take) else {
             return;
         };
-        let started = Instant::now();
-        let id = shared.stream[index];
-        // A source that panics on one sample costs that sample (named, skippable), not the
-        // epoch; the buffer it held is not reused.
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            shared.parts.source.read(id, &mut bytes)
-        }))
-        .unwrap_or_else(|panic| {
-            bytes = Vec::new();
-            Err(Cause::Internal(format!(
-                "reading it panicked: {}",
-                panic_message(&*panic)
-            )))
-        });
-        let took = started.elapsed();
+        let took = self.started.elapsed();
+        let shared = self.shared;
         shared.fetch.record(took, bytes.len() as u64);
         shared.parts.totals.fetch.record(took, bytes.len() as u64);
         shared.read_finished();

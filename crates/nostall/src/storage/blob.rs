@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Source, SourceStats, DEFAULT_MAX_BYTES};
+use super::{ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::prep::Modality;
@@ -57,6 +57,31 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
         out: &mut Vec<u8>,
     ) -> Result<(), Cause>;
 
+    /// Reads every range of `reads` (each into its own buffer), calling `done` as each
+    /// read ends, in any order; exactly once for each. A store over a network keeps them
+    /// in flight together ([`reads_at_once`](BlobStore::reads_at_once) of them); the
+    /// default reads them one after another through
+    /// [`read_version`](BlobStore::read_version).
+    fn read_each_range(&self, reads: Vec<RangeRead<'_>>, done: &mut ReadDone<'_>) {
+        for (index, read) in reads.into_iter().enumerate() {
+            let RangeRead {
+                key,
+                version,
+                offset,
+                len,
+                mut out,
+            } = read;
+            let result = self.read_version(key, version, offset, len, &mut out);
+            done(index, out, result);
+        }
+    }
+
+    /// How many reads one call of [`read_each_range`](BlobStore::read_each_range) keeps
+    /// in flight at once: 1 (the default) for a store read one range after another.
+    fn reads_at_once(&self) -> usize {
+        1
+    }
+
     /// The store's root as a user would write it: a path or a URL.
     fn root(&self) -> String;
 
@@ -64,6 +89,22 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
     fn locate(&self, key: &str) -> String {
         format!("{}/{key}", self.root().trim_end_matches('/'))
     }
+}
+
+/// One ranged read of [`BlobStore::read_each_range`]: `len` bytes from `offset` of blob
+/// `key` as listed with `version` (as [`BlobStore::read_version`] takes them), into `out`.
+#[derive(Debug)]
+pub struct RangeRead<'a> {
+    /// The blob's key.
+    pub key: &'a str,
+    /// Its version when listed, if the store tells.
+    pub version: Option<&'a str>,
+    /// The first byte.
+    pub offset: u64,
+    /// Bytes to read.
+    pub len: u64,
+    /// The buffer to read into, replaced.
+    pub out: Vec<u8>,
 }
 
 /// The files under a local directory, as blobs keyed by their relative paths.
@@ -237,6 +278,12 @@ impl Objects {
         &self.catalog
     }
 
+    /// Counts one sample of `bytes` served.
+    fn count(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
     /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
     pub fn with_max_bytes(self, limit: u64) -> Objects {
@@ -280,9 +327,41 @@ impl Source for Objects {
         let version = self.versions[id as usize].as_deref();
         self.store
             .read_version(self.catalog.relative_path(id), version, 0, size, out)?;
-        self.bytes.fetch_add(size, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.count(size);
         Ok(())
+    }
+
+    /// Refused sizes end at once; the rest go to the store together, so that a store over
+    /// a network keeps them in flight from this thread.
+    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+        let mut ranges = Vec::with_capacity(reads.len());
+        let mut indexes = Vec::with_capacity(reads.len());
+        for (index, (id, mut out)) in reads.into_iter().enumerate() {
+            let size = self.catalog.size(id);
+            match check_sample_size(size, self.max_bytes, &mut out) {
+                Err(cause) => done(index, out, Err(cause)),
+                Ok(()) => {
+                    indexes.push(index);
+                    ranges.push(RangeRead {
+                        key: self.catalog.relative_path(id),
+                        version: self.versions[id as usize].as_deref(),
+                        offset: 0,
+                        len: size,
+                        out,
+                    });
+                }
+            }
+        }
+        self.store.read_each_range(ranges, &mut |i, out, result| {
+            if result.is_ok() {
+                self.count(out.len() as u64);
+            }
+            done(indexes[i], out, result);
+        });
+    }
+
+    fn reads_at_once(&self) -> usize {
+        self.store.reads_at_once()
     }
 
     fn location(&self, id: SampleId) -> String {

@@ -6,14 +6,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::TryStreamExt;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 use tokio::runtime::Runtime;
 
-use super::blob::{BlobInfo, BlobStore};
+use super::blob::{BlobInfo, BlobStore, RangeRead};
+use super::ReadDone;
 use crate::error::{Cause, Error, Result};
 
 /// Where and how to reach an S3-compatible bucket. Build one with
@@ -60,6 +62,11 @@ pub struct S3Config {
 
 /// The first and the longest pause between retries.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
+
+/// Requests one loader thread keeps in flight ([`BlobStore::reads_at_once`]): enough that
+/// a few threads cover what Little's law asks of a store 20–50 ms away, few enough that a
+/// thread's share of the reads still spreads over the bound's small steps.
+const READS_AT_ONCE: usize = 16;
 
 /// Environment variables that configure the AWS credential chain, used when no static
 /// keys are given.
@@ -153,7 +160,8 @@ fn parse_url(url: &str) -> Result<(String, String)> {
 /// of threads at once (the future runs on the calling thread; the runtime's worker
 /// threads drive the sockets and timers), so the store is shared by all loader threads
 /// without a lock. It must not be called from inside an async runtime: `block_on` panics
-/// there.
+/// there. [`BlobStore::read_each_range`] runs its reads together in one `block_on`, so
+/// that one loader thread keeps several requests in flight.
 ///
 /// # Transient failures
 ///
@@ -275,6 +283,73 @@ impl S3Store {
         Path::parse(&name).map_err(|e| Cause::Io(format!("{key}: not a valid object key ({e})")))
     }
 
+    /// Reads `len` bytes from `offset` of `key` (as listed with `version`) into `out`.
+    async fn get(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Cause> {
+        out.clear();
+        if len == 0 {
+            return Ok(());
+        }
+        let object = self.object(key)?;
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| Cause::Io(format!("{}: a range past 2^64 bytes", self.locate(key))))?;
+        let too_long = || {
+            Cause::Io(format!(
+                "{}: asked for bytes {offset}..{end}, the server sent more (changed since it \
+                 was indexed, or a faulty server)",
+                self.locate(key)
+            ))
+        };
+        // The body is taken chunk by chunk and cut off past the range: a server that sends
+        // more (or never stops) must not make this process hold it.
+        let received = async {
+            let mut options = object_store::GetOptions::new().with_range(Some(offset..end));
+            // The server answers 412 if the object is no longer the one listed.
+            options.if_match = version.map(str::to_string);
+            let mut body = self.store.get_opts(&object, options).await?.into_stream();
+            while let Some(chunk) = body.try_next().await? {
+                if out.len() + chunk.len() > len as usize {
+                    return Ok(Err(too_long()));
+                }
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Ok(()))
+        }
+        .await;
+        let received = received.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => Cause::Missing,
+            object_store::Error::Precondition { .. } => super::blob::changed(&self.locate(key)),
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => Cause::PermissionDenied,
+            e => Cause::Io(format!(
+                "{}: bytes {offset}..{end}: {}",
+                self.locate(key),
+                describe(&e)
+            )),
+        });
+        if let Err(cause) = received.and_then(|r| r) {
+            out.clear();
+            return Err(cause);
+        }
+        if out.len() as u64 != len {
+            let got = out.len();
+            out.clear();
+            return Err(Cause::Io(format!(
+                "{}: asked for bytes {offset}..{end}, got {got} bytes (changed since it was \
+                 indexed?)",
+                self.locate(key)
+            )));
+        }
+        Ok(())
+    }
+
     /// What a failed listing means, and what to check.
     fn list_error(&self, e: &object_store::Error) -> Error {
         let text = describe(e);
@@ -390,61 +465,37 @@ impl BlobStore for S3Store {
         len: u64,
         out: &mut Vec<u8>,
     ) -> Result<(), Cause> {
-        out.clear();
-        if len == 0 {
-            return Ok(());
-        }
-        let object = self.object(key)?;
-        let end = offset
-            .checked_add(len)
-            .ok_or_else(|| Cause::Io(format!("{}: a range past 2^64 bytes", self.locate(key))))?;
-        let too_long = || {
-            Cause::Io(format!(
-                "{}: asked for bytes {offset}..{end}, the server sent more (changed since it \
-                 was indexed, or a faulty server)",
-                self.locate(key)
-            ))
-        };
-        // The body is taken chunk by chunk and cut off past the range: a server that sends
-        // more (or never stops) must not make this process hold it.
-        let received = self.runtime.block_on(async {
-            let mut options = object_store::GetOptions::new().with_range(Some(offset..end));
-            // The server answers 412 if the object is no longer the one listed.
-            options.if_match = version.map(str::to_string);
-            let mut body = self.store.get_opts(&object, options).await?.into_stream();
-            while let Some(chunk) = body.try_next().await? {
-                if out.len() + chunk.len() > len as usize {
-                    return Ok(Err(too_long()));
-                }
-                out.extend_from_slice(&chunk);
+        self.runtime
+            .block_on(self.get(key, version, offset, len, out))
+    }
+
+    /// The reads run together on the client's event loop, polled by this thread: one
+    /// thread keeps all of them in flight.
+    fn read_each_range(&self, reads: Vec<RangeRead<'_>>, done: &mut ReadDone<'_>) {
+        self.runtime.block_on(async {
+            let mut pending: FuturesUnordered<_> = reads
+                .into_iter()
+                .enumerate()
+                .map(|(index, read)| async move {
+                    let RangeRead {
+                        key,
+                        version,
+                        offset,
+                        len,
+                        mut out,
+                    } = read;
+                    let result = self.get(key, version, offset, len, &mut out).await;
+                    (index, out, result)
+                })
+                .collect();
+            while let Some((index, out, result)) = pending.next().await {
+                done(index, out, result);
             }
-            Ok(Ok(()))
         });
-        let received = received.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => Cause::Missing,
-            object_store::Error::Precondition { .. } => super::blob::changed(&self.locate(key)),
-            object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => Cause::PermissionDenied,
-            e => Cause::Io(format!(
-                "{}: bytes {offset}..{end}: {}",
-                self.locate(key),
-                describe(&e)
-            )),
-        });
-        if let Err(cause) = received.and_then(|r| r) {
-            out.clear();
-            return Err(cause);
-        }
-        if out.len() as u64 != len {
-            let got = out.len();
-            out.clear();
-            return Err(Cause::Io(format!(
-                "{}: asked for bytes {offset}..{end}, got {got} bytes (changed since it was \
-                 indexed?)",
-                self.locate(key)
-            )));
-        }
-        Ok(())
+    }
+
+    fn reads_at_once(&self) -> usize {
+        READS_AT_ONCE
     }
 
     fn root(&self) -> String {
