@@ -474,6 +474,9 @@ impl<S: Source + ?Sized> Source for Cached<S> {
                 misses.push((id, out));
             }
         }
+        if misses.is_empty() {
+            return;
+        }
         let ids: Vec<SampleId> = misses.iter().map(|&(id, _)| id).collect();
         self.inner.read_each(misses, &mut |i, out, result| {
             if result.is_ok() {

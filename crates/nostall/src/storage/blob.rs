@@ -320,6 +320,42 @@ pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Res
     }
 }
 
+/// [`Source::read_each`] for a source whose samples are ranges of blobs (`range` of a
+/// sample: its key, version, offset and length, `out` left empty): a sample refused by
+/// its size (empty, over `max_bytes`) ends at once, the rest go to `store` together, so
+/// that a store over a network keeps them in flight from the calling thread. `count`
+/// gets the bytes of each read that succeeded.
+pub(super) fn read_ranges<'a>(
+    store: &dyn BlobStore,
+    reads: Vec<(SampleId, Vec<u8>)>,
+    max_bytes: u64,
+    range: impl Fn(SampleId) -> RangeRead<'a>,
+    count: &dyn Fn(u64),
+    done: &mut ReadDone<'_>,
+) {
+    let mut ranges = Vec::with_capacity(reads.len());
+    let mut indexes = Vec::with_capacity(reads.len());
+    for (index, (id, mut out)) in reads.into_iter().enumerate() {
+        let read = range(id);
+        match check_sample_size(read.len, max_bytes, &mut out) {
+            Err(cause) => done(index, out, Err(cause)),
+            Ok(()) => {
+                indexes.push(index);
+                ranges.push(RangeRead { out, ..read });
+            }
+        }
+    }
+    if ranges.is_empty() {
+        return;
+    }
+    store.read_each_range(ranges, &mut |i, out, result| {
+        if result.is_ok() {
+            count(out.len() as u64);
+        }
+        done(indexes[i], out, result);
+    });
+}
+
 impl Source for Objects {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
         let size = self.catalog.size(id);
@@ -331,33 +367,22 @@ impl Source for Objects {
         Ok(())
     }
 
-    /// Refused sizes end at once; the rest go to the store together, so that a store over
-    /// a network keeps them in flight from this thread.
     fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
-        let mut ranges = Vec::with_capacity(reads.len());
-        let mut indexes = Vec::with_capacity(reads.len());
-        for (index, (id, mut out)) in reads.into_iter().enumerate() {
-            let size = self.catalog.size(id);
-            match check_sample_size(size, self.max_bytes, &mut out) {
-                Err(cause) => done(index, out, Err(cause)),
-                Ok(()) => {
-                    indexes.push(index);
-                    ranges.push(RangeRead {
-                        key: self.catalog.relative_path(id),
-                        version: self.versions[id as usize].as_deref(),
-                        offset: 0,
-                        len: size,
-                        out,
-                    });
-                }
-            }
-        }
-        self.store.read_each_range(ranges, &mut |i, out, result| {
-            if result.is_ok() {
-                self.count(out.len() as u64);
-            }
-            done(indexes[i], out, result);
-        });
+        let range = |id: SampleId| RangeRead {
+            key: self.catalog.relative_path(id),
+            version: self.versions[id as usize].as_deref(),
+            offset: 0,
+            len: self.catalog.size(id),
+            out: Vec::new(),
+        };
+        read_ranges(
+            &*self.store,
+            reads,
+            self.max_bytes,
+            range,
+            &|b| self.count(b),
+            done,
+        );
     }
 
     fn reads_at_once(&self) -> usize {

@@ -22,9 +22,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::blob::{check_sample_size, is_sample_key, BlobInfo, BlobStore};
+use super::blob::{check_sample_size, is_sample_key, read_ranges, BlobInfo, BlobStore, RangeRead};
 use super::DEFAULT_MAX_BYTES;
-use super::{Source, SourceStats};
+use super::{ReadDone, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::prep::Modality;
@@ -156,6 +156,12 @@ impl TarShards {
         &self.shards
     }
 
+    /// Counts one sample of `bytes` served.
+    fn count(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
     /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
     pub fn with_max_bytes(self, limit: u64) -> TarShards {
@@ -174,9 +180,33 @@ impl Source for TarShards {
         let version = self.versions[shard as usize].as_deref();
         self.store
             .read_version(&self.shards[shard as usize], version, offset, len, out)?;
-        self.bytes.fetch_add(len, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.count(len);
         Ok(())
+    }
+
+    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+        let range = |id: SampleId| {
+            let (shard, offset) = self.extents[id as usize];
+            RangeRead {
+                key: &self.shards[shard as usize],
+                version: self.versions[shard as usize].as_deref(),
+                offset,
+                len: self.catalog.size(id),
+                out: Vec::new(),
+            }
+        };
+        read_ranges(
+            &*self.store,
+            reads,
+            self.max_bytes,
+            range,
+            &|b| self.count(b),
+            done,
+        );
+    }
+
+    fn reads_at_once(&self) -> usize {
+        self.store.reads_at_once()
     }
 
     fn location(&self, id: SampleId) -> String {
