@@ -28,6 +28,7 @@ Usage: python3 bench/grid.py [--cells quick|full|s3] [--epochs 1] [--confirm 3]
 import argparse
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -149,6 +150,7 @@ def run_cells(args, pipeline):
               f"{median['best']:.0f}/s -> {row['vs_best']:.3f}; old defaults {old:.0f}/s -> "
               f"{row['vs_old']:.2f}x "
               f"[{time.time() - started:.0f} s]", flush=True)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"pipeline": pipeline, "cells": rows}, f, indent=1)
     worst = min(r["vs_best"] for r in rows)

@@ -7,7 +7,8 @@ nanoseconds, every 10 ms), then sums it by the thread's name: `nostall-prep-*` (
 augment), `nostall-fetch-*` (reads: cache hits, files, tar members, S3 requests polled on
 the reading thread), `nostall-s3` (the S3 client's runtime: connections, TLS, bodies),
 `nostall-warm-*` (a placement read ahead), and the rest (the consumer, the main thread).
-A thread's last 10 ms before it exits can be missed; each epoch's threads are new, so the
+It also reports the most threads the process had at once. A thread's last 10 ms before
+it exits can be missed; each epoch's threads are new, so the
 script reports the epochs' samples and keeps epochs long enough for that not to matter.
 
 Settings (each optional, all by default): `files` (the page cache warm), `cold` (O_DIRECT
@@ -17,6 +18,7 @@ local s3s-fs serving a copy of the dataset; needs `s3s-fs` on the PATH or in ~/.
 
 Usage: python3 bench/role_cpu.py [--data bench/data/photos] [--epochs 3]
                                  [--settings files,cold,cache,latency,s3]
+                                 [--nostall ./target/release/nostall]
 """
 
 import argparse
@@ -60,13 +62,16 @@ def thread_times(pid):
 
 
 def measure(cmd, env=None):
-    """Runs `cmd`, sampling its threads; returns (bench JSON, CPU seconds by role)."""
+    """Runs `cmd`, sampling its threads; returns (bench JSON, CPU seconds by role, the most
+    threads seen at once)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     last = {}
+    most = 0
     while proc.poll() is None:
-        for tid, seen in thread_times(proc.pid).items():
-            last[tid] = seen
+        live = thread_times(proc.pid)
+        most = max(most, len(live))
+        last.update(live)
         time.sleep(0.01)
     out, err = proc.communicate()
     if proc.returncode != 0:
@@ -74,7 +79,7 @@ def measure(cmd, env=None):
     by_role = {}
     for name, ns in last.values():
         by_role[role(name)] = by_role.get(role(name), 0.0) + ns / 1e9
-    return json.loads(out), by_role
+    return json.loads(out), by_role, most
 
 
 def dataset_samples(data):
@@ -87,8 +92,10 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--settings", default="files,cold,cache,latency,s3")
+    parser.add_argument("--nostall", default=NOSTALL, help="the nostall binary to measure")
     args = parser.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "nostall-cli"], check=True)
+    if args.nostall == NOSTALL:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "nostall-cli"], check=True)
     base = ["bench", "--threads", str(args.threads), "--no-floor", "--json",
             "--epochs", str(args.epochs)]
     settings = {
@@ -103,23 +110,23 @@ def main():
         data, flags = settings[name]
         server = S3Server(args.data) if name == "s3" else None
         try:
-            result, cpu = measure([NOSTALL, base[0], data, *base[1:], *flags],
-                                  env=server.env() if server else None)
+            result, cpu, threads = measure([args.nostall, base[0], data, *base[1:], *flags],
+                                           env=server.env() if server else None)
         finally:
             if server:
                 server.stop()
         samples = dataset_samples(args.data) * (args.epochs + 1)  # the warm-up epoch too
         per_sample = {k: v / samples * 1e6 for k, v in cpu.items()}
         fetching = sum(per_sample.get(k, 0.0) for k in ("fetch", "s3 client"))
-        rows.append(dict(setting=name, images_per_s=result["images_per_s"],
+        rows.append(dict(setting=name, images_per_s=result["images_per_s"], threads=threads,
                          cpu_us_per_sample=per_sample,
                          fetch_share_of_loader_cpu=fetching / (fetching + per_sample["prep"])))
         print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'setting':<10}{'images/s':>10}{'prep us':>10}{'fetch us':>10}{'s3 us':>8}"
-          f"{'other us':>10}{'fetch share':>13}")
+    print(f"\n{'setting':<10}{'images/s':>10}{'threads':>9}{'prep us':>10}{'fetch us':>10}"
+          f"{'s3 us':>8}{'other us':>10}{'fetch share':>13}")
     for r in rows:
         c = r["cpu_us_per_sample"]
-        print(f"{r['setting']:<10}{r['images_per_s']:>10.0f}{c.get('prep', 0):>10.1f}"
+        print(f"{r['setting']:<10}{r['images_per_s']:>10.0f}{r['threads']:>9}{c.get('prep', 0):>10.1f}"
               f"{c.get('fetch', 0):>10.1f}{c.get('s3 client', 0):>8.1f}{c.get('other', 0):>10.1f}"
               f"{r['fetch_share_of_loader_cpu']:>13.1%}")
 
