@@ -268,7 +268,8 @@ fn reads_in_flight_together_end_each_once_with_what_one_at_a_time_gives() {
     let store = fixture.store("s3://data/train");
     assert!(store.reads_at_once() > 1);
     // Good ranges among a missing object, a range past the end and an empty range: each
-    // ends with what a read of its own gives, the failures alone.
+    // ends with what a read of its own gives, the failures alone, numbered in the order
+    // they were given.
     let ranges: [(&str, u64, u64); 7] = [
         ("shard-000.tar", 0, 200_001),
         ("a/gone.jpg", 0, 10),
@@ -278,18 +279,24 @@ fn reads_in_flight_together_end_each_once_with_what_one_at_a_time_gives() {
         ("b/2.jpg", 0, 0),
         ("shard-000.tar", 199_000, 1_001),
     ];
-    let reads = ranges
-        .iter()
-        .map(|&(key, offset, len)| RangeRead {
-            key,
-            version: None,
-            offset,
-            len,
-            out: vec![0xAA; 5],
-        })
-        .collect();
+    let mut reads = ranges.iter().map(|&(key, offset, len)| RangeRead {
+        key,
+        version: None,
+        offset,
+        len,
+        out: vec![0xAA; 5],
+    });
+    // After two reads, no room for a moment: the store asks again once a read has ended.
+    let mut given = 0;
+    let mut next = || {
+        given += 1;
+        if given == 3 {
+            return None;
+        }
+        reads.next()
+    };
     let mut ended = BTreeMap::new();
-    store.read_each_range(reads, &mut |index, out, result| {
+    store.read_each_range(&mut next, &mut |index, out, result| {
         assert!(
             ended.insert(index, (out, result)).is_none(),
             "read {index} ended twice"

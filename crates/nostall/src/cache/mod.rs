@@ -20,13 +20,14 @@
 //! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
 //! is bounded by its capacity in payload bytes (plus a small per-entry overhead).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::catalog::SampleId;
 use crate::error::{Cause, Error, Result};
-use crate::storage::{ReadDone, Source, SourceStats};
+use crate::storage::{NextRead, Numbering, ReadDone, Source, SourceStats};
 
 pub(crate) mod frequency;
 pub(crate) mod lookahead;
@@ -462,27 +463,32 @@ impl<S: Source + ?Sized> Source for Cached<S> {
         Ok(())
     }
 
-    /// Hits end at once; the misses go to the source below together.
-    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
-        let mut misses = Vec::with_capacity(reads.len());
-        let mut indexes = Vec::with_capacity(reads.len());
-        for (index, (id, mut out)) in reads.into_iter().enumerate() {
+    /// Hits end at once; the misses go to the source below, which keeps them in flight
+    /// together if it can.
+    fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
+        let given = RefCell::new((Numbering::default(), Vec::new()));
+        let done = RefCell::new(done);
+        let mut next_miss = || loop {
+            let (id, mut out) = next()?;
+            let number = given.borrow_mut().0.given();
             if self.cache.get(id, &mut out) {
-                done(index, out, Ok(()));
+                (*done.borrow_mut())(number, out, Ok(()));
             } else {
-                indexes.push(index);
-                misses.push((id, out));
+                let mut given = given.borrow_mut();
+                given.0.passed(number);
+                given.1.push(id);
+                return Some((id, out));
             }
-        }
-        if misses.is_empty() {
-            return;
-        }
-        let ids: Vec<SampleId> = misses.iter().map(|&(id, _)| id).collect();
-        self.inner.read_each(misses, &mut |i, out, result| {
+        };
+        self.inner.read_each(&mut next_miss, &mut |i, out, result| {
+            let (number, id) = {
+                let given = given.borrow();
+                (given.0.below[i], given.1[i])
+            };
             if result.is_ok() {
-                self.miss(ids[i], &out);
+                self.miss(id, &out);
             }
-            done(indexes[i], out, result);
+            (*done.borrow_mut())(number, out, result);
         });
     }
 
@@ -584,8 +590,8 @@ mod tests {
                 rng.shuffle(&mut order);
                 for group in order.chunks(8) {
                     let mut ended = vec![None; group.len()];
-                    let reads = group.iter().map(|&id| (id, Vec::new())).collect();
-                    together.read_each(reads, &mut |i, bytes, result| {
+                    let mut reads = group.iter().map(|&id| (id, Vec::new()));
+                    together.read_each(&mut || reads.next(), &mut |i, bytes, result| {
                         assert!(ended[i].replace((bytes, result)).is_none());
                     });
                     for (&id, ended) in group.iter().zip(ended) {

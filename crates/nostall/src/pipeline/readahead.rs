@@ -177,29 +177,30 @@ impl ReadAhead {
         self.room.notify_all();
     }
 
-    /// Reserves the next samples of the stream for a fetch thread, up to `most`, waiting
-    /// while the window or the bound on reads in flight leaves room for none; then as many
-    /// as they leave room for. Empty once the stream is exhausted or the epoch stopped.
-    pub(super) fn next_reads(&self, most: usize) -> Vec<Reservation> {
+    /// Reserves the next sample of the stream for a fetch thread, waiting while the
+    /// window or the bound on reads in flight is full. `None` once the stream is exhausted
+    /// or the epoch stopped.
+    pub(super) fn next(&self) -> Option<Reservation> {
         let mut ahead = self.lock();
-        let mut reads = Vec::new();
         loop {
-            if self.stopped() {
-                return Vec::new();
+            if self.stopped() || ahead.next == self.stream.len() {
+                return None;
             }
-            while reads.len() < most.max(1) {
-                match self.reserve(&mut ahead) {
-                    Some(read) => reads.push(read),
-                    None => break,
-                }
-            }
-            if !reads.is_empty() || ahead.next == self.stream.len() {
-                return reads;
+            if let Some(read) = self.reserve(&mut ahead) {
+                return Some(read);
             }
             ahead.fetchers_waiting += 1;
             ahead = self.room.wait(ahead).unwrap_or_else(|e| e.into_inner());
             ahead.fetchers_waiting -= 1;
         }
+    }
+
+    /// Like [`ReadAhead::next`], without waiting: `None` also while there is no room.
+    pub(super) fn try_next(&self) -> Option<Reservation> {
+        if self.stopped() {
+            return None;
+        }
+        self.reserve(&mut self.lock())
     }
 
     /// The next sample of the stream, if the window and the bound on reads in flight have

@@ -20,7 +20,7 @@ use crate::catalog::Catalog;
 use crate::error::{Cause, Result};
 use crate::prep::{DType, Modality, Pipeline, Prep, Preparer, SampleLayout};
 use crate::rng::Rng;
-use crate::storage::{Memory, ReadDone, Source, SourceStats};
+use crate::storage::{Memory, NextRead, ReadDone, Source, SourceStats};
 use crate::{ErrorPolicy, Loader, LoaderConfig, SampleId};
 
 /// How many samples a held sample waits for.
@@ -636,8 +636,8 @@ fn a_batch_larger_than_any_machine_holds_is_refused_not_overflowed() {
 #[derive(Clone, Copy, PartialEq)]
 enum Fault {
     None,
-    /// Panics in the call reading this sample, as it is about to end it (the call's reads
-    /// after it in the call are ended already, those before it not).
+    /// Panics as it is about to end this sample's read (the reads after it in its group
+    /// are ended already, those before it not).
     PanicsReading(SampleId),
     /// Never ends this sample's read.
     Forgets(SampleId),
@@ -645,8 +645,9 @@ enum Fault {
     EndsTwice,
 }
 
-/// Reads [`Concurrent::AT_ONCE`] samples a call, as object storage does from one thread,
-/// ending them in reverse order; records the threads that read and the largest call.
+/// Reads [`Concurrent::AT_ONCE`] samples at a time, as object storage does from one
+/// thread, ending each group in reverse order; records the threads that read and the
+/// largest group.
 struct Concurrent {
     inner: Arc<dyn Source>,
     fault: Fault,
@@ -672,32 +673,41 @@ impl Source for Concurrent {
         self.inner.read(id, out)
     }
 
-    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+    fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         self.threads
             .lock()
             .unwrap()
             .insert(std::thread::current().id());
-        self.largest.fetch_max(reads.len(), Ordering::Relaxed);
-        let read: Vec<_> = reads
-            .into_iter()
-            .map(|(id, mut out)| {
-                let result = self.inner.read(id, &mut out);
-                (id, out, result)
-            })
-            .collect();
-        for (index, (id, out, result)) in read.into_iter().enumerate().rev() {
-            match self.fault {
-                Fault::PanicsReading(bad) if bad == id => panic!("the source broke down"),
-                Fault::Forgets(bad) if bad == id => {}
-                Fault::EndsTwice => {
-                    done(index, out, result);
-                    done(
-                        index,
-                        Vec::new(),
-                        Err(Cause::Corrupt("a second ending".into())),
-                    );
+        let mut given = 0;
+        loop {
+            let read: Vec<_> = std::iter::from_fn(&mut *next)
+                .take(Self::AT_ONCE)
+                .map(|(id, mut out)| {
+                    let result = self.inner.read(id, &mut out);
+                    (id, out, result)
+                })
+                .collect();
+            if read.is_empty() {
+                return;
+            }
+            self.largest.fetch_max(read.len(), Ordering::Relaxed);
+            let first = given;
+            given += read.len();
+            for (i, (id, out, result)) in read.into_iter().enumerate().rev() {
+                let number = first + i;
+                match self.fault {
+                    Fault::PanicsReading(bad) if bad == id => panic!("the source broke down"),
+                    Fault::Forgets(bad) if bad == id => {}
+                    Fault::EndsTwice => {
+                        done(number, out, result);
+                        done(
+                            number,
+                            Vec::new(),
+                            Err(Cause::Corrupt("a second ending".into())),
+                        );
+                    }
+                    _ => done(number, out, result),
                 }
-                _ => done(index, out, result),
             }
         }
     }
@@ -760,7 +770,7 @@ fn a_source_that_reads_many_at_once_takes_a_thread_per_that_many_and_changes_no_
     let largest = source.largest.load(Ordering::Relaxed);
     assert!(
         (2..=Concurrent::AT_ONCE).contains(&largest),
-        "{largest} reads in a call"
+        "{largest} reads at once"
     );
 }
 
@@ -792,9 +802,9 @@ fn a_read_the_source_never_ends_fails_alone_and_named() {
 fn a_source_that_panics_costs_the_reads_it_had_not_ended_and_no_other() {
     let bad = plain_stream(40, 4, 0)[13];
     let ((ids, _, counts), skipped, _) = concurrent_run(&all_good(), Fault::PanicsReading(bad));
-    // Which reads shared the failing call depends on the threads' timing; what does not:
+    // Which reads shared the failing group depends on the threads' timing; what does not:
     // the sample it failed on is among the lost, every loss is named and counted, at most
-    // a call's worth is lost, and every other sample arrives once, in plan order.
+    // a group's worth is lost, and every other sample arrives once, in plan order.
     let lost: HashSet<SampleId> = skipped.iter().map(|e| e.id).collect();
     assert!(lost.contains(&bad), "{skipped:?}");
     assert!((1..=Concurrent::AT_ONCE).contains(&lost.len()));

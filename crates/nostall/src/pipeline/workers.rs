@@ -2,10 +2,12 @@
 //! samples in order and prepare them into their slots. A panic inside one sample costs
 //! that sample; one outside any sample stops the epoch with an error, never a hang.
 
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::catalog::SampleId;
 use crate::error::Cause;
 use crate::rng::{derive, Rng};
 use crate::sched::node::thread_cpu_time;
@@ -55,44 +57,60 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 }
 
 pub(super) fn fetch_loop(shared: &Arc<Shared>) {
-    let at_once = shared.parts.source.reads_at_once().max(1);
+    // A source that keeps several reads in flight from this thread is given more as its
+    // reads end, as long as the read-ahead has room; one that reads one at a time gets one.
+    let more = shared.parts.source.reads_at_once() > 1;
     loop {
-        // The bound on reads in flight grew past what the threads reading keep in flight:
-        // one more. A thread that cannot be started leaves the reads to those there are.
-        if let Some(n) = shared.next_fetcher() {
-            let _ = spawn(format!("nostall-fetch-{n}"), shared, fetch_loop);
-        }
-        let reads = shared.ahead.next_reads(at_once);
-        if reads.is_empty() {
+        start_fetcher(shared);
+        let Some(first) = shared.ahead.next() else {
             return;
-        }
-        read_each(shared, reads);
+        };
+        read_each(shared, first, more);
     }
 }
 
-/// Reads `reads` through the source, parking each sample's bytes as its read ends. A
-/// source that panics costs the reads it had not finished (each named, skippable), not
-/// the epoch; the buffers they held are not reused.
-fn read_each(shared: &Shared, reads: Vec<Reservation>) {
-    let mut reading = Reading {
+/// Starts another fetch thread if the bound on reads in flight grew past what the threads
+/// reading keep in flight. A thread that cannot be started leaves the reads to those
+/// there are.
+fn start_fetcher(shared: &Arc<Shared>) {
+    if let Some(n) = shared.next_fetcher() {
+        let _ = spawn(format!("nostall-fetch-{n}"), shared, fetch_loop);
+    }
+}
+
+/// Reads `first` through the source and, with `more`, every sample the read-ahead has
+/// room for as reads end, parking each sample's bytes as its read ends. A source that
+/// panics costs the reads it had not finished (each named, skippable), not the epoch;
+/// the buffers they held are not reused.
+fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
+    let reading = RefCell::new(Reading {
         shared,
-        started: Instant::now(),
-        unfinished: reads.iter().map(|r| Some((r.index, r.reserved))).collect(),
+        started: Vec::new(),
+        unfinished: Vec::new(),
+    });
+    let mut first = Some(first);
+    let mut next = || {
+        let read = match first.take() {
+            Some(read) => read,
+            None if more => {
+                start_fetcher(shared);
+                shared.ahead.try_next()?
+            }
+            None => return None,
+        };
+        Some(reading.borrow_mut().given(read))
     };
-    let samples = reads
-        .into_iter()
-        .map(|r| (shared.stream[r.index], r.buffer))
-        .collect();
     let read = catch_unwind(AssertUnwindSafe(|| {
         shared
             .parts
             .source
-            .read_each(samples, &mut |i, bytes, result| {
-                reading.finish(i, bytes, result)
+            .read_each(&mut next, &mut |i, bytes, result| {
+                reading.borrow_mut().finish(i, bytes, result)
             })
     }));
     // Reads a panic (or a source that broke its word) left unfinished fail, named, rather
     // than leaving prep waiting for their bytes.
+    let mut reading = reading.into_inner();
     let left: Vec<usize> = (0..reading.unfinished.len())
         .filter(|&i| reading.unfinished[i].is_some())
         .collect();
@@ -111,19 +129,27 @@ fn read_each(shared: &Shared, reads: Vec<Reservation>) {
 /// The reads of one [`read_each`] call, each ended once.
 struct Reading<'a> {
     shared: &'a Shared,
-    started: Instant,
+    /// When each read was given to the source.
+    started: Vec<Instant>,
     /// Each read's stream index and reservation, until it ends.
     unfinished: Vec<Option<(usize, u64)>>,
 }
 
 impl Reading<'_> {
+    /// Hands `read` to the source: its sample and buffer.
+    fn given(&mut self, read: Reservation) -> (SampleId, Vec<u8>) {
+        self.started.push(Instant::now());
+        self.unfinished.push(Some((read.index, read.reserved)));
+        (self.shared.stream[read.index], read.buffer)
+    }
+
     /// Parks read `i`'s bytes (or why there are none) and counts the read. A read the
-    /// source reports twice is not believed the second time.
+    /// source reports twice, or never gave, is not believed.
     fn finish(&mut self, i: usize, bytes: Vec<u8>, result: Result<(), Cause>) {
         let Some((index, reserved)) = self.unfinished.get_mut(i).and_then(Option::take) else {
             return;
         };
-        let took = self.started.elapsed();
+        let took = self.started[i].elapsed();
         let shared = self.shared;
         shared.fetch.record(took, bytes.len() as u64);
         shared.parts.totals.fetch.record(took, bytes.len() as u64);

@@ -1,6 +1,7 @@
 //! Blob stores (named objects with ranged reads) and [`Objects`], the source that reads
 //! one blob per sample.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::{self, File};
 use std::io;
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
+use super::{NextRead, ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::prep::Modality;
@@ -57,13 +58,18 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
         out: &mut Vec<u8>,
     ) -> Result<(), Cause>;
 
-    /// Reads every range of `reads` (each into its own buffer), calling `done` as each
-    /// read ends, in any order; exactly once for each. A store over a network keeps them
-    /// in flight together ([`reads_at_once`](BlobStore::reads_at_once) of them); the
-    /// default reads them one after another through
-    /// [`read_version`](BlobStore::read_version).
-    fn read_each_range(&self, reads: Vec<RangeRead<'_>>, done: &mut ReadDone<'_>) {
-        for (index, read) in reads.into_iter().enumerate() {
+    /// Reads the ranges `next` gives (each into its own buffer) until it has none, calling
+    /// `done` as each read ends, in any order; exactly once for each. A store over a
+    /// network keeps up to [`reads_at_once`](BlobStore::reads_at_once) in flight, asking
+    /// `next` for another whenever one ends, as [`Source::read_each`] does; the default
+    /// reads one after another through [`read_version`](BlobStore::read_version).
+    fn read_each_range<'a>(
+        &self,
+        next: &mut (dyn FnMut() -> Option<RangeRead<'a>> + '_),
+        done: &mut ReadDone<'_>,
+    ) {
+        let mut number = 0;
+        while let Some(read) = next() {
             let RangeRead {
                 key,
                 version,
@@ -72,7 +78,8 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
                 mut out,
             } = read;
             let result = self.read_version(key, version, offset, len, &mut out);
-            done(index, out, result);
+            done(number, out, result);
+            number += 1;
         }
     }
 
@@ -322,38 +329,59 @@ pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Res
 
 /// [`Source::read_each`] for a source whose samples are ranges of blobs (`range` of a
 /// sample: its key, version, offset and length, `out` left empty): a sample refused by
-/// its size (empty, over `max_bytes`) ends at once, the rest go to `store` together, so
-/// that a store over a network keeps them in flight from the calling thread. `count`
-/// gets the bytes of each read that succeeded.
+/// its size (empty, over `max_bytes`) ends at once, the rest go to `store`, which keeps
+/// them in flight together if it can. `count` gets the bytes of each read that succeeded.
 pub(super) fn read_ranges<'a>(
     store: &dyn BlobStore,
-    reads: Vec<(SampleId, Vec<u8>)>,
+    (next, done): (&mut NextRead<'_>, &mut ReadDone<'_>),
     max_bytes: u64,
     range: impl Fn(SampleId) -> RangeRead<'a>,
     count: &dyn Fn(u64),
-    done: &mut ReadDone<'_>,
 ) {
-    let mut ranges = Vec::with_capacity(reads.len());
-    let mut indexes = Vec::with_capacity(reads.len());
-    for (index, (id, mut out)) in reads.into_iter().enumerate() {
+    // The store numbers the reads it is given; a refused one is numbered here only.
+    let given = RefCell::new(Numbering::default());
+    let done = RefCell::new(done);
+    let mut next_range = || loop {
+        let (id, mut out) = next()?;
         let read = range(id);
+        let number = given.borrow_mut().given();
         match check_sample_size(read.len, max_bytes, &mut out) {
-            Err(cause) => done(index, out, Err(cause)),
+            Err(cause) => (*done.borrow_mut())(number, out, Err(cause)),
             Ok(()) => {
-                indexes.push(index);
-                ranges.push(RangeRead { out, ..read });
+                given.borrow_mut().passed(number);
+                return Some(RangeRead { out, ..read });
             }
         }
-    }
-    if ranges.is_empty() {
-        return;
-    }
-    store.read_each_range(ranges, &mut |i, out, result| {
+    };
+    store.read_each_range(&mut next_range, &mut |i, out, result| {
         if result.is_ok() {
             count(out.len() as u64);
         }
-        done(indexes[i], out, result);
+        let number = given.borrow().below[i];
+        (*done.borrow_mut())(number, out, result);
     });
+}
+
+/// How a layer of [`Source::read_each`] numbers reads: those it was given, in order, and
+/// which of them it passed to the layer below (whose numbers are positions in `below`).
+#[derive(Debug, Default)]
+pub(crate) struct Numbering {
+    next: usize,
+    /// The number of each read passed below, by the number below gave it.
+    pub(crate) below: Vec<usize>,
+}
+
+impl Numbering {
+    /// The number of the read given now.
+    pub(crate) fn given(&mut self) -> usize {
+        self.next += 1;
+        self.next - 1
+    }
+
+    /// Read `number` goes to the layer below.
+    pub(crate) fn passed(&mut self, number: usize) {
+        self.below.push(number);
+    }
 }
 
 impl Source for Objects {
@@ -367,7 +395,7 @@ impl Source for Objects {
         Ok(())
     }
 
-    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+    fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let range = |id: SampleId| RangeRead {
             key: self.catalog.relative_path(id),
             version: self.versions[id as usize].as_deref(),
@@ -375,14 +403,8 @@ impl Source for Objects {
             len: self.catalog.size(id),
             out: Vec::new(),
         };
-        read_ranges(
-            &*self.store,
-            reads,
-            self.max_bytes,
-            range,
-            &|b| self.count(b),
-            done,
-        );
+        let count = |bytes| self.count(bytes);
+        read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
 
     fn reads_at_once(&self) -> usize {

@@ -47,7 +47,7 @@ mod s3;
 mod tar;
 mod throttle;
 
-pub(crate) use blob::is_sample_key;
+pub(crate) use blob::{is_sample_key, Numbering};
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use memory::Memory;
@@ -107,8 +107,13 @@ impl std::ops::Sub for SourceStats {
     }
 }
 
+/// What [`Source::read_each`] asks for its next read: a sample and a buffer to read it
+/// into, or `None` when there is none now. It never waits.
+pub type NextRead<'a> = dyn FnMut() -> Option<(SampleId, Vec<u8>)> + 'a;
+
 /// What [`Source::read_each`] and [`BlobStore::read_each_range`] call as each read ends:
-/// its index among the reads given, its buffer, and the result.
+/// the read's number (the order in which it was given, from 0), its buffer, and the
+/// result.
 pub type ReadDone<'a> = dyn FnMut(usize, Vec<u8>, Result<(), Cause>) + 'a;
 
 /// A place sample bytes come from.
@@ -119,15 +124,19 @@ pub trait Source: Send + Sync {
     /// capacity. On error `out` is left empty.
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause>;
 
-    /// Reads every sample of `reads` (each with a buffer to read into, as [`read`](
-    /// Source::read) takes one), calling `done` as each read ends, in any order. A source
-    /// whose reads wait on a network keeps them in flight together from the calling
-    /// thread ([`reads_at_once`](Source::reads_at_once) of them); the default reads them
-    /// one after another. `done` is called exactly once for each read.
-    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
-        for (index, (id, mut bytes)) in reads.into_iter().enumerate() {
+    /// Reads the samples `next` gives (each with a buffer to read into, as [`read`](
+    /// Source::read) takes one) until it has none, calling `done` as each read ends, in
+    /// any order. A source whose reads wait on a network keeps up to
+    /// [`reads_at_once`](Source::reads_at_once) in flight from the calling thread, asking
+    /// `next` for another whenever one ends (a `None` then is asked again after the next
+    /// one ends), and returns once none is in flight and `next` has none; the default
+    /// reads one after another. `done` is called exactly once for each read.
+    fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
+        let mut number = 0;
+        while let Some((id, mut bytes)) = next() {
             let result = self.read(id, &mut bytes);
-            done(index, bytes, result);
+            done(number, bytes, result);
+            number += 1;
         }
     }
 

@@ -470,26 +470,37 @@ impl BlobStore for S3Store {
     }
 
     /// The reads run together on the client's event loop, polled by this thread: one
-    /// thread keeps all of them in flight.
-    fn read_each_range(&self, reads: Vec<RangeRead<'_>>, done: &mut ReadDone<'_>) {
+    /// thread keeps up to [`READS_AT_ONCE`] in flight, asking for another as one ends.
+    fn read_each_range<'a>(
+        &self,
+        next: &mut (dyn FnMut() -> Option<RangeRead<'a>> + '_),
+        done: &mut ReadDone<'_>,
+    ) {
+        let get = |number: usize, read: RangeRead<'a>| async move {
+            let RangeRead {
+                key,
+                version,
+                offset,
+                len,
+                mut out,
+            } = read;
+            let result = self.get(key, version, offset, len, &mut out).await;
+            (number, out, result)
+        };
         self.runtime.block_on(async {
-            let mut pending: FuturesUnordered<_> = reads
-                .into_iter()
-                .enumerate()
-                .map(|(index, read)| async move {
-                    let RangeRead {
-                        key,
-                        version,
-                        offset,
-                        len,
-                        mut out,
-                    } = read;
-                    let result = self.get(key, version, offset, len, &mut out).await;
-                    (index, out, result)
-                })
-                .collect();
-            while let Some((index, out, result)) = pending.next().await {
-                done(index, out, result);
+            let mut in_flight = FuturesUnordered::new();
+            let mut given = 0;
+            loop {
+                // Asked again after every read that ends: it may have made room.
+                while in_flight.len() < READS_AT_ONCE {
+                    let Some(read) = next() else { break };
+                    in_flight.push(get(given, read));
+                    given += 1;
+                }
+                let Some((number, out, result)) = in_flight.next().await else {
+                    return; // none in flight, and none to start
+                };
+                done(number, out, result);
             }
         });
     }

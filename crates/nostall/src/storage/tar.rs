@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use super::blob::{check_sample_size, is_sample_key, read_ranges, BlobInfo, BlobStore, RangeRead};
 use super::DEFAULT_MAX_BYTES;
-use super::{ReadDone, Source, SourceStats};
+use super::{NextRead, ReadDone, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::prep::Modality;
@@ -184,7 +184,7 @@ impl Source for TarShards {
         Ok(())
     }
 
-    fn read_each(&self, reads: Vec<(SampleId, Vec<u8>)>, done: &mut ReadDone<'_>) {
+    fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let range = |id: SampleId| {
             let (shard, offset) = self.extents[id as usize];
             RangeRead {
@@ -195,14 +195,8 @@ impl Source for TarShards {
                 out: Vec::new(),
             }
         };
-        read_ranges(
-            &*self.store,
-            reads,
-            self.max_bytes,
-            range,
-            &|b| self.count(b),
-            done,
-        );
+        let count = |bytes| self.count(bytes);
+        read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
 
     fn reads_at_once(&self) -> usize {
