@@ -466,30 +466,28 @@ impl<S: Source + ?Sized> Source for Cached<S> {
     /// Hits end at once; the misses go to the source below, which keeps them in flight
     /// together if it can.
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let given = RefCell::new((Numbering::default(), Vec::new()));
+        let numbers = RefCell::new(Numbering::default());
         let done = RefCell::new(done);
         let mut next_miss = || loop {
             let (id, mut out) = next()?;
-            let number = given.borrow_mut().0.given();
+            let number = numbers.borrow_mut().given();
             if self.cache.get(id, &mut out) {
                 (*done.borrow_mut())(number, out, Ok(()));
             } else {
-                let mut given = given.borrow_mut();
-                given.0.passed(number);
-                given.1.push(id);
+                numbers.borrow_mut().pass(number, id);
                 return Some((id, out));
             }
         };
-        self.inner.read_each(&mut next_miss, &mut |i, out, result| {
-            let (number, id) = {
-                let given = given.borrow();
-                (given.0.below[i], given.1[i])
-            };
-            if result.is_ok() {
-                self.miss(id, &out);
-            }
-            (*done.borrow_mut())(number, out, result);
-        });
+        self.inner
+            .read_each(&mut next_miss, &mut |below, out, result| {
+                let Some((number, id)) = numbers.borrow_mut().ended(below) else {
+                    return; // a source that ended it twice, or never was given it
+                };
+                if result.is_ok() {
+                    self.miss(id, &out);
+                }
+                (*done.borrow_mut())(number, out, result);
+            });
     }
 
     fn reads_at_once(&self) -> usize {

@@ -3,6 +3,7 @@
 //! that sample; one outside any sample stops the epoch with an error, never a hang.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,8 +86,8 @@ fn start_fetcher(shared: &Arc<Shared>) {
 fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
     let reading = RefCell::new(Reading {
         shared,
-        started: Vec::new(),
-        unfinished: Vec::new(),
+        given: 0,
+        unfinished: HashMap::new(),
     });
     let mut first = Some(first);
     let mut next = || {
@@ -111,12 +112,11 @@ fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
     // Reads a panic (or a source that broke its word) left unfinished fail, named, rather
     // than leaving prep waiting for their bytes.
     let mut reading = reading.into_inner();
-    let left: Vec<usize> = (0..reading.unfinished.len())
-        .filter(|&i| reading.unfinished[i].is_some())
-        .collect();
-    if left.is_empty() {
+    if reading.unfinished.is_empty() {
         return;
     }
+    let mut left: Vec<usize> = reading.unfinished.keys().copied().collect();
+    left.sort_unstable();
     let why = match read {
         Ok(()) => "the source did not finish reading it".to_string(),
         Err(panic) => format!("reading it panicked: {}", panic_message(&*panic)),
@@ -126,30 +126,33 @@ fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
     }
 }
 
-/// The reads of one [`read_each`] call, each ended once.
+/// The reads of one [`read_each`] call under way, each ended once. Only those in flight
+/// are kept: a call that streams a whole epoch holds no more.
 struct Reading<'a> {
     shared: &'a Shared,
-    /// When each read was given to the source.
-    started: Vec<Instant>,
-    /// Each read's stream index and reservation, until it ends.
-    unfinished: Vec<Option<(usize, u64)>>,
+    /// Reads given to the source so far.
+    given: usize,
+    /// Each read in flight, by its number: when it was given, its stream index and
+    /// reservation.
+    unfinished: HashMap<usize, (Instant, usize, u64)>,
 }
 
 impl Reading<'_> {
     /// Hands `read` to the source: its sample and buffer.
     fn given(&mut self, read: Reservation) -> (SampleId, Vec<u8>) {
-        self.started.push(Instant::now());
-        self.unfinished.push(Some((read.index, read.reserved)));
+        let started = (Instant::now(), read.index, read.reserved);
+        self.unfinished.insert(self.given, started);
+        self.given += 1;
         (self.shared.stream[read.index], read.buffer)
     }
 
     /// Parks read `i`'s bytes (or why there are none) and counts the read. A read the
-    /// source reports twice, or never gave, is not believed.
+    /// source reports twice, or never was given, is not believed.
     fn finish(&mut self, i: usize, bytes: Vec<u8>, result: Result<(), Cause>) {
-        let Some((index, reserved)) = self.unfinished.get_mut(i).and_then(Option::take) else {
+        let Some((started, index, reserved)) = self.unfinished.remove(&i) else {
             return;
         };
-        let took = self.started[i].elapsed();
+        let took = started.elapsed();
         let shared = self.shared;
         shared.fetch.record(took, bytes.len() as u64);
         shared.parts.totals.fetch.record(took, bytes.len() as u64);

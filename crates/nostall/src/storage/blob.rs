@@ -2,6 +2,7 @@
 //! one blob per sample.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File};
 use std::io;
@@ -339,48 +340,69 @@ pub(super) fn read_ranges<'a>(
     count: &dyn Fn(u64),
 ) {
     // The store numbers the reads it is given; a refused one is numbered here only.
-    let given = RefCell::new(Numbering::default());
+    let numbers = RefCell::new(Numbering::default());
     let done = RefCell::new(done);
     let mut next_range = || loop {
         let (id, mut out) = next()?;
         let read = range(id);
-        let number = given.borrow_mut().given();
+        let number = numbers.borrow_mut().given();
         match check_sample_size(read.len, max_bytes, &mut out) {
             Err(cause) => (*done.borrow_mut())(number, out, Err(cause)),
             Ok(()) => {
-                given.borrow_mut().passed(number);
+                numbers.borrow_mut().pass(number, ());
                 return Some(RangeRead { out, ..read });
             }
         }
     };
-    store.read_each_range(&mut next_range, &mut |i, out, result| {
+    store.read_each_range(&mut next_range, &mut |below, out, result| {
+        let Some((number, ())) = numbers.borrow_mut().ended(below) else {
+            return; // a store that ended it twice, or never was given it
+        };
         if result.is_ok() {
             count(out.len() as u64);
         }
-        let number = given.borrow().below[i];
         (*done.borrow_mut())(number, out, result);
     });
 }
 
-/// How a layer of [`Source::read_each`] numbers reads: those it was given, in order, and
-/// which of them it passed to the layer below (whose numbers are positions in `below`).
-#[derive(Debug, Default)]
-pub(crate) struct Numbering {
-    next: usize,
-    /// The number of each read passed below, by the number below gave it.
-    pub(crate) below: Vec<usize>,
+/// How a layer of [`Source::read_each`] numbers reads: those it is given, in order, and
+/// those it passes to the layer below, which numbers them again in the order it gets
+/// them. Only the reads under way below are kept, each with what the layer needs at its
+/// end (`T`), so a call that streams a whole epoch holds no more than its reads in flight.
+#[derive(Debug)]
+pub(crate) struct Numbering<T> {
+    given: usize,
+    passed: usize,
+    below: HashMap<usize, (usize, T)>,
 }
 
-impl Numbering {
+impl<T> Default for Numbering<T> {
+    fn default() -> Numbering<T> {
+        Numbering {
+            given: 0,
+            passed: 0,
+            below: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Numbering<T> {
     /// The number of the read given now.
     pub(crate) fn given(&mut self) -> usize {
-        self.next += 1;
-        self.next - 1
+        self.given += 1;
+        self.given - 1
     }
 
-    /// Read `number` goes to the layer below.
-    pub(crate) fn passed(&mut self, number: usize) {
-        self.below.push(number);
+    /// Read `number` goes below, keeping `kept` for its end.
+    pub(crate) fn pass(&mut self, number: usize, kept: T) {
+        self.below.insert(self.passed, (number, kept));
+        self.passed += 1;
+    }
+
+    /// The read below numbered `below` ended: its number here and what was kept. `None`
+    /// for one that had ended already or was never passed.
+    pub(crate) fn ended(&mut self, below: usize) -> Option<(usize, T)> {
+        self.below.remove(&below)
     }
 }
 
