@@ -329,14 +329,14 @@ pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Res
 }
 
 /// [`Source::read_each`] for a source whose samples are ranges of blobs (`range` of a
-/// sample: its key, version, offset and length, `out` left empty): a sample refused by
+/// sample: its blob's key and version, its offset and length): a sample refused by
 /// its size (empty, over `max_bytes`) ends at once, the rest go to `store`, which keeps
 /// them in flight together if it can. `count` gets the bytes of each read that succeeded.
 pub(super) fn read_ranges<'a>(
     store: &dyn BlobStore,
     (next, done): (&mut NextRead<'_>, &mut ReadDone<'_>),
     max_bytes: u64,
-    range: impl Fn(SampleId) -> RangeRead<'a>,
+    range: impl Fn(SampleId) -> (&'a str, Option<&'a str>, u64, u64),
     count: &dyn Fn(u64),
 ) {
     // The store numbers the reads it is given; a refused one is numbered here only.
@@ -344,13 +344,19 @@ pub(super) fn read_ranges<'a>(
     let done = RefCell::new(done);
     let mut next_range = || loop {
         let (id, mut out) = next()?;
-        let read = range(id);
+        let (key, version, offset, len) = range(id);
         let number = numbers.borrow_mut().given();
-        match check_sample_size(read.len, max_bytes, &mut out) {
+        match check_sample_size(len, max_bytes, &mut out) {
             Err(cause) => (*done.borrow_mut())(number, out, Err(cause)),
             Ok(()) => {
                 numbers.borrow_mut().pass(number, ());
-                return Some(RangeRead { out, ..read });
+                return Some(RangeRead {
+                    key,
+                    version,
+                    offset,
+                    len,
+                    out,
+                });
             }
         }
     };
@@ -418,12 +424,14 @@ impl Source for Objects {
     }
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let range = |id: SampleId| RangeRead {
-            key: self.catalog.relative_path(id),
-            version: self.versions[id as usize].as_deref(),
-            offset: 0,
-            len: self.catalog.size(id),
-            out: Vec::new(),
+        let range = |id: SampleId| {
+            let version = self.versions[id as usize].as_deref();
+            (
+                self.catalog.relative_path(id),
+                version,
+                0,
+                self.catalog.size(id),
+            )
         };
         let count = |bytes| self.count(bytes);
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);

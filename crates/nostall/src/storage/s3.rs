@@ -476,16 +476,12 @@ impl BlobStore for S3Store {
         next: &mut (dyn FnMut() -> Option<RangeRead<'a>> + '_),
         done: &mut ReadDone<'_>,
     ) {
-        let get = |number: usize, read: RangeRead<'a>| async move {
-            let RangeRead {
-                key,
-                version,
-                offset,
-                len,
-                mut out,
-            } = read;
-            let result = self.get(key, version, offset, len, &mut out).await;
-            (number, out, result)
+        let get = |number: usize, mut read: RangeRead<'a>| async move {
+            let (key, version) = (read.key, read.version);
+            let result = self
+                .get(key, version, read.offset, read.len, &mut read.out)
+                .await;
+            (number, read.out, result)
         };
         self.runtime.block_on(async {
             let mut in_flight = FuturesUnordered::new();

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::blob::{check_sample_size, is_sample_key, read_ranges, BlobInfo, BlobStore, RangeRead};
+use super::blob::{check_sample_size, is_sample_key, read_ranges, BlobInfo, BlobStore};
 use super::DEFAULT_MAX_BYTES;
 use super::{NextRead, ReadDone, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
@@ -187,13 +187,13 @@ impl Source for TarShards {
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let range = |id: SampleId| {
             let (shard, offset) = self.extents[id as usize];
-            RangeRead {
-                key: &self.shards[shard as usize],
-                version: self.versions[shard as usize].as_deref(),
+            let version = self.versions[shard as usize].as_deref();
+            (
+                &*self.shards[shard as usize],
+                version,
                 offset,
-                len: self.catalog.size(id),
-                out: Vec::new(),
-            }
+                self.catalog.size(id),
+            )
         };
         let count = |bytes| self.count(bytes);
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
