@@ -21,8 +21,9 @@ machine's cores, what threads="auto" gives); without it prep is held at 2.
 photographs (bench/s3_local.py): the cell where fetching costs the loader the most CPU
 (bench/role_cpu.py), unthrottled and behind a 20 MB/s link, step at 2x and 0.5x.
 
-Usage: python3 bench/grid.py [--cells quick|full|s3] [--epochs 1] [--confirm 3]
-                             [--prep 2] [--fetch 2,8,32,128] [--out bench/out/grid.json]
+Usage: python3 bench/grid.py [--cells quick|full|s3] [--storage 80,none] [--epochs 1]
+                             [--confirm 3] [--prep 2] [--fetch 2,8,32,128]
+                             [--out bench/out/grid.json]
 """
 
 import argparse
@@ -93,6 +94,9 @@ def main():
                         help="rounds measuring the defaults and the best static again")
     parser.add_argument("--prep", default="2",
                         help="prep thread counts of the static search (comma-separated)")
+    parser.add_argument("--storage", default=None,
+                        help="only the cells of these storage rates (MB/s, comma-separated; "
+                             "'none' for unthrottled): the grid in pieces")
     parser.add_argument("--fetch", default=",".join(map(str, FETCH)),
                         help="fetch thread counts of the static search (comma-separated)")
     args = parser.parse_args()
@@ -111,7 +115,11 @@ def main():
 def run_cells(args, pipeline):
     print(f"pipeline alone: {pipeline:.0f} images/s", flush=True)
     rows = []
-    for mbps, latency, cache, model in cells(args.cells):
+    chosen = cells(args.cells)
+    if args.storage is not None:
+        wanted = {None if x == "none" else float(x) for x in args.storage.split(",")}
+        chosen = [cell for cell in chosen if cell[0] in wanted]
+    for mbps, latency, cache, model in chosen:
         base = cell_flags(mbps, latency, cache, model * pipeline)
         started = time.time()
         auto = bench(args.epochs, *base)
