@@ -24,10 +24,10 @@
 //! store busy takes as many reads in flight as its latency times the rate (Little's
 //! law): at 20 ms and 2 000 samples/s, 40. [`Source::read_each`] lets one thread keep
 //! [`Source::reads_at_once`] of them in flight: [`S3Store`] runs them on its client's
-//! event loop, [`Objects`] and the cache pass them through, and the fetch side of the
-//! loader then needs a thread per that many reads instead of one per read. Sources that
-//! read one after another (files, tar members, an emulated link) keep the default: one
-//! read at a time, a thread each.
+//! event loop, [`Objects`], [`TarShards`] and the cache pass them through, and the fetch
+//! side of the loader then needs a thread per that many reads instead of one per read.
+//! Sources that read one after another (files, blobs in a local directory, an emulated
+//! link) keep the default: one read at a time, a thread each.
 //!
 //! # Cold reads
 //!
