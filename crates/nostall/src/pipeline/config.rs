@@ -39,9 +39,11 @@ pub struct LoaderConfig {
     /// share of the cores it may use. Under [`balance_ranks`](Self::balance_ranks), where
     /// each rank starts.
     pub prep_threads: usize,
-    /// The most reads in flight (threads reading bytes): a ceiling. The read-ahead keeps
-    /// as many in flight as Little's law asks for the rate prep takes samples at, at least
-    /// two (see the `readahead` module): two on local storage, dozens on 20 ms storage.
+    /// The most reads in flight: a ceiling. The read-ahead keeps as many in flight as
+    /// Little's law asks for the rate prep takes samples at, at least two (see the
+    /// `readahead` module): two on local storage, dozens on 20 ms storage. Each takes a
+    /// thread, except from a source that keeps several in flight from one
+    /// ([`Source::reads_at_once`](crate::storage::Source::reads_at_once): S3).
     pub fetch_threads: usize,
     /// Whether reads in flight follow the observed latency (up to `fetch_threads`); off,
     /// `fetch_threads` reads are always in flight (a static configuration, for
