@@ -120,8 +120,7 @@ impl Shared {
 
     /// The number of another fetch thread to start, if one is wanted: the bound on reads
     /// in flight has grown past what those started keep in flight (each
-    /// [`Source::reads_at_once`] of them), below
-    /// the ceiling. Claims the start.
+    /// [`Source::reads_at_once`] of them), below the ceiling. Claims the start.
     pub(super) fn next_fetcher(&self) -> Option<usize> {
         let reads = self
             .ahead

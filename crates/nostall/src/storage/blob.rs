@@ -286,6 +286,17 @@ impl Objects {
         &self.catalog
     }
 
+    /// Where sample `id` lives: a whole blob.
+    fn range(&self, id: SampleId) -> BlobRange<'_> {
+        let version = self.versions[id as usize].as_deref();
+        (
+            self.catalog.relative_path(id),
+            version,
+            0,
+            self.catalog.size(id),
+        )
+    }
+
     /// Counts one sample of `bytes` served.
     fn count(&self, bytes: u64) {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -328,15 +339,34 @@ pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Res
     }
 }
 
+/// Where a sample of a source whose samples are ranges of blobs lives: its blob's key and
+/// version, its offset and its length.
+pub(super) type BlobRange<'a> = (&'a str, Option<&'a str>, u64, u64);
+
+/// [`Source::read`] for a source whose samples are ranges of blobs: a sample refused by
+/// its size (empty, over `max_bytes`) is not read; `count` gets the bytes of one read.
+pub(super) fn read_range(
+    store: &dyn BlobStore,
+    (key, version, offset, len): BlobRange<'_>,
+    max_bytes: u64,
+    out: &mut Vec<u8>,
+    count: &dyn Fn(u64),
+) -> Result<(), Cause> {
+    check_sample_size(len, max_bytes, out)?;
+    store.read_version(key, version, offset, len, out)?;
+    count(len);
+    Ok(())
+}
+
 /// [`Source::read_each`] for a source whose samples are ranges of blobs (`range` of a
-/// sample: its blob's key and version, its offset and length): a sample refused by
+/// sample: where it lives): a sample refused by
 /// its size (empty, over `max_bytes`) ends at once, the rest go to `store`, which keeps
 /// them in flight together if it can. `count` gets the bytes of each read that succeeded.
 pub(super) fn read_ranges<'a>(
     store: &dyn BlobStore,
     (next, done): (&mut NextRead<'_>, &mut ReadDone<'_>),
     max_bytes: u64,
-    range: impl Fn(SampleId) -> (&'a str, Option<&'a str>, u64, u64),
+    range: impl Fn(SampleId) -> BlobRange<'a>,
     count: &dyn Fn(u64),
 ) {
     // The store numbers the reads it is given; a refused one is numbered here only.
@@ -414,26 +444,13 @@ impl<T> Numbering<T> {
 
 impl Source for Objects {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
-        let size = self.catalog.size(id);
-        check_sample_size(size, self.max_bytes, out)?;
-        let version = self.versions[id as usize].as_deref();
-        self.store
-            .read_version(self.catalog.relative_path(id), version, 0, size, out)?;
-        self.count(size);
-        Ok(())
+        let count = |bytes| self.count(bytes);
+        read_range(&*self.store, self.range(id), self.max_bytes, out, &count)
     }
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let range = |id: SampleId| {
-            let version = self.versions[id as usize].as_deref();
-            (
-                self.catalog.relative_path(id),
-                version,
-                0,
-                self.catalog.size(id),
-            )
-        };
         let count = |bytes| self.count(bytes);
+        let range = |id| self.range(id);
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
 

@@ -477,10 +477,8 @@ impl BlobStore for S3Store {
         done: &mut ReadDone<'_>,
     ) {
         let get = |number: usize, mut read: RangeRead<'a>| async move {
-            let (key, version) = (read.key, read.version);
-            let result = self
-                .get(key, version, read.offset, read.len, &mut read.out)
-                .await;
+            let (key, version, offset, len) = (read.key, read.version, read.offset, read.len);
+            let result = self.get(key, version, offset, len, &mut read.out).await;
             (number, read.out, result)
         };
         self.runtime.block_on(async {

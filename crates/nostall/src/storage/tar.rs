@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::blob::{check_sample_size, is_sample_key, read_ranges, BlobInfo, BlobStore};
+use super::blob::{is_sample_key, read_range, read_ranges, BlobInfo, BlobRange, BlobStore};
 use super::DEFAULT_MAX_BYTES;
 use super::{NextRead, ReadDone, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
@@ -156,6 +156,14 @@ impl TarShards {
         &self.shards
     }
 
+    /// Where sample `id` lives: a member's data in its shard.
+    fn range(&self, id: SampleId) -> BlobRange<'_> {
+        let (shard, offset) = self.extents[id as usize];
+        let version = self.versions[shard as usize].as_deref();
+        let key = &self.shards[shard as usize];
+        (key, version, offset, self.catalog.size(id))
+    }
+
     /// Counts one sample of `bytes` served.
     fn count(&self, bytes: u64) {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -174,28 +182,13 @@ impl TarShards {
 
 impl Source for TarShards {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
-        let (shard, offset) = self.extents[id as usize];
-        let len = self.catalog.size(id);
-        check_sample_size(len, self.max_bytes, out)?;
-        let version = self.versions[shard as usize].as_deref();
-        self.store
-            .read_version(&self.shards[shard as usize], version, offset, len, out)?;
-        self.count(len);
-        Ok(())
+        let count = |bytes| self.count(bytes);
+        read_range(&*self.store, self.range(id), self.max_bytes, out, &count)
     }
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let range = |id: SampleId| {
-            let (shard, offset) = self.extents[id as usize];
-            let version = self.versions[shard as usize].as_deref();
-            (
-                &*self.shards[shard as usize],
-                version,
-                offset,
-                self.catalog.size(id),
-            )
-        };
         let count = |bytes| self.count(bytes);
+        let range = |id| self.range(id);
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
 
