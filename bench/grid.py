@@ -3,7 +3,7 @@
 For each cell of a grid (emulated storage bandwidth and latency, a cache share, and a
 training step consuming at a multiple of the pipeline's own rate), this runs `nostall
 bench` with no thread settings (the defaults: reads in flight by Little's law), with
-today's old defaults (2 fetch threads fixed, prefetch 4), and with every static
+the old defaults (2 fetch threads fixed, prefetch 4), and with every static
 configuration of a search space (fetch threads held fixed x prefetch), and reports the
 defaults' rate against the best static one and against the old defaults. The best of
 many noisy runs is biased upwards, so the defaults and the best static configuration are
@@ -21,9 +21,15 @@ machine's cores, what threads="auto" gives); without it prep is held at 2.
 photographs (bench/s3_local.py): the cell where fetching costs the loader the most CPU
 (bench/role_cpu.py), unthrottled and behind a 20 MB/s link, step at 2x and 0.5x.
 
-Usage: python3 bench/grid.py [--cells quick|full|s3] [--storage 80,none] [--epochs 1]
-                             [--confirm 3] [--prep 2] [--fetch 2,8,32,128]
-                             [--out bench/out/grid.json]
+`--storage`, `--latency` and `--cache` keep only the cells with those values (the grid in
+pieces); `--steps 0.4,2` replaces the step multiples; `--busy-step` spends each training
+step on a core instead of asleep (a training process whose own CPU competes with the
+loader's: with `--prep 1,2`, whether fewer prep threads would serve it better); `--data` reads another folder of photographs (a subset for the slow 5 MB/s cells,
+say: `--subset 500` links the first 500 of each run's data in bench/out/).
+
+Usage: python3 bench/grid.py [--cells quick|full|s3] [--storage 80,none] [--latency 20]
+                             [--cache 0.35,1] [--steps 0.5,2] [--busy-step] [--subset 500] [--epochs 1] [--confirm 3]
+                             [--prep 2] [--fetch 2,8,32,128] [--out bench/out/grid.json]
 """
 
 import argparse
@@ -97,13 +103,27 @@ def main():
     parser.add_argument("--storage", default=None,
                         help="only the cells of these storage rates (MB/s, comma-separated; "
                              "'none' for unthrottled): the grid in pieces")
+    parser.add_argument("--latency", default=None,
+                        help="only the cells of these latencies (ms, comma-separated)")
+    parser.add_argument("--cache", default=None,
+                        help="only the cells of these cache shares (0-1, comma-separated)")
+    parser.add_argument("--steps", default=None,
+                        help="the step's multiples of the pipeline's rate (comma-separated), "
+                             "instead of the cells' own")
+    parser.add_argument("--busy-step", action="store_true",
+                        help="spend each training step on a core instead of asleep")
+    parser.add_argument("--subset", type=int, default=None,
+                        help="read only this many of the photographs (the first, by name, "
+                             "spread over the classes), linked into bench/out/")
     parser.add_argument("--fetch", default=",".join(map(str, FETCH)),
                         help="fetch thread counts of the static search (comma-separated)")
     args = parser.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "nostall-cli"], check=True)
+    if args.subset is not None:
+        SOURCE["data"] = link_subset(DATA, args.subset)
     server = None
     if args.cells == "s3":
-        server = S3Server(DATA)
+        server = S3Server(SOURCE["data"])
         SOURCE.update(data=S3Server.url, env=server.env())
     try:
         return run_cells(args, bench(2))
@@ -112,15 +132,41 @@ def main():
             server.stop()
 
 
+def link_subset(data, count):
+    """A folder of hard links to `count` of the photographs in `data`, taken from each
+    class in turn so that every class keeps its share."""
+    classes = sorted(os.listdir(data))
+    files = {c: sorted(os.listdir(os.path.join(data, c))) for c in classes}
+    out = os.path.join("bench", "out", f"photos-{count}")
+    taken = 0
+    for i in itertools.count():
+        if taken == count or all(i >= len(f) for f in files.values()):
+            break
+        for c in classes:
+            if taken < count and i < len(files[c]):
+                os.makedirs(os.path.join(out, c), exist_ok=True)
+                link = os.path.join(out, c, files[c][i])
+                if not os.path.exists(link):
+                    os.link(os.path.join(data, c, files[c][i]), link)
+                taken += 1
+    return out
+
+
 def run_cells(args, pipeline):
     print(f"pipeline alone: {pipeline:.0f} images/s", flush=True)
     rows = []
     chosen = cells(args.cells)
-    if args.storage is not None:
-        wanted = {None if x == "none" else float(x) for x in args.storage.split(",")}
-        chosen = [cell for cell in chosen if cell[0] in wanted]
+    for axis, given in enumerate([args.storage, args.latency, args.cache]):
+        if given is not None:
+            wanted = {None if x == "none" else float(x) for x in given.split(",")}
+            chosen = [cell for cell in chosen if cell[axis] in wanted]
+    if args.steps is not None:
+        steps = [float(x) for x in args.steps.split(",")]
+        chosen = list(dict.fromkeys(cell[:3] + (step,) for cell in chosen for step in steps))
     for mbps, latency, cache, model in chosen:
         base = cell_flags(mbps, latency, cache, model * pipeline)
+        if args.busy_step:
+            base.append("--busy-step")
         started = time.time()
         auto = bench(args.epochs, *base)
         old = bench(args.epochs, *base, "--fetch-threads", 2, "--fixed-reads")
@@ -140,12 +186,14 @@ def run_cells(args, pipeline):
             order = ["defaults", "best"] if round % 2 == 0 else ["best", "defaults"]
             for which in order:
                 flags = [] if which == "defaults" else [
-                    "--fetch-threads", fetch, "--fixed-reads", "--prefetch", prefetch]
+                    "--fetch-threads", fetch, "--fixed-reads",
+                    "--prefetch", prefetch]
                 again[which].append(bench(args.epochs, *base, *flags,
                                           threads=2 if which == "defaults" else prep))
         median = {k: statistics.median(v) for k, v in again.items()}
         row = {
             "storage_mbps": mbps, "latency_ms": latency, "cache": cache, "model": model,
+            "busy_step": args.busy_step,
             "defaults": auto, "old_defaults": old, "best_static": static[best],
             "best_static_config": best, "static": static, "confirm": again,
             "vs_best": median["defaults"] / median["best"], "vs_old": auto / old,

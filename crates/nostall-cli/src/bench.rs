@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use nostall::prep::{DecodeOnly, Modality};
 use nostall::storage::Source;
 
-use crate::run::{device_read_bytes, drive_epoch, memory_mb, PipelineArgs, Settings, StorageArgs};
+use crate::run::{
+    device_read_bytes, drive_epoch, memory_mb, PipelineArgs, Settings, Step, StorageArgs,
+};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -64,6 +66,10 @@ pub(crate) struct Args {
     /// that the stall shows what a GPU of that speed would wait.
     #[arg(long)]
     model_rate: Option<f64>,
+    /// Spend the training step of --model-rate on a core instead of asleep: a training
+    /// process whose own CPU competes with the loader's threads.
+    #[arg(long, requires = "model_rate")]
+    busy_step: bool,
     /// Start each epoch while the previous one's last batches are consumed, as loaders
     /// do by default. Off here unless asked: each epoch's rate is then its own, and the
     /// floor's passes between epochs do not share the cores with the next epoch.
@@ -136,7 +142,11 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     // Epoch 0 warms up (and fills caches); the figures are over the epochs after it.
     for epoch in 0..=args.epochs {
         let device_before = device_read_bytes();
-        let stats = drive_epoch(&loader, epoch, quiet, args.model_rate, delivered.as_mut())?;
+        let step = args.model_rate.map(|rate| Step {
+            rate,
+            busy: args.busy_step,
+        });
+        let stats = drive_epoch(&loader, epoch, quiet, step, delivered.as_mut())?;
         let device = device_read_bytes() - device_before;
         if epoch > 0 {
             samples += stats.samples;
@@ -156,7 +166,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         }
         per_epoch.push(format!(
             "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"wall_s\":{:.3},\
-             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"reads_in_flight\":{},\"cache_hits\":{},\
+             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"reads_in_flight\":{},\
+             \"cache_hits\":{},\
              \"cache_hit_bytes\":{},\"storage_bytes\":{},\"device_read_bytes\":{device},\
              \"dataset_bytes\":{}}}",
             stats.throughput(),

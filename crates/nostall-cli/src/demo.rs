@@ -4,7 +4,7 @@
 //! a temporary directory in ImageFolder layout, and runs the ImageNet training pipeline
 //! over them for a few epochs.
 
-use crate::run::{drive_epoch, open_loader, PipelineArgs, Settings};
+use crate::run::{drive_epoch, open_loader, PipelineArgs, Settings, Step};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -54,7 +54,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     let mut last = None;
     for epoch in 0..args.epochs {
         let model_rate = (args.model_rate > 0.0).then_some(args.model_rate);
-        let stats = drive_epoch(&loader, epoch, false, model_rate, None)?;
+        let step = model_rate.map(|rate| Step { rate, busy: false });
+        let stats = drive_epoch(&loader, epoch, false, step, None)?;
         println!(
             "epoch {epoch}: {:.0} images/s, data stall {:.1}% of the epoch",
             stats.throughput(),

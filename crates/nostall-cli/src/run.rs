@@ -250,14 +250,38 @@ pub(crate) fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Load
     loader_builder(location, s)?.open()
 }
 
-/// Runs one epoch to the end, showing progress unless `quiet`. With a `model_rate`
-/// (images/s), each batch is followed by a simulated training step of that speed, so the
-/// stall shows what a GPU of that speed would wait.
+/// A simulated training step after each batch, of `rate` images/s: asleep, as a process
+/// waiting for its GPU, or `busy` on a core, as a step that is the training process's
+/// own CPU work (a model trained on the CPU, a Python loop launching kernels).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Step {
+    pub(crate) rate: f64,
+    pub(crate) busy: bool,
+}
+
+impl Step {
+    /// The step after a batch of `samples`.
+    fn take(&self, samples: usize) {
+        let length = std::time::Duration::from_secs_f64(samples as f64 / self.rate);
+        if !self.busy {
+            std::thread::sleep(length);
+            return;
+        }
+        let until = Instant::now() + length;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Runs one epoch to the end, showing progress unless `quiet`. With a training `step`,
+/// each batch is followed by it, so the stall shows what a model of that speed would
+/// wait.
 pub(crate) fn drive_epoch(
     loader: &Loader,
     epoch: u64,
     quiet: bool,
-    model_rate: Option<f64>,
+    step: Option<Step>,
     mut delivered: Option<&mut Vec<(Instant, usize)>>,
 ) -> nostall::Result<EpochStats> {
     let bar = if quiet {
@@ -279,10 +303,8 @@ pub(crate) fn drive_epoch(
         if let Some(log) = delivered.as_deref_mut() {
             log.push((Instant::now(), batch.len()));
         }
-        if let Some(rate) = model_rate {
-            std::thread::sleep(std::time::Duration::from_secs_f64(
-                batch.len() as f64 / rate,
-            ));
+        if let Some(step) = step {
+            step.take(batch.len());
         }
         bar.inc(1);
         bar.set_message(format!("waited {:.1} ms", batch.wait().as_secs_f64() * 1e3));

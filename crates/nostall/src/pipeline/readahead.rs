@@ -22,7 +22,9 @@
 //! loader's `fetch_threads`, a ceiling. Local storage keeps two; 20 ms object storage
 //! opens as many as the rate needs. The bound moves at most once a batch and once every
 //! 100 ms, and only by a quarter or more (hysteresis), so that it does not oscillate with
-//! noise. A read's time includes
+//! noise. While samples come slowly it moves sooner, once 250 ms and 8 samples have
+//! passed: two reads of 40 ms bring a batch of 64 in 1.3 s, and climbing from two to a
+//! hundred would take a revision a batch most of an epoch. A read's time includes
 //! its wait behind others on a link of limited bandwidth, so Little's law alone would
 //! keep raising the bound there. A raise is judged as TCP Vegas judges a window: if the
 //! rate did not follow (by a tenth) while reads took longer (by a quarter), the raise only
@@ -281,10 +283,9 @@ impl ReadAhead {
         ahead.window = wanted.clamp(ahead.floor, self.limit);
         let mut more_reads = false;
         let since = ahead.revised_at.elapsed();
-        if self.revise_every > 0
-            && ahead.taken_samples >= self.revise_every
-            && since >= REVISION_INTERVAL
-        {
+        let due = ahead.taken_samples >= self.revise_every
+            || (since >= SLOW_REVISION_INTERVAL && ahead.taken_samples >= SLOW_REVISION_SAMPLES);
+        if self.revise_every > 0 && due && since >= REVISION_INTERVAL {
             // The rate since the last revision: the rate the current bound allows.
             let rate = ahead.taken_samples as f64 / since.as_secs_f64();
             ahead.taken_samples = 0;
@@ -370,6 +371,11 @@ fn revise(current: usize, wanted: usize) -> usize {
 /// measured over less swings with the bursts in which prep takes samples.
 const REVISION_INTERVAL: Duration = Duration::from_millis(100);
 
+/// While fewer than a batch of samples come in this long, the bound is revised once
+/// [`SLOW_REVISION_SAMPLES`] have: enough for a rate to judge a doubling by.
+const SLOW_REVISION_INTERVAL: Duration = Duration::from_millis(250);
+const SLOW_REVISION_SAMPLES: u64 = 8;
+
 /// Revisions a raise that brought nothing is not tried again for.
 const HOLD_AFTER_FAILED_RAISE: u32 = 16;
 
@@ -442,6 +448,52 @@ mod tests {
             bound = revise(bound, wanted);
         }
         assert_eq!(bound, 20);
+    }
+
+    /// A read-ahead over `samples` samples of 100 bytes, revising every `batch` taken.
+    fn read_ahead(samples: usize, batch: usize) -> ReadAhead {
+        let sized = (0..samples).map(|i| (format!("{i}.jpg"), None, 100));
+        let catalog = Catalog::from_samples("/nowhere", crate::Modality::Image, vec![], sized)
+            .expect("a catalog of sizes");
+        let stream: Arc<[SampleId]> = (0..samples as SampleId).collect();
+        ReadAhead::new(
+            stream,
+            Arc::new(catalog),
+            0,
+            (1 << 20, 1 << 20),
+            (2, 128, batch),
+            0,
+        )
+    }
+
+    /// Reads `n` samples through `ahead` one at a time, each taking `took`, and takes them.
+    fn read_and_take(ahead: &ReadAhead, n: usize, took: Duration) {
+        for _ in 0..n {
+            let read = ahead.try_next().expect("room for a read");
+            ahead.park(read.index, read.reserved, took, Ok(vec![0; 100]));
+            let (bytes, _) = ahead.take(read.index).expect("parked bytes");
+            assert_eq!(bytes.expect("a read that succeeded").len(), 100);
+        }
+    }
+
+    #[test]
+    fn a_slow_start_revises_before_a_batch_has_come() {
+        // Reads of seconds: at two in flight, a batch of 64 would take minutes.
+        let ahead = read_ahead(1000, 64);
+        let few = SLOW_REVISION_SAMPLES as usize - 1;
+        read_and_take(&ahead, few, Duration::from_secs(10));
+        assert_eq!(ahead.reads_allowed(), 2);
+        // Once the slow interval has passed, the next sample revises: the rate times
+        // seconds a read asks for many more. (The wait only makes sure the interval has
+        // passed; any longer one, up to a minute, raises the same way.)
+        std::thread::sleep(SLOW_REVISION_INTERVAL);
+        read_and_take(&ahead, 1, Duration::from_secs(10));
+        assert!(ahead.reads_allowed() > 2, "{}", ahead.reads_allowed());
+        // Fewer samples than that since the last revision do not revise, however long.
+        let raised = ahead.reads_allowed();
+        std::thread::sleep(SLOW_REVISION_INTERVAL);
+        read_and_take(&ahead, few, Duration::from_secs(10));
+        assert_eq!(ahead.reads_allowed(), raised);
     }
 
     #[test]
