@@ -24,18 +24,6 @@ pub(crate) fn placement(
     capacity: u64,
     size: impl Fn(SampleId) -> u64,
 ) -> Vec<SampleId> {
-    placement_with_first_reads(reads, capacity, size)
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect()
-}
-
-/// As [`placement`], each kept sample with the position of its first read in `reads`.
-pub(crate) fn placement_with_first_reads(
-    reads: impl IntoIterator<Item = SampleId>,
-    capacity: u64,
-    size: impl Fn(SampleId) -> u64,
-) -> Vec<(SampleId, usize)> {
     // Per sample: reads, and the position of its first read.
     let mut counts: HashMap<SampleId, (u64, usize)> = HashMap::new();
     for (at, id) in reads.into_iter().enumerate() {
@@ -45,11 +33,11 @@ pub(crate) fn placement_with_first_reads(
     ranked.sort_unstable_by_key(|&(_, (reads, first))| (std::cmp::Reverse(reads), first));
     let mut left = capacity;
     let mut kept = Vec::new();
-    for (id, (_, first)) in ranked {
+    for (id, _) in ranked {
         let size = size(id).max(1);
         if size <= left {
             left -= size;
-            kept.push((id, first));
+            kept.push(id);
         }
         if left == 0 {
             break;
@@ -72,10 +60,5 @@ mod tests {
         let size = |id| if id == 5 { 1 } else { 3 };
         assert_eq!(placement(reads, 4, size), vec![1, 5]);
         assert_eq!(placement(reads, 0, |_| 1), Vec::<SampleId>::new());
-        // Where each kept sample is first read: 1 at 1, 2 at 2, 5 at 0, 3 at 4.
-        assert_eq!(
-            placement_with_first_reads(reads, 4, |_| 1),
-            vec![(1, 1), (2, 2), (5, 0), (3, 4)]
-        );
     }
 }

@@ -4,16 +4,11 @@
 //! start), then read into the cache ahead of their first use by [`WARM_READS`]
 //! background threads, beside the epochs' reads. One read at a time was too slow over
 //! object storage: on the 4-host testbed the placement took three epochs to arrive.
-//!
-//! The placement is read in the order of each sample's first use, not most-read first:
-//! over a link the job shares, the first epoch's reads overtake the warming, and a sample
-//! warmed after the epoch read it was read twice for nothing. In use order the warming
-//! stays ahead of the epoch as far as its share of the link allows.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::cache::frequency::placement_with_first_reads;
+use crate::cache::frequency::placement;
 use crate::cache::Cached;
 use crate::catalog::Catalog;
 use crate::plan::EpochPlan;
@@ -37,12 +32,10 @@ impl Warmer {
             .filter_map(|epoch| EpochPlan::resumed(plan, locality, catalog.len(), epoch, &[]).ok())
             .flat_map(|plan| plan.samples().to_vec());
         let capacity = source.cache().stats().capacity;
-        let mut kept = placement_with_first_reads(reads, capacity, |id| catalog.size(id));
-        let ids: Vec<_> = kept.iter().map(|&(id, _)| id).collect();
-        source.cache().place(&ids);
-        kept.sort_unstable_by_key(|&(_, first)| first);
+        let kept = placement(reads, capacity, |id| catalog.size(id));
+        source.cache().place(&kept);
         let stop = Arc::new(AtomicBool::new(false));
-        let kept: Arc<[_]> = kept.into_iter().map(|(id, _)| id).collect();
+        let kept: Arc<[_]> = kept.into();
         let next = Arc::new(AtomicUsize::new(0));
         for n in 0..WARM_READS {
             let (kept, next, stopped, source) =
