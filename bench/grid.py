@@ -135,7 +135,7 @@ def main():
 def link_subset(data, count):
     """A folder of hard links to `count` of the photographs in `data`, taken from each
     class in turn so that every class keeps its share."""
-    classes = sorted(os.listdir(data))
+    classes = sorted(c for c in os.listdir(data) if os.path.isdir(os.path.join(data, c)))
     files = {c: sorted(os.listdir(os.path.join(data, c))) for c in classes}
     out = os.path.join("bench", "out", f"photos-{count}")
     taken = 0
