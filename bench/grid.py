@@ -24,12 +24,14 @@ photographs (bench/s3_local.py): the cell where fetching costs the loader the mo
 `--storage`, `--latency` and `--cache` keep only the cells with those values (the grid in
 pieces); `--steps 0.4,2` replaces the step multiples; `--busy-step` spends each training
 step on a core instead of asleep (a training process whose own CPU competes with the
-loader's: with `--prep 1,2`, whether fewer prep threads would serve it better); `--data` reads another folder of photographs (a subset for the slow 5 MB/s cells,
-say: `--subset 500` links the first 500 of each run's data in bench/out/).
+loader's: with `--prep 1,2`, whether fewer prep threads would serve it better);
+`--subset 500` reads 500 of the photographs, the first of each class in turn (hard links
+in bench/out/photos-500: the slow 5 MB/s cells in a quarter of the time).
 
 Usage: python3 bench/grid.py [--cells quick|full|s3] [--storage 80,none] [--latency 20]
-                             [--cache 0.35,1] [--steps 0.5,2] [--busy-step] [--subset 500] [--epochs 1] [--confirm 3]
-                             [--prep 2] [--fetch 2,8,32,128] [--out bench/out/grid.json]
+                             [--cache 0.35,1] [--steps 0.5,2] [--busy-step] [--subset 500]
+                             [--epochs 1] [--confirm 3] [--prep 2] [--fetch 2,8,32,128]
+                             [--out bench/out/grid.json]
 """
 
 import argparse
@@ -113,8 +115,8 @@ def main():
     parser.add_argument("--busy-step", action="store_true",
                         help="spend each training step on a core instead of asleep")
     parser.add_argument("--subset", type=int, default=None,
-                        help="read only this many of the photographs (the first, by name, "
-                             "spread over the classes), linked into bench/out/")
+                        help="read only this many of the photographs (the first of each "
+                             "class in turn), linked into bench/out/")
     parser.add_argument("--fetch", default=",".join(map(str, FETCH)),
                         help="fetch thread counts of the static search (comma-separated)")
     args = parser.parse_args()
@@ -186,8 +188,7 @@ def run_cells(args, pipeline):
             order = ["defaults", "best"] if round % 2 == 0 else ["best", "defaults"]
             for which in order:
                 flags = [] if which == "defaults" else [
-                    "--fetch-threads", fetch, "--fixed-reads",
-                    "--prefetch", prefetch]
+                    "--fetch-threads", fetch, "--fixed-reads", "--prefetch", prefetch]
                 again[which].append(bench(args.epochs, *base, *flags,
                                           threads=2 if which == "defaults" else prep))
         median = {k: statistics.median(v) for k, v in again.items()}
