@@ -31,6 +31,15 @@
 //! queued reads behind each other, and it is undone and not tried again for a while. A
 //! raise that left read times as they were is kept even if it brought little: near the
 //! point where prep becomes the limit, a few percent is what a raise brings.
+//!
+//! **The opening batch.** A loader with nothing carried over starts at two reads in
+//! flight, and its first batch would wait for a batch of reads two at a time (0.64 s at
+//! 20 ms a read). So once a read has taken [`SLOW_READ`] or more, the reads of the first
+//! batch may all be in flight at once; after them the bound is Little's law's again.
+//! Their times are kept out of the read time the bound follows: behind a link of
+//! limited bandwidth they queue, and would both ask for more reads and hide from the
+//! raise guard that more only queue. Fast storage never opens so (no threads started
+//! for nothing), and a bound carried from an earlier epoch needs no opening.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,6 +99,8 @@ struct Ahead {
     floor: u64,
     /// Smoothed duration of one read, in seconds.
     latency: f64,
+    /// Whether a read has been timed: the first sets `latency`, later ones move it.
+    timed: bool,
     /// Bytes taken by prep since the epoch started.
     taken: u64,
     /// Time prep threads spent waiting for bytes.
@@ -108,6 +119,10 @@ struct Ahead {
     /// when that was.
     taken_samples: u64,
     revised_at: Instant,
+    /// The stream index before which the opening batch's reads may all be in flight,
+    /// and the one from which they did, once a read was slow.
+    opening_end: usize,
+    opened_at: Option<usize>,
 }
 
 impl ReadAhead {
@@ -133,6 +148,7 @@ impl ReadAhead {
                 window: floor,
                 floor,
                 latency: 0.0,
+                timed: false,
                 taken: 0,
                 starved: Duration::ZERO,
                 spare: Vec::new(),
@@ -147,6 +163,12 @@ impl ReadAhead {
                 taken_samples: 0,
                 revised_at: Instant::now(),
                 trial: Trial::default(),
+                opening_end: if revise_every > 0 && in_flight == 0 {
+                    start.saturating_add(revise_every)
+                } else {
+                    start
+                },
+                opened_at: None,
             }),
             parked: Condvar::new(),
             room: Condvar::new(),
@@ -214,7 +236,7 @@ impl ReadAhead {
         let need = self.need(ahead);
         // A sample larger than the whole window still goes through, alone.
         let room = ahead.held == 0 || ahead.held + need <= ahead.window;
-        if !room || ahead.in_flight >= ahead.allowed {
+        if !room || ahead.in_flight >= self.bound(ahead) {
             return None;
         }
         let index = ahead.next;
@@ -230,6 +252,25 @@ impl ReadAhead {
         })
     }
 
+    /// The reads that may be in flight now: the bound, or the opening batch's reads.
+    fn bound(&self, ahead: &Ahead) -> usize {
+        if ahead.opened_at.is_some() && ahead.next < ahead.opening_end {
+            let opening =
+                (ahead.opening_end - ahead.next + ahead.in_flight).min(self.max_in_flight);
+            ahead.allowed.max(opening)
+        } else {
+            ahead.allowed
+        }
+    }
+
+    /// Waiting fetch threads that may start a read now: the others would wake to sleep
+    /// again.
+    fn startable(&self, ahead: &Ahead) -> usize {
+        ahead
+            .fetchers_waiting
+            .min(self.bound(ahead).saturating_sub(ahead.in_flight))
+    }
+
     /// The bytes to reserve for the next sample to fetch (zero past the end).
     fn need(&self, ahead: &Ahead) -> u64 {
         self.stream
@@ -243,15 +284,37 @@ impl ReadAhead {
         let mut ahead = self.lock();
         ahead.held = ahead.held - reserved + len;
         ahead.peak = ahead.peak.max(ahead.held);
-        ahead.latency += 0.1 * (took.as_secs_f64() - ahead.latency);
+        let opening = ahead
+            .opened_at
+            .is_some_and(|from| (from..ahead.opening_end).contains(&index));
+        if !opening {
+            // The opening's reads queue behind each other where bandwidth is the limit:
+            // their times would ask for more reads in flight, and hide from the raise
+            // guard that more only queue.
+            let took = took.as_secs_f64();
+            ahead.latency = if ahead.timed {
+                ahead.latency + 0.1 * (took - ahead.latency)
+            } else {
+                took
+            };
+            ahead.timed = true;
+        }
         ahead.parked.insert(index, (bytes, took));
         ahead.in_flight -= 1;
+        let opened =
+            ahead.opened_at.is_none() && took >= SLOW_READ && ahead.next < ahead.opening_end;
+        if opened {
+            ahead.opened_at = Some(ahead.next);
+        }
         let wake = ahead.takers_waiting > 0;
         // No fetch thread is woken here: this one goes back for the next reads itself, so
         // reads in flight stay at the bound without a wake-up per sample.
         drop(ahead);
         if wake {
             self.parked.notify_all();
+        }
+        if opened {
+            self.room.notify_all();
         }
     }
 
@@ -304,7 +367,7 @@ impl ReadAhead {
             ahead.held == 0 || ahead.held + burst <= ahead.window
         };
         // Only as many as may start a read: the others would wake to sleep again.
-        let wake = if refill { startable(&ahead) } else { 0 };
+        let wake = if refill { self.startable(&ahead) } else { 0 };
         drop(ahead);
         for _ in 0..wake {
             self.room.notify_one();
@@ -312,9 +375,9 @@ impl ReadAhead {
         Some((bytes, took))
     }
 
-    /// The bound on reads in flight now.
+    /// The reads that may be in flight now (the bound, or the opening batch's).
     pub(super) fn reads_allowed(&self) -> usize {
-        self.lock().allowed
+        self.bound(&self.lock())
     }
 
     /// Returns an emptied byte buffer to the fetch threads.
@@ -340,12 +403,9 @@ impl ReadAhead {
     }
 }
 
-/// Waiting fetch threads that the bound on reads in flight lets start one.
-fn startable(ahead: &Ahead) -> usize {
-    ahead
-        .fetchers_waiting
-        .min(ahead.allowed.saturating_sub(ahead.in_flight))
-}
+/// A read this long or longer is not served from memory: the opening batch's reads may
+/// then all be in flight at once.
+const SLOW_READ: Duration = Duration::from_millis(1);
 
 /// The fewest reads in flight: one may wait for a core while another keeps storage busy.
 const MIN_IN_FLIGHT: usize = 2;
@@ -450,8 +510,9 @@ mod tests {
         assert_eq!(bound, 20);
     }
 
-    /// A read-ahead over `samples` samples of 100 bytes, revising every `batch` taken.
-    fn read_ahead(samples: usize, batch: usize) -> ReadAhead {
+    /// A read-ahead over `samples` samples of 100 bytes, revising every `batch` taken,
+    /// starting at the bound `carried` from an earlier epoch (0: a fresh loader).
+    fn read_ahead(samples: usize, batch: usize, carried: usize) -> ReadAhead {
         let sized = (0..samples).map(|i| (format!("{i}.jpg"), None, 100));
         let catalog = Catalog::from_samples("/nowhere", crate::Modality::Image, vec![], sized)
             .expect("a catalog of sizes");
@@ -461,7 +522,7 @@ mod tests {
             Arc::new(catalog),
             0,
             (1 << 20, 1 << 20),
-            (2, 128, batch),
+            (carried, 128, batch),
             0,
         )
     }
@@ -478,8 +539,9 @@ mod tests {
 
     #[test]
     fn a_slow_start_revises_before_a_batch_has_come() {
-        // Reads of seconds: at two in flight, a batch of 64 would take minutes.
-        let ahead = read_ahead(1000, 64);
+        // Reads of seconds: at two in flight, a batch of 64 would take minutes. (Carried
+        // from an earlier epoch, so that the opening batch does not come into it.)
+        let ahead = read_ahead(1000, 64, 2);
         let few = SLOW_REVISION_SAMPLES as usize - 1;
         read_and_take(&ahead, few, Duration::from_secs(10));
         assert_eq!(ahead.reads_allowed(), 2);
@@ -494,6 +556,43 @@ mod tests {
         std::thread::sleep(SLOW_REVISION_INTERVAL);
         read_and_take(&ahead, few, Duration::from_secs(10));
         assert_eq!(ahead.reads_allowed(), raised);
+    }
+
+    #[test]
+    fn a_fresh_start_opens_its_first_batch_once_a_read_is_slow() {
+        // Reads from memory: the bound stays at two, no thread is wanted for more.
+        let fast = read_ahead(1000, 64, 0);
+        read_and_take(&fast, 1, Duration::from_micros(50));
+        assert_eq!(fast.reads_allowed(), 2);
+        // A bound carried from an earlier epoch needs no opening.
+        let carried = read_ahead(1000, 64, 2);
+        read_and_take(&carried, 1, Duration::from_millis(20));
+        assert_eq!(carried.reads_allowed(), 2);
+        // A slow read: the rest of the first batch may be in flight at once, and no more.
+        let slow = read_ahead(1000, 64, 0);
+        read_and_take(&slow, 1, Duration::from_millis(20));
+        assert_eq!(slow.reads_allowed(), 63);
+        let opening: Vec<Reservation> = (0..63)
+            .map(|_| slow.try_next().expect("a read of the opening batch"))
+            .collect();
+        assert!(slow.try_next().is_none(), "the opening is one batch");
+        // After it, the bound is Little's law's again, and the read time it follows is the
+        // first read's (what it seeds the average with): the opening's reads, which took
+        // seconds as if queued behind each other, are not in it.
+        assert_eq!(slow.stats().1.read_time, Duration::from_millis(20));
+        for read in opening {
+            slow.park(
+                read.index,
+                read.reserved,
+                Duration::from_secs(1),
+                Ok(vec![0; 100]),
+            );
+            let (bytes, _) = slow.take(read.index).expect("parked bytes");
+            assert!(bytes.is_ok());
+        }
+        assert_eq!(slow.reads_allowed(), slow.stats().1.reads_in_flight);
+        assert_eq!(slow.stats().1.read_time, Duration::from_millis(20));
+        assert!(slow.try_next().is_some());
     }
 
     #[test]
