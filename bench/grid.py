@@ -171,13 +171,13 @@ def run_cells(args, pipeline):
             base.append("--busy-step")
         started = time.time()
         auto = bench(args.epochs, *base)
-        old = bench(args.epochs, *base, "--fetch-threads", 2, "--fixed-reads")
+        old = bench(args.epochs, *base, "--fetch-threads", 2, "--fixed-reads", "--fixed-prep")
         static = {}
         preps = [int(p) for p in args.prep.split(",")]
         fetches = [int(f) for f in args.fetch.split(",")]
         for prep, fetch, prefetch in itertools.product(preps, fetches, PREFETCH):
             static[f"prep {prep}, fetch {fetch}, prefetch {prefetch}"] = bench(
-                args.epochs, *base, "--fetch-threads", fetch, "--fixed-reads",
+                args.epochs, *base, "--fetch-threads", fetch, "--fixed-reads", "--fixed-prep",
                 "--prefetch", prefetch, threads=prep)
         best = max(static, key=static.get)
         # The best of many noisy runs is biased upwards: measure it again beside the
@@ -188,7 +188,7 @@ def run_cells(args, pipeline):
             order = ["defaults", "best"] if round % 2 == 0 else ["best", "defaults"]
             for which in order:
                 flags = [] if which == "defaults" else [
-                    "--fetch-threads", fetch, "--fixed-reads", "--prefetch", prefetch]
+                    "--fetch-threads", fetch, "--fixed-reads", "--fixed-prep", "--prefetch", prefetch]
                 again[which].append(bench(args.epochs, *base, *flags,
                                           threads=2 if which == "defaults" else prep))
         median = {k: statistics.median(v) for k, v in again.items()}

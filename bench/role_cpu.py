@@ -5,7 +5,9 @@ costs CPU that prep then lacks. This measures it: it runs `nostall bench` in one
 setting at a time and samples every thread's time on a CPU (`/proc/PID/task/TID/schedstat`,
 nanoseconds, every 10 ms), then sums it by the thread's name: `nostall-prep-*` (decode and
 augment), `nostall-fetch-*` (reads: cache hits, files, tar members, S3 requests polled on
-the reading thread), `nostall-s3` (the S3 client's runtime: connections, TLS, bodies),
+the reading thread), `nostall-worker-*` (builds since 2026-11-26: one pool whose workers
+take either role, so their time is both roles' together; measure the split with a build
+before it), `nostall-s3` (the S3 client's runtime: connections, TLS, bodies),
 `nostall-warm-*` (a placement read ahead), and the rest (the consumer, the main thread).
 It also reports the most threads the process had at once. A thread's last 10 ms before
 it exits can be missed; each epoch's threads are new, so the
@@ -31,8 +33,8 @@ import time
 from s3_local import S3Server
 
 NOSTALL = "./target/release/nostall"
-ROLES = [("prep", "nostall-prep-"), ("fetch", "nostall-fetch-"), ("s3 client", "nostall-s3"),
-         ("warm", "nostall-warm-")]
+ROLES = [("prep", "nostall-prep-"), ("fetch", "nostall-fetch-"), ("workers", "nostall-worker-"),
+         ("s3 client", "nostall-s3"), ("warm", "nostall-warm-")]
 
 
 def role(name):

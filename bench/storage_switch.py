@@ -44,7 +44,7 @@ def phases(model_rate, *flags):
 
 def static_flags(config):
     fetch, prefetch = config
-    return ["--fetch-threads", fetch, "--fixed-reads", "--prefetch", prefetch]
+    return ["--fetch-threads", fetch, "--fixed-reads", "--fixed-prep", "--prefetch", prefetch]
 
 
 def main():

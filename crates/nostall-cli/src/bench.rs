@@ -42,6 +42,10 @@ pub(crate) struct Args {
     /// latency (a static configuration, as before 2026-11-24, for comparison).
     #[arg(long)]
     fixed_reads: bool,
+    /// Keep --threads workers preparing throughout instead of as many as the consumer's
+    /// rate needs (a static configuration, for comparison).
+    #[arg(long)]
+    fixed_prep: bool,
     /// Measured epochs, after one warm-up epoch.
     #[arg(long, default_value_t = 2)]
     epochs: u64,
@@ -103,6 +107,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     };
     let mut builder = crate::run::loader_builder(&args.dataset, &settings)?;
     builder.config_mut().adaptive_reads = !args.fixed_reads;
+    builder.config_mut().adaptive_prep = !args.fixed_prep;
     builder.config_mut().prefetch = args.prefetch;
     let phases = args.storage.link_phases();
     if let Some(phases) = &phases {

@@ -376,7 +376,7 @@ fn a_thread_that_dies_stops_the_epoch_with_an_error() {
         .find_map(|r| r.err())
         .expect("an error, not a hang or a short epoch");
     assert!(matches!(err, Error::Internal(_)), "{err}");
-    assert!(err.to_string().contains("nostall-fetch"), "{err}");
+    assert!(err.to_string().contains("while fetching"), "{err}");
 }
 
 /// Every batch of `epoch` (ids and bytes) and the skips counted by cause.

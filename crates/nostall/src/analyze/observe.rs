@@ -13,6 +13,7 @@ use crate::cache::CachePolicy;
 use crate::error::Result;
 use crate::metrics::EpochStats;
 use crate::pipeline::Loader;
+use crate::sched::roles::PrepReason;
 
 /// Epochs whose samples prepared ahead [`Observation::choices`] lists one by one; a run
 /// of more (a small dataset) is summed up.
@@ -46,6 +47,12 @@ pub struct ObservedEpoch {
     /// Samples prepared before the epoch was asked for (the epoch started ahead).
     #[serde(default)]
     pub prepared_ahead: u64,
+    /// What the loader chose: the workers preparing at the epoch's end.
+    #[serde(default)]
+    pub prep_workers: usize,
+    /// Why that many.
+    #[serde(default)]
+    pub prep_reason: PrepReason,
 }
 
 /// The run: every epoch, how many of the first ones only warmed the cache, and what
@@ -121,8 +128,16 @@ impl Observation {
         let last = self.epochs.last()?;
         let mut words = format!(
             "{} reads in flight (twice Little's law for {:.2} ms a read at the rate prep \
-             takes samples)",
-            last.reads_in_flight, last.read_ms
+             takes samples); {} {} preparing ({})",
+            last.reads_in_flight,
+            last.read_ms,
+            last.prep_workers,
+            if last.prep_workers == 1 {
+                "worker"
+            } else {
+                "workers"
+            },
+            last.prep_reason
         );
         let mut ahead: Vec<u64> = self
             .epochs
@@ -243,6 +258,8 @@ pub fn observe(
             reads_in_flight: stats.readahead.reads_in_flight,
             read_ms: stats.readahead.read_time.as_secs_f64() * 1e3,
             prepared_ahead: stats.prepared_ahead,
+            prep_workers: stats.prep.threads,
+            prep_reason: stats.prep_reason,
         };
         progress(&observed);
         epochs.push(observed);

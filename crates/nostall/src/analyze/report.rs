@@ -683,6 +683,8 @@ mod tests {
             reads_in_flight: 24,
             read_ms: 20.5,
             prepared_ahead,
+            prep_workers: 1,
+            prep_reason: crate::sched::roles::PrepReason::ConsumerNeeds,
         };
         r.observation = Some(Observation {
             epochs: vec![epoch(0, 0), epoch(1, 256), epoch(2, 192)],
@@ -694,6 +696,10 @@ mod tests {
         assert!(text.contains("loader chose: 24 reads in flight"), "{text}");
         assert!(text.contains("for 20.50 ms a read"), "{text}");
         assert!(text.contains("256, 192 samples prepared"), "{text}");
+        assert!(
+            text.contains("1 worker preparing (as many as keep a quarter ahead of the consumer"),
+            "{text}"
+        );
         assert!(r.html().contains("<p>Loader chose: 24 reads in flight"));
         let observation = r.observation.as_mut().unwrap();
         observation.epochs = (0..40).map(|e| epoch(e, e % 13)).collect();

@@ -97,6 +97,9 @@ pub(crate) struct Totals {
     pub(crate) readahead_peak: AtomicU64,
     /// The bound on reads in flight at the last batch.
     pub(crate) reads_in_flight: AtomicU64,
+    /// The loader's workers in each role at the last batch (0 before the first).
+    pub(crate) fetch_workers: AtomicU64,
+    pub(crate) prep_workers: AtomicU64,
 }
 
 impl Totals {
@@ -116,9 +119,9 @@ impl Totals {
             .or_default() += 1;
     }
 
-    /// The figures so far; the threads are the configured ones (for fetch, the bound on
-    /// reads in flight once an epoch has set it), the cache, source and read-ahead bound
-    /// the loader's.
+    /// The figures so far; the threads are the workers in each role at the last batch
+    /// (the configured ones before it), the cache, source and read-ahead bound the
+    /// loader's.
     pub(crate) fn snapshot(
         &self,
         threads: (usize, usize),
@@ -135,11 +138,16 @@ impl Totals {
             stall: self.stall.sum(),
             fetch: self
                 .fetch
-                .snapshot(match self.reads_in_flight.load(Ordering::Relaxed) {
+                .snapshot(match self.fetch_workers.load(Ordering::Relaxed) {
                     0 => threads.0,
-                    bound => bound as usize,
+                    workers => workers as usize,
                 }),
-            prep: self.prep.snapshot(threads.1),
+            prep: self
+                .prep
+                .snapshot(match self.prep_workers.load(Ordering::Relaxed) {
+                    0 => threads.1,
+                    workers => workers as usize,
+                }),
             skipped: self
                 .skipped
                 .lock()

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use crate::cache::CacheStats;
 use crate::catalog::SampleId;
+use crate::sched::roles::PrepReason;
 use crate::storage::{Source, SourceStats};
 
 /// Running counters of one stage (fetch or prep), shared by its threads.
@@ -214,8 +215,10 @@ pub struct EpochStats {
     pub first_wait: Duration,
     /// The fetch stage.
     pub fetch: StageStats,
-    /// The prep stage.
+    /// The prep stage; its threads are the workers the pool last gave the prep role.
     pub prep: StageStats,
+    /// Why that many workers prepare ([`crate::sched::roles`]).
+    pub prep_reason: PrepReason,
     /// Time prep threads waited for fetched bytes (summed over threads): how much the
     /// fetch stage held prep back.
     pub prep_starved: Duration,

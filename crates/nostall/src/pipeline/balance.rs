@@ -1,9 +1,9 @@
 //! The loader's side of load balance across a node's ranks ([`crate::sched::node`]): its
-//! share of the node's prep threads, revised from its predicted demand, and the gate that
-//! holds the prep threads beyond that share.
+//! share of the node's prep threads, revised from its predicted demand. The share bounds
+//! the workers that prepare (the role table holds the others in another role or idle).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::env::LocalRanks;
@@ -111,65 +111,9 @@ pub(super) fn demand(
     Some(cpu / bytes as f64 * upcoming_bytes as f64 / per_iteration)
 }
 
-/// Holds prep threads numbered at or beyond the number allowed.
-pub(super) struct Gate {
-    allowed: AtomicUsize,
-    lock: Mutex<()>,
-    changed: Condvar,
-}
-
-impl Gate {
-    pub(super) fn new(allowed: usize) -> Gate {
-        Gate {
-            allowed: AtomicUsize::new(allowed),
-            lock: Mutex::new(()),
-            changed: Condvar::new(),
-        }
-    }
-
-    /// The prep threads allowed to work.
-    pub(super) fn allowed(&self) -> usize {
-        self.allowed.load(Ordering::Acquire)
-    }
-
-    pub(super) fn set(&self, allowed: usize) {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.allowed.store(allowed, Ordering::Release);
-        self.changed.notify_all();
-    }
-
-    /// Waits until thread `n` may work: `false` if `stopped` says the run is stopping
-    /// first (checked again after every [`Gate::wake`]).
-    pub(super) fn pass(&self, n: usize, stopped: impl Fn() -> bool) -> bool {
-        if n < self.allowed() {
-            return true;
-        }
-        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if stopped() {
-                return false;
-            }
-            if n < self.allowed() {
-                return true;
-            }
-            guard = self.changed.wait(guard).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Wakes every waiting thread to look at `stopped` again.
-    pub(super) fn wake(&self) {
-        // Under the lock, so that no thread misses it between its check and its wait.
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.changed.notify_all();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::mpsc;
-    use std::sync::Arc;
 
     #[test]
     fn demand_is_cpu_per_byte_times_the_bytes_coming_per_iteration() {
@@ -207,31 +151,5 @@ mod tests {
         assert_eq!(tables(), 1);
         drop(balance);
         assert_eq!(tables(), 0, "the only rank removed it as it left");
-    }
-
-    #[test]
-    fn the_gate_holds_threads_beyond_the_share_until_it_grows_or_the_run_stops() {
-        let gate = Arc::new(Gate::new(1));
-        let stop = Arc::new(AtomicBool::new(false));
-        assert!(gate.pass(0, || false), "thread 0 works");
-        let (tx, rx) = mpsc::channel();
-        let waiters: Vec<_> = [1, 2]
-            .into_iter()
-            .map(|n| {
-                let (gate, stop, tx) = (gate.clone(), stop.clone(), tx.clone());
-                std::thread::spawn(move || {
-                    let passed = gate.pass(n, || stop.load(Ordering::Acquire));
-                    tx.send((n, passed)).unwrap();
-                })
-            })
-            .collect();
-        gate.set(2);
-        assert_eq!(rx.recv().unwrap(), (1, true), "thread 1 let through");
-        stop.store(true, Ordering::Release);
-        gate.wake();
-        assert_eq!(rx.recv().unwrap(), (2, false), "thread 2 told to stop");
-        for waiter in waiters {
-            waiter.join().unwrap();
-        }
     }
 }

@@ -35,9 +35,10 @@ pub struct LoaderConfig {
     pub plan: PlanConfig,
     /// What is done to each sample.
     pub pipeline: Pipeline,
-    /// Threads decoding and transforming (the CPU-heavy stage); by default this process's
-    /// share of the cores it may use. Under [`balance_ranks`](Self::balance_ranks), where
-    /// each rank starts.
+    /// The most workers decoding and transforming at once (the CPU-heavy role); by
+    /// default this process's share of the cores it may use. Fewer prepare while the
+    /// consumer needs fewer ([`adaptive_prep`](Self::adaptive_prep)); under
+    /// [`balance_ranks`](Self::balance_ranks), the rank's share of its node's bounds them.
     pub prep_threads: usize,
     /// The most reads in flight: a ceiling. The read-ahead keeps as many in flight as
     /// Little's law asks for the rate prep takes samples at, at least two (see the
@@ -49,6 +50,11 @@ pub struct LoaderConfig {
     /// `fetch_threads` reads are always in flight (a static configuration, for
     /// comparison).
     pub adaptive_reads: bool,
+    /// Whether fewer than `prep_threads` workers prepare when the consumer's rate needs
+    /// fewer (the rate model, once a batch: [`crate::sched::roles`]), leaving the cores
+    /// to a training step that is itself CPU; off, `prep_threads` always prepare (a
+    /// static configuration, for comparison).
+    pub adaptive_prep: bool,
     /// Batches prepared ahead of the consumer.
     pub prefetch: usize,
     /// What to do with bad samples.
@@ -108,6 +114,7 @@ impl LoaderConfig {
             // 15% less) up to this.
             fetch_threads: 128,
             adaptive_reads: true,
+            adaptive_prep: true,
             prefetch: 4,
             on_error: ErrorPolicy::Error,
             cache: CacheConfig::default(),

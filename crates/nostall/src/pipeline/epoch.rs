@@ -21,14 +21,16 @@ use crate::metrics::live::Totals;
 use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
+use crate::sched::roles::{Observed, PrepRole};
 use crate::storage::{Source, SourceStats};
 
-use super::balance::{demand, Balance, Gate};
+use super::balance::{demand, Balance};
 use super::buffer::Pool;
 use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
 use super::readahead::ReadAhead;
-use super::workers::{fetch_loop, prep_loop, spawn};
+use super::roles::{Role, Roles};
+use super::workers::{spawn, work};
 use super::{Batch, ErrorPolicy, LoaderConfig};
 
 /// What starting an epoch takes from its loader: all shared, so that an epoch can start
@@ -47,6 +49,9 @@ pub(super) struct Parts {
     pub(super) upcoming: Weak<Upcoming>,
     /// This rank's share of its node's prep threads, when balanced.
     pub(super) balance: Option<Arc<Balance>>,
+    /// How many workers prepare, revised by the consumer once a batch; carried across
+    /// epochs.
+    pub(super) prep_role: Arc<Mutex<PrepRole>>,
 }
 
 /// The epoch started ahead of the consumer, if any.
@@ -68,17 +73,13 @@ pub(super) struct Shared {
     pub(super) sample_bytes: usize,
     pub(super) order: Order,
     pub(super) ahead: ReadAhead,
-    /// Holds the prep threads beyond this rank's share of the node's.
-    pub(super) prep_gate: Gate,
-    /// Prep threads started, numbering them for the gate.
-    prep_started: AtomicUsize,
+    /// The role each worker takes.
+    pub(super) roles: Roles,
     /// Loader threads started (joined when the run stops), those still running, and the
     /// signal that one has exited.
     threads: Mutex<Vec<JoinHandle<()>>>,
     running: Mutex<usize>,
     exited: Condvar,
-    /// Fetch threads started: as many as the bound on reads in flight has asked for.
-    fetchers: AtomicUsize,
     /// Reads finished (or failed) in this run, and the cache's and storage's counters once
     /// the last one had: the epoch's own reads end there, whatever runs after it.
     fetched: AtomicUsize,
@@ -118,23 +119,15 @@ impl Shared {
             .push(thread);
     }
 
-    /// The number of another fetch thread to start, if one is wanted: the bound on reads
-    /// in flight has grown past what those started keep in flight (each
-    /// [`Source::reads_at_once`] of them), below the ceiling. Claims the start.
-    pub(super) fn next_fetcher(&self) -> Option<usize> {
+    /// Tells the role table how many fetch workers the bound on reads in flight asks
+    /// for: one per [`Source::reads_at_once`] reads, below the ceiling.
+    pub(super) fn want_fetchers(&self) {
         let reads = self
             .ahead
             .reads_allowed()
             .min(self.parts.config.fetch_threads);
-        let wanted = reads.div_ceil(self.parts.source.reads_at_once().max(1));
-        let started = self.fetchers.load(Ordering::Relaxed);
-        let claimed = started < wanted
-            && !self.order.halted()
-            && self
-                .fetchers
-                .compare_exchange(started, started + 1, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok();
-        claimed.then_some(started)
+        let workers = reads.div_ceil(self.parts.source.reads_at_once().max(1));
+        self.roles.want(Role::Fetch, workers);
     }
 
     pub(super) fn thread_exited(&self) {
@@ -155,12 +148,7 @@ impl Shared {
     fn halt(&self) {
         self.order.halt();
         self.ahead.halt();
-        self.prep_gate.wake();
-    }
-
-    /// The number of the prep thread starting.
-    pub(super) fn prep_number(&self) -> usize {
-        self.prep_started.fetch_add(1, Ordering::Relaxed)
+        self.roles.stop();
     }
 
     /// Called by a fetch thread when a read has finished, before its bytes are parked
@@ -237,6 +225,11 @@ impl Running {
         let stream: Arc<[SampleId]> = plan.samples().into();
         let sample_bytes = config.pipeline.sample_bytes();
         let in_flight = parts.totals.reads_in_flight.load(Ordering::Relaxed) as usize;
+        let prep_workers = parts
+            .prep_role
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .workers();
         let cache = parts.source.cache();
         if cache.looks_ahead() {
             let next = position.epoch.checked_add(1).and_then(|epoch| {
@@ -279,13 +272,7 @@ impl Running {
                 ),
                 config.fetch_threads + config.prep_threads,
             ),
-            prep_gate: Gate::new(
-                parts
-                    .balance
-                    .as_ref()
-                    .map_or(config.prep_threads, |b| b.threads()),
-            ),
-            prep_started: AtomicUsize::new(0),
+            roles: Roles::new(prep_workers, 0),
             stream,
             from: position,
             sample_bytes,
@@ -294,7 +281,6 @@ impl Running {
             threads: Mutex::new(Vec::new()),
             running: Mutex::new(0),
             exited: Condvar::new(),
-            fetchers: AtomicUsize::new(0),
             fetched: AtomicUsize::new(0),
             reads_end: OnceLock::new(),
             progress: AtomicU8::new(if consumed { CONSUMED } else { 0 }),
@@ -304,20 +290,11 @@ impl Running {
             costs: CostLog::default(),
             parts,
         });
-        // Fetch threads as the bound on reads in flight starts (more start as it grows:
-        // see `fetch_loop`); prep threads as configured, or as many as this rank's share
-        // of its node's may grow to (the gate holds those beyond the share).
-        while let Some(n) = shared.next_fetcher() {
-            spawn(format!("nostall-fetch-{n}"), &shared, fetch_loop)
-                .expect("cannot start a loader thread");
-        }
-        let prep_threads = shared
-            .parts
-            .balance
-            .as_ref()
-            .map_or(shared.parts.config.prep_threads, |b| b.ceiling());
-        for n in 0..prep_threads {
-            spawn(format!("nostall-prep-{n}"), &shared, prep_loop)
+        // Workers for the roles as they start: prep as the consumer's side last decided,
+        // fetch as the bound on reads in flight starts (both move; see `workers::work`).
+        shared.want_fetchers();
+        while let Some(n) = shared.roles.hire() {
+            spawn(format!("nostall-worker-{n}"), &shared, work)
                 .expect("cannot start a loader thread");
         }
         Running { shared }
@@ -408,6 +385,9 @@ pub struct Epoch {
     /// Samples prepared before the consumer asked for the epoch (while the previous
     /// epoch ended).
     prepared_ahead: u64,
+    /// When the previous batch was handed over: the consumer's step is the time from
+    /// there to the next, less its wait.
+    handed: Option<Instant>,
 }
 
 /// What [`Epoch::next_within`] found.
@@ -475,6 +455,7 @@ impl Epoch {
             skipped_samples: Vec::new(),
             history,
             prepared_ahead,
+            handed: None,
         }
     }
 
@@ -512,7 +493,13 @@ impl Epoch {
             max_wait: self.max_wait,
             first_wait: self.first_wait.unwrap_or_default(),
             fetch: shared.fetch.snapshot(shared.parts.config.fetch_threads),
-            prep: shared.prep.snapshot(shared.prep_gate.allowed()),
+            prep: shared.prep.snapshot(shared.roles.wanted(Role::Prep)),
+            prep_reason: shared
+                .parts
+                .prep_role
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .reason(),
             prep_starved: starved,
             cache: cache.since(&shared.cache_before),
             storage: storage - shared.storage_before,
@@ -620,7 +607,7 @@ impl Epoch {
 
     /// Hands the batch being assembled to the consumer.
     fn deliver(&mut self, st: Guard<'_>, waited: Duration) -> Batch {
-        let shared = &self.run.shared;
+        let shared = &self.run.shared.clone();
         let index = shared.from.batch + st.delivered();
         let position = Position {
             epoch: shared.from.epoch,
@@ -645,10 +632,13 @@ impl Epoch {
         totals
             .reads_in_flight
             .store(readahead.reads_in_flight as u64, Ordering::Relaxed);
+        totals
+            .fetch_workers
+            .store(shared.roles.wanted(Role::Fetch) as u64, Ordering::Relaxed);
         self.wait += waited;
         self.max_wait = self.max_wait.max(waited);
         self.first_wait.get_or_insert(waited);
-        self.rebalance(position.sample as usize);
+        self.revise_roles(position.sample as usize, labels.len(), waited);
         Batch {
             buffer: Some(buffer),
             pool: shared.parts.pool.clone(),
@@ -665,14 +655,51 @@ impl Epoch {
 }
 
 impl Epoch {
-    /// Under load balance across the node's ranks: says this rank's demand for the
-    /// samples from stream index `next` on (the batches being prepared) and takes the
-    /// share of prep threads the table gives it.
-    fn rebalance(&self, next: usize) {
+    /// Revises how many workers prepare, once a batch of `samples` is handed over after
+    /// a wait of `waited`: this rank's share of its node's threads under load balance
+    /// (by its demand for the samples from stream index `next` on, the batches being
+    /// prepared) bounds what the consumer's rate needs ([`PrepRole`]).
+    fn revise_roles(&mut self, next: usize, samples: usize, waited: Duration) {
+        let now = Instant::now();
+        let previous = self.handed.replace(now);
         let shared = &self.run.shared;
-        let Some(balance) = &shared.parts.balance else {
-            return;
-        };
+        let share = self.node_share(next);
+        let mut role = shared
+            .parts
+            .prep_role
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(share) = share {
+            role.set_ceiling(share);
+        }
+        if let (Some(previous), true) = (previous, shared.parts.config.adaptive_prep) {
+            let interval = now - previous;
+            let prep = shared.parts.totals.prep.snapshot(0);
+            role.revise(Observed {
+                prep_seconds: prep.busy.as_secs_f64() / prep.items.max(1) as f64,
+                step_seconds: interval.saturating_sub(waited).as_secs_f64() / samples.max(1) as f64,
+                waited_share: waited.as_secs_f64() / interval.as_secs_f64().max(1e-9),
+            });
+        }
+        let workers = role.workers();
+        drop(role);
+        shared
+            .parts
+            .totals
+            .prep_workers
+            .store(workers as u64, Ordering::Relaxed);
+        if workers != shared.roles.wanted(Role::Prep) {
+            shared.roles.want(Role::Prep, workers);
+            super::workers::staff(&self.run.shared);
+        }
+    }
+
+    /// Under load balance across the node's ranks: says this rank's demand for the
+    /// samples from stream index `next` on and returns the share of prep threads the
+    /// table gives it, when revised.
+    fn node_share(&self, next: usize) -> Option<usize> {
+        let shared = &self.run.shared;
+        let balance = shared.parts.balance.as_ref()?;
         let batch_size = shared.parts.config.plan.batch_size;
         let ahead = batch_size * (shared.parts.config.prefetch + 1);
         let upcoming = &shared.stream[next.min(shared.stream.len())..];
@@ -685,9 +712,7 @@ impl Epoch {
             (bytes, upcoming.len()),
             batch_size,
         );
-        if let Some(threads) = balance.revise(demand) {
-            shared.prep_gate.set(threads);
-        }
+        balance.revise(demand)
     }
 }
 

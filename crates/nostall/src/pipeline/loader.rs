@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::metrics::live::Totals;
 use crate::plan::elastic::{remaining, Stretch};
 use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
+use crate::sched::roles::PrepRole;
 use crate::storage::Source;
 
 use super::balance::Balance;
@@ -42,6 +43,8 @@ pub struct Loader {
     memory: Option<MemoryPlan>,
     /// This rank's share of its node's prep threads, when balanced.
     balance: Option<Arc<Balance>>,
+    /// How many workers prepare, across epochs.
+    prep_role: Arc<Mutex<PrepRole>>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -84,9 +87,11 @@ impl Loader {
         let warmer = (config.cache.policy == CachePolicy::Frequency)
             .then(|| Warmer::start(&config, &catalog, source.clone()));
         let balance = Balance::open(&config).map(Arc::new);
+        let prep_role = prep_role(&config, balance.as_deref());
         let arena = config.arena;
         Ok(Loader {
             balance,
+            prep_role,
             quarantine,
             source,
             _warmer: warmer,
@@ -104,6 +109,7 @@ impl Loader {
     /// environment says.
     #[cfg(test)]
     pub(super) fn with_balance(mut self, balance: Balance) -> Loader {
+        self.prep_role = prep_role(&self.config, Some(&balance));
         self.balance = Some(Arc::new(balance));
         self
     }
@@ -310,9 +316,10 @@ impl Loader {
         self.totals.snapshot(
             (
                 config.fetch_threads,
-                self.balance
-                    .as_ref()
-                    .map_or(config.prep_threads, |b| b.threads()),
+                self.prep_role
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .workers(),
             ),
             self.source.cache().stats(),
             self.source.stats(),
@@ -442,6 +449,17 @@ impl Loader {
             totals: self.totals.clone(),
             upcoming: Arc::downgrade(&self.upcoming),
             balance: self.balance.clone(),
+            prep_role: self.prep_role.clone(),
         }
     }
+}
+
+/// The prep role of a loader run by `config`: as many workers as it may have (a rank's
+/// share of its node's when `balance`d), fewer as the consumer's rate allows.
+fn prep_role(config: &LoaderConfig, balance: Option<&Balance>) -> Arc<Mutex<PrepRole>> {
+    let mut role = PrepRole::new(balance.map_or(config.prep_threads, Balance::ceiling));
+    if let Some(balance) = balance {
+        role.set_ceiling(balance.threads());
+    }
+    Arc::new(Mutex::new(role))
 }

@@ -1,28 +1,40 @@
-//! The pipeline: fetch threads read sample bytes along the plan, prep threads prepare
-//! them straight into their slot of a batch buffer, and the consumer receives whole
-//! batches in plan order.
+//! The pipeline: one pool of workers, each fetching sample bytes along the plan or
+//! preparing them straight into their slot of a batch buffer as its role says, and the
+//! consumer receiving whole batches in plan order.
 //!
 //! ```text
-//!  plan ─▶ fetch threads ─▶ read-ahead (bytes, bounded) ─▶ prep threads ─▶ slot of a batch
-//!   │      (cache → storage)                                  ▲                  │
-//!   └────────── claim: position + slot, in plan order ────────┘                  │
-//!                window of batch buffers (prefetch depth) ◀── consumer ◀─────────┘
+//!  plan ─▶ fetch role ─▶ read-ahead (bytes, bounded) ─▶ prep role ─▶ slot of a batch
+//!   │      (cache → storage)                               ▲                │
+//!   └────────── claim: position + slot, in plan order ─────┘                │
+//!                window of batch buffers (prefetch depth) ◀── consumer ◀────┘
 //! ```
 //!
-//! One module per job: [`builder`](LoaderBuilder) (assembly from text), [`config`](LoaderConfig) (settings and their validation), `loader`
-//! (a dataset, its cache and buffers), `readahead` (bytes fetched ahead of prep, bounded
-//! by an adaptive window), `order` (claims, tentative positions and finalising: the
-//! protocol that keeps output in plan order without copying), `workers` (the fetch and
-//! prep threads), `epoch` (the consumer's side), `batch` and `buffer` (pooled, aligned
-//! batch memory). What a sample becomes is not the pipeline's business: prep threads run
-//! the loader's [`Pipeline`](crate::Pipeline) through its [`Prep`](crate::prep::Prep).
+//! One module per job: [`builder`](LoaderBuilder) (assembly from text),
+//! [`config`](LoaderConfig) (settings and their validation), `loader` (a dataset, its
+//! cache and buffers), `readahead` (bytes fetched ahead of prep, bounded by an adaptive
+//! window, and the bound on reads in flight), `order` (claims, tentative positions and
+//! finalising: the protocol that keeps output in plan order without copying), `roles`
+//! (which role each worker takes), `workers` (the workers' fetch and prep work), `epoch`
+//! (the consumer's side, which revises the prep role once a batch), `balance` (a rank's
+//! share of its node), `batch` and `buffer` (pooled, aligned batch memory). What a sample
+//! becomes is not the pipeline's business: prep runs the loader's
+//! [`Pipeline`](crate::Pipeline) through its [`Prep`](crate::prep::Prep).
 //!
-//! **Threads** outnumber cores (fetch threads and the consumer beside the prep threads),
-//! so every wake-up preempts a prep thread: both the read-ahead and the ordering protocol
-//! wake threads in bursts, not once per sample.
+//! **Roles.** The fetch role wants as many workers as the bound on reads in flight asks
+//! (Little's law: one per read for a source that reads one at a time, one per
+//! [`Source::reads_at_once`](crate::storage::Source::reads_at_once) for one that keeps
+//! several in flight); the prep role as many as the consumer's rate needs
+//! ([`crate::sched::roles`]), within the cores this process may use and a rank's share of
+//! its node. A worker moves between roles as these change, between two pieces of work; a
+//! worker is started only when the roles want more than there are.
+//!
+//! **Threads** outnumber cores (the fetch role's workers, mostly waiting on storage, and
+//! the consumer beside the prep role's), so every wake-up preempts a preparing worker:
+//! both the read-ahead and the ordering protocol wake threads in bursts, not once per
+//! sample.
 //!
 //! **Randomness** of each sample's preparation comes from (seed, epoch, sample id), so it
-//! does not matter which thread prepares it.
+//! does not matter which worker prepares it.
 
 mod balance;
 mod batch;
@@ -36,6 +48,7 @@ mod loader;
 mod order;
 mod quarantine;
 mod readahead;
+mod roles;
 #[cfg(test)]
 mod tests;
 mod warm;

@@ -1,6 +1,8 @@
-//! The loader's threads: fetch threads read bytes into the read-ahead, prep threads claim
-//! samples in order and prepare them into their slots. A panic inside one sample costs
-//! that sample; one outside any sample stops the epoch with an error, never a hang.
+//! The loader's workers: one pool, each worker fetching or preparing as the role table
+//! ([`super::roles`]) says, between two pieces of work. Fetching reads bytes into the
+//! read-ahead; preparing claims samples in order and prepares them into their slots. A
+//! panic inside one sample costs that sample; one outside any sample stops the epoch
+//! with an error, never a hang.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -10,6 +12,7 @@ use std::time::Instant;
 
 use crate::catalog::SampleId;
 use crate::error::Cause;
+use crate::prep::Preparer;
 use crate::rng::{derive, Rng};
 use crate::sched::node::thread_cpu_time;
 use crate::storage::Source;
@@ -17,6 +20,7 @@ use crate::storage::Source;
 use super::epoch::Shared;
 use super::order::Claim;
 use super::readahead::Reservation;
+use super::roles::Role;
 
 /// Starts a loader thread running `body`, kept by `shared` to join when the run stops. A
 /// panic that escapes it (one outside any sample: the samples' own are caught where they
@@ -57,26 +61,67 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
-pub(super) fn fetch_loop(shared: &Arc<Shared>) {
-    // A source that keeps several reads in flight from this thread is given more as its
-    // reads end, as long as the read-ahead has room; one that reads one at a time gets one.
-    let more = shared.parts.source.reads_at_once() > 1;
-    loop {
-        start_fetcher(shared);
-        let Some(first) = shared.ahead.next() else {
-            return;
+/// A worker of the pool: takes the role the table gives it and does that role's work a
+/// piece at a time, asking again after each, until the pool stops or the work ends.
+pub(super) fn work(shared: &Arc<Shared>) {
+    // Made when the worker first prepares: a worker that only fetches needs none.
+    let mut preparer = None;
+    let mut role = shared.roles.next(None);
+    while let Some(now) = role {
+        let piece = catch_unwind(AssertUnwindSafe(|| match now {
+            Role::Fetch => fetch(shared),
+            Role::Prep => prepare(shared, &mut preparer),
+        }));
+        let more = match piece {
+            Ok(more) => more,
+            Err(panic) => {
+                // Outside any sample (those are caught where they happen): the epoch stops
+                // with an error naming the worker and its role, never a hang.
+                let worker = std::thread::current();
+                shared.crashed(format!(
+                    "{} panicked while {}: {}",
+                    worker.name().unwrap_or("a loader worker"),
+                    now.doing(),
+                    panic_message(&*panic)
+                ));
+                return;
+            }
         };
-        read_each(shared, first, more);
+        if !more {
+            // Every read was given, or every sample claimed (or the epoch stopped): the
+            // role has no work left for anyone.
+            shared.roles.done(now);
+        }
+        role = shared.roles.next(Some(now));
+        staff(shared);
     }
 }
 
-/// Starts another fetch thread if the bound on reads in flight grew past what the threads
-/// reading keep in flight. A thread that cannot be started leaves the reads to those
-/// there are.
-fn start_fetcher(shared: &Arc<Shared>) {
-    if let Some(n) = shared.next_fetcher() {
-        let _ = spawn(format!("nostall-fetch-{n}"), shared, fetch_loop);
+/// Starts the workers the roles want beyond those there are. One that cannot be started
+/// leaves the work to those there are.
+pub(super) fn staff(shared: &Arc<Shared>) {
+    while let Some(n) = shared.roles.hire() {
+        if spawn(format!("nostall-worker-{n}"), shared, work).is_err() {
+            shared.roles.not_started();
+            return;
+        }
     }
+}
+
+/// One piece of fetch work: a read (or, from a source that keeps several in flight,
+/// as many as the read-ahead has room for as reads end). `false` once every read was
+/// given or the epoch stopped.
+fn fetch(shared: &Arc<Shared>) -> bool {
+    // A source that keeps several reads in flight from this thread is given more as its
+    // reads end, as long as the read-ahead has room; one that reads one at a time gets one.
+    let more = shared.parts.source.reads_at_once() > 1;
+    shared.want_fetchers();
+    staff(shared);
+    let Some(first) = shared.ahead.next() else {
+        return false;
+    };
+    read_each(shared, first, more);
+    true
 }
 
 /// Reads `first` through the source and, with `more`, every sample the read-ahead has
@@ -94,7 +139,8 @@ fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
         let read = match first.take() {
             Some(read) => read,
             None if more => {
-                start_fetcher(shared);
+                shared.want_fetchers();
+                staff(shared);
                 shared.ahead.try_next()?
             }
             None => return None,
@@ -163,70 +209,73 @@ impl Reading<'_> {
     }
 }
 
-pub(super) fn prep_loop(shared: &Arc<Shared>) {
+/// A preparer for `shared`'s pipeline, or why none could be made.
+type Made = Result<Box<dyn Preparer>, String>;
+
+/// One piece of prep work: claims the next sample of the plan, takes its bytes and
+/// prepares it into its slot. `false` once every sample was claimed or the epoch stopped.
+fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
     let pipeline = &shared.parts.config.pipeline;
-    // Without a preparer every sample fails, and is reported as such, rather than the
-    // thread vanishing and the epoch waiting forever for its samples.
-    let mut preparer = pipeline.prep().preparer().map_err(|e| e.to_string());
-    let number = shared.prep_number();
     let balanced = shared.parts.balance.is_some();
-    // Beyond this rank's share of its node's threads, wait for the share to grow.
-    while shared.prep_gate.pass(number, || shared.order.halted()) {
-        let Some(Claim {
-            index,
-            position,
-            mut slot,
-        }) = shared.order.claim()
-        else {
-            return;
-        };
-        let Some((bytes, fetch)) = shared.ahead.take(index) else {
-            return; // the epoch is stopping
-        };
-        let id = shared.stream[index];
-        let started = Instant::now();
-        let cpu_before = balanced.then(thread_cpu_time);
-        let read = bytes.as_ref().map_or(0, |b| b.len() as u64);
-        let result = match (&mut preparer, bytes) {
-            (_, Err(cause)) => Err(cause),
-            (Err(why), Ok(_)) => Err(Cause::Internal(format!(
-                "no {} preparer could be made: {why}",
-                pipeline.modality()
-            ))),
-            (Ok(state), Ok(bytes)) => {
-                let mut rng = Rng::new(derive(&[
-                    shared.parts.config.plan.seed,
-                    shared.from.epoch,
-                    id,
-                ]));
-                // A panic in a decoder must cost one sample, not the epoch: a thread that died
-                // would leave its sample unfinished and the consumer waiting forever.
-                let run = || state.prepare(&bytes, &mut rng, slot.as_mut());
-                let result = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
-                    // Whatever the panic left half-done in the preparer stays with this sample.
-                    preparer = pipeline.prep().preparer().map_err(|e| e.to_string());
-                    Err(Cause::Internal(format!(
-                        "preparing it panicked: {}",
-                        panic_message(&*panic)
-                    )))
-                });
-                shared.ahead.recycle(bytes);
-                result
-            }
-        };
-        let prep = started.elapsed();
-        if let Some(before) = cpu_before {
-            shared.prep_cpu.record(thread_cpu_time() - before, read);
+    let Some(Claim {
+        index,
+        position,
+        mut slot,
+    }) = shared.order.claim()
+    else {
+        return false;
+    };
+    let Some((bytes, fetch)) = shared.ahead.take(index) else {
+        return false; // the epoch is stopping
+    };
+    // Without a preparer every sample fails, and is reported as such, rather than the
+    // worker vanishing and the epoch waiting forever for its samples.
+    let made =
+        preparer.get_or_insert_with(|| pipeline.prep().preparer().map_err(|e| e.to_string()));
+    let id = shared.stream[index];
+    let started = Instant::now();
+    let cpu_before = balanced.then(thread_cpu_time);
+    let read = bytes.as_ref().map_or(0, |b| b.len() as u64);
+    let result = match (&mut *made, bytes) {
+        (_, Err(cause)) => Err(cause),
+        (Err(why), Ok(_)) => Err(Cause::Internal(format!(
+            "no {} preparer could be made: {why}",
+            pipeline.modality()
+        ))),
+        (Ok(state), Ok(bytes)) => {
+            let mut rng = Rng::new(derive(&[
+                shared.parts.config.plan.seed,
+                shared.from.epoch,
+                id,
+            ]));
+            // A panic in a decoder must cost one sample, not the epoch: a thread that died
+            // would leave its sample unfinished and the consumer waiting forever.
+            let run = || state.prepare(&bytes, &mut rng, slot.as_mut());
+            let result = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+                // Whatever the panic left half-done in the preparer stays with this sample.
+                *made = pipeline.prep().preparer().map_err(|e| e.to_string());
+                Err(Cause::Internal(format!(
+                    "preparing it panicked: {}",
+                    panic_message(&*panic)
+                )))
+            });
+            shared.ahead.recycle(bytes);
+            result
         }
-        let shard = shared.parts.source.shard(id);
-        shared.costs.record(id, shard, fetch, prep);
-        let written = if result.is_ok() {
-            shared.sample_bytes as u64
-        } else {
-            0
-        };
-        shared.prep.record(prep, written);
-        shared.parts.totals.prep.record(prep, written);
-        shared.order.complete(index, position, result);
+    };
+    let prep = started.elapsed();
+    if let Some(before) = cpu_before {
+        shared.prep_cpu.record(thread_cpu_time() - before, read);
     }
+    let shard = shared.parts.source.shard(id);
+    shared.costs.record(id, shard, fetch, prep);
+    let written = if result.is_ok() {
+        shared.sample_bytes as u64
+    } else {
+        0
+    };
+    shared.prep.record(prep, written);
+    shared.parts.totals.prep.record(prep, written);
+    shared.order.complete(index, position, result);
+    true
 }

@@ -112,6 +112,21 @@ pub struct Prediction {
 }
 
 impl Rates {
+    /// Rates for deciding prep threads alone: one thread prepares `per_thread`
+    /// samples/s (more scale linearly, as [`Rates::prep_rate`] extrapolates from one
+    /// measurement) for a model taking `model` samples/s. Fetching and caching are left
+    /// out (they are not what prep threads change).
+    pub fn prep_only(per_thread: f64, model: f64) -> Rates {
+        Rates {
+            samples: 1,
+            dataset_bytes: 1,
+            prep: vec![per_thread],
+            storage_bytes_per_s: f64::INFINITY,
+            cache: f64::INFINITY,
+            model: Some(model),
+        }
+    }
+
     fn mean_sample_bytes(&self) -> f64 {
         self.dataset_bytes as f64 / self.samples.max(1) as f64
     }
