@@ -286,9 +286,12 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 /// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
-/// - `threads` (None: `"auto"`): decode-and-transform threads, or `"auto"`: this
-///   process's share of the cores it may use (its CPU affinity and cgroup CPU quota,
-///   shared among the node's torchrun ranks, `LOCAL_WORLD_SIZE`: see `balance_ranks`).
+/// - `threads` (None: `"auto"`): the most workers decoding and transforming at once, or
+///   `"auto"`: this process's share of the cores it may use (its CPU affinity and cgroup
+///   CPU quota, shared among the node's torchrun ranks, `LOCAL_WORLD_SIZE`: see
+///   `balance_ranks`). The loader's workers are one pool: fewer prepare while the
+///   training loop takes batches slower than they could come (the cores are left to a
+///   step that is itself CPU), and reads in flight take workers as the storage needs.
 /// - `balance_ranks` (None: on unless `threads` is a number): under torchrun with several
 ///   ranks on a node, the ranks share the node's prep threads in proportion to the work
 ///   each has per iteration (measured CPU time per byte × the bytes their plans read

@@ -171,7 +171,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         }
         per_epoch.push(format!(
             "{{\"epoch\":{epoch},\"images_per_s\":{:.2},\"stall_s\":{:.3},\"wall_s\":{:.3},\
-             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"reads_in_flight\":{},\"cache_hits\":{},\
+             \"first_wait_s\":{:.4},\"prepared_ahead\":{},\"reads_in_flight\":{},\
+             \"prep_workers\":{},\"cache_hits\":{},\
              \"cache_hit_bytes\":{},\"storage_bytes\":{},\"device_read_bytes\":{device},\
              \"dataset_bytes\":{}}}",
             stats.throughput(),
@@ -180,6 +181,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
             stats.first_wait.as_secs_f64(),
             stats.prepared_ahead,
             stats.readahead.reads_in_flight,
+            stats.prep.threads,
             stats.cache.hits,
             stats.cache.hit_bytes,
             stats.storage.bytes,

@@ -86,6 +86,8 @@ impl LiveStats {
 pub(crate) struct Totals {
     pub(crate) fetch: StageCounters,
     pub(crate) prep: StageCounters,
+    /// Prep's thread CPU time and the bytes it read.
+    pub(crate) prep_cpu: StageCounters,
     pub(crate) stall: WaitHistogram,
     pub(crate) samples: AtomicU64,
     skipped: Mutex<BTreeMap<&'static str, u64>>,

@@ -89,7 +89,7 @@ pub(super) struct Shared {
     progress: AtomicU8,
     pub(super) fetch: StageCounters,
     pub(super) prep: StageCounters,
-    /// Prep's thread CPU time and the bytes it read, when balancing (demand per byte).
+    /// Prep's thread CPU time and the bytes it read (demand per byte, when balancing).
     pub(super) prep_cpu: StageCounters,
     /// Each sample's fetch and prep time, for the slowest samples and shards.
     pub(super) costs: CostLog,
@@ -492,7 +492,7 @@ impl Epoch {
             wait: self.wait,
             max_wait: self.max_wait,
             first_wait: self.first_wait.unwrap_or_default(),
-            fetch: shared.fetch.snapshot(shared.parts.config.fetch_threads),
+            fetch: shared.fetch.snapshot(shared.roles.wanted(Role::Fetch)),
             prep: shared.prep.snapshot(shared.roles.wanted(Role::Prep)),
             prep_reason: shared
                 .parts
@@ -674,7 +674,7 @@ impl Epoch {
         }
         if let (Some(previous), true) = (previous, shared.parts.config.adaptive_prep) {
             let interval = now - previous;
-            let prep = shared.parts.totals.prep.snapshot(0);
+            let prep = shared.parts.totals.prep_cpu.snapshot(0);
             role.revise(Observed {
                 prep_seconds: prep.busy.as_secs_f64() / prep.items.max(1) as f64,
                 step_seconds: interval.saturating_sub(waited).as_secs_f64() / samples.max(1) as f64,

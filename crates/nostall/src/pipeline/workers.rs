@@ -216,7 +216,6 @@ type Made = Result<Box<dyn Preparer>, String>;
 /// prepares it into its slot. `false` once every sample was claimed or the epoch stopped.
 fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
     let pipeline = &shared.parts.config.pipeline;
-    let balanced = shared.parts.balance.is_some();
     let Some(Claim {
         index,
         position,
@@ -234,7 +233,10 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
         preparer.get_or_insert_with(|| pipeline.prep().preparer().map_err(|e| e.to_string()));
     let id = shared.stream[index];
     let started = Instant::now();
-    let cpu_before = balanced.then(thread_cpu_time);
+    // CPU time, not wall time: what a sample costs a core, which is what the prep role
+    // and a node's balance decide on (a worker's wall time grows with whatever shares
+    // its core).
+    let cpu_before = thread_cpu_time();
     let read = bytes.as_ref().map_or(0, |b| b.len() as u64);
     let result = match (&mut *made, bytes) {
         (_, Err(cause)) => Err(cause),
@@ -264,9 +266,9 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
         }
     };
     let prep = started.elapsed();
-    if let Some(before) = cpu_before {
-        shared.prep_cpu.record(thread_cpu_time() - before, read);
-    }
+    let cpu = thread_cpu_time().saturating_sub(cpu_before);
+    shared.prep_cpu.record(cpu, read);
+    shared.parts.totals.prep_cpu.record(cpu, read);
     let shard = shared.parts.source.shard(id);
     shared.costs.record(id, shard, fetch, prep);
     let written = if result.is_ok() {

@@ -5,7 +5,7 @@
 //! needs (`pipeline::roles`). The fetch role follows Little's law (the read-ahead's bound
 //! on reads in flight, on as few workers as the source allows); the prep role follows the
 //! consumer, decided here. The rate model is the one `nostall analyze` validates
-//! ([`Rates::threads_needed`]): fed a worker's measured seconds per sample and the
+//! ([`Rates::threads_needed`]): fed a worker's measured CPU seconds per sample and the
 //! consumer's measured rate, it gives the fewest prep workers whose rate keeps
 //! [`HEADROOM`] ahead of the consumer's. Workers beyond that would only run in bursts
 //! that take a core from a training step that is itself CPU (a model trained on the CPU,
@@ -35,7 +35,7 @@ pub const HOLD_AFTER_STALL: u32 = 32;
 /// What the consumer's side observed over the batch just delivered.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observed {
-    /// A prep worker's seconds per sample so far (busy time over samples prepared).
+    /// A prep worker's CPU seconds per sample so far (0: none prepared yet).
     pub prep_seconds: f64,
     /// The consumer's seconds per sample between two batches, its wait left out: its
     /// training step. Near zero for a consumer that only counts batches.
@@ -127,7 +127,9 @@ impl PrepRole {
             }
             return self.workers;
         }
-        let (needed, reason) = self.needed(now);
+        let Some((needed, reason)) = self.needed(now) else {
+            return self.workers;
+        };
         if needed > self.workers {
             self.asked_fewer = 0;
             self.workers = needed;
@@ -148,16 +150,19 @@ impl PrepRole {
         self.workers
     }
 
-    /// What the rate model asks for, and why.
-    fn needed(&self, now: Observed) -> (usize, PrepReason) {
-        if !(now.prep_seconds > 0.0 && now.step_seconds > 0.0) {
-            return (self.ceiling, PrepReason::ConsumerFaster);
+    /// What the rate model asks for, and why; `None` before a sample's cost is known.
+    fn needed(&self, now: Observed) -> Option<(usize, PrepReason)> {
+        if now.step_seconds <= 0.0 {
+            return Some((self.ceiling, PrepReason::ConsumerFaster));
+        }
+        if now.prep_seconds <= 0.0 {
+            return None;
         }
         let rates = Rates::prep_only(1.0 / now.prep_seconds, HEADROOM / now.step_seconds);
-        match rates.threads_needed(self.ceiling) {
+        Some(match rates.threads_needed(self.ceiling) {
             Some(n) => (n, PrepReason::ConsumerNeeds),
             None => (self.ceiling, PrepReason::ConsumerFaster),
-        }
+        })
     }
 }
 
@@ -258,15 +263,24 @@ mod tests {
     }
 
     #[test]
-    fn without_a_step_or_a_prep_time_every_worker_prepares() {
+    fn a_consumer_without_a_step_takes_every_worker_and_no_prep_time_changes_nothing() {
         let mut role = PrepRole::new(3);
-        let none = Observed {
+        for _ in 0..40 {
+            role.revise(observed(500.0, 0.0));
+        }
+        assert_eq!(role.workers(), 1);
+        let unknown = Observed {
             prep_seconds: 0.0,
-            step_seconds: 0.0,
-            waited_share: 0.0,
+            ..observed(5000.0, 0.0)
         };
         for _ in 0..40 {
-            assert_eq!(role.revise(none), 3);
+            assert_eq!(role.revise(unknown), 1, "nothing known of prep: held");
         }
+        let no_step = Observed {
+            step_seconds: 0.0,
+            ..observed(500.0, 0.0)
+        };
+        assert_eq!(role.revise(no_step), 3);
+        assert_eq!(role.reason(), PrepReason::ConsumerFaster);
     }
 }
