@@ -672,7 +672,9 @@ impl Epoch {
         if let Some(share) = share {
             role.set_ceiling(share);
         }
-        if let (Some(previous), true) = (previous, shared.parts.config.adaptive_prep) {
+        if !shared.parts.config.adaptive_prep {
+            role.hold_ceiling();
+        } else if let Some(previous) = previous {
             let interval = now - previous;
             let prep = shared.parts.totals.prep_cpu.snapshot(0);
             role.revise(Observed {

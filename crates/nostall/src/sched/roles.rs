@@ -115,6 +115,13 @@ impl PrepRole {
         self.workers = self.workers.min(self.ceiling);
     }
 
+    /// Keeps every worker it may have preparing (a static configuration), whatever is
+    /// observed.
+    pub fn hold_ceiling(&mut self) {
+        self.workers = self.ceiling;
+        self.reason = PrepReason::Ceiling;
+    }
+
     /// The prep workers after a batch that observed `now`.
     pub fn revise(&mut self, now: Observed) -> usize {
         self.hold = self.hold.saturating_sub(1);
@@ -257,6 +264,15 @@ mod tests {
         let mut role = PrepRole::new(4);
         role.set_ceiling(2);
         assert_eq!(role.workers(), 2);
+        role.set_ceiling(3);
+        assert_eq!(
+            role.workers(),
+            2,
+            "a share that grows is taken by a decision"
+        );
+        role.hold_ceiling();
+        assert_eq!(role.workers(), 3, "or at once when held at the ceiling");
+        role.set_ceiling(2);
         assert_eq!(role.revise(observed(1e9, 0.5)), 2);
         role.set_ceiling(0);
         assert_eq!(role.workers(), 1, "never none");
