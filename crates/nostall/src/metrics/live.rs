@@ -99,9 +99,8 @@ pub(crate) struct Totals {
     pub(crate) readahead_peak: AtomicU64,
     /// The bound on reads in flight at the last batch.
     pub(crate) reads_in_flight: AtomicU64,
-    /// The loader's workers in each role at the last batch (0 before the first).
+    /// The loader's fetch workers at the last batch (0 before the first).
     pub(crate) fetch_workers: AtomicU64,
-    pub(crate) prep_workers: AtomicU64,
 }
 
 impl Totals {
@@ -121,9 +120,9 @@ impl Totals {
             .or_default() += 1;
     }
 
-    /// The figures so far; the threads are the workers in each role at the last batch
-    /// (the configured ones before it), the cache, source and read-ahead bound the
-    /// loader's.
+    /// The figures so far; the threads are the fetch workers at the last batch (the
+    /// ceiling `threads.0` before it) and the prep workers `threads.1`, the cache, source
+    /// and read-ahead bound the loader's.
     pub(crate) fn snapshot(
         &self,
         threads: (usize, usize),
@@ -144,12 +143,7 @@ impl Totals {
                     0 => threads.0,
                     workers => workers as usize,
                 }),
-            prep: self
-                .prep
-                .snapshot(match self.prep_workers.load(Ordering::Relaxed) {
-                    0 => threads.1,
-                    workers => workers as usize,
-                }),
+            prep: self.prep.snapshot(threads.1),
             skipped: self
                 .skipped
                 .lock()

@@ -30,7 +30,7 @@ use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
 use super::readahead::ReadAhead;
 use super::roles::{Role, Roles};
-use super::workers::{spawn, work};
+use super::workers::{spawn, staff, work};
 use super::{Batch, ErrorPolicy, LoaderConfig};
 
 /// What starting an epoch takes from its loader: all shared, so that an epoch can start
@@ -685,14 +685,9 @@ impl Epoch {
         }
         let workers = role.workers();
         drop(role);
-        shared
-            .parts
-            .totals
-            .prep_workers
-            .store(workers as u64, Ordering::Relaxed);
         if workers != shared.roles.wanted(Role::Prep) {
             shared.roles.want(Role::Prep, workers);
-            super::workers::staff(&self.run.shared);
+            staff(shared);
         }
     }
 

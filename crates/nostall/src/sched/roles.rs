@@ -177,6 +177,16 @@ impl PrepRole {
 mod tests {
     use super::*;
 
+    /// A prep role of `ceiling` workers after 40 revisions of a consumer at `rate`
+    /// samples/s that never waited: settled.
+    fn settled(ceiling: usize, rate: f64) -> PrepRole {
+        let mut role = PrepRole::new(ceiling);
+        for _ in 0..40 {
+            role.revise(observed(rate, 0.0));
+        }
+        role
+    }
+
     /// A worker prepares 1 000 samples/s; the consumer takes `rate` samples/s and
     /// waited `waited` of its time.
     fn observed(rate: f64, waited: f64) -> Observed {
@@ -211,10 +221,7 @@ mod tests {
 
     #[test]
     fn a_faster_consumer_takes_the_workers_back_at_once() {
-        let mut role = PrepRole::new(4);
-        for _ in 0..40 {
-            role.revise(observed(500.0, 0.0));
-        }
+        let mut role = settled(4, 500.0);
         assert_eq!(role.workers(), 1);
         assert_eq!(role.revise(observed(2500.0, 0.0)), 4, "3 125/s needs 4");
         assert_eq!(role.revise(observed(f64::INFINITY, 0.0)), 4);
@@ -223,10 +230,7 @@ mod tests {
 
     #[test]
     fn a_stall_adds_a_worker_and_holds_the_count_a_while() {
-        let mut role = PrepRole::new(3);
-        for _ in 0..40 {
-            role.revise(observed(400.0, 0.0));
-        }
+        let mut role = settled(3, 400.0);
         assert_eq!(role.workers(), 1);
         assert_eq!(role.revise(observed(400.0, 0.2)), 2);
         assert_eq!(role.reason(), PrepReason::Stalled);
@@ -240,10 +244,7 @@ mod tests {
 
     #[test]
     fn noise_around_the_need_does_not_make_the_count_oscillate() {
-        let mut role = PrepRole::new(2);
-        for _ in 0..20 {
-            role.revise(observed(700.0, 0.0));
-        }
+        let mut role = settled(2, 700.0);
         assert_eq!(role.workers(), 1, "875/s needs one worker of 1 000/s");
         // Rates either side of the boundary (one worker at 800/s, 2 at 801/s): raises at
         // once, lowers only after a run of lower asks, so alternating noise settles high.
@@ -280,10 +281,7 @@ mod tests {
 
     #[test]
     fn a_consumer_without_a_step_takes_every_worker_and_no_prep_time_changes_nothing() {
-        let mut role = PrepRole::new(3);
-        for _ in 0..40 {
-            role.revise(observed(500.0, 0.0));
-        }
+        let mut role = settled(3, 500.0);
         assert_eq!(role.workers(), 1);
         let unknown = Observed {
             prep_seconds: 0.0,
