@@ -45,6 +45,10 @@
 #                MinIO cache of the same size (no partitioned caching)
 #   frequency    the same with --cache-policy frequency: each host caches the samples its
 #                rank reads most often over the job's epochs (NoPFS), read ahead
+#                in the background, beside the epochs' reads
+#   frequency-before  the same with --prefill: the placement is read before the first
+#                epoch (NoPFS's setting, which the simulator simulates); the summary
+#                gives the time and bytes that took
 #   local        --no-peers --world N, --cache-size 100% --prefill: the whole dataset cached
 #                locally (filled before the first epoch), the ceiling of caching
 #   agent        partitioned, through each host's node agent (`nostall agent` in the host's
@@ -108,7 +112,7 @@ Usage: bash bench/testbed.sh [OPTIONS]
   --cache SIZE        per-host cache for partitioned and nopeers   [$CACHE]
   --epochs E          epochs per run                              [$EPOCHS]
   --data DIR          dataset to copy into storage                [$DATA]
-  --modes "M ..."     runs, of partitioned plain nopeers frequency local agent [$MODES]
+  --modes "M ..."     runs, of partitioned plain nopeers frequency frequency-before local agent [$MODES]
   --ranks-per-host R  ranks (processes) per host                  [$RANKS_PER_HOST]
   --out DIR           results: MODE/hostI.jsonl, .log, summary    [$OUT]
   --batch-size B      per-host batch size                         [$BATCH]
@@ -161,7 +165,7 @@ parse_args() {
     [[ "$RANKS_PER_HOST" =~ ^[0-9]+$ ]] && [ "$RANKS_PER_HOST" -ge 1 ] && [ "$RANKS_PER_HOST" -le 16 ] \
         || die "--ranks-per-host must be 1..16, not $RANKS_PER_HOST"
     for mode in $MODES; do
-        case "$mode" in partitioned|plain|nopeers|frequency|local|agent) ;; *) die "unknown mode: $mode" ;; esac
+        case "$mode" in partitioned|plain|nopeers|frequency|frequency-before|local|agent) ;; *) die "unknown mode: $mode" ;; esac
     done
 }
 
@@ -524,6 +528,7 @@ run_mode() {
                 agent) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE" --share auto) ;;
                 nopeers) args+=(--node "$g" --no-peers --world "$ranks" --cache-size "$CACHE") ;;
                 frequency) args+=(--node "$g" --no-peers --world "$ranks" --cache-size "$CACHE" --cache-policy frequency) ;;
+                frequency-before) args+=(--node "$g" --no-peers --world "$ranks" --cache-size "$CACHE" --cache-policy frequency --prefill) ;;
                 local) args+=(--node "$g" --no-peers --world "$ranks" --cache-size 100% --prefill) ;;
             esac
             [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
@@ -594,7 +599,7 @@ main() {
     for mode in $MODES; do run_mode "$mode"; done
     local predicted=()
     case " $MODES " in
-        *" nopeers "*|*" frequency "*)
+        *" nopeers "*|*" frequency "*|*" frequency-before "*)
             # What the cache simulator predicts for each host's cache alone, the same plan
             # (seed 0, the hosts as ranks), for the summary to set beside the hit rates.
             "$BIN" simulate cache --samples "$DATASET_FILES" --workers "$HOSTS" \

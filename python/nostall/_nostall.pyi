@@ -114,6 +114,7 @@ class Loader:
         cache: str | float | int | None = None,
         cache_policy: Literal["minio", "lookahead", "frequency", "lru", "none", "partitioned"] = "minio",
         cache_epochs: int | None = None,
+        cache_fill: Literal["background", "before"] = "background",
         memory: str | int | None = None,
         on_error: Literal["error", "skip"] = "error",
         quarantine: str | PathLike[str] | None = None,

@@ -127,6 +127,7 @@ pub(crate) fn run(
         cache: cache.as_ref(),
         cache_policy,
         cache_epochs: None,
+        cache_fill: "background",
         memory: None,
         on_error,
         // One node reading the whole dataset; the node sweep predicts for more.

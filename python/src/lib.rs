@@ -314,7 +314,8 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///   evicts, never thrashes), `"lookahead"` (reads the plan's next epoch: keeps the
 ///   samples this rank reads soonest; with several ranks it hits more than `"minio"`),
 ///   `"frequency"` (NoPFS: keeps the samples this rank reads most often over
-///   `cache_epochs` epochs, read ahead in the background), `"lru"`, or
+///   `cache_epochs` epochs, read ahead in the background, or before the loader's first
+///   read with `cache_fill="before"`, as `nostall simulate cache` assumes), `"lru"`, or
 ///   `"partitioned"`: each node of a multi-node
 ///   job caches a different part of that size, serves it to the other nodes, and
 ///   ranks take the samples their node holds (locality-aware batches). Nodes and
@@ -493,6 +494,7 @@ pub(crate) struct ConfigArgs<'a, 'py> {
     pub cache: Option<&'a Bound<'py, PyAny>>,
     pub cache_policy: &'a str,
     pub cache_epochs: Option<u64>,
+    pub cache_fill: &'a str,
     pub memory: Option<Memory>,
     pub on_error: &'a str,
     pub rank: Option<usize>,
@@ -533,6 +535,7 @@ impl ConfigArgs<'_, '_> {
         if let Some(epochs) = self.cache_epochs {
             set("cache_epochs", &epochs.to_string())?;
         }
+        set("cache_fill", self.cache_fill)?;
         match &self.memory {
             Some(Memory::Bytes(bytes)) => set("memory", &bytes.to_string())?,
             Some(Memory::Text(text)) => set("memory", text)?,
@@ -610,15 +613,16 @@ impl Loader {
             source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
             layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
             fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
-            cache_policy="minio", cache_epochs=None, memory=None, on_error="error",
+            cache_policy="minio", cache_epochs=None, cache_fill="background", memory=None,
+            on_error="error",
             quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
             balance_ranks=None, share=None, read="cached"
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
-            cache=None, cache_policy='minio', cache_epochs=None, memory=None, \
-            on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
+            cache=None, cache_policy='minio', cache_epochs=None, \
+            cache_fill='background', memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached')"
     )]
     #[allow(clippy::too_many_arguments)]
@@ -640,6 +644,7 @@ impl Loader {
         cache: Option<Bound<'_, PyAny>>,
         cache_policy: &str,
         cache_epochs: Option<u64>,
+        cache_fill: &str,
         memory: Option<Memory>,
         on_error: &str,
         quarantine: Option<PathBuf>,
@@ -666,6 +671,7 @@ impl Loader {
             cache: cache.as_ref(),
             cache_policy,
             cache_epochs,
+            cache_fill,
             memory,
             on_error,
             rank,

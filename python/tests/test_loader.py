@@ -299,6 +299,10 @@ def test_configuration_and_storage_errors(photos, tmp_path):
         nostall.Loader(photos, cache="lots")
     with pytest.raises(nostall.ConfigError, match="cache_epochs"):
         nostall.Loader(photos, cache="50%", cache_policy="frequency")
+    with pytest.raises(nostall.ConfigError, match="only the frequency cache policy"):
+        nostall.Loader(photos, cache="50%", cache_fill="before")
+    with pytest.raises(nostall.ConfigError, match="cache_fill"):
+        nostall.Loader(photos, cache="50%", cache_policy="frequency", cache_epochs=2, cache_fill="now")
     with pytest.raises(OSError) as info:
         nostall.Loader(str(tmp_path / "missing"))
     assert isinstance(info.value, nostall.StorageError)
@@ -312,6 +316,14 @@ def test_future_aware_cache_policies_run_and_hit(photos):
             assert sum(len(y) for _, y in loader) == N
         # The whole dataset fits: the last epoch reads nothing from storage.
         assert loader.metrics["cache"]["hits"] == N, policy
+
+
+def test_a_frequency_cache_filled_before_hits_from_the_first_batch(photos):
+    loader = nostall.Loader(photos, batch_size=8, image_size=32, cache="100%", cache_policy="frequency",
+                            cache_epochs=2, cache_fill="before")
+    # The placement (the whole dataset) was read as the loader was made.
+    assert sum(len(y) for _, y in loader) == N
+    assert (loader.metrics["cache"]["hits"], loader.metrics["cache"]["misses"]) == (N, 0)
 
 
 def test_a_memory_budget_splits_between_pipeline_and_cache(photos):

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nostall::cache::{CacheConfig, CachePolicy, Cached, Capacity};
+use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Cached, Capacity};
 use nostall::storage::Source;
 use nostall::Position;
 use nostall_agent::{Client, Reading};
@@ -43,8 +43,9 @@ pub(crate) struct Args {
     /// Ranks in the job, with --no-peers.
     #[arg(long)]
     world: Option<usize>,
-    /// With --no-peers, fill the cache from storage before the first epoch (the whole
-    /// dataset with --cache-size 100%), so that every epoch runs from a warm cache.
+    /// With --no-peers, fill the cache from storage before the first epoch, so that every
+    /// epoch runs from a warm cache: a minio cache with the first samples of the dataset
+    /// (all of them with --cache-size 100%), a frequency cache with its placement.
     #[arg(long, requires = "no_peers")]
     prefill: bool,
     /// With peers, keep the plain plan (each rank a fixed slice of every global batch)
@@ -57,8 +58,7 @@ pub(crate) struct Args {
     cache_size: Capacity,
     /// With --no-peers, the cache's policy: minio, lookahead, frequency (NoPFS: the
     /// samples this rank reads most often over --epochs, read ahead) or lru.
-    #[arg(long, default_value = "minio", value_parser = parse_policy, requires = "no_peers",
-          conflicts_with = "prefill")]
+    #[arg(long, default_value = "minio", value_parser = parse_policy, requires = "no_peers")]
     cache_policy: CachePolicy,
     /// Epochs to run.
     #[arg(long, default_value_t = 3)]
@@ -247,11 +247,18 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     let data = builder.open_dataset()?;
     let config = builder.config_mut();
 
+    if args.prefill && ![CachePolicy::Minio, CachePolicy::Frequency].contains(&args.cache_policy) {
+        return Err(
+            "--prefill fills a minio cache, or reads a frequency cache's placement, before the \
+             first epoch: use it with --cache-policy minio or frequency"
+                .into(),
+        );
+    }
     let (mode, source): (Mode, Arc<dyn Source>) = if args.no_peers {
         config.plan.rank = args.node.unwrap_or(0);
         config.plan.world = args.world.expect("clap requires --world");
         let storage = data.source.clone();
-        let source: Arc<dyn Source> = if args.prefill {
+        let source: Arc<dyn Source> = if args.prefill && args.cache_policy == CachePolicy::Minio {
             let capacity = args.cache_size.bytes(data.catalog.total_bytes());
             let cached = Arc::new(Cached::new(storage.clone(), CachePolicy::Minio, capacity));
             prefill(&cached, data.catalog.len() as u64, args.fetch_threads)?;
@@ -259,6 +266,10 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         } else {
             config.cache = CacheConfig::new(args.cache_policy, args.cache_size);
             config.cache.planned_epochs = args.epochs;
+            if args.prefill {
+                // The frequency cache's placement; any other policy is refused by the loader.
+                config.cache.fill = CacheFill::Before;
+            }
             storage.clone()
         };
         (Mode::Alone { storage }, source)
@@ -273,7 +284,21 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         (Mode::Peers(Box::new(node)), source)
     };
     let rank = builder.config_mut().plan.rank;
+    let (made, counted) = (Instant::now(), mode.counters());
     let loader = builder.build(data.catalog.clone(), source)?;
+    let making = Making {
+        seconds: made.elapsed().as_secs_f64(),
+        storage: (mode.counters() - counted).storage,
+    };
+    if args.prefill && args.cache_policy == CachePolicy::Frequency {
+        let held = loader.cache_stats();
+        eprintln!(
+            "nostall node {rank}: read the cache's placement, {} samples ({:.1} MB), in {:.1} s",
+            held.entries,
+            held.used as f64 / 1e6,
+            making.seconds
+        );
+    }
     eprintln!(
         "nostall node {rank}: joined; {} samples, {} batches per epoch",
         data.catalog.len(),
@@ -281,6 +306,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     );
 
     let mut report = Report::new(&args, rank)?;
+    report.making = Some(making);
     for epoch in 0..args.epochs {
         if let Mode::Peers(node) = &mode {
             if !node.barrier(epoch)? {
@@ -448,11 +474,22 @@ impl Row {
     }
 }
 
+/// What making the loader took, before its first epoch: reading a frequency cache's
+/// placement when asked to, for one.
+#[derive(Clone, Copy, Default)]
+struct Making {
+    seconds: f64,
+    /// Bytes read from storage meanwhile.
+    storage: u64,
+}
+
 /// Where the epochs are reported: a table on standard output, and the files asked for.
 struct Report {
     rank: usize,
     json: Option<std::fs::File>,
     ids: Option<std::fs::File>,
+    /// Reported with the first epoch, then taken.
+    making: Option<Making>,
 }
 
 impl Report {
@@ -480,7 +517,12 @@ impl Report {
             "served MB",
             "fallback"
         );
-        Ok(Report { rank, json, ids })
+        Ok(Report {
+            rank,
+            json,
+            ids,
+            making: None,
+        })
     }
 
     fn epoch(&mut self, epoch: u64, row: &Row) -> Result<(), AnyError> {
@@ -501,6 +543,7 @@ impl Report {
         }
         if let Some(out) = self.json.as_mut() {
             let (hits, misses) = row.cache.unwrap_or_default();
+            let making = self.making.take().unwrap_or_default();
             // When the epoch ended, on the clock every host shares: a job's epoch ends
             // with its last rank's, whatever each rank waited for before it.
             let ended = std::time::SystemTime::now()
@@ -512,7 +555,7 @@ impl Report {
                  \"images_per_s\":{:.2},\"storage_bytes\":{},\"peer_bytes\":{},\
                  \"served_bytes\":{},\"served_local_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\
                  \"skipped\":{},\"cache_hits\":{hits},\"cache_misses\":{misses},\
-                 \"ended_s\":{ended:.4}}}",
+                 \"ended_s\":{ended:.4},\"made_s\":{:.4},\"made_storage_bytes\":{}}}",
                 images as f64 / seconds,
                 moved.storage,
                 moved.from_peers,
@@ -521,6 +564,8 @@ impl Report {
                 moved.fallbacks,
                 row.stall,
                 row.skipped,
+                making.seconds,
+                making.storage,
             )?;
         }
         Ok(())

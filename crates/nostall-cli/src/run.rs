@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
-use nostall::cache::{CacheConfig, CachePolicy, Capacity};
+use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
 use nostall::dataset::Dataset;
 use nostall::pipeline::LoaderBuilder;
 use nostall::storage::Link;
@@ -136,6 +136,10 @@ pub(crate) struct StorageArgs {
     /// (default: the epochs this command runs, where it knows them).
     #[arg(long)]
     pub cache_epochs: Option<u64>,
+    /// With --cache frequency: when the placement is read, background (beside the epochs'
+    /// reads) or before (before the first read, as `nostall simulate cache` assumes).
+    #[arg(long, default_value = "background", value_parser = parse_fill)]
+    pub cache_fill: CacheFill,
     /// Bytes for batch buffers, read-ahead and cache together (2GiB): the pipeline is
     /// paid first, shrunk to fit if needed; the cache gets the rest.
     #[arg(long)]
@@ -147,6 +151,7 @@ impl StorageArgs {
     pub(crate) fn cache(&self, epochs: Option<u64>) -> CacheConfig {
         let mut config = CacheConfig::new(self.cache, self.cache_size);
         config.planned_epochs = self.cache_epochs.or(epochs).unwrap_or(0);
+        config.fill = self.cache_fill;
         config
     }
 
@@ -206,6 +211,10 @@ fn parse_phases(s: &str) -> Result<Phases, String> {
 }
 
 pub(crate) fn parse_policy(s: &str) -> Result<CachePolicy, String> {
+    s.parse().map_err(|e: nostall::Error| e.to_string())
+}
+
+fn parse_fill(s: &str) -> Result<CacheFill, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 

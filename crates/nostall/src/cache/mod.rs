@@ -49,7 +49,7 @@ pub enum CachePolicy {
     /// furthest ahead, unless the missed sample is read later still (see [`lookahead`]).
     Lookahead,
     /// NoPFS: keep the samples this rank reads most often over the planned epochs
-    /// ([`CacheConfig::planned_epochs`]), read ahead in the background; never evict.
+    /// ([`CacheConfig::planned_epochs`]), read ahead ([`CacheFill`]); never evict.
     Frequency,
     /// No cache in the loader; repeated reads rely on the operating system's page cache.
     None,
@@ -67,6 +67,37 @@ impl std::str::FromStr for CachePolicy {
             "none" => Ok(CachePolicy::None),
             _ => Err(Error::Config(format!(
                 "unknown cache policy {s:?}: use minio, lookahead, frequency, lru or none"
+            ))),
+        }
+    }
+}
+
+/// When a cache that places its samples ([`CachePolicy::Frequency`]) reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CacheFill {
+    /// From the moment the loader is made, beside the epochs' own reads: the first batch
+    /// comes at once, and the first epoch hits what has arrived ahead of its reads (over
+    /// a link the reads saturate, a sample arrives once either way: the first epoch moves
+    /// the same bytes, and the cache pays off from the second).
+    #[default]
+    Background,
+    /// Before the loader's first read: making the loader reads the placement, and every
+    /// epoch, the first too, hits what `nostall simulate cache` predicts (NoPFS's
+    /// setting, a cache filled before training).
+    Before,
+}
+
+impl std::str::FromStr for CacheFill {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<CacheFill> {
+        match s {
+            "background" => Ok(CacheFill::Background),
+            "before" => Ok(CacheFill::Before),
+            _ => Err(Error::Config(format!(
+                "unknown cache fill {s:?}: use background (beside the epochs' reads) or \
+                 before (before the loader's first read)"
             ))),
         }
     }
@@ -153,6 +184,8 @@ pub struct CacheConfig {
     /// The epochs the job will run, which [`CachePolicy::Frequency`] counts reads over
     /// (0: not given).
     pub planned_epochs: u64,
+    /// When [`CachePolicy::Frequency`] reads its placement.
+    pub fill: CacheFill,
 }
 
 impl CacheConfig {
@@ -162,6 +195,7 @@ impl CacheConfig {
             policy,
             capacity,
             planned_epochs: 0,
+            fill: CacheFill::Background,
         }
     }
 
@@ -170,6 +204,14 @@ impl CacheConfig {
             return Err(Error::Config(
                 "the frequency cache policy keeps the samples each rank reads most often \
                  over the job's epochs: give their number (cache_epochs)"
+                    .into(),
+            ));
+        }
+        if self.fill == CacheFill::Before && self.policy != CachePolicy::Frequency {
+            return Err(Error::Config(
+                "cache_fill=before reads the cache's placement before the first epoch, which \
+                 only the frequency cache policy has: set cache_policy=frequency, or leave \
+                 cache_fill out"
                     .into(),
             ));
         }

@@ -29,7 +29,7 @@ use crate::storage::{Link, ReadMode, Source, Throttled};
 use super::{ErrorPolicy, Loader, LoaderConfig};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 25] = [
+pub const KNOBS: [(&str, &str); 26] = [
     (
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio), or a list \
@@ -78,6 +78,10 @@ pub const KNOBS: [(&str, &str); 25] = [
     (
         "cache_epochs",
         "the epochs the job runs (for the frequency cache policy)",
+    ),
+    (
+        "cache_fill",
+        "background or before: when the frequency cache reads its placement",
     ),
     ("readahead", "bytes fetched ahead at most: 64MiB"),
     (
@@ -194,6 +198,7 @@ impl LoaderBuilder {
             "cache" => c.cache.capacity = parse(name, value)?,
             "cache_policy" => c.cache.policy = parse(name, value)?,
             "cache_epochs" => c.cache.planned_epochs = parse(name, value)?,
+            "cache_fill" => c.cache.fill = parse(name, value)?,
             "readahead" => c.readahead = bytes(name, value)?,
             "memory" => c.memory = Some(bytes(name, value)?),
             "read" => self.read = parse(name, value)?,
@@ -453,6 +458,7 @@ mod tests {
             ("cache", "35%"),
             ("cache_policy", "minio"),
             ("cache_epochs", "90"),
+            ("cache_fill", "background"),
             ("readahead", "16MiB"),
             ("memory", "2GiB"),
             ("read", "cold"),
@@ -508,6 +514,7 @@ mod tests {
             ("on_error", "ignore"),
             ("pipeline", "resnet"),
             ("cache", "lots"),
+            ("cache_fill", "sometimes"),
             ("readahead", "50%"),
             ("read", "warm"),
             ("throttle", "-3"),

@@ -85,7 +85,8 @@ impl Loader {
             .transpose()?;
         let source = Arc::new(Cached::new(source, config.cache.policy, capacity));
         let warmer = (config.cache.policy == CachePolicy::Frequency)
-            .then(|| Warmer::start(&config, &catalog, source.clone()));
+            .then(|| Warmer::start(&config, &catalog, source.clone()))
+            .flatten();
         let balance = Balance::open(&config).map(Arc::new);
         let prep_role = prep_role(&config, balance.as_deref());
         let arena = config.arena;

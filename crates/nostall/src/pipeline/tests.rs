@@ -491,9 +491,8 @@ fn hits_and_prediction(
     workers: usize,
     fraction: f64,
     epochs: u64,
-    wait_for: impl Fn(usize) -> u64,
 ) -> (Vec<u64>, Vec<u64>) {
-    use crate::cache::{CacheConfig, Capacity};
+    use crate::cache::{CacheConfig, CacheFill, Capacity};
     use crate::sim::cache::{capacity_for, AccessStreams, SimPolicy};
     let n = 200;
     // Every sample 9 bytes (its id and a command): capacities in samples and bytes agree.
@@ -517,12 +516,11 @@ fn hits_and_prediction(
             c.fetch_threads = 1;
             c.cache = CacheConfig::new(policy, Capacity::Bytes(capacity as u64 * 9));
             c.cache.planned_epochs = epochs;
+            // The simulator's setting: a placement read before the first epoch.
+            if policy == crate::cache::CachePolicy::Frequency {
+                c.cache.fill = CacheFill::Before;
+            }
         });
-        let limit = std::time::Instant::now() + HOLD_LIMIT;
-        while loader.cache_stats().entries < wait_for(capacity) && std::time::Instant::now() < limit
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
         for (epoch, hits) in hits.iter_mut().enumerate() {
             let mut run = loader.epoch(epoch as u64).unwrap();
             for batch in run.by_ref() {
@@ -538,10 +536,9 @@ fn hits_and_prediction(
 fn the_frequency_cache_hits_as_the_simulator_predicts() {
     use crate::cache::CachePolicy;
     for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {
-        // Once the placement is read ahead (every rank reads more than its capacity of
-        // distinct samples over 8 epochs), every epoch hits as predicted, the first too.
-        let (hits, predicted) =
-            hits_and_prediction(CachePolicy::Frequency, workers, fraction, 8, |c| c as u64);
+        // The placement read before the first epoch, every epoch hits as predicted, the
+        // first too.
+        let (hits, predicted) = hits_and_prediction(CachePolicy::Frequency, workers, fraction, 8);
         assert_eq!(
             hits, predicted,
             "{workers} workers, {fraction} of the dataset"
@@ -553,8 +550,7 @@ fn the_frequency_cache_hits_as_the_simulator_predicts() {
 fn the_lookahead_cache_hits_as_the_simulator_predicts() {
     use crate::cache::CachePolicy;
     for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {
-        let (hits, predicted) =
-            hits_and_prediction(CachePolicy::Lookahead, workers, fraction, 6, |_| 0);
+        let (hits, predicted) = hits_and_prediction(CachePolicy::Lookahead, workers, fraction, 6);
         assert_eq!(
             hits, predicted,
             "{workers} workers, {fraction} of the dataset"

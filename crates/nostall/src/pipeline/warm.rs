@@ -1,16 +1,17 @@
 //! The `frequency` cache policy's placement: from the plans of every planned epoch, the
 //! samples this rank reads most often ([`crate::cache::frequency`]), placed when the
 //! loader is made (so that the epochs' own reads fill the cache with them from the
-//! start), then read into the cache ahead of their first use by [`WARM_READS`]
-//! background threads, beside the epochs' reads. One read at a time was too slow over
-//! object storage: on the 4-host testbed the placement took three epochs to arrive.
+//! start), then read into the cache by [`WARM_READS`] threads: in the background, beside
+//! the epochs' reads ([`CacheFill::Background`]), or before the loader's first read
+//! ([`CacheFill::Before`]). One read at a time was too slow over object storage: on the
+//! 4-host testbed the placement took three epochs to arrive.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::cache::frequency::placement;
-use crate::cache::Cached;
-use crate::catalog::Catalog;
+use crate::cache::{CacheFill, Cached};
+use crate::catalog::{Catalog, SampleId};
 use crate::plan::EpochPlan;
 
 use super::LoaderConfig;
@@ -20,13 +21,18 @@ pub(super) const WARM_READS: usize = 4;
 
 /// The background threads; dropping this stops them after their current reads.
 pub(super) struct Warmer {
-    stop: Arc<AtomicBool>,
+    reading: Arc<Reading>,
 }
 
 impl Warmer {
     /// Places `source`'s cache for the job `config` plans (a pass over the plan of every
-    /// planned epoch), and starts reading the placement ahead.
-    pub(super) fn start(config: &LoaderConfig, catalog: &Catalog, source: Arc<Cached>) -> Warmer {
+    /// planned epoch), and reads the placement: before returning with
+    /// [`CacheFill::Before`] (and `None`), else in the background.
+    pub(super) fn start(
+        config: &LoaderConfig,
+        catalog: &Catalog,
+        source: Arc<Cached>,
+    ) -> Option<Warmer> {
         let (plan, locality) = (&config.plan, config.locality.as_ref());
         let reads = (0..config.cache.planned_epochs)
             .filter_map(|epoch| EpochPlan::resumed(plan, locality, catalog.len(), epoch, &[]).ok())
@@ -34,35 +40,62 @@ impl Warmer {
         let capacity = source.cache().stats().capacity;
         let kept = placement(reads, capacity, |id| catalog.size(id));
         source.cache().place(&kept);
-        let stop = Arc::new(AtomicBool::new(false));
-        let kept: Arc<[_]> = kept.into();
-        let next = Arc::new(AtomicUsize::new(0));
-        for n in 0..WARM_READS {
-            let (kept, next, stopped, source) =
-                (kept.clone(), next.clone(), stop.clone(), source.clone());
-            let warm = move || {
-                let mut buffer = Vec::new();
-                while !stopped.load(Ordering::Relaxed) {
-                    let Some(&id) = kept.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        return;
-                    };
-                    // A sample that cannot be read is left to the epoch that reads it,
-                    // which reports it.
-                    let _ = source.prefetch(id, &mut buffer);
+        let reading = Reading {
+            kept: kept.into(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            source,
+        };
+        if config.cache.fill == CacheFill::Before {
+            std::thread::scope(|s| {
+                for n in 0..WARM_READS {
+                    // One that fails to start leaves its share to the others.
+                    let _ = std::thread::Builder::new()
+                        .name(format!("nostall-warm-{n}"))
+                        .spawn_scoped(s, || reading.read());
                 }
-            };
+            });
+            return None;
+        }
+        let reading = Arc::new(reading);
+        for n in 0..WARM_READS {
+            let reading = Arc::clone(&reading);
             // Without these threads the cache still fills as the epochs read: slower,
             // never wrong.
             let _ = std::thread::Builder::new()
                 .name(format!("nostall-warm-{n}"))
-                .spawn(warm);
+                .spawn(move || reading.read());
         }
-        Warmer { stop }
+        Some(Warmer { reading })
+    }
+}
+
+/// The placement being read, shared by the threads reading it.
+struct Reading {
+    kept: Arc<[SampleId]>,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    source: Arc<Cached>,
+}
+
+impl Reading {
+    /// Reads the placement's next samples into the cache until none is left or told to
+    /// stop.
+    fn read(&self) {
+        let mut buffer = Vec::new();
+        while !self.stop.load(Ordering::Relaxed) {
+            let Some(&id) = self.kept.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
+                return;
+            };
+            // A sample that cannot be read is left to the epoch that reads it, which
+            // reports it.
+            let _ = self.source.prefetch(id, &mut buffer);
+        }
     }
 }
 
 impl Drop for Warmer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.reading.stop.store(true, Ordering::Relaxed);
     }
 }
