@@ -187,7 +187,10 @@ class Loader:
         ``fetch`` / ``prep`` (threads, busy_s, items, bytes, per_thread_per_s,
         capacity_per_s), ``prep_starved_s``, ``cache`` (hits, misses, hit_bytes,
         miss_bytes, hit_rate, entries, used_bytes, capacity_bytes), ``storage`` (bytes,
-        requests), ``readahead``, ``skipped`` (by cause), ``skipped_total``,
+        requests), ``readahead`` (window_bytes, peak_bytes, limit_bytes,
+        reads_in_flight, read_time_s: the read time that bound followed, and ``tiers``:
+        for memory, peer and storage, the next reads it served and its read time),
+        ``skipped`` (by cause), ``skipped_total``,
         ``slowest`` (the 10 costliest samples: id, location, fetch_s, prep_s),
         ``slowest_shards`` (the 5 costliest tar shards: shard, samples, fetch_s, prep_s),
         ``buffers_allocated``; with ``cache_policy="partitioned"`` also ``partitioned``

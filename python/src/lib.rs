@@ -1206,6 +1206,17 @@ fn stats_dict<'py>(py: Python<'py>, s: &EpochStats) -> PyResult<Bound<'py, PyDic
     r.set_item("window_bytes", s.readahead.window)?;
     r.set_item("peak_bytes", s.readahead.peak)?;
     r.set_item("limit_bytes", s.readahead.limit)?;
+    r.set_item("reads_in_flight", s.readahead.reads_in_flight)?;
+    r.set_item("read_time_s", s.readahead.read_time.as_secs_f64())?;
+    let tiers = PyDict::new(py);
+    for tier in nostall::storage::Tier::ALL {
+        let reads = s.readahead.by_tier[tier.index()];
+        let t = PyDict::new(py);
+        t.set_item("upcoming", reads.upcoming)?;
+        t.set_item("read_time_s", reads.time.map(|time| time.as_secs_f64()))?;
+        tiers.set_item(tier.name(), t)?;
+    }
+    r.set_item("tiers", tiers)?;
     d.set_item("readahead", r)?;
     let k = PyDict::new(py);
     for (cause, n) in &s.skipped {

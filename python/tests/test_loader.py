@@ -324,6 +324,10 @@ def test_a_frequency_cache_filled_before_hits_from_the_first_batch(photos):
     # The placement (the whole dataset) was read as the loader was made.
     assert sum(len(y) for _, y in loader) == N
     assert (loader.metrics["cache"]["hits"], loader.metrics["cache"]["misses"]) == (N, 0)
+    # The read-ahead timed reads from memory only, and counts none from storage to come.
+    tiers = loader.metrics["readahead"]["tiers"]
+    assert tiers["memory"]["read_time_s"] is not None
+    assert tiers["storage"]["read_time_s"] is None and tiers["storage"]["upcoming"] == 0
 
 
 def test_a_memory_budget_splits_between_pipeline_and_cache(photos):

@@ -52,6 +52,10 @@ pub(crate) struct Args {
     /// Shuffle seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Read every epoch in the dataset's order (as a validation loader does), not
+    /// shuffled.
+    #[arg(long)]
+    no_shuffle: bool,
     /// Skip and count bad samples instead of stopping.
     #[arg(long)]
     skip_bad: bool,
@@ -106,6 +110,9 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         memory: args.storage.memory.clone(),
     };
     let mut builder = crate::run::loader_builder(&args.dataset, &settings)?;
+    if args.no_shuffle {
+        builder.set("shuffle", "false")?;
+    }
     builder.config_mut().adaptive_reads = !args.fixed_reads;
     builder.config_mut().adaptive_prep = !args.fixed_prep;
     builder.config_mut().prefetch = args.prefetch;

@@ -428,6 +428,13 @@ impl Peer {
         }
     }
 
+    /// Whether the peer is marked down now (its samples come from storage).
+    pub(crate) fn is_down(&self) -> bool {
+        self.lock_health()
+            .retry_at
+            .is_some_and(|at| Instant::now() < at)
+    }
+
     pub(crate) fn mark_down(&self, reason: &str) {
         let retry_after = self.links.timeouts.retry_after;
         let mut health = self.lock_health();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use nostall::cache::{CachePolicy, SampleCache};
 use nostall::plan::placement::Placement;
-use nostall::storage::Source;
+use nostall::storage::{Source, Tier};
 use nostall::{Cause, SampleId};
 
 /// The samples [`Placement`] gives this node, filled from storage on first use
@@ -89,6 +89,16 @@ impl NodeCache {
     /// Whether `id` is this node's to cache.
     pub fn holds(&self, id: SampleId) -> bool {
         self.placement.holds(self.node, id)
+    }
+
+    /// Where a read of `id` (one this node holds) would be served from now: memory once
+    /// it has been filled, storage before.
+    pub fn tier(&self, id: SampleId) -> Tier {
+        if self.cache.contains(id) {
+            Tier::Memory
+        } else {
+            self.storage.tier(id)
+        }
     }
 
     /// Reads sample `id` (one this node holds) into `out`: from memory, or from storage

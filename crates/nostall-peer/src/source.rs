@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nostall::plan::placement::Placement;
-use nostall::storage::{Source, SourceStats};
+use nostall::storage::{Source, SourceStats, Tier};
 use nostall::{Cause, SampleId};
 
 use crate::client::{Failure, Peer};
@@ -153,6 +153,14 @@ impl Source for PartitionedSource {
                 }
             },
             (None, _) => self.storage.read(id, out),
+        }
+    }
+
+    fn tier(&self, id: SampleId) -> Tier {
+        match (self.placement.holder(id), &self.local) {
+            (Some(holder), Some(local)) if holder == self.node => local.tier(id),
+            (Some(holder), _) if !self.peers[holder].is_down() => Tier::Peer,
+            _ => self.storage.tier(id),
         }
     }
 

@@ -14,10 +14,22 @@ use crate::error::Result;
 use crate::metrics::EpochStats;
 use crate::pipeline::Loader;
 use crate::sched::roles::PrepReason;
+use crate::storage::Tier;
 
 /// Epochs whose samples prepared ahead [`Observation::choices`] lists one by one; a run
 /// of more (a small dataset) is summed up.
 const LISTED_EPOCHS: usize = 8;
+
+/// One tier's part in the read time the bound on reads in flight followed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierShare {
+    /// `memory`, `peer` or `storage`.
+    pub tier: String,
+    /// Of the reads to come at the bound's last revision, those from this tier.
+    pub reads: u32,
+    /// The smoothed time of one read from it, milliseconds (`None`: none timed yet).
+    pub ms: Option<f64>,
+}
 
 /// What one epoch (or the part of it that ran) showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,9 +53,13 @@ pub struct ObservedEpoch {
     /// What the loader chose: the bound on reads in flight at the epoch's end.
     #[serde(default)]
     pub reads_in_flight: usize,
-    /// The smoothed time of one read that the bound followed, milliseconds.
+    /// The time of one read that the bound followed, milliseconds: the mean over the
+    /// reads then to come of their tier's time.
     #[serde(default)]
     pub read_ms: f64,
+    /// The tiers of those reads to come: how many each served, and its read time.
+    #[serde(default)]
+    pub read_tiers: Vec<TierShare>,
     /// Samples prepared before the epoch was asked for (the epoch started ahead).
     #[serde(default)]
     pub prepared_ahead: u64,
@@ -126,9 +142,23 @@ impl Observation {
     /// for. `None` if nothing ran.
     pub fn choices(&self) -> Option<String> {
         let last = self.epochs.last()?;
+        // The tiers are named once the next reads came from more than one.
+        let tiers = if last.read_tiers.len() > 1 {
+            let each: Vec<String> = last
+                .read_tiers
+                .iter()
+                .map(|share| match share.ms {
+                    Some(ms) => format!("{} from {} at {ms:.2} ms", share.reads, share.tier),
+                    None => format!("{} from {}", share.reads, share.tier),
+                })
+                .collect();
+            format!(": of the next reads, {}", each.join(", "))
+        } else {
+            String::new()
+        };
         let mut words = format!(
             "{} reads in flight (twice Little's law for {:.2} ms a read at the rate prep \
-             takes samples); {} {} preparing ({})",
+             takes samples{tiers}); {} {} preparing ({})",
             last.reads_in_flight,
             last.read_ms,
             last.prep_workers,
@@ -257,6 +287,18 @@ pub fn observe(
             complete,
             reads_in_flight: stats.readahead.reads_in_flight,
             read_ms: stats.readahead.read_time.as_secs_f64() * 1e3,
+            read_tiers: Tier::ALL
+                .iter()
+                .map(|&tier| {
+                    let reads = stats.readahead.by_tier[tier.index()];
+                    TierShare {
+                        tier: tier.name().to_string(),
+                        reads: reads.upcoming,
+                        ms: reads.time.map(|t| t.as_secs_f64() * 1e3),
+                    }
+                })
+                .filter(|share| share.reads > 0)
+                .collect(),
             prepared_ahead: stats.prepared_ahead,
             prep_workers: stats.prep.threads,
             prep_reason: stats.prep_reason,

@@ -682,6 +682,18 @@ mod tests {
             complete: true,
             reads_in_flight: 24,
             read_ms: 20.5,
+            read_tiers: vec![
+                crate::analyze::observe::TierShare {
+                    tier: "memory".into(),
+                    reads: 24,
+                    ms: Some(0.01),
+                },
+                crate::analyze::observe::TierShare {
+                    tier: "storage".into(),
+                    reads: 40,
+                    ms: None,
+                },
+            ],
             prepared_ahead,
             prep_workers: 1,
             prep_reason: crate::sched::roles::PrepReason::ConsumerNeeds,
@@ -695,6 +707,10 @@ mod tests {
         let text = r.text();
         assert!(text.contains("loader chose: 24 reads in flight"), "{text}");
         assert!(text.contains("for 20.50 ms a read"), "{text}");
+        assert!(
+            text.contains("of the next reads, 24 from memory at 0.01 ms, 40 from storage)"),
+            "{text}"
+        );
         assert!(text.contains("256, 192 samples prepared"), "{text}");
         assert!(
             text.contains("1 worker preparing (as many as keep a quarter ahead of the consumer"),

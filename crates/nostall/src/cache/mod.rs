@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::catalog::SampleId;
 use crate::error::{Cause, Error, Result};
-use crate::storage::{NextRead, Numbering, ReadDone, Source, SourceStats};
+use crate::storage::{NextRead, Numbering, ReadDone, Source, SourceStats, Tier};
 
 pub(crate) mod frequency;
 pub(crate) mod lookahead;
@@ -534,6 +534,14 @@ impl<S: Source + ?Sized> Source for Cached<S> {
 
     fn reads_at_once(&self) -> usize {
         self.inner.reads_at_once()
+    }
+
+    fn tier(&self, id: SampleId) -> Tier {
+        if self.cache.capacity > 0 && self.cache.contains(id) {
+            Tier::Memory
+        } else {
+            self.inner.tier(id)
+        }
     }
 
     fn location(&self, id: SampleId) -> String {

@@ -157,6 +157,7 @@ impl Totals {
                 limit: readahead_limit,
                 reads_in_flight: self.reads_in_flight.load(Ordering::Relaxed) as usize,
                 read_time: Duration::ZERO,
+                by_tier: Default::default(),
             },
         }
     }

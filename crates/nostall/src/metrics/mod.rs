@@ -248,8 +248,20 @@ pub struct ReadaheadStats {
     pub limit: u64,
     /// The bound on reads in flight now (Little's law, up to `fetch_threads`).
     pub reads_in_flight: usize,
-    /// The smoothed time of one read, which the bound follows.
+    /// The time of one read the bound followed at its last revision: the mean over the
+    /// reads then to come of their tier's time (see `by_tier`).
     pub read_time: Duration,
+    /// Each tier's part in it, by [`Tier::index`](crate::storage::Tier::index).
+    pub by_tier: [TierReads; 3],
+}
+
+/// One tier's reads, as the read-ahead's bound on reads in flight last saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierReads {
+    /// Of the reads to come at the last revision, those from this tier.
+    pub upcoming: u32,
+    /// The smoothed time of a read from this tier (`None` before one was timed).
+    pub time: Option<Duration>,
 }
 
 impl EpochStats {

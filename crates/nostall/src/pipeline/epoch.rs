@@ -271,7 +271,11 @@ impl Running {
                     },
                 ),
                 config.fetch_threads + config.prep_threads,
-            ),
+            )
+            .with_tiers({
+                let source = parts.source.clone();
+                Box::new(move |id| source.tier(id))
+            }),
             roles: Roles::new(prep_workers, 0),
             stream,
             from: position,

@@ -32,6 +32,13 @@
 //! raise that left read times as they were is kept even if it brought little: near the
 //! point where prep becomes the limit, a few percent is what a raise brings.
 //!
+//! **Reads by tier.** A read's time depends on where the sample is served from (this
+//! process's cache, a peer's, storage: [`Tier`]), so a time is kept per tier, and a
+//! revision sets the bound by the reads to come: the mean, over the next batch of reads,
+//! of each one's tier time. A cache that holds the next samples lowers the bound before
+//! their reads show it, and a run of misses raises it before they queue. A tier not yet
+//! timed counts nothing for memory and the time over every read for the others.
+//!
 //! **The opening batch.** A loader with nothing carried over starts at two reads in
 //! flight, and its first batch would wait for a batch of reads two at a time (0.64 s at
 //! 20 ms a read). So once a read has taken [`SLOW_READ`] or more, the reads of the first
@@ -48,7 +55,8 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::{Catalog, SampleId};
 use crate::error::Cause;
-use crate::metrics::ReadaheadStats;
+use crate::metrics::{ReadaheadStats, TierReads};
+use crate::storage::Tier;
 
 /// A fetched sample's bytes, or why they could not be read.
 pub(super) type Fetched = std::result::Result<Vec<u8>, Cause>;
@@ -74,7 +82,12 @@ pub(super) struct ReadAhead {
     revise_every: u64,
     started: Instant,
     stop: AtomicBool,
+    /// Where each sample's read would be served from now.
+    tier_of: TierOf,
 }
+
+/// Where a sample's read would be served from now ([`crate::storage::Source::tier`]).
+pub(super) type TierOf = Box<dyn Fn(SampleId) -> Tier + Send + Sync>;
 
 /// A read a fetch thread may start.
 pub(super) struct Reservation {
@@ -84,6 +97,8 @@ pub(super) struct Reservation {
     pub(super) reserved: u64,
     /// A buffer to read into.
     pub(super) buffer: Vec<u8>,
+    /// Where the read would be served from when it was reserved.
+    pub(super) tier: Tier,
 }
 
 struct Ahead {
@@ -97,10 +112,11 @@ struct Ahead {
     /// The current bound on `held`.
     window: u64,
     floor: u64,
-    /// Smoothed duration of one read, in seconds.
-    latency: f64,
-    /// Whether a read has been timed: the first sets `latency`, later ones move it.
-    timed: bool,
+    /// Smoothed read times, by tier and over every read.
+    times: ReadTimes,
+    /// The read time the bound followed at its last revision (seconds), and how many of
+    /// the reads then to come each tier served.
+    followed: Option<(f64, [u32; 3])>,
     /// Bytes taken by prep since the epoch started.
     taken: u64,
     /// Time prep threads spent waiting for bytes.
@@ -147,8 +163,8 @@ impl ReadAhead {
                 peak: 0,
                 window: floor,
                 floor,
-                latency: 0.0,
-                timed: false,
+                times: ReadTimes::default(),
+                followed: None,
                 taken: 0,
                 starved: Duration::ZERO,
                 spare: Vec::new(),
@@ -180,7 +196,15 @@ impl ReadAhead {
             revise_every: revise_every as u64,
             started: Instant::now(),
             stop: AtomicBool::new(false),
+            tier_of: Box::new(|_| Tier::Storage),
         }
+    }
+
+    /// The same read-ahead, told where each sample's read would be served from (without
+    /// this, every read is taken as storage's).
+    pub(super) fn with_tiers(mut self, tier_of: TierOf) -> ReadAhead {
+        self.tier_of = tier_of;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Ahead> {
@@ -249,6 +273,7 @@ impl ReadAhead {
             index,
             reserved: need,
             buffer,
+            tier: (self.tier_of)(self.stream[index]),
         })
     }
 
@@ -278,8 +303,14 @@ impl ReadAhead {
             .map_or(0, |&id| self.catalog.size(id).max(1))
     }
 
-    /// Parks a fetched sample for prep, correcting the reservation to its real size.
-    pub(super) fn park(&self, index: usize, reserved: u64, took: Duration, bytes: Fetched) {
+    /// Parks a fetched sample for prep, correcting the reservation to its real size; its
+    /// read, from `tier`, took `took`.
+    pub(super) fn park(
+        &self,
+        (index, reserved, tier): (usize, u64, Tier),
+        took: Duration,
+        bytes: Fetched,
+    ) {
         let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
         let mut ahead = self.lock();
         ahead.held = ahead.held - reserved + len;
@@ -291,13 +322,7 @@ impl ReadAhead {
             // The opening's reads queue behind each other where bandwidth is the limit:
             // their times would ask for more reads in flight, and hide from the raise
             // guard that more only queue.
-            let took = took.as_secs_f64();
-            ahead.latency = if ahead.timed {
-                ahead.latency + 0.1 * (took - ahead.latency)
-            } else {
-                took
-            };
-            ahead.timed = true;
+            ahead.times.record(tier, took.as_secs_f64());
         }
         ahead.parked.insert(index, (bytes, took));
         ahead.in_flight -= 1;
@@ -342,7 +367,7 @@ impl ReadAhead {
         ahead.taken_samples += 1;
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
         let pace = ahead.taken as f64 / elapsed;
-        let wanted = (2.0 * pace * ahead.latency) as u64;
+        let wanted = (2.0 * pace * ahead.times.all()) as u64;
         ahead.window = wanted.clamp(ahead.floor, self.limit);
         let mut more_reads = false;
         let since = ahead.revised_at.elapsed();
@@ -353,9 +378,12 @@ impl ReadAhead {
             let rate = ahead.taken_samples as f64 / since.as_secs_f64();
             ahead.taken_samples = 0;
             ahead.revised_at = Instant::now();
-            let wanted = reads_in_flight(rate, ahead.latency, self.max_in_flight);
+            let (read_time, upcoming) = self.upcoming(&ahead);
+            ahead.followed = Some((read_time, upcoming));
+            let wanted = reads_in_flight(rate, read_time, self.max_in_flight);
             let current = ahead.allowed;
-            let observed = (rate, ahead.latency);
+            // Queueing behind a link shows in the farthest tier's reads, whatever the mix.
+            let observed = (rate, ahead.times.farthest());
             let revised = ahead.trial.revise(current, wanted, observed);
             more_reads = revised > ahead.allowed;
             ahead.allowed = revised;
@@ -375,6 +403,25 @@ impl ReadAhead {
         Some((bytes, took))
     }
 
+    /// The read time the bound follows: the mean of the tier times of the next batch of
+    /// reads, and how many of them each tier serves.
+    fn upcoming(&self, ahead: &Ahead) -> (f64, [u32; 3]) {
+        let end = (ahead.next + self.revise_every.max(1) as usize).min(self.stream.len());
+        let mut count = [0u32; 3];
+        for &id in &self.stream[ahead.next..end] {
+            count[(self.tier_of)(id).index()] += 1;
+        }
+        let reads: u32 = count.iter().sum();
+        if reads == 0 {
+            return (ahead.times.all(), count);
+        }
+        let total: f64 = Tier::ALL
+            .iter()
+            .map(|&tier| f64::from(count[tier.index()]) * ahead.times.of(tier))
+            .sum();
+        (total / f64::from(reads), count)
+    }
+
     /// The reads that may be in flight now (the bound, or the opening batch's).
     pub(super) fn reads_allowed(&self) -> usize {
         self.bound(&self.lock())
@@ -392,14 +439,65 @@ impl ReadAhead {
     /// Time prep waited for bytes, and the window's figures.
     pub(super) fn stats(&self) -> (Duration, ReadaheadStats) {
         let ahead = self.lock();
+        let (read_time, upcoming) = ahead.followed.unwrap_or((ahead.times.all(), [0; 3]));
+        let by_tier = Tier::ALL.map(|tier| TierReads {
+            upcoming: upcoming[tier.index()],
+            time: ahead.times.by_tier[tier.index()].map(Duration::from_secs_f64),
+        });
         let stats = ReadaheadStats {
             window: ahead.window,
             peak: ahead.peak,
             limit: self.limit,
             reads_in_flight: ahead.allowed,
-            read_time: Duration::from_secs_f64(ahead.latency.max(0.0)),
+            read_time: Duration::from_secs_f64(read_time.max(0.0)),
+            by_tier,
         };
         (ahead.starved, stats)
+    }
+}
+
+/// Smoothed read times (seconds): by tier, and over every read.
+#[derive(Debug, Default, Clone, Copy)]
+struct ReadTimes {
+    by_tier: [Option<f64>; 3],
+    all: Option<f64>,
+}
+
+/// The weight of a new read in a smoothed read time.
+const SMOOTHING: f64 = 0.1;
+
+impl ReadTimes {
+    /// Counts a read from `tier` that took `took` seconds: the first of a kind sets its
+    /// time, later ones move it.
+    fn record(&mut self, tier: Tier, took: f64) {
+        for time in [&mut self.by_tier[tier.index()], &mut self.all] {
+            *time = Some(time.map_or(took, |time| time + SMOOTHING * (took - time)));
+        }
+    }
+
+    /// The time over every read (0 before one).
+    fn all(&self) -> f64 {
+        self.all.unwrap_or(0.0)
+    }
+
+    /// What a read from `tier` is expected to take: its own time once one was timed;
+    /// before, nothing from memory and the time over every read from the others.
+    fn of(&self, tier: Tier) -> f64 {
+        self.by_tier[tier.index()].unwrap_or(match tier {
+            Tier::Memory => 0.0,
+            _ => self.all(),
+        })
+    }
+
+    /// The farthest timed tier's time, in which queueing behind a link shows.
+    fn farthest(&self) -> f64 {
+        self.by_tier
+            .iter()
+            .rev()
+            .flatten()
+            .next()
+            .copied()
+            .unwrap_or(0.0)
     }
 }
 
@@ -531,7 +629,11 @@ mod tests {
     fn read_and_take(ahead: &ReadAhead, n: usize, took: Duration) {
         for _ in 0..n {
             let read = ahead.try_next().expect("room for a read");
-            ahead.park(read.index, read.reserved, took, Ok(vec![0; 100]));
+            ahead.park(
+                (read.index, read.reserved, read.tier),
+                took,
+                Ok(vec![0; 100]),
+            );
             let (bytes, _) = ahead.take(read.index).expect("parked bytes");
             assert_eq!(bytes.expect("a read that succeeded").len(), 100);
         }
@@ -582,8 +684,7 @@ mod tests {
         assert_eq!(slow.stats().1.read_time, Duration::from_millis(20));
         for read in opening {
             slow.park(
-                read.index,
-                read.reserved,
+                (read.index, read.reserved, read.tier),
                 Duration::from_secs(1),
                 Ok(vec![0; 100]),
             );
@@ -593,6 +694,59 @@ mod tests {
         assert_eq!(slow.reads_allowed(), slow.stats().1.reads_in_flight);
         assert_eq!(slow.stats().1.read_time, Duration::from_millis(20));
         assert!(slow.try_next().is_some());
+    }
+
+    #[test]
+    fn read_times_are_kept_by_tier() {
+        let mut times = ReadTimes::default();
+        assert_eq!(
+            (times.of(Tier::Memory), times.of(Tier::Storage)),
+            (0.0, 0.0)
+        );
+        times.record(Tier::Storage, 0.02);
+        // Before a read of theirs: nothing from memory, the time over every read from a
+        // peer.
+        assert_eq!((times.of(Tier::Memory), times.of(Tier::Peer)), (0.0, 0.02));
+        times.record(Tier::Memory, 0.0);
+        assert_eq!(times.of(Tier::Storage), 0.02, "a hit leaves storage's time");
+        assert!(times.all() < 0.02);
+        assert_eq!(times.farthest(), 0.02, "queueing shows in storage's");
+    }
+
+    #[test]
+    fn the_bound_follows_the_tiers_of_the_reads_to_come() {
+        // A batch of reads from storage, 10 s each; then the next batch is read from
+        // storage by one read-ahead and from the cache by the other.
+        let after_a_batch = |then: Tier| {
+            let ahead = read_ahead(1000, 64, 40).with_tiers(Box::new(move |id| {
+                if id < 64 {
+                    Tier::Storage
+                } else {
+                    then
+                }
+            }));
+            read_and_take(&ahead, 64, Duration::from_secs(10));
+            let upcoming = ahead.upcoming(&ahead.lock());
+            upcoming
+        };
+        assert_eq!(after_a_batch(Tier::Storage), (10.0, [0, 0, 64]));
+        // The cache holds the next reads: no time to wait for, before one is timed.
+        assert_eq!(after_a_batch(Tier::Memory), (0.0, [64, 0, 0]));
+        // Half and half: the mean.
+        let ahead = read_ahead(1000, 64, 40).with_tiers(Box::new(|id| {
+            if id % 2 == 0 {
+                Tier::Storage
+            } else {
+                Tier::Memory
+            }
+        }));
+        read_and_take(&ahead, 64, Duration::from_secs(10));
+        let (time, count) = ahead.upcoming(&ahead.lock());
+        assert_eq!(count, [32, 0, 32]);
+        // Storage's reads timed at 10 s; memory's too here (the test parks them so), and
+        // the mean follows each tier's own time.
+        assert!((time - 10.0).abs() < 1e-9, "{time}");
+        assert_eq!(reads_in_flight(100.0, 0.0, 128), MIN_IN_FLIGHT);
     }
 
     #[test]

@@ -116,17 +116,23 @@ impl Roles {
         self.staff.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sets the workers `role` wants (ignored once it has no work left), and wakes a
-    /// waiting worker if it wants more.
+    /// Sets the workers `role` wants (ignored once it has no work left), and wakes as
+    /// many waiting workers as it now lacks beyond what it lacked: a bound on reads that
+    /// grows by one wakes one worker, not every waiting one.
     pub(super) fn want(&self, role: Role, workers: usize) {
         let mut staff = self.lock();
         if staff.done[role.slot()] {
             return;
         }
-        let grew = workers > staff.wants(role);
+        let lacks = |staff: &Staff| staff.wants(role).saturating_sub(staff.working[role.slot()]);
+        let before = lacks(&staff);
         staff.wanted[role.slot()] = workers;
-        if grew && staff.idle > 0 {
-            self.changed.notify_all();
+        let wake = lacks(&staff).saturating_sub(before).min(staff.idle);
+        drop(staff);
+        // Each woken worker checks again under the lock; one that finds the role filled
+        // (a worker between two pieces took it) waits again.
+        for _ in 0..wake {
+            self.changed.notify_one();
         }
     }
 

@@ -15,7 +15,7 @@ use crate::error::Cause;
 use crate::prep::Preparer;
 use crate::rng::{derive, Rng};
 use crate::sched::node::thread_cpu_time;
-use crate::storage::Source;
+use crate::storage::{Source, Tier};
 
 use super::epoch::Shared;
 use super::order::Claim;
@@ -178,15 +178,15 @@ struct Reading<'a> {
     shared: &'a Shared,
     /// Reads given to the source so far.
     given: usize,
-    /// Each read in flight, by its number: when it was given, its stream index and
-    /// reservation.
-    unfinished: HashMap<usize, (Instant, usize, u64)>,
+    /// Each read in flight, by its number: when it was given, its stream index,
+    /// reservation and tier.
+    unfinished: HashMap<usize, (Instant, (usize, u64, Tier))>,
 }
 
 impl Reading<'_> {
     /// Hands `read` to the source: its sample and buffer.
     fn given(&mut self, read: Reservation) -> (SampleId, Vec<u8>) {
-        let started = (Instant::now(), read.index, read.reserved);
+        let started = (Instant::now(), (read.index, read.reserved, read.tier));
         self.unfinished.insert(self.given, started);
         self.given += 1;
         (self.shared.stream[read.index], read.buffer)
@@ -195,7 +195,7 @@ impl Reading<'_> {
     /// Parks read `i`'s bytes (or why there are none) and counts the read. A read the
     /// source reports twice, or never was given, is not believed.
     fn finish(&mut self, i: usize, bytes: Vec<u8>, result: Result<(), Cause>) {
-        let Some((started, index, reserved)) = self.unfinished.remove(&i) else {
+        let Some((started, read)) = self.unfinished.remove(&i) else {
             return;
         };
         let took = started.elapsed();
@@ -203,9 +203,7 @@ impl Reading<'_> {
         shared.fetch.record(took, bytes.len() as u64);
         shared.parts.totals.fetch.record(took, bytes.len() as u64);
         shared.read_finished();
-        shared
-            .ahead
-            .park(index, reserved, took, result.map(|()| bytes));
+        shared.ahead.park(read, took, result.map(|()| bytes));
     }
 }
 

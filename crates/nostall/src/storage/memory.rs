@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Source, SourceStats};
+use super::{Source, SourceStats, Tier};
 use crate::catalog::SampleId;
 use crate::error::Cause;
 
@@ -36,6 +36,10 @@ impl Source for Memory {
         self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn tier(&self, _id: SampleId) -> Tier {
+        Tier::Memory
     }
 
     fn location(&self, id: SampleId) -> String {

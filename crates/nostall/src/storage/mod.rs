@@ -116,6 +116,43 @@ pub type NextRead<'a> = dyn FnMut() -> Option<(SampleId, Vec<u8>)> + 'a;
 /// result.
 pub type ReadDone<'a> = dyn FnMut(usize, Vec<u8>, Result<(), Cause>) + 'a;
 
+/// Where a read of a sample is served from, nearest first: what the read is likely to
+/// cost. The read-ahead keeps a read time per tier, and sets the reads it keeps in flight
+/// by the tiers of the reads to come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tier {
+    /// This process's memory (its cache): no wait to speak of.
+    Memory,
+    /// Another node's cache, over the network.
+    Peer,
+    /// The dataset's storage: a disk, a file system, an object store.
+    Storage,
+}
+
+impl Tier {
+    /// Every tier, nearest first, in the order [`Tier::index`] numbers them.
+    pub const ALL: [Tier; 3] = [Tier::Memory, Tier::Peer, Tier::Storage];
+
+    /// The tier's place in [`Tier::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Tier::Memory => 0,
+            Tier::Peer => 1,
+            Tier::Storage => 2,
+        }
+    }
+
+    /// The tier in words: `memory`, `peer` or `storage`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Memory => "memory",
+            Tier::Peer => "peer",
+            Tier::Storage => "storage",
+        }
+    }
+}
+
 /// A place sample bytes come from.
 ///
 /// Implementations are shared by all loader threads, so reads take `&self`.
@@ -145,6 +182,13 @@ pub trait Source: Send + Sync {
     /// in flight costs a thread.
     fn reads_at_once(&self) -> usize {
         1
+    }
+
+    /// Where a read of sample `id` would be served from now (the default: storage). A
+    /// source that holds some samples nearer (a cache, a peer's) says which; asked once
+    /// a read, it must be cheap.
+    fn tier(&self, _id: SampleId) -> Tier {
+        Tier::Storage
     }
 
     /// Where the sample lives, as a user would recognise it (for a file, its path).
