@@ -97,18 +97,53 @@ impl Balance {
 
 /// A rank's predicted demand: one-core seconds per iteration for the samples it reads
 /// next (`upcoming`: their bytes and count), at the CPU time per byte its prep has taken
-/// so far (`cpu` seconds over `bytes` read), `batch_size` samples an iteration. `None`
-/// until something is known.
+/// so far (`cpu` seconds over `bytes` read), plus `fetch` CPU seconds per read (where
+/// they are read from: [`fetch_cpu_per_read`]), `batch_size` samples an iteration.
+/// `None` until prep's cost is known.
 pub(super) fn demand(
     (cpu, bytes): (f64, u64),
     (upcoming_bytes, upcoming): (u64, usize),
+    fetch: f64,
     batch_size: usize,
 ) -> Option<f64> {
     if bytes == 0 || cpu <= 0.0 || upcoming == 0 {
         return None;
     }
     let per_iteration = upcoming as f64 / batch_size.max(1) as f64;
-    Some(cpu / bytes as f64 * upcoming_bytes as f64 / per_iteration)
+    let prep = cpu / bytes as f64 * upcoming_bytes as f64 / per_iteration;
+    Some(prep + fetch * batch_size as f64)
+}
+
+/// The fetch role's CPU seconds per read to come: each tier's CPU per read so far
+/// (`spent`: seconds and reads, by [`Tier::index`](crate::storage::Tier::index)), weighted
+/// by the tiers of the reads to come (`mix`: reads by tier). A tier not read yet costs
+/// the mean over every read; with no mix known, the mean over every read.
+pub(super) fn fetch_cpu_per_read(spent: [(f64, u64); 3], mix: [u32; 3]) -> f64 {
+    let (seconds, reads) = spent.iter().fold((0.0, 0), |(s, r), &(seconds, reads)| {
+        (s + seconds, r + reads)
+    });
+    let mean = if reads == 0 {
+        0.0
+    } else {
+        seconds / reads as f64
+    };
+    let coming: u32 = mix.iter().sum();
+    if coming == 0 {
+        return mean;
+    }
+    let weighted: f64 = spent
+        .iter()
+        .zip(mix)
+        .map(|(&(seconds, reads), n)| {
+            let each = if reads == 0 {
+                mean
+            } else {
+                seconds / reads as f64
+            };
+            each * f64::from(n)
+        })
+        .sum();
+    weighted / f64::from(coming)
 }
 
 #[cfg(test)]
@@ -118,10 +153,36 @@ mod tests {
     #[test]
     fn demand_is_cpu_per_byte_times_the_bytes_coming_per_iteration() {
         // 1 ms of CPU per 100 kB so far; the next 128 samples weigh 25.6 MB, 2 batches.
-        let d = demand((0.01, 1_000_000), (25_600_000, 128), 64).unwrap();
+        let d = demand((0.01, 1_000_000), (25_600_000, 128), 0.0, 64).unwrap();
         assert!((d - 0.128).abs() < 1e-12, "{d}");
-        assert_eq!(demand((0.0, 0), (1, 1), 64), None);
-        assert_eq!(demand((0.01, 1_000), (0, 0), 64), None);
+        // Fetching at 0.5 ms of CPU a read adds 32 ms an iteration of 64.
+        let d = demand((0.01, 1_000_000), (25_600_000, 128), 5e-4, 64).unwrap();
+        assert!((d - 0.160).abs() < 1e-12, "{d}");
+        assert_eq!(demand((0.0, 0), (1, 1), 5e-4, 64), None);
+        assert_eq!(demand((0.01, 1_000), (0, 0), 5e-4, 64), None);
+    }
+
+    #[test]
+    fn fetch_cpu_follows_where_the_reads_to_come_are_served_from() {
+        // So far: 100 hits at 10 us of CPU each, 100 reads from storage at 1 ms each.
+        let spent = [(100.0 * 1e-5, 100), (0.0, 0), (100.0 * 1e-3, 100)];
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(
+            close(fetch_cpu_per_read(spent, [64, 0, 0]), 1e-5),
+            "all hits"
+        );
+        assert!(
+            close(fetch_cpu_per_read(spent, [0, 0, 64]), 1e-3),
+            "all storage"
+        );
+        assert!(
+            close(fetch_cpu_per_read(spent, [32, 0, 32]), 5.05e-4),
+            "half and half"
+        );
+        // A tier not read yet (a peer's) costs the mean; no mix known, the mean.
+        assert!(close(fetch_cpu_per_read(spent, [0, 64, 0]), 5.05e-4));
+        assert!(close(fetch_cpu_per_read(spent, [0, 0, 0]), 5.05e-4));
+        assert_eq!(fetch_cpu_per_read([(0.0, 0); 3], [0, 0, 0]), 0.0);
     }
 
     #[test]

@@ -22,9 +22,9 @@ use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
 use crate::sched::roles::{Observed, PrepRole};
-use crate::storage::{Source, SourceStats};
+use crate::storage::{Source, SourceStats, Tier};
 
-use super::balance::{demand, Balance};
+use super::balance::{demand, fetch_cpu_per_read, Balance};
 use super::buffer::Pool;
 use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
@@ -91,6 +91,9 @@ pub(super) struct Shared {
     pub(super) prep: StageCounters,
     /// Prep's thread CPU time and the bytes it read (demand per byte, when balancing).
     pub(super) prep_cpu: StageCounters,
+    /// The fetch role's thread CPU time by the tier of the reads it was spent on
+    /// ([`Tier::index`]; demand per read, when balancing).
+    pub(super) fetch_cpu: [StageCounters; 3],
     /// Each sample's fetch and prep time, for the slowest samples and shards.
     pub(super) costs: CostLog,
     /// The cache's and the storage's counters when the epoch started.
@@ -291,6 +294,7 @@ impl Running {
             fetch: StageCounters::default(),
             prep: StageCounters::default(),
             prep_cpu: StageCounters::default(),
+            fetch_cpu: Default::default(),
             costs: CostLog::default(),
             parts,
         });
@@ -708,9 +712,17 @@ impl Epoch {
         let catalog = &shared.parts.catalog;
         let bytes = upcoming.iter().map(|&id| catalog.size(id)).sum();
         let cpu = shared.prep_cpu.snapshot(0);
+        // Where the reads to come are served from: the read-ahead's view at its last
+        // revision (the samples above were mostly read already).
+        let mix = shared.ahead.stats().1.by_tier.map(|tier| tier.upcoming);
+        let spent = Tier::ALL.map(|tier| {
+            let cpu = shared.fetch_cpu[tier.index()].snapshot(0);
+            (cpu.busy.as_secs_f64(), cpu.items)
+        });
         let demand = demand(
             (cpu.busy.as_secs_f64(), cpu.bytes),
             (bytes, upcoming.len()),
+            fetch_cpu_per_read(spent, mix),
             batch_size,
         );
         balance.revise(demand)

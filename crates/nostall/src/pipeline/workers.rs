@@ -133,6 +133,7 @@ fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
         shared,
         given: 0,
         unfinished: HashMap::new(),
+        cpu_mark: thread_cpu_time(),
     });
     let mut first = Some(first);
     let mut next = || {
@@ -181,6 +182,11 @@ struct Reading<'a> {
     /// Each read in flight, by its number: when it was given, its stream index,
     /// reservation and tier.
     unfinished: HashMap<usize, (Instant, (usize, u64, Tier))>,
+    /// The worker's CPU time when the last read ended (or the call began): what it
+    /// spent since is charged to the read that ends next, by that read's tier. Exact for
+    /// a source that reads one at a time; for one that keeps several in flight, the
+    /// total is exact and each read is charged what ran between two endings.
+    cpu_mark: std::time::Duration,
 }
 
 impl Reading<'_> {
@@ -200,6 +206,9 @@ impl Reading<'_> {
         };
         let took = started.elapsed();
         let shared = self.shared;
+        let cpu = thread_cpu_time();
+        shared.fetch_cpu[read.2.index()].record(cpu.saturating_sub(self.cpu_mark), 0);
+        self.cpu_mark = cpu;
         shared.fetch.record(took, bytes.len() as u64);
         shared.parts.totals.fetch.record(took, bytes.len() as u64);
         shared.read_finished();

@@ -17,9 +17,12 @@
 //! the exclusive one, and removes the file.
 //!
 //! **Demand** is a rank's predicted one-core seconds per iteration: the CPU time its prep
-//! threads spent per byte read (thread CPU time, so that threads sharing a core do not
+//! workers spent per byte read (thread CPU time, so that workers sharing a core do not
 //! look slower than they are) times the bytes of the samples its plan reads next, per
-//! batch of them. The plan says which samples come; their sizes, which way.
+//! batch of them, plus what its fetch role spends per read from where those reads are
+//! served (this process's cache, a peer, storage: a copy costs microseconds, an HTTP or
+//! TLS read from storage or a peer far more), weighted by the tiers of the reads to
+//! come. The plan says which samples come; their sizes and where they live, which way.
 //!
 //! **Shares are thread counts.** Ranks that train in lockstep consume batches at one
 //! rate, so a lighter rank fills its prefetch and its threads sleep: its cores go to the
