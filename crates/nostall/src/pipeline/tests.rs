@@ -360,6 +360,11 @@ fn under_the_error_policy_the_first_failure_in_plan_order_stops_the_epoch() {
     assert!(epoch.next().is_none(), "nothing after the error");
 }
 
+/// The epoch started ahead, if any.
+fn started_ahead(loader: &Loader) -> Option<u64> {
+    loader.upcoming().map(|(from, _, _)| from.epoch)
+}
+
 /// Waits until the epoch `loader` started ahead has read all its samples and prepared
 /// `samples` (a state it then keeps: its window is full); the limit is only reached if it
 /// never does.
@@ -421,7 +426,12 @@ fn asking_for_another_epoch_discards_the_one_started_ahead() {
         Some(crate::Position::start_of(1))
     );
     let mut other = overlapping.epoch(3).unwrap();
-    assert!(overlapping.upcoming().is_none(), "epoch 1 was stopped");
+    // Epoch 3, once it has read its last sample, may start epoch 4 ahead: whenever this
+    // runs, nothing of epoch 1 is left.
+    assert!(
+        started_ahead(&overlapping) != Some(1),
+        "epoch 1 was stopped"
+    );
     let ids: Vec<Vec<SampleId>> = other.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
     assert_eq!(ids, run(&alone, 3).0);
     assert_eq!(other.stats().prepared_ahead, 0);
@@ -470,7 +480,7 @@ fn an_epoch_prepared_before_it_is_asked_for_is_adopted_whole_or_stopped() {
     let prepared = loader(&commands, batch_size, 2, prefetch);
     prepared.prepare(crate::Position::start_of(0)).unwrap();
     let mut other = prepared.epoch(2).unwrap();
-    assert!(prepared.upcoming().is_none(), "epoch 0 was stopped");
+    assert!(started_ahead(&prepared) != Some(0), "epoch 0 was stopped");
     let ids: Vec<Vec<SampleId>> = other.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
     assert_eq!(ids, run(&alone, 2).0);
     assert_eq!(other.stats().prepared_ahead, 0);
