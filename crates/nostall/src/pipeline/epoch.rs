@@ -28,7 +28,7 @@ use super::balance::{demand, fetch_cpu_per_read, Balance};
 use super::buffer::Pool;
 use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
-use super::readahead::ReadAhead;
+use super::readahead::{CarriedReads, ReadAhead};
 use super::roles::{Role, Roles};
 use super::workers::{spawn, staff, work};
 use super::{Batch, ErrorPolicy, LoaderConfig};
@@ -52,6 +52,8 @@ pub(super) struct Parts {
     /// How many workers prepare, revised by the consumer once a batch; carried across
     /// epochs.
     pub(super) prep_role: Arc<Mutex<PrepRole>>,
+    /// The read times the last epoch's read-ahead had at its last batch, for the next.
+    pub(super) carried_reads: Arc<Mutex<Option<CarriedReads>>>,
 }
 
 /// The epoch started ahead of the consumer, if any.
@@ -228,6 +230,10 @@ impl Running {
         let stream: Arc<[SampleId]> = plan.samples().into();
         let sample_bytes = config.pipeline.sample_bytes();
         let in_flight = parts.totals.reads_in_flight.load(Ordering::Relaxed) as usize;
+        let carried = *parts
+            .carried_reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let prep_workers = parts
             .prep_role
             .lock()
@@ -278,7 +284,8 @@ impl Running {
             .with_tiers({
                 let source = parts.source.clone();
                 Box::new(move |id| source.tier(id))
-            }),
+            })
+            .carrying(carried),
             roles: Roles::new(prep_workers, 0),
             stream,
             from: position,
@@ -640,6 +647,11 @@ impl Epoch {
         totals
             .reads_in_flight
             .store(readahead.reads_in_flight as u64, Ordering::Relaxed);
+        *shared
+            .parts
+            .carried_reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(shared.ahead.carried());
         totals
             .fetch_workers
             .store(shared.roles.wanted(Role::Fetch) as u64, Ordering::Relaxed);

@@ -20,6 +20,7 @@ use super::budget::{fit, MemoryPlan};
 use super::buffer::Pool;
 use super::epoch::{Parts, Running, Upcoming};
 use super::quarantine::Quarantine;
+use super::readahead::CarriedReads;
 use super::warm::Warmer;
 use super::{Checkpoint, Epoch, LoaderConfig, RunIdentity};
 
@@ -45,6 +46,8 @@ pub struct Loader {
     balance: Option<Arc<Balance>>,
     /// How many workers prepare, across epochs.
     prep_role: Arc<Mutex<PrepRole>>,
+    /// The read times the last epoch ended with, for the next one's read-ahead.
+    carried_reads: Arc<Mutex<Option<CarriedReads>>>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -93,6 +96,7 @@ impl Loader {
         Ok(Loader {
             balance,
             prep_role,
+            carried_reads: Arc::default(),
             quarantine,
             source,
             _warmer: warmer,
@@ -451,6 +455,7 @@ impl Loader {
             upcoming: Arc::downgrade(&self.upcoming),
             balance: self.balance.clone(),
             prep_role: self.prep_role.clone(),
+            carried_reads: self.carried_reads.clone(),
         }
     }
 }

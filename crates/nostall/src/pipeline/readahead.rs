@@ -207,6 +207,37 @@ impl ReadAhead {
         self
     }
 
+    /// The same read-ahead, with the read times an earlier epoch ended with (`None`: a
+    /// fresh loader's). The bound carried from that epoch (given to `new`) is scaled at
+    /// once to the tiers of this epoch's first reads: a bound set for misses does not
+    /// start a run of hits with as many reads in flight, nor one for hits a run of misses
+    /// with two.
+    pub(super) fn carrying(self, carried: Option<CarriedReads>) -> ReadAhead {
+        let Some(carried) = carried else {
+            return self;
+        };
+        let mut ahead = self.lock();
+        ahead.times = carried.times;
+        if self.revise_every > 0 && carried.followed > 0.0 {
+            let (read_time, upcoming) = self.upcoming(&ahead);
+            let scaled = (ahead.allowed as f64 * read_time / carried.followed).ceil() as usize;
+            ahead.allowed = scaled.clamp(MIN_IN_FLIGHT.min(self.max_in_flight), self.max_in_flight);
+            ahead.followed = Some((read_time, upcoming));
+        }
+        drop(ahead);
+        self
+    }
+
+    /// What the next epoch carries from this one: its read times, and the read time its
+    /// bound followed.
+    pub(super) fn carried(&self) -> CarriedReads {
+        let ahead = self.lock();
+        CarriedReads {
+            times: ahead.times,
+            followed: ahead.followed.map_or(ahead.times.all(), |(time, _)| time),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Ahead> {
         // The state is consistent at every unlock, so a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -454,6 +485,14 @@ impl ReadAhead {
         };
         (ahead.starved, stats)
     }
+}
+
+/// What an epoch's read-ahead carries to the next one's ([`ReadAhead::carrying`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CarriedReads {
+    times: ReadTimes,
+    /// The read time (seconds) the bound followed.
+    followed: f64,
 }
 
 /// Smoothed read times (seconds): by tier, and over every read.
@@ -747,6 +786,32 @@ mod tests {
         // the mean follows each tier's own time.
         assert!((time - 10.0).abs() < 1e-9, "{time}");
         assert_eq!(reads_in_flight(100.0, 0.0, 128), MIN_IN_FLIGHT);
+    }
+
+    #[test]
+    fn a_bound_carried_from_an_epoch_of_misses_is_scaled_to_the_next_ones_tiers() {
+        // An epoch of reads from storage at 20 ms ended with 40 in flight.
+        let mut times = ReadTimes::default();
+        times.record(Tier::Storage, 0.02);
+        let carried = CarriedReads {
+            times,
+            followed: 0.02,
+        };
+        let next = |tier: Tier| {
+            read_ahead(1000, 64, 40)
+                .with_tiers(Box::new(move |_| tier))
+                .carrying(Some(carried))
+                .reads_allowed()
+        };
+        assert_eq!(next(Tier::Storage), 40, "the same tiers: the same bound");
+        assert_eq!(
+            next(Tier::Memory),
+            MIN_IN_FLIGHT,
+            "all cached: no reads to wait on"
+        );
+        // Nothing carried: the bound as given.
+        let fresh = read_ahead(1000, 64, 40).carrying(None);
+        assert_eq!(fresh.reads_allowed(), 40);
     }
 
     #[test]
