@@ -267,7 +267,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
             config.cache = CacheConfig::new(args.cache_policy, args.cache_size);
             config.cache.planned_epochs = args.epochs;
             if args.prefill {
-                // The frequency cache's placement; any other policy is refused by the loader.
+                // The frequency cache's placement (any other policy was refused above).
                 config.cache.fill = CacheFill::Before;
             }
             storage.clone()

@@ -119,14 +119,18 @@ pub(super) fn demand(
 /// by the tiers of the reads to come (`mix`: reads by tier). A tier not read yet costs
 /// the mean over every read; with no mix known, the mean over every read.
 pub(super) fn fetch_cpu_per_read(spent: [(f64, u64); 3], mix: [u32; 3]) -> f64 {
-    let (seconds, reads) = spent.iter().fold((0.0, 0), |(s, r), &(seconds, reads)| {
+    // Seconds per read, or `otherwise` before one.
+    let per_read = |(seconds, reads): (f64, u64), otherwise: f64| {
+        if reads == 0 {
+            otherwise
+        } else {
+            seconds / reads as f64
+        }
+    };
+    let all = spent.iter().fold((0.0, 0), |(s, r), &(seconds, reads)| {
         (s + seconds, r + reads)
     });
-    let mean = if reads == 0 {
-        0.0
-    } else {
-        seconds / reads as f64
-    };
+    let mean = per_read(all, 0.0);
     let coming: u32 = mix.iter().sum();
     if coming == 0 {
         return mean;
@@ -134,14 +138,7 @@ pub(super) fn fetch_cpu_per_read(spent: [(f64, u64); 3], mix: [u32; 3]) -> f64 {
     let weighted: f64 = spent
         .iter()
         .zip(mix)
-        .map(|(&(seconds, reads), n)| {
-            let each = if reads == 0 {
-                mean
-            } else {
-                seconds / reads as f64
-            };
-            each * f64::from(n)
-        })
+        .map(|(&tier, n)| per_read(tier, mean) * f64::from(n))
         .sum();
     weighted / f64::from(coming)
 }

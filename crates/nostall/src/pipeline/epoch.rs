@@ -94,7 +94,7 @@ pub(super) struct Shared {
     /// Prep's thread CPU time and the bytes it read (demand per byte, when balancing).
     pub(super) prep_cpu: StageCounters,
     /// The fetch role's thread CPU time by the tier of the reads it was spent on
-    /// ([`Tier::index`]; demand per read, when balancing).
+    /// ([`Tier::index`]; demand per read; counted only when balancing).
     pub(super) fetch_cpu: [StageCounters; 3],
     /// Each sample's fetch and prep time, for the slowest samples and shards.
     pub(super) costs: CostLog,

@@ -46,25 +46,24 @@ impl Warmer {
             stop: AtomicBool::new(false),
             source,
         };
-        if config.cache.fill == CacheFill::Before {
-            std::thread::scope(|s| {
-                for n in 0..WARM_READS {
-                    // One that fails to start leaves its share to the others.
-                    let _ = std::thread::Builder::new()
-                        .name(format!("nostall-warm-{n}"))
-                        .spawn_scoped(s, || reading.read());
-                }
-            });
-            return None;
-        }
         let reading = Arc::new(reading);
-        for n in 0..WARM_READS {
-            let reading = Arc::clone(&reading);
-            // Without these threads the cache still fills as the epochs read: slower,
-            // never wrong.
-            let _ = std::thread::Builder::new()
-                .name(format!("nostall-warm-{n}"))
-                .spawn(move || reading.read());
+        // One that fails to start leaves its share to the others; without any, the cache
+        // still fills as the epochs read: slower, never wrong.
+        let threads: Vec<_> = (0..WARM_READS)
+            .filter_map(|n| {
+                let reading = Arc::clone(&reading);
+                std::thread::Builder::new()
+                    .name(format!("nostall-warm-{n}"))
+                    .spawn(move || reading.read())
+                    .ok()
+            })
+            .collect();
+        if config.cache.fill == CacheFill::Before {
+            for thread in threads {
+                // A read that panicked leaves its sample to the epoch that reads it.
+                let _ = thread.join();
+            }
+            return None;
         }
         Some(Warmer { reading })
     }

@@ -133,7 +133,9 @@ fn read_each(shared: &Arc<Shared>, first: Reservation, more: bool) {
         shared,
         given: 0,
         unfinished: HashMap::new(),
-        cpu_mark: thread_cpu_time(),
+        // Only a rank balanced against its node's others uses the fetch role's CPU: the
+        // clock is not read per read otherwise.
+        cpu_mark: shared.parts.balance.is_some().then(thread_cpu_time),
     });
     let mut first = Some(first);
     let mut next = || {
@@ -185,8 +187,9 @@ struct Reading<'a> {
     /// The worker's CPU time when the last read ended (or the call began): what it
     /// spent since is charged to the read that ends next, by that read's tier. Exact for
     /// a source that reads one at a time; for one that keeps several in flight, the
-    /// total is exact and each read is charged what ran between two endings.
-    cpu_mark: std::time::Duration,
+    /// total is exact and each read is charged what ran between two endings. `None`
+    /// where it is not counted.
+    cpu_mark: Option<std::time::Duration>,
 }
 
 impl Reading<'_> {
@@ -206,9 +209,11 @@ impl Reading<'_> {
         };
         let took = started.elapsed();
         let shared = self.shared;
-        let cpu = thread_cpu_time();
-        shared.fetch_cpu[read.2.index()].record(cpu.saturating_sub(self.cpu_mark), 0);
-        self.cpu_mark = cpu;
+        if let Some(mark) = &mut self.cpu_mark {
+            let cpu = thread_cpu_time();
+            shared.fetch_cpu[read.2.index()].record(cpu.saturating_sub(*mark), 0);
+            *mark = cpu;
+        }
         shared.fetch.record(took, bytes.len() as u64);
         shared.parts.totals.fetch.record(took, bytes.len() as u64);
         shared.read_finished();
