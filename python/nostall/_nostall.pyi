@@ -125,6 +125,9 @@ class Loader:
         balance_ranks: bool | None = None,
         share: str | None = None,
         read: Literal["cached", "cold"] = "cached",
+        device: str | None = None,
+        decode: Literal["auto", "gpu", "cpu"] = "auto",
+        gpu_decode_min_pixels: int = 2000000,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

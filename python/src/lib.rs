@@ -7,6 +7,7 @@
 
 mod analyze;
 mod audio_ops;
+mod device;
 mod dlpack;
 mod handoff;
 mod live;
@@ -368,10 +369,24 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///   `batches_private` (this epoch), `group_batches_prepared`,
 ///   `group_batches_delivered`, `members_detached` and `bytes_saved` (prepared batch
 ///   bytes the group delivered beyond each batch's first: prep and fetch not repeated).
+/// - `device` (None: CPU tensors): `"cuda"` (the device of `LOCAL_RANK` under torchrun,
+///   else `cuda:0`) or `"cuda:N"`: batches are handed over as CUDA tensors, ready in the
+///   consumer's current stream. The engine prepares 8-bit pixels into page-locked
+///   buffers; each batch is copied on a side stream, converted to the pipeline's dtype
+///   and normalised on the GPU (CHW images come channels-last in memory). Needs PyTorch
+///   with CUDA; not with `share=`.
+/// - `decode` (`"auto"`, with `device`): where JPEGs are decoded. `"auto"`: JPEGs of at
+///   least `gpu_decode_min_pixels` (2 000 000) pixels go to the GPU's decoder (nvJPEG,
+///   through torchvision; the hardware decoder where the GPU has one) as long as the
+///   consumer would otherwise wait for CPU prep; smaller ones stay on the CPU, where
+///   decoding only the crop at a reduced DCT scale costs less. `"gpu"`: every JPEG on
+///   the GPU. `"cpu"`: none. The crop and flip are drawn by the engine whichever decodes
+///   (same augmentation; pixels differ by the decoders' rounding). `metrics["device"]`
+///   has `batches`, `decoded_on_device`, `gpu_decode_share` and `gpu_decoded`.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
-/// float32 or uint8 sharing the loader's batch buffer (no copy); labels are `[batch]`
-/// int64. `len(loader)` is the number of batches per epoch. Each `iter(loader)` runs the
+/// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
+/// `device=`); labels are `[batch]` int64. `len(loader)` is the number of batches per epoch. Each `iter(loader)` runs the
 /// epoch set by `set_epoch`, or the position given to `load_state_dict`, or else the
 /// epoch after the last one finished.
 ///
@@ -401,6 +416,8 @@ struct Loader {
     shared: Option<shared::Shared>,
     /// Where a shared epoch stands, while one is iterated.
     shared_at: Option<Position>,
+    /// The CUDA device batches are moved to (`device=`).
+    device: Option<device::Device>,
 }
 
 pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
@@ -616,14 +633,16 @@ impl Loader {
             cache_policy="minio", cache_epochs=None, cache_fill="background", memory=None,
             on_error="error",
             quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
-            balance_ranks=None, share=None, read="cached"
+            balance_ranks=None, share=None, read="cached", device=None, decode="auto",
+            gpu_decode_min_pixels=device::DEFAULT_GPU_DECODE_MIN_PIXELS
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
             cache=None, cache_policy='minio', cache_epochs=None, \
             cache_fill='background', memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
-            metrics_addr=None, balance_ranks=None, share=None, read='cached')"
+            metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
+            decode='auto', gpu_decode_min_pixels=2000000)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -655,6 +674,9 @@ impl Loader {
         balance_ranks: Option<bool>,
         share: Option<&str>,
         read: &str,
+        device: Option<&str>,
+        decode: &str,
+        gpu_decode_min_pixels: u64,
     ) -> PyResult<Loader> {
         let args = ConfigArgs {
             batch_size,
@@ -700,6 +722,31 @@ impl Loader {
         };
         let share = shared::Share::parse(share);
         let output = Arc::new(resolve_output(py, output)?);
+        let device = match device {
+            None => None,
+            Some(_) if !matches!(share, shared::Share::Off) => {
+                return Err(config_error(
+                    py,
+                    "device= with share=: batches shared through the node agent are not moved                      to a device yet; leave one of them out"
+                        .into(),
+                ))
+            }
+            Some(_) if !matches!(*output, Output::Torch(_)) => {
+                return Err(config_error(
+                    py,
+                    "device= hands over torch tensors: use output=\"torch\" (or \"auto\" with \
+                     torch installed)"
+                        .into(),
+                ))
+            }
+            Some(device) => Some(device::Device::attach(
+                py,
+                device,
+                decode,
+                gpu_decode_min_pixels,
+                &mut builder,
+            )?),
+        };
         // A rank of a partitioned cache that shares goes through the node agent, which
         // joins the job for the node: this process does not join it.
         let (node_config, agent_node) = match (node_config, &share) {
@@ -786,6 +833,7 @@ impl Loader {
             node,
             shared,
             shared_at: None,
+            device,
         })
     }
 
@@ -876,7 +924,12 @@ impl Loader {
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
                 let labels = Owner::Labels(batch.labels().to_vec());
-                objects(py, &self.output, Owner::Batch(batch), labels).map(Some)
+                let Some(device) = &self.device else {
+                    return objects(py, &self.output, Owner::Batch(batch), labels).map(Some);
+                };
+                let deferred = device::Device::deferred(py, &batch, self.inner.catalog())?;
+                let host = objects(py, &self.output, Owner::Batch(batch), labels)?;
+                device.stage(py, host, deferred).map(Some)
             }
         }
     }
@@ -1036,6 +1089,9 @@ impl Loader {
         }
         if let Some(node) = &self.node {
             d.set_item("partitioned", node_dict(py, &node.stats())?)?;
+        }
+        if let Some(device) = &self.device {
+            d.set_item("device", device.metrics(py)?)?;
         }
         Ok(d)
     }

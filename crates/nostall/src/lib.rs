@@ -70,6 +70,7 @@ pub mod analyze;
 pub mod cache;
 pub mod catalog;
 pub mod dataset;
+pub mod device;
 pub mod env;
 pub mod error;
 pub mod metrics;

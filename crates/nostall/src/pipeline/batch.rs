@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::catalog::SampleId;
 use crate::plan::Position;
-use crate::prep::{DType, SampleLayout};
+use crate::prep::{DType, Deferred, SampleLayout};
 
 use super::buffer::{BatchBuffer, Pool};
 
@@ -21,6 +21,7 @@ pub struct Batch {
     pub(super) index: u64,
     pub(super) position: Position,
     pub(super) wait: Duration,
+    pub(super) deferred: Vec<(usize, Deferred)>,
 }
 
 impl std::fmt::Debug for Batch {
@@ -114,6 +115,13 @@ impl Batch {
     /// How long the consumer waited for this batch: the data stall it caused.
     pub fn wait(&self) -> Duration {
         self.wait
+    }
+
+    /// The samples left for a device to decode, each with its slot in the batch (which
+    /// holds zeros until the device writes it): none unless the pipeline has a
+    /// [`DecodeRoute`](crate::sched::offload::DecodeRoute).
+    pub fn deferred(&self) -> &[(usize, Deferred)] {
+        &self.deferred
     }
 }
 

@@ -8,7 +8,8 @@
 //!
 //! Buffers come from an arena: the process's own memory, or shared memory (a memfd each)
 //! that another process can map, for the node agent, which hands batches to the
-//! processes of several jobs without copying them.
+//! processes of several jobs without copying them. A [`PageLock`] pins a private buffer's
+//! pages for as long as it lives, so that a device copies from it without a bounce.
 
 use std::alloc::{self, Layout};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -52,6 +53,19 @@ pub struct SharedMemory<'a> {
     pub len: usize,
 }
 
+/// Page-locks batch buffers for a device's copy engine (CUDA's `cudaHostRegister`, say):
+/// the seam between the pipeline and a device runtime, which the engine loads only when a
+/// consumer asks for a device.
+pub trait PageLock: Send + Sync + std::fmt::Debug {
+    /// Locks the `len` bytes at `ptr` (page-aligned, a whole mapping); whether it did. A
+    /// buffer that could not be locked is still used, and copied more slowly.
+    fn lock(&self, ptr: NonNull<u8>, len: usize) -> bool;
+
+    /// Unlocks what [`lock`](PageLock::lock) locked at `ptr`, before its memory is
+    /// freed.
+    fn unlock(&self, ptr: NonNull<u8>);
+}
+
 /// Numbers shared buffers, for processes that keep their mappings by buffer.
 static NEXT_SHARED_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -63,6 +77,8 @@ pub(crate) struct BatchBuffer {
     len: usize,
     /// The memfd behind a shared buffer, and its number.
     shared: Option<(OwnedFd, u64)>,
+    /// What locked its pages, to unlock them before they are freed.
+    locked: Option<Arc<dyn PageLock>>,
 }
 
 // SAFETY: BatchBuffer owns its allocation like a Box<[u8]>; shared access goes through
@@ -73,9 +89,12 @@ unsafe impl Send for BatchBuffer {}
 unsafe impl Sync for BatchBuffer {}
 
 impl BatchBuffer {
-    fn new(len: usize, arena: Arena) -> BatchBuffer {
+    fn new(len: usize, arena: Arena, page_lock: Option<&Arc<dyn PageLock>>) -> BatchBuffer {
         match arena {
-            Arena::Private => Self::private(len),
+            Arena::Private => match page_lock {
+                None => Self::private(len),
+                Some(lock) => Self::locked(len, lock),
+            },
             Arena::Shared => Self::shared(len).unwrap_or_else(|e| {
                 // As the heap does when memory runs out: the pipeline has no way on.
                 panic!("cannot make a shared batch buffer of {len} bytes: {e}")
@@ -118,35 +137,25 @@ impl BatchBuffer {
             ptr,
             len,
             shared: Some((fd, id)),
+            locked: None,
         })
     }
 
-    fn private(len: usize) -> BatchBuffer {
-        let layout = Self::layout_for(len);
-        if len >= MAPPED {
-            // SAFETY: an anonymous private mapping of `len` bytes at an address the kernel
-            // chooses: it aliases nothing, and its pages read as zero.
-            let ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if ptr != libc::MAP_FAILED {
-                if let Some(ptr) = NonNull::new(ptr.cast()) {
-                    return BatchBuffer {
-                        ptr,
-                        len,
-                        shared: None,
-                    };
-                }
-            }
-            alloc::handle_alloc_error(layout);
+    /// A mapped buffer (whole pages of its own, whatever its size, so that no other
+    /// allocation shares a locked page), locked by `lock`.
+    fn locked(len: usize, lock: &Arc<dyn PageLock>) -> BatchBuffer {
+        let mut buffer = Self::mapped(len.max(MAPPED));
+        if lock.lock(buffer.ptr, buffer.len) {
+            buffer.locked = Some(lock.clone());
         }
+        buffer
+    }
+
+    fn private(len: usize) -> BatchBuffer {
+        if len >= MAPPED {
+            return Self::mapped(len);
+        }
+        let layout = Self::layout_for(len);
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| alloc::handle_alloc_error(layout));
@@ -154,6 +163,31 @@ impl BatchBuffer {
             ptr,
             len,
             shared: None,
+            locked: None,
+        }
+    }
+
+    fn mapped(len: usize) -> BatchBuffer {
+        // SAFETY: an anonymous private mapping of `len` bytes at an address the kernel
+        // chooses: it aliases nothing, and its pages read as zero.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        match NonNull::new(ptr.cast()) {
+            Some(ptr) if ptr.as_ptr() != libc::MAP_FAILED.cast() => BatchBuffer {
+                ptr,
+                len,
+                shared: None,
+                locked: None,
+            },
+            _ => alloc::handle_alloc_error(Self::layout_for(len)),
         }
     }
 
@@ -211,6 +245,9 @@ impl BatchBuffer {
 
 impl Drop for BatchBuffer {
     fn drop(&mut self) {
+        if let Some(lock) = self.locked.take() {
+            lock.unlock(self.ptr);
+        }
         // A shared buffer is a mapping whatever its size; its memfd closes with it.
         if self.len >= MAPPED || self.shared.is_some() {
             // SAFETY: mapped in `new` with this length, unmapped once. A failure would
@@ -250,15 +287,21 @@ impl Slot {
 pub(crate) struct Pool {
     buffer_bytes: usize,
     arena: Arena,
+    page_lock: Option<Arc<dyn PageLock>>,
     free: Mutex<Vec<BatchBuffer>>,
     allocated: AtomicUsize,
 }
 
 impl Pool {
-    pub(crate) fn new(buffer_bytes: usize, arena: Arena) -> Arc<Pool> {
+    pub(crate) fn new(
+        buffer_bytes: usize,
+        arena: Arena,
+        page_lock: Option<Arc<dyn PageLock>>,
+    ) -> Arc<Pool> {
         Arc::new(Pool {
             buffer_bytes,
             arena,
+            page_lock,
             free: Mutex::new(Vec::new()),
             allocated: AtomicUsize::new(0),
         })
@@ -268,7 +311,7 @@ impl Pool {
         let recycled = self.free.lock().expect("pool lock").pop();
         recycled.unwrap_or_else(|| {
             self.allocated.fetch_add(1, Ordering::Relaxed);
-            BatchBuffer::new(self.buffer_bytes, self.arena)
+            BatchBuffer::new(self.buffer_bytes, self.arena, self.page_lock.as_ref())
         })
     }
 

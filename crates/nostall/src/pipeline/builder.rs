@@ -22,11 +22,12 @@ use crate::catalog::Catalog;
 use crate::dataset::{self, Dataset};
 use crate::error::{Error, Result};
 use crate::prep::audio::AudioPipeline;
-use crate::prep::image::{ImagePipeline, Layout};
+use crate::prep::image::{DeviceFinish, ImagePipeline, Layout};
 use crate::prep::{DType, Operators, Pipeline};
+use crate::sched::offload::DecodeRoute;
 use crate::storage::{Link, ReadMode, Source, Throttled};
 
-use super::{ErrorPolicy, Loader, LoaderConfig};
+use super::{ErrorPolicy, Loader, LoaderConfig, PageLock};
 
 /// The knobs [`LoaderBuilder::set`] knows, with what each takes.
 pub const KNOBS: [(&str, &str); 26] = [
@@ -111,6 +112,22 @@ pub struct LoaderBuilder {
     /// The settings given as text, in order, while every setting was (see
     /// [`LoaderBuilder::settings`]).
     texts: Option<Vec<(String, String)>>,
+    /// Batches for a device ([`LoaderBuilder::for_device`]).
+    device: Option<ForDevice>,
+}
+
+/// How a loader prepares batches for a consumer that moves them to a device (the Python
+/// `Loader`'s `device=`): buffers page-locked for the copy, an image pipeline's geometry
+/// in 8-bit HWC pixels (the device converts and normalises: see
+/// [`ImagePipeline::for_device`]), and, with a route, some JPEGs left to the device's
+/// decoder.
+#[derive(Debug, Clone)]
+pub struct ForDevice {
+    /// Locks the batch buffers; `None`: plain memory (copied to the device through a
+    /// staging buffer, more slowly).
+    pub page_lock: Option<Arc<dyn PageLock>>,
+    /// Which JPEGs the device decodes; `None`: the CPU decodes every one.
+    pub route: Option<Arc<DecodeRoute>>,
 }
 
 /// How the pipeline is given, resolved when the loader opens (the image settings may
@@ -142,6 +159,57 @@ impl LoaderBuilder {
             read: ReadMode::Cached,
             links: Vec::new(),
             texts: Some(Vec::new()),
+            device: None,
+        }
+    }
+
+    /// Prepares batches for a device (see [`ForDevice`]). Such settings have no text
+    /// form: a loader for a device is not shared through the node agent.
+    pub fn for_device(&mut self, device: ForDevice) -> &mut LoaderBuilder {
+        self.texts = None;
+        self.device = Some(device);
+        self
+    }
+
+    /// What the device does to the batches of an image pipeline after the engine
+    /// ([`ImagePipeline::for_device`]); `None` without [`for_device`](Self::for_device)
+    /// or for audio, whose batches are moved as they are.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`LoaderBuilder::config`].
+    pub fn device_finish(&self) -> Result<Option<DeviceFinish>> {
+        self.config()?;
+        if self.device.is_none() {
+            return Ok(None);
+        }
+        Ok(self.user_image_pipeline()?.map(|p| p.for_device().1))
+    }
+
+    /// The image pipeline the user asked for, before any split for a device.
+    fn user_image_pipeline(&self) -> Result<Option<ImagePipeline>> {
+        let ops = match &self.pipeline {
+            Recipe::Preset(name) if AudioPipeline::PRESETS.contains(&name.as_str()) => None,
+            Recipe::Preset(name) => {
+                let size = self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE);
+                Some(ImagePipeline::preset(name, size)?.ops().to_vec())
+            }
+            Recipe::Operators(Operators::Image(ops)) => Some(ops.clone()),
+            Recipe::Operators(Operators::Audio(_)) | Recipe::Made => None,
+        };
+        ops.map(|ops| ImagePipeline::new(ops, self.dtype, self.layout))
+            .transpose()
+    }
+
+    /// `image` as the loader runs it: whole, or split for the device.
+    fn for_consumer(&self, image: ImagePipeline) -> Pipeline {
+        let Some(device) = &self.device else {
+            return image.into();
+        };
+        let (geometry, _) = image.for_device();
+        match &device.route {
+            Some(route) => geometry.with_decode_route(route.clone()).into(),
+            None => geometry.into(),
         }
     }
 
@@ -283,7 +351,7 @@ impl LoaderBuilder {
             Recipe::Preset(name) => {
                 let size = self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE);
                 let ops = ImagePipeline::preset(name, size)?.ops().to_vec();
-                ImagePipeline::new(ops, self.dtype, self.layout)?.into()
+                self.for_consumer(ImagePipeline::new(ops, self.dtype, self.layout)?)
             }
             Recipe::Operators(Operators::Image(_)) if self.image_size.is_some() => {
                 return Err(Error::Config(
@@ -294,7 +362,7 @@ impl LoaderBuilder {
                 ))
             }
             Recipe::Operators(Operators::Image(ops)) => {
-                ImagePipeline::new(ops.clone(), self.dtype, self.layout)?.into()
+                self.for_consumer(ImagePipeline::new(ops.clone(), self.dtype, self.layout)?)
             }
             Recipe::Operators(Operators::Audio(_)) if images_set => {
                 return Err(Error::Config(
@@ -313,6 +381,9 @@ impl LoaderBuilder {
             }
             Recipe::Made => config.pipeline,
         };
+        if let Some(device) = &self.device {
+            config.page_lock.clone_from(&device.page_lock);
+        }
         Ok(config)
     }
 

@@ -1,5 +1,7 @@
 //! How a [`Loader`](super::Loader) runs: its settings and their validation.
 
+use std::sync::Arc;
+
 use crate::cache::CacheConfig;
 use crate::env::LocalRanks;
 use crate::error::{Error, Result};
@@ -7,7 +9,7 @@ use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
 use crate::prep::Pipeline;
 
-use super::buffer::Arena;
+use super::buffer::{Arena, PageLock};
 
 /// The most bytes one batch may take (16 GiB): far above any training batch, and what
 /// keeps a pipeline's sizes, set by hand or sent by another process, from asking for
@@ -96,6 +98,9 @@ pub struct LoaderConfig {
     /// a copy ([`Batch::shared_memory`](super::Batch::shared_memory)), as the node agent
     /// does for the jobs it serves.
     pub arena: Arena,
+    /// Page-locks the batch buffers of the private arena, for a consumer that copies
+    /// them to a device ([`crate::device::CudaHostMemory`]); `None`: plain memory.
+    pub page_lock: Option<Arc<dyn PageLock>>,
 }
 
 impl LoaderConfig {
@@ -126,6 +131,7 @@ impl LoaderConfig {
             balance_ranks: true,
             local_ranks: None,
             arena: Arena::Private,
+            page_lock: None,
         }
     }
 

@@ -21,6 +21,7 @@ use crate::metrics::live::Totals;
 use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
 use crate::plan::{EpochPlan, Position};
+use crate::prep::{Deferred, Prepared};
 use crate::sched::roles::{Observed, PrepRole};
 use crate::storage::{Source, SourceStats, Tier};
 
@@ -391,6 +392,8 @@ pub struct Epoch {
     /// Labels and ids of the batch being assembled.
     labels: Vec<i64>,
     ids: Vec<SampleId>,
+    /// The samples of the batch being assembled that a device decodes, by slot.
+    deferred: Vec<(usize, Deferred)>,
     /// The epoch's skips by cause (with those before a resumed position), and the first
     /// 1 000 skipped samples of this run.
     skipped_by_cause: BTreeMap<&'static str, u64>,
@@ -406,6 +409,9 @@ pub struct Epoch {
 }
 
 /// What [`Epoch::next_within`] found.
+// Returned once per batch and taken apart at once: boxing the batch would cost an
+// allocation per batch to save a few bytes of stack.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next {
     /// The next batch, or the error that stopped the epoch.
@@ -466,6 +472,7 @@ impl Epoch {
             carried_wait: Duration::ZERO,
             labels: Vec::with_capacity(batch_size),
             ids: Vec::with_capacity(batch_size),
+            deferred: Vec::new(),
             skipped_by_cause,
             skipped_samples: Vec::new(),
             history,
@@ -590,7 +597,10 @@ impl Epoch {
                             self.skipped_samples.push(error);
                         }
                     }
-                    Ok(()) => {
+                    Ok(prepared) => {
+                        if let Prepared::Deferred(deferred) = prepared {
+                            self.deferred.push((self.labels.len(), *deferred));
+                        }
                         let label = shared.parts.catalog.label(id).map_or(-1, i64::from);
                         self.labels.push(label);
                         self.ids.push(id);
@@ -659,6 +669,9 @@ impl Epoch {
         self.max_wait = self.max_wait.max(waited);
         self.first_wait.get_or_insert(waited);
         self.revise_roles(position.sample as usize, labels.len(), waited);
+        if let Some(route) = shared.parts.config.pipeline.prep().decode_route() {
+            route.observe(waited);
+        }
         Batch {
             buffer: Some(buffer),
             pool: shared.parts.pool.clone(),
@@ -670,6 +683,7 @@ impl Epoch {
             index,
             position,
             wait: waited,
+            deferred: std::mem::take(&mut self.deferred),
         }
     }
 }

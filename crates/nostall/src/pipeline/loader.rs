@@ -92,7 +92,7 @@ impl Loader {
             .flatten();
         let balance = Balance::open(&config).map(Arc::new);
         let prep_role = prep_role(&config, balance.as_deref());
-        let arena = config.arena;
+        let (arena, page_lock) = (config.arena, config.page_lock.clone());
         Ok(Loader {
             balance,
             prep_role,
@@ -103,7 +103,7 @@ impl Loader {
             memory,
             catalog,
             config,
-            pool: Pool::new(buffer_bytes, arena),
+            pool: Pool::new(buffer_bytes, arena, page_lock),
             identity: OnceLock::new(),
             totals: Arc::default(),
             upcoming: Arc::new(Mutex::new(None)),

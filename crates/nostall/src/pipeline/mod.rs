@@ -56,8 +56,10 @@ mod workers;
 
 pub use batch::Batch;
 pub use budget::MemoryPlan;
-pub use buffer::{Arena, SharedMemory};
-pub use builder::{auto_threads, usable_cores, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS};
+pub use buffer::{Arena, PageLock, SharedMemory};
+pub use builder::{
+    auto_threads, usable_cores, ForDevice, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS,
+};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig, MAX_BATCH_BYTES};
 pub use epoch::{Epoch, Next};

@@ -26,6 +26,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::error::Cause;
+use crate::prep::Prepared;
 
 use super::buffer::{BatchBuffer, Pool, Slot};
 
@@ -56,7 +57,7 @@ pub(super) struct Claim {
 /// How a claimed sample ended, kept until the consumer finalises it.
 struct Outcome {
     position: u64,
-    result: Result<(), Cause>,
+    result: Result<Prepared, Cause>,
 }
 
 /// The state the prep threads and the consumer share under the lock.
@@ -212,7 +213,7 @@ impl Order {
     }
 
     /// Records how a claimed sample ended.
-    pub(super) fn complete(&self, index: usize, position: u64, result: Result<(), Cause>) {
+    pub(super) fn complete(&self, index: usize, position: u64, result: Result<Prepared, Cause>) {
         let mut st = self.lock();
         let k = index - st.cursor;
         st.done[k] = Some(Outcome { position, result });
@@ -237,7 +238,7 @@ impl Order {
     /// Finalises the next sample of the stream if it is complete: its stream index and
     /// how it ended. A sample that succeeded is then in its final slot, the next one of
     /// the batch being assembled.
-    pub(super) fn finalise_next(&self, st: &mut State) -> Option<(usize, Result<(), Cause>)> {
+    pub(super) fn finalise_next(&self, st: &mut State) -> Option<(usize, Result<Prepared, Cause>)> {
         if !matches!(st.done.front(), Some(Some(_))) {
             return None;
         }
@@ -247,7 +248,7 @@ impl Order {
         st.ready -= 1;
         match &result {
             Err(_) => st.skipped += 1,
-            Ok(()) => {
+            Ok(_) => {
                 let bs = self.batch_size;
                 let fin = (index - self.from) as u64 - st.skipped;
                 if fin != position {

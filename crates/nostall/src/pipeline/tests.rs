@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use crate::catalog::Catalog;
 use crate::error::{Cause, Result};
-use crate::prep::{DType, Modality, Pipeline, Prep, Preparer, SampleLayout};
+use crate::pipeline::PageLock;
+use crate::prep::image::codec::Rect;
+use crate::prep::image::Geometry;
+use crate::prep::{DType, Deferred, Modality, Pipeline, Prep, Prepared, Preparer, SampleLayout};
 use crate::rng::Rng;
 use crate::storage::{Memory, NextRead, ReadDone, Source, SourceStats};
 use crate::{ErrorPolicy, Loader, LoaderConfig, SampleId};
@@ -74,7 +77,7 @@ struct FakePreparer {
 }
 
 impl Preparer for FakePreparer {
-    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let (id, command) = data.split_at(8);
         let progress = &self.progress;
         if command[0] != b'H' {
@@ -105,7 +108,18 @@ impl Preparer for FakePreparer {
         }
         out[..8].copy_from_slice(id);
         out[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
-        Ok(())
+        if command[0] == b'D' {
+            return Ok(Prepared::Deferred(Box::new(Deferred {
+                data: data.to_vec(),
+                geometry: Geometry {
+                    source: Rect::full(1, 1),
+                    width: 1,
+                    height: 1,
+                    flip: false,
+                },
+            })));
+        }
+        Ok(Prepared::InSlot)
     }
 }
 
@@ -281,6 +295,44 @@ fn batches_are_full_in_plan_order_whatever_fails_and_however_many_threads() {
             assert_eq!(got.1, reference.1, "{threads} threads, prefetch {prefetch}");
             assert_eq!(got.2, skipped);
         }
+    }
+}
+
+#[test]
+fn samples_left_to_a_device_are_delivered_with_their_slots_across_skips() {
+    let order = plain_stream(40, 4, 0);
+    let mut of = vec![b'.'; 40];
+    // Deferred samples around failures, at both ends of batches, and last.
+    for (i, c) in [
+        (0, b'D'),
+        (2, b'F'),
+        (3, b'D'),
+        (4, b'D'),
+        (9, b'F'),
+        (10, b'D'),
+        (11, b'D'),
+        (39, b'D'),
+    ] {
+        of[order[i] as usize] = c;
+    }
+    let expected: Vec<SampleId> = order
+        .iter()
+        .copied()
+        .filter(|&id| of[id as usize] == b'D')
+        .collect();
+    let commands = Commands { of, epoch: 0 };
+    for threads in [1, 3] {
+        let loader = loader(&commands, 4, threads, 2);
+        let mut deferred = Vec::new();
+        for batch in loader.epoch(0).unwrap() {
+            let batch = batch.unwrap();
+            for (slot, sample) in batch.deferred() {
+                let id = u64::from_le_bytes(sample.data[..8].try_into().unwrap());
+                assert_eq!(batch.ids()[*slot], id, "{threads} threads");
+                deferred.push(id);
+            }
+        }
+        assert_eq!(deferred, expected, "{threads} threads");
     }
 }
 
@@ -824,4 +876,49 @@ fn a_source_that_panics_costs_the_reads_it_had_not_ended_and_no_other() {
         .filter(|id| !lost.contains(id))
         .collect();
     assert_eq!(delivered, expected);
+}
+
+/// Counts what it locks and unlocks, and checks what it is given.
+#[derive(Debug, Default)]
+struct CountingLock {
+    locked: AtomicUsize,
+    unlocked: AtomicUsize,
+}
+
+impl PageLock for CountingLock {
+    fn lock(&self, ptr: std::ptr::NonNull<u8>, len: usize) -> bool {
+        // Whole pages of its own: no other allocation may share a locked page.
+        assert_eq!(
+            ptr.as_ptr() as usize % 4096,
+            0,
+            "a locked buffer starts a page"
+        );
+        assert!(len >= 16 * 4, "a locked buffer holds its batch");
+        self.locked.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
+    fn unlock(&self, _: std::ptr::NonNull<u8>) {
+        self.unlocked.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn page_locked_buffers_are_locked_once_each_and_unlocked_before_they_are_freed() {
+    let lock = Arc::new(CountingLock::default());
+    let page_lock: Arc<dyn PageLock> = lock.clone();
+    let commands = all_good();
+    let loader = loader_with(&commands, 4, 2, 2, |c| {
+        c.page_lock = Some(page_lock);
+        c.overlap_epochs = false;
+    });
+    let plain = run(&loader_with(&commands, 4, 2, 2, |_| {}), 0);
+    assert_eq!(run(&loader, 0), plain, "locked buffers change no byte");
+    run(&loader, 1);
+    let allocated = loader.buffers_allocated();
+    assert!(allocated > 0);
+    assert_eq!(lock.locked.load(Ordering::SeqCst), allocated);
+    assert_eq!(lock.unlocked.load(Ordering::SeqCst), 0);
+    drop(loader);
+    assert_eq!(lock.unlocked.load(Ordering::SeqCst), allocated);
 }

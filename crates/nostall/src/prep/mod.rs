@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use crate::error::{Cause, Error, Result};
 use crate::rng::Rng;
+use crate::sched::offload::DecodeRoute;
 
 pub use audio::AudioPipeline;
 pub use image::ImagePipeline;
@@ -215,18 +216,45 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
     ///
     /// When that state cannot be made (a codec library that fails to start).
     fn preparer(&self) -> Result<Box<dyn Preparer>>;
+
+    /// The route that sends some samples to a device decoder, if this recipe has one
+    /// (the consumer reports its waits to it).
+    fn decode_route(&self) -> Option<&DecodeRoute> {
+        None
+    }
+}
+
+/// How a preparer left a sample.
+#[derive(Debug)]
+pub enum Prepared {
+    /// In its slot.
+    InSlot,
+    /// Left for a device to decode ([`DecodeRoute`]): its slot holds zeros.
+    Deferred(Box<Deferred>),
+}
+
+/// A JPEG a device decodes, with the augmentation nostall drew for it: the consumer's
+/// device decodes `data`, takes the `geometry.source` region, resizes it to the output
+/// size, mirrors it if `geometry.flip`, and writes it in the sample's slot.
+#[derive(Debug, Clone)]
+pub struct Deferred {
+    /// The encoded file.
+    pub data: Vec<u8>,
+    /// Where to read in the image, at what size, mirrored or not.
+    pub geometry: image::Geometry,
 }
 
 /// One prep thread's state: prepares one sample at a time into its slot.
 pub trait Preparer: Send {
     /// Decodes and transforms `data` into `out` (exactly [`SampleLayout::bytes`] bytes),
-    /// drawing every random choice from `rng`.
+    /// drawing every random choice from `rng`; or, where the recipe's
+    /// [`DecodeRoute`] says so, draws them and leaves the decoding to a device.
     ///
     /// # Errors
     ///
     /// The [`Cause`] that makes this sample unusable; the preparer stays usable for the
     /// next sample, whose output must not depend on this failure.
-    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause>;
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause>;
 }
 
 /// What a loader does to each sample: a shared handle to one modality's [`Prep`].

@@ -2,8 +2,10 @@
 //! stall. It sits below the pipeline so that one implementation serves both
 //! `nostall analyze` (which validates it against the real loader) and a runtime scheduler
 //! deciding thread roles from online estimates ([`roles`]). [`node`] balances the prep
-//! threads of a node among the local ranks of a job.
+//! threads of a node among the local ranks of a job. [`offload`] decides which images a
+//! device decodes instead of a prep thread.
 
 pub mod model;
 pub(crate) mod node;
+pub mod offload;
 pub mod roles;

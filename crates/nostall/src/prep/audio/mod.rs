@@ -26,7 +26,7 @@ pub use mel::{MelArgs, MelScale, MelSpec};
 use resample::Resampler;
 pub use resample::{ResampleQuality, ResampleWindow, KAISER_BETA};
 
-use super::{DType, Modality, Prep, Preparer, SampleLayout};
+use super::{DType, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
 use crate::rng::Rng;
 
@@ -387,7 +387,7 @@ struct AudioPreparer {
 }
 
 impl Preparer for AudioPreparer {
-    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let pipeline = &self.pipeline;
         let options = DecodeOptions {
             mono: pipeline.channels == 1,
@@ -463,7 +463,7 @@ impl Preparer for AudioPreparer {
                 }
             }
         }
-        Ok(())
+        Ok(Prepared::InSlot)
     }
 }
 

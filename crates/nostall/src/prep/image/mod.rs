@@ -22,9 +22,12 @@ mod resample;
 use codec::{Decoder, Rect, DEFAULT_MAX_PIXELS};
 use resample::{Image, Resampler};
 
-use super::{DType, Modality, Prep, Preparer, SampleLayout};
+use std::sync::Arc;
+
+use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
 use crate::rng::Rng;
+use crate::sched::offload::DecodeRoute;
 
 /// ImageNet channel means, in [0, 1] units (torchvision's convention).
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -198,6 +201,22 @@ pub struct ImagePipeline {
     fused_exact: bool,
     /// Decompression-bomb guard: images with more pixels are refused.
     max_pixels: u64,
+    /// Which JPEGs a device decodes instead ([`ImagePipeline::with_decode_route`]).
+    route: Option<Arc<DecodeRoute>>,
+}
+
+/// What a device does to a batch of a pipeline split by [`ImagePipeline::for_device`]:
+/// the engine delivers 8-bit HWC pixels (a quarter of the bytes of float32 to move to the
+/// device), and the device converts them to the type and layout the user's pipeline asked
+/// for, normalised where it had `Normalize`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceFinish {
+    /// The element type the user's pipeline produces.
+    pub dtype: DType,
+    /// The layout the user's pipeline produces.
+    pub layout: Layout,
+    /// `Normalize`'s mean and standard deviation in [0, 1] units, where it had one.
+    pub normalize: Option<([f32; 3], [f32; 3])>,
 }
 
 /// The operators of [`ImagePipeline::imagenet_train`].
@@ -354,7 +373,44 @@ impl ImagePipeline {
             std,
             fused_exact: output::fused_is_exact(mean, std),
             max_pixels: DEFAULT_MAX_PIXELS,
+            route: None,
         })
+    }
+
+    /// The pipeline split for a device: this one's geometry in 8-bit HWC pixels (what
+    /// the engine prepares), and what the device does after (see [`DeviceFinish`]). The
+    /// device's conversion gives the values the CPU's would, up to float rounding.
+    pub fn for_device(&self) -> (ImagePipeline, DeviceFinish) {
+        let normalized = self.ops.iter().any(|op| matches!(op, Op::Normalize { .. }));
+        let ops = self
+            .ops
+            .iter()
+            .filter(|op| !matches!(op, Op::Normalize { .. }))
+            .cloned()
+            .collect();
+        let geometry = ImagePipeline::new(ops, DType::U8, Layout::Hwc)
+            .expect("the operators were checked, and without Normalize u8 output is valid");
+        let finish = DeviceFinish {
+            dtype: self.dtype,
+            layout: self.layout,
+            normalize: normalized.then_some((self.mean, self.std)),
+        };
+        (
+            ImagePipeline {
+                max_pixels: self.max_pixels,
+                route: self.route.clone(),
+                ..geometry
+            },
+            finish,
+        )
+    }
+
+    /// Lets `route` send JPEGs to a device decoder: such a sample is delivered with its
+    /// encoded bytes and drawn augmentation ([`Deferred`]) instead of pixels. Only for a
+    /// consumer that decodes them (the Python `Loader` with `device=`).
+    pub fn with_decode_route(mut self, route: Arc<DecodeRoute>) -> ImagePipeline {
+        self.route = Some(route);
+        self
     }
 
     /// A preset by name: `"train"` ([`ImagePipeline::imagenet_train`]) or `"val"` (also
@@ -574,6 +630,10 @@ impl Prep for ImagePipeline {
     fn preparer(&self) -> Result<Box<dyn Preparer>> {
         Ok(Box::new(ImagePreparer::new(self.clone())?))
     }
+
+    fn decode_route(&self) -> Option<&DecodeRoute> {
+        self.route.as_deref()
+    }
 }
 
 /// Per-thread state to prepare images: decoder and resampler, reused.
@@ -596,11 +656,22 @@ impl ImagePreparer {
 }
 
 impl Preparer for ImagePreparer {
-    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<(), Cause> {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let pipeline = &self.pipeline;
         debug_assert_eq!(out.len(), pipeline.sample_bytes());
         let header = self.decoder.header(data)?;
         let geometry = pipeline.geometry(header.width, header.height, rng);
+        // Asked after the draws, so that the augmentation does not depend on the answer.
+        let pixels = header.width as u64 * header.height as u64;
+        if header.format == codec::Format::Jpeg
+            && pipeline.route.as_ref().is_some_and(|r| r.to_device(pixels))
+        {
+            out.fill(0);
+            return Ok(Prepared::Deferred(Box::new(Deferred {
+                data: data.to_vec(),
+                geometry,
+            })));
+        }
         let (ow, oh) = (geometry.width, geometry.height);
         let decoded = self
             .decoder
@@ -615,7 +686,7 @@ impl Preparer for ImagePreparer {
             .run(src, decoded.region, width, height, |y0, block| {
                 output::write_block(block, y0, height, geometry.flip, pipeline, out)
             });
-        Ok(())
+        Ok(Prepared::InSlot)
     }
 }
 
@@ -801,6 +872,63 @@ mod tests {
         let u8_hwc = ImagePipeline::new(without, DType::U8, Layout::Hwc).unwrap();
         assert_eq!(u8_hwc.sample_shape(), [32, 32, 3]);
         assert_eq!(u8_hwc.sample_bytes(), 32 * 32 * 3);
+    }
+
+    #[test]
+    fn a_routed_jpeg_keeps_the_augmentation_the_cpu_would_draw() {
+        use crate::sched::offload::{DecodeRoute, RouteMode};
+        let (w, h) = (96u32, 64u32);
+        let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 251) as u8).collect();
+        let jpeg = encode_jpeg(&px, w, h, EncodePixels::Rgb, 90, false).unwrap();
+        let mut png = Vec::new();
+        {
+            let mut encoder = png::Encoder::new(&mut png, w, h);
+            encoder.set_color(png::ColorType::Rgb);
+            encoder.set_depth(png::BitDepth::Eight);
+            let mut writer = encoder.write_header().unwrap();
+            writer.write_image_data(&px).unwrap();
+        }
+        let cpu = ImagePipeline::imagenet_train(32);
+        let (geometry_only, finish) = cpu.for_device();
+        assert_eq!(geometry_only.dtype(), DType::U8);
+        assert_eq!(geometry_only.layout(), Layout::Hwc);
+        assert_eq!(finish.normalize, Some((IMAGENET_MEAN, IMAGENET_STD)));
+        // Large enough (every image here is), every time: the JPEG is deferred with the
+        // geometry the CPU draws from the same generator, and its slot zeroed.
+        let route = Arc::new(DecodeRoute::new(RouteMode::Always, (w * h) as u64));
+        let routed = geometry_only.clone().with_decode_route(route.clone());
+        let mut prep = routed.preparer().unwrap();
+        for seed in 0..20 {
+            let mut out = vec![7u8; routed.sample_bytes()];
+            let prepared = prep.prepare(&jpeg, &mut Rng::new(seed), &mut out).unwrap();
+            let Prepared::Deferred(deferred) = prepared else {
+                panic!("a JPEG of the threshold's size stayed on the CPU");
+            };
+            assert_eq!(deferred.geometry, cpu.geometry(w, h, &mut Rng::new(seed)));
+            assert_eq!(deferred.data, jpeg);
+            assert!(out.iter().all(|&b| b == 0));
+        }
+        assert_eq!(route.sent(), 20);
+        // PNG has no device decoder here, and smaller JPEGs stay: both prepared in the
+        // slot exactly as without a route.
+        let mut plain = geometry_only.preparer().unwrap();
+        let small = Arc::new(DecodeRoute::new(RouteMode::Always, (w * h) as u64 + 1));
+        let mut smaller = geometry_only
+            .clone()
+            .with_decode_route(small)
+            .preparer()
+            .unwrap();
+        for (data, prep) in [(&png[..], &mut prep), (&jpeg[..], &mut smaller)] {
+            let prep: &mut Box<dyn Preparer> = prep;
+            let (mut a, mut b) = (
+                vec![0u8; routed.sample_bytes()],
+                vec![1u8; routed.sample_bytes()],
+            );
+            let got = prep.prepare(data, &mut Rng::new(3), &mut a).unwrap();
+            assert!(matches!(got, Prepared::InSlot));
+            plain.prepare(data, &mut Rng::new(3), &mut b).unwrap();
+            assert_eq!(a, b);
+        }
     }
 
     #[test]

@@ -1,0 +1,167 @@
+//! `device=`: the engine's side of batches on a CUDA device. The engine page-locks the
+//! batch buffers and splits the pipeline (geometry on the CPU in 8-bit pixels, conversion
+//! on the device); `nostall._device` (Python, over PyTorch's CUDA) copies each batch on a
+//! side stream, decodes the JPEGs the route left to the device, and hands the tensors over
+//! in the consumer's stream order. This module only converts between the two.
+
+use std::sync::Arc;
+
+use nostall::device::CudaHostMemory;
+use nostall::pipeline::{ForDevice, LoaderBuilder, PageLock};
+use nostall::prep::image::DeviceFinish;
+use nostall::sched::offload::{DecodeRoute, RouteMode};
+use nostall::{Batch, Catalog};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyDict, PyList};
+
+use crate::{config_error, raise};
+
+/// Images with fewer pixels stay on the CPU under `decode="auto"` unless
+/// `gpu_decode_min_pixels` says otherwise: above it a JPEG's entropy decoding, which DCT
+/// scaling does not shrink, costs a core more than the device's decoder takes
+/// (docs/gpu.md has the measurement behind it).
+pub(crate) const DEFAULT_GPU_DECODE_MIN_PIXELS: u64 = 2_000_000;
+
+/// A loader's device: the Python stager, made by `nostall._device.Stager`.
+pub(crate) struct Device {
+    pub(crate) stager: Py<PyAny>,
+    route: Option<Arc<DecodeRoute>>,
+    page_locked: bool,
+}
+
+impl Device {
+    /// Resolves `device` (`"cuda"`, `"cuda:N"`) in Python, loads the CUDA runtime to lock
+    /// the batch buffers, sets `builder` up for the device with the route `decode` names
+    /// (`"auto"`, `"gpu"`, `"cpu"`), and makes the stager.
+    pub(crate) fn attach(
+        py: Python<'_>,
+        device: &str,
+        decode: &str,
+        min_pixels: u64,
+        builder: &mut LoaderBuilder,
+    ) -> PyResult<Device> {
+        let route = match decode {
+            "cpu" => None,
+            "gpu" => Some(DecodeRoute::new(RouteMode::Always, 0)),
+            "auto" => Some(DecodeRoute::new(RouteMode::Auto, min_pixels)),
+            other => {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "decode={other:?}: use \"auto\" (large JPEGs on the GPU while the CPU \
+                         falls behind), \"gpu\" (every JPEG on the GPU) or \"cpu\""
+                    ),
+                ))
+            }
+        }
+        .map(Arc::new);
+        let module = py.import("nostall._device")?;
+        let index: u32 = module.call_method1("resolve", (device,))?.extract()?;
+        // PyTorch has the device (`resolve` checked), so a runtime that cannot be loaded
+        // here costs speed, not correctness: said once, and in the metrics.
+        let page_lock: Option<Arc<dyn PageLock>> = match CudaHostMemory::load(index) {
+            Ok(memory) => Some(Arc::new(memory)),
+            Err(e) => {
+                let warnings = py.import("warnings")?;
+                warnings.call_method1(
+                    "warn",
+                    (format!("nostall: batch buffers are not page-locked: {e}"),),
+                )?;
+                None
+            }
+        };
+        let page_locked = page_lock.is_some();
+        builder.for_device(ForDevice {
+            page_lock,
+            route: route.clone(),
+        });
+        let finish = builder.device_finish().map_err(|e| raise(py, e))?;
+        let stager = module
+            .getattr("Stager")?
+            .call1((index, finish_dict(py, finish)?))?
+            .unbind();
+        Ok(Device {
+            stager,
+            route,
+            page_locked,
+        })
+    }
+
+    /// The samples `batch` left to the device, as the stager takes them: `(slot, bytes,
+    /// (x, y, w, h) of the region in source pixels, flip, sample id, location)`.
+    pub(crate) fn deferred<'py>(
+        py: Python<'py>,
+        batch: &Batch,
+        catalog: &Catalog,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let deferred = PyList::empty(py);
+        for (slot, sample) in batch.deferred() {
+            let g = &sample.geometry;
+            deferred.append((
+                *slot,
+                PyByteArray::new(py, &sample.data),
+                (g.source.x, g.source.y, g.source.w, g.source.h),
+                g.flip,
+                batch.ids()[*slot],
+                catalog.path(batch.ids()[*slot]).display().to_string(),
+            ))?;
+        }
+        Ok(deferred)
+    }
+
+    /// Moves a batch's `(images, labels)` CPU tensors to the device, decoding there the
+    /// `deferred` samples.
+    pub(crate) fn stage(
+        &self,
+        py: Python<'_>,
+        objects: (Py<PyAny>, Py<PyAny>),
+        deferred: Bound<'_, PyList>,
+    ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let started = std::time::Instant::now();
+        let decoding = !deferred.is_empty();
+        let staged = self
+            .stager
+            .bind(py)
+            .call_method1("stage", (objects.0, objects.1, deferred))?
+            .extract()?;
+        if let (Some(route), true) = (&self.route, decoding) {
+            route.device_took(started.elapsed());
+        }
+        Ok(staged)
+    }
+
+    /// The route's figures for `metrics`: the share of eligible images sent, and how
+    /// many were.
+    pub(crate) fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = self
+            .stager
+            .bind(py)
+            .call_method0("metrics")?
+            .cast_into::<PyDict>()?;
+        d.set_item("page_locked", self.page_locked)?;
+        if let Some(route) = &self.route {
+            d.set_item("gpu_decode_share", route.share())?;
+            d.set_item("gpu_decoded", route.sent())?;
+        }
+        Ok(d)
+    }
+}
+
+/// `DeviceFinish` as the stager takes it: `None` (move as is), or a dict of `dtype`,
+/// `layout`, `mean` and `std` (in [0, 1] units; absent without `Normalize`).
+fn finish_dict(
+    py: Python<'_>,
+    finish: Option<DeviceFinish>,
+) -> PyResult<Option<Bound<'_, PyDict>>> {
+    let Some(f) = finish else {
+        return Ok(None);
+    };
+    let d = PyDict::new(py);
+    d.set_item("dtype", f.dtype.to_string())?;
+    d.set_item("layout", f.layout.to_string())?;
+    if let Some((mean, std)) = f.normalize {
+        d.set_item("mean", mean.to_vec())?;
+        d.set_item("std", std.to_vec())?;
+    }
+    Ok(Some(d))
+}
