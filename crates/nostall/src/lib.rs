@@ -27,7 +27,10 @@
 //! - [`pipeline`]: fetch and prep threads writing samples straight into pooled batch
 //!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
 //! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
-//!   below the pipeline so that a scheduler and the analyzer share it.
+//!   below the pipeline so that a scheduler and the analyzer share it; and which images a
+//!   device decodes instead of a prep thread ([`sched::offload`]).
+//! - [`device`]: what a consumer on a GPU needs of the engine, loaded at run time: batch
+//!   buffers page-locked through the CUDA runtime.
 //! - [`analyze`] (feature `analyze`, on by default; it brings serde for its reports):
 //!   DS-Analyzer: measures the rates, observes the loader, and reports stall
 //!   shares and the smallest cache and thread count that remove stalls.
