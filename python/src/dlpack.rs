@@ -68,7 +68,7 @@ pub(crate) enum Owner {
     /// does not keep the images' buffer from the pool.
     Labels(Vec<i64>),
     /// The images of a batch in the node agent's shared memory (`share=`), released to
-    /// the agent on drop. Read-only: the same memory is every job's batch.
+    /// the agent on drop. Mapped copy-on-write: an in-place change stays this job's.
     Shared {
         batch: nostall_agent::SharedBatch,
         shape: Vec<i64>,
@@ -100,14 +100,13 @@ impl Owner {
                 let shape = batch.shape().iter().map(|&d| d as i64).collect();
                 (batch.data_mut().as_mut_ptr(), dl_type(batch.dtype()), shape)
             }
-            // DLPack has no read-only flag in its unversioned form: the pointer is typed
-            // mutable, the mapping is not (a write faults; documented under `share=`).
+            // A private copy-on-write mapping: an in-place change stays this job's.
             Owner::Shared {
                 batch,
                 shape,
                 dtype,
             } => (
-                batch.data().as_ptr().cast_mut(),
+                batch.data_mut().as_mut_ptr(),
                 dl_type(*dtype),
                 shape.clone(),
             ),

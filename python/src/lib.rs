@@ -360,8 +360,8 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///   which must read the same stream (each rank of a job has a group of its own). A
 ///   job that comes mid-epoch reads that epoch with the agent's threads alone and joins
 ///   at the next; one that stops asking for batches for 2 s while the group waits for
-///   it is detached and goes on alone. Shared batches are read-only (copy before
-///   changing one in place: a write faults). A thread of the loader's receives the next
+///   it is detached and goes on alone. A shared batch may be changed in place: its pages
+///   are copied as they are written, for this job alone. A thread of the loader's receives the next
 ///   batch and makes its tensors while the training step runs, so that `next()` only
 ///   takes them. `"off"` reads with this process's own threads.
 ///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches

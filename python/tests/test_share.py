@@ -93,6 +93,30 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
     assert shared["bytes_saved"] > 0
 
 
+def test_a_job_changing_its_batches_in_place_changes_nothing_for_the_other(photos, agent):
+    """Training code changes batches in place: each job's batch is a private
+    copy-on-write mapping of the group's memory, so that is safe and stays its own."""
+    a = nostall.Loader(photos, share="auto", **SETTINGS)
+    b = nostall.Loader(photos, share="auto", **SETTINGS)
+    for epoch in range(2):
+        expected = own(photos, epoch)
+        a.set_epoch(epoch)
+        b.set_epoch(epoch)
+        got_b = []
+        for (ia, _), (ib, lb), (eids, elabels, eimages) in zip(a, b, expected):
+            assert torch.equal(ia, eimages)
+            ia.sub_(0.5)
+            ia[:, 0].zero_()
+            got_b.append((b.last_ids, lb.clone(), ib.clone()))
+            assert not torch.equal(ia, eimages)
+        assert len(got_b) == len(expected)
+        for (ids, labels, images), (eids, elabels, eimages) in zip(got_b, expected):
+            assert ids == eids
+            assert torch.equal(labels, elabels)
+            assert torch.equal(images, eimages)
+        assert a.metrics["shared"]["batches_from_group"] == len(expected)
+
+
 def operators(flip):
     """A list of operators made afresh (equal lists, different objects)."""
     return [

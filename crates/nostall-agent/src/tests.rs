@@ -150,10 +150,21 @@ impl Drop for Fixture {
 type Read = Vec<(Vec<u64>, Vec<i64>, Vec<u8>, bool)>;
 
 fn read_epoch(client: &mut Client, from: Position, stop_after: Option<usize>) -> (Read, Position) {
+    read_epoch_changing(client, from, stop_after, false)
+}
+
+/// As [`read_epoch`]; with `scribble`, each batch is then overwritten in place, as a
+/// training script's `images.sub_(0.5)` would.
+fn read_epoch_changing(
+    client: &mut Client,
+    from: Position,
+    stop_after: Option<usize>,
+    scribble: bool,
+) -> (Read, Position) {
     let mut at = from;
     let mut read = Vec::new();
     while stop_after.is_none_or(|n| read.len() < n) {
-        let Some(batch) = client.next(at).unwrap() else {
+        let Some(mut batch) = client.next(at).unwrap() else {
             break;
         };
         at = batch.position();
@@ -163,6 +174,10 @@ fn read_epoch(client: &mut Client, from: Position, stop_after: Option<usize>) ->
             batch.data().to_vec(),
             batch.from_group(),
         ));
+        if scribble {
+            batch.data_mut().fill(0xAA);
+            assert!(batch.data().iter().all(|&b| b == 0xAA));
+        }
     }
     (read, at)
 }
@@ -216,6 +231,39 @@ fn jobs_of_a_group_get_every_batch_once_as_their_own_loader_would_each_made_once
     assert!(group.produced <= 2 * batches as u64 + 3, "{group:?}");
     assert_eq!(group.detached, 0);
     drop(clients);
+}
+
+#[test]
+fn a_member_changing_its_batches_in_place_changes_nothing_for_the_others_nor_its_later_batches() {
+    let f = Fixture::new(1, Duration::from_secs(30));
+    let expected: Vec<_> = (0..2).map(|e| f.expected(7, e)).collect();
+    let barrier = Arc::new(Barrier::new(2));
+    let reads: Vec<Vec<Read>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = [true, false]
+            .into_iter()
+            .map(|scribble| {
+                let barrier = barrier.clone();
+                let f = &f;
+                scope.spawn(move || {
+                    let mut client = f.attach(7, "").unwrap();
+                    barrier.wait();
+                    (0..2)
+                        .map(|e| {
+                            read_epoch_changing(&mut client, Position::start_of(e), None, scribble)
+                                .0
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // The scribbler too: a buffer it changed carries its next batch unchanged.
+    for read in &reads {
+        for (epoch, got) in read.iter().enumerate() {
+            assert_eq!(strip(got), expected[epoch], "epoch {epoch}");
+        }
+    }
 }
 
 #[test]

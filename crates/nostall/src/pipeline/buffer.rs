@@ -12,6 +12,8 @@
 //! pages for as long as it lives, so that a device copies from it without a bounce.
 
 use std::alloc::{self, Layout};
+#[cfg(test)]
+use std::os::fd::AsRawFd;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -46,8 +48,9 @@ pub struct SharedMemory<'a> {
     /// The memfd holding the buffer; map it from offset 0.
     pub fd: BorrowedFd<'a>,
     /// The buffer's number, unique in this process: the same buffer carries later
-    /// batches once this one is dropped, so a process that mapped it can keep the
-    /// mapping.
+    /// batches once this one is dropped, so a process that received its descriptor can
+    /// keep it. The memfd is sealed: map it privately (`MAP_PRIVATE`) to read a batch
+    /// and change it in place; a shared writable mapping, a write or a resize is refused.
     pub id: u64,
     /// The buffer's length in bytes (the batch's data is at its start).
     pub len: usize,
@@ -64,6 +67,22 @@ pub trait PageLock: Send + Sync + std::fmt::Debug {
     /// Unlocks what [`lock`](PageLock::lock) locked at `ptr`, before its memory is
     /// freed.
     fn unlock(&self, ptr: NonNull<u8>);
+}
+
+/// Seals a shared buffer's memfd once this process has mapped it writable: no one it is
+/// sent to can shrink or grow it (a fault in every process that maps it), write it, or map
+/// it writable and shared; the mapping made here keeps writing. Readers map it privately
+/// (copy-on-write), so that changing a batch in place changes their copy alone. Kernels
+/// before 5.1 lack `F_SEAL_FUTURE_WRITE`: the size seals are set alone there.
+fn seal(fd: libc::c_int) -> std::io::Result<()> {
+    let size = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    for seals in [size | libc::F_SEAL_FUTURE_WRITE, size] {
+        // SAFETY: fcntl on a descriptor this process owns, with a valid command and seals.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } == 0 {
+            return Ok(());
+        }
+    }
+    Err(std::io::Error::last_os_error())
 }
 
 /// Numbers shared buffers, for processes that keep their mappings by buffer.
@@ -105,7 +124,12 @@ impl BatchBuffer {
     fn shared(len: usize) -> std::io::Result<BatchBuffer> {
         let len = len.max(1);
         // SAFETY: a NUL-terminated name; the flags are valid for memfd_create.
-        let raw = unsafe { libc::memfd_create(c"nostall-batch".as_ptr(), libc::MFD_CLOEXEC) };
+        let raw = unsafe {
+            libc::memfd_create(
+                c"nostall-batch".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
         if raw < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -132,6 +156,7 @@ impl BatchBuffer {
             return Err(std::io::Error::last_os_error());
         }
         let ptr = NonNull::new(ptr.cast()).ok_or_else(std::io::Error::last_os_error)?;
+        seal(raw)?;
         let id = NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed);
         Ok(BatchBuffer {
             ptr,
@@ -322,5 +347,60 @@ impl Pool {
     /// Buffers allocated so far (in use or idle).
     pub(crate) fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `errno` of a libc call that failed, `None` for one that succeeded.
+    fn errno_of(result: libc::c_int) -> Option<i32> {
+        (result != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+
+    /// A page of `fd` mapped readable and writable with `flags`, as a member might try.
+    fn map_page(fd: libc::c_int, flags: libc::c_int) -> Option<&'static mut [u8]> {
+        // SAFETY: a new mapping of one page at an address the kernel chooses, never
+        // unmapped (the test's few pages live until the process ends).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        // SAFETY: a mapping of 4096 bytes just made, referenced only through this slice.
+        (ptr != libc::MAP_FAILED)
+            .then(|| unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), 4096) })
+    }
+
+    #[test]
+    fn a_shared_buffer_is_sealed_against_its_readers_and_private_to_each_mapping() {
+        let pool = Pool::new(3 * 4096, Arena::Shared, None);
+        let mut buffer = pool.take();
+        buffer.bytes_mut().fill(7);
+        let fd = buffer.shared_memory().expect("a shared buffer").fd.as_raw_fd();
+        for size in [0, 1 << 20] {
+            // SAFETY: ftruncate on a descriptor of this test.
+            let resized = unsafe { libc::ftruncate(fd, size) };
+            assert_eq!(errno_of(resized), Some(libc::EPERM), "resized to {size}");
+        }
+        // SAFETY: pwrite of one byte from a live array to a descriptor of this test.
+        let written = unsafe { libc::pwrite(fd, [1u8].as_ptr().cast(), 1, 0) };
+        assert_eq!(written, -1, "a write() through the descriptor is refused");
+        assert!(map_page(fd, libc::MAP_SHARED).is_none(), "no shared writable mapping");
+        let page = map_page(fd, libc::MAP_PRIVATE).expect("a private mapping");
+        assert!(page.iter().all(|&b| b == 7));
+        page.fill(9);
+        // The reader's change is its own; the owner's later writes still land.
+        assert!(buffer.bytes().iter().all(|&b| b == 7));
+        buffer.bytes_mut()[..4096].fill(8);
+        let other = map_page(fd, libc::MAP_PRIVATE).expect("a private mapping");
+        assert!(other.iter().all(|&b| b == 8));
+        assert!(page.iter().all(|&b| b == 9));
     }
 }
