@@ -1,6 +1,7 @@
 """Shared fixtures: the demo photographs (32 real JPEGs in 4 classes) written to disk."""
 
 import shutil
+import signal
 
 import pytest
 
@@ -19,3 +20,15 @@ def photos_copy(photos, tmp_path):
     dst = tmp_path / "photos"
     shutil.copytree(photos, dst)
     return dst
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, as in an interactive Python.
+
+    A test that sends itself SIGINT sets this itself: started from a background job (as
+    `make test &`, nohup and some CI runners do), Python starts with SIGINT ignored, and
+    the signal would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -175,7 +175,9 @@ def test_s3_errors_name_the_location(s3_env):
         nostall.Loader("s3://shards/nothing-here")
 
 
-def test_ctrl_c_interrupts_a_wait_on_storage_that_does_not_answer(s3_env, s3_process):
+def test_ctrl_c_interrupts_a_wait_on_storage_that_does_not_answer(
+    s3_env, s3_process, sigint_raises
+):
     server = s3_process[1]
     loader = nostall.Loader("s3://objects/train", batch_size=8, image_size=32)
     # The server stops answering (its connections stay open): the first batch cannot come.
@@ -194,7 +196,9 @@ def test_ctrl_c_interrupts_a_wait_on_storage_that_does_not_answer(s3_env, s3_pro
         server.send_signal(signal.SIGCONT)
 
 
-def test_ctrl_c_interrupts_opening_a_bucket_on_a_server_that_never_answers(monkeypatch):
+def test_ctrl_c_interrupts_opening_a_bucket_on_a_server_that_never_answers(
+    monkeypatch, sigint_raises
+):
     # A server that takes connections and never says a word.
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -314,7 +314,7 @@ def test_a_shared_loader_iterated_again_mid_epoch_starts_where_asked(photos, age
 
 
 def test_ctrl_c_while_waiting_for_the_agent_raises_and_the_epoch_goes_on_exactly(
-    photos, tmp_path, monkeypatch
+    photos, tmp_path, monkeypatch, sigint_raises
 ):
     _, agent = start_agent(tmp_path, monkeypatch, 60)
     expected = [ids for ids, _, _ in own(photos, 0)]
