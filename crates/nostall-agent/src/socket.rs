@@ -11,6 +11,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
+use nostall::net::{accept_failed, AcceptFailure, ACCEPT_BACKOFF};
+
 /// The largest message either end sends or accepts, in bytes: a batch's labels and ids
 /// for [`MAX_BATCH`](crate::wire::MAX_BATCH) samples, with room to spare.
 pub(crate) const MAX_MESSAGE: usize = 160 << 10;
@@ -141,10 +143,15 @@ impl Listener {
         };
         if fd < 0 {
             let err = io::Error::last_os_error();
-            // A client that gave up between poll and accept is not the listener's fault.
-            return match err.raw_os_error() {
-                Some(libc::ECONNABORTED | libc::EAGAIN | libc::EINTR) => Ok(None),
-                _ => Err(err),
+            return match accept_failed(&err) {
+                AcceptFailure::Retry => Ok(None),
+                AcceptFailure::BackOff => {
+                    // Out of descriptors or memory: the connection waits in the backlog,
+                    // and the jobs already served go on. Waiting keeps poll from spinning.
+                    std::thread::sleep(ACCEPT_BACKOFF);
+                    Ok(None)
+                }
+                AcceptFailure::Fatal => Err(err),
             };
         }
         // SAFETY: just accepted, owned by nothing else.
@@ -317,5 +324,56 @@ impl Channel {
             return Err(RecvError::Closed);
         }
         Ok(Received { len, fd: fds.pop() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the child process of
+    /// `a_listener_out_of_descriptors_waits_and_then_accepts`.
+    const CHILD: &str = "NOSTALL_TEST_EMFILE_CHILD";
+
+    /// Runs in a process of its own (it lowers the process's descriptor limit): a client
+    /// waits in the backlog while the listener has no descriptor left; accept waits and
+    /// says "nothing yet" instead of failing, and takes the client once one is free.
+    #[test]
+    fn a_listener_out_of_descriptors_waits_and_then_accepts() {
+        if std::env::var_os(CHILD).is_none() {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "socket::tests::a_listener_out_of_descriptors_waits_and_then_accepts",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, "1")
+                .status()
+                .unwrap();
+            assert!(status.success());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sock");
+        let listener = Listener::bind(&path).unwrap();
+        let _client = Channel::connect(&path).unwrap();
+        let limit = libc::rlimit {
+            rlim_cur: 64,
+            rlim_max: 64,
+        };
+        // SAFETY: setrlimit with a valid struct, in this test's own process.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+        let mut held = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            held.push(file);
+        }
+        let started = std::time::Instant::now();
+        assert!(listener.accept(Duration::from_secs(1)).unwrap().is_none());
+        assert!(
+            started.elapsed() >= ACCEPT_BACKOFF,
+            "it waited before looking again"
+        );
+        held.pop();
+        assert!(listener.accept(Duration::from_secs(1)).unwrap().is_some());
     }
 }

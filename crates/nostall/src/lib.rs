@@ -37,6 +37,7 @@
 //! - [`sim`]: offline simulators of cache policies and of partitioned caches across
 //!   nodes.
 //! - [`metrics`]: the consumer's wait for each batch (the data stall) and per-stage rates.
+//! - [`net`]: what the services do when `accept` fails (back off, never exit or spin).
 //!
 //! Three rules hold everywhere. *Deterministic*: each sample's randomness comes from
 //! (seed, epoch, sample id), so output bytes do not depend on thread count or timing.
@@ -77,6 +78,7 @@ pub mod device;
 pub mod env;
 pub mod error;
 pub mod metrics;
+pub mod net;
 pub mod pipeline;
 pub mod plan;
 pub mod prep;

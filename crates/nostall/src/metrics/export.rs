@@ -32,6 +32,7 @@ use prometheus_client::registry::Registry;
 
 use super::LiveStats;
 use crate::error::{Error, Result};
+use crate::net::AcceptFailure;
 use crate::pipeline::Loader;
 
 /// The most bytes of a request head read before answering 431.
@@ -192,9 +193,17 @@ impl Endpoint {
                     if serving.stop.load(Ordering::Acquire) {
                         break;
                     }
-                    // A failed accept or answer concerns that client only.
-                    if let Ok(stream) = stream {
-                        let _ = answer(stream, &serving);
+                    match stream {
+                        // A failed answer concerns that client only.
+                        Ok(stream) => drop(answer(stream, &serving)),
+                        Err(e) => match crate::net::accept_failed(&e) {
+                            AcceptFailure::Retry => {}
+                            // Out of descriptors or memory: waiting, not spinning on it.
+                            AcceptFailure::BackOff => {
+                                std::thread::sleep(crate::net::ACCEPT_BACKOFF)
+                            }
+                            AcceptFailure::Fatal => break,
+                        },
                     }
                 }
             })

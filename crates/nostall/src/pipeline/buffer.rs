@@ -383,7 +383,11 @@ mod tests {
         let pool = Pool::new(3 * 4096, Arena::Shared, None);
         let mut buffer = pool.take();
         buffer.bytes_mut().fill(7);
-        let fd = buffer.shared_memory().expect("a shared buffer").fd.as_raw_fd();
+        let fd = buffer
+            .shared_memory()
+            .expect("a shared buffer")
+            .fd
+            .as_raw_fd();
         for size in [0, 1 << 20] {
             // SAFETY: ftruncate on a descriptor of this test.
             let resized = unsafe { libc::ftruncate(fd, size) };
@@ -392,7 +396,10 @@ mod tests {
         // SAFETY: pwrite of one byte from a live array to a descriptor of this test.
         let written = unsafe { libc::pwrite(fd, [1u8].as_ptr().cast(), 1, 0) };
         assert_eq!(written, -1, "a write() through the descriptor is refused");
-        assert!(map_page(fd, libc::MAP_SHARED).is_none(), "no shared writable mapping");
+        assert!(
+            map_page(fd, libc::MAP_SHARED).is_none(),
+            "no shared writable mapping"
+        );
         let page = map_page(fd, libc::MAP_PRIVATE).expect("a private mapping");
         assert!(page.iter().all(|&b| b == 7));
         page.fill(9);
