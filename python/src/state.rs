@@ -76,8 +76,9 @@ fn checkpoint(py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> 
             "load_state_dict takes the dict state_dict() returned, or a list of them".into(),
         )
     })?;
-    let get =
-        |key: &str| -> PyResult<u64> { state.get_item(key)?.ok_or_else(|| lacks(key))?.extract() };
+    let get = |key: &str| -> PyResult<u64> {
+        whole(py, &state.get_item(key)?.ok_or_else(|| lacks(key))?, key)
+    };
     let position = Position {
         epoch: get("epoch")?,
         batch: get("batch")?,
@@ -86,37 +87,68 @@ fn checkpoint(py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> 
     let saved = state
         .get_item("identity")?
         .ok_or_else(|| lacks("identity"))?;
-    let saved = saved.cast::<PyDict>()?;
+    let saved = saved
+        .cast::<PyDict>()
+        .map_err(|_| config_error(py, "the saved state's identity is not a dict".into()))?;
     let mut values = HashMap::new();
     for name in RunIdentity::FIELDS {
         if let Some(value) = saved.get_item(name)? {
-            values.insert(name, value.extract::<u64>()?);
+            values.insert(name, whole(py, &value, &format!("identity.{name}"))?);
         }
     }
     let identity =
         RunIdentity::from_fields(|name| values.get(name).copied()).map_err(|e| raise(py, e))?;
     let mut skipped = BTreeMap::new();
     if let Some(counts) = state.get_item("skipped")? {
-        for (kind, count) in counts.cast::<PyDict>()?.iter() {
-            let kind: String = kind.extract()?;
+        let counts = counts
+            .cast::<PyDict>()
+            .map_err(|_| config_error(py, "the saved state's skipped is not a dict".into()))?;
+        for (kind, count) in counts.iter() {
+            let kind: String = kind.extract().map_err(|_| {
+                config_error(
+                    py,
+                    "the saved state's skipped has a key that is not text".into(),
+                )
+            })?;
             let kind = nostall::Cause::kind_named(&kind).ok_or_else(|| {
                 config_error(
                     py,
                     format!("state dict counts skips of an unknown cause {kind:?}"),
                 )
             })?;
-            skipped.insert(kind, count.extract::<u64>()?);
+            skipped.insert(kind, whole(py, &count, &format!("skipped[{kind:?}]"))?);
         }
     }
     let mut history = Vec::new();
     if let Some(stretches) = state.get_item("history")? {
-        for s in stretches.cast::<PyList>()?.iter() {
-            let s = s.cast::<PyDict>()?;
+        let not = |what: &str| config_error(py, format!("the saved state's {what}"));
+        let stretches = stretches
+            .cast::<PyList>()
+            .map_err(|_| not("history is not a list"))?;
+        for (i, s) in stretches.iter().enumerate() {
+            let s = s
+                .cast::<PyDict>()
+                .map_err(|_| not(&format!("history[{i}] is not a dict")))?;
             let get = |key: &str| s.get_item(key)?.ok_or_else(|| lacks(key));
+            let consumed = get("consumed")?;
+            let consumed = if consumed.is_none() {
+                None
+            } else {
+                let counts = consumed
+                    .cast::<PyList>()
+                    .map_err(|_| not(&format!("history[{i}].consumed is not a list")))?;
+                let field = format!("history[{i}].consumed");
+                Some(
+                    counts
+                        .iter()
+                        .map(|n| whole(py, &n, &field))
+                        .collect::<PyResult<Vec<u64>>>()?,
+                )
+            };
             history.push(Stretch {
-                world: get("world")?.extract()?,
-                batches: get("batches")?.extract()?,
-                consumed: get("consumed")?.extract()?,
+                world: whole(py, &get("world")?, &format!("history[{i}].world"))?,
+                batches: whole(py, &get("batches")?, &format!("history[{i}].batches"))?,
+                consumed,
             });
         }
     }
@@ -125,8 +157,27 @@ fn checkpoint(py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<Checkpoint> 
         identity,
         // A state without a rank (saved before ranks were recorded) counts as rank 0's;
         // the rank only matters when every rank's state is given.
-        rank: state.get_item("rank")?.map_or(Ok(0), |r| r.extract())?,
+        rank: state
+            .get_item("rank")?
+            .map_or(Ok(0), |r| whole(py, &r, "rank"))?,
         skipped,
         history,
+    })
+}
+
+/// A whole number of the saved state, or a `ConfigError` naming `field`.
+fn whole(py: Python<'_>, value: &Bound<'_, PyAny>, field: &str) -> PyResult<u64> {
+    value.extract::<u64>().map_err(|_| {
+        let shown = value
+            .repr()
+            .map_or_else(|_| "?".into(), |r| r.to_string_lossy().into_owned());
+        let shown: String = shown.chars().take(40).collect();
+        config_error(
+            py,
+            format!(
+                "the saved state's {field} is {shown}, and state_dict() saves a whole number \
+                 0 or more there: give the state it returned, unchanged"
+            ),
+        )
     })
 }

@@ -1,5 +1,6 @@
 """The Loader: iteration, shapes and dtypes, zero-copy, buffer lifetime, resume, errors."""
 
+import copy
 import os
 import threading
 import time
@@ -160,6 +161,50 @@ def test_state_dict_resumes_exactly_mid_epoch(photos):
     for (x, y), (ex, ey) in zip(rest, expected[3:]):
         assert torch.equal(x, ex) and torch.equal(y, ey)
     assert resumed.state_dict() == dict(state, epoch=3, batch=0, sample=0)
+
+
+def test_a_saved_state_is_data_every_field_out_of_bounds_is_a_config_error(photos):
+    """Each field of a saved state at 0, -1, 2**40, 2**63, 2**64, beyond the epoch, or
+    of the wrong type: a ConfigError naming the field (or a state that resumes), never a
+    crash, an abort or another exception."""
+    kwargs = dict(batch_size=4, image_size=32, seed=3)
+    loader = nostall.Loader(photos, **kwargs)
+    it = iter(loader)
+    next(it)
+    saved = loader.state_dict()
+    del it
+    paths = [("epoch",), ("batch",), ("sample",), ("rank",),
+             *(("identity", name) for name in saved["identity"]), ("skipped", "corrupt")]
+    values = [0, -1, 2**40, 2**63, 2**64, 9, 1.5, "7", None, [1]]
+
+    def resumes_or_refuses(state, where):
+        resumed = nostall.Loader(photos, **kwargs)
+        try:
+            resumed.load_state_dict(state)
+            sum(1 for _ in resumed)
+        except nostall.ConfigError as e:
+            assert "skipped samples" not in str(e), (where, str(e))
+
+    for path in paths:
+        for value in values:
+            state = copy.deepcopy(saved)
+            node = state
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            resumes_or_refuses(state, (path, value))
+    for stretch in ({"world": 2**40, "batches": 1, "consumed": None},
+                    {"world": 2, "batches": 2**63, "consumed": None},
+                    {"world": 2, "batches": 1, "consumed": [2**64 - 1, 0]},
+                    {"world": 2, "batches": 1, "consumed": [-1, 0]},
+                    {"world": 2, "batches": 1, "consumed": [1]},
+                    "not a stretch"):
+        resumes_or_refuses(dict(copy.deepcopy(saved), history=[stretch]), stretch)
+    with pytest.raises(nostall.ConfigError, match="identity.world_size is 1099511627776"):
+        nostall.Loader(photos, **kwargs).load_state_dict(
+            dict(saved, identity=dict(saved["identity"], world_size=2**40)))
+    with pytest.raises(nostall.ConfigError, match="epoch is -1"):
+        nostall.Loader(photos, **kwargs).load_state_dict(dict(saved, epoch=-1))
 
 
 def test_a_state_resumes_only_the_run_it_was_saved_from(photos, photos_copy):

@@ -39,6 +39,125 @@ pub struct Checkpoint {
     pub history: Vec<Stretch>,
 }
 
+/// The most ranks a saved state may name: far beyond any job, and what keeps a crafted
+/// state from asking for memory in proportion to its world size.
+pub(crate) const MAX_WORLD: u64 = 1 << 24;
+/// The most epochs a saved position may name.
+pub(crate) const MAX_EPOCH: u64 = 1 << 40;
+/// The most stretches under other world sizes one epoch's state may carry.
+pub(crate) const MAX_STRETCHES: usize = 1 << 12;
+
+impl Checkpoint {
+    /// Checks that every field is one a loader over `dataset_len` samples could have
+    /// saved: a saved state comes from a file, and is data, not a trusted structure. The
+    /// error names the field and what it may be.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the first field out of its bounds.
+    pub fn validate(&self, dataset_len: u64) -> Result<()> {
+        let bad = |field: &str, value: u64, may: &str| {
+            Err(Error::Config(format!(
+                "the saved state's {field} is {value}, and {may}: give the state \
+                 state_dict() returned, unchanged"
+            )))
+        };
+        let world = self.identity.world_size;
+        if !(1..=MAX_WORLD).contains(&world) {
+            return bad(
+                "identity.world_size",
+                world,
+                &format!("a job has 1 to {MAX_WORLD} ranks"),
+            );
+        }
+        if self.rank >= world {
+            return bad(
+                "rank",
+                self.rank,
+                &format!("a world of {world} has ranks 0 to {}", world - 1),
+            );
+        }
+        if self.identity.batch_size == 0 {
+            return bad(
+                "identity.batch_size",
+                0,
+                "a batch holds at least one sample",
+            );
+        }
+        let position = self.position;
+        if position.epoch > MAX_EPOCH {
+            return bad(
+                "epoch",
+                position.epoch,
+                &format!("epochs go to {MAX_EPOCH}"),
+            );
+        }
+        if position.sample > dataset_len {
+            return bad(
+                "sample",
+                position.sample,
+                &format!("the dataset has {dataset_len} samples"),
+            );
+        }
+        if position.batch > dataset_len {
+            return bad(
+                "batch",
+                position.batch,
+                &format!("the dataset has {dataset_len} samples"),
+            );
+        }
+        for (&kind, &count) in &self.skipped {
+            if count > dataset_len {
+                return bad(
+                    &format!("skipped[{kind:?}]"),
+                    count,
+                    &format!("the dataset has {dataset_len} samples"),
+                );
+            }
+        }
+        if self.history.len() > MAX_STRETCHES {
+            return bad(
+                "history's length",
+                self.history.len() as u64,
+                &format!("an epoch has at most {MAX_STRETCHES} stretches"),
+            );
+        }
+        for (i, stretch) in self.history.iter().enumerate() {
+            if !(1..=MAX_WORLD).contains(&stretch.world) {
+                return bad(
+                    &format!("history[{i}].world"),
+                    stretch.world,
+                    &format!("a job has 1 to {MAX_WORLD} ranks"),
+                );
+            }
+            if stretch.batches > dataset_len {
+                return bad(
+                    &format!("history[{i}].batches"),
+                    stretch.batches,
+                    &format!("the dataset has {dataset_len} samples"),
+                );
+            }
+            if let Some(consumed) = &stretch.consumed {
+                if consumed.len() as u64 != stretch.world {
+                    return bad(
+                        &format!("history[{i}].consumed's length"),
+                        consumed.len() as u64,
+                        &format!("it has one count per rank ({})", stretch.world),
+                    );
+                }
+                if let Some(&n) = consumed.iter().find(|&&n| n > dataset_len) {
+                    return bad(
+                        &format!("history[{i}].consumed"),
+                        n,
+                        &format!("the dataset has {dataset_len} samples"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The settings a position belongs to, in a form that can be saved with it (integers).
 ///
 /// The rank is not part of it: under torchrun every rank may load the state rank 0 saved

@@ -185,6 +185,7 @@ impl Loader {
         };
         let identity = self.identity();
         for state in states {
+            state.validate(self.catalog.len() as u64)?;
             identity.check_elastic(&state.identity)?;
             let (p, q) = (state.position, first.position);
             if state.identity != first.identity
@@ -252,8 +253,21 @@ impl Loader {
             Shard::Drop => left / world.max(1),
             _ => left.div_ceil(world.max(1)),
         };
+        // A state no rank of that world could have saved is said to be so, rather than
+        // read as a rank that skipped samples.
+        if let Some(state) = states.iter().find(|s| s.position.sample > per_rank) {
+            return Err(Error::Config(format!(
+                "the saved state of rank {} has consumed {} samples of epoch {}, and a rank \
+                 of a world of {world} has {per_rank} to read of this dataset: give the \
+                 state saved with this dataset, unchanged",
+                state.rank, state.position.sample, first.position.epoch
+            )));
+        }
         let since = first.history.last().map_or(0, |s| s.batches);
-        let whole = (batches.saturating_sub(since) * plan.batch_size as u64).min(per_rank);
+        let whole = batches
+            .saturating_sub(since)
+            .saturating_mul(plan.batch_size as u64)
+            .min(per_rank);
         let mut counts = vec![None; usize::try_from(world).unwrap_or(0)];
         for state in states {
             let slot = counts.get_mut(state.rank as usize).ok_or_else(|| {

@@ -17,14 +17,14 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use crate::catalog::Catalog;
-use crate::error::{Cause, Result};
+use crate::error::{Cause, Error, Result};
 use crate::pipeline::PageLock;
 use crate::prep::image::codec::Rect;
 use crate::prep::image::Geometry;
 use crate::prep::{DType, Deferred, Modality, Pipeline, Prep, Prepared, Preparer, SampleLayout};
 use crate::rng::Rng;
 use crate::storage::{Memory, NextRead, ReadDone, Source, SourceStats};
-use crate::{ErrorPolicy, Loader, LoaderConfig, SampleId};
+use crate::{Checkpoint, ErrorPolicy, Loader, LoaderConfig, SampleId};
 
 /// How many samples a held sample waits for.
 const HOLD: usize = 2;
@@ -921,4 +921,81 @@ fn page_locked_buffers_are_locked_once_each_and_unlocked_before_they_are_freed()
     assert_eq!(lock.unlocked.load(Ordering::SeqCst), 0);
     drop(loader);
     assert_eq!(lock.unlocked.load(Ordering::SeqCst), allocated);
+}
+
+#[test]
+fn a_saved_state_with_any_field_out_of_bounds_is_a_config_error_never_a_panic() {
+    use crate::plan::elastic::Stretch;
+    let loader = loader(&all_good(), 4, 2, 2);
+    let mut epoch = loader.epoch(0).unwrap();
+    epoch.next().unwrap().unwrap();
+    let saved = loader.checkpoint(&epoch);
+    drop(epoch);
+    assert!(loader.resolve(std::slice::from_ref(&saved)).is_ok());
+    let extremes = [u64::MAX, 1 << 63, 1 << 40, 41, 0];
+    type Change = fn(&mut Checkpoint, u64);
+    let fields: [(&str, Change); 10] = [
+        ("epoch", |c, v| c.position.epoch = v),
+        ("batch", |c, v| c.position.batch = v),
+        ("sample", |c, v| c.position.sample = v),
+        ("rank", |c, v| c.rank = v),
+        ("world_size", |c, v| c.identity.world_size = v),
+        ("batch_size", |c, v| c.identity.batch_size = v),
+        ("skipped", |c, v| {
+            c.skipped.insert("corrupt", v);
+        }),
+        ("history.world", |c, v| {
+            c.history = vec![Stretch {
+                world: v,
+                batches: 1,
+                consumed: None,
+            }]
+        }),
+        ("history.batches", |c, v| {
+            c.history = vec![Stretch {
+                world: 1,
+                batches: v,
+                consumed: None,
+            }]
+        }),
+        ("history.consumed", |c, v| {
+            c.history = vec![Stretch {
+                world: 2,
+                batches: 1,
+                consumed: Some(vec![v, 4]),
+            }]
+        }),
+    ];
+    for (name, change) in fields {
+        for value in extremes {
+            let mut state = saved.clone();
+            change(&mut state, value);
+            // Resolved, then resumed and read to its end where it is a state this loader
+            // accepts: no step may panic.
+            let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                loader.resume_from(&[state]).map(|epoch| {
+                    epoch.for_each(drop);
+                })
+            }));
+            match resumed {
+                Err(_) => panic!("{name} = {value}: a panic"),
+                Ok(Ok(())) => {}
+                Ok(Err(Error::Config(message))) => {
+                    assert!(
+                        !message.contains("skipped samples"),
+                        "{name} = {value}: {message}"
+                    )
+                }
+                Ok(Err(other)) => panic!("{name} = {value}: not a config error: {other}"),
+            }
+        }
+    }
+    // Every field's extreme is refused, naming it.
+    let mut state = saved.clone();
+    state.identity.world_size = 1 << 40;
+    let message = loader.resolve(&[state]).unwrap_err().to_string();
+    assert!(
+        message.contains("identity.world_size is 1099511627776"),
+        "{message}"
+    );
 }
