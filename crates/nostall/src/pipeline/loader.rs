@@ -207,6 +207,14 @@ impl Loader {
                 .iter()
                 .find(|s| s.rank == plan.rank as u64)
                 .unwrap_or(first);
+            let batches = self.batches_per_epoch() as u64;
+            if own.history.is_empty() && own.position.batch > batches {
+                return Err(Error::Config(format!(
+                    "the saved state's batch is {}, and an epoch here has {batches} batches: \
+                     give the state state_dict() returned, unchanged",
+                    own.position.batch
+                )));
+            }
             return Ok(Checkpoint {
                 rank: plan.rank as u64,
                 ..own.clone()

@@ -990,6 +990,14 @@ fn a_saved_state_with_any_field_out_of_bounds_is_a_config_error_never_a_panic() 
             }
         }
     }
+    // A batch past the epoch's end is refused, not resumed as an empty rest.
+    let mut state = saved.clone();
+    state.position.batch = loader.batches_per_epoch() as u64 + 1;
+    let message = loader.resolve(&[state]).unwrap_err().to_string();
+    assert!(
+        message.contains("an epoch here has 10 batches"),
+        "{message}"
+    );
     // Every field's extreme is refused, naming it.
     let mut state = saved.clone();
     state.identity.world_size = 1 << 40;
