@@ -76,7 +76,6 @@ class Stager:
     def __init__(self, index: int | str, finish: dict[str, Any] | None) -> None:
         import torch
 
-        self.torch = torch
         self.device = torch.device("cuda", index) if isinstance(index, int) else torch.device(index)
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
@@ -97,7 +96,8 @@ class Stager:
 
     def stage(self, images: Any, labels: Any, deferred: list[Deferred]) -> tuple[Any, Any]:
         """The batch on the device, in the consumer's stream order."""
-        torch = self.torch
+        import torch
+
         self._release_copied()
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         # The side stream does not wait for the consumer's queued work (the step before):
@@ -143,8 +143,9 @@ class Stager:
     def _decode_into(self, pixels: Any, deferred: list[Any]) -> None:
         """Decodes the deferred JPEGs on the device, each cropped, resized and mirrored as
         the engine planned, into its slot of ``pixels`` (NHWC, 8-bit)."""
-        torch = self.torch
-        from torchvision.io import ImageReadMode, decode_jpeg
+        import torch
+
+        from torchvision.io import ImageReadMode, decode_jpeg  # type: ignore[import-untyped]
 
         datas = [torch.frombuffer(d[1], dtype=torch.uint8) for d in deferred]
         try:
@@ -155,11 +156,11 @@ class Stager:
             decoded = [self._decode_one(data, d) for data, d in zip(datas, deferred)]
         height, width = pixels.shape[1], pixels.shape[2]
         for image, (slot, _, region, flip, _, _) in zip(decoded, deferred):
-            pixels[slot] = _crop_resize(torch, image, region, height, width, flip)
+            pixels[slot] = _crop_resize(image, region, height, width, flip)
         self.decoded += len(deferred)
 
     def _decode_one(self, data: Any, sample: Any) -> Any:
-        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchvision.io import ImageReadMode, decode_jpeg  # type: ignore[import-untyped]
 
         try:
             return decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
@@ -174,11 +175,13 @@ class Stager:
                     location=sample[5], cause="corrupt", detail=str(e)) from None
 
 
-def _crop_resize(torch: Any, image: Any, region: tuple[float, float, float, float], height: int,
-                 width: int, flip: bool) -> Any:
+def _crop_resize(image: Any, region: tuple[float, float, float, float], height: int, width: int,
+                 flip: bool) -> Any:
     """``region`` (x, y, w, h in source pixels) of a CHW 8-bit image, resized to
     ``height`` × ``width`` (bilinear, antialiased when shrinking, as nostall's CPU
     resampler and PIL), mirrored if ``flip``: an HWC 8-bit tensor."""
+    import torch
+
     x, y, w, h = region
     _, rows, cols = image.shape
     left, top = max(0, int(round(x))), max(0, int(round(y)))

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use nostall::device::CudaHostMemory;
 use nostall::pipeline::{ForDevice, LoaderBuilder, PageLock};
 use nostall::prep::image::DeviceFinish;
-use nostall::sched::offload::{DecodeRoute, RouteMode};
+use nostall::sched::offload::DecodeRoute;
 use nostall::{Batch, Catalog};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
 
-use crate::{config_error, raise};
+use crate::raise;
 
 /// Images with fewer pixels stay on the CPU under `decode="auto"` unless
 /// `gpu_decode_min_pixels` says otherwise: above it a JPEG's entropy decoding, which DCT
@@ -40,21 +40,9 @@ impl Device {
         min_pixels: u64,
         builder: &mut LoaderBuilder,
     ) -> PyResult<Device> {
-        let route = match decode {
-            "cpu" => None,
-            "gpu" => Some(DecodeRoute::new(RouteMode::Always, 0)),
-            "auto" => Some(DecodeRoute::new(RouteMode::Auto, min_pixels)),
-            other => {
-                return Err(config_error(
-                    py,
-                    format!(
-                        "decode={other:?}: use \"auto\" (large JPEGs on the GPU while the CPU \
-                         falls behind), \"gpu\" (every JPEG on the GPU) or \"cpu\""
-                    ),
-                ))
-            }
-        }
-        .map(Arc::new);
+        let route = DecodeRoute::named(decode, min_pixels)
+            .map_err(|e| raise(py, e))?
+            .map(Arc::new);
         let module = py.import("nostall._device")?;
         let index: u32 = module.call_method1("resolve", (device,))?.extract()?;
         // PyTorch has the device (`resolve` checked), so a runtime that cannot be loaded

@@ -21,6 +21,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::error::{Error, Result};
+
 /// When the device decodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -81,6 +83,25 @@ impl DecodeRoute {
             asked: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             device_nanos: AtomicU64::new(0),
+        }
+    }
+
+    /// The route a consumer's `decode` setting names: `"auto"` (JPEGs of at least
+    /// `min_pixels` pixels while the CPU falls behind), `"gpu"` (every JPEG) or `"cpu"`
+    /// (none: `None`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for any other name.
+    pub fn named(decode: &str, min_pixels: u64) -> Result<Option<DecodeRoute>> {
+        match decode {
+            "cpu" => Ok(None),
+            "gpu" => Ok(Some(DecodeRoute::new(RouteMode::Always, 0))),
+            "auto" => Ok(Some(DecodeRoute::new(RouteMode::Auto, min_pixels))),
+            other => Err(Error::Config(format!(
+                "decode={other:?}: use \"auto\" (large JPEGs on the GPU while the CPU falls \
+                 behind), \"gpu\" (every JPEG on the GPU) or \"cpu\""
+            ))),
         }
     }
 

@@ -19,10 +19,10 @@ pub mod codec;
 mod output;
 mod resample;
 
+use std::sync::Arc;
+
 use codec::{Decoder, Rect, DEFAULT_MAX_PIXELS};
 use resample::{Image, Resampler};
-
-use std::sync::Arc;
 
 use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
