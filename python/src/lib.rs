@@ -361,9 +361,9 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///   job that comes mid-epoch reads that epoch with the agent's threads alone and joins
 ///   at the next; one that stops asking for batches for 2 s while the group waits for
 ///   it is detached and goes on alone. A shared batch may be changed in place: its pages
-///   are copied as they are written, for this job alone. A thread of the loader's receives the next
-///   batch and makes its tensors while the training step runs, so that `next()` only
-///   takes them. `"off"` reads with this process's own threads.
+///   are copied as they are written, for this job alone. A thread of the loader's
+///   receives the next batch and makes its tensors while the training step runs, so that
+///   `next()` only takes them. `"off"` reads with this process's own threads.
 ///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches
 ///   the group had ready past this job's last), `batches_from_group` and
 ///   `batches_private` (this epoch), `group_batches_prepared`,
@@ -386,9 +386,9 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
-/// `device=`); labels are `[batch]` int64. `len(loader)` is the number of batches per epoch. Each `iter(loader)` runs the
-/// epoch set by `set_epoch`, or the position given to `load_state_dict`, or else the
-/// epoch after the last one finished.
+/// `device=`); labels are `[batch]` int64. `len(loader)` is the number of batches per
+/// epoch. Each `iter(loader)` runs the epoch set by `set_epoch`, or the position given to
+/// `load_state_dict`, or else the epoch after the last one finished.
 ///
 /// Raises `ConfigError` for impossible settings, `StorageError` when the source
 /// cannot be read, `PeerError` when the nodes of a partitioned cache cannot reach or
@@ -724,13 +724,12 @@ impl Loader {
         let output = Arc::new(resolve_output(py, output)?);
         let device = match device {
             None => None,
-            Some(_) if !matches!(share, shared::Share::Off) => {
-                return Err(config_error(
-                    py,
-                    "device= with share=: batches shared through the node agent are not moved                      to a device yet; leave one of them out"
-                        .into(),
-                ))
-            }
+            Some(_) if !matches!(share, shared::Share::Off) => return Err(config_error(
+                py,
+                "device= with share=: batches shared through the node agent are not moved to a \
+                     device yet; leave one of them out"
+                    .into(),
+            )),
             Some(_) if !matches!(*output, Output::Torch(_)) => {
                 return Err(config_error(
                     py,
