@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -17,10 +18,15 @@ pub(crate) struct Quarantine {
 
 impl Quarantine {
     /// Opens `path` for appending (a resumed run adds to what the first part wrote).
+    ///
+    /// A symbolic link at `path` is refused rather than followed: a link planted where a
+    /// job writes its quarantine (a shared folder, say) would have it append to a file of
+    /// the planter's choosing.
     pub(crate) fn open(path: &Path) -> Result<Quarantine> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
         Ok(Quarantine {
@@ -67,6 +73,22 @@ fn json_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symbolic_link_in_place_of_the_file_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "untouched\n").unwrap();
+        let link = dir.path().join("quarantine.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = Quarantine::open(&link).unwrap_err().to_string();
+        assert!(err.contains("quarantine.jsonl"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
+        // A plain file there is opened and appended to.
+        let plain = dir.path().join("plain.jsonl");
+        std::fs::write(&plain, "kept\n").unwrap();
+        assert!(Quarantine::open(&plain).is_ok());
+    }
 
     #[test]
     fn strings_are_escaped_as_json() {
