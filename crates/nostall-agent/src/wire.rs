@@ -140,6 +140,17 @@ impl Failure {
     }
 }
 
+/// The job's peer secret as it travels to the agent: shown by `Debug` as its length only,
+/// so that a logged request never carries it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SecretBytes(pub(crate) Vec<u8>);
+
+impl std::fmt::Debug for SecretBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretBytes({} bytes, not shown)", self.0.len())
+    }
+}
+
 /// A rank's node of a job whose cache is partitioned across nodes: the
 /// [`NodeConfig`] it would join with, the secret as bytes. The agent joins the job once
 /// for the node and plans each local rank's stream over it.
@@ -152,7 +163,7 @@ pub(crate) struct JobNode {
     pub(crate) membership: Membership,
     pub(crate) capacity: String,
     pub(crate) seed: u64,
-    pub(crate) secret: Vec<u8>,
+    pub(crate) secret: SecretBytes,
     /// [`nostall_peer::Timeouts`] and the gather timeout, in milliseconds.
     pub(crate) request_ms: u64,
     pub(crate) retry_ms: u64,
@@ -172,7 +183,7 @@ impl JobNode {
             membership: c.membership.clone(),
             capacity: c.capacity.to_string(),
             seed: c.seed,
-            secret: c.secret.bytes().to_vec(),
+            secret: SecretBytes(c.secret.bytes().to_vec()),
             request_ms: ms(c.timeouts.request),
             retry_ms: ms(c.timeouts.retry_after),
             join_ms: ms(c.timeouts.join),
@@ -185,7 +196,7 @@ impl JobNode {
     /// node's cache and service).
     pub(crate) fn config(&self) -> Result<NodeConfig, String> {
         let capacity = self.capacity.parse().map_err(|e| format!("{e}"))?;
-        let secret = Secret::new(&self.secret).map_err(|e| e.to_string())?;
+        let secret = Secret::new(&self.secret.0).map_err(|e| e.to_string())?;
         let mut c = NodeConfig::new(self.node as usize, Vec::new(), capacity, secret);
         c.nodes = self.nodes as usize;
         c.ranks_per_node = self.ranks_per_node as usize;
@@ -231,8 +242,8 @@ impl JobNode {
             }
         }
         w.text(&self.capacity).u64(self.seed);
-        w.u32(self.secret.len() as u32);
-        w.0.extend_from_slice(&self.secret);
+        w.u32(self.secret.0.len() as u32);
+        w.0.extend_from_slice(&self.secret.0);
         w.u64(self.request_ms)
             .u64(self.retry_ms)
             .u64(self.join_ms)
@@ -268,7 +279,7 @@ impl JobNode {
         let capacity = r.text("the capacity")?;
         let seed = r.u64("the seed")?;
         let n = r.count("the secret", MAX_SECRET)?;
-        let secret = r.take(n, "the secret")?.to_vec();
+        let secret = SecretBytes(r.take(n, "the secret")?.to_vec());
         Ok(JobNode {
             node,
             nodes,
@@ -826,6 +837,33 @@ pub fn parse_for_fuzzing(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_in_a_log_never_shows_the_peer_secret() {
+        let request = Request::Hello {
+            protocol: PROTOCOL,
+            location: "/data/train".into(),
+            settings: Vec::new(),
+            group: String::new(),
+            node: Some(Box::new(JobNode::of(&NodeConfig::new(
+                0,
+                vec!["127.0.0.1:7070".into()],
+                "30%".parse().unwrap(),
+                Secret::new(b"do-not-log-this-secret").unwrap(),
+            )))),
+            ranks: None,
+        };
+        let shown = format!("{request:?}");
+        assert!(
+            shown.contains("SecretBytes(22 bytes, not shown)"),
+            "{shown}"
+        );
+        let bytes = b"do-not-log-this-secret".map(|b| b.to_string()).join(", ");
+        assert!(
+            !shown.contains("do-not-log") && !shown.contains(&bytes),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn requests_and_replies_read_back_as_written() {
