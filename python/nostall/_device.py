@@ -23,6 +23,7 @@ test nostall without a GPU, and asking for a device that is not there is a clear
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 from typing import Any
 
@@ -103,7 +104,7 @@ class Stager:
         # The side stream does not wait for the consumer's queued work (the step before):
         # the copy and decode of this batch overlap it. Memory the consumer used is not
         # reused here before its work is done: what it received was recorded on its stream.
-        with torch.cuda.stream(self.stream) if self.cuda else _no_stream():
+        with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
             pixels = images.to(self.device, non_blocking=True)
             out_labels = labels.to(self.device, non_blocking=True)
             if deferred:
@@ -192,11 +193,3 @@ def _crop_resize(image: Any, region: tuple[float, float, float, float], height: 
     if flip:
         out = out.flip(-1)
     return out[0].round_().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0)
-
-
-class _no_stream:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -16,17 +16,12 @@ use pyo3::types::{PyByteArray, PyDict, PyList};
 
 use crate::raise;
 
-/// Images with fewer pixels stay on the CPU under `decode="auto"` unless
-/// `gpu_decode_min_pixels` says otherwise: above it a JPEG's entropy decoding, which DCT
-/// scaling does not shrink, costs a core more than the device's decoder takes
-/// (docs/gpu.md has the measurement behind it).
-pub(crate) const DEFAULT_GPU_DECODE_MIN_PIXELS: u64 = 2_000_000;
-
 /// A loader's device: the Python stager, made by `nostall._device.Stager`.
 pub(crate) struct Device {
-    pub(crate) stager: Py<PyAny>,
+    stager: Py<PyAny>,
     route: Option<Arc<DecodeRoute>>,
-    page_locked: bool,
+    /// What locks the batch buffers; `None` where no CUDA runtime could be loaded.
+    host_memory: Option<Arc<CudaHostMemory>>,
 }
 
 impl Device {
@@ -47,7 +42,7 @@ impl Device {
         let index: u32 = module.call_method1("resolve", (device,))?.extract()?;
         // PyTorch has the device (`resolve` checked), so a runtime that cannot be loaded
         // here costs speed, not correctness: said once, and in the metrics.
-        let page_lock: Option<Arc<dyn PageLock>> = match CudaHostMemory::load(index) {
+        let host_memory = match CudaHostMemory::load(index) {
             Ok(memory) => Some(Arc::new(memory)),
             Err(e) => {
                 let warnings = py.import("warnings")?;
@@ -58,9 +53,10 @@ impl Device {
                 None
             }
         };
-        let page_locked = page_lock.is_some();
         builder.for_device(ForDevice {
-            page_lock,
+            page_lock: host_memory
+                .clone()
+                .map(|memory| memory as Arc<dyn PageLock>),
             route: route.clone(),
         });
         let finish = builder.device_finish().map_err(|e| raise(py, e))?;
@@ -71,7 +67,7 @@ impl Device {
         Ok(Device {
             stager,
             route,
-            page_locked,
+            host_memory,
         })
     }
 
@@ -118,7 +114,8 @@ impl Device {
         Ok(staged)
     }
 
-    /// The route's figures for `metrics`: the share of eligible images sent, and how
+    /// The figures for `metrics["device"]`: the stager's, the buffers page-locked (and
+    /// those the runtime refused), and the route's share of eligible images sent and how
     /// many were.
     pub(crate) fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = self
@@ -126,7 +123,12 @@ impl Device {
             .bind(py)
             .call_method0("metrics")?
             .cast_into::<PyDict>()?;
-        d.set_item("page_locked", self.page_locked)?;
+        d.set_item("page_locked", self.host_memory.is_some())?;
+        if let Some(memory) = &self.host_memory {
+            let (locked, refused) = memory.counts();
+            d.set_item("buffers_page_locked", locked)?;
+            d.set_item("buffers_not_page_locked", refused)?;
+        }
         if let Some(route) = &self.route {
             d.set_item("gpu_decode_share", route.share())?;
             d.set_item("gpu_decoded", route.sent())?;

@@ -22,6 +22,7 @@ use nostall::cache::Capacity;
 use nostall::env::Distributed;
 use nostall::pipeline::{LoaderBuilder, Next, DEFAULT_IMAGE_SIZE};
 use nostall::prep::ImagePipeline;
+use nostall::sched::offload::DecodeRoute;
 use nostall::{EpochStats, Position};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -382,7 +383,8 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 ///   decoding only the crop at a reduced DCT scale costs less. `"gpu"`: every JPEG on
 ///   the GPU. `"cpu"`: none. The crop and flip are drawn by the engine whichever decodes
 ///   (same augmentation; pixels differ by the decoders' rounding). `metrics["device"]`
-///   has `batches`, `decoded_on_device`, `gpu_decode_share` and `gpu_decoded`.
+///   has `batches`, `decoded_on_device`, `page_locked`, `buffers_page_locked`,
+///   `gpu_decode_share` and `gpu_decoded`.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
@@ -634,7 +636,7 @@ impl Loader {
             on_error="error",
             quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
             balance_ranks=None, share=None, read="cached", device=None, decode="auto",
-            gpu_decode_min_pixels=device::DEFAULT_GPU_DECODE_MIN_PIXELS
+            gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \

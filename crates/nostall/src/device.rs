@@ -126,11 +126,6 @@ impl CudaHostMemory {
         })
     }
 
-    /// The library it loaded.
-    pub fn library(&self) -> &str {
-        &self.library
-    }
-
     /// Buffers locked so far, and buffers the runtime refused to lock (used unlocked).
     pub fn counts(&self) -> (u64, u64) {
         (

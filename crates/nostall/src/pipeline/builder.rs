@@ -186,7 +186,8 @@ impl LoaderBuilder {
         Ok(self.user_image_pipeline()?.map(|p| p.for_device().1))
     }
 
-    /// The image pipeline the user asked for, before any split for a device.
+    /// The image pipeline the user asked for, before any split for a device; `None` for
+    /// audio and a pipeline made by the caller.
     fn user_image_pipeline(&self) -> Result<Option<ImagePipeline>> {
         let ops = match &self.pipeline {
             Recipe::Preset(name) if AudioPipeline::PRESETS.contains(&name.as_str()) => None,
@@ -348,11 +349,6 @@ impl LoaderBuilder {
                 }
                 Pipeline::preset(name, DEFAULT_IMAGE_SIZE)?
             }
-            Recipe::Preset(name) => {
-                let size = self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE);
-                let ops = ImagePipeline::preset(name, size)?.ops().to_vec();
-                self.for_consumer(ImagePipeline::new(ops, self.dtype, self.layout)?)
-            }
             Recipe::Operators(Operators::Image(_)) if self.image_size.is_some() => {
                 return Err(Error::Config(
                     "image_size sets the size of the \"train\" and \"val\" presets; with a \
@@ -361,8 +357,9 @@ impl LoaderBuilder {
                         .into(),
                 ))
             }
-            Recipe::Operators(Operators::Image(ops)) => {
-                self.for_consumer(ImagePipeline::new(ops.clone(), self.dtype, self.layout)?)
+            Recipe::Preset(_) | Recipe::Operators(Operators::Image(_)) => {
+                let image = self.user_image_pipeline()?;
+                self.for_consumer(image.expect("an image preset or image operators"))
             }
             Recipe::Operators(Operators::Audio(_)) if images_set => {
                 return Err(Error::Config(
