@@ -6,6 +6,8 @@
 //! without trying it, then the next request tries it again (a fresh handshake, since a
 //! restarted peer listens on a new data port).
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +17,7 @@ use tonic::transport::Channel;
 
 use crate::auth::{handshake, Identity, Secret};
 use crate::control::generated::control_client::ControlClient;
-use crate::control::{BarrierReply, BarrierRequest, HelloRequest, RegisterRequest};
+use crate::control::{BarrierReply, BarrierRequest, HelloRequest, RegisterReply, RegisterRequest};
 use crate::deadline::Deadline;
 use crate::error::{network, Error, Result};
 use crate::wire::{self, Status};
@@ -51,7 +53,15 @@ pub(crate) struct Links {
     fingerprint: Vec<u8>,
     timeouts: Timeouts,
     runtime: tokio::runtime::Runtime,
+    /// One control connection per peer called, kept for the next call: HTTP/2 carries a
+    /// process's calls side by side (the agent's ranks at one barrier), so node 0 holds
+    /// one connection per process of the job, not one per call.
+    sessions: tokio::sync::Mutex<HashMap<String, ControlClient<Channel>>>,
 }
+
+/// Where the rendezvous placed the job's nodes: each node's control address and its data
+/// plane, by node index.
+pub(crate) type PeerList = Vec<(String, SocketAddr)>;
 
 impl Links {
     pub(crate) fn new(
@@ -73,33 +83,62 @@ impl Links {
             fingerprint,
             timeouts,
             runtime,
+            sessions: tokio::sync::Mutex::default(),
         })
     }
 
-    /// A control client of the peer at `addr`.
-    async fn control(&self, addr: &str) -> Result<ControlClient<Channel>> {
-        crate::control::connect(addr, &self.tls, self.timeouts.request).await
-    }
-
-    fn request<T>(&self, message: T) -> tonic::Request<T> {
-        tonic::Request::new(message)
+    /// Runs `call` on this process's control session with the peer at `addr`, opening it
+    /// if needed. A session whose connection failed is forgotten (the next call opens a
+    /// new one) and the failure is an [`Error::Network`], which callers retry; a refusal
+    /// is an [`Error::Refused`] prefixed with `what`.
+    async fn call<T, F, Fut>(&self, addr: &str, what: &str, call: F) -> Result<T>
+    where
+        F: FnOnce(ControlClient<Channel>) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let client = {
+            let mut sessions = self.sessions.lock().await;
+            match sessions.get(addr) {
+                Some(client) => client.clone(),
+                None => {
+                    let client =
+                        crate::control::connect(addr, &self.tls, self.timeouts.request).await?;
+                    sessions.insert(addr.to_string(), client.clone());
+                    client
+                }
+            }
+        };
+        match call(client).await {
+            Ok(reply) => Ok(reply.into_inner()),
+            // The service answers with its own codes; these come from the connection
+            // (reset, closed, or broken in HTTP/2), which a new session may not repeat.
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+                ) =>
+            {
+                self.sessions.lock().await.remove(addr);
+                Err(Error::Network {
+                    context: format!("{what}: connection to {addr} lost"),
+                    source: std::io::Error::other(crate::control::describe(&status)),
+                })
+            }
+            Err(status) => Err(Error::Refused(format!("{what}: {}", status.message()))),
+        }
     }
 
     /// Greets the peer at `addr`, which must be node `expected`: its data-plane address.
     fn hello(&self, addr: &str, expected: usize, timeout: Duration) -> Result<SocketAddr> {
         self.runtime.block_on(async {
-            let call = async {
-                let mut client = self.control(addr).await?;
-                let request = self.request(HelloRequest {
-                    node: self.node,
-                    fingerprint: self.fingerprint.clone(),
-                });
-                client
-                    .hello(request)
-                    .await
-                    .map(tonic::Response::into_inner)
-                    .map_err(|s| Error::Refused(format!("peer {addr}: {}", s.message())))
+            let request = HelloRequest {
+                node: self.node,
+                fingerprint: self.fingerprint.clone(),
             };
+            let what = format!("peer {addr}");
+            let call = self.call(addr, &what, |mut client| async move {
+                client.hello(request).await
+            });
             let reply =
                 tokio::time::timeout(timeout, call)
                     .await
@@ -135,35 +174,44 @@ impl Links {
         }
     }
 
-    /// Registers `own` with the rendezvous at `addr`: every node's address, by index, once
-    /// every node has registered, within the join timeout.
-    pub(crate) fn register(&self, rendezvous: &str, own: &str) -> Result<Vec<String>> {
+    /// Registers this node at `own` with the rendezvous at `rendezvous`, with its data
+    /// port when this process serves the node (`data_port`, else 0): where every one of the
+    /// job's `nodes` is, once every node has registered, within the join timeout.
+    pub(crate) fn register(
+        &self,
+        rendezvous: &str,
+        own: &str,
+        data_port: u16,
+        nodes: usize,
+    ) -> Result<PeerList> {
         let deadline = Instant::now() + self.timeouts.join;
+        let what = format!("rendezvous {rendezvous}");
         loop {
             let attempt = self.runtime.block_on(async {
-                let mut client = self.control(rendezvous).await?;
-                let request = self.request(RegisterRequest {
+                let request = RegisterRequest {
                     node: self.node,
                     addr: own.to_string(),
+                    fingerprint: self.fingerprint.clone(),
+                    data_port: u32::from(data_port),
+                };
+                let call = self.call(rendezvous, &what, |mut client| async move {
+                    client.register(request).await
                 });
-                let call = client.register(request);
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, call).await {
-                    Ok(reply) => reply.map(|r| r.into_inner().addrs).map_err(|s| {
-                        Error::Refused(format!("rendezvous {rendezvous}: {}", s.message()))
-                    }),
+                    Ok(reply) => reply,
                     Err(_) => Err(Error::Refused(format!(
-                        "rendezvous {rendezvous}: not every node registered within the join \
-                         timeout of {:?}",
+                        "{what}: not every node registered within the join timeout of {:?}",
                         self.timeouts.join
                     ))),
                 }
             });
             match attempt {
+                Ok(reply) => return peer_list(reply, nodes, &what),
                 Err(Error::Network { .. }) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                other => return other,
+                Err(err) => return Err(err),
             }
         }
     }
@@ -180,31 +228,29 @@ impl Links {
         gather: Duration,
     ) -> Result<BarrierReply> {
         let deadline = gather + self.timeouts.request;
+        let what = format!("barrier at {rendezvous}");
         self.runtime.block_on(async {
             let call = async {
                 // Node 0's control plane may be slow to take a connection (a flood of idle
-                // ones waits for its handshake timeout first): keep trying until the
-                // barrier's own deadline, not one connect timeout.
-                let mut client = loop {
-                    match self.control(rendezvous).await {
+                // ones waits for its handshake timeout first), or the session may break
+                // while it waits: keep trying until the barrier's own deadline (arriving
+                // twice counts once).
+                loop {
+                    let request = BarrierRequest {
+                        node: self.node,
+                        epoch,
+                        local_rank,
+                    };
+                    let reply = self.call(rendezvous, &what, |mut client| async move {
+                        client.barrier(request).await
+                    });
+                    match reply.await {
                         Err(Error::Network { .. }) => {
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
-                        connected => break connected?,
+                        answered => return answered,
                     }
-                };
-                let request = self.request(BarrierRequest {
-                    node: self.node,
-                    epoch,
-                    local_rank,
-                });
-                client
-                    .barrier(request)
-                    .await
-                    .map(tonic::Response::into_inner)
-                    .map_err(|s| {
-                        Error::Refused(format!("barrier at {rendezvous}: {}", s.message()))
-                    })
+                }
             };
             tokio::time::timeout(deadline, call)
                 .await
@@ -217,6 +263,37 @@ impl Links {
                 })?
         })
     }
+}
+
+/// The rendezvous's answer as a peer list, checked: it comes from the network, and the
+/// rest of the node indexes it by node.
+fn peer_list(reply: RegisterReply, nodes: usize, what: &str) -> Result<PeerList> {
+    if reply.addrs.len() != nodes || reply.data_ports.len() != nodes {
+        return Err(Error::Refused(format!(
+            "{what}: answered with {} addresses and {} data ports for a job of {nodes} nodes \
+             (is it another job's rendezvous, or another version of nostall?)",
+            reply.addrs.len(),
+            reply.data_ports.len()
+        )));
+    }
+    reply
+        .addrs
+        .into_iter()
+        .zip(reply.data_ports)
+        .enumerate()
+        .map(|(node, (addr, port))| {
+            let port = u16::try_from(port)
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| {
+                    Error::Refused(format!(
+                        "{what}: node {node}'s data port {port} is not a port"
+                    ))
+                })?;
+            let data = SocketAddr::new(resolve(&addr)?.ip(), port);
+            Ok((addr, data))
+        })
+        .collect()
 }
 
 /// `host:port` as a socket address.
@@ -314,6 +391,12 @@ impl Peer {
             fetched_bytes: AtomicU64::new(0),
             downs: AtomicU64::new(0),
         }
+    }
+
+    /// Where the peer's data plane is, as the rendezvous said: no greeting needed (node 0
+    /// checked the peer's fingerprint when it registered).
+    pub(crate) fn knows(&self, data: SocketAddr) {
+        self.lock_health().data = Some(data);
     }
 
     /// Greets the peer now (at join), waiting for it to come up.
@@ -519,6 +602,30 @@ mod tests {
         let shown = printable(&reason);
         assert!(shown.starts_with("no\\u{1b}[31m\\n"), "{shown}");
         assert!(shown.len() < MAX_REASON_BYTES + 16);
+    }
+
+    #[test]
+    fn a_rendezvous_answer_that_does_not_fit_the_job_is_refused() {
+        let reply = |addrs: &[&str], data_ports: &[u32]| RegisterReply {
+            addrs: addrs.iter().map(|a| a.to_string()).collect(),
+            data_ports: data_ports.to_vec(),
+        };
+        let list = peer_list(reply(&["127.0.0.1:1", "127.0.0.1:2"], &[11, 12]), 2, "r").unwrap();
+        assert_eq!(
+            list[1],
+            ("127.0.0.1:2".into(), "127.0.0.1:12".parse().unwrap())
+        );
+        for (short, ports) in [
+            (&["127.0.0.1:1"][..], &[11][..]),
+            (&["127.0.0.1:1", "127.0.0.1:2"], &[11]),
+        ] {
+            let err = peer_list(reply(short, ports), 2, "r").unwrap_err();
+            assert!(err.to_string().contains("for a job of 2 nodes"), "{err}");
+        }
+        for port in [0, 70_000] {
+            let err = peer_list(reply(&["127.0.0.1:1"], &[port]), 1, "r").unwrap_err();
+            assert!(err.to_string().contains("is not a port"), "{err}");
+        }
     }
 
     #[test]

@@ -7,16 +7,27 @@
 //!   // A node greets a peer before fetching from it: both must have the same
 //!   // fingerprint; the reply names the peer and its data-plane port.
 //!   rpc Hello(HelloRequest) returns (HelloReply);
-//!   // Sent to node 0 by every node: waits until all have registered, returns
-//!   // every node's control address (membership from the launcher's rendezvous).
+//!   // Sent to node 0 by every rank: waits until every node has registered,
+//!   // returns every node's control address and data port (membership from the
+//!   // launcher's rendezvous). Node 0 checks each caller's fingerprint, so that
+//!   // nodes need not greet each other to join.
 //!   rpc Register(RegisterRequest) returns (RegisterReply);
-//!   // Sent to node 0 before each epoch: waits until every node has arrived.
+//!   // Sent to node 0 by every rank before each epoch: waits until every rank of
+//!   // every node has arrived.
 //!   rpc Barrier(BarrierRequest) returns (BarrierReply);
 //! }
 //! ```
 //!
 //! It runs over TLS 1.3 with the job's identity (see [`crate::auth`]); messages are
 //! limited to [`MAX_CONTROL_MESSAGE_BYTES`].
+//!
+//! # Scale
+//!
+//! A process keeps one connection to each peer it calls (HTTP/2 carries its calls side
+//! by side), and a waiting call holds nothing scarce at node 0: places for connections
+//! bound only those still in their TLS handshake, and a wait is a task woken once, when
+//! what it waits for is complete. So joining and each barrier cost O(1) messages per rank
+//! and node 0 holds one connection per process of the job.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +71,14 @@ pub struct RegisterRequest {
     /// The caller's control address, `host:port`.
     #[prost(string, tag = "2")]
     pub addr: String,
+    /// The caller's fingerprint ([`crate::fingerprint`]): node 0 refuses one that differs
+    /// from its own.
+    #[prost(bytes = "vec", tag = "3")]
+    pub fingerprint: Vec<u8>,
+    /// The node's data-plane port when the caller runs its node's service (local rank 0);
+    /// 0 from the node's other ranks, which only wait for the list.
+    #[prost(uint32, tag = "4")]
+    pub data_port: u32,
 }
 
 /// `Register` reply.
@@ -68,6 +87,9 @@ pub struct RegisterReply {
     /// Every node's control address, by node index.
     #[prost(string, repeated, tag = "1")]
     pub addrs: Vec<String>,
+    /// Every node's data-plane port, by node index.
+    #[prost(uint32, repeated, tag = "2")]
+    pub data_ports: Vec<u32>,
 }
 
 /// `Barrier` request.
@@ -135,7 +157,7 @@ pub async fn connect(
 }
 
 /// An error with its causes, as one line (transport errors hide the useful part).
-fn describe(error: &dyn std::error::Error) -> String {
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

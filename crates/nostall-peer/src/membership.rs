@@ -1,7 +1,7 @@
 //! A node of a job: who its peers are (an explicit list, or the launcher's rendezvous),
 //! and everything it runs to take part.
 
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +25,8 @@ pub const PEERS_VAR: &str = "NOSTALL_PEERS";
 /// The environment variable with the port of the peer service (default `MASTER_PORT + 1`).
 pub const PORT_VAR: &str = "NOSTALL_PEER_PORT";
 /// The environment variable with this node's listen address (default: this host's
-/// address towards `MASTER_ADDR`, at the peer port).
+/// address towards `MASTER_ADDR`, at the peer port). Port 0 lets the system pick one, for
+/// nodes that share a host (node 0 listens where the rendezvous is).
 pub const LISTEN_VAR: &str = "NOSTALL_PEER_LISTEN";
 /// The environment variable with how long, in seconds, joining waits for every peer to
 /// start (default: [`Timeouts::default`]'s).
@@ -36,8 +37,8 @@ pub const JOIN_TIMEOUT_VAR: &str = "NOSTALL_PEER_JOIN_TIMEOUT_S";
 pub enum Membership {
     /// Every node's control address, by node index, the same list on every node.
     Peers(Vec<String>),
-    /// Register `own` (this node's address) with node 0's service at `at`, which answers
-    /// with the list once every node has registered.
+    /// Register `own` (this node's address; port 0 for one the system picks) with node
+    /// 0's service at `at`, which answers with the list once every node has registered.
     Rendezvous {
         /// Node 0's address.
         at: String,
@@ -193,6 +194,13 @@ impl NodeConfig {
     }
 }
 
+/// The address a node registers: where its service listens, once started (`own` may name
+/// port 0, for the system to pick one: nodes sharing a host need no ports of their own
+/// but node 0's); `own` from a rank that runs no service.
+fn registered(own: &str, service: Option<&Service>) -> String {
+    service.map_or_else(|| own.to_string(), |s| s.control_addr().to_string())
+}
+
 /// This host's address on the route to `addr` (no packet is sent).
 fn address_towards(addr: &str) -> Result<std::net::IpAddr> {
     let target = resolve(addr)?;
@@ -260,8 +268,9 @@ impl std::fmt::Debug for Node {
 
 impl Node {
     /// Joins the job: places the dataset, starts this node's service (on local rank 0),
-    /// learns the peers' addresses and greets every peer (waiting up to the join timeout
-    /// for them to start).
+    /// and learns the peers' addresses: from the rendezvous at node 0 (one call, answered
+    /// once every node has registered), or from the list given, greeting every peer on it
+    /// (waiting up to the join timeout for them to start).
     ///
     /// # Errors
     ///
@@ -335,9 +344,22 @@ impl Node {
         } else {
             (None, None)
         };
-        let peers = match &config.membership {
-            Membership::Peers(peers) => peers.clone(),
-            Membership::Rendezvous { at, own } => links.register(at, own)?,
+        let data_port = service.as_ref().map_or(0, |s| s.data_addr().port());
+        // From the rendezvous, each node's data plane, its fingerprint checked by node 0;
+        // from a list, nothing but addresses: each peer is greeted (the fingerprint
+        // compared, its data port learnt), waiting for it to start.
+        let (peers, data): (Vec<String>, Vec<Option<SocketAddr>>) = match &config.membership {
+            Membership::Peers(peers) => (peers.clone(), vec![None; peers.len()]),
+            Membership::Rendezvous { at, own } => links
+                .register(
+                    at,
+                    &registered(own, service.as_ref()),
+                    data_port,
+                    config.nodes,
+                )?
+                .into_iter()
+                .map(|(addr, data)| (addr, Some(data)))
+                .unzip(),
         };
         let handles: Vec<Arc<Peer>> = peers
             .iter()
@@ -351,9 +373,11 @@ impl Node {
                 ))
             })
             .collect();
-        for (n, peer) in handles.iter().enumerate() {
-            if n != config.node || cache.is_none() {
-                peer.greet()?;
+        for (n, (peer, data)) in handles.iter().zip(&data).enumerate() {
+            match data {
+                Some(data) => peer.knows(*data),
+                None if n != config.node || cache.is_none() => peer.greet()?,
+                None => {}
             }
         }
         let source = Arc::new(PartitionedSource::new(

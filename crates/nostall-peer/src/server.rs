@@ -6,7 +6,7 @@
 //! address, and kept among the last [`KEPT_REJECTIONS`]; none of them stops the service
 //! from serving others.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::io::BufRead;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -32,13 +32,19 @@ use crate::wire::{self, Request as WireRequest, Status};
 /// (the client then opens a new one).
 pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
 
-/// The most control connections a service holds at once: the job's nodes call node 0 one
-/// connection per call, a few at a time.
+/// The most control connections a service holds in their TLS handshake at once (the
+/// rest wait in the kernel's queue). Once a connection proves the job's secret it leaves
+/// its place: the places bound only what strangers can hold.
 pub const MAX_CONTROL_CONNECTIONS: usize = 64;
 
-/// Epochs whose barrier arrivals node 0 keeps (a late node may still ask for the one
-/// before the current).
+/// Completed epochs whose barrier node 0 remembers, so that a rank asking again (its
+/// connection broke while it waited) is answered at once.
 const KEPT_BARRIERS: usize = 4;
+
+/// The most epochs whose barrier may be open at once. The ranks of a job are at most one
+/// epoch apart; an arrival for yet another epoch is refused, never let to evict the
+/// arrivals of an epoch still gathering.
+const MAX_OPEN_BARRIERS: usize = 8;
 
 /// Rejections of each kind logged in full before only one in a thousand is.
 const LOGGED_REJECTIONS: u64 = 10;
@@ -108,8 +114,12 @@ pub struct ServiceStats {
     pub recent: Vec<Rejection>,
     /// Data connections open now.
     pub open_connections: usize,
-    /// Control connections accepted and open now (at most [`MAX_CONTROL_CONNECTIONS`]).
-    pub control_connections: usize,
+    /// Control connections in their TLS handshake now (at most
+    /// [`MAX_CONTROL_CONNECTIONS`]).
+    pub control_handshakes: usize,
+    /// Authenticated control connections open now: about one per process of the job that
+    /// calls this node (every rank calls node 0).
+    pub control_sessions: usize,
 }
 
 /// State shared by the service's threads and tasks.
@@ -129,10 +139,14 @@ struct Shared {
     connections: Mutex<BTreeMap<u64, TcpStream>>,
     /// TLS for both planes, from the job's secret.
     tls: Arc<rustls::ServerConfig>,
-    /// Places for control connections ([`MAX_CONTROL_CONNECTIONS`]), and how many are
-    /// taken by accepted connections.
+    /// Places for control connections in their handshake ([`MAX_CONTROL_CONNECTIONS`]),
+    /// and how many are taken.
     control_places: Arc<tokio::sync::Semaphore>,
-    control_open: Arc<AtomicUsize>,
+    control_handshakes: Arc<AtomicUsize>,
+    /// Places for authenticated control connections (one per process of the job, and
+    /// [`MAX_CONTROL_CONNECTIONS`] more), and how many are taken.
+    control_sessions: Arc<tokio::sync::Semaphore>,
+    control_sessions_open: Arc<AtomicUsize>,
     rendezvous: Rendezvous,
 }
 
@@ -207,9 +221,18 @@ impl Service {
         )))?;
         let control_addr = control.local_addr().map_err(network("control listener"))?;
         let tls = config.secret.identity()?.server;
+        // Every process of the job may hold a control connection here, and each data
+        // connection is a descriptor: the default soft limit (1 024) is the first thing a
+        // large job runs out of.
+        nostall::net::raise_descriptor_limit();
+        let sessions = config.nodes.saturating_mul(config.ranks_per_node.max(1));
         let shared = Arc::new(Shared {
             tls,
             rendezvous: Rendezvous::new(config.nodes, config.ranks_per_node),
+            control_sessions: Arc::new(tokio::sync::Semaphore::new(
+                sessions.saturating_add(MAX_CONTROL_CONNECTIONS),
+            )),
+            control_sessions_open: Arc::default(),
             config,
             cache,
             samples,
@@ -221,7 +244,7 @@ impl Service {
             rejections: Mutex::default(),
             connections: Mutex::default(),
             control_places: Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS)),
-            control_open: Arc::default(),
+            control_handshakes: Arc::default(),
         });
 
         data.set_nonblocking(true)
@@ -256,16 +279,12 @@ impl Service {
         };
         let (connections, incoming) = tokio::sync::mpsc::channel(MAX_CONTROL_CONNECTIONS);
         runtime.spawn(accept_control(listener, shared.clone(), connections));
-        // The client opens a connection per call, and the longest call waits for the
-        // others at the rendezvous or the barrier: no connection needs to live longer.
-        let max_age = shared.config.gather_timeout + shared.config.io_timeout;
         runtime.spawn(async move {
             let incoming = futures_util::stream::unfold(incoming, |mut incoming| async move {
                 let connection: ControlConnection = incoming.recv().await?;
                 Some((Ok::<_, std::io::Error>(connection), incoming))
             });
             let result = tonic::transport::Server::builder()
-                .max_connection_age(max_age)
                 .add_service(server)
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
@@ -314,7 +333,8 @@ impl Service {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .len(),
-            control_connections: self.shared.control_open.load(Ordering::Relaxed),
+            control_handshakes: self.shared.control_handshakes.load(Ordering::Relaxed),
+            control_sessions: self.shared.control_sessions_open.load(Ordering::Relaxed),
         }
     }
 }
@@ -390,14 +410,14 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-/// A control connection, holding one of the service's places for control connections
-/// until it closes.
+/// An authenticated control connection, holding one of the service's places for
+/// sessions until it closes.
 struct ControlConnection {
     stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-    _place: Place,
+    _session: Place,
 }
 
-/// One of the places for control connections, taken by an accepted connection.
+/// One place of a bounded kind (handshakes, sessions), held until dropped.
 struct Place {
     _permit: tokio::sync::OwnedSemaphorePermit,
     open: Arc<AtomicUsize>,
@@ -461,11 +481,13 @@ impl tokio::io::AsyncWrite for ControlConnection {
     }
 }
 
-/// Accepts control connections while one of [`MAX_CONTROL_CONNECTIONS`] places is free
-/// (the rest wait in the kernel's queue, costing this process no descriptor), and hands
-/// each to the gRPC server once its TLS handshake proved the job's secret; one that does
-/// not within the I/O timeout is closed, so that idle or foreign connections cannot keep
-/// the places.
+/// Accepts control connections while one of [`MAX_CONTROL_CONNECTIONS`] places for
+/// handshakes is free (the rest wait in the kernel's queue, costing this process no
+/// descriptor), and hands each to the gRPC server once its TLS handshake proved the job's
+/// secret, moving it from its handshake place to a session place; one that does not prove
+/// it within the I/O timeout is closed, so that idle or foreign connections cannot keep
+/// the places. An authenticated connection may then wait as long as its calls do (at the
+/// rendezvous, at a barrier) without keeping anyone else out.
 async fn accept_control(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -478,23 +500,38 @@ async fn accept_control(
         };
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
-            Err(err) => {
-                eprintln!("nostall-peer: control accept failed: {err}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
+            Err(err) => match nostall::net::accept_failed(&err) {
+                nostall::net::AcceptFailure::Retry => continue,
+                nostall::net::AcceptFailure::BackOff => {
+                    eprintln!("nostall-peer: control accept failed: {err}; backing off");
+                    tokio::time::sleep(nostall::net::ACCEPT_BACKOFF).await;
+                    continue;
+                }
+                nostall::net::AcceptFailure::Fatal => {
+                    eprintln!("nostall-peer: control listener broken: {err}");
+                    return;
+                }
+            },
         };
-        let place = Place::taken(permit, &shared.control_open);
+        let place = Place::taken(permit, &shared.control_handshakes);
         let (shared, connections) = (shared.clone(), connections.clone());
         let acceptor = tokio_rustls::TlsAcceptor::from(shared.tls.clone());
         tokio::spawn(async move {
             let peer = peer.to_string();
             match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => {
+                    drop(place);
+                    let Ok(session) = shared.control_sessions.clone().try_acquire_owned() else {
+                        let reason = "every place for an authenticated control connection is \
+                                      taken (more connections than the job has processes)";
+                        shared.reject("too-many-connections", &peer, reason.to_string());
+                        return;
+                    };
+                    let session = Place::taken(session, &shared.control_sessions_open);
                     let _ = connections
                         .send(ControlConnection {
                             stream,
-                            _place: place,
+                            _session: session,
                         })
                         .await;
                 }
@@ -621,15 +658,51 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     }
 }
 
+/// Where a registered node is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Member {
+    addr: String,
+    data_port: u16,
+}
+
 /// Who has registered, and who has reached which epoch's barrier; node 0's copy is the
-/// one that counts.
+/// one that counts. Each wait subscribes to one flag that flips once, when what it waits
+/// for is complete: n waiters cost n wake-ups, not n per arrival.
 struct Rendezvous {
     nodes: usize,
     ranks_per_node: usize,
-    addrs: Mutex<Vec<Option<String>>>,
-    /// By epoch, the (node, local rank) pairs that reached its barrier.
-    arrived: Mutex<BTreeMap<u64, BTreeSet<(u32, u32)>>>,
-    changed: watch::Sender<u64>,
+    state: Mutex<Gathering>,
+    /// Set once every node has registered.
+    registered: watch::Sender<bool>,
+}
+
+struct Gathering {
+    members: Vec<Option<Member>>,
+    missing: usize,
+    barriers: BTreeMap<u64, Barrier>,
+}
+
+/// One epoch's barrier.
+struct Barrier {
+    /// Whether each rank (by global rank) has arrived.
+    arrived: Vec<bool>,
+    count: usize,
+    /// When the last rank arrived: a barrier still open a gather timeout later has
+    /// answered every waiter, and may go.
+    last_arrival: tokio::time::Instant,
+    /// Set once every rank has arrived.
+    complete: watch::Sender<bool>,
+}
+
+impl Barrier {
+    fn is_complete(&self) -> bool {
+        *self.complete.borrow()
+    }
+}
+
+/// Why an arrival at a barrier was refused.
+enum Refusal {
+    TooManyOpen(Vec<u64>),
 }
 
 impl Rendezvous {
@@ -637,26 +710,114 @@ impl Rendezvous {
         Rendezvous {
             nodes,
             ranks_per_node: ranks_per_node.max(1),
-            addrs: Mutex::new(vec![None; nodes]),
-            arrived: Mutex::default(),
-            changed: watch::Sender::new(0),
+            state: Mutex::new(Gathering {
+                members: vec![None; nodes],
+                missing: nodes,
+                barriers: BTreeMap::new(),
+            }),
+            registered: watch::Sender::new(nodes == 0),
         }
     }
 
-    /// Waits until `done` holds (checked after every change), or `timeout`.
-    async fn wait_until(&self, timeout: Duration, done: impl Fn() -> bool) -> bool {
-        let mut changes = self.changed.subscribe();
-        let waiting = async {
-            loop {
-                if done() {
-                    return;
-                }
-                if changes.changed().await.is_err() {
-                    return;
+    fn lock(&self) -> std::sync::MutexGuard<'_, Gathering> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records node `node` at `member`; `Err` with the address it already has when that
+    /// is another one.
+    fn register(&self, node: usize, member: Member) -> std::result::Result<(), String> {
+        let mut state = self.lock();
+        match &state.members[node] {
+            Some(known) if known.addr != member.addr => return Err(known.addr.clone()),
+            Some(_) => state.members[node] = Some(member),
+            None => {
+                state.members[node] = Some(member);
+                state.missing -= 1;
+                if state.missing == 0 {
+                    self.registered.send_replace(true);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Every node's member once all have registered, waiting up to `timeout`; else the
+    /// nodes still missing.
+    async fn members(&self, timeout: Duration) -> std::result::Result<Vec<Member>, Vec<usize>> {
+        let mut registered = self.registered.subscribe();
+        let _ = tokio::time::timeout(timeout, registered.wait_for(|all| *all)).await;
+        let state = self.lock();
+        let members: Option<Vec<Member>> = state.members.iter().cloned().collect();
+        members.ok_or_else(|| {
+            (0..self.nodes)
+                .filter(|&n| state.members[n].is_none())
+                .collect()
+        })
+    }
+
+    /// Records `rank`'s arrival at `epoch`'s barrier and waits up to `timeout` for the
+    /// others: whether all arrived, and how many had.
+    async fn barrier(
+        &self,
+        epoch: u64,
+        rank: usize,
+        timeout: Duration,
+    ) -> std::result::Result<(bool, usize), Refusal> {
+        let world = self.nodes * self.ranks_per_node;
+        let mut complete = {
+            let mut state = self.lock();
+            let now = tokio::time::Instant::now();
+            prune(&mut state.barriers, now, timeout);
+            if !state.barriers.contains_key(&epoch) {
+                let open: Vec<u64> = state
+                    .barriers
+                    .iter()
+                    .filter(|(_, b)| !b.is_complete())
+                    .map(|(&e, _)| e)
+                    .collect();
+                if open.len() >= MAX_OPEN_BARRIERS {
+                    return Err(Refusal::TooManyOpen(open));
+                }
+            }
+            let barrier = state.barriers.entry(epoch).or_insert_with(|| Barrier {
+                arrived: vec![false; world],
+                count: 0,
+                last_arrival: now,
+                complete: watch::Sender::new(false),
+            });
+            if !std::mem::replace(&mut barrier.arrived[rank], true) {
+                barrier.count += 1;
+                barrier.last_arrival = now;
+                if barrier.count == world {
+                    barrier.complete.send_replace(true);
+                }
+            }
+            barrier.complete.subscribe()
         };
-        tokio::time::timeout(timeout, waiting).await.is_ok() && done()
+        let done = tokio::time::timeout(timeout, complete.wait_for(|c| *c))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        let count = self
+            .lock()
+            .barriers
+            .get(&epoch)
+            .map_or(if done { world } else { 0 }, |b| b.count);
+        Ok((done, count))
+    }
+}
+
+/// Drops what no rank waits on any more: complete barriers beyond the newest
+/// [`KEPT_BARRIERS`], and open ones whose last arrival is a gather timeout old (every
+/// waiter there has been answered).
+fn prune(barriers: &mut BTreeMap<u64, Barrier>, now: tokio::time::Instant, timeout: Duration) {
+    barriers.retain(|_, b| b.is_complete() || now.duration_since(b.last_arrival) < timeout);
+    let complete: Vec<u64> = barriers
+        .iter()
+        .filter(|(_, b)| b.is_complete())
+        .map(|(&e, _)| e)
+        .collect();
+    for epoch in complete.iter().rev().skip(KEPT_BARRIERS) {
+        barriers.remove(epoch);
     }
 }
 
@@ -675,6 +836,25 @@ impl ControlService {
             )))
         }
     }
+
+    /// Refuses a caller whose catalog or placement differs from this node's.
+    fn check_fingerprint(
+        &self,
+        node: u32,
+        fingerprint: &[u8],
+        peer: &str,
+    ) -> std::result::Result<(), tonic::Status> {
+        if fingerprint == self.shared.config.fingerprint.as_slice() {
+            return Ok(());
+        }
+        let reason = format!(
+            "node {node} has a different catalog or cache placement than node {} (same \
+             dataset, seed, node count and cache size on every node?)",
+            self.shared.config.node
+        );
+        self.shared.reject("mismatch", peer, reason.clone());
+        Err(tonic::Status::failed_precondition(reason))
+    }
 }
 
 #[tonic::async_trait]
@@ -688,15 +868,7 @@ impl Control for ControlService {
             .map_or("unknown".to_string(), |a| a.to_string());
         let hello = request.into_inner();
         self.check_node(hello.node)?;
-        if hello.fingerprint != self.shared.config.fingerprint {
-            let reason = format!(
-                "node {} has a different catalog or cache placement than node {} (same \
-                 dataset, seed, node count and cache size on every node?)",
-                hello.node, self.shared.config.node
-            );
-            self.shared.reject("mismatch", &peer, reason.clone());
-            return Err(tonic::Status::failed_precondition(reason));
-        }
+        self.check_fingerprint(hello.node, &hello.fingerprint, &peer)?;
         Ok(Response::new(HelloReply {
             node: self.shared.config.node as u32,
             data_port: u32::from(self.shared.data_port),
@@ -711,6 +883,7 @@ impl Control for ControlService {
         let register = request.into_inner();
         self.check_node(register.node)?;
         let peer = caller.map_or("unknown".to_string(), |a| a.to_string());
+        self.check_fingerprint(register.node, &register.fingerprint, &peer)?;
         // A node registers the address it is reached at, from that address; and each node
         // once: a second registration from elsewhere is a duplicate rank or an impostor,
         // and must not move the node's part of the cache.
@@ -725,51 +898,41 @@ impl Control for ControlService {
             self.shared.reject("mismatch", &peer, reason.clone());
             return Err(tonic::Status::permission_denied(reason));
         }
+        let data_port = u16::try_from(register.data_port).map_err(|_| {
+            tonic::Status::invalid_argument(format!(
+                "data port {} is not a port",
+                register.data_port
+            ))
+        })?;
         let rendezvous = &self.shared.rendezvous;
-        {
-            let mut addrs = rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner());
-            let slot = &mut addrs[register.node as usize];
-            match slot {
-                Some(known) if *known != register.addr => {
-                    let reason = format!(
-                        "node {} is already registered at {known}; {} claims it too (two \
-                         processes with the same RANK?)",
-                        register.node, register.addr
-                    );
-                    drop(addrs);
-                    self.shared.reject("duplicate", &peer, reason.clone());
-                    return Err(tonic::Status::already_exists(reason));
-                }
-                _ => *slot = Some(register.addr),
+        // A node's other ranks (data port 0) only wait for the list; its first rank, which
+        // runs the node's service, registers it.
+        if data_port != 0 {
+            let member = Member {
+                addr: register.addr.clone(),
+                data_port,
+            };
+            if let Err(known) = rendezvous.register(register.node as usize, member) {
+                let reason = format!(
+                    "node {} is already registered at {known}; {} claims it too (two \
+                     processes with the same RANK?)",
+                    register.node, register.addr
+                );
+                self.shared.reject("duplicate", &peer, reason.clone());
+                return Err(tonic::Status::already_exists(reason));
             }
         }
-        rendezvous.changed.send_modify(|v| *v += 1);
-        let all = || {
-            rendezvous
-                .addrs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .all(Option::is_some)
-        };
-        if !rendezvous
-            .wait_until(self.shared.config.gather_timeout, all)
-            .await
-        {
-            let addrs = rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner());
-            let missing: Vec<usize> = (0..addrs.len()).filter(|&n| addrs[n].is_none()).collect();
-            return Err(tonic::Status::deadline_exceeded(format!(
-                "nodes {missing:?} did not register in {:?}",
+        match rendezvous.members(self.shared.config.gather_timeout).await {
+            Ok(members) => Ok(Response::new(RegisterReply {
+                data_ports: members.iter().map(|m| u32::from(m.data_port)).collect(),
+                addrs: members.into_iter().map(|m| m.addr).collect(),
+            })),
+            Err(missing) => Err(tonic::Status::deadline_exceeded(format!(
+                "nodes {} did not register in {:?}",
+                list(&missing),
                 self.shared.config.gather_timeout
-            )));
+            ))),
         }
-        let addrs = rendezvous.addrs.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(Response::new(RegisterReply {
-            addrs: addrs
-                .iter()
-                .map(|a| a.clone().unwrap_or_default())
-                .collect(),
-        }))
     }
 
     async fn barrier(
@@ -779,42 +942,40 @@ impl Control for ControlService {
         let barrier = request.into_inner();
         self.check_node(barrier.node)?;
         let rendezvous = &self.shared.rendezvous;
-        if barrier.local_rank as usize >= rendezvous.ranks_per_node {
+        let local_rank = barrier.local_rank as usize;
+        if local_rank >= rendezvous.ranks_per_node {
             return Err(tonic::Status::invalid_argument(format!(
-                "local rank {} of a job of {} ranks per node",
-                barrier.local_rank, rendezvous.ranks_per_node
+                "local rank {local_rank} of a job of {} ranks per node",
+                rendezvous.ranks_per_node
             )));
         }
+        let rank = barrier.node as usize * rendezvous.ranks_per_node + local_rank;
+        match rendezvous
+            .barrier(barrier.epoch, rank, self.shared.config.gather_timeout)
+            .await
         {
-            let mut arrived = rendezvous.arrived.lock().unwrap_or_else(|e| e.into_inner());
-            arrived
-                .entry(barrier.epoch)
-                .or_default()
-                .insert((barrier.node, barrier.local_rank));
-            // Only the latest epochs matter: a long job must not keep every epoch's record.
-            while arrived.len() > KEPT_BARRIERS {
-                arrived.pop_first();
-            }
+            Ok((complete, arrived)) => Ok(Response::new(BarrierReply {
+                complete,
+                arrived: arrived as u32,
+            })),
+            Err(Refusal::TooManyOpen(open)) => Err(tonic::Status::resource_exhausted(format!(
+                "epoch {}: the barriers of epochs {} are still gathering; a rank is never \
+                 that far ahead of the others",
+                barrier.epoch,
+                list(&open)
+            ))),
         }
-        rendezvous.changed.send_modify(|v| *v += 1);
-        let count = || {
-            rendezvous
-                .arrived
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&barrier.epoch)
-                .map_or(0, BTreeSet::len)
-        };
-        let complete = rendezvous
-            .wait_until(self.shared.config.gather_timeout, || {
-                count() == rendezvous.nodes * rendezvous.ranks_per_node
-            })
-            .await;
-        Ok(Response::new(BarrierReply {
-            complete,
-            arrived: count() as u32,
-        }))
     }
+}
+
+/// Numbers for a message, the first few of them and how many more.
+fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    const SHOWN: usize = 16;
+    let mut text: Vec<String> = items.iter().take(SHOWN).map(ToString::to_string).collect();
+    if items.len() > SHOWN {
+        text.push(format!("and {} more", items.len() - SHOWN));
+    }
+    text.join(", ")
 }
 
 #[cfg(test)]
@@ -907,16 +1068,17 @@ mod tests {
         );
         let stats = service.stats();
         assert!(
-            stats.control_connections <= MAX_CONTROL_CONNECTIONS,
+            stats.control_handshakes <= MAX_CONTROL_CONNECTIONS,
             "{} control connections held",
-            stats.control_connections
+            stats.control_handshakes
         );
+        assert_eq!(stats.control_sessions, 0, "none proved the secret");
         // The data plane serves as before.
         assert_eq!(fetch(&service, 3), Status::Ok);
         drop(idle);
         // Closed, the idle connections give their places back.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while service.stats().control_connections != 0 {
+        while service.stats().control_handshakes != 0 {
             assert!(Instant::now() < deadline, "{:?}", service.stats());
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -937,5 +1099,72 @@ mod tests {
         drop((first, second, third));
         until_open(&service, 0);
         assert_eq!(fetch(&service, 3), Status::Ok);
+    }
+
+    /// Polls `future` once: its output if it is done, `None` if it waits.
+    fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+        let waker = futures_util::task::noop_waker();
+        let mut context = std::task::Context::from_waker(&waker);
+        match std::pin::Pin::new(future).poll(&mut context) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn arrivals_for_far_epochs_are_refused_and_never_evict_an_epoch_still_gathering() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        // Two nodes of one rank; rank 0 runs ahead to later and later epochs (a bug, or a
+        // member that means harm), rank 1 has not arrived anywhere.
+        let rendezvous = Rendezvous::new(2, 1);
+        let wait = Duration::from_secs(600);
+        let mut waiting: Vec<_> = (0..MAX_OPEN_BARRIERS as u64)
+            .map(|epoch| Box::pin(rendezvous.barrier(epoch, 0, wait)))
+            .collect();
+        for barrier in &mut waiting {
+            assert!(poll_once(barrier).is_none(), "waits for rank 1");
+        }
+        let mut refused = Box::pin(rendezvous.barrier(1000, 0, wait));
+        assert!(matches!(
+            poll_once(&mut refused),
+            Some(Err(Refusal::TooManyOpen(open))) if open.len() == MAX_OPEN_BARRIERS
+        ));
+        // Epoch 0 kept its arrival: rank 1 completes it, and its waiter is answered.
+        let mut second = Box::pin(rendezvous.barrier(0, 1, wait));
+        assert!(matches!(poll_once(&mut second), Some(Ok((true, 2)))));
+        assert!(matches!(poll_once(&mut waiting[0]), Some(Ok((true, 2)))));
+        // Asked again (its connection broke while it waited), it is answered at once.
+        let mut again = Box::pin(rendezvous.barrier(0, 0, wait));
+        assert!(matches!(poll_once(&mut again), Some(Ok((true, 2)))));
+    }
+
+    #[test]
+    fn registration_completes_once_for_every_waiter_and_refuses_a_second_address() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        let rendezvous = Rendezvous::new(2, 1);
+        let member = |port: u16| Member {
+            addr: format!("127.0.0.1:{port}"),
+            data_port: port + 1,
+        };
+        let wait = Duration::from_secs(600);
+        rendezvous.register(1, member(4000)).unwrap();
+        let mut first = Box::pin(rendezvous.members(wait));
+        assert!(poll_once(&mut first).is_none(), "waits for node 0");
+        assert_eq!(rendezvous.register(1, member(5000)), Err(member(4000).addr));
+        rendezvous.register(0, member(3000)).unwrap();
+        let all = vec![member(3000), member(4000)];
+        assert_eq!(poll_once(&mut first), Some(Ok(all.clone())));
+        assert_eq!(
+            poll_once(&mut Box::pin(rendezvous.members(wait))),
+            Some(Ok(all))
+        );
     }
 }

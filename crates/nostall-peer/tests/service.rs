@@ -335,14 +335,22 @@ fn a_node_registers_once_and_only_its_own_address() {
         .build()
         .unwrap();
     let tls = secret().identity().unwrap().client;
+    let fingerprint = nostall_peer::fingerprint(&catalog(), nodes[0].placement());
     let register = |node: u32, addr: &str| {
         let (rendezvous, addr, tls) = (peers[0].clone(), addr.to_string(), tls.clone());
+        let fingerprint = fingerprint.clone();
         async move {
             let timeout = Duration::from_secs(5);
             let mut client = nostall_peer::control::connect(&rendezvous, &tls, timeout)
                 .await
                 .unwrap();
-            client.register(RegisterRequest { node, addr }).await
+            let request = RegisterRequest {
+                node,
+                addr,
+                fingerprint,
+                data_port: 4000,
+            };
+            client.register(request).await
         }
     };
     runtime.block_on(async {
@@ -363,6 +371,19 @@ fn a_node_registers_once_and_only_its_own_address() {
         // A node may register only the address it calls from.
         let status = register(0, "127.0.0.2:4003").await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+        // And only with the job's catalog and placement.
+        let mut client = nostall_peer::control::connect(&peers[0], &tls, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let other = RegisterRequest {
+            node: 0,
+            addr: "127.0.0.1:4004".into(),
+            fingerprint: vec![0; 32],
+            data_port: 4000,
+        };
+        let status = client.register(other).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+        assert!(status.message().contains("different catalog"), "{status:?}");
     });
     let stats = nodes[0].service().unwrap().stats();
     assert_eq!(stats.rejected["duplicate"], 1);
@@ -422,4 +443,73 @@ fn two_nodes_of_two_ranks(gather: Option<Duration>) -> Vec<Node> {
             .collect();
         joins.into_iter().map(|j| j.join().unwrap()).collect()
     })
+}
+
+/// More nodes than node 0 has places for connections in their handshake, joining at the
+/// rendezvous all at once as torchrun starts them: every node learns every node's data
+/// plane from the one registration (no greetings), meets the others at each epoch's
+/// barrier, and reads the others' parts. Node 0 holds one control connection per node,
+/// whatever the number of calls. (Before, registrations held a place each while they
+/// waited: past 64 nodes none could finish.)
+#[test]
+fn a_job_of_more_nodes_than_control_places_joins_and_meets_every_epoch() {
+    const NODES: usize = nostall_peer::MAX_CONTROL_CONNECTIONS + 32;
+    // Node 0 where the rendezvous is; the others on ports the system picks.
+    let master = free_addrs(1).remove(0);
+    let addrs: Vec<String> = (0..NODES)
+        .map(|n| {
+            if n == 0 {
+                master.clone()
+            } else {
+                "127.0.0.1:0".into()
+            }
+        })
+        .collect();
+    let catalog = catalog();
+    let nodes: Vec<Node> = std::thread::scope(|s| {
+        let joins: Vec<_> = (0..NODES)
+            .map(|n| {
+                let (catalog, addrs) = (catalog.clone(), &addrs);
+                s.spawn(move || {
+                    let mut c = config(n, &[], 1.0 / NODES as f64 + 0.01);
+                    c.nodes = NODES;
+                    c.membership = nostall_peer::Membership::Rendezvous {
+                        at: addrs[0].clone(),
+                        own: addrs[n].clone(),
+                    };
+                    // However slowly 96 nodes start on a loaded machine.
+                    c.timeouts.join = Duration::from_secs(600);
+                    c.timeouts.request = Duration::from_secs(60);
+                    let node = Node::join(&catalog, storage(), c).unwrap();
+                    for epoch in 0..2 {
+                        assert!(node.barrier(epoch).unwrap(), "node {n}, epoch {epoch}");
+                    }
+                    node
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    for (n, node) in nodes.iter().enumerate() {
+        let own = node.service().unwrap().control_addr().to_string();
+        assert_eq!(node.peers()[n], own, "node {n}");
+        assert_eq!(node.peers(), nodes[0].peers());
+    }
+    // Every sample, read by the last node: its own part, the rest from the 95 others over
+    // the data planes the rendezvous gave.
+    let last = &nodes[NODES - 1];
+    let mut out = Vec::new();
+    for id in 0..SAMPLES {
+        last.source().read(id, &mut out).unwrap();
+        assert_eq!(out, bytes(id), "sample {id}");
+    }
+    let stats = last.stats().source;
+    assert_eq!(stats.fallbacks, 0, "{stats:?}");
+    assert!(stats.peer_samples > 0, "{stats:?}");
+    let service = nodes[0].service().unwrap().stats();
+    assert!(
+        service.control_sessions <= NODES,
+        "one control connection per node at most: {service:?}"
+    );
+    assert!(service.rejected.is_empty(), "{:?}", service.rejected);
 }

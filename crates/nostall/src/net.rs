@@ -1,7 +1,8 @@
-//! What a server does when `accept` fails: the nostall services (the node agent, the
-//! peer service, the metrics endpoint) keep serving through a machine's shortages, which
-//! one client holding descriptors could otherwise turn into the end of the service, or
-//! into a thread spinning on an error that does not go away.
+//! What a server does about descriptors: the nostall services (the node agent, the peer
+//! service, the metrics endpoint) keep serving through a machine's shortages, which one
+//! client holding descriptors could otherwise turn into the end of the service, or into a
+//! thread spinning on an error that does not go away; and they start with the most
+//! descriptors the system allows them.
 
 use std::io;
 use std::time::Duration;
@@ -36,6 +37,34 @@ pub fn accept_failed(err: &io::Error) -> AcceptFailure {
     }
 }
 
+/// Raises this process's soft limit on open descriptors to its hard limit, and returns
+/// the limit now in force. A server holds one descriptor per connection, and the default
+/// soft limit (often 1 024) is what a large job, or a stranger opening connections, runs
+/// it out of first; the hard limit is what the administrator allows.
+pub fn raise_descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the one rlimit passed, which lives
+    // for both calls.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +77,38 @@ mod tests {
         }
         assert_eq!(of(libc::ECONNABORTED), AcceptFailure::Retry);
         assert_eq!(of(libc::EBADF), AcceptFailure::Fatal);
+    }
+
+    /// Set in the child process of `the_descriptor_limit_is_raised_to_the_hard_limit`.
+    const CHILD: &str = "NOSTALL_TEST_RLIMIT_CHILD";
+
+    /// Runs in a process of its own, started with a low soft limit (lowering it here
+    /// would starve the tests running beside it).
+    #[test]
+    fn the_descriptor_limit_is_raised_to_the_hard_limit() {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit with a valid pointer to an rlimit.
+        let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+        assert_eq!(got, 0);
+        if std::env::var_os(CHILD).is_none() {
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "ulimit -Sn {} && exec \"$0\" --exact net::tests::{} --test-threads=1",
+                    limit.rlim_max.min(256),
+                    "the_descriptor_limit_is_raised_to_the_hard_limit"
+                ))
+                .arg(std::env::current_exe().unwrap())
+                .env(CHILD, "1")
+                .status()
+                .unwrap();
+            assert!(status.success());
+            return;
+        }
+        assert!(limit.rlim_cur <= 256, "started with a low soft limit");
+        assert_eq!(raise_descriptor_limit(), limit.rlim_max);
     }
 }
