@@ -194,8 +194,13 @@ impl Links {
                     fingerprint: self.fingerprint.clone(),
                     data_port: u32::from(data_port),
                 };
-                let call = self.call(rendezvous, &what, |mut client| async move {
-                    client.register(request).await
+                // The answer lists every node: larger than other control messages.
+                let limit = crate::control::message_limit(nodes);
+                let call = self.call(rendezvous, &what, |client| async move {
+                    client
+                        .max_decoding_message_size(limit)
+                        .register(request)
+                        .await
                 });
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, call).await {

@@ -19,7 +19,8 @@
 //! ```
 //!
 //! It runs over TLS 1.3 with the job's identity (see [`crate::auth`]); messages are
-//! limited to [`MAX_CONTROL_MESSAGE_BYTES`].
+//! limited to [`MAX_CONTROL_MESSAGE_BYTES`], and the rendezvous's answer to
+//! [`message_limit`] of the job's nodes.
 //!
 //! # Scale
 //!
@@ -37,8 +38,18 @@ use tonic::transport::{Channel, Endpoint};
 use crate::auth::Identity;
 use crate::error::{Error, Result};
 
-/// The largest control message either side accepts.
+/// The largest control message either side accepts, but for the rendezvous's answer,
+/// which lists every node (see [`message_limit`]).
 pub const MAX_CONTROL_MESSAGE_BYTES: usize = 64 << 10;
+
+/// The longest node address the rendezvous takes, in bytes.
+pub const MAX_ADDRESS_BYTES: usize = 256;
+
+/// The largest control message in a job of `nodes` nodes: the rendezvous's answer holds
+/// one address and one port per node.
+pub fn message_limit(nodes: usize) -> usize {
+    MAX_CONTROL_MESSAGE_BYTES.saturating_add(nodes.saturating_mul(MAX_ADDRESS_BYTES + 16))
+}
 
 /// `Hello` request.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -20,8 +20,8 @@ use tonic::{Request, Response};
 use crate::auth::{self, handshake, Secret};
 use crate::control::generated::control_server::{Control, ControlServer};
 use crate::control::{
-    BarrierReply, BarrierRequest, HelloReply, HelloRequest, RegisterReply, RegisterRequest,
-    MAX_CONTROL_MESSAGE_BYTES,
+    message_limit, BarrierReply, BarrierRequest, HelloReply, HelloRequest, RegisterReply,
+    RegisterRequest, MAX_ADDRESS_BYTES, MAX_CONTROL_MESSAGE_BYTES,
 };
 use crate::deadline::Deadline;
 use crate::error::{network, Result};
@@ -269,7 +269,7 @@ impl Service {
         };
         let server = ControlServer::new(service)
             .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_CONTROL_MESSAGE_BYTES);
+            .max_encoding_message_size(message_limit(shared.config.nodes));
         control
             .set_nonblocking(true)
             .map_err(network("control listener"))?;
@@ -887,6 +887,12 @@ impl Control for ControlService {
         // A node registers the address it is reached at, from that address; and each node
         // once: a second registration from elsewhere is a duplicate rank or an impostor,
         // and must not move the node's part of the cache.
+        if register.addr.len() > MAX_ADDRESS_BYTES {
+            return Err(tonic::Status::invalid_argument(format!(
+                "an address of {} bytes: at most {MAX_ADDRESS_BYTES}",
+                register.addr.len()
+            )));
+        }
         let claimed = crate::client::resolve(&register.addr).map_err(|e| {
             tonic::Status::invalid_argument(format!("bad address {:?}: {e}", register.addr))
         })?;
