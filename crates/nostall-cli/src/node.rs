@@ -308,11 +308,13 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     let mut report = Report::new(&args, rank)?;
     report.making = Some(making);
     for epoch in 0..args.epochs {
+        let met = Instant::now();
         if let Mode::Peers(node) = &mode {
             if !node.barrier(epoch)? {
                 eprintln!("nostall node {rank}: not every node reached epoch {epoch}; going on");
             }
         }
+        let barrier = met.elapsed().as_secs_f64();
         if args.hold_before_epoch == Some(epoch) {
             eprintln!("nostall node {rank}: holding before epoch {epoch}");
             std::io::stdin().read_line(&mut String::new())?;
@@ -320,7 +322,10 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         eprintln!("nostall node {rank}: epoch {epoch} started");
         let before = mode.counters();
         let started = Instant::now();
-        let mut row = Row::default();
+        let mut row = Row {
+            barrier,
+            ..Row::default()
+        };
         let mut batches = loader.epoch(epoch)?;
         for batch in batches.by_ref() {
             let batch = batch?;
@@ -461,6 +466,8 @@ struct Row {
     skipped: u64,
     /// The loader's own cache's hits and misses, where it has one.
     cache: Option<(u64, u64)>,
+    /// Seconds waited at node 0's barrier before the epoch.
+    barrier: f64,
 }
 
 impl Row {
@@ -555,7 +562,8 @@ impl Report {
                  \"images_per_s\":{:.2},\"storage_bytes\":{},\"peer_bytes\":{},\
                  \"served_bytes\":{},\"served_local_bytes\":{},\"fallbacks\":{},\"stall_s\":{:.4},\
                  \"skipped\":{},\"cache_hits\":{hits},\"cache_misses\":{misses},\
-                 \"ended_s\":{ended:.4},\"made_s\":{:.4},\"made_storage_bytes\":{}}}",
+                 \"ended_s\":{ended:.4},\"made_s\":{:.4},\"made_storage_bytes\":{},\
+                 \"barrier_s\":{:.4}}}",
                 images as f64 / seconds,
                 moved.storage,
                 moved.from_peers,
@@ -566,6 +574,7 @@ impl Report {
                 row.skipped,
                 making.seconds,
                 making.storage,
+                row.barrier,
             )?;
         }
         Ok(())

@@ -440,3 +440,87 @@ fn two_thousand_idle_connections_to_node_0_cost_the_epoch_nothing() {
         assert_eq!(job.total(&all, epoch, "fallbacks"), 0, "epoch {epoch}");
     }
 }
+
+/// A job launched as torchrun launches one: twelve processes with `RANK`, `WORLD_SIZE`
+/// and `MASTER_ADDR`, no peer list, node 0's service the rendezvous and the others on
+/// ports the system picks; the last node starts only once node 0 is up and waiting. Every
+/// node joins, meets the others at each epoch and exits 0, and each epoch delivers every
+/// sample once across the job. (`bench/many_nodes.py` runs the same with 256 nodes.)
+#[test]
+fn a_job_launched_as_torchrun_launches_it_joins_at_the_rendezvous_with_a_late_node() {
+    const RANKS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    dataset(&data);
+    let out = dir.path().join("rendezvous");
+    std::fs::create_dir_all(&out).unwrap();
+    // MASTER_PORT + 1, where node 0's service listens, must be free.
+    let master_port = free_addrs(1)[0]
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .parse::<u16>()
+        .unwrap()
+        - 1;
+    let start = |rank: usize| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nostall"));
+        command
+            .arg("node")
+            .arg(&data)
+            .args(["--epochs", &EPOCHS.to_string(), "--batch-size", "50"])
+            .args(["--cache-size", "10%", "--size", "32"])
+            .args(["--prep-threads", "1", "--fetch-threads", "1"])
+            .arg("--ids")
+            .arg(out.join(format!("ids{rank}")))
+            .env("NOSTALL_PEER_SECRET", "the secret of the test job")
+            .env("RANK", rank.to_string())
+            .env("WORLD_SIZE", RANKS.to_string())
+            .env("LOCAL_RANK", "0")
+            .env("LOCAL_WORLD_SIZE", "1")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", master_port.to_string())
+            .env_remove("NOSTALL_PEERS")
+            .env_remove("NOSTALL_PEER_PORT")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(out.join(format!("node{rank}.log"))).unwrap());
+        if rank > 0 {
+            command.env("NOSTALL_PEER_LISTEN", "127.0.0.1:0");
+        } else {
+            command.env_remove("NOSTALL_PEER_LISTEN");
+        }
+        command.spawn().expect("the nostall binary runs")
+    };
+    let mut children: Vec<Child> = (0..RANKS - 1).map(start).collect();
+    // Node 0 listens before it registers, and cannot finish registering without the
+    // last node: once it accepts connections, the last node is late.
+    let rendezvous = format!("127.0.0.1:{}", master_port + 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::net::TcpStream::connect(&rendezvous).is_err() {
+        assert!(Instant::now() < deadline, "node 0 never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    children.push(start(RANKS - 1));
+    for (rank, child) in children.iter_mut().enumerate() {
+        let status = child.wait().unwrap();
+        let log = std::fs::read_to_string(out.join(format!("node{rank}.log"))).unwrap();
+        assert!(status.success(), "node {rank} failed:\n{log}");
+        assert!(!log.contains("not every node"), "node {rank}:\n{log}");
+    }
+    for epoch in 0..EPOCHS as usize {
+        let mut every = Vec::new();
+        for rank in 0..RANKS {
+            let text = std::fs::read_to_string(out.join(format!("ids{rank}"))).unwrap();
+            let line = text.lines().nth(epoch).unwrap();
+            every.extend(
+                line.split_once(':')
+                    .unwrap()
+                    .1
+                    .split_whitespace()
+                    .map(|id| id.parse::<SampleId>().unwrap()),
+            );
+        }
+        let distinct: BTreeSet<SampleId> = every.iter().copied().collect();
+        assert_eq!(every.len(), SAMPLES, "epoch {epoch}");
+        assert_eq!(distinct.len(), SAMPLES, "each sample once in epoch {epoch}");
+    }
+}

@@ -191,6 +191,8 @@ pub struct Service {
     accept: Option<JoinHandle<()>>,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Told when the control plane has stopped, every call answered.
+    all_answered: Mutex<std::sync::mpsc::Receiver<()>>,
 }
 
 impl std::fmt::Debug for Service {
@@ -279,6 +281,7 @@ impl Service {
         };
         let (connections, incoming) = tokio::sync::mpsc::channel(MAX_CONTROL_CONNECTIONS);
         runtime.spawn(accept_control(listener, shared.clone(), connections));
+        let (answered, all_answered) = std::sync::mpsc::sync_channel::<()>(1);
         runtime.spawn(async move {
             let incoming = futures_util::stream::unfold(incoming, |mut incoming| async move {
                 let connection: ControlConnection = incoming.recv().await?;
@@ -293,6 +296,7 @@ impl Service {
             if let Err(err) = result {
                 eprintln!("nostall-peer: control plane stopped: {err}");
             }
+            let _ = answered.send(());
         });
         Ok(Service {
             shared,
@@ -301,6 +305,7 @@ impl Service {
             accept: Some(accept),
             runtime: Some(runtime),
             shutdown: Some(shutdown),
+            all_answered: Mutex::new(all_answered),
         })
     }
 
@@ -357,6 +362,15 @@ impl Drop for Service {
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
+        // The control plane stops gracefully: calls in flight are answered first. It
+        // matters at the end of a job, when node 0 leaves the last barrier as soon as its
+        // own call is answered, while the answers to every other rank are on their way
+        // (a rank that missed its answer would wait for node 0 until its deadline).
+        let _ = self
+            .all_answered
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .recv_timeout(self.shared.config.io_timeout);
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
