@@ -524,3 +524,81 @@ fn a_job_launched_as_torchrun_launches_it_joins_at_the_rendezvous_with_a_late_no
         assert_eq!(distinct.len(), SAMPLES, "each sample once in epoch {epoch}");
     }
 }
+
+/// The TCP ports process `pid` listens on (its sockets in `/proc/net/tcp`).
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listening = fields[3] == "0A";
+            let port = u16::from_str_radix(fields[1].rsplit_once(':')?.1, 16).ok()?;
+            (listening && inodes.contains(fields[9])).then_some(port)
+        })
+        .collect()
+}
+
+#[test]
+fn a_thousand_silent_connections_to_a_data_port_cost_the_epoch_no_sample() {
+    // Each node may hold 1 024 descriptors; someone opens 1 000 connections to node 0's
+    // data port, says nothing, and keeps them, while the nodes run their epochs.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let catalog = dataset(&data);
+    let placement = placement(&catalog);
+    let mut job = Job::start_each(
+        &data,
+        &dir.path().join("silent"),
+        |_| vec!["--hold-before-epoch", "0"],
+        Some(1024),
+    );
+    for node in 0..NODES {
+        job.wait_for(node, "holding before epoch 0");
+    }
+    let control: u16 = job.peers[0].rsplit_once(':').unwrap().1.parse().unwrap();
+    let ports = listening_ports(job.children[0].id());
+    let data_port = ports
+        .iter()
+        .copied()
+        .find(|&p| p != control)
+        .unwrap_or_else(|| panic!("node 0 listens on {ports:?}"));
+    raise_descriptor_limit();
+    let silent = idle_connections(format!("127.0.0.1:{data_port}").parse().unwrap(), 1000);
+    assert!(silent.len() > 512, "{} connections made", silent.len());
+    for child in &mut job.children {
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    }
+    let job = job.finish(None);
+    drop(silent);
+    // Every sample delivered as planned, none skipped. (Node 0's data plane refuses what
+    // its address's budget of handshakes cannot take: on loopback the nodes share the
+    // silent client's address, so some reads may come from storage instead.)
+    for rank in 0..NODES {
+        for (epoch, ids) in job.ids(rank).iter().enumerate() {
+            assert_eq!(
+                ids,
+                &planned(&catalog, Some(&placement), rank, epoch as u64),
+                "rank {rank}, epoch {epoch}"
+            );
+        }
+    }
+    let all: Vec<usize> = (0..NODES).collect();
+    for epoch in 0..EPOCHS as usize {
+        assert_eq!(job.total(&all, epoch, "skipped"), 0, "epoch {epoch}");
+    }
+}

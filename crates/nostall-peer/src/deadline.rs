@@ -6,19 +6,23 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A TCP stream whose I/O must finish by a deadline (none: it may wait for ever).
+///
+/// The stream may be shared (one descriptor: the service keeps a handle to shut each
+/// connection down when it stops).
 #[derive(Debug)]
 pub(crate) struct Deadline {
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     until: Option<Instant>,
 }
 
 impl Deadline {
-    pub(crate) fn new(stream: TcpStream) -> Deadline {
+    pub(crate) fn new(stream: impl Into<Arc<TcpStream>>) -> Deadline {
         Deadline {
-            stream,
+            stream: stream.into(),
             until: None,
         }
     }
@@ -57,7 +61,7 @@ impl Read for Deadline {
         if let Some(left) = self.left()? {
             self.stream.set_read_timeout(Some(left))?;
         }
-        self.stream.read(buf)
+        (&*self.stream).read(buf)
     }
 }
 
@@ -66,11 +70,11 @@ impl Write for Deadline {
         if let Some(left) = self.left()? {
             self.stream.set_write_timeout(Some(left))?;
         }
-        self.stream.write(buf)
+        (&*self.stream).write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.stream.flush()
+        (&*self.stream).flush()
     }
 }
 

@@ -86,6 +86,6 @@ pub use membership::{
 pub use node_cache::{NodeCache, NodeCacheStats};
 pub use server::{
     Rejection, Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS, IDLE_LIMIT,
-    KEPT_REJECTIONS, MAX_CONTROL_CONNECTIONS,
+    KEPT_REJECTIONS, MAX_CONTROL_CONNECTIONS, MAX_HANDSHAKES_PER_ADDRESS,
 };
 pub use source::{PartitionedSource, SourceBreakdown};

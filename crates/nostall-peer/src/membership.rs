@@ -361,6 +361,15 @@ impl Node {
                 .map(|(addr, data)| (addr, Some(data)))
                 .unzip(),
         };
+        if let Some(service) = &service {
+            // The data plane serves the job's nodes only (the node's other ranks included:
+            // they call from its address).
+            let mut addresses = Vec::with_capacity(peers.len());
+            for addr in &peers {
+                addresses.push(resolve(addr)?.ip());
+            }
+            service.admit_only(addresses);
+        }
         let handles: Vec<Arc<Peer>> = peers
             .iter()
             .enumerate()

@@ -6,18 +6,18 @@
 //! address, and kept among the last [`KEPT_REJECTIONS`]; none of them stops the service
 //! from serving others.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::BufRead;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tonic::{Request, Response};
 
-use crate::auth::{self, handshake, Secret};
+use crate::auth::{self, Secret};
 use crate::control::generated::control_server::{Control, ControlServer};
 use crate::control::{
     message_limit, BarrierReply, BarrierRequest, HelloReply, HelloRequest, RegisterReply,
@@ -58,6 +58,12 @@ pub const KEPT_REJECTIONS: usize = 64;
 /// exhaust threads or descriptors.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
+/// The most data connections from one address that may be in their TLS handshake at
+/// once; more are closed at once. A node's fetch threads connect a few at a time and
+/// prove the secret within a millisecond; a stranger holding connections open before the
+/// handshake keeps at most this many threads and descriptors for the I/O timeout.
+pub const MAX_HANDSHAKES_PER_ADDRESS: usize = 64;
+
 /// How a node's service runs.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -90,7 +96,8 @@ pub struct ServiceConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
     /// A short kind: `unauthorized`, `bad-request`, `unknown-id`, `not-held`,
-    /// `too-large`, `mismatch`, `duplicate`, `too-many-connections`, `idle`.
+    /// `too-large`, `mismatch`, `duplicate`, `too-many-connections`,
+    /// `too-many-handshakes`, `not-a-peer`, `idle`.
     pub kind: &'static str,
     /// The peer's address.
     pub peer: String,
@@ -135,8 +142,13 @@ struct Shared {
     served_local_bytes: AtomicU64,
     rejections: Mutex<(BTreeMap<&'static str, u64>, VecDeque<Rejection>)>,
     /// Open data connections by number, shut down when the service stops; each
-    /// connection's thread removes its own when it ends.
-    connections: Mutex<BTreeMap<u64, TcpStream>>,
+    /// connection's thread removes its own when it ends. The same descriptor as the
+    /// thread's: one per connection.
+    connections: Mutex<BTreeMap<u64, Arc<TcpStream>>>,
+    /// Data connections in their handshake, by source address.
+    handshakes: Mutex<HashMap<IpAddr, usize>>,
+    /// Once the job's peers are known, the only addresses the data plane serves.
+    admitted: RwLock<Option<HashSet<IpAddr>>>,
     /// TLS for both planes, from the job's secret.
     tls: Arc<rustls::ServerConfig>,
     /// Places for control connections in their handshake ([`MAX_CONTROL_CONNECTIONS`]),
@@ -245,6 +257,8 @@ impl Service {
             served_local_bytes: AtomicU64::new(0),
             rejections: Mutex::default(),
             connections: Mutex::default(),
+            handshakes: Mutex::default(),
+            admitted: RwLock::default(),
             control_places: Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS)),
             control_handshakes: Arc::default(),
         });
@@ -319,6 +333,18 @@ impl Service {
         self.data_addr
     }
 
+    /// From now on, serves data connections only from these addresses: the job's nodes,
+    /// once the rendezvous (or the peer list) has named them. Others are closed before
+    /// their handshake and counted as `not-a-peer`.
+    pub fn admit_only(&self, addresses: impl IntoIterator<Item = IpAddr>) {
+        let admitted = addresses.into_iter().map(|ip| ip.to_canonical()).collect();
+        *self
+            .shared
+            .admitted
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(admitted);
+    }
+
     /// The counters.
     pub fn stats(&self) -> ServiceStats {
         let guard = self
@@ -385,40 +411,101 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                let Ok(clone) = stream.try_clone() else {
-                    continue;
-                };
-                let number = next;
-                next += 1;
-                {
-                    let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
-                    let limit = shared.config.max_connections;
-                    if open.len() >= limit {
-                        drop(open);
-                        let reason = format!("{limit} data connections already open");
-                        shared.reject("too-many-connections", &peer.to_string(), reason);
-                        continue;
+                if let Some(handshake) = admit(shared, peer) {
+                    let stream = Arc::new(stream);
+                    let number = next;
+                    next += 1;
+                    {
+                        let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
+                        let limit = shared.config.max_connections;
+                        if open.len() >= limit {
+                            drop(open);
+                            let reason = format!("{limit} data connections already open");
+                            shared.reject("too-many-connections", &peer.to_string(), reason);
+                            continue;
+                        }
+                        open.insert(number, stream.clone());
                     }
-                    open.insert(number, clone);
-                }
-                let serving = shared.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("nostall-peer-conn".into())
-                    .spawn(move || {
-                        serve_connection(stream, peer, &serving);
-                        serving.forget(number);
-                    });
-                if let Err(err) = spawned {
-                    eprintln!("nostall-peer: cannot serve {peer}: {err}");
-                    shared.forget(number);
+                    let serving = shared.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("nostall-peer-conn".into())
+                        .spawn(move || {
+                            serve_connection(stream, peer, &serving, handshake);
+                            serving.forget(number);
+                        });
+                    if let Err(err) = spawned {
+                        eprintln!("nostall-peer: cannot serve {peer}: {err}");
+                        shared.forget(number);
+                    }
                 }
             }
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            Err(err) => {
-                eprintln!("nostall-peer: accept failed: {err}");
-                std::thread::sleep(Duration::from_millis(50));
+            Err(err) => match nostall::net::accept_failed(&err) {
+                nostall::net::AcceptFailure::Retry => {}
+                nostall::net::AcceptFailure::BackOff => {
+                    eprintln!("nostall-peer: data accept failed: {err}; backing off");
+                    std::thread::sleep(nostall::net::ACCEPT_BACKOFF);
+                }
+                nostall::net::AcceptFailure::Fatal => {
+                    eprintln!("nostall-peer: data listener broken: {err}");
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// Whether a data connection from `peer` may start its handshake: from an address of the
+/// job (once its peers are known), and one with fewer than
+/// [`MAX_HANDSHAKES_PER_ADDRESS`] handshakes under way. The place it takes, given back
+/// when the handshake ends.
+fn admit(shared: &Arc<Shared>, peer: SocketAddr) -> Option<Handshake> {
+    let ip = peer.ip().to_canonical();
+    let known = shared
+        .admitted
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_none_or(|admitted| admitted.contains(&ip));
+    if !known {
+        let reason = format!("{ip} is not the address of a node of the job");
+        shared.reject("not-a-peer", &peer.to_string(), reason);
+        return None;
+    }
+    let mut handshakes = shared.handshakes.lock().unwrap_or_else(|e| e.into_inner());
+    let under_way = handshakes.entry(ip).or_default();
+    if *under_way >= MAX_HANDSHAKES_PER_ADDRESS {
+        drop(handshakes);
+        let reason = format!("{MAX_HANDSHAKES_PER_ADDRESS} handshakes from {ip} already under way");
+        shared.reject("too-many-handshakes", &peer.to_string(), reason);
+        return None;
+    }
+    *under_way += 1;
+    Some(Handshake {
+        shared: shared.clone(),
+        ip,
+    })
+}
+
+/// A data connection's place among its address's handshakes under way.
+struct Handshake {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        let mut handshakes = self
+            .shared
+            .handshakes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(under_way) = handshakes.get_mut(&self.ip) {
+            *under_way -= 1;
+            if *under_way == 0 {
+                handshakes.remove(&self.ip);
             }
         }
     }
@@ -569,7 +656,12 @@ async fn accept_control(
 }
 
 /// Handshake, then requests until the client leaves or breaks the protocol.
-fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+fn serve_connection(
+    stream: Arc<TcpStream>,
+    peer: SocketAddr,
+    shared: &Shared,
+    handshake: Handshake,
+) {
     let peer = peer.to_string();
     let timeout = shared.config.io_timeout;
     if stream.set_nonblocking(false).is_err() || stream.set_nodelay(true).is_err() {
@@ -582,7 +674,7 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     // The whole handshake within one request's time: TLS, which proves that each end
     // knows the job's secret, then the client's hello.
     conn.sock.within(timeout);
-    if let Err(err) = handshake(&mut conn) {
+    if let Err(err) = auth::handshake(&mut conn) {
         let reason = format!(
             "no TLS handshake with the job's identity ({err}); a node with another {}, or \
              not a node",
@@ -605,6 +697,8 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     if wire::write_response(&mut conn, Status::Ok, &[]).is_err() {
         return;
     }
+    // Authenticated: no longer among its address's handshakes.
+    drop(handshake);
 
     let mut bytes = Vec::new();
     loop {
@@ -1065,7 +1159,7 @@ mod tests {
         let conn = rustls::ClientConnection::new(client, auth::Identity::server_name()).unwrap();
         let mut tls = rustls::StreamOwned::new(conn, tcp);
         let mut out = Vec::new();
-        handshake(&mut tls).unwrap();
+        auth::handshake(&mut tls).unwrap();
         wire::write_hello(&mut tls, 0).unwrap();
         assert_eq!(
             wire::read_response(&mut tls, &mut out, 100).unwrap(),
@@ -1102,6 +1196,77 @@ mod tests {
             assert!(Instant::now() < deadline, "{:?}", service.stats());
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Until the service has counted `n` rejections of `kind`.
+    fn until_rejected(service: &Service, kind: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while service.stats().rejected.get(kind).copied().unwrap_or(0) < n {
+            assert!(Instant::now() < deadline, "{:?}", service.stats());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn once_the_job_is_known_only_its_addresses_are_served() {
+        let service = service(8);
+        service.admit_only(["127.0.0.1".parse().unwrap()]);
+        assert_eq!(fetch(&service, 3), Status::Ok);
+        service.admit_only(["127.0.0.2".parse().unwrap()]);
+        let mut stranger = TcpStream::connect(service.data_addr()).unwrap();
+        assert!(closed(&mut stranger), "closed before any handshake");
+        until_rejected(&service, "not-a-peer", 1);
+    }
+
+    #[test]
+    fn one_address_holds_a_bounded_number_of_handshakes() {
+        let service = service(512);
+        let data = service.data_addr();
+        let idle: Vec<TcpStream> = (0..MAX_HANDSHAKES_PER_ADDRESS)
+            .map(|_| TcpStream::connect(data).unwrap())
+            .collect();
+        until_open(&service, MAX_HANDSHAKES_PER_ADDRESS);
+        let mut over = TcpStream::connect(data).unwrap();
+        assert!(closed(&mut over), "over the budget: closed at once");
+        until_rejected(&service, "too-many-handshakes", 1);
+        assert_eq!(service.stats().open_connections, MAX_HANDSHAKES_PER_ADDRESS);
+        // The silent ones leave; their address may connect again.
+        drop(idle);
+        until_open(&service, 0);
+        assert_eq!(fetch(&service, 3), Status::Ok);
+    }
+
+    /// Set in the child process of `a_data_connection_costs_the_service_one_descriptor`.
+    const CHILD: &str = "NOSTALL_TEST_DESCRIPTORS_CHILD";
+
+    /// Runs alone in a process of its own: the descriptors it counts are all its own.
+    #[test]
+    fn a_data_connection_costs_the_service_one_descriptor() {
+        if std::env::var_os(CHILD).is_none() {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "server::tests::a_data_connection_costs_the_service_one_descriptor",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, "1")
+                .status()
+                .unwrap();
+            assert!(status.success());
+            return;
+        }
+        let open = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let service = service(512);
+        let before = open();
+        let clients: Vec<TcpStream> = (0..20)
+            .map(|_| TcpStream::connect(service.data_addr()).unwrap())
+            .collect();
+        until_open(&service, 20);
+        assert_eq!(
+            open() - before,
+            2 * clients.len(),
+            "the clients' and the service's"
+        );
     }
 
     #[test]
