@@ -86,6 +86,7 @@ pub use membership::{
 pub use node_cache::{NodeCache, NodeCacheStats};
 pub use server::{
     Rejection, Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS, IDLE_LIMIT,
-    KEPT_REJECTIONS, MAX_CONTROL_CONNECTIONS, MAX_HANDSHAKES_PER_ADDRESS,
+    KEPT_REJECTIONS, MAX_CONTROL_CONNECTIONS, MAX_CONTROL_HANDSHAKES_PER_ADDRESS,
+    MAX_HANDSHAKES_PER_ADDRESS,
 };
 pub use source::{PartitionedSource, SourceBreakdown};

@@ -64,6 +64,11 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// handshake keeps at most this many threads and descriptors for the I/O timeout.
 pub const MAX_HANDSHAKES_PER_ADDRESS: usize = 64;
 
+/// The most control connections from one address that may be in their TLS handshake at
+/// once (of [`MAX_CONTROL_CONNECTIONS`]): a stranger at one address cannot hold every
+/// place. A node whose connection is closed for it tries again.
+pub const MAX_CONTROL_HANDSHAKES_PER_ADDRESS: usize = MAX_CONTROL_CONNECTIONS / 4;
+
 /// How a node's service runs.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -146,7 +151,9 @@ struct Shared {
     /// thread's: one per connection.
     connections: Mutex<BTreeMap<u64, Arc<TcpStream>>>,
     /// Data connections in their handshake, by source address.
-    handshakes: Mutex<HashMap<IpAddr, usize>>,
+    data_handshakes: Arc<HandshakeBudget>,
+    /// Control connections in their handshake, by source address.
+    control_handshakes_by_address: Arc<HandshakeBudget>,
     /// Once the job's peers are known, the only addresses the data plane serves.
     admitted: RwLock<Option<HashSet<IpAddr>>>,
     /// TLS for both planes, from the job's secret.
@@ -257,7 +264,8 @@ impl Service {
             served_local_bytes: AtomicU64::new(0),
             rejections: Mutex::default(),
             connections: Mutex::default(),
-            handshakes: Mutex::default(),
+            data_handshakes: HandshakeBudget::new(MAX_HANDSHAKES_PER_ADDRESS),
+            control_handshakes_by_address: HandshakeBudget::new(MAX_CONTROL_HANDSHAKES_PER_ADDRESS),
             admitted: RwLock::default(),
             control_places: Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS)),
             control_handshakes: Arc::default(),
@@ -411,7 +419,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if let Some(handshake) = admit(shared, peer) {
+                if let Some(handshake) = admit(shared, peer, &shared.data_handshakes) {
                     let stream = Arc::new(stream);
                     let number = next;
                     next += 1;
@@ -457,11 +465,10 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-/// Whether a data connection from `peer` may start its handshake: from an address of the
-/// job (once its peers are known), and one with fewer than
-/// [`MAX_HANDSHAKES_PER_ADDRESS`] handshakes under way. The place it takes, given back
-/// when the handshake ends.
-fn admit(shared: &Arc<Shared>, peer: SocketAddr) -> Option<Handshake> {
+/// Whether a connection from `peer` may start its handshake: from an address of the job
+/// (once its peers are known), and one with fewer handshakes under way than `budget`
+/// allows. The place it takes, given back when the handshake ends.
+fn admit(shared: &Shared, peer: SocketAddr, budget: &Arc<HandshakeBudget>) -> Option<Handshake> {
     let ip = peer.ip().to_canonical();
     let known = shared
         .admitted
@@ -474,38 +481,63 @@ fn admit(shared: &Arc<Shared>, peer: SocketAddr) -> Option<Handshake> {
         shared.reject("not-a-peer", &peer.to_string(), reason);
         return None;
     }
-    let mut handshakes = shared.handshakes.lock().unwrap_or_else(|e| e.into_inner());
-    let under_way = handshakes.entry(ip).or_default();
-    if *under_way >= MAX_HANDSHAKES_PER_ADDRESS {
-        drop(handshakes);
-        let reason = format!("{MAX_HANDSHAKES_PER_ADDRESS} handshakes from {ip} already under way");
+    let taken = budget.take(ip);
+    if taken.is_none() {
+        let reason = format!(
+            "{} handshakes from {ip} already under way",
+            budget.per_address
+        );
         shared.reject("too-many-handshakes", &peer.to_string(), reason);
-        return None;
     }
-    *under_way += 1;
-    Some(Handshake {
-        shared: shared.clone(),
-        ip,
-    })
+    taken
 }
 
-/// A data connection's place among its address's handshakes under way.
+/// How many connections from each address may be in their handshake at once.
+struct HandshakeBudget {
+    per_address: usize,
+    under_way: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl HandshakeBudget {
+    fn new(per_address: usize) -> Arc<HandshakeBudget> {
+        Arc::new(HandshakeBudget {
+            per_address,
+            under_way: Mutex::default(),
+        })
+    }
+
+    /// A place for a handshake from `ip`, if it has one left.
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Handshake> {
+        let mut under_way = self.under_way.lock().unwrap_or_else(|e| e.into_inner());
+        let count = under_way.entry(ip).or_default();
+        if *count >= self.per_address {
+            return None;
+        }
+        *count += 1;
+        Some(Handshake {
+            budget: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// A connection's place among its address's handshakes under way.
 struct Handshake {
-    shared: Arc<Shared>,
+    budget: Arc<HandshakeBudget>,
     ip: IpAddr,
 }
 
 impl Drop for Handshake {
     fn drop(&mut self) {
-        let mut handshakes = self
-            .shared
-            .handshakes
+        let mut under_way = self
+            .budget
+            .under_way
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(under_way) = handshakes.get_mut(&self.ip) {
-            *under_way -= 1;
-            if *under_way == 0 {
-                handshakes.remove(&self.ip);
+        if let Some(count) = under_way.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                under_way.remove(&self.ip);
             }
         }
     }
@@ -614,6 +646,9 @@ async fn accept_control(
                 }
             },
         };
+        let Some(handshake) = admit(&shared, peer, &shared.control_handshakes_by_address) else {
+            continue;
+        };
         let place = Place::taken(permit, &shared.control_handshakes);
         let (shared, connections) = (shared.clone(), connections.clone());
         let acceptor = tokio_rustls::TlsAcceptor::from(shared.tls.clone());
@@ -621,7 +656,7 @@ async fn accept_control(
             let peer = peer.to_string();
             match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => {
-                    drop(place);
+                    drop((place, handshake));
                     let Ok(session) = shared.control_sessions.clone().try_acquire_owned() else {
                         let reason = "every place for an authenticated control connection is \
                                       taken (more connections than the job has processes)";
@@ -1234,6 +1269,32 @@ mod tests {
         drop(idle);
         until_open(&service, 0);
         assert_eq!(fetch(&service, 3), Status::Ok);
+    }
+
+    #[test]
+    fn one_address_holds_a_bounded_share_of_the_control_places() {
+        let service = service(8);
+        let control = service.control_addr();
+        let idle: Vec<TcpStream> = (0..MAX_CONTROL_HANDSHAKES_PER_ADDRESS)
+            .map(|_| TcpStream::connect(control).unwrap())
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while service.stats().control_handshakes != MAX_CONTROL_HANDSHAKES_PER_ADDRESS {
+            assert!(Instant::now() < deadline, "{:?}", service.stats());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut over = TcpStream::connect(control).unwrap();
+        assert!(
+            closed(&mut over),
+            "over the address's share: closed at once"
+        );
+        until_rejected(&service, "too-many-handshakes", 1);
+        assert_eq!(
+            service.stats().control_handshakes,
+            MAX_CONTROL_HANDSHAKES_PER_ADDRESS,
+            "the other places stay free for other addresses"
+        );
+        drop(idle);
     }
 
     /// Set in the child process of `a_data_connection_costs_the_service_one_descriptor`.

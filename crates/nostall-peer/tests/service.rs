@@ -511,5 +511,12 @@ fn a_job_of_more_nodes_than_control_places_joins_and_meets_every_epoch() {
         service.control_sessions <= NODES,
         "one control connection per node at most: {service:?}"
     );
-    assert!(service.rejected.is_empty(), "{:?}", service.rejected);
+    // Nodes sharing this host share one address: some of their connections may have
+    // been over its share of handshakes, closed and made again. Nothing else was refused.
+    let refused: Vec<_> = service
+        .rejected
+        .keys()
+        .filter(|&&kind| kind != "too-many-handshakes")
+        .collect();
+    assert!(refused.is_empty(), "{:?}", service.rejected);
 }
