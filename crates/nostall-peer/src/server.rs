@@ -1347,6 +1347,14 @@ mod tests {
         assert_eq!(fetch(&service, 3), Status::Ok);
     }
 
+    /// A runtime with a clock, for the rendezvous's timeouts (the tests poll by hand).
+    fn timer_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
     /// Polls `future` once: its output if it is done, `None` if it waits.
     fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
         let waker = futures_util::task::noop_waker();
@@ -1359,10 +1367,7 @@ mod tests {
 
     #[test]
     fn arrivals_for_far_epochs_are_refused_and_never_evict_an_epoch_still_gathering() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let runtime = timer_runtime();
         let _entered = runtime.enter();
         // Two nodes of one rank; rank 0 runs ahead to later and later epochs (a bug, or a
         // member that means harm), rank 1 has not arrived anywhere.
@@ -1390,10 +1395,7 @@ mod tests {
 
     #[test]
     fn registration_completes_once_for_every_waiter_and_refuses_a_second_address() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let runtime = timer_runtime();
         let _entered = runtime.enter();
         let rendezvous = Rendezvous::new(2, 1);
         let member = |port: u16| Member {
