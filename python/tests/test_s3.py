@@ -8,6 +8,7 @@ over both must deliver exactly what a loader over the local folder delivers: the
 sample ids, labels and pixels, batch by batch.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -77,12 +78,19 @@ def s3_process(photos, tmp_path_factory):
     """An ``s3s-fs`` process on a free port of 127.0.0.1 serving buckets ``shards`` (the
     demo photographs as tar shards under ``train/``) and ``objects`` (the ImageFolder under
     ``train/``); yields its endpoint URL and the process, and stops it at the end."""
-    binary = s3s_fs()
     root = tmp_path_factory.mktemp("s3")
     write_shards(Path(photos), root / "shards" / "train")
     shutil.copytree(photos, root / "objects" / "train")
+    with serving(root, root.parent / f"{root.name}-s3s-fs.log") as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving(root: Path, log: Path):
+    """An ``s3s-fs`` process serving ``root`` on a free port of 127.0.0.1, listening when
+    entered: its endpoint URL and the process; stopped on leaving."""
+    binary = s3s_fs()
     port = free_port()
-    log = root.parent / f"{root.name}-s3s-fs.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [binary, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS_KEY,
@@ -237,3 +245,43 @@ def test_ctrl_c_interrupts_opening_a_bucket_on_a_server_that_never_answers(
         for conn in held:
             conn.close()
         listener.close()
+
+
+def test_jobs_naming_one_bucket_on_two_servers_each_read_their_own_through_the_agent(
+        photos, s3_env, tmp_path, monkeypatch):
+    """Two jobs on one node agent (``share="auto"``) name the same ``s3://objects/train``,
+    each with its own server: each reads its own server's data (they are two groups, and
+    the agent reads each with its job's settings). Before, the agent grouped them by the
+    URL alone, and read with the environment it inherited: the second job trained on the
+    first server's data."""
+    import nostall.agent
+
+    # The second server's bucket holds two of the four classes.
+    other_root = tmp_path / "other"
+    for name in ["flowers", "grass"]:
+        shutil.copytree(Path(photos) / name, other_root / "objects" / "train" / name)
+    agent_socket = tmp_path / "run" / "agent.sock"
+    monkeypatch.setenv("NOSTALL_AGENT_SOCKET", str(agent_socket))
+    # The agent starts with no S3 settings at all: it must read with each job's.
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    agent = nostall.agent.start(agent_socket, staging="16MiB", lease=60, idle=600)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_env)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    settings = dict(batch_size=4, image_size=32, seed=11, threads=2, output="numpy",
+                    share="auto")
+    try:
+        with serving(other_root, tmp_path / "other-s3s-fs.log") as (other, _):
+            first = nostall.Loader("s3://objects/train", **settings)
+            monkeypatch.setenv("AWS_ENDPOINT_URL", other)
+            second = nostall.Loader("s3://objects/train", **settings)
+            read = {}
+            for name, loader in [("first", first), ("second", second)]:
+                labels = [int(label) for _, y in loader for label in y]
+                read[name] = (len(labels), sorted(set(labels)))
+            assert read["first"] == (32, [0, 1, 2, 3])
+            assert read["second"] == (16, [0, 1])
+    finally:
+        agent.terminate()
+        agent.wait()

@@ -13,7 +13,7 @@ use std::time::Duration;
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
-use crate::wire::{BatchHeader, JobNode, Reply, Request, PROTOCOL};
+use crate::wire::{BatchHeader, JobNode, Reply, Request, StorageSettings, PROTOCOL};
 
 /// What a job asks the agent for: the stream it reads, and with whom.
 #[derive(Debug, Clone)]
@@ -36,11 +36,15 @@ pub struct Reading {
     /// has next, as the ranks' own loaders would (`balance_ranks`). A rank of a
     /// partitioned cache needs none: its node says it.
     pub ranks: Option<nostall::env::LocalRanks>,
+    /// Object storage's settings as this job has them (the variables of
+    /// [`nostall::storage::S3_ENVIRONMENT`] that are set): the agent reads the job's
+    /// dataset with them, and groups only jobs that read with the same.
+    pub storage: Vec<(String, String)>,
 }
 
 impl Reading {
     /// `location` read with `settings`, grouped by stream, not a rank of a partitioned
-    /// cache. Paths (a local location, a `quarantine` file) are made absolute, and
+    /// cache, with object storage as this process's environment configures it. Paths (a local location, a `quarantine` file) are made absolute, and
     /// canonical where they exist: the agent runs in a working directory of its own, and
     /// jobs naming one dataset differently still read one stream.
     pub fn new(location: impl Into<String>, mut settings: Vec<(String, String)>) -> Reading {
@@ -55,12 +59,20 @@ impl Reading {
                 *value = absolute(value);
             }
         }
+        let storage = nostall::storage::S3_ENVIRONMENT
+            .iter()
+            .filter_map(|&name| {
+                let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+                Some((name.to_string(), value))
+            })
+            .collect();
         Reading {
             location,
             settings,
             group: String::new(),
             node: None,
             ranks: None,
+            storage,
         }
     }
 
@@ -217,6 +229,7 @@ impl Client {
             group: reading.group.clone(),
             node: reading.node.as_ref().map(|n| Box::new(JobNode::of(n))),
             ranks: reading.ranks,
+            storage: StorageSettings(reading.storage.clone()),
         };
         channel
             .send(&hello.encode(), None)

@@ -57,6 +57,15 @@ impl JoinedNode {
 
 /// The nodes the agent has joined, by job and node. A slot's lock is held while joining,
 /// so that the local ranks of one node wait for one join, and jobs of other nodes do not.
+/// What makes a job's node one: the dataset, where and as whom it is read (`storage`),
+/// the job as described, and its secret (a job of another secret at the same addresses is
+/// another job), which is digested, never printed.
+fn node_key(location: &str, storage: &str, job: &JobNode) -> String {
+    let secret = ring::digest::digest(&ring::digest::SHA256, &job.secret.0);
+    let secret: String = secret.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{location}{storage} {} {secret}", job.describe())
+}
+
 #[derive(Default)]
 pub(crate) struct Nodes {
     slots: Mutex<HashMap<String, Arc<Mutex<Weak<JoinedNode>>>>>,
@@ -70,15 +79,11 @@ impl Nodes {
         &self,
         builder: &LoaderBuilder,
         location: &str,
+        storage: &str,
         job: &JobNode,
     ) -> Result<Arc<JoinedNode>, String> {
         let described = job.describe();
-        // The secret is part of what makes the job (a job of another secret at the same
-        // addresses is another job), never of what is printed.
-        let key = format!(
-            "{location} {described} {:016x}",
-            nostall::rng::digest_text(&format!("{:?}", job.secret))
-        );
+        let key = node_key(location, storage, job);
         let slot = {
             let key = key.clone();
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
@@ -118,5 +123,57 @@ impl Nodes {
         });
         *joined = Arc::downgrade(&node);
         Ok(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostall_peer::{NodeConfig, Secret};
+
+    fn job(secret: &[u8]) -> JobNode {
+        let peers = vec!["127.0.0.1:7070".into(), "127.0.0.1:7071".into()];
+        let config = NodeConfig::new(
+            0,
+            peers,
+            "50%".parse().unwrap(),
+            Secret::new(secret).unwrap(),
+        );
+        JobNode::of(&config)
+    }
+
+    #[test]
+    fn jobs_of_other_secrets_or_storage_are_other_nodes() {
+        let a = node_key(
+            "s3://b/d",
+            ", from X",
+            &job(b"the first secret, 32 bytes long."),
+        );
+        assert_eq!(
+            a,
+            node_key(
+                "s3://b/d",
+                ", from X",
+                &job(b"the first secret, 32 bytes long.")
+            )
+        );
+        // Same length, other bytes: the key once held the secret's Debug text, its length.
+        assert_ne!(
+            a,
+            node_key(
+                "s3://b/d",
+                ", from X",
+                &job(b"the other secret, 32 bytes long.")
+            )
+        );
+        assert_ne!(
+            a,
+            node_key(
+                "s3://b/d",
+                ", from Y",
+                &job(b"the first secret, 32 bytes long.")
+            )
+        );
+        assert!(!a.contains("first secret"), "{a}");
     }
 }

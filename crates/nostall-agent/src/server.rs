@@ -264,7 +264,7 @@ impl Agent {
             Err(RecvError::Oversized) => return self.refuse(channel, "oversized hello"),
             Err(_) => return,
         };
-        let (location, settings, group_name, node, ranks) = match hello {
+        let (location, settings, group_name, node, ranks, storage) = match hello {
             Ok(Request::Hello {
                 protocol,
                 location,
@@ -272,6 +272,7 @@ impl Agent {
                 group,
                 node,
                 ranks,
+                storage,
             }) => {
                 if protocol != PROTOCOL {
                     return self.refuse(
@@ -282,7 +283,7 @@ impl Agent {
                         ),
                     );
                 }
-                (location, settings, group, node, ranks)
+                (location, settings, group, node, ranks, storage.0)
             }
             Ok(_) => return self.refuse(channel, "the first message must be a hello"),
             Err(e) => return self.refuse(channel, &e.to_string()),
@@ -294,6 +295,7 @@ impl Agent {
             group_name: &group_name,
             job: node.as_deref(),
             ranks,
+            storage: &storage,
         };
         let name = match self.join(member, &joining) {
             Ok(name) => name,
@@ -329,8 +331,12 @@ impl Agent {
             group_name,
             job,
             ranks,
+            storage,
         } = *joining;
         let mut builder = LoaderBuilder::new(location);
+        // The job's data, from its server, as the job: never with the settings of the
+        // environment the agent inherited from whichever job started it.
+        builder.storage_environment(storage.to_vec());
         for (name, value) in settings {
             builder.set(name, value).map_err(|e| e.to_string())?;
         }
@@ -350,7 +356,9 @@ impl Agent {
         }
         let node = job
             .map(|job| {
-                let node = self.nodes.join(&builder, location, job)?;
+                let node =
+                    self.nodes
+                        .join(&builder, location, &storage_of(location, storage), job)?;
                 node.node
                     .configure_rank(builder.config_mut(), job.local_rank as usize);
                 Ok::<_, String>(node)
@@ -383,7 +391,11 @@ impl Agent {
         let describe = |batch_size: usize| {
             let mut config = config.clone();
             config.plan.batch_size = batch_size;
-            let stream = stream_of(location, &config);
+            let stream = format!(
+                "{}{}",
+                stream_of(location, &config),
+                storage_of(location, storage)
+            );
             match &node {
                 Some(node) => {
                     let stream = format!("{stream}, {}", node.described);
@@ -511,12 +523,13 @@ impl Drop for Membership<'_> {
     }
 }
 
-/// What a stream is, in words: jobs with the same text read the same batches.
+/// What a stream is, in words: jobs with the same text read the same batches (and, with
+/// [`storage_of`], from the same place, as the same user).
 fn stream_of(location: &str, config: &nostall::LoaderConfig) -> String {
     let plan = &config.plan;
     format!(
         "{location} with {}, seed {}, batch_size {}, shuffle {}, drop_last {}, shard {:?}, \
-         rank {} of {}, on_error {:?}",
+         rank {} of {}, on_error {:?}, quarantine {:?}",
         config.pipeline.prep().fingerprint(),
         plan.seed,
         plan.batch_size,
@@ -525,8 +538,45 @@ fn stream_of(location: &str, config: &nostall::LoaderConfig) -> String {
         plan.shard,
         plan.rank,
         plan.world,
-        config.on_error
+        config.on_error,
+        config.quarantine
     )
+}
+
+/// Where and as whom a job reads object storage, in words: the server and region as the
+/// job gives them, and its credentials as a digest of every storage setting (the jobs of a
+/// group read with one set of credentials: a job whose keys differ, or that has none, is
+/// never served data read with another's). Empty for a local dataset.
+fn storage_of(location: &str, storage: &[(String, String)]) -> String {
+    if !location.starts_with("s3://") {
+        return String::new();
+    }
+    let var = |name: &str| {
+        storage
+            .iter()
+            .find(|(n, v)| n == name && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    let endpoint = var("AWS_ENDPOINT_URL")
+        .or_else(|| var("AWS_ENDPOINT"))
+        .unwrap_or("AWS");
+    let region = var("AWS_REGION")
+        .or_else(|| var("AWS_DEFAULT_REGION"))
+        .unwrap_or("us-east-1");
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    digest.update(b"nostall-agent/v1/storage");
+    for name in nostall::storage::S3_ENVIRONMENT {
+        digest.update(name.as_bytes());
+        digest.update(&[0]);
+        digest.update(var(name).unwrap_or_default().as_bytes());
+        digest.update(&[0]);
+    }
+    let digest = digest.finish();
+    let short: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(", from {endpoint} in {region} with credentials {short}")
 }
 
 /// One job's side of the conversation: its group, its private stream when it has one,
@@ -764,4 +814,45 @@ struct Joining<'a> {
     job: Option<&'a JobNode>,
     /// Its place among its job's local ranks, as it says.
     ranks: Option<LocalRanks>,
+    /// Its object-storage settings.
+    storage: &'a [(String, String)],
+}
+
+#[cfg(test)]
+mod storage_tests {
+    use super::storage_of;
+
+    fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn jobs_group_only_with_the_same_server_and_credentials() {
+        let one = settings(&[
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9000"),
+            ("AWS_ACCESS_KEY_ID", "reader"),
+            ("AWS_SECRET_ACCESS_KEY", "the-secret-key-itself"),
+        ]);
+        let of = |s: &[(String, String)]| storage_of("s3://bucket/train", s);
+        assert_eq!(of(&one), of(&one.clone()));
+        assert!(
+            of(&one).contains("http://127.0.0.1:9000 in us-east-1"),
+            "{}",
+            of(&one)
+        );
+        assert!(!of(&one).contains("the-secret-key-itself"), "{}", of(&one));
+        let mut other_server = one.clone();
+        other_server[0].1 = "http://127.0.0.1:9001".into();
+        let mut other_secret = one.clone();
+        other_secret[2].1 = "another-secret-key".into();
+        let no_keys = settings(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")]);
+        for other in [other_server, other_secret, no_keys] {
+            assert_ne!(of(&one), of(&other), "{other:?}");
+        }
+        // A local dataset is read from the agent's own filesystem: no storage to tell.
+        assert_eq!(storage_of("/data/train", &one), "");
+    }
 }

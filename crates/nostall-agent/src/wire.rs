@@ -14,7 +14,7 @@ use nostall_peer::{
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -45,6 +45,20 @@ impl fmt::Display for Malformed {
     }
 }
 
+/// A job's object-storage settings: the variables of
+/// [`nostall::storage::S3_ENVIRONMENT`] it has set, with their values. Shown by name only
+/// (the values hold credentials).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub(crate) struct StorageSettings(pub(crate) Vec<(String, String)>);
+
+impl fmt::Debug for StorageSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
 /// What a job asks of the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
@@ -62,6 +76,8 @@ pub(crate) enum Request {
         /// The job's place among the local ranks of its node, when it is one of several
         /// and balances its threads with them.
         ranks: Option<LocalRanks>,
+        /// The job's object-storage settings.
+        storage: StorageSettings,
     },
     /// The next batch: the job stands at this position (after its last batch). The
     /// agent answers, then goes on sending the batches after it unasked while the job
@@ -513,6 +529,7 @@ impl Request {
                 group,
                 node,
                 ranks,
+                storage,
             } => {
                 w.u8(HELLO).u32(*protocol).text(location).text(group);
                 w.u32(settings.len() as u32);
@@ -536,6 +553,10 @@ impl Request {
                         w.u8(1).u64(ranks.job);
                         w.u32(ranks.local_rank as u32).u32(ranks.local_world as u32);
                     }
+                }
+                w.u32(storage.0.len() as u32);
+                for (name, value) in &storage.0 {
+                    w.text(name).text(value);
                 }
             }
             Request::Next { at, ask, credits } => {
@@ -572,6 +593,16 @@ impl Request {
                     0 => None,
                     _ => Some(read_ranks(r)?),
                 };
+                let known = &nostall::storage::S3_ENVIRONMENT;
+                let n = r.count("the storage settings", known.len())?;
+                let mut storage = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = r.text("a storage setting's name")?;
+                    if !known.contains(&name.as_str()) {
+                        return Err(Malformed(format!("{name:?} is not a storage setting")));
+                    }
+                    storage.push((name, r.text("a storage setting's value")?));
+                }
                 Request::Hello {
                     protocol,
                     location,
@@ -579,6 +610,7 @@ impl Request {
                     group,
                     node,
                     ranks,
+                    storage: StorageSettings(storage),
                 }
             }
             NEXT => Request::Next {
@@ -852,6 +884,10 @@ mod tests {
                 Secret::new(b"do-not-log-this-secret").unwrap(),
             )))),
             ranks: None,
+            storage: StorageSettings(vec![(
+                "AWS_SECRET_ACCESS_KEY".into(),
+                "do-not-log-this-key".into(),
+            )]),
         };
         let shown = format!("{request:?}");
         assert!(
@@ -863,6 +899,7 @@ mod tests {
             !shown.contains("do-not-log") && !shown.contains(&bytes),
             "{shown}"
         );
+        assert!(shown.contains("AWS_SECRET_ACCESS_KEY"), "{shown}");
     }
 
     #[test]
@@ -879,6 +916,7 @@ mod tests {
                     local_rank: 1,
                     local_world: 8,
                 }),
+                storage: StorageSettings::default(),
             },
             Request::Hello {
                 protocol: PROTOCOL,
@@ -892,6 +930,10 @@ mod tests {
                     Secret::new(b"sixteen bytes at least").unwrap(),
                 )))),
                 ranks: None,
+                storage: StorageSettings(vec![
+                    ("AWS_ENDPOINT_URL".into(), "http://127.0.0.1:9000".into()),
+                    ("AWS_ACCESS_KEY_ID".into(), "me".into()),
+                ]),
             },
             Request::Next {
                 at: nostall::Position {
@@ -978,6 +1020,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_hello_may_carry_storage_settings_only() {
+        let hello = |name: &str| Request::Hello {
+            protocol: PROTOCOL,
+            location: "s3://b/train".into(),
+            settings: Vec::new(),
+            group: String::new(),
+            node: None,
+            ranks: None,
+            storage: StorageSettings(vec![(name.into(), "x".into())]),
+        };
+        assert!(Request::decode(&hello("AWS_REGION").encode()).is_ok());
+        let err = Request::decode(&hello("LD_PRELOAD").encode()).unwrap_err();
+        assert!(err.0.contains("not a storage setting"), "{err}");
+    }
+
     /// The fuzz target's seeds are messages of this protocol (when it changes, they must
     /// be written again, or fuzzing starts from bytes every parser refuses at once).
     #[test]
@@ -1018,6 +1076,7 @@ mod tests {
                 local_rank: 3,
                 local_world: 4,
             }),
+            storage: StorageSettings(vec![("AWS_REGION".into(), "eu-west-1".into())]),
         }
         .encode();
         for cut in 0..hello.len() {
@@ -1032,12 +1091,14 @@ mod tests {
             let _ = Request::decode(&m);
             let _ = Reply::decode(&m);
         }
-        // Local ranks that would size their table past the limit, or a rank past them.
+        // Local ranks that would size their table past the limit, or a rank past them
+        // (the ranks' two numbers come before the storage settings).
+        let storage = 4 + 4 + "AWS_REGION".len() + 4 + "eu-west-1".len();
         for (rank, ranks) in [(0u32, u32::MAX), (4, 4), (0, 1)] {
             let mut m = hello.clone();
-            let at = m.len() - 8;
+            let at = m.len() - storage - 8;
             m[at..at + 4].copy_from_slice(&rank.to_le_bytes());
-            m[at + 4..].copy_from_slice(&ranks.to_le_bytes());
+            m[at + 4..at + 8].copy_from_slice(&ranks.to_le_bytes());
             let err = Request::decode(&m).unwrap_err();
             assert!(err.0.contains("local ranks"), "{err}");
         }

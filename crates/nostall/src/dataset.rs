@@ -64,13 +64,29 @@ impl std::fmt::Debug for Dataset {
 /// When the location cannot be read, holds no samples, or `mode` is
 /// [`ReadMode::Cold`] for shards or objects.
 pub fn open(location: &str, mode: ReadMode, modality: Modality) -> Result<Dataset> {
+    open_in(location, mode, modality, &|name| std::env::var(name).ok())
+}
+
+/// As [`open`], with object storage configured by `var` (the values of
+/// [`crate::storage::S3_ENVIRONMENT`] another job has) instead of this process's
+/// environment.
+///
+/// # Errors
+///
+/// As for [`open`].
+pub fn open_in(
+    location: &str,
+    mode: ReadMode,
+    modality: Modality,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Dataset> {
     if let Some(rest) = location.strip_prefix("s3://") {
         if rest.is_empty() {
             return Err(Error::Config(
                 "an S3 location needs a bucket: s3://bucket/prefix".into(),
             ));
         }
-        return open_store(Arc::new(open_s3(location)?), mode, modality);
+        return open_store(Arc::new(open_s3(location, var)?), mode, modality);
     }
     let path = Path::new(location);
     let (mut tars, mut dirs) = (0, 0);
@@ -143,12 +159,12 @@ fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode, modality: Modality) -> 
 }
 
 #[cfg(feature = "s3")]
-fn open_s3(url: &str) -> Result<crate::storage::S3Store> {
-    crate::storage::S3Store::new(crate::storage::S3Config::from_url(url)?)
+fn open_s3(url: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<crate::storage::S3Store> {
+    crate::storage::S3Store::new(crate::storage::S3Config::from_url_in(url, var)?)
 }
 
 #[cfg(not(feature = "s3"))]
-fn open_s3(url: &str) -> Result<LocalDir> {
+fn open_s3(url: &str, _: &dyn Fn(&str) -> Option<String>) -> Result<LocalDir> {
     Err(Error::Config(format!(
         "{url}: this build of nostall has no S3 support; rebuild with the `s3` feature"
     )))

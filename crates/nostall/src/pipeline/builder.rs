@@ -114,6 +114,9 @@ pub struct LoaderBuilder {
     texts: Option<Vec<(String, String)>>,
     /// Batches for a device ([`LoaderBuilder::for_device`]).
     device: Option<ForDevice>,
+    /// Object storage's settings as another process has them
+    /// ([`LoaderBuilder::storage_environment`]); `None`: this process's environment.
+    storage_environment: Option<Vec<(String, String)>>,
 }
 
 /// How a loader prepares batches for a consumer that moves them to a device (the Python
@@ -160,6 +163,7 @@ impl LoaderBuilder {
             links: Vec::new(),
             texts: Some(Vec::new()),
             device: None,
+            storage_environment: None,
         }
     }
 
@@ -393,7 +397,26 @@ impl LoaderBuilder {
     /// Those of [`LoaderBuilder::config`] and [`dataset::open`].
     pub fn open_dataset(&self) -> Result<Dataset> {
         let modality = self.config()?.pipeline.modality();
-        dataset::open(&self.location, self.read, modality)
+        match &self.storage_environment {
+            None => dataset::open(&self.location, self.read, modality),
+            Some(vars) => {
+                let var = |name: &str| {
+                    vars.iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, value)| value.clone())
+                };
+                dataset::open_in(&self.location, self.read, modality, &var)
+            }
+        }
+    }
+
+    /// Reads object storage with these values of [`crate::storage::S3_ENVIRONMENT`]
+    /// (the variables a job had set) instead of this process's environment: a process
+    /// that reads for other jobs (the node agent) reads each job's data from its server,
+    /// as that job.
+    pub fn storage_environment(&mut self, vars: Vec<(String, String)>) -> &mut Self {
+        self.storage_environment = Some(vars);
+        self
     }
 
     /// Makes the loader over `catalog`, reading from `source` (behind the `throttle`

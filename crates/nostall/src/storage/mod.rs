@@ -59,6 +59,27 @@ pub use throttle::{Link, Throttled};
 use crate::catalog::SampleId;
 use crate::error::Cause;
 
+/// Every environment variable that says where and as whom S3 is read: two jobs with the
+/// same values read the same bytes. A job that hands its reading to another process (the
+/// node agent) sends these, so that the dataset is read as the job would read it.
+pub const S3_ENVIRONMENT: [&str; 15] = [
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ALLOW_HTTP",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+];
+
 /// How reads treat the OS page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

@@ -47,6 +47,9 @@ pub struct S3Config {
     pub secret_access_key: Option<String>,
     /// A session token, for temporary static credentials. From `AWS_SESSION_TOKEN`.
     pub session_token: Option<String>,
+    /// Without static keys, what configures the AWS credential chain: the chain's
+    /// variables that were set (web identity token file, role, container credentials).
+    pub credential_chain: Vec<(String, String)>,
     /// The limit on one HTTP request, from connecting to the last byte of the body. A
     /// request that runs over is retried (within the retry window). Default 30 s.
     pub request_timeout: Duration,
@@ -89,8 +92,18 @@ impl S3Config {
     ///
     /// [`Error::Config`] when `url` is not an `s3://bucket[/prefix]` URL.
     pub fn from_url(url: &str) -> Result<S3Config> {
+        S3Config::from_url_in(url, |name| std::env::var(name).ok())
+    }
+
+    /// As [`S3Config::from_url`], with the variables' values given by `var` instead of
+    /// this process's environment (another job's, say).
+    ///
+    /// # Errors
+    ///
+    /// As for [`S3Config::from_url`].
+    pub fn from_url_in(url: &str, var: impl Fn(&str) -> Option<String>) -> Result<S3Config> {
         parse_url(url)?;
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let var = |name: &str| var(name).filter(|v| !v.is_empty());
         let endpoint = var("AWS_ENDPOINT_URL").or_else(|| var("AWS_ENDPOINT"));
         let allow_http = endpoint
             .as_deref()
@@ -106,6 +119,10 @@ impl S3Config {
             access_key_id: var("AWS_ACCESS_KEY_ID"),
             secret_access_key: var("AWS_SECRET_ACCESS_KEY"),
             session_token: var("AWS_SESSION_TOKEN"),
+            credential_chain: CREDENTIAL_CHAIN_VARS
+                .iter()
+                .filter_map(|&name| Some((name.to_string(), var(name)?)))
+                .collect(),
             request_timeout: Duration::from_secs(30),
             max_retries: 50,
             retry_window: Duration::from_secs(30),
@@ -124,6 +141,7 @@ impl fmt::Debug for S3Config {
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &redacted(&self.secret_access_key))
             .field("session_token", &redacted(&self.session_token))
+            .field("credential_chain", &self.credential_chain)
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_window", &self.retry_window)
@@ -229,14 +247,12 @@ impl S3Store {
                 }
             }
             (None, None) => {
-                for name in CREDENTIAL_CHAIN_VARS {
-                    if let Ok(value) = std::env::var(name) {
-                        let key: AmazonS3ConfigKey = name
-                            .to_ascii_lowercase()
-                            .parse()
-                            .expect("a key object_store knows");
-                        builder = builder.with_config(key, value);
-                    }
+                for (name, value) in &config.credential_chain {
+                    let key: AmazonS3ConfigKey =
+                        name.to_ascii_lowercase().parse().map_err(|_| {
+                            Error::Config(format!("{name} does not configure S3 credentials"))
+                        })?;
+                    builder = builder.with_config(key, value);
                 }
             }
             _ => {
