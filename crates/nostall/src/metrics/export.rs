@@ -6,11 +6,12 @@
 //! process that names the same address is served by one endpoint, each under the labels
 //! `loader` (its number in the process) and `rank`.
 //!
-//! **No HTTP stack.** One thread answers one connection at a time: it reads at most
-//! [`MAX_REQUEST`] bytes of request head within [`DEADLINE`], answers `GET /metrics`
-//! (404 for other paths, 405 for other methods, 400 for what is not HTTP), writes within
-//! the same deadline and closes. A scrape is a few kilobytes every few seconds, so one
-//! thread is plenty, and a client that stalls holds it for at most the deadline.
+//! **No HTTP stack.** Each connection is answered on a short-lived thread of its own (at
+//! most [`MAX_CLIENTS`] at once; more are closed): it reads at most [`MAX_REQUEST`] bytes
+//! of request head within [`DEADLINE`], answers `GET /metrics` (404 for other paths, 405
+//! for other methods, 400 for what is not HTTP), writes within the same deadline and
+//! closes. A client that stalls holds its own thread for at most the deadline, and no
+//! other scrape waits for it.
 //!
 //! **Free between scrapes.** The figures are the loaders' own counters
 //! ([`crate::Loader::live_stats`]), read when Prometheus asks; the exposition format is
@@ -18,7 +19,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,6 +40,10 @@ use crate::pipeline::Loader;
 pub const MAX_REQUEST: usize = 8 * 1024;
 /// How long a connection may take to send its request, and to take the answer.
 pub const DEADLINE: Duration = Duration::from_secs(2);
+/// The most connections answered at once, each on a thread of its own: a slow or silent
+/// client holds one for at most [`DEADLINE`] and delays no other scrape. Connections
+/// beyond are closed at once.
+pub const MAX_CLIENTS: usize = 8;
 
 /// What an endpoint serves of one loader.
 pub trait Figures: Send + Sync + 'static {
@@ -167,6 +172,10 @@ struct Endpoint {
 struct Shared {
     members: Mutex<Vec<Member>>,
     stop: AtomicBool,
+    /// How long a connection may take ([`DEADLINE`]; longer in tests).
+    deadline: Duration,
+    /// Connections being answered now.
+    answering: AtomicUsize,
 }
 
 struct Member {
@@ -177,6 +186,10 @@ struct Member {
 
 impl Endpoint {
     fn bind(addr: &str, wanted: &[SocketAddr]) -> Result<Endpoint> {
+        Endpoint::bind_with(addr, wanted, DEADLINE)
+    }
+
+    fn bind_with(addr: &str, wanted: &[SocketAddr], deadline: Duration) -> Result<Endpoint> {
         let listener = TcpListener::bind(wanted).map_err(|e| bad_addr(addr, &e.to_string()))?;
         let bound = listener
             .local_addr()
@@ -184,6 +197,8 @@ impl Endpoint {
         let shared = Arc::new(Shared {
             members: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            deadline,
+            answering: AtomicUsize::new(0),
         });
         let serving = shared.clone();
         let thread = std::thread::Builder::new()
@@ -194,8 +209,7 @@ impl Endpoint {
                         break;
                     }
                     match stream {
-                        // A failed answer concerns that client only.
-                        Ok(stream) => drop(answer(stream, &serving)),
+                        Ok(stream) => answer_apart(stream, &serving),
                         Err(e) => match crate::net::accept_failed(&e) {
                             AcceptFailure::Retry => {}
                             // Out of descriptors or memory: waiting, not spinning on it.
@@ -230,9 +244,29 @@ impl Drop for Endpoint {
     }
 }
 
+/// Answers `stream` on a thread of its own, if fewer than [`MAX_CLIENTS`] are being
+/// answered; closes it otherwise.
+fn answer_apart(stream: TcpStream, shared: &Arc<Shared>) {
+    if shared.answering.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+        shared.answering.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let answering = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("nostall-metrics-answer".into())
+        .spawn(move || {
+            // A failed answer concerns that client only.
+            let _ = answer(stream, &answering);
+            answering.answering.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        shared.answering.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Reads one request head and answers it.
 fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + shared.deadline;
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let complete = loop {
@@ -271,7 +305,7 @@ fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             _ => ("400 Bad Request", String::new()),
         }
     };
-    stream.set_write_timeout(Some(DEADLINE))?;
+    stream.set_write_timeout(Some(shared.deadline))?;
     write!(
         stream,
         "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
@@ -587,5 +621,24 @@ mod tests {
         drop(TcpStream::connect(addr).unwrap());
         assert!(get(addr, b"GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
         assert!(serve("256.0.0.1:1", Arc::new(Fixed(LiveStats::default())), 0).is_err());
+    }
+
+    #[test]
+    fn a_silent_client_delays_no_other_scrape() {
+        // Connections get ten minutes here: a scrape answered only after the silent
+        // client's deadline would fail the read timeout below, whatever the load.
+        let wanted: Vec<SocketAddr> = vec!["127.0.0.1:0".parse().unwrap()];
+        let endpoint =
+            Endpoint::bind_with("127.0.0.1:0", &wanted, Duration::from_secs(600)).unwrap();
+        let silent = TcpStream::connect(endpoint.addr).unwrap();
+        let mut scrape = TcpStream::connect(endpoint.addr).unwrap();
+        scrape
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        scrape.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        scrape.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        drop(silent);
     }
 }
