@@ -24,8 +24,10 @@ pub const MAX_BATCH: usize = 8192;
 const MAX_SETTINGS: usize = 64;
 const MAX_TEXT: usize = 4096;
 
-/// The most nodes of a job, and the longest secret, a job's node may name.
-const MAX_NODES: usize = 4096;
+/// The most nodes of a job, and the longest secret, a job's node may name. (A job's node
+/// count sizes the placement and the rendezvous: unbounded, a member could make the
+/// agent allocate without end.)
+const MAX_NODES: usize = 1 << 16;
 const MAX_SECRET: usize = 1024;
 
 /// The most local ranks a job may say it has on a node (their table is sized by it).
@@ -273,12 +275,13 @@ impl JobNode {
         let local_rank = r.u32("the local rank")?;
         let ranks_per_node = r.u32("the ranks per node")?;
         if node >= nodes
+            || nodes as usize > MAX_NODES
             || local_rank >= ranks_per_node
             || ranks_per_node as usize > MAX_LOCAL_RANKS
         {
             return Err(Malformed(format!(
                 "node {node} of {nodes}, local rank {local_rank} of {ranks_per_node} (at \
-                 most {MAX_LOCAL_RANKS} local ranks)"
+                 most {MAX_NODES} nodes of {MAX_LOCAL_RANKS} local ranks)"
             )));
         }
         let membership = match r.u8("the membership")? {
@@ -1017,6 +1020,38 @@ mod tests {
             };
             let err = Request::decode(&next.encode()).unwrap_err();
             assert!(err.0.contains("credits"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_job_of_more_nodes_than_allowed_is_refused() {
+        let mut config = NodeConfig::new(
+            0,
+            vec!["127.0.0.1:7070".into()],
+            "30%".parse().unwrap(),
+            Secret::new(b"sixteen bytes at least").unwrap(),
+        );
+        config.membership = nostall_peer::Membership::Rendezvous {
+            at: "127.0.0.1:7070".into(),
+            own: "127.0.0.1:0".into(),
+        };
+        for (nodes, accepted) in [
+            (MAX_NODES, true),
+            (MAX_NODES + 1, false),
+            (u32::MAX as usize, false),
+        ] {
+            config.nodes = nodes;
+            let hello = Request::Hello {
+                protocol: PROTOCOL,
+                location: "/d".into(),
+                settings: Vec::new(),
+                group: String::new(),
+                node: Some(Box::new(JobNode::of(&config))),
+                ranks: None,
+                storage: StorageSettings::default(),
+            };
+            let decoded = Request::decode(&hello.encode());
+            assert_eq!(decoded.is_ok(), accepted, "{nodes} nodes: {decoded:?}");
         }
     }
 
