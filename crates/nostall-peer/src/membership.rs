@@ -1,7 +1,7 @@
 //! A node of a job: who its peers are (an explicit list, or the launcher's rendezvous),
 //! and everything it runs to take part.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -362,11 +362,14 @@ impl Node {
                 .unzip(),
         };
         if let Some(service) = &service {
-            // The data plane serves the job's nodes only (the node's other ranks included:
-            // they call from its address).
+            // The service serves the job's nodes only (the node's other ranks included:
+            // they call from its address), at every address their names resolve to.
             let mut addresses = Vec::with_capacity(peers.len());
             for addr in &peers {
-                addresses.push(resolve(addr)?.ip());
+                let resolved = addr
+                    .to_socket_addrs()
+                    .map_err(crate::error::network(format!("cannot resolve {addr}")))?;
+                addresses.extend(resolved.map(|a| a.ip()));
             }
             service.admit_only(addresses);
         }
