@@ -693,8 +693,12 @@ impl<'a> Session<'a> {
                 Ok(Some(at))
             }
             Request::Release { ticket } => {
-                self.held.remove(&ticket);
-                self.group.touch(self.member);
+                // Only progress renews the lease: a release of a batch the job holds. A job
+                // repeating releases while it reads nothing would hold the group up for
+                // ever.
+                if self.held.remove(&ticket).is_some() {
+                    self.group.touch(self.member);
+                }
                 Ok(None)
             }
             Request::Hello { .. } => Err(Some("a second hello".to_string())),

@@ -3,15 +3,16 @@
 //! `python/tests/test_share.py`.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nostall::pipeline::LoaderBuilder;
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
-use crate::wire::Reply;
+use crate::wire::{Reply, Request};
 use crate::{Agent, AgentConfig, AgentError, Client, Reading};
 
 #[path = "../../nostall-peer/tests/common/mod.rs"]
@@ -293,6 +294,46 @@ fn a_member_that_stops_asking_is_detached_and_later_finishes_alone_exactly() {
     let mut all = strip(&first);
     all.extend(strip(&rest));
     assert_eq!(all, expected);
+}
+
+#[test]
+fn a_member_releasing_batches_it_does_not_hold_makes_no_progress_and_is_detached() {
+    // As above, but the member that stops reading keeps sending releases of tickets it
+    // does not hold: only progress renews a lease, so it is detached all the same.
+    let f = Fixture::new(2, Duration::from_millis(300));
+    let expected = f.expected(3, 0);
+    let mut chatty = f.attach(3, "").unwrap();
+    let mut a = f.attach(3, "").unwrap();
+    let mut b = f.attach(3, "").unwrap();
+    let (first, _) = read_epoch(&mut chatty, Position::start_of(0), Some(1));
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let (read_a, read_b, chatted_until_done) = std::thread::scope(|scope| {
+        let done = &done;
+        let read = move |client: &mut Client| {
+            let read = read_epoch(client, Position::start_of(0), None).0;
+            done.fetch_add(1, Ordering::SeqCst);
+            read
+        };
+        let ha = scope.spawn(move || read(&mut a));
+        let hb = scope.spawn(move || read(&mut b));
+        // Far longer than the lease: without the fix the others wait all of it.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let release = Request::Release { ticket: u64::MAX }.encode();
+        while done.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+            chatty.channel.send(&release, None).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let chatted_until_done = done.load(Ordering::SeqCst) == 2;
+        (ha.join().unwrap(), hb.join().unwrap(), chatted_until_done)
+    });
+    assert!(
+        chatted_until_done,
+        "the others finished only once the releases stopped"
+    );
+    assert_eq!(strip(&read_a), expected);
+    assert_eq!(strip(&read_b), expected);
+    assert!(!first.is_empty());
+    assert!(f.agent.stats().groups[0].1.detached >= 1);
 }
 
 #[test]
