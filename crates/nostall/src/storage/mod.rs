@@ -61,7 +61,8 @@ use crate::error::Cause;
 
 /// Every environment variable that says where and as whom S3 is read: two jobs with the
 /// same values read the same bytes. A job that hands its reading to another process (the
-/// node agent) sends these, so that the dataset is read as the job would read it.
+/// node agent) sends these, so that the dataset is read as the job would read it. The
+/// credential chain's come last (the S3 store reads them from the eighth on).
 pub const S3_ENVIRONMENT: [&str; 15] = [
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT",

@@ -72,16 +72,9 @@ const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::fro
 const READS_AT_ONCE: usize = 16;
 
 /// Environment variables that configure the AWS credential chain, used when no static
-/// keys are given.
-const CREDENTIAL_CHAIN_VARS: [&str; 7] = [
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN",
-    "AWS_ROLE_SESSION_NAME",
-    "AWS_ENDPOINT_URL_STS",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-];
+/// keys are given: the last of [`super::S3_ENVIRONMENT`], after the endpoint, region and
+/// static keys.
+const CREDENTIAL_CHAIN_VARS: &[&str] = super::S3_ENVIRONMENT.split_at(8).1;
 
 impl S3Config {
     /// The configuration for `url` (`s3://bucket/prefix`), with the endpoint, region and
@@ -558,6 +551,8 @@ mod tests {
 
     #[test]
     fn credential_chain_variables_are_known_to_object_store() {
+        assert_eq!(CREDENTIAL_CHAIN_VARS.len(), 7);
+        assert_eq!(CREDENTIAL_CHAIN_VARS[0], "AWS_WEB_IDENTITY_TOKEN_FILE");
         for name in CREDENTIAL_CHAIN_VARS {
             assert!(
                 name.to_ascii_lowercase()
