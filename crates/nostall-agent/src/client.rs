@@ -44,9 +44,10 @@ pub struct Reading {
 
 impl Reading {
     /// `location` read with `settings`, grouped by stream, not a rank of a partitioned
-    /// cache, with object storage as this process's environment configures it. Paths (a local location, a `quarantine` file) are made absolute, and
-    /// canonical where they exist: the agent runs in a working directory of its own, and
-    /// jobs naming one dataset differently still read one stream.
+    /// cache, with object storage as this process's environment configures it. Paths (a
+    /// local location, a `quarantine` file) are made absolute, and canonical where they
+    /// exist: the agent runs in a working directory of its own, and jobs naming one
+    /// dataset differently still read one stream.
     pub fn new(location: impl Into<String>, mut settings: Vec<(String, String)>) -> Reading {
         let location = location.into();
         let location = if location.contains("://") {

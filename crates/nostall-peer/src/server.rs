@@ -154,7 +154,7 @@ struct Shared {
     data_handshakes: Arc<HandshakeBudget>,
     /// Control connections in their handshake, by source address.
     control_handshakes_by_address: Arc<HandshakeBudget>,
-    /// Once the job's peers are known, the only addresses the data plane serves.
+    /// Once the job's peers are known, the only addresses either plane serves.
     admitted: RwLock<Option<HashSet<IpAddr>>>,
     /// TLS for both planes, from the job's secret.
     tls: Arc<rustls::ServerConfig>,
@@ -341,9 +341,9 @@ impl Service {
         self.data_addr
     }
 
-    /// From now on, serves data connections only from these addresses: the job's nodes,
-    /// once the rendezvous (or the peer list) has named them. Others are closed before
-    /// their handshake and counted as `not-a-peer`.
+    /// From now on, serves connections (data and control) only from these addresses: the
+    /// job's nodes, once the rendezvous (or the peer list) has named them. Others are
+    /// closed before their handshake and counted as `not-a-peer`.
     pub fn admit_only(&self, addresses: impl IntoIterator<Item = IpAddr>) {
         let admitted = addresses.into_iter().map(|ip| ip.to_canonical()).collect();
         *self
@@ -419,32 +419,33 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if let Some(handshake) = admit(shared, peer, &shared.data_handshakes) {
-                    let stream = Arc::new(stream);
-                    let number = next;
-                    next += 1;
-                    {
-                        let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
-                        let limit = shared.config.max_connections;
-                        if open.len() >= limit {
-                            drop(open);
-                            let reason = format!("{limit} data connections already open");
-                            shared.reject("too-many-connections", &peer.to_string(), reason);
-                            continue;
-                        }
-                        open.insert(number, stream.clone());
+                let Some(handshake) = admit(shared, peer, &shared.data_handshakes) else {
+                    continue;
+                };
+                let stream = Arc::new(stream);
+                let number = next;
+                next += 1;
+                {
+                    let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
+                    let limit = shared.config.max_connections;
+                    if open.len() >= limit {
+                        drop(open);
+                        let reason = format!("{limit} data connections already open");
+                        shared.reject("too-many-connections", &peer.to_string(), reason);
+                        continue;
                     }
-                    let serving = shared.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("nostall-peer-conn".into())
-                        .spawn(move || {
-                            serve_connection(stream, peer, &serving, handshake);
-                            serving.forget(number);
-                        });
-                    if let Err(err) = spawned {
-                        eprintln!("nostall-peer: cannot serve {peer}: {err}");
-                        shared.forget(number);
-                    }
+                    open.insert(number, stream.clone());
+                }
+                let serving = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("nostall-peer-conn".into())
+                    .spawn(move || {
+                        serve_connection(stream, peer, &serving, handshake);
+                        serving.forget(number);
+                    });
+                if let Err(err) = spawned {
+                    eprintln!("nostall-peer: cannot serve {peer}: {err}");
+                    shared.forget(number);
                 }
             }
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
@@ -1027,15 +1028,15 @@ impl Control for ControlService {
         self.check_node(register.node)?;
         let peer = caller.map_or("unknown".to_string(), |a| a.to_string());
         self.check_fingerprint(register.node, &register.fingerprint, &peer)?;
-        // A node registers the address it is reached at, from that address; and each node
-        // once: a second registration from elsewhere is a duplicate rank or an impostor,
-        // and must not move the node's part of the cache.
         if register.addr.len() > MAX_ADDRESS_BYTES {
             return Err(tonic::Status::invalid_argument(format!(
                 "an address of {} bytes: at most {MAX_ADDRESS_BYTES}",
                 register.addr.len()
             )));
         }
+        // A node registers the address it is reached at, from that address; and each node
+        // once: a second registration from elsewhere is a duplicate rank or an impostor,
+        // and must not move the node's part of the cache.
         let claimed = crate::client::resolve(&register.addr).map_err(|e| {
             tonic::Status::invalid_argument(format!("bad address {:?}: {e}", register.addr))
         })?;
@@ -1163,13 +1164,31 @@ mod tests {
         Service::start(config, cache, 10).unwrap()
     }
 
-    /// Waits (up to 5 s) until the service has `n` data connections open.
-    fn until_open(service: &Service, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while service.stats().open_connections != n {
-            assert!(Instant::now() < deadline, "{:?}", service.stats());
+    /// Waits until the service's counters show `done`: its threads see a connection a
+    /// moment after the client made it. The 30 s bound only ends a test that would
+    /// otherwise wait for ever.
+    fn until(service: &Service, done: impl Fn(&ServiceStats) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let stats = service.stats();
+            if done(&stats) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{stats:?}");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Waits until the service has `n` data connections open.
+    fn until_open(service: &Service, n: usize) {
+        until(service, |stats| stats.open_connections == n);
+    }
+
+    /// Waits until the service has counted `n` rejections of `kind`.
+    fn until_rejected(service: &Service, kind: &str, n: u64) {
+        until(service, |stats| {
+            stats.rejected.get(kind).copied().unwrap_or(0) >= n
+        });
     }
 
     const SECRET: &[u8] = b"the secret of this unit test";
@@ -1226,20 +1245,7 @@ mod tests {
         assert_eq!(fetch(&service, 3), Status::Ok);
         drop(idle);
         // Closed, the idle connections give their places back.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while service.stats().control_handshakes != 0 {
-            assert!(Instant::now() < deadline, "{:?}", service.stats());
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Until the service has counted `n` rejections of `kind`.
-    fn until_rejected(service: &Service, kind: &str, n: u64) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while service.stats().rejected.get(kind).copied().unwrap_or(0) < n {
-            assert!(Instant::now() < deadline, "{:?}", service.stats());
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until(&service, |stats| stats.control_handshakes == 0);
     }
 
     #[test]
@@ -1278,11 +1284,9 @@ mod tests {
         let idle: Vec<TcpStream> = (0..MAX_CONTROL_HANDSHAKES_PER_ADDRESS)
             .map(|_| TcpStream::connect(control).unwrap())
             .collect();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while service.stats().control_handshakes != MAX_CONTROL_HANDSHAKES_PER_ADDRESS {
-            assert!(Instant::now() < deadline, "{:?}", service.stats());
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        until(&service, |stats| {
+            stats.control_handshakes == MAX_CONTROL_HANDSHAKES_PER_ADDRESS
+        });
         let mut over = TcpStream::connect(control).unwrap();
         assert!(
             closed(&mut over),
