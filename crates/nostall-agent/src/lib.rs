@@ -53,4 +53,7 @@ pub use wire::parse_for_fuzzing;
 pub use wire::{SampleFailure, MAX_BATCH, PROTOCOL};
 
 #[cfg(test)]
+#[path = "../../nostall-peer/tests/common/mod.rs"]
+mod test_common;
+#[cfg(test)]
 mod tests;

@@ -331,26 +331,15 @@ impl Channel {
 mod tests {
     use super::*;
 
-    /// Set in the child process of
-    /// `a_listener_out_of_descriptors_waits_and_then_accepts`.
-    const CHILD: &str = "NOSTALL_TEST_EMFILE_CHILD";
-
     /// Runs in a process of its own (it lowers the process's descriptor limit): a client
     /// waits in the backlog while the listener has no descriptor left; accept waits and
     /// says "nothing yet" instead of failing, and takes the client once one is free.
     #[test]
     fn a_listener_out_of_descriptors_waits_and_then_accepts() {
-        if std::env::var_os(CHILD).is_none() {
-            let status = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "socket::tests::a_listener_out_of_descriptors_waits_and_then_accepts",
-                    "--test-threads=1",
-                ])
-                .env(CHILD, "1")
-                .status()
-                .unwrap();
-            assert!(status.success());
+        if !crate::test_common::alone_in_a_process(
+            "socket::tests::a_listener_out_of_descriptors_waits_and_then_accepts",
+            "NOSTALL_TEST_EMFILE_CHILD",
+        ) {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -12,11 +12,9 @@ use nostall::pipeline::LoaderBuilder;
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
+use crate::test_common as common;
 use crate::wire::{Reply, Request};
 use crate::{Agent, AgentConfig, AgentError, Client, Reading};
-
-#[path = "../../nostall-peer/tests/common/mod.rs"]
-mod common;
 
 const BATCH: usize = 4;
 const SIDE: usize = 64;

@@ -1301,23 +1301,13 @@ mod tests {
         drop(idle);
     }
 
-    /// Set in the child process of `a_data_connection_costs_the_service_one_descriptor`.
-    const CHILD: &str = "NOSTALL_TEST_DESCRIPTORS_CHILD";
-
     /// Runs alone in a process of its own: the descriptors it counts are all its own.
     #[test]
     fn a_data_connection_costs_the_service_one_descriptor() {
-        if std::env::var_os(CHILD).is_none() {
-            let status = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "server::tests::a_data_connection_costs_the_service_one_descriptor",
-                    "--test-threads=1",
-                ])
-                .env(CHILD, "1")
-                .status()
-                .unwrap();
-            assert!(status.success());
+        if !common::alone_in_a_process(
+            "server::tests::a_data_connection_costs_the_service_one_descriptor",
+            "NOSTALL_TEST_DESCRIPTORS_CHILD",
+        ) {
             return;
         }
         let open = || std::fs::read_dir("/proc/self/fd").unwrap().count();

@@ -1,6 +1,6 @@
-//! Helpers shared by the crate's integration tests, its unit tests, its benchmark and the
-//! `nostall node` cluster test of `nostall-cli` (all but the first include this file by
-//! path).
+//! Helpers shared by the crate's integration tests, its unit tests, its benchmark, the
+//! `nostall node` cluster test of `nostall-cli` and the unit tests of `nostall-agent` (all
+//! but the first include this file by path).
 
 // Each includer uses a different subset.
 #![allow(dead_code)]
@@ -19,18 +19,30 @@ pub(crate) fn free_addrs(n: usize) -> Vec<String> {
         .collect()
 }
 
-/// Lets this test process hold a few thousand sockets (up to its hard limit).
+/// Lets this test process hold a few thousand sockets (up to its hard limit), as a
+/// service raises its own.
 pub(crate) fn raise_descriptor_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
-        limit.rlim_cur = limit.rlim_max.min(16384);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    nostall::net::raise_descriptor_limit();
+}
+
+/// For a test that changes what the whole process shares (its descriptor limit) or counts
+/// what the process holds: runs test `name` (its path in this test binary) alone in a
+/// child process with the variable `marker` set, and checks that it passed. True in that
+/// child, where the test's body runs; false here, where the test is then done.
+pub(crate) fn alone_in_a_process(name: &str, marker: &str) -> bool {
+    if std::env::var_os(marker).is_some() {
+        return true;
     }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--test-threads=1"])
+        .env(marker, "1")
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "{name}, run in a process of its own, failed"
+    );
+    false
 }
 
 /// Opens up to `n` connections to `addr` that say nothing, from 8 threads, each attempt
