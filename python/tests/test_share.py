@@ -57,6 +57,20 @@ def own(photos, epoch, settings=SETTINGS):
     return out
 
 
+def two_members(photos):
+    """Two jobs of one group."""
+    return (nostall.Loader(photos, share="auto", **SETTINGS),
+            nostall.Loader(photos, share="auto", **SETTINGS))
+
+
+def epochs_of(photos, a, b, n=2):
+    """For each of `n` epochs: `a` and `b` set to it, and what `own` gives there."""
+    for epoch in range(n):
+        a.set_epoch(epoch)
+        b.set_epoch(epoch)
+        yield own(photos, epoch)
+
+
 def both_get(a, b, expected):
     """Iterates `a` and `b` in step through an epoch: each gets the batches `own` gave."""
     got_a, got_b = [], []
@@ -77,12 +91,8 @@ def same_batches(got, expected):
 
 
 def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
-    a = nostall.Loader(photos, share="auto", **SETTINGS)
-    b = nostall.Loader(photos, share="auto", **SETTINGS)
-    for epoch in range(2):
-        expected = own(photos, epoch)
-        a.set_epoch(epoch)
-        b.set_epoch(epoch)
+    a, b = two_members(photos)
+    for expected in epochs_of(photos, a, b):
         both_get(a, b, expected)
         assert a.metrics["shared"]["batches_from_group"] == len(expected)
         assert b.metrics["shared"]["batches_from_group"] == len(expected)
@@ -101,12 +111,8 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
 def test_a_job_changing_its_batches_in_place_changes_nothing_for_the_other(photos, agent):
     """Training code changes batches in place: each job's batch is a private
     copy-on-write mapping of the group's memory, so that is safe and stays its own."""
-    a = nostall.Loader(photos, share="auto", **SETTINGS)
-    b = nostall.Loader(photos, share="auto", **SETTINGS)
-    for epoch in range(2):
-        expected = own(photos, epoch)
-        a.set_epoch(epoch)
-        b.set_epoch(epoch)
+    a, b = two_members(photos)
+    for expected in epochs_of(photos, a, b):
         got_b = []
         for (ia, _), (ib, lb), (_, _, eimages) in zip(a, b, expected):
             assert torch.equal(ia, eimages)
