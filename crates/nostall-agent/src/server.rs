@@ -337,6 +337,8 @@ impl Agent {
         // The job's data, from its server, as the job: never with the settings of the
         // environment the agent inherited from whichever job started it.
         builder.storage_environment(storage.to_vec());
+        // Where and as whom, in the words of the group key (a digest: computed once).
+        let reads_from = storage_of(location, storage);
         for (name, value) in settings {
             builder.set(name, value).map_err(|e| e.to_string())?;
         }
@@ -356,9 +358,7 @@ impl Agent {
         }
         let node = job
             .map(|job| {
-                let node =
-                    self.nodes
-                        .join(&builder, location, &storage_of(location, storage), job)?;
+                let node = self.nodes.join(&builder, location, &reads_from, job)?;
                 node.node
                     .configure_rank(builder.config_mut(), job.local_rank as usize);
                 Ok::<_, String>(node)
@@ -391,11 +391,7 @@ impl Agent {
         let describe = |batch_size: usize| {
             let mut config = config.clone();
             config.plan.batch_size = batch_size;
-            let stream = format!(
-                "{}{}",
-                stream_of(location, &config),
-                storage_of(location, storage)
-            );
+            let stream = format!("{}{reads_from}", stream_of(location, &config));
             match &node {
                 Some(node) => {
                     let stream = format!("{stream}, {}", node.described);
