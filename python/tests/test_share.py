@@ -177,10 +177,10 @@ MEMBER = textwrap.dedent("""
 """)
 
 
-def member(photos, pause_after):
+def member(photos, pause_after, stderr=None):
     return subprocess.Popen(
         [sys.executable, "-c", MEMBER, str(photos), json.dumps(SETTINGS), str(pause_after)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def test_killed_and_stopped_members_do_not_hold_up_the_others(photos, quick_agent):
@@ -209,6 +209,35 @@ def test_killed_and_stopped_members_do_not_hold_up_the_others(photos, quick_agen
     assert json.loads(stopped.stdout.readline()) == expected
     assert stopped.wait(timeout=60) == 0
     killed.wait(timeout=10)
+
+
+def test_members_go_on_alone_while_the_agent_is_stopped(photos, tmp_path, monkeypatch):
+    """A stopped agent says nothing for a whole lease: its members give it up and finish
+    their epoch on threads of their own, every batch once, while it is still stopped."""
+    _, agent = start_agent(tmp_path, monkeypatch, 1.0)
+    expected = [ids for ids, _, _ in own(photos, 0)]
+    members = [member(photos, 2, stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        for p in members:
+            assert p.stdout.readline().strip() == "attached"
+        for p in members:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        for p in members:
+            assert p.stdout.readline().strip() == "paused"
+        # At most 3 batches of the 8 were sent ahead: each member waits for the agent.
+        agent.send_signal(signal.SIGSTOP)
+        for p in members:
+            out, err = p.communicate("go\n", timeout=120)
+            assert p.returncode == 0, err
+            assert json.loads(out) == expected
+            assert "the node agent is lost (the nostall agent said nothing" in err, err
+    finally:
+        for p in members:
+            p.kill()
+        agent.send_signal(signal.SIGCONT)
+        agent.terminate()
+        agent.wait(timeout=30)
 
 
 def test_a_job_starts_the_agent_when_none_runs(photos, tmp_path, monkeypatch):

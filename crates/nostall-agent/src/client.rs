@@ -8,7 +8,7 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nostall::Position;
 
@@ -117,6 +117,9 @@ pub enum AgentError {
     /// The wait for a reply was given up (a signal): the request is dropped, and the
     /// next one is answered as if it had never been made.
     Interrupted,
+    /// The agent said nothing for longer than its lease while the job waited for a
+    /// batch: it is stopped (SIGSTOP) or stuck. The job should go on without it.
+    Silent(Duration),
     /// A sample of the stream could not be read or prepared (under `on_error="error"`):
     /// the loader's message, and the sample.
     Sample {
@@ -136,6 +139,12 @@ impl fmt::Display for AgentError {
                 write!(f, "the nostall agent answered out of protocol: {why}")
             }
             AgentError::Interrupted => write!(f, "the wait for the nostall agent was interrupted"),
+            AgentError::Silent(limit) => write!(
+                f,
+                "the nostall agent said nothing for {:.1} s (its lease) while this job \
+                 waited for a batch: it is stopped or stuck",
+                limit.as_secs_f64()
+            ),
             AgentError::Sample { message, .. } => f.write_str(message),
         }
     }
@@ -161,6 +170,10 @@ pub struct Attached {
     pub dtype: String,
     /// Class names, in label order.
     pub classes: Vec<String>,
+    /// The agent's lease: how long it waits for a silent member before going on without
+    /// it, and how long this job waits for a silent agent (it says it is still working
+    /// every quarter of it) before going on without the agent.
+    pub lease: Duration,
 }
 
 /// A job attached to the agent.
@@ -177,6 +190,8 @@ pub struct Client {
     pushing: Option<Position>,
     /// This job's batches not dropped yet.
     live: Arc<AtomicUsize>,
+    /// When the agent last spoke while the job waited for it.
+    heard: Instant,
 }
 
 /// How many of its batches a job lets the agent send ahead of its asking: the one it
@@ -243,6 +258,7 @@ impl Client {
             ask: 0,
             pushing: None,
             live: Arc::new(AtomicUsize::new(0)),
+            heard: Instant::now(),
         };
         // Making a new group opens the dataset (its index: seconds for a large one).
         let deadline = std::time::Instant::now() + WELCOME_PATIENCE;
@@ -285,11 +301,28 @@ impl Client {
         &self.attached
     }
 
-    /// The next reply, waiting while `keep_waiting` says so (asked every [`POLL`]).
+    /// The next reply but the agent's "still working", waiting while `keep_waiting` says
+    /// so (asked every [`POLL`]) and, once attached, while the agent has spoken within
+    /// its lease.
     fn receive(
         &mut self,
         keep_waiting: &mut dyn FnMut() -> bool,
     ) -> Result<(Reply, Option<OwnedFd>), AgentError> {
+        loop {
+            let (reply, fd) = self.receive_any(keep_waiting)?;
+            self.heard = Instant::now();
+            if !matches!(reply, Reply::Working { .. }) {
+                return Ok((reply, fd));
+            }
+        }
+    }
+
+    fn receive_any(
+        &mut self,
+        keep_waiting: &mut dyn FnMut() -> bool,
+    ) -> Result<(Reply, Option<OwnedFd>), AgentError> {
+        // Before the welcome the lease is not known (zero): joining may take minutes.
+        let lease = self.attached.lease;
         let received = loop {
             match self.channel.recv(&mut self.buf) {
                 Ok(received) => break received,
@@ -299,6 +332,10 @@ impl Client {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
+                    if !lease.is_zero() && self.heard.elapsed() > lease {
+                        self.pushing = None;
+                        return Err(AgentError::Silent(lease));
+                    }
                     if !keep_waiting() {
                         // The request is given up: the next one is asked anew, and the
                         // answer to this one, when it comes, is stale by its number.
@@ -352,6 +389,8 @@ impl Client {
         // when idle, waking the agent and back is ~0.1 ms).
         let in_step =
             self.pushing == Some(at) && self.live.load(Ordering::Acquire) < CREDITS as usize;
+        // The agent had nothing to say before now.
+        self.heard = Instant::now();
         if !in_step {
             self.ask(at)?;
         }

@@ -136,6 +136,13 @@ impl std::fmt::Debug for Group {
 /// How often a waiting producer looks at the leases.
 const LEASE_CHECK: Duration = Duration::from_millis(50);
 
+/// How often a job waiting for a batch is told that the agent still works on it: four
+/// times a lease, so that only an agent silent for a whole lease (stopped, or stuck) is
+/// given up by its jobs.
+pub(crate) fn pulse_interval(lease: Duration) -> Duration {
+    (lease / 4).max(Duration::from_millis(1))
+}
+
 impl Group {
     /// A group producing from `loader` (whose arena should be shared memory), calling
     /// `before_epoch` before it makes an epoch from its start.
@@ -254,8 +261,11 @@ impl Group {
     }
 
     /// Serves `member` the batch at `at`, waiting for the producer if it has not made
-    /// it yet.
-    pub(crate) fn next(&self, member: u64, at: Position) -> Served {
+    /// it yet, and calling `pulse` (without the group's lock) every
+    /// [`pulse_interval`] of the wait.
+    pub(crate) fn next(&self, member: u64, at: Position, pulse: &mut dyn FnMut()) -> Served {
+        let beat = pulse_interval(self.limits.lease);
+        let mut pulsed = Instant::now();
         let wanted = key(at);
         let mut s = self.lock();
         s.asked = s.asked.max(Some(at.epoch));
@@ -340,9 +350,16 @@ impl Group {
                 self.changed.notify_all();
                 return Served::Private;
             }
+            if pulsed.elapsed() >= beat {
+                drop(s);
+                pulse();
+                pulsed = Instant::now();
+                s = self.lock();
+                continue;
+            }
             s = self
                 .changed
-                .wait_timeout(s, LEASE_CHECK)
+                .wait_timeout(s, LEASE_CHECK.min(beat))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }

@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nostall::env::LocalRanks;
+use nostall::pipeline::Next;
 use nostall::pipeline::{Arena, LoaderBuilder};
 use nostall::storage::Source;
 use nostall::{Batch, Catalog, Epoch, Loader, Position};
 
-use crate::group::{Group, GroupStats, Limits, Served};
+use crate::group::{pulse_interval, Group, GroupStats, Limits, Served};
 use crate::node::{JoinedNode, Nodes};
 use crate::socket::{Channel, Listener, RecvError, MAX_MESSAGE};
 use crate::wire::{
@@ -633,6 +634,7 @@ impl<'a> Session<'a> {
             sample_shape: layout.shape().to_vec(),
             dtype: layout.dtype().to_string(),
             classes: loader.catalog().classes().to_vec(),
+            lease: self.agent.config.lease,
         })
     }
 
@@ -654,7 +656,7 @@ impl<'a> Session<'a> {
                     }
                 },
             };
-            let (reply, fd_of) = self.next(at);
+            let (reply, fd_of) = self.next(at, channel);
             let fd = fd_of.as_ref().and_then(|b| b.shared_memory()).map(|m| m.fd);
             if let Err(e) = channel.send(&reply.encode(), fd) {
                 eprintln!("nostall agent: a job stopped reading ({e}); its connection ends");
@@ -702,10 +704,17 @@ impl<'a> Session<'a> {
     }
 
     /// The answer for the batch at `at`, and the batch whose memfd goes with it the first
-    /// time; moves where the agent sends unasked to the batch after it.
-    fn next(&mut self, at: Position) -> (Reply, Option<Arc<Batch>>) {
+    /// time; moves where the agent sends unasked to the batch after it. While the batch
+    /// is made, the job is told every quarter lease that the agent still works on it.
+    fn next(&mut self, at: Position, channel: &Channel) -> (Reply, Option<Arc<Batch>>) {
         self.pushing = None;
         let ask = self.ask;
+        let working = Reply::Working { ask }.encode();
+        // Sent only where the socket has room: a job that does not read them has its
+        // batches still to take, and the session must never block on it.
+        let mut pulse = || {
+            let _ = channel.send_if_room(&working);
+        };
         if self.held.len() >= self.agent.config.max_held {
             let failure = Failure::text(format!(
                 "this job holds {} batches of the agent: free the tensors of batches it is \
@@ -714,8 +723,8 @@ impl<'a> Session<'a> {
             ));
             return (Reply::Failed { failure, ask }, None);
         }
-        let served = match self.group.next(self.member, at) {
-            Served::Private => self.private_next(at),
+        let served = match self.group.next(self.member, at, &mut pulse) {
+            Served::Private => self.private_next(at, &mut pulse),
             other => {
                 self.private = None;
                 (other, true)
@@ -762,8 +771,9 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// The batch at `at` from this member's own stream.
-    fn private_next(&mut self, at: Position) -> (Served, bool) {
+    /// The batch at `at` from this member's own stream, calling `pulse` every quarter
+    /// lease while it is made.
+    fn private_next(&mut self, at: Position, pulse: &mut dyn FnMut()) -> (Served, bool) {
         self.group.touch(self.member);
         if self.private.is_none() {
             let made = self.agent.entry(&self.name, |e| {
@@ -790,15 +800,19 @@ impl<'a> Session<'a> {
             }
         }
         let epoch = private.epoch.as_mut().expect("started above");
-        match epoch.next() {
-            Some(Ok(batch)) => (Served::Batch(Arc::new(batch)), false),
-            Some(Err(e)) => {
-                private.epoch = None;
-                (Served::Failed(Failure::of(&e)), false)
-            }
-            None => {
-                private.epoch = None;
-                (Served::End, false)
+        let beat = pulse_interval(self.agent.config.lease);
+        loop {
+            match epoch.next_within(beat) {
+                Next::Batch(Ok(batch)) => return (Served::Batch(Arc::new(batch)), false),
+                Next::Batch(Err(e)) => {
+                    private.epoch = None;
+                    return (Served::Failed(Failure::of(&e)), false);
+                }
+                Next::End => {
+                    private.epoch = None;
+                    return (Served::End, false);
+                }
+                Next::Pending => pulse(),
             }
         }
     }

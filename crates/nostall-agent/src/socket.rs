@@ -231,6 +231,25 @@ impl Channel {
 
     /// Sends one message, with `fd` beside it if given.
     pub(crate) fn send(&self, message: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        self.send_with(message, fd, 0)
+    }
+
+    /// Sends one message if the socket has room for it now (`Ok(false)` if not),
+    /// never waiting.
+    pub(crate) fn send_if_room(&self, message: &[u8]) -> io::Result<bool> {
+        match self.send_with(message, None, libc::MSG_DONTWAIT) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn send_with(
+        &self,
+        message: &[u8],
+        fd: Option<BorrowedFd<'_>>,
+        flags: libc::c_int,
+    ) -> io::Result<()> {
         let mut iov = libc::iovec {
             iov_base: message.as_ptr() as *mut libc::c_void,
             iov_len: message.len(),
@@ -258,7 +277,8 @@ impl Channel {
         }
         loop {
             // SAFETY: the header points at live buffers for the duration of the call.
-            let sent = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+            let sent =
+                unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL | flags) };
             if sent >= 0 {
                 return Ok(());
             }

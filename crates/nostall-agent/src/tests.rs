@@ -163,7 +163,13 @@ fn read_epoch_changing(
     let mut at = from;
     let mut read = Vec::new();
     while stop_after.is_none_or(|n| read.len() < n) {
-        let Some(mut batch) = client.next(at).unwrap() else {
+        let next = match client.next(at) {
+            // A loaded machine may keep the agent from saying it still works for a whole
+            // short lease: a job that would rather wait asks again.
+            Err(AgentError::Silent(_)) => continue,
+            other => other.unwrap(),
+        };
+        let Some(mut batch) = next else {
             break;
         };
         at = batch.position();
@@ -845,4 +851,89 @@ fn the_local_ranks_of_a_job_are_balanced_through_their_table_as_the_job_says() {
         assert_eq!(table(job(name)).is_some(), balance == "true", "{name}");
         drop(clients);
     }
+}
+
+#[test]
+fn a_job_gives_up_an_agent_silent_for_its_lease_and_says_so() {
+    // An agent that welcomes a job and then says nothing, as a stopped or stuck agent
+    // would: the job's wait for its batch ends with `Silent`, not at its own Ctrl-C.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("agent.sock");
+    let listener = crate::socket::Listener::bind(&socket).unwrap();
+    let lease = Duration::from_millis(200);
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let silent = std::thread::spawn(move || {
+        let channel = loop {
+            if let Some(channel) = listener.accept(Duration::from_secs(1)).unwrap() {
+                break channel;
+            }
+        };
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        channel.recv(&mut buf).unwrap(); // the hello
+        let welcome = Reply::Welcome(crate::Attached {
+            group: "g".into(),
+            members: 1,
+            batches_per_epoch: 8,
+            dataset_len: 32,
+            sample_shape: vec![3, 8, 8],
+            dtype: "uint8".into(),
+            classes: vec!["a".into()],
+            lease,
+        });
+        channel.send(&welcome.encode(), None).unwrap();
+        channel.recv(&mut buf).unwrap(); // the request for a batch, never answered
+        let _ = finished.recv(); // (the connection stays open)
+    });
+    let mut client = Client::attach(&socket, &Reading::new("/d", settings(1))).unwrap();
+    assert_eq!(client.attached().lease, lease);
+    let mut asked_to_go_on = 0;
+    let got = client.next_while(Position::start_of(0), &mut || {
+        asked_to_go_on += 1;
+        true
+    });
+    match got {
+        Err(AgentError::Silent(limit)) => assert_eq!(limit, lease),
+        other => panic!("expected the agent given up as silent, got {other:?}"),
+    }
+    assert!(asked_to_go_on > 0);
+    done.send(()).unwrap();
+    silent.join().unwrap();
+}
+
+#[test]
+fn a_job_waiting_on_its_group_is_told_the_agent_still_works() {
+    // `a`, two batches ahead of `b` in a two-batch window, waits for it: the agent says
+    // it still works every quarter lease (2 s of this 8 s lease), long before `b` could
+    // be detached, so the job does not take the wait for a stopped agent.
+    let f = Fixture::new(2, Duration::from_secs(8));
+    let expected = f.expected(9, 0);
+    let mut a = f.attach(9, "").unwrap();
+    let mut b = f.attach(9, "").unwrap();
+    // In step, the agent goes on to make `a`'s third batch unasked, for `a`'s request.
+    let (first, at) = read_epoch(&mut a, Position::start_of(0), Some(2));
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let pulse = loop {
+        match a.channel.recv(&mut buf) {
+            Ok(r) => break Reply::decode(&buf[..r.len]).unwrap(),
+            Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    Instant::now() < give_up,
+                    "the agent said nothing for a minute"
+                );
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(pulse, Reply::Working { ask: a.ask });
+    assert_eq!(f.agent.stats().groups[0].1.detached, 0);
+    // `b` reads: the answer to the request reaches `a`, then the rest of the epoch.
+    let (rest_a, read_b) = std::thread::scope(|scope| {
+        let hb = scope.spawn(|| read_epoch(&mut b, Position::start_of(0), None).0);
+        (read_epoch(&mut a, at, None).0, hb.join().unwrap())
+    });
+    let mut all = strip(&first);
+    all.extend(strip(&rest_a));
+    assert_eq!(all, expected);
+    assert_eq!(strip(&read_b), expected);
 }

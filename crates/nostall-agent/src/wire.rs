@@ -14,7 +14,7 @@ use nostall_peer::{
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 5;
+pub const PROTOCOL: u32 = 6;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -36,6 +36,10 @@ const MAX_LOCAL_RANKS: usize = 1024;
 /// The most batches a job may let the agent send ahead of its asking (see
 /// [`Request::Next`]).
 pub(crate) const MAX_CREDITS: u32 = 16;
+
+/// The longest lease a welcome may announce (a job waits that long in silence before it
+/// goes on without the agent).
+const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// A malformed message: what was wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +112,10 @@ pub(crate) enum Reply {
     End { epoch: u64, ask: u64 },
     /// The request failed (`ask` 0: a refusal outside any request for batches).
     Failed { failure: Failure, ask: u64 },
+    /// Still making the batch asked for by request `ask`: sent every quarter of the
+    /// lease while a job waits, so that the job tells a slow batch from a stopped agent
+    /// (whose silence outlasts the lease).
+    Working { ask: u64 },
 }
 
 /// Why a request failed: the text says why and what to do; a bad sample is named.
@@ -428,6 +436,7 @@ const WELCOME: u8 = 11;
 const BATCH: u8 = 12;
 const END: u8 = 13;
 const FAILED: u8 = 14;
+const WORKING: u8 = 15;
 
 #[derive(Default)]
 struct Writer(Vec<u8>);
@@ -693,6 +702,8 @@ impl Reply {
                 for c in kept {
                     w.text(c);
                 }
+                let lease = a.lease.clamp(Duration::from_millis(1), MAX_LEASE);
+                w.u64(lease.as_millis() as u64);
             }
             Reply::Batch(h) => {
                 w.u8(BATCH).u64(h.ask).u64(h.ticket).u64(h.buffer);
@@ -726,6 +737,9 @@ impl Reply {
             }
             Reply::End { epoch, ask } => {
                 w.u8(END).u64(*epoch).u64(*ask);
+            }
+            Reply::Working { ask } => {
+                w.u8(WORKING).u64(*ask);
             }
             Reply::Failed { failure, ask } => {
                 w.u8(FAILED).u64(*ask).text(&failure.message);
@@ -763,6 +777,13 @@ impl Reply {
                 let classes = (0..n)
                     .map(|_| r.text("a class"))
                     .collect::<Result<_, _>>()?;
+                let lease = Duration::from_millis(r.u64("the lease")?);
+                if lease.is_zero() || lease > MAX_LEASE {
+                    return Err(Malformed(format!(
+                        "a lease of {lease:?}: an agent's lease is above zero and at most \
+                         {MAX_LEASE:?}"
+                    )));
+                }
                 Reply::Welcome(crate::Attached {
                     group,
                     members,
@@ -771,6 +792,7 @@ impl Reply {
                     sample_shape,
                     dtype,
                     classes,
+                    lease,
                 })
             }
             BATCH => {
@@ -824,6 +846,9 @@ impl Reply {
             }
             END => Reply::End {
                 epoch: r.u64("the epoch")?,
+                ask: r.u64("the ask")?,
+            },
+            WORKING => Reply::Working {
                 ask: r.u64("the ask")?,
             },
             FAILED => {
@@ -961,7 +986,9 @@ mod tests {
                 sample_shape: vec![3, 224, 224],
                 dtype: "float32".into(),
                 classes: vec!["cat".into(), "dog".into()],
+                lease: Duration::from_millis(2500),
             }),
+            Reply::Working { ask: 7 },
             Reply::Batch(BatchHeader {
                 ask: 5,
                 ticket: 1,
