@@ -4,8 +4,9 @@ A job (`nostall.Loader(..., share="auto")`) reads ``--epochs`` epochs through an
 its own, changes every batch in place (``images.sub_(0.5)``: each batch's private
 copy-on-write mapping gets its own pages), and pauses ``--pause`` seconds after each
 epoch, as a job that evaluates between epochs does. After each epoch it records its own
-resident memory and mappings, and the agent's resident memory: all three must stay flat
-(each batch's mapping is released with the batch).
+resident memory and mappings, and the agent's resident memory (and of it, the heap's and
+the staging memfds'): all must stay flat (each batch's mapping is released with the
+batch).
 
 Usage (the test venv, with nostall installed)::
 
@@ -68,6 +69,9 @@ def main() -> int:
                     "job_rss_mib": round(status_kib("self", "VmRSS:") / 1024, 1),
                     "job_mappings": mappings(),
                     "agent_rss_mib": round(status_kib(agent.pid, "VmRSS:") / 1024, 1),
+                    # Which pages: the heap's, or the staging memfds' (shared memory).
+                    "agent_anon_mib": round(status_kib(agent.pid, "RssAnon:") / 1024, 1),
+                    "agent_shmem_mib": round(status_kib(agent.pid, "RssShmem:") / 1024, 1),
                 })
                 print(json.dumps(rows[-1]), file=sys.stderr)
                 time.sleep(args.pause)
@@ -92,6 +96,8 @@ def main() -> int:
         "job_rss_mib": spread("job_rss_mib", settled),
         "job_mappings": spread("job_mappings", settled),
         "agent_rss_mib": spread("agent_rss_mib", settled),
+        "agent_anon_mib": spread("agent_anon_mib", settled),
+        "agent_shmem_mib": spread("agent_shmem_mib", settled),
     }))
     return 0
 

@@ -596,6 +596,17 @@ struct Session<'a> {
     pushing: Option<Position>,
 }
 
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // The job can no longer release what it holds, and may still map it (the agent
+        // ended the conversation: out of protocol, or a send that timed out): those
+        // buffers must never carry another batch under its tensors.
+        for batch in self.held.values() {
+            batch.retire();
+        }
+    }
+}
+
 /// A member's own stream, for positions the group cannot serve.
 struct Private {
     loader: Loader,

@@ -937,3 +937,51 @@ fn a_job_waiting_on_its_group_is_told_the_agent_still_works() {
     assert_eq!(all, expected);
     assert_eq!(strip(&read_b), expected);
 }
+
+#[test]
+fn batches_a_job_holds_when_the_agent_ends_its_session_never_change_under_it() {
+    // A two-batch window: the group recycles its buffers every other batch.
+    let f = Fixture::new(2, Duration::from_secs(60));
+    let expected = f.expected(5, 0);
+    let mut victim = f.attach(5, "").unwrap();
+    let mut other = f.attach(5, "").unwrap();
+    let held = victim.next(Position::start_of(0)).unwrap().unwrap();
+    let as_received = held.data().to_vec();
+    // Out of protocol: the agent ends this job's session while it holds the batch (once
+    // it has read the message: after the batches it sends ahead, which wait for `other`).
+    victim.channel.send(&[99], None).unwrap();
+    let refusal = std::thread::scope(|scope| {
+        // The other member reads two epochs through the group: every buffer is reused.
+        let reading = scope.spawn(|| {
+            for epoch in 0..2 {
+                let (read, _) = read_epoch(&mut other, Position::start_of(epoch), None);
+                assert_eq!(strip(&read), f.expected(5, epoch));
+            }
+        });
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let give_up = Instant::now() + Duration::from_secs(60);
+        let refusal = loop {
+            // (The batches sent ahead come first.)
+            match victim.channel.recv(&mut buf) {
+                Ok(r) => {
+                    if let Reply::Failed { failure, .. } = Reply::decode(&buf[..r.len]).unwrap() {
+                        break failure.message;
+                    }
+                }
+                Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(Instant::now() < give_up, "no refusal within a minute");
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        };
+        reading.join().unwrap();
+        refusal
+    });
+    assert!(refusal.contains("unknown request"), "{refusal}");
+    // (Compared whole, not printed: a changed batch is thousands of bytes.)
+    assert!(
+        held.data() == &as_received[..],
+        "the held batch changed under the job"
+    );
+    assert!(held.data() == &expected[0].2[..]);
+}

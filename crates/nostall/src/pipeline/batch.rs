@@ -1,5 +1,6 @@
 //! A batch handed to the consumer.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub struct Batch {
     pub(super) position: Position,
     pub(super) wait: Duration,
     pub(super) deferred: Vec<(usize, Deferred)>,
+    /// Freed, not recycled, when dropped ([`Batch::retire`]).
+    pub(super) retired: AtomicBool,
 }
 
 impl std::fmt::Debug for Batch {
@@ -125,10 +128,27 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// Keeps this batch's buffer from ever carrying another batch: when the batch drops,
+    /// its memory is freed instead of returning to the loader's pool (which makes a new
+    /// buffer when it needs one).
+    ///
+    /// For a batch in shared memory that another process may still map after it can no
+    /// longer say it is done with it (the node agent, when a job's connection ends while
+    /// the job holds batches): a later batch written into the buffer would show through
+    /// that process's copy-on-write mapping, in every page it has not written. Freed, the
+    /// memory lives on in that process's mapping alone.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+}
+
 impl Drop for Batch {
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.pool.give(buffer);
+            if !self.retired.load(Ordering::Acquire) {
+                self.pool.give(buffer);
+            }
         }
     }
 }

@@ -9,7 +9,7 @@
 //! starting the epoch itself.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -684,6 +684,7 @@ impl Epoch {
             position,
             wait: waited,
             deferred: std::mem::take(&mut self.deferred),
+            retired: AtomicBool::new(false),
         }
     }
 }

@@ -924,6 +924,40 @@ fn page_locked_buffers_are_locked_once_each_and_unlocked_before_they_are_freed()
 }
 
 #[test]
+fn a_retired_batch_frees_its_buffer_and_the_others_are_recycled() {
+    let lock = Arc::new(CountingLock::default());
+    let page_lock: Arc<dyn PageLock> = lock.clone();
+    let loader = loader_with(&all_good(), 4, 2, 2, |c| {
+        c.page_lock = Some(page_lock);
+        c.overlap_epochs = false;
+    });
+    let mut epoch = loader.epoch(0).unwrap();
+    let retired = epoch.next().unwrap().unwrap();
+    retired.retire();
+    drop(retired);
+    assert_eq!(
+        lock.unlocked.load(Ordering::SeqCst),
+        1,
+        "freed as it dropped"
+    );
+    for batch in epoch.by_ref() {
+        drop(batch.unwrap());
+    }
+    drop(epoch);
+    run(&loader, 1);
+    assert_eq!(
+        lock.unlocked.load(Ordering::SeqCst),
+        1,
+        "the others went back to the pool"
+    );
+    drop(loader);
+    assert_eq!(
+        lock.unlocked.load(Ordering::SeqCst),
+        lock.locked.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
 fn a_saved_state_with_any_field_out_of_bounds_is_a_config_error_never_a_panic() {
     use crate::plan::elastic::Stretch;
     let loader = loader(&all_good(), 4, 2, 2);
