@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tonic::{Request, Response};
@@ -93,7 +93,9 @@ pub struct ServiceConfig {
     pub io_timeout: Duration,
     /// How long the rendezvous and the barrier wait for every node.
     pub gather_timeout: Duration,
-    /// The most data connections served at once ([`DEFAULT_MAX_CONNECTIONS`]).
+    /// The most data connections served at once ([`DEFAULT_MAX_CONNECTIONS`]). At the
+    /// limit, a new connection takes the place of the one idle longest (its client opens
+    /// another when it next needs one); it is refused only when none idles.
     pub max_connections: usize,
 }
 
@@ -132,6 +134,10 @@ pub struct ServiceStats {
     /// Authenticated control connections open now: about one per process of the job that
     /// calls this node (every rank calls node 0).
     pub control_sessions: usize,
+    /// Of `open_connections`, those authenticated and waiting for a request.
+    pub idle_connections: usize,
+    /// Idle data connections closed to make room for new ones at the limit.
+    pub evicted_idle: u64,
 }
 
 /// State shared by the service's threads and tasks.
@@ -149,7 +155,11 @@ struct Shared {
     /// Open data connections by number, shut down when the service stops; each
     /// connection's thread removes its own when it ends. The same descriptor as the
     /// thread's: one per connection.
-    connections: Mutex<BTreeMap<u64, Arc<TcpStream>>>,
+    connections: Mutex<BTreeMap<u64, Open>>,
+    /// Data connections closed at the limit because they idled longest.
+    evicted_idle: AtomicU64,
+    /// The service's clock for idle stamps.
+    started: Instant,
     /// Data connections in their handshake, by source address.
     data_handshakes: Arc<HandshakeBudget>,
     /// Control connections in their handshake, by source address.
@@ -169,7 +179,58 @@ struct Shared {
     rendezvous: Rendezvous,
 }
 
+/// An open data connection, as the service's table holds it.
+struct Open {
+    stream: Arc<TcpStream>,
+    idle: Arc<IdleSince>,
+}
+
+/// Since when an authenticated connection waits for its client's next request: the
+/// service's clock in milliseconds, plus one (zero: in its handshake or in a request,
+/// never evicted).
+#[derive(Default)]
+struct IdleSince(AtomicU64);
+
+impl IdleSince {
+    fn set(&self, shared: &Shared) {
+        let ms = u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.0.store(ms + 1, Ordering::Release);
+    }
+
+    fn clear(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
 impl Shared {
+    /// At the connection limit: closes the authenticated connection idle longest and
+    /// drops it from `open`, so that a new one may take its place; whether one idled.
+    /// Its client loses nothing: a pooled connection closed by the peer costs it a retry
+    /// on a new one. (Refusing instead marks this node down at its peers: at scale, a
+    /// job's processes keep more pooled connections to a node than it serves at once.)
+    fn evict_idlest(&self, open: &mut BTreeMap<u64, Open>) -> bool {
+        let idlest = open
+            .iter()
+            .filter_map(|(number, o)| {
+                let since = o.idle.0.load(Ordering::Acquire);
+                o.idle.is_idle().then_some((since, *number))
+            })
+            .min();
+        let Some((_, number)) = idlest else {
+            return false;
+        };
+        if let Some(evicted) = open.remove(&number) {
+            // Wakes its thread from its wait for a request: it ends, and forgets nothing.
+            let _ = evicted.stream.shutdown(std::net::Shutdown::Both);
+        }
+        self.evicted_idle.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
     /// Drops connection `number` from the open ones (closing it, once its thread's
     /// halves are gone too).
     fn forget(&self, number: u64) {
@@ -264,6 +325,8 @@ impl Service {
             served_local_bytes: AtomicU64::new(0),
             rejections: Mutex::default(),
             connections: Mutex::default(),
+            evicted_idle: AtomicU64::new(0),
+            started: Instant::now(),
             data_handshakes: HandshakeBudget::new(MAX_HANDSHAKES_PER_ADDRESS),
             control_handshakes_by_address: HandshakeBudget::new(MAX_CONTROL_HANDSHAKES_PER_ADDRESS),
             admitted: RwLock::default(),
@@ -360,20 +423,22 @@ impl Service {
             .rejections
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let open = self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         ServiceStats {
             served_samples: self.shared.served_samples.load(Ordering::Relaxed),
             served_bytes: self.shared.served_bytes.load(Ordering::Relaxed),
             served_local_bytes: self.shared.served_local_bytes.load(Ordering::Relaxed),
             rejected: guard.0.clone(),
             recent: guard.1.iter().cloned().collect(),
-            open_connections: self
-                .shared
-                .connections
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .len(),
+            open_connections: open.len(),
             control_handshakes: self.shared.control_handshakes.load(Ordering::Relaxed),
             control_sessions: self.shared.control_sessions_open.load(Ordering::Relaxed),
+            evicted_idle: self.shared.evicted_idle.load(Ordering::Relaxed),
+            idle_connections: open.values().filter(|o| o.idle.is_idle()).count(),
         }
     }
 }
@@ -391,7 +456,7 @@ impl Drop for Service {
             .unwrap_or_else(|e| e.into_inner())
             .values()
         {
-            let _ = conn.shutdown(std::net::Shutdown::Both);
+            let _ = conn.stream.shutdown(std::net::Shutdown::Both);
         }
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
@@ -423,24 +488,29 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                     continue;
                 };
                 let stream = Arc::new(stream);
+                let idle = Arc::new(IdleSince::default());
                 let number = next;
                 next += 1;
                 {
                     let mut open = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
                     let limit = shared.config.max_connections;
-                    if open.len() >= limit {
+                    if open.len() >= limit && !shared.evict_idlest(&mut open) {
                         drop(open);
-                        let reason = format!("{limit} data connections already open");
+                        let reason = format!("{limit} data connections already open, none idle");
                         shared.reject("too-many-connections", &peer.to_string(), reason);
                         continue;
                     }
-                    open.insert(number, stream.clone());
+                    let open_one = Open {
+                        stream: stream.clone(),
+                        idle: idle.clone(),
+                    };
+                    open.insert(number, open_one);
                 }
                 let serving = shared.clone();
                 let spawned = std::thread::Builder::new()
                     .name("nostall-peer-conn".into())
                     .spawn(move || {
-                        serve_connection(stream, peer, &serving, handshake);
+                        serve_connection(stream, peer, &serving, handshake, &idle);
                         serving.forget(number);
                     });
                 if let Err(err) = spawned {
@@ -697,6 +767,7 @@ fn serve_connection(
     peer: SocketAddr,
     shared: &Shared,
     handshake: Handshake,
+    idle: &IdleSince,
 ) {
     let peer = peer.to_string();
     let timeout = shared.config.io_timeout;
@@ -738,12 +809,16 @@ fn serve_connection(
 
     let mut bytes = Vec::new();
     loop {
-        // A connection may idle between requests (between epochs, say), up to a limit;
-        // once a request starts, it and its answer must finish within the timeout.
+        // A connection may idle between requests (between epochs, say), up to a limit
+        // (and, at the connection limit, until a new one needs its place); once a request
+        // starts, it and its answer must finish within the timeout.
         if conn.sock.idle(IDLE_LIMIT).is_err() {
             return;
         }
-        if !matches!(conn.fill_buf(), Ok(buffered) if !buffered.is_empty()) {
+        idle.set(shared);
+        let requested = matches!(conn.fill_buf(), Ok(buffered) if !buffered.is_empty());
+        idle.clear();
+        if !requested {
             return;
         }
         conn.sock.within(timeout);
@@ -1205,22 +1280,34 @@ mod tests {
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset)
     }
 
-    /// One fetch over the data plane, as a node of the job: the answer's status.
-    fn fetch(service: &Service, id: u64) -> Status {
+    type DataConnection = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+    /// A data connection to `service`, authenticated and greeted as a node of the job.
+    fn authenticated(service: &Service) -> DataConnection {
         let tcp = TcpStream::connect(service.data_addr()).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let client = Secret::new(SECRET).unwrap().identity().unwrap().client;
         let conn = rustls::ClientConnection::new(client, auth::Identity::server_name()).unwrap();
         let mut tls = rustls::StreamOwned::new(conn, tcp);
-        let mut out = Vec::new();
         auth::handshake(&mut tls).unwrap();
         wire::write_hello(&mut tls, 0).unwrap();
+        let mut out = Vec::new();
         assert_eq!(
             wire::read_response(&mut tls, &mut out, 100).unwrap(),
             Status::Ok
         );
-        wire::write_fetch(&mut tls, id).unwrap();
-        wire::read_response(&mut tls, &mut out, 1000).unwrap()
+        tls
+    }
+
+    /// One fetch on `conn`: the answer's status.
+    fn fetch_on(conn: &mut DataConnection, id: u64) -> std::io::Result<Status> {
+        wire::write_fetch(conn, id)?;
+        wire::read_response(conn, &mut Vec::new(), 1000)
+    }
+
+    /// One fetch over the data plane, as a node of the job: the answer's status.
+    fn fetch(service: &Service, id: u64) -> Status {
+        fetch_on(&mut authenticated(service), id).unwrap()
     }
 
     #[test]
@@ -1339,6 +1426,32 @@ mod tests {
         drop((first, second, third));
         until_open(&service, 0);
         assert_eq!(fetch(&service, 3), Status::Ok);
+    }
+
+    #[test]
+    fn at_the_limit_a_new_connection_takes_the_place_of_one_idle() {
+        let service = service(2);
+        let mut pooled = [authenticated(&service), authenticated(&service)];
+        for (id, conn) in pooled.iter_mut().enumerate() {
+            assert_eq!(fetch_on(conn, id as u64).unwrap(), Status::Ok);
+        }
+        until(&service, |stats| stats.idle_connections == 2);
+        // A third node's fetch is served, not refused (which would mark this node down
+        // at that peer): one of the idle connections gave it its place.
+        assert_eq!(fetch(&service, 3), Status::Ok);
+        let stats = service.stats();
+        assert_eq!(stats.evicted_idle, 1);
+        assert!(
+            !stats.rejected.contains_key("too-many-connections"),
+            "{stats:?}"
+        );
+        let mut still_served = 0;
+        for conn in &mut pooled {
+            if matches!(fetch_on(conn, 4), Ok(Status::Ok)) {
+                still_served += 1;
+            }
+        }
+        assert_eq!(still_served, 1, "exactly one was closed");
     }
 
     /// A runtime with a clock, for the rendezvous's timeouts (the tests poll by hand).
