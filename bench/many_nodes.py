@@ -11,7 +11,9 @@ It checks that every process exits 0 and that each epoch delivered every sample 
 dataset once across the job (the plan pads the last batches: a sample may come twice,
 never more than once per rank's padding), and writes one JSON object with:
 - ``join_after_last_s``: from the late node's start until every node had joined;
-- ``barrier_s``: per epoch, the longest and the median wait at node 0's barrier;
+- ``barrier_s``: per epoch, the longest and the median wait at node 0's barrier (with
+  ``--epoch-barrier``; without it the nodes meet only at the end, and these are 0);
+- ``finish_wait_s``: the longest and the median wait at that last meeting;
 - ``epoch_s``: per epoch, the longest rank's epoch;
 - ``largest_child_rss_mib``: the largest peak resident memory of one node process.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -46,6 +49,8 @@ def main() -> int:
     parser.add_argument("--late", type=float, default=5.0)
     parser.add_argument("--port", type=int, default=29400, help="MASTER_PORT")
     parser.add_argument("--binary", default="target/release/nostall")
+    parser.add_argument("--epoch-barrier", action="store_true",
+                        help="meet before each epoch, not only at the end")
     args = parser.parse_args()
 
     out = Path(args.out)
@@ -78,7 +83,7 @@ def main() -> int:
             "--cache-size", f"{share:.3f}%", "--size", "64",
             "--prep-threads", "1", "--fetch-threads", "1",
             "--ids", str(out / f"ids{rank}"), "--json", str(out / f"node{rank}.jsonl"),
-        ]
+        ] + (["--epoch-barrier"] if args.epoch_barrier else [])
         log = open(out / f"node{rank}.log", "w")
         return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
 
@@ -116,6 +121,13 @@ def main() -> int:
         barriers.append({"max": max(waits, default=0), "median": statistics.median(waits or [0])})
         epochs.append(max(seconds, default=0))
 
+    finish = []
+    for rank in range(args.nodes):
+        found = re.search(r"every node finished \(([0-9.]+) s after this one\)",
+                          (out / f"node{rank}.log").read_text())
+        if found:
+            finish.append(float(found.group(1)))
+
     samples = sum(1 for p in Path(args.dataset).rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
     coverage = []
     for epoch in range(args.epochs):
@@ -141,6 +153,8 @@ def main() -> int:
         "joined": len(joined),
         "join_after_last_s": round(max(joined.values(), default=float("nan")), 3),
         "barrier_s": barriers,
+        "finish_wait_s": {"max": max(finish, default=0),
+                          "median": statistics.median(finish or [0])},
         "epoch_s": epochs,
         "coverage": coverage,
         "largest_child_rss_mib": round(peak_kib / 1024, 1),

@@ -39,6 +39,8 @@
 #   partitioned  --peers ADDR0,...: each host caches --cache of the dataset, its part of
 #                the partitioned cache; misses go to the holding peer, then storage;
 #                locality-aware batches (each rank takes the samples its host holds)
+#   barrier      partitioned, the nodes meeting before each epoch (--epoch-barrier), as every
+#                run did before 2026-11-27: each epoch then waits for the slowest host
 #   plain        the same with --plain: partitioned caching with the plain plan (each rank
 #                a fixed slice of every global batch), the baseline of locality-aware loading
 #   nopeers      --no-peers --world N, --cache-size --cache: each host alone with a local
@@ -67,7 +69,17 @@
 # and every other host, that s3s-fs answers from every host, and measures what the tc limit
 # delivers with 1 and with all hosts downloading the dataset at once (curl, SigV4).
 #
-# Needs root (namespaces, tc), iproute2, curl (for --check), python3, s3s-fs (make deps).
+# --loopback runs the same jobs without root and without veth: the script re-executes itself
+# in a network namespace of its own inside a user namespace (`unshare -rn`, as an
+# unprivileged user may), where the hosts are processes on 127.0.0.1 (host i's peer
+# service on port 7700 + i), storage is s3s-fs on 127.0.0.1:9000, and tc on that
+# namespace's loopback limits what storage sends (a u32 filter on its source port; the
+# hosts share the limit as TCP shares it, without the per-host classes). For machines
+# whose kernel has no veth, or where no root is to be had; nothing outside the namespace
+# is touched, and it vanishes with the script.
+#
+# Needs root (namespaces, tc) unless --loopback, iproute2, curl (for --check), python3,
+# s3s-fs (make deps).
 # Usage: bash bench/testbed.sh [--hosts 4] [--mbps 12.5] [--cache 30%] [--epochs 4] ...
 #        bash bench/testbed.sh --check      bash bench/testbed.sh --clean     (see --help)
 set -euo pipefail
@@ -91,12 +103,13 @@ PEER_MBPS=
 TIMEOUT=1800
 BIN=./target/release/nostall
 ACTION=run
+LOOPBACK=0
 
 SUBNET=10.77.0          # a private /24, configured only inside the namespaces
 SW_NS=nostall-sw
 ST_NS=nostall-storage
 BRIDGE=nostall-br
-STORAGE_IP=$SUBNET.254
+STORAGE_IP=$SUBNET.254   # 127.0.0.1 with --loopback
 S3_PORT=9000
 PEER_PORT=7700
 BUCKET=nostall
@@ -112,7 +125,7 @@ Usage: bash bench/testbed.sh [OPTIONS]
   --cache SIZE        per-host cache for partitioned and nopeers   [$CACHE]
   --epochs E          epochs per run                              [$EPOCHS]
   --data DIR          dataset to copy into storage                [$DATA]
-  --modes "M ..."     runs, of partitioned plain nopeers frequency frequency-before local agent [$MODES]
+  --modes "M ..."     runs, of partitioned barrier plain nopeers frequency frequency-before local agent [$MODES]
   --ranks-per-host R  ranks (processes) per host                  [$RANKS_PER_HOST]
   --out DIR           results: MODE/hostI.jsonl, .log, summary    [$OUT]
   --batch-size B      per-host batch size                         [$BATCH]
@@ -122,6 +135,8 @@ Usage: bash bench/testbed.sh [OPTIONS]
   --peer-mbps MBPS    also limit each host's egress (peer traffic) [no limit]
   --timeout S         give up on a run after S seconds            [$TIMEOUT]
   --bin PATH          the nostall binary                          [$BIN]
+  --loopback          hosts as processes on 127.0.0.1 in a namespace of this user's own
+                      (no root, no veth; see above)
   --check             build the testbed, check it and measure the storage limit, no jobs
   --clean             remove leftovers of an earlier run (namespaces nostall-*) and exit
   -h, --help          this help
@@ -150,6 +165,7 @@ parse_args() {
             --timeout) TIMEOUT="$2"; shift ;;
             --bin) BIN="$2"; shift ;;
             --check) ACTION=check ;;
+            --loopback) LOOPBACK=1 ;;
             --clean) ACTION=clean ;;
             -h|--help) usage; exit 0 ;;
             *) usage >&2; die "unknown argument: $1" ;;
@@ -165,13 +181,19 @@ parse_args() {
     [[ "$RANKS_PER_HOST" =~ ^[0-9]+$ ]] && [ "$RANKS_PER_HOST" -ge 1 ] && [ "$RANKS_PER_HOST" -le 16 ] \
         || die "--ranks-per-host must be 1..16, not $RANKS_PER_HOST"
     for mode in $MODES; do
-        case "$mode" in partitioned|plain|nopeers|frequency|frequency-before|local|agent) ;; *) die "unknown mode: $mode" ;; esac
+        case "$mode" in partitioned|barrier|plain|nopeers|frequency|frequency-before|local|agent) ;; *) die "unknown mode: $mode" ;; esac
     done
 }
 
 host_ns() { echo "nostall-h$1"; }
-host_ip() { echo "$SUBNET.$((10 + $1))"; }
-in_ns() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
+host_ip() { if [ "$LOOPBACK" = 1 ]; then echo 127.0.0.1; else echo "$SUBNET.$((10 + $1))"; fi; }
+# Where host $1's peer service listens.
+host_peer() {
+    if [ "$LOOPBACK" = 1 ]; then echo "127.0.0.1:$((PEER_PORT + $1))"; else echo "$(host_ip "$1"):$PEER_PORT"; fi
+}
+in_ns() { local ns="$1"; shift; if [ "$LOOPBACK" = 1 ]; then "$@"; else ip netns exec "$ns" "$@"; fi; }
+# Runs a command on host $1 (in its namespace, or in the one namespace of --loopback).
+in_host() { local i="$1"; shift; in_ns "$(host_ns "$i")" "$@"; }
 
 s3s_fs_bin() {
     if [ -n "${S3S_FS:-}" ]; then echo "$S3S_FS"; return; fi
@@ -182,7 +204,10 @@ s3s_fs_bin() {
 
 # ---- leftovers and teardown -----------------------------------------------------------
 
-leftovers() { ip netns list | awk '{print $1}' | grep '^nostall-' || true; }
+leftovers() {
+    [ "$LOOPBACK" = 0 ] || return 0
+    ip netns list | awk '{print $1}' | grep '^nostall-' || true
+}
 
 # Ends every process inside namespace $1 (TERM, then KILL after 3 s), by pid.
 kill_ns_processes() {
@@ -210,12 +235,13 @@ OWNED=0          # set once this run has created its namespaces: only then may i
 WORK=            # temporary directory (the storage copy)
 JOB_PIDS=()
 AGENT_PIDS=()
+STORAGE_PID=     # s3s-fs (--loopback: its namespace is not removed, so it is stopped by pid)
 
 teardown() {
     local status=$?
     trap - EXIT INT TERM
     local pid
-    for pid in "${JOB_PIDS[@]}" "${AGENT_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${JOB_PIDS[@]}" "${AGENT_PIDS[@]}" $STORAGE_PID; do kill -TERM "$pid" 2>/dev/null || true; done
     if [ "$OWNED" = 1 ]; then
         remove_namespaces
         [ -z "$(leftovers)" ] || log "left behind: $(leftovers | tr '\n' ' ')"
@@ -277,7 +303,26 @@ attach() {
     in_ns "$ns" ip link set eth0 up
 }
 
+# --loopback: this namespace's loopback, storage's traffic (from port $S3_PORT) limited to
+# $MBPS MB/s by one htb class, everything else unlimited. Bursts are at least a loopback
+# frame (64 KiB).
+build_loopback() {
+    local kbit burst
+    kbit="$(awk -v m="$MBPS" 'BEGIN {printf "%d", m * 8000 + 0.5}')"
+    burst="$(awk -v m="$MBPS" 'BEGIN {b = int(m * 1e6 / 100); printf "%d", b < 131072 ? 131072 : b}')"
+    ip link set lo up
+    tc qdisc add dev lo root handle 1: htb default 10 r2q 1000
+    tc class add dev lo parent 1: classid 1:10 htb rate 100gbit quantum 200000
+    tc class add dev lo parent 1: classid 1:20 htb rate "${kbit}kbit" ceil "${kbit}kbit" \
+        burst "$burst" cburst "$burst" quantum 65536
+    tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip sport "$S3_PORT" 0xffff flowid 1:20
+    log "network: --loopback, $HOSTS hosts on 127.0.0.1 (peer ports $PEER_PORT..$((PEER_PORT + HOSTS - 1)));" \
+        "storage at 127.0.0.1:$S3_PORT limited to $MBPS MB/s" \
+        "(tc: $(tc class show dev lo classid 1:20 | sed 's/.*prio 0 //'))"
+}
+
 build_network() {
+    if [ "$LOOPBACK" = 1 ]; then build_loopback; return; fi
     ip netns add "$SW_NS"
     OWNED=1
     in_ns "$SW_NS" ip link set lo up
@@ -315,9 +360,10 @@ start_storage() {
     SOURCE="s3://$BUCKET/$name"
     DATASET_BYTES="$(find "$WORK/root/$BUCKET/$name" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')"
     DATASET_FILES="$(find "$WORK/root/$BUCKET/$name" -type f | wc -l)"
-    ip netns exec "$ST_NS" "$bin" --host "$STORAGE_IP" --port "$S3_PORT" \
+    in_ns "$ST_NS" "$bin" --host "$STORAGE_IP" --port "$S3_PORT" \
         --access-key "$ACCESS_KEY" --secret-key "$SECRET_KEY" "$WORK/root" \
         </dev/null >"$WORK/s3s-fs.log" 2>&1 &
+    STORAGE_PID=$!
     local i
     for i in $(seq 200); do
         if in_ns "$ST_NS" bash -c "exec 3<>/dev/tcp/$STORAGE_IP/$S3_PORT" 2>/dev/null; then
@@ -352,6 +398,7 @@ job_env() {
 # nobody listens on is refused at once when the address is reachable, and times out (or
 # fails with no route) when it is not.
 check_reachability() {
+    if [ "$LOOPBACK" = 1 ]; then log "reachability: --loopback, one address"; return; fi
     local i targets=("$STORAGE_IP:$S3_PORT") j
     for j in $(seq 0 $((HOSTS - 1))); do targets+=("$(host_ip "$j"):1"); done
     for i in $(seq 0 $((HOSTS - 1))); do
@@ -405,7 +452,7 @@ measure_download() {
     local pids=()
     t0="$(date +%s.%N)"
     for i in $(seq 0 $((k - 1))); do
-        ip netns exec "$(host_ns "$i")" "${env_args[@]}" bash -c '
+        in_host "$i" "${env_args[@]}" bash -c '
             t0=$(date +%s.%N)
             curl -sS --fail --parallel --parallel-max "$1" --aws-sigv4 "aws:amz:us-east-1:s3" \
                 --user "$2" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --no-progress-meter \
@@ -437,7 +484,7 @@ measure_bench() {
     [ "$cache" = none ] || cache_args=(--cache minio --cache-size "$cache")
     mapfile -t env_args < <(job_env)
     for i in $(seq 0 $((k - 1))); do
-        ip netns exec "$(host_ns "$i")" "${env_args[@]}" "$BIN" bench "$SOURCE" --threads "$PREP_THREADS" \
+        in_host "$i" "${env_args[@]}" "$BIN" bench "$SOURCE" --threads "$PREP_THREADS" \
             --fetch-threads "$FETCH_THREADS" --epochs 1 --no-floor --json "${cache_args[@]}" \
             >"$WORK/bench.$k.$i.json" 2>"$WORK/bench.$k.$i.err" &
         pids+=($!)
@@ -487,7 +534,7 @@ require_node() {
 # once it listens.
 start_agent() {
     local i="$1" sock="$2" log="$3" n
-    ip netns exec "$(host_ns "$i")" "${env_args[@]}" "$BIN" agent --socket "$sock" --idle 600 \
+    in_host "$i" "${env_args[@]}" "$BIN" agent --socket "$sock" --idle 600 \
         </dev/null >"$log" 2>&1 &
     AGENT_PIDS+=($!)
     for n in $(seq 300); do
@@ -501,7 +548,7 @@ start_agent() {
 # When a host fails, the others would wait at the next barrier for ever: they are stopped.
 run_mode() {
     local mode="$1" i j g peers="" dir="$OUT/$1" args ranks=$((HOSTS * RANKS_PER_HOST)) agent_env
-    for i in $(seq 0 $((HOSTS - 1))); do peers+="${peers:+,}$(host_ip "$i"):$PEER_PORT"; done
+    for i in $(seq 0 $((HOSTS - 1))); do peers+="${peers:+,}$(host_peer "$i")"; done
     rm -rf "$dir"
     mkdir -p "$dir"
     mapfile -t env_args < <(job_env)
@@ -524,6 +571,7 @@ run_mode() {
             local ranked=(--node "$i" --local-rank "$j" --ranks-per-node "$RANKS_PER_HOST")
             case "$mode" in
                 partitioned) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE") ;;
+                barrier) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE" --epoch-barrier) ;;
                 plain) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE" --plain) ;;
                 agent) args+=("${ranked[@]}" --peers "$peers" --cache-size "$CACHE" --share auto) ;;
                 nopeers) args+=(--node "$g" --no-peers --world "$ranks" --cache-size "$CACHE") ;;
@@ -532,8 +580,8 @@ run_mode() {
                 local) args+=(--node "$g" --no-peers --world "$ranks" --cache-size 100% --prefill) ;;
             esac
             [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
-            echo "ip netns exec $(host_ns "$i") NOSTALL_PEER_SECRET=... ${agent_env[*]} $BIN node ${args[*]}" >"$dir/host$g.log"
-            ip netns exec "$(host_ns "$i")" "${env_args[@]}" "${agent_env[@]}" NOSTALL_PEER_SECRET="$secret" \
+            echo "host $i: NOSTALL_PEER_SECRET=... ${agent_env[*]} $BIN node ${args[*]}" >"$dir/host$g.log"
+            in_host "$i" "${env_args[@]}" "${agent_env[@]}" NOSTALL_PEER_SECRET="$secret" \
                 "$BIN" node "${args[@]}" </dev/null >>"$dir/host$g.log" 2>&1 &
             JOB_PIDS+=($!)
         done
@@ -552,7 +600,11 @@ run_mode() {
         [ "$running" -gt 0 ] || break
         if [ -n "$failed" ] || [ $((SECONDS - start)) -ge "$TIMEOUT" ]; then
             [ -n "$failed" ] || failed=" timeout after ${TIMEOUT}s"
-            for i in $(seq 0 $((HOSTS - 1))); do kill_ns_processes "$(host_ns "$i")"; done
+            if [ "$LOOPBACK" = 1 ]; then
+                for pid in "${JOB_PIDS[@]}"; do [ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null || true; done
+            else
+                for i in $(seq 0 $((HOSTS - 1))); do kill_ns_processes "$(host_ns "$i")"; done
+            fi
             for pid in "${JOB_PIDS[@]}"; do [ -z "$pid" ] || wait "$pid" 2>/dev/null || true; done
             break
         fi
@@ -575,7 +627,12 @@ run_mode() {
 
 main() {
     parse_args "$@"
-    [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tc)"
+    if [ "$LOOPBACK" = 1 ] && [ -z "${NOSTALL_TESTBED_INSIDE:-}" ]; then
+        # A user namespace mapping this user to root, and a network namespace of its own.
+        exec unshare -rn env NOSTALL_TESTBED_INSIDE=1 bash "$0" "$@"
+    fi
+    [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tc), or --loopback"
+    [ "$LOOPBACK" = 0 ] || STORAGE_IP=127.0.0.1
     if [ "$ACTION" = clean ]; then
         local found
         found="$(leftovers)"

@@ -14,6 +14,13 @@ pace, and each rank's own seconds leave out or count differently what it waited 
 others); the slowest host's seconds where `ended_s` is missing and for the first epoch.
 "Steady state" = every epoch after the first, which fills the caches (0-based epochs >=
 1, the issue's "epochs >= 2"); its images/s = its images / the sum of its epochs' seconds.
+That measure suits hosts that start each epoch together (a meeting before each). Hosts
+that do not (`nostall node` without --epoch-barrier) drift apart, and a host far ahead
+has done later epochs' work before the last host ends the first: the "while all run"
+rate counts instead the images every host delivered between the moment the last host
+ended its first epoch and the moment the first host ended its last (each host's count
+interpolated within its epochs, from `ended_s` and `seconds`), over that time. It needs
+enough epochs for that window to exist.
 
 With --predicted (a `nostall simulate cache --csv` file for the same dataset, hosts,
 cache share, epochs and seed), the local cache hit rates of the modes without peers
@@ -122,6 +129,34 @@ def steady(epochs: list[dict]) -> dict | None:
         "peer_bytes_per_epoch": sum(e["peer_bytes"] for e in later) / len(later),
         "local_tcp_bytes_per_epoch": sum(e["served_local_bytes"] for e in later) / len(later),
     }
+
+
+def running_rate(per_host: dict[int, list[dict]]) -> dict | None:
+    """Images/s of all hosts together while every host is past its first epoch and none has
+    ended its last (see the module doc); None when that window is empty."""
+    curves = []
+    for rows in per_host.values():
+        rows = sorted(rows, key=lambda r: r["epoch"])
+        if len(rows) < 2 or not all("ended_s" in r for r in rows):
+            return None
+        points = [(rows[0]["ended_s"] - rows[0]["seconds"], 0.0)]
+        for r in rows:
+            points.append((r["ended_s"], points[-1][1] + r["images"]))
+        curves.append(points)
+    start = max(c[1][0] for c in curves)
+    end = min(c[-1][0] for c in curves)
+    if end <= start:
+        return None
+
+    def count(points: list[tuple[float, float]], t: float) -> float:
+        for (t0, n0), (t1, n1) in zip(points, points[1:]):
+            if t0 <= t <= t1:
+                return n0 + (n1 - n0) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
+        return points[-1][1] if t > points[-1][0] else 0.0
+
+    images = sum(count(c, end) - count(c, start) for c in curves)
+    return {"from_s": start, "to_s": end, "seconds": end - start, "images": images,
+            "images_per_s": images / (end - start)}
 
 
 def hit_rates(per_host: dict[int, list[dict]]) -> dict[int, float]:
@@ -246,6 +281,7 @@ def main() -> int:
                   f"{e['peer_bytes'] / MB:>9.2f}{e['served_bytes'] / MB:>11.2f}"
                   f"{e['served_local_bytes'] / MB:>14.2f}{e['max_stall_s']:>13.2f}")
         summary["modes"][mode] = {"epochs": epochs, "steady": steady(epochs),
+                                  "while_all_run": running_rate(per_host),
                                   "per_host": {str(h): rows for h, rows in per_host.items()}}
 
     print("\nSteady state (every epoch after the first)")
@@ -256,6 +292,12 @@ def main() -> int:
               f"{modes[mode]['steady']['storage_bytes_per_epoch'] / MB:.2f} MB/epoch, peers "
               f"{modes[mode]['steady']['peer_bytes_per_epoch'] / MB:.2f} MB/epoch, local TCP "
               f"{modes[mode]['steady']['local_tcp_bytes_per_epoch'] / MB:.2f} MB/epoch")
+    running = {m: modes[m]["while_all_run"]["images_per_s"] for m in modes
+               if modes[m]["while_all_run"]}
+    for mode, value in running.items():
+        window = modes[mode]["while_all_run"]
+        print(f"  {mode:<12}{value:>8.0f} images/s while all hosts run ({window['seconds']:.2f} s, "
+              f"{window['images']:.0f} images)")
     checks = {}
 
     def verdict(ok: bool) -> str:
@@ -269,6 +311,18 @@ def main() -> int:
                                                  "ok": ratio >= target}
             print(f"  partitioned / {other + ':':<8} {ratio:.2f}x (target >= {target}x) "
                   f"{verdict(ratio >= target)}")
+    for mode in ("partitioned", "barrier"):
+        if running.get(mode) and running.get("local"):
+            ratio = running[mode] / running["local"]
+            target = MIN_VS_LOCAL
+            checks[f"{mode}_vs_local_while_all_run"] = {"ratio": ratio, "target": target,
+                                                        "ok": ratio >= target}
+            print(f"  {mode} / local, while all run: {ratio:.2f}x (target >= {target}x) "
+                  f"{verdict(ratio >= target)}")
+    if "barrier" in rate and rate.get("local"):
+        ratio = rate["barrier"] / rate["local"]
+        checks["barrier_vs_local"] = {"ratio": ratio}
+        print(f"  barrier / local:      {ratio:.2f}x (partitioned, meeting before each epoch)")
     if "partitioned" in rate and "plain" in rate:
         moved = modes["partitioned"]["steady"]["peer_bytes_per_epoch"]
         plain = modes["plain"]["steady"]["peer_bytes_per_epoch"]

@@ -3,8 +3,12 @@
 //!
 //! The node runs its peer service, joins its peers, and then runs epochs of a preset
 //! pipeline (`--preset`: ImageNet training by default, or audio) as one rank would,
-//! feeding a simulated training step, with a barrier at node 0 before each epoch. Per epoch it prints and (with `--json`) records
-//! throughput, stall, and where the bytes came from: storage, peers, and what it served.
+//! feeding a simulated training step. A node starts each epoch as soon as it is done with
+//! the last (its service serves its part of the cache all along); the nodes meet at node 0
+//! only at the end, so that every service stays up while a peer may still read from it
+//! (`--epoch-barrier` meets before each epoch too). Per epoch it prints and (with
+//! `--json`) records throughput, stall, and where the bytes came from: storage, peers,
+//! and what it served.
 //! `--no-peers` runs the same rank with a cache of its own instead (the baseline);
 //! `bench/testbed.sh` runs one per network namespace.
 
@@ -95,10 +99,16 @@ pub(crate) struct Args {
     /// How long a peer stays marked down before it is tried again (milliseconds).
     #[arg(long, default_value_t = 30_000)]
     retry_after_ms: u64,
-    /// How long node 0 waits for every node at the start of each epoch before the epoch
-    /// goes on without the missing ones (milliseconds).
+    /// How long node 0 waits for every node at a meeting (the end, and each epoch's
+    /// start with --epoch-barrier) before it goes on without the missing ones
+    /// (milliseconds).
     #[arg(long, default_value_t = 600_000)]
     barrier_timeout_ms: u64,
+    /// Meet every node at node 0 before each epoch, not only at the end: each epoch then
+    /// waits for the slowest node (as a job whose training steps synchronise would).
+    /// Through the agent (`--share`) the nodes always meet before each epoch.
+    #[arg(long, conflicts_with_all = ["no_peers", "share"])]
+    epoch_barrier: bool,
     /// This process's rank within its node, with --peers (default 0).
     #[arg(long, requires = "peers", default_value_t = 0)]
     local_rank: usize,
@@ -309,7 +319,9 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     report.making = Some(making);
     for epoch in 0..args.epochs {
         let met = Instant::now();
-        if let Mode::Peers(node) = &mode {
+        // (The test hook holds where every node has reached the epoch.)
+        let meet = args.epoch_barrier || args.hold_before_epoch == Some(epoch);
+        if let (Mode::Peers(node), true) = (&mode, meet) {
             if !node.barrier(epoch)? {
                 eprintln!("nostall node {rank}: not every node reached epoch {epoch}; going on");
             }
@@ -341,11 +353,15 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         report.epoch(epoch, &row)?;
     }
     // The service stays up until every node has finished: a peer still in its last
-    // epoch reads this node's part from it. This node's own work is done, so a barrier
+    // epoch reads this node's part from it. This node's own work is done, so a meeting
     // that fails (node 0 gave up on a dead node and left) is only reported.
     if let Mode::Peers(node) = &mode {
+        let met = Instant::now();
         match node.barrier(args.epochs) {
-            Ok(true) => {}
+            Ok(true) => eprintln!(
+                "nostall node {rank}: every node finished ({:.2} s after this one)",
+                met.elapsed().as_secs_f64()
+            ),
             Ok(false) => eprintln!("nostall node {rank}: not every node finished; stopping"),
             Err(e) => eprintln!("nostall node {rank}: final barrier: {e}; stopping"),
         }

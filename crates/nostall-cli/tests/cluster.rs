@@ -339,13 +339,20 @@ fn a_node_killed_mid_epoch_costs_the_others_nothing_and_storage_takes_its_share(
 
     // Node 2 is killed at a known point: inside its epoch 0, while the survivors hold
     // before reading any sample of theirs, so that all of node 2's share of their epoch 0
-    // must come from storage (a kill after a guessed delay raced their read-ahead). Node
-    // 0 lets epoch 1 start without the dead node after 1.5 s.
+    // must come from storage (a kill after a guessed delay raced their read-ahead). The
+    // nodes meet before each epoch (`--epoch-barrier`), and node 0 lets epoch 1 start
+    // without the dead node after 1.5 s.
     let mut job = Job::start_each(
         &data,
         &dir.path().join("kill"),
         |node| {
-            let mut extra = vec!["--step-ms", "200", "--barrier-timeout-ms", "1500"];
+            let mut extra = vec![
+                "--step-ms",
+                "200",
+                "--barrier-timeout-ms",
+                "1500",
+                "--epoch-barrier",
+            ];
             if survivors.contains(&node) {
                 extra.extend(["--hold-before-epoch", "0"]);
             }
@@ -460,7 +467,8 @@ fn run_flooded(
 /// A job launched as torchrun launches one: twelve processes with `RANK`, `WORLD_SIZE`
 /// and `MASTER_ADDR`, no peer list, node 0's service the rendezvous and the others on
 /// ports the system picks; the last node starts only once node 0 is up and waiting. Every
-/// node joins, meets the others at each epoch and exits 0, and each epoch delivers every
+/// node joins, runs its epochs without waiting for the others, meets them at the end and
+/// exits 0, and each epoch delivers every
 /// sample once across the job. (`bench/many_nodes.py` runs the same with 256 nodes.)
 #[test]
 fn a_job_launched_as_torchrun_launches_it_joins_at_the_rendezvous_with_a_late_node() {

@@ -18,7 +18,8 @@
 //!     connections: a sample costs one round trip and one copy into the loader's buffer.
 //!   - **control**: gRPC in TLS ([`control`], `tonic`): the handshake (fingerprint check,
 //!     data port), the rendezvous that turns a launcher's `MASTER_ADDR` into a peer list,
-//!     and the barrier before each epoch.
+//!     and the barrier (a meeting of every rank: before leaving the job, and before each
+//!     epoch where a job wants its nodes in step).
 //! - [`PartitionedSource`]: the loader's [`nostall::storage::Source`]: own cache → holder
 //!   peer → storage, with peers marked down after a timeout and retried later.
 //! - [`Node`]: all of it for one process, from a [`NodeConfig`] (explicit peer list, or
@@ -50,12 +51,14 @@
 //! node.configure(&mut loader_config); // rank, world size, locality-aware batches
 //! let loader = Loader::new(data.catalog.clone(), node.source(), loader_config)?;
 //! for epoch in 0..90 {
-//!     node.barrier(epoch)?;
+//!     // No meeting between epochs: this node's service serves its part all along.
 //!     for batch in loader.epoch(epoch)? {
 //!         let batch = batch?;
 //!         // train on batch
 //!     }
 //! }
+//! // Meet the others before leaving: a peer still in its last epoch reads from this node.
+//! node.barrier(90)?;
 //! # Ok(())
 //! # }
 //! ```
