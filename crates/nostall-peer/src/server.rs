@@ -34,8 +34,11 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
 
 /// The most control connections a service holds in their TLS handshake at once (the
 /// rest wait in the kernel's queue). Once a connection proves the job's secret it leaves
-/// its place: the places bound only what strangers can hold.
-pub const MAX_CONTROL_CONNECTIONS: usize = 64;
+/// its place: the places bound only what strangers can hold, a descriptor and a task
+/// each for up to the request timeout. With [`MAX_CONTROL_HANDSHAKES_PER_ADDRESS`], it
+/// takes strangers at 16 addresses to hold them all (at 4 they held all 64 there were,
+/// and the nodes' joins waited out their timeout).
+pub const MAX_CONTROL_CONNECTIONS: usize = 256;
 
 /// Completed epochs whose barrier node 0 remembers, so that a rank asking again (its
 /// connection broke while it waited) is answered at once.
@@ -67,7 +70,7 @@ pub const MAX_HANDSHAKES_PER_ADDRESS: usize = 64;
 /// The most control connections from one address that may be in their TLS handshake at
 /// once (of [`MAX_CONTROL_CONNECTIONS`]): a stranger at one address cannot hold every
 /// place. A node whose connection is closed for it tries again.
-pub const MAX_CONTROL_HANDSHAKES_PER_ADDRESS: usize = MAX_CONTROL_CONNECTIONS / 4;
+pub const MAX_CONTROL_HANDSHAKES_PER_ADDRESS: usize = 16;
 
 /// How a node's service runs.
 #[derive(Debug, Clone)]

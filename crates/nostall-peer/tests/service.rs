@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nostall::cache::Capacity;
 use nostall::storage::{Memory, Source};
@@ -477,7 +477,7 @@ fn a_job_of_more_nodes_than_control_places_joins_and_meets_every_epoch() {
                         at: addrs[0].clone(),
                         own: addrs[n].clone(),
                     };
-                    // However slowly 96 nodes start on a loaded machine.
+                    // However slowly 288 nodes start on a loaded machine.
                     c.timeouts.join = Duration::from_secs(600);
                     c.timeouts.request = Duration::from_secs(60);
                     let node = Node::join(&catalog, storage(), c).unwrap();
@@ -495,7 +495,7 @@ fn a_job_of_more_nodes_than_control_places_joins_and_meets_every_epoch() {
         assert_eq!(node.peers()[n], own, "node {n}");
         assert_eq!(node.peers(), nodes[0].peers());
     }
-    // Every sample, read by the last node: its own part, the rest from the 95 others over
+    // Every sample, read by the last node: its own part, the rest from the others over
     // the data planes the rendezvous gave.
     let last = &nodes[NODES - 1];
     let mut out = Vec::new();
@@ -519,4 +519,83 @@ fn a_job_of_more_nodes_than_control_places_joins_and_meets_every_epoch() {
         .filter(|&&kind| kind != "too-many-handshakes")
         .collect();
     assert!(refused.is_empty(), "{:?}", service.rejected);
+}
+
+/// `n` silent connections to `to` from the local address `from` (loopback has every
+/// 127.x.y.z): those that connected.
+fn idle_connections_from(from: &str, to: &str, n: usize) -> Vec<TcpStream> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .unwrap();
+    let to: SocketAddr = to.parse().unwrap();
+    runtime.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+            let connecting = socket.connect(to);
+            if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(1), connecting).await {
+                held.push(stream.into_std().unwrap());
+            }
+        }
+        held
+    })
+}
+
+#[test]
+fn strangers_at_four_addresses_cannot_hold_up_a_join() {
+    // Four addresses, each holding its whole share of node 0's control handshakes,
+    // silent, while three nodes join: their connections must find a place (node 0 closes
+    // a silent handshake only after its request timeout, here longer than the join's).
+    let master = free_addrs(1).remove(0);
+    let addrs = [master.clone(), "127.0.0.1:0".into(), "127.0.0.1:0".into()];
+    let catalog = catalog();
+    let join = |n: usize| {
+        let mut c = config(n, &[], 0.5);
+        c.nodes = addrs.len();
+        c.membership = nostall_peer::Membership::Rendezvous {
+            at: addrs[0].clone(),
+            own: addrs[n].clone(),
+        };
+        c.timeouts.join = Duration::from_secs(30);
+        c.timeouts.request = Duration::from_secs(120);
+        Node::join(&catalog, storage(), c)
+    };
+    std::thread::scope(|s| {
+        let first = s.spawn(|| join(0));
+        // Node 0 listens before it registers, and cannot finish without the others.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(&master).is_err() {
+            assert!(Instant::now() < deadline, "node 0 never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let strangers: Vec<TcpStream> = (2..6)
+            .flat_map(|a| {
+                idle_connections_from(
+                    &format!("127.0.0.{a}"),
+                    &master,
+                    nostall_peer::MAX_CONTROL_HANDSHAKES_PER_ADDRESS,
+                )
+            })
+            .collect();
+        assert_eq!(
+            strangers.len(),
+            4 * nostall_peer::MAX_CONTROL_HANDSHAKES_PER_ADDRESS
+        );
+        let others: Vec<_> = (1..3).map(|n| s.spawn(move || join(n))).collect();
+        let mut nodes = vec![first.join().unwrap().expect("node 0 joins")];
+        for (n, other) in others.into_iter().enumerate() {
+            nodes.push(
+                other
+                    .join()
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("node {}: {e}", n + 1)),
+            );
+        }
+        let stats = nodes[0].service().unwrap().stats();
+        assert!(stats.control_handshakes >= strangers.len(), "{stats:?}");
+        drop(strangers);
+    });
 }
