@@ -101,24 +101,25 @@ pub struct GroupStats {
     pub ahead: u64,
 }
 
-/// What the producer does before it makes an epoch from its start (given the epoch).
-pub(crate) type BeforeEpoch = Box<dyn Fn(u64) + Send + Sync>;
+/// What a group does when it stops at an epoch's boundary, its job done: a rank of a
+/// partitioned cache meets the job's other ranks before its node may leave.
+pub(crate) type AtFinish = Box<dyn Fn() + Send + Sync>;
 
 /// How long members may hold the group up, and how far it stages ahead.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) window: usize,
     pub(crate) lease: Duration,
-    /// Make an epoch only once a member asks for it, not ahead: the ranks of a
-    /// partitioned cache meet the other nodes before each epoch (and nobody reads the
-    /// epoch after a job's last).
+    /// Make an epoch only once a member asks for it, not ahead: nobody reads the epoch
+    /// after a job's last, and a rank of a partitioned cache must not read its peers
+    /// for it once they may have left.
     pub(crate) epochs_on_demand: bool,
 }
 
 pub(crate) struct Group {
     loader: Arc<Loader>,
     limits: Limits,
-    before_epoch: Option<BeforeEpoch>,
+    at_finish: Option<AtFinish>,
     state: Mutex<State>,
     changed: Condvar,
     detached_total: std::sync::atomic::AtomicU64,
@@ -145,16 +146,16 @@ pub(crate) fn pulse_interval(lease: Duration) -> Duration {
 
 impl Group {
     /// A group producing from `loader` (whose arena should be shared memory), calling
-    /// `before_epoch` before it makes an epoch from its start.
+    /// `at_finish` when it stops at an epoch's boundary.
     pub(crate) fn start(
         loader: Arc<Loader>,
         limits: Limits,
-        before_epoch: Option<BeforeEpoch>,
+        at_finish: Option<AtFinish>,
     ) -> Arc<Group> {
         let group = Arc::new(Group {
             loader,
             limits,
-            before_epoch,
+            at_finish,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             detached_total: Default::default(),
@@ -238,18 +239,18 @@ impl Group {
     /// node's service it reads through stays up until they have read what they need of
     /// it.
     pub(crate) fn stop(&self) {
-        let next = {
+        let at_boundary = {
             let mut s = self.lock();
             s.stopped = true;
-            s.next.filter(|n| n.batch == 0 && !s.halted)
+            s.next.is_some_and(|n| n.batch == 0 && !s.halted)
         };
         self.changed.notify_all();
         let handle = self.producer.lock().expect("producer lock").take();
         if let Some(handle) = handle {
             let _ = handle.join();
         }
-        if let (true, Some(next)) = (self.limits.epochs_on_demand, next) {
-            self.before(next.epoch);
+        if let (true, Some(finish)) = (at_boundary, &self.at_finish) {
+            finish();
         }
     }
 
@@ -454,9 +455,6 @@ impl Group {
             };
             if let Some(at) = start {
                 drop(running.take()); // stops its threads, outside the lock
-                if at.batch == 0 && !self.before(at.epoch) {
-                    return;
-                }
                 match self.loader.resume(at) {
                     Ok(epoch) => running = Some(epoch),
                     Err(e) => self.stage(generation, at, Served::Failed(Failure::of(&e)), None),
@@ -485,9 +483,6 @@ impl Group {
                     if self.limits.epochs_on_demand {
                         continue; // started from `next` once a member asks for it
                     }
-                    if !self.before(next.epoch) {
-                        return;
-                    }
                     match self.loader.epoch(next.epoch) {
                         Ok(e) => running = Some(e),
                         Err(e) => {
@@ -497,15 +492,6 @@ impl Group {
                 }
             }
         }
-    }
-
-    /// Runs the hook before `epoch`; whether to go on (the group was not stopped
-    /// meanwhile).
-    fn before(&self, epoch: u64) -> bool {
-        if let Some(before) = &self.before_epoch {
-            before(epoch);
-        }
-        !self.lock().stopped
     }
 
     /// Stages `item` at `at` and, if given, moves what the producer makes next to `then`,

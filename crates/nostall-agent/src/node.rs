@@ -14,7 +14,7 @@ use nostall::pipeline::LoaderBuilder;
 use nostall::Catalog;
 use nostall_peer::Node;
 
-use crate::group::BeforeEpoch;
+use crate::group::AtFinish;
 use crate::wire::JobNode;
 
 /// A job's node, joined by the agent; it leaves the job (its service stops) when the
@@ -29,25 +29,24 @@ pub(crate) struct JoinedNode {
 }
 
 impl JoinedNode {
-    /// What local rank `local_rank`'s producer does before it makes an epoch from its
-    /// start: meet the job's other ranks (at node 0), as `nostall node` does. After the
-    /// job's last epoch this keeps the node's service up until every node is done with
-    /// it.
-    pub(crate) fn before_epoch(self: &Arc<JoinedNode>, local_rank: usize) -> BeforeEpoch {
+    /// What local rank `local_rank`'s group does when its job is done: meet the job's
+    /// other ranks at the end (at node 0), as `nostall node` does, so that this node's
+    /// service stays up until every node is done with it. The ranks do not meet between
+    /// epochs: a node's service serves its part all along.
+    pub(crate) fn at_finish(self: &Arc<JoinedNode>, local_rank: usize) -> AtFinish {
         let joined = Arc::downgrade(self);
-        Box::new(move |epoch| {
+        Box::new(move || {
             let Some(joined) = joined.upgrade() else {
                 return;
             };
-            match joined.node.barrier_for(epoch, local_rank) {
+            match joined.node.finish_for(local_rank) {
                 Ok(true) => {}
                 Ok(false) => eprintln!(
-                    "nostall agent: {}: not every node reached epoch {epoch}; going on",
+                    "nostall agent: {}: not every node finished; leaving",
                     joined.described
                 ),
                 Err(e) => eprintln!(
-                    "nostall agent: {}: the barrier before epoch {epoch} failed ({e}); going \
-                     on",
+                    "nostall agent: {}: the meeting at the end failed ({e}); leaving",
                     joined.described
                 ),
             }

@@ -468,7 +468,7 @@ impl Agent {
             },
             node.as_ref()
                 .zip(job)
-                .map(|(node, job)| node.before_epoch(job.local_rank as usize)),
+                .map(|(node, job)| node.at_finish(job.local_rank as usize)),
         );
         group.attach(member);
         groups.insert(

@@ -106,7 +106,7 @@ pub(crate) struct Args {
     barrier_timeout_ms: u64,
     /// Meet every node at node 0 before each epoch, not only at the end: each epoch then
     /// waits for the slowest node (as a job whose training steps synchronise would).
-    /// Through the agent (`--share`) the nodes always meet before each epoch.
+    /// Through the agent (`--share`) the nodes meet only at the end.
     #[arg(long, conflicts_with_all = ["no_peers", "share"])]
     epoch_barrier: bool,
     /// This process's rank within its node, with --peers (default 0).
@@ -357,7 +357,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     // that fails (node 0 gave up on a dead node and left) is only reported.
     if let Mode::Peers(node) = &mode {
         let met = Instant::now();
-        match node.barrier(args.epochs) {
+        match node.finish() {
             Ok(true) => eprintln!(
                 "nostall node {rank}: every node finished ({:.2} s after this one)",
                 met.elapsed().as_secs_f64()

@@ -230,8 +230,16 @@ fn locality_aware_batches_keep_every_global_batch_and_move_a_tenth_of_the_bytes(
     let placement = placement(&catalog);
     let all = [0, 1, 2];
 
-    let plain = Job::start(&data, &dir.path().join("plain"), &["--plain"]).finish(None);
-    let local = Job::start(&data, &dir.path().join("locality"), &[]).finish(None);
+    // The nodes meet before each epoch: what each epoch reads from storage and peers is
+    // then that epoch's (without meetings a node ahead reads a sample of its part from
+    // storage in its epoch 1 that a node behind has yet to read in its epoch 0).
+    let plain = Job::start(
+        &data,
+        &dir.path().join("plain"),
+        &["--plain", "--epoch-barrier"],
+    )
+    .finish(None);
+    let local = Job::start(&data, &dir.path().join("locality"), &["--epoch-barrier"]).finish(None);
 
     for epoch in 0..EPOCHS as usize {
         let mut by_mode = Vec::new();

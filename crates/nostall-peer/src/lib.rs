@@ -58,7 +58,7 @@
 //!     }
 //! }
 //! // Meet the others before leaving: a peer still in its last epoch reads from this node.
-//! node.barrier(90)?;
+//! node.finish()?;
 //! # Ok(())
 //! # }
 //! ```

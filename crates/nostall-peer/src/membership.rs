@@ -19,6 +19,10 @@ use crate::node_cache::{NodeCache, NodeCacheStats};
 use crate::server::{Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS};
 use crate::source::{PartitionedSource, SourceBreakdown};
 
+/// The barrier's "epoch" of the meeting at the end of a job ([`Node::finish`]): after any
+/// epoch a job may have, and the same for every rank whatever its epoch count.
+const FINISH: u64 = u64::MAX;
+
 /// The environment variable with an explicit peer list (comma-separated `host:port`, by
 /// node index); it wins over the rendezvous.
 pub const PEERS_VAR: &str = "NOSTALL_PEERS";
@@ -506,6 +510,28 @@ impl Node {
             self.config.gather_timeout,
         )?;
         Ok(reply.complete)
+    }
+
+    /// Waits until every rank of every node has finished the job (at node 0): the
+    /// meeting before a node leaves, so that its service stays up while a peer may still
+    /// read its part. Ranks need not meet between epochs. `Ok(false)` when the meeting
+    /// timed out with ranks missing (a node died): leave anyway.
+    ///
+    /// # Errors
+    ///
+    /// When node 0 cannot be reached or refuses.
+    pub fn finish(&self) -> Result<bool> {
+        self.finish_for(self.config.local_rank)
+    }
+
+    /// As [`Node::finish`], for local rank `local_rank` of this node (the node agent
+    /// finishes for each of the node's ranks).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Node::finish`].
+    pub fn finish_for(&self, local_rank: usize) -> Result<bool> {
+        self.barrier_for(FINISH, local_rank)
     }
 
     /// The counters.
