@@ -191,7 +191,19 @@ host_ip() { if [ "$LOOPBACK" = 1 ]; then echo 127.0.0.1; else echo "$SUBNET.$((1
 host_peer() {
     if [ "$LOOPBACK" = 1 ]; then echo "127.0.0.1:$((PEER_PORT + $1))"; else echo "$(host_ip "$1"):$PEER_PORT"; fi
 }
-in_ns() { local ns="$1"; shift; if [ "$LOOPBACK" = 1 ]; then "$@"; else ip netns exec "$ns" "$@"; fi; }
+# (With --loopback, in a subshell, as for `in_ns ... &`, the command replaces it: `$!` is
+# then the command's pid, as `ip netns exec` makes it, for `wait` and `kill`.)
+in_ns() {
+    local ns="$1"
+    shift
+    if [ "$LOOPBACK" = 0 ]; then
+        ip netns exec "$ns" "$@"
+    elif [ "$BASH_SUBSHELL" -gt 0 ]; then
+        exec "$@"
+    else
+        "$@"
+    fi
+}
 # Runs a command on host $1 (in its namespace, or in the one namespace of --loopback).
 in_host() { local i="$1"; shift; in_ns "$(host_ns "$i")" "$@"; }
 
