@@ -234,10 +234,10 @@ impl Group {
     }
 
     /// Stops the producer (the group has no members and is being dropped). A group that
-    /// makes epochs on demand and stopped between two epochs (its job is done) first
-    /// meets the others before the epoch after its last, as they finish theirs: the
-    /// node's service it reads through stays up until they have read what they need of
-    /// it.
+    /// stopped between two epochs (its job is done) then runs its `at_finish`: a rank of
+    /// a partitioned cache meets the others at the end, as they finish theirs, so that
+    /// the node's service it reads through stays up until they have read what they need
+    /// of it.
     pub(crate) fn stop(&self) {
         let at_boundary = {
             let mut s = self.lock();

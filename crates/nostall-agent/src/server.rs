@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nostall::env::LocalRanks;
-use nostall::pipeline::Next;
-use nostall::pipeline::{Arena, LoaderBuilder};
+use nostall::pipeline::{Arena, LoaderBuilder, Next};
 use nostall::storage::Source;
 use nostall::{Batch, Catalog, Epoch, Loader, Position};
 

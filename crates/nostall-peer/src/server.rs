@@ -204,8 +204,9 @@ impl IdleSince {
         self.0.store(0, Ordering::Release);
     }
 
-    fn is_idle(&self) -> bool {
-        self.0.load(Ordering::Acquire) != 0
+    /// Since when, if it idles.
+    fn since(&self) -> Option<u64> {
+        Some(self.0.load(Ordering::Acquire)).filter(|&stamp| stamp != 0)
     }
 }
 
@@ -218,10 +219,7 @@ impl Shared {
     fn evict_idlest(&self, open: &mut BTreeMap<u64, Open>) -> bool {
         let idlest = open
             .iter()
-            .filter_map(|(number, o)| {
-                let since = o.idle.0.load(Ordering::Acquire);
-                o.idle.is_idle().then_some((since, *number))
-            })
+            .filter_map(|(number, o)| Some((o.idle.since()?, *number)))
             .min();
         let Some((_, number)) = idlest else {
             return false;
@@ -441,7 +439,7 @@ impl Service {
             control_handshakes: self.shared.control_handshakes.load(Ordering::Relaxed),
             control_sessions: self.shared.control_sessions_open.load(Ordering::Relaxed),
             evicted_idle: self.shared.evicted_idle.load(Ordering::Relaxed),
-            idle_connections: open.values().filter(|o| o.idle.is_idle()).count(),
+            idle_connections: open.values().filter(|o| o.idle.since().is_some()).count(),
         }
     }
 }
