@@ -193,6 +193,44 @@ fn strip(read: &Read) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
         .collect()
 }
 
+/// `b` reads epoch 0 from its start while `a`, which read `first`, goes on from `at`:
+/// both get the epoch exactly as `expected`.
+fn a_goes_on_as_b_reads(
+    a: &mut Client,
+    at: Position,
+    first: &Read,
+    b: &mut Client,
+    expected: &[(Vec<u64>, Vec<i64>, Vec<u8>)],
+) {
+    let (rest_a, read_b) = std::thread::scope(|scope| {
+        let hb = scope.spawn(|| read_epoch(b, Position::start_of(0), None).0);
+        (read_epoch(a, at, None).0, hb.join().unwrap())
+    });
+    let mut all = strip(first);
+    all.extend(strip(&rest_a));
+    assert_eq!(all, expected);
+    assert_eq!(strip(&read_b), expected);
+}
+
+/// The first reply on `channel` that `wanted` takes (a minute at most).
+fn reply_on<T>(channel: &Channel, mut wanted: impl FnMut(Reply) -> Option<T>) -> T {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        match channel.recv(&mut buf) {
+            Ok(r) => {
+                if let Some(found) = wanted(Reply::decode(&buf[..r.len]).unwrap()) {
+                    return found;
+                }
+            }
+            Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < give_up, "no such reply within a minute");
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
 #[test]
 fn jobs_of_a_group_get_every_batch_once_as_their_own_loader_would_each_made_once() {
     let f = Fixture::new(3, Duration::from_secs(30));
@@ -425,14 +463,7 @@ fn a_wait_given_up_is_forgotten_and_the_next_request_gets_its_own_batch() {
     assert_eq!(asked, 1);
     // `b` frees the window: the answer to the request given up reaches `a`'s socket, and
     // must not be taken for the next one's.
-    let (rest_a, read_b) = std::thread::scope(|scope| {
-        let hb = scope.spawn(|| read_epoch(&mut b, Position::start_of(0), None).0);
-        (read_epoch(&mut a, at, None).0, hb.join().unwrap())
-    });
-    let mut all = strip(&first);
-    all.extend(strip(&rest_a));
-    assert_eq!(all, expected);
-    assert_eq!(strip(&read_b), expected);
+    a_goes_on_as_b_reads(&mut a, at, &first, &mut b, &expected);
 }
 
 #[test]
@@ -911,31 +942,11 @@ fn a_job_waiting_on_its_group_is_told_the_agent_still_works() {
     let mut b = f.attach(9, "").unwrap();
     // In step, the agent goes on to make `a`'s third batch unasked, for `a`'s request.
     let (first, at) = read_epoch(&mut a, Position::start_of(0), Some(2));
-    let mut buf = vec![0u8; MAX_MESSAGE];
-    let give_up = Instant::now() + Duration::from_secs(60);
-    let pulse = loop {
-        match a.channel.recv(&mut buf) {
-            Ok(r) => break Reply::decode(&buf[..r.len]).unwrap(),
-            Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(
-                    Instant::now() < give_up,
-                    "the agent said nothing for a minute"
-                );
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    };
+    let pulse = reply_on(&a.channel, Some);
     assert_eq!(pulse, Reply::Working { ask: a.ask });
     assert_eq!(f.agent.stats().groups[0].1.detached, 0);
     // `b` reads: the answer to the request reaches `a`, then the rest of the epoch.
-    let (rest_a, read_b) = std::thread::scope(|scope| {
-        let hb = scope.spawn(|| read_epoch(&mut b, Position::start_of(0), None).0);
-        (read_epoch(&mut a, at, None).0, hb.join().unwrap())
-    });
-    let mut all = strip(&first);
-    all.extend(strip(&rest_a));
-    assert_eq!(all, expected);
-    assert_eq!(strip(&read_b), expected);
+    a_goes_on_as_b_reads(&mut a, at, &first, &mut b, &expected);
 }
 
 #[test]
@@ -958,22 +969,11 @@ fn batches_a_job_holds_when_the_agent_ends_its_session_never_change_under_it() {
                 assert_eq!(strip(&read), f.expected(5, epoch));
             }
         });
-        let mut buf = vec![0u8; MAX_MESSAGE];
-        let give_up = Instant::now() + Duration::from_secs(60);
-        let refusal = loop {
-            // (The batches sent ahead come first.)
-            match victim.channel.recv(&mut buf) {
-                Ok(r) => {
-                    if let Reply::Failed { failure, .. } = Reply::decode(&buf[..r.len]).unwrap() {
-                        break failure.message;
-                    }
-                }
-                Err(RecvError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    assert!(Instant::now() < give_up, "no refusal within a minute");
-                }
-                Err(e) => panic!("{e:?}"),
-            }
-        };
+        // (The batches sent ahead come first.)
+        let refusal = reply_on(&victim.channel, |reply| match reply {
+            Reply::Failed { failure, .. } => Some(failure.message),
+            _ => None,
+        });
         reading.join().unwrap();
         refusal
     });
