@@ -36,11 +36,12 @@
 //! size), and a change made within the same filesystem timestamp tick as the scan read
 //! that directory. Delete the index to force a re-scan after such changes.
 //!
-//! The index format (version 1, all integers little-endian):
+//! The index format (version 2, all integers little-endian):
 //!
 //! ```text
 //! "NSTLCAT" version:u8
 //! layout:u8                      0 = ImageFolder, 1 = Flat
+//! modality:u8                    0 = Image, 1 = Audio (which files are samples)
 //! root_len:u64 root bytes        the canonical root path
 //! table   class names
 //! table   scanned directories    relative to the root, "" is the root itself

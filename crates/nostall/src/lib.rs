@@ -18,17 +18,21 @@
 //!   a catalog and a source.
 //! - [`storage`]: where bytes come from, behind the [`storage::Source`] trait: files, tar
 //!   shards, object storage, and a throttle that emulates slow storage.
-//! - [`cache`]: encoded samples kept in memory across epochs (MinIO, which never thrashes;
-//!   LRU for comparison), and a simulator of cache policies.
+//! - [`cache`]: encoded samples kept in memory across epochs: MinIO (keep the first,
+//!   never evict: it never thrashes), the plan-aware `lookahead` (Belady over the next
+//!   epoch) and `frequency` (NoPFS: what this rank reads most often, read ahead), and LRU
+//!   for comparison.
 //! - [`prep`]: what a sample becomes, one [`Modality`] behind the [`prep::Prep`] seam:
 //!   [`prep::image`] (JPEG and PNG decoded only where a crop keeps them, one resize and
 //!   one fused output pass) and [`prep::audio`] (WAV, FLAC, Ogg Vorbis and MP3; mixing,
 //!   resampling, crops, mel spectrograms).
-//! - [`pipeline`]: fetch and prep threads writing samples straight into pooled batch
-//!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
+//! - [`pipeline`]: one pool of workers that fetch or prepare as the scheduler's roles
+//!   say, writing samples straight into pooled batch buffers; the [`Loader`] hands out
+//!   [`Batch`]es in plan order through an [`Epoch`].
 //! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
-//!   below the pipeline so that a scheduler and the analyzer share it; and which images a
-//!   device decodes instead of a prep thread ([`sched::offload`]).
+//!   below the pipeline so that the scheduler and the analyzer share it; the workers'
+//!   roles, the node's share of its ranks' threads, and which images a device decodes
+//!   instead of a worker ([`sched::offload`]).
 //! - [`device`]: what a consumer on a GPU needs of the engine, loaded at run time: batch
 //!   buffers page-locked through the CUDA runtime.
 //! - [`analyze`] (feature `analyze`, on by default; it brings serde for its reports):
