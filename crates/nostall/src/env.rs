@@ -24,7 +24,7 @@ pub fn local_ranks() -> usize {
 }
 
 /// This process's place among the local ranks of a torchrun job, when the node runs
-/// several: what [`crate::sched::node`] balances threads across.
+/// several: what the scheduler's node table (`sched/node.rs`) balances threads across.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalRanks {
     /// A name for the job on this node, the same in each of its ranks and different from

@@ -120,7 +120,7 @@ pub struct Keep {
 }
 
 /// Reads samples from `source` in a seeded random order with `concurrency` threads,
-/// for `budget` or [`MAX_FETCH_READS`] reads, whichever ends first (a smaller dataset is
+/// for `budget` or `MAX_FETCH_READS` reads, whichever ends first (a smaller dataset is
 /// read again, in the same order), and keeps the first ones read, up to
 /// `keep`, for [`prep`].
 ///

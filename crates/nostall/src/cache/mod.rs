@@ -9,11 +9,11 @@
 //! [`crate::sim::cache`] for the numbers).
 //!
 //! With several ranks (a rank reads a different part of the dataset each epoch),
-//! [`CachePolicy::Lookahead`] reads the plan's future ([`lookahead`]): it keeps the samples
+//! [`CachePolicy::Lookahead`] reads the plan's future (`cache/lookahead.rs`): it keeps the samples
 //! this rank reads soonest, and so hits where MinIO's first-come set goes unread.
 //!
 //! [`CachePolicy::Frequency`] (NoPFS) keeps, for good, the samples this rank reads most
-//! often over the planned epochs ([`frequency`]), read ahead in the background.
+//! often over the planned epochs (`cache/frequency.rs`), read ahead in the background.
 //!
 //! A [`Cached`] source puts a [`SampleCache`] in front of any [`Source`]: a hit copies the
 //! bytes out of memory, a miss reads the source and offers the bytes to the cache. The
@@ -46,7 +46,7 @@ pub enum CachePolicy {
     /// Least recently used: the classic baseline, for comparison.
     Lru,
     /// Belady's rule over the plan's next epoch: on a miss, evict the sample read
-    /// furthest ahead, unless the missed sample is read later still (see [`lookahead`]).
+    /// furthest ahead, unless the missed sample is read later still (see `cache/lookahead.rs`).
     Lookahead,
     /// NoPFS: keep the samples this rank reads most often over the planned epochs
     /// ([`CacheConfig::planned_epochs`]), read ahead ([`CacheFill`]); never evict.

@@ -4,7 +4,7 @@
 //! Stage counters are atomics bumped by worker threads; an [`EpochStats`] is a snapshot
 //! taken by the consumer, cheap enough to read after every batch.
 //!
-//! Stall attribution: every sample's fetch and prep time goes to a [`CostLog`], which
+//! Stall attribution: every sample's fetch and prep time goes to a `CostLog`, which
 //! keeps the costliest few samples and the sums per shard, so that an epoch can name the
 //! files to re-encode (prep) or move (fetch). Keeping only a bounded top list costs one
 //! comparison per sample once the list is full.

@@ -28,7 +28,7 @@ pub enum ErrorPolicy {
     Skip,
 }
 
-/// How a [`Loader`] runs (made by [`LoaderConfig::new`] or a `LoaderBuilder`; more
+/// How a [`Loader`](crate::Loader) runs (made by [`LoaderConfig::new`] or a `LoaderBuilder`; more
 /// settings may come).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -64,7 +64,7 @@ pub struct LoaderConfig {
     /// The loader's cache of encoded samples, kept across epochs.
     pub cache: CacheConfig,
     /// The most bytes fetch threads may hold ahead of prep (in flight or waiting); see
-    /// the [module docs](self).
+    /// the [pipeline's docs](crate::pipeline).
     pub readahead: u64,
     /// With a cache partitioned across nodes: plan each epoch locality-aware
     /// ([`EpochPlan::locality_aware`]), so that ranks take the samples their node holds.
@@ -72,7 +72,7 @@ pub struct LoaderConfig {
     pub locality: Option<Locality>,
     /// Under [`ErrorPolicy::Skip`]: append every skipped sample to this file, one JSON
     /// object a line (`epoch`, `sample_id`, `location`, `cause`, `detail`), so that the
-    /// dataset can be cleaned. Unlike [`Epoch::skipped`], it has no cap.
+    /// dataset can be cleaned. Unlike [`Epoch::skipped`](crate::Epoch::skipped), it has no cap.
     pub quarantine: Option<std::path::PathBuf>,
     /// Start each epoch's fetch and prep while the previous epoch's last batches are
     /// consumed (once the previous epoch has read all its samples), so that the pipeline
@@ -88,7 +88,7 @@ pub struct LoaderConfig {
     pub memory: Option<u64>,
     /// When this process is one of several local ranks of a torchrun job: share the
     /// node's prep threads among them in proportion to the work each has per iteration
-    /// ([`crate::sched::node`]), rather than each keeping `prep_threads`.
+    /// (the scheduler's node table, `sched/node.rs`), rather than each keeping `prep_threads`.
     pub balance_ranks: bool,
     /// Under [`balance_ranks`](Self::balance_ranks), the ranks this loader balances
     /// with; `None`: the launcher's ([`LocalRanks::from_env`]). A process that loads for

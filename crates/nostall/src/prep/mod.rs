@@ -148,7 +148,7 @@ impl std::str::FromStr for DType {
     }
 }
 
-/// NumPy's name: `float32` or `uint8` (what [`DType::from_str`] reads).
+/// NumPy's name: `float32` or `uint8` (what its `FromStr` reads).
 impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -49,7 +49,7 @@
 //!   equals MinIO on one node; with several workers a worker's epoch holds only a random
 //!   `1/W` of the samples, and Belady beats MinIO by keeping those needed soonest.
 //! - [`SimPolicy::Lookahead`] is the loader's `lookahead` cache policy
-//!   ([`crate::cache::lookahead`], the same code): Belady's rule with the loader's horizon,
+//!   (`cache/lookahead.rs`, the same code): Belady's rule with the loader's horizon,
 //!   the next epoch's plan. On one node it equals Belady (and MinIO); with several
 //!   workers it keeps what this worker reads next epoch, so it beats MinIO, though not
 //!   unbounded Belady, which also sees the epochs after.

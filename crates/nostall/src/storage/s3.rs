@@ -479,7 +479,7 @@ impl BlobStore for S3Store {
     }
 
     /// The reads run together on the client's event loop, polled by this thread: one
-    /// thread keeps up to [`READS_AT_ONCE`] in flight, asking for another as one ends.
+    /// thread keeps up to `READS_AT_ONCE` in flight, asking for another as one ends.
     fn read_each_range<'a>(
         &self,
         next: &mut (dyn FnMut() -> Option<RangeRead<'a>> + '_),

@@ -260,7 +260,7 @@ pub struct Geometry {
     pub flip: bool,
 }
 
-/// `CHW` or `HWC` (what [`Layout::from_str`] reads).
+/// `CHW` or `HWC` (what its `FromStr` reads).
 impl std::fmt::Display for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
