@@ -53,9 +53,10 @@ pub(crate) struct Shared {
     pub(crate) node: Option<Arc<Mutex<NodeStats>>>,
 }
 
-/// The connection to the agent: idle, or read by a hand-off thread.
+/// The connection to the agent: idle (boxed: a client is ten times a hand-off's size),
+/// or read by a hand-off thread.
 enum Stream {
-    Idle(Client),
+    Idle(Box<Client>),
     Handing(Handoff),
     /// A hand-off thread panicked with the client.
     Gone,
@@ -126,7 +127,7 @@ impl Shared {
         .map_err(|e| agent_error(py, e))?;
         Ok(Some(Shared {
             attached: client.attached().clone(),
-            stream: Stream::Idle(client),
+            stream: Stream::Idle(Box::new(client)),
             make,
             from_group: 0,
             private: 0,
@@ -241,11 +242,11 @@ impl Shared {
                     "its hand-off thread panicked (a bug: please report it)".into(),
                 ));
             };
-            self.stream = match Handoff::start(py, client, at, self.make.clone()) {
+            self.stream = match Handoff::start(py, *client, at, self.make.clone()) {
                 Ok(handoff) => Stream::Handing(handoff),
                 Err(refused) => {
                     let (client, why) = *refused;
-                    self.stream = Stream::Idle(client);
+                    self.stream = Stream::Idle(Box::new(client));
                     return Err(Failure::Refused(agent_error(
                         py,
                         AgentError::Refused(format!(
@@ -269,7 +270,7 @@ impl Shared {
                 unreachable!("matched above")
             };
             if let Some(client) = handoff.stop(py) {
-                self.stream = Stream::Idle(client);
+                self.stream = Stream::Idle(Box::new(client));
             }
         }
     }
