@@ -45,9 +45,8 @@ fn raise_peer(py: Python<'_>, err: nostall_peer::Error) -> PyErr {
     match err {
         nostall_peer::Error::Core(err) => raise(py, err),
         nostall_peer::Error::Config(message) => config_error(py, message),
-        nostall_peer::Error::Network { .. } | nostall_peer::Error::Refused(_) => {
-            exception(py, "PeerError", err.to_string(), None)
-        }
+        // Network, Refused and any kind to come: the peers failed the job.
+        _ => exception(py, "PeerError", err.to_string(), None),
     }
 }
 
@@ -78,7 +77,8 @@ fn exception_class(err: &nostall::Error, kwargs: &Bound<'_, PyDict>) -> PyResult
             kwargs.set_item("location", path.to_string_lossy())?;
             "StorageError"
         }
-        nostall::Error::Internal(_) => "NostallError",
+        // Internal, and any kind to come.
+        _ => "NostallError",
     })
 }
 

@@ -79,6 +79,7 @@ struct Entry {
 
 /// Figures of the agent, for tests and logs.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct AgentStats {
     /// Each group's figures, by name.
     pub groups: Vec<(String, GroupStats)>,

@@ -228,11 +228,11 @@ impl JobNode {
         c.ranks_per_node = self.ranks_per_node as usize;
         c.membership = self.membership.clone();
         c.seed = self.seed;
-        c.timeouts = Timeouts {
-            request: Duration::from_millis(self.request_ms),
-            retry_after: Duration::from_millis(self.retry_ms),
-            join: Duration::from_millis(self.join_ms),
-        };
+        c.timeouts = Timeouts::new(
+            Duration::from_millis(self.request_ms),
+            Duration::from_millis(self.retry_ms),
+            Duration::from_millis(self.join_ms),
+        );
         c.gather_timeout = Duration::from_millis(self.gather_ms);
         c.max_sample_bytes = self.max_sample_bytes;
         Ok(c)
@@ -375,16 +375,14 @@ impl NodeFigures {
 
     /// As the node's own counters would say (the service's refusals left out).
     pub(crate) fn stats(&self) -> NodeStats {
-        NodeStats {
-            source: self.source,
-            cache: None,
-            service: Some(ServiceStats {
-                served_samples: self.served_samples,
-                served_bytes: self.served_bytes,
-                served_local_bytes: self.served_local_bytes,
-                ..ServiceStats::default()
-            }),
-        }
+        let mut service = ServiceStats::default();
+        service.served_samples = self.served_samples;
+        service.served_bytes = self.served_bytes;
+        service.served_local_bytes = self.served_local_bytes;
+        let mut stats = NodeStats::default();
+        stats.source = self.source;
+        stats.service = Some(service);
+        stats
     }
 
     fn fields(&self) -> [u64; 11] {
@@ -411,17 +409,17 @@ impl NodeFigures {
         }
         let [local_samples, local_bytes, peer_samples, peer_bytes, storage_bytes, fallbacks, peer_downs, peer_mismatches, served_samples, served_bytes, served_local_bytes] =
             f;
+        let mut source = SourceBreakdown::default();
+        source.local_samples = local_samples;
+        source.local_bytes = local_bytes;
+        source.peer_samples = peer_samples;
+        source.peer_bytes = peer_bytes;
+        source.storage_bytes = storage_bytes;
+        source.fallbacks = fallbacks;
+        source.peer_downs = peer_downs;
+        source.peer_mismatches = peer_mismatches;
         Ok(NodeFigures {
-            source: SourceBreakdown {
-                local_samples,
-                local_bytes,
-                peer_samples,
-                peer_bytes,
-                storage_bytes,
-                fallbacks,
-                peer_downs,
-                peer_mismatches,
-            },
+            source,
             served_samples,
             served_bytes,
             served_local_bytes,

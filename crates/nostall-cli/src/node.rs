@@ -23,7 +23,7 @@ use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Cached, Capacity};
 use nostall::storage::Source;
 use nostall::Position;
 use nostall_agent::{Client, Reading};
-use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
+use nostall_peer::{Node, NodeConfig, Secret};
 
 use crate::run::{loader_builder, parse_policy, PipelineArgs, Settings};
 
@@ -388,11 +388,8 @@ fn node_config(args: &Args) -> Result<NodeConfig, AnyError> {
         c
     };
     node_config.seed = args.seed;
-    node_config.timeouts = Timeouts {
-        request: Duration::from_millis(args.peer_timeout_ms),
-        retry_after: Duration::from_millis(args.retry_after_ms),
-        ..Timeouts::default()
-    };
+    node_config.timeouts.request = Duration::from_millis(args.peer_timeout_ms);
+    node_config.timeouts.retry_after = Duration::from_millis(args.retry_after_ms);
     node_config.gather_timeout = Duration::from_millis(args.barrier_timeout_ms);
     Ok(node_config)
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nostall::cache::Capacity;
 use nostall::storage::{Memory, Source};
 use nostall::Catalog;
-use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
+use nostall_peer::{Node, NodeConfig, Secret};
 
 /// `Fetch` request of the benchmark's gRPC service.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -116,10 +116,7 @@ fn framed_tcp(size: usize) -> (f64, u64) {
                         (0..SAMPLES).map(|id| sample(id, size)).collect(),
                     ));
                     let mut config = NodeConfig::new(n, peers, Capacity::Fraction(0.5), secret);
-                    config.timeouts = Timeouts {
-                        request: Duration::from_secs(10),
-                        ..Timeouts::default()
-                    };
+                    config.timeouts.request = Duration::from_secs(10);
                     Node::join(&catalog, storage, config).unwrap()
                 })
             })

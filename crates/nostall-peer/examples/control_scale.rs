@@ -20,7 +20,7 @@ use nostall::cache::Capacity;
 use nostall::plan::placement::Placement;
 use nostall::storage::Memory;
 use nostall_peer::control::{connect, BarrierRequest, RegisterRequest};
-use nostall_peer::{NodeCache, Secret, Service, ServiceConfig, DEFAULT_MAX_CONNECTIONS};
+use nostall_peer::{NodeCache, Secret, Service, ServiceConfig};
 
 const SECRET: &[u8] = b"the secret of the control-plane scale run";
 const FINGERPRINT: &[u8] = b"control-scale";
@@ -133,22 +133,13 @@ fn serve(nodes: usize, ranks: usize) -> Result<(), Box<dyn std::error::Error>> {
         placement,
         Arc::new(Memory::new(vec![vec![0]])),
     ));
-    let service = Service::start(
-        ServiceConfig {
-            node: 0,
-            nodes,
-            ranks_per_node: ranks,
-            listen: "127.0.0.1:0".parse()?,
-            secret: Secret::new(SECRET)?,
-            fingerprint: FINGERPRINT.to_vec(),
-            max_response_bytes: 1 << 20,
-            io_timeout: Duration::from_secs(30),
-            gather_timeout: WAIT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-        },
-        cache,
-        1,
-    )?;
+    let mut config = ServiceConfig::new(0, nodes, "127.0.0.1:0".parse()?, Secret::new(SECRET)?);
+    config.ranks_per_node = ranks;
+    config.fingerprint = FINGERPRINT.to_vec();
+    config.max_response_bytes = 1 << 20;
+    config.io_timeout = Duration::from_secs(30);
+    config.gather_timeout = WAIT;
+    let service = Service::start(config, cache, 1)?;
     let mut out = std::io::stdout();
     writeln!(out, "{}", service.control_addr())?;
     writeln!(out, "{}", status_kib("VmRSS:")?)?;

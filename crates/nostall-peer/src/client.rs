@@ -24,6 +24,7 @@ use crate::wire::{self, Status};
 
 /// Timeouts of the client side.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Timeouts {
     /// A request (connect, send, answer) taking longer marks the peer down.
     pub request: Duration,
@@ -32,6 +33,18 @@ pub struct Timeouts {
     /// How long to keep trying to reach peers when joining (they start at different
     /// times).
     pub join: Duration,
+}
+
+impl Timeouts {
+    /// A request's deadline, how long a peer stays marked down, and how long a join
+    /// waits for the job's nodes.
+    pub fn new(request: Duration, retry_after: Duration, join: Duration) -> Timeouts {
+        Timeouts {
+            request,
+            retry_after,
+            join,
+        }
+    }
 }
 
 impl Default for Timeouts {
@@ -353,6 +366,7 @@ impl Connection {
 
 /// Why a fetch from a peer gave no bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Failure {
     /// The peer is marked down (now or earlier).
     Down,

@@ -5,8 +5,10 @@
 
 use std::fmt;
 
-/// What stops a node from starting or joining its job.
+/// What stops a node from starting or joining its job. New kinds may come: match with a
+/// wildcard arm.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// A setting is missing or inconsistent; the message says which and what to do.
     Config(String),

@@ -53,6 +53,7 @@ pub enum Membership {
 
 /// How a node takes part in a job.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodeConfig {
     /// This node's index, `0..nodes`.
     pub node: usize,
@@ -241,6 +242,7 @@ pub fn fingerprint(catalog: &Catalog, placement: &Placement) -> Vec<u8> {
 
 /// A node's counters.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct NodeStats {
     /// Where this process's samples came from.
     pub source: SourceBreakdown,

@@ -59,6 +59,7 @@ impl Drop for Loading<'_> {
 
 /// A node cache's counters since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeCacheStats {
     /// Reads answered from memory.
     pub hits: u64,

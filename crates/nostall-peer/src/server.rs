@@ -74,6 +74,7 @@ pub const MAX_CONTROL_HANDSHAKES_PER_ADDRESS: usize = 16;
 
 /// How a node's service runs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServiceConfig {
     /// This node's index.
     pub node: usize,
@@ -102,8 +103,30 @@ pub struct ServiceConfig {
     pub max_connections: usize,
 }
 
+impl ServiceConfig {
+    /// Node `node` of a job of `nodes` (one rank each), listening at `listen` with the
+    /// job's `secret`; no fingerprint to agree on, samples up to
+    /// [`nostall::storage::DEFAULT_MAX_BYTES`], a request's 5 s, 10 minutes for a
+    /// meeting, [`DEFAULT_MAX_CONNECTIONS`]. Change the fields for the rest.
+    pub fn new(node: usize, nodes: usize, listen: SocketAddr, secret: Secret) -> ServiceConfig {
+        ServiceConfig {
+            node,
+            nodes,
+            ranks_per_node: 1,
+            listen,
+            secret,
+            fingerprint: Vec::new(),
+            max_response_bytes: nostall::storage::DEFAULT_MAX_BYTES,
+            io_timeout: Duration::from_secs(5),
+            gather_timeout: Duration::from_secs(600),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
 /// One refused request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rejection {
     /// A short kind: `unauthorized`, `bad-request`, `unknown-id`, `not-held`,
     /// `too-large`, `mismatch`, `duplicate`, `too-many-connections`,
@@ -117,6 +140,7 @@ pub struct Rejection {
 
 /// What the service has done since it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServiceStats {
     /// Samples sent to peers.
     pub served_samples: u64,

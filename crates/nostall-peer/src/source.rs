@@ -51,6 +51,7 @@ impl std::fmt::Debug for PartitionedSource {
 
 /// Where a [`PartitionedSource`]'s bytes came from, cumulative.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SourceBreakdown {
     /// Samples and bytes read from this node's own cache (including its first fills).
     pub local_samples: u64,

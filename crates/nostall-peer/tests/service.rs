@@ -49,11 +49,11 @@ fn secret() -> Secret {
 
 fn config(node: usize, peers: &[String], capacity: f64) -> NodeConfig {
     let mut config = NodeConfig::new(node, peers.to_vec(), Capacity::Fraction(capacity), secret());
-    config.timeouts = Timeouts {
-        request: Duration::from_secs(2),
-        retry_after: Duration::from_millis(300),
-        join: Duration::from_secs(20),
-    };
+    config.timeouts = Timeouts::new(
+        Duration::from_secs(2),
+        Duration::from_millis(300),
+        Duration::from_secs(20),
+    );
     config
 }
 

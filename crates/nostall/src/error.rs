@@ -159,8 +159,9 @@ impl fmt::Display for SampleError {
 
 impl std::error::Error for SampleError {}
 
-/// An error that stops the loader.
+/// An error that stops the loader. New kinds may come: match with a wildcard arm.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// A sample failed under the `error` policy.
     Sample(SampleError),
