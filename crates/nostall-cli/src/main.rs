@@ -94,5 +94,6 @@ fn main() -> ExitCode {
 }
 
 fn parse_modality(s: &str) -> Result<nostall::Modality, String> {
-    s.parse().map_err(|e: nostall::Error| e.to_string())
+    s.parse()
+        .map_err(|e: nostall::prep::UnknownModality| e.to_string())
 }

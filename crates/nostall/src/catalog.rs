@@ -66,11 +66,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 
 use crate::error::{Error, Result};
-use crate::prep::Modality;
 use crate::rng;
+use crate::sample::Modality;
 
-/// Identifies a sample: its index in the catalog, `0..len`.
-pub type SampleId = u64;
+pub use crate::sample::SampleId;
 
 const MAGIC: &[u8; 7] = b"NSTLCAT";
 const VERSION: u8 = 2;
@@ -1159,7 +1158,7 @@ mod tests {
     }
 
     fn scan(root: &Path) -> (Catalog, ScanReport) {
-        Catalog::scan(root, crate::prep::Modality::Image).unwrap()
+        Catalog::scan(root, crate::sample::Modality::Image).unwrap()
     }
 
     #[test]
@@ -1342,7 +1341,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path(), &["cls/ok.jpg"]);
         fs::create_dir(dir.path().join(OsStr::from_bytes(b"b\xffd"))).unwrap();
-        let err = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap_err();
+        let err = Catalog::scan(dir.path(), crate::sample::Modality::Image).unwrap_err();
         assert!(
             matches!(&err, Error::Config(msg) if msg.contains("rename")),
             "{err}"
@@ -1375,7 +1374,7 @@ mod tests {
     fn empty_dataset_is_a_config_error_naming_the_root() {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path(), &["notes.txt", "cls/readme.md"]);
-        let err = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap_err();
+        let err = Catalog::scan(dir.path(), crate::sample::Modality::Image).unwrap_err();
         let root = fs::canonicalize(dir.path()).unwrap();
         assert!(
             matches!(&err, Error::Config(msg) if msg.contains(&*root.to_string_lossy())
@@ -1384,7 +1383,7 @@ mod tests {
         );
         let empty = tempfile::tempdir().unwrap();
         assert!(matches!(
-            Catalog::scan(empty.path(), crate::prep::Modality::Image),
+            Catalog::scan(empty.path(), crate::sample::Modality::Image),
             Err(Error::Config(_))
         ));
     }
@@ -1393,7 +1392,7 @@ mod tests {
     fn bad_roots_are_errors_naming_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing");
-        match Catalog::scan(&missing, crate::prep::Modality::Image) {
+        match Catalog::scan(&missing, crate::sample::Modality::Image) {
             Err(Error::Io { path, source }) => {
                 assert_eq!(path, missing);
                 assert_eq!(source.kind(), io::ErrorKind::NotFound);
@@ -1402,7 +1401,7 @@ mod tests {
         }
         let file = dir.path().join("file.jpg");
         fs::write(&file, b"x").unwrap();
-        let err = Catalog::scan(&file, crate::prep::Modality::Image).unwrap_err();
+        let err = Catalog::scan(&file, crate::sample::Modality::Image).unwrap_err();
         assert!(
             matches!(&err, Error::Config(msg) if msg.contains("file.jpg") && msg.contains("not a directory")),
             "{err}"
@@ -1561,7 +1560,7 @@ mod tests {
         tree(root, &["a/1.jpg", "b/nested/2.jpg"]);
         backdate_all(root);
         let index = out.path().join("cat.idx");
-        let open = || Catalog::open(root, Some(&index), crate::prep::Modality::Image).unwrap();
+        let open = || Catalog::open(root, Some(&index), crate::sample::Modality::Image).unwrap();
 
         let (first, how) = open();
         assert_eq!(how, Opened::Scanned);
@@ -1604,13 +1603,13 @@ mod tests {
 
         fs::write(&index, b"garbage").unwrap();
         assert_eq!(
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                 .unwrap()
                 .1,
             Opened::Scanned
         );
         assert_eq!(
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                 .unwrap()
                 .1,
             Opened::Loaded
@@ -1618,7 +1617,7 @@ mod tests {
 
         // The same index file, asked about another root.
         let (catalog, how) =
-            Catalog::open(other.path(), Some(&index), crate::prep::Modality::Image).unwrap();
+            Catalog::open(other.path(), Some(&index), crate::sample::Modality::Image).unwrap();
         assert_eq!(how, Opened::Scanned);
         assert_eq!(rel_paths(&catalog), ["b.jpg", "c.jpg"]);
     }
@@ -1632,7 +1631,7 @@ mod tests {
         backdate_all(data.path());
         let index = out.path().join("cat.idx");
         assert_eq!(
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                 .unwrap()
                 .1,
             Opened::Scanned
@@ -1640,7 +1639,7 @@ mod tests {
         let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&index), 0o600);
         assert_eq!(
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                 .unwrap()
                 .1,
             Opened::Loaded
@@ -1648,13 +1647,13 @@ mod tests {
         // Writable by others: it could map the files to other labels.
         fs::set_permissions(&index, fs::Permissions::from_mode(0o666)).unwrap();
         assert_eq!(
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                 .unwrap()
                 .1,
             Opened::Scanned
         );
         assert_eq!(
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                 .unwrap()
                 .1,
             Opened::Loaded
@@ -1664,7 +1663,7 @@ mod tests {
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&index, Some(65534), None).unwrap();
             assert_eq!(
-                Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image)
+                Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image)
                     .unwrap()
                     .1,
                 Opened::Scanned
@@ -1681,7 +1680,7 @@ mod tests {
         fs::write(out.path().join("file"), b"").unwrap();
         let index = out.path().join("file/cat.idx");
         let (catalog, how) =
-            Catalog::open(data.path(), Some(&index), crate::prep::Modality::Image).unwrap();
+            Catalog::open(data.path(), Some(&index), crate::sample::Modality::Image).unwrap();
         assert_eq!(how, Opened::Scanned);
         assert_eq!(catalog.len(), 1);
         assert!(catalog.save(&index).is_err());
@@ -1695,7 +1694,7 @@ mod tests {
             let err = Catalog::open(
                 data.path(),
                 Some(&data.path().join(index)),
-                crate::prep::Modality::Image,
+                crate::sample::Modality::Image,
             )
             .unwrap_err();
             assert!(
@@ -1709,15 +1708,15 @@ mod tests {
     fn default_index_path_is_keyed_by_the_canonical_root() {
         let a = tempfile::tempdir().unwrap();
         let b = tempfile::tempdir().unwrap();
-        let path = Catalog::default_index_path(a.path(), crate::prep::Modality::Image);
+        let path = Catalog::default_index_path(a.path(), crate::sample::Modality::Image);
         assert_eq!(path.extension().unwrap(), "idx");
         assert_eq!(
             path,
-            Catalog::default_index_path(&a.path().join("."), crate::prep::Modality::Image)
+            Catalog::default_index_path(&a.path().join("."), crate::sample::Modality::Image)
         );
         assert_ne!(
             path,
-            Catalog::default_index_path(b.path(), crate::prep::Modality::Image)
+            Catalog::default_index_path(b.path(), crate::sample::Modality::Image)
         );
     }
 

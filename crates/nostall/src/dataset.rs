@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::prep::Modality;
+use crate::sample::Modality;
 use crate::storage::{
     is_sample_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards,
 };

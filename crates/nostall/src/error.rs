@@ -5,7 +5,7 @@
 //! loader. An [`Error`] is about the loader as a whole (bad configuration, an unreadable
 //! dataset root, an index that cannot be written) and always stops it.
 
-use crate::prep::Modality;
+use crate::sample::{Modality, UnknownModality};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -233,6 +233,12 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl From<UnknownModality> for Error {
+    fn from(e: UnknownModality) -> Error {
+        Error::Config(e.to_string())
     }
 }
 

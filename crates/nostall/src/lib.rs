@@ -9,6 +9,8 @@
 //!
 //! One epoch flows through the modules in this order:
 //!
+//! - [`sample`]: what every module names a sample by: its [`SampleId`] and its
+//!   [`Modality`] (depending on nothing else of the engine).
 //! - [`catalog`]: every sample once (path, label, size), scanned from class folders or a
 //!   flat directory and saved as an index that reloads in milliseconds.
 //! - [`plan`]: a pure function of (seed, epoch, rank, world size) giving each rank its
@@ -87,14 +89,17 @@ pub mod pipeline;
 pub mod plan;
 pub mod prep;
 pub mod rng;
+pub mod sample;
 pub mod sched;
 pub mod sim;
 pub mod storage;
 
-pub use catalog::{Catalog, SampleId};
+pub use catalog::Catalog;
 pub use error::{Cause, Error, Result, SampleError};
 pub use metrics::EpochStats;
 pub use pipeline::{Batch, Checkpoint, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
 pub use plan::{PlanConfig, Position, Shard};
 pub use prep::image::{Layout, Op};
-pub use prep::{DType, Modality, Pipeline, SampleLayout};
+pub use prep::{DType, Pipeline, SampleLayout};
+pub use sample::Modality;
+pub use sample::SampleId;

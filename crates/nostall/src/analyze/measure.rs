@@ -368,7 +368,7 @@ mod tests {
     fn catalog(samples: usize, bytes: u64) -> Catalog {
         Catalog::from_samples(
             "/synthetic",
-            crate::prep::Modality::Image,
+            crate::sample::Modality::Image,
             Vec::new(),
             (0..samples).map(|i| (format!("{i}.jpg"), None, bytes)),
         )

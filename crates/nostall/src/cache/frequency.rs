@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use crate::catalog::SampleId;
+use crate::sample::SampleId;
 
 /// The samples to keep, most read first, within `capacity` units: from `reads` (the rank's
 /// reads over the planned epochs, in order) and each sample's `size`. A sample too large

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::catalog::SampleId;
+use crate::sample::SampleId;
 
 /// The next use of a sample beyond the horizon; ties between such samples are broken by
 /// id, and none of them is evicted to make room for another.

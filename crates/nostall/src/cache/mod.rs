@@ -25,8 +25,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::catalog::SampleId;
 use crate::error::{Cause, Error, Result};
+use crate::sample::SampleId;
 use crate::storage::{NextRead, Numbering, ReadDone, Source, SourceStats, Tier};
 
 pub(crate) mod frequency;

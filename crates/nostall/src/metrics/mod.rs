@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::cache::CacheStats;
-use crate::catalog::SampleId;
+use crate::sample::SampleId;
 use crate::sched::roles::PrepReason;
 use crate::storage::{Source, SourceStats};
 

@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::SampleId;
 use crate::plan::Position;
 use crate::prep::{DType, Deferred, SampleLayout};
+use crate::sample::SampleId;
 
 use super::buffer::{BatchBuffer, Pool};
 

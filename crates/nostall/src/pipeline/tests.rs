@@ -21,8 +21,9 @@ use crate::error::{Cause, Error, Result};
 use crate::pipeline::PageLock;
 use crate::prep::image::codec::Rect;
 use crate::prep::image::Geometry;
-use crate::prep::{DType, Deferred, Modality, Pipeline, Prep, Prepared, Preparer, SampleLayout};
+use crate::prep::{DType, Deferred, Pipeline, Prep, Prepared, Preparer, SampleLayout};
 use crate::rng::Rng;
+use crate::sample::Modality;
 use crate::storage::{Memory, NextRead, ReadDone, Source, SourceStats};
 use crate::{Checkpoint, ErrorPolicy, Loader, LoaderConfig, SampleId};
 
@@ -171,7 +172,7 @@ fn loader_over(
         .collect();
     let catalog = Catalog::from_samples(
         "memory",
-        crate::prep::Modality::Image,
+        crate::sample::Modality::Image,
         Vec::new(),
         samples
             .iter()

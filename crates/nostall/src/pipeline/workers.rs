@@ -10,10 +10,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::catalog::SampleId;
 use crate::error::Cause;
 use crate::prep::Preparer;
 use crate::rng::{derive, Rng};
+use crate::sample::SampleId;
 use crate::sched::node::thread_cpu_time;
 use crate::storage::{Source, Tier};
 

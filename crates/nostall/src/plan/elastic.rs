@@ -28,8 +28,8 @@
 
 use super::locality::{rank_share, Locality};
 use super::{global_order, shard, EpochPlan, PlanConfig};
-use crate::catalog::SampleId;
 use crate::error::{Error, Result};
+use crate::sample::SampleId;
 
 /// One stretch of an interrupted epoch: `world` ranks ran it until each had delivered
 /// `batches` batches of the epoch (counting those of earlier stretches).

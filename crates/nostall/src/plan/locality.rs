@@ -51,9 +51,9 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::{batches_for, sharded_order, EpochPlan, PlanConfig};
-use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::plan::placement::Placement;
+use crate::sample::SampleId;
 
 /// What a loader needs to plan locality-aware epochs: who caches what, and how many ranks
 /// each node runs. Cheap to clone (the placement is shared).

@@ -19,9 +19,9 @@ pub mod elastic;
 pub mod locality;
 pub mod placement;
 
-use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::rng::{derive, Rng};
+use crate::sample::SampleId;
 
 /// How a dataset that does not divide evenly among ranks is made to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

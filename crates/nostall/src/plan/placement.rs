@@ -36,9 +36,9 @@
 //! holder table (5 MB for ImageNet's 1.28 million samples).
 
 use crate::cache::Capacity;
-use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::rng::{derive, Rng};
+use crate::sample::SampleId;
 
 /// "Held by no node" in the holder table.
 const NOBODY: u32 = u32::MAX;

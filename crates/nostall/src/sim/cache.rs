@@ -74,9 +74,9 @@ use std::str::FromStr;
 
 use crate::cache::frequency::placement;
 use crate::cache::lookahead::Lookahead;
-use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, PlanConfig, Shard};
+use crate::sample::SampleId;
 
 /// Share of the cache the [`SimPolicy::TwoList`] active list may hold: Linux keeps the
 /// active list no larger than the inactive one on small memories (inactive ratio 1), and

@@ -41,12 +41,12 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::cache::Capacity;
-use crate::catalog::SampleId;
 use crate::error::{Error, Result};
 use crate::plan::locality::{Assigner, GlobalBatches};
 use crate::plan::placement::Placement;
 use crate::plan::{PlanConfig, Shard};
 use crate::rng::{derive, Rng};
+use crate::sample::SampleId;
 
 /// How the simulated job reads its samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

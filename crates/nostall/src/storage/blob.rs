@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{NextRead, ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
-use crate::prep::Modality;
+use crate::sample::Modality;
 
 /// One blob of a [`BlobStore`] listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -507,10 +507,10 @@ mod tests {
         }
         let objects = Objects::open(
             Arc::new(LocalDir::new(dir.path()).unwrap()),
-            crate::prep::Modality::Image,
+            crate::sample::Modality::Image,
         )
         .unwrap();
-        let (scanned, _) = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap();
+        let (scanned, _) = Catalog::scan(dir.path(), crate::sample::Modality::Image).unwrap();
         let listed = objects.catalog();
         assert_eq!(listed.len(), scanned.len());
         assert_eq!(listed.classes(), scanned.classes());

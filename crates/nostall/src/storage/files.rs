@@ -181,7 +181,7 @@ mod tests {
         for (name, bytes) in files {
             fs::write(dir.path().join(name), bytes).unwrap();
         }
-        let (catalog, _) = Catalog::scan(dir.path(), crate::prep::Modality::Image).unwrap();
+        let (catalog, _) = Catalog::scan(dir.path(), crate::sample::Modality::Image).unwrap();
         (dir, LocalFiles::new(Arc::new(catalog), mode))
     }
 

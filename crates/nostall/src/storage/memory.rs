@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Source, SourceStats, Tier};
-use crate::catalog::SampleId;
 use crate::error::Cause;
+use crate::sample::SampleId;
 
 /// Sample `i`'s bytes are `samples[i]`. DS-Analyzer measures prep over this source, so
 /// that what it times is decoding and augmenting only.

@@ -56,8 +56,8 @@ pub use s3::{S3Config, S3Store};
 pub use tar::TarShards;
 pub use throttle::{Link, Throttled};
 
-use crate::catalog::SampleId;
 use crate::error::Cause;
+use crate::sample::SampleId;
 
 /// Every environment variable that says where and as whom S3 is read: two jobs with the
 /// same values read the same bytes. A job that hands its reading to another process (the

@@ -27,7 +27,7 @@ use super::DEFAULT_MAX_BYTES;
 use super::{NextRead, ReadDone, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
-use crate::prep::Modality;
+use crate::sample::Modality;
 
 /// Bytes read at a time while indexing a shard: large enough that the headers of small
 /// members come in a few requests, small enough that large members are skipped.
@@ -509,7 +509,7 @@ mod tests {
             fs::write(dir.path().join(name), bytes).unwrap();
         }
         let store = Arc::new(LocalDir::new(dir.path()).unwrap());
-        (dir, TarShards::open(store, crate::prep::Modality::Image))
+        (dir, TarShards::open(store, crate::sample::Modality::Image))
     }
 
     #[test]
@@ -689,7 +689,7 @@ mod tests {
         sparse(&file, &pax, 512 + (1 << 30) + 1024);
         let err = TarShards::open(
             Arc::new(LocalDir::new(dir.path()).unwrap()),
-            crate::prep::Modality::Image,
+            crate::sample::Modality::Image,
         )
         .unwrap_err();
         assert!(err.to_string().contains("extension header"), "{err}");
@@ -703,7 +703,7 @@ mod tests {
         sparse(&dir.path().join("big.tar"), &member, 512 + size + 1024);
         let shards = TarShards::open(
             Arc::new(LocalDir::new(dir.path()).unwrap()),
-            crate::prep::Modality::Image,
+            crate::sample::Modality::Image,
         )
         .unwrap();
         let mut out = Vec::new();

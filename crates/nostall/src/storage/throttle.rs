@@ -22,8 +22,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Source, SourceStats};
-use crate::catalog::SampleId;
 use crate::error::Cause;
+use crate::sample::SampleId;
 
 /// An emulated storage link. The default is unlimited on every count.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

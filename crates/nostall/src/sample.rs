@@ -1,0 +1,103 @@
+//! What a sample is, for every other module to name: its id in the catalog, and its
+//! modality (which files are samples, and how errors speak of them).
+//!
+//! This module depends on nothing else of the engine, so that the catalog, the errors
+//! and prep can all use it without importing each other.
+
+/// Identifies a sample: its index in the catalog, `0..len`.
+pub type SampleId = u64;
+
+/// A kind of data, with the files it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[non_exhaustive]
+pub enum Modality {
+    /// Photographs: JPEG and PNG.
+    #[default]
+    Image,
+    /// Recorded sound: WAV, FLAC, Ogg Vorbis, MP3.
+    Audio,
+}
+
+impl Modality {
+    /// Every modality.
+    pub const ALL: [Modality; 2] = [Modality::Image, Modality::Audio];
+
+    /// File name extensions of this modality's samples (lower case; names are compared
+    /// case-insensitively).
+    pub fn extensions(self) -> &'static [&'static str] {
+        match self {
+            Modality::Image => &["jpg", "jpeg", "png"],
+            Modality::Audio => &["wav", "flac", "ogg", "oga", "mp3"],
+        }
+    }
+
+    /// Whether a file named `name` holds a sample of this modality, by its extension.
+    pub fn accepts(self, name: &str) -> bool {
+        name.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && self
+                    .extensions()
+                    .iter()
+                    .any(|known| ext.eq_ignore_ascii_case(known))
+        })
+    }
+
+    /// The modality's name, as [`Modality::from_str`](std::str::FromStr) reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+        }
+    }
+
+    /// The formats it decodes, for error messages.
+    pub fn formats(self) -> &'static str {
+        match self {
+            Modality::Image => "a JPEG or PNG image",
+            Modality::Audio => "a WAV, FLAC, Ogg Vorbis or MP3 file",
+        }
+    }
+
+    /// A noun for error messages ("images", "audio files").
+    pub fn plural(self) -> &'static str {
+        match self {
+            Modality::Image => "images",
+            Modality::Audio => "audio files",
+        }
+    }
+}
+
+impl std::fmt::Display for Modality {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Modality {
+    type Err = UnknownModality;
+
+    /// `image` or `audio`.
+    fn from_str(s: &str) -> std::result::Result<Modality, UnknownModality> {
+        Modality::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownModality(s.to_string()))
+    }
+}
+
+/// A modality's name that is none of [`Modality::ALL`]'s (a [`crate::Error::Config`]
+/// where a loader's settings name it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownModality(pub String);
+
+impl std::fmt::Display for UnknownModality {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown modality {:?}: use \"image\" or \"audio\"",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownModality {}
