@@ -5,7 +5,7 @@
 //! loader. An [`Error`] is about the loader as a whole (bad configuration, an unreadable
 //! dataset root, an index that cannot be written) and always stops it.
 
-use crate::sample::{Modality, UnknownModality};
+use crate::sample::{Modality, UnknownDType, UnknownModality};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -238,6 +238,12 @@ impl std::error::Error for Error {
 
 impl From<UnknownModality> for Error {
     fn from(e: UnknownModality) -> Error {
+        Error::Config(e.to_string())
+    }
+}
+
+impl From<UnknownDType> for Error {
+    fn from(e: UnknownDType) -> Error {
         Error::Config(e.to_string())
     }
 }

@@ -9,8 +9,8 @@
 //!
 //! One epoch flows through the modules in this order:
 //!
-//! - [`sample`]: what every module names a sample by: its [`SampleId`] and its
-//!   [`Modality`] (depending on nothing else of the engine).
+//! - [`sample`]: what every module names a sample by: its [`SampleId`], its
+//!   [`Modality`] and its [`SampleLayout`] (depending on nothing else of the engine).
 //! - [`catalog`]: every sample once (path, label, size), scanned from class folders or a
 //!   flat directory and saved as an index that reloads in milliseconds.
 //! - [`plan`]: a pure function of (seed, epoch, rank, world size) giving each rank its
@@ -100,6 +100,6 @@ pub use metrics::EpochStats;
 pub use pipeline::{Batch, Checkpoint, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
 pub use plan::{PlanConfig, Position, Shard};
 pub use prep::image::{Layout, Op};
-pub use prep::{DType, Pipeline, SampleLayout};
-pub use sample::Modality;
+pub use prep::Pipeline;
 pub use sample::SampleId;
+pub use sample::{DType, Modality, SampleLayout};

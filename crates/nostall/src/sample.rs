@@ -1,5 +1,6 @@
-//! What a sample is, for every other module to name: its id in the catalog, and its
-//! modality (which files are samples, and how errors speak of them).
+//! What a sample is, for every other module to name: its id in the catalog, its modality
+//! (which files are samples, and how errors speak of them), and its layout in a batch
+//! (shape and element type).
 //!
 //! This module depends on nothing else of the engine, so that the catalog, the errors
 //! and prep can all use it without importing each other.
@@ -101,3 +102,100 @@ impl std::fmt::Display for UnknownModality {
 }
 
 impl std::error::Error for UnknownModality {}
+
+/// Element type of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DType {
+    /// Bytes, 0–255 (normalise on the GPU).
+    U8,
+    /// 32-bit floats: [0, 1], or normalised when the pipeline has `Normalize`.
+    #[default]
+    F32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::F32 => 4,
+        }
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = UnknownDType;
+
+    /// `float32` (or `f32`), `uint8` (or `u8`): NumPy's and Rust's names.
+    fn from_str(s: &str) -> std::result::Result<DType, UnknownDType> {
+        match s {
+            "float32" | "f32" => Ok(DType::F32),
+            "uint8" | "u8" => Ok(DType::U8),
+            _ => Err(UnknownDType(s.to_string())),
+        }
+    }
+}
+
+/// An element type's name that nostall does not output (a [`crate::Error::Config`]
+/// where a loader's settings name it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDType(pub String);
+
+impl std::fmt::Display for UnknownDType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown output dtype {:?}: use \"float32\" or \"uint8\"",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownDType {}
+
+/// NumPy's name: `float32` or `uint8` (what its `FromStr` reads).
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "float32",
+            DType::U8 => "uint8",
+        })
+    }
+}
+
+/// The shape and element type of one prepared sample: a batch is `[len, ...shape]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleLayout {
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl SampleLayout {
+    /// A sample of `shape` elements of `dtype`, native endianness, C order.
+    pub fn new(shape: Vec<usize>, dtype: DType) -> SampleLayout {
+        SampleLayout { shape, dtype }
+    }
+
+    /// The sample's dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Bytes of one sample (of a layout a loader accepted: see
+    /// [`SampleLayout::checked_bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size()
+    }
+
+    /// Bytes of one sample, `None` where they overflow a `usize`.
+    pub fn checked_bytes(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(self.dtype.size(), |bytes, &d| bytes.checked_mul(d))
+    }
+}
