@@ -21,7 +21,7 @@ use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
 
 #[path = "../../nostall-peer/tests/common/mod.rs"]
 mod common;
-use common::{free_addrs, idle_connections, raise_descriptor_limit};
+use common::{free_addrs, idle_connections, raise_descriptor_limit, until_listening};
 
 const NODES: usize = 3;
 const SAMPLES: usize = 1200;
@@ -525,12 +525,10 @@ fn a_job_launched_as_torchrun_launches_it_joins_at_the_rendezvous_with_a_late_no
     let mut children: Vec<Child> = (0..RANKS - 1).map(start).collect();
     // Node 0 listens before it registers, and cannot finish registering without the
     // last node: once it accepts connections, the last node is late.
-    let rendezvous = format!("127.0.0.1:{}", master_port + 1);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while std::net::TcpStream::connect(&rendezvous).is_err() {
-        assert!(Instant::now() < deadline, "node 0 never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_listening(
+        &format!("127.0.0.1:{}", master_port + 1),
+        Duration::from_secs(120),
+    );
     children.push(start(RANKS - 1));
     for (rank, child) in children.iter_mut().enumerate() {
         let status = child.wait().unwrap();

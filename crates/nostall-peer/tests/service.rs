@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nostall::cache::Capacity;
 use nostall::storage::{Memory, Source};
@@ -15,7 +15,7 @@ use nostall_peer::control::HelloRequest;
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 
 mod common;
-use common::free_addrs;
+use common::{free_addrs, until_listening};
 
 const SAMPLES: u64 = 300;
 
@@ -566,11 +566,7 @@ fn strangers_at_four_addresses_cannot_hold_up_a_join() {
     std::thread::scope(|s| {
         let first = s.spawn(|| join(0));
         // Node 0 listens before it registers, and cannot finish without the others.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(&master).is_err() {
-            assert!(Instant::now() < deadline, "node 0 never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until_listening(&master, Duration::from_secs(60));
         let strangers: Vec<TcpStream> = (2..6)
             .flat_map(|a| {
                 idle_connections_from(

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Loopback addresses whose ports are free right now, for nodes' services to listen on.
 pub(crate) fn free_addrs(n: usize) -> Vec<String> {
@@ -17,6 +17,17 @@ pub(crate) fn free_addrs(n: usize) -> Vec<String> {
         .iter()
         .map(|l| l.local_addr().unwrap().to_string())
         .collect()
+}
+
+/// Waits until something accepts connections at `addr` (a node started in another thread
+/// or process), failing the test after `patience`. (Each try is a connection, closed at
+/// once.)
+pub(crate) fn until_listening(addr: &str, patience: Duration) {
+    let deadline = Instant::now() + patience;
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "nothing listened at {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Lets this test process hold a few thousand sockets (up to its hard limit), as a
