@@ -720,11 +720,10 @@ impl<'a> Session<'a> {
     fn next(&mut self, at: Position, channel: &Channel) -> (Reply, Option<Arc<Batch>>) {
         self.pushing = None;
         let ask = self.ask;
-        let working = Reply::Working { ask }.encode();
         // Sent only where the socket has room: a job that does not read them has its
         // batches still to take, and the session must never block on it.
         let mut pulse = || {
-            let _ = channel.send_if_room(&working);
+            let _ = channel.send_if_room(&Reply::Working { ask }.encode());
         };
         if self.held.len() >= self.agent.config.max_held {
             let failure = Failure::text(format!(
