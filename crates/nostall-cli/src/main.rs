@@ -95,5 +95,5 @@ fn main() -> ExitCode {
 
 fn parse_modality(s: &str) -> Result<nostall::Modality, String> {
     s.parse()
-        .map_err(|e: nostall::prep::UnknownModality| e.to_string())
+        .map_err(|e: nostall::prep::UnknownName| e.to_string())
 }

@@ -5,7 +5,7 @@
 //! loader. An [`Error`] is about the loader as a whole (bad configuration, an unreadable
 //! dataset root, an index that cannot be written) and always stops it.
 
-use crate::sample::{Modality, UnknownDType, UnknownModality};
+use crate::sample::{Modality, UnknownName};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -236,14 +236,8 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<UnknownModality> for Error {
-    fn from(e: UnknownModality) -> Error {
-        Error::Config(e.to_string())
-    }
-}
-
-impl From<UnknownDType> for Error {
-    fn from(e: UnknownDType) -> Error {
+impl From<UnknownName> for Error {
+    fn from(e: UnknownName) -> Error {
         Error::Config(e.to_string())
     }
 }

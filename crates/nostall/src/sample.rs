@@ -75,33 +75,51 @@ impl std::fmt::Display for Modality {
 }
 
 impl std::str::FromStr for Modality {
-    type Err = UnknownModality;
+    type Err = UnknownName;
 
     /// `image` or `audio`.
-    fn from_str(s: &str) -> std::result::Result<Modality, UnknownModality> {
+    fn from_str(s: &str) -> std::result::Result<Modality, UnknownName> {
         Modality::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownModality(s.to_string()))
+            .ok_or_else(|| UnknownName::new("modality", s, "\"image\" or \"audio\""))
     }
 }
 
-/// A modality's name that is none of [`Modality::ALL`]'s (a [`crate::Error::Config`]
-/// where a loader's settings name it).
+/// A name a parse of this module's types does not know (a modality's, an element
+/// type's): what it names, the name, and the names to use instead. A
+/// [`crate::Error::Config`] where a loader's settings give it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownModality(pub String);
+pub struct UnknownName {
+    /// What the name names ("modality", "output dtype").
+    pub kind: &'static str,
+    /// The name given.
+    pub name: String,
+    /// The names known, in words.
+    pub known: &'static str,
+}
 
-impl std::fmt::Display for UnknownModality {
+impl UnknownName {
+    fn new(kind: &'static str, name: &str, known: &'static str) -> UnknownName {
+        UnknownName {
+            kind,
+            name: name.to_string(),
+            known,
+        }
+    }
+}
+
+impl std::fmt::Display for UnknownName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "unknown modality {:?}: use \"image\" or \"audio\"",
-            self.0
+            "unknown {} {:?}: use {}",
+            self.kind, self.name, self.known
         )
     }
 }
 
-impl std::error::Error for UnknownModality {}
+impl std::error::Error for UnknownName {}
 
 /// Element type of the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,34 +142,21 @@ impl DType {
 }
 
 impl std::str::FromStr for DType {
-    type Err = UnknownDType;
+    type Err = UnknownName;
 
     /// `float32` (or `f32`), `uint8` (or `u8`): NumPy's and Rust's names.
-    fn from_str(s: &str) -> std::result::Result<DType, UnknownDType> {
+    fn from_str(s: &str) -> std::result::Result<DType, UnknownName> {
         match s {
             "float32" | "f32" => Ok(DType::F32),
             "uint8" | "u8" => Ok(DType::U8),
-            _ => Err(UnknownDType(s.to_string())),
+            _ => Err(UnknownName::new(
+                "output dtype",
+                s,
+                "\"float32\" or \"uint8\"",
+            )),
         }
     }
 }
-
-/// An element type's name that nostall does not output (a [`crate::Error::Config`]
-/// where a loader's settings name it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownDType(pub String);
-
-impl std::fmt::Display for UnknownDType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "unknown output dtype {:?}: use \"float32\" or \"uint8\"",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnknownDType {}
 
 /// NumPy's name: `float32` or `uint8` (what its `FromStr` reads).
 impl std::fmt::Display for DType {

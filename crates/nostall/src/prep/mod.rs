@@ -31,7 +31,7 @@ pub use audio::AudioPipeline;
 pub use image::ImagePipeline;
 pub use text::Operators;
 
-pub use crate::sample::{DType, Modality, SampleLayout, UnknownDType, UnknownModality};
+pub use crate::sample::{DType, Modality, SampleLayout, UnknownName};
 
 /// A modality's recipe: what one prepared sample looks like, and how to make it.
 ///
