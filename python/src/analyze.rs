@@ -13,7 +13,13 @@ use nostall::cache::Capacity;
 use nostall::storage::{Link, ReadMode};
 use pyo3::prelude::*;
 
-use crate::{config_error, parse_capacity, raise, ConfigArgs};
+use nostall::pipeline::Threads;
+use nostall::prep::image::Layout;
+use nostall::prep::DType;
+use nostall::ErrorPolicy;
+
+use crate::convert::{CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
+use crate::{config_error, raise};
 
 /// A number that must be finite and above (or, with `zero_ok`, at least) zero.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
@@ -89,15 +95,15 @@ pub(crate) fn run(
     step_ms: Option<f64>,
     time_model: Option<Bound<'_, PyAny>>,
     batch_size: usize,
-    pipeline: Option<Bound<'_, PyAny>>,
+    pipeline: Option<PipelineArg>,
     image_size: Option<u32>,
-    dtype: &str,
-    layout: &str,
+    dtype: Text<DType>,
+    layout: Text<Layout>,
     threads: usize,
     fetch_threads: usize,
-    cache: Option<Bound<'_, PyAny>>,
-    cache_policy: &str,
-    on_error: &str,
+    cache: Option<CacheSize>,
+    cache_policy: CacheChoice,
+    on_error: Text<ErrorPolicy>,
     budget: f64,
     run_seconds: f64,
     run_epochs: u64,
@@ -113,26 +119,21 @@ pub(crate) fn run(
 ) -> PyResult<(String, String, String)> {
     // Every argument is checked before the dataset is opened or anything measured.
     let args = ConfigArgs {
-        batch_size,
-        pipeline: pipeline.as_ref(),
+        batch_size: Some(batch_size),
+        pipeline,
         image_size,
-        dtype,
-        layout,
-        shuffle: true,
-        seed,
-        drop_last: false,
-        threads: Some(crate::Threads::Count(threads)),
+        dtype: Some(dtype),
+        layout: Some(layout),
+        seed: Some(seed),
+        threads: Some(ThreadsArg(Threads::Count(threads))),
         fetch_threads: Some(fetch_threads),
-        prefetch: None,
-        cache: cache.as_ref(),
-        cache_policy,
-        cache_epochs: None,
-        cache_fill: "background",
-        memory: None,
-        on_error,
+        cache,
+        cache_policy: Some(cache_policy),
+        on_error: Some(on_error),
         // One node reading the whole dataset; the node sweep predicts for more.
         rank: Some(0),
         world_size: Some(1),
+        ..ConfigArgs::default()
     };
     if args.partitioned() {
         return Err(config_error(
@@ -175,7 +176,7 @@ pub(crate) fn run(
     let link = (link.bandwidth.is_some() || !link.latency.is_zero()).then_some(link);
     let node_cache = match node_cache {
         None => None,
-        Some(share) => match parse_capacity(py, &share)? {
+        Some(share) => match share.extract::<CacheSize>()?.0 {
             Capacity::Fraction(f) => Some(f),
             Capacity::Bytes(_) => {
                 return Err(config_error(

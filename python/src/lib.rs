@@ -7,6 +7,7 @@
 
 mod analyze;
 mod audio_ops;
+mod convert;
 mod device;
 mod dlpack;
 mod handoff;
@@ -18,16 +19,19 @@ mod state;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use nostall::cache::Capacity;
-use nostall::env::Distributed;
-use nostall::pipeline::{LoaderBuilder, Next, DEFAULT_IMAGE_SIZE};
+use nostall::cache::CacheFill;
+use nostall::pipeline::{Next, DEFAULT_IMAGE_SIZE};
+use nostall::prep::image::Layout;
+use nostall::prep::DType;
 use nostall::prep::ImagePipeline;
 use nostall::sched::offload::DecodeRoute;
+use nostall::storage::ReadMode;
+use nostall::ErrorPolicy;
 use nostall::{EpochStats, Position};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList};
 
+use convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
 use dlpack::Owner;
 
 /// Raises the `nostall` exception matching an engine error.
@@ -399,7 +403,7 @@ fn shared_objects(output: Arc<Output>, layout: nostall::prep::SampleLayout) -> h
 struct Loader {
     inner: Arc<nostall::Loader>,
     output: Arc<Output>,
-    dist: Distributed,
+    dist: nostall::env::Distributed,
     /// Where the next `iter()` starts: the start of an epoch, or a checkpoint (from
     /// `load_state_dict`, or where an epoch stopped on an error).
     next: Position,
@@ -420,32 +424,6 @@ struct Loader {
     shared_at: Option<Position>,
     /// The CUDA device batches are moved to (`device=`).
     device: Option<device::Device>,
-}
-
-pub(crate) fn parse_capacity(py: Python<'_>, cache: &Bound<'_, PyAny>) -> PyResult<Capacity> {
-    if let Ok(text) = cache.extract::<String>() {
-        return text.parse::<Capacity>().map_err(|e| raise(py, e));
-    }
-    if cache.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(PyTypeError::new_err(
-            "cache takes a size (\"35%\", \"2GiB\", 0.35 or a number of bytes) or None",
-        ));
-    }
-    if let Ok(bytes) = cache.extract::<u64>() {
-        return Ok(Capacity::Bytes(bytes));
-    }
-    if let Ok(fraction) = cache.extract::<f64>() {
-        if (0.0..=1.0).contains(&fraction) {
-            return Ok(Capacity::Fraction(fraction));
-        }
-        return Err(config_error(
-            py,
-            format!("cache={fraction}: a fraction of the dataset must lie in 0..1"),
-        ));
-    }
-    Err(PyTypeError::new_err(
-        "cache takes a size (\"35%\", \"2GiB\", 0.35 or a number of bytes) or None",
-    ))
 }
 
 /// Runs `work` (listing a bucket, joining peers: calls that may wait on the network for
@@ -481,129 +459,6 @@ fn interruptible<T: Send + 'static>(
 /// How often a wait for a batch checks for signals (Ctrl-C).
 const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// `threads=`: a count, or `"auto"` (the cores this process may use), read by the engine.
-#[derive(FromPyObject)]
-pub(crate) enum Threads {
-    Count(usize),
-    Named(String),
-}
-
-/// `memory=`: bytes, or text the engine reads (`"2GiB"`).
-#[derive(FromPyObject)]
-pub(crate) enum Memory {
-    Bytes(u64),
-    Text(String),
-}
-
-/// The keyword arguments that configure a loader, as `Loader` takes them; `analyze`
-/// builds the configuration it analyses from the same arguments, the same way. They are
-/// converted here and handed to the engine's [`LoaderBuilder`], which checks them.
-pub(crate) struct ConfigArgs<'a, 'py> {
-    pub batch_size: usize,
-    pub pipeline: Option<&'a Bound<'py, PyAny>>,
-    pub image_size: Option<u32>,
-    pub dtype: &'a str,
-    pub layout: &'a str,
-    pub shuffle: bool,
-    pub seed: u64,
-    pub drop_last: bool,
-    pub threads: Option<Threads>,
-    pub fetch_threads: Option<usize>,
-    pub prefetch: Option<usize>,
-    pub cache: Option<&'a Bound<'py, PyAny>>,
-    pub cache_policy: &'a str,
-    pub cache_epochs: Option<u64>,
-    pub cache_fill: &'a str,
-    pub memory: Option<Memory>,
-    pub on_error: &'a str,
-    pub rank: Option<usize>,
-    pub world_size: Option<usize>,
-}
-
-impl ConfigArgs<'_, '_> {
-    /// The loader the arguments describe, over `location`, and the ranks it reads as.
-    pub(crate) fn builder(
-        &self,
-        py: Python<'_>,
-        location: String,
-    ) -> PyResult<(LoaderBuilder, Distributed)> {
-        let dist = Distributed::resolve(self.rank, self.world_size).map_err(|e| raise(py, e))?;
-        let mut builder = LoaderBuilder::new(location);
-        if let Some(p) = self.pipeline {
-            match p.cast::<PyString>() {
-                Ok(name) => builder
-                    .set("pipeline", name.to_str()?)
-                    .map_err(|e| raise(py, e))?,
-                Err(_) => builder.operators(ops::from_python(p)?),
-            };
-        }
-        let mut set = |name: &str, value: &str| -> PyResult<()> {
-            builder.set(name, value).map(drop).map_err(|e| raise(py, e))
-        };
-        if let Some(size) = self.image_size {
-            set("image_size", &size.to_string())?;
-        }
-        set("dtype", self.dtype)?;
-        set("layout", self.layout)?;
-        set("on_error", self.on_error)?;
-        match &self.threads {
-            Some(Threads::Count(n)) => set("threads", &n.to_string())?,
-            Some(Threads::Named(name)) => set("threads", name)?,
-            None => {}
-        }
-        if let Some(epochs) = self.cache_epochs {
-            set("cache_epochs", &epochs.to_string())?;
-        }
-        set("cache_fill", self.cache_fill)?;
-        match &self.memory {
-            Some(Memory::Bytes(bytes)) => set("memory", &bytes.to_string())?,
-            Some(Memory::Text(text)) => set("memory", text)?,
-            None => {}
-        }
-        if let Some(cache) = self.cache.filter(|_| !self.partitioned()) {
-            set("cache_policy", self.cache_policy)?;
-            set("cache", &parse_capacity(py, cache)?.to_string())?;
-        }
-        set("batch_size", &self.batch_size.to_string())?;
-        set("shuffle", &self.shuffle.to_string())?;
-        set("seed", &self.seed.to_string())?;
-        set("drop_last", &self.drop_last.to_string())?;
-        set("rank", &dist.rank.to_string())?;
-        set("world_size", &dist.world.to_string())?;
-        if let Some(n) = self.fetch_threads {
-            set("fetch_threads", &n.to_string())?;
-        }
-        if let Some(n) = self.prefetch {
-            set("prefetch", &n.to_string())?;
-        }
-        // Every setting checked together, before anything is opened.
-        builder.config().map_err(|e| raise(py, e))?;
-        Ok((builder, dist))
-    }
-
-    /// Whether the cache is partitioned across the job's nodes (`cache_policy =
-    /// "partitioned"`) rather than this process's own.
-    pub(crate) fn partitioned(&self) -> bool {
-        self.cache_policy == PARTITIONED
-    }
-
-    /// The node cache's size, for a partitioned cache.
-    fn node_capacity(&self, py: Python<'_>) -> PyResult<Capacity> {
-        match self.cache {
-            Some(cache) => parse_capacity(py, cache),
-            None => Err(config_error(
-                py,
-                "cache_policy=\"partitioned\" needs the size of each node's part: cache=\"30%\" \
-                 (a share of the dataset) or cache=\"32GiB\""
-                    .into(),
-            )),
-        }
-    }
-}
-
-/// The `cache_policy` of a cache partitioned across the nodes of a job.
-const PARTITIONED: &str = "partitioned";
-
 fn resolve_output(py: Python<'_>, output: &str) -> PyResult<Output> {
     let from_dlpack = |module: &str| -> PyResult<Py<PyAny>> {
         Ok(py.import(module)?.getattr("from_dlpack")?.unbind())
@@ -629,14 +484,13 @@ impl Loader {
     #[new]
     #[pyo3(
         signature = (
-            source, *, batch_size=64, pipeline=None, image_size=None, dtype="float32",
-            layout="CHW", shuffle=true, seed=0, drop_last=false, threads=None,
-            fetch_threads=None, prefetch=None, overlap_epochs=true, cache=None,
-            cache_policy="minio", cache_epochs=None, cache_fill="background", memory=None,
-            on_error="error",
-            quarantine=None, rank=None, world_size=None, output="auto", metrics_addr=None,
-            balance_ranks=None, share=None, read="cached", device=None, decode="auto",
-            gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS
+            source, *, batch_size=None, pipeline=None, image_size=None, dtype=None,
+            layout=None, shuffle=None, seed=None, drop_last=None, threads=None,
+            fetch_threads=None, prefetch=None, overlap_epochs=None, cache=None,
+            cache_policy=None, cache_epochs=None, cache_fill=None, memory=None,
+            on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
+            metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
+            decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -650,24 +504,24 @@ impl Loader {
     fn new(
         py: Python<'_>,
         source: PathBuf,
-        batch_size: usize,
-        pipeline: Option<Bound<'_, PyAny>>,
+        batch_size: Option<usize>,
+        pipeline: Option<PipelineArg>,
         image_size: Option<u32>,
-        dtype: &str,
-        layout: &str,
-        shuffle: bool,
-        seed: u64,
-        drop_last: bool,
-        threads: Option<Threads>,
+        dtype: Option<Text<DType>>,
+        layout: Option<Text<Layout>>,
+        shuffle: Option<bool>,
+        seed: Option<u64>,
+        drop_last: Option<bool>,
+        threads: Option<ThreadsArg>,
         fetch_threads: Option<usize>,
         prefetch: Option<usize>,
-        overlap_epochs: bool,
-        cache: Option<Bound<'_, PyAny>>,
-        cache_policy: &str,
+        overlap_epochs: Option<bool>,
+        cache: Option<CacheSize>,
+        cache_policy: Option<CacheChoice>,
         cache_epochs: Option<u64>,
-        cache_fill: &str,
-        memory: Option<Memory>,
-        on_error: &str,
+        cache_fill: Option<Text<CacheFill>>,
+        memory: Option<Bytes>,
+        on_error: Option<Text<ErrorPolicy>>,
         quarantine: Option<PathBuf>,
         rank: Option<usize>,
         world_size: Option<usize>,
@@ -675,14 +529,14 @@ impl Loader {
         metrics_addr: Option<String>,
         balance_ranks: Option<bool>,
         share: Option<&str>,
-        read: &str,
+        read: Option<Text<ReadMode>>,
         device: Option<&str>,
         decode: &str,
         gpu_decode_min_pixels: u64,
     ) -> PyResult<Loader> {
         let args = ConfigArgs {
             batch_size,
-            pipeline: pipeline.as_ref(),
+            pipeline,
             image_size,
             dtype,
             layout,
@@ -690,37 +544,31 @@ impl Loader {
             seed,
             drop_last,
             threads,
+            balance_ranks,
             fetch_threads,
             prefetch,
-            cache: cache.as_ref(),
+            overlap_epochs,
+            cache,
             cache_policy,
             cache_epochs,
             cache_fill,
             memory,
             on_error,
+            quarantine,
+            read,
             rank,
             world_size,
         };
         let location_text = source.to_string_lossy().into_owned();
         let (mut builder, mut dist) = args.builder(py, location_text.clone())?;
-        let mut set = |name: &str, value: &str| -> PyResult<()> {
-            builder.set(name, value).map(drop).map_err(|e| raise(py, e))
-        };
-        if let Some(path) = &quarantine {
-            set("quarantine", &path.to_string_lossy())?;
-        }
-        set("overlap_epochs", &overlap_epochs.to_string())?;
-        set("read", read)?;
-        if let Some(balance) = balance_ranks {
-            set("balance_ranks", &balance.to_string())?;
-        }
-        let node_config = if args.partitioned() {
-            let mut c = nostall_peer::NodeConfig::from_env(args.node_capacity(py)?)
-                .map_err(|e| raise_peer(py, e))?;
-            c.seed = seed;
-            Some(c)
-        } else {
-            None
+        let node_config = match args.node_capacity(py)? {
+            Some(capacity) => {
+                let mut c =
+                    nostall_peer::NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
+                c.seed = builder.settings().plan.seed;
+                Some(c)
+            }
+            None => None,
         };
         let share = shared::Share::parse(share);
         let output = Arc::new(resolve_output(py, output)?);
@@ -786,7 +634,7 @@ impl Loader {
                     nostall_peer::Node::join(&joining, dataset.source, node_config)
                 })?
                 .map_err(|e| raise_peer(py, e))?;
-                node.configure(builder.config_mut());
+                node.configure(&mut builder);
                 dist.rank = node.rank();
                 dist.world = node.world();
                 let source: Arc<dyn nostall::storage::Source> = node.source();

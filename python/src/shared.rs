@@ -92,17 +92,17 @@ impl Shared {
             Share::Auto => String::new(),
             Share::Group(name) => name.clone(),
         };
-        let Some(settings) = builder.settings() else {
+        let Some(settings) = builder.portable_settings() else {
             return Err(config_error(
                 py,
-                "share= sends the loader's settings to the node agent as text, and this \
-                 loader has a setting that has none: leave share off"
+                "share= sends the loader's settings to the node agent, and this loader has \
+                 more than settings (a device, a pipeline made in code): leave share off"
                     .into(),
             ));
         };
         let socket = nostall_agent::default_socket();
         let ranked = node.is_some();
-        let mut reading = Reading::new(location, settings.to_vec()).in_group(group);
+        let mut reading = Reading::new(location, settings.clone()).in_group(group);
         if let Some(node) = node {
             reading = reading.on_node(node);
         }

@@ -4,12 +4,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nostall::pipeline::LoaderSettings;
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
@@ -21,9 +22,8 @@ use crate::wire::{BatchHeader, JobNode, Reply, Request, StorageSettings, PROTOCO
 pub struct Reading {
     /// The dataset's location, as [`nostall::pipeline::LoaderBuilder::new`] takes it.
     pub location: String,
-    /// The loader's settings as text (the knobs of
-    /// [`nostall::pipeline::LoaderBuilder::set`]).
-    pub settings: Vec<(String, String)>,
+    /// The loader's settings (sent as their [text form](LoaderSettings::texts)).
+    pub settings: LoaderSettings,
     /// The group's name; empty: the group of every job reading the same stream.
     pub group: String,
     /// For a rank of a job whose cache is partitioned across nodes, the rank's node as
@@ -48,17 +48,17 @@ impl Reading {
     /// local location, a `quarantine` file) are made absolute, and canonical where they
     /// exist: the agent runs in a working directory of its own, and jobs naming one
     /// dataset differently still read one stream.
-    pub fn new(location: impl Into<String>, mut settings: Vec<(String, String)>) -> Reading {
+    pub fn new(location: impl Into<String>, mut settings: LoaderSettings) -> Reading {
         let location = location.into();
         let location = if location.contains("://") {
             location
         } else {
-            absolute(&location)
+            absolute(Path::new(&location))
+                .to_string_lossy()
+                .into_owned()
         };
-        for (name, value) in &mut settings {
-            if name == "quarantine" {
-                *value = absolute(value);
-            }
+        if let Some(file) = &mut settings.quarantine {
+            *file = absolute(file);
         }
         let storage = nostall::storage::S3_ENVIRONMENT
             .iter()
@@ -98,10 +98,10 @@ impl Reading {
 
 /// `path` made absolute (and canonical when it exists), as text; as given if neither
 /// can be done.
-fn absolute(path: &str) -> String {
+fn absolute(path: &Path) -> PathBuf {
     std::fs::canonicalize(path)
         .or_else(|_| std::path::absolute(path))
-        .map_or_else(|_| path.to_string(), |p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Why the agent could not serve a job.
@@ -241,7 +241,7 @@ impl Client {
         let hello = Request::Hello {
             protocol: PROTOCOL,
             location: reading.location.clone(),
-            settings: reading.settings.clone(),
+            settings: reading.settings.texts(),
             group: reading.group.clone(),
             node: reading.node.as_ref().map(|n| Box::new(JobNode::of(n))),
             ranks: reading.ranks,

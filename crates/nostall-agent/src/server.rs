@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nostall::env::LocalRanks;
-use nostall::pipeline::{Arena, LoaderBuilder, Next};
+use nostall::pipeline::{Arena, LoaderBuilder, LoaderSettings, Next, Threads};
 use nostall::storage::Source;
 use nostall::{Batch, Catalog, Epoch, Loader, Position};
 
@@ -334,34 +334,31 @@ impl Agent {
             ranks,
             storage,
         } = *joining;
-        let mut builder = LoaderBuilder::new(location);
+        let settings =
+            LoaderSettings::from_texts(settings.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+                .map_err(|e| e.to_string())?;
+        // The agent prepares for every job of the node: all the cores it may use, unless
+        // a job counted them. It balances a job's ranks only as the job says they are,
+        // never by the launcher's variables it inherited from the job that started it
+        // (it is not one of a job's ranks).
+        let balanced = settings.balances_ranks();
+        let mut builder = LoaderBuilder::with_settings(location, settings);
+        let settings = builder.settings_mut();
+        settings.balance_ranks = Some(false);
+        if settings.threads == Threads::Auto {
+            settings.threads = Threads::Count(nostall::pipeline::usable_cores());
+        }
+        builder.arena(Arena::Shared);
         // The job's data, from its server, as the job: never with the settings of the
         // environment the agent inherited from whichever job started it.
         builder.storage_environment(storage.to_vec());
         // Where and as whom, in the words of the group key (a digest: computed once).
         let reads_from = storage_of(location, storage);
-        for (name, value) in settings {
-            builder.set(name, value).map_err(|e| e.to_string())?;
-        }
-        let counted = settings
-            .iter()
-            .any(|(name, value)| name == "threads" && value.trim().parse::<usize>().is_ok());
-        let config = builder.config_mut();
-        config.arena = Arena::Shared;
-        // The agent prepares for every job of the node: all the cores it may use, unless
-        // a job counted them. It balances a job's ranks only as the job says they are,
-        // never by the launcher's variables it inherited from the job that started it
-        // (it is not one of a job's ranks).
-        let balanced = config.balance_ranks;
-        config.balance_ranks = false;
-        if !counted {
-            config.prep_threads = nostall::pipeline::usable_cores();
-        }
         let node = job
             .map(|job| {
                 let node = self.nodes.join(&builder, location, &reads_from, job)?;
                 node.node
-                    .configure_rank(builder.config_mut(), job.local_rank as usize);
+                    .configure_rank(&mut builder, job.local_rank as usize);
                 Ok::<_, String>(node)
             })
             .transpose()?;
@@ -377,9 +374,8 @@ impl Agent {
             .or(ranks)
             .filter(|ranks| ranks.local_world >= 2);
         if let (true, Some(ranks)) = (balanced, ranks) {
-            let config = builder.config_mut();
-            config.balance_ranks = true;
-            config.local_ranks = Some(ranks);
+            builder.settings_mut().balance_ranks = Some(true);
+            builder.local_ranks(Some(ranks));
         }
         let config = builder.config().map_err(|e| e.to_string())?;
         if config.plan.batch_size > MAX_BATCH {
@@ -456,7 +452,7 @@ impl Agent {
             .map_err(|e| e.to_string())?;
         // The rank's record in its table is the group's loader's: a private stream made
         // later from this builder must not write (or, leaving, clear) it.
-        builder.config_mut().balance_ranks = false;
+        builder.settings_mut().balance_ranks = Some(false);
         let batch_bytes = (config.plan.batch_size * config.pipeline.sample_bytes()).max(1) as u64;
         let window = (self.config.staging / batch_bytes).clamp(2, 64) as usize;
         let group = Group::start(

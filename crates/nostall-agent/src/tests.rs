@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nostall::pipeline::LoaderBuilder;
+use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
@@ -19,17 +19,13 @@ use crate::{Agent, AgentConfig, AgentError, Client, Reading};
 const BATCH: usize = 4;
 const SIDE: usize = 64;
 
-fn settings(seed: u64) -> Vec<(String, String)> {
-    [
-        ("pipeline", "train".to_string()),
-        ("image_size", SIDE.to_string()),
-        ("batch_size", BATCH.to_string()),
-        ("seed", seed.to_string()),
-        ("threads", "2".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+fn settings(seed: u64) -> LoaderSettings {
+    let mut s = LoaderSettings::default();
+    s.image_size = Some(SIDE as u32);
+    s.plan.batch_size = BATCH;
+    s.plan.seed = seed;
+    s.threads = Threads::Count(2);
+    s
 }
 
 struct Fixture {
@@ -96,15 +92,11 @@ impl Fixture {
         self.attach_with(&settings(seed), group)
     }
 
-    fn attach_with(
-        &self,
-        settings: &[(String, String)],
-        group: &str,
-    ) -> Result<Client, AgentError> {
+    fn attach_with(&self, settings: &LoaderSettings, group: &str) -> Result<Client, AgentError> {
         Client::attach_within(
             Duration::from_secs(30),
             &self.socket,
-            &Reading::new(&self.photos, settings.to_vec()).in_group(group),
+            &Reading::new(&self.photos, settings.clone()).in_group(group),
         )
     }
 
@@ -115,14 +107,12 @@ impl Fixture {
 
     fn expected_with(
         &self,
-        settings: &[(String, String)],
+        settings: &LoaderSettings,
         epoch: u64,
     ) -> Vec<(Vec<u64>, Vec<i64>, Vec<u8>)> {
-        let mut builder = LoaderBuilder::new(&self.photos);
-        for (k, v) in settings {
-            builder.set(k, v).unwrap();
-        }
-        let (loader, _) = builder.open().unwrap();
+        let (loader, _) = LoaderBuilder::with_settings(&self.photos, settings.clone())
+            .open()
+            .unwrap();
         loader
             .epoch(epoch)
             .unwrap()
@@ -564,7 +554,7 @@ fn a_bad_sample_fails_every_member_at_the_same_batch_naming_it_and_skip_serves_t
 
     // Skipping: both get what a loader of their own gives, the bad sample left out.
     let mut skipping = settings(4);
-    skipping.push(("on_error".into(), "skip".into()));
+    skipping.on_error = nostall::ErrorPolicy::Skip;
     let (mut c, mut d) = (
         f.attach_with(&skipping, "").unwrap(),
         f.attach_with(&skipping, "").unwrap(),
@@ -605,7 +595,7 @@ fn a_job_holding_too_many_batches_is_told_to_free_them_and_then_served_again() {
 fn a_batch_larger_than_a_message_can_describe_is_refused_at_attach() {
     let f = Fixture::new(2, Duration::from_secs(60));
     let mut settings = settings(1);
-    settings.push(("batch_size".into(), (crate::MAX_BATCH + 1).to_string()));
+    settings.plan.batch_size = crate::MAX_BATCH + 1;
     match f.attach_with(&settings, "") {
         Err(AgentError::Refused(m)) => assert!(m.contains(&crate::MAX_BATCH.to_string()), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
@@ -704,7 +694,7 @@ fn a_named_group_refuses_a_job_reading_another_stream() {
     }
     // Another batch size alone: refused, saying so; by stream, a group of its own.
     let mut larger = settings(1);
-    larger.push(("batch_size".into(), (2 * BATCH).to_string()));
+    larger.plan.batch_size = 2 * BATCH;
     match f.attach_with(&larger, "search") {
         Err(AgentError::Refused(m)) => assert!(
             m.contains(&format!("batches of {BATCH} samples"))
@@ -850,14 +840,12 @@ fn the_local_ranks_of_a_job_are_balanced_through_their_table_as_the_job_says() {
             })
     };
     // Each case its own streams (its seeds), so that no job joins the other case's group.
-    let auto = |rank: usize, balance: &str| -> Vec<(String, String)> {
+    let auto = |rank: usize, balance: &str| -> LoaderSettings {
         let mut s = settings(rank as u64 + if balance == "true" { 0 } else { 10 });
-        s.retain(|(k, _)| k != "threads");
-        s.extend([
-            ("rank".to_string(), rank.to_string()),
-            ("world_size".to_string(), "2".to_string()),
-            ("balance_ranks".to_string(), balance.to_string()),
-        ]);
+        s.threads = Threads::Auto;
+        s.plan.rank = rank;
+        s.plan.world = 2;
+        s.balance_ranks = Some(balance == "true");
         s
     };
     for (name, balance) in [("balanced", "true"), ("even", "false")] {

@@ -73,7 +73,7 @@ pub(crate) enum Request {
         protocol: u32,
         /// The dataset's location, as `Loader` takes it.
         location: String,
-        /// The loader's settings as text (`LoaderBuilder::set`).
+        /// The loader's settings as text (`LoaderSettings::texts`).
         settings: Vec<(String, String)>,
         /// A group name given by the job; empty to group by stream.
         group: String,
@@ -881,13 +881,10 @@ pub fn parse_for_fuzzing(data: &[u8]) {
         location, settings, ..
     }) = Request::decode(data)
     {
-        let mut builder = nostall::pipeline::LoaderBuilder::new(location);
-        for (name, value) in &settings {
-            if builder.set(name, value).is_err() {
-                return;
-            }
+        let texts = settings.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        if let Ok(settings) = nostall::pipeline::LoaderSettings::from_texts(texts) {
+            let _ = nostall::pipeline::LoaderBuilder::with_settings(location, settings).config();
         }
-        let _ = builder.config();
     }
     let _ = Reply::decode(data);
 }

@@ -10,7 +10,8 @@ use nostall::cache::Capacity;
 use nostall::storage::ReadMode;
 use nostall::Error;
 
-use crate::run::{loader_builder, PipelineArgs, Settings, StorageArgs};
+use crate::run::{loader_settings, PipelineArgs, StorageArgs};
+use nostall::pipeline::LoaderBuilder;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -102,30 +103,22 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         }
     };
     let batch_size = args.batch_size.unwrap_or(if demo { 8 } else { 64 });
-    let settings = Settings {
-        pipeline: args.pipeline.clone(),
+    let mut settings = loader_settings(
+        &args.pipeline,
         batch_size,
-        prep_threads: args.threads,
-        fetch_threads: args.fetch_threads,
-        seed: args.seed,
-        skip_bad: false,
-        quarantine: None,
-        cold: !args.warm,
-        cache: args.storage.cache(None),
-        link: args.storage.link(),
-        overlap_epochs: true,
-        memory: args.storage.memory.clone(),
-    };
-    let read = if settings.cold {
-        ReadMode::Cold
-    } else {
-        ReadMode::Cached
-    };
+        args.threads,
+        args.fetch_threads,
+        args.seed,
+    );
+    args.storage.apply(&mut settings, None);
+    if !args.warm {
+        settings.read = ReadMode::Cold;
+    }
     let subject = Subject::open(
         &location,
-        loader_builder(&location, &settings)?.config()?,
-        read,
-        settings.link,
+        LoaderBuilder::with_settings(&location, settings.clone()).config()?,
+        settings.read,
+        settings.throttle,
     )?;
     let model = match (args.model_rate, args.step_ms, args.no_model) {
         (_, _, true) => ModelRate::none(),

@@ -11,11 +11,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use nostall::pipeline::LoaderBuilder;
 use nostall::prep::{DecodeOnly, Modality};
-use nostall::storage::Source;
+use nostall::storage::{ReadMode, Source};
 
 use crate::run::{
-    device_read_bytes, drive_epoch, memory_mb, PipelineArgs, Settings, Step, StorageArgs,
+    device_read_bytes, drive_epoch, loader_settings, memory_mb, on_error, PipelineArgs, Step,
+    StorageArgs,
 };
 
 #[derive(clap::Args)]
@@ -95,27 +97,25 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> nostall::Result<()> {
-    let settings = Settings {
-        pipeline: args.pipeline.clone(),
-        batch_size: args.batch_size,
-        prep_threads: args.threads,
-        fetch_threads: args.fetch_threads,
-        seed: args.seed,
-        skip_bad: args.skip_bad,
-        quarantine: args.quarantine,
-        cold: args.cold,
-        cache: args.storage.cache(Some(args.epochs + 1)),
-        link: args.storage.link(),
-        overlap_epochs: args.overlap_epochs,
-        memory: args.storage.memory.clone(),
-    };
-    let mut builder = crate::run::loader_builder(&args.dataset, &settings)?;
-    if args.no_shuffle {
-        builder.set("shuffle", "false")?;
+    let mut settings = loader_settings(
+        &args.pipeline,
+        args.batch_size,
+        args.threads,
+        args.fetch_threads,
+        args.seed,
+    );
+    args.storage.apply(&mut settings, Some(args.epochs + 1));
+    settings.on_error = on_error(args.skip_bad);
+    settings.quarantine = args.quarantine.clone();
+    if args.cold {
+        settings.read = ReadMode::Cold;
     }
-    builder.config_mut().adaptive_reads = !args.fixed_reads;
-    builder.config_mut().adaptive_prep = !args.fixed_prep;
-    builder.config_mut().prefetch = args.prefetch;
+    settings.overlap_epochs = args.overlap_epochs;
+    settings.plan.shuffle = !args.no_shuffle;
+    settings.adaptive_reads = !args.fixed_reads;
+    settings.adaptive_prep = !args.fixed_prep;
+    settings.prefetch = args.prefetch;
+    let mut builder = LoaderBuilder::with_settings(&args.dataset, settings);
     let phases = args.storage.link_phases();
     if let Some(phases) = &phases {
         builder.link_phases(phases.clone());

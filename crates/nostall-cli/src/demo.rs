@@ -4,7 +4,8 @@
 //! a temporary directory in ImageFolder layout, and runs the ImageNet training pipeline
 //! over them for a few epochs.
 
-use crate::run::{drive_epoch, open_loader, PipelineArgs, Settings, Step};
+use crate::run::{drive_epoch, loader_settings, PipelineArgs, Step};
+use nostall::pipeline::LoaderBuilder;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -36,21 +37,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         args.threads,
         args.model_rate
     );
-    let settings = Settings {
-        pipeline: PipelineArgs::train(),
-        batch_size: args.batch_size,
-        prep_threads: args.threads,
-        fetch_threads: 2,
-        seed: 0,
-        skip_bad: false,
-        quarantine: None,
-        cold: false,
-        cache: Default::default(),
-        link: None,
-        overlap_epochs: true,
-        memory: None,
-    };
-    let (loader, _) = open_loader(&dir.to_string_lossy(), &settings)?;
+    let settings = loader_settings(&PipelineArgs::train(), args.batch_size, args.threads, 2, 0);
+    let (loader, _) = LoaderBuilder::with_settings(dir.to_string_lossy(), settings).open()?;
     let mut last = None;
     for epoch in 0..args.epochs {
         let model_rate = (args.model_rate > 0.0).then_some(args.model_rate);

@@ -20,12 +20,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Cached, Capacity};
+use nostall::pipeline::LoaderBuilder;
 use nostall::storage::Source;
 use nostall::Position;
 use nostall_agent::{Client, Reading};
 use nostall_peer::{Node, NodeConfig, Secret};
 
-use crate::run::{loader_builder, parse_policy, PipelineArgs, Settings};
+use crate::run::{loader_settings, on_error, parse_policy, PipelineArgs};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -234,28 +235,22 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
             .display()
             .to_string(),
     };
-    let settings = Settings {
-        pipeline: args.pipeline.clone(),
-        batch_size: args.batch_size,
-        prep_threads: args.prep_threads,
-        fetch_threads: args.fetch_threads,
-        seed: args.seed,
-        skip_bad: args.skip_bad,
-        quarantine: None,
-        cold: false,
-        cache: CacheConfig::default(),
-        link: None,
-        // Each epoch's bytes moved are counted between its start and end: an epoch started
-        // ahead would count its reads in the previous one.
-        overlap_epochs: false,
-        memory: None,
-    };
-    let mut builder = loader_builder(&location, &settings)?;
+    let mut settings = loader_settings(
+        &args.pipeline,
+        args.batch_size,
+        args.prep_threads,
+        args.fetch_threads,
+        args.seed,
+    );
+    settings.on_error = on_error(args.skip_bad);
+    // Each epoch's bytes moved are counted between its start and end: an epoch started
+    // ahead would count its reads in the previous one.
+    settings.overlap_epochs = false;
+    let mut builder = LoaderBuilder::with_settings(&location, settings);
     if let Some(share) = &args.share {
         return through_agent(&args, &location, &builder, node_config(&args)?, share);
     }
     let data = builder.open_dataset()?;
-    let config = builder.config_mut();
 
     if args.prefill && ![CachePolicy::Minio, CachePolicy::Frequency].contains(&args.cache_policy) {
         return Err(
@@ -265,8 +260,9 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         );
     }
     let (mode, source): (Mode, Arc<dyn Source>) = if args.no_peers {
-        config.plan.rank = args.node.unwrap_or(0);
-        config.plan.world = args.world.expect("clap requires --world");
+        let settings = builder.settings_mut();
+        settings.plan.rank = args.node.unwrap_or(0);
+        settings.plan.world = args.world.expect("clap requires --world");
         let storage = data.source.clone();
         let source: Arc<dyn Source> = if args.prefill && args.cache_policy == CachePolicy::Minio {
             let capacity = args.cache_size.bytes(data.catalog.total_bytes());
@@ -274,11 +270,11 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
             prefill(&cached, data.catalog.len() as u64, args.fetch_threads)?;
             cached
         } else {
-            config.cache = CacheConfig::new(args.cache_policy, args.cache_size);
-            config.cache.planned_epochs = args.epochs;
+            settings.cache = CacheConfig::new(args.cache_policy, args.cache_size);
+            settings.cache.planned_epochs = args.epochs;
             if args.prefill {
                 // The frequency cache's placement (any other policy was refused above).
-                config.cache.fill = CacheFill::Before;
+                settings.cache.fill = CacheFill::Before;
             }
             storage.clone()
         };
@@ -286,14 +282,14 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     } else {
         let node_config = node_config(&args)?;
         let node = Node::join(&data.catalog, data.source.clone(), node_config)?;
-        node.configure(config);
+        node.configure(&mut builder);
         if args.plain {
-            config.locality = None;
+            builder.locality(None);
         }
         let source: Arc<dyn Source> = node.source();
         (Mode::Peers(Box::new(node)), source)
     };
-    let rank = builder.config_mut().plan.rank;
+    let rank = builder.settings().plan.rank;
     let (made, counted) = (Instant::now(), mode.counters());
     let loader = builder.build(data.catalog.clone(), source)?;
     let making = Making {
@@ -399,14 +395,14 @@ fn node_config(args: &Args) -> Result<NodeConfig, AnyError> {
 fn through_agent(
     args: &Args,
     location: &str,
-    builder: &nostall::pipeline::LoaderBuilder,
+    builder: &LoaderBuilder,
     node: NodeConfig,
     share: &str,
 ) -> Result<(), AnyError> {
     let settings = builder
-        .settings()
-        .ok_or("--share sends the loader's settings to the agent as text, and these have none")?
-        .to_vec();
+        .portable_settings()
+        .ok_or("--share sends the loader's settings to the agent, and these say not all")?
+        .clone();
     let rank = node.node * node.ranks_per_node + node.local_rank;
     let reports_node = node.local_rank == 0;
     let group = if share == "auto" { "" } else { share };

@@ -1,15 +1,14 @@
-//! What `demo` and `bench` share: building a loader from options, and driving an epoch
-//! with a progress bar.
+//! What the subcommands share: loader settings from options, and driving an epoch with a
+//! progress bar.
 
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
-use nostall::dataset::Dataset;
-use nostall::pipeline::LoaderBuilder;
+use nostall::pipeline::{LoaderSettings, PipelineSetting, Threads};
 use nostall::storage::Link;
-use nostall::{EpochStats, Loader};
+use nostall::{EpochStats, ErrorPolicy, Loader};
 
 /// The preset pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,8 +48,8 @@ pub(crate) struct PipelineArgs {
     pub preset: Preset,
     /// Operators instead of a preset, as Python writes a list of them: '[Resize(256),
     /// CenterCrop(224)]' (nostall.ops for images, nostall.audio for audio).
-    #[arg(long, conflicts_with_all = ["preset", "size"])]
-    pub pipeline: Option<String>,
+    #[arg(long, conflicts_with_all = ["preset", "size"], value_parser = parse_pipeline)]
+    pub pipeline: Option<PipelineSetting>,
     /// Output height and width of the image presets.
     #[arg(long, default_value_t = 224)]
     pub size: u32,
@@ -74,40 +73,48 @@ impl PipelineArgs {
         }
     }
 
-    fn configure(&self, builder: &mut LoaderBuilder) -> nostall::Result<()> {
+    /// Sets the pipeline of `settings` as the options say.
+    fn apply(&self, settings: &mut LoaderSettings) {
         match &self.pipeline {
-            Some(operators) => {
-                builder.set("pipeline", operators)?;
-            }
+            Some(operators) => settings.pipeline = operators.clone(),
             None => {
-                builder.set("pipeline", self.preset.name())?;
+                settings.pipeline = PipelineSetting::Preset(self.preset.name().into());
                 if self.preset.is_image() {
-                    builder.set("image_size", &self.size.to_string())?;
+                    settings.image_size = Some(self.size);
                 }
             }
         }
-        Ok(())
     }
 }
 
-/// Loader settings common to the subcommands.
-pub(crate) struct Settings {
-    pub pipeline: PipelineArgs,
-    pub batch_size: usize,
-    pub prep_threads: usize,
-    pub fetch_threads: usize,
-    pub seed: u64,
-    pub skip_bad: bool,
-    /// With `skip_bad`: a JSON-lines file listing every skipped sample.
-    pub quarantine: Option<std::path::PathBuf>,
-    pub cold: bool,
-    pub cache: CacheConfig,
-    /// An emulated storage link in front of the dataset, if any.
-    pub link: Option<Link>,
-    /// Start each epoch while the previous one's last batches are consumed.
-    pub overlap_epochs: bool,
-    /// Bytes for batch buffers, read-ahead and cache together.
-    pub memory: Option<String>,
+/// The loader settings every subcommand gives: its pipeline, batch size, prep threads
+/// (the node's, shared by torchrun ranks), most reads in flight and seed; each sets the
+/// rest it has options for.
+pub(crate) fn loader_settings(
+    pipeline: &PipelineArgs,
+    batch_size: usize,
+    threads: usize,
+    fetch_threads: usize,
+    seed: u64,
+) -> LoaderSettings {
+    let mut settings = LoaderSettings::default();
+    pipeline.apply(&mut settings);
+    settings.plan.batch_size = batch_size;
+    settings.plan.seed = seed;
+    settings.threads = Threads::Count(threads);
+    // The CLI's thread counts are the node's when torchrun ranks share it.
+    settings.balance_ranks = Some(true);
+    settings.fetch_threads = fetch_threads;
+    settings
+}
+
+/// `on_error` for a `--skip-bad` flag.
+pub(crate) fn on_error(skip_bad: bool) -> ErrorPolicy {
+    if skip_bad {
+        ErrorPolicy::Skip
+    } else {
+        ErrorPolicy::Error
+    }
 }
 
 /// How the storage options of `bench` (and later commands) are given on the command line.
@@ -142,11 +149,19 @@ pub(crate) struct StorageArgs {
     pub cache_fill: CacheFill,
     /// Bytes for batch buffers, read-ahead and cache together (2GiB): the pipeline is
     /// paid first, shrunk to fit if needed; the cache gets the rest.
-    #[arg(long)]
-    pub memory: Option<String>,
+    #[arg(long, value_parser = parse_bytes)]
+    pub memory: Option<u64>,
 }
 
 impl StorageArgs {
+    /// Sets the cache, the emulated link and the memory bound of `settings`, for a run of
+    /// `epochs` when the command knows it (the link's phases are the builder's).
+    pub(crate) fn apply(&self, settings: &mut LoaderSettings, epochs: Option<u64>) {
+        settings.cache = self.cache(epochs);
+        settings.throttle = self.link();
+        settings.memory = self.memory;
+    }
+
     /// The cache, for a run of `epochs` when the command knows it.
     pub(crate) fn cache(&self, epochs: Option<u64>) -> CacheConfig {
         let mut config = CacheConfig::new(self.cache, self.cache_size);
@@ -174,6 +189,7 @@ impl StorageArgs {
         Some(links)
     }
 
+    /// The link of --throttle-mbps and --latency-ms.
     pub(crate) fn link(&self) -> Option<Link> {
         (self.throttle_mbps.is_some() || self.latency_ms > 0.0).then(|| Link {
             bandwidth: self.throttle_mbps.map(|mbps| mbps * 1e6),
@@ -210,6 +226,14 @@ fn parse_phases(s: &str) -> Result<Phases, String> {
     Ok(Phases(phases))
 }
 
+fn parse_pipeline(s: &str) -> Result<PipelineSetting, String> {
+    s.parse().map_err(|e: nostall::Error| e.to_string())
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    nostall::pipeline::parse_bytes(s).map_err(|e| e.to_string())
+}
+
 pub(crate) fn parse_policy(s: &str) -> Result<CachePolicy, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
 }
@@ -220,43 +244,6 @@ fn parse_fill(s: &str) -> Result<CacheFill, String> {
 
 fn parse_capacity(s: &str) -> Result<Capacity, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
-}
-
-/// A loader over `location` as `s` describes it, assembled by the engine.
-pub(crate) fn loader_builder(location: &str, s: &Settings) -> nostall::Result<LoaderBuilder> {
-    // As text where a setting has one, so that the builder can say its settings (what
-    // the node agent is sent).
-    let mut builder = LoaderBuilder::new(location);
-    s.pipeline.configure(&mut builder)?;
-    builder
-        .set("read", if s.cold { "cold" } else { "cached" })?
-        .set("on_error", if s.skip_bad { "skip" } else { "error" })?
-        .set("batch_size", &s.batch_size.to_string())?
-        .set("seed", &s.seed.to_string())?
-        .set("threads", &s.prep_threads.to_string())?
-        // The CLI's thread counts are the node's when torchrun ranks share it.
-        .set("balance_ranks", "true")?
-        .set("fetch_threads", &s.fetch_threads.to_string())?
-        .set("overlap_epochs", &s.overlap_epochs.to_string())?;
-    if let Some(memory) = &s.memory {
-        builder.set("memory", memory)?;
-    }
-    if let Some(quarantine) = &s.quarantine {
-        builder.set("quarantine", &quarantine.to_string_lossy())?;
-    }
-    if let Some(link) = s.link {
-        builder.link(link);
-    }
-    if s.cache != CacheConfig::default() {
-        builder.config_mut().cache = s.cache;
-    }
-    Ok(builder)
-}
-
-/// Opens the dataset at `location` (a directory, a directory of tar shards, or an
-/// s3:// URL) and a loader over it.
-pub(crate) fn open_loader(location: &str, s: &Settings) -> nostall::Result<(Loader, Dataset)> {
-    loader_builder(location, s)?.open()
 }
 
 /// A simulated training step after each batch, of `rate` images/s: asleep, as a process

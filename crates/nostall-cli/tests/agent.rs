@@ -27,14 +27,12 @@ fn the_agent_serves_a_job_and_a_second_one_for_its_socket_leaves() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let settings: Vec<(String, String)> = [
+    let settings = nostall::pipeline::LoaderSettings::from_texts([
         ("batch_size", "8"),
         ("pipeline", "val"),
         ("image_size", "32"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    ])
+    .unwrap();
     let mut client = Client::attach_within(
         Duration::from_secs(60),
         &socket,

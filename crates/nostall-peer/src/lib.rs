@@ -39,17 +39,17 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use nostall::{dataset, storage::ReadMode, Loader, LoaderConfig, Modality, Pipeline};
+//! use nostall::pipeline::LoaderBuilder;
 //! use nostall_peer::{Node, NodeConfig, Secret};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let data = dataset::open("s3://bucket/train", ReadMode::Cached, Modality::Image)?;
+//! let mut builder = LoaderBuilder::new("s3://bucket/train");
+//! let data = builder.open_dataset()?;
 //! let peers = vec!["10.0.0.1:7070".to_string(), "10.0.0.2:7070".to_string()];
 //! let config = NodeConfig::new(0, peers, "30%".parse()?, Secret::from_env()?);
 //! let node = Node::join(&data.catalog, data.source.clone(), config)?;
-//! let mut loader_config = LoaderConfig::new(Pipeline::imagenet_train(224));
-//! node.configure(&mut loader_config); // rank, world size, locality-aware batches
-//! let loader = Loader::new(data.catalog.clone(), node.source(), loader_config)?;
+//! node.configure(&mut builder); // rank, world size, locality-aware batches
+//! let loader = builder.build(data.catalog.clone(), node.source())?;
 //! for epoch in 0..90 {
 //!     // No meeting between epochs: this node's service serves its part all along.
 //!     for batch in loader.epoch(epoch)? {

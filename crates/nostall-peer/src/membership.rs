@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use nostall::cache::Capacity;
 use nostall::env::Distributed;
+use nostall::pipeline::LoaderBuilder;
 use nostall::plan::locality::Locality;
 use nostall::plan::placement::Placement;
 use nostall::storage::{Source, DEFAULT_MAX_BYTES};
-use nostall::{Catalog, LoaderConfig};
+use nostall::Catalog;
 
 use crate::auth::Secret;
 use crate::client::{resolve, Links, Peer, Timeouts};
@@ -422,10 +423,10 @@ impl Node {
         self.source.clone()
     }
 
-    /// Makes `config` plan as this process's rank of the job: its rank and the world
+    /// Makes `builder` plan as this process's rank of the job: its rank and the world
     /// size, and locality-aware batches over the node caches.
-    pub fn configure(&self, config: &mut LoaderConfig) {
-        self.configure_rank(config, self.config.local_rank);
+    pub fn configure(&self, builder: &mut LoaderBuilder) {
+        self.configure_rank(builder, self.config.local_rank);
     }
 
     /// As [`Node::configure`], for local rank `local_rank` of this node: a process that
@@ -434,18 +435,19 @@ impl Node {
     /// # Panics
     ///
     /// When `local_rank` is not below the node's ranks.
-    pub fn configure_rank(&self, config: &mut LoaderConfig, local_rank: usize) {
+    pub fn configure_rank(&self, builder: &mut LoaderBuilder, local_rank: usize) {
         assert!(
             local_rank < self.config.ranks_per_node,
             "local rank {local_rank} of {} ranks per node",
             self.config.ranks_per_node
         );
-        config.plan.rank = self.config.node * self.config.ranks_per_node + local_rank;
-        config.plan.world = self.world();
-        config.locality = Some(self.locality());
+        let settings = builder.settings_mut();
+        settings.plan.rank = self.config.node * self.config.ranks_per_node + local_rank;
+        settings.plan.world = self.world();
         // The nodes meet at a barrier before each epoch: an epoch started ahead would read
         // before it, from peers still filling their parts in the previous epoch.
-        config.overlap_epochs = false;
+        settings.overlap_epochs = false;
+        builder.locality(Some(self.locality()));
     }
 
     /// The loader's locality-aware planning, to set as

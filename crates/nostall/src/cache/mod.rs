@@ -72,6 +72,19 @@ impl std::str::FromStr for CachePolicy {
     }
 }
 
+impl std::fmt::Display for CachePolicy {
+    /// The name its `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CachePolicy::Minio => "minio",
+            CachePolicy::Lru => "lru",
+            CachePolicy::Lookahead => "lookahead",
+            CachePolicy::Frequency => "frequency",
+            CachePolicy::None => "none",
+        })
+    }
+}
+
 /// When a cache that places its samples ([`CachePolicy::Frequency`]) reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -103,6 +116,16 @@ impl std::str::FromStr for CacheFill {
     }
 }
 
+impl std::fmt::Display for CacheFill {
+    /// The name its `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CacheFill::Background => "background",
+            CacheFill::Before => "before",
+        })
+    }
+}
+
 /// How much a cache may hold.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Capacity {
@@ -123,11 +146,14 @@ impl Capacity {
 }
 
 impl std::fmt::Display for Capacity {
-    /// The form [`str::parse`] reads back: `35%` or bytes.
+    /// The form [`str::parse`] reads back: a fraction (`0.35`) or bytes.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Capacity::Bytes(bytes) => write!(f, "{bytes}"),
-            Capacity::Fraction(share) => write!(f, "{}%", share * 100.0),
+            // As a fraction, which reads back to the same bits (a percentage would not),
+            // with its point: `1.0` is the whole dataset, `1` a byte.
+            Capacity::Fraction(share) if share.fract() == 0.0 => write!(f, "{share:.1}"),
+            Capacity::Fraction(share) => write!(f, "{share}"),
         }
     }
 }

@@ -28,6 +28,31 @@ pub enum ErrorPolicy {
     Skip,
 }
 
+impl std::str::FromStr for ErrorPolicy {
+    type Err = Error;
+
+    /// `error` or `skip`.
+    fn from_str(s: &str) -> Result<ErrorPolicy> {
+        match s {
+            "error" => Ok(ErrorPolicy::Error),
+            "skip" => Ok(ErrorPolicy::Skip),
+            _ => Err(Error::Config(format!(
+                "on_error={s:?}: use \"error\" or \"skip\""
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorPolicy {
+    /// The name its `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ErrorPolicy::Error => "error",
+            ErrorPolicy::Skip => "skip",
+        })
+    }
+}
+
 /// How a [`Loader`](crate::Loader) runs (made by [`LoaderConfig::new`] or a `LoaderBuilder`; more
 /// settings may come).
 #[derive(Debug, Clone)]
@@ -104,35 +129,13 @@ pub struct LoaderConfig {
 }
 
 impl LoaderConfig {
-    /// Defaults around a pipeline: batch 64, shuffled, prep threads for this process's
-    /// share of the cores ([`auto_threads`](super::auto_threads)), up to 128 reads in
-    /// flight, 4 batches of prefetch, stop on errors, no cache, read-ahead up to 64 MiB,
-    /// epochs overlapping, the threads of a node's ranks balanced.
+    /// The [default settings](super::LoaderSettings) around a pipeline: batch 64,
+    /// shuffled, prep threads for this process's share of the cores
+    /// ([`auto_threads`](super::auto_threads)), up to 128 reads in flight, 4 batches of
+    /// prefetch, stop on errors, no cache, read-ahead up to 64 MiB, epochs overlapping,
+    /// the threads of a node's ranks balanced.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
-        LoaderConfig {
-            plan: PlanConfig::default(),
-            pipeline,
-            prep_threads: super::auto_threads(),
-            // A ceiling: reads in flight follow the observed latency, from two (when the
-            // thread whose read just finished waits for a core, the other keeps storage
-            // busy; with one, a 30 MB/s link with a quarter of the dataset cached delivered
-            // 15% less) up to this.
-            fetch_threads: 128,
-            adaptive_reads: true,
-            adaptive_prep: true,
-            prefetch: 4,
-            on_error: ErrorPolicy::Error,
-            cache: CacheConfig::default(),
-            readahead: 64 << 20,
-            locality: None,
-            quarantine: None,
-            overlap_epochs: true,
-            memory: None,
-            balance_ranks: true,
-            local_ranks: None,
-            arena: Arena::Private,
-            page_lock: None,
-        }
+        super::LoaderSettings::default().config_with(pipeline)
     }
 
     pub(super) fn validate(&self, dataset_len: usize) -> Result<()> {

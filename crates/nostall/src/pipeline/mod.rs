@@ -9,8 +9,9 @@
 //!                window of batch buffers (prefetch depth) ◀── consumer ◀────┘
 //! ```
 //!
-//! One module per job: [`builder`](LoaderBuilder) (assembly from text),
-//! [`config`](LoaderConfig) (settings and their validation), `loader` (a dataset, its
+//! One module per job: [`settings`](LoaderSettings) (every knob, typed, and its text
+//! form), [`builder`](LoaderBuilder) (assembly), [`config`](LoaderConfig) (what a loader
+//! runs with, and its validation), `loader` (a dataset, its
 //! cache and buffers), `readahead` (bytes fetched ahead of prep, bounded by an adaptive
 //! window, and the bound on reads in flight), `order` (claims, tentative positions and
 //! finalising: the protocol that keeps output in plan order without copying), `roles`
@@ -49,6 +50,7 @@ mod order;
 mod quarantine;
 mod readahead;
 mod roles;
+mod settings;
 #[cfg(test)]
 mod tests;
 mod warm;
@@ -57,10 +59,12 @@ mod workers;
 pub use batch::Batch;
 pub use budget::MemoryPlan;
 pub use buffer::{Arena, PageLock, SharedMemory};
-pub use builder::{
-    auto_threads, usable_cores, ForDevice, LoaderBuilder, DEFAULT_IMAGE_SIZE, KNOBS,
-};
+pub use builder::{ForDevice, LoaderBuilder};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig, MAX_BATCH_BYTES};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;
+pub use settings::{
+    auto_threads, parse_bytes, usable_cores, LoaderSettings, PipelineSetting, Threads,
+    DEFAULT_IMAGE_SIZE, KNOBS,
+};

@@ -52,6 +52,16 @@ impl std::str::FromStr for Shard {
     }
 }
 
+impl std::fmt::Display for Shard {
+    /// The name its `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Shard::Pad => "pad",
+            Shard::Drop => "drop",
+        })
+    }
+}
+
 /// Everything that decides the order of samples (start from `PlanConfig::default()` and
 /// set fields: more may come).
 #[derive(Debug, Clone, PartialEq, Eq)]

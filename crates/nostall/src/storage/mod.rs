@@ -108,6 +108,16 @@ impl std::str::FromStr for ReadMode {
     }
 }
 
+impl std::fmt::Display for ReadMode {
+    /// The name its `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReadMode::Cached => "cached",
+            ReadMode::Cold => "cold",
+        })
+    }
+}
+
 /// Counters a source keeps: what it has served successfully so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SourceStats {

@@ -1,0 +1,261 @@
+//! Python's arguments as the engine's types, each conversion once: `Loader` and `analyze`
+//! take these in their signatures and hand the engine typed [`LoaderSettings`], so no
+//! binding formats a number for the engine to parse again, and no default is written
+//! twice (an argument left out keeps the engine's default).
+
+use std::fmt::Display;
+use std::str::FromStr;
+
+use nostall::cache::{CacheFill, CachePolicy, Capacity};
+use nostall::env::Distributed;
+use nostall::pipeline::{LoaderBuilder, LoaderSettings, PipelineSetting, Threads};
+use nostall::prep::image::Layout;
+use nostall::prep::{DType, Operators};
+use nostall::storage::ReadMode;
+use nostall::ErrorPolicy;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyBool;
+
+use crate::{config_error, ops, raise};
+
+/// A setting Python gives as text the engine reads (`dtype="uint8"`, `read="cold"`): a
+/// `ConfigError` with the engine's words when it cannot.
+pub(crate) struct Text<T>(pub T);
+
+impl<'py, T: FromStr> FromPyObject<'_, 'py> for Text<T>
+where
+    T::Err: Display,
+{
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Text<T>> {
+        let text: String = obj.extract()?;
+        text.parse()
+            .map(Text)
+            .map_err(|e: T::Err| config_error(obj.py(), e.to_string()))
+    }
+}
+
+/// `threads=`: a count, or `"auto"`.
+pub(crate) struct ThreadsArg(pub Threads);
+
+impl<'py> FromPyObject<'_, 'py> for ThreadsArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<ThreadsArg> {
+        if let Ok(n) = obj.extract::<usize>() {
+            return Ok(ThreadsArg(Threads::Count(n)));
+        }
+        obj.extract::<Text<Threads>>().map(|t| ThreadsArg(t.0))
+    }
+}
+
+/// `memory=`: bytes, or text (`"2GiB"`).
+pub(crate) struct Bytes(pub u64);
+
+impl<'py> FromPyObject<'_, 'py> for Bytes {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Bytes> {
+        if let Ok(bytes) = obj.extract::<u64>() {
+            return Ok(Bytes(bytes));
+        }
+        let text: String = obj.extract()?;
+        nostall::pipeline::parse_bytes(&text)
+            .map(Bytes)
+            .map_err(|e| raise(obj.py(), e))
+    }
+}
+
+/// `cache=` (and `node_cache=`): a size, as text (`"35%"`, `"2GiB"`), a fraction of the
+/// dataset (0.35) or bytes.
+pub(crate) struct CacheSize(pub Capacity);
+
+impl<'py> FromPyObject<'_, 'py> for CacheSize {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<CacheSize> {
+        let py = obj.py();
+        let takes = || {
+            PyTypeError::new_err(
+                "cache takes a size (\"35%\", \"2GiB\", 0.35 or a number of bytes) or None",
+            )
+        };
+        if let Ok(text) = obj.extract::<String>() {
+            return text
+                .parse::<Capacity>()
+                .map(CacheSize)
+                .map_err(|e| raise(py, e));
+        }
+        if obj.is_instance_of::<PyBool>() {
+            return Err(takes());
+        }
+        if let Ok(bytes) = obj.extract::<u64>() {
+            return Ok(CacheSize(Capacity::Bytes(bytes)));
+        }
+        match obj.extract::<f64>() {
+            Ok(fraction) if (0.0..=1.0).contains(&fraction) => {
+                Ok(CacheSize(Capacity::Fraction(fraction)))
+            }
+            Ok(fraction) => Err(config_error(
+                py,
+                format!("cache={fraction}: a fraction of the dataset must lie in 0..1"),
+            )),
+            Err(_) => Err(takes()),
+        }
+    }
+}
+
+/// `cache_policy=`: a policy of the loader's own cache, or `"partitioned"`, a cache
+/// partitioned across the job's nodes.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum CacheChoice {
+    /// The loader's own cache.
+    Loader(CachePolicy),
+    /// Each node holds a part (the peer layer).
+    Partitioned,
+}
+
+impl<'py> FromPyObject<'_, 'py> for CacheChoice {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<CacheChoice> {
+        let text: String = obj.extract()?;
+        if text == "partitioned" {
+            return Ok(CacheChoice::Partitioned);
+        }
+        text.parse()
+            .map(CacheChoice::Loader)
+            .map_err(|e| raise(obj.py(), e))
+    }
+}
+
+/// `pipeline=`: a preset's name, or a list of `nostall.ops` or `nostall.audio` operators.
+pub(crate) struct PipelineArg(pub PipelineSetting);
+
+impl<'py> FromPyObject<'_, 'py> for PipelineArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<PipelineArg> {
+        if let Ok(name) = obj.extract::<String>() {
+            return name
+                .parse()
+                .map(PipelineArg)
+                .map_err(|e| raise(obj.py(), e));
+        }
+        let operators: Operators = ops::from_python(&obj.to_owned())?;
+        Ok(PipelineArg(PipelineSetting::Operators(operators)))
+    }
+}
+
+/// The keyword arguments that configure a loader, converted; `None`: left out (the
+/// engine's default). `Loader` and `analyze` take them the same way.
+#[derive(Default)]
+pub(crate) struct ConfigArgs {
+    pub batch_size: Option<usize>,
+    pub pipeline: Option<PipelineArg>,
+    pub image_size: Option<u32>,
+    pub dtype: Option<Text<DType>>,
+    pub layout: Option<Text<Layout>>,
+    pub shuffle: Option<bool>,
+    pub seed: Option<u64>,
+    pub drop_last: Option<bool>,
+    pub threads: Option<ThreadsArg>,
+    pub balance_ranks: Option<bool>,
+    pub fetch_threads: Option<usize>,
+    pub prefetch: Option<usize>,
+    pub overlap_epochs: Option<bool>,
+    pub cache: Option<CacheSize>,
+    pub cache_policy: Option<CacheChoice>,
+    pub cache_epochs: Option<u64>,
+    pub cache_fill: Option<Text<CacheFill>>,
+    pub memory: Option<Bytes>,
+    pub on_error: Option<Text<ErrorPolicy>>,
+    pub quarantine: Option<std::path::PathBuf>,
+    pub read: Option<Text<ReadMode>>,
+    pub rank: Option<usize>,
+    pub world_size: Option<usize>,
+}
+
+impl ConfigArgs {
+    /// The settings the arguments give, over the engine's defaults.
+    pub(crate) fn settings(&self, dist: Distributed) -> LoaderSettings {
+        let mut s = LoaderSettings::default();
+        if let Some(p) = &self.pipeline {
+            s.pipeline = p.0.clone();
+        }
+        s.image_size = self.image_size;
+        let plan = &mut s.plan;
+        plan.rank = dist.rank;
+        plan.world = dist.world;
+        set(&mut plan.batch_size, self.batch_size);
+        set(&mut plan.shuffle, self.shuffle);
+        set(&mut plan.seed, self.seed);
+        set(&mut plan.drop_last, self.drop_last);
+        set(&mut s.dtype, self.dtype.as_ref().map(|t| t.0));
+        set(&mut s.layout, self.layout.as_ref().map(|t| t.0));
+        set(&mut s.threads, self.threads.as_ref().map(|t| t.0));
+        s.balance_ranks = self.balance_ranks;
+        set(&mut s.fetch_threads, self.fetch_threads);
+        set(&mut s.prefetch, self.prefetch);
+        set(&mut s.overlap_epochs, self.overlap_epochs);
+        set(&mut s.on_error, self.on_error.as_ref().map(|t| t.0));
+        s.quarantine.clone_from(&self.quarantine);
+        set(&mut s.read, self.read.as_ref().map(|t| t.0));
+        s.memory = self.memory.as_ref().map(|b| b.0);
+        set(&mut s.cache.planned_epochs, self.cache_epochs);
+        set(&mut s.cache.fill, self.cache_fill.as_ref().map(|t| t.0));
+        // Python's `cache=` turns the loader's cache on (minio unless a policy is given);
+        // a partitioned cache is the node's, not the loader's.
+        if let (Some(size), None | Some(CacheChoice::Loader(_))) = (&self.cache, self.cache_policy)
+        {
+            s.cache.capacity = size.0;
+            s.cache.policy = match self.cache_policy {
+                Some(CacheChoice::Loader(policy)) => policy,
+                _ => CachePolicy::Minio,
+            };
+        }
+        s
+    }
+
+    /// The loader the arguments describe, over `location`, and the ranks it reads as:
+    /// every setting checked together, before anything is opened.
+    pub(crate) fn builder(
+        &self,
+        py: Python<'_>,
+        location: String,
+    ) -> PyResult<(LoaderBuilder, Distributed)> {
+        let dist = Distributed::resolve(self.rank, self.world_size).map_err(|e| raise(py, e))?;
+        let builder = LoaderBuilder::with_settings(location, self.settings(dist));
+        builder.config().map_err(|e| raise(py, e))?;
+        Ok((builder, dist))
+    }
+
+    /// Whether the cache is partitioned across the job's nodes rather than this process's
+    /// own.
+    pub(crate) fn partitioned(&self) -> bool {
+        self.cache_policy == Some(CacheChoice::Partitioned)
+    }
+
+    /// The size of each node's part of a partitioned cache; `None` for any other.
+    pub(crate) fn node_capacity(&self, py: Python<'_>) -> PyResult<Option<Capacity>> {
+        match (&self.cache, self.partitioned()) {
+            (_, false) => Ok(None),
+            (Some(size), true) => Ok(Some(size.0)),
+            (None, true) => Err(config_error(
+                py,
+                "cache_policy=\"partitioned\" needs the size of each node's part: cache=\"30%\" \
+                 (a share of the dataset) or cache=\"32GiB\""
+                    .into(),
+            )),
+        }
+    }
+}
+
+/// `value`, where given, in place of `field`'s default.
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *field = value;
+    }
+}
