@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::{Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Subcommand;
 use nostall::cache::Capacity;
 use nostall::sim::cache::{capacity_for, AccessStreams, SimPolicy, SimResult};
 use nostall::sim::cluster::{synthetic_sizes, Cluster, ClusterRun, Mode, NodeCounts, Tally};
@@ -25,34 +26,10 @@ pub(crate) enum What {
     Cluster(ClusterArgs),
 }
 
-/// The policies, as the command line names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Policy {
-    /// Least recently used.
-    Lru,
-    /// Linux page cache approximation (inactive + active list).
-    TwoList,
-    /// CoorDL MinIO: insert until full, never evict.
-    Minio,
-    /// Belady's optimum: evict the sample needed furthest in the future.
-    Belady,
-    /// The loader's lookahead policy: Belady's rule over the next epoch's plan.
-    Lookahead,
-    /// NoPFS: each worker caches the samples it reads most often (prefetched).
-    Frequency,
-}
-
-impl From<Policy> for SimPolicy {
-    fn from(p: Policy) -> SimPolicy {
-        match p {
-            Policy::Lru => SimPolicy::Lru,
-            Policy::TwoList => SimPolicy::TwoList,
-            Policy::Minio => SimPolicy::Minio,
-            Policy::Belady => SimPolicy::Belady,
-            Policy::Lookahead => SimPolicy::Lookahead,
-            Policy::Frequency => SimPolicy::Frequency,
-        }
-    }
+/// A policy by the simulator's name for it, the possible values listed in `--help`.
+fn sim_policy() -> impl TypedValueParser<Value = SimPolicy> {
+    PossibleValuesParser::new(SimPolicy::ALL.map(SimPolicy::name))
+        .map(|name| name.parse::<SimPolicy>().expect("one of the possible values"))
 }
 
 #[derive(clap::Args)]
@@ -76,11 +53,11 @@ pub(crate) struct CacheArgs {
     /// Policies (comma-separated).
     #[arg(
         long,
-        value_enum,
         value_delimiter = ',',
-        default_value = "lru,two-list,minio,belady,lookahead,frequency"
+        default_value = "lru,two-list,minio,belady,lookahead,frequency",
+        value_parser = sim_policy()
     )]
-    policy: Vec<Policy>,
+    policy: Vec<SimPolicy>,
     /// Also write every epoch's counts to this CSV file
     /// (policy,cache_pct,epoch,hits,accesses,hit_rate).
     #[arg(long)]
@@ -385,7 +362,7 @@ fn cache(args: CacheArgs) -> nostall::Result<()> {
         )));
     }
     let mut policies: Vec<SimPolicy> = Vec::new();
-    for p in args.policy.iter().map(|&p| SimPolicy::from(p)) {
+    for &p in &args.policy {
         if !policies.contains(&p) {
             policies.push(p);
         }
