@@ -28,8 +28,10 @@ pub(crate) enum What {
 
 /// A policy by the simulator's name for it, the possible values listed in `--help`.
 fn sim_policy() -> impl TypedValueParser<Value = SimPolicy> {
-    PossibleValuesParser::new(SimPolicy::ALL.map(SimPolicy::name))
-        .map(|name| name.parse::<SimPolicy>().expect("one of the possible values"))
+    PossibleValuesParser::new(SimPolicy::ALL.map(SimPolicy::name)).map(|name| {
+        name.parse::<SimPolicy>()
+            .expect("one of the possible values")
+    })
 }
 
 #[derive(clap::Args)]
