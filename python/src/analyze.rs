@@ -19,7 +19,7 @@ use nostall::prep::DType;
 use nostall::ErrorPolicy;
 
 use crate::convert::{CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
-use crate::{config_error, raise};
+use crate::errors::{config_error, raise};
 
 /// A number that must be finite and above (or, with `zero_ok`, at least) zero.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {

@@ -17,7 +17,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
 
-use crate::{config_error, ops, raise};
+use crate::errors::{config_error, raise};
+use crate::ops;
 
 /// A setting Python gives as text the engine reads (`dtype="uint8"`, `read="cold"`): a
 /// `ConfigError` with the engine's words when it cannot.

@@ -14,8 +14,9 @@ use nostall_agent::{AgentError, Attached, Client, Reading};
 use nostall_peer::{NodeConfig, NodeStats};
 use pyo3::prelude::*;
 
+use crate::errors::{config_error, exception, sample_kwargs};
 use crate::handoff::{Handoff, Made, Make, Received};
-use crate::{config_error, exception, interruptible, sample_kwargs};
+use crate::interrupt::interruptible;
 
 /// `share=`: off, the group of every job reading the same stream, or a named group.
 pub(crate) enum Share {

@@ -14,7 +14,7 @@ use nostall::{Checkpoint, Position, RunIdentity};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::{config_error, raise};
+use crate::errors::{config_error, raise};
 
 /// `checkpoint` as the dict `state_dict()` returns.
 pub(crate) fn to_dict<'py>(

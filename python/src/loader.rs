@@ -1,0 +1,775 @@
+//! `nostall.Loader`: its arguments converted ([`crate::convert`]) into the engine's
+//! settings, batches from its own threads or the node agent's group ([`crate::shared`]),
+//! its state and figures.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nostall::cache::CacheFill;
+use nostall::pipeline::Next;
+use nostall::prep::image::Layout;
+use nostall::prep::DType;
+use nostall::sched::offload::DecodeRoute;
+use nostall::storage::ReadMode;
+use nostall::ErrorPolicy;
+use nostall::{EpochStats, Position};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
+use crate::dlpack::Owner;
+use crate::errors::{config_error, raise, raise_peer};
+use crate::interrupt::{interruptible, SIGNAL_CHECK};
+use crate::stats::{node_dict, stats_dict};
+use crate::tensor::{objects, resolve_output, shared_objects, Output};
+use crate::{device, live, shared, state};
+
+/// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
+///
+/// Arguments (all but `source` keyword-only):
+///
+/// - `source`: an image folder (one sub-folder per class, or flat), a folder of
+///   WebDataset `.tar` shards, or `s3://bucket/prefix` (endpoint and credentials from the
+///   usual `AWS_*` variables). The folder is indexed once; later starts load the index.
+/// - `batch_size` (64): samples per batch on this rank.
+/// - `pipeline` (`"train"`): a list of `nostall.ops` operators, e.g.
+///   `[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.Normalize(mean, std)]`,
+///   or a preset: `"train"` is RandomResizedCrop(`image_size`), random horizontal flip,
+///   ImageNet normalisation (`nostall.imagenet_train(image_size)`); `"val"` resizes the
+///   shorter side to `image_size * 256/224`, centre-crops `image_size` and normalises
+///   (`nostall.imagenet_val(image_size)`). A list may also be given as text, as Python
+///   writes it (`repr(pipeline)`): what the command line's `--pipeline` takes.
+/// - `image_size` (None: 224): output height and width of the `"train"` and `"val"`
+///   presets; an operator list sets its sizes in its operators.
+/// - `dtype` (`"float32"`): `"float32"` (normalised when the pipeline has `Normalize`,
+///   else in [0, 1]) or `"uint8"` (0-255, a quarter of the bytes; leave `Normalize` out
+///   and normalise on the GPU).
+/// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
+/// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
+/// - `drop_last` (False): leave out the last, incomplete batch.
+/// - `threads` (None: `"auto"`): the most workers decoding and transforming at once, or
+///   `"auto"`: this process's share of the cores it may use (its CPU affinity and cgroup
+///   CPU quota, shared among the node's torchrun ranks, `LOCAL_WORLD_SIZE`: see
+///   `balance_ranks`). The loader's workers are one pool: fewer prepare while the
+///   training loop takes batches slower than they could come (the cores are left to a
+///   step that is itself CPU), and reads in flight take workers as the storage needs.
+/// - `balance_ranks` (None: on unless `threads` is a number): under torchrun with several
+///   ranks on a node, the ranks share the node's prep threads in proportion to the work
+///   each has per iteration (measured CPU time per byte × the bytes their plans read
+///   next), through a table in `/dev/shm` only this user can open; a rank whose batches
+///   cost more gets more threads, so that the job does not wait for it.
+/// - `fetch_threads` (None: 128): the most reads in flight. How many run follows the
+///   observed read latency (Little's law: twice the rate prep takes samples at, times a
+///   read's time), from 2 on local storage to dozens on object storage.
+/// - `prefetch` (None: 4): batches prepared ahead of the training loop.
+/// - `overlap_epochs` (True): start reading and preparing the next epoch while this
+///   one's last batches are consumed, so that the training loop does not wait at epoch
+///   boundaries; the next `iter()` takes that work when it starts the next epoch from
+///   its start, and discards it otherwise. The first epoch is started the same way as
+///   the loader is made (and a state given to `load_state_dict` as it is given), so
+///   that its first batches are ready once the script has made its model. While epochs
+///   overlap, batch buffers reach twice `prefetch`. Off with
+///   `cache_policy="partitioned"`, whose nodes meet before each epoch.
+/// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
+///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
+///   evicts, never thrashes), `"lookahead"` (reads the plan's next epoch: keeps the
+///   samples this rank reads soonest; with several ranks it hits more than `"minio"`),
+///   `"frequency"` (NoPFS: keeps the samples this rank reads most often over
+///   `cache_epochs` epochs, read ahead in the background, or before the loader's first
+///   read with `cache_fill="before"`, as `nostall simulate cache` assumes), `"lru"`, or
+///   `"partitioned"`: each node of a multi-node
+///   job caches a different part of that size, serves it to the other nodes, and
+///   ranks take the samples their node holds (locality-aware batches). Nodes and
+///   peers come from torchrun's environment (`RANK`, `WORLD_SIZE`,
+///   `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`; the peer service listens on
+///   `MASTER_PORT + 1`, or `NOSTALL_PEER_PORT`) or `NOSTALL_PEERS`; every node needs
+///   the same `NOSTALL_PEER_SECRET`. Keep the loader alive until every rank is done
+///   (e.g. `torch.distributed.barrier()` before exiting): its node serves the others.
+///   With `share="auto"` (or a name) the node agent joins the job for the node and
+///   prepares every local rank's batches: the node's part is read in the agent's
+///   memory, not over loopback TCP from local rank 0 (`metrics["partitioned"]` are then
+///   the node's counters, for all its local ranks; `served_local_bytes` counts what a
+///   node's service sent to its own ranks), the nodes meet before each epoch, and the
+///   agent keeps the node's service up until every node has finished.
+/// - `memory` (None): bytes (`"2GiB"`, or a number) for batch buffers, read-ahead and
+///   cache together: the pipeline is paid first (read-ahead, then prefetch, shrunk to
+///   fit), the cache gets the rest; `loader.memory_plan` says how it was split.
+/// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
+///   out, fills its place with the next sample and counts it by cause.
+/// - `quarantine` (None): with `on_error="skip"`, a file to which every skipped sample is
+///   appended as a JSON line (`epoch`, `sample_id`, `location`, `cause`, `detail`).
+/// - `rank`, `world_size` (None: `RANK` / `WORLD_SIZE` from the environment, as set
+///   by torchrun, else 0 and 1): this rank reads its shard; every rank gets the same
+///   number of batches.
+/// - `output` (`"auto"`): `"torch"` tensors, `"numpy"` arrays, `"dlpack"`
+///   (`BatchTensor`s), or `"auto"` (torch when importable, else numpy).
+/// - `metrics_addr` (None: `NOSTALL_METRICS_ADDR`, else off): serve live metrics for
+///   Prometheus at this `host:port` (`GET /metrics`): the stall per batch as a
+///   histogram, each stage's busy time and samples, threads per role, cache hits and
+///   bytes per tier, read-ahead, skips by cause, peers. Loaders of one process share
+///   an address, labelled `loader` and `rank`. Listens only there.
+///
+/// - `read` (`"cached"`): `"cold"` reads every sample around the page cache (O_DIRECT
+///   where the file system allows), so that storage is measured as it is, not as the
+///   memory holding a recently read dataset; for benchmarks.
+/// - `share` (None: off): `"auto"` reads through the node agent (started when none
+///   runs: `python -m nostall.agent`), in the group of every job of this user on this
+///   node that reads the same stream (dataset, pipeline, seed, batch size, ranks): each
+///   batch is fetched and prepared once for all of them, and reaches each in shared
+///   memory. A name (`share="search-17"`) makes a group of the jobs giving that name,
+///   which must read the same stream (each rank of a job has a group of its own). A
+///   job that comes mid-epoch reads that epoch with the agent's threads alone and joins
+///   at the next; one that stops asking for batches for 2 s while the group waits for
+///   it is detached and goes on alone. A shared batch may be changed in place: its pages
+///   are copied as they are written, for this job alone. A thread of the loader's
+///   receives the next batch and makes its tensors while the training step runs, so that
+///   `next()` only takes them. `"off"` reads with this process's own threads.
+///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches
+///   the group had ready past this job's last), `batches_from_group` and
+///   `batches_private` (this epoch), `group_batches_prepared`,
+///   `group_batches_delivered`, `members_detached` and `bytes_saved` (prepared batch
+///   bytes the group delivered beyond each batch's first: prep and fetch not repeated).
+/// - `device` (None: CPU tensors): `"cuda"` (the device of `LOCAL_RANK` under torchrun,
+///   else `cuda:0`) or `"cuda:N"`: batches are handed over as CUDA tensors, ready in the
+///   consumer's current stream. The engine prepares 8-bit pixels into page-locked
+///   buffers; each batch is copied on a side stream, converted to the pipeline's dtype
+///   and normalised on the GPU (CHW images come channels-last in memory). Needs PyTorch
+///   with CUDA; not with `share=`.
+/// - `decode` (`"auto"`, with `device`): where JPEGs are decoded. `"auto"`: JPEGs of at
+///   least `gpu_decode_min_pixels` (2 000 000) pixels go to the GPU's decoder (nvJPEG,
+///   through torchvision; the hardware decoder where the GPU has one) as long as the
+///   consumer would otherwise wait for CPU prep; smaller ones stay on the CPU, where
+///   decoding only the crop at a reduced DCT scale costs less. `"gpu"`: every JPEG on
+///   the GPU. `"cpu"`: none. The crop and flip are drawn by the engine whichever decodes
+///   (same augmentation; pixels differ by the decoders' rounding). `metrics["device"]`
+///   has `batches`, `decoded_on_device`, `page_locked`, `buffers_page_locked`,
+///   `gpu_decode_share` and `gpu_decoded`.
+///
+/// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
+/// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
+/// `device=`); labels are `[batch]` int64. `len(loader)` is the number of batches per
+/// epoch. Each `iter(loader)` runs the epoch set by `set_epoch`, or the position given to
+/// `load_state_dict`, or else the epoch after the last one finished.
+///
+/// Raises `ConfigError` for impossible settings, `StorageError` when the source
+/// cannot be read, `PeerError` when the nodes of a partitioned cache cannot reach or
+/// refuse each other, and (while iterating) `SampleError` naming a bad sample.
+#[pyclass(module = "nostall._nostall")]
+pub(crate) struct Loader {
+    inner: Arc<nostall::Loader>,
+    output: Arc<Output>,
+    dist: nostall::env::Distributed,
+    /// Where the next `iter()` starts: the start of an epoch, or a checkpoint (from
+    /// `load_state_dict`, or where an epoch stopped on an error).
+    next: Position,
+    resume: Option<nostall::Checkpoint>,
+    /// The epoch being iterated (kept after it ends, for its metrics).
+    current: Option<nostall::Epoch>,
+    /// Whether `current` can still yield batches.
+    active: bool,
+    /// Catalog ids of the samples of the batch last returned.
+    last_ids: Vec<u64>,
+    /// This process's part in a partitioned cache (`cache_policy="partitioned"`).
+    node: Option<live::NodeCounters>,
+    /// The live metrics endpoint serving this loader (`metrics_addr`).
+    endpoint: Option<nostall::metrics::export::Registration>,
+    /// The node agent's group this loader reads from (`share=`).
+    shared: Option<shared::Shared>,
+    /// Where a shared epoch stands, while one is iterated.
+    shared_at: Option<Position>,
+    /// The CUDA device batches are moved to (`device=`).
+    device: Option<device::Device>,
+}
+
+#[pymethods]
+impl Loader {
+    // `pipeline` is a string or a list, so its default is written out for Python in the
+    // text signature (the generated one would show `...`).
+    #[new]
+    #[pyo3(
+        signature = (
+            source, *, batch_size=None, pipeline=None, image_size=None, dtype=None,
+            layout=None, shuffle=None, seed=None, drop_last=None, threads=None,
+            fetch_threads=None, prefetch=None, overlap_epochs=None, cache=None,
+            cache_policy=None, cache_epochs=None, cache_fill=None, memory=None,
+            on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
+            metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
+            decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS
+        ),
+        text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
+            dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
+            threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
+            cache=None, cache_policy='minio', cache_epochs=None, \
+            cache_fill='background', memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
+            metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
+            decode='auto', gpu_decode_min_pixels=2000000)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        source: PathBuf,
+        batch_size: Option<usize>,
+        pipeline: Option<PipelineArg>,
+        image_size: Option<u32>,
+        dtype: Option<Text<DType>>,
+        layout: Option<Text<Layout>>,
+        shuffle: Option<bool>,
+        seed: Option<u64>,
+        drop_last: Option<bool>,
+        threads: Option<ThreadsArg>,
+        fetch_threads: Option<usize>,
+        prefetch: Option<usize>,
+        overlap_epochs: Option<bool>,
+        cache: Option<CacheSize>,
+        cache_policy: Option<CacheChoice>,
+        cache_epochs: Option<u64>,
+        cache_fill: Option<Text<CacheFill>>,
+        memory: Option<Bytes>,
+        on_error: Option<Text<ErrorPolicy>>,
+        quarantine: Option<PathBuf>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        output: &str,
+        metrics_addr: Option<String>,
+        balance_ranks: Option<bool>,
+        share: Option<&str>,
+        read: Option<Text<ReadMode>>,
+        device: Option<&str>,
+        decode: &str,
+        gpu_decode_min_pixels: u64,
+    ) -> PyResult<Loader> {
+        let args = ConfigArgs {
+            batch_size,
+            pipeline,
+            image_size,
+            dtype,
+            layout,
+            shuffle,
+            seed,
+            drop_last,
+            threads,
+            balance_ranks,
+            fetch_threads,
+            prefetch,
+            overlap_epochs,
+            cache,
+            cache_policy,
+            cache_epochs,
+            cache_fill,
+            memory,
+            on_error,
+            quarantine,
+            read,
+            rank,
+            world_size,
+        };
+        let location_text = source.to_string_lossy().into_owned();
+        let (mut builder, mut dist) = args.builder(py, location_text.clone())?;
+        let node_config = match args.node_capacity(py)? {
+            Some(capacity) => {
+                let mut c =
+                    nostall_peer::NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
+                c.seed = builder.settings().plan.seed;
+                Some(c)
+            }
+            None => None,
+        };
+        let share = shared::Share::parse(share);
+        let output = Arc::new(resolve_output(py, output)?);
+        let device = match device {
+            None => None,
+            Some(_) if !matches!(share, shared::Share::Off) => return Err(config_error(
+                py,
+                "device= with share=: batches shared through the node agent are not moved to a \
+                     device yet; leave one of them out"
+                    .into(),
+            )),
+            Some(_) if !matches!(*output, Output::Torch(_)) => {
+                return Err(config_error(
+                    py,
+                    "device= hands over torch tensors: use output=\"torch\" (or \"auto\" with \
+                     torch installed)"
+                        .into(),
+                ))
+            }
+            Some(device) => Some(device::Device::attach(
+                py,
+                device,
+                decode,
+                gpu_decode_min_pixels,
+                &mut builder,
+            )?),
+        };
+        // A rank of a partitioned cache that shares goes through the node agent, which
+        // joins the job for the node: this process does not join it.
+        let (node_config, agent_node) = match (node_config, &share) {
+            (Some(c), shared::Share::Auto | shared::Share::Group(_)) => {
+                dist.rank = c.node * c.ranks_per_node + c.local_rank;
+                dist.world = c.nodes * c.ranks_per_node;
+                (None, Some(c))
+            }
+            (c, _) => (c, None),
+        };
+        let make = match share {
+            shared::Share::Off => None,
+            _ => {
+                let config = builder.config().map_err(|e| raise(py, e))?;
+                Some(shared_objects(
+                    output.clone(),
+                    config.pipeline.layout().clone(),
+                ))
+            }
+        };
+        let shared = match make {
+            Some(make) => {
+                shared::Shared::attach(py, &location_text, &builder, &share, agent_node, make)?
+            }
+            None => None,
+        };
+        let opening = builder.clone();
+        let dataset =
+            interruptible(py, move || opening.open_dataset())?.map_err(|e| raise(py, e))?;
+        let catalog = dataset.catalog.clone();
+        let (source, node) = match node_config {
+            None => (dataset.source, None),
+            Some(node_config) => {
+                let joining = catalog.clone();
+                let node = interruptible(py, move || {
+                    nostall_peer::Node::join(&joining, dataset.source, node_config)
+                })?
+                .map_err(|e| raise_peer(py, e))?;
+                node.configure(&mut builder);
+                dist.rank = node.rank();
+                dist.world = node.world();
+                let source: Arc<dyn nostall::storage::Source> = node.source();
+                (source, Some(live::NodeCounters::Joined(Arc::new(node))))
+            }
+        };
+        let node = node.or_else(|| {
+            shared
+                .as_ref()
+                .and_then(|s| s.node.clone())
+                .map(live::NodeCounters::Agent)
+        });
+        let inner = Arc::new(
+            py.detach(move || builder.build(catalog, source))
+                .map_err(|e| raise(py, e))?,
+        );
+        let endpoint = nostall::env::metrics_addr(metrics_addr.as_deref())
+            .map(|addr| {
+                let figures = live::LoaderFigures {
+                    loader: inner.clone(),
+                    node: node.clone(),
+                    group: shared.as_ref().map(|s| s.last.clone()),
+                };
+                nostall::metrics::export::serve(&addr, Arc::new(figures), dist.rank)
+            })
+            .transpose()
+            .map_err(|e| raise(py, e))?;
+        if shared.is_none() {
+            // Epoch 0 is prepared while the script makes its model (see
+            // `nostall::Loader::prepare`); another first epoch discards it.
+            inner
+                .prepare(Position::start_of(0))
+                .map_err(|e| raise(py, e))?;
+        }
+        Ok(Loader {
+            inner,
+            endpoint,
+            output,
+            dist,
+            next: Position::start_of(0),
+            resume: None,
+            current: None,
+            active: false,
+            last_ids: Vec::new(),
+            node,
+            shared,
+            shared_at: None,
+            device,
+        })
+    }
+
+    /// Batches per epoch on this rank (when no sample is skipped).
+    fn __len__(&self) -> usize {
+        match &self.shared {
+            Some(shared) => shared.batches_per_epoch(),
+            None => self.inner.batches_per_epoch(),
+        }
+    }
+
+    /// Starts an epoch: the one set by `set_epoch`, the position given to
+    /// `load_state_dict`, or the epoch after the last one iterated to its end.
+    fn __iter__<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        let this = &mut *slf;
+        let previous = this.current.take();
+        let resumes_a_stretch = this.resume.as_ref().is_some_and(|c| !c.history.is_empty());
+        if let Some(shared) = this.shared.as_mut().filter(|_| !resumes_a_stretch) {
+            // The group serves positions; skip counts of a resumed state stay the
+            // group's concern.
+            py.detach(move || drop(previous));
+            let at = this.resume.take().map_or(this.next, |c| c.position);
+            shared.begin(at.epoch);
+            this.shared_at = Some(at);
+            this.active = true;
+            return Ok(slf);
+        }
+        this.shared_at = None;
+        let inner = this.inner.clone();
+        let (next, resume) = (this.next, this.resume.take());
+        let epoch = py
+            .detach(move || {
+                drop(previous); // stops and joins its threads
+                match resume {
+                    Some(checkpoint) => inner.resume_saved(&checkpoint),
+                    None => inner.resume(next),
+                }
+            })
+            .map_err(|e| raise(py, e))?;
+        this.current = Some(epoch);
+        this.active = true;
+        Ok(slf)
+    }
+
+    /// The next `(images, labels)` batch; the GIL is released while waiting for it.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
+        if !self.active {
+            return Ok(None);
+        }
+        if let Some(at) = self.shared_at {
+            match self.next_shared(py, at)? {
+                Some(Some(objects)) => return Ok(Some(objects)),
+                Some(None) => return Ok(None),
+                None => {} // the agent is gone: this loader's own threads go on from `at`
+            }
+        }
+        let Some(epoch) = self.current.as_mut() else {
+            return Ok(None);
+        };
+        // Wait in slices, checking for signals between them: Ctrl-C must interrupt a
+        // wait for a batch that storage holds up.
+        let next = loop {
+            match py.detach(|| epoch.next_within(SIGNAL_CHECK)) {
+                Next::Pending => py.check_signals()?,
+                Next::Batch(batch) => break Some(batch),
+                Next::End => break None,
+            }
+        };
+        match next {
+            None => {
+                self.active = false;
+                self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
+                self.resume = None;
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                // A later state_dict() must point after the batches already delivered,
+                // not at where this iteration started.
+                self.next = nostall::Epoch::position(epoch);
+                self.resume = Some(self.inner.checkpoint(epoch));
+                self.active = false;
+                Err(raise(py, e))
+            }
+            Some(Ok(batch)) => {
+                self.last_ids.clear();
+                self.last_ids.extend_from_slice(batch.ids());
+                let labels = Owner::Labels(batch.labels().to_vec());
+                let Some(device) = &self.device else {
+                    return objects(py, &self.output, Owner::Batch(batch), labels).map(Some);
+                };
+                let deferred = device::Device::deferred(py, &batch, self.inner.catalog())?;
+                let host = objects(py, &self.output, Owner::Batch(batch), labels)?;
+                device.stage(py, host, deferred).map(Some)
+            }
+        }
+    }
+
+    /// Makes the next iteration run epoch `epoch` from its start (its shuffle order
+    /// follows from the seed and the epoch).
+    fn set_epoch(&mut self, epoch: u64) {
+        self.next = Position::start_of(epoch);
+        self.resume = None;
+    }
+
+    /// The epoch the next iteration runs, or the one being iterated.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.position().epoch
+    }
+
+    /// Where the loader stands: `{"epoch", "batch", "sample", "rank", "identity",
+    /// "skipped", "history"}`. Saved with a checkpoint and given to `load_state_dict`, it
+    /// resumes exactly after the last batch delivered; `identity` ties it to the dataset
+    /// and settings it was saved with, `skipped` carries the epoch's skip counts by cause,
+    /// `history` the epoch's stretches under other world sizes.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let checkpoint = match (&self.current, self.active, &self.resume) {
+            (Some(epoch), true, _) => py.detach(|| self.inner.checkpoint(epoch)),
+            (_, _, Some(checkpoint)) => checkpoint.clone(),
+            _ => nostall::Checkpoint {
+                position: self.position(),
+                identity: py.detach(|| self.inner.identity()),
+                skipped: Default::default(),
+                rank: self.dist.rank as u64,
+                history: Vec::new(),
+            },
+        };
+        state::to_dict(py, &checkpoint)
+    }
+
+    /// Makes the next iteration resume from `state_dict()`s: one rank's, or a list of
+    /// every rank's. With the world size they were saved with, each rank resumes its own
+    /// position (or the first given); with another, the rest of the epoch is re-sharded
+    /// over this job's ranks, each sample once, with the augmentation it would have had
+    /// (one rank's state is enough unless a rank skipped samples in the epoch). Checked
+    /// here: `ConfigError` naming what differs or what is missing.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        let states = state::from_python(py, state)?;
+        let inner = self.inner.clone();
+        let resumed = py
+            .detach(move || inner.resolve(&states))
+            .map_err(|e| raise(py, e))?;
+        self.next = resumed.position;
+        // Prepared from there at once, unless skips of the epoch so far go on from the
+        // saved counts (the epoch is then started when iterated).
+        if self.shared.is_none() && resumed.skipped.is_empty() && resumed.history.is_empty() {
+            let (inner, at) = (self.inner.clone(), resumed.position);
+            py.detach(move || inner.prepare(at))
+                .map_err(|e| raise(py, e))?;
+        }
+        self.resume = Some(resumed);
+        Ok(())
+    }
+
+    /// This process's rank (from the argument, else `RANK`, else 0).
+    #[getter]
+    fn rank(&self) -> usize {
+        self.dist.rank
+    }
+
+    /// The number of ranks (from the argument, else `WORLD_SIZE`, else 1).
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.dist.world
+    }
+
+    /// Where live metrics are served (`host:port`, the port chosen when `:0` was given),
+    /// or None.
+    #[getter]
+    fn metrics_addr(&self) -> Option<String> {
+        self.endpoint.as_ref().map(|e| e.local_addr().to_string())
+    }
+
+    /// The rank within this node (`LOCAL_RANK`, else the rank).
+    #[getter]
+    fn local_rank(&self) -> usize {
+        self.dist.local_rank
+    }
+
+    /// Samples in the whole dataset (all ranks).
+    #[getter]
+    fn dataset_len(&self) -> usize {
+        self.inner.catalog().len()
+    }
+
+    /// The dataset's catalog ids of the samples of the batch last returned, in batch
+    /// order (which samples a rank saw; ids index the whole dataset, all ranks).
+    #[getter]
+    fn last_ids(&self) -> Vec<u64> {
+        self.last_ids.clone()
+    }
+
+    /// Class names, in label order (empty for a flat folder).
+    #[getter]
+    fn classes(&self) -> Vec<String> {
+        self.inner.catalog().classes().to_vec()
+    }
+
+    /// Batch buffers allocated since the loader was made: bounded by the prefetch depth
+    /// (twice while epochs overlap) plus the batches Python holds, whatever the number of
+    /// epochs.
+    #[getter]
+    fn buffers_allocated(&self) -> usize {
+        self.inner.buffers_allocated()
+    }
+
+    /// How `memory=` was split, in bytes: `{"budget", "batch_buffers", "readahead",
+    /// "cache", "prefetch"}`; None without a budget.
+    #[getter]
+    fn memory_plan<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(plan) = self.inner.memory_plan() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("budget", plan.budget)?;
+        d.set_item("batch_buffers", plan.batch_buffers)?;
+        d.set_item("readahead", plan.readahead)?;
+        d.set_item("cache", plan.cache)?;
+        d.set_item("prefetch", plan.prefetch)?;
+        Ok(Some(d))
+    }
+
+    /// The current (or last) epoch's figures as a dict: see the package docs.
+    #[getter]
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // A shared epoch's figures are the job's side of it: batches, samples, waits.
+        let stats = match (&self.current, &self.shared) {
+            (Some(epoch), _) => py.detach(|| epoch.stats()),
+            (None, Some(shared)) => shared.epoch.clone(),
+            (None, None) => EpochStats::default(),
+        };
+        let d = stats_dict(py, &stats)?;
+        d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
+        if let Some(shared) = &self.shared {
+            let (group, members) = shared.group();
+            let g = PyDict::new(py);
+            g.set_item("group", group)?;
+            g.set_item("members_at_attach", members)?;
+            g.set_item("batches_from_group", shared.from_group)?;
+            g.set_item("batches_private", shared.private)?;
+            if let Some((group, batch_bytes)) = shared.last() {
+                g.set_item("members", group.members)?;
+                g.set_item("lag_batches", group.ahead)?;
+                g.set_item("group_batches_prepared", group.produced)?;
+                g.set_item("group_batches_delivered", group.delivered)?;
+                g.set_item("members_detached", group.detached)?;
+                g.set_item("bytes_saved", shared::bytes_saved(&group, batch_bytes))?;
+            }
+            d.set_item("shared", g)?;
+        }
+        if let Some(node) = &self.node {
+            d.set_item("partitioned", node_dict(py, &node.stats())?)?;
+        }
+        if let Some(device) = &self.device {
+            d.set_item("device", device.metrics(py)?)?;
+        }
+        Ok(d)
+    }
+
+    /// The samples skipped so far in the current (or last) epoch under
+    /// `on_error="skip"` (the first 1 000): dicts with `sample_id`, `location`, `cause`
+    /// and `detail`.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        if let Some(epoch) = &self.current {
+            for e in py.detach(|| epoch.skipped()) {
+                let d = PyDict::new(py);
+                d.set_item("sample_id", e.id)?;
+                d.set_item("location", &e.location)?;
+                d.set_item("cause", e.cause.kind())?;
+                d.set_item("detail", e.cause.to_string())?;
+                list.append(d)?;
+            }
+        }
+        Ok(list)
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.inner.config();
+        let prepared_by = match &self.shared {
+            Some(shared) => format!("shared in the node agent's group {}", shared.group().0),
+            None => format!("{} prep threads", c.prep_threads),
+        };
+        format!(
+            "Loader({} samples, batch_size={}, rank {} of {}, {prepared_by}, {} batches per epoch)",
+            self.inner.catalog().len(),
+            c.plan.batch_size,
+            self.dist.rank,
+            self.dist.world,
+            self.inner.batches_per_epoch()
+        )
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        // Stopping an epoch waits (boundedly) for its threads: not with the GIL held.
+        if let Some(epoch) = self.current.take() {
+            Python::attach(|py| py.detach(move || drop(epoch)));
+        }
+    }
+}
+
+impl Loader {
+    /// The shared batch at `at`: `Some(Some(..))` a batch's objects, `Some(None)` the
+    /// epoch's end, `None` when the agent is lost (this loader's own epoch then starts at
+    /// `at`).
+    #[allow(clippy::type_complexity)]
+    fn next_shared(
+        &mut self,
+        py: Python<'_>,
+        at: Position,
+    ) -> PyResult<Option<Option<(Py<PyAny>, Py<PyAny>)>>> {
+        let shared = self.shared.as_mut().expect("a shared epoch has a group");
+        let can_go_alone = shared.can_go_alone();
+        match shared.next(py, at, &self.inner) {
+            Ok(Some(batch)) => {
+                self.shared_at = Some(batch.position);
+                self.last_ids = batch.ids;
+                batch.objects.map(Some).map(Some)
+            }
+            Ok(None) => {
+                self.active = false;
+                self.shared_at = None;
+                self.next = Position::start_of(at.epoch + 1);
+                Ok(Some(None))
+            }
+            Err(shared::Failure::Refused(err)) => {
+                self.stop_shared_at(at);
+                Err(err)
+            }
+            Err(shared::Failure::Interrupted(err)) => {
+                // Iterating again goes on from `at`, where the hand-off thread is.
+                self.stop_shared_at(at);
+                Err(err)
+            }
+            Err(shared::Failure::Lost(why)) if !can_go_alone => {
+                self.stop_shared_at(at);
+                Err(shared::agent_error(
+                    py,
+                    nostall_agent::AgentError::Refused(format!(
+                        "the node agent is lost ({why}): it ran this rank's node of the \
+                         partitioned cache, so this loader cannot go on without it; restart \
+                         the job (resuming from a state_dict)"
+                    )),
+                ))
+            }
+            Err(shared::Failure::Lost(why)) => {
+                eprintln!(
+                    "nostall: the node agent is lost ({why}); this loader goes on with \
+                     threads of its own from epoch {} batch {}",
+                    at.epoch, at.batch
+                );
+                self.shared = None;
+                self.shared_at = None;
+                let inner = self.inner.clone();
+                let epoch = py
+                    .detach(move || inner.resume(at))
+                    .map_err(|e| raise(py, e))?;
+                self.current = Some(epoch);
+                Ok(None)
+            }
+        }
+    }
+
+    /// The shared epoch stopped at `at` (a failure): iterating again starts there.
+    fn stop_shared_at(&mut self, at: Position) {
+        self.active = false;
+        self.shared_at = None;
+        self.next = at;
+    }
+
+    fn position(&self) -> Position {
+        if let (Some(at), true) = (self.shared_at, self.active) {
+            return at;
+        }
+        match (&self.current, self.active, &self.resume) {
+            (Some(epoch), true, _) => nostall::Epoch::position(epoch),
+            (_, _, Some(checkpoint)) => checkpoint.position,
+            _ => self.next,
+        }
+    }
+}
