@@ -8,13 +8,47 @@
 //! many ranks it hits more than any fixed share `c` of the dataset (NoPFS: about 9.6, 17.7
 //! and 38.3% local hits at 5, 10 and 25% capacity for 16 ranks over 90 epochs).
 //!
-//! One implementation of the placement serves the loader's cache
+//! One implementation of the placement and the keeper serves the loader's cache
 //! ([`super::SampleCache`], sizes in bytes) and the simulator ([`crate::sim::cache`],
 //! every sample of size 1).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use super::policy::{Admission, Keeper};
 use crate::sample::SampleId;
+
+/// Which samples a `frequency` cache keeps: those of its placement, as they come.
+#[derive(Debug)]
+pub(crate) struct Frequency {
+    capacity: u64,
+    used: u64,
+    placed: HashSet<SampleId>,
+}
+
+impl Frequency {
+    /// An empty cache of `capacity` units, with nothing placed yet.
+    pub(crate) fn new(capacity: u64) -> Frequency {
+        Frequency {
+            capacity,
+            used: 0,
+            placed: HashSet::new(),
+        }
+    }
+}
+
+impl Keeper for Frequency {
+    fn admit(&mut self, id: SampleId, size: u64) -> Admission {
+        if !self.placed.contains(&id) || size > self.capacity - self.used {
+            return Admission::Bypass;
+        }
+        self.used += size;
+        Admission::Keep(Vec::new())
+    }
+
+    fn place(&mut self, ids: &[SampleId]) {
+        self.placed = ids.iter().copied().collect();
+    }
+}
 
 /// The samples to keep, most read first, within `capacity` units: from `reads` (the rank's
 /// reads over the planned epochs, in order) and each sample's `size`. A sample too large

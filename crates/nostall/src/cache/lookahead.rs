@@ -19,20 +19,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::policy::{Admission, Keeper};
 use crate::sample::SampleId;
 
 /// The next use of a sample beyond the horizon; ties between such samples are broken by
 /// id, and none of them is evicted to make room for another.
 const BEYOND: u64 = u64::MAX;
-
-/// What [`Lookahead::admit`] decided about a missed sample.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// Keep it, after evicting these samples (possibly none).
-    Keep(Vec<SampleId>),
-    /// Do not keep it: everything cached is needed before it.
-    Bypass,
-}
 
 /// Which samples a `lookahead` cache keeps: their next uses, and the sizes they hold.
 #[derive(Debug, Default)]
@@ -57,10 +49,31 @@ impl Lookahead {
         }
     }
 
+    /// The next use of `id` after a read of it in the current epoch.
+    fn next_use(&self, id: SampleId) -> u64 {
+        self.next_epoch
+            .get(&id)
+            .map_or(BEYOND, |&at| ((self.epoch + 1) << 32) | u64::from(at))
+    }
+
+    fn rekey(&mut self, id: SampleId, use_at: u64) {
+        if let Some((old, _)) = self.cached.get_mut(&id) {
+            self.by_next_use.remove(&(*old, id));
+            *old = use_at;
+            self.by_next_use.insert((use_at, id));
+        }
+    }
+}
+
+impl Keeper for Lookahead {
+    fn looks_ahead(&self) -> bool {
+        true
+    }
+
     /// Starts reading `epoch`, whose successor reads `next` (this rank's stream, in
     /// order; empty when unknown). Samples whose next use lay beyond the old horizon get
     /// their use in `next`, if any.
-    pub(crate) fn begin_epoch(&mut self, epoch: u64, next: &[SampleId]) {
+    fn begin_epoch(&mut self, epoch: u64, next: &[SampleId]) {
         self.epoch = epoch;
         self.next_epoch.clear();
         for (at, &id) in next.iter().enumerate() {
@@ -80,34 +93,14 @@ impl Lookahead {
         }
     }
 
-    /// The next use of `id` after a read of it in the current epoch.
-    fn next_use(&self, id: SampleId) -> u64 {
-        self.next_epoch
-            .get(&id)
-            .map_or(BEYOND, |&at| ((self.epoch + 1) << 32) | u64::from(at))
-    }
-
-    fn rekey(&mut self, id: SampleId, use_at: u64) {
-        if let Some((old, _)) = self.cached.get_mut(&id) {
-            self.by_next_use.remove(&(*old, id));
-            *old = use_at;
-            self.by_next_use.insert((use_at, id));
-        }
-    }
-
-    /// Whether `id` is cached.
-    pub(crate) fn contains(&self, id: SampleId) -> bool {
-        self.cached.contains_key(&id)
-    }
-
     /// Records a hit on `id`: its next use moves on to the next epoch.
-    pub(crate) fn touch(&mut self, id: SampleId) {
+    fn touch(&mut self, id: SampleId) {
         self.rekey(id, self.next_use(id));
     }
 
     /// Decides whether to keep `id` (`size` units), just read after a miss, and what to
     /// evict for it; the decision is already applied to the policy's own state.
-    pub(crate) fn admit(&mut self, id: SampleId, size: u64) -> Admission {
+    fn admit(&mut self, id: SampleId, size: u64) -> Admission {
         if size > self.capacity || self.cached.contains_key(&id) {
             return Admission::Bypass;
         }

@@ -15,13 +15,18 @@
 //! [`CachePolicy::Frequency`] (NoPFS) keeps, for good, the samples this rank reads most
 //! often over the planned epochs (`cache/frequency.rs`), read ahead in the background.
 //!
+//! Each policy is one implementation of a `Keeper` (`cache/policy.rs`: the seam; `lru.rs`,
+//! `lookahead.rs`, `frequency.rs`), which the cache asks about every miss and tells about
+//! every hit; the simulator ([`crate::sim::cache`]) runs the same keepers over the plan's
+//! access stream, so what it predicts is what this code does.
+//!
 //! A [`Cached`] source puts a [`SampleCache`] in front of any [`Source`]: a hit copies the
 //! bytes out of memory, a miss reads the source and offers the bytes to the cache. The
 //! cache holds encoded bytes, several times smaller than decoded pixels, and its memory
 //! is bounded by its capacity in payload bytes (plus a small per-entry overhead).
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -31,13 +36,13 @@ use crate::storage::{NextRead, Numbering, ReadDone, Source, SourceStats, Tier};
 
 pub(crate) mod frequency;
 pub(crate) mod lookahead;
+mod lru;
+pub(crate) mod policy;
 
-use std::collections::HashSet;
-
-use lookahead::{Admission, Lookahead};
+use policy::{Admission, Keeper};
 
 /// Which samples a cache keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum CachePolicy {
     /// Keep each sample the first time it is fetched, until full; never evict.
@@ -72,16 +77,22 @@ impl std::str::FromStr for CachePolicy {
     }
 }
 
-impl std::fmt::Display for CachePolicy {
-    /// The name its `FromStr` reads.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl CachePolicy {
+    /// The policy's name, as its `FromStr` reads it.
+    pub fn name(self) -> &'static str {
+        match self {
             CachePolicy::Minio => "minio",
             CachePolicy::Lru => "lru",
             CachePolicy::Lookahead => "lookahead",
             CachePolicy::Frequency => "frequency",
             CachePolicy::None => "none",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for CachePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -298,10 +309,9 @@ impl CacheStats {
 /// Encoded sample bytes in memory, under a byte capacity, kept by a [`CachePolicy`].
 ///
 /// Shared by all fetch threads. Entries are reference-counted so that a hit copies the
-/// bytes out after releasing the lock.
+/// bytes out after releasing the lock. What to keep is the policy's `Keeper`'s to say.
 #[derive(Debug)]
 pub struct SampleCache {
-    policy: CachePolicy,
     capacity: u64,
     entries: Mutex<Entries>,
     hits: AtomicU64,
@@ -310,17 +320,11 @@ pub struct SampleCache {
     miss_bytes: AtomicU64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Entries {
-    map: HashMap<SampleId, (Arc<[u8]>, u64)>,
-    /// For LRU: last-use tick → sample, oldest first.
-    recency: BTreeMap<u64, SampleId>,
-    tick: u64,
+    map: HashMap<SampleId, Arc<[u8]>>,
     used: u64,
-    /// For `lookahead`: the samples' next uses.
-    lookahead: Option<Lookahead>,
-    /// For `frequency`: the samples to keep, once placed.
-    placed: HashSet<SampleId>,
+    keeper: Box<dyn Keeper>,
 }
 
 impl SampleCache {
@@ -332,11 +336,11 @@ impl SampleCache {
             capacity
         };
         let entries = Entries {
-            lookahead: (policy == CachePolicy::Lookahead).then(|| Lookahead::new(capacity)),
-            ..Entries::default()
+            map: HashMap::new(),
+            used: 0,
+            keeper: policy.keeper(capacity),
         };
         SampleCache {
-            policy,
             capacity,
             entries: Mutex::new(entries),
             hits: AtomicU64::new(0),
@@ -355,19 +359,10 @@ impl SampleCache {
     pub fn get(&self, id: SampleId, out: &mut Vec<u8>) -> bool {
         let bytes = {
             let mut entries = self.lock();
-            let tick = entries.tick;
-            let Some((bytes, last_use)) = entries.map.get_mut(&id) else {
+            let Some(bytes) = entries.map.get(&id).cloned() else {
                 return false;
             };
-            let (bytes, previous) = (bytes.clone(), std::mem::replace(last_use, tick));
-            if self.policy == CachePolicy::Lru {
-                entries.recency.remove(&previous);
-                entries.recency.insert(tick, id);
-            }
-            if let Some(lookahead) = &mut entries.lookahead {
-                lookahead.touch(id);
-            }
-            entries.tick += 1;
+            entries.keeper.touch(id);
             bytes
         };
         out.clear();
@@ -390,50 +385,24 @@ impl SampleCache {
         if len == 0 || len > self.capacity {
             return;
         }
-        if self.policy == CachePolicy::Minio && self.lock().used + len > self.capacity {
-            return; // full for this sample: MinIO never evicts (checked early to skip the copy)
-        }
-        let data: Arc<[u8]> = Arc::from(bytes);
         let mut entries = self.lock();
         if entries.map.contains_key(&id) {
             return;
         }
-        match self.policy {
-            CachePolicy::None => return,
-            CachePolicy::Minio | CachePolicy::Frequency if entries.used + len > self.capacity => {
-                return
-            }
-            CachePolicy::Minio => {}
-            CachePolicy::Frequency if !entries.placed.contains(&id) => return,
-            CachePolicy::Frequency => {}
-            CachePolicy::Lookahead => {
-                let lookahead = entries.lookahead.as_mut().expect("made with the policy");
-                let Admission::Keep(victims) = lookahead.admit(id, len) else {
-                    return;
-                };
-                for victim in victims {
-                    let (evicted, _) = entries.map.remove(&victim).expect("indexed");
-                    entries.used -= evicted.len() as u64;
-                }
-            }
-            CachePolicy::Lru => {
-                while entries.used + len > self.capacity {
-                    let (_, victim) = entries
-                        .recency
-                        .pop_first()
-                        .expect("a cache over capacity holds entries");
-                    let (evicted, _) = entries.map.remove(&victim).expect("indexed");
-                    entries.used -= evicted.len() as u64;
-                }
-            }
+        let Admission::Keep(victims) = entries.keeper.admit(id, len) else {
+            return;
+        };
+        for victim in victims {
+            let evicted = entries
+                .map
+                .remove(&victim)
+                .expect("the keeper's samples are held");
+            entries.used -= evicted.len() as u64;
         }
-        let tick = entries.tick;
-        entries.tick += 1;
-        if self.policy == CachePolicy::Lru {
-            entries.recency.insert(tick, id);
-        }
+        // Copied only once kept (under the lock: a miss of a full MinIO cache, the common
+        // case once it has filled, copies nothing).
         entries.used += len;
-        entries.map.insert(id, (data, tick));
+        entries.map.insert(id, Arc::from(bytes));
     }
 
     /// The counters so far.
@@ -461,19 +430,20 @@ impl SampleCache {
     /// Keeps, from now on, only `ids` (for [`CachePolicy::Frequency`]: its placement,
     /// which fits the capacity).
     pub(crate) fn place(&self, ids: &[SampleId]) {
-        self.lock().placed = ids.iter().copied().collect();
+        self.lock().keeper.place(ids);
     }
 
     /// Whether the policy reads the plan's future ([`SampleCache::begin_epoch`]).
     pub fn looks_ahead(&self) -> bool {
-        self.policy == CachePolicy::Lookahead
+        self.lock().keeper.looks_ahead()
     }
 
     /// Tells a policy that reads the future that `epoch`'s reads begin, and which samples
     /// this rank reads in the next one (in order); nothing for the others.
     pub fn begin_epoch(&self, epoch: u64, next: &[SampleId]) {
-        if let Some(lookahead) = &mut self.lock().lookahead {
-            lookahead.begin_epoch(epoch, next);
+        let mut entries = self.lock();
+        if entries.keeper.looks_ahead() {
+            entries.keeper.begin_epoch(epoch, next);
         }
     }
 }

@@ -565,11 +565,7 @@ fn hits_and_prediction(
     };
     let streams = AccessStreams::new(n, epochs, workers, SEED).unwrap();
     let capacity = capacity_for(fraction, n);
-    let simulated = match policy {
-        crate::cache::CachePolicy::Lookahead => SimPolicy::Lookahead,
-        _ => SimPolicy::Frequency,
-    };
-    let predicted = streams.run(simulated, capacity);
+    let predicted = streams.run(SimPolicy::Loader(policy), capacity);
     let mut hits = vec![0; epochs as usize];
     for rank in 0..workers {
         // One fetch thread: the cache sees the reads in plan order, as simulated.

@@ -22,7 +22,7 @@
 //! next read about one epoch (`N` accesses) later, so a cache smaller than the dataset
 //! must evict it before its reuse unless something protects it.
 //!
-//! - [`SimPolicy::Lru`] keeps the `capacity` most recently used samples. A sample hits
+//! - [`SimPolicy::LRU`] keeps the `capacity` most recently used samples. A sample hits
 //!   only when few enough distinct samples were read between its two uses: late in one
 //!   epoch and early in the next. That is a small corner of the square of positions,
 //!   a little over `c²/2` of the accesses (0.5% at 10% cache, 15.4% at 50%), and since
@@ -39,7 +39,7 @@
 //!   simulator reproduces the reference table of the research notes (1.2/6.8/12.8/
 //!   22.5/50.9% at 10/25/35/50/80%) for the default 5-epoch run, whose "steady state"
 //!   (epochs 1–4) for this policy is still the warm-up climb, not the long-run limit.
-//! - [`SimPolicy::Minio`] (CoorDL) inserts until full and never evicts. Every later epoch
+//! - [`SimPolicy::MINIO`] (CoorDL) inserts until full and never evicts. Every later epoch
 //!   reads each sample once, so it gets exactly `capacity` hits per epoch on one node.
 //!   Nothing can do better there: a sample is read once per epoch, so it can hit only if
 //!   it was cached when the epoch began, and at most `capacity` were.
@@ -48,12 +48,12 @@
 //!   known future stream. It is the optimum of all policies that fill on a miss, so it
 //!   equals MinIO on one node; with several workers a worker's epoch holds only a random
 //!   `1/W` of the samples, and Belady beats MinIO by keeping those needed soonest.
-//! - [`SimPolicy::Lookahead`] is the loader's `lookahead` cache policy
+//! - [`SimPolicy::LOOKAHEAD`] is the loader's `lookahead` cache policy
 //!   (`cache/lookahead.rs`, the same code): Belady's rule with the loader's horizon,
 //!   the next epoch's plan. On one node it equals Belady (and MinIO); with several
 //!   workers it keeps what this worker reads next epoch, so it beats MinIO, though not
 //!   unbounded Belady, which also sees the epochs after.
-//! - [`SimPolicy::Frequency`] (NoPFS) fills each worker's cache, before training, with
+//! - [`SimPolicy::FREQUENCY`] (NoPFS) fills each worker's cache, before training, with
 //!   the `capacity` samples that worker will access most often over all epochs (ties
 //!   broken by earlier first access), fetched ahead by the clairvoyant prefetcher, so
 //!   even a first access hits; the contents never change. On one node every sample is
@@ -63,17 +63,19 @@
 //!   NoPFS's figures. Because it prefetches instead of filling on a miss, it is not bound
 //!   by Belady's optimum in every epoch (its epoch 0 already hits).
 //!
-//! Everything is indexed by sample id in `Vec`s (intrusive linked lists over `u32`
-//! arrays for the recency policies, an ordered set of next-use positions for Belady),
-//! so 20 000 samples × 90 epochs × 16 workers simulate in well under a second in a
-//! release build.
+//! The loader's policies run through their own `Keeper`s (`cache/policy.rs`): what
+//! is simulated is the code the loader runs. The two references are the simulator's own,
+//! indexed by sample id in `Vec`s (intrusive linked lists over `u32` arrays for the
+//! two-list cache, an ordered set of next-use positions for Belady). 20 000 samples × 90
+//! epochs × 16 workers simulate in under a second per policy in a release build.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::cache::frequency::placement;
-use crate::cache::lookahead::Lookahead;
+use crate::cache::policy::{Admission, Keeper};
+use crate::cache::CachePolicy;
 use crate::error::{Error, Result};
 use crate::plan::{EpochPlan, PlanConfig, Shard};
 use crate::sample::SampleId;
@@ -83,43 +85,49 @@ use crate::sample::SampleId;
 /// this value reproduces the reference hit rates (see the module documentation).
 pub const TWO_LIST_ACTIVE_SHARE: f64 = 0.5;
 
-/// A cache policy the simulator knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A cache policy the simulator knows: the loader's, run with the loader's own code
+/// (their `Keeper`s), and two references the loader does not offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SimPolicy {
-    /// Least recently used: evict the sample unused for longest.
-    Lru,
-    /// The Linux page cache, approximated: an inactive and a capped active list.
+    /// One of the loader's policies.
+    Loader(CachePolicy),
+    /// The Linux page cache, approximated: an inactive and a capped active list (what a
+    /// loader without a cache of its own gets from the operating system).
     TwoList,
-    /// CoorDL's MinIO: insert until full, never evict.
-    Minio,
-    /// Belady's optimum: evict the sample whose next use is furthest away.
+    /// Belady's optimum: evict the sample whose next use is furthest away, every future
+    /// epoch known (the bound for policies that fill on a miss).
     Belady,
-    /// The loader's `lookahead` policy: Belady's rule over the next epoch's plan.
-    Lookahead,
-    /// NoPFS: cache each worker's most frequently accessed samples, prefetched.
-    Frequency,
 }
 
 impl SimPolicy {
+    /// LRU (the loader's).
+    pub const LRU: SimPolicy = SimPolicy::Loader(CachePolicy::Lru);
+    /// CoorDL's MinIO (the loader's): insert until full, never evict.
+    pub const MINIO: SimPolicy = SimPolicy::Loader(CachePolicy::Minio);
+    /// The loader's `lookahead`: Belady's rule over the next epoch's plan.
+    pub const LOOKAHEAD: SimPolicy = SimPolicy::Loader(CachePolicy::Lookahead);
+    /// NoPFS (the loader's `frequency`): each worker's most frequently read samples,
+    /// prefetched.
+    pub const FREQUENCY: SimPolicy = SimPolicy::Loader(CachePolicy::Frequency);
+
     /// Every policy, in the order tables show them.
     pub const ALL: [SimPolicy; 6] = [
-        SimPolicy::Lru,
+        SimPolicy::LRU,
         SimPolicy::TwoList,
-        SimPolicy::Minio,
+        SimPolicy::MINIO,
         SimPolicy::Belady,
-        SimPolicy::Lookahead,
-        SimPolicy::Frequency,
+        SimPolicy::LOOKAHEAD,
+        SimPolicy::FREQUENCY,
     ];
 
-    /// The policy's short name, as the command line spells it (e.g. `"two-list"`).
+    /// The policy's short name, as the command line spells it (e.g. `"two-list"`): the
+    /// loader's policies by the loader's names.
     pub fn name(self) -> &'static str {
         match self {
-            SimPolicy::Lru => "lru",
+            SimPolicy::Loader(policy) => policy.name(),
             SimPolicy::TwoList => "two-list",
-            SimPolicy::Minio => "minio",
             SimPolicy::Belady => "belady",
-            SimPolicy::Lookahead => "lookahead",
-            SimPolicy::Frequency => "frequency",
         }
     }
 }
@@ -171,7 +179,7 @@ impl Default for SimConfig {
             epochs: 5,
             workers: 1,
             seed: 0,
-            policy: SimPolicy::Minio,
+            policy: SimPolicy::MINIO,
         }
     }
 }
@@ -364,14 +372,11 @@ impl AccessStreams {
         let mut record = |pos: usize| hits[pos / self.per_epoch] += 1;
         let n = self.samples;
         match policy {
-            SimPolicy::Lru => lru(stream, n, capacity, &mut record),
-            SimPolicy::TwoList => two_list(stream, n, capacity, TWO_LIST_ACTIVE_SHARE, &mut record),
-            SimPolicy::Minio => {
-                minio(stream, n, capacity, &mut record);
+            SimPolicy::Loader(policy) => {
+                run_keeper(policy, stream, n, self.per_epoch, capacity, &mut record);
             }
+            SimPolicy::TwoList => two_list(stream, n, capacity, TWO_LIST_ACTIVE_SHARE, &mut record),
             SimPolicy::Belady => belady(stream, n, capacity, &mut record),
-            SimPolicy::Lookahead => lookahead(stream, self.per_epoch, capacity, &mut record),
-            SimPolicy::Frequency => frequency(stream, n, capacity, &mut record),
         }
         hits
     }
@@ -465,29 +470,6 @@ impl List {
     }
 }
 
-/// Least recently used.
-fn lru(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
-    if capacity == 0 {
-        return;
-    }
-    let mut links = Links::new(n);
-    let mut cached = vec![false; n];
-    let mut list = List::new();
-    for (pos, &x) in stream.iter().enumerate() {
-        if cached[x as usize] {
-            hit(pos);
-            list.remove(&mut links, x);
-        } else {
-            if list.len == capacity {
-                let old = list.pop_back(&mut links).expect("a full list has a tail");
-                cached[old as usize] = false;
-            }
-            cached[x as usize] = true;
-        }
-        list.push_front(&mut links, x);
-    }
-}
-
 /// Where a sample is in the two-list cache.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
@@ -547,22 +529,6 @@ fn two_list(
     }
 }
 
-/// MinIO: insert until full, never evict. Returns the final contents (which, as nothing
-/// is evicted, contain the contents at every earlier moment).
-fn minio(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) -> Vec<bool> {
-    let mut cached = vec![false; n];
-    let mut len = 0;
-    for (pos, &x) in stream.iter().enumerate() {
-        if cached[x as usize] {
-            hit(pos);
-        } else if len < capacity {
-            cached[x as usize] = true;
-            len += 1;
-        }
-    }
-    cached
-}
-
 /// Belady's MIN with bypass. Each cached sample is keyed by the position of its next use
 /// (positions are unique, so the key names the sample); a sample never used again gets
 /// the key `len + id`, beyond every position. The largest key is the one to evict.
@@ -614,40 +580,53 @@ fn belady(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)
     }
 }
 
-/// The loader's `lookahead` policy, epoch by epoch, each sample of size 1.
-fn lookahead(stream: &[u32], per_epoch: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
-    let mut cache = Lookahead::new(capacity as u64);
+/// One of the loader's policies over a worker's stream, each sample of size 1, through
+/// the policy's own `Keeper`: a [`CachePolicy::Frequency`] cache is given its placement
+/// (NoPFS's, from the whole stream) and filled with it before the first read, as the
+/// loader's `cache_fill="before"` does. Returns which samples are cached at the end.
+fn run_keeper(
+    policy: CachePolicy,
+    stream: &[u32],
+    n: usize,
+    per_epoch: usize,
+    capacity: usize,
+    hit: &mut impl FnMut(usize),
+) -> Vec<bool> {
+    let mut keeper = policy.keeper(capacity as u64);
+    let mut cached = vec![false; n];
+    let admit = |keeper: &mut dyn Keeper, cached: &mut [bool], x: u32| {
+        if let Admission::Keep(victims) = keeper.admit(u64::from(x), 1) {
+            for victim in victims {
+                cached[victim as usize] = false;
+            }
+            cached[x as usize] = true;
+        }
+    };
+    if policy == CachePolicy::Frequency {
+        let kept = placement(stream.iter().map(|&x| u64::from(x)), capacity as u64, |_| 1);
+        keeper.place(&kept);
+        for &x in &kept {
+            admit(&mut *keeper, &mut cached, x as u32);
+        }
+    }
     let epochs: Vec<&[u32]> = stream.chunks(per_epoch.max(1)).collect();
     for (epoch, reads) in epochs.iter().enumerate() {
-        let next: Vec<SampleId> = epochs.get(epoch + 1).map_or_else(Vec::new, |next| {
-            next.iter().map(|&x| u64::from(x)).collect()
-        });
-        cache.begin_epoch(epoch as u64, &next);
+        if keeper.looks_ahead() {
+            let next: Vec<SampleId> = epochs.get(epoch + 1).map_or_else(Vec::new, |next| {
+                next.iter().map(|&x| u64::from(x)).collect()
+            });
+            keeper.begin_epoch(epoch as u64, &next);
+        }
         for (at, &x) in reads.iter().enumerate() {
-            if cache.contains(u64::from(x)) {
+            if cached[x as usize] {
                 hit(epoch * per_epoch + at);
-                cache.touch(u64::from(x));
+                keeper.touch(u64::from(x));
             } else {
-                cache.admit(u64::from(x), 1);
+                admit(&mut *keeper, &mut cached, x);
             }
         }
     }
-}
-
-/// NoPFS frequency placement (the loader's own, [`crate::cache::frequency`]): the
-/// `capacity` samples accessed most often (ties: earlier first access first), prefetched
-/// before training, so every access to them hits.
-fn frequency(stream: &[u32], n: usize, capacity: usize, hit: &mut impl FnMut(usize)) {
-    let kept = placement(stream.iter().map(|&x| u64::from(x)), capacity as u64, |_| 1);
-    let mut cached = vec![false; n];
-    for x in kept {
-        cached[x as usize] = true;
-    }
-    for (pos, &x) in stream.iter().enumerate() {
-        if cached[x as usize] {
-            hit(pos);
-        }
-    }
+    cached
 }
 
 #[cfg(test)]
@@ -683,7 +662,7 @@ mod tests {
 
     #[test]
     fn lru_matches_the_reference_table() {
-        check_table(SimPolicy::Lru, [0.5, 3.4, 7.0, 15.4, 47.7], 1.5);
+        check_table(SimPolicy::LRU, [0.5, 3.4, 7.0, 15.4, 47.7], 1.5);
     }
 
     #[test]
@@ -701,7 +680,7 @@ mod tests {
         let rates: Vec<f64> = two.epochs.iter().map(EpochCount::hit_rate).collect();
         assert!(rates[1] < rates[3] && rates[3] < rates[6], "{rates:?}");
         assert!(rates[7] <= TWO_LIST_ACTIVE_SHARE * 0.25 + 0.01, "{rates:?}");
-        let lru = streams.run(SimPolicy::Lru, cap);
+        let lru = streams.run(SimPolicy::LRU, cap);
         let lru_rates: Vec<f64> = lru.epochs.iter().map(EpochCount::hit_rate).collect();
         for r in &lru_rates[2..] {
             assert!((r - lru_rates[1]).abs() < 0.01, "{lru_rates:?}");
@@ -713,7 +692,7 @@ mod tests {
         let streams = single_node();
         for fraction in FRACTIONS {
             let cap = capacity_for(fraction, N);
-            for policy in [SimPolicy::Minio, SimPolicy::Belady, SimPolicy::Lookahead] {
+            for policy in [SimPolicy::MINIO, SimPolicy::Belady, SimPolicy::LOOKAHEAD] {
                 let result = streams.run(policy, cap);
                 assert_eq!(result.epochs[0].hits, 0, "{policy} epoch 0 is cold");
                 for e in &result.epochs[1..] {
@@ -746,7 +725,10 @@ mod tests {
             for rank in 0..workers {
                 let stream = streams.stream(rank);
                 let mut hits = 0;
-                let cached = minio(stream, n, cap, &mut |_| hits += 1);
+                let per_epoch = streams.per_epoch();
+                let cached = run_keeper(CachePolicy::Minio, stream, n, per_epoch, cap, &mut |_| {
+                    hits += 1
+                });
                 let held = cached.iter().filter(|&&c| c).count();
                 assert!(held <= cap, "{held} cached > capacity {cap}");
                 // It fills up as far as the samples that pass by allow.
@@ -772,7 +754,7 @@ mod tests {
         let n = 16_000;
         let streams = AccessStreams::new(n, 90, 16, 0).unwrap();
         for (fraction, want) in [(0.05, 9.6), (0.10, 17.7), (0.25, 38.3)] {
-            let result = streams.run(SimPolicy::Frequency, capacity_for(fraction, n));
+            let result = streams.run(SimPolicy::FREQUENCY, capacity_for(fraction, n));
             for got in [result.steady_state().unwrap(), result.overall()] {
                 let got = 100.0 * got;
                 assert!(
@@ -782,7 +764,7 @@ mod tests {
                 );
             }
             // Versus c for a cache of any fixed random-ish subset, e.g. MinIO's.
-            let minio = streams.run(SimPolicy::Minio, capacity_for(fraction, n));
+            let minio = streams.run(SimPolicy::MINIO, capacity_for(fraction, n));
             assert!(100.0 * minio.steady_state().unwrap() < want - 3.0);
         }
     }
@@ -791,7 +773,7 @@ mod tests {
     fn frequency_on_one_node_gets_exactly_c() {
         let streams = single_node();
         let cap = capacity_for(0.35, N);
-        let result = streams.run(SimPolicy::Frequency, cap);
+        let result = streams.run(SimPolicy::FREQUENCY, cap);
         // Prefetched: the cold epoch hits too.
         for e in &result.epochs {
             assert_eq!(e.hits, cap as u64);
@@ -815,7 +797,7 @@ mod tests {
                 for policy in SimPolicy::ALL {
                     let other = streams.run(policy, cap);
                     let mut other_total: u64 = other.epochs.iter().map(|e| e.hits).sum();
-                    if policy == SimPolicy::Frequency {
+                    if policy == SimPolicy::FREQUENCY {
                         // Frequency prefetches its contents before training; charged one
                         // fetch (a miss) per sample it holds, it is a policy that fills on
                         // a miss like the others, and Belady is the optimum of those.
@@ -850,8 +832,8 @@ mod tests {
             let streams = AccessStreams::new(n, epochs, workers, 3).unwrap();
             for fraction in [0.05, 0.1, 0.25, 0.5] {
                 let cap = capacity_for(fraction, n);
-                let minio = streams.run(SimPolicy::Minio, cap);
-                let lookahead = streams.run(SimPolicy::Lookahead, cap);
+                let minio = streams.run(SimPolicy::MINIO, cap);
+                let lookahead = streams.run(SimPolicy::LOOKAHEAD, cap);
                 for (m, l) in minio.epochs.iter().zip(&lookahead.epochs) {
                     assert!(
                         l.hits >= m.hits,
@@ -878,7 +860,7 @@ mod tests {
             epochs: 4,
             workers: 3,
             seed: 42,
-            policy: SimPolicy::Lru,
+            policy: SimPolicy::LRU,
         };
         for policy in SimPolicy::ALL {
             let config = SimConfig {
@@ -940,7 +922,7 @@ mod tests {
             // prefetched Frequency).
             let all = streams.run(policy, 500);
             let misses = (3 * 500) - all.epochs.iter().map(|e| e.hits).sum::<u64>() as usize;
-            let want = if policy == SimPolicy::Frequency {
+            let want = if policy == SimPolicy::FREQUENCY {
                 0
             } else {
                 first_reads
