@@ -7,8 +7,8 @@
 //! `loader` (its number in the process) and `rank`.
 //!
 //! **No HTTP stack.** Each connection is answered on a short-lived thread of its own (at
-//! most [`MAX_CLIENTS`] at once; more are closed): it reads at most [`MAX_REQUEST`] bytes
-//! of request head within [`DEADLINE`], answers `GET /metrics` (404 for other paths, 405
+//! most `MAX_CLIENTS` at once; more are closed): it reads at most `MAX_REQUEST` bytes
+//! of request head within `DEADLINE`, answers `GET /metrics` (404 for other paths, 405
 //! for other methods, 400 for what is not HTTP), writes within the same deadline and
 //! closes. A client that stalls holds its own thread for at most the deadline, and no
 //! other scrape waits for it.
@@ -37,13 +37,13 @@ use crate::net::AcceptFailure;
 use crate::pipeline::Loader;
 
 /// The most bytes of a request head read before answering 431.
-pub const MAX_REQUEST: usize = 8 * 1024;
+pub(crate) const MAX_REQUEST: usize = 8 * 1024;
 /// How long a connection may take to send its request, and to take the answer.
-pub const DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(2);
 /// The most connections answered at once, each on a thread of its own: a slow or silent
 /// client holds one for at most [`DEADLINE`] and delays no other scrape. Connections
 /// beyond are closed at once.
-pub const MAX_CLIENTS: usize = 8;
+pub(crate) const MAX_CLIENTS: usize = 8;
 
 /// What an endpoint serves of one loader.
 pub trait Figures: Send + Sync + 'static {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::cache::CacheStats;
 use crate::sample::SampleId;
-use crate::sched::roles::PrepReason;
+pub use crate::sched::roles::PrepReason;
 use crate::storage::{Source, SourceStats};
 
 /// Running counters of one stage (fetch or prep), shared by its threads.
@@ -217,7 +217,7 @@ pub struct EpochStats {
     pub fetch: StageStats,
     /// The prep stage; its threads are the workers the pool last gave the prep role.
     pub prep: StageStats,
-    /// Why that many workers prepare ([`crate::sched::roles`]).
+    /// Why that many workers prepare (the scheduler's prep role, `sched/roles.rs`).
     pub prep_reason: PrepReason,
     /// Time prep threads waited for fetched bytes (summed over threads): how much the
     /// fetch stage held prep back.

@@ -78,7 +78,7 @@ pub struct LoaderConfig {
     /// comparison).
     pub adaptive_reads: bool,
     /// Whether fewer than `prep_threads` workers prepare when the consumer's rate needs
-    /// fewer (the rate model, once a batch: [`crate::sched::roles`]), leaving the cores
+    /// fewer (the rate model, once a batch: `sched/roles.rs`), leaving the cores
     /// to a training step that is itself CPU; off, `prep_threads` always prepare (a
     /// static configuration, for comparison).
     pub adaptive_prep: bool,

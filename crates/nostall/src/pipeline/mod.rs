@@ -25,7 +25,7 @@
 //! (Little's law: one per read for a source that reads one at a time, one per
 //! [`Source::reads_at_once`](crate::storage::Source::reads_at_once) for one that keeps
 //! several in flight); the prep role as many as the consumer's rate needs
-//! ([`crate::sched::roles`]), within the cores this process may use and a rank's share of
+//! (`sched/roles.rs`), within the cores this process may use and a rank's share of
 //! its node. A worker moves between roles as these change, between two pieces of work; a
 //! worker is started only when the roles want more than there are.
 //!

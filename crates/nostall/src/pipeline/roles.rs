@@ -4,7 +4,7 @@
 //! the role has no more workers than wanted, takes the other if that wants more, and
 //! otherwise waits until a role does. How many each role wants is set from outside: the
 //! fetch role by the bound on reads in flight (Little's law, `readahead`), the prep role
-//! by the consumer's side once a batch ([`crate::sched::roles`], and a rank's share of its
+//! by the consumer's side once a batch (`sched/roles.rs`, and a rank's share of its
 //! node). A worker is started only when the roles want more than there are, working or
 //! waiting: a role that grows takes a waiting worker first.
 //!

@@ -21,20 +21,20 @@
 use super::model::Rates;
 
 /// How far ahead of the consumer's rate the prep workers kept must be.
-pub const HEADROOM: f64 = 1.25;
+pub(crate) const HEADROOM: f64 = 1.25;
 
 /// The share of the consumer's time spent waiting for a batch that counts as a stall.
-pub const STALL_SHARE: f64 = 0.05;
+pub(crate) const STALL_SHARE: f64 = 0.05;
 
 /// Revisions in a row asking for fewer prep workers before one is let go.
-pub const LOWER_AFTER: u32 = 8;
+pub(crate) const LOWER_AFTER: u32 = 8;
 
 /// Revisions after a stall before fewer prep workers are considered.
-pub const HOLD_AFTER_STALL: u32 = 32;
+pub(crate) const HOLD_AFTER_STALL: u32 = 32;
 
 /// What the consumer's side observed over the batch just delivered.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// A prep worker's CPU seconds per sample so far (0: none prepared yet).
     pub prep_seconds: f64,
     /// The consumer's seconds per sample between two batches, its wait left out: its
@@ -75,7 +75,7 @@ impl std::fmt::Display for PrepReason {
 
 /// The prep role's size, revised once a batch.
 #[derive(Debug, Clone)]
-pub struct PrepRole {
+pub(crate) struct PrepRole {
     workers: usize,
     ceiling: usize,
     /// Revisions in a row that asked for fewer.
@@ -87,7 +87,7 @@ pub struct PrepRole {
 
 impl PrepRole {
     /// Starts with every one of `ceiling` workers preparing.
-    pub fn new(ceiling: usize) -> PrepRole {
+    pub(crate) fn new(ceiling: usize) -> PrepRole {
         let ceiling = ceiling.max(1);
         PrepRole {
             workers: ceiling,
@@ -99,31 +99,31 @@ impl PrepRole {
     }
 
     /// Prep workers now.
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.workers
     }
 
     /// Why there are as many as there are.
-    pub fn reason(&self) -> PrepReason {
+    pub(crate) fn reason(&self) -> PrepReason {
         self.reason
     }
 
     /// Lets at most `ceiling` workers prepare (a rank's share of its node, which moves),
     /// keeping the count within it.
-    pub fn set_ceiling(&mut self, ceiling: usize) {
+    pub(crate) fn set_ceiling(&mut self, ceiling: usize) {
         self.ceiling = ceiling.max(1);
         self.workers = self.workers.min(self.ceiling);
     }
 
     /// Keeps every worker it may have preparing (a static configuration), whatever is
     /// observed.
-    pub fn hold_ceiling(&mut self) {
+    pub(crate) fn hold_ceiling(&mut self) {
         self.workers = self.ceiling;
         self.reason = PrepReason::Ceiling;
     }
 
     /// The prep workers after a batch that observed `now`.
-    pub fn revise(&mut self, now: Observed) -> usize {
+    pub(crate) fn revise(&mut self, now: Observed) -> usize {
         self.hold = self.hold.saturating_sub(1);
         if now.waited_share >= STALL_SHARE {
             self.asked_fewer = 0;
