@@ -304,8 +304,8 @@ impl Loader {
         // joins the job for the node: this process does not join it.
         let (node_config, agent_node) = match (node_config, &share) {
             (Some(c), shared::Share::Auto | shared::Share::Group(_)) => {
-                dist.rank = c.node * c.ranks_per_node + c.local_rank;
-                dist.world = c.nodes * c.ranks_per_node;
+                dist.rank = c.rank();
+                dist.world = c.world();
                 (None, Some(c))
             }
             (c, _) => (c, None),

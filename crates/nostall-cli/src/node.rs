@@ -403,7 +403,7 @@ fn through_agent(
         .portable_settings()
         .ok_or("--share sends the loader's settings to the agent, and these say not all")?
         .clone();
-    let rank = node.node * node.ranks_per_node + node.local_rank;
+    let rank = node.rank();
     let reports_node = node.local_rank == 0;
     let group = if share == "auto" { "" } else { share };
     let reading = Reading::new(location, settings)

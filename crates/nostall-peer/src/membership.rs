@@ -83,6 +83,21 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// The global rank of this node's local rank `local_rank`.
+    pub fn rank_of(&self, local_rank: usize) -> usize {
+        self.node * self.ranks_per_node + local_rank
+    }
+
+    /// This process's global rank.
+    pub fn rank(&self) -> usize {
+        self.rank_of(self.local_rank)
+    }
+
+    /// The number of ranks in the job.
+    pub fn world(&self) -> usize {
+        self.nodes * self.ranks_per_node
+    }
+
     /// Node `node` of a job whose nodes' addresses are `peers`, one rank per node.
     pub fn new(node: usize, peers: Vec<String>, capacity: Capacity, secret: Secret) -> NodeConfig {
         NodeConfig {
@@ -442,7 +457,7 @@ impl Node {
             self.config.ranks_per_node
         );
         let settings = builder.settings_mut();
-        settings.plan.rank = self.config.node * self.config.ranks_per_node + local_rank;
+        settings.plan.rank = self.config.rank_of(local_rank);
         settings.plan.world = self.world();
         // The nodes meet at a barrier before each epoch: an epoch started ahead would read
         // before it, from peers still filling their parts in the previous epoch.
@@ -466,12 +481,12 @@ impl Node {
 
     /// This process's global rank.
     pub fn rank(&self) -> usize {
-        self.config.node * self.config.ranks_per_node + self.config.local_rank
+        self.config.rank()
     }
 
     /// The number of ranks in the job.
     pub fn world(&self) -> usize {
-        self.config.nodes * self.config.ranks_per_node
+        self.config.world()
     }
 
     /// Every node's control address, by index.
