@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use nostall::analyze::{ModelRate, Options, Report, RunLength, Subject};
+use nostall::analyze::{self, ModelRate, Options, Report, RunLength, Subject};
 use nostall::cache::Capacity;
 use nostall::storage::{Link, ReadMode};
 use pyo3::prelude::*;
@@ -21,16 +21,9 @@ use nostall::ErrorPolicy;
 use crate::convert::{CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
 use crate::errors::{config_error, raise};
 
-/// A number that must be finite and above (or, with `zero_ok`, at least) zero.
+/// [`analyze::positive`], raised as Python's `ConfigError`.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
-    if value.is_finite() && (value > 0.0 || (zero_ok && value == 0.0)) {
-        return Ok(value);
-    }
-    let bound = if zero_ok { "0 or more" } else { "above 0" };
-    Err(config_error(
-        py,
-        format!("{name}={value}: give a number {bound}"),
-    ))
+    analyze::positive(name, value, zero_ok).map_err(|e| raise(py, e))
 }
 
 /// G as the arguments give it, before the dataset is opened: `Err` for a bad value,
@@ -44,23 +37,10 @@ fn model_from_args(
 ) -> PyResult<Option<ModelRate>> {
     match (model_rate, step_ms, timed) {
         (None, None, false) => Ok(Some(ModelRate::none())),
-        (Some(rate), None, false) => {
-            if rate.is_finite() && rate > 0.0 {
-                Ok(Some(ModelRate::given(rate)))
-            } else {
-                Err(config_error(
-                    py,
-                    format!(
-                        "model_rate={rate}: give the model's images/s (above 0), or leave it \
-                         out to analyse the input pipeline alone"
-                    ),
-                ))
-            }
-        }
-        (None, Some(step_ms), false) => {
-            let step_ms = positive(py, "step_ms", step_ms, false)?;
-            Ok(Some(ModelRate::simulated(step_ms, batch_size)))
-        }
+        (Some(rate), None, false) => ModelRate::given(rate).map(Some).map_err(|e| raise(py, e)),
+        (None, Some(step_ms), false) => ModelRate::simulated(step_ms, batch_size)
+            .map(Some)
+            .map_err(|e| raise(py, e)),
         (None, None, true) => Ok(None),
         _ => Err(config_error(
             py,
@@ -147,22 +127,13 @@ pub(crate) fn run(
     let (builder, _) = args.builder(py, location.clone())?;
     let config = builder.config().map_err(|e| raise(py, e))?;
     let given_model = model_from_args(py, model_rate, step_ms, time_model.is_some(), batch_size)?;
-    let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?.max(0.5));
+    let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?);
     let run_seconds = positive(py, "run_seconds", run_seconds, true)?;
     let run = (run_seconds > 0.0 || run_epochs > 0).then(|| RunLength {
         budget: Duration::from_secs_f64(run_seconds),
         min_epochs: run_epochs,
     });
-    let max_threads = match max_threads {
-        Some(0) => {
-            return Err(config_error(
-                py,
-                "max_threads=0: prep is measured for 1 to max_threads threads".into(),
-            ))
-        }
-        Some(n) => n,
-        None => nostall::pipeline::usable_cores(),
-    };
+    let max_threads = max_threads.unwrap_or_else(nostall::pipeline::usable_cores);
     let link = Link {
         bandwidth: throttle_mbps
             .map(|mbps| positive(py, "throttle_mbps", mbps, false))
@@ -199,6 +170,18 @@ pub(crate) fn run(
     } else {
         ReadMode::Cold
     };
+    // The model is filled in once known (a timed step needs the dataset open).
+    let mut options = Options {
+        budget,
+        max_threads,
+        model: ModelRate::none(),
+        run,
+        rates,
+        node_cache_share: node_cache,
+        network_bytes_per_s,
+        seed,
+    };
+    options.validate().map_err(|e| raise(py, e))?;
 
     let subject = py
         .detach(|| Subject::open(&location, config, read, link))
@@ -223,16 +206,7 @@ pub(crate) fn run(
         }
         (None, None) => unreachable!("model_rate gives a rate unless there is a step to time"),
     };
-    let options = Options {
-        budget,
-        max_threads,
-        model,
-        run,
-        rates,
-        node_cache_share: node_cache,
-        network_bytes_per_s,
-        seed,
-    };
+    options.model = model;
     // The first exception `progress` raises (a KeyboardInterrupt arrives this way) is
     // raised once the analysis ends; `progress` is not called again after it.
     let mut progress_error: Option<PyErr> = None;

@@ -122,27 +122,27 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     )?;
     let model = match (args.model_rate, args.step_ms, args.no_model) {
         (_, _, true) => ModelRate::none(),
-        (Some(rate), _, _) if rate > 0.0 => ModelRate::given(rate),
-        (Some(rate), _, _) => {
-            return Err(Error::Config(format!(
-                "--model-rate {rate}: give samples/s above 0, or --no-model"
-            )))
-        }
-        (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size),
+        (Some(rate), _, _) => ModelRate::given(rate)?,
+        (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size)?,
     };
     let rates = args.rates.as_deref().map(read_rates).transpose()?;
     let cores = nostall::pipeline::usable_cores();
     let options = Options {
-        budget: Duration::from_secs_f64(args.budget.max(0.5)),
-        max_threads: args.max_threads.unwrap_or(cores).max(1),
+        budget: Duration::from_secs_f64(analyze::positive("budget", args.budget, false)?),
+        max_threads: args.max_threads.unwrap_or(cores),
         model,
         run: (!args.no_run).then_some(RunLength {
-            budget: Duration::from_secs_f64(args.run_seconds.max(0.0)),
+            budget: Duration::from_secs_f64(analyze::positive(
+                "run_seconds",
+                args.run_seconds,
+                true,
+            )?),
             min_epochs: args.run_epochs,
         }),
         rates,
         node_cache_share: args.node_cache,
-        network_bytes_per_s: args.network_gbps * 1e9 / 8.0,
+        network_bytes_per_s: analyze::positive("network_gbps", args.network_gbps, false)? * 1e9
+            / 8.0,
         seed: args.seed,
     };
     let quiet = args.quiet;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use crate::cache::CachePolicy;
 use crate::catalog::Catalog;
 use crate::dataset::{self, Format};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pipeline::{Loader, LoaderConfig};
 use crate::storage::{Link, ReadMode, Source, Throttled};
 use measure::Keep;
@@ -150,17 +150,66 @@ pub struct Options {
     pub seed: u64,
 }
 
+/// The shortest measurement budget: below it the rates are noise.
+const MIN_BUDGET: Duration = Duration::from_millis(500);
+
+impl Options {
+    /// Checks the options a user gave (a command line, Python's `nostall.analyze`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the option: no thread to measure prep with, a network
+    /// without bandwidth, a node cache share outside (0, 1].
+    pub fn validate(&self) -> Result<()> {
+        if self.max_threads == 0 {
+            return Err(Error::Config(
+                "max_threads=0: prep is measured for 1 to max_threads threads".into(),
+            ));
+        }
+        positive("network bytes/s", self.network_bytes_per_s, false)?;
+        if let Some(share) = self.node_cache_share.filter(|s| !(*s > 0.0 && *s <= 1.0)) {
+            return Err(Error::Config(format!(
+                "node_cache={share}: give a share of the dataset in (0, 1] (\"25%\" or 0.25)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `value`, given by a user for `what`, if it is finite and above 0 (at least 0 with
+/// `zero_ok`): the check every number of seconds, rates and bandwidths an analysis is
+/// given goes through, from the command line or Python.
+///
+/// # Errors
+///
+/// [`Error::Config`] naming `what` and the value.
+pub fn positive(what: &str, value: f64, zero_ok: bool) -> Result<f64> {
+    if value.is_finite() && (value > 0.0 || (zero_ok && value == 0.0)) {
+        return Ok(value);
+    }
+    let bound = if zero_ok { "0 or more" } else { "above 0" };
+    Err(Error::Config(format!(
+        "{what}={value}: give a number {bound}"
+    )))
+}
+
 /// Runs an analysis of `subject`; `progress` hears what is being done.
 ///
 /// # Errors
 ///
-/// A source that cannot be read at all, a configuration the loader refuses, or a failing
-/// sample under the `error` policy during the prep measurement or the real run.
+/// Those of [`Options::validate`], a source that cannot be read at all, a configuration
+/// the loader refuses, or a failing sample under the `error` policy during the prep
+/// measurement or the real run.
 pub fn analyze(
     subject: &Subject,
     options: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
+    options.validate()?;
+    let options = &Options {
+        budget: options.budget.max(MIN_BUDGET),
+        ..options.clone()
+    };
     let catalog = &subject.catalog;
     let config = &subject.config;
     let (rates, measurements) = match &options.rates {
@@ -260,7 +309,7 @@ fn measure_all(
         PREP_KEEP,
     )?;
     let cache = measure::cache(&kept, config.fetch_threads, Duration::from_millis(200));
-    let threads = options.max_threads.max(1);
+    let threads = options.max_threads;
     let per_count = options.budget * 4 / 5 / threads as u32;
     let mut prep = Vec::new();
     for n in 1..=threads {
@@ -293,4 +342,56 @@ fn cache_share(config: &LoaderConfig, dataset_bytes: u64) -> f64 {
         return 0.0;
     }
     (config.cache.capacity.bytes(dataset_bytes) as f64 / dataset_bytes as f64).min(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_a_user_gives_are_checked_naming_the_option() {
+        let options = Options {
+            budget: Duration::from_secs(1),
+            max_threads: 2,
+            model: ModelRate::none(),
+            run: None,
+            rates: None,
+            node_cache_share: Some(0.25),
+            network_bytes_per_s: 1.25e9,
+            seed: 0,
+        };
+        options.validate().unwrap();
+        let refused = |options: Options, name: &str| {
+            let why = options.validate().unwrap_err().to_string();
+            assert!(why.contains(name), "{why}");
+        };
+        refused(
+            Options {
+                max_threads: 0,
+                ..options.clone()
+            },
+            "max_threads",
+        );
+        refused(
+            Options {
+                node_cache_share: Some(1.5),
+                ..options.clone()
+            },
+            "node_cache",
+        );
+        refused(
+            Options {
+                network_bytes_per_s: f64::NAN,
+                ..options.clone()
+            },
+            "network",
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(ModelRate::given(bad).is_err(), "{bad}");
+            assert!(ModelRate::simulated(bad, 8).is_err(), "{bad}");
+            assert!(positive("budget", bad, false).is_err(), "{bad}");
+        }
+        assert_eq!(positive("run_seconds", 0.0, true).unwrap(), 0.0);
+        assert_eq!(ModelRate::simulated(10.0, 8).unwrap().rate, Some(800.0));
+    }
 }

@@ -42,21 +42,36 @@ pub struct ModelRate {
 }
 
 impl ModelRate {
-    /// A rate the user gave.
-    pub fn given(rate: f64) -> ModelRate {
-        ModelRate {
+    /// A rate the user gave, in samples/s.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] unless it is finite and above 0.
+    pub fn given(rate: f64) -> Result<ModelRate> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(Error::Config(format!(
+                "model rate {rate}: give the model's samples/s (above 0), or leave the model \
+                 out to analyse the input pipeline alone"
+            )));
+        }
+        Ok(ModelRate {
             rate: Some(rate),
             how: format!("given: {rate:.0} samples/s"),
-        }
+        })
     }
 
     /// A simulated model spending `step_ms` milliseconds on every batch of `batch_size`.
-    pub fn simulated(step_ms: f64, batch_size: usize) -> ModelRate {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] unless `step_ms` is finite and above 0.
+    pub fn simulated(step_ms: f64, batch_size: usize) -> Result<ModelRate> {
+        let step_ms = super::positive("step_ms", step_ms, false)?;
         let rate = batch_size as f64 / (step_ms / 1e3);
-        ModelRate {
+        Ok(ModelRate {
             rate: Some(rate),
             how: format!("simulated: {step_ms} ms per batch of {batch_size}, {rate:.0} samples/s"),
-        }
+        })
     }
 
     /// No model: the input pipeline alone.
@@ -625,7 +640,7 @@ mod tests {
                 cache_share: 0.25,
                 storage: "local files, read cold".into(),
             },
-            model: ModelRate::given(600.0),
+            model: ModelRate::given(600.0).unwrap(),
             what_if: sweep(&rates, &setup, 0.25, 1.25e9),
             advice: advise(&rates, &setup, &prediction, 16),
             rates,
