@@ -1,4 +1,4 @@
-//! `nostall._nostall._analyze`: the engine's DS-Analyzer ([`nostall::analyze`]) for
+//! `nostall._nostall._analyze`: the engine's DS-Analyzer ([`nostall_analyze`]) for
 //! `nostall.analyze` (python/nostall/_analyze.py), which documents the arguments, gives
 //! their defaults, times the user's training step and wraps the report.
 //!
@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use nostall::analyze::{self, ModelRate, Options, Report, RunLength, Subject};
 use nostall::cache::Capacity;
 use nostall::storage::{Link, ReadMode};
+use nostall_analyze::{self as analyze, ModelRate, Options, Report, RunLength, Subject};
 use pyo3::prelude::*;
 
 use nostall::pipeline::Threads;
@@ -212,7 +212,7 @@ pub(crate) fn run(
     let mut progress_error: Option<PyErr> = None;
     let report = py
         .detach(|| {
-            nostall::analyze::analyze(&subject, &options, &mut |line: &str| {
+            nostall_analyze::analyze(&subject, &options, &mut |line: &str| {
                 if let (Some(callback), None) = (&progress, &progress_error) {
                     if let Err(e) = Python::attach(|py| callback.call1(py, (line,)).map(drop)) {
                         progress_error = Some(e);

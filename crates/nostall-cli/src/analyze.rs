@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nostall::analyze::{self, ModelRate, Options, Rates, Report, RunLength, Subject};
 use nostall::cache::Capacity;
 use nostall::storage::ReadMode;
 use nostall::Error;
+use nostall_analyze::{self as analyze, ModelRate, Options, Rates, Report, RunLength, Subject};
 
 use crate::run::{loader_settings, PipelineArgs, StorageArgs};
 use nostall::pipeline::LoaderBuilder;

@@ -32,14 +32,12 @@
 //!   say, writing samples straight into pooled batch buffers; the [`Loader`] hands out
 //!   [`Batch`]es in plan order through an [`Epoch`].
 //! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
-//!   below the pipeline so that the scheduler and the analyzer share it; the workers'
+//!   below the pipeline so that the scheduler and the analyzer (the `nostall-analyze`
+//!   crate: DS-Analyzer) share it; the workers'
 //!   roles, the node's share of its ranks' threads, and which images a device decodes
 //!   instead of a worker ([`sched::offload`]).
 //! - [`device`]: what a consumer on a GPU needs of the engine, loaded at run time: batch
 //!   buffers page-locked through the CUDA runtime.
-//! - [`analyze`] (feature `analyze`, on by default; it brings serde for its reports):
-//!   DS-Analyzer: measures the rates, observes the loader, and reports stall
-//!   shares and the smallest cache and thread count that remove stalls.
 //! - [`sim`]: offline simulators of cache policies and of partitioned caches across
 //!   nodes.
 //! - [`metrics`]: the consumer's wait for each batch (the data stall) and per-stage rates.
@@ -75,8 +73,6 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "analyze")]
-pub mod analyze;
 pub mod cache;
 pub mod catalog;
 pub mod dataset;

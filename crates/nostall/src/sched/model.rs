@@ -26,12 +26,12 @@
 //! (CoorDL), a node finds `c` of its samples locally, `min(1, K·c) − c` at a peer (at the
 //! network's rate `R`), and the rest in storage, whose rate `S` the nodes share.
 
-#[cfg(feature = "analyze")]
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// Measured (or assumed) rates, in samples per second unless noted.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "analyze", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Rates {
     /// Samples in the dataset.
     pub samples: u64,
@@ -78,8 +78,8 @@ impl Setup {
 
 /// Which rate limits throughput.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "analyze", derive(Serialize, Deserialize))]
-#[cfg_attr(feature = "analyze", serde(rename_all = "lowercase"))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 #[non_exhaustive]
 pub enum Bottleneck {
     /// Reading samples (storage or network).
@@ -92,7 +92,7 @@ pub enum Bottleneck {
 
 /// What the model predicts for one node of a [`Setup`].
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "analyze", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Prediction {
     /// Samples per second per node.
     pub throughput: f64,

@@ -46,8 +46,8 @@ pub(crate) struct Observed {
 
 /// Why the prep workers are as many as they are, for `nostall analyze` and the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "analyze", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "analyze", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum PrepReason {
     /// Nothing measured yet (or the count is held fixed): every worker the loader may

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::CachePolicy;
-use crate::error::Result;
-use crate::metrics::EpochStats;
-use crate::pipeline::Loader;
-use crate::sched::roles::PrepReason;
-use crate::storage::Tier;
+use nostall::cache::CachePolicy;
+use nostall::error::Result;
+use nostall::metrics::EpochStats;
+use nostall::metrics::PrepReason;
+use nostall::pipeline::Loader;
+use nostall::storage::Tier;
 
 /// Epochs whose samples prepared ahead [`Observation::choices`] lists one by one; a run
 /// of more (a small dataset) is summed up.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sched::model::{Bottleneck, Prediction, Rates, Setup};
+use nostall::sched::model::{Bottleneck, Prediction, Rates, Setup};
 
 /// One point of a sweep: the knob's value and what the model predicts there.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -282,8 +282,19 @@ fn bandwidth_needed(rates: &Rates, setup: &Setup) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    // The model tests' figures: storage 500 samples/s, prep 400/700/900, model 600.
-    use crate::sched::model::tests::rates;
+    use nostall::sched::model::Rates;
+
+    /// The rate model tests' figures: storage 500 samples/s, prep 400/700/900, model 600.
+    fn rates() -> Rates {
+        Rates {
+            samples: 10_000,
+            dataset_bytes: 1_000_000_000,
+            prep: vec![400.0, 700.0, 900.0],
+            storage_bytes_per_s: 50e6,
+            cache: 20_000.0,
+            model: Some(600.0),
+        }
+    }
 
     #[test]
     fn sweeps_cover_their_ranges_and_agree_with_the_model() {

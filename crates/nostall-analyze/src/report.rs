@@ -10,13 +10,13 @@ use super::chart::{escape, stacked_bars, Bar, LineChart, Series};
 use super::measure::{CacheRate, FetchRate, PrepRate};
 use super::observe::{Observation, Steady};
 use super::whatif::{Advice, Point, WhatIf};
-use crate::error::{Error, Result};
-use crate::sched::model::{Bottleneck, Prediction, Rates};
+use nostall::error::{Error, Result};
+use nostall::sched::model::{Bottleneck, Prediction, Rates};
 
 /// The configuration analysed, as a reader would describe it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Configuration {
-    /// The pipeline, as [`crate::Pipeline`] prints it.
+    /// The pipeline, as [`nostall::Pipeline`] prints it.
     pub pipeline: String,
     /// Samples per batch.
     pub batch_size: usize,
@@ -145,6 +145,7 @@ fn bottleneck_words(b: Bottleneck) -> &'static str {
         Bottleneck::Fetch => "fetch (reading samples)",
         Bottleneck::Prep => "prep (decoding and augmenting)",
         Bottleneck::Model => "the model (no data stall)",
+        _ => "a stage this report does not know",
     }
 }
 
@@ -614,8 +615,8 @@ fn wrap(text: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::whatif::{advise, sweep};
-    use crate::sched::model::Setup;
+    use crate::whatif::{advise, sweep};
+    use nostall::sched::model::Setup;
 
     fn report() -> Report {
         let rates = Rates {
@@ -654,7 +655,7 @@ mod tests {
     #[test]
     fn the_costliest_samples_and_shards_are_named_in_text_and_page() {
         let mut r = report();
-        let costly = |location: &str, samples| crate::analyze::observe::Costly {
+        let costly = |location: &str, samples| crate::observe::Costly {
             location: location.into(),
             samples,
             fetch_ms: 12.5,
@@ -686,7 +687,7 @@ mod tests {
     #[test]
     fn what_the_loader_chose_is_in_text_and_page() {
         let mut r = report();
-        let epoch = |epoch, prepared_ahead| crate::analyze::observe::ObservedEpoch {
+        let epoch = |epoch, prepared_ahead| crate::observe::ObservedEpoch {
             epoch,
             samples: 640,
             seconds: 1.0,
@@ -698,12 +699,12 @@ mod tests {
             reads_in_flight: 24,
             read_ms: 20.5,
             read_tiers: vec![
-                crate::analyze::observe::TierShare {
+                crate::observe::TierShare {
                     tier: "memory".into(),
                     reads: 24,
                     ms: Some(0.01),
                 },
-                crate::analyze::observe::TierShare {
+                crate::observe::TierShare {
                     tier: "storage".into(),
                     reads: 40,
                     ms: None,
@@ -711,7 +712,7 @@ mod tests {
             ],
             prepared_ahead,
             prep_workers: 1,
-            prep_reason: crate::sched::roles::PrepReason::ConsumerNeeds,
+            prep_reason: nostall::metrics::PrepReason::ConsumerNeeds,
         };
         r.observation = Some(Observation {
             epochs: vec![epoch(0, 0), epoch(1, 256), epoch(2, 192)],

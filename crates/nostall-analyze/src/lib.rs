@@ -6,7 +6,7 @@
 //!    the loader's concurrency; P(n), the loader over samples held in memory, for 1..N
 //!    threads; C, hits from the in-memory cache. G, the model's rate, is given, simulated
 //!    (a fixed time per batch) or, from Python, timed on the user's training step.
-//! 2. Feed them to the rate model ([`crate::sched::model`], below the pipeline, where a
+//! 2. Feed them to the rate model ([`nostall::sched::model`], below the pipeline, where a
 //!    scheduler can use it too): throughput = min(F, P, G) and the split of epoch time
 //!    into compute, prep stall and fetch stall.
 //! 3. [`observe`] the real loader, as configured, feeding a simulated model at rate G,
@@ -22,20 +22,20 @@ pub mod observe;
 pub mod report;
 pub mod whatif;
 
-pub use crate::sched::model::{Bottleneck, Prediction, Rates, Setup};
+pub use nostall::sched::model::{Bottleneck, Prediction, Rates, Setup};
 pub use observe::RunLength;
 pub use report::{Configuration, ModelRate, Report};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cache::CachePolicy;
-use crate::catalog::Catalog;
-use crate::dataset::{self, Format};
-use crate::error::{Error, Result};
-use crate::pipeline::{Loader, LoaderConfig};
-use crate::storage::{Link, ReadMode, Source, Throttled};
 use measure::Keep;
+use nostall::cache::CachePolicy;
+use nostall::catalog::Catalog;
+use nostall::dataset::{self, Format};
+use nostall::error::{Error, Result};
+use nostall::pipeline::{Loader, LoaderConfig};
+use nostall::storage::{Link, ReadMode, Source, Throttled};
 use report::Measurements;
 
 /// The most samples, and bytes, held in memory to measure prep with.
@@ -85,7 +85,7 @@ impl Subject {
             (Format::TarShards, ReadMode::Cold) => "local tar shards, read cold".to_string(),
             (Format::TarShards, ReadMode::Cached) => "local tar shards, page cache".to_string(),
             (_, ReadMode::Cold) => "local files, read cold".to_string(),
-            (_, ReadMode::Cached) => "local files, through the page cache".to_string(),
+            _ => "local files, through the page cache".to_string(),
         };
         if let Some(link) = link {
             if let Some(bandwidth) = link.bandwidth {
@@ -113,6 +113,7 @@ impl Subject {
                     "frequency (predicted as if MinIO: the same hits on one node)".into()
                 }
                 CachePolicy::None => "none".into(),
+                other => format!("{other} (predicted as if MinIO)"),
             },
             cache_share: cache_share(&config, dataset.catalog.total_bytes()),
             storage,

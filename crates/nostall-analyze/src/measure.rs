@@ -2,7 +2,7 @@
 //! timed with the others out of the way.
 //!
 //! - **F** ([`fetch`]): reads from the real source, cold (the caller opens it with
-//!   [`ReadMode::Cold`](crate::storage::ReadMode::Cold) so the page cache does not
+//!   [`ReadMode::Cold`](nostall::storage::ReadMode::Cold) so the page cache does not
 //!   flatter it), in a seeded random order, with the loader's own request concurrency.
 //!   Nothing is decoded. The bytes of the first samples read are kept for P.
 //! - **P(n)** ([`prep`]): the loader itself, with `n` prep threads, over those samples
@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{CacheConfig, CachePolicy, SampleCache};
-use crate::catalog::{Catalog, SampleId};
-use crate::error::{Error, Result};
-use crate::pipeline::{Loader, LoaderConfig};
-use crate::plan::global_order;
-use crate::storage::{Memory, Source};
+use nostall::cache::{CacheConfig, CachePolicy, SampleCache};
+use nostall::catalog::{Catalog, SampleId};
+use nostall::error::{Error, Result};
+use nostall::pipeline::{Loader, LoaderConfig};
+use nostall::plan::global_order;
+use nostall::storage::{Memory, Source};
 
 /// The most reads [`fetch`] times, whatever its budget: enough for a stable rate.
 const MAX_FETCH_READS: usize = 20_000;
@@ -359,7 +359,7 @@ pub fn cache(kept: &Kept, concurrency: usize, budget: Duration) -> CacheRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{Link, Throttled};
+    use nostall::storage::{Link, Throttled};
 
     fn memory(samples: usize, bytes: usize) -> Memory {
         Memory::new((0..samples).map(|i| vec![i as u8; bytes]).collect())
@@ -368,7 +368,7 @@ mod tests {
     fn catalog(samples: usize, bytes: u64) -> Catalog {
         Catalog::from_samples(
             "/synthetic",
-            crate::sample::Modality::Image,
+            nostall::sample::Modality::Image,
             Vec::new(),
             (0..samples).map(|i| (format!("{i}.jpg"), None, bytes)),
         )
