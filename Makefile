@@ -36,7 +36,8 @@ python-test: deps
 	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q \
 	  --config 'profile.dev.package.nostall.opt-level=3' \
 	  --config 'profile.dev.package.nostall-python.opt-level=3' \
-	  --config 'profile.dev.package.nostall-agent.opt-level=3'
+	  --config 'profile.dev.package.nostall-agent.opt-level=3' \
+	  --config 'profile.dev.package.nostall-analyze.opt-level=3'
 	$(PY_TEST) -m pytest -q python/tests
 	$(PY_TEST) -m mypy.stubtest nostall
 	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py \
