@@ -121,18 +121,8 @@ impl Catalog {
         classes: Vec<String>,
         samples: impl IntoIterator<Item = (String, Option<u32>, u64)>,
     ) -> Result<Catalog> {
-        let mut catalog = Catalog {
-            root: root.into(),
-            modality,
-            layout: DatasetLayout::Flat,
-            classes,
-            paths: Strings::default(),
-            labels: Vec::new(),
-            sizes: Vec::new(),
-            total_bytes: 0,
-            dirs: Strings::default(),
-            mtimes: Vec::new(),
-        };
+        let mut catalog = Catalog::empty(root.into(), modality);
+        catalog.classes = classes;
         for (path, label, size) in samples {
             catalog.push_sample("", &path, label, size);
             if catalog.labels.len() != catalog.sizes.len() && !catalog.labels.is_empty() {
@@ -160,6 +150,22 @@ impl Catalog {
         }
         Ok(catalog)
     }
+    /// A flat catalog of `modality` at `root`, with no samples yet.
+    fn empty(root: PathBuf, modality: Modality) -> Catalog {
+        Catalog {
+            root,
+            modality,
+            layout: DatasetLayout::Flat,
+            classes: Vec::new(),
+            paths: Strings::default(),
+            labels: Vec::new(),
+            sizes: Vec::new(),
+            total_bytes: 0,
+            dirs: Strings::default(),
+            mtimes: Vec::new(),
+        }
+    }
+
     /// The kind of files it lists.
     pub fn modality(&self) -> Modality {
         self.modality

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 
-use super::{Catalog, DatasetLayout, ScanReport, Strings};
+use super::{Catalog, DatasetLayout, ScanReport};
 use crate::error::{Error, Result};
 use crate::sample::Modality;
 
@@ -42,18 +42,7 @@ impl Catalog {
         let (root, root_meta) = canonical_root(root)?;
         let listing = list_dir(&root, modality)?;
         let mut ignored = listing.ignored;
-        let mut catalog = Catalog {
-            root,
-            modality,
-            layout: DatasetLayout::Flat,
-            classes: Vec::new(),
-            paths: Strings::default(),
-            labels: Vec::new(),
-            sizes: Vec::new(),
-            total_bytes: 0,
-            dirs: Strings::default(),
-            mtimes: Vec::new(),
-        };
+        let mut catalog = Catalog::empty(root, modality);
         catalog.dirs.push("");
         catalog.mtimes.push(mtime_ns(&root_meta));
 
