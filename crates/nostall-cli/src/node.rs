@@ -401,7 +401,9 @@ fn through_agent(
 ) -> Result<(), AnyError> {
     let settings = builder
         .portable_settings()
-        .ok_or("--share sends the loader's settings to the agent, and these say not all")?
+        .ok_or(
+            "--share sends the agent the loader's settings, and this loader needs more than them",
+        )?
         .clone();
     let rank = node.rank();
     let reports_node = node.local_rank == 0;
