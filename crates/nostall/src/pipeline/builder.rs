@@ -210,7 +210,8 @@ impl LoaderBuilder {
     /// [`Error::Config`] when the settings do not fit together: a preset that does not
     /// fit `image_size` (0), image settings with an audio preset or a pipeline made by
     /// the caller, `image_size` with a list of operators, operators that do not make a
-    /// pipeline.
+    /// pipeline, no thread of a kind, no batch or no prefetch, a rank outside the world,
+    /// a batch larger than a batch may be, a quarantine file without the skip policy.
     pub fn config(&self) -> Result<LoaderConfig> {
         let s = &self.settings;
         let images_set = s.image_size.is_some() || s.dtype != DType::F32 || s.layout != Layout::Chw;
@@ -267,6 +268,7 @@ impl LoaderBuilder {
         if let Some(device) = &self.device {
             config.page_lock.clone_from(&device.page_lock);
         }
+        config.check()?;
         Ok(config)
     }
 
@@ -359,6 +361,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(why.contains("images only"), "{why}");
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_before_anything_is_opened() {
+        for (name, value, says) in [
+            ("threads", "0", "thread"),
+            ("fetch_threads", "0", "thread"),
+            ("prefetch", "0", "prefetch"),
+            ("batch_size", "0", "batch size"),
+            ("rank", "2", "rank 2"),
+            ("quarantine", "/tmp/q.jsonl", "skip"),
+            ("cache_policy", "frequency", "cache_epochs"),
+        ] {
+            // A location that does not exist: only the settings can be refused.
+            let why = builder(&[(name, value)]).config().unwrap_err().to_string();
+            assert!(why.contains(says), "{name}={value}: {why}");
+        }
+        let mut b = LoaderBuilder::new("/data");
+        b.settings_mut().readahead = 0;
+        let why = b.config().unwrap_err().to_string();
+        assert!(why.contains("readahead"), "{why}");
     }
 
     #[test]

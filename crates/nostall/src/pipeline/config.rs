@@ -138,9 +138,10 @@ impl LoaderConfig {
         super::LoaderSettings::default().config_with(pipeline)
     }
 
+    /// Checks the settings against a dataset of `dataset_len` samples, and against each
+    /// other ([`LoaderConfig::check`]).
     pub(super) fn validate(&self, dataset_len: usize) -> Result<()> {
         self.plan.validate(dataset_len)?;
-        self.cache.validate()?;
         if let Some(locality) = &self.locality {
             // Fails early, with the reason, when the placement does not fit the job.
             EpochPlan::locality_aware(
@@ -151,6 +152,16 @@ impl LoaderConfig {
                 0,
             )?;
         }
+        self.check()
+    }
+
+    /// Checks what can be checked before the dataset is opened: the settings against each
+    /// other (a batch that fits, a thread of each kind, a quarantine file with the skip
+    /// policy, ...). A loader made by a [`LoaderBuilder`](super::LoaderBuilder) is checked
+    /// so when its configuration is asked for.
+    pub(super) fn check(&self) -> Result<()> {
+        self.plan.check()?;
+        self.cache.validate()?;
         let layout = self.pipeline.layout();
         let batch_bytes = layout
             .checked_bytes()

@@ -220,13 +220,17 @@ impl LoaderSettings {
                 known.join(", ")
             ))
         })?;
-        (knob.set)(self, value.trim()).map_err(|e| match e {
+        (knob.set)(self, value.trim()).map_err(|e| {
+            let why = match e {
+                Error::Config(why) => why,
+                other => other.to_string(),
+            };
             // Say which knob, and what it takes, when the value's own parser did not.
-            Error::Config(why) if why.contains(name) => Error::Config(why),
-            other => Error::Config(format!(
-                "{name}={value:?}: expected {} ({other})",
-                knob.takes
-            )),
+            if why.contains(name) {
+                Error::Config(why)
+            } else {
+                Error::Config(format!("{name}={value:?}: expected {} ({why})", knob.takes))
+            }
         })?;
         Ok(self)
     }

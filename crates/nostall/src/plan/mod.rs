@@ -100,6 +100,22 @@ impl Default for PlanConfig {
 impl PlanConfig {
     /// Checks the settings against each other and the dataset size.
     pub fn validate(&self, dataset_len: usize) -> Result<()> {
+        self.check()?;
+        if dataset_len == 0 {
+            return Err(Error::Config("the dataset holds no samples".into()));
+        }
+        if self.shard == Shard::Drop && dataset_len < self.world {
+            return Err(Error::Config(format!(
+                "{dataset_len} samples cannot be split among {} ranks with the drop shard policy; use pad",
+                self.world
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the settings against each other, before any dataset: a world, a rank in
+    /// it, a batch.
+    pub fn check(&self) -> Result<()> {
         if self.world == 0 {
             return Err(Error::Config("world size must be at least 1".into()));
         }
@@ -111,15 +127,6 @@ impl PlanConfig {
         }
         if self.batch_size == 0 {
             return Err(Error::Config("batch size must be at least 1".into()));
-        }
-        if dataset_len == 0 {
-            return Err(Error::Config("the dataset holds no samples".into()));
-        }
-        if self.shard == Shard::Drop && dataset_len < self.world {
-            return Err(Error::Config(format!(
-                "{dataset_len} samples cannot be split among {} ranks with the drop shard policy; use pad",
-                self.world
-            )));
         }
         Ok(())
     }
