@@ -7,6 +7,28 @@
 //! the node agent and a configuration written by hand, and [`KNOBS`] lists the names and
 //! what each takes, once.
 //!
+//! ```no_run
+//! use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+//! use nostall::ErrorPolicy;
+//!
+//! # fn main() -> nostall::Result<()> {
+//! let mut settings = LoaderSettings::default(); // the "train" preset at 224 pixels, ...
+//! settings.plan.batch_size = 256;
+//! settings.threads = Threads::Count(8);
+//! settings.on_error = ErrorPolicy::Skip;
+//! // Knobs by name, from text (a configuration file's):
+//! settings.set("cache_policy", "minio")?.set("cache", "35%")?;
+//! let (loader, _dataset) = LoaderBuilder::with_settings("/data/imagenet/train", settings).open()?;
+//! for epoch in 0..90 {
+//!     for batch in loader.epoch(epoch)? {
+//!         let batch = batch?;
+//!         # let _ = batch;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! What a loader needs that no user sets (where batch buffers live, the ranks it balances
 //! with, a node's locality) is not a setting: the builder takes it beside them.
 
