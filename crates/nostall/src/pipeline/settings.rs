@@ -320,6 +320,41 @@ impl LoaderSettings {
     }
 }
 
+/// With the `serde` feature, settings are a map from knob names to their text forms, the
+/// knobs that differ from their defaults (as [`LoaderSettings::texts`] gives them): a
+/// configuration file in JSON, TOML or YAML reads as `{"batch_size": "256", "cache":
+/// "35%"}`, and what is written reads back to the same settings.
+#[cfg(feature = "serde")]
+impl serde::Serialize for LoaderSettings {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let texts = self.texts();
+        let mut map = serializer.serialize_map(Some(texts.len()))?;
+        for (name, value) in &texts {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+/// Reads what [`Serialize`](serde::Serialize) writes; every value through
+/// [`LoaderSettings::set`], so a bad one is refused with the knob's name.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for LoaderSettings {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let texts: std::collections::BTreeMap<String, String> =
+            serde::Deserialize::deserialize(deserializer)?;
+        // Knobs do not depend on each other's order.
+        let pairs = texts.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        LoaderSettings::from_texts(pairs).map_err(serde::de::Error::custom)
+    }
+}
+
 /// One knob: its name, what it takes, and its text form both ways.
 struct Knob {
     name: &'static str,
@@ -676,6 +711,24 @@ mod tests {
             assert!(why.contains(name), "{name}={value}: {why}");
         }
         assert_eq!(s, LoaderSettings::default(), "nothing refused was kept");
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn settings_are_a_map_of_knob_texts_for_serde() {
+        let s = LoaderSettings::from_texts(EVERY).unwrap();
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""batch_size":"32""#), "{json}");
+        let back: LoaderSettings = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, s);
+        let why = serde_json::from_str::<LoaderSettings>(r#"{"prefetch": "many"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("prefetch"), "{why}");
+        assert_eq!(
+            serde_json::to_string(&LoaderSettings::default()).unwrap(),
+            "{}"
+        );
     }
 
     #[test]
