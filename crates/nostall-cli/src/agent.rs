@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nostall_agent::{Agent, AgentConfig};
 
-use nostall::cache::Capacity;
+use crate::run::parse_bytes;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -39,13 +39,6 @@ pub(crate) fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("nostall agent: another agent of this user serves that socket already");
     }
     Ok(())
-}
-
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    match s.parse::<Capacity>().map_err(|e| e.to_string())? {
-        Capacity::Bytes(bytes) => Ok(bytes),
-        _ => Err(format!("{s:?}: give bytes (512MiB, 2GiB), not a share")),
-    }
 }
 
 fn seconds(flag: &str, s: f64) -> Result<Duration, String> {

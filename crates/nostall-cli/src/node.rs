@@ -26,7 +26,7 @@ use nostall::Position;
 use nostall_agent::{Client, Reading};
 use nostall_peer::{Node, NodeConfig, Secret};
 
-use crate::run::{loader_settings, on_error, parse_policy, PipelineArgs};
+use crate::run::{loader_settings, on_error, parsed, PipelineArgs};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -59,11 +59,11 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "no_peers")]
     plain: bool,
     /// Each node's cache: a share of the dataset (30%) or bytes (2GiB).
-    #[arg(long, default_value = "30%", value_parser = parse_capacity)]
+    #[arg(long, default_value = "30%", value_parser = parsed::<Capacity>)]
     cache_size: Capacity,
     /// With --no-peers, the cache's policy: minio, lookahead, frequency (NoPFS: the
     /// samples this rank reads most often over --epochs, read ahead) or lru.
-    #[arg(long, default_value = "minio", value_parser = parse_policy, requires = "no_peers")]
+    #[arg(long, default_value = "minio", value_parser = parsed::<CachePolicy>, requires = "no_peers")]
     cache_policy: CachePolicy,
     /// Epochs to run.
     #[arg(long, default_value_t = 3)]
@@ -129,10 +129,6 @@ pub(crate) struct Args {
     /// peer) at a known point instead of after a guessed delay.
     #[arg(long, hide = true)]
     hold_before_epoch: Option<u64>,
-}
-
-fn parse_capacity(s: &str) -> Result<Capacity, String> {
-    s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 
 type AnyError = Box<dyn std::error::Error>;

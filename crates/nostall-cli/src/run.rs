@@ -48,7 +48,7 @@ pub(crate) struct PipelineArgs {
     pub preset: Preset,
     /// Operators instead of a preset, as Python writes a list of them: '[Resize(256),
     /// CenterCrop(224)]' (nostall.ops for images, nostall.audio for audio).
-    #[arg(long, conflicts_with_all = ["preset", "size"], value_parser = parse_pipeline)]
+    #[arg(long, conflicts_with_all = ["preset", "size"], value_parser = parsed::<PipelineSetting>)]
     pub pipeline: Option<PipelineSetting>,
     /// Output height and width of the image presets.
     #[arg(long, default_value_t = 224)]
@@ -123,10 +123,10 @@ pub(crate) struct StorageArgs {
     /// Loader cache of encoded samples: none (rely on the page cache), minio, lookahead
     /// (Belady's rule over the next epoch's plan), frequency (NoPFS: the samples read most
     /// often over --cache-epochs) or lru.
-    #[arg(long, default_value = "none", value_parser = parse_policy)]
+    #[arg(long, default_value = "none", value_parser = parsed::<CachePolicy>)]
     pub cache: CachePolicy,
     /// Cache size: a share of the dataset (35%, 0.35) or bytes (512MiB, 2GB).
-    #[arg(long, default_value = "100%", value_parser = parse_capacity)]
+    #[arg(long, default_value = "100%", value_parser = parsed::<Capacity>)]
     pub cache_size: Capacity,
     /// Emulate storage of this bandwidth in MB/s (10^6 bytes), shared by all reads.
     #[arg(long)]
@@ -145,7 +145,7 @@ pub(crate) struct StorageArgs {
     pub cache_epochs: Option<u64>,
     /// With --cache frequency: when the placement is read, background (beside the epochs'
     /// reads) or before (before the first read, as `nostall simulate cache` assumes).
-    #[arg(long, default_value = "background", value_parser = parse_fill)]
+    #[arg(long, default_value = "background", value_parser = parsed::<CacheFill>)]
     pub cache_fill: CacheFill,
     /// Bytes for batch buffers, read-ahead and cache together (2GiB): the pipeline is
     /// paid first, shrunk to fit if needed; the cache gets the rest.
@@ -226,24 +226,15 @@ fn parse_phases(s: &str) -> Result<Phases, String> {
     Ok(Phases(phases))
 }
 
-fn parse_pipeline(s: &str) -> Result<PipelineSetting, String> {
+/// An option's value as the engine reads its text (a policy, a size, a pipeline), for
+/// clap's `value_parser`: the engine's own words when it cannot.
+pub(crate) fn parsed<T: std::str::FromStr<Err = nostall::Error>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 
-fn parse_bytes(s: &str) -> Result<u64, String> {
+/// A number of bytes (`512MiB`, `2GiB`), as the engine reads one.
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     nostall::pipeline::parse_bytes(s).map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_policy(s: &str) -> Result<CachePolicy, String> {
-    s.parse().map_err(|e: nostall::Error| e.to_string())
-}
-
-fn parse_fill(s: &str) -> Result<CacheFill, String> {
-    s.parse().map_err(|e: nostall::Error| e.to_string())
-}
-
-fn parse_capacity(s: &str) -> Result<Capacity, String> {
-    s.parse().map_err(|e: nostall::Error| e.to_string())
 }
 
 /// A simulated training step after each batch, of `rate` images/s: asleep, as a process

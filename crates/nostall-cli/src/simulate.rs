@@ -14,6 +14,8 @@ use nostall::sim::cache::{capacity_for, AccessStreams, SimPolicy, SimResult};
 use nostall::sim::cluster::{synthetic_sizes, Cluster, ClusterRun, Mode, NodeCounts, Tally};
 use nostall::Error;
 
+use crate::run::parsed;
+
 /// What `simulate` can simulate.
 #[derive(Subcommand)]
 pub(crate) enum What {
@@ -88,7 +90,7 @@ pub(crate) struct ClusterArgs {
     size_spread: f64,
     /// Each node's cache: a share of the dataset (30%, 0.3) or bytes (32GiB). Default: a
     /// 1/nodes share, so that the nodes together hold the whole dataset.
-    #[arg(long, value_parser = parse_capacity)]
+    #[arg(long, value_parser = parsed::<Capacity>)]
     cache: Option<Capacity>,
     /// Epochs (at least 2: the first fills the caches and is left out of the table).
     #[arg(long, default_value_t = 3)]
@@ -99,10 +101,6 @@ pub(crate) struct ClusterArgs {
     /// Also write every epoch's counts to this CSV file (per node: min, mean, max).
     #[arg(long)]
     csv: Option<PathBuf>,
-}
-
-fn parse_capacity(s: &str) -> Result<Capacity, String> {
-    s.parse().map_err(|e: Error| e.to_string())
 }
 
 pub(crate) fn run(what: What) -> nostall::Result<()> {
