@@ -358,15 +358,12 @@ pub(crate) fn _run_agent(
     if let Some(socket) = socket {
         config.socket = socket;
     }
-    config.staging = match staging.parse::<nostall::cache::Capacity>() {
-        Ok(nostall::cache::Capacity::Bytes(bytes)) => bytes,
-        _ => {
-            return Err(config_error(
-                py,
-                format!("staging={staging:?}: give bytes (512MiB, 2GiB)"),
-            ))
-        }
-    };
+    config.staging = nostall::pipeline::parse_bytes(staging).map_err(|_| {
+        config_error(
+            py,
+            format!("staging={staging:?}: give bytes (512MiB, 2GiB)"),
+        )
+    })?;
     let seconds = |name: &str, s: f64| {
         Duration::try_from_secs_f64(s)
             .map_err(|_| config_error(py, format!("{name}={s}: give seconds, 0 or more")))
