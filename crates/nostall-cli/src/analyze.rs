@@ -114,12 +114,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     if !args.warm {
         settings.read = ReadMode::Cold;
     }
-    let subject = Subject::open(
-        &location,
-        LoaderBuilder::with_settings(&location, settings.clone()).config()?,
-        settings.read,
-        settings.throttle,
-    )?;
+    // Every option checked before the dataset is opened or anything measured.
+    let config = LoaderBuilder::with_settings(&location, settings.clone()).config()?;
     let model = match (args.model_rate, args.step_ms, args.no_model) {
         (_, _, true) => ModelRate::none(),
         (Some(rate), _, _) => ModelRate::given(rate)?,
@@ -145,6 +141,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
             / 8.0,
         seed: args.seed,
     };
+    options.validate()?;
+    let subject = Subject::open(&location, config, settings.read, settings.throttle)?;
     let quiet = args.quiet;
     let report = analyze::analyze(&subject, &options, &mut |msg| {
         if !quiet {
