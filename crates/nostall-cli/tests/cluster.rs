@@ -145,14 +145,17 @@ impl Job {
         std::fs::read_to_string(self.out.join(format!("node{node}.log"))).unwrap_or_default()
     }
 
-    /// Waits for the nodes other than `killed`; each must succeed.
+    /// Waits for the nodes other than `killed`; each must succeed (a failure shows every
+    /// failed node's log: the first to fail is not always the first node).
     fn finish(mut self, killed: Option<usize>) -> Job {
-        for (node, child) in self.children.iter_mut().enumerate() {
-            let status = child.wait().unwrap();
-            if Some(node) != killed {
-                assert!(status.success(), "node {node} failed:\n{}", self.log(node));
+        let mut failed = String::new();
+        for node in 0..self.children.len() {
+            let status = self.children[node].wait().unwrap();
+            if Some(node) != killed && !status.success() {
+                failed += &format!("node {node} failed ({status}):\n{}\n", self.log(node));
             }
         }
+        assert!(failed.is_empty(), "{failed}");
         self
     }
 

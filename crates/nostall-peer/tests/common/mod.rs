@@ -9,10 +9,33 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Loopback addresses whose ports are free right now, for nodes' services to listen on.
+///
+/// The ports come from below the kernel's ephemeral range, each once per process: a port
+/// from inside that range (what binding port 0 gives) can become the source port of any
+/// outgoing connection before the node meant to listen on it binds it, and the tests
+/// beside this one open thousands of connections.
 pub(crate) fn free_addrs(n: usize) -> Vec<String> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Where this process starts in the range, so that test binaries run side by side
+    // (rarely) start apart; the bind below skips a port another one holds.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOWEST: u32 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768)
+        .max(LOWEST + 1_000);
+    let span = ephemeral - LOWEST;
+    let start = std::process::id() * 7_919 % span;
+    let mut listeners = Vec::with_capacity(n);
+    while listeners.len() < n {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(step < span, "no free port left below {ephemeral}");
+        let port = LOWEST + (start + step) % span;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port as u16)) {
+            listeners.push(listener);
+        }
+    }
     listeners
         .iter()
         .map(|l| l.local_addr().unwrap().to_string())
