@@ -6,11 +6,13 @@
 //! | a directory holding `.tar` files and no sub-directory | WebDataset shards | [`TarShards`] over [`LocalDir`] |
 //! | `s3://bucket/prefix` holding `.tar` objects | WebDataset shards | [`TarShards`] over [`S3Store`](crate::storage::S3Store) |
 //! | `s3://bucket/prefix` holding samples | one object per sample | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
+//! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
 //! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.mp3`); in shards, the
-//! member of that kind beside an optional `.cls` label. The CLI and the Python package
-//! both open datasets through [`open`], so a location means the same thing everywhere.
+//! member of that kind beside an optional `.cls` label; in Parquet files, the column
+//! [`Columns`] names or finds. The CLI and the Python package both open datasets through
+//! [`open`], so a location means the same thing everywhere.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +21,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
-    is_sample_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source, TarShards,
+    is_parquet_key, is_sample_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source,
+    TarShards,
 };
 
 /// How a dataset's samples are stored.
@@ -32,6 +35,66 @@ pub enum Format {
     TarShards,
     /// One object per sample in object storage.
     Objects,
+    /// Rows of Parquet files, locally or in object storage.
+    Parquet,
+}
+
+/// Which columns of a Parquet dataset hold the samples and the labels (other formats
+/// ignore it). Default: found by the files' Hugging Face features, else by their usual
+/// names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Columns {
+    /// The column of encoded samples (`sample_column`): binary, or a struct whose `bytes`
+    /// field is. `None`: the `Image` (or `Audio`) feature, else a column named `image`,
+    /// `img`, `jpg`… (`audio`, `wav`, `flac`…).
+    pub sample: Option<String>,
+    /// The labels (`label_column`).
+    pub label: LabelColumn,
+}
+
+/// Where a Parquet dataset's labels are.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LabelColumn {
+    /// The `ClassLabel` feature, else a column named `label`, `labels` or `cls`, else
+    /// none (`auto`).
+    #[default]
+    Auto,
+    /// No labels: the dataset is read unlabeled (`none`).
+    Unlabeled,
+    /// This column: class numbers (integers) or class names (strings, numbered in sorted
+    /// order).
+    Named(String),
+}
+
+impl std::str::FromStr for LabelColumn {
+    type Err = Error;
+
+    /// `auto`, `none`, or a column's name.
+    fn from_str(s: &str) -> Result<LabelColumn> {
+        Ok(match s {
+            "" => {
+                return Err(Error::Config(
+                    "label_column=\"\": give a column's name, auto or none".into(),
+                ))
+            }
+            "auto" => LabelColumn::Auto,
+            "none" => LabelColumn::Unlabeled,
+            name => LabelColumn::Named(name.to_string()),
+        })
+    }
+}
+
+impl std::fmt::Display for LabelColumn {
+    /// The text its `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LabelColumn::Auto => "auto",
+            LabelColumn::Unlabeled => "none",
+            LabelColumn::Named(name) => name,
+        })
+    }
 }
 
 /// An opened dataset: its catalog and the source of its bytes.
@@ -64,12 +127,13 @@ impl std::fmt::Debug for Dataset {
 /// When the location cannot be read, holds no samples, or `mode` is
 /// [`ReadMode::Cold`] for shards or objects.
 pub fn open(location: &str, mode: ReadMode, modality: Modality) -> Result<Dataset> {
-    open_in(location, mode, modality, &|name| std::env::var(name).ok())
+    let var = |name: &str| std::env::var(name).ok();
+    open_in(location, mode, modality, &Columns::default(), &var)
 }
 
-/// As [`open`], with object storage configured by `var` (the values of
-/// [`crate::storage::S3_ENVIRONMENT`] another job has) instead of this process's
-/// environment.
+/// As [`open`], with a Parquet dataset's `columns`, and object storage configured by `var`
+/// (the values of [`crate::storage::S3_ENVIRONMENT`] another job has) instead of this
+/// process's environment.
 ///
 /// # Errors
 ///
@@ -78,6 +142,7 @@ pub fn open_in(
     location: &str,
     mode: ReadMode,
     modality: Modality,
+    columns: &Columns,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Dataset> {
     if let Some(rest) = location.strip_prefix("s3://") {
@@ -86,10 +151,14 @@ pub fn open_in(
                 "an S3 location needs a bucket: s3://bucket/prefix".into(),
             ));
         }
-        return open_store(Arc::new(open_s3(location, var)?), mode, modality);
+        let store = Arc::new(open_s3(location, var)?);
+        return open_store(store, mode, modality, columns);
     }
     let path = Path::new(location);
-    let (mut tars, mut dirs) = (0, 0);
+    if path.is_file() && is_parquet_key(location) {
+        return open_parquet_file(path, mode, modality, columns);
+    }
+    let (mut tars, mut dirs, mut parquets) = (0, 0, 0);
     for entry in std::fs::read_dir(path)
         .map_err(|e| Error::io(path, e))?
         .flatten()
@@ -98,12 +167,17 @@ pub fn open_in(
             dirs += 1;
         } else if entry.file_name().as_encoded_bytes().ends_with(b".tar") {
             tars += 1;
+        } else if is_parquet_key(&entry.file_name().to_string_lossy()) {
+            parquets += 1;
         }
+    }
+    if parquets > 0 && dirs == 0 && tars == 0 {
+        return open_store(Arc::new(LocalDir::new(path)?), mode, modality, columns);
     }
     // A folder of shards holds shards; a `backup.tar` beside class directories does not
     // make an image folder one.
     if tars > 0 && dirs == 0 {
-        return open_store(Arc::new(LocalDir::new(path)?), mode, modality);
+        return open_store(Arc::new(LocalDir::new(path)?), mode, modality, columns);
     }
     if tars > 0 {
         eprintln!(
@@ -121,19 +195,80 @@ pub fn open_in(
     })
 }
 
-/// Shards when the store holds `.tar` blobs and no samples, one object per sample
-/// otherwise.
-fn open_store(store: Arc<dyn BlobStore>, mode: ReadMode, modality: Modality) -> Result<Dataset> {
+/// One Parquet file, as a store of the files in its directory that lists only it.
+fn open_parquet_file(
+    path: &Path,
+    mode: ReadMode,
+    modality: Modality,
+    columns: &Columns,
+) -> Result<Dataset> {
+    refuse_cold(mode, &path.display().to_string())?;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let store = Arc::new(LocalDir::new(parent.unwrap_or(Path::new(".")))?);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let listing = store
+        .list()?
+        .into_iter()
+        .filter(|b| Some(&b.key) == name.as_ref())
+        .collect();
+    parquet_dataset(store, listing, modality, columns)
+}
+
+/// Cold reads drop a plain file's cached pages one sample at a time: not possible for
+/// samples that share a blob.
+fn refuse_cold(mode: ReadMode, root: &str) -> Result<()> {
     if mode == ReadMode::Cold {
         return Err(Error::Config(format!(
-            "cold reads work on plain files only, not on {}; throttle the source or \
-             limit the page cache instead",
-            store.root()
+            "cold reads work on plain files only, not on {root}; throttle the source or \
+             limit the page cache instead"
         )));
     }
+    Ok(())
+}
+
+#[cfg(feature = "parquet")]
+fn parquet_dataset(
+    store: Arc<dyn BlobStore>,
+    listing: Vec<crate::storage::BlobInfo>,
+    modality: Modality,
+    columns: &Columns,
+) -> Result<Dataset> {
+    let files = crate::storage::ParquetFiles::from_listing(store, listing, modality, columns)?;
+    Ok(Dataset {
+        catalog: files.catalog().clone(),
+        source: Arc::new(files),
+        format: Format::Parquet,
+    })
+}
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_dataset(
+    store: Arc<dyn BlobStore>,
+    _: Vec<crate::storage::BlobInfo>,
+    _: Modality,
+    _: &Columns,
+) -> Result<Dataset> {
+    Err(Error::Config(format!(
+        "{}: this build of nostall reads no Parquet; rebuild with the `parquet` feature",
+        store.root()
+    )))
+}
+
+/// Parquet when the store holds `.parquet` blobs and nothing else it reads; shards when
+/// it holds `.tar` blobs and no samples; one object per sample otherwise.
+fn open_store(
+    store: Arc<dyn BlobStore>,
+    mode: ReadMode,
+    modality: Modality,
+    columns: &Columns,
+) -> Result<Dataset> {
+    refuse_cold(mode, &store.root())?;
     let listing = store.list()?;
     let tars = listing.iter().filter(|b| b.key.ends_with(".tar")).count();
     let samples = listing.iter().any(|b| is_sample_key(&b.key, modality));
+    if tars == 0 && !samples && listing.iter().any(|b| is_parquet_key(&b.key)) {
+        return parquet_dataset(store, listing, modality, columns);
+    }
     if tars > 0 && samples {
         eprintln!(
             "nostall: {} holds {}, so they are read one object each; its {tars} .tar \

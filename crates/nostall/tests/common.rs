@@ -36,7 +36,7 @@ pub(crate) fn jpeg(width: u32, height: u32, seed: u32) -> Vec<u8> {
         height,
         EncodePixels::Rgb,
         90,
-        seed % 3 == 0,
+        seed.is_multiple_of(3),
     )
     .unwrap()
 }

@@ -599,7 +599,8 @@ fn flaky(id: u64) -> Option<Result<(), Cause>> {
     for _ in 0..h % 300 {
         std::thread::yield_now();
     }
-    (h % 5 == 0).then(|| Err(Cause::Io("the storage said no".into())))
+    h.is_multiple_of(5)
+        .then(|| Err(Cause::Io("the storage said no".into())))
 }
 
 #[test]
@@ -609,7 +610,7 @@ fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
     let (catalog, _) = Catalog::scan(dir.path(), nostall::Modality::Image).unwrap();
     let catalog = Arc::new(catalog);
     let good: Vec<u64> = (0..catalog.len() as u64)
-        .filter(|&id| flaky_hash(id) % 5 != 0)
+        .filter(|&id| !flaky_hash(id).is_multiple_of(5))
         .collect();
     let bad = catalog.len() as u64 - good.len() as u64;
     assert!(bad > 0);

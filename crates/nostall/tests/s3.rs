@@ -723,7 +723,7 @@ fn check_missing(
     // The gaps are filled: every batch is full but the last.
     let delivered = catalog.len() - gone.len();
     let mut sizes = vec![8; delivered / 8];
-    if delivered % 8 != 0 {
+    if !delivered.is_multiple_of(8) {
         sizes.push(delivered % 8);
     }
     assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), sizes);

@@ -281,7 +281,7 @@ impl Shared {
         *count += 1;
         // A flood must not flood the log too: the first few of each kind, then one in a
         // thousand (all are counted).
-        if *count <= LOGGED_REJECTIONS || *count % 1000 == 0 {
+        if *count <= LOGGED_REJECTIONS || (*count).is_multiple_of(1000) {
             eprintln!(
                 "nostall-peer: node {}: refused {peer} ({kind}, {count} so far): {reason}",
                 self.config.node

@@ -281,17 +281,15 @@ impl LoaderBuilder {
     /// Those of [`LoaderBuilder::config`] and [`dataset::open`].
     pub fn open_dataset(&self) -> Result<Dataset> {
         let modality = self.config()?.pipeline.modality();
-        match &self.storage_environment {
-            None => dataset::open(&self.location, self.settings.read, modality),
-            Some(vars) => {
-                let var = |name: &str| {
-                    vars.iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, value)| value.clone())
-                };
-                dataset::open_in(&self.location, self.settings.read, modality, &var)
-            }
-        }
+        let var = |name: &str| match &self.storage_environment {
+            None => std::env::var(name).ok(),
+            Some(vars) => vars
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, value)| value.clone()),
+        };
+        let (read, columns) = (self.settings.read, &self.settings.columns);
+        dataset::open_in(&self.location, read, modality, columns, &var)
     }
 
     /// Reads object storage with these values of [`crate::storage::S3_ENVIRONMENT`]

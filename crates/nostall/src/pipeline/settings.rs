@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cache::{CacheConfig, Capacity};
+use crate::dataset::Columns;
 use crate::error::{Error, Result};
 use crate::plan::PlanConfig;
 use crate::prep::image::Layout;
@@ -102,6 +103,9 @@ pub struct LoaderSettings {
     pub read: ReadMode,
     /// An emulated link in front of the storage (`throttle`); `None`: the storage as it is.
     pub throttle: Option<Link>,
+    /// Which columns of a Parquet dataset hold samples and labels (`sample_column`,
+    /// `label_column`). Default: found from the files.
+    pub columns: Columns,
 }
 
 impl Default for LoaderSettings {
@@ -130,6 +134,7 @@ impl Default for LoaderSettings {
             memory: None,
             read: ReadMode::Cached,
             throttle: None,
+            columns: Columns::default(),
         }
     }
 }
@@ -391,7 +396,7 @@ macro_rules! knob {
 }
 
 /// Every knob, in the order [`KNOBS`] lists them.
-const TABLE: [Knob; 28] = [
+const TABLE: [Knob; 30] = [
     knob!(
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio), or a list \
@@ -505,11 +510,22 @@ const TABLE: [Knob; 28] = [
          (MB/s may be unlimited)",
         optional throttle
     ),
+    knob!(
+        "sample_column",
+        "Parquet: the column of encoded samples (binary, or a struct with a bytes field)",
+        optional columns.sample
+    ),
+    knob!(
+        "label_column",
+        "Parquet: the column of labels, auto (the ClassLabel feature or a column named \
+         label) or none",
+        columns.label
+    ),
 ];
 
 /// The knobs [`LoaderSettings::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 28] = {
-    let mut knobs = [("", ""); 28];
+pub const KNOBS: [(&str, &str); 30] = {
+    let mut knobs = [("", ""); 30];
     let mut i = 0;
     while i < TABLE.len() {
         knobs[i] = (TABLE[i].name, TABLE[i].takes);
@@ -603,7 +619,7 @@ mod tests {
     use super::*;
 
     /// One text for each knob, none of them its default.
-    const EVERY: [(&str, &str); 28] = [
+    const EVERY: [(&str, &str); 30] = [
         ("pipeline", "val"),
         ("image_size", "96"),
         ("dtype", "uint8"),
@@ -632,6 +648,8 @@ mod tests {
         ("memory", "2GiB"),
         ("read", "cold"),
         ("throttle", "20,5"),
+        ("sample_column", "jpg"),
+        ("label_column", "none"),
     ];
 
     #[test]
@@ -662,6 +680,8 @@ mod tests {
             "{:?}",
             s.throttle
         );
+        assert_eq!(s.columns.sample.as_deref(), Some("jpg"));
+        assert_eq!(s.columns.label, crate::dataset::LabelColumn::Unlabeled);
         let texts = s.texts();
         assert_eq!(texts.len(), KNOBS.len(), "every knob differs: {texts:?}");
         let again = LoaderSettings::from_texts(texts.iter().map(|(n, v)| (&**n, &**v))).unwrap();

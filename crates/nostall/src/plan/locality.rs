@@ -223,7 +223,7 @@ impl<'a> Assigner<'a> {
     /// must be a multiple of the world size.
     pub fn assign(&mut self, batch: &[SampleId], index: u64) -> Result<&Assignment> {
         let (nodes, local, world) = (self.placement.nodes(), self.ranks_per_node, self.world());
-        if batch.len() % world != 0 || batch.len() >= u32::MAX as usize {
+        if !batch.len().is_multiple_of(world) || batch.len() >= u32::MAX as usize {
             return Err(Error::Config(format!(
                 "a global batch of {} samples does not split among {world} ranks",
                 batch.len()

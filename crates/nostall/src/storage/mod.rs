@@ -8,6 +8,8 @@
 //! - [`Objects`]: one blob per sample in a [`BlobStore`] (a bucket prefix, a directory).
 //! - [`TarShards`]: samples as members of WebDataset-style tar shards in a [`BlobStore`],
 //!   indexed once so that every sample is one ranged read.
+//! - `ParquetFiles`: samples as rows of Parquet files (Hugging Face datasets) in a
+//!   [`BlobStore`], read a row group's column chunk at a time.
 //! - [`Memory`]: samples already in memory (to measure prep without storage).
 //! - [`Throttled`]: any source behind an emulated link (bandwidth, latency, concurrency),
 //!   to stand in for a hard disk, a network filesystem or a remote object store.
@@ -42,15 +44,25 @@
 mod blob;
 mod files;
 mod memory;
+#[cfg(feature = "parquet")]
+mod parquet;
 #[cfg(feature = "s3")]
 mod s3;
 mod tar;
 mod throttle;
 
 pub(crate) use blob::{is_sample_key, Numbering};
+
+/// Whether a blob is a Parquet file, by its name.
+pub(crate) fn is_parquet_key(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    !name.starts_with('.') && name.to_ascii_lowercase().ends_with(".parquet")
+}
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use memory::Memory;
+#[cfg(feature = "parquet")]
+pub use parquet::{ParquetFiles, DEFAULT_GROUP_MEMORY};
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
 pub use tar::TarShards;

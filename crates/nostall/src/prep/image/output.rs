@@ -84,7 +84,7 @@ unsafe fn stream_planes(
             let src = block.row(c, r);
             let at = (c * height + y0 + r) * w * 4;
             let dst = &mut out[at..at + w * 4];
-            let aligned = dst.as_ptr() as usize % 32 == 0;
+            let aligned = (dst.as_ptr() as usize).is_multiple_of(32);
             for x in (0..whole).step_by(8) {
                 let bytes: &[u8; 8] = if flip {
                     src[w - 8 - x..w - x].try_into().unwrap()

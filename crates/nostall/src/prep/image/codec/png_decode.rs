@@ -27,7 +27,7 @@ fn check_palette(data: &[u8]) -> Result<(), Cause> {
     let mut at = 8usize;
     while let Some(head) = data.get(at..at.saturating_add(8)) {
         let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        if &head[4..8] == b"PLTE" && (len == 0 || len % 3 != 0 || len > 3 * 256) {
+        if &head[4..8] == b"PLTE" && (len == 0 || !len.is_multiple_of(3) || len > 3 * 256) {
             return Err(Cause::Corrupt(format!(
                 "PNG palette of {len} bytes (whole RGB entries, at most 256)"
             )));

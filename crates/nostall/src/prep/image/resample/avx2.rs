@@ -104,7 +104,9 @@ unsafe fn vertical_row(
 /// `columns[e * 16..e * 16 + 16]`.
 #[inline(always)]
 unsafe fn to_columns(rows: &[u8], stride: usize, columns: &mut [u8]) {
-    assert!(stride % 32 == 0 && rows.len() >= BLOCK * stride && columns.len() >= stride * 16);
+    assert!(
+        stride.is_multiple_of(32) && rows.len() >= BLOCK * stride && columns.len() >= stride * 16
+    );
     for e in (0..stride).step_by(32) {
         // Each register holds elements e..e+16 of a row in its low lane, e+16..e+32 in
         // its high lane: two 16×16 transposes at once.

@@ -1,0 +1,149 @@
+//! Decoding one column chunk of one row group, from its bytes as read from the file.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use parquet::column::reader::ColumnReaderImpl;
+use parquet::data_type::{ByteArray, ByteArrayType, DataType, Int32Type, Int64Type};
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::ColumnDescPtr;
+
+use super::pages;
+
+/// Where a column chunk lies in its file, checked against the file: `(offset, length)`.
+pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64, u64), String> {
+    let start = meta
+        .dictionary_page_offset()
+        .unwrap_or(meta.data_page_offset());
+    let len = meta.compressed_size();
+    match (u64::try_from(start), u64::try_from(len)) {
+        (Ok(start), Ok(len)) if start.checked_add(len).is_some_and(|end| end <= file_size) => {
+            Ok((start, len))
+        }
+        _ => Err(format!(
+            "column chunk {} declares {len} bytes at byte {start}, outside the file's {file_size}",
+            meta.column_path()
+        )),
+    }
+}
+
+/// A column chunk's bytes, addressed by their offsets in the file, as the page reader
+/// asks for them.
+struct Chunk {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl Length for Chunk {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for Chunk {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let rest = self.len().saturating_sub(start) as usize;
+        Ok(self.get_bytes(start, rest)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let from = start.checked_sub(self.start).map(|at| at as usize);
+        match from {
+            Some(at)
+                if at
+                    .checked_add(length)
+                    .is_some_and(|end| end <= self.bytes.len()) =>
+            {
+                Ok(self.bytes.slice(at..at + length))
+            }
+            _ => Err(parquet::errors::ParquetError::EOF(format!(
+                "{length} bytes at byte {start}, outside the column chunk"
+            ))),
+        }
+    }
+}
+
+/// The values of a chunk of `rows` rows, one per row (`None` where the row has none).
+///
+/// `bytes` is the chunk as read from byte `start` of its file; its pages may decompress
+/// to at most `limit` bytes together. A damaged chunk (even one that makes the decoder
+/// panic) is an error.
+fn decode<T: DataType>(
+    descr: &ColumnDescPtr,
+    meta: &ColumnChunkMetaData,
+    (start, bytes): (u64, Bytes),
+    rows: usize,
+    limit: u64,
+) -> Result<Vec<Option<T::T>>, String> {
+    pages::decompressed_size(&bytes, limit)?;
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        let chunk = Arc::new(Chunk { start, bytes });
+        let pages = SerializedPageReader::new(chunk, meta, rows, None)?;
+        let mut reader = ColumnReaderImpl::<T>::new(descr.clone(), Box::new(pages));
+        let (mut values, mut defs) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+        let (records, _, _) = reader.read_records(rows, Some(&mut defs), None, &mut values)?;
+        Ok::<_, parquet::errors::ParquetError>((records, defs, values))
+    }));
+    let (records, defs, values) = match decoded {
+        Ok(Ok(decoded)) => decoded,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("the Parquet decoder failed on it (damaged pages)".into()),
+    };
+    if records != rows {
+        return Err(format!(
+            "its pages hold {records} rows where the row group has {rows}"
+        ));
+    }
+    let max = descr.max_def_level();
+    if max == 0 {
+        return match values.len() == rows {
+            true => Ok(values.into_iter().map(Some).collect()),
+            false => Err(format!("{} values for {rows} rows", values.len())),
+        };
+    }
+    if defs.len() != rows || defs.iter().filter(|&&d| d == max).count() != values.len() {
+        return Err(format!(
+            "{} values and {} levels for {rows} rows",
+            values.len(),
+            defs.len()
+        ));
+    }
+    let mut values = values.into_iter();
+    Ok(defs
+        .iter()
+        .map(|&d| if d == max { values.next() } else { None })
+        .collect())
+}
+
+/// A binary column's values, each row's sharing the decompressed page it lies in.
+pub(super) fn binary(
+    descr: &ColumnDescPtr,
+    meta: &ColumnChunkMetaData,
+    chunk: (u64, Bytes),
+    rows: usize,
+    limit: u64,
+) -> Result<Vec<Option<ByteArray>>, String> {
+    decode::<ByteArrayType>(descr, meta, chunk, rows, limit)
+}
+
+/// An integer column's values (`INT32` or `INT64`), widened.
+pub(super) fn integers(
+    descr: &ColumnDescPtr,
+    meta: &ColumnChunkMetaData,
+    chunk: (u64, Bytes),
+    rows: usize,
+    limit: u64,
+) -> Result<Vec<Option<i64>>, String> {
+    match descr.physical_type() {
+        parquet::basic::Type::INT32 => Ok(decode::<Int32Type>(descr, meta, chunk, rows, limit)?
+            .into_iter()
+            .map(|v| v.map(i64::from))
+            .collect()),
+        _ => decode::<Int64Type>(descr, meta, chunk, rows, limit),
+    }
+}

@@ -1,0 +1,603 @@
+//! [`ParquetFiles`]: samples stored as the rows of Parquet files, as Hugging Face
+//! publishes most image and audio datasets.
+//!
+//! Such a file holds a column of encoded samples (a JPEG's or a FLAC's bytes, alone or as
+//! the `bytes` field of a `{bytes, path}` struct) and usually a column of labels, cut into
+//! *row groups* of a few dozen to a few thousand rows; the file's `huggingface` metadata
+//! names the features (`Image`, `Audio`, `ClassLabel` with its class names). Which columns
+//! are read is found in [`columns`]: named by the user, described by that metadata, or by
+//! their usual names.
+//!
+//! A sample cannot be read alone: its bytes lie in a page (usually the whole row group's
+//! column chunk) that is compressed as one. So a read of a sample reads and decodes its row
+//! group's chunk of the sample column, once, and keeps the decoded row group in memory for
+//! the samples of it that follow, up to a budget of bytes ([`ParquetFiles::with_memory`]),
+//! the least recently used leaving first. Only the sample column's chunk is read, never
+//! the rest of the row (captions, paths, other features).
+//!
+//! Opening reads each file's footer and its label column (a few bytes per row), so that
+//! the catalog has every sample with its label before the first epoch. A sample's size in
+//! the catalog is its row group's share of the chunk's decompressed size: the exact size
+//! is only known once its pages are decoded.
+//!
+//! Nothing from a file is trusted: the footer's length, every chunk's extent and every
+//! page's declared size are checked against the file and bounded before anything is
+//! allocated for them ([`pages`]), and a damaged page that makes the decoder fail is an
+//! error of the samples of its row group, naming the file and the row.
+
+mod chunk;
+mod columns;
+mod pages;
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use parquet::data_type::ByteArray;
+use parquet::file::metadata::{ColumnChunkMetaData, FooterTail, ParquetMetaDataReader};
+use parquet::schema::types::ColumnDescPtr;
+
+use super::blob::{BlobInfo, BlobStore};
+use super::{is_parquet_key, Source, SourceStats, DEFAULT_MAX_BYTES};
+use crate::catalog::{Catalog, SampleId};
+use crate::dataset::Columns;
+use crate::error::{Cause, Error, Result};
+use crate::sample::Modality;
+
+/// Bytes of decoded row groups kept in memory unless [`ParquetFiles::with_memory`] says
+/// otherwise.
+pub const DEFAULT_GROUP_MEMORY: u64 = 1 << 30;
+
+/// The largest footer read: a footer describes row groups and columns, and even a file
+/// of a million row groups has one of a few hundred megabytes; beyond this it is damage.
+const MAX_FOOTER_BYTES: u64 = 256 << 20;
+
+/// The most bytes a label column's chunk may decompress to (a label is a few bytes).
+const MAX_LABEL_CHUNK_BYTES: u64 = 256 << 20;
+
+/// `PAR1`, at both ends of a Parquet file.
+const MAGIC: &[u8; 4] = b"PAR1";
+
+/// The samples of a set of Parquet files, read one row group's column chunk at a time.
+pub struct ParquetFiles {
+    store: Arc<dyn BlobStore>,
+    files: Vec<File>,
+    groups: Vec<Group>,
+    /// Per sample: its row group.
+    group_of: Vec<u32>,
+    catalog: Arc<Catalog>,
+    max_bytes: u64,
+    memory: u64,
+    decoded: Mutex<Decoded>,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl std::fmt::Debug for ParquetFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetFiles")
+            .field("root", &self.store.root())
+            .field("files", &self.files.len())
+            .field("row_groups", &self.groups.len())
+            .field("samples", &self.group_of.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One file of the dataset.
+struct File {
+    key: String,
+    version: Option<String>,
+    /// Its sample column.
+    descr: ColumnDescPtr,
+}
+
+/// One row group of one file.
+struct Group {
+    file: u32,
+    /// Its chunk of the sample column.
+    chunk: ColumnChunkMetaData,
+    /// Where the chunk lies in the file: `(offset, length)`.
+    extent: (u64, u64),
+    rows: usize,
+    /// Its first row's number in the file, and its first sample.
+    first_row: u64,
+    first_sample: SampleId,
+}
+
+/// The row groups decoded, by group, most recently used last.
+#[derive(Default)]
+struct Decoded {
+    slots: HashMap<u32, Slot>,
+    used: u64,
+    tick: u64,
+}
+
+/// A row group being decoded or decoded: threads that want it meanwhile wait on the cell.
+struct Slot {
+    cell: Arc<OnceLock<std::result::Result<Arc<Values>, Cause>>>,
+    bytes: u64,
+    used: u64,
+}
+
+/// A decoded row group's samples, by row.
+type Values = Vec<Option<ByteArray>>;
+
+impl ParquetFiles {
+    /// Indexes every `.parquet` blob of `listing` (from `store`), in key order: the sample
+    /// and label columns are found as `columns` asks, each file's labels read.
+    ///
+    /// # Errors
+    ///
+    /// When no `.parquet` blob is listed, a file is not Parquet (truncated, a damaged
+    /// footer), has no column of `modality`'s samples or a label that is not a class, or
+    /// the files disagree on their columns or classes; the error names the file.
+    pub fn from_listing(
+        store: Arc<dyn BlobStore>,
+        listing: Vec<BlobInfo>,
+        modality: Modality,
+        columns: &Columns,
+    ) -> Result<ParquetFiles> {
+        let blobs: Vec<BlobInfo> = listing
+            .into_iter()
+            .filter(|b| is_parquet_key(&b.key))
+            .collect();
+        if blobs.is_empty() {
+            return Err(Error::Config(format!(
+                "found no .parquet files in {}",
+                store.root()
+            )));
+        }
+        let mut index = Index::default();
+        for blob in &blobs {
+            let file_error = |message: String| Error::Storage {
+                location: store.locate(&blob.key),
+                message,
+            };
+            index
+                .add(store.as_ref(), blob, modality, columns)
+                .map_err(file_error)?;
+        }
+        let Index {
+            files,
+            groups,
+            samples,
+            names,
+            named_labels,
+            ..
+        } = index;
+        let mut classes = names.unwrap_or_default();
+        let labels = match named_labels {
+            Some(names) if names.len() != samples.len() => {
+                return Err(Error::Config(format!(
+                    "{}: some files label their rows with class names and others with \
+                     numbers; give every file the same label column",
+                    store.root()
+                )))
+            }
+            Some(names) => {
+                // Class names as labels: numbered in sorted order, as class folders are.
+                let mut sorted: Vec<&String> = names.iter().collect();
+                sorted.sort();
+                sorted.dedup();
+                classes = sorted.iter().map(|s| s.to_string()).collect();
+                names
+                    .iter()
+                    .map(|n| Some(classes.binary_search(n).expect("listed above") as u32))
+                    .collect()
+            }
+            None => samples.iter().map(|s| s.1).collect::<Vec<_>>(),
+        };
+        let group_of: Vec<u32> = samples.iter().map(|s| s.0).collect();
+        let catalog = Catalog::from_samples(
+            store.root(),
+            modality,
+            classes,
+            samples
+                .iter()
+                .zip(labels)
+                .enumerate()
+                .map(|(id, (s, label))| {
+                    let group = &groups[s.0 as usize];
+                    let row = group.first_row + (id as u64 - group.first_sample);
+                    let key = &files[group.file as usize].key;
+                    (format!("{key}#{row}"), label, s.2)
+                }),
+        )?;
+        Ok(ParquetFiles {
+            store,
+            files,
+            groups,
+            group_of,
+            catalog: Arc::new(catalog),
+            max_bytes: DEFAULT_MAX_BYTES,
+            memory: DEFAULT_GROUP_MEMORY,
+            decoded: Mutex::default(),
+            bytes: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The samples found. A sample's relative path is `file#row`.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Keeps at most `bytes` of decoded row groups in memory (at least the row groups
+    /// being read), instead of [`DEFAULT_GROUP_MEMORY`].
+    pub fn with_memory(self, bytes: u64) -> ParquetFiles {
+        ParquetFiles {
+            memory: bytes,
+            ..self
+        }
+    }
+
+    /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`] instead of the
+    /// default limit of [`DEFAULT_MAX_BYTES`].
+    pub fn with_max_bytes(self, limit: u64) -> ParquetFiles {
+        ParquetFiles {
+            max_bytes: limit,
+            ..self
+        }
+    }
+
+    /// Row group `group`'s values: decoded now, or by another thread (waited for), or
+    /// kept from before.
+    fn values(&self, group: u32) -> std::result::Result<Arc<Values>, Cause> {
+        let cell = {
+            let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
+            decoded.tick += 1;
+            let tick = decoded.tick;
+            let slot = decoded.slots.entry(group).or_insert_with(|| Slot {
+                cell: Arc::default(),
+                bytes: 0,
+                used: tick,
+            });
+            slot.used = tick;
+            slot.cell.clone()
+        };
+        let mut decoded_here = None;
+        let values = cell.get_or_init(|| {
+            let values = self.decode(group).map(Arc::new);
+            if let Ok(values) = &values {
+                decoded_here = Some(values.iter().flatten().map(|v| v.len() as u64).sum());
+            }
+            values
+        });
+        let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
+        match (values, decoded_here) {
+            (Ok(_), Some(bytes)) => {
+                if let Some(slot) = decoded.slots.get_mut(&group) {
+                    slot.bytes = bytes;
+                    decoded.used += bytes;
+                }
+                decoded.evict(self.memory, group);
+            }
+            (Err(_), _) => {
+                // A failed read may succeed later (storage was down): not kept.
+                if decoded
+                    .slots
+                    .get(&group)
+                    .is_some_and(|slot| Arc::ptr_eq(&slot.cell, &cell))
+                {
+                    let slot = decoded.slots.remove(&group).expect("found above");
+                    decoded.used -= slot.bytes;
+                }
+            }
+            (Ok(_), None) => {}
+        }
+        values.clone()
+    }
+
+    /// Reads and decodes row group `group`'s chunk of the sample column.
+    fn decode(&self, group: u32) -> std::result::Result<Values, Cause> {
+        let g = &self.groups[group as usize];
+        let file = &self.files[g.file as usize];
+        let (start, len) = g.extent;
+        let mut bytes = Vec::new();
+        self.store
+            .read_version(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
+        let limit = self.memory.max(self.max_bytes);
+        chunk::binary(
+            &file.descr,
+            &g.chunk,
+            (start, Bytes::from(bytes)),
+            g.rows,
+            limit,
+        )
+        .map_err(|e| {
+            Cause::Corrupt(format!(
+                "rows {}..{} (a row group): {e}",
+                g.first_row,
+                g.first_row + g.rows as u64
+            ))
+        })
+    }
+}
+
+impl Decoded {
+    /// Lets the least recently used row groups go until `budget` holds, keeping `keep`
+    /// and those still being decoded.
+    fn evict(&mut self, budget: u64, keep: u32) {
+        while self.used > budget {
+            let oldest = self
+                .slots
+                .iter()
+                .filter(|(&g, slot)| g != keep && slot.bytes > 0)
+                .min_by_key(|(_, slot)| slot.used)
+                .map(|(&g, _)| g);
+            let Some(group) = oldest else { return };
+            let slot = self.slots.remove(&group).expect("found above");
+            self.used -= slot.bytes;
+        }
+    }
+}
+
+impl Source for ParquetFiles {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> std::result::Result<(), Cause> {
+        out.clear();
+        let group = self.group_of[id as usize];
+        let values = self.values(group)?;
+        let g = &self.groups[group as usize];
+        let row = (id - g.first_sample) as usize;
+        let value = values[row]
+            .as_ref()
+            .ok_or_else(|| Cause::Corrupt("the row holds no sample (null)".into()))?;
+        match value.len() as u64 {
+            0 => return Err(Cause::Empty),
+            bytes if bytes > self.max_bytes => {
+                return Err(Cause::TooLarge {
+                    bytes,
+                    limit: self.max_bytes,
+                })
+            }
+            _ => {}
+        }
+        out.extend_from_slice(value.data());
+        self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        let g = &self.groups[self.group_of[id as usize] as usize];
+        let row = g.first_row + (id - g.first_sample);
+        let file = &self.files[g.file as usize];
+        format!("{}, row {row}", self.store.locate(&file.key))
+    }
+
+    fn shard(&self, id: SampleId) -> Option<u32> {
+        Some(self.groups[self.group_of[id as usize] as usize].file)
+    }
+
+    fn shard_location(&self, shard: u32) -> String {
+        self.files
+            .get(shard as usize)
+            .map_or_else(|| format!("file {shard}"), |f| self.store.locate(&f.key))
+    }
+
+    fn stats(&self) -> SourceStats {
+        SourceStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What indexing the files has found so far.
+#[derive(Default)]
+struct Index {
+    files: Vec<File>,
+    groups: Vec<Group>,
+    /// Per sample: its row group, its label (numbered), its estimated size.
+    samples: Vec<(u32, Option<u32>, u64)>,
+    /// The class names of the first file's metadata, which every file must share.
+    names: Option<Vec<String>>,
+    /// Per sample, its class name, when labels are names.
+    named_labels: Option<Vec<String>>,
+    /// The first file's sample and label columns, by path, which every file must share.
+    layout: Option<(String, Option<String>)>,
+}
+
+impl Index {
+    /// Indexes one file: its footer, its row groups, its labels.
+    fn add(
+        &mut self,
+        store: &dyn BlobStore,
+        blob: &BlobInfo,
+        modality: Modality,
+        columns: &Columns,
+    ) -> std::result::Result<(), String> {
+        let meta = footer(store, blob)?;
+        let found = columns::find(meta.file_metadata(), modality, columns)?;
+        let schema = meta.file_metadata().schema_descr();
+        let descr = schema.column(found.sample);
+        let layout = (
+            descr.path().string(),
+            found.label.map(|l| schema.column(l.leaf).path().string()),
+        );
+        match &self.layout {
+            None => self.layout = Some(layout.clone()),
+            Some(first) if *first != layout => {
+                return Err(format!(
+                    "its columns ({}, label {}) differ from the first file's ({}, label {})",
+                    layout.0,
+                    layout.1.as_deref().unwrap_or("none"),
+                    first.0,
+                    first.1.as_deref().unwrap_or("none")
+                ))
+            }
+            Some(_) => {}
+        }
+        match &self.names {
+            None => self.names = Some(found.names.clone()),
+            Some(names) if *names != found.names => {
+                return Err("its class names differ from the first file's".into())
+            }
+            Some(_) => {}
+        }
+        let file = self.files.len() as u32;
+        let mut first_row = 0u64;
+        for (g, group) in meta.row_groups().iter().enumerate() {
+            let rows = usize::try_from(group.num_rows())
+                .ok()
+                .filter(|&rows| rows <= u32::MAX as usize)
+                .ok_or_else(|| format!("row group {g} declares {} rows", group.num_rows()))?;
+            let chunk = group.column(found.sample).clone();
+            let extent = chunk::extent(&chunk, blob.size)?;
+            let labels = match found.label {
+                Some(label) => Some(read_labels(
+                    store,
+                    blob,
+                    group.column(label.leaf),
+                    &schema.column(label.leaf),
+                    rows,
+                    label.numbered,
+                )?),
+                None => None,
+            };
+            let size = u64::try_from(chunk.uncompressed_size()).unwrap_or(0) / rows.max(1) as u64;
+            let first_sample = self.samples.len() as SampleId;
+            let index = self.groups.len() as u32;
+            for row in 0..rows {
+                let label = match &labels {
+                    None => None,
+                    Some(Labels::Numbered(values)) => Some(
+                        class_number(values[row], &found.names)
+                            .map_err(|e| format!("row {}: {e}", first_row + row as u64))?,
+                    ),
+                    Some(Labels::Named(names)) => {
+                        let name = names[row].clone().ok_or_else(|| {
+                            format!("row {} has no label (null)", first_row + row as u64)
+                        })?;
+                        self.named_labels.get_or_insert_with(Vec::new).push(name);
+                        None
+                    }
+                };
+                self.samples.push((index, label, size.max(1)));
+            }
+            self.groups.push(Group {
+                file,
+                chunk,
+                extent,
+                rows,
+                first_row,
+                first_sample,
+            });
+            first_row += rows as u64;
+        }
+        self.files.push(File {
+            key: blob.key.clone(),
+            version: blob.version.clone(),
+            descr,
+        });
+        Ok(())
+    }
+}
+
+/// A label column's values in one row group.
+enum Labels {
+    Numbered(Vec<Option<i64>>),
+    Named(Vec<Option<String>>),
+}
+
+/// Reads and decodes a row group's chunk of the label column.
+fn read_labels(
+    store: &dyn BlobStore,
+    blob: &BlobInfo,
+    meta: &ColumnChunkMetaData,
+    descr: &ColumnDescPtr,
+    rows: usize,
+    numbered: bool,
+) -> std::result::Result<Labels, String> {
+    let (start, len) = chunk::extent(meta, blob.size)?;
+    if len > MAX_LABEL_CHUNK_BYTES {
+        return Err(format!(
+            "its label column chunk is {len} bytes (labels take a few bytes a row)"
+        ));
+    }
+    let mut bytes = Vec::new();
+    store
+        .read_version(&blob.key, blob.version.as_deref(), start, len, &mut bytes)
+        .map_err(|e| e.to_string())?;
+    let chunk = (start, Bytes::from(bytes));
+    let labels = if numbered {
+        Labels::Numbered(chunk::integers(
+            descr,
+            meta,
+            chunk,
+            rows,
+            MAX_LABEL_CHUNK_BYTES,
+        )?)
+    } else {
+        Labels::Named(
+            chunk::binary(descr, meta, chunk, rows, MAX_LABEL_CHUNK_BYTES)?
+                .into_iter()
+                .map(|v| v.map(|v| String::from_utf8_lossy(v.data()).into_owned()))
+                .collect(),
+        )
+    };
+    Ok(labels)
+}
+
+/// A class number as a label: within the class names where the file names them.
+fn class_number(value: Option<i64>, names: &[String]) -> std::result::Result<u32, String> {
+    let value = value.ok_or("no label (null)")?;
+    match u32::try_from(value) {
+        Ok(label) if names.is_empty() || (label as usize) < names.len() => Ok(label),
+        Ok(label) => Err(format!(
+            "label {label}, but the file names {} classes",
+            names.len()
+        )),
+        Err(_) => Err(format!(
+            "label {value}, not a class (Hugging Face writes -1 for \"no label\": read such a \
+             split with label_column=none)"
+        )),
+    }
+}
+
+/// The footer of a Parquet file: its metadata, read with two ranged reads and checked.
+fn footer(
+    store: &dyn BlobStore,
+    blob: &BlobInfo,
+) -> std::result::Result<parquet::file::metadata::ParquetMetaData, String> {
+    let not_parquet = |why: &str| format!("not a Parquet file: {why}");
+    if blob.size < 12 {
+        return Err(not_parquet(&format!("{} bytes", blob.size)));
+    }
+    let version = blob.version.as_deref();
+    let mut tail = Vec::new();
+    store
+        .read_version(&blob.key, version, blob.size - 8, 8, &mut tail)
+        .map_err(|e| e.to_string())?;
+    let tail: [u8; 8] = tail.try_into().map_err(|_| not_parquet("a short read"))?;
+    if &tail[4..] != MAGIC {
+        return Err(not_parquet(
+            "it does not end in PAR1 (truncated, or another format)",
+        ));
+    }
+    let tail = FooterTail::try_new(&tail).map_err(|e| not_parquet(&e.to_string()))?;
+    if tail.is_encrypted_footer() {
+        return Err("its footer is encrypted, which nostall does not read".into());
+    }
+    let len = tail.metadata_length() as u64;
+    if len > MAX_FOOTER_BYTES || len > blob.size - 12 {
+        return Err(not_parquet(&format!(
+            "its footer declares {len} bytes in a file of {}",
+            blob.size
+        )));
+    }
+    let mut bytes = Vec::new();
+    store
+        .read_version(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
+        .map_err(|e| e.to_string())?;
+    match catch_unwind(AssertUnwindSafe(|| {
+        ParquetMetaDataReader::decode_metadata(&bytes)
+    })) {
+        Ok(Ok(meta)) => Ok(meta),
+        Ok(Err(e)) => Err(not_parquet(&format!("a damaged footer ({e})"))),
+        Err(_) => Err(not_parquet("a damaged footer")),
+    }
+}

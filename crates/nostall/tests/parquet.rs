@@ -1,0 +1,454 @@
+//! Parquet datasets, as Hugging Face's `datasets` writes them: real photographs in an
+//! `image` struct column (`{bytes, path}`), a `ClassLabel` column, the features in the
+//! file's `huggingface` metadata, row groups of a few rows; and hostile files.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nostall::dataset::{self, Columns, Format, LabelColumn};
+use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::storage::{BlobInfo, BlobStore, LocalDir, ParquetFiles, ReadMode, Source};
+use nostall::{Cause, ErrorPolicy, Modality};
+use parquet::basic::Compression;
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+
+/// One row: the encoded sample (or none: a null), its class.
+type Row = (Option<Vec<u8>>, i64);
+
+/// The demo's real photographs, class by class (as a conversion from class folders sorts
+/// them), with the class names.
+fn photos() -> (Vec<Row>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    nostall_demo::write(dir.path()).unwrap();
+    let classes: Vec<String> = nostall_demo::classes()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let mut rows = Vec::new();
+    for (label, class) in classes.iter().enumerate() {
+        let mut names: Vec<_> = std::fs::read_dir(dir.path().join(class))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for path in names {
+            rows.push((Some(std::fs::read(path).unwrap()), label as i64));
+        }
+    }
+    (rows, classes)
+}
+
+/// The `huggingface` metadata `datasets` writes for an image and a class label.
+fn features(classes: &[String]) -> String {
+    let names: Vec<String> = classes.iter().map(|c| format!("{c:?}")).collect();
+    format!(
+        r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
+        names.join(", ")
+    )
+}
+
+/// Writes `rows` as `datasets` does: `image` a struct of `bytes` and `path`, `label` an
+/// int64, Snappy, `group` rows a row group, with `metadata` as the `huggingface` key.
+fn write(path: &Path, rows: &[Row], group: usize, metadata: Option<String>) {
+    let schema = parse_message_type(
+        "message schema {
+            optional group image { optional binary bytes; optional binary path (STRING); }
+            optional int64 label;
+        }",
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_key_value_metadata(metadata.map(|m| vec![KeyValue::new("huggingface".into(), m)]))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).unwrap();
+    for chunk in rows.chunks(group) {
+        let mut row_group = writer.next_row_group().unwrap();
+        let mut column = 0;
+        while let Some(mut col) = row_group.next_column().unwrap() {
+            match column {
+                0 => {
+                    let values: Vec<ByteArray> = chunk
+                        .iter()
+                        .filter_map(|r| r.0.clone().map(ByteArray::from))
+                        .collect();
+                    let defs: Vec<i16> = chunk
+                        .iter()
+                        .map(|r| if r.0.is_some() { 2 } else { 1 })
+                        .collect();
+                    col.typed::<ByteArrayType>()
+                        .write_batch(&values, Some(&defs), None)
+                        .unwrap();
+                }
+                1 => {
+                    let defs = vec![1i16; chunk.len()];
+                    col.typed::<ByteArrayType>()
+                        .write_batch(&[], Some(&defs), None)
+                        .unwrap();
+                }
+                _ => {
+                    let values: Vec<i64> = chunk.iter().map(|r| r.1).collect();
+                    let defs = vec![1i16; chunk.len()];
+                    col.typed::<Int64Type>()
+                        .write_batch(&values, Some(&defs), None)
+                        .unwrap();
+                }
+            }
+            col.close().unwrap();
+            column += 1;
+        }
+        row_group.close().unwrap();
+    }
+    writer.close().unwrap();
+}
+
+fn open(location: &Path) -> nostall::Result<dataset::Dataset> {
+    dataset::open(
+        location.to_str().unwrap(),
+        ReadMode::Cached,
+        Modality::Image,
+    )
+}
+
+/// A blob store that counts the bytes read through it.
+#[derive(Debug)]
+struct Counting {
+    inner: LocalDir,
+    bytes: AtomicU64,
+}
+
+impl BlobStore for Counting {
+    fn list(&self) -> nostall::Result<Vec<BlobInfo>> {
+        self.inner.list()
+    }
+
+    fn read_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Cause> {
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.inner.read_version(key, version, offset, len, out)
+    }
+
+    fn root(&self) -> String {
+        self.inner.root()
+    }
+}
+
+#[test]
+fn a_datasets_file_reads_as_its_photographs_with_their_classes() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("train-00000-of-00001.parquet");
+    write(&file, &rows, 5, Some(features(&classes)));
+    for location in [file.as_path(), dir.path()] {
+        let data = open(location).unwrap();
+        assert_eq!(data.format, Format::Parquet);
+        let catalog = &data.catalog;
+        assert_eq!(catalog.len(), rows.len());
+        assert_eq!(catalog.classes(), classes.as_slice());
+        let mut out = Vec::new();
+        // Backwards, so that row groups are not met in file order.
+        for id in (0..rows.len() as u64).rev() {
+            data.source.read(id, &mut out).unwrap();
+            let (bytes, label) = &rows[id as usize];
+            assert_eq!(&out, bytes.as_ref().unwrap(), "sample {id}");
+            assert_eq!(catalog.label(id), Some(*label as u32));
+        }
+        assert!(data
+            .source
+            .location(7)
+            .ends_with("train-00000-of-00001.parquet, row 7"));
+    }
+}
+
+#[test]
+fn each_row_group_is_read_once_while_it_is_kept() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("a.parquet"),
+        &rows,
+        4,
+        Some(features(&classes)),
+    );
+    let store = Arc::new(Counting {
+        inner: LocalDir::new(dir.path()).unwrap(),
+        bytes: AtomicU64::new(0),
+    });
+    let listing = store.list().unwrap();
+    let size = listing[0].size;
+    let open = |memory| {
+        let listing = listing.clone();
+        let files = ParquetFiles::from_listing(
+            store.clone(),
+            listing,
+            Modality::Image,
+            &Columns::default(),
+        )
+        .unwrap();
+        files.with_memory(memory)
+    };
+    let files = open(1 << 30);
+    let indexed = store.bytes.swap(0, Ordering::Relaxed);
+    assert!(
+        indexed < size / 10,
+        "opening reads footers and labels: {indexed} of {size}"
+    );
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        for id in (0..rows.len() as u64).rev() {
+            files.read(id, &mut out).unwrap();
+        }
+    }
+    // Exactly the image column's chunks, each once.
+    let file = std::fs::File::open(dir.path().join("a.parquet")).unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap(),
+    )
+    .clone();
+    let chunks: u64 = meta
+        .row_groups()
+        .iter()
+        .map(|g| g.column(0).compressed_size() as u64)
+        .sum();
+    assert_eq!(meta.num_row_groups(), rows.len().div_ceil(4));
+    assert_eq!(
+        store.bytes.swap(0, Ordering::Relaxed),
+        chunks,
+        "each row group once"
+    );
+
+    // With room for the row group being read only, each read of another row group reads
+    // it again.
+    let files = open(0);
+    store.bytes.store(0, Ordering::Relaxed);
+    let n = rows.len() as u64;
+    for id in (0..n).map(|i| i * 4 % n + i * 4 / n) {
+        files.read(id, &mut out).unwrap();
+        assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
+    }
+    assert!(store.bytes.load(Ordering::Relaxed) > 3 * chunks);
+}
+
+#[test]
+fn a_loader_delivers_every_row_once_an_epoch_for_any_thread_count() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("a.parquet"),
+        &rows[..20],
+        6,
+        Some(features(&classes)),
+    );
+    write(
+        &dir.path().join("b.parquet"),
+        &rows[20..],
+        6,
+        Some(features(&classes)),
+    );
+    let mut seen = Vec::new();
+    for threads in [1, 3] {
+        let mut settings = LoaderSettings::default();
+        settings
+            .set("pipeline", "val")
+            .unwrap()
+            .set("image_size", "32")
+            .unwrap();
+        settings.plan.batch_size = 5;
+        settings.threads = Threads::Count(threads);
+        let (loader, data) = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings)
+            .open()
+            .unwrap();
+        assert_eq!(data.format, Format::Parquet);
+        let mut ids = Vec::new();
+        let mut labels = Vec::new();
+        for batch in loader.epoch(0).unwrap() {
+            let batch = batch.unwrap();
+            ids.extend_from_slice(batch.ids());
+            labels.extend_from_slice(batch.labels());
+        }
+        let expected: Vec<i64> = ids.iter().map(|&id| rows[id as usize].1).collect();
+        assert_eq!(labels, expected, "each row's class");
+        seen.push(ids);
+    }
+    assert_eq!(seen[0], seen[1], "the same order for any thread count");
+    let mut sorted = seen[0].clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..rows.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn columns_are_found_by_name_without_metadata_or_as_told() {
+    let (rows, _) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain.parquet");
+    write(&file, &rows[..8], 3, None);
+    // No features: `image` and `label` by their names, bare class numbers.
+    let data = open(&file).unwrap();
+    assert_eq!(data.catalog.label(7), Some(rows[7].1 as u32));
+    assert!(data.catalog.classes().is_empty());
+    // Told: no labels; a column that is not there; a column that holds no samples.
+    let location = file.to_str().unwrap();
+    let with = |sample: Option<&str>, label: LabelColumn| {
+        let mut columns = Columns::default();
+        columns.sample = sample.map(String::from);
+        columns.label = label;
+        let var = |_: &str| None;
+        dataset::open_in(location, ReadMode::Cached, Modality::Image, &columns, &var)
+    };
+    let unlabeled = with(None, LabelColumn::Unlabeled).unwrap();
+    assert_eq!(unlabeled.catalog.label(0), None);
+    let missing = with(Some("jpg"), LabelColumn::Auto)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("plain.parquet") && missing.contains("no column \"jpg\""),
+        "{missing}"
+    );
+    let numbers = with(Some("label"), LabelColumn::Auto)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        numbers.contains("not the bytes of encoded samples"),
+        "{numbers}"
+    );
+    let no_label = with(None, LabelColumn::Named("class".into()))
+        .unwrap_err()
+        .to_string();
+    assert!(no_label.contains("no label column \"class\""), "{no_label}");
+    // An audio loader finds no audio column, and says which columns there are.
+    let var = |_: &str| None;
+    let audio = dataset::open_in(
+        location,
+        ReadMode::Cached,
+        Modality::Audio,
+        &Columns::default(),
+        &var,
+    );
+    let audio = audio.unwrap_err().to_string();
+    assert!(
+        audio.contains("image, label") && audio.contains("sample_column="),
+        "{audio}"
+    );
+}
+
+#[test]
+fn hostile_files_are_errors_naming_the_file_or_the_row() {
+    let (mut rows, classes) = photos();
+    rows.truncate(9);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.parquet");
+    write(&good, &rows, 3, Some(features(&classes)));
+    let bytes = std::fs::read(&good).unwrap();
+    let refused = |name: &str, content: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let e = open(&path).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}: {e}");
+        std::fs::remove_file(&path).unwrap();
+        e
+    };
+    assert!(refused("empty.parquet", b"").contains("not a Parquet file"));
+    assert!(refused("cut.parquet", &bytes[..bytes.len() / 2]).contains("PAR1"));
+    let mut huge_footer = bytes.clone();
+    let n = huge_footer.len();
+    huge_footer[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(refused("footer.parquet", &huge_footer).contains("footer declares"));
+    let mut damaged_footer = bytes.clone();
+    let footer_len = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+    for b in &mut damaged_footer[n - 8 - footer_len..n - 8 - footer_len / 2] {
+        *b = 0xff;
+    }
+    refused("damaged.parquet", &damaged_footer);
+
+    // Labels outside the classes: -1, as Hugging Face writes for "no label".
+    let mut unlabeled = rows.clone();
+    unlabeled[4].1 = -1;
+    let path = dir.path().join("minus.parquet");
+    write(&path, &unlabeled, 3, Some(features(&classes)));
+    let e = open(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("minus.parquet") && e.contains("row 4") && e.contains("label_column=none"),
+        "{e}"
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    // A null image: that row's sample is an error naming its row; the rest read.
+    let mut holes = rows.clone();
+    holes[5].0 = None;
+    let path = dir.path().join("holes.parquet");
+    write(&path, &holes, 3, Some(features(&classes)));
+    let data = open(&path).unwrap();
+    let mut out = Vec::new();
+    let cause = data.source.read(5, &mut out).unwrap_err();
+    assert!(
+        matches!(cause, Cause::Corrupt(ref why) if why.contains("null")),
+        "{cause:?}"
+    );
+    assert!(data.source.location(5).ends_with("holes.parquet, row 5"));
+    for id in [0, 4, 6, 8] {
+        data.source.read(id, &mut out).unwrap();
+        assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn damaged_pages_fail_their_row_group_only_and_never_panic() {
+    let (mut rows, classes) = photos();
+    rows.truncate(9);
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.parquet");
+    write(&good, &rows, 3, Some(features(&classes)));
+    let bytes = std::fs::read(&good).unwrap();
+    let first = rows[0].0.as_ref().unwrap();
+    let at = bytes.windows(64).position(|w| w == &first[..64]).unwrap();
+    // Bytes inside the first row group's data, and its first page header, spoiled in
+    // turn: whatever the decoder makes of them, the other row groups read.
+    for (name, range) in [("inside", at + 100..at + 4000), ("header", 4..at)] {
+        let mut spoiled = bytes.clone();
+        for b in &mut spoiled[range] {
+            *b = b.wrapping_mul(31).wrapping_add(7);
+        }
+        let path = dir.path().join(format!("{name}.parquet"));
+        std::fs::write(&path, &spoiled).unwrap();
+        let data = open(&path).unwrap();
+        let mut out = Vec::new();
+        for id in 3..9 {
+            data.source.read(id, &mut out).unwrap();
+            assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
+        }
+        // The first row group: an error, or bytes that are not the photograph (a page
+        // without a checksum cannot tell); never a panic.
+        match data.source.read(0, &mut out) {
+            Err(Cause::Corrupt(why)) => assert!(why.contains("rows 0..3"), "{why}"),
+            Err(other) => panic!("{other:?}"),
+            Ok(()) => assert_ne!(&out, first),
+        }
+        // Through a loader that skips bad samples, the rest are delivered.
+        let mut settings = LoaderSettings::default();
+        settings
+            .set("pipeline", "val")
+            .unwrap()
+            .set("image_size", "16")
+            .unwrap();
+        settings.on_error = ErrorPolicy::Skip;
+        settings.plan.batch_size = 4;
+        let (loader, _) = LoaderBuilder::with_settings(path.to_str().unwrap(), settings)
+            .open()
+            .unwrap();
+        let delivered: usize = loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum();
+        assert!(delivered >= 6, "{name}: {delivered}");
+    }
+}
