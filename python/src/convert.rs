@@ -7,6 +7,7 @@ use std::fmt::Display;
 use std::str::FromStr;
 
 use nostall::cache::{CacheFill, CachePolicy, Capacity};
+use nostall::dataset::LabelColumn;
 use nostall::env::Distributed;
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, PipelineSetting, Threads};
 use nostall::prep::image::Layout;
@@ -177,6 +178,8 @@ pub(crate) struct ConfigArgs {
     pub read: Option<Text<ReadMode>>,
     pub rank: Option<usize>,
     pub world_size: Option<usize>,
+    pub sample_column: Option<String>,
+    pub label_column: Option<Text<LabelColumn>>,
 }
 
 impl ConfigArgs {
@@ -204,6 +207,11 @@ impl ConfigArgs {
         set(&mut s.on_error, self.on_error.as_ref().map(|t| t.0));
         s.quarantine.clone_from(&self.quarantine);
         set(&mut s.read, self.read.as_ref().map(|t| t.0));
+        s.columns.sample.clone_from(&self.sample_column);
+        set(
+            &mut s.columns.label,
+            self.label_column.as_ref().map(|t| t.0.clone()),
+        );
         s.memory = self.memory.as_ref().map(|b| b.0);
         set(&mut s.cache.planned_epochs, self.cache_epochs);
         set(&mut s.cache.fill, self.cache_fill.as_ref().map(|t| t.0));

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nostall::cache::CacheFill;
+use nostall::dataset::LabelColumn;
 use nostall::pipeline::Next;
 use nostall::prep::image::Layout;
 use nostall::prep::DType;
@@ -109,6 +110,12 @@ use crate::{device, live, shared, state};
 ///   bytes per tier, read-ahead, skips by cause, peers. Loaders of one process share
 ///   an address, labelled `loader` and `rank`. Listens only there.
 ///
+/// - `image_column`, `audio_column` (None), `label_column` (`"auto"`): where a Parquet
+///   dataset (a `.parquet` file, a folder of them, or `s3://` of them, as Hugging Face
+///   publishes datasets) keeps its samples and labels. Left out, the files' Hugging Face
+///   features say (the `Image` or `Audio` feature, the `ClassLabel`), else columns named
+///   `image` (`audio`) and `label`; the sample column is binary or the `{bytes, path}`
+///   struct `datasets` writes; `label_column="none"` reads without labels.
 /// - `read` (`"cached"`): `"cold"` reads every sample around the page cache (O_DIRECT
 ///   where the file system allows), so that storage is measured as it is, not as the
 ///   memory holding a recently read dataset; for benchmarks.
@@ -194,7 +201,8 @@ impl Loader {
             cache_policy=None, cache_epochs=None, cache_fill=None, memory=None,
             on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
-            decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS
+            decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
+            image_column=None, audio_column=None, label_column=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -202,7 +210,8 @@ impl Loader {
             cache=None, cache_policy='minio', cache_epochs=None, \
             cache_fill='background', memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
-            decode='auto', gpu_decode_min_pixels=2000000)"
+            decode='auto', gpu_decode_min_pixels=2000000, image_column=None, \
+            audio_column=None, label_column='auto')"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -237,7 +246,16 @@ impl Loader {
         device: Option<&str>,
         decode: &str,
         gpu_decode_min_pixels: u64,
+        image_column: Option<String>,
+        audio_column: Option<String>,
+        label_column: Option<Text<LabelColumn>>,
     ) -> PyResult<Loader> {
+        if image_column.is_some() && audio_column.is_some() {
+            return Err(config_error(
+                py,
+                "image_column= and audio_column= both name the column of samples: give one".into(),
+            ));
+        }
         let args = ConfigArgs {
             batch_size,
             pipeline,
@@ -262,6 +280,8 @@ impl Loader {
             read,
             rank,
             world_size,
+            sample_column: image_column.or(audio_column),
+            label_column,
         };
         let location_text = source.to_string_lossy().into_owned();
         let (mut builder, mut dist) = args.builder(py, location_text.clone())?;

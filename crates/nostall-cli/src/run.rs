@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
+use nostall::dataset::LabelColumn;
 use nostall::pipeline::{LoaderSettings, PipelineSetting, Threads};
 use nostall::storage::Link;
 use nostall::{EpochStats, ErrorPolicy, Loader};
@@ -151,15 +152,27 @@ pub(crate) struct StorageArgs {
     /// paid first, shrunk to fit if needed; the cache gets the rest.
     #[arg(long, value_parser = parse_bytes)]
     pub memory: Option<u64>,
+    /// Parquet: the column of encoded samples, binary or a struct with a `bytes` field
+    /// (default: the Hugging Face Image or Audio feature, else a column named image,
+    /// audio...).
+    #[arg(long)]
+    pub sample_column: Option<String>,
+    /// Parquet: the column of labels, auto (the ClassLabel feature, else a column named
+    /// label) or none.
+    #[arg(long, default_value = "auto", value_parser = parsed::<LabelColumn>)]
+    pub label_column: LabelColumn,
 }
 
 impl StorageArgs {
-    /// Sets the cache, the emulated link and the memory bound of `settings`, for a run of
+    /// Sets the cache, the emulated link, the memory bound and the Parquet columns of
+    /// `settings`, for a run of
     /// `epochs` when the command knows it (the link's phases are the builder's).
     pub(crate) fn apply(&self, settings: &mut LoaderSettings, epochs: Option<u64>) {
         settings.cache = self.cache(epochs);
         settings.throttle = self.link();
         settings.memory = self.memory;
+        settings.columns.sample.clone_from(&self.sample_column);
+        settings.columns.label = self.label_column.clone();
     }
 
     /// The cache, for a run of `epochs` when the command knows it.

@@ -212,17 +212,8 @@ fn each_row_group_is_read_once_while_it_is_kept() {
         }
     }
     // Exactly the image column's chunks, each once.
-    let file = std::fs::File::open(dir.path().join("a.parquet")).unwrap();
-    let meta = parquet::file::reader::FileReader::metadata(
-        &parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap(),
-    )
-    .clone();
-    let chunks: u64 = meta
-        .row_groups()
-        .iter()
-        .map(|g| g.column(0).compressed_size() as u64)
-        .sum();
-    assert_eq!(meta.num_row_groups(), rows.len().div_ceil(4));
+    let chunks = image_chunks(&dir.path().join("a.parquet"));
+    assert_eq!(files.catalog().groups().len(), rows.len().div_ceil(4));
     assert_eq!(
         store.bytes.swap(0, Ordering::Relaxed),
         chunks,
@@ -239,6 +230,81 @@ fn each_row_group_is_read_once_while_it_is_kept() {
         assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
     }
     assert!(store.bytes.load(Ordering::Relaxed) > 3 * chunks);
+}
+
+#[test]
+fn windows_of_row_groups_read_each_once_an_epoch_in_the_memory_of_two() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("a.parquet"),
+        &rows,
+        2,
+        Some(features(&classes)),
+    );
+    let store = Arc::new(Counting {
+        inner: LocalDir::new(dir.path()).unwrap(),
+        bytes: AtomicU64::new(0),
+    });
+    let listing = store.list().unwrap();
+    let files =
+        ParquetFiles::from_listing(store.clone(), listing, Modality::Image, &Columns::default());
+    let files = files.unwrap();
+    let catalog = files.catalog().clone();
+    assert_eq!(catalog.groups(), vec![2; 16].as_slice());
+    // Windows of 3 row groups; room for two windows of the largest row groups.
+    let largest = rows
+        .chunks(2)
+        .map(|g| g.iter().map(|r| r.0.as_ref().unwrap().len()).sum::<usize>());
+    let files = Arc::new(files.with_memory(6 * largest.max().unwrap() as u64));
+    let mut settings = LoaderSettings::default();
+    settings
+        .set("pipeline", "val")
+        .unwrap()
+        .set("image_size", "16")
+        .unwrap();
+    settings.plan.batch_size = 4;
+    settings.plan.blocks = nostall::plan::Blocks::new(catalog.groups(), 3);
+    // One read at a time: reads follow the plan's order, an epoch after the other.
+    settings.overlap_epochs = false;
+    settings.fetch_threads = 1;
+    let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
+    let loader = builder.build(catalog.clone(), files).unwrap();
+    store.bytes.store(0, Ordering::Relaxed);
+    let mut firsts = Vec::new();
+    for epoch in 0..2 {
+        let ids: Vec<u64> = loader
+            .epoch(epoch)
+            .unwrap()
+            .flat_map(|b| b.unwrap().ids().to_vec())
+            .collect();
+        let read = store.bytes.swap(0, Ordering::Relaxed);
+        let chunks = image_chunks(&dir.path().join("a.parquet"));
+        if epoch == 0 {
+            assert_eq!(read, chunks, "each row group once");
+        } else {
+            assert!(read <= chunks, "at most once: {read} > {chunks}");
+        }
+        // The first batch's samples come from at most 3 row groups (of 2 rows).
+        let groups: std::collections::HashSet<u64> = ids[..4].iter().map(|id| id / 2).collect();
+        assert!(groups.len() <= 3 && groups.len() >= 2, "{ids:?}");
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..rows.len() as u64).collect::<Vec<_>>());
+        firsts.push(ids);
+    }
+    assert_ne!(firsts[0], firsts[1], "each epoch its own order");
+}
+
+/// The bytes of the image column's chunks in a file written by [`write`].
+fn image_chunks(path: &Path) -> u64 {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap();
+    parquet::file::reader::FileReader::metadata(&reader)
+        .row_groups()
+        .iter()
+        .map(|g| g.column(0).compressed_size() as u64)
+        .sum()
 }
 
 #[test]

@@ -253,6 +253,7 @@ impl Catalog {
             labels,
             sizes,
             total_bytes,
+            groups: Vec::new(),
             dirs,
             mtimes,
         })

@@ -96,6 +96,9 @@ pub struct Catalog {
     labels: Vec<u32>,
     sizes: Vec<u64>,
     total_bytes: u64,
+    /// Runs of consecutive samples stored together and read as one (a Parquet file's row
+    /// groups), by their lengths; empty when each sample is read alone.
+    groups: Vec<u32>,
     /// Every directory scanned, relative to the root ("" is the root), with its
     /// modification time as seen before it was listed: what decides freshness.
     dirs: Strings,
@@ -150,6 +153,32 @@ impl Catalog {
         }
         Ok(catalog)
     }
+    /// The catalog with its samples read in groups: runs of consecutive samples of
+    /// `lengths` (a Parquet file's row groups), which the plan keeps together
+    /// ([`crate::plan::Blocks`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] unless the lengths are positive and add up to the samples.
+    pub fn with_groups(mut self, lengths: Vec<u32>) -> Result<Catalog> {
+        let total: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
+        if total != self.len() as u64 || lengths.contains(&0) {
+            return Err(Error::Config(format!(
+                "{}: groups of {total} samples for a catalog of {}",
+                self.root.display(),
+                self.len()
+            )));
+        }
+        self.groups = lengths;
+        Ok(self)
+    }
+
+    /// Runs of consecutive samples read as one, by their lengths; empty when each sample
+    /// is read alone.
+    pub fn groups(&self) -> &[u32] {
+        &self.groups
+    }
+
     /// A flat catalog of `modality` at `root`, with no samples yet.
     fn empty(root: PathBuf, modality: Modality) -> Catalog {
         Catalog {
@@ -161,6 +190,7 @@ impl Catalog {
             labels: Vec::new(),
             sizes: Vec::new(),
             total_bytes: 0,
+            groups: Vec::new(),
             dirs: Strings::default(),
             mtimes: Vec::new(),
         }

@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::metrics::live::Totals;
 use crate::plan::elastic::{remaining, Stretch};
-use crate::plan::{batches_for, samples_per_rank, EpochPlan, Position, Shard};
+use crate::plan::{batches_for, samples_per_rank, Blocks, EpochPlan, Position, Shard};
 use crate::sched::roles::PrepRole;
 use crate::storage::Source;
 
@@ -65,9 +65,17 @@ impl Loader {
     pub fn new(
         catalog: Arc<Catalog>,
         source: Arc<dyn Source>,
-        config: LoaderConfig,
+        mut config: LoaderConfig,
     ) -> Result<Loader> {
         config.validate(catalog.len())?;
+        if config.plan.blocks.is_none() {
+            // Samples read in groups (Parquet row groups): an order that reads each once.
+            config.plan.blocks = Blocks::within(
+                catalog.groups(),
+                catalog.total_bytes(),
+                crate::storage::DEFAULT_GROUP_MEMORY,
+            );
+        }
         let (listed, prepared) = (catalog.modality(), config.pipeline.modality());
         if listed != prepared {
             return Err(Error::Config(format!(

@@ -27,7 +27,7 @@
 //! have been without it.
 
 use super::locality::{rank_share, Locality};
-use super::{global_order, shard, EpochPlan, PlanConfig};
+use super::{shard, EpochPlan, PlanConfig};
 use crate::error::{Error, Result};
 use crate::sample::SampleId;
 
@@ -58,7 +58,7 @@ pub fn remaining(
     epoch: u64,
     history: &[Stretch],
 ) -> Result<Vec<SampleId>> {
-    let mut left = global_order(config.seed, epoch, config.shuffle, dataset_len);
+    let mut left = super::order_of(config, epoch, dataset_len)?;
     let mut before = 0;
     for stretch in history {
         let world = usize::try_from(stretch.world).unwrap_or(usize::MAX);

@@ -81,6 +81,77 @@ pub struct PlanConfig {
     pub drop_last: bool,
     /// How ranks are evened out.
     pub shard: Shard,
+    /// Samples read together (a Parquet file's row groups) and how many groups one
+    /// stretch of the order mixes; `None`: a plain permutation of the samples.
+    pub blocks: Option<Blocks>,
+}
+
+/// Samples stored in groups that are read as one (a Parquet file's row groups, ~100
+/// photographs each), and how many groups one stretch of the order may mix.
+///
+/// A plain permutation visits a group's samples at random times through the epoch, so a
+/// reader either keeps every group in memory all epoch or reads each group many times.
+/// With blocks the order is: the groups shuffled, taken `window` at a time, and the
+/// samples of each window shuffled together. A window's groups are read once, serve their
+/// samples, and leave; memory holds about two windows. The price is the batch's mix: a
+/// batch draws from the `window` groups of its stretch, not from the whole dataset (the
+/// groups are random ones from anywhere in the dataset, so a dataset sorted by class
+/// still gives batches of many classes). A window as large as the dataset is a plain
+/// permutation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocks {
+    /// The groups' lengths: runs of consecutive sample ids, adding up to the dataset.
+    pub lengths: std::sync::Arc<[u32]>,
+    /// Groups in one stretch of the order, at least 1.
+    pub window: usize,
+}
+
+impl Blocks {
+    /// Blocks of `lengths` with windows of `window` groups, or `None` where one window
+    /// holds them all (the order is then a plain permutation) or there are no groups.
+    pub fn new(lengths: &[u32], window: usize) -> Option<Blocks> {
+        (!lengths.is_empty() && window.max(1) < lengths.len()).then(|| Blocks {
+            lengths: lengths.into(),
+            window: window.max(1),
+        })
+    }
+
+    /// Blocks of `lengths` whose windows fit `memory` bytes twice over (the read-ahead
+    /// overlaps one window with the next), for groups of `total_bytes` together; `None`
+    /// where all of them fit (a plain permutation reads each group once then too).
+    pub fn within(lengths: &[u32], total_bytes: u64, memory: u64) -> Option<Blocks> {
+        let mean = total_bytes / (lengths.len() as u64).max(1);
+        let window = memory / (2 * mean).max(1);
+        Blocks::new(lengths, usize::try_from(window).unwrap_or(usize::MAX))
+    }
+
+    /// The epoch's order: groups shuffled, a window at a time, samples shuffled within
+    /// each window.
+    fn order(&self, rng: &mut Rng, len: usize) -> Result<Vec<SampleId>> {
+        let total: u64 = self.lengths.iter().map(|&l| u64::from(l)).sum();
+        if total != len as u64 {
+            return Err(Error::Config(format!(
+                "blocks of {total} samples for a dataset of {len}"
+            )));
+        }
+        let mut starts = Vec::with_capacity(self.lengths.len());
+        let mut start: SampleId = 0;
+        for &length in self.lengths.iter() {
+            starts.push(start);
+            start += SampleId::from(length);
+        }
+        let mut groups: Vec<usize> = (0..self.lengths.len()).collect();
+        rng.shuffle(&mut groups);
+        let mut order = Vec::with_capacity(len);
+        for window in groups.chunks(self.window.max(1)) {
+            let from = order.len();
+            for &g in window {
+                order.extend(starts[g]..starts[g] + SampleId::from(self.lengths[g]));
+            }
+            rng.shuffle(&mut order[from..]);
+        }
+        Ok(order)
+    }
 }
 
 impl Default for PlanConfig {
@@ -93,6 +164,7 @@ impl Default for PlanConfig {
             batch_size: 64,
             drop_last: false,
             shard: Shard::Pad,
+            blocks: None,
         }
     }
 }
@@ -177,6 +249,18 @@ pub fn global_order(seed: u64, epoch: u64, shuffle: bool, len: usize) -> Vec<Sam
     order
 }
 
+/// The global order of one epoch as `config` asks: a seeded permutation (in windows of
+/// groups, with [`Blocks`]), or catalog order.
+pub(crate) fn order_of(config: &PlanConfig, epoch: u64, len: usize) -> Result<Vec<SampleId>> {
+    match (&config.blocks, config.shuffle) {
+        (Some(blocks), true) => blocks.order(
+            &mut Rng::new(derive(&[config.seed, epoch, 0x424c_4f43])),
+            len,
+        ),
+        _ => Ok(global_order(config.seed, epoch, config.shuffle, len)),
+    }
+}
+
 /// The epoch's global order made a multiple of the world size by the shard policy, with
 /// the number of padded samples and the samples dropped; validates `config` first.
 fn sharded_order(
@@ -185,7 +269,7 @@ fn sharded_order(
     epoch: u64,
 ) -> Result<(Vec<SampleId>, usize, Vec<SampleId>)> {
     config.validate(dataset_len)?;
-    let order = global_order(config.seed, epoch, config.shuffle, dataset_len);
+    let order = order_of(config, epoch, dataset_len)?;
     Ok(shard(order, config.world, config.shard))
 }
 
@@ -300,6 +384,82 @@ mod tests {
             shard,
             ..PlanConfig::default()
         }
+    }
+
+    #[test]
+    fn blocks_shuffle_windows_of_groups_and_stay_a_permutation() {
+        // 30 groups of uneven lengths (a file's last row group is short).
+        let lengths: Vec<u32> = (0..30).map(|g| if g % 10 == 9 { 3 } else { 7 }).collect();
+        let len: usize = lengths.iter().map(|&l| l as usize).sum();
+        let group_of: Vec<usize> = (0..30)
+            .flat_map(|g| std::iter::repeat_n(g, lengths[g] as usize))
+            .collect();
+        let config = |window| PlanConfig {
+            blocks: Blocks::new(&lengths, window),
+            ..cfg(0, 1, Shard::Pad)
+        };
+        let blocked = config(4);
+        let order = order_of(&blocked, 3, len).unwrap();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..len as SampleId).collect::<Vec<_>>());
+        assert_eq!(order, order_of(&blocked, 3, len).unwrap(), "seeded");
+        assert_ne!(
+            order,
+            order_of(&blocked, 4, len).unwrap(),
+            "each epoch its own"
+        );
+        // Each group's samples lie within one stretch of at most 4 groups' samples,
+        // and every stretch mixes its groups (no group read front to back alone).
+        let mut groups_seen: Vec<usize> = Vec::new();
+        let mut stretch: HashSet<usize> = HashSet::new();
+        let mut done: HashSet<usize> = HashSet::new();
+        let mut left: Vec<u32> = lengths.clone();
+        for &id in &order {
+            let g = group_of[id as usize];
+            assert!(!done.contains(&g), "group {g} comes back after its window");
+            if stretch.insert(g) {
+                groups_seen.push(g);
+            }
+            left[g] -= 1;
+            if stretch.iter().all(|&g| left[g] == 0) {
+                assert!(stretch.len() <= 4, "{stretch:?}");
+                done.extend(stretch.drain());
+            }
+        }
+        assert_eq!(done.len(), 30);
+        assert!(order
+            .windows(2)
+            .any(|w| group_of[w[0] as usize] != group_of[w[1] as usize]));
+        // A window holding every group is a plain permutation.
+        assert_eq!(Blocks::new(&lengths, 30), None);
+        assert_eq!(
+            order_of(&config(30), 3, len).unwrap(),
+            global_order(9, 3, true, len)
+        );
+        assert!(
+            order_of(&blocked, 3, len + 1).is_err(),
+            "groups must cover the dataset"
+        );
+        // Without shuffling, catalog order.
+        let mut unshuffled = config(4);
+        unshuffled.shuffle = false;
+        assert_eq!(order_of(&unshuffled, 3, len).unwrap(), sorted);
+    }
+
+    #[test]
+    fn windows_are_sized_to_the_memory_for_groups() {
+        let lengths = vec![100u32; 1000];
+        // 1000 groups of 10 MB: 1 GiB holds 107 such groups, two windows of 53.
+        let blocks = Blocks::within(&lengths, 10_000_000_000, 1 << 30).unwrap();
+        assert_eq!(blocks.window, (1u64 << 30) as usize / 20_000_000);
+        assert_eq!(
+            Blocks::within(&lengths, 100_000_000, 1 << 30),
+            None,
+            "all fit"
+        );
+        assert_eq!(Blocks::within(&[], 0, 1 << 30), None);
+        assert_eq!(Blocks::within(&lengths, u64::MAX, 1).unwrap().window, 1);
     }
 
     #[test]

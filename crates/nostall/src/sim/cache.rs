@@ -301,6 +301,7 @@ impl AccessStreams {
                 batch_size: 1,
                 drop_last: false,
                 shard: Shard::Pad,
+                blocks: None,
             };
             let mut stream = Vec::new();
             for epoch in 0..epochs {

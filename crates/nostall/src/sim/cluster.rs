@@ -296,6 +296,7 @@ impl Cluster {
             batch_size,
             drop_last: false,
             shard: Shard::Pad,
+            blocks: None,
         };
         let mut states: Vec<State> = modes
             .iter()

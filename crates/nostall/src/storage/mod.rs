@@ -62,7 +62,11 @@ pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use memory::Memory;
 #[cfg(feature = "parquet")]
-pub use parquet::{ParquetFiles, DEFAULT_GROUP_MEMORY};
+pub use parquet::ParquetFiles;
+
+/// Bytes of decoded groups of samples (Parquet row groups) a source keeps in memory,
+/// and that the plan's windows of groups are sized for ([`crate::plan::Blocks::within`]).
+pub const DEFAULT_GROUP_MEMORY: u64 = 1 << 30;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
 pub use tar::TarShards;

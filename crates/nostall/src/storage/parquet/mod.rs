@@ -40,15 +40,11 @@ use parquet::file::metadata::{ColumnChunkMetaData, FooterTail, ParquetMetaDataRe
 use parquet::schema::types::ColumnDescPtr;
 
 use super::blob::{BlobInfo, BlobStore};
-use super::{is_parquet_key, Source, SourceStats, DEFAULT_MAX_BYTES};
+use super::{is_parquet_key, Source, SourceStats, DEFAULT_GROUP_MEMORY, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::dataset::Columns;
 use crate::error::{Cause, Error, Result};
 use crate::sample::Modality;
-
-/// Bytes of decoded row groups kept in memory unless [`ParquetFiles::with_memory`] says
-/// otherwise.
-pub const DEFAULT_GROUP_MEMORY: u64 = 1 << 30;
 
 /// The largest footer read: a footer describes row groups and columns, and even a file
 /// of a million row groups has one of a few hundred megabytes; beyond this it is damage.
@@ -191,6 +187,11 @@ impl ParquetFiles {
             None => samples.iter().map(|s| s.1).collect::<Vec<_>>(),
         };
         let group_of: Vec<u32> = samples.iter().map(|s| s.0).collect();
+        let lengths: Vec<u32> = groups
+            .iter()
+            .filter(|g| g.rows > 0)
+            .map(|g| g.rows as u32)
+            .collect();
         let catalog = Catalog::from_samples(
             store.root(),
             modality,
@@ -205,7 +206,8 @@ impl ParquetFiles {
                     let key = &files[group.file as usize].key;
                     (format!("{key}#{row}"), label, s.2)
                 }),
-        )?;
+        )?
+        .with_groups(lengths)?;
         Ok(ParquetFiles {
             store,
             files,
