@@ -128,6 +128,9 @@ class Loader:
         device: str | None = None,
         decode: Literal["auto", "gpu", "cpu"] = "auto",
         gpu_decode_min_pixels: int = 2000000,
+        image_column: str | None = None,
+        audio_column: str | None = None,
+        label_column: str | None = "auto",
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

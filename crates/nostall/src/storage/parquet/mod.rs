@@ -148,13 +148,13 @@ impl ParquetFiles {
         }
         let mut index = Index::default();
         for blob in &blobs {
-            let file_error = |message: String| Error::Storage {
-                location: store.locate(&blob.key),
-                message,
-            };
+            let location = store.locate(&blob.key);
             index
                 .add(store.as_ref(), blob, modality, columns)
-                .map_err(file_error)?;
+                .map_err(|problem| match problem {
+                    Problem::File(message) => Error::Storage { location, message },
+                    Problem::Columns(why) => Error::Config(format!("{location}: {why}")),
+                })?;
         }
         let Index {
             files,
@@ -403,6 +403,18 @@ struct Index {
     layout: Option<(String, Option<String>)>,
 }
 
+/// What is wrong with a file: its content, or the columns asked of it.
+enum Problem {
+    File(String),
+    Columns(String),
+}
+
+impl From<String> for Problem {
+    fn from(message: String) -> Problem {
+        Problem::File(message)
+    }
+}
+
 impl Index {
     /// Indexes one file: its footer, its row groups, its labels.
     fn add(
@@ -411,9 +423,10 @@ impl Index {
         blob: &BlobInfo,
         modality: Modality,
         columns: &Columns,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), Problem> {
         let meta = footer(store, blob)?;
-        let found = columns::find(meta.file_metadata(), modality, columns)?;
+        let found =
+            columns::find(meta.file_metadata(), modality, columns).map_err(Problem::Columns)?;
         let schema = meta.file_metadata().schema_descr();
         let descr = schema.column(found.sample);
         let layout = (
@@ -423,20 +436,22 @@ impl Index {
         match &self.layout {
             None => self.layout = Some(layout.clone()),
             Some(first) if *first != layout => {
-                return Err(format!(
+                return Err(Problem::Columns(format!(
                     "its columns ({}, label {}) differ from the first file's ({}, label {})",
                     layout.0,
                     layout.1.as_deref().unwrap_or("none"),
                     first.0,
                     first.1.as_deref().unwrap_or("none")
-                ))
+                )))
             }
             Some(_) => {}
         }
         match &self.names {
             None => self.names = Some(found.names.clone()),
             Some(names) if *names != found.names => {
-                return Err("its class names differ from the first file's".into())
+                return Err(Problem::Columns(
+                    "its class names differ from the first file's".into(),
+                ))
             }
             Some(_) => {}
         }
