@@ -233,7 +233,7 @@ fn each_row_group_is_read_once_while_it_is_kept() {
 }
 
 #[test]
-fn windows_of_row_groups_read_each_once_an_epoch_in_the_memory_of_two() {
+fn open_row_groups_are_read_once_an_epoch_each() {
     let (rows, classes) = photos();
     let dir = tempfile::tempdir().unwrap();
     write(
@@ -252,7 +252,7 @@ fn windows_of_row_groups_read_each_once_an_epoch_in_the_memory_of_two() {
     let files = files.unwrap();
     let catalog = files.catalog().clone();
     assert_eq!(catalog.groups(), vec![2; 16].as_slice());
-    // Windows of 3 row groups; room for two windows of the largest row groups.
+    // 3 row groups open at once; room for twice as many of the largest.
     let largest = rows
         .chunks(2)
         .map(|g| g.iter().map(|r| r.0.as_ref().unwrap().len()).sum::<usize>());
@@ -285,7 +285,7 @@ fn windows_of_row_groups_read_each_once_an_epoch_in_the_memory_of_two() {
         } else {
             assert!(read <= chunks, "at most once: {read} > {chunks}");
         }
-        // The first batch's samples come from at most 3 row groups (of 2 rows).
+        // The first batch's samples come from at most the 3 open row groups (of 2 rows).
         let groups: std::collections::HashSet<u64> = ids[..4].iter().map(|id| id / 2).collect();
         assert!(groups.len() <= 3 && groups.len() >= 2, "{ids:?}");
         let mut sorted = ids.clone();

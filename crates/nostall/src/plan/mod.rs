@@ -87,46 +87,47 @@ pub struct PlanConfig {
 }
 
 /// Samples stored in groups that are read as one (a Parquet file's row groups, ~100
-/// photographs each), and how many groups one stretch of the order may mix.
+/// photographs each), and how many groups the order may have open at once.
 ///
 /// A plain permutation visits a group's samples at random times through the epoch, so a
 /// reader either keeps every group in memory all epoch or reads each group many times.
-/// With blocks the order is: the groups shuffled, taken `window` at a time, and the
-/// samples of each window shuffled together. A window's groups are read once, serve their
-/// samples, and leave; memory holds about two windows. The price is the batch's mix: a
-/// batch draws from the `window` groups of its stretch, not from the whole dataset (the
-/// groups are random ones from anywhere in the dataset, so a dataset sorted by class
-/// still gives batches of many classes). A window as large as the dataset is a plain
-/// permutation.
+/// With blocks the order keeps `open` groups open: each next sample is the next of a
+/// random open group (each group's samples shuffled), and a group that runs out is
+/// replaced by the next of the groups, shuffled. A group is read once, serves its samples
+/// and leaves; memory holds the open groups. The price is the batch's mix: a batch draws
+/// from the `open` groups of its stretch, not from the whole dataset (random groups from
+/// anywhere in the dataset, so a dataset sorted by class still gives batches of many
+/// classes). As many open groups as there are groups is a plain permutation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blocks {
     /// The groups' lengths: runs of consecutive sample ids, adding up to the dataset.
     pub lengths: std::sync::Arc<[u32]>,
-    /// Groups in one stretch of the order, at least 1.
-    pub window: usize,
+    /// Groups open at once, at least 1.
+    pub open: usize,
 }
 
 impl Blocks {
-    /// Blocks of `lengths` with windows of `window` groups, or `None` where one window
-    /// holds them all (the order is then a plain permutation) or there are no groups.
-    pub fn new(lengths: &[u32], window: usize) -> Option<Blocks> {
-        (!lengths.is_empty() && window.max(1) < lengths.len()).then(|| Blocks {
+    /// Blocks of `lengths` with `open` groups open at once, or `None` where all of them
+    /// may be (the order is then a plain permutation) or there are no groups.
+    pub fn new(lengths: &[u32], open: usize) -> Option<Blocks> {
+        (!lengths.is_empty() && open.max(1) < lengths.len()).then(|| Blocks {
             lengths: lengths.into(),
-            window: window.max(1),
+            open: open.max(1),
         })
     }
 
-    /// Blocks of `lengths` whose windows fit `memory` bytes twice over (the read-ahead
-    /// overlaps one window with the next), for groups of `total_bytes` together; `None`
-    /// where all of them fit (a plain permutation reads each group once then too).
+    /// Blocks of `lengths` whose open groups take at most three quarters of `memory`
+    /// bytes (the rest for groups the read-ahead opens early), for groups of
+    /// `total_bytes` together; `None` where all of them fit (a plain permutation reads
+    /// each group once then too).
     pub fn within(lengths: &[u32], total_bytes: u64, memory: u64) -> Option<Blocks> {
         let mean = total_bytes / (lengths.len() as u64).max(1);
-        let window = memory / (2 * mean).max(1);
-        Blocks::new(lengths, usize::try_from(window).unwrap_or(usize::MAX))
+        let open = memory / 4 * 3 / mean.max(1);
+        Blocks::new(lengths, usize::try_from(open).unwrap_or(usize::MAX))
     }
 
-    /// The epoch's order: groups shuffled, a window at a time, samples shuffled within
-    /// each window.
+    /// The epoch's order: the groups open in a shuffled order, `open` at a time, and each
+    /// next sample is the next of a random open group.
     fn order(&self, rng: &mut Rng, len: usize) -> Result<Vec<SampleId>> {
         let total: u64 = self.lengths.iter().map(|&l| u64::from(l)).sum();
         if total != len as u64 {
@@ -142,13 +143,34 @@ impl Blocks {
         }
         let mut groups: Vec<usize> = (0..self.lengths.len()).collect();
         rng.shuffle(&mut groups);
-        let mut order = Vec::with_capacity(len);
-        for window in groups.chunks(self.window.max(1)) {
-            let from = order.len();
-            for &g in window {
-                order.extend(starts[g]..starts[g] + SampleId::from(self.lengths[g]));
+        let mut pending = groups.into_iter();
+        let mut open_group = |rng: &mut Rng| {
+            pending.by_ref().find(|&g| self.lengths[g] > 0).map(|g| {
+                let mut samples: Vec<SampleId> =
+                    (starts[g]..starts[g] + SampleId::from(self.lengths[g])).collect();
+                rng.shuffle(&mut samples);
+                samples
+            })
+        };
+        let mut open: Vec<Vec<SampleId>> = Vec::with_capacity(self.open);
+        while open.len() < self.open {
+            match open_group(rng) {
+                Some(samples) => open.push(samples),
+                None => break,
             }
-            rng.shuffle(&mut order[from..]);
+        }
+        let mut order = Vec::with_capacity(len);
+        while !open.is_empty() {
+            let at = rng.below(open.len() as u64) as usize;
+            order.push(open[at].pop().expect("open groups hold samples"));
+            if open[at].is_empty() {
+                match open_group(rng) {
+                    Some(samples) => open[at] = samples,
+                    None => {
+                        open.swap_remove(at);
+                    }
+                }
+            }
         }
         Ok(order)
     }
@@ -387,15 +409,21 @@ mod tests {
     }
 
     #[test]
-    fn blocks_shuffle_windows_of_groups_and_stay_a_permutation() {
-        // 30 groups of uneven lengths (a file's last row group is short).
-        let lengths: Vec<u32> = (0..30).map(|g| if g % 10 == 9 { 3 } else { 7 }).collect();
+    fn blocks_keep_a_few_groups_open_and_stay_a_permutation() {
+        // 30 groups of uneven lengths (a file's last row group is short; one is empty).
+        let lengths: Vec<u32> = (0..30)
+            .map(|g| match g % 10 {
+                9 => 3,
+                5 if g == 5 => 0,
+                _ => 7,
+            })
+            .collect();
         let len: usize = lengths.iter().map(|&l| l as usize).sum();
         let group_of: Vec<usize> = (0..30)
             .flat_map(|g| std::iter::repeat_n(g, lengths[g] as usize))
             .collect();
-        let config = |window| PlanConfig {
-            blocks: Blocks::new(&lengths, window),
+        let config = |open| PlanConfig {
+            blocks: Blocks::new(&lengths, open),
             ..cfg(0, 1, Shard::Pad)
         };
         let blocked = config(4);
@@ -409,29 +437,25 @@ mod tests {
             order_of(&blocked, 4, len).unwrap(),
             "each epoch its own"
         );
-        // Each group's samples lie within one stretch of at most 4 groups' samples,
-        // and every stretch mixes its groups (no group read front to back alone).
-        let mut groups_seen: Vec<usize> = Vec::new();
-        let mut stretch: HashSet<usize> = HashSet::new();
-        let mut done: HashSet<usize> = HashSet::new();
+        // At every point of the order, at most 4 groups are begun and not finished, and
+        // the open groups are mixed (not read one after the other).
         let mut left: Vec<u32> = lengths.clone();
+        let mut open: HashSet<usize> = HashSet::new();
         for &id in &order {
             let g = group_of[id as usize];
-            assert!(!done.contains(&g), "group {g} comes back after its window");
-            if stretch.insert(g) {
-                groups_seen.push(g);
-            }
+            open.insert(g);
+            assert!(open.len() <= 4, "{open:?}");
             left[g] -= 1;
-            if stretch.iter().all(|&g| left[g] == 0) {
-                assert!(stretch.len() <= 4, "{stretch:?}");
-                done.extend(stretch.drain());
+            if left[g] == 0 {
+                open.remove(&g);
             }
         }
-        assert_eq!(done.len(), 30);
-        assert!(order
+        let switches = order
             .windows(2)
-            .any(|w| group_of[w[0] as usize] != group_of[w[1] as usize]));
-        // A window holding every group is a plain permutation.
+            .filter(|w| group_of[w[0] as usize] != group_of[w[1] as usize])
+            .count();
+        assert!(switches > len / 2, "{switches} switches of group in {len}");
+        // As many open as there are groups: a plain permutation.
         assert_eq!(Blocks::new(&lengths, 30), None);
         assert_eq!(
             order_of(&config(30), 3, len).unwrap(),
@@ -448,18 +472,18 @@ mod tests {
     }
 
     #[test]
-    fn windows_are_sized_to_the_memory_for_groups() {
+    fn open_groups_take_three_quarters_of_the_memory_for_groups() {
         let lengths = vec![100u32; 1000];
-        // 1000 groups of 10 MB: 1 GiB holds 107 such groups, two windows of 53.
+        // 1000 groups of 10 MB: 1 GiB holds 107 such groups, 80 of them open.
         let blocks = Blocks::within(&lengths, 10_000_000_000, 1 << 30).unwrap();
-        assert_eq!(blocks.window, (1u64 << 30) as usize / 20_000_000);
+        assert_eq!(blocks.open, 80);
         assert_eq!(
             Blocks::within(&lengths, 100_000_000, 1 << 30),
             None,
             "all fit"
         );
         assert_eq!(Blocks::within(&[], 0, 1 << 30), None);
-        assert_eq!(Blocks::within(&lengths, u64::MAX, 1).unwrap().window, 1);
+        assert_eq!(Blocks::within(&lengths, u64::MAX, 1).unwrap().open, 1);
     }
 
     #[test]

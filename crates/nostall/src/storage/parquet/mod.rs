@@ -149,12 +149,12 @@ impl ParquetFiles {
         let mut index = Index::default();
         for blob in &blobs {
             let location = store.locate(&blob.key);
-            index
-                .add(store.as_ref(), blob, modality, columns)
-                .map_err(|problem| match problem {
+            index.add(store.as_ref(), blob, modality, columns).map_err(
+                |problem| match problem {
                     Problem::File(message) => Error::Storage { location, message },
                     Problem::Columns(why) => Error::Config(format!("{location}: {why}")),
-                })?;
+                },
+            )?;
         }
         let Index {
             files,
