@@ -118,9 +118,12 @@ impl Blocks {
 
     /// Blocks of `lengths` whose open groups take at most three quarters of `memory`
     /// bytes (the rest for groups the read-ahead opens early), for groups of
-    /// `total_bytes` together; `None` where all of them fit (a plain permutation reads
-    /// each group once then too).
+    /// `total_bytes` together; `None` where all of them fit in `memory` (a plain
+    /// permutation reads each group once then too, and keeps it).
     pub fn within(lengths: &[u32], total_bytes: u64, memory: u64) -> Option<Blocks> {
+        if total_bytes <= memory {
+            return None;
+        }
         let mean = total_bytes / (lengths.len() as u64).max(1);
         let open = memory / 4 * 3 / mean.max(1);
         Blocks::new(lengths, usize::try_from(open).unwrap_or(usize::MAX))

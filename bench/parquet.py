@@ -1,0 +1,173 @@
+"""nostall on a Hugging Face Parquet dataset against `datasets` + torchvision + DataLoader,
+and against nostall on the same photographs as a class folder; side by side in one run.
+
+All produce float32 normalised NCHW torch tensors of the ImageNet training pipeline
+(RandomResizedCrop(224), random horizontal flip, Normalize), batch 64:
+
+* ``nostall parquet``: ``nostall.Loader("x.parquet", batch_size=64, threads=2)``.
+* ``nostall folder``: the same over the class folder the Parquet file was made from.
+* ``datasets``: ``load_dataset("parquet", data_files=...)``, torchvision transforms on
+  its PIL images (``set_transform``), ``DataLoader(batch_size=64, shuffle=True,
+  num_workers=2, persistent_workers=True)``: what the `datasets` documentation shows.
+
+Each runs in a fresh child process; this process samples the child's process tree every
+20 ms for the peak of the summed RSS and reads the tree's bytes read (``read_chars``:
+every byte read through a system call, from the page cache or the device). One warm-up
+epoch, then ``--epochs`` measured epochs: images/s over those, and bytes read per epoch
+in the first epoch (the warm-up) and the measured ones.
+
+Usage: ``python bench/parquet.py bench/data/photos.parquet bench/data/photos
+[--epochs 3] [--json out.json]`` (``bench/make_parquet.py`` writes the Parquet file; a
+venv with nostall, torch, torchvision, datasets and psutil).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+BATCH = 64
+
+
+def read_chars() -> int:
+    """Bytes this process tree has read through system calls so far."""
+    total = 0
+    me = psutil.Process()
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            total += p.io_counters().read_chars
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def run_nostall(data: str, epochs: int, threads: int) -> dict:
+    import torch  # noqa: F401  (tensors are torch tensors)
+
+    import nostall
+
+    loader = nostall.Loader(data, batch_size=BATCH, threads=threads)
+    before = read_chars()
+    for images, labels in loader:  # warm-up
+        pass
+    first = read_chars() - before
+    assert images.dtype.is_floating_point and images.shape[1:] == (3, 224, 224)
+    n, started, before = 0, time.perf_counter(), read_chars()
+    for _ in range(epochs):
+        for images, labels in loader:
+            n += len(labels)
+    return {"images": n, "seconds": time.perf_counter() - started,
+            "first_epoch_read": first, "epoch_read": (read_chars() - before) / epochs}
+
+
+def run_datasets(data: str, epochs: int, threads: int) -> dict:
+    import torch
+    from datasets import load_dataset
+    from torch.utils.data import DataLoader
+    from torchvision import transforms
+
+    torch.set_num_threads(1)
+    transform = transforms.Compose([
+        transforms.RandomResizedCrop(224),
+        transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(),
+        transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    ])
+
+    def prepare(batch: dict) -> dict:
+        batch["image"] = [transform(image.convert("RGB")) for image in batch["image"]]
+        return batch
+
+    dataset = load_dataset("parquet", data_files=data, split="train")
+    dataset.set_transform(prepare)
+    loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=threads,
+                        persistent_workers=True)
+    before = read_chars()
+    for batch in loader:  # warm-up
+        pass
+    first = read_chars() - before
+    assert batch["image"].dtype == torch.float32 and batch["image"].shape[1:] == (3, 224, 224)
+    n, started, before = 0, time.perf_counter(), read_chars()
+    for _ in range(epochs):
+        for batch in loader:
+            n += len(batch["label"])
+    return {"images": n, "seconds": time.perf_counter() - started,
+            "first_epoch_read": first, "epoch_read": (read_chars() - before) / epochs}
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def measure(name: str, which: str, data: str, epochs: int, threads: int) -> dict:
+    """Runs one loader in a child process, sampling its process tree's RSS."""
+    child = subprocess.Popen([sys.executable, __file__, data, data, "--child", which,
+                              "--epochs", str(epochs), "--threads", str(threads)],
+                             stdout=subprocess.PIPE, text=True)
+    proc, peak = psutil.Process(child.pid), 0
+    while child.poll() is None:
+        try:
+            peak = max(peak, tree_rss(proc))
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.02)
+    out, _ = child.communicate()
+    if child.returncode:
+        raise SystemExit(f"{name} failed with exit code {child.returncode}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result.update(loader=name, images_per_s=result["images"] / result["seconds"],
+                  peak_rss_mb=peak / 1e6)
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("parquet")
+    p.add_argument("folder")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2, help="nostall threads and DataLoader workers")
+    p.add_argument("--child", choices=["nostall", "datasets"], help=argparse.SUPPRESS)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args()
+    if args.child:
+        run = run_nostall if args.child == "nostall" else run_datasets
+        print(json.dumps(run(args.parquet, args.epochs, args.threads)))
+        return
+    size = os.path.getsize(args.parquet)
+    runs = [
+        measure("nostall parquet", "nostall", args.parquet, args.epochs, args.threads),
+        measure("nostall folder", "nostall", args.folder, args.epochs, args.threads),
+        measure("datasets", "datasets", args.parquet, args.epochs, args.threads),
+    ]
+    results = {"parquet": args.parquet, "parquet_bytes": size, "folder": args.folder,
+               "batch_size": BATCH, "threads": args.threads, "epochs": args.epochs,
+               "cpus": os.cpu_count(), "runs": runs}
+    parquet, folder, hf = runs
+    results["parquet_vs_datasets"] = parquet["images_per_s"] / hf["images_per_s"]
+    results["parquet_vs_folder"] = parquet["images_per_s"] / folder["images_per_s"]
+    for r in runs:
+        print(f"{r['loader']:<16} {r['images_per_s']:8.0f} images/s   peak RSS "
+              f"{r['peak_rss_mb']:6.0f} MB   read: first epoch {r['first_epoch_read'] / size:5.2f}x, "
+              f"then {r['epoch_read'] / size:5.2f}x the file per epoch")
+    print(f"nostall parquet / datasets + DataLoader: {results['parquet_vs_datasets']:.2f}x; "
+          f"/ nostall folder: {results['parquet_vs_folder']:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
