@@ -55,6 +55,17 @@ fn features(classes: &[String]) -> String {
 /// Writes `rows` as `datasets` does: `image` a struct of `bytes` and `path`, `label` an
 /// int64, Snappy, `group` rows a row group, with `metadata` as the `huggingface` key.
 fn write(path: &Path, rows: &[Row], group: usize, metadata: Option<String>) {
+    write_with(path, rows, group, metadata, Compression::SNAPPY);
+}
+
+/// [`write`] with another compression.
+fn write_with(
+    path: &Path,
+    rows: &[Row],
+    group: usize,
+    metadata: Option<String>,
+    compression: Compression,
+) {
     let schema = parse_message_type(
         "message schema {
             optional group image { optional binary bytes; optional binary path (STRING); }
@@ -63,7 +74,7 @@ fn write(path: &Path, rows: &[Row], group: usize, metadata: Option<String>) {
     )
     .unwrap();
     let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
+        .set_compression(compression)
         .set_key_value_metadata(metadata.map(|m| vec![KeyValue::new("huggingface".into(), m)]))
         .build();
     let file = std::fs::File::create(path).unwrap();
@@ -352,6 +363,28 @@ fn a_loader_delivers_every_row_once_an_epoch_for_any_thread_count() {
     let mut sorted = seen[0].clone();
     sorted.sort_unstable();
     assert_eq!(sorted, (0..rows.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_usual_codecs_read_and_others_are_refused_by_name() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, codec) in [
+        ("zstd", Compression::ZSTD(Default::default())),
+        ("gzip", Compression::GZIP(Default::default())),
+        ("lz4", Compression::LZ4_RAW),
+        ("plain", Compression::UNCOMPRESSED),
+    ] {
+        let path = dir.path().join(format!("{name}.parquet"));
+        write_with(&path, &rows[..6], 4, Some(features(&classes)), codec);
+        let data = open(&path).unwrap();
+        let mut out = Vec::new();
+        for id in 0..6 {
+            data.source.read(id, &mut out).unwrap();
+            assert_eq!(&out, rows[id as usize].0.as_ref().unwrap(), "{name}");
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
 }
 
 #[test]

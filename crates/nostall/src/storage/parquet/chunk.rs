@@ -30,6 +30,20 @@ pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64,
     }
 }
 
+/// Refuses a chunk compressed with a codec this build does not decode (Brotli, LZO), at
+/// once rather than at each of its samples.
+pub(super) fn check_codec(meta: &ColumnChunkMetaData) -> Result<(), String> {
+    use parquet::basic::Compression::{BROTLI, LZO};
+    match meta.compression() {
+        codec @ (BROTLI(_) | LZO) => Err(format!(
+            "column {} is compressed with {codec}, which nostall does not read (it reads \
+             Snappy, gzip, LZ4 and Zstandard: rewrite the files with one of them)",
+            meta.column_path()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A column chunk's bytes, addressed by their offsets in the file, as the page reader
 /// asks for them.
 struct Chunk {

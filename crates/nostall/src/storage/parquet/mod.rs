@@ -464,6 +464,7 @@ impl Index {
                 .ok_or_else(|| format!("row group {g} declares {} rows", group.num_rows()))?;
             let chunk = group.column(found.sample).clone();
             let extent = chunk::extent(&chunk, blob.size)?;
+            chunk::check_codec(&chunk)?;
             let labels = match found.label {
                 Some(label) => Some(read_labels(
                     store,
