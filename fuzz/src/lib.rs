@@ -3,6 +3,8 @@
 //! whatever it finds is a bug in nostall.
 //!
 //! - [`tar_index`]: a WebDataset shard, indexed and every sample read back.
+//! - [`parquet`]: a Parquet file (a Hugging Face dataset's), indexed and every sample
+//!   read back: the footer, the columns' metadata, the page headers and the pages.
 //! - [`index`]: a saved catalog index (its body: the target appends the checksum, so that
 //!   mutations reach the parser behind it).
 //! - [`image`]: an encoded image through the header, the crop planning and the decode,
@@ -32,7 +34,7 @@ use nostall::prep::image::codec::{Decoder, Rect};
 use nostall::prep::image::ImagePipeline;
 use nostall::prep::{Operators, Prep};
 use nostall::rng::Rng;
-use nostall::storage::{BlobInfo, BlobStore, S3Config, S3Store, Source, TarShards};
+use nostall::storage::{BlobInfo, BlobStore, ParquetFiles, S3Config, S3Store, Source, TarShards};
 use nostall::Cause;
 
 /// The pixel limit of the image target: lower than the loader's default so that an
@@ -42,16 +44,17 @@ const MAX_PIXELS: u64 = 4_000_000;
 /// The response limit of the peer target.
 const MAX_RESPONSE_BYTES: u64 = 1 << 20;
 
-/// A store holding one shard, in memory.
+/// A store holding one blob (a shard, a Parquet file), in memory.
 #[derive(Debug)]
-struct OneShard {
+struct OneBlob {
+    key: &'static str,
     bytes: Vec<u8>,
 }
 
-impl BlobStore for OneShard {
+impl BlobStore for OneBlob {
     fn list(&self) -> nostall::Result<Vec<BlobInfo>> {
         Ok(vec![BlobInfo {
-            key: "shard.tar".into(),
+            key: self.key.into(),
             size: self.bytes.len() as u64,
             version: None,
         }])
@@ -81,7 +84,8 @@ impl BlobStore for OneShard {
 
 /// A tar shard: indexed, then every sample it catalogs read back.
 pub fn tar_index(data: &[u8]) {
-    let store = Arc::new(OneShard {
+    let store = Arc::new(OneBlob {
+        key: "shard.tar",
         bytes: data.to_vec(),
     });
     let Ok(shards) = TarShards::open(store, nostall::Modality::Image) else {
@@ -91,6 +95,26 @@ pub fn tar_index(data: &[u8]) {
     for id in 0..shards.catalog().len() as u64 {
         let _ = shards.read(id, &mut out);
         let _ = shards.location(id);
+    }
+}
+
+/// A Parquet file: its footer, columns and labels indexed by `ParquetFiles`, then every
+/// sample read back (its row group's pages walked and decoded).
+pub fn parquet(data: &[u8]) {
+    let store = Arc::new(OneBlob {
+        key: "data.parquet",
+        bytes: data.to_vec(),
+    });
+    let Ok(listing) = store.list() else { return };
+    let columns = nostall::dataset::Columns::default();
+    let Ok(files) = ParquetFiles::from_listing(store, listing, nostall::Modality::Image, &columns)
+    else {
+        return;
+    };
+    let mut out = Vec::new();
+    for id in 0..files.catalog().len() as u64 {
+        let _ = files.read(id, &mut out);
+        let _ = files.location(id);
     }
 }
 

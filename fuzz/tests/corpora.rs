@@ -80,6 +80,11 @@ fn replay(target: &str, run: fn(&[u8])) {
 }
 
 #[test]
+fn parquet() {
+    replay("parquet", nostall_fuzz::parquet);
+}
+
+#[test]
 fn tar_index() {
     replay("tar_index", nostall_fuzz::tar_index);
 }
