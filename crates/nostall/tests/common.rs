@@ -1,5 +1,6 @@
-//! Shared test fixtures: small datasets of generated JPEGs (behaviour tests only; speed
-//! is measured on real photographs in bench/).
+//! Shared test fixtures: small datasets of generated JPEGs, as folders, tar shards and
+//! Parquet files written as Hugging Face's `datasets` writes them (behaviour tests only;
+//! speed is measured on real photographs in bench/).
 
 // Each test binary uses a different subset of these fixtures.
 #![allow(dead_code)]
@@ -12,6 +13,13 @@ use nostall::storage::{LocalFiles, ReadMode};
 use nostall::{Catalog, Loader, LoaderConfig, Pipeline};
 use std::fs;
 use std::process::Command;
+
+use parquet::basic::Compression;
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
 
 /// A textured picture, different for every `seed`, so that crops and flips show.
 pub(crate) fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
@@ -119,4 +127,95 @@ pub(crate) fn epoch_output(loader: &Loader, epoch: u64) -> Vec<BatchOutput> {
         .unwrap()
         .map(|b| output(&b.unwrap()))
         .collect()
+}
+
+/// One row of a Parquet dataset: the encoded sample (or none: a null), its class.
+pub(crate) type Row = (Option<Vec<u8>>, i64);
+
+/// The `huggingface` metadata `datasets` writes for an image and a class label.
+pub(crate) fn features(classes: &[String]) -> String {
+    let names: Vec<String> = classes.iter().map(|c| format!("{c:?}")).collect();
+    format!(
+        r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
+        names.join(", ")
+    )
+}
+
+/// Writes `rows` as `datasets` does: `image` a struct of `bytes` and `path`, `label` an
+/// int64, Snappy, `group` rows a row group, with `metadata` as the `huggingface` key.
+pub(crate) fn write(path: &Path, rows: &[Row], group: usize, metadata: Option<String>) {
+    write_with(path, rows, group, metadata, Compression::SNAPPY);
+}
+
+/// [`write`] with another compression.
+pub(crate) fn write_with(
+    path: &Path,
+    rows: &[Row],
+    group: usize,
+    metadata: Option<String>,
+    compression: Compression,
+) {
+    write_column(path, "image", rows, group, metadata, compression);
+}
+
+/// [`write_with`], the samples in column `column` (a struct of `bytes` and `path`).
+pub(crate) fn write_column(
+    path: &Path,
+    column: &str,
+    rows: &[Row],
+    group: usize,
+    metadata: Option<String>,
+    compression: Compression,
+) {
+    let schema = parse_message_type(&format!(
+        "message schema {{
+            optional group {column} {{ optional binary bytes; optional binary path (STRING); }}
+            optional int64 label;
+        }}"
+    ))
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(compression)
+        .set_key_value_metadata(metadata.map(|m| vec![KeyValue::new("huggingface".into(), m)]))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).unwrap();
+    for chunk in rows.chunks(group) {
+        let mut row_group = writer.next_row_group().unwrap();
+        let mut column = 0;
+        while let Some(mut col) = row_group.next_column().unwrap() {
+            match column {
+                0 => {
+                    let values: Vec<ByteArray> = chunk
+                        .iter()
+                        .filter_map(|r| r.0.clone().map(ByteArray::from))
+                        .collect();
+                    let defs: Vec<i16> = chunk
+                        .iter()
+                        .map(|r| if r.0.is_some() { 2 } else { 1 })
+                        .collect();
+                    col.typed::<ByteArrayType>()
+                        .write_batch(&values, Some(&defs), None)
+                        .unwrap();
+                }
+                1 => {
+                    let defs = vec![1i16; chunk.len()];
+                    col.typed::<ByteArrayType>()
+                        .write_batch(&[], Some(&defs), None)
+                        .unwrap();
+                }
+                _ => {
+                    let values: Vec<i64> = chunk.iter().map(|r| r.1).collect();
+                    let defs = vec![1i16; chunk.len()];
+                    col.typed::<Int64Type>()
+                        .write_batch(&values, Some(&defs), None)
+                        .unwrap();
+                }
+            }
+            col.close().unwrap();
+            column += 1;
+        }
+        row_group.close().unwrap();
+    }
+    writer.close().unwrap();
 }

@@ -2,23 +2,19 @@
 //! `image` struct column (`{bytes, path}`), a `ClassLabel` column, the features in the
 //! file's `huggingface` metadata, row groups of a few rows; and hostile files.
 
+mod common;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use common::{features, write, write_column, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobInfo, BlobStore, LocalDir, ParquetFiles, ReadMode, Source};
 use nostall::{Cause, ErrorPolicy, Modality};
 use parquet::basic::Compression;
-use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::parser::parse_message_type;
-
-/// One row: the encoded sample (or none: a null), its class.
-type Row = (Option<Vec<u8>>, i64);
 
 /// The demo's real photographs, class by class (as a conversion from class folders sorts
 /// them), with the class names.
@@ -41,82 +37,6 @@ fn photos() -> (Vec<Row>, Vec<String>) {
         }
     }
     (rows, classes)
-}
-
-/// The `huggingface` metadata `datasets` writes for an image and a class label.
-fn features(classes: &[String]) -> String {
-    let names: Vec<String> = classes.iter().map(|c| format!("{c:?}")).collect();
-    format!(
-        r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
-        names.join(", ")
-    )
-}
-
-/// Writes `rows` as `datasets` does: `image` a struct of `bytes` and `path`, `label` an
-/// int64, Snappy, `group` rows a row group, with `metadata` as the `huggingface` key.
-fn write(path: &Path, rows: &[Row], group: usize, metadata: Option<String>) {
-    write_with(path, rows, group, metadata, Compression::SNAPPY);
-}
-
-/// [`write`] with another compression.
-fn write_with(
-    path: &Path,
-    rows: &[Row],
-    group: usize,
-    metadata: Option<String>,
-    compression: Compression,
-) {
-    let schema = parse_message_type(
-        "message schema {
-            optional group image { optional binary bytes; optional binary path (STRING); }
-            optional int64 label;
-        }",
-    )
-    .unwrap();
-    let props = WriterProperties::builder()
-        .set_compression(compression)
-        .set_key_value_metadata(metadata.map(|m| vec![KeyValue::new("huggingface".into(), m)]))
-        .build();
-    let file = std::fs::File::create(path).unwrap();
-    let mut writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).unwrap();
-    for chunk in rows.chunks(group) {
-        let mut row_group = writer.next_row_group().unwrap();
-        let mut column = 0;
-        while let Some(mut col) = row_group.next_column().unwrap() {
-            match column {
-                0 => {
-                    let values: Vec<ByteArray> = chunk
-                        .iter()
-                        .filter_map(|r| r.0.clone().map(ByteArray::from))
-                        .collect();
-                    let defs: Vec<i16> = chunk
-                        .iter()
-                        .map(|r| if r.0.is_some() { 2 } else { 1 })
-                        .collect();
-                    col.typed::<ByteArrayType>()
-                        .write_batch(&values, Some(&defs), None)
-                        .unwrap();
-                }
-                1 => {
-                    let defs = vec![1i16; chunk.len()];
-                    col.typed::<ByteArrayType>()
-                        .write_batch(&[], Some(&defs), None)
-                        .unwrap();
-                }
-                _ => {
-                    let values: Vec<i64> = chunk.iter().map(|r| r.1).collect();
-                    let defs = vec![1i16; chunk.len()];
-                    col.typed::<Int64Type>()
-                        .write_batch(&values, Some(&defs), None)
-                        .unwrap();
-                }
-            }
-            col.close().unwrap();
-            column += 1;
-        }
-        row_group.close().unwrap();
-    }
-    writer.close().unwrap();
 }
 
 fn open(location: &Path) -> nostall::Result<dataset::Dataset> {
@@ -385,6 +305,51 @@ fn the_usual_codecs_read_and_others_are_refused_by_name() {
         }
         std::fs::remove_file(&path).unwrap();
     }
+}
+
+#[test]
+fn audio_rows_read_as_their_recordings_through_the_m5_pipeline() {
+    let clips = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/audio");
+    let mut names: Vec<String> = std::fs::read_dir(&clips)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| Modality::Audio.accepts(n))
+        .collect();
+    names.sort();
+    let rows: Vec<Row> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (Some(std::fs::read(clips.join(n)).unwrap()), (i % 2) as i64))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("speech.parquet");
+    let metadata = r#"{"info": {"features": {"audio": {"_type": "Audio", "sampling_rate": 44100}, "label": {"names": ["a", "b"], "_type": "ClassLabel"}}}}"#;
+    write_column(
+        &path,
+        "audio",
+        &rows,
+        3,
+        Some(metadata.into()),
+        Compression::SNAPPY,
+    );
+    let mut settings = LoaderSettings::default();
+    settings.set("pipeline", "m5").unwrap();
+    settings.plan.batch_size = 3;
+    let (loader, data) = LoaderBuilder::with_settings(path.to_str().unwrap(), settings)
+        .open()
+        .unwrap();
+    assert_eq!(data.catalog.modality(), Modality::Audio);
+    assert_eq!(data.catalog.classes(), ["a", "b"]);
+    let mut ids = Vec::new();
+    for batch in loader.epoch(0).unwrap() {
+        let batch = batch.unwrap();
+        assert_eq!(batch.as_f32().unwrap().len(), batch.len() * 32_000, "m5's crops");
+        let labels: Vec<i64> = batch.ids().iter().map(|&id| (id % 2) as i64).collect();
+        assert_eq!(batch.labels(), labels.as_slice());
+        ids.extend_from_slice(batch.ids());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (0..rows.len() as u64).collect::<Vec<_>>());
 }
 
 #[test]

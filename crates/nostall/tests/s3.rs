@@ -3,8 +3,8 @@
 //! `make deps` installs it; without it these tests fail, they never pass silently.
 //!
 //! The second half runs whole epochs through a [`Loader`] over data in the server (as
-//! WebDataset shards and as one object per image) and checks them against the same
-//! images read from a local folder.
+//! WebDataset shards, as one object per image, as a Parquet file) and checks them against
+//! the same images read from a local folder.
 #![cfg(feature = "s3")]
 
 mod common;
@@ -20,9 +20,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{config, epoch_output, image_folder, output, write_shards, BatchOutput};
-use nostall::dataset::{self, Format};
+use nostall::dataset::{self, Columns, Format};
 use nostall::storage::{
-    BlobStore, Objects, RangeRead, ReadMode, S3Config, S3Store, Source, TarShards,
+    BlobStore, Objects, ParquetFiles, RangeRead, ReadMode, S3Config, S3Store, Source, TarShards,
 };
 use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
 
@@ -567,6 +567,43 @@ fn shards_and_objects_in_s3_yield_the_same_batches_as_the_folder() {
             "{layout}: one read per sample"
         );
     }
+}
+
+#[test]
+fn parquet_in_s3_yields_the_same_batches_as_the_folder() {
+    let served = Served::new(3, 14);
+    let (catalog, _) = Catalog::scan(&served.folder(), Modality::Image).unwrap();
+    let rows: Vec<common::Row> = (0..catalog.len() as u64)
+        .map(|id| {
+            let label = catalog.label(id).unwrap();
+            (Some(fs::read(catalog.path(id)).unwrap()), i64::from(label))
+        })
+        .collect();
+    let file = served.root().join("parquet/train/data-00000.parquet");
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let features = common::features(catalog.classes());
+    common::write(&file, &rows, 5, Some(features));
+    let mut config = s3_config(8);
+    config.overlap_epochs = false;
+    let expected = folder_output(&served, &config, 1);
+
+    let store = served.store("s3://parquet/train");
+    let listing = store.list().unwrap();
+    let files =
+        ParquetFiles::from_listing(store, listing, Modality::Image, &Columns::default()).unwrap();
+    assert_eq!(files.catalog().classes(), catalog.classes());
+    assert_eq!(files.catalog().groups().len(), catalog.len().div_ceil(5));
+    let (files_catalog, files) = (files.catalog().clone(), Arc::new(files));
+    let loader = Loader::new(files_catalog, files.clone(), config).unwrap();
+    assert!(
+        epoch_output(&loader, 1) == expected,
+        "the batches differ from the folder's"
+    );
+    assert_eq!(
+        files.stats().requests,
+        catalog.len() as u64,
+        "one read per sample"
+    );
 }
 
 #[test]
