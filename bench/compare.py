@@ -93,11 +93,11 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(which: str, data: str, epochs: int, threads: int) -> dict:
-    """Runs one loader in a child process, sampling its process tree's RSS."""
-    child = subprocess.Popen([sys.executable, __file__, data, "--child", which,
-                              "--epochs", str(epochs), "--threads", str(threads)],
-                             stdout=subprocess.PIPE, text=True)
+def run_child(argv: list[str], name: str) -> dict:
+    """Runs this interpreter on `argv` in a child process, sampling its process tree's RSS:
+    the JSON of the child's last line of output, with `loader`, `images_per_s` and
+    `peak_rss_mb` added."""
+    child = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, text=True)
     proc, peak = psutil.Process(child.pid), 0
     while child.poll() is None:
         try:
@@ -107,11 +107,17 @@ def measure(which: str, data: str, epochs: int, threads: int) -> dict:
         time.sleep(0.02)
     out, _ = child.communicate()
     if child.returncode:
-        raise SystemExit(f"{which} failed with exit code {child.returncode}")
+        raise SystemExit(f"{name} failed with exit code {child.returncode}")
     result = json.loads(out.strip().splitlines()[-1])
-    result.update(loader=which, images_per_s=result["images"] / result["seconds"],
+    result.update(loader=name, images_per_s=result["images"] / result["seconds"],
                   peak_rss_mb=peak / 1e6)
     return result
+
+
+def measure(which: str, data: str, epochs: int, threads: int) -> dict:
+    """Runs one loader in a child process, sampling its process tree's RSS."""
+    return run_child([__file__, data, "--child", which, "--epochs", str(epochs),
+                      "--threads", str(threads)], which)
 
 
 def handoff(data: str, rounds: int = 5) -> dict:

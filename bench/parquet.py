@@ -26,11 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import psutil
+
+from compare import run_child  # a loader in a child process, its tree's peak RSS sampled
 
 BATCH = 64
 
@@ -101,35 +102,10 @@ def run_datasets(data: str, epochs: int, threads: int) -> dict:
             "first_epoch_read": first, "epoch_read": (read_chars() - before) / epochs}
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def measure(name: str, which: str, data: str, epochs: int, threads: int) -> dict:
     """Runs one loader in a child process, sampling its process tree's RSS."""
-    child = subprocess.Popen([sys.executable, __file__, data, data, "--child", which,
-                              "--epochs", str(epochs), "--threads", str(threads)],
-                             stdout=subprocess.PIPE, text=True)
-    proc, peak = psutil.Process(child.pid), 0
-    while child.poll() is None:
-        try:
-            peak = max(peak, tree_rss(proc))
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.02)
-    out, _ = child.communicate()
-    if child.returncode:
-        raise SystemExit(f"{name} failed with exit code {child.returncode}")
-    result = json.loads(out.strip().splitlines()[-1])
-    result.update(loader=name, images_per_s=result["images"] / result["seconds"],
-                  peak_rss_mb=peak / 1e6)
-    return result
+    return run_child([__file__, data, data, "--child", which, "--epochs", str(epochs),
+                      "--threads", str(threads)], name)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 //! What the order of a Parquet dataset costs and gives, at several memory budgets: bytes
 //! read per epoch (the file's sample column read through [`ParquetFiles`], in the plan's
-//! order, with that much memory for decoded row groups), and two measures of how well
+//! order, with that much memory for decoded row groups: [`ParquetFiles::storage_bytes`]), and two measures of how well
 //! each batch is mixed, against a uniformly random permutation of the same dataset:
 //!
 //! - distinct row groups per batch (a permutation of a dataset of many row groups gives
@@ -11,42 +11,12 @@
 //! Usage: `cargo run --release -p nostall --example parquet_shuffle -- DATA.parquet
 //! [EPOCHS] [BATCH]`; budgets are 10%, 25%, 50% and 100% of the decoded sample column.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nostall::dataset::Columns;
 use nostall::plan::{Blocks, EpochPlan, PlanConfig};
 use nostall::storage::{BlobInfo, BlobStore, LocalDir, ParquetFiles, Source};
-use nostall::{Cause, Modality};
-
-/// A blob store that counts the bytes read through it.
-#[derive(Debug)]
-struct Counting {
-    inner: LocalDir,
-    bytes: AtomicU64,
-}
-
-impl BlobStore for Counting {
-    fn list(&self) -> nostall::Result<Vec<BlobInfo>> {
-        self.inner.list()
-    }
-
-    fn read_version(
-        &self,
-        key: &str,
-        version: Option<&str>,
-        offset: u64,
-        len: u64,
-        out: &mut Vec<u8>,
-    ) -> Result<(), Cause> {
-        self.bytes.fetch_add(len, Ordering::Relaxed);
-        self.inner.read_version(key, version, offset, len, out)
-    }
-
-    fn root(&self) -> String {
-        self.inner.root()
-    }
-}
+use nostall::Modality;
 
 /// Mean distinct row groups and mean label chi-square per full batch of `order`.
 fn mix(order: &[u64], batch: usize, group_of: &[u32], labels: &[u32], p: &[f64]) -> (f64, f64) {
@@ -77,10 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batch: usize = args.get(3).map_or(Ok(64), |a| a.parse())?;
     let dir = path.parent().ok_or("a file in a directory")?;
     let name = path.file_name().ok_or("a file")?.to_string_lossy();
-    let store = Arc::new(Counting {
-        inner: LocalDir::new(dir)?,
-        bytes: AtomicU64::new(0),
-    });
+    let store = Arc::new(LocalDir::new(dir)?);
     let listing: Vec<BlobInfo> = store
         .list()?
         .into_iter()
@@ -112,13 +79,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let total = catalog.total_bytes();
     let column: u64 = {
-        store.bytes.store(0, Ordering::Relaxed);
         let files = open(u64::MAX)?;
+        let indexed = files.storage_bytes();
         let mut out = Vec::new();
         for id in 0..len as u64 {
             files.read(id, &mut out).map_err(|c| c.to_string())?;
         }
-        store.bytes.load(Ordering::Relaxed)
+        files.storage_bytes() - indexed
     };
     println!(
         "{}: {len} samples in {} row groups, {classes} classes, sample column {:.1} MB \
@@ -141,12 +108,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let plan = EpochPlan::new(&config, len, epoch)?;
             config.blocks = None;
             let permutation = EpochPlan::new(&config, len, epoch)?;
-            store.bytes.store(0, Ordering::Relaxed);
+            let before = files.storage_bytes();
             let mut out = Vec::new();
             for &id in plan.samples() {
                 files.read(id, &mut out).map_err(|c| c.to_string())?;
             }
-            read += store.bytes.load(Ordering::Relaxed);
+            read += files.storage_bytes() - before;
             let m = mix(plan.samples(), batch, &group_of, &labels, &p);
             let u = mix(permutation.samples(), batch, &group_of, &labels, &p);
             mixed = (mixed.0 + m.0, mixed.1 + m.1);

@@ -5,14 +5,13 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{features, write, write_column, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
-use nostall::storage::{BlobInfo, BlobStore, LocalDir, ParquetFiles, ReadMode, Source};
+use nostall::storage::{BlobStore, LocalDir, ParquetFiles, ReadMode, Source};
 use nostall::{Cause, ErrorPolicy, Modality};
 use parquet::basic::Compression;
 
@@ -47,33 +46,12 @@ fn open(location: &Path) -> nostall::Result<dataset::Dataset> {
     )
 }
 
-/// A blob store that counts the bytes read through it.
-#[derive(Debug)]
-struct Counting {
-    inner: LocalDir,
-    bytes: AtomicU64,
-}
-
-impl BlobStore for Counting {
-    fn list(&self) -> nostall::Result<Vec<BlobInfo>> {
-        self.inner.list()
-    }
-
-    fn read_version(
-        &self,
-        key: &str,
-        version: Option<&str>,
-        offset: u64,
-        len: u64,
-        out: &mut Vec<u8>,
-    ) -> Result<(), Cause> {
-        self.bytes.fetch_add(len, Ordering::Relaxed);
-        self.inner.read_version(key, version, offset, len, out)
-    }
-
-    fn root(&self) -> String {
-        self.inner.root()
-    }
+/// The Parquet files of `dir` as a source, with `memory` for decoded row groups.
+fn files_in(dir: &Path, memory: u64) -> ParquetFiles {
+    let store = Arc::new(LocalDir::new(dir).unwrap());
+    let listing = store.list().unwrap();
+    let files = ParquetFiles::from_listing(store, listing, Modality::Image, &Columns::default());
+    files.unwrap().with_memory(memory)
 }
 
 #[test]
@@ -113,25 +91,11 @@ fn each_row_group_is_read_once_while_it_is_kept() {
         4,
         Some(features(&classes)),
     );
-    let store = Arc::new(Counting {
-        inner: LocalDir::new(dir.path()).unwrap(),
-        bytes: AtomicU64::new(0),
-    });
-    let listing = store.list().unwrap();
-    let size = listing[0].size;
-    let open = |memory| {
-        let listing = listing.clone();
-        let files = ParquetFiles::from_listing(
-            store.clone(),
-            listing,
-            Modality::Image,
-            &Columns::default(),
-        )
-        .unwrap();
-        files.with_memory(memory)
-    };
-    let files = open(1 << 30);
-    let indexed = store.bytes.swap(0, Ordering::Relaxed);
+    let size = std::fs::metadata(dir.path().join("a.parquet"))
+        .unwrap()
+        .len();
+    let files = files_in(dir.path(), 1 << 30);
+    let indexed = files.storage_bytes();
     assert!(
         indexed < size / 10,
         "opening reads footers and labels: {indexed} of {size}"
@@ -146,21 +110,20 @@ fn each_row_group_is_read_once_while_it_is_kept() {
     let chunks = image_chunks(&dir.path().join("a.parquet"));
     assert_eq!(files.catalog().groups().len(), rows.len().div_ceil(4));
     assert_eq!(
-        store.bytes.swap(0, Ordering::Relaxed),
+        files.storage_bytes() - indexed,
         chunks,
         "each row group once"
     );
 
     // With room for the row group being read only, each read of another row group reads
     // it again.
-    let files = open(0);
-    store.bytes.store(0, Ordering::Relaxed);
+    let files = files_in(dir.path(), 0);
     let n = rows.len() as u64;
     for id in (0..n).map(|i| i * 4 % n + i * 4 / n) {
         files.read(id, &mut out).unwrap();
         assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
     }
-    assert!(store.bytes.load(Ordering::Relaxed) > 3 * chunks);
+    assert!(files.storage_bytes() - indexed > 3 * chunks);
 }
 
 #[test]
@@ -173,14 +136,7 @@ fn open_row_groups_are_read_once_an_epoch_each() {
         2,
         Some(features(&classes)),
     );
-    let store = Arc::new(Counting {
-        inner: LocalDir::new(dir.path()).unwrap(),
-        bytes: AtomicU64::new(0),
-    });
-    let listing = store.list().unwrap();
-    let files =
-        ParquetFiles::from_listing(store.clone(), listing, Modality::Image, &Columns::default());
-    let files = files.unwrap();
+    let files = files_in(dir.path(), 0);
     let catalog = files.catalog().clone();
     assert_eq!(catalog.groups(), vec![2; 16].as_slice());
     // 3 row groups open at once; room for twice as many of the largest.
@@ -200,8 +156,8 @@ fn open_row_groups_are_read_once_an_epoch_each() {
     settings.overlap_epochs = false;
     settings.fetch_threads = 1;
     let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
-    let loader = builder.build(catalog.clone(), files).unwrap();
-    store.bytes.store(0, Ordering::Relaxed);
+    let loader = builder.build(catalog.clone(), files.clone()).unwrap();
+    let mut before = files.storage_bytes();
     let mut firsts = Vec::new();
     for epoch in 0..2 {
         let ids: Vec<u64> = loader
@@ -209,7 +165,8 @@ fn open_row_groups_are_read_once_an_epoch_each() {
             .unwrap()
             .flat_map(|b| b.unwrap().ids().to_vec())
             .collect();
-        let read = store.bytes.swap(0, Ordering::Relaxed);
+        let read = files.storage_bytes() - before;
+        before += read;
         let chunks = image_chunks(&dir.path().join("a.parquet"));
         if epoch == 0 {
             assert_eq!(read, chunks, "each row group once");
@@ -343,7 +300,11 @@ fn audio_rows_read_as_their_recordings_through_the_m5_pipeline() {
     let mut ids = Vec::new();
     for batch in loader.epoch(0).unwrap() {
         let batch = batch.unwrap();
-        assert_eq!(batch.as_f32().unwrap().len(), batch.len() * 32_000, "m5's crops");
+        assert_eq!(
+            batch.as_f32().unwrap().len(),
+            batch.len() * 32_000,
+            "m5's crops"
+        );
         let labels: Vec<i64> = batch.ids().iter().map(|&id| (id % 2) as i64).collect();
         assert_eq!(batch.labels(), labels.as_slice());
         ids.extend_from_slice(batch.ids());

@@ -58,7 +58,7 @@ const MAGIC: &[u8; 4] = b"PAR1";
 
 /// The samples of a set of Parquet files, read one row group's column chunk at a time.
 pub struct ParquetFiles {
-    store: Arc<dyn BlobStore>,
+    store: Counted,
     files: Vec<File>,
     groups: Vec<Group>,
     /// Per sample: its row group.
@@ -74,11 +74,32 @@ pub struct ParquetFiles {
 impl std::fmt::Debug for ParquetFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParquetFiles")
-            .field("root", &self.store.root())
+            .field("root", &self.store.inner.root())
             .field("files", &self.files.len())
             .field("row_groups", &self.groups.len())
             .field("samples", &self.group_of.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// The store the files are in, with the bytes read from it counted.
+struct Counted {
+    inner: Arc<dyn BlobStore>,
+    read: AtomicU64,
+}
+
+impl Counted {
+    /// [`BlobStore::read_version`], counted.
+    fn read(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), Cause> {
+        self.read.fetch_add(len, Ordering::Relaxed);
+        self.inner.read_version(key, version, offset, len, out)
     }
 }
 
@@ -146,15 +167,19 @@ impl ParquetFiles {
                 store.root()
             )));
         }
+        let store = Counted {
+            inner: store,
+            read: AtomicU64::new(0),
+        };
         let mut index = Index::default();
         for blob in &blobs {
-            let location = store.locate(&blob.key);
-            index.add(store.as_ref(), blob, modality, columns).map_err(
-                |problem| match problem {
+            let location = store.inner.locate(&blob.key);
+            index
+                .add(&store, blob, modality, columns)
+                .map_err(|problem| match problem {
                     Problem::File(message) => Error::Storage { location, message },
                     Problem::Columns(why) => Error::Config(format!("{location}: {why}")),
-                },
-            )?;
+                })?;
         }
         let Index {
             files,
@@ -170,7 +195,7 @@ impl ParquetFiles {
                 return Err(Error::Config(format!(
                     "{}: some files label their rows with class names and others with \
                      numbers; give every file the same label column",
-                    store.root()
+                    store.inner.root()
                 )))
             }
             Some(names) => {
@@ -193,7 +218,7 @@ impl ParquetFiles {
             .map(|g| g.rows as u32)
             .collect();
         let catalog = Catalog::from_samples(
-            store.root(),
+            store.inner.root(),
             modality,
             classes,
             samples
@@ -225,6 +250,12 @@ impl ParquetFiles {
     /// The samples found. A sample's relative path is `file#row`.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// Bytes read from the store so far: footers, labels and the sample column's chunks
+    /// (what [`Source::stats`] counts is the samples' bytes served).
+    pub fn storage_bytes(&self) -> u64 {
+        self.store.read.load(Ordering::Relaxed)
     }
 
     /// Keeps at most `bytes` of decoded row groups in memory (at least the row groups
@@ -300,7 +331,7 @@ impl ParquetFiles {
         let (start, len) = g.extent;
         let mut bytes = Vec::new();
         self.store
-            .read_version(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
+            .read(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
         let limit = self.memory.max(self.max_bytes);
         chunk::binary(
             &file.descr,
@@ -367,7 +398,7 @@ impl Source for ParquetFiles {
         let g = &self.groups[self.group_of[id as usize] as usize];
         let row = g.first_row + (id - g.first_sample);
         let file = &self.files[g.file as usize];
-        format!("{}, row {row}", self.store.locate(&file.key))
+        format!("{}, row {row}", self.store.inner.locate(&file.key))
     }
 
     fn shard(&self, id: SampleId) -> Option<u32> {
@@ -375,9 +406,10 @@ impl Source for ParquetFiles {
     }
 
     fn shard_location(&self, shard: u32) -> String {
-        self.files
-            .get(shard as usize)
-            .map_or_else(|| format!("file {shard}"), |f| self.store.locate(&f.key))
+        self.files.get(shard as usize).map_or_else(
+            || format!("file {shard}"),
+            |f| self.store.inner.locate(&f.key),
+        )
     }
 
     fn stats(&self) -> SourceStats {
@@ -419,7 +451,7 @@ impl Index {
     /// Indexes one file: its footer, its row groups, its labels.
     fn add(
         &mut self,
-        store: &dyn BlobStore,
+        store: &Counted,
         blob: &BlobInfo,
         modality: Modality,
         columns: &Columns,
@@ -523,7 +555,7 @@ enum Labels {
 
 /// Reads and decodes a row group's chunk of the label column.
 fn read_labels(
-    store: &dyn BlobStore,
+    store: &Counted,
     blob: &BlobInfo,
     meta: &ColumnChunkMetaData,
     descr: &ColumnDescPtr,
@@ -538,7 +570,7 @@ fn read_labels(
     }
     let mut bytes = Vec::new();
     store
-        .read_version(&blob.key, blob.version.as_deref(), start, len, &mut bytes)
+        .read(&blob.key, blob.version.as_deref(), start, len, &mut bytes)
         .map_err(|e| e.to_string())?;
     let chunk = (start, Bytes::from(bytes));
     let labels = if numbered {
@@ -578,7 +610,7 @@ fn class_number(value: Option<i64>, names: &[String]) -> std::result::Result<u32
 
 /// The footer of a Parquet file: its metadata, read with two ranged reads and checked.
 fn footer(
-    store: &dyn BlobStore,
+    store: &Counted,
     blob: &BlobInfo,
 ) -> std::result::Result<parquet::file::metadata::ParquetMetaData, String> {
     let not_parquet = |why: &str| format!("not a Parquet file: {why}");
@@ -588,7 +620,7 @@ fn footer(
     let version = blob.version.as_deref();
     let mut tail = Vec::new();
     store
-        .read_version(&blob.key, version, blob.size - 8, 8, &mut tail)
+        .read(&blob.key, version, blob.size - 8, 8, &mut tail)
         .map_err(|e| e.to_string())?;
     let tail: [u8; 8] = tail.try_into().map_err(|_| not_parquet("a short read"))?;
     if &tail[4..] != MAGIC {
@@ -609,7 +641,7 @@ fn footer(
     }
     let mut bytes = Vec::new();
     store
-        .read_version(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
+        .read(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
         .map_err(|e| e.to_string())?;
     match catch_unwind(AssertUnwindSafe(|| {
         ParquetMetaDataReader::decode_metadata(&bytes)
