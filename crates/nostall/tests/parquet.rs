@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{features, write, write_column, write_with, Row};
+use common::{features, write, write_column, write_paged, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
@@ -124,6 +124,52 @@ fn each_row_group_is_read_once_while_it_is_kept() {
         assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
     }
     assert!(files.storage_bytes() - indexed > 3 * chunks);
+}
+
+#[test]
+fn pages_listed_in_the_offset_index_are_read_alone() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    write_paged(
+        &dir.path().join("a.parquet"),
+        &rows,
+        8,
+        2,
+        Some(features(&classes)),
+    );
+    let files = files_in(dir.path(), 1 << 30);
+    assert_eq!(
+        files.catalog().groups(),
+        vec![2; 16].as_slice(),
+        "pages of 2"
+    );
+    let indexed = files.storage_bytes();
+    let mut out = Vec::new();
+    for id in [9, 8, 31] {
+        files.read(id, &mut out).unwrap();
+        assert_eq!(&out, rows[id as usize].0.as_ref().unwrap());
+    }
+    // Two pages read: about four photographs, not the two row groups' eight each.
+    let pair = |id: usize| rows[id..id + 2].iter().map(|r| r.0.as_ref().unwrap().len());
+    let photos: usize = pair(8).chain(pair(30)).sum();
+    let read = (files.storage_bytes() - indexed) as usize;
+    assert!(
+        read >= photos && read < photos + 1000,
+        "{read} for {photos}"
+    );
+    assert!(files.location(31).ends_with("a.parquet, row 31"));
+    // With a dictionary page first, the row group is the unit.
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("a.parquet"),
+        &rows,
+        8,
+        Some(features(&classes)),
+    );
+    assert_eq!(
+        files_in(dir.path(), 1 << 30).catalog().groups(),
+        vec![8; 4].as_slice()
+    );
 }
 
 #[test]

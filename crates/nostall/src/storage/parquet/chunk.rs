@@ -30,6 +30,93 @@ pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64,
     }
 }
 
+/// A run of a row group's rows whose sample bytes can be read and decoded alone: one of
+/// the chunk's pages, or the whole chunk.
+pub(super) struct Unit {
+    /// What the decoder is told of it: the chunk's metadata, or one made for the page.
+    pub(super) meta: ColumnChunkMetaData,
+    /// Where it lies in the file: `(offset, length)`.
+    pub(super) extent: (u64, u64),
+    /// Its first row within the row group, and its rows.
+    pub(super) first_row: usize,
+    pub(super) rows: usize,
+}
+
+/// The units of a row group's chunk of `rows` rows: its pages, as the file's offset index
+/// lists them (`locations`, decoded from the index's bytes), when that index is whole and
+/// consistent and no dictionary page comes first; else the chunk as one unit.
+pub(super) fn units(
+    meta: &ColumnChunkMetaData,
+    descr: &ColumnDescPtr,
+    rows: usize,
+    file_size: u64,
+    offset_index: Option<&[u8]>,
+) -> Result<Vec<Unit>, String> {
+    let extent = extent(meta, file_size)?;
+    let whole = || {
+        vec![Unit {
+            meta: meta.clone(),
+            extent,
+            first_row: 0,
+            rows,
+        }]
+    };
+    let Some(index) = offset_index else {
+        return Ok(whole());
+    };
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        parquet::file::page_index::index_reader::decode_offset_index(index)
+    }));
+    let Ok(Ok(index)) = decoded else {
+        return Ok(whole());
+    };
+    let pages = index.page_locations();
+    let (start, len) = extent;
+    let end = start + len;
+    // Pages that tile the chunk from its start, each with rows of its own.
+    let consistent = meta.dictionary_page_offset().is_none()
+        && pages
+            .first()
+            .is_some_and(|p| p.offset as u64 == start && p.first_row_index == 0)
+        && pages.windows(2).all(|w| {
+            w[1].first_row_index > w[0].first_row_index
+                && w[1].offset
+                    >= w[0]
+                        .offset
+                        .saturating_add(i64::from(w[0].compressed_page_size))
+        })
+        && pages.iter().all(|p| {
+            p.compressed_page_size > 0
+                && p.offset >= 0
+                && (p.offset as u64).saturating_add(p.compressed_page_size as u64) <= end
+                && usize::try_from(p.first_row_index).is_ok_and(|r| r < rows)
+        });
+    if !consistent || pages.len() < 2 {
+        return Ok(whole());
+    }
+    let mut units = Vec::with_capacity(pages.len());
+    for (i, page) in pages.iter().enumerate() {
+        let first_row = page.first_row_index as usize;
+        let next = pages
+            .get(i + 1)
+            .map_or(rows, |n| n.first_row_index as usize);
+        let page_meta = ColumnChunkMetaData::builder(descr.clone())
+            .set_compression(meta.compression())
+            .set_data_page_offset(page.offset)
+            .set_total_compressed_size(i64::from(page.compressed_page_size))
+            .set_num_values((next - first_row) as i64)
+            .build()
+            .map_err(|e| e.to_string())?;
+        units.push(Unit {
+            meta: page_meta,
+            extent: (page.offset as u64, page.compressed_page_size as u64),
+            first_row,
+            rows: next - first_row,
+        });
+    }
+    Ok(units)
+}
+
 /// Refuses a chunk compressed with a codec this build does not decode (Brotli, LZO), at
 /// once rather than at each of its samples.
 pub(super) fn check_codec(meta: &ColumnChunkMetaData) -> Result<(), String> {

@@ -8,22 +8,27 @@
 //! are read is found in [`columns`]: named by the user, described by that metadata, or by
 //! their usual names.
 //!
-//! A sample cannot be read alone: its bytes lie in a page (usually the whole row group's
-//! column chunk) that is compressed as one. So a read of a sample reads and decodes its row
-//! group's chunk of the sample column, once, and keeps the decoded row group in memory for
-//! the samples of it that follow, up to a budget of bytes ([`ParquetFiles::with_memory`]),
-//! the least recently used leaving first. Only the sample column's chunk is read, never
-//! the rest of the row (captions, paths, other features).
+//! A sample cannot be read alone: its bytes lie in a page, compressed as one. Where the
+//! file has an offset index (the page index: `datasets` 5 writes one, with pages of a few
+//! photographs) and no dictionary page, each page of the sample column is a *group* read
+//! alone; otherwise the row group's whole chunk of the sample column is. A read of a sample
+//! reads and decodes its group once and keeps it in memory for the samples of it that
+//! follow, up to a budget of bytes ([`ParquetFiles::with_memory`]): a group whose every
+//! row has been read leaves first, then the least recently used. Only the sample column
+//! is read, never the rest of the row (captions, paths, other features). The catalog's
+//! groups ([`Catalog::groups`]) are these, so that the plan can read each once an epoch
+//! ([`crate::plan::Blocks`]).
 //!
-//! Opening reads each file's footer and its label column (a few bytes per row), so that
-//! the catalog has every sample with its label before the first epoch. A sample's size in
-//! the catalog is its row group's share of the chunk's decompressed size: the exact size
-//! is only known once its pages are decoded.
+//! Opening reads each file's footer, its offset index and its label column (a few bytes
+//! per row), so that the catalog has every sample with its label before the first epoch.
+//! A sample's size in the catalog is its row group's share of the chunk's decompressed
+//! size: the exact size is only known once its pages are decoded.
 //!
 //! Nothing from a file is trusted: the footer's length, every chunk's extent and every
 //! page's declared size are checked against the file and bounded before anything is
-//! allocated for them ([`pages`]), and a damaged page that makes the decoder fail is an
-//! error of the samples of its row group, naming the file and the row.
+//! allocated for them ([`pages`]); an offset index that does not tile the chunk is not
+//! used; a damaged page that makes the decoder fail is an error of the samples of its
+//! group, naming the file and the row.
 
 mod chunk;
 mod columns;
@@ -56,12 +61,12 @@ const MAX_LABEL_CHUNK_BYTES: u64 = 256 << 20;
 /// `PAR1`, at both ends of a Parquet file.
 const MAGIC: &[u8; 4] = b"PAR1";
 
-/// The samples of a set of Parquet files, read one row group's column chunk at a time.
+/// The samples of a set of Parquet files, read a page (or a row group's chunk) at a time.
 pub struct ParquetFiles {
     store: Counted,
     files: Vec<File>,
     groups: Vec<Group>,
-    /// Per sample: its row group.
+    /// Per sample: its group.
     group_of: Vec<u32>,
     catalog: Arc<Catalog>,
     max_bytes: u64,
@@ -111,7 +116,7 @@ struct File {
     descr: ColumnDescPtr,
 }
 
-/// One row group of one file.
+/// One group of one file: a page of the sample column, or a row group's whole chunk.
 struct Group {
     file: u32,
     /// Its chunk of the sample column.
@@ -124,7 +129,7 @@ struct Group {
     first_sample: SampleId,
 }
 
-/// The row groups decoded, by group, most recently used last.
+/// The groups decoded, by group.
 #[derive(Default)]
 struct Decoded {
     slots: HashMap<u32, Slot>,
@@ -132,14 +137,26 @@ struct Decoded {
     tick: u64,
 }
 
-/// A row group being decoded or decoded: threads that want it meanwhile wait on the cell.
+/// A group being decoded or decoded: threads that want it meanwhile wait on the cell.
 struct Slot {
     cell: Arc<OnceLock<std::result::Result<Arc<Values>, Cause>>>,
     bytes: u64,
+    /// When it was last asked for, on the clock of `Decoded::tick`.
     used: u64,
+    /// Reads of its samples since it was decoded, and its rows: once every row has been
+    /// read (a whole number of times: a pass of an epoch), the plan needs it no more this
+    /// epoch, and it leaves memory first.
+    reads: u64,
+    rows: u64,
 }
 
-/// A decoded row group's samples, by row.
+impl Slot {
+    fn finished(&self) -> bool {
+        self.reads > 0 && self.reads.is_multiple_of(self.rows.max(1))
+    }
+}
+
+/// A decoded group's samples, by row.
 type Values = Vec<Option<ByteArray>>;
 
 impl ParquetFiles {
@@ -258,7 +275,7 @@ impl ParquetFiles {
         self.store.read.load(Ordering::Relaxed)
     }
 
-    /// Keeps at most `bytes` of decoded row groups in memory (at least the row groups
+    /// Keeps at most `bytes` of decoded groups in memory (at least the groups
     /// being read), instead of [`DEFAULT_GROUP_MEMORY`].
     pub fn with_memory(self, bytes: u64) -> ParquetFiles {
         ParquetFiles {
@@ -283,10 +300,13 @@ impl ParquetFiles {
             let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
             decoded.tick += 1;
             let tick = decoded.tick;
+            let rows = self.groups[group as usize].rows as u64;
             let slot = decoded.slots.entry(group).or_insert_with(|| Slot {
                 cell: Arc::default(),
                 bytes: 0,
                 used: tick,
+                reads: 0,
+                rows,
             });
             slot.used = tick;
             slot.cell.clone()
@@ -300,6 +320,12 @@ impl ParquetFiles {
             values
         });
         let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
+        let decoded = &mut *decoded;
+        if let (Ok(_), Some(slot)) = (values, decoded.slots.get_mut(&group)) {
+            if Arc::ptr_eq(&slot.cell, &cell) {
+                slot.reads += 1;
+            }
+        }
         match (values, decoded_here) {
             (Ok(_), Some(bytes)) => {
                 if let Some(slot) = decoded.slots.get_mut(&group) {
@@ -324,7 +350,7 @@ impl ParquetFiles {
         values.clone()
     }
 
-    /// Reads and decodes row group `group`'s chunk of the sample column.
+    /// Reads and decodes group `group` of the sample column.
     fn decode(&self, group: u32) -> std::result::Result<Values, Cause> {
         let g = &self.groups[group as usize];
         let file = &self.files[g.file as usize];
@@ -342,7 +368,7 @@ impl ParquetFiles {
         )
         .map_err(|e| {
             Cause::Corrupt(format!(
-                "rows {}..{} (a row group): {e}",
+                "rows {}..{}: {e}",
                 g.first_row,
                 g.first_row + g.rows as u64
             ))
@@ -351,15 +377,15 @@ impl ParquetFiles {
 }
 
 impl Decoded {
-    /// Lets the least recently used row groups go until `budget` holds, keeping `keep`
-    /// and those still being decoded.
+    /// Lets groups go until `budget` holds, keeping `keep` and those still being
+    /// decoded: first those whose every row has been read, then the least recently used.
     fn evict(&mut self, budget: u64, keep: u32) {
         while self.used > budget {
             let oldest = self
                 .slots
                 .iter()
                 .filter(|(&g, slot)| g != keep && slot.bytes > 0)
-                .min_by_key(|(_, slot)| slot.used)
+                .min_by_key(|(_, slot)| (!slot.finished(), slot.used))
                 .map(|(&g, _)| g);
             let Some(group) = oldest else { return };
             let slot = self.slots.remove(&group).expect("found above");
@@ -425,7 +451,7 @@ impl Source for ParquetFiles {
 struct Index {
     files: Vec<File>,
     groups: Vec<Group>,
-    /// Per sample: its row group, its label (numbered), its estimated size.
+    /// Per sample: its group, its label (numbered), its estimated size.
     samples: Vec<(u32, Option<u32>, u64)>,
     /// The class names of the first file's metadata, which every file must share.
     names: Option<Vec<String>>,
@@ -448,7 +474,7 @@ impl From<String> for Problem {
 }
 
 impl Index {
-    /// Indexes one file: its footer, its row groups, its labels.
+    /// Indexes one file: its footer, its groups, its labels.
     fn add(
         &mut self,
         store: &Counted,
@@ -488,15 +514,19 @@ impl Index {
             Some(_) => {}
         }
         let file = self.files.len() as u32;
+        let offset_indexes = offset_indexes(store, blob, &meta, found.sample);
         let mut first_row = 0u64;
         for (g, group) in meta.row_groups().iter().enumerate() {
             let rows = usize::try_from(group.num_rows())
                 .ok()
                 .filter(|&rows| rows <= u32::MAX as usize)
                 .ok_or_else(|| format!("row group {g} declares {} rows", group.num_rows()))?;
-            let chunk = group.column(found.sample).clone();
-            let extent = chunk::extent(&chunk, blob.size)?;
-            chunk::check_codec(&chunk)?;
+            let chunk = group.column(found.sample);
+            chunk::check_codec(chunk)?;
+            let index = offset_indexes
+                .as_ref()
+                .map(|(at, bytes)| &bytes[at[g].clone()]);
+            let units = chunk::units(chunk, &descr, rows, blob.size, index)?;
             let labels = match found.label {
                 Some(label) => Some(read_labels(
                     store,
@@ -508,34 +538,37 @@ impl Index {
                 )?),
                 None => None,
             };
+            // A sample's size: its row group's share of the decompressed chunk.
             let size = u64::try_from(chunk.uncompressed_size()).unwrap_or(0) / rows.max(1) as u64;
-            let first_sample = self.samples.len() as SampleId;
-            let index = self.groups.len() as u32;
-            for row in 0..rows {
-                let label = match &labels {
-                    None => None,
-                    Some(Labels::Numbered(values)) => Some(
-                        class_number(values[row], &found.names)
-                            .map_err(|e| format!("row {}: {e}", first_row + row as u64))?,
-                    ),
-                    Some(Labels::Named(names)) => {
-                        let name = names[row].clone().ok_or_else(|| {
-                            format!("row {} has no label (null)", first_row + row as u64)
-                        })?;
-                        self.named_labels.get_or_insert_with(Vec::new).push(name);
-                        None
-                    }
-                };
-                self.samples.push((index, label, size.max(1)));
+            for unit in units {
+                let first_sample = self.samples.len() as SampleId;
+                let index = self.groups.len() as u32;
+                for row in unit.first_row..unit.first_row + unit.rows {
+                    let label = match &labels {
+                        None => None,
+                        Some(Labels::Numbered(values)) => Some(
+                            class_number(values[row], &found.names)
+                                .map_err(|e| format!("row {}: {e}", first_row + row as u64))?,
+                        ),
+                        Some(Labels::Named(names)) => {
+                            let name = names[row].clone().ok_or_else(|| {
+                                format!("row {} has no label (null)", first_row + row as u64)
+                            })?;
+                            self.named_labels.get_or_insert_with(Vec::new).push(name);
+                            None
+                        }
+                    };
+                    self.samples.push((index, label, size.max(1)));
+                }
+                self.groups.push(Group {
+                    file,
+                    chunk: unit.meta,
+                    extent: unit.extent,
+                    rows: unit.rows,
+                    first_row: first_row + unit.first_row as u64,
+                    first_sample,
+                });
             }
-            self.groups.push(Group {
-                file,
-                chunk,
-                extent,
-                rows,
-                first_row,
-                first_sample,
-            });
             first_row += rows as u64;
         }
         self.files.push(File {
@@ -545,6 +578,52 @@ impl Index {
         });
         Ok(())
     }
+}
+
+/// The most bytes read for a file's offset indexes of the sample column (a page's entry
+/// is a few bytes: this is millions of pages).
+const MAX_OFFSET_INDEX_BYTES: u64 = 64 << 20;
+
+/// The offset index of every row group's chunk of the sample column, read together (a
+/// writer puts them side by side before the footer): the bytes, and each row group's
+/// range in them. `None` when the file has none for some row group, or they are not
+/// where a file's bytes are: the row groups are then read whole.
+fn offset_indexes(
+    store: &Counted,
+    blob: &BlobInfo,
+    meta: &parquet::file::metadata::ParquetMetaData,
+    sample: usize,
+) -> Option<(Vec<std::ops::Range<usize>>, Vec<u8>)> {
+    let ranges: Vec<std::ops::Range<u64>> = meta
+        .row_groups()
+        .iter()
+        .map(|g| {
+            let chunk = g.column(sample);
+            let (at, len) = (chunk.offset_index_offset()?, chunk.offset_index_length()?);
+            let (at, len) = (u64::try_from(at).ok()?, u64::try_from(len).ok()?);
+            Some(at..at.checked_add(len)?)
+        })
+        .collect::<Option<_>>()?;
+    let start = ranges.iter().map(|r| r.start).min()?;
+    let end = ranges.iter().map(|r| r.end).max()?;
+    if end > blob.size || end - start > MAX_OFFSET_INDEX_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    store
+        .read(
+            &blob.key,
+            blob.version.as_deref(),
+            start,
+            end - start,
+            &mut bytes,
+        )
+        .ok()?;
+    let at = ranges
+        .iter()
+        .map(|r| (r.start - start) as usize..(r.end - start) as usize)
+        .collect();
+    Some((at, bytes))
 }
 
 /// A label column's values in one row group.
