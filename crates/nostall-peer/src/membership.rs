@@ -311,6 +311,16 @@ impl Node {
                 config.local_rank, config.ranks_per_node
             )));
         }
+        if !catalog.sizes_are_exact() {
+            // Peers' answers are checked against the catalog's sizes: with estimates every
+            // one would be refused, and every read would go to storage unseen.
+            return Err(Error::Config(format!(
+                "{}: the partitioned cache does not serve this dataset's format yet (a \
+                 Parquet dataset's sample sizes are known only once read); use a cache of \
+                 the job's own (cache_policy=\"minio\")",
+                catalog.root().display()
+            )));
+        }
         let sizes: Vec<u64> = (0..catalog.len() as u64)
             .map(|id| catalog.size(id))
             .collect();

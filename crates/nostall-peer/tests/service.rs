@@ -595,3 +595,16 @@ fn strangers_at_four_addresses_cannot_hold_up_a_join() {
         drop(strangers);
     });
 }
+
+#[test]
+fn a_catalog_of_estimated_sizes_is_refused_before_anything_listens() {
+    let peers = free_addrs(2);
+    let catalog = Arc::unwrap_or_clone(catalog()).with_estimated_sizes();
+    let why = match Node::join(&catalog, storage(), config(0, &peers, 0.5)) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a node over estimated sizes joined"),
+    };
+    assert!(why.contains("Parquet") && why.contains("minio"), "{why}");
+    // Nothing listens at the node's address.
+    assert!(std::net::TcpStream::connect(&peers[0]).is_err());
+}

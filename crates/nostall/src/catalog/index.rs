@@ -254,6 +254,7 @@ impl Catalog {
             sizes,
             total_bytes,
             groups: Vec::new(),
+            estimated_sizes: false,
             dirs,
             mtimes,
         })

@@ -99,6 +99,9 @@ pub struct Catalog {
     /// Runs of consecutive samples stored together and read as one (a Parquet file's row
     /// groups), by their lengths; empty when each sample is read alone.
     groups: Vec<u32>,
+    /// Whether the sizes are estimates (a Parquet sample's is known only once its page is
+    /// decoded), not each sample's bytes.
+    estimated_sizes: bool,
     /// Every directory scanned, relative to the root ("" is the root), with its
     /// modification time as seen before it was listed: what decides freshness.
     dirs: Strings,
@@ -179,6 +182,18 @@ impl Catalog {
         &self.groups
     }
 
+    /// The catalog with its sizes marked as estimates: right in total, not sample by
+    /// sample (what a reader that checks a sample's bytes against its size must know).
+    pub fn with_estimated_sizes(mut self) -> Catalog {
+        self.estimated_sizes = true;
+        self
+    }
+
+    /// Whether [`Catalog::size`] is each sample's exact size in bytes (else an estimate).
+    pub fn sizes_are_exact(&self) -> bool {
+        !self.estimated_sizes
+    }
+
     /// A flat catalog of `modality` at `root`, with no samples yet.
     fn empty(root: PathBuf, modality: Modality) -> Catalog {
         Catalog {
@@ -191,6 +206,7 @@ impl Catalog {
             sizes: Vec::new(),
             total_bytes: 0,
             groups: Vec::new(),
+            estimated_sizes: false,
             dirs: Strings::default(),
             mtimes: Vec::new(),
         }

@@ -249,7 +249,8 @@ impl ParquetFiles {
                     (format!("{key}#{row}"), label, s.2)
                 }),
         )?
-        .with_groups(lengths)?;
+        .with_groups(lengths)?
+        .with_estimated_sizes();
         Ok(ParquetFiles {
             store,
             files,
