@@ -11,7 +11,7 @@ use common::{features, write, write_column, write_paged, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
-use nostall::storage::{BlobStore, LocalDir, ParquetFiles, ReadMode, Source};
+use nostall::storage::{BlobStore, LocalDir, ParquetFiles, ReadMode, Source, Tier};
 use nostall::{Cause, ErrorPolicy, Modality};
 use parquet::basic::Compression;
 
@@ -101,6 +101,10 @@ fn each_row_group_is_read_once_while_it_is_kept() {
         "opening reads footers and labels: {indexed} of {size}"
     );
     let mut out = Vec::new();
+    // A row group decoded is in memory for the read-ahead's cost model.
+    assert_eq!((files.tier(0), files.tier(1)), (Tier::Storage, Tier::Storage));
+    files.read(0, &mut out).unwrap();
+    assert_eq!((files.tier(1), files.tier(4)), (Tier::Memory, Tier::Storage));
     for _ in 0..2 {
         for id in (0..rows.len() as u64).rev() {
             files.read(id, &mut out).unwrap();

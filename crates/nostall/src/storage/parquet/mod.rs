@@ -45,7 +45,7 @@ use parquet::file::metadata::{ColumnChunkMetaData, FooterTail, ParquetMetaDataRe
 use parquet::schema::types::ColumnDescPtr;
 
 use super::blob::{BlobInfo, BlobStore};
-use super::{is_parquet_key, Source, SourceStats, DEFAULT_GROUP_MEMORY, DEFAULT_MAX_BYTES};
+use super::{is_parquet_key, Source, SourceStats, Tier, DEFAULT_GROUP_MEMORY, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::dataset::Columns;
 use crate::error::{Cause, Error, Result};
@@ -81,7 +81,7 @@ impl std::fmt::Debug for ParquetFiles {
         f.debug_struct("ParquetFiles")
             .field("root", &self.store.inner.root())
             .field("files", &self.files.len())
-            .field("row_groups", &self.groups.len())
+            .field("groups", &self.groups.len())
             .field("samples", &self.group_of.len())
             .finish_non_exhaustive()
     }
@@ -119,9 +119,10 @@ struct File {
 /// One group of one file: a page of the sample column, or a row group's whole chunk.
 struct Group {
     file: u32,
-    /// Its chunk of the sample column.
+    /// What the decoder is told of it: its row group's chunk of the sample column, or one
+    /// made for the page.
     chunk: ColumnChunkMetaData,
-    /// Where the chunk lies in the file: `(offset, length)`.
+    /// Where it lies in the file: `(offset, length)`.
     extent: (u64, u64),
     rows: usize,
     /// Its first row's number in the file, and its first sample.
@@ -419,6 +420,15 @@ impl Source for ParquetFiles {
         self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn tier(&self, id: SampleId) -> Tier {
+        let group = self.group_of[id as usize];
+        let decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
+        match decoded.slots.get(&group) {
+            Some(slot) if slot.bytes > 0 => Tier::Memory,
+            _ => Tier::Storage,
+        }
     }
 
     fn location(&self, id: SampleId) -> String {
