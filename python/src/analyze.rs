@@ -184,7 +184,7 @@ pub(crate) fn run(
     options.validate().map_err(|e| raise(py, e))?;
 
     let subject = py
-        .detach(|| Subject::open(&location, config, read, link))
+        .detach(|| Subject::open(&location, config, read, link, &builder.settings().columns))
         .map_err(|e| raise(py, e))?;
     let model = match (given_model, time_model) {
         (Some(model), _) => model,

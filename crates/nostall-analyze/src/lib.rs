@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use measure::Keep;
 use nostall::cache::CachePolicy;
 use nostall::catalog::Catalog;
-use nostall::dataset::{self, Format};
+use nostall::dataset::{self, Columns, Format};
 use nostall::error::{Error, Result};
 use nostall::pipeline::{Loader, LoaderConfig};
 use nostall::storage::{Link, ReadMode, Source, Throttled};
@@ -60,8 +60,10 @@ pub struct Subject {
 }
 
 impl Subject {
-    /// Opens the dataset at `location` (see [`dataset::open`]) with `read`, behind
-    /// `link` if given, to analyse `config`.
+    /// Opens the dataset at `location` (see [`dataset::open_in`]; `columns` for a Parquet
+    /// dataset) with `read`, behind `link` if given, to analyse `config`. Cold reads need
+    /// plain files: a dataset of shards, objects or Parquet files is read through the
+    /// page cache instead, and the report says so.
     ///
     /// # Errors
     ///
@@ -73,8 +75,20 @@ impl Subject {
         config: LoaderConfig,
         read: ReadMode,
         link: Option<Link>,
+        columns: &Columns,
     ) -> Result<Subject> {
-        let dataset = dataset::open(location, read, config.pipeline.modality())?;
+        let modality = config.pipeline.modality();
+        let var = |name: &str| std::env::var(name).ok();
+        let (dataset, read) = match dataset::open_in(location, read, modality, columns, &var) {
+            Ok(dataset) => (dataset, read),
+            Err(refused @ Error::Config(_)) if read == ReadMode::Cold => {
+                match dataset::open_in(location, ReadMode::Cached, modality, columns, &var) {
+                    Ok(dataset) if dataset.format != Format::Files => (dataset, ReadMode::Cached),
+                    _ => return Err(refused),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         let source: Arc<dyn Source> = match link {
             Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
             None => dataset.source.clone(),
@@ -84,6 +98,7 @@ impl Subject {
             _ if location.starts_with("s3://") => format!("object storage ({location})"),
             (Format::TarShards, ReadMode::Cold) => "local tar shards, read cold".to_string(),
             (Format::TarShards, ReadMode::Cached) => "local tar shards, page cache".to_string(),
+            (Format::Parquet, _) => "local Parquet files, page cache".to_string(),
             (_, ReadMode::Cold) => "local files, read cold".to_string(),
             _ => "local files, through the page cache".to_string(),
         };

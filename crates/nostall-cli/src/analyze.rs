@@ -142,7 +142,13 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         seed: args.seed,
     };
     options.validate()?;
-    let subject = Subject::open(&location, config, settings.read, settings.throttle)?;
+    let subject = Subject::open(
+        &location,
+        config,
+        settings.read,
+        settings.throttle,
+        &settings.columns,
+    )?;
     let quiet = args.quiet;
     let report = analyze::analyze(&subject, &options, &mut |msg| {
         if !quiet {

@@ -102,9 +102,15 @@ fn each_row_group_is_read_once_while_it_is_kept() {
     );
     let mut out = Vec::new();
     // A row group decoded is in memory for the read-ahead's cost model.
-    assert_eq!((files.tier(0), files.tier(1)), (Tier::Storage, Tier::Storage));
+    assert_eq!(
+        (files.tier(0), files.tier(1)),
+        (Tier::Storage, Tier::Storage)
+    );
     files.read(0, &mut out).unwrap();
-    assert_eq!((files.tier(1), files.tier(4)), (Tier::Memory, Tier::Storage));
+    assert_eq!(
+        (files.tier(1), files.tier(4)),
+        (Tier::Memory, Tier::Storage)
+    );
     for _ in 0..2 {
         for id in (0..rows.len() as u64).rev() {
             files.read(id, &mut out).unwrap();
