@@ -119,13 +119,13 @@ impl std::fmt::Debug for Dataset {
 
 /// Opens the dataset at `location` (see the [module docs](self) for what is understood).
 ///
-/// `mode` applies to plain files; cold reads of shards or objects are refused, since
+/// `mode` applies to plain files; cold reads of shards, objects or Parquet files are refused, since
 /// only plain files can have their cached pages dropped one sample at a time.
 ///
 /// # Errors
 ///
 /// When the location cannot be read, holds no samples, or `mode` is
-/// [`ReadMode::Cold`] for shards or objects.
+/// [`ReadMode::Cold`] for shards, objects or Parquet files.
 pub fn open(location: &str, mode: ReadMode, modality: Modality) -> Result<Dataset> {
     let var = |name: &str| std::env::var(name).ok();
     open_in(location, mode, modality, &Columns::default(), &var)
