@@ -119,8 +119,9 @@ impl std::fmt::Debug for Dataset {
 
 /// Opens the dataset at `location` (see the [module docs](self) for what is understood).
 ///
-/// `mode` applies to plain files; cold reads of shards, objects or Parquet files are refused, since
-/// only plain files can have their cached pages dropped one sample at a time.
+/// `mode` applies to plain files; cold reads of shards, objects or Parquet files are
+/// refused, since only plain files can have their cached pages dropped one sample at a
+/// time.
 ///
 /// # Errors
 ///
