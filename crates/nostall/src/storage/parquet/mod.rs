@@ -524,6 +524,20 @@ impl Index {
             }
             Some(_) => {}
         }
+        // Every sample takes at least a byte of the file (an empty or missing one is an
+        // error): more rows than bytes is a crafted footer, which must not make the
+        // catalog hold billions of rows.
+        let declared: u64 = meta
+            .row_groups()
+            .iter()
+            .map(|g| u64::try_from(g.num_rows()).unwrap_or(u64::MAX))
+            .fold(0, u64::saturating_add);
+        if declared > blob.size {
+            return Err(Problem::File(format!(
+                "its footer declares {declared} rows in {} bytes",
+                blob.size
+            )));
+        }
         let file = self.files.len() as u32;
         let offset_indexes = offset_indexes(store, blob, &meta, found.sample);
         let mut first_row = 0u64;
@@ -733,6 +747,7 @@ fn footer(
     store
         .read(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
         .map_err(|e| e.to_string())?;
+    pages::check_footer(&bytes).map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
     match catch_unwind(AssertUnwindSafe(|| {
         ParquetMetaDataReader::decode_metadata(&bytes)
     })) {

@@ -4,10 +4,21 @@
 //! every page and the chunk as a whole.
 //!
 //! A page header is a Thrift struct in the compact protocol: fields 2 and 3 are the page's
-//! uncompressed and compressed sizes; every other field is skipped by its type.
+//! uncompressed and compressed sizes; every other field is skipped by its type. The footer
+//! is one too, and is walked the same way before the `parquet` crate parses it
+//! ([`check_footer`]): that parser takes seconds over a few crafted bytes (collections
+//! of more elements than bytes), this walk refuses them in a pass.
 
 /// Deeper nesting than any page header has (a header nests three structs at most).
 const MAX_DEPTH: usize = 16;
+
+/// The most a page may grow when decompressed, as a multiple of its compressed size (plus
+/// [`RATIO_SLACK`]): encoded images and audio barely compress, so a page declaring more is
+/// damage or a bomb, and a small file must not make the decoder allocate gigabytes.
+const MAX_RATIO: u64 = 256;
+
+/// Bytes a page may decompress to beyond [`MAX_RATIO`] times its size: small pages.
+const RATIO_SLACK: u64 = 64 << 10;
 
 /// A page's sizes, as its header declares them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +36,13 @@ pub(super) fn decompressed_size(chunk: &[u8], limit: u64) -> Result<u64, String>
     while at < chunk.len() {
         let page =
             page(&chunk[at..]).map_err(|e| format!("page header at chunk byte {at}: {e}"))?;
+        if page.uncompressed > page.compressed.saturating_mul(MAX_RATIO) + RATIO_SLACK {
+            return Err(format!(
+                "the page at chunk byte {at} declares {} bytes decompressed from {}: more than \
+                 {MAX_RATIO} times (damage, or a decompression bomb)",
+                page.uncompressed, page.compressed
+            ));
+        }
         total = total.saturating_add(page.uncompressed);
         if total > limit {
             return Err(format!(
@@ -48,6 +66,14 @@ pub(super) fn decompressed_size(chunk: &[u8], limit: u64) -> Result<u64, String>
         at = end as usize;
     }
     Ok(total)
+}
+
+/// Walks a footer (a Thrift struct filling `bytes`) without keeping anything: an error if
+/// it is cut off, nested too deep, or declares collections of more elements than bytes.
+pub(super) fn check_footer(bytes: &[u8]) -> Result<(), String> {
+    let mut cursor = Cursor { bytes, at: 0 };
+    cursor.skip(STRUCT, 0)?;
+    Ok(())
 }
 
 /// The header at the start of `bytes`.
@@ -271,14 +297,30 @@ mod tests {
     }
 
     #[test]
+    fn a_footer_is_walked_and_collections_larger_than_it_refused() {
+        // A struct with a list of two i32 and a binary, then its end.
+        let footer = [0x19, 0x25, 0x02, 0x04, 0x18, 0x01, 0x61, 0x00];
+        assert_eq!(check_footer(&footer), Ok(()));
+        assert!(check_footer(&footer[..5]).is_err());
+        // A list of 2^31 elements of a type that takes no bytes.
+        assert!(check_footer(&[0x19, 0xf0, 0xff, 0xff, 0xff, 0x07, 0x00]).is_err());
+        assert!(check_footer(&[0x19, 0xf1, 0xff, 0xff, 0xff, 0x07, 0x00]).is_err());
+    }
+
+    #[test]
     fn damaged_headers_are_errors_not_panics() {
         let mut chunk = header(10, 4);
         chunk.extend([1, 2, 3]); // one byte short
         assert!(decompressed_size(&chunk, 100)
             .unwrap_err()
             .contains("past the chunk"));
-        let huge = header(i32::MAX, 4);
-        assert!(decompressed_size(&huge, 1 << 30).is_err());
+        let mut huge = header(i32::MAX, 4);
+        huge.extend([1, 2, 3, 4]);
+        assert!(decompressed_size(&huge, 1 << 30).unwrap_err().contains("more than"));
+        // A bomb within the limit: 20 MB from 4 bytes.
+        let mut bomb = header(20_000_000, 4);
+        bomb.extend([1, 2, 3, 4]);
+        assert!(decompressed_size(&bomb, 1 << 30).unwrap_err().contains("256 times"));
         let negative = header(-5, 4);
         assert!(decompressed_size(&negative, 100)
             .unwrap_err()
