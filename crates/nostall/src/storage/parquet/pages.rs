@@ -316,11 +316,15 @@ mod tests {
             .contains("past the chunk"));
         let mut huge = header(i32::MAX, 4);
         huge.extend([1, 2, 3, 4]);
-        assert!(decompressed_size(&huge, 1 << 30).unwrap_err().contains("more than"));
+        assert!(decompressed_size(&huge, 1 << 30)
+            .unwrap_err()
+            .contains("more than"));
         // A bomb within the limit: 20 MB from 4 bytes.
         let mut bomb = header(20_000_000, 4);
         bomb.extend([1, 2, 3, 4]);
-        assert!(decompressed_size(&bomb, 1 << 30).unwrap_err().contains("256 times"));
+        assert!(decompressed_size(&bomb, 1 << 30)
+            .unwrap_err()
+            .contains("256 times"));
         let negative = header(-5, 4);
         assert!(decompressed_size(&negative, 100)
             .unwrap_err()
