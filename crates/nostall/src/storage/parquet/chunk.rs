@@ -197,7 +197,7 @@ fn decode<T: DataType>(
     };
     if records != rows {
         return Err(format!(
-            "its pages hold {records} rows where the row group has {rows}"
+            "its pages hold {records} rows where the footer declares {rows}"
         ));
     }
     let max = descr.max_def_level();
