@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import psutil
 
@@ -57,20 +58,25 @@ def run_nostall(data: str, epochs: int, threads: int) -> dict:
     return {"images": n, "seconds": time.perf_counter() - started}
 
 
-def run_torch(data: str, epochs: int, threads: int) -> dict:
-    import torch
-    import torchvision
-    from torch.utils.data import DataLoader
+def train_transform() -> Any:
+    """torchvision's ImageNet training pipeline on PIL images, as nostall's `train`."""
     from torchvision import transforms
 
-    torch.set_num_threads(1)
-    transform = transforms.Compose([
+    return transforms.Compose([
         transforms.RandomResizedCrop(224),
         transforms.RandomHorizontalFlip(),
         transforms.ToTensor(),
         transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
     ])
-    dataset = torchvision.datasets.ImageFolder(data, transform=transform)
+
+
+def run_torch(data: str, epochs: int, threads: int) -> dict:
+    import torch
+    import torchvision
+    from torch.utils.data import DataLoader
+
+    torch.set_num_threads(1)
+    dataset = torchvision.datasets.ImageFolder(data, transform=train_transform())
     loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=threads,
                         persistent_workers=True)
     for images, labels in loader:  # warm-up

@@ -31,7 +31,7 @@ import time
 
 import psutil
 
-from compare import run_child  # a loader in a child process, its tree's peak RSS sampled
+from compare import run_child, train_transform  # the child runner, torchvision's pipeline
 
 BATCH = 64
 
@@ -71,15 +71,9 @@ def run_datasets(data: str, epochs: int, threads: int) -> dict:
     import torch
     from datasets import load_dataset
     from torch.utils.data import DataLoader
-    from torchvision import transforms
 
     torch.set_num_threads(1)
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(224),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
-    ])
+    transform = train_transform()
 
     def prepare(batch: dict) -> dict:
         batch["image"] = [transform(image.convert("RGB")) for image in batch["image"]]
