@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -89,14 +89,19 @@ def run_torch(data: str, epochs: int, threads: int) -> dict:
     return {"images": n, "seconds": time.perf_counter() - started}
 
 
-def tree_rss(proc: psutil.Process) -> int:
+def tree_sum(proc: psutil.Process, of: Callable[[psutil.Process], int]) -> int:
+    """`of` summed over `proc` and its descendants (those that exit meanwhile count 0)."""
     total = 0
     for p in [proc, *proc.children(recursive=True)]:
         try:
-            total += p.memory_info().rss
+            total += of(p)
         except psutil.NoSuchProcess:
             pass
     return total
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    return tree_sum(proc, lambda p: p.memory_info().rss)
 
 
 def run_child(argv: list[str], name: str) -> dict:

@@ -14,7 +14,8 @@ Each runs in a fresh child process; this process samples the child's process tre
 20 ms for the peak of the summed RSS and reads the tree's bytes read (``read_chars``:
 every byte read through a system call, from the page cache or the device). One warm-up
 epoch, then ``--epochs`` measured epochs: images/s over those, and bytes read per epoch
-in the first epoch (the warm-up) and the measured ones.
+in the first epoch (the warm-up; for nostall from before the loader is made, which opens
+the dataset and starts that epoch) and the measured ones.
 
 Usage: ``python bench/parquet.py bench/data/photos.parquet bench/data/photos
 [--epochs 3] [--json out.json]`` (``bench/make_parquet.py`` writes the Parquet file; a
@@ -31,21 +32,13 @@ import time
 
 import psutil
 
-from compare import run_child, train_transform  # the child runner, torchvision's pipeline
-
-BATCH = 64
+# The child runner, the process-tree sums, torchvision's pipeline and the batch size.
+from compare import BATCH, run_child, train_transform, tree_sum
 
 
 def read_chars() -> int:
     """Bytes this process tree has read through system calls so far."""
-    total = 0
-    me = psutil.Process()
-    for p in [me, *me.children(recursive=True)]:
-        try:
-            total += p.io_counters().read_chars
-        except psutil.NoSuchProcess:
-            pass
-    return total
+    return tree_sum(psutil.Process(), lambda p: p.io_counters().read_chars)
 
 
 def run_nostall(data: str, epochs: int, threads: int) -> dict:
@@ -53,8 +46,9 @@ def run_nostall(data: str, epochs: int, threads: int) -> dict:
 
     import nostall
 
-    loader = nostall.Loader(data, batch_size=BATCH, threads=threads)
+    # From before the loader is made: it opens the dataset and starts its first epoch.
     before = read_chars()
+    loader = nostall.Loader(data, batch_size=BATCH, threads=threads)
     for images, labels in loader:  # warm-up
         pass
     first = read_chars() - before
