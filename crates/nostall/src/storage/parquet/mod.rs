@@ -295,8 +295,8 @@ impl ParquetFiles {
         }
     }
 
-    /// Row group `group`'s values: decoded now, or by another thread (waited for), or
-    /// kept from before.
+    /// Group `group`'s values: decoded now, or by another thread (waited for), or kept
+    /// from before.
     fn values(&self, group: u32) -> std::result::Result<Arc<Values>, Cause> {
         let cell = {
             let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
@@ -323,31 +323,25 @@ impl ParquetFiles {
         });
         let mut decoded = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
         let decoded = &mut *decoded;
-        if let (Ok(_), Some(slot)) = (values, decoded.slots.get_mut(&group)) {
-            if Arc::ptr_eq(&slot.cell, &cell) {
-                slot.reads += 1;
-            }
+        // The slot is ours while decoding (eviction skips slots of no bytes yet).
+        let Some(slot) = decoded
+            .slots
+            .get_mut(&group)
+            .filter(|slot| Arc::ptr_eq(&slot.cell, &cell))
+        else {
+            return values.clone();
+        };
+        if values.is_err() {
+            // A failed read may succeed later (storage was down): not kept.
+            let slot = decoded.slots.remove(&group).expect("found above");
+            decoded.used -= slot.bytes;
+            return values.clone();
         }
-        match (values, decoded_here) {
-            (Ok(_), Some(bytes)) => {
-                if let Some(slot) = decoded.slots.get_mut(&group) {
-                    slot.bytes = bytes;
-                    decoded.used += bytes;
-                }
-                decoded.evict(self.memory, group);
-            }
-            (Err(_), _) => {
-                // A failed read may succeed later (storage was down): not kept.
-                if decoded
-                    .slots
-                    .get(&group)
-                    .is_some_and(|slot| Arc::ptr_eq(&slot.cell, &cell))
-                {
-                    let slot = decoded.slots.remove(&group).expect("found above");
-                    decoded.used -= slot.bytes;
-                }
-            }
-            (Ok(_), None) => {}
+        slot.reads += 1;
+        if let Some(bytes) = decoded_here {
+            slot.bytes = bytes;
+            decoded.used += bytes;
+            decoded.evict(self.memory, group);
         }
         values.clone()
     }
