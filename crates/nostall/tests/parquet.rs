@@ -240,6 +240,58 @@ fn open_row_groups_are_read_once_an_epoch_each() {
     assert_ne!(firsts[0], firsts[1], "each epoch its own order");
 }
 
+#[test]
+fn two_ranks_read_their_own_row_groups() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.parquet");
+    write(&path, &rows, 2, Some(features(&classes)));
+    let catalog = files_in(dir.path(), 0).catalog().clone();
+    let largest = rows
+        .chunks(2)
+        .map(|g| g.iter().map(|r| r.0.as_ref().unwrap().len()).sum::<usize>())
+        .max()
+        .unwrap() as u64;
+    let (world, open) = (2, 2);
+    let mut reads = Vec::new();
+    let mut delivered = Vec::new();
+    for rank in 0..world {
+        let files = Arc::new(files_in(dir.path(), 3 * largest));
+        let mut settings = LoaderSettings::default();
+        settings
+            .set("pipeline", "val")
+            .unwrap()
+            .set("image_size", "16")
+            .unwrap();
+        (
+            settings.plan.batch_size,
+            settings.plan.rank,
+            settings.plan.world,
+        ) = (4, rank, world);
+        settings.plan.blocks = nostall::plan::Blocks::new(catalog.groups(), open);
+        settings.overlap_epochs = false;
+        settings.fetch_threads = 1;
+        let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
+        let loader = builder.build(catalog.clone(), files.clone()).unwrap();
+        let before = files.storage_bytes();
+        for batch in loader.epoch(0).unwrap() {
+            delivered.extend_from_slice(batch.unwrap().ids());
+        }
+        reads.push(files.storage_bytes() - before);
+    }
+    delivered.sort_unstable();
+    assert_eq!(delivered, (0..rows.len() as u64).collect::<Vec<_>>());
+    // Each rank reads its own row groups: together the column once, and the few that
+    // both ranks draw from at the end of the epoch.
+    let column = image_chunks(&path);
+    let both: u64 = reads.iter().sum();
+    assert!(
+        both <= column + world as u64 * open as u64 * largest,
+        "{reads:?} for a column of {column}"
+    );
+    assert!(reads.iter().all(|&r| r < column * 3 / 4), "{reads:?}");
+}
+
 /// The bytes of the image column's chunks in a file written by [`write`].
 fn image_chunks(path: &Path) -> u64 {
     let file = std::fs::File::open(path).unwrap();

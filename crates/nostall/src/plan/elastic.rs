@@ -58,7 +58,12 @@ pub fn remaining(
     epoch: u64,
     history: &[Stretch],
 ) -> Result<Vec<SampleId>> {
-    let mut left = super::order_of(config, epoch, dataset_len)?;
+    // The epoch's order is the one its first ranks were dealt (with groups, each rank's
+    // stretch of it draws from its own groups); later stretches deal what is left anew.
+    let first_world = history.first().map_or(config.world, |s| {
+        usize::try_from(s.world).unwrap_or(usize::MAX)
+    });
+    let mut left = super::order_of(config, epoch, dataset_len, first_world)?;
     let mut before = 0;
     for stretch in history {
         let world = usize::try_from(stretch.world).unwrap_or(usize::MAX);
@@ -197,14 +202,29 @@ mod tests {
         len: usize,
         shard: Shard,
         worlds: &[usize],
+        consumed: impl FnMut(usize, usize, &[SampleId]) -> (usize, bool),
+    ) -> (BTreeMap<SampleId, usize>, EpochPlan) {
+        run_in_blocks(len, shard, None, worlds, consumed)
+    }
+
+    /// [`run`] with samples read in `blocks`.
+    fn run_in_blocks(
+        len: usize,
+        shard: Shard,
+        blocks: Option<crate::plan::Blocks>,
+        worlds: &[usize],
         mut consumed: impl FnMut(usize, usize, &[SampleId]) -> (usize, bool),
     ) -> (BTreeMap<SampleId, usize>, EpochPlan) {
+        let config = |rank, world| PlanConfig {
+            blocks: blocks.clone(),
+            ..config(rank, world, shard)
+        };
         let (mut history, mut batches) = (Vec::new(), 0);
         let mut seen = BTreeMap::new();
         for (i, &world) in worlds.iter().enumerate() {
             let last = i + 1 == worlds.len();
             let plans: Vec<EpochPlan> = (0..world)
-                .map(|r| EpochPlan::resumed(&config(r, world, shard), None, len, 2, &history))
+                .map(|r| EpochPlan::resumed(&config(r, world), None, len, 2, &history))
                 .collect::<Result<_>>()
                 .unwrap();
             let per_rank: Vec<usize> = plans.iter().map(|p| p.samples().len()).collect();
@@ -258,6 +278,21 @@ mod tests {
         assert!(seen.values().all(|&n| n == 1), "{seen:?}");
         assert_eq!(last.samples().len(), 48 - 12 - 9);
         assert_eq!(last.padded(), 0);
+    }
+
+    #[test]
+    fn every_sample_once_when_ranks_read_their_own_groups() {
+        // Each of the 2 first ranks draws from its own groups; the 3 after them deal
+        // what is left of that order.
+        let lengths = [7u32; 12];
+        let blocks = crate::plan::Blocks::new(&lengths, 2);
+        assert!(blocks.is_some());
+        let (seen, last) = run_in_blocks(84, Shard::Pad, blocks, &[2, 3, 1], |world, _, _| {
+            (if world == 2 { 9 } else { 6 }, true)
+        });
+        assert_eq!(seen.len(), 84);
+        assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+        assert_eq!(last.samples().len(), 84 - 18 - 18);
     }
 
     #[test]

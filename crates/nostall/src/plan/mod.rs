@@ -81,28 +81,40 @@ pub struct PlanConfig {
     pub drop_last: bool,
     /// How ranks are evened out.
     pub shard: Shard,
-    /// Samples read together (a Parquet file's row groups) and how many groups one
-    /// stretch of the order mixes; `None`: a plain permutation of the samples.
+    /// Samples read together (a Parquet file's pages or row groups) and how many groups
+    /// each rank keeps open; `None`: a plain permutation of the samples.
     pub blocks: Option<Blocks>,
 }
 
-/// Samples stored in groups that are read as one (a Parquet file's row groups, ~100
-/// photographs each), and how many groups the order may have open at once.
+/// Samples stored in groups that are read as one (a Parquet file's pages, ~18
+/// photographs each, or its row groups, ~100), and how many groups each rank may have
+/// open at once.
 ///
 /// A plain permutation visits a group's samples at random times through the epoch, so a
 /// reader either keeps every group in memory all epoch or reads each group many times.
-/// With blocks the order keeps `open` groups open: each next sample is the next of a
-/// random open group (each group's samples shuffled), and a group that runs out is
-/// replaced by the next of the groups, shuffled. A group is read once, serves its samples
-/// and leaves; memory holds the open groups. The price is the batch's mix: a batch draws
-/// from the `open` groups of its stretch, not from the whole dataset (random groups from
-/// anywhere in the dataset, so a dataset sorted by class still gives batches of many
-/// classes). As many open groups as there are groups is a plain permutation.
+/// With blocks each rank keeps `open` groups open, its own: each next sample of its
+/// stream is the next of one of them (each group's samples shuffled), and a group that
+/// runs out is replaced by the next group to open. A group is read once, by one rank,
+/// serves its samples and leaves; memory holds the open groups. Three choices keep the
+/// batches mixed:
+///
+/// - groups open in *stratified* order: the dataset cut into as many runs of neighbouring
+///   groups as are open over all ranks, and one group taken from each run in turn, so the
+///   open groups always come from all over the dataset, and a dataset sorted by class
+///   still gives each batch its share of every class;
+/// - a rank draws its next sample from a random open group *not drawn in the last half
+///   of its groups' count*, so a batch holds nearly as many groups as samples (fewer
+///   repeats than random draws give), while groups still run out at random times, not
+///   all in one batch;
+/// - ranks draw from disjoint groups, so the open groups of all ranks together mix each
+///   global batch.
+///
+/// As many open groups as there are groups is a plain permutation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blocks {
     /// The groups' lengths: runs of consecutive sample ids, adding up to the dataset.
     pub lengths: std::sync::Arc<[u32]>,
-    /// Groups open at once, at least 1.
+    /// Groups open at once on each rank, at least 1.
     pub open: usize,
 }
 
@@ -129,24 +141,28 @@ impl Blocks {
         Blocks::new(lengths, usize::try_from(open).unwrap_or(usize::MAX))
     }
 
-    /// The epoch's order: the groups open in a shuffled order, `open` at a time, and each
-    /// next sample is the next of a random open group.
-    fn order(&self, rng: &mut Rng, len: usize) -> Result<Vec<SampleId>> {
+    /// The epoch's order for `lanes` ranks (position `p` is rank `p % lanes`'s): each rank
+    /// keeps its own `open` groups open ([`Lane`]); a group that runs out is replaced by
+    /// the next in [`Blocks::opening_order`]. A rank thus reads only its own groups, except
+    /// near the end of the epoch, when a rank whose groups have all run out takes samples
+    /// of another's.
+    fn order(&self, rng: &mut Rng, len: usize, lanes: usize) -> Result<Vec<SampleId>> {
         let total: u64 = self.lengths.iter().map(|&l| u64::from(l)).sum();
         if total != len as u64 {
             return Err(Error::Config(format!(
                 "blocks of {total} samples for a dataset of {len}"
             )));
         }
+        let lanes = lanes.clamp(1, len.max(1));
         let mut starts = Vec::with_capacity(self.lengths.len());
         let mut start: SampleId = 0;
         for &length in self.lengths.iter() {
             starts.push(start);
             start += SampleId::from(length);
         }
-        let mut groups: Vec<usize> = (0..self.lengths.len()).collect();
-        rng.shuffle(&mut groups);
-        let mut pending = groups.into_iter();
+        let mut pending = self
+            .opening_order(rng, lanes.saturating_mul(self.open))
+            .into_iter();
         let mut open_group = |rng: &mut Rng| {
             pending.by_ref().find(|&g| self.lengths[g] > 0).map(|g| {
                 let mut samples: Vec<SampleId> =
@@ -155,27 +171,93 @@ impl Blocks {
                 samples
             })
         };
-        let mut open: Vec<Vec<SampleId>> = Vec::with_capacity(self.open);
-        while open.len() < self.open {
-            match open_group(rng) {
-                Some(samples) => open.push(samples),
-                None => break,
+        let mut open: Vec<Lane> = (0..lanes).map(|_| Lane::default()).collect();
+        // Dealt a group at a time, so that every lane's groups are spread over the file.
+        for _ in 0..self.open {
+            for lane in open.iter_mut() {
+                if let Some(samples) = open_group(rng) {
+                    lane.ready.push(lane.groups.len());
+                    lane.groups.push(samples);
+                    lane.live += 1;
+                }
             }
         }
         let mut order = Vec::with_capacity(len);
-        while !open.is_empty() {
-            let at = rng.below(open.len() as u64) as usize;
-            order.push(open[at].pop().expect("open groups hold samples"));
-            if open[at].is_empty() {
+        while order.len() < len {
+            let own = order.len() % lanes;
+            let lane = (0..lanes)
+                .map(|k| (own + k) % lanes)
+                .find(|&l| open[l].live > 0)
+                .expect("samples are left while the order is short");
+            let lane = &mut open[lane];
+            let at = lane.next(rng);
+            order.push(lane.groups[at].pop().expect("open groups hold samples"));
+            if lane.groups[at].is_empty() {
                 match open_group(rng) {
-                    Some(samples) => open[at] = samples,
-                    None => {
-                        open.swap_remove(at);
-                    }
+                    Some(samples) => lane.groups[at] = samples,
+                    None => lane.live -= 1,
                 }
             }
         }
         Ok(order)
+    }
+
+    /// The order in which groups are opened: the groups cut into `strata` runs of
+    /// neighbours (in dataset order), and taken in rounds of one random group of each run,
+    /// each round shuffled. The groups open at any time (about one round) thus come from
+    /// all over the dataset, evenly, so a dataset sorted by class or source still gives
+    /// each stretch of the order its share of every class, not the chance mix of a few
+    /// random groups.
+    fn opening_order(&self, rng: &mut Rng, strata: usize) -> Vec<usize> {
+        let groups = self.lengths.len();
+        let strata = strata.clamp(1, groups.max(1));
+        let mut runs: Vec<Vec<usize>> = (0..strata)
+            .map(|s| {
+                let mut run: Vec<usize> =
+                    (s * groups / strata..(s + 1) * groups / strata).collect();
+                rng.shuffle(&mut run);
+                run
+            })
+            .collect();
+        let rounds = runs.iter().map(Vec::len).max().unwrap_or(0);
+        let mut order = Vec::with_capacity(groups);
+        for _ in 0..rounds {
+            let mut round: Vec<usize> = runs.iter_mut().filter_map(Vec::pop).collect();
+            rng.shuffle(&mut round);
+            order.extend(round);
+        }
+        order
+    }
+}
+
+/// One rank's open groups. Each next sample comes from a random group among those not
+/// drawn in the last `live / 2` draws (`cooling`), so a stretch of the order draws from
+/// nearly as many groups as it is long, while the groups still progress at random rates
+/// (strict rounds would make groups of one length, opened together, all run out in the
+/// same batch, and their replacements be read in one burst).
+#[derive(Default)]
+struct Lane {
+    groups: Vec<Vec<SampleId>>,
+    live: usize,
+    ready: Vec<usize>,
+    cooling: std::collections::VecDeque<usize>,
+}
+
+impl Lane {
+    fn next(&mut self, rng: &mut Rng) -> usize {
+        loop {
+            if self.ready.is_empty() || self.cooling.len() > self.live / 2 {
+                if let Some(at) = self.cooling.pop_front() {
+                    self.ready.push(at);
+                }
+            }
+            let pick = rng.below(self.ready.len() as u64) as usize;
+            let at = self.ready.swap_remove(pick);
+            if !self.groups[at].is_empty() {
+                self.cooling.push_back(at);
+                return at;
+            }
+        }
     }
 }
 
@@ -276,11 +358,17 @@ pub fn global_order(seed: u64, epoch: u64, shuffle: bool, len: usize) -> Vec<Sam
 
 /// The global order of one epoch as `config` asks: a seeded permutation (in windows of
 /// groups, with [`Blocks`]), or catalog order.
-pub(crate) fn order_of(config: &PlanConfig, epoch: u64, len: usize) -> Result<Vec<SampleId>> {
+pub(crate) fn order_of(
+    config: &PlanConfig,
+    epoch: u64,
+    len: usize,
+    lanes: usize,
+) -> Result<Vec<SampleId>> {
     match (&config.blocks, config.shuffle) {
         (Some(blocks), true) => blocks.order(
             &mut Rng::new(derive(&[config.seed, epoch, 0x424c_4f43])),
             len,
+            lanes,
         ),
         _ => Ok(global_order(config.seed, epoch, config.shuffle, len)),
     }
@@ -294,7 +382,7 @@ fn sharded_order(
     epoch: u64,
 ) -> Result<(Vec<SampleId>, usize, Vec<SampleId>)> {
     config.validate(dataset_len)?;
-    let order = order_of(config, epoch, dataset_len)?;
+    let order = order_of(config, epoch, dataset_len, config.world)?;
     Ok(shard(order, config.world, config.shard))
 }
 
@@ -422,22 +510,20 @@ mod tests {
             })
             .collect();
         let len: usize = lengths.iter().map(|&l| l as usize).sum();
-        let group_of: Vec<usize> = (0..30)
-            .flat_map(|g| std::iter::repeat_n(g, lengths[g] as usize))
-            .collect();
+        let group_of = groups_of(&lengths);
         let config = |open| PlanConfig {
             blocks: Blocks::new(&lengths, open),
             ..cfg(0, 1, Shard::Pad)
         };
         let blocked = config(4);
-        let order = order_of(&blocked, 3, len).unwrap();
+        let order = order_of(&blocked, 3, len, 1).unwrap();
         let mut sorted = order.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, (0..len as SampleId).collect::<Vec<_>>());
-        assert_eq!(order, order_of(&blocked, 3, len).unwrap(), "seeded");
+        assert_eq!(order, order_of(&blocked, 3, len, 1).unwrap(), "seeded");
         assert_ne!(
             order,
-            order_of(&blocked, 4, len).unwrap(),
+            order_of(&blocked, 4, len, 1).unwrap(),
             "each epoch its own"
         );
         // At every point of the order, at most 4 groups are begun and not finished, and
@@ -461,17 +547,95 @@ mod tests {
         // As many open as there are groups: a plain permutation.
         assert_eq!(Blocks::new(&lengths, 30), None);
         assert_eq!(
-            order_of(&config(30), 3, len).unwrap(),
+            order_of(&config(30), 3, len, 1).unwrap(),
             global_order(9, 3, true, len)
         );
         assert!(
-            order_of(&blocked, 3, len + 1).is_err(),
+            order_of(&blocked, 3, len + 1, 1).is_err(),
             "groups must cover the dataset"
         );
         // Without shuffling, catalog order.
         let mut unshuffled = config(4);
         unshuffled.shuffle = false;
-        assert_eq!(order_of(&unshuffled, 3, len).unwrap(), sorted);
+        assert_eq!(order_of(&unshuffled, 3, len, 1).unwrap(), sorted);
+    }
+
+    /// The group of each sample of `lengths`.
+    fn groups_of(lengths: &[u32]) -> Vec<usize> {
+        (0..lengths.len())
+            .flat_map(|g| std::iter::repeat_n(g, lengths[g] as usize))
+            .collect()
+    }
+
+    #[test]
+    fn each_rank_reads_its_own_groups_and_draws_without_repeating_soon() {
+        let lengths: Vec<u32> = (0..60).map(|g| 5 + g % 7).collect();
+        let len: usize = lengths.iter().map(|&l| l as usize).sum();
+        let group_of = groups_of(&lengths);
+        let (world, open) = (3, 4);
+        let config = PlanConfig {
+            blocks: Blocks::new(&lengths, open),
+            ..cfg(0, world, Shard::Drop)
+        };
+        let order = order_of(&config, 1, len, world).unwrap();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..len as SampleId).collect::<Vec<_>>());
+        // Every group is served by one rank (its samples sit at one position modulo
+        // the world), but for the few of the epoch's tail.
+        let mut ranks_of: Vec<HashSet<usize>> = vec![HashSet::new(); lengths.len()];
+        for (p, &id) in order.iter().enumerate() {
+            ranks_of[group_of[id as usize]].insert(p % world);
+        }
+        let shared = ranks_of.iter().filter(|r| r.len() > 1).count();
+        assert!(
+            shared <= world * open,
+            "{shared} groups read by several ranks"
+        );
+        // A rank's stream draws a group again only after `open / 2` others, while all
+        // of its groups are open (the first half of the epoch).
+        for rank in 0..world {
+            let stream: Vec<usize> = order[..len / 2]
+                .iter()
+                .skip(rank)
+                .step_by(world)
+                .map(|&id| group_of[id as usize])
+                .collect();
+            for window in stream.windows(open / 2 + 1) {
+                let distinct: HashSet<_> = window.iter().collect();
+                assert_eq!(distinct.len(), window.len(), "rank {rank}: {window:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn groups_open_from_all_over_the_dataset() {
+        // 100 groups, each one class, sorted by class: the first 10 groups to open (the
+        // open ones) are one of each tenth, whatever the seed.
+        let lengths = vec![3u32; 100];
+        let group_of = groups_of(&lengths);
+        for seed in 0..20 {
+            let config = PlanConfig {
+                seed,
+                blocks: Blocks::new(&lengths, 10),
+                ..cfg(0, 1, Shard::Pad)
+            };
+            let order = order_of(&config, 0, 300, 1).unwrap();
+            let mut opened: Vec<usize> = Vec::new();
+            for &id in &order {
+                let g = group_of[id as usize];
+                if !opened.contains(&g) {
+                    opened.push(g);
+                }
+            }
+            let mut tenths: Vec<usize> = opened[..10].iter().map(|g| g / 10).collect();
+            tenths.sort_unstable();
+            assert_eq!(
+                tenths,
+                (0..10).collect::<Vec<_>>(),
+                "seed {seed}: {opened:?}"
+            );
+        }
     }
 
     #[test]
