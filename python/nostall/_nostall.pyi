@@ -116,6 +116,7 @@ class Loader:
         cache_epochs: int | None = None,
         cache_fill: Literal["background", "before"] = "background",
         memory: str | int | None = None,
+        group_memory: str | int | None = None,
         on_error: Literal["error", "skip"] = "error",
         quarantine: str | PathLike[str] | None = None,
         rank: int | None = None,
@@ -185,7 +186,7 @@ class Loader:
         plus the batches Python holds."""
     @property
     def memory_plan(self) -> dict[str, int] | None:
-        """How ``memory=`` was split: budget, batch_buffers, readahead, cache, prefetch."""
+        """How ``memory=`` was split: budget, batch_buffers, readahead, groups, cache, prefetch."""
     @property
     def metrics(self) -> dict[str, Any]:
         """The current (or last) epoch's figures: ``images_per_s``, ``stall_s``,

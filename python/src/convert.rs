@@ -173,6 +173,7 @@ pub(crate) struct ConfigArgs {
     pub cache_epochs: Option<u64>,
     pub cache_fill: Option<Text<CacheFill>>,
     pub memory: Option<Bytes>,
+    pub group_memory: Option<Bytes>,
     pub on_error: Option<Text<ErrorPolicy>>,
     pub quarantine: Option<std::path::PathBuf>,
     pub read: Option<Text<ReadMode>>,
@@ -213,6 +214,7 @@ impl ConfigArgs {
             self.label_column.as_ref().map(|t| t.0.clone()),
         );
         s.memory = self.memory.as_ref().map(|b| b.0);
+        s.group_memory = self.group_memory.as_ref().map(|b| b.0);
         set(&mut s.cache.planned_epochs, self.cache_epochs);
         set(&mut s.cache.fill, self.cache_fill.as_ref().map(|t| t.0));
         // Python's `cache=` turns the loader's cache on (minio unless a policy is given);

@@ -94,7 +94,11 @@ use crate::{device, live, shared, state};
 ///   agent keeps the node's service up until every node has finished.
 /// - `memory` (None): bytes (`"2GiB"`, or a number) for batch buffers, read-ahead and
 ///   cache together: the pipeline is paid first (read-ahead, then prefetch, shrunk to
-///   fit), the cache gets the rest; `loader.memory_plan` says how it was split.
+///   fit), decoded Parquet pages a quarter (`group_memory`), the cache the rest;
+///   `loader.memory_plan` says how it was split.
+/// - `group_memory` (None): Parquet: bytes for decoded pages (or row groups), which sets
+///   how many are open at once (the order's mix when the dataset does not fit): 1 GiB,
+///   or a quarter of `memory`.
 /// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
 ///   out, fills its place with the next sample and counts it by cause.
 /// - `quarantine` (None): with `on_error="skip"`, a file to which every skipped sample is
@@ -199,7 +203,7 @@ impl Loader {
             layout=None, shuffle=None, seed=None, drop_last=None, threads=None,
             fetch_threads=None, prefetch=None, overlap_epochs=None, cache=None,
             cache_policy=None, cache_epochs=None, cache_fill=None, memory=None,
-            on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
+            group_memory=None, on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None
@@ -208,7 +212,7 @@ impl Loader {
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
             cache=None, cache_policy='minio', cache_epochs=None, \
-            cache_fill='background', memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
+            cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=2000000, image_column=None, \
             audio_column=None, label_column='auto')"
@@ -234,6 +238,7 @@ impl Loader {
         cache_epochs: Option<u64>,
         cache_fill: Option<Text<CacheFill>>,
         memory: Option<Bytes>,
+        group_memory: Option<Bytes>,
         on_error: Option<Text<ErrorPolicy>>,
         quarantine: Option<PathBuf>,
         rank: Option<usize>,
@@ -275,6 +280,7 @@ impl Loader {
             cache_epochs,
             cache_fill,
             memory,
+            group_memory,
             on_error,
             quarantine,
             read,
@@ -617,7 +623,7 @@ impl Loader {
     }
 
     /// How `memory=` was split, in bytes: `{"budget", "batch_buffers", "readahead",
-    /// "cache", "prefetch"}`; None without a budget.
+    /// "groups", "cache", "prefetch"}`; None without a budget.
     #[getter]
     fn memory_plan<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(plan) = self.inner.memory_plan() else {
@@ -627,6 +633,7 @@ impl Loader {
         d.set_item("budget", plan.budget)?;
         d.set_item("batch_buffers", plan.batch_buffers)?;
         d.set_item("readahead", plan.readahead)?;
+        d.set_item("groups", plan.groups)?;
         d.set_item("cache", plan.cache)?;
         d.set_item("prefetch", plan.prefetch)?;
         Ok(Some(d))

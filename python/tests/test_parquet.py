@@ -70,6 +70,24 @@ def test_a_datasets_file_gives_the_batches_of_its_class_folder(photos, tmp_path)
         np.testing.assert_array_equal(img, by_id[i])
 
 
+def test_the_memory_for_pages_is_part_of_the_budget(photos, tmp_path):
+    data, classes = rows(photos)
+    path = tmp_path / "train.parquet"
+    write(path, data, classes, row_group_size=5)
+    settings = dict(batch_size=8, pipeline="val", image_size=32, output="numpy")
+    plan = nostall.Loader(str(path), memory="64MiB", **settings).memory_plan
+    assert plan["groups"] == 16 << 20
+    assert sum(plan[k] for k in ("batch_buffers", "readahead", "groups", "cache")) <= 64 << 20
+    plan = nostall.Loader(str(path), memory="64MiB", group_memory="1MiB", **settings).memory_plan
+    assert plan["groups"] == 1 << 20
+    # Little room for pages: still every row once an epoch.
+    loader = nostall.Loader(str(path), group_memory=200_000, **settings)
+    for _ in range(2):
+        ids, _, labels = epoch(loader)
+        assert sorted(ids) == list(range(len(data)))
+        assert labels == [data[i][2] for i in ids]
+
+
 def test_columns_named_by_the_user(photos, tmp_path):
     data, classes = rows(photos)
     path = tmp_path / "plain.parquet"

@@ -141,11 +141,12 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         let mb = |bytes: u64| bytes as f64 / 1e6;
         println!(
             "memory budget {:.1} MB: batch buffers {:.1} MB (prefetch {}), read-ahead {:.1} MB, \
-             cache {:.1} MB",
+             decoded pages {:.1} MB, cache {:.1} MB",
             mb(plan.budget),
             mb(plan.batch_buffers),
             plan.prefetch,
             mb(plan.readahead),
+            mb(plan.groups),
             mb(plan.cache)
         );
     }

@@ -152,6 +152,10 @@ pub(crate) struct StorageArgs {
     /// paid first, shrunk to fit if needed; the cache gets the rest.
     #[arg(long, value_parser = parse_bytes)]
     pub memory: Option<u64>,
+    /// Parquet: bytes for decoded pages, which sets how many are open at once (1GiB, or a
+    /// quarter of --memory).
+    #[arg(long, value_parser = parse_bytes)]
+    pub group_memory: Option<u64>,
     /// Parquet: the column of encoded samples, binary or a struct with a `bytes` field
     /// (default: the Hugging Face Image or Audio feature, else a column named image,
     /// audio...).
@@ -171,6 +175,7 @@ impl StorageArgs {
         settings.cache = self.cache(epochs);
         settings.throttle = self.link();
         settings.memory = self.memory;
+        settings.group_memory = self.group_memory;
         settings.columns.sample.clone_from(&self.sample_column);
         settings.columns.label = self.label_column.clone();
     }

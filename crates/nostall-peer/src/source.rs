@@ -179,6 +179,10 @@ impl Source for PartitionedSource {
 
     /// Storage's counters, as for [`nostall::cache::Cached`]: what this process read
     /// from storage (see [`PartitionedSource::breakdown`] for the other tiers).
+    fn set_group_memory(&self, bytes: u64) {
+        self.storage.set_group_memory(bytes);
+    }
+
     fn stats(&self) -> SourceStats {
         self.storage.stats()
     }

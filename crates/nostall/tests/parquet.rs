@@ -292,6 +292,50 @@ fn two_ranks_read_their_own_row_groups() {
     assert!(reads.iter().all(|&r| r < column * 3 / 4), "{reads:?}");
 }
 
+#[test]
+fn the_memory_for_pages_is_a_setting_and_part_of_the_budget() {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.parquet");
+    write(&path, &rows, 2, Some(features(&classes)));
+    let column = image_chunks(&path);
+    // Bytes read in the second epoch, and the loader's split of its budget.
+    let second_epoch = |group_memory: Option<u64>, memory: Option<u64>| {
+        let files = Arc::new(files_in(dir.path(), 1 << 30));
+        let catalog = files.catalog().clone();
+        let mut settings = LoaderSettings::default();
+        settings
+            .set("pipeline", "val")
+            .unwrap()
+            .set("image_size", "16")
+            .unwrap();
+        settings.plan.batch_size = 4;
+        (settings.group_memory, settings.memory) = (group_memory, memory);
+        settings.overlap_epochs = false;
+        settings.fetch_threads = 1;
+        let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
+        let loader = builder.build(catalog, files.clone()).unwrap();
+        for epoch in 0..2 {
+            let before = files.storage_bytes();
+            assert_eq!(loader.epoch(epoch).unwrap().count(), 8);
+            if epoch == 1 {
+                return (files.storage_bytes() - before, loader.memory_plan());
+            }
+        }
+        unreachable!()
+    };
+    // The whole column fits the default: read once, kept.
+    assert_eq!(second_epoch(None, None), (0, None));
+    // Room for a few row groups: pages open, each read again every epoch.
+    let (read, _) = second_epoch(Some(column / 4), None);
+    assert!(read > column / 2 && read <= column, "{read} of {column}");
+    // Under a budget, a quarter of it.
+    let (read, plan) = second_epoch(None, Some(column));
+    let plan = plan.unwrap();
+    assert_eq!(plan.groups, column / 4);
+    assert!(read > column / 2, "{read} of {column}");
+}
+
 /// The bytes of the image column's chunks in a file written by [`write`].
 fn image_chunks(path: &Path) -> u64 {
     let file = std::fs::File::open(path).unwrap();

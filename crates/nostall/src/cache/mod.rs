@@ -549,6 +549,10 @@ impl<S: Source + ?Sized> Source for Cached<S> {
         self.inner.shard_location(shard)
     }
 
+    fn set_group_memory(&self, bytes: u64) {
+        self.inner.set_group_memory(bytes);
+    }
+
     /// The source's own counters: what storage served, misses only.
     fn stats(&self) -> SourceStats {
         self.inner.stats()

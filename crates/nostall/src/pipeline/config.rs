@@ -111,6 +111,11 @@ pub struct LoaderConfig {
     /// and cache together ([`MemoryPlan`](super::MemoryPlan) says how it is split). The
     /// pipeline is paid first (shrunk to fit if needed), the cache gets the rest.
     pub memory: Option<u64>,
+    /// Bytes for decoded groups of samples (Parquet pages or row groups), which sets how
+    /// many the plan keeps open ([`Blocks::within`](crate::plan::Blocks::within)); `None`:
+    /// [`DEFAULT_GROUP_MEMORY`](crate::storage::DEFAULT_GROUP_MEMORY), or a quarter of
+    /// [`memory`](Self::memory) where that is less. Part of `memory` where both are set.
+    pub group_memory: Option<u64>,
     /// When this process is one of several local ranks of a torchrun job: share the
     /// node's prep threads among them in proportion to the work each has per iteration
     /// (the scheduler's node table, `sched/node.rs`), rather than each keeping `prep_threads`.

@@ -65,17 +65,9 @@ impl Loader {
     pub fn new(
         catalog: Arc<Catalog>,
         source: Arc<dyn Source>,
-        mut config: LoaderConfig,
+        config: LoaderConfig,
     ) -> Result<Loader> {
         config.validate(catalog.len())?;
-        if config.plan.blocks.is_none() {
-            // Samples read in groups (Parquet row groups): an order that reads each once.
-            config.plan.blocks = Blocks::within(
-                catalog.groups(),
-                catalog.total_bytes(),
-                crate::storage::DEFAULT_GROUP_MEMORY,
-            );
-        }
         let (listed, prepared) = (catalog.modality(), config.pipeline.modality());
         if listed != prepared {
             return Err(Error::Config(format!(
@@ -86,7 +78,20 @@ impl Loader {
                 prepared.plural()
             )));
         }
-        let (config, memory) = fit(&config, catalog.total_bytes(), catalog.len())?;
+        let grouped = !catalog.groups().is_empty();
+        let (mut config, memory) = fit(&config, catalog.total_bytes(), catalog.len(), grouped)?;
+        if grouped {
+            // Samples read in groups (Parquet pages): an order that reads each once, with
+            // as many open as the memory for groups holds.
+            let group_memory = config
+                .group_memory
+                .unwrap_or(crate::storage::DEFAULT_GROUP_MEMORY);
+            source.set_group_memory(group_memory);
+            if config.plan.blocks.is_none() {
+                config.plan.blocks =
+                    Blocks::within(catalog.groups(), catalog.total_bytes(), group_memory);
+            }
+        }
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
         let capacity = config.cache.capacity.bytes(catalog.total_bytes());
         let quarantine = config

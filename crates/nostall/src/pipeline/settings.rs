@@ -99,6 +99,12 @@ pub struct LoaderSettings {
     /// Bytes for batch buffers, read-ahead and cache together (`memory`); `None`: no
     /// bound beyond each part's own.
     pub memory: Option<u64>,
+    /// Bytes for decoded Parquet pages (or row groups), which sets how many each rank
+    /// keeps open (`group_memory`); `None`: [`DEFAULT_GROUP_MEMORY`], or a quarter of
+    /// `memory` where that is less. Part of `memory` where both are set.
+    ///
+    /// [`DEFAULT_GROUP_MEMORY`]: crate::storage::DEFAULT_GROUP_MEMORY
+    pub group_memory: Option<u64>,
     /// How reads treat the page cache (`read`). Default: cached.
     pub read: ReadMode,
     /// An emulated link in front of the storage (`throttle`); `None`: the storage as it is.
@@ -132,6 +138,7 @@ impl Default for LoaderSettings {
             cache: CacheConfig::default(),
             readahead: 64 << 20,
             memory: None,
+            group_memory: None,
             read: ReadMode::Cached,
             throttle: None,
             columns: Columns::default(),
@@ -317,6 +324,7 @@ impl LoaderSettings {
             quarantine: self.quarantine.clone(),
             overlap_epochs: self.overlap_epochs,
             memory: self.memory,
+            group_memory: self.group_memory,
             balance_ranks: self.balances_ranks(),
             local_ranks: None,
             arena: super::Arena::Private,
@@ -396,7 +404,7 @@ macro_rules! knob {
 }
 
 /// Every knob, in the order [`KNOBS`] lists them.
-const TABLE: [Knob; 30] = [
+const TABLE: [Knob; KNOB_COUNT] = [
     knob!(
         "pipeline",
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio), or a list \
@@ -503,6 +511,16 @@ const TABLE: [Knob; 30] = [
         },
         get: |s| s.memory.map(|m| m.to_string()),
     },
+    Knob {
+        name: "group_memory",
+        takes: "Parquet: bytes for decoded pages, which sets how many are open: 1GiB, or \
+                a quarter of memory",
+        set: |s, v| {
+            s.group_memory = Some(parse_bytes(v)?);
+            Ok(())
+        },
+        get: |s| s.group_memory.map(|m| m.to_string()),
+    },
     knob!("read", "cached or cold (bypass the page cache)", read),
     knob!(
         "throttle",
@@ -523,9 +541,12 @@ const TABLE: [Knob; 30] = [
     ),
 ];
 
+/// How many knobs there are.
+const KNOB_COUNT: usize = 31;
+
 /// The knobs [`LoaderSettings::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); 30] = {
-    let mut knobs = [("", ""); 30];
+pub const KNOBS: [(&str, &str); KNOB_COUNT] = {
+    let mut knobs = [("", ""); KNOB_COUNT];
     let mut i = 0;
     while i < TABLE.len() {
         knobs[i] = (TABLE[i].name, TABLE[i].takes);
@@ -619,7 +640,7 @@ mod tests {
     use super::*;
 
     /// One text for each knob, none of them its default.
-    const EVERY: [(&str, &str); 30] = [
+    const EVERY: [(&str, &str); KNOB_COUNT] = [
         ("pipeline", "val"),
         ("image_size", "96"),
         ("dtype", "uint8"),
@@ -646,6 +667,7 @@ mod tests {
         ("cache_fill", "before"),
         ("readahead", "16MiB"),
         ("memory", "2GiB"),
+        ("group_memory", "256MiB"),
         ("read", "cold"),
         ("throttle", "20,5"),
         ("sample_column", "jpg"),
@@ -673,6 +695,7 @@ mod tests {
         assert_eq!(s.cache.capacity, Capacity::Fraction(0.35));
         assert_eq!(s.cache.planned_epochs, 90);
         assert_eq!((s.readahead, s.memory), (16 << 20, Some(2 << 30)));
+        assert_eq!(s.group_memory, Some(256 << 20));
         assert_eq!(s.read, ReadMode::Cold);
         assert_eq!(
             s.throttle.unwrap().latency,

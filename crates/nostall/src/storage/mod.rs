@@ -64,8 +64,9 @@ pub use memory::Memory;
 #[cfg(feature = "parquet")]
 pub use parquet::ParquetFiles;
 
-/// Bytes of decoded groups of samples (Parquet row groups) a source keeps in memory,
-/// and that the plan's windows of groups are sized for ([`crate::plan::Blocks::within`]).
+/// Bytes of decoded groups of samples (Parquet pages or row groups) a source keeps in
+/// memory, and that the plan's open groups are sized for ([`crate::plan::Blocks::within`]),
+/// unless the loader's settings say otherwise (`group_memory`, or a quarter of `memory`).
 pub const DEFAULT_GROUP_MEMORY: u64 = 1 << 30;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
@@ -252,6 +253,11 @@ pub trait Source: Send + Sync {
     fn shard_location(&self, shard: u32) -> String {
         format!("shard {shard}")
     }
+
+    /// Keeps at most `bytes` of decoded groups of samples (Parquet pages or row groups)
+    /// in memory, where the source reads samples in groups; the loader sets it from its
+    /// memory budget. Sources without groups ignore it.
+    fn set_group_memory(&self, _bytes: u64) {}
 
     /// What the source has served so far.
     fn stats(&self) -> SourceStats;

@@ -178,6 +178,10 @@ impl<S: Source + ?Sized> Source for Throttled<S> {
         self.inner.shard_location(shard)
     }
 
+    fn set_group_memory(&self, bytes: u64) {
+        self.inner.set_group_memory(bytes);
+    }
+
     fn stats(&self) -> SourceStats {
         self.inner.stats()
     }

@@ -70,7 +70,7 @@ pub struct ParquetFiles {
     group_of: Vec<u32>,
     catalog: Arc<Catalog>,
     max_bytes: u64,
-    memory: u64,
+    memory: AtomicU64,
     decoded: Mutex<Decoded>,
     bytes: AtomicU64,
     requests: AtomicU64,
@@ -259,7 +259,7 @@ impl ParquetFiles {
             group_of,
             catalog: Arc::new(catalog),
             max_bytes: DEFAULT_MAX_BYTES,
-            memory: DEFAULT_GROUP_MEMORY,
+            memory: AtomicU64::new(DEFAULT_GROUP_MEMORY),
             decoded: Mutex::default(),
             bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
@@ -280,10 +280,8 @@ impl ParquetFiles {
     /// Keeps at most `bytes` of decoded groups in memory (at least the groups
     /// being read), instead of [`DEFAULT_GROUP_MEMORY`].
     pub fn with_memory(self, bytes: u64) -> ParquetFiles {
-        ParquetFiles {
-            memory: bytes,
-            ..self
-        }
+        self.set_group_memory(bytes);
+        self
     }
 
     /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`] instead of the
@@ -341,7 +339,7 @@ impl ParquetFiles {
         if let Some(bytes) = decoded_here {
             slot.bytes = bytes;
             decoded.used += bytes;
-            decoded.evict(self.memory, group);
+            decoded.evict(self.memory.load(Ordering::Relaxed), group);
         }
         values.clone()
     }
@@ -354,7 +352,7 @@ impl ParquetFiles {
         let mut bytes = Vec::new();
         self.store
             .read(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
-        let limit = self.memory.max(self.max_bytes);
+        let limit = self.memory.load(Ordering::Relaxed).max(self.max_bytes);
         chunk::binary(
             &file.descr,
             &g.chunk,
@@ -441,6 +439,10 @@ impl Source for ParquetFiles {
             || format!("file {shard}"),
             |f| self.store.inner.locate(&f.key),
         )
+    }
+
+    fn set_group_memory(&self, bytes: u64) {
+        self.memory.store(bytes, Ordering::Relaxed);
     }
 
     fn stats(&self) -> SourceStats {
