@@ -17,9 +17,19 @@ epoch, then ``--epochs`` measured epochs: images/s over those, and bytes read pe
 in the first epoch (the warm-up; for nostall from before the loader is made, which opens
 the dataset and starts that epoch) and the measured ones.
 
+With ``--s3``, both nostall loaders read from a local S3-compatible server (s3s-fs, as in
+the tests; ``bench/s3_local.py``) serving copies of the file and the folder, over the
+S3 client (each photograph of the folder an object); ``datasets`` reads the local file
+(it converts the file into its local Arrow cache before the first epoch wherever the
+file comes from). The bytes read by the nostall loaders are then the bytes received
+through the loopback interface while they run (``/proc/net/dev``: the server's answers
+with their HTTP, and the requests; socket reads do not count in ``read_chars``, and the
+server's own file reads do not measure what it sent: s3s-fs reads a whole object for
+each ranged GET).
+
 Usage: ``python bench/parquet.py bench/data/photos.parquet bench/data/photos
-[--epochs 3] [--json out.json]`` (``bench/make_parquet.py`` writes the Parquet file; a
-venv with nostall, torch, torchvision, datasets and psutil).
+[--epochs 3] [--s3] [--json out.json]`` (``bench/make_parquet.py`` writes the Parquet
+file; a venv with nostall, torch, torchvision, datasets and psutil).
 """
 
 from __future__ import annotations
@@ -30,14 +40,28 @@ import os
 import sys
 import time
 
+import shutil
+import tempfile
+
 import psutil
 
 # The child runner, the process-tree sums, torchvision's pipeline and the batch size.
 from compare import BATCH, run_child, train_transform, tree_sum
+from s3_local import S3Server
+
+
+OVER_LOOPBACK = "NOSTALL_BENCH_OVER_LOOPBACK"
 
 
 def read_chars() -> int:
-    """Bytes this process tree has read through system calls so far."""
+    """Bytes this process tree has read through system calls so far; reading from the
+    local S3 server, the bytes received through the loopback interface."""
+    if os.environ.get(OVER_LOOPBACK):
+        with open("/proc/net/dev") as f:
+            for line in f:
+                name, _, counters = line.partition(":")
+                if name.strip() == "lo":
+                    return int(counters.split()[0])
     return tree_sum(psutil.Process(), lambda p: p.io_counters().read_chars)
 
 
@@ -103,6 +127,8 @@ def main() -> None:
     p.add_argument("folder")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="nostall threads and DataLoader workers")
+    p.add_argument("--s3", action="store_true",
+                   help="nostall reads both from a local S3-compatible server")
     p.add_argument("--child", choices=["nostall", "datasets"], help=argparse.SUPPRESS)
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
@@ -111,12 +137,28 @@ def main() -> None:
         print(json.dumps(run(args.parquet, args.epochs, args.threads)))
         return
     size = os.path.getsize(args.parquet)
-    runs = [
-        measure("nostall parquet", "nostall", args.parquet, args.epochs, args.threads),
-        measure("nostall folder", "nostall", args.folder, args.epochs, args.threads),
-        measure("datasets", "datasets", args.parquet, args.epochs, args.threads),
-    ]
-    results = {"parquet": args.parquet, "parquet_bytes": size, "folder": args.folder,
+    parquet_at, folder_at, server = args.parquet, args.folder, None
+    if args.s3:
+        stage = tempfile.mkdtemp(prefix="nostall-parquet-")
+        shutil.copy(args.parquet, os.path.join(stage, "data.parquet"))
+        shutil.copytree(args.folder, os.path.join(stage, "folder"))
+        server = S3Server(stage)
+        shutil.rmtree(stage)
+        os.environ.update(server.env())
+        os.environ[OVER_LOOPBACK] = "1"
+        parquet_at, folder_at = f"{S3Server.url}/data.parquet", f"{S3Server.url}/folder"
+    try:
+        runs = [
+            measure("nostall parquet", "nostall", parquet_at, args.epochs, args.threads),
+            measure("nostall folder", "nostall", folder_at, args.epochs, args.threads),
+        ]
+        # `datasets` reads the local file.
+        os.environ.pop(OVER_LOOPBACK, None)
+        runs.append(measure("datasets", "datasets", args.parquet, args.epochs, args.threads))
+    finally:
+        if server is not None:
+            server.stop()
+    results = {"parquet": parquet_at, "parquet_bytes": size, "folder": folder_at,
                "batch_size": BATCH, "threads": args.threads, "epochs": args.epochs,
                "cpus": os.cpu_count(), "runs": runs}
     parquet, folder, hf = runs

@@ -21,6 +21,8 @@ use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
 
 #[path = "../../nostall-peer/tests/common/mod.rs"]
 mod common;
+#[path = "../../nostall/tests/common.rs"]
+mod fixtures;
 use common::{free_addrs, idle_connections, raise_descriptor_limit, until_listening};
 
 const NODES: usize = 3;
@@ -281,6 +283,73 @@ fn locality_aware_batches_keep_every_global_batch_and_move_a_tenth_of_the_bytes(
         moved * 10 <= moved_plain,
         "locality-aware: {moved} bytes between nodes, plain: {moved_plain}"
     );
+}
+
+/// The photographs of `catalog` as a Hugging Face Parquet file at `file`, in pages of 10
+/// rows (as `datasets` 5 writes them, with an offset index).
+fn parquet_dataset(catalog: &Catalog, file: &Path) -> Arc<Catalog> {
+    let rows: Vec<fixtures::Row> = (0..catalog.len() as u64)
+        .map(|id| {
+            let bytes = std::fs::read(catalog.path(id)).unwrap();
+            (Some(bytes), i64::from(catalog.label(id).unwrap()))
+        })
+        .collect();
+    let features = fixtures::features(catalog.classes());
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    fixtures::write_paged(file, &rows, 200, 10, Some(features));
+    let opened = nostall::dataset::open(
+        file.to_str().unwrap(),
+        nostall::storage::ReadMode::Cached,
+        nostall::Modality::Image,
+    )
+    .unwrap();
+    opened.catalog
+}
+
+#[test]
+fn a_parquet_dataset_is_cached_a_page_to_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("parquet/train.parquet");
+    let photos = dataset(&dir.path().join("images"));
+    let catalog = parquet_dataset(&photos, &file);
+    assert_eq!(catalog.groups(), vec![10; SAMPLES / 10].as_slice());
+    let sizes: Vec<u64> = (0..catalog.len() as u64)
+        .map(|id| catalog.size(id))
+        .collect();
+    let placement = Placement::in_groups(
+        0,
+        NODES,
+        Capacity::Fraction(CACHE),
+        &sizes,
+        catalog.groups(),
+    )
+    .unwrap();
+    let all = [0, 1, 2];
+    let job = Job::start(&file, &dir.path().join("job"), &["--epoch-barrier"]).finish(None);
+    let photo_bytes: u64 = (0..photos.len() as u64).map(|id| photos.size(id)).sum();
+    for epoch in 0..EPOCHS as usize {
+        let per_rank: Vec<Vec<SampleId>> = all.iter().map(|&n| job.ids(n)[epoch].clone()).collect();
+        for (rank, ids) in per_rank.iter().enumerate() {
+            assert_eq!(
+                ids,
+                &planned(&catalog, Some(&placement), rank, epoch as u64),
+                "rank {rank}, epoch {epoch}: the plan's samples, in order"
+            );
+        }
+        let distinct: BTreeSet<SampleId> = per_rank.concat().into_iter().collect();
+        assert_eq!(distinct.len(), SAMPLES, "each sample once in epoch {epoch}");
+        // No answer refused for want of an exact size.
+        assert_eq!(job.total(&all, epoch, "fallbacks"), 0, "epoch {epoch}");
+    }
+    // Storage served each sample at most once, in epoch 0 (the photographs' bytes at
+    // most: no node read another's part), and the nodes' caches served epoch 1.
+    let first = job.total(&all, 0, "storage_bytes");
+    assert!(
+        first <= photo_bytes && first > photo_bytes / 2,
+        "{first} of {photo_bytes}"
+    );
+    assert_eq!(job.total(&all, 1, "storage_bytes"), 0);
+    assert!(job.total(&all, 1, "peer_bytes") > 0);
 }
 
 /// The real clips of the engine's audio tests, copied `copies` times into two classes

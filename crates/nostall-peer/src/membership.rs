@@ -18,7 +18,7 @@ use crate::client::{resolve, Links, Peer, Timeouts};
 use crate::error::{Error, Result};
 use crate::node_cache::{NodeCache, NodeCacheStats};
 use crate::server::{Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS};
-use crate::source::{PartitionedSource, SourceBreakdown};
+use crate::source::{AnswerSizes, PartitionedSource, SourceBreakdown};
 
 /// The barrier's "epoch" of the meeting at the end of a job ([`Node::finish`]): after any
 /// epoch a job may have, and the same for every rank whatever its epoch count.
@@ -311,25 +311,19 @@ impl Node {
                 config.local_rank, config.ranks_per_node
             )));
         }
-        if !catalog.sizes_are_exact() {
-            // Peers' answers are checked against the catalog's sizes: with estimates every
-            // one would be refused, and every read would go to storage unseen.
-            return Err(Error::Config(format!(
-                "{}: the partitioned cache does not serve this dataset's format yet (a \
-                 Parquet dataset's sample sizes are known only once read); use a cache of \
-                 the job's own (cache_policy=\"minio\")",
-                catalog.root().display()
-            )));
-        }
         let sizes: Vec<u64> = (0..catalog.len() as u64)
             .map(|id| catalog.size(id))
             .collect();
-        let placement = Arc::new(Placement::new(
+        // Samples read in groups (Parquet pages) are placed a group to a node: the node
+        // that holds a group reads it, once.
+        let placement = Arc::new(Placement::in_groups(
             config.seed,
             config.nodes,
             config.capacity,
             &sizes,
+            catalog.groups(),
         )?);
+        let answers = AnswerSizes::of(catalog, sizes, config.max_sample_bytes);
         let fingerprint = fingerprint(catalog, &placement);
         let links = Arc::new(Links::new(
             config.node,
@@ -430,7 +424,7 @@ impl Node {
             storage,
             cache.clone(),
             handles,
-            sizes,
+            answers,
         ));
         Ok(Node {
             config,

@@ -15,6 +15,8 @@ use nostall::{Cause, SampleId};
 ///
 /// It admits only the node's own part, which by construction fits its capacity, so it
 /// never evicts: MinIO's rule, with the set chosen for the cluster rather than by arrival.
+/// Its bound is the node's capacity, not the part's bytes: where the catalog's sizes are
+/// estimates (Parquet), the part's real bytes may exceed its estimate a little.
 /// Concurrent first reads of one sample (the node's own rank and a peer asking for it at
 /// the same moment) read storage once: the later reader waits for the first.
 pub struct NodeCache {
@@ -74,7 +76,7 @@ pub struct NodeCacheStats {
 impl NodeCache {
     /// The cache of `node` under `placement`, filling from `storage`.
     pub fn new(node: usize, placement: Arc<Placement>, storage: Arc<dyn Source>) -> NodeCache {
-        let capacity = placement.held_bytes(node);
+        let capacity = placement.capacity();
         NodeCache {
             node,
             placement,

@@ -32,8 +32,8 @@ pub struct PartitionedSource {
     local: Option<Arc<NodeCache>>,
     /// Every node's peer handle, by index (this node's own is used only without `local`).
     peers: Vec<Arc<Peer>>,
-    /// Each sample's size in the catalog: what a peer's answer must measure.
-    sizes: Vec<u64>,
+    /// What a peer's answer must measure.
+    answers: AnswerSizes,
     local_samples: AtomicU64,
     local_bytes: AtomicU64,
     fallbacks: AtomicU64,
@@ -73,6 +73,47 @@ pub struct SourceBreakdown {
     pub peer_mismatches: u64,
 }
 
+/// The size a peer's answer for each sample must have: the catalog's, where it is exact;
+/// at most the job's largest sample, where the catalog holds estimates (a Parquet
+/// sample's size is known only once its page is decoded).
+#[derive(Debug)]
+pub(crate) enum AnswerSizes {
+    /// Each sample's size, by id.
+    Exact(Vec<u64>),
+    /// The most bytes a sample may have.
+    AtMost(u64),
+}
+
+impl AnswerSizes {
+    /// The answers' sizes for `catalog`, whose samples measure `sizes` and may have at
+    /// most `max_sample_bytes`.
+    pub(crate) fn of(
+        catalog: &nostall::Catalog,
+        sizes: Vec<u64>,
+        max_sample_bytes: u64,
+    ) -> AnswerSizes {
+        if catalog.sizes_are_exact() {
+            AnswerSizes::Exact(sizes)
+        } else {
+            AnswerSizes::AtMost(max_sample_bytes)
+        }
+    }
+
+    fn admits(&self, id: SampleId, len: usize) -> bool {
+        match self {
+            AnswerSizes::Exact(sizes) => sizes.get(id as usize) == Some(&(len as u64)),
+            AnswerSizes::AtMost(most) => len as u64 <= *most,
+        }
+    }
+
+    fn describe(&self, id: SampleId) -> String {
+        match self {
+            AnswerSizes::Exact(sizes) => sizes.get(id as usize).copied().unwrap_or(0).to_string(),
+            AnswerSizes::AtMost(most) => format!("at most {most}"),
+        }
+    }
+}
+
 impl PartitionedSource {
     pub(crate) fn new(
         node: usize,
@@ -80,7 +121,7 @@ impl PartitionedSource {
         storage: Arc<dyn Source>,
         local: Option<Arc<NodeCache>>,
         peers: Vec<Arc<Peer>>,
-        sizes: Vec<u64>,
+        answers: AnswerSizes,
     ) -> PartitionedSource {
         PartitionedSource {
             node,
@@ -88,7 +129,7 @@ impl PartitionedSource {
             storage,
             local,
             peers,
-            sizes,
+            answers,
             local_samples: AtomicU64::new(0),
             local_bytes: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
@@ -128,13 +169,13 @@ impl Source for PartitionedSource {
                 Ok(())
             }
             (Some(holder), _) => match self.peers[holder].fetch(id, out) {
-                Ok(()) if out.len() as u64 == self.sizes[id as usize] => Ok(()),
+                Ok(()) if self.answers.admits(id, out.len()) => Ok(()),
                 Ok(()) => {
                     // Never trust bytes from the network further than they can be checked.
                     let reason = format!(
                         "it answered sample {id} with {} bytes, the catalog has {}",
                         out.len(),
-                        self.sizes[id as usize]
+                        self.answers.describe(id)
                     );
                     self.peers[holder].mark_down(&reason);
                     self.mismatches.fetch_add(1, Ordering::Relaxed);

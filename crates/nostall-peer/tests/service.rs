@@ -597,14 +597,59 @@ fn strangers_at_four_addresses_cannot_hold_up_a_join() {
 }
 
 #[test]
-fn a_catalog_of_estimated_sizes_is_refused_before_anything_listens() {
+fn samples_read_in_groups_are_placed_a_group_to_a_node_and_served_by_estimate() {
+    // As a Parquet dataset: pages of 10 samples, each sample's size its group's mean.
+    let groups = vec![10u32; SAMPLES as usize / 10];
+    let samples = (0..SAMPLES).map(|id| {
+        let group = id / 10 * 10;
+        let mean = (group..group + 10)
+            .map(|i| bytes(i).len() as u64)
+            .sum::<u64>()
+            / 10;
+        (format!("s{id:04}.jpg"), None, mean)
+    });
+    let catalog = Catalog::from_samples(
+        "memory://test",
+        nostall::Modality::Image,
+        Vec::new(),
+        samples,
+    )
+    .unwrap()
+    .with_groups(groups)
+    .unwrap()
+    .with_estimated_sizes();
     let peers = free_addrs(2);
-    let catalog = Arc::unwrap_or_clone(catalog()).with_estimated_sizes();
-    let why = match Node::join(&catalog, storage(), config(0, &peers, 0.5)) {
-        Err(e) => e.to_string(),
-        Ok(_) => panic!("a node over estimated sizes joined"),
-    };
-    assert!(why.contains("Parquet") && why.contains("minio"), "{why}");
-    // Nothing listens at the node's address.
-    assert!(std::net::TcpStream::connect(&peers[0]).is_err());
+    let nodes: Vec<Node> = std::thread::scope(|s| {
+        let joins: Vec<_> = (0..2)
+            .map(|n| {
+                let (catalog, peers) = (&catalog, &peers);
+                s.spawn(move || Node::join(catalog, storage(), config(n, peers, 0.5)).unwrap())
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    let placement = nodes[0].placement();
+    for group in 0..SAMPLES / 10 {
+        let holder = placement.holder(group * 10);
+        assert!(
+            (group * 10..group * 10 + 10).all(|id| placement.holder(id) == holder),
+            "group {group} split"
+        );
+    }
+    // Node 1's samples come from node 1, whatever their exact sizes.
+    let source = nodes[0].source();
+    let theirs: Vec<u64> = (0..SAMPLES)
+        .filter(|&id| placement.holder(id) == Some(1))
+        .collect();
+    assert!(!theirs.is_empty());
+    let mut out = Vec::new();
+    for &id in &theirs {
+        source.read(id, &mut out).unwrap();
+        assert_eq!(out, bytes(id));
+    }
+    let stats = source.breakdown();
+    assert_eq!(
+        (stats.peer_samples, stats.fallbacks),
+        (theirs.len() as u64, 0)
+    );
 }

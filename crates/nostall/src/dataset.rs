@@ -152,12 +152,23 @@ pub fn open_in(
                 "an S3 location needs a bucket: s3://bucket/prefix".into(),
             ));
         }
+        // One Parquet object: the store of its prefix, listing only it.
+        if let Some((prefix, name)) = location
+            .rsplit_once('/')
+            .filter(|(prefix, name)| *prefix != "s3:/" && is_parquet_key(name))
+        {
+            let store = Arc::new(open_s3(prefix, var)?);
+            return open_parquet_file(store, name, mode, modality, columns);
+        }
         let store = Arc::new(open_s3(location, var)?);
         return open_store(store, mode, modality, columns);
     }
     let path = Path::new(location);
     if path.is_file() && is_parquet_key(location) {
-        return open_parquet_file(path, mode, modality, columns);
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let store = Arc::new(LocalDir::new(parent.unwrap_or(Path::new(".")))?);
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        return open_parquet_file(store, &name, mode, modality, columns);
     }
     let (mut tars, mut dirs, mut parquets) = (0, 0, 0);
     for entry in std::fs::read_dir(path)
@@ -196,22 +207,28 @@ pub fn open_in(
     })
 }
 
-/// One Parquet file, as a store of the files in its directory that lists only it.
+/// The Parquet file `name` of `store` (a directory or an S3 prefix), as the store
+/// listing only it.
 fn open_parquet_file(
-    path: &Path,
+    store: Arc<dyn BlobStore>,
+    name: &str,
     mode: ReadMode,
     modality: Modality,
     columns: &Columns,
 ) -> Result<Dataset> {
-    refuse_cold(mode, &path.display().to_string())?;
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let store = Arc::new(LocalDir::new(parent.unwrap_or(Path::new(".")))?);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let listing = store
+    refuse_cold(mode, &format!("{}/{name}", store.root()))?;
+    let listing: Vec<_> = store
         .list()?
         .into_iter()
-        .filter(|b| Some(&b.key) == name.as_ref())
+        .filter(|b| b.key == name)
         .collect();
+    if listing.is_empty() {
+        return Err(Error::Config(format!(
+            "{}/{name}: no such file (it is not in the listing of {})",
+            store.root(),
+            store.root()
+        )));
+    }
     parquet_dataset(store, listing, modality, columns)
 }
 

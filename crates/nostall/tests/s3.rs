@@ -604,6 +604,37 @@ fn parquet_in_s3_yields_the_same_batches_as_the_folder() {
         catalog.len() as u64,
         "one read per sample"
     );
+
+    // The file named alone, as `s3://bucket/prefix/file.parquet`.
+    let endpoint = served.server.endpoint();
+    let var = |name: &str| {
+        Some(match name {
+            "AWS_ENDPOINT_URL" => endpoint.clone(),
+            "AWS_ACCESS_KEY_ID" => ACCESS_KEY.to_string(),
+            "AWS_SECRET_ACCESS_KEY" => SECRET_KEY.to_string(),
+            "AWS_REGION" => "us-east-1".to_string(),
+            _ => return None,
+        })
+    };
+    let open = |location: &str| {
+        dataset::open_in(
+            location,
+            ReadMode::Cached,
+            Modality::Image,
+            &Columns::default(),
+            &var,
+        )
+    };
+    let named = open("s3://parquet/train/data-00000.parquet").unwrap();
+    assert_eq!(named.format, Format::Parquet);
+    assert_eq!(named.catalog.len(), catalog.len());
+    let error = open("s3://parquet/train/data-00001.parquet").unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("s3://parquet/train/data-00001.parquet"),
+        "{error}"
+    );
 }
 
 #[test]

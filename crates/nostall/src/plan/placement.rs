@@ -66,6 +66,24 @@ impl Placement {
     ///
     /// Samples of size 0 are never placed (there is nothing to cache).
     pub fn new(seed: u64, nodes: usize, capacity: Capacity, sizes: &[u64]) -> Result<Placement> {
+        Placement::in_groups(seed, nodes, capacity, sizes, &[])
+    }
+
+    /// As [`Placement::new`], dealing whole groups of samples where `groups` gives them
+    /// (runs of consecutive ids, as [`crate::Catalog::groups`]: a Parquet file's pages),
+    /// so that one node reads and holds each group, instead of every node reading it for
+    /// the samples it holds; empty `groups`: each sample alone, as [`Placement::new`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Placement::new`]; also groups that do not add up to the samples.
+    pub fn in_groups(
+        seed: u64,
+        nodes: usize,
+        capacity: Capacity,
+        sizes: &[u64],
+        groups: &[u32],
+    ) -> Result<Placement> {
         if nodes == 0 {
             return Err(Error::Config(
                 "a partitioned cache needs at least 1 node".into(),
@@ -88,23 +106,46 @@ impl Placement {
             .try_fold(0u64, |sum, &s| sum.checked_add(s))
             .ok_or_else(|| Error::Config("the sample sizes add up to more than 2^64".into()))?;
         let capacity = capacity.bytes(dataset_bytes);
-        let mut order: Vec<SampleId> = (0..sizes.len() as SampleId).collect();
+        // Each unit dealt: a run of sample ids.
+        let units: Vec<std::ops::Range<usize>> = if groups.is_empty() {
+            (0..sizes.len()).map(|id| id..id + 1).collect()
+        } else {
+            let mut start = 0;
+            let runs = groups
+                .iter()
+                .map(|&length| {
+                    start += length as usize;
+                    start - length as usize..start
+                })
+                .collect();
+            if start != sizes.len() {
+                return Err(Error::Config(format!(
+                    "groups of {start} samples for a dataset of {}",
+                    sizes.len()
+                )));
+            }
+            runs
+        };
+        let mut order: Vec<usize> = (0..units.len()).collect();
         Rng::new(derive(&[seed, 0x5041_5254])).shuffle(&mut order);
 
         let mut holders = vec![NOBODY; sizes.len()];
         let mut held_bytes = vec![0u64; nodes];
         let mut held_samples = vec![0usize; nodes];
         let mut free = MostFree::new(nodes, capacity);
-        for id in order {
-            let size = sizes[id as usize];
+        for unit in order {
+            let ids = units[unit].clone();
+            let size: u64 = sizes[ids.clone()].iter().sum();
             let node = free.top();
             if size == 0 || size > free.free(node) {
                 continue;
             }
             free.take(node, size);
-            holders[id as usize] = node as u32;
             held_bytes[node] += size;
-            held_samples[node] += 1;
+            for id in ids.filter(|&id| sizes[id] > 0) {
+                holders[id] = node as u32;
+                held_samples[node] += 1;
+            }
         }
         Ok(Placement {
             holders,
@@ -318,6 +359,46 @@ mod tests {
                 .count();
             assert!((170..330).contains(&held), "chunk {chunk}: {held}");
         }
+    }
+
+    #[test]
+    fn groups_are_dealt_whole() {
+        let sizes = varied(6_000, 5);
+        let groups: Vec<u32> = (0..400).map(|g| 5 + g % 20).collect();
+        assert_eq!(groups.iter().sum::<u32>(), 5_800);
+        assert!(
+            Placement::in_groups(0, 3, Capacity::Fraction(0.3), &sizes, &groups).is_err(),
+            "groups must cover the samples"
+        );
+        let (sizes, nodes) = (&sizes[..5_800], 3);
+        let p = Placement::in_groups(0, nodes, Capacity::Fraction(0.3), sizes, &groups).unwrap();
+        let mut start = 0;
+        for &length in &groups {
+            let holders: std::collections::HashSet<_> = (start..start + length as usize)
+                .map(|id| p.holder(id as SampleId))
+                .collect();
+            assert_eq!(holders.len(), 1, "group at {start} split: {holders:?}");
+            start += length as usize;
+        }
+        for node in 0..nodes {
+            let held: u64 = (0..sizes.len())
+                .filter(|&id| p.holds(node, id as SampleId))
+                .map(|id| sizes[id])
+                .sum();
+            assert_eq!(held, p.held_bytes(node));
+            assert!(held <= p.capacity());
+        }
+        // Most of the capacity is used, whole groups at a time.
+        assert!(p.uncached_bytes() < p.dataset_bytes() / 10 + p.dataset_bytes() / 100 * 3);
+        assert_eq!(
+            p,
+            Placement::in_groups(0, nodes, Capacity::Fraction(0.3), sizes, &groups).unwrap()
+        );
+        // Without groups, each sample alone.
+        assert_eq!(
+            Placement::in_groups(1, nodes, Capacity::Fraction(0.3), sizes, &[]).unwrap(),
+            Placement::new(1, nodes, Capacity::Fraction(0.3), sizes).unwrap()
+        );
     }
 
     #[test]
