@@ -99,6 +99,7 @@ BATCH=64
 PREP_THREADS=1
 FETCH_THREADS=4
 STEP_MS=
+NODE_ARGS=
 PEER_MBPS=
 TIMEOUT=1800
 BIN=./target/release/nostall
@@ -132,6 +133,7 @@ Usage: bash bench/testbed.sh [OPTIONS]
   --prep-threads P    prep threads per host                       [$PREP_THREADS]
   --fetch-threads F   fetch threads per host                      [$FETCH_THREADS]
   --step-ms MS        emulated training step per batch (passed on) [none]
+  --node-args "A ..." more arguments for every node, e.g. "--group-memory 4MiB" [none]
   --peer-mbps MBPS    also limit each host's egress (peer traffic) [no limit]
   --timeout S         give up on a run after S seconds            [$TIMEOUT]
   --bin PATH          the nostall binary                          [$BIN]
@@ -161,6 +163,7 @@ parse_args() {
             --prep-threads) PREP_THREADS="$2"; shift ;;
             --fetch-threads) FETCH_THREADS="$2"; shift ;;
             --step-ms) STEP_MS="$2"; shift ;;
+            --node-args) NODE_ARGS="$2"; shift ;;
             --peer-mbps) PEER_MBPS="$2"; shift ;;
             --timeout) TIMEOUT="$2"; shift ;;
             --bin) BIN="$2"; shift ;;
@@ -369,6 +372,9 @@ start_storage() {
     mkdir -p "$WORK/root/$BUCKET"
     cp -r "$(realpath "$DATA")" "$WORK/root/$BUCKET/$name"
     find "$WORK/root/$BUCKET/$name" -name '.*' -type f -delete   # markers, saved indexes
+    # The ETags s3s-fs would have stored on upload: without them it hashes a whole object
+    # for every GET, ranged ones too (a Parquet page read would cost the file's hash).
+    python3 bench/s3_local.py etags "$WORK/root"
     SOURCE="s3://$BUCKET/$name"
     DATASET_BYTES="$(find "$WORK/root/$BUCKET/$name" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')"
     DATASET_FILES="$(find "$WORK/root/$BUCKET/$name" -type f | wc -l)"
@@ -592,6 +598,8 @@ run_mode() {
                 local) args+=(--node "$g" --no-peers --world "$ranks" --cache-size 100% --prefill) ;;
             esac
             [ -z "$STEP_MS" ] || args+=(--step-ms "$STEP_MS")
+            # shellcheck disable=SC2206 # split into arguments on purpose
+            [ -z "$NODE_ARGS" ] || args+=($NODE_ARGS)
             echo "host $i: NOSTALL_PEER_SECRET=... ${agent_env[*]} $BIN node ${args[*]}" >"$dir/host$g.log"
             in_host "$i" "${env_args[@]}" "${agent_env[@]}" NOSTALL_PEER_SECRET="$secret" \
                 "$BIN" node "${args[@]}" </dev/null >>"$dir/host$g.log" 2>&1 &

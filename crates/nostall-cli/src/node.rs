@@ -26,7 +26,7 @@ use nostall::Position;
 use nostall_agent::{Client, Reading};
 use nostall_peer::{Node, NodeConfig, Secret};
 
-use crate::run::{loader_settings, on_error, parsed, PipelineArgs};
+use crate::run::{loader_settings, on_error, parse_bytes, parsed, PipelineArgs};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -88,6 +88,9 @@ pub(crate) struct Args {
     /// Skip and count bad samples instead of stopping.
     #[arg(long)]
     skip_bad: bool,
+    /// Parquet: bytes for decoded pages, which sets how many are open at once (1GiB).
+    #[arg(long, value_parser = parse_bytes)]
+    group_memory: Option<u64>,
     /// Append one JSON object per epoch to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -239,6 +242,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         args.seed,
     );
     settings.on_error = on_error(args.skip_bad);
+    settings.group_memory = args.group_memory;
     // Each epoch's bytes moved are counted between its start and end: an epoch started
     // ahead would count its reads in the previous one.
     settings.overlap_epochs = false;

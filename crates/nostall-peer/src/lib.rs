@@ -32,7 +32,8 @@
 //! mutual authentication, encrypted and authenticated records, no replay (see [`auth`]
 //! for what the secret does and does not protect against). Every request has a deadline,
 //! request and response sizes are limited, ids outside the catalog or not held by the
-//! node are refused, and bytes from a peer must have the catalog's size; each refusal is
+//! node are refused, and bytes from a peer must have the catalog's size (where it is
+//! exact; Parquet's are estimates, and then the largest sample's); each refusal is
 //! counted and logged, and the service goes on serving others.
 //!
 //! # Example

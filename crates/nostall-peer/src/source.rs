@@ -68,7 +68,8 @@ pub struct SourceBreakdown {
     pub fallbacks: u64,
     /// Times a peer was marked down.
     pub peer_downs: u64,
-    /// Answers from peers whose size differed from the catalog's (the peer was marked down
+    /// Answers from peers whose size differed from the catalog's, or exceeded the largest
+    /// sample's where the catalog's sizes are estimates (the peer was marked down
     /// and storage read the sample): a damaged or forged answer, or another dataset.
     pub peer_mismatches: u64,
 }
