@@ -16,6 +16,7 @@ import torch
 
 import nostall
 import nostall.agent
+from parquet_files import rows, write
 
 SETTINGS = dict(batch_size=4, pipeline="train", image_size=64, seed=11, threads=2)
 
@@ -106,6 +107,18 @@ def test_jobs_sharing_a_stream_get_what_their_own_loaders_give(photos, agent):
     assert 2 * batches <= shared["group_batches_prepared"] <= 2 * batches + 2
     assert shared["group_batches_delivered"] >= 4 * batches - 2
     assert shared["bytes_saved"] > 0
+
+
+def test_jobs_sharing_a_parquet_dataset_get_what_their_own_loaders_give(photos, agent, tmp_path):
+    data, classes = rows(photos)
+    path = str(tmp_path / "train.parquet")
+    write(path, data, classes, row_group_size=5)
+    a = nostall.Loader(path, share="auto", **SETTINGS)
+    b = nostall.Loader(path, share="auto", **SETTINGS)
+    for expected in epochs_of(path, a, b):
+        both_get(a, b, expected)
+        assert a.metrics["shared"]["batches_from_group"] == len(expected)
+    assert a.metrics["shared"]["members"] == 2
 
 
 def test_a_job_changing_its_batches_in_place_changes_nothing_for_the_other(photos, agent):
