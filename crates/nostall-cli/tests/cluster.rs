@@ -176,6 +176,25 @@ impl Job {
             .collect()
     }
 
+    /// Every node's delivered ids in `epoch`, each checked against its rank's plan
+    /// (locality-aware under `placement`).
+    fn planned_ids(
+        &self,
+        catalog: &Catalog,
+        placement: Option<&Placement>,
+        epoch: usize,
+    ) -> Vec<Vec<SampleId>> {
+        let per_rank: Vec<Vec<SampleId>> = (0..NODES).map(|n| self.ids(n)[epoch].clone()).collect();
+        for (rank, ids) in per_rank.iter().enumerate() {
+            assert_eq!(
+                ids,
+                &planned(catalog, placement, rank, epoch as u64),
+                "rank {rank}, epoch {epoch}: the plan's samples, in order"
+            );
+        }
+        per_rank
+    }
+
     /// Node `node`'s per-epoch record, as written by `--json`.
     fn epochs(&self, node: usize) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.out.join(format!("node{node}.jsonl")))
@@ -249,15 +268,7 @@ fn locality_aware_batches_keep_every_global_batch_and_move_a_tenth_of_the_bytes(
     for epoch in 0..EPOCHS as usize {
         let mut by_mode = Vec::new();
         for (job, placement) in [(&plain, None), (&local, Some(&placement))] {
-            let per_rank: Vec<Vec<SampleId>> =
-                all.iter().map(|&n| job.ids(n)[epoch].clone()).collect();
-            for (rank, ids) in per_rank.iter().enumerate() {
-                assert_eq!(
-                    ids,
-                    &planned(&catalog, placement, rank, epoch as u64),
-                    "rank {rank}, epoch {epoch}: the plan's samples, in order"
-                );
-            }
+            let per_rank = job.planned_ids(&catalog, placement, epoch);
             let every: Vec<SampleId> = per_rank.concat();
             let distinct: BTreeSet<SampleId> = every.iter().copied().collect();
             assert_eq!(every.len(), SAMPLES, "epoch {epoch}");
@@ -328,14 +339,7 @@ fn a_parquet_dataset_is_cached_a_page_to_a_node() {
     let job = Job::start(&file, &dir.path().join("job"), &["--epoch-barrier"]).finish(None);
     let photo_bytes: u64 = (0..photos.len() as u64).map(|id| photos.size(id)).sum();
     for epoch in 0..EPOCHS as usize {
-        let per_rank: Vec<Vec<SampleId>> = all.iter().map(|&n| job.ids(n)[epoch].clone()).collect();
-        for (rank, ids) in per_rank.iter().enumerate() {
-            assert_eq!(
-                ids,
-                &planned(&catalog, Some(&placement), rank, epoch as u64),
-                "rank {rank}, epoch {epoch}: the plan's samples, in order"
-            );
-        }
+        let per_rank = job.planned_ids(&catalog, Some(&placement), epoch);
         let distinct: BTreeSet<SampleId> = per_rank.concat().into_iter().collect();
         assert_eq!(distinct.len(), SAMPLES, "each sample once in epoch {epoch}");
         // No answer refused for want of an exact size.
@@ -388,14 +392,7 @@ fn audio_loads_through_the_partitioned_cache_as_images_do() {
     let all = [0, 1, 2];
     let job = Job::start(&data, &dir.path().join("m5"), &["--preset", "m5"]).finish(None);
     for epoch in 0..EPOCHS as usize {
-        let per_rank: Vec<Vec<SampleId>> = all.iter().map(|&n| job.ids(n)[epoch].clone()).collect();
-        for (rank, ids) in per_rank.iter().enumerate() {
-            assert_eq!(
-                ids,
-                &planned(&catalog, Some(&placement), rank, epoch as u64),
-                "rank {rank}, epoch {epoch}: the plan's clips, in order"
-            );
-        }
+        let per_rank = job.planned_ids(&catalog, Some(&placement), epoch);
         let distinct: BTreeSet<SampleId> = per_rank.concat().into_iter().collect();
         assert_eq!(
             distinct.len(),

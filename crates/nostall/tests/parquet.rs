@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::{features, write, write_column, write_paged, write_with, Row};
@@ -83,14 +83,7 @@ fn a_datasets_file_reads_as_its_photographs_with_their_classes() {
 
 #[test]
 fn each_row_group_is_read_once_while_it_is_kept() {
-    let (rows, classes) = photos();
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        &dir.path().join("a.parquet"),
-        &rows,
-        4,
-        Some(features(&classes)),
-    );
+    let (dir, _, rows) = written(4);
     let size = std::fs::metadata(dir.path().join("a.parquet"))
         .unwrap()
         .len();
@@ -184,33 +177,14 @@ fn pages_listed_in_the_offset_index_are_read_alone() {
 
 #[test]
 fn open_row_groups_are_read_once_an_epoch_each() {
-    let (rows, classes) = photos();
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        &dir.path().join("a.parquet"),
-        &rows,
-        2,
-        Some(features(&classes)),
-    );
+    let (dir, _, rows) = written(2);
     let files = files_in(dir.path(), 0);
     let catalog = files.catalog().clone();
     assert_eq!(catalog.groups(), vec![2; 16].as_slice());
     // 3 row groups open at once; room for twice as many of the largest.
-    let largest = rows
-        .chunks(2)
-        .map(|g| g.iter().map(|r| r.0.as_ref().unwrap().len()).sum::<usize>());
-    let files = Arc::new(files.with_memory(6 * largest.max().unwrap() as u64));
-    let mut settings = LoaderSettings::default();
-    settings
-        .set("pipeline", "val")
-        .unwrap()
-        .set("image_size", "16")
-        .unwrap();
-    settings.plan.batch_size = 4;
+    let files = Arc::new(files.with_memory(6 * largest_group(&rows, 2)));
+    let mut settings = in_order();
     settings.plan.blocks = nostall::plan::Blocks::new(catalog.groups(), 3);
-    // One read at a time: reads follow the plan's order, an epoch after the other.
-    settings.overlap_epochs = false;
-    settings.fetch_threads = 1;
     let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
     let loader = builder.build(catalog.clone(), files.clone()).unwrap();
     let mut before = files.storage_bytes();
@@ -242,35 +216,17 @@ fn open_row_groups_are_read_once_an_epoch_each() {
 
 #[test]
 fn two_ranks_read_their_own_row_groups() {
-    let (rows, classes) = photos();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a.parquet");
-    write(&path, &rows, 2, Some(features(&classes)));
+    let (dir, path, rows) = written(2);
     let catalog = files_in(dir.path(), 0).catalog().clone();
-    let largest = rows
-        .chunks(2)
-        .map(|g| g.iter().map(|r| r.0.as_ref().unwrap().len()).sum::<usize>())
-        .max()
-        .unwrap() as u64;
+    let largest = largest_group(&rows, 2);
     let (world, open) = (2, 2);
     let mut reads = Vec::new();
     let mut delivered = Vec::new();
     for rank in 0..world {
         let files = Arc::new(files_in(dir.path(), 3 * largest));
-        let mut settings = LoaderSettings::default();
-        settings
-            .set("pipeline", "val")
-            .unwrap()
-            .set("image_size", "16")
-            .unwrap();
-        (
-            settings.plan.batch_size,
-            settings.plan.rank,
-            settings.plan.world,
-        ) = (4, rank, world);
+        let mut settings = in_order();
+        (settings.plan.rank, settings.plan.world) = (rank, world);
         settings.plan.blocks = nostall::plan::Blocks::new(catalog.groups(), open);
-        settings.overlap_epochs = false;
-        settings.fetch_threads = 1;
         let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
         let loader = builder.build(catalog.clone(), files.clone()).unwrap();
         let before = files.storage_bytes();
@@ -294,25 +250,14 @@ fn two_ranks_read_their_own_row_groups() {
 
 #[test]
 fn the_memory_for_pages_is_a_setting_and_part_of_the_budget() {
-    let (rows, classes) = photos();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a.parquet");
-    write(&path, &rows, 2, Some(features(&classes)));
+    let (dir, path, _) = written(2);
     let column = image_chunks(&path);
     // Bytes read in the second epoch, and the loader's split of its budget.
     let second_epoch = |group_memory: Option<u64>, memory: Option<u64>| {
         let files = Arc::new(files_in(dir.path(), 1 << 30));
         let catalog = files.catalog().clone();
-        let mut settings = LoaderSettings::default();
-        settings
-            .set("pipeline", "val")
-            .unwrap()
-            .set("image_size", "16")
-            .unwrap();
-        settings.plan.batch_size = 4;
+        let mut settings = in_order();
         (settings.group_memory, settings.memory) = (group_memory, memory);
-        settings.overlap_epochs = false;
-        settings.fetch_threads = 1;
         let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
         let loader = builder.build(catalog, files.clone()).unwrap();
         for epoch in 0..2 {
@@ -334,6 +279,43 @@ fn the_memory_for_pages_is_a_setting_and_part_of_the_budget() {
     let plan = plan.unwrap();
     assert_eq!(plan.groups, column / 4);
     assert!(read > column / 2, "{read} of {column}");
+}
+
+/// The photographs written as `datasets` writes them, `group` rows a row group, to
+/// `a.parquet` in a new directory: the directory, the file and the rows.
+fn written(group: usize) -> (tempfile::TempDir, PathBuf, Vec<Row>) {
+    let (rows, classes) = photos();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.parquet");
+    write(&path, &rows, group, Some(features(&classes)));
+    (dir, path, rows)
+}
+
+/// Settings for loaders whose reads are counted: the `val` preset at 16 pixels, batches
+/// of 4, one read at a time (reads follow the plan's order, an epoch after the other).
+fn in_order() -> LoaderSettings {
+    let mut settings = LoaderSettings::default();
+    settings
+        .set("pipeline", "val")
+        .unwrap()
+        .set("image_size", "16")
+        .unwrap();
+    settings.plan.batch_size = 4;
+    settings.overlap_epochs = false;
+    settings.fetch_threads = 1;
+    settings
+}
+
+/// The bytes of the largest group of `rows` in groups of `group`.
+fn largest_group(rows: &[Row], group: usize) -> u64 {
+    rows.chunks(group)
+        .map(|g| {
+            g.iter()
+                .map(|r| r.0.as_ref().map_or(0, Vec::len) as u64)
+                .sum()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The bytes of the image column's chunks in a file written by [`write`].
@@ -614,14 +596,8 @@ fn damaged_pages_fail_their_row_group_only_and_never_panic() {
             Ok(()) => assert_ne!(&out, first),
         }
         // Through a loader that skips bad samples, the rest are delivered.
-        let mut settings = LoaderSettings::default();
-        settings
-            .set("pipeline", "val")
-            .unwrap()
-            .set("image_size", "16")
-            .unwrap();
+        let mut settings = in_order();
         settings.on_error = ErrorPolicy::Skip;
-        settings.plan.batch_size = 4;
         let (loader, _) = LoaderBuilder::with_settings(path.to_str().unwrap(), settings)
             .open()
             .unwrap();
