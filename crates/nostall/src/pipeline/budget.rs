@@ -9,9 +9,9 @@
 //! not, the read-ahead shrinks towards two batches of encoded samples, then `prefetch`
 //! towards one. A dataset read in groups (Parquet pages) then gets its memory for decoded
 //! groups (`group_memory`, by default a quarter of the budget up to
-//! [`DEFAULT_GROUP_MEMORY`]). The cache gets what is left, up to the size asked for. What is not held by design is outside the
-//! budget: batches the consumer keeps beyond one, the decoders' working memory (a few
-//! megabytes a thread), the catalog.
+//! [`DEFAULT_GROUP_MEMORY`]). The cache gets what is left, up to the size asked for. What
+//! is not held by design is outside the budget: batches the consumer keeps beyond one, the
+//! decoders' working memory (a few megabytes a thread), the catalog.
 
 use crate::error::{Error, Result};
 use crate::storage::DEFAULT_GROUP_MEMORY;
@@ -80,7 +80,9 @@ pub(super) fn fit(
     }
     let spent = pipeline(prefetch, readahead);
     let groups = if grouped {
-        let wanted = (config.group_memory).unwrap_or(DEFAULT_GROUP_MEMORY.min(budget / 4));
+        let wanted = config
+            .group_memory
+            .unwrap_or(DEFAULT_GROUP_MEMORY.min(budget / 4));
         wanted.min(budget - spent)
     } else {
         0

@@ -182,20 +182,29 @@ impl Blocks {
                 }
             }
         }
+        // Lanes with samples left: a finished lane's positions go to the next of them.
+        let mut unfinished: std::collections::BTreeSet<usize> =
+            (0..lanes).filter(|&l| open[l].live > 0).collect();
         let mut order = Vec::with_capacity(len);
         while order.len() < len {
             let own = order.len() % lanes;
-            let lane = (0..lanes)
-                .map(|k| (own + k) % lanes)
-                .find(|&l| open[l].live > 0)
+            let index = *unfinished
+                .range(own..)
+                .next()
+                .or_else(|| unfinished.first())
                 .expect("samples are left while the order is short");
-            let lane = &mut open[lane];
+            let lane = &mut open[index];
             let at = lane.next(rng);
             order.push(lane.groups[at].pop().expect("open groups hold samples"));
             if lane.groups[at].is_empty() {
                 match open_group(rng) {
                     Some(samples) => lane.groups[at] = samples,
-                    None => lane.live -= 1,
+                    None => {
+                        lane.live -= 1;
+                        if lane.live == 0 {
+                            unfinished.remove(&index);
+                        }
+                    }
                 }
             }
         }
@@ -237,13 +246,18 @@ impl Blocks {
 /// same batch, and their replacements be read in one burst).
 #[derive(Default)]
 struct Lane {
+    /// Each slot's samples left, in the order they are drawn (from the back).
     groups: Vec<Vec<SampleId>>,
+    /// Slots with samples left.
     live: usize,
+    /// Slots that may be drawn from.
     ready: Vec<usize>,
+    /// Slots drawn recently, oldest first (and emptied ones, dropped when they come up).
     cooling: std::collections::VecDeque<usize>,
 }
 
 impl Lane {
+    /// The slot to draw the next sample from (one with samples left: `live` > 0).
     fn next(&mut self, rng: &mut Rng) -> usize {
         loop {
             if self.ready.is_empty() || self.cooling.len() > self.live / 2 {
