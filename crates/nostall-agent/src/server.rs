@@ -95,6 +95,8 @@ pub struct Agent {
     /// The jobs' nodes joined for their local ranks.
     nodes: Nodes,
     clients: AtomicUsize,
+    /// Connections being refused before their hello was read ([`Agent::refuse_unheard`]).
+    refusing: AtomicUsize,
     next_member: AtomicU64,
     refused: AtomicU64,
     /// The user served (the agent's own).
@@ -116,6 +118,10 @@ const ACCEPT_TICK: Duration = Duration::from_millis(200);
 /// How long a job has to say which stream it reads.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections refused at once, each on a thread that reads its hello first; more are
+/// refused without waiting (their refusal may then be lost to a reset).
+const MAX_REFUSING: usize = 16;
+
 impl Agent {
     /// An agent with `config`, not yet listening.
     pub fn new(config: AgentConfig) -> Agent {
@@ -124,6 +130,7 @@ impl Agent {
             groups: Mutex::new(HashMap::new()),
             nodes: Nodes::default(),
             clients: AtomicUsize::new(0),
+            refusing: AtomicUsize::new(0),
             next_member: AtomicU64::new(1),
             refused: AtomicU64::new(0),
             // SAFETY: geteuid cannot fail.
@@ -209,24 +216,51 @@ impl Agent {
         let _ = channel.send(&Reply::refusal(why).encode(), None);
     }
 
+    /// Refuses a connection whose hello has not been read, on a thread of its own: reads
+    /// the hello, sends the refusal, and closes once the job has closed its end (or after
+    /// [`HELLO_TIMEOUT`]). Closed with its hello unread, the connection would reset the
+    /// job's end, and the job would read the reset instead of the refusal.
+    fn refuse_unheard(self: &Arc<Agent>, channel: Channel, why: String) {
+        if self.refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSING {
+            self.refusing.fetch_sub(1, Ordering::SeqCst);
+            return self.refuse(&channel, &why);
+        }
+        let agent = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("nostall-agent-refusal".into())
+            .spawn(move || {
+                // The hello is dropped unread: a small buffer takes it (truncated) too.
+                let mut buf = vec![0u8; 4096];
+                let _ = channel.set_timeouts(HELLO_TIMEOUT, Some(HELLO_TIMEOUT));
+                let _ = channel.recv(&mut buf);
+                agent.refuse(&channel, &why);
+                // Until the job has read the refusal and closed its end.
+                let _ = channel.recv(&mut buf);
+                agent.refusing.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.refusing.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     fn admit(self: &Arc<Agent>, channel: Channel) {
         let pid = match channel.peer() {
             Ok(peer) if peer.uid == self.uid => peer.pid,
             Ok(peer) => {
-                return self.refuse(
-                    &channel,
-                    &format!(
+                return self.refuse_unheard(
+                    channel,
+                    format!(
                         "process {} runs as user {}, the agent serves user {} only",
                         peer.pid, peer.uid, self.uid
                     ),
                 )
             }
-            Err(e) => return self.refuse(&channel, &format!("no peer credentials: {e}")),
+            Err(e) => return self.refuse_unheard(channel, format!("no peer credentials: {e}")),
         };
         if self.clients.load(Ordering::SeqCst) >= self.config.max_clients {
-            return self.refuse(
-                &channel,
-                &format!("{} jobs are attached already", self.config.max_clients),
+            return self.refuse_unheard(
+                channel,
+                format!("{} jobs are attached already", self.config.max_clients),
             );
         }
         self.clients.fetch_add(1, Ordering::SeqCst);
