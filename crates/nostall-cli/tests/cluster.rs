@@ -230,7 +230,14 @@ fn placement(catalog: &Catalog) -> Placement {
     let sizes: Vec<u64> = (0..catalog.len() as u64)
         .map(|id| catalog.size(id))
         .collect();
-    Placement::new(0, NODES, Capacity::Fraction(CACHE), &sizes).unwrap()
+    Placement::in_groups(
+        0,
+        NODES,
+        Capacity::Fraction(CACHE),
+        &sizes,
+        catalog.groups(),
+    )
+    .unwrap()
 }
 
 /// Global batch `k` of an epoch: batch `k` of every rank together, as a set.
@@ -324,17 +331,7 @@ fn a_parquet_dataset_is_cached_a_page_to_a_node() {
     let photos = dataset(&dir.path().join("images"));
     let catalog = parquet_dataset(&photos, &file);
     assert_eq!(catalog.groups(), vec![10; SAMPLES / 10].as_slice());
-    let sizes: Vec<u64> = (0..catalog.len() as u64)
-        .map(|id| catalog.size(id))
-        .collect();
-    let placement = Placement::in_groups(
-        0,
-        NODES,
-        Capacity::Fraction(CACHE),
-        &sizes,
-        catalog.groups(),
-    )
-    .unwrap();
+    let placement = placement(&catalog);
     let all = [0, 1, 2];
     let job = Job::start(&file, &dir.path().join("job"), &["--epoch-barrier"]).finish(None);
     let photo_bytes: u64 = (0..photos.len() as u64).map(|id| photos.size(id)).sum();

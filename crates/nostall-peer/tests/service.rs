@@ -59,7 +59,16 @@ fn config(node: usize, peers: &[String], capacity: f64) -> NodeConfig {
 
 /// Starts every node at once (each waits for the others while joining).
 fn join_all(peers: &[String], capacity: f64, storages: &[Arc<Memory>]) -> Vec<Node> {
-    let catalog = catalog();
+    join_all_over(&catalog(), peers, capacity, storages)
+}
+
+/// [`join_all`] over `catalog`.
+fn join_all_over(
+    catalog: &Arc<Catalog>,
+    peers: &[String],
+    capacity: f64,
+    storages: &[Arc<Memory>],
+) -> Vec<Node> {
     std::thread::scope(|s| {
         let joins: Vec<_> = (0..peers.len())
             .map(|n| {
@@ -619,15 +628,8 @@ fn samples_read_in_groups_are_placed_a_group_to_a_node_and_served_by_estimate() 
     .unwrap()
     .with_estimated_sizes();
     let peers = free_addrs(2);
-    let nodes: Vec<Node> = std::thread::scope(|s| {
-        let joins: Vec<_> = (0..2)
-            .map(|n| {
-                let (catalog, peers) = (&catalog, &peers);
-                s.spawn(move || Node::join(catalog, storage(), config(n, peers, 0.5)).unwrap())
-            })
-            .collect();
-        joins.into_iter().map(|j| j.join().unwrap()).collect()
-    });
+    let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
+    let nodes = join_all_over(&Arc::new(catalog), &peers, 0.5, &storages);
     let placement = nodes[0].placement();
     for group in 0..SAMPLES / 10 {
         let holder = placement.holder(group * 10);

@@ -147,26 +147,15 @@ impl Blocks {
     /// near the end of the epoch, when a rank whose groups have all run out takes samples
     /// of another's.
     fn order(&self, rng: &mut Rng, len: usize, lanes: usize) -> Result<Vec<SampleId>> {
-        let total: u64 = self.lengths.iter().map(|&l| u64::from(l)).sum();
-        if total != len as u64 {
-            return Err(Error::Config(format!(
-                "blocks of {total} samples for a dataset of {len}"
-            )));
-        }
+        let bounds = group_bounds(&self.lengths, len)?;
         let lanes = lanes.clamp(1, len.max(1));
-        let mut starts = Vec::with_capacity(self.lengths.len());
-        let mut start: SampleId = 0;
-        for &length in self.lengths.iter() {
-            starts.push(start);
-            start += SampleId::from(length);
-        }
         let mut pending = self
             .opening_order(rng, lanes.saturating_mul(self.open))
             .into_iter();
         let mut open_group = |rng: &mut Rng| {
             pending.by_ref().find(|&g| self.lengths[g] > 0).map(|g| {
                 let mut samples: Vec<SampleId> =
-                    (starts[g]..starts[g] + SampleId::from(self.lengths[g])).collect();
+                    (bounds[g] as SampleId..bounds[g + 1] as SampleId).collect();
                 rng.shuffle(&mut samples);
                 samples
             })
@@ -237,6 +226,28 @@ impl Blocks {
         }
         order
     }
+}
+
+/// Where each of the groups of `lengths` (runs of consecutive sample ids) starts, and after
+/// them `len`: group `g` is `bounds[g]..bounds[g + 1]`.
+///
+/// # Errors
+///
+/// [`Error::Config`] when the groups do not add up to the `len` samples.
+pub(crate) fn group_bounds(lengths: &[u32], len: usize) -> Result<Vec<usize>> {
+    let mut bounds = Vec::with_capacity(lengths.len() + 1);
+    let mut start = 0usize;
+    bounds.push(start);
+    for &length in lengths {
+        start = start.saturating_add(length as usize);
+        bounds.push(start);
+    }
+    if start != len {
+        return Err(Error::Config(format!(
+            "groups of {start} samples for a dataset of {len}"
+        )));
+    }
+    Ok(bounds)
 }
 
 /// One rank's open groups. Each next sample comes from a random group among those not

@@ -106,27 +106,13 @@ impl Placement {
             .try_fold(0u64, |sum, &s| sum.checked_add(s))
             .ok_or_else(|| Error::Config("the sample sizes add up to more than 2^64".into()))?;
         let capacity = capacity.bytes(dataset_bytes);
-        // Each unit dealt: a run of sample ids.
-        let units: Vec<std::ops::Range<usize>> = if groups.is_empty() {
-            (0..sizes.len()).map(|id| id..id + 1).collect()
+        // Each unit dealt is a run of sample ids: a group, or a sample alone.
+        let bounds = if groups.is_empty() {
+            (0..=sizes.len()).collect()
         } else {
-            let mut start = 0;
-            let runs = groups
-                .iter()
-                .map(|&length| {
-                    start += length as usize;
-                    start - length as usize..start
-                })
-                .collect();
-            if start != sizes.len() {
-                return Err(Error::Config(format!(
-                    "groups of {start} samples for a dataset of {}",
-                    sizes.len()
-                )));
-            }
-            runs
+            super::group_bounds(groups, sizes.len())?
         };
-        let mut order: Vec<usize> = (0..units.len()).collect();
+        let mut order: Vec<usize> = (0..bounds.len() - 1).collect();
         Rng::new(derive(&[seed, 0x5041_5254])).shuffle(&mut order);
 
         let mut holders = vec![NOBODY; sizes.len()];
@@ -134,7 +120,7 @@ impl Placement {
         let mut held_samples = vec![0usize; nodes];
         let mut free = MostFree::new(nodes, capacity);
         for unit in order {
-            let ids = units[unit].clone();
+            let ids = bounds[unit]..bounds[unit + 1];
             let size: u64 = sizes[ids.clone()].iter().sum();
             let node = free.top();
             if size == 0 || size > free.free(node) {
