@@ -7,8 +7,9 @@ embedded in the `image` column (as `push_to_hub` does: `embed_table_storage`), t
 data before 5.x, whose default aims at row groups of ~100 MB instead).
 
 `--audio` reads a class folder of audio clips (`load_dataset("audiofolder")`: an `audio`
-column of the `Audio` feature). `--repeat N` writes every photograph N times (still sorted by class): a dataset of many
-row groups, for the shuffle measures of ``examples/parquet_shuffle.rs``.
+column of the `Audio` feature; writing it needs `torchcodec`). `--repeat N` writes every
+photograph N times (still sorted by class): a dataset of many row groups, for the
+shuffle measures of ``examples/parquet_shuffle.rs``.
 
 Usage: ``python bench/make_parquet.py bench/data/photos bench/data/photos.parquet``
 (in a venv with `datasets`: ``pip install datasets``).
