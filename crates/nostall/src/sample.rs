@@ -28,7 +28,7 @@ impl Modality {
     pub fn extensions(self) -> &'static [&'static str] {
         match self {
             Modality::Image => &["jpg", "jpeg", "png"],
-            Modality::Audio => &["wav", "flac", "ogg", "oga", "mp3"],
+            Modality::Audio => &["wav", "flac", "ogg", "oga", "opus", "mp3"],
         }
     }
 

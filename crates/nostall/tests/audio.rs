@@ -28,7 +28,7 @@ fn clips() -> Vec<(String, Vec<u8>)> {
         })
         .collect();
     clips.sort();
-    assert_eq!(clips.len(), 8, "the clips of tests/audio");
+    assert_eq!(clips.len(), 12, "the clips of tests/audio");
     clips
 }
 
@@ -90,7 +90,7 @@ fn every_format_loads_through_both_presets_identically_for_any_thread_count() {
         let reference = run(&one, 0);
         assert_eq!(
             reference.0.len(),
-            8,
+            clips().len(),
             "{preset}: every clip, none skipped: {:?}",
             reference.2
         );
@@ -175,10 +175,10 @@ fn webdataset_shards_of_audio_with_labels_load_like_folders() {
     )
     .unwrap();
     assert_eq!(data.format, dataset::Format::TarShards);
-    assert_eq!(data.catalog.len(), 8);
+    assert_eq!(data.catalog.len(), clips.len());
     let loader = Loader::new(data.catalog, data.source, config("melspec", 2)).unwrap();
     let (ids, _, skipped) = run(&loader, 0);
-    assert_eq!(ids.len(), 8);
+    assert_eq!(ids.len(), clips.len());
     assert!(skipped.is_empty());
     // The same shards opened for images hold no samples.
     let store = Arc::new(LocalDir::new(dir.path()).unwrap());
@@ -242,12 +242,17 @@ fn hostile(root: &Path) -> Vec<(String, Option<&'static str>)> {
     fs::create_dir_all(&bad).unwrap();
     let clips = clips();
     let clip = |name: &str| clips.iter().find(|(n, _)| n == name).unwrap().1.clone();
-    let (wav, flac, mp3, ogg) = (
+    let (wav, flac, mp3, ogg, opus) = (
         clip("knolls.wav"),
         clip("northerners.flac"),
         clip("frantic.mp3"),
         clip("heroes_rite.ogg"),
+        clip("elvish_theme.opus"),
     );
+    // One byte of an Opus page's audio changed: its checksum no longer holds.
+    let mut flipped_opus = opus.clone();
+    let middle = flipped_opus.len() / 2;
+    flipped_opus[middle] ^= 0x40;
     let mut long = wav_header(8_000, 1, 1, 16, 8_000 * 2 * 601);
     long.resize(long.len() + 8_000 * 2 * 601, 0);
     let mut nan = vec![0.25f32; 16_000];
@@ -289,6 +294,19 @@ fn hostile(root: &Path) -> Vec<(String, Option<&'static str>)> {
             Some("corrupt"),
         ),
         ("header-cut.flac", flac[..40].to_vec(), Some("corrupt")),
+        // Its Xing tag states the frames: the file holds half of them.
+        (
+            "truncated.mp3",
+            mp3[..mp3.len() / 2].to_vec(),
+            Some("corrupt"),
+        ),
+        (
+            "truncated.opus",
+            opus[..opus.len() / 2].to_vec(),
+            Some("corrupt"),
+        ),
+        ("header-cut.opus", opus[..60].to_vec(), Some("corrupt")),
+        ("checksum.opus", flipped_opus, Some("corrupt")),
         ("rate-zero.wav", zero_rate, Some("corrupt")),
         ("no-channels.wav", zero_channels, Some("corrupt")),
         ("absurd-rate.wav", absurd_rate, Some("corrupt")),
@@ -313,6 +331,7 @@ fn hostile(root: &Path) -> Vec<(String, Option<&'static str>)> {
         ("flac-named.mp3", flac.clone(), None),
         ("ogg-named.wav", ogg.clone(), None),
         ("mp3-named.flac", mp3.clone(), None),
+        ("opus-named.ogg", opus.clone(), None),
     ];
     let mut expected = Vec::new();
     for (name, bytes, outcome) in files {
@@ -367,7 +386,7 @@ fn hostile_audio_among_real_clips_is_skipped_by_cause_and_never_disturbs_the_res
         for (name, outcome) in &expected {
             assert_eq!(skipped.get(name).copied(), *outcome, "{name}");
         }
-        assert_eq!(delivered.len(), 8 + delivered_hostile);
+        assert_eq!(delivered.len(), clips().len() + delivered_hostile);
         // The good clips come out exactly as from a folder without the hostile files.
         let clean_loader = folder_loader(clean.path(), config);
         let (_, clean_bytes, _) = run(&clean_loader, 0);

@@ -1,4 +1,4 @@
-//! Audio: WAV, FLAC, Ogg Vorbis and MP3 decoded, mixed or kept by channel, resampled,
+//! Audio: WAV, FLAC, Ogg Vorbis, Ogg Opus and MP3 decoded, mixed or kept by channel, resampled,
 //! cropped to a fixed length, and optionally turned into a log-mel spectrogram.
 //!
 //! Like the image operators, the audio operators are planned rather than applied one by

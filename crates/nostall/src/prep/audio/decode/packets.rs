@@ -1,37 +1,23 @@
-//! Audio files to planar f32 samples, through symphonia (WAV, FLAC, Ogg Vorbis, MP3),
-//! recognised by content and checked against what their headers declare.
+//! FLAC and Ogg Vorbis through symphonia: a demuxer hands over packets, a decoder turns
+//! each into planes.
 //!
-//! Integer PCM becomes [-1, 1) as torchaudio loads it (16-bit divided by 2¹⁵, 24-bit by
-//! 2²³). A decoding error anywhere fails the file: training data with a damaged stretch
-//! is not played around, as a media player would, but reported.
-//!
-//! **Windows.** A crop keeps a few seconds of a clip, so the caller may ask for a window
-//! of frames once the stream's rate and length are known ([`Plan`]). How the decoder
-//! reaches it depends on the format ([`Access`]): PCM, FLAC and MP3 with a LAME tag are
-//! sought (MP3 from a preroll before the window, as its output depends on earlier
-//! frames); Ogg Vorbis packets are all read without decoding, counting each one's frames
-//! (the exact length, and each packet's place), then decoded from the packet before the
-//! window on. Ogg granule positions are not used to place frames: encoders write some
-//! that disagree with the frames their pages hold (448 too many over a few pages of a
-//! benchmark clip), while a full decode, torchaudio's included, places frames by count.
-//! For PCM and FLAC the decoder then checks the file's end (one seek and a packet), so
-//! that a file cut short is refused whatever window an epoch asks of it. The samples are
-//! those a full decode gives: checked by test on the real clips of every format, and on
-//! the 1 007 benchmark clips by an ignored test. When a window runs past the real end of
-//! a lossy stream (its stated length was wrong), or the packets do not cover the window,
-//! the file is decoded whole. Damage after the window of an MP3 or Vorbis stream goes
-//! unnoticed that epoch.
+//! How a window is reached depends on the format ([`Access`]): FLAC is sought (its
+//! length is exact), then its end is checked (one seek and a packet) so that a file cut
+//! short is refused whatever window is asked. Ogg Vorbis packets are all read without
+//! decoding, counting each one's frames (the exact length, and each packet's place),
+//! then decoded from the packet before the window on. Ogg granule positions are not used
+//! to place frames: encoders write some that disagree with the frames their pages hold
+//! (448 too many over a few pages of a benchmark clip), while a full decode,
+//! torchaudio's included, places frames by count. When the packets do not cover a
+//! window where their counts said, the file is decoded whole. Damage after the window
+//! of a Vorbis stream goes unnoticed that epoch.
 
 use std::io::Cursor;
 use std::ops::Range;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use symphonia::core::audio::{AudioBufferRef, SampleBuffer, Signal};
 use symphonia::core::codecs::{
-    CodecType, Decoder, DecoderOptions, CODEC_TYPE_MP3, CODEC_TYPE_NULL, CODEC_TYPE_PCM_F32BE,
-    CODEC_TYPE_PCM_F32BE_PLANAR, CODEC_TYPE_PCM_F32LE, CODEC_TYPE_PCM_F32LE_PLANAR,
-    CODEC_TYPE_PCM_F64BE, CODEC_TYPE_PCM_F64BE_PLANAR, CODEC_TYPE_PCM_F64LE,
-    CODEC_TYPE_PCM_F64LE_PLANAR, CODEC_TYPE_VORBIS,
+    CodecType, Decoder, DecoderOptions, CODEC_TYPE_NULL, CODEC_TYPE_VORBIS,
 };
 use symphonia::core::errors::Error as SymphoniaError;
 use symphonia::core::formats::{FormatOptions, FormatReader, Packet, SeekMode, SeekTo};
@@ -39,90 +25,13 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
+use super::{check_stream, clamp, mix_into, too_long, truncated, DecodeOptions, Plan, Waveform};
 use crate::error::Cause;
 use crate::prep::Modality;
 
-/// Float PCM, read whole (see [`Access::Whole`]).
-const FLOAT_PCM: [CodecType; 8] = [
-    CODEC_TYPE_PCM_F32LE,
-    CODEC_TYPE_PCM_F32LE_PLANAR,
-    CODEC_TYPE_PCM_F32BE,
-    CODEC_TYPE_PCM_F32BE_PLANAR,
-    CODEC_TYPE_PCM_F64LE,
-    CODEC_TYPE_PCM_F64LE_PLANAR,
-    CODEC_TYPE_PCM_F64BE,
-    CODEC_TYPE_PCM_F64BE_PLANAR,
-];
-
-/// Sample rates above this are not audio a model trains on; a header declaring one is
-/// damaged or hostile.
-const MAX_RATE: u32 = 768_000;
-/// Channels beyond this likewise.
-const MAX_CHANNELS: usize = 64;
-
-/// Decoded audio: `planes[c]` holds channel `c` from frame `start` on, all of equal
-/// length.
-#[derive(Debug, Default)]
-pub(crate) struct Waveform {
-    pub(crate) rate: u32,
-    pub(crate) planes: Vec<Vec<f32>>,
-    /// The first frame held (0 unless a window was decoded).
-    pub(crate) start: u64,
-    /// Frames in the whole file.
-    pub(crate) total: u64,
-}
-
-impl Waveform {
-    /// Frames held (samples per channel).
-    pub(crate) fn frames(&self) -> usize {
-        self.planes.first().map_or(0, Vec::len)
-    }
-
-    /// Empties the planes, keeping their number and capacity.
-    fn clear(&mut self) {
-        for plane in &mut self.planes {
-            plane.clear();
-        }
-    }
-}
-
-/// What [`decode`] does beyond decoding.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DecodeOptions {
-    /// Mix the channels to one (their mean, as torchaudio's `mean(dim=0)`).
-    pub(crate) mono: bool,
-    /// Files longer than this many seconds are refused, before decoding when the header
-    /// says so and as soon as the decoded audio passes it otherwise.
-    pub(crate) max_seconds: u32,
-}
-
-/// Chooses the frames to keep, given the rate and the exact number of frames; called
-/// once per file.
-pub(crate) type Plan<'a> = &'a mut dyn FnMut(u32, u64) -> Range<u64>;
-
-/// Decodes `data` into `out`, re-using its buffers: the frames `plan` asks for (at
-/// least), or all of them without a plan.
-pub(crate) fn decode(
-    data: &[u8],
-    options: DecodeOptions,
-    plan: Option<Plan<'_>>,
-    out: &mut Waveform,
-) -> Result<(), Cause> {
-    // symphonia is safe Rust, but a malformed stream still trips assertions in it (a
-    // header with a sample rate of 0 does): that is the file's fault, reported as such.
-    catch_unwind(AssertUnwindSafe(|| {
-        decode_unguarded(data, options, plan, out)
-    }))
-    .unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-            .unwrap_or("no message");
-        Err(Cause::Corrupt(format!(
-            "the audio decoder failed on it ({message})"
-        )))
-    })
+/// Whether `data` starts as a FLAC stream or an Ogg page does.
+pub(super) fn is_flac_or_ogg(data: &[u8]) -> bool {
+    data.starts_with(b"fLaC") || data.starts_with(b"OggS")
 }
 
 /// An opened stream: its reader and decoder, and what its header declares.
@@ -145,36 +54,20 @@ struct Stream {
 /// How a window of a stream is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
-    /// By seeking: the length is stated, and exact (PCM, FLAC) or from a LAME tag (MP3:
-    /// without one, symphonia estimates the length from the bitrate).
+    /// By seeking: the length is stated, and exact (FLAC; one that states none is
+    /// decoded whole).
     Seek,
     /// By reading every packet without decoding it, counting its frames (Ogg Vorbis: a
     /// packet's frame count follows from its mode and the previous one's, both read
     /// without decoding): the exact length, and each packet's place, from which the
     /// window is decoded.
     Count,
-    /// Not at all: the file is decoded whole. MP3 without a LAME tag, and float PCM, so
-    /// that a NaN anywhere refuses the file in every epoch, not only when a crop meets
-    /// it.
-    Whole,
 }
 
-/// Frames decoded before a window's start, for decoders whose output after a seek
-/// depends on earlier packets: MP3 overlaps each granule with the previous one and reads
-/// its bit reservoir from up to 511 bytes of earlier frames (four frames of 1 152 cover
-/// both).
-fn preroll(codec: CodecType) -> u64 {
-    if codec == CODEC_TYPE_MP3 {
-        4_608
-    } else {
-        0
-    }
-}
-
-/// Whether the header's stated length may be off: MP3 and Vorbis headers, when they
-/// state one, may count encoder padding or estimate it.
+/// Whether the header's stated length may be off: a Vorbis header's, when it states
+/// one, may count encoder padding or estimate it.
 fn lossy(codec: CodecType) -> bool {
-    codec == CODEC_TYPE_MP3 || codec == CODEC_TYPE_VORBIS
+    codec == CODEC_TYPE_VORBIS
 }
 
 fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
@@ -200,15 +93,8 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
     let params = track.codec_params.clone();
     let track_id = track.id;
     let rate = params.sample_rate.unwrap_or(0);
-    if rate == 0 || rate > MAX_RATE {
-        return Err(Cause::Corrupt(format!(
-            "it declares a sample rate of {rate} Hz"
-        )));
-    }
     let channels = params.channels.map_or(0, |c| c.count());
-    if channels == 0 || channels > MAX_CHANNELS {
-        return Err(Cause::Corrupt(format!("it declares {channels} channels")));
-    }
+    check_stream(rate, channels)?;
     let limit = u64::from(options.max_seconds) * u64::from(rate);
     if let Some(declared) = params.n_frames.filter(|&n| n > limit) {
         return Err(too_long(declared, rate, options.max_seconds));
@@ -230,10 +116,6 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
         start_ts: params.start_ts,
         access: if params.codec == CODEC_TYPE_VORBIS {
             Access::Count
-        } else if FLOAT_PCM.contains(&params.codec)
-            || (params.codec == CODEC_TYPE_MP3 && params.delay.is_none())
-        {
-            Access::Whole
         } else {
             Access::Seek
         },
@@ -358,7 +240,8 @@ fn append<'a>(
     }
 }
 
-fn decode_unguarded(
+/// Decodes a FLAC or Ogg Vorbis file: the frames `plan` asks for, or all of them.
+pub(super) fn decode(
     data: &[u8],
     options: DecodeOptions,
     plan: Option<Plan<'_>>,
@@ -394,11 +277,7 @@ fn decode_unguarded(
         out.clear();
         decode_all(&mut open(data, options)?, options, out)?;
     }
-    check_values(out)
-}
-
-fn clamp(window: Range<u64>, total: u64) -> Range<u64> {
-    window.start.min(total)..window.end.min(total)
+    Ok(())
 }
 
 /// Decodes frames `window` of a stream of `total` frames; `Ok(false)` if the decoded
@@ -412,15 +291,14 @@ fn decode_window(
 ) -> Result<bool, Cause> {
     out.start = window.start;
     out.total = total;
-    let from = window.start.saturating_sub(preroll(stream.codec));
     // A seek the reader refuses (symphonia's Ogg reader does, for some timestamps of some
     // streams) is no reason to refuse the file: it is then decoded whole.
-    if from > 0 && stream.seek(from).is_err() {
+    if window.start > 0 && stream.seek(window.start).is_err() {
         return Ok(false);
     }
     let mut next = window.start;
     // Where the packets decoded so far end.
-    let mut decoded_to = from;
+    let mut decoded_to = window.start;
     while next < window.end {
         let Some((ts, frames)) = stream.next()? else {
             return short(stream.codec, total, next);
@@ -438,7 +316,7 @@ fn decode_window(
         next = end;
     }
     // The end of the file: present and where the header says, whatever window this was
-    // (PCM and FLAC: their lengths are exact, so a file that falls short was cut. A lossy
+    // (FLAC: its length is exact, so a file that falls short was cut. A lossy
     // stream's stated length is what the crop was chosen from; a window that runs past
     // its real end is decoded whole, above).
     if lossy(stream.codec) {
@@ -543,7 +421,7 @@ fn decode_all(
     if frames == 0 {
         return Err(Cause::Corrupt("it holds no audio".into()));
     }
-    // PCM and FLAC headers state the length exactly; a file that holds less was cut.
+    // FLAC headers state the length exactly; a file that holds less was cut.
     if let Some(declared) = stream
         .declared
         .filter(|&n| !lossy(stream.codec) && frames < n)
@@ -553,47 +431,6 @@ fn decode_all(
     out.start = 0;
     out.total = frames;
     Ok(())
-}
-
-fn check_values(out: &Waveform) -> Result<(), Cause> {
-    if out.planes.iter().flatten().any(|s| !s.is_finite()) {
-        return Err(Cause::Corrupt("it holds NaN or infinite samples".into()));
-    }
-    Ok(())
-}
-
-/// Appends the mean of the channels' frames `keep` to `mono`.
-fn mix_into<'a>(
-    mono: &mut Vec<f32>,
-    channels: usize,
-    plane: impl Fn(usize) -> &'a [f32],
-    keep: Range<usize>,
-) {
-    let start = mono.len();
-    mono.extend_from_slice(&plane(0)[keep.clone()]);
-    let mixed = &mut mono[start..];
-    for c in 1..channels {
-        for (m, s) in mixed.iter_mut().zip(&plane(c)[keep.clone()]) {
-            *m += s;
-        }
-    }
-    let scale = 1.0 / channels as f32;
-    for m in mixed {
-        *m *= scale;
-    }
-}
-
-fn truncated(declared: u64, holds: u64) -> Cause {
-    Cause::Corrupt(format!(
-        "it is truncated: its header declares {declared} frames, it holds {holds}"
-    ))
-}
-
-fn too_long(frames: u64, rate: u32, limit: u32) -> Cause {
-    Cause::TooLong {
-        seconds: frames.div_ceil(u64::from(rate)),
-        limit: u64::from(limit),
-    }
 }
 
 fn corrupt(part: &str, error: &SymphoniaError) -> Cause {

@@ -1,0 +1,204 @@
+//! Audio files to planar f32 samples, recognised by content and checked against what
+//! their headers declare. One module per way in, each chosen by measurement against the
+//! C reference decoders (docs/benchmarks.md, "Audio decoders against the C references"):
+//!
+//! - [`wav`]: RIFF/WAVE PCM, read in place (no decoder to speak of: the cost is touching
+//!   the bytes once);
+//! - [`mp3`]: MP3 through minimp3 (C, vendored in `csrc/`);
+//! - [`opus`]: Ogg Opus through libopus (C, built from source by `libopus_sys`), its
+//!   pages read here;
+//! - [`packets`]: FLAC and Ogg Vorbis through symphonia (Rust), as fast as libFLAC and
+//!   faster than libvorbis on these files.
+//!
+//! Integer PCM becomes [-1, 1) as torchaudio loads it (16-bit divided by 2¹⁵, 24-bit by
+//! 2²³). A decoding error anywhere fails the file: training data with a damaged stretch
+//! is not played around, as a media player would, but reported.
+//!
+//! **Windows.** A crop keeps a few seconds of a clip, so the caller may ask for a window
+//! of frames once the stream's rate and exact length are known ([`Plan`]); each format
+//! decodes only what that window needs (see its module), and the samples are those a
+//! full decode gives (Opus: after its 80 ms pre-roll, within the codec's convergence).
+//! Formats whose headers state an exact length (WAV, FLAC, MP3 with a Xing/LAME tag, Ogg
+//! Opus) are checked against it, so a file cut short is refused whatever window an epoch
+//! asks of it.
+
+mod mp3;
+mod ogg;
+mod opus;
+mod packets;
+mod wav;
+
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::Cause;
+
+/// Sample rates above this are not audio a model trains on; a header declaring one is
+/// damaged or hostile.
+const MAX_RATE: u32 = 768_000;
+/// Channels beyond this likewise.
+const MAX_CHANNELS: usize = 64;
+
+/// Decoded audio: `planes[c]` holds channel `c` from frame `start` on, all of equal
+/// length.
+#[derive(Debug, Default)]
+pub(crate) struct Waveform {
+    pub(crate) rate: u32,
+    pub(crate) planes: Vec<Vec<f32>>,
+    /// The first frame held (0 unless a window was decoded).
+    pub(crate) start: u64,
+    /// Frames in the whole file.
+    pub(crate) total: u64,
+    /// Interleaved samples on their way to the planes, kept for the next file.
+    scratch: Vec<f32>,
+}
+
+impl Waveform {
+    /// Frames held (samples per channel).
+    pub(crate) fn frames(&self) -> usize {
+        self.planes.first().map_or(0, Vec::len)
+    }
+
+    /// Empties the planes, keeping their number and capacity.
+    fn clear(&mut self) {
+        for plane in &mut self.planes {
+            plane.clear();
+        }
+    }
+}
+
+/// What [`decode`] does beyond decoding.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DecodeOptions {
+    /// Mix the channels to one (their mean, as torchaudio's `mean(dim=0)`).
+    pub(crate) mono: bool,
+    /// Files longer than this many seconds are refused, before decoding when the header
+    /// says so and as soon as the decoded audio passes it otherwise.
+    pub(crate) max_seconds: u32,
+}
+
+/// Chooses the frames to keep, given the rate and the exact number of frames; called
+/// once per file.
+pub(crate) type Plan<'a> = &'a mut dyn FnMut(u32, u64) -> Range<u64>;
+
+/// Decodes `data` into `out`, re-using its buffers: the frames `plan` asks for (at
+/// least), or all of them without a plan.
+pub(crate) fn decode(
+    data: &[u8],
+    options: DecodeOptions,
+    plan: Option<Plan<'_>>,
+    out: &mut Waveform,
+) -> Result<(), Cause> {
+    // symphonia is safe Rust, but a malformed stream still trips assertions in it (a
+    // header with a sample rate of 0 does): that is the file's fault, reported as such.
+    catch_unwind(AssertUnwindSafe(|| by_format(data, options, plan, out))).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("no message");
+        Err(Cause::Corrupt(format!(
+            "the audio decoder failed on it ({message})"
+        )))
+    })
+}
+
+/// Dispatches on the content: WAV and Ogg Opus by their headers, then MP3 if minimp3
+/// finds frames, then symphonia's probe (FLAC, Ogg Vorbis; anything else is refused
+/// there as not audio).
+fn by_format(
+    data: &[u8],
+    options: DecodeOptions,
+    plan: Option<Plan<'_>>,
+    out: &mut Waveform,
+) -> Result<(), Cause> {
+    if wav::is_wav(data) {
+        wav::decode(data, options, plan, out)?;
+    } else if opus::is_opus(data) {
+        opus::decode(data, options, plan, out)?;
+    } else if packets::is_flac_or_ogg(data) {
+        packets::decode(data, options, plan, out)?;
+    } else if let Some(stream) = mp3::Mp3::open(data)? {
+        mp3::decode(stream, options, plan, out)?;
+    } else {
+        packets::decode(data, options, plan, out)?;
+    }
+    check_values(out)
+}
+
+/// Refuses a stream whose header declares a rate or channel count no recording has.
+fn check_stream(rate: u32, channels: usize) -> Result<(), Cause> {
+    if rate == 0 || rate > MAX_RATE {
+        return Err(Cause::Corrupt(format!(
+            "it declares a sample rate of {rate} Hz"
+        )));
+    }
+    if channels == 0 || channels > MAX_CHANNELS {
+        return Err(Cause::Corrupt(format!("it declares {channels} channels")));
+    }
+    Ok(())
+}
+
+/// Appends interleaved `samples` of `channels` to `out`'s planes (one plane: their mean).
+fn append_interleaved(out: &mut [Vec<f32>], channels: usize, samples: &[f32]) {
+    if out.len() == 1 && channels > 1 {
+        // The channels summed in order, then scaled, as [`mix_into`] does.
+        let scale = 1.0 / channels as f32;
+        out[0].extend(
+            samples
+                .chunks_exact(channels)
+                .map(|frame| frame.iter().skip(1).fold(frame[0], |sum, s| sum + s) * scale),
+        );
+    } else {
+        for (c, plane) in out.iter_mut().enumerate() {
+            plane.extend(samples.iter().skip(c).step_by(channels));
+        }
+    }
+}
+
+/// `window` within a stream of `total` frames.
+fn clamp(window: Range<u64>, total: u64) -> Range<u64> {
+    window.start.min(total)..window.end.min(total)
+}
+
+/// Refuses NaN and infinities, which no decoder should give and a float WAV may hold.
+fn check_values(out: &Waveform) -> Result<(), Cause> {
+    if out.planes.iter().flatten().any(|s| !s.is_finite()) {
+        return Err(Cause::Corrupt("it holds NaN or infinite samples".into()));
+    }
+    Ok(())
+}
+
+/// Appends the mean of the channels' frames `keep` to `mono`.
+fn mix_into<'a>(
+    mono: &mut Vec<f32>,
+    channels: usize,
+    plane: impl Fn(usize) -> &'a [f32],
+    keep: Range<usize>,
+) {
+    let start = mono.len();
+    mono.extend_from_slice(&plane(0)[keep.clone()]);
+    let mixed = &mut mono[start..];
+    for c in 1..channels {
+        for (m, s) in mixed.iter_mut().zip(&plane(c)[keep.clone()]) {
+            *m += s;
+        }
+    }
+    let scale = 1.0 / channels as f32;
+    for m in mixed {
+        *m *= scale;
+    }
+}
+
+fn truncated(declared: u64, holds: u64) -> Cause {
+    Cause::Corrupt(format!(
+        "it is truncated: its header declares {declared} frames, it holds {holds}"
+    ))
+}
+
+fn too_long(frames: u64, rate: u32, limit: u32) -> Cause {
+    Cause::TooLong {
+        seconds: frames.div_ceil(u64::from(rate)),
+        limit: u64::from(limit),
+    }
+}
