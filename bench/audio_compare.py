@@ -49,7 +49,7 @@ PIPELINES = {
     "m5": (8000, 32000, False),
     "melspec": (16000, 64000, True),
 }
-EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3", ".opus")
 
 
 def files_of(root: str) -> list[tuple[str, int]]:

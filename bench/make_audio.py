@@ -12,8 +12,12 @@ directory per track.
 
 Writes OUT/clips/<track>/<n>.<ext> (every format) and OUT/lossless/<track>/ (links to
 the WAV and FLAC clips: DALI's audio decoder aborts on MP3 and on some Ogg files cut by
-ffmpeg, so comparisons with it use these). Needs ffmpeg (`apt-get install ffmpeg`).
-Idempotent: existing clips are kept.
+ffmpeg, so comparisons with it use these). With --by-format, also one folder per format
+for the per-format benchmarks (`bench/audio_floor.py`, `audio_compare.py --data`):
+OUT/by-format/{flac16,wav,ogg,mp3}/ link to the clips of that format, and
+OUT/by-format/{flac24,opus}/ hold the FLAC quarter's clips encoded again as 24-bit FLAC
+and as Opus (128 kbit/s, libopus). Needs ffmpeg (`apt-get install
+ffmpeg`). Idempotent: existing clips are kept.
 """
 
 import argparse
@@ -35,6 +39,15 @@ FORMATS = {
     "mp3": ["-c:a", "libmp3lame", "-q:a", "4"],
 }
 SEED = 17
+# The --by-format sets encoded again from the FLAC quarter's clips (from the clip, not
+# cut from the track again: cut so, ffmpeg gives a few Opus clips a negative start, which
+# opusfile, and so soundfile, refuses to open).
+RECODE = {
+    "flac24": ("flac", ["-c:a", "flac", "-sample_fmt", "s32", "-bits_per_raw_sample", "24"]),
+    "opus": ("opus", ["-c:a", "libopus", "-b:a", "128k"]),
+}
+# The --by-format sets linked to the clips of one format.
+LINKED = {"flac16": "flac", "wav": "wav", "ogg": "ogg", "mp3": "mp3"}
 
 
 def tracks(cache: Path) -> list[Path]:
@@ -74,14 +87,16 @@ def plan(sources: list[Path]) -> list[tuple[Path, float, float, Path]]:
     return clips
 
 
-def cut(track: Path, start: float, length: float, out: Path, codec: list[str]) -> None:
+def cut(track: Path, start: float | None, length: float, out: Path, codec: list[str]) -> None:
+    """Encodes `length` s of `track` from `start` to `out` (all of it when `start` is None)."""
     if out.exists():
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part" + out.suffix)
+    span = [] if start is None else ["-ss", f"{start:.3f}", "-t", f"{length:.3f}"]
     subprocess.run(
-        ["ffmpeg", "-v", "error", "-y", "-ss", f"{start:.3f}", "-t", f"{length:.3f}",
-         "-i", str(track), "-map_metadata", "-1", *codec, str(tmp)],
+        ["ffmpeg", "-v", "error", "-y", *span, "-i", str(track), "-map_metadata", "-1", *codec,
+         str(tmp)],
         check=True,
     )
     tmp.rename(out)
@@ -92,6 +107,8 @@ def main() -> None:
     here = Path(__file__).resolve().parent
     parser.add_argument("--out", type=Path, default=here / "out" / "audio")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--by-format", action="store_true",
+                        help="also write OUT/by-format/<format>/ (see above)")
     args = parser.parse_args()
     if shutil.which("ffmpeg") is None:
         sys.exit("make_audio.py needs ffmpeg: apt-get install ffmpeg")
@@ -102,16 +119,29 @@ def main() -> None:
     for i, (track, start, length, rel) in enumerate(clips):
         ext = formats[i % len(formats)]
         jobs.append((track, start, length, args.out / "clips" / rel.with_suffix("." + ext), FORMATS[ext]))
+    recoded = []
+    for _, _, length, clip, _ in jobs:
+        if args.by_format and clip.suffix == ".flac":
+            for name, (suffix, codec) in RECODE.items():
+                rel = clip.relative_to(args.out / "clips").with_suffix("." + suffix)
+                recoded.append((clip, None, length, args.out / "by-format" / name / rel, codec))
     with ThreadPoolExecutor(args.jobs) as pool:
-        for future in [pool.submit(cut, *job) for job in jobs]:
-            future.result()
+        for batch in (jobs, recoded):
+            for future in [pool.submit(cut, *job) for job in batch]:
+                future.result()
     lossless = args.out / "lossless"
     for _, _, _, out, _ in jobs:
-        if out.suffix in (".wav", ".flac"):
-            link = lossless / out.parent.name / out.name
+        if out.parent.parent.name != "clips":
+            continue
+        links = [lossless] if out.suffix in (".wav", ".flac") else []
+        if args.by_format:
+            links += [args.out / "by-format" / name for name, ext in LINKED.items()
+                      if out.suffix == "." + ext]
+        for folder in links:
+            link = folder / out.parent.name / out.name
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists():
-                link.symlink_to(out)
+                link.symlink_to(out.resolve())
     seconds = sum(length for _, _, length, _ in clips)
     print(f"{len(clips)} clips ({seconds / 3600:.2f} h) in {args.out / 'clips'}; "
           f"WAV and FLAC ones linked in {lossless}")

@@ -77,12 +77,17 @@ int nostall_mp3_seek(nostall_mp3 *h, uint64_t frame) {
     return mp3dec_ex_seek(&h->dec, frame * (uint64_t)h->dec.info.channels);
 }
 
-/* Reads up to `samples` interleaved samples into `out`; returns how many. `*error` is
- * nonzero when decoding stopped on an error (a change of rate, layer or channels). */
-size_t nostall_mp3_read(nostall_mp3 *h, float *out, size_t samples, int *error) {
-    size_t n = mp3dec_ex_read(&h->dec, out, samples);
+/* Decodes the next frame (or what is left of it after a seek), at most `max` interleaved
+ * samples: how many, with `*out` pointing at them inside the decoder (valid until the
+ * next call). `*error` is nonzero when decoding stopped on an error (a change of rate,
+ * layer or channels). */
+size_t nostall_mp3_read_frame(nostall_mp3 *h, const float **out, size_t max, int *error) {
+    mp3d_sample_t *samples = NULL;
+    mp3dec_frame_info_t info;
+    size_t n = mp3dec_ex_read_frame(&h->dec, &samples, &info, max);
+    *out = samples;
     *error = h->dec.last_error;
-    return n;
+    return samples ? n : 0;
 }
 
 void nostall_mp3_close(nostall_mp3 *h) {

@@ -1,5 +1,6 @@
-//! Audio: WAV, FLAC, Ogg Vorbis, Ogg Opus and MP3 decoded, mixed or kept by channel, resampled,
-//! cropped to a fixed length, and optionally turned into a log-mel spectrogram.
+//! Audio: WAV, FLAC, Ogg Vorbis, Ogg Opus and MP3 decoded, mixed or kept by channel,
+//! resampled, cropped to a fixed length, and optionally turned into a log-mel
+//! spectrogram.
 //!
 //! Like the image operators, the audio operators are planned rather than applied one by
 //! one: the crop is chosen on the resampled timeline, and only the samples it keeps are

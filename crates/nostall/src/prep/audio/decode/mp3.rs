@@ -38,7 +38,12 @@ extern "C" {
         declared: *mut u64,
     );
     fn nostall_mp3_seek(h: *mut RawMp3, frame: u64) -> c_int;
-    fn nostall_mp3_read(h: *mut RawMp3, out: *mut f32, samples: usize, error: *mut c_int) -> usize;
+    fn nostall_mp3_read_frame(
+        h: *mut RawMp3,
+        out: *mut *const f32,
+        max: usize,
+        error: *mut c_int,
+    ) -> usize;
     fn nostall_mp3_close(h: *mut RawMp3);
 }
 
@@ -102,25 +107,25 @@ impl<'a> Mp3<'a> {
         }
     }
 
-    /// Fills `buffer` with interleaved samples: how many (fewer at the end).
-    fn read(&mut self, buffer: &mut [f32]) -> Result<usize, Cause> {
+    /// The next frame's interleaved samples (at most `max`; none at the end), where the
+    /// decoder holds them until the next call.
+    fn read_frame(&mut self, max: usize) -> Result<&[f32], Cause> {
         let mut error = 0;
-        // SAFETY: `self.raw` is a live handle; the decoder writes at most `buffer.len()`
-        // samples into it.
-        let n = unsafe {
-            nostall_mp3_read(
-                self.raw.as_ptr(),
-                buffer.as_mut_ptr(),
-                buffer.len(),
-                &mut error,
-            )
-        };
+        let mut samples: *const f32 = std::ptr::null();
+        // SAFETY: `self.raw` is a live handle; it sets `samples` to its own buffer of
+        // `n` samples (or leaves it null with `n` 0).
+        let n = unsafe { nostall_mp3_read_frame(self.raw.as_ptr(), &mut samples, max, &mut error) };
         if error != 0 {
             return Err(Cause::Corrupt(
                 "its stream changes rate, layer or channels midway".into(),
             ));
         }
-        Ok(n.min(buffer.len()))
+        if samples.is_null() || n == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: the decoder's buffer holds `n` samples and is not touched until the next
+        // call, which needs `&mut self` and so ends this borrow first.
+        Ok(unsafe { std::slice::from_raw_parts(samples, n) })
     }
 }
 
@@ -130,9 +135,6 @@ impl Drop for Mp3<'_> {
         unsafe { nostall_mp3_close(self.raw.as_ptr()) }
     }
 }
-
-/// Samples read per call: eight stereo frames of 1 152.
-const CHUNK: usize = 8 * 1_152 * 2;
 
 /// Decodes an opened MP3 stream: the frames `plan` asks for, or all of them.
 pub(super) fn decode(
@@ -164,26 +166,19 @@ pub(super) fn decode(
         stream.seek(window.start)?;
     }
     let channels = stream.channels;
-    let mut buffer = std::mem::take(&mut out.scratch);
-    buffer.resize(CHUNK, 0.0);
     let mut left = (window.end - window.start) as usize * channels;
-    let mut result = Ok(());
     while left > 0 {
-        let want = left.min(CHUNK);
-        match stream.read(&mut buffer[..want]) {
-            Ok(0) => break,
-            Ok(n) => {
-                append_interleaved(&mut out.planes, channels, &buffer[..n - n % channels]);
-                left -= n;
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
+        let samples = stream.read_frame(left)?;
+        if samples.is_empty() {
+            break;
         }
+        append_interleaved(
+            &mut out.planes,
+            channels,
+            &samples[..samples.len() - samples.len() % channels],
+        );
+        left -= samples.len();
     }
-    out.scratch = buffer;
-    result?;
     if left > 0 {
         // The frames did not decode to what their headers count (the first ones could
         // not be decoded, or a tag understated the padding).

@@ -181,8 +181,8 @@ impl Stream {
             )));
         }
         let frames = decoded.frames() as u64;
-        if frames == 0 || matches!(decoded, AudioBufferRef::F32(_)) {
-            // f32 planes are read where the decoder left them.
+        if frames == 0 || matches!(decoded, AudioBufferRef::F32(_) | AudioBufferRef::S32(_)) {
+            // f32 and i32 planes (Vorbis's, FLAC's) are read where the decoder left them.
             return Ok(frames);
         }
         // Capacity counts samples of all channels.
@@ -201,6 +201,7 @@ impl Stream {
         let channels = self.channels;
         match self.decoder.last_decoded() {
             AudioBufferRef::F32(decoded) => append(out, channels, |c| decoded.chan(c), keep),
+            AudioBufferRef::S32(decoded) => append_i32(out, channels, |c| decoded.chan(c), keep),
             _ => {
                 let planar = self.buffer.as_ref().map_or(&[][..], SampleBuffer::samples);
                 let frames = planar.len() / channels;
@@ -220,6 +221,38 @@ impl Stream {
             .map_err(|e| corrupt("seeking in it", &e))?;
         self.decoder.reset();
         Ok(())
+    }
+}
+
+/// [`append`] for planes of i32 samples (FLAC's, left-aligned to the full 32 bits),
+/// converted on the way as symphonia converts them (to within its f64 rounding, which
+/// for samples of up to 24 bits is exact either way).
+fn append_i32<'a>(
+    out: &mut [Vec<f32>],
+    channels: usize,
+    plane: impl Fn(usize) -> &'a [i32],
+    keep: Range<usize>,
+) {
+    const SCALE: f32 = 1.0 / 2_147_483_648.0;
+    let converted = |c: usize| plane(c)[keep.clone()].iter().map(|&s| s as f32 * SCALE);
+    if out.len() == 1 && channels > 1 {
+        let mono = &mut out[0];
+        let start = mono.len();
+        mono.extend(converted(0));
+        let mixed = &mut mono[start..];
+        for c in 1..channels {
+            for (m, s) in mixed.iter_mut().zip(converted(c)) {
+                *m += s;
+            }
+        }
+        let scale = 1.0 / channels as f32;
+        for m in mixed {
+            *m *= scale;
+        }
+    } else {
+        for (c, out) in out.iter_mut().enumerate() {
+            out.extend(converted(c));
+        }
     }
 }
 
