@@ -4,8 +4,8 @@
 #
 #   bash bench/fuzz.sh [TARGET ...] [--seconds N]     (default: every target, 1200 s each)
 #
-# Targets (fuzz/src/lib.rs): tar_index, parquet, index, image, peer_frames, s3_response,
-# agent_messages, operators. Each starts from its seed corpus (fuzz/corpus/TARGET) and
+# Targets (fuzz/src/lib.rs): tar_index, parquet, index, image, audio, peer_frames,
+# s3_response, agent_messages, operators. Each starts from its seed corpus (fuzz/corpus/TARGET) and
 # writes its queue and findings to fuzz/out/TARGET (not kept in git); the summary of each
 # run, with the fuzzer's own figures (executions, edges covered, crashes and hangs), goes
 # to bench/out/fuzz-TARGET.json. A crash or hang is a bug: copy the input into
@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(tar_index parquet index image peer_frames s3_response agent_messages operators)
+[ ${#targets[@]} -gt 0 ] || targets=(tar_index parquet index image audio peer_frames s3_response agent_messages operators)
 
 command -v cargo-afl >/dev/null || cargo install cargo-afl --locked
 cargo afl config --build >/dev/null 2>&1 || true   # builds AFL++ once; fails if already built

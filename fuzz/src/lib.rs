@@ -9,6 +9,9 @@
 //!   mutations reach the parser behind it).
 //! - [`image`]: an encoded image through the header, the crop planning and the decode,
 //!   then the whole training pipeline.
+//! - [`audio`]: a recording (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3: the Ogg page reader,
+//!   the WAV reader, and the C decoders minimp3 and libopus behind them) decoded whole,
+//!   then through the `m5` pipeline, which decodes windows.
 //! - [`peer_frames`]: bytes from the network, read as a peer server and as a peer client
 //!   read them.
 //! - [`s3_response`]: an HTTP response from an S3 endpoint (a responder on loopback
@@ -30,9 +33,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nostall::catalog::Catalog;
+use nostall::prep::audio::AudioPipeline;
 use nostall::prep::image::codec::{Decoder, Rect};
 use nostall::prep::image::ImagePipeline;
-use nostall::prep::{Operators, Prep};
+use nostall::prep::{DecodeOnly, Modality, Operators, Prep};
 use nostall::rng::Rng;
 use nostall::storage::{BlobInfo, BlobStore, ParquetFiles, S3Config, S3Store, Source, TarShards};
 use nostall::Cause;
@@ -159,6 +163,29 @@ pub fn image(data: &[u8]) {
     };
     let mut out = vec![0; pipeline.sample_bytes()];
     let _ = prep.prepare(data, &mut Rng::new(7), &mut out);
+}
+
+/// The longest recording the audio target decodes: short, so that an execution stays in
+/// milliseconds (the limit itself is what a long file runs into).
+const MAX_AUDIO_SECONDS: u32 = 20;
+
+/// A recording decoded whole (every channel at its own rate), then prepared by the `m5`
+/// pipeline with two seeds (two windows, each decoded alone).
+pub fn audio(data: &[u8]) {
+    if let Ok(mut whole) = DecodeOnly::new(Modality::Audio) {
+        let _ = whole.decode(data);
+    }
+    let Ok(pipeline) = AudioPipeline::preset("m5") else {
+        return;
+    };
+    let pipeline = pipeline.with_max_seconds(MAX_AUDIO_SECONDS);
+    let Ok(mut prep) = pipeline.preparer() else {
+        return;
+    };
+    let mut out = vec![0; pipeline.layout().bytes()];
+    for seed in [1, 2] {
+        let _ = prep.prepare(data, &mut Rng::new(seed), &mut out);
+    }
 }
 
 /// The loopback endpoint [`s3_response`] talks to: it answers every request with the

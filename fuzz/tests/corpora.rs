@@ -100,6 +100,11 @@ fn image() {
 }
 
 #[test]
+fn audio() {
+    replay("audio", nostall_fuzz::audio);
+}
+
+#[test]
 fn peer_frames() {
     replay("peer_frames", nostall_fuzz::peer_frames);
 }

@@ -19,7 +19,7 @@ The pipeline is a preset (``"train"``, ``"val"``) or a list of operators from
 >>> loader = nostall.Loader("/data/imagenet/train", pipeline=[
 ...     ops.RandomResizedCrop(224), ops.RandomHorizontalFlip()], dtype="uint8", layout="HWC")
 
-Audio datasets (class folders or shards of ``.wav``, ``.flac``, ``.ogg``, ``.mp3``) take an
+Audio datasets (class folders or shards of ``.wav``, ``.flac``, ``.ogg``, ``.opus``, ``.mp3``) take an
 audio preset: ``"m5"`` (the data-stall paper's M5 input: mono, resampled to 8 kHz, a
 random 32 000-sample crop, ``[n, 1, 32000]``) or ``"melspec"`` (16 kHz, a random 4 s crop,
 64 log-mel bands of 25 ms windows every 10 ms, ``[n, 64, 401]``), and ``"m5-val"`` /

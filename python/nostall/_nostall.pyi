@@ -86,7 +86,7 @@ class Loader:
     images, a list of ``nostall.audio`` operators, or an audio preset: ``"m5"`` (mono, 8 kHz, a random 32 000-sample crop:
     ``[n, 1, 32000]``), ``"melspec"`` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands:
     ``[n, 64, 401]``) and their centre-cropped ``"m5-val"`` and ``"melspec-val"``; for
-    audio the dataset's ``.wav``, ``.flac``, ``.ogg``, ``.oga`` and ``.mp3`` files are
+    audio the dataset's ``.wav``, ``.flac``, ``.ogg``, ``.oga``, ``.opus`` and ``.mp3`` files are
     read. A list of operators may also be given as text, as Python writes it
     (``"[Resize(size=256), CenterCrop(size=(224, 224))]"``). ``dtype`` is ``"float32"`` or
     ``"uint8"`` (images only), ``layout`` ``"CHW"`` or ``"HWC"`` (images only).

@@ -32,7 +32,7 @@ pub(super) struct Label {
 fn usual_sample_names(modality: Modality) -> &'static [&'static str] {
     match modality {
         Modality::Image => &["image", "img", "jpg", "jpeg", "png"],
-        Modality::Audio => &["audio", "wav", "flac", "mp3", "ogg"],
+        Modality::Audio => &["audio", "wav", "flac", "mp3", "ogg", "opus"],
     }
 }
 
