@@ -197,10 +197,10 @@ pub(super) fn decode(
             "it is truncated: its stream has no last page".into(),
         ));
     }
-    let head = head(stream.bytes(data, 0))?;
     if stream.packets.len() < 2 || !stream.bytes(data, 1).starts_with(b"OpusTags") {
         return Err(Cause::Corrupt("its Opus comment header is missing".into()));
     }
+    let head = head(stream.bytes(data, 0))?;
     // Where each audio packet starts, in samples decoded (before the pre-skip).
     let mut starts = Vec::with_capacity(stream.packets.len() - 1);
     let mut decoded = 0u64;
@@ -249,6 +249,14 @@ pub(super) fn decode(
                         i + 2
                     ))
                 })?;
+            let counted = starts.get(i + 1).copied().unwrap_or(decoded) - start;
+            if n as u64 != counted {
+                return Err(Cause::Corrupt(format!(
+                    "its packet {} decodes to {n} samples where its table of contents \
+                     counts {counted}",
+                    i + 2
+                )));
+            }
             let (keep_from, keep_to) = (from.max(start), to.min(start + n as u64));
             if keep_from < keep_to {
                 let samples = &mut pcm[(keep_from - start) as usize * head.channels
