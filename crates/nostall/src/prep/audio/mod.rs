@@ -362,6 +362,10 @@ pub(crate) fn decode_all(data: &[u8], wave: &mut Waveform) -> Result<(), Cause> 
 /// Resamplers kept per source rate; datasets hold a handful of rates, a hostile one may
 /// hold many.
 const KEPT_RESAMPLERS: usize = 16;
+/// The filter taps kept over all source rates (64 MB of f32): a rate coprime to the
+/// target's needs a phase per output sample of the cycle (a 768 kHz file resampled to
+/// 8 kHz, 9 million taps), so a dataset of odd rates is bounded by size, not only count.
+const KEPT_TAPS: usize = 16 << 20;
 
 /// The resampler from `from` to `to` Hz, made once per source rate.
 fn resampler(
@@ -370,7 +374,10 @@ fn resampler(
     to: u32,
     quality: ResampleQuality,
 ) -> &Resampler {
-    if kept.len() >= KEPT_RESAMPLERS && !kept.contains_key(&from) {
+    if !kept.contains_key(&from)
+        && (kept.len() >= KEPT_RESAMPLERS
+            || kept.values().map(Resampler::taps).sum::<usize>() > KEPT_TAPS)
+    {
         kept.clear();
     }
     kept.entry(from)

@@ -213,7 +213,22 @@ impl Resampler {
                     Some((sinc * window * scale) as f32)
                 };
                 let all = 2 * width + from as usize;
-                let first = (0..all).find(|&k| tap(k).is_some()).unwrap_or(0);
+                // The window is not zero where |t| < lw: within lw·from/base taps of the
+                // phase's centre. Start there (scanning from tap 0 costs `from` tap
+                // evaluations a phase: seconds for a rate coprime to the target's), then
+                // step to the exact first tap.
+                let centre = width as f64 + p as f64 * from as f64 / to as f64;
+                let reach = lw * from as f64 / base;
+                let mut first = ((centre - reach).floor().max(0.0) as usize).min(all);
+                while first > 0 && tap(first - 1).is_some() {
+                    first -= 1;
+                }
+                while first < all && tap(first).is_none() {
+                    first += 1;
+                }
+                if first == all {
+                    first = 0;
+                }
                 let taps: Vec<f32> = (first..all).map_while(tap).collect();
                 Phase {
                     offset: first,
@@ -227,6 +242,11 @@ impl Resampler {
             width,
             phases,
         }
+    }
+
+    /// The filter's taps, over all phases: what it holds in memory, in f32s.
+    pub(crate) fn taps(&self) -> usize {
+        self.phases.iter().map(|p| p.taps.len()).sum()
     }
 
     /// Samples of the output for an input of `len` samples (torchaudio's length).
