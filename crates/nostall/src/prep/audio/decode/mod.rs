@@ -17,7 +17,8 @@
 //! **Windows.** A crop keeps a few seconds of a clip, so the caller may ask for a window
 //! of frames once the stream's rate and exact length are known ([`Plan`]); each format
 //! decodes only what that window needs (see its module), and the samples are those a
-//! full decode gives (Opus: after its 80 ms pre-roll, within the codec's convergence).
+//! full decode gives (Opus: decoded from a 500 ms pre-roll, to within float rounding for
+//! CELT-coded audio).
 //! Formats whose headers state an exact length (WAV, FLAC, MP3 with a Xing/LAME tag, Ogg
 //! Opus) are checked against it, so a file cut short is refused whatever window an epoch
 //! asks of it.
