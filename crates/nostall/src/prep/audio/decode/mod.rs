@@ -166,7 +166,7 @@ fn append_interleaved(out: &mut [Vec<f32>], channels: usize, samples: &[f32]) {
 }
 
 /// [`append_interleaved`] for `CH` channels. The mean is the channels summed in order,
-/// then scaled, as [`mix_into`] computes it.
+/// then scaled, as every decoder's path mixes them.
 fn append_frames<const CH: usize>(out: &mut [Vec<f32>], samples: &[f32]) {
     let frames = samples
         .chunks_exact(CH)
@@ -202,27 +202,6 @@ fn check_values(out: &Waveform) -> Result<(), Cause> {
         return Err(Cause::Corrupt("it holds NaN or infinite samples".into()));
     }
     Ok(())
-}
-
-/// Appends the mean of the channels' frames `keep` to `mono`.
-fn mix_into<'a>(
-    mono: &mut Vec<f32>,
-    channels: usize,
-    plane: impl Fn(usize) -> &'a [f32],
-    keep: Range<usize>,
-) {
-    let start = mono.len();
-    mono.extend_from_slice(&plane(0)[keep.clone()]);
-    let mixed = &mut mono[start..];
-    for c in 1..channels {
-        for (m, s) in mixed.iter_mut().zip(&plane(c)[keep.clone()]) {
-            *m += s;
-        }
-    }
-    let scale = 1.0 / channels as f32;
-    for m in mixed {
-        *m *= scale;
-    }
 }
 
 fn truncated(declared: u64, holds: u64) -> Cause {

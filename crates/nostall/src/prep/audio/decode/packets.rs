@@ -25,7 +25,7 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use super::{check_stream, clamp, mix_into, too_long, truncated, DecodeOptions, Plan, Waveform};
+use super::{check_stream, clamp, too_long, truncated, DecodeOptions, Plan, Waveform};
 use crate::error::Cause;
 use crate::prep::Modality;
 
@@ -200,12 +200,22 @@ impl Stream {
     fn append_to(&self, out: &mut [Vec<f32>], keep: Range<usize>) {
         let channels = self.channels;
         match self.decoder.last_decoded() {
-            AudioBufferRef::F32(decoded) => append(out, channels, |c| decoded.chan(c), keep),
-            AudioBufferRef::S32(decoded) => append_i32(out, channels, |c| decoded.chan(c), keep),
+            AudioBufferRef::F32(decoded) => {
+                append(out, channels, |c| decoded.chan(c), keep, |s| s);
+            }
+            AudioBufferRef::S32(decoded) => {
+                append(out, channels, |c| decoded.chan(c), keep, i32_to_f32);
+            }
             _ => {
                 let planar = self.buffer.as_ref().map_or(&[][..], SampleBuffer::samples);
                 let frames = planar.len() / channels;
-                append(out, channels, |c| &planar[c * frames..][..frames], keep);
+                append(
+                    out,
+                    channels,
+                    |c| &planar[c * frames..][..frames],
+                    keep,
+                    |s| s,
+                );
             }
         }
     }
@@ -224,17 +234,17 @@ impl Stream {
     }
 }
 
-/// [`append`] for planes of i32 samples (FLAC's, left-aligned to the full 32 bits),
-/// converted on the way as symphonia converts them (to within its f64 rounding, which
-/// for samples of up to 24 bits is exact either way).
-fn append_i32<'a>(
+/// Appends frames `keep` of a packet's `channels` planes (`plane(c)`, whose samples
+/// `to_f32` converts) to `out`'s planes, mixed to mono or not: the channels summed in
+/// order, then scaled, as every decoder's path mixes them.
+fn append<'a, T: Copy + 'a>(
     out: &mut [Vec<f32>],
     channels: usize,
-    plane: impl Fn(usize) -> &'a [i32],
+    plane: impl Fn(usize) -> &'a [T],
     keep: Range<usize>,
+    to_f32: impl Fn(T) -> f32,
 ) {
-    const SCALE: f32 = 1.0 / 2_147_483_648.0;
-    let converted = |c: usize| plane(c)[keep.clone()].iter().map(|&s| s as f32 * SCALE);
+    let converted = |c: usize| plane(c)[keep.clone()].iter().map(|&s| to_f32(s));
     if out.len() == 1 && channels > 1 {
         let mono = &mut out[0];
         let start = mono.len();
@@ -256,21 +266,11 @@ fn append_i32<'a>(
     }
 }
 
-/// Appends frames `keep` of a packet's `channels` planes (`plane(c)`) to `out`'s planes,
-/// mixed to mono or not.
-fn append<'a>(
-    out: &mut [Vec<f32>],
-    channels: usize,
-    plane: impl Fn(usize) -> &'a [f32],
-    keep: Range<usize>,
-) {
-    if out.len() == 1 && channels > 1 {
-        mix_into(&mut out[0], channels, plane, keep);
-    } else {
-        for (c, out) in out.iter_mut().enumerate() {
-            out.extend_from_slice(&plane(c)[keep.clone()]);
-        }
-    }
+/// FLAC's i32 samples (left-aligned to the full 32 bits) to f32, as symphonia converts
+/// them (to within its f64 rounding, which for samples of up to 24 bits is exact either
+/// way).
+fn i32_to_f32(sample: i32) -> f32 {
+    sample as f32 * (1.0 / 2_147_483_648.0)
 }
 
 /// Decodes a FLAC or Ogg Vorbis file: the frames `plan` asks for, or all of them.

@@ -49,11 +49,8 @@ impl Encoding {
     fn read(self, bytes: &[u8], at: usize) -> f32 {
         match self {
             Encoding::U8 => (f32::from(bytes[at]) - 128.0) / 128.0,
-            Encoding::I16 => f32::from(i16::from_le_bytes([bytes[at], bytes[at + 1]])) / 32_768.0,
-            Encoding::I24 => {
-                let v = i32::from_le_bytes([0, bytes[at], bytes[at + 1], bytes[at + 2]]) >> 8;
-                v as f32 / 8_388_608.0
-            }
+            Encoding::I16 => i16_sample([bytes[at], bytes[at + 1]]),
+            Encoding::I24 => i24_sample([bytes[at], bytes[at + 1], bytes[at + 2]]),
             Encoding::I32 => {
                 let v = i32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
                 (f64::from(v) / 2_147_483_648.0) as f32
@@ -66,6 +63,18 @@ impl Encoding {
             Encoding::MuLaw => f32::from(mulaw(bytes[at])) / 32_768.0,
         }
     }
+}
+
+/// A little-endian 16-bit sample, scaled by 2^-15.
+#[inline(always)]
+fn i16_sample(bytes: [u8; 2]) -> f32 {
+    f32::from(i16::from_le_bytes(bytes)) / 32_768.0
+}
+
+/// A little-endian 24-bit sample, scaled by 2^-23.
+#[inline(always)]
+fn i24_sample(bytes: [u8; 3]) -> f32 {
+    (i32::from_le_bytes([0, bytes[0], bytes[1], bytes[2]]) >> 8) as f32 / 8_388_608.0
 }
 
 /// G.711 A-law to linear 16-bit.
@@ -274,16 +283,13 @@ pub(super) fn decode(
 fn convert(frames: &[u8], encoding: Encoding, channels: usize, mono: bool, out: &mut Waveform) {
     // The common layouts get a loop each with the frame's size known at compile time (no
     // bounds checks, so the compiler vectorises it); the rest share one loop.
-    let i16 = |b: [u8; 2]| f32::from(i16::from_le_bytes(b)) / 32_768.0;
-    let i24 = |b: [u8; 3]| (i32::from_le_bytes([0, b[0], b[1], b[2]]) >> 8) as f32 / 8_388_608.0;
-    let f32 = f32::from_le_bytes;
     match (encoding, channels) {
-        (Encoding::I16, 1) => fixed::<1, 2>(frames, mono, out, i16),
-        (Encoding::I16, 2) => fixed::<2, 2>(frames, mono, out, i16),
-        (Encoding::I24, 1) => fixed::<1, 3>(frames, mono, out, i24),
-        (Encoding::I24, 2) => fixed::<2, 3>(frames, mono, out, i24),
-        (Encoding::F32, 1) => fixed::<1, 4>(frames, mono, out, f32),
-        (Encoding::F32, 2) => fixed::<2, 4>(frames, mono, out, f32),
+        (Encoding::I16, 1) => fixed::<1, 2>(frames, mono, out, i16_sample),
+        (Encoding::I16, 2) => fixed::<2, 2>(frames, mono, out, i16_sample),
+        (Encoding::I24, 1) => fixed::<1, 3>(frames, mono, out, i24_sample),
+        (Encoding::I24, 2) => fixed::<2, 3>(frames, mono, out, i24_sample),
+        (Encoding::F32, 1) => fixed::<1, 4>(frames, mono, out, f32::from_le_bytes),
+        (Encoding::F32, 2) => fixed::<2, 4>(frames, mono, out, f32::from_le_bytes),
         _ => {
             let width = encoding.bytes();
             any(frames, width, channels, mono, out, |b| encoding.read(b, 0));
