@@ -4,8 +4,9 @@
  * encoder's delay and padding as the tag states (as libmpg123 does, so lengths match
  * what torchaudio and soundfile load), and seeks to a sample by an index of frames,
  * decoding from enough frames earlier to fill the bit reservoir. This file only keeps
- * its state behind an opaque pointer (so that Rust need not mirror its layout) and
- * counts the audio frames a tag declares against those present (a file cut short).
+ * its state behind an opaque pointer (so that Rust need not mirror its layout) and,
+ * when a tag states the length, counts the audio frames it declares against those
+ * present (a file cut short).
  */
 #define MINIMP3_IMPLEMENTATION
 #define MINIMP3_FLOAT_OUTPUT
@@ -16,8 +17,8 @@
 
 typedef struct {
     mp3dec_ex_t dec;
-    /* Audio frames present (the tag's frame is not one), and those the tag declares (0
-     * without a tag). */
+    /* Audio frames present (the tag's frame is not one; counted only when a tag
+     * declares some), and those the tag declares (0 without a tag). */
     uint64_t frames_present, frames_declared;
 } nostall_mp3;
 
@@ -48,10 +49,12 @@ nostall_mp3 *nostall_mp3_open(const uint8_t *buf, size_t len, int *error) {
         return NULL;
     }
     int ret = mp3dec_ex_open_buf(&h->dec, buf, len, MP3D_SEEK_TO_SAMPLE);
-    if (ret == 0 && h->dec.samples > 0 && h->dec.info.channels > 0 && h->dec.info.hz > 0)
-        ret = mp3dec_iterate_buf(buf, len, count_frame, h);
-    else if (ret == 0)
+    if (ret == 0 && !(h->dec.samples > 0 && h->dec.info.channels > 0 && h->dec.info.hz > 0))
         ret = 1;
+    /* Only a tag states a length to hold the frames against; without one the opening
+     * scan already counted them. */
+    if (ret == 0 && h->dec.vbr_tag_found)
+        ret = mp3dec_iterate_buf(buf, len, count_frame, h);
     if (ret != 0) {
         *error = ret == MP3D_E_MEMORY ? 2 : 1;
         mp3dec_ex_close(&h->dec);

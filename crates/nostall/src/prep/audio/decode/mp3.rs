@@ -54,8 +54,8 @@ pub(super) struct Mp3<'a> {
     channels: usize,
     /// Frames (samples per channel), after the encoder's delay and padding.
     frames: u64,
-    /// Audio frames (MPEG frames of 1 152 or 576 samples) present, and those a tag
-    /// declares (0 without one).
+    /// Audio frames (MPEG frames of 1 152 or 576 samples) present (counted only when a
+    /// tag declares some), and those a tag declares (0 without one).
     present: u64,
     declared: u64,
     _data: std::marker::PhantomData<&'a [u8]>,
