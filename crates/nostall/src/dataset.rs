@@ -7,6 +7,7 @@
 //! | `s3://bucket/prefix` holding `.tar` objects | WebDataset shards | [`TarShards`] over [`S3Store`](crate::storage::S3Store) |
 //! | `s3://bucket/prefix` holding samples | one object per sample | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
 //! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
+//! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio) | [`Segments`] over [`LocalDir`] or the S3 store |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
 //! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.mp3`); in shards, the
@@ -21,8 +22,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
-    is_parquet_key, is_sample_key, BlobStore, LocalDir, LocalFiles, Objects, ReadMode, Source,
-    TarShards,
+    is_manifest, is_parquet_key, is_sample_key, BlobInfo, BlobStore, LocalDir, LocalFiles, Objects,
+    ReadMode, Segments, Source, TarShards,
 };
 
 /// How a dataset's samples are stored.
@@ -37,6 +38,8 @@ pub enum Format {
     Objects,
     /// Rows of Parquet files, locally or in object storage.
     Parquet,
+    /// Segments of long recordings listed by a manifest.
+    Segments,
 }
 
 /// Which columns of a Parquet dataset hold the samples and the labels (other formats
@@ -160,10 +163,37 @@ pub fn open_in(
             let store = Arc::new(open_s3(prefix, var)?);
             return open_parquet_file(store, name, mode, modality, columns);
         }
+        if let Some((prefix, name)) = location
+            .rsplit_once('/')
+            .filter(|(prefix, name)| *prefix != "s3:/" && is_manifest(name))
+        {
+            let store: Arc<dyn BlobStore> = Arc::new(open_s3(prefix, var)?);
+            refuse_cold(mode, location)?;
+            let listing = store.list()?;
+            let text = read_manifest(&*store, &listing, name)?;
+            let listed: std::collections::HashMap<_, _> =
+                listing.into_iter().map(|b| (b.key.clone(), b)).collect();
+            let info = |key: &str| {
+                listed
+                    .get(key)
+                    .cloned()
+                    .ok_or_else(|| crate::error::Cause::Io(format!("{key} is not under {prefix}")))
+            };
+            return segments(store.clone(), name, &text, &info, modality);
+        }
         let store = Arc::new(open_s3(location, var)?);
         return open_store(store, mode, modality, columns);
     }
     let path = Path::new(location);
+    if path.is_file() && is_manifest(location) {
+        refuse_cold(mode, location)?;
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = LocalDir::new(parent.unwrap_or(Path::new(".")))?;
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let info = |key: &str| dir.info(key);
+        return segments(Arc::new(dir.clone()), &name, &text, &info, modality);
+    }
     if path.is_file() && is_parquet_key(location) {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         let store = Arc::new(LocalDir::new(parent.unwrap_or(Path::new(".")))?);
@@ -230,6 +260,41 @@ fn open_parquet_file(
         )));
     }
     parquet_dataset(store, listing, modality, columns)
+}
+
+/// The segments manifest `name` lists, read from `store`.
+fn segments(
+    store: Arc<dyn BlobStore>,
+    name: &str,
+    text: &[u8],
+    info: &dyn Fn(&str) -> std::result::Result<BlobInfo, crate::error::Cause>,
+    modality: Modality,
+) -> Result<Dataset> {
+    if modality != Modality::Audio {
+        return Err(Error::Config(format!(
+            "{name}: a manifest lists segments of audio recordings; read it with an audio \
+             pipeline"
+        )));
+    }
+    let segments = Segments::from_manifest(store, name, text, info)?;
+    Ok(Dataset {
+        catalog: segments.catalog().clone(),
+        source: Arc::new(segments),
+        format: Format::Segments,
+    })
+}
+
+/// The manifest `name` of `store`, as `listing` lists it.
+fn read_manifest(store: &dyn BlobStore, listing: &[BlobInfo], name: &str) -> Result<Vec<u8>> {
+    let blob = listing
+        .iter()
+        .find(|b| b.key == name)
+        .ok_or_else(|| Error::Config(format!("{}: no such manifest", store.locate(name))))?;
+    let mut text = Vec::new();
+    store
+        .read_version(name, blob.version.as_deref(), 0, blob.size, &mut text)
+        .map_err(|cause| Error::Config(format!("{}: {cause}", store.locate(name))))?;
+    Ok(text)
 }
 
 /// Cold reads drop a plain file's cached pages one sample at a time: not possible for

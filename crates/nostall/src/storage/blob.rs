@@ -139,6 +139,24 @@ impl LocalDir {
     }
 }
 
+impl LocalDir {
+    /// Blob `key`'s size and version (an absolute `key` is that file).
+    pub(crate) fn info(&self, key: &str) -> std::result::Result<BlobInfo, Cause> {
+        let meta = fs::metadata(self.root.join(key)).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Cause::Io(format!("no such file: {key}")),
+            _ => Cause::from_io(&e),
+        })?;
+        if !meta.is_file() {
+            return Err(Cause::Io(format!("{key} is not a file")));
+        }
+        Ok(BlobInfo {
+            key: key.to_string(),
+            size: meta.len(),
+            version: Some(file_version(&meta)),
+        })
+    }
+}
+
 impl BlobStore for LocalDir {
     fn list(&self) -> Result<Vec<BlobInfo>> {
         let mut blobs = Vec::new();
@@ -359,14 +377,14 @@ pub(super) fn read_range(
 }
 
 /// [`Source::read_each`] for a source whose samples are ranges of blobs (`range` of a
-/// sample: where it lives): a sample refused by
+/// sample: where it lives, or why it cannot be read): a sample refused by its range or
 /// its size (empty, over `max_bytes`) ends at once, the rest go to `store`, which keeps
 /// them in flight together if it can. `count` gets the bytes of each read that succeeded.
 pub(super) fn read_ranges<'a>(
     store: &dyn BlobStore,
     (next, done): (&mut NextRead<'_>, &mut ReadDone<'_>),
     max_bytes: u64,
-    range: impl Fn(SampleId) -> BlobRange<'a>,
+    range: impl Fn(SampleId) -> Result<BlobRange<'a>, Cause>,
     count: &dyn Fn(u64),
 ) {
     // The store numbers the reads it is given; a refused one is numbered here only.
@@ -374,11 +392,14 @@ pub(super) fn read_ranges<'a>(
     let done = RefCell::new(done);
     let mut next_range = || loop {
         let (id, mut out) = next()?;
-        let (key, version, offset, len) = range(id);
         let number = numbers.borrow_mut().given();
-        match check_sample_size(len, max_bytes, &mut out) {
-            Err(cause) => (*done.borrow_mut())(number, out, Err(cause)),
-            Ok(()) => {
+        let read = range(id).and_then(|r| check_sample_size(r.3, max_bytes, &mut out).map(|()| r));
+        match read {
+            Err(cause) => {
+                out.clear();
+                (*done.borrow_mut())(number, out, Err(cause));
+            }
+            Ok((key, version, offset, len)) => {
                 numbers.borrow_mut().pass(number, ());
                 return Some(RangeRead {
                     key,
@@ -450,7 +471,7 @@ impl Source for Objects {
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let count = |bytes| self.count(bytes);
-        let range = |id| self.range(id);
+        let range = |id| Ok(self.range(id));
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
 

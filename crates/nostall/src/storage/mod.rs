@@ -10,6 +10,8 @@
 //!   indexed once so that every sample is one ranged read.
 //! - `ParquetFiles`: samples as rows of Parquet files (Hugging Face datasets) in a
 //!   [`BlobStore`], read a row group's column chunk at a time.
+//! - [`Segments`]: segments of long recordings listed by a manifest, each read as the
+//!   stretch of its recording that holds it.
 //! - [`Memory`]: samples already in memory (to measure prep without storage).
 //! - [`Throttled`]: any source behind an emulated link (bandwidth, latency, concurrency),
 //!   to stand in for a hard disk, a network filesystem or a remote object store.
@@ -48,6 +50,7 @@ mod memory;
 mod parquet;
 #[cfg(feature = "s3")]
 mod s3;
+mod segments;
 mod tar;
 mod throttle;
 
@@ -70,6 +73,8 @@ pub use parquet::ParquetFiles;
 pub const DEFAULT_GROUP_MEMORY: u64 = 1 << 30;
 #[cfg(feature = "s3")]
 pub use s3::{S3Config, S3Store};
+pub(crate) use segments::is_manifest;
+pub use segments::Segments;
 pub use tar::TarShards;
 pub use throttle::{Link, Throttled};
 

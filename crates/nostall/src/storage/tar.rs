@@ -188,7 +188,7 @@ impl Source for TarShards {
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let count = |bytes| self.count(bytes);
-        let range = |id| self.range(id);
+        let range = |id| Ok(self.range(id));
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
 

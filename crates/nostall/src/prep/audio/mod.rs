@@ -19,8 +19,10 @@ mod resample;
 
 use std::collections::HashMap;
 
-pub(crate) use decode::Waveform;
 use decode::{decode, DecodeOptions};
+pub(crate) use decode::{
+    frame_at, wav_data_layout, Part, Segment, Waveform, ENVELOPE, OPUS_PREROLL,
+};
 use mel::Mel;
 
 pub use mel::{MelArgs, MelScale, MelSpec};

@@ -27,12 +27,16 @@ mod mp3;
 mod ogg;
 mod opus;
 mod packets;
+mod segment;
 mod wav;
 
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::Cause;
+pub(crate) use opus::PREROLL as OPUS_PREROLL;
+pub(crate) use segment::{frame_at, Part, Segment, ENVELOPE};
+pub(crate) use wav::data_layout as wav_data_layout;
 
 /// Sample rates above this are not audio a model trains on; a header declaring one is
 /// damaged or hostile.
@@ -92,7 +96,14 @@ pub(crate) fn decode(
 ) -> Result<(), Cause> {
     // symphonia is safe Rust, but a malformed stream still trips assertions in it (a
     // header with a sample rate of 0 does): that is the file's fault, reported as such.
-    catch_unwind(AssertUnwindSafe(|| by_format(data, options, plan, out))).unwrap_or_else(|panic| {
+    let decode = || match Segment::read(data) {
+        Some(segment) => {
+            let (segment, carried) = segment?;
+            segment::decode(segment, carried, options, plan, out)
+        }
+        None => by_format(data, options, plan, Part::WHOLE, out),
+    };
+    catch_unwind(AssertUnwindSafe(decode)).unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<&str>()
             .copied()
@@ -106,11 +117,14 @@ pub(crate) fn decode(
 
 /// Dispatches on the content: WAV and Ogg Opus by their headers, then MP3 if minimp3
 /// finds frames, then symphonia's probe (FLAC, Ogg Vorbis; anything else is refused
-/// there as not audio).
+/// there as not audio). `part` says where `data`'s audio lies in its recording: WAV
+/// carried from a segment is a file of its own, FLAC and Opus may begin and end midway,
+/// the other formats are carried whole.
 fn by_format(
     data: &[u8],
     options: DecodeOptions,
     plan: Option<Plan<'_>>,
+    part: Part,
     out: &mut Waveform,
 ) -> Result<(), Cause> {
     if wav::is_wav(data) {
@@ -118,13 +132,20 @@ fn by_format(
         return wav::decode(data, options, plan, out);
     }
     if opus::is_opus(data) {
-        opus::decode(data, options, plan, out)?;
+        opus::decode(data, options, plan, part, out)?;
     } else if packets::is_flac_or_ogg(data) {
-        packets::decode(data, options, plan, out)?;
-    } else if let Some(stream) = mp3::Mp3::open(data)? {
-        mp3::decode(stream, options, plan, out)?;
+        packets::decode(data, options, plan, part, out)?;
     } else {
-        packets::decode(data, options, plan, out)?;
+        if part != Part::WHOLE {
+            return Err(Cause::Corrupt(
+                "its segment's bytes begin or end midway through a format read only whole".into(),
+            ));
+        }
+        if let Some(stream) = mp3::Mp3::open(data)? {
+            mp3::decode(stream, options, plan, out)?;
+        } else {
+            packets::decode(data, options, plan, part, out)?;
+        }
     }
     check_values(out)
 }

@@ -23,7 +23,9 @@ use std::ptr::NonNull;
 use libopus_sys as ffi;
 
 use super::ogg::{self, Packets};
-use super::{append_interleaved, check_stream, clamp, too_long, DecodeOptions, Plan, Waveform};
+use super::{
+    append_interleaved, check_stream, clamp, too_long, DecodeOptions, Part, Plan, Waveform,
+};
 use crate::error::Cause;
 
 /// Opus decodes at 48 kHz whatever rate the input had.
@@ -32,7 +34,7 @@ const RATE: u32 = 48_000;
 /// least 80 ms, after which CELT's state is close to a full decode's but not there (on
 /// real music, windows differed by up to 8% of full scale); by 500 ms it is within float
 /// rounding (docs/audio.md).
-const PREROLL: u64 = 24_000;
+pub(crate) const PREROLL: u64 = 24_000;
 /// The longest packet: 120 ms.
 const MAX_PACKET_FRAMES: usize = 5_760;
 
@@ -176,11 +178,15 @@ fn duration(packet: &[u8]) -> Option<u64> {
     u64::try_from(n).ok().filter(|&n| n > 0)
 }
 
-/// Decodes an Ogg Opus file: the frames `plan` asks for, or all of them.
+/// Decodes an Ogg Opus file: the frames `plan` asks for, or all of them. `part` places
+/// `data` in its recording: a stretch that begins midway (its headers, then pages from
+/// one that begins a packet) starts at frame `part.first`, past the pre-skip, and one
+/// that ends midway has no last page.
 pub(super) fn decode(
     data: &[u8],
     options: DecodeOptions,
     plan: Option<Plan<'_>>,
+    part: Part,
     out: &mut Waveform,
 ) -> Result<(), Cause> {
     // Packets last at least 2.5 ms: a stream within the limit holds at most this many.
@@ -192,7 +198,7 @@ pub(super) fn decode(
             options.max_seconds,
         ));
     };
-    if !stream.complete {
+    if part.to_end && !stream.complete {
         return Err(Cause::Corrupt(
             "it is truncated: its stream has no last page".into(),
         ));
@@ -209,8 +215,14 @@ pub(super) fn decode(
         decoded += duration(stream.bytes(data, i))
             .ok_or_else(|| Cause::Corrupt(format!("its packet {i} is not an Opus packet")))?;
     }
-    let length = length(&stream, &starts, decoded);
-    let total = length.saturating_sub(head.pre_skip);
+    // The samples dropped from the front: the pre-skip, unless the stretch begins past it.
+    let skip = if part.first == 0 { head.pre_skip } else { 0 };
+    let length = if part.to_end {
+        length(&stream, &starts, decoded)
+    } else {
+        decoded
+    };
+    let total = length.saturating_sub(skip);
     if total == 0 {
         return Err(Cause::Corrupt("it holds no audio".into()));
     }
@@ -228,7 +240,7 @@ pub(super) fn decode(
     out.clear();
     (out.start, out.total) = (window.start, total);
     // The window in samples decoded, and the packet decoding starts from.
-    let (from, to) = (window.start + head.pre_skip, window.end + head.pre_skip);
+    let (from, to) = (window.start + skip, window.end + skip);
     let first = starts
         .partition_point(|&s| s + PREROLL <= from)
         .saturating_sub(1);

@@ -235,6 +235,21 @@ fn parse_format(fmt: &[u8]) -> Result<(Encoding, usize, u32), Cause> {
     Ok((encoding, channels, rate))
 }
 
+/// Where a WAV file's frames lie, from its first bytes (enough to hold the chunks before
+/// the data): the data chunk's bytes as declared, the bytes of one frame, and the rate.
+/// A recording's segments are cut from it by arithmetic.
+pub(crate) fn data_layout(head: &[u8]) -> Result<(Range<usize>, usize, u32), Cause> {
+    if !is_wav(head) {
+        return Err(Cause::UnknownFormat(crate::sample::Modality::Audio));
+    }
+    let header = header(head)?;
+    Ok((
+        header.data,
+        header.channels * header.encoding.bytes(),
+        header.rate,
+    ))
+}
+
 /// Decodes a WAV file: the frames `plan` asks for, or all of them.
 pub(super) fn decode(
     data: &[u8],

@@ -1,0 +1,286 @@
+//! Long recordings cut into segments by a manifest: one sample per segment, each read for
+//! the cost of its segment, not of its recording.
+//!
+//! Speech corpora keep hour-long recordings and a list of the stretches to train on
+//! ([`manifest`]: JSON lines as NeMo writes them, or CSV). When the dataset is opened,
+//! each recording is walked once ([`index`]) to find the bytes each of its segments needs
+//! (WAV by arithmetic, FLAC by its frame headers, Ogg Opus by its pages; other formats
+//! are read whole); a sample is then one ranged read of those bytes, behind the
+//! recording's header and an envelope that says where the segment lies
+//! ([`crate::prep::audio::Segment`]), so that the audio pipeline crops within the segment
+//! and decodes only the crop's window, as it does for a clip.
+//!
+//! A recording that cannot be read when the dataset is opened fails each of its segments
+//! with the reason, by the error policy, like any unreadable sample.
+
+mod index;
+mod manifest;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) use manifest::is_manifest;
+use manifest::Label;
+
+use super::blob::{read_range, read_ranges, BlobRange};
+use super::{BlobInfo, BlobStore, NextRead, ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
+use crate::catalog::Catalog;
+use crate::error::{Cause, Result};
+use crate::prep::audio::{Segment, ENVELOPE};
+use crate::sample::{Modality, SampleId};
+use index::Stretch;
+
+/// The segments of a manifest's recordings, read from a [`BlobStore`].
+#[derive(Debug)]
+pub struct Segments {
+    store: Arc<dyn BlobStore>,
+    catalog: Arc<Catalog>,
+    /// Each sample's recording, by index into `recordings`.
+    recording: Vec<u32>,
+    recordings: Vec<Recording>,
+    /// Each sample's bytes and where they lie.
+    pieces: Vec<(Stretch, Segment)>,
+    max_bytes: u64,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// A recording as the dataset was opened with it.
+#[derive(Debug)]
+struct Recording {
+    key: String,
+    version: Option<String>,
+    /// Why it cannot be read, if it could not be when the dataset was opened.
+    problem: Option<Cause>,
+}
+
+impl Segments {
+    /// The segments listed by the manifest `name` (its bytes `text`), whose recordings
+    /// are blobs of `store` keyed by the paths the manifest gives; `info` tells a
+    /// recording's size and version (a file's metadata, an object's listing).
+    ///
+    /// Labels are class numbers as given, or class names numbered in sorted order; every
+    /// segment has one or none has.
+    ///
+    /// # Errors
+    ///
+    /// When the manifest cannot be parsed (the error names its line), mixes class names
+    /// and numbers, or labels some segments and not others.
+    pub(crate) fn from_manifest(
+        store: Arc<dyn BlobStore>,
+        name: &str,
+        text: &[u8],
+        info: &dyn Fn(&str) -> std::result::Result<BlobInfo, Cause>,
+    ) -> Result<Segments> {
+        let rows = manifest::parse(name, text)?;
+        let classes = classes(name, rows.iter().filter_map(|r| r.label.as_ref()))?;
+        // Each recording once, with its segments in the manifest's order.
+        let mut by_path: HashMap<&str, u32> = HashMap::new();
+        let mut recordings: Vec<Recording> = Vec::new();
+        let mut spans: Vec<Vec<(usize, index::Span)>> = Vec::new();
+        let mut recording = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            let r = *by_path.entry(&row.path).or_insert_with(|| {
+                recordings.push(Recording {
+                    key: row.path.clone(),
+                    version: None,
+                    problem: None,
+                });
+                spans.push(Vec::new());
+                recordings.len() as u32 - 1
+            });
+            spans[r as usize].push((i, (row.start, row.duration)));
+            recording.push(r);
+        }
+        let mut pieces: Vec<Option<(Stretch, Segment)>> = vec![None; rows.len()];
+        for (recording, spans) in recordings.iter_mut().zip(&spans) {
+            let found = info(&recording.key).and_then(|blob| {
+                recording.version = blob.version;
+                let at = (
+                    recording.key.as_str(),
+                    recording.version.as_deref(),
+                    blob.size,
+                );
+                let only: Vec<_> = spans.iter().map(|(_, span)| *span).collect();
+                index::stretches(&*store, at, &only)
+            });
+            let stretches = found.unwrap_or_else(|cause| {
+                recording.problem = Some(cause);
+                vec![Stretch::unreadable(); spans.len()]
+            });
+            for (&(i, (start, duration)), stretch) in spans.iter().zip(stretches) {
+                let segment = Segment {
+                    start,
+                    duration,
+                    part: stretch.part,
+                };
+                pieces[i] = Some((stretch, segment));
+            }
+        }
+        let pieces: Vec<_> = pieces.into_iter().map(|p| p.expect("each row")).collect();
+        let samples = rows.iter().zip(&pieces).map(|(row, (stretch, _))| {
+            let label = row.label.as_ref().map(|l| match l {
+                Label::Number(n) => *n,
+                Label::Name(name) => classes.binary_search(name).expect("listed") as u32,
+            });
+            (segment_name(row), label, stretch.size())
+        });
+        let root = store.root();
+        let catalog = Catalog::from_samples(
+            format!("{root}/{name}"),
+            Modality::Audio,
+            classes.clone(),
+            samples,
+        )?;
+        Ok(Segments {
+            store,
+            catalog: Arc::new(catalog),
+            recording,
+            recordings,
+            pieces,
+            max_bytes: DEFAULT_MAX_BYTES,
+            bytes: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The segments, one sample each, named `path#t=start,end` (a media fragment).
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Refuses segments whose bytes exceed `limit` with [`Cause::TooLarge`], before
+    /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
+    pub fn with_max_bytes(self, limit: u64) -> Segments {
+        Segments {
+            max_bytes: limit,
+            ..self
+        }
+    }
+
+    /// Where sample `id`'s body lies, or why its recording cannot be read.
+    fn range(&self, id: SampleId) -> std::result::Result<BlobRange<'_>, Cause> {
+        let recording = &self.recordings[self.recording[id as usize] as usize];
+        if let Some(problem) = &recording.problem {
+            return Err(problem.clone());
+        }
+        let stretch = &self.pieces[id as usize].0;
+        if let Some(problem) = &stretch.problem {
+            return Err(problem.clone());
+        }
+        let body = &stretch.body;
+        Ok((
+            &recording.key,
+            recording.version.as_deref(),
+            body.start,
+            body.end - body.start,
+        ))
+    }
+
+    /// Puts the envelope and the header in front of sample `id`'s body, read into `out`.
+    fn wrap(&self, id: SampleId, out: &mut Vec<u8>) {
+        let (stretch, segment) = &self.pieces[id as usize];
+        let mut front = Vec::with_capacity(ENVELOPE + stretch.header.len());
+        segment.write_envelope(&mut front);
+        front.extend_from_slice(&stretch.header);
+        out.splice(0..0, front);
+    }
+
+    fn count(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Source for Segments {
+    fn read(&self, id: SampleId, out: &mut Vec<u8>) -> std::result::Result<(), Cause> {
+        out.clear();
+        let range = self.range(id)?;
+        let count = |bytes| self.count(bytes);
+        read_range(&*self.store, range, self.max_bytes, out, &count)?;
+        self.wrap(id, out);
+        Ok(())
+    }
+
+    fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
+        // The sample of each read, by the number the reads are given in.
+        let ids = std::cell::RefCell::new(HashMap::new());
+        let mut given = 0;
+        let mut numbered = || {
+            let (id, out) = next()?;
+            ids.borrow_mut().insert(given, id);
+            given += 1;
+            Some((id, out))
+        };
+        let mut wrapped =
+            |number: usize, mut out: Vec<u8>, result: std::result::Result<(), Cause>| {
+                let id = ids
+                    .borrow_mut()
+                    .remove(&number)
+                    .expect("numbered when given");
+                if result.is_ok() {
+                    self.wrap(id, &mut out);
+                }
+                done(number, out, result);
+            };
+        let count = |bytes| self.count(bytes);
+        let range = |id| self.range(id);
+        read_ranges(
+            &*self.store,
+            (&mut numbered, &mut wrapped),
+            self.max_bytes,
+            range,
+            &count,
+        );
+    }
+
+    fn reads_at_once(&self) -> usize {
+        self.store.reads_at_once()
+    }
+
+    fn location(&self, id: SampleId) -> String {
+        let name = self.catalog.relative_path(id);
+        if name.starts_with('/') {
+            name.to_string()
+        } else {
+            self.store.locate(name)
+        }
+    }
+
+    fn stats(&self) -> SourceStats {
+        SourceStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The class names in sorted order (empty when labels are numbers).
+fn classes<'a>(name: &str, labels: impl Iterator<Item = &'a Label>) -> Result<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    let mut numbers = false;
+    for label in labels {
+        match label {
+            Label::Number(_) => numbers = true,
+            Label::Name(n) => names.push(n.clone()),
+        }
+    }
+    if numbers && !names.is_empty() {
+        return Err(crate::error::Error::Config(format!(
+            "{name}: some labels are class numbers and others names; give one kind"
+        )));
+    }
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
+}
+
+/// A segment's name: its recording's path with a media fragment, `a.flac#t=12.5,17.5`
+/// (`#t=12.5` for one that runs to the end).
+fn segment_name(row: &manifest::Row) -> String {
+    match row.duration {
+        Some(d) => format!("{}#t={},{}", row.path, row.start, row.start + d),
+        None => format!("{}#t={}", row.path, row.start),
+    }
+}
