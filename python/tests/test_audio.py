@@ -120,3 +120,29 @@ def test_audio_operator_lists_that_do_not_fit_are_refused(clips):
         nostall.Loader(clips, pipeline=[audio.RandomCrop(100)], layout="HWC")
     with pytest.raises(TypeError, match="all of nostall.ops"):
         nostall.Loader(clips, pipeline=[audio.RandomCrop(100), ops.CenterCrop(10)])
+
+
+RECORDINGS = CLIPS.parent / "recordings"
+
+
+def test_a_manifest_of_segments_of_long_recordings_is_a_dataset(tmp_path):
+    """NeMo's JSON lines: each segment a sample, cropped within its segment."""
+    for recording in RECORDINGS.glob("battle.*"):
+        shutil.copy(recording, tmp_path / recording.name)
+    rows = [f'{{"audio_filepath": "battle.{ext}", "offset": {start}, "duration": 2.0, '
+            f'"text": "-", "label": "{ext}"}}'
+            for ext in ("flac", "opus") for start in (0.5, 3.0, 7.5)]
+    manifest = tmp_path / "train.json"
+    manifest.write_text("\n".join(rows) + "\n")
+    loader = nostall.Loader(str(manifest), pipeline="m5", batch_size=3, seed=2, shuffle=False)
+    batches = [(audio.clone(), labels.clone()) for audio, labels in loader]
+    assert [tuple(a.shape) for a, _ in batches] == [(3, 1, 32000)] * 2
+    assert torch.cat([l for _, l in batches]).tolist() == [0, 0, 0, 1, 1, 1]
+    for audio, _ in batches:
+        # A 2 s segment at 8 kHz, padded to the 4 s crop: audio, then zeros.
+        assert audio[:, :, :15000].abs().amax(dim=2).min() > 0
+        assert torch.count_nonzero(audio[:, :, 16001:]) == 0
+    CSV = tmp_path / "bad.csv"
+    CSV.write_text("path,start\nbattle.flac,x\n")
+    with pytest.raises(nostall.ConfigError, match="bad.csv, line 2"):
+        nostall.Loader(str(CSV), pipeline="m5")

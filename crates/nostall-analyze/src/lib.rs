@@ -99,6 +99,9 @@ impl Subject {
             (Format::TarShards, ReadMode::Cold) => "local tar shards, read cold".to_string(),
             (Format::TarShards, ReadMode::Cached) => "local tar shards, page cache".to_string(),
             (Format::Parquet, _) => "local Parquet files, page cache".to_string(),
+            (Format::Segments, _) => {
+                "segments of local recordings (a manifest), page cache".to_string()
+            }
             (_, ReadMode::Cold) => "local files, read cold".to_string(),
             _ => "local files, through the page cache".to_string(),
         };

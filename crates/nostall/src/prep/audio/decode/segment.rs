@@ -88,7 +88,11 @@ impl Segment {
         let (start, duration) = (f64::from_le_bytes(field(1)), f64::from_le_bytes(field(2)));
         let first = u64::from_le_bytes(field(3));
         let flags = u64::from_le_bytes(field(4));
-        if !(start.is_finite() && start >= 0.0) || duration.is_nan() || flags & !ENDS_EARLY != 0 {
+        let seconds = 0.0..=f64::from(MAX_RECORDING_SECONDS);
+        if !seconds.contains(&start)
+            || !(duration < 0.0 || seconds.contains(&duration))
+            || flags & !ENDS_EARLY != 0
+        {
             return Some(Err(Cause::Corrupt(
                 "its segment envelope is not one nostall writes".into(),
             )));
