@@ -32,6 +32,10 @@ use crate::{device, live, shared, state};
 /// - `source`: an image folder (one sub-folder per class, or flat), a folder of
 ///   WebDataset `.tar` shards, or `s3://bucket/prefix` (endpoint and credentials from the
 ///   usual `AWS_*` variables). The folder is indexed once; later starts load the index.
+///   For audio, also a manifest of segments of long recordings (`.jsonl`/`.json` as NeMo
+///   writes them: `audio_filepath`, `offset`, `duration`, `label`; or `.csv` with
+///   `path,start,duration,label`): one sample per segment, each read and cropped within
+///   its segment (docs/audio.md, "Long recordings").
 /// - `batch_size` (64): samples per batch on this rank.
 /// - `pipeline` (`"train"`): a list of `nostall.ops` operators, e.g.
 ///   `[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.Normalize(mean, std)]`,

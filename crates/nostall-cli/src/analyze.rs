@@ -15,8 +15,8 @@ use nostall::pipeline::LoaderBuilder;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The dataset: a directory of images, a directory of .tar shards, or
-    /// s3://bucket/prefix. Default: nostall's built-in demo photographs.
+    /// The dataset: a directory of images, a directory of .tar shards, s3://bucket/prefix,
+    /// or (audio) a manifest of segments of long recordings (.jsonl, .json, .csv). Default: nostall's built-in demo photographs.
     dataset: Option<String>,
     #[command(flatten)]
     pipeline: PipelineArgs,

@@ -23,7 +23,8 @@ use crate::run::{
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The dataset: a directory of images or audio files (class folders or flat), a directory of
-    /// WebDataset .tar shards, or s3://bucket/prefix.
+    /// WebDataset .tar shards, s3://bucket/prefix, or (audio) a manifest of segments of long
+    /// recordings (.jsonl, .json, .csv).
     dataset: String,
     #[command(flatten)]
     pipeline: PipelineArgs,

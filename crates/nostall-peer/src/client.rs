@@ -21,6 +21,7 @@ use crate::control::{BarrierReply, BarrierRequest, HelloRequest, RegisterReply, 
 use crate::deadline::Deadline;
 use crate::error::{network, Error, Result};
 use crate::wire::{self, Status};
+use nostall::clock::Clock;
 
 /// Timeouts of the client side.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +66,8 @@ pub(crate) struct Links {
     tls: Arc<rustls::ClientConfig>,
     fingerprint: Vec<u8>,
     timeouts: Timeouts,
+    /// What a peer's time marked down is read from.
+    clock: Clock,
     runtime: tokio::runtime::Runtime,
     /// One control connection per peer called, kept for the next call: HTTP/2 carries a
     /// process's calls side by side (the agent's ranks at one barrier), so node 0 holds
@@ -81,7 +84,7 @@ impl Links {
         node: usize,
         secret: Secret,
         fingerprint: Vec<u8>,
-        timeouts: Timeouts,
+        (timeouts, clock): (Timeouts, Clock),
     ) -> Result<Links> {
         // Fetch threads call from many threads at once: a worker of its own drives them all.
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -95,6 +98,7 @@ impl Links {
             tls: secret.identity()?.client,
             fingerprint,
             timeouts,
+            clock,
             runtime,
             sessions: tokio::sync::Mutex::default(),
         })
@@ -434,7 +438,7 @@ impl Peer {
         let data = {
             let health = self.lock_health();
             match health.retry_at {
-                Some(at) if Instant::now() < at => return Err(Failure::Down),
+                Some(at) if self.links.clock.now() < at => return Err(Failure::Down),
                 _ => health.data,
             }
         };
@@ -534,7 +538,7 @@ impl Peer {
     pub(crate) fn is_down(&self) -> bool {
         self.lock_health()
             .retry_at
-            .is_some_and(|at| Instant::now() < at)
+            .is_some_and(|at| self.links.clock.now() < at)
     }
 
     pub(crate) fn mark_down(&self, reason: &str) {
@@ -548,7 +552,7 @@ impl Peer {
             );
         }
         self.downs.fetch_add(1, Ordering::Relaxed);
-        health.retry_at = Some(Instant::now() + retry_after);
+        health.retry_at = Some(self.links.clock.now() + retry_after);
         health.data = None;
         drop(health);
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -654,8 +658,15 @@ mod tests {
             retry_after: Duration::from_secs(60),
             join: Duration::from_secs(1),
         };
-        let links =
-            Arc::new(Links::new(0, Secret::new(SECRET).unwrap(), Vec::new(), timeouts).unwrap());
+        let links = Arc::new(
+            Links::new(
+                0,
+                Secret::new(SECRET).unwrap(),
+                Vec::new(),
+                (timeouts, Clock::real()),
+            )
+            .unwrap(),
+        );
         let peer = Arc::new(Peer::new(1, "127.0.0.1:9".into(), links, 1 << 21));
         peer.lock_health().data = Some(dripping_server());
         let (tx, rx) = std::sync::mpsc::channel();

@@ -80,6 +80,9 @@ pub struct NodeConfig {
     pub max_sample_bytes: u64,
     /// How long the rendezvous and the barrier wait for every node.
     pub gather_timeout: Duration,
+    /// What a peer's time marked down is read from: the real clock, or a test's
+    /// ([`nostall::clock::Clock::manual`]), which moves only when the test says.
+    pub clock: nostall::clock::Clock,
 }
 
 impl NodeConfig {
@@ -110,6 +113,7 @@ impl NodeConfig {
             seed: 0,
             secret,
             timeouts: Timeouts::default(),
+            clock: nostall::clock::Clock::real(),
             max_sample_bytes: DEFAULT_MAX_BYTES,
             gather_timeout: Duration::from_secs(600),
         }
@@ -329,7 +333,7 @@ impl Node {
             config.node,
             config.secret.clone(),
             fingerprint.clone(),
-            config.timeouts,
+            (config.timeouts, config.clock.clone()),
         )?);
         let own = match &config.membership {
             Membership::Peers(peers) => {

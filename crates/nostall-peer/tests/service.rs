@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostall::cache::Capacity;
+use nostall::clock::Clock;
 use nostall::storage::{Memory, Source};
 use nostall::Catalog;
 use nostall_peer::auth::Identity;
@@ -47,34 +48,36 @@ fn secret() -> Secret {
     Secret::new(b"a secret of the test job").unwrap()
 }
 
+/// How long a peer that went away stays marked down.
+const RETRY_AFTER: Duration = Duration::from_millis(300);
+
 fn config(node: usize, peers: &[String], capacity: f64) -> NodeConfig {
     let mut config = NodeConfig::new(node, peers.to_vec(), Capacity::Fraction(capacity), secret());
-    config.timeouts = Timeouts::new(
-        Duration::from_secs(2),
-        Duration::from_millis(300),
-        Duration::from_secs(20),
-    );
+    config.timeouts = Timeouts::new(Duration::from_secs(2), RETRY_AFTER, Duration::from_secs(20));
     config
 }
 
 /// Starts every node at once (each waits for the others while joining).
 fn join_all(peers: &[String], capacity: f64, storages: &[Arc<Memory>]) -> Vec<Node> {
-    join_all_over(&catalog(), peers, capacity, storages)
+    join_all_over(&catalog(), peers, capacity, storages, &Clock::real())
 }
 
-/// [`join_all`] over `catalog`.
+/// [`join_all`] over `catalog`, every node reading `clock`.
 fn join_all_over(
     catalog: &Arc<Catalog>,
     peers: &[String],
     capacity: f64,
     storages: &[Arc<Memory>],
+    clock: &Clock,
 ) -> Vec<Node> {
     std::thread::scope(|s| {
         let joins: Vec<_> = (0..peers.len())
             .map(|n| {
                 let catalog = catalog.clone();
                 let storage: Arc<dyn Source> = storages[n].clone();
-                s.spawn(move || Node::join(&catalog, storage, config(n, peers, capacity)).unwrap())
+                let mut config = config(n, peers, capacity);
+                config.clock = clock.clone();
+                s.spawn(move || Node::join(&catalog, storage, config).unwrap())
             })
             .collect();
         joins.into_iter().map(|j| j.join().unwrap()).collect()
@@ -136,7 +139,9 @@ fn nodes_share_one_partitioned_cache_and_storage_reads_each_sample_once() {
 fn a_peer_that_goes_away_is_replaced_by_storage_and_used_again_when_back() {
     let peers = free_addrs(2);
     let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
-    let mut nodes = join_all(&peers, 0.5, &storages);
+    // Node 0's retry delay runs on a clock the test moves.
+    let clock = Clock::manual();
+    let mut nodes = join_all_over(&catalog(), &peers, 0.5, &storages, &clock);
     let theirs: Vec<u64> = (0..SAMPLES)
         .filter(|&id| nodes[0].placement().holder(id) == Some(1))
         .collect();
@@ -154,9 +159,16 @@ fn a_peer_that_goes_away_is_replaced_by_storage_and_used_again_when_back() {
     assert!(stats.peer_downs >= 1);
     assert_eq!(storages[0].stats().requests, theirs.len() as u64);
 
-    // Node 1 restarts (new data port); after the retry delay node 0 uses it again.
+    // Node 1 restarts (new data port); while node 0's retry delay runs, node 1 is left
+    // alone; once it has passed, node 0 uses it again.
     let restarted = Node::join(&catalog(), storages[1].clone(), config(1, &peers, 0.5)).unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    source.read(theirs[0], &mut out).unwrap();
+    assert_eq!(
+        source.breakdown().fallbacks,
+        theirs.len() as u64 + 1,
+        "still marked down"
+    );
+    clock.advance(RETRY_AFTER);
     for &id in &theirs {
         source.read(id, &mut out).unwrap();
         assert_eq!(out, bytes(id));
@@ -629,7 +641,7 @@ fn samples_read_in_groups_are_placed_a_group_to_a_node_and_served_by_estimate() 
     .with_estimated_sizes();
     let peers = free_addrs(2);
     let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
-    let nodes = join_all_over(&Arc::new(catalog), &peers, 0.5, &storages);
+    let nodes = join_all_over(&Arc::new(catalog), &peers, 0.5, &storages, &Clock::real());
     let placement = nodes[0].placement();
     for group in 0..SAMPLES / 10 {
         let holder = placement.holder(group * 10);

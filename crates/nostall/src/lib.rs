@@ -75,6 +75,7 @@
 
 pub mod cache;
 pub mod catalog;
+pub mod clock;
 pub mod dataset;
 pub mod device;
 pub mod env;

@@ -408,6 +408,9 @@ fn an_unreachable_server_is_a_storage_error_once_the_retry_window_is_over() {
     }
 }
 
+/// On real time, deliberately: what is tested is the S3 client's retries against a real
+/// server's outage (its sockets, its restart), not a decision of nostall's that a clock
+/// could drive; the outage is kept short (1.5 s within a retry window of many seconds).
 #[test]
 fn a_server_restarted_within_the_retry_window_costs_no_sample() {
     let mut fixture = Fixture::new();

@@ -35,6 +35,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::catalog::{Catalog, SampleId};
+use crate::clock::Clock;
 use crate::error::Cause;
 use crate::metrics::{ReadaheadStats, TierReads};
 use crate::sched::reads::{
@@ -66,6 +67,8 @@ pub(super) struct ReadAhead {
     max_in_flight: usize,
     revise_every: u64,
     started: Instant,
+    /// What the revisions' intervals are read from.
+    clock: Clock,
     stop: AtomicBool,
     /// Where each sample's read would be served from now.
     tier_of: TierOf,
@@ -180,9 +183,19 @@ impl ReadAhead {
             max_in_flight: max_in_flight.max(1),
             revise_every: revise_every as u64,
             started: Instant::now(),
+            clock: Clock::real(),
             stop: AtomicBool::new(false),
             tier_of: Box::new(|_| Tier::Storage),
         }
+    }
+
+    /// The same read-ahead, timing its revisions by `clock` (a test's).
+    #[cfg(test)]
+    pub(super) fn with_clock(mut self, clock: Clock) -> ReadAhead {
+        self.started = clock.now();
+        self.lock().revised_at = clock.now();
+        self.clock = clock;
+        self
     }
 
     /// The same read-ahead, told where each sample's read would be served from (without
@@ -381,19 +394,19 @@ impl ReadAhead {
         ahead.held -= len;
         ahead.taken += len;
         ahead.taken_samples += 1;
-        let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
+        let elapsed = self.clock.since(self.started).as_secs_f64().max(1e-3);
         let pace = ahead.taken as f64 / elapsed;
         let wanted = (2.0 * pace * ahead.times.all()) as u64;
         ahead.window = wanted.clamp(ahead.floor, self.limit);
         let mut more_reads = false;
-        let since = ahead.revised_at.elapsed();
+        let since = self.clock.since(ahead.revised_at);
         let due = ahead.taken_samples >= self.revise_every
             || (since >= SLOW_REVISION_INTERVAL && ahead.taken_samples >= SLOW_REVISION_SAMPLES);
         if self.revise_every > 0 && due && since >= REVISION_INTERVAL {
             // The rate since the last revision: the rate the current bound allows.
             let rate = ahead.taken_samples as f64 / since.as_secs_f64();
             ahead.taken_samples = 0;
-            ahead.revised_at = Instant::now();
+            ahead.revised_at = self.clock.now();
             let (read_time, upcoming) = self.upcoming(&ahead);
             ahead.followed = Some((read_time, upcoming));
             let wanted = reads_in_flight(rate, read_time, self.max_in_flight);
@@ -523,19 +536,19 @@ mod tests {
     fn a_slow_start_revises_before_a_batch_has_come() {
         // Reads of seconds: at two in flight, a batch of 64 would take minutes. (Carried
         // from an earlier epoch, so that the opening batch does not come into it.)
-        let ahead = read_ahead(1000, 64, 2);
+        let clock = Clock::manual();
+        let ahead = read_ahead(1000, 64, 2).with_clock(clock.clone());
         let few = SLOW_REVISION_SAMPLES as usize - 1;
         read_and_take(&ahead, few, Duration::from_secs(10));
         assert_eq!(ahead.reads_allowed(), 2);
         // Once the slow interval has passed, the next sample revises: the rate times
-        // seconds a read asks for many more. (The wait only makes sure the interval has
-        // passed; any longer one, up to a minute, raises the same way.)
-        std::thread::sleep(SLOW_REVISION_INTERVAL);
+        // seconds a read asks for many more.
+        clock.advance(SLOW_REVISION_INTERVAL);
         read_and_take(&ahead, 1, Duration::from_secs(10));
         assert!(ahead.reads_allowed() > 2, "{}", ahead.reads_allowed());
         // Fewer samples than that since the last revision do not revise, however long.
         let raised = ahead.reads_allowed();
-        std::thread::sleep(SLOW_REVISION_INTERVAL);
+        clock.advance(SLOW_REVISION_INTERVAL);
         read_and_take(&ahead, few, Duration::from_secs(10));
         assert_eq!(ahead.reads_allowed(), raised);
     }
