@@ -20,7 +20,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::Cause;
-use crate::prep::audio::{frame_at, wav_data_layout, Part, ENVELOPE, OPUS_PREROLL};
+use crate::prep::audio::{
+    flac_frame_header, frame_at, wav_data_layout, FlacStreamInfo, Part, ENVELOPE, OPUS_PREROLL,
+};
 use crate::storage::BlobStore;
 
 /// Bytes read at once by a walk.
@@ -195,16 +197,6 @@ fn wav(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Caus
     Ok(Some(stretches))
 }
 
-/// What FLAC's `STREAMINFO` says that a walk needs.
-struct StreamInfo {
-    /// The block, 34 bytes.
-    block: [u8; 34],
-    rate: u32,
-    /// Equal minimum and maximum block sizes: frames are numbered, not their samples.
-    fixed_block: Option<u64>,
-    total: u64,
-}
-
 /// FLAC: the frames walked, then each span's stretch.
 fn flac(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Cause> {
     let mut at = 4u64;
@@ -218,22 +210,14 @@ fn flac(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Cau
         let len = u64::from(u32::from_be_bytes([0, block[1], block[2], block[3]]));
         if kind == 0 && len == 34 {
             let block: [u8; 34] = walk.get(at + 4, 34)?.try_into().map_err(|_| cut())?;
-            let min_block = u64::from(u16::from_be_bytes([block[0], block[1]]));
-            let max_block = u64::from(u16::from_be_bytes([block[2], block[3]]));
-            let packed = u64::from_be_bytes(block[10..18].try_into().expect("8 bytes"));
-            info = Some(StreamInfo {
-                block,
-                rate: (packed >> 44) as u32,
-                fixed_block: (min_block == max_block).then_some(min_block),
-                total: packed & ((1 << 36) - 1),
-            });
+            info = Some(FlacStreamInfo::read(block));
         }
         at += 4 + len;
         if last {
             break;
         }
     }
-    let Some(info) = info.filter(|i| i.rate > 0) else {
+    let Some(info) = info.filter(|i: &FlacStreamInfo| i.rate > 0) else {
         return Ok(None);
     };
     // Every frame's first sample and offset, and the stream's end.
@@ -242,8 +226,8 @@ fn flac(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Cau
     let mut offset = at;
     while offset < walk.size {
         let bytes = walk.get(offset, FLAC_FRAME_HEADER)?;
-        match frame_header(bytes, &info) {
-            Some((ts, len)) if expected.is_none_or(|e| e == ts) => {
+        match flac_frame_header(bytes, info.fixed_block) {
+            Some((ts, len, _)) if expected.is_none_or(|e| e == ts) => {
                 frames.push((ts, offset));
                 expected = Some(ts + len);
                 offset += 2;
@@ -281,7 +265,11 @@ fn flac(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Cau
             let mut block = info.block;
             // The stated length: where the stretch ends (the recording's own, at its end,
             // so that a recording cut short is still found so). No MD5 for a stretch.
-            let declared = if to_end { info.total } else { stretch_end };
+            let declared = if to_end {
+                info.total.unwrap_or(0)
+            } else {
+                stretch_end
+            };
             let packed = u64::from_be_bytes(block[10..18].try_into().expect("8 bytes"));
             let packed = (packed & !((1 << 36) - 1)) | (declared & ((1 << 36) - 1));
             block[10..18].copy_from_slice(&packed.to_be_bytes());
@@ -289,11 +277,12 @@ fn flac(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Cau
             header.extend_from_slice(&block);
             // A recording cut short: its last frame found may be cut too.
             let held = frames.last().expect("one frame at least").0;
-            let problem = (info.total > end_ts && end_sample > held).then(|| {
+            let declared_total = info.total.unwrap_or(0);
+            let problem = (declared_total > end_ts && end_sample > held).then(|| {
                 Cause::Corrupt(format!(
                     "the recording is truncated: its header declares {} frames, its frames \
                      stop at {held}",
-                    info.total
+                    declared_total
                 ))
             });
             Stretch {
@@ -324,83 +313,6 @@ fn next_sync(walk: &mut Walk<'_>, mut from: u64) -> Result<Option<u64>, Cause> {
         from += bytes.len().saturating_sub(1).max(1) as u64;
     }
     Ok(None)
-}
-
-/// A FLAC frame header at the start of `bytes`: its first sample and its samples, if the
-/// bytes are one (its fields allowed and its CRC-8 right).
-fn frame_header(bytes: &[u8], info: &StreamInfo) -> Option<(u64, u64)> {
-    if bytes.len() < 6 || bytes[0] != 0xFF || bytes[1] & 0xFE != 0xF8 {
-        return None;
-    }
-    let variable = bytes[1] & 1 == 1;
-    let (size_code, rate_code) = (bytes[2] >> 4, bytes[2] & 0x0F);
-    let (channels, bits) = (bytes[3] >> 4, (bytes[3] >> 1) & 7);
-    if size_code == 0 || rate_code == 15 || channels > 10 || bits == 3 || bytes[3] & 1 != 0 {
-        return None;
-    }
-    // The coded number: UTF-8's scheme stretched to 7 bytes.
-    let lead = bytes[4];
-    let extra = match lead.leading_ones() {
-        0 => 0,
-        n @ 2..=7 => n as usize - 1,
-        _ => return None,
-    };
-    let mut number = u64::from(lead & (0x7F >> extra));
-    let mut at = 5;
-    for _ in 0..extra {
-        let b = *bytes.get(at)?;
-        if b & 0xC0 != 0x80 {
-            return None;
-        }
-        number = (number << 6) | u64::from(b & 0x3F);
-        at += 1;
-    }
-    let samples = match size_code {
-        1 => 192,
-        2..=5 => 576 << (size_code - 2),
-        6 => {
-            at += 1;
-            u64::from(*bytes.get(at - 1)?) + 1
-        }
-        7 => {
-            at += 2;
-            u64::from(u16::from_be_bytes([
-                *bytes.get(at - 2)?,
-                *bytes.get(at - 1)?,
-            ])) + 1
-        }
-        _ => 256 << (size_code - 8),
-    };
-    at += match rate_code {
-        12 => 1,
-        13 | 14 => 2,
-        _ => 0,
-    };
-    if crc8(bytes.get(..at)?) != *bytes.get(at)? {
-        return None;
-    }
-    let ts = match (variable, info.fixed_block) {
-        (true, _) => number,
-        // As symphonia numbers them (its timestamps are what the decoder seeks by).
-        (false, Some(block)) => number * block,
-        (false, None) => number * samples,
-    };
-    Some((ts, samples))
-}
-
-/// FLAC's header CRC-8 (polynomial 0x07).
-fn crc8(bytes: &[u8]) -> u8 {
-    bytes.iter().fold(0u8, |mut crc, &b| {
-        crc ^= b;
-        for _ in 0..8 {
-            crc = if crc & 0x80 != 0 {
-                (crc << 1) ^ 0x07
-            } else {
-                crc << 1
-            };
-        }
-        crc
-    })
 }
 
 /// An Ogg page as a walk sees it.

@@ -7,8 +7,10 @@
 //! - [`mp3`]: MP3 through minimp3 (C, vendored in `csrc/`);
 //! - [`opus`]: Ogg Opus through libopus (C, built from source by `libopus_sys`), its
 //!   pages read here;
-//! - [`packets`]: FLAC and Ogg Vorbis through symphonia (Rust), as fast as libFLAC and
-//!   faster than libvorbis on these files.
+//! - [`flac`]: FLAC, its frames found here and decoded by symphonia's FLAC decoder;
+//! - [`packets`]: Ogg Vorbis through symphonia (Rust), faster than libvorbis on these
+//!   files, and what symphonia's probe recognises otherwise (a FLAC stream behind an ID3
+//!   tag).
 //!
 //! Integer PCM becomes [-1, 1) as torchaudio loads it (16-bit divided by 2¹⁵, 24-bit by
 //! 2²³). A decoding error anywhere fails the file: training data with a damaged stretch
@@ -23,6 +25,7 @@
 //! Opus) are checked against it, so a file cut short is refused whatever window an epoch
 //! asks of it.
 
+mod flac;
 mod mp3;
 mod ogg;
 mod opus;
@@ -34,6 +37,7 @@ use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::Cause;
+pub(crate) use flac::{frame_header as flac_frame_header, StreamInfo as FlacStreamInfo};
 pub(crate) use opus::PREROLL as OPUS_PREROLL;
 pub(crate) use segment::{frame_at, Part, Segment, ENVELOPE};
 pub(crate) use wav::data_layout as wav_data_layout;
@@ -131,7 +135,9 @@ fn by_format(
         // Integer PCM is finite by construction, and float PCM is checked whole there.
         return wav::decode(data, options, plan, out);
     }
-    if opus::is_opus(data) {
+    if flac::is_flac(data) {
+        flac::decode(data, options, plan, part, out)?;
+    } else if opus::is_opus(data) {
         opus::decode(data, options, plan, part, out)?;
     } else if packets::is_flac_or_ogg(data) {
         packets::decode(data, options, plan, part, out)?;

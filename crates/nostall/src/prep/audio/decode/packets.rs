@@ -237,7 +237,7 @@ impl Stream {
 /// Appends frames `keep` of a packet's `channels` planes (`plane(c)`, whose samples
 /// `to_f32` converts) to `out`'s planes, mixed to mono or not: the channels summed in
 /// order, then scaled, as every decoder's path mixes them.
-fn append<'a, T: Copy + 'a>(
+pub(super) fn append<'a, T: Copy + 'a>(
     out: &mut [Vec<f32>],
     channels: usize,
     plane: impl Fn(usize) -> &'a [T],
@@ -269,7 +269,7 @@ fn append<'a, T: Copy + 'a>(
 /// FLAC's i32 samples (left-aligned to the full 32 bits) to f32, as symphonia converts
 /// them (to within its f64 rounding, which for samples of up to 24 bits is exact either
 /// way).
-fn i32_to_f32(sample: i32) -> f32 {
+pub(super) fn i32_to_f32(sample: i32) -> f32 {
     sample as f32 * (1.0 / 2_147_483_648.0)
 }
 
