@@ -201,6 +201,18 @@ fn append_frames<const CH: usize>(out: &mut [Vec<f32>], samples: &[f32]) {
     if let [mono] = out {
         let scale = 1.0 / CH as f32;
         mono.extend(frames.map(|f| f[1..].iter().fold(f[0], |sum, s| sum + s) * scale));
+    } else if let [left, right] = out {
+        // Both planes in one pass over the frames, which the compiler vectorises; one
+        // `extend` per plane (as for other counts) reads the frames twice, element by
+        // element.
+        let base = left.len();
+        let n = samples.len() / CH;
+        left.resize(base + n, 0.0);
+        right.resize(base + n, 0.0);
+        let pairs = left[base..].iter_mut().zip(&mut right[base..]);
+        for ((l, r), f) in pairs.zip(samples.chunks_exact(CH)) {
+            (*l, *r) = (f[0], f[1]);
+        }
     } else {
         for (c, plane) in out.iter_mut().enumerate() {
             plane.extend(
