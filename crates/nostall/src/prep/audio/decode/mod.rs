@@ -198,19 +198,24 @@ fn append_frames<const CH: usize>(out: &mut [Vec<f32>], samples: &[f32]) {
     let frames = samples
         .chunks_exact(CH)
         .map(|f| <[f32; CH]>::try_from(f).expect("CH"));
+    // Planes sized first, then filled in one pass over the frames: a loop the compiler
+    // vectorises, where `extend` from the frames pushes a sample at a time.
+    let n = samples.len() / CH;
+    let grown = |plane: &mut Vec<f32>| {
+        let base = plane.len();
+        plane.resize(base + n, 0.0);
+        base
+    };
     if let [mono] = out {
         let scale = 1.0 / CH as f32;
-        mono.extend(frames.map(|f| f[1..].iter().fold(f[0], |sum, s| sum + s) * scale));
+        let base = grown(mono);
+        for (value, f) in mono[base..].iter_mut().zip(frames) {
+            *value = f[1..].iter().fold(f[0], |sum, s| sum + s) * scale;
+        }
     } else if let [left, right] = out {
-        // Both planes in one pass over the frames, which the compiler vectorises; one
-        // `extend` per plane (as for other counts) reads the frames twice, element by
-        // element.
-        let base = left.len();
-        let n = samples.len() / CH;
-        left.resize(base + n, 0.0);
-        right.resize(base + n, 0.0);
-        let pairs = left[base..].iter_mut().zip(&mut right[base..]);
-        for ((l, r), f) in pairs.zip(samples.chunks_exact(CH)) {
+        let (from_left, from_right) = (grown(left), grown(right));
+        let pairs = left[from_left..].iter_mut().zip(&mut right[from_right..]);
+        for ((l, r), f) in pairs.zip(frames) {
             (*l, *r) = (f[0], f[1]);
         }
     } else {
