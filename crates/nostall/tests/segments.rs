@@ -349,3 +349,28 @@ fn a_manifest_names_its_problems() {
     .to_string();
     assert!(error.contains("audio pipeline"), "{error}");
 }
+
+#[test]
+fn a_resumed_epoch_of_segments_yields_exactly_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, _) = mixed(dir.path());
+    let data = open(&manifest);
+    let loader = Loader::new(data.catalog.clone(), data.source.clone(), config("m5", 2)).unwrap();
+    let collect = |epoch: &mut nostall::Epoch| {
+        let (mut ids, mut bytes) = (Vec::new(), Vec::new());
+        for batch in epoch.by_ref() {
+            let batch = batch.unwrap();
+            ids.extend_from_slice(batch.ids());
+            bytes.extend_from_slice(batch.data());
+        }
+        (ids, bytes)
+    };
+    let (ids, bytes) = collect(&mut loader.epoch(3).unwrap());
+    let mut epoch = loader.epoch(3).unwrap();
+    let head = epoch.next().unwrap().unwrap();
+    let saved = loader.checkpoint(&epoch);
+    drop((head, epoch));
+    let (tail_ids, tail_bytes) = collect(&mut loader.resume_saved(&saved).unwrap());
+    assert_eq!(tail_ids, ids[4..]);
+    assert_eq!(tail_bytes, bytes[4 * 32_000 * 4..]);
+}
