@@ -7,7 +7,7 @@
 //! (WAV by arithmetic, FLAC by its frame headers, Ogg Opus by its pages; other formats
 //! are read whole); a sample is then one ranged read of those bytes, behind the
 //! recording's header and an envelope that says where the segment lies
-//! ([`crate::prep::audio::Segment`]), so that the audio pipeline crops within the segment
+//! (`prep::audio`'s `Segment`), so that the audio pipeline crops within the segment
 //! and decodes only the crop's window, as it does for a clip.
 //!
 //! A recording that cannot be read when the dataset is opened fails each of its segments

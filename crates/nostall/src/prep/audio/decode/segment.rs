@@ -1,5 +1,5 @@
 //! A segment of a long recording: the bytes a manifest's source reads for one sample
-//! ([`crate::recording`]), and how they are decoded.
+//! ([`crate::storage::Segments`]), and how they are decoded.
 //!
 //! A segment's bytes are an envelope and a *carried file*: the recording's header (for
 //! some formats rewritten to fit) followed by the stretch of its audio that holds the
