@@ -374,3 +374,38 @@ fn a_resumed_epoch_of_segments_yields_exactly_the_rest() {
     assert_eq!(tail_ids, ids[4..]);
     assert_eq!(tail_bytes, bytes[4 * 32_000 * 4..]);
 }
+
+#[test]
+fn a_flac_stretch_read_as_a_file_of_its_own_starts_at_its_first_frame() {
+    // A segment's carried FLAC (its envelope taken off, its stated length cleared) is a
+    // FLAC stream whose frames are numbered from the middle of the recording, as a file
+    // cut from a longer stream can be: it decodes from its first frame, as frame 0.
+    let dir = tempfile::tempdir().unwrap();
+    recordings(dir.path());
+    fs::write(
+        dir.path().join("one.csv"),
+        "path,start,duration\nbattle.flac,4.25,2\n",
+    )
+    .unwrap();
+    let data = open(&dir.path().join("one.csv"));
+    let mut carried = read(&data, 0).unwrap()[40..].to_vec();
+    assert_eq!(&carried[..4], b"fLaC");
+    // STREAMINFO's total (the low 36 bits of bytes 10..18 of the block, at byte 8).
+    carried[8 + 13] &= 0xF0;
+    carried[8 + 14..8 + 18].fill(0);
+    let whole = fs::read(dir.path().join("battle.flac")).unwrap();
+    let full = frames(&whole, 16_000 * 20).unwrap();
+    let stretch = frames(&carried, 16_000 * 3).unwrap();
+    let length = stretch.iter().rposition(|&v| v != 0.0).unwrap() + 1;
+    assert!((32_000..16_000 * 3).contains(&length), "{length}");
+    // Where it lies in the recording: at a frame boundary at or before 4.25 s.
+    let at = (0..=68_000)
+        .rev()
+        .find(|&k| full[k..k + 64] == stretch[..64])
+        .expect("the stretch is a stretch of the recording");
+    assert!(
+        at <= 68_000 && at + length >= 68_000 + 32_000,
+        "{at} {length}"
+    );
+    assert_eq!(stretch[..length], full[at..at + length]);
+}

@@ -157,17 +157,19 @@ struct Frame {
     samples: u64,
 }
 
-/// The frames of `data` from byte `from`, the first one's sample numbered `origin`;
-/// `None` past `max_samples` (the length limit).
+/// The frames of `data` from byte `from`, counted from sample `origin` (`None`: from the
+/// first frame's, so that a stream cut from a longer one starts at 0); `None` past
+/// `max_samples` (the length limit).
 fn frames(
     data: &[u8],
     from: usize,
     info: &StreamInfo,
-    (origin, max_samples): (u64, u64),
+    (origin, max_samples): (Option<u64>, u64),
 ) -> Result<Option<Vec<Frame>>, Cause> {
     let mut frames = Vec::new();
     let mut at = from;
     let mut expected = None;
+    let mut origin = origin;
     while at < data.len() {
         let (first, samples, header) = frame_header(&data[at..], info.fixed_block)
             .filter(|&(first, _, _)| expected.is_none_or(|e| e == first))
@@ -176,6 +178,7 @@ fn frames(
                     "it holds no FLAC frame where one begins, at byte {at}"
                 ))
             })?;
+        let origin = *origin.get_or_insert(first);
         let Some(first) = first.checked_sub(origin) else {
             return Err(Cause::Corrupt(format!(
                 "its FLAC frame at byte {at} starts before the stream does"
@@ -256,7 +259,9 @@ pub(super) fn decode(
     if let Some(declared) = declared.filter(|&n| n > limit) {
         return Err(too_long(declared, info.rate, options.max_seconds));
     }
-    let Some(frames) = frames(data, from, &info, (part.first, limit))? else {
+    // A file counts from its first frame; a stretch of a recording from where it lies.
+    let origin = (part != Part::WHOLE).then_some(part.first);
+    let Some(frames) = frames(data, from, &info, (origin, limit))? else {
         return Err(too_long(limit + 1, info.rate, options.max_seconds));
     };
     let Some(last) = frames.last() else {
