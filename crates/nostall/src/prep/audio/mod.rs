@@ -21,8 +21,8 @@ use std::collections::HashMap;
 
 use decode::{decode, DecodeOptions};
 pub(crate) use decode::{
-    flac_frame_header, frame_at, wav_data_layout, FlacStreamInfo, Part, Segment, Waveform,
-    ENVELOPE, OPUS_PREROLL,
+    flac_find_sync, flac_frame_header, frame_at, wav_data_layout, FlacStreamInfo, Part, Segment,
+    Waveform, ENVELOPE, OPUS_PREROLL,
 };
 use mel::Mel;
 

@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use crate::error::Cause;
 use crate::prep::audio::{
-    flac_frame_header, frame_at, wav_data_layout, FlacStreamInfo, Part, ENVELOPE, OPUS_PREROLL,
+    flac_find_sync, flac_frame_header, frame_at, wav_data_layout, FlacStreamInfo, Part, ENVELOPE,
+    OPUS_PREROLL,
 };
 use crate::storage::BlobStore;
 
@@ -304,10 +305,7 @@ fn flac(walk: &mut Walk<'_>, spans: &[Span]) -> Result<Option<Vec<Stretch>>, Cau
 fn next_sync(walk: &mut Walk<'_>, mut from: u64) -> Result<Option<u64>, Cause> {
     while from + 1 < walk.size {
         let bytes = walk.rest(from)?;
-        if let Some(i) = bytes
-            .windows(2)
-            .position(|w| w[0] == 0xFF && w[1] & 0xFE == 0xF8)
-        {
+        if let Some(i) = flac_find_sync(bytes) {
             return Ok(Some(from + i as u64));
         }
         from += bytes.len().saturating_sub(1).max(1) as u64;

@@ -219,7 +219,7 @@ fn next_frame(data: &[u8], from: usize, fixed_block: Option<u64>, expected: u64)
 }
 
 /// The offset of the first `0xFF 0xF8` or `0xFF 0xF9` in `bytes`.
-fn find_sync(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn find_sync(bytes: &[u8]) -> Option<usize> {
     let mut base = 0;
     // 32 bytes at a time, tested without an early exit so that the test vectorises.
     for chunk in bytes.chunks(32) {

@@ -37,7 +37,9 @@ use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::Cause;
-pub(crate) use flac::{frame_header as flac_frame_header, StreamInfo as FlacStreamInfo};
+pub(crate) use flac::{
+    find_sync as flac_find_sync, frame_header as flac_frame_header, StreamInfo as FlacStreamInfo,
+};
 pub(crate) use opus::PREROLL as OPUS_PREROLL;
 pub(crate) use segment::{frame_at, Part, Segment, ENVELOPE};
 pub(crate) use wav::data_layout as wav_data_layout;
@@ -139,18 +141,18 @@ fn by_format(
         flac::decode(data, options, plan, part, out)?;
     } else if opus::is_opus(data) {
         opus::decode(data, options, plan, part, out)?;
-    } else if packets::is_flac_or_ogg(data) {
-        packets::decode(data, options, plan, part, out)?;
     } else {
         if part != Part::WHOLE {
             return Err(Cause::Corrupt(
                 "its segment's bytes begin or end midway through a format read only whole".into(),
             ));
         }
-        if let Some(stream) = mp3::Mp3::open(data)? {
+        if ogg::is_ogg(data) {
+            packets::decode(data, options, plan, out)?;
+        } else if let Some(stream) = mp3::Mp3::open(data)? {
             mp3::decode(stream, options, plan, out)?;
         } else {
-            packets::decode(data, options, plan, part, out)?;
+            packets::decode(data, options, plan, out)?;
         }
     }
     check_values(out)
@@ -192,15 +194,25 @@ fn append_interleaved(out: &mut [Vec<f32>], channels: usize, samples: &[f32]) {
     }
 }
 
-/// [`append_interleaved`] for `CH` channels. The mean is the channels summed in order,
-/// then scaled, as every decoder's path mixes them.
+/// [`append_interleaved`] for `CH` channels.
 fn append_frames<const CH: usize>(out: &mut [Vec<f32>], samples: &[f32]) {
     let frames = samples
         .chunks_exact(CH)
         .map(|f| <[f32; CH]>::try_from(f).expect("CH"));
-    // Planes sized first, then filled in one pass over the frames: a loop the compiler
-    // vectorises, where `extend` from the frames pushes a sample at a time.
-    let n = samples.len() / CH;
+    fill_planes::<CH, _>(out, frames, samples.len() / CH, |f, c| f[c]);
+}
+
+/// Appends `n` frames of `CH` channels to `out`'s planes (one plane: their mean, the
+/// channels summed in order, then scaled, as every decoder's path mixes them), channel
+/// `c` of a frame read by `sample`. The planes are sized first, then filled in one pass
+/// over the frames: a loop the compiler vectorises, where `extend` from the frames
+/// pushes a sample at a time.
+fn fill_planes<const CH: usize, F: Copy>(
+    out: &mut [Vec<f32>],
+    frames: impl Iterator<Item = F> + Clone,
+    n: usize,
+    sample: impl Fn(F, usize) -> f32,
+) {
     let grown = |plane: &mut Vec<f32>| {
         let base = plane.len();
         plane.resize(base + n, 0.0);
@@ -210,21 +222,21 @@ fn append_frames<const CH: usize>(out: &mut [Vec<f32>], samples: &[f32]) {
         let scale = 1.0 / CH as f32;
         let base = grown(mono);
         for (value, f) in mono[base..].iter_mut().zip(frames) {
-            *value = f[1..].iter().fold(f[0], |sum, s| sum + s) * scale;
+            let mut sum = sample(f, 0);
+            for c in 1..CH {
+                sum += sample(f, c);
+            }
+            *value = sum * scale;
         }
     } else if let [left, right] = out {
         let (from_left, from_right) = (grown(left), grown(right));
         let pairs = left[from_left..].iter_mut().zip(&mut right[from_right..]);
         for ((l, r), f) in pairs.zip(frames) {
-            (*l, *r) = (f[0], f[1]);
+            (*l, *r) = (sample(f, 0), sample(f, 1));
         }
     } else {
         for (c, plane) in out.iter_mut().enumerate() {
-            plane.extend(
-                samples
-                    .chunks_exact(CH)
-                    .map(|f| <[f32; CH]>::try_from(f).expect("CH")[c]),
-            );
+            plane.extend(frames.clone().map(|f| sample(f, c)));
         }
     }
 }

@@ -25,14 +25,9 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use super::{check_stream, clamp, too_long, truncated, DecodeOptions, Part, Plan, Waveform};
+use super::{check_stream, clamp, too_long, truncated, DecodeOptions, Plan, Waveform};
 use crate::error::Cause;
 use crate::prep::Modality;
-
-/// Whether `data` starts as a FLAC stream or an Ogg page does.
-pub(super) fn is_flac_or_ogg(data: &[u8]) -> bool {
-    data.starts_with(b"fLaC") || data.starts_with(b"OggS")
-}
 
 /// An opened stream: its reader and decoder, and what its header declares.
 struct Stream {
@@ -274,39 +269,13 @@ pub(super) fn i32_to_f32(sample: i32) -> f32 {
 }
 
 /// Decodes a FLAC or Ogg Vorbis file: the frames `plan` asks for, or all of them.
-/// `part` places `data` in its recording: a FLAC stretch's frames count from the
-/// recording's start, and its header declares where the stretch ends.
 pub(super) fn decode(
     data: &[u8],
     options: DecodeOptions,
     plan: Option<Plan<'_>>,
-    part: Part,
     out: &mut Waveform,
 ) -> Result<(), Cause> {
-    let open = |data| {
-        let mut stream = open(data, options)?;
-        if part != Part::WHOLE {
-            if lossy(stream.codec) {
-                return Err(Cause::Corrupt(
-                    "its segment's bytes begin or end midway through an Ogg Vorbis stream, \
-                     which is read only whole"
-                        .into(),
-                ));
-            }
-            stream.start_ts += part.first;
-            stream.declared = match stream.declared.map(|n| n.checked_sub(part.first)) {
-                Some(Some(n)) if n > 0 => Some(n),
-                Some(_) => {
-                    return Err(Cause::Corrupt(
-                        "its segment's bytes end before they begin".into(),
-                    ))
-                }
-                None => None,
-            };
-        }
-        Ok(stream)
-    };
-    let mut stream = open(data)?;
+    let mut stream = open(data, options)?;
     let planes = if options.mono { 1 } else { stream.channels };
     out.rate = stream.rate;
     out.planes.resize_with(planes, Vec::new);
@@ -334,7 +303,7 @@ pub(super) fn decode(
         // The packets did not hold the window where their timestamps or counts said:
         // decode it all. The plan is not asked again (its choice may draw random numbers).
         out.clear();
-        decode_all(&mut open(data)?, options, out)?;
+        decode_all(&mut open(data, options)?, options, out)?;
     }
     Ok(())
 }

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::{check_stream, too_long, truncated, DecodeOptions, Plan, Waveform};
+use super::{check_stream, fill_planes, too_long, truncated, DecodeOptions, Plan, Waveform};
 use crate::error::Cause;
 
 /// How one sample is stored.
@@ -322,37 +322,7 @@ fn fixed<const CH: usize, const W: usize>(
     let at = |frame: &[u8], c: usize| sample(frame[c * W..][..W].try_into().expect("W bytes"));
     let n = frames.len() / (CH * W);
     let planes = start_planes(out, if mono { 1 } else { CH }, n);
-    // Each plane sized first, then filled in one pass over the frames: a loop the
-    // compiler vectorises, where `extend` from the frames pushes a sample at a time.
-    let frames = frames.chunks_exact(CH * W);
-    let grown = |plane: &mut Vec<f32>| {
-        let base = plane.len();
-        plane.resize(base + n, 0.0);
-        base
-    };
-    if let [plane] = planes {
-        // The mean as the other paths compute it: the channels summed in order, then
-        // scaled (by 1 for one channel, exactly).
-        let scale = 1.0 / CH as f32;
-        let base = grown(plane);
-        for (value, frame) in plane[base..].iter_mut().zip(frames) {
-            let mut sum = at(frame, 0);
-            for c in 1..CH {
-                sum += at(frame, c);
-            }
-            *value = sum * scale;
-        }
-    } else if let [left, right] = planes {
-        let (from_left, from_right) = (grown(left), grown(right));
-        let pairs = left[from_left..].iter_mut().zip(&mut right[from_right..]);
-        for ((l, r), frame) in pairs.zip(frames) {
-            (*l, *r) = (at(frame, 0), at(frame, 1));
-        }
-    } else {
-        for (c, plane) in planes.iter_mut().enumerate() {
-            plane.extend(frames.clone().map(|frame| at(frame, c)));
-        }
-    }
+    fill_planes::<CH, _>(planes, frames.chunks_exact(CH * W), n, at);
 }
 
 /// [`convert`] for any layout: `sample` reads one sample of `width` bytes.
