@@ -4,6 +4,8 @@ travel to it.
 
 - ``photos``: the benchmark photographs of bench/make_photos.py (the same crops, 500x375
   and 375x500, JPEG quality 90, 4:2:0), ``--count`` of them.
+- ``mp1`` and ``mp2``: ``--sized-count`` images each of 1-2 and 2-4 megapixels, made as
+  ``large`` is: the sizes between, where the decoders' crossover is measured.
 - ``large``: ``--large-count`` images of 4-12 megapixels (uniform in megapixels; 3:2, a
   fifth portrait), JPEG quality 90, 4:2:0, baseline: the size of the originals behind web
   and medical datasets. The sources have 1.3-4 megapixels, and a photograph enlarged 2-3x
@@ -13,7 +15,7 @@ travel to it.
 
 Usage: python3 bench/gpu_data.py SOURCES OUT [--count 4000] [--large-count 768]
 SOURCES is a folder holding the 12 photographs (as photo_sources.fetch_sources unpacks
-them); OUT gets ``photos/`` and ``large/`` as ImageFolders of 10 classes.
+them); OUT gets ``photos/``, ``large/``, ``mp1/`` and ``mp2/`` as ImageFolders of 10 classes.
 """
 
 from __future__ import annotations
@@ -66,13 +68,14 @@ def _box(rng: random.Random, size: tuple[int, int], out: tuple[int, int],
     return (x0, y0, x0 + bw, y0 + bh)
 
 
-def large_plan(count: int, seed: int, sizes: dict[str, tuple[int, int]]):
-    """(index, class, tiles, output size) of the large set."""
+def large_plan(count: int, seed: int, sizes: dict[str, tuple[int, int]],
+               megapixels: tuple[float, float] = (4.0, 12.0)):
+    """(index, class, tiles, output size) of a set of mosaics, uniform in `megapixels`."""
     rng = random.Random(seed)
     names = sorted(sizes)
     for i in range(count):
-        megapixels = rng.uniform(4.0, 12.0)
-        long_side = round(math.sqrt(megapixels * 1e6 * 1.5)) // 2 * 2
+        megapixels_now = rng.uniform(*megapixels)
+        long_side = round(math.sqrt(megapixels_now * 1e6 * 1.5)) // 2 * 2
         short_side = round(long_side / 1.5) // 2 * 2
         out = (short_side, long_side) if rng.random() < 0.2 else (long_side, short_side)
         tile = (out[0] // 2, out[1] // 2)
@@ -89,6 +92,9 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--count", type=int, default=4000)
     p.add_argument("--large-count", type=int, default=768)
+    p.add_argument("--sized-count", type=int, default=384,
+                   help="images in each of the sets between the two (mp1: 1-2 megapixels, "
+                        "mp2: 2-4), where the decoders' crossover is measured")
     args = p.parse_args()
     sizes = {}
     for name in photo_sources.PHOTOS:
@@ -97,7 +103,10 @@ def main() -> None:
     summary = {}
     photos = ((i, cls, [(name, box, out)], out)
               for i, cls, name, box, out in make_photos.plan(args.count, 0, sizes))
-    for kind, plan in [("photos", photos), ("large", large_plan(args.large_count, 1, sizes))]:
+    sets = [("photos", photos), ("large", large_plan(args.large_count, 1, sizes)),
+            ("mp1", large_plan(args.sized_count, 2, sizes, (1.0, 2.0))),
+            ("mp2", large_plan(args.sized_count, 3, sizes, (2.0, 4.0)))]
+    for kind, plan in sets:
         jobs = [(args.sources, os.path.join(args.out, kind, make_photos.rel_path(i, cls)), tiles,
                  out) for i, cls, tiles, out in plan]
         with Pool(os.cpu_count()) as pool:

@@ -12,6 +12,8 @@ channels-last), batch 256 at 224x224. Feeds, each pulling batches onto the GPU:
 - ``nostall-hybrid``: ``decode="auto"``: JPEGs of 2 megapixels or more decoded by nvJPEG
   on the GPU while the CPU falls behind;
 - ``nostall-gpu``: ``decode="gpu"``: every JPEG decoded on the GPU;
+- ``nostall-cpu-nice0``: as ``nostall-cpu`` with the prep threads at the training
+  thread's CPU priority (``worker_nice=0``; with a device the default is 10 below it);
 - ``dataloader``: torch's DataLoader over torchvision's ImageFolder, RandomResizedCrop,
   flip, ToTensor and Normalize on PIL images in ``threads`` worker processes;
 - ``torchvision-gpu``: a DataLoader of ``threads`` workers reading the encoded bytes, then
@@ -29,7 +31,9 @@ the pixels differ by the decoders' rounding, reported as mean and 99.9th-percent
 absolute difference.
 
 Usage: python3 bench/gpu_train.py DATA --json OUT.json [--threads 14]
-DATA holds ``photos/`` and ``large/`` ImageFolders (bench/gpu_data.py makes them).
+DATA holds ``photos/``, ``mp1/``, ``mp2/`` and ``large/`` ImageFolders (bench/gpu_data.py
+makes them); the part ``sizes`` feeds each decode path alone at 1-2 and 2-4 megapixels,
+where the CPU's and the GPU's decoders cross.
 Needs a CUDA GPU, torch, torchvision, psutil and nostall. Every part is timed and
 written to the JSON file as it ends; a part that fails records its error and the rest
 go on.
@@ -132,17 +136,18 @@ def feed(batches: Batches, args: argparse.Namespace) -> dict[str, float]:
 
 
 def nostall_loader(data: str, threads: int, decode: Decode, args: argparse.Namespace,
-                   seed: int = 0, shuffle: bool = True) -> nostall.Loader:
+                   seed: int = 0, shuffle: bool = True,
+                   nice: int | None = None) -> nostall.Loader:
     return nostall.Loader(data, batch_size=args.batch_size, threads=threads, seed=seed,
                           shuffle=shuffle, pipeline=nostall.imagenet_train(args.image_size),
-                          device="cuda", decode=decode, drop_last=True)
+                          device="cuda", decode=decode, drop_last=True, worker_nice=nice)
 
 
 def nostall_batches(data: str, threads: int, decode: Decode, args: argparse.Namespace,
-                    metrics: dict[str, Any]) -> Batches:
+                    metrics: dict[str, Any], nice: int | None = None) -> Batches:
     """The loader's batches; `metrics` gets its device figures (the share of large JPEGs
     the GPU decoded, for one) when they end."""
-    loader = nostall_loader(data, threads, decode, args)
+    loader = nostall_loader(data, threads, decode, args, nice=nice)
     try:
         yield from forever(lambda: loader)
     finally:
@@ -216,7 +221,10 @@ def make_feed(name: str, data: str, threads: int, args: argparse.Namespace,
     if name.startswith("nostall-"):
         decode: dict[str, Decode] = {"nostall-cpu": "cpu", "nostall-hybrid": "auto",
                                      "nostall-gpu": "gpu"}
-        return nostall_batches(data, threads, decode[name], args, metrics)
+        # "-nice0": the prep threads at the training thread's priority (the default with
+        # a device is 10 below it).
+        base, nice = (name[:-len("-nice0")], 0) if name.endswith("-nice0") else (name, None)
+        return nostall_batches(data, threads, decode[base], args, metrics, nice)
     if name == "dataloader":
         return dataloader_batches(data, threads, args)
     if name == "torchvision-gpu":
@@ -246,6 +254,36 @@ def decode_agreement(data: str, args: argparse.Namespace) -> dict[str, Any]:
             "gpu_metrics": loaders["gpu"].metrics.get("device")}
 
 
+def decode_releases_the_gil(data: str) -> dict[str, Any]:
+    """Whether another thread runs Python while torchvision's batched GPU decode runs (the
+    stager's decoder thread relies on it): the other thread's loop count during the
+    decode, against its count over the same time alone."""
+    import threading
+
+    files = [read_bytes(os.path.join(dp, f)) for dp, _, fs in os.walk(data) for f in fs
+             if f.endswith(".jpg")][:128]
+    decode_jpeg(files[:8], device="cuda")
+    torch.cuda.synchronize()
+
+    def count_for(seconds: float) -> int:
+        n, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            n += 1
+        return n
+
+    started = time.perf_counter()
+    decode_jpeg(files, device="cuda")
+    took = time.perf_counter() - started
+    alone = count_for(took)
+    counted: list[int] = []
+    counter = threading.Thread(target=lambda: counted.append(count_for(took)))
+    counter.start()
+    decode_jpeg(files, device="cuda")
+    counter.join()
+    return {"decode_s": took, "loops_alone": alone, "loops_beside_decode": counted[0],
+            "ratio": counted[0] / max(1, alone)}
+
+
 def device_matches_host(data: str, args: argparse.Namespace) -> dict[str, Any]:
     """decode="cpu" on the device against the CPU loader's float32 output, same seed."""
     host = nostall.Loader(data, batch_size=args.batch_size, threads=8, seed=3,
@@ -257,18 +295,20 @@ def device_matches_host(data: str, args: argparse.Namespace) -> dict[str, Any]:
             "dtype": str(d.dtype), "shape": list(d.shape)}
 
 
-def nvjpeg_alone(data: str, count: int) -> dict[str, float]:
-    """nvJPEG's batched decode of `count` files of `data`, images/s (files in memory)."""
+def nvjpeg_alone(data: str, count: int, group: int = 64) -> dict[str, float]:
+    """nvJPEG's batched decode of `count` files of `data`, `group` at a time, images/s
+    (files in memory)."""
     paths = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(data) for f in fs
                    if f.endswith(".jpg"))[:count]
     files = [read_bytes(p) for p in paths]
     decode_jpeg(files[:8], device="cuda")
     torch.cuda.synchronize()
     started = time.perf_counter()
-    for i in range(0, len(files), 64):
-        decode_jpeg(files[i:i + 64], device="cuda")
+    for i in range(0, len(files), group):
+        decode_jpeg(files[i:i + group], device="cuda")
     torch.cuda.synchronize()
-    return {"images_per_s": len(files) / (time.perf_counter() - started), "images": len(files)}
+    return {"images_per_s": len(files) / (time.perf_counter() - started), "images": len(files),
+            "group": group}
 
 
 class Report:
@@ -309,7 +349,7 @@ def main() -> None:
     p.add_argument("--large-warmup", type=int, default=10,
                    help="warm-up steps at 4-12 megapixels (decode=\"auto\" finds its share)")
     p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--parts", default="check,decoders,photos,large")
+    p.add_argument("--parts", default="check,decoders,photos,sizes,large")
     args = p.parse_args()
     torch.backends.cudnn.benchmark = True
     photos, large = os.path.join(args.data, "photos"), os.path.join(args.data, "large")
@@ -323,9 +363,14 @@ def main() -> None:
     if "check" in parts:
         report.part("check/device_matches_host", lambda: device_matches_host(photos, args))
         report.part("check/decode_agreement_large", lambda: decode_agreement(large, args))
+        report.part("check/decode_releases_the_gil", lambda: decode_releases_the_gil(large))
     if "decoders" in parts:
-        report.part("decoders/nvjpeg_photos", lambda: nvjpeg_alone(photos, 1024))
-        report.part("decoders/nvjpeg_large", lambda: nvjpeg_alone(large, 256))
+        report.part("decoders/nvjpeg_photos", lambda: nvjpeg_alone(photos, 1024, 128))
+        for size in ("mp1", "mp2"):
+            report.part(f"decoders/nvjpeg_{size}",
+                        lambda: nvjpeg_alone(os.path.join(args.data, size), 256, 128))
+        report.part("decoders/nvjpeg_large", lambda: nvjpeg_alone(large, 256, 128))
+        report.part("decoders/nvjpeg_large_64", lambda: nvjpeg_alone(large, 256, 64))
     models = {name: getattr(torchvision.models, name)().cuda().to(memory_format=torch.channels_last)
               for name in ("resnet18", "resnet50")}
     for name, model in models.items():
@@ -364,17 +409,32 @@ def main() -> None:
             args.few_threads, None)
         run("photos/feed/nostall-gpu", "nostall-gpu", photos, t, None)
         run("photos/feed/dataloader", "dataloader", photos, t, None)
-        run("photos/resnet18/nostall-cpu", "nostall-cpu", photos, t, "resnet18")
+        # The prep threads below the training thread's priority (the default) and at it,
+        # in turn, twice.
+        for turn in (1, 2):
+            for feed_name in ("nostall-cpu", "nostall-cpu-nice0"):
+                run(f"photos/resnet18/{feed_name}-{turn}", feed_name, photos, t, "resnet18")
         run("photos/resnet18/dataloader", "dataloader", photos, t, "resnet18")
         run(f"photos/resnet50/nostall-cpu-{args.few_threads}", "nostall-cpu", photos,
             args.few_threads, "resnet50")
         run("photos/resnet50/dataloader", "dataloader", photos, t, "resnet50")
+    if "sizes" in parts:
+        # Where the CPU's DCT-scaled decode of the crop stops beating the GPU's decoder:
+        # each fed alone, at 1-2 and 2-4 megapixels (photographs' size and 4-12 are above).
+        for size in ("mp1", "mp2"):
+            for feed_name in ("nostall-cpu", "nostall-gpu", "nostall-hybrid"):
+                run(f"{size}/feed/{feed_name}", feed_name, os.path.join(args.data, size), t,
+                    None)
     if "large" in parts:
         args.warmup = args.large_warmup
         for feed_name in ("nostall-cpu", "nostall-hybrid", "nostall-gpu", "torchvision-gpu"):
             run(f"large/feed/{feed_name}", feed_name, large, t, None)
         for feed_name in ("nostall-cpu", "nostall-hybrid", "nostall-gpu", "torchvision-gpu"):
             run(f"large/resnet50/{feed_name}", feed_name, large, t, "resnet50")
+        # Once more each, the CPU's and the hybrid's, for the spread between runs.
+        for feed_name in ("nostall-cpu", "nostall-hybrid"):
+            run(f"large/feed/{feed_name}-2", feed_name, large, t, None)
+            run(f"large/resnet50/{feed_name}-2", feed_name, large, t, "resnet50")
     synthetic = report.result.get("synthetic", {})
     for section in ("photos", "large"):
         for name in ("resnet18", "resnet50"):

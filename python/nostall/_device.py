@@ -2,19 +2,25 @@
 
 The engine writes each batch into page-locked memory (its buffers are registered with the
 CUDA runtime as they are made) as 8-bit HWC pixels: a quarter of the bytes of float32.
+The JPEGs its route leaves to the device (``decode="auto"`` or ``"gpu"``) it also queues
+the moment a prep thread leaves them; the :class:`Decoder`, a thread of its own, takes
+them as they come, as many at a time as have come, decodes them with torchvision's
+batched nvJPEG decode (on the hardware decoder where the GPU has one) and crops, resizes
+and mirrors each as the engine planned, on a stream of its own. So the device decodes
+while the training step runs, and the decode's waits (torchvision's call returns only
+once its batch is decoded) are that thread's, not the training thread's.
+
 For each batch the :class:`Stager`, on a side stream of its own:
 
 1. copies the pixels to the device (asynchronously: the memory is page-locked);
-2. decodes on the device the JPEGs the engine's route left to it (``decode="auto"`` or
-   ``"gpu"``: torchvision's batched nvJPEG decode, on the hardware decoder where the GPU
-   has one), and crops, resizes and mirrors each as the engine planned, into its slot;
+2. puts the batch's decoded samples in their slots (waiting, if it must, for the
+   decoder to reach them);
 3. converts to the pipeline's type and layout, normalised where it had ``Normalize``;
 
 then records an event, which the consumer's current stream waits on before it reads the
-batch (the order DLPack's stream protocol gives): the copy and decode overlap the previous
-training step, and the training step never reads a batch before it is complete. The host
-batch is kept until its copy has finished, so that its buffer returns to the engine only
-then.
+batch (the order DLPack's stream protocol gives): the copy overlaps the previous training
+step, and the training step never reads a batch before it is complete. The host batch is
+kept until its copy has finished, so that its buffer returns to the engine only then.
 
 The CUDA libraries are PyTorch's, loaded at run time: nothing here is needed to build or
 test nostall without a GPU, and asking for a device that is not there is a clear error.
@@ -22,16 +28,31 @@ test nostall without a GPU, and asking for a device that is not there is a clear
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import os
+import threading
+import weakref
 from typing import Any
 
 from ._errors import ConfigError, SampleError
 
-#: A JPEG the engine left to the device: slot in the batch, encoded bytes, region (x, y,
-#: w, h in source pixels), mirrored or not, sample id, location.
-Deferred = tuple[int, bytearray, tuple[float, float, float, float], bool, int, str]
+#: A sample of a batch that the engine left to the device: slot in the batch, epoch,
+#: sample id, location. The epoch and id name it (they fix its augmentation).
+Deferred = tuple[int, int, int, str]
+
+#: A sample as the engine's queue hands it to the decoder: epoch, sample id, encoded
+#: bytes, region (x, y, w, h in source pixels), output (width, height), mirrored or not.
+Queued = tuple[int, int, bytearray, tuple[float, float, float, float], tuple[int, int], bool]
+
+#: The most samples one batched decode takes: a group's decoded images are held at once
+#: (a 12-megapixel image is 36 MB).
+MOST_AT_ONCE = 128
+
+#: How long the decoder waits for samples before it checks whether it is to stop, and how
+#: long a batch waits for the decoder between checks that it is still running (seconds).
+POLL = 0.1
 
 
 def resolve(device: str) -> int:
@@ -70,11 +91,14 @@ class Stager:
 
     ``finish`` is ``None`` (batches moved as they are: audio, or a pipeline made in code)
     or a dict of ``dtype`` and ``layout`` (what the user's pipeline produces) and, where
-    it normalised, ``mean`` and ``std`` in [0, 1] units. ``device`` may be any torch
-    device (the tests run the decode path on the CPU).
+    it normalised, ``mean`` and ``std`` in [0, 1] units. ``queue`` is where the engine
+    queues the samples it leaves to the device (an object whose ``take(most, timeout)``
+    returns a list of :data:`Queued`); ``None`` where it leaves none. ``device`` may be
+    any torch device (the tests run the decode path on the CPU).
     """
 
-    def __init__(self, index: int | str, finish: dict[str, Any] | None) -> None:
+    def __init__(self, index: int | str, finish: dict[str, Any] | None,
+                 queue: Any = None) -> None:
         import torch
 
         self.device = torch.device("cuda", index) if isinstance(index, int) else torch.device(index)
@@ -89,11 +113,14 @@ class Stager:
             # (x / 255 - mean) / std as one multiply-add on the 8-bit values.
             self.scale = torch.tensor([1 / (255 * s) for s in std], device=self.device)
             self.shift = torch.tensor([-m / s for m, s in zip(mean, std)], device=self.device)
+        self.decoder = Decoder(self.device, queue) if queue is not None else None
         # Host batches whose copies may still be running, with the events that end them.
         self.in_flight: collections.deque[tuple[Any, Any]] = collections.deque()
         self.batches = 0
-        self.decoded = 0
-        self.decode_fallbacks = 0
+
+    def __del__(self) -> None:
+        if getattr(self, "decoder", None) is not None:
+            self.decoder.close()
 
     def stage(self, images: Any, labels: Any, deferred: list[Deferred]) -> tuple[Any, Any]:
         """The batch on the device, in the consumer's stream order."""
@@ -101,14 +128,15 @@ class Stager:
 
         self._release_copied()
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
+        decoded = self._decoded(deferred)
         # The side stream does not wait for the consumer's queued work (the step before):
-        # the copy and decode of this batch overlap it. Memory the consumer used is not
-        # reused here before its work is done: what it received was recorded on its stream.
+        # the copy of this batch overlaps it. Memory the consumer used is not reused here
+        # before its work is done: what it received was recorded on its stream.
         with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
             pixels = images.to(self.device, non_blocking=True)
             out_labels = labels.to(self.device, non_blocking=True)
-            if deferred:
-                self._decode_into(pixels, deferred)
+            if decoded:
+                self._put(pixels, deferred, decoded)
             out = self._finish(pixels)
             done = None
             if self.stream is not None and consumer is not None:
@@ -121,14 +149,44 @@ class Stager:
         return out, out_labels
 
     def metrics(self) -> dict[str, Any]:
-        """What the stager did: batches moved, samples decoded on the device, batches whose
-        device decode failed and fell back sample by sample."""
+        """What the stager did: batches moved, samples decoded on the device, groups whose
+        batched device decode failed and were decoded one by one."""
+        decoder = self.decoder
         return {"device": str(self.device), "batches": self.batches,
-                "decoded_on_device": self.decoded, "decode_fallbacks": self.decode_fallbacks}
+                "decoded_on_device": decoder.decoded if decoder else 0,
+                "decode_fallbacks": decoder.fallbacks if decoder else 0}
 
     def _release_copied(self) -> None:
         while self.in_flight and self.in_flight[0][0].query():
             self.in_flight.popleft()
+
+    def _decoded(self, deferred: list[Deferred]) -> list[Decoded]:
+        """The batch's samples as the decoder made them; a sample no decoder could read
+        raises :class:`SampleError` naming it."""
+        if not deferred:
+            return []
+        if self.decoder is None:
+            raise RuntimeError("a batch has samples left to the device, and no decoder")
+        decoded = self.decoder.take([(epoch, sample) for _, epoch, sample, _ in deferred])
+        for (_, _, sample, location), (pixels, _) in zip(deferred, decoded):
+            if isinstance(pixels, Failed):
+                raise SampleError(
+                    f"{location} (sample {sample}) could not be decoded on {self.device} "
+                    f"({pixels.device_error}) nor on the CPU ({pixels.error})",
+                    sample_id=sample, location=location, cause="corrupt",
+                    detail=pixels.error) from None
+        return decoded
+
+    def _put(self, pixels: Any, deferred: list[Deferred], decoded: list[Decoded]) -> None:
+        """The decoded samples into their slots of ``pixels`` (NHWC, 8-bit), on the side
+        stream, once the decoder's work on them is done."""
+        for event in {id(e): e for _, e in decoded if e is not None}.values():
+            self.stream.wait_event(event)  # type: ignore[union-attr]
+        for (slot, _, _, _), (sample, _) in zip(deferred, decoded):
+            if self.stream is not None:
+                # Made on the decoder's stream, read on this one: not reused before that.
+                sample.record_stream(self.stream)
+            pixels[slot].copy_(sample)
 
     def _finish(self, pixels: Any) -> Any:
         """8-bit NHWC pixels in the type and layout the pipeline asked for. CHW comes out
@@ -141,26 +199,126 @@ class Stager:
         view = (1, 3, 1, 1) if self.finish["layout"] == "CHW" else (1, 1, 1, 3)
         return x.float().mul_(self.scale.view(view)).add_(self.shift.view(view))
 
-    def _decode_into(self, pixels: Any, deferred: list[Any]) -> None:
-        """Decodes the deferred JPEGs on the device, each cropped, resized and mirrored as
-        the engine planned, into its slot of ``pixels`` (NHWC, 8-bit)."""
+
+#: The decoders whose threads may run: stopped and joined as the interpreter exits (a
+#: thread still in PyTorch then aborts the process).
+_RUNNING: weakref.WeakSet[Decoder] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_decoders() -> None:
+    running = list(_RUNNING)
+    for decoder in running:
+        decoder.close()
+    for decoder in running:
+        decoder.thread.join()
+
+
+class Failed:
+    """A sample neither the device's decoder nor the CPU's could read."""
+
+    def __init__(self, device_error: str, error: str) -> None:
+        self.device_error = device_error
+        self.error = error
+
+
+#: A decoded sample (HWC, 8-bit, on the device) or why there is none, with the event
+#: that ends the decoder's work on it (``None`` off CUDA).
+Decoded = tuple[Any, Any]
+
+
+class Decoder:
+    """Decodes the samples the engine leaves to the device as they come, on a thread and
+    a CUDA stream of its own (see the module docs), and keeps each, by epoch and sample
+    id, until its batch takes it.
+
+    A sample may be decoded more than once (an epoch left and run again); each decoding
+    is kept and the batch takes the oldest, which is the same sample with the same
+    augmentation. Those of epochs before a batch's are dropped when it takes its own.
+    """
+
+    def __init__(self, device: Any, queue: Any) -> None:
+        import torch
+
+        self.device = device
+        self.queue = queue
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.ready: dict[tuple[int, int], collections.deque[Decoded]] = {}
+        self.changed = threading.Condition()
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.decoded = 0
+        self.fallbacks = 0
+        # The thread holds the decoder, not the stager: a stager dropped stops it.
+        self.thread = threading.Thread(target=self._run, name="nostall-device-decoder",
+                                       daemon=True)
+        self.thread.start()
+        _RUNNING.add(self)
+
+    def close(self) -> None:
+        """Stops the thread once its current group is done."""
+        self.stopping = True
+
+    def take(self, keys: list[tuple[int, int]]) -> list[Decoded]:
+        """The decoded samples named by ``keys`` (epoch, sample id), waiting for the
+        decoder to reach them."""
+        epoch = min(e for e, _ in keys)
+        with self.changed:
+            for key in [k for k in self.ready if k[0] < epoch]:
+                del self.ready[key]
+            while True:
+                wanted = collections.Counter(keys)
+                if all(len(self.ready.get(k, ())) >= n for k, n in wanted.items()):
+                    taken = [self.ready[k].popleft() for k in keys]
+                    for k in wanted:
+                        if not self.ready[k]:
+                            del self.ready[k]
+                    return taken
+                if self.error is not None:
+                    raise RuntimeError(f"nostall's device decoder stopped: {self.error!r}") \
+                        from self.error
+                self.changed.wait(POLL)
+
+    def _run(self) -> None:
+        import torch
+
+        try:
+            with torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext():
+                while not self.stopping:
+                    group = self.queue.take(MOST_AT_ONCE, POLL)
+                    if group:
+                        self._decode(group)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
+            with self.changed:
+                self.error = e
+                self.changed.notify_all()
+
+    def _decode(self, group: list[Queued]) -> None:
         import torch
 
         from torchvision.io import ImageReadMode, decode_jpeg  # type: ignore[import-untyped]
 
-        datas = [torch.frombuffer(d[1], dtype=torch.uint8) for d in deferred]
+        datas = [torch.frombuffer(q[2], dtype=torch.uint8) for q in group]
+        images: list[Any]
         try:
-            decoded = decode_jpeg(datas, mode=ImageReadMode.RGB, device=self.device)
+            images = decode_jpeg(datas, mode=ImageReadMode.RGB, device=self.device)
         except RuntimeError:
-            # One bad file fails nvJPEG's whole batch: decode one by one, naming the one.
-            self.decode_fallbacks += 1
-            decoded = [self._decode_one(data, d) for data, d in zip(datas, deferred)]
-        height, width = pixels.shape[1], pixels.shape[2]
-        for image, (slot, _, region, flip, _, _) in zip(decoded, deferred):
-            pixels[slot] = _crop_resize(image, region, height, width, flip)
-        self.decoded += len(deferred)
+            # One bad file fails nvJPEG's whole batch: decode one by one.
+            self.fallbacks += 1
+            images = [self._decode_one(data) for data in datas]
+        made = []
+        for (epoch, sample, _, region, (width, height), flip), image in zip(group, images):
+            pixels = image if isinstance(image, Failed) else \
+                _crop_resize(image, region, height, width, flip)
+            made.append(((epoch, sample), pixels))
+        event = self.stream.record_event() if self.stream is not None else None
+        with self.changed:
+            for key, pixels in made:
+                self.ready.setdefault(key, collections.deque()).append((pixels, event))
+            self.decoded += len(group)
+            self.changed.notify_all()
 
-    def _decode_one(self, data: Any, sample: Any) -> Any:
+    def _decode_one(self, data: Any) -> Any:
         from torchvision.io import ImageReadMode, decode_jpeg  # type: ignore[import-untyped]
 
         try:
@@ -170,10 +328,7 @@ class Stager:
                 # The CPU's decoder (libjpeg-turbo) tolerates what it can, as nostall's does.
                 return decode_jpeg(data, mode=ImageReadMode.RGB).to(self.device)
             except RuntimeError as e:
-                raise SampleError(
-                    f"{sample[5]} (sample {sample[4]}) could not be decoded on {self.device} "
-                    f"({device_error}) nor on the CPU ({e})", sample_id=sample[4],
-                    location=sample[5], cause="corrupt", detail=str(e)) from None
+                return Failed(str(device_error), str(e))
 
 
 def _crop_resize(image: Any, region: tuple[float, float, float, float], height: int, width: int,

@@ -132,6 +132,7 @@ class Loader:
         image_column: str | None = None,
         audio_column: str | None = None,
         label_column: str | None = "auto",
+        worker_nice: int | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

@@ -167,6 +167,7 @@ pub(crate) struct ConfigArgs {
     pub balance_ranks: Option<bool>,
     pub fetch_threads: Option<usize>,
     pub prefetch: Option<usize>,
+    pub worker_nice: Option<u8>,
     pub overlap_epochs: Option<bool>,
     pub cache: Option<CacheSize>,
     pub cache_policy: Option<CacheChoice>,
@@ -204,6 +205,7 @@ impl ConfigArgs {
         s.balance_ranks = self.balance_ranks;
         set(&mut s.fetch_threads, self.fetch_threads);
         set(&mut s.prefetch, self.prefetch);
+        set(&mut s.worker_nice, self.worker_nice);
         set(&mut s.overlap_epochs, self.overlap_epochs);
         set(&mut s.on_error, self.on_error.as_ref().map(|t| t.0));
         s.quarantine.clone_from(&self.quarantine);

@@ -1,13 +1,16 @@
 //! `device=`: the engine's side of batches on a CUDA device. The engine page-locks the
-//! batch buffers and splits the pipeline (geometry on the CPU in 8-bit pixels, conversion
-//! on the device); `nostall._device` (Python, over PyTorch's CUDA) copies each batch on a
-//! side stream, decodes the JPEGs the route left to the device, and hands the tensors over
-//! in the consumer's stream order. This module only converts between the two.
+//! batch buffers, splits the pipeline (geometry on the CPU in 8-bit pixels, conversion
+//! on the device) and queues the JPEGs the route leaves to the device as they are
+//! prepared; `nostall._device` (Python, over PyTorch's CUDA) decodes those on a thread of
+//! its own as they come, copies each batch on a side stream, puts the decoded samples in
+//! their slots, and hands the tensors over in the consumer's stream order. This module
+//! only converts between the two.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use nostall::device::CudaHostMemory;
-use nostall::pipeline::{ForDevice, LoaderBuilder, PageLock};
+use nostall::pipeline::{DeviceQueue, ForDevice, LoaderBuilder, PageLock};
 use nostall::prep::image::DeviceFinish;
 use nostall::sched::offload::DecodeRoute;
 use nostall::{Batch, Catalog};
@@ -15,6 +18,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
 
 use crate::raise;
+
+/// The loader threads' nice increment with a device, unless `worker_nice=` says
+/// otherwise: the training thread launches the GPU's work, and a decoder queued ahead of
+/// it stalls the GPU as surely as a late batch.
+pub(crate) const WORKER_NICE: u8 = 10;
 
 /// A loader's device: the Python stager, made by `nostall._device.Stager`.
 pub(crate) struct Device {
@@ -53,16 +61,19 @@ impl Device {
                 None
             }
         };
+        let queue = route.as_ref().map(|_| Arc::new(DeviceQueue::new()));
         builder.for_device(ForDevice {
             page_lock: host_memory
                 .clone()
                 .map(|memory| memory as Arc<dyn PageLock>),
             route: route.clone(),
+            queue: queue.clone(),
         });
         let finish = builder.device_finish().map_err(|e| raise(py, e))?;
+        let queue = queue.map(|q| Py::new(py, LeftToDevice(q))).transpose()?;
         let stager = module
             .getattr("Stager")?
-            .call1((index, finish_dict(py, finish)?))?
+            .call1((index, finish_dict(py, finish)?, queue))?
             .unbind();
         Ok(Device {
             stager,
@@ -71,24 +82,19 @@ impl Device {
         })
     }
 
-    /// The samples `batch` left to the device, as the stager takes them: `(slot, bytes,
-    /// (x, y, w, h) of the region in source pixels, flip, sample id, location)`.
+    /// The samples `batch` left to the device, as the stager takes them: `(slot, epoch,
+    /// sample id, location)`; their bytes reached the stager's decoder through the queue.
     pub(crate) fn deferred<'py>(
         py: Python<'py>,
         batch: &Batch,
         catalog: &Catalog,
     ) -> PyResult<Bound<'py, PyList>> {
         let deferred = PyList::empty(py);
-        for (slot, sample) in batch.deferred() {
-            let g = &sample.geometry;
-            deferred.append((
-                *slot,
-                PyByteArray::new(py, &sample.data),
-                (g.source.x, g.source.y, g.source.w, g.source.h),
-                g.flip,
-                batch.ids()[*slot],
-                catalog.path(batch.ids()[*slot]).display().to_string(),
-            ))?;
+        let epoch = batch.position().epoch;
+        for (slot, _) in batch.deferred() {
+            let id = batch.ids()[*slot];
+            let location = catalog.path(id).display().to_string();
+            deferred.append((*slot, epoch, id, location))?;
         }
         Ok(deferred)
     }
@@ -134,6 +140,40 @@ impl Device {
             d.set_item("gpu_decoded", route.sent())?;
         }
         Ok(d)
+    }
+}
+
+/// The samples the engine leaves to the device, in the order prep threads leave them:
+/// what the stager's decoder thread takes.
+#[pyclass(module = "nostall._nostall", frozen)]
+pub(crate) struct LeftToDevice(Arc<DeviceQueue>);
+
+#[pymethods]
+impl LeftToDevice {
+    /// Up to `most` samples, waiting at most `timeout` seconds for the first (none if
+    /// none comes): `(epoch, sample id, bytes, (x, y, w, h) of the region in source
+    /// pixels, (width, height) of the output, flip)` each.
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+        most: usize,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let limit = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::ZERO);
+        let taken = py.detach(|| self.0.take(most, limit));
+        let list = PyList::empty(py);
+        for item in taken {
+            let g = &item.sample.geometry;
+            list.append((
+                item.epoch,
+                item.id,
+                PyByteArray::new(py, &item.sample.data),
+                (g.source.x, g.source.y, g.source.w, g.source.h),
+                (g.width, g.height),
+                g.flip,
+            ))?;
+        }
+        Ok(list)
     }
 }
 

@@ -159,6 +159,9 @@ use crate::{device, live, shared, state};
 ///   (same augmentation; pixels differ by the decoders' rounding). `metrics["device"]`
 ///   has `batches`, `decoded_on_device`, `page_locked`, `buffers_page_locked`,
 ///   `gpu_decode_share` and `gpu_decoded`.
+/// - `worker_nice` (None: 0, or 10 with `device`): how far below the training thread's
+///   the loader threads' CPU priority is (a Linux nice increment, 0 to 19), so that the
+///   thread launching the GPU's work is not queued behind a decoder.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
@@ -210,7 +213,7 @@ impl Loader {
             group_memory=None, on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
-            image_column=None, audio_column=None, label_column=None
+            image_column=None, audio_column=None, label_column=None, worker_nice=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -219,7 +222,7 @@ impl Loader {
             cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=2000000, image_column=None, \
-            audio_column=None, label_column='auto')"
+            audio_column=None, label_column='auto', worker_nice=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -258,6 +261,7 @@ impl Loader {
         image_column: Option<String>,
         audio_column: Option<String>,
         label_column: Option<Text<LabelColumn>>,
+        worker_nice: Option<u8>,
     ) -> PyResult<Loader> {
         if image_column.is_some() && audio_column.is_some() {
             return Err(config_error(
@@ -278,6 +282,7 @@ impl Loader {
             balance_ranks,
             fetch_threads,
             prefetch,
+            worker_nice: worker_nice.or(device.map(|_| device::WORKER_NICE)),
             overlap_epochs,
             cache,
             cache_policy,

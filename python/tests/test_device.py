@@ -3,11 +3,13 @@ the errors, and the stager's decode and conversion run on the CPU against nostal
 CPU pipeline. bench/gpu_train.py checks the rest on a GPU (docs/gpu.md)."""
 
 import os
+import warnings
 import shutil
 
 import pytest
 import torch
 from PIL import Image
+from torchvision.io import decode_jpeg
 
 import nostall
 from nostall import _device, ops
@@ -41,27 +43,61 @@ def one_image_folder(path, tmp_path):
     return str(folder)
 
 
+class Queue:
+    """Stands for the engine's queue of samples left to the device: hands out what it was
+    given, a group at a time."""
+
+    def __init__(self, queued):
+        self.queued = list(queued)
+
+    def take(self, most, timeout):
+        taken, self.queued = self.queued[:most], self.queued[most:]
+        return taken
+
+
 def test_a_jpeg_decoded_by_the_stager_matches_the_cpu_pipeline(photos, tmp_path):
     """The stager's decode, crop, resize and flip of a deferred JPEG (here with the CPU's
     decoder) against nostall's CPU output for the same geometry: the whole image, resized
     to 96 x 128 and mirrored. Different decoders and resamplers: the same picture within a
     few levels."""
     files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(photos) for f in fs)[:8]
-    stager = _device.Stager("cpu", None)
-    for path in files:
+    queued = []
+    for sample, path in enumerate(files):
+        width, height = Image.open(path).size
+        queued.append((3, sample, bytearray(open(path, "rb").read()),
+                       (0.0, 0.0, float(width), float(height)), (128, 96), True))
+    stager = _device.Stager("cpu", None, Queue(queued))
+    # Batches taken in another order than the decoder's.
+    for sample, path in reversed(list(enumerate(files))):
         pipeline = [ops.Resize((96, 128)), ops.RandomHorizontalFlip(1.0)]
         loader = nostall.Loader(one_image_folder(path, tmp_path), batch_size=1, shuffle=False,
                                 pipeline=pipeline, dtype="uint8", layout="HWC")
         expected, labels = next(iter(loader))
-        width, height = Image.open(path).size
-        deferred = [(0, bytearray(open(path, "rb").read()),
-                     (0.0, 0.0, float(width), float(height)), True, 0, path)]
-        got, got_labels = stager.stage(torch.zeros_like(expected), labels, deferred)
+        got, got_labels = stager.stage(torch.zeros_like(expected), labels,
+                                       [(0, 3, sample, path)])
         diff = (got.int() - expected.int()).abs().float()
         assert got.shape == expected.shape and torch.equal(got_labels, labels)
         assert diff.mean() < 1.5, (path, diff.mean())
         assert diff.flatten().quantile(0.99) <= 6, path
     assert stager.metrics()["decoded_on_device"] == len(files)
+    assert not stager.decoder.ready, "each decoded sample taken once"
+
+
+def test_deferred_samples_land_in_their_slots_beside_the_cpu_s(photos):
+    """A batch of four whose slots 1 and 3 were left to the device: those two are the
+    decoder's, the others the engine's pixels as they came."""
+    files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(photos) for f in fs)[:2]
+    queued = [(0, 10 + i, bytearray(open(path, "rb").read()), (0.0, 0.0, 32.0, 32.0),
+               (16, 16), False) for i, path in enumerate(files)]
+    stager = _device.Stager("cpu", None, Queue(queued))
+    host = torch.full((4, 16, 16, 3), 9, dtype=torch.uint8)
+    got, _ = stager.stage(host, torch.zeros(4), [(3, 0, 11, files[1]), (1, 0, 10, files[0])])
+    assert torch.equal(got[0], host[0]) and torch.equal(got[2], host[2])
+    for slot, path in [(1, files[0]), (3, files[1])]:
+        image = decode_jpeg(torch.frombuffer(bytearray(open(path, "rb").read()),
+                                             dtype=torch.uint8))
+        assert torch.equal(got[slot], _device._crop_resize(image, (0.0, 0.0, 32.0, 32.0),
+                                                           16, 16, False))
 
 
 def test_the_stager_converts_and_normalises_as_the_cpu_pipeline(photos):
@@ -86,8 +122,43 @@ def test_the_stager_converts_and_normalises_as_the_cpu_pipeline(photos):
 def test_a_jpeg_no_decoder_can_read_is_an_error_naming_it(tmp_path):
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 64)
-    stager = _device.Stager("cpu", None)
-    deferred = [(0, bytearray(bad.read_bytes()), (0.0, 0.0, 8.0, 8.0), False, 5, str(bad))]
+    queued = [(0, 5, bytearray(bad.read_bytes()), (0.0, 0.0, 8.0, 8.0), (4, 4), False)]
+    stager = _device.Stager("cpu", None, Queue(queued))
     with pytest.raises(nostall.SampleError, match="bad.jpg") as raised:
-        stager.stage(torch.zeros(1, 4, 4, 3, dtype=torch.uint8), torch.zeros(1), deferred)
+        stager.stage(torch.zeros(1, 4, 4, 3, dtype=torch.uint8), torch.zeros(1),
+                     [(0, 0, 5, str(bad))])
     assert raised.value.sample_id == 5 and raised.value.cause == "corrupt"
+
+
+def test_worker_nice_is_checked(photos):
+    with pytest.raises(nostall.ConfigError, match="worker_nice=20"):
+        nostall.Loader(photos, worker_nice=20)
+
+
+def test_the_device_path_end_to_end_with_the_cpu_standing_in(photos, monkeypatch):
+    """``Loader(device=...)`` through the engine's queue, the decoder's thread and the
+    stager, the CPU standing in for the GPU: ``decode="gpu"`` leaves every JPEG to the
+    decoder and gives the samples, labels and augmentation of ``decode="cpu"``, the pixels
+    apart by the decoders' and resamplers' rounding, over two epochs."""
+    stager = _device.Stager
+    monkeypatch.setattr(_device, "resolve", lambda device: 0)
+    monkeypatch.setattr(_device, "Stager",
+                        lambda index, finish, queue=None: stager("cpu", finish, queue))
+    settings = dict(batch_size=8, seed=5, threads=2, pipeline=nostall.imagenet_train(64),
+                    device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA runtime here to page-lock the buffers
+        on_cpu = nostall.Loader(photos, decode="cpu", **settings)
+        on_device = nostall.Loader(photos, decode="gpu", **settings)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    samples = 0
+    for epoch in range(2):
+        for (a, labels_a), (b, labels_b) in zip(on_cpu, on_device, strict=True):
+            assert on_cpu.last_ids == on_device.last_ids and torch.equal(labels_a, labels_b)
+            levels = (a - b).abs() * std * 255
+            assert levels.mean() < 2.0, (epoch, levels.mean())
+            samples += len(labels_a)
+    device = on_device.metrics["device"]
+    assert device["gpu_decoded"] >= samples  # with the next epoch's, begun ahead
+    assert device["decoded_on_device"] >= samples
+    assert on_cpu.metrics["device"]["decoded_on_device"] == 0

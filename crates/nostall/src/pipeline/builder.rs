@@ -31,7 +31,7 @@ use crate::sched::offload::DecodeRoute;
 use crate::storage::{Link, Source, Throttled};
 
 use super::settings::{LoaderSettings, PipelineSetting, DEFAULT_IMAGE_SIZE};
-use super::{Arena, Loader, LoaderConfig, PageLock};
+use super::{Arena, DeviceQueue, Loader, LoaderConfig, PageLock};
 
 /// A loader to be: where the data is, how to load it ([`LoaderSettings`]), and what the
 /// process around it provides (a pipeline made in code, a device, a node's locality, where
@@ -67,6 +67,10 @@ pub struct ForDevice {
     pub page_lock: Option<Arc<dyn PageLock>>,
     /// Which JPEGs the device decodes; `None`: the CPU decodes every one.
     pub route: Option<Arc<DecodeRoute>>,
+    /// Where the samples the route leaves to the device are queued as they are prepared,
+    /// for a consumer that decodes them ahead of their batches; `None`: they travel in
+    /// their batches only.
+    pub queue: Option<Arc<DeviceQueue>>,
 }
 
 impl LoaderBuilder {
@@ -267,6 +271,7 @@ impl LoaderBuilder {
         config.arena = self.arena;
         if let Some(device) = &self.device {
             config.page_lock.clone_from(&device.page_lock);
+            config.device_queue.clone_from(&device.queue);
         }
         config.check()?;
         Ok(config)

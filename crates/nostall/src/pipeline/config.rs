@@ -10,11 +10,15 @@ use crate::plan::{EpochPlan, PlanConfig};
 use crate::prep::Pipeline;
 
 use super::buffer::{Arena, PageLock};
+use super::device_queue::DeviceQueue;
 
 /// The most bytes one batch may take (16 GiB): far above any training batch, and what
 /// keeps a pipeline's sizes, set by hand or sent by another process, from asking for
 /// memory no machine has (or overflowing the arithmetic of the buffers).
 pub const MAX_BATCH_BYTES: u64 = 1 << 34;
+
+/// The largest nice increment Linux gives a thread.
+const MAX_NICE: u8 = 19;
 
 /// What to do with a sample that cannot be read or decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,6 +86,9 @@ pub struct LoaderConfig {
     /// to a training step that is itself CPU; off, `prep_threads` always prepare (a
     /// static configuration, for comparison).
     pub adaptive_prep: bool,
+    /// The loader threads' nice increment (0 to 19): their CPU priority below the
+    /// consumer's, so that a training thread is not queued behind them.
+    pub worker_nice: u8,
     /// Batches prepared ahead of the consumer.
     pub prefetch: usize,
     /// What to do with bad samples.
@@ -131,6 +138,9 @@ pub struct LoaderConfig {
     /// Page-locks the batch buffers of the private arena, for a consumer that copies
     /// them to a device ([`crate::device::CudaHostMemory`]); `None`: plain memory.
     pub page_lock: Option<Arc<dyn PageLock>>,
+    /// Where samples left to a device are also queued as they are prepared, for a
+    /// consumer that decodes them ahead of their batches; `None`: only in their batches.
+    pub device_queue: Option<Arc<DeviceQueue>>,
 }
 
 impl LoaderConfig {
@@ -189,6 +199,12 @@ impl LoaderConfig {
         }
         if self.prefetch == 0 {
             return Err(Error::Config("prefetch must be at least 1 batch".into()));
+        }
+        if self.worker_nice > MAX_NICE {
+            return Err(Error::Config(format!(
+                "worker_nice={}: a nice increment is 0 to {MAX_NICE}",
+                self.worker_nice
+            )));
         }
         if self.quarantine.is_some() && self.on_error != ErrorPolicy::Skip {
             return Err(Error::Config(

@@ -44,6 +44,7 @@ mod buffer;
 mod builder;
 mod checkpoint;
 mod config;
+mod device_queue;
 mod epoch;
 mod loader;
 mod order;
@@ -62,6 +63,7 @@ pub use buffer::{Arena, PageLock, SharedMemory};
 pub use builder::{ForDevice, LoaderBuilder};
 pub use checkpoint::{Checkpoint, RunIdentity};
 pub use config::{ErrorPolicy, LoaderConfig, MAX_BATCH_BYTES};
+pub use device_queue::{DeviceQueue, ToDecode};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;
 pub use settings::{

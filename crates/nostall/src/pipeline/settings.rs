@@ -81,6 +81,11 @@ pub struct LoaderSettings {
     /// Whether fewer than the prep threads prepare when the consumer needs fewer
     /// (`adaptive_prep`); off, all of them always do. Default on.
     pub adaptive_prep: bool,
+    /// How far below the consumer's the loader threads' CPU priority is (`worker_nice`,
+    /// a Linux nice increment, 0 to 19), so that a training thread that launches a GPU's
+    /// work is never queued behind a decoder. Default 0 (the Python `Loader` takes 10
+    /// with `device=`).
+    pub worker_nice: u8,
     /// Batches prepared ahead of the consumer (`prefetch`), at least 1. Default 4.
     pub prefetch: usize,
     /// Start each epoch while the previous one's last batches are consumed
@@ -131,6 +136,7 @@ impl Default for LoaderSettings {
             fetch_threads: 128,
             adaptive_reads: true,
             adaptive_prep: true,
+            worker_nice: 0,
             prefetch: 4,
             overlap_epochs: true,
             on_error: ErrorPolicy::Error,
@@ -316,6 +322,7 @@ impl LoaderSettings {
             fetch_threads: self.fetch_threads,
             adaptive_reads: self.adaptive_reads,
             adaptive_prep: self.adaptive_prep,
+            worker_nice: self.worker_nice,
             prefetch: self.prefetch,
             on_error: self.on_error,
             cache: self.cache,
@@ -329,6 +336,7 @@ impl LoaderSettings {
             local_ranks: None,
             arena: super::Arena::Private,
             page_lock: None,
+            device_queue: None,
         }
     }
 }
@@ -457,6 +465,12 @@ const TABLE: [Knob; KNOB_COUNT] = [
         "true or false: fewer prep threads work when the consumer needs fewer",
         adaptive_prep
     ),
+    knob!(
+        "worker_nice",
+        "0 to 19: how much lower the loader threads' CPU priority is than the consumer's \
+         (a Linux nice increment)",
+        worker_nice
+    ),
     knob!("prefetch", "batches prepared ahead", prefetch),
     knob!(
         "overlap_epochs",
@@ -542,7 +556,7 @@ const TABLE: [Knob; KNOB_COUNT] = [
 ];
 
 /// How many knobs there are.
-const KNOB_COUNT: usize = 31;
+const KNOB_COUNT: usize = 32;
 
 /// The knobs [`LoaderSettings::set`] knows, with what each takes.
 pub const KNOBS: [(&str, &str); KNOB_COUNT] = {
@@ -657,6 +671,7 @@ mod tests {
         ("fetch_threads", "4"),
         ("adaptive_reads", "false"),
         ("adaptive_prep", "false"),
+        ("worker_nice", "10"),
         ("prefetch", "5"),
         ("overlap_epochs", "false"),
         ("on_error", "skip"),
@@ -691,6 +706,7 @@ mod tests {
         assert!(s.balances_ranks(), "given, whatever the thread count");
         assert_eq!((s.fetch_threads, s.prefetch), (4, 5));
         assert!(!s.adaptive_reads && !s.adaptive_prep && !s.overlap_epochs);
+        assert_eq!(s.worker_nice, 10);
         assert_eq!(s.on_error, ErrorPolicy::Skip);
         assert_eq!(s.cache.capacity, Capacity::Fraction(0.35));
         assert_eq!(s.cache.planned_epochs, 90);

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::catalog::Catalog;
 use crate::error::{Cause, Error, Result};
-use crate::pipeline::PageLock;
+use crate::pipeline::{DeviceQueue, PageLock};
 use crate::prep::image::codec::Rect;
 use crate::prep::image::Geometry;
 use crate::prep::{DType, Deferred, Pipeline, Prep, Prepared, Preparer, SampleLayout};
@@ -111,7 +111,7 @@ impl Preparer for FakePreparer {
         out[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
         if command[0] == b'D' {
             return Ok(Prepared::Deferred(Box::new(Deferred {
-                data: data.to_vec(),
+                data: Arc::from(data),
                 geometry: Geometry {
                     source: Rect::full(1, 1),
                     width: 1,
@@ -334,6 +334,50 @@ fn samples_left_to_a_device_are_delivered_with_their_slots_across_skips() {
             }
         }
         assert_eq!(deferred, expected, "{threads} threads");
+    }
+}
+
+#[test]
+fn samples_left_to_a_device_are_queued_for_it_as_they_are_prepared() {
+    let mut of = vec![b'.'; 24];
+    for id in [1, 2, 7, 12, 13, 23] {
+        of[id] = b'D';
+    }
+    of[5] = b'F';
+    let commands = Commands { of, epoch: 1 };
+    for threads in [1, 3] {
+        let queue = Arc::new(DeviceQueue::new());
+        let loader = loader_with(&commands, 4, threads, 2, |c| {
+            c.device_queue = Some(queue.clone());
+        });
+        let mut in_batches = Vec::new();
+        for batch in loader.epoch(1).unwrap() {
+            let batch = batch.unwrap();
+            for (slot, sample) in batch.deferred() {
+                in_batches.push((batch.ids()[*slot], sample.data.clone()));
+            }
+        }
+        // Every one was queued by the time its batch was delivered, once, with its
+        // epoch, and the bytes its batch carries (shared, not copied).
+        // The next epoch, prepared while this one ends, may have queued some of its own.
+        let (mut queued, next): (Vec<_>, Vec<_>) = queue
+            .take(usize::MAX, Duration::ZERO)
+            .into_iter()
+            .partition(|q| q.epoch == 1);
+        assert!(next
+            .iter()
+            .all(|q| q.epoch == 2 && commands.of[q.id as usize] == b'D'));
+        queued.sort_by_key(|q| q.id);
+        in_batches.sort_by_key(|(id, _)| *id);
+        assert_eq!(queued.len(), in_batches.len(), "{threads} threads");
+        for (q, (id, data)) in queued.iter().zip(&in_batches) {
+            assert_eq!(q.id, *id, "{threads} threads");
+            assert!(Arc::ptr_eq(&q.sample.data, data));
+        }
+        assert_eq!(
+            in_batches.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            [1, 2, 7, 12, 13, 23]
+        );
     }
 }
 

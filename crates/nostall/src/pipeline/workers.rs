@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Cause;
-use crate::prep::Preparer;
+use crate::prep::{Prepared, Preparer};
 use crate::rng::{derive, Rng};
 use crate::sample::SampleId;
 use crate::sched::node::thread_cpu_time;
 use crate::storage::{Source, Tier};
 
+use super::device_queue::ToDecode;
 use super::epoch::Shared;
 use super::order::Claim;
 use super::readahead::Reservation;
@@ -52,6 +53,16 @@ pub(super) fn spawn(
     }
 }
 
+/// Lowers the calling thread's CPU priority by `nice`: on Linux a nice value belongs to a
+/// thread, so the consumer's stays where it was. Best effort: a priority that cannot be
+/// changed costs the consumer some latency, not correctness.
+fn lower_priority(nice: u8) {
+    if nice > 0 {
+        // SAFETY: nice takes and returns plain integers and touches no memory of ours.
+        unsafe { libc::nice(libc::c_int::from(nice)) };
+    }
+}
+
 /// The message a panic carries, when it is text.
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
@@ -64,6 +75,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 /// A worker of the pool: takes the role the table gives it and does that role's work a
 /// piece at a time, asking again after each, until the pool stops or the work ends.
 pub(super) fn work(shared: &Arc<Shared>) {
+    lower_priority(shared.parts.config.worker_nice);
     // Made when the worker first prepares: a worker that only fetches needs none.
     let mut preparer = None;
     let mut role = shared.roles.next(None);
@@ -283,6 +295,15 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
     shared.parts.totals.prep_cpu.record(cpu, read);
     let shard = shared.parts.source.shard(id);
     shared.costs.record(id, shard, fetch, prep);
+    if let (Some(queue), Ok(Prepared::Deferred(sample))) =
+        (&shared.parts.config.device_queue, &result)
+    {
+        queue.push(ToDecode {
+            epoch: shared.from.epoch,
+            id,
+            sample: (**sample).clone(),
+        });
+    }
     let written = if result.is_ok() {
         shared.sample_bytes as u64
     } else {
@@ -292,4 +313,28 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
     shared.parts.totals.prep.record(prep, written);
     shared.order.complete(index, position, result);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread's own nice value (`nice(0)` changes nothing and returns it).
+    fn own_nice() -> libc::c_int {
+        // SAFETY: as in `lower_priority`.
+        unsafe { libc::nice(0) }
+    }
+
+    #[test]
+    fn a_worker_lowers_its_own_priority_and_no_other_thread_s() {
+        let before = own_nice();
+        let worker = std::thread::spawn(|| {
+            let start = own_nice();
+            lower_priority(3);
+            (start, own_nice())
+        });
+        let (start, lowered) = worker.join().unwrap();
+        assert_eq!(lowered, (start + 3).min(19));
+        assert_eq!(own_nice(), before, "the spawning thread keeps its priority");
+    }
 }

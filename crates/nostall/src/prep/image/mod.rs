@@ -505,7 +505,7 @@ impl Preparer for ImagePreparer {
         {
             out.fill(0);
             return Ok(Prepared::Deferred(Box::new(Deferred {
-                data: data.to_vec(),
+                data: Arc::from(data),
                 geometry,
             })));
         }
@@ -742,7 +742,7 @@ mod tests {
                 panic!("a JPEG of the threshold's size stayed on the CPU");
             };
             assert_eq!(deferred.geometry, cpu.geometry(w, h, &mut Rng::new(seed)));
-            assert_eq!(deferred.data, jpeg);
+            assert_eq!(*deferred.data, jpeg[..]);
             assert!(out.iter().all(|&b| b == 0));
         }
         assert_eq!(route.sent(), 20);
