@@ -5,7 +5,7 @@
 #
 # Usage: bash bench/gpu_run.sh WHEEL_AND_PHOTOS OUT_DIR
 #   WHEEL_AND_PHOTOS holds nostall-*.whl and photos/ (the 12 photographs of
-#   bench/photo_sources.py); what travels is under 20 MB.
+#   bench/photo_sources.py); what travels is under 40 MB.
 # Extra arguments after OUT_DIR go to gpu_train.py.
 set -uo pipefail
 carried=$1

@@ -9,7 +9,7 @@ channels-last), batch 256 at 224x224. Feeds, each pulling batches onto the GPU:
 - ``nostall-cpu``: ``nostall.Loader(device="cuda", decode="cpu")``: JPEGs decoded by the
   prep threads (the crop's region only, DCT-scaled), 8-bit pixels copied from page-locked
   buffers on a side stream, normalised on the GPU;
-- ``nostall-hybrid``: ``decode="auto"``: JPEGs of 2 megapixels or more decoded by nvJPEG
+- ``nostall-hybrid``: ``decode="auto"``: JPEGs of a megapixel or more decoded by nvJPEG
   on the GPU while the CPU falls behind;
 - ``nostall-gpu``: ``decode="gpu"``: every JPEG decoded on the GPU;
 - ``nostall-cpu-nice0``: as ``nostall-cpu`` with the prep threads at the training
@@ -136,18 +136,21 @@ def feed(batches: Batches, args: argparse.Namespace) -> dict[str, float]:
 
 
 def nostall_loader(data: str, threads: int, decode: Decode, args: argparse.Namespace,
-                   seed: int = 0, shuffle: bool = True,
-                   nice: int | None = None) -> nostall.Loader:
+                   seed: int = 0, shuffle: bool = True, nice: int | None = None,
+                   min_pixels: int | None = None) -> nostall.Loader:
+    size: dict[str, Any] = {} if min_pixels is None else {"gpu_decode_min_pixels": min_pixels}
     return nostall.Loader(data, batch_size=args.batch_size, threads=threads, seed=seed,
                           shuffle=shuffle, pipeline=nostall.imagenet_train(args.image_size),
-                          device="cuda", decode=decode, drop_last=True, worker_nice=nice)
+                          device="cuda", decode=decode, drop_last=True, worker_nice=nice,
+                          **size)
 
 
 def nostall_batches(data: str, threads: int, decode: Decode, args: argparse.Namespace,
-                    metrics: dict[str, Any], nice: int | None = None) -> Batches:
+                    metrics: dict[str, Any], nice: int | None = None,
+                    min_pixels: int | None = None) -> Batches:
     """The loader's batches; `metrics` gets its device figures (the share of large JPEGs
     the GPU decoded, for one) when they end."""
-    loader = nostall_loader(data, threads, decode, args, nice=nice)
+    loader = nostall_loader(data, threads, decode, args, nice=nice, min_pixels=min_pixels)
     try:
         yield from forever(lambda: loader)
     finally:
@@ -222,9 +225,13 @@ def make_feed(name: str, data: str, threads: int, args: argparse.Namespace,
         decode: dict[str, Decode] = {"nostall-cpu": "cpu", "nostall-hybrid": "auto",
                                      "nostall-gpu": "gpu"}
         # "-nice0": the prep threads at the training thread's priority (the default with
-        # a device is 10 below it).
+        # a device is 10 below it). "-min0", "-min1mp", "-min2mp": the hybrid with JPEGs of
+        # any size, of at least one or two megapixels eligible for the GPU (the Loader's
+        # default, the second, was the third before the runs of 2026-11-27).
         base, nice = (name[:-len("-nice0")], 0) if name.endswith("-nice0") else (name, None)
-        return nostall_batches(data, threads, decode[base], args, metrics, nice)
+        base, _, least = base.partition("-min")
+        min_pixels = {"": None, "0": 0, "1mp": 1_000_000, "2mp": 2_000_000}[least]
+        return nostall_batches(data, threads, decode[base], args, metrics, nice, min_pixels)
     if name == "dataloader":
         return dataloader_batches(data, threads, args)
     if name == "torchvision-gpu":
@@ -418,6 +425,27 @@ def main() -> None:
         run(f"photos/resnet50/nostall-cpu-{args.few_threads}", "nostall-cpu", photos,
             args.few_threads, "resnet50")
         run("photos/resnet50/dataloader", "dataloader", photos, t, "resnet50")
+    if "nice" in parts:
+        # The prep threads' priority, 10 below the training thread's (the default with a
+        # device) against the same (nice0), in turn.
+        for turn in (1, 2):
+            for feed_name in ("nostall-cpu", "nostall-cpu-nice0"):
+                run(f"photos/resnet18/{feed_name}-{turn}", feed_name, photos, t, "resnet18")
+                run(f"photos/resnet50/{feed_name}-{args.few_threads}-{turn}", feed_name,
+                    photos, args.few_threads, "resnet50")
+                run(f"large/feed/{feed_name}-{turn}", feed_name, large, t, None)
+    if "small-hybrid" in parts:
+        # Below the default size threshold: the hybrid with every JPEG eligible feeding
+        # ResNet-18 at photographs' size, against the CPU alone, in turn; and at 1-2
+        # megapixels with a threshold of one.
+        for turn in (1, 2):
+            for feed_name in ("nostall-cpu", "nostall-hybrid-min0"):
+                run(f"photos/resnet18/{feed_name}-{turn}", feed_name, photos, t, "resnet18")
+        run("photos/feed/nostall-hybrid-min0", "nostall-hybrid-min0", photos, t, None)
+        mp1 = os.path.join(args.data, "mp1")
+        for turn in (1, 2):
+            for feed_name in ("nostall-cpu", "nostall-hybrid-min1mp"):
+                run(f"mp1/feed/{feed_name}-{turn}", feed_name, mp1, t, None)
     if "sizes" in parts:
         # Where the CPU's DCT-scaled decode of the crop stops beating the GPU's decoder:
         # each fed alone, at 1-2 and 2-4 megapixels (photographs' size and 4-12 are above).

@@ -119,8 +119,9 @@ class Stager:
         self.batches = 0
 
     def __del__(self) -> None:
-        if getattr(self, "decoder", None) is not None:
-            self.decoder.close()
+        decoder = getattr(self, "decoder", None)
+        if decoder is not None:
+            decoder.close()
 
     def stage(self, images: Any, labels: Any, deferred: list[Deferred]) -> tuple[Any, Any]:
         """The batch on the device, in the consumer's stream order."""

@@ -128,7 +128,7 @@ class Loader:
         read: Literal["cached", "cold"] = "cached",
         device: str | None = None,
         decode: Literal["auto", "gpu", "cpu"] = "auto",
-        gpu_decode_min_pixels: int = 2000000,
+        gpu_decode_min_pixels: int = 1000000,
         image_column: str | None = None,
         audio_column: str | None = None,
         label_column: str | None = "auto",

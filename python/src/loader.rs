@@ -151,7 +151,7 @@ use crate::{device, live, shared, state};
 ///   and normalised on the GPU (CHW images come channels-last in memory). Needs PyTorch
 ///   with CUDA; not with `share=`.
 /// - `decode` (`"auto"`, with `device`): where JPEGs are decoded. `"auto"`: JPEGs of at
-///   least `gpu_decode_min_pixels` (2 000 000) pixels go to the GPU's decoder (nvJPEG,
+///   least `gpu_decode_min_pixels` (1 000 000) pixels go to the GPU's decoder (nvJPEG,
 ///   through torchvision; the hardware decoder where the GPU has one) as long as the
 ///   consumer would otherwise wait for CPU prep; smaller ones stay on the CPU, where
 ///   decoding only the crop at a reduced DCT scale costs less. `"gpu"`: every JPEG on
@@ -221,7 +221,7 @@ impl Loader {
             cache=None, cache_policy='minio', cache_epochs=None, \
             cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
-            decode='auto', gpu_decode_min_pixels=2000000, image_column=None, \
+            decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
             audio_column=None, label_column='auto', worker_nice=None)"
     )]
     #[allow(clippy::too_many_arguments)]

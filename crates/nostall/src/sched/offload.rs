@@ -69,11 +69,11 @@ impl PartialEq for DecodeRoute {
 }
 
 impl DecodeRoute {
-    /// The size threshold `"auto"` takes unless told otherwise. A judgement, not a
-    /// measured crossover: on an H100 nvJPEG took 17 600 photographs of 500×375 a second
-    /// (where DCT-scaled decode on the CPU is cheapest) and ~750 of 4–12 megapixels, where
-    /// 14 CPU threads took 1 030 (docs/gpu.md).
-    pub const DEFAULT_MIN_PIXELS: u64 = 2_000_000;
+    /// The size threshold `"auto"` takes unless told otherwise: one megapixel, from 1–2
+    /// megapixels up the device's decoding adds to the CPU's as much as half of it again;
+    /// below, at photographs' size, what it adds did not show while a model trained
+    /// (docs/gpu.md has the measurements).
+    pub const DEFAULT_MIN_PIXELS: u64 = 1_000_000;
 
     /// A route sending JPEGs of at least `min_pixels` pixels to the device, always or
     /// while the CPU falls behind. `Auto` starts with none sent.
