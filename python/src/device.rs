@@ -20,8 +20,8 @@ use pyo3::types::{PyByteArray, PyDict, PyList};
 use crate::raise;
 
 /// The loader threads' nice increment with a device, unless `worker_nice=` says
-/// otherwise: the training thread launches the GPU's work, and a decoder queued ahead of
-/// it stalls the GPU as surely as a late batch.
+/// otherwise: the training thread launches the GPU's work and should not wait behind a
+/// decoder for a core (docs/gpu.md has what it changed on an H100).
 pub(crate) const WORKER_NICE: u8 = 10;
 
 /// A loader's device: the Python stager, made by `nostall._device.Stager`.

@@ -14,8 +14,8 @@
 //! and run again, is the same either time, so the consumer may use either.
 //!
 //! The queue keeps what it is given until it is taken: a consumer that sets one up takes
-//! from it for as long as the loader runs. What waits in it is bounded by what the prep
-//! threads may prepare ahead of the consumer (the batch buffers).
+//! from it for as long as the loader runs (what waits in it is then bounded by what the
+//! prep threads may prepare ahead of the consumer: the batch buffers).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -41,13 +41,6 @@ pub struct ToDecode {
 pub struct DeviceQueue {
     waiting: Mutex<VecDeque<ToDecode>>,
     arrived: Condvar,
-}
-
-/// Queues are equal whatever they hold: a configuration with one is the same loader.
-impl PartialEq for DeviceQueue {
-    fn eq(&self, _: &DeviceQueue) -> bool {
-        true
-    }
 }
 
 impl DeviceQueue {

@@ -1,0 +1,222 @@
+use super::*;
+use crate::prep::audio::AudioPipeline;
+use crate::prep::image::ImagePipeline;
+
+fn read(text: &str) -> Operators {
+    text.parse()
+        .unwrap_or_else(|e| panic!("{text:?} did not read: {e}"))
+}
+
+fn refused(text: &str) -> String {
+    match text.parse::<Operators>() {
+        Ok(ops) => panic!("{text:?} read as {ops:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Every preset's operators, and operators with parameters that are hard to write
+/// exactly (floats without a short decimal form, a Kaiser filter, Slaney's scale).
+fn examples() -> Vec<Operators> {
+    let mut out: Vec<Operators> = ["train", "val"]
+        .iter()
+        .map(|name| Operators::Image(ImagePipeline::preset(name, 224).unwrap().ops().to_vec()))
+        .collect();
+    for name in AudioPipeline::PRESETS {
+        let ops = AudioPipeline::preset(name).unwrap().ops().to_vec();
+        out.push(Operators::Audio(ops));
+    }
+    out.push(Operators::Image(vec![
+        Op::RandomResizedCrop {
+            size: (160, 192),
+            scale: (0.1 / 3.0, 0.999_999_999_9),
+            ratio: (0.1 + 0.2, 1e300),
+        },
+        Op::Resize(Size::Exact {
+            height: 7,
+            width: u32::MAX,
+        }),
+        Op::RandomHorizontalFlip { p: 1.0 / 3.0 },
+        Op::Normalize {
+            mean: [1.0 / 3.0, -0.0, 1e-30],
+            std: [f32::MIN_POSITIVE, 3.4e38, 0.1],
+        },
+    ]));
+    let mut mel = MelArgs {
+        sample_rate: 22_050,
+        n_mels: 80,
+        norm: Some("slaney"),
+        mel_scale: "slaney",
+        ..MelArgs::default()
+    }
+    .spec()
+    .unwrap();
+    mel.f_min = 1.0 / 7.0;
+    out.push(Operators::Audio(vec![
+        AudioOp::Channels(2),
+        AudioOp::Resample {
+            rate: 22_050,
+            quality: ResampleQuality::kaiser(64, 0.947_593_716_739_959_6, 1.0 / 9.0),
+        },
+        AudioOp::CenterCrop { length: 1 << 20 },
+        AudioOp::MelSpectrogram(mel),
+        AudioOp::Log { offset: 1.0 / 3.0 },
+    ]));
+    out
+}
+
+#[test]
+fn operators_read_back_as_written() {
+    for ops in examples() {
+        let text = ops.to_string();
+        assert_eq!(read(&text), ops, "{text}");
+        assert_eq!(read(&text).to_string(), text);
+    }
+}
+
+#[test]
+fn operators_are_read_as_the_python_classes_take_them() {
+    let Operators::Image(val) = read(
+        "[Resize(256), CenterCrop(224), Normalize((0.485, 0.456, 0.406), [0.229, 0.224, 0.225],)]",
+    ) else {
+        panic!("not images");
+    };
+    assert_eq!(val, ImagePipeline::imagenet_val(224).ops());
+    assert_eq!(
+        read("RandomResizedCrop(size=224 ), RandomHorizontalFlip()"),
+        Operators::Image(vec![
+            Op::random_resized_crop(224),
+            Op::RandomHorizontalFlip { p: 0.5 }
+        ])
+    );
+    assert_eq!(
+        read("[Resample(8000), RandomCrop(length=16000)]"),
+        Operators::Audio(vec![
+            AudioOp::resample(8000),
+            AudioOp::RandomCrop { length: 16_000 }
+        ])
+    );
+    assert_eq!(
+        read("[CenterCrop(length=400)]"),
+        Operators::Audio(vec![AudioOp::CenterCrop { length: 400 }])
+    );
+    let Operators::Audio(ops) = read(
+        "[RandomCrop(16000), MelSpectrogram(n_fft=512, norm=None, mel_scale=\"slaney\"), \
+         Log()]",
+    ) else {
+        panic!("not audio");
+    };
+    let AudioOp::MelSpectrogram(spec) = ops[1] else {
+        panic!("{ops:?}");
+    };
+    let expected = MelArgs {
+        n_fft: 512,
+        mel_scale: "slaney",
+        ..MelArgs::default()
+    };
+    assert_eq!(spec, expected.spec().unwrap());
+    assert_eq!((spec.win_length, spec.hop_length), (512, 256));
+    assert_eq!(ops[2], AudioOp::Log { offset: 1e-6 });
+    assert_eq!(read("[]"), Operators::Image(Vec::new()));
+}
+
+#[test]
+fn text_that_is_not_operators_is_refused_saying_where_or_what() {
+    let cases = [
+        ("[Resize(256), Blur(3)]", "unknown operator \"Blur\""),
+        ("[Log(), Blur(3)]", "unknown operator \"Blur\""),
+        (
+            "[Resize(256), Log()]",
+            "Log is an audio operator and Resize an image",
+        ),
+        (
+            "[Resize(256)",
+            "at character 13: expected a comma or the list's closing ']'",
+        ),
+        (
+            "Resize(256",
+            "expected a comma or the operator's closing ')', found the end",
+        ),
+        (
+            "Resize 256",
+            "expected '(' after the operator's name, found \"256\"",
+        ),
+        ("Resize(size=((1, 2)))", "a tuple holds numbers only"),
+        (
+            "Resize(size='big')",
+            "Resize: size takes an int or a (height, width) pair",
+        ),
+        ("Resize(size=-3)", "Resize: size takes a number, not -3"),
+        (
+            "Resize(size=(1, 2, 3))",
+            "size takes a tuple of 2 numbers, not (1, 2, 3)",
+        ),
+        ("Resize(256, 3)", "Resize takes at most 1 arguments (size)"),
+        ("Resize(height=3)", "Resize has no parameter \"height\""),
+        ("Resize(size=3, size=4)", "Resize: size is given twice"),
+        (
+            "RandomResizedCrop(scale=(0.5, 1.0), 224)",
+            "a positional argument follows",
+        ),
+        (
+            "RandomResizedCrop(scale=(0.5, 1.0))",
+            "RandomResizedCrop needs size",
+        ),
+        (
+            "RandomResizedCrop(224, (0.9, 0.1))",
+            "must satisfy 0 < lo <= hi <= 1",
+        ),
+        ("RandomHorizontalFlip(p=nan)", "expected a value"),
+        (
+            "RandomHorizontalFlip(p=+nan)",
+            "flip probability NaN is not in [0, 1]",
+        ),
+        (
+            "RandomHorizontalFlip(p=1.5)",
+            "flip probability 1.5 is not in [0, 1]",
+        ),
+        (
+            "Normalize(mean=(0.5, 0.5))",
+            "mean takes a tuple of 3 numbers",
+        ),
+        (
+            "Resample(8000, resampling_method='linear')",
+            "resampling_method=\"linear\"",
+        ),
+        ("MelSpectrogram(norm='area')", "norm=\"area\""),
+        (
+            "MelSpectrogram(n_fft=1)",
+            "n_fft 1 must lie between 2 and 65536",
+        ),
+        ("Log(offset=None)", "Log: offset takes a number, not None"),
+        ("[Resize(256)] Resize(1)", "expected the end of the list"),
+        ("Resize(size='unterminated)", "the string's closing quote"),
+        ("Resize(size=é)", "expected a value"),
+    ];
+    for (text, says) in cases {
+        let message = refused(text);
+        assert!(message.contains(says), "{text:?}: {message}");
+    }
+}
+
+#[test]
+fn every_cut_and_every_character_swapped_reads_or_is_refused() {
+    // What the text's reader must survive from another process: any prefix, and any
+    // character replaced by one that matters to the grammar (or is not ASCII).
+    let text = examples()
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let chars: Vec<char> = text.chars().collect();
+    for end in 0..=chars.len() {
+        let cut: String = chars[..end].iter().collect();
+        let _ = cut.parse::<Operators>();
+    }
+    for at in (0..chars.len()).step_by(7) {
+        for swap in ['(', ')', '[', ']', ',', '=', '\'', '-', 'e', 'é', ' '] {
+            let mut changed = chars.clone();
+            changed[at] = swap;
+            let _ = changed.iter().collect::<String>().parse::<Operators>();
+        }
+    }
+}
