@@ -307,11 +307,8 @@ class Decoder:
             # One bad file fails nvJPEG's whole batch: decode one by one.
             self.fallbacks += 1
             images = [self._decode_one(data) for data in datas]
-        made = []
-        for (epoch, sample, _, region, (width, height), flip), image in zip(group, images):
-            pixels = image if isinstance(image, Failed) else \
-                _crop_resize(image, region, height, width, flip)
-            made.append(((epoch, sample), pixels))
+        pixels = _crop_resize_all(images, [(q[3], q[4], q[5]) for q in group])
+        made = [((q[0], q[1]), p) for q, p in zip(group, pixels)]
         event = self.stream.record_event() if self.stream is not None else None
         with self.changed:
             for key, pixels in made:
@@ -332,20 +329,35 @@ class Decoder:
                 return Failed(str(device_error), str(e))
 
 
-def _crop_resize(image: Any, region: tuple[float, float, float, float], height: int, width: int,
-                 flip: bool) -> Any:
-    """``region`` (x, y, w, h in source pixels) of a CHW 8-bit image, resized to
-    ``height`` × ``width`` (bilinear, antialiased when shrinking, as nostall's CPU
-    resampler and PIL), mirrored if ``flip``: an HWC 8-bit tensor."""
+def _crop_resize_all(images: list[Any],
+                     geometry: list[tuple[tuple[float, float, float, float], tuple[int, int], bool]]
+                     ) -> list[Any]:
+    """Each CHW 8-bit image's region (x, y, w, h in source pixels) resized to its output
+    (width, height) (bilinear, antialiased when shrinking, as nostall's CPU resampler and
+    PIL) and mirrored if asked: HWC 8-bit tensors, in order; a :class:`Failed` stays as
+    it is. Each image costs its crop's conversion and resize; the mirroring, rounding and
+    conversion back are done once for all the images of an output size (the decoder's
+    thread issues each operation from Python: fewer of them is what it can do more of)."""
     import torch
 
-    x, y, w, h = region
-    _, rows, cols = image.shape
-    left, top = max(0, int(round(x))), max(0, int(round(y)))
-    right, bottom = min(cols, max(left + 1, int(round(x + w)))), min(rows, max(top + 1, int(round(y + h))))
-    crop = image[:, top:bottom, left:right].unsqueeze(0).float()
-    out = torch.nn.functional.interpolate(crop, size=(height, width), mode="bilinear",
-                                          align_corners=False, antialias=True)
-    if flip:
-        out = out.flip(-1)
-    return out[0].round_().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0)
+    done: list[Any] = list(images)
+    alike: dict[tuple[int, int, bool], list[tuple[int, Any]]] = {}
+    for i, (image, ((x, y, w, h), (width, height), flip)) in enumerate(zip(images, geometry)):
+        if isinstance(image, Failed):
+            continue
+        _, rows, cols = image.shape
+        left, top = max(0, int(round(x))), max(0, int(round(y)))
+        right = min(cols, max(left + 1, int(round(x + w))))
+        bottom = min(rows, max(top + 1, int(round(y + h))))
+        crop = image[:, top:bottom, left:right].unsqueeze(0).float()
+        resized = torch.nn.functional.interpolate(crop, size=(height, width), mode="bilinear",
+                                                  align_corners=False, antialias=True)
+        alike.setdefault((height, width, flip), []).append((i, resized))
+    for (_, _, flip), members in alike.items():
+        batch = torch.cat([resized for _, resized in members])
+        if flip:
+            batch = batch.flip(-1)
+        pixels = batch.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
+        for (i, _), sample in zip(members, pixels):
+            done[i] = sample
+    return done

@@ -96,8 +96,8 @@ def test_deferred_samples_land_in_their_slots_beside_the_cpu_s(photos):
     for slot, path in [(1, files[0]), (3, files[1])]:
         image = decode_jpeg(torch.frombuffer(bytearray(open(path, "rb").read()),
                                              dtype=torch.uint8))
-        assert torch.equal(got[slot], _device._crop_resize(image, (0.0, 0.0, 32.0, 32.0),
-                                                           16, 16, False))
+        alone = _device._crop_resize_all([image], [((0.0, 0.0, 32.0, 32.0), (16, 16), False)])
+        assert torch.equal(got[slot], alone[0])
 
 
 def test_the_stager_converts_and_normalises_as_the_cpu_pipeline(photos):
@@ -162,3 +162,26 @@ def test_the_device_path_end_to_end_with_the_cpu_standing_in(photos, monkeypatch
     assert device["gpu_decoded"] >= samples  # with the next epoch's, begun ahead
     assert device["decoded_on_device"] >= samples
     assert on_cpu.metrics["device"]["decoded_on_device"] == 0
+
+
+def test_crops_resized_together_equal_each_alone(photos):
+    """The decoder's crops are resized one by one and finished together by output size
+    and mirroring: mixed sizes, mirrorings and a failed sample come out in order, each as
+    it would alone."""
+    files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(photos) for f in fs)[:4]
+    images = [decode_jpeg(torch.frombuffer(bytearray(open(p, "rb").read()), dtype=torch.uint8))
+              for p in files]
+    failed = _device.Failed("device", "cpu")
+    geometry = [((10.0, 20.0, 200.0, 150.0), (64, 48), True),
+                ((0.0, 0.0, 300.0, 300.0), (32, 32), False),
+                ((5.5, 7.25, 120.0, 90.0), (64, 48), False),
+                ((0.0, 0.0, 50.0, 40.0), (64, 48), True),
+                ((30.0, 30.0, 100.0, 100.0), (32, 32), True)]
+    together = _device._crop_resize_all(images[:2] + [failed] + images[2:4],
+                                        geometry[:2] + [geometry[4]] + geometry[2:4])
+    assert together[2] is failed
+    got = [together[i] for i in (0, 1, 3, 4)]
+    for image, g, sample in zip(images, geometry[:4], got):
+        alone = _device._crop_resize_all([image], [g])[0]
+        width, height = g[1]
+        assert sample.shape == (height, width, 3) and torch.equal(sample, alone)
