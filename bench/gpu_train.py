@@ -378,8 +378,10 @@ def main() -> None:
                         lambda: nvjpeg_alone(os.path.join(args.data, size), 256, 128))
         report.part("decoders/nvjpeg_large", lambda: nvjpeg_alone(large, 256, 128))
         report.part("decoders/nvjpeg_large_64", lambda: nvjpeg_alone(large, 256, 64))
+    # The parts that feed nothing but the GPU (sizes, gpu-path) need no model.
+    training = parts - {"check", "decoders", "sizes", "gpu-path"}
     models = {name: getattr(torchvision.models, name)().cuda().to(memory_format=torch.channels_last)
-              for name in ("resnet18", "resnet50")}
+              for name in (("resnet18", "resnet50") if training else ())}
     for name, model in models.items():
         report.part(f"synthetic/{name}", lambda: train(model, synthetic_batches(args), args))
 
@@ -446,6 +448,16 @@ def main() -> None:
         for turn in (1, 2):
             for feed_name in ("nostall-cpu", "nostall-hybrid-min1mp"):
                 run(f"mp1/feed/{feed_name}-{turn}", feed_name, mp1, t, None)
+    if "gpu-path" in parts:
+        # The GPU's path fed alone by size, and the hybrid with the default threshold
+        # beside the CPU alone, in turn.
+        for size in ("photos", "mp1", "mp2"):
+            run(f"{size}/feed/nostall-gpu", "nostall-gpu", os.path.join(args.data, size), t,
+                None)
+        for size in ("mp1", "mp2"):
+            for feed_name in ("nostall-cpu", "nostall-hybrid"):
+                run(f"{size}/feed/{feed_name}", feed_name, os.path.join(args.data, size), t,
+                    None)
     if "sizes" in parts:
         # Where the CPU's DCT-scaled decode of the crop stops beating the GPU's decoder:
         # each fed alone, at 1-2 and 2-4 megapixels (photographs' size and 4-12 are above).
