@@ -346,7 +346,8 @@ def _crop_resize_all(images: list[Any],
         if isinstance(image, Failed):
             continue
         _, rows, cols = image.shape
-        left, top = max(0, int(round(x))), max(0, int(round(y)))
+        # At least one pixel, inside the image, whatever the region says.
+        left, top = min(cols - 1, max(0, int(round(x)))), min(rows - 1, max(0, int(round(y))))
         right = min(cols, max(left + 1, int(round(x + w))))
         bottom = min(rows, max(top + 1, int(round(y + h))))
         crop = image[:, top:bottom, left:right].unsqueeze(0).float()

@@ -180,6 +180,9 @@ def test_crops_resized_together_equal_each_alone(photos):
     together = _device._crop_resize_all(images[:2] + [failed] + images[2:4],
                                         geometry[:2] + [geometry[4]] + geometry[2:4])
     assert together[2] is failed
+    # A region outside the decoded image (one the header misstated) is one pixel of it.
+    outside = _device._crop_resize_all([images[0]], [((1e6, 1e6, 10.0, 10.0), (8, 8), False)])
+    assert outside[0].shape == (8, 8, 3)
     got = [together[i] for i in (0, 1, 3, 4)]
     for image, g, sample in zip(images, geometry[:4], got):
         alone = _device._crop_resize_all([image], [g])[0]
