@@ -70,7 +70,12 @@ impl Device {
             queue: queue.clone(),
         });
         let finish = builder.device_finish().map_err(|e| raise(py, e))?;
-        let queue = queue.map(|q| Py::new(py, LeftToDevice(q))).transpose()?;
+        // Only an image pipeline split for the device has a route to leave JPEGs by: for
+        // audio, or a pipeline made in code, no decoder thread is started.
+        let queue = queue
+            .filter(|_| finish.is_some())
+            .map(|q| Py::new(py, LeftToDevice(q)))
+            .transpose()?;
         let stager = module
             .getattr("Stager")?
             .call1((index, finish_dict(py, finish)?, queue))?

@@ -1,6 +1,7 @@
 """Audio presets from Python: real clips (crates/nostall/tests/audio) in class folders."""
 
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,26 @@ def test_a_manifest_of_segments_of_long_recordings_is_a_dataset(tmp_path):
     CSV.write_text("path,start\nbattle.flac,x\n")
     with pytest.raises(nostall.ConfigError, match="bad.csv, line 2"):
         nostall.Loader(str(CSV), pipeline="m5")
+
+
+def test_audio_batches_move_to_the_device_as_they_are(clips, monkeypatch):
+    """``device=`` with audio, the CPU standing in for the GPU: the batches are the CPU
+    loader's, and no decoder thread is started (no JPEG to leave to the device)."""
+    from nostall import _device
+
+    stager = _device.Stager
+    monkeypatch.setattr(_device, "resolve", lambda device: 0)
+    made = []
+
+    def cpu_stager(index, finish, queue=None):
+        made.append(stager("cpu", finish, queue))
+        return made[-1]
+
+    monkeypatch.setattr(_device, "Stager", cpu_stager)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA runtime here to page-lock the buffers
+        on_device = nostall.Loader(clips, pipeline="m5", batch_size=4, device="cuda")
+    on_cpu = nostall.Loader(clips, pipeline="m5", batch_size=4)
+    for (a, labels_a), (b, labels_b) in zip(on_cpu, on_device, strict=True):
+        assert torch.equal(a, b) and torch.equal(labels_a, labels_b)
+    assert made[0].decoder is None and made[0].finish is None
