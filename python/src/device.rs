@@ -12,11 +12,12 @@ use std::time::Duration;
 use nostall::device::CudaHostMemory;
 use nostall::pipeline::{DeviceQueue, ForDevice, LoaderBuilder, PageLock};
 use nostall::prep::image::DeviceFinish;
-use nostall::sched::offload::DecodeRoute;
+use nostall::sched::offload::{DecodeRoute, RouteMode};
 use nostall::{Batch, Catalog};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
 
+use crate::errors::config_error;
 use crate::raise;
 
 /// The loader threads' nice increment with a device, unless `worker_nice=` says
@@ -84,6 +85,35 @@ impl Device {
             stager,
             route,
             host_memory,
+        })
+    }
+
+    /// A device for a job that shares its batches through the node agent: they are made
+    /// on the CPU for every member of the group (float32, normalised), so they are moved
+    /// as they are, from the agent's shared memory (not page-locked); no JPEG is left to
+    /// the device.
+    pub(crate) fn moving_shared(py: Python<'_>, device: &str, decode: &str) -> PyResult<Device> {
+        if DecodeRoute::named(decode, DecodeRoute::DEFAULT_MIN_PIXELS)
+            .map_err(|e| raise(py, e))?
+            .is_some_and(|route| route.mode() == RouteMode::Always)
+        {
+            return Err(config_error(
+                py,
+                "decode=\"gpu\" with share=: the node agent decodes the group's batches on the \
+                 CPU; leave decode out (or use \"cpu\")"
+                    .into(),
+            ));
+        }
+        let module = py.import("nostall._device")?;
+        let index: u32 = module.call_method1("resolve", (device,))?.extract()?;
+        let stager = module
+            .getattr("Stager")?
+            .call1((index, py.None(), py.None()))?
+            .unbind();
+        Ok(Device {
+            stager,
+            route: None,
+            host_memory: None,
         })
     }
 

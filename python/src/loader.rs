@@ -149,7 +149,8 @@ use crate::{device, live, shared, state};
 ///   consumer's current stream. The engine prepares 8-bit pixels into page-locked
 ///   buffers; each batch is copied on a side stream, converted to the pipeline's dtype
 ///   and normalised on the GPU (CHW images come channels-last in memory). Needs PyTorch
-///   with CUDA; not with `share=`.
+///   with CUDA. With `share=` the group's batches, which the node agent makes on the CPU
+///   for every member, are copied to the device as they are (`decode="gpu"` is refused).
 /// - `decode` (`"auto"`, with `device`): where JPEGs are decoded. `"auto"`: JPEGs of at
 ///   least `gpu_decode_min_pixels` (1 000 000) pixels go to the GPU's decoder (nvJPEG,
 ///   through torchvision; the hardware decoder where the GPU has one) as long as the
@@ -282,7 +283,10 @@ impl Loader {
             balance_ranks,
             fetch_threads,
             prefetch,
-            worker_nice: worker_nice.or(device.map(|_| device::WORKER_NICE)),
+            // Not for a job that shares: its loader's settings are the group's.
+            worker_nice: worker_nice.or(device
+                .filter(|_| share.is_none())
+                .map(|_| device::WORKER_NICE)),
             overlap_epochs,
             cache,
             cache_policy,
@@ -313,12 +317,6 @@ impl Loader {
         let output = Arc::new(resolve_output(py, output)?);
         let device = match device {
             None => None,
-            Some(_) if !matches!(share, shared::Share::Off) => return Err(config_error(
-                py,
-                "device= with share=: batches shared through the node agent are not moved to a \
-                     device yet; leave one of them out"
-                    .into(),
-            )),
             Some(_) if !matches!(*output, Output::Torch(_)) => {
                 return Err(config_error(
                     py,
@@ -326,6 +324,11 @@ impl Loader {
                      torch installed)"
                         .into(),
                 ))
+            }
+            // The group's batches are the node agent's, made on the CPU for every member:
+            // moved as they are.
+            Some(device) if !matches!(share, shared::Share::Off) => {
+                Some(device::Device::moving_shared(py, device, decode)?)
             }
             Some(device) => Some(device::Device::attach(
                 py,
@@ -476,7 +479,12 @@ impl Loader {
         }
         if let Some(at) = self.shared_at {
             match self.next_shared(py, at)? {
-                Some(Some(objects)) => return Ok(Some(objects)),
+                Some(Some(objects)) => {
+                    return match &self.device {
+                        Some(device) => device.stage(py, objects, PyList::empty(py)).map(Some),
+                        None => Ok(Some(objects)),
+                    }
+                }
                 Some(None) => return Ok(None),
                 None => {} // the agent is gone: this loader's own threads go on from `at`
             }

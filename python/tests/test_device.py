@@ -33,7 +33,7 @@ def test_unknown_devices_and_decoders_are_refused(photos):
     with pytest.raises(nostall.ConfigError, match="torch tensors"):
         nostall.Loader(photos, device="cuda", output="numpy")
     with pytest.raises(nostall.ConfigError, match="share="):
-        nostall.Loader(photos, device="cuda", share="auto")
+        nostall.Loader(photos, device="cuda", decode="gpu", share="auto")
 
 
 def one_image_folder(path, tmp_path):

@@ -429,3 +429,23 @@ def test_a_script_that_exits_mid_epoch_exits_at_once_while_the_agent_is_stopped(
         agent.send_signal(signal.SIGCONT)
         agent.terminate()
         agent.wait(timeout=30)
+
+
+def test_a_member_on_a_device_gets_the_group_s_batches_there(photos, agent, monkeypatch):
+    """``device=`` with ``share=``, the CPU standing in for the GPU: the member with a
+    device and the one without share one group, and each gets what its own loader gives
+    (the group's float32 batches, moved as they are)."""
+    from nostall import _device
+
+    stager = _device.Stager
+    monkeypatch.setattr(_device, "resolve", lambda device: 0)
+    monkeypatch.setattr(_device, "Stager",
+                        lambda index, finish, queue=None: stager("cpu", finish, queue))
+    a = nostall.Loader(photos, share="auto", device="cuda", **SETTINGS)
+    b = nostall.Loader(photos, share="auto", **SETTINGS)
+    for expected in epochs_of(photos, a, b, n=1):
+        both_get(a, b, expected)
+    assert a.metrics["shared"]["group"] == b.metrics["shared"]["group"]
+    assert a.metrics["shared"]["members"] == 2
+    device = a.metrics["device"]
+    assert device["batches"] == len(a) and not device["page_locked"]
