@@ -264,11 +264,11 @@ class Decoder:
         """The decoded samples named by ``keys`` (epoch, sample id), waiting for the
         decoder to reach them."""
         epoch = min(e for e, _ in keys)
+        wanted = collections.Counter(keys)
         with self.changed:
             for key in [k for k in self.ready if k[0] < epoch]:
                 del self.ready[key]
             while True:
-                wanted = collections.Counter(keys)
                 if all(len(self.ready.get(k, ())) >= n for k, n in wanted.items()):
                     taken = [self.ready[k].popleft() for k in keys]
                     for k in wanted:

@@ -47,8 +47,7 @@ impl Device {
         let route = DecodeRoute::named(decode, min_pixels)
             .map_err(|e| raise(py, e))?
             .map(Arc::new);
-        let module = py.import("nostall._device")?;
-        let index: u32 = module.call_method1("resolve", (device,))?.extract()?;
+        let (module, index) = resolve(py, device)?;
         // PyTorch has the device (`resolve` checked), so a runtime that cannot be loaded
         // here costs speed, not correctness: said once, and in the metrics.
         let host_memory = match CudaHostMemory::load(index) {
@@ -104,8 +103,7 @@ impl Device {
                     .into(),
             ));
         }
-        let module = py.import("nostall._device")?;
-        let index: u32 = module.call_method1("resolve", (device,))?.extract()?;
+        let (module, index) = resolve(py, device)?;
         let stager = module
             .getattr("Stager")?
             .call1((index, py.None(), py.None()))?
@@ -176,6 +174,15 @@ impl Device {
         }
         Ok(d)
     }
+}
+
+/// `nostall._device`, and the CUDA device index `device` names there (a `ConfigError`
+/// when it is not there): it initialises PyTorch's CUDA, whose runtime the buffers are
+/// locked with.
+fn resolve<'py>(py: Python<'py>, device: &str) -> PyResult<(Bound<'py, PyModule>, u32)> {
+    let module = py.import("nostall._device")?;
+    let index = module.call_method1("resolve", (device,))?.extract()?;
+    Ok((module, index))
 }
 
 /// The samples the engine leaves to the device, in the order prep threads leave them:

@@ -270,6 +270,8 @@ impl Loader {
                 "image_column= and audio_column= both name the column of samples: give one".into(),
             ));
         }
+        let share = shared::Share::parse(share);
+        let sharing = !matches!(share, shared::Share::Off);
         let args = ConfigArgs {
             batch_size,
             pipeline,
@@ -284,9 +286,7 @@ impl Loader {
             fetch_threads,
             prefetch,
             // Not for a job that shares: its loader's settings are the group's.
-            worker_nice: worker_nice.or(device
-                .filter(|_| share.is_none())
-                .map(|_| device::WORKER_NICE)),
+            worker_nice: worker_nice.or(device.filter(|_| !sharing).map(|_| device::WORKER_NICE)),
             overlap_epochs,
             cache,
             cache_policy,
@@ -313,7 +313,6 @@ impl Loader {
             }
             None => None,
         };
-        let share = shared::Share::parse(share);
         let output = Arc::new(resolve_output(py, output)?);
         let device = match device {
             None => None,
@@ -327,9 +326,7 @@ impl Loader {
             }
             // The group's batches are the node agent's, made on the CPU for every member:
             // moved as they are.
-            Some(device) if !matches!(share, shared::Share::Off) => {
-                Some(device::Device::moving_shared(py, device, decode)?)
-            }
+            Some(device) if sharing => Some(device::Device::moving_shared(py, device, decode)?),
             Some(device) => Some(device::Device::attach(
                 py,
                 device,
