@@ -344,8 +344,8 @@ def test_configuration_and_storage_errors(photos, tmp_path):
         nostall.Loader(photos, cache="lots")
     with pytest.raises(nostall.ConfigError, match="cache_epochs"):
         nostall.Loader(photos, cache="50%", cache_policy="frequency")
-    with pytest.raises(nostall.ConfigError, match="only the frequency cache policy"):
-        nostall.Loader(photos, cache="50%", cache_fill="before")
+    with pytest.raises(nostall.ConfigError, match="the lru cache policy does not have"):
+        nostall.Loader(photos, cache="50%", cache_policy="lru", cache_fill="before")
     with pytest.raises(nostall.ConfigError, match="cache_fill"):
         nostall.Loader(photos, cache="50%", cache_policy="frequency", cache_epochs=2, cache_fill="now")
     with pytest.raises(OSError) as info:

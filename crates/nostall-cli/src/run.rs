@@ -146,6 +146,7 @@ pub(crate) struct StorageArgs {
     pub cache_epochs: Option<u64>,
     /// With --cache frequency: when the placement is read, background (beside the epochs'
     /// reads) or before (before the first read, as `nostall simulate cache` assumes).
+    /// With --cache minio, before reads the dataset's first samples that fit.
     #[arg(long, default_value = "background", value_parser = parsed::<CacheFill>)]
     pub cache_fill: CacheFill,
     /// Bytes for batch buffers, read-ahead and cache together (2GiB): the pipeline is

@@ -96,7 +96,10 @@ impl std::fmt::Display for CachePolicy {
     }
 }
 
-/// When a cache that places its samples ([`CachePolicy::Frequency`]) reads them.
+/// When a cache that places its samples reads them: [`CachePolicy::Frequency`] (the
+/// samples this rank reads most often) or, before the first epoch only,
+/// [`CachePolicy::Minio`] (the dataset's first samples that fit: the cache a job would
+/// hold after its first epoch, which a baseline measures from the start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum CacheFill {
@@ -244,13 +247,15 @@ impl CacheConfig {
                     .into(),
             ));
         }
-        if self.fill == CacheFill::Before && self.policy != CachePolicy::Frequency {
-            return Err(Error::Config(
+        if self.fill == CacheFill::Before
+            && ![CachePolicy::Frequency, CachePolicy::Minio].contains(&self.policy)
+        {
+            return Err(Error::Config(format!(
                 "cache_fill=before reads the cache's placement before the first epoch, which \
-                 only the frequency cache policy has: set cache_policy=frequency, or leave \
-                 cache_fill out"
-                    .into(),
-            ));
+                 the {} cache policy does not have: use cache_policy=frequency or minio, or \
+                 leave cache_fill out",
+                self.policy
+            )));
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::cache::{CachePolicy, Cached};
+use crate::cache::Cached;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::metrics::live::Totals;
@@ -100,9 +100,7 @@ impl Loader {
             .map(|path| Quarantine::open(path).map(Arc::new))
             .transpose()?;
         let source = Arc::new(Cached::new(source, config.cache.policy, capacity));
-        let warmer = (config.cache.policy == CachePolicy::Frequency)
-            .then(|| Warmer::start(&config, &catalog, source.clone()))
-            .flatten();
+        let warmer = Warmer::start(&config, &catalog, source.clone());
         let balance = Balance::open(&config).map(Arc::new);
         let prep_role = prep_role(&config, balance.as_deref());
         let (arena, page_lock) = (config.arena, config.page_lock.clone());

@@ -650,6 +650,32 @@ fn the_frequency_cache_hits_as_the_simulator_predicts() {
 }
 
 #[test]
+fn a_minio_cache_filled_before_holds_the_first_samples_that_fit_from_the_first_epoch() {
+    use crate::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
+    let commands = Commands {
+        of: vec![b'.'; 200],
+        epoch: 0,
+    };
+    // Every sample 9 bytes: room for the first 50, and 5 bytes to spare.
+    let loader = loader_with(&commands, 4, 2, 2, |c| {
+        c.cache = CacheConfig::new(CachePolicy::Minio, Capacity::Bytes(50 * 9 + 5));
+        c.cache.fill = CacheFill::Before;
+    });
+    let held = loader.cache_stats();
+    assert_eq!((held.entries, held.used), (50, 50 * 9));
+    for epoch in 0..2 {
+        let mut run = loader.epoch(epoch).unwrap();
+        let mut read_from_cache = 0;
+        for batch in run.by_ref() {
+            read_from_cache += batch.unwrap().ids().iter().filter(|&&id| id < 50).count();
+        }
+        let cache = run.stats().cache;
+        assert_eq!((cache.hits, cache.misses), (50, 150), "epoch {epoch}");
+        assert_eq!(read_from_cache, 50);
+    }
+}
+
+#[test]
 fn the_lookahead_cache_hits_as_the_simulator_predicts() {
     use crate::cache::CachePolicy;
     for (workers, fraction) in [(1, 0.25), (4, 0.1), (4, 0.25)] {

@@ -1,16 +1,18 @@
-//! The `frequency` cache policy's placement: from the plans of every planned epoch, the
-//! samples this rank reads most often ([`crate::cache::frequency`]), placed when the
-//! loader is made (so that the epochs' own reads fill the cache with them from the
-//! start), then read into the cache by [`WARM_READS`] threads: in the background, beside
-//! the epochs' reads ([`CacheFill::Background`]), or before the loader's first read
-//! ([`CacheFill::Before`]). One read at a time was too slow over object storage: on the
-//! 4-host testbed the placement took three epochs to arrive.
+//! A cache's placement, read ahead of the epochs. The `frequency` policy's: from the plans
+//! of every planned epoch, the samples this rank reads most often
+//! ([`crate::cache::frequency`]), placed when the loader is made (so that the epochs' own
+//! reads fill the cache with them from the start). The `minio` policy's, asked for with
+//! [`CacheFill::Before`]: the dataset's first samples that fit, which minio keeps as it
+//! reads them. Either is read into the cache by [`WARM_READS`] threads: in the background,
+//! beside the epochs' reads ([`CacheFill::Background`]), or before the loader's first
+//! read ([`CacheFill::Before`]). One read at a time was too slow over object storage: on
+//! the 4-host testbed the placement took three epochs to arrive.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::cache::frequency::placement;
-use crate::cache::{CacheFill, Cached};
+use crate::cache::{CacheFill, CachePolicy, Cached};
 use crate::catalog::{Catalog, SampleId};
 use crate::plan::EpochPlan;
 
@@ -25,21 +27,30 @@ pub(super) struct Warmer {
 }
 
 impl Warmer {
-    /// Places `source`'s cache for the job `config` plans (a pass over the plan of every
-    /// planned epoch), and reads the placement: before returning with
+    /// Places `source`'s cache for the job `config` plans, if its policy places (see the
+    /// module's doc), and reads the placement: before returning with
     /// [`CacheFill::Before`] (and `None`), else in the background.
     pub(super) fn start(
         config: &LoaderConfig,
         catalog: &Catalog,
         source: Arc<Cached>,
     ) -> Option<Warmer> {
-        let (plan, locality) = (&config.plan, config.locality.as_ref());
-        let reads = (0..config.cache.planned_epochs)
-            .filter_map(|epoch| EpochPlan::resumed(plan, locality, catalog.len(), epoch, &[]).ok())
-            .flat_map(|plan| plan.samples().to_vec());
         let capacity = source.cache().stats().capacity;
-        let kept = placement(reads, capacity, |id| catalog.size(id));
-        source.cache().place(&kept);
+        let kept = match (config.cache.policy, config.cache.fill) {
+            (CachePolicy::Frequency, _) => {
+                let (plan, locality) = (&config.plan, config.locality.as_ref());
+                let reads = (0..config.cache.planned_epochs)
+                    .filter_map(|epoch| {
+                        EpochPlan::resumed(plan, locality, catalog.len(), epoch, &[]).ok()
+                    })
+                    .flat_map(|plan| plan.samples().to_vec());
+                let kept = placement(reads, capacity, |id| catalog.size(id));
+                source.cache().place(&kept);
+                kept
+            }
+            (CachePolicy::Minio, CacheFill::Before) => first_that_fit(catalog, capacity),
+            _ => return None,
+        };
         let reading = Reading {
             kept: kept.into(),
             next: AtomicUsize::new(0),
@@ -67,6 +78,18 @@ impl Warmer {
         }
         Some(Warmer { reading })
     }
+}
+
+/// The dataset's first samples, in order, whose sizes add up to at most `capacity`.
+fn first_that_fit(catalog: &Catalog, capacity: u64) -> Vec<SampleId> {
+    let mut left = capacity;
+    (0..catalog.len() as SampleId)
+        .map_while(|id| {
+            let size = catalog.size(id).max(1);
+            left = left.checked_sub(size)?;
+            Some(id)
+        })
+        .collect()
 }
 
 /// The placement being read, shared by the threads reading it.
