@@ -1,6 +1,7 @@
 //! Engine errors as the exceptions of `nostall._errors`: which class, with which
 //! attributes.
 
+use nostall_agent::JobError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -21,6 +22,19 @@ pub(crate) fn raise_peer(py: Python<'_>, err: nostall_peer::Error) -> PyErr {
         nostall_peer::Error::Config(message) => config_error(py, message),
         // Network, Refused and any kind to come: the peers failed the job.
         _ => exception(py, "PeerError", err.to_string(), None),
+    }
+}
+
+/// A job that did not start as the Python exception that fits: the engine's and the
+/// peers' errors as [`raise`] and [`raise_peer`] give them, settings that cannot be
+/// shared a `ConfigError`, the node agent's refusal or absence an `AgentError`.
+pub(crate) fn job_error(py: Python<'_>, err: JobError) -> PyErr {
+    match err {
+        JobError::Loader(err) => raise(py, err),
+        JobError::Peers(err) => raise_peer(py, err),
+        JobError::Settings(message) => config_error(py, message),
+        // The agent absent or refusing, and any kind to come.
+        _ => exception(py, "AgentError", err.to_string(), None),
     }
 }
 

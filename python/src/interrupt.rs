@@ -25,7 +25,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "nostall: opening the dataset panicked (a bug: please report it)",
+                    "nostall: starting the job panicked (a bug: please report it)",
                 ))
             }
         }

@@ -14,12 +14,14 @@ use nostall::sched::offload::DecodeRoute;
 use nostall::storage::ReadMode;
 use nostall::ErrorPolicy;
 use nostall::{EpochStats, Position};
+use nostall_agent::{JobBuilder, Share};
+use nostall_peer::NodeConfig;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
 use crate::dlpack::Owner;
-use crate::errors::{config_error, raise, raise_peer};
+use crate::errors::{config_error, job_error, raise, raise_peer};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, Output};
@@ -77,7 +79,8 @@ use crate::{device, live, shared, state};
 ///   `cache_policy="partitioned"`, whose nodes meet before each epoch.
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
-///   evicts, never thrashes), `"lookahead"` (reads the plan's next epoch: keeps the
+///   evicts, never thrashes; with `cache_fill="before"` the dataset's first samples that
+///   fit are read before the first epoch), `"lookahead"` (reads the plan's next epoch: keeps the
 ///   samples this rank reads soonest; with several ranks it hits more than `"minio"`),
 ///   `"frequency"` (NoPFS: keeps the samples this rank reads most often over
 ///   `cache_epochs` epochs, read ahead in the background, or before the loader's first
@@ -254,7 +257,7 @@ impl Loader {
         output: &str,
         metrics_addr: Option<String>,
         balance_ranks: Option<bool>,
-        share: Option<&str>,
+        share: Option<Text<Share>>,
         read: Option<Text<ReadMode>>,
         device: Option<&str>,
         decode: &str,
@@ -270,8 +273,8 @@ impl Loader {
                 "image_column= and audio_column= both name the column of samples: give one".into(),
             ));
         }
-        let share = shared::Share::parse(share);
-        let sharing = !matches!(share, shared::Share::Off);
+        let share = share.map_or(Share::Off, |s| s.0);
+        let sharing = share != Share::Off;
         let args = ConfigArgs {
             batch_size,
             pipeline,
@@ -302,17 +305,13 @@ impl Loader {
             sample_column: image_column.or(audio_column),
             label_column,
         };
-        let location_text = source.to_string_lossy().into_owned();
-        let (mut builder, mut dist) = args.builder(py, location_text.clone())?;
-        let node_config = match args.node_capacity(py)? {
-            Some(capacity) => {
-                let mut c =
-                    nostall_peer::NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
-                c.seed = builder.settings().plan.seed;
-                Some(c)
-            }
-            None => None,
-        };
+        let (builder, mut dist) = args.builder(py, source.to_string_lossy().into_owned())?;
+        let mut job = JobBuilder::new(builder);
+        if let Some(capacity) = args.node_capacity(py)? {
+            let mut node = NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
+            node.seed = job.loader().settings().plan.seed;
+            job.on_node(node);
+        }
         let output = Arc::new(resolve_output(py, output)?);
         let device = match device {
             None => None,
@@ -332,64 +331,36 @@ impl Loader {
                 device,
                 decode,
                 gpu_decode_min_pixels,
-                &mut builder,
+                job.loader_mut(),
             )?),
         };
-        // A rank of a partitioned cache that shares goes through the node agent, which
-        // joins the job for the node: this process does not join it.
-        let (node_config, agent_node) = match (node_config, &share) {
-            (Some(c), shared::Share::Auto | shared::Share::Group(_)) => {
-                dist.rank = c.rank();
-                dist.world = c.world();
-                (None, Some(c))
-            }
-            (c, _) => (c, None),
-        };
-        let make = match share {
-            shared::Share::Off => None,
-            _ => {
-                let config = builder.config().map_err(|e| raise(py, e))?;
+        let make = match sharing {
+            false => None,
+            true => {
+                let config = job.loader().config().map_err(|e| raise(py, e))?;
+                job.share(share)
+                    .start_agent_with(shared::agent_starter(py)?);
                 Some(shared_objects(
                     output.clone(),
                     config.pipeline.layout().clone(),
                 ))
             }
         };
-        let shared = match make {
-            Some(make) => {
-                shared::Shared::attach(py, &location_text, &builder, &share, agent_node, make)?
-            }
-            None => None,
-        };
-        let opening = builder.clone();
-        let dataset =
-            interruptible(py, move || opening.open_dataset())?.map_err(|e| raise(py, e))?;
-        let catalog = dataset.catalog.clone();
-        let (source, node) = match node_config {
-            None => (dataset.source, None),
-            Some(node_config) => {
-                let joining = catalog.clone();
-                let node = interruptible(py, move || {
-                    nostall_peer::Node::join(&joining, dataset.source, node_config)
-                })?
-                .map_err(|e| raise_peer(py, e))?;
-                node.configure(&mut builder);
-                dist.rank = node.rank();
-                dist.world = node.world();
-                let source: Arc<dyn nostall::storage::Source> = node.source();
-                (source, Some(live::NodeCounters::Joined(Arc::new(node))))
-            }
-        };
-        let node = node.or_else(|| {
-            shared
+        let job = interruptible(py, move || job.start())?.map_err(|e| job_error(py, e))?;
+        (dist.rank, dist.world) = (job.rank, job.world);
+        let goes_alone = job.goes_alone();
+        let shared = job
+            .agent
+            .zip(make)
+            .map(|(client, make)| shared::Shared::new(client, make, goes_alone));
+        let node = match job.node {
+            Some(node) => Some(live::NodeCounters::Joined(Arc::new(node))),
+            None => shared
                 .as_ref()
                 .and_then(|s| s.node.clone())
-                .map(live::NodeCounters::Agent)
-        });
-        let inner = Arc::new(
-            py.detach(move || builder.build(catalog, source))
-                .map_err(|e| raise(py, e))?,
-        );
+                .map(live::NodeCounters::Agent),
+        };
+        let inner = Arc::new(job.loader);
         let endpoint = nostall::env::metrics_addr(metrics_addr.as_deref())
             .map(|addr| {
                 let figures = live::LoaderFigures {
@@ -745,7 +716,7 @@ impl Loader {
         at: Position,
     ) -> PyResult<Option<Option<(Py<PyAny>, Py<PyAny>)>>> {
         let shared = self.shared.as_mut().expect("a shared epoch has a group");
-        let can_go_alone = shared.can_go_alone();
+        let goes_alone = shared.goes_alone();
         match shared.next(py, at, &self.inner) {
             Ok(Some(batch)) => {
                 self.shared_at = Some(batch.position);
@@ -767,7 +738,7 @@ impl Loader {
                 self.stop_shared_at(at);
                 Err(err)
             }
-            Err(shared::Failure::Lost(why)) if !can_go_alone => {
+            Err(shared::Failure::Lost(why)) if !goes_alone => {
                 self.stop_shared_at(at);
                 Err(shared::agent_error(
                     py,

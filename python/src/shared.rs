@@ -1,6 +1,8 @@
 //! `share=`: a loader whose batches come from the node agent's group (coordinated prep)
-//! rather than from threads of its own. Figures, errors and the agent's start only: the
-//! protocol is `nostall_agent::Client`'s, the batches' hand-off [`crate::handoff`]'s.
+//! rather than from threads of its own. Figures, errors and how Python starts the agent
+//! only: the job's assembly (attaching, whether it goes on alone if the agent is lost) is
+//! `nostall_agent::job`'s, the protocol `nostall_agent::Client`'s, the batches' hand-off
+//! [`crate::handoff`]'s.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,38 +10,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nostall::metrics::EpochStats;
-use nostall::pipeline::LoaderBuilder;
 use nostall::Position;
-use nostall_agent::{AgentError, Attached, Client, Reading};
-use nostall_peer::{NodeConfig, NodeStats};
+use nostall_agent::job::StartAgent;
+use nostall_agent::{AgentError, Attached, Client};
+use nostall_peer::NodeStats;
 use pyo3::prelude::*;
 
 use crate::errors::{config_error, exception, sample_kwargs};
 use crate::handoff::{Handoff, Made, Make, Received};
-use crate::interrupt::interruptible;
-
-/// `share=`: off, the group of every job reading the same stream, or a named group.
-pub(crate) enum Share {
-    Off,
-    Auto,
-    Group(String),
-}
-
-impl Share {
-    pub(crate) fn parse(value: Option<&str>) -> Share {
-        match value {
-            None | Some("off") => Share::Off,
-            Some("auto") => Share::Auto,
-            Some(name) => Share::Group(name.to_string()),
-        }
-    }
-}
 
 /// This loader's membership of a group.
 pub(crate) struct Shared {
     stream: Stream,
     attached: Attached,
     make: Make,
+    goes_alone: bool,
     /// Batches of the current epoch from the group's stream, and from this job's own.
     pub(crate) from_group: u64,
     pub(crate) private: u64,
@@ -72,77 +57,30 @@ pub(crate) fn bytes_saved(group: &nostall_agent::GroupStats, batch_bytes: u64) -
     group.delivered.saturating_sub(group.produced) * batch_bytes
 }
 
-/// How long a job waits for an agent it started to listen.
-const START_PATIENCE: Duration = Duration::from_secs(30);
-
 impl Shared {
-    /// Attaches to the agent of this user (`NOSTALL_AGENT_SOCKET` or the default
-    /// socket), starting one if none answers; `None` when sharing is off. A rank of a
-    /// partitioned cache gives its `node`: the agent joins the job for the node. `make`
-    /// makes the Python objects of each batch.
-    pub(crate) fn attach(
-        py: Python<'_>,
-        location: &str,
-        builder: &LoaderBuilder,
-        share: &Share,
-        node: Option<NodeConfig>,
-        make: Make,
-    ) -> PyResult<Option<Shared>> {
-        let group = match share {
-            Share::Off => return Ok(None),
-            Share::Auto => String::new(),
-            Share::Group(name) => name.clone(),
-        };
-        let Some(settings) = builder.portable_settings() else {
-            return Err(config_error(
-                py,
-                "share= sends the loader's settings to the node agent, and this loader has \
-                 more than settings (a device, a pipeline made in code): leave share off"
-                    .into(),
-            ));
-        };
-        let socket = nostall_agent::default_socket();
-        let ranked = node.is_some();
-        let mut reading = Reading::new(location, settings.clone()).in_group(group);
-        if let Some(node) = node {
-            reading = reading.on_node(node);
-        }
-        // Under torchrun, the agent balances its threads between the local ranks' streams
-        // (unless the settings turn balance_ranks off).
-        if let Some(ranks) = nostall::env::LocalRanks::from_env() {
-            reading = reading.among(ranks);
-        }
-        let first = {
-            let (socket, reading) = (socket.clone(), reading.clone());
-            interruptible(py, move || Client::attach(&socket, &reading))?
-        };
-        let client = match first {
-            Err(AgentError::Unreachable(_)) => {
-                start_agent(py, &socket)?;
-                interruptible(py, move || {
-                    Client::attach_within(START_PATIENCE, &socket, &reading)
-                })?
-            }
-            other => other,
-        }
-        .map_err(|e| agent_error(py, e))?;
-        Ok(Some(Shared {
+    /// Membership of the group `client` attached to; `make` makes the Python objects of
+    /// each batch. A job that does not go on alone if the agent is lost is a rank of a
+    /// partitioned cache, whose node the agent runs: its batches bring the node's
+    /// counters.
+    pub(crate) fn new(client: Client, make: Make, goes_alone: bool) -> Shared {
+        Shared {
             attached: client.attached().clone(),
             stream: Stream::Idle(Box::new(client)),
             make,
+            goes_alone,
             from_group: 0,
             private: 0,
             last: Default::default(),
             epoch: EpochStats::default(),
             started: Instant::now(),
-            node: ranked.then(Default::default),
-        }))
+            node: (!goes_alone).then(Default::default),
+        }
     }
 
-    /// Whether this loader can go on with threads of its own if the agent is lost: not
-    /// a rank of a partitioned cache, whose node is in the agent.
-    pub(crate) fn can_go_alone(&self) -> bool {
-        self.node.is_none()
+    /// Whether this loader goes on with threads of its own if the agent is lost
+    /// ([`nostall_agent::Job::goes_alone`]).
+    pub(crate) fn goes_alone(&self) -> bool {
+        self.goes_alone
     }
 
     /// Batches per epoch of the group's stream.
@@ -310,36 +248,36 @@ pub(crate) fn agent_error(py: Python<'_>, err: AgentError) -> PyErr {
     exception(py, "AgentError", err.to_string(), None)
 }
 
-/// Starts the node agent (`python -m nostall.agent --detach`), logging to `agent.log`
-/// beside its socket.
-fn start_agent(py: Python<'_>, socket: &Path) -> PyResult<()> {
+/// Starts the node agent when a job finds none (`python -m nostall.agent --detach`, with
+/// this interpreter), logging to `agent.log` beside its socket.
+pub(crate) fn agent_starter(py: Python<'_>) -> PyResult<StartAgent> {
     let python: PathBuf = py.import("sys")?.getattr("executable")?.extract()?;
-    let dir = nostall_agent::private_dir(socket)
-        .map_err(|e| agent_error(py, AgentError::Unreachable(e)))?;
+    Ok(Box::new(move |socket: &Path| start_agent(&python, socket)))
+}
+
+fn start_agent(python: &Path, socket: &Path) -> Result<(), AgentError> {
+    let dir = nostall_agent::private_dir(socket).map_err(AgentError::Unreachable)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("agent.log"))
-        .map_err(|e| agent_error(py, AgentError::Unreachable(e)))?;
-    let started = Command::new(&python)
+        .map_err(AgentError::Unreachable)?;
+    let started = Command::new(python)
         .args(["-m", "nostall.agent", "--detach", "--socket"])
         .arg(socket)
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(log.try_clone().map_err(AgentError::Unreachable)?)
         .stderr(log)
         .status();
     match started {
         // The first process only forks the agent off and exits.
         Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(agent_error(
-            py,
-            AgentError::Refused(format!(
-                "`{} -m nostall.agent` exited with {status}: see {}",
-                python.display(),
-                dir.join("agent.log").display()
-            )),
-        )),
-        Err(e) => Err(agent_error(py, AgentError::Unreachable(e))),
+        Ok(status) => Err(AgentError::Refused(format!(
+            "`{} -m nostall.agent` exited with {status}: see {}",
+            python.display(),
+            dir.join("agent.log").display()
+        ))),
+        Err(e) => Err(AgentError::Unreachable(e)),
     }
 }
 

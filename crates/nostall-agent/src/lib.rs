@@ -21,6 +21,10 @@
 //! - [`Agent`]: the process: its socket, the groups by name, a thread per job.
 //! - [`Client`]: a job's side: attach, ask for the batch at a position, map buffers;
 //!   a [`SharedBatch`] releases its buffer when dropped.
+//! - [`job`]: a training job assembled in one place: the dataset, its peers (a rank of a
+//!   partitioned cache), the agent's group, and its own loader. The command line and the
+//!   Python bindings call [`JobBuilder::start`] and only convert their arguments; the
+//!   agent joins a node for its local ranks with the same step.
 //!
 //! # Guarantees
 //!
@@ -38,6 +42,7 @@
 
 mod client;
 mod group;
+pub mod job;
 mod node;
 mod place;
 mod server;
@@ -46,6 +51,7 @@ mod wire;
 
 pub use client::{AgentError, Attached, Client, Reading, SharedBatch};
 pub use group::GroupStats;
+pub use job::{Job, JobBuilder, JobError, Share};
 pub use place::{default_socket, private_dir};
 pub use server::{Agent, AgentConfig, AgentStats};
 #[doc(hidden)]

@@ -102,11 +102,10 @@ impl Nodes {
         if let Some(node) = joined.upgrade() {
             return Ok(node);
         }
-        let dataset = builder.open_dataset().map_err(|e| e.to_string())?;
         let mut config = job.config()?;
         // The agent is the node's first local rank: it runs the node's cache and service.
         config.local_rank = 0;
-        let node = Node::join(&dataset.catalog, dataset.source, config)
+        let (dataset, node) = crate::job::join_node(builder, config)
             .map_err(|e| format!("joining the job as {described}: {e}"))?;
         eprintln!(
             "nostall agent: joined the job as {described}{}",

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use nostall::pipeline::LoaderBuilder;
 use nostall::prep::{DecodeOnly, Modality};
 use nostall::storage::{ReadMode, Source};
+use nostall_agent::JobBuilder;
 
 use crate::run::{
     device_read_bytes, drive_epoch, loader_settings, memory_mb, on_error, PipelineArgs, Step,
@@ -97,7 +98,7 @@ pub(crate) struct Args {
     storage: StorageArgs,
 }
 
-pub(crate) fn run(args: Args) -> nostall::Result<()> {
+pub(crate) fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut settings = loader_settings(
         &args.pipeline,
         args.batch_size,
@@ -121,7 +122,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
     if let Some(phases) = &phases {
         builder.link_phases(phases.clone());
     }
-    let (loader, dataset) = builder.open()?;
+    let job = JobBuilder::new(builder).start()?;
+    let (loader, storage) = (job.loader, job.storage);
     // The phases' clock started as the loader was made, just now.
     let origin = Instant::now();
     let mut delivered = phases.as_ref().map(|_| Vec::new());
@@ -199,7 +201,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         if epoch == 0 && !args.no_floor {
             // The floor decodes from memory (reads are the pipeline's business, not the
             // floor's), read after the warm-up so that the warm-up saw the storage as it was.
-            floor = Some(Floor::read(&loader, dataset.source.as_ref()));
+            floor = Some(Floor::read(&loader, storage.as_ref()));
         }
     }
     let rate = samples as f64 / wall.as_secs_f64();

@@ -6,6 +6,7 @@
 
 use crate::run::{drive_epoch, loader_settings, PipelineArgs, Step};
 use nostall::pipeline::LoaderBuilder;
+use nostall_agent::JobBuilder;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -24,7 +25,7 @@ pub(crate) struct Args {
     batch_size: usize,
 }
 
-pub(crate) fn run(args: Args) -> nostall::Result<()> {
+pub(crate) fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let dir = nostall_demo::write(&nostall_demo::default_dir())?;
     println!(
         "nostall demo: {} photographs ({} classes) in {}, ImageNet training pipeline \
@@ -38,7 +39,8 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         args.model_rate
     );
     let settings = loader_settings(&PipelineArgs::train(), args.batch_size, args.threads, 2, 0);
-    let (loader, _) = LoaderBuilder::with_settings(dir.to_string_lossy(), settings).open()?;
+    let builder = LoaderBuilder::with_settings(dir.to_string_lossy(), settings);
+    let loader = JobBuilder::new(builder).start()?.loader;
     let mut last = None;
     for epoch in 0..args.epochs {
         let model_rate = (args.model_rate > 0.0).then_some(args.model_rate);

@@ -72,8 +72,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo(args) => demo::run(args).map_err(Into::into),
-        Command::Bench(args) => bench::run(args).map_err(Into::into),
+        Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Analyze(args) => analyze::run(args).map_err(Into::into),
         Command::Index {
             dir,

@@ -15,15 +15,14 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Cached, Capacity};
+use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
 use nostall::pipeline::LoaderBuilder;
 use nostall::storage::Source;
 use nostall::Position;
-use nostall_agent::{Client, Reading};
+use nostall_agent::{JobBuilder, Share};
 use nostall_peer::{Node, NodeConfig, Secret};
 
 use crate::run::{loader_settings, on_error, parse_bytes, parsed, PipelineArgs};
@@ -191,42 +190,6 @@ impl Mode {
     }
 }
 
-/// Reads every sample of the dataset once through `cache`, with `threads` reads in
-/// flight, so that it holds as much of the dataset as fits.
-fn prefill(cache: &Cached, samples: u64, threads: usize) -> Result<(), AnyError> {
-    let started = Instant::now();
-    let next = AtomicU64::new(0);
-    let failed = std::sync::Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| {
-                let mut bytes = Vec::new();
-                loop {
-                    let id = next.fetch_add(1, Ordering::Relaxed);
-                    if id >= samples {
-                        return;
-                    }
-                    if let Err(cause) = cache.read(id, &mut bytes) {
-                        *failed.lock().unwrap() = Some(format!("{}: {cause}", cache.location(id)));
-                        next.store(samples, Ordering::Relaxed);
-                    }
-                }
-            });
-        }
-    });
-    if let Some(error) = failed.into_inner().unwrap() {
-        return Err(format!("prefilling the cache: {error}").into());
-    }
-    let held = cache.cache().stats();
-    eprintln!(
-        "nostall node: prefilled the cache with {} samples ({:.1} MB) in {:.1} s",
-        held.entries,
-        held.used as f64 / 1e6,
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
 pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     let location = match &args.dataset {
         Some(location) => location.clone(),
@@ -246,60 +209,54 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     // Each epoch's bytes moved are counted between its start and end: an epoch started
     // ahead would count its reads in the previous one.
     settings.overlap_epochs = false;
-    let mut builder = LoaderBuilder::with_settings(&location, settings);
-    if let Some(share) = &args.share {
-        return through_agent(&args, &location, &builder, node_config(&args)?, share);
-    }
-    let data = builder.open_dataset()?;
-
-    if args.prefill && ![CachePolicy::Minio, CachePolicy::Frequency].contains(&args.cache_policy) {
-        return Err(
-            "--prefill fills a minio cache, or reads a frequency cache's placement, before the \
-             first epoch: use it with --cache-policy minio or frequency"
-                .into(),
-        );
-    }
-    let (mode, source): (Mode, Arc<dyn Source>) = if args.no_peers {
-        let settings = builder.settings_mut();
+    if args.no_peers {
+        if args.prefill
+            && ![CachePolicy::Minio, CachePolicy::Frequency].contains(&args.cache_policy)
+        {
+            return Err(
+                "--prefill fills a minio cache, or reads a frequency cache's \
+                        placement, before the first epoch: use it with --cache-policy minio \
+                        or frequency"
+                    .into(),
+            );
+        }
         settings.plan.rank = args.node.unwrap_or(0);
         settings.plan.world = args.world.expect("clap requires --world");
-        let storage = data.source.clone();
-        let source: Arc<dyn Source> = if args.prefill && args.cache_policy == CachePolicy::Minio {
-            let capacity = args.cache_size.bytes(data.catalog.total_bytes());
-            let cached = Arc::new(Cached::new(storage.clone(), CachePolicy::Minio, capacity));
-            prefill(&cached, data.catalog.len() as u64, args.fetch_threads)?;
-            cached
-        } else {
-            settings.cache = CacheConfig::new(args.cache_policy, args.cache_size);
-            settings.cache.planned_epochs = args.epochs;
-            if args.prefill {
-                // The frequency cache's placement (any other policy was refused above).
-                settings.cache.fill = CacheFill::Before;
-            }
-            storage.clone()
-        };
-        (Mode::Alone { storage }, source)
-    } else {
-        let node_config = node_config(&args)?;
-        let node = Node::join(&data.catalog, data.source.clone(), node_config)?;
-        node.configure(&mut builder);
-        if args.plain {
-            builder.locality(None);
+        settings.cache = CacheConfig::new(args.cache_policy, args.cache_size);
+        settings.cache.planned_epochs = args.epochs;
+        if args.prefill {
+            settings.cache.fill = CacheFill::Before;
         }
-        let source: Arc<dyn Source> = node.source();
-        (Mode::Peers(Box::new(node)), source)
+    }
+    let mut job = JobBuilder::new(LoaderBuilder::with_settings(&location, settings));
+    let node_config = (!args.no_peers).then(|| node_config(&args)).transpose()?;
+    if let Some(config) = &node_config {
+        job.on_node(config.clone());
+    }
+    if args.plain {
+        job.plain_plan();
+    }
+    if let (Some(share), Some(node)) = (&args.share, &node_config) {
+        job.share(share.parse::<Share>()?);
+        return through_agent(&args, job, node);
+    }
+    let job = job.start()?;
+    let (loader, rank) = (job.loader, job.rank);
+    let mode = match job.node {
+        Some(node) => Mode::Peers(Box::new(node)),
+        None => Mode::Alone {
+            storage: job.storage,
+        },
     };
-    let rank = builder.settings().plan.rank;
-    let (made, counted) = (Instant::now(), mode.counters());
-    let loader = builder.build(data.catalog.clone(), source)?;
     let making = Making {
-        seconds: made.elapsed().as_secs_f64(),
-        storage: (mode.counters() - counted).storage,
+        seconds: job.made_in.as_secs_f64(),
+        storage: mode.counters().storage,
     };
-    if args.prefill && args.cache_policy == CachePolicy::Frequency {
+    if args.prefill {
         let held = loader.cache_stats();
         eprintln!(
-            "nostall node {rank}: read the cache's placement, {} samples ({:.1} MB), in {:.1} s",
+            "nostall node {rank}: filled the cache before the first epoch, {} samples ({:.1} \
+             MB), in {:.1} s",
             held.entries,
             held.used as f64 / 1e6,
             making.seconds
@@ -307,7 +264,7 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
     }
     eprintln!(
         "nostall node {rank}: joined; {} samples, {} batches per epoch",
-        data.catalog.len(),
+        loader.catalog().len(),
         loader.batches_per_epoch()
     );
 
@@ -392,33 +349,10 @@ fn node_config(args: &Args) -> Result<NodeConfig, AnyError> {
 
 /// The epochs of this rank read through the node agent, which joins the job for this
 /// node (`--share`).
-fn through_agent(
-    args: &Args,
-    location: &str,
-    builder: &LoaderBuilder,
-    node: NodeConfig,
-    share: &str,
-) -> Result<(), AnyError> {
-    let settings = builder
-        .portable_settings()
-        .ok_or(
-            "--share sends the agent the loader's settings, and this loader needs more than them",
-        )?
-        .clone();
+fn through_agent(args: &Args, mut job: JobBuilder, node: &NodeConfig) -> Result<(), AnyError> {
     let rank = node.rank();
     let reports_node = node.local_rank == 0;
-    let group = if share == "auto" { "" } else { share };
-    let reading = Reading::new(location, settings)
-        .in_group(group)
-        .on_node(node);
-    let socket = nostall_agent::default_socket();
-    let mut client = Client::attach(&socket, &reading).map_err(|e| {
-        format!(
-            "{e} (at {}: start the node's agent with `nostall agent`, or set \
-             NOSTALL_AGENT_SOCKET)",
-            socket.display()
-        )
-    })?;
+    let mut client = job.attach()?.expect("the job shares");
     eprintln!(
         "nostall node {rank}: attached to the agent's group {}; {} samples, {} batches per \
          epoch",

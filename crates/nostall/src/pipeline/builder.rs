@@ -104,6 +104,11 @@ impl LoaderBuilder {
         &mut self.settings
     }
 
+    /// The dataset's location, as given.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
     /// The settings, when they say everything this builder makes: what another process
     /// (the node agent) needs to make the same loader from the settings alone. `None`
     /// once something was given that is not a setting (a pipeline made in code, phases
