@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
 use crate::prep::Pipeline;
+use crate::sched::schedule::Scheduler;
 
 use super::buffer::{Arena, PageLock};
 use super::device_queue::DeviceQueue;
@@ -151,6 +152,12 @@ impl LoaderConfig {
     /// the threads of a node's ranks balanced.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         super::LoaderSettings::default().config_with(pipeline)
+    }
+
+    /// The scheduler of the epochs: adaptive or static, per decision, as
+    /// `adaptive_reads` and `adaptive_prep` say.
+    pub(crate) fn scheduler(&self) -> Scheduler {
+        Scheduler::new(self.adaptive_reads, self.adaptive_prep)
     }
 
     /// Checks the settings against a dataset of `dataset_len` samples, and against each

@@ -274,11 +274,9 @@ impl Running {
                 (
                     in_flight,
                     config.fetch_threads,
-                    if config.adaptive_reads {
-                        config.plan.batch_size
-                    } else {
-                        0
-                    },
+                    config
+                        .scheduler()
+                        .reads_revised_every(config.plan.batch_size),
                 ),
                 config.fetch_threads + config.prep_threads,
             )
@@ -699,26 +697,25 @@ impl Epoch {
         let previous = self.handed.replace(now);
         let shared = &self.run.shared;
         let share = self.node_share(next);
+        let observed = previous.map(|previous| {
+            let interval = now - previous;
+            let prep = shared.parts.totals.prep_cpu.snapshot(0);
+            Observed {
+                prep_seconds: prep.busy.as_secs_f64() / prep.items.max(1) as f64,
+                step_seconds: interval.saturating_sub(waited).as_secs_f64() / samples.max(1) as f64,
+                waited_share: waited.as_secs_f64() / interval.as_secs_f64().max(1e-9),
+            }
+        });
         let mut role = shared
             .parts
             .prep_role
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(share) = share {
-            role.set_ceiling(share);
-        }
-        if !shared.parts.config.adaptive_prep {
-            role.hold_ceiling();
-        } else if let Some(previous) = previous {
-            let interval = now - previous;
-            let prep = shared.parts.totals.prep_cpu.snapshot(0);
-            role.revise(Observed {
-                prep_seconds: prep.busy.as_secs_f64() / prep.items.max(1) as f64,
-                step_seconds: interval.saturating_sub(waited).as_secs_f64() / samples.max(1) as f64,
-                waited_share: waited.as_secs_f64() / interval.as_secs_f64().max(1e-9),
-            });
-        }
-        let workers = role.workers();
+        let workers = shared
+            .parts
+            .config
+            .scheduler()
+            .prep_workers(&mut role, share, observed);
         drop(role);
         if workers != shared.roles.wanted(Role::Prep) {
             shared.roles.want(Role::Prep, workers);
