@@ -8,10 +8,9 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{NextRead, ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
+use super::{NextRead, ReadDone, Served, Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::sample::Modality;
@@ -234,8 +233,7 @@ pub struct Objects {
     /// Each sample's version as listed.
     versions: Vec<Option<String>>,
     max_bytes: u64,
-    bytes: AtomicU64,
-    requests: AtomicU64,
+    served: Served,
 }
 
 impl Objects {
@@ -294,8 +292,7 @@ impl Objects {
             catalog: Arc::new(catalog),
             versions,
             max_bytes: DEFAULT_MAX_BYTES,
-            bytes: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
+            served: Served::default(),
         })
     }
 
@@ -313,12 +310,6 @@ impl Objects {
             0,
             self.catalog.size(id),
         )
-    }
-
-    /// Counts one sample of `bytes` served.
-    fn count(&self, bytes: u64) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
@@ -465,12 +456,12 @@ impl<T> Numbering<T> {
 
 impl Source for Objects {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
-        let count = |bytes| self.count(bytes);
+        let count = |bytes| self.served.count(bytes);
         read_range(&*self.store, self.range(id), self.max_bytes, out, &count)
     }
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let count = |bytes| self.count(bytes);
+        let count = |bytes| self.served.count(bytes);
         let range = |id| Ok(self.range(id));
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
@@ -484,10 +475,7 @@ impl Source for Objects {
     }
 
     fn stats(&self) -> SourceStats {
-        SourceStats {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        self.served.stats()
     }
 }
 

@@ -4,10 +4,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{ReadMode, Source, SourceStats};
+use super::{ReadMode, Served, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::Cause;
 
@@ -22,8 +21,7 @@ pub struct LocalFiles {
     catalog: Arc<Catalog>,
     mode: ReadMode,
     max_bytes: u64,
-    bytes: AtomicU64,
-    requests: AtomicU64,
+    served: Served,
 }
 
 impl LocalFiles {
@@ -34,8 +32,7 @@ impl LocalFiles {
             catalog,
             mode,
             max_bytes: DEFAULT_MAX_BYTES,
-            bytes: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
+            served: Served::default(),
         }
     }
 
@@ -120,8 +117,7 @@ impl Source for LocalFiles {
         out.clear();
         match self.read_file(&self.catalog.path(id), out) {
             Ok(()) => {
-                self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-                self.requests.fetch_add(1, Ordering::Relaxed);
+                self.served.count(out.len() as u64);
                 Ok(())
             }
             Err(cause) => {
@@ -136,10 +132,7 @@ impl Source for LocalFiles {
     }
 
     fn stats(&self) -> SourceStats {
-        SourceStats {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        self.served.stats()
     }
 }
 

@@ -161,6 +161,32 @@ impl std::ops::Sub for SourceStats {
     }
 }
 
+/// A source's counters as it serves: what [`Source::stats`] reports. Every source below
+/// the cache counts the same way, so they share this.
+#[derive(Debug, Default)]
+pub(crate) struct Served {
+    bytes: std::sync::atomic::AtomicU64,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+impl Served {
+    /// Counts one sample of `bytes` served.
+    pub(crate) fn count(&self, bytes: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.bytes.fetch_add(bytes, Relaxed);
+        self.requests.fetch_add(1, Relaxed);
+    }
+
+    /// What was served so far.
+    pub(crate) fn stats(&self) -> SourceStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        SourceStats {
+            bytes: self.bytes.load(Relaxed),
+            requests: self.requests.load(Relaxed),
+        }
+    }
+}
+
 /// What [`Source::read_each`] asks for its next read: a sample and a buffer to read it
 /// into, or `None` when there is none now. It never waits.
 pub type NextRead<'a> = dyn FnMut() -> Option<(SampleId, Vec<u8>)> + 'a;
@@ -209,7 +235,14 @@ impl Tier {
 
 /// A place sample bytes come from.
 ///
-/// Implementations are shared by all loader threads, so reads take `&self`.
+/// Implementations are shared by all loader threads, so reads take `&self`. A source that
+/// wraps another ([`crate::cache::Cached`], [`Throttled`], the peer layer's partitioned
+/// source) changes how bytes arrive, not what the samples are: it forwards
+/// [`location`](Source::location), [`shard`](Source::shard),
+/// [`shard_location`](Source::shard_location), [`set_group_memory`](Source::set_group_memory)
+/// and [`stats`](Source::stats) to the source below, one line each. They are written out
+/// rather than given defaults that forward, so that a source that reads a dataset cannot
+/// compile without naming its samples and counting what it serves.
 pub trait Source: Send + Sync {
     /// Reads sample `id`'s bytes into `out`, replacing its contents and re-using its
     /// capacity. On error `out` is left empty.

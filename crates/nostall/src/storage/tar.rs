@@ -19,12 +19,11 @@
 //! [`INDEX_CHUNK`] bytes, skipping large members without reading them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::blob::{is_sample_key, read_range, read_ranges, BlobInfo, BlobRange, BlobStore};
 use super::DEFAULT_MAX_BYTES;
-use super::{NextRead, ReadDone, Source, SourceStats};
+use super::{NextRead, ReadDone, Served, Source, SourceStats};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::sample::Modality;
@@ -51,8 +50,7 @@ pub struct TarShards {
     extents: Vec<(u32, u64)>,
     catalog: Arc<Catalog>,
     max_bytes: u64,
-    bytes: AtomicU64,
-    requests: AtomicU64,
+    served: Served,
 }
 
 /// One member of a tar shard, as found by [`index_shard`].
@@ -141,8 +139,7 @@ impl TarShards {
             extents,
             catalog: Arc::new(catalog),
             max_bytes: DEFAULT_MAX_BYTES,
-            bytes: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
+            served: Served::default(),
         })
     }
 
@@ -164,12 +161,6 @@ impl TarShards {
         (key, version, offset, self.catalog.size(id))
     }
 
-    /// Counts one sample of `bytes` served.
-    fn count(&self, bytes: u64) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
     /// reading them, instead of the default limit of [`DEFAULT_MAX_BYTES`].
     pub fn with_max_bytes(self, limit: u64) -> TarShards {
@@ -182,12 +173,12 @@ impl TarShards {
 
 impl Source for TarShards {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
-        let count = |bytes| self.count(bytes);
+        let count = |bytes| self.served.count(bytes);
         read_range(&*self.store, self.range(id), self.max_bytes, out, &count)
     }
 
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let count = |bytes| self.count(bytes);
+        let count = |bytes| self.served.count(bytes);
         let range = |id| Ok(self.range(id));
         read_ranges(&*self.store, (next, done), self.max_bytes, range, &count);
     }
@@ -214,10 +205,7 @@ impl Source for TarShards {
     }
 
     fn stats(&self) -> SourceStats {
-        SourceStats {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        self.served.stats()
     }
 }
 

@@ -45,7 +45,9 @@ use parquet::file::metadata::{ColumnChunkMetaData, FooterTail, ParquetMetaDataRe
 use parquet::schema::types::ColumnDescPtr;
 
 use super::blob::{BlobInfo, BlobStore};
-use super::{is_parquet_key, Source, SourceStats, Tier, DEFAULT_GROUP_MEMORY, DEFAULT_MAX_BYTES};
+use super::{
+    is_parquet_key, Served, Source, SourceStats, Tier, DEFAULT_GROUP_MEMORY, DEFAULT_MAX_BYTES,
+};
 use crate::catalog::{Catalog, SampleId};
 use crate::dataset::Columns;
 use crate::error::{Cause, Error, Result};
@@ -72,8 +74,7 @@ pub struct ParquetFiles {
     max_bytes: u64,
     memory: AtomicU64,
     decoded: Mutex<Decoded>,
-    bytes: AtomicU64,
-    requests: AtomicU64,
+    served: Served,
 }
 
 impl std::fmt::Debug for ParquetFiles {
@@ -261,8 +262,7 @@ impl ParquetFiles {
             max_bytes: DEFAULT_MAX_BYTES,
             memory: AtomicU64::new(DEFAULT_GROUP_MEMORY),
             decoded: Mutex::default(),
-            bytes: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
+            served: Served::default(),
         })
     }
 
@@ -409,8 +409,7 @@ impl Source for ParquetFiles {
             _ => {}
         }
         out.extend_from_slice(value.data());
-        self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.served.count(out.len() as u64);
         Ok(())
     }
 
@@ -446,10 +445,7 @@ impl Source for ParquetFiles {
     }
 
     fn stats(&self) -> SourceStats {
-        SourceStats {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        self.served.stats()
     }
 }
 

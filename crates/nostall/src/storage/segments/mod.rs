@@ -17,14 +17,15 @@ mod index;
 mod manifest;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(crate) use manifest::is_manifest;
 use manifest::Label;
 
 use super::blob::{read_range, read_ranges, BlobRange};
-use super::{BlobInfo, BlobStore, NextRead, ReadDone, Source, SourceStats, DEFAULT_MAX_BYTES};
+use super::{
+    BlobInfo, BlobStore, NextRead, ReadDone, Served, Source, SourceStats, DEFAULT_MAX_BYTES,
+};
 use crate::catalog::Catalog;
 use crate::error::{Cause, Result};
 use crate::prep::audio::{Segment, ENVELOPE};
@@ -42,8 +43,7 @@ pub struct Segments {
     /// Each sample's bytes and where they lie.
     pieces: Vec<(Stretch, Segment)>,
     max_bytes: u64,
-    bytes: AtomicU64,
-    requests: AtomicU64,
+    served: Served,
 }
 
 /// A recording as the dataset was opened with it.
@@ -140,8 +140,7 @@ impl Segments {
             recordings,
             pieces,
             max_bytes: DEFAULT_MAX_BYTES,
-            bytes: AtomicU64::new(0),
-            requests: AtomicU64::new(0),
+            served: Served::default(),
         })
     }
 
@@ -186,18 +185,13 @@ impl Segments {
         front.extend_from_slice(&stretch.header);
         out.splice(0..0, front);
     }
-
-    fn count(&self, bytes: u64) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 impl Source for Segments {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> std::result::Result<(), Cause> {
         out.clear();
         let range = self.range(id)?;
-        let count = |bytes| self.count(bytes);
+        let count = |bytes| self.served.count(bytes);
         read_range(&*self.store, range, self.max_bytes, out, &count)?;
         self.wrap(id, out);
         Ok(())
@@ -224,7 +218,7 @@ impl Source for Segments {
                 }
                 done(number, out, result);
             };
-        let count = |bytes| self.count(bytes);
+        let count = |bytes| self.served.count(bytes);
         let range = |id| self.range(id);
         read_ranges(
             &*self.store,
@@ -249,10 +243,7 @@ impl Source for Segments {
     }
 
     fn stats(&self) -> SourceStats {
-        SourceStats {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        self.served.stats()
     }
 }
 
