@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::cache::CacheConfig;
 use crate::env::LocalRanks;
 use crate::error::{Error, Result};
+use crate::plan::elastic::Stretch;
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
 use crate::prep::Pipeline;
@@ -152,6 +153,25 @@ impl LoaderConfig {
     /// the threads of a node's ranks balanced.
     pub fn new(pipeline: Pipeline) -> LoaderConfig {
         super::LoaderSettings::default().config_with(pipeline)
+    }
+
+    /// The plan of `epoch` on this rank over a dataset of `dataset_len` samples, after the
+    /// world sizes of `history` (elastic resume): plain, or locality-aware where
+    /// [`locality`](Self::locality) is set. Every plan the loader reads (its epochs, the
+    /// next epoch a cache looks ahead to, a frequency cache's placement) is this one.
+    pub(crate) fn epoch_plan(
+        &self,
+        dataset_len: usize,
+        epoch: u64,
+        history: &[Stretch],
+    ) -> Result<EpochPlan> {
+        EpochPlan::resumed(
+            &self.plan,
+            self.locality.as_ref(),
+            dataset_len,
+            epoch,
+            history,
+        )
     }
 
     /// The scheduler of the epochs: adaptive or static, per decision, as

@@ -192,8 +192,7 @@ impl Shared {
             return;
         };
         // A plan that cannot be made is reported when the consumer asks for the epoch.
-        let Ok(plan) = EpochPlan::resumed(&config.plan, config.locality.as_ref(), len, epoch, &[])
-        else {
+        let Ok(plan) = config.epoch_plan(len, epoch, &[]) else {
             return;
         };
         Running::ahead(
@@ -242,16 +241,8 @@ impl Running {
             .workers();
         let cache = parts.source.cache();
         if cache.looks_ahead() {
-            let next = position.epoch.checked_add(1).and_then(|epoch| {
-                EpochPlan::resumed(
-                    &config.plan,
-                    config.locality.as_ref(),
-                    catalog.len(),
-                    epoch,
-                    &[],
-                )
-                .ok()
-            });
+            let next = (position.epoch.checked_add(1))
+                .and_then(|epoch| config.epoch_plan(catalog.len(), epoch, &[]).ok());
             cache.begin_epoch(
                 position.epoch,
                 next.as_ref().map_or(&[], EpochPlan::samples),

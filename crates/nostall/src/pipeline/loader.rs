@@ -426,13 +426,9 @@ impl Loader {
 
     /// The plan of the epoch of `position` after `history`, checked to hold `position`.
     fn plan_from(&self, position: Position, history: &[Stretch]) -> Result<EpochPlan> {
-        let plan = EpochPlan::resumed(
-            &self.config.plan,
-            self.config.locality.as_ref(),
-            self.catalog.len(),
-            position.epoch,
-            history,
-        )?;
+        let plan = self
+            .config
+            .epoch_plan(self.catalog.len(), position.epoch, history)?;
         if position.sample as usize > plan.samples().len() {
             return Err(Error::Config(format!(
                 "position {position:?} lies beyond the epoch's {} samples on this rank",

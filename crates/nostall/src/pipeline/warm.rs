@@ -14,7 +14,6 @@ use std::sync::Arc;
 use crate::cache::frequency::placement;
 use crate::cache::{CacheFill, CachePolicy, Cached};
 use crate::catalog::{Catalog, SampleId};
-use crate::plan::EpochPlan;
 
 use super::LoaderConfig;
 
@@ -38,11 +37,8 @@ impl Warmer {
         let capacity = source.cache().stats().capacity;
         let kept = match (config.cache.policy, config.cache.fill) {
             (CachePolicy::Frequency, _) => {
-                let (plan, locality) = (&config.plan, config.locality.as_ref());
                 let reads = (0..config.cache.planned_epochs)
-                    .filter_map(|epoch| {
-                        EpochPlan::resumed(plan, locality, catalog.len(), epoch, &[]).ok()
-                    })
+                    .filter_map(|epoch| config.epoch_plan(catalog.len(), epoch, &[]).ok())
                     .flat_map(|plan| plan.samples().to_vec());
                 let kept = placement(reads, capacity, |id| catalog.size(id));
                 source.cache().place(&kept);
