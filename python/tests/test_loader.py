@@ -344,6 +344,8 @@ def test_configuration_and_storage_errors(photos, tmp_path):
         nostall.Loader(photos, cache="lots")
     with pytest.raises(nostall.ConfigError, match="cache_epochs"):
         nostall.Loader(photos, cache="50%", cache_policy="frequency")
+    with pytest.raises(nostall.ConfigError, match="a group's name"):
+        nostall.Loader(photos, share="")
     with pytest.raises(nostall.ConfigError, match="the lru cache policy does not have"):
         nostall.Loader(photos, cache="50%", cache_policy="lru", cache_fill="before")
     with pytest.raises(nostall.ConfigError, match="cache_fill"):
