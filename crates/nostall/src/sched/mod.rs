@@ -4,7 +4,7 @@
 //! deciding thread roles from online estimates (`roles`) and the reads in flight
 //! (`reads`, the fetch controller's decisions). `node` balances the prep
 //! threads of a node among the local ranks of a job. [`offload`] decides which images a
-//! device decodes instead of a prep thread. [`schedule`] is the seam an epoch asks for
+//! device decodes instead of a prep thread. `schedule` is the seam an epoch asks for
 //! its decisions: the static configuration as one implementation, the adaptive as
 //! another.
 
