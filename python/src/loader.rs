@@ -80,8 +80,9 @@ use crate::{device, live, shared, state};
 /// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
 ///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
 ///   evicts, never thrashes; with `cache_fill="before"` the dataset's first samples that
-///   fit are read before the first epoch), `"lookahead"` (reads the plan's next epoch: keeps the
-///   samples this rank reads soonest; with several ranks it hits more than `"minio"`),
+///   fit are read before the first epoch), `"lookahead"` (reads the plan's next epoch:
+///   keeps the samples this rank reads soonest; with several ranks it hits more than
+///   `"minio"`),
 ///   `"frequency"` (NoPFS: keeps the samples this rank reads most often over
 ///   `cache_epochs` epochs, read ahead in the background, or before the loader's first
 ///   read with `cache_fill="before"`, as `nostall simulate cache` assumes), `"lru"`, or

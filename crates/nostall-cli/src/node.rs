@@ -215,8 +215,8 @@ pub(crate) fn run(args: Args) -> Result<(), AnyError> {
         {
             return Err(
                 "--prefill fills a minio cache, or reads a frequency cache's \
-                        placement, before the first epoch: use it with --cache-policy minio \
-                        or frequency"
+                 placement, before the first epoch: use it with --cache-policy minio or \
+                 frequency"
                     .into(),
             );
         }
