@@ -13,6 +13,8 @@ installed with `pip install --no-deps --target BUILD/pylib WHEEL`); the Python r
 Measurements (data: bench/make_photos.py's 2 000 photographs, bench/make_audio.py's clips):
   bench-2t, bench-1t     `nostall bench PHOTOS --threads N --epochs 3 --no-floor` (make
                          bench's rows, without the decode floor)
+  grid-unthrottled-2x    `nostall bench --model-rate 7000 --epochs 1`: the grid's
+                         unthrottled cell, a training step at about twice the pipeline
   grid-20mbps-20ms       `nostall bench` with the defaults behind a 20 MB/s, 20 ms link
                          (one of the grid's cells), 2 epochs
   grid-cache-35          `nostall bench` with a 35% minio cache, 3 epochs
@@ -72,6 +74,8 @@ def coordinated(build, photos):
 MEASURES = {
     "bench-2t": lambda b, a: nostall_bench(b, a.photos, "--threads", "2", "--epochs", "3"),
     "bench-1t": lambda b, a: nostall_bench(b, a.photos, "--threads", "1", "--epochs", "3"),
+    "grid-unthrottled-2x": lambda b, a: nostall_bench(
+        b, a.photos, "--threads", "2", "--model-rate", "7000", "--epochs", "1"),
     "grid-20mbps-20ms": lambda b, a: nostall_bench(
         b, a.photos, "--throttle-mbps", "20", "--latency-ms", "20", "--epochs", "2"),
     "grid-cache-35": lambda b, a: nostall_bench(
