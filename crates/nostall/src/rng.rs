@@ -6,7 +6,7 @@
 //! independent streams from (seed, epoch, sample id), xoshiro256** to draw from them.
 
 /// Mixes a 64-bit value: the SplitMix64 finaliser. Good avalanche, cheap, stable.
-pub fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

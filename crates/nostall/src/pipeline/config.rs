@@ -17,7 +17,7 @@ use super::device_queue::DeviceQueue;
 /// The most bytes one batch may take (16 GiB): far above any training batch, and what
 /// keeps a pipeline's sizes, set by hand or sent by another process, from asking for
 /// memory no machine has (or overflowing the arithmetic of the buffers).
-pub const MAX_BATCH_BYTES: u64 = 1 << 34;
+pub(crate) const MAX_BATCH_BYTES: u64 = 1 << 34;
 
 /// The largest nice increment Linux gives a thread.
 const MAX_NICE: u8 = 19;

@@ -62,7 +62,7 @@ pub use budget::MemoryPlan;
 pub use buffer::{Arena, PageLock, SharedMemory};
 pub use builder::{ForDevice, LoaderBuilder};
 pub use checkpoint::{Checkpoint, RunIdentity};
-pub use config::{ErrorPolicy, LoaderConfig, MAX_BATCH_BYTES};
+pub use config::{ErrorPolicy, LoaderConfig};
 pub use device_queue::{DeviceQueue, ToDecode};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;

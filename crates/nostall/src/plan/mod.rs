@@ -492,7 +492,7 @@ impl EpochPlan {
 }
 
 /// Samples each rank gets per epoch, without building the permutation.
-pub fn samples_per_rank(config: &PlanConfig, dataset_len: usize) -> usize {
+pub(crate) fn samples_per_rank(config: &PlanConfig, dataset_len: usize) -> usize {
     match config.shard {
         Shard::Pad => dataset_len.div_ceil(config.world),
         Shard::Drop => dataset_len / config.world,
@@ -500,7 +500,7 @@ pub fn samples_per_rank(config: &PlanConfig, dataset_len: usize) -> usize {
 }
 
 /// Number of batches that `samples` samples make.
-pub fn batches_for(samples: usize, batch_size: usize, drop_last: bool) -> usize {
+pub(crate) fn batches_for(samples: usize, batch_size: usize, drop_last: bool) -> usize {
     if drop_last {
         samples / batch_size
     } else {

@@ -34,7 +34,7 @@
 //!   the next epoch, so the hit rate *climbs* epoch after epoch, each epoch adding the
 //!   LRU-like lucky hits to the shielded set, until the active list is full; in the long
 //!   run it tends to the active list's share of the dataset (about `c/2`). The cap is
-//!   [`TWO_LIST_ACTIVE_SHARE`] of the cache, Linux's rule for small memories
+//!   half of the cache (`TWO_LIST_ACTIVE_SHARE`), Linux's rule for small memories
 //!   (`inactive_is_low` with ratio 1: active never outgrows inactive). With it the
 //!   simulator reproduces the reference table of the research notes (1.2/6.8/12.8/
 //!   22.5/50.9% at 10/25/35/50/80%) for the default 5-epoch run, whose "steady state"
@@ -83,7 +83,7 @@ use crate::sample::SampleId;
 /// Share of the cache the [`SimPolicy::TwoList`] active list may hold: Linux keeps the
 /// active list no larger than the inactive one on small memories (inactive ratio 1), and
 /// this value reproduces the reference hit rates (see the module documentation).
-pub const TWO_LIST_ACTIVE_SHARE: f64 = 0.5;
+pub(crate) const TWO_LIST_ACTIVE_SHARE: f64 = 0.5;
 
 /// A cache policy the simulator knows: the loader's, run with the loader's own code
 /// (their `Keeper`s), and two references the loader does not offer.

@@ -28,7 +28,7 @@ use mel::Mel;
 
 pub use mel::{MelArgs, MelScale, MelSpec};
 use resample::Resampler;
-pub use resample::{ResampleQuality, ResampleWindow, KAISER_BETA};
+pub use resample::{ResampleQuality, ResampleWindow};
 
 use super::{DType, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};

@@ -39,7 +39,7 @@ pub struct ResampleQuality {
 }
 
 /// torchaudio's default shape of the Kaiser window (`beta`).
-pub const KAISER_BETA: f64 = 14.769_656_459_379_492;
+pub(crate) const KAISER_BETA: f64 = 14.769_656_459_379_492;
 
 impl Default for ResampleQuality {
     fn default() -> ResampleQuality {
@@ -69,7 +69,7 @@ impl ResampleQuality {
 
     /// The filter `torchaudio.functional.resample` uses with these arguments:
     /// `resampling_method` `"sinc_interp_hann"` or `"sinc_interp_kaiser"` (whose `beta`
-    /// defaults to [`KAISER_BETA`]).
+    /// defaults to torchaudio's 14.769 656 459 379 492).
     ///
     /// # Errors
     ///

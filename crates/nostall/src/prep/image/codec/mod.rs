@@ -35,7 +35,7 @@ pub enum Format {
 }
 
 /// Recognises a format from the first bytes of a file.
-pub fn sniff(data: &[u8]) -> Option<Format> {
+pub(crate) fn sniff(data: &[u8]) -> Option<Format> {
     if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
         Some(Format::Jpeg)
     } else if data.starts_with(b"\x89PNG\r\n\x1a\n") {
