@@ -139,8 +139,9 @@ impl JobBuilder {
     }
 
     /// Attaches to the node agent of this user (at [`crate::default_socket`] unless
-    /// [`JobBuilder::agent_socket`] says otherwise) in the job's group, starting one if none answers and [`JobBuilder::start_agent_with`] was
-    /// given; `None` when the job does not share.
+    /// [`JobBuilder::agent_socket`] says otherwise) in the job's group, starting one if
+    /// none answers and [`JobBuilder::start_agent_with`] was given; `None` when the job
+    /// does not share.
     ///
     /// # Errors
     ///
