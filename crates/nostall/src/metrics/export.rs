@@ -34,7 +34,6 @@ use prometheus_client::registry::Registry;
 use super::LiveStats;
 use crate::error::{Error, Result};
 use crate::net::AcceptFailure;
-use crate::pipeline::Loader;
 
 /// The most bytes of a request head read before answering 431.
 pub(crate) const MAX_REQUEST: usize = 8 * 1024;
@@ -53,12 +52,6 @@ pub trait Figures: Send + Sync + 'static {
     /// Figures from outside the loader (a partitioned cache's peers, say).
     fn extra(&self) -> Vec<Reading> {
         Vec::new()
-    }
-}
-
-impl Figures for Loader {
-    fn live(&self) -> LiveStats {
-        self.live_stats()
     }
 }
 

@@ -498,3 +498,11 @@ fn prep_role(config: &LoaderConfig, balance: Option<&Balance>) -> Arc<Mutex<Prep
     }
     Arc::new(Mutex::new(role))
 }
+
+/// The live metrics endpoint serves a loader's own figures.
+#[cfg(feature = "prometheus")]
+impl crate::metrics::export::Figures for Loader {
+    fn live(&self) -> crate::metrics::LiveStats {
+        self.live_stats()
+    }
+}
