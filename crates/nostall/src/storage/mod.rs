@@ -44,6 +44,7 @@
 //! sizes and is refused outright by some filesystems.
 
 mod blob;
+mod columns;
 mod files;
 mod memory;
 #[cfg(feature = "parquet")]
@@ -62,6 +63,7 @@ pub(crate) fn is_parquet_key(key: &str) -> bool {
     !name.starts_with('.') && name.to_ascii_lowercase().ends_with(".parquet")
 }
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
+pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use memory::Memory;
 #[cfg(feature = "parquet")]

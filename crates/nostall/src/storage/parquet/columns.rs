@@ -5,8 +5,8 @@ use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::FileMetaData;
 use parquet::schema::types::ColumnDescPtr;
 
-use crate::dataset::{Columns, LabelColumn};
 use crate::sample::Modality;
+use crate::storage::{Columns, LabelColumn};
 
 /// The leaf columns a dataset reads, found in one file.
 #[derive(Debug, Clone)]

@@ -49,9 +49,9 @@ use super::{
     is_parquet_key, Served, Source, SourceStats, Tier, DEFAULT_GROUP_MEMORY, DEFAULT_MAX_BYTES,
 };
 use crate::catalog::{Catalog, SampleId};
-use crate::dataset::Columns;
 use crate::error::{Cause, Error, Result};
 use crate::sample::Modality;
+use crate::storage::Columns;
 
 /// The largest footer read: a footer describes row groups and columns, and even a file
 /// of a million row groups has one of a few hundred megabytes; beyond this it is damage.
