@@ -12,7 +12,7 @@ use std::time::Duration;
 use nostall::device::CudaHostMemory;
 use nostall::pipeline::{DeviceQueue, ForDevice, LoaderBuilder, PageLock};
 use nostall::prep::image::DeviceFinish;
-use nostall::sched::offload::{DecodeRoute, RouteMode};
+use nostall::prep::route::{DecodeRoute, RouteMode};
 use nostall::{Batch, Catalog};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};

@@ -35,7 +35,7 @@
 //!   below the pipeline so that the scheduler and the analyzer (the `nostall-analyze`
 //!   crate: DS-Analyzer) share it; the workers'
 //!   roles, the node's share of its ranks' threads, and which images a device decodes
-//!   instead of a worker ([`sched::offload`]).
+//!   instead of a worker ([`prep::route`]).
 //! - [`device`]: what a consumer on a GPU needs of the engine, loaded at run time: batch
 //!   buffers page-locked through the CUDA runtime.
 //! - [`sim`]: offline simulators of cache policies and of partitioned caches across

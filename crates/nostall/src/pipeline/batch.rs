@@ -122,7 +122,7 @@ impl Batch {
 
     /// The samples left for a device to decode, each with its slot in the batch (which
     /// holds zeros until the device writes it): none unless the pipeline has a
-    /// [`DecodeRoute`](crate::sched::offload::DecodeRoute).
+    /// [`DecodeRoute`](crate::prep::route::DecodeRoute).
     pub fn deferred(&self) -> &[(usize, Deferred)] {
         &self.deferred
     }

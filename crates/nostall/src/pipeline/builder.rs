@@ -26,8 +26,8 @@ use crate::error::{Error, Result};
 use crate::plan::locality::Locality;
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout};
+use crate::prep::route::DecodeRoute;
 use crate::prep::{DType, Operators, Pipeline};
-use crate::sched::offload::DecodeRoute;
 use crate::storage::{Link, Source, Throttled};
 
 use super::settings::{LoaderSettings, PipelineSetting, DEFAULT_IMAGE_SIZE};

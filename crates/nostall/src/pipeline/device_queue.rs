@@ -1,6 +1,6 @@
 //! Samples left to a device's decoder, handed to it the moment prep threads leave them.
 //!
-//! A [`DecodeRoute`](crate::sched::offload::DecodeRoute) leaves some JPEGs to the
+//! A [`DecodeRoute`](crate::prep::route::DecodeRoute) leaves some JPEGs to the
 //! device's decoder. Their batch reaches the consumer only once every one of its samples
 //! is prepared; a device that waited for the batch before decoding them would decode
 //! them while the consumer waits, on the consumer's thread, and its decoder would idle

@@ -19,13 +19,14 @@
 
 pub mod audio;
 pub mod image;
+pub mod route;
 pub mod text;
 
 use std::sync::Arc;
 
 use crate::error::{Cause, Error, Result};
+use crate::prep::route::DecodeRoute;
 use crate::rng::Rng;
-use crate::sched::offload::DecodeRoute;
 
 pub use audio::AudioPipeline;
 pub use image::ImagePipeline;

@@ -31,8 +31,8 @@ pub use ops::{
 
 use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
+use crate::prep::route::DecodeRoute;
 use crate::rng::Rng;
-use crate::sched::offload::DecodeRoute;
 
 /// A validated list of operators with a fixed output shape.
 #[derive(Debug, Clone, PartialEq)]

@@ -182,7 +182,7 @@ fn presets_by_name_and_output_types_from_text() {
 
 #[test]
 fn a_routed_jpeg_keeps_the_augmentation_the_cpu_would_draw() {
-    use crate::sched::offload::{DecodeRoute, RouteMode};
+    use crate::prep::route::{DecodeRoute, RouteMode};
     let (w, h) = (96u32, 64u32);
     let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 251) as u8).collect();
     let jpeg = encode_jpeg(&px, w, h, EncodePixels::Rgb, 90, false).unwrap();
