@@ -1,8 +1,6 @@
 //! Samples held in memory: the source that takes storage out of a measurement.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use super::{Source, SourceStats, Tier};
+use super::{Served, Source, SourceStats, Tier};
 use crate::error::Cause;
 use crate::sample::SampleId;
 
@@ -11,8 +9,7 @@ use crate::sample::SampleId;
 #[derive(Debug, Default)]
 pub struct Memory {
     samples: Vec<Vec<u8>>,
-    bytes: AtomicU64,
-    requests: AtomicU64,
+    served: Served,
 }
 
 impl Memory {
@@ -33,8 +30,7 @@ impl Source for Memory {
             return Err(Cause::Empty);
         }
         out.extend_from_slice(bytes);
-        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.served.count(bytes.len() as u64);
         Ok(())
     }
 
@@ -47,9 +43,6 @@ impl Source for Memory {
     }
 
     fn stats(&self) -> SourceStats {
-        SourceStats {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
-        }
+        self.served.stats()
     }
 }
