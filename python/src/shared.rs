@@ -24,7 +24,6 @@ pub(crate) struct Shared {
     stream: Stream,
     attached: Attached,
     make: Make,
-    goes_alone: bool,
     /// Batches of the current epoch from the group's stream, and from this job's own.
     pub(crate) from_group: u64,
     pub(crate) private: u64,
@@ -67,7 +66,6 @@ impl Shared {
             attached: client.attached().clone(),
             stream: Stream::Idle(Box::new(client)),
             make,
-            goes_alone,
             from_group: 0,
             private: 0,
             last: Default::default(),
@@ -78,9 +76,10 @@ impl Shared {
     }
 
     /// Whether this loader goes on with threads of its own if the agent is lost
-    /// ([`nostall_agent::Job::goes_alone`]).
+    /// ([`nostall_agent::Job::goes_alone`]): a job that does not is the one whose node
+    /// the agent runs, the one given node counters.
     pub(crate) fn goes_alone(&self) -> bool {
-        self.goes_alone
+        self.node.is_none()
     }
 
     /// Batches per epoch of the group's stream.
