@@ -133,11 +133,6 @@ impl JobBuilder {
         &mut self.loader
     }
 
-    /// Whether the job reads through the node agent.
-    pub fn sharing(&self) -> bool {
-        self.share != Share::Off
-    }
-
     /// Attaches to the node agent of this user (at [`crate::default_socket`] unless
     /// [`JobBuilder::agent_socket`] says otherwise) in the job's group, starting one if
     /// none answers and [`JobBuilder::start_agent_with`] was given; `None` when the job
