@@ -1,9 +1,11 @@
-//! Decoding one column chunk of one row group, from its bytes as read from the file.
+//! Decoding one column chunk of one row group (or one of its pages), from its bytes as
+//! read from the file.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
+use parquet::basic::Compression;
 use parquet::column::reader::ColumnReaderImpl;
 use parquet::data_type::{ByteArray, ByteArrayType, DataType, Int32Type, Int64Type};
 use parquet::file::metadata::ColumnChunkMetaData;
@@ -11,7 +13,7 @@ use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescPtr;
 
-use super::pages;
+use super::{pages, thrift};
 
 /// Where a column chunk lies in its file, checked against the file: `(offset, length)`.
 pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64, u64), String> {
@@ -33,8 +35,6 @@ pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64,
 /// A run of a row group's rows whose sample bytes can be read and decoded alone: one of
 /// the chunk's pages, or the whole chunk.
 pub(super) struct Unit {
-    /// What the decoder is told of it: the chunk's metadata, or one made for the page.
-    pub(super) meta: ColumnChunkMetaData,
     /// Where it lies in the file: `(offset, length)`.
     pub(super) extent: (u64, u64),
     /// Its first row within the row group, and its rows.
@@ -43,11 +43,10 @@ pub(super) struct Unit {
 }
 
 /// The units of a row group's chunk of `rows` rows: its pages, as the file's offset index
-/// lists them (`locations`, decoded from the index's bytes), when that index is whole and
+/// lists them (`offset_index`, the index's bytes), when that index is whole and
 /// consistent and no dictionary page comes first; else the chunk as one unit.
 pub(super) fn units(
     meta: &ColumnChunkMetaData,
-    descr: &ColumnDescPtr,
     rows: usize,
     file_size: u64,
     offset_index: Option<&[u8]>,
@@ -55,13 +54,13 @@ pub(super) fn units(
     let extent = extent(meta, file_size)?;
     let whole = || {
         vec![Unit {
-            meta: meta.clone(),
             extent,
             first_row: 0,
             rows,
         }]
     };
-    let Some(index) = offset_index else {
+    // The crate's parser sizes its list of pages from the count the index declares.
+    let Some(index) = offset_index.filter(|index| thrift::check_struct(index).is_ok()) else {
         return Ok(whole());
     };
     let decoded = catch_unwind(AssertUnwindSafe(|| {
@@ -94,27 +93,21 @@ pub(super) fn units(
     if !consistent || pages.len() < 2 {
         return Ok(whole());
     }
-    let mut units = Vec::with_capacity(pages.len());
-    for (i, page) in pages.iter().enumerate() {
-        let first_row = page.first_row_index as usize;
-        let next = pages
-            .get(i + 1)
-            .map_or(rows, |n| n.first_row_index as usize);
-        let page_meta = ColumnChunkMetaData::builder(descr.clone())
-            .set_compression(meta.compression())
-            .set_data_page_offset(page.offset)
-            .set_total_compressed_size(i64::from(page.compressed_page_size))
-            .set_num_values((next - first_row) as i64)
-            .build()
-            .map_err(|e| e.to_string())?;
-        units.push(Unit {
-            meta: page_meta,
-            extent: (page.offset as u64, page.compressed_page_size as u64),
-            first_row,
-            rows: next - first_row,
-        });
-    }
-    Ok(units)
+    Ok(pages
+        .iter()
+        .enumerate()
+        .map(|(i, page)| {
+            let first_row = page.first_row_index as usize;
+            let next = pages
+                .get(i + 1)
+                .map_or(rows, |n| n.first_row_index as usize);
+            Unit {
+                extent: (page.offset as u64, page.compressed_page_size as u64),
+                first_row,
+                rows: next - first_row,
+            }
+        })
+        .collect())
 }
 
 /// Refuses a chunk compressed with a codec this build does not decode (Brotli, LZO), at
@@ -131,16 +124,12 @@ pub(super) fn check_codec(meta: &ColumnChunkMetaData) -> Result<(), String> {
     }
 }
 
-/// A column chunk's bytes, addressed by their offsets in the file, as the page reader
-/// asks for them.
-struct Chunk {
-    start: u64,
-    bytes: Bytes,
-}
+/// A chunk as [`pages::normalise`] rewrote it, read by the page reader.
+struct Chunk(Bytes);
 
 impl Length for Chunk {
     fn len(&self) -> u64 {
-        self.start + self.bytes.len() as u64
+        self.0.len() as u64
     }
 }
 
@@ -153,16 +142,13 @@ impl ChunkReader for Chunk {
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        let from = start.checked_sub(self.start).map(|at| at as usize);
-        match from {
-            Some(at)
-                if at
-                    .checked_add(length)
-                    .is_some_and(|end| end <= self.bytes.len()) =>
-            {
-                Ok(self.bytes.slice(at..at + length))
-            }
-            _ => Err(parquet::errors::ParquetError::EOF(format!(
+        match usize::try_from(start)
+            .ok()
+            .and_then(|at| Some(at..at.checked_add(length)?))
+            .filter(|range| range.end <= self.0.len())
+        {
+            Some(range) => Ok(self.0.slice(range)),
+            None => Err(parquet::errors::ParquetError::EOF(format!(
                 "{length} bytes at byte {start}, outside the column chunk"
             ))),
         }
@@ -171,20 +157,36 @@ impl ChunkReader for Chunk {
 
 /// The values of a chunk of `rows` rows, one per row (`None` where the row has none).
 ///
-/// `bytes` is the chunk as read from byte `start` of its file; its pages may decompress
-/// to at most `limit` bytes together. A damaged chunk (even one that makes the decoder
-/// panic) is an error.
+/// `bytes` is the chunk (or one of its pages) as read from its file, compressed with
+/// `codec`; its pages may decompress to at most `limit` bytes together. They are
+/// decompressed and checked here ([`pages::normalise`]), and the decoder is handed them
+/// uncompressed. A damaged chunk (even one that makes the decoder panic) is an error.
 fn decode<T: DataType>(
     descr: &ColumnDescPtr,
-    meta: &ColumnChunkMetaData,
-    (start, bytes): (u64, Bytes),
+    codec: Compression,
+    bytes: &[u8],
     rows: usize,
     limit: u64,
 ) -> Result<Vec<Option<T::T>>, String> {
-    pages::decompressed_size(&bytes, limit)?;
+    let column = pages::Column {
+        codec,
+        physical: descr.physical_type(),
+        max_def: descr.max_def_level(),
+        type_length: descr.type_length(),
+    };
+    let pages = pages::normalise(bytes, column, rows, limit)?;
     let decoded = catch_unwind(AssertUnwindSafe(|| {
-        let chunk = Arc::new(Chunk { start, bytes });
-        let pages = SerializedPageReader::new(chunk, meta, rows, None)?;
+        let len = pages.bytes.len() as i64;
+        let meta = ColumnChunkMetaData::builder(descr.clone())
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_dictionary_page_offset(pages.has_dictionary.then_some(0))
+            .set_data_page_offset(pages.first_data_page as i64)
+            .set_total_compressed_size(len)
+            .set_total_uncompressed_size(len)
+            .set_num_values(rows as i64)
+            .build()?;
+        let chunk = Arc::new(Chunk(pages.bytes));
+        let pages = SerializedPageReader::new(chunk, &meta, rows, None)?;
         let mut reader = ColumnReaderImpl::<T>::new(descr.clone(), Box::new(pages));
         let (mut values, mut defs) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
         let (records, _, _) = reader.read_records(rows, Some(&mut defs), None, &mut values)?;
@@ -224,27 +226,27 @@ fn decode<T: DataType>(
 /// A binary column's values, each row's sharing the decompressed page it lies in.
 pub(super) fn binary(
     descr: &ColumnDescPtr,
-    meta: &ColumnChunkMetaData,
-    chunk: (u64, Bytes),
+    codec: Compression,
+    chunk: &[u8],
     rows: usize,
     limit: u64,
 ) -> Result<Vec<Option<ByteArray>>, String> {
-    decode::<ByteArrayType>(descr, meta, chunk, rows, limit)
+    decode::<ByteArrayType>(descr, codec, chunk, rows, limit)
 }
 
 /// An integer column's values (`INT32` or `INT64`), widened.
 pub(super) fn integers(
     descr: &ColumnDescPtr,
-    meta: &ColumnChunkMetaData,
-    chunk: (u64, Bytes),
+    codec: Compression,
+    chunk: &[u8],
     rows: usize,
     limit: u64,
 ) -> Result<Vec<Option<i64>>, String> {
     match descr.physical_type() {
-        parquet::basic::Type::INT32 => Ok(decode::<Int32Type>(descr, meta, chunk, rows, limit)?
+        parquet::basic::Type::INT32 => Ok(decode::<Int32Type>(descr, codec, chunk, rows, limit)?
             .into_iter()
             .map(|v| v.map(i64::from))
             .collect()),
-        _ => decode::<Int64Type>(descr, meta, chunk, rows, limit),
+        _ => decode::<Int64Type>(descr, codec, chunk, rows, limit),
     }
 }

@@ -32,14 +32,16 @@
 
 mod chunk;
 mod columns;
+mod inflate;
 mod pages;
+mod thrift;
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use bytes::Bytes;
+use parquet::basic::Compression;
 use parquet::data_type::ByteArray;
 use parquet::file::metadata::{ColumnChunkMetaData, FooterTail, ParquetMetaDataReader};
 use parquet::schema::types::ColumnDescPtr;
@@ -120,9 +122,8 @@ struct File {
 /// One group of one file: a page of the sample column, or a row group's whole chunk.
 struct Group {
     file: u32,
-    /// What the decoder is told of it: its row group's chunk of the sample column, or one
-    /// made for the page.
-    chunk: ColumnChunkMetaData,
+    /// How its row group's chunk of the sample column is compressed.
+    codec: Compression,
     /// Where it lies in the file: `(offset, length)`.
     extent: (u64, u64),
     rows: usize,
@@ -329,13 +330,16 @@ impl ParquetFiles {
         else {
             return values.clone();
         };
-        if values.is_err() {
-            // A failed read may succeed later (storage was down): not kept.
-            let slot = decoded.slots.remove(&group).expect("found above");
-            decoded.used -= slot.bytes;
+        slot.reads += 1;
+        if let Err(cause) = &values {
+            // Damage is remembered until each of the group's rows has been refused once
+            // (a pass of the epoch), so that its other rows are not read and decompressed
+            // again; a failure of the storage may pass, and is retried at the next row.
+            if !matches!(cause, Cause::Corrupt(_)) || slot.finished() {
+                decoded.slots.remove(&group);
+            }
             return values.clone();
         }
-        slot.reads += 1;
         if let Some(bytes) = decoded_here {
             slot.bytes = bytes;
             decoded.used += bytes;
@@ -353,14 +357,7 @@ impl ParquetFiles {
         self.store
             .read(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
         let limit = self.memory.load(Ordering::Relaxed).max(self.max_bytes);
-        chunk::binary(
-            &file.descr,
-            &g.chunk,
-            (start, Bytes::from(bytes)),
-            g.rows,
-            limit,
-        )
-        .map_err(|e| {
+        chunk::binary(&file.descr, g.codec, &bytes, g.rows, limit).map_err(|e| {
             Cause::Corrupt(format!(
                 "rows {}..{}: {e}",
                 g.first_row,
@@ -543,7 +540,7 @@ impl Index {
             let index = offset_indexes
                 .as_ref()
                 .map(|(at, bytes)| &bytes[at[g].clone()]);
-            let units = chunk::units(chunk, &descr, rows, blob.size, index)?;
+            let units = chunk::units(chunk, rows, blob.size, index)?;
             let labels = match found.label {
                 Some(label) => Some(read_labels(
                     store,
@@ -579,7 +576,7 @@ impl Index {
                 }
                 self.groups.push(Group {
                     file,
-                    chunk: unit.meta,
+                    codec: chunk.compression(),
                     extent: unit.extent,
                     rows: unit.rows,
                     first_row: first_row + unit.first_row as u64,
@@ -668,18 +665,18 @@ fn read_labels(
     store
         .read(&blob.key, blob.version.as_deref(), start, len, &mut bytes)
         .map_err(|e| e.to_string())?;
-    let chunk = (start, Bytes::from(bytes));
+    let codec = meta.compression();
     let labels = if numbered {
         Labels::Numbered(chunk::integers(
             descr,
-            meta,
-            chunk,
+            codec,
+            &bytes,
             rows,
             MAX_LABEL_CHUNK_BYTES,
         )?)
     } else {
         Labels::Named(
-            chunk::binary(descr, meta, chunk, rows, MAX_LABEL_CHUNK_BYTES)?
+            chunk::binary(descr, codec, &bytes, rows, MAX_LABEL_CHUNK_BYTES)?
                 .into_iter()
                 .map(|v| v.map(|v| String::from_utf8_lossy(v.data()).into_owned()))
                 .collect(),
@@ -739,7 +736,7 @@ fn footer(
     store
         .read(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
         .map_err(|e| e.to_string())?;
-    pages::check_footer(&bytes).map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
+    thrift::check_struct(&bytes).map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
     match catch_unwind(AssertUnwindSafe(|| {
         ParquetMetaDataReader::decode_metadata(&bytes)
     })) {

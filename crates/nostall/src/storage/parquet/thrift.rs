@@ -1,0 +1,272 @@
+//! The Thrift compact protocol, as Parquet writes its footers and page headers: a reader
+//! over bytes from a file (every length checked against what is left), a writer of the
+//! few fields nostall writes back, and a walk of a whole struct that keeps nothing
+//! ([`check_struct`]).
+//!
+//! The walk exists because the `parquet` crate's own parser sizes collections from the
+//! counts it reads: a few crafted bytes declaring a list of 2^31 elements take it seconds,
+//! or gigabytes. The walk refuses any collection of more elements than bytes left, in a
+//! pass, before the crate sees the struct.
+
+/// Deeper nesting than any footer or page header has (a footer nests five structs, a page
+/// header three).
+const MAX_DEPTH: usize = 16;
+
+pub(super) const BOOL_TRUE: u8 = 1;
+pub(super) const BOOL_FALSE: u8 = 2;
+const I8: u8 = 3;
+const I16: u8 = 4;
+pub(super) const I32: u8 = 5;
+const I64: u8 = 6;
+const DOUBLE: u8 = 7;
+const BINARY: u8 = 8;
+const LIST: u8 = 9;
+const SET: u8 = 10;
+const MAP: u8 = 11;
+pub(super) const STRUCT: u8 = 12;
+
+/// Walks a struct filling `bytes` without keeping anything: an error if it is cut off,
+/// nested too deep, or declares collections of more elements than bytes.
+pub(super) fn check_struct(bytes: &[u8]) -> Result<(), String> {
+    let mut cursor = Cursor::new(bytes);
+    cursor.skip(STRUCT, 0)
+}
+
+/// A reader of the compact protocol over bytes from a file.
+pub(super) struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(super) fn new(bytes: &'a [u8]) -> Cursor<'a> {
+        Cursor { bytes, at: 0 }
+    }
+
+    /// Bytes read so far.
+    pub(super) fn position(&self) -> usize {
+        self.at
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        let b = *self.bytes.get(self.at).ok_or("cut off")?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("a varint longer than 10 bytes".into())
+    }
+
+    fn zigzag(&mut self) -> Result<i64, String> {
+        let v = self.varint()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    /// An `i32` field's value, refused if it does not fit (the `parquet` crate would read
+    /// another number from the same bytes).
+    pub(super) fn i32(&mut self) -> Result<i32, String> {
+        let v = self.zigzag()?;
+        i32::try_from(v).map_err(|_| format!("{v} in a 32-bit field"))
+    }
+
+    fn advance(&mut self, n: u64) -> Result<(), String> {
+        let end = (self.at as u64)
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len() as u64)
+            .ok_or("cut off")?;
+        self.at = end as usize;
+        Ok(())
+    }
+
+    /// The fields of a struct, each handed to `field` with its id and type, to its stop.
+    /// `field` reads or skips the value.
+    pub(super) fn fields(
+        &mut self,
+        depth: usize,
+        field: &mut dyn FnMut(&mut Self, i64, u8) -> Result<(), String>,
+    ) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err("nested too deep".into());
+        }
+        let mut id = 0i64;
+        loop {
+            let b = self.byte()?;
+            if b == 0 {
+                return Ok(());
+            }
+            let (delta, kind) = (b >> 4, b & 0x0f);
+            id = if delta == 0 {
+                self.zigzag()?
+            } else {
+                id.saturating_add(i64::from(delta))
+            };
+            field(self, id, kind)?;
+        }
+    }
+
+    /// Skips a value of type `kind` (a struct field's: booleans carry their value in the
+    /// type).
+    pub(super) fn skip(&mut self, kind: u8, depth: usize) -> Result<(), String> {
+        match kind {
+            BOOL_TRUE | BOOL_FALSE => Ok(()),
+            I8 => self.advance(1),
+            I16 | I32 | I64 => self.varint().map(drop),
+            DOUBLE => self.advance(8),
+            BINARY => {
+                let len = self.varint()?;
+                self.advance(len)
+            }
+            LIST | SET => {
+                let b = self.byte()?;
+                let (count, element) = match b >> 4 {
+                    15 => (self.varint()?, b & 0x0f),
+                    n => (u64::from(n), b & 0x0f),
+                };
+                self.elements(count, &[element], depth)
+            }
+            MAP => {
+                let count = self.varint()?;
+                if count == 0 {
+                    return Ok(());
+                }
+                let b = self.byte()?;
+                self.elements(count, &[b >> 4, b & 0x0f], depth)
+            }
+            STRUCT => self.fields(depth + 1, &mut |c, _, kind| c.skip(kind, depth + 1)),
+            other => Err(format!("unknown field type {other}")),
+        }
+    }
+
+    /// Skips `count` elements of a list, set or map, each of `kinds` in turn.
+    fn elements(&mut self, count: u64, kinds: &[u8], depth: usize) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err("nested too deep".into());
+        }
+        // Each element takes at least a byte: a count beyond what is left is damage.
+        if count > (self.bytes.len() - self.at) as u64 {
+            return Err(format!("{count} elements in a few bytes"));
+        }
+        for _ in 0..count {
+            for &kind in kinds {
+                match kind {
+                    // In a collection a boolean is a byte of its own.
+                    BOOL_TRUE | BOOL_FALSE => self.advance(1)?,
+                    kind => self.skip(kind, depth + 1)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A writer of the compact protocol: structs of `i32`, boolean and struct fields, in
+/// increasing field order (all that a page header needs).
+#[derive(Default)]
+pub(super) struct Writer {
+    pub(super) bytes: Vec<u8>,
+    /// The last field id written, per open struct.
+    last: Vec<i16>,
+}
+
+impl Writer {
+    fn field(&mut self, id: i16, kind: u8) {
+        let last = self
+            .last
+            .last_mut()
+            .expect("a field is written inside a struct");
+        let delta = id - *last;
+        debug_assert!((1..=15).contains(&delta), "fields in increasing order");
+        self.bytes.push(((delta as u8) << 4) | kind);
+        *last = id;
+    }
+
+    /// Opens the outermost struct.
+    pub(super) fn begin(&mut self) {
+        self.last.push(0);
+    }
+
+    /// Opens a struct as field `id`.
+    pub(super) fn begin_struct(&mut self, id: i16) {
+        self.field(id, STRUCT);
+        self.last.push(0);
+    }
+
+    /// Closes the struct opened last.
+    pub(super) fn end(&mut self) {
+        self.last.pop();
+        self.bytes.push(0);
+    }
+
+    pub(super) fn i32(&mut self, id: i16, value: i32) {
+        self.field(id, I32);
+        let mut v = ((i64::from(value) << 1) ^ (i64::from(value) >> 63)) as u64;
+        while v >= 0x80 {
+            self.bytes.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.bytes.push(v as u8);
+    }
+
+    pub(super) fn bool(&mut self, id: i16, value: bool) {
+        self.field(id, if value { BOOL_TRUE } else { BOOL_FALSE });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_struct_is_walked_and_collections_larger_than_it_refused() {
+        // A struct with a list of two i32 and a binary, then its end.
+        let footer = [0x19, 0x25, 0x02, 0x04, 0x18, 0x01, 0x61, 0x00];
+        assert_eq!(check_struct(&footer), Ok(()));
+        assert!(check_struct(&footer[..5]).is_err());
+        // A list of 2^31 elements of a type that takes no bytes.
+        assert!(check_struct(&[0x19, 0xf0, 0xff, 0xff, 0xff, 0x07, 0x00]).is_err());
+        assert!(check_struct(&[0x19, 0xf1, 0xff, 0xff, 0xff, 0x07, 0x00]).is_err());
+        // Deep nesting.
+        assert!(check_struct(&[0x1c; 64]).is_err());
+    }
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let mut w = Writer::default();
+        w.begin();
+        w.i32(1, -3);
+        w.i32(2, i32::MAX);
+        w.begin_struct(5);
+        w.bool(3, true);
+        w.end();
+        w.end();
+        let mut seen = Vec::new();
+        let mut cursor = Cursor::new(&w.bytes);
+        cursor
+            .fields(0, &mut |c, id, kind| match kind {
+                I32 => {
+                    seen.push((id, i64::from(c.i32()?)));
+                    Ok(())
+                }
+                STRUCT => c.fields(1, &mut |_, id, kind| {
+                    seen.push((id, i64::from(kind == BOOL_TRUE)));
+                    Ok(())
+                }),
+                other => Err(format!("type {other}")),
+            })
+            .unwrap();
+        assert_eq!(cursor.position(), w.bytes.len());
+        assert_eq!(seen, [(1, -3), (2, i64::from(i32::MAX)), (3, 1)]);
+        assert!(Cursor::new(&[0x80; 11]).i32().is_err());
+        // 2^32 as a zigzag varint: more than an i32 holds.
+        assert!(Cursor::new(&[0x80, 0x80, 0x80, 0x80, 0x20]).i32().is_err());
+    }
+}
