@@ -141,6 +141,29 @@ pub(crate) fn features(classes: &[String]) -> String {
     )
 }
 
+/// The demo's real photographs as rows, class by class (as a conversion from class
+/// folders sorts them), with the class names.
+pub(crate) fn demo_rows() -> (Vec<Row>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    nostall_demo::write(dir.path()).unwrap();
+    let classes: Vec<String> = nostall_demo::classes()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let mut rows = Vec::new();
+    for (label, class) in classes.iter().enumerate() {
+        let mut names: Vec<_> = fs::read_dir(dir.path().join(class))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for path in names {
+            rows.push((Some(fs::read(path).unwrap()), label as i64));
+        }
+    }
+    (rows, classes)
+}
+
 /// Writes `rows` as `datasets` does: `image` a struct of `bytes` and `path`, `label` an
 /// int64, Snappy, `group` rows a row group, with `metadata` as the `huggingface` key.
 pub(crate) fn write(path: &Path, rows: &[Row], group: usize, metadata: Option<String>) {

@@ -53,7 +53,9 @@ fn exact(out: Result<Vec<u8>, String>, size: usize) -> Result<Vec<u8>, String> {
 
 /// Reads `reader` to its end, refusing more than `size` bytes.
 fn read_exactly(reader: impl Read, size: usize) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(size);
+    // Room for the one byte too many that tells a stream going past `size`, so that
+    // reading it never grows the buffer.
+    let mut out = Vec::with_capacity(size + 1);
     reader
         .take(size as u64 + 1)
         .read_to_end(&mut out)
