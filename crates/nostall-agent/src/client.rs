@@ -181,7 +181,8 @@ pub struct Attached {
 pub struct Client {
     pub(crate) channel: Arc<Channel>,
     buf: Vec<u8>,
-    /// The descriptors of the agent's buffers, by number: each batch maps its own.
+    /// The descriptors of the agent's buffers, by number, until it says to forget them
+    /// (each batch maps its own).
     buffers: HashMap<u64, Arc<Buffer>>,
     attached: Attached,
     /// The number of the job's latest request for batches (answers to earlier ones are
@@ -301,9 +302,11 @@ impl Client {
         &self.attached
     }
 
-    /// The next reply but the agent's "still working", waiting while `keep_waiting` says
-    /// so (asked every [`POLL`]) and, once attached, while the agent has spoken within
-    /// its lease.
+    /// The next reply but the agent's "still working" and "forget", waiting while
+    /// `keep_waiting` says so (asked every [`POLL`]) and, once attached, while the agent
+    /// has spoken within its lease. Buffers to forget are closed here (a batch mapped
+    /// from one keeps its own mapping): the job holds the buffers the agent may still
+    /// send batches in, no more.
     fn receive(
         &mut self,
         keep_waiting: &mut dyn FnMut() -> bool,
@@ -311,10 +314,22 @@ impl Client {
         loop {
             let (reply, fd) = self.receive_any(keep_waiting)?;
             self.heard = Instant::now();
-            if !matches!(reply, Reply::Working { .. }) {
-                return Ok((reply, fd));
+            match reply {
+                Reply::Working { .. } => {}
+                Reply::Forget { buffers } => {
+                    for buffer in buffers {
+                        self.buffers.remove(&buffer);
+                    }
+                }
+                reply => return Ok((reply, fd)),
             }
         }
+    }
+
+    /// The buffers whose memfd the job holds now.
+    #[cfg(test)]
+    pub(crate) fn buffers_held(&self) -> std::collections::HashSet<u64> {
+        self.buffers.keys().copied().collect()
     }
 
     fn receive_any(
@@ -630,6 +645,12 @@ impl SharedBatch {
     /// The batch's number within its epoch.
     pub fn index(&self) -> u64 {
         self.header.index
+    }
+
+    /// The agent's buffer it is in.
+    #[cfg(test)]
+    pub(crate) fn buffer(&self) -> u64 {
+        self.header.buffer
     }
 
     /// The position just after this batch: ask for it next.

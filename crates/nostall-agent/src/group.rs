@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nostall::clock::Clock;
 use nostall::{Batch, Loader, Position};
 
 use crate::wire::Failure;
@@ -106,10 +107,13 @@ pub struct GroupStats {
 pub(crate) type AtFinish = Box<dyn Fn() + Send + Sync>;
 
 /// How long members may hold the group up, and how far it stages ahead.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Limits {
     pub(crate) window: usize,
     pub(crate) lease: Duration,
+    /// What leases are read by: the monotonic clock, or a test's manual one (a member's
+    /// lease then runs out when the test moves it).
+    pub(crate) clock: Clock,
     /// Make an epoch only once a member asks for it, not ahead: nobody reads the epoch
     /// after a job's last, and a rank of a partitioned cache must not read its peers
     /// for it once they may have left.
@@ -207,7 +211,7 @@ impl Group {
             member,
             Member {
                 cursor,
-                seen: Instant::now(),
+                seen: self.limits.clock.now(),
             },
         );
     }
@@ -257,7 +261,7 @@ impl Group {
     /// The member is alive (it asked for something, maybe from its private stream).
     pub(crate) fn touch(&self, member: u64) {
         if let Some(m) = self.lock().members.get_mut(&member) {
-            m.seen = Instant::now();
+            m.seen = self.limits.clock.now();
         }
     }
 
@@ -278,14 +282,14 @@ impl Group {
                 member,
                 Member {
                     cursor: None,
-                    seen: Instant::now(),
+                    seen: self.limits.clock.now(),
                 },
             );
         }
         let Some(m) = s.members.get_mut(&member) else {
             return Served::Private;
         };
-        m.seen = Instant::now();
+        m.seen = self.limits.clock.now();
         let cursor = m.cursor;
         if cursor != Some(wanted) {
             if !Self::joinable(&s, wanted) {
@@ -298,7 +302,7 @@ impl Group {
                 // on asks (the others follow it there). Members waiting for the stream
                 // to start are owed its start, their lease running from now.
                 if !others_reading || s.halted {
-                    let now = Instant::now();
+                    let now = self.limits.clock.now();
                     for m in s.members.values_mut() {
                         if m.cursor.is_none() {
                             m.cursor = Some(wanted);
@@ -386,12 +390,13 @@ impl Group {
     fn tidy(&self, s: &mut State) {
         if s.staged.len() >= self.limits.window {
             if let Some(oldest) = s.staged.front().map(|f| f.key) {
-                let now = Instant::now();
+                let now = self.limits.clock.now();
                 let late: Vec<u64> = s
                     .members
                     .iter()
                     .filter(|(_, m)| {
-                        m.cursor.is_some_and(|c| c <= oldest) && now - m.seen > self.limits.lease
+                        m.cursor.is_some_and(|c| c <= oldest)
+                            && now.saturating_duration_since(m.seen) > self.limits.lease
                     })
                     .map(|(id, _)| *id)
                     .collect();

@@ -16,6 +16,9 @@ use crate::test_common as common;
 use crate::wire::{Reply, Request};
 use crate::{Agent, AgentConfig, AgentError, Client, Reading};
 
+mod opening;
+mod pauses;
+
 const BATCH: usize = 4;
 const SIDE: usize = 64;
 

@@ -14,7 +14,7 @@ use nostall_peer::{
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 6;
+pub const PROTOCOL: u32 = 7;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -36,6 +36,9 @@ const MAX_LOCAL_RANKS: usize = 1024;
 /// The most batches a job may let the agent send ahead of its asking (see
 /// [`Request::Next`]).
 pub(crate) const MAX_CREDITS: u32 = 16;
+
+/// The most buffers one [`Reply::Forget`] names (a session sends more as several).
+pub(crate) const MAX_FORGET: usize = 1024;
 
 /// The longest lease a welcome may announce (a job waits that long in silence before it
 /// goes on without the agent).
@@ -116,6 +119,12 @@ pub(crate) enum Reply {
     /// lease while a job waits, so that the job tells a slow batch from a stopped agent
     /// (whose silence outlasts the lease).
     Working { ask: u64 },
+    /// These buffers carry no more batches to this job: it closes their memfds (a batch
+    /// it holds keeps its own mapping). Sent when the stream that owned them ends (a
+    /// private one, once the job is back in its group), before any later answer, so that
+    /// a job that falls out of its group every epoch keeps no buffer of the streams it
+    /// left.
+    Forget { buffers: Vec<u64> },
 }
 
 /// Why a request failed: the text says why and what to do; a bad sample is named.
@@ -435,6 +444,7 @@ const BATCH: u8 = 12;
 const END: u8 = 13;
 const FAILED: u8 = 14;
 const WORKING: u8 = 15;
+const FORGET: u8 = 16;
 
 #[derive(Default)]
 struct Writer(Vec<u8>);
@@ -739,6 +749,12 @@ impl Reply {
             Reply::Working { ask } => {
                 w.u8(WORKING).u64(*ask);
             }
+            Reply::Forget { buffers } => {
+                w.u8(FORGET).u32(buffers.len() as u32);
+                for b in buffers {
+                    w.u64(*b);
+                }
+            }
             Reply::Failed { failure, ask } => {
                 w.u8(FAILED).u64(*ask).text(&failure.message);
                 match &failure.sample {
@@ -849,6 +865,13 @@ impl Reply {
             WORKING => Reply::Working {
                 ask: r.u64("the ask")?,
             },
+            FORGET => {
+                let n = r.count("the buffers to forget", MAX_FORGET)?;
+                let buffers = (0..n)
+                    .map(|_| r.u64("a buffer"))
+                    .collect::<Result<_, _>>()?;
+                Reply::Forget { buffers }
+            }
             FAILED => {
                 let ask = r.u64("the ask")?;
                 let message = r.text("the message")?;

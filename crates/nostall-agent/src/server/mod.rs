@@ -3,13 +3,14 @@
 
 mod session;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use nostall::clock::Clock;
 use nostall::env::LocalRanks;
 use nostall::pipeline::{Arena, LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::Source;
@@ -94,6 +95,16 @@ pub struct Agent {
     pub(crate) config: AgentConfig,
     /// The groups by name.
     groups: Mutex<HashMap<String, Entry>>,
+    /// The groups whose dataset a job is opening (outside `groups`' lock), and the news
+    /// that one was installed or failed, for the jobs that wait for it. Taken before
+    /// `groups` when both are held.
+    opening: Mutex<HashSet<String>>,
+    opened: Condvar,
+    /// What the groups' leases are read by (a test's manual clock, moved by hand).
+    pub(crate) clock: Clock,
+    /// A test's hook into the making of groups.
+    #[cfg(test)]
+    pub(crate) open_hook: Option<OpenHook>,
     /// The jobs' nodes joined for their local ranks.
     nodes: Nodes,
     clients: AtomicUsize,
@@ -130,6 +141,11 @@ impl Agent {
         Agent {
             config,
             groups: Mutex::new(HashMap::new()),
+            opening: Mutex::new(HashSet::new()),
+            opened: Condvar::new(),
+            clock: Clock::real(),
+            #[cfg(test)]
+            open_hook: None,
             nodes: Nodes::default(),
             clients: AtomicUsize::new(0),
             refusing: AtomicUsize::new(0),
@@ -143,6 +159,10 @@ impl Agent {
 
     fn groups(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn opening(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.opening.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes [`Agent::serve`] return soon, whether jobs are attached or not (their
@@ -446,30 +466,54 @@ impl Agent {
         } else {
             group_name.to_string()
         };
-        let mut groups = self.groups();
-        if let Some(entry) = groups.get_mut(&name) {
-            let group_batch = entry.group.loader().config().plan.batch_size;
-            if entry.identity != identity && describe(group_batch).1 == entry.identity {
-                // The batch is the unit staged: every member takes the same ones.
-                return Err(format!(
-                    "group {name:?} reads batches of {group_batch} samples; this job asks \
-                     for batch_size={}. Jobs of a group use one batch size: give \
-                     batch_size={group_batch}, or share=\"auto\" (a group for each batch \
-                     size)",
-                    config.plan.batch_size
-                ));
+        // A group's dataset is opened without the agent's locks (slow storage holds up no
+        // other job's attach or leave), by the one job that makes the group: the jobs
+        // of a search start together, and the others wait for that opening instead of
+        // each reading the index again.
+        let mut opening = self.opening();
+        loop {
+            if let Some(entry) = self.groups().get_mut(&name) {
+                let group_batch = entry.group.loader().config().plan.batch_size;
+                if entry.identity != identity && describe(group_batch).1 == entry.identity {
+                    // The batch is the unit staged: every member takes the same ones.
+                    return Err(format!(
+                        "group {name:?} reads batches of {group_batch} samples; this job \
+                         asks for batch_size={}. Jobs of a group use one batch size: give \
+                         batch_size={group_batch}, or share=\"auto\" (a group for each \
+                         batch size)",
+                        config.plan.batch_size
+                    ));
+                }
+                if entry.identity != identity {
+                    return Err(format!(
+                        "group {name:?} reads another stream: {}; this job asks for {}. \
+                         Jobs of a group read the same dataset with the same pipeline, seed, \
+                         batch size and ranks (and, for a partitioned cache, the same job)",
+                        entry.stream, stream
+                    ));
+                }
+                entry.attached += 1;
+                entry.group.attach(member);
+                return Ok(name);
             }
-            if entry.identity != identity {
-                return Err(format!(
-                    "group {name:?} reads another stream: {}; this job asks for {}. Jobs \
-                     of a group read the same dataset with the same pipeline, seed, batch \
-                     size and ranks (and, for a partitioned cache, the same job)",
-                    entry.stream, stream
-                ));
+            if opening.insert(name.clone()) {
+                break;
             }
-            entry.attached += 1;
-            entry.group.attach(member);
-            return Ok(name);
+            #[cfg(test)]
+            if let Some(hook) = &self.open_hook {
+                hook(&name, OpenStep::Waits);
+            }
+            opening = self.opened.wait(opening).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(opening);
+        // Until the group is installed, or the opening failed: the jobs waiting try again.
+        let _opening = Opening {
+            agent: self,
+            name: name.clone(),
+        };
+        #[cfg(test)]
+        if let Some(hook) = &self.open_hook {
+            hook(&name, OpenStep::Opens);
         }
         let (catalog, source) = match &node {
             Some(node) => {
@@ -477,8 +521,8 @@ impl Agent {
                 (node.catalog.clone(), source)
             }
             None => {
-                // Opening reads the dataset's index: other jobs wait for it, once per
-                // group.
+                // Opening reads the dataset's index: the group's other jobs wait for
+                // it, no one else.
                 let dataset = builder.open_dataset().map_err(|e| e.to_string())?;
                 (dataset.catalog, dataset.source)
             }
@@ -496,6 +540,7 @@ impl Agent {
             Limits {
                 window,
                 lease: self.config.lease,
+                clock: self.clock.clone(),
                 epochs_on_demand: node.is_some(),
             },
             node.as_ref()
@@ -503,7 +548,8 @@ impl Agent {
                 .map(|(node, job)| node.at_finish(job.local_rank as usize)),
         );
         group.attach(member);
-        groups.insert(
+        // Only the job marked as opening the group installs it: it cannot be there yet.
+        self.groups().insert(
             name.clone(),
             Entry {
                 group,
@@ -537,6 +583,36 @@ impl Agent {
         let groups = self.groups();
         groups.get(name).map(f)
     }
+}
+
+/// A job's opening of a group's dataset, ended when dropped (the group installed, the
+/// opening failed, or serving the job panicked): the jobs waiting for it try again.
+struct Opening<'a> {
+    agent: &'a Agent,
+    name: String,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.agent.opening().remove(&self.name);
+        self.agent.opened.notify_all();
+    }
+}
+
+/// A test's hook into the making of a group, called with the group's name as a job is
+/// about to open its dataset, or to wait for another job's opening of it (the agent's
+/// `opening` lock held then: once told, the test knows the job waits).
+#[cfg(test)]
+pub(crate) type OpenHook = Box<dyn Fn(&str, OpenStep) + Send + Sync>;
+
+/// Where [`OpenHook`] is called.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenStep {
+    /// The job opens the group's dataset (no lock held).
+    Opens,
+    /// The job waits for another's opening.
+    Waits,
 }
 
 /// A job's place in a group, given back when dropped: also when serving it panicked.

@@ -10,7 +10,7 @@ use nostall::{Batch, Epoch, Loader, Position};
 use crate::group::{pulse_interval, Group, Served};
 use crate::node::JoinedNode;
 use crate::socket::{Channel, RecvError};
-use crate::wire::{BatchHeader, Failure, NodeFigures, Reply, Request};
+use crate::wire::{BatchHeader, Failure, NodeFigures, Reply, Request, MAX_FORGET};
 
 use super::Agent;
 
@@ -25,8 +25,10 @@ pub(super) struct Session<'a> {
     private: Option<Private>,
     held: HashMap<u64, Arc<Batch>>,
     next_ticket: u64,
-    /// Buffers whose memfd this job has been sent.
+    /// Buffers whose memfd this job holds (sent, not forgotten), and those it is told
+    /// to forget (their stream ended) before the next answer.
     sent: HashSet<u64>,
+    forget: Vec<u64>,
     /// The job's latest request, the batches it lets the agent send ahead, and the
     /// position sent next unasked (none after an epoch's end or a failure).
     ask: u64,
@@ -49,6 +51,8 @@ impl Drop for Session<'_> {
 struct Private {
     loader: Loader,
     epoch: Option<Epoch>,
+    /// Its buffers whose memfd the job was sent: they go with the loader.
+    buffers: Vec<u64>,
 }
 
 impl<'a> Session<'a> {
@@ -66,6 +70,7 @@ impl<'a> Session<'a> {
             held: HashMap::new(),
             next_ticket: 1,
             sent: HashSet::new(),
+            forget: Vec::new(),
             ask: 0,
             credits: 0,
             pushing: None,
@@ -107,10 +112,37 @@ impl<'a> Session<'a> {
             };
             let (reply, fd_of) = self.next(at, channel);
             let fd = fd_of.as_ref().and_then(|b| b.shared_memory()).map(|m| m.fd);
-            if let Err(e) = channel.send(&reply.encode(), fd) {
+            let sent = self
+                .send_forget(channel)
+                .and_then(|()| channel.send(&reply.encode(), fd));
+            if let Err(e) = sent {
                 eprintln!("nostall agent: a job stopped reading ({e}); its connection ends");
                 return;
             }
+        }
+    }
+
+    /// Tells the job which buffers to forget, if any: ahead of the answer that follows
+    /// their stream's end, so that the job never holds them past it.
+    fn send_forget(&mut self, channel: &Channel) -> std::io::Result<()> {
+        let forget = std::mem::take(&mut self.forget);
+        for buffers in forget.chunks(MAX_FORGET) {
+            let buffers = buffers.to_vec();
+            channel.send(&Reply::Forget { buffers }.encode(), None)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the member's private stream (the group serves it again). Its buffers carry
+    /// no more batches: the job is told to forget them, or one that falls out of its
+    /// group every epoch (a pause past its lease) would keep a private loader's worth of
+    /// shared memory per pause. Its batches the job still holds keep their mappings.
+    fn end_private(&mut self) {
+        if let Some(private) = self.private.take() {
+            for id in &private.buffers {
+                self.sent.remove(id);
+            }
+            self.forget.extend(private.buffers);
         }
     }
 
@@ -174,7 +206,7 @@ impl<'a> Session<'a> {
         let served = match self.group.next(self.member, at, &mut pulse) {
             Served::Private => self.private_next(at, &mut pulse),
             other => {
-                self.private = None;
+                self.end_private();
                 (other, true)
             }
         };
@@ -186,6 +218,11 @@ impl<'a> Session<'a> {
                     .shared_memory()
                     .expect("the agent's loaders use shared memory");
                 let first = self.sent.insert(memory.id);
+                if first && !shared {
+                    if let Some(private) = &mut self.private {
+                        private.buffers.push(memory.id);
+                    }
+                }
                 let position = batch.position();
                 let header = BatchHeader {
                     ask,
@@ -232,6 +269,7 @@ impl<'a> Session<'a> {
                     self.private = Some(Private {
                         loader,
                         epoch: None,
+                        buffers: Vec::new(),
                     })
                 }
                 Some(Err(e)) => return (Served::Failed(Failure::of(&e)), false),

@@ -91,6 +91,12 @@ fn requests_and_replies_read_back_as_written() {
             lease: Duration::from_millis(2500),
         }),
         Reply::Working { ask: 7 },
+        Reply::Forget {
+            buffers: vec![3, u64::MAX],
+        },
+        Reply::Forget {
+            buffers: vec![1; MAX_FORGET],
+        },
         Reply::Batch(BatchHeader {
             ask: 5,
             ticket: 1,
@@ -137,6 +143,18 @@ fn requests_and_replies_read_back_as_written() {
     for r in replies {
         assert_eq!(Reply::decode(&r.encode()).unwrap(), r);
     }
+}
+
+#[test]
+fn a_forget_naming_more_buffers_than_allowed_is_refused() {
+    let mut m = Reply::Forget {
+        buffers: vec![1; MAX_FORGET],
+    }
+    .encode();
+    m[1..5].copy_from_slice(&(MAX_FORGET as u32 + 1).to_le_bytes());
+    m.extend_from_slice(&1u64.to_le_bytes());
+    let err = Reply::decode(&m).unwrap_err();
+    assert!(err.0.contains("buffers to forget"), "{err}");
 }
 
 #[test]
