@@ -413,8 +413,14 @@ impl Loader {
     ) -> PyResult<PyRefMut<'py, Self>> {
         let this = &mut *slf;
         let previous = this.current.take();
-        let resumes_a_stretch = this.resume.as_ref().is_some_and(|c| !c.history.is_empty());
-        if let Some(shared) = this.shared.as_mut().filter(|_| !resumes_a_stretch) {
+        // The group serves positions of this loader's order: a state of a stretch under
+        // another world size, or of an epoch dealt in other groups, resumes on its threads.
+        let resumes_its_own = this.resume.as_ref().is_some_and(|c| {
+            let own = this.inner.identity();
+            !c.history.is_empty()
+                || (c.identity.open_groups, c.identity.groups) != (own.open_groups, own.groups)
+        });
+        if let Some(shared) = this.shared.as_mut().filter(|_| !resumes_its_own) {
             // The group serves positions; skip counts of a resumed state stay the
             // group's concern.
             py.detach(move || drop(previous));
@@ -546,8 +552,13 @@ impl Loader {
             .map_err(|e| raise(py, e))?;
         self.next = resumed.position;
         // Prepared from there at once, unless skips of the epoch so far go on from the
-        // saved counts (the epoch is then started when iterated).
-        if self.shared.is_none() && resumed.skipped.is_empty() && resumed.history.is_empty() {
+        // saved counts, or it goes on in an order this loader's settings would not deal
+        // (the epoch is then started when iterated).
+        if self.shared.is_none()
+            && resumed.skipped.is_empty()
+            && resumed.history.is_empty()
+            && resumed.identity == self.inner.identity()
+        {
             let (inner, at) = (self.inner.clone(), resumed.position);
             py.detach(move || inner.prepare(at))
                 .map_err(|e| raise(py, e))?;

@@ -7,36 +7,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{features, write, write_column, write_paged, write_with, Row};
+use common::{demo_rows, features, write, write_column, write_paged, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobStore, LocalDir, ParquetFiles, ReadMode, Source, Tier};
 use nostall::{Cause, ErrorPolicy, Modality};
 use parquet::basic::Compression;
-
-/// The demo's real photographs, class by class (as a conversion from class folders sorts
-/// them), with the class names.
-fn photos() -> (Vec<Row>, Vec<String>) {
-    let dir = tempfile::tempdir().unwrap();
-    nostall_demo::write(dir.path()).unwrap();
-    let classes: Vec<String> = nostall_demo::classes()
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
-    let mut rows = Vec::new();
-    for (label, class) in classes.iter().enumerate() {
-        let mut names: Vec<_> = std::fs::read_dir(dir.path().join(class))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        names.sort();
-        for path in names {
-            rows.push((Some(std::fs::read(path).unwrap()), label as i64));
-        }
-    }
-    (rows, classes)
-}
 
 fn open(location: &Path) -> nostall::Result<dataset::Dataset> {
     dataset::open(
@@ -56,7 +33,7 @@ fn files_in(dir: &Path, memory: u64) -> ParquetFiles {
 
 #[test]
 fn a_datasets_file_reads_as_its_photographs_with_their_classes() {
-    let (rows, classes) = photos();
+    let (rows, classes) = demo_rows();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("train-00000-of-00001.parquet");
     write(&file, &rows, 5, Some(features(&classes)));
@@ -131,7 +108,7 @@ fn each_row_group_is_read_once_while_it_is_kept() {
 
 #[test]
 fn pages_listed_in_the_offset_index_are_read_alone() {
-    let (rows, classes) = photos();
+    let (rows, classes) = demo_rows();
     let dir = tempfile::tempdir().unwrap();
     write_paged(
         &dir.path().join("a.parquet"),
@@ -281,10 +258,50 @@ fn the_memory_for_pages_is_a_setting_and_part_of_the_budget() {
     assert!(read > column / 2, "{read} of {column}");
 }
 
+#[test]
+fn an_epoch_of_eight_ranks_resumed_by_one_reads_the_file_about_once() {
+    // 32 photographs (1.3 MB) in row groups of 2, one open on each of 8 ranks, which
+    // deliver a batch of 1 each; one rank resumes the rest, with room for 3 row groups.
+    // Dealt sample by sample, its stream drew from the 8 ranks' open row groups in turn
+    // and decoded one again for nearly every sample.
+    let (dir, path, rows) = written(2);
+    let catalog = files_in(dir.path(), 0).catalog().clone();
+    let room = 3 * largest_group(&rows, 2);
+    let loader = |rank, world, files: &Arc<ParquetFiles>| {
+        let mut settings = in_order();
+        (settings.plan.rank, settings.plan.world) = (rank, world);
+        (settings.plan.batch_size, settings.group_memory) = (1, Some(room));
+        settings.plan.blocks = nostall::plan::Blocks::new(catalog.groups(), 1);
+        let builder = LoaderBuilder::with_settings(dir.path().to_str().unwrap(), settings);
+        builder.build(catalog.clone(), files.clone()).unwrap()
+    };
+    let mut delivered = Vec::new();
+    let mut states = Vec::new();
+    for rank in 0..8 {
+        let loader = loader(rank, 8, &Arc::new(files_in(dir.path(), room)));
+        let mut epoch = loader.epoch(0).unwrap();
+        delivered.extend_from_slice(epoch.next().unwrap().unwrap().ids());
+        states.push(loader.checkpoint(&epoch));
+    }
+    let files = Arc::new(files_in(dir.path(), room));
+    let before = files.storage_bytes();
+    for batch in loader(0, 1, &files).resume_from(&states).unwrap() {
+        delivered.extend_from_slice(batch.unwrap().ids());
+    }
+    let read = files.storage_bytes() - before;
+    delivered.sort_unstable();
+    assert_eq!(delivered, (0..rows.len() as u64).collect::<Vec<_>>());
+    let column = image_chunks(&path);
+    assert!(
+        read * 10 <= column * 11,
+        "{read} bytes read for a column of {column}"
+    );
+}
+
 /// The photographs written as `datasets` writes them, `group` rows a row group, to
 /// `a.parquet` in a new directory: the directory, the file and the rows.
 fn written(group: usize) -> (tempfile::TempDir, PathBuf, Vec<Row>) {
-    let (rows, classes) = photos();
+    let (rows, classes) = demo_rows();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.parquet");
     write(&path, &rows, group, Some(features(&classes)));
@@ -331,7 +348,7 @@ fn image_chunks(path: &Path) -> u64 {
 
 #[test]
 fn a_loader_delivers_every_row_once_an_epoch_for_any_thread_count() {
-    let (rows, classes) = photos();
+    let (rows, classes) = demo_rows();
     let dir = tempfile::tempdir().unwrap();
     write(
         &dir.path().join("a.parquet"),
@@ -378,12 +395,13 @@ fn a_loader_delivers_every_row_once_an_epoch_for_any_thread_count() {
 
 #[test]
 fn the_usual_codecs_read_and_others_are_refused_by_name() {
-    let (rows, classes) = photos();
+    let (rows, classes) = demo_rows();
     let dir = tempfile::tempdir().unwrap();
     for (name, codec) in [
         ("zstd", Compression::ZSTD(Default::default())),
         ("gzip", Compression::GZIP(Default::default())),
         ("lz4", Compression::LZ4_RAW),
+        ("lz4-hadoop", Compression::LZ4),
         ("plain", Compression::UNCOMPRESSED),
     ] {
         let path = dir.path().join(format!("{name}.parquet"));
@@ -449,7 +467,7 @@ fn audio_rows_read_as_their_recordings_through_the_m5_pipeline() {
 
 #[test]
 fn columns_are_found_by_name_without_metadata_or_as_told() {
-    let (rows, _) = photos();
+    let (rows, _) = demo_rows();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("plain.parquet");
     write(&file, &rows[..8], 3, None);
@@ -504,7 +522,7 @@ fn columns_are_found_by_name_without_metadata_or_as_told() {
 
 #[test]
 fn hostile_files_are_errors_naming_the_file_or_the_row() {
-    let (mut rows, classes) = photos();
+    let (mut rows, classes) = demo_rows();
     rows.truncate(9);
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.parquet");
@@ -565,7 +583,7 @@ fn hostile_files_are_errors_naming_the_file_or_the_row() {
 
 #[test]
 fn damaged_pages_fail_their_row_group_only_and_never_panic() {
-    let (mut rows, classes) = photos();
+    let (mut rows, classes) = demo_rows();
     rows.truncate(9);
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.parquet");

@@ -11,13 +11,20 @@
 //! The world size is the one setting that may change: the rest of an interrupted epoch is
 //! then re-sharded over the new ranks ([`crate::plan::elastic`]), and the checkpoint
 //! carries the epoch's earlier stretches so that it can be interrupted again.
+//!
+//! The memory settings (`memory`, `group_memory`) may change too, though they shape the
+//! order of a dataset read in groups (how many groups each rank keeps open,
+//! [`crate::plan::Blocks`]): the identity records the groups the epoch's order was dealt
+//! in, and the epoch resumes in that order whatever the settings say now (the next
+//! epochs follow them); a resume that ignored it delivered some samples twice and others
+//! never.
 
 use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::plan::elastic::Stretch;
-use crate::plan::{Position, Shard};
+use crate::plan::{Blocks, Position, Shard};
 use crate::rng::{derive, digest_text};
 
 use super::LoaderConfig;
@@ -162,7 +169,8 @@ impl Checkpoint {
 ///
 /// The rank is not part of it: under torchrun every rank may load the state rank 0 saved
 /// (positions of ranks differ only after skips, which the state of each rank records).
-/// Neither are the world size and the layout, for [`RunIdentity::check_elastic`].
+/// Neither are the world size and the layout, for [`RunIdentity::check_elastic`], nor the
+/// groups the epoch's order was dealt in, which resuming adopts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunIdentity {
     /// A digest of the catalog: every sample's path, size and label, and the class names.
@@ -180,9 +188,21 @@ pub struct RunIdentity {
     /// How samples are dealt to ranks: 0 for the plain plan, else a digest of the
     /// locality-aware plan's nodes and ranks per node.
     pub layout: u64,
+    /// Groups of samples each rank kept open in the epoch's order
+    /// ([`Blocks::open`]): 0 for a plain permutation; [`RunIdentity::UNRECORDED`] in a
+    /// state saved before it was recorded. It follows from the memory settings, which may
+    /// change on resume: the epoch goes on in the order it was dealt.
+    pub open_groups: u64,
+    /// A digest of the lengths of those groups (0 for a plain permutation): the epoch
+    /// resumes only over the same groups.
+    pub groups: u64,
 }
 
 impl RunIdentity {
+    /// What [`RunIdentity::open_groups`] reads as in a state saved before it was recorded:
+    /// the groups of its order are unknown.
+    pub const UNRECORDED: u64 = u64::MAX;
+
     /// The identity of a loader over `catalog` configured by `config`.
     pub(crate) fn of(catalog: &Catalog, config: &LoaderConfig) -> RunIdentity {
         let plan = &config.plan;
@@ -207,11 +227,28 @@ impl RunIdentity {
                 0,
             ]),
             layout,
+            open_groups: 0,
+            groups: 0,
+        }
+        .dealt_in(plan.blocks.as_ref())
+    }
+
+    /// This identity for an epoch dealt in `blocks` (`None`: a plain permutation).
+    pub(crate) fn dealt_in(self, blocks: Option<&Blocks>) -> RunIdentity {
+        let (open_groups, groups) = blocks.map_or((0, 0), |b| {
+            let lengths = b.lengths.iter();
+            let digest = lengths.fold(b.lengths.len() as u64, |h, &l| derive(&[h, l.into()]));
+            (b.open as u64, digest)
+        });
+        RunIdentity {
+            open_groups,
+            groups,
+            ..self
         }
     }
 
     /// The fields' names in the saved form, in the order of [`RunIdentity::fields`].
-    pub const FIELDS: [&'static str; 7] = [
+    pub const FIELDS: [&'static str; 9] = [
         "dataset",
         "pipeline",
         "seed",
@@ -219,10 +256,12 @@ impl RunIdentity {
         "world_size",
         "plan",
         "layout",
+        "open_groups",
+        "groups",
     ];
 
     /// Each field with its name: the saved form.
-    pub fn fields(&self) -> [(&'static str, u64); 7] {
+    pub fn fields(&self) -> [(&'static str, u64); 9] {
         let values = [
             self.dataset,
             self.pipeline,
@@ -231,12 +270,16 @@ impl RunIdentity {
             self.world_size,
             self.plan,
             self.layout,
+            self.open_groups,
+            self.groups,
         ];
         std::array::from_fn(|i| (Self::FIELDS[i], values[i]))
     }
 
     /// Reads the saved form back; `get` returns a field by name (`None` if absent). A
-    /// missing `layout` reads as the plain plan's (states saved before it existed).
+    /// missing `layout` reads as the plain plan's, a missing `open_groups` as
+    /// [`RunIdentity::UNRECORDED`] (states saved before they existed: such a state
+    /// resumes an epoch read in groups nowhere, see [`crate::Loader::resolve`]).
     ///
     /// # Errors
     ///
@@ -257,11 +300,14 @@ impl RunIdentity {
             world_size: field("world_size")?,
             plan: field("plan")?,
             layout: get("layout").unwrap_or(0),
+            open_groups: get("open_groups").unwrap_or(Self::UNRECORDED),
+            groups: get("groups").unwrap_or(0),
         })
     }
 
     /// Checks that a position saved under `saved` may be resumed here, with the same
-    /// ranks.
+    /// ranks (in the groups `saved` records: [`RunIdentity::open_groups`] is not
+    /// compared).
     ///
     /// # Errors
     ///
@@ -281,13 +327,18 @@ impl RunIdentity {
     }
 
     fn compare(&self, saved: &RunIdentity, free: &[&str]) -> Result<()> {
+        // The groups of the order are the epoch's, adopted on resume.
+        let adopted = ["open_groups", "groups"];
         let differ: Vec<String> = self
             .fields()
             .iter()
             .zip(saved.fields())
-            .filter(|(now, then)| now.1 != then.1 && !free.contains(&now.0))
+            .filter(|(now, then)| {
+                now.1 != then.1 && !free.contains(&now.0) && !adopted.contains(&now.0)
+            })
             .map(|((name, now), (_, then))| match *name {
-                "dataset" | "pipeline" | "plan" => format!("the {name} changed"),
+                "dataset" | "pipeline" => format!("the {name} changed"),
+                "plan" => "the plan's shuffle, drop_last or shard changed".to_owned(),
                 "layout" => "the locality-aware layout changed".to_owned(),
                 _ => format!("{name} was {then}, is {now}"),
             })
@@ -320,3 +371,6 @@ fn catalog_digest(catalog: &Catalog) -> u64 {
         ])
     })
 }
+
+#[cfg(test)]
+mod tests;

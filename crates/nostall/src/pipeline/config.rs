@@ -118,12 +118,15 @@ pub struct LoaderConfig {
     pub overlap_epochs: bool,
     /// A bound on what the loader holds by design, in bytes: batch buffers, read-ahead
     /// and cache together ([`MemoryPlan`](super::MemoryPlan) says how it is split). The
-    /// pipeline is paid first (shrunk to fit if needed), the cache gets the rest.
+    /// pipeline is paid first (shrunk to fit if needed), the cache gets the rest. It may
+    /// change between a saved state and its resume: the epoch resumed keeps the groups
+    /// it was dealt in ([`RunIdentity::open_groups`](super::RunIdentity::open_groups)).
     pub memory: Option<u64>,
     /// Bytes for decoded groups of samples (Parquet pages or row groups), which sets how
     /// many the plan keeps open ([`Blocks::within`](crate::plan::Blocks::within)); `None`:
     /// [`DEFAULT_GROUP_MEMORY`](crate::storage::DEFAULT_GROUP_MEMORY), or a quarter of
     /// [`memory`](Self::memory) where that is less. Part of `memory` where both are set.
+    /// It may change between a saved state and its resume, as `memory` may.
     pub group_memory: Option<u64>,
     /// When this process is one of several local ranks of a torchrun job: share the
     /// node's prep threads among them in proportion to the work each has per iteration
@@ -155,23 +158,27 @@ impl LoaderConfig {
         super::LoaderSettings::default().config_with(pipeline)
     }
 
-    /// The plan of `epoch` on this rank over a dataset of `dataset_len` samples, after the
-    /// world sizes of `history` (elastic resume): plain, or locality-aware where
-    /// [`locality`](Self::locality) is set. Every plan the loader reads (its epochs, the
-    /// next epoch a cache looks ahead to, a frequency cache's placement) is this one.
-    pub(crate) fn epoch_plan(
+    /// The plan of `epoch` on this rank over a dataset of `dataset_len` samples: plain,
+    /// or locality-aware where [`locality`](Self::locality) is set. Every plan the loader
+    /// reads (its epochs, the next epoch a cache looks ahead to, a frequency cache's
+    /// placement) is this one, or [`LoaderConfig::resumed_plan`] for an epoch resumed.
+    pub(crate) fn epoch_plan(&self, dataset_len: usize, epoch: u64) -> Result<EpochPlan> {
+        self.resumed_plan(&self.plan, dataset_len, epoch, &[])
+    }
+
+    /// The plan of the rest of `epoch` on this rank after the world sizes of `history`
+    /// (elastic resume), dealt as `plan` says: this configuration's plan, or one with the
+    /// groups a saved state's epoch was dealt in (see [`RunIdentity::open_groups`]).
+    ///
+    /// [`RunIdentity::open_groups`]: super::RunIdentity::open_groups
+    pub(crate) fn resumed_plan(
         &self,
+        plan: &PlanConfig,
         dataset_len: usize,
         epoch: u64,
         history: &[Stretch],
     ) -> Result<EpochPlan> {
-        EpochPlan::resumed(
-            &self.plan,
-            self.locality.as_ref(),
-            dataset_len,
-            epoch,
-            history,
-        )
+        EpochPlan::resumed(plan, self.locality.as_ref(), dataset_len, epoch, history)
     }
 
     /// The scheduler of the epochs: adaptive or static, per decision, as

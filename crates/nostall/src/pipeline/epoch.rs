@@ -20,7 +20,7 @@ use crate::error::{Error, Result, SampleError};
 use crate::metrics::live::Totals;
 use crate::metrics::{CostLog, EpochStats, StageCounters};
 use crate::plan::elastic::Stretch;
-use crate::plan::{EpochPlan, Position};
+use crate::plan::{Blocks, EpochPlan, Position};
 use crate::prep::{Deferred, Prepared};
 use crate::sched::roles::{Observed, PrepRole};
 use crate::storage::{Source, SourceStats, Tier};
@@ -192,7 +192,7 @@ impl Shared {
             return;
         };
         // A plan that cannot be made is reported when the consumer asks for the epoch.
-        let Ok(plan) = config.epoch_plan(len, epoch, &[]) else {
+        let Ok(plan) = config.epoch_plan(len, epoch) else {
             return;
         };
         Running::ahead(
@@ -242,7 +242,7 @@ impl Running {
         let cache = parts.source.cache();
         if cache.looks_ahead() {
             let next = (position.epoch.checked_add(1))
-                .and_then(|epoch| config.epoch_plan(catalog.len(), epoch, &[]).ok());
+                .and_then(|epoch| config.epoch_plan(catalog.len(), epoch).ok());
             cache.begin_epoch(
                 position.epoch,
                 next.as_ref().map_or(&[], EpochPlan::samples),
@@ -389,6 +389,9 @@ pub struct Epoch {
     skipped_samples: Vec<SampleError>,
     /// The epoch's stretches under other world sizes before this run.
     history: Vec<Stretch>,
+    /// The groups its order was dealt in (`None`: a plain permutation), which a resumed
+    /// epoch keeps whatever the settings say now.
+    blocks: Option<Blocks>,
     /// Samples prepared before the consumer asked for the epoch (while the previous
     /// epoch ended).
     prepared_ahead: u64,
@@ -425,12 +428,13 @@ const KEPT_SKIPS: usize = 1000;
 
 impl Epoch {
     /// The consumer's side of `run`, with the epoch's skips before it counted as
-    /// `skipped` and its stretches under other world sizes as `history`; `adopted` when
-    /// the run was started ahead of the consumer.
+    /// `skipped` and its stretches under other world sizes as `history`, its order dealt
+    /// in `blocks`; `adopted` when the run was started ahead of the consumer.
     pub(super) fn new(
         run: Running,
         skipped_by_cause: BTreeMap<&'static str, u64>,
         history: Vec<Stretch>,
+        blocks: Option<Blocks>,
         adopted: bool,
     ) -> Epoch {
         let shared = &run.shared;
@@ -465,6 +469,7 @@ impl Epoch {
             skipped_by_cause,
             skipped_samples: Vec::new(),
             history,
+            blocks,
             prepared_ahead,
             handed: None,
         }
@@ -479,6 +484,11 @@ impl Epoch {
     /// resumed a state saved by another number of ranks).
     pub fn history(&self) -> &[Stretch] {
         &self.history
+    }
+
+    /// The groups the epoch's order was dealt in (`None`: a plain permutation).
+    pub(super) fn blocks(&self) -> Option<&Blocks> {
+        self.blocks.as_ref()
     }
 
     /// Figures so far.

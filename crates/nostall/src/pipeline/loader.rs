@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::metrics::live::Totals;
 use crate::plan::elastic::{remaining, Stretch};
-use crate::plan::{batches_for, samples_per_rank, Blocks, EpochPlan, Position, Shard};
+use crate::plan::{batches_for, samples_per_rank, Blocks, EpochPlan, PlanConfig, Position, Shard};
 use crate::sched::roles::PrepRole;
 use crate::storage::Source;
 
@@ -141,9 +141,15 @@ impl Loader {
     /// exactly there with [`Loader::resume_saved`] (or [`Loader::resume_from`] with the
     /// states of the other ranks).
     pub fn checkpoint(&self, epoch: &Epoch) -> Checkpoint {
+        let mut identity = self.identity();
+        // A resumed epoch goes on in the groups it was dealt in (the same `Arc` as the
+        // configuration's otherwise, compared without reading it).
+        if epoch.blocks() != self.config.plan.blocks.as_ref() {
+            identity = identity.dealt_in(epoch.blocks());
+        }
         Checkpoint {
             position: epoch.position(),
-            identity: self.identity(),
+            identity,
             skipped: epoch.stats().skipped,
             rank: self.config.plan.rank as u64,
             history: epoch.history().to_vec(),
@@ -180,16 +186,21 @@ impl Loader {
     /// for [`Loader::resume`].
     pub fn resume_from(&self, states: &[Checkpoint]) -> Result<Epoch> {
         let resumed = self.resolve(states)?;
-        self.start(resumed.position, resumed.skipped, resumed.history)
+        let plan = self.dealt_as(&resumed.identity)?;
+        self.start(resumed.position, resumed.skipped, resumed.history, plan)
     }
 
     /// The state this rank resumes from `states` (see [`Loader::resume_from`]): where, with
-    /// which skip counts and after which stretches. Checks everything
-    /// [`Loader::resume_from`] checks, without starting threads.
+    /// which skip counts, after which stretches and in which groups
+    /// ([`RunIdentity::open_groups`]: the epoch goes on in the order it was dealt, whatever
+    /// the memory settings say now). Checks everything [`Loader::resume_from`] checks,
+    /// without starting threads.
     ///
     /// # Errors
     ///
-    /// As [`Loader::resume_from`], except for the position's bound.
+    /// As [`Loader::resume_from`], except for the position's bound; and
+    /// [`Error::Config`] when this dataset is read in groups and the state does not say
+    /// which (it was saved by an earlier nostall), or names groups it does not have.
     pub fn resolve(&self, states: &[Checkpoint]) -> Result<Checkpoint> {
         let Some(first) = states.first() else {
             return Err(Error::Config("no saved state to resume from".into()));
@@ -211,6 +222,11 @@ impl Loader {
                 )));
             }
         }
+        let dealt = self.dealt_as(&first.identity)?;
+        let (open_groups, groups) = match dealt.blocks {
+            Some(_) => (first.identity.open_groups, first.identity.groups),
+            None => (0, 0),
+        };
         let plan = &self.config.plan;
         if first.identity.world_size == plan.world as u64 {
             identity.check(&first.identity)?;
@@ -228,11 +244,16 @@ impl Loader {
             }
             return Ok(Checkpoint {
                 rank: plan.rank as u64,
+                identity: RunIdentity {
+                    open_groups,
+                    groups,
+                    ..own.identity
+                },
                 ..own.clone()
             });
         }
         let mut history = first.history.clone();
-        let stretch = self.stretch(states)?;
+        let stretch = self.stretch(states, &dealt)?;
         if stretch.batches > history.last().map_or(0, |s| s.batches) || stretch.consumed.is_some() {
             history.push(stretch);
         }
@@ -249,18 +270,74 @@ impl Loader {
                 sample: 0,
                 ..first.position
             },
-            identity,
+            identity: RunIdentity {
+                open_groups,
+                groups,
+                ..identity
+            },
             skipped,
             rank: plan.rank as u64,
             history,
         })
     }
 
-    /// What the ranks that saved `states` (all at the same point) had consumed.
-    fn stretch(&self, states: &[Checkpoint]) -> Result<Stretch> {
+    /// This loader's plan, dealing the epoch in the groups `saved` records
+    /// ([`RunIdentity::open_groups`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when those groups are not recorded and this dataset is read in
+    /// groups, or are not this dataset's.
+    fn dealt_as(&self, saved: &RunIdentity) -> Result<PlanConfig> {
+        let mut plan = self.config.plan.clone();
+        let own = self.identity();
+        if (saved.open_groups, saved.groups) == (own.open_groups, own.groups) {
+            return Ok(plan);
+        }
+        let lengths = plan
+            .blocks
+            .as_ref()
+            .map_or(self.catalog.groups(), |b| &b.lengths);
+        plan.blocks = match saved.open_groups {
+            0 => None,
+            // Saved before the groups were recorded: safe only where no order has groups.
+            RunIdentity::UNRECORDED if lengths.is_empty() => None,
+            RunIdentity::UNRECORDED => {
+                return Err(Error::Config(
+                    "the saved state does not say how many groups of samples (Parquet pages \
+                     or row groups) its epoch's order kept open (identity.open_groups: an \
+                     earlier nostall saved it), and this dataset is read in groups, so that \
+                     order cannot be rebuilt and resuming would repeat some samples and \
+                     leave out others: start the epoch afresh (set_epoch)"
+                        .into(),
+                ))
+            }
+            open => {
+                let blocks = usize::try_from(open)
+                    .ok()
+                    .and_then(|open| Blocks::new(lengths, open))
+                    .filter(|b| own.dealt_in(Some(b)).groups == saved.groups);
+                if blocks.is_none() {
+                    return Err(Error::Config(format!(
+                        "the saved state's epoch kept {open} groups of samples open on each \
+                         rank, among groups this dataset does not have (identity.open_groups \
+                         and identity.groups: its Parquet files' pages or row groups are not \
+                         those it was saved with), so resuming would repeat some samples and \
+                         leave out others: resume with the files it was saved with, or start \
+                         the epoch afresh (set_epoch)"
+                    )));
+                }
+                blocks
+            }
+        };
+        Ok(plan)
+    }
+
+    /// What the ranks that saved `states` (all at the same point) had consumed, in the
+    /// epoch dealt as `plan` says.
+    fn stretch(&self, states: &[Checkpoint], plan: &PlanConfig) -> Result<Stretch> {
         let first = &states[0];
         let (world, batches) = (first.identity.world_size, first.position.batch);
-        let plan = &self.config.plan;
         let left = remaining(
             plan,
             self.catalog.len(),
@@ -393,7 +470,12 @@ impl Loader {
 
     /// Starts from a saved position: yields exactly the batches that remained.
     pub fn resume(&self, position: Position) -> Result<Epoch> {
-        self.start(position, BTreeMap::new(), Vec::new())
+        self.start(
+            position,
+            BTreeMap::new(),
+            Vec::new(),
+            self.config.plan.clone(),
+        )
     }
 
     /// Counts a batch of `samples` samples of `epoch` that this loader's consumer received
@@ -419,16 +501,22 @@ impl Loader {
         if !self.config.overlap_epochs {
             return Ok(());
         }
-        let plan = self.plan_from(position, &[])?;
+        let plan = self.plan_from(position, &[], &self.config.plan)?;
         Running::ahead(self.parts(), plan, position, &self.upcoming);
         Ok(())
     }
 
-    /// The plan of the epoch of `position` after `history`, checked to hold `position`.
-    fn plan_from(&self, position: Position, history: &[Stretch]) -> Result<EpochPlan> {
+    /// The plan of the epoch of `position` after `history`, dealt as `dealt` says, checked
+    /// to hold `position`.
+    fn plan_from(
+        &self,
+        position: Position,
+        history: &[Stretch],
+        dealt: &PlanConfig,
+    ) -> Result<EpochPlan> {
         let plan = self
             .config
-            .epoch_plan(self.catalog.len(), position.epoch, history)?;
+            .resumed_plan(dealt, self.catalog.len(), position.epoch, history)?;
         if position.sample as usize > plan.samples().len() {
             return Err(Error::Config(format!(
                 "position {position:?} lies beyond the epoch's {} samples on this rank",
@@ -438,14 +526,16 @@ impl Loader {
         Ok(plan)
     }
 
-    /// Starts at `position` of the stretch after `history`, with the epoch's skips before
-    /// it counted as `skipped`: adopts the epoch started ahead when it is that one, and
-    /// stops it otherwise.
+    /// Starts at `position` of the stretch after `history`, dealt as `dealt` says, with
+    /// the epoch's skips before it counted as `skipped`: adopts the epoch started ahead
+    /// when it is that one (always dealt as the configuration says), and stops it
+    /// otherwise.
     fn start(
         &self,
         position: Position,
         skipped: BTreeMap<&'static str, u64>,
         history: Vec<Stretch>,
+        dealt: PlanConfig,
     ) -> Result<Epoch> {
         let ahead = self
             .upcoming
@@ -453,13 +543,17 @@ impl Loader {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(run) = ahead {
-            if run.from() == position && skipped.is_empty() && history.is_empty() {
-                return Ok(Epoch::new(run, skipped, history, true));
+            if run.from() == position
+                && skipped.is_empty()
+                && history.is_empty()
+                && dealt.blocks == self.config.plan.blocks
+            {
+                return Ok(Epoch::new(run, skipped, history, dealt.blocks, true));
             }
         }
-        let plan = self.plan_from(position, &history)?;
+        let plan = self.plan_from(position, &history, &dealt)?;
         let run = Running::launch(self.parts(), plan, position, true);
-        Ok(Epoch::new(run, skipped, history, false))
+        Ok(Epoch::new(run, skipped, history, dealt.blocks, false))
     }
 
     /// Where the epoch started ahead starts, the samples it has prepared so far, and

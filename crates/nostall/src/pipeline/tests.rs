@@ -42,7 +42,7 @@ struct Progress {
 }
 
 #[derive(Debug, Default)]
-struct FakePrep {
+pub(super) struct FakePrep {
     progress: Arc<Progress>,
 }
 
@@ -1035,13 +1035,17 @@ fn a_saved_state_with_any_field_out_of_bounds_is_a_config_error_never_a_panic() 
     assert!(loader.resolve(std::slice::from_ref(&saved)).is_ok());
     let extremes = [u64::MAX, 1 << 63, 1 << 40, 41, 0];
     type Change = fn(&mut Checkpoint, u64);
-    let fields: [(&str, Change); 10] = [
+    let fields: [(&str, Change); 12] = [
         ("epoch", |c, v| c.position.epoch = v),
         ("batch", |c, v| c.position.batch = v),
         ("sample", |c, v| c.position.sample = v),
         ("rank", |c, v| c.rank = v),
         ("world_size", |c, v| c.identity.world_size = v),
         ("batch_size", |c, v| c.identity.batch_size = v),
+        ("open_groups", |c, v| c.identity.open_groups = v),
+        ("groups", |c, v| {
+            (c.identity.open_groups, c.identity.groups) = (3, v);
+        }),
         ("skipped", |c, v| {
             c.skipped.insert("corrupt", v);
         }),

@@ -38,7 +38,7 @@ impl Warmer {
         let kept = match (config.cache.policy, config.cache.fill) {
             (CachePolicy::Frequency, _) => {
                 let reads = (0..config.cache.planned_epochs)
-                    .filter_map(|epoch| config.epoch_plan(catalog.len(), epoch, &[]).ok())
+                    .filter_map(|epoch| config.epoch_plan(catalog.len(), epoch).ok())
                     .flat_map(|plan| plan.samples().to_vec());
                 let kept = placement(reads, capacity, |id| catalog.size(id));
                 source.cache().place(&kept);
