@@ -18,7 +18,8 @@ test: deps
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p nostall --no-default-features --lib -- -D warnings
 	cargo test --workspace
-	cargo test --profile release-checks -p nostall --lib --test hostile --test hostile_corpus
+	cargo test --profile release-checks -p nostall --lib --test hostile --test hostile_corpus \
+	  --test hostile_parquet
 	$(MAKE) python-test
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,

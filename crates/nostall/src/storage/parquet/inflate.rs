@@ -10,90 +10,112 @@ use std::io::Read;
 
 use parquet::basic::Compression;
 
-/// `input`, decompressed with `codec` to exactly `size` bytes.
-pub(super) fn inflate(codec: Compression, input: &[u8], size: usize) -> Result<Vec<u8>, String> {
-    let out = match codec {
-        Compression::UNCOMPRESSED => Ok(input.to_vec()),
-        Compression::SNAPPY => snappy(input, size),
-        Compression::GZIP(_) => read_exactly(flate2::read::MultiGzDecoder::new(input), size),
-        Compression::LZ4_RAW => lz4_block(input, size),
-        Compression::LZ4 => exact(lz4_hadoop(input, size), size)
+/// Appends `input`, decompressed with `codec`, to `out`: exactly `size` bytes, or an
+/// error (and `out` as it was).
+pub(super) fn inflate_into(
+    codec: Compression,
+    input: &[u8],
+    size: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let start = out.len();
+    let mut attempt = |decode: &dyn Fn(&mut Vec<u8>) -> Result<(), String>| {
+        out.reserve_exact(size + 1);
+        let done = decode(out).and_then(|()| match out.len() - start {
+            n if n == size => Ok(()),
+            n => Err(format!(
+                "it decompresses to {n} bytes where its header declares {size}"
+            )),
+        });
+        if done.is_err() {
+            out.truncate(start);
+        }
+        done
+    };
+    match codec {
+        Compression::UNCOMPRESSED => attempt(&|out| {
+            out.extend_from_slice(input);
+            Ok(())
+        }),
+        Compression::SNAPPY => attempt(&|out| snappy(input, size, out)),
+        Compression::GZIP(_) => {
+            attempt(&|out| read_at_most(flate2::read::MultiGzDecoder::new(input), size, out))
+        }
+        Compression::LZ4_RAW => attempt(&|out| lz4_block(input, size, out)),
+        Compression::LZ4 => attempt(&|out| lz4_hadoop(input, size, out))
             // As the `parquet` crate does, for files of older writers: an LZ4 frame, then
             // a bare LZ4 block.
             .or_else(|_| {
-                exact(
-                    read_exactly(lz4_flex::frame::FrameDecoder::new(input), size),
-                    size,
-                )
+                attempt(&|out| read_at_most(lz4_flex::frame::FrameDecoder::new(input), size, out))
             })
-            .or_else(|_| lz4_block(input, size))
+            .or_else(|_| attempt(&|out| lz4_block(input, size, out)))
             .map_err(|_| "not LZ4 data in any framing Parquet writers use".to_string()),
-        Compression::ZSTD(_) => read_exactly(
-            zstd::stream::read::Decoder::with_buffer(input).map_err(|e| e.to_string())?,
-            size,
-        ),
+        Compression::ZSTD(_) => attempt(&|out| {
+            let decoder =
+                zstd::stream::read::Decoder::with_buffer(input).map_err(|e| e.to_string())?;
+            read_at_most(decoder, size, out)
+        }),
         other => Err(format!(
             "compressed with {other}, which nostall does not read"
         )),
-    }?;
-    exact(Ok(out), size)
-}
-
-/// `out`, if it holds `size` bytes.
-fn exact(out: Result<Vec<u8>, String>, size: usize) -> Result<Vec<u8>, String> {
-    let out = out?;
-    match out.len() == size {
-        true => Ok(out),
-        false => Err(format!(
-            "it decompresses to {} bytes where its header declares {size}",
-            out.len()
-        )),
     }
 }
 
-/// Reads `reader` to its end, refusing more than `size` bytes.
-fn read_exactly(reader: impl Read, size: usize) -> Result<Vec<u8>, String> {
-    // Room for the one byte too many that tells a stream going past `size`, so that
-    // reading it never grows the buffer.
-    let mut out = Vec::with_capacity(size + 1);
+/// `input`, decompressed with `codec` to exactly `size` bytes.
+#[cfg(test)]
+fn inflate(codec: Compression, input: &[u8], size: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    inflate_into(codec, input, size, &mut out).map(|()| out)
+}
+
+/// Appends what `reader` reads to `out`, refusing more than `size` bytes (`out` has room
+/// for one more, which tells a stream going past `size` without growing it).
+fn read_at_most(reader: impl Read, size: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    let start = out.len();
     reader
         .take(size as u64 + 1)
-        .read_to_end(&mut out)
+        .read_to_end(out)
         .map_err(|e| e.to_string())?;
-    match out.len() > size {
+    match out.len() - start > size {
         true => Err(format!(
             "it decompresses to more than its header's {size} bytes"
         )),
-        false => Ok(out),
+        false => Ok(()),
     }
 }
 
-fn snappy(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
+/// `size` zeroed bytes appended to `out`, to decode into.
+fn room(out: &mut Vec<u8>, size: usize) -> &mut [u8] {
+    let start = out.len();
+    out.resize(start + size, 0);
+    &mut out[start..]
+}
+
+fn snappy(input: &[u8], size: usize, out: &mut Vec<u8>) -> Result<(), String> {
     let declared = snap::raw::decompress_len(input).map_err(|e| e.to_string())?;
     if declared != size {
         return Err(format!(
             "its Snappy stream declares {declared} bytes where its header declares {size}"
         ));
     }
-    let mut out = vec![0; size];
-    let n = snap::raw::Decoder::new()
-        .decompress(input, &mut out)
-        .map_err(|e| e.to_string())?;
-    out.truncate(n);
-    Ok(out)
+    snap::raw::Decoder::new()
+        .decompress(input, room(out, size))
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
-fn lz4_block(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
-    let mut out = vec![0; size];
-    let n = lz4_flex::block::decompress_into(input, &mut out).map_err(|e| e.to_string())?;
-    out.truncate(n);
-    Ok(out)
+fn lz4_block(input: &[u8], size: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    let start = out.len();
+    let n = lz4_flex::block::decompress_into(input, room(out, size)).map_err(|e| e.to_string())?;
+    out.truncate(start + n);
+    Ok(())
 }
 
 /// Hadoop's LZ4 framing: blocks, each behind its decompressed and compressed sizes (two
 /// big-endian `u32`), filling `size` bytes between them.
-fn lz4_hadoop(mut input: &[u8], size: usize) -> Result<Vec<u8>, String> {
-    let mut out = vec![0; size];
+fn lz4_hadoop(mut input: &[u8], size: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    let start = out.len();
+    let buffer = room(out, size);
     let mut filled = 0;
     while !input.is_empty() {
         let (Some(raw), Some(packed)) = (input.get(0..4), input.get(4..8)) else {
@@ -102,7 +124,7 @@ fn lz4_hadoop(mut input: &[u8], size: usize) -> Result<Vec<u8>, String> {
         let raw = u32::from_be_bytes(raw.try_into().expect("4 bytes")) as usize;
         let packed = u32::from_be_bytes(packed.try_into().expect("4 bytes")) as usize;
         let block = input.get(8..8 + packed).ok_or("a block cut off")?;
-        let room = out
+        let room = buffer
             .get_mut(filled..)
             .and_then(|rest| rest.get_mut(..raw))
             .ok_or("blocks larger than the page")?;
@@ -113,8 +135,8 @@ fn lz4_hadoop(mut input: &[u8], size: usize) -> Result<Vec<u8>, String> {
         filled += raw;
         input = &input[8 + packed..];
     }
-    out.truncate(filled);
-    Ok(out)
+    out.truncate(start + filled);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 use bytes::Bytes;
 use parquet::basic::{Compression, Type as PhysicalType};
 
-use super::inflate::inflate;
+use super::inflate::inflate_into;
 use super::thrift::{Cursor, Writer, BOOL_FALSE, BOOL_TRUE, I32, STRUCT};
 
 /// The most a page may grow when decompressed, as a multiple of its compressed size (plus
@@ -109,8 +109,7 @@ pub(super) fn normalise(
                 if has_dictionary || first_data_page.is_some() {
                     return Err(fail("a dictionary page after the first page".into()));
                 }
-                let payload =
-                    inflate(column.codec, body, header.uncompressed as usize).map_err(fail)?;
+                let size = header.uncompressed as usize;
                 // A dictionary's values are plain: each takes at least this many bytes.
                 let least = match column.physical {
                     PhysicalType::BYTE_ARRAY | PhysicalType::INT32 | PhysicalType::FLOAT => 4,
@@ -119,14 +118,13 @@ pub(super) fn normalise(
                     PhysicalType::FIXED_LEN_BYTE_ARRAY => column.type_length.max(1) as u64,
                     PhysicalType::BOOLEAN => 1,
                 };
-                if values as u64 > payload.len() as u64 / least {
+                if values as u64 > size as u64 / least {
                     return Err(fail(format!(
-                        "a dictionary of {values} values in {} bytes",
-                        payload.len()
+                        "a dictionary of {values} values in {size} bytes"
                     )));
                 }
-                write_dictionary_header(&mut out, payload.len(), values, encoding);
-                out.extend_from_slice(&payload);
+                write_dictionary_header(&mut out, size, values, encoding);
+                inflate_into(column.codec, body, size, &mut out).map_err(fail)?;
                 has_dictionary = true;
             }
             Kind::Data(page) => {
@@ -136,11 +134,11 @@ pub(super) fn normalise(
                         "its pages hold more values than the chunk's {rows} rows"
                     )));
                 }
-                let payload =
-                    data_payload(&page, column, body, header.uncompressed).map_err(fail)?;
-                check_counts(&page, column, &payload).map_err(fail)?;
-                write_data_header(&mut out, payload.len(), &page);
-                out.extend_from_slice(&payload);
+                let size = header.uncompressed as usize;
+                write_data_header(&mut out, size, &page);
+                let payload = out.len();
+                data_payload(&page, column, body, size, &mut out).map_err(fail)?;
+                check_counts(&page, column, &out[payload..]).map_err(fail)?;
                 first_data_page.get_or_insert(page_start);
             }
             // An index page is never read (no writer we know writes one): dropped.
@@ -385,16 +383,17 @@ fn read_v2(c: &mut Cursor<'_>) -> Result<DataPage, String> {
     })
 }
 
-/// A data page's bytes, decompressed: a v2 page's levels are stored uncompressed in front
-/// of its values, which may be compressed or not.
+/// Appends a data page's bytes, decompressed to `size` bytes, to `out`: a v2 page's
+/// levels are stored uncompressed in front of its values, which may be compressed or not.
 fn data_payload(
     page: &DataPage,
     column: Column,
     body: &[u8],
-    uncompressed: u64,
-) -> Result<Vec<u8>, String> {
+    size: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     let Levels::V2(v2) = page.levels else {
-        return inflate(column.codec, body, uncompressed as usize);
+        return inflate_into(column.codec, body, size, out);
     };
     if v2.nulls > page.values || v2.rows > page.values {
         return Err(format!(
@@ -403,20 +402,19 @@ fn data_payload(
         ));
     }
     let levels = v2.def_bytes as usize + v2.rep_bytes as usize;
-    if levels > body.len() || levels as u64 > uncompressed {
+    if levels > body.len() || levels > size {
         return Err(format!("{levels} bytes of levels in a smaller page"));
     }
-    let values_size = uncompressed as usize - levels;
-    let mut payload = body[..levels].to_vec();
+    out.extend_from_slice(&body[..levels]);
     // As the crate reads it: no values' bytes is a page of nulls, whatever the codec.
-    if values_size > 0 {
+    if size > levels {
         let codec = match v2.compressed {
             true => column.codec,
             false => Compression::UNCOMPRESSED,
         };
-        payload.extend(inflate(codec, &body[levels..], values_size)?);
+        inflate_into(codec, &body[levels..], size - levels, out)?;
     }
-    Ok(payload)
+    Ok(())
 }
 
 /// Checks the counts a page's values begin with, for the encodings whose decoder
