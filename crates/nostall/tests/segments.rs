@@ -409,3 +409,150 @@ fn a_flac_stretch_read_as_a_file_of_its_own_starts_at_its_first_frame() {
     );
     assert_eq!(stretch[..length], full[at..at + length]);
 }
+
+/// `wanderer.wav` of [`recordings`] with its RIFF and data chunks' sizes set to `sizes`.
+fn with_sizes(wav: &[u8], (riff, data): (u32, u32)) -> Vec<u8> {
+    let mut file = wav.to_vec();
+    file[4..8].copy_from_slice(&riff.to_le_bytes());
+    file[40..44].copy_from_slice(&data.to_le_bytes());
+    file
+}
+
+#[test]
+fn a_wav_written_to_a_pipe_is_cut_anywhere_in_its_data() {
+    // ffmpeg and sox writing to a pipe cannot go back to write the sizes: they leave
+    // them unknown (2^32 - 1, or 0). Segments past the first MiB (5.46 s at 48 kHz
+    // stereo) read as those of the same recording with its sizes written.
+    let dir = tempfile::tempdir().unwrap();
+    recordings(dir.path());
+    let wav = fs::read(dir.path().join("wanderer.wav")).unwrap();
+    assert_eq!(&wav[36..40], b"data");
+    fs::write(
+        dir.path().join("ffmpeg.wav"),
+        with_sizes(&wav, (u32::MAX, u32::MAX)),
+    )
+    .unwrap();
+    fs::write(dir.path().join("zeros.wav"), with_sizes(&wav, (0, 0))).unwrap();
+    let spans = ["0.5,1.5", "8,1.5", "12.25,", "40,1"];
+    let mut manifest = String::from("path,start,duration\n");
+    for name in ["wanderer.wav", "ffmpeg.wav", "zeros.wav"] {
+        for span in spans {
+            manifest.push_str(&format!("{name},{span}\n"));
+        }
+    }
+    fs::write(dir.path().join("piped.csv"), manifest).unwrap();
+    let data = open(&dir.path().join("piped.csv"));
+    for (s, span) in spans.iter().enumerate().take(3) {
+        let written = read(&data, s as u64).unwrap();
+        for piped in [1, 2] {
+            let id = (piped * spans.len() + s) as u64;
+            assert!(read(&data, id).unwrap() == written, "{id}: {span}");
+        }
+    }
+    let full = frames(&wav, 48_000 * 16).unwrap();
+    let got = frames(&read(&data, spans.len() as u64 + 1).unwrap(), 72_000).unwrap();
+    assert!(got == full[384_000..456_000], "8 s + 1.5 s");
+    // Past the end of the file's audio, a segment is still refused.
+    for piped in [1, 2] {
+        let error = read(&data, (piped * spans.len() + 3) as u64).unwrap_err();
+        let error = error.to_string();
+        assert!(
+            error.contains("after the end of the recording, which lasts 15.000 s"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_flac_recording_cut_inside_its_cover_art_fails_its_own_segments_only() {
+    // An interrupted download: `fLaC`, STREAMINFO, a picture block declaring a MiB
+    // (padding was to follow it), and the bytes that came: the recording's frames (its
+    // other blocks dropped).
+    let dir = tempfile::tempdir().unwrap();
+    recordings(dir.path());
+    let flac = data("tests/recordings", "battle.flac");
+    let mut cut = flac[..42].to_vec();
+    cut.extend_from_slice(&[0x06, 0x10, 0x00, 0x00]);
+    cut.extend_from_slice(&flac[8_288..]);
+    fs::write(dir.path().join("cover.flac"), cut).unwrap();
+    fs::write(
+        dir.path().join("covers.csv"),
+        "path,start,duration\nbattle.flac,1,2\ncover.flac,1,2\ncover.flac,5,2\nbattle.flac,5,2\n",
+    )
+    .unwrap();
+    let data = open(&dir.path().join("covers.csv"));
+    assert_eq!(data.catalog.len(), 4);
+    for id in [1, 2] {
+        let error = read(&data, id).unwrap_err().to_string();
+        assert!(
+            error.contains("its FLAC metadata is cut short")
+                && error.contains("past the file's end"),
+            "{error}"
+        );
+        assert!(data.source.location(id).contains("cover.flac#t="));
+    }
+    let (ids, _, skipped) = run(&data, config("m5", 2), 0);
+    assert_eq!(ids, [0, 3]);
+    assert_eq!(skipped.values().sum::<u64>(), 2, "{skipped:?}");
+}
+
+#[test]
+fn segments_of_a_wav_recording_with_a_megabyte_of_tags_decode_as_without() {
+    // A `LIST` chunk with a megabyte of comment in front of the data, as tag editors
+    // leave lyrics or notes: carried once per recording, its segments decode as those of
+    // the recording without it.
+    let dir = tempfile::tempdir().unwrap();
+    recordings(dir.path());
+    let wav = fs::read(dir.path().join("wanderer.wav")).unwrap();
+    let mut tagged = wav[..36].to_vec();
+    tagged.extend_from_slice(b"LIST");
+    tagged.extend_from_slice(&1_000_012u32.to_le_bytes());
+    tagged.extend_from_slice(b"INFOICMT");
+    tagged.extend_from_slice(&1_000_000u32.to_le_bytes());
+    tagged.resize(tagged.len() + 1_000_000, b'~');
+    tagged.extend_from_slice(&wav[36..]);
+    let riff = tagged.len() as u32 - 8;
+    tagged[4..8].copy_from_slice(&riff.to_le_bytes());
+    fs::write(dir.path().join("tagged.wav"), tagged).unwrap();
+    let mut manifest = String::from("path,start,duration\n");
+    for name in ["wanderer.wav", "tagged.wav"] {
+        for s in 0..500 {
+            manifest.push_str(&format!("{name},{},1\n", f64::from(s) * 0.025));
+        }
+    }
+    fs::write(dir.path().join("tagged.csv"), manifest).unwrap();
+    let data = open(&dir.path().join("tagged.csv"));
+    for s in [0, 123, 499] {
+        let plain = frames(&read(&data, s).unwrap(), 48_000).unwrap();
+        let tagged = read(&data, 500 + s).unwrap();
+        assert!(tagged.len() > 1_000_000);
+        assert!(frames(&tagged, 48_000).unwrap() == plain, "{s}");
+    }
+}
+
+#[test]
+fn times_past_a_day_are_refused_by_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    recordings(dir.path());
+    fs::write(
+        dir.path().join("far.jsonl"),
+        concat!(
+            r#"{"path": "battle.flac", "offset": 1}"#,
+            "\n",
+            r#"{"path": "battle.flac", "offset": 1e300, "duration": 1e300}"#,
+        ),
+    )
+    .unwrap();
+    let location = dir.path().join("far.jsonl");
+    let error = dataset::open(
+        location.to_str().unwrap(),
+        ReadMode::Cached,
+        Modality::Audio,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("far.jsonl, line 2: the start 1e300 s is past a day"),
+        "{error}"
+    );
+}

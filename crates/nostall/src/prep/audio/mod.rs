@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use decode::{decode, DecodeOptions};
 pub(crate) use decode::{
     flac_find_sync, flac_frame_header, frame_at, wav_data_layout, FlacStreamInfo, Part, Segment,
-    Waveform, ENVELOPE, OPUS_PREROLL,
+    Waveform, ENVELOPE, MAX_RECORDING_SECONDS, OPUS_PREROLL,
 };
 use mel::Mel;
 

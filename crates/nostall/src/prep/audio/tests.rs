@@ -105,6 +105,26 @@ fn patched32(file: &[u8], at: usize, value: u32) -> Vec<u8> {
 }
 
 #[test]
+fn a_wav_file_written_to_a_pipe_holds_the_rest_of_the_file() {
+    // ffmpeg and sox writing to a pipe leave the RIFF and data sizes unknown: 2^32 - 1,
+    // or 0. An empty data chunk is empty where the RIFF size is known.
+    let good = wav(8000, 1, 1, 16, &ramp(800));
+    let whole = decoded(&good, false).unwrap();
+    for unknown in [u32::MAX, 0] {
+        let piped = patched32(&patched32(&good, 4, unknown), 40, unknown);
+        assert_eq!(
+            decoded(&piped, false).unwrap().planes,
+            whole.planes,
+            "{unknown:x}"
+        );
+    }
+    match decoded(&patched32(&good, 40, 0), false) {
+        Err(Cause::Corrupt(why)) => assert!(why.contains("no audio"), "{why}"),
+        other => panic!("an empty data chunk: {other:?}"),
+    }
+}
+
+#[test]
 fn damaged_and_hostile_files_are_refused_with_their_reason() {
     let good = wav(8000, 1, 1, 16, &ramp(800));
     let corrupt = |data: &[u8], words: &str| match decoded(data, true) {

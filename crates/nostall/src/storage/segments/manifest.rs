@@ -11,8 +11,17 @@
 //!
 //! Paths are relative to the manifest's directory (or prefix), or absolute (local
 //! manifests only). Every problem names the manifest and its line.
+//!
+//! Times lie between 0 and a day, the longest recording segments are cut from; a line
+//! is at most [`MAX_LINE`] bytes long. Both bound what a damaged manifest can ask of the
+//! index (a line of megabytes is not a row, and `1e300` s is no time in a recording).
 
 use crate::error::{Error, Result};
+use crate::prep::audio::MAX_RECORDING_SECONDS;
+
+/// The longest line (a CSV row, quoted newlines and all): room for a path, the times, a
+/// label and the transcript of an hour of speech.
+const MAX_LINE: usize = 1 << 20;
 
 /// One row: a segment of a recording.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,9 +61,9 @@ pub(crate) fn is_manifest(name: &str) -> bool {
 ///
 /// # Errors
 ///
-/// [`Error::Config`] naming the manifest and the line: not UTF-8, a row without a path,
-/// a time that is not a number of seconds at or after 0, a label neither a name nor a
-/// class number, or no rows at all.
+/// [`Error::Config`] naming the manifest and the line: not UTF-8, a line over
+/// [`MAX_LINE`] bytes, a row without a path, a time that is not a number of seconds from
+/// 0 to a day, a label neither a name nor a class number, or no rows at all.
 pub(crate) fn parse(name: &str, text: &[u8]) -> Result<Vec<Row>> {
     let text = std::str::from_utf8(text)
         .map_err(|e| Error::Config(format!("{name}: the manifest is not UTF-8 text ({e})")))?;
@@ -104,9 +113,19 @@ impl Fields<'_> {
                     .parse()
                     .map_err(|_| bad(format!("{what} {text:?} is not a number of seconds")))?,
             };
+            // Huge numbers shown as `1e300`, not as three hundred digits.
+            let shown = if seconds.abs() < 1e15 {
+                seconds.to_string()
+            } else {
+                format!("{seconds:e}")
+            };
             if !(seconds.is_finite() && seconds >= 0.0) {
+                return Err(bad(format!("{what} {shown} is not a time at or after 0 s")));
+            }
+            if seconds > f64::from(MAX_RECORDING_SECONDS) {
                 return Err(bad(format!(
-                    "{what} {seconds} is not a time at or after 0 s"
+                    "{what} {shown} s is past a day ({MAX_RECORDING_SECONDS} s), the \
+                     longest recording segments are cut from (are the times in seconds?)"
                 )));
             }
             Ok(Some(seconds))
@@ -147,6 +166,9 @@ fn json_lines(name: &str, text: &str) -> Result<Vec<Row>> {
             continue;
         }
         let bad = |what: String| Error::Config(format!("{name}, line {line_number}: {what}"));
+        if line.len() > MAX_LINE {
+            return Err(bad(too_long()));
+        }
         let object: serde_json::Map<String, Json> = serde_json::from_str(line).map_err(|e| {
             bad(format!(
                 "not a JSON object ({e}); a manifest holds one per line"
@@ -228,8 +250,17 @@ fn csv(name: &str, text: &str) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// What a line over [`MAX_LINE`] bytes is told.
+fn too_long() -> String {
+    format!(
+        "the line is over {MAX_LINE} bytes long, the limit for a row (is this a manifest, \
+         with one row per line?)"
+    )
+}
+
 /// CSV records (RFC 4180: fields separated by commas, optionally quoted, a quote doubled
-/// inside quotes), each with the line it starts on.
+/// inside quotes), each with the line it starts on; a record over [`MAX_LINE`] bytes is
+/// an error.
 struct Records<'a> {
     rest: std::iter::Peekable<std::str::Chars<'a>>,
     line: usize,
@@ -252,7 +283,13 @@ impl Iterator for Records<'_> {
         let line = self.line;
         let mut fields = vec![String::new()];
         let mut quoted = false;
+        let mut bytes = 0;
         while let Some(c) = self.rest.next() {
+            bytes += c.len_utf8();
+            if bytes > MAX_LINE {
+                // The rest of the text is not read: the error ends the manifest's parse.
+                return Some(Err(format!("line {line}: {}", too_long())));
+            }
             let field = fields.last_mut().expect("one field at least");
             match c {
                 '"' if quoted && self.rest.peek() == Some(&'"') => {
@@ -311,6 +348,76 @@ mod tests {
         assert!(err("path,duration\na.wav,0\n").contains("the duration is 0 s"));
         assert!(err("path\n\"a.wav\n").contains("never closed"));
         assert!(err("path\n").contains("lists no segments"));
+    }
+
+    #[test]
+    fn times_that_are_not_seconds_of_a_recording_name_the_line() {
+        let err = |text: &str| parse("m.csv", text.as_bytes()).unwrap_err().to_string();
+        for time in ["1e300", "86400.5", "inf", "NaN", "-1", "-1e300"] {
+            let error = err(&format!("path,start\na.wav,1\nb.wav,{time}\n"));
+            assert!(
+                error.contains("m.csv, line 3: the start"),
+                "{time}: {error}"
+            );
+            let error = err(&format!("path,duration\na.wav,{time}\n"));
+            assert!(
+                error.contains("m.csv, line 2: the duration"),
+                "{time}: {error}"
+            );
+        }
+        let error = err("path,start\na.wav,1e300\n");
+        assert!(error.contains("the start 1e300 s is past a day"), "{error}");
+        // A day is the last time there is.
+        let rows = parse("m.csv", b"path,start,duration\na.wav,86400,86400\n").unwrap();
+        assert_eq!(
+            (rows[0].start, rows[0].duration),
+            (86_400.0, Some(86_400.0))
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_refused_by_its_number() {
+        let long = "a".repeat(MAX_LINE);
+        let error = parse("m.csv", format!("path\nb.wav\n{long}.wav\n").as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("m.csv, line 3: the line is over"), "{error}");
+        // Quoted newlines count in their row's length.
+        let half = "b\n".repeat(MAX_LINE / 3);
+        let text = format!("path\n\"{half}\",\"{half}\"\n");
+        let error = parse("m.csv", text.as_bytes()).unwrap_err().to_string();
+        assert!(error.contains("m.csv, line 2: the line is over"), "{error}");
+        // A row just within the limit is one.
+        let path = "a".repeat(MAX_LINE - 1);
+        assert_eq!(
+            parse("m.csv", format!("path\n{path}\n").as_bytes()).unwrap()[0].path,
+            path
+        );
+    }
+
+    #[cfg(feature = "manifest")]
+    #[test]
+    fn a_json_line_over_the_limit_or_with_a_time_past_a_day_is_refused_by_its_number() {
+        let err = |text: &str| parse("m.jsonl", text.as_bytes()).unwrap_err().to_string();
+        let text = format!(
+            "{{\"path\": \"a.wav\"}}\n{{\"path\": \"b.wav\", \"text\": \"{}\"}}\n",
+            "a".repeat(10 << 20)
+        );
+        let error = err(&text);
+        assert!(
+            error.contains("m.jsonl, line 2: the line is over"),
+            "{error}"
+        );
+        let error = err("{\"path\": \"a.wav\", \"offset\": 1e300}\n");
+        assert!(
+            error.contains("line 1: the start 1e300 s is past a day"),
+            "{error}"
+        );
+        let error = err("{\"path\": \"a.wav\", \"duration\": -1e300}\n");
+        assert!(
+            error.contains("line 1: the duration -1e300 is not a time"),
+            "{error}"
+        );
     }
 
     #[cfg(feature = "manifest")]

@@ -28,7 +28,7 @@ use super::{
 };
 use crate::catalog::Catalog;
 use crate::error::{Cause, Result};
-use crate::prep::audio::{Segment, ENVELOPE};
+use crate::prep::audio::Segment;
 use crate::sample::{Modality, SampleId};
 use index::Stretch;
 
@@ -168,6 +168,15 @@ impl Segments {
         if let Some(problem) = &stretch.problem {
             return Err(problem.clone());
         }
+        // The sample's bytes, its header's with its body's, are what the limit bounds (a
+        // header may hold a megabyte of tags).
+        let bytes = stretch.size();
+        if bytes > self.max_bytes {
+            return Err(Cause::TooLarge {
+                bytes,
+                limit: self.max_bytes,
+            });
+        }
         let body = &stretch.body;
         Ok((
             &recording.key,
@@ -180,9 +189,9 @@ impl Segments {
     /// Puts the envelope and the header in front of sample `id`'s body, read into `out`.
     fn wrap(&self, id: SampleId, out: &mut Vec<u8>) {
         let (stretch, segment) = &self.pieces[id as usize];
-        let mut front = Vec::with_capacity(ENVELOPE + stretch.header.len());
+        let mut front = Vec::with_capacity((stretch.size() as usize).saturating_sub(out.len()));
         segment.write_envelope(&mut front);
-        front.extend_from_slice(&stretch.header);
+        stretch.write_header(&mut front);
         out.splice(0..0, front);
     }
 }
@@ -273,5 +282,58 @@ fn segment_name(row: &manifest::Row) -> String {
     match row.duration {
         Some(d) => format!("{}#t={},{}", row.path, row.start, row.start + d),
         None => format!("{}#t={}", row.path, row.start),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LocalDir;
+
+    #[test]
+    fn a_segments_header_counts_in_the_sample_size_limit() {
+        // The 48 kHz stereo WAV clip, and the same clip with a megabyte of tags (a `LIST`
+        // chunk holding a comment) in front of its data.
+        let clip = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/audio/wanderer.wav"
+        ))
+        .unwrap();
+        let data = clip.windows(4).position(|w| w == b"data").unwrap();
+        let mut tagged = clip[..36].to_vec();
+        tagged.extend_from_slice(b"LIST");
+        tagged.extend_from_slice(&1_000_012u32.to_le_bytes());
+        tagged.extend_from_slice(b"INFOICMT");
+        tagged.extend_from_slice(&1_000_000u32.to_le_bytes());
+        tagged.resize(tagged.len() + 1_000_000, b'~');
+        tagged.extend_from_slice(&clip[data..]);
+        let riff = tagged.len() as u32 - 8;
+        tagged[4..8].copy_from_slice(&riff.to_le_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plain.wav"), &clip).unwrap();
+        std::fs::write(dir.path().join("tagged.wav"), &tagged).unwrap();
+        let store = Arc::new(LocalDir::new(dir.path()).unwrap());
+        let manifest = b"path,start,duration\nplain.wav,0.25,0.5\ntagged.wav,0.25,0.5\n";
+        let info = |key: &str| store.info(key);
+        let segments = Segments::from_manifest(store.clone(), "m.csv", manifest, &info)
+            .unwrap()
+            .with_max_bytes(500_000);
+        // Half a second of audio is 96 000 bytes, under the limit; with the tags, over.
+        let mut out = Vec::new();
+        segments.read(0, &mut out).unwrap();
+        assert_eq!(out.len() as u64, segments.catalog().size(0));
+        let bytes = segments.catalog().size(1);
+        assert!(bytes > 1_000_000, "{bytes}");
+        assert_eq!(
+            segments.read(1, &mut out),
+            Err(Cause::TooLarge {
+                bytes,
+                limit: 500_000
+            })
+        );
+        // Within the limit, the tagged recording's segment reads whole.
+        let segments = segments.with_max_bytes(bytes);
+        segments.read(1, &mut out).unwrap();
+        assert_eq!(out.len() as u64, bytes);
     }
 }

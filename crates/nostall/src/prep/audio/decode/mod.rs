@@ -41,7 +41,7 @@ pub(crate) use flac::{
     find_sync as flac_find_sync, frame_header as flac_frame_header, StreamInfo as FlacStreamInfo,
 };
 pub(crate) use opus::PREROLL as OPUS_PREROLL;
-pub(crate) use segment::{frame_at, Part, Segment, ENVELOPE};
+pub(crate) use segment::{frame_at, Part, Segment, ENVELOPE, MAX_RECORDING_SECONDS};
 pub(crate) use wav::data_layout as wav_data_layout;
 
 /// Sample rates above this are not audio a model trains on; a header declaring one is

@@ -31,8 +31,9 @@ pub(crate) const ENVELOPE: usize = 40;
 /// The flag of a carried stretch that stops before the recording's end.
 const ENDS_EARLY: u64 = 1;
 /// The longest recording a segment may be cut from (a day): it bounds what a damaged
-/// header can make a decoder expect, as the per-file limit does for clips.
-const MAX_RECORDING_SECONDS: u32 = 86_400;
+/// header can make a decoder expect, as the per-file limit does for clips, and the times
+/// a manifest may give.
+pub(crate) const MAX_RECORDING_SECONDS: u32 = 86_400;
 
 /// Where the carried audio lies in its recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

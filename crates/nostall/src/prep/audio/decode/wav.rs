@@ -113,8 +113,12 @@ struct Header {
     encoding: Encoding,
     channels: usize,
     rate: u32,
-    /// The data chunk's bytes in the file, as declared (it may run past the file's end).
+    /// The data chunk's bytes in the file, as declared (it may run past the file's end);
+    /// to the end of the bytes read when its size is unknown.
     data: Range<usize>,
+    /// Whether the data chunk's size is unknown, as a writer to a pipe leaves it: the
+    /// data runs to the file's end.
+    size_unknown: bool,
 }
 
 /// Whether `data` is a RIFF/WAVE file (little-endian: `RIFX` and `RF64` are not read).
@@ -162,8 +166,11 @@ fn header(data: &[u8]) -> Result<Header, Cause> {
                 let (encoding, channels, rate) = format.ok_or_else(|| {
                     Cause::Corrupt("its data chunk comes before its format chunk".into())
                 })?;
-                // Streaming writers leave the data size unknown too: the rest of the file.
-                let end = if size == u32::MAX {
+                // Streaming writers leave the data size unknown too (2^32 - 1, or 0 beside
+                // an unknown RIFF size, as ffmpeg and sox write to a pipe): the rest of the
+                // file.
+                let size_unknown = size == u32::MAX || (size == 0 && riff_end.is_none());
+                let end = if size_unknown {
                     data.len()
                 } else {
                     body + size as usize
@@ -178,6 +185,7 @@ fn header(data: &[u8]) -> Result<Header, Cause> {
                     channels,
                     rate,
                     data: body..end,
+                    size_unknown,
                 });
             }
             _ => {}
@@ -235,19 +243,32 @@ fn parse_format(fmt: &[u8]) -> Result<(Encoding, usize, u32), Cause> {
     Ok((encoding, channels, rate))
 }
 
+/// Where a WAV file's frames lie, as its header declares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DataLayout {
+    /// The data chunk's first byte.
+    pub(crate) start: usize,
+    /// The data chunk's length in bytes as declared (it may run past the file's end);
+    /// `None` when unknown, as a writer to a pipe leaves it: to the file's end.
+    pub(crate) len: Option<u64>,
+    /// The bytes of one frame.
+    pub(crate) frame_bytes: usize,
+    pub(crate) rate: u32,
+}
+
 /// Where a WAV file's frames lie, from its first bytes (enough to hold the chunks before
-/// the data): the data chunk's bytes as declared, the bytes of one frame, and the rate.
-/// A recording's segments are cut from it by arithmetic.
-pub(crate) fn data_layout(head: &[u8]) -> Result<(Range<usize>, usize, u32), Cause> {
+/// the data). A recording's segments are cut from it by arithmetic.
+pub(crate) fn data_layout(head: &[u8]) -> Result<DataLayout, Cause> {
     if !is_wav(head) {
         return Err(Cause::UnknownFormat(crate::sample::Modality::Audio));
     }
     let header = header(head)?;
-    Ok((
-        header.data,
-        header.channels * header.encoding.bytes(),
-        header.rate,
-    ))
+    Ok(DataLayout {
+        start: header.data.start,
+        len: (!header.size_unknown).then_some((header.data.end - header.data.start) as u64),
+        frame_bytes: header.channels * header.encoding.bytes(),
+        rate: header.rate,
+    })
 }
 
 /// Decodes a WAV file: the frames `plan` asks for, or all of them.
