@@ -21,6 +21,25 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
+/// Runs `body` on a thread; a panic or two minutes without an answer fail the test (a
+/// hostile input must never hang or kill the process).
+pub(crate) fn watchdog<T: Send + 'static>(
+    what: String,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(body());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(value) => value,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: no answer in two minutes")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}
+
 /// A textured picture, different for every `seed`, so that crops and flips show.
 pub(crate) fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
     let mut px = Vec::with_capacity((width * height * 3) as usize);

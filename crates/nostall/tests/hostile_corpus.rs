@@ -4,12 +4,13 @@
 //! the bad file, never a good one. Every run under a watchdog: never a panic, a hang or
 //! an abort. `make test` runs this in a release build too, where overflow wraps.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::Duration;
 
+use common::watchdog;
 use nostall::catalog::Catalog;
 use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
 use nostall::storage::{LocalFiles, ReadMode};
@@ -551,19 +552,6 @@ fn config(threads: usize, policy: ErrorPolicy) -> LoaderConfig {
 fn loader(catalog: &std::sync::Arc<Catalog>, config: LoaderConfig) -> Loader {
     let source = std::sync::Arc::new(LocalFiles::new(catalog.clone(), ReadMode::Cached));
     Loader::new(catalog.clone(), source, config).unwrap()
-}
-
-/// Runs `body` on a thread; a panic or two minutes without an answer fail the test.
-fn watchdog<T: Send + 'static>(what: String, body: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(body());
-    });
-    match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(value) => value,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer in two minutes"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
-    }
 }
 
 type Epochs = Vec<(

@@ -11,11 +11,9 @@ mod common;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use common::{demo_rows, features, write, Row};
+use common::{demo_rows, features, watchdog, write, Row};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobStore, LocalDir, ParquetFiles, Source};
 use nostall::{dataset::Columns, Cause, ErrorPolicy, Modality};
@@ -368,19 +366,6 @@ fn corpus(with_crafted: bool) -> Corpus {
         dir,
         good,
         crafted: names,
-    }
-}
-
-/// Runs `body` on a thread; a panic or two minutes without an answer fail the test.
-fn watchdog<T: Send + 'static>(what: String, body: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(body());
-    });
-    match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(value) => value,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer in two minutes"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
     }
 }
 
