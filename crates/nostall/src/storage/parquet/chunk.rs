@@ -13,7 +13,7 @@ use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescPtr;
 
-use super::{pages, thrift};
+use super::{footer, pages};
 
 /// Where a column chunk lies in its file, checked against the file: `(offset, length)`.
 pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64, u64), String> {
@@ -60,7 +60,7 @@ pub(super) fn units(
         }]
     };
     // The crate's parser sizes its list of pages from the count the index declares.
-    let Some(index) = offset_index.filter(|index| thrift::check_struct(index).is_ok()) else {
+    let Some(index) = offset_index.filter(|index| footer::check_offset_index(index).is_ok()) else {
         return Ok(whole());
     };
     let decoded = catch_unwind(AssertUnwindSafe(|| {

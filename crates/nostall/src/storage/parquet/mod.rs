@@ -32,6 +32,7 @@
 
 mod chunk;
 mod columns;
+mod footer;
 mod inflate;
 mod pages;
 mod thrift;
@@ -736,7 +737,7 @@ fn footer(
     store
         .read(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
         .map_err(|e| e.to_string())?;
-    thrift::check_struct(&bytes).map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
+    footer::check_footer(&bytes).map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
     match catch_unwind(AssertUnwindSafe(|| {
         ParquetMetaDataReader::decode_metadata(&bytes)
     })) {
