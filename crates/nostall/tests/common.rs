@@ -40,6 +40,33 @@ pub(crate) fn watchdog<T: Send + 'static>(
     }
 }
 
+/// The peak resident memory of this process, from the kernel, in bytes.
+pub(crate) fn peak_rss() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb << 10
+}
+
+/// Runs the (ignored) test `name` of this test binary in a process of its own, with the
+/// environment variable `var` set to `value`, so that the peak memory it reports is of
+/// its run alone; the test prints `delivered N peak BYTES`, returned as `(N, BYTES)`.
+pub(crate) fn run_alone(name: &str, var: &str, value: &Path) -> (usize, u64) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--include-ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(var, value)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {text}{err}", out.status);
+    // The harness prints the test's name on the same line, before.
+    let report = text.split("delivered ").nth(1).expect("the run's report");
+    let fields: Vec<&str> = report.split_whitespace().collect();
+    (fields[0].parse().unwrap(), fields[2].parse().unwrap())
+}
+
 /// A textured picture, different for every `seed`, so that crops and flips show.
 pub(crate) fn picture(width: u32, height: u32, seed: u32) -> Vec<u8> {
     let mut px = Vec::with_capacity((width * height * 3) as usize);

@@ -10,10 +10,9 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 
 use bytes::Bytes;
-use common::{demo_rows, features, watchdog, write, Row};
+use common::{demo_rows, features, peak_rss, run_alone, watchdog, write, Row};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobStore, LocalDir, ParquetFiles, Source};
 use nostall::{dataset::Columns, Cause, ErrorPolicy, Modality};
@@ -589,14 +588,6 @@ fn crafted_footers_and_label_columns_are_refused_at_open_naming_the_file() {
     }
 }
 
-/// The peak resident memory of this process, from the kernel, in bytes.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kb << 10
-}
-
 /// Set in the process [`peak_memory_over_crafted_files_stays_near_that_over_good_ones`]
 /// starts: the corpus to read.
 const CHILD: &str = "NOSTALL_TEST_RSS_CORPUS";
@@ -613,39 +604,14 @@ fn one_run_in_its_own_process() {
     println!("delivered {delivered} peak {}", peak_rss());
 }
 
-/// A run over the corpus `dir` in a process of its own: its samples delivered, its peak
-/// resident memory.
-fn run_alone(dir: &Path) -> (usize, u64) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "one_run_in_its_own_process",
-            "--include-ignored",
-            "--nocapture",
-        ])
-        .args(["--test-threads", "1"])
-        .env(CHILD, dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}: {text}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The harness prints the test's name on the same line, before.
-    let report = text.split("delivered ").nth(1).expect("the run's report");
-    let fields: Vec<&str> = report.split_whitespace().collect();
-    (fields[0].parse().unwrap(), fields[2].parse().unwrap())
-}
-
 #[test]
 fn peak_memory_over_crafted_files_stays_near_that_over_good_ones() {
     let good = corpus(false);
     let hostile = corpus(true);
-    let (good_delivered, good_peak) = run_alone(good.dir.path());
-    let (hostile_delivered, hostile_peak) = run_alone(hostile.dir.path());
+    let (good_delivered, good_peak) =
+        run_alone("one_run_in_its_own_process", CHILD, good.dir.path());
+    let (hostile_delivered, hostile_peak) =
+        run_alone("one_run_in_its_own_process", CHILD, hostile.dir.path());
     assert_eq!(
         (good_delivered, hostile_delivered),
         (good.good, hostile.good)
