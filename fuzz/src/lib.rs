@@ -12,6 +12,9 @@
 //! - [`audio`]: a recording (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3: the Ogg page reader,
 //!   the WAV reader, and the C decoders minimp3 and libopus behind them) decoded whole,
 //!   then through the `m5` pipeline, which decodes windows.
+//! - [`manifest`]: a manifest of segments of long recordings (NeMo's JSON lines, or CSV)
+//!   opened as a dataset over real recordings beside it (whole, cut short, written to a
+//!   pipe), then every segment read back, the first few prepared.
 //! - [`peer_frames`]: bytes from the network, read as a peer server and as a peer client
 //!   read them.
 //! - [`s3_response`]: an HTTP response from an S3 endpoint (a responder on loopback
@@ -24,11 +27,12 @@
 //!
 //! The AFL++ entry points (`src/bin`, feature `afl`) run them under `bash bench/fuzz.sh`;
 //! `tests/corpora.rs` replays the seed corpora and every crash found so far, and mutates
-//! them with fixed seeds, in every `cargo test`.
+//! them with fixed seeds, in every `cargo test`. Both run under [`alloc::Counting`], which
+//! ends the process when an input makes a target hold more than [`alloc::LIMIT`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -38,8 +42,12 @@ use nostall::prep::image::codec::{Decoder, Rect};
 use nostall::prep::image::ImagePipeline;
 use nostall::prep::{DecodeOnly, Modality, Operators, Prep};
 use nostall::rng::Rng;
-use nostall::storage::{BlobInfo, BlobStore, ParquetFiles, S3Config, S3Store, Source, TarShards};
+use nostall::storage::{
+    BlobInfo, BlobStore, ParquetFiles, ReadMode, S3Config, S3Store, Source, TarShards,
+};
 use nostall::Cause;
+
+pub mod alloc;
 
 /// The pixel limit of the image target: lower than the loader's default so that an
 /// execution stays in milliseconds (the limit itself is what a bomb runs into).
@@ -185,6 +193,102 @@ pub fn audio(data: &[u8]) {
     let mut out = vec![0; pipeline.layout().bytes()];
     for seed in [1, 2] {
         let _ = prep.prepare(data, &mut Rng::new(seed), &mut out);
+    }
+}
+
+/// The recordings the [`manifest`] target's segments are cut from: real ones of each
+/// format the index walks or carries whole (1.25-3 s of music, from the engine's tests),
+/// and the kinds of damage it must bound by the file: a FLAC and an Ogg Opus cut short,
+/// a FLAC cut inside its metadata, a WAV written to a pipe (its sizes unknown).
+fn recordings() -> Vec<(&'static str, Vec<u8>)> {
+    const WAV: &[u8] = include_bytes!("../../crates/nostall/tests/audio/knolls.wav");
+    const FLAC: &[u8] = include_bytes!("../../crates/nostall/tests/audio/the_deep_path.flac");
+    const OPUS: &[u8] = include_bytes!("../../crates/nostall/tests/audio/journeys_end.opus");
+    const MP3: &[u8] = include_bytes!("../../crates/nostall/tests/audio/underground.mp3");
+    const VORBIS: &[u8] = include_bytes!("../corpus/audio/vorbis.ogg");
+    let mut pipe = WAV.to_vec();
+    let data = pipe
+        .windows(4)
+        .position(|w| w == b"data")
+        .expect("a data chunk");
+    for at in [4, data + 4] {
+        pipe[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    }
+    vec![
+        ("knolls.wav", WAV.to_vec()),
+        ("the_deep_path.flac", FLAC.to_vec()),
+        ("journeys_end.opus", OPUS.to_vec()),
+        ("underground.mp3", MP3.to_vec()),
+        ("vorbis.ogg", VORBIS.to_vec()),
+        ("cut.flac", FLAC[..FLAC.len() * 3 / 5].to_vec()),
+        ("cut-metadata.flac", FLAC[..60].to_vec()),
+        ("cut.opus", OPUS[..OPUS.len() / 2].to_vec()),
+        ("pipe.wav", pipe),
+    ]
+}
+
+/// The directory of the [`manifest`] target's recordings, written once for every
+/// process (each file whole, by a rename, so that processes beside each other, a fuzzer
+/// and a test, never read one half written).
+fn recordings_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join("nostall-fuzz-recordings");
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        for (name, bytes) in recordings() {
+            let path = dir.join(name);
+            if std::fs::read(&path).ok() != Some(bytes.clone()) {
+                let part = dir.join(format!(".{name}.{}", std::process::id()));
+                std::fs::write(&part, &bytes).expect("a recording written");
+                std::fs::rename(&part, &path).expect("a recording in place");
+            }
+        }
+        dir
+    })
+}
+
+/// The longest segment the [`manifest`] target prepares: a segment is decoded for its
+/// window only, but one of a recording carried whole is decoded up to it.
+const MAX_SEGMENT_SECONDS: u32 = 20;
+
+/// The segments of a manifest the [`manifest`] target prepares, of those it reads back:
+/// preparing (decoding, resampling) is what costs, and a manifest of hundreds of
+/// segments of one recording would spend each execution decoding it again.
+const PREPARED: u64 = 8;
+
+/// A manifest of segments, as JSON lines (as NeMo writes them) when its first byte that
+/// is not blank is `{`, else as CSV: opened as a dataset over [`recordings`] (the
+/// manifest parsed, each recording walked once), then every segment read back and
+/// located, and the first [`PREPARED`] prepared by the `m5` pipeline.
+pub fn manifest(data: &[u8]) {
+    let dir = recordings_dir();
+    let json = data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    // Named for this process: beside the recordings, which its paths are relative to.
+    let name = format!(
+        ".manifest-{}.{}",
+        std::process::id(),
+        if json { "jsonl" } else { "csv" }
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, data).expect("a manifest written");
+    let location = path.to_str().expect("a temporary directory named in UTF-8");
+    let opened = nostall::dataset::open(location, ReadMode::Cached, Modality::Audio);
+    std::fs::remove_file(&path).expect("the manifest removed");
+    let Ok(dataset) = opened else { return };
+    let Ok(pipeline) = AudioPipeline::preset("m5") else {
+        return;
+    };
+    let pipeline = pipeline.with_max_seconds(MAX_SEGMENT_SECONDS);
+    let Ok(mut prep) = pipeline.preparer() else {
+        return;
+    };
+    let mut prepared = vec![0; pipeline.layout().bytes()];
+    let mut out = Vec::new();
+    for id in 0..dataset.catalog.len() as u64 {
+        let _ = dataset.source.location(id);
+        if dataset.source.read(id, &mut out).is_ok() && id < PREPARED {
+            let _ = prep.prepare(&out, &mut Rng::new(id), &mut prepared);
+        }
     }
 }
 

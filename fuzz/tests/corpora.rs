@@ -2,10 +2,23 @@
 //! it fail (`regressions/TARGET`, added as fuzzing finds them), and seeded mutations of
 //! the seeds: what `cargo test` checks of the parsers of untrusted bytes between fuzzing
 //! runs (`bash bench/fuzz.sh`).
+//!
+//! Every input runs under the fuzzers' allocator: one that makes a target hold more than
+//! [`alloc::LIMIT`] aborts this test binary, naming the input.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use nostall::rng::Rng;
+use nostall_fuzz::alloc;
+
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
+
+/// Held by each replay: the allocator counts the whole process, so a replay beside
+/// another would be charged with the other's bytes (two targets each under the limit
+/// could pass it together).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Mutations tried per seed: enough to walk every parser's error paths, few enough that
 /// the suite stays fast in a debug build.
@@ -62,13 +75,22 @@ fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
 }
 
 fn replay(target: &str, run: fn(&[u8])) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The limit is only seen if this binary's allocations are counted: while the probe
+    // is held, the count holds it too, whatever other threads free meanwhile.
+    let probe = std::hint::black_box(vec![1u8; 1 << 20]);
+    assert!(alloc::live() >= probe.len(), "allocations are not counted");
+    drop(probe);
     let inputs = inputs(target);
     assert!(!inputs.is_empty(), "no corpus for {target}");
     for (n, (path, bytes)) in inputs.iter().enumerate() {
+        alloc::running(format!("{target} on {}", path.display()));
         run(bytes);
         let mut rng = Rng::new(nostall::rng::derive(&[0xF022, n as u64]));
         for i in 0..MUTATIONS {
             let mutated = mutate(bytes, &mut rng);
+            // The mutation by its number: the seeds make it again.
+            alloc::running(format!("{target} on mutation {i} of {}", path.display()));
             let outcome = std::panic::catch_unwind(|| run(&mutated));
             assert!(
                 outcome.is_ok(),
@@ -102,6 +124,11 @@ fn image() {
 #[test]
 fn audio() {
     replay("audio", nostall_fuzz::audio);
+}
+
+#[test]
+fn manifest() {
+    replay("manifest", nostall_fuzz::manifest);
 }
 
 #[test]

@@ -1,5 +1,9 @@
 //! AFL++ entry point: `bash bench/fuzz.sh operators`.
 
+#[global_allocator]
+static ALLOCATOR: nostall_fuzz::alloc::Counting = nostall_fuzz::alloc::Counting;
+
 fn main() {
+    nostall_fuzz::alloc::limit_from_env();
     afl::fuzz!(|data: &[u8]| nostall_fuzz::operators(data));
 }
