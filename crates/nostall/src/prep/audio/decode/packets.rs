@@ -1,5 +1,6 @@
-//! FLAC and Ogg Vorbis through symphonia: a demuxer hands over packets, a decoder turns
-//! each into planes.
+//! Ogg Vorbis through symphonia: its Ogg demuxer hands over packets, a decoder turns each
+//! into planes. (FLAC is read by nostall's own reader, `flac.rs`; symphonia's FLAC
+//! demuxer is not used, nor FLAC in Ogg: see [`probe`].)
 //!
 //! How a window is reached depends on the format ([`Access`]): FLAC is sought (its
 //! length is exact), then its end is checked (one seek and a packet) so that a file cut
@@ -14,6 +15,7 @@
 
 use std::io::Cursor;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use symphonia::core::audio::{AudioBufferRef, SampleBuffer, Signal};
 use symphonia::core::codecs::{
@@ -23,7 +25,8 @@ use symphonia::core::errors::Error as SymphoniaError;
 use symphonia::core::formats::{FormatOptions, FormatReader, Packet, SeekMode, SeekTo};
 use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
-use symphonia::core::probe::Hint;
+use symphonia::core::probe::{Hint, Probe};
+use symphonia::default::formats::OggReader;
 
 use super::{check_stream, clamp, too_long, truncated, DecodeOptions, Plan, Waveform};
 use crate::error::Cause;
@@ -65,10 +68,41 @@ fn lossy(codec: CodecType) -> bool {
     codec == CODEC_TYPE_VORBIS
 }
 
+/// The one container symphonia reads here: Ogg. WAV, FLAC, Opus and MP3 are read by
+/// nostall's own readers; symphonia's FLAC reader (which its default probe runs on a
+/// `fLaC` found anywhere in bytes no other reader took) sizes buffers from metadata
+/// lengths it has not checked: a picture or comment block declaring a gigabyte is
+/// allocated before it is read.
+fn probe() -> &'static Probe {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        let mut probe = Probe::default();
+        probe.register_all::<OggReader>();
+        probe
+    })
+}
+
+/// Whether `data` is an Ogg stream whose first packet is FLAC's: symphonia's Ogg reader
+/// reads its metadata blocks as its FLAC reader does (see [`probe`]).
+fn is_ogg_flac(data: &[u8]) -> bool {
+    let segments = data.get(26).map_or(0, |&n| usize::from(n));
+    data.starts_with(b"OggS")
+        && data
+            .get(27 + segments..)
+            .is_some_and(|packet| packet.starts_with(b"\x7fFLAC"))
+}
+
 fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
+    if is_ogg_flac(data) {
+        return Err(Cause::Corrupt(
+            "it is FLAC in an Ogg stream, which nostall does not read (store FLAC as .flac \
+             files)"
+                .into(),
+        ));
+    }
     // symphonia reads from an owned source; a copy costs far less than decoding.
     let stream = MediaSourceStream::new(Box::new(Cursor::new(data.to_vec())), Default::default());
-    let probed = symphonia::default::get_probe()
+    let probed = probe()
         .format(
             &Hint::new(),
             stream,
