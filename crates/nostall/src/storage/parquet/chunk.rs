@@ -60,11 +60,11 @@ pub(super) fn units(
         }]
     };
     // The crate's parser sizes its list of pages from the count the index declares.
-    let Some(index) = offset_index.filter(|index| footer::check_offset_index(index).is_ok()) else {
+    let Some(index) = offset_index.and_then(|index| footer::check_offset_index(index).ok()) else {
         return Ok(whole());
     };
     let decoded = catch_unwind(AssertUnwindSafe(|| {
-        parquet::file::page_index::index_reader::decode_offset_index(index)
+        parquet::file::page_index::index_reader::decode_offset_index(&index)
     }));
     let Ok(Ok(index)) = decoded else {
         return Ok(whole());

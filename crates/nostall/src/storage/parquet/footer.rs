@@ -9,7 +9,8 @@
 //! own description of each struct ([`Shape`]): a known field of another type is damage,
 //! an unknown one is skipped by its type as the crate skips it, a collection may not
 //! declare more elements than bytes are left, and a schema element may not declare more
-//! children than the schema has elements.
+//! children than the schema has elements. The crate is then handed the struct written
+//! again with only the fields the format knows, so that it skips nothing.
 
 use super::thrift::{
     Cursor, BINARY, BOOL_FALSE, BOOL_TRUE, DOUBLE, I16, I32, I64, I8, LIST, STRUCT,
@@ -179,27 +180,42 @@ fn offset_index(id: i64) -> Option<Field> {
     })
 }
 
-/// Walks a file's footer (a `FileMetaData` filling `bytes`) as the crate will read it.
-pub(super) fn check_footer(bytes: &[u8]) -> Result<(), String> {
-    check(bytes, file_metadata)?;
-    check_children(bytes)
+/// Walks a file's footer (a `FileMetaData` filling `bytes`) as the crate will read it,
+/// and gives it back with only the fields the format knows, for the crate to parse.
+pub(super) fn check_footer(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let footer = check(bytes, file_metadata)?;
+    check_children(&footer)?;
+    Ok(footer)
 }
 
-/// Walks an offset index (an `OffsetIndex` filling `bytes`) as the crate will read it.
-pub(super) fn check_offset_index(bytes: &[u8]) -> Result<(), String> {
+/// Walks an offset index (an `OffsetIndex` filling `bytes`) as the crate will read it,
+/// and gives it back with only the fields the format knows.
+pub(super) fn check_offset_index(bytes: &[u8]) -> Result<Vec<u8>, String> {
     check(bytes, offset_index)
 }
 
-fn check(bytes: &[u8], shape: Shape) -> Result<(), String> {
+/// Walks `bytes` as `shape`, and writes it again with only the fields the format knows
+/// (which the crate then reads without skipping anything).
+fn check(bytes: &[u8], shape: Shape) -> Result<Vec<u8>, String> {
     let mut cursor = Cursor::new(bytes);
-    walk(&mut cursor, Struct(shape), STRUCT, 0)?;
+    let mut out = Vec::with_capacity(bytes.len());
+    walk(&mut cursor, Struct(shape), STRUCT, 0, &mut out)?;
     match cursor.position() == bytes.len() {
-        true => Ok(()),
+        true => Ok(out),
         false => Err(format!(
             "{} bytes after its end",
             bytes.len() - cursor.position()
         )),
     }
+}
+
+/// Writes `v` as an unsigned varint.
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 /// The compact type a field of `field` is written as.
@@ -212,8 +228,15 @@ fn kind_of(field: Field) -> u8 {
     }
 }
 
-/// Walks a value the bytes declare of type `kind`, where the format has `field`.
-fn walk(c: &mut Cursor<'_>, field: Field, kind: u8, depth: usize) -> Result<(), String> {
+/// Walks a value the bytes declare of type `kind`, where the format has `field`, and
+/// writes it to `out` (a struct's fields the format does not know left out).
+fn walk(
+    c: &mut Cursor<'_>,
+    field: Field,
+    kind: u8,
+    depth: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err("nested too deep".into());
     }
@@ -225,19 +248,46 @@ fn walk(c: &mut Cursor<'_>, field: Field, kind: u8, depth: usize) -> Result<(), 
         ));
     }
     match field {
-        Struct(shape) => c.fields(depth + 1, &mut |c, id, kind| match shape(id) {
-            Some(field) => walk(c, field, kind, depth + 1).map_err(|e| format!("field {id}: {e}")),
-            None => c.skip(kind, depth + 1),
-        }),
+        Struct(shape) => {
+            let mut last = 0i64;
+            c.fields(depth + 1, &mut |c, id, kind| match shape(id) {
+                Some(field) => {
+                    match id - last {
+                        delta @ 1..=15 => out.push(((delta as u8) << 4) | kind),
+                        _ => {
+                            out.push(kind);
+                            varint(out, ((id << 1) ^ (id >> 63)) as u64);
+                        }
+                    }
+                    last = id;
+                    walk(c, field, kind, depth + 1, out).map_err(|e| format!("field {id}: {e}"))
+                }
+                None => c.skip(kind, depth + 1),
+            })?;
+            out.push(0);
+            Ok(())
+        }
         List(element) => {
             let (count, kind) = c.list_header()?;
             c.may_hold(count, &[kind])?;
+            match count {
+                0..=14 => out.push(((count as u8) << 4) | kind),
+                _ => {
+                    out.push(0xf0 | kind);
+                    varint(out, count);
+                }
+            }
             for _ in 0..count {
-                walk(c, *element, kind, depth + 1)?;
+                walk(c, *element, kind, depth + 1, out)?;
             }
             Ok(())
         }
-        Value(_) | Bool => c.skip(kind, depth),
+        Value(_) | Bool => {
+            let from = c.position();
+            c.skip(kind, depth)?;
+            out.extend_from_slice(c.since(from));
+            Ok(())
+        }
     }
 }
 
@@ -276,7 +326,7 @@ mod tests {
     fn collections_larger_than_the_footer_or_of_booleans_are_refused() {
         // Field 5 (key-value pairs): a list of one struct holding a key, then the end.
         let footer = [0x59, 0x1c, 0x18, 0x01, b'k', 0x00, 0x00];
-        assert_eq!(check_footer(&footer), Ok(()));
+        assert_eq!(check_footer(&footer).as_deref(), Ok(&footer[..]));
         assert!(check_footer(&footer[..5]).is_err());
         // A list of 2^31 structs; of booleans (as an unknown field's).
         assert!(check_footer(&[0x59, 0xfc, 0xff, 0xff, 0xff, 0x07, 0x00]).is_err());
@@ -293,8 +343,11 @@ mod tests {
             err.contains("field 2: a field of type 5 where Parquet has 9"),
             "{err}"
         );
-        // An unknown field of any type is skipped, as the crate skips it.
-        assert_eq!(check_footer(&[0xf5, 0x04, 0x00]), Ok(()));
+        // An unknown field of any type is left out, so the crate has nothing to skip.
+        assert_eq!(
+            check_footer(&[0xf5, 0x04, 0x00]).as_deref(),
+            Ok(&[0x00][..])
+        );
         // Bytes after the end.
         assert!(check_footer(&[0x00, 0x00])
             .unwrap_err()
@@ -313,7 +366,7 @@ mod tests {
                 0x00,
             ]
         };
-        assert_eq!(check_footer(&footer(2)), Ok(()));
+        assert_eq!(check_footer(&footer(2)).as_deref(), Ok(&footer(2)[..]));
         assert!(check_footer(&footer(6)).unwrap_err().contains("3 children"));
         // 2^31-1 children, as the fuzzer found (the crate asked for 13 GB).
         let mut huge = footer(2);

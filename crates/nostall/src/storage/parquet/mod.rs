@@ -737,7 +737,8 @@ fn footer(
     store
         .read(&blob.key, version, blob.size - 8 - len, len, &mut bytes)
         .map_err(|e| e.to_string())?;
-    footer::check_footer(&bytes).map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
+    let bytes = footer::check_footer(&bytes)
+        .map_err(|e| not_parquet(&format!("a damaged footer ({e})")))?;
     match catch_unwind(AssertUnwindSafe(|| {
         ParquetMetaDataReader::decode_metadata(&bytes)
     })) {

@@ -36,6 +36,11 @@ impl<'a> Cursor<'a> {
         self.at
     }
 
+    /// The bytes read since `from` (a [`Cursor::position`]).
+    pub(super) fn since(&self, from: usize) -> &'a [u8] {
+        &self.bytes[from..self.at]
+    }
+
     fn byte(&mut self) -> Result<u8, String> {
         let b = *self.bytes.get(self.at).ok_or("cut off")?;
         self.at += 1;
@@ -97,6 +102,11 @@ impl<'a> Cursor<'a> {
             } else {
                 id.saturating_add(i64::from(delta))
             };
+            // The crate reads ids as i16, cutting a longer one short: field 65 538 would
+            // be its field 2, read as that field's type.
+            if i16::try_from(id).is_err() {
+                return Err(format!("field id {id}"));
+            }
             field(self, id, kind)?;
         }
     }
@@ -253,6 +263,10 @@ mod tests {
         assert_eq!(cursor.position(), w.bytes.len());
         assert_eq!(seen, [(1, -3), (2, i64::from(i32::MAX)), (3, 1)]);
         assert!(Cursor::new(&[0x80; 11]).i32().is_err());
+        // A long-form field id past an i16 (65 538: the crate's field 2).
+        let mut long = Cursor::new(&[0x05, 0x84, 0x80, 0x08, 0x02, 0x00]);
+        let err = long.fields(0, &mut |c, _, kind| c.skip(kind, 1));
+        assert_eq!(err, Err("field id 65538".into()));
         // 2^32 as a zigzag varint: more than an i32 holds.
         assert!(Cursor::new(&[0x80, 0x80, 0x80, 0x80, 0x20]).i32().is_err());
     }
