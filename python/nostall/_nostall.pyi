@@ -12,23 +12,14 @@ from .audio import MelSpectrogram as MelSpectrogram
 from .audio import Op as AudioOp
 from .audio import RandomCrop as RandomCrop
 from .audio import Resample as Resample
-from .ops import CenterCrop as CenterCrop
-from .ops import Normalize as Normalize
 from .ops import Op as Op
-from .ops import RandomHorizontalFlip as RandomHorizontalFlip
-from .ops import RandomResizedCrop as RandomResizedCrop
-from .ops import Resize as Resize
 
 __all__ = [
     "__version__",
     "Loader",
     "BatchTensor",
     "Op",
-    "RandomResizedCrop",
-    "Resize",
-    "CenterCrop",
-    "RandomHorizontalFlip",
-    "Normalize",
+    "_image_operators",
     "AudioOp",
     "Channels",
     "Resample",
@@ -209,6 +200,10 @@ class Loader:
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""
+
+def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
+    """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default
+    or None, doc), ...])``, from which ``nostall.ops`` makes its classes."""
 
 def imagenet_train(size: int = 224) -> list[Op]:
     """The ImageNet training pipeline as operators: ``[RandomResizedCrop(size),

@@ -5,30 +5,89 @@
 >>> loader = nostall.Loader("/data/imagenet/train", pipeline=[
 ...     ops.RandomResizedCrop(224),
 ...     ops.RandomHorizontalFlip(),
+...     ops.RandomSolarize(threshold=128, p=0.2),
 ...     ops.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
 ... ], dtype="float32", layout="CHW")
 
 The geometric operators (``RandomResizedCrop``, ``Resize``, ``CenterCrop``,
 ``RandomHorizontalFlip``) are planned before decoding: nostall decodes only the region of
-the image that the crop keeps, resizes once to the output size, then flips, normalises,
-converts and lays out the channels in one pass. The last sizing operator must give a
-fixed size (a crop, or ``Resize((height, width))``) so that samples can be batched.
-``Normalize`` needs ``dtype="float32"``; for ``dtype="uint8"`` leave it out and normalise
-on the GPU.
+the image that the crop keeps and resizes once to the output size. The operators on
+pixels (``RandomGrayscale``, ``RandomInvert``, ``RandomSolarize``, ``RandomPosterize``)
+then run on the resized 8-bit image in the order written, each with its own random draws
+from the sample's seed, and one last pass normalises, converts and lays out the channels.
+So the geometric operators come first and ``Normalize`` last; the last sizing operator
+must give a fixed size (a crop, or ``Resize((height, width))``) so that samples can be
+batched. ``Normalize`` needs ``dtype="float32"``; for ``dtype="uint8"`` leave it out and
+normalise on the GPU.
 
 The operators check their arguments when made and raise ``nostall.ConfigError`` (a
-``ValueError``) for values the engine cannot use, ``TypeError`` for the wrong kind.
+``ValueError``) naming the operator and the argument the engine cannot use (out of its
+bounds, or of the wrong kind), ``TypeError`` for an object that is no argument at all.
+
+Every class here is made from the engine's declaration of its operator (name,
+parameters, defaults, docs): the engine is where an operator is defined, once.
 """
 
 from __future__ import annotations
 
-from ._nostall import CenterCrop, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize
+import ast
+import inspect
+from typing import Any
 
-__all__ = [
-    "CenterCrop",
-    "Normalize",
-    "Op",
-    "RandomHorizontalFlip",
-    "RandomResizedCrop",
-    "Resize",
-]
+from ._nostall import Op, _image_operators
+
+__all__ = ["Op"]
+
+
+def _rst(text: str) -> str:
+    """The engine's Markdown code spans as reStructuredText's."""
+    return text.replace("`", "``")
+
+
+def _operator_class(name: str, doc: str, params: list[tuple[str, str, str, str | None, str]]) -> type:
+    """The class of the engine's operator ``name``."""
+
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return Op.__new__(cls, name, args, kwargs)
+
+    signature = inspect.Signature(
+        [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [
+            inspect.Parameter(
+                param,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=inspect.Parameter.empty if default is None else ast.literal_eval(default),
+                annotation=takes,
+            )
+            for param, takes, _gives, default, _doc in params
+        ]
+    )
+    __new__.__signature__ = signature  # type: ignore[attr-defined]
+    __new__.__qualname__ = f"{name}.__new__"
+    lines = [
+        f"- ``{param}``{'' if default is None else f' (``{default}``)'}: {_rst(pdoc)}."
+        for param, _takes, _gives, default, pdoc in params
+    ]
+    properties = {
+        param: property(lambda self, _param=param: self._arg(_param), doc=_rst(pdoc[:1].upper() + pdoc[1:]) + ".")
+        for param, _takes, _gives, _default, pdoc in params
+    }
+    return type(
+        name,
+        (Op,),
+        {
+            **properties,
+            "__new__": __new__,
+            "__doc__": _rst(doc) + ("\n\n" + "\n".join(lines) if lines else ""),
+            "__module__": __name__,
+            "__qualname__": name,
+            "__slots__": (),
+        },
+    )
+
+
+for _name, _doc, _params in _image_operators():
+    globals()[_name] = _operator_class(_name, _doc, _params)
+    __all__.append(_name)
+__all__.sort()
+del _name, _doc, _params

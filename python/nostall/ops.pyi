@@ -1,7 +1,10 @@
-"""Type stubs of nostall.ops: the operators of a pipeline (classes of the extension module)."""
+"""Type stubs of nostall.ops: the operators of a pipeline.
+
+Written by python/write_ops_stub.py from the engine's declarations: do not edit.
+"""
 
 from collections.abc import Sequence
-from typing import final
+from typing import Any, final
 
 from typing_extensions import disjoint_base
 
@@ -9,8 +12,12 @@ __all__ = [
     "CenterCrop",
     "Normalize",
     "Op",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
+    "RandomInvert",
+    "RandomPosterize",
     "RandomResizedCrop",
+    "RandomSolarize",
     "Resize",
 ]
 
@@ -23,28 +30,29 @@ class Op:
     do the same thing.
     """
 
-    def __eq__(self, value: object, /) -> bool:
-        """Whether ``value`` is an operator doing the same thing."""
+    def __new__(cls, name: str, args: Sequence[Any], kwargs: dict[str, Any] | None) -> Op: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def _arg(self, name: str) -> Any: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class RandomResizedCrop(Op):
     """Crops a random area and aspect ratio of the image and resizes it to ``size``
-    (torchvision's ``RandomResizedCrop``, with the same random choices).
+    (torchvision's ``RandomResizedCrop``, with the same random choices: ten tries, then the
+    centre). nostall decodes only the cropped region of a JPEG, at the smallest sufficient
+    scale.
 
     - ``size``: output size, an int (square) or ``(height, width)``.
-    - ``scale`` (``(0.08, 1.0)``): range of the crop's area as a fraction of the image's.
-    - ``ratio`` (``(3/4, 4/3)``): range of the crop's aspect ratio (width / height).
+    - ``scale`` (``(0.08, 1.0)``): range of the crop's area, as a fraction of the image's.
+    - ``ratio`` (``(0.75, 1.3333333333333333)``): range of the crop's aspect ratio (width /
+      height).
     """
 
-    def __new__(
-        cls,
-        size: int | Sequence[int],
-        scale: tuple[float, float] = (0.08, 1.0),
-        ratio: tuple[float, float] = (0.75, 1.3333333333333333),
-    ) -> RandomResizedCrop: ...
+    def __new__(cls, size: int | tuple[int, int] | list[int], scale: tuple[float, float] | list[float] = (0.08, 1.0), ratio: tuple[float, float] | list[float] = (0.75, 1.3333333333333333)) -> RandomResizedCrop: ...
     @property
     def size(self) -> tuple[int, int]:
-        """Output ``(height, width)``."""
+        """Output size, an int (square) or ``(height, width)``."""
     @property
     def scale(self) -> tuple[float, float]:
         """Range of the crop's area, as a fraction of the image's."""
@@ -54,30 +62,40 @@ class RandomResizedCrop(Op):
 
 @final
 class Resize(Op):
-    """Resizes the image (bilinear, antialiased when shrinking).
+    """Resizes the image (bilinear, antialiased when shrinking, as torchvision's). Like the
+    crops it only plans the geometry: the one resize of a sample happens once the crop is
+    known.
 
-    ``size``: an int resizes the shorter side to it, keeping the aspect ratio (follow it
-    with ``CenterCrop`` for batches of one shape); ``(height, width)`` resizes to exactly
-    that.
+    - ``size``: an int resizes the shorter side to it, keeping the aspect ratio (follow it
+      with ``CenterCrop`` for batches of one shape); ``(height, width)`` resizes to exactly
+      that.
     """
 
-    def __new__(cls, size: int | Sequence[int]) -> Resize: ...
+    def __new__(cls, size: int | tuple[int, int] | list[int]) -> Resize: ...
     @property
     def size(self) -> int | tuple[int, int]:
-        """The shorter side's new length (an int), or the exact ``(height, width)``."""
+        """An int resizes the shorter side to it, keeping the aspect ratio (follow it with ``CenterCrop`` for batches of one shape); ``(height, width)`` resizes to exactly that."""
 
 @final
 class CenterCrop(Op):
-    """Crops the centre of the image to ``size``: an int (square) or ``(height, width)``."""
+    """Crops the centre of the image to ``size`` (torchvision's ``CenterCrop``).
 
-    def __new__(cls, size: int | Sequence[int]) -> CenterCrop: ...
+    - ``size``: an int (square) or ``(height, width)``.
+    """
+
+    def __new__(cls, size: int | tuple[int, int] | list[int]) -> CenterCrop: ...
     @property
     def size(self) -> tuple[int, int]:
-        """Output ``(height, width)``."""
+        """An int (square) or ``(height, width)``."""
 
 @final
 class RandomHorizontalFlip(Op):
-    """Mirrors the image left to right with probability ``p`` (0.5)."""
+    """Mirrors the image left to right with probability ``p`` (torchvision's
+    ``RandomHorizontalFlip``). Planned before decoding: the last pass reads mirrored rows
+    backwards.
+
+    - ``p`` (``0.5``): probability of mirroring.
+    """
 
     def __new__(cls, p: float = 0.5) -> RandomHorizontalFlip: ...
     @property
@@ -86,14 +104,80 @@ class RandomHorizontalFlip(Op):
 
 @final
 class Normalize(Op):
-    """Subtracts ``mean`` and divides by ``std``, per RGB channel, in [0, 1] units
-    (pixel / 255), as torchvision's ``ToTensor`` then ``Normalize`` do. Needs
-    ``dtype="float32"``."""
+    """Subtracts ``mean`` and divides by ``std``, per RGB channel, in [0, 1] units (pixel /
+    255), as torchvision's ``ToTensor`` then ``Normalize`` do, in 32-bit floats. Needs
+    ``dtype="float32"``. ImageNet's: ``Normalize(mean=(0.485, 0.456, 0.406), std=(0.229,
+    0.224, 0.225))``.
 
-    def __new__(cls, mean: Sequence[float], std: Sequence[float]) -> Normalize: ...
+    - ``mean``: per-channel mean (R, G, B).
+    - ``std``: per-channel standard deviation (R, G, B).
+    """
+
+    def __new__(cls, mean: tuple[float, float, float] | list[float], std: tuple[float, float, float] | list[float]) -> Normalize: ...
     @property
     def mean(self) -> tuple[float, float, float]:
-        """Per-channel mean (R, G, B), as the engine holds it (32-bit floats)."""
+        """Per-channel mean (R, G, B)."""
     @property
     def std(self) -> tuple[float, float, float]:
-        """Per-channel standard deviation (R, G, B), as the engine holds it."""
+        """Per-channel standard deviation (R, G, B)."""
+
+@final
+class RandomGrayscale(Op):
+    """Replaces each channel by the pixel's luma, ``0.2989 R + 0.587 G + 0.114 B`` truncated to
+    8 bits, with probability ``p`` (torchvision.transforms.v2's ``RandomGrayscale`` on uint8
+    tensors; three channels stay three).
+
+    - ``p`` (``0.1``): probability of converting.
+    """
+
+    def __new__(cls, p: float = 0.1) -> RandomGrayscale: ...
+    @property
+    def p(self) -> float:
+        """Probability of converting."""
+
+@final
+class RandomInvert(Op):
+    """Inverts the colours, ``255 - v``, with probability ``p`` (torchvision.transforms.v2's
+    ``RandomInvert``).
+
+    - ``p`` (``0.5``): probability of inverting.
+    """
+
+    def __new__(cls, p: float = 0.5) -> RandomInvert: ...
+    @property
+    def p(self) -> float:
+        """Probability of inverting."""
+
+@final
+class RandomSolarize(Op):
+    """Inverts every value at or above ``threshold`` (``v >= threshold`` becomes ``255 - v``),
+    with probability ``p`` (torchvision.transforms.v2's ``RandomSolarize`` on uint8 images).
+
+    - ``threshold``: values at or above it are inverted, in 0..=255.
+    - ``p`` (``0.5``): probability of solarizing.
+    """
+
+    def __new__(cls, threshold: float, p: float = 0.5) -> RandomSolarize: ...
+    @property
+    def threshold(self) -> float:
+        """Values at or above it are inverted, in 0..=255."""
+    @property
+    def p(self) -> float:
+        """Probability of solarizing."""
+
+@final
+class RandomPosterize(Op):
+    """Keeps the ``bits`` high bits of every value, with probability ``p``
+    (torchvision.transforms.v2's ``RandomPosterize`` on uint8 images).
+
+    - ``bits``: bits kept, 0 to 8.
+    - ``p`` (``0.5``): probability of posterizing.
+    """
+
+    def __new__(cls, bits: int, p: float = 0.5) -> RandomPosterize: ...
+    @property
+    def bits(self) -> int:
+        """Bits kept, 0 to 8."""
+    @property
+    def p(self) -> float:
+        """Probability of posterizing."""

@@ -1,16 +1,19 @@
-//! `nostall.ops`: the operators of a pipeline as Python objects.
+//! `nostall.ops`: the image operators as Python objects.
 //!
-//! Each class converts its arguments into one [`nostall::prep::image::Op`], which the engine
-//! checks ([`Op::validate`]) when the object is made; the common base class `Op` holds
-//! that value, which is what `Loader(pipeline=[...])` hands to
-//! [`nostall::Pipeline::new`]. The subclasses keep their arguments for their
-//! read-only attributes.
+//! One extension class, `Op`, holds any image operator ([`nostall::prep::image::Op`]).
+//! `nostall/ops.py` makes one subclass of it per operator the engine declares
+//! ([`image_operators`] lists them, with their parameters and docs), whose `__new__`
+//! hands its name and arguments to `Op.__new__`; the engine binds, checks and builds the
+//! operator from its declaration. So the classes, their signatures, attributes, docs and
+//! `repr` come from the one declaration in the engine, and nothing here names an
+//! operator. Python values become the engine's ([`PyValue`]) in one place.
 
-use nostall::prep::image::{Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
+use nostall::prep::args::Value;
+use nostall::prep::image::{Op, DECLARATIONS};
 use nostall::prep::Operators;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::{PyClass, PyClassInitializer};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
 use crate::raise;
@@ -24,219 +27,178 @@ use crate::raise;
 #[derive(PartialEq)]
 pub struct OpBase(pub Op);
 
-/// A new operator of class `T` doing `op`, once the engine accepts `op`.
-fn make<T>(py: Python<'_>, op: Op, operator: T) -> PyResult<PyClassInitializer<T>>
-where
-    T: PyClass<BaseType = OpBase>,
-{
-    op.validate().map_err(|e| raise(py, e))?;
-    Ok(PyClassInitializer::from(OpBase(op)).add_subclass(operator))
-}
-
 #[pymethods]
 impl OpBase {
+    /// The operator `name` with these arguments (what each class's `__new__` calls).
+    #[new]
+    #[pyo3(signature = (name, args, kwargs))]
+    fn new(
+        py: Python<'_>,
+        name: &str,
+        args: Vec<PyValue>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<OpBase> {
+        let positional = args.into_iter().map(|v| v.0).collect();
+        let mut keywords = Vec::new();
+        for (key, value) in kwargs.into_iter().flatten() {
+            keywords.push((key.extract::<String>()?, value.extract::<PyValue>()?.0));
+        }
+        let op = Op::call(name, positional, keywords).map_err(|e| raise(py, e))?;
+        Ok(OpBase(op))
+    }
+
     fn __repr__(&self) -> String {
         self.0.to_string()
     }
-}
 
-/// A `size` argument as torchvision takes it: one int, or a `(height, width)` pair.
-enum SizeArg {
-    One(u32),
-    Pair(u32, u32),
-}
+    fn __hash__(&self) -> u64 {
+        nostall::rng::digest_text(&self.0.to_string())
+    }
 
-impl SizeArg {
-    fn extract(class: &str, size: &Bound<'_, PyAny>) -> PyResult<SizeArg> {
-        if let Ok(side) = size.extract::<u32>() {
-            return Ok(SizeArg::One(side));
+    /// The value of its parameter `name`, as the operator holds it (each class's
+    /// properties read them).
+    fn _arg<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        match self.0.arg(name) {
+            Some(value) => to_python_value(py, &value),
+            None => Err(PyAttributeError::new_err(format!(
+                "{} has no parameter {name:?}",
+                self.0.name()
+            ))),
         }
-        if let Ok([height, width]) = size.extract::<[u32; 2]>() {
-            return Ok(SizeArg::Pair(height, width));
+    }
+
+    /// Pickled as its class and its arguments, in order.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let args = slf
+            .get()
+            .0
+            .args()
+            .iter()
+            .map(|(_, value)| to_python_value(py, value))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((slf.get_type().into_any(), PyTuple::new(py, args)?))
+    }
+}
+
+/// An argument from Python: a number, a string, `None`, a bool, numbers in a tuple or
+/// list, or image operators in one.
+pub(crate) struct PyValue(pub Value);
+
+impl<'py> FromPyObject<'_, 'py> for PyValue {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<PyValue> {
+        if obj.is_none() {
+            return Ok(PyValue(Value::None));
+        }
+        if let Ok(v) = obj.extract::<bool>() {
+            return Ok(PyValue(Value::Bool(v)));
+        }
+        if let Ok(v) = obj.extract::<i64>() {
+            return Ok(PyValue(Value::Int(v)));
+        }
+        if let Ok(v) = obj.extract::<f64>() {
+            return Ok(PyValue(Value::Float(v)));
+        }
+        if let Ok(v) = obj.extract::<String>() {
+            return Ok(PyValue(Value::Str(v)));
+        }
+        if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
+            let items: Vec<Bound<'py, PyAny>> = obj.extract()?;
+            if !items.is_empty() && items.iter().all(|i| i.cast::<OpBase>().is_ok()) {
+                let ops = items
+                    .iter()
+                    .map(|i| i.cast::<OpBase>().map(|o| o.get().0.clone()));
+                return Ok(PyValue(Value::Ops(ops.collect::<Result<_, _>>()?)));
+            }
+            let mut numbers = Vec::with_capacity(items.len());
+            for item in &items {
+                match item.extract::<PyValue>()?.0 {
+                    number @ (Value::Int(_) | Value::Float(_)) => numbers.push(number),
+                    _ => {
+                        return Err(PyTypeError::new_err(format!(
+                            "{}: a sequence of numbers or of operators, not a mix or nested \
+                             sequences",
+                            obj.repr()?
+                        )))
+                    }
+                }
+            }
+            return Ok(PyValue(Value::Tuple(numbers)));
         }
         Err(PyTypeError::new_err(format!(
-            "{class}: size takes an int or a (height, width) pair of ints, not {}",
-            size.repr()?
+            "{} is not an argument an operator takes: give numbers, strings, None, True or \
+             False, sequences of numbers, or lists of operators",
+            obj.repr()?
         )))
     }
+}
 
-    /// The int as a square.
-    fn square(self) -> (u32, u32) {
-        match self {
-            SizeArg::One(side) => (side, side),
-            SizeArg::Pair(height, width) => (height, width),
+/// A value as Python's: tuples for tuples, lists of operator objects for operators.
+fn to_python_value<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::None => py.None().into_bound(py),
+        Value::Bool(v) => v.into_pyobject(py)?.to_owned().into_any(),
+        Value::Int(v) => v.into_pyobject(py)?.into_any(),
+        Value::Float(v) => v.into_pyobject(py)?.into_any(),
+        Value::Str(v) => v.into_pyobject(py)?.into_any(),
+        Value::Tuple(items) => {
+            let items = items
+                .iter()
+                .map(|v| to_python_value(py, v))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any()
         }
-    }
-}
-
-/// Crops a random area and aspect ratio of the image and resizes it to `size`
-/// (torchvision's `RandomResizedCrop`, with the same random choices).
-///
-/// - `size`: output size, an int (square) or `(height, width)`.
-/// - `scale` (`(0.08, 1.0)`): range of the crop's area as a fraction of the image's.
-/// - `ratio` (`(3/4, 4/3)`): range of the crop's aspect ratio (width / height).
-///
-/// nostall decodes only the cropped region of a JPEG, at the smallest sufficient scale.
-#[pyclass(module = "nostall.ops", extends = OpBase, frozen, get_all)]
-pub struct RandomResizedCrop {
-    /// Output `(height, width)`.
-    size: (u32, u32),
-    /// Range of the crop's area, as a fraction of the image's.
-    scale: (f64, f64),
-    /// Range of the crop's aspect ratio (width / height).
-    ratio: (f64, f64),
-}
-
-#[pymethods]
-impl RandomResizedCrop {
-    #[new]
-    #[pyo3(
-        signature = (size, scale=DEFAULT_CROP_SCALE, ratio=DEFAULT_CROP_RATIO),
-        text_signature = "(size, scale=(0.08, 1.0), ratio=(0.75, 1.3333333333333333))"
-    )]
-    fn new(
-        py: Python<'_>,
-        size: &Bound<'_, PyAny>,
-        scale: (f64, f64),
-        ratio: (f64, f64),
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let size = SizeArg::extract("RandomResizedCrop", size)?.square();
-        let op = Op::RandomResizedCrop { size, scale, ratio };
-        make(py, op, RandomResizedCrop { size, scale, ratio })
-    }
-}
-
-/// Resizes the image (bilinear, antialiased when shrinking).
-///
-/// - `size`: an int resizes the shorter side to it, keeping the aspect ratio (follow
-///   it with `CenterCrop` for batches of one shape); `(height, width)` resizes to
-///   exactly that.
-///
-/// Like the crops, it only plans the geometry: the one resize of a sample happens once
-/// the crop is known.
-#[pyclass(module = "nostall.ops", extends = OpBase, frozen)]
-pub struct Resize {
-    size: Size,
-}
-
-#[pymethods]
-impl Resize {
-    #[new]
-    fn new(py: Python<'_>, size: &Bound<'_, PyAny>) -> PyResult<PyClassInitializer<Self>> {
-        let size = match SizeArg::extract("Resize", size)? {
-            SizeArg::One(side) => Size::Shorter(side),
-            SizeArg::Pair(height, width) => Size::Exact { height, width },
-        };
-        make(py, Op::Resize(size), Resize { size })
-    }
-
-    /// The shorter side's new length (an int), or the exact `(height, width)`.
-    #[getter]
-    fn size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self.size {
-            Size::Shorter(side) => Ok(side.into_pyobject(py)?.into_any()),
-            Size::Exact { height, width } => Ok((height, width).into_pyobject(py)?.into_any()),
+        Value::Ops(ops) => {
+            let ops = ops
+                .iter()
+                .map(|op| to_python(py, op))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, ops)?.into_any()
         }
-    }
-}
-
-/// Crops the centre of the image to `size`: an int (square) or `(height, width)`.
-#[pyclass(module = "nostall.ops", extends = OpBase, frozen, get_all)]
-pub struct CenterCrop {
-    /// Output `(height, width)`.
-    size: (u32, u32),
-}
-
-#[pymethods]
-impl CenterCrop {
-    #[new]
-    fn new(py: Python<'_>, size: &Bound<'_, PyAny>) -> PyResult<PyClassInitializer<Self>> {
-        let (height, width) = SizeArg::extract("CenterCrop", size)?.square();
-        let size = (height, width);
-        make(py, Op::CenterCrop { height, width }, CenterCrop { size })
-    }
-}
-
-/// Mirrors the image left to right with probability `p` (0.5).
-#[pyclass(module = "nostall.ops", extends = OpBase, frozen, get_all)]
-pub struct RandomHorizontalFlip {
-    /// Probability of mirroring.
-    p: f64,
-}
-
-#[pymethods]
-impl RandomHorizontalFlip {
-    #[new]
-    #[pyo3(signature = (p=0.5))]
-    fn new(py: Python<'_>, p: f64) -> PyResult<PyClassInitializer<Self>> {
-        make(
-            py,
-            Op::RandomHorizontalFlip { p },
-            RandomHorizontalFlip { p },
-        )
-    }
-}
-
-/// Subtracts `mean` and divides by `std`, per RGB channel, in [0, 1] units (pixel / 255),
-/// as torchvision's `ToTensor` then `Normalize` do. Needs `dtype="float32"`.
-///
-/// ImageNet's: `Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))`.
-#[pyclass(module = "nostall.ops", extends = OpBase, frozen, get_all)]
-pub struct Normalize {
-    /// Per-channel mean (R, G, B), as the engine holds it (32-bit floats).
-    mean: (f32, f32, f32),
-    /// Per-channel standard deviation (R, G, B), as the engine holds it.
-    std: (f32, f32, f32),
-}
-
-#[pymethods]
-impl Normalize {
-    #[new]
-    fn new(py: Python<'_>, mean: Vec<f32>, std: Vec<f32>) -> PyResult<PyClassInitializer<Self>> {
-        let (mean, std) = (rgb("mean", mean)?, rgb("std", std)?);
-        let operator = Normalize {
-            mean: mean.into(),
-            std: std.into(),
-        };
-        make(py, Op::Normalize { mean, std }, operator)
-    }
-}
-
-/// A per-channel argument of `Normalize`: three values, R, G, B.
-fn rgb(name: &str, values: Vec<f32>) -> PyResult<[f32; 3]> {
-    let n = values.len();
-    values.try_into().map_err(|_| {
-        PyValueError::new_err(format!(
-            "Normalize: {name} takes 3 values (R, G, B), not {n}"
-        ))
+        _ => return Err(PyTypeError::new_err(format!("{value} has no Python form"))),
     })
 }
 
 /// `op` as an object of its `nostall.ops` class.
 pub(crate) fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyAny>> {
-    let op = op.clone();
-    let object = match op {
-        Op::RandomResizedCrop { size, scale, ratio } => {
-            let operator = RandomResizedCrop { size, scale, ratio };
-            Bound::new(py, make(py, op, operator)?)?.into_any()
-        }
-        Op::Resize(size) => Bound::new(py, make(py, op, Resize { size })?)?.into_any(),
-        Op::CenterCrop { height, width } => {
-            let size = (height, width);
-            Bound::new(py, make(py, op, CenterCrop { size })?)?.into_any()
-        }
-        Op::RandomHorizontalFlip { p } => {
-            Bound::new(py, make(py, op, RandomHorizontalFlip { p })?)?.into_any()
-        }
-        Op::Normalize { mean, std } => {
-            let operator = Normalize {
-                mean: mean.into(),
-                std: std.into(),
-            };
-            Bound::new(py, make(py, op, operator)?)?.into_any()
-        }
-    };
-    Ok(object)
+    let class = py.import("nostall.ops")?.getattr(op.name())?;
+    let args = op
+        .args()
+        .iter()
+        .map(|(_, value)| to_python_value(py, value))
+        .collect::<PyResult<Vec<_>>>()?;
+    class.call1(PyTuple::new(py, args)?)
+}
+
+/// One parameter as `nostall/ops.py` reads it: name, what it takes and gives (Python
+/// annotations), its default as Python writes it, its doc.
+type ParamRow = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+);
+
+/// The image operators' declarations, for `nostall/ops.py` to make their classes:
+/// `(name, doc, [parameter, ...])`.
+#[pyfunction]
+#[pyo3(name = "_image_operators")]
+fn image_operators() -> Vec<(&'static str, &'static str, Vec<ParamRow>)> {
+    DECLARATIONS
+        .iter()
+        .map(|d| {
+            let params = d
+                .params
+                .iter()
+                .map(|p| (p.name, p.kind.takes(), p.kind.gives(), p.default, p.doc));
+            (d.name, d.doc, params.collect())
+        })
+        .collect()
 }
 
 /// The operators of a `pipeline=` list; a `TypeError` names the first item that is not
@@ -257,12 +219,13 @@ pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
         } else if let Ok(op) = item.cast::<AudioOpBase>() {
             audio.push(op.get().0.clone());
         } else {
+            let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
             return Err(PyTypeError::new_err(format!(
                 "pipeline[{i}] is {}, not an operator: build the list from nostall.ops \
-                 (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize) or \
-                 from nostall.audio (Channels, Resample, RandomCrop, CenterCrop, \
+                 ({}) or from nostall.audio (Channels, Resample, RandomCrop, CenterCrop, \
                  MelSpectrogram, Log)",
-                item.repr()?
+                item.repr()?,
+                names.join(", ")
             )));
         }
         if !image.is_empty() && !audio.is_empty() {
@@ -280,13 +243,9 @@ pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
     })
 }
 
-/// Adds the operator classes to the extension module (`nostall.ops` re-exports them).
+/// Adds `Op` and the declarations to the extension module (`nostall.ops` makes the
+/// classes).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OpBase>()?;
-    m.add_class::<RandomResizedCrop>()?;
-    m.add_class::<Resize>()?;
-    m.add_class::<CenterCrop>()?;
-    m.add_class::<RandomHorizontalFlip>()?;
-    m.add_class::<Normalize>()?;
-    Ok(())
+    m.add_function(wrap_pyfunction!(image_operators, m)?)
 }

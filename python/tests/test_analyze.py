@@ -50,7 +50,8 @@ def test_measures_prep_for_each_thread_count_fetch_cache_and_a_real_run(analysis
     c = report["configuration"]
     assert (c["batch_size"], c["prep_threads"], c["fetch_threads"]) == (BATCH, 2, 2)
     assert c["pipeline"] == (
-        f"RandomResizedCrop({SIZE}) → RandomHorizontalFlip → Normalize(ImageNet), float32 CHW"
+        f"RandomResizedCrop({SIZE}) → RandomHorizontalFlip → "
+        "Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)), float32 CHW"
     )
     assert c["cache"] == "none" and c["storage"] == "local files, read cold"
     # G: the simulated model, 10 ms per batch of 8.

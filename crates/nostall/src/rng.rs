@@ -47,6 +47,13 @@ impl Rng {
         }
     }
 
+    /// A generator of its own for `part` (e.g. one operator of a sample's pipeline),
+    /// fixed by this one's state and `part`; this one does not move.
+    pub fn fork(&self, part: u64) -> Rng {
+        let [a, b, c, d] = self.s;
+        Rng::new(derive(&[a, b, c, d, part]))
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);

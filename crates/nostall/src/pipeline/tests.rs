@@ -743,10 +743,7 @@ fn a_batch_larger_than_any_machine_holds_is_refused_not_overflowed() {
     .unwrap();
     let (catalog, source) = (Arc::new(catalog), Arc::new(Memory::new(vec![vec![0u8]])));
     for (side, batch_size) in [(u32::MAX, 1), (4096, 1 << 20)] {
-        let crop = vec![Op::CenterCrop {
-            height: side,
-            width: side,
-        }];
+        let crop = vec![Op::center_crop(side, side)];
         let pipeline = ImagePipeline::new(crop, DType::U8, Layout::Chw).unwrap();
         let mut config = LoaderConfig::new(pipeline.into());
         config.plan.batch_size = batch_size;

@@ -17,6 +17,7 @@
 //! next one's output: the pipeline relies on it to make output independent of which
 //! thread prepared what, and a sample that failed must not harm its neighbours.
 
+pub mod args;
 pub mod audio;
 pub mod image;
 pub mod route;

@@ -11,14 +11,16 @@
 //! are those of the Python classes, by position or by keyword, with the same defaults, so
 //! a command line may say `pipeline="[Resize(256), CenterCrop(224)]"`.
 //!
-//! The text may come from another process. Reading it allocates no more than its length,
-//! never recurses (a tuple holds numbers only), and validates every operator it makes.
+//! The text may come from another process. Reading it allocates in proportion to its
+//! length, recurses only into lists of operators and at most [`MAX_DEPTH`] deep (a tuple
+//! holds numbers only), and validates every operator it makes.
 
 use std::fmt;
 use std::str::FromStr;
 
+use super::args::{Args, Keywords, Kind, Param, Value};
 use super::audio::{AudioOp, MelArgs, MelScale, ResampleQuality, ResampleWindow};
-use super::image::{Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
+use super::image::{Declaration, Op, DECLARATIONS};
 use crate::error::{Error, Result};
 
 /// A pipeline given as operators: all of images or all of audio.
@@ -29,15 +31,6 @@ pub enum Operators {
     /// Audio operators ([`AudioOp`]).
     Audio(Vec<AudioOp>),
 }
-
-/// The image operators' names.
-const IMAGE: [&str; 5] = [
-    "RandomResizedCrop",
-    "Resize",
-    "CenterCrop",
-    "RandomHorizontalFlip",
-    "Normalize",
-];
 
 /// The audio operators' names (`CenterCrop` is both: `length=` makes it audio's).
 const AUDIO: [&str; 6] = [
@@ -66,18 +59,20 @@ impl FromStr for Operators {
     /// [`Error::Config`] saying where the text stops making sense, or naming the operator
     /// and parameter that is unknown, missing or out of its bounds.
     fn from_str(text: &str) -> Result<Operators> {
-        let calls = Reader { text, at: 0 }.pipeline()?;
-        let unknown = |c: &&Call<'_>| !IMAGE.contains(&c.name) && !AUDIO.contains(&c.name);
-        if let Some(call) = calls.iter().find(unknown) {
+        let calls = Reader::new(text).pipeline()?;
+        let image = |c: &Call<'_>| Declaration::find(c.name).is_some();
+        let audio = |c: &Call<'_>| AUDIO.contains(&c.name);
+        if let Some(call) = calls.iter().find(|c| !image(c) && !audio(c)) {
+            let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
             return Err(Error::Config(format!(
                 "unknown operator {:?}: the image operators are {}; the audio operators are {}",
                 call.name,
-                IMAGE.join(", "),
+                names.join(", "),
                 AUDIO.join(", ")
             )));
         }
-        let audio_only = calls.iter().find(|c| !IMAGE.contains(&c.name));
-        let image_only = calls.iter().find(|c| !AUDIO.contains(&c.name));
+        let audio_only = calls.iter().find(|c| !image(c));
+        let image_only = calls.iter().find(|c| !audio(c));
         let audio = match (audio_only, image_only) {
             (Some(a), Some(i)) => {
                 return Err(Error::Config(format!(
@@ -94,12 +89,32 @@ impl FromStr for Operators {
                 .any(|c| c.args.iter().any(|(key, _)| *key == Some("length"))),
         };
         if audio {
-            let ops = calls.iter().map(audio_op).collect::<Result<_>>()?;
+            let ops = calls.into_iter().map(audio_op).collect::<Result<_>>()?;
             Ok(Operators::Audio(ops))
         } else {
-            let ops = calls.iter().map(image_op).collect::<Result<_>>()?;
+            let ops = calls.into_iter().map(image_op).collect::<Result<_>>()?;
             Ok(Operators::Image(ops))
         }
+    }
+}
+
+impl FromStr for Op {
+    type Err = Error;
+
+    /// One image operator as Python writes it: `Resize(256)`, `RandomSolarize(threshold=128)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Operators`]' reading.
+    fn from_str(text: &str) -> Result<Op> {
+        let mut reader = Reader::new(text);
+        reader.space();
+        let call = reader.call()?;
+        reader.space();
+        if !reader.rest().is_empty() {
+            return Err(reader.error("the end of the operator"));
+        }
+        image_op(call)
     }
 }
 
@@ -119,34 +134,6 @@ impl fmt::Display for Operators {
         match self {
             Operators::Image(ops) => list(f, ops),
             Operators::Audio(ops) => list(f, ops),
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    /// The `repr` of the `nostall.ops` object, every parameter named.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Op::RandomResizedCrop {
-                size: (height, width),
-                scale: (s0, s1),
-                ratio: (r0, r1),
-            } => write!(
-                f,
-                "RandomResizedCrop(size=({height}, {width}), scale=({s0:?}, {s1:?}), \
-                 ratio=({r0:?}, {r1:?}))"
-            ),
-            Op::Resize(Size::Shorter(side)) => write!(f, "Resize(size={side})"),
-            Op::Resize(Size::Exact { height, width }) => {
-                write!(f, "Resize(size=({height}, {width}))")
-            }
-            Op::CenterCrop { height, width } => write!(f, "CenterCrop(size=({height}, {width}))"),
-            Op::RandomHorizontalFlip { p } => write!(f, "RandomHorizontalFlip(p={p:?})"),
-            Op::Normalize { mean: m, std: s } => write!(
-                f,
-                "Normalize(mean=({:?}, {:?}, {:?}), std=({:?}, {:?}, {:?}))",
-                m[0], m[1], m[2], s[0], s[1], s[2]
-            ),
         }
     }
 }
@@ -194,37 +181,80 @@ impl fmt::Display for AudioOp {
     }
 }
 
-/// An argument's value as written.
-#[derive(Debug, Clone)]
-enum Value<'a> {
-    /// A number, not yet read as any type.
-    Number(&'a str),
-    /// A quoted string (no escapes).
-    Text(&'a str),
-    /// `None`.
-    Nothing,
-    /// Numbers in parentheses or brackets.
-    Tuple(Vec<&'a str>),
-}
+/// How deep lists of operators may nest (`RandomApply([RandomChoice([...])])`).
+const MAX_DEPTH: usize = 4;
 
 /// One operator as written: its name and its arguments, each by position (no key) or by
 /// keyword.
 #[derive(Debug)]
 struct Call<'a> {
     name: &'a str,
-    args: Vec<(Option<&'a str>, Value<'a>)>,
+    args: Vec<(Option<&'a str>, Value)>,
+}
+
+impl Call<'_> {
+    /// The arguments by position, then by keyword.
+    fn split(self) -> Result<(Vec<Value>, Keywords)> {
+        let (mut positional, mut keywords) = (Vec::new(), Vec::new());
+        for (key, value) in self.args {
+            match key {
+                Some(key) => keywords.push((key.to_string(), value)),
+                None if keywords.is_empty() => positional.push(value),
+                None => {
+                    return Err(Error::Config(format!(
+                        "{}: a positional argument follows a keyword argument",
+                        self.name
+                    )))
+                }
+            }
+        }
+        Ok((positional, keywords))
+    }
+}
+
+/// A value as Python writes it: a number, a string, `None`, `True`, `False`, a tuple of
+/// numbers, or a list of image operators (what [`Param`]s' defaults are written in).
+pub(crate) fn read_value(text: &str) -> Result<Value> {
+    let mut reader = Reader::new(text);
+    reader.space();
+    let value = reader.value()?;
+    reader.space();
+    if !reader.rest().is_empty() {
+        return Err(reader.error("the end of the value"));
+    }
+    Ok(value)
 }
 
 /// Reads the text form's grammar (not what the operators mean).
 struct Reader<'a> {
     text: &'a str,
     at: usize,
+    depth: usize,
 }
 
 impl<'a> Reader<'a> {
+    fn new(text: &'a str) -> Reader<'a> {
+        Reader {
+            text,
+            at: 0,
+            depth: 0,
+        }
+    }
+
     fn pipeline(mut self) -> Result<Vec<Call<'a>>> {
         self.space();
         let bracketed = self.eat('[');
+        let calls = self.calls(bracketed)?;
+        self.space();
+        if !self.rest().is_empty() {
+            return Err(self.error("the end of the list"));
+        }
+        Ok(calls)
+    }
+
+    /// Calls separated by commas, up to the list's `]` where `bracketed` (eaten), else to
+    /// the end.
+    fn calls(&mut self, bracketed: bool) -> Result<Vec<Call<'a>>> {
         let mut calls = Vec::new();
         loop {
             self.space();
@@ -239,10 +269,6 @@ impl<'a> Reader<'a> {
                 }
                 break;
             }
-        }
-        self.space();
-        if !self.rest().is_empty() {
-            return Err(self.error("the end of the list"));
         }
         Ok(calls)
     }
@@ -284,7 +310,17 @@ impl<'a> Reader<'a> {
         None
     }
 
-    fn value(&mut self) -> Result<Value<'a>> {
+    fn value(&mut self) -> Result<Value> {
+        if self.rest().starts_with('[') {
+            let start = self.at;
+            self.at += 1;
+            self.space();
+            let operators = self.rest().starts_with(|c: char| c.is_ascii_alphabetic());
+            self.at = start;
+            if operators {
+                return self.operators();
+            }
+        }
         if let Some(close) = [('(', ')'), ('[', ']')]
             .into_iter()
             .find_map(|(open, close)| self.eat(open).then_some(close))
@@ -295,7 +331,7 @@ impl<'a> Reader<'a> {
                 if self.eat(close) {
                     break;
                 }
-                let Some(number) = self.number() else {
+                let Some(number) = self.number()? else {
                     return Err(self.error("a number (a tuple holds numbers only)"));
                 };
                 items.push(number);
@@ -313,32 +349,60 @@ impl<'a> Reader<'a> {
             };
             let text = &self.rest()[..len];
             self.at += len + 1;
-            return Ok(Value::Text(text));
+            return Ok(Value::Str(text.into()));
         }
-        if self.rest().starts_with("None") {
-            let start = self.at;
-            if self.word() == Some("None") {
-                return Ok(Value::Nothing);
+        let start = self.at;
+        match self.word() {
+            Some("None") => return Ok(Value::None),
+            Some("True") => return Ok(Value::Bool(true)),
+            Some("False") => return Ok(Value::Bool(false)),
+            _ => self.at = start,
+        }
+        match self.number()? {
+            Some(number) => Ok(number),
+            None => {
+                Err(self
+                    .error("a value: a number, a tuple of numbers, a string, True, False or None"))
             }
-            self.at = start;
-        }
-        match self.number() {
-            Some(number) => Ok(Value::Number(number)),
-            None => Err(self.error("a value: a number, a tuple of numbers, a string or None")),
         }
     }
 
-    /// The characters a number may be written with (its reading checks it).
-    fn number(&mut self) -> Option<&'a str> {
+    /// A list of image operators, `[Op(...), ...]`, each made and checked.
+    fn operators(&mut self) -> Result<Value> {
+        if self.depth == MAX_DEPTH {
+            return Err(self.error(&format!(
+                "no more than {MAX_DEPTH} levels of lists of operators"
+            )));
+        }
+        self.depth += 1;
+        self.expect('[', "'['")?;
+        let calls = self.calls(true)?;
+        self.depth -= 1;
+        let ops = calls.into_iter().map(image_op).collect::<Result<_>>()?;
+        Ok(Value::Ops(ops))
+    }
+
+    /// A number: an int where it has only digits and a sign, else a float as Python
+    /// writes one (`inf` and `nan` only behind a sign, as no word is a number).
+    fn number(&mut self) -> Result<Option<Value>> {
         let rest = self.rest();
         if !rest.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)) {
-            return None;
+            return Ok(None);
         }
         let len = rest
             .find(|c: char| !(c.is_ascii_alphanumeric() || "+-._".contains(c)))
             .unwrap_or(rest.len());
+        let text = &rest[..len];
+        let value = if text.bytes().skip(1).all(|b| b.is_ascii_digit()) {
+            text.parse().ok().map(Value::Int)
+        } else {
+            None
+        };
+        let Some(value) = value.or_else(|| text.parse().ok().map(Value::Float)) else {
+            return Err(self.error("a number"));
+        };
         self.at += len;
-        Some(&rest[..len])
+        Ok(Some(value))
     }
 
     fn word(&mut self) -> Option<&'a str> {
@@ -392,261 +456,98 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A call's arguments matched to its operator's parameters.
-struct Args<'a> {
-    operator: &'a str,
-    params: &'static [&'static str],
-    values: Vec<Option<Value<'a>>>,
+fn image_op(call: Call<'_>) -> Result<Op> {
+    let name = call.name;
+    let (positional, keywords) = call.split()?;
+    Op::call(name, positional, keywords)
 }
 
-impl<'a> Args<'a> {
-    fn bind(call: &Call<'a>, params: &'static [&'static str]) -> Result<Args<'a>> {
-        let operator = call.name;
-        let mut values = vec![None; params.len()];
-        let mut keywords = false;
-        for (position, (key, value)) in call.args.iter().enumerate() {
-            let slot = match key {
-                Some(key) => {
-                    keywords = true;
-                    params.iter().position(|p| p == key).ok_or_else(|| {
-                        Error::Config(format!(
-                            "{operator} has no parameter {key:?}: its parameters are {}",
-                            params.join(", ")
-                        ))
-                    })?
-                }
-                None if keywords => {
-                    return Err(Error::Config(format!(
-                        "{operator}: a positional argument follows a keyword argument"
-                    )))
-                }
-                None if position < params.len() => position,
-                None => {
-                    return Err(Error::Config(format!(
-                        "{operator} takes at most {} arguments ({})",
-                        params.len(),
-                        params.join(", ")
-                    )))
-                }
-            };
-            if values[slot].replace(value.clone()).is_some() {
-                return Err(Error::Config(format!(
-                    "{operator}: {} is given twice",
-                    params[slot]
-                )));
-            }
-        }
-        Ok(Args {
-            operator,
-            params,
-            values,
-        })
-    }
+/// The audio operators' parameters (their Python classes are `nostall.audio`'s).
+mod audio_params {
+    use super::{Kind, Param};
 
-    /// The value of `param` (one of the operator's), unless not given.
-    fn get(&self, param: &str) -> Option<&Value<'a>> {
-        let slot = self.params.iter().position(|p| *p == param);
-        slot.and_then(|slot| self.values[slot].as_ref())
-    }
-
-    fn wrong(&self, param: &str, takes: &str, value: &Value<'_>) -> Error {
-        let given = match value {
-            Value::Number(text) => text.to_string(),
-            Value::Text(text) => format!("{text:?}"),
-            Value::Nothing => "None".into(),
-            Value::Tuple(items) => format!("({})", items.join(", ")),
-        };
-        Error::Config(format!(
-            "{}: {param} takes {takes}, not {given}",
-            self.operator
-        ))
-    }
-
-    fn required<T>(
-        &self,
-        param: &str,
-        read: impl Fn(&Self, &str) -> Result<Option<T>>,
-    ) -> Result<T> {
-        read(self, param)?.ok_or_else(|| Error::Config(format!("{} needs {param}", self.operator)))
-    }
-
-    /// A number, `None` where not given or given as `None` (for the parameters whose
-    /// default follows from the others).
-    fn number_or_none<T: FromStr>(&self, param: &str) -> Result<Option<T>> {
-        match self.get(param) {
-            Some(Value::Nothing) => Ok(None),
-            _ => self.number(param),
-        }
-    }
-
-    /// A number, `None` where not given.
-    fn number<T: FromStr>(&self, param: &str) -> Result<Option<T>> {
-        match self.get(param) {
-            None => Ok(None),
-            Some(value @ Value::Number(text)) => text
-                .parse()
-                .map(Some)
-                .map_err(|_| self.wrong(param, "a number", value)),
-            Some(value) => Err(self.wrong(param, "a number", value)),
-        }
-    }
-
-    /// Numbers in a tuple of `N`.
-    fn tuple<T: FromStr + Copy + Default, const N: usize>(
-        &self,
-        param: &str,
-    ) -> Result<Option<[T; N]>> {
-        let takes = format!("a tuple of {N} numbers");
-        let Some(value) = self.get(param) else {
-            return Ok(None);
-        };
-        let Value::Tuple(items) = value else {
-            return Err(self.wrong(param, &takes, value));
-        };
-        if items.len() != N {
-            return Err(self.wrong(param, &takes, value));
-        }
-        let mut out = [T::default(); N];
-        for (slot, item) in out.iter_mut().zip(items) {
-            *slot = item.parse().map_err(|_| self.wrong(param, &takes, value))?;
-        }
-        Ok(Some(out))
-    }
-
-    /// A size: one number, or a `(height, width)` pair.
-    fn size(&self, param: &str) -> Result<Option<Size>> {
-        match self.get(param) {
-            Some(Value::Tuple(_)) => {
-                let [height, width] = self.tuple(param)?.expect("given");
-                Ok(Some(Size::Exact { height, width }))
-            }
-            Some(Value::Number(_)) => Ok(self.number(param)?.map(Size::Shorter)),
-            None => Ok(None),
-            Some(value) => Err(self.wrong(param, "an int or a (height, width) pair", value)),
-        }
-    }
-
-    fn text(&self, param: &str) -> Result<Option<&'a str>> {
-        match self.get(param) {
-            None | Some(Value::Nothing) => Ok(None),
-            Some(Value::Text(text)) => Ok(Some(*text)),
-            Some(value) => Err(self.wrong(param, "a string", value)),
-        }
-    }
+    pub(super) const CHANNELS: &[Param] = &[Param::with_default("count", Kind::Int, "1", "")];
+    pub(super) const RESAMPLE: &[Param] = &[
+        Param::required("rate", Kind::Int, ""),
+        Param::with_default("lowpass_filter_width", Kind::Int, "6", ""),
+        Param::with_default("rolloff", Kind::Float, "0.99", ""),
+        Param::with_default("resampling_method", Kind::Choice, "'sinc_interp_hann'", ""),
+        Param::with_default("beta", Kind::OptionalFloat, "None", ""),
+    ];
+    pub(super) const CROP: &[Param] = &[Param::required("length", Kind::Int, "")];
+    pub(super) const MEL: &[Param] = &[
+        Param::with_default("sample_rate", Kind::Int, "16000", ""),
+        Param::with_default("n_fft", Kind::Int, "400", ""),
+        Param::with_default("win_length", Kind::Int, "None", ""),
+        Param::with_default("hop_length", Kind::Int, "None", ""),
+        Param::with_default("f_min", Kind::Float, "0.0", ""),
+        Param::with_default("f_max", Kind::OptionalFloat, "None", ""),
+        Param::with_default("n_mels", Kind::Int, "128", ""),
+        Param::with_default("power", Kind::Float, "2.0", ""),
+        Param::with_default("norm", Kind::Choice, "None", ""),
+        Param::with_default("mel_scale", Kind::Choice, "'htk'", ""),
+    ];
+    pub(super) const LOG: &[Param] = &[Param::with_default("offset", Kind::Float, "1e-06", "")];
 }
 
-/// A size as a crop takes it: one number is a square.
-fn square(size: Size) -> (u32, u32) {
-    match size {
-        Size::Shorter(side) => (side, side),
-        Size::Exact { height, width } => (height, width),
-    }
-}
-
-fn image_op(call: &Call<'_>) -> Result<Op> {
-    let op = match call.name {
-        "RandomResizedCrop" => {
-            let args = Args::bind(call, &["size", "scale", "ratio"])?;
-            let [s0, s1] = args.tuple("scale")?.unwrap_or(DEFAULT_CROP_SCALE.into());
-            let [r0, r1] = args.tuple("ratio")?.unwrap_or(DEFAULT_CROP_RATIO.into());
-            Op::RandomResizedCrop {
-                size: square(args.required("size", Args::size)?),
-                scale: (s0, s1),
-                ratio: (r0, r1),
-            }
-        }
-        "Resize" => Op::Resize(Args::bind(call, &["size"])?.required("size", Args::size)?),
-        "CenterCrop" => {
-            let size = Args::bind(call, &["size"])?.required("size", Args::size)?;
-            let (height, width) = square(size);
-            Op::CenterCrop { height, width }
-        }
-        "RandomHorizontalFlip" => {
-            let args = Args::bind(call, &["p"])?;
-            Op::RandomHorizontalFlip {
-                p: args.number("p")?.unwrap_or(0.5),
-            }
-        }
-        _ => {
-            let args = Args::bind(call, &["mean", "std"])?;
-            Op::Normalize {
-                mean: args.required("mean", Args::tuple)?,
-                std: args.required("std", Args::tuple)?,
-            }
+fn audio_op(call: Call<'_>) -> Result<AudioOp> {
+    let name = call.name;
+    let (params, operator): (&'static [Param], &'static str) = match name {
+        "Channels" => (audio_params::CHANNELS, "Channels"),
+        "Resample" => (audio_params::RESAMPLE, "Resample"),
+        "RandomCrop" => (audio_params::CROP, "RandomCrop"),
+        "CenterCrop" => (audio_params::CROP, "CenterCrop"),
+        "MelSpectrogram" => (audio_params::MEL, "MelSpectrogram"),
+        _ => (audio_params::LOG, "Log"),
+    };
+    let (positional, keywords) = call.split()?;
+    let args = Args::bind(operator, params, positional, keywords)?;
+    let optional_int = |param| {
+        if args.is_none(param) {
+            Ok(None)
+        } else {
+            args.int(param).map(Some)
         }
     };
-    op.validate()?;
-    Ok(op)
-}
-
-fn audio_op(call: &Call<'_>) -> Result<AudioOp> {
-    let op = match call.name {
-        "Channels" => {
-            let args = Args::bind(call, &["count"])?;
-            AudioOp::Channels(args.number("count")?.unwrap_or(1))
-        }
+    let op = match operator {
+        "Channels" => AudioOp::Channels(args.int("count")?),
         "Resample" => {
-            let params = &[
-                "rate",
-                "lowpass_filter_width",
-                "rolloff",
-                "resampling_method",
-                "beta",
-            ];
-            let args = Args::bind(call, params)?;
             let quality = ResampleQuality::torchaudio(
-                args.number("lowpass_filter_width")?.unwrap_or(6),
-                args.number("rolloff")?.unwrap_or(0.99),
+                args.int("lowpass_filter_width")?,
+                args.float("rolloff")?,
                 args.text("resampling_method")?
                     .unwrap_or("sinc_interp_hann"),
-                args.number_or_none("beta")?,
+                args.optional_float("beta")?,
             )?;
             AudioOp::Resample {
-                rate: args.required("rate", Args::number)?,
+                rate: args.int("rate")?,
                 quality,
             }
         }
         "RandomCrop" => AudioOp::RandomCrop {
-            length: Args::bind(call, &["length"])?.required("length", Args::number)?,
+            length: args.int("length")?,
         },
         "CenterCrop" => AudioOp::CenterCrop {
-            length: Args::bind(call, &["length"])?.required("length", Args::number)?,
+            length: args.int("length")?,
         },
         "MelSpectrogram" => {
-            let params = &[
-                "sample_rate",
-                "n_fft",
-                "win_length",
-                "hop_length",
-                "f_min",
-                "f_max",
-                "n_mels",
-                "power",
-                "norm",
-                "mel_scale",
-            ];
-            let args = Args::bind(call, params)?;
-            let d = MelArgs::default();
             let mel = MelArgs {
-                sample_rate: args.number("sample_rate")?.unwrap_or(d.sample_rate),
-                n_fft: args.number("n_fft")?.unwrap_or(d.n_fft),
-                win_length: args.number_or_none("win_length")?,
-                hop_length: args.number_or_none("hop_length")?,
-                f_min: args.number("f_min")?.unwrap_or(d.f_min),
-                f_max: args.number_or_none("f_max")?,
-                n_mels: args.number("n_mels")?.unwrap_or(d.n_mels),
-                power: args.number("power")?.unwrap_or(d.power),
+                sample_rate: args.int("sample_rate")?,
+                n_fft: args.int("n_fft")?,
+                win_length: optional_int("win_length")?,
+                hop_length: optional_int("hop_length")?,
+                f_min: args.float("f_min")?,
+                f_max: args.optional_float("f_max")?,
+                n_mels: args.int("n_mels")?,
+                power: args.float("power")?,
                 norm: args.text("norm")?,
-                mel_scale: args.text("mel_scale")?.unwrap_or(d.mel_scale),
+                mel_scale: args.text("mel_scale")?.unwrap_or("htk"),
             };
             AudioOp::MelSpectrogram(mel.spec()?)
         }
-        _ => {
-            let args = Args::bind(call, &["offset"])?;
-            AudioOp::Log {
-                offset: args.number("offset")?.unwrap_or(1e-6),
-            }
-        }
+        _ => AudioOp::Log {
+            offset: args.float("offset")? as f32,
+        },
     };
     op.validate()?;
     Ok(op)

@@ -16,23 +16,28 @@
 //! prepares it.
 
 pub mod codec;
-mod ops;
+mod layout;
+pub mod op;
 mod output;
 mod resample;
 
 use std::sync::Arc;
 
 use codec::{Decoder, Rect, DEFAULT_MAX_PIXELS};
-use resample::{Image, Resampler};
+use resample::{Block, Image, Resampler};
 
-pub use ops::{
-    Layout, Op, Size, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD,
+pub use layout::Layout;
+pub use op::{
+    Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
+    IMAGENET_STD,
 };
 
 use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
+use crate::prep::args::Value;
 use crate::prep::route::DecodeRoute;
-use crate::rng::Rng;
+use crate::rng::{derive, Rng};
+use op::{OutputSize, Planes, Stage, View};
 
 /// A validated list of operators with a fixed output shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +51,9 @@ pub struct ImagePipeline {
     std: [f32; 3],
     /// Whether [`output`]'s division-free form gives these `mean` and `std` exactly.
     fused_exact: bool,
+    /// Whether an operator runs on the output's pixels (so they are kept whole before
+    /// the last pass).
+    photometric: bool,
     /// Decompression-bomb guard: images with more pixels are refused.
     max_pixels: u64,
     /// Which JPEGs a device decodes instead ([`ImagePipeline::with_decode_route`]).
@@ -70,11 +78,8 @@ pub struct DeviceFinish {
 fn imagenet_train_ops(size: u32) -> Vec<Op> {
     vec![
         Op::random_resized_crop(size),
-        Op::RandomHorizontalFlip { p: 0.5 },
-        Op::Normalize {
-            mean: IMAGENET_MEAN,
-            std: IMAGENET_STD,
-        },
+        Op::horizontal_flip(0.5),
+        Op::normalize_imagenet(),
     ]
 }
 
@@ -82,15 +87,9 @@ fn imagenet_train_ops(size: u32) -> Vec<Op> {
 fn imagenet_val_ops(size: u32) -> Vec<Op> {
     let resize = (size as f64 * 256.0 / 224.0).round() as u32;
     vec![
-        Op::Resize(Size::Shorter(resize)),
-        Op::CenterCrop {
-            height: size,
-            width: size,
-        },
-        Op::Normalize {
-            mean: IMAGENET_MEAN,
-            std: IMAGENET_STD,
-        },
+        Op::resize(resize),
+        Op::center_crop(size, size),
+        Op::normalize_imagenet(),
     ]
 }
 
@@ -108,54 +107,42 @@ pub struct Geometry {
 }
 
 /// A pipeline as a person would write it down, e.g. `RandomResizedCrop(224) →
-/// RandomHorizontalFlip → Normalize(ImageNet), float32 CHW` (for reports).
+/// RandomHorizontalFlip → Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+/// float32 CHW` (for reports): each operator with the arguments it needs and those that
+/// are not their defaults, squares as one side.
 impl std::fmt::Display for ImagePipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        fn size(f: &mut std::fmt::Formatter<'_>, height: u32, width: u32) -> std::fmt::Result {
-            if height == width {
-                write!(f, "{height}")
-            } else {
-                write!(f, "{height}×{width}")
-            }
-        }
         for (i, op) in self.ops.iter().enumerate() {
             if i > 0 {
                 f.write_str(" → ")?;
             }
-            match *op {
-                Op::RandomResizedCrop {
-                    size: (height, width),
-                    scale,
-                    ratio,
-                } => {
-                    f.write_str("RandomResizedCrop(")?;
-                    size(f, height, width)?;
-                    if scale != DEFAULT_CROP_SCALE || ratio != DEFAULT_CROP_RATIO {
-                        write!(
-                            f,
-                            ", scale {}–{}, ratio {:.3}–{:.3}",
-                            scale.0, scale.1, ratio.0, ratio.1
-                        )?;
+            f.write_str(op.name())?;
+            let params = op.declaration().params;
+            let mut shown = Vec::new();
+            for (param, (name, value)) in params.iter().zip(op.args()) {
+                let short = match &value {
+                    Value::Tuple(v)
+                        if v.len() == 2 && v[0] == v[1] && matches!(v[0], Value::Int(_)) =>
+                    {
+                        v[0].to_string()
                     }
-                    f.write_str(")")?;
+                    Value::Tuple(v)
+                        if v.len() == 2 && v.iter().all(|x| matches!(x, Value::Int(_))) =>
+                    {
+                        format!("{}×{}", v[0], v[1])
+                    }
+                    other => other.to_string(),
+                };
+                match param.default {
+                    None => shown.push(short),
+                    Some(default) if crate::prep::text::read_value(default).ok() != Some(value) => {
+                        shown.push(format!("{name}={short}"))
+                    }
+                    Some(_) => {}
                 }
-                Op::Resize(Size::Shorter(side)) => write!(f, "Resize({side})")?,
-                Op::Resize(Size::Exact { height, width }) => {
-                    f.write_str("Resize(")?;
-                    size(f, height, width)?;
-                    f.write_str(")")?;
-                }
-                Op::CenterCrop { height, width } => {
-                    f.write_str("CenterCrop(")?;
-                    size(f, height, width)?;
-                    f.write_str(")")?;
-                }
-                Op::RandomHorizontalFlip { p: 0.5 } => f.write_str("RandomHorizontalFlip")?,
-                Op::RandomHorizontalFlip { p } => write!(f, "RandomHorizontalFlip(p={p})")?,
-                Op::Normalize { mean, std } if mean == IMAGENET_MEAN && std == IMAGENET_STD => {
-                    f.write_str("Normalize(ImageNet)")?
-                }
-                Op::Normalize { mean, std } => write!(f, "Normalize(mean {mean:?}, std {std:?})")?,
+            }
+            if !shown.is_empty() {
+                write!(f, "({})", shown.join(", "))?;
             }
         }
         write!(f, ", {} {}", self.dtype, self.layout)
@@ -163,26 +150,47 @@ impl std::fmt::Display for ImagePipeline {
 }
 
 impl ImagePipeline {
-    /// Checks every operator ([`Op::validate`]), that together they produce one fixed
-    /// output shape, and that the output type fits.
+    /// Checks that the operators together produce one fixed output size, that those on
+    /// pixels follow the geometric ones and precede `Normalize`, and that the output type
+    /// fits. (Each operator was checked when made.)
     pub fn new(ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<ImagePipeline> {
         let mut size: Option<(u32, u32)> = None;
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
-        let mut normalized = false;
+        let mut normalized: Option<&Op> = None;
+        let mut photometric: Option<&Op> = None;
         for op in &ops {
-            op.validate()?;
-            match *op {
-                Op::RandomResizedCrop { size: (h, w), .. } => size = Some((h, w)),
-                Op::Resize(Size::Exact { height, width }) | Op::CenterCrop { height, width } => {
-                    size = Some((height, width))
+            match op.stage() {
+                Stage::Geometry(geometric) => {
+                    if let Some(pixels) = photometric {
+                        return Err(Error::Config(format!(
+                            "{} follows {}: nostall plans the geometric operators before \
+                             decoding and runs those on pixels after, so write the geometric \
+                             ones (crops, resizes, flips) first",
+                            op.name(),
+                            pixels.name()
+                        )));
+                    }
+                    match geometric.output_size() {
+                        OutputSize::Keeps => {}
+                        OutputSize::Varies => size = None,
+                        OutputSize::Fixed(h, w) => size = Some((h, w)),
+                    }
                 }
-                Op::Resize(Size::Shorter(_)) => size = None,
-                Op::RandomHorizontalFlip { .. } => {}
-                Op::Normalize { mean: m, std: s } => {
-                    if normalized {
+                Stage::Pixels(_) => {
+                    if normalized.is_some() {
+                        return Err(Error::Config(format!(
+                            "{} follows Normalize: it works on 8-bit pixels, so write it \
+                             before Normalize",
+                            op.name()
+                        )));
+                    }
+                    photometric = Some(op);
+                }
+                Stage::Normalize { mean: m, std: s } => {
+                    if normalized.is_some() {
                         return Err(Error::Config("Normalize appears twice".into()));
                     }
-                    (mean, std, normalized) = (m, s, true);
+                    (mean, std, normalized) = (m, s, Some(op));
                 }
             }
         }
@@ -193,13 +201,14 @@ impl ImagePipeline {
                     .into(),
             ));
         };
-        if normalized && dtype == DType::U8 {
+        if normalized.is_some() && dtype == DType::U8 {
             return Err(Error::Config(
                 "Normalize needs f32 (float32) output; for u8 (uint8) output, leave Normalize out \
                  of the operators (the ImageNet presets end with it) and normalise on the GPU"
                     .into(),
             ));
         }
+        let photometric = photometric.is_some();
         Ok(ImagePipeline {
             ops,
             dtype,
@@ -209,20 +218,23 @@ impl ImagePipeline {
             mean,
             std,
             fused_exact: output::fused_is_exact(mean, std),
+            photometric,
             max_pixels: DEFAULT_MAX_PIXELS,
             route: None,
         })
     }
 
-    /// The pipeline split for a device: this one's geometry in 8-bit HWC pixels (what
-    /// the engine prepares), and what the device does after (see [`DeviceFinish`]). The
-    /// device's conversion gives the values the CPU's would, up to float rounding.
+    /// The pipeline split for a device: this one's geometry and operators on pixels in
+    /// 8-bit HWC (what the engine prepares), and what the device does after (see
+    /// [`DeviceFinish`]). The device's conversion gives the values the CPU's would, up to
+    /// float rounding.
     pub fn for_device(&self) -> (ImagePipeline, DeviceFinish) {
-        let normalized = self.ops.iter().any(|op| matches!(op, Op::Normalize { .. }));
+        let is_normalize = |op: &Op| matches!(op.stage(), Stage::Normalize { .. });
+        let normalized = self.ops.iter().any(is_normalize);
         let ops = self
             .ops
             .iter()
-            .filter(|op| !matches!(op, Op::Normalize { .. }))
+            .filter(|op| !is_normalize(op))
             .cloned()
             .collect();
         let geometry = ImagePipeline::new(ops, DType::U8, Layout::Hwc)
@@ -241,7 +253,6 @@ impl ImagePipeline {
             finish,
         )
     }
-
     /// Lets `route` send JPEGs to a device decoder: such a sample is delivered with its
     /// encoded bytes and drawn augmentation ([`Deferred`]) instead of pixels. Only for a
     /// consumer that decodes them (the Python `Loader` with `device=`).
@@ -253,6 +264,11 @@ impl ImagePipeline {
     /// A preset by name: `"train"` ([`ImagePipeline::imagenet_train`]) or `"val"` (also
     /// `"eval"`, [`ImagePipeline::imagenet_val`]), with output size `size`.
     pub fn preset(name: &str, size: u32) -> Result<ImagePipeline> {
+        if size == 0 {
+            return Err(Error::Config(format!(
+                "the {name:?} preset at 0 pixels: sizes must be at least 1"
+            )));
+        }
         let ops = match name {
             "train" => imagenet_train_ops(size),
             "val" | "eval" => imagenet_val_ops(size),
@@ -327,126 +343,30 @@ impl ImagePipeline {
     /// Decides, for an image of `width` × `height`, what region to decode and how to
     /// place it, drawing the random choices from `rng`.
     pub fn geometry(&self, width: u32, height: u32, rng: &mut Rng) -> Geometry {
-        let mut view = View {
-            source: Rect::full(width, height),
-            w: width as f64,
-            h: height as f64,
-        };
-        let mut flip = false;
+        let mut view = View::whole(width, height);
         for op in &self.ops {
-            match *op {
-                Op::RandomResizedCrop {
-                    size: (oh, ow),
-                    scale,
-                    ratio,
-                } => {
-                    let (x, y, w, h) = random_crop(
-                        view.w.round() as u32,
-                        view.h.round() as u32,
-                        scale,
-                        ratio,
-                        rng,
-                    );
-                    view.crop(x, y, w, h);
-                    (view.w, view.h) = (ow as f64, oh as f64);
-                }
-                Op::Resize(Size::Shorter(s)) => {
-                    let portrait = view.w <= view.h;
-                    let (short, long) = if portrait {
-                        (view.w, view.h)
-                    } else {
-                        (view.h, view.w)
-                    };
-                    let new_long = (s as f64 * long / short).floor();
-                    (view.w, view.h) = if portrait {
-                        (s as f64, new_long)
-                    } else {
-                        (new_long, s as f64)
-                    };
-                }
-                Op::Resize(Size::Exact { height, width }) => {
-                    (view.w, view.h) = (width as f64, height as f64)
-                }
-                Op::CenterCrop { height, width } => {
-                    let (w, h) = (width as f64, height as f64);
-                    let x = ((view.w - w) / 2.0).round_ties_even();
-                    let y = ((view.h - h) / 2.0).round_ties_even();
-                    view.crop(x, y, w, h);
-                }
-                Op::RandomHorizontalFlip { p } => {
-                    if rng.next_f64() < p {
-                        flip = !flip;
-                    }
-                }
-                Op::Normalize { .. } => {}
+            if let Stage::Geometry(geometric) = op.stage() {
+                geometric.plan(&mut view, rng);
             }
         }
         Geometry {
             source: view.source,
             width: self.width,
             height: self.height,
-            flip,
+            flip: view.flip,
         }
     }
-}
 
-/// The image as the operators so far have made it: `source` of the original, seen at w × h.
-struct View {
-    source: Rect,
-    w: f64,
-    h: f64,
-}
-
-impl View {
-    /// Crops to the given rectangle of the current view.
-    fn crop(&mut self, x: f64, y: f64, w: f64, h: f64) {
-        let (sx, sy) = (self.source.w / self.w, self.source.h / self.h);
-        self.source = Rect {
-            x: self.source.x + x * sx,
-            y: self.source.y + y * sy,
-            w: w * sx,
-            h: h * sy,
-        };
-        (self.w, self.h) = (w, h);
-    }
-}
-
-/// torchvision's `RandomResizedCrop.get_params`: (left, top, width, height).
-fn random_crop(
-    width: u32,
-    height: u32,
-    scale: (f64, f64),
-    ratio: (f64, f64),
-    rng: &mut Rng,
-) -> (f64, f64, f64, f64) {
-    let (w_img, h_img) = (width as f64, height as f64);
-    let area = w_img * h_img;
-    let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
-    for _ in 0..10 {
-        let target = area * rng.uniform(scale.0, scale.1);
-        let aspect = rng.uniform(log_lo, log_hi).exp();
-        let w = (target * aspect).sqrt().round_ties_even();
-        let h = (target / aspect).sqrt().round_ties_even();
-        if 0.0 < w && w <= w_img && 0.0 < h && h <= h_img {
-            let top = rng.below((h_img - h) as u64 + 1) as f64;
-            let left = rng.below((w_img - w) as u64 + 1) as f64;
-            return (left, top, w, h);
+    /// Runs the operators on pixels over `image`, each with a generator of its own keyed
+    /// by the sample's (`sample`: its generator before any draw) and its place.
+    fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) {
+        for (place, op) in self.ops.iter().enumerate() {
+            if let Stage::Pixels(photometric) = op.stage() {
+                let mut rng = sample.fork(derive(&[0x5049_5845_4c53, place as u64]));
+                photometric.apply(image, &mut rng);
+            }
         }
     }
-    let in_ratio = w_img / h_img;
-    let (w, h) = if in_ratio < ratio.0 {
-        (w_img, (w_img / ratio.0).round_ties_even())
-    } else if in_ratio > ratio.1 {
-        ((h_img * ratio.1).round_ties_even(), h_img)
-    } else {
-        (w_img, h_img)
-    };
-    (
-        ((w_img - w) / 2.0).floor(),
-        ((h_img - h) / 2.0).floor(),
-        w,
-        h,
-    )
 }
 
 /// The images modality: what a prepared image looks like, and a decoder per thread.
@@ -478,6 +398,8 @@ pub(crate) struct ImagePreparer {
     pipeline: ImagePipeline,
     decoder: Decoder,
     resampler: Resampler,
+    /// The output's pixels as planes, for pipelines with operators on pixels.
+    planes: Vec<u8>,
 }
 
 impl ImagePreparer {
@@ -488,6 +410,7 @@ impl ImagePreparer {
             pipeline,
             decoder,
             resampler: Resampler::default(),
+            planes: Vec::new(),
         })
     }
 }
@@ -496,11 +419,14 @@ impl Preparer for ImagePreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let pipeline = &self.pipeline;
         debug_assert_eq!(out.len(), pipeline.sample_bytes());
+        let sample = rng.clone();
         let header = self.decoder.header(data)?;
         let geometry = pipeline.geometry(header.width, header.height, rng);
         // Asked after the draws, so that the augmentation does not depend on the answer.
+        // A device decoder does the geometry only: operators on pixels keep the CPU's.
         let pixels = header.width as u64 * header.height as u64;
         if header.format == codec::Format::Jpeg
+            && !pipeline.photometric
             && pipeline.route.as_ref().is_some_and(|r| r.to_device(pixels))
         {
             out.fill(0);
@@ -519,10 +445,47 @@ impl Preparer for ImagePreparer {
             height: decoded.height as usize,
         };
         let (width, height) = (ow as usize, oh as usize);
+        if !pipeline.photometric {
+            // The resized rows go straight to the last pass while in cache.
+            self.resampler
+                .run(src, decoded.region, width, height, |y0, block| {
+                    output::write_block(block, y0, height, geometry.flip, pipeline, out)
+                });
+            return Ok(Prepared::InSlot);
+        }
+        // The operators on pixels see the whole image, mirrored where the geometry says.
+        let area = width * height;
+        self.planes.resize(3 * area, 0);
+        let planes = &mut self.planes;
         self.resampler
             .run(src, decoded.region, width, height, |y0, block| {
-                output::write_block(block, y0, height, geometry.flip, pipeline, out)
+                for c in 0..3 {
+                    for r in 0..block.rows {
+                        let at = c * area + (y0 + r) * width;
+                        let (row, to) = (block.row(c, r), &mut planes[at..at + width]);
+                        if geometry.flip {
+                            to.iter_mut()
+                                .zip(row.iter().rev())
+                                .for_each(|(d, s)| *d = *s);
+                        } else {
+                            to.copy_from_slice(row);
+                        }
+                    }
+                }
             });
+        let mut image = Planes {
+            data: planes,
+            width,
+            height,
+        };
+        pipeline.pixels(&mut image, &sample);
+        let whole = Block {
+            data: planes,
+            width,
+            rows: height,
+            plane: area,
+        };
+        output::write_block(&whole, 0, height, false, pipeline, out);
         Ok(Prepared::InSlot)
     }
 }

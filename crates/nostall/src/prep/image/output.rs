@@ -326,14 +326,8 @@ mod tests {
 
     fn every_layout_type_and_mirror_at(w: usize, h: usize) {
         let planes: Vec<u8> = (0..w * h * 3).map(|i| (i * 97 % 256) as u8).collect();
-        let crop = Op::CenterCrop {
-            height: h as u32,
-            width: w as u32,
-        };
-        let normalize = Op::Normalize {
-            mean: IMAGENET_MEAN,
-            std: IMAGENET_STD,
-        };
+        let crop = Op::center_crop(h as u32, w as u32);
+        let normalize = Op::normalize_imagenet();
         for (ops, dtype) in [
             (vec![crop.clone()], DType::U8),
             (vec![crop.clone()], DType::F32),

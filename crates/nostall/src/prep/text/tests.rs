@@ -25,21 +25,24 @@ fn examples() -> Vec<Operators> {
         let ops = AudioPipeline::preset(name).unwrap().ops().to_vec();
         out.push(Operators::Audio(ops));
     }
+    let call = |name: &str, args: Vec<Value>| Op::call(name, args, Vec::new()).unwrap();
     out.push(Operators::Image(vec![
-        Op::RandomResizedCrop {
-            size: (160, 192),
-            scale: (0.1 / 3.0, 0.999_999_999_9),
-            ratio: (0.1 + 0.2, 1e300),
-        },
-        Op::Resize(Size::Exact {
-            height: 7,
-            width: u32::MAX,
-        }),
-        Op::RandomHorizontalFlip { p: 1.0 / 3.0 },
-        Op::Normalize {
-            mean: [1.0 / 3.0, -0.0, 1e-30],
-            std: [f32::MIN_POSITIVE, 3.4e38, 0.1],
-        },
+        call(
+            "RandomResizedCrop",
+            vec![
+                (160, 192).into(),
+                (0.1 / 3.0, 0.999_999_999_9).into(),
+                (0.1 + 0.2, 1e300).into(),
+            ],
+        ),
+        call("Resize", vec![(7, u32::MAX).into()]),
+        Op::horizontal_flip(1.0 / 3.0),
+        call("RandomSolarize", vec![(255.0 / 7.0).into(), 0.1.into()]),
+        call("RandomPosterize", vec![3.into()]),
+        Op::normalize(
+            [1.0 / 3.0, -0.0, 1e-30],
+            [f32::MIN_POSITIVE.into(), 3.4e38, 0.1],
+        ),
     ]));
     let mut mel = MelArgs {
         sample_rate: 22_050,
@@ -83,10 +86,7 @@ fn operators_are_read_as_the_python_classes_take_them() {
     assert_eq!(val, ImagePipeline::imagenet_val(224).ops());
     assert_eq!(
         read("RandomResizedCrop(size=224 ), RandomHorizontalFlip()"),
-        Operators::Image(vec![
-            Op::random_resized_crop(224),
-            Op::RandomHorizontalFlip { p: 0.5 }
-        ])
+        Operators::Image(vec![Op::random_resized_crop(224), Op::horizontal_flip(0.5)])
     );
     assert_eq!(
         read("[Resample(8000), RandomCrop(length=16000)]"),
@@ -145,10 +145,13 @@ fn text_that_is_not_operators_is_refused_saying_where_or_what() {
             "Resize(size='big')",
             "Resize: size takes an int or a (height, width) pair",
         ),
-        ("Resize(size=-3)", "Resize: size takes a number, not -3"),
+        (
+            "Resize(size=-3)",
+            "Resize: size takes an int or a (height, width) pair of ints, not -3",
+        ),
         (
             "Resize(size=(1, 2, 3))",
-            "size takes a tuple of 2 numbers, not (1, 2, 3)",
+            "size takes an int or a (height, width) pair of ints, not (1, 2, 3)",
         ),
         ("Resize(256, 3)", "Resize takes at most 1 arguments (size)"),
         ("Resize(height=3)", "Resize has no parameter \"height\""),
@@ -168,14 +171,14 @@ fn text_that_is_not_operators_is_refused_saying_where_or_what() {
         ("RandomHorizontalFlip(p=nan)", "expected a value"),
         (
             "RandomHorizontalFlip(p=+nan)",
-            "flip probability NaN is not in [0, 1]",
+            "RandomHorizontalFlip: p NaN is not a probability in [0, 1]",
         ),
         (
             "RandomHorizontalFlip(p=1.5)",
-            "flip probability 1.5 is not in [0, 1]",
+            "RandomHorizontalFlip: p 1.5 is not a probability in [0, 1]",
         ),
         (
-            "Normalize(mean=(0.5, 0.5))",
+            "Normalize(mean=(0.5, 0.5), std=(1, 1, 1))",
             "mean takes a tuple of 3 numbers",
         ),
         (

@@ -1,0 +1,458 @@
+//! Operators' arguments: one model of a value, which the text form reads, Python's
+//! objects convert to, and each operator's declaration binds to its parameters.
+//!
+//! An operator declares its parameters once ([`Param`]: name, kind, default as Python
+//! writes it). Whatever wrote the call, text or Python, [`Args::bind`] matches what was
+//! given to those parameters as Python does (by position, then by keyword, each once),
+//! fills in the defaults by reading their text, and the operator reads each value back
+//! through a typed getter whose error names the operator and the parameter. So a
+//! parameter's default, its check and its message are the same from every front.
+
+use std::fmt;
+
+use super::image::{Op, Size};
+use super::text;
+use crate::error::{Error, Result};
+
+/// An argument's value, as Python has it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Value {
+    /// `None`.
+    None,
+    /// `True` or `False`.
+    Bool(bool),
+    /// An int.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+    /// Numbers in a tuple or list.
+    Tuple(Vec<Value>),
+    /// Image operators in a list (what `RandomApply` and its kin hold).
+    Ops(Vec<Op>),
+}
+
+/// The value as Python writes it, so that it reads back (floats in their shortest exact
+/// form).
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn items<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T]) -> fmt::Result {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{item}")?;
+            }
+            Ok(())
+        }
+        match self {
+            Value::None => f.write_str("None"),
+            Value::Bool(true) => f.write_str("True"),
+            Value::Bool(false) => f.write_str("False"),
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Float(v) => write!(f, "{v:?}"),
+            Value::Str(s) => write!(f, "'{s}'"),
+            Value::Tuple(values) => {
+                f.write_str("(")?;
+                items(f, values)?;
+                f.write_str(if values.len() == 1 { ",)" } else { ")" })
+            }
+            Value::Ops(ops) => {
+                f.write_str("[")?;
+                items(f, ops)?;
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::Float(v)
+    }
+}
+
+impl From<u32> for Value {
+    fn from(v: u32) -> Value {
+        Value::Int(v.into())
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::Str(v.into())
+    }
+}
+
+impl<T: Into<Value>, const N: usize> From<[T; N]> for Value {
+    fn from(values: [T; N]) -> Value {
+        Value::Tuple(values.into_iter().map(Into::into).collect())
+    }
+}
+
+impl<A: Into<Value>, B: Into<Value>> From<(A, B)> for Value {
+    fn from((a, b): (A, B)) -> Value {
+        Value::Tuple(vec![a.into(), b.into()])
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Value {
+        v.map_or(Value::None, Into::into)
+    }
+}
+
+impl From<Size> for Value {
+    fn from(size: Size) -> Value {
+        match size {
+            Size::Shorter(side) => side.into(),
+            Size::Exact { height, width } => (height, width).into(),
+        }
+    }
+}
+
+/// Arguments given by keyword, in the order given.
+pub type Keywords = Vec<(String, Value)>;
+
+/// What a parameter takes and what its attribute gives, as Python annotations (the
+/// generated stubs and signatures print them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kind {
+    /// An int.
+    Int,
+    /// A float.
+    Float,
+    /// A float or `None`.
+    OptionalFloat,
+    /// A string, one of those the operator names.
+    Choice,
+    /// A bool.
+    Bool,
+    /// An int (the shorter side) or a `(height, width)` pair.
+    Size,
+    /// An int (a square) or a `(height, width)` pair; given back as the pair.
+    Square,
+    /// A `(low, high)` pair of floats.
+    Range,
+    /// A float `x` (read as the range the operator derives from it) or a `(low, high)`
+    /// pair; given back as the pair, or `None` where it does nothing.
+    Jitter,
+    /// Three floats, one per channel (R, G, B).
+    Rgb,
+    /// A number, or one per channel.
+    Fill,
+    /// A list of image operators.
+    Ops,
+}
+
+impl Kind {
+    /// The annotation of the parameter (what it takes).
+    pub fn takes(self) -> &'static str {
+        match self {
+            Kind::Int => "int",
+            Kind::Float => "float",
+            Kind::OptionalFloat => "float | None",
+            Kind::Choice => "str",
+            Kind::Bool => "bool",
+            Kind::Size | Kind::Square => "int | tuple[int, int] | list[int]",
+            Kind::Range => "tuple[float, float] | list[float]",
+            Kind::Jitter => "float | tuple[float, float] | list[float] | None",
+            Kind::Rgb => "tuple[float, float, float] | list[float]",
+            Kind::Fill => "float | tuple[float, float, float] | list[float]",
+            Kind::Ops => "Sequence[Op]",
+        }
+    }
+
+    /// The annotation of the attribute (what it gives back).
+    pub fn gives(self) -> &'static str {
+        match self {
+            Kind::Int => "int",
+            Kind::Float => "float",
+            Kind::OptionalFloat => "float | None",
+            Kind::Choice => "str",
+            Kind::Bool => "bool",
+            Kind::Size => "int | tuple[int, int]",
+            Kind::Square => "tuple[int, int]",
+            Kind::Range => "tuple[float, float]",
+            Kind::Jitter => "tuple[float, float] | None",
+            Kind::Rgb => "tuple[float, float, float]",
+            Kind::Fill => "float | tuple[float, float, float]",
+            Kind::Ops => "list[Op]",
+        }
+    }
+}
+
+/// One parameter of an operator.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// Its name (Python's keyword).
+    pub name: &'static str,
+    /// What it takes.
+    pub kind: Kind,
+    /// Its default as Python writes it; `None` where it must be given.
+    pub default: Option<&'static str>,
+    /// What it means, one line (the Python class's docstring lists it).
+    pub doc: &'static str,
+}
+
+impl Param {
+    /// A parameter that must be given.
+    pub const fn required(name: &'static str, kind: Kind, doc: &'static str) -> Param {
+        Param {
+            name,
+            kind,
+            default: None,
+            doc,
+        }
+    }
+
+    /// A parameter with a default, written as Python writes it.
+    pub const fn with_default(
+        name: &'static str,
+        kind: Kind,
+        default: &'static str,
+        doc: &'static str,
+    ) -> Param {
+        Param {
+            name,
+            kind,
+            default: Some(default),
+            doc,
+        }
+    }
+}
+
+/// A call's arguments matched to its operator's parameters, defaults filled in.
+#[derive(Debug)]
+pub struct Args {
+    operator: &'static str,
+    params: &'static [Param],
+    values: Vec<Value>,
+}
+
+impl Args {
+    /// Matches `positional` then `keywords` to `params` as Python does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the operator and the parameter that is unknown, given
+    /// twice or missing.
+    pub fn bind(
+        operator: &'static str,
+        params: &'static [Param],
+        positional: Vec<Value>,
+        keywords: Keywords,
+    ) -> Result<Args> {
+        if positional.len() > params.len() {
+            let names: Vec<_> = params.iter().map(|p| p.name).collect();
+            return Err(Error::Config(format!(
+                "{operator} takes at most {} arguments ({})",
+                params.len(),
+                names.join(", ")
+            )));
+        }
+        let mut values: Vec<Option<Value>> = vec![None; params.len()];
+        for (slot, value) in values.iter_mut().zip(positional) {
+            *slot = Some(value);
+        }
+        for (key, value) in keywords {
+            let Some(slot) = params.iter().position(|p| p.name == key) else {
+                let names: Vec<_> = params.iter().map(|p| p.name).collect();
+                return Err(Error::Config(format!(
+                    "{operator} has no parameter {key:?}: its parameters are {}",
+                    names.join(", ")
+                )));
+            };
+            if values[slot].replace(value).is_some() {
+                return Err(Error::Config(format!("{operator}: {key} is given twice")));
+            }
+        }
+        let values = values
+            .into_iter()
+            .zip(params)
+            .map(|(value, param)| match (value, param.default) {
+                (Some(value), _) => Ok(value),
+                (None, Some(default)) => Ok(text::read_value(default)
+                    .unwrap_or_else(|e| panic!("{operator}'s default {default:?}: {e}"))),
+                (None, None) => Err(Error::Config(format!("{operator} needs {}", param.name))),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Args {
+            operator,
+            params,
+            values,
+        })
+    }
+
+    /// The operator's name.
+    pub fn operator(&self) -> &'static str {
+        self.operator
+    }
+
+    fn get(&self, param: &str) -> &Value {
+        let slot = self.params.iter().position(|p| p.name == param);
+        &self.values[slot.unwrap_or_else(|| panic!("{} has no {param}", self.operator))]
+    }
+
+    /// An error about `param`: `"{operator}: {param} {says}"`.
+    pub fn error(&self, param: &str, says: impl fmt::Display) -> Error {
+        Error::Config(format!("{}: {param} {says}", self.operator))
+    }
+
+    fn wrong(&self, param: &str, takes: &str) -> Error {
+        self.error(param, format!("takes {takes}, not {}", self.get(param)))
+    }
+
+    /// Whether `param` is `None`.
+    pub fn is_none(&self, param: &str) -> bool {
+        *self.get(param) == Value::None
+    }
+
+    /// A float (an int is one too).
+    pub fn float(&self, param: &str) -> Result<f64> {
+        number(self.get(param)).ok_or_else(|| self.wrong(param, "a number"))
+    }
+
+    /// A float, or `None`.
+    pub fn optional_float(&self, param: &str) -> Result<Option<f64>> {
+        match self.get(param) {
+            Value::None => Ok(None),
+            _ => self.float(param).map(Some),
+        }
+    }
+
+    /// A probability: a float in [0, 1].
+    pub fn probability(&self, param: &str) -> Result<f64> {
+        let p = self.float(param)?;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(self.error(param, format!("{p} is not a probability in [0, 1]")));
+        }
+        Ok(p)
+    }
+
+    /// An int that fits `T`.
+    pub fn int<T: TryFrom<i64>>(&self, param: &str) -> Result<T> {
+        let wrong = || self.wrong(param, &format!("an int of {}", std::any::type_name::<T>()));
+        match self.get(param) {
+            Value::Int(v) => T::try_from(*v).map_err(|_| wrong()),
+            _ => Err(wrong()),
+        }
+    }
+
+    /// A bool.
+    pub fn bool(&self, param: &str) -> Result<bool> {
+        match self.get(param) {
+            Value::Bool(v) => Ok(*v),
+            _ => Err(self.wrong(param, "True or False")),
+        }
+    }
+
+    /// A string, or `None`.
+    pub fn text(&self, param: &str) -> Result<Option<&str>> {
+        match self.get(param) {
+            Value::None => Ok(None),
+            Value::Str(s) => Ok(Some(s)),
+            _ => Err(self.wrong(param, "a string")),
+        }
+    }
+
+    /// One of `choices`.
+    pub fn choice(&self, param: &str, choices: &[&'static str]) -> Result<&'static str> {
+        let given = self.text(param)?;
+        let quoted: Vec<_> = choices.iter().map(|c| format!("{c:?}")).collect();
+        given
+            .and_then(|g| choices.iter().find(|c| **c == g).copied())
+            .ok_or_else(|| self.wrong(param, &format!("one of {}", quoted.join(", "))))
+    }
+
+    /// `N` floats, as a tuple or list.
+    pub fn floats<const N: usize>(&self, param: &str) -> Result<[f64; N]> {
+        let wrong = || self.wrong(param, &format!("a tuple of {N} numbers"));
+        let Value::Tuple(items) = self.get(param) else {
+            return Err(wrong());
+        };
+        if items.len() != N {
+            return Err(wrong());
+        }
+        let mut out = [0.0; N];
+        for (slot, item) in out.iter_mut().zip(items) {
+            *slot = number(item).ok_or_else(wrong)?;
+        }
+        Ok(out)
+    }
+
+    /// A `(low, high)` range.
+    pub fn range(&self, param: &str) -> Result<(f64, f64)> {
+        let [lo, hi] = self.floats(param)?;
+        Ok((lo, hi))
+    }
+
+    /// A size: one int (the shorter side), or a `(height, width)` pair.
+    pub fn size(&self, param: &str) -> Result<Size> {
+        let takes = "an int or a (height, width) pair of ints";
+        let side = |v: &Value| match v {
+            Value::Int(v) => u32::try_from(*v).ok(),
+            _ => None,
+        };
+        match self.get(param) {
+            Value::Int(_) => side(self.get(param))
+                .map(Size::Shorter)
+                .ok_or_else(|| self.wrong(param, takes)),
+            Value::Tuple(items) if items.len() == 2 => match (side(&items[0]), side(&items[1])) {
+                (Some(height), Some(width)) => Ok(Size::Exact { height, width }),
+                _ => Err(self.wrong(param, takes)),
+            },
+            _ => Err(self.wrong(param, takes)),
+        }
+    }
+
+    /// A size as a crop takes it: one int is a square.
+    pub fn square(&self, param: &str) -> Result<(u32, u32)> {
+        Ok(match self.size(param)? {
+            Size::Shorter(side) => (side, side),
+            Size::Exact { height, width } => (height, width),
+        })
+    }
+
+    /// A fill: one number for every channel, or one per channel.
+    pub fn fill(&self, param: &str) -> Result<[f64; 3]> {
+        match self.get(param) {
+            Value::Tuple(_) => self.floats(param),
+            value => number(value)
+                .map(|v| [v; 3])
+                .ok_or_else(|| self.wrong(param, "a number or 3 numbers")),
+        }
+    }
+
+    /// Image operators.
+    pub fn ops(&self, param: &str) -> Result<&[Op]> {
+        match self.get(param) {
+            Value::Ops(ops) => Ok(ops),
+            Value::Tuple(items) if items.is_empty() => Ok(&[]),
+            _ => Err(self.wrong(param, "a list of image operators")),
+        }
+    }
+
+    /// The value as given, for a parameter whose reading depends on its form.
+    pub fn value(&self, param: &str) -> &Value {
+        self.get(param)
+    }
+}
+
+/// A number's value as a float.
+pub(crate) fn number(value: &Value) -> Option<f64> {
+    match *value {
+        Value::Int(v) => Some(v as f64),
+        Value::Float(v) => Some(v),
+        _ => None,
+    }
+}

@@ -1,0 +1,69 @@
+//! `RandomGrayscale`: the image's luma in all three channels, with a probability.
+
+use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomGrayscale",
+    doc: "Replaces each channel by the pixel's luma, `0.2989 R + 0.587 G + 0.114 B` \
+          truncated to 8 bits, with probability `p` (torchvision.transforms.v2's \
+          `RandomGrayscale` on uint8 tensors; three channels stay three).",
+    params: &[Param::with_default(
+        "p",
+        Kind::Float,
+        "0.1",
+        "probability of converting",
+    )],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    Ok(Op::new(RandomGrayscale {
+        p: args.probability("p")?,
+    }))
+}
+
+struct RandomGrayscale {
+    p: f64,
+}
+
+impl Operator for RandomGrayscale {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![self.p.into()]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage::Pixels(self)
+    }
+}
+
+impl Photometric for RandomGrayscale {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        if rng.next_f64() < self.p {
+            to_gray(image);
+        }
+    }
+}
+
+/// Every pixel's luma in its three channels, computed as torchvision's
+/// `rgb_to_grayscale` computes it on uint8 tensors (32-bit floats, truncated).
+pub(super) fn to_gray(image: &mut Planes<'_>) {
+    let [r, g, b] = image.rgb_mut();
+    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
+        let luma = luma(*r, *g, *b);
+        (*r, *g, *b) = (luma, luma, luma);
+    }
+}
+
+/// torchvision's luma of one pixel.
+#[inline(always)]
+pub(super) fn luma(r: u8, g: u8, b: u8) -> u8 {
+    let l = r as f32 * 0.2989 + g as f32 * 0.587 + b as f32 * 0.114;
+    l as u8
+}

@@ -1,0 +1,362 @@
+//! The image operators, each declared once, in its own file.
+//!
+//! An operator's file holds everything about it: its [`Declaration`] (name, parameters
+//! with their kinds and defaults, the docs Python shows, and how the arguments are
+//! checked and read), and the type that does the work, an [`Operator`]. The operator says
+//! where in a sample's preparation it runs ([`Stage`]), draws its random choices from the
+//! generator it is handed, and holds its kernel. Everything else reads the declarations
+//! in [`DECLARATIONS`]: the pipeline ([`ImagePipeline`](super::ImagePipeline)) plans and
+//! runs the stages, the text form ([`crate::prep::text`]) reads and writes calls, the
+//! Python bindings make one class per declaration and the stubs are generated from them.
+//! Adding an operator is its file, its line in [`DECLARATIONS`], its test and its docs.
+//!
+//! The stages, in the order a sample goes through them:
+//!
+//! - [`Stage::Geometry`]: planned before decoding. A geometric operator only moves a
+//!   rectangle ([`View`]): the region of the source read, the size it maps to, mirrored
+//!   or not. The decoder then decodes only that region, at the smallest sufficient scale,
+//!   and one resize makes the output's size.
+//! - [`Stage::Pixels`]: on the output's 8-bit pixels, after the resize, in the order
+//!   written (colour, blur, solarize, the automatic augmentations).
+//! - [`Stage::Normalize`]: folded into the last pass, which converts the type and lays
+//!   out the channels straight into the sample's slot of the batch.
+
+mod center_crop;
+mod grayscale;
+mod horizontal_flip;
+mod invert;
+mod normalize;
+mod posterize;
+mod random_resized_crop;
+mod resize;
+mod solarize;
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::codec::Rect;
+use crate::error::{Error, Result};
+use crate::prep::args::{Args, Keywords, Param, Value};
+use crate::rng::Rng;
+
+pub use normalize::{IMAGENET_MEAN, IMAGENET_STD};
+pub use random_resized_crop::{DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
+pub use resize::Size;
+
+/// Every image operator, in the order the docs list them.
+pub static DECLARATIONS: &[&Declaration] = &[
+    &random_resized_crop::DECLARATION,
+    &resize::DECLARATION,
+    &center_crop::DECLARATION,
+    &horizontal_flip::DECLARATION,
+    &normalize::DECLARATION,
+    &grayscale::DECLARATION,
+    &invert::DECLARATION,
+    &solarize::DECLARATION,
+    &posterize::DECLARATION,
+];
+
+/// An operator's declaration: what Python, the text form and the docs know of it.
+#[derive(Debug)]
+pub struct Declaration {
+    /// Its name: the Python class's and the text form's.
+    pub name: &'static str,
+    /// What it does (the Python class's docstring, before its parameters).
+    pub doc: &'static str,
+    /// Its parameters, in Python's order.
+    pub params: &'static [Param],
+    /// Reads and checks the arguments into the operator.
+    pub build: fn(&Args) -> Result<Op>,
+}
+
+impl Declaration {
+    /// The operator `name` (an image operator's).
+    pub fn find(name: &str) -> Option<&'static Declaration> {
+        DECLARATIONS.iter().copied().find(|d| d.name == name)
+    }
+
+    /// The operator these arguments make.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the operator and its argument that is unknown, missing,
+    /// of the wrong kind or out of its bounds.
+    pub fn call(&'static self, positional: Vec<Value>, keywords: Keywords) -> Result<Op> {
+        let args = Args::bind(self.name, self.params, positional, keywords)?;
+        (self.build)(&args)
+    }
+}
+
+/// What an operator does and when: the trait each operator's type implements.
+pub(crate) trait Operator: Send + Sync + 'static {
+    /// Its declaration.
+    fn declaration(&self) -> &'static Declaration;
+
+    /// Its arguments, one per parameter in the declaration's order, as its call would
+    /// give them (what it is written as, compared by, and shown to Python as).
+    fn args(&self) -> Vec<Value>;
+
+    /// Where it runs.
+    fn stage(&self) -> Stage<'_>;
+}
+
+/// Where in a sample's preparation an operator runs (see the module doc).
+pub(crate) enum Stage<'a> {
+    /// Planned before decoding.
+    Geometry(&'a dyn Geometric),
+    /// On the output's 8-bit pixels.
+    Pixels(&'a dyn Photometric),
+    /// Folded into the output pass: `(v / 255 - mean) / std` per channel.
+    Normalize {
+        /// Per-channel mean, in [0, 1] units.
+        mean: [f32; 3],
+        /// Per-channel standard deviation, in [0, 1] units.
+        std: [f32; 3],
+    },
+}
+
+/// An operator that moves the region read and the size it maps to.
+pub(crate) trait Geometric {
+    /// What it does to the output's size.
+    fn output_size(&self) -> OutputSize;
+
+    /// Moves `view`, drawing its random choices from `rng`.
+    fn plan(&self, view: &mut View, rng: &mut Rng);
+}
+
+/// What a geometric operator does to the output's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputSize {
+    /// Leaves it as it was.
+    Keeps,
+    /// Makes it depend on the image.
+    Varies,
+    /// Makes it this `(height, width)`.
+    Fixed(u32, u32),
+}
+
+/// An operator on the output's 8-bit pixels.
+pub(crate) trait Photometric {
+    /// Changes `image` in place, drawing its random choices from `rng` (a generator of
+    /// its own, keyed by the sample and the operator's place in the pipeline).
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng);
+}
+
+/// An image as three planes of 8-bit values, R, G, B, each `height` rows of `width`.
+#[derive(Debug)]
+pub(crate) struct Planes<'a> {
+    /// The planes, one after another.
+    pub data: &'a mut [u8],
+    /// Pixels a row.
+    pub width: usize,
+    /// Rows.
+    pub height: usize,
+}
+
+impl Planes<'_> {
+    /// Pixels a plane.
+    pub(crate) fn area(&self) -> usize {
+        self.width * self.height
+    }
+
+    /// The three planes at once.
+    pub(crate) fn rgb_mut(&mut self) -> [&mut [u8]; 3] {
+        let area = self.area();
+        let (r, rest) = self.data[..3 * area].split_at_mut(area);
+        let (g, b) = rest.split_at_mut(area);
+        [r, g, b]
+    }
+}
+
+/// The image as the geometric operators so far have made it: `source`, a region of the
+/// decoded image, seen at `w` × `h` pixels, mirrored left–right when `flip`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View {
+    /// Region of the source image.
+    pub source: Rect,
+    /// Width it is seen at.
+    pub w: f64,
+    /// Height it is seen at.
+    pub h: f64,
+    /// Whether it is mirrored.
+    pub flip: bool,
+}
+
+impl View {
+    /// The whole of a `width` × `height` image.
+    pub(crate) fn whole(width: u32, height: u32) -> View {
+        View {
+            source: Rect::full(width, height),
+            w: width as f64,
+            h: height as f64,
+            flip: false,
+        }
+    }
+
+    /// Crops to the rectangle at (`x`, `y`), `w` × `h`, of the view as seen.
+    pub(crate) fn crop(&mut self, x: f64, y: f64, w: f64, h: f64) {
+        let (sx, sy) = (self.source.w / self.w, self.source.h / self.h);
+        // Seen mirrored, the left of the view is the right of the source.
+        let x = if self.flip { self.w - x - w } else { x };
+        self.source = Rect {
+            x: self.source.x + x * sx,
+            y: self.source.y + y * sy,
+            w: w * sx,
+            h: h * sy,
+        };
+        (self.w, self.h) = (w, h);
+    }
+}
+
+/// An image operator: a shared handle to one checked [`Operator`].
+///
+/// Operators are made by their declarations ([`Declaration::call`]), from the text form
+/// (`"Resize(256)".parse()`), or by the constructors of the common ones; an operator that
+/// exists has been checked. Two are equal when they are the same operator with the same
+/// arguments.
+#[derive(Clone)]
+pub struct Op(Arc<dyn Operator>);
+
+impl Op {
+    pub(crate) fn new(operator: impl Operator) -> Op {
+        Op(Arc::new(operator))
+    }
+
+    /// Its declaration.
+    pub fn declaration(&self) -> &'static Declaration {
+        self.0.declaration()
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        self.0.declaration().name
+    }
+
+    /// Its arguments, every parameter named, in the declaration's order.
+    pub fn args(&self) -> Vec<(&'static str, Value)> {
+        let params = self.declaration().params.iter().map(|p| p.name);
+        params.zip(self.0.args()).collect()
+    }
+
+    /// The value of its parameter `name`, if it has one.
+    pub fn arg(&self, name: &str) -> Option<Value> {
+        self.args()
+            .into_iter()
+            .find_map(|(param, value)| (param == name).then_some(value))
+    }
+
+    pub(crate) fn stage(&self) -> Stage<'_> {
+        self.0.stage()
+    }
+
+    /// The operator `name` with these arguments, by position then by keyword.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an unknown operator, or naming the argument that is wrong.
+    pub fn call(name: &str, positional: Vec<Value>, keywords: Vec<(String, Value)>) -> Result<Op> {
+        let declaration = Declaration::find(name).ok_or_else(|| {
+            let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
+            Error::Config(format!(
+                "unknown image operator {name:?}: the image operators are {}",
+                names.join(", ")
+            ))
+        })?;
+        declaration.call(positional, keywords)
+    }
+
+    /// RandomResizedCrop to a square of `size`, torchvision's default scale and ratio.
+    ///
+    /// # Panics
+    ///
+    /// When `size` is 0.
+    pub fn random_resized_crop(size: u32) -> Op {
+        Op::known("RandomResizedCrop", vec![size.into()])
+    }
+
+    /// Resize of the shorter side to `side`, keeping the aspect ratio.
+    ///
+    /// # Panics
+    ///
+    /// When `side` is 0.
+    pub fn resize(side: u32) -> Op {
+        Op::known("Resize", vec![side.into()])
+    }
+
+    /// CenterCrop to `height` × `width`.
+    ///
+    /// # Panics
+    ///
+    /// When a side is 0.
+    pub fn center_crop(height: u32, width: u32) -> Op {
+        Op::known("CenterCrop", vec![(height, width).into()])
+    }
+
+    /// RandomHorizontalFlip with probability `p`.
+    ///
+    /// # Panics
+    ///
+    /// When `p` is not in [0, 1].
+    pub fn horizontal_flip(p: f64) -> Op {
+        Op::known("RandomHorizontalFlip", vec![p.into()])
+    }
+
+    /// Normalize with ImageNet's mean and standard deviation.
+    pub fn normalize_imagenet() -> Op {
+        // As a person writes them (the f32 constants widened would not be).
+        Op::normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    }
+
+    /// Normalize with this mean and standard deviation, in [0, 1] units.
+    ///
+    /// # Panics
+    ///
+    /// When a standard deviation is not positive or a value not finite.
+    pub fn normalize(mean: [f64; 3], std: [f64; 3]) -> Op {
+        Op::known("Normalize", vec![mean.into(), std.into()])
+    }
+
+    fn known(name: &str, positional: Vec<Value>) -> Op {
+        Op::call(name, positional, Vec::new()).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl PartialEq for Op {
+    fn eq(&self, other: &Op) -> bool {
+        self.name() == other.name() && self.0.args() == other.0.args()
+    }
+}
+
+/// The call Python writes for it (its `repr`), every parameter named.
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.name())?;
+        for (i, (param, value)) in self.args().into_iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{param}={value}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Checks that `size` has no side of 0 pixels.
+pub(crate) fn not_empty(args: &Args, param: &str, (height, width): (u32, u32)) -> Result<()> {
+    if height == 0 || width == 0 {
+        return Err(args.error(
+            param,
+            format!("{height}x{width}: sizes must be at least 1 pixel"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

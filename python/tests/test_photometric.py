@@ -1,0 +1,107 @@
+"""Operators on pixels against torchvision.transforms.v2 on real photographs.
+
+Each operator runs in nostall on lossless PNGs of the demo photographs (so nostall and the
+reference start from the same bytes) with its random choice forced (p=1), and torchvision's
+v2 transform runs on the same image as a uint8 tensor. Then the draws: with p < 1, the share
+of samples changed is the probability's, each sample decided by its own seed, the same for
+any number of threads.
+"""
+
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torchvision.transforms import v2
+
+import nostall
+from nostall import ops
+
+SIZE = 96
+COUNT = 32
+
+
+@pytest.fixture(scope="module")
+def pngs(photos, tmp_path_factory):
+    """The centre of each demo photograph at SIZE × SIZE, as PNGs in one class folder."""
+    out = tmp_path_factory.mktemp("pngs")
+    (out / "all").mkdir()
+    for i, path in enumerate(sorted(pathlib.Path(photos).rglob("*.jpg"))[:COUNT]):
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            w, h = image.size
+            s = min(w, h)
+            box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
+            image.crop(box).resize((SIZE, SIZE), Image.BILINEAR).save(out / "all" / f"{i:02d}.png")
+    return out
+
+
+def nostall_images(pngs, *pixel_ops, threads=2, seed=0):
+    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, seed=seed, threads=threads,
+                            pipeline=[ops.CenterCrop(SIZE), *pixel_ops], dtype="uint8", output="numpy")
+    images, _ = next(iter(loader))
+    return torch.from_numpy(np.array(images))
+
+
+def reference_images(pngs, transform=None):
+    paths = sorted((pngs / "all").glob("*.png"))
+    images = [torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1) for p in paths]
+    return torch.stack([transform(x) if transform else x for x in images])
+
+
+def assert_parity(got, want, what):
+    """≥ 99% of values within 1 level and a mean absolute difference ≤ 0.5 level."""
+    diff = (got.int() - want.int()).abs()
+    within = (diff <= 1).float().mean().item()
+    mean = diff.float().mean().item()
+    assert within >= 0.99 and mean <= 0.5, f"{what}: {within:.4%} within 1, mean {mean:.3f}"
+
+
+def test_without_operators_nostall_gives_the_decoded_pixels(pngs):
+    assert torch.equal(nostall_images(pngs), reference_images(pngs))
+
+
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [
+        (ops.RandomInvert(p=1.0), v2.RandomInvert(p=1.0)),
+        (ops.RandomSolarize(threshold=128, p=1.0), v2.RandomSolarize(threshold=128, p=1.0)),
+        (ops.RandomSolarize(threshold=77.5, p=1.0), v2.RandomSolarize(threshold=77.5, p=1.0)),
+        (ops.RandomPosterize(bits=3, p=1.0), v2.RandomPosterize(bits=3, p=1.0)),
+        (ops.RandomPosterize(bits=8, p=1.0), v2.RandomPosterize(bits=8, p=1.0)),
+        (ops.RandomGrayscale(p=1.0), v2.RandomGrayscale(p=1.0)),
+    ],
+    ids=repr,
+)
+def test_each_operator_matches_torchvision_v2(pngs, ours, theirs):
+    got = nostall_images(pngs, ours)
+    want = reference_images(pngs, theirs)
+    assert_parity(got, want, repr(ours))
+    # These are exact: integer kernels, or torchvision's float luma truncated alike.
+    assert torch.equal(got, want), repr(ours)
+
+
+def test_operators_compose_in_the_order_written(pngs):
+    pipeline = [ops.RandomGrayscale(p=1.0), ops.RandomSolarize(threshold=100, p=1.0),
+                ops.RandomPosterize(bits=4, p=1.0), ops.RandomInvert(p=1.0)]
+    reference = v2.Compose([v2.RandomGrayscale(p=1.0), v2.RandomSolarize(threshold=100, p=1.0),
+                            v2.RandomPosterize(bits=4, p=1.0), v2.RandomInvert(p=1.0)])
+    assert torch.equal(nostall_images(pngs, *pipeline), reference_images(pngs, reference))
+
+
+def test_each_sample_draws_its_own_choice_the_same_for_any_thread_count(pngs):
+    original = reference_images(pngs)
+    inverted = nostall_images(pngs, ops.RandomInvert(p=0.5), threads=1)
+    changed = [not torch.equal(a, b) for a, b in zip(inverted, original)]
+    for i, flipped in enumerate(changed):
+        assert torch.equal(inverted[i], 255 - original[i] if flipped else original[i])
+    assert 0 < sum(changed) < COUNT  # 32 fair draws: all alike has odds of 2^-31
+    for threads in (2, 4):
+        assert torch.equal(nostall_images(pngs, ops.RandomInvert(p=0.5), threads=threads), inverted)
+    # Another seed, other draws.
+    assert not torch.equal(nostall_images(pngs, ops.RandomInvert(p=0.5), seed=1), inverted)
+    # Two operators with the same probability draw apart: one's choice is not the other's.
+    both = nostall_images(pngs, ops.RandomInvert(p=0.5), ops.RandomPosterize(bits=1, p=0.5), threads=1)
+    posterized = [not torch.equal(b, a if not c else 255 - a) for a, b, c in zip(original, both, changed)]
+    assert posterized != changed
