@@ -12,9 +12,12 @@ __all__ = [
     "CenterCrop",
     "Normalize",
     "Op",
+    "RandomApply",
+    "RandomChoice",
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomInvert",
+    "RandomOrder",
     "RandomPosterize",
     "RandomResizedCrop",
     "RandomSolarize",
@@ -47,9 +50,13 @@ class RandomResizedCrop(Op):
     - ``scale`` (``(0.08, 1.0)``): range of the crop's area, as a fraction of the image's.
     - ``ratio`` (``(0.75, 1.3333333333333333)``): range of the crop's aspect ratio (width /
       height).
+    - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
+      torchvision's antialiased filters) or ``'nearest'``.
+    - ``antialias`` (``True``): antialiasing when shrinking (nostall always antialiases,
+      torchvision.transforms.v2's default).
     """
 
-    def __new__(cls, size: int | tuple[int, int] | list[int], scale: tuple[float, float] | list[float] = (0.08, 1.0), ratio: tuple[float, float] | list[float] = (0.75, 1.3333333333333333)) -> RandomResizedCrop: ...
+    def __new__(cls, size: int | tuple[int, int] | list[int], scale: tuple[float, float] | list[float] = (0.08, 1.0), ratio: tuple[float, float] | list[float] = (0.75, 1.3333333333333333), interpolation: str = 'bilinear', antialias: bool = True) -> RandomResizedCrop: ...
     @property
     def size(self) -> tuple[int, int]:
         """Output size, an int (square) or ``(height, width)``."""
@@ -59,22 +66,38 @@ class RandomResizedCrop(Op):
     @property
     def ratio(self) -> tuple[float, float]:
         """Range of the crop's aspect ratio (width / height)."""
+    @property
+    def interpolation(self) -> str:
+        """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
+    @property
+    def antialias(self) -> bool:
+        """Antialiasing when shrinking (nostall always antialiases, torchvision.transforms.v2's default)."""
 
 @final
 class Resize(Op):
-    """Resizes the image (bilinear, antialiased when shrinking, as torchvision's). Like the
-    crops it only plans the geometry: the one resize of a sample happens once the crop is
-    known.
+    """Resizes the image (torchvision.transforms.v2's ``Resize``, antialiased when shrinking).
+    Like the crops it only plans the geometry: the one resize of a sample happens once the
+    crop is known, with the last resizing operator's interpolation.
 
     - ``size``: an int resizes the shorter side to it, keeping the aspect ratio (follow it
       with ``CenterCrop`` for batches of one shape); ``(height, width)`` resizes to exactly
       that.
+    - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
+      torchvision's antialiased filters) or ``'nearest'``.
+    - ``antialias`` (``True``): antialiasing when shrinking (nostall always antialiases,
+      torchvision.transforms.v2's default).
     """
 
-    def __new__(cls, size: int | tuple[int, int] | list[int]) -> Resize: ...
+    def __new__(cls, size: int | tuple[int, int] | list[int], interpolation: str = 'bilinear', antialias: bool = True) -> Resize: ...
     @property
     def size(self) -> int | tuple[int, int]:
         """An int resizes the shorter side to it, keeping the aspect ratio (follow it with ``CenterCrop`` for batches of one shape); ``(height, width)`` resizes to exactly that."""
+    @property
+    def interpolation(self) -> str:
+        """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
+    @property
+    def antialias(self) -> bool:
+        """Antialiasing when shrinking (nostall always antialiases, torchvision.transforms.v2's default)."""
 
 @final
 class CenterCrop(Op):
@@ -181,3 +204,53 @@ class RandomPosterize(Op):
     @property
     def p(self) -> float:
         """Probability of posterizing."""
+
+@final
+class RandomApply(Op):
+    """Applies ``transforms``, in order, with probability ``p``, or none of them
+    (torchvision.transforms.v2's ``RandomApply``). They are all operators on pixels, or all
+    geometric operators that keep the image's size (flips).
+
+    - ``transforms``: the operators.
+    - ``p`` (``0.5``): probability of applying them.
+    """
+
+    def __new__(cls, transforms: Sequence[Op], p: float = 0.5) -> RandomApply: ...
+    @property
+    def transforms(self) -> list[Op]:
+        """The operators."""
+    @property
+    def p(self) -> float:
+        """Probability of applying them."""
+
+@final
+class RandomChoice(Op):
+    """Applies one of ``transforms``, drawn with the weights ``p`` (all alike when ``None``)
+    (torchvision.transforms.v2's ``RandomChoice``). They are all operators on pixels, or all
+    geometric operators that keep the image's size.
+
+    - ``transforms``: the operators, at least one.
+    - ``p`` (``None``): a weight for each operator, or ``None`` for equal weights.
+    """
+
+    def __new__(cls, transforms: Sequence[Op], p: Sequence[float] | None = None) -> RandomChoice: ...
+    @property
+    def transforms(self) -> list[Op]:
+        """The operators, at least one."""
+    @property
+    def p(self) -> tuple[float, ...] | None:
+        """A weight for each operator, or ``None`` for equal weights."""
+
+@final
+class RandomOrder(Op):
+    """Applies every one of ``transforms`` in a random order (torchvision.transforms.v2's
+    ``RandomOrder``). They are all operators on pixels, or all geometric operators that keep
+    the image's size.
+
+    - ``transforms``: the operators.
+    """
+
+    def __new__(cls, transforms: Sequence[Op]) -> RandomOrder: ...
+    @property
+    def transforms(self) -> list[Op]:
+        """The operators."""

@@ -97,6 +97,7 @@ mod tests {
             width: 1,
             height: 1,
             flip: false,
+            filter: Default::default(),
         };
         ToDecode {
             epoch: 0,

@@ -117,6 +117,7 @@ impl Preparer for FakePreparer {
                     width: 1,
                     height: 1,
                     flip: false,
+                    filter: Default::default(),
                 },
             })));
         }

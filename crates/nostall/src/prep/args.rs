@@ -152,6 +152,8 @@ pub enum Kind {
     Fill,
     /// A list of image operators.
     Ops,
+    /// Numbers, one per item of another parameter, or `None`.
+    Weights,
 }
 
 impl Kind {
@@ -169,6 +171,7 @@ impl Kind {
             Kind::Rgb => "tuple[float, float, float] | list[float]",
             Kind::Fill => "float | tuple[float, float, float] | list[float]",
             Kind::Ops => "Sequence[Op]",
+            Kind::Weights => "Sequence[float] | None",
         }
     }
 
@@ -187,6 +190,7 @@ impl Kind {
             Kind::Rgb => "tuple[float, float, float]",
             Kind::Fill => "float | tuple[float, float, float]",
             Kind::Ops => "list[Op]",
+            Kind::Weights => "tuple[float, ...] | None",
         }
     }
 }
@@ -367,8 +371,11 @@ impl Args {
 
     /// One of `choices`.
     pub fn choice(&self, param: &str, choices: &[&'static str]) -> Result<&'static str> {
-        let given = self.text(param)?;
         let quoted: Vec<_> = choices.iter().map(|c| format!("{c:?}")).collect();
+        let given = match self.get(param) {
+            Value::Str(given) => Some(given.as_str()),
+            _ => None,
+        };
         given
             .and_then(|g| choices.iter().find(|c| **c == g).copied())
             .ok_or_else(|| self.wrong(param, &format!("one of {}", quoted.join(", "))))
@@ -430,6 +437,15 @@ impl Args {
             value => number(value)
                 .map(|v| [v; 3])
                 .ok_or_else(|| self.wrong(param, "a number or 3 numbers")),
+        }
+    }
+
+    /// Numbers, as many as given.
+    pub fn weights(&self, param: &str) -> Result<Vec<f64>> {
+        let wrong = || self.wrong(param, "a sequence of numbers");
+        match self.get(param) {
+            Value::Tuple(items) => items.iter().map(|v| number(v).ok_or_else(wrong)).collect(),
+            _ => Err(wrong()),
         }
     }
 

@@ -2,9 +2,9 @@
 //! line or another process, and read back.
 //!
 //! It is Python's. An operator is written as the `repr` of its `nostall.ops` or
-//! `nostall.audio` object, `RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0),
-//! ratio=(0.75, 1.3333333333333333))`, and a pipeline as the list's,
-//! `[Resize(size=256), CenterCrop(size=(224, 224))]`. Written, every parameter is named
+//! `nostall.audio` object, `RandomSolarize(threshold=128.0, p=0.5)`, and a pipeline as
+//! the list's, `[Resize(size=256, interpolation='bilinear', antialias=True),
+//! CenterCrop(size=(224, 224))]`. Written, every parameter is named
 //! and every float is in the shortest form that reads back to the same bits, so what is
 //! read back is the same operators: the `pipeline` setting carries a list of operators to
 //! the node agent this way, and the agent groups jobs by that text. Read, the parameters

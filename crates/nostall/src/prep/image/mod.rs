@@ -26,6 +26,8 @@ use std::sync::Arc;
 use codec::{Decoder, Rect, DEFAULT_MAX_PIXELS};
 use resample::{Block, Image, Resampler};
 
+pub use resample::Filter;
+
 pub use layout::Layout;
 pub use op::{
     Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
@@ -104,6 +106,8 @@ pub struct Geometry {
     pub height: u32,
     /// Mirror left–right.
     pub flip: bool,
+    /// The resize's filter.
+    pub filter: Filter,
 }
 
 /// A pipeline as a person would write it down, e.g. `RandomResizedCrop(224) →
@@ -354,6 +358,7 @@ impl ImagePipeline {
             width: self.width,
             height: self.height,
             flip: view.flip,
+            filter: view.filter,
         }
     }
 
@@ -423,10 +428,12 @@ impl Preparer for ImagePreparer {
         let header = self.decoder.header(data)?;
         let geometry = pipeline.geometry(header.width, header.height, rng);
         // Asked after the draws, so that the augmentation does not depend on the answer.
-        // A device decoder does the geometry only: operators on pixels keep the CPU's.
+        // A device decoder does the geometry only, resizing bilinearly: operators on
+        // pixels and other filters keep the CPU's.
         let pixels = header.width as u64 * header.height as u64;
         if header.format == codec::Format::Jpeg
             && !pipeline.photometric
+            && geometry.filter == Filter::Bilinear
             && pipeline.route.as_ref().is_some_and(|r| r.to_device(pixels))
         {
             out.fill(0);
@@ -447,18 +454,23 @@ impl Preparer for ImagePreparer {
         let (width, height) = (ow as usize, oh as usize);
         if !pipeline.photometric {
             // The resized rows go straight to the last pass while in cache.
-            self.resampler
-                .run(src, decoded.region, width, height, |y0, block| {
-                    output::write_block(block, y0, height, geometry.flip, pipeline, out)
-                });
+            self.resampler.run(
+                src,
+                decoded.region,
+                (width, height, geometry.filter),
+                |y0, block| output::write_block(block, y0, height, geometry.flip, pipeline, out),
+            );
             return Ok(Prepared::InSlot);
         }
         // The operators on pixels see the whole image, mirrored where the geometry says.
         let area = width * height;
         self.planes.resize(3 * area, 0);
         let planes = &mut self.planes;
-        self.resampler
-            .run(src, decoded.region, width, height, |y0, block| {
+        self.resampler.run(
+            src,
+            decoded.region,
+            (width, height, geometry.filter),
+            |y0, block| {
                 for c in 0..3 {
                     for r in 0..block.rows {
                         let at = c * area + (y0 + r) * width;
@@ -472,7 +484,8 @@ impl Preparer for ImagePreparer {
                         }
                     }
                 }
-            });
+            },
+        );
         let mut image = Planes {
             data: planes,
             width,

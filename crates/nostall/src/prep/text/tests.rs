@@ -35,7 +35,26 @@ fn examples() -> Vec<Operators> {
                 (0.1 + 0.2, 1e300).into(),
             ],
         ),
-        call("Resize", vec![(7, u32::MAX).into()]),
+        call("Resize", vec![(7, u32::MAX).into(), "bicubic".into()]),
+        call(
+            "RandomApply",
+            vec![
+                Value::Ops(vec![
+                    call("RandomInvert", vec![0.25.into()]),
+                    call(
+                        "RandomChoice",
+                        vec![
+                            Value::Ops(vec![
+                                call("RandomGrayscale", vec![]),
+                                call("RandomPosterize", vec![2.into()]),
+                            ]),
+                            Value::None,
+                        ],
+                    ),
+                ]),
+                1.0.into(),
+            ],
+        ),
         Op::horizontal_flip(1.0 / 3.0),
         call("RandomSolarize", vec![(255.0 / 7.0).into(), 0.1.into()]),
         call("RandomPosterize", vec![3.into()]),
@@ -153,7 +172,22 @@ fn text_that_is_not_operators_is_refused_saying_where_or_what() {
             "Resize(size=(1, 2, 3))",
             "size takes an int or a (height, width) pair of ints, not (1, 2, 3)",
         ),
-        ("Resize(256, 3)", "Resize takes at most 1 arguments (size)"),
+        (
+            "Resize(256, 'linear', True, 3)",
+            "Resize takes at most 3 arguments (size, interpolation, antialias)",
+        ),
+        (
+            "Resize(256, 3)",
+            "Resize: interpolation takes one of \"bilinear\", \"bicubic\", \"nearest\", not 3",
+        ),
+        (
+            "Resize(256, antialias=False)",
+            "Resize: antialias False is not supported",
+        ),
+        (
+            "RandomApply([RandomApply([RandomApply([RandomApply([RandomApply([RandomInvert()])])])])])",
+            "no more than 4 levels of lists of operators",
+        ),
         ("Resize(height=3)", "Resize has no parameter \"height\""),
         ("Resize(size=3, size=4)", "Resize: size is given twice"),
         (

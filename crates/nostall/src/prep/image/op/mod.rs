@@ -27,6 +27,9 @@ mod horizontal_flip;
 mod invert;
 mod normalize;
 mod posterize;
+mod random_apply;
+mod random_choice;
+mod random_order;
 mod random_resized_crop;
 mod resize;
 mod solarize;
@@ -35,6 +38,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::codec::Rect;
+use super::Filter;
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Keywords, Param, Value};
 use crate::rng::Rng;
@@ -54,6 +58,9 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &invert::DECLARATION,
     &solarize::DECLARATION,
     &posterize::DECLARATION,
+    &random_apply::DECLARATION,
+    &random_choice::DECLARATION,
+    &random_order::DECLARATION,
 ];
 
 /// An operator's declaration: what Python, the text form and the docs know of it.
@@ -169,7 +176,8 @@ impl Planes<'_> {
 }
 
 /// The image as the geometric operators so far have made it: `source`, a region of the
-/// decoded image, seen at `w` × `h` pixels, mirrored left–right when `flip`.
+/// decoded image, seen at `w` × `h` pixels, mirrored left–right when `flip`, resized with
+/// `filter` (the last resizing operator's).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct View {
     /// Region of the source image.
@@ -180,6 +188,8 @@ pub(crate) struct View {
     pub h: f64,
     /// Whether it is mirrored.
     pub flip: bool,
+    /// The filter of the one resize.
+    pub filter: Filter,
 }
 
 impl View {
@@ -190,6 +200,7 @@ impl View {
             w: width as f64,
             h: height as f64,
             flip: false,
+            filter: Filter::Bilinear,
         }
     }
 

@@ -1,9 +1,11 @@
 //! `RandomResizedCrop`: a random area and aspect ratio of the image, resized to a size
 //! (torchvision's, with the same random choices).
 
+use super::resize::{filter, ANTIALIAS, INTERPOLATION};
 use super::{not_empty, Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::image::Filter;
 use crate::rng::Rng;
 
 /// RandomResizedCrop's default range of the crop's area (torchvision's).
@@ -35,6 +37,8 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "(0.75, 1.3333333333333333)",
             "range of the crop's aspect ratio (width / height)",
         ),
+        INTERPOLATION,
+        ANTIALIAS,
     ],
     build,
 };
@@ -50,13 +54,19 @@ fn build(args: &Args) -> Result<Op> {
     if !(0.0 < ratio.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
         return Err(args.error("ratio", format!("{ratio:?} must satisfy 0 < lo <= hi")));
     }
-    Ok(Op::new(RandomResizedCrop { size, scale, ratio }))
+    Ok(Op::new(RandomResizedCrop {
+        size,
+        scale,
+        ratio,
+        filter: filter(args)?,
+    }))
 }
 
 struct RandomResizedCrop {
     size: (u32, u32),
     scale: (f64, f64),
     ratio: (f64, f64),
+    filter: Filter,
 }
 
 impl Operator for RandomResizedCrop {
@@ -65,7 +75,13 @@ impl Operator for RandomResizedCrop {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![self.size.into(), self.scale.into(), self.ratio.into()]
+        vec![
+            self.size.into(),
+            self.scale.into(),
+            self.ratio.into(),
+            self.filter.name().into(),
+            true.into(),
+        ]
     }
 
     fn stage(&self) -> Stage<'_> {
@@ -88,6 +104,7 @@ impl Geometric for RandomResizedCrop {
         );
         view.crop(x, y, w, h);
         (view.w, view.h) = (self.size.1 as f64, self.size.0 as f64);
+        view.filter = self.filter;
     }
 }
 

@@ -3,6 +3,7 @@
 use super::{not_empty, Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::image::Filter;
 use crate::rng::Rng;
 
 /// A target size.
@@ -21,17 +22,54 @@ pub enum Size {
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "Resize",
-    doc: "Resizes the image (bilinear, antialiased when shrinking, as torchvision's). Like \
-          the crops it only plans the geometry: the one resize of a sample happens once the \
-          crop is known.",
-    params: &[Param::required(
-        "size",
-        Kind::Size,
-        "an int resizes the shorter side to it, keeping the aspect ratio (follow it with \
-         `CenterCrop` for batches of one shape); `(height, width)` resizes to exactly that",
-    )],
+    doc: "Resizes the image (torchvision.transforms.v2's `Resize`, antialiased when \
+          shrinking). Like the crops it only plans the geometry: the one resize of a sample \
+          happens once the crop is known, with the last resizing operator's interpolation.",
+    params: &[
+        Param::required(
+            "size",
+            Kind::Size,
+            "an int resizes the shorter side to it, keeping the aspect ratio (follow it \
+             with `CenterCrop` for batches of one shape); `(height, width)` resizes to \
+             exactly that",
+        ),
+        INTERPOLATION,
+        ANTIALIAS,
+    ],
     build,
 };
+
+/// The `interpolation` parameter of the resizing operators.
+pub(super) const INTERPOLATION: Param = Param::with_default(
+    "interpolation",
+    Kind::Choice,
+    "'bilinear'",
+    "`'bilinear'`, `'bicubic'` (PIL's and torchvision's antialiased filters) or \
+     `'nearest'`",
+);
+
+/// The `antialias` parameter of the resizing operators.
+pub(super) const ANTIALIAS: Param = Param::with_default(
+    "antialias",
+    Kind::Bool,
+    "True",
+    "antialiasing when shrinking (nostall always antialiases, torchvision.transforms.v2's \
+     default)",
+);
+
+/// The filter `interpolation` and `antialias` ask for.
+pub(super) fn filter(args: &Args) -> Result<Filter> {
+    let name = args.choice("interpolation", &["bilinear", "bicubic", "nearest"])?;
+    let filter = Filter::named(name).expect("the choices are the filters' names");
+    if !args.bool("antialias")? && filter != Filter::Nearest {
+        return Err(args.error(
+            "antialias",
+            "False is not supported: nostall resizes with antialiasing, as \
+             torchvision.transforms.v2 does by default",
+        ));
+    }
+    Ok(filter)
+}
 
 fn build(args: &Args) -> Result<Op> {
     let size = args.size("size")?;
@@ -39,11 +77,15 @@ fn build(args: &Args) -> Result<Op> {
         Size::Shorter(side) => not_empty(args, "size", (side, side))?,
         Size::Exact { height, width } => not_empty(args, "size", (height, width))?,
     }
-    Ok(Op::new(Resize { size }))
+    Ok(Op::new(Resize {
+        size,
+        filter: filter(args)?,
+    }))
 }
 
 struct Resize {
     size: Size,
+    filter: Filter,
 }
 
 impl Operator for Resize {
@@ -52,7 +94,7 @@ impl Operator for Resize {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![self.size.into()]
+        vec![self.size.into(), self.filter.name().into(), true.into()]
     }
 
     fn stage(&self) -> Stage<'_> {
@@ -69,6 +111,7 @@ impl Geometric for Resize {
     }
 
     fn plan(&self, view: &mut View, _: &mut Rng) {
+        view.filter = self.filter;
         match self.size {
             Size::Shorter(s) => {
                 let portrait = view.w <= view.h;

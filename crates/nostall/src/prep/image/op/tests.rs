@@ -24,6 +24,7 @@ fn every_declaration_is_complete_and_its_defaults_read() {
                 Kind::Int | Kind::Size | Kind::Square => Value::Int(8),
                 Kind::Float => Value::Float(0.5),
                 Kind::Rgb => [0.5, 0.5, 0.5].into(),
+                Kind::Ops => Value::Ops(vec![Op::call("RandomInvert", vec![], vec![]).unwrap()]),
                 other => panic!("no example for {other:?}"),
             })
             .collect();

@@ -1,5 +1,6 @@
 //! The resize: a region of the decoded RGB image to the output size, with the
-//! antialiased bilinear filter of PIL and torchvision, as planar 8-bit rows.
+//! antialiased bilinear or bicubic filter of PIL and torchvision, or the nearest pixel,
+//! as planar 8-bit rows.
 //!
 //! Like PIL the filter is separable and computed in fixed point, rounding to 8 bits after
 //! each pass, and a fractional region reads the pixels around it as the filter needs
@@ -31,6 +32,66 @@ pub(super) const BLOCK: usize = 16;
 const BITS: u32 = 14;
 const ONE: i32 = 1 << BITS;
 const HALF: i32 = 1 << (BITS - 1);
+
+/// How a resize weighs the source pixels around each output pixel (torchvision's
+/// `interpolation`, with `antialias=True`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Filter {
+    /// PIL's and torchvision's antialiased bilinear (triangle) filter.
+    #[default]
+    Bilinear,
+    /// PIL's and torchvision's antialiased bicubic filter (Keys' cubic, a = -0.5).
+    Bicubic,
+    /// The nearest pixel, as torchvision's `nearest`: output `o` takes source pixel
+    /// `floor(o * scale)`.
+    Nearest,
+}
+
+impl Filter {
+    /// torchvision's name of it (`interpolation=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Filter::Bilinear => "bilinear",
+            Filter::Bicubic => "bicubic",
+            Filter::Nearest => "nearest",
+        }
+    }
+
+    /// The filter named `name`.
+    pub fn named(name: &str) -> Option<Filter> {
+        [Filter::Bilinear, Filter::Bicubic, Filter::Nearest]
+            .into_iter()
+            .find(|f| f.name() == name)
+    }
+
+    /// Reach of the filter, in source pixels at scale 1.
+    fn support(self) -> f64 {
+        match self {
+            Filter::Bicubic => 2.0,
+            Filter::Bilinear | Filter::Nearest => 1.0,
+        }
+    }
+
+    /// The filter's weight at distance `x` (in source pixels at scale 1).
+    #[inline(always)]
+    fn weight(self, x: f64) -> f64 {
+        let x = x.abs();
+        match self {
+            Filter::Bicubic => {
+                const A: f64 = -0.5;
+                if x < 1.0 {
+                    ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+                } else if x < 2.0 {
+                    (((x - 5.0) * x + 8.0) * x - 4.0) * A
+                } else {
+                    0.0
+                }
+            }
+            Filter::Bilinear | Filter::Nearest => (1.0 - x).max(0.0),
+        }
+    }
+}
 
 /// RGB pixels, packed, row after row.
 #[derive(Debug, Clone, Copy)]
@@ -79,24 +140,28 @@ struct Axis {
 impl Axis {
     /// Plans resampling `len` input pixels starting at `in0` (fractional: a region of the
     /// `in_size` pixels there are) to `out_size` pixels.
-    fn plan(&mut self, in_size: usize, in0: f64, len: f64, out_size: usize) {
+    fn plan(&mut self, in_size: usize, in0: f64, len: f64, out_size: usize, filter: Filter) {
         let scale = len / out_size as f64;
-        // Downscaling widens the triangle to cover every input pixel (antialiasing).
+        if filter == Filter::Nearest {
+            return self.plan_nearest(in_size, in0, scale, out_size);
+        }
+        // Downscaling widens the filter to cover every input pixel (antialiasing).
         let stretch = scale.max(1.0);
-        let window = stretch.ceil() as usize * 2 + 1;
+        let reach = filter.support() * stretch;
+        let window = reach.ceil() as usize * 2 + 1;
         let inverse = 1.0 / stretch;
         self.scratch.clear();
         self.scratch.resize(window * out_size, 0.0);
         self.starts.clear();
         self.lens.clear();
-        // The pixels whose centres lie strictly within `stretch` of an output's centre,
+        // The pixels whose centres lie strictly within `reach` of an output's centre,
         // the ones with a weight, found directly: trimming zero weights afterwards costs
         // mispredicted branches, and this runs per sample. `as usize` truncates, the
         // floor of the non-negative values here (`floor` and `ceil` are library calls
         // on baseline x86-64).
         for (o, weights) in self.scratch.chunks_exact_mut(window).enumerate() {
             let center = in0 + (o as f64 + 0.5) * scale;
-            let (after, before) = (center - stretch - 0.5, center + stretch - 0.5);
+            let (after, before) = (center - reach - 0.5, center + reach - 0.5);
             let lo = if after < 0.0 {
                 0
             } else {
@@ -109,7 +174,7 @@ impl Axis {
             let mut total = 0.0;
             let mut distance = (start as f64 + 0.5 - center) * inverse;
             for w in &mut weights[..n] {
-                *w = (1.0 - distance.abs()).max(0.0);
+                *w = filter.weight(distance);
                 total += *w;
                 distance += inverse;
             }
@@ -122,6 +187,26 @@ impl Axis {
             self.starts.push(start);
             self.lens.push(n);
         }
+        self.quantize(out_size, window);
+    }
+
+    /// One tap an output, weight one: source pixel `floor(in0 + o * scale)`.
+    fn plan_nearest(&mut self, in_size: usize, in0: f64, scale: f64, out_size: usize) {
+        self.scratch.clear();
+        self.scratch.resize(out_size, 1.0);
+        self.starts.clear();
+        self.starts.extend((0..out_size).map(|o| {
+            let at = (in0 + o as f64 * scale).max(0.0);
+            (at as u32 as usize).min(in_size - 1)
+        }));
+        self.lens.clear();
+        self.lens.resize(out_size, 1);
+        self.quantize(out_size, 1);
+    }
+
+    /// From the planned starts, lengths and unquantised weights (`window` an output):
+    /// the taps, the span read, and the fixed-point weights.
+    fn quantize(&mut self, out_size: usize, window: usize) {
         let lens = &self.lens;
         self.taps = (lens.iter().copied().max().unwrap_or(1) + 1) & !1;
         self.first = *self.starts.iter().min().unwrap_or(&0);
@@ -142,7 +227,7 @@ impl Axis {
             .zip(self.weights.chunks_exact_mut(self.taps));
         for (((start, &n), f), q) in outputs {
             *start -= self.first;
-            quantize(&f[..n], &mut q[..n]);
+            quantize_weights(&f[..n], &mut q[..n]);
         }
     }
 
@@ -158,11 +243,13 @@ impl Axis {
 
 /// Fixed-point weights proportional to `f`, summing to exactly `ONE` so that a flat
 /// region stays flat.
-fn quantize(f: &[f64], q: &mut [i16]) {
+fn quantize_weights(f: &[f64], q: &mut [i16]) {
     let unit = ONE as f64 / f.iter().sum::<f64>();
     let mut sum = 0;
     for (q, f) in q.iter_mut().zip(f) {
-        *q = (f * unit + 0.5) as i32 as i16;
+        // Half away from zero, as PIL rounds (a cubic's weights go below zero).
+        let v = f * unit;
+        *q = (if v < 0.0 { v - 0.5 } else { v + 0.5 }) as i32 as i16;
         sum += *q as i32;
     }
     let largest = (0..q.len()).max_by_key(|&i| q[i]).unwrap_or(0);
@@ -193,11 +280,10 @@ impl Resampler {
         &mut self,
         src: Image<'_>,
         region: Rect,
-        width: usize,
-        height: usize,
+        (width, height, filter): (usize, usize, Filter),
         sink: impl FnMut(usize, &Block<'_>),
     ) {
-        self.run_on(src, region, (width, height), has_avx2(), sink);
+        self.run_on(src, region, (width, height, filter), has_avx2(), sink);
     }
 
     /// [`Resampler::run`] on the AVX2 path or the portable one.
@@ -205,13 +291,14 @@ impl Resampler {
         &mut self,
         src: Image<'_>,
         region: Rect,
-        (width, height): (usize, usize),
+        (width, height, filter): (usize, usize, Filter),
         avx2: bool,
         mut sink: impl FnMut(usize, &Block<'_>),
     ) {
         assert!(src.pixels.len() >= src.width * src.height * 3 && width > 0 && height > 0);
-        self.rows.plan(src.height, region.y, region.h, height);
-        self.cols.plan(src.width, region.x, region.w, width);
+        self.rows
+            .plan(src.height, region.y, region.h, height, filter);
+        self.cols.plan(src.width, region.x, region.w, width, filter);
         let bytes = self.cols.span() * 3;
         self.stride = bytes.next_multiple_of(32);
         self.vertical.resize(BLOCK * self.stride, 0);
@@ -259,7 +346,7 @@ impl Resampler {
                         acc += w as i32 * v as i32;
                     }
                 }
-                self.block[c * plane + r * width + x] = (acc >> BITS) as u8;
+                self.block[c * plane + r * width + x] = (acc >> BITS).clamp(0, 255) as u8;
             }
         }
     }
@@ -293,7 +380,7 @@ fn vertical_elements(
             let row = (start + k).min(src.height - 1);
             acc += w as i32 * src.pixels[row * stride + left + e] as i32;
         }
-        *out = (acc >> BITS) as u8;
+        *out = (acc >> BITS).clamp(0, 255) as u8;
     }
 }
 
@@ -301,22 +388,27 @@ fn vertical_elements(
 mod tests {
     use super::*;
 
-    /// PIL's filter in floating point, for each output index along one axis: the input
-    /// indices with a weight, and the weights.
-    fn exact_weights(in_size: usize, in0: f64, len: f64, out: usize) -> Vec<Vec<(usize, f64)>> {
+    /// The filter in floating point, for each output index along one axis: the input
+    /// indices with a weight, and the weights (PIL's definition; torchvision's nearest).
+    fn exact_weights(
+        in_size: usize,
+        in0: f64,
+        len: f64,
+        out: usize,
+        filter: Filter,
+    ) -> Vec<Vec<(usize, f64)>> {
         let scale = len / out as f64;
         let stretch = scale.max(1.0);
         (0..out)
             .map(|o| {
+                if filter == Filter::Nearest {
+                    let at = ((in0 + o as f64 * scale).floor() as usize).min(in_size - 1);
+                    return vec![(at, 1.0)];
+                }
                 let center = in0 + (o as f64 + 0.5) * scale;
                 let ws: Vec<(usize, f64)> = (0..in_size)
-                    .map(|i| {
-                        (
-                            i,
-                            (1.0 - ((i as f64 + 0.5 - center) / stretch).abs()).max(0.0),
-                        )
-                    })
-                    .filter(|&(_, w)| w > 0.0)
+                    .map(|i| (i, filter.weight((i as f64 + 0.5 - center) / stretch)))
+                    .filter(|&(_, w)| w != 0.0)
                     .collect();
                 let total: f64 = ws.iter().map(|p| p.1).sum();
                 ws.into_iter().map(|(i, w)| (i, w / total)).collect()
@@ -339,11 +431,11 @@ mod tests {
         resampler: &mut Resampler,
         src: Image<'_>,
         region: Rect,
-        (w, h): (usize, usize),
+        (w, h, filter): (usize, usize, Filter),
         avx2: bool,
     ) -> Vec<u8> {
         let mut out = vec![0u8; 3 * w * h];
-        resampler.run_on(src, region, (w, h), avx2, |y0, b| {
+        resampler.run_on(src, region, (w, h, filter), avx2, |y0, b| {
             for c in 0..3 {
                 for r in 0..b.rows {
                     let at = (c * h + y0 + r) * w;
@@ -368,6 +460,7 @@ mod tests {
             (9, 300, 0.0, 0.0, 9.0, 300.0, 1, 7),  // extreme aspect ratios
             (700, 3, 0.0, 0.0, 700.0, 3.0, 19, 1),
         ];
+        let filters = [Filter::Bilinear, Filter::Bicubic, Filter::Nearest];
         for (i, &(sw, sh, rx, ry, rw, rh, w, h)) in cases.iter().enumerate() {
             let pixels = photo_like(sw, sh, i);
             let src = Image {
@@ -381,24 +474,36 @@ mod tests {
                 w: rw,
                 h: rh,
             };
-            let portable = collect(&mut resampler, src, region, (w, h), false);
-            let chosen = collect(&mut resampler, src, region, (w, h), has_avx2());
-            assert_eq!(portable, chosen, "case {i}");
-            let rows = exact_weights(sh, ry, rh, h);
-            let cols = exact_weights(sw, rx, rw, w);
-            for (y, x, c) in
-                (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| (y, x, c))))
-            {
-                let want: f64 = rows[y]
-                    .iter()
-                    .flat_map(|&(sy, wy)| cols[x].iter().map(move |&(sx, wx)| (sy, sx, wy * wx)))
-                    .map(|(sy, sx, w)| w * pixels[(sy * sw + sx) * 3 + c] as f64)
-                    .sum();
-                let got = portable[(c * h + y) * w + x] as f64;
-                assert!(
-                    (got - want).abs() <= 1.0,
-                    "case {i} at {c},{y},{x}: {got} vs {want}"
-                );
+            for filter in filters {
+                let portable = collect(&mut resampler, src, region, (w, h, filter), false);
+                let chosen = collect(&mut resampler, src, region, (w, h, filter), has_avx2());
+                assert_eq!(portable, chosen, "case {i} {filter:?}");
+                let rows = exact_weights(sh, ry, rh, h, filter);
+                let cols = exact_weights(sw, rx, rw, w, filter);
+                // Each pass rounds to 8 bits and clamps, as PIL's (the vertical one first
+                // here): the cubic's overshoot is clamped between the passes, so the
+                // exact value is too.
+                for (y, x, c) in
+                    (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..3).map(move |c| (y, x, c))))
+                {
+                    let want: f64 = cols[x]
+                        .iter()
+                        .map(|&(sx, wx)| {
+                            let column: f64 = rows[y]
+                                .iter()
+                                .map(|&(sy, wy)| wy * pixels[(sy * sw + sx) * 3 + c] as f64)
+                                .sum();
+                            wx * column.clamp(0.0, 255.0)
+                        })
+                        .sum::<f64>()
+                        .clamp(0.0, 255.0);
+                    let got = portable[(c * h + y) * w + x] as f64;
+                    let bound = if filter == Filter::Bicubic { 2.0 } else { 1.0 };
+                    assert!(
+                        (got - want).abs() <= bound,
+                        "case {i} {filter:?} at {c},{y},{x}: {got} vs {want}"
+                    );
+                }
             }
         }
     }
@@ -418,8 +523,16 @@ mod tests {
                 w: 80.1,
                 h: 60.2,
             };
-            let out = collect(&mut Resampler::default(), src, region, (w, h), has_avx2());
-            assert!(out.iter().all(|&v| v == 200));
+            for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Nearest] {
+                let out = collect(
+                    &mut Resampler::default(),
+                    src,
+                    region,
+                    (w, h, filter),
+                    has_avx2(),
+                );
+                assert!(out.iter().all(|&v| v == 200), "{filter:?}");
+            }
         }
     }
 }

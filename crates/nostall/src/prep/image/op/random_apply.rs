@@ -1,0 +1,133 @@
+//! `RandomApply`: a list of operators, all applied or none, with a probability.
+
+use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomApply",
+    doc: "Applies `transforms`, in order, with probability `p`, or none of them \
+          (torchvision.transforms.v2's `RandomApply`). They are all operators on pixels, or \
+          all geometric operators that keep the image's size (flips).",
+    params: &[
+        Param::required("transforms", Kind::Ops, "the operators"),
+        Param::with_default("p", Kind::Float, "0.5", "probability of applying them"),
+    ],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    let ops = args.ops("transforms")?.to_vec();
+    let on = Composed::of(args, "transforms", &ops)?;
+    Ok(Op::new(RandomApply {
+        ops,
+        on,
+        p: args.probability("p")?,
+    }))
+}
+
+struct RandomApply {
+    ops: Vec<Op>,
+    on: Composed,
+    p: f64,
+}
+
+impl Operator for RandomApply {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![Value::Ops(self.ops.clone()), self.p.into()]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        match self.on {
+            Composed::Pixels => Stage::Pixels(self),
+            Composed::Geometry => Stage::Geometry(self),
+        }
+    }
+}
+
+impl Photometric for RandomApply {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        if rng.next_f64() < self.p {
+            for (place, op) in self.ops.iter().enumerate() {
+                apply_one(op, place, image, rng);
+            }
+        }
+    }
+}
+
+impl Geometric for RandomApply {
+    fn output_size(&self) -> OutputSize {
+        OutputSize::Keeps
+    }
+
+    fn plan(&self, view: &mut View, rng: &mut Rng) {
+        if rng.next_f64() < self.p {
+            self.ops.iter().for_each(|op| plan_one(op, view, rng));
+        }
+    }
+}
+
+/// Where a list of operators runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Composed {
+    /// All on pixels.
+    Pixels,
+    /// All geometric, keeping the size.
+    Geometry,
+}
+
+impl Composed {
+    /// Where `ops`, the list `param` of `args`, runs: all on pixels, or all geometric
+    /// and keeping the size (so that the output's size does not depend on a draw).
+    pub(super) fn of(args: &Args, param: &str, ops: &[Op]) -> Result<Composed> {
+        let mut on = None;
+        for op in ops {
+            let here = match op.stage() {
+                Stage::Pixels(_) => Composed::Pixels,
+                Stage::Geometry(g) if g.output_size() == OutputSize::Keeps => Composed::Geometry,
+                Stage::Geometry(_) => {
+                    return Err(args.error(
+                        param,
+                        format!(
+                            "holds {}, which sizes the image: the output's size would depend \
+                             on a draw",
+                            op.name()
+                        ),
+                    ))
+                }
+                Stage::Normalize { .. } => {
+                    return Err(args.error(param, "holds Normalize: write it last, alone"))
+                }
+            };
+            if on.is_some_and(|on| on != here) {
+                return Err(args.error(
+                    param,
+                    "mixes geometric operators with operators on pixels: nostall plans the \
+                     geometry before decoding, so give each kind its own",
+                ));
+            }
+            on = Some(here);
+        }
+        Ok(on.unwrap_or(Composed::Pixels))
+    }
+}
+
+/// Runs the operator on pixels `op`, the `place`-th of a list, with a generator of its
+/// own.
+pub(super) fn apply_one(op: &Op, place: usize, image: &mut Planes<'_>, rng: &Rng) {
+    if let Stage::Pixels(kernel) = op.stage() {
+        kernel.apply(image, &mut rng.fork(place as u64));
+    }
+}
+
+/// Plans the geometric operator `op`.
+pub(super) fn plan_one(op: &Op, view: &mut View, rng: &mut Rng) {
+    if let Stage::Geometry(geometric) = op.stage() {
+        geometric.plan(view, rng);
+    }
+}

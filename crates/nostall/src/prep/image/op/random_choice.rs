@@ -1,0 +1,114 @@
+//! `RandomChoice`: one operator of a list, drawn by weight.
+
+use super::random_apply::{apply_one, plan_one, Composed};
+use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomChoice",
+    doc: "Applies one of `transforms`, drawn with the weights `p` (all alike when `None`) \
+          (torchvision.transforms.v2's `RandomChoice`). They are all operators on pixels, \
+          or all geometric operators that keep the image's size.",
+    params: &[
+        Param::required("transforms", Kind::Ops, "the operators, at least one"),
+        Param::with_default(
+            "p",
+            Kind::Weights,
+            "None",
+            "a weight for each operator, or `None` for equal weights",
+        ),
+    ],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    let ops = args.ops("transforms")?.to_vec();
+    if ops.is_empty() {
+        return Err(args.error("transforms", "is empty: give at least one operator"));
+    }
+    let on = Composed::of(args, "transforms", &ops)?;
+    let weights = match args.is_none("p") {
+        true => None,
+        false => Some(args.weights("p")?),
+    };
+    if let Some(weights) = &weights {
+        if weights.len() != ops.len() {
+            return Err(args.error(
+                "p",
+                format!("has {} weights for {} operators", weights.len(), ops.len()),
+            ));
+        }
+        if !weights.iter().all(|w| w.is_finite() && *w >= 0.0) || weights.iter().sum::<f64>() <= 0.0
+        {
+            return Err(args.error(
+                "p",
+                format!("{weights:?}: weights are finite, at least 0, and not all 0"),
+            ));
+        }
+    }
+    Ok(Op::new(RandomChoice { ops, on, weights }))
+}
+
+struct RandomChoice {
+    ops: Vec<Op>,
+    on: Composed,
+    weights: Option<Vec<f64>>,
+}
+
+impl RandomChoice {
+    /// The operator drawn: each with its weight's share of the total.
+    fn draw(&self, rng: &mut Rng) -> usize {
+        let Some(weights) = &self.weights else {
+            return rng.below(self.ops.len() as u64) as usize;
+        };
+        let mut at = rng.next_f64() * weights.iter().sum::<f64>();
+        for (i, w) in weights.iter().enumerate() {
+            if at < *w {
+                return i;
+            }
+            at -= w;
+        }
+        // Rounding left `at` past the last weight: the last with any.
+        weights.iter().rposition(|w| *w > 0.0).unwrap_or(0)
+    }
+}
+
+impl Operator for RandomChoice {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        let weights = self.weights.as_ref().map_or(Value::None, |w| {
+            Value::Tuple(w.iter().map(|v| Value::Float(*v)).collect())
+        });
+        vec![Value::Ops(self.ops.clone()), weights]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        match self.on {
+            Composed::Pixels => Stage::Pixels(self),
+            Composed::Geometry => Stage::Geometry(self),
+        }
+    }
+}
+
+impl Photometric for RandomChoice {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        let chosen = self.draw(rng);
+        apply_one(&self.ops[chosen], chosen, image, rng);
+    }
+}
+
+impl Geometric for RandomChoice {
+    fn output_size(&self) -> OutputSize {
+        OutputSize::Keeps
+    }
+
+    fn plan(&self, view: &mut View, rng: &mut Rng) {
+        let chosen = self.draw(rng);
+        plan_one(&self.ops[chosen], view, rng);
+    }
+}

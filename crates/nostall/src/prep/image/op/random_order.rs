@@ -1,0 +1,72 @@
+//! `RandomOrder`: every operator of a list, in an order drawn per sample.
+
+use super::random_apply::{apply_one, plan_one, Composed};
+use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomOrder",
+    doc: "Applies every one of `transforms` in a random order (torchvision.transforms.v2's \
+          `RandomOrder`). They are all operators on pixels, or all geometric operators that \
+          keep the image's size.",
+    params: &[Param::required("transforms", Kind::Ops, "the operators")],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    let ops = args.ops("transforms")?.to_vec();
+    let on = Composed::of(args, "transforms", &ops)?;
+    Ok(Op::new(RandomOrder { ops, on }))
+}
+
+struct RandomOrder {
+    ops: Vec<Op>,
+    on: Composed,
+}
+
+impl RandomOrder {
+    fn order(&self, rng: &mut Rng) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.ops.len()).collect();
+        rng.shuffle(&mut order);
+        order
+    }
+}
+
+impl Operator for RandomOrder {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![Value::Ops(self.ops.clone())]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        match self.on {
+            Composed::Pixels => Stage::Pixels(self),
+            Composed::Geometry => Stage::Geometry(self),
+        }
+    }
+}
+
+impl Photometric for RandomOrder {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        for i in self.order(rng) {
+            apply_one(&self.ops[i], i, image, rng);
+        }
+    }
+}
+
+impl Geometric for RandomOrder {
+    fn output_size(&self) -> OutputSize {
+        OutputSize::Keeps
+    }
+
+    fn plan(&self, view: &mut View, rng: &mut Rng) {
+        for i in self.order(rng) {
+            plan_one(&self.ops[i], view, rng);
+        }
+    }
+}

@@ -1,0 +1,61 @@
+"""Resizing filters against torchvision.transforms.v2 on real photographs."""
+
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torchvision.transforms import InterpolationMode, v2
+
+import nostall
+from nostall import ops
+
+COUNT = 16
+
+
+@pytest.fixture(scope="module")
+def pngs(photos, tmp_path_factory):
+    """The demo photographs, 160 × 120 (a bilinear shrink by PIL), as lossless PNGs."""
+    out = tmp_path_factory.mktemp("pngs")
+    (out / "all").mkdir()
+    for i, path in enumerate(sorted(pathlib.Path(photos).rglob("*.jpg"))[:COUNT]):
+        with Image.open(path) as image:
+            image.convert("RGB").resize((160, 120), Image.BILINEAR).save(out / "all" / f"{i:02d}.png")
+    return out
+
+
+def nostall_resized(pngs, size, interpolation):
+    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, dtype="uint8", output="numpy",
+                            pipeline=[ops.Resize(size, interpolation=interpolation)])
+    images, _ = next(iter(loader))
+    return torch.from_numpy(np.array(images))
+
+
+def torchvision_resized(pngs, size, interpolation):
+    resize = v2.Resize(size, interpolation=InterpolationMode(interpolation), antialias=True)
+    paths = sorted((pngs / "all").glob("*.png"))
+    return torch.stack([resize(torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1))
+                        for p in paths])
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
+@pytest.mark.parametrize("size", [(48, 64), (90, 70), (200, 256)], ids=str)
+def test_each_filter_matches_torchvision_v2(pngs, interpolation, size):
+    got = nostall_resized(pngs, size, interpolation)
+    want = torchvision_resized(pngs, size, interpolation)
+    diff = (got.int() - want.int()).abs()
+    within, mean = (diff <= 1).float().mean().item(), diff.float().mean().item()
+    assert within >= 0.99 and mean <= 0.5, f"{within:.4%} within 1 level, mean {mean:.3f}"
+    if interpolation == "nearest":
+        assert torch.equal(got, want)
+
+
+def test_interpolation_is_checked_and_kept():
+    assert ops.Resize(32, interpolation="bicubic").interpolation == "bicubic"
+    assert ops.RandomResizedCrop(32).interpolation == "bilinear"
+    assert ops.RandomResizedCrop(32).antialias is True
+    with pytest.raises(nostall.ConfigError, match="interpolation takes one of"):
+        ops.Resize(32, interpolation="lanczos")
+    with pytest.raises(nostall.ConfigError, match="antialias False is not supported"):
+        ops.RandomResizedCrop(32, antialias=False)
