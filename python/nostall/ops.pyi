@@ -14,6 +14,7 @@ __all__ = [
     "Op",
     "RandomApply",
     "RandomChoice",
+    "RandomErasing",
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomInvert",
@@ -254,3 +255,34 @@ class RandomOrder(Op):
     @property
     def transforms(self) -> list[Op]:
         """The operators."""
+
+@final
+class RandomErasing(Op):
+    """Sets a random rectangle of the sample to ``value``, with probability ``p``
+    (torchvision.transforms.v2's ``RandomErasing``, the same draws: ten tries at an area and
+    aspect ratio that fit, else nothing). It erases the sample as delivered, so it comes
+    last, after ``Normalize`` (values are in the normalised units, as in torchvision's
+    recipes). ``value='random'`` fills each value with standard normal noise (timm's
+    ``re_mode='pixel'``).
+
+    - ``p`` (``0.5``): probability of erasing.
+    - ``scale`` (``(0.02, 0.33)``): range of the erased area, as a fraction of the sample's.
+    - ``ratio`` (``(0.3, 3.3)``): range of the erased rectangle's aspect ratio (height /
+      width).
+    - ``value`` (``0``): the value erased to: one number, one per channel, or ``'random'``
+      (standard normal noise, each value drawn).
+    """
+
+    def __new__(cls, p: float = 0.5, scale: tuple[float, float] | list[float] = (0.02, 0.33), ratio: tuple[float, float] | list[float] = (0.3, 3.3), value: float | tuple[float, float, float] | list[float] | str = 0) -> RandomErasing: ...
+    @property
+    def p(self) -> float:
+        """Probability of erasing."""
+    @property
+    def scale(self) -> tuple[float, float]:
+        """Range of the erased area, as a fraction of the sample's."""
+    @property
+    def ratio(self) -> tuple[float, float]:
+        """Range of the erased rectangle's aspect ratio (height / width)."""
+    @property
+    def value(self) -> float | tuple[float, float, float] | str:
+        """The value erased to: one number, one per channel, or ``'random'`` (standard normal noise, each value drawn)."""

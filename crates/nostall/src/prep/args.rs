@@ -150,6 +150,8 @@ pub enum Kind {
     Rgb,
     /// A number, or one per channel.
     Fill,
+    /// A number, one per channel, or `'random'`.
+    Erase,
     /// A list of image operators.
     Ops,
     /// Numbers, one per item of another parameter, or `None`.
@@ -170,6 +172,7 @@ impl Kind {
             Kind::Jitter => "float | tuple[float, float] | list[float] | None",
             Kind::Rgb => "tuple[float, float, float] | list[float]",
             Kind::Fill => "float | tuple[float, float, float] | list[float]",
+            Kind::Erase => "float | tuple[float, float, float] | list[float] | str",
             Kind::Ops => "Sequence[Op]",
             Kind::Weights => "Sequence[float] | None",
         }
@@ -189,6 +192,7 @@ impl Kind {
             Kind::Jitter => "tuple[float, float] | None",
             Kind::Rgb => "tuple[float, float, float]",
             Kind::Fill => "float | tuple[float, float, float]",
+            Kind::Erase => "float | tuple[float, float, float] | str",
             Kind::Ops => "list[Op]",
             Kind::Weights => "tuple[float, ...] | None",
         }

@@ -56,6 +56,8 @@ pub struct ImagePipeline {
     /// Whether an operator runs on the output's pixels (so they are kept whole before
     /// the last pass).
     photometric: bool,
+    /// Whether an operator runs on the sample as delivered, after the last pass.
+    tensor: bool,
     /// Decompression-bomb guard: images with more pixels are refused.
     max_pixels: u64,
     /// Which JPEGs a device decodes instead ([`ImagePipeline::with_decode_route`]).
@@ -162,7 +164,16 @@ impl ImagePipeline {
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
         let mut normalized: Option<&Op> = None;
         let mut photometric: Option<&Op> = None;
+        let mut tensor: Option<&Op> = None;
         for op in &ops {
+            if let (Some(last), false) = (tensor, matches!(op.stage(), Stage::Tensor(_))) {
+                return Err(Error::Config(format!(
+                    "{} follows {}, which works on the sample as delivered: write {} last",
+                    op.name(),
+                    last.name(),
+                    last.name()
+                )));
+            }
             match op.stage() {
                 Stage::Geometry(geometric) => {
                     if let Some(pixels) = photometric {
@@ -196,6 +207,10 @@ impl ImagePipeline {
                     }
                     (mean, std, normalized) = (m, s, Some(op));
                 }
+                Stage::Tensor(tensorial) => {
+                    tensorial.check(dtype)?;
+                    tensor = Some(op);
+                }
             }
         }
         let Some((height, width)) = size else {
@@ -212,7 +227,7 @@ impl ImagePipeline {
                     .into(),
             ));
         }
-        let photometric = photometric.is_some();
+        let (photometric, tensor) = (photometric.is_some(), tensor.is_some());
         Ok(ImagePipeline {
             ops,
             dtype,
@@ -223,6 +238,7 @@ impl ImagePipeline {
             std,
             fused_exact: output::fused_is_exact(mean, std),
             photometric,
+            tensor,
             max_pixels: DEFAULT_MAX_PIXELS,
             route: None,
         })
@@ -367,11 +383,32 @@ impl ImagePipeline {
     fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) {
         for (place, op) in self.ops.iter().enumerate() {
             if let Stage::Pixels(photometric) = op.stage() {
-                let mut rng = sample.fork(derive(&[0x5049_5845_4c53, place as u64]));
-                photometric.apply(image, &mut rng);
+                photometric.apply(image, &mut operator_rng(sample, place));
             }
         }
     }
+
+    /// Runs the operators on the delivered sample over `out`, as [`Self::pixels`].
+    fn tensor(&self, out: &mut [u8], sample: &Rng) {
+        let mut delivered = op::Sample {
+            data: out,
+            height: self.height as usize,
+            width: self.width as usize,
+            layout: self.layout,
+            dtype: self.dtype,
+        };
+        for (place, op) in self.ops.iter().enumerate() {
+            if let Stage::Tensor(tensorial) = op.stage() {
+                tensorial.apply(&mut delivered, &mut operator_rng(sample, place));
+            }
+        }
+    }
+}
+
+/// The generator of the operator at `place` of a pipeline, for the sample whose generator
+/// before any draw is `sample`.
+fn operator_rng(sample: &Rng, place: usize) -> Rng {
+    sample.fork(derive(&[0x5049_5845_4c53, place as u64]))
 }
 
 /// The images modality: what a prepared image looks like, and a decoder per thread.
@@ -433,6 +470,7 @@ impl Preparer for ImagePreparer {
         let pixels = header.width as u64 * header.height as u64;
         if header.format == codec::Format::Jpeg
             && !pipeline.photometric
+            && !pipeline.tensor
             && geometry.filter == Filter::Bilinear
             && pipeline.route.as_ref().is_some_and(|r| r.to_device(pixels))
         {
@@ -460,6 +498,9 @@ impl Preparer for ImagePreparer {
                 (width, height, geometry.filter),
                 |y0, block| output::write_block(block, y0, height, geometry.flip, pipeline, out),
             );
+            if pipeline.tensor {
+                pipeline.tensor(out, &sample);
+            }
             return Ok(Prepared::InSlot);
         }
         // The operators on pixels see the whole image, mirrored where the geometry says.
@@ -499,6 +540,9 @@ impl Preparer for ImagePreparer {
             plane: area,
         };
         output::write_block(&whole, 0, height, false, pipeline, out);
+        if pipeline.tensor {
+            pipeline.tensor(out, &sample);
+        }
         Ok(Prepared::InSlot)
     }
 }

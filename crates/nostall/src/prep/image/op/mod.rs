@@ -29,6 +29,7 @@ mod normalize;
 mod posterize;
 mod random_apply;
 mod random_choice;
+mod random_erasing;
 mod random_order;
 mod random_resized_crop;
 mod resize;
@@ -38,9 +39,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::codec::Rect;
-use super::Filter;
+use super::{Filter, Layout};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Keywords, Param, Value};
+use crate::prep::DType;
 use crate::rng::Rng;
 
 pub use normalize::{IMAGENET_MEAN, IMAGENET_STD};
@@ -61,6 +63,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &random_apply::DECLARATION,
     &random_choice::DECLARATION,
     &random_order::DECLARATION,
+    &random_erasing::DECLARATION,
 ];
 
 /// An operator's declaration: what Python, the text form and the docs know of it.
@@ -120,6 +123,62 @@ pub(crate) enum Stage<'a> {
         /// Per-channel standard deviation, in [0, 1] units.
         std: [f32; 3],
     },
+    /// On the sample as delivered (normalised, in its type and layout).
+    Tensor(&'a dyn Tensorial),
+}
+
+/// An operator on the sample as delivered, in its slot of the batch.
+pub(crate) trait Tensorial {
+    /// Whether it can write samples of this element type.
+    fn check(&self, dtype: DType) -> Result<()>;
+
+    /// Changes `sample` in place, drawing from `rng` (its own, as [`Photometric`]'s).
+    fn apply(&self, sample: &mut Sample<'_>, rng: &mut Rng);
+}
+
+/// One prepared sample in its slot: `height` × `width` × 3 values of `dtype`, in
+/// `layout`.
+#[derive(Debug)]
+pub(crate) struct Sample<'a> {
+    /// The slot's bytes.
+    pub data: &'a mut [u8],
+    /// Rows.
+    pub height: usize,
+    /// Pixels a row.
+    pub width: usize,
+    /// The order of the dimensions.
+    pub layout: Layout,
+    /// The element type.
+    pub dtype: DType,
+}
+
+impl Sample<'_> {
+    /// Sets rows `top..top + h`, columns `left..left + w` of channel `c` to `value(c)`,
+    /// for each channel in turn (a `u8` sample takes the value rounded and clamped).
+    pub(crate) fn fill(
+        &mut self,
+        (top, left, h, w): (usize, usize, usize, usize),
+        mut value: impl FnMut(usize) -> f32,
+    ) {
+        let (width, height, size) = (self.width, self.height, self.dtype.size());
+        for c in 0..3 {
+            for y in top..top + h {
+                for x in left..left + w {
+                    let i = match self.layout {
+                        Layout::Chw => (c * height + y) * width + x,
+                        Layout::Hwc => (y * width + x) * 3 + c,
+                    };
+                    let v = value(c);
+                    match self.dtype {
+                        DType::U8 => self.data[i] = v.round().clamp(0.0, 255.0) as u8,
+                        DType::F32 => {
+                            self.data[i * size..(i + 1) * size].copy_from_slice(&v.to_ne_bytes())
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// An operator that moves the region read and the size it maps to.

@@ -100,8 +100,11 @@ impl Composed {
                         ),
                     ))
                 }
-                Stage::Normalize { .. } => {
-                    return Err(args.error(param, "holds Normalize: write it last, alone"))
+                Stage::Normalize { .. } | Stage::Tensor(_) => {
+                    return Err(args.error(
+                        param,
+                        format!("holds {}: write it after the others, alone", op.name()),
+                    ))
                 }
             };
             if on.is_some_and(|on| on != here) {
