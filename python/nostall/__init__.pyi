@@ -14,6 +14,7 @@ from ._errors import StepError as StepError
 from ._errors import StorageError as StorageError
 from ._nostall import BatchTensor as BatchTensor
 from ._nostall import Loader as Loader
+from ._nostall import Mixup as Mixup
 from ._nostall import __version__ as __version__
 from ._nostall import demo_photos as demo_photos
 from ._nostall import imagenet_train as imagenet_train
@@ -25,6 +26,7 @@ __all__ = [
     "BatchTensor",
     "ConfigError",
     "Loader",
+    "Mixup",
     "NostallError",
     "PeerError",
     "SampleError",

@@ -19,6 +19,7 @@ __all__ = [
     "Loader",
     "BatchTensor",
     "Op",
+    "Mixup",
     "_image_operators",
     "AudioOp",
     "Channels",
@@ -124,6 +125,7 @@ class Loader:
         audio_column: str | None = None,
         label_column: str | None = "auto",
         worker_nice: int | None = None,
+        mix: Mixup | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
@@ -200,6 +202,23 @@ class Loader:
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""
+
+@final
+class Mixup:
+    """MixUp and CutMix of each batch, in the engine, as timm's ``Mixup``."""
+
+    def __new__(
+        cls,
+        mixup_alpha: float = 1.0,
+        cutmix_alpha: float = 0.0,
+        cutmix_minmax: tuple[float, float] | None = None,
+        prob: float = 1.0,
+        switch_prob: float = 0.5,
+        mode: Literal["batch", "pair", "elem"] = "batch",
+        correct_lam: bool = True,
+        label_smoothing: float = 0.1,
+        num_classes: int = 1000,
+    ) -> Mixup: ...
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default

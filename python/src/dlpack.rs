@@ -67,6 +67,8 @@ pub(crate) enum Owner {
     /// A batch's labels, copied out of it (a few hundred bytes) so that keeping labels
     /// does not keep the images' buffer from the pool.
     Labels(Vec<i64>),
+    /// A mixed batch's soft labels, `len` rows of `classes` ([`nostall::prep::mix`]).
+    SoftLabels(Vec<f32>, usize),
     /// The images of a batch in the node agent's shared memory (`share=`), released to
     /// the agent on drop. Mapped copy-on-write: an in-place change stays this job's.
     Shared {
@@ -119,6 +121,11 @@ impl Owner {
                 },
                 vec![labels.len() as i64],
             ),
+            Owner::SoftLabels(labels, classes) => (
+                labels.as_mut_ptr().cast(),
+                dl_type(nostall::DType::F32),
+                vec![(labels.len() / *classes) as i64, *classes as i64],
+            ),
         }
     }
 
@@ -139,6 +146,7 @@ impl Owner {
             Owner::Shared { dtype, .. } if *dtype == nostall::DType::U8 => "uint8",
             Owner::Batch(_) | Owner::Shared { .. } => "float32",
             Owner::Labels(_) => "int64",
+            Owner::SoftLabels(..) => "float32",
         }
     }
 }

@@ -19,6 +19,7 @@ mod handoff;
 mod interrupt;
 mod live;
 mod loader;
+mod mix;
 mod ops;
 mod shared;
 mod state;
@@ -84,6 +85,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Loader>()?;
     m.add_class::<BatchTensor>()?;
+    m.add_class::<mix::Mixup>()?;
     ops::register(m)?;
     audio_ops::register(m)?;
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;

@@ -23,6 +23,7 @@ use crate::convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Tex
 use crate::dlpack::Owner;
 use crate::errors::{config_error, job_error, raise, raise_peer};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
+use crate::mix::Mixup;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, Output};
 use crate::{device, live, shared, state};
@@ -167,6 +168,8 @@ use crate::{device, live, shared, state};
 /// - `worker_nice` (None: 0, or 10 with `device`): how far below the training thread's
 ///   the loader threads' CPU priority is (a Linux nice increment, 0 to 19), so that the
 ///   thread launching the GPU's work is not queued behind a decoder.
+/// - `mix` (None): a `nostall.Mixup`: MixUp and CutMix of each batch in the engine, as
+///   timm's `Mixup`; the labels are then soft, float32 `[batch, num_classes]`.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
@@ -218,7 +221,8 @@ impl Loader {
             group_memory=None, on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
-            image_column=None, audio_column=None, label_column=None, worker_nice=None
+            image_column=None, audio_column=None, label_column=None, worker_nice=None,
+            mix=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -227,7 +231,7 @@ impl Loader {
             cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
-            audio_column=None, label_column='auto', worker_nice=None)"
+            audio_column=None, label_column='auto', worker_nice=None, mix=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -267,6 +271,7 @@ impl Loader {
         audio_column: Option<String>,
         label_column: Option<Text<LabelColumn>>,
         worker_nice: Option<u8>,
+        mix: Option<PyRef<'_, Mixup>>,
     ) -> PyResult<Loader> {
         if image_column.is_some() && audio_column.is_some() {
             return Err(config_error(
@@ -308,6 +313,17 @@ impl Loader {
         };
         let (builder, mut dist) = args.builder(py, source.to_string_lossy().into_owned())?;
         let mut job = JobBuilder::new(builder);
+        if let Some(mix) = mix {
+            if sharing {
+                return Err(config_error(
+                    py,
+                    "mix= with share=: the node agent's batches are the group's, not mixed \
+                     per job"
+                        .into(),
+                ));
+            }
+            job.loader_mut().mix(Some(mix.0.clone()));
+        }
         if let Some(capacity) = args.node_capacity(py)? {
             let mut node = NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
             node.seed = job.loader().settings().plan.seed;
@@ -494,7 +510,13 @@ impl Loader {
             Some(Ok(batch)) => {
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
-                let labels = Owner::Labels(batch.labels().to_vec());
+                let labels = match batch.soft_labels() {
+                    Some(soft) => {
+                        let classes = soft.len() / batch.len().max(1);
+                        Owner::SoftLabels(soft.to_vec(), classes)
+                    }
+                    None => Owner::Labels(batch.labels().to_vec()),
+                };
                 let Some(device) = &self.device else {
                     return objects(py, &self.output, Owner::Batch(batch), labels).map(Some);
                 };

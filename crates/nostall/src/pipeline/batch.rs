@@ -18,6 +18,7 @@ pub struct Batch {
     pub(super) layout: SampleLayout,
     pub(super) sample_bytes: usize,
     pub(super) labels: Vec<i64>,
+    pub(super) soft_labels: Option<Vec<f32>>,
     pub(super) ids: Vec<SampleId>,
     pub(super) index: u64,
     pub(super) position: Position,
@@ -98,6 +99,12 @@ impl Batch {
     /// One label per sample (the class index; -1 for unlabelled data).
     pub fn labels(&self) -> &[i64] {
         &self.labels
+    }
+
+    /// The mixed labels where the loader mixes batches ([`Mix`](crate::prep::mix::Mix)):
+    /// a row of [`num_classes`](crate::prep::mix::Mix::num_classes) per sample.
+    pub fn soft_labels(&self) -> Option<&[f32]> {
+        self.soft_labels.as_deref()
     }
 
     /// The samples' catalog ids, in batch order.

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::plan::locality::Locality;
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout};
+use crate::prep::mix::{Mix, MixArgs};
 use crate::prep::route::DecodeRoute;
 use crate::prep::{DType, Operators, Pipeline};
 use crate::storage::{Link, Source, Throttled};
@@ -53,6 +54,8 @@ pub struct LoaderBuilder {
     locality: Option<Locality>,
     local_ranks: Option<LocalRanks>,
     arena: Arena,
+    /// MixUp and CutMix of the batches ([`LoaderBuilder::mix`]).
+    mix: Option<MixArgs>,
 }
 
 /// How a loader prepares batches for a consumer that moves them to a device (the Python
@@ -91,6 +94,7 @@ impl LoaderBuilder {
             locality: None,
             local_ranks: None,
             arena: Arena::Private,
+            mix: None,
         }
     }
 
@@ -206,6 +210,13 @@ impl LoaderBuilder {
         self
     }
 
+    /// Mixes each batch as timm's `Mixup` does ([`LoaderConfig::mix`]), for images
+    /// laid out as the settings say; `None`: no mixing.
+    pub fn mix(&mut self, args: Option<MixArgs>) -> &mut LoaderBuilder {
+        self.mix = args;
+        self
+    }
+
     /// Where batch buffers live ([`LoaderConfig::arena`]).
     pub fn arena(&mut self, arena: Arena) -> &mut LoaderBuilder {
         self.arena = arena;
@@ -277,6 +288,16 @@ impl LoaderBuilder {
         if let Some(device) = &self.device {
             config.page_lock.clone_from(&device.page_lock);
             config.device_queue.clone_from(&device.queue);
+        }
+        if let Some(args) = &self.mix {
+            if self.device.is_some() {
+                return Err(Error::Config(
+                    "Mixup mixes batches on the CPU, in the pipeline's type and layout: \
+                     without device=, move the mixed batch yourself"
+                        .into(),
+                ));
+            }
+            config.mix = Some(Mix::new(args.clone(), s.layout)?);
         }
         config.check()?;
         Ok(config)

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::plan::elastic::Stretch;
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
+use crate::prep::mix::Mix;
 use crate::prep::Pipeline;
 use crate::sched::schedule::Scheduler;
 
@@ -146,6 +147,9 @@ pub struct LoaderConfig {
     /// Where samples left to a device are also queued as they are prepared, for a
     /// consumer that decodes them ahead of their batches; `None`: only in their batches.
     pub device_queue: Option<Arc<DeviceQueue>>,
+    /// MixUp and CutMix of each batch as it is handed over (images only); its soft
+    /// labels are the batch's [`soft_labels`](super::Batch::soft_labels).
+    pub mix: Option<Mix>,
 }
 
 impl LoaderConfig {
@@ -244,6 +248,21 @@ impl LoaderConfig {
             return Err(Error::Config(
                 "a quarantine file lists skipped samples: it needs the skip error policy".into(),
             ));
+        }
+        if let Some(mix) = &self.mix {
+            if self.pipeline.modality() != crate::prep::Modality::Image {
+                return Err(Error::Config(
+                    "Mixup mixes images: the pipeline prepares audio".into(),
+                ));
+            }
+            mix.check(self.pipeline.layout().dtype())?;
+            if self.pipeline.prep().decode_route().is_some() {
+                return Err(Error::Config(
+                    "Mixup mixes the batch on the CPU as it is handed over, before a device \
+                     decodes the JPEGs it was sent: use decode=\"cpu\" with Mixup"
+                        .into(),
+                ));
+            }
         }
         if self.readahead == 0 {
             return Err(Error::Config(

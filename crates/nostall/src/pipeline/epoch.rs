@@ -671,20 +671,44 @@ impl Epoch {
         if let Some(route) = shared.parts.config.pipeline.prep().decode_route() {
             route.observe(waited);
         }
-        Batch {
+        let mut batch = Batch {
             buffer: Some(buffer),
             pool: shared.parts.pool.clone(),
             len: labels.len(),
             layout: shared.parts.config.pipeline.layout().clone(),
             sample_bytes: shared.sample_bytes,
             labels,
+            soft_labels: None,
             ids,
             index,
             position,
             wait: waited,
             deferred: std::mem::take(&mut self.deferred),
             retired: AtomicBool::new(false),
+        };
+        if let Some(mix) = &shared.parts.config.mix {
+            // Keyed by the batch's first sample, not its index or rank: the same batch
+            // is mixed alike after any resume.
+            let first = batch.ids.first().copied().unwrap_or(0);
+            let key = [
+                shared.parts.config.plan.seed,
+                position.epoch,
+                first,
+                0x004d_4958_5550,
+            ];
+            let mut rng = crate::rng::Rng::new(crate::rng::derive(&key));
+            let layout = batch.layout.clone();
+            let labels = std::mem::take(&mut batch.labels);
+            let soft = mix.apply(
+                batch.data_mut(),
+                layout.shape(),
+                layout.dtype(),
+                &labels,
+                &mut rng,
+            );
+            (batch.labels, batch.soft_labels) = (labels, Some(soft));
         }
+        batch
     }
 }
 

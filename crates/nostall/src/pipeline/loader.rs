@@ -68,6 +68,16 @@ impl Loader {
         config: LoaderConfig,
     ) -> Result<Loader> {
         config.validate(catalog.len())?;
+        if let Some(mix) = &config.mix {
+            let classes = catalog.classes().len();
+            if mix.num_classes() < classes {
+                return Err(Error::Config(format!(
+                    "Mixup: num_classes={} but the dataset {} has {classes} classes",
+                    mix.num_classes(),
+                    catalog.root().display()
+                )));
+            }
+        }
         let (listed, prepared) = (catalog.modality(), config.pipeline.modality());
         if listed != prepared {
             return Err(Error::Config(format!(

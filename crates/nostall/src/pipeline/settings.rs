@@ -337,6 +337,7 @@ impl LoaderSettings {
             arena: super::Arena::Private,
             page_lock: None,
             device_queue: None,
+            mix: None,
         }
     }
 }

@@ -20,6 +20,7 @@
 pub mod args;
 pub mod audio;
 pub mod image;
+pub mod mix;
 pub mod route;
 pub mod text;
 

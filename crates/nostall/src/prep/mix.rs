@@ -1,0 +1,392 @@
+//! MixUp and CutMix: a batch operator, as timm's `Mixup` defines it.
+//!
+//! A batch's images are mixed with the batch reversed (sample `i` with sample
+//! `len - 1 - i`): blended by a weight λ drawn from Beta(α, α) (MixUp), or a box of the
+//! partner pasted in, its area a share 1 − λ of the image (CutMix). The labels become
+//! soft: each sample's one-hot label, smoothed, weighted by λ, plus its partner's by
+//! 1 − λ. In `Batch` mode one draw serves the whole batch, in `Pair` mode one per pair,
+//! in `Elem` mode one per sample, as timm's modes. The draws come from a generator keyed
+//! by the seed, rank, epoch and the batch's index, so a batch is mixed the same way
+//! whatever the thread count and across resume.
+//!
+//! The loader mixes a batch as it hands it over; the images must be `float32` for MixUp
+//! (CutMix copies values, so `uint8` is fine).
+
+use crate::error::{Error, Result};
+use crate::prep::image::Layout;
+use crate::prep::DType;
+use crate::rng::Rng;
+
+/// How many mixing draws a batch gets (timm's `mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MixMode {
+    /// One for the whole batch.
+    Batch,
+    /// One per pair (`i`, `len - 1 - i`), each mixed with the other.
+    Pair,
+    /// One per sample.
+    Elem,
+}
+
+impl std::str::FromStr for MixMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<MixMode> {
+        match s {
+            "batch" => Ok(MixMode::Batch),
+            "pair" => Ok(MixMode::Pair),
+            "elem" => Ok(MixMode::Elem),
+            _ => Err(Error::Config(format!(
+                "Mixup: mode {s:?}: use \"batch\", \"pair\" or \"elem\""
+            ))),
+        }
+    }
+}
+
+/// timm's `Mixup` arguments, with its defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixArgs {
+    /// MixUp's Beta(α, α); 0 turns MixUp off.
+    pub mixup_alpha: f64,
+    /// CutMix's Beta(α, α); 0 turns CutMix off.
+    pub cutmix_alpha: f64,
+    /// CutMix's box as a range of its sides' share of the image's, instead of from λ.
+    pub cutmix_minmax: Option<(f64, f64)>,
+    /// Probability of mixing a batch (or pair, or sample).
+    pub prob: f64,
+    /// Probability of CutMix rather than MixUp when both are on.
+    pub switch_prob: f64,
+    /// How many draws a batch gets.
+    pub mode: MixMode,
+    /// Whether λ is corrected to the box's area after clipping (CutMix).
+    pub correct_lam: bool,
+    /// Label smoothing of the soft labels.
+    pub label_smoothing: f64,
+    /// Classes (the soft labels' width).
+    pub num_classes: usize,
+}
+
+impl Default for MixArgs {
+    fn default() -> MixArgs {
+        MixArgs {
+            mixup_alpha: 1.0,
+            cutmix_alpha: 0.0,
+            cutmix_minmax: None,
+            prob: 1.0,
+            switch_prob: 0.5,
+            mode: MixMode::Batch,
+            correct_lam: true,
+            label_smoothing: 0.1,
+            num_classes: 1000,
+        }
+    }
+}
+
+/// MixUp and CutMix over a loader's batches of images.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mix {
+    args: MixArgs,
+    layout: Layout,
+}
+
+/// One draw: λ, and CutMix's box (else MixUp).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Draw {
+    lam: f64,
+    cutmix: Option<Box2>,
+}
+
+/// No mixing.
+const UNMIXED: Draw = Draw {
+    lam: 1.0,
+    cutmix: None,
+};
+
+/// A box of an image: rows `top..bottom`, columns `left..right`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Box2 {
+    top: usize,
+    bottom: usize,
+    left: usize,
+    right: usize,
+}
+
+impl Mix {
+    /// Checks `args` for images laid out as `layout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the argument out of its bounds.
+    pub fn new(args: MixArgs, layout: Layout) -> Result<Mix> {
+        let bad = |what: String| Err(Error::Config(format!("Mixup: {what}")));
+        for (name, v) in [
+            ("mixup_alpha", args.mixup_alpha),
+            ("cutmix_alpha", args.cutmix_alpha),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(format!("{name} {v} must be 0 (off) or positive"));
+            }
+        }
+        if args.mixup_alpha == 0.0 && args.cutmix_alpha == 0.0 {
+            return bad("mixup_alpha and cutmix_alpha are both 0: nothing to do".into());
+        }
+        for (name, v) in [
+            ("prob", args.prob),
+            ("switch_prob", args.switch_prob),
+            ("label_smoothing", args.label_smoothing),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(format!("{name} {v} is not in [0, 1]"));
+            }
+        }
+        if let Some((lo, hi)) = args.cutmix_minmax {
+            if !(0.0 < lo && lo <= hi && hi <= 1.0) {
+                return bad(format!(
+                    "cutmix_minmax ({lo}, {hi}) must satisfy 0 < lo <= hi <= 1"
+                ));
+            }
+        }
+        if args.num_classes == 0 {
+            return bad("num_classes must be at least 1".into());
+        }
+        Ok(Mix { args, layout })
+    }
+
+    /// The soft labels' width.
+    pub fn num_classes(&self) -> usize {
+        self.args.num_classes
+    }
+
+    /// Whether it can mix samples of `dtype`.
+    ///
+    /// # Errors
+    ///
+    /// MixUp on `uint8` images.
+    pub fn check(&self, dtype: DType) -> Result<()> {
+        if self.args.mixup_alpha > 0.0 && dtype == DType::U8 {
+            return Err(Error::Config(
+                "Mixup: MixUp blends images, which needs dtype=\"float32\" (CutMix alone, \
+                 mixup_alpha=0, works on uint8)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Mixes `len` samples of `shape` (`[3, h, w]` or `[h, w, 3]`, as the layout) in
+    /// `data` and returns their soft labels, `len` rows of
+    /// [`num_classes`](Self::num_classes), drawing from `rng`.
+    pub fn apply(
+        &self,
+        data: &mut [u8],
+        shape: &[usize],
+        dtype: DType,
+        labels: &[i64],
+        rng: &mut Rng,
+    ) -> Vec<f32> {
+        let len = labels.len();
+        let (height, width) = match self.layout {
+            Layout::Chw => (shape[1], shape[2]),
+            Layout::Hwc => (shape[0], shape[1]),
+        };
+        let draws = self.draws(len, (height, width), rng);
+        let sample = data.len() / len.max(1);
+        let original = data.to_vec();
+        let mut lams = vec![1.0; len];
+        for i in 0..len {
+            let j = len - 1 - i;
+            let draw = draws[i];
+            if draw.lam == 1.0 || i == j {
+                continue;
+            }
+            let (to, from) = (
+                &mut data[i * sample..][..sample],
+                &original[j * sample..][..sample],
+            );
+            match draw.cutmix {
+                Some(b) => self.paste(to, from, b, (height, width), dtype),
+                None => blend(to, from, draw.lam as f32),
+            }
+            lams[i] = draw.lam;
+        }
+        self.targets(labels, &lams)
+    }
+
+    /// One draw for each sample (the same for a batch, or a pair, as the mode says).
+    fn draws(&self, len: usize, size: (usize, usize), rng: &mut Rng) -> Vec<Draw> {
+        match self.args.mode {
+            MixMode::Batch => vec![self.draw(size, rng); len],
+            MixMode::Elem => (0..len).map(|_| self.draw(size, rng)).collect(),
+            MixMode::Pair => {
+                let mut draws = vec![UNMIXED; len];
+                for i in 0..len / 2 {
+                    let draw = self.draw(size, rng);
+                    (draws[i], draws[len - 1 - i]) = (draw, draw);
+                }
+                draws
+            }
+        }
+    }
+
+    /// timm's `_params_per_batch`: λ and the kind, or λ = 1 (no mixing); for CutMix,
+    /// the box in an image of `(height, width)` and λ as its area corrects it.
+    fn draw(&self, (height, width): (usize, usize), rng: &mut Rng) -> Draw {
+        let a = &self.args;
+        if rng.next_f64() >= a.prob {
+            return UNMIXED;
+        }
+        let cutmix = match (a.mixup_alpha > 0.0, a.cutmix_alpha > 0.0) {
+            (true, true) => rng.next_f64() < a.switch_prob,
+            (false, true) => true,
+            _ => false,
+        };
+        let alpha = if cutmix {
+            a.cutmix_alpha
+        } else {
+            a.mixup_alpha
+        };
+        let lam = beta(alpha, rng);
+        if !cutmix {
+            return Draw { lam, cutmix: None };
+        }
+        let (b, lam) = self.cutmix_box(height, width, lam, rng);
+        Draw {
+            lam,
+            cutmix: Some(b),
+        }
+    }
+
+    /// timm's `cutmix_bbox_and_lam`: the box, and λ as its area corrects it.
+    fn cutmix_box(&self, height: usize, width: usize, lam: f64, rng: &mut Rng) -> (Box2, f64) {
+        let (cut_h, cut_w) = match self.args.cutmix_minmax {
+            Some((lo, hi)) => (
+                rng.uniform(height as f64 * lo, height as f64 * hi) as usize,
+                rng.uniform(width as f64 * lo, width as f64 * hi) as usize,
+            ),
+            None => {
+                let ratio = (1.0 - lam).sqrt();
+                (
+                    (height as f64 * ratio) as usize,
+                    (width as f64 * ratio) as usize,
+                )
+            }
+        };
+        let cy = rng.below(height as u64) as usize;
+        let cx = rng.below(width as u64) as usize;
+        let b = Box2 {
+            top: cy.saturating_sub(cut_h / 2),
+            bottom: (cy + cut_h / 2).min(height),
+            left: cx.saturating_sub(cut_w / 2),
+            right: (cx + cut_w / 2).min(width),
+        };
+        let lam = if self.args.correct_lam || self.args.cutmix_minmax.is_some() {
+            let area = (b.bottom - b.top) * (b.right - b.left);
+            1.0 - area as f64 / (height * width) as f64
+        } else {
+            lam
+        };
+        (b, lam)
+    }
+
+    /// Copies box `b` of `from` into `to`, both samples of `height` × `width`.
+    fn paste(
+        &self,
+        to: &mut [u8],
+        from: &[u8],
+        b: Box2,
+        (height, width): (usize, usize),
+        dtype: DType,
+    ) {
+        let size = dtype.size();
+        let run = |y: usize, x0: usize, x1: usize| (y * width + x0) * size..(y * width + x1) * size;
+        match self.layout {
+            Layout::Chw => {
+                for c in 0..3 {
+                    for y in b.top..b.bottom {
+                        let at = run(c * height + y, b.left, b.right);
+                        to[at.clone()].copy_from_slice(&from[at]);
+                    }
+                }
+            }
+            Layout::Hwc => {
+                for y in b.top..b.bottom {
+                    let at = run(y, b.left, b.right);
+                    let at = at.start * 3..at.end * 3;
+                    to[at.clone()].copy_from_slice(&from[at]);
+                }
+            }
+        }
+    }
+
+    /// timm's `mixup_target`: each row its label's smoothed one-hot times λ, plus its
+    /// partner's times 1 − λ.
+    fn targets(&self, labels: &[i64], lams: &[f64]) -> Vec<f32> {
+        let classes = self.args.num_classes;
+        let off = self.args.label_smoothing / classes as f64;
+        let on = 1.0 - self.args.label_smoothing + off;
+        let len = labels.len();
+        let mut out = vec![0.0f64; len * classes];
+        for (i, (&label, &lam)) in labels.iter().zip(lams).enumerate() {
+            let row = &mut out[i * classes..][..classes];
+            row.fill(off);
+            let partner = labels[len - 1 - i];
+            for (class, weight) in [(label, lam), (partner, 1.0 - lam)] {
+                if let Some(v) = usize::try_from(class).ok().and_then(|c| row.get_mut(c)) {
+                    *v += (on - off) * weight;
+                }
+            }
+        }
+        out.into_iter().map(|v| v as f32).collect()
+    }
+}
+
+/// `to = to * lam + from * (1 - lam)`, over f32 values.
+fn blend(to: &mut [u8], from: &[u8], lam: f32) {
+    for (t, f) in to.chunks_exact_mut(4).zip(from.chunks_exact(4)) {
+        let a = f32::from_ne_bytes(t.try_into().expect("4 bytes"));
+        let b = f32::from_ne_bytes(f.try_into().expect("4 bytes"));
+        t.copy_from_slice(&(a * lam + b * (1.0 - lam)).to_ne_bytes());
+    }
+}
+
+/// A draw from Beta(α, α), as the ratio of two Gamma(α) draws.
+fn beta(alpha: f64, rng: &mut Rng) -> f64 {
+    let x = gamma(alpha, rng);
+    let y = gamma(alpha, rng);
+    if x + y == 0.0 {
+        // Both underflowed (a tiny α): the distribution's mass is at 0 and 1.
+        return if rng.next_f64() < 0.5 { 0.0 } else { 1.0 };
+    }
+    x / (x + y)
+}
+
+/// A draw from Gamma(α, 1): Marsaglia and Tsang's method (α < 1 by boosting).
+fn gamma(alpha: f64, rng: &mut Rng) -> f64 {
+    if alpha < 1.0 {
+        let u = 1.0 - rng.next_f64();
+        return gamma(alpha + 1.0, rng) * u.powf(1.0 / alpha);
+    }
+    let d = alpha - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = normal(rng);
+        let v = (1.0 + c * x).powi(3);
+        if v <= 0.0 {
+            continue;
+        }
+        let u = 1.0 - rng.next_f64();
+        if u.ln() < 0.5 * x * x + d * (1.0 - v + v.ln()) {
+            return d * v;
+        }
+    }
+}
+
+/// A standard normal draw (Box–Muller).
+fn normal(rng: &mut Rng) -> f64 {
+    let radius = (-2.0 * (1.0 - rng.next_f64()).ln()).sqrt();
+    radius * (std::f64::consts::TAU * rng.next_f64()).cos()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+use super::*;
+
+/// `len` CHW f32 samples of 3 × 4 × 6, sample `i` all `i`.
+fn samples(len: usize) -> Vec<u8> {
+    (0..len)
+        .flat_map(|i| std::iter::repeat_n(i as f32, 3 * 4 * 6))
+        .flat_map(f32::to_ne_bytes)
+        .collect()
+}
+
+fn floats(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4)
+        .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+fn mix(args: MixArgs) -> Mix {
+    Mix::new(args, Layout::Chw).unwrap()
+}
+
+#[test]
+fn mixup_blends_each_sample_with_its_mirror_and_weights_the_labels_alike() {
+    let m = mix(MixArgs {
+        num_classes: 4,
+        label_smoothing: 0.0,
+        ..MixArgs::default()
+    });
+    let mut data = samples(4);
+    let labels = [0, 1, 2, 3];
+    let targets = m.apply(&mut data, &[3, 4, 6], DType::F32, &labels, &mut Rng::new(5));
+    let values = floats(&data);
+    let per = 3 * 4 * 6;
+    // One λ for the batch: sample i = i·λ + (3 − i)·(1 − λ), so sample 0 gives 3 − 3λ.
+    let lam = 1.0 - values[0] as f64 / 3.0;
+    assert!(0.0 < lam && lam < 1.0, "{lam}");
+    for i in 0..4 {
+        let want = i as f64 * lam + (3 - i) as f64 * (1.0 - lam);
+        assert!(values[i * per..(i + 1) * per]
+            .iter()
+            .all(|&v| (v as f64 - want).abs() < 1e-5));
+        let row = &targets[i * 4..(i + 1) * 4];
+        assert!(
+            (row[i] as f64 - lam).abs() < 1e-6 && (row[3 - i] as f64 - (1.0 - lam)).abs() < 1e-6
+        );
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn cutmix_pastes_a_box_whose_area_is_the_partners_weight() {
+    let m = mix(MixArgs {
+        mixup_alpha: 0.0,
+        cutmix_alpha: 1.0,
+        num_classes: 2,
+        label_smoothing: 0.1,
+        ..MixArgs::default()
+    });
+    for seed in 0..50 {
+        let mut data = samples(2);
+        let targets = m.apply(
+            &mut data,
+            &[3, 4, 6],
+            DType::F32,
+            &[0, 1],
+            &mut Rng::new(seed),
+        );
+        let values = floats(&data);
+        let pasted = values[..72].iter().filter(|&&v| v == 1.0).count() / 3;
+        let lam = 1.0 - pasted as f64 / 24.0;
+        // Smoothing 0.1 over 2 classes: on 0.95, off 0.05.
+        let want = 0.05 + 0.9 * lam;
+        assert!(
+            (targets[0] as f64 - want).abs() < 1e-6,
+            "seed {seed}: {targets:?} vs λ {lam}"
+        );
+        // The same box, from the other side.
+        assert_eq!(
+            values[72..].iter().filter(|&&v| v == 0.0).count() / 3,
+            pasted
+        );
+    }
+}
+
+#[test]
+fn beta_draws_follow_the_distribution() {
+    // Beta(α, α) has mean 1/2 and variance 1 / (4(2α + 1)).
+    for alpha in [0.2, 0.8, 1.0, 3.0] {
+        let mut rng = Rng::new(11);
+        let draws: Vec<f64> = (0..20_000).map(|_| beta(alpha, &mut rng)).collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        let var = draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / draws.len() as f64;
+        let want = 1.0 / (4.0 * (2.0 * alpha + 1.0));
+        assert!((mean - 0.5).abs() < 0.01, "α {alpha}: mean {mean}");
+        assert!(
+            (var - want).abs() < 0.05 * want + 0.001,
+            "α {alpha}: var {var} vs {want}"
+        );
+        assert!(draws.iter().all(|d| (0.0..=1.0).contains(d)));
+    }
+}
+
+#[test]
+fn elem_mode_draws_per_sample_and_bad_arguments_are_refused() {
+    let m = mix(MixArgs {
+        mode: MixMode::Elem,
+        num_classes: 8,
+        ..MixArgs::default()
+    });
+    let mut data = samples(8);
+    m.apply(
+        &mut data,
+        &[3, 4, 6],
+        DType::F32,
+        &[0, 1, 2, 3, 4, 5, 6, 7],
+        &mut Rng::new(1),
+    );
+    let values = floats(&data);
+    let lams: Vec<f64> = (0..4)
+        .map(|i| {
+            let v = values[i * 72] as f64;
+            (v - (7 - i) as f64) / (i as f64 - (7 - i) as f64)
+        })
+        .collect();
+    assert!(
+        lams.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-3),
+        "{lams:?}"
+    );
+    for (args, says) in [
+        (
+            MixArgs {
+                mixup_alpha: -1.0,
+                ..MixArgs::default()
+            },
+            "mixup_alpha -1",
+        ),
+        (
+            MixArgs {
+                mixup_alpha: 0.0,
+                ..MixArgs::default()
+            },
+            "both 0",
+        ),
+        (
+            MixArgs {
+                prob: 1.5,
+                ..MixArgs::default()
+            },
+            "prob 1.5",
+        ),
+        (
+            MixArgs {
+                cutmix_minmax: Some((0.5, 0.1)),
+                ..MixArgs::default()
+            },
+            "cutmix_minmax",
+        ),
+        (
+            MixArgs {
+                num_classes: 0,
+                ..MixArgs::default()
+            },
+            "num_classes",
+        ),
+    ] {
+        let error = Mix::new(args, Layout::Chw).unwrap_err().to_string();
+        assert!(error.contains(says), "{error}");
+    }
+    assert!(mix(MixArgs::default()).check(DType::U8).is_err());
+    let cutmix_only = MixArgs {
+        mixup_alpha: 0.0,
+        cutmix_alpha: 1.0,
+        ..MixArgs::default()
+    };
+    assert!(mix(cutmix_only).check(DType::U8).is_ok());
+}

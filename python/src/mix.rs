@@ -1,0 +1,84 @@
+//! `nostall.Mixup`: MixUp and CutMix of a loader's batches, timm's `Mixup` arguments.
+
+use nostall::prep::mix::{MixArgs, MixMode};
+use pyo3::prelude::*;
+
+use crate::convert::Text;
+
+/// MixUp and CutMix of each batch, in the engine, as timm's ``Mixup`` (the same
+/// arguments and defaults): give it to ``Loader(mix=...)``, and each batch comes with
+/// soft labels, float32 ``[batch, num_classes]``, instead of class indices.
+///
+/// - ``mixup_alpha`` (``1.0``): MixUp's Beta(α, α); 0 turns MixUp off.
+/// - ``cutmix_alpha`` (``0.0``): CutMix's Beta(α, α); 0 turns CutMix off.
+/// - ``cutmix_minmax`` (``None``): CutMix's box sides as a range of the image's, instead
+///   of from λ.
+/// - ``prob`` (``1.0``): probability of mixing a batch (pair, sample).
+/// - ``switch_prob`` (``0.5``): probability of CutMix rather than MixUp when both are on.
+/// - ``mode`` (``"batch"``): one draw a batch, ``"pair"`` one a pair, ``"elem"`` one a
+///   sample; sample ``i`` is mixed with sample ``len - 1 - i``.
+/// - ``correct_lam`` (``True``): λ corrected to the clipped box's area.
+/// - ``label_smoothing`` (``0.1``): smoothing of the soft labels.
+/// - ``num_classes`` (``1000``): the soft labels' width (at least the dataset's classes).
+///
+/// Draws are keyed by the seed, the epoch and the batch: the same mixing for any number
+/// of threads and after a resume. MixUp needs ``dtype="float32"``.
+#[pyclass(module = "nostall", name = "Mixup", frozen)]
+pub(crate) struct Mixup(pub MixArgs);
+
+#[pymethods]
+impl Mixup {
+    #[new]
+    #[pyo3(signature = (
+        mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None, prob=1.0, switch_prob=0.5,
+        mode=Text(MixMode::Batch), correct_lam=true, label_smoothing=0.1, num_classes=1000
+    ), text_signature = "(mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None, prob=1.0, \
+        switch_prob=0.5, mode='batch', correct_lam=True, label_smoothing=0.1, num_classes=1000)")]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        mixup_alpha: f64,
+        cutmix_alpha: f64,
+        cutmix_minmax: Option<(f64, f64)>,
+        prob: f64,
+        switch_prob: f64,
+        mode: Text<MixMode>,
+        correct_lam: bool,
+        label_smoothing: f64,
+        num_classes: usize,
+    ) -> Mixup {
+        Mixup(MixArgs {
+            mixup_alpha,
+            cutmix_alpha,
+            cutmix_minmax,
+            prob,
+            switch_prob,
+            mode: mode.0,
+            correct_lam,
+            label_smoothing,
+            num_classes,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let a = &self.0;
+        let mode = match a.mode {
+            MixMode::Pair => "pair",
+            MixMode::Elem => "elem",
+            _ => "batch",
+        };
+        format!(
+            "Mixup(mixup_alpha={:?}, cutmix_alpha={:?}, cutmix_minmax={}, prob={:?}, \
+             switch_prob={:?}, mode='{mode}', correct_lam={}, label_smoothing={:?}, \
+             num_classes={})",
+            a.mixup_alpha,
+            a.cutmix_alpha,
+            a.cutmix_minmax
+                .map_or("None".into(), |(lo, hi)| format!("({lo:?}, {hi:?})")),
+            a.prob,
+            a.switch_prob,
+            if a.correct_lam { "True" } else { "False" },
+            a.label_smoothing,
+            a.num_classes
+        )
+    }
+}
