@@ -2,11 +2,10 @@
 //! into planes. (FLAC is read by nostall's own reader, `flac.rs`; symphonia's FLAC
 //! demuxer is not used, nor FLAC in Ogg: see [`probe`].)
 //!
-//! How a window is reached depends on the format ([`Access`]): FLAC is sought (its
-//! length is exact), then its end is checked (one seek and a packet) so that a file cut
-//! short is refused whatever window is asked. Ogg Vorbis packets are all read without
-//! decoding, counting each one's frames (the exact length, and each packet's place),
-//! then decoded from the packet before the window on. Ogg granule positions are not used
+//! A window is reached by reading every packet without decoding it, counting each one's
+//! frames (a Vorbis packet's frame count follows from its mode and the previous one's):
+//! the exact length, and each packet's place, from which the window is decoded from the
+//! packet before it on. Ogg granule positions are not used
 //! to place frames: encoders write some that disagree with the frames their pages hold
 //! (448 too many over a few pages of a benchmark clip), while a full decode,
 //! torchaudio's included, places frames by count. When the packets do not cover a
@@ -18,17 +17,15 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use symphonia::core::audio::{AudioBufferRef, SampleBuffer, Signal};
-use symphonia::core::codecs::{
-    CodecType, Decoder, DecoderOptions, CODEC_TYPE_NULL, CODEC_TYPE_VORBIS,
-};
+use symphonia::core::codecs::{Decoder, DecoderOptions, CODEC_TYPE_NULL, CODEC_TYPE_VORBIS};
 use symphonia::core::errors::Error as SymphoniaError;
-use symphonia::core::formats::{FormatOptions, FormatReader, Packet, SeekMode, SeekTo};
+use symphonia::core::formats::{FormatOptions, FormatReader, Packet};
 use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::{Hint, Probe};
 use symphonia::default::formats::OggReader;
 
-use super::{check_stream, clamp, too_long, truncated, DecodeOptions, Plan, Waveform};
+use super::{check_stream, clamp, too_long, DecodeOptions, Plan, Waveform};
 use crate::error::Cause;
 use crate::prep::Modality;
 
@@ -37,35 +34,13 @@ struct Stream {
     format: Box<dyn FormatReader>,
     decoder: Box<dyn Decoder>,
     track_id: u32,
-    codec: CodecType,
     rate: u32,
     channels: usize,
-    declared: Option<u64>,
     /// The timestamp of the first frame: packets and seeks count from it, and it is not
     /// 0 in an Ogg stream cut from a longer one (its granule positions continue).
     start_ts: u64,
-    access: Access,
     /// Reused across packets.
     buffer: Option<SampleBuffer<f32>>,
-}
-
-/// How a window of a stream is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    /// By seeking: the length is stated, and exact (FLAC; one that states none is
-    /// decoded whole).
-    Seek,
-    /// By reading every packet without decoding it, counting its frames (Ogg Vorbis: a
-    /// packet's frame count follows from its mode and the previous one's, both read
-    /// without decoding): the exact length, and each packet's place, from which the
-    /// window is decoded.
-    Count,
-}
-
-/// Whether the header's stated length may be off: a Vorbis header's, when it states
-/// one, may count encoder padding or estimate it.
-fn lossy(codec: CodecType) -> bool {
-    codec == CODEC_TYPE_VORBIS
 }
 
 /// The one container symphonia reads here: Ogg. WAV, FLAC, Opus and MP3 are read by
@@ -128,6 +103,11 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
     if let Some(declared) = params.n_frames.filter(|&n| n > limit) {
         return Err(too_long(declared, rate, options.max_seconds));
     }
+    // Vorbis is the one codec nostall leaves to symphonia (Opus and FLAC have readers
+    // of their own; FLAC in Ogg is refused above).
+    if params.codec != CODEC_TYPE_VORBIS {
+        return Err(Cause::UnknownFormat(Modality::Audio));
+    }
     let decoder = symphonia::default::get_codecs()
         .make(&params, &DecoderOptions::default())
         .map_err(|e| match e {
@@ -138,16 +118,9 @@ fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
         format,
         decoder,
         track_id,
-        codec: params.codec,
         rate,
         channels,
-        declared: params.n_frames.filter(|&n| n > 0),
         start_ts: params.start_ts,
-        access: if params.codec == CODEC_TYPE_VORBIS {
-            Access::Count
-        } else {
-            Access::Seek
-        },
         buffer: None,
     })
 }
@@ -248,19 +221,6 @@ impl Stream {
             }
         }
     }
-
-    /// Seeks to frame `frame` (counted from the first).
-    fn seek(&mut self, frame: u64) -> Result<(), Cause> {
-        let to = SeekTo::TimeStamp {
-            ts: self.start_ts + frame,
-            track_id: self.track_id,
-        };
-        self.format
-            .seek(SeekMode::Accurate, to)
-            .map_err(|e| corrupt("seeking in it", &e))?;
-        self.decoder.reset();
-        Ok(())
-    }
 }
 
 /// Appends frames `keep` of a packet's `channels` planes (`plane(c)`, whose samples
@@ -314,22 +274,15 @@ pub(super) fn decode(
     out.rate = stream.rate;
     out.planes.resize_with(planes, Vec::new);
     out.clear();
-    let windowed = match (plan, stream.access, stream.declared) {
-        (Some(plan), Access::Count, _) => {
+    let windowed = match plan {
+        Some(plan) => {
             let (packets, total) = read_counted(&mut stream, options)?;
             let window = clamp(plan(stream.rate, total), total);
             (out.start, out.total) = (window.start, total);
             decode_counted(&mut stream, &packets, window, out)?
         }
-        (Some(plan), Access::Seek, Some(total)) => {
-            let window = clamp(plan(stream.rate, total), total);
-            decode_window(&mut stream, window, total, out)?
-        }
-        (plan, _, _) => {
+        None => {
             decode_all(&mut stream, options, out)?;
-            if let Some(plan) = plan {
-                plan(stream.rate, out.total);
-            }
             true
         }
     };
@@ -340,61 +293,6 @@ pub(super) fn decode(
         decode_all(&mut open(data, options)?, options, out)?;
     }
     Ok(())
-}
-
-/// Decodes frames `window` of a stream of `total` frames; `Ok(false)` if the decoded
-/// packets do not cover it contiguously, or end before the stated length of a format
-/// whose stated length may be off (the caller then decodes the whole file).
-fn decode_window(
-    stream: &mut Stream,
-    window: Range<u64>,
-    total: u64,
-    out: &mut Waveform,
-) -> Result<bool, Cause> {
-    out.start = window.start;
-    out.total = total;
-    // A seek the reader refuses (symphonia's Ogg reader does, for some timestamps of some
-    // streams) is no reason to refuse the file: it is then decoded whole.
-    if window.start > 0 && stream.seek(window.start).is_err() {
-        return Ok(false);
-    }
-    let mut next = window.start;
-    // Where the packets decoded so far end.
-    let mut decoded_to = window.start;
-    while next < window.end {
-        let Some((ts, frames)) = stream.next()? else {
-            return short(stream.codec, total, next);
-        };
-        decoded_to = ts + frames;
-        let (first, end) = (ts.max(next), (ts + frames).min(window.end));
-        if end <= first {
-            continue;
-        }
-        if first != next {
-            return Ok(false);
-        }
-        let keep = (first - ts) as usize..(end - ts) as usize;
-        stream.append_to(&mut out.planes, keep);
-        next = end;
-    }
-    // The end of the file: present and where the header says, whatever window this was
-    // (FLAC: its length is exact, so a file that falls short was cut. A lossy
-    // stream's stated length is what the crop was chosen from; a window that runs past
-    // its real end is decoded whole, above).
-    if lossy(stream.codec) {
-        return Ok(true);
-    }
-    if decoded_to < total - 1 && stream.seek(total - 1).is_err() {
-        return Ok(false);
-    }
-    let mut end = decoded_to;
-    while let Some((ts, frames)) = stream.next()? {
-        end = ts + frames;
-    }
-    if end < total {
-        return short(stream.codec, total, end);
-    }
-    Ok(true)
 }
 
 /// Reads every packet of the track without decoding it, and their frames: the exact
@@ -453,16 +351,6 @@ fn decode_counted(
     Ok(true)
 }
 
-/// A stream that ended at `end`, before its stated length: cut short when that length is
-/// exact, else a reason to decode it whole.
-fn short(codec: CodecType, total: u64, end: u64) -> Result<bool, Cause> {
-    if lossy(codec) {
-        Ok(false)
-    } else {
-        Err(truncated(total, end))
-    }
-}
-
 fn decode_all(
     stream: &mut Stream,
     options: DecodeOptions,
@@ -482,13 +370,6 @@ fn decode_all(
     let frames = out.frames() as u64;
     if frames == 0 {
         return Err(Cause::Corrupt("it holds no audio".into()));
-    }
-    // FLAC headers state the length exactly; a file that holds less was cut.
-    if let Some(declared) = stream
-        .declared
-        .filter(|&n| !lossy(stream.codec) && frames < n)
-    {
-        return Err(truncated(declared, frames));
     }
     out.start = 0;
     out.total = frames;
