@@ -10,10 +10,15 @@ from typing_extensions import disjoint_base
 
 __all__ = [
     "CenterCrop",
+    "ColorJitter",
+    "GaussianBlur",
     "Normalize",
     "Op",
+    "RandomAdjustSharpness",
     "RandomApply",
+    "RandomAutocontrast",
     "RandomChoice",
+    "RandomEqualize",
     "RandomErasing",
     "RandomGrayscale",
     "RandomHorizontalFlip",
@@ -147,9 +152,9 @@ class Normalize(Op):
 
 @final
 class RandomGrayscale(Op):
-    """Replaces each channel by the pixel's luma, ``0.2989 R + 0.587 G + 0.114 B`` truncated to
-    8 bits, with probability ``p`` (torchvision.transforms.v2's ``RandomGrayscale`` on uint8
-    tensors; three channels stay three).
+    """Replaces each channel by the pixel's luma, ``0.2989 R + 0.587 G + 0.114 B`` (as torch
+    computes it) truncated to 8 bits, with probability ``p`` (torchvision.transforms.v2's
+    ``RandomGrayscale`` on uint8 tensors; three channels stay three).
 
     - ``p`` (``0.1``): probability of converting.
     """
@@ -205,6 +210,111 @@ class RandomPosterize(Op):
     @property
     def p(self) -> float:
         """Probability of posterizing."""
+
+@final
+class ColorJitter(Op):
+    """Changes the brightness, contrast, saturation and hue of the image by factors drawn
+    uniformly from their ranges, applying those that are on in a random order
+    (torchvision.transforms.v2's ``ColorJitter`` on uint8 images: its kernels and their
+    32-bit float arithmetic, the order a uniform permutation as ``torch.randperm(4)``). A
+    number ``x`` is the range ``[max(0, 1 - x), 1 + x]`` (for hue ``[-x, x]``, ``x <=
+    0.5``), a ``(min, max)`` pair the range itself; ``None``, or a range that changes
+    nothing (``0``, ``(1, 1)``; hue ``(0, 0)``), leaves that adjustment out. Each range is
+    given back as its ``(min, max)`` pair, or ``None`` where off.
+
+    - ``brightness`` (``None``): range of the factor the values are multiplied by (non-
+      negative).
+    - ``contrast`` (``None``): range of the factor of the blend with the mean of the
+      grayscale image (non-negative).
+    - ``saturation`` (``None``): range of the factor of the blend with the grayscale image
+      (non-negative).
+    - ``hue`` (``None``): range of the turn added to the hue, within [-0.5, 0.5].
+    """
+
+    def __new__(cls, brightness: float | tuple[float, float] | list[float] | None = None, contrast: float | tuple[float, float] | list[float] | None = None, saturation: float | tuple[float, float] | list[float] | None = None, hue: float | tuple[float, float] | list[float] | None = None) -> ColorJitter: ...
+    @property
+    def brightness(self) -> tuple[float, float] | None:
+        """Range of the factor the values are multiplied by (non-negative)."""
+    @property
+    def contrast(self) -> tuple[float, float] | None:
+        """Range of the factor of the blend with the mean of the grayscale image (non-negative)."""
+    @property
+    def saturation(self) -> tuple[float, float] | None:
+        """Range of the factor of the blend with the grayscale image (non-negative)."""
+    @property
+    def hue(self) -> tuple[float, float] | None:
+        """Range of the turn added to the hue, within [-0.5, 0.5]."""
+
+@final
+class RandomAutocontrast(Op):
+    """Stretches each channel so that its lowest value becomes 0 and its highest 255 (``(v -
+    min) / ((max - min) / 255)`` in 32-bit floats, truncated; a flat channel is kept), with
+    probability ``p`` (torchvision.transforms.v2's ``RandomAutocontrast`` on uint8 images).
+
+    - ``p`` (``0.5``): probability of autocontrasting.
+    """
+
+    def __new__(cls, p: float = 0.5) -> RandomAutocontrast: ...
+    @property
+    def p(self) -> float:
+        """Probability of autocontrasting."""
+
+@final
+class RandomEqualize(Op):
+    """Equalizes the histogram of each channel, with probability ``p``
+    (torchvision.transforms.v2's ``RandomEqualize`` on uint8 images: its tensor kernel,
+    PIL's lookup table from the cumulative histogram, a channel left as it is where all but
+    its highest value are fewer than 255 pixels).
+
+    - ``p`` (``0.5``): probability of equalizing.
+    """
+
+    def __new__(cls, p: float = 0.5) -> RandomEqualize: ...
+    @property
+    def p(self) -> float:
+        """Probability of equalizing."""
+
+@final
+class RandomAdjustSharpness(Op):
+    """Adjusts the sharpness: blends the image with its smoothing by the 3×3 kernel ``[[1, 1,
+    1], [1, 5, 1], [1, 1, 1]] / 13`` (rounded), the border pixels kept, with probability
+    ``p`` (torchvision.transforms.v2's ``RandomAdjustSharpness`` on uint8 images). Factor 0
+    gives the smoothed image, 1 the image, 2 twice as sharp.
+
+    - ``sharpness_factor``: how much to sharpen (non-negative): 0 smooths, 1 keeps.
+    - ``p`` (``0.5``): probability of adjusting.
+    """
+
+    def __new__(cls, sharpness_factor: float, p: float = 0.5) -> RandomAdjustSharpness: ...
+    @property
+    def sharpness_factor(self) -> float:
+        """How much to sharpen (non-negative): 0 smooths, 1 keeps."""
+    @property
+    def p(self) -> float:
+        """Probability of adjusting."""
+
+@final
+class GaussianBlur(Op):
+    """Blurs the image with a Gaussian kernel whose standard deviation is drawn uniformly from
+    ``sigma`` for each sample, the borders reflected (torchvision.transforms.v2's
+    ``GaussianBlur`` on uint8 images: its kernel weights, sampled at ``kernel_size`` points
+    over ±(size - 1) / (2√2) and normalised, applied in 32-bit floats, one direction then
+    the other, and rounded). As in torchvision, a ``kernel_size`` pair is (x, y): the
+    kernel's width (along a row) first, then its height; one int is both.
+
+    - ``kernel_size``: the kernel's size, odd and positive: one int, or (width, height) as
+      torchvision takes it.
+    - ``sigma`` (``(0.1, 2.0)``): the standard deviation: a positive number, or the (min,
+      max) range it is drawn from.
+    """
+
+    def __new__(cls, kernel_size: int | tuple[int, int] | list[int], sigma: float | tuple[float, float] | list[float] = (0.1, 2.0)) -> GaussianBlur: ...
+    @property
+    def kernel_size(self) -> tuple[int, int]:
+        """The kernel's size, odd and positive: one int, or (width, height) as torchvision takes it."""
+    @property
+    def sigma(self) -> tuple[float, float]:
+        """The standard deviation: a positive number, or the (min, max) range it is drawn from."""
 
 @final
 class RandomApply(Op):

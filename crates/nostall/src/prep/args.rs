@@ -143,6 +143,8 @@ pub enum Kind {
     Square,
     /// A `(low, high)` pair of floats.
     Range,
+    /// A float `x` (the range `(x, x)`) or a `(low, high)` pair; given back as the pair.
+    FloatOrRange,
     /// A float `x` (read as the range the operator derives from it) or a `(low, high)`
     /// pair; given back as the pair, or `None` where it does nothing.
     Jitter,
@@ -169,6 +171,7 @@ impl Kind {
             Kind::Bool => "bool",
             Kind::Size | Kind::Square => "int | tuple[int, int] | list[int]",
             Kind::Range => "tuple[float, float] | list[float]",
+            Kind::FloatOrRange => "float | tuple[float, float] | list[float]",
             Kind::Jitter => "float | tuple[float, float] | list[float] | None",
             Kind::Rgb => "tuple[float, float, float] | list[float]",
             Kind::Fill => "float | tuple[float, float, float] | list[float]",
@@ -188,7 +191,7 @@ impl Kind {
             Kind::Bool => "bool",
             Kind::Size => "int | tuple[int, int]",
             Kind::Square => "tuple[int, int]",
-            Kind::Range => "tuple[float, float]",
+            Kind::Range | Kind::FloatOrRange => "tuple[float, float]",
             Kind::Jitter => "tuple[float, float] | None",
             Kind::Rgb => "tuple[float, float, float]",
             Kind::Fill => "float | tuple[float, float, float]",

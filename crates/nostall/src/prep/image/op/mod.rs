@@ -21,7 +21,11 @@
 //! - [`Stage::Normalize`]: folded into the last pass, which converts the type and lays
 //!   out the channels straight into the sample's slot of the batch.
 
+mod autocontrast;
 mod center_crop;
+mod color_jitter;
+mod equalize;
+mod gaussian_blur;
 mod grayscale;
 mod horizontal_flip;
 mod invert;
@@ -33,6 +37,7 @@ mod random_erasing;
 mod random_order;
 mod random_resized_crop;
 mod resize;
+mod sharpness;
 mod solarize;
 
 use std::fmt;
@@ -60,6 +65,11 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &invert::DECLARATION,
     &solarize::DECLARATION,
     &posterize::DECLARATION,
+    &color_jitter::DECLARATION,
+    &autocontrast::DECLARATION,
+    &equalize::DECLARATION,
+    &sharpness::DECLARATION,
+    &gaussian_blur::DECLARATION,
     &random_apply::DECLARATION,
     &random_choice::DECLARATION,
     &random_order::DECLARATION,

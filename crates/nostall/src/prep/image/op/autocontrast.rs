@@ -1,0 +1,72 @@
+//! `RandomAutocontrast`: each channel stretched to the full range, with a probability.
+
+use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomAutocontrast",
+    doc: "Stretches each channel so that its lowest value becomes 0 and its highest 255 \
+          (`(v - min) / ((max - min) / 255)` in 32-bit floats, truncated; a flat channel \
+          is kept), with probability `p` (torchvision.transforms.v2's `RandomAutocontrast` \
+          on uint8 images).",
+    params: &[Param::with_default(
+        "p",
+        Kind::Float,
+        "0.5",
+        "probability of autocontrasting",
+    )],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    Ok(Op::new(RandomAutocontrast {
+        p: args.probability("p")?,
+    }))
+}
+
+struct RandomAutocontrast {
+    p: f64,
+}
+
+impl Operator for RandomAutocontrast {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![self.p.into()]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage::Pixels(self)
+    }
+}
+
+impl Photometric for RandomAutocontrast {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        if rng.next_f64() < self.p {
+            for plane in image.rgb_mut() {
+                autocontrast(plane);
+            }
+        }
+    }
+}
+
+/// torchvision's `autocontrast_image` on one uint8 channel: `(v - min) / inv_scale` with
+/// `inv_scale = (max - min) · (1 / 255)`, in 32-bit floats, clamped and truncated; a
+/// channel with one value is left as it is.
+pub(super) fn autocontrast(plane: &mut [u8]) {
+    let (Some(&min), Some(&max)) = (plane.iter().min(), plane.iter().max()) else {
+        return;
+    };
+    if min == max {
+        return;
+    }
+    let min = f32::from(min);
+    let inv_scale = (f32::from(max) - min) * (1.0 / 255.0) as f32;
+    for v in plane {
+        *v = ((f32::from(*v) - min) / inv_scale).clamp(0.0, 255.0) as u8;
+    }
+}
