@@ -15,6 +15,7 @@ __all__ = [
     "Normalize",
     "Op",
     "RandomAdjustSharpness",
+    "RandomAffine",
     "RandomApply",
     "RandomAutocontrast",
     "RandomChoice",
@@ -26,6 +27,7 @@ __all__ = [
     "RandomOrder",
     "RandomPosterize",
     "RandomResizedCrop",
+    "RandomRotation",
     "RandomSolarize",
     "Resize",
 ]
@@ -315,6 +317,91 @@ class GaussianBlur(Op):
     @property
     def sigma(self) -> tuple[float, float]:
         """The standard deviation: a positive number, or the (min, max) range it is drawn from."""
+
+@final
+class RandomRotation(Op):
+    """Rotates the image anticlockwise about its centre by an angle in degrees drawn uniformly
+    from ``degrees`` for each sample, keeping its size; what comes from outside the image is
+    ``fill`` (torchvision.transforms.v2's ``RandomRotation`` on uint8 images: its draw, its
+    inverse matrix and its sampling, in 32-bit floats, and its exact turns by 0 and 180
+    degrees, and by 90 and 270 on square images). Only ``expand=False`` and ``center=None``
+    are taken.
+
+    - ``degrees``: range of the angle in degrees: a non-negative number ``d`` (``(-d, d)``)
+      or a (min, max) pair.
+    - ``interpolation`` (``'nearest'``): how the image is sampled: 'nearest' or 'bilinear'.
+    - ``expand`` (``False``): whether the output grows to hold the whole rotated image: only
+      False is taken.
+    - ``center`` (``None``): the centre of the transform: only None (the image's centre) is
+      taken.
+    - ``fill`` (``0``): the value of what comes from outside the image: one number, or one
+      per channel (R, G, B).
+    """
+
+    def __new__(cls, degrees: float | tuple[float, float] | list[float], interpolation: str = 'nearest', expand: bool = False, center: tuple[float, float] | list[float] | None = None, fill: float | tuple[float, float, float] | list[float] = 0) -> RandomRotation: ...
+    @property
+    def degrees(self) -> tuple[float, float]:
+        """Range of the angle in degrees: a non-negative number ``d`` (``(-d, d)``) or a (min, max) pair."""
+    @property
+    def interpolation(self) -> str:
+        """How the image is sampled: 'nearest' or 'bilinear'."""
+    @property
+    def expand(self) -> bool:
+        """Whether the output grows to hold the whole rotated image: only False is taken."""
+    @property
+    def center(self) -> tuple[float, float] | None:
+        """The centre of the transform: only None (the image's centre) is taken."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The value of what comes from outside the image: one number, or one per channel (R, G, B)."""
+
+@final
+class RandomAffine(Op):
+    """Rotates, translates, scales and shears the image about its centre by amounts drawn
+    uniformly for each sample, keeping its size; what comes from outside the image is
+    ``fill`` (torchvision.transforms.v2's ``RandomAffine`` on uint8 images: its draws, in
+    its order, its inverse matrix and its sampling, in 32-bit floats). The angle is
+    anticlockwise, in degrees; a translation is a whole number of pixels, drawn within
+    ±``translate`` × the image's width and height; ``shear`` is one angle's range (along x)
+    or two (x then y), in degrees. Only ``center=None`` (the image's centre) is taken.
+
+    - ``degrees``: range of the rotation in degrees: a non-negative number ``d`` (``(-d,
+      d)``) or a (min, max) pair.
+    - ``translate`` (``None``): the largest translations as fractions of the width and the
+      height, each in [0, 1], or None for none.
+    - ``scale`` (``None``): range of the scale factor (positive), or None to keep the scale.
+    - ``shear`` (``None``): range of the shear in degrees: a non-negative number ``s``
+      (``(-s, s)`` along x), a (min, max) pair along x, or four numbers (x's range, then
+      y's); None for none.
+    - ``interpolation`` (``'nearest'``): how the image is sampled: 'nearest' or 'bilinear'.
+    - ``fill`` (``0``): the value of what comes from outside the image: one number, or one
+      per channel (R, G, B).
+    - ``center`` (``None``): the centre of the transform: only None (the image's centre) is
+      taken.
+    """
+
+    def __new__(cls, degrees: float | tuple[float, float] | list[float], translate: tuple[float, float] | list[float] | None = None, scale: tuple[float, float] | list[float] | None = None, shear: float | tuple[float, float] | tuple[float, float, float, float] | list[float] | None = None, interpolation: str = 'nearest', fill: float | tuple[float, float, float] | list[float] = 0, center: tuple[float, float] | list[float] | None = None) -> RandomAffine: ...
+    @property
+    def degrees(self) -> tuple[float, float]:
+        """Range of the rotation in degrees: a non-negative number ``d`` (``(-d, d)``) or a (min, max) pair."""
+    @property
+    def translate(self) -> tuple[float, float] | None:
+        """The largest translations as fractions of the width and the height, each in [0, 1], or None for none."""
+    @property
+    def scale(self) -> tuple[float, float] | None:
+        """Range of the scale factor (positive), or None to keep the scale."""
+    @property
+    def shear(self) -> tuple[float, float] | tuple[float, float, float, float] | None:
+        """Range of the shear in degrees: a non-negative number ``s`` (``(-s, s)`` along x), a (min, max) pair along x, or four numbers (x's range, then y's); None for none."""
+    @property
+    def interpolation(self) -> str:
+        """How the image is sampled: 'nearest' or 'bilinear'."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The value of what comes from outside the image: one number, or one per channel (R, G, B)."""
+    @property
+    def center(self) -> tuple[float, float] | None:
+        """The centre of the transform: only None (the image's centre) is taken."""
 
 @final
 class RandomApply(Op):

@@ -148,6 +148,15 @@ pub enum Kind {
     /// A float `x` (read as the range the operator derives from it) or a `(low, high)`
     /// pair; given back as the pair, or `None` where it does nothing.
     Jitter,
+    /// An angle's range in degrees: a non-negative float `x` (the range `(-x, x)`) or a
+    /// `(low, high)` pair; given back as the pair.
+    Angle,
+    /// Shear angles' ranges in degrees: a non-negative float `x` (`(-x, x)` along x), a
+    /// `(low, high)` pair (along x), four floats (x's range then y's), or `None`; given back
+    /// as the 2 or 4 floats, or `None`.
+    Shear,
+    /// A pair of floats, or `None`.
+    OptionalPair,
     /// Three floats, one per channel (R, G, B).
     Rgb,
     /// A number, or one per channel.
@@ -173,6 +182,12 @@ impl Kind {
             Kind::Range => "tuple[float, float] | list[float]",
             Kind::FloatOrRange => "float | tuple[float, float] | list[float]",
             Kind::Jitter => "float | tuple[float, float] | list[float] | None",
+            Kind::Angle => "float | tuple[float, float] | list[float]",
+            Kind::Shear => {
+                "float | tuple[float, float] | tuple[float, float, float, float] | list[float] \
+                 | None"
+            }
+            Kind::OptionalPair => "tuple[float, float] | list[float] | None",
             Kind::Rgb => "tuple[float, float, float] | list[float]",
             Kind::Fill => "float | tuple[float, float, float] | list[float]",
             Kind::Erase => "float | tuple[float, float, float] | list[float] | str",
@@ -191,8 +206,9 @@ impl Kind {
             Kind::Bool => "bool",
             Kind::Size => "int | tuple[int, int]",
             Kind::Square => "tuple[int, int]",
-            Kind::Range | Kind::FloatOrRange => "tuple[float, float]",
-            Kind::Jitter => "tuple[float, float] | None",
+            Kind::Range | Kind::FloatOrRange | Kind::Angle => "tuple[float, float]",
+            Kind::Jitter | Kind::OptionalPair => "tuple[float, float] | None",
+            Kind::Shear => "tuple[float, float] | tuple[float, float, float, float] | None",
             Kind::Rgb => "tuple[float, float, float]",
             Kind::Fill => "float | tuple[float, float, float]",
             Kind::Erase => "float | tuple[float, float, float] | str",

@@ -21,6 +21,7 @@
 //! - [`Stage::Normalize`]: folded into the last pass, which converts the type and lays
 //!   out the channels straight into the sample's slot of the batch.
 
+mod affine;
 mod autocontrast;
 mod center_crop;
 mod color_jitter;
@@ -37,6 +38,7 @@ mod random_erasing;
 mod random_order;
 mod random_resized_crop;
 mod resize;
+mod rotation;
 mod sharpness;
 mod solarize;
 
@@ -70,6 +72,8 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &equalize::DECLARATION,
     &sharpness::DECLARATION,
     &gaussian_blur::DECLARATION,
+    &rotation::DECLARATION,
+    &affine::DECLARATION,
     &random_apply::DECLARATION,
     &random_choice::DECLARATION,
     &random_order::DECLARATION,

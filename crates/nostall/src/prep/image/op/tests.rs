@@ -25,6 +25,7 @@ fn every_declaration_is_complete_and_its_defaults_read() {
                 // Odd, as a kernel's size must be.
                 Kind::Square => Value::Int(7),
                 Kind::Float => Value::Float(0.5),
+                Kind::Angle => Value::Float(30.0),
                 Kind::Rgb => [0.5, 0.5, 0.5].into(),
                 Kind::Ops => Value::Ops(vec![Op::call("RandomInvert", vec![], vec![]).unwrap()]),
                 other => panic!("no example for {other:?}"),
@@ -695,6 +696,294 @@ fn gaussian_blur_draws_sigma_uniformly() {
         (
             "GaussianBlur(3, sigma=(2.0, 1.0))",
             "GaussianBlur: sigma (2, 1)",
+        ),
+    ] {
+        let error = bad.parse::<Op>().unwrap_err().to_string();
+        assert!(error.contains(says), "{bad}: {error}");
+    }
+}
+
+/// `data` (3 planes of `size` × `size`) turned by `k` quarter turns anticlockwise, as
+/// `torch.rot90(k)`: transposed and flipped.
+fn quarter_turns(data: &[u8], size: usize, k: usize) -> Vec<u8> {
+    let mut out = data.to_vec();
+    for _ in 0..k {
+        let before = out.clone();
+        for (c, plane) in out.chunks_exact_mut(size * size).enumerate() {
+            let from = &before[c * size * size..(c + 1) * size * size];
+            for y in 0..size {
+                for x in 0..size {
+                    // rot90(k=1): out[y][x] = in[x][size - 1 - y].
+                    plane[y * size + x] = from[x * size + size - 1 - y];
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rotation_by_0_is_the_identity_and_by_quarter_turns_a_transpose_and_flip() {
+    use affine::{inverse_matrix, warp, Interpolation};
+    let original = noise(24, 16, 3);
+    for op in [
+        "RandomRotation((0, 0))",
+        "RandomRotation(0, interpolation='bilinear')",
+    ] {
+        let op: Op = op.parse().unwrap();
+        let mut data = original.clone();
+        pixels(&op).apply(&mut sized(&mut data, 24, 16), &mut Rng::new(1));
+        assert_eq!(data, original, "{op}");
+    }
+    // The kernel itself, through the identity matrix, changes nothing either.
+    for interpolation in [Interpolation::Nearest, Interpolation::Bilinear] {
+        let mut data = original.clone();
+        let identity = inverse_matrix([0.0, 0.0], 0.0, [0.0, 0.0], 1.0, [0.0, 0.0]);
+        warp(
+            &mut sized(&mut data, 24, 16),
+            identity,
+            interpolation,
+            [7.0; 3],
+        );
+        assert_eq!(data, original, "{interpolation:?}");
+    }
+    for size in [16, 15] {
+        let square = noise(size, size, 4);
+        for (degrees, k) in [(90.0, 1), (180.0, 2), (270.0, 3), (-90.0, 3), (450.0, 1)] {
+            let want = quarter_turns(&square, size, k);
+            // The operator (torchvision's exact turn) ...
+            let op = Op::call("RandomRotation", vec![(degrees, degrees).into()], vec![]).unwrap();
+            let mut data = square.clone();
+            pixels(&op).apply(&mut sized(&mut data, size, size), &mut Rng::new(2));
+            assert_eq!(data, want, "{op} on {size}x{size}");
+            // ... and the sampling kernel, nearest, agree.
+            let matrix = inverse_matrix([0.0, 0.0], -degrees, [0.0, 0.0], 1.0, [0.0, 0.0]);
+            let mut data = square.clone();
+            warp(
+                &mut sized(&mut data, size, size),
+                matrix,
+                Interpolation::Nearest,
+                [0.0; 3],
+            );
+            assert_eq!(data, want, "kernel, {degrees} on {size}x{size}");
+        }
+    }
+    // A quarter turn of a wide image leaves its sides filled.
+    let op: Op = "RandomRotation((90, 90), fill=(1, 2, 3))".parse().unwrap();
+    let mut data = noise(24, 16, 5);
+    pixels(&op).apply(&mut sized(&mut data, 24, 16), &mut Rng::new(0));
+    for (c, plane) in data.chunks_exact(24 * 16).enumerate() {
+        assert!(
+            plane.chunks_exact(24).all(|row| row[0] == c as u8 + 1),
+            "{c}"
+        );
+    }
+}
+
+#[test]
+fn affine_matrix_and_sampling_are_torchvisions() {
+    use affine::{inverse_matrix, warp, Interpolation};
+    // torchvision's `_get_inverse_affine_matrix([0, 0], 30, [2, -3], 1.2, [10, 5])` and
+    // `(…, -37.5, [0, 0], 1, [0, 0])`, as Python printed them: the same bits.
+    assert_eq!(
+        inverse_matrix([0.0, 0.0], 30.0, [2.0, -3.0], 1.2, [10.0, 5.0]),
+        [
+            0.659351459347987,
+            0.5503474588408431,
+            0.3323394578265555,
+            -0.3535271623695006,
+            0.7581414462895005,
+            2.981478663607503
+        ]
+    );
+    assert_eq!(
+        inverse_matrix([0.0, 0.0], -37.5, [0.0, 0.0], 1.0, [0.0, 0.0]),
+        [
+            0.7933533402912352,
+            -0.6087614290087207,
+            0.0,
+            0.6087614290087207,
+            0.7933533402912352,
+            0.0
+        ]
+    );
+    // `F.affine(x, angle=30, translate=[1, 0], scale=1.2, shear=[10, 5], fill=[10, 20, 30])`
+    // on `x = (arange(60) * 37 % 256).reshape(3, 4, 5)` as uint8, from torchvision 0.2x.
+    let image: Vec<u8> = (0..60).map(|i| (i * 37 % 256) as u8).collect();
+    let matrix = inverse_matrix([0.0, 0.0], 30.0, [1.0, 0.0], 1.2, [10.0, 5.0]);
+    for (interpolation, want) in [
+        (
+            Interpolation::Bilinear,
+            [
+                14, 133, 152, 94, 68, 59, 141, 182, 77, 34, 58, 108, 157, 176, 135, 14, 46, 124,
+                173, 134, 21, 114, 159, 83, 42, 46, 113, 163, 212, 127, 30, 80, 129, 170, 115, 18,
+                37, 96, 145, 195, 28, 95, 168, 189, 56, 59, 85, 135, 184, 174, 171, 58, 101, 151,
+                200, 26, 29, 68, 117, 167,
+            ],
+        ),
+        (
+            Interpolation::Nearest,
+            [
+                10, 185, 222, 37, 74, 114, 114, 222, 3, 3, 43, 80, 188, 188, 225, 10, 117, 117,
+                154, 225, 20, 157, 194, 9, 46, 86, 86, 194, 231, 231, 15, 52, 160, 160, 197, 20,
+                89, 89, 126, 197, 30, 129, 166, 237, 18, 58, 58, 166, 203, 203, 243, 24, 132, 132,
+                169, 30, 61, 61, 98, 169,
+            ],
+        ),
+    ] {
+        let mut data = image.clone();
+        warp(
+            &mut sized(&mut data, 5, 4),
+            matrix,
+            interpolation,
+            [10.0, 20.0, 30.0],
+        );
+        assert_eq!(data, want, "{interpolation:?}");
+    }
+}
+
+#[test]
+fn rotation_and_affine_draw_uniformly_and_the_same_seed_gives_the_same_output() {
+    let rotation = rotation::RandomRotation {
+        degrees: (-30.0, 45.0),
+        interpolation: affine::Interpolation::Nearest,
+        fill: [0.0; 3],
+    };
+    let angles: Vec<f64> = (0..10_000)
+        .map(|seed| rotation.draw(&mut Rng::new(seed)))
+        .collect();
+    assert!(angles.iter().all(|a| (-30.0..=45.0).contains(a)));
+    let d = ks_uniform(angles, -30.0, 45.0);
+    assert!(d < KS_BOUND, "rotation: KS {d}");
+
+    let random_affine = affine::RandomAffine {
+        degrees: (-10.0, 20.0),
+        translate: Some((0.2, 0.1)),
+        scale: Some((0.8, 1.25)),
+        shear: Some(affine::Shear::Xy((-5.0, 15.0), (0.0, 8.0))),
+        interpolation: affine::Interpolation::Nearest,
+        fill: [0.0; 3],
+    };
+    let draws: Vec<_> = (0..10_000)
+        .map(|seed| random_affine.draw(100, 50, &mut Rng::new(seed)))
+        .collect();
+    for (what, values, (lo, hi)) in [
+        (
+            "angle",
+            draws.iter().map(|d| d.angle).collect::<Vec<_>>(),
+            (-10.0, 20.0),
+        ),
+        (
+            "scale",
+            draws.iter().map(|d| d.scale).collect(),
+            (0.8, 1.25),
+        ),
+        (
+            "shear x",
+            draws.iter().map(|d| d.shear[0]).collect(),
+            (-5.0, 15.0),
+        ),
+        (
+            "shear y",
+            draws.iter().map(|d| d.shear[1]).collect(),
+            (0.0, 8.0),
+        ),
+    ] {
+        assert!(values.iter().all(|v| (lo..=hi).contains(v)), "{what}");
+        let d = ks_uniform(values, lo, hi);
+        assert!(d < KS_BOUND, "{what}: KS {d}");
+    }
+    // The translations are whole pixels within ±20 (x) and ±5 (y), the rounding of a
+    // uniform draw: each whole value inside as often as another (1/40 of x's draws;
+    // 250 ± 4.5 standard deviations), the two ends half as often.
+    let mut counts = [0usize; 41];
+    for d in &draws {
+        let [tx, ty] = d.translate;
+        assert!(tx.fract() == 0.0 && ty.fract() == 0.0, "{tx}, {ty}");
+        assert!(tx.abs() <= 20.0 && ty.abs() <= 5.0, "{tx}, {ty}");
+        counts[(tx + 20.0) as usize] += 1;
+    }
+    for (i, count) in counts.iter().enumerate() {
+        let expected = if i == 0 || i == 40 { 125 } else { 250 };
+        assert!(
+            count.abs_diff(expected) <= 75,
+            "tx {}: {count}",
+            i as i32 - 20
+        );
+    }
+    // Without translate, scale or shear, only the angle is drawn.
+    let plain: Op = "RandomAffine(10)".parse().unwrap();
+    assert_eq!(plain.arg("degrees"), Some((-10.0, 10.0).into()));
+
+    same_seed_same_output("RandomRotation(30)");
+    same_seed_same_output("RandomRotation((-45, 45), interpolation='bilinear', fill=(10, 20, 30))");
+    same_seed_same_output("RandomAffine(30)");
+    same_seed_same_output(
+        "RandomAffine(30, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(-5, 5, -3, 3), \
+         interpolation='bilinear', fill=7)",
+    );
+}
+
+#[test]
+fn rotation_and_affine_read_their_arguments_as_torchvision_and_refuse_the_rest() {
+    let op: Op = "RandomAffine(degrees=(-5, 10), shear=7, fill=[1, 2, 3])"
+        .parse()
+        .unwrap();
+    assert_eq!(op.arg("degrees"), Some((-5.0, 10.0).into()));
+    assert_eq!(op.arg("shear"), Some([-7.0, 7.0].into()));
+    assert_eq!(op.arg("fill"), Some([1.0, 2.0, 3.0].into()));
+    assert_eq!(op.arg("interpolation"), Some("nearest".into()));
+    assert_eq!(op.arg("center"), Some(Value::None));
+    let op: Op = "RandomRotation(0)".parse().unwrap();
+    assert_eq!(op.arg("degrees"), Some((-0.0, 0.0).into()));
+    assert_eq!(op.arg("expand"), Some(false.into()));
+    for (bad, says) in [
+        (
+            "RandomRotation(-5)",
+            "RandomRotation: degrees -5: a single number",
+        ),
+        ("RandomRotation((10, 5))", "RandomRotation: degrees (10, 5)"),
+        (
+            "RandomRotation(5, expand=True)",
+            "RandomRotation: expand True",
+        ),
+        (
+            "RandomRotation(5, center=(1, 2))",
+            "RandomRotation: center (1, 2)",
+        ),
+        (
+            "RandomRotation(5, interpolation='bicubic')",
+            "RandomRotation: interpolation takes",
+        ),
+        (
+            "RandomRotation(5, fill=(1, 2))",
+            "RandomRotation: fill takes",
+        ),
+        ("RandomAffine(-1)", "RandomAffine: degrees -1"),
+        (
+            "RandomAffine(5, scale=(0, 1))",
+            "RandomAffine: scale (0, 1)",
+        ),
+        (
+            "RandomAffine(5, scale=(2, 1))",
+            "RandomAffine: scale (2, 1)",
+        ),
+        (
+            "RandomAffine(5, translate=(0.5, 1.5))",
+            "RandomAffine: translate",
+        ),
+        ("RandomAffine(5, shear=-3)", "RandomAffine: shear -3"),
+        (
+            "RandomAffine(5, shear=(1, 2, 3))",
+            "RandomAffine: shear takes",
+        ),
+        (
+            "RandomAffine(5, shear=(4, 2))",
+            "RandomAffine: shear (4, 2)",
+        ),
+        (
+            "RandomAffine(5, center=(0, 0))",
+            "RandomAffine: center (0, 0)",
         ),
     ] {
         let error = bad.parse::<Op>().unwrap_err().to_string();

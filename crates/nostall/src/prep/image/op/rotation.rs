@@ -1,0 +1,144 @@
+//! `RandomRotation`: the image rotated about its centre by a random angle.
+
+use super::affine::{
+    angle_range, fill, fill_value, interpolation, inverse_matrix, only_the_centre, uniform32, warp,
+    Interpolation, CENTER, FILL, INTERPOLATION,
+};
+use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomRotation",
+    doc: "Rotates the image anticlockwise about its centre by an angle in degrees drawn \
+          uniformly from `degrees` for each sample, keeping its size; what comes from \
+          outside the image is `fill` (torchvision.transforms.v2's `RandomRotation` on uint8 \
+          images: its draw, its inverse matrix and its sampling, in 32-bit floats, and its \
+          exact turns by 0 and 180 degrees, and by 90 and 270 on square images). Only \
+          `expand=False` and `center=None` are taken.",
+    params: &[
+        Param::required(
+            "degrees",
+            Kind::Angle,
+            "range of the angle in degrees: a non-negative number `d` (`(-d, d)`) or a \
+             (min, max) pair",
+        ),
+        INTERPOLATION,
+        Param::with_default(
+            "expand",
+            Kind::Bool,
+            "False",
+            "whether the output grows to hold the whole rotated image: only False is taken",
+        ),
+        CENTER,
+        FILL,
+    ],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    let degrees = angle_range(args, "degrees")?;
+    let interpolation = interpolation(args)?;
+    if args.bool("expand")? {
+        return Err(args.error(
+            "expand",
+            "True is not supported: the output keeps the image's size (expand=False)",
+        ));
+    }
+    only_the_centre(args)?;
+    let fill = fill(args)?;
+    Ok(Op::new(RandomRotation {
+        degrees,
+        interpolation,
+        fill,
+    }))
+}
+
+pub(super) struct RandomRotation {
+    pub(super) degrees: (f64, f64),
+    pub(super) interpolation: Interpolation,
+    pub(super) fill: [f64; 3],
+}
+
+impl RandomRotation {
+    /// torchvision's `RandomRotation.make_params`: one angle, as torch's float32
+    /// `uniform_` gives it.
+    pub(super) fn draw(&self, rng: &mut Rng) -> f64 {
+        uniform32(rng, self.degrees)
+    }
+}
+
+impl Operator for RandomRotation {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![
+            self.degrees.into(),
+            self.interpolation.name().into(),
+            false.into(),
+            Value::None,
+            fill_value(self.fill),
+        ]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage::Pixels(self)
+    }
+}
+
+impl Photometric for RandomRotation {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        let angle = self.draw(rng);
+        rotate(image, angle, self.interpolation, self.fill);
+    }
+}
+
+/// torchvision's `rotate_image` (`expand=False`, `center=None`): the angle taken modulo
+/// 360; 0 and 180 degrees, and 90 and 270 on a square image, turned exactly (its
+/// `torch.rot90` fast path); else the affine kernel with the angle negated.
+pub(super) fn rotate(
+    image: &mut Planes<'_>,
+    angle: f64,
+    interpolation: Interpolation,
+    fill: [f64; 3],
+) {
+    // Python's `angle % 360`: in [0, 360).
+    let angle = angle.rem_euclid(360.0);
+    let (width, height) = (image.width, image.height);
+    let area = image.area();
+    type Turn = fn(usize, usize, usize, usize) -> (usize, usize);
+    let square = width == height;
+    let turn: Option<Turn> = if angle == 0.0 {
+        return;
+    } else if angle == 180.0 {
+        Some(|y, x, w, h| (h - 1 - y, w - 1 - x))
+    } else if angle == 90.0 && square {
+        // torch.rot90(k=1): out[y][x] = in[x][w - 1 - y].
+        Some(|y, x, w, _| (x, w - 1 - y))
+    } else if angle == 270.0 && square {
+        // torch.rot90(k=3): out[y][x] = in[h - 1 - x][y].
+        Some(|y, x, _, h| (h - 1 - x, y))
+    } else {
+        None
+    };
+    if let Some(source_of) = turn {
+        let source = image.data[..3 * area].to_vec();
+        for (out, plane) in image.data[..3 * area]
+            .chunks_exact_mut(area)
+            .zip(source.chunks_exact(area))
+        {
+            for y in 0..height {
+                for x in 0..width {
+                    let (sy, sx) = source_of(y, x, width, height);
+                    out[y * width + x] = plane[sy * width + sx];
+                }
+            }
+        }
+        return;
+    }
+    let matrix = inverse_matrix([0.0, 0.0], -angle, [0.0, 0.0], 1.0, [0.0, 0.0]);
+    warp(image, matrix, interpolation, fill);
+}
