@@ -42,6 +42,12 @@ class Op:
 '''
 
 
+TRANSLATE = '''
+def from_torchvision(transform: Any) -> list[Op]:
+    """nostall's operators for a torchvision (v1 or v2) or timm recipe."""
+'''
+
+
 def docstring(text: str, indent: str) -> str:
     """``text`` as a docstring at ``indent``, wrapped to 92 columns."""
     width = 92 - len(indent)
@@ -61,7 +67,7 @@ def render() -> str:
     from nostall._nostall import _image_operators
 
     declarations = _image_operators()
-    names = sorted(["Op", *(name for name, _doc, _params in declarations)])
+    names = sorted(["Op", "from_torchvision", *(name for name, _doc, _params in declarations)])
     out = [HEADER, "__all__ = [\n", *(f'    "{n}",\n' for n in names), "]\n\n", BASE]
     for name, _doc, params in declarations:
         out.append(f"\n@final\nclass {name}(Op):\n")
@@ -74,6 +80,7 @@ def render() -> str:
         for param, _takes, gives, _default, doc in params:
             out.append(f"    @property\n    def {param}(self) -> {gives}:\n")
             out.append(f'        """{getattr(ops, name).__dict__[param].__doc__}"""\n')
+    out.append(TRANSLATE)
     return "".join(out)
 
 

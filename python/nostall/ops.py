@@ -91,3 +91,16 @@ for _name, _doc, _params in _image_operators():
     __all__.append(_name)
 __all__.sort()
 del _name, _doc, _params
+
+
+def from_torchvision(transform: Any) -> list[Op]:
+    """nostall's operators for a torchvision (v1 or v2) or timm recipe: a ``Compose``, a
+    transform, or a list of them (``Loader(pipeline=...)`` calls this itself). Raises
+    ``nostall.ConfigError`` naming the first transform nostall does not have."""
+    from ._translate import from_torchvision as translate
+
+    return translate(transform)
+
+
+__all__.append("from_torchvision")
+__all__.sort()

@@ -30,6 +30,7 @@ __all__ = [
     "RandomRotation",
     "RandomSolarize",
     "Resize",
+    "from_torchvision",
 ]
 
 @disjoint_base
@@ -483,3 +484,6 @@ class RandomErasing(Op):
     @property
     def value(self) -> float | tuple[float, float, float] | str:
         """The value erased to: one number, one per channel, or ``'random'`` (standard normal noise, each value drawn)."""
+
+def from_torchvision(transform: Any) -> list[Op]:
+    """nostall's operators for a torchvision (v1 or v2) or timm recipe."""

@@ -201,9 +201,53 @@ fn image_operators() -> Vec<(&'static str, &'static str, Vec<ParamRow>)> {
         .collect()
 }
 
-/// The operators of a `pipeline=` list; a `TypeError` names the first item that is not
-/// an operator, or of the other modality than the first.
+/// Whether `pipeline` is a sequence of nostall's operators (image or audio) alone.
+fn is_native(pipeline: &Bound<'_, PyAny>) -> bool {
+    let Ok(items) = pipeline.try_iter() else {
+        return false;
+    };
+    items.into_iter().all(|item| {
+        item.is_ok_and(|i| i.cast::<OpBase>().is_ok() || i.cast::<AudioOpBase>().is_ok())
+    })
+}
+
+/// The operators of a `pipeline=` list; a torchvision or timm recipe (a `Compose`, or a
+/// list with transforms of theirs) is translated by `nostall._translate` first, which
+/// names what it cannot translate. A `TypeError` names the first item that is not an
+/// operator, or of the other modality than the first.
 pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
+    if !is_native(pipeline) && holds_transforms(pipeline)? {
+        let translate = pipeline
+            .py()
+            .import("nostall._translate")?
+            .getattr("from_torchvision")?;
+        return from_native(&translate.call1((pipeline,))?);
+    }
+    from_native(pipeline)
+}
+
+/// Whether `pipeline` is a torchvision or timm transform, or a sequence holding one.
+fn holds_transforms(pipeline: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let theirs = |object: &Bound<'_, PyAny>| -> PyResult<bool> {
+        let module = object.get_type().module()?.to_string();
+        Ok(module.starts_with("torchvision") || module.starts_with("timm"))
+    };
+    if theirs(pipeline)? {
+        return Ok(true);
+    }
+    let Ok(items) = pipeline.try_iter() else {
+        return Ok(false);
+    };
+    for item in items {
+        if theirs(&item?)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The operators of a list of nostall's operators.
+fn from_native(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
     let not_a_list = || {
         PyTypeError::new_err(
             "pipeline takes a preset (\"train\", \"val\", \"m5\", \"melspec\") or a list of \

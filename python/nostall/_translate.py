@@ -1,0 +1,169 @@
+"""The user's recipe taken as it is: torchvision and timm transforms as nostall operators.
+
+``Loader(pipeline=...)`` takes a ``torchvision.transforms`` (v1 or v2) ``Compose`` or list,
+or what timm's ``create_transform`` returns, and hands it here when it is not a list of
+nostall's operators. Each transform becomes the nostall operator of the same name and
+arguments (read from its attributes); the conversions to tensors and floats
+(``ToTensor``, ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, timm's
+``MaybeToTensor``) are what nostall's output is anyway and are dropped; a transform
+nostall does not have is refused naming it, so that a recipe never changes silently.
+
+nostall's operators follow torchvision.transforms.v2's kernels on uint8 tensors: a v1
+transform that works on PIL images (``ColorJitter``, ``GaussianBlur``) is translated to
+the tensor kernel, which differs from PIL's by a level here and there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from . import ops
+from ._errors import ConfigError
+
+#: Transforms that only change the type or container of the image.
+CONVERSIONS = frozenset(
+    {"ToTensor", "PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor", "ConvertImageDtype", "ToDtype",
+     "MaybeToTensor", "MaybePILToTensor"}
+)
+
+
+def from_torchvision(transform: Any) -> list[ops.Op]:
+    """nostall's operators for ``transform``: a torchvision (v1 or v2) or timm transform,
+    a ``Compose`` of them, or a list. Raises ``ConfigError`` naming the first transform
+    nostall does not have, or an argument it does not take."""
+    out: list[ops.Op] = []
+    for t in _flatten(transform):
+        op = _one(t)
+        if op is not None:
+            out.append(op)
+    return out
+
+
+def _flatten(transform: Any) -> Iterable[Any]:
+    if type(transform).__name__ == "Compose":
+        for t in transform.transforms:
+            yield from _flatten(t)
+    elif isinstance(transform, (list, tuple)):
+        for t in transform:
+            yield from _flatten(t)
+    else:
+        yield transform
+
+
+def _interpolation(t: Any) -> str:
+    mode = getattr(t, "interpolation", "bilinear")
+    name = str(getattr(mode, "value", mode))
+    if name not in ("bilinear", "bicubic", "nearest"):
+        raise ConfigError(f"{_named(t)}: interpolation {name!r}: nostall resizes with 'bilinear', 'bicubic' or "
+                          "'nearest'")
+    return name
+
+
+def _named(t: Any) -> str:
+    return f"{type(t).__module__}.{type(t).__name__}"
+
+
+def _floats(values: Any) -> list[float]:
+    if getattr(values, "dtype", None) is not None and str(values.dtype).endswith("float32"):
+        # A float32 tensor (timm keeps Normalize's statistics so): the shortest decimal
+        # that rounds to each value, which the engine's 32-bit arithmetic reads back to it.
+        import numpy as np
+
+        return [float(str(np.float32(v))) for v in values.tolist()]
+    return [float(v) for v in values]
+
+
+def _size(size: Any) -> Any:
+    if isinstance(size, (list, tuple)):
+        return size[0] if len(size) == 1 else tuple(int(s) for s in size)
+    return int(size)
+
+
+def _ops(t: Any) -> list[ops.Op]:
+    return from_torchvision(list(_flatten(t.transforms)))
+
+
+def _one(t: Any) -> ops.Op | None:
+    if isinstance(t, ops.Op):
+        return t
+    module = type(t).__module__
+    if not (module.startswith("torchvision") or module.startswith("timm")):
+        raise TypeError(
+            f"{t!r} is not an operator: build the pipeline from nostall.ops (images) or nostall.audio (audio), "
+            "or give a torchvision or timm recipe"
+        )
+    name = type(t).__name__
+    if name in CONVERSIONS:
+        return None
+    if name in ("RandomResizedCrop", "RandomResizedCropAndInterpolation"):
+        return ops.RandomResizedCrop(_size(t.size), scale=_floats(t.scale), ratio=_floats(t.ratio),
+                                     interpolation=_interpolation(t))
+    if name == "Resize":
+        if getattr(t, "max_size", None) is not None:
+            raise ConfigError(f"{_named(t)}: max_size is not supported")
+        return ops.Resize(_size(t.size), interpolation=_interpolation(t))
+    if name == "CenterCrop":
+        return ops.CenterCrop(_size(t.size))
+    if name in ("RandomHorizontalFlip", "RandomGrayscale", "RandomInvert", "RandomAutocontrast",
+                "RandomEqualize"):
+        return getattr(ops, name)(p=float(t.p))
+    if name == "Normalize":
+        return ops.Normalize(mean=_floats(t.mean), std=_floats(t.std))
+    if name == "ColorJitter":
+        ranges = {k: None if getattr(t, k) is None else _floats(getattr(t, k))
+                  for k in ("brightness", "contrast", "saturation", "hue")}
+        return ops.ColorJitter(**ranges)
+    if name == "GaussianBlur":
+        return ops.GaussianBlur([int(k) for k in t.kernel_size], sigma=_floats(t.sigma))
+    if name == "RandomSolarize":
+        return ops.RandomSolarize(threshold=float(t.threshold), p=float(t.p))
+    if name == "RandomPosterize":
+        return ops.RandomPosterize(bits=int(t.bits), p=float(t.p))
+    if name == "RandomAdjustSharpness":
+        return ops.RandomAdjustSharpness(float(t.sharpness_factor), p=float(t.p))
+    if name == "RandomRotation":
+        return ops.RandomRotation(_floats(t.degrees), interpolation=_interpolation(t),
+                                  expand=bool(t.expand), center=t.center, fill=_fill(t))
+    if name == "RandomAffine":
+        return ops.RandomAffine(_floats(t.degrees), translate=t.translate, scale=t.scale, shear=t.shear,
+                                interpolation=_interpolation(t), center=t.center, fill=_fill(t))
+    if name == "RandomApply":
+        return ops.RandomApply(_ops(t), p=float(t.p))
+    if name == "RandomChoice":
+        p = getattr(t, "p", None)
+        return ops.RandomChoice(_ops(t), p=None if p is None else _floats(p))
+    if name == "RandomOrder":
+        return ops.RandomOrder(_ops(t))
+    if name == "RandomErasing" and type(t).__module__.startswith("torchvision"):
+        value = t.value
+        if value is None or value == "random":
+            value = "random"
+        elif isinstance(value, (list, tuple)):
+            value = _floats(value)
+        return ops.RandomErasing(p=float(t.p), scale=_floats(t.scale), ratio=_floats(t.ratio), value=value)
+    raise ConfigError(
+        f"{_named(t)} has no nostall operator yet: nostall translates torchvision's "
+        f"{', '.join(sorted(_TRANSLATED))} and timm's RandomResizedCropAndInterpolation and MaybeToTensor; "
+        "write the pipeline with nostall.ops, or leave this transform out knowingly"
+    )
+
+
+def _fill(t: Any) -> Any:
+    fill = getattr(t, "fill", 0)
+    if isinstance(fill, dict):  # v2 keeps a fill per input type
+        fill = next(iter(fill.values()), 0)
+    if fill is None:
+        return 0
+    if isinstance(fill, (list, tuple)):
+        return _floats(fill) if len(fill) > 1 else float(fill[0])
+    return float(fill)
+
+
+_TRANSLATED = (
+    "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize", "ColorJitter",
+    "RandomGrayscale", "GaussianBlur", "RandomInvert", "RandomSolarize", "RandomPosterize",
+    "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomRotation", "RandomAffine",
+    "RandomApply", "RandomChoice", "RandomOrder", "RandomErasing", "Compose", "ToTensor", "PILToTensor",
+    "ToImage", "ToDtype", "ConvertImageDtype",
+)

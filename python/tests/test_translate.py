@@ -1,0 +1,83 @@
+"""The user's recipe taken as it is: torchvision (v1, v2) and timm transforms translated."""
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms as v1
+from torchvision.transforms import InterpolationMode, v2
+
+import nostall
+from nostall import ops
+
+IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+def test_torchvisions_reference_recipe_becomes_the_same_operators():
+    recipe = v2.Compose([
+        v2.RandomResizedCrop(176, interpolation=InterpolationMode.BILINEAR, antialias=True),
+        v2.RandomHorizontalFlip(0.5),
+        v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+        v2.RandomChoice([v2.RandomGrayscale(1.0), v2.RandomInvert(1.0)], p=[2, 1]),
+        v2.GaussianBlur(23, sigma=(0.1, 2.0)),
+        v2.RandomRotation(15), v2.RandomSolarize(128, p=0.2), v2.RandomPosterize(4),
+        v2.RandomAutocontrast(), v2.RandomEqualize(), v2.RandomAdjustSharpness(2.0),
+        v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(**IMAGENET),
+        v2.RandomErasing(0.1, value="random"),
+    ])
+    assert ops.from_torchvision(recipe) == [
+        ops.RandomResizedCrop(176), ops.RandomHorizontalFlip(0.5),
+        ops.RandomApply([ops.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+        # v2 keeps the weights normalised.
+        ops.RandomChoice([ops.RandomGrayscale(1.0), ops.RandomInvert(1.0)], p=[2 / 3, 1 / 3]),
+        ops.GaussianBlur(23, sigma=(0.1, 2.0)),
+        ops.RandomRotation(15), ops.RandomSolarize(128, p=0.2), ops.RandomPosterize(4),
+        ops.RandomAutocontrast(), ops.RandomEqualize(), ops.RandomAdjustSharpness(2.0),
+        ops.Normalize(**IMAGENET), ops.RandomErasing(0.1, value="random"),
+    ]
+
+
+def test_v1_and_timm_recipes_translate_too():
+    recipe = v1.Compose([v1.Resize(256, interpolation=InterpolationMode.BICUBIC), v1.CenterCrop(224),
+                         v1.ToTensor(), v1.Normalize(**IMAGENET)])
+    assert ops.from_torchvision(recipe) == [ops.Resize(256, interpolation="bicubic"), ops.CenterCrop(224),
+                                            ops.Normalize(**IMAGENET)]
+    from timm.data import create_transform
+
+    timm_recipe = create_transform(224, is_training=True, interpolation="bicubic", color_jitter=0.4)
+    assert ops.from_torchvision(timm_recipe) == [
+        ops.RandomResizedCrop(224, interpolation="bicubic"), ops.RandomHorizontalFlip(),
+        ops.ColorJitter(0.4, 0.4, 0.4), ops.Normalize(**IMAGENET)]
+    # timm's erasing draws its boxes its own way, and its RandAugment is not translated yet.
+    with pytest.raises(nostall.ConfigError, match="timm.data.random_erasing.RandomErasing has no nostall"):
+        ops.from_torchvision(create_transform(224, is_training=True, re_prob=0.25))
+    with pytest.raises(nostall.ConfigError, match="RandAugment has no nostall operator"):
+        ops.from_torchvision(create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1"))
+
+
+def test_a_loader_takes_the_recipe_and_gives_the_same_batches(photos):
+    recipe = v2.Compose([v2.Resize(64), v2.CenterCrop(48), v2.RandomHorizontalFlip(), v2.ToImage(),
+                         v2.ToDtype(torch.float32, scale=True), v2.Normalize(**IMAGENET)])
+    ours = [ops.Resize(64), ops.CenterCrop(48), ops.RandomHorizontalFlip(), ops.Normalize(**IMAGENET)]
+    common = dict(batch_size=8, seed=1, output="numpy")
+    a = [np.array(x) for x, _ in nostall.Loader(photos, pipeline=recipe, **common)]
+    b = [np.array(x) for x, _ in nostall.Loader(photos, pipeline=ours, **common)]
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    # A plain list of transforms too.
+    c = [np.array(x) for x, _ in nostall.Loader(photos, pipeline=list(recipe.transforms), **common)]
+    np.testing.assert_array_equal(c[0], a[0])
+
+
+def test_what_cannot_be_translated_is_refused_naming_it(photos):
+    with pytest.raises(nostall.ConfigError, match="torchvision.transforms.v2._geometry.RandomCrop has no nostall"):
+        nostall.Loader(photos, pipeline=v2.Compose([v2.RandomCrop(32)]))
+    with pytest.raises(nostall.ConfigError, match="interpolation 'lanczos'"):
+        ops.from_torchvision(v1.Resize(32, interpolation=InterpolationMode.LANCZOS))
+    with pytest.raises(nostall.ConfigError, match="max_size"):
+        ops.from_torchvision(v2.Resize(32, max_size=64))
+    with pytest.raises(TypeError, match="not an operator"):
+        nostall.Loader(photos, pipeline=[ops.CenterCrop(8), "Normalize"])
+    with pytest.raises(TypeError, match="'Normalize' is not an operator"):
+        nostall.Loader(photos, pipeline=[v2.CenterCrop(8), "Normalize"])
