@@ -367,6 +367,28 @@ fn lengths_are_those_the_reference_decoders_give() {
 }
 
 #[test]
+fn a_flac_file_behind_an_id3_tag_decodes_as_without_it() {
+    let clips = real_clips();
+    let (_, flac) = clips.iter().find(|(n, _)| n.ends_with(".flac")).unwrap();
+    let plain = decoded(flac, false).unwrap();
+    for footer in [false, true] {
+        // A 1 000-byte tag body (syncsafe: 7 bits a byte), a footer when flagged.
+        let mut tagged = b"ID3\x04\x00".to_vec();
+        tagged.push(if footer { 0x10 } else { 0 });
+        tagged.extend_from_slice(&[0, 0, (1000 / 128) as u8, (1000 % 128) as u8]);
+        tagged.extend(std::iter::repeat_n(0u8, 1000 + if footer { 10 } else { 0 }));
+        tagged.extend_from_slice(flac);
+        let wave = decoded(&tagged, false).unwrap();
+        assert_eq!((wave.rate, wave.frames()), (plain.rate, plain.frames()));
+        assert_eq!(wave.planes, plain.planes);
+    }
+    // A tag whose length points past the stream's start is no FLAC.
+    let mut wrong = b"ID3\x04\x00\x00\x00\x00\x00\x05".to_vec();
+    wrong.extend_from_slice(flac);
+    assert!(decoded(&wrong, false).is_err());
+}
+
+#[test]
 fn a_cut_file_is_refused_whatever_window_is_asked() {
     for (name, data) in real_clips() {
         let cut = &data[..data.len() * 2 / 3];

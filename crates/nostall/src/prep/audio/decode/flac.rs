@@ -28,6 +28,24 @@ pub(super) fn is_flac(data: &[u8]) -> bool {
     data.starts_with(b"fLaC")
 }
 
+/// Where the FLAC stream of `data` begins: at its start, or after the ID3v2 tag some
+/// taggers put before it (its length from its header: 10 bytes, the body's syncsafe
+/// size, a footer when flagged). `None`: not FLAC.
+pub(super) fn start(data: &[u8]) -> Option<usize> {
+    if is_flac(data) {
+        return Some(0);
+    }
+    let header = data.get(..10).filter(|h| h.starts_with(b"ID3"))?;
+    let size = &header[6..10];
+    if size.iter().any(|b| b & 0x80 != 0) {
+        return None;
+    }
+    let body = size.iter().fold(0usize, |s, &b| s << 7 | usize::from(b));
+    let footer = if header[5] & 0x10 != 0 { 10 } else { 0 };
+    let at = 10 + body + footer;
+    data.get(at..).filter(|rest| is_flac(rest)).map(|_| at)
+}
+
 /// What `STREAMINFO` declares.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StreamInfo {

@@ -9,8 +9,7 @@
 //!   pages read here;
 //! - [`flac`]: FLAC, its frames found here and decoded by symphonia's FLAC decoder;
 //! - [`packets`]: Ogg Vorbis through symphonia (Rust), faster than libvorbis on these
-//!   files, and what symphonia's probe recognises otherwise (a FLAC stream behind an ID3
-//!   tag).
+//!   files.
 //!
 //! Integer PCM becomes [-1, 1) as torchaudio loads it (16-bit divided by 2¹⁵, 24-bit by
 //! 2²³). A decoding error anywhere fails the file: training data with a damaged stretch
@@ -137,8 +136,13 @@ fn by_format(
         // Integer PCM is finite by construction, and float PCM is checked whole there.
         return wav::decode(data, options, plan, out);
     }
-    if flac::is_flac(data) {
-        flac::decode(data, options, plan, part, out)?;
+    if let Some(start) = flac::start(data) {
+        if start > 0 && part != Part::WHOLE {
+            return Err(Cause::Corrupt(
+                "its segment's bytes hold an ID3 tag before the FLAC stream".into(),
+            ));
+        }
+        flac::decode(&data[start..], options, plan, part, out)?;
     } else if opus::is_opus(data) {
         opus::decode(data, options, plan, part, out)?;
     } else {
