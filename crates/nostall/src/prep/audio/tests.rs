@@ -453,13 +453,34 @@ fn windows_of_every_clip_match_a_full_decode() {
 /// CRCs recomputed), as some encoders write them: positions that disagree with the frames
 /// the pages hold.
 fn with_granules_shifted(ogg: &[u8], by: u64) -> Vec<u8> {
-    fn crc(page: &[u8]) -> u32 {
-        page.iter().fold(0u32, |crc, &byte| {
-            (0..8).fold(crc ^ (u32::from(byte) << 24), |c, _| {
-                (c << 1) ^ if c & 0x8000_0000 != 0 { 0x04c1_1db7 } else { 0 }
-            })
-        })
+    let pages = ogg_pages(ogg);
+    let mut out = ogg.to_vec();
+    let n = pages.len();
+    for page in &pages[n / 3..2 * n / 3] {
+        let page = &mut out[page.clone()];
+        let granule = u64::from_le_bytes(page[6..14].try_into().unwrap());
+        if granule == u64::MAX {
+            continue; // no packet ends on this page
+        }
+        page[6..14].copy_from_slice(&(granule + by).to_le_bytes());
+        fix_crc(page);
     }
+    out
+}
+
+/// Ogg's page checksum, written into `page`.
+fn fix_crc(page: &mut [u8]) {
+    page[22..26].fill(0);
+    let sum = page.iter().fold(0u32, |crc, &byte| {
+        (0..8).fold(crc ^ (u32::from(byte) << 24), |c, _| {
+            (c << 1) ^ if c & 0x8000_0000 != 0 { 0x04c1_1db7 } else { 0 }
+        })
+    });
+    page[22..26].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Where each page of `ogg` lies.
+fn ogg_pages(ogg: &[u8]) -> Vec<std::ops::Range<usize>> {
     let mut pages = Vec::new();
     let mut at = 0;
     while at < ogg.len() {
@@ -472,20 +493,44 @@ fn with_granules_shifted(ogg: &[u8], by: u64) -> Vec<u8> {
         pages.push(at..at + 27 + segments + body);
         at += 27 + segments + body;
     }
-    let mut out = ogg.to_vec();
-    let n = pages.len();
-    for page in &pages[n / 3..2 * n / 3] {
-        let page = &mut out[page.clone()];
-        let granule = u64::from_le_bytes(page[6..14].try_into().unwrap());
-        if granule == u64::MAX {
-            continue; // no packet ends on this page
+    pages
+}
+
+#[test]
+fn a_vorbis_comment_header_declaring_more_than_it_holds_is_refused() {
+    for (name, data) in real_clips()
+        .into_iter()
+        .filter(|(n, _)| n.ends_with(".ogg"))
+    {
+        let pages = ogg_pages(&data);
+        let second = pages[1].clone();
+        let body = second.start + 27 + usize::from(data[second.start + 26]);
+        assert_eq!(&data[body..body + 7], b"\x03vorbis", "{name}");
+        let vendor = u32::from_le_bytes(data[body + 7..body + 11].try_into().unwrap()) as usize;
+        let count_at = body + 11 + vendor;
+        // The vendor string, the comment count, then the first comment's length, each
+        // declared past the header's end.
+        for (at, what) in [
+            (body + 7, "vendor string"),
+            (count_at, "comments in"),
+            (count_at + 4, "comment past"),
+        ] {
+            let mut crafted = data.clone();
+            if at == count_at + 4
+                && u32::from_le_bytes(data[count_at..count_at + 4].try_into().unwrap()) == 0
+            {
+                continue; // no comment to lie about
+            }
+            crafted[at..at + 4].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+            fix_crc(&mut crafted[second.clone()]);
+            match decoded(&crafted, true) {
+                Err(Cause::Corrupt(why)) => assert!(why.contains(what), "{name}: {why}"),
+                other => panic!("{name} ({what}): {other:?}"),
+            }
         }
-        page[6..14].copy_from_slice(&(granule + by).to_le_bytes());
-        page[22..26].fill(0);
-        let sum = crc(page);
-        page[22..26].copy_from_slice(&sum.to_le_bytes());
+        // The honest file still decodes.
+        decoded(&data, true).unwrap();
     }
-    out
 }
 
 #[test]

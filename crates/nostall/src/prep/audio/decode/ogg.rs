@@ -59,6 +59,17 @@ const HEADER: usize = 27;
 /// Reads the packets of the first logical stream of `data`; `None` if there are more than
 /// `max_packets` (which bounds the memory a hostile file of tiny packets can ask for).
 pub(super) fn packets(data: &[u8], max_packets: usize) -> Result<Option<Packets>, Cause> {
+    read(data, max_packets, usize::MAX)
+}
+
+/// The first `count` packets of the first logical stream of `data` (its headers), or
+/// fewer where the stream has fewer; the pages after them are not read.
+pub(super) fn first_packets(data: &[u8], count: usize) -> Result<Packets, Cause> {
+    Ok(read(data, usize::MAX, count)?.unwrap_or_default())
+}
+
+/// [`packets`], stopping once `stop_after` packets are read.
+fn read(data: &[u8], max_packets: usize, stop_after: usize) -> Result<Option<Packets>, Cause> {
     let mut out = Packets::default();
     let mut serial = None;
     let mut ended = false;
@@ -153,6 +164,9 @@ pub(super) fn packets(data: &[u8], max_packets: usize) -> Result<Option<Packets>
                 }
                 out.packets.push(Packet { bytes, granule });
                 pending.clear();
+                if out.packets.len() == stop_after {
+                    return Ok(Some(out));
+                }
             }
         }
         ended = flags & 0x04 != 0;

@@ -67,7 +67,54 @@ fn is_ogg_flac(data: &[u8]) -> bool {
             .is_some_and(|packet| packet.starts_with(b"\x7fFLAC"))
 }
 
+/// Checks the lengths a Vorbis comment header (the stream's second packet) declares
+/// against the bytes it holds: symphonia's reader allocates each declared length before
+/// reading it, so a 60-byte header could ask for gigabytes.
+fn check_vorbis_comments(data: &[u8]) -> Result<(), Cause> {
+    if !super::ogg::is_ogg(data) {
+        return Ok(());
+    }
+    let headers = super::ogg::first_packets(data, 2)?;
+    if headers.packets.len() < 2 {
+        return Ok(());
+    }
+    let comments = headers.bytes(data, 1);
+    let Some(mut rest) = comments.strip_prefix(b"\x03vorbis") else {
+        return Ok(());
+    };
+    let size = comments.len();
+    let past = |what: &str| {
+        Cause::Corrupt(format!(
+            "its Vorbis comment header declares a {what} past the header's {size} bytes"
+        ))
+    };
+    // A 32-bit little-endian number, then (for a string) that many bytes.
+    let number = |rest: &mut &[u8], what: &str| -> Result<usize, Cause> {
+        let (head, tail) = rest.split_at_checked(4).ok_or_else(|| past(what))?;
+        *rest = tail;
+        Ok(u32::from_le_bytes(head.try_into().expect("4 bytes")) as usize)
+    };
+    let string = |rest: &mut &[u8], what: &str| -> Result<(), Cause> {
+        let len = number(rest, what)?;
+        *rest = rest.get(len..).ok_or_else(|| past(what))?;
+        Ok(())
+    };
+    string(&mut rest, "vendor string")?;
+    let count = number(&mut rest, "comment count")?;
+    // Each comment takes at least its 4-byte length.
+    if count > rest.len() / 4 {
+        return Err(Cause::Corrupt(format!(
+            "its Vorbis comment header declares {count} comments in {size} bytes"
+        )));
+    }
+    for _ in 0..count {
+        string(&mut rest, "comment")?;
+    }
+    Ok(())
+}
+
 fn open(data: &[u8], options: DecodeOptions) -> Result<Stream, Cause> {
+    check_vorbis_comments(data)?;
     if is_ogg_flac(data) {
         return Err(Cause::Corrupt(
             "it is FLAC in an Ogg stream, which nostall does not read (store FLAC as .flac \
