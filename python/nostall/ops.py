@@ -12,12 +12,13 @@
 The geometric operators (``RandomResizedCrop``, ``Resize``, ``CenterCrop``,
 ``RandomHorizontalFlip``) are planned before decoding: nostall decodes only the region of
 the image that the crop keeps and resizes once to the output size. The operators on
-pixels (``RandomGrayscale``, ``RandomInvert``, ``RandomSolarize``, ``RandomPosterize``)
+pixels (``ColorJitter``, ``GaussianBlur``, ``RandomRotation``, ``RandomAffine``, ...)
 then run on the resized 8-bit image in the order written, each with its own random draws
-from the sample's seed, and one last pass normalises, converts and lays out the channels.
-So the geometric operators come first and ``Normalize`` last; the last sizing operator
-must give a fixed size (a crop, or ``Resize((height, width))``) so that samples can be
-batched. ``Normalize`` needs ``dtype="float32"``; for ``dtype="uint8"`` leave it out and
+from the sample's seed, one last pass normalises, converts and lays out the channels,
+and ``RandomErasing`` erases the sample as delivered. So the geometric operators come
+first, ``Normalize`` and ``RandomErasing`` last; the last sizing operator must give a
+fixed size (a crop, or ``Resize((height, width))``) so that samples can be batched. A
+torchvision or timm recipe is translated by :func:`from_torchvision`. ``Normalize`` needs ``dtype="float32"``; for ``dtype="uint8"`` leave it out and
 normalise on the GPU.
 
 The operators check their arguments when made and raise ``nostall.ConfigError`` (a
