@@ -1,9 +1,8 @@
 //! `RandomAutocontrast`: each channel stretched to the full range, with a probability.
 
-use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
-use crate::rng::Rng;
+use crate::prep::args::{Args, Kind, Param};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomAutocontrast",
@@ -21,37 +20,12 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    Ok(Op::new(RandomAutocontrast {
-        p: args.probability("p")?,
-    }))
+    with_probability(args, &DECLARATION, each_channel)
 }
 
-struct RandomAutocontrast {
-    p: f64,
-}
-
-impl Operator for RandomAutocontrast {
-    fn declaration(&self) -> &'static Declaration {
-        &DECLARATION
-    }
-
-    fn args(&self) -> Vec<Value> {
-        vec![self.p.into()]
-    }
-
-    fn stage(&self) -> Stage<'_> {
-        Stage::Pixels(self)
-    }
-}
-
-impl Photometric for RandomAutocontrast {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        if rng.next_f64() < self.p {
-            for plane in image.rgb_mut() {
-                autocontrast(plane);
-            }
-        }
-    }
+/// [`autocontrast`] on each channel.
+fn each_channel(image: &mut Planes<'_>) {
+    image.rgb_mut().into_iter().for_each(autocontrast);
 }
 
 /// torchvision's `autocontrast_image` on one uint8 channel: `(v - min) / inv_scale` with

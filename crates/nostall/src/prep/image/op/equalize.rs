@@ -1,9 +1,8 @@
 //! `RandomEqualize`: each channel's histogram equalized, with a probability.
 
-use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
-use crate::rng::Rng;
+use crate::prep::args::{Args, Kind, Param};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomEqualize",
@@ -21,37 +20,12 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    Ok(Op::new(RandomEqualize {
-        p: args.probability("p")?,
-    }))
+    with_probability(args, &DECLARATION, each_channel)
 }
 
-struct RandomEqualize {
-    p: f64,
-}
-
-impl Operator for RandomEqualize {
-    fn declaration(&self) -> &'static Declaration {
-        &DECLARATION
-    }
-
-    fn args(&self) -> Vec<Value> {
-        vec![self.p.into()]
-    }
-
-    fn stage(&self) -> Stage<'_> {
-        Stage::Pixels(self)
-    }
-}
-
-impl Photometric for RandomEqualize {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        if rng.next_f64() < self.p {
-            for plane in image.rgb_mut() {
-                equalize(plane);
-            }
-        }
-    }
+/// [`equalize`] on each channel.
+fn each_channel(image: &mut Planes<'_>) {
+    image.rgb_mut().into_iter().for_each(equalize);
 }
 
 /// torchvision's `equalize_image` on one uint8 channel: with `step` the pixels not of

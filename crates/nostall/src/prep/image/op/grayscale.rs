@@ -1,9 +1,8 @@
 //! `RandomGrayscale`: the image's luma in all three channels, with a probability.
 
-use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
-use crate::rng::Rng;
+use crate::prep::args::{Args, Kind, Param};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomGrayscale",
@@ -20,35 +19,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    Ok(Op::new(RandomGrayscale {
-        p: args.probability("p")?,
-    }))
-}
-
-struct RandomGrayscale {
-    p: f64,
-}
-
-impl Operator for RandomGrayscale {
-    fn declaration(&self) -> &'static Declaration {
-        &DECLARATION
-    }
-
-    fn args(&self) -> Vec<Value> {
-        vec![self.p.into()]
-    }
-
-    fn stage(&self) -> Stage<'_> {
-        Stage::Pixels(self)
-    }
-}
-
-impl Photometric for RandomGrayscale {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        if rng.next_f64() < self.p {
-            to_gray(image);
-        }
-    }
+    with_probability(args, &DECLARATION, to_gray)
 }
 
 /// Every pixel's luma in its three channels, computed as torchvision's

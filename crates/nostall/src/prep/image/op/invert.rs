@@ -1,9 +1,8 @@
 //! `RandomInvert`: every value `v` becomes `255 - v`, with a probability.
 
-use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
-use crate::rng::Rng;
+use crate::prep::args::{Args, Kind, Param};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomInvert",
@@ -19,33 +18,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    Ok(Op::new(RandomInvert {
-        p: args.probability("p")?,
-    }))
+    with_probability(args, &DECLARATION, invert)
 }
 
-struct RandomInvert {
-    p: f64,
-}
-
-impl Operator for RandomInvert {
-    fn declaration(&self) -> &'static Declaration {
-        &DECLARATION
-    }
-
-    fn args(&self) -> Vec<Value> {
-        vec![self.p.into()]
-    }
-
-    fn stage(&self) -> Stage<'_> {
-        Stage::Pixels(self)
-    }
-}
-
-impl Photometric for RandomInvert {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        if rng.next_f64() < self.p {
-            image.data.iter_mut().for_each(|v| *v = 255 - *v);
-        }
-    }
+/// `255 - v` for every value.
+fn invert(image: &mut Planes<'_>) {
+    image.data.iter_mut().for_each(|v| *v = 255 - *v);
 }

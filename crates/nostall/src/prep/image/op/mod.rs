@@ -222,6 +222,51 @@ pub(crate) trait Photometric {
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng);
 }
 
+/// An operator on pixels whose one parameter is `p`, the probability of running its
+/// kernel on a sample (RandomGrayscale, RandomInvert, ...): the declaration, the draw and
+/// the argument they all share.
+struct WithProbability {
+    declaration: &'static Declaration,
+    kernel: fn(&mut Planes<'_>),
+    p: f64,
+}
+
+/// The operator of `declaration` (whose one parameter is `p`) running `kernel` with
+/// probability `p`.
+pub(super) fn with_probability(
+    args: &Args,
+    declaration: &'static Declaration,
+    kernel: fn(&mut Planes<'_>),
+) -> Result<Op> {
+    Ok(Op::new(WithProbability {
+        declaration,
+        kernel,
+        p: args.probability("p")?,
+    }))
+}
+
+impl Operator for WithProbability {
+    fn declaration(&self) -> &'static Declaration {
+        self.declaration
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![self.p.into()]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage::Pixels(self)
+    }
+}
+
+impl Photometric for WithProbability {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        if rng.next_f64() < self.p {
+            (self.kernel)(image);
+        }
+    }
+}
+
 /// An image as three planes of 8-bit values, R, G, B, each `height` rows of `width`.
 #[derive(Debug)]
 pub(crate) struct Planes<'a> {
