@@ -77,6 +77,12 @@ impl Rng {
         lo + (hi - lo) * self.next_f64()
     }
 
+    /// A standard normal draw (Box–Muller, one of the pair).
+    pub fn normal(&mut self) -> f64 {
+        let radius = (-2.0 * (1.0 - self.next_f64()).ln()).sqrt();
+        radius * (std::f64::consts::TAU * self.next_f64()).cos()
+    }
+
     /// A uniform integer in [0, n), without modulo bias (Lemire's method). `n` must be > 0.
     pub fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);

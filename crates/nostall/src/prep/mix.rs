@@ -192,25 +192,31 @@ impl Mix {
         };
         let draws = self.draws(len, (height, width), rng);
         let sample = data.len() / len.max(1);
-        let original = data.to_vec();
         let mut lams = vec![1.0; len];
-        for i in 0..len {
+        // Each pair (i, len - 1 - i) mixes each with the other as it was: one copy of the
+        // first of the pair, not of the batch (this runs on the consumer's thread).
+        let mut first = vec![0u8; sample];
+        for i in 0..len / 2 {
             let j = len - 1 - i;
-            let draw = draws[i];
-            if draw.lam == 1.0 || i == j {
-                continue;
-            }
-            let (to, from) = (
-                &mut data[i * sample..][..sample],
-                &original[j * sample..][..sample],
-            );
-            match draw.cutmix {
-                Some(b) => self.paste(to, from, b, (height, width), dtype),
-                None => blend(to, from, draw.lam as f32),
-            }
-            lams[i] = draw.lam;
+            let (head, tail) = data.split_at_mut(j * sample);
+            let (a, b) = (&mut head[i * sample..][..sample], &mut tail[..sample]);
+            first.copy_from_slice(a);
+            self.mix_into(a, b, draws[i], (height, width), dtype);
+            self.mix_into(b, &first, draws[j], (height, width), dtype);
+            (lams[i], lams[j]) = (draws[i].lam, draws[j].lam);
         }
         self.targets(labels, &lams)
+    }
+
+    /// Mixes the sample `to` with its partner `from` as `draw` says (nothing where λ is 1).
+    fn mix_into(&self, to: &mut [u8], from: &[u8], draw: Draw, size: (usize, usize), dtype: DType) {
+        if draw.lam == 1.0 {
+            return;
+        }
+        match draw.cutmix {
+            Some(bbox) => self.paste(to, from, bbox, size, dtype),
+            None => blend(to, from, draw.lam as f32),
+        }
     }
 
     /// One draw for each sample (the same for a batch, or a pair, as the mode says).
@@ -370,7 +376,7 @@ fn gamma(alpha: f64, rng: &mut Rng) -> f64 {
     let d = alpha - 1.0 / 3.0;
     let c = 1.0 / (9.0 * d).sqrt();
     loop {
-        let x = normal(rng);
+        let x = rng.normal();
         let v = (1.0 + c * x).powi(3);
         if v <= 0.0 {
             continue;
@@ -380,12 +386,6 @@ fn gamma(alpha: f64, rng: &mut Rng) -> f64 {
             return d * v;
         }
     }
-}
-
-/// A standard normal draw (Box–Muller).
-fn normal(rng: &mut Rng) -> f64 {
-    let radius = (-2.0 * (1.0 - rng.next_f64()).ln()).sqrt();
-    radius * (std::f64::consts::TAU * rng.next_f64()).cos()
 }
 
 #[cfg(test)]

@@ -150,13 +150,7 @@ impl Tensorial for RandomErasing {
         };
         match self.fill {
             Fill::Constant(values) => sample.fill((top, left, h, w), |c| values[c] as f32),
-            Fill::Noise => sample.fill((top, left, h, w), |_| normal(rng)),
+            Fill::Noise => sample.fill((top, left, h, w), |_| rng.normal() as f32),
         }
     }
-}
-
-/// A standard normal draw (Box–Muller, one of the pair).
-pub(super) fn normal(rng: &mut Rng) -> f32 {
-    let radius = (-2.0 * (1.0 - rng.next_f64()).ln()).sqrt();
-    (radius * (std::f64::consts::TAU * rng.next_f64()).cos()) as f32
 }
