@@ -14,6 +14,22 @@ def photos(tmp_path_factory):
     return nostall.demo_photos(str(tmp_path_factory.mktemp("demo")))
 
 
+@pytest.fixture(scope="session")
+def square_pngs(photos, tmp_path_factory):
+    """`square_pngs(size)`: a folder of the demo photographs' centres at size × size as
+    lossless PNGs (`parity.write_square_pngs`), made once a session for each size."""
+    from parity import write_square_pngs
+
+    made = {}
+
+    def at(size):
+        if size not in made:
+            made[size] = write_square_pngs(photos, tmp_path_factory.mktemp(f"pngs{size}"), size)
+        return made[size]
+
+    return at
+
+
 @pytest.fixture
 def photos_copy(photos, tmp_path):
     """A private copy of the demo photographs, for tests that add or damage files."""

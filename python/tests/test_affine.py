@@ -8,60 +8,20 @@ and the arguments torchvision refuses (or nostall does not take) are ConfigError
 the operator and the argument.
 """
 
-import pathlib
-
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 from torchvision.transforms import v2
 
 import nostall
 from nostall import ops
+from parity import COUNT, assert_parity, nostall_images, parity, reference_images
 
 SIZE = 96
-COUNT = 32
 
 
 @pytest.fixture(scope="module")
-def pngs(photos, tmp_path_factory):
-    """The centre of each demo photograph at SIZE × SIZE, as PNGs in one class folder."""
-    out = tmp_path_factory.mktemp("pngs")
-    (out / "all").mkdir()
-    for i, path in enumerate(sorted(pathlib.Path(photos).rglob("*.jpg"))[:COUNT]):
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            w, h = image.size
-            s = min(w, h)
-            box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
-            image.crop(box).resize((SIZE, SIZE), Image.BILINEAR).save(out / "all" / f"{i:02d}.png")
-    return out
-
-
-def nostall_images(pngs, *pixel_ops, threads=2, seed=0, crop=SIZE):
-    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, seed=seed, threads=threads,
-                            pipeline=[ops.CenterCrop(crop), *pixel_ops], dtype="uint8", output="numpy")
-    images, _ = next(iter(loader))
-    return torch.from_numpy(np.array(images))
-
-
-def reference_images(pngs, transform=None, crop=SIZE):
-    paths = sorted((pngs / "all").glob("*.png"))
-    images = [torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1) for p in paths]
-    images = [v2.functional.center_crop(x, [crop, crop]) for x in images]
-    return torch.stack([transform(x) if transform else x for x in images])
-
-
-def parity(got, want):
-    """(share of values within 1 level, mean absolute difference, largest difference)."""
-    diff = (got.int() - want.int()).abs()
-    return (diff <= 1).float().mean().item(), diff.float().mean().item(), diff.max().item()
-
-
-def assert_parity(got, want, what):
-    """≥ 99% of values within 1 level and a mean absolute difference ≤ 0.5 level."""
-    within, mean, most = parity(got, want)
-    assert within >= 0.99 and mean <= 0.5, f"{what}: {within:.4%} within 1, mean {mean:.3f}, max {most}"
+def pngs(square_pngs):
+    return square_pngs(SIZE)
 
 
 FILLS = [0, (10, 20, 30)]
@@ -111,14 +71,8 @@ def test_pinned_parameters_match_torchvision_v2(pngs, case, interpolation, fill)
 def test_a_wide_image_rotates_by_the_kernel_not_a_turn(pngs):
     """A quarter turn of a non-square image keeps its size: torchvision samples it."""
     crop = (64, 96)
-    ours = [ops.CenterCrop(crop), ops.RandomRotation(degrees=(90, 90), fill=(10, 20, 30))]
-    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, seed=0, threads=2,
-                            pipeline=ours, dtype="uint8", output="numpy")
-    got = torch.from_numpy(np.array(next(iter(loader))[0]))
-    paths = sorted((pngs / "all").glob("*.png"))
-    rotate = v2.RandomRotation(degrees=(90, 90), fill=(10, 20, 30))
-    want = torch.stack([rotate(v2.functional.center_crop(
-        torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1), list(crop))) for p in paths])
+    got = nostall_images(pngs, ops.RandomRotation(degrees=(90, 90), fill=(10, 20, 30)), crop=crop)
+    want = reference_images(pngs, v2.RandomRotation(degrees=(90, 90), fill=(10, 20, 30)), crop=crop)
     assert got.shape == want.shape == (COUNT, 3, 64, 96)
     assert_parity(got, want, "RandomRotation(90) on 64x96")
     # Exact as measured: every sample point lands on a pixel centre (nearest, the default).

@@ -1,46 +1,19 @@
 """RandomApply, RandomChoice and RandomOrder: lists of operators as arguments."""
 
-import pathlib
-
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 from torchvision.transforms import v2
 
 import nostall
 from nostall import ops
+from parity import COUNT, nostall_images, reference_images
 
 SIZE = 64
-COUNT = 32
 
 
 @pytest.fixture(scope="module")
-def pngs(photos, tmp_path_factory):
-    """The centre of each demo photograph at SIZE × SIZE, as PNGs in one class folder."""
-    out = tmp_path_factory.mktemp("pngs")
-    (out / "all").mkdir()
-    for i, path in enumerate(sorted(pathlib.Path(photos).rglob("*.jpg"))[:COUNT]):
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            w, h = image.size
-            s = min(w, h)
-            box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
-            image.crop(box).resize((SIZE, SIZE), Image.BILINEAR).save(out / "all" / f"{i:02d}.png")
-    return out
-
-
-def images(pngs, *pixel_ops, threads=2, seed=0):
-    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, seed=seed, threads=threads,
-                            pipeline=[ops.CenterCrop(SIZE), *pixel_ops], dtype="uint8", output="numpy")
-    x, _ = next(iter(loader))
-    return torch.from_numpy(np.array(x))
-
-
-def reference(pngs, transform):
-    paths = sorted((pngs / "all").glob("*.png"))
-    return torch.stack([transform(torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1))
-                        for p in paths])
+def pngs(square_pngs):
+    return square_pngs(SIZE)
 
 
 def test_lists_of_operators_are_arguments_in_python_and_in_text():
@@ -65,17 +38,17 @@ def test_lists_of_operators_are_arguments_in_python_and_in_text():
 def test_certain_compositions_match_torchvision(pngs):
     always = ops.RandomApply([ops.RandomGrayscale(p=1.0), ops.RandomSolarize(threshold=90, p=1.0)], p=1.0)
     theirs = v2.RandomApply([v2.RandomGrayscale(p=1.0), v2.RandomSolarize(threshold=90, p=1.0)], p=1.0)
-    assert torch.equal(images(pngs, always), reference(pngs, theirs))
+    assert torch.equal(nostall_images(pngs, always), reference_images(pngs, theirs))
     never = ops.RandomApply([ops.RandomInvert(p=1.0)], p=0.0)
-    assert torch.equal(images(pngs, never), images(pngs))
+    assert torch.equal(nostall_images(pngs, never), nostall_images(pngs))
     one = ops.RandomChoice([ops.RandomInvert(p=1.0), ops.RandomGrayscale(p=1.0)], p=[0, 1])
-    assert torch.equal(images(pngs, one), reference(pngs, v2.RandomGrayscale(p=1.0)))
+    assert torch.equal(nostall_images(pngs, one), reference_images(pngs, v2.RandomGrayscale(p=1.0)))
 
 
 def test_each_sample_draws_which_and_in_what_order(pngs):
-    original = images(pngs)
-    inverted, gray = 255 - original, reference(pngs, v2.RandomGrayscale(p=1.0))
-    chosen = images(pngs, ops.RandomChoice([ops.RandomInvert(p=1.0), ops.RandomGrayscale(p=1.0)]))
+    original = nostall_images(pngs)
+    inverted, gray = 255 - original, reference_images(pngs, v2.RandomGrayscale(p=1.0))
+    chosen = nostall_images(pngs, ops.RandomChoice([ops.RandomInvert(p=1.0), ops.RandomGrayscale(p=1.0)]))
     which = []
     for got, inv, g in zip(chosen, inverted, gray):
         assert torch.equal(got, inv) or torch.equal(got, g)
@@ -83,12 +56,12 @@ def test_each_sample_draws_which_and_in_what_order(pngs):
     assert 0 < sum(which) < COUNT
     # Solarize then invert differs from invert then solarize: each order shows up.
     pair = [ops.RandomSolarize(threshold=128, p=1.0), ops.RandomInvert(p=1.0)]
-    ordered = images(pngs, ops.RandomOrder(pair), threads=1)
-    first = reference(pngs, v2.Compose([v2.RandomSolarize(threshold=128, p=1.0), v2.RandomInvert(p=1.0)]))
-    second = reference(pngs, v2.Compose([v2.RandomInvert(p=1.0), v2.RandomSolarize(threshold=128, p=1.0)]))
+    ordered = nostall_images(pngs, ops.RandomOrder(pair), threads=1)
+    first = reference_images(pngs, v2.Compose([v2.RandomSolarize(threshold=128, p=1.0), v2.RandomInvert(p=1.0)]))
+    second = reference_images(pngs, v2.Compose([v2.RandomInvert(p=1.0), v2.RandomSolarize(threshold=128, p=1.0)]))
     orders = []
     for got, a, b in zip(ordered, first, second):
         assert torch.equal(got, a) or torch.equal(got, b)
         orders.append(torch.equal(got, a))
     assert 0 < sum(orders) < COUNT
-    assert torch.equal(images(pngs, ops.RandomOrder(pair), threads=4), ordered)
+    assert torch.equal(nostall_images(pngs, ops.RandomOrder(pair), threads=4), ordered)

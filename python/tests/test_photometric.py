@@ -7,55 +7,19 @@ of samples changed is the probability's, each sample decided by its own seed, th
 any number of threads.
 """
 
-import pathlib
-
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 from torchvision.transforms import v2
 
-import nostall
 from nostall import ops
+from parity import COUNT, assert_parity, nostall_images, reference_images
 
 SIZE = 96
-COUNT = 32
 
 
 @pytest.fixture(scope="module")
-def pngs(photos, tmp_path_factory):
-    """The centre of each demo photograph at SIZE × SIZE, as PNGs in one class folder."""
-    out = tmp_path_factory.mktemp("pngs")
-    (out / "all").mkdir()
-    for i, path in enumerate(sorted(pathlib.Path(photos).rglob("*.jpg"))[:COUNT]):
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            w, h = image.size
-            s = min(w, h)
-            box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
-            image.crop(box).resize((SIZE, SIZE), Image.BILINEAR).save(out / "all" / f"{i:02d}.png")
-    return out
-
-
-def nostall_images(pngs, *pixel_ops, threads=2, seed=0):
-    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, seed=seed, threads=threads,
-                            pipeline=[ops.CenterCrop(SIZE), *pixel_ops], dtype="uint8", output="numpy")
-    images, _ = next(iter(loader))
-    return torch.from_numpy(np.array(images))
-
-
-def reference_images(pngs, transform=None):
-    paths = sorted((pngs / "all").glob("*.png"))
-    images = [torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1) for p in paths]
-    return torch.stack([transform(x) if transform else x for x in images])
-
-
-def assert_parity(got, want, what):
-    """≥ 99% of values within 1 level and a mean absolute difference ≤ 0.5 level."""
-    diff = (got.int() - want.int()).abs()
-    within = (diff <= 1).float().mean().item()
-    mean = diff.float().mean().item()
-    assert within >= 0.99 and mean <= 0.5, f"{what}: {within:.4%} within 1, mean {mean:.3f}"
+def pngs(square_pngs):
+    return square_pngs(SIZE)
 
 
 def test_without_operators_nostall_gives_the_decoded_pixels(pngs):

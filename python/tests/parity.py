@@ -1,0 +1,73 @@
+"""What the parity tests of the image operators share: lossless PNGs of the demo
+photographs (so that nostall and the reference start from the same pixels), nostall's
+output for operators over them, the reference's for a transform, and the measure of how
+far apart the two are."""
+
+import pathlib
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision.transforms import v2
+
+import nostall
+from nostall import ops
+
+COUNT = 32
+
+
+def write_square_pngs(photos, out, size, count=COUNT):
+    """The centre of each of the first `count` demo photographs at `size` × `size`, as PNGs
+    in one class folder of `out`; returns `out`."""
+    (out / "all").mkdir()
+    for i, path in enumerate(sorted(pathlib.Path(photos).rglob("*.jpg"))[:count]):
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            w, h = image.size
+            s = min(w, h)
+            box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
+            image.crop(box).resize((size, size), Image.BILINEAR).save(out / "all" / f"{i:02d}.png")
+    return out
+
+
+def _paths(pngs):
+    return sorted((pngs / "all").glob("*.png"))
+
+
+def _whole(pngs):
+    """The PNGs' (height, width)."""
+    with Image.open(_paths(pngs)[0]) as image:
+        return image.height, image.width
+
+
+def nostall_images(pngs, *pixel_ops, threads=2, seed=0, crop=None):
+    """nostall's uint8 CHW batch of every PNG, in file order: `CenterCrop(crop)` (the whole
+    image by default), then `pixel_ops`."""
+    crop = crop or _whole(pngs)
+    loader = nostall.Loader(str(pngs), batch_size=len(_paths(pngs)), shuffle=False, seed=seed,
+                            threads=threads, pipeline=[ops.CenterCrop(crop), *pixel_ops], dtype="uint8",
+                            output="numpy")
+    images, _ = next(iter(loader))
+    return torch.from_numpy(np.array(images))
+
+
+def reference_images(pngs, transform=None, crop=None):
+    """The same PNGs as uint8 CHW tensors, centre-cropped to `crop` if given, through
+    `transform` (a torchvision one) if given."""
+    images = [torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1) for p in _paths(pngs)]
+    if crop is not None:
+        size = [crop, crop] if isinstance(crop, int) else list(crop)
+        images = [v2.functional.center_crop(x, size) for x in images]
+    return torch.stack([transform(x) if transform else x for x in images])
+
+
+def parity(got, want):
+    """(share of values within 1 level, mean absolute difference, largest difference)."""
+    diff = (got.int() - want.int()).abs()
+    return (diff <= 1).float().mean().item(), diff.float().mean().item(), diff.max().item()
+
+
+def assert_parity(got, want, what):
+    """≥ 99% of values within 1 level and a mean absolute difference ≤ 0.5 level."""
+    within, mean, most = parity(got, want)
+    assert within >= 0.99 and mean <= 0.5, f"{what}: {within:.4%} within 1, mean {mean:.3f}, max {most}"
