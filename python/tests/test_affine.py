@@ -89,7 +89,8 @@ def test_a_wide_image_rotates_by_the_kernel_not_a_turn(pngs):
 )
 def test_random_draws_are_the_same_for_any_thread_count(pngs, op):
     one = nostall_images(pngs, op, threads=1)
-    assert torch.equal(nostall_images(pngs, op, threads=4), one)
+    for threads in (2, 4):
+        assert torch.equal(nostall_images(pngs, op, threads=threads), one)
     assert torch.equal(nostall_images(pngs, op, threads=1), one)
     # Each sample draws its own parameters: the images are not all turned alike, and
     # another seed draws others.

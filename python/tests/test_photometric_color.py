@@ -97,7 +97,8 @@ def test_color_jitter_applies_the_four_in_one_of_the_24_orders(pngs):
 ], ids=repr)
 def test_the_draws_are_the_same_for_any_thread_count(pngs, op):
     once = nostall_images(pngs, op, threads=1)
-    assert torch.equal(nostall_images(pngs, op, threads=4), once)
+    for threads in (2, 4):
+        assert torch.equal(nostall_images(pngs, op, threads=threads), once)
     # Another seed, other draws.
     assert not torch.equal(nostall_images(pngs, op, seed=1), once)
 
