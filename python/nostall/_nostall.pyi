@@ -21,6 +21,8 @@ __all__ = [
     "Op",
     "Mixup",
     "_image_operators",
+    "_augment_draws",
+    "_augment",
     "AudioOp",
     "Channels",
     "Resample",
@@ -223,6 +225,14 @@ class Mixup:
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default
     or None, doc), ...])``, from which ``nostall.ops`` makes its classes."""
+
+def _augment_draws(op: Op, seed: int, count: int, width: int, height: int) -> list[list[tuple[str, float]]]:
+    """The augmentations an automatic augmentation draws for ``count`` samples of
+    ``width`` x ``height``, each as the reference names it with its argument (tests)."""
+
+def _augment(op: Op, name: str, value: float, image: bytes, width: int, height: int, seed: int = 0) -> list[int]:
+    """One augmentation ``name`` with argument ``value`` of an automatic augmentation,
+    applied to ``image`` (3 planes of ``width`` x ``height`` bytes) (tests)."""
 
 def imagenet_train(size: int = 224) -> list[Op]:
     """The ImageNet training pipeline as operators: ``[RandomResizedCrop(size),

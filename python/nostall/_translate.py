@@ -135,6 +135,20 @@ def _one(t: Any) -> ops.Op | None:
         return ops.RandomChoice(_ops(t), p=None if p is None else _floats(p))
     if name == "RandomOrder":
         return ops.RandomOrder(_ops(t))
+    if name == "AutoAugment":
+        return ops.AutoAugment(policy=str(getattr(t.policy, "value", t.policy)), interpolation=_interpolation(t),
+                               fill=_optional_fill(t))
+    if name == "RandAugment" and module.startswith("torchvision"):
+        return ops.RandAugment(num_ops=int(t.num_ops), magnitude=int(t.magnitude),
+                               num_magnitude_bins=int(t.num_magnitude_bins), interpolation=_interpolation(t),
+                               fill=_optional_fill(t))
+    if name == "TrivialAugmentWide":
+        return ops.TrivialAugmentWide(num_magnitude_bins=int(t.num_magnitude_bins), interpolation=_interpolation(t),
+                                      fill=_optional_fill(t))
+    if name == "AugMix":
+        return ops.AugMix(severity=int(t.severity), mixture_width=int(t.mixture_width),
+                          chain_depth=int(t.chain_depth), alpha=float(t.alpha), all_ops=bool(t.all_ops),
+                          interpolation=_interpolation(t), fill=_optional_fill(t))
     if name == "RandomErasing" and type(t).__module__.startswith("torchvision"):
         value = t.value
         if value is None or value == "random":
@@ -150,11 +164,17 @@ def _one(t: Any) -> ops.Op | None:
 
 
 def _fill(t: Any) -> Any:
-    fill = getattr(t, "fill", 0)
+    fill = _optional_fill(t)
+    return 0 if fill is None else fill
+
+
+def _optional_fill(t: Any) -> Any:
+    """The transform's fill, None where it has none (zeros, unmasked in torchvision)."""
+    fill = getattr(t, "fill", None)
     if isinstance(fill, dict):  # v2 keeps a fill per input type
-        fill = next(iter(fill.values()), 0)
+        fill = next(iter(fill.values()), None)
     if fill is None:
-        return 0
+        return None
     if isinstance(fill, (list, tuple)):
         return _floats(fill) if len(fill) > 1 else float(fill[0])
     return float(fill)
@@ -164,6 +184,7 @@ _TRANSLATED = (
     "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize", "ColorJitter",
     "RandomGrayscale", "GaussianBlur", "RandomInvert", "RandomSolarize", "RandomPosterize",
     "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomRotation", "RandomAffine",
-    "RandomApply", "RandomChoice", "RandomOrder", "RandomErasing", "Compose", "ToTensor", "PILToTensor",
+    "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "RandomApply", "RandomChoice", "RandomOrder",
+    "RandomErasing", "Compose", "ToTensor", "PILToTensor",
     "ToImage", "ToDtype", "ConvertImageDtype",
 )

@@ -9,11 +9,14 @@ from typing import Any, final
 from typing_extensions import disjoint_base
 
 __all__ = [
+    "AugMix",
+    "AutoAugment",
     "CenterCrop",
     "ColorJitter",
     "GaussianBlur",
     "Normalize",
     "Op",
+    "RandAugment",
     "RandomAdjustSharpness",
     "RandomAffine",
     "RandomApply",
@@ -30,6 +33,9 @@ __all__ = [
     "RandomRotation",
     "RandomSolarize",
     "Resize",
+    "TimmRandAugment",
+    "TimmRandomErasing",
+    "TrivialAugmentWide",
     "from_torchvision",
 ]
 
@@ -405,6 +411,147 @@ class RandomAffine(Op):
         """The centre of the transform: only None (the image's centre) is taken."""
 
 @final
+class AutoAugment(Op):
+    """Applies one sub-policy drawn uniformly from the 25 of ``policy``: two augmentations in
+    turn, each with its probability at its magnitude, the sign of a signed one drawn
+    (torchvision.transforms.v2's ``AutoAugment`` on uint8 images: its policies, magnitudes,
+    draws and kernels). ``policy`` is 'imagenet', 'cifar10' or 'svhn' (torchvision's
+    ``AutoAugmentPolicy`` values).
+
+    - ``policy`` (``'imagenet'``): the learned policy: 'imagenet', 'cifar10' or 'svhn'.
+    - ``interpolation`` (``'nearest'``): how shears, translations and rotations sample the
+      image: 'nearest' or 'bilinear'.
+    - ``fill`` (``None``): the value of what comes in from outside the image in shears,
+      translations and rotations: one number, one per channel (R, G, B), or None (zeros,
+      torchvision's default).
+    """
+
+    def __new__(cls, policy: str = 'imagenet', interpolation: str = 'nearest', fill: float | tuple[float, float, float] | list[float] | None = None) -> AutoAugment: ...
+    @property
+    def policy(self) -> str:
+        """The learned policy: 'imagenet', 'cifar10' or 'svhn'."""
+    @property
+    def interpolation(self) -> str:
+        """How shears, translations and rotations sample the image: 'nearest' or 'bilinear'."""
+    @property
+    def fill(self) -> float | tuple[float, float, float] | None:
+        """The value of what comes in from outside the image in shears, translations and rotations: one number, one per channel (R, G, B), or None (zeros, torchvision's default)."""
+
+@final
+class RandAugment(Op):
+    """Applies ``num_ops`` augmentations in turn, each drawn uniformly from 14 (Identity,
+    ShearX, ShearY, TranslateX, TranslateY, Rotate, Brightness, Color, Contrast, Sharpness,
+    Posterize, Solarize, AutoContrast, Equalize) at bin ``magnitude`` of
+    ``num_magnitude_bins``, the sign of a signed one drawn (torchvision.transforms.v2's
+    ``RandAugment`` on uint8 images: its space, magnitudes, draws and kernels). For timm's
+    RandAugment (``rand-m9-mstd0.5-inc1``) see ``TimmRandAugment``.
+
+    - ``num_ops`` (``2``): augmentations applied in turn (non-negative).
+    - ``magnitude`` (``9``): the bin of every augmentation's magnitude, in [0,
+      num_magnitude_bins).
+    - ``num_magnitude_bins`` (``31``): how many magnitudes each augmentation's range is
+      split into (at least 2).
+    - ``interpolation`` (``'nearest'``): how shears, translations and rotations sample the
+      image: 'nearest' or 'bilinear'.
+    - ``fill`` (``None``): the value of what comes in from outside the image in shears,
+      translations and rotations: one number, one per channel (R, G, B), or None (zeros,
+      torchvision's default).
+    """
+
+    def __new__(cls, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31, interpolation: str = 'nearest', fill: float | tuple[float, float, float] | list[float] | None = None) -> RandAugment: ...
+    @property
+    def num_ops(self) -> int:
+        """Augmentations applied in turn (non-negative)."""
+    @property
+    def magnitude(self) -> int:
+        """The bin of every augmentation's magnitude, in [0, num_magnitude_bins)."""
+    @property
+    def num_magnitude_bins(self) -> int:
+        """How many magnitudes each augmentation's range is split into (at least 2)."""
+    @property
+    def interpolation(self) -> str:
+        """How shears, translations and rotations sample the image: 'nearest' or 'bilinear'."""
+    @property
+    def fill(self) -> float | tuple[float, float, float] | None:
+        """The value of what comes in from outside the image in shears, translations and rotations: one number, one per channel (R, G, B), or None (zeros, torchvision's default)."""
+
+@final
+class TrivialAugmentWide(Op):
+    """Applies one augmentation drawn uniformly from 14 (Identity, ShearX, ShearY, TranslateX,
+    TranslateY, Rotate, Brightness, Color, Contrast, Sharpness, Posterize, Solarize,
+    AutoContrast, Equalize) at a magnitude bin drawn uniformly, the sign of a signed one
+    drawn, with the wide ranges (torchvision.transforms.v2's ``TrivialAugmentWide`` on uint8
+    images: its space, magnitudes, draws and kernels).
+
+    - ``num_magnitude_bins`` (``31``): how many magnitudes each augmentation's range is
+      split into (at least 2).
+    - ``interpolation`` (``'nearest'``): how shears, translations and rotations sample the
+      image: 'nearest' or 'bilinear'.
+    - ``fill`` (``None``): the value of what comes in from outside the image in shears,
+      translations and rotations: one number, one per channel (R, G, B), or None (zeros,
+      torchvision's default).
+    """
+
+    def __new__(cls, num_magnitude_bins: int = 31, interpolation: str = 'nearest', fill: float | tuple[float, float, float] | list[float] | None = None) -> TrivialAugmentWide: ...
+    @property
+    def num_magnitude_bins(self) -> int:
+        """How many magnitudes each augmentation's range is split into (at least 2)."""
+    @property
+    def interpolation(self) -> str:
+        """How shears, translations and rotations sample the image: 'nearest' or 'bilinear'."""
+    @property
+    def fill(self) -> float | tuple[float, float, float] | None:
+        """The value of what comes in from outside the image in shears, translations and rotations: one number, one per channel (R, G, B), or None (zeros, torchvision's default)."""
+
+@final
+class AugMix(Op):
+    """Blends the image with ``mixture_width`` chains of augmentations of it (each chain
+    ``chain_depth`` augmentations, or 1 to 3 drawn when it is not positive, each drawn
+    uniformly at a magnitude bin drawn below ``severity``, the sign of a signed one drawn):
+    the weight of the image from Beta(``alpha``, ``alpha``), the chains' from
+    Dirichlet(``alpha``, ...) (torchvision.transforms.v2's ``AugMix`` on uint8 images: its
+    space, magnitudes, draws, kernels, and its 32-bit float sum truncated to 8 bits).
+    ``all_ops=False`` leaves out Brightness, Color, Contrast and Sharpness.
+
+    - ``severity`` (``3``): the magnitude bins drawn from: the lowest ``severity`` of 10 (1
+      to 10).
+    - ``mixture_width`` (``3``): how many chains are blended (at least 1).
+    - ``chain_depth`` (``-1``): augmentations a chain, or a depth drawn from 1 to 3 for each
+      chain when not positive.
+    - ``alpha`` (``1.0``): the concentration of the Beta and Dirichlet weights (positive).
+    - ``all_ops`` (``True``): whether Brightness, Color, Contrast and Sharpness are in the
+      space.
+    - ``interpolation`` (``'bilinear'``): how shears, translations and rotations sample the
+      image: 'nearest' or 'bilinear'.
+    - ``fill`` (``None``): the value of what comes in from outside the image in shears,
+      translations and rotations: one number, one per channel (R, G, B), or None (zeros,
+      torchvision's default).
+    """
+
+    def __new__(cls, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1, alpha: float = 1.0, all_ops: bool = True, interpolation: str = 'bilinear', fill: float | tuple[float, float, float] | list[float] | None = None) -> AugMix: ...
+    @property
+    def severity(self) -> int:
+        """The magnitude bins drawn from: the lowest ``severity`` of 10 (1 to 10)."""
+    @property
+    def mixture_width(self) -> int:
+        """How many chains are blended (at least 1)."""
+    @property
+    def chain_depth(self) -> int:
+        """Augmentations a chain, or a depth drawn from 1 to 3 for each chain when not positive."""
+    @property
+    def alpha(self) -> float:
+        """The concentration of the Beta and Dirichlet weights (positive)."""
+    @property
+    def all_ops(self) -> bool:
+        """Whether Brightness, Color, Contrast and Sharpness are in the space."""
+    @property
+    def interpolation(self) -> str:
+        """How shears, translations and rotations sample the image: 'nearest' or 'bilinear'."""
+    @property
+    def fill(self) -> float | tuple[float, float, float] | None:
+        """The value of what comes in from outside the image in shears, translations and rotations: one number, one per channel (R, G, B), or None (zeros, torchvision's default)."""
+
+@final
 class RandomApply(Op):
     """Applies ``transforms``, in order, with probability ``p``, or none of them
     (torchvision.transforms.v2's ``RandomApply``). They are all operators on pixels, or all
@@ -485,5 +632,4 @@ class RandomErasing(Op):
     def value(self) -> float | tuple[float, float, float] | str:
         """The value erased to: one number, one per channel, or ``'random'`` (standard normal noise, each value drawn)."""
 
-def from_torchvision(transform: Any) -> list[Op]:
-    """nostall's operators for a torchvision (v1 or v2) or timm recipe."""
+@final

@@ -9,7 +9,7 @@
 //! operator. Python values become the engine's ([`PyValue`]) in one place.
 
 use nostall::prep::args::Value;
-use nostall::prep::image::{Op, DECLARATIONS};
+use nostall::prep::image::{op, Op, DECLARATIONS};
 use nostall::prep::Operators;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
@@ -289,7 +289,45 @@ fn from_native(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
 
 /// Adds `Op` and the declarations to the extension module (`nostall.ops` makes the
 /// classes).
+/// The augmentations an automatic augmentation (`op`) draws for `count` samples of
+/// `width` × `height`: for the tests of its distribution against the reference's.
+#[pyfunction]
+#[pyo3(name = "_augment_draws")]
+fn augment_draws(
+    py: Python<'_>,
+    op: &OpBase,
+    seed: u64,
+    count: usize,
+    width: usize,
+    height: usize,
+) -> PyResult<Vec<Vec<(&'static str, f64)>>> {
+    op::augmentation_draws(&op.0, seed, count, width, height).map_err(|e| raise(py, e))
+}
+
+/// One augmentation `name` with argument `value` of an automatic augmentation (`op`),
+/// applied to `image` (3 planes of `width` × `height` bytes, R, G, B): for the tests of
+/// its kernels against the reference's. The bytes come back changed.
+#[pyfunction]
+#[pyo3(name = "_augment", signature = (op, name, value, image, width, height, seed=0))]
+#[allow(clippy::too_many_arguments)]
+fn augment(
+    py: Python<'_>,
+    op: &OpBase,
+    name: &str,
+    value: f64,
+    mut image: Vec<u8>,
+    width: usize,
+    height: usize,
+    seed: u64,
+) -> PyResult<Vec<u8>> {
+    op::apply_augmentation(&op.0, name, value, &mut image, width, height, seed)
+        .map_err(|e| raise(py, e))?;
+    Ok(image)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OpBase>()?;
-    m.add_function(wrap_pyfunction!(image_operators, m)?)
+    m.add_function(wrap_pyfunction!(image_operators, m)?)?;
+    m.add_function(wrap_pyfunction!(augment_draws, m)?)?;
+    m.add_function(wrap_pyfunction!(augment, m)?)
 }

@@ -83,6 +83,28 @@ impl Rng {
         radius * (std::f64::consts::TAU * self.next_f64()).cos()
     }
 
+    /// A draw from Gamma(`alpha`, 1), `alpha` > 0: Marsaglia and Tsang's method (for
+    /// `alpha` < 1, boosted by one and scaled by `u^(1/alpha)`).
+    pub fn gamma(&mut self, alpha: f64) -> f64 {
+        if alpha < 1.0 {
+            let u = 1.0 - self.next_f64();
+            return self.gamma(alpha + 1.0) * u.powf(1.0 / alpha);
+        }
+        let d = alpha - 1.0 / 3.0;
+        let c = 1.0 / (9.0 * d).sqrt();
+        loop {
+            let x = self.normal();
+            let v = (1.0 + c * x).powi(3);
+            if v <= 0.0 {
+                continue;
+            }
+            let u = 1.0 - self.next_f64();
+            if u.ln() < 0.5 * x * x + d * (1.0 - v + v.ln()) {
+                return d * v;
+            }
+        }
+    }
+
     /// A uniform integer in [0, n), without modulo bias (Lemire's method). `n` must be > 0.
     pub fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);

@@ -161,6 +161,8 @@ pub enum Kind {
     Rgb,
     /// A number, or one per channel.
     Fill,
+    /// A number, one per channel, or `None`.
+    OptionalFill,
     /// A number, one per channel, or `'random'`.
     Erase,
     /// A list of image operators.
@@ -190,6 +192,7 @@ impl Kind {
             Kind::OptionalPair => "tuple[float, float] | list[float] | None",
             Kind::Rgb => "tuple[float, float, float] | list[float]",
             Kind::Fill => "float | tuple[float, float, float] | list[float]",
+            Kind::OptionalFill => "float | tuple[float, float, float] | list[float] | None",
             Kind::Erase => "float | tuple[float, float, float] | list[float] | str",
             Kind::Ops => "Sequence[Op]",
             Kind::Weights => "Sequence[float] | None",
@@ -211,6 +214,7 @@ impl Kind {
             Kind::Shear => "tuple[float, float] | tuple[float, float, float, float] | None",
             Kind::Rgb => "tuple[float, float, float]",
             Kind::Fill => "float | tuple[float, float, float]",
+            Kind::OptionalFill => "float | tuple[float, float, float] | None",
             Kind::Erase => "float | tuple[float, float, float] | str",
             Kind::Ops => "list[Op]",
             Kind::Weights => "tuple[float, ...] | None",

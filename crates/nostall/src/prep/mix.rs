@@ -358,34 +358,13 @@ fn blend(to: &mut [u8], from: &[u8], lam: f32) {
 
 /// A draw from Beta(α, α), as the ratio of two Gamma(α) draws.
 fn beta(alpha: f64, rng: &mut Rng) -> f64 {
-    let x = gamma(alpha, rng);
-    let y = gamma(alpha, rng);
+    let x = rng.gamma(alpha);
+    let y = rng.gamma(alpha);
     if x + y == 0.0 {
         // Both underflowed (a tiny α): the distribution's mass is at 0 and 1.
         return if rng.next_f64() < 0.5 { 0.0 } else { 1.0 };
     }
     x / (x + y)
-}
-
-/// A draw from Gamma(α, 1): Marsaglia and Tsang's method (α < 1 by boosting).
-fn gamma(alpha: f64, rng: &mut Rng) -> f64 {
-    if alpha < 1.0 {
-        let u = 1.0 - rng.next_f64();
-        return gamma(alpha + 1.0, rng) * u.powf(1.0 / alpha);
-    }
-    let d = alpha - 1.0 / 3.0;
-    let c = 1.0 / (9.0 * d).sqrt();
-    loop {
-        let x = rng.normal();
-        let v = (1.0 + c * x).powi(3);
-        if v <= 0.0 {
-            continue;
-        }
-        let u = 1.0 - rng.next_f64();
-        if u.ln() < 0.5 * x * x + d * (1.0 - v + v.ln()) {
-            return d * v;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -366,7 +366,7 @@ impl Photometric for RandomAffine {
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
         let d = self.draw(image.width, image.height, rng);
         let matrix = inverse_matrix([0.0, 0.0], d.angle, d.translate, d.scale, d.shear);
-        warp(image, matrix, self.interpolation, self.fill);
+        warp(image, matrix, self.interpolation, Some(self.fill));
     }
 }
 
@@ -410,11 +410,13 @@ pub(super) fn inverse_matrix(
 /// `grid_sample` does with `align_corners=False` (`(g + 1)·size/2 − 0.5`), sampled with
 /// zeros outside, and the fill blended in by the mask sampled alike (nearest: the fill
 /// where the mask is under 0.5; bilinear: `(v − fill)·mask + fill`), rounded half to even.
+/// Without a fill (torchvision's `fill=None`) no mask is sampled: zeros come in from
+/// outside, weighted as they are.
 pub(super) fn warp(
     image: &mut Planes<'_>,
     matrix: [f64; 6],
     interpolation: Interpolation,
-    fill: [f64; 3],
+    fill: Option<[f64; 3]>,
 ) {
     let (width, height) = (image.width, image.height);
     if width == 0 || height == 0 {
@@ -426,7 +428,7 @@ pub(super) fn warp(
     let (r00, r10, r20) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
     let (r01, r11, r21) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
     let (scale_x, scale_y) = (width as f32 / 2.0, height as f32 / 2.0);
-    let fill = fill.map(|v| v as f32);
+    let fill = fill.map(|fill| fill.map(|v| v as f32));
     let area = width * height;
     let source = image.data[..3 * area].to_vec();
     let planes: Vec<&[u8]> = source.chunks_exact(area).collect();
@@ -451,7 +453,7 @@ pub(super) fn warp(
                         out[c * area + i] = if inside {
                             planes[c][at]
                         } else {
-                            to_u8(fill[c])
+                            fill.map_or(0, |fill| to_u8(fill[c]))
                         };
                     }
                 }
@@ -484,7 +486,10 @@ pub(super) fn warp(
                         for (at, weight) in corners.iter().zip(weights) {
                             v += at.map_or(0.0, |at| f32::from(planes[c][at]) * weight);
                         }
-                        out[c * area + i] = to_u8((v - fill[c]) * mask + fill[c]);
+                        out[c * area + i] = match fill {
+                            Some(fill) => to_u8((v - fill[c]) * mask + fill[c]),
+                            None => to_u8(v),
+                        };
                     }
                 }
             }

@@ -142,8 +142,8 @@ impl Photometric for ColorJitter {
                     let area = image.area();
                     brightness(&mut image.data[..3 * area], factor);
                 }
-                1 => contrast(image, factor),
-                2 => saturation(image, factor),
+                1 => contrast(image, f64::from(factor)),
+                2 => saturation(image, f64::from(factor)),
                 _ => hue(image, factor),
             }
         }
@@ -160,7 +160,7 @@ pub(super) fn brightness(values: &mut [u8], factor: f32) {
 
 /// torchvision's `adjust_contrast` on uint8 images: each value blended with the mean of
 /// the floored grayscale image.
-pub(super) fn contrast(image: &mut Planes<'_>, factor: f32) {
+pub(super) fn contrast(image: &mut Planes<'_>, factor: f64) {
     let area = image.area();
     if area == 0 {
         return;
@@ -174,24 +174,24 @@ pub(super) fn contrast(image: &mut Planes<'_>, factor: f32) {
         .sum();
     // torch's float32 mean, correctly rounded from the exact sum.
     let mean = (sum as f64 / area as f64) as f32;
-    let alpha = one_minus(factor);
+    let (ratio, alpha) = ratios(factor);
     for plane in [r, g, b] {
         for v in plane.iter_mut() {
-            *v = blend(*v, mean, factor, alpha);
+            *v = blend(*v, mean, ratio, alpha);
         }
     }
 }
 
 /// torchvision's `adjust_saturation` on uint8 images: each value blended with its pixel's
 /// floored grayscale.
-pub(super) fn saturation(image: &mut Planes<'_>, factor: f32) {
-    let alpha = one_minus(factor);
+pub(super) fn saturation(image: &mut Planes<'_>, factor: f64) {
+    let (ratio, alpha) = ratios(factor);
     let [r, g, b] = image.rgb_mut();
     for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
         let gray = luma(*r, *g, *b);
-        *r = blend(*r, gray, factor, alpha);
-        *g = blend(*g, gray, factor, alpha);
-        *b = blend(*b, gray, factor, alpha);
+        *r = blend(*r, gray, ratio, alpha);
+        *g = blend(*g, gray, ratio, alpha);
+        *b = blend(*b, gray, ratio, alpha);
     }
 }
 
@@ -204,9 +204,10 @@ pub(super) fn hue(image: &mut Planes<'_>, factor: f32) {
     }
 }
 
-/// `1 - ratio` as torch has it: computed from the f32 factor in f64, rounded to f32.
-fn one_minus(ratio: f32) -> f32 {
-    (1.0 - f64::from(ratio)) as f32
+/// `_blend`'s two weights as torch takes them: the factor `ratio` and `1 - ratio`, each
+/// computed in Python's 64-bit floats and rounded to 32 bits.
+fn ratios(factor: f64) -> (f32, f32) {
+    (factor as f32, (1.0 - factor) as f32)
 }
 
 /// torchvision's `_blend` of a uint8 value with `other`: `v · ratio + other · alpha`

@@ -22,6 +22,9 @@
 //!   out the channels straight into the sample's slot of the batch.
 
 mod affine;
+mod augment;
+mod augmix;
+mod auto_augment;
 mod autocontrast;
 mod center_crop;
 mod color_jitter;
@@ -32,6 +35,7 @@ mod horizontal_flip;
 mod invert;
 mod normalize;
 mod posterize;
+mod rand_augment;
 mod random_apply;
 mod random_choice;
 mod random_erasing;
@@ -41,6 +45,7 @@ mod resize;
 mod rotation;
 mod sharpness;
 mod solarize;
+mod trivial_augment_wide;
 
 use std::fmt;
 use std::sync::Arc;
@@ -74,6 +79,10 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &gaussian_blur::DECLARATION,
     &rotation::DECLARATION,
     &affine::DECLARATION,
+    &auto_augment::DECLARATION,
+    &rand_augment::DECLARATION,
+    &trivial_augment_wide::DECLARATION,
+    &augmix::DECLARATION,
     &random_apply::DECLARATION,
     &random_choice::DECLARATION,
     &random_order::DECLARATION,
@@ -122,6 +131,31 @@ pub(crate) trait Operator: Send + Sync + 'static {
 
     /// Where it runs.
     fn stage(&self) -> Stage<'_>;
+
+    /// Its draws and steps one at a time, where it applies augmentations drawn from a
+    /// space (the automatic augmentations), for the tests against the reference.
+    fn augmenter(&self) -> Option<&dyn Augmenter> {
+        None
+    }
+}
+
+/// An operator that applies a sequence of augmentations drawn from a space (AutoAugment,
+/// RandAugment, ...), seen step by step: what the tests compare with the reference's
+/// draws and kernels.
+pub(crate) trait Augmenter {
+    /// The augmentations one sample of `width` × `height` gets, in order, each as the
+    /// reference names it with its argument (the signed magnitude, the bits, ...; 0 for
+    /// those that take none), without applying them.
+    fn draw_steps(&self, width: usize, height: usize, rng: &mut Rng) -> Vec<(&'static str, f64)>;
+
+    /// Applies the one augmentation `name` with its argument `value`, as this operator's
+    /// settings (interpolation, fill) have it; `rng` serves the draws the step itself
+    /// makes (timm's random resampling filter).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a name that is not in the operator's space.
+    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, rng: &mut Rng) -> Result<()>;
 }
 
 /// Where in a sample's preparation an operator runs (see the module doc).
@@ -474,6 +508,66 @@ impl fmt::Debug for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
+}
+
+/// The augmentations drawn by `op` (an automatic augmentation) for `count` samples of
+/// `width` × `height`, the generator seeded with `seed`: what the tests compare with the
+/// reference's distribution. Not a stable interface.
+///
+/// # Errors
+///
+/// [`Error::Config`] when `op` draws no augmentations.
+#[doc(hidden)]
+pub fn augmentation_draws(
+    op: &Op,
+    seed: u64,
+    count: usize,
+    width: usize,
+    height: usize,
+) -> Result<Vec<Vec<(&'static str, f64)>>> {
+    let augmenter = augmenter_of(op)?;
+    let mut rng = Rng::new(seed);
+    Ok((0..count)
+        .map(|_| augmenter.draw_steps(width, height, &mut rng))
+        .collect())
+}
+
+/// Applies the one augmentation `name` with argument `value` of `op` (an automatic
+/// augmentation) to `image`, 3 planes of `width` × `height` bytes: what the tests compare
+/// with the reference's kernel. Not a stable interface.
+///
+/// # Errors
+///
+/// [`Error::Config`] when `op` draws no augmentations, `name` is not one of them, or the
+/// image is not 3 planes of that size.
+#[doc(hidden)]
+pub fn apply_augmentation(
+    op: &Op,
+    name: &str,
+    value: f64,
+    image: &mut [u8],
+    width: usize,
+    height: usize,
+    seed: u64,
+) -> Result<()> {
+    let augmenter = augmenter_of(op)?;
+    if image.len() != 3 * width * height {
+        return Err(Error::Config(format!(
+            "{} bytes are not 3 planes of {width}x{height}",
+            image.len()
+        )));
+    }
+    let mut planes = Planes {
+        data: image,
+        width,
+        height,
+    };
+    augmenter.apply_step(name, value, &mut planes, &mut Rng::new(seed))
+}
+
+fn augmenter_of(op: &Op) -> Result<&dyn Augmenter> {
+    op.0.augmenter()
+        .ok_or_else(|| Error::Config(format!("{} draws no augmentations", op.name())))
 }
 
 /// Checks that `size` has no side of 0 pixels.

@@ -92,7 +92,7 @@ impl Operator for RandomRotation {
 impl Photometric for RandomRotation {
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
         let angle = self.draw(rng);
-        rotate(image, angle, self.interpolation, self.fill);
+        rotate(image, angle, self.interpolation, Some(self.fill));
     }
 }
 
@@ -103,7 +103,7 @@ pub(super) fn rotate(
     image: &mut Planes<'_>,
     angle: f64,
     interpolation: Interpolation,
-    fill: [f64; 3],
+    fill: Option<[f64; 3]>,
 ) {
     // Python's `angle % 360`: in [0, 360).
     let angle = angle.rem_euclid(360.0);

@@ -61,10 +61,11 @@ impl Photometric for RandomSolarize {
     }
 }
 
-/// `v >= threshold` becomes `255 - v`.
+/// `v >= threshold` becomes `255 - v`, compared in 32-bit floats as torch compares a
+/// uint8 tensor with a Python float.
 pub(super) fn solarize(values: &mut [u8], threshold: f64) {
     // The smallest byte at or above the threshold (256: none).
-    let from = threshold.ceil() as u16;
+    let from = (threshold as f32).ceil() as u16;
     for v in values {
         if u16::from(*v) >= from {
             *v = 255 - *v;

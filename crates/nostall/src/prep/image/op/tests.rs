@@ -234,13 +234,13 @@ fn color_jitter_kernels_match_torchvision_definitions() {
             );
         }
         let mut data = original.clone();
-        color_jitter::saturation(&mut sized(&mut data, 64, 64), factor);
+        color_jitter::saturation(&mut sized(&mut data, 64, 64), f64::from(factor));
         for (i, gray) in grays.iter().enumerate() {
             let want = px(&original, i).map(|v| torch_blend(v, *gray, factor));
             assert_eq!(px(&data, i), want, "saturation {factor}");
         }
         let mut data = original.clone();
-        color_jitter::contrast(&mut sized(&mut data, 64, 64), factor);
+        color_jitter::contrast(&mut sized(&mut data, 64, 64), f64::from(factor));
         for (v, got) in original.iter().zip(&data) {
             assert_eq!(*got, torch_blend(*v, mean, factor), "contrast {factor}");
         }
@@ -743,7 +743,7 @@ fn rotation_by_0_is_the_identity_and_by_quarter_turns_a_transpose_and_flip() {
             &mut sized(&mut data, 24, 16),
             identity,
             interpolation,
-            [7.0; 3],
+            Some([7.0; 3]),
         );
         assert_eq!(data, original, "{interpolation:?}");
     }
@@ -763,7 +763,7 @@ fn rotation_by_0_is_the_identity_and_by_quarter_turns_a_transpose_and_flip() {
                 &mut sized(&mut data, size, size),
                 matrix,
                 Interpolation::Nearest,
-                [0.0; 3],
+                Some([0.0; 3]),
             );
             assert_eq!(data, want, "kernel, {degrees} on {size}x{size}");
         }
@@ -836,7 +836,7 @@ fn affine_matrix_and_sampling_are_torchvisions() {
             &mut sized(&mut data, 5, 4),
             matrix,
             interpolation,
-            [10.0, 20.0, 30.0],
+            Some([10.0, 20.0, 30.0]),
         );
         assert_eq!(data, want, "{interpolation:?}");
     }

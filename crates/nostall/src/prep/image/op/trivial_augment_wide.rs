@@ -1,0 +1,115 @@
+//! `TrivialAugmentWide`: one augmentation drawn uniformly, at a magnitude drawn uniformly.
+
+use super::augment::{self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Settings};
+use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "TrivialAugmentWide",
+    doc: "Applies one augmentation drawn uniformly from 14 (Identity, ShearX, ShearY, \
+          TranslateX, TranslateY, Rotate, Brightness, Color, Contrast, Sharpness, Posterize, \
+          Solarize, AutoContrast, Equalize) at a magnitude bin drawn uniformly, the sign of a \
+          signed one drawn, with the wide ranges (torchvision.transforms.v2's \
+          `TrivialAugmentWide` on uint8 images: its space, magnitudes, draws and kernels).",
+    params: &[
+        Param::with_default(
+            "num_magnitude_bins",
+            Kind::Int,
+            "31",
+            "how many magnitudes each augmentation's range is split into (at least 2)",
+        ),
+        augment::interpolation_param("'nearest'"),
+        augment::FILL,
+    ],
+    build,
+};
+
+/// torchvision's `TrivialAugmentWide._AUGMENTATION_SPACE`.
+static SPACE: [Entry; 14] = [
+    entry(A::Identity, M::None, false),
+    entry(A::ShearX, M::Linspace(0.0, 0.99), true),
+    entry(A::ShearY, M::Linspace(0.0, 0.99), true),
+    entry(A::TranslateX, M::OfWidth(Extent::Pixels(32.0)), true),
+    entry(A::TranslateY, M::OfHeight(Extent::Pixels(32.0)), true),
+    entry(A::Rotate, M::Linspace(0.0, 135.0), true),
+    entry(A::Brightness, M::Linspace(0.0, 0.99), true),
+    entry(A::Color, M::Linspace(0.0, 0.99), true),
+    entry(A::Contrast, M::Linspace(0.0, 0.99), true),
+    entry(A::Sharpness, M::Linspace(0.0, 0.99), true),
+    entry(A::Posterize, M::Bits { top: 8.0, steps: 6.0 }, false),
+    entry(A::Solarize, M::Linspace(1.0, 0.0), false),
+    entry(A::AutoContrast, M::None, false),
+    entry(A::Equalize, M::None, false),
+];
+
+fn build(args: &Args) -> Result<Op> {
+    let bins: usize = args.int("num_magnitude_bins")?;
+    if bins < 2 {
+        return Err(args.error("num_magnitude_bins", format!("{bins}: must be at least 2")));
+    }
+    Ok(Op::new(TrivialAugmentWide {
+        bins,
+        settings: Settings::read(args)?,
+    }))
+}
+
+struct TrivialAugmentWide {
+    bins: usize,
+    settings: Settings,
+}
+
+impl TrivialAugmentWide {
+    /// torchvision's `TrivialAugmentWide.forward` draws: the augmentation, then (where it
+    /// takes a magnitude) the bin and the sign.
+    fn draw(&self, size: (usize, usize), rng: &mut Rng) -> (A, f64) {
+        let entry = &SPACE[augment::index(rng, SPACE.len())];
+        let magnitude = match entry.magnitudes {
+            M::None => 0.0,
+            _ => {
+                let bin = augment::index(rng, self.bins);
+                entry.magnitude(bin, self.bins, size, rng)
+            }
+        };
+        (entry.what, magnitude)
+    }
+}
+
+impl Operator for TrivialAugmentWide {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        let [interpolation, fill] = self.settings.values();
+        vec![Value::Int(self.bins as i64), interpolation, fill]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage::Pixels(self)
+    }
+
+    fn augmenter(&self) -> Option<&dyn Augmenter> {
+        Some(self)
+    }
+}
+
+impl Photometric for TrivialAugmentWide {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        let (what, magnitude) = self.draw((image.width, image.height), rng);
+        self.settings.apply(image, what, magnitude);
+    }
+}
+
+impl Augmenter for TrivialAugmentWide {
+    fn draw_steps(&self, width: usize, height: usize, rng: &mut Rng) -> Vec<(&'static str, f64)> {
+        let (what, magnitude) = self.draw((width, height), rng);
+        vec![(what.name(), magnitude)]
+    }
+
+    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, _: &mut Rng) -> Result<()> {
+        self.settings
+            .apply_named(DECLARATION.name, &SPACE, name, value, image)
+    }
+}
