@@ -25,7 +25,7 @@ use crate::errors::{config_error, job_error, raise, raise_peer};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::mix::Mixup;
 use crate::stats::{node_dict, stats_dict};
-use crate::tensor::{objects, resolve_output, shared_objects, Output};
+use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
 use crate::{device, live, shared, state};
 
 /// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
@@ -205,6 +205,8 @@ pub(crate) struct Loader {
     shared_at: Option<Position>,
     /// The CUDA device batches are moved to (`device=`).
     device: Option<device::Device>,
+    /// The shapes of a sample's views, where the pipeline makes several (else empty).
+    views: Vec<Vec<usize>>,
 }
 
 #[pymethods]
@@ -378,6 +380,23 @@ impl Loader {
                 .map(live::NodeCounters::Agent),
         };
         let inner = Arc::new(job.loader);
+        let views = inner.config().pipeline.layout().views().to_vec();
+        if !views.is_empty() {
+            if sharing {
+                return Err(config_error(
+                    py,
+                    "views with share=: the node agent's batches carry one image a sample".into(),
+                ));
+            }
+            if matches!(*output, Output::DLPack) {
+                return Err(config_error(
+                    py,
+                    "views are handed over as one torch tensor or NumPy array a view: use \
+                     output=\"torch\" or \"numpy\""
+                        .into(),
+                ));
+            }
+        }
         let endpoint = nostall::env::metrics_addr(metrics_addr.as_deref())
             .map(|addr| {
                 let figures = live::LoaderFigures {
@@ -410,6 +429,7 @@ impl Loader {
             shared,
             shared_at: None,
             device,
+            views,
         })
     }
 
@@ -518,7 +538,8 @@ impl Loader {
                     None => Owner::Labels(batch.labels().to_vec()),
                 };
                 let Some(device) = &self.device else {
-                    return objects(py, &self.output, Owner::Batch(batch), labels).map(Some);
+                    let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
+                    return Ok(Some((split_views(py, images, &self.views)?, labels)));
                 };
                 let deferred = device::Device::deferred(py, &batch, self.inner.catalog())?;
                 let host = objects(py, &self.output, Owner::Batch(batch), labels)?;

@@ -216,6 +216,9 @@ fn is_native(pipeline: &Bound<'_, PyAny>) -> bool {
 /// names what it cannot translate. A `TypeError` names the first item that is not an
 /// operator, or of the other modality than the first.
 pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
+    if let Some(views) = views_of(pipeline)? {
+        return Ok(Operators::Views(views));
+    }
     if !is_native(pipeline) && holds_transforms(pipeline)? {
         let translate = pipeline
             .py()
@@ -224,6 +227,42 @@ pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
         return from_native(&translate.call1((pipeline,))?);
     }
     from_native(pipeline)
+}
+
+/// The views of a `pipeline=` list whose items are each a pipeline (a list of
+/// operators, or a torchvision or timm `Compose`): one list of image operators a view.
+fn views_of(pipeline: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Vec<Op>>>> {
+    let is_pipeline = |item: &Bound<'_, PyAny>| -> PyResult<bool> {
+        Ok(item.is_instance_of::<PyList>()
+            || item.is_instance_of::<PyTuple>()
+            || (item.hasattr("transforms")? && item.cast::<OpBase>().is_err()))
+    };
+    if !(pipeline.is_instance_of::<PyList>() || pipeline.is_instance_of::<PyTuple>()) {
+        return Ok(None);
+    }
+    let items: Vec<_> = pipeline.try_iter()?.collect::<PyResult<_>>()?;
+    if items.is_empty() {
+        return Ok(None);
+    }
+    for item in &items {
+        if !is_pipeline(item)? {
+            return Ok(None);
+        }
+    }
+    let mut views = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match from_python(item)? {
+            Operators::Image(ops) => views.push(ops),
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "pipeline[{i}] is {}: each view is a list of image operators \
+                     (nostall.ops) or a torchvision or timm recipe",
+                    item.repr()?
+                )))
+            }
+        }
+    }
+    Ok(Some(views))
 }
 
 /// Whether `pipeline` is a torchvision or timm transform, or a sequence holding one.
@@ -287,8 +326,6 @@ fn from_native(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
     })
 }
 
-/// Adds `Op` and the declarations to the extension module (`nostall.ops` makes the
-/// classes).
 /// The augmentations an automatic augmentation (`op`) draws for `count` samples of
 /// `width` × `height`: for the tests of its distribution against the reference's.
 #[pyfunction]
@@ -325,6 +362,8 @@ fn augment(
     Ok(image)
 }
 
+/// Adds `Op` and the declarations to the extension module (`nostall.ops` makes the
+/// classes).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OpBase>()?;
     m.add_function(wrap_pyfunction!(image_operators, m)?)?;

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
+use pyo3::types::{PySlice, PyTuple};
 
 use crate::dlpack::{self, Owner};
 use crate::errors::config_error;
@@ -136,6 +137,36 @@ pub(crate) fn objects(
         Output::Via(f) => tensors(f, object(images)?, object(labels)?),
         Output::DLPack => Ok((object(images)?.unbind(), object(labels)?.unbind())),
     }
+}
+
+/// The batch's images as a tuple of one tensor (or array) a view, each `[n, *shape]`,
+/// where the sample is made of `views` (each a view of the batch's memory, no copy);
+/// `images` as they are where it is not.
+pub(crate) fn split_views(
+    py: Python<'_>,
+    images: Py<PyAny>,
+    views: &[Vec<usize>],
+) -> PyResult<Py<PyAny>> {
+    if views.is_empty() {
+        return Ok(images);
+    }
+    let images = images.bind(py);
+    let n: usize = images.getattr("shape")?.get_item(0)?.extract()?;
+    let all = PySlice::full(py);
+    let mut at = 0;
+    let mut parts = Vec::with_capacity(views.len());
+    for shape in views {
+        let elements: usize = shape.iter().product();
+        let columns = PySlice::new(py, at as isize, (at + elements) as isize, 1);
+        let mut dims = vec![n];
+        dims.extend_from_slice(shape);
+        let part = images
+            .get_item((&all, columns))?
+            .call_method1("reshape", (PyTuple::new(py, dims)?,))?;
+        parts.push(part);
+        at += elements;
+    }
+    Ok(PyTuple::new(py, parts)?.into_any().unbind())
 }
 
 /// How the hand-off thread makes a shared batch's objects: the images in the agent's

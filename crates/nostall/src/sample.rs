@@ -173,12 +173,34 @@ impl std::fmt::Display for DType {
 pub struct SampleLayout {
     shape: Vec<usize>,
     dtype: DType,
+    views: Vec<Vec<usize>>,
 }
 
 impl SampleLayout {
     /// A sample of `shape` elements of `dtype`, native endianness, C order.
     pub fn new(shape: Vec<usize>, dtype: DType) -> SampleLayout {
-        SampleLayout { shape, dtype }
+        SampleLayout {
+            shape,
+            dtype,
+            views: Vec::new(),
+        }
+    }
+
+    /// A sample made of several views, each of its shape, one after another: its shape
+    /// is their elements all together, `[sum of their products]`.
+    pub fn of_views(views: Vec<Vec<usize>>, dtype: DType) -> SampleLayout {
+        let elements = views.iter().map(|v| v.iter().product::<usize>()).sum();
+        SampleLayout {
+            shape: vec![elements],
+            dtype,
+            views,
+        }
+    }
+
+    /// The shapes of the views a sample is made of, in order; empty for a sample of one
+    /// part (of [`SampleLayout::shape`]).
+    pub fn views(&self) -> &[Vec<usize>] {
+        &self.views
     }
 
     /// The sample's dimensions.

@@ -25,7 +25,7 @@ use crate::env::LocalRanks;
 use crate::error::{Error, Result};
 use crate::plan::locality::Locality;
 use crate::prep::audio::AudioPipeline;
-use crate::prep::image::{DeviceFinish, ImagePipeline, Layout};
+use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
 use crate::prep::mix::{Mix, MixArgs};
 use crate::prep::route::DecodeRoute;
 use crate::prep::{DType, Operators, Pipeline};
@@ -164,7 +164,7 @@ impl LoaderBuilder {
                 Some(ImagePipeline::preset(name, size)?.ops().to_vec())
             }
             PipelineSetting::Operators(Operators::Image(ops)) => Some(ops.clone()),
-            PipelineSetting::Operators(Operators::Audio(_)) => None,
+            PipelineSetting::Operators(Operators::Audio(_) | Operators::Views(_)) => None,
         };
         ops.map(|ops| ImagePipeline::new(ops, s.dtype, s.layout))
             .transpose()
@@ -279,6 +279,32 @@ impl LoaderBuilder {
             }
             (None, PipelineSetting::Operators(Operators::Audio(ops))) => {
                 AudioPipeline::new(ops.clone())?.into()
+            }
+            (None, PipelineSetting::Operators(Operators::Views(_))) if s.image_size.is_some() => {
+                return Err(Error::Config(
+                    "image_size sets the size of the \"train\" and \"val\" presets; with \
+                     views, give the sizes to each view's operators"
+                        .into(),
+                ))
+            }
+            (None, PipelineSetting::Operators(Operators::Views(views))) => {
+                if self.device.is_some() {
+                    return Err(Error::Config(
+                        "views are prepared on the CPU and delivered there: without device=, \
+                         move each view's tensor yourself"
+                            .into(),
+                    ));
+                }
+                if self.mix.is_some() {
+                    return Err(Error::Config(
+                        "Mixup mixes one image a sample: it does not apply to views".into(),
+                    ));
+                }
+                let views = views
+                    .iter()
+                    .map(|ops| ImagePipeline::new(ops.clone(), s.dtype, s.layout))
+                    .collect::<Result<_>>()?;
+                ViewsPipeline::new(views)?.into()
             }
         };
         let mut config = s.config_with(pipeline);

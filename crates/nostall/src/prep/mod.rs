@@ -31,7 +31,7 @@ use crate::prep::route::DecodeRoute;
 use crate::rng::Rng;
 
 pub use audio::AudioPipeline;
-pub use image::ImagePipeline;
+pub use image::{ImagePipeline, ViewsPipeline};
 pub use text::Operators;
 
 pub use crate::sample::{DType, Modality, SampleLayout, UnknownName};

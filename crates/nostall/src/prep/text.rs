@@ -30,6 +30,9 @@ pub enum Operators {
     Image(Vec<Op>),
     /// Audio operators ([`AudioOp`]).
     Audio(Vec<AudioOp>),
+    /// Several views of each image, each its own list of image operators (written as a
+    /// list of lists).
+    Views(Vec<Vec<Op>>),
 }
 
 /// The audio operators' names (`CenterCrop` is both: `length=` makes it audio's).
@@ -59,6 +62,14 @@ impl FromStr for Operators {
     /// [`Error::Config`] saying where the text stops making sense, or naming the operator
     /// and parameter that is unknown, missing or out of its bounds.
     fn from_str(text: &str) -> Result<Operators> {
+        if Reader::new(text).lists_views() {
+            let views = Reader::new(text).views()?;
+            let views = views
+                .into_iter()
+                .map(|calls| calls.into_iter().map(image_op).collect::<Result<Vec<_>>>())
+                .collect::<Result<_>>()?;
+            return Ok(Operators::Views(views));
+        }
         let calls = Reader::new(text).pipeline()?;
         let image = |c: &Call<'_>| Declaration::find(c.name).is_some();
         let audio = |c: &Call<'_>| AUDIO.contains(&c.name);
@@ -134,6 +145,16 @@ impl fmt::Display for Operators {
         match self {
             Operators::Image(ops) => list(f, ops),
             Operators::Audio(ops) => list(f, ops),
+            Operators::Views(views) => {
+                f.write_str("[")?;
+                for (i, ops) in views.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    list(f, ops)?;
+                }
+                f.write_str("]")
+            }
         }
     }
 }
@@ -250,6 +271,41 @@ impl<'a> Reader<'a> {
             return Err(self.error("the end of the list"));
         }
         Ok(calls)
+    }
+
+    /// Whether the text is a list of lists (views).
+    fn lists_views(mut self) -> bool {
+        self.space();
+        if !self.eat('[') {
+            return false;
+        }
+        self.space();
+        self.eat('[')
+    }
+
+    /// Views: bracketed lists of calls in a bracketed list, to the end.
+    fn views(mut self) -> Result<Vec<Vec<Call<'a>>>> {
+        self.space();
+        self.expect('[', "'[' opening the list of views")?;
+        let mut views = Vec::new();
+        loop {
+            self.space();
+            if self.eat(']') {
+                break;
+            }
+            self.expect('[', "'[' opening a view's list of operators")?;
+            views.push(self.calls(true)?);
+            self.space();
+            if !self.eat(',') {
+                self.expect(']', "a comma or the closing ']' of the list of views")?;
+                break;
+            }
+        }
+        self.space();
+        if !self.rest().is_empty() {
+            return Err(self.error("the end of the list of views"));
+        }
+        Ok(views)
     }
 
     /// Calls separated by commas, up to the list's `]` where `bracketed` (eaten), else to

@@ -20,6 +20,7 @@ mod layout;
 pub mod op;
 mod output;
 mod resample;
+mod views;
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ pub use op::{
     Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
     IMAGENET_STD,
 };
+pub use views::{ViewsPipeline, MAX_VIEWS};
 
 use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
@@ -480,36 +482,63 @@ impl Preparer for ImagePreparer {
                 geometry,
             })));
         }
-        let (ow, oh) = (geometry.width, geometry.height);
-        let decoded = self
-            .decoder
-            .decode(data, &header, geometry.source, (ow, oh))?;
+        let decoded = self.decoder.decode(
+            data,
+            &header,
+            geometry.source,
+            (geometry.width, geometry.height),
+        )?;
         let src = Image {
             pixels: decoded.pixels,
             width: decoded.width as usize,
             height: decoded.height as usize,
         };
-        let (width, height) = (ow as usize, oh as usize);
-        if !pipeline.photometric {
+        pipeline.finish(
+            (&mut self.resampler, &mut self.planes),
+            src,
+            decoded.region,
+            &geometry,
+            out,
+            &sample,
+        );
+        Ok(Prepared::InSlot)
+    }
+}
+
+impl ImagePipeline {
+    /// Makes the sample of `geometry` from `region` of the decoded image `src`, in `out`:
+    /// the one resize, the operators on pixels, the last pass and the operators on the
+    /// delivered sample, their draws keyed by `sample` (the sample's generator before any
+    /// draw). `scratch` is the preparer's resampler and planes.
+    fn finish(
+        &self,
+        (resampler, planes): (&mut Resampler, &mut Vec<u8>),
+        src: Image<'_>,
+        region: Rect,
+        geometry: &Geometry,
+        out: &mut [u8],
+        sample: &Rng,
+    ) {
+        let (width, height) = (geometry.width as usize, geometry.height as usize);
+        if !self.photometric {
             // The resized rows go straight to the last pass while in cache.
-            self.resampler.run(
+            resampler.run(
                 src,
-                decoded.region,
+                region,
                 (width, height, geometry.filter),
-                |y0, block| output::write_block(block, y0, height, geometry.flip, pipeline, out),
+                |y0, block| output::write_block(block, y0, height, geometry.flip, self, out),
             );
-            if pipeline.tensor {
-                pipeline.tensor(out, &sample);
+            if self.tensor {
+                self.tensor(out, sample);
             }
-            return Ok(Prepared::InSlot);
+            return;
         }
         // The operators on pixels see the whole image, mirrored where the geometry says.
         let area = width * height;
-        self.planes.resize(3 * area, 0);
-        let planes = &mut self.planes;
-        self.resampler.run(
+        planes.resize(3 * area, 0);
+        resampler.run(
             src,
-            decoded.region,
+            region,
             (width, height, geometry.filter),
             |y0, block| {
                 for c in 0..3 {
@@ -532,18 +561,17 @@ impl Preparer for ImagePreparer {
             width,
             height,
         };
-        pipeline.pixels(&mut image, &sample);
+        self.pixels(&mut image, sample);
         let whole = Block {
             data: planes,
             width,
             rows: height,
             plane: area,
         };
-        output::write_block(&whole, 0, height, false, pipeline, out);
-        if pipeline.tensor {
-            pipeline.tensor(out, &sample);
+        output::write_block(&whole, 0, height, false, self, out);
+        if self.tensor {
+            self.tensor(out, sample);
         }
-        Ok(Prepared::InSlot)
     }
 }
 

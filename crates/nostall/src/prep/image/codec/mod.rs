@@ -296,7 +296,7 @@ impl Decoder {
 }
 
 /// Keeps a rectangle inside a `width` × `height` image, at least a pixel in size.
-fn clamp(r: Rect, width: u32, height: u32) -> Rect {
+pub(crate) fn clamp(r: Rect, width: u32, height: u32) -> Rect {
     let (fw, fh) = (width as f64, height as f64);
     let x = r.x.clamp(0.0, fw - 1.0);
     let y = r.y.clamp(0.0, fh - 1.0);

@@ -300,11 +300,14 @@ impl Settings {
             Augmentation::Solarize => {
                 solarize::solarize(&mut image.data[..3 * area], 255.0 * magnitude)
             }
-            Augmentation::AutoContrast => {
-                image.rgb_mut().into_iter().for_each(autocontrast::autocontrast)
-            }
+            Augmentation::AutoContrast => image
+                .rgb_mut()
+                .into_iter()
+                .for_each(autocontrast::autocontrast),
             Augmentation::Equalize => image.rgb_mut().into_iter().for_each(equalize::equalize),
-            Augmentation::Invert => image.data[..3 * area].iter_mut().for_each(|v| *v = 255 - *v),
+            Augmentation::Invert => image.data[..3 * area]
+                .iter_mut()
+                .for_each(|v| *v = 255 - *v),
         }
     }
 
@@ -356,7 +359,10 @@ mod tests {
         };
         // (8 - arange(31) / 7.5).round(): 8 until 3.75, then down to 4.
         let rand = bits(8.0, 4.0, 31);
-        assert_eq!((rand[0], rand[3], rand[4], rand[9], rand[30]), (8.0, 8.0, 7.0, 7.0, 4.0));
+        assert_eq!(
+            (rand[0], rand[3], rand[4], rand[9], rand[30]),
+            (8.0, 8.0, 7.0, 7.0, 4.0)
+        );
         // AugMix: (4 - arange(10) / 2.25).round().
         assert_eq!(
             bits(4.0, 4.0, 10),

@@ -62,7 +62,14 @@ static SPACE: [Entry; 13] = [
     entry(A::TranslateX, M::OfWidth(Extent::Over(3.0)), true),
     entry(A::TranslateY, M::OfHeight(Extent::Over(3.0)), true),
     entry(A::Rotate, M::Linspace(0.0, 30.0), true),
-    entry(A::Posterize, M::Bits { top: 4.0, steps: 4.0 }, false),
+    entry(
+        A::Posterize,
+        M::Bits {
+            top: 4.0,
+            steps: 4.0,
+        },
+        false,
+    ),
     entry(A::Solarize, M::Linspace(1.0, 0.0), false),
     entry(A::AutoContrast, M::None, false),
     entry(A::Equalize, M::None, false),
@@ -256,7 +263,13 @@ impl Augmenter for AugMix {
         steps
     }
 
-    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, _: &mut Rng) -> Result<()> {
+    fn apply_step(
+        &self,
+        name: &str,
+        value: f64,
+        image: &mut Planes<'_>,
+        _: &mut Rng,
+    ) -> Result<()> {
         self.settings
             .apply_named(DECLARATION.name, self.space(), name, value, image)
     }
@@ -281,7 +294,9 @@ mod tests {
     #[test]
     fn the_blend_is_torchvisions_sum_in_32_bits_truncated() {
         let (width, height) = (16, 16);
-        let original: Vec<u8> = (0..3 * width * height).map(|i| (i * 37 % 256) as u8).collect();
+        let original: Vec<u8> = (0..3 * width * height)
+            .map(|i| (i * 37 % 256) as u8)
+            .collect();
         let draw = Draw {
             original: 0.3,
             chains: vec![

@@ -31,14 +31,29 @@ pub(super) static DECLARATION: Declaration = Declaration {
 static SPACE: [Entry; 14] = [
     entry(A::ShearX, M::Linspace(0.0, 0.3), true),
     entry(A::ShearY, M::Linspace(0.0, 0.3), true),
-    entry(A::TranslateX, M::OfWidth(Extent::Times(150.0 / 331.0)), true),
-    entry(A::TranslateY, M::OfHeight(Extent::Times(150.0 / 331.0)), true),
+    entry(
+        A::TranslateX,
+        M::OfWidth(Extent::Times(150.0 / 331.0)),
+        true,
+    ),
+    entry(
+        A::TranslateY,
+        M::OfHeight(Extent::Times(150.0 / 331.0)),
+        true,
+    ),
     entry(A::Rotate, M::Linspace(0.0, 30.0), true),
     entry(A::Brightness, M::Linspace(0.0, 0.9), true),
     entry(A::Color, M::Linspace(0.0, 0.9), true),
     entry(A::Contrast, M::Linspace(0.0, 0.9), true),
     entry(A::Sharpness, M::Linspace(0.0, 0.9), true),
-    entry(A::Posterize, M::Bits { top: 8.0, steps: 4.0 }, false),
+    entry(
+        A::Posterize,
+        M::Bits {
+            top: 8.0,
+            steps: 4.0,
+        },
+        false,
+    ),
     entry(A::Solarize, M::Linspace(1.0, 0.0), false),
     entry(A::AutoContrast, M::None, false),
     entry(A::Equalize, M::None, false),
@@ -214,7 +229,13 @@ impl Augmenter for AutoAugment {
         steps.into_iter().map(|(a, m)| (a.name(), m)).collect()
     }
 
-    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, _: &mut Rng) -> Result<()> {
+    fn apply_step(
+        &self,
+        name: &str,
+        value: f64,
+        image: &mut Planes<'_>,
+        _: &mut Rng,
+    ) -> Result<()> {
         self.settings
             .apply_named(DECLARATION.name, &SPACE, name, value, image)
     }

@@ -44,14 +44,29 @@ pub(super) static SPACE: [Entry; 14] = [
     entry(A::Identity, M::None, false),
     entry(A::ShearX, M::Linspace(0.0, 0.3), true),
     entry(A::ShearY, M::Linspace(0.0, 0.3), true),
-    entry(A::TranslateX, M::OfWidth(augment::Extent::Times(150.0 / 331.0)), true),
-    entry(A::TranslateY, M::OfHeight(augment::Extent::Times(150.0 / 331.0)), true),
+    entry(
+        A::TranslateX,
+        M::OfWidth(augment::Extent::Times(150.0 / 331.0)),
+        true,
+    ),
+    entry(
+        A::TranslateY,
+        M::OfHeight(augment::Extent::Times(150.0 / 331.0)),
+        true,
+    ),
     entry(A::Rotate, M::Linspace(0.0, 30.0), true),
     entry(A::Brightness, M::Linspace(0.0, 0.9), true),
     entry(A::Color, M::Linspace(0.0, 0.9), true),
     entry(A::Contrast, M::Linspace(0.0, 0.9), true),
     entry(A::Sharpness, M::Linspace(0.0, 0.9), true),
-    entry(A::Posterize, M::Bits { top: 8.0, steps: 4.0 }, false),
+    entry(
+        A::Posterize,
+        M::Bits {
+            top: 8.0,
+            steps: 4.0,
+        },
+        false,
+    ),
     entry(A::Solarize, M::Linspace(1.0, 0.0), false),
     entry(A::AutoContrast, M::None, false),
     entry(A::Equalize, M::None, false),
@@ -92,7 +107,10 @@ impl RandAugment {
         (0..self.num_ops)
             .map(|_| {
                 let entry = &SPACE[augment::index(rng, SPACE.len())];
-                (entry.what, entry.magnitude(self.magnitude, self.bins, size, rng))
+                (
+                    entry.what,
+                    entry.magnitude(self.magnitude, self.bins, size, rng),
+                )
             })
             .collect()
     }
@@ -137,7 +155,13 @@ impl Augmenter for RandAugment {
         steps.into_iter().map(|(a, m)| (a.name(), m)).collect()
     }
 
-    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, _: &mut Rng) -> Result<()> {
+    fn apply_step(
+        &self,
+        name: &str,
+        value: f64,
+        image: &mut Planes<'_>,
+        _: &mut Rng,
+    ) -> Result<()> {
         self.settings
             .apply_named(DECLARATION.name, &SPACE, name, value, image)
     }

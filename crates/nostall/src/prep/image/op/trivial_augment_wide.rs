@@ -38,7 +38,14 @@ static SPACE: [Entry; 14] = [
     entry(A::Color, M::Linspace(0.0, 0.99), true),
     entry(A::Contrast, M::Linspace(0.0, 0.99), true),
     entry(A::Sharpness, M::Linspace(0.0, 0.99), true),
-    entry(A::Posterize, M::Bits { top: 8.0, steps: 6.0 }, false),
+    entry(
+        A::Posterize,
+        M::Bits {
+            top: 8.0,
+            steps: 6.0,
+        },
+        false,
+    ),
     entry(A::Solarize, M::Linspace(1.0, 0.0), false),
     entry(A::AutoContrast, M::None, false),
     entry(A::Equalize, M::None, false),
@@ -108,7 +115,13 @@ impl Augmenter for TrivialAugmentWide {
         vec![(what.name(), magnitude)]
     }
 
-    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, _: &mut Rng) -> Result<()> {
+    fn apply_step(
+        &self,
+        name: &str,
+        value: f64,
+        image: &mut Planes<'_>,
+        _: &mut Rng,
+    ) -> Result<()> {
         self.settings
             .apply_named(DECLARATION.name, &SPACE, name, value, image)
     }
