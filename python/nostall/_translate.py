@@ -10,11 +10,14 @@ nostall does not have is refused naming it, so that a recipe never changes silen
 
 nostall's operators follow torchvision.transforms.v2's kernels on uint8 tensors: a v1
 transform that works on PIL images (``ColorJitter``, ``GaussianBlur``) is translated to
-the tensor kernel, which differs from PIL's by a level here and there.
+the tensor kernel, which differs from PIL's by a level here and there. timm's
+``RandAugment`` becomes ``TimmRandAugment`` (PIL's kernels, as timm runs them) and its
+``RandomErasing`` ``TimmRandomErasing``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -149,6 +152,14 @@ def _one(t: Any) -> ops.Op | None:
         return ops.AugMix(severity=int(t.severity), mixture_width=int(t.mixture_width),
                           chain_depth=int(t.chain_depth), alpha=float(t.alpha), all_ops=bool(t.all_ops),
                           interpolation=_interpolation(t), fill=_optional_fill(t))
+    if name == "RandAugment" and module.startswith("timm"):
+        return _timm_rand_augment(t)
+    if name == "RandomErasing" and module.startswith("timm"):
+        return ops.TimmRandomErasing(probability=float(t.probability), min_area=float(t.min_area),
+                                     max_area=float(t.max_area), min_aspect=math.exp(t.log_aspect_ratio[0]),
+                                     max_aspect=_max_aspect(t.log_aspect_ratio), mode=str(t.mode),
+                                     min_count=int(t.min_count), max_count=int(t.max_count),
+                                     num_splits=int(t.num_splits))
     if name == "RandomErasing" and type(t).__module__.startswith("torchvision"):
         value = t.value
         if value is None or value == "random":
@@ -158,9 +169,54 @@ def _one(t: Any) -> ops.Op | None:
         return ops.RandomErasing(p=float(t.p), scale=_floats(t.scale), ratio=_floats(t.ratio), value=value)
     raise ConfigError(
         f"{_named(t)} has no nostall operator yet: nostall translates torchvision's "
-        f"{', '.join(sorted(_TRANSLATED))} and timm's RandomResizedCropAndInterpolation and MaybeToTensor; "
+        f"{', '.join(sorted(_TRANSLATED))} and timm's RandomResizedCropAndInterpolation, RandAugment, "
+        "RandomErasing and MaybeToTensor; "
         "write the pipeline with nostall.ops, or leave this transform out knowingly"
     )
+
+
+def _max_aspect(log_range: Any) -> float | None:
+    """timm's erasing keeps its aspect range as logarithms: `None` (1 / min_aspect, timm's
+    default) where the range is symmetric, else the upper end."""
+    low, high = log_range
+    return None if high == -low else math.exp(high)
+
+
+def _timm_rand_augment(t: Any) -> ops.Op:
+    """timm's ``RandAugment`` object (what ``rand_augment_transform`` and ``create_transform``
+    make): its config string rebuilt from its augmentations, layers and hparams."""
+    from timm.data import auto_augment as aa
+
+    names = [op.name for op in t.ops]
+    sets = {"": aa._RAND_TRANSFORMS, "-inc1": aa._RAND_INCREASING_TRANSFORMS, "-t3a": aa._RAND_3A,
+            "-tweights": aa._RAND_WEIGHTED_0, "-t3aw": aa._RAND_WEIGHTED_3A}
+    suffix = next((k for k, v in sets.items() if names == list(v)), None)
+    if suffix is None:
+        raise ConfigError(f"{_named(t)}: its augmentations {names} are none of timm's named sets (the default, "
+                          "inc1, t3a, tweights, t3aw): nostall's TimmRandAugment takes those")
+    first = t.ops[0]
+    settings = ("prob", "magnitude", "magnitude_std", "magnitude_max")
+    if any(getattr(op, k) != getattr(first, k) for op in t.ops for k in settings) or any(
+            op.kwargs != first.kwargs for op in t.ops):
+        raise ConfigError(f"{_named(t)}: its augmentations differ in probability, magnitude or hparams; "
+                          "TimmRandAugment applies one config to all")
+    if float(first.magnitude) != int(first.magnitude):
+        raise ConfigError(f"{_named(t)}: magnitude {first.magnitude}: timm's config strings take an int")
+    resample = first.kwargs["resample"]
+    if isinstance(resample, (list, tuple)):
+        interpolation = "random"
+    else:
+        interpolation = {2: "bilinear", 3: "bicubic"}.get(int(resample))
+        if interpolation is None:
+            raise ConfigError(f"{_named(t)}: resampling {resample!r}: TimmRandAugment resamples bilinear, bicubic "
+                              "or random (either)")
+    # timm's mstd above 100 is its infinity: the magnitude drawn uniformly.
+    mstd = 101.0 if math.isinf(first.magnitude_std) else float(first.magnitude_std)
+    config = f"rand-m{int(first.magnitude)}-n{int(t.num_layers)}-p{float(first.prob)}-mstd{mstd}{suffix}"
+    return ops.TimmRandAugment(config, interpolation=interpolation,
+                               fill=tuple(int(v) for v in first.kwargs["fillcolor"]),
+                               translate_pct=float(first.hparams.get("translate_pct", 0.45)),
+                               magnitude_max=None if first.magnitude_max is None else float(first.magnitude_max))
 
 
 def _fill(t: Any) -> Any:

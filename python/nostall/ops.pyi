@@ -552,6 +552,67 @@ class AugMix(Op):
         """The value of what comes in from outside the image in shears, translations and rotations: one number, one per channel (R, G, B), or None (zeros, torchvision's default)."""
 
 @final
+class TimmRandAugment(Op):
+    """Applies timm's RandAugment as its config string defines it (timm's
+    ``rand_augment_transform(config, hparams)``, with its draws and PIL's kernels). The
+    string is ``rand`` then dash-separated sections, as timm reads them: ``m`` the magnitude
+    (an int, default 10), ``n`` the augmentations drawn per image (2), ``p`` the probability
+    of applying each (0.5), ``mstd`` the standard deviation of the Gaussian noise added to
+    the magnitude (0: none; above 100: the magnitude drawn uniformly in [0, m]), ``mmax``
+    the magnitude's upper bound (10; 0 is 10), ``inc1`` the set whose strength increases
+    with the magnitude, and ``t`` a named set (``tweights`` and ``t3aw``, weighted and drawn
+    without replacement, or ``t3a``); the first ``mstd``, ``mmax`` and ``t`` count, the last
+    of the others. Each image gets ``n`` augmentations drawn uniformly with replacement (a
+    weighted set: without), each applied with probability ``p`` at the magnitude, noised,
+    clipped to [0, mmax], and mapped to its argument by timm's ``LEVEL_TO_ARG`` (rotations,
+    shears, translations and the increasing enhancements negated with probability 1/2). The
+    kernels are Pillow's (``Image.transform`` and ``Image.rotate`` with bilinear or bicubic
+    resampling, ``ImageEnhance``, ``ImageOps``, ``ImageFilter.GaussianBlur``), their
+    arithmetic repeated to the byte. Differences from timm: the draws come from nostall's
+    own generator (timm's distributions, not Python's and NumPy's streams); posterizing to 0
+    bits (timm's ``Posterize`` below magnitude 2.5, ``PosterizeIncreasing`` at 10) gives
+    black, as Pillow did before version 13, which raises instead; strings timm would half
+    ignore (a section without a number, an unknown ``t`` set) are errors; only bilinear and
+    bicubic resampling are offered.
+
+    - ``config`` (``'rand-m9-mstd0.5-inc1'``): timm's RandAugment config string: 'rand',
+      then sections m<int>, n<int>, p<float>, mstd<float>, mmax<int>, inc<int>, t<set>,
+      joined by '-'.
+    - ``interpolation`` (``'bilinear'``): how shears, translations and rotations resample
+      the image: 'bilinear', 'bicubic', or 'random' (either, drawn for each augmentation);
+      timm's ``interpolation`` hparam, create_transform's 'bilinear' by default.
+    - ``fill`` (``(124, 116, 104)``): the colour of what comes from outside the image
+      (timm's ``img_mean`` hparam): an int in [0, 255] for every channel, or one per channel
+      (R, G, B); by default ImageNet's mean as timm rounds it.
+    - ``translate_pct`` (``0.45``): the largest translation, at magnitude 10, as a fraction
+      of the width or height (timm's ``translate_pct`` hparam; non-negative).
+    - ``magnitude_std`` (``None``): timm's ``magnitude_std`` hparam: where given, it wins
+      over the config's mstd (non-negative; 0 adds no noise).
+    - ``magnitude_max`` (``None``): timm's ``magnitude_max`` hparam: where given, it wins
+      over the config's mmax (non-negative; 0 means 10, as in timm).
+    """
+
+    def __new__(cls, config: str = 'rand-m9-mstd0.5-inc1', interpolation: str = 'bilinear', fill: float | tuple[float, float, float] | list[float] = (124, 116, 104), translate_pct: float = 0.45, magnitude_std: float | None = None, magnitude_max: float | None = None) -> TimmRandAugment: ...
+    @property
+    def config(self) -> str:
+        """Timm's RandAugment config string: 'rand', then sections m<int>, n<int>, p<float>, mstd<float>, mmax<int>, inc<int>, t<set>, joined by '-'."""
+    @property
+    def interpolation(self) -> str:
+        """How shears, translations and rotations resample the image: 'bilinear', 'bicubic', or 'random' (either, drawn for each augmentation); timm's ``interpolation`` hparam, create_transform's 'bilinear' by default."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The colour of what comes from outside the image (timm's ``img_mean`` hparam): an int in [0, 255] for every channel, or one per channel (R, G, B); by default ImageNet's mean as timm rounds it."""
+    @property
+    def translate_pct(self) -> float:
+        """The largest translation, at magnitude 10, as a fraction of the width or height (timm's ``translate_pct`` hparam; non-negative)."""
+    @property
+    def magnitude_std(self) -> float | None:
+        """Timm's ``magnitude_std`` hparam: where given, it wins over the config's mstd (non-negative; 0 adds no noise)."""
+    @property
+    def magnitude_max(self) -> float | None:
+        """Timm's ``magnitude_max`` hparam: where given, it wins over the config's mmax (non-negative; 0 means 10, as in timm)."""
+
+@final
 class RandomApply(Op):
     """Applies ``transforms``, in order, with probability ``p``, or none of them
     (torchvision.transforms.v2's ``RandomApply``). They are all operators on pixels, or all
@@ -633,3 +694,66 @@ class RandomErasing(Op):
         """The value erased to: one number, one per channel, or ``'random'`` (standard normal noise, each value drawn)."""
 
 @final
+class TimmRandomErasing(Op):
+    """Erases ``min_count`` to ``max_count`` random rectangles of the sample with probability
+    ``probability``: timm's ``RandomErasing`` (``timm.data.random_erasing``, what
+    ``create_transform``'s ``re_prob``, ``re_mode`` and ``re_count`` make), the same
+    parameters and draws: the count, then per rectangle ten tries at an area (its share of
+    the drawn fraction) and a log-uniform aspect ratio that fit, else none. ``mode='const'``
+    sets it to zeros, ``'rand'`` to one standard normal value per channel, ``'pixel'`` to
+    standard normal noise, each value drawn. It erases the sample as delivered, so it comes
+    last, after ``Normalize`` (zeros and noise are in the normalised units, as in timm's
+    recipes). ``num_splits`` > 1 (timm's ``re_split``, which leaves a batch's first split
+    clean for AugMix's split training) is refused: nostall prepares each sample without
+    knowing its place in the batch.
+
+    - ``probability`` (``0.5``): probability of erasing.
+    - ``min_area`` (``0.02``): smallest fraction of the sample's area erased (shared by the
+      rectangles).
+    - ``max_area`` (``0.3333333333333333``): largest fraction of the sample's area erased
+      (shared by the rectangles).
+    - ``min_aspect`` (``0.3``): one end of the rectangles' aspect ratio (height / width),
+      drawn log-uniformly.
+    - ``max_aspect`` (``None``): the other end of the aspect ratio's range; ``None``: 1 /
+      ``min_aspect``.
+    - ``mode`` (``'const'``): what the rectangles are set to: ``'const'`` (zeros),
+      ``'rand'`` (a standard normal value per channel) or ``'pixel'`` (standard normal
+      noise).
+    - ``min_count`` (``1``): fewest rectangles a sample erased gets.
+    - ``max_count`` (``None``): most rectangles a sample erased gets (an int), the count
+      drawn uniformly; ``None``: ``min_count``.
+    - ``num_splits`` (``0``): timm's batch splits: 0 or 1 (erase every sample); more is
+      refused.
+    """
+
+    def __new__(cls, probability: float = 0.5, min_area: float = 0.02, max_area: float = 0.3333333333333333, min_aspect: float = 0.3, max_aspect: float | None = None, mode: str = 'const', min_count: int = 1, max_count: int | None = None, num_splits: int = 0) -> TimmRandomErasing: ...
+    @property
+    def probability(self) -> float:
+        """Probability of erasing."""
+    @property
+    def min_area(self) -> float:
+        """Smallest fraction of the sample's area erased (shared by the rectangles)."""
+    @property
+    def max_area(self) -> float:
+        """Largest fraction of the sample's area erased (shared by the rectangles)."""
+    @property
+    def min_aspect(self) -> float:
+        """One end of the rectangles' aspect ratio (height / width), drawn log-uniformly."""
+    @property
+    def max_aspect(self) -> float | None:
+        """The other end of the aspect ratio's range; ``None``: 1 / ``min_aspect``."""
+    @property
+    def mode(self) -> str:
+        """What the rectangles are set to: ``'const'`` (zeros), ``'rand'`` (a standard normal value per channel) or ``'pixel'`` (standard normal noise)."""
+    @property
+    def min_count(self) -> int:
+        """Fewest rectangles a sample erased gets."""
+    @property
+    def max_count(self) -> int | None:
+        """Most rectangles a sample erased gets (an int), the count drawn uniformly; ``None``: ``min_count``."""
+    @property
+    def num_splits(self) -> int:
+        """Timm's batch splits: 0 or 1 (erase every sample); more is refused."""
+
+def from_torchvision(transform: Any) -> list[Op]:
+    """nostall's operators for a torchvision (v1 or v2) or timm recipe."""

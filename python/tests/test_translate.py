@@ -48,11 +48,22 @@ def test_v1_and_timm_recipes_translate_too():
     assert ops.from_torchvision(timm_recipe) == [
         ops.RandomResizedCrop(224, interpolation="bicubic"), ops.RandomHorizontalFlip(),
         ops.ColorJitter(0.4, 0.4, 0.4), ops.Normalize(**IMAGENET)]
-    # timm's erasing draws its boxes its own way, and its RandAugment is not translated yet.
-    with pytest.raises(nostall.ConfigError, match="timm.data.random_erasing.RandomErasing has no nostall"):
-        ops.from_torchvision(create_transform(224, is_training=True, re_prob=0.25))
-    with pytest.raises(nostall.ConfigError, match="RandAugment has no nostall operator"):
-        ops.from_torchvision(create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1"))
+    # timm's DeiT recipe: its RandAugment and erasing as timm's own operators.
+    deit = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25,
+                            re_mode="pixel", interpolation="bicubic")
+    assert ops.from_torchvision(deit) == [
+        ops.RandomResizedCrop(224, interpolation="bicubic"), ops.RandomHorizontalFlip(),
+        ops.TimmRandAugment("rand-m9-n2-p0.5-mstd0.5-inc1", interpolation="bicubic", fill=(124, 116, 104)),
+        ops.Normalize(**IMAGENET),
+        ops.TimmRandomErasing(probability=0.25, mode="pixel", max_count=1)]
+    # Without an interpolation hparam timm resamples at random, bilinear or bicubic.
+    from timm.data.auto_augment import rand_augment_transform
+
+    assert ops.from_torchvision(rand_augment_transform("rand-m7-n3-mstd101-tweights", {})) == [
+        ops.TimmRandAugment("rand-m7-n3-p0.5-mstd101.0-tweights", interpolation="random", fill=128)]
+    custom = rand_augment_transform("rand-m9", {}, transforms=["Rotate", "Equalize"])
+    with pytest.raises(nostall.ConfigError, match="none of timm's named sets"):
+        ops.from_torchvision(custom)
 
 
 def test_a_loader_takes_the_recipe_and_gives_the_same_batches(photos):

@@ -133,6 +133,8 @@ pub enum Kind {
     Float,
     /// A float or `None`.
     OptionalFloat,
+    /// An int or `None`.
+    OptionalInt,
     /// A string, one of those the operator names.
     Choice,
     /// A bool.
@@ -178,6 +180,7 @@ impl Kind {
             Kind::Int => "int",
             Kind::Float => "float",
             Kind::OptionalFloat => "float | None",
+            Kind::OptionalInt => "int | None",
             Kind::Choice => "str",
             Kind::Bool => "bool",
             Kind::Size | Kind::Square => "int | tuple[int, int] | list[int]",
@@ -205,6 +208,7 @@ impl Kind {
             Kind::Int => "int",
             Kind::Float => "float",
             Kind::OptionalFloat => "float | None",
+            Kind::OptionalInt => "int | None",
             Kind::Choice => "str",
             Kind::Bool => "bool",
             Kind::Size => "int | tuple[int, int]",

@@ -34,6 +34,7 @@ mod grayscale;
 mod horizontal_flip;
 mod invert;
 mod normalize;
+mod pil;
 mod posterize;
 mod rand_augment;
 mod random_apply;
@@ -45,6 +46,8 @@ mod resize;
 mod rotation;
 mod sharpness;
 mod solarize;
+mod timm_rand_augment;
+mod timm_random_erasing;
 mod trivial_augment_wide;
 
 use std::fmt;
@@ -83,10 +86,12 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &rand_augment::DECLARATION,
     &trivial_augment_wide::DECLARATION,
     &augmix::DECLARATION,
+    &timm_rand_augment::DECLARATION,
     &random_apply::DECLARATION,
     &random_choice::DECLARATION,
     &random_order::DECLARATION,
     &random_erasing::DECLARATION,
+    &timm_random_erasing::DECLARATION,
 ];
 
 /// An operator's declaration: what Python, the text form and the docs know of it.
@@ -155,7 +160,13 @@ pub(crate) trait Augmenter {
     /// # Errors
     ///
     /// [`Error::Config`] for a name that is not in the operator's space.
-    fn apply_step(&self, name: &str, value: f64, image: &mut Planes<'_>, rng: &mut Rng) -> Result<()>;
+    fn apply_step(
+        &self,
+        name: &str,
+        value: f64,
+        image: &mut Planes<'_>,
+        rng: &mut Rng,
+    ) -> Result<()>;
 }
 
 /// Where in a sample's preparation an operator runs (see the module doc).
