@@ -128,6 +128,7 @@ class Loader:
         label_column: str | None = "auto",
         worker_nice: int | None = None,
         mix: Mixup | None = None,
+        aug_repeats: int = 1,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

@@ -163,6 +163,7 @@ pub(crate) struct ConfigArgs {
     pub shuffle: Option<bool>,
     pub seed: Option<u64>,
     pub drop_last: Option<bool>,
+    pub aug_repeats: Option<u32>,
     pub threads: Option<ThreadsArg>,
     pub balance_ranks: Option<bool>,
     pub fetch_threads: Option<usize>,
@@ -199,6 +200,7 @@ impl ConfigArgs {
         set(&mut plan.shuffle, self.shuffle);
         set(&mut plan.seed, self.seed);
         set(&mut plan.drop_last, self.drop_last);
+        set(&mut plan.repeats, self.aug_repeats);
         set(&mut s.dtype, self.dtype.as_ref().map(|t| t.0));
         set(&mut s.layout, self.layout.as_ref().map(|t| t.0));
         set(&mut s.threads, self.threads.as_ref().map(|t| t.0));

@@ -55,6 +55,11 @@ use crate::{device, live, shared, state};
 /// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
+/// - `aug_repeats` (1): repeated augmentation, as DeiT's and torchvision's `RASampler`
+///   (timm's `--aug-repeats`): each sample drawn into the epoch this many times (up to
+///   16), its repeats dealt to consecutive ranks, each repeat its own augmentation; an
+///   epoch on each rank is `len // 256 * 256 // world_size` samples long, as theirs
+///   (`ceil(len / world_size)` under 256 samples). Resumes on the same number of ranks.
 /// - `threads` (None: `"auto"`): the most workers decoding and transforming at once, or
 ///   `"auto"`: this process's share of the cores it may use (its CPU affinity and cgroup
 ///   CPU quota, shared among the node's torchrun ranks, `LOCAL_WORLD_SIZE`: see
@@ -224,7 +229,7 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None, worker_nice=None,
-            mix=None
+            mix=None, aug_repeats=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -233,7 +238,7 @@ impl Loader {
             cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
-            audio_column=None, label_column='auto', worker_nice=None, mix=None)"
+            audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -274,6 +279,7 @@ impl Loader {
         label_column: Option<Text<LabelColumn>>,
         worker_nice: Option<u8>,
         mix: Option<PyRef<'_, Mixup>>,
+        aug_repeats: Option<u32>,
     ) -> PyResult<Loader> {
         if image_column.is_some() && audio_column.is_some() {
             return Err(config_error(
@@ -283,6 +289,12 @@ impl Loader {
         }
         let share = share.map_or(Share::Off, |s| s.0);
         let sharing = share != Share::Off;
+        if sharing && aug_repeats.is_some_and(|k| k > 1) {
+            return Err(config_error(
+                py,
+                "aug_repeats= with share=: the node agent's batches hold each sample once".into(),
+            ));
+        }
         let args = ConfigArgs {
             batch_size,
             pipeline,
@@ -292,6 +304,7 @@ impl Loader {
             shuffle,
             seed,
             drop_last,
+            aug_repeats,
             threads,
             balance_ranks,
             fetch_threads,

@@ -70,6 +70,8 @@ pub(super) struct Shared {
     pub(super) parts: Parts,
     /// The rank's samples of the epoch, in plan order.
     pub(super) stream: Arc<[SampleId]>,
+    /// Under repeated augmentation, which repeat each of `stream` is (else empty).
+    pub(super) repeats: Arc<[u32]>,
     /// Where this run starts: epoch, first batch number, first stream index.
     pub(super) from: Position,
     /// Bytes of one prepared sample (from the pipeline; used on every claim).
@@ -278,6 +280,7 @@ impl Running {
             .carrying(carried),
             roles: Roles::new(prep_workers, 0),
             stream,
+            repeats: plan.repeats().into(),
             from: position,
             sample_bytes,
             cache_before: parts.source.cache().stats(),

@@ -433,6 +433,11 @@ const TABLE: [Knob; KNOB_COUNT] = [
     knob!("seed", "an integer", plan.seed),
     knob!("drop_last", "true or false", plan.drop_last),
     knob!(
+        "aug_repeats",
+        "repeated augmentation: each sample drawn this many times an epoch, 1 (off) to 16",
+        plan.repeats
+    ),
+    knob!(
         "shard",
         "pad or drop: how ranks share a dataset that does not divide evenly",
         plan.shard
@@ -557,7 +562,7 @@ const TABLE: [Knob; KNOB_COUNT] = [
 ];
 
 /// How many knobs there are.
-const KNOB_COUNT: usize = 32;
+const KNOB_COUNT: usize = 33;
 
 /// The knobs [`LoaderSettings::set`] knows, with what each takes.
 pub const KNOBS: [(&str, &str); KNOB_COUNT] = {

@@ -23,6 +23,10 @@ use super::order::Claim;
 use super::readahead::Reservation;
 use super::roles::Role;
 
+/// What a repeat's generator key has besides the seed, epoch and sample (see
+/// [`EpochPlan::repeats`](crate::plan::EpochPlan::repeats)).
+const REPEAT: u64 = 0x5245_5045_4154;
+
 /// Starts a loader thread running `body`, kept by `shared` to join when the run stops. A
 /// panic that escapes it (one outside any sample: the samples' own are caught where they
 /// happen) stops the epoch with an error, rather than leaving the consumer waiting for
@@ -269,11 +273,15 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
             pipeline.modality()
         ))),
         (Ok(state), Ok(bytes)) => {
-            let mut rng = Rng::new(derive(&[
-                shared.parts.config.plan.seed,
-                shared.from.epoch,
-                id,
-            ]));
+            let (seed, epoch) = (shared.parts.config.plan.seed, shared.from.epoch);
+            // A repeat of repeated augmentation draws its own augmentation; the first (and
+            // every sample without repeats) keeps the key it always had.
+            let mut rng = match shared.repeats.get(index) {
+                Some(&repeat) if repeat > 0 => {
+                    Rng::new(derive(&[seed, epoch, id, REPEAT, u64::from(repeat)]))
+                }
+                _ => Rng::new(derive(&[seed, epoch, id])),
+            };
             // A panic in a decoder must cost one sample, not the epoch: a thread that died
             // would leave its sample unfinished and the consumer waiting forever.
             let run = || state.prepare(&bytes, &mut rng, slot.as_mut());

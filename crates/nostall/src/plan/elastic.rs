@@ -358,6 +358,13 @@ impl EpochPlan {
             };
         }
         config.validate(dataset_len)?;
+        if config.repeats > 1 {
+            return Err(Error::Config(
+                "an epoch under repeated augmentation resumes on the number of ranks it was \
+                 saved on (its repeats are dealt to ranks in a row)"
+                    .into(),
+            ));
+        }
         let left = remaining(config, dataset_len, epoch, history)?;
         let (order, padded, dropped) = shard(left, config.world, config.shard);
         let order = match by_group(config) {
@@ -379,6 +386,7 @@ impl EpochPlan {
             drop_last: config.drop_last,
             padded,
             dropped,
+            repeats: Vec::new(),
         })
     }
 }

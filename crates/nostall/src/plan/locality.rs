@@ -363,6 +363,13 @@ impl EpochPlan {
         dataset_len: usize,
         epoch: u64,
     ) -> Result<EpochPlan> {
+        if config.repeats > 1 {
+            return Err(Error::Config(
+                "repeated augmentation with a partitioned cache's locality-aware plan is not \
+                 supported: leave one of them out"
+                    .into(),
+            ));
+        }
         if placement.len() != dataset_len {
             return Err(Error::Config(format!(
                 "the cache placement covers {} samples, the dataset {dataset_len}",
@@ -377,6 +384,7 @@ impl EpochPlan {
             drop_last: config.drop_last,
             padded,
             dropped,
+            repeats: Vec::new(),
         })
     }
 }

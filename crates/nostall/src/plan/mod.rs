@@ -84,7 +84,13 @@ pub struct PlanConfig {
     /// Samples read together (a Parquet file's pages or row groups) and how many groups
     /// each rank keeps open; `None`: a plain permutation of the samples.
     pub blocks: Option<Blocks>,
+    /// Repeated augmentation: each sample drawn into the epoch this many times in a row
+    /// of ranks, each repeat its own augmentation ([`EpochPlan::repeats`]); 1: off.
+    pub repeats: u32,
 }
+
+/// The most times repeated augmentation may draw a sample into an epoch.
+pub const MAX_REPEATS: u32 = 16;
 
 /// Samples stored in groups that are read as one (a Parquet file's pages, ~18
 /// photographs each, or its row groups, ~100), and how many groups each rank may have
@@ -297,6 +303,7 @@ impl Default for PlanConfig {
             drop_last: false,
             shard: Shard::Pad,
             blocks: None,
+            repeats: 1,
         }
     }
 }
@@ -331,6 +338,19 @@ impl PlanConfig {
         }
         if self.batch_size == 0 {
             return Err(Error::Config("batch size must be at least 1".into()));
+        }
+        if !(1..=MAX_REPEATS).contains(&self.repeats) {
+            return Err(Error::Config(format!(
+                "aug_repeats={}: repeated augmentation takes 1 (off) to {MAX_REPEATS} repeats",
+                self.repeats
+            )));
+        }
+        if self.repeats > 1 && self.blocks.is_some() {
+            return Err(Error::Config(
+                "repeated augmentation draws single samples: it does not apply to samples \
+                 read in groups (Parquet pages or row groups read whole)"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -370,6 +390,7 @@ pub struct EpochPlan {
     drop_last: bool,
     padded: usize,
     dropped: Vec<SampleId>,
+    repeats: Vec<u32>,
 }
 
 /// The global order of one epoch: a seeded permutation, or catalog order.
@@ -439,6 +460,18 @@ fn shard(
 impl EpochPlan {
     /// The plan of `epoch` for the rank described by `config`, over `dataset_len` samples.
     pub fn new(config: &PlanConfig, dataset_len: usize, epoch: u64) -> Result<EpochPlan> {
+        if config.repeats > 1 {
+            let (samples, repeats) = repeated(config, dataset_len, epoch)?;
+            return Ok(EpochPlan {
+                epoch,
+                samples,
+                batch_size: config.batch_size,
+                drop_last: config.drop_last,
+                padded: 0,
+                dropped: Vec::new(),
+                repeats,
+            });
+        }
         let (order, padded, dropped) = sharded_order(config, dataset_len, epoch)?;
         let samples = order
             .into_iter()
@@ -452,6 +485,7 @@ impl EpochPlan {
             drop_last: config.drop_last,
             padded,
             dropped,
+            repeats: Vec::new(),
         })
     }
 
@@ -489,10 +523,63 @@ impl EpochPlan {
     pub fn dropped(&self) -> &[SampleId] {
         &self.dropped
     }
+
+    /// Under repeated augmentation, which repeat each of [`EpochPlan::samples`] is (its
+    /// occurrence in the epoch's order over all ranks, from 0): what keys its draws
+    /// apart from its other repeats'. Empty without repeated augmentation.
+    pub fn repeats(&self) -> &[u32] {
+        &self.repeats
+    }
+}
+
+/// The rank's samples and their repeats under repeated augmentation, as DeiT's and
+/// torchvision's `RASampler` make them: the epoch's order with each sample `repeats`
+/// times in a row, padded with its own head to a multiple of the world, dealt round-robin
+/// (a sample's repeats go to consecutive ranks, and to one rank only where the world is
+/// smaller), each rank's share cut to `⌊len / 256⌋ · 256 / world` samples (their
+/// `num_selected_samples`: an epoch as long as without repeats) — `⌈len / world⌉` for a
+/// dataset under 256 samples, which theirs would leave empty.
+fn repeated(config: &PlanConfig, len: usize, epoch: u64) -> Result<(Vec<SampleId>, Vec<u32>)> {
+    config.validate(len)?;
+    let selected = repeated_per_rank(config, len);
+    if selected == 0 {
+        return Err(Error::Config(format!(
+            "{len} samples give {} ranks none each under repeated augmentation (each rank \
+             takes ⌊len / 256⌋ · 256 / world)",
+            config.world
+        )));
+    }
+    let order = global_order(config.seed, epoch, config.shuffle, len);
+    let k = config.repeats as usize;
+    let total = (len * k).div_ceil(config.world) * config.world;
+    let mut seen = vec![0u32; len];
+    let (mut samples, mut repeats) = (Vec::with_capacity(selected), Vec::with_capacity(selected));
+    for i in 0..total {
+        let id = order[i % (len * k) / k];
+        let repeat = seen[id as usize];
+        seen[id as usize] += 1;
+        if i % config.world == config.rank && samples.len() < selected {
+            samples.push(id);
+            repeats.push(repeat);
+        }
+    }
+    Ok((samples, repeats))
+}
+
+/// Samples each rank gets per epoch under repeated augmentation (see [`repeated`]).
+fn repeated_per_rank(config: &PlanConfig, len: usize) -> usize {
+    if len >= 256 {
+        len / 256 * 256 / config.world
+    } else {
+        len.div_ceil(config.world)
+    }
 }
 
 /// Samples each rank gets per epoch, without building the permutation.
 pub(crate) fn samples_per_rank(config: &PlanConfig, dataset_len: usize) -> usize {
+    if config.repeats > 1 {
+        return repeated_per_rank(config, dataset_len);
+    }
     match config.shard {
         Shard::Pad => dataset_len.div_ceil(config.world),
         Shard::Drop => dataset_len / config.world,
@@ -757,5 +844,81 @@ mod tests {
         assert!(EpochPlan::new(&cfg(0, 1, Shard::Pad), 0, 0).is_err());
         assert_eq!(batches_for(10, 4, false), 3);
         assert_eq!(batches_for(10, 4, true), 2);
+    }
+
+    /// DeiT's and torchvision's `RASampler.__iter__`, written as they write it, over the
+    /// epoch's order.
+    fn ra_sampler(order: &[SampleId], k: usize, rank: usize, world: usize) -> Vec<SampleId> {
+        let mut indices: Vec<SampleId> = order.iter().flat_map(|&i| [i].repeat(k)).collect();
+        let total = (order.len() * k).div_ceil(world) * world;
+        let head = indices[..total - indices.len()].to_vec();
+        indices.extend(head);
+        let mine: Vec<SampleId> = indices.into_iter().skip(rank).step_by(world).collect();
+        let selected = order.len() / 256 * 256 / world;
+        mine[..selected].to_vec()
+    }
+
+    #[test]
+    fn repeated_augmentation_deals_repeats_as_ra_sampler() {
+        for (len, k, world) in [
+            (1000, 3, 4),
+            (1000, 3, 2),
+            (777, 2, 8),
+            (300, 4, 1),
+            (5000, 3, 16),
+        ] {
+            let mut pairs = std::collections::HashSet::new();
+            let mut total = 0;
+            for rank in 0..world {
+                let config = PlanConfig {
+                    seed: 9,
+                    rank,
+                    world,
+                    repeats: k as u32,
+                    ..PlanConfig::default()
+                };
+                let plan = EpochPlan::new(&config, len, 3).unwrap();
+                let order = global_order(9, 3, true, len);
+                assert_eq!(
+                    plan.samples(),
+                    ra_sampler(&order, k, rank, world),
+                    "{len} {k} {world}"
+                );
+                assert_eq!(plan.samples().len(), samples_per_rank(&config, len));
+                assert_eq!(plan.repeats().len(), plan.samples().len());
+                // Each repeat of a sample is its own: no (sample, repeat) twice anywhere.
+                for (&id, &repeat) in plan.samples().iter().zip(plan.repeats()) {
+                    assert!(pairs.insert((id, repeat)), "{id} repeat {repeat} twice");
+                    assert!((repeat as usize) < k + 1);
+                }
+                total += plan.samples().len();
+            }
+            // An epoch as long as without repeats (to a multiple of 256).
+            assert_eq!(total, len / 256 * 256 / world * world);
+        }
+    }
+
+    #[test]
+    fn repeated_augmentation_on_small_data_and_its_limits() {
+        let config = |repeats, world, rank| PlanConfig {
+            repeats,
+            world,
+            rank,
+            ..PlanConfig::default()
+        };
+        // Under 256 samples: an epoch of ceil(len / world) a rank (theirs would be empty).
+        let plan = EpochPlan::new(&config(3, 1, 0), 32, 0).unwrap();
+        assert_eq!(plan.samples().len(), 32);
+        // On one rank the repeats come in a row, 0, 1, 2.
+        assert_eq!(plan.samples()[0], plan.samples()[2]);
+        assert_eq!(&plan.repeats()[..3], [0, 1, 2]);
+        assert!(EpochPlan::new(&config(17, 1, 0), 32, 0).is_err());
+        assert!(EpochPlan::new(&config(0, 1, 0), 32, 0).is_err());
+        assert!(EpochPlan::new(&config(2, 512, 0), 300, 0).is_err());
+        // Without repeats nothing changes: no repeats recorded.
+        assert!(EpochPlan::new(&config(1, 1, 0), 32, 0)
+            .unwrap()
+            .repeats()
+            .is_empty());
     }
 }

@@ -302,6 +302,7 @@ impl AccessStreams {
                 drop_last: false,
                 shard: Shard::Pad,
                 blocks: None,
+                repeats: 1,
             };
             let mut stream = Vec::new();
             for epoch in 0..epochs {

@@ -297,6 +297,7 @@ impl Cluster {
             drop_last: false,
             shard: Shard::Pad,
             blocks: None,
+            repeats: 1,
         };
         let mut states: Vec<State> = modes
             .iter()

@@ -10,6 +10,7 @@ const EVERY: [(&str, &str); KNOB_COUNT] = [
     ("shuffle", "false"),
     ("seed", "7"),
     ("drop_last", "true"),
+    ("aug_repeats", "3"),
     ("shard", "drop"),
     ("rank", "1"),
     ("world_size", "2"),
