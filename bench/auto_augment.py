@@ -10,7 +10,7 @@ threads, through torchvision-style RandAugment (2 augmentations at magnitude 9 o
   ImageNet normalisation, CHW float32), `device_id=None`, `num_threads=2`,
   `enable_conditionals=True` (DALI's CPU-only pipeline, which needs no GPU).
 
-Each runs in a fresh child process, alternated ``--rounds`` times; a run: 4 batches of
+Each runs in a fresh child process, alternated ``--rounds`` times; a run: 8 batches of
 warm-up, then ``--batches`` batches timed. The figure is the ratio of the medians.
 
 Usage: ``python bench/auto_augment.py [bench/data/photos] [--rounds 3] [--json out.json]``
@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-BATCH, THREADS, WARM_UP = 64, 2, 4
+BATCH, THREADS, WARM_UP = 64, 2, 8
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 

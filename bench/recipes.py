@@ -33,7 +33,7 @@ transforms and v2's `MixUp`/`CutMix` in a `RandomChoice` on the batch:
 * ``nostall-tv``: the same `Compose` given to `nostall.Loader`.
 
 Each loader runs in a fresh child process (this script again); the loaders of a recipe
-alternate, ``--rounds`` times, and the figure is the ratio of the medians. A run: 4 batches
+alternate, ``--rounds`` times, and the figure is the ratio of the medians. A run: 8 batches
 of warm-up, then ``--batches`` batches timed (epochs run on as needed).
 
 Usage: ``python bench/recipes.py [bench/data/photos] [--rounds 3] [--json out.json]``, in a
@@ -98,7 +98,7 @@ def torchvision_transform() -> Any:
     ])
 
 
-WARM_UP = 4
+WARM_UP = 8
 
 
 def timed(loader: Any, batches: int, mix: Any = None) -> dict:

@@ -7,6 +7,7 @@
 //! with `align_corners=False` and zeros outside, a mask sampled alike blending the fill in
 //! (`_apply_grid_transform`), all in 32-bit floats, rounded half to even.
 
+use super::simd::dispatched;
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -402,17 +403,28 @@ pub(super) fn inverse_matrix(
     m
 }
 
-/// The image resampled through `matrix` (from [`inverse_matrix`], about the image's
-/// centre), keeping its size, as torchvision's `_affine_grid` and `_apply_grid_transform`
-/// on a uint8 image: in 32-bit floats, each output pixel's centre `(x, y)` (relative to
-/// the image's centre) mapped to the normalised source point
-/// `(x·θ₀ + y·θ₁ + θ₂) / (w/2)`, `(x·θ₃ + y·θ₄ + θ₅) / (h/2)`, that unnormalised as
-/// `grid_sample` does with `align_corners=False` (`(g + 1)·size/2 − 0.5`), sampled with
-/// zeros outside, and the fill blended in by the mask sampled alike (nearest: the fill
-/// where the mask is under 0.5; bilinear: `(v − fill)·mask + fill`), rounded half to even.
-/// Without a fill (torchvision's `fill=None`) no mask is sampled: zeros come in from
-/// outside, weighted as they are.
-pub(super) fn warp(
+dispatched! {
+    /// The image resampled through `matrix` (from [`inverse_matrix`], about the image's
+    /// centre), keeping its size, as torchvision's `_affine_grid` and `_apply_grid_transform`
+    /// on a uint8 image: in 32-bit floats, each output pixel's centre `(x, y)` (relative to
+    /// the image's centre) mapped to the normalised source point
+    /// `(x·θ₀ + y·θ₁ + θ₂) / (w/2)`, `(x·θ₃ + y·θ₄ + θ₅) / (h/2)`, that unnormalised as
+    /// `grid_sample` does with `align_corners=False` (`(g + 1)·size/2 − 0.5`), sampled with
+    /// zeros outside, and the fill blended in by the mask sampled alike (nearest: the fill
+    /// where the mask is under 0.5; bilinear: `(v − fill)·mask + fill`), rounded half to even.
+    /// Without a fill (torchvision's `fill=None`) no mask is sampled: zeros come in from
+    /// outside, weighted as they are.
+    pub(super) fn warp(
+        image: &mut Planes<'_>,
+        matrix: [f64; 6],
+        interpolation: Interpolation,
+        fill: Option<[f64; 3]>,
+    )
+        => warp_body
+}
+
+#[inline(always)]
+fn warp_body(
     image: &mut Planes<'_>,
     matrix: [f64; 6],
     interpolation: Interpolation,

@@ -2,6 +2,7 @@
 //! a random order.
 
 use super::grayscale::luma;
+use super::simd::dispatched;
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -158,9 +159,15 @@ pub(super) fn brightness(values: &mut [u8], factor: f32) {
     }
 }
 
-/// torchvision's `adjust_contrast` on uint8 images: each value blended with the mean of
-/// the floored grayscale image.
-pub(super) fn contrast(image: &mut Planes<'_>, factor: f64) {
+dispatched! {
+    /// torchvision's `adjust_contrast` on uint8 images: each value blended with the mean of
+    /// the floored grayscale image.
+    pub(super) fn contrast(image: &mut Planes<'_>, factor: f64)
+        => contrast_body
+}
+
+#[inline(always)]
+fn contrast_body(image: &mut Planes<'_>, factor: f64) {
     let area = image.area();
     if area == 0 {
         return;
@@ -182,9 +189,15 @@ pub(super) fn contrast(image: &mut Planes<'_>, factor: f64) {
     }
 }
 
-/// torchvision's `adjust_saturation` on uint8 images: each value blended with its pixel's
-/// floored grayscale.
-pub(super) fn saturation(image: &mut Planes<'_>, factor: f64) {
+dispatched! {
+    /// torchvision's `adjust_saturation` on uint8 images: each value blended with its pixel's
+    /// floored grayscale.
+    pub(super) fn saturation(image: &mut Planes<'_>, factor: f64)
+        => saturation_body
+}
+
+#[inline(always)]
+fn saturation_body(image: &mut Planes<'_>, factor: f64) {
     let (ratio, alpha) = ratios(factor);
     let [r, g, b] = image.rgb_mut();
     for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
@@ -195,9 +208,15 @@ pub(super) fn saturation(image: &mut Planes<'_>, factor: f64) {
     }
 }
 
-/// torchvision's `adjust_hue` on uint8 images: each pixel to HSV, `factor` added to the
-/// hue (modulo 1), back to RGB, as its tensor kernel computes it.
-pub(super) fn hue(image: &mut Planes<'_>, factor: f32) {
+dispatched! {
+    /// torchvision's `adjust_hue` on uint8 images: each pixel to HSV, `factor` added to the
+    /// hue (modulo 1), back to RGB, as its tensor kernel computes it.
+    pub(super) fn hue(image: &mut Planes<'_>, factor: f32)
+        => hue_body
+}
+
+#[inline(always)]
+fn hue_body(image: &mut Planes<'_>, factor: f32) {
     let [r, g, b] = image.rgb_mut();
     for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
         [*r, *g, *b] = rotate_hue(*r, *g, *b, factor);
@@ -220,6 +239,16 @@ fn blend(v: u8, other: f32, ratio: f32, alpha: f32) -> u8 {
     // these magnitudes, is the sum; the one rounding is to f32.
     let sum = (f64::from(scaled) + f64::from(other) * f64::from(alpha)) as f32;
     sum.clamp(0.0, 255.0) as u8
+}
+
+/// `x % 1.0` (fmod) for `x` below 2: `x − 1` from 1 on (exact there), else `x`.
+#[inline(always)]
+fn below_one(x: f32) -> f32 {
+    if x >= 1.0 {
+        x - 1.0
+    } else {
+        x
+    }
 }
 
 /// One pixel through torchvision's `_rgb_to_hsv`, the hue turned by `factor`, and back
@@ -253,13 +282,16 @@ pub(super) fn rotate_hue(r: u8, g: u8, b: u8, factor: f32) -> [u8; 3] {
     } else {
         (gc + 4.0) - rc
     };
-    let h = (h * SIXTH + 1.0) % 1.0;
-    // torch's remainder: fmod, then the divisor added where the sign differs.
-    let h = (h + factor) % 1.0;
+    // `% 1.0` of a value in [5/6, 11/6]: fmod, exact, is the value less 1 from 1 on.
+    let h = below_one(h * SIXTH + 1.0);
+    // torch's remainder: fmod of a value in [-0.5, 1.5), then the divisor added where the
+    // sign differs.
+    let h = below_one(h + factor);
     let h = if h < 0.0 { h + 1.0 } else { h };
     let v = maxc;
     let h6 = h * 6.0;
-    let i = h6.floor();
+    // The floor of a value in [0, 6]: its truncation.
+    let i = (h6 as i32) as f32;
     let f = h6 - i;
     let sxf = s * f;
     let one_minus_s = 1.0 - s;

@@ -1,5 +1,6 @@
 //! `GaussianBlur`: the image blurred by a Gaussian kernel of a random width.
 
+use super::simd::dispatched;
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -142,10 +143,23 @@ pub(super) fn reflect(i: isize, n: usize) -> usize {
     (if i < n as isize { i } else { period - i }) as usize
 }
 
-/// One uint8 channel of `height` rows of `width` convolved with `kx` along the rows and
-/// `ky` along the columns (odd lengths, centred), the borders reflected, in 32-bit floats,
-/// rounded half to even as torch's `round_` (`scratch` is reused between calls).
-pub(super) fn blur(
+dispatched! {
+    /// One uint8 channel of `height` rows of `width` convolved with `kx` along the rows and
+    /// `ky` along the columns (odd lengths, centred), the borders reflected, in 32-bit floats,
+    /// rounded half to even as torch's `round_` (`scratch` is reused between calls).
+    pub(super) fn blur(
+        plane: &mut [u8],
+        width: usize,
+        height: usize,
+        kx: &[f32],
+        ky: &[f32],
+        scratch: &mut Vec<f32>,
+    )
+        => blur_body
+}
+
+#[inline(always)]
+fn blur_body(
     plane: &mut [u8],
     width: usize,
     height: usize,

@@ -45,6 +45,7 @@ mod random_resized_crop;
 mod resize;
 mod rotation;
 mod sharpness;
+mod simd;
 mod solarize;
 mod timm_rand_augment;
 mod timm_random_erasing;

@@ -13,6 +13,7 @@
 //! pixels and nostall on planes; every kernel here treats each channel alike, as Pillow
 //! does, so the layout changes nothing.
 
+use super::simd::dispatched;
 use super::{equalize, Planes};
 
 /// A resampling filter of PIL's `Image.transform` and `Image.rotate`.
@@ -24,18 +25,29 @@ pub(super) enum Resample {
     Bicubic,
 }
 
-/// `image.transform(image.size, Image.AFFINE, a, resample, fillcolor=fill)`: each output
-/// pixel `(x, y)` takes the source at `(a0·(x + ½) + a1·(y + ½) + a2, a3·(x + ½) +
-/// a4·(y + ½) + a5)` (PIL's `affine_transform`), sampled by `resample`; where that point
-/// is outside the image, the pixel is `fill` (the colour the output image was made with).
-pub(super) fn affine(image: &mut Planes<'_>, a: [f64; 6], resample: Resample, fill: [u8; 3]) {
+dispatched! {
+    /// `image.transform(image.size, Image.AFFINE, a, resample, fillcolor=fill)`: each
+    /// output pixel `(x, y)` takes the source at `(a0·(x + ½) + a1·(y + ½) + a2, a3·(x + ½)
+    /// + a4·(y + ½) + a5)` (PIL's `affine_transform`), sampled by `resample`; where that
+    /// point is outside the image, the pixel is `fill` (the colour the output image was
+    /// made with).
+    pub(super) fn affine(image: &mut Planes<'_>, a: [f64; 6], resample: Resample, fill: [u8; 3])
+        => affine_planes
+}
+
+#[inline(always)]
+fn affine_planes(image: &mut Planes<'_>, a: [f64; 6], resample: Resample, fill: [u8; 3]) {
     let (width, height) = (image.width, image.height);
     let area = image.area();
     if area == 0 {
         return;
     }
     let source = image.data[..3 * area].to_vec();
-    let planes: Vec<&[u8]> = source.chunks_exact(area).collect();
+    let planes: [&[u8]; 3] = [
+        &source[..area],
+        &source[area..2 * area],
+        &source[2 * area..3 * area],
+    ];
     let out = &mut image.data[..3 * area];
     for y in 0..height {
         let yin = y as f64 + 0.5;
@@ -52,95 +64,105 @@ pub(super) fn affine(image: &mut Planes<'_>, a: [f64; 6], resample: Resample, fi
                 }
                 continue;
             }
-            let sample = Sample::at(sx, sy, width, height, resample);
+            let taps = Taps::at(sx, sy, width, height, resample);
             for (c, plane) in planes.iter().enumerate() {
-                out[c * area + i] = sample.of(plane);
+                out[c * area + i] = taps.of(plane, resample);
             }
         }
     }
 }
 
-/// Where one output pixel samples the source: the pixel to the top left of the point
-/// (for bicubic, one further up and left), and the point's offsets from it.
-struct Sample {
-    x: i64,
-    y: i64,
+/// Where one output pixel samples the source (`BILINEAR_HEAD` and `BICUBIC_HEAD`): the
+/// offsets of the rows and columns it reads (2 or 4 of each) and the point's distances
+/// from the first pixel's. A column outside the image is its edge's (`XCLIP`); the first
+/// row is clipped likewise (`YCLIP`), and a later row outside the image repeats the row
+/// before it (the filters reuse the value they computed for that row).
+struct Taps {
+    rows: [usize; 4],
+    columns: [usize; 4],
     dx: f64,
     dy: f64,
-    width: usize,
-    height: usize,
-    resample: Resample,
 }
 
-impl Sample {
-    /// `BILINEAR_HEAD` and `BICUBIC_HEAD` for the point `(sx, sy)` inside the image.
-    fn at(sx: f64, sy: f64, width: usize, height: usize, resample: Resample) -> Sample {
+impl Taps {
+    #[inline(always)]
+    fn at(sx: f64, sy: f64, width: usize, height: usize, resample: Resample) -> Taps {
         let (sx, sy) = (sx - 0.5, sy - 0.5);
         let (fx, fy) = (sx.floor(), sy.floor());
         let back = match resample {
             Resample::Bilinear => 0,
             Resample::Bicubic => 1,
         };
-        Sample {
-            x: fx as i64 - back,
-            y: fy as i64 - back,
+        let (x, y) = (fx as i64 - back, fy as i64 - back);
+        let (w, h) = (width as i64, height as i64);
+        let columns = [0, 1, 2, 3].map(|k| (x + k).clamp(0, w - 1) as usize);
+        let mut rows = [y.clamp(0, h - 1) as usize * width; 4];
+        for k in 1..4 {
+            let row = y + k as i64;
+            rows[k] = if (0..h).contains(&row) {
+                row as usize * width
+            } else {
+                rows[k - 1]
+            };
+        }
+        Taps {
+            rows,
+            columns,
             dx: sx - fx,
             dy: sy - fy,
-            width,
-            height,
-            resample,
         }
     }
 
     /// The value of `plane` there.
-    fn of(&self, plane: &[u8]) -> u8 {
-        let w = self.width as i64;
-        // `XCLIP`: a column outside the image is its edge's.
-        let column = |dx: i64| (self.x + dx).clamp(0, w - 1) as usize;
-        let row = |y: i64| &plane[y as usize * self.width..(y as usize + 1) * self.width];
-        let inside = |y: i64| y >= 0 && y < self.height as i64;
-        // `YCLIP` for the first row; each later row outside the image repeats the value of
-        // the row before it.
-        let first = row(self.y.clamp(0, self.height as i64 - 1));
-        match self.resample {
+    #[inline(always)]
+    fn of(&self, plane: &[u8], resample: Resample) -> u8 {
+        let [c0, c1, c2, c3] = self.columns;
+        let value = |row: usize, column: usize| f64::from(plane[row + column]);
+        match resample {
             Resample::Bilinear => {
-                let (x0, x1) = (column(0), column(1));
-                let along = |line: &[u8]| {
-                    let a = f64::from(line[x0]);
-                    a + f64::from(i32::from(line[x1]) - i32::from(line[x0])) * self.dx
+                let along = |row: usize| {
+                    let a = value(row, c0);
+                    a + (value(row, c1) - a) * self.dx
                 };
-                let v1 = along(first);
-                let v2 = if inside(self.y + 1) {
-                    along(row(self.y + 1))
-                } else {
-                    v1
-                };
+                let (v1, v2) = (along(self.rows[0]), along(self.rows[1]));
                 // In [0, 255]: truncated.
                 (v1 + (v2 - v1) * self.dy) as u8
             }
+            // A shear or translation along one axis leaves the other's distance 0, and a
+            // cubic at 0 is its second value exactly (`p1 + 0·(…)`): one row's cubic, or
+            // one column's, gives what the sixteen taps would.
+            Resample::Bicubic if self.dy == 0.0 => {
+                let row = self.rows[1];
+                let v = cubic(
+                    value(row, c0),
+                    value(row, c1),
+                    value(row, c2),
+                    value(row, c3),
+                    self.dx,
+                );
+                v.clamp(0.0, 255.0) as u8
+            }
+            Resample::Bicubic if self.dx == 0.0 => {
+                let [r0, r1, r2, r3] = self.rows;
+                let v = cubic(
+                    value(r0, c1),
+                    value(r1, c1),
+                    value(r2, c1),
+                    value(r3, c1),
+                    self.dy,
+                );
+                v.clamp(0.0, 255.0) as u8
+            }
             Resample::Bicubic => {
-                let xs = [column(0), column(1), column(2), column(3)];
-                let along = |line: &[u8]| {
-                    let [a, b, c, d] = xs.map(|x| f64::from(line[x]));
-                    cubic(a, b, c, d, self.dx)
-                };
-                let v1 = along(first);
-                let v2 = if inside(self.y + 1) {
-                    along(row(self.y + 1))
-                } else {
-                    v1
-                };
-                let v3 = if inside(self.y + 2) {
-                    along(row(self.y + 2))
-                } else {
-                    v2
-                };
-                let v4 = if inside(self.y + 3) {
-                    along(row(self.y + 3))
-                } else {
-                    v3
-                };
-                let v = cubic(v1, v2, v3, v4, self.dy);
+                // The four rows' cubics along x, lane by lane (each lane PIL's arithmetic).
+                let v = cubic4(
+                    self.rows.map(|r| value(r, c0)),
+                    self.rows.map(|r| value(r, c1)),
+                    self.rows.map(|r| value(r, c2)),
+                    self.rows.map(|r| value(r, c3)),
+                    self.dx,
+                );
+                let v = cubic(v[0], v[1], v[2], v[3], self.dy);
                 // `bicubic_filter32RGB`: clipped, else truncated (which `as` does, NaN
                 // aside, which cannot arise).
                 v.clamp(0.0, 255.0) as u8
@@ -149,8 +171,19 @@ impl Sample {
     }
 }
 
+/// [`cubic`] on four lanes at once, the same operations in each.
+#[inline(always)]
+fn cubic4(v1: [f64; 4], v2: [f64; 4], v3: [f64; 4], v4: [f64; 4], d: f64) -> [f64; 4] {
+    let mut out = [0.0; 4];
+    for k in 0..4 {
+        out[k] = cubic(v1[k], v2[k], v3[k], v4[k], d);
+    }
+    out
+}
+
 /// PIL's `BICUBIC` macro: the cubic through `v1..v4` at `d` past `v2`, its terms in PIL's
 /// order (exact for the first pass, whose inputs are bytes, as PIL's integer terms are).
+#[inline(always)]
 fn cubic(v1: f64, v2: f64, v3: f64, v4: f64, d: f64) -> f64 {
     let p1 = v2;
     let p2 = -v1 + v3;
@@ -234,9 +267,15 @@ pub(super) fn luma(r: u8, g: u8, b: u8) -> u8 {
     ((u32::from(r) * 19595 + u32::from(g) * 38470 + u32::from(b) * 7471 + 0x8000) >> 16) as u8
 }
 
-/// `ImageEnhance.Color(image).enhance(factor)`: each value blended with its pixel's L
-/// (the image converted to L and back).
-pub(super) fn color(image: &mut Planes<'_>, factor: f64) {
+dispatched! {
+    /// `ImageEnhance.Color(image).enhance(factor)`: each value blended with its pixel's L
+    /// (the image converted to L and back).
+    pub(super) fn color(image: &mut Planes<'_>, factor: f64)
+        => color_body
+}
+
+#[inline(always)]
+fn color_body(image: &mut Planes<'_>, factor: f64) {
     let alpha = factor as f32;
     let [r, g, b] = image.rgb_mut();
     for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
@@ -247,10 +286,16 @@ pub(super) fn color(image: &mut Planes<'_>, factor: f64) {
     }
 }
 
-/// `ImageEnhance.Contrast(image).enhance(factor)`: each value blended with the mean of the
-/// image's L, `int(mean + 0.5)` (`ImageStat`'s mean: the exact sum over the count,
-/// correctly rounded).
-pub(super) fn contrast(image: &mut Planes<'_>, factor: f64) {
+dispatched! {
+    /// `ImageEnhance.Contrast(image).enhance(factor)`: each value blended with the mean of the
+    /// image's L, `int(mean + 0.5)` (`ImageStat`'s mean: the exact sum over the count,
+    /// correctly rounded).
+    pub(super) fn contrast(image: &mut Planes<'_>, factor: f64)
+        => contrast_body
+}
+
+#[inline(always)]
+fn contrast_body(image: &mut Planes<'_>, factor: f64) {
     let area = image.area();
     let [r, g, b] = image.rgb_mut();
     let sum: u64 = r
@@ -283,9 +328,15 @@ pub(super) fn brightness(image: &mut Planes<'_>, factor: f64) {
     }
 }
 
-/// `ImageEnhance.Sharpness(image).enhance(factor)`: each value blended with the image
-/// smoothed by `ImageFilter.SMOOTH`.
-pub(super) fn sharpness(image: &mut Planes<'_>, factor: f64) {
+dispatched! {
+    /// `ImageEnhance.Sharpness(image).enhance(factor)`: each value blended with the image
+    /// smoothed by `ImageFilter.SMOOTH`.
+    pub(super) fn sharpness(image: &mut Planes<'_>, factor: f64)
+        => sharpness_body
+}
+
+#[inline(always)]
+fn sharpness_body(image: &mut Planes<'_>, factor: f64) {
     let (width, height) = (image.width, image.height);
     let alpha = factor as f32;
     for plane in image.rgb_mut() {
@@ -401,10 +452,16 @@ pub(super) fn solarize(image: &mut Planes<'_>, threshold: f64) {
     point(image, &lut);
 }
 
-/// `image.filter(ImageFilter.GaussianBlur(radius))`: PIL's approximation of a Gaussian of
-/// standard deviation `radius` by three passes of an extended box blur along the rows,
-/// then three down the columns (`ImagingGaussianBlur`); radius 0 keeps the image.
-pub(super) fn gaussian_blur(image: &mut Planes<'_>, radius: f64) {
+dispatched! {
+    /// `image.filter(ImageFilter.GaussianBlur(radius))`: PIL's approximation of a Gaussian of
+    /// standard deviation `radius` by three passes of an extended box blur along the rows,
+    /// then three down the columns (`ImagingGaussianBlur`); radius 0 keeps the image.
+    pub(super) fn gaussian_blur(image: &mut Planes<'_>, radius: f64)
+        => gaussian_blur_body
+}
+
+#[inline(always)]
+fn gaussian_blur_body(image: &mut Planes<'_>, radius: f64) {
     if radius == 0.0 {
         return;
     }

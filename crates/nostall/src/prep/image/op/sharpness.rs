@@ -1,6 +1,7 @@
 //! `RandomAdjustSharpness`: the image blended with a smoothed copy of itself, with a
 //! probability.
 
+use super::simd::dispatched;
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
@@ -67,11 +68,17 @@ impl Photometric for RandomAdjustSharpness {
     }
 }
 
-/// torchvision's `adjust_sharpness_image` on one uint8 channel of `height` rows of
-/// `width`: inside the border, `v + (1 - factor) · (round(smoothed) - v)` in 32-bit
-/// floats (the product fused into the sum, as torch's `add_(…, alpha=…)`), clamped and
-/// truncated; the border, and images of 2 pixels or fewer a side, kept.
-pub(super) fn sharpen(plane: &mut [u8], width: usize, height: usize, factor: f64) {
+dispatched! {
+    /// torchvision's `adjust_sharpness_image` on one uint8 channel of `height` rows of
+    /// `width`: inside the border, `v + (1 - factor) · (round(smoothed) - v)` in 32-bit
+    /// floats (the product fused into the sum, as torch's `add_(…, alpha=…)`), clamped and
+    /// truncated; the border, and images of 2 pixels or fewer a side, kept.
+    pub(super) fn sharpen(plane: &mut [u8], width: usize, height: usize, factor: f64)
+        => sharpen_body
+}
+
+#[inline(always)]
+fn sharpen_body(plane: &mut [u8], width: usize, height: usize, factor: f64) {
     if width <= 2 || height <= 2 {
         return;
     }

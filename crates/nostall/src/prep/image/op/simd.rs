@@ -1,0 +1,34 @@
+//! Kernels compiled twice: for the CPU the build targets, and for AVX2, chosen at run time.
+//!
+//! The operators' kernels are plain loops written to be vectorised; the baseline x86-64
+//! target has only SSE2 (two doubles a vector, `floor` a library call). [`dispatched`]
+//! makes a kernel's entry point run a copy of it compiled with AVX2 where the CPU has
+//! it. The two copies compute the same values: vector instructions round each lane as
+//! the scalar ones do, and Rust neither fuses multiplies into adds nor reorders sums
+//! without being asked, so FMA is deliberately not enabled (it would change roundings
+//! the references' arithmetic is matched to).
+
+/// `fn name(args) => body`: a function `name` that runs `body(args)` (an
+/// `#[inline(always)]` function) compiled with AVX2 where the CPU has it, else as built.
+macro_rules! dispatched {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $body:ident) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2, checked just above; `avx2` is safe code
+                    // compiled with it.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+
+pub(super) use dispatched;
