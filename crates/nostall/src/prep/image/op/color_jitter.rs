@@ -151,9 +151,15 @@ impl Photometric for ColorJitter {
     }
 }
 
-/// torchvision's `adjust_brightness` on uint8 values: `v · factor` in 32-bit floats,
-/// clamped and truncated.
-pub(super) fn brightness(values: &mut [u8], factor: f32) {
+dispatched! {
+    /// torchvision's `adjust_brightness` on uint8 values: `v · factor` in 32-bit floats,
+    /// clamped and truncated.
+    pub(super) fn brightness(values: &mut [u8], factor: f32)
+        => brightness_body
+}
+
+#[inline(always)]
+fn brightness_body(values: &mut [u8], factor: f32) {
     for v in values {
         *v = (f32::from(*v) * factor).clamp(0.0, 255.0) as u8;
     }
@@ -177,7 +183,8 @@ fn contrast_body(image: &mut Planes<'_>, factor: f64) {
         .iter()
         .zip(g.iter())
         .zip(b.iter())
-        .map(|((r, g), b)| luma(*r, *g, *b) as u64)
+        // Through u32: a whole number in [0, 255], converted in vectors (f32 to u64 is not).
+        .map(|((r, g), b)| u64::from(luma(*r, *g, *b) as u32))
         .sum();
     // torch's float32 mean, correctly rounded from the exact sum.
     let mean = (sum as f64 / area as f64) as f32;

@@ -180,8 +180,12 @@ fn blur_body(
         .chunks_exact(width)
         .zip(scratch.chunks_exact_mut(width))
     {
-        for (j, p) in padded.iter_mut().enumerate() {
-            *p = f32::from(row[reflect(j as isize - rx as isize, width)]);
+        // The row itself, then the reflections at its ends.
+        for (p, v) in padded[rx..rx + width].iter_mut().zip(row) {
+            *p = f32::from(*v);
+        }
+        for j in (0..rx).chain(rx + width..width + 2 * rx) {
+            padded[j] = f32::from(row[reflect(j as isize - rx as isize, width)]);
         }
         for (k, w) in kx.iter().enumerate() {
             for (o, p) in out.iter_mut().zip(&padded[k..k + width]) {
