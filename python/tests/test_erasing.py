@@ -83,26 +83,27 @@ def test_erasing_goes_last_and_checks_its_arguments(photos):
 
 
 def test_the_rectangles_are_drawn_as_torchvision_draws_them(photos):
-    """The erased rectangles' heights and widths over 3 200 draws (32 photographs, 100
+    """The erased rectangles' heights and widths over 10 016 draws (32 photographs, 313
     epochs) against torchvision's ``make_params`` over as many: two-sample
     Kolmogorov–Smirnov statistics under the 0.1% critical value."""
     import torch
     from torchvision.transforms import v2
 
+    plain = batch(photos, dtype="uint8")
     loader = nostall.Loader(photos, batch_size=32, shuffle=False, seed=3, dtype="uint8", output="numpy",
                             pipeline=[ops.Resize(SIZE), ops.CenterCrop(SIZE),
                                       ops.RandomErasing(p=1.0, value=(1, 2, 3))])
     ours = []
-    for epoch in range(100):
+    for epoch in range(313):
         loader.set_epoch(epoch)
         for images, _ in loader:
-            for image in np.array(images):
-                # The rectangle: the pixels (1, 2, 3), which photographs hardly hold.
-                zeros = np.argwhere((image == np.array([1, 2, 3])[:, None, None]).all(axis=0))
-                if len(zeros) == 0:
+            for before, image in zip(plain, np.array(images)):
+                # The rectangle: what changed (a dark photograph may hold (1, 2, 3) itself).
+                changed = np.argwhere((image != before).any(axis=0))
+                if len(changed) == 0:
                     ours.append((0, 0))
                     continue
-                (top, left), (bottom, right) = zeros.min(axis=0), zeros.max(axis=0)
+                (top, left), (bottom, right) = changed.min(axis=0), changed.max(axis=0)
                 ours.append((bottom - top + 1, right - left + 1))
     torch.manual_seed(0)
     reference = v2.RandomErasing(p=1.0, value=0)
