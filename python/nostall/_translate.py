@@ -203,18 +203,18 @@ def _timm_rand_augment(t: Any) -> ops.Op:
     if float(first.magnitude) != int(first.magnitude):
         raise ConfigError(f"{_named(t)}: magnitude {first.magnitude}: timm's config strings take an int")
     resample = first.kwargs["resample"]
-    if isinstance(resample, (list, tuple)):
-        interpolation = "random"
-    else:
-        interpolation = {2: "bilinear", 3: "bicubic"}.get(int(resample))
-        if interpolation is None:
+    interpolation = "random"
+    if not isinstance(resample, (list, tuple)):
+        filter_name = {2: "bilinear", 3: "bicubic"}.get(int(resample))
+        if filter_name is None:
             raise ConfigError(f"{_named(t)}: resampling {resample!r}: TimmRandAugment resamples bilinear, bicubic "
                               "or random (either)")
+        interpolation = filter_name
     # timm's mstd above 100 is its infinity: the magnitude drawn uniformly.
     mstd = 101.0 if math.isinf(first.magnitude_std) else float(first.magnitude_std)
     config = f"rand-m{int(first.magnitude)}-n{int(t.num_layers)}-p{float(first.prob)}-mstd{mstd}{suffix}"
     return ops.TimmRandAugment(config, interpolation=interpolation,
-                               fill=tuple(int(v) for v in first.kwargs["fillcolor"]),
+                               fill=[float(v) for v in first.kwargs["fillcolor"]],
                                translate_pct=float(first.hparams.get("translate_pct", 0.45)),
                                magnitude_max=None if first.magnitude_max is None else float(first.magnitude_max))
 
