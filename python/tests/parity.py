@@ -71,3 +71,13 @@ def assert_parity(got, want, what):
     """≥ 99% of values within 1 level and a mean absolute difference ≤ 0.5 level."""
     within, mean, most = parity(got, want)
     assert within >= 0.99 and mean <= 0.5, f"{what}: {within:.4%} within 1, mean {mean:.3f}, max {most}"
+
+
+def assert_the_same_for_any_thread_count(pngs, op, crop=None):
+    """`op` changes the images, gives the same bytes on 1, 2 and 4 threads, and other bytes
+    with another seed."""
+    one = nostall_images(pngs, op, threads=1, crop=crop)
+    assert not torch.equal(one, nostall_images(pngs, crop=crop)), f"{op!r} changes the images"
+    for threads in (2, 4):
+        assert torch.equal(nostall_images(pngs, op, threads=threads, crop=crop), one), (op, threads)
+    assert not torch.equal(nostall_images(pngs, op, threads=2, seed=1, crop=crop), one), f"{op!r}: another seed"

@@ -27,7 +27,7 @@ from timm.data.constants import IMAGENET_DEFAULT_MEAN
 
 import nostall
 from nostall import _nostall, ops
-from parity import assert_parity, nostall_images, parity, reference_images
+from parity import assert_parity, assert_the_same_for_any_thread_count, parity, reference_images
 
 SIZE = 96
 # A crop that is not square: translations and shears take the width and height apart.
@@ -287,11 +287,7 @@ ALL = [
 
 @pytest.mark.parametrize("op", ALL, ids=repr)
 def test_the_same_batches_for_any_number_of_threads(pngs, op):
-    one = nostall_images(pngs, op, threads=1, crop=CROP)
-    assert not torch.equal(one, nostall_images(pngs, crop=CROP)), "it changes the images"
-    for threads in (2, 4):
-        assert torch.equal(nostall_images(pngs, op, threads=threads, crop=CROP), one), threads
-    assert not torch.equal(nostall_images(pngs, op, threads=2, seed=1, crop=CROP), one), "another seed, other draws"
+    assert_the_same_for_any_thread_count(pngs, op, crop=CROP)
 
 
 # ---- what is refused ----

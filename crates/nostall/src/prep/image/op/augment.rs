@@ -12,7 +12,8 @@
 
 use super::affine::{self, inverse_matrix, warp, Interpolation};
 use super::{
-    autocontrast, color_jitter, equalize, posterize, rotation, sharpness, solarize, Planes,
+    autocontrast, color_jitter, equalize, posterize, rotation, sharpness, solarize, Augmenter,
+    Operator, Photometric, Planes,
 };
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -221,6 +222,65 @@ pub(super) const fn interpolation_param(default: &'static str) -> Param {
         default,
         "how shears, translations and rotations sample the image: 'nearest' or 'bilinear'",
     )
+}
+
+/// The `num_magnitude_bins` parameter of RandAugment and TrivialAugmentWide.
+pub(super) const BINS: Param = Param::with_default(
+    "num_magnitude_bins",
+    Kind::Int,
+    "31",
+    "how many magnitudes each augmentation's range is split into (at least 2)",
+);
+
+/// The `num_magnitude_bins` argument.
+pub(super) fn bins(args: &Args) -> Result<usize> {
+    let bins: usize = args.int("num_magnitude_bins")?;
+    if bins < 2 {
+        return Err(args.error("num_magnitude_bins", format!("{bins}: must be at least 2")));
+    }
+    Ok(bins)
+}
+
+/// An automatic augmentation that draws augmentations from its space and applies them in
+/// turn (AutoAugment, RandAugment, TrivialAugmentWide): its work on pixels and its
+/// [`Augmenter`] follow from its draw.
+pub(super) trait Policy: Operator {
+    /// The augmentations it draws from.
+    fn space(&self) -> &'static [Entry];
+
+    /// Its interpolation and fill.
+    fn settings(&self) -> &Settings;
+
+    /// One sample's augmentations, in order, with their magnitudes as drawn, for an image
+    /// of `(width, height)`.
+    fn draw(&self, size: (usize, usize), rng: &mut Rng) -> Vec<(Augmentation, f64)>;
+}
+
+impl<T: Policy> Photometric for T {
+    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
+        for (what, magnitude) in self.draw((image.width, image.height), rng) {
+            self.settings().apply(image, what, magnitude);
+        }
+    }
+}
+
+impl<T: Policy> Augmenter for T {
+    fn draw_steps(&self, width: usize, height: usize, rng: &mut Rng) -> Vec<(&'static str, f64)> {
+        let steps = self.draw((width, height), rng);
+        steps.into_iter().map(|(a, m)| (a.name(), m)).collect()
+    }
+
+    fn apply_step(
+        &self,
+        name: &str,
+        value: f64,
+        image: &mut Planes<'_>,
+        _: &mut Rng,
+    ) -> Result<()> {
+        let operator = self.declaration().name;
+        self.settings()
+            .apply_named(operator, self.space(), name, value, image)
+    }
 }
 
 /// The `fill` parameter of the four operators.

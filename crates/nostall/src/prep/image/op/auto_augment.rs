@@ -1,8 +1,10 @@
 //! `AutoAugment`: one of a policy's 25 sub-policies, each two augmentations applied with
 //! their probabilities at their magnitudes.
 
-use super::augment::{self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Settings};
-use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::augment::{
+    self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Policy, Settings,
+};
+use super::{Augmenter, Declaration, Op, Operator, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -174,6 +176,16 @@ impl AutoAugment {
             _ => &IMAGENET,
         }
     }
+}
+
+impl Policy for AutoAugment {
+    fn space(&self) -> &'static [Entry] {
+        &SPACE
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
 
     /// torchvision's `AutoAugment.forward` draws: the sub-policy, then for each of its
     /// two augmentations whether it runs (`torch.rand(()) <= probability`) and, where it
@@ -212,32 +224,6 @@ impl Operator for AutoAugment {
 
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
-    }
-}
-
-impl Photometric for AutoAugment {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        for (what, magnitude) in self.draw((image.width, image.height), rng) {
-            self.settings.apply(image, what, magnitude);
-        }
-    }
-}
-
-impl Augmenter for AutoAugment {
-    fn draw_steps(&self, width: usize, height: usize, rng: &mut Rng) -> Vec<(&'static str, f64)> {
-        let steps = self.draw((width, height), rng);
-        steps.into_iter().map(|(a, m)| (a.name(), m)).collect()
-    }
-
-    fn apply_step(
-        &self,
-        name: &str,
-        value: f64,
-        image: &mut Planes<'_>,
-        _: &mut Rng,
-    ) -> Result<()> {
-        self.settings
-            .apply_named(DECLARATION.name, &SPACE, name, value, image)
     }
 }
 

@@ -1,7 +1,9 @@
 //! `RandAugment`: a number of augmentations drawn uniformly, each at one magnitude.
 
-use super::augment::{self, entry, Augmentation as A, Entry, Magnitudes as M, Settings, FILL};
-use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::augment::{
+    self, entry, Augmentation as A, Entry, Magnitudes as M, Policy, Settings, FILL,
+};
+use super::{Augmenter, Declaration, Op, Operator, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -27,12 +29,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "9",
             "the bin of every augmentation's magnitude, in [0, num_magnitude_bins)",
         ),
-        Param::with_default(
-            "num_magnitude_bins",
-            Kind::Int,
-            "31",
-            "how many magnitudes each augmentation's range is split into (at least 2)",
-        ),
+        augment::BINS,
         augment::interpolation_param("'nearest'"),
         FILL,
     ],
@@ -74,10 +71,7 @@ pub(super) static SPACE: [Entry; 14] = [
 
 fn build(args: &Args) -> Result<Op> {
     let num_ops: usize = args.int("num_ops")?;
-    let bins: usize = args.int("num_magnitude_bins")?;
-    if bins < 2 {
-        return Err(args.error("num_magnitude_bins", format!("{bins}: must be at least 2")));
-    }
+    let bins = augment::bins(args)?;
     let magnitude: usize = args.int("magnitude")?;
     if magnitude >= bins {
         return Err(args.error(
@@ -100,7 +94,15 @@ struct RandAugment {
     settings: Settings,
 }
 
-impl RandAugment {
+impl Policy for RandAugment {
+    fn space(&self) -> &'static [Entry] {
+        &SPACE
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// torchvision's `RandAugment.forward` draws: for each op, the augmentation, then
     /// the sign of its magnitude where signed.
     fn draw(&self, size: (usize, usize), rng: &mut Rng) -> Vec<(A, f64)> {
@@ -138,31 +140,5 @@ impl Operator for RandAugment {
 
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
-    }
-}
-
-impl Photometric for RandAugment {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        for (what, magnitude) in self.draw((image.width, image.height), rng) {
-            self.settings.apply(image, what, magnitude);
-        }
-    }
-}
-
-impl Augmenter for RandAugment {
-    fn draw_steps(&self, width: usize, height: usize, rng: &mut Rng) -> Vec<(&'static str, f64)> {
-        let steps = self.draw((width, height), rng);
-        steps.into_iter().map(|(a, m)| (a.name(), m)).collect()
-    }
-
-    fn apply_step(
-        &self,
-        name: &str,
-        value: f64,
-        image: &mut Planes<'_>,
-        _: &mut Rng,
-    ) -> Result<()> {
-        self.settings
-            .apply_named(DECLARATION.name, &SPACE, name, value, image)
     }
 }

@@ -1,9 +1,11 @@
 //! `TrivialAugmentWide`: one augmentation drawn uniformly, at a magnitude drawn uniformly.
 
-use super::augment::{self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Settings};
-use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::augment::{
+    self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Policy, Settings,
+};
+use super::{Augmenter, Declaration, Op, Operator, Stage};
 use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::args::{Args, Value};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -14,12 +16,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
           signed one drawn, with the wide ranges (torchvision.transforms.v2's \
           `TrivialAugmentWide` on uint8 images: its space, magnitudes, draws and kernels).",
     params: &[
-        Param::with_default(
-            "num_magnitude_bins",
-            Kind::Int,
-            "31",
-            "how many magnitudes each augmentation's range is split into (at least 2)",
-        ),
+        augment::BINS,
         augment::interpolation_param("'nearest'"),
         augment::FILL,
     ],
@@ -52,10 +49,7 @@ static SPACE: [Entry; 14] = [
 ];
 
 fn build(args: &Args) -> Result<Op> {
-    let bins: usize = args.int("num_magnitude_bins")?;
-    if bins < 2 {
-        return Err(args.error("num_magnitude_bins", format!("{bins}: must be at least 2")));
-    }
+    let bins = augment::bins(args)?;
     Ok(Op::new(TrivialAugmentWide {
         bins,
         settings: Settings::read(args)?,
@@ -67,10 +61,18 @@ struct TrivialAugmentWide {
     settings: Settings,
 }
 
-impl TrivialAugmentWide {
+impl Policy for TrivialAugmentWide {
+    fn space(&self) -> &'static [Entry] {
+        &SPACE
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// torchvision's `TrivialAugmentWide.forward` draws: the augmentation, then (where it
     /// takes a magnitude) the bin and the sign.
-    fn draw(&self, size: (usize, usize), rng: &mut Rng) -> (A, f64) {
+    fn draw(&self, size: (usize, usize), rng: &mut Rng) -> Vec<(A, f64)> {
         let entry = &SPACE[augment::index(rng, SPACE.len())];
         let magnitude = match entry.magnitudes {
             M::None => 0.0,
@@ -79,7 +81,7 @@ impl TrivialAugmentWide {
                 entry.magnitude(bin, self.bins, size, rng)
             }
         };
-        (entry.what, magnitude)
+        vec![(entry.what, magnitude)]
     }
 }
 
@@ -99,30 +101,5 @@ impl Operator for TrivialAugmentWide {
 
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
-    }
-}
-
-impl Photometric for TrivialAugmentWide {
-    fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
-        let (what, magnitude) = self.draw((image.width, image.height), rng);
-        self.settings.apply(image, what, magnitude);
-    }
-}
-
-impl Augmenter for TrivialAugmentWide {
-    fn draw_steps(&self, width: usize, height: usize, rng: &mut Rng) -> Vec<(&'static str, f64)> {
-        let (what, magnitude) = self.draw((width, height), rng);
-        vec![(what.name(), magnitude)]
-    }
-
-    fn apply_step(
-        &self,
-        name: &str,
-        value: f64,
-        image: &mut Planes<'_>,
-        _: &mut Rng,
-    ) -> Result<()> {
-        self.settings
-            .apply_named(DECLARATION.name, &SPACE, name, value, image)
     }
 }
