@@ -232,10 +232,11 @@ pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
 /// The views of a `pipeline=` list whose items are each a pipeline (a list of
 /// operators, or a torchvision or timm `Compose`): one list of image operators a view.
 fn views_of(pipeline: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Vec<Op>>>> {
+    // A `Compose` by name: `RandomApply` and kin hold `transforms` too, and are operators.
     let is_pipeline = |item: &Bound<'_, PyAny>| -> PyResult<bool> {
         Ok(item.is_instance_of::<PyList>()
             || item.is_instance_of::<PyTuple>()
-            || (item.hasattr("transforms")? && item.cast::<OpBase>().is_err()))
+            || item.get_type().name()? == "Compose")
     };
     if !(pipeline.is_instance_of::<PyList>() || pipeline.is_instance_of::<PyTuple>()) {
         return Ok(None);

@@ -305,13 +305,35 @@ pub(super) fn rotate_hue(r: u8, g: u8, b: u8, factor: f32) -> [u8; 3] {
     let q = ((1.0 - sxf) * v).clamp(0.0, 1.0);
     let t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0);
     let p = (one_minus_s * v).clamp(0.0, 1.0);
-    let (r, g, b) = match (i as i32).rem_euclid(6) {
-        0 => (v, t, p),
-        1 => (q, v, p),
-        2 => (p, v, t),
-        3 => (p, q, v),
-        4 => (t, p, v),
-        _ => (v, p, q),
+    // The sector's (v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q), as
+    // selections the compiler can make on a vector of pixels (a `match` branches).
+    let sector = (i as i32).rem_euclid(6);
+    let r = if sector == 0 || sector == 5 {
+        v
+    } else if sector == 1 {
+        q
+    } else if sector == 4 {
+        t
+    } else {
+        p
+    };
+    let g = if sector == 1 || sector == 2 {
+        v
+    } else if sector == 3 {
+        q
+    } else if sector == 0 {
+        t
+    } else {
+        p
+    };
+    let b = if sector == 3 || sector == 4 {
+        v
+    } else if sector == 5 {
+        q
+    } else if sector == 2 {
+        t
+    } else {
+        p
     };
     [(r * SCALE) as u8, (g * SCALE) as u8, (b * SCALE) as u8]
 }
