@@ -206,13 +206,10 @@ dispatched! {
 #[inline(always)]
 fn saturation_body(image: &mut Planes<'_>, factor: f64) {
     let (ratio, alpha) = ratios(factor);
-    let [r, g, b] = image.rgb_mut();
-    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
-        let gray = luma(*r, *g, *b);
-        *r = blend(*r, gray, ratio, alpha);
-        *g = blend(*g, gray, ratio, alpha);
-        *b = blend(*b, gray, ratio, alpha);
-    }
+    image.map_pixels(|r, g, b| {
+        let gray = luma(r, g, b);
+        [r, g, b].map(|v| blend(v, gray, ratio, alpha))
+    });
 }
 
 dispatched! {
@@ -224,6 +221,8 @@ dispatched! {
 
 #[inline(always)]
 fn hue_body(image: &mut Planes<'_>, factor: f32) {
+    // A loop of its own, not `Planes::map_pixels`: this closure, unlike the lighter ones,
+    // is not inlined into the AVX2 copy and runs as a call a pixel (1.7 times slower).
     let [r, g, b] = image.rgb_mut();
     for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
         [*r, *g, *b] = rotate_hue(*r, *g, *b, factor);

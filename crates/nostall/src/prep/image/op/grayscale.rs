@@ -25,11 +25,7 @@ fn build(args: &Args) -> Result<Op> {
 /// Every pixel's luma in its three channels, computed as torchvision's
 /// `rgb_to_grayscale` computes it on uint8 tensors (32-bit floats, truncated).
 pub(super) fn to_gray(image: &mut Planes<'_>) {
-    let [r, g, b] = image.rgb_mut();
-    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
-        let luma = luma(*r, *g, *b) as u8;
-        (*r, *g, *b) = (luma, luma, luma);
-    }
+    image.map_pixels(|r, g, b| [luma(r, g, b) as u8; 3]);
 }
 
 /// torchvision's luma of one pixel, floored: `r·0.2989 + g·0.587 + b·0.114` in 32-bit

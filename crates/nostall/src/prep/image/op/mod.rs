@@ -337,6 +337,35 @@ impl Planes<'_> {
         let (g, b) = rest.split_at_mut(area);
         [r, g, b]
     }
+
+    /// Every pixel made anew from its own values: `pixel(r, g, b)` gives its new
+    /// `[r, g, b]`. Inlined, so that the caller's loop is compiled (and vectorised) with it.
+    #[inline(always)]
+    pub(crate) fn map_pixels(&mut self, mut pixel: impl FnMut(u8, u8, u8) -> [u8; 3]) {
+        let [r, g, b] = self.rgb_mut();
+        for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
+            [*r, *g, *b] = pixel(*r, *g, *b);
+        }
+    }
+
+    /// The image turned by a multiple of 90 degrees, keeping its size (a square one for
+    /// a quarter turn): output pixel `(x, y)` takes the source pixel `source(x, y, width,
+    /// height)`, an `(x, y)` pair.
+    pub(crate) fn turn(&mut self, source: fn(usize, usize, usize, usize) -> (usize, usize)) {
+        let (width, height, area) = (self.width, self.height, self.area());
+        let copy = self.data[..3 * area].to_vec();
+        for (out, plane) in self.data[..3 * area]
+            .chunks_exact_mut(area)
+            .zip(copy.chunks_exact(area))
+        {
+            for y in 0..height {
+                for x in 0..width {
+                    let (sx, sy) = source(x, y, width, height);
+                    out[y * width + x] = plane[sy * width + sx];
+                }
+            }
+        }
+    }
 }
 
 /// The image as the geometric operators so far have made it: `source`, a region of the

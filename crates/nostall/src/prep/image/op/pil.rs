@@ -205,15 +205,15 @@ pub(super) fn rotate(image: &mut Planes<'_>, degrees: f64, resample: Resample, f
         return;
     }
     if angle == 180.0 {
-        return turn(image, |x, y, w, h| (w - 1 - x, h - 1 - y));
+        return image.turn(|x, y, w, h| (w - 1 - x, h - 1 - y));
     }
     if angle == 90.0 && square {
         // `Transpose.ROTATE_90`: out[y][x] = in[x][w - 1 - y].
-        return turn(image, |x, y, w, _| (w - 1 - y, x));
+        return image.turn(|x, y, w, _| (w - 1 - y, x));
     }
     if angle == 270.0 && square {
         // `Transpose.ROTATE_270`: out[y][x] = in[h - 1 - x][y].
-        return turn(image, |x, y, _, h| (y, h - 1 - x));
+        return image.turn(|x, y, _, h| (y, h - 1 - x));
     }
     let (cx, cy) = (width as f64 / 2.0, height as f64 / 2.0);
     let angle = -angle.to_radians();
@@ -230,24 +230,6 @@ pub(super) fn rotate(image: &mut Planes<'_>, degrees: f64, resample: Resample, f
 /// rounded both ways, as CPython's dtoa and Rust's formatting and parsing are).
 fn round15(v: f64) -> f64 {
     format!("{v:.15}").parse().unwrap_or(v)
-}
-
-/// A turn by a multiple of 90 degrees: output pixel `(x, y)` takes the source pixel
-/// `source(x, y, width, height)`.
-fn turn(image: &mut Planes<'_>, source: fn(usize, usize, usize, usize) -> (usize, usize)) {
-    let (width, height, area) = (image.width, image.height, image.area());
-    let copy = image.data[..3 * area].to_vec();
-    for (out, plane) in image.data[..3 * area]
-        .chunks_exact_mut(area)
-        .zip(copy.chunks_exact(area))
-    {
-        for y in 0..height {
-            for x in 0..width {
-                let (sx, sy) = source(x, y, width, height);
-                out[y * width + x] = plane[sy * width + sx];
-            }
-        }
-    }
 }
 
 /// `Image.blend(degenerate, image, factor)` for one value (`Blend.c`): `d + α·(v − d)` in
@@ -277,13 +259,10 @@ dispatched! {
 #[inline(always)]
 fn color_body(image: &mut Planes<'_>, factor: f64) {
     let alpha = factor as f32;
-    let [r, g, b] = image.rgb_mut();
-    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
-        let gray = luma(*r, *g, *b);
-        *r = blend(gray, *r, alpha);
-        *g = blend(gray, *g, alpha);
-        *b = blend(gray, *b, alpha);
-    }
+    image.map_pixels(|r, g, b| {
+        let gray = luma(r, g, b);
+        [r, g, b].map(|v| blend(gray, v, alpha))
+    });
 }
 
 dispatched! {

@@ -107,37 +107,17 @@ pub(super) fn rotate(
 ) {
     // Python's `angle % 360`: in [0, 360).
     let angle = angle.rem_euclid(360.0);
-    let (width, height) = (image.width, image.height);
-    let area = image.area();
-    type Turn = fn(usize, usize, usize, usize) -> (usize, usize);
-    let square = width == height;
-    let turn: Option<Turn> = if angle == 0.0 {
+    let square = image.width == image.height;
+    if angle == 0.0 {
         return;
     } else if angle == 180.0 {
-        Some(|y, x, w, h| (h - 1 - y, w - 1 - x))
+        return image.turn(|x, y, w, h| (w - 1 - x, h - 1 - y));
     } else if angle == 90.0 && square {
         // torch.rot90(k=1): out[y][x] = in[x][w - 1 - y].
-        Some(|y, x, w, _| (x, w - 1 - y))
+        return image.turn(|x, y, w, _| (w - 1 - y, x));
     } else if angle == 270.0 && square {
         // torch.rot90(k=3): out[y][x] = in[h - 1 - x][y].
-        Some(|y, x, _, h| (h - 1 - x, y))
-    } else {
-        None
-    };
-    if let Some(source_of) = turn {
-        let source = image.data[..3 * area].to_vec();
-        for (out, plane) in image.data[..3 * area]
-            .chunks_exact_mut(area)
-            .zip(source.chunks_exact(area))
-        {
-            for y in 0..height {
-                for x in 0..width {
-                    let (sy, sx) = source_of(y, x, width, height);
-                    out[y * width + x] = plane[sy * width + sx];
-                }
-            }
-        }
-        return;
+        return image.turn(|x, y, _, h| (y, h - 1 - x));
     }
     let matrix = inverse_matrix([0.0, 0.0], -angle, [0.0, 0.0], 1.0, [0.0, 0.0]);
     warp(image, matrix, interpolation, fill);
