@@ -105,6 +105,21 @@ impl Rng {
         }
     }
 
+    /// A draw of `n` weights from Dirichlet(`alpha`, …, `alpha`), `n` > 0: Gamma(`alpha`)
+    /// draws over their sum (so with `n` = 2, the first is a Beta(`alpha`, `alpha`) draw).
+    /// Where every Gamma draw underflows (a tiny `alpha`, whose mass is at the corners),
+    /// one corner, drawn uniformly.
+    pub fn dirichlet(&mut self, alpha: f64, n: usize) -> Vec<f64> {
+        let gammas: Vec<f64> = (0..n).map(|_| self.gamma(alpha)).collect();
+        let sum: f64 = gammas.iter().sum();
+        if sum == 0.0 {
+            let mut corner = vec![0.0; n];
+            corner[n - 1 - self.below(n as u64) as usize] = 1.0;
+            return corner;
+        }
+        gammas.into_iter().map(|g| g / sum).collect()
+    }
+
     /// A uniform integer in [0, n), without modulo bias (Lemire's method). `n` must be > 0.
     pub fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);

@@ -252,7 +252,7 @@ impl Mix {
         } else {
             a.mixup_alpha
         };
-        let lam = beta(alpha, rng);
+        let lam = rng.dirichlet(alpha, 2)[0];
         if !cutmix {
             return Draw { lam, cutmix: None };
         }
@@ -354,17 +354,6 @@ fn blend(to: &mut [u8], from: &[u8], lam: f32) {
         let b = f32::from_ne_bytes(f.try_into().expect("4 bytes"));
         t.copy_from_slice(&(a * lam + b * (1.0 - lam)).to_ne_bytes());
     }
-}
-
-/// A draw from Beta(α, α), as the ratio of two Gamma(α) draws.
-fn beta(alpha: f64, rng: &mut Rng) -> f64 {
-    let x = rng.gamma(alpha);
-    let y = rng.gamma(alpha);
-    if x + y == 0.0 {
-        // Both underflowed (a tiny α): the distribution's mass is at 0 and 1.
-        return if rng.next_f64() < 0.5 { 0.0 } else { 1.0 };
-    }
-    x / (x + y)
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ fn beta_draws_follow_the_distribution() {
     // Beta(α, α) has mean 1/2 and variance 1 / (4(2α + 1)).
     for alpha in [0.2, 0.8, 1.0, 3.0] {
         let mut rng = Rng::new(11);
-        let draws: Vec<f64> = (0..20_000).map(|_| beta(alpha, &mut rng)).collect();
+        let draws: Vec<f64> = (0..20_000).map(|_| rng.dirichlet(alpha, 2)[0]).collect();
         let mean = draws.iter().sum::<f64>() / draws.len() as f64;
         let var = draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / draws.len() as f64;
         let want = 1.0 / (4.0 * (2.0 * alpha + 1.0));

@@ -132,18 +132,11 @@ impl AugMix {
         }
     }
 
-    /// A Dirichlet(`alpha`, ...) draw of `n` weights, as normalised Gamma draws, in 32 bits
-    /// as torch's `_sample_dirichlet` gives them.
+    /// A Dirichlet(`alpha`, ...) draw of `n` weights in 32 bits, as torch's
+    /// `_sample_dirichlet` gives them.
     fn dirichlet(&self, n: usize, rng: &mut Rng) -> Vec<f32> {
-        let gammas: Vec<f64> = (0..n).map(|_| rng.gamma(self.alpha)).collect();
-        let sum: f64 = gammas.iter().sum();
-        if sum == 0.0 {
-            // Every draw underflowed (a tiny alpha): the mass is at a corner.
-            let mut corner = vec![0.0; n];
-            corner[augment::index(rng, n)] = 1.0;
-            return corner;
-        }
-        gammas.into_iter().map(|g| (g / sum) as f32).collect()
+        let weights = rng.dirichlet(self.alpha, n);
+        weights.into_iter().map(|w| w as f32).collect()
     }
 
     /// torchvision's `AugMix.forward` draws, in its order: the Beta weights of the image
