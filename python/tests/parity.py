@@ -1,8 +1,11 @@
 """What the parity tests of the image operators share: lossless PNGs of the demo
 photographs (so that nostall and the reference start from the same pixels), nostall's
-output for operators over them, the reference's for a transform, and the measure of how
-far apart the two are."""
+output for operators over them, the reference's for a transform, the measure of how far
+apart the two are, and the tests of random draws against the reference's (fixed seeds on
+both sides, so that they cannot flake)."""
 
+import collections
+import math
 import pathlib
 
 import numpy as np
@@ -81,3 +84,49 @@ def assert_the_same_for_any_thread_count(pngs, op, crop=None):
     for threads in (2, 4):
         assert torch.equal(nostall_images(pngs, op, threads=threads, crop=crop), one), (op, threads)
     assert not torch.equal(nostall_images(pngs, op, threads=2, seed=1, crop=crop), one), f"{op!r}: another seed"
+
+
+#: The two-sample Kolmogorov–Smirnov critical value's coefficient at alpha = 0.001:
+#: sqrt(-ln(alpha / 2) / 2).
+KS_001 = math.sqrt(-math.log(0.001 / 2) / 2)
+
+
+def ks_statistic(a, b):
+    """The two-sample Kolmogorov–Smirnov statistic: the largest gap between the two
+    empirical distribution functions."""
+    a, b = np.sort(np.asarray(a, dtype=float)), np.sort(np.asarray(b, dtype=float))
+    grid = np.union1d(a, b)
+    return np.abs(np.searchsorted(a, grid, "right") / len(a) - np.searchsorted(b, grid, "right") / len(b)).max()
+
+
+def assert_same_distribution(ours, theirs, what, alpha=0.001):
+    """Two-sample Kolmogorov–Smirnov test, its asymptotic critical value at `alpha`
+    (conservative where values repeat, as bins and thresholds do)."""
+    d = ks_statistic(ours, theirs)
+    n, m = len(ours), len(theirs)
+    critical = math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n + m) / (n * m))
+    print(f"{what}: KS {d:.4f} over {n} and {m} (critical {critical:.4f})")
+    assert d < critical, what
+
+
+def chi_square_critical(df, z=3.09):
+    """The chi-square distribution's upper 0.1% point (Wilson–Hilferty)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def assert_homogeneous(ours, theirs, what):
+    """Chi-square test that two samples of categories come from one distribution."""
+    a, b = collections.Counter(ours), collections.Counter(theirs)
+    assert set(a) == set(b), f"{what}: {sorted(set(a) ^ set(b), key=str)} drawn by one side only"
+    if len(a) == 1:
+        return  # one category on both sides: the same distribution
+    n, m = sum(a.values()), sum(b.values())
+    stat = 0.0
+    for k in a:
+        total = a[k] + b[k]
+        ea, eb = total * n / (n + m), total * m / (n + m)
+        stat += (a[k] - ea) ** 2 / ea + (b[k] - eb) ** 2 / eb
+    df = len(a) - 1
+    critical = chi_square_critical(df)
+    print(f"{what}: chi-square {stat:.1f} on {df} degrees of freedom (critical {critical:.1f})")
+    assert stat < critical, what

@@ -12,8 +12,6 @@ arguments refused. (AugMix's blend of the chains is checked against torchvision'
 in the engine's unit tests, with its weights pinned.)
 """
 
-import collections
-import math
 
 import numpy as np
 import pytest
@@ -23,7 +21,8 @@ from torchvision.transforms import v2
 
 import nostall
 from nostall import _nostall, ops
-from parity import assert_parity, assert_the_same_for_any_thread_count, parity, reference_images
+from parity import (assert_homogeneous, assert_parity, assert_the_same_for_any_thread_count, parity,
+                    reference_images)
 
 SIZE = 96
 # A crop that is not square: translations take the width and the height apart.
@@ -104,27 +103,8 @@ def test_every_augmentation_at_every_magnitude_matches_torchvision(photographs, 
                 assert most <= 1 and (got != want).float().mean().item() <= 5e-3, what
 
 
-def _chi_square_critical(df, z=3.09):
-    """The chi-square distribution's upper 0.1% point (Wilson–Hilferty): a test that fails
-    by chance once in a thousand runs with its seeds free; the seeds here are fixed."""
-    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def _homogeneous(ours, theirs, what):
-    """Chi-square test that two samples of categories come from one distribution."""
-    a, b = collections.Counter(ours), collections.Counter(theirs)
-    assert set(a) == set(b), f"{what}: {sorted(set(a) ^ set(b))} drawn by one side only"
-    if len(a) == 1:
-        return  # one category on both sides: the same distribution
-    n, m = sum(a.values()), sum(b.values())
-    stat = 0.0
-    for k in a:
-        total = a[k] + b[k]
-        ea, eb = total * n / (n + m), total * m / (n + m)
-        stat += (a[k] - ea) ** 2 / ea + (b[k] - eb) ** 2 / eb
-    df = len(a) - 1
-    print(f"{what}: chi-square {stat:.1f} on {df} degrees of freedom (critical {_chi_square_critical(df):.1f})")
-    assert stat < _chi_square_critical(df), what
 
 
 def _recorded(reference, draws, height, width, seed=0):
@@ -161,16 +141,16 @@ def test_draws_follow_torchvisions(family, kwargs):
                   for steps in _nostall._augment_draws(ours(**kwargs), 1, DRAWS, width, height)]
     # The magnitudes are bins: the same values on both sides (to float32's precision).
     key = lambda step: (step[0], round(step[1], 4))  # noqa: E731
-    _homogeneous([key(s) for steps in ours_drawn for s in steps],
+    assert_homogeneous([key(s) for steps in ours_drawn for s in steps],
                  [key(s) for steps in theirs_drawn for s in steps], f"{family}{kwargs} augmentations")
-    _homogeneous([len(s) for s in ours_drawn], [len(s) for s in theirs_drawn], f"{family}{kwargs} steps a sample")
+    assert_homogeneous([len(s) for s in ours_drawn], [len(s) for s in theirs_drawn], f"{family}{kwargs} steps a sample")
 
 
 def test_augmix_chains_are_one_to_three_deep():
     drawn = _nostall._augment_draws(ops.AugMix(), 3, 2000, 64, 64)
     depths = [v for steps in drawn for name, v in steps if name == "Chain"]
     assert len(depths) == 3 * 2000
-    _homogeneous(depths, [1.0, 2.0, 3.0] * 2000, "AugMix depths")
+    assert_homogeneous(depths, [1.0, 2.0, 3.0] * 2000, "AugMix depths")
     fixed = _nostall._augment_draws(ops.AugMix(chain_depth=2, mixture_width=4), 3, 100, 64, 64)
     assert all([v for name, v in steps if name == "Chain"] == [2.0] * 4 for steps in fixed)
 

@@ -7,6 +7,7 @@ import pytest
 
 import nostall
 from nostall import ops
+from parity import ks_statistic
 
 SIZE = 64
 IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
@@ -113,13 +114,8 @@ def test_the_rectangles_are_drawn_as_torchvision_draws_them(photos):
         params = reference.make_params([image])
         theirs.append((params["h"], params["w"]) if params["v"] is not None else (0, 0))
 
-    def ks(a, b):
-        a, b = np.sort(a), np.sort(b)
-        grid = np.union1d(a, b)
-        return np.abs(np.searchsorted(a, grid, "right") / len(a) - np.searchsorted(b, grid, "right") / len(b)).max()
-
     n = len(ours)
     critical = 1.95 * math.sqrt(2 / n)
     for axis in (0, 1):
-        statistic = ks([o[axis] for o in ours], [t[axis] for t in theirs])
+        statistic = ks_statistic([o[axis] for o in ours], [t[axis] for t in theirs])
         assert statistic < critical, (axis, statistic, critical)

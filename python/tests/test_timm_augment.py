@@ -13,7 +13,6 @@ config strings and arguments refused naming the part.
 """
 
 import collections
-import math
 import random
 
 import numpy as np
@@ -27,7 +26,8 @@ from timm.data.constants import IMAGENET_DEFAULT_MEAN
 
 import nostall
 from nostall import _nostall, ops
-from parity import assert_parity, assert_the_same_for_any_thread_count, parity, reference_images
+from parity import (assert_homogeneous, assert_parity, assert_same_distribution,
+                    assert_the_same_for_any_thread_count, parity, reference_images)
 
 SIZE = 96
 # A crop that is not square: translations and shears take the width and height apart.
@@ -171,41 +171,10 @@ def test_defaults_are_create_transforms_hparams():
 DRAWS = 10_000
 
 
-def _chi_square_critical(df, z=3.09):
-    """The chi-square distribution's upper 0.1% point (Wilson–Hilferty); the seeds are
-    fixed, so the test cannot flake."""
-    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def _homogeneous(ours, theirs, what):
-    """Chi-square test that two samples of categories come from one distribution."""
-    a, b = collections.Counter(ours), collections.Counter(theirs)
-    assert set(a) == set(b), f"{what}: {sorted(set(a) ^ set(b), key=str)} drawn by one side only"
-    if len(a) == 1:
-        return
-    n, m = sum(a.values()), sum(b.values())
-    stat = 0.0
-    for k in a:
-        total = a[k] + b[k]
-        ea, eb = total * n / (n + m), total * m / (n + m)
-        stat += (a[k] - ea) ** 2 / ea + (b[k] - eb) ** 2 / eb
-    df = len(a) - 1
-    critical = _chi_square_critical(df)
-    print(f"{what}: chi-square {stat:.1f} on {df} degrees of freedom (critical {critical:.1f})")
-    assert stat < critical, what
 
 
-def _same_distribution(ours, theirs, what, alpha=0.001):
-    """Two-sample Kolmogorov–Smirnov test, its asymptotic critical value at `alpha`
-    (conservative where values repeat, as the bits and thresholds do)."""
-    a, b = np.sort(np.asarray(ours, dtype=float)), np.sort(np.asarray(theirs, dtype=float))
-    grid = np.concatenate([a, b])
-    d = np.abs(np.searchsorted(a, grid, side="right") / len(a)
-               - np.searchsorted(b, grid, side="right") / len(b)).max()
-    n, m = len(a), len(b)
-    critical = math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n + m) / (n * m))
-    print(f"{what}: KS {d:.4f} over {n} and {m} (critical {critical:.4f})")
-    assert d < critical, what
 
 
 def _timm_draws(config, hparams, draws=DRAWS, seed=0):
@@ -249,15 +218,15 @@ def test_draws_follow_timms(config, kwargs, hparams):
     theirs = _timm_draws(config, {"img_mean": FILL, "interpolation": Image.Resampling.BILINEAR, **hparams})
     ours = _nostall._augment_draws(ops.TimmRandAugment(config, **kwargs), 7, DRAWS, CROP[1], CROP[0])
     assert len(ours) == len(theirs) == DRAWS
-    _homogeneous([len(s) for s in ours], [len(s) for s in theirs], f"{config} steps a sample")
-    _homogeneous([name for s in ours for name, _ in s], [name for s in theirs for name, _ in s],
+    assert_homogeneous([len(s) for s in ours], [len(s) for s in theirs], f"{config} steps a sample")
+    assert_homogeneous([name for s in ours for name, _ in s], [name for s in theirs for name, _ in s],
                  f"{config} augmentations")
     if {"tweights", "t3aw"} & set(config.split("-")):
         # Weighted, without replacement: what comes first, second, ... and never twice.
         assert all(len({n for n, _ in s}) == len(s) for s in ours)
         ours_all = _nostall._augment_draws(ops.TimmRandAugment(config + "-p1", **kwargs), 8, DRAWS, 8, 8)
         theirs_all = _timm_draws(config + "-p1", {"img_mean": FILL, **hparams}, seed=1)
-        _homogeneous([(i, n) for s in ours_all for i, (n, _) in enumerate(s)],
+        assert_homogeneous([(i, n) for s in ours_all for i, (n, _) in enumerate(s)],
                      [(i, n) for s in theirs_all for i, (n, _) in enumerate(s)], f"{config} by position")
     by_name = collections.defaultdict(lambda: ([], []))
     for side, drawn in enumerate((ours, theirs)):
@@ -266,7 +235,7 @@ def test_draws_follow_timms(config, kwargs, hparams):
                 by_name[name][side].append(value)
     for name, (a, b) in sorted(by_name.items()):
         if LEVEL_TO_ARG[name] is not None:
-            _same_distribution(a, b, f"{config} {name} arguments")
+            assert_same_distribution(a, b, f"{config} {name} arguments")
 
 
 def test_draws_are_the_seeds():

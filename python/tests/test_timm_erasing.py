@@ -13,12 +13,11 @@ import pytest
 
 import nostall
 from nostall import ops
+from parity import KS_001, ks_statistic
 
 # Not square, so that a height taken for a width shows.
 HEIGHT, WIDTH = 48, 64
 IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
-# The Kolmogorov–Smirnov critical value's coefficient for alpha = 0.001: sqrt(-ln(alpha / 2) / 2).
-KS_001 = math.sqrt(-math.log(0.001 / 2) / 2)
 
 
 def loader(photos, *tail, threads=2, dtype="float32", layout="CHW", seed=0):
@@ -51,11 +50,6 @@ def box(changed):
     return int(top), int(left), int(bottom - top + 1), int(right - left + 1)
 
 
-def ks(a, b):
-    """The two-sample Kolmogorov–Smirnov statistic."""
-    a, b = np.sort(a), np.sort(b)
-    grid = np.union1d(a, b)
-    return np.abs(np.searchsorted(a, grid, "right") / len(a) - np.searchsorted(b, grid, "right") / len(b)).max()
 
 
 def timm_erasing(seed, **kwargs):
@@ -144,7 +138,7 @@ def test_the_rectangles_are_drawn_as_timm_draws_them(photos):
         "area": lambda b: b[2] * b[3],
         "aspect": lambda b: b[2] / b[3],
     }
-    statistics = {name: ks([f(b) for b in ours], [f(b) for b in theirs]) for name, f in measures.items()}
+    statistics = {name: ks_statistic([f(b) for b in ours], [f(b) for b in theirs]) for name, f in measures.items()}
     print(f"KS statistics (critical {critical:.4f}):", {k: round(float(v), 4) for k, v in statistics.items()})
     for name, statistic in statistics.items():
         assert statistic < critical, (name, statistic, critical)
@@ -168,7 +162,7 @@ def test_the_count_is_drawn_as_timm_draws_it(photos):
         changed = (image != 0).any(dim=0)
         theirs.append(len(torch.unique(image[:, changed].T, dim=0)))
     n = len(ours)
-    statistic = ks(ours, theirs)
+    statistic = ks_statistic(ours, theirs)
     print(f"count KS statistic {statistic:.4f} (critical {KS_001 * math.sqrt(2 / n):.4f}),",
           "ours", np.bincount(ours), "timm's", np.bincount(theirs))
     assert statistic < KS_001 * math.sqrt(2 / n)
