@@ -7,7 +7,7 @@
 //! with `align_corners=False` and zeros outside, a mask sampled alike blending the fill in
 //! (`_apply_grid_transform`), all in 32-bit floats, rounded half to even.
 
-use super::simd::dispatched;
+use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -512,5 +512,5 @@ fn warp_body(
 /// torch's `round_().to(uint8)` of a value in range (clamped here, where torch's cast of
 /// one outside is undefined).
 fn to_u8(v: f32) -> u8 {
-    v.round_ties_even().clamp(0.0, 255.0) as u8
+    cast_u8(v.round_ties_even())
 }

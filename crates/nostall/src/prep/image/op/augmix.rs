@@ -2,6 +2,7 @@
 //! weights.
 
 use super::augment::{self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Settings};
+use super::simd::cast_u8;
 use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
@@ -239,7 +240,7 @@ impl AugMix {
         }
         // `.to(uint8)`: truncated (the weights sum to 1, so the values stay in range).
         for (out, m) in image.data[..values].iter_mut().zip(mix) {
-            *out = m as u8;
+            *out = cast_u8(m);
         }
     }
 }

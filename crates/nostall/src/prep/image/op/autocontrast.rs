@@ -1,5 +1,6 @@
 //! `RandomAutocontrast`: each channel stretched to the full range, with a probability.
 
+use super::simd::cast_u8;
 use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
@@ -41,6 +42,6 @@ pub(super) fn autocontrast(plane: &mut [u8]) {
     let min = f32::from(min);
     let inv_scale = (f32::from(max) - min) * (1.0 / 255.0) as f32;
     for v in plane {
-        *v = ((f32::from(*v) - min) / inv_scale).clamp(0.0, 255.0) as u8;
+        *v = cast_u8((f32::from(*v) - min) / inv_scale);
     }
 }

@@ -2,7 +2,7 @@
 //! a random order.
 
 use super::grayscale::luma;
-use super::simd::dispatched;
+use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -161,7 +161,7 @@ dispatched! {
 #[inline(always)]
 fn brightness_body(values: &mut [u8], factor: f32) {
     for v in values {
-        *v = (f32::from(*v) * factor).clamp(0.0, 255.0) as u8;
+        *v = cast_u8(f32::from(*v) * factor);
     }
 }
 
@@ -183,8 +183,7 @@ fn contrast_body(image: &mut Planes<'_>, factor: f64) {
         .iter()
         .zip(g.iter())
         .zip(b.iter())
-        // Through u32: a whole number in [0, 255], converted in vectors (f32 to u64 is not).
-        .map(|((r, g), b)| u64::from(luma(*r, *g, *b) as u32))
+        .map(|((r, g), b)| u64::from(cast_u8(luma(*r, *g, *b))))
         .sum();
     // torch's float32 mean, correctly rounded from the exact sum.
     let mean = (sum as f64 / area as f64) as f32;
@@ -244,7 +243,7 @@ fn blend(v: u8, other: f32, ratio: f32, alpha: f32) -> u8 {
     // The fused multiply-add: the product is exact in f64 (24 + 24 bits) and so, for
     // these magnitudes, is the sum; the one rounding is to f32.
     let sum = (f64::from(scaled) + f64::from(other) * f64::from(alpha)) as f32;
-    sum.clamp(0.0, 255.0) as u8
+    cast_u8(sum)
 }
 
 /// `x % 1.0` (fmod) for `x` below 2: `x − 1` from 1 on (exact there), else `x`.
@@ -334,5 +333,5 @@ pub(super) fn rotate_hue(r: u8, g: u8, b: u8, factor: f32) -> [u8; 3] {
     } else {
         p
     };
-    [(r * SCALE) as u8, (g * SCALE) as u8, (b * SCALE) as u8]
+    [cast_u8(r * SCALE), cast_u8(g * SCALE), cast_u8(b * SCALE)]
 }

@@ -1,6 +1,6 @@
 //! `GaussianBlur`: the image blurred by a Gaussian kernel of a random width.
 
-use super::simd::dispatched;
+use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -205,7 +205,7 @@ fn blur_body(
             }
         }
         for (out, a) in plane[y * width..(y + 1) * width].iter_mut().zip(&acc) {
-            *out = a.round_ties_even().clamp(0.0, 255.0) as u8;
+            *out = cast_u8(a.round_ties_even());
         }
     }
 }

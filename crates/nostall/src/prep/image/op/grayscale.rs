@@ -1,5 +1,6 @@
 //! `RandomGrayscale`: the image's luma in all three channels, with a probability.
 
+use super::simd::cast_u8;
 use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
@@ -25,7 +26,7 @@ fn build(args: &Args) -> Result<Op> {
 /// Every pixel's luma in its three channels, computed as torchvision's
 /// `rgb_to_grayscale` computes it on uint8 tensors (32-bit floats, truncated).
 pub(super) fn to_gray(image: &mut Planes<'_>) {
-    image.map_pixels(|r, g, b| [luma(r, g, b) as u8; 3]);
+    image.map_pixels(|r, g, b| [cast_u8(luma(r, g, b)); 3]);
 }
 
 /// torchvision's luma of one pixel, floored: `r·0.2989 + g·0.587 + b·0.114` in 32-bit

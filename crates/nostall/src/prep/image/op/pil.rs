@@ -13,7 +13,7 @@
 //! pixels and nostall on planes; every kernel here treats each channel alike, as Pillow
 //! does, so the layout changes nothing.
 
-use super::simd::dispatched;
+use super::simd::{cast_u8, cast_u8_f64, dispatched};
 use super::{equalize, Planes};
 
 /// A resampling filter of PIL's `Image.transform` and `Image.rotate`.
@@ -51,25 +51,244 @@ fn affine_planes(image: &mut Planes<'_>, a: [f64; 6], resample: Resample, fill: 
     let out = &mut image.data[..3 * area];
     for y in 0..height {
         let yin = y as f64 + 0.5;
-        for x in 0..width {
-            let xin = x as f64 + 0.5;
-            let sx = a[0] * xin + a[1] * yin + a[2];
-            let sy = a[3] * xin + a[4] * yin + a[5];
-            let i = y * width + x;
-            // The filters refuse a point outside the image before moving it by half a
-            // pixel (`xin < 0.0 || xin >= im->xsize`, likewise y).
-            if !(sx >= 0.0 && sx < width as f64 && sy >= 0.0 && sy < height as f64) {
-                for (c, &value) in fill.iter().enumerate() {
-                    out[c * area + i] = value;
+        let mut x = 0;
+        while x < width {
+            // Four pixels at once where they all sample inside the image, away from its
+            // edges (or all take the fill); one at a time where they do not.
+            let lanes = if x + LANES <= width {
+                let (mut sx, mut sy) = ([0.0; LANES], [0.0; LANES]);
+                for k in 0..LANES {
+                    let xin = (x + k) as f64 + 0.5;
+                    sx[k] = a[0] * xin + a[1] * yin + a[2];
+                    sy[k] = a[3] * xin + a[4] * yin + a[5];
                 }
-                continue;
+                Some(Quad::at(sx, sy, width, height, resample))
+            } else {
+                None
+            };
+            let i = y * width + x;
+            match lanes {
+                Some(Some(Quad::Outside)) => {
+                    for (c, &value) in fill.iter().enumerate() {
+                        out[c * area + i..][..LANES].fill(value);
+                    }
+                }
+                Some(Some(Quad::Inside(quad))) => {
+                    for (c, plane) in planes.iter().enumerate() {
+                        out[c * area + i..][..LANES]
+                            .copy_from_slice(&quad.of(plane, width, resample));
+                    }
+                }
+                _ => {
+                    let last = if lanes.is_some() { x + LANES } else { width };
+                    for x in x..last {
+                        pixel(out, &planes, a, [x, y, width, height], resample, fill);
+                    }
+                    x = last;
+                    continue;
+                }
             }
-            let taps = Taps::at(sx, sy, width, height, resample);
-            for (c, plane) in planes.iter().enumerate() {
-                out[c * area + i] = taps.of(plane, resample);
-            }
+            x += LANES;
         }
     }
+}
+
+/// How many output pixels [`Quad`] samples at once: four 64-bit floats, one AVX2 vector.
+const LANES: usize = 4;
+
+/// One output pixel of [`affine`] alone (where its neighbours do not all sample inside).
+#[inline(always)]
+fn pixel(
+    out: &mut [u8],
+    planes: &[&[u8]; 3],
+    a: [f64; 6],
+    [x, y, width, height]: [usize; 4],
+    resample: Resample,
+    fill: [u8; 3],
+) {
+    let area = width * height;
+    let (xin, yin) = (x as f64 + 0.5, y as f64 + 0.5);
+    let sx = a[0] * xin + a[1] * yin + a[2];
+    let sy = a[3] * xin + a[4] * yin + a[5];
+    let i = y * width + x;
+    // The filters refuse a point outside the image before moving it by half a pixel
+    // (`xin < 0.0 || xin >= im->xsize`, likewise y).
+    if !(sx >= 0.0 && sx < width as f64 && sy >= 0.0 && sy < height as f64) {
+        for (c, &value) in fill.iter().enumerate() {
+            out[c * area + i] = value;
+        }
+        return;
+    }
+    let taps = Taps::at(sx, sy, width, height, resample);
+    for (c, plane) in planes.iter().enumerate() {
+        out[c * area + i] = taps.of(plane, resample);
+    }
+}
+
+/// Where [`LANES`] neighbouring output pixels sample the source, when they can be sampled
+/// together.
+enum Quad {
+    /// Every one outside the image: the fill.
+    Outside,
+    /// Every one inside, its taps all inside too (none clipped to an edge).
+    Inside(Lanes),
+}
+
+/// [`LANES`] pixels' first taps (the offset of their top-left source pixel) and their
+/// distances from it, as [`Taps`] has them for one.
+struct Lanes {
+    first: [usize; LANES],
+    dx: [f64; LANES],
+    dy: [f64; LANES],
+}
+
+impl Quad {
+    /// The pixels sampling the source at `(sx, sy)` (each before the half-pixel shift),
+    /// or `None` where they must be taken one by one: some inside and some not, or a tap
+    /// clipped to an edge. (Loops, not closures: a closure is not always inlined into the
+    /// AVX2 copy of the kernel.)
+    #[inline(always)]
+    fn at(
+        sx: [f64; LANES],
+        sy: [f64; LANES],
+        width: usize,
+        height: usize,
+        resample: Resample,
+    ) -> Option<Quad> {
+        let (w, h) = (width as f64, height as f64);
+        let (mut inside, mut outside) = (true, true);
+        for k in 0..LANES {
+            let within = sx[k] >= 0.0 && sx[k] < w && sy[k] >= 0.0 && sy[k] < h;
+            inside &= within;
+            outside &= !within;
+        }
+        if outside {
+            return Some(Quad::Outside);
+        }
+        // The rows sampled; the columns are read as four-byte words, whichever the filter.
+        let (back, rows) = match resample {
+            Resample::Bilinear => (0.0, 2.0),
+            Resample::Bicubic => (1.0, 4.0),
+        };
+        let mut lanes = Lanes {
+            first: [0; LANES],
+            dx: [0.0; LANES],
+            dy: [0.0; LANES],
+        };
+        let mut fits = inside;
+        for k in 0..LANES {
+            let (px, py) = (sx[k] - 0.5, sy[k] - 0.5);
+            let (fx, fy) = (px.floor(), py.floor());
+            lanes.dx[k] = px - fx;
+            lanes.dy[k] = py - fy;
+            let (left, top) = (fx - back, fy - back);
+            fits &= left >= 0.0 && left + 4.0 <= w && top >= 0.0 && top + rows <= h;
+            // Where it does not fit, this offset is never read.
+            lanes.first[k] = top as usize * width + left as usize;
+        }
+        fits.then_some(Quad::Inside(lanes))
+    }
+}
+
+impl Lanes {
+    /// The four source values from each pixel's first tap on the row `r` rows below it, as
+    /// one word a pixel (the lowest byte the leftmost value).
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
+    fn row(&self, plane: &[u8], width: usize, r: usize) -> [u32; LANES] {
+        let mut words = [0; LANES];
+        for k in 0..LANES {
+            let at = self.first[k] + r * width;
+            words[k] = u32::from_le_bytes([plane[at], plane[at + 1], plane[at + 2], plane[at + 3]]);
+        }
+        words
+    }
+
+    /// Each pixel's value `c` places into its word of [`Lanes::row`]. (Shifted out of
+    /// words loaded together, not loaded one byte at a time: the shift, the mask and the
+    /// conversion each take one instruction for every lane.)
+    #[inline(always)]
+    fn value(words: [u32; LANES], c: u32) -> [f64; LANES] {
+        let mut v = [0.0; LANES];
+        for k in 0..LANES {
+            v[k] = f64::from(((words[k] >> (8 * c)) & 0xFF) as i32);
+        }
+        v
+    }
+
+    /// The cubic along the row `r` rows below each pixel's first tap.
+    #[inline(always)]
+    fn along(&self, plane: &[u8], width: usize, r: usize) -> [f64; LANES] {
+        let words = self.row(plane, width, r);
+        cubic_lanes(
+            Self::value(words, 0),
+            Self::value(words, 1),
+            Self::value(words, 2),
+            Self::value(words, 3),
+            self.dx,
+        )
+    }
+
+    /// The pixels' values in `plane` (of `width` columns), each as [`Taps::of`] computes
+    /// it, lane by lane.
+    #[inline(always)]
+    fn of(&self, plane: &[u8], width: usize, resample: Resample) -> [u8; LANES] {
+        let mut v = [0.0; LANES];
+        match resample {
+            Resample::Bilinear => {
+                // Two taps a row: the words' first two bytes.
+                let (a, b) = (self.row(plane, width, 0), self.row(plane, width, 1));
+                let (a0, a1) = (Self::value(a, 0), Self::value(a, 1));
+                let (b0, b1) = (Self::value(b, 0), Self::value(b, 1));
+                for k in 0..LANES {
+                    let v1 = a0[k] + (a1[k] - a0[k]) * self.dx[k];
+                    let v2 = b0[k] + (b1[k] - b0[k]) * self.dx[k];
+                    v[k] = v1 + (v2 - v1) * self.dy[k];
+                }
+            }
+            // As in `Taps::of`: along one axis only when the other's distances are all 0.
+            Resample::Bicubic if self.dy == [0.0; LANES] => v = self.along(plane, width, 1),
+            Resample::Bicubic if self.dx == [0.0; LANES] => {
+                v = cubic_lanes(
+                    Self::value(self.row(plane, width, 0), 1),
+                    Self::value(self.row(plane, width, 1), 1),
+                    Self::value(self.row(plane, width, 2), 1),
+                    Self::value(self.row(plane, width, 3), 1),
+                    self.dy,
+                );
+            }
+            Resample::Bicubic => {
+                v = cubic_lanes(
+                    self.along(plane, width, 0),
+                    self.along(plane, width, 1),
+                    self.along(plane, width, 2),
+                    self.along(plane, width, 3),
+                    self.dy,
+                );
+            }
+        }
+        let mut out = [0; LANES];
+        for k in 0..LANES {
+            out[k] = cast_u8_f64(v[k]);
+        }
+        out
+    }
+}
+
+/// [`cubic`] on [`LANES`] values at once, each at its own distance.
+#[inline(always)]
+fn cubic_lanes(
+    v1: [f64; LANES],
+    v2: [f64; LANES],
+    v3: [f64; LANES],
+    v4: [f64; LANES],
+    d: [f64; LANES],
+) -> [f64; LANES] {
+    let mut out = [0.0; LANES];
+    for k in 0..LANES {
+        out[k] = cubic(v1[k], v2[k], v3[k], v4[k], d[k]);
+    }
+    out
 }
 
 /// Where one output pixel samples the source (`BILINEAR_HEAD` and `BICUBIC_HEAD`): the
@@ -126,7 +345,7 @@ impl Taps {
                 };
                 let (v1, v2) = (along(self.rows[0]), along(self.rows[1]));
                 // In [0, 255]: truncated.
-                (v1 + (v2 - v1) * self.dy) as u8
+                cast_u8_f64(v1 + (v2 - v1) * self.dy)
             }
             // A shear or translation along one axis leaves the other's distance 0, and a
             // cubic at 0 is its second value exactly (`p1 + 0·(…)`): one row's cubic, or
@@ -140,7 +359,7 @@ impl Taps {
                     value(row, c3),
                     self.dx,
                 );
-                v.clamp(0.0, 255.0) as u8
+                cast_u8_f64(v)
             }
             Resample::Bicubic if self.dx == 0.0 => {
                 let [r0, r1, r2, r3] = self.rows;
@@ -151,34 +370,23 @@ impl Taps {
                     value(r3, c1),
                     self.dy,
                 );
-                v.clamp(0.0, 255.0) as u8
+                cast_u8_f64(v)
             }
             Resample::Bicubic => {
                 // The four rows' cubics along x, lane by lane (each lane PIL's arithmetic).
-                let v = cubic4(
+                let v = cubic_lanes(
                     self.rows.map(|r| value(r, c0)),
                     self.rows.map(|r| value(r, c1)),
                     self.rows.map(|r| value(r, c2)),
                     self.rows.map(|r| value(r, c3)),
-                    self.dx,
+                    [self.dx; 4],
                 );
                 let v = cubic(v[0], v[1], v[2], v[3], self.dy);
-                // `bicubic_filter32RGB`: clipped, else truncated (which `as` does, NaN
-                // aside, which cannot arise).
-                v.clamp(0.0, 255.0) as u8
+                // `bicubic_filter32RGB`: clipped, else truncated.
+                cast_u8_f64(v)
             }
         }
     }
-}
-
-/// [`cubic`] on four lanes at once, the same operations in each.
-#[inline(always)]
-fn cubic4(v1: [f64; 4], v2: [f64; 4], v3: [f64; 4], v4: [f64; 4], d: f64) -> [f64; 4] {
-    let mut out = [0.0; 4];
-    for k in 0..4 {
-        out[k] = cubic(v1[k], v2[k], v3[k], v4[k], d);
-    }
-    out
 }
 
 /// PIL's `BICUBIC` macro: the cubic through `v1..v4` at `d` past `v2`, its terms in PIL's
@@ -234,12 +442,12 @@ fn round15(v: f64) -> f64 {
 
 /// `Image.blend(degenerate, image, factor)` for one value (`Blend.c`): `d + α·(v − d)` in
 /// 32-bit floats (α the factor rounded to 32 bits), truncated; clipped to [0, 255] when α
-/// is outside [0, 1] (inside, the value cannot leave it). Rust's saturating cast is both
-/// the truncation and the clipping.
+/// is outside [0, 1] (inside, the value cannot leave it): [`cast_u8`] is both the
+/// truncation and the clipping.
 #[inline(always)]
 fn blend(degenerate: u8, value: u8, alpha: f32) -> u8 {
     let d = f32::from(degenerate);
-    (d + alpha * (i32::from(value) - i32::from(degenerate)) as f32) as u8
+    cast_u8(d + alpha * (i32::from(value) - i32::from(degenerate)) as f32)
 }
 
 /// PIL's RGB to L conversion (`Convert.c`'s `L24`): `(19595·r + 38470·g + 7471·b +
@@ -348,7 +556,7 @@ fn smoothed(plane: &[u8], width: usize, height: usize) -> Vec<u8> {
             sum += line(y, x, centre);
             sum += line(y - 1, x, side);
             // `clip8`: clamped, truncated.
-            out[y * width + x] = sum.clamp(0.0, 255.0) as u8;
+            out[y * width + x] = cast_u8(sum);
         }
     }
     out

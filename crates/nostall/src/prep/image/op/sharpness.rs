@@ -1,7 +1,7 @@
 //! `RandomAdjustSharpness`: the image blended with a smoothed copy of itself, with a
 //! probability.
 
-use super::simd::dispatched;
+use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
@@ -108,7 +108,7 @@ fn sharpen_body(plane: &mut [u8], width: usize, height: usize, factor: f64) {
             let v = f32::from(row[x]);
             // The fused multiply-add: exact in f64, one rounding to f32.
             let sharp = (f64::from(v) + f64::from(smoothed - v) * alpha) as f32;
-            out[x] = sharp.clamp(0.0, 255.0) as u8;
+            out[x] = cast_u8(sharp);
         }
         let line = &mut plane[y * width..(y + 1) * width];
         line[1..width - 1].copy_from_slice(&out[1..width - 1]);

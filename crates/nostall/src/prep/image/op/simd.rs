@@ -32,3 +32,25 @@ macro_rules! dispatched {
 }
 
 pub(super) use dispatched;
+
+/// `x as u8` (truncated toward zero, saturated at 0 and 255, NaN to 0) in a form the
+/// compiler vectorises. Rust's saturating cast becomes one scalar conversion a lane, which
+/// made it the largest cost of the lighter kernels; the unchecked conversion of a value
+/// already clamped is one instruction for a vector of them.
+#[inline(always)]
+#[allow(clippy::manual_clamp)]
+pub(super) fn cast_u8(x: f32) -> u8 {
+    // `max` and `min`, unlike `clamp`, return the other operand for a NaN.
+    let x = x.max(0.0).min(255.0);
+    // SAFETY: `x` is finite and within [0, 255], inside i32's range.
+    unsafe { x.to_int_unchecked::<i32>() as u8 }
+}
+
+/// [`cast_u8`] of a 64-bit float.
+#[inline(always)]
+#[allow(clippy::manual_clamp)]
+pub(super) fn cast_u8_f64(x: f64) -> u8 {
+    let x = x.max(0.0).min(255.0);
+    // SAFETY: `x` is finite and within [0, 255], inside i32's range.
+    unsafe { x.to_int_unchecked::<i32>() as u8 }
+}
