@@ -539,27 +539,35 @@ fn sharpness_body(image: &mut Planes<'_>, factor: f64) {
 /// border, `0.5` plus the weighted rows below, at and above the pixel, each row summed left
 /// to right, in 32-bit floats, truncated; the border, and images under 3 pixels a side,
 /// as they were.
+#[inline(always)]
 fn smoothed(plane: &[u8], width: usize, height: usize) -> Vec<u8> {
     let mut out = plane.to_vec();
     if width < 3 || height < 3 {
         return out;
     }
     let (side, centre) = (1.0f32 / 13.0, 5.0f32 / 13.0);
-    let line = |y: usize, x: usize, middle: f32| {
-        let row = &plane[y * width..(y + 1) * width];
-        f32::from(row[x - 1]) * side + f32::from(row[x]) * middle + f32::from(row[x + 1]) * side
-    };
+    let row = |y: usize| &plane[y * width..(y + 1) * width];
     for y in 1..height - 1 {
-        for x in 1..width - 1 {
+        let (below, at, above) = (row(y + 1), row(y), row(y - 1));
+        let inner = &mut out[y * width + 1..(y + 1) * width - 1];
+        // `x` the pixel left of the one written.
+        for (x, out) in inner.iter_mut().enumerate() {
             let mut sum = 0.5f32;
-            sum += line(y + 1, x, side);
-            sum += line(y, x, centre);
-            sum += line(y - 1, x, side);
+            sum += three(below, x, side, side);
+            sum += three(at, x, side, centre);
+            sum += three(above, x, side, side);
             // `clip8`: clamped, truncated.
-            out[y * width + x] = cast_u8(sum);
+            *out = cast_u8(sum);
         }
     }
     out
+}
+
+/// `row[x]`, `row[x + 1]` and `row[x + 2]` weighted by `side`, `middle` and `side`, summed
+/// left to right in 32-bit floats (one row of `SMOOTH`'s kernel).
+#[inline(always)]
+fn three(row: &[u8], x: usize, side: f32, middle: f32) -> f32 {
+    f32::from(row[x]) * side + f32::from(row[x + 1]) * middle + f32::from(row[x + 2]) * side
 }
 
 /// `image.point(lut)` with one table for every channel (`ImageOps._lut` of an RGB image).
