@@ -13,7 +13,7 @@
 //! pixels and nostall on planes; every kernel here treats each channel alike, as Pillow
 //! does, so the layout changes nothing.
 
-use super::simd::{cast_u8, cast_u8_f64, dispatched};
+use super::simd::{cast_u8, cast_u8_f64, cast_u8_f64_lanes, dispatched};
 use super::{equalize, Planes};
 
 /// A resampling filter of PIL's `Image.transform` and `Image.rotate`.
@@ -199,7 +199,9 @@ impl Lanes {
         let mut words = [0; LANES];
         for k in 0..LANES {
             let at = self.first[k] + r * width;
-            words[k] = u32::from_le_bytes([plane[at], plane[at + 1], plane[at + 2], plane[at + 3]]);
+            // One load and one bounds check (four bytes indexed alone take four of each).
+            let word: [u8; 4] = plane[at..at + 4].try_into().expect("four bytes");
+            words[k] = u32::from_le_bytes(word);
         }
         words
     }
@@ -267,11 +269,7 @@ impl Lanes {
                 );
             }
         }
-        let mut out = [0; LANES];
-        for k in 0..LANES {
-            out[k] = cast_u8_f64(v[k]);
-        }
-        out
+        cast_u8_f64_lanes(v)
     }
 }
 

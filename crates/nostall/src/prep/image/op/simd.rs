@@ -54,3 +54,22 @@ pub(super) fn cast_u8_f64(x: f64) -> u8 {
     // SAFETY: `x` is finite and within [0, 255], inside i32's range.
     unsafe { x.to_int_unchecked::<i32>() as u8 }
 }
+
+/// [`cast_u8_f64`] of each of `N` values: the conversions first, then the narrowing, so
+/// that each is one vector instruction (lane by lane, the compiler converts and packs each
+/// value alone).
+#[inline(always)]
+#[allow(clippy::manual_clamp, clippy::needless_range_loop)]
+pub(super) fn cast_u8_f64_lanes<const N: usize>(v: [f64; N]) -> [u8; N] {
+    let mut ints = [0i32; N];
+    for k in 0..N {
+        let x = v[k].max(0.0).min(255.0);
+        // SAFETY: `x` is finite and within [0, 255], inside i32's range.
+        ints[k] = unsafe { x.to_int_unchecked::<i32>() };
+    }
+    let mut out = [0u8; N];
+    for k in 0..N {
+        out[k] = ints[k] as u8;
+    }
+    out
+}
