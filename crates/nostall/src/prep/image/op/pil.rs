@@ -158,7 +158,8 @@ impl Quad {
         let (w, h) = (width as f64, height as f64);
         let (mut inside, mut outside) = (true, true);
         for k in 0..LANES {
-            let within = sx[k] >= 0.0 && sx[k] < w && sy[k] >= 0.0 && sy[k] < h;
+            // `&`, not `&&`: four comparisons of a vector each, no branch.
+            let within = (sx[k] >= 0.0) & (sx[k] < w) & (sy[k] >= 0.0) & (sy[k] < h);
             inside &= within;
             outside &= !within;
         }
@@ -182,9 +183,10 @@ impl Quad {
             lanes.dx[k] = px - fx;
             lanes.dy[k] = py - fy;
             let (left, top) = (fx - back, fy - back);
-            fits &= left >= 0.0 && left + 4.0 <= w && top >= 0.0 && top + rows <= h;
-            // Where it does not fit, this offset is never read.
-            lanes.first[k] = top as usize * width + left as usize;
+            fits &= (left >= 0.0) & (left + 4.0 <= w) & (top >= 0.0) & (top + rows <= h);
+            // A whole number below 2^53 (where it fits), exact; where it does not fit, never
+            // read.
+            lanes.first[k] = (top * w + left) as usize;
         }
         fits.then_some(Quad::Inside(lanes))
     }
