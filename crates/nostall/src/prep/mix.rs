@@ -193,19 +193,43 @@ impl Mix {
         let draws = self.draws(len, (height, width), rng);
         let sample = data.len() / len.max(1);
         let mut lams = vec![1.0; len];
-        // Each pair (i, len - 1 - i) mixes each with the other as it was: one copy of the
-        // first of the pair, not of the batch (this runs on the consumer's thread).
-        let mut first = vec![0u8; sample];
+        // Each pair (i, len - 1 - i) mixes each with the other as it was (this runs on the
+        // consumer's thread).
+        let mut scratch = Vec::new();
         for i in 0..len / 2 {
             let j = len - 1 - i;
             let (head, tail) = data.split_at_mut(j * sample);
             let (a, b) = (&mut head[i * sample..][..sample], &mut tail[..sample]);
-            first.copy_from_slice(a);
-            self.mix_into(a, b, draws[i], (height, width), dtype);
-            self.mix_into(b, &first, draws[j], (height, width), dtype);
-            (lams[i], lams[j]) = (draws[i].lam, draws[j].lam);
+            let draws = [draws[i], draws[j]];
+            self.mix_pair([a, b], draws, (height, width), dtype, &mut scratch);
+            (lams[i], lams[j]) = (draws[0].lam, draws[1].lam);
         }
         self.targets(labels, &lams)
+    }
+
+    /// Mixes the pair `a` and `b`, each with the other as it was, as their draws say: in
+    /// one pass where both blend or both paste the same box (every pair but in `Elem`
+    /// mode), else through a copy of `a` in `scratch`.
+    fn mix_pair(
+        &self,
+        [a, b]: [&mut [u8]; 2],
+        [da, db]: [Draw; 2],
+        size: (usize, usize),
+        dtype: DType,
+        scratch: &mut Vec<u8>,
+    ) {
+        match (da.cutmix, db.cutmix) {
+            (None, None) if da.lam != 1.0 && db.lam != 1.0 => {
+                blend_pair(a, b, da.lam as f32, db.lam as f32);
+            }
+            (Some(x), Some(y)) if x == y => self.swap(a, b, x, size, dtype),
+            _ => {
+                scratch.clear();
+                scratch.extend_from_slice(a);
+                self.mix_into(a, b, da, size, dtype);
+                self.mix_into(b, scratch, db, size, dtype);
+            }
+        }
     }
 
     /// Mixes the sample `to` with its partner `from` as `draw` says (nothing where λ is 1).
@@ -296,33 +320,39 @@ impl Mix {
     }
 
     /// Copies box `b` of `from` into `to`, both samples of `height` × `width`.
-    fn paste(
+    fn paste(&self, to: &mut [u8], from: &[u8], b: Box2, size: (usize, usize), dtype: DType) {
+        for run in self.runs(b, size, dtype) {
+            to[run.clone()].copy_from_slice(&from[run]);
+        }
+    }
+
+    /// Swaps box `b` of `a` and `b` (CutMix of a pair with one box).
+    fn swap(&self, a: &mut [u8], b: &mut [u8], bbox: Box2, size: (usize, usize), dtype: DType) {
+        for run in self.runs(bbox, size, dtype) {
+            a[run.clone()].swap_with_slice(&mut b[run]);
+        }
+    }
+
+    /// The byte ranges of box `b`'s rows in a sample of `height` × `width`.
+    fn runs(
         &self,
-        to: &mut [u8],
-        from: &[u8],
         b: Box2,
         (height, width): (usize, usize),
         dtype: DType,
-    ) {
+    ) -> impl Iterator<Item = std::ops::Range<usize>> {
         let size = dtype.size();
-        let run = |y: usize, x0: usize, x1: usize| (y * width + x0) * size..(y * width + x1) * size;
-        match self.layout {
-            Layout::Chw => {
-                for c in 0..3 {
-                    for y in b.top..b.bottom {
-                        let at = run(c * height + y, b.left, b.right);
-                        to[at.clone()].copy_from_slice(&from[at]);
-                    }
-                }
-            }
-            Layout::Hwc => {
-                for y in b.top..b.bottom {
-                    let at = run(y, b.left, b.right);
-                    let at = at.start * 3..at.end * 3;
-                    to[at.clone()].copy_from_slice(&from[at]);
-                }
-            }
-        }
+        let run =
+            move |y: usize, x0: usize, x1: usize| (y * width + x0) * size..(y * width + x1) * size;
+        let (channels, per_pixel) = match self.layout {
+            Layout::Chw => (3, 1),
+            Layout::Hwc => (1, 3),
+        };
+        (0..channels).flat_map(move |c| {
+            (b.top..b.bottom).map(move |y| {
+                let at = run(c * height + y, b.left, b.right);
+                at.start * per_pixel..at.end * per_pixel
+            })
+        })
     }
 
     /// timm's `mixup_target`: each row its label's smoothed one-hot times λ, plus its
@@ -344,6 +374,29 @@ impl Mix {
             }
         }
         out.into_iter().map(|v| v as f32).collect()
+    }
+}
+
+/// `a, b = a * la + b * (1 - la), b * lb + a * (1 - lb)`, over f32 values, in one pass.
+fn blend_pair(a: &mut [u8], b: &mut [u8], la: f32, lb: f32) {
+    let whole = |s: &[u8]| s.as_ptr().align_offset(4) == 0 && s.len().is_multiple_of(4);
+    if whole(a) && whole(b) {
+        // As floats, which the compiler vectorises (through bytes it did not).
+        // SAFETY: every bit pattern is a valid f32; aligned and a whole number of values,
+        // each slice is all middle, nothing before or after.
+        let (_, a, _) = unsafe { a.align_to_mut::<f32>() };
+        // SAFETY: as above.
+        let (_, b, _) = unsafe { b.align_to_mut::<f32>() };
+        for (u, v) in a.iter_mut().zip(b.iter_mut()) {
+            (*u, *v) = (*u * la + *v * (1.0 - la), *v * lb + *u * (1.0 - lb));
+        }
+        return;
+    }
+    for (x, y) in a.chunks_exact_mut(4).zip(b.chunks_exact_mut(4)) {
+        let u = f32::from_ne_bytes((&*x).try_into().expect("4 bytes"));
+        let v = f32::from_ne_bytes((&*y).try_into().expect("4 bytes"));
+        x.copy_from_slice(&(u * la + v * (1.0 - la)).to_ne_bytes());
+        y.copy_from_slice(&(v * lb + u * (1.0 - lb)).to_ne_bytes());
     }
 }
 

@@ -173,3 +173,82 @@ fn elem_mode_draws_per_sample_and_bad_arguments_are_refused() {
     };
     assert!(mix(cutmix_only).check(DType::U8).is_ok());
 }
+
+#[test]
+fn pairs_mixed_in_one_pass_equal_pairs_mixed_through_a_copy() {
+    // Every value its own, so that a box in the wrong place or layout shows.
+    let (len, shape_chw, shape_hwc) = (6, [3, 4, 6], [4, 6, 3]);
+    let data: Vec<u8> = (0..len * 72)
+        .flat_map(|v| (v as f32 * 0.37).to_ne_bytes())
+        .collect();
+    for layout in [Layout::Chw, Layout::Hwc] {
+        let shape = if layout == Layout::Chw {
+            shape_chw
+        } else {
+            shape_hwc
+        };
+        for mode in [MixMode::Batch, MixMode::Pair, MixMode::Elem] {
+            for (mixup_alpha, cutmix_alpha) in [(0.8, 0.0), (0.0, 1.0), (0.8, 1.0)] {
+                let m = Mix::new(
+                    MixArgs {
+                        mixup_alpha,
+                        cutmix_alpha,
+                        mode,
+                        num_classes: 3,
+                        ..MixArgs::default()
+                    },
+                    layout,
+                )
+                .unwrap();
+                for seed in 0..20 {
+                    let mut got = data.clone();
+                    m.apply(&mut got, &shape, DType::F32, &[0; 6], &mut Rng::new(seed));
+                    let draws = m.draws(len, (4, 6), &mut Rng::new(seed));
+                    let mut want = data.clone();
+                    let sample = 72 * 4;
+                    for i in 0..len / 2 {
+                        let j = len - 1 - i;
+                        let first = want[i * sample..][..sample].to_vec();
+                        let second = want[j * sample..][..sample].to_vec();
+                        let (a, b) = (draws[i], draws[j]);
+                        m.mix_into(
+                            &mut want[i * sample..][..sample],
+                            &second,
+                            a,
+                            (4, 6),
+                            DType::F32,
+                        );
+                        m.mix_into(
+                            &mut want[j * sample..][..sample],
+                            &first,
+                            b,
+                            (4, 6),
+                            DType::F32,
+                        );
+                    }
+                    assert!(
+                        got == want,
+                        "{layout:?} {mode:?} mixup {mixup_alpha} cutmix {cutmix_alpha} seed {seed}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pair_blends_alike_at_any_alignment() {
+    let values: Vec<u8> = (0..40)
+        .flat_map(|v| (v as f32 * 1.7).to_ne_bytes())
+        .collect();
+    let (mut a, mut b) = (values[..80].to_vec(), values[80..].to_vec());
+    blend_pair(&mut a, &mut b, 0.3, 0.6);
+    // The same bytes one byte into a buffer: not aligned for f32.
+    let mut shifted = vec![0u8; 162];
+    shifted[1..81].copy_from_slice(&values[..80]);
+    shifted[82..162].copy_from_slice(&values[80..]);
+    let (head, tail) = shifted.split_at_mut(81);
+    blend_pair(&mut head[1..], &mut tail[1..], 0.3, 0.6);
+    assert_eq!((&shifted[1..81], &shifted[82..]), (&a[..], &b[..]));
+    assert_ne!(&a[..], &values[..80]);
+}
