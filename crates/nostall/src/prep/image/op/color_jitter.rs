@@ -2,7 +2,7 @@
 //! a random order.
 
 use super::grayscale::luma;
-use super::simd::{cast_u8, dispatched};
+use super::simd::{cast_u8, dispatched, fused};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
@@ -169,11 +169,11 @@ dispatched! {
     /// torchvision's `adjust_contrast` on uint8 images: each value blended with the mean of
     /// the floored grayscale image.
     pub(super) fn contrast(image: &mut Planes<'_>, factor: f64)
-        => contrast_body
+        => contrast_body::<FMA>
 }
 
 #[inline(always)]
-fn contrast_body(image: &mut Planes<'_>, factor: f64) {
+fn contrast_body<const FMA: bool>(image: &mut Planes<'_>, factor: f64) {
     let area = image.area();
     if area == 0 {
         return;
@@ -183,14 +183,14 @@ fn contrast_body(image: &mut Planes<'_>, factor: f64) {
     // (nor `floor` with them, a library call there).
     let mut sum = 0u64;
     for i in 0..area {
-        sum += u64::from(cast_u8(luma(r[i], g[i], b[i])));
+        sum += u64::from(cast_u8(luma::<FMA>(r[i], g[i], b[i])));
     }
     // torch's float32 mean, correctly rounded from the exact sum.
     let mean = (sum as f64 / area as f64) as f32;
     let (ratio, alpha) = ratios(factor);
     for plane in [r, g, b] {
         for v in plane.iter_mut() {
-            *v = blend(*v, mean, ratio, alpha);
+            *v = blend::<FMA>(*v, mean, ratio, alpha);
         }
     }
 }
@@ -199,15 +199,15 @@ dispatched! {
     /// torchvision's `adjust_saturation` on uint8 images: each value blended with its pixel's
     /// floored grayscale.
     pub(super) fn saturation(image: &mut Planes<'_>, factor: f64)
-        => saturation_body
+        => saturation_body::<FMA>
 }
 
 #[inline(always)]
-fn saturation_body(image: &mut Planes<'_>, factor: f64) {
+fn saturation_body<const FMA: bool>(image: &mut Planes<'_>, factor: f64) {
     let (ratio, alpha) = ratios(factor);
     image.map_pixels(|r, g, b| {
-        let gray = luma(r, g, b);
-        [r, g, b].map(|v| blend(v, gray, ratio, alpha))
+        let gray = luma::<FMA>(r, g, b);
+        [r, g, b].map(|v| blend::<FMA>(v, gray, ratio, alpha))
     });
 }
 
@@ -238,12 +238,10 @@ fn ratios(factor: f64) -> (f32, f32) {
 /// (`alpha` = 1 − `ratio`) in 32-bit floats, the second product fused into the sum as
 /// PyTorch's `add_(…, alpha=…)` fuses it (one rounding), clamped and truncated.
 #[inline(always)]
-fn blend(v: u8, other: f32, ratio: f32, alpha: f32) -> u8 {
+fn blend<const FMA: bool>(v: u8, other: f32, ratio: f32, alpha: f32) -> u8 {
     let scaled = f32::from(v) * ratio;
-    // The fused multiply-add: the product is exact in f64 (24 + 24 bits) and so, for
-    // these magnitudes, is the sum; the one rounding is to f32.
-    let sum = (f64::from(scaled) + f64::from(other) * f64::from(alpha)) as f32;
-    cast_u8(sum)
+    // Through f64 the sum, for these magnitudes, is exact too: one rounding, as fused.
+    cast_u8(fused::<FMA>(scaled, other, alpha))
 }
 
 /// `x % 1.0` (fmod) for `x` below 2: `x − 1` from 1 on (exact there), else `x`.

@@ -3,13 +3,17 @@
 //! The operators' kernels are plain loops written to be vectorised; the baseline x86-64
 //! target has only SSE2 (two doubles a vector, `floor` a library call). [`dispatched`]
 //! makes a kernel's entry point run a copy of it compiled with AVX2 where the CPU has
-//! it. The two copies compute the same values: vector instructions round each lane as
-//! the scalar ones do, and Rust neither fuses multiplies into adds nor reorders sums
-//! without being asked, so FMA is deliberately not enabled (it would change roundings
-//! the references' arithmetic is matched to).
+//! it. The copies compute the same values: vector instructions round each lane as the
+//! scalar ones do, and Rust neither fuses multiplies into adds nor reorders sums without
+//! being asked. A kernel whose reference fuses a multiply into an add (PyTorch's
+//! `add_(…, alpha=…)`) says so through [`fused`], generic over `FMA`: the copy for CPUs
+//! with FMA runs the instruction, the others the same operation through 64-bit floats,
+//! exact for the operands these kernels pass; either way one rounding, the same value.
 
 /// `fn name(args) => body`: a function `name` that runs `body(args)` (an
 /// `#[inline(always)]` function) compiled with AVX2 where the CPU has it, else as built.
+/// `=> body::<FMA>`: `body` takes `const FMA: bool` for [`fused`], true in a copy compiled
+/// with AVX2 and FMA, where the CPU has both.
 macro_rules! dispatched {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $body:ident) => {
         $(#[$meta])*
@@ -29,6 +33,46 @@ macro_rules! dispatched {
             $body($($arg),*)
         }
     };
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $body:ident::<FMA>) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2_fma($($arg: $ty),*) {
+                    $body::<true>($($arg),*)
+                }
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2($($arg: $ty),*) {
+                    $body::<false>($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    if std::arch::is_x86_feature_detected!("fma") {
+                        // SAFETY: the CPU has AVX2 and FMA, checked just above;
+                        // `avx2_fma` is safe code compiled with them.
+                        return unsafe { avx2_fma($($arg),*) };
+                    }
+                    // SAFETY: the CPU has AVX2, checked just above; `avx2` is safe code
+                    // compiled with it.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body::<false>($($arg),*)
+        }
+    };
+}
+
+/// `a + b·c` rounded once to 32 bits, as a fused multiply-add computes it: by the
+/// instruction where `FMA` (a copy compiled with it: without, `mul_add` is a library
+/// call), else through 64-bit floats, where the product of two 32-bit floats is exact and
+/// so, for the operands each caller passes (it says why), is the sum.
+#[inline(always)]
+pub(super) fn fused<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        b.mul_add(c, a)
+    } else {
+        (f64::from(a) + f64::from(b) * f64::from(c)) as f32
+    }
 }
 
 pub(super) use dispatched;

@@ -247,7 +247,17 @@ fn color_jitter_kernels_match_torchvision_definitions() {
     }
     // The fused grayscale differs from the unfused one on 21 of the 2^24 colours, by a
     // level: (20, 152, 7) is one, and the kernels take torch's.
-    assert_eq!(grayscale::luma(20, 152, 7), 96.0);
+    assert_eq!(grayscale::luma::<false>(20, 152, 7), 96.0);
+    // The copies with FMA fuse by the instruction (here `mul_add`, the library's fused
+    // multiply-add), the others through f64: the same value, on every 97th colour.
+    for colour in (0..1u32 << 24).step_by(97) {
+        let [r, g, b, _] = colour.to_le_bytes();
+        assert_eq!(
+            grayscale::luma::<true>(r, g, b),
+            grayscale::luma::<false>(r, g, b),
+            "{r} {g} {b}"
+        );
+    }
     assert_eq!((20.0f32 * 0.2989 + 152.0 * 0.587 + 7.0 * 0.114) as u8, 95);
     // Factor 1 leaves every image as it was, 0 makes saturation the grayscale.
     for kernel in [color_jitter::contrast, color_jitter::saturation] {
