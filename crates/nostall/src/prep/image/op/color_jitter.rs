@@ -293,8 +293,7 @@ pub(super) fn rotate_hue(r: u8, g: u8, b: u8, factor: f32) -> [u8; 3] {
     let h = if h < 0.0 { h + 1.0 } else { h };
     let v = maxc;
     let h6 = h * 6.0;
-    // The floor of a value in [0, 6]: its truncation.
-    let i = (h6 as i32) as f32;
+    let i = h6.floor();
     let f = h6 - i;
     let sxf = s * f;
     let one_minus_s = 1.0 - s;
@@ -303,30 +302,32 @@ pub(super) fn rotate_hue(r: u8, g: u8, b: u8, factor: f32) -> [u8; 3] {
     let p = (one_minus_s * v).clamp(0.0, 1.0);
     // The sector's (v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q), as
     // selections the compiler can make on a vector of pixels (a `match` branches).
-    let sector = (i as i32).rem_euclid(6);
-    let r = if sector == 0 || sector == 5 {
+    // `i % 6` of a whole number in [0, 6], kept a float (a conversion to an integer is
+    // one scalar instruction a lane).
+    let sector = if i == 6.0 { 0.0 } else { i };
+    let r = if sector == 0.0 || sector == 5.0 {
         v
-    } else if sector == 1 {
+    } else if sector == 1.0 {
         q
-    } else if sector == 4 {
+    } else if sector == 4.0 {
         t
     } else {
         p
     };
-    let g = if sector == 1 || sector == 2 {
+    let g = if sector == 1.0 || sector == 2.0 {
         v
-    } else if sector == 3 {
+    } else if sector == 3.0 {
         q
-    } else if sector == 0 {
+    } else if sector == 0.0 {
         t
     } else {
         p
     };
-    let b = if sector == 3 || sector == 4 {
+    let b = if sector == 3.0 || sector == 4.0 {
         v
-    } else if sector == 5 {
+    } else if sector == 5.0 {
         q
-    } else if sector == 2 {
+    } else if sector == 2.0 {
         t
     } else {
         p
