@@ -63,7 +63,7 @@ from __future__ import annotations
 from . import audio, ops
 from ._analyze import AnalysisReport, analyze, time_model
 from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
-from ._nostall import BatchTensor, Loader, Mixup, __version__, demo_photos, imagenet_train, imagenet_val
+from ._nostall import BatchTensor, Loader, Mixup, Tokenizer, __version__, demo_photos, imagenet_train, imagenet_val
 
 __all__ = [
     "AgentError",
@@ -77,6 +77,7 @@ __all__ = [
     "SampleError",
     "StepError",
     "StorageError",
+    "Tokenizer",
     "__version__",
     "analyze",
     "audio",

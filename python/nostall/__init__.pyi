@@ -15,6 +15,7 @@ from ._errors import StorageError as StorageError
 from ._nostall import BatchTensor as BatchTensor
 from ._nostall import Loader as Loader
 from ._nostall import Mixup as Mixup
+from ._nostall import Tokenizer as Tokenizer
 from ._nostall import __version__ as __version__
 from ._nostall import demo_photos as demo_photos
 from ._nostall import imagenet_train as imagenet_train
@@ -32,6 +33,7 @@ __all__ = [
     "SampleError",
     "StepError",
     "StorageError",
+    "Tokenizer",
     "__version__",
     "analyze",
     "audio",

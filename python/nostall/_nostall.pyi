@@ -20,6 +20,7 @@ __all__ = [
     "BatchTensor",
     "Op",
     "Mixup",
+    "Tokenizer",
     "_image_operators",
     "_augment_draws",
     "_augment",
@@ -222,6 +223,28 @@ class Mixup:
         label_smoothing: float = 0.1,
         num_classes: int = 1000,
     ) -> Mixup: ...
+
+@final
+class Tokenizer:
+    """A Hugging Face tokenizer run by nostall's engine, every text cut or padded to
+    ``length`` ids."""
+
+    def __new__(
+        cls,
+        tokenizer: str | PathLike[str] | Any,
+        length: int = 77,
+        *,
+        pad_id: int | None = None,
+        max_bytes: int = 65536,
+    ) -> Tokenizer: ...
+    @property
+    def length(self) -> int:
+        """The number of ids a text."""
+    @property
+    def pad_id(self) -> int:
+        """The padding's id."""
+    def __call__(self, texts: Sequence[str], *, output: Literal["torch", "numpy", "dlpack"] = "torch") -> tuple[Any, Any]:
+        """``(input_ids, attention_mask)`` of ``texts``, each int64 ``[len(texts), length]``."""
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default

@@ -53,6 +53,28 @@ impl<'py> FromPyObject<'_, 'py> for ThreadsArg {
     }
 }
 
+/// `Tokenizer(tokenizer)`: a `tokenizer.json`'s path, or a tokenizer object that
+/// `nostall._tokenizer` turns into that file's JSON (a `tokenizers.Tokenizer`, OpenCLIP's).
+pub(crate) enum TokenizerSource {
+    Path(std::path::PathBuf),
+    Json(String),
+}
+
+impl<'py> FromPyObject<'_, 'py> for TokenizerSource {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<TokenizerSource> {
+        if let Ok(path) = obj.extract::<std::path::PathBuf>() {
+            return Ok(TokenizerSource::Path(path));
+        }
+        let json = obj
+            .py()
+            .import("nostall._tokenizer")?
+            .call_method1("tokenizer_json", (obj,))?;
+        Ok(TokenizerSource::Json(json.extract()?))
+    }
+}
+
 /// `memory=`: bytes, or text (`"2GiB"`).
 pub(crate) struct Bytes(pub u64);
 

@@ -69,6 +69,8 @@ pub(crate) enum Owner {
     Labels(Vec<i64>),
     /// A mixed batch's soft labels, `len` rows of `classes` ([`nostall::prep::mix`]).
     SoftLabels(Vec<f32>, usize),
+    /// int64 values in rows of the given width (a tokenizer's ids and masks).
+    Ints(Vec<i64>, usize),
     /// The images of a batch in the node agent's shared memory (`share=`), released to
     /// the agent on drop. Mapped copy-on-write: an in-place change stays this job's.
     Shared {
@@ -126,6 +128,15 @@ impl Owner {
                 dl_type(nostall::DType::F32),
                 vec![(labels.len() / *classes) as i64, *classes as i64],
             ),
+            Owner::Ints(values, width) => (
+                values.as_mut_ptr().cast(),
+                DLDataType {
+                    code: CODE_INT,
+                    bits: 64,
+                    lanes: 1,
+                },
+                vec![(values.len() / (*width).max(1)) as i64, *width as i64],
+            ),
         }
     }
 
@@ -145,7 +156,7 @@ impl Owner {
             Owner::Batch(b) if b.dtype() == nostall::DType::U8 => "uint8",
             Owner::Shared { dtype, .. } if *dtype == nostall::DType::U8 => "uint8",
             Owner::Batch(_) | Owner::Shared { .. } => "float32",
-            Owner::Labels(_) => "int64",
+            Owner::Labels(_) | Owner::Ints(..) => "int64",
             Owner::SoftLabels(..) => "float32",
         }
     }

@@ -6,8 +6,8 @@
 //! to the exceptions of `nostall._errors` (`errors`). One module per concept:
 //! `loader` is `nostall.Loader`, `shared` and `handoff` its batches from the node
 //! agent, `device` its batches on a GPU, `state` its saved state, `stats` and
-//! `live` its figures, `ops` and `audio_ops` the operators, `analyze` the
-//! engine's side of `nostall.analyze` (DS-Analyzer).
+//! `live` its figures, `ops` and `audio_ops` the operators, `tokenizer` the engine's
+//! tokenizer, `analyze` the engine's side of `nostall.analyze` (DS-Analyzer).
 
 mod analyze;
 mod audio_ops;
@@ -25,6 +25,7 @@ mod shared;
 mod state;
 mod stats;
 mod tensor;
+mod tokenizer;
 
 use std::path::PathBuf;
 
@@ -86,6 +87,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
     m.add_class::<BatchTensor>()?;
     m.add_class::<mix::Mixup>()?;
+    m.add_class::<tokenizer::Tokenizer>()?;
     ops::register(m)?;
     audio_ops::register(m)?;
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;

@@ -116,6 +116,21 @@ pub(crate) enum Output {
     Via(Py<PyAny>),
 }
 
+/// One tensor (or array, or `BatchTensor`) of `owner`'s values, as `output` asks.
+pub(crate) fn object(py: Python<'_>, output: &Output, owner: Owner) -> PyResult<Py<PyAny>> {
+    match output {
+        Output::Torch(f) => Ok(f
+            .bind(py)
+            .call1((dlpack::into_capsule(py, owner)?,))?
+            .unbind()),
+        Output::Via(f) => {
+            let tensor = Bound::new(py, BatchTensor::new(owner))?;
+            Ok(f.bind(py).call1((tensor,))?.unbind())
+        }
+        Output::DLPack => Ok(Bound::new(py, BatchTensor::new(owner))?.into_any().unbind()),
+    }
+}
+
 /// The Python objects of a batch's images and labels, as `output` asks.
 pub(crate) fn objects(
     py: Python<'_>,
@@ -123,20 +138,7 @@ pub(crate) fn objects(
     images: Owner,
     labels: Owner,
 ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
-    let tensors = |f: &Py<PyAny>, images, labels| -> PyResult<_> {
-        let f = f.bind(py);
-        Ok((f.call1((images,))?.unbind(), f.call1((labels,))?.unbind()))
-    };
-    let object = |owner| Bound::new(py, BatchTensor::new(owner)).map(Bound::into_any);
-    match output {
-        Output::Torch(f) => tensors(
-            f,
-            dlpack::into_capsule(py, images)?,
-            dlpack::into_capsule(py, labels)?,
-        ),
-        Output::Via(f) => tensors(f, object(images)?, object(labels)?),
-        Output::DLPack => Ok((object(images)?.unbind(), object(labels)?.unbind())),
-    }
+    Ok((object(py, output, images)?, object(py, output, labels)?))
 }
 
 /// The batch's images as a tuple of one tensor (or array) a view, each `[n, *shape]`,

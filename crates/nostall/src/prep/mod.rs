@@ -23,6 +23,8 @@ pub mod image;
 pub mod mix;
 pub mod route;
 pub mod text;
+#[cfg(feature = "tokenize")]
+pub mod tokens;
 
 use std::sync::Arc;
 
