@@ -1,7 +1,9 @@
 # The two commands of the README, and what CI runs.
 #   make demo   the ImageNet training pipeline over built-in photographs
 #   make test   format check, lints (also of the engine without its default features: no
-#               S3, no analyzer, no serde), and every test (Rust, then Python: python-test)
+#               S3, no analyzer, no serde), and every test (Rust, then Python: python-test);
+#               the hostile inputs again with release settings (without the tokenizer,
+#               whose tests the debug run has: one optimised build of it fewer)
 # Both install what they need when it is missing: the demo only the build's system
 # packages (cmake and nasm, to build the vendored libjpeg-turbo 3); the tests also
 # chromium (to test the HTML report of `nostall analyze` headless), prometheus (a real
@@ -18,7 +20,8 @@ test: deps
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p nostall --no-default-features --lib -- -D warnings
 	cargo test --workspace
-	cargo test --profile release-checks -p nostall --lib --test hostile --test hostile_corpus \
+	cargo test --profile release-checks -p nostall --no-default-features \
+	  --features s3,prometheus,parquet,manifest --lib --test hostile --test hostile_corpus \
 	  --test hostile_parquet
 	$(MAKE) python-test
 
