@@ -33,7 +33,8 @@ test: deps
 # suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
 # the built module (stubtest), mypy over the example and the benchmark script (settings in
 # python/pyproject.toml), and the two-rank torchrun example. A debug build with the engine
-# optimised: much faster to build than a release wheel, and fast enough for the tests.
+# (and the tokenizer) optimised: much faster to build than a release wheel, and fast
+# enough for the tests.
 VENV_TEST := $(CURDIR)/.venv-test
 PY_TEST := $(VENV_TEST)/bin/python
 python-test: deps
@@ -44,7 +45,8 @@ python-test: deps
 	  --config 'profile.dev.package.nostall.opt-level=3' \
 	  --config 'profile.dev.package.nostall-python.opt-level=3' \
 	  --config 'profile.dev.package.nostall-agent.opt-level=3' \
-	  --config 'profile.dev.package.nostall-analyze.opt-level=3'
+	  --config 'profile.dev.package.nostall-analyze.opt-level=3' \
+	  --config 'profile.dev.package.tokenizers.opt-level=3'
 	$(PY_TEST) -m pytest -q python/tests
 	$(PY_TEST) -m mypy.stubtest nostall
 	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py \
