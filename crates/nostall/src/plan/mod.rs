@@ -13,10 +13,12 @@
 //! Batch `k` of every rank together make *global batch* `k`, a contiguous slice of the
 //! sharded order (`world` × batch size samples, fewer in the last one). When the nodes
 //! share a partitioned cache, [`locality`] keeps each global batch's contents but gives
-//! each rank the samples its node holds ([`EpochPlan::locality_aware`]).
+//! each rank the samples its node holds ([`EpochPlan::locality_aware`]). [`mixture`]
+//! orders several datasets mixed by weight in one id space.
 
 pub mod elastic;
 pub mod locality;
+pub mod mixture;
 pub mod placement;
 
 use crate::error::{Error, Result};
