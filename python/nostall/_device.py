@@ -34,7 +34,7 @@ import contextlib
 import os
 import threading
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from ._errors import ConfigError, SampleError
 
@@ -123,8 +123,10 @@ class Stager:
         if decoder is not None:
             decoder.close()
 
-    def stage(self, images: Any, labels: Any, deferred: list[Deferred]) -> tuple[Any, Any]:
-        """The batch on the device, in the consumer's stream order."""
+    def stage(self, images: Any, labels: Any, deferred: list[Deferred],
+              transform: Callable[[Any, Any], tuple[Any, Any]] | None = None) -> tuple[Any, Any]:
+        """The batch on the device, in the consumer's stream order; ``transform`` (the
+        loader's ``batch_transform``) run on it in the side stream, after the conversion."""
         import torch
 
         self._release_copied()
@@ -139,6 +141,8 @@ class Stager:
             if decoded:
                 self._put(pixels, deferred, decoded)
             out = self._finish(pixels)
+            if transform is not None:
+                out, out_labels = transform(out, out_labels)
             done = None
             if self.stream is not None and consumer is not None:
                 done = self.stream.record_event()

@@ -130,6 +130,7 @@ class Loader:
         worker_nice: int | None = None,
         mix: Mixup | None = None,
         aug_repeats: int = 1,
+        batch_transform: Callable[..., tuple[Any, Any]] | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

@@ -139,13 +139,14 @@ impl Device {
         py: Python<'_>,
         objects: (Py<PyAny>, Py<PyAny>),
         deferred: Bound<'_, PyList>,
+        transform: Option<Bound<'_, PyAny>>,
     ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let started = std::time::Instant::now();
         let decoding = !deferred.is_empty();
         let staged = self
             .stager
             .bind(py)
-            .call_method1("stage", (objects.0, objects.1, deferred))?
+            .call_method1("stage", (objects.0, objects.1, deferred, transform))?
             .extract()?;
         if let (Some(route), true) = (&self.route, decoding) {
             route.device_took(started.elapsed());

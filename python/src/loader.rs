@@ -175,6 +175,13 @@ use crate::{device, live, shared, state};
 ///   thread launching the GPU's work is not queued behind a decoder.
 /// - `mix` (None): a `nostall.Mixup`: MixUp and CutMix of each batch in the engine, as
 ///   timm's `Mixup`; the labels are then soft, float32 `[batch, num_classes]`.
+/// - `batch_transform` (None): a function `fn(images, labels) -> (images, labels)` run
+///   on each batch before it is handed over (with `device=`, on the device in the
+///   stager's stream, after the conversion). A `generator` keyword, where `fn` takes
+///   one, is a `torch.Generator` on the batch's device (a NumPy `Generator` for NumPy
+///   batches) seeded by (seed, rank, epoch, batch): the same draws for any thread count
+///   and after a resume. An exception in it reaches the loop; the batch counts as
+///   delivered.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
@@ -212,6 +219,8 @@ pub(crate) struct Loader {
     device: Option<device::Device>,
     /// The shapes of a sample's views, where the pipeline makes several (else empty).
     views: Vec<Vec<usize>>,
+    /// The user's function on each batch (`batch_transform=`), a `nostall._batch.BatchTransform`.
+    batch_transform: Option<Py<PyAny>>,
 }
 
 #[pymethods]
@@ -229,7 +238,7 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None, worker_nice=None,
-            mix=None, aug_repeats=None
+            mix=None, aug_repeats=None, batch_transform=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -238,7 +247,8 @@ impl Loader {
             cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
-            audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1)"
+            audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1, \
+            batch_transform=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -280,7 +290,17 @@ impl Loader {
         worker_nice: Option<u8>,
         mix: Option<PyRef<'_, Mixup>>,
         aug_repeats: Option<u32>,
+        batch_transform: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Loader> {
+        let batch_transform = batch_transform
+            .map(|f| -> PyResult<Py<PyAny>> {
+                Ok(py
+                    .import("nostall._batch")?
+                    .getattr("BatchTransform")?
+                    .call1((f,))?
+                    .unbind())
+            })
+            .transpose()?;
         if image_column.is_some() && audio_column.is_some() {
             return Err(config_error(
                 py,
@@ -443,6 +463,7 @@ impl Loader {
             shared_at: None,
             device,
             views,
+            batch_transform,
         })
     }
 
@@ -504,10 +525,10 @@ impl Loader {
         if let Some(at) = self.shared_at {
             match self.next_shared(py, at)? {
                 Some(Some(objects)) => {
-                    return match &self.device {
-                        Some(device) => device.stage(py, objects, PyList::empty(py)).map(Some),
-                        None => Ok(Some(objects)),
-                    }
+                    let after = self.shared_at.unwrap_or(at);
+                    return self
+                        .hand_over(py, objects, PyList::empty(py), after)
+                        .map(Some);
                 }
                 Some(None) => return Ok(None),
                 None => {} // the agent is gone: this loader's own threads go on from `at`
@@ -541,6 +562,7 @@ impl Loader {
                 Err(raise(py, e))
             }
             Some(Ok(batch)) => {
+                let after = nostall::Epoch::position(epoch);
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
                 let labels = match batch.soft_labels() {
@@ -550,13 +572,14 @@ impl Loader {
                     }
                     None => Owner::Labels(batch.labels().to_vec()),
                 };
-                let Some(device) = &self.device else {
-                    let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
-                    return Ok(Some((split_views(py, images, &self.views)?, labels)));
+                let deferred = match &self.device {
+                    Some(_) => device::Device::deferred(py, &batch, self.inner.catalog())?,
+                    None => PyList::empty(py),
                 };
-                let deferred = device::Device::deferred(py, &batch, self.inner.catalog())?;
-                let host = objects(py, &self.output, Owner::Batch(batch), labels)?;
-                device.stage(py, host, deferred).map(Some)
+                let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
+                let images = split_views(py, images, &self.views)?;
+                self.hand_over(py, (images, labels), deferred, after)
+                    .map(Some)
             }
         }
     }
@@ -774,6 +797,36 @@ impl Drop for Loader {
 }
 
 impl Loader {
+    /// A batch's objects handed over: through the device's stager, with the batch
+    /// transform in its stream, or the transform (if any) here. `after` is the position
+    /// after the batch, whose seed the transform's generator takes.
+    fn hand_over(
+        &self,
+        py: Python<'_>,
+        objects: (Py<PyAny>, Py<PyAny>),
+        deferred: Bound<'_, PyList>,
+        after: Position,
+    ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let transform = match &self.batch_transform {
+            Some(t) => {
+                let seed = nostall::rng::derive(&[
+                    self.inner.config().plan.seed,
+                    self.dist.rank as u64,
+                    after.epoch,
+                    after.batch.saturating_sub(1),
+                    0x4241_5443,
+                ]);
+                Some(t.bind(py).call_method1("bound", (seed,))?)
+            }
+            None => None,
+        };
+        match (&self.device, transform) {
+            (Some(device), transform) => device.stage(py, objects, deferred, transform),
+            (None, Some(transform)) => transform.call1(objects)?.extract(),
+            (None, None) => Ok(objects),
+        }
+    }
+
     /// The shared batch at `at`: `Some(Some(..))` a batch's objects, `Some(None)` the
     /// epoch's end, `None` when the agent is lost (this loader's own epoch then starts at
     /// `at`).
