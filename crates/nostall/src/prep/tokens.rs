@@ -75,8 +75,10 @@ impl Tokenizer {
         let json = std::fs::read(path).map_err(|e| {
             Error::Config(format!("Tokenizer: cannot read {}: {e}", path.display()))
         })?;
-        Tokenizer::from_json(&json, args)
-            .map_err(|e| Error::Config(format!("{} ({})", e, path.display())))
+        Tokenizer::from_json(&json, args).map_err(|e| match e {
+            Error::Config(message) => Error::Config(format!("{message} ({})", path.display())),
+            other => other,
+        })
     }
 
     /// The tokenizer whose `tokenizer.json` is `json` (what `tokenizers.Tokenizer.to_str()`

@@ -112,4 +112,12 @@ fn bad_files_and_arguments_are_config_errors_that_say_what_to_change() {
         TokenizerArgs::new(4),
     );
     assert!(message(missing).contains("/nonexistent/tokenizer.json"));
+    let bad =
+        std::env::temp_dir().join(format!("nostall-bad-tokenizer-{}.json", std::process::id()));
+    std::fs::write(&bad, b"{}").unwrap();
+    let named = message(Tokenizer::from_file(&bad, TokenizerArgs::new(4)));
+    std::fs::remove_file(&bad).unwrap();
+    // Said once, with the file named.
+    assert_eq!(named.matches("invalid configuration").count(), 1, "{named}");
+    assert!(named.contains("not a tokenizer.json") && named.contains(&bad.display().to_string()));
 }
