@@ -131,6 +131,7 @@ class Loader:
         mix: Mixup | None = None,
         aug_repeats: int = 1,
         batch_transform: Callable[..., tuple[Any, Any]] | None = None,
+        stack_views: bool = False,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

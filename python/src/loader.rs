@@ -175,6 +175,9 @@ use crate::{device, live, shared, state};
 ///   thread launching the GPU's work is not queued behind a decoder.
 /// - `mix` (None): a `nostall.Mixup`: MixUp and CutMix of each batch in the engine, as
 ///   timm's `Mixup`; the labels are then soft, float32 `[batch, num_classes]`.
+/// - `stack_views` (False): with a list of pipelines, consecutive views of one shape come
+///   as one tensor `[views, batch, *shape]` (DINO's two global crops, its eight local
+///   ones), a view of the batch's memory like each view alone.
 /// - `batch_transform` (None): a function `fn(images, labels) -> (images, labels)` run
 ///   on each batch before it is handed over (with `device=`, on the device in the
 ///   stager's stream, after the conversion). A `generator` keyword, where `fn` takes
@@ -219,6 +222,8 @@ pub(crate) struct Loader {
     device: Option<device::Device>,
     /// The shapes of a sample's views, where the pipeline makes several (else empty).
     views: Vec<Vec<usize>>,
+    /// Whether consecutive views of one shape come as one tensor (`stack_views=`).
+    stack_views: bool,
     /// The user's function on each batch (`batch_transform=`), a `nostall._batch.BatchTransform`.
     batch_transform: Option<Py<PyAny>>,
 }
@@ -238,7 +243,7 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None, worker_nice=None,
-            mix=None, aug_repeats=None, batch_transform=None
+            mix=None, aug_repeats=None, batch_transform=None, stack_views=false
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -248,7 +253,7 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
             audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1, \
-            batch_transform=None)"
+            batch_transform=None, stack_views=False)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -291,6 +296,7 @@ impl Loader {
         mix: Option<PyRef<'_, Mixup>>,
         aug_repeats: Option<u32>,
         batch_transform: Option<Bound<'_, PyAny>>,
+        stack_views: bool,
     ) -> PyResult<Loader> {
         let batch_transform = batch_transform
             .map(|f| -> PyResult<Py<PyAny>> {
@@ -414,6 +420,14 @@ impl Loader {
         };
         let inner = Arc::new(job.loader);
         let views = inner.config().pipeline.layout().views().to_vec();
+        if stack_views && views.is_empty() {
+            return Err(config_error(
+                py,
+                "stack_views=True stacks several views of a sample: give pipeline= a list of \
+                 pipelines"
+                    .into(),
+            ));
+        }
         if !views.is_empty() {
             if sharing {
                 return Err(config_error(
@@ -463,6 +477,7 @@ impl Loader {
             shared_at: None,
             device,
             views,
+            stack_views,
             batch_transform,
         })
     }
@@ -577,7 +592,7 @@ impl Loader {
                     None => PyList::empty(py),
                 };
                 let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
-                let images = split_views(py, images, &self.views)?;
+                let images = split_views(py, images, &self.views, self.stack_views)?;
                 self.hand_over(py, (images, labels), deferred, after)
                     .map(Some)
             }

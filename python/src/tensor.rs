@@ -143,11 +143,14 @@ pub(crate) fn objects(
 
 /// The batch's images as a tuple of one tensor (or array) a view, each `[n, *shape]`,
 /// where the sample is made of `views` (each a view of the batch's memory, no copy);
-/// `images` as they are where it is not.
+/// `images` as they are where it is not. With `stack`, consecutive views of one shape
+/// are one tensor `[k, n, *shape]` (view-major, as DINO's `MultiCropWrapper` concatenates
+/// them: `flatten(0, 1)` gives its `torch.cat`), still a view of the batch's memory.
 pub(crate) fn split_views(
     py: Python<'_>,
     images: Py<PyAny>,
     views: &[Vec<usize>],
+    stack: bool,
 ) -> PyResult<Py<PyAny>> {
     if views.is_empty() {
         return Ok(images);
@@ -157,16 +160,29 @@ pub(crate) fn split_views(
     let all = PySlice::full(py);
     let mut at = 0;
     let mut parts = Vec::with_capacity(views.len());
-    for shape in views {
+    let mut rest = views;
+    while let Some(shape) = rest.first() {
+        let k = if stack {
+            rest.iter().take_while(|s| *s == shape).count()
+        } else {
+            1
+        };
         let elements: usize = shape.iter().product();
-        let columns = PySlice::new(py, at as isize, (at + elements) as isize, 1);
+        let columns = PySlice::new(py, at as isize, (at + k * elements) as isize, 1);
         let mut dims = vec![n];
+        if stack {
+            dims.push(k);
+        }
         dims.extend_from_slice(shape);
-        let part = images
+        let mut part = images
             .get_item((&all, columns))?
             .call_method1("reshape", (PyTuple::new(py, dims)?,))?;
+        if stack {
+            part = part.call_method1("swapaxes", (0, 1))?;
+        }
         parts.push(part);
-        at += elements;
+        at += k * elements;
+        rest = &rest[k..];
     }
     Ok(PyTuple::new(py, parts)?.into_any().unbind())
 }

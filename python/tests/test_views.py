@@ -51,6 +51,26 @@ def test_the_batch_is_a_tuple_of_one_tensor_a_view(photos):
                 assert not torch.equal(views[i], views[j]), (i, j)
 
 
+def test_views_of_one_shape_stack_view_major_without_a_copy(photos):
+    """``stack_views=True``: DINO's global crops as one tensor, its local ones as another,
+    each ``[views, batch, *shape]``, the same values as the views one by one."""
+    one_by_one = batches(photos, multi_crop())
+    stacked = batches(photos, multi_crop(), stack_views=True)
+    for (views, labels), (groups, stacked_labels) in zip(one_by_one, stacked, strict=True):
+        assert torch.equal(labels, stacked_labels)
+        assert [tuple(g.shape) for g in groups] == [(2, 8, 3, 64, 64), (4, 8, 3, 32, 32)]
+        assert torch.equal(groups[0], torch.stack(views[:2]))
+        assert torch.equal(groups[1], torch.stack(views[2:]))
+        # DINO's MultiCropWrapper concatenates the crops of one size: flatten(0, 1).
+        assert torch.equal(groups[1].flatten(0, 1), torch.cat(views[2:]))
+    groups, _ = next(iter(nostall.Loader(photos, batch_size=8, pipeline=multi_crop(), stack_views=True)))
+    # Still views of the batch's buffer: the second global crop of sample 0 sits right
+    # after the first.
+    assert groups[0][1].data_ptr() - groups[0][0].data_ptr() == 3 * 64 * 64 * 4
+    with pytest.raises(nostall.ConfigError, match="list of pipelines"):
+        nostall.Loader(photos, batch_size=8, stack_views=True)
+
+
 def test_the_same_batches_for_any_number_of_threads(photos):
     one = batches(photos, multi_crop(), threads=1)
     for threads in (2, 4):
