@@ -245,7 +245,7 @@ class Tokenizer:
     @property
     def pad_id(self) -> int:
         """The padding's id."""
-    def __call__(self, texts: Sequence[str], *, output: Literal["torch", "numpy", "dlpack"] = "torch") -> tuple[Any, Any]:
+    def __call__(self, texts: Sequence[str | bytes], *, output: Literal["torch", "numpy", "dlpack"] = "torch") -> tuple[Any, Any]:
         """``(input_ids, attention_mask)`` of ``texts``, each int64 ``[len(texts), length]``."""
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:

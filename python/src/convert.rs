@@ -16,7 +16,7 @@ use nostall::storage::ReadMode;
 use nostall::ErrorPolicy;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
+use pyo3::types::{PyBool, PyBytes, PyString};
 
 use crate::errors::{config_error, raise};
 use crate::ops;
@@ -72,6 +72,42 @@ impl<'py> FromPyObject<'_, 'py> for TokenizerSource {
             .import("nostall._tokenizer")?
             .call_method1("tokenizer_json", (obj,))?;
         Ok(TokenizerSource::Json(json.extract()?))
+    }
+}
+
+/// A tokenizer's texts: a list of `str`, or of `bytes` holding UTF-8 (a WebDataset `txt`
+/// member as it is read). A text that is not valid Unicode (bytes that are not UTF-8, a
+/// `str` with a lone surrogate) is kept as its cause, for the error that names it.
+pub(crate) struct Texts(pub Vec<Result<String, nostall::Cause>>);
+
+impl<'py> FromPyObject<'_, 'py> for Texts {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Texts> {
+        let items: Vec<Bound<'py, PyAny>> = obj.extract()?;
+        let not_unicode = |what: String| nostall::Cause::Corrupt(format!("a text that is {what}"));
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                if let Ok(text) = item.cast::<PyString>() {
+                    return Ok(text
+                        .to_str()
+                        .map(str::to_owned)
+                        .map_err(|_| not_unicode("not valid Unicode (a lone surrogate)".into())));
+                }
+                if let Ok(bytes) = item.cast::<PyBytes>() {
+                    return Ok(std::str::from_utf8(bytes.as_bytes())
+                        .map(str::to_owned)
+                        .map_err(|e| not_unicode(format!("not UTF-8 ({e})"))));
+                }
+                Err(PyTypeError::new_err(format!(
+                    "texts[{i}]: give str or UTF-8 bytes, not {}",
+                    item.get_type().name()?
+                )))
+            })
+            .collect::<PyResult<_>>()
+            .map(Texts)
     }
 }
 

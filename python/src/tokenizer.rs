@@ -4,7 +4,7 @@ use nostall::error::SampleError;
 use nostall::prep::tokens::{self, TokenizerArgs};
 use pyo3::prelude::*;
 
-use crate::convert::TokenizerSource;
+use crate::convert::{Texts, TokenizerSource};
 use crate::dlpack::Owner;
 use crate::errors::raise;
 use crate::tensor::{object, resolve_output};
@@ -61,17 +61,20 @@ impl Tokenizer {
         self.0.pad_id()
     }
 
-    /// ``(input_ids, attention_mask)`` of ``texts``, each int64 ``[len(texts), length]``
-    /// (torch tensors; ``output="numpy"`` or ``"dlpack"`` as ``Loader`` gives them).
+    /// ``(input_ids, attention_mask)`` of ``texts`` (``str``, or ``bytes`` holding UTF-8),
+    /// each int64 ``[len(texts), length]`` (torch tensors; ``output="numpy"`` or
+    /// ``"dlpack"`` as ``Loader`` gives them). A text that is not valid Unicode, or over
+    /// ``max_bytes``, is a ``SampleError`` naming it (``texts[i]``).
     #[pyo3(signature = (texts, *, output="torch"))]
     fn __call__(
         &self,
         py: Python<'_>,
-        texts: Vec<String>,
+        texts: Texts,
         output: &str,
     ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let output = resolve_output(py, output)?;
         let length = self.0.length();
+        let texts = texts.0;
         let encoded = py.detach(|| -> nostall::Result<(Vec<i64>, Vec<i64>)> {
             let (mut ids, mut mask) =
                 (vec![0; texts.len() * length], vec![0; texts.len() * length]);
@@ -79,7 +82,11 @@ impl Tokenizer {
                 .chunks_exact_mut(length)
                 .zip(mask.chunks_exact_mut(length));
             for (i, (text, (ids, mask))) in texts.iter().zip(rows).enumerate() {
-                self.0.encode_into(text, ids, mask).map_err(|cause| {
+                let encoded = match text {
+                    Ok(text) => self.0.encode_into(text, ids, mask),
+                    Err(cause) => Err(cause.clone()),
+                };
+                encoded.map_err(|cause| {
                     nostall::Error::Sample(SampleError {
                         id: i as u64,
                         location: format!("texts[{i}]"),

@@ -136,3 +136,22 @@ def test_html_entities_are_where_open_clip_differs(simple):
     assert not np.array_equal(ours, simple([text])[0].numpy())
     np.testing.assert_array_equal(nostall.Tokenizer(simple)([html.unescape(text)])[0][0].numpy(),
                                   simple([text])[0].numpy())
+
+
+def test_hostile_texts_are_errors_naming_them_and_bytes_are_read_as_utf8(simple):
+    tok = nostall.Tokenizer(simple)
+    texts = ["a photo of a cat", "Café déjà vu"]
+    by_str = tok(texts)[0]
+    by_bytes = tok([t.encode() for t in texts])[0]
+    assert torch_equal(by_str, by_bytes)
+    for bad, says in [(b"\xff\xfe not utf-8", "not UTF-8"), ("lone \udcff surrogate", "not valid Unicode"),
+                      ("x" * (10 << 20), "10485760 bytes")]:
+        with pytest.raises(nostall.SampleError, match=r"texts\[1\]") as info:
+            tok(["fine", bad, "fine too"])
+        assert says in str(info.value)
+    with pytest.raises(TypeError, match=r"texts\[0\]: give str or UTF-8 bytes, not int"):
+        tok([3])
+
+
+def torch_equal(a, b):
+    return bool((a == b).all())
