@@ -60,9 +60,9 @@ def _from_open_clip(simple: Any) -> str:
     elif clean != "_clean_whitespace":
         raise TypeError(f"Tokenizer: OpenCLIP's clean function {clean or simple.clean_fn!r} has no equivalent "
                         "(its 'lower' and 'whitespace' do)")
+    special_ids = set(simple.all_special_ids)
     special = [token for token, _ in sorted(
-        ((token, i) for token, i in simple.encoder.items() if i in set(simple.all_special_ids)),
-        key=lambda item: item[1])]
+        ((token, i) for token, i in simple.encoder.items() if i in special_ids), key=lambda item: item[1])]
     vocab = {token: i for token, i in simple.encoder.items() if token not in special}
     merges = [pair for pair, _ in sorted(simple.bpe_ranks.items(), key=lambda item: item[1])]
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, continuing_subword_prefix="",

@@ -90,16 +90,6 @@ impl Mixture {
         &self.counts
     }
 
-    /// All the sources' samples: the size of the id space.
-    pub fn len(&self) -> usize {
-        self.sources.iter().map(|s| s.len).sum()
-    }
-
-    /// Whether the id space is empty (never: every source has a sample).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The source an id of the mixture belongs to, and its sample there.
     pub fn source_of(&self, id: SampleId) -> Option<(usize, u64)> {
         let s = self

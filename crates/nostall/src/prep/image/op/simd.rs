@@ -92,28 +92,33 @@ pub(super) fn cast_u8(x: f32) -> u8 {
 
 /// [`cast_u8`] of a 64-bit float.
 #[inline(always)]
-#[allow(clippy::manual_clamp)]
 pub(super) fn cast_u8_f64(x: f64) -> u8 {
-    let x = x.max(0.0).min(255.0);
-    // SAFETY: `x` is finite and within [0, 255], inside i32's range.
-    unsafe { x.to_int_unchecked::<i32>() as u8 }
+    clamped_i32(x) as u8
 }
 
 /// [`cast_u8_f64`] of each of `N` values: the conversions first, then the narrowing, so
 /// that each is one vector instruction (lane by lane, the compiler converts and packs each
 /// value alone).
 #[inline(always)]
-#[allow(clippy::manual_clamp, clippy::needless_range_loop)]
+#[allow(clippy::needless_range_loop)]
 pub(super) fn cast_u8_f64_lanes<const N: usize>(v: [f64; N]) -> [u8; N] {
     let mut ints = [0i32; N];
     for k in 0..N {
-        let x = v[k].max(0.0).min(255.0);
-        // SAFETY: `x` is finite and within [0, 255], inside i32's range.
-        ints[k] = unsafe { x.to_int_unchecked::<i32>() };
+        ints[k] = clamped_i32(v[k]);
     }
     let mut out = [0u8; N];
     for k in 0..N {
         out[k] = ints[k] as u8;
     }
     out
+}
+
+/// `x` clamped to [0, 255] (NaN to 0) and truncated, as an `i32`.
+#[inline(always)]
+#[allow(clippy::manual_clamp)]
+fn clamped_i32(x: f64) -> i32 {
+    // `max` and `min`, unlike `clamp`, return the other operand for a NaN.
+    let x = x.max(0.0).min(255.0);
+    // SAFETY: `x` is finite and within [0, 255], inside i32's range.
+    unsafe { x.to_int_unchecked::<i32>() }
 }
