@@ -43,6 +43,19 @@ pub enum Format {
     Segments,
 }
 
+impl Format {
+    /// In words, for messages.
+    fn describe(self) -> &'static str {
+        match self {
+            Format::Files => "one file per sample",
+            Format::TarShards => "WebDataset shards",
+            Format::Objects => "one object per sample",
+            Format::Parquet => "Parquet files",
+            Format::Segments => "a manifest of recordings",
+        }
+    }
+}
+
 /// An opened dataset: its catalog and the source of its bytes.
 #[derive(Clone)]
 pub struct Dataset {
@@ -86,6 +99,24 @@ pub fn open(location: &str, mode: ReadMode, modality: Modality) -> Result<Datase
 ///
 /// As for [`open`].
 pub fn open_in(
+    location: &str,
+    mode: ReadMode,
+    modality: Modality,
+    columns: &Columns,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Dataset> {
+    let dataset = open_any(location, mode, modality, columns, var)?;
+    if columns.record.is_some() && dataset.format != Format::TarShards {
+        return Err(Error::Config(format!(
+            "fields= reads samples as records of WebDataset shards (.tar), and {location} \
+             holds {}: give a directory or prefix of .tar shards",
+            dataset.format.describe()
+        )));
+    }
+    Ok(dataset)
+}
+
+fn open_any(
     location: &str,
     mode: ReadMode,
     modality: Modality,
@@ -304,7 +335,12 @@ fn open_store(
         );
     }
     if tars > 0 && !samples {
-        let shards = TarShards::from_listing(store, listing, modality)?;
+        let shards = match &columns.record {
+            Some(extensions) => {
+                TarShards::records_from_listing(store, listing, modality, extensions)?
+            }
+            None => TarShards::from_listing(store, listing, modality)?,
+        };
         return Ok(Dataset {
             catalog: shards.catalog().clone(),
             source: Arc::new(shards),

@@ -55,11 +55,35 @@ pub enum Cause {
     /// Reading or preparing the sample panicked: a bug in nostall or in a custom
     /// [`Source`](crate::storage::Source), contained to this sample.
     Internal(String),
+    /// A field a loader asks for (`fields=`) is not in the sample's record: the field's
+    /// name and the members it is read from.
+    MissingField {
+        /// The field's name.
+        field: String,
+        /// The members (extensions) it is read from, as the loader was given them.
+        members: String,
+    },
+    /// A text field (or a caption to tokenize) is not UTF-8, or longer than the field
+    /// holds.
+    BadText {
+        /// The field's name.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A JSON field is not a JSON document (nested at most 128 deep), or longer than the
+    /// field holds.
+    BadJson {
+        /// The field's name.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Cause {
     /// Every [`Cause::kind`], in the order of the variants.
-    pub const KINDS: [&'static str; 10] = [
+    pub const KINDS: [&'static str; 13] = [
         "missing",
         "permission-denied",
         "io",
@@ -70,6 +94,9 @@ impl Cause {
         "too-long",
         "corrupt",
         "internal",
+        "missing-field",
+        "bad-text",
+        "bad-json",
     ];
 
     /// The [`Cause::kind`] spelled `name`, if there is one (for counts read back from a
@@ -91,6 +118,9 @@ impl Cause {
             Cause::TooLong { .. } => "too-long",
             Cause::Corrupt(_) => "corrupt",
             Cause::Internal(_) => "internal",
+            Cause::MissingField { .. } => "missing-field",
+            Cause::BadText { .. } => "bad-text",
+            Cause::BadJson { .. } => "bad-json",
         }
     }
 
@@ -136,6 +166,15 @@ impl fmt::Display for Cause {
                 "nostall failed on it ({msg}); this is a bug in nostall or in a custom source: \
                  please report it"
             ),
+            Cause::MissingField { field, members } => write!(
+                f,
+                "its record has no {members} member for field {field:?} (on_error=\"skip\" \
+                 skips such samples)"
+            ),
+            Cause::BadText { field, reason } => write!(f, "field {field:?}: {reason}"),
+            Cause::BadJson { field, reason } => {
+                write!(f, "field {field:?} is not usable JSON: {reason}")
+            }
         }
     }
 }
@@ -275,6 +314,18 @@ mod tests {
             },
             Cause::Corrupt(String::new()),
             Cause::Internal(String::new()),
+            Cause::MissingField {
+                field: String::new(),
+                members: String::new(),
+            },
+            Cause::BadText {
+                field: String::new(),
+                reason: String::new(),
+            },
+            Cause::BadJson {
+                field: String::new(),
+                reason: String::new(),
+            },
         ];
         let kinds: Vec<&str> = causes.iter().map(Cause::kind).collect();
         assert_eq!(kinds, Cause::KINDS);

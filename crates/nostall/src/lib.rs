@@ -80,6 +80,7 @@ pub mod dataset;
 pub mod device;
 pub mod env;
 pub mod error;
+pub mod fields;
 pub mod metrics;
 pub mod net;
 pub mod pipeline;

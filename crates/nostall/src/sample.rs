@@ -174,6 +174,69 @@ pub struct SampleLayout {
     shape: Vec<usize>,
     dtype: DType,
     views: Vec<Vec<usize>>,
+    parts: Vec<Part>,
+}
+
+/// One named field of a record's slot ([`SampleLayout::of_record`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// The field's name, as the batch's dictionary keys it.
+    pub name: String,
+    /// Where it starts in the slot, in bytes (a multiple of 8).
+    pub offset: usize,
+    /// What it holds.
+    pub form: PartForm,
+}
+
+/// What one field of a record holds in its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PartForm {
+    /// A tensor: `shape` elements of `dtype` (an image or audio pipeline's output).
+    Tensor {
+        /// Its dimensions.
+        shape: Vec<usize>,
+        /// Its element type.
+        dtype: DType,
+    },
+    /// Token ids then their attention mask, `2 × length` native-endian `i64`.
+    Tokens {
+        /// Ids a text.
+        length: usize,
+    },
+    /// Bytes of varying length: a little-endian `u32` length, then up to `capacity`
+    /// bytes (zeros after the length).
+    Var {
+        /// The most bytes it holds.
+        capacity: usize,
+        /// What the bytes are.
+        content: Content,
+    },
+    /// The sample's label (the batch's labels): no bytes in the slot.
+    Label,
+}
+
+/// What the bytes of a [`PartForm::Var`] field are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// UTF-8 text.
+    Text,
+    /// A JSON document (UTF-8, checked, nested at most 128 deep).
+    Json,
+    /// Bytes as they are.
+    Bytes,
+}
+
+impl PartForm {
+    /// Bytes it takes in a slot.
+    pub fn bytes(&self) -> usize {
+        match self {
+            PartForm::Tensor { shape, dtype } => shape.iter().product::<usize>() * dtype.size(),
+            PartForm::Tokens { length } => 2 * length * 8,
+            PartForm::Var { capacity, .. } => 4 + capacity,
+            PartForm::Label => 0,
+        }
+    }
 }
 
 impl SampleLayout {
@@ -183,7 +246,40 @@ impl SampleLayout {
             shape,
             dtype,
             views: Vec::new(),
+            parts: Vec::new(),
         }
+    }
+
+    /// A record: named fields one after another in each sample's slot, each starting at a
+    /// multiple of 8 bytes (so that an `i64` field of a batch is aligned), the slot a
+    /// multiple of 8 bytes too. Its shape is `[bytes]` of `uint8`; [`SampleLayout::parts`]
+    /// says where each field lies.
+    pub fn of_record(fields: Vec<(String, PartForm)>) -> SampleLayout {
+        let mut at = 0;
+        let parts = fields
+            .into_iter()
+            .map(|(name, form)| {
+                let part = Part {
+                    name,
+                    offset: at,
+                    form,
+                };
+                at += part.form.bytes().next_multiple_of(8);
+                part
+            })
+            .collect();
+        SampleLayout {
+            shape: vec![at],
+            dtype: DType::U8,
+            views: Vec::new(),
+            parts,
+        }
+    }
+
+    /// The fields of a record ([`SampleLayout::of_record`]); empty for a sample of one
+    /// tensor.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
     }
 
     /// A sample made of several views, each of its shape, one after another: its shape
@@ -194,6 +290,7 @@ impl SampleLayout {
             shape: vec![elements],
             dtype,
             views,
+            parts: Vec::new(),
         }
     }
 

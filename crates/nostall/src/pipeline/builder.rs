@@ -23,6 +23,7 @@ use crate::catalog::Catalog;
 use crate::dataset::{self, Dataset};
 use crate::env::LocalRanks;
 use crate::error::{Error, Result};
+use crate::fields::{Fields, RecordPrep};
 use crate::plan::locality::Locality;
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
@@ -56,6 +57,8 @@ pub struct LoaderBuilder {
     arena: Arena,
     /// MixUp and CutMix of the batches ([`LoaderBuilder::mix`]).
     mix: Option<MixArgs>,
+    /// The fields of each sample ([`LoaderBuilder::fields`]).
+    fields: Option<Fields>,
 }
 
 /// How a loader prepares batches for a consumer that moves them to a device (the Python
@@ -95,6 +98,7 @@ impl LoaderBuilder {
             local_ranks: None,
             arena: Arena::Private,
             mix: None,
+            fields: None,
         }
     }
 
@@ -116,9 +120,10 @@ impl LoaderBuilder {
     /// The settings, when they say everything this builder makes: what another process
     /// (the node agent) needs to make the same loader from the settings alone. `None`
     /// once something was given that is not a setting (a pipeline made in code, phases
-    /// of a link, a device, a locality).
+    /// of a link, a device, a locality, fields).
     pub fn portable_settings(&self) -> Option<&LoaderSettings> {
         let portable = self.made.is_none()
+            && self.fields.is_none()
             && self.link_phases.is_empty()
             && self.device.is_none()
             && self.locality.is_none();
@@ -217,6 +222,14 @@ impl LoaderBuilder {
         self
     }
 
+    /// Reads each sample as a record of `fields` ([`crate::fields`]): the pipeline
+    /// prepares the field of its modality, and the batch's slot holds every field;
+    /// `None`: the sample alone. WebDataset shards only, for now.
+    pub fn fields(&mut self, fields: Option<Fields>) -> &mut LoaderBuilder {
+        self.fields = fields;
+        self
+    }
+
     /// Where batch buffers live ([`LoaderConfig::arena`]).
     pub fn arena(&mut self, arena: Arena) -> &mut LoaderBuilder {
         self.arena = arena;
@@ -307,6 +320,27 @@ impl LoaderBuilder {
                 ViewsPipeline::new(views)?.into()
             }
         };
+        let pipeline = match &self.fields {
+            None => pipeline,
+            Some(fields) => {
+                let refused = if !pipeline.layout().views().is_empty() {
+                    Some("views")
+                } else if self.device.is_some() {
+                    Some("device=")
+                } else if self.mix.is_some() {
+                    Some("Mixup")
+                } else {
+                    None
+                };
+                if let Some(what) = refused {
+                    return Err(Error::Config(format!(
+                        "fields= with {what} is not supported yet: a record's fields are \
+                         delivered on the CPU, one image a sample"
+                    )));
+                }
+                Pipeline::new(RecordPrep::new(pipeline, fields.clone()))
+            }
+        };
         let mut config = s.config_with(pipeline);
         config.locality.clone_from(&self.locality);
         config.local_ranks = self.local_ranks;
@@ -345,8 +379,9 @@ impl LoaderBuilder {
                 .find(|(n, _)| n == name)
                 .map(|(_, value)| value.clone()),
         };
-        let (read, columns) = (self.settings.read, &self.settings.columns);
-        dataset::open_in(&self.location, read, modality, columns, &var)
+        let mut columns = self.settings.columns.clone();
+        columns.record = self.fields.as_ref().map(Fields::extensions);
+        dataset::open_in(&self.location, self.settings.read, modality, &columns, &var)
     }
 
     /// Reads object storage with these values of [`crate::storage::S3_ENVIRONMENT`]
@@ -365,6 +400,13 @@ impl LoaderBuilder {
     ///
     /// Those of [`LoaderBuilder::config`] and [`Loader::new`].
     pub fn build(&self, catalog: Arc<Catalog>, source: Arc<dyn Source>) -> Result<Loader> {
+        let unlabeled = catalog.is_empty() || catalog.label(0).is_none();
+        if unlabeled && self.fields.as_ref().is_some_and(Fields::has_label) {
+            return Err(Error::Config(format!(
+                "fields= asks for a label, and the samples of {} have no .cls member",
+                self.location
+            )));
+        }
         let phases = match (self.link_phases.is_empty(), self.settings.throttle) {
             (false, _) => self.link_phases.clone(),
             (true, Some(link)) => vec![(Duration::ZERO, link)],

@@ -63,6 +63,8 @@ pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     args: TokenizerArgs,
     pad_id: u32,
+    /// A digest of the `tokenizer.json` it was read from.
+    digest: u64,
 }
 
 impl Tokenizer {
@@ -124,9 +126,19 @@ impl Tokenizer {
         }));
         Ok(Tokenizer {
             inner,
-            args,
             pad_id,
+            digest: crate::rng::digest_text(&String::from_utf8_lossy(json)),
+            args,
         })
+    }
+
+    /// Text that changes whenever its ids would: the file's digest and the arguments
+    /// (what a loader's saved position is checked against).
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "tokenizer {:016x} length={} pad_id={} max_bytes={}",
+            self.digest, self.args.length, self.pad_id, self.args.max_bytes
+        )
     }
 
     /// The number of ids of every text.
@@ -194,4 +206,4 @@ impl Tokenizer {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,5 +1,5 @@
-//! Which columns of a Parquet dataset a job reads, as it names them: the settings' part
-//! that the Parquet source (`parquet/columns.rs`) resolves against each file.
+//! Which columns of a Parquet dataset (or members of a WebDataset record) a job reads, as
+//! it names them: the settings' part that the sources resolve against each file.
 
 use crate::error::{Error, Result};
 
@@ -15,6 +15,10 @@ pub struct Columns {
     pub sample: Option<String>,
     /// The labels (`label_column`).
     pub label: LabelColumn,
+    /// The members (WebDataset extensions such as `txt`, `json`) each sample is read with
+    /// as a record, for a loader given fields
+    /// ([`Fields::extensions`](crate::fields::Fields::extensions)); `None`: the sample alone.
+    pub record: Option<Vec<String>>,
 }
 
 /// Where a Parquet dataset's labels are.

@@ -52,7 +52,7 @@ mod parquet;
 #[cfg(feature = "s3")]
 mod s3;
 mod segments;
-mod tar;
+pub(crate) mod tar;
 mod throttle;
 
 pub(crate) use blob::{is_sample_key, Numbering};

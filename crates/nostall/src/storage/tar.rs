@@ -53,12 +53,18 @@ pub struct TarShards {
     served: Served,
 }
 
-/// One member of a tar shard, as found by [`index_shard`].
+/// One member of a tar shard, as found by [`index_shard`] (or of a record, by
+/// [`record_members`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Member {
-    name: String,
-    offset: u64,
-    len: u64,
+pub(crate) struct Member {
+    /// Its name in the archive.
+    pub(crate) name: String,
+    /// Where its first header starts (a long-name or pax header before its own).
+    header: u64,
+    /// Where its data starts.
+    pub(crate) offset: u64,
+    /// Bytes of data.
+    pub(crate) len: u64,
 }
 
 impl TarShards {
@@ -84,6 +90,33 @@ impl TarShards {
         store: Arc<dyn BlobStore>,
         listing: Vec<BlobInfo>,
         modality: Modality,
+    ) -> Result<TarShards> {
+        TarShards::index(store, listing, modality, None)
+    }
+
+    /// Like [`TarShards::from_listing`], with each sample read as a *record*: the run of
+    /// its key's members from its sample member to the last member whose extension is one
+    /// of `extensions` (`txt`, `json`…; compared case-insensitively), headers included,
+    /// in one ranged read. [`record_members`] splits it. A sample's relative path is then
+    /// `shard/key`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`TarShards::open`].
+    pub fn records_from_listing(
+        store: Arc<dyn BlobStore>,
+        listing: Vec<BlobInfo>,
+        modality: Modality,
+        extensions: &[String],
+    ) -> Result<TarShards> {
+        TarShards::index(store, listing, modality, Some(extensions))
+    }
+
+    fn index(
+        store: Arc<dyn BlobStore>,
+        listing: Vec<BlobInfo>,
+        modality: Modality,
+        record: Option<&[String]>,
     ) -> Result<TarShards> {
         let shards: Vec<BlobInfo> = listing
             .into_iter()
@@ -127,8 +160,29 @@ impl TarShards {
                     ),
                     None => None,
                 };
-                extents.push((shard_no as u32, member.offset));
-                samples.push((format!("{}/{}", shard.key, member.name), label, member.len));
+                match record {
+                    None => {
+                        extents.push((shard_no as u32, member.offset));
+                        samples.push((format!("{}/{}", shard.key, member.name), label, member.len));
+                    }
+                    Some(extensions) => {
+                        let wanted = |m: &&Member| {
+                            std::ptr::eq(*m, member)
+                                || extensions
+                                    .iter()
+                                    .any(|e| member_ext(&m.name).eq_ignore_ascii_case(e))
+                        };
+                        let start = group.iter().filter(wanted).map(|m| m.header).min();
+                        let end = group
+                            .iter()
+                            .filter(wanted)
+                            .map(|m| padded_end(m, shard.size))
+                            .max();
+                        let (start, end) = (start.unwrap_or(member.header), end.unwrap_or(0));
+                        extents.push((shard_no as u32, start));
+                        samples.push((format!("{}/{key}", shard.key), label, end - start));
+                    }
+                }
             }
         }
         let catalog = Catalog::from_samples(store.root(), modality, Vec::new(), samples)?;
@@ -209,6 +263,14 @@ impl Source for TarShards {
     }
 }
 
+/// Bytes of a tar archive, asked for by extent.
+trait TarBytes {
+    /// Bytes in all.
+    fn size(&self) -> u64;
+    /// `len` bytes at `offset`.
+    fn bytes(&mut self, offset: u64, len: u64) -> Result<&[u8], Cause>;
+}
+
 /// Reads a blob front to back in chunks, fetching only the chunks asked for.
 struct ChunkReader<'a> {
     store: &'a dyn BlobStore,
@@ -217,8 +279,11 @@ struct ChunkReader<'a> {
     chunk_start: u64,
 }
 
-impl ChunkReader<'_> {
-    /// `len` bytes at `offset`, which must lie within the blob.
+impl TarBytes for ChunkReader<'_> {
+    fn size(&self) -> u64 {
+        self.blob.size
+    }
+
     fn bytes(&mut self, offset: u64, len: u64) -> Result<&[u8], Cause> {
         let end = offset + len;
         if end > self.blob.size {
@@ -237,21 +302,49 @@ impl ChunkReader<'_> {
     }
 }
 
+impl TarBytes for &[u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn bytes(&mut self, offset: u64, len: u64) -> Result<&[u8], Cause> {
+        let end = offset.checked_add(len).filter(|&end| end <= self.size());
+        let end = end.ok_or_else(|| truncated(self.size()))?;
+        Ok(&self[offset as usize..end as usize])
+    }
+}
+
 /// The regular-file members of one tar shard, in order, with their data extents.
-/// Understands ustar, GNU long names (`L`) and pax headers (`x`: `path` and `size`).
 fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Cause> {
-    let mut reader = ChunkReader {
+    walk(&mut ChunkReader {
         store,
         blob,
         chunk: Vec::new(),
         chunk_start: 0,
-    };
+    })
+}
+
+/// The members of a record: the run of a sample key's members read from its shard as one
+/// range ([`TarShards::with_record`]), each member's extent within `record`.
+///
+/// # Errors
+///
+/// A damaged header, or a member that runs past the record's end.
+pub(crate) fn record_members(record: &[u8]) -> Result<Vec<Member>, Cause> {
+    walk(&mut { record })
+}
+
+/// The regular-file members of a tar archive, in order, with their data extents.
+/// Understands ustar, GNU long names (`L`) and pax headers (`x`: `path` and `size`).
+fn walk(reader: &mut impl TarBytes) -> Result<Vec<Member>, Cause> {
+    let size_of_all = reader.size();
     let mut members = Vec::new();
     let mut offset = 0;
     let mut long_name: Option<String> = None;
     let mut pax: HashMap<String, String> = HashMap::new();
+    let mut first_header = None;
     let mut ended = false;
-    while offset + BLOCK <= blob.size {
+    while offset + BLOCK <= size_of_all {
         let header = reader.bytes(offset, BLOCK)?.to_vec();
         if header.iter().all(|&b| b == 0) {
             ended = true; // end-of-archive marker
@@ -270,15 +363,16 @@ fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Ca
         };
         // Sizes come from the file: a crafted one must not wrap the arithmetic (a wrapped
         // end passes the bounds check and sends the offset back to the start, forever).
-        if size > blob.size - data {
-            return Err(truncated(blob.size));
+        if size > size_of_all - data {
+            return Err(truncated(size_of_all));
         }
         let next = size
             .div_ceil(BLOCK)
             .checked_mul(BLOCK)
             .and_then(|padded| data.checked_add(padded))
-            .ok_or_else(|| truncated(blob.size))?;
+            .ok_or_else(|| truncated(size_of_all))?;
         let kind = header[156];
+        let header_at = *first_header.get_or_insert(offset);
         if matches!(kind, b'L' | b'x') && size > MAX_META_BYTES {
             return Err(Cause::Corrupt(format!(
                 "a {size}-byte tar extension header at byte {offset} (at most {MAX_META_BYTES} \
@@ -296,24 +390,32 @@ fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Ca
                 };
                 members.push(Member {
                     name,
+                    header: header_at,
                     offset: data,
                     len: size,
                 });
+                first_header = None;
             }
             _ => {
                 // Directories, links, global pax headers: not samples.
                 long_name = None;
                 pax.clear();
+                first_header = None;
             }
         }
         offset = next;
     }
     // Without the end marker, a tar file ends exactly after its last member's padding;
     // anything else is a cut-off copy.
-    if !ended && offset != blob.size {
-        return Err(truncated(blob.size));
+    if !ended && offset != size_of_all {
+        return Err(truncated(size_of_all));
     }
     Ok(members)
+}
+
+/// Where a member's data and its padding end (the archive's end, if that comes first).
+fn padded_end(member: &Member, archive: u64) -> u64 {
+    (member.offset + member.len.div_ceil(BLOCK) * BLOCK).min(archive)
 }
 
 fn truncated(size: u64) -> Cause {
@@ -419,7 +521,7 @@ fn sample_key(name: &str) -> &str {
 }
 
 /// A member's extension as WebDataset sees it: everything after the key's `.`.
-fn member_ext(name: &str) -> &str {
+pub(crate) fn member_ext(name: &str) -> &str {
     name[sample_key(name).len()..].trim_start_matches('.')
 }
 

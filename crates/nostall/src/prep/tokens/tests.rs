@@ -8,7 +8,7 @@ use super::*;
 
 /// A word-level tokenizer's JSON: `[PAD]` 0, `[UNK]` 1, `<s>` 2, `</s>` 3, then the
 /// words; split on whitespace, each text between `<s>` and `</s>`.
-fn json() -> Vec<u8> {
+pub(crate) fn json() -> Vec<u8> {
     let words = [
         "[PAD]", "[UNK]", "<s>", "</s>", "a", "cat", "on", "the", "mat",
     ];

@@ -1,0 +1,316 @@
+//! Samples with named fields: an image (or a recording) with its caption, its metadata,
+//! its label, read together and prepared in the engine.
+//!
+//! A loader given [`Fields`] ([`LoaderBuilder::fields`](crate::pipeline::LoaderBuilder::fields))
+//! reads each sample as a *record*: in WebDataset shards, the run of its key's members
+//! (`000123.jpg`, `000123.txt`, `000123.json`), one ranged read from the shard
+//! ([`TarShards::records_from_listing`](crate::storage::TarShards::records_from_listing)).
+//! Each [`Field`] names the members it is read from by extension, as webdataset's keys do,
+//! and how it is prepared ([`FieldKind`]): through the loader's pipeline (the one field
+//! of the loader's modality), tokenized, checked as text or JSON, or kept as bytes; or it
+//! is the sample's label (its `.cls` member, read when the shards are indexed).
+//!
+//! Prepared, a record is one slot of the batch buffer like any sample, its fields one
+//! after another ([`SampleLayout::of_record`]): the batch stays one buffer that the
+//! pipeline moves, orders and compacts without knowing what it holds, and each field of
+//! a batch is a view of it. Variable-length fields (text, JSON, bytes) are bounded by
+//! their `max_bytes` and stored with their length. A field that is missing, or that is
+//! not what its kind says (bad UTF-8, JSON nested past 128 levels, a text longer than
+//! its field), is the sample's [`Cause`](crate::Cause) naming the field, skipped or raised
+//! as the error policy says; the image field keeps the sample's own generator, so the
+//! pixels are those of a loader without fields.
+//!
+//! Adding a kind of field is a variant of [`FieldKind`], its slot form in
+//! [`FieldKind::form`] and its preparation in `record.rs`.
+
+mod record;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::sample::{Content, Modality, PartForm, SampleLayout};
+
+pub use record::RecordPrep;
+
+#[cfg(feature = "tokenize")]
+use crate::prep::tokens::Tokenizer;
+
+/// The most bytes a variable-length field may be given ([`FieldKind::Text`]'s
+/// `max_bytes`…): every sample of a batch reserves that much for it.
+pub const MAX_FIELD_BYTES: usize = 16 << 20;
+
+/// `max_bytes` of a text, JSON or bytes field unless set: 16 KiB, beyond a caption or a
+/// metadata record, small enough that a batch's reserve stays small.
+pub const DEFAULT_FIELD_BYTES: usize = 16 << 10;
+
+/// How a field is prepared.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum FieldKind {
+    /// The loader's pipeline (an image's or a recording's): the record's one field of the
+    /// loader's modality.
+    Sample,
+    /// The sample's label: the `.cls` member, read when the shards are indexed.
+    Label,
+    /// UTF-8 text of at most `max_bytes` bytes.
+    Text {
+        /// The longest text the field holds.
+        max_bytes: usize,
+    },
+    /// A JSON document (UTF-8, nested at most 128 deep) of at most `max_bytes` bytes.
+    Json {
+        /// The longest document the field holds.
+        max_bytes: usize,
+    },
+    /// Bytes as they are, at most `max_bytes`.
+    Bytes {
+        /// The most bytes the field holds.
+        max_bytes: usize,
+    },
+    /// UTF-8 text tokenized: `input_ids` and `attention_mask` of the tokenizer's length.
+    #[cfg(feature = "tokenize")]
+    Tokens(Arc<Tokenizer>),
+}
+
+impl FieldKind {
+    /// The kind webdataset's decoders give a member of extension `ext`: the loader's
+    /// modality's own (`jpg`, `wav`…) through its pipeline, `cls` the label, `txt` and
+    /// `text` text, `json` JSON, anything else bytes.
+    pub fn for_extension(ext: &str, modality: Modality) -> FieldKind {
+        let ext = ext.to_ascii_lowercase();
+        if modality.accepts(&format!("x.{ext}")) {
+            return FieldKind::Sample;
+        }
+        let max_bytes = DEFAULT_FIELD_BYTES;
+        match ext.as_str() {
+            "cls" => FieldKind::Label,
+            "txt" | "text" => FieldKind::Text { max_bytes },
+            "json" => FieldKind::Json { max_bytes },
+            _ => FieldKind::Bytes { max_bytes },
+        }
+    }
+
+    /// Its form in a slot, given the layout of the loader's pipeline.
+    fn form(&self, sample: &SampleLayout) -> PartForm {
+        let var = |capacity, content| PartForm::Var { capacity, content };
+        match self {
+            FieldKind::Sample => PartForm::Tensor {
+                shape: sample.shape().to_vec(),
+                dtype: sample.dtype(),
+            },
+            FieldKind::Label => PartForm::Label,
+            FieldKind::Text { max_bytes } => var(*max_bytes, Content::Text),
+            FieldKind::Json { max_bytes } => var(*max_bytes, Content::Json),
+            FieldKind::Bytes { max_bytes } => var(*max_bytes, Content::Bytes),
+            #[cfg(feature = "tokenize")]
+            FieldKind::Tokens(tokenizer) => PartForm::Tokens {
+                length: tokenizer.length(),
+            },
+        }
+    }
+
+    /// What changes the field's output, for the loader's fingerprint.
+    fn fingerprint(&self) -> String {
+        match self {
+            FieldKind::Sample => "sample".into(),
+            FieldKind::Label => "label".into(),
+            FieldKind::Text { max_bytes } => format!("text {max_bytes}"),
+            FieldKind::Json { max_bytes } => format!("json {max_bytes}"),
+            FieldKind::Bytes { max_bytes } => format!("bytes {max_bytes}"),
+            #[cfg(feature = "tokenize")]
+            FieldKind::Tokens(tokenizer) => tokenizer.fingerprint(),
+        }
+    }
+
+    fn max_bytes(&self) -> Option<usize> {
+        match self {
+            FieldKind::Text { max_bytes }
+            | FieldKind::Json { max_bytes }
+            | FieldKind::Bytes { max_bytes } => Some(*max_bytes),
+            _ => None,
+        }
+    }
+}
+
+/// One named field of a sample.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// Its name: the key of the batch's dictionary.
+    pub name: String,
+    /// The extensions of the members it is read from, in order of preference (`jpg`,
+    /// `png`): the first the record has is read.
+    pub members: Vec<String>,
+    /// How it is prepared.
+    pub kind: FieldKind,
+}
+
+impl Field {
+    /// The field `name` read from `members` (extensions, as in webdataset's `"jpg;png"`),
+    /// of the kind its first extension implies ([`FieldKind::for_extension`]).
+    ///
+    /// # Errors
+    ///
+    /// When `members` names no extension.
+    pub fn new(name: &str, members: &str, modality: Modality) -> Result<Field> {
+        let members = parse_members(name, members)?;
+        let kind = FieldKind::for_extension(&members[0], modality);
+        Ok(Field {
+            name: name.to_string(),
+            members,
+            kind,
+        })
+    }
+
+    /// The same field, prepared as `kind`.
+    pub fn with_kind(self, kind: FieldKind) -> Field {
+        Field { kind, ..self }
+    }
+}
+
+/// The extensions of `"jpg;png"`, lower case.
+fn parse_members(name: &str, members: &str) -> Result<Vec<String>> {
+    let list: Vec<String> = members
+        .split(';')
+        .map(|m| m.trim().trim_start_matches('.').to_ascii_lowercase())
+        .collect();
+    if list.iter().any(String::is_empty) {
+        return Err(Error::Config(format!(
+            "field {name:?} is read from {members:?}: give the members' extensions, such as \
+             \"jpg;png\" or \"txt\""
+        )));
+    }
+    Ok(list)
+}
+
+/// The fields of every sample, in the order a batch's dictionary lists them. Exactly one
+/// is the loader's modality's (its pipeline's output).
+#[derive(Debug, Clone)]
+pub struct Fields {
+    fields: Arc<[Field]>,
+}
+
+impl Fields {
+    /// `fields`, checked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`]: no field, two fields of one name, no field or two fields of the
+    /// loader's modality, a label read from other than `cls`, a `max_bytes` of 0 or over
+    /// [`MAX_FIELD_BYTES`].
+    pub fn new(fields: Vec<Field>) -> Result<Fields> {
+        if fields.is_empty() {
+            return Err(Error::Config(
+                "fields= names no field: give at least the sample's, e.g. {\"image\": \"jpg\"}"
+                    .into(),
+            ));
+        }
+        for (i, field) in fields.iter().enumerate() {
+            if field.name.is_empty() {
+                return Err(Error::Config("a field's name is empty".into()));
+            }
+            if fields[..i].iter().any(|f| f.name == field.name) {
+                return Err(Error::Config(format!(
+                    "two fields are named {:?}",
+                    field.name
+                )));
+            }
+            if field.members.is_empty() {
+                return Err(Error::Config(format!(
+                    "field {:?} is read from no member",
+                    field.name
+                )));
+            }
+            if matches!(field.kind, FieldKind::Label) && field.members != ["cls"] {
+                return Err(Error::Config(format!(
+                    "field {:?}: labels are read from .cls members (as class numbers); read \
+                     {:?} as text instead",
+                    field.name,
+                    field.members.join(";")
+                )));
+            }
+            if let Some(max) = field.kind.max_bytes() {
+                if max == 0 || max > MAX_FIELD_BYTES {
+                    return Err(Error::Config(format!(
+                        "field {:?}: max_bytes={max} is out of bounds: use 1 to \
+                         {MAX_FIELD_BYTES}",
+                        field.name
+                    )));
+                }
+            }
+        }
+        match fields
+            .iter()
+            .filter(|f| matches!(f.kind, FieldKind::Sample))
+            .count()
+        {
+            1 => {}
+            0 => {
+                return Err(Error::Config(
+                    "fields= has no field of the pipeline's modality: name the image or audio \
+                     member, e.g. {\"image\": \"jpg;png\", ...}"
+                        .into(),
+                ))
+            }
+            _ => {
+                return Err(Error::Config(
+                    "fields= has two fields of the pipeline's modality: one pipeline prepares \
+                     one of them; read the other as bytes"
+                        .into(),
+                ))
+            }
+        }
+        Ok(Fields {
+            fields: fields.into(),
+        })
+    }
+
+    /// The fields, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Field> {
+        self.fields.iter()
+    }
+
+    /// The extensions of every member read into the record beside the labels (for
+    /// [`TarShards::records_from_listing`](crate::storage::TarShards::records_from_listing)).
+    pub fn extensions(&self) -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        for field in self.iter().filter(|f| !matches!(f.kind, FieldKind::Label)) {
+            for ext in &field.members {
+                if !all.contains(ext) {
+                    all.push(ext.clone());
+                }
+            }
+        }
+        all
+    }
+
+    /// Whether a field is the sample's label.
+    pub fn has_label(&self) -> bool {
+        self.iter().any(|f| matches!(f.kind, FieldKind::Label))
+    }
+
+    /// The layout of a record whose sample field has `sample`'s.
+    pub fn layout(&self, sample: &SampleLayout) -> SampleLayout {
+        SampleLayout::of_record(
+            self.iter()
+                .map(|f| (f.name.clone(), f.kind.form(sample)))
+                .collect(),
+        )
+    }
+
+    /// What changes a record's output besides the pipeline, for the loader's fingerprint.
+    pub fn fingerprint(&self) -> String {
+        self.iter()
+            .map(|f| {
+                format!(
+                    "{}={}:{}",
+                    f.name,
+                    f.members.join(";"),
+                    f.kind.fingerprint()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}

@@ -1,0 +1,197 @@
+//! [`RecordPrep`]: a record's members into its fields' parts of a slot.
+
+use super::{Field, FieldKind, Fields};
+use crate::error::{Cause, Result};
+use crate::prep::{Pipeline, Prep, Prepared, Preparer};
+use crate::rng::Rng;
+use crate::sample::{Modality, Part, SampleLayout};
+use crate::storage::tar::{member_ext, record_members, Member};
+
+/// A loader's pipeline with the other fields of each sample: the [`Prep`] of a loader
+/// given [`Fields`]. Its samples are records read as
+/// [`TarShards::records_from_listing`](crate::storage::TarShards::records_from_listing)
+/// reads them.
+#[derive(Debug)]
+pub struct RecordPrep {
+    sample: Pipeline,
+    fields: Fields,
+    layout: SampleLayout,
+}
+
+impl RecordPrep {
+    /// `fields`, the sample's prepared by `sample`.
+    pub fn new(sample: Pipeline, fields: Fields) -> RecordPrep {
+        let layout = fields.layout(sample.layout());
+        RecordPrep {
+            sample,
+            fields,
+            layout,
+        }
+    }
+}
+
+impl std::fmt::Display for RecordPrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} with fields ", self.sample)?;
+        let names: Vec<&str> = self.fields.iter().map(|f| f.name.as_str()).collect();
+        f.write_str(&names.join(", "))
+    }
+}
+
+impl Prep for RecordPrep {
+    fn modality(&self) -> Modality {
+        self.sample.modality()
+    }
+
+    fn layout(&self) -> SampleLayout {
+        self.layout.clone()
+    }
+
+    fn fingerprint(&self) -> String {
+        format!(
+            "{} fields [{}]",
+            self.sample.prep().fingerprint(),
+            self.fields.fingerprint()
+        )
+    }
+
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Ok(Box::new(RecordPreparer {
+            sample: self.sample.prep().preparer()?,
+            fields: self.fields.clone(),
+            parts: self.layout.parts().to_vec(),
+        }))
+    }
+}
+
+struct RecordPreparer {
+    sample: Box<dyn Preparer>,
+    fields: Fields,
+    parts: Vec<Part>,
+}
+
+impl Preparer for RecordPreparer {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
+        let members = record_members(data)?;
+        let mut prepared = Prepared::InSlot;
+        for (field, part) in self.fields.iter().zip(&self.parts) {
+            let slot = &mut out[part.offset..part.offset + part.form.bytes()];
+            if matches!(field.kind, FieldKind::Label) {
+                continue;
+            }
+            let bytes = member(data, &members, field)?;
+            match &field.kind {
+                FieldKind::Label => {}
+                FieldKind::Sample => prepared = self.sample.prepare(bytes, rng, slot)?,
+                FieldKind::Text { .. } => {
+                    let text = utf8(field, bytes)?;
+                    put_var(field, text.as_bytes(), slot)
+                        .map_err(|reason| bad_text(field, reason))?;
+                }
+                FieldKind::Json { .. } => {
+                    check_json(bytes).map_err(|reason| Cause::BadJson {
+                        field: field.name.clone(),
+                        reason,
+                    })?;
+                    put_var(field, bytes, slot).map_err(|reason| Cause::BadJson {
+                        field: field.name.clone(),
+                        reason,
+                    })?;
+                }
+                FieldKind::Bytes { .. } => {
+                    let limit = slot_capacity(slot) as u64;
+                    put_var(field, bytes, slot).map_err(|_| Cause::TooLarge {
+                        bytes: bytes.len() as u64,
+                        limit,
+                    })?;
+                }
+                #[cfg(feature = "tokenize")]
+                FieldKind::Tokens(tokenizer) => {
+                    let text = utf8(field, bytes)?;
+                    put_tokens(tokenizer, text, slot).map_err(|cause| bad_text(field, cause))?;
+                }
+            }
+        }
+        Ok(prepared)
+    }
+}
+
+/// The data of the record's member for `field`: of its first extension the record has.
+fn member<'a>(data: &'a [u8], members: &[Member], field: &Field) -> Result<&'a [u8], Cause> {
+    let found = field.members.iter().find_map(|ext| {
+        members
+            .iter()
+            .find(|m| member_ext(&m.name).eq_ignore_ascii_case(ext))
+    });
+    let member = found.ok_or_else(|| Cause::MissingField {
+        field: field.name.clone(),
+        members: field.members.join(";"),
+    })?;
+    // `record_members` checked every extent against the record.
+    Ok(&data[member.offset as usize..(member.offset + member.len) as usize])
+}
+
+fn utf8<'a>(field: &Field, bytes: &'a [u8]) -> Result<&'a str, Cause> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        bad_text(
+            field,
+            format!("not UTF-8 text ({e}); read the field as bytes to take it as it is"),
+        )
+    })
+}
+
+fn bad_text(field: &Field, reason: impl ToString) -> Cause {
+    Cause::BadText {
+        field: field.name.clone(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The bytes a var slot holds after its length.
+fn slot_capacity(slot: &[u8]) -> usize {
+    slot.len() - 4
+}
+
+/// Writes `bytes` into a var slot: its length, then the bytes, then zeros (nothing of the
+/// slot's last sample stays).
+fn put_var(field: &Field, bytes: &[u8], slot: &mut [u8]) -> std::result::Result<(), String> {
+    let capacity = slot_capacity(slot);
+    if bytes.len() > capacity {
+        return Err(format!(
+            "{} bytes, more than the field holds (max_bytes={capacity}; raise it for field \
+             {:?})",
+            bytes.len(),
+            field.name
+        ));
+    }
+    let (len, rest) = slot.split_at_mut(4);
+    len.copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+    rest[..bytes.len()].copy_from_slice(bytes);
+    rest[bytes.len()..].fill(0);
+    Ok(())
+}
+
+/// Checks that `bytes` are one JSON document nested at most 128 deep (serde_json's
+/// recursion limit), so that a consumer may parse it with bounded recursion.
+fn check_json(bytes: &[u8]) -> std::result::Result<(), String> {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Tokenizes `text` into a tokens slot: the ids, then the mask, native-endian `i64`.
+#[cfg(feature = "tokenize")]
+fn put_tokens(
+    tokenizer: &crate::prep::tokens::Tokenizer,
+    text: &str,
+    slot: &mut [u8],
+) -> std::result::Result<(), Cause> {
+    let length = tokenizer.length();
+    let mut ids = vec![0i64; length];
+    let mut mask = vec![0i64; length];
+    tokenizer.encode_into(text, &mut ids, &mut mask)?;
+    for (chunk, v) in slot.chunks_exact_mut(8).zip(ids.iter().chain(&mask)) {
+        chunk.copy_from_slice(&v.to_ne_bytes());
+    }
+    Ok(())
+}

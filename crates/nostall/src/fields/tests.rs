@@ -1,0 +1,312 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::error::Cause;
+use crate::prep::image::codec::{encode_jpeg, EncodePixels};
+use crate::prep::{Pipeline, Prep, Prepared};
+use crate::rng::Rng;
+use crate::storage::{LocalDir, Source, TarShards};
+
+/// A tar archive of `(name, data)` members, ustar as GNU tar writes it; a name over 100
+/// bytes goes in a GNU long-name header before its member's.
+fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
+    fn header(out: &mut Vec<u8>, name: &[u8], size: usize, kind: u8) {
+        let mut header = [0u8; 512];
+        header[..name.len().min(100)].copy_from_slice(&name[..name.len().min(100)]);
+        header[100..108].copy_from_slice(b"0000644\0");
+        header[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+        header[136..148].copy_from_slice(b"00000000000\0");
+        header[156] = kind;
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        header[148..156].copy_from_slice(b"        ");
+        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+        header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        out.extend_from_slice(&header);
+    }
+    let mut out = Vec::new();
+    for (name, data) in members {
+        if name.len() > 100 {
+            header(&mut out, b"././@LongLink", name.len() + 1, b'L');
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            out.resize(out.len().div_ceil(512) * 512, 0);
+        }
+        header(&mut out, name.as_bytes(), data.len(), b'0');
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    out
+}
+
+fn photo() -> Vec<u8> {
+    let (w, h) = (96u32, 64u32);
+    let px: Vec<u8> = (0..w * h)
+        .flat_map(|i| [(i % w * 255 / w) as u8, (i / w * 255 / h) as u8, 90])
+        .collect();
+    encode_jpeg(&px, w, h, EncodePixels::Rgb, 90, false).unwrap()
+}
+
+fn pipeline() -> Pipeline {
+    crate::prep::ImagePipeline::imagenet_val(32).into()
+}
+
+fn field(name: &str, members: &str) -> Field {
+    Field::new(name, members, Modality::Image).unwrap()
+}
+
+/// Shards of `files` opened as records of `fields`.
+fn records(files: &[(&str, Vec<u8>)], fields: &Fields) -> (tempfile::TempDir, TarShards) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let store = Arc::new(LocalDir::new(dir.path()).unwrap());
+    let listing = crate::storage::BlobStore::list(&*store).unwrap();
+    let shards =
+        TarShards::records_from_listing(store, listing, Modality::Image, &fields.extensions())
+            .unwrap();
+    (dir, shards)
+}
+
+/// What `prep` makes of sample `id` of `shards`, with the generator of seed 7.
+fn prepare(prep: &RecordPrep, shards: &TarShards, id: u64) -> Result<Vec<u8>, Cause> {
+    let mut data = Vec::new();
+    shards.read(id, &mut data)?;
+    let mut out = vec![0xAB; prep.layout().bytes()];
+    let prepared = prep
+        .preparer()
+        .unwrap()
+        .prepare(&data, &mut Rng::new(7), &mut out)?;
+    assert!(matches!(prepared, Prepared::InSlot));
+    Ok(out)
+}
+
+fn part<'a>(prep: &RecordPrep, out: &'a [u8], name: &str) -> &'a [u8] {
+    let layout = prep.layout();
+    let part = layout.parts().iter().find(|p| p.name == name).unwrap();
+    &out[part.offset..part.offset + part.form.bytes()]
+}
+
+fn var(slot: &[u8]) -> &[u8] {
+    let len = u32::from_le_bytes(slot[..4].try_into().unwrap()) as usize;
+    &slot[4..4 + len]
+}
+
+#[test]
+fn a_record_gives_each_field_and_the_image_of_a_loader_without_fields() {
+    let jpg = photo();
+    let long = format!("{}/000002", "d".repeat(120));
+    let [jpg2, txt2, json2, cls2] = ["jpg", "txt", "json", "cls"].map(|e| format!("{long}.{e}"));
+    let fields = Fields::new(vec![
+        field("image", "jpg;png"),
+        field("caption", "txt"),
+        field("meta", "json"),
+        field("label", "cls"),
+    ])
+    .unwrap();
+    let shard = tar(&[
+        ("000001.jpg", &jpg),
+        ("000001.npy", &[9; 700]), // not asked for: inside the run, skipped
+        ("000001.txt", "a red café".as_bytes()),
+        ("000001.json", br#"{"w": 96, "tags": ["a", "b"]}"#),
+        ("000001.cls", b"3"),
+        (&jpg2, &jpg),
+        (&txt2, b"second"),
+        (&json2, b"{}"),
+        (&cls2, b"1"),
+    ]);
+    let (_dir, shards) = records(&[("a.tar", shard)], &fields);
+    assert_eq!(shards.catalog().len(), 2);
+    assert_eq!(shards.catalog().relative_path(0), "a.tar/000001");
+    assert_eq!(shards.catalog().label(0), Some(3));
+    assert_eq!(shards.catalog().relative_path(1), format!("a.tar/{long}"));
+
+    let prep = RecordPrep::new(pipeline(), fields);
+    let out = prepare(&prep, &shards, 0).unwrap();
+    let mut alone = vec![0u8; pipeline().sample_bytes()];
+    let mut preparer = pipeline().prep().preparer().unwrap();
+    preparer
+        .prepare(&jpg, &mut Rng::new(7), &mut alone)
+        .unwrap();
+    assert_eq!(part(&prep, &out, "image"), alone);
+    assert_eq!(var(part(&prep, &out, "caption")), "a red café".as_bytes());
+    assert_eq!(
+        var(part(&prep, &out, "meta")),
+        br#"{"w": 96, "tags": ["a", "b"]}"#
+    );
+    assert!(part(&prep, &out, "label").is_empty());
+    // The slot's bytes past the text are zeros: nothing of a previous sample remains.
+    let caption = part(&prep, &out, "caption");
+    assert!(caption[4 + "a red café".len()..].iter().all(|&b| b == 0));
+
+    // A key whose name takes a long-name header: its record starts at that header.
+    let out = prepare(&prep, &shards, 1).unwrap();
+    assert_eq!(var(part(&prep, &out, "caption")), b"second");
+    assert_eq!(part(&prep, &out, "image"), alone);
+}
+
+#[test]
+fn each_part_starts_aligned_and_the_fingerprint_follows_the_fields() {
+    let fields = Fields::new(vec![field("caption", "txt"), field("image", "jpg")]).unwrap();
+    let prep = RecordPrep::new(pipeline(), fields);
+    let layout = prep.layout();
+    assert_eq!(layout.parts()[0].offset, 0);
+    assert_eq!(
+        layout.parts()[1].offset,
+        (4 + DEFAULT_FIELD_BYTES).next_multiple_of(8)
+    );
+    assert_eq!(layout.bytes() % 8, 0);
+    let other = RecordPrep::new(
+        pipeline(),
+        Fields::new(vec![
+            field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 64 }),
+            field("image", "jpg"),
+        ])
+        .unwrap(),
+    );
+    assert_ne!(prep.fingerprint(), other.fingerprint());
+}
+
+#[test]
+fn a_bad_field_is_its_samples_cause_naming_the_field() {
+    let jpg = photo();
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 64 }),
+        field("meta", "json"),
+    ])
+    .unwrap();
+    let shard = tar(&[
+        ("ok.jpg", &jpg),
+        ("ok.txt", b"fine"),
+        ("ok.json", b"[1]"),
+        ("latin.jpg", &jpg),
+        ("latin.txt", b"caf\xe9"),
+        ("latin.json", b"{}"),
+        ("long.jpg", &jpg),
+        ("long.txt", &[b'a'; 65]),
+        ("long.json", b"{}"),
+        ("deep.jpg", &jpg),
+        ("deep.txt", b"x"),
+        ("deep.json", deep.as_bytes()),
+        ("broken.jpg", &jpg),
+        ("broken.txt", b"x"),
+        ("broken.json", b"{\"a\": "),
+        ("nocap.jpg", &jpg),
+        ("nocap.json", b"{}"),
+    ]);
+    let (_dir, shards) = records(&[("a.tar", shard)], &fields);
+    let prep = RecordPrep::new(pipeline(), fields);
+    let cause = |id| prepare(&prep, &shards, id).unwrap_err();
+    assert!(prepare(&prep, &shards, 0).is_ok());
+    let kinds: Vec<&str> = (1..6).map(|id| cause(id).kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "bad-text",
+            "bad-text",
+            "bad-json",
+            "bad-json",
+            "missing-field"
+        ]
+    );
+    assert!(cause(1).to_string().contains("\"caption\""), "{}", cause(1));
+    assert!(
+        cause(2).to_string().contains("max_bytes=64"),
+        "{}",
+        cause(2)
+    );
+    assert!(cause(3).to_string().contains("recursion"), "{}", cause(3));
+    let missing = cause(5).to_string();
+    assert!(
+        missing.contains("txt") && missing.contains("\"caption\""),
+        "{missing}"
+    );
+    // A failure leaves the preparer as it was: the good sample after it is the same.
+    assert_eq!(prepare(&prep, &shards, 0), prepare(&prep, &shards, 0));
+}
+
+#[test]
+fn damaged_records_are_corrupt_not_a_panic() {
+    let jpg = photo();
+    let fields = Fields::new(vec![field("image", "jpg"), field("caption", "txt")]).unwrap();
+    let prep = RecordPrep::new(pipeline(), fields);
+    let record = {
+        let shard = tar(&[("k.jpg", &jpg), ("k.txt", b"words")]);
+        shard[..shard.len() - 1024].to_vec()
+    };
+    let mut preparer = prep.preparer().unwrap();
+    let mut out = vec![0u8; prep.layout().bytes()];
+    assert!(preparer
+        .prepare(&record, &mut Rng::new(1), &mut out)
+        .is_ok());
+    for cut in [0, 100, 511, 512, 700, record.len() - 1] {
+        let got = preparer.prepare(&record[..cut], &mut Rng::new(1), &mut out);
+        assert!(
+            matches!(got, Err(Cause::Corrupt(_) | Cause::MissingField { .. })),
+            "cut at {cut}: {got:?}"
+        );
+    }
+    let mut flipped = record.clone();
+    flipped[130] ^= 0x55; // inside the first header's size field
+    assert!(preparer
+        .prepare(&flipped, &mut Rng::new(1), &mut out)
+        .is_err());
+}
+
+#[cfg(feature = "tokenize")]
+#[test]
+fn a_tokenized_field_holds_the_tokenizers_ids_then_its_mask() {
+    use crate::prep::tokens::{Tokenizer, TokenizerArgs};
+    let tokenizer =
+        Tokenizer::from_json(&crate::prep::tokens::tests::json(), TokenizerArgs::new(6)).unwrap();
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("text", "txt").with_kind(FieldKind::Tokens(Arc::new(tokenizer.clone()))),
+    ])
+    .unwrap();
+    let jpg = photo();
+    let shard = tar(&[("k.jpg", &jpg), ("k.txt", b"a cat on the mat today")]);
+    let (_dir, shards) = records(&[("a.tar", shard)], &fields);
+    let prep = RecordPrep::new(pipeline(), fields);
+    let out = prepare(&prep, &shards, 0).unwrap();
+    let slot = part(&prep, &out, "text");
+    let values: Vec<i64> = slot
+        .chunks_exact(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    let (mut ids, mut mask) = (vec![0; 6], vec![0; 6]);
+    tokenizer
+        .encode_into("a cat on the mat today", &mut ids, &mut mask)
+        .unwrap();
+    assert_eq!(values[..6], ids);
+    assert_eq!(values[6..], mask);
+    assert_eq!(ids, [2, 4, 5, 6, 7, 3]);
+}
+
+#[test]
+fn fields_that_cannot_work_are_refused() {
+    let why = |fields: Vec<Field>| Fields::new(fields).unwrap_err().to_string();
+    assert!(why(vec![]).contains("no field"));
+    assert!(why(vec![field("caption", "txt")]).contains("modality"));
+    assert!(why(vec![field("a", "jpg"), field("b", "png")]).contains("two fields"));
+    assert!(why(vec![field("a", "jpg"), field("a", "txt")]).contains("two fields are named"));
+    assert!(why(vec![
+        field("image", "jpg"),
+        field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 0 })
+    ])
+    .contains("max_bytes=0"));
+    assert!(why(vec![
+        field("image", "jpg"),
+        field("label", "txt").with_kind(FieldKind::Label)
+    ])
+    .contains(".cls"));
+    assert!(Field::new("image", "jpg;;png", Modality::Image).is_err());
+    assert!(matches!(field("x", "PNG").kind, FieldKind::Sample));
+    assert!(matches!(field("x", "cls").kind, FieldKind::Label));
+    assert!(matches!(field("x", "seg.png").kind, FieldKind::Sample));
+    assert!(matches!(field("x", "npy").kind, FieldKind::Bytes { .. }));
+}
