@@ -63,13 +63,14 @@ from __future__ import annotations
 from . import audio, ops
 from ._analyze import AnalysisReport, analyze, time_model
 from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
-from ._nostall import BatchTensor, Loader, Mixup, Tokenizer, __version__, demo_photos, imagenet_train, imagenet_val
+from ._nostall import BatchTensor, Field, Loader, Mixup, Tokenizer, __version__, demo_photos, imagenet_train, imagenet_val
 
 __all__ = [
     "AgentError",
     "AnalysisReport",
     "BatchTensor",
     "ConfigError",
+    "Field",
     "Loader",
     "Mixup",
     "NostallError",

@@ -1,6 +1,6 @@
 """Type stubs of the extension module nostall._nostall (the PyO3 bindings)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, final
 
@@ -132,15 +132,17 @@ class Loader:
         aug_repeats: int = 1,
         batch_transform: Callable[..., tuple[Any, Any]] | None = None,
         stack_views: bool = False,
+        fields: Mapping[str, str | Field] | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
     def __iter__(self) -> Loader:
         """Starts an epoch (the one set by ``set_epoch``, a ``load_state_dict`` position,
         or the epoch after the last one finished)."""
-    def __next__(self) -> tuple[Any, Any]:
+    def __next__(self) -> Any:
         """The next ``(images, labels)``: torch tensors, NumPy arrays or ``BatchTensor``s,
-        depending on ``output``. The GIL is released while waiting."""
+        depending on ``output``; with ``fields=``, a dictionary of the fields by name.
+        The GIL is released while waiting."""
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration run ``epoch`` from its start."""
     @property
@@ -247,6 +249,19 @@ class Tokenizer:
         """The padding's id."""
     def __call__(self, texts: Sequence[str | bytes], *, output: Literal["torch", "numpy", "dlpack"] = "torch") -> tuple[Any, Any]:
         """``(input_ids, attention_mask)`` of ``texts``, each int64 ``[len(texts), length]``."""
+
+class Field:
+    """One field of a sample, for ``Loader(fields={name: Field(...)})``: the members it
+    is read from, its kind, its ``max_bytes``, or a tokenizer for its text."""
+
+    def __new__(
+        cls,
+        members: str,
+        *,
+        kind: Literal["sample", "label", "text", "json", "bytes"] | None = None,
+        max_bytes: int | None = None,
+        tokenizer: Tokenizer | None = None,
+    ) -> Field: ...
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default

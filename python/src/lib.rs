@@ -15,6 +15,7 @@ mod convert;
 mod device;
 mod dlpack;
 mod errors;
+mod fields;
 mod handoff;
 mod interrupt;
 mod live;
@@ -88,6 +89,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchTensor>()?;
     m.add_class::<mix::Mixup>()?;
     m.add_class::<tokenizer::Tokenizer>()?;
+    m.add_class::<fields::Field>()?;
     ops::register(m)?;
     audio_ops::register(m)?;
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;

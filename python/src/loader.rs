@@ -17,7 +17,7 @@ use nostall::{EpochStats, Position};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
 use crate::dlpack::Owner;
@@ -25,6 +25,7 @@ use crate::errors::{config_error, job_error, raise, raise_peer};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::mix::Mixup;
 use crate::stats::{node_dict, stats_dict};
+use crate::fields::{FieldsArg, Records};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
 use crate::{device, live, shared, state};
 
@@ -226,6 +227,8 @@ pub(crate) struct Loader {
     stack_views: bool,
     /// The user's function on each batch (`batch_transform=`), a `nostall._batch.BatchTransform`.
     batch_transform: Option<Py<PyAny>>,
+    /// How batches of records become dictionaries (`fields=`).
+    records: Option<Records>,
 }
 
 #[pymethods]
@@ -243,7 +246,7 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None, worker_nice=None,
-            mix=None, aug_repeats=None, batch_transform=None, stack_views=false
+            mix=None, aug_repeats=None, batch_transform=None, stack_views=false, fields=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -253,7 +256,7 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
             audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1, \
-            batch_transform=None, stack_views=False)"
+            batch_transform=None, stack_views=False, fields=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -297,7 +300,21 @@ impl Loader {
         aug_repeats: Option<u32>,
         batch_transform: Option<Bound<'_, PyAny>>,
         stack_views: bool,
+        fields: Option<FieldsArg>,
     ) -> PyResult<Loader> {
+        if fields.is_some() {
+            let refused = [
+                (batch_transform.is_some(), "batch_transform="),
+                (share.is_some(), "share="),
+                (output == "dlpack", "output=\"dlpack\""),
+            ];
+            if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+                return Err(config_error(
+                    py,
+                    format!("fields= with {what} is not supported yet"),
+                ));
+            }
+        }
         let batch_transform = batch_transform
             .map(|f| -> PyResult<Py<PyAny>> {
                 Ok(py
@@ -354,6 +371,16 @@ impl Loader {
         };
         let (builder, mut dist) = args.builder(py, source.to_string_lossy().into_owned())?;
         let mut job = JobBuilder::new(builder);
+        if let Some(fields) = fields {
+            let modality = job
+                .loader()
+                .config()
+                .map_err(|e| raise(py, e))?
+                .pipeline
+                .modality();
+            let fields = fields.fields(py, modality)?;
+            job.loader_mut().fields(Some(fields));
+        }
         if let Some(mix) = mix {
             if sharing {
                 return Err(config_error(
@@ -419,6 +446,11 @@ impl Loader {
                 .map(live::NodeCounters::Agent),
         };
         let inner = Arc::new(job.loader);
+        let layout = inner.config().pipeline.layout();
+        let records = match layout.parts().is_empty() {
+            true => None,
+            false => Some(Records::new(py, layout)?),
+        };
         let views = inner.config().pipeline.layout().views().to_vec();
         if stack_views && views.is_empty() {
             return Err(config_error(
@@ -479,6 +511,7 @@ impl Loader {
             views,
             stack_views,
             batch_transform,
+            records,
         })
     }
 
@@ -532,8 +565,9 @@ impl Loader {
         Ok(slf)
     }
 
-    /// The next `(images, labels)` batch; the GIL is released while waiting for it.
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
+    /// The next `(images, labels)` batch (a dictionary of fields with `fields=`); the GIL is
+    /// released while waiting for it.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         if !self.active {
             return Ok(None);
         }
@@ -541,9 +575,8 @@ impl Loader {
             match self.next_shared(py, at)? {
                 Some(Some(objects)) => {
                     let after = self.shared_at.unwrap_or(at);
-                    return self
-                        .hand_over(py, objects, PyList::empty(py), after)
-                        .map(Some);
+                    let objects = self.hand_over(py, objects, PyList::empty(py), after)?;
+                    return Ok(Some(pair(py, objects)?));
                 }
                 Some(None) => return Ok(None),
                 None => {} // the agent is gone: this loader's own threads go on from `at`
@@ -587,14 +620,17 @@ impl Loader {
                     }
                     None => Owner::Labels(batch.labels().to_vec()),
                 };
+                if let Some(records) = &self.records {
+                    return records.objects(py, &self.output, batch, labels).map(Some);
+                }
                 let deferred = match &self.device {
                     Some(_) => device::Device::deferred(py, &batch, self.inner.catalog())?,
                     None => PyList::empty(py),
                 };
                 let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
                 let images = split_views(py, images, &self.views, self.stack_views)?;
-                self.hand_over(py, (images, labels), deferred, after)
-                    .map(Some)
+                let objects = self.hand_over(py, (images, labels), deferred, after)?;
+                Ok(Some(pair(py, objects)?))
             }
         }
     }
@@ -809,6 +845,11 @@ impl Drop for Loader {
             Python::attach(|py| py.detach(move || drop(epoch)));
         }
     }
+}
+
+/// `(images, labels)` as one Python tuple.
+fn pair(py: Python<'_>, (images, labels): (Py<PyAny>, Py<PyAny>)) -> PyResult<Py<PyAny>> {
+    Ok(PyTuple::new(py, [images, labels])?.into_any().unbind())
 }
 
 impl Loader {

@@ -28,6 +28,13 @@ use crate::tensor::{object, resolve_output};
 #[pyclass(module = "nostall", name = "Tokenizer", frozen)]
 pub(crate) struct Tokenizer(tokens::Tokenizer);
 
+impl Tokenizer {
+    /// The engine's tokenizer.
+    pub(crate) fn engine(&self) -> &tokens::Tokenizer {
+        &self.0
+    }
+}
+
 #[pymethods]
 impl Tokenizer {
     #[new]

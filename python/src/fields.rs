@@ -1,0 +1,272 @@
+//! `Loader(fields=...)`: the fields of each sample, as Python names them
+//! ([`FieldsArg`], [`Field`]), and a batch of records as a dictionary
+//! ([`Records::objects`]).
+
+use std::sync::Arc;
+
+use nostall::fields::{FieldKind, Fields};
+use nostall::sample::{Content, Part, PartForm};
+use nostall::Modality;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::dlpack::Owner;
+use crate::errors::{config_error, raise};
+use crate::tensor::{objects, Output};
+use crate::tokenizer::Tokenizer;
+
+/// One field of a sample, for ``Loader(fields={name: Field(...)})`` where the member's
+/// name alone does not say enough.
+///
+/// - ``members``: the extensions of the WebDataset members it is read from, in order of
+///   preference (``"jpg;png"``, ``"txt"``).
+/// - ``kind`` (``None``: by the first extension): ``"sample"`` (the pipeline's image or
+///   audio), ``"label"`` (``cls``), ``"text"`` (``str``), ``"json"`` (Python objects),
+///   ``"bytes"``. By extension: the pipeline's modality's own, ``cls`` the label, ``txt``
+///   and ``text`` text, ``json`` JSON, anything else bytes.
+/// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds; a longer
+///   one is the sample's error (``bad-text``, ``bad-json``, ``too-large``).
+/// - ``tokenizer``: a ``nostall.Tokenizer``: the text is tokenized in the engine and the
+///   field is ``(input_ids, attention_mask)``, int64 ``[batch, length]``.
+#[pyclass(module = "nostall", frozen)]
+pub(crate) struct Field {
+    members: String,
+    kind: Option<String>,
+    max_bytes: Option<usize>,
+    tokenizer: Option<Py<Tokenizer>>,
+}
+
+#[pymethods]
+impl Field {
+    #[new]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None))]
+    fn new(
+        members: String,
+        kind: Option<String>,
+        max_bytes: Option<usize>,
+        tokenizer: Option<Py<Tokenizer>>,
+    ) -> Field {
+        Field {
+            members,
+            kind,
+            max_bytes,
+            tokenizer,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let mut text = format!("Field({:?}", self.members);
+        if let Some(kind) = &self.kind {
+            text += &format!(", kind={kind:?}");
+        }
+        if let Some(max) = self.max_bytes {
+            text += &format!(", max_bytes={max}");
+        }
+        if let Some(t) = &self.tokenizer {
+            let t = t.get().engine();
+            text += &format!(
+                ", tokenizer=Tokenizer(<tokenizer>, length={}, pad_id={})",
+                t.length(),
+                t.pad_id()
+            );
+        }
+        text + ")"
+    }
+}
+
+/// `fields=`: a dictionary of names to a member's extensions (`"txt"`) or a [`Field`],
+/// in the order the batch's dictionary lists them.
+pub(crate) struct FieldsArg(Vec<(String, FieldSpec)>);
+
+struct FieldSpec {
+    members: String,
+    kind: Option<String>,
+    max_bytes: Option<usize>,
+    tokenizer: Option<nostall::prep::tokens::Tokenizer>,
+}
+
+impl<'py> FromPyObject<'_, 'py> for FieldsArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<FieldsArg> {
+        let dict = obj.cast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err(
+                "fields= is a dict of names to members, e.g. {\"image\": \"jpg;png\", \
+                 \"caption\": \"txt\"}",
+            )
+        })?;
+        let mut specs = Vec::with_capacity(dict.len());
+        for (name, value) in dict.iter() {
+            let name: String = name
+                .extract()
+                .map_err(|_| PyTypeError::new_err("fields=: each name is a str"))?;
+            let spec = if let Ok(members) = value.extract::<String>() {
+                FieldSpec {
+                    members,
+                    kind: None,
+                    max_bytes: None,
+                    tokenizer: None,
+                }
+            } else if let Ok(field) = value.cast::<Field>() {
+                let field = field.get();
+                FieldSpec {
+                    members: field.members.clone(),
+                    kind: field.kind.clone(),
+                    max_bytes: field.max_bytes,
+                    tokenizer: field.tokenizer.as_ref().map(|t| t.get().engine().clone()),
+                }
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "fields[{name:?}]: give a member's extension (\"txt\") or a \
+                     nostall.Field, not {}",
+                    value.get_type().name()?
+                )));
+            };
+            specs.push((name, spec));
+        }
+        Ok(FieldsArg(specs))
+    }
+}
+
+impl FieldsArg {
+    /// The engine's fields, kinds found by extension for `modality`.
+    pub(crate) fn fields(self, py: Python<'_>, modality: Modality) -> PyResult<Fields> {
+        let mut fields = Vec::with_capacity(self.0.len());
+        for (name, spec) in self.0 {
+            let field = nostall::fields::Field::new(&name, &spec.members, modality)
+                .map_err(|e| raise(py, e))?;
+            let max_bytes = spec
+                .max_bytes
+                .unwrap_or(nostall::fields::DEFAULT_FIELD_BYTES);
+            let kind = match (spec.kind.as_deref(), spec.tokenizer) {
+                (None | Some("text"), Some(tokenizer)) => FieldKind::Tokens(Arc::new(tokenizer)),
+                (Some(kind), Some(_)) => {
+                    return Err(config_error(
+                        py,
+                        format!("field {name:?}: a tokenizer takes text, not kind={kind:?}"),
+                    ))
+                }
+                (None, None) => match &field.kind {
+                    FieldKind::Text { .. } => FieldKind::Text { max_bytes },
+                    FieldKind::Json { .. } => FieldKind::Json { max_bytes },
+                    FieldKind::Bytes { .. } => FieldKind::Bytes { max_bytes },
+                    other => other.clone(),
+                },
+                (Some("sample"), None) => FieldKind::Sample,
+                (Some("label"), None) => FieldKind::Label,
+                (Some("text"), None) => FieldKind::Text { max_bytes },
+                (Some("json"), None) => FieldKind::Json { max_bytes },
+                (Some("bytes"), None) => FieldKind::Bytes { max_bytes },
+                (Some(other), None) => {
+                    return Err(config_error(
+                        py,
+                        format!(
+                            "field {name:?}: unknown kind {other:?}: use \"sample\", \"label\", \
+                             \"text\", \"json\" or \"bytes\""
+                        ),
+                    ))
+                }
+            };
+            fields.push(field.with_kind(kind));
+        }
+        Fields::new(fields).map_err(|e| raise(py, e))
+    }
+}
+
+/// How a loader with fields hands over its batches: each a dictionary of the fields'
+/// objects, made by `nostall._fields.split` from the batch's one buffer.
+pub(crate) struct Records {
+    parts: Vec<Part>,
+    /// Bytes of a sample's slot.
+    slot_bytes: usize,
+    /// `nostall._fields.Split` for these parts.
+    split: Py<PyAny>,
+}
+
+impl Records {
+    /// For records of `layout` (its [`parts`](nostall::SampleLayout::parts)).
+    pub(crate) fn new(py: Python<'_>, layout: &nostall::SampleLayout) -> PyResult<Records> {
+        let parts = layout.parts();
+        let described = PyList::empty(py);
+        for part in parts {
+            let (kind, shape, dtype): (&str, Vec<usize>, &str) = match &part.form {
+                PartForm::Tensor { shape, dtype } => ("tensor", shape.clone(), dtype_name(*dtype)),
+                PartForm::Tokens { length } => ("tokens", vec![*length], "int64"),
+                PartForm::Var { content, .. } => (content_name(*content), Vec::new(), "uint8"),
+                PartForm::Label => ("label", Vec::new(), "int64"),
+                _ => ("bytes", Vec::new(), "uint8"),
+            };
+            described.append((
+                &part.name,
+                kind,
+                part.offset,
+                part.form.bytes(),
+                PyTuple::new(py, shape)?,
+                dtype,
+            ))?;
+        }
+        let split = py
+            .import("nostall._fields")?
+            .getattr("Split")?
+            .call1((described,))?
+            .unbind();
+        Ok(Records {
+            parts: parts.to_vec(),
+            slot_bytes: layout.bytes(),
+            split,
+        })
+    }
+
+    /// The batch's fields as a dictionary, its tensors as `output` makes them (views of
+    /// the batch's buffer) and its variable-length fields read out of it here.
+    pub(crate) fn objects(
+        &self,
+        py: Python<'_>,
+        output: &Output,
+        batch: nostall::Batch,
+        labels: Owner,
+    ) -> PyResult<Py<PyAny>> {
+        let varying = PyDict::new(py);
+        for part in &self.parts {
+            let PartForm::Var { content, .. } = &part.form else {
+                continue;
+            };
+            let values = PyList::empty(py);
+            for row in batch.data().chunks_exact(self.slot_bytes) {
+                let slot = &row[part.offset..part.offset + part.form.bytes()];
+                let len = u32::from_le_bytes(slot[..4].try_into().expect("4 bytes")) as usize;
+                let bytes = &slot[4..4 + len];
+                match content {
+                    // The engine checked both are UTF-8.
+                    Content::Text | Content::Json => {
+                        values.append(PyString::new(py, &String::from_utf8_lossy(bytes)))?
+                    }
+                    Content::Bytes => values.append(PyBytes::new(py, bytes))?,
+                }
+            }
+            varying.set_item(&part.name, values)?;
+        }
+        let (record, labels) = objects(py, output, Owner::Batch(batch), labels)?;
+        Ok(self
+            .split
+            .bind(py)
+            .call1((record, labels, varying))?
+            .unbind())
+    }
+}
+
+fn dtype_name(dtype: nostall::DType) -> &'static str {
+    match dtype {
+        nostall::DType::U8 => "uint8",
+        nostall::DType::F32 => "float32",
+    }
+}
+
+fn content_name(content: Content) -> &'static str {
+    match content {
+        Content::Text => "text",
+        Content::Json => "json",
+        Content::Bytes => "bytes",
+    }
+}
