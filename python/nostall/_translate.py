@@ -5,8 +5,10 @@ or what timm's ``create_transform`` returns, and hands it here when it is not a 
 nostall's operators. Each transform becomes the nostall operator of the same name and
 arguments (read from its attributes); the conversions to tensors and floats
 (``ToTensor``, ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, timm's
-``MaybeToTensor``) are what nostall's output is anyway and are dropped; a transform
-nostall does not have is refused naming it, so that a recipe never changes silently.
+``MaybeToTensor``) are what nostall's output is anyway and are dropped, as are OpenCLIP's
+conversions to RGB (``MaybeConvertMode``, ``_convert_to_rgb``: nostall decodes every
+image to RGB) and its ``MaybeToTensor``; a transform nostall does not have is refused
+naming it, so that a recipe never changes silently.
 
 nostall's operators follow torchvision.transforms.v2's kernels on uint8 tensors: a v1
 transform that works on PIL images (``ColorJitter``, ``GaussianBlur``) is translated to
@@ -87,9 +89,21 @@ def _ops(t: Any) -> list[ops.Op]:
     return from_torchvision(list(_flatten(t.transforms)))
 
 
+def _is_open_clip_rgb(t: Any) -> bool:
+    """OpenCLIP's conversions to RGB: its ``MaybeConvertMode("RGB")`` (open_clip 2.24 on)
+    or its ``_convert_to_rgb`` function (before)."""
+    if type(t).__module__.startswith("open_clip"):
+        return type(t).__name__ == "MaybeConvertMode" and getattr(t, "mode", None) == "RGB"
+    return getattr(t, "__module__", "").startswith("open_clip") and getattr(t, "__name__", "") == "_convert_to_rgb"
+
+
 def _one(t: Any) -> ops.Op | None:
     if isinstance(t, ops.Op):
         return t
+    if _is_open_clip_rgb(t):
+        return None
+    if type(t).__module__.startswith("open_clip") and type(t).__name__ == "MaybeToTensor":
+        return None
     module = type(t).__module__
     if not (module.startswith("torchvision") or module.startswith("timm")):
         raise TypeError(

@@ -1,0 +1,223 @@
+"""Loader(fields=...): samples read as WebDataset records (the demo's real photographs
+with real English captions, their metadata and their class), each batch a dictionary.
+
+The captions are sentences of the Python documentation that ships with the interpreter
+(``pydoc_data``); the photographs are the demo's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import nostall
+
+
+def captions(count):
+    from pydoc_data.topics import topics
+
+    text = " ".join(topics[k] for k in sorted(topics))
+    found = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 20 <= len(s.strip()) <= 200]
+    return [" ".join(s.split()) for s in found[:count]]
+
+
+def write_shard(path, members):
+    """A tar shard of ``(name, bytes)`` members, in order."""
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture(scope="module")
+def records(photos, tmp_path_factory):
+    """Two shards of the demo's photographs, each with a caption (``txt``), metadata
+    (``json``) and its class (``cls``); returns the folder and each key's caption."""
+    files = sorted(p for p in Path(photos).rglob("*.jpg"))
+    classes = sorted({p.parent.name for p in files})
+    texts = captions(len(files))
+    root = tmp_path_factory.mktemp("records")
+    by_key = {}
+    members = []
+    for i, (path, caption) in enumerate(zip(files, texts)):
+        key = f"{i:06d}"
+        by_key[key] = caption
+        meta = {"key": key, "file": path.name, "class": path.parent.name, "tags": [i, {"even": i % 2 == 0}]}
+        members.append([
+            (f"{key}.jpg", path.read_bytes()),
+            (f"{key}.txt", caption.encode()),
+            (f"{key}.json", json.dumps(meta).encode()),
+            (f"{key}.cls", str(classes.index(path.parent.name)).encode()),
+        ])
+    half = len(members) // 2
+    write_shard(root / "train-000000.tar", [m for sample in members[:half] for m in sample])
+    write_shard(root / "train-000001.tar", [m for sample in members[half:] for m in sample])
+    return root, by_key
+
+
+FIELDS = {"image": "jpg;png", "caption": "txt", "meta": "json", "label": "cls"}
+
+
+def test_each_field_by_name_and_the_image_that_of_a_loader_without_fields(records):
+    root, by_key = records
+    kwargs = dict(batch_size=8, pipeline="train", image_size=64, seed=3, threads=2)
+    with_fields = nostall.Loader(str(root), fields=FIELDS, **kwargs)
+    plain = nostall.Loader(str(root), **kwargs)
+    seen = []
+    for batch, (images, labels) in zip(with_fields, plain, strict=True):
+        assert list(batch) == ["image", "caption", "meta", "label"]
+        assert torch.equal(batch["image"], images)
+        assert torch.equal(batch["label"], labels)
+        assert batch["image"].dtype == torch.float32 and batch["image"].shape[1:] == (3, 64, 64)
+        for caption, meta in zip(batch["caption"], batch["meta"], strict=True):
+            assert by_key[meta["key"]] == caption
+            assert meta["tags"][1]["even"] == (int(meta["key"]) % 2 == 0)
+            seen.append(meta["key"])
+    assert sorted(seen) == sorted(by_key)
+
+
+def test_captions_tokenized_in_the_engine_equal_the_tokenizer_called_on_them(records):
+    open_clip = pytest.importorskip("open_clip")
+    root, _ = records
+    simple = open_clip.get_tokenizer("ViT-B-32")
+    tokenizer = nostall.Tokenizer(simple, length=77)
+    loader = nostall.Loader(
+        str(root),
+        batch_size=16,
+        pipeline="val",
+        image_size=32,
+        fields={"image": "jpg", "text": nostall.Field("txt", tokenizer=tokenizer), "caption": "txt"},
+    )
+    for batch in loader:
+        ids, mask = batch["text"]
+        want_ids, want_mask = tokenizer(batch["caption"])
+        assert torch.equal(ids, want_ids) and torch.equal(mask, want_mask)
+        assert torch.equal(ids, simple(batch["caption"]))
+        assert ids.dtype == torch.int64 and ids.shape == (16, 77)
+
+
+def test_numpy_output_gives_arrays_and_the_same_values(records):
+    root, _ = records
+    kwargs = dict(batch_size=8, pipeline="val", image_size=32, fields=FIELDS)
+    tensors = next(iter(nostall.Loader(str(root), **kwargs)))
+    arrays = next(iter(nostall.Loader(str(root), output="numpy", **kwargs)))
+    assert isinstance(arrays["image"], np.ndarray)
+    np.testing.assert_array_equal(arrays["image"], tensors["image"].numpy())
+    np.testing.assert_array_equal(arrays["label"], tensors["label"].numpy())
+    assert arrays["caption"] == tensors["caption"]
+
+
+def test_the_same_batches_for_any_thread_count_and_after_a_resume(records):
+    root, _ = records
+    kwargs = dict(batch_size=4, pipeline="train", image_size=48, seed=11, fields=FIELDS)
+
+    def digest(batch):
+        return (batch["image"].sum().item(), tuple(batch["caption"]), tuple(batch["label"].tolist()))
+
+    one = [digest(b) for b in nostall.Loader(str(root), threads=1, **kwargs)]
+    two = [digest(b) for b in nostall.Loader(str(root), threads=2, **kwargs)]
+    assert one == two
+    loader = nostall.Loader(str(root), threads=2, **kwargs)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = loader.state_dict()
+    resumed = nostall.Loader(str(root), threads=1, **kwargs)
+    resumed.load_state_dict(state)
+    assert [digest(b) for b in resumed] == one[3:]
+
+
+def hostile_shard(root, photo):
+    """Good samples among ones whose other fields are hostile."""
+    deep = "[" * 10_000 + "]" * 10_000
+    write_shard(
+        root / "hostile.tar",
+        [
+            ("good1.jpg", photo), ("good1.txt", b"a photograph"), ("good1.json", b"{}"),
+            ("latin1.jpg", photo), ("latin1.txt", b"caf\xe9 au lait"), ("latin1.json", b"{}"),
+            ("huge.jpg", photo), ("huge.txt", b"word " * (2 << 20)), ("huge.json", b"{}"),
+            ("deep.jpg", photo), ("deep.txt", b"nested"), ("deep.json", deep.encode()),
+            ("broken.jpg", photo), ("broken.txt", b"cut"), ("broken.json", b'{"a": [1, 2'),
+            ("nocaption.jpg", photo), ("nocaption.json", b"{}"),
+            ("good2.jpg", photo), ("good2.txt", b"another photograph"), ("good2.json", b"[1]"),
+        ],
+    )
+
+
+def test_hostile_captions_and_metadata_are_skipped_by_cause_naming_sample_and_field(photos, tmp_path):
+    photo = next(Path(photos).rglob("*.jpg")).read_bytes()
+    hostile_shard(tmp_path, photo)
+    fields = {"image": "jpg", "caption": "txt", "meta": "json"}
+    loader = nostall.Loader(str(tmp_path), batch_size=2, pipeline="val", image_size=32, fields=fields,
+                            on_error="skip", shuffle=False)
+    delivered = [c for batch in loader for c in batch["caption"]]
+    assert sorted(delivered) == ["a photograph", "another photograph"]
+    causes = {s["location"].rsplit(":", 1)[-1]: s["cause"] for s in loader.skipped()}
+    assert causes == {
+        "latin1": "bad-text", "huge": "bad-text", "deep": "bad-json", "broken": "bad-json",
+        "nocaption": "missing-field",
+    }
+    details = {s["location"].rsplit(":", 1)[-1]: s["detail"] for s in loader.skipped()}
+    assert '"caption"' in details["latin1"] and "UTF-8" in details["latin1"]
+    assert "max_bytes=16384" in details["huge"]
+    assert '"meta"' in details["deep"] and "recursion" in details["deep"]
+    assert "txt" in details["nocaption"]
+
+    strict = nostall.Loader(str(tmp_path), batch_size=2, pipeline="val", image_size=32, fields=fields,
+                            shuffle=False)
+    with pytest.raises(nostall.SampleError, match=r"hostile\.tar:latin1.*caption"):
+        for _ in strict:
+            pass
+
+
+def test_a_bigger_max_bytes_takes_a_long_caption_whole(photos, tmp_path):
+    photo = next(Path(photos).rglob("*.jpg")).read_bytes()
+    long = ("a caption that goes on " * 1000).encode()
+    write_shard(tmp_path / "s.tar", [("k.jpg", photo), ("k.txt", long)])
+    loader = nostall.Loader(str(tmp_path), batch_size=1, pipeline="val", image_size=32,
+                            fields={"image": "jpg", "caption": nostall.Field("txt", max_bytes=len(long))})
+    assert next(iter(loader))["caption"] == [long.decode()]
+    raw = nostall.Loader(str(tmp_path), batch_size=1, pipeline="val", image_size=32,
+                         fields={"image": "jpg", "caption": nostall.Field("txt", kind="bytes", max_bytes=1 << 20)})
+    assert next(iter(raw))["caption"] == [long]
+
+
+def test_settings_fields_do_not_take_yet_are_config_errors(records, photos):
+    root, _ = records
+    cases = [
+        dict(share="auto"),
+        dict(batch_transform=lambda x, y: (x, y)),
+        dict(output="dlpack"),
+        dict(pipeline=[[nostall.ops.RandomResizedCrop(32)], [nostall.ops.RandomResizedCrop(16)]]),
+    ]
+    for extra in cases:
+        kwargs = dict(batch_size=4, pipeline="val", image_size=32, fields=FIELDS)
+        if "pipeline" in extra:
+            kwargs.pop("image_size")
+        kwargs.update(extra)
+        with pytest.raises(nostall.ConfigError, match="fields="):
+            nostall.Loader(str(root), **kwargs)
+    with pytest.raises(nostall.ConfigError, match="WebDataset"):
+        nostall.Loader(str(photos), batch_size=4, fields={"image": "jpg"})
+    with pytest.raises(nostall.ConfigError, match="unknown kind"):
+        nostall.Loader(str(root), fields={"image": "jpg", "c": nostall.Field("txt", kind="words")})
+    with pytest.raises(nostall.ConfigError, match="two fields of the pipeline"):
+        nostall.Loader(str(root), fields={"a": "jpg", "b": "png"})
+    with pytest.raises(TypeError, match="nostall.Field"):
+        nostall.Loader(str(root), fields={"image": 3})
+    assert repr(nostall.Field("txt", max_bytes=9)) == 'Field("txt", max_bytes=9)'
+
+
+def test_a_label_field_needs_cls_members(photos, tmp_path):
+    photo = next(Path(photos).rglob("*.jpg")).read_bytes()
+    write_shard(tmp_path / "s.tar", [("k.jpg", photo), ("k.txt", b"no class")])
+    with pytest.raises(nostall.ConfigError, match=".cls"):
+        nostall.Loader(str(tmp_path), fields={"image": "jpg", "label": "cls"})
