@@ -221,3 +221,19 @@ def test_a_label_field_needs_cls_members(photos, tmp_path):
     write_shard(tmp_path / "s.tar", [("k.jpg", photo), ("k.txt", b"no class")])
     with pytest.raises(nostall.ConfigError, match=".cls"):
         nostall.Loader(str(tmp_path), fields={"image": "jpg", "label": "cls"})
+
+
+def test_records_through_the_cache_and_ranks_each_sample_once(records):
+    root, by_key = records
+    kwargs = dict(batch_size=4, pipeline="val", image_size=32, fields=FIELDS, seed=5)
+    cached = nostall.Loader(str(root), cache="100%", **kwargs)
+    first = [b["caption"] for b in cached]
+    again = [b["caption"] for b in cached]  # the second epoch reads from the cache
+    assert sorted(c for b in first for c in b) == sorted(by_key.values())
+    assert sorted(c for b in again for c in b) == sorted(by_key.values())
+    assert cached.metrics["cache"]["hit_rate"] == 1.0
+    seen = []
+    for rank in range(2):
+        loader = nostall.Loader(str(root), rank=rank, world_size=2, **kwargs)
+        seen += [m["key"] for b in loader for m in b["meta"]]
+    assert sorted(seen) == sorted(by_key)
