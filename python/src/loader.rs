@@ -22,10 +22,10 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use crate::convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
 use crate::dlpack::Owner;
 use crate::errors::{config_error, job_error, raise, raise_peer};
+use crate::fields::{FieldsArg, Records};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::mix::Mixup;
 use crate::stats::{node_dict, stats_dict};
-use crate::fields::{FieldsArg, Records};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
 use crate::{device, live, shared, state};
 

@@ -237,3 +237,44 @@ def test_records_through_the_cache_and_ranks_each_sample_once(records):
         loader = nostall.Loader(str(root), rank=rank, world_size=2, **kwargs)
         seen += [m["key"] for b in loader for m in b["meta"]]
     assert sorted(seen) == sorted(by_key)
+
+
+RECORDINGS = Path(__file__).resolve().parents[2] / "crates" / "nostall" / "tests" / "recordings"
+
+
+def test_a_manifest_with_transcripts_gives_spectrograms_with_their_token_ids(tmp_path):
+    """NeMo's JSON lines with `text`: (log-mel, token ids) batches, the spectrograms those of
+    the manifest read without text. The recording is real music (the test set has no
+    speech); the transcripts are English sentences."""
+    open_clip = pytest.importorskip("open_clip")
+    for recording in RECORDINGS.glob("battle.*"):
+        (tmp_path / recording.name).write_bytes(recording.read_bytes())
+    texts = captions(8)
+    rows = [{"audio_filepath": f"battle.{ext}", "offset": start, "duration": 1.5, "text": texts[i]}
+            for i, (ext, start) in enumerate((e, s) for e in ("flac", "opus") for s in (0.5, 2.0, 4.0, 6.5))]
+    rows[-1].pop("text")  # one segment without a transcript
+    manifest = tmp_path / "train.json"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tokenizer = nostall.Tokenizer(open_clip.get_tokenizer("ViT-B-32"), length=32)
+    fields = {"audio": "audio", "text": nostall.Field("text", tokenizer=tokenizer), "transcript": "text"}
+    kwargs = dict(pipeline="melspec", batch_size=4, seed=4, on_error="skip")
+    with_text = nostall.Loader(str(manifest), fields=fields, **kwargs)
+    plain = nostall.Loader(str(manifest), **kwargs)
+    delivered = []
+    plain_batches = [audio.clone() for audio, _ in plain]
+    ids_of = dict(zip(texts, tokenizer(texts)[0]))
+    got = []
+    for batch in with_text:
+        got.append(batch["audio"].clone())
+        ids, mask = batch["text"]
+        for row, transcript in enumerate(batch["transcript"]):
+            assert torch.equal(ids[row], ids_of[transcript])
+            delivered.append(transcript)
+        assert batch["audio"].shape[1:] == (64, 401)
+    assert sorted(delivered) == sorted(texts[:7])
+    assert [s["cause"] for s in with_text.skipped()] == ["missing-field"]
+    assert "#t=6.5,8" in with_text.skipped()[0]["location"]
+    # The same spectrograms, but for the one sample skipped: compare the batches' sets.
+    flat_plain = {tuple(a.flatten()[:64].tolist()) for b in plain_batches for a in b}
+    flat_text = {tuple(a.flatten()[:64].tolist()) for b in got for a in b}
+    assert flat_text <= flat_plain and len(flat_text) == 7

@@ -106,10 +106,11 @@ pub fn open_in(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Dataset> {
     let dataset = open_any(location, mode, modality, columns, var)?;
-    if columns.record.is_some() && dataset.format != Format::TarShards {
+    let records = matches!(dataset.format, Format::TarShards | Format::Segments);
+    if columns.record.is_some() && !records {
         return Err(Error::Config(format!(
-            "fields= reads samples as records of WebDataset shards (.tar), and {location} \
-             holds {}: give a directory or prefix of .tar shards",
+            "fields= reads samples as records of WebDataset shards (.tar) or of a manifest \
+             of recordings, and {location} holds {}",
             dataset.format.describe()
         )));
     }
@@ -153,7 +154,7 @@ fn open_any(
                     .cloned()
                     .ok_or_else(|| crate::error::Cause::Io(format!("{key} is not under {prefix}")))
             };
-            return segments(store.clone(), name, &text, &info, modality);
+            return segments(store.clone(), name, &text, &info, modality, columns);
         }
         let store = Arc::new(open_s3(location, var)?);
         return open_store(store, mode, modality, columns);
@@ -166,7 +167,14 @@ fn open_any(
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         let info = |key: &str| dir.info(key);
-        return segments(Arc::new(dir.clone()), &name, &text, &info, modality);
+        return segments(
+            Arc::new(dir.clone()),
+            &name,
+            &text,
+            &info,
+            modality,
+            columns,
+        );
     }
     if path.is_file() && is_parquet_key(location) {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -243,6 +251,7 @@ fn segments(
     text: &[u8],
     info: &dyn Fn(&str) -> std::result::Result<BlobInfo, crate::error::Cause>,
     modality: Modality,
+    columns: &Columns,
 ) -> Result<Dataset> {
     if modality != Modality::Audio {
         return Err(Error::Config(format!(
@@ -250,7 +259,8 @@ fn segments(
              pipeline"
         )));
     }
-    let segments = Segments::from_manifest(store, name, text, info)?;
+    let records = columns.record.is_some();
+    let segments = Segments::from_manifest(store, name, text, info, records)?;
     Ok(Dataset {
         catalog: segments.catalog().clone(),
         source: Arc::new(segments),

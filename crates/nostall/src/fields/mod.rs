@@ -76,16 +76,17 @@ pub enum FieldKind {
 
 impl FieldKind {
     /// The kind webdataset's decoders give a member of extension `ext`: the loader's
-    /// modality's own (`jpg`, `wav`…) through its pipeline, `cls` the label, `txt` and
-    /// `text` text, `json` JSON, anything else bytes.
+    /// modality's own (`jpg`, `wav`…, or its name: a manifest's `audio`) through its
+    /// pipeline, `cls` (or a manifest's `label`) the label, `txt` and `text` text, `json`
+    /// JSON, anything else bytes.
     pub fn for_extension(ext: &str, modality: Modality) -> FieldKind {
         let ext = ext.to_ascii_lowercase();
-        if modality.accepts(&format!("x.{ext}")) {
+        if ext == modality.name() || modality.accepts(&format!("x.{ext}")) {
             return FieldKind::Sample;
         }
         let max_bytes = DEFAULT_FIELD_BYTES;
         match ext.as_str() {
-            "cls" => FieldKind::Label,
+            "cls" | "label" => FieldKind::Label,
             "txt" | "text" => FieldKind::Text { max_bytes },
             "json" => FieldKind::Json { max_bytes },
             _ => FieldKind::Bytes { max_bytes },
@@ -222,9 +223,11 @@ impl Fields {
                     field.name
                 )));
             }
-            if matches!(field.kind, FieldKind::Label) && field.members != ["cls"] {
+            let label_member =
+                matches!(field.members.as_slice(), [m] if m == "cls" || m == "label");
+            if matches!(field.kind, FieldKind::Label) && !label_member {
                 return Err(Error::Config(format!(
-                    "field {:?}: labels are read from .cls members (as class numbers); read \
+                    "field {:?}: labels are read from .cls members (a manifest's label); read \
                      {:?} as text instead",
                     field.name,
                     field.members.join(";")

@@ -5,7 +5,7 @@ use crate::error::{Cause, Result};
 use crate::prep::{Pipeline, Prep, Prepared, Preparer};
 use crate::rng::Rng;
 use crate::sample::{Modality, Part, SampleLayout};
-use crate::storage::tar::{member_ext, record_members, Member};
+use crate::storage::record::{members, RecordMember};
 
 /// A loader's pipeline with the other fields of each sample: the [`Prep`] of a loader
 /// given [`Fields`]. Its samples are records read as
@@ -72,7 +72,7 @@ struct RecordPreparer {
 
 impl Preparer for RecordPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
-        let members = record_members(data)?;
+        let members = members(data)?;
         let mut prepared = Prepared::InSlot;
         for (field, part) in self.fields.iter().zip(&self.parts) {
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
@@ -117,18 +117,17 @@ impl Preparer for RecordPreparer {
 }
 
 /// The data of the record's member for `field`: of its first extension the record has.
-fn member<'a>(data: &'a [u8], members: &[Member], field: &Field) -> Result<&'a [u8], Cause> {
-    let found = field.members.iter().find_map(|ext| {
-        members
-            .iter()
-            .find(|m| member_ext(&m.name).eq_ignore_ascii_case(ext))
-    });
+fn member<'a>(data: &'a [u8], members: &[RecordMember], field: &Field) -> Result<&'a [u8], Cause> {
+    let found = field
+        .members
+        .iter()
+        .find_map(|ext| members.iter().find(|m| m.ext.eq_ignore_ascii_case(ext)));
     let member = found.ok_or_else(|| Cause::MissingField {
         field: field.name.clone(),
         members: field.members.join(";"),
     })?;
-    // `record_members` checked every extent against the record.
-    Ok(&data[member.offset as usize..(member.offset + member.len) as usize])
+    // `members` checked every extent against the record.
+    Ok(&data[member.data.clone()])
 }
 
 fn utf8<'a>(field: &Field, bytes: &'a [u8]) -> Result<&'a str, Cause> {

@@ -403,7 +403,8 @@ impl LoaderBuilder {
         let unlabeled = catalog.is_empty() || catalog.label(0).is_none();
         if unlabeled && self.fields.as_ref().is_some_and(Fields::has_label) {
             return Err(Error::Config(format!(
-                "fields= asks for a label, and the samples of {} have no .cls member",
+                "fields= asks for a label, and the samples of {} have none (a .cls member, a \
+                 manifest's label)",
                 self.location
             )));
         }

@@ -49,6 +49,7 @@ mod files;
 mod memory;
 #[cfg(feature = "parquet")]
 mod parquet;
+pub(crate) mod record;
 #[cfg(feature = "s3")]
 mod s3;
 mod segments;

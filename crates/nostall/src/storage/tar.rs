@@ -56,7 +56,7 @@ pub struct TarShards {
 /// One member of a tar shard, as found by [`index_shard`] (or of a record, by
 /// [`record_members`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Member {
+pub(super) struct Member {
     /// Its name in the archive.
     pub(crate) name: String,
     /// Where its first header starts (a long-name or pax header before its own).
@@ -330,7 +330,7 @@ fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Ca
 /// # Errors
 ///
 /// A damaged header, or a member that runs past the record's end.
-pub(crate) fn record_members(record: &[u8]) -> Result<Vec<Member>, Cause> {
+pub(super) fn record_members(record: &[u8]) -> Result<Vec<Member>, Cause> {
     walk(&mut { record })
 }
 
@@ -521,7 +521,7 @@ fn sample_key(name: &str) -> &str {
 }
 
 /// A member's extension as WebDataset sees it: everything after the key's `.`.
-pub(crate) fn member_ext(name: &str) -> &str {
+pub(super) fn member_ext(name: &str) -> &str {
     name[sample_key(name).len()..].trim_start_matches('.')
 }
 

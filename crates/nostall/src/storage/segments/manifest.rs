@@ -4,10 +4,11 @@
 //! - **JSON lines** (`.jsonl`, or `.json` holding one object per line, as NeMo writes
 //!   them): `audio_filepath` (or `path`, `audio`), `offset` (or `start`, seconds,
 //!   default 0), `duration` (seconds; absent: to the recording's end), `label` (a class
-//!   name, or a class number); other keys (`text`, …) are ignored.
+//!   name, or a class number), `text` (or `transcript`: what is said, for a loader given
+//!   a text field); other keys are ignored.
 //! - **CSV** (`.csv`): a header row naming the same columns (`path`, `start`, `duration`,
-//!   `label`, or NeMo's names), then one row per segment; fields may be quoted as RFC
-//!   4180 quotes them.
+//!   `label`, `text`, or NeMo's names), then one row per segment; fields may be quoted as
+//!   RFC 4180 quotes them.
 //!
 //! Paths are relative to the manifest's directory (or prefix), or absolute (local
 //! manifests only). Every problem names the manifest and its line.
@@ -33,6 +34,8 @@ pub(crate) struct Row {
     /// Seconds; `None`: to the recording's end.
     pub(crate) duration: Option<f64>,
     pub(crate) label: Option<Label>,
+    /// What is said in it (its transcript), if the manifest gives it.
+    pub(crate) text: Option<String>,
 }
 
 /// A row's class.
@@ -48,6 +51,7 @@ const PATH_KEYS: [&str; 3] = ["audio_filepath", "path", "audio"];
 const START_KEYS: [&str; 2] = ["offset", "start"];
 const DURATION_KEYS: [&str; 1] = ["duration"];
 const LABEL_KEYS: [&str; 1] = ["label"];
+const TEXT_KEYS: [&str; 2] = ["text", "transcript"];
 
 /// Whether a file's name is a manifest's: `.jsonl`, `.json` or `.csv`.
 pub(crate) fn is_manifest(name: &str) -> bool {
@@ -86,6 +90,7 @@ struct Fields<'a> {
     start: Option<Value<'a>>,
     duration: Option<Value<'a>>,
     label: Option<Value<'a>>,
+    text: Option<&'a str>,
 }
 
 /// A field: a number, or text (CSV fields are text that may read as numbers).
@@ -152,6 +157,7 @@ impl Fields<'_> {
             start,
             duration,
             label,
+            text: self.text.map(str::to_string),
         })
     }
 }
@@ -188,11 +194,17 @@ fn json_lines(name: &str, text: &str) -> Result<Vec<Row>> {
             Some(other) => return Err(bad(format!("its path is {other}, not text"))),
             None => None,
         };
+        let text = match field(&TEXT_KEYS) {
+            Some(Json::String(text)) => Some(text.as_str()),
+            None | Some(Json::Null) => None,
+            Some(other) => return Err(bad(format!("its text is {other}, not text"))),
+        };
         let fields = Fields {
             path,
             start: value(&START_KEYS, "start")?,
             duration: value(&DURATION_KEYS, "duration")?,
             label: value(&LABEL_KEYS, "label")?,
+            text,
         };
         rows.push(fields.row(name, line_number)?);
     }
@@ -223,6 +235,7 @@ fn csv(name: &str, text: &str) -> Result<Vec<Row>> {
         column(&START_KEYS),
         column(&DURATION_KEYS),
         column(&LABEL_KEYS),
+        column(&TEXT_KEYS),
     ];
     if columns[0].is_none() {
         return Err(Error::Config(format!(
@@ -244,6 +257,7 @@ fn csv(name: &str, text: &str) -> Result<Vec<Row>> {
             start: text(columns[1]),
             duration: text(columns[2]),
             label: text(columns[3]),
+            text: get(columns[4]),
         };
         rows.push(row.row(name, line)?);
     }

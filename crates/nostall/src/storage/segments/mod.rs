@@ -23,6 +23,7 @@ pub(crate) use manifest::is_manifest;
 use manifest::Label;
 
 use super::blob::{read_range, read_ranges, BlobRange};
+use super::record;
 use super::{
     BlobInfo, BlobStore, NextRead, ReadDone, Served, Source, SourceStats, DEFAULT_MAX_BYTES,
 };
@@ -42,6 +43,9 @@ pub struct Segments {
     recordings: Vec<Recording>,
     /// Each sample's bytes and where they lie.
     pieces: Vec<(Stretch, Segment)>,
+    /// Each sample's transcript, when samples are read as records
+    /// ([`Segments::from_manifest`]'s `records`).
+    texts: Option<Vec<Option<Box<str>>>>,
     max_bytes: u64,
     served: Served,
 }
@@ -63,6 +67,10 @@ impl Segments {
     /// Labels are class numbers as given, or class names numbered in sorted order; every
     /// segment has one or none has.
     ///
+    /// With `records`, each sample is read as a framed record ([`crate::storage::record`])
+    /// of its segment (member `audio`) and, where its row has one, its transcript (member
+    /// `text`), for a loader given fields.
+    ///
     /// # Errors
     ///
     /// When the manifest cannot be parsed (the error names its line), mixes class names
@@ -72,6 +80,7 @@ impl Segments {
         name: &str,
         text: &[u8],
         info: &dyn Fn(&str) -> std::result::Result<BlobInfo, Cause>,
+        records: bool,
     ) -> Result<Segments> {
         let rows = manifest::parse(name, text)?;
         let classes = classes(name, rows.iter().filter_map(|r| r.label.as_ref()))?;
@@ -124,7 +133,14 @@ impl Segments {
                 Label::Number(n) => *n,
                 Label::Name(name) => classes.binary_search(name).expect("listed") as u32,
             });
-            (segment_name(row), label, stretch.size())
+            let size = match (records, &row.text) {
+                (false, _) => stretch.size(),
+                (true, None) => record::frame_len([("audio", stretch.size())]),
+                (true, Some(text)) => {
+                    record::frame_len([("audio", stretch.size()), ("text", text.len() as u64)])
+                }
+            };
+            (segment_name(row), label, size)
         });
         let root = store.root();
         let catalog = Catalog::from_samples(
@@ -139,6 +155,11 @@ impl Segments {
             recording,
             recordings,
             pieces,
+            texts: records.then(|| {
+                rows.into_iter()
+                    .map(|row| row.text.map(String::into_boxed_str))
+                    .collect()
+            }),
             max_bytes: DEFAULT_MAX_BYTES,
             served: Served::default(),
         })
@@ -186,13 +207,22 @@ impl Segments {
         ))
     }
 
-    /// Puts the envelope and the header in front of sample `id`'s body, read into `out`.
+    /// Puts the envelope and the header in front of sample `id`'s body, read into `out`;
+    /// for records, frames that with the transcript.
     fn wrap(&self, id: SampleId, out: &mut Vec<u8>) {
         let (stretch, segment) = &self.pieces[id as usize];
         let mut front = Vec::with_capacity((stretch.size() as usize).saturating_sub(out.len()));
         segment.write_envelope(&mut front);
         stretch.write_header(&mut front);
         out.splice(0..0, front);
+        if let Some(texts) = &self.texts {
+            let audio = std::mem::take(out);
+            let mut members: Vec<(&str, &[u8])> = vec![("audio", &audio)];
+            if let Some(text) = &texts[id as usize] {
+                members.push(("text", text.as_bytes()));
+            }
+            record::write_frame(&members, out);
+        }
     }
 }
 
@@ -315,7 +345,7 @@ mod tests {
         let store = Arc::new(LocalDir::new(dir.path()).unwrap());
         let manifest = b"path,start,duration\nplain.wav,0.25,0.5\ntagged.wav,0.25,0.5\n";
         let info = |key: &str| store.info(key);
-        let segments = Segments::from_manifest(store.clone(), "m.csv", manifest, &info)
+        let segments = Segments::from_manifest(store.clone(), "m.csv", manifest, &info, false)
             .unwrap()
             .with_max_bytes(500_000);
         // Half a second of audio is 96 000 bytes, under the limit; with the tags, over.
