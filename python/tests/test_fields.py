@@ -278,3 +278,35 @@ def test_a_manifest_with_transcripts_gives_spectrograms_with_their_token_ids(tmp
     flat_plain = {tuple(a.flatten()[:64].tolist()) for b in plain_batches for a in b}
     flat_text = {tuple(a.flatten()[:64].tolist()) for b in got for a in b}
     assert flat_text <= flat_plain and len(flat_text) == 7
+
+
+def test_a_parquet_dataset_gives_its_image_and_caption_columns_as_fields(photos, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    files = sorted(Path(photos).rglob("*.jpg"))
+    texts = captions(len(files))
+    classes = sorted({p.parent.name for p in files})
+    table = pa.table({
+        "image": [{"bytes": p.read_bytes(), "path": p.name} for p in files],
+        "caption": texts[:-1] + [None],  # the last row's caption is null
+        "label": [classes.index(p.parent.name) for p in files],
+    })
+    pq.write_table(table, tmp_path / "train.parquet", row_group_size=10)
+    fields = {"image": "image", "caption": "caption", "label": "label"}
+    kwargs = dict(batch_size=5, pipeline="val", image_size=32, seed=1, on_error="skip")
+    loader = nostall.Loader(str(tmp_path / "train.parquet"), fields=fields, **kwargs)
+    plain = nostall.Loader(str(tmp_path / "train.parquet"), **kwargs)
+    got = {}
+    for batch in loader:
+        for image, caption, label in zip(batch["image"], batch["caption"], batch["label"], strict=True):
+            got[caption] = (image.clone(), int(label))
+    want = {}
+    for images, labels in plain:
+        for i, sample in enumerate(plain.last_ids):
+            want[texts[sample]] = (images[i].clone(), int(labels[i]))
+    assert set(got) == set(texts[:-1])
+    for caption, (image, label) in got.items():
+        assert torch.equal(image, want[caption][0]) and label == want[caption][1]
+    assert [s["cause"] for s in loader.skipped()] == ["missing-field"]
+    with pytest.raises(nostall.ConfigError, match='no column "words"'):
+        nostall.Loader(str(tmp_path / "train.parquet"), fields={"image": "image", "w": "words"})

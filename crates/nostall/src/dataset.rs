@@ -106,11 +106,14 @@ pub fn open_in(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Dataset> {
     let dataset = open_any(location, mode, modality, columns, var)?;
-    let records = matches!(dataset.format, Format::TarShards | Format::Segments);
+    let records = matches!(
+        dataset.format,
+        Format::TarShards | Format::Segments | Format::Parquet
+    );
     if columns.record.is_some() && !records {
         return Err(Error::Config(format!(
-            "fields= reads samples as records of WebDataset shards (.tar) or of a manifest \
-             of recordings, and {location} holds {}",
+            "fields= reads samples as records of WebDataset shards (.tar), Parquet files or \
+             a manifest of recordings, and {location} holds {}",
             dataset.format.describe()
         )));
     }

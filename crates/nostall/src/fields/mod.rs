@@ -77,7 +77,8 @@ pub enum FieldKind {
 impl FieldKind {
     /// The kind webdataset's decoders give a member of extension `ext`: the loader's
     /// modality's own (`jpg`, `wav`…, or its name: a manifest's `audio`) through its
-    /// pipeline, `cls` (or a manifest's `label`) the label, `txt` and `text` text, `json`
+    /// pipeline, `cls` (or a manifest's `label`) the label, `txt`, `text` (and the
+    /// usual names of text columns: `caption`, `transcript`, `sentence`) text, `json`
     /// JSON, anything else bytes.
     pub fn for_extension(ext: &str, modality: Modality) -> FieldKind {
         let ext = ext.to_ascii_lowercase();
@@ -87,7 +88,7 @@ impl FieldKind {
         let max_bytes = DEFAULT_FIELD_BYTES;
         match ext.as_str() {
             "cls" | "label" => FieldKind::Label,
-            "txt" | "text" => FieldKind::Text { max_bytes },
+            "txt" | "text" | "caption" | "transcript" | "sentence" => FieldKind::Text { max_bytes },
             "json" => FieldKind::Json { max_bytes },
             _ => FieldKind::Bytes { max_bytes },
         }

@@ -151,7 +151,10 @@ pub(super) fn find(
 /// The leaf of column `name` that holds encoded samples: the column itself if it is
 /// binary, or its `bytes` field (the `{bytes, path}` struct of Hugging Face's `Image` and
 /// `Audio` features).
-fn sample_leaf(leaves: &[ColumnDescPtr], name: &str) -> std::result::Result<usize, String> {
+pub(super) fn sample_leaf(
+    leaves: &[ColumnDescPtr],
+    name: &str,
+) -> std::result::Result<usize, String> {
     let found = leaves
         .iter()
         .position(|l| l.path().parts() == [name])

@@ -54,7 +54,7 @@ use super::{
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::sample::Modality;
-use crate::storage::Columns;
+use crate::storage::{record, Columns};
 
 /// The largest footer read: a footer describes row groups and columns, and even a file
 /// of a million row groups has one of a few hundred megabytes; beyond this it is damage.
@@ -118,6 +118,8 @@ struct File {
     version: Option<String>,
     /// Its sample column.
     descr: ColumnDescPtr,
+    /// The other columns each sample's record holds (a loader's fields), by name.
+    extras: Vec<(String, ColumnDescPtr)>,
 }
 
 /// One group of one file: a page of the sample column, or a row group's whole chunk.
@@ -131,6 +133,9 @@ struct Group {
     /// Its first row's number in the file, and its first sample.
     first_row: u64,
     first_sample: SampleId,
+    /// The row group's chunks of the file's other columns (`File::extras`): codec and
+    /// extent each.
+    extras: Vec<(Compression, (u64, u64))>,
 }
 
 /// The groups decoded, by group.
@@ -160,8 +165,8 @@ impl Slot {
     }
 }
 
-/// A decoded group's samples, by row.
-type Values = Vec<Option<ByteArray>>;
+/// A decoded group's values: its samples by row, then each other column's.
+type Values = Vec<Vec<Option<ByteArray>>>;
 
 impl ParquetFiles {
     /// Indexes every `.parquet` blob of `listing` (from `store`), in key order: the sample
@@ -317,7 +322,14 @@ impl ParquetFiles {
         let values = cell.get_or_init(|| {
             let values = self.decode(group).map(Arc::new);
             if let Ok(values) = &values {
-                decoded_here = Some(values.iter().flatten().map(|v| v.len() as u64).sum());
+                decoded_here = Some(
+                    values
+                        .iter()
+                        .flatten()
+                        .flatten()
+                        .map(|v| v.len() as u64)
+                        .sum(),
+                );
             }
             values
         });
@@ -349,22 +361,33 @@ impl ParquetFiles {
         values.clone()
     }
 
-    /// Reads and decodes group `group` of the sample column.
+    /// Reads and decodes group `group` of the sample column, and of the other columns a
+    /// record holds.
     fn decode(&self, group: u32) -> std::result::Result<Values, Cause> {
         let g = &self.groups[group as usize];
         let file = &self.files[g.file as usize];
-        let (start, len) = g.extent;
-        let mut bytes = Vec::new();
-        self.store
-            .read(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
         let limit = self.memory.load(Ordering::Relaxed).max(self.max_bytes);
-        chunk::binary(&file.descr, g.codec, &bytes, g.rows, limit).map_err(|e| {
-            Cause::Corrupt(format!(
-                "rows {}..{}: {e}",
-                g.first_row,
-                g.first_row + g.rows as u64
-            ))
-        })
+        let chunks = std::iter::once((&file.descr, g.codec, g.extent)).chain(
+            file.extras
+                .iter()
+                .zip(&g.extras)
+                .map(|((_, d), (c, e))| (d, *c, *e)),
+        );
+        let mut values = Vec::with_capacity(1 + g.extras.len());
+        let mut bytes = Vec::new();
+        for (descr, codec, (start, len)) in chunks {
+            self.store
+                .read(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
+            let column = chunk::binary(descr, codec, &bytes, g.rows, limit).map_err(|e| {
+                Cause::Corrupt(format!(
+                    "rows {}..{}: {e}",
+                    g.first_row,
+                    g.first_row + g.rows as u64
+                ))
+            })?;
+            values.push(column);
+        }
+        Ok(values)
     }
 }
 
@@ -393,7 +416,7 @@ impl Source for ParquetFiles {
         let values = self.values(group)?;
         let g = &self.groups[group as usize];
         let row = (id - g.first_sample) as usize;
-        let value = values[row]
+        let value = values[0][row]
             .as_ref()
             .ok_or_else(|| Cause::Corrupt("the row holds no sample (null)".into()))?;
         match value.len() as u64 {
@@ -406,7 +429,21 @@ impl Source for ParquetFiles {
             }
             _ => {}
         }
-        out.extend_from_slice(value.data());
+        let file = &self.files[g.file as usize];
+        if file.extras.is_empty() {
+            out.extend_from_slice(value.data());
+        } else {
+            // A record: the sample under its modality's name, then each other column's
+            // value of the row (a null one left out: a missing field).
+            let mut members: Vec<(&str, &[u8])> =
+                vec![(self.catalog.modality().name(), value.data())];
+            for ((name, _), column) in file.extras.iter().zip(&values[1..]) {
+                if let Some(v) = &column[row] {
+                    members.push((name, v.data()));
+                }
+            }
+            record::write_frame(&members, out);
+        }
         self.served.count(out.len() as u64);
         Ok(())
     }
@@ -488,6 +525,20 @@ impl Index {
             columns::find(meta.file_metadata(), modality, columns).map_err(Problem::Columns)?;
         let schema = meta.file_metadata().schema_descr();
         let descr = schema.column(found.sample);
+        // A record's other members are columns by name; its sample is `image` (`audio`),
+        // whichever column holds it.
+        let extras = match &columns.record {
+            None => Vec::new(),
+            Some(names) => names
+                .iter()
+                .filter(|name| *name != modality.name())
+                .map(|name| {
+                    columns::sample_leaf(schema.columns(), name)
+                        .map(|leaf| (name.clone(), leaf))
+                        .map_err(|why| Problem::Columns(format!("a field's column: {why}")))
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?,
+        };
         let layout = (
             descr.path().string(),
             found.label.map(|l| schema.column(l.leaf).path().string()),
@@ -529,7 +580,11 @@ impl Index {
             )));
         }
         let file = self.files.len() as u32;
-        let offset_indexes = offset_indexes(store, blob, &meta, found.sample);
+        // A record's columns are read a row group at a time, all alike.
+        let offset_indexes = match extras.is_empty() {
+            true => offset_indexes(store, blob, &meta, found.sample),
+            false => None,
+        };
         let mut first_row = 0u64;
         for (g, group) in meta.row_groups().iter().enumerate() {
             let rows = usize::try_from(group.num_rows())
@@ -553,8 +608,17 @@ impl Index {
                 )?),
                 None => None,
             };
-            // A sample's size: its row group's share of the decompressed chunk.
-            let size = u64::try_from(chunk.uncompressed_size()).unwrap_or(0) / rows.max(1) as u64;
+            let mut extra_chunks = Vec::with_capacity(extras.len());
+            let mut uncompressed = u64::try_from(chunk.uncompressed_size()).unwrap_or(0);
+            for (_, leaf) in &extras {
+                let extra = group.column(*leaf);
+                chunk::check_codec(extra)?;
+                extra_chunks.push((extra.compression(), chunk::extent(extra, blob.size)?));
+                uncompressed = uncompressed
+                    .saturating_add(u64::try_from(extra.uncompressed_size()).unwrap_or(0));
+            }
+            // A sample's size: its row group's share of the decompressed chunks.
+            let size = uncompressed / rows.max(1) as u64;
             for unit in units {
                 let first_sample = self.samples.len() as SampleId;
                 let index = self.groups.len() as u32;
@@ -582,6 +646,7 @@ impl Index {
                     rows: unit.rows,
                     first_row: first_row + unit.first_row as u64,
                     first_sample,
+                    extras: extra_chunks.clone(),
                 });
             }
             first_row += rows as u64;
@@ -590,6 +655,10 @@ impl Index {
             key: blob.key.clone(),
             version: blob.version.clone(),
             descr,
+            extras: extras
+                .into_iter()
+                .map(|(name, leaf)| (name, schema.column(leaf)))
+                .collect(),
         });
         Ok(())
     }
