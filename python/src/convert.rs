@@ -39,6 +39,40 @@ where
     }
 }
 
+/// `Loader(source)`: one dataset's location (a `str` or path), or several, for a mixture
+/// (a list or tuple of them).
+pub(crate) enum SourceArg {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl<'py> FromPyObject<'_, 'py> for SourceArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<SourceArg> {
+        let location = |o: &Bound<'py, PyAny>| -> PyResult<String> {
+            Ok(o.extract::<std::path::PathBuf>()?
+                .to_string_lossy()
+                .into_owned())
+        };
+        if obj.is_instance_of::<pyo3::types::PyList>()
+            || obj.is_instance_of::<pyo3::types::PyTuple>()
+        {
+            let many = obj
+                .try_iter()?
+                .map(|o| location(&o?))
+                .collect::<PyResult<Vec<String>>>()
+                .map_err(|_| {
+                    PyTypeError::new_err(
+                        "source: a list holds the datasets' locations (str or path)",
+                    )
+                })?;
+            return Ok(SourceArg::Many(many));
+        }
+        location(&obj.to_owned()).map(SourceArg::One)
+    }
+}
+
 /// `threads=`: a count, or `"auto"`.
 pub(crate) struct ThreadsArg(pub Threads);
 

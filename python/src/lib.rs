@@ -21,6 +21,7 @@ mod interrupt;
 mod live;
 mod loader;
 mod mix;
+mod mixture;
 mod ops;
 mod shared;
 mod state;

@@ -19,12 +19,15 @@ use nostall_peer::NodeConfig;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::convert::{Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
+use crate::convert::{
+    Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, SourceArg, Text, ThreadsArg,
+};
 use crate::dlpack::Owner;
 use crate::errors::{config_error, job_error, raise, raise_peer};
 use crate::fields::{FieldsArg, Records};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::mix::Mixup;
+use crate::mixture::SourceCounts;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
 use crate::{device, live, shared, state};
@@ -229,6 +232,8 @@ pub(crate) struct Loader {
     batch_transform: Option<Py<PyAny>>,
     /// How batches of records become dictionaries (`fields=`).
     records: Option<Records>,
+    /// What each dataset of a mixture delivered (`source=[...]`).
+    sources: Option<SourceCounts>,
 }
 
 #[pymethods]
@@ -246,7 +251,8 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None, worker_nice=None,
-            mix=None, aug_repeats=None, batch_transform=None, stack_views=false, fields=None
+            mix=None, aug_repeats=None, batch_transform=None, stack_views=false, fields=None,
+            weights=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -256,12 +262,12 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
             audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1, \
-            batch_transform=None, stack_views=False, fields=None)"
+            batch_transform=None, stack_views=False, fields=None, weights=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        source: PathBuf,
+        source: SourceArg,
         batch_size: Option<usize>,
         pipeline: Option<PipelineArg>,
         image_size: Option<u32>,
@@ -301,7 +307,45 @@ impl Loader {
         batch_transform: Option<Bound<'_, PyAny>>,
         stack_views: bool,
         fields: Option<FieldsArg>,
+        weights: Option<Vec<f64>>,
     ) -> PyResult<Loader> {
+        let mixture: Vec<(String, Option<f64>)> = match (&source, weights) {
+            (SourceArg::One(_), None) => Vec::new(),
+            (SourceArg::One(_), Some(_)) => {
+                return Err(config_error(
+                    py,
+                    "weights= mixes several datasets: give source= a list of them".into(),
+                ))
+            }
+            (SourceArg::Many(many), None) => many.iter().map(|l| (l.clone(), None)).collect(),
+            (SourceArg::Many(many), Some(weights)) if weights.len() == many.len() => many
+                .iter()
+                .cloned()
+                .zip(weights.into_iter().map(Some))
+                .collect(),
+            (SourceArg::Many(many), Some(weights)) => {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "{} datasets and {} weights: give one weight each",
+                        many.len(),
+                        weights.len()
+                    ),
+                ))
+            }
+        };
+        if !mixture.is_empty() && share.is_some() {
+            return Err(config_error(
+                py,
+                "a mixture of datasets with share= is not supported yet: the node agent \
+                 shares one dataset's batches"
+                    .into(),
+            ));
+        }
+        let location = match &source {
+            SourceArg::One(location) => location.clone(),
+            SourceArg::Many(many) => many.join(" + "),
+        };
         if fields.is_some() {
             let refused = [
                 (batch_transform.is_some(), "batch_transform="),
@@ -369,7 +413,10 @@ impl Loader {
             sample_column: image_column.or(audio_column),
             label_column,
         };
-        let (builder, mut dist) = args.builder(py, source.to_string_lossy().into_owned())?;
+        let (mut builder, mut dist) = args.builder(py, location)?;
+        if !mixture.is_empty() {
+            builder.mixture(mixture.clone());
+        }
         let mut job = JobBuilder::new(builder);
         if let Some(fields) = fields {
             let modality = job
@@ -446,6 +493,17 @@ impl Loader {
                 .map(live::NodeCounters::Agent),
         };
         let inner = Arc::new(job.loader);
+        let sources = match mixture.is_empty() {
+            true => None,
+            false => {
+                let (locations, weights) = mixture.into_iter().unzip();
+                Some(SourceCounts::new(
+                    locations,
+                    weights,
+                    inner.catalog().sources(),
+                ))
+            }
+        };
         let layout = inner.config().pipeline.layout();
         let records = match layout.parts().is_empty() {
             true => None,
@@ -512,6 +570,7 @@ impl Loader {
             stack_views,
             batch_transform,
             records,
+            sources,
         })
     }
 
@@ -562,6 +621,9 @@ impl Loader {
             .map_err(|e| raise(py, e))?;
         this.current = Some(epoch);
         this.active = true;
+        if let Some(sources) = &mut this.sources {
+            sources.restart();
+        }
         Ok(slf)
     }
 
@@ -613,6 +675,9 @@ impl Loader {
                 let after = nostall::Epoch::position(epoch);
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
+                if let Some(sources) = &mut self.sources {
+                    sources.count(batch.ids());
+                }
                 let labels = match batch.soft_labels() {
                     Some(soft) => {
                         let classes = soft.len() / batch.len().max(1);
@@ -799,6 +864,9 @@ impl Loader {
         }
         if let Some(device) = &self.device {
             d.set_item("device", device.metrics(py)?)?;
+        }
+        if let Some(sources) = &self.sources {
+            d.set_item("sources", sources.list(py)?)?;
         }
         Ok(d)
     }

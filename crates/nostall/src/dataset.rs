@@ -22,8 +22,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
-    is_manifest, is_parquet_key, is_sample_key, BlobInfo, BlobStore, LocalDir, LocalFiles, Objects,
-    ReadMode, Segments, Source, TarShards,
+    is_manifest, is_parquet_key, is_sample_key, BlobInfo, BlobStore, LocalDir, LocalFiles, Mixed,
+    Objects, ReadMode, Segments, Source, TarShards,
 };
 pub use crate::storage::{Columns, LabelColumn};
 
@@ -41,6 +41,8 @@ pub enum Format {
     Parquet,
     /// Segments of long recordings listed by a manifest.
     Segments,
+    /// Several datasets, one after another ([`open_mixture`]).
+    Mixture,
 }
 
 impl Format {
@@ -52,6 +54,7 @@ impl Format {
             Format::Objects => "one object per sample",
             Format::Parquet => "Parquet files",
             Format::Segments => "a manifest of recordings",
+            Format::Mixture => "several datasets",
         }
     }
 }
@@ -118,6 +121,43 @@ pub fn open_in(
         )));
     }
     Ok(dataset)
+}
+
+/// Several datasets opened as [`open_in`] opens each, their samples one after another
+/// ([`Catalog::concat`], [`Mixed`]): what a mixture by weight draws from.
+///
+/// # Errors
+///
+/// As [`open_in`] for each, and as [`Catalog::concat`].
+pub fn open_mixture(
+    locations: &[String],
+    mode: ReadMode,
+    modality: Modality,
+    columns: &Columns,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Dataset> {
+    let parts = locations
+        .iter()
+        .map(|location| open_in(location, mode, modality, columns, var))
+        .collect::<Result<Vec<Dataset>>>()?;
+    let catalogs: Vec<&Catalog> = parts.iter().map(|d| &*d.catalog).collect();
+    let catalog = Catalog::concat(&catalogs)?;
+    let lens: Vec<usize> = catalogs.iter().map(|c| c.len()).collect();
+    let shards: Vec<u32> = parts
+        .iter()
+        .map(|d| {
+            (0..d.catalog.len() as u64)
+                .filter_map(|id| d.source.shard(id))
+                .max()
+                .map_or(0, |s| s + 1)
+        })
+        .collect();
+    let sources = parts.into_iter().map(|d| d.source).collect();
+    Ok(Dataset {
+        catalog: Arc::new(catalog),
+        source: Arc::new(Mixed::new(sources, &lens, &shards)),
+        format: Format::Mixture,
+    })
 }
 
 fn open_any(

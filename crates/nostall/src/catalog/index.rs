@@ -255,6 +255,7 @@ impl Catalog {
             total_bytes,
             groups: Vec::new(),
             estimated_sizes: false,
+            sources: Vec::new(),
             dirs,
             mtimes,
         })

@@ -102,6 +102,9 @@ pub struct Catalog {
     /// Whether the sizes are estimates (a Parquet sample's is known only once its page is
     /// decoded), not each sample's bytes.
     estimated_sizes: bool,
+    /// For the samples of several datasets ([`Catalog::concat`]), each one's length;
+    /// empty for one dataset.
+    sources: Vec<usize>,
     /// Every directory scanned, relative to the root ("" is the root), with its
     /// modification time as seen before it was listed: what decides freshness.
     dirs: Strings,
@@ -156,6 +159,57 @@ impl Catalog {
         }
         Ok(catalog)
     }
+    /// The samples of several catalogs one after another (a mixture of datasets): source
+    /// `s`'s sample `k` is the sum of the earlier ones' lengths plus `k`. Each sample keeps
+    /// its relative path and label; the class names are the sources' where they all
+    /// name the same classes, else none (labels stay the numbers each source gives).
+    /// Groups are not kept: a mixture reads samples alone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for no catalog, catalogs of different modalities, or labels in
+    /// some and not others.
+    pub fn concat(parts: &[&Catalog]) -> Result<Catalog> {
+        let Some(first) = parts.first() else {
+            return Err(Error::Config("a mixture needs at least one dataset".into()));
+        };
+        let roots: Vec<String> = parts.iter().map(|c| c.root.display().to_string()).collect();
+        let mut catalog = Catalog::empty(PathBuf::from(roots.join(" + ")), first.modality);
+        let labeled = !first.labels.is_empty();
+        for part in parts {
+            if part.modality != first.modality {
+                return Err(Error::Config(format!(
+                    "a mixture's datasets hold one kind of sample: {} holds {}, {} {}",
+                    first.root.display(),
+                    first.modality.plural(),
+                    part.root.display(),
+                    part.modality.plural()
+                )));
+            }
+            if part.labels.is_empty() == labeled {
+                return Err(Error::Config(format!(
+                    "a mixture's datasets are all labeled or none: {} is{} and {} is{}",
+                    first.root.display(),
+                    if labeled { "" } else { " not" },
+                    part.root.display(),
+                    if labeled { " not" } else { "" },
+                )));
+            }
+            for id in 0..part.len() as SampleId {
+                catalog.push_sample("", part.relative_path(id), part.label(id), part.size(id));
+            }
+            catalog.estimated_sizes |= part.estimated_sizes;
+            catalog.sources.push(part.len());
+        }
+        if parts.iter().all(|c| c.classes == first.classes) {
+            catalog.classes.clone_from(&first.classes);
+        }
+        if labeled {
+            catalog.layout = DatasetLayout::ImageFolder;
+        }
+        Ok(catalog)
+    }
+
     /// The catalog with its samples read in groups: runs of consecutive samples of
     /// `lengths` (a Parquet file's row groups), which the plan keeps together
     /// ([`crate::plan::Blocks`]).
@@ -174,6 +228,12 @@ impl Catalog {
         }
         self.groups = lengths;
         Ok(self)
+    }
+
+    /// The lengths of the datasets whose samples these are, one after another
+    /// ([`Catalog::concat`]); empty for one dataset.
+    pub fn sources(&self) -> &[usize] {
+        &self.sources
     }
 
     /// Runs of consecutive samples read as one, by their lengths; empty when each sample
@@ -207,6 +267,7 @@ impl Catalog {
             total_bytes: 0,
             groups: Vec::new(),
             estimated_sizes: false,
+            sources: Vec::new(),
             dirs: Strings::default(),
             mtimes: Vec::new(),
         }

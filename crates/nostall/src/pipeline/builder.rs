@@ -25,6 +25,7 @@ use crate::env::LocalRanks;
 use crate::error::{Error, Result};
 use crate::fields::{Fields, RecordPrep};
 use crate::plan::locality::Locality;
+use crate::plan::mixture::{Mixture, Source as MixtureSource};
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
 use crate::prep::mix::{Mix, MixArgs};
@@ -59,6 +60,9 @@ pub struct LoaderBuilder {
     mix: Option<MixArgs>,
     /// The fields of each sample ([`LoaderBuilder::fields`]).
     fields: Option<Fields>,
+    /// Several datasets mixed by weight ([`LoaderBuilder::mixture`]): each one's
+    /// location and weight (`None`: its length); empty: the one at `location`.
+    mixture: Vec<(String, Option<f64>)>,
 }
 
 /// How a loader prepares batches for a consumer that moves them to a device (the Python
@@ -99,6 +103,7 @@ impl LoaderBuilder {
             arena: Arena::Private,
             mix: None,
             fields: None,
+            mixture: Vec::new(),
         }
     }
 
@@ -124,6 +129,7 @@ impl LoaderBuilder {
     pub fn portable_settings(&self) -> Option<&LoaderSettings> {
         let portable = self.made.is_none()
             && self.fields.is_none()
+            && self.mixture.is_empty()
             && self.link_phases.is_empty()
             && self.device.is_none()
             && self.locality.is_none();
@@ -227,6 +233,19 @@ impl LoaderBuilder {
     /// `None`: the sample alone. WebDataset shards only, for now.
     pub fn fields(&mut self, fields: Option<Fields>) -> &mut LoaderBuilder {
         self.fields = fields;
+        self
+    }
+
+    /// Draws from several datasets by weight (each a location as [`dataset::open`] takes
+    /// it, and a positive weight; `None`: its number of samples) instead of the one at the
+    /// builder's location: every epoch holds as many samples as they do together, each
+    /// dataset's share its weight's ([`crate::plan::mixture`]).
+    pub fn mixture(&mut self, sources: Vec<(String, Option<f64>)>) -> &mut LoaderBuilder {
+        if !sources.is_empty() {
+            let names: Vec<&str> = sources.iter().map(|(l, _)| l.as_str()).collect();
+            self.location = names.join(" + ");
+        }
+        self.mixture = sources;
         self
     }
 
@@ -381,6 +400,10 @@ impl LoaderBuilder {
         };
         let mut columns = self.settings.columns.clone();
         columns.record = self.fields.as_ref().map(Fields::extensions);
+        if !self.mixture.is_empty() {
+            let locations: Vec<String> = self.mixture.iter().map(|(l, _)| l.clone()).collect();
+            return dataset::open_mixture(&locations, self.settings.read, modality, &columns, &var);
+        }
         dataset::open_in(&self.location, self.settings.read, modality, &columns, &var)
     }
 
@@ -418,7 +441,29 @@ impl LoaderBuilder {
         } else {
             Arc::new(Throttled::phased(source, phases))
         };
-        Loader::new(catalog, source, self.config()?)
+        let mut config = self.config()?;
+        if !self.mixture.is_empty() {
+            if catalog.sources().len() != self.mixture.len() {
+                return Err(Error::Config(format!(
+                    "a mixture of {} datasets over a catalog of {}: open it with \
+                     LoaderBuilder::open_dataset",
+                    self.mixture.len(),
+                    catalog.sources().len()
+                )));
+            }
+            let sources: Vec<MixtureSource> = catalog
+                .sources()
+                .iter()
+                .zip(&self.mixture)
+                .map(|(&len, &(_, weight))| MixtureSource {
+                    len,
+                    weight: weight.unwrap_or(len as f64),
+                })
+                .collect();
+            config.plan.mixture = Some(Mixture::new(&sources, None)?);
+            config.check()?;
+        }
+        Loader::new(catalog, source, config)
     }
 
     /// Opens the dataset and makes the loader over it; the dataset comes back too.

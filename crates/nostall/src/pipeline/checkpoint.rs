@@ -231,6 +231,18 @@ impl RunIdentity {
             groups: 0,
         }
         .dealt_in(plan.blocks.as_ref())
+        .mixed(plan.mixture.as_ref())
+    }
+
+    /// This identity for a mixture of datasets (`None`: one dataset, the digest as it was).
+    fn mixed(self, mixture: Option<&crate::plan::mixture::Mixture>) -> RunIdentity {
+        match mixture {
+            None => self,
+            Some(m) => RunIdentity {
+                plan: derive(&[self.plan, 0x4d49_5845, m.digest()]),
+                ..self
+            },
+        }
     }
 
     /// This identity for an epoch dealt in `blocks` (`None`: a plain permutation).

@@ -365,6 +365,13 @@ impl EpochPlan {
                     .into(),
             ));
         }
+        if config.mixture.is_some() {
+            return Err(Error::Config(
+                "an epoch of a mixture of datasets resumes on the number of ranks it was \
+                 saved on (the next epoch may start on any)"
+                    .into(),
+            ));
+        }
         let left = remaining(config, dataset_len, epoch, history)?;
         let (order, padded, dropped) = shard(left, config.world, config.shard);
         let order = match by_group(config) {

@@ -363,10 +363,10 @@ impl EpochPlan {
         dataset_len: usize,
         epoch: u64,
     ) -> Result<EpochPlan> {
-        if config.repeats > 1 {
+        if config.repeats > 1 || config.mixture.is_some() {
             return Err(Error::Config(
-                "repeated augmentation with a partitioned cache's locality-aware plan is not \
-                 supported: leave one of them out"
+                "repeated augmentation or a mixture of datasets with a partitioned cache's \
+                 locality-aware plan is not supported: leave one of them out"
                     .into(),
             ));
         }

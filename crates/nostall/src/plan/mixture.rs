@@ -39,6 +39,9 @@ pub struct Mixture {
     counts: Vec<usize>,
 }
 
+// Weights are checked finite in `Mixture::new`, so equality is total.
+impl Eq for Mixture {}
+
 impl Mixture {
     /// A mixture of `sources`, `epoch_len` samples an epoch (by default the sources'
     /// lengths summed).
@@ -83,6 +86,25 @@ impl Mixture {
     /// Samples an epoch.
     pub fn epoch_len(&self) -> usize {
         self.counts.iter().sum()
+    }
+
+    /// Samples of every source together: the size of the mixture's id space.
+    pub fn samples(&self) -> usize {
+        self.sources.iter().map(|s| s.len).sum()
+    }
+
+    /// The sources.
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
+    }
+
+    /// The identity of the mixture for a saved position: its sources' lengths and how
+    /// many each gives an epoch.
+    pub fn digest(&self) -> u64 {
+        let parts = self.sources.iter().zip(&self.counts);
+        parts.fold(self.sources.len() as u64, |h, (s, &c)| {
+            derive(&[h, s.len as u64, c as u64])
+        })
     }
 
     /// How many samples each source gives an epoch.

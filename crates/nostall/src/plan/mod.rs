@@ -89,6 +89,9 @@ pub struct PlanConfig {
     /// Repeated augmentation: each sample drawn into the epoch this many times in a row
     /// of ranks, each repeat its own augmentation ([`EpochPlan::repeats`]); 1: off.
     pub repeats: u32,
+    /// Several datasets mixed by weight, one after another in the id space: the epoch's
+    /// order is the mixture's ([`mixture::Mixture::order`]); `None`: one dataset.
+    pub mixture: Option<mixture::Mixture>,
 }
 
 /// The most times repeated augmentation may draw a sample into an epoch.
@@ -306,6 +309,7 @@ impl Default for PlanConfig {
             shard: Shard::Pad,
             blocks: None,
             repeats: 1,
+            mixture: None,
         }
     }
 }
@@ -316,6 +320,14 @@ impl PlanConfig {
         self.check()?;
         if dataset_len == 0 {
             return Err(Error::Config("the dataset holds no samples".into()));
+        }
+        if let Some(mixture) = &self.mixture {
+            if mixture.samples() != dataset_len {
+                return Err(Error::Config(format!(
+                    "the mixture's sources hold {} samples, the dataset {dataset_len}",
+                    mixture.samples()
+                )));
+            }
         }
         if self.shard == Shard::Drop && dataset_len < self.world {
             return Err(Error::Config(format!(
@@ -346,6 +358,13 @@ impl PlanConfig {
                 "aug_repeats={}: repeated augmentation takes 1 (off) to {MAX_REPEATS} repeats",
                 self.repeats
             )));
+        }
+        if self.mixture.is_some() && (self.repeats > 1 || self.blocks.is_some()) {
+            return Err(Error::Config(
+                "a mixture of datasets draws its own repeats: it does not take aug_repeats= \
+                 or samples read in groups"
+                    .into(),
+            ));
         }
         if self.repeats > 1 && self.blocks.is_some() {
             return Err(Error::Config(
@@ -412,6 +431,9 @@ pub(crate) fn order_of(
     len: usize,
     lanes: usize,
 ) -> Result<Vec<SampleId>> {
+    if let Some(mixture) = &config.mixture {
+        return Ok(mixture.order(config.seed, epoch, config.shuffle));
+    }
     match (&config.blocks, config.shuffle) {
         (Some(blocks), true) => blocks.order(
             &mut Rng::new(derive(&[config.seed, epoch, 0x424c_4f43])),
@@ -475,6 +497,27 @@ impl EpochPlan {
             });
         }
         let (order, padded, dropped) = sharded_order(config, dataset_len, epoch)?;
+        // In a mixture a small source's samples come more than once an epoch: each
+        // occurrence draws its own augmentation, as a repeat does.
+        let repeats = match config.mixture {
+            None => Vec::new(),
+            Some(_) => {
+                let mut seen = vec![0u32; dataset_len];
+                let occurrences: Vec<u32> = order
+                    .iter()
+                    .map(|&id| {
+                        let n = &mut seen[id as usize];
+                        *n += 1;
+                        *n - 1
+                    })
+                    .collect();
+                occurrences
+                    .into_iter()
+                    .skip(config.rank)
+                    .step_by(config.world)
+                    .collect()
+            }
+        };
         let samples = order
             .into_iter()
             .skip(config.rank)
@@ -487,7 +530,7 @@ impl EpochPlan {
             drop_last: config.drop_last,
             padded,
             dropped,
-            repeats: Vec::new(),
+            repeats,
         })
     }
 
@@ -922,5 +965,42 @@ mod tests {
             .unwrap()
             .repeats()
             .is_empty());
+    }
+
+    #[test]
+    fn a_mixtures_repeated_samples_draw_their_own_augmentation() {
+        use mixture::{Mixture, Source};
+        let sources = [
+            Source {
+                len: 6,
+                weight: 3.0,
+            },
+            Source {
+                len: 10,
+                weight: 1.0,
+            },
+        ];
+        let mixture = Mixture::new(&sources, None).unwrap();
+        let config = PlanConfig {
+            mixture: Some(mixture.clone()),
+            ..cfg(0, 1, Shard::Pad)
+        };
+        let plan = EpochPlan::new(&config, 16, 2).unwrap();
+        assert_eq!(plan.samples(), mixture.order(9, 2, true));
+        // The small source gives 12 of 16 places from its 6 samples: each twice, the
+        // second time as repeat 1.
+        let mut seen = std::collections::HashMap::new();
+        for (&id, &repeat) in plan.samples().iter().zip(plan.repeats()) {
+            let n = seen.entry(id).or_insert(0u32);
+            assert_eq!(repeat, *n, "sample {id}");
+            *n += 1;
+        }
+        assert_eq!((0..6).map(|id| seen[&id]).sum::<u32>(), 12);
+        let grouped = PlanConfig {
+            blocks: Blocks::new(&[8, 8], 1),
+            ..config.clone()
+        };
+        assert!(grouped.check().is_err());
+        assert!(EpochPlan::new(&config, 17, 2).is_err());
     }
 }

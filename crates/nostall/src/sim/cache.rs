@@ -303,6 +303,7 @@ impl AccessStreams {
                 shard: Shard::Pad,
                 blocks: None,
                 repeats: 1,
+                mixture: None,
             };
             let mut stream = Vec::new();
             for epoch in 0..epochs {

@@ -298,6 +298,7 @@ impl Cluster {
             shard: Shard::Pad,
             blocks: None,
             repeats: 1,
+            mixture: None,
         };
         let mut states: Vec<State> = modes
             .iter()

@@ -47,6 +47,7 @@ mod blob;
 mod columns;
 mod files;
 mod memory;
+mod mixed;
 #[cfg(feature = "parquet")]
 mod parquet;
 pub(crate) mod record;
@@ -67,6 +68,7 @@ pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use memory::Memory;
+pub use mixed::Mixed;
 #[cfg(feature = "parquet")]
 pub use parquet::ParquetFiles;
 

@@ -1,0 +1,119 @@
+"""Loader([a, b], weights=...): several datasets mixed by weight, on the demo's real
+photographs (two folders: the demo's 32, and a copy of 16 of them)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import nostall
+
+
+@pytest.fixture(scope="module")
+def two(photos, tmp_path_factory):
+    big = Path(photos)
+    small = tmp_path_factory.mktemp("small")
+    for path in sorted(big.rglob("*.jpg"))[::2]:
+        (small / path.parent.name).mkdir(exist_ok=True)
+        shutil.copy(path, small / path.parent.name / path.name)
+    return str(big), str(small)
+
+
+KW = dict(batch_size=8, pipeline="val", image_size=16, seed=9)
+
+
+def test_shares_follow_the_weights_and_a_sources_passes_stay_whole(two):
+    big, small = two
+    loader = nostall.Loader([big, small], weights=[0.25, 0.75], **KW)
+    lens = [s["samples"] for s in loader.metrics["sources"]]
+    assert lens == [32, 16]
+    streams = {0: [], 1: []}
+    totals = [0, 0]
+    for epoch in range(20):
+        for _ in loader:
+            for sample in loader.last_ids:
+                source = 0 if sample < lens[0] else 1
+                streams[source].append(sample)
+        delivered = [s["delivered"] for s in loader.metrics["sources"]]
+        assert delivered == [12, 36], f"epoch {epoch}: {delivered}"
+        totals = [t + d for t, d in zip(totals, delivered)]
+    assert [t / sum(totals) for t in totals] == [0.25, 0.75]
+    # The small source repeats (36 of its 16 samples an epoch), the big one is sampled
+    # (12 of 32): in both, each pass over the source is a permutation of it.
+    for source, stream in streams.items():
+        n = lens[source]
+        for start in range(0, len(stream) - n + 1, n):
+            assert len(set(stream[start:start + n])) == n
+
+
+def test_a_mixture_resumes_exactly_and_is_the_same_for_any_thread_count(two):
+    big, small = two
+
+    def run(threads, state=None):
+        loader = nostall.Loader([big, small], weights=[0.4, 0.6], threads=threads, **KW)
+        loader.set_epoch(2)
+        if state is not None:
+            loader.load_state_dict(state)
+        out = []
+        for images, labels in loader:
+            out.append((tuple(loader.last_ids), float(images.sum())))
+        return out, loader
+
+    whole, _ = run(1)
+    assert whole == run(2)[0]
+    loader = nostall.Loader([big, small], weights=[0.4, 0.6], threads=2, **KW)
+    loader.set_epoch(2)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = loader.state_dict()
+    rest, _ = run(1, state)
+    assert rest == whole[3:]
+    other = nostall.Loader([big, small], weights=[0.5, 0.5], **KW)
+    with pytest.raises(nostall.ConfigError):
+        other.load_state_dict(state)
+
+
+def test_a_mixture_by_default_weighs_by_size_and_mistakes_are_config_errors(two, tmp_path):
+    big, small = two
+    loader = nostall.Loader([big, small], **KW)
+    assert [s["weight"] for s in loader.metrics["sources"]] == [32.0, 16.0]
+    assert sum(len(labels) for _, labels in loader) == 48
+    assert loader.classes == nostall.Loader(big, **KW).classes
+    with pytest.raises(nostall.ConfigError, match="one weight each"):
+        nostall.Loader([big, small], weights=[1.0], **KW)
+    with pytest.raises(nostall.ConfigError, match="list"):
+        nostall.Loader(big, weights=[1.0], **KW)
+    with pytest.raises(nostall.ConfigError, match="weight"):
+        nostall.Loader([big, small], weights=[1.0, 0.0], **KW)
+    with pytest.raises(nostall.ConfigError, match="aug_repeats"):
+        nostall.Loader([big, small], aug_repeats=2, **KW)
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    shutil.copy(next(Path(big).rglob("*.jpg")), flat / "x.jpg")
+    with pytest.raises(nostall.ConfigError, match="labeled"):
+        nostall.Loader([big, str(flat)], **KW)
+
+
+def test_ranks_split_a_mixtures_epoch_and_another_world_resumes_at_the_next_epoch(two):
+    big, small = two
+    one = nostall.Loader([big, small], weights=[0.25, 0.75], **KW)
+    one.set_epoch(1)
+    everything = sorted(s for _ in one for s in one.last_ids)
+    split = []
+    for rank in range(2):
+        loader = nostall.Loader([big, small], weights=[0.25, 0.75], rank=rank, world_size=2, **KW)
+        loader.set_epoch(1)
+        split += [s for _ in loader for s in loader.last_ids]
+    assert sorted(split) == everything
+    loader = nostall.Loader([big, small], weights=[0.25, 0.75], rank=0, world_size=2, **KW)
+    loader.set_epoch(1)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    three = nostall.Loader([big, small], weights=[0.25, 0.75], rank=0, world_size=3, **KW)
+    three.load_state_dict(state)
+    with pytest.raises(nostall.ConfigError, match="ranks it was saved on"):
+        next(iter(three))
