@@ -71,17 +71,28 @@ pub fn remaining(
     epoch: u64,
     history: &[Stretch],
 ) -> Result<Vec<SampleId>> {
-    Ok(rest(config, dataset_len, epoch, history)?.into_order())
+    Ok(rest(config, dataset_len, epoch, history, false)?.into_order())
 }
 
-/// [`remaining`], before it is read out.
-fn rest(config: &PlanConfig, dataset_len: usize, epoch: u64, history: &[Stretch]) -> Result<Left> {
+/// [`remaining`], before it is read out; with `positions`, of the positions in the epoch's
+/// order rather than the samples at them (a mixture's order holds a sample more than
+/// once, each occurrence with its own augmentation).
+fn rest(
+    config: &PlanConfig,
+    dataset_len: usize,
+    epoch: u64,
+    history: &[Stretch],
+    positions: bool,
+) -> Result<Left> {
     // The epoch's order is the one its first ranks were dealt (with groups, each rank's
     // stretch of it draws from its own groups); later stretches deal what is left anew.
     let first_world = history.first().map_or(config.world, |s| {
         usize::try_from(s.world).unwrap_or(usize::MAX)
     });
     let mut order = super::order_of(config, epoch, dataset_len, first_world)?;
+    if positions {
+        order = (0..order.len() as SampleId).collect();
+    }
     let mut before = 0;
     let mut stretches = history.iter();
     let runs = by_group(config);
@@ -365,14 +376,29 @@ impl EpochPlan {
                     .into(),
             ));
         }
-        if config.mixture.is_some() {
-            return Err(Error::Config(
-                "an epoch of a mixture of datasets resumes on the number of ranks it was \
-                 saved on (the next epoch may start on any)"
-                    .into(),
-            ));
-        }
-        let left = remaining(config, dataset_len, epoch, history)?;
+        // A mixture's rest keeps each occurrence's repeat number, which keys its draws.
+        let (left, repeats) = match &config.mixture {
+            None => (remaining(config, dataset_len, epoch, history)?, Vec::new()),
+            Some(_) => {
+                let order = super::order_of(config, epoch, dataset_len, config.world)?;
+                let occurrences = super::occurrences(&order, dataset_len);
+                let at = rest(config, dataset_len, epoch, history, true)?.into_order();
+                let left = at.iter().map(|&p| order[p as usize]).collect();
+                (left, at.iter().map(|&p| occurrences[p as usize]).collect())
+            }
+        };
+        let repeats = match repeats.is_empty() {
+            true => Vec::new(),
+            false => {
+                let (repeats, _, _) = shard(repeats, config.world, config.shard);
+                repeats
+                    .into_iter()
+                    .skip(config.rank)
+                    .step_by(config.world)
+                    .map(|r| r as u32)
+                    .collect()
+            }
+        };
         let (order, padded, dropped) = shard(left, config.world, config.shard);
         let order = match by_group(config) {
             true => in_runs(&order, config.world),
@@ -393,7 +419,7 @@ impl EpochPlan {
             drop_last: config.drop_last,
             padded,
             dropped,
-            repeats: Vec::new(),
+            repeats,
         })
     }
 }

@@ -501,22 +501,12 @@ impl EpochPlan {
         // occurrence draws its own augmentation, as a repeat does.
         let repeats = match config.mixture {
             None => Vec::new(),
-            Some(_) => {
-                let mut seen = vec![0u32; dataset_len];
-                let occurrences: Vec<u32> = order
-                    .iter()
-                    .map(|&id| {
-                        let n = &mut seen[id as usize];
-                        *n += 1;
-                        *n - 1
-                    })
-                    .collect();
-                occurrences
-                    .into_iter()
-                    .skip(config.rank)
-                    .step_by(config.world)
-                    .collect()
-            }
+            Some(_) => occurrences(&order, dataset_len)
+                .into_iter()
+                .skip(config.rank)
+                .step_by(config.world)
+                .map(|r| r as u32)
+                .collect(),
         };
         let samples = order
             .into_iter()
@@ -575,6 +565,20 @@ impl EpochPlan {
     pub fn repeats(&self) -> &[u32] {
         &self.repeats
     }
+}
+
+/// Each place of `order`'s occurrence of its sample, from 0: which repeat of it the place
+/// is, among samples `0..len`.
+fn occurrences(order: &[SampleId], len: usize) -> Vec<SampleId> {
+    let mut seen = vec![0 as SampleId; len];
+    order
+        .iter()
+        .map(|&id| {
+            let n = &mut seen[id as usize];
+            *n += 1;
+            *n - 1
+        })
+        .collect()
 }
 
 /// The rank's samples and their repeats under repeated augmentation, as DeiT's and
