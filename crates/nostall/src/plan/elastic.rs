@@ -863,7 +863,7 @@ mod tests {
                 blocks,
                 ..config(0, 1, Shard::Pad)
             };
-            let left = rest(&config, len, 2, &history).unwrap();
+            let left = rest(&config, len, 2, &history, false).unwrap();
             let consumed = len - left.len();
             assert!(consumed > 20_000, "{consumed}");
             assert!(left.lookups <= consumed, "{} lookups", left.lookups);
@@ -876,7 +876,7 @@ mod tests {
                 consumed: None,
             })
             .collect();
-        let left = rest(&config(0, 1, Shard::Pad), len, 2, &empty).unwrap();
+        let left = rest(&config(0, 1, Shard::Pad), len, 2, &empty, false).unwrap();
         assert_eq!((left.len(), left.lookups), (len, 0));
     }
 }
