@@ -13,6 +13,7 @@ from ._errors import SampleError as SampleError
 from ._errors import StepError as StepError
 from ._errors import StorageError as StorageError
 from ._nostall import BatchTensor as BatchTensor
+from ._nostall import Field as Field
 from ._nostall import Loader as Loader
 from ._nostall import Mixup as Mixup
 from ._nostall import Tokenizer as Tokenizer
@@ -26,6 +27,7 @@ __all__ = [
     "AnalysisReport",
     "BatchTensor",
     "ConfigError",
+    "Field",
     "Loader",
     "Mixup",
     "NostallError",

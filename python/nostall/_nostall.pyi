@@ -21,6 +21,7 @@ __all__ = [
     "Op",
     "Mixup",
     "Tokenizer",
+    "Field",
     "_image_operators",
     "_augment_draws",
     "_augment",
@@ -89,7 +90,7 @@ class Loader:
 
     def __new__(
         cls,
-        source: str | PathLike[str],
+        source: str | PathLike[str] | Sequence[str | PathLike[str]],
         *,
         batch_size: int = 64,
         pipeline: Literal["train", "val", "eval", "m5", "melspec", "m5-val", "melspec-val"]
@@ -133,6 +134,7 @@ class Loader:
         batch_transform: Callable[..., tuple[Any, Any]] | None = None,
         stack_views: bool = False,
         fields: Mapping[str, str | Field] | None = None,
+        weights: Sequence[float] | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
@@ -250,6 +252,7 @@ class Tokenizer:
     def __call__(self, texts: Sequence[str | bytes], *, output: Literal["torch", "numpy", "dlpack"] = "torch") -> tuple[Any, Any]:
         """``(input_ids, attention_mask)`` of ``texts``, each int64 ``[len(texts), length]``."""
 
+@final
 class Field:
     """One field of a sample, for ``Loader(fields={name: Field(...)})``: the members it
     is read from, its kind, its ``max_bytes``, or a tokenizer for its text."""
