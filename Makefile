@@ -22,7 +22,7 @@ test: deps
 	cargo test --workspace
 	cargo test --profile release-checks -p nostall --no-default-features \
 	  --features s3,prometheus,parquet,manifest --lib --test hostile --test hostile_corpus \
-	  --test hostile_parquet
+	  --test hostile_parquet --test hostile_records
 	$(MAKE) python-test
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,
