@@ -205,8 +205,6 @@ def test_settings_fields_do_not_take_yet_are_config_errors(records, photos):
         kwargs.update(extra)
         with pytest.raises(nostall.ConfigError, match="fields="):
             nostall.Loader(str(root), **kwargs)
-    with pytest.raises(nostall.ConfigError, match="WebDataset"):
-        nostall.Loader(str(photos), batch_size=4, fields={"image": "jpg"})
     with pytest.raises(nostall.ConfigError, match="unknown kind"):
         nostall.Loader(str(root), fields={"image": "jpg", "c": nostall.Field("txt", kind="words")})
     with pytest.raises(nostall.ConfigError, match="two fields of the pipeline"):
@@ -310,3 +308,37 @@ def test_a_parquet_dataset_gives_its_image_and_caption_columns_as_fields(photos,
     assert [s["cause"] for s in loader.skipped()] == ["missing-field"]
     with pytest.raises(nostall.ConfigError, match='no column "words"'):
         nostall.Loader(str(tmp_path / "train.parquet"), fields={"image": "image", "w": "words"})
+
+
+def test_a_class_folder_gives_its_sidecar_files_as_fields(photos, tmp_path):
+    """`a.jpg` with `a.txt` and `a.json` beside it, in class folders."""
+    files = sorted(Path(photos).rglob("*.jpg"))
+    texts = captions(len(files))
+    for i, (path, text) in enumerate(zip(files, texts)):
+        folder = tmp_path / path.parent.name
+        folder.mkdir(exist_ok=True)
+        (folder / path.name).write_bytes(path.read_bytes())
+        if i != 5:  # one photograph without its caption
+            (folder / path.name).with_suffix(".txt").write_text(text)
+        (folder / path.name).with_suffix(".json").write_text(json.dumps({"i": i}))
+    fields = {"image": "jpg", "caption": "txt", "meta": "json", "label": "cls"}
+    kwargs = dict(batch_size=4, pipeline="val", image_size=32, seed=2, on_error="skip")
+    loader = nostall.Loader(str(tmp_path), fields=fields, **kwargs)
+    plain = nostall.Loader(str(tmp_path), **kwargs)
+    got, seen = {}, []
+    for batch in loader:
+        rows = zip(loader.last_ids, batch["image"], batch["caption"], batch["meta"], batch["label"])
+        for sample, image, caption, meta, label in rows:
+            assert caption == texts[meta["i"]]
+            got[sample] = (image.clone(), int(label))
+            seen.append(meta["i"])
+    assert sorted(seen) == [i for i in range(len(files)) if i != 5]
+    assert [s["cause"] for s in loader.skipped()] == ["missing-field"]
+    assert loader.classes == plain.classes
+    want = {}
+    for images, labels in plain:
+        for sample, image, label in zip(plain.last_ids, images, labels):
+            want[sample] = (image.clone(), int(label))
+    assert len(got) == len(files) - 1
+    for sample, (image, label) in got.items():
+        assert torch.equal(image, want[sample][0]) and label == want[sample][1]

@@ -111,12 +111,12 @@ pub fn open_in(
     let dataset = open_any(location, mode, modality, columns, var)?;
     let records = matches!(
         dataset.format,
-        Format::TarShards | Format::Segments | Format::Parquet
+        Format::TarShards | Format::Segments | Format::Parquet | Format::Files
     );
     if columns.record.is_some() && !records {
         return Err(Error::Config(format!(
-            "fields= reads samples as records of WebDataset shards (.tar), Parquet files or \
-             a manifest of recordings, and {location} holds {}",
+            "fields= reads samples as records of WebDataset shards (.tar), Parquet files, \
+             a manifest of recordings or a local folder, and {location} holds {}",
             dataset.format.describe()
         )));
     }
@@ -254,9 +254,18 @@ fn open_any(
         );
     }
     let (catalog, _) = Catalog::open(path, None, modality)?;
-    let catalog = Arc::new(catalog);
+    // A record's bytes are its files', sidecars and all: the catalog's are the sample's.
+    let catalog = match columns.record.is_some() {
+        true => Arc::new(catalog.with_estimated_sizes()),
+        false => Arc::new(catalog),
+    };
+    let files = LocalFiles::new(catalog.clone(), mode);
+    let files = match &columns.record {
+        Some(extensions) => files.with_sidecars(extensions.clone()),
+        None => files,
+    };
     Ok(Dataset {
-        source: Arc::new(LocalFiles::new(catalog.clone(), mode)),
+        source: Arc::new(files),
         catalog,
         format: Format::Files,
     })

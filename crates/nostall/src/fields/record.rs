@@ -58,6 +58,7 @@ impl Prep for RecordPrep {
     fn preparer(&self) -> Result<Box<dyn Preparer>> {
         Ok(Box::new(RecordPreparer {
             sample: self.sample.prep().preparer()?,
+            modality: self.sample.modality(),
             fields: self.fields.clone(),
             parts: self.layout.parts().to_vec(),
         }))
@@ -66,6 +67,7 @@ impl Prep for RecordPrep {
 
 struct RecordPreparer {
     sample: Box<dyn Preparer>,
+    modality: Modality,
     fields: Fields,
     parts: Vec<Part>,
 }
@@ -79,7 +81,7 @@ impl Preparer for RecordPreparer {
             if matches!(field.kind, FieldKind::Label) {
                 continue;
             }
-            let bytes = member(data, &members, field)?;
+            let bytes = member(data, &members, field, self.modality)?;
             match &field.kind {
                 FieldKind::Label => {}
                 FieldKind::Sample => prepared = self.sample.prepare(bytes, rng, slot)?,
@@ -117,10 +119,22 @@ impl Preparer for RecordPreparer {
 }
 
 /// The data of the record's member for `field`: of its first extension the record has.
-fn member<'a>(data: &'a [u8], members: &[RecordMember], field: &Field) -> Result<&'a [u8], Cause> {
+///
+/// A sample field also finds the member named by its modality (`image`, `audio`): a record
+/// that is not a tar run (a Parquet row, a manifest's segment, a file and its sidecars)
+/// names its sample so, whatever its file's extension or column's name.
+fn member<'a>(
+    data: &'a [u8],
+    members: &[RecordMember],
+    field: &Field,
+    modality: Modality,
+) -> Result<&'a [u8], Cause> {
+    let own = matches!(field.kind, FieldKind::Sample).then_some(modality.name());
     let found = field
         .members
         .iter()
+        .map(String::as_str)
+        .chain(own)
         .find_map(|ext| members.iter().find(|m| m.ext.eq_ignore_ascii_case(ext)));
     let member = found.ok_or_else(|| Cause::MissingField {
         field: field.name.clone(),

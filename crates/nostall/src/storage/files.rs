@@ -22,6 +22,9 @@ pub struct LocalFiles {
     mode: ReadMode,
     max_bytes: u64,
     served: Served,
+    /// The extensions of the files of the same stem read with each sample, as a record
+    /// ([`LocalFiles::with_sidecars`]); empty: the sample alone.
+    sidecars: Vec<String>,
 }
 
 impl LocalFiles {
@@ -33,7 +36,49 @@ impl LocalFiles {
             mode,
             max_bytes: DEFAULT_MAX_BYTES,
             served: Served::default(),
+            sidecars: Vec::new(),
         }
+    }
+
+    /// Reads each sample as a record ([`crate::storage::record`]'s frame): the sample's
+    /// file under its modality's name (`image`, `audio`), then each file of the same
+    /// stem and one of `extensions` (`a.jpg`'s `a.txt`, `a.json`) that exists, under its
+    /// extension. Each file is bounded by the byte limit.
+    pub fn with_sidecars(self, extensions: Vec<String>) -> LocalFiles {
+        // Files of the sample's own kind are samples, not sidecars (`a.png` beside `a.jpg`).
+        let modality = self.catalog.modality();
+        let sidecars = extensions
+            .into_iter()
+            .filter(|e| e != modality.name() && !modality.accepts(&format!("x.{e}")))
+            .collect();
+        LocalFiles { sidecars, ..self }
+    }
+
+    /// Sample `id` and the sidecars that exist, framed into `out`.
+    fn read_record(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
+        let path = self.catalog.path(id);
+        let mut sample = Vec::new();
+        self.read_file(&path, &mut sample)?;
+        let mut found: Vec<(&str, Vec<u8>)> = Vec::new();
+        for ext in &self.sidecars {
+            let sidecar = path.with_extension(ext);
+            if sidecar == path {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            match self.read_file(&sidecar, &mut bytes) {
+                Ok(()) => found.push((ext, bytes)),
+                // Absent: the field that wants it is the sample's `missing-field`.
+                Err(Cause::Missing) => {}
+                // An empty caption is an empty member, not a damaged sample.
+                Err(Cause::Empty) => found.push((ext, Vec::new())),
+                Err(cause) => return Err(cause),
+            }
+        }
+        let mut members: Vec<(&str, &[u8])> = vec![(self.catalog.modality().name(), &sample)];
+        members.extend(found.iter().map(|(ext, bytes)| (*ext, bytes.as_slice())));
+        super::record::write_frame(&members, out);
+        Ok(())
     }
 
     /// Refuses samples larger than `limit` bytes with [`Cause::TooLarge`], before
@@ -115,7 +160,11 @@ impl LocalFiles {
 impl Source for LocalFiles {
     fn read(&self, id: SampleId, out: &mut Vec<u8>) -> Result<(), Cause> {
         out.clear();
-        match self.read_file(&self.catalog.path(id), out) {
+        let read = match self.sidecars.is_empty() {
+            true => self.read_file(&self.catalog.path(id), out),
+            false => self.read_record(id, out),
+        };
+        match read {
             Ok(()) => {
                 self.served.count(out.len() as u64);
                 Ok(())
