@@ -153,6 +153,36 @@ class Stager:
         self.batches += 1
         return out, out_labels
 
+    def stage_record(self, record: Any, labels: Any, varying: dict[str, list[Any]],
+                     deferred: list[Deferred], split: Any) -> dict[str, Any]:
+        """A batch of records (``Loader(fields=...)``) on the device: its one buffer copied
+        as it is, ``split`` (``nostall._fields.Split``) into its fields there, the
+        pipeline's field decoded and finished as :meth:`stage` does the images; text,
+        JSON and bytes stay on the host."""
+        import torch
+
+        self._release_copied()
+        consumer = torch.cuda.current_stream(self.device) if self.cuda else None
+        decoded = self._decoded(deferred)
+        with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
+            on_device = record.to(self.device, non_blocking=True)
+            out = split(on_device, labels.to(self.device, non_blocking=True), varying)
+            pixels = out[split.sample]
+            if decoded:
+                self._put(pixels, deferred, decoded)
+            out[split.sample] = self._finish(pixels)
+            if self.stream is not None and consumer is not None:
+                done = self.stream.record_event()
+                consumer.wait_event(done)
+                on_device.record_stream(consumer)
+                for value in out.values():
+                    for tensor in value if isinstance(value, tuple) else (value,):
+                        if isinstance(tensor, torch.Tensor):
+                            tensor.record_stream(consumer)
+                self.in_flight.append((done, record))
+        self.batches += 1
+        return out
+
     def metrics(self) -> dict[str, Any]:
         """What the stager did: batches moved, samples decoded on the device, groups whose
         batched device decode failed and were decoded one by one."""

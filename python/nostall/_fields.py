@@ -20,6 +20,9 @@ class Split:
 
     def __init__(self, parts: Sequence[tuple[str, str, int, int, tuple[int, ...], str]]):
         self.parts = list(parts)
+        #: The field of the loader's pipeline (the one ``tensor`` part): what a device
+        #: stager finishes after the copy.
+        self.sample = next(name for name, kind, *_ in self.parts if kind == "tensor")
 
     def __call__(self, record: Any, labels: Any, varying: dict[str, list[Any]]) -> dict[str, Any]:
         n = record.shape[0]

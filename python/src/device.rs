@@ -154,6 +154,30 @@ impl Device {
         Ok(staged)
     }
 
+    /// Moves a batch of records (its one buffer, `record`) to the device and splits it
+    /// there by `split` into its fields, decoding there the `deferred` samples.
+    pub(crate) fn stage_record(
+        &self,
+        py: Python<'_>,
+        record: Py<PyAny>,
+        labels: Py<PyAny>,
+        varying: Bound<'_, PyDict>,
+        deferred: Bound<'_, PyList>,
+        split: &Py<PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let started = std::time::Instant::now();
+        let decoding = !deferred.is_empty();
+        let staged = self
+            .stager
+            .bind(py)
+            .call_method1("stage_record", (record, labels, varying, deferred, split))?
+            .unbind();
+        if let (Some(route), true) = (&self.route, decoding) {
+            route.device_took(started.elapsed());
+        }
+        Ok(staged)
+    }
+
     /// The figures for `metrics["device"]`: the stager's, the buffers page-locked (and
     /// those the runtime refused), and the route's share of eligible images sent and how
     /// many were.

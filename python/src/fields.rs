@@ -11,6 +11,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::device::Device;
 use crate::dlpack::Owner;
 use crate::errors::{config_error, raise};
 use crate::tensor::{objects, Output};
@@ -178,6 +179,8 @@ impl FieldsArg {
 /// objects, made by `nostall._fields.split` from the batch's one buffer.
 pub(crate) struct Records {
     parts: Vec<Part>,
+    /// The loader's catalog, naming the samples a device decodes.
+    catalog: Arc<nostall::Catalog>,
     /// Bytes of a sample's slot.
     slot_bytes: usize,
     /// `nostall._fields.Split` for these parts.
@@ -186,7 +189,11 @@ pub(crate) struct Records {
 
 impl Records {
     /// For records of `layout` (its [`parts`](nostall::SampleLayout::parts)).
-    pub(crate) fn new(py: Python<'_>, layout: &nostall::SampleLayout) -> PyResult<Records> {
+    pub(crate) fn new(
+        py: Python<'_>,
+        layout: &nostall::SampleLayout,
+        catalog: Arc<nostall::Catalog>,
+    ) -> PyResult<Records> {
         let parts = layout.parts();
         let described = PyList::empty(py);
         for part in parts {
@@ -213,20 +220,45 @@ impl Records {
             .unbind();
         Ok(Records {
             parts: parts.to_vec(),
+            catalog,
             slot_bytes: layout.bytes(),
             split,
         })
     }
 
     /// The batch's fields as a dictionary, its tensors as `output` makes them (views of
-    /// the batch's buffer) and its variable-length fields read out of it here.
+    /// the batch's buffer; on the device with `device`) and its variable-length fields
+    /// read out of it here.
     pub(crate) fn objects(
         &self,
         py: Python<'_>,
         output: &Output,
         batch: nostall::Batch,
         labels: Owner,
+        device: Option<&Device>,
     ) -> PyResult<Py<PyAny>> {
+        let varying = self.varying(py, &batch)?;
+        let deferred = match device {
+            Some(_) => Device::deferred(py, &batch, &self.catalog)?,
+            None => PyList::empty(py),
+        };
+        let (record, labels) = objects(py, output, Owner::Batch(batch), labels)?;
+        match device {
+            Some(device) => device.stage_record(py, record, labels, varying, deferred, &self.split),
+            None => Ok(self
+                .split
+                .bind(py)
+                .call1((record, labels, varying))?
+                .unbind()),
+        }
+    }
+
+    /// The variable-length fields of `batch`, by name: lists read out of its slots.
+    fn varying<'py>(
+        &self,
+        py: Python<'py>,
+        batch: &nostall::Batch,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let varying = PyDict::new(py);
         for part in &self.parts {
             let PartForm::Var { content, .. } = &part.form else {
@@ -247,12 +279,7 @@ impl Records {
             }
             varying.set_item(&part.name, values)?;
         }
-        let (record, labels) = objects(py, output, Owner::Batch(batch), labels)?;
-        Ok(self
-            .split
-            .bind(py)
-            .call1((record, labels, varying))?
-            .unbind())
+        Ok(varying)
     }
 }
 

@@ -507,7 +507,7 @@ impl Loader {
         let layout = inner.config().pipeline.layout();
         let records = match layout.parts().is_empty() {
             true => None,
-            false => Some(Records::new(py, layout)?),
+            false => Some(Records::new(py, layout, inner.catalog().clone())?),
         };
         let views = inner.config().pipeline.layout().views().to_vec();
         if stack_views && views.is_empty() {
@@ -686,7 +686,9 @@ impl Loader {
                     None => Owner::Labels(batch.labels().to_vec()),
                 };
                 if let Some(records) = &self.records {
-                    return records.objects(py, &self.output, batch, labels).map(Some);
+                    return records
+                        .objects(py, &self.output, batch, labels, self.device.as_ref())
+                        .map(Some);
                 }
                 let deferred = match &self.device {
                     Some(_) => device::Device::deferred(py, &batch, self.inner.catalog())?,

@@ -7,6 +7,7 @@ The captions are sentences of the Python documentation that ships with the inter
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import re
@@ -342,3 +343,36 @@ def test_a_class_folder_gives_its_sidecar_files_as_fields(photos, tmp_path):
     assert len(got) == len(files) - 1
     for sample, (image, label) in got.items():
         assert torch.equal(image, want[sample][0]) and label == want[sample][1]
+
+
+def test_records_on_a_device_with_the_cpu_standing_in(records, monkeypatch):
+    """``device=`` with fields: the batch's one buffer copied, split on the device, the
+    image decoded there (``decode="gpu"``) or on the CPU and finished there; the other
+    fields as without a device."""
+    import warnings
+
+    from nostall import _device
+
+    root, _ = records
+    stager = _device.Stager
+    monkeypatch.setattr(_device, "resolve", lambda device: 0)
+    monkeypatch.setattr(_device, "Stager", lambda index, finish, queue=None: stager("cpu", finish, queue))
+    kwargs = dict(batch_size=8, seed=5, threads=2, pipeline=nostall.imagenet_train(48), fields=FIELDS)
+    host = nostall.Loader(str(root), **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA runtime here to page-lock the buffers
+        cpu_decoded = nostall.Loader(str(root), device="cuda", decode="cpu", **kwargs)
+        gpu_decoded = nostall.Loader(str(root), device="cuda", decode="gpu", **kwargs)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    for a, b, c in zip(host, cpu_decoded, gpu_decoded, strict=True):
+        assert a["caption"] == b["caption"] == c["caption"] and a["meta"] == b["meta"] == c["meta"]
+        assert torch.equal(a["label"], b["label"]) and torch.equal(a["label"], c["label"])
+        for staged in (b, c):
+            assert staged["image"].shape == a["image"].shape and staged["image"].dtype == torch.float32
+            levels = (a["image"] - staged["image"]).abs() * std * 255
+            assert levels.mean() < 2.0
+    assert gpu_decoded.metrics["device"]["decoded_on_device"] > 0
+    # The stand-in decoder's thread runs torch's CPU decode: it must be stopped before
+    # the interpreter exits, not left to a collection at exit (torch's thread pool aborts).
+    del a, b, c, host, cpu_decoded, gpu_decoded
+    gc.collect()

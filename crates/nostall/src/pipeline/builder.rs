@@ -344,8 +344,6 @@ impl LoaderBuilder {
             Some(fields) => {
                 let refused = if !pipeline.layout().views().is_empty() {
                     Some("views")
-                } else if self.device.is_some() {
-                    Some("device=")
                 } else if self.mix.is_some() {
                     Some("Mixup")
                 } else {
@@ -353,8 +351,8 @@ impl LoaderBuilder {
                 };
                 if let Some(what) = refused {
                     return Err(Error::Config(format!(
-                        "fields= with {what} is not supported yet: a record's fields are \
-                         delivered on the CPU, one image a sample"
+                        "fields= with {what} is not supported yet: a record holds one image \
+                         a sample, mixed as it is"
                     )));
                 }
                 Pipeline::new(RecordPrep::new(pipeline, fields.clone()))
