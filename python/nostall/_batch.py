@@ -1,7 +1,8 @@
 """``Loader(batch_transform=fn)``: the user's function on each batch before it is handed
 over (on the device, in the stager's stream, with ``device=``).
 
-``fn(images, labels)`` returns the new ``(images, labels)``. A function that takes a
+``fn(images, labels)`` returns the new ``(images, labels)``; with ``fields=``,
+``fn(batch)`` takes the batch's dictionary and returns the new one. A function that takes a
 ``generator`` keyword gets one seeded by (seed, rank, epoch, batch): a
 ``torch.Generator`` on the batch's device, or a NumPy ``Generator`` for NumPy batches, so
 that its draws are the same whatever the thread count and after a resume.
@@ -35,6 +36,22 @@ class BatchTransform:
     def bound(self, seed: int) -> Callable[[Any, Any], tuple[Any, Any]]:
         """This transform for the batch of ``seed`` (for the device's stager)."""
         return lambda images, labels: self(images, labels, seed)
+
+    def record(self, batch: dict[str, Any], seed: int, sample: str) -> dict[str, Any]:
+        """On a batch of fields (``Loader(fields=...)``); its generator lives where the
+        field ``sample`` (the pipeline's) does."""
+        if self.wants_generator:
+            out = self.fn(batch, generator=_generator(batch[sample], seed))
+        else:
+            out = self.fn(batch)
+        if not isinstance(out, dict):
+            raise TypeError(f"batch_transform {self.name} returned {type(out).__name__}: with fields=, "
+                            "return the batch's dictionary")
+        return out
+
+    def bound_record(self, seed: int, sample: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """:meth:`record` for the batch of ``seed`` (for the device's stager)."""
+        return lambda batch: self.record(batch, seed, sample)
 
 
 def _takes_generator(fn: Callable[..., Any]) -> bool:

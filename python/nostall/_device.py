@@ -154,11 +154,12 @@ class Stager:
         return out, out_labels
 
     def stage_record(self, record: Any, labels: Any, varying: dict[str, list[Any]],
-                     deferred: list[Deferred], split: Any) -> dict[str, Any]:
+                     deferred: list[Deferred], split: Any,
+                     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
         """A batch of records (``Loader(fields=...)``) on the device: its one buffer copied
         as it is, ``split`` (``nostall._fields.Split``) into its fields there, the
         pipeline's field decoded and finished as :meth:`stage` does the images; text,
-        JSON and bytes stay on the host."""
+        JSON and bytes stay on the host. ``transform`` runs on the dictionary after."""
         import torch
 
         self._release_copied()
@@ -171,6 +172,8 @@ class Stager:
             if decoded:
                 self._put(pixels, deferred, decoded)
             out[split.sample] = self._finish(pixels)
+            if transform is not None:
+                out = transform(out)
             if self.stream is not None and consumer is not None:
                 done = self.stream.record_event()
                 consumer.wait_event(done)

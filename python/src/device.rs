@@ -164,13 +164,17 @@ impl Device {
         varying: Bound<'_, PyDict>,
         deferred: Bound<'_, PyList>,
         split: &Py<PyAny>,
+        transform: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let started = std::time::Instant::now();
         let decoding = !deferred.is_empty();
         let staged = self
             .stager
             .bind(py)
-            .call_method1("stage_record", (record, labels, varying, deferred, split))?
+            .call_method1(
+                "stage_record",
+                (record, labels, varying, deferred, split, transform),
+            )?
             .unbind();
         if let (Some(route), true) = (&self.route, decoding) {
             route.device_took(started.elapsed());

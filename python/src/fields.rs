@@ -236,6 +236,7 @@ impl Records {
         batch: nostall::Batch,
         labels: Owner,
         device: Option<&Device>,
+        transform: Option<(&Py<PyAny>, u64)>,
     ) -> PyResult<Py<PyAny>> {
         let varying = self.varying(py, &batch)?;
         let deferred = match device {
@@ -243,13 +244,32 @@ impl Records {
             None => PyList::empty(py),
         };
         let (record, labels) = objects(py, output, Owner::Batch(batch), labels)?;
-        match device {
-            Some(device) => device.stage_record(py, record, labels, varying, deferred, &self.split),
-            None => Ok(self
-                .split
-                .bind(py)
-                .call1((record, labels, varying))?
-                .unbind()),
+        let sample = self.split.bind(py).getattr("sample")?;
+        match (device, transform) {
+            (Some(device), transform) => {
+                let transform = transform
+                    .map(|(t, seed)| t.bind(py).call_method1("bound_record", (seed, sample)))
+                    .transpose()?;
+                device.stage_record(
+                    py,
+                    record,
+                    labels,
+                    varying,
+                    deferred,
+                    &self.split,
+                    transform,
+                )
+            }
+            (None, transform) => {
+                let batch = self.split.bind(py).call1((record, labels, varying))?;
+                match transform {
+                    Some((t, seed)) => Ok(t
+                        .bind(py)
+                        .call_method1("record", (batch, seed, sample))?
+                        .unbind()),
+                    None => Ok(batch.unbind()),
+                }
+            }
         }
     }
 

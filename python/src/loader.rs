@@ -348,7 +348,6 @@ impl Loader {
         };
         if fields.is_some() {
             let refused = [
-                (batch_transform.is_some(), "batch_transform="),
                 (share.is_some(), "share="),
                 (output == "dlpack", "output=\"dlpack\""),
             ];
@@ -686,8 +685,19 @@ impl Loader {
                     None => Owner::Labels(batch.labels().to_vec()),
                 };
                 if let Some(records) = &self.records {
+                    let transform = self
+                        .batch_transform
+                        .as_ref()
+                        .map(|t| (t, self.transform_seed(after)));
                     return records
-                        .objects(py, &self.output, batch, labels, self.device.as_ref())
+                        .objects(
+                            py,
+                            &self.output,
+                            batch,
+                            labels,
+                            self.device.as_ref(),
+                            transform,
+                        )
                         .map(Some);
                 }
                 let deferred = match &self.device {
@@ -934,16 +944,10 @@ impl Loader {
         after: Position,
     ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let transform = match &self.batch_transform {
-            Some(t) => {
-                let seed = nostall::rng::derive(&[
-                    self.inner.config().plan.seed,
-                    self.dist.rank as u64,
-                    after.epoch,
-                    after.batch.saturating_sub(1),
-                    0x4241_5443,
-                ]);
-                Some(t.bind(py).call_method1("bound", (seed,))?)
-            }
+            Some(t) => Some(
+                t.bind(py)
+                    .call_method1("bound", (self.transform_seed(after),))?,
+            ),
             None => None,
         };
         match (&self.device, transform) {
@@ -951,6 +955,18 @@ impl Loader {
             (None, Some(transform)) => transform.call1(objects)?.extract(),
             (None, None) => Ok(objects),
         }
+    }
+
+    /// The seed of the batch transform's generator for the batch before `after`: (seed,
+    /// rank, epoch, batch).
+    fn transform_seed(&self, after: Position) -> u64 {
+        nostall::rng::derive(&[
+            self.inner.config().plan.seed,
+            self.dist.rank as u64,
+            after.epoch,
+            after.batch.saturating_sub(1),
+            0x4241_5443,
+        ])
     }
 
     /// The shared batch at `at`: `Some(Some(..))` a batch's objects, `Some(None)` the

@@ -195,7 +195,6 @@ def test_settings_fields_do_not_take_yet_are_config_errors(records, photos):
     root, _ = records
     cases = [
         dict(share="auto"),
-        dict(batch_transform=lambda x, y: (x, y)),
         dict(output="dlpack"),
         dict(pipeline=[[nostall.ops.RandomResizedCrop(32)], [nostall.ops.RandomResizedCrop(16)]]),
     ]
@@ -363,6 +362,10 @@ def test_records_on_a_device_with_the_cpu_standing_in(records, monkeypatch):
         warnings.simplefilter("ignore")  # no CUDA runtime here to page-lock the buffers
         cpu_decoded = nostall.Loader(str(root), device="cuda", decode="cpu", **kwargs)
         gpu_decoded = nostall.Loader(str(root), device="cuda", decode="gpu", **kwargs)
+        transformed = nostall.Loader(str(root), device="cuda", decode="cpu",
+                                     batch_transform=lambda batch: {**batch, "on": batch["image"].device.type},
+                                     **kwargs)
+    assert next(iter(transformed))["on"] == "cpu"  # the stand-in's device
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
     for a, b, c in zip(host, cpu_decoded, gpu_decoded, strict=True):
         assert a["caption"] == b["caption"] == c["caption"] and a["meta"] == b["meta"] == c["meta"]
@@ -374,5 +377,26 @@ def test_records_on_a_device_with_the_cpu_standing_in(records, monkeypatch):
     assert gpu_decoded.metrics["device"]["decoded_on_device"] > 0
     # The stand-in decoder's thread runs torch's CPU decode: it must be stopped before
     # the interpreter exits, not left to a collection at exit (torch's thread pool aborts).
-    del a, b, c, host, cpu_decoded, gpu_decoded
+    del a, b, c, host, cpu_decoded, gpu_decoded, transformed
     gc.collect()
+
+
+def test_a_batch_transform_takes_and_gives_the_batchs_dictionary(records):
+    root, _ = records
+
+    def noisy(batch, generator):
+        batch["image"] = batch["image"] + torch.rand(batch["image"].shape, generator=generator)
+        batch["n"] = len(batch["caption"])
+        return batch
+
+    kwargs = dict(batch_size=8, pipeline="val", image_size=32, seed=3, fields=FIELDS, batch_transform=noisy)
+    one = [(b["image"].sum().item(), b["n"]) for b in nostall.Loader(str(root), threads=1, **kwargs)]
+    two = [(b["image"].sum().item(), b["n"]) for b in nostall.Loader(str(root), threads=2, **kwargs)]
+    assert one == two and all(n == 8 for _, n in one)
+    plain = [b["image"].sum().item() for b in nostall.Loader(str(root), batch_size=8, pipeline="val",
+                                                            image_size=32, seed=3, fields=FIELDS)]
+    assert all(a != b for (a, _), b in zip(one, plain))
+    bad = nostall.Loader(str(root), batch_size=8, pipeline="val", image_size=32, fields=FIELDS,
+                         batch_transform=lambda batch: (batch["image"], batch["label"]))
+    with pytest.raises(TypeError, match="dictionary"):
+        next(iter(bad))
