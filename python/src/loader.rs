@@ -42,7 +42,8 @@ use crate::{device, live, shared, state};
 ///   For audio, also a manifest of segments of long recordings (`.jsonl`/`.json` as NeMo
 ///   writes them: `audio_filepath`, `offset`, `duration`, `label`; or `.csv` with
 ///   `path,start,duration,label`): one sample per segment, each read and cropped within
-///   its segment (docs/audio.md, "Long recordings").
+///   its segment (docs/audio.md, "Long recordings"). A list of locations mixes several
+///   datasets (see `weights`).
 /// - `batch_size` (64): samples per batch on this rank.
 /// - `pipeline` (`"train"`): a list of `nostall.ops` operators, e.g.
 ///   `[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.Normalize(mean, std)]`,
@@ -188,7 +189,18 @@ use crate::{device, live, shared, state};
 ///   one, is a `torch.Generator` on the batch's device (a NumPy `Generator` for NumPy
 ///   batches) seeded by (seed, rank, epoch, batch): the same draws for any thread count
 ///   and after a resume. An exception in it reaches the loop; the batch counts as
-///   delivered.
+///   delivered. With `fields=` it is `fn(batch) -> batch` on the dictionary.
+/// - `fields` (None): each sample as a record of named fields, each batch a dictionary
+///   of them: `{"image": "jpg;png", "caption": "txt", "meta": "json", "label": "cls",
+///   "text": nostall.Field("txt", tokenizer=tok)}`. A field names the members (WebDataset
+///   extensions, Parquet columns, a manifest's `audio`/`text`, a folder's sidecar files)
+///   it is read from; its kind follows from the name or a `nostall.Field`: the pipeline's
+///   tensor, the label, `list[str]`, tokens `(input_ids, attention_mask)`, JSON objects,
+///   `list[bytes]`. A missing or bad field is the sample's error naming it
+///   (`missing-field`, `bad-text`, `bad-json`).
+/// - `weights` (None): with a list of `source`s, each one's weight: every epoch holds as
+///   many samples as they do together, each its weight's share (None: by size); each
+///   dataset is read in whole seeded passes. `metrics["sources"]` counts what each gave.
 ///
 /// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
 /// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
