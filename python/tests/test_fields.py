@@ -400,3 +400,16 @@ def test_a_batch_transform_takes_and_gives_the_batchs_dictionary(records):
                          batch_transform=lambda batch: (batch["image"], batch["label"]))
     with pytest.raises(TypeError, match="dictionary"):
         next(iter(bad))
+
+
+def test_mixup_and_cutmix_mix_the_image_field_as_without_fields(records):
+    root, by_key = records
+    mix = nostall.Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, num_classes=4, mode="elem")
+    kwargs = dict(batch_size=8, pipeline="train", image_size=32, seed=7, mix=mix)
+    mixed = nostall.Loader(str(root), fields=FIELDS, **kwargs)
+    plain = nostall.Loader(str(root), **kwargs)
+    for batch, (images, labels) in zip(mixed, plain, strict=True):
+        assert torch.equal(batch["image"], images)
+        assert torch.equal(batch["label"], labels) and labels.shape == (8, 4)
+        # The other fields are each sample's own: mixing touched the images only.
+        assert batch["caption"] == [by_key[m["key"]] for m in batch["meta"]]

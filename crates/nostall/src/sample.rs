@@ -276,6 +276,22 @@ impl SampleLayout {
         }
     }
 
+    /// Where the sample's tensor lies in its slot, with its shape and element type: the
+    /// whole slot, or a record's tensor field (`None` for a record without one).
+    pub fn tensor(&self) -> Option<(std::ops::Range<usize>, &[usize], DType)> {
+        if self.parts.is_empty() {
+            return Some((0..self.bytes(), &self.shape, self.dtype));
+        }
+        self.parts.iter().find_map(|p| match &p.form {
+            PartForm::Tensor { shape, dtype } => Some((
+                p.offset..p.offset + p.form.bytes(),
+                shape.as_slice(),
+                *dtype,
+            )),
+            _ => None,
+        })
+    }
+
     /// The fields of a record ([`SampleLayout::of_record`]); empty for a sample of one
     /// tensor.
     pub fn parts(&self) -> &[Part] {

@@ -342,18 +342,12 @@ impl LoaderBuilder {
         let pipeline = match &self.fields {
             None => pipeline,
             Some(fields) => {
-                let refused = if !pipeline.layout().views().is_empty() {
-                    Some("views")
-                } else if self.mix.is_some() {
-                    Some("Mixup")
-                } else {
-                    None
-                };
-                if let Some(what) = refused {
-                    return Err(Error::Config(format!(
-                        "fields= with {what} is not supported yet: a record holds one image \
-                         a sample, mixed as it is"
-                    )));
+                if !pipeline.layout().views().is_empty() {
+                    return Err(Error::Config(
+                        "fields= with views is not supported yet: a record holds one image \
+                         a sample"
+                            .into(),
+                    ));
                 }
                 Pipeline::new(RecordPrep::new(pipeline, fields.clone()))
             }

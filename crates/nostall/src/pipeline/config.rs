@@ -255,7 +255,12 @@ impl LoaderConfig {
                     "Mixup mixes images: the pipeline prepares audio".into(),
                 ));
             }
-            mix.check(self.pipeline.layout().dtype())?;
+            let Some((_, _, dtype)) = self.pipeline.layout().tensor() else {
+                return Err(Error::Config(
+                    "Mixup mixes images: the samples hold none".into(),
+                ));
+            };
+            mix.check(dtype)?;
             if self.pipeline.prep().decode_route().is_some() {
                 return Err(Error::Config(
                     "Mixup mixes the batch on the CPU as it is handed over, before a device \

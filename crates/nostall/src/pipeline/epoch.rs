@@ -701,11 +701,13 @@ impl Epoch {
             ];
             let mut rng = crate::rng::Rng::new(crate::rng::derive(&key));
             let layout = batch.layout.clone();
+            let (image, shape, dtype) = layout.tensor().expect("checked with the mixer");
             let labels = std::mem::take(&mut batch.labels);
-            let soft = mix.apply(
+            let soft = mix.apply_within(
                 batch.data_mut(),
-                layout.shape(),
-                layout.dtype(),
+                (layout.bytes(), image),
+                shape,
+                dtype,
                 &labels,
                 &mut rng,
             );

@@ -185,21 +185,36 @@ impl Mix {
         labels: &[i64],
         rng: &mut Rng,
     ) -> Vec<f32> {
+        let slot = data.len() / labels.len().max(1);
+        self.apply_within(data, (slot, 0..slot), shape, dtype, labels, rng)
+    }
+
+    /// [`Mix::apply`] on the images that lie at `image` within each sample's `slot` bytes
+    /// of `data` (a record's image field: the rest of each slot is left as it is).
+    pub fn apply_within(
+        &self,
+        data: &mut [u8],
+        (slot, image): (usize, std::ops::Range<usize>),
+        shape: &[usize],
+        dtype: DType,
+        labels: &[i64],
+        rng: &mut Rng,
+    ) -> Vec<f32> {
         let len = labels.len();
         let (height, width) = match self.layout {
             Layout::Chw => (shape[1], shape[2]),
             Layout::Hwc => (shape[0], shape[1]),
         };
         let draws = self.draws(len, (height, width), rng);
-        let sample = data.len() / len.max(1);
         let mut lams = vec![1.0; len];
         // Each pair (i, len - 1 - i) mixes each with the other as it was (this runs on the
         // consumer's thread).
         let mut scratch = Vec::new();
         for i in 0..len / 2 {
             let j = len - 1 - i;
-            let (head, tail) = data.split_at_mut(j * sample);
-            let (a, b) = (&mut head[i * sample..][..sample], &mut tail[..sample]);
+            let (head, tail) = data.split_at_mut(j * slot);
+            let a = &mut head[i * slot..][image.clone()];
+            let b = &mut tail[image.clone()];
             let draws = [draws[i], draws[j]];
             self.mix_pair([a, b], draws, (height, width), dtype, &mut scratch);
             (lams[i], lams[j]) = (draws[0].lam, draws[1].lam);
