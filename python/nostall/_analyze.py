@@ -295,6 +295,7 @@ def analyze(
     html: str | os.PathLike[str] | None = None,
     seed: int = 0,
     progress: Callable[[str], object] | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> AnalysisReport:
     """Where training waits for data, and what would fix it: ``nostall analyze`` from Python.
 
@@ -320,8 +321,10 @@ def analyze(
     The configuration analysed takes ``Loader``'s arguments, with the same meaning:
     ``batch_size``, ``pipeline`` (``"train"``, ``"val"`` or a list of ``nostall.ops``),
     ``image_size``, ``dtype``, ``layout``, ``threads`` (prep threads, 2),
-    ``fetch_threads`` (2), ``cache`` and ``cache_policy``, ``on_error``; one rank reading
-    the whole dataset, shuffled with ``seed``.
+    ``fetch_threads`` (2), ``cache`` and ``cache_policy``, ``on_error``, ``fields`` (samples
+    as records of named fields: their reads and prep, the captions' tokenization included,
+    are what is measured; the model then as ``model_rate`` or ``step_ms``); one rank
+    reading the whole dataset, shuffled with ``seed``.
 
     How the analysis runs (as the command line's options of the same names):
 
@@ -401,6 +404,7 @@ def analyze(
         network_gbps=network_gbps,
         seed=seed,
         progress=progress,
+        fields=fields,
     )
     if json is not None:
         Path(json).write_text(report_json, encoding="utf-8")

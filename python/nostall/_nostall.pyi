@@ -329,6 +329,7 @@ def _analyze(
     network_gbps: float,
     seed: int,
     progress: Callable[[str], object] | None,
+    fields: Mapping[str, str | Field] | None = None,
 ) -> tuple[str, str, str]:
     """The engine's side of ``nostall.analyze``: the report as ``(json, text, html)``.
 

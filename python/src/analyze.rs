@@ -20,6 +20,7 @@ use nostall::ErrorPolicy;
 
 use crate::convert::{CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
 use crate::errors::{config_error, raise};
+use crate::fields::FieldsArg;
 
 /// [`analyze::positive`], raised as Python's `ConfigError`.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
@@ -65,7 +66,7 @@ fn model_from_args(
     source, *, model_rate, step_ms, time_model, batch_size, pipeline, image_size, dtype,
     layout, threads, fetch_threads, cache, cache_policy, on_error, budget, run_seconds,
     run_epochs, max_threads, warm, throttle_mbps, latency_ms, rates, node_cache,
-    network_gbps, seed, progress
+    network_gbps, seed, progress, fields=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
@@ -96,7 +97,16 @@ pub(crate) fn run(
     network_gbps: f64,
     seed: u64,
     progress: Option<Py<PyAny>>,
+    fields: Option<FieldsArg>,
 ) -> PyResult<(String, String, String)> {
+    if fields.is_some() && time_model.is_some() {
+        return Err(config_error(
+            py,
+            "analyze times a training step on synthetic images: with fields=, give the \
+             model as model_rate or step_ms"
+                .into(),
+        ));
+    }
     // Every argument is checked before the dataset is opened or anything measured.
     let args = ConfigArgs {
         batch_size: Some(batch_size),
@@ -124,7 +134,18 @@ pub(crate) fn run(
         ));
     }
     let location = source.to_string_lossy().into_owned();
-    let (builder, _) = args.builder(py, location.clone())?;
+    let (mut builder, _) = args.builder(py, location.clone())?;
+    let mut columns = builder.settings().columns.clone();
+    if let Some(fields) = fields {
+        let modality = builder
+            .config()
+            .map_err(|e| raise(py, e))?
+            .pipeline
+            .modality();
+        let fields = fields.fields(py, modality)?;
+        columns.record = Some(fields.extensions());
+        builder.fields(Some(fields));
+    }
     let config = builder.config().map_err(|e| raise(py, e))?;
     let given_model = model_from_args(py, model_rate, step_ms, time_model.is_some(), batch_size)?;
     let budget = Duration::from_secs_f64(positive(py, "budget", budget, false)?);
@@ -184,7 +205,7 @@ pub(crate) fn run(
     options.validate().map_err(|e| raise(py, e))?;
 
     let subject = py
-        .detach(|| Subject::open(&location, config, read, link, &builder.settings().columns))
+        .detach(|| Subject::open(&location, config, read, link, &columns))
         .map_err(|e| raise(py, e))?;
     let model = match (given_model, time_model) {
         (Some(model), _) => model,

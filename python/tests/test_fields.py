@@ -413,3 +413,17 @@ def test_mixup_and_cutmix_mix_the_image_field_as_without_fields(records):
         assert torch.equal(batch["label"], labels) and labels.shape == (8, 4)
         # The other fields are each sample's own: mixing touched the images only.
         assert batch["caption"] == [by_key[m["key"]] for m in batch["meta"]]
+
+
+def test_analyze_measures_a_loader_with_fields(records):
+    root, by_key = records
+    tokenizer = nostall.Tokenizer(pytest.importorskip("open_clip").get_tokenizer("ViT-B-32"), length=77)
+    fields = {"image": "jpg", "text": nostall.Field("txt", tokenizer=tokenizer), "meta": "json"}
+    report = nostall.analyze(str(root), batch_size=8, image_size=32, threads=2, max_threads=2, step_ms=5.0,
+                             budget=1.0, run_seconds=0.3, warm=True, fields=fields)
+    assert report["rates"]["samples"] == len(by_key)
+    assert all(p["samples_per_s"] > 0 for p in report["measurements"]["prep"])
+    assert "fields image, text, meta" in report["configuration"]["pipeline"]
+    assert report.measured_images_per_s > 0
+    with pytest.raises(nostall.ConfigError, match="model_rate or step_ms"):
+        nostall.analyze(str(root), model=lambda images, labels: None, fields=fields)
