@@ -9,33 +9,10 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{jpeg, peak_rss, run_alone, watchdog};
+use common::{jpeg, peak_rss, run_alone, tar, watchdog};
 use nostall::fields::{Field, Fields};
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::{ErrorPolicy, Modality};
-
-/// A tar shard of `(name, data)` members, ustar as GNU tar writes it.
-fn tar(members: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, data) in members {
-        let mut header = [0u8; 512];
-        header[..name.len()].copy_from_slice(name.as_bytes());
-        header[100..108].copy_from_slice(b"0000644\0");
-        header[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
-        header[136..148].copy_from_slice(b"00000000000\0");
-        header[156] = b'0';
-        header[257..263].copy_from_slice(b"ustar\0");
-        header[263..265].copy_from_slice(b"00");
-        header[148..156].copy_from_slice(b"        ");
-        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
-        header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        out.extend_from_slice(&header);
-        out.extend_from_slice(data);
-        out.resize(out.len().div_ceil(512) * 512, 0);
-    }
-    out.resize(out.len() + 1024, 0);
-    out
-}
 
 /// The hostile members of sample `k` (of kind `k % 6`) and the cause it is skipped by.
 fn hostile(k: usize) -> (Vec<(&'static str, Vec<u8>)>, &'static str) {

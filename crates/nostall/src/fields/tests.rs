@@ -5,40 +5,8 @@ use crate::error::Cause;
 use crate::prep::image::codec::{encode_jpeg, EncodePixels};
 use crate::prep::{Pipeline, Prep, Prepared};
 use crate::rng::Rng;
+use crate::storage::tar::tests::tar;
 use crate::storage::{LocalDir, Source, TarShards};
-
-/// A tar archive of `(name, data)` members, ustar as GNU tar writes it; a name over 100
-/// bytes goes in a GNU long-name header before its member's.
-fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
-    fn header(out: &mut Vec<u8>, name: &[u8], size: usize, kind: u8) {
-        let mut header = [0u8; 512];
-        header[..name.len().min(100)].copy_from_slice(&name[..name.len().min(100)]);
-        header[100..108].copy_from_slice(b"0000644\0");
-        header[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
-        header[136..148].copy_from_slice(b"00000000000\0");
-        header[156] = kind;
-        header[257..263].copy_from_slice(b"ustar\0");
-        header[263..265].copy_from_slice(b"00");
-        header[148..156].copy_from_slice(b"        ");
-        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
-        header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        out.extend_from_slice(&header);
-    }
-    let mut out = Vec::new();
-    for (name, data) in members {
-        if name.len() > 100 {
-            header(&mut out, b"././@LongLink", name.len() + 1, b'L');
-            out.extend_from_slice(name.as_bytes());
-            out.push(0);
-            out.resize(out.len().div_ceil(512) * 512, 0);
-        }
-        header(&mut out, name.as_bytes(), data.len(), b'0');
-        out.extend_from_slice(data);
-        out.resize(out.len().div_ceil(512) * 512, 0);
-    }
-    out.resize(out.len() + 1024, 0);
-    out
-}
 
 fn photo() -> Vec<u8> {
     let (w, h) = (96u32, 64u32);

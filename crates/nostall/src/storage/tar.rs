@@ -558,27 +558,38 @@ fn read_label(store: &dyn BlobStore, shard: &BlobInfo, cls: &Member) -> Result<u
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::storage::LocalDir;
     use std::fs;
 
-    /// A tar file of `(name, data)` members in ustar format, written the way GNU tar does.
-    fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (name, data) in members {
+    /// A tar file of `(name, data)` members in ustar format, written the way GNU tar does:
+    /// a name over 100 bytes in a GNU long-name header before its member's.
+    pub(crate) fn tar(members: &[(&str, &[u8])]) -> Vec<u8> {
+        fn header(out: &mut Vec<u8>, name: &[u8], size: usize, kind: u8) {
             let mut header = [0u8; 512];
-            header[..name.len()].copy_from_slice(name.as_bytes());
+            let shown = name.len().min(100);
+            header[..shown].copy_from_slice(&name[..shown]);
             header[100..108].copy_from_slice(b"0000644\0");
-            header[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
+            header[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
             header[136..148].copy_from_slice(b"00000000000\0");
-            header[156] = b'0';
+            header[156] = kind;
             header[257..263].copy_from_slice(b"ustar\0");
             header[263..265].copy_from_slice(b"00");
             header[148..156].copy_from_slice(b"        ");
             let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
             header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
             out.extend_from_slice(&header);
+        }
+        let mut out = Vec::new();
+        for (name, data) in members {
+            if name.len() > 100 {
+                header(&mut out, b"././@LongLink", name.len() + 1, b'L');
+                out.extend_from_slice(name.as_bytes());
+                out.push(0);
+                out.resize(out.len().div_ceil(512) * 512, 0);
+            }
+            header(&mut out, name.as_bytes(), data.len(), b'0');
             out.extend_from_slice(data);
             out.resize(out.len().div_ceil(512) * 512, 0);
         }
