@@ -154,14 +154,13 @@ impl Device {
         Ok(staged)
     }
 
-    /// Moves a batch of records (its one buffer, `record`) to the device and splits it
-    /// there by `split` into its fields, decoding there the `deferred` samples.
+    /// Moves a batch of records (its one buffer, `record`, with its labels and its
+    /// variable-length fields) to the device and splits it there by `split` into its
+    /// fields, decoding there the `deferred` samples.
     pub(crate) fn stage_record(
         &self,
         py: Python<'_>,
-        record: Py<PyAny>,
-        labels: Py<PyAny>,
-        varying: Bound<'_, PyDict>,
+        (record, labels, varying): (Py<PyAny>, Py<PyAny>, Bound<'_, PyDict>),
         deferred: Bound<'_, PyList>,
         split: &Py<PyAny>,
         transform: Option<Bound<'_, PyAny>>,

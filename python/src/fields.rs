@@ -250,15 +250,8 @@ impl Records {
                 let transform = transform
                     .map(|(t, seed)| t.bind(py).call_method1("bound_record", (seed, sample)))
                     .transpose()?;
-                device.stage_record(
-                    py,
-                    record,
-                    labels,
-                    varying,
-                    deferred,
-                    &self.split,
-                    transform,
-                )
+                let batch = (record, labels, varying);
+                device.stage_record(py, batch, deferred, &self.split, transform)
             }
             (None, transform) => {
                 let batch = self.split.bind(py).call1((record, labels, varying))?;
