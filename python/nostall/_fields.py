@@ -35,20 +35,28 @@ class Split:
             elif kind == "json":
                 out[name] = [json.loads(text) for text in varying[name]]
             elif kind == "tokens":
-                pairs = _as(record[:, offset : offset + size], "int64").reshape(n, 2, shape[0])
+                pairs = _part(record, offset, size, "int64").reshape(n, 2, shape[0])
                 out[name] = (pairs[:, 0], pairs[:, 1])
             else:
-                out[name] = _as(record[:, offset : offset + size], dtype).reshape((n, *shape))
+                out[name] = _part(record, offset, size, dtype).reshape((n, *shape))
         return out
 
 
-def _as(columns: Any, dtype: str) -> Any:
-    """``columns`` (a uint8 view whose rows are contiguous) seen as ``dtype``."""
-    module = type(columns).__module__
-    if module.startswith("torch"):
+#: Bytes of an element of each type a field holds.
+_ITEMSIZE = {"uint8": 1, "float32": 4, "int64": 8}
+
+
+def _part(record: Any, offset: int, size: int, dtype: str) -> Any:
+    """The columns ``offset:offset + size`` (bytes) of ``record`` (``[n, slot]`` uint8,
+    contiguous) seen as ``dtype``: the whole record is viewed first (its slot and the
+    part's offset are multiples of 8), then sliced, which every NumPy and torch allows."""
+    item = _ITEMSIZE[dtype]
+    if type(record).__module__.startswith("torch"):
         import torch
 
-        return columns.view(getattr(torch, dtype))
-    import numpy
+        typed = record.view(getattr(torch, dtype))
+    else:
+        import numpy
 
-    return columns.view(numpy.dtype(dtype))
+        typed = record.view(numpy.dtype(dtype))
+    return typed[:, offset // item : (offset + size) // item]

@@ -143,7 +143,7 @@ pub(crate) fn run(
             .pipeline
             .modality();
         let fields = fields.fields(py, modality)?;
-        columns.record = Some(fields.extensions());
+        columns.record = Some(fields.others());
         builder.fields(Some(fields));
     }
     let config = builder.config().map_err(|e| raise(py, e))?;

@@ -321,6 +321,12 @@ impl Loader {
         fields: Option<FieldsArg>,
         weights: Option<Vec<f64>>,
     ) -> PyResult<Loader> {
+        if matches!(&source, SourceArg::Many(many) if many.is_empty()) {
+            return Err(config_error(
+                py,
+                "source=[]: give a dataset's location, or a list of them to mix".into(),
+            ));
+        }
         let mixture: Vec<(String, Option<f64>)> = match (&source, weights) {
             (SourceArg::One(_), None) => Vec::new(),
             (SourceArg::One(_), Some(_)) => {
@@ -354,6 +360,12 @@ impl Loader {
                     .into(),
             ));
         }
+        // A mixture's epoch may hold a sample twice, each with its own crop: decoded on
+        // the CPU, unless a device decode was asked for (which the engine refuses).
+        let decode = match (mixture.is_empty(), decode) {
+            (false, "auto") => "cpu",
+            (_, decode) => decode,
+        };
         let location = match &source {
             SourceArg::One(location) => location.clone(),
             SourceArg::Many(many) => many.join(" + "),

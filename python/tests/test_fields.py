@@ -290,7 +290,8 @@ def test_a_parquet_dataset_gives_its_image_and_caption_columns_as_fields(photos,
         "label": [classes.index(p.parent.name) for p in files],
     })
     pq.write_table(table, tmp_path / "train.parquet", row_group_size=10)
-    fields = {"image": "image", "caption": "caption", "label": "label"}
+    # A field reads the first of its members the file has as a column.
+    fields = {"image": "jpg;image", "caption": "txt;caption", "label": "label"}
     kwargs = dict(batch_size=5, pipeline="val", image_size=32, seed=1, on_error="skip")
     loader = nostall.Loader(str(tmp_path / "train.parquet"), fields=fields, **kwargs)
     plain = nostall.Loader(str(tmp_path / "train.parquet"), **kwargs)

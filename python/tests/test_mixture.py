@@ -88,6 +88,14 @@ def test_a_mixture_by_default_weighs_by_size_and_mistakes_are_config_errors(two,
         nostall.Loader(big, weights=[1.0], **KW)
     with pytest.raises(nostall.ConfigError, match="weight"):
         nostall.Loader([big, small], weights=[1.0, 0.0], **KW)
+    with pytest.raises(nostall.ConfigError, match="source="):
+        nostall.Loader([], **KW)
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    photo = next(Path(big).rglob("*.jpg")).read_bytes()
+    pq.write_table(pa.table({"image": [{"bytes": photo, "path": "x.jpg"}], "label": [0]}), tmp_path / "t.parquet")
+    with pytest.raises(nostall.ConfigError, match="Parquet"):
+        nostall.Loader([big, str(tmp_path / "t.parquet")], **KW)
     with pytest.raises(nostall.ConfigError, match="aug_repeats"):
         nostall.Loader([big, small], aug_repeats=2, **KW)
     flat = tmp_path / "flat"

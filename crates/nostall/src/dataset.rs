@@ -140,6 +140,17 @@ pub fn open_mixture(
         .iter()
         .map(|location| open_in(location, mode, modality, columns, var))
         .collect::<Result<Vec<Dataset>>>()?;
+    if let Some((location, _)) = locations
+        .iter()
+        .zip(&parts)
+        .find(|(_, d)| d.format == Format::Parquet)
+    {
+        // A mixture reads each sample alone: a Parquet sample would cost its row group.
+        return Err(Error::Config(format!(
+            "{location}: a mixture does not read Parquet files yet (each sample would \
+             decode its row group); mix WebDataset shards, folders or manifests"
+        )));
+    }
     let catalogs: Vec<&Catalog> = parts.iter().map(|d| &*d.catalog).collect();
     let catalog = Catalog::concat(&catalogs)?;
     let lens: Vec<usize> = catalogs.iter().map(|c| c.len()).collect();
@@ -261,7 +272,7 @@ fn open_any(
     };
     let files = LocalFiles::new(catalog.clone(), mode);
     let files = match &columns.record {
-        Some(extensions) => files.with_sidecars(extensions.clone()),
+        Some(others) => files.with_sidecars(others.concat()),
         None => files,
     };
     Ok(Dataset {
@@ -398,8 +409,9 @@ fn open_store(
     }
     if tars > 0 && !samples {
         let shards = match &columns.record {
-            Some(extensions) => {
-                TarShards::records_from_listing(store, listing, modality, extensions)?
+            Some(others) => {
+                let extensions: Vec<String> = others.concat();
+                TarShards::records_from_listing(store, listing, modality, &extensions)?
             }
             None => TarShards::from_listing(store, listing, modality)?,
         };

@@ -231,9 +231,12 @@ impl PartForm {
     /// Bytes it takes in a slot.
     pub fn bytes(&self) -> usize {
         match self {
-            PartForm::Tensor { shape, dtype } => shape.iter().product::<usize>() * dtype.size(),
-            PartForm::Tokens { length } => 2 * length * 8,
-            PartForm::Var { capacity, .. } => 4 + capacity,
+            // Saturating: a size past memory is refused by the batch's bound, not wrapped.
+            PartForm::Tensor { shape, dtype } => shape
+                .iter()
+                .fold(dtype.size(), |bytes, &d| bytes.saturating_mul(d)),
+            PartForm::Tokens { length } => length.saturating_mul(16),
+            PartForm::Var { capacity, .. } => capacity.saturating_add(4),
             PartForm::Label => 0,
         }
     }
@@ -264,7 +267,8 @@ impl SampleLayout {
                     offset: at,
                     form,
                 };
-                at += part.form.bytes().next_multiple_of(8);
+                let size = part.form.bytes();
+                at = at.saturating_add(size.checked_next_multiple_of(8).unwrap_or(size));
                 part
             })
             .collect();

@@ -171,12 +171,22 @@ impl Field {
     }
 }
 
+/// The longest member name (an extension, a column's name): a record's frame writes it
+/// in a byte.
+const MAX_MEMBER_NAME: usize = 255;
+
 /// The extensions of `"jpg;png"`, lower case.
 fn parse_members(name: &str, members: &str) -> Result<Vec<String>> {
     let list: Vec<String> = members
         .split(';')
         .map(|m| m.trim().trim_start_matches('.').to_ascii_lowercase())
         .collect();
+    if let Some(long) = list.iter().find(|m| m.len() > MAX_MEMBER_NAME) {
+        return Err(Error::Config(format!(
+            "field {name:?}: a member's name of {} bytes (at most {MAX_MEMBER_NAME})",
+            long.len()
+        )));
+    }
     if list.iter().any(String::is_empty) {
         return Err(Error::Config(format!(
             "field {name:?} is read from {members:?}: give the members' extensions, such as \
@@ -275,18 +285,14 @@ impl Fields {
         self.fields.iter()
     }
 
-    /// The extensions of every member read into the record beside the labels (for
-    /// [`TarShards::records_from_listing`](crate::storage::TarShards::records_from_listing)).
-    pub fn extensions(&self) -> Vec<String> {
-        let mut all: Vec<String> = Vec::new();
-        for field in self.iter().filter(|f| !matches!(f.kind, FieldKind::Label)) {
-            for ext in &field.members {
-                if !all.contains(ext) {
-                    all.push(ext.clone());
-                }
-            }
-        }
-        all
+    /// The members of each field other than the sample's and the label, in order of
+    /// preference: what a source reads into a record beside the sample
+    /// ([`Columns::record`](crate::storage::Columns::record)).
+    pub fn others(&self) -> Vec<Vec<String>> {
+        self.iter()
+            .filter(|f| !matches!(f.kind, FieldKind::Sample | FieldKind::Label))
+            .map(|f| f.members.clone())
+            .collect()
     }
 
     /// Whether a field is the sample's label.

@@ -55,6 +55,10 @@ impl Prep for RecordPrep {
         )
     }
 
+    fn decode_route(&self) -> Option<&crate::prep::route::DecodeRoute> {
+        self.sample.prep().decode_route()
+    }
+
     fn preparer(&self) -> Result<Box<dyn Preparer>> {
         Ok(Box::new(RecordPreparer {
             sample: self.sample.prep().preparer()?,

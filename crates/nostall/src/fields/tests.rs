@@ -33,7 +33,7 @@ fn records(files: &[(&str, Vec<u8>)], fields: &Fields) -> (tempfile::TempDir, Ta
     let store = Arc::new(LocalDir::new(dir.path()).unwrap());
     let listing = crate::storage::BlobStore::list(&*store).unwrap();
     let shards =
-        TarShards::records_from_listing(store, listing, Modality::Image, &fields.extensions())
+        TarShards::records_from_listing(store, listing, Modality::Image, &fields.others().concat())
             .unwrap();
     (dir, shards)
 }

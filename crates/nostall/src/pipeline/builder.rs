@@ -391,7 +391,7 @@ impl LoaderBuilder {
                 .map(|(_, value)| value.clone()),
         };
         let mut columns = self.settings.columns.clone();
-        columns.record = self.fields.as_ref().map(Fields::extensions);
+        columns.record = self.fields.as_ref().map(Fields::others);
         if !self.mixture.is_empty() {
             let locations: Vec<String> = self.mixture.iter().map(|(l, _)| l.clone()).collect();
             return dataset::open_mixture(&locations, self.settings.read, modality, &columns, &var);
@@ -452,6 +452,15 @@ impl LoaderBuilder {
                     weight: weight.unwrap_or(len as f64),
                 })
                 .collect();
+            if config.pipeline.prep().decode_route().is_some() {
+                // The device's decoder keys a sample by its id; a mixture's epoch may hold
+                // a sample twice, each with its own crop.
+                return Err(Error::Config(
+                    "a mixture of datasets is decoded on the CPU: give decode=\"cpu\" with \
+                     device="
+                        .into(),
+                ));
+            }
             config.plan.mixture = Some(Mixture::new(&sources, None)?);
             config.check()?;
         }

@@ -501,12 +501,21 @@ impl EpochPlan {
         // occurrence draws its own augmentation, as a repeat does.
         let repeats = match config.mixture {
             None => Vec::new(),
-            Some(_) => occurrences(&order, dataset_len)
-                .into_iter()
-                .skip(config.rank)
-                .step_by(config.world)
-                .map(|r| r as u32)
-                .collect(),
+            Some(_) => {
+                // A padded place repeats the head's sample as it was (as a resumed epoch
+                // pads its rest), numbered over the order before padding.
+                let len = order.len() - padded;
+                let mut numbered = occurrences(&order[..len], dataset_len);
+                for k in 0..padded {
+                    numbered.push(numbered[k % len]);
+                }
+                numbered
+                    .into_iter()
+                    .skip(config.rank)
+                    .step_by(config.world)
+                    .map(|r| r as u32)
+                    .collect()
+            }
         };
         let samples = order
             .into_iter()

@@ -15,10 +15,12 @@ pub struct Columns {
     pub sample: Option<String>,
     /// The labels (`label_column`).
     pub label: LabelColumn,
-    /// The members (WebDataset extensions such as `txt`, `json`) each sample is read with
-    /// as a record, for a loader given fields
-    /// ([`Fields::extensions`](crate::fields::Fields::extensions)); `None`: the sample alone.
-    pub record: Option<Vec<String>>,
+    /// For a loader given fields, the members each sample is read with as a record: for
+    /// each field other than the sample's and the label, the members it may be read from
+    /// in order of preference (WebDataset extensions such as `txt`, Parquet columns,
+    /// sidecar extensions; [`Fields::others`](crate::fields::Fields::others)); `None`:
+    /// the sample alone.
+    pub record: Option<Vec<Vec<String>>>,
 }
 
 /// Where a Parquet dataset's labels are.

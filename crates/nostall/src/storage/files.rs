@@ -45,13 +45,10 @@ impl LocalFiles {
     /// stem and one of `extensions` (`a.jpg`'s `a.txt`, `a.json`) that exists, under its
     /// extension. Each file is bounded by the byte limit.
     pub fn with_sidecars(self, extensions: Vec<String>) -> LocalFiles {
-        // Files of the sample's own kind are samples, not sidecars (`a.png` beside `a.jpg`).
-        let modality = self.catalog.modality();
-        let sidecars = extensions
-            .into_iter()
-            .filter(|e| e != modality.name() && !modality.accepts(&format!("x.{e}")))
-            .collect();
-        LocalFiles { sidecars, ..self }
+        LocalFiles {
+            sidecars: extensions,
+            ..self
+        }
     }
 
     /// Sample `id` and the sidecars that exist, framed into `out`.

@@ -325,7 +325,7 @@ fn index_shard(store: &dyn BlobStore, blob: &BlobInfo) -> Result<Vec<Member>, Ca
 }
 
 /// The members of a record: the run of a sample key's members read from its shard as one
-/// range ([`TarShards::with_record`]), each member's extent within `record`.
+/// range ([`TarShards::records_from_listing`]), each member's extent within `record`.
 ///
 /// # Errors
 ///

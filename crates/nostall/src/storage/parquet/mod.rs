@@ -527,15 +527,24 @@ impl Index {
         let descr = schema.column(found.sample);
         // A record's other members are columns by name; its sample is `image` (`audio`),
         // whichever column holds it.
+        // Each field's first column the file has.
         let extras = match &columns.record {
             None => Vec::new(),
-            Some(names) => names
+            Some(fields) => fields
                 .iter()
-                .filter(|name| *name != modality.name())
-                .map(|name| {
-                    columns::sample_leaf(schema.columns(), name)
-                        .map(|leaf| (name.clone(), leaf))
-                        .map_err(|why| Problem::Columns(format!("a field's column: {why}")))
+                .map(|names| {
+                    let mut why = String::new();
+                    for name in names {
+                        match columns::sample_leaf(schema.columns(), name) {
+                            Ok(leaf) => return Ok((name.clone(), leaf)),
+                            Err(e) if why.is_empty() => why = e,
+                            Err(_) => {}
+                        }
+                    }
+                    Err(Problem::Columns(format!(
+                        "a field's column ({}): {why}",
+                        names.join(" or ")
+                    )))
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?,
         };
