@@ -523,7 +523,7 @@ impl Loader {
                 Some(SourceCounts::new(
                     locations,
                     weights,
-                    inner.catalog().sources(),
+                    &inner.catalog().sources(),
                 ))
             }
         };

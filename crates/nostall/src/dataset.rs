@@ -140,17 +140,6 @@ pub fn open_mixture(
         .iter()
         .map(|location| open_in(location, mode, modality, columns, var))
         .collect::<Result<Vec<Dataset>>>()?;
-    if let Some((location, _)) = locations
-        .iter()
-        .zip(&parts)
-        .find(|(_, d)| d.format == Format::Parquet)
-    {
-        // A mixture reads each sample alone: a Parquet sample would cost its row group.
-        return Err(Error::Config(format!(
-            "{location}: a mixture does not read Parquet files yet (each sample would \
-             decode its row group); mix WebDataset shards, folders or manifests"
-        )));
-    }
     let catalogs: Vec<&Catalog> = parts.iter().map(|d| &*d.catalog).collect();
     let catalog = Catalog::concat(&catalogs)?;
     let lens: Vec<usize> = catalogs.iter().map(|c| c.len()).collect();

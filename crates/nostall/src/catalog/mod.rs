@@ -102,9 +102,9 @@ pub struct Catalog {
     /// Whether the sizes are estimates (a Parquet sample's is known only once its page is
     /// decoded), not each sample's bytes.
     estimated_sizes: bool,
-    /// For the samples of several datasets ([`Catalog::concat`]), each one's length;
-    /// empty for one dataset.
-    sources: Vec<usize>,
+    /// For the samples of several datasets ([`Catalog::concat`]), each one's length and
+    /// groups; empty for one dataset.
+    sources: Vec<(usize, Vec<u32>)>,
     /// Every directory scanned, relative to the root ("" is the root), with its
     /// modification time as seen before it was listed: what decides freshness.
     dirs: Strings,
@@ -163,7 +163,7 @@ impl Catalog {
     /// `s`'s sample `k` is the sum of the earlier ones' lengths plus `k`. Each sample keeps
     /// its relative path and label; the class names are the sources' where they all
     /// name the same classes, else none (labels stay the numbers each source gives).
-    /// Groups are not kept: a mixture reads samples alone.
+    /// Groups are kept by dataset ([`Catalog::source_groups`]), not as the catalog's.
     ///
     /// # Errors
     ///
@@ -199,7 +199,7 @@ impl Catalog {
                 catalog.push_sample("", part.relative_path(id), part.label(id), part.size(id));
             }
             catalog.estimated_sizes |= part.estimated_sizes;
-            catalog.sources.push(part.len());
+            catalog.sources.push((part.len(), part.groups.clone()));
         }
         if parts.iter().all(|c| c.classes == first.classes) {
             catalog.classes.clone_from(&first.classes);
@@ -232,8 +232,14 @@ impl Catalog {
 
     /// The lengths of the datasets whose samples these are, one after another
     /// ([`Catalog::concat`]); empty for one dataset.
-    pub fn sources(&self) -> &[usize] {
-        &self.sources
+    pub fn sources(&self) -> Vec<usize> {
+        self.sources.iter().map(|(len, _)| *len).collect()
+    }
+
+    /// Each dataset's groups ([`Catalog::groups`]) where the samples are several
+    /// datasets'; empty for one dataset.
+    pub fn source_groups(&self) -> impl Iterator<Item = &[u32]> {
+        self.sources.iter().map(|(_, groups)| groups.as_slice())
     }
 
     /// Runs of consecutive samples read as one, by their lengths; empty when each sample

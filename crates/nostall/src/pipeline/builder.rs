@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::fields::{Fields, RecordPrep};
 use crate::plan::locality::Locality;
 use crate::plan::mixture::{Mixture, Source as MixtureSource};
+use crate::plan::Blocks;
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
 use crate::prep::mix::{Mix, MixArgs};
@@ -461,7 +462,24 @@ impl LoaderBuilder {
                         .into(),
                 ));
             }
-            config.plan.mixture = Some(Mixture::new(&sources, None)?);
+            let mut mixture = Mixture::new(&sources, None)?;
+            // A dataset read in groups (Parquet) keeps a few open, its share of the memory
+            // for groups.
+            let grouped = catalog.source_groups().filter(|g| !g.is_empty()).count();
+            let memory = config
+                .group_memory
+                .unwrap_or(crate::storage::DEFAULT_GROUP_MEMORY)
+                / grouped.max(1) as u64;
+            let mut first = 0u64;
+            for (s, groups) in catalog.source_groups().enumerate() {
+                let len = sources[s].len as u64;
+                let bytes = (first..first + len).map(|id| catalog.size(id)).sum();
+                if let Some(blocks) = Blocks::within(groups, bytes, memory) {
+                    mixture = mixture.with_blocks(s, blocks)?;
+                }
+                first += len;
+            }
+            config.plan.mixture = Some(mixture);
             config.check()?;
         }
         Loader::new(catalog, source, config)

@@ -18,6 +18,7 @@
 //! delivery order too. Everything is a pure function of (seed, epoch): a resumed or
 //! re-sharded epoch computes the same order, and no source keeps a cursor in the state.
 
+use super::Blocks;
 use crate::error::{Error, Result};
 use crate::rng::{derive, Rng};
 use crate::sample::SampleId;
@@ -37,6 +38,10 @@ pub struct Mixture {
     sources: Vec<Source>,
     offsets: Vec<u64>,
     counts: Vec<usize>,
+    /// Each source's groups read as one (a Parquet file's row groups), if it has them:
+    /// its passes then keep a few groups open ([`Blocks`]) instead of being a plain
+    /// permutation.
+    blocks: Vec<Option<Blocks>>,
 }
 
 // Weights are checked finite in `Mixture::new`, so equality is total.
@@ -80,12 +85,33 @@ impl Mixture {
             sources: sources.to_vec(),
             offsets,
             counts: largest_remainder(sources, epoch_len),
+            blocks: vec![None; sources.len()],
         })
     }
 
     /// Samples an epoch.
     pub fn epoch_len(&self) -> usize {
         self.counts.iter().sum()
+    }
+
+    /// The mixture with source `s` read in groups (`blocks`: its groups' lengths, adding up
+    /// to its samples, and how many are open at once): each of its passes keeps a few
+    /// groups open and reads each once, as [`Blocks`] orders one dataset.
+    ///
+    /// # Errors
+    ///
+    /// No source `s`, or groups that do not add up to its samples.
+    pub fn with_blocks(mut self, s: usize, blocks: Blocks) -> Result<Mixture> {
+        let total: u64 = blocks.lengths.iter().map(|&l| u64::from(l)).sum();
+        match self.sources.get(s) {
+            Some(source) if total == source.len as u64 => {
+                self.blocks[s] = Some(blocks);
+                Ok(self)
+            }
+            _ => Err(Error::Config(format!(
+                "mixture: groups of {total} samples for source {s}"
+            ))),
+        }
     }
 
     /// Samples of every source together: the size of the mixture's id space.
@@ -101,9 +127,13 @@ impl Mixture {
     /// The identity of the mixture for a saved position: its sources' lengths and how
     /// many each gives an epoch.
     pub fn digest(&self) -> u64 {
-        let parts = self.sources.iter().zip(&self.counts);
-        parts.fold(self.sources.len() as u64, |h, (s, &c)| {
-            derive(&[h, s.len as u64, c as u64])
+        let parts = self.sources.iter().zip(&self.counts).zip(&self.blocks);
+        parts.fold(self.sources.len() as u64, |h, ((s, &c), blocks)| {
+            let grouped = blocks.as_ref().map_or(0, |b| {
+                let lengths = b.lengths.iter();
+                lengths.fold(b.open as u64, |h, &l| derive(&[h, l.into()]))
+            });
+            derive(&[h, s.len as u64, c as u64, grouped])
         })
     }
 
@@ -166,6 +196,7 @@ struct Stream {
     pass: u64,
     at: u64,
     order: Vec<SampleId>,
+    blocks: Option<Blocks>,
 }
 
 impl Stream {
@@ -179,22 +210,31 @@ impl Stream {
             pass,
             at,
             order: Vec::new(),
+            blocks: mixture.blocks[s].clone(),
         };
         stream.load();
         stream
     }
 
-    /// The current pass's permutation.
+    /// The current pass's order: a permutation, or groups kept together.
     fn load(&mut self) {
         self.order = (0..self.len).collect();
         if self.shuffle {
-            Rng::new(derive(&[
+            let mut rng = Rng::new(derive(&[
                 self.seed,
                 self.source as u64,
                 self.pass,
                 0x5041_5353,
-            ]))
-            .shuffle(&mut self.order);
+            ]));
+            // `with_blocks` checked the groups against the source.
+            match self
+                .blocks
+                .as_ref()
+                .map(|b| b.order(&mut rng, self.len as usize, 1))
+            {
+                Some(Ok(grouped)) => self.order = grouped,
+                _ => rng.shuffle(&mut self.order),
+            }
         }
     }
 
