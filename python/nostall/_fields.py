@@ -18,8 +18,11 @@ class Split:
     """Makes a batch's dictionary; ``parts`` are ``(name, kind, offset, bytes, shape,
     dtype)`` each, as the engine's layout gives them."""
 
-    def __init__(self, parts: Sequence[tuple[str, str, int, int, tuple[int, ...], str]]):
+    def __init__(self, parts: Sequence[tuple[str, str, int, int, tuple[int, ...], str]],
+                 keys: Sequence[tuple[str, Sequence[str]]] = ()):
         self.parts = list(parts)
+        #: The JSON fields' chosen keys: such a field is a dict of one list a key.
+        self.keys = {name: list(chosen) for name, chosen in keys}
         #: The field of the loader's pipeline (the one ``tensor`` part): what a device
         #: stager finishes after the copy.
         self.sample = next(name for name, kind, *_ in self.parts if kind == "tensor")
@@ -32,6 +35,9 @@ class Split:
                 out[name] = labels
             elif kind in ("text", "bytes"):
                 out[name] = varying[name]
+            elif kind == "json" and name in self.keys:
+                documents = [json.loads(text) for text in varying[name]]
+                out[name] = {key: [d[key] for d in documents] for key in self.keys[name]}
             elif kind == "json":
                 out[name] = [json.loads(text) for text in varying[name]]
             elif kind == "tokens":

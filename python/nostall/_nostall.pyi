@@ -264,6 +264,7 @@ class Field:
         kind: Literal["sample", "label", "text", "json", "bytes"] | None = None,
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Field: ...
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:

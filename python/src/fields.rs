@@ -30,29 +30,34 @@ use crate::tokenizer::Tokenizer;
 ///   one is the sample's error (``bad-text``, ``bad-json``, ``too-large``).
 /// - ``tokenizer``: a ``nostall.Tokenizer``: the text is tokenized in the engine and the
 ///   field is ``(input_ids, attention_mask)``, int64 ``[batch, length]``.
+/// - ``keys``: for JSON, the keys to keep: each document must be an object holding them
+///   (else the sample's ``bad-json`` error), and the field is a dict of one list a key.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
     kind: Option<String>,
     max_bytes: Option<usize>,
     tokenizer: Option<Py<Tokenizer>>,
+    keys: Vec<String>,
 }
 
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None))]
     fn new(
         members: String,
         kind: Option<String>,
         max_bytes: Option<usize>,
         tokenizer: Option<Py<Tokenizer>>,
+        keys: Option<Vec<String>>,
     ) -> Field {
         Field {
             members,
             kind,
             max_bytes,
             tokenizer,
+            keys: keys.unwrap_or_default(),
         }
     }
 
@@ -63,6 +68,9 @@ impl Field {
         }
         if let Some(max) = self.max_bytes {
             text += &format!(", max_bytes={max}");
+        }
+        if !self.keys.is_empty() {
+            text += &format!(", keys={:?}", self.keys);
         }
         if let Some(t) = &self.tokenizer {
             let t = t.get().engine();
@@ -85,6 +93,7 @@ struct FieldSpec {
     kind: Option<String>,
     max_bytes: Option<usize>,
     tokenizer: Option<nostall::prep::tokens::Tokenizer>,
+    keys: Vec<String>,
 }
 
 impl<'py> FromPyObject<'_, 'py> for FieldsArg {
@@ -108,6 +117,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     kind: None,
                     max_bytes: None,
                     tokenizer: None,
+                    keys: Vec::new(),
                 }
             } else if let Ok(field) = value.cast::<Field>() {
                 let field = field.get();
@@ -116,6 +126,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     kind: field.kind.clone(),
                     max_bytes: field.max_bytes,
                     tokenizer: field.tokenizer.as_ref().map(|t| t.get().engine().clone()),
+                    keys: field.keys.clone(),
                 }
             } else {
                 return Err(PyTypeError::new_err(format!(
@@ -131,6 +142,14 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
 }
 
 impl FieldsArg {
+    /// The JSON fields' chosen keys, by field (what the batch's dictionary keeps).
+    pub(crate) fn keys(&self) -> Vec<(String, Vec<String>)> {
+        let chosen = self.0.iter().filter(|(_, spec)| !spec.keys.is_empty());
+        chosen
+            .map(|(name, spec)| (name.clone(), spec.keys.clone()))
+            .collect()
+    }
+
     /// The engine's fields, kinds found by extension for `modality`.
     pub(crate) fn fields(self, py: Python<'_>, modality: Modality) -> PyResult<Fields> {
         let mut fields = Vec::with_capacity(self.0.len());
@@ -150,14 +169,20 @@ impl FieldsArg {
                 }
                 (None, None) => match &field.kind {
                     FieldKind::Text { .. } => FieldKind::Text { max_bytes },
-                    FieldKind::Json { .. } => FieldKind::Json { max_bytes },
+                    FieldKind::Json { .. } => FieldKind::Json {
+                        max_bytes,
+                        keys: Vec::new(),
+                    },
                     FieldKind::Bytes { .. } => FieldKind::Bytes { max_bytes },
                     other => other.clone(),
                 },
                 (Some("sample"), None) => FieldKind::Sample,
                 (Some("label"), None) => FieldKind::Label,
                 (Some("text"), None) => FieldKind::Text { max_bytes },
-                (Some("json"), None) => FieldKind::Json { max_bytes },
+                (Some("json"), None) => FieldKind::Json {
+                    max_bytes,
+                    keys: Vec::new(),
+                },
                 (Some("bytes"), None) => FieldKind::Bytes { max_bytes },
                 (Some(other), None) => {
                     return Err(config_error(
@@ -166,6 +191,19 @@ impl FieldsArg {
                             "field {name:?}: unknown kind {other:?}: use \"sample\", \"label\", \
                              \"text\", \"json\" or \"bytes\""
                         ),
+                    ))
+                }
+            };
+            let kind = match (kind, spec.keys.is_empty()) {
+                (kind, true) => kind,
+                (FieldKind::Json { max_bytes, .. }, false) => FieldKind::Json {
+                    max_bytes,
+                    keys: spec.keys,
+                },
+                (_, false) => {
+                    return Err(config_error(
+                        py,
+                        format!("field {name:?}: keys= chooses keys of JSON, not of this kind"),
                     ))
                 }
             };
@@ -193,6 +231,7 @@ impl Records {
         py: Python<'_>,
         layout: &nostall::SampleLayout,
         catalog: Arc<nostall::Catalog>,
+        keys: Vec<(String, Vec<String>)>,
     ) -> PyResult<Records> {
         let parts = layout.parts();
         let described = PyList::empty(py);
@@ -216,7 +255,7 @@ impl Records {
         let split = py
             .import("nostall._fields")?
             .getattr("Split")?
-            .call1((described,))?
+            .call1((described, keys))?
             .unbind();
         Ok(Records {
             parts: parts.to_vec(),

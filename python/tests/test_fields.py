@@ -428,3 +428,21 @@ def test_analyze_measures_a_loader_with_fields(records):
     assert report.measured_images_per_s > 0
     with pytest.raises(nostall.ConfigError, match="model_rate or step_ms"):
         nostall.analyze(str(root), model=lambda images, labels: None, fields=fields)
+
+
+def test_chosen_json_keys_come_as_columns_and_a_record_without_one_is_skipped(photos, tmp_path):
+    photo = next(Path(photos).rglob("*.jpg")).read_bytes()
+    write_shard(tmp_path / "s.tar", [
+        ("a.jpg", photo), ("a.json", b'{"w": 1, "h": 2, "extra": [1]}'),
+        ("b.jpg", photo), ("b.json", b'{"w": 3}'),
+        ("c.jpg", photo), ("c.json", b'{"w": 5, "h": 6}'),
+    ])
+    meta = nostall.Field("json", keys=["w", "h"])
+    loader = nostall.Loader(str(tmp_path), batch_size=2, pipeline="val", image_size=32, shuffle=False,
+                            on_error="skip", fields={"image": "jpg", "meta": meta})
+    batch = next(iter(loader))
+    assert batch["meta"] == {"w": [1, 5], "h": [2, 6]}
+    assert [(s["location"].rsplit(":", 1)[-1], s["cause"]) for s in loader.skipped()] == [("b", "bad-json")]
+    assert 'no key "h"' in loader.skipped()[0]["detail"]
+    with pytest.raises(nostall.ConfigError, match="keys="):
+        nostall.Loader(str(tmp_path), fields={"image": "jpg", "t": nostall.Field("json", kind="text", keys=["w"])})

@@ -59,10 +59,13 @@ pub enum FieldKind {
         /// The longest text the field holds.
         max_bytes: usize,
     },
-    /// A JSON document (UTF-8, nested at most 128 deep) of at most `max_bytes` bytes.
+    /// A JSON document (UTF-8, nested at most 128 deep) of at most `max_bytes` bytes;
+    /// with `keys`, an object holding each of them.
     Json {
         /// The longest document the field holds.
         max_bytes: usize,
+        /// Keys the document must have (chosen by the consumer); empty: any document.
+        keys: Vec<String>,
     },
     /// Bytes as they are, at most `max_bytes`.
     Bytes {
@@ -89,7 +92,10 @@ impl FieldKind {
         match ext.as_str() {
             "cls" | "label" => FieldKind::Label,
             "txt" | "text" | "caption" | "transcript" | "sentence" => FieldKind::Text { max_bytes },
-            "json" => FieldKind::Json { max_bytes },
+            "json" => FieldKind::Json {
+                max_bytes,
+                keys: Vec::new(),
+            },
             _ => FieldKind::Bytes { max_bytes },
         }
     }
@@ -104,7 +110,7 @@ impl FieldKind {
             },
             FieldKind::Label => PartForm::Label,
             FieldKind::Text { max_bytes } => var(*max_bytes, Content::Text),
-            FieldKind::Json { max_bytes } => var(*max_bytes, Content::Json),
+            FieldKind::Json { max_bytes, .. } => var(*max_bytes, Content::Json),
             FieldKind::Bytes { max_bytes } => var(*max_bytes, Content::Bytes),
             #[cfg(feature = "tokenize")]
             FieldKind::Tokens(tokenizer) => PartForm::Tokens {
@@ -119,7 +125,7 @@ impl FieldKind {
             FieldKind::Sample => "sample".into(),
             FieldKind::Label => "label".into(),
             FieldKind::Text { max_bytes } => format!("text {max_bytes}"),
-            FieldKind::Json { max_bytes } => format!("json {max_bytes}"),
+            FieldKind::Json { max_bytes, keys } => format!("json {max_bytes} {keys:?}"),
             FieldKind::Bytes { max_bytes } => format!("bytes {max_bytes}"),
             #[cfg(feature = "tokenize")]
             FieldKind::Tokens(tokenizer) => tokenizer.fingerprint(),
@@ -129,7 +135,7 @@ impl FieldKind {
     fn max_bytes(&self) -> Option<usize> {
         match self {
             FieldKind::Text { max_bytes }
-            | FieldKind::Json { max_bytes }
+            | FieldKind::Json { max_bytes, .. }
             | FieldKind::Bytes { max_bytes } => Some(*max_bytes),
             _ => None,
         }

@@ -94,8 +94,8 @@ impl Preparer for RecordPreparer {
                     put_var(field, text.as_bytes(), slot)
                         .map_err(|reason| bad_text(field, reason))?;
                 }
-                FieldKind::Json { .. } => {
-                    check_json(bytes).map_err(|reason| Cause::BadJson {
+                FieldKind::Json { keys, .. } => {
+                    check_json(bytes, keys).map_err(|reason| Cause::BadJson {
                         field: field.name.clone(),
                         reason,
                     })?;
@@ -189,11 +189,20 @@ fn put_var(field: &Field, bytes: &[u8], slot: &mut [u8]) -> std::result::Result<
 }
 
 /// Checks that `bytes` are one JSON document nested at most 128 deep (serde_json's
-/// recursion limit), so that a consumer may parse it with bounded recursion.
-fn check_json(bytes: &[u8]) -> std::result::Result<(), String> {
-    serde_json::from_slice::<serde_json::Value>(bytes)
-        .map(drop)
-        .map_err(|e| e.to_string())
+/// recursion limit), so that a consumer may parse it with bounded recursion; with `keys`,
+/// an object that has each.
+fn check_json(bytes: &[u8], keys: &[String]) -> std::result::Result<(), String> {
+    let document = serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| e.to_string())?;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let object = document
+        .as_object()
+        .ok_or_else(|| "not an object, and keys were asked of it".to_string())?;
+    match keys.iter().find(|k| !object.contains_key(k.as_str())) {
+        Some(key) => Err(format!("it has no key {key:?}")),
+        None => Ok(()),
+    }
 }
 
 /// Tokenizes `text` into a tokens slot: the ids, then the mask, native-endian `i64`.

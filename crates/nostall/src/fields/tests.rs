@@ -144,19 +144,22 @@ fn a_bad_field_is_its_samples_cause_naming_the_field() {
     let fields = Fields::new(vec![
         field("image", "jpg"),
         field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 64 }),
-        field("meta", "json"),
+        field("meta", "json").with_kind(FieldKind::Json {
+            max_bytes: DEFAULT_FIELD_BYTES,
+            keys: vec!["w".into()],
+        }),
     ])
     .unwrap();
     let shard = tar(&[
         ("ok.jpg", &jpg),
         ("ok.txt", b"fine"),
-        ("ok.json", b"[1]"),
+        ("ok.json", br#"{"w": 1}"#),
         ("latin.jpg", &jpg),
         ("latin.txt", b"caf\xe9"),
-        ("latin.json", b"{}"),
+        ("latin.json", br#"{"w": 2}"#),
         ("long.jpg", &jpg),
         ("long.txt", &[b'a'; 65]),
-        ("long.json", b"{}"),
+        ("long.json", br#"{"w": 3}"#),
         ("deep.jpg", &jpg),
         ("deep.txt", b"x"),
         ("deep.json", deep.as_bytes()),
@@ -164,13 +167,19 @@ fn a_bad_field_is_its_samples_cause_naming_the_field() {
         ("broken.txt", b"x"),
         ("broken.json", b"{\"a\": "),
         ("nocap.jpg", &jpg),
-        ("nocap.json", b"{}"),
+        ("nocap.json", br#"{"w": 4}"#),
+        ("nokey.jpg", &jpg),
+        ("nokey.txt", b"x"),
+        ("nokey.json", br#"{"h": 4}"#),
+        ("array.jpg", &jpg),
+        ("array.txt", b"x"),
+        ("array.json", b"[1]"),
     ]);
     let (_dir, shards) = records(&[("a.tar", shard)], &fields);
     let prep = RecordPrep::new(pipeline(), fields);
     let cause = |id| prepare(&prep, &shards, id).unwrap_err();
     assert!(prepare(&prep, &shards, 0).is_ok());
-    let kinds: Vec<&str> = (1..6).map(|id| cause(id).kind()).collect();
+    let kinds: Vec<&str> = (1..8).map(|id| cause(id).kind()).collect();
     assert_eq!(
         kinds,
         [
@@ -178,8 +187,20 @@ fn a_bad_field_is_its_samples_cause_naming_the_field() {
             "bad-text",
             "bad-json",
             "bad-json",
-            "missing-field"
+            "missing-field",
+            "bad-json",
+            "bad-json"
         ]
+    );
+    assert!(
+        cause(6).to_string().contains("no key \"w\""),
+        "{}",
+        cause(6)
+    );
+    assert!(
+        cause(7).to_string().contains("not an object"),
+        "{}",
+        cause(7)
     );
     assert!(cause(1).to_string().contains("\"caption\""), "{}", cause(1));
     assert!(
