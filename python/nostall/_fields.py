@@ -19,10 +19,12 @@ class Split:
     dtype)`` each, as the engine's layout gives them."""
 
     def __init__(self, parts: Sequence[tuple[str, str, int, int, tuple[int, ...], str]],
-                 keys: Sequence[tuple[str, Sequence[str]]] = ()):
+                 shapes: Sequence[tuple[str, Sequence[str], bool]] = ()):
         self.parts = list(parts)
         #: The JSON fields' chosen keys: such a field is a dict of one list a key.
-        self.keys = {name: list(chosen) for name, chosen in keys}
+        self.keys = {name: list(keys) for name, keys, _ in shapes if keys}
+        #: The text and bytes fields given padded: ``(data, lengths)``.
+        self.padded = {name for name, _, padded in shapes if padded}
         #: The field of the loader's pipeline (the one ``tensor`` part): what a device
         #: stager finishes after the copy.
         self.sample = next(name for name, kind, *_ in self.parts if kind == "tensor")
@@ -33,6 +35,10 @@ class Split:
         for name, kind, offset, size, shape, dtype in self.parts:
             if kind == "label":
                 out[name] = labels
+            elif name in self.padded:
+                lengths = _part(record, offset, 4, "uint8")
+                data = record[:, offset + 4 : offset + size]
+                out[name] = (data, _lengths(lengths))
             elif kind in ("text", "bytes"):
                 out[name] = varying[name]
             elif kind == "json" and name in self.keys:
@@ -46,6 +52,12 @@ class Split:
             else:
                 out[name] = _part(record, offset, size, dtype).reshape((n, *shape))
         return out
+
+
+def _lengths(columns: Any) -> Any:
+    """The little-endian ``u32`` lengths in ``columns`` (``[n, 4]`` uint8) as int64 ``[n]``."""
+    wide = columns.long() if type(columns).__module__.startswith("torch") else columns.astype("int64")
+    return wide[:, 0] | wide[:, 1] << 8 | wide[:, 2] << 16 | wide[:, 3] << 24
 
 
 #: Bytes of an element of each type a field holds.

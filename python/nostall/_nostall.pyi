@@ -265,6 +265,7 @@ class Field:
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
         keys: Sequence[str] | None = None,
+        padded: bool = False,
     ) -> Field: ...
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:

@@ -32,6 +32,9 @@ use crate::tokenizer::Tokenizer;
 ///   field is ``(input_ids, attention_mask)``, int64 ``[batch, length]``.
 /// - ``keys``: for JSON, the keys to keep: each document must be an object holding them
 ///   (else the sample's ``bad-json`` error), and the field is a dict of one list a key.
+/// - ``padded`` (False): for text and bytes, ``(data, lengths)`` instead of a list:
+///   uint8 ``[batch, max_bytes]`` zero-padded (a view of the batch's buffer) and int64
+///   ``[batch]``.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -39,18 +42,20 @@ pub(crate) struct Field {
     max_bytes: Option<usize>,
     tokenizer: Option<Py<Tokenizer>>,
     keys: Vec<String>,
+    padded: bool,
 }
 
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false))]
     fn new(
         members: String,
         kind: Option<String>,
         max_bytes: Option<usize>,
         tokenizer: Option<Py<Tokenizer>>,
         keys: Option<Vec<String>>,
+        padded: bool,
     ) -> Field {
         Field {
             members,
@@ -58,6 +63,7 @@ impl Field {
             max_bytes,
             tokenizer,
             keys: keys.unwrap_or_default(),
+            padded,
         }
     }
 
@@ -71,6 +77,9 @@ impl Field {
         }
         if !self.keys.is_empty() {
             text += &format!(", keys={:?}", self.keys);
+        }
+        if self.padded {
+            text += ", padded=True";
         }
         if let Some(t) = &self.tokenizer {
             let t = t.get().engine();
@@ -94,6 +103,7 @@ struct FieldSpec {
     max_bytes: Option<usize>,
     tokenizer: Option<nostall::prep::tokens::Tokenizer>,
     keys: Vec<String>,
+    padded: bool,
 }
 
 impl<'py> FromPyObject<'_, 'py> for FieldsArg {
@@ -118,6 +128,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     max_bytes: None,
                     tokenizer: None,
                     keys: Vec::new(),
+                    padded: false,
                 }
             } else if let Ok(field) = value.cast::<Field>() {
                 let field = field.get();
@@ -127,6 +138,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     max_bytes: field.max_bytes,
                     tokenizer: field.tokenizer.as_ref().map(|t| t.get().engine().clone()),
                     keys: field.keys.clone(),
+                    padded: field.padded,
                 }
             } else {
                 return Err(PyTypeError::new_err(format!(
@@ -142,11 +154,15 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
 }
 
 impl FieldsArg {
-    /// The JSON fields' chosen keys, by field (what the batch's dictionary keeps).
-    pub(crate) fn keys(&self) -> Vec<(String, Vec<String>)> {
-        let chosen = self.0.iter().filter(|(_, spec)| !spec.keys.is_empty());
+    /// How the batch's dictionary gives each field whose form the user chose: its JSON
+    /// keys kept, or padded (what `nostall._fields.Split` takes).
+    pub(crate) fn shapes(&self) -> Vec<(String, Vec<String>, bool)> {
+        let chosen = self
+            .0
+            .iter()
+            .filter(|(_, s)| !s.keys.is_empty() || s.padded);
         chosen
-            .map(|(name, spec)| (name.clone(), spec.keys.clone()))
+            .map(|(name, spec)| (name.clone(), spec.keys.clone(), spec.padded))
             .collect()
     }
 
@@ -194,6 +210,12 @@ impl FieldsArg {
                     ))
                 }
             };
+            if spec.padded && !matches!(kind, FieldKind::Text { .. } | FieldKind::Bytes { .. }) {
+                return Err(config_error(
+                    py,
+                    format!("field {name:?}: padded=True pads text or bytes, not this kind"),
+                ));
+            }
             let kind = match (kind, spec.keys.is_empty()) {
                 (kind, true) => kind,
                 (FieldKind::Json { max_bytes, .. }, false) => FieldKind::Json {
@@ -231,7 +253,7 @@ impl Records {
         py: Python<'_>,
         layout: &nostall::SampleLayout,
         catalog: Arc<nostall::Catalog>,
-        keys: Vec<(String, Vec<String>)>,
+        shapes: Vec<(String, Vec<String>, bool)>,
     ) -> PyResult<Records> {
         let parts = layout.parts();
         let described = PyList::empty(py);
@@ -255,7 +277,7 @@ impl Records {
         let split = py
             .import("nostall._fields")?
             .getattr("Split")?
-            .call1((described, keys))?
+            .call1((described, shapes))?
             .unbind();
         Ok(Records {
             parts: parts.to_vec(),

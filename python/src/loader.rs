@@ -441,7 +441,7 @@ impl Loader {
             builder.mixture(mixture.clone());
         }
         let mut job = JobBuilder::new(builder);
-        let chosen_keys = fields.as_ref().map(FieldsArg::keys).unwrap_or_default();
+        let shapes = fields.as_ref().map(FieldsArg::shapes).unwrap_or_default();
         if let Some(fields) = fields {
             let modality = job
                 .loader()
@@ -531,12 +531,7 @@ impl Loader {
         let layout = inner.config().pipeline.layout();
         let records = match layout.parts().is_empty() {
             true => None,
-            false => Some(Records::new(
-                py,
-                layout,
-                inner.catalog().clone(),
-                chosen_keys,
-            )?),
+            false => Some(Records::new(py, layout, inner.catalog().clone(), shapes)?),
         };
         let views = inner.config().pipeline.layout().views().to_vec();
         if stack_views && views.is_empty() {

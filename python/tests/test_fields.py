@@ -446,3 +446,16 @@ def test_chosen_json_keys_come_as_columns_and_a_record_without_one_is_skipped(ph
     assert 'no key "h"' in loader.skipped()[0]["detail"]
     with pytest.raises(nostall.ConfigError, match="keys="):
         nostall.Loader(str(tmp_path), fields={"image": "jpg", "t": nostall.Field("json", kind="text", keys=["w"])})
+
+
+def test_padded_text_comes_as_bytes_and_lengths(photos, tmp_path):
+    photo = next(Path(photos).rglob("*.jpg")).read_bytes()
+    write_shard(tmp_path / "s.tar", [("a.jpg", photo), ("a.txt", "héllo".encode()), ("b.jpg", photo), ("b.txt", b"")])
+    for output in ("torch", "numpy"):
+        loader = nostall.Loader(str(tmp_path), batch_size=2, pipeline="val", image_size=32, shuffle=False, output=output,
+                                fields={"image": "jpg", "text": nostall.Field("txt", max_bytes=16, padded=True)})
+        data, lengths = next(iter(loader))["text"]
+        assert data.shape == (2, 16) and list(lengths) == [6, 0]
+        assert bytes(data[0][:6].tolist()) == "héllo".encode() and not any(data[0][6:].tolist())
+    with pytest.raises(nostall.ConfigError, match="padded"):
+        nostall.Loader(str(tmp_path), fields={"image": "jpg", "m": nostall.Field("txt", kind="json", padded=True)})
