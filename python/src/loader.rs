@@ -517,17 +517,10 @@ impl Loader {
                 .map(live::NodeCounters::Agent),
         };
         let inner = Arc::new(job.loader);
-        let sources = match mixture.is_empty() {
-            true => None,
-            false => {
-                let (locations, weights) = mixture.into_iter().unzip();
-                Some(SourceCounts::new(
-                    locations,
-                    weights,
-                    &inner.catalog().sources(),
-                ))
-            }
-        };
+        let sources = inner.config().plan.mixture.clone().map(|m| {
+            let locations = mixture.into_iter().map(|(location, _)| location).collect();
+            SourceCounts::new(locations, m)
+        });
         let layout = inner.config().pipeline.layout();
         let records = match layout.parts().is_empty() {
             true => None,

@@ -502,13 +502,10 @@ impl EpochPlan {
         let repeats = match config.mixture {
             None => Vec::new(),
             Some(_) => {
-                // A padded place repeats the head's sample as it was (as a resumed epoch
-                // pads its rest), numbered over the order before padding.
-                let len = order.len() - padded;
-                let mut numbered = occurrences(&order[..len], dataset_len);
-                for k in 0..padded {
-                    numbered.push(numbered[k % len]);
-                }
+                // A padded place repeats the head's sample as it was: its numbers are
+                // padded as the order was (as a resumed epoch pads its rest).
+                let numbered = occurrences(&order[..order.len() - padded], dataset_len);
+                let (numbered, _, _) = shard(numbered, config.world, config.shard);
                 numbered
                     .into_iter()
                     .skip(config.rank)
