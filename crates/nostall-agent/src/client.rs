@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,8 +13,12 @@ use std::time::{Duration, Instant};
 use nostall::pipeline::LoaderSettings;
 use nostall::Position;
 
+use crate::attachment;
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
-use crate::wire::{BatchHeader, JobNode, Reply, Request, StorageSettings, PROTOCOL};
+use crate::wire::{
+    BatchHeader, FieldsSent, JobNode, Reply, Request, StorageSettings, MAX_FIELDS_TEXT,
+    MAX_TOKENIZERS, MAX_TOKENIZER_BYTES, PROTOCOL,
+};
 
 /// What a job asks the agent for: the stream it reads, and with whom.
 #[derive(Debug, Clone)]
@@ -40,6 +44,13 @@ pub struct Reading {
     /// [`nostall::storage::S3_ENVIRONMENT`] that are set): the agent reads the job's
     /// dataset with them, and groups only jobs that read with the same.
     pub storage: Vec<(String, String)>,
+    /// The datasets of a mixture with their weights (`None`: its length), as
+    /// [`nostall::pipeline::LoaderBuilder::mixture`] takes them; empty: the one at
+    /// `location`.
+    pub sources: Vec<(String, Option<f64>)>,
+    /// The fields of each sample, for a job that reads records
+    /// ([`nostall::pipeline::LoaderBuilder::fields`]): sent with their tokenizers.
+    pub fields: Option<nostall::fields::Fields>,
 }
 
 impl Reading {
@@ -49,14 +60,7 @@ impl Reading {
     /// exist: the agent runs in a working directory of its own, and jobs naming one
     /// dataset differently still read one stream.
     pub fn new(location: impl Into<String>, mut settings: LoaderSettings) -> Reading {
-        let location = location.into();
-        let location = if location.contains("://") {
-            location
-        } else {
-            absolute(Path::new(&location))
-                .to_string_lossy()
-                .into_owned()
-        };
+        let location = portable_location(location.into());
         if let Some(file) = &mut settings.quarantine {
             *file = absolute(file);
         }
@@ -74,7 +78,29 @@ impl Reading {
             node: None,
             ranks: None,
             storage,
+            sources: Vec::new(),
+            fields: None,
         }
+    }
+
+    /// Drawing from `sources` by weight (see [`Reading::sources`]); their local paths
+    /// made absolute as the location's are.
+    pub fn mixing(mut self, sources: Vec<(String, Option<f64>)>) -> Reading {
+        self.sources = sources
+            .into_iter()
+            .map(|(location, weight)| (portable_location(location), weight))
+            .collect();
+        if !self.sources.is_empty() {
+            let names: Vec<&str> = self.sources.iter().map(|(l, _)| l.as_str()).collect();
+            self.location = names.join(" + ");
+        }
+        self
+    }
+
+    /// Reading records of `fields` (see [`Reading::fields`]).
+    pub fn with_fields(mut self, fields: Option<nostall::fields::Fields>) -> Reading {
+        self.fields = fields;
+        self
     }
 
     /// In the group named `name` (empty: by stream).
@@ -94,6 +120,17 @@ impl Reading {
         self.ranks = Some(ranks);
         self
     }
+}
+
+/// A dataset's location as the agent, in a working directory of its own, reads it: a
+/// local path made absolute, a URL as it is.
+fn portable_location(location: String) -> String {
+    if location.contains("://") {
+        return location;
+    }
+    absolute(Path::new(&location))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `path` made absolute (and canonical when it exists), as text; as given if neither
@@ -239,6 +276,22 @@ impl Client {
         channel
             .set_timeouts(Duration::from_secs(10), Some(POLL))
             .map_err(AgentError::Unreachable)?;
+        let fields = reading.fields.as_ref().map(|f| f.portable());
+        if let Some(f) = &fields {
+            let bytes: usize = f.tokenizers.iter().map(|t| t.len()).sum();
+            if f.text.len() > MAX_FIELDS_TEXT
+                || f.tokenizers.len() > MAX_TOKENIZERS
+                || bytes as u64 > MAX_TOKENIZER_BYTES
+            {
+                return Err(AgentError::Refused(format!(
+                    "the fields are too large to send to the agent ({} bytes of text, at \
+                     most {MAX_FIELDS_TEXT}; {} tokenizers of {bytes} bytes, at most \
+                     {MAX_TOKENIZERS} of {MAX_TOKENIZER_BYTES}): leave sharing off",
+                    f.text.len(),
+                    f.tokenizers.len()
+                )));
+            }
+        }
         let hello = Request::Hello {
             protocol: PROTOCOL,
             location: reading.location.clone(),
@@ -247,9 +300,19 @@ impl Client {
             node: reading.node.as_ref().map(|n| Box::new(JobNode::of(n))),
             ranks: reading.ranks,
             storage: StorageSettings(reading.storage.clone()),
+            sources: reading.sources.clone(),
+            fields: fields.as_ref().map(|f| FieldsSent {
+                text: f.text.clone(),
+                tokenizers: f.tokenizers.iter().map(|t| t.len() as u64).collect(),
+            }),
         };
+        let tokenizers = fields
+            .filter(|f| !f.tokenizers.is_empty())
+            .map(|f| attachment::write(&f.tokenizers))
+            .transpose()
+            .map_err(AgentError::Unreachable)?;
         channel
-            .send(&hello.encode(), None)
+            .send(&hello.encode(), tokenizers.as_ref().map(AsFd::as_fd))
             .map_err(AgentError::Unreachable)?;
         let mut client = Client {
             channel: Arc::new(channel),

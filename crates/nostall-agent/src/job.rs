@@ -156,7 +156,10 @@ impl JobBuilder {
                     .into(),
             ));
         };
-        let mut reading = Reading::new(self.loader.location(), settings.clone()).in_group(group);
+        let mut reading = Reading::new(self.loader.location(), settings.clone())
+            .in_group(group)
+            .mixing(self.loader.sources().to_vec())
+            .with_fields(self.loader.given_fields().cloned());
         if let Some(node) = &self.node {
             reading = reading.on_node(node.clone());
         } else if let Some(ranks) = nostall::env::LocalRanks::from_env() {
@@ -221,6 +224,21 @@ impl JobBuilder {
         };
         let making = Instant::now();
         let loader = self.loader.build(dataset.catalog, source)?;
+        if let Some(client) = &agent {
+            // The job reads the group's batches with its own loader's layout (a record's
+            // fields at their offsets): the agent's must be the same.
+            let (own, group) = (loader.config().pipeline.layout(), client.attached());
+            if own.shape() != group.sample_shape || own.dtype().to_string() != group.dtype {
+                return Err(JobError::Agent(AgentError::Protocol(format!(
+                    "the group's samples are {} {:?}, this job's {} {:?}: run the same \
+                     nostall version as the agent (or stop the old agent)",
+                    group.dtype,
+                    group.sample_shape,
+                    own.dtype(),
+                    own.shape()
+                ))));
+            }
+        }
         Ok(Job {
             goes_alone: agent.is_some() && self.node.is_none(),
             loader,

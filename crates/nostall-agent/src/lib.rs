@@ -11,7 +11,7 @@
 //!
 //! - `socket`: a Unix-domain socket of sequenced packets;
 //!   memfds travel beside messages; the peer's user is checked by its credentials on both
-//!   ends.
+//!   ends. `attachment`: bytes too large for a message (a job's tokenizers) in a memfd.
 //! - `wire`: the messages (hello, next, release; welcome, batch, end, failed), every
 //!   length bounded and checked.
 //! - `group`: one group's stream: a producer thread runs an ordinary
@@ -40,6 +40,7 @@
 //!   and every connection's credentials are checked; messages and held batches are
 //!   bounded, and a malformed request ends that connection only.
 
+mod attachment;
 mod client;
 mod group;
 pub mod job;

@@ -18,6 +18,7 @@ use crate::{Agent, AgentConfig, AgentError, Client, Reading};
 
 mod opening;
 mod pauses;
+mod records;
 
 const BATCH: usize = 4;
 const SIDE: usize = 64;

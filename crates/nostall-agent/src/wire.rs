@@ -14,7 +14,7 @@ use nostall_peer::{
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 7;
+pub const PROTOCOL: u32 = 8;
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -23,6 +23,16 @@ pub const MAX_BATCH: usize = 8192;
 /// The most settings a job sends, and the longest text of one.
 const MAX_SETTINGS: usize = 64;
 const MAX_TEXT: usize = 4096;
+
+/// The most datasets of a mixture a job names.
+const MAX_SOURCES: usize = 256;
+
+/// The longest text of a job's fields ([`nostall::fields::PortableFields::text`]), and
+/// the most tokenizers and their bytes together that come with them (in a memfd sent
+/// with the hello: a `tokenizer.json` is megabytes, more than a message holds).
+pub(crate) const MAX_FIELDS_TEXT: usize = 64 << 10;
+pub(crate) const MAX_TOKENIZERS: usize = 16;
+pub(crate) const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 /// The most nodes of a job, and the longest secret, a job's node may name. (A job's node
 /// count sizes the placement and the rendezvous: unbounded, a member could make the
@@ -68,8 +78,16 @@ impl fmt::Debug for StorageSettings {
     }
 }
 
-/// What a job asks of the agent.
+/// A job's fields as they travel: their text, and the length of each tokenizer's
+/// `tokenizer.json` in the memfd sent with the hello, one after another.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldsSent {
+    pub(crate) text: String,
+    pub(crate) tokenizers: Vec<u64>,
+}
+
+/// What a job asks of the agent.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Request {
     /// The first message: which stream the job reads.
     Hello {
@@ -87,6 +105,10 @@ pub(crate) enum Request {
         ranks: Option<LocalRanks>,
         /// The job's object-storage settings.
         storage: StorageSettings,
+        /// The datasets of a mixture, with their weights; empty: the one at `location`.
+        sources: Vec<(String, Option<f64>)>,
+        /// The fields of each sample, if the job reads records.
+        fields: Option<FieldsSent>,
     },
     /// The next batch: the job stands at this position (after its last batch). The
     /// agent answers, then goes on sending the batches after it unasked while the job
@@ -473,6 +495,12 @@ impl Writer {
         self.0.extend_from_slice(&s.as_bytes()[..end]);
         self
     }
+    /// A text whole, whatever its length (the reader bounds it).
+    fn whole_text(&mut self, s: &str) -> &mut Self {
+        self.u32(u32::try_from(s.len()).unwrap_or(u32::MAX));
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
 }
 
 struct Reader<'a> {
@@ -511,7 +539,10 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
     fn text(&mut self, what: &str) -> Result<String, Malformed> {
-        let n = self.count(what, MAX_TEXT)?;
+        self.text_within(what, MAX_TEXT)
+    }
+    fn text_within(&mut self, what: &str, max: usize) -> Result<String, Malformed> {
+        let n = self.count(what, max)?;
         let bytes = self.take(n, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| Malformed(format!("{what} is not UTF-8")))
     }
@@ -550,6 +581,8 @@ impl Request {
                 node,
                 ranks,
                 storage,
+                sources,
+                fields,
             } => {
                 w.u8(HELLO).u32(*protocol).text(location).text(group);
                 w.u32(settings.len() as u32);
@@ -577,6 +610,26 @@ impl Request {
                 w.u32(storage.0.len() as u32);
                 for (name, value) in &storage.0 {
                     w.text(name).text(value);
+                }
+                w.u32(sources.len() as u32);
+                for (location, weight) in sources {
+                    w.text(location);
+                    match weight {
+                        None => w.u8(0),
+                        Some(weight) => w.u8(1).u64(weight.to_bits()),
+                    };
+                }
+                match fields {
+                    None => {
+                        w.u8(0);
+                    }
+                    Some(fields) => {
+                        w.u8(1).whole_text(&fields.text);
+                        w.u32(fields.tokenizers.len() as u32);
+                        for len in &fields.tokenizers {
+                            w.u64(*len);
+                        }
+                    }
                 }
             }
             Request::Next { at, ask, credits } => {
@@ -623,6 +676,36 @@ impl Request {
                     }
                     storage.push((name, r.text("a storage setting's value")?));
                 }
+                let n = r.count("the datasets", MAX_SOURCES)?;
+                let mut sources = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let location = r.text("a dataset's location")?;
+                    let weight = match r.u8("the weight flag")? {
+                        0 => None,
+                        _ => Some(f64::from_bits(r.u64("a weight")?)),
+                    };
+                    sources.push((location, weight));
+                }
+                let fields = match r.u8("the fields flag")? {
+                    0 => None,
+                    _ => {
+                        let text = r.text_within("the fields", MAX_FIELDS_TEXT)?;
+                        let n = r.count("the tokenizers", MAX_TOKENIZERS)?;
+                        let mut tokenizers = Vec::with_capacity(n);
+                        let mut total = 0u64;
+                        for _ in 0..n {
+                            let len = r.u64("a tokenizer's length")?;
+                            total = total.saturating_add(len);
+                            tokenizers.push(len);
+                        }
+                        if total > MAX_TOKENIZER_BYTES {
+                            return Err(Malformed(format!(
+                                "tokenizers of {total} bytes: at most {MAX_TOKENIZER_BYTES}"
+                            )));
+                        }
+                        Some(FieldsSent { text, tokenizers })
+                    }
+                };
                 Request::Hello {
                     protocol,
                     location,
@@ -631,6 +714,8 @@ impl Request {
                     node,
                     ranks,
                     storage: StorageSettings(storage),
+                    sources,
+                    fields,
                 }
             }
             NEXT => Request::Next {
@@ -901,9 +986,15 @@ impl Reply {
 #[doc(hidden)]
 pub fn parse_for_fuzzing(data: &[u8]) {
     if let Ok(Request::Hello {
-        location, settings, ..
+        location,
+        settings,
+        fields,
+        ..
     }) = Request::decode(data)
     {
+        if let Some(fields) = fields {
+            let _ = nostall::fields::Fields::from_portable(&fields.text, &[]);
+        }
         let texts = settings.iter().map(|(n, v)| (n.as_str(), v.as_str()));
         if let Ok(settings) = nostall::pipeline::LoaderSettings::from_texts(texts) {
             let _ = nostall::pipeline::LoaderBuilder::with_settings(location, settings).config();

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 
 use nostall::clock::Clock;
 use nostall::env::LocalRanks;
+use nostall::fields::Fields;
 use nostall::pipeline::{Arena, LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::Source;
 use nostall::Catalog;
 
+use crate::attachment;
 use crate::group::{Group, GroupStats, Limits};
 use crate::node::{JoinedNode, Nodes};
 use crate::socket::{Channel, Listener, RecvError, MAX_MESSAGE};
@@ -315,13 +317,12 @@ impl Agent {
             return;
         }
         let mut buf = vec![0u8; MAX_MESSAGE];
-        let hello = match channel.recv(&mut buf) {
-            Ok(r) if r.fd.is_none() => Request::decode(&buf[..r.len]),
-            Ok(_) => return self.refuse(channel, "a descriptor came with the hello"),
+        let (hello, attached) = match channel.recv(&mut buf) {
+            Ok(r) => (Request::decode(&buf[..r.len]), r.fd),
             Err(RecvError::Oversized) => return self.refuse(channel, "oversized hello"),
             Err(_) => return,
         };
-        let (location, settings, group_name, node, ranks, storage) = match hello {
+        let (location, settings, group_name, node, ranks, storage, sources, fields) = match hello {
             Ok(Request::Hello {
                 protocol,
                 location,
@@ -330,6 +331,8 @@ impl Agent {
                 node,
                 ranks,
                 storage,
+                sources,
+                fields,
             }) => {
                 if protocol != PROTOCOL {
                     return self.refuse(
@@ -340,11 +343,27 @@ impl Agent {
                         ),
                     );
                 }
-                (location, settings, group, node, ranks, storage.0)
+                (
+                    location, settings, group, node, ranks, storage.0, sources, fields,
+                )
             }
             Ok(_) => return self.refuse(channel, "the first message must be a hello"),
             Err(e) => return self.refuse(channel, &e.to_string()),
         };
+        // A descriptor comes with a hello only to carry its fields' tokenizers.
+        let tokenizers = fields.as_ref().map_or(&[][..], |f| &f.tokenizers[..]);
+        let tokenizers = match (attached, tokenizers.is_empty()) {
+            (None, true) => Vec::new(),
+            (Some(fd), false) => match attachment::read(fd, tokenizers) {
+                Ok(pieces) => pieces,
+                Err(why) => return self.refuse(channel, &why),
+            },
+            (Some(_), true) => return self.refuse(channel, "a descriptor came with the hello"),
+            (None, false) => {
+                return self.refuse(channel, "the hello names tokenizers but sent none")
+            }
+        };
+        let fields = fields.map(|f| (f.text, tokenizers));
         let member = self.next_member.fetch_add(1, Ordering::Relaxed);
         let joining = Joining {
             location: &location,
@@ -353,6 +372,8 @@ impl Agent {
             job: node.as_deref(),
             ranks,
             storage: &storage,
+            sources: &sources,
+            fields: fields.as_ref(),
         };
         let name = match self.join(member, &joining) {
             Ok(name) => name,
@@ -389,16 +410,30 @@ impl Agent {
             job,
             ranks,
             storage,
+            sources,
+            fields,
         } = *joining;
         let settings =
             LoaderSettings::from_texts(settings.iter().map(|(n, v)| (n.as_str(), v.as_str())))
                 .map_err(|e| e.to_string())?;
+        if !sources.is_empty() && job.is_some() {
+            return Err(
+                "a mixture of datasets with a cache partitioned across nodes is not \
+                        supported: give one dataset"
+                    .into(),
+            );
+        }
+        let fields = fields
+            .map(|(text, tokenizers)| Fields::from_portable(text, tokenizers))
+            .transpose()
+            .map_err(|e| e.to_string())?;
         // The agent prepares for every job of the node: all the cores it may use, unless
         // a job counted them. It balances a job's ranks only as the job says they are,
         // never by the launcher's variables it inherited from the job that started it
         // (it is not one of a job's ranks).
         let balanced = settings.balances_ranks();
         let mut builder = LoaderBuilder::with_settings(location, settings);
+        builder.fields(fields).mixture(sources.to_vec());
         let settings = builder.settings_mut();
         settings.balance_ranks = Some(false);
         if settings.threads == Threads::Auto {
@@ -409,7 +444,13 @@ impl Agent {
         // environment the agent inherited from whichever job started it.
         builder.storage_environment(storage.to_vec());
         // Where and as whom, in the words of the group key (a digest: computed once).
-        let reads_from = storage_of(location, storage);
+        let remote = sources
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .chain([location])
+            .find(|l| l.starts_with("s3://"))
+            .unwrap_or(location);
+        let reads_from = storage_of(remote, storage);
         let node = job
             .map(|job| {
                 let node = self.nodes.join(&builder, location, &reads_from, job)?;
@@ -440,11 +481,25 @@ impl Agent {
                 config.plan.batch_size
             ));
         }
+        // A mixture's datasets with their weights (`None`: by size), or the one dataset.
+        let datasets = match sources {
+            [] => location.to_string(),
+            sources => {
+                let each: Vec<String> = sources
+                    .iter()
+                    .map(|(l, w)| match w {
+                        Some(w) => format!("{l} (weight {w})"),
+                        None => format!("{l} (weight by size)"),
+                    })
+                    .collect();
+                each.join(" + ")
+            }
+        };
         // The stream in words and its identity, were the batch size `batch_size`.
         let describe = |batch_size: usize| {
             let mut config = config.clone();
             config.plan.batch_size = batch_size;
-            let stream = format!("{}{reads_from}", stream_of(location, &config));
+            let stream = format!("{}{reads_from}", stream_of(&datasets, &config));
             match &node {
                 Some(node) => {
                     let stream = format!("{stream}, {}", node.described);
@@ -696,6 +751,10 @@ struct Joining<'a> {
     ranks: Option<LocalRanks>,
     /// Its object-storage settings.
     storage: &'a [(String, String)],
+    /// The datasets of its mixture, with their weights; empty: the one at `location`.
+    sources: &'a [(String, Option<f64>)],
+    /// Its fields' portable text and tokenizers, if it reads records.
+    fields: Option<&'a (String, Vec<Arc<[u8]>>)>,
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ fn a_request_in_a_log_never_shows_the_peer_secret() {
             "AWS_SECRET_ACCESS_KEY".into(),
             "do-not-log-this-key".into(),
         )]),
+        sources: Vec::new(),
+        fields: None,
     };
     let shown = format!("{request:?}");
     assert!(
@@ -47,6 +49,8 @@ fn requests_and_replies_read_back_as_written() {
                 local_world: 8,
             }),
             storage: StorageSettings::default(),
+            sources: Vec::new(),
+            fields: None,
         },
         Request::Hello {
             protocol: PROTOCOL,
@@ -64,6 +68,22 @@ fn requests_and_replies_read_back_as_written() {
                 ("AWS_ENDPOINT_URL".into(), "http://127.0.0.1:9000".into()),
                 ("AWS_ACCESS_KEY_ID".into(), "me".into()),
             ]),
+            sources: Vec::new(),
+            fields: None,
+        },
+        Request::Hello {
+            protocol: PROTOCOL,
+            location: "/a + /b".into(),
+            settings: Vec::new(),
+            group: String::new(),
+            node: None,
+            ranks: None,
+            storage: StorageSettings::default(),
+            sources: vec![("/a".into(), Some(0.7)), ("/b".into(), None)],
+            fields: Some(FieldsSent {
+                text: "x".repeat(MAX_TEXT * 4),
+                tokenizers: vec![2_000_000, 17],
+            }),
         },
         Request::Next {
             at: nostall::Position {
@@ -196,6 +216,8 @@ fn a_job_of_more_nodes_than_allowed_is_refused() {
             node: Some(Box::new(JobNode::of(&config))),
             ranks: None,
             storage: StorageSettings::default(),
+            sources: Vec::new(),
+            fields: None,
         };
         let decoded = Request::decode(&hello.encode());
         assert_eq!(decoded.is_ok(), accepted, "{nodes} nodes: {decoded:?}");
@@ -212,6 +234,8 @@ fn a_hello_may_carry_storage_settings_only() {
         node: None,
         ranks: None,
         storage: StorageSettings(vec![(name.into(), "x".into())]),
+        sources: Vec::new(),
+        fields: None,
     };
     assert!(Request::decode(&hello("AWS_REGION").encode()).is_ok());
     let err = Request::decode(&hello("LD_PRELOAD").encode()).unwrap_err();
@@ -259,6 +283,8 @@ fn every_cut_and_every_flipped_tag_is_an_error_not_a_panic() {
             local_world: 4,
         }),
         storage: StorageSettings(vec![("AWS_REGION".into(), "eu-west-1".into())]),
+        sources: Vec::new(),
+        fields: None,
     }
     .encode();
     for cut in 0..hello.len() {
@@ -274,8 +300,9 @@ fn every_cut_and_every_flipped_tag_is_an_error_not_a_panic() {
         let _ = Reply::decode(&m);
     }
     // Local ranks that would size their table past the limit, or a rank past them
-    // (the ranks' two numbers come before the storage settings).
-    let storage = 4 + 4 + "AWS_REGION".len() + 4 + "eu-west-1".len();
+    // (the ranks' two numbers come before the storage settings, the datasets' count and
+    // the fields' flag).
+    let storage = 4 + 4 + "AWS_REGION".len() + 4 + "eu-west-1".len() + 4 + 1;
     for (rank, ranks) in [(0u32, u32::MAX), (4, 4), (0, 1)] {
         let mut m = hello.clone();
         let at = m.len() - storage - 8;
@@ -290,4 +317,33 @@ fn every_cut_and_every_flipped_tag_is_an_error_not_a_panic() {
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
     let err = Request::decode(&huge).unwrap_err();
     assert!(err.0.contains("more than"), "{err}");
+}
+
+#[test]
+fn a_hellos_fields_and_tokenizers_are_bounded() {
+    let hello = |text: String, tokenizers: Vec<u64>| {
+        Request::decode(
+            &Request::Hello {
+                protocol: PROTOCOL,
+                location: "/d".into(),
+                settings: Vec::new(),
+                group: String::new(),
+                node: None,
+                ranks: None,
+                storage: StorageSettings::default(),
+                sources: Vec::new(),
+                fields: Some(FieldsSent { text, tokenizers }),
+            }
+            .encode(),
+        )
+    };
+    assert!(hello("f".repeat(MAX_FIELDS_TEXT), vec![MAX_TOKENIZER_BYTES]).is_ok());
+    let err = hello("f".repeat(MAX_FIELDS_TEXT + 1), Vec::new()).unwrap_err();
+    assert!(err.0.contains("the fields"), "{err}");
+    let err = hello(String::new(), vec![MAX_TOKENIZER_BYTES, 1]).unwrap_err();
+    assert!(err.0.contains("tokenizers of"), "{err}");
+    let err = hello(String::new(), vec![u64::MAX, u64::MAX]).unwrap_err();
+    assert!(err.0.contains("tokenizers of"), "{err}");
+    let err = hello(String::new(), vec![1; MAX_TOKENIZERS + 1]).unwrap_err();
+    assert!(err.0.contains("the tokenizers"), "{err}");
 }

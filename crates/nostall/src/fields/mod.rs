@@ -23,6 +23,7 @@
 //! Adding a kind of field is a variant of [`FieldKind`], its slot form in
 //! [`FieldKind::form`] and its preparation in `record.rs`.
 
+mod portable;
 mod record;
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::sample::{Content, Modality, PartForm, SampleLayout};
 
+pub use portable::PortableFields;
 pub use record::RecordPrep;
 
 #[cfg(feature = "tokenize")]

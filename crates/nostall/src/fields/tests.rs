@@ -299,3 +299,74 @@ fn fields_that_cannot_work_are_refused() {
     assert!(matches!(field("x", "seg.png").kind, FieldKind::Sample));
     assert!(matches!(field("x", "npy").kind, FieldKind::Bytes { .. }));
 }
+
+#[test]
+fn portable_fields_make_the_same_fields_and_hostile_ones_are_refused() {
+    use crate::prep::tokens::{Tokenizer, TokenizerArgs};
+    let mut args = TokenizerArgs::new(6);
+    args.pad_id = Some(1);
+    let tokenizer =
+        Arc::new(Tokenizer::from_json(&crate::prep::tokens::tests::json(), args).unwrap());
+    let fields = Fields::new(vec![
+        field("image", "jpg;png"),
+        field("label", "cls"),
+        field("caption", "txt").with_kind(FieldKind::Tokens(tokenizer.clone())),
+        field("again", "text").with_kind(FieldKind::Tokens(tokenizer)),
+        field("meta", "json").with_kind(FieldKind::Json {
+            max_bytes: 100,
+            keys: vec!["url".into()],
+        }),
+        field("raw", "bin"),
+    ])
+    .unwrap();
+    let sent = fields.portable();
+    assert_eq!(sent.tokenizers.len(), 1, "one tokenizer sent once");
+    let made = Fields::from_portable(&sent.text, &sent.tokenizers).unwrap();
+    assert_eq!(made.fingerprint(), fields.fingerprint());
+    let sample = SampleLayout::new(vec![3, 8, 8], crate::sample::DType::F32);
+    assert_eq!(made.layout(&sample), fields.layout(&sample));
+    assert_eq!(made.portable(), sent);
+
+    let refused = |text: &str, tokenizers: &[Arc<[u8]>]| {
+        Fields::from_portable(text, tokenizers)
+            .unwrap_err()
+            .to_string()
+    };
+    let why = refused(&sent.text, &[]);
+    assert!(why.contains("names tokenizer 0 of 0"), "{why}");
+    let not_a_tokenizer: Arc<[u8]> = b"{}".as_slice().into();
+    let why = refused(&sent.text, &[not_a_tokenizer]);
+    assert!(why.contains("not a tokenizer.json"), "{why}");
+    for (text, expect) in [
+        ("{", "the fields sent"),
+        ("{}", "not a JSON array"),
+        ("[1]", "not an object"),
+        (
+            r#"[{"name":"i","members":["jpg"],"kind":"picture"}]"#,
+            "unknown kind",
+        ),
+        (r#"[{"name":"i","members":["jpg"]}]"#, "no text \"kind\""),
+        (
+            r#"[{"name":"t","members":["txt"],"kind":"text","max_bytes":-1}]"#,
+            "max_bytes",
+        ),
+        (
+            r#"[{"name":"i","members":["jpg"],"kind":"sample"},{"name":"t","members":["txt"],"kind":"text","max_bytes":99999999999}]"#,
+            "out of bounds",
+        ),
+        (
+            r#"[{"name":"t","members":["txt"],"kind":"text","max_bytes":10}]"#,
+            "modality",
+        ),
+    ] {
+        let why = refused(text, &[]);
+        assert!(why.contains(expect), "{text}: {why}");
+    }
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    assert!(refused(&deep, &[]).contains("the fields sent"));
+    let long = format!(
+        r#"[{{"name":"i","members":["{}"],"kind":"sample"}}]"#,
+        "x".repeat(300)
+    );
+    assert!(refused(&long, &[]).contains("255"));
+}

@@ -123,14 +123,13 @@ impl LoaderBuilder {
         &self.location
     }
 
-    /// The settings, when they say everything this builder makes: what another process
-    /// (the node agent) needs to make the same loader from the settings alone. `None`
-    /// once something was given that is not a setting (a pipeline made in code, phases
-    /// of a link, a device, a locality, fields).
+    /// The settings, when they, with the [fields](Self::given_fields) and the
+    /// [mixture](Self::sources), say everything this builder makes: what another process
+    /// (the node agent) needs to make the same loader. `None` once something was given
+    /// that is not a setting (a pipeline made in code, phases of a link, a device, a
+    /// locality).
     pub fn portable_settings(&self) -> Option<&LoaderSettings> {
         let portable = self.made.is_none()
-            && self.fields.is_none()
-            && self.mixture.is_empty()
             && self.link_phases.is_empty()
             && self.device.is_none()
             && self.locality.is_none();
@@ -235,6 +234,17 @@ impl LoaderBuilder {
     pub fn fields(&mut self, fields: Option<Fields>) -> &mut LoaderBuilder {
         self.fields = fields;
         self
+    }
+
+    /// The fields given ([`LoaderBuilder::fields`]).
+    pub fn given_fields(&self) -> Option<&Fields> {
+        self.fields.as_ref()
+    }
+
+    /// The datasets of a mixture and their weights ([`LoaderBuilder::mixture`]); empty for
+    /// one dataset.
+    pub fn sources(&self) -> &[(String, Option<f64>)] {
+        &self.mixture
     }
 
     /// Draws from several datasets by weight (each a location as [`dataset::open`] takes

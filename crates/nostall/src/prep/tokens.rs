@@ -16,6 +16,7 @@
 //! bytes from a dataset nobody checked.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokenizers::{
     PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
@@ -63,7 +64,10 @@ pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     args: TokenizerArgs,
     pad_id: u32,
-    /// A digest of the `tokenizer.json` it was read from.
+    /// The `tokenizer.json` it was read from: what another process (the node agent) is
+    /// sent to make the same tokenizer.
+    json: Arc<[u8]>,
+    /// A digest of `json`.
     digest: u64,
 }
 
@@ -128,6 +132,7 @@ impl Tokenizer {
             inner,
             pad_id,
             digest: crate::rng::digest_text(&String::from_utf8_lossy(json)),
+            json: json.into(),
             args,
         })
     }
@@ -139,6 +144,16 @@ impl Tokenizer {
             "tokenizer {:016x} length={} pad_id={} max_bytes={}",
             self.digest, self.args.length, self.pad_id, self.args.max_bytes
         )
+    }
+
+    /// The `tokenizer.json` it was made from.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// How it cuts, pads and bounds.
+    pub fn args(&self) -> &TokenizerArgs {
+        &self.args
     }
 
     /// The number of ids of every text.
