@@ -160,7 +160,7 @@ impl Device {
     pub(crate) fn stage_record(
         &self,
         py: Python<'_>,
-        (record, labels, varying): (Py<PyAny>, Py<PyAny>, Bound<'_, PyDict>),
+        (record, labels, varying): (Py<PyAny>, Py<PyAny>, Py<PyAny>),
         deferred: Bound<'_, PyList>,
         split: &Py<PyAny>,
         transform: Option<Bound<'_, PyAny>>,

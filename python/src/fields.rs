@@ -7,13 +7,14 @@ use std::sync::Arc;
 use nostall::fields::{FieldKind, Fields};
 use nostall::sample::{Content, Part, PartForm};
 use nostall::Modality;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::device::Device;
 use crate::dlpack::Owner;
 use crate::errors::{config_error, raise};
+use crate::handoff;
 use crate::tensor::{objects, Output};
 use crate::tokenizer::Tokenizer;
 
@@ -299,23 +300,83 @@ impl Records {
         device: Option<&Device>,
         transform: Option<(&Py<PyAny>, u64)>,
     ) -> PyResult<Py<PyAny>> {
-        let varying = self.varying(py, &batch)?;
+        let varying = self.varying(py, batch.data())?;
         let deferred = match device {
             Some(_) => Device::deferred(py, &batch, &self.catalog)?,
             None => PyList::empty(py),
         };
         let (record, labels) = objects(py, output, Owner::Batch(batch), labels)?;
+        self.split(
+            py,
+            (record, labels, varying.into_any().unbind()),
+            deferred,
+            device,
+            transform,
+        )
+    }
+
+    /// How a batch of the node agent's group becomes Python objects on the hand-off
+    /// thread: the record as `output` makes it and the variable-length fields, paired
+    /// with the labels (see [`Records::shared_split`]).
+    pub(crate) fn shared_make(self: &Arc<Self>, output: Arc<Output>) -> handoff::Make {
+        let records = self.clone();
+        Arc::new(move |py, batch| {
+            let varying = records.varying(py, batch.data())?;
+            let labels = Owner::Labels(batch.labels().to_vec());
+            let shape = vec![batch.len() as i64, records.slot_bytes as i64];
+            let owner = Owner::Shared {
+                batch,
+                shape,
+                dtype: nostall::DType::U8,
+            };
+            let (record, labels) = objects(py, &output, owner, labels)?;
+            Ok((
+                PyTuple::new(py, [record, varying.into_any().unbind()])?
+                    .into_any()
+                    .unbind(),
+                labels,
+            ))
+        })
+    }
+
+    /// The dictionary of a batch [`Records::shared_make`] made.
+    pub(crate) fn shared_split(
+        &self,
+        py: Python<'_>,
+        (made, labels): (Py<PyAny>, Py<PyAny>),
+        device: Option<&Device>,
+        transform: Option<(&Py<PyAny>, u64)>,
+    ) -> PyResult<Py<PyAny>> {
+        let (record, varying): (Py<PyAny>, Py<PyAny>) = made.extract(py)?;
+        self.split(
+            py,
+            (record, labels, varying),
+            PyList::empty(py),
+            device,
+            transform,
+        )
+    }
+
+    /// The record, labels and variable-length fields split into the fields' dictionary,
+    /// staged on the device with `device`, through the batch transform with `transform`.
+    fn split(
+        &self,
+        py: Python<'_>,
+        batch: (Py<PyAny>, Py<PyAny>, Py<PyAny>),
+        deferred: Bound<'_, PyList>,
+        device: Option<&Device>,
+        transform: Option<(&Py<PyAny>, u64)>,
+    ) -> PyResult<Py<PyAny>> {
         let sample = self.split.bind(py).getattr("sample")?;
         match (device, transform) {
             (Some(device), transform) => {
                 let transform = transform
                     .map(|(t, seed)| t.bind(py).call_method1("bound_record", (seed, sample)))
                     .transpose()?;
-                let batch = (record, labels, varying);
                 device.stage_record(py, batch, deferred, &self.split, transform)
             }
             (None, transform) => {
-                let batch = self.split.bind(py).call1((record, labels, varying))?;
+                let batch = self.split.bind(py).call1(batch)?;
                 match transform {
                     Some((t, seed)) => Ok(t
                         .bind(py)
@@ -327,22 +388,27 @@ impl Records {
         }
     }
 
-    /// The variable-length fields of `batch`, by name: lists read out of its slots.
-    fn varying<'py>(
-        &self,
-        py: Python<'py>,
-        batch: &nostall::Batch,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    /// The variable-length fields of a batch whose slots are `data`, by name: lists read
+    /// out of its slots.
+    fn varying<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
         let varying = PyDict::new(py);
         for part in &self.parts {
             let PartForm::Var { content, .. } = &part.form else {
                 continue;
             };
             let values = PyList::empty(py);
-            for row in batch.data().chunks_exact(self.slot_bytes) {
+            for row in data.chunks_exact(self.slot_bytes) {
                 let slot = &row[part.offset..part.offset + part.form.bytes()];
                 let len = u32::from_le_bytes(slot[..4].try_into().expect("4 bytes")) as usize;
-                let bytes = &slot[4..4 + len];
+                // The engine bounds each length by its part; a shared batch's come from
+                // the node agent's memory, checked all the same.
+                let bytes = slot.get(4..4 + len).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "field {:?}: a length of {len} past its {} bytes",
+                        part.name,
+                        part.form.bytes()
+                    ))
+                })?;
                 match content {
                     // The engine checked both are UTF-8.
                     Content::Text | Content::Json => {

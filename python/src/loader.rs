@@ -243,7 +243,7 @@ pub(crate) struct Loader {
     /// The user's function on each batch (`batch_transform=`), a `nostall._batch.BatchTransform`.
     batch_transform: Option<Py<PyAny>>,
     /// How batches of records become dictionaries (`fields=`).
-    records: Option<Records>,
+    records: Option<Arc<Records>>,
     /// What each dataset of a mixture delivered (`source=[...]`).
     sources: Option<SourceCounts>,
 }
@@ -352,14 +352,6 @@ impl Loader {
                 ))
             }
         };
-        if !mixture.is_empty() && share.is_some() {
-            return Err(config_error(
-                py,
-                "a mixture of datasets with share= is not supported yet: the node agent \
-                 shares one dataset's batches"
-                    .into(),
-            ));
-        }
         // A mixture's epoch may hold a sample twice, each with its own crop: decoded on
         // the CPU, unless a device decode was asked for (which the engine refuses).
         let decode = match (mixture.is_empty(), decode) {
@@ -370,17 +362,11 @@ impl Loader {
             SourceArg::One(location) => location.clone(),
             SourceArg::Many(many) => many.join(" + "),
         };
-        if fields.is_some() {
-            let refused = [
-                (share.is_some(), "share="),
-                (output == "dlpack", "output=\"dlpack\""),
-            ];
-            if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
-                return Err(config_error(
-                    py,
-                    format!("fields= with {what} is not supported yet"),
-                ));
-            }
+        if fields.is_some() && output == "dlpack" {
+            return Err(config_error(
+                py,
+                "fields= with output=\"dlpack\" is not supported yet".into(),
+            ));
         }
         let batch_transform = batch_transform
             .map(|f| -> PyResult<Py<PyAny>> {
@@ -490,25 +476,30 @@ impl Loader {
                 job.loader_mut(),
             )?),
         };
-        let make = match sharing {
-            false => None,
-            true => {
-                let config = job.loader().config().map_err(|e| raise(py, e))?;
-                job.share(share)
-                    .start_agent_with(shared::agent_starter(py)?);
-                Some(shared_objects(
-                    output.clone(),
-                    config.pipeline.layout().clone(),
-                ))
-            }
-        };
+        if sharing {
+            job.share(share)
+                .start_agent_with(shared::agent_starter(py)?);
+        }
         let job = interruptible(py, move || job.start())?.map_err(|e| job_error(py, e))?;
         (dist.rank, dist.world) = (job.rank, job.world);
         let goes_alone = job.goes_alone();
-        let shared = job
-            .agent
-            .zip(make)
-            .map(|(client, make)| shared::Shared::new(client, make, goes_alone));
+        let layout = job.loader.config().pipeline.layout().clone();
+        let records = match layout.parts().is_empty() {
+            true => None,
+            false => Some(Arc::new(Records::new(
+                py,
+                &layout,
+                job.loader.catalog().clone(),
+                shapes,
+            )?)),
+        };
+        let shared = job.agent.map(|client| {
+            let make = match &records {
+                Some(records) => records.shared_make(output.clone()),
+                None => shared_objects(output.clone(), layout),
+            };
+            shared::Shared::new(client, make, goes_alone)
+        });
         let node = match job.node {
             Some(node) => Some(live::NodeCounters::Joined(Arc::new(node))),
             None => shared
@@ -521,11 +512,6 @@ impl Loader {
             let locations = mixture.into_iter().map(|(location, _)| location).collect();
             SourceCounts::new(locations, m)
         });
-        let layout = inner.config().pipeline.layout();
-        let records = match layout.parts().is_empty() {
-            true => None,
-            false => Some(Records::new(py, layout, inner.catalog().clone(), shapes)?),
-        };
         let views = inner.config().pipeline.layout().views().to_vec();
         if stack_views && views.is_empty() {
             return Err(config_error(
@@ -622,6 +608,9 @@ impl Loader {
             shared.begin(at.epoch);
             this.shared_at = Some(at);
             this.active = true;
+            if let Some(sources) = &mut this.sources {
+                sources.restart();
+            }
             return Ok(slf);
         }
         this.shared_at = None;
@@ -654,6 +643,18 @@ impl Loader {
             match self.next_shared(py, at)? {
                 Some(Some(objects)) => {
                     let after = self.shared_at.unwrap_or(at);
+                    if let Some(sources) = &mut self.sources {
+                        sources.count(&self.last_ids);
+                    }
+                    if let Some(records) = &self.records {
+                        let transform = self
+                            .batch_transform
+                            .as_ref()
+                            .map(|t| (t, self.transform_seed(after)));
+                        return records
+                            .shared_split(py, objects, self.device.as_ref(), transform)
+                            .map(Some);
+                    }
                     let objects = self.hand_over(py, objects, PyList::empty(py), after)?;
                     return Ok(Some(pair(py, objects)?));
                 }

@@ -194,7 +194,6 @@ def test_a_bigger_max_bytes_takes_a_long_caption_whole(photos, tmp_path):
 def test_settings_fields_do_not_take_yet_are_config_errors(records, photos):
     root, _ = records
     cases = [
-        dict(share="auto"),
         dict(output="dlpack"),
         dict(pipeline=[[nostall.ops.RandomResizedCrop(32)], [nostall.ops.RandomResizedCrop(16)]]),
     ]

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -449,3 +450,75 @@ def test_a_member_on_a_device_gets_the_group_s_batches_there(photos, agent, monk
     assert a.metrics["shared"]["members"] == 2
     device = a.metrics["device"]
     assert device["batches"] == len(a) and not device["page_locked"]
+
+
+def test_jobs_reading_records_share_them_tokenizer_and_all(photos, agent, tmp_path):
+    """Fields travel to the agent (a CLIP tokenizer's tokenizer.json beside the hello):
+    both members get the dictionaries their own loaders give, from the group's stream."""
+    open_clip = pytest.importorskip("open_clip")
+    from test_fields import captions, write_shard
+
+    files = sorted(Path(photos).rglob("*.jpg"))
+    classes = sorted({p.parent.name for p in files})
+    members = []
+    for i, (path, caption) in enumerate(zip(files, captions(len(files)), strict=True)):
+        members += [
+            (f"{i:06d}.jpg", path.read_bytes()),
+            (f"{i:06d}.txt", caption.encode()),
+            (f"{i:06d}.json", json.dumps({"key": i}).encode()),
+            (f"{i:06d}.cls", str(classes.index(path.parent.name)).encode()),
+        ]
+    (tmp_path / "shards").mkdir()
+    write_shard(tmp_path / "shards" / "train-000000.tar", members)
+    tokenizer = nostall.Tokenizer(open_clip.get_tokenizer("ViT-B-32"), length=77)
+    fields = {"image": "jpg", "text": nostall.Field("txt", tokenizer=tokenizer),
+              "caption": "txt", "meta": "json", "label": "cls"}
+    kw = dict(SETTINGS, fields=fields)
+    location = str(tmp_path / "shards")
+
+    def copied(batch):
+        return {k: (tuple(t.clone() for t in v) if isinstance(v, tuple)
+                    else v.clone() if isinstance(v, torch.Tensor) else list(v))
+                for k, v in batch.items()}
+
+    def equal(got, want):
+        assert list(got) == list(want)
+        for k, v in want.items():
+            if isinstance(v, tuple):
+                assert all(torch.equal(g, w) for g, w in zip(got[k], v, strict=True)), k
+            elif isinstance(v, torch.Tensor):
+                assert torch.equal(got[k], v), k
+            else:
+                assert got[k] == v, k
+
+    expected = [copied(batch) for batch in nostall.Loader(location, **kw)]
+    a = nostall.Loader(location, share="auto", **kw)
+    b = nostall.Loader(location, share="auto", **kw)
+    for got_a, got_b, want in zip(a, b, expected, strict=True):
+        equal(got_a, want)
+        equal(got_b, want)
+    for loader in (a, b):
+        assert loader.metrics["shared"]["batches_from_group"] == len(expected)
+        assert loader.metrics["shared"]["members"] == 2
+    assert a.metrics["shared"]["group"] == b.metrics["shared"]["group"]
+    plain = nostall.Loader(location, share="auto", **dict(kw, fields={"image": "jpg"}))
+    assert plain.metrics["shared"]["group"] != a.metrics["shared"]["group"]
+
+
+def test_jobs_mixing_datasets_share_the_mixture_and_count_its_sources(photos, agent, tmp_path):
+    small = tmp_path / "small"
+    for path in sorted(Path(photos).rglob("*.jpg"))[::2]:
+        (small / path.parent.name).mkdir(parents=True, exist_ok=True)
+        (small / path.parent.name / path.name).write_bytes(path.read_bytes())
+    kw = dict(SETTINGS, weights=[0.25, 0.75])
+    sources = [photos, str(small)]
+    own_loader = nostall.Loader(sources, **kw)
+    expected = [(own_loader.last_ids, labels.clone(), images.clone()) for images, labels in own_loader]
+    a = nostall.Loader(sources, share="auto", **kw)
+    b = nostall.Loader(sources, share="auto", **kw)
+    both_get(a, b, expected)
+    for loader in (a, b):
+        assert loader.metrics["shared"]["batches_from_group"] == len(expected)
+        assert loader.metrics["sources"] == own_loader.metrics["sources"]
+    other = nostall.Loader(sources, share="auto", **dict(kw, weights=[0.5, 0.5]))
+    assert other.metrics["shared"]["group"] != a.metrics["shared"]["group"]
