@@ -73,6 +73,23 @@ def write_shards(folder: Path, out: Path) -> None:
                 cls.unlink()
 
 
+def write_records(folder: Path, out: Path) -> None:
+    """The ImageFolder `folder` as WebDataset shards of records: each photograph with a
+    caption (a sentence of the interpreter's documentation), metadata and its class."""
+    from test_fields import captions, write_shard
+
+    files = sorted(folder.rglob("*.jpg"))
+    classes = sorted({p.parent.name for p in files})
+    out.mkdir(parents=True)
+    samples = [[(f"{i:06d}.jpg", path.read_bytes()), (f"{i:06d}.txt", caption.encode()),
+                (f"{i:06d}.json", f'{{"key": {i}}}'.encode()),
+                (f"{i:06d}.cls", str(classes.index(path.parent.name)).encode())]
+               for i, (path, caption) in enumerate(zip(files, captions(len(files)), strict=True))]
+    for n in range(0, len(samples), PER_SHARD):
+        write_shard(out / f"train-{n // PER_SHARD:04d}.tar",
+                    [m for sample in samples[n:n + PER_SHARD] for m in sample])
+
+
 @pytest.fixture(scope="module")
 def s3_process(photos, tmp_path_factory):
     """An ``s3s-fs`` process on a free port of 127.0.0.1 serving buckets ``shards`` (the
@@ -81,6 +98,7 @@ def s3_process(photos, tmp_path_factory):
     root = tmp_path_factory.mktemp("s3")
     write_shards(Path(photos), root / "shards" / "train")
     shutil.copytree(photos, root / "objects" / "train")
+    write_records(Path(photos), root / "records" / "train")
     with serving(root, root.parent / f"{root.name}-s3s-fs.log") as served:
         yield served
 
@@ -172,6 +190,44 @@ def test_local_shards_deliver_what_the_local_folder_delivers(photos, tmp_path):
         [(ids, labels.tolist()) for ids, labels, _ in expected]
     for (_, _, images), (_, _, images_local) in zip(got, expected):
         np.testing.assert_array_equal(images, images_local)
+
+
+def test_records_from_s3_shards_are_the_local_shards_records(photos, s3_env, tmp_path):
+    write_records(Path(photos), tmp_path / "records")
+    fields = {"image": "jpg", "caption": "txt", "meta": "json", "label": "cls"}
+    kw = dict(batch_size=8, image_size=32, seed=5, threads=2, fetch_threads=2,
+              output="numpy", fields=fields)
+
+    def read(location):
+        loader = nostall.Loader(location, **kw)
+        return [{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in b.items()}
+                for b in loader]
+
+    got, expected = read("s3://records/train"), read(str(tmp_path / "records"))
+    assert len(got) == len(expected) == 4
+    for remote, local in zip(got, expected):
+        assert remote["caption"] == local["caption"] and remote["meta"] == local["meta"]
+        np.testing.assert_array_equal(remote["image"], local["image"])
+        np.testing.assert_array_equal(remote["label"], local["label"])
+
+
+def test_a_mixture_of_an_s3_dataset_and_a_local_one_is_that_of_their_local_copies(
+        photos, s3_env, tmp_path):
+    write_shards(Path(photos), tmp_path / "shards")
+    kw = dict(batch_size=8, image_size=32, seed=5, threads=2, fetch_threads=2,
+              output="numpy", weights=[0.75, 0.25])
+
+    def read(sources):
+        loader = nostall.Loader(sources, **kw)
+        batches = [(list(loader.last_ids), y.copy(), x.copy()) for x, y in loader]
+        return batches, loader.metrics["sources"]
+
+    got, remote = read(["s3://shards/train", photos])
+    expected, local = read([str(tmp_path / "shards"), photos])
+    assert [(ids, y.tolist()) for ids, y, _ in got] == [(ids, y.tolist()) for ids, y, _ in expected]
+    for (_, _, x), (_, _, x_local) in zip(got, expected):
+        np.testing.assert_array_equal(x, x_local)
+    assert [s["delivered"] for s in remote] == [s["delivered"] for s in local] == [48, 16]
 
 
 def test_s3_errors_name_the_location(s3_env):
