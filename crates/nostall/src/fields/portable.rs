@@ -85,7 +85,10 @@ impl Fields {
     /// [`Error::Config`] naming what is wrong: the text is not such an array, a field's
     /// kind is unknown, a tokenizer is missing or not a tokenizer, or what
     /// [`Fields::new`] refuses.
-    pub fn from_portable(text: &str, tokenizers: &[Arc<[u8]>]) -> Result<Fields> {
+    pub fn from_portable(
+        text: &str,
+        #[cfg_attr(not(feature = "tokenize"), allow(unused_variables))] tokenizers: &[Arc<[u8]>],
+    ) -> Result<Fields> {
         let bad = |why: String| Error::Config(format!("the fields sent: {why}"));
         let value: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
         let Value::Array(list) = value else {
@@ -147,6 +150,13 @@ impl Fields {
                         ),
                     };
                     FieldKind::Tokens(Arc::new(Tokenizer::from_json(json, args)?))
+                }
+                #[cfg(not(feature = "tokenize"))]
+                "tokens" => {
+                    return Err(bad(format!(
+                        "field {name:?} is tokenized, and this build has no tokenizer (the \
+                         `tokenize` feature)"
+                    )))
                 }
                 other => return Err(bad(format!("field {name:?} of unknown kind {other:?}"))),
             };
