@@ -38,7 +38,13 @@ of batches on every rank.
 
 Public names:
 
-- :class:`Loader`: the data loader.
+- :class:`Loader`: the data loader (a dataset's location, or a map-style ``Dataset``
+  object whose ``__getitem__`` it runs: in worker processes under the GIL, in its
+  threads on a free-threaded interpreter).
+- :class:`DataLoader`: ``torch.utils.data.DataLoader``'s arguments over nostall (a
+  torchvision ``ImageFolder`` whose transform nostall translates runs natively).
+- :func:`sample_generator`: in a ``Dataset``'s ``__getitem__``, the sample's own
+  generator (the same draws whatever thread or worker makes it).
 - :mod:`nostall.ops`: the operators of an image pipeline (``RandomResizedCrop``,
   ``Resize``, ``CenterCrop``, ``RandomHorizontalFlip``, ``Normalize``).
 - :mod:`nostall.audio`: the operators of an audio pipeline (``Channels``, ``Resample``,
@@ -62,14 +68,17 @@ from __future__ import annotations
 
 from . import audio, ops
 from ._analyze import AnalysisReport, analyze, time_model
+from ._dataloader import DataLoader
 from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
 from ._nostall import BatchTensor, Field, Loader, Mixup, Tokenizer, __version__, demo_photos, imagenet_train, imagenet_val
+from ._workers import sample_generator
 
 __all__ = [
     "AgentError",
     "AnalysisReport",
     "BatchTensor",
     "ConfigError",
+    "DataLoader",
     "Field",
     "Loader",
     "Mixup",
@@ -86,5 +95,6 @@ __all__ = [
     "imagenet_train",
     "imagenet_val",
     "ops",
+    "sample_generator",
     "time_model",
 ]

@@ -5,6 +5,7 @@ from . import ops as ops
 from ._analyze import AnalysisReport as AnalysisReport
 from ._analyze import analyze as analyze
 from ._analyze import time_model as time_model
+from ._dataloader import DataLoader as DataLoader
 from ._errors import AgentError as AgentError
 from ._errors import ConfigError as ConfigError
 from ._errors import NostallError as NostallError
@@ -21,12 +22,14 @@ from ._nostall import __version__ as __version__
 from ._nostall import demo_photos as demo_photos
 from ._nostall import imagenet_train as imagenet_train
 from ._nostall import imagenet_val as imagenet_val
+from ._workers import sample_generator as sample_generator
 
 __all__ = [
     "AgentError",
     "AnalysisReport",
     "BatchTensor",
     "ConfigError",
+    "DataLoader",
     "Field",
     "Loader",
     "Mixup",
@@ -43,5 +46,6 @@ __all__ = [
     "imagenet_train",
     "imagenet_val",
     "ops",
+    "sample_generator",
     "time_model",
 ]

@@ -90,7 +90,7 @@ class Loader:
 
     def __new__(
         cls,
-        source: str | PathLike[str] | Sequence[str | PathLike[str]],
+        source: str | PathLike[str] | Sequence[str | PathLike[str]] | Any,
         *,
         batch_size: int = 64,
         pipeline: Literal["train", "val", "eval", "m5", "melspec", "m5-val", "melspec-val"]
@@ -135,6 +135,9 @@ class Loader:
         stack_views: bool = False,
         fields: Mapping[str, str | Field] | None = None,
         weights: Sequence[float] | None = None,
+        workers: Literal["auto", "threads", "processes"] | None = None,
+        worker_init_fn: Callable[[int], None] | None = None,
+        timeout: float | None = None,
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""

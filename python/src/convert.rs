@@ -44,6 +44,8 @@ where
 pub(crate) enum SourceArg {
     One(String),
     Many(Vec<String>),
+    /// A map-style dataset: an object with `__getitem__` and `__len__` (not a path).
+    Dataset(Py<PyAny>),
 }
 
 impl<'py> FromPyObject<'_, 'py> for SourceArg {
@@ -68,6 +70,12 @@ impl<'py> FromPyObject<'_, 'py> for SourceArg {
                     )
                 })?;
             return Ok(SourceArg::Many(many));
+        }
+        let is_path = obj.is_instance_of::<pyo3::types::PyString>()
+            || obj.hasattr("__fspath__")?
+            || obj.is_instance_of::<pyo3::types::PyBytes>();
+        if !is_path && obj.hasattr("__getitem__")? && obj.hasattr("__len__")? {
+            return Ok(SourceArg::Dataset(obj.to_owned().unbind()));
         }
         location(&obj.to_owned()).map(SourceArg::One)
     }

@@ -28,6 +28,7 @@ mod state;
 mod stats;
 mod tensor;
 mod tokenizer;
+mod user;
 
 use std::path::PathBuf;
 

@@ -30,7 +30,7 @@ use crate::mix::Mixup;
 use crate::mixture::SourceCounts;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
-use crate::{device, live, shared, state};
+use crate::{device, live, shared, state, user};
 
 /// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
 ///
@@ -244,6 +244,8 @@ pub(crate) struct Loader {
     batch_transform: Option<Py<PyAny>>,
     /// How batches of records become dictionaries (`fields=`).
     records: Option<Arc<Records>>,
+    /// A Dataset object's samples (`Loader(dataset)`): how its batches are given back.
+    user: Option<user::UserSamples>,
     /// What each dataset of a mixture delivered (`source=[...]`).
     sources: Option<SourceCounts>,
 }
@@ -264,7 +266,7 @@ impl Loader {
             decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
             image_column=None, audio_column=None, label_column=None, worker_nice=None,
             mix=None, aug_repeats=None, batch_transform=None, stack_views=false, fields=None,
-            weights=None
+            weights=None, workers=None, worker_init_fn=None, timeout=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
             dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
@@ -274,7 +276,8 @@ impl Loader {
             metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
             decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
             audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1, \
-            batch_transform=None, stack_views=False, fields=None, weights=None)"
+            batch_transform=None, stack_views=False, fields=None, weights=None, workers=None, \
+            worker_init_fn=None, timeout=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -320,6 +323,9 @@ impl Loader {
         stack_views: bool,
         fields: Option<FieldsArg>,
         weights: Option<Vec<f64>>,
+        workers: Option<user::Mode>,
+        worker_init_fn: Option<Py<PyAny>>,
+        timeout: Option<f64>,
     ) -> PyResult<Loader> {
         if matches!(&source, SourceArg::Many(many) if many.is_empty()) {
             return Err(config_error(
@@ -327,8 +333,46 @@ impl Loader {
                 "source=[]: give a dataset's location, or a list of them to mix".into(),
             ));
         }
+        let user_dataset = match &source {
+            SourceArg::Dataset(dataset) => {
+                let refused = [
+                    (pipeline.is_some(), "pipeline= (its transform is its own)"),
+                    (image_size.is_some(), "image_size="),
+                    (fields.is_some(), "fields="),
+                    (share.is_some(), "share="),
+                    (mix.is_some(), "mix="),
+                    (device.is_some(), "device="),
+                    (batch_transform.is_some(), "batch_transform="),
+                    (dtype.is_some() || layout.is_some(), "dtype= or layout="),
+                ];
+                if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+                    return Err(config_error(
+                        py,
+                        format!("a Dataset object with {what} is not supported: its samples are what its __getitem__ returns"),
+                    ));
+                }
+                Some(dataset.clone_ref(py))
+            }
+            _ => None,
+        };
+        if user_dataset.is_none()
+            && (workers.is_some() || worker_init_fn.is_some() || timeout.is_some())
+        {
+            return Err(config_error(
+                py,
+                "workers=, worker_init_fn= and timeout= run a Dataset object's __getitem__: give \
+                 source= a Dataset"
+                    .into(),
+            ));
+        }
         let mixture: Vec<(String, Option<f64>)> = match (&source, weights) {
-            (SourceArg::One(_), None) => Vec::new(),
+            (SourceArg::Dataset(_), Some(_)) => {
+                return Err(config_error(
+                    py,
+                    "weights= mixes several datasets' locations, not Dataset objects".into(),
+                ))
+            }
+            (SourceArg::One(_) | SourceArg::Dataset(_), None) => Vec::new(),
             (SourceArg::One(_), Some(_)) => {
                 return Err(config_error(
                     py,
@@ -361,6 +405,7 @@ impl Loader {
         let location = match &source {
             SourceArg::One(location) => location.clone(),
             SourceArg::Many(many) => many.join(" + "),
+            SourceArg::Dataset(dataset) => dataset.bind(py).get_type().name()?.to_string(),
         };
         if fields.is_some() && output == "dlpack" {
             return Err(config_error(
@@ -426,7 +471,27 @@ impl Loader {
         if !mixture.is_empty() {
             builder.mixture(mixture.clone());
         }
+        let mut user = None;
+        if let Some(dataset) = &user_dataset {
+            let args = user::UserArgs {
+                mode: workers.unwrap_or(user::Mode::Auto),
+                workers: match builder.settings().threads {
+                    nostall::pipeline::Threads::Count(n) => n,
+                    _ => nostall::pipeline::usable_cores(),
+                },
+                timeout,
+                worker_init_fn,
+                seed: builder.settings().plan.seed,
+            };
+            let (pipeline, opened, samples) = user::UserSamples::new(py, dataset.bind(py), args)?;
+            builder.pipeline(pipeline);
+            user = Some((opened, samples));
+        }
         let mut job = JobBuilder::new(builder);
+        let user = user.map(|(opened, samples)| {
+            job.dataset(opened);
+            samples
+        });
         let shapes = fields.as_ref().map(FieldsArg::shapes).unwrap_or_default();
         if let Some(fields) = fields {
             let modality = job
@@ -574,6 +639,7 @@ impl Loader {
             batch_transform,
             records,
             sources,
+            user,
         })
     }
 
@@ -723,7 +789,11 @@ impl Loader {
                     Some(_) => device::Device::deferred(py, &batch, self.inner.catalog())?,
                     None => PyList::empty(py),
                 };
+                let n = batch.len();
                 let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
+                if let Some(user) = &self.user {
+                    return user.batch(py, images, n).map(Some);
+                }
                 let images = split_views(py, images, &self.views, self.stack_views)?;
                 let objects = self.hand_over(py, (images, labels), deferred, after)?;
                 Ok(Some(pair(py, objects)?))
@@ -873,6 +943,9 @@ impl Loader {
         };
         let d = stats_dict(py, &stats)?;
         d.set_item("buffers_allocated", self.inner.buffers_allocated())?;
+        if let Some(user) = &self.user {
+            d.set_item("workers", user.metrics(py)?)?;
+        }
         if let Some(shared) = &self.shared {
             let (group, members) = shared.group();
             let g = PyDict::new(py);
@@ -939,10 +1012,16 @@ impl Loader {
 
 impl Drop for Loader {
     fn drop(&mut self) {
-        // Stopping an epoch waits (boundedly) for its threads: not with the GIL held.
-        if let Some(epoch) = self.current.take() {
-            Python::attach(|py| py.detach(move || drop(epoch)));
-        }
+        // Stopping an epoch waits (boundedly) for its threads: not with the GIL held (a
+        // Dataset's threads may wait for it), nor the epoch started ahead.
+        let epoch = self.current.take();
+        let inner = &self.inner;
+        Python::attach(|py| {
+            py.detach(move || {
+                drop(epoch);
+                inner.stop_ahead();
+            })
+        });
     }
 }
 

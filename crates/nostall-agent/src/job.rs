@@ -75,6 +75,9 @@ pub struct JobBuilder {
     share: Share,
     socket: PathBuf,
     start_agent: Option<StartAgent>,
+    /// A dataset opened by the caller (samples made by code), instead of the one at the
+    /// loader's location.
+    dataset: Option<Dataset>,
 }
 
 impl JobBuilder {
@@ -88,7 +91,15 @@ impl JobBuilder {
             share: Share::Off,
             socket: crate::default_socket(),
             start_agent: None,
+            dataset: None,
         }
+    }
+
+    /// Reads `dataset` (opened by the caller: samples made by code) instead of opening
+    /// the loader's location.
+    pub fn dataset(&mut self, dataset: Dataset) -> &mut JobBuilder {
+        self.dataset = Some(dataset);
+        self
     }
 
     /// As a rank of the job of partitioned caching that `node` describes.
@@ -208,7 +219,10 @@ impl JobBuilder {
                 }
                 (dataset, Some(node))
             }
-            None => (self.loader.open_dataset()?, None),
+            None => match self.dataset.take() {
+                Some(dataset) => (dataset, None),
+                None => (self.loader.open_dataset()?, None),
+            },
         };
         let source: Arc<dyn Source> = match &node {
             Some(node) => node.source(),

@@ -43,6 +43,8 @@ pub enum Format {
     Segments,
     /// Several datasets, one after another ([`open_mixture`]).
     Mixture,
+    /// Samples made by code from their index ([`crate::storage::Indexed`]).
+    Indexed,
 }
 
 impl Format {
@@ -55,6 +57,7 @@ impl Format {
             Format::Parquet => "Parquet files",
             Format::Segments => "a manifest of recordings",
             Format::Mixture => "several datasets",
+            Format::Indexed => "samples made by code",
         }
     }
 }

@@ -79,11 +79,19 @@ pub enum Cause {
         /// What is wrong with it.
         reason: String,
     },
+    /// The user's code that makes the sample (a `Dataset`'s `__getitem__`) raised, hung
+    /// past its bound, or lost every worker that ran it.
+    UserCode {
+        /// The code, in words (`ImageFolder.__getitem__`).
+        code: String,
+        /// What happened: the exception with its traceback, or the bound.
+        message: String,
+    },
 }
 
 impl Cause {
     /// Every [`Cause::kind`], in the order of the variants.
-    pub const KINDS: [&'static str; 13] = [
+    pub const KINDS: [&'static str; 14] = [
         "missing",
         "permission-denied",
         "io",
@@ -97,6 +105,7 @@ impl Cause {
         "missing-field",
         "bad-text",
         "bad-json",
+        "user-code",
     ];
 
     /// The [`Cause::kind`] spelled `name`, if there is one (for counts read back from a
@@ -121,6 +130,7 @@ impl Cause {
             Cause::MissingField { .. } => "missing-field",
             Cause::BadText { .. } => "bad-text",
             Cause::BadJson { .. } => "bad-json",
+            Cause::UserCode { .. } => "user-code",
         }
     }
 
@@ -175,6 +185,7 @@ impl fmt::Display for Cause {
             Cause::BadJson { field, reason } => {
                 write!(f, "field {field:?} is not usable JSON: {reason}")
             }
+            Cause::UserCode { code, message } => write!(f, "{code} failed on it: {message}"),
         }
     }
 }
@@ -325,6 +336,10 @@ mod tests {
             Cause::BadJson {
                 field: String::new(),
                 reason: String::new(),
+            },
+            Cause::UserCode {
+                code: String::new(),
+                message: String::new(),
             },
         ];
         let kinds: Vec<&str> = causes.iter().map(Cause::kind).collect();

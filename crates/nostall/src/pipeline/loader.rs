@@ -516,6 +516,19 @@ impl Loader {
         Ok(())
     }
 
+    /// Stops the epoch started ahead of the consumer, if any ([`Loader::prepare`], or
+    /// the next one an ending epoch began), waiting for its threads: what a consumer
+    /// whose threads wait on it (a preparer that calls back into an interpreter) must do
+    /// before it lets the loader go.
+    pub fn stop_ahead(&self) {
+        let ahead = self
+            .upcoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(ahead);
+    }
+
     /// The plan of the epoch of `position` after `history`, dealt as `dealt` says, checked
     /// to hold `position`.
     fn plan_from(

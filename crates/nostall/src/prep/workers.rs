@@ -1,0 +1,629 @@
+//! Samples made by worker processes: code the loader cannot run well in its own threads
+//! (a Python `Dataset`'s `__getitem__` under the GIL) runs in processes of its own, each
+//! writing the sample it makes straight into a shared memory file that the prep thread
+//! copies into the batch's slot: samples are never serialised.
+//!
+//! A [`WorkerPool`] keeps `workers` processes, started by a [`Spawn`] (the Python
+//! bindings fork them from a process that already holds the dataset). Worker `k` connects
+//! to the pool's socket in a private directory (mode 0700), says who it is with the token
+//! it was given, and maps its memory file, one sample's bytes. A prep thread takes an idle
+//! worker, sends it `(index, seed)` and waits for its answer:
+//!
+//! - **made**: the sample is in the worker's memory;
+//! - **failed**: the user's code raised, and the answer says how (the sample's
+//!   [`Cause::UserCode`], skipped or raised as the error policy says);
+//! - **no answer, the worker gone** (killed, crashed): it is started again and asked the
+//!   same sample; nothing is lost or made twice, for a sample reaches a batch only from
+//!   its slot, once the worker said it was made;
+//! - **no answer within the bound**: the worker is killed and started again, and the
+//!   sample fails as hung, naming the bound.
+//!
+//! The seed is the sample's own (drawn from its generator), so what a worker makes does
+//! not depend on which worker made it, nor on how many there are.
+//!
+//! Wire (little-endian): the worker's hello `b"NSWK"`, its number (`u64`) and token
+//! (`u64`); a request `index: u64, seed: u64`; an answer `status: u8` (0 made, 1 failed)
+//! then `len: u32` and `len` bytes of UTF-8 (the failure in words; at most
+//! [`MAX_MESSAGE`]).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{Prep, Prepared, Preparer};
+use crate::error::{Cause, Error, Result};
+use crate::rng::Rng;
+use crate::sample::{Modality, SampleLayout};
+
+/// The longest failure a worker may send, in bytes (a Python traceback is a few KiB).
+pub const MAX_MESSAGE: usize = 64 << 10;
+
+/// How many times one sample is asked again of a worker started anew after the one
+/// asked was lost: a sample that kills every worker that makes it is the sample's error,
+/// not a loop.
+const MAX_RETRIES: usize = 3;
+
+/// Starts worker processes: the seam between the pool and whatever runs the user's code.
+pub trait Spawn: Send + Sync + std::fmt::Debug {
+    /// Starts worker `number`: a process that connects to `socket`, says `number` and
+    /// `token`, maps `memory` (one sample's bytes) and answers requests. Returns its
+    /// process id (killed with `SIGKILL` when it hangs).
+    ///
+    /// # Errors
+    ///
+    /// When no process can be started.
+    fn spawn(&self, number: usize, socket: &Path, memory: &Path, token: u64) -> io::Result<u32>;
+}
+
+/// What a [`WorkerPool`] is asked to keep.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Worker processes, at least 1.
+    pub workers: usize,
+    /// Bytes of one sample.
+    pub sample_bytes: usize,
+    /// The longest a worker may take over a sample before it is killed and the sample
+    /// fails as hung.
+    pub timeout: Duration,
+    /// The longest a worker may take to start and connect.
+    pub start_timeout: Duration,
+    /// What runs the user's code, in words (`"Dataset.__getitem__ of ImageFolder"`): named
+    /// by each failure.
+    pub code: String,
+}
+
+/// Figures of a [`WorkerPool`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// The workers' process ids (0 for one not running).
+    pub pids: Vec<u32>,
+    /// Workers started again after one was lost or hung.
+    pub restarts: u64,
+    /// Samples asked again of a restarted worker.
+    pub retried: u64,
+}
+
+/// Worker processes that make samples ([module doc](self)).
+pub struct WorkerPool {
+    config: WorkerConfig,
+    spawn: Arc<dyn Spawn>,
+    dir: PathBuf,
+    listener: UnixListener,
+    /// Each worker's place: busy, idle, or to be started (after a start failed).
+    idle: Mutex<Vec<Place>>,
+    returned: Condvar,
+    /// Starting is one at a time: connections are matched to workers by their hello.
+    starting: Mutex<()>,
+    pids: Mutex<Vec<u32>>,
+    restarts: AtomicU64,
+    retried: AtomicU64,
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("workers", &self.config.workers)
+            .field("sample_bytes", &self.config.sample_bytes)
+            .field("code", &self.config.code)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One worker process: its connection and its memory.
+struct Worker {
+    number: usize,
+    pid: u32,
+    connection: UnixStream,
+    memory: Mapping,
+}
+
+/// Where a worker is.
+enum Place {
+    /// Making a sample for a prep thread, which gives it back.
+    Busy,
+    Idle(Worker),
+    /// To be started by the next prep thread that takes it.
+    ToStart,
+}
+
+/// How a request ended without an answer.
+enum Lost {
+    /// The connection ended or broke: the worker is gone.
+    Gone(io::Error),
+    /// No answer within the bound.
+    Hung,
+}
+
+impl WorkerPool {
+    /// Starts `config.workers` workers with `spawn`, waiting until each has connected.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for no worker or a sample of no bytes; [`Error::Io`] when the
+    /// private directory cannot be made; [`Error::Config`] naming the worker when one
+    /// cannot be started or does not connect within the start bound.
+    pub fn start(config: WorkerConfig, spawn: Arc<dyn Spawn>) -> Result<WorkerPool> {
+        if config.workers == 0 || config.sample_bytes == 0 {
+            return Err(Error::Config(format!(
+                "worker processes: {} workers for samples of {} bytes; give at least 1 of \
+                 each",
+                config.workers, config.sample_bytes
+            )));
+        }
+        let dir = private_dir()?;
+        let socket = dir.join("workers.sock");
+        let listener = UnixListener::bind(&socket).map_err(|e| Error::Io {
+            path: socket.clone(),
+            source: e,
+        })?;
+        let pool = WorkerPool {
+            idle: Mutex::new((0..config.workers).map(|_| Place::ToStart).collect()),
+            pids: Mutex::new(vec![0; config.workers]),
+            config,
+            spawn,
+            dir,
+            listener,
+            returned: Condvar::new(),
+            starting: Mutex::new(()),
+            restarts: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+        };
+        // Started now, so that a dataset that cannot be made in a worker fails the
+        // loader's making, not its first batch.
+        for number in 0..pool.config.workers {
+            let worker = pool.start_worker(number).map_err(|why| {
+                Error::Config(format!("{}: worker {number}: {why}", pool.config.code))
+            })?;
+            pool.idle()[number] = Place::Idle(worker);
+        }
+        Ok(pool)
+    }
+
+    /// The pool's figures.
+    pub fn stats(&self) -> WorkerStats {
+        WorkerStats {
+            pids: self.pids.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            restarts: self.restarts.load(Ordering::Relaxed),
+            retried: self.retried.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Bytes of one sample.
+    pub fn sample_bytes(&self) -> usize {
+        self.config.sample_bytes
+    }
+
+    /// Has a worker make sample `index` with `seed` into `out` (exactly
+    /// [`sample_bytes`](Self::sample_bytes) long).
+    ///
+    /// # Errors
+    ///
+    /// [`Cause::UserCode`]: the user's code failed on it (its words), hung past the bound,
+    /// or every worker asked was lost.
+    pub fn make(&self, index: u64, seed: u64, out: &mut [u8]) -> std::result::Result<(), Cause> {
+        assert_eq!(out.len(), self.config.sample_bytes, "a sample's slot");
+        let (number, mut worker) = self.take();
+        let mut retries = 0;
+        let result = loop {
+            let current = match worker.take() {
+                Some(w) => w,
+                None => match self.start_worker(number) {
+                    Ok(w) => w,
+                    Err(why) => break Err(self.cause(format!("its worker cannot start: {why}"))),
+                },
+            };
+            match current.ask(index, seed, self.config.timeout) {
+                Ok(None) => {
+                    out.copy_from_slice(current.memory.bytes());
+                    worker = Some(current);
+                    break Ok(());
+                }
+                Ok(Some(failure)) => {
+                    worker = Some(current);
+                    break Err(self.cause(failure));
+                }
+                Err(Lost::Hung) => {
+                    self.lost(current);
+                    break Err(self.cause(format!(
+                        "it did not return within {:.0} s (timeout): its worker was killed \
+                         and started again",
+                        self.config.timeout.as_secs_f64()
+                    )));
+                }
+                Err(Lost::Gone(e)) => {
+                    self.lost(current);
+                    retries += 1;
+                    if retries > MAX_RETRIES {
+                        break Err(self.cause(format!(
+                            "{retries} workers were lost making it (the last: {e})"
+                        )));
+                    }
+                    self.retried.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        };
+        self.give(number, worker);
+        result
+    }
+
+    fn cause(&self, message: String) -> Cause {
+        Cause::UserCode {
+            code: self.config.code.clone(),
+            message,
+        }
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Vec<Place>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An idle worker's number and the worker (`None` for one to start), waiting for one.
+    fn take(&self) -> (usize, Option<Worker>) {
+        let mut idle = self.idle();
+        loop {
+            if let Some(number) = idle.iter().position(|w| !matches!(w, Place::Busy)) {
+                return match std::mem::replace(&mut idle[number], Place::Busy) {
+                    Place::Idle(worker) => (number, Some(worker)),
+                    _ => (number, None),
+                };
+            }
+            idle = self.returned.wait(idle).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn give(&self, number: usize, worker: Option<Worker>) {
+        self.idle()[number] = worker.map_or(Place::ToStart, Place::Idle);
+        self.returned.notify_one();
+    }
+
+    /// A worker that hung or is gone: killed (if it still runs) and forgotten.
+    fn lost(&self, worker: Worker) {
+        // SAFETY: kill takes any pid; the worker is our child's child, or gone.
+        unsafe { libc::kill(worker.pid as libc::pid_t, libc::SIGKILL) };
+        self.pids.lock().unwrap_or_else(|e| e.into_inner())[worker.number] = 0;
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Starts worker `number` and waits for its connection.
+    fn start_worker(&self, number: usize) -> std::result::Result<Worker, String> {
+        let _one_at_a_time = self.starting.lock().unwrap_or_else(|e| e.into_inner());
+        let memory_path = self.dir.join(format!("memory-{number}"));
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&memory_path)
+            .and_then(|f| f.set_len(self.config.sample_bytes as u64).map(|()| f))
+            .map_err(|e| format!("its memory {}: {e}", memory_path.display()))?;
+        let memory = Mapping::of(&file, self.config.sample_bytes)
+            .map_err(|e| format!("its memory cannot be mapped: {e}"))?;
+        let token = random_u64().map_err(|e| format!("no random token: {e}"))?;
+        let socket = self.dir.join("workers.sock");
+        let pid = self
+            .spawn
+            .spawn(number, &socket, &memory_path, token)
+            .map_err(|e| format!("cannot be started: {e}"))?;
+        let connection = self.accept(number, token, pid)?;
+        self.pids.lock().unwrap_or_else(|e| e.into_inner())[number] = pid;
+        Ok(Worker {
+            number,
+            pid,
+            connection,
+            memory,
+        })
+    }
+
+    /// The connection of worker `number` (process `pid`), which must say `token`.
+    fn accept(
+        &self,
+        number: usize,
+        token: u64,
+        pid: u32,
+    ) -> std::result::Result<UnixStream, String> {
+        let deadline = Instant::now() + self.config.start_timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // SAFETY: as in `lost`.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                return Err(format!(
+                    "process {pid} did not connect within {:.0} s",
+                    self.config.start_timeout.as_secs_f64()
+                ));
+            }
+            if !readable(self.listener.as_raw_fd(), left) {
+                continue;
+            }
+            let Ok((connection, _)) = self.listener.accept() else {
+                continue;
+            };
+            // A connection that does not say the token at once is not one of ours.
+            let _ = connection.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            let mut hello = [0u8; 20];
+            if (&connection).read_exact(&mut hello).is_err() {
+                continue;
+            }
+            let said = u64::from_le_bytes(hello[4..12].try_into().expect("8 bytes"));
+            let said_token = u64::from_le_bytes(hello[12..20].try_into().expect("8 bytes"));
+            if &hello[..4] == b"NSWK" && said == number as u64 && said_token == token {
+                return Ok(connection);
+            }
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        for place in self.idle().iter_mut() {
+            let Place::Idle(worker) = std::mem::replace(place, Place::ToStart) else {
+                continue;
+            };
+            // Its connection closing ends it; a worker stuck in user code is killed.
+            // SAFETY: as in `lost`.
+            unsafe { libc::kill(worker.pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Worker {
+    /// Asks for sample `index`: `Ok(None)` made, `Ok(Some(words))` failed.
+    fn ask(
+        &self,
+        index: u64,
+        seed: u64,
+        timeout: Duration,
+    ) -> std::result::Result<Option<String>, Lost> {
+        let mut request = [0u8; 16];
+        request[..8].copy_from_slice(&index.to_le_bytes());
+        request[8..].copy_from_slice(&seed.to_le_bytes());
+        send_all(&self.connection, &request).map_err(Lost::Gone)?;
+        let deadline = Instant::now() + timeout;
+        let mut header = [0u8; 5];
+        self.read_within(&mut header, deadline)?;
+        let len = u32::from_le_bytes(header[1..].try_into().expect("4 bytes")) as usize;
+        if len > MAX_MESSAGE || header[0] > 1 {
+            return Err(Lost::Gone(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "an answer out of protocol (status {}, {len} bytes)",
+                    header[0]
+                ),
+            )));
+        }
+        let mut words = vec![0u8; len];
+        self.read_within(&mut words, deadline)?;
+        Ok(match header[0] {
+            0 => None,
+            _ => Some(String::from_utf8_lossy(&words).into_owned()),
+        })
+    }
+
+    fn read_within(&self, buf: &mut [u8], deadline: Instant) -> std::result::Result<(), Lost> {
+        let mut at = 0;
+        while at < buf.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !readable(self.connection.as_raw_fd(), left) {
+                if Instant::now() >= deadline {
+                    return Err(Lost::Hung);
+                }
+                continue;
+            }
+            match (&self.connection).read(&mut buf[at..]) {
+                Ok(0) => {
+                    return Err(Lost::Gone(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the worker closed its connection",
+                    )))
+                }
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(Lost::Gone(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes all of `bytes`, without the `SIGPIPE` a gone peer would raise.
+fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: a valid socket and a buffer of `bytes.len()` readable bytes.
+        let sent = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if sent < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[sent as usize..];
+    }
+    Ok(())
+}
+
+/// Whether `fd` becomes readable within `wait` (false on a timeout or an interruption).
+fn readable(fd: i32, wait: Duration) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut poll, 1, ms) > 0 }
+}
+
+/// A private directory (mode 0700) for the pool's socket and memory files: in
+/// `/dev/shm` (memory, not disk) where there is one, else the temporary directory.
+fn private_dir() -> Result<PathBuf> {
+    let base = Path::new("/dev/shm");
+    let base = if base.is_dir() {
+        base.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let mut n = random_u64().map_err(|e| Error::Io {
+        path: base.clone(),
+        source: e,
+    })?;
+    loop {
+        let dir = base.join(format!("nostall-workers-{}-{n:016x}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n = n.wrapping_add(1),
+            Err(e) => {
+                return Err(Error::Io {
+                    path: dir,
+                    source: e,
+                })
+            }
+        }
+    }
+}
+
+/// 8 bytes from the kernel's random source.
+fn random_u64() -> io::Result<u64> {
+    let mut bytes = [0u8; 8];
+    // SAFETY: a buffer of 8 writable bytes.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != 8 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from_le_bytes(bytes))
+}
+
+/// A shared, read-only mapping of a memory file: what its worker wrote.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; it is only read through
+// `&self`, after its worker said it finished writing.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn of(file: &File, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a shared read-only mapping of a file of `len` bytes at an address the
+        // kernel chooses: it aliases nothing of this process.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast()).ok_or_else(io::Error::last_os_error)?;
+        Ok(Mapping { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` mapped bytes, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `of`, unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A [`Prep`] whose samples a [`WorkerPool`] makes: a sample's bytes from its source are
+/// its index (`u64`, little-endian: [`crate::storage::Indexed`]), its seed the first draw
+/// of its generator.
+#[derive(Debug, Clone)]
+pub struct WorkerPrep {
+    pool: Arc<WorkerPool>,
+    fingerprint: String,
+}
+
+impl WorkerPrep {
+    /// Samples of `pool`; `fingerprint` says what changes them (the user's code and its
+    /// arguments, as the caller knows them).
+    pub fn new(pool: Arc<WorkerPool>, fingerprint: String) -> WorkerPrep {
+        WorkerPrep { pool, fingerprint }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Arc<WorkerPool> {
+        &self.pool
+    }
+}
+
+impl std::fmt::Display for WorkerPrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} in {} worker processes",
+            self.pool.config.code, self.pool.config.workers
+        )
+    }
+}
+
+impl Prep for WorkerPrep {
+    fn modality(&self) -> Modality {
+        Modality::Image
+    }
+
+    fn layout(&self) -> SampleLayout {
+        SampleLayout::new(vec![self.pool.sample_bytes()], crate::sample::DType::U8)
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("workers {}", self.fingerprint)
+    }
+
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Ok(Box::new(self.clone()))
+    }
+}
+
+impl Preparer for WorkerPrep {
+    fn prepare(
+        &mut self,
+        data: &[u8],
+        rng: &mut Rng,
+        out: &mut [u8],
+    ) -> std::result::Result<Prepared, Cause> {
+        let index = index_of(data)?;
+        self.pool.make(index, rng.next_u64(), out)?;
+        Ok(Prepared::InSlot)
+    }
+}
+
+/// The index a sample's bytes hold ([`crate::storage::Indexed`]).
+///
+/// # Errors
+///
+/// [`Cause::Internal`] when they are not 8 bytes.
+pub fn index_of(data: &[u8]) -> std::result::Result<u64, Cause> {
+    data.try_into()
+        .map(u64::from_le_bytes)
+        .map_err(|_| Cause::Internal(format!("a sample's index of {} bytes, not 8", data.len())))
+}

@@ -1,0 +1,196 @@
+"""``nostall.DataLoader``: ``torch.utils.data.DataLoader``'s arguments over nostall's plan.
+
+A map-style dataset is loaded one of two ways, and ``metrics["path"]`` says which and why:
+
+- **native**: a torchvision ``ImageFolder`` (or ``DatasetFolder`` with the default image
+  loader) whose ``transform`` nostall translates (``_translate.from_torchvision``) is read
+  by nostall's own readers and operators, no Python per sample;
+- **user code**: anything else runs the dataset's ``__getitem__`` for nostall
+  (``nostall.Loader(dataset)``): in worker processes under the GIL, in nostall's threads
+  on a free-threaded interpreter (``workers=`` forces either).
+
+Either way the order is nostall's plan (seeded shuffle, ranks, resume with
+``state_dict``), and the batches are the same for any number of workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Literal
+
+from ._errors import ConfigError
+
+
+def _order(dataset: Any, shuffle: bool | None, sampler: Any, batch_sampler: Any,
+           drop_last: bool) -> dict[str, Any]:
+    """The plan's arguments for the DataLoader's order arguments."""
+    if batch_sampler is not None:
+        raise ConfigError("batch_sampler=: nostall plans the batches itself; give batch_size=, "
+                          "shuffle= and drop_last= instead")
+    if sampler is None:
+        return dict(shuffle=bool(shuffle), drop_last=drop_last)
+    if shuffle:
+        raise ConfigError("sampler= and shuffle=True: give one of them (as the DataLoader asks)")
+    kind = type(sampler).__name__
+    if kind == "SequentialSampler":
+        return dict(shuffle=False, drop_last=drop_last)
+    if kind == "RandomSampler" and not sampler.replacement and sampler._num_samples is None:
+        return dict(shuffle=True, drop_last=drop_last)
+    if kind == "DistributedSampler":
+        return dict(shuffle=sampler.shuffle, drop_last=drop_last or sampler.drop_last,
+                    rank=sampler.rank, world_size=sampler.num_replicas, seed=sampler.seed)
+    raise ConfigError(f"sampler={kind}: nostall plans the order itself (a seeded shuffle, "
+                      "ranks, resume); give shuffle= (and rank=, world_size=) instead")
+
+
+def _native(dataset: Any) -> tuple[Any, str]:
+    """``(pipeline, why)``: nostall's operators for an image folder dataset whose transform
+    it translates, else ``None`` and the reason it runs the user's code."""
+    kind = type(dataset).__name__
+    datasets = __import__("sys").modules.get("torchvision.datasets")
+    folder = datasets is not None and isinstance(dataset, datasets.DatasetFolder)
+    if not folder:
+        return None, f"the dataset is a {kind}, not a torchvision ImageFolder"
+    from torchvision.datasets.folder import default_loader  # type: ignore[import-untyped]
+
+    if dataset.loader is not default_loader:
+        return None, f"{kind} reads its files with its own loader"
+    if getattr(dataset, "target_transform", None) is not None:
+        return None, f"{kind} has a target_transform"
+    if dataset.transform is None:
+        return None, f"{kind} has no transform (its samples are PIL images)"
+    from ._translate import from_torchvision
+
+    try:
+        return from_torchvision(dataset.transform), "translated"
+    except (ConfigError, TypeError) as e:
+        return None, f"its transform cannot be translated: {e}"
+
+
+class DataLoader:
+    """``torch.utils.data.DataLoader(dataset, batch_size, shuffle, sampler, num_workers,
+    collate_fn, drop_last, worker_init_fn, generator, ...)`` with nostall underneath.
+
+    - The order is nostall's: ``shuffle`` (or a ``RandomSampler``, ``SequentialSampler``,
+      ``DistributedSampler``, which it reads) seeded by ``seed=``, else the
+      ``generator``'s initial seed, else torch's (``torch.manual_seed`` makes it
+      repeatable); a custom sampler or ``batch_sampler`` is a ``ConfigError``.
+    - ``num_workers``: nostall's threads, and with the user's code under the GIL as many
+      worker processes (forked when the loader is made, from a process that holds the
+      dataset: nothing is pickled); ``workers="threads"`` or ``"processes"`` forces one.
+    - ``collate_fn``: None (or ``default_collate``) gives each leaf of the samples stacked,
+      a view of nostall's batch buffer; any other function is called with the batch's
+      samples as a list.
+    - ``timeout`` (seconds, 0: 300): a sample whose ``__getitem__`` takes longer fails as
+      hung, its worker killed and started again.
+    - ``on_error``: ``"error"`` (the default) or ``"skip"``: an exception in the user's
+      code is the sample's ``SampleError`` (cause ``user-code``, its traceback), raised or
+      skipped and counted.
+    - ``state_dict()`` / ``load_state_dict()``, ``set_epoch``, ``metrics`` as
+      ``nostall.Loader``'s; ``metrics["path"]`` is ``{"path": "native" | "user code",
+      "why": ...}``.
+
+    ``pin_memory``, ``prefetch_factor``, ``persistent_workers``, ``multiprocessing_context``
+    and ``in_order`` are accepted for compatibility: nostall's buffers and workers persist,
+    and batches come in order.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Callable[[list[Any]], Any] | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[[int], None] | None = None,
+                 multiprocessing_context: Any = None, generator: Any = None, *,
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True, seed: int | None = None,
+                 workers: Literal["auto", "threads", "processes"] = "auto", on_error: str = "error",
+                 **loader_kwargs: Any):
+        from . import Loader
+
+        if batch_size is None:
+            raise ConfigError("batch_size=None (samples one at a time): nostall loads batches; "
+                              "give a batch size")
+        if num_workers < 0:
+            raise ConfigError(f"num_workers={num_workers}: give 0 or more")
+        order = _order(dataset, shuffle, sampler, batch_sampler, drop_last)
+        if seed is None:
+            seed = order.pop("seed", None)
+        if seed is None:
+            import torch
+
+            seed = (generator.initial_seed() if generator is not None else torch.initial_seed())
+        order.pop("seed", None)
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.collate_fn = collate_fn
+        common = dict(batch_size=batch_size, seed=seed % (1 << 63), threads=max(1, num_workers),
+                      on_error=on_error, **order, **loader_kwargs)
+        if prefetch_factor is not None:
+            common.setdefault("prefetch", max(1, prefetch_factor * max(1, num_workers) // 2))
+        pipeline, why = _native(dataset)
+        if pipeline is not None and workers == "auto" and collate_fn is None:
+            self._loader = Loader(dataset.root, pipeline=pipeline, **common)
+            self._path = {"path": "native", "why": "an ImageFolder whose transform nostall translates"}
+        else:
+            if pipeline is not None:
+                why = f"workers={workers!r} asks for the user's code" if workers != "auto" else \
+                    "collate_fn= is the user's"
+            self._loader = Loader(dataset, workers=workers, worker_init_fn=worker_init_fn,
+                                  timeout=timeout or None, **common)
+            self._path = {"path": "user code", "why": why,
+                          "workers": self._loader.metrics["workers"]["mode"]}
+
+    def __iter__(self) -> Iterator[Any]:
+        for batch in self._loader:
+            if self.collate_fn is None or _is_default_collate(self.collate_fn):
+                yield batch
+            else:
+                yield self.collate_fn(_samples(batch))
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration run epoch `epoch` (its shuffle follows from the seed)."""
+        self._loader.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands (``nostall.Loader.state_dict``)."""
+        return self._loader.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        """Resumes from ``state_dict()`` (``nostall.Loader.load_state_dict``)."""
+        self._loader.load_state_dict(state)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """``nostall.Loader.metrics``, with ``"path"``: which way the samples are made, and why."""
+        return {**self._loader.metrics, "path": dict(self._path)}
+
+    @property
+    def loader(self) -> Any:
+        """The ``nostall.Loader`` underneath."""
+        return self._loader
+
+
+def _is_default_collate(fn: Any) -> bool:
+    return getattr(fn, "__name__", "") == "default_collate" and \
+        getattr(fn, "__module__", "").startswith("torch.utils.data")
+
+
+def _samples(batch: Any) -> list[Any]:
+    """A batch of stacked leaves (or ``(images, labels)``) split into its samples."""
+    def n_of(b: Any) -> int:
+        if isinstance(b, (tuple, list)):
+            return n_of(b[0])
+        if isinstance(b, dict):
+            return n_of(next(iter(b.values())))
+        return len(b)
+
+    def index(b: Any, i: int) -> Any:
+        if isinstance(b, (tuple, list)):
+            return type(b)(index(item, i) for item in b)
+        if isinstance(b, dict):
+            return {k: index(v, i) for k, v in b.items()}
+        return b[i]
+
+    return [index(batch, i) for i in range(n_of(batch))]

@@ -1,0 +1,356 @@
+"""The user's own code, per sample: a map-style ``Dataset``'s ``__getitem__`` run for the
+engine, in its threads (``Runner.fill``) or in worker processes (``Zygote``).
+
+A sample is whatever ``__getitem__`` returns: a tensor, an array, a number, or a tuple,
+list or dict of them. ``Spec`` finds its structure from the first sample: each leaf's
+shape and element type, one after another in the sample's slot of the engine's batch
+buffer (each at a multiple of 8 bytes), so that every leaf of a batch is a view of that
+buffer, as ``torch.utils.data.default_collate`` would stack it.
+
+Before each sample, Python's, NumPy's and torch's generators are seeded with the sample's
+own seed (the engine draws it from the sample's generator): what a sample is does not
+depend on the thread or worker that made it, nor on how many there are.
+
+Worker processes are forked from a *zygote*: a process forked from this one when the
+loader is made, before the loader starts its threads, that holds the dataset as the
+user made it (no pickling: lambdas and open files in a transform work as with the
+DataLoader's fork). The engine asks the zygote for worker ``k`` with a line on a pipe;
+the zygote forks it, and the worker connects to the engine's socket, maps its memory
+file, and answers requests (``nostall::prep::workers``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import random
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+from typing import Any, Callable
+
+import numpy as np
+
+#: Element types a leaf may have, by NumPy's name.
+DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+#: The longest failure sent to the engine (its `MAX_MESSAGE`).
+MAX_MESSAGE = 64 << 10
+
+
+def _as_array(leaf: Any) -> np.ndarray:
+    """A leaf as a NumPy array (a view where it can be)."""
+    module = type(leaf).__module__
+    if module.startswith("torch"):
+        return leaf.detach().cpu().numpy()
+    if isinstance(leaf, np.ndarray):
+        return leaf
+    if isinstance(leaf, (bool, np.bool_)):
+        return np.asarray(leaf, dtype=np.bool_)
+    if isinstance(leaf, (int, np.integer)):
+        return np.asarray(leaf, dtype=np.int64)
+    if isinstance(leaf, (float, np.floating)):
+        return np.asarray(leaf, dtype=np.float64)
+    raise TypeError(
+        f"a sample holds a {type(leaf).__name__}: nostall batches tensors, arrays and numbers "
+        "(return a tensor, e.g. end the transform with ToTensor, or give collate_fn)")
+
+
+def _leaves(sample: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """The leaves of `sample` with their paths, in order (dict keys as given)."""
+    if isinstance(sample, (tuple, list)):
+        return [leaf for i, item in enumerate(sample) for leaf in _leaves(item, path + (i,))]
+    if isinstance(sample, dict):
+        return [leaf for k, item in sample.items() for leaf in _leaves(item, path + (k,))]
+    return [(path, sample)]
+
+
+def _structure(sample: Any) -> Any:
+    """The sample's shape of containers, its leaves as ``None``."""
+    if isinstance(sample, (tuple, list)):
+        return type(sample), [_structure(item) for item in sample]
+    if isinstance(sample, dict):
+        return dict, [(k, _structure(item)) for k, item in sample.items()]
+    return None
+
+
+class Spec:
+    """Where each leaf of a sample lies in its slot: ``(path, offset, shape, dtype)``, and
+    the slot's bytes."""
+
+    def __init__(self, sample: Any, torch_leaves: bool):
+        self.structure = _structure(sample)
+        self.leaves: list[tuple[tuple, int, tuple[int, ...], str]] = []
+        offset = 0
+        for path, leaf in _leaves(sample):
+            array = _as_array(leaf)
+            if array.dtype.name not in DTYPES:
+                raise TypeError(f"a sample's leaf {list(path)} is {array.dtype.name}: nostall "
+                                f"batches {', '.join(DTYPES)}")
+            self.leaves.append((path, offset, tuple(array.shape), array.dtype.name))
+            offset += -(-array.nbytes // 8) * 8
+        self.bytes = max(offset, 8)
+        #: Whether the leaves were torch tensors (the batch's are then torch's).
+        self.torch = torch_leaves
+
+    def describe(self) -> str:
+        """The leaves in words, for the fingerprint and messages."""
+        return ", ".join(f"{list(path)}: {dtype}{list(shape)}" for path, _, shape, dtype in self.leaves)
+
+    def write(self, sample: Any, out: np.ndarray) -> None:
+        """Writes `sample`'s leaves into `out` (the slot's bytes, uint8)."""
+        leaves = _leaves(sample)
+        if len(leaves) != len(self.leaves):
+            raise ValueError(f"this sample has {len(leaves)} leaves, the first had "
+                             f"{len(self.leaves)} ({self.describe()}): every sample must "
+                             "have the same structure")
+        for (path, leaf), (_, offset, shape, dtype) in zip(leaves, self.leaves):
+            array = _as_array(leaf)
+            if tuple(array.shape) != shape or array.dtype.name != dtype:
+                raise ValueError(
+                    f"this sample's leaf {list(path)} is {array.dtype.name}{list(array.shape)}, "
+                    f"the first sample's {dtype}{list(shape)}: every sample must have the same "
+                    "shapes (crop or resize to one size)")
+            out[offset:offset + array.nbytes].view(dtype)[:] = array.reshape(-1)
+
+    def batch(self, record: Any, n: int) -> Any:
+        """The batch's structure from ``record`` (``[n, slot]`` uint8, torch or NumPy):
+        each leaf a view ``[n, *shape]``, as default_collate stacks them."""
+        views = []
+        for _, offset, shape, dtype in self.leaves:
+            size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            views.append(_view(record, offset, size, dtype).reshape((n, *shape)))
+        it = iter(views)
+        return _rebuild(self.structure, it)
+
+    def samples(self, batch: Any, n: int) -> list[Any]:
+        """The batch split into its samples, each with the structure of the first (what a
+        custom ``collate_fn`` takes)."""
+        return [_index(batch, i) for i in range(n)]
+
+
+def _rebuild(structure: Any, leaves: Any) -> Any:
+    if structure is None:
+        return next(leaves)
+    kind, items = structure
+    if kind is dict:
+        return {k: _rebuild(s, leaves) for k, s in items}
+    built = [_rebuild(s, leaves) for s in items]
+    return kind(built) if kind in (tuple, list) else built
+
+
+def _index(batch: Any, i: int) -> Any:
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_index(item, i) for item in batch)
+    if isinstance(batch, dict):
+        return {k: _index(item, i) for k, item in batch.items()}
+    return batch[i]
+
+
+def _view(record: Any, offset: int, size: int, dtype: str) -> Any:
+    """Bytes ``offset:offset + size`` of each row of ``record`` seen as ``dtype``."""
+    part = record[:, offset:offset + size]
+    if type(record).__module__.startswith("torch"):
+        import torch
+
+        return part.view(getattr(torch, dtype))
+    return part.view(np.dtype(dtype))
+
+
+#: The sample being made on this thread: its seed, and its generators once asked for.
+_current = threading.local()
+
+
+def sample_generator(kind: str = "torch") -> Any:
+    """The generator of the sample being made, for a ``Dataset``'s ``__getitem__`` run by
+    nostall: a ``torch.Generator`` (``kind="torch"``) or a ``numpy.random.Generator``
+    (``"numpy"``), seeded by the sample's own seed when its making began, the same object
+    for every call while it is made. Its draws do not depend on the thread or worker
+    that makes the sample: with ``workers="threads"`` the global generators (``random``,
+    ``numpy.random``, ``torch``'s default), which nostall seeds too, are shared by the
+    threads making samples at once, and only this one keeps the batches the same for any
+    number of threads."""
+    seed = getattr(_current, "seed", None)
+    if seed is None:
+        raise RuntimeError("nostall.sample_generator() is for a Dataset's __getitem__ while "
+                           "nostall makes a sample")
+    made = _current.generators
+    if kind not in made:
+        if kind == "torch":
+            import torch
+
+            made[kind] = torch.Generator().manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
+        elif kind == "numpy":
+            made[kind] = np.random.default_rng(seed)
+        else:
+            raise ValueError(f"kind={kind!r}: use \"torch\" or \"numpy\"")
+    return made[kind]
+
+
+def seed_all(seed: int) -> None:
+    """Seeds Python's, NumPy's and (when imported) torch's generators with `seed`, and the
+    sample's own (``sample_generator``)."""
+    _current.seed = seed
+    _current.generators = {}
+    random.seed(seed)
+    np.random.seed(seed & 0xFFFF_FFFF)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+class Runner:
+    """Makes samples in this process: what the engine's threads call (``fill``)."""
+
+    def __init__(self, dataset: Any, spec: Spec):
+        self.dataset = dataset
+        self.spec = spec
+
+    def fill(self, index: int, seed: int, out: memoryview) -> None:
+        """Makes sample `index` with `seed` into `out` (its slot)."""
+        seed_all(seed)
+        try:
+            self.spec.write(self.dataset[index], np.frombuffer(out, dtype=np.uint8))
+        finally:
+            _current.seed = None
+
+
+def probe(dataset: Any, seed: int) -> Spec:
+    """The spec of `dataset`'s samples, from its first (made with `seed`)."""
+    seed_all(seed)
+    try:
+        sample = dataset[0]
+    finally:
+        _current.seed = None
+    leaves = _leaves(sample)
+    torch_leaves = any(type(leaf).__module__.startswith("torch") for _, leaf in leaves)
+    return Spec(sample, torch_leaves)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """This process is killed when the one that forked it ends (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class Zygote:
+    """A process forked now, holding `dataset`, that forks the workers the engine asks
+    for: ``spawn(number, socket, memory, token) -> pid`` (what the engine's ``Spawn``
+    calls, through ``fds``)."""
+
+    def __init__(self, dataset: Any, spec: Spec, worker_init_fn: Callable[[int], None] | None):
+        requests_r, requests_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the zygote
+            try:
+                os.close(requests_w)
+                os.close(answers_r)
+                _die_with_parent()
+                _zygote(requests_r, answers_w, dataset, spec, worker_init_fn)
+            finally:
+                os._exit(0)
+        os.close(requests_r)
+        os.close(answers_w)
+        self.pid = pid
+        #: The pipe the engine writes requests to, and the one it reads pids from.
+        self.fds = (requests_w, answers_r)
+
+    def engine_fds(self) -> tuple[int, int]:
+        """Copies of the request and answer pipes for the engine, which owns them."""
+        return os.dup(self.fds[0]), os.dup(self.fds[1])
+
+    def close(self) -> None:
+        """Ends the zygote (its workers end with their connections)."""
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        # Killed, not asked: a zygote holds no state worth a goodbye, and its workers,
+        # killed with it (their parent-death signal), may be stuck in the user's code.
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def _zygote(requests: int, answers: int, dataset: Any, spec: Spec,
+            worker_init_fn: Callable[[int], None] | None) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training script's
+    reader = os.fdopen(requests, "r")
+    writer = os.fdopen(answers, "w")
+    for line in reader:
+        try:
+            number, socket_path, memory_path, token = line.split()
+            pid = os.fork()
+        except (ValueError, OSError) as e:
+            writer.write(f"error {e}\n")
+            writer.flush()
+            continue
+        if pid == 0:
+            code = 0
+            try:
+                reader.close()
+                writer.close()
+                _die_with_parent()
+                _work(int(number), socket_path, memory_path, int(token), dataset, spec,
+                      worker_init_fn)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        writer.write(f"{pid}\n")
+        writer.flush()
+
+
+def _work(number: int, socket_path: str, memory_path: str, token: int, dataset: Any,
+          spec: Spec, worker_init_fn: Callable[[int], None] | None) -> None:
+    """A worker: connects, then makes each sample asked into its memory."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(socket_path)
+    with open(memory_path, "r+b") as f:
+        memory = mmap.mmap(f.fileno(), spec.bytes)
+    out = np.frombuffer(memory, dtype=np.uint8)
+    if worker_init_fn is not None:
+        worker_init_fn(number)
+    connection.sendall(b"NSWK" + struct.pack("<QQ", number, token))
+    while True:
+        request = _receive(connection, 16)
+        if request is None:
+            return
+        index, seed = struct.unpack("<QQ", request)
+        try:
+            seed_all(seed)
+            spec.write(dataset[index], out)
+        except Exception:
+            words = traceback.format_exc().encode("utf-8", "replace")[-MAX_MESSAGE:]
+            connection.sendall(struct.pack("<BI", 1, len(words)) + words)
+        else:
+            connection.sendall(struct.pack("<BI", 0, 0))
+
+
+def _receive(connection: socket.socket, n: int) -> bytes | None:
+    """`n` bytes, or None once the engine closed the connection."""
+    data = b""
+    while len(data) < n:
+        chunk = connection.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data

@@ -1,0 +1,406 @@
+//! `Loader(dataset)`: a map-style `Dataset`'s `__getitem__` run for the engine, under
+//! nostall's plan. Its samples are made in worker processes
+//! ([`nostall::prep::workers`], forked by `nostall._workers.Zygote`) or in the engine's
+//! threads ([`InProcess`], for a free-threaded interpreter); `nostall._workers.Spec` lays
+//! each sample's leaves in its slot and gives the batch back with the sample's structure.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nostall::prep::workers::{self, Spawn, WorkerConfig, WorkerPool, WorkerPrep};
+use nostall::prep::{Prep, Prepared, Preparer};
+use nostall::rng::Rng;
+use nostall::storage::Indexed;
+use nostall::{Cause, Modality, Pipeline, SampleLayout};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use crate::errors::{config_error, raise};
+
+/// How the user's code runs (`workers=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Processes under the GIL, threads on a free-threaded interpreter.
+    Auto,
+    Threads,
+    Processes,
+}
+
+impl<'py> FromPyObject<'_, 'py> for Mode {
+    type Error = PyErr;
+
+    fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        match ob.extract::<&str>()? {
+            "auto" => Ok(Mode::Auto),
+            "threads" => Ok(Mode::Threads),
+            "processes" => Ok(Mode::Processes),
+            other => Err(config_error(
+                ob.py(),
+                format!("workers={other:?}: use \"auto\", \"threads\" or \"processes\""),
+            )),
+        }
+    }
+}
+
+/// What `Loader(dataset, ...)` is given besides the plan's settings.
+pub(crate) struct UserArgs {
+    pub(crate) mode: Mode,
+    pub(crate) workers: usize,
+    pub(crate) timeout: Option<f64>,
+    pub(crate) worker_init_fn: Option<Py<PyAny>>,
+    pub(crate) seed: u64,
+}
+
+/// A loader's user dataset: how its batches are given back, and what runs it.
+pub(crate) struct UserSamples {
+    /// `nostall._workers.Spec` of its samples.
+    pub(crate) spec: Py<PyAny>,
+    /// `"processes"` or `"threads"`.
+    mode: &'static str,
+    why: &'static str,
+    pool: Option<Arc<WorkerPool>>,
+    /// `nostall._workers.Zygote`, closed with the loader.
+    zygote: Option<Py<PyAny>>,
+}
+
+/// Held (shared) by every thread while it makes a sample in this process, and
+/// (exclusively) while a zygote is forked: a fork copies the locks other threads hold,
+/// and one held then stays held in the child.
+static FORK_GUARD: ForkGuard = ForkGuard {
+    state: Mutex::new((0, false)),
+    changed: std::sync::Condvar::new(),
+};
+
+/// Samples being made in this process, and whether a fork waits for them to end.
+struct ForkGuard {
+    /// `(samples being made, a fork waits or runs)`.
+    state: Mutex<(usize, bool)>,
+    changed: std::sync::Condvar,
+}
+
+/// A sample being made: ends with the guard.
+struct Making;
+
+impl ForkGuard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Begins a sample, once no fork waits or runs.
+    fn sample(&self) -> Making {
+        let mut state = self.lock();
+        while state.1 {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.0 += 1;
+        Making
+    }
+
+    /// Stops new samples and waits for those being made to end.
+    fn stop_samples(&self) {
+        let mut state = self.lock();
+        while state.1 {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.1 = true;
+        while state.0 > 0 {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn resume_samples(&self) {
+        self.lock().1 = false;
+        self.changed.notify_all();
+    }
+}
+
+impl Drop for Making {
+    fn drop(&mut self) {
+        FORK_GUARD.lock().0 -= 1;
+        FORK_GUARD.changed.notify_all();
+    }
+}
+
+/// The default bound on one sample's `__getitem__`.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a worker may take to start (fork, connect).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl UserSamples {
+    /// The pipeline and dataset that run `dataset`'s `__getitem__` for the engine.
+    pub(crate) fn new(
+        py: Python<'_>,
+        dataset: &Bound<'_, PyAny>,
+        args: UserArgs,
+    ) -> PyResult<(Pipeline, nostall::dataset::Dataset, UserSamples)> {
+        let len = dataset.len()?;
+        let name = dataset.get_type().name()?.to_string();
+        let module = py.import("nostall._workers")?;
+        let spec = module.call_method1("probe", (dataset, args.seed))?;
+        let bytes: usize = spec.getattr("bytes")?.extract()?;
+        let described: String = spec.call_method0("describe")?.extract()?;
+        let code = format!("{name}.__getitem__");
+        let gil = match py.import("sys")?.getattr("_is_gil_enabled") {
+            Ok(enabled) => enabled.call0()?.extract::<bool>()?,
+            Err(_) => true,
+        };
+        let (mode, why) = match (args.mode, gil) {
+            (Mode::Threads, _) => ("threads", "workers=\"threads\""),
+            (Mode::Processes, _) => ("processes", "workers=\"processes\""),
+            (Mode::Auto, true) => ("processes", "the GIL is enabled"),
+            (Mode::Auto, false) => ("threads", "the interpreter is free-threaded"),
+        };
+        let fingerprint = format!("{name} of {len} samples, {described}");
+        let (prep, pool, zygote): (Pipeline, _, _) = match mode {
+            "threads" => {
+                let runner = module.call_method1("Runner", (dataset, &spec))?;
+                let prep = InProcess {
+                    runner: Arc::new(runner.unbind()),
+                    bytes,
+                    code,
+                    fingerprint,
+                };
+                (Pipeline::new(prep), None, None)
+            }
+            _ => {
+                // Forked with no sample being made in this process's threads: a lock
+                // that one of them held (torch's generator, say) would stay held for
+                // ever in the zygote. The GIL is released while in-flight samples end.
+                py.detach(|| FORK_GUARD.stop_samples());
+                let zygote = module.call_method1("Zygote", (dataset, &spec, args.worker_init_fn));
+                FORK_GUARD.resume_samples();
+                let zygote = zygote?;
+                let (requests, answers): (i32, i32) =
+                    zygote.call_method0("engine_fds")?.extract()?;
+                let spawn = Arc::new(ZygoteSpawn::new(requests, answers));
+                let config = WorkerConfig {
+                    workers: args.workers.max(1),
+                    sample_bytes: bytes,
+                    timeout: args
+                        .timeout
+                        .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
+                    start_timeout: START_TIMEOUT,
+                    code,
+                };
+                let started = py.detach(|| WorkerPool::start(config, spawn));
+                let pool = match started {
+                    Ok(pool) => Arc::new(pool),
+                    Err(e) => {
+                        let _ = zygote.call_method0("close");
+                        return Err(raise(py, e));
+                    }
+                };
+                let prep = WorkerPrep::new(pool.clone(), fingerprint);
+                (Pipeline::new(prep), Some(pool), Some(zygote.unbind()))
+            }
+        };
+        let indexed = Indexed::new(name, len);
+        let catalog = indexed.catalog().map_err(|e| raise(py, e))?;
+        let dataset = nostall::dataset::Dataset {
+            catalog: Arc::new(catalog),
+            source: Arc::new(indexed),
+            format: nostall::dataset::Format::Indexed,
+        };
+        let user = UserSamples {
+            spec: spec.unbind(),
+            mode,
+            why,
+            pool,
+            zygote,
+        };
+        Ok((prep, dataset, user))
+    }
+
+    /// The batch's structure from its record (`[n, bytes]` uint8).
+    pub(crate) fn batch(&self, py: Python<'_>, record: Py<PyAny>, n: usize) -> PyResult<Py<PyAny>> {
+        Ok(self
+            .spec
+            .bind(py)
+            .call_method1("batch", (record, n))?
+            .unbind())
+    }
+
+    /// `metrics["workers"]`: how the user's code runs and why; with processes, their ids
+    /// and restarts.
+    pub(crate) fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("mode", self.mode)?;
+        d.set_item("why", self.why)?;
+        if let Some(pool) = &self.pool {
+            let stats = pool.stats();
+            d.set_item("pids", stats.pids)?;
+            d.set_item("restarts", stats.restarts)?;
+            d.set_item("retried", stats.retried)?;
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for UserSamples {
+    fn drop(&mut self) {
+        if let Some(zygote) = self.zygote.take() {
+            let _ = Python::try_attach(|py| zygote.bind(py).call_method0("close").map(drop));
+        }
+    }
+}
+
+/// Starts workers by asking the zygote on its pipe: `"number socket memory token"`, to
+/// which it answers the worker's process id (or `error ...`).
+struct ZygoteSpawn {
+    pipes: Mutex<(File, BufReader<File>)>,
+}
+
+impl std::fmt::Debug for ZygoteSpawn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ZygoteSpawn")
+    }
+}
+
+impl ZygoteSpawn {
+    /// Over the zygote's pipes `requests` and `answers`: copies made for the engine
+    /// (`Zygote.engine_fds`), which it now owns.
+    fn new(requests: i32, answers: i32) -> ZygoteSpawn {
+        // SAFETY: descriptors Python duplicated for us and no longer refers to.
+        let own = |fd: i32| File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        ZygoteSpawn {
+            pipes: Mutex::new((own(requests), BufReader::new(own(answers)))),
+        }
+    }
+}
+
+impl Spawn for ZygoteSpawn {
+    fn spawn(
+        &self,
+        number: usize,
+        socket: &Path,
+        memory: &Path,
+        token: u64,
+    ) -> std::io::Result<u32> {
+        let mut pipes = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
+        let (requests, answers) = &mut *pipes;
+        writeln!(
+            requests,
+            "{number} {} {} {token}",
+            socket.display(),
+            memory.display()
+        )?;
+        requests.flush()?;
+        let mut line = String::new();
+        if answers.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::other("the zygote is gone"));
+        }
+        line.trim()
+            .parse()
+            .map_err(|_| std::io::Error::other(format!("the zygote answered {:?}", line.trim())))
+    }
+}
+
+/// `PyBUF_WRITE` of CPython's `memoryobject.h`: a view that may be written.
+const PYBUF_WRITE: std::os::raw::c_int = 0x200;
+
+/// Samples made in the engine's threads by `nostall._workers.Runner.fill`: in parallel
+/// on a free-threaded interpreter, one at a time under the GIL.
+struct InProcess {
+    runner: Arc<Py<PyAny>>,
+    bytes: usize,
+    code: String,
+    fingerprint: String,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess")
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Display for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} in the loader's threads", self.code)
+    }
+}
+
+impl Prep for InProcess {
+    fn modality(&self) -> Modality {
+        Modality::Image
+    }
+
+    fn layout(&self) -> SampleLayout {
+        SampleLayout::new(vec![self.bytes], nostall::DType::U8)
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("in process {}", self.fingerprint)
+    }
+
+    fn preparer(&self) -> nostall::Result<Box<dyn Preparer>> {
+        Ok(Box::new(InProcessPreparer {
+            runner: self.runner.clone(),
+            code: self.code.clone(),
+        }))
+    }
+}
+
+struct InProcessPreparer {
+    runner: Arc<Py<PyAny>>,
+    code: String,
+}
+
+impl Preparer for InProcessPreparer {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
+        let index = workers::index_of(data)?;
+        let seed = rng.next_u64();
+        // Taken before the GIL, so that a fork waiting for it with the GIL released
+        // cannot deadlock with this thread.
+        let _not_forking = FORK_GUARD.sample();
+        let made = Python::try_attach(|py| -> PyResult<()> {
+            // SAFETY: `out` is valid for writes of its length for this call; the view is
+            // released before the call returns (a NumPy array still holding it would make
+            // the release fail: nostall's runner keeps none).
+            let view = unsafe {
+                Bound::from_owned_ptr_or_err(
+                    py,
+                    pyo3::ffi::PyMemoryView_FromMemory(
+                        out.as_mut_ptr().cast(),
+                        out.len() as pyo3::ffi::Py_ssize_t,
+                        PYBUF_WRITE,
+                    ),
+                )?
+            };
+            let filled = self
+                .runner
+                .bind(py)
+                .call_method1("fill", (index, seed, &view));
+            let _ = view.call_method0("release");
+            filled.map(drop)
+        });
+        match made {
+            Some(Ok(())) => Ok(Prepared::InSlot),
+            Some(Err(e)) => Err(Cause::UserCode {
+                code: self.code.clone(),
+                message: Python::try_attach(|py| traceback_of(py, &e))
+                    .unwrap_or_else(|| e.to_string()),
+            }),
+            None => Err(Cause::UserCode {
+                code: self.code.clone(),
+                message: "the interpreter is shutting down".into(),
+            }),
+        }
+    }
+}
+
+/// The exception with its traceback, as Python prints it.
+fn traceback_of(py: Python<'_>, e: &PyErr) -> String {
+    let formatted = py
+        .import("traceback")
+        .and_then(|t| t.call_method1("format_exception", (e.value(py),)))
+        .and_then(|lines| PyString::new(py, "").call_method1("join", (lines,)))
+        .and_then(|s| s.extract::<String>());
+    formatted.unwrap_or_else(|_| e.to_string())
+}

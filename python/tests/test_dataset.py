@@ -1,0 +1,211 @@
+"""The user's own Python code: ``nostall.Loader(dataset)`` and ``nostall.DataLoader`` over
+map-style datasets (torchvision's ImageFolder on the demo's real photographs, with a
+transform that holds a class of the user's), in worker processes and in threads."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torchvision import transforms as T
+
+import nostall
+
+
+class Flip:
+    """A few NumPy lines on the PIL image: what nostall cannot translate."""
+
+    def __call__(self, image):
+        return np.ascontiguousarray(np.asarray(image, dtype=np.uint8)[:, ::-1])
+
+
+def image_folder(photos, transform=None):
+    transform = transform or T.Compose([T.RandomResizedCrop(32), Flip(), T.ToTensor(),
+                                        T.Normalize([0.5] * 3, [0.25] * 3)])
+    return torchvision.datasets.ImageFolder(photos, transform=transform)
+
+
+def hashes(loader):
+    """Each batch's digest, with the sample ids it holds."""
+    out = []
+    for batch in loader:
+        h = hashlib.sha256()
+        for leaf in (batch if isinstance(batch, (tuple, list)) else [batch]):
+            h.update(np.ascontiguousarray(leaf.numpy()).tobytes())
+        out.append((tuple(loader.last_ids), h.hexdigest()[:16]))
+    return out
+
+
+KW = dict(batch_size=8, seed=7)
+
+
+def test_worker_processes_give_the_same_batches_for_any_count_and_after_a_resume(photos):
+    dataset = image_folder(photos)
+    runs = {}
+    for n in (1, 2, 4):
+        loader = nostall.Loader(dataset, threads=n, workers="processes", **KW)
+        assert loader.metrics["workers"]["mode"] == "processes"
+        assert len(loader.metrics["workers"]["pids"]) == n
+        runs[n] = hashes(loader)
+        del loader
+    assert runs[1] == runs[2] == runs[4]
+    assert sorted(i for ids, _ in runs[1] for i in ids) == list(range(len(dataset)))
+    loader = nostall.Loader(dataset, threads=2, workers="processes", **KW)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    resumed = nostall.Loader(dataset, threads=3, workers="processes", **KW)
+    resumed.load_state_dict(state)
+    assert hashes(resumed) == runs[1][1:]
+    # One thread in this process (no next epoch begun beside it) gives what the workers
+    # give: the transform draws from torch's global generator, which threads share.
+    alone = nostall.Loader(dataset, threads=1, workers="threads", overlap_epochs=False, **KW)
+    assert alone.metrics["workers"]["mode"] == "threads"
+    assert hashes(alone) == runs[1]
+
+
+class Drawing(torch.utils.data.Dataset):
+    """Samples drawn from nostall's generator of the sample."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        g = nostall.sample_generator()
+        noise = torch.rand(3, 8, 8, generator=g)
+        rng = nostall.sample_generator("numpy")
+        return noise + i, int(rng.integers(0, 1000))
+
+
+def test_threads_give_the_same_batches_for_any_count_with_the_samples_generator():
+    runs = [hashes(nostall.Loader(Drawing(), threads=n, workers="threads", **KW)) for n in (1, 2, 4)]
+    assert runs[0] == runs[1] == runs[2]
+    processes = hashes(nostall.Loader(Drawing(), threads=2, workers="processes", **KW))
+    assert processes == runs[0]
+    with pytest.raises(RuntimeError, match="__getitem__"):
+        nostall.sample_generator()
+
+
+class Failing(torch.utils.data.Dataset):
+    def __init__(self, bad, hang=()):
+        self.bad, self.hang = set(bad), set(hang)
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        if i in self.hang:
+            time.sleep(3600)
+        if i in self.bad:
+            raise ValueError(f"no sample {i} today")
+        return torch.full((4,), float(i)), i
+
+
+@pytest.mark.parametrize("workers", ["processes", "threads"])
+def test_an_exception_in_getitem_names_the_sample_and_follows_on_error(workers):
+    loader = nostall.Loader(Failing({5}), threads=2, workers=workers, shuffle=False, batch_size=4)
+    with pytest.raises(nostall.SampleError) as raised:
+        list(loader)
+    e = raised.value
+    assert e.cause == "user-code" and e.sample_id == 5 and "Failing[5]" in str(e)
+    assert "ValueError: no sample 5 today" in str(e) and "Traceback" in str(e)
+    skipping = nostall.Loader(Failing({5, 17}), threads=2, workers=workers, shuffle=False,
+                              batch_size=4, on_error="skip")
+    got = [int(v) for _, labels in skipping for v in labels]
+    assert got == [i for i in range(24) if i not in (5, 17)]
+    assert skipping.metrics["skipped"] == {"user-code": 2}
+
+
+def test_a_getitem_that_hangs_is_reported_after_the_bound_and_its_worker_replaced():
+    # One epoch only (none begun ahead, which would meet the sample again).
+    loader = nostall.Loader(Failing((), hang={6}), threads=2, workers="processes", shuffle=False,
+                            batch_size=4, on_error="skip", timeout=1.0, overlap_epochs=False)
+    got = [int(v) for _, labels in loader for v in labels]
+    assert got == [i for i in range(24) if i != 6]
+    assert loader.metrics["skipped"] == {"user-code": 1}
+    assert loader.metrics["workers"]["restarts"] == 1
+
+
+def test_workers_killed_mid_epoch_are_started_again_and_every_sample_comes_once(photos):
+    dataset = image_folder(photos)
+    expected = hashes(nostall.Loader(dataset, threads=2, workers="processes", **KW))
+    # Nothing is made before the iteration (no epoch prepared ahead): the first samples
+    # asked meet the killed workers.
+    loader = nostall.Loader(dataset, threads=2, workers="processes", overlap_epochs=False, **KW)
+    for pid in loader.metrics["workers"]["pids"]:
+        os.kill(pid, signal.SIGKILL)
+    assert hashes(loader) == expected
+    workers = loader.metrics["workers"]
+    assert workers["restarts"] >= 1 and workers["retried"] >= 1
+    assert all(pid > 0 for pid in workers["pids"])
+
+
+class Ragged(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return {"x": torch.zeros(3 if i == 4 else 2), "name": i}
+
+
+def test_samples_of_another_shape_or_kind_are_clear_errors():
+    loader = nostall.Loader(Ragged(), threads=1, workers="threads", shuffle=False, batch_size=4)
+    with pytest.raises(nostall.SampleError, match=r"float32\[3\], the first sample's float32\[2\]"):
+        list(loader)
+
+    class Named(Ragged):
+        def __getitem__(self, i):
+            return torch.zeros(2), f"photo-{i}.jpg"
+
+    with pytest.raises(TypeError, match="holds a str"):
+        nostall.Loader(Named(), workers="threads")
+    with pytest.raises(nostall.ConfigError, match="fields="):
+        nostall.Loader(Ragged(), fields={"image": "jpg"})
+    with pytest.raises(nostall.ConfigError, match="give source= a Dataset"):
+        nostall.Loader(nostall.demo_photos(), workers="threads")
+
+
+def test_a_dict_sample_comes_back_as_a_dict_of_stacked_leaves():
+    loader = nostall.Loader(Ragged(), threads=1, workers="processes", shuffle=False, batch_size=2,
+                            on_error="skip")
+    batches = list(loader)
+    assert [sorted(b) for b in batches] == [["name", "x"]] * 4  # 7 samples: sample 4 skipped
+    assert [n for b in batches for n in b["name"].tolist()] == [0, 1, 2, 3, 5, 6, 7]
+    assert batches[0]["name"].tolist() == [0, 1] and batches[0]["x"].shape == (2, 2)
+
+
+def test_the_dataloader_runs_a_translatable_image_folder_natively(photos):
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    transform = v2.Compose([v2.RandomResizedCrop(32), v2.RandomHorizontalFlip(), v2.ToImage(),
+                            v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.25] * 3)])
+    loader = nostall.DataLoader(image_folder(photos, transform), batch_size=8, shuffle=True,
+                                num_workers=2, seed=1)
+    assert loader.metrics["path"] == {"path": "native",
+                                      "why": "an ImageFolder whose transform nostall translates"}
+    batches = list(loader)
+    assert len(batches) == len(loader) == 4
+    assert batches[0][0].shape == (8, 3, 32, 32) and batches[0][1].dtype == torch.int64
+
+
+def test_the_dataloader_runs_the_users_code_and_says_why(photos):
+    dataset = image_folder(photos)
+    loader = nostall.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2, seed=7)
+    path = loader.metrics["path"]
+    assert path["path"] == "user code" and "Flip" in path["why"] and path["workers"] == "processes"
+    direct = hashes(nostall.Loader(dataset, threads=2, workers="processes", **KW))
+    assert hashes(loader.loader) == direct
+    seen = []
+    calls = loader.__class__(dataset, batch_size=8, num_workers=1, seed=7,
+                             collate_fn=lambda samples: seen.append(len(samples)) or len(samples))
+    assert list(calls) == [8, 8, 8, 8] and seen == [8, 8, 8, 8]
+    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, seed=5)
+    ranked = nostall.DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=1)
+    assert (ranked.loader.rank, ranked.loader.world_size) == (1, 2) and len(ranked) == 4
+    with pytest.raises(nostall.ConfigError, match="WeightedRandomSampler"):
+        nostall.DataLoader(dataset, sampler=torch.utils.data.WeightedRandomSampler([1.0] * 32, 8))
