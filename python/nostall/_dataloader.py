@@ -62,8 +62,21 @@ def _native(dataset: Any) -> tuple[Any, str]:
 
     try:
         return from_torchvision(dataset.transform), "translated"
-    except (ConfigError, TypeError) as e:
+    except ConfigError as e:
         return None, f"its transform cannot be translated: {e}"
+    except TypeError:
+        return None, f"its transform holds {_foreign(dataset.transform)}, not a torchvision or timm transform"
+
+
+def _foreign(transform: Any) -> str:
+    """The name of the first transform of `transform` that is not torchvision's or timm's."""
+    from ._translate import _flatten
+
+    for t in _flatten(transform):
+        module = type(t).__module__
+        if not module.startswith(("torchvision", "timm")):
+            return f"{type(t).__name__} (from {module})"
+    return type(transform).__name__
 
 
 class DataLoader:
@@ -124,8 +137,10 @@ class DataLoader:
         self.collate_fn = collate_fn
         common = dict(batch_size=batch_size, seed=seed % (1 << 63), threads=max(1, num_workers),
                       on_error=on_error, **order, **loader_kwargs)
-        if prefetch_factor is not None:
-            common.setdefault("prefetch", max(1, prefetch_factor * max(1, num_workers) // 2))
+        # One batch ready ahead of the one being made and the one the step holds (the
+        # DataLoader's prefetch_factor batches per worker are samples in flight, which
+        # nostall's threads take from the next batch as they finish).
+        common.setdefault("prefetch", 1 if prefetch_factor is None else max(1, prefetch_factor - 1))
         pipeline, why = _native(dataset)
         if pipeline is not None and workers == "auto" and collate_fn is None:
             self._loader = Loader(dataset.root, pipeline=pipeline, **common)

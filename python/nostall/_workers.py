@@ -327,6 +327,11 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, dataset: 
     with open(memory_path, "r+b") as f:
         memory = mmap.mmap(f.fileno(), spec.bytes)
     out = np.frombuffer(memory, dtype=np.uint8)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # One thread of torch's own per worker, as the DataLoader's workers: the workers
+        # are the parallelism.
+        torch.set_num_threads(1)
     if worker_init_fn is not None:
         worker_init_fn(number)
     connection.sendall(b"NSWK" + struct.pack("<QQ", number, token))

@@ -1,0 +1,157 @@
+"""The user's own Python code: ``nostall.DataLoader`` against ``torch.utils.data.DataLoader``
+on the same torchvision ``ImageFolder`` of real photographs, side by side.
+
+Two recipes (batch 64, 224 px, ``num_workers`` the same for both):
+
+* ``numpy``: RandomResizedCrop(224), RandomHorizontalFlip(), then ``Jitter`` (a class of
+  the user's: a few NumPy lines on the PIL image, a random gain per channel drawn from
+  NumPy's global generator), ToTensor(), Normalize(ImageNet). nostall cannot translate
+  ``Jitter``: it runs the dataset's ``__getitem__`` in worker processes under the GIL
+  (threads on a free-threaded interpreter).
+* ``v2``: torchvision.transforms.v2 only (RandomResizedCrop, RandomHorizontalFlip,
+  ColorJitter(0.4, 0.4, 0.4), ToImage, ToDtype(float32, scale), Normalize), which nostall
+  translates: its own readers and operators, no Python per sample.
+
+Each loader runs in a fresh child process (a re-invocation of this script); this process
+samples the child's process tree (the child and its workers) for the peak of the summed
+PSS (shared pages split between the processes that map them: ``bench/baselines.py``'s
+``tree_memory``). ``images_per_s`` is the rate over the epochs after the first (warm-up).
+Rounds alternate the loaders, so that both see the same machine.
+
+Usage (the test venv has torch and torchvision):
+    .venv-test/bin/python bench/user_code.py bench/data/photos --recipes numpy,v2 \\
+        --workers 2 --epochs 3 --rounds 2 --json bench/out/user_code.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from baselines import tree_memory  # noqa: E402
+
+RESULT = "RESULT "
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+class Jitter:
+    """A random gain per channel, in NumPy, on the PIL image: the user's own transform."""
+
+    def __call__(self, image):
+        import numpy as np
+        from PIL import Image
+
+        pixels = np.asarray(image, dtype=np.float32)
+        gain = np.random.uniform(0.8, 1.2, size=3).astype(np.float32)
+        return Image.fromarray(np.clip(pixels * gain, 0, 255).astype(np.uint8))
+
+
+def transform(recipe: str):
+    if recipe == "numpy":
+        from torchvision import transforms as T
+
+        return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), Jitter(), T.ToTensor(),
+                          T.Normalize(MEAN, STD)])
+    import torch
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.ColorJitter(0.4, 0.4, 0.4),
+                       v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+
+
+def child(args) -> None:
+    import torch
+    import torchvision
+
+    torch.set_num_threads(1)
+    dataset = torchvision.datasets.ImageFolder(args.data, transform=transform(args.recipe))
+    if args.child == "torch":
+        loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True,
+                                             num_workers=args.workers, persistent_workers=True)
+        path = {"path": "DataLoader"}
+    else:
+        import nostall
+
+        loader = nostall.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=args.workers, seed=0)
+        path = loader.metrics["path"]
+    rates = []
+    for epoch in range(args.epochs):
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(epoch)
+        start, n = time.monotonic(), 0
+        for images, labels in loader:
+            assert images.shape[1:] == (3, 224, 224) and images.dtype == torch.float32
+            n += len(labels)
+        rates.append(n / (time.monotonic() - start))
+    print(RESULT + json.dumps({"rates": rates, "path": path}), flush=True)
+
+
+def measure(loader: str, recipe: str, args) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), args.data, "--child", loader, "--recipe", recipe,
+           "--workers", str(args.workers), "--epochs", str(args.epochs)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    peak_pss, last = 0.0, 0.0
+    while proc.poll() is None:
+        if time.monotonic() - last >= 0.5:
+            peak_pss = max(peak_pss, tree_memory(proc.pid, pss=True)[1])
+            last = time.monotonic()
+        time.sleep(0.05)
+    out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"{loader} {recipe}: the child failed ({proc.returncode})")
+    res = json.loads(next(line for line in out.splitlines() if line.startswith(RESULT))[len(RESULT):])
+    steady = res["rates"][1:]
+    return {"loader": loader, "recipe": recipe, "images_per_s": round(sum(steady) / len(steady), 1),
+            "epoch_rates": [round(r, 1) for r in res["rates"]], "peak_pss_mb": round(peak_pss, 1),
+            "path": res["path"], "workers": args.workers}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data")
+    ap.add_argument("--recipes", default="numpy,v2")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json")
+    ap.add_argument("--child", choices=["torch", "nostall"])
+    ap.add_argument("--recipe", default="numpy")
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+    import platform
+
+    results = []
+    for recipe in args.recipes.split(","):
+        runs: dict[str, list[dict]] = {"torch": [], "nostall": []}
+        for r in range(args.rounds):
+            order = ["torch", "nostall"] if r % 2 == 0 else ["nostall", "torch"]
+            for loader in order:
+                runs[loader].append(measure(loader, recipe, args))
+                print(json.dumps(runs[loader][-1]), flush=True)
+        best = {k: max(v, key=lambda x: x["images_per_s"]) for k, v in runs.items()}
+        summary = {
+            "recipe": recipe, "python": platform.python_version(),
+            "gil": getattr(sys, "_is_gil_enabled", lambda: True)(),
+            "speedup": round(best["nostall"]["images_per_s"] / best["torch"]["images_per_s"], 2),
+            "pss_ratio": round(best["nostall"]["peak_pss_mb"] / best["torch"]["peak_pss_mb"], 2),
+            "rounds": {k: [x["images_per_s"] for x in v] for k, v in runs.items()},
+            "pss_mb": {k: [x["peak_pss_mb"] for x in v] for k, v in runs.items()},
+            "path": best["nostall"]["path"], "workers": args.workers, "cpus": os.cpu_count(),
+        }
+        print(json.dumps(summary), flush=True)
+        results.append(summary)
+    if args.json:
+        with open(args.json, "a") as f:
+            for s in results:
+                f.write(json.dumps(s) + "\n")
+
+
+if __name__ == "__main__":
+    main()
