@@ -233,7 +233,7 @@ impl WorkerPool {
                 Err(Lost::Hung) => {
                     self.lost(current);
                     break Err(self.cause(format!(
-                        "it did not return within {:.0} s (timeout): its worker was killed \
+                        "it did not return within {:.1} s (timeout): its worker was killed \
                          and started again",
                         self.config.timeout.as_secs_f64()
                     )));
@@ -626,4 +626,104 @@ pub fn index_of(data: &[u8]) -> std::result::Result<u64, Cause> {
     data.try_into()
         .map(u64::from_le_bytes)
         .map_err(|_| Cause::Internal(format!("a sample's index of {} bytes, not 8", data.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker in Python (the interpreter the tests' machine has): sample `i` is `i`
+    /// written in its first 8 bytes; sample 1 fails, 2 kills its worker, 3 hangs, 4 is
+    /// answered out of protocol.
+    const WORKER: &str = r#"
+import mmap, os, socket, struct, sys, time
+number, path, memory, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+c = socket.socket(socket.AF_UNIX); c.connect(path)
+m = mmap.mmap(os.open(memory, os.O_RDWR), 0)
+c.sendall(b"NSWK" + struct.pack("<QQ", number, token))
+while True:
+    r = b""
+    while len(r) < 16:
+        got = c.recv(16 - len(r))
+        if not got: sys.exit(0)
+        r += got
+    i, seed = struct.unpack("<QQ", r)
+    if i == 1: w = b"boom"; c.sendall(struct.pack("<BI", 1, len(w)) + w); continue
+    if i == 2: os._exit(1)
+    if i == 3: time.sleep(3600)
+    if i == 4: c.sendall(struct.pack("<BI", 7, 0)); continue
+    m[:16] = struct.pack("<QQ", i, seed)
+    c.sendall(struct.pack("<BI", 0, 0))
+"#;
+
+    #[derive(Debug)]
+    struct Python;
+
+    impl Spawn for Python {
+        fn spawn(&self, number: usize, socket: &Path, memory: &Path, token: u64) -> io::Result<u32> {
+            let child = std::process::Command::new("python3")
+                .args(["-c", WORKER, &number.to_string()])
+                .arg(socket)
+                .arg(memory)
+                .arg(token.to_string())
+                .spawn()?;
+            Ok(child.id())
+        }
+    }
+
+    fn pool(workers: usize) -> WorkerPool {
+        let config = WorkerConfig {
+            workers,
+            sample_bytes: 16,
+            timeout: Duration::from_millis(500),
+            start_timeout: Duration::from_secs(30),
+            code: "Test.__getitem__".into(),
+        };
+        WorkerPool::start(config, Arc::new(Python)).unwrap()
+    }
+
+    #[test]
+    fn workers_make_fail_die_and_hang_each_as_the_pool_says() {
+        let pool = pool(2);
+        let mut out = [0u8; 16];
+        pool.make(9, 77, &mut out).unwrap();
+        assert_eq!(out[..8], 9u64.to_le_bytes());
+        assert_eq!(out[8..], 77u64.to_le_bytes());
+        let words = |c: Cause| match c {
+            Cause::UserCode { code, message } => format!("{code}: {message}"),
+            other => panic!("{other:?}"),
+        };
+        let failed = words(pool.make(1, 0, &mut out).unwrap_err());
+        assert_eq!(failed, "Test.__getitem__: boom");
+        // A sample that kills every worker asked: asked again of new ones, then its error.
+        let lost = words(pool.make(2, 0, &mut out).unwrap_err());
+        assert!(lost.contains("4 workers were lost"), "{lost}");
+        assert_eq!(pool.stats().retried, 3);
+        let hung = words(pool.make(3, 0, &mut out).unwrap_err());
+        assert!(hung.contains("did not return within 0.5 s"), "{hung}");
+        let garbled = words(pool.make(4, 0, &mut out).unwrap_err());
+        assert!(garbled.contains("lost"), "{garbled}");
+        // And every worker is there for the next samples.
+        for i in 10..20 {
+            pool.make(i, i, &mut out).unwrap();
+            assert_eq!(out[..8], i.to_le_bytes());
+        }
+        let stats = pool.stats();
+        assert!(stats.pids.iter().all(|&p| p > 0), "{stats:?}");
+        assert!(stats.restarts >= 9, "{stats:?}");
+    }
+
+    #[test]
+    fn a_pool_of_no_worker_or_no_bytes_is_refused() {
+        let config = WorkerConfig {
+            workers: 0,
+            sample_bytes: 16,
+            timeout: Duration::from_secs(1),
+            start_timeout: Duration::from_secs(1),
+            code: "x".into(),
+        };
+        assert!(WorkerPool::start(config, Arc::new(Python)).is_err());
+        assert!(index_of(&[1, 2, 3]).is_err());
+        assert_eq!(index_of(&7u64.to_le_bytes()).unwrap(), 7);
+    }
 }
