@@ -18,7 +18,7 @@ HEADER = '''"""Type stubs of nostall.ops: the operators of a pipeline.
 Written by python/write_ops_stub.py from the engine's declarations: do not edit.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 from typing_extensions import disjoint_base
@@ -45,6 +45,14 @@ class Op:
 TRANSLATE = '''
 def from_torchvision(transform: Any) -> list[Op]:
     """nostall's operators for a torchvision (v1 or v2) or timm recipe."""
+
+class Python:
+    """Your own function on each sample, after nostall's operators."""
+
+    fn: Callable[..., Any]
+    name: str
+    wants_generator: bool
+    def __init__(self, fn: Callable[..., Any]) -> None: ...
 '''
 
 
@@ -67,7 +75,7 @@ def render() -> str:
     from nostall._nostall import _image_operators
 
     declarations = _image_operators()
-    names = sorted(["Op", "from_torchvision", *(name for name, _doc, _params in declarations)])
+    names = sorted(["Op", "Python", "from_torchvision", *(name for name, _doc, _params in declarations)])
     out = [HEADER, "__all__ = [\n", *(f'    "{n}",\n' for n in names), "]\n\n", BASE]
     for name, _doc, params in declarations:
         out.append(f"\n@final\nclass {name}(Op):\n")

@@ -105,3 +105,9 @@ def from_torchvision(transform: Any) -> list[Op]:
 
 __all__.append("from_torchvision")
 __all__.sort()
+
+
+from ._python_ops import Python  # noqa: E402  (the user's function: not an engine operator)
+
+__all__.append("Python")
+__all__.sort()

@@ -3,7 +3,7 @@
 Written by python/write_ops_stub.py from the engine's declarations: do not edit.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 from typing_extensions import disjoint_base
@@ -16,6 +16,7 @@ __all__ = [
     "GaussianBlur",
     "Normalize",
     "Op",
+    "Python",
     "RandAugment",
     "RandomAdjustSharpness",
     "RandomAffine",
@@ -757,3 +758,11 @@ class TimmRandomErasing(Op):
 
 def from_torchvision(transform: Any) -> list[Op]:
     """nostall's operators for a torchvision (v1 or v2) or timm recipe."""
+
+class Python:
+    """Your own function on each sample, after nostall's operators."""
+
+    fn: Callable[..., Any]
+    name: str
+    wants_generator: bool
+    def __init__(self, fn: Callable[..., Any]) -> None: ...

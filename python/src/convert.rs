@@ -251,6 +251,59 @@ impl<'py> FromPyObject<'_, 'py> for PipelineArg {
     }
 }
 
+/// `Loader(pipeline=...)`: nostall's pipeline, then the user's `ops.Python` functions that
+/// follow its operators (each run on the prepared sample).
+pub(crate) struct LoaderPipeline {
+    /// The pipeline of nostall's operators; `None`: the default preset.
+    pub native: Option<PipelineArg>,
+    /// The `nostall.ops.Python` that end the list, in order.
+    pub python: Vec<Py<PyAny>>,
+}
+
+impl<'py> FromPyObject<'_, 'py> for LoaderPipeline {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<LoaderPipeline> {
+        let py = obj.py();
+        let is_list = obj.is_instance_of::<pyo3::types::PyList>()
+            || obj.is_instance_of::<pyo3::types::PyTuple>();
+        if !is_list {
+            return Ok(LoaderPipeline {
+                native: Some(obj.extract()?),
+                python: Vec::new(),
+            });
+        }
+        let class = py.import("nostall._python_ops")?.getattr("Python")?;
+        let items: Vec<Bound<'py, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
+        let first = items
+            .iter()
+            .map(|item| item.is_instance(&class))
+            .collect::<PyResult<Vec<bool>>>()?;
+        let Some(at) = first.iter().position(|&python| python) else {
+            return Ok(LoaderPipeline {
+                native: Some(obj.extract()?),
+                python: Vec::new(),
+            });
+        };
+        if first[at..].iter().any(|&python| !python) {
+            return Err(config_error(
+                py,
+                "ops.Python runs on the prepared sample, after nostall's operators: put it \
+                 (and any other ops.Python) last in pipeline="
+                    .into(),
+            ));
+        }
+        let native = match at {
+            0 => None,
+            _ => Some(pyo3::types::PyList::new(py, &items[..at])?.extract()?),
+        };
+        Ok(LoaderPipeline {
+            native,
+            python: items[at..].iter().map(|i| i.clone().unbind()).collect(),
+        })
+    }
+}
+
 /// The keyword arguments that configure a loader, converted; `None`: left out (the
 /// engine's default). `Loader` and `analyze` take them the same way.
 #[derive(Default)]

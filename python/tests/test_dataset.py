@@ -209,3 +209,49 @@ def test_the_dataloader_runs_the_users_code_and_says_why(photos):
     assert (ranked.loader.rank, ranked.loader.world_size) == (1, 2) and len(ranked) == 4
     with pytest.raises(nostall.ConfigError, match="WeightedRandomSampler"):
         nostall.DataLoader(dataset, sampler=torch.utils.data.WeightedRandomSampler([1.0] * 32, 8))
+
+
+def noise(sample, generator):
+    return sample + 0.1 * torch.randn(sample.shape, generator=generator)
+
+
+def test_python_operators_follow_nostalls_with_the_samples_own_draws(photos):
+    from nostall import ops
+
+    native = [ops.RandomResizedCrop(32), ops.Normalize([0.5] * 3, [0.25] * 3)]
+    runs = [hashes(nostall.Loader(photos, pipeline=native + [ops.Python(noise)], threads=n, **KW))
+            for n in (1, 2, 4)]
+    assert runs[0] == runs[1] == runs[2]
+    alone = hashes(nostall.Loader(photos, pipeline=native, threads=2, **KW))
+    assert [ids for ids, _ in alone] == [ids for ids, _ in runs[0]] and alone != runs[0]
+    # A function that changes nothing leaves nostall's pixels as they were: the native
+    # operators draw as without it.
+    seen = []
+    same = hashes(nostall.Loader(photos, pipeline=native + [ops.Python(lambda x: seen.append(type(x)))],
+                                 threads=2, **KW))
+    assert same == alone and set(seen) == {torch.Tensor}
+    arrays = nostall.Loader(photos, pipeline=native + [ops.Python(lambda x: seen.append(type(x)))],
+                            output="numpy", threads=1, **KW)
+    next(iter(arrays))
+    assert np.ndarray in seen
+    del arrays
+
+
+def test_a_python_operator_that_fails_names_itself_and_is_skipped_by_policy(photos):
+    from nostall import ops
+
+    def crop(x):
+        return x[:, :10]
+
+    loader = nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(crop)], threads=1, **KW)
+    with pytest.raises(nostall.SampleError, match=r"ops.Python\(.*crop\) returned float32\[3, 10, 32\]"):
+        list(loader)
+    skipping = nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(crop)], threads=1,
+                              on_error="skip", **KW)
+    assert list(skipping) == [] and skipping.metrics["skipped"] == {"user-code": 32}
+    with pytest.raises(nostall.ConfigError, match="put it"):
+        nostall.Loader(photos, pipeline=[ops.Python(noise), ops.RandomResizedCrop(32)])
+    with pytest.raises(nostall.ConfigError, match="device="):
+        nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(noise)], device="cpu")
+    with pytest.raises(TypeError, match="function of the sample"):
+        ops.Python(3)

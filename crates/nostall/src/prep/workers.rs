@@ -660,7 +660,13 @@ while True:
     struct Python;
 
     impl Spawn for Python {
-        fn spawn(&self, number: usize, socket: &Path, memory: &Path, token: u64) -> io::Result<u32> {
+        fn spawn(
+            &self,
+            number: usize,
+            socket: &Path,
+            memory: &Path,
+            token: u64,
+        ) -> io::Result<u32> {
             let child = std::process::Command::new("python3")
                 .args(["-c", WORKER, &number.to_string()])
                 .arg(socket)
