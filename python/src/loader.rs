@@ -529,6 +529,14 @@ impl Loader {
                 .pipeline
                 .modality();
             let fields = fields.fields(py, modality)?;
+            if fields.samples() > 1 && (device.is_some() || mix.is_some()) {
+                return Err(config_error(
+                    py,
+                    "fields= with two fields of the pipeline's modality and device= or mix= is \
+                     not supported yet: the device finishes and mix= mixes one image a sample"
+                        .into(),
+                ));
+            }
             job.loader_mut().fields(Some(fields));
         }
         if let Some(mix) = mix {

@@ -206,8 +206,6 @@ def test_settings_fields_do_not_take_yet_are_config_errors(records, photos):
             nostall.Loader(str(root), **kwargs)
     with pytest.raises(nostall.ConfigError, match="unknown kind"):
         nostall.Loader(str(root), fields={"image": "jpg", "c": nostall.Field("txt", kind="words")})
-    with pytest.raises(nostall.ConfigError, match="two fields of the pipeline"):
-        nostall.Loader(str(root), fields={"a": "jpg", "b": "png"})
     with pytest.raises(TypeError, match="nostall.Field"):
         nostall.Loader(str(root), fields={"image": 3})
     assert repr(nostall.Field("txt", max_bytes=9)) == 'Field("txt", max_bytes=9)'
@@ -458,3 +456,23 @@ def test_padded_text_comes_as_bytes_and_lengths(photos, tmp_path):
         assert bytes(data[0][:6].tolist()) == "héllo".encode() and not any(data[0][6:].tolist())
     with pytest.raises(nostall.ConfigError, match="padded"):
         nostall.Loader(str(tmp_path), fields={"image": "jpg", "m": nostall.Field("txt", kind="json", padded=True)})
+
+
+def test_two_images_of_a_sample_are_two_fields_each_with_its_own_draws(photos, tmp_path):
+    files = sorted(Path(photos).rglob("*.jpg"))
+    members = []
+    for i, path in enumerate(files):
+        members += [(f"{i:06d}.jpg", path.read_bytes()), (f"{i:06d}.other.jpg", path.read_bytes())]
+    write_shard(tmp_path / "train-000000.tar", members)
+    kw = dict(batch_size=8, pipeline="train", image_size=32, seed=3, threads=2)
+    fields = {"image": "jpg", "other": nostall.Field("other.jpg", kind="sample")}
+    two = [dict(b) for b in nostall.Loader(str(tmp_path), fields=fields, **kw)]
+    again = [dict(b) for b in nostall.Loader(str(tmp_path), fields=fields, **dict(kw, threads=1))]
+    plain = [images for images, _ in nostall.Loader(str(tmp_path), **kw)]
+    for batch, other, images in zip(two, again, plain, strict=True):
+        assert torch.equal(batch["image"], images)  # the first as without fields
+        assert batch["other"].shape == images.shape
+        assert not torch.equal(batch["other"], batch["image"])  # its own crop of the same photo
+        assert torch.equal(other["other"], batch["other"])  # for any thread count
+    with pytest.raises(nostall.ConfigError, match="two fields of the pipeline's modality"):
+        nostall.Loader(str(tmp_path), fields=fields, mix=nostall.Mixup(mixup_alpha=0.2, num_classes=4), **kw)

@@ -204,8 +204,10 @@ fn parse_members(name: &str, members: &str) -> Result<Vec<String>> {
     Ok(list)
 }
 
-/// The fields of every sample, in the order a batch's dictionary lists them. Exactly one
-/// is the loader's modality's (its pipeline's output).
+/// The fields of every sample, in the order a batch's dictionary lists them. At least one
+/// is the loader's modality's (its pipeline's output); the first of them is the record's
+/// sample, prepared with the sample's own generator (its pixels those of a loader without
+/// fields), each later one (a second image of the sample) with a generator of its own.
 #[derive(Debug, Clone)]
 pub struct Fields {
     fields: Arc<[Field]>,
@@ -216,8 +218,8 @@ impl Fields {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`]: no field, two fields of one name, no field or two fields of the
-    /// loader's modality, a label read from other than `cls`, a `max_bytes` of 0 or over
+    /// [`Error::Config`]: no field, two fields of one name, no field of the loader's
+    /// modality, a label read from other than `cls`, a `max_bytes` of 0 or over
     /// [`MAX_FIELD_BYTES`].
     pub fn new(fields: Vec<Field>) -> Result<Fields> {
         if fields.is_empty() {
@@ -262,26 +264,12 @@ impl Fields {
                 }
             }
         }
-        match fields
-            .iter()
-            .filter(|f| matches!(f.kind, FieldKind::Sample))
-            .count()
-        {
-            1 => {}
-            0 => {
-                return Err(Error::Config(
-                    "fields= has no field of the pipeline's modality: name the image or audio \
-                     member, e.g. {\"image\": \"jpg;png\", ...}"
-                        .into(),
-                ))
-            }
-            _ => {
-                return Err(Error::Config(
-                    "fields= has two fields of the pipeline's modality: one pipeline prepares \
-                     one of them; read the other as bytes"
-                        .into(),
-                ))
-            }
+        if !fields.iter().any(|f| matches!(f.kind, FieldKind::Sample)) {
+            return Err(Error::Config(
+                "fields= has no field of the pipeline's modality: name the image or audio \
+                 member, e.g. {\"image\": \"jpg;png\", ...}"
+                    .into(),
+            ));
         }
         Ok(Fields {
             fields: fields.into(),
@@ -297,10 +285,27 @@ impl Fields {
     /// preference: what a source reads into a record beside the sample
     /// ([`Columns::record`](crate::storage::Columns::record)).
     pub fn others(&self) -> Vec<Vec<String>> {
+        let first = self.first_sample();
         self.iter()
-            .filter(|f| !matches!(f.kind, FieldKind::Sample | FieldKind::Label))
-            .map(|f| f.members.clone())
+            .enumerate()
+            .filter(|&(i, f)| !matches!(f.kind, FieldKind::Label) && i != first)
+            .map(|(_, f)| f.members.clone())
             .collect()
+    }
+
+    /// The index of the first field of the loader's modality: the record's sample, which
+    /// the sample's own generator prepares (each later one draws from one of its own).
+    pub fn first_sample(&self) -> usize {
+        self.iter()
+            .position(|f| matches!(f.kind, FieldKind::Sample))
+            .expect("Fields::new checked one")
+    }
+
+    /// How many fields the loader's pipeline prepares (two images of a sample: two).
+    pub fn samples(&self) -> usize {
+        self.iter()
+            .filter(|f| matches!(f.kind, FieldKind::Sample))
+            .count()
     }
 
     /// Whether a field is the sample's label.

@@ -69,6 +69,9 @@ impl Prep for RecordPrep {
     }
 }
 
+/// Parts of the sample's generator for its later fields of the loader's modality.
+const OTHER_SAMPLES: u64 = 0x5345_434f_4e44_0000;
+
 struct RecordPreparer {
     sample: Box<dyn Preparer>,
     modality: Modality,
@@ -80,15 +83,28 @@ impl Preparer for RecordPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let members = members(data)?;
         let mut prepared = Prepared::InSlot;
-        for (field, part) in self.fields.iter().zip(&self.parts) {
+        let first = self.fields.first_sample();
+        for (i, (field, part)) in self.fields.iter().zip(&self.parts).enumerate() {
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
             if matches!(field.kind, FieldKind::Label) {
                 continue;
             }
-            let bytes = member(data, &members, field, self.modality)?;
+            let bytes = member(data, &members, field, (i == first).then_some(self.modality))?;
             match &field.kind {
                 FieldKind::Label => {}
-                FieldKind::Sample => prepared = self.sample.prepare(bytes, rng, slot)?,
+                FieldKind::Sample if i == first => {
+                    prepared = self.sample.prepare(bytes, rng, slot)?;
+                }
+                FieldKind::Sample => {
+                    // A second image of the sample: draws of its own, the first's unchanged.
+                    let mut own = rng.fork(OTHER_SAMPLES + i as u64);
+                    if let Prepared::Deferred(_) = self.sample.prepare(bytes, &mut own, slot)? {
+                        return Err(Cause::Internal(format!(
+                            "field {:?} was left to a device, which decodes one image a sample",
+                            field.name
+                        )));
+                    }
+                }
                 FieldKind::Text { .. } => {
                     let text = utf8(field, bytes)?;
                     put_var(field, text.as_bytes(), slot)
@@ -124,16 +140,17 @@ impl Preparer for RecordPreparer {
 
 /// The data of the record's member for `field`: of its first extension the record has.
 ///
-/// A sample field also finds the member named by its modality (`image`, `audio`): a record
+/// The record's sample field (`record_sample`: the first field of the loader's modality)
+/// also finds the member named by its modality (`image`, `audio`): a record
 /// that is not a tar run (a Parquet row, a manifest's segment, a file and its sidecars)
 /// names its sample so, whatever its file's extension or column's name.
 fn member<'a>(
     data: &'a [u8],
     members: &[RecordMember],
     field: &Field,
-    modality: Modality,
+    record_sample: Option<Modality>,
 ) -> Result<&'a [u8], Cause> {
-    let own = matches!(field.kind, FieldKind::Sample).then_some(modality.name());
+    let own = record_sample.map(Modality::name);
     let found = field
         .members
         .iter()

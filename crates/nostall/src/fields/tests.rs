@@ -281,7 +281,7 @@ fn fields_that_cannot_work_are_refused() {
     let why = |fields: Vec<Field>| Fields::new(fields).unwrap_err().to_string();
     assert!(why(vec![]).contains("no field"));
     assert!(why(vec![field("caption", "txt")]).contains("modality"));
-    assert!(why(vec![field("a", "jpg"), field("b", "png")]).contains("two fields"));
+    assert!(Fields::new(vec![field("a", "jpg"), field("b", "png")]).is_ok());
     assert!(why(vec![field("a", "jpg"), field("a", "txt")]).contains("two fields are named"));
     assert!(why(vec![
         field("image", "jpg"),
@@ -369,4 +369,34 @@ fn portable_fields_make_the_same_fields_and_hostile_ones_are_refused() {
         "x".repeat(300)
     );
     assert!(refused(&long, &[]).contains("255"));
+}
+
+#[test]
+fn a_second_image_of_a_sample_draws_its_own_and_leaves_the_first_as_it_was() {
+    let jpg = photo();
+    let fields = Fields::new(vec![field("image", "jpg"), field("other", "other.jpg")]).unwrap();
+    assert_eq!((fields.first_sample(), fields.samples()), (0, 2));
+    assert_eq!(fields.others(), vec![vec!["other.jpg".to_string()]]);
+    let shard = tar(&[("000001.jpg", &jpg), ("000001.other.jpg", &jpg)]);
+    let (_dir, shards) = records(&[("a.tar", shard)], &fields);
+    let train: Pipeline = crate::prep::ImagePipeline::imagenet_train(32).into();
+    let prep = RecordPrep::new(train.clone(), fields.clone());
+    let out = prepare(&prep, &shards, 0).unwrap();
+    let mut alone = vec![0u8; train.sample_bytes()];
+    let mut preparer = train.prep().preparer().unwrap();
+    preparer
+        .prepare(&jpg, &mut Rng::new(7), &mut alone)
+        .unwrap();
+    assert_eq!(part(&prep, &out, "image"), alone);
+    assert_ne!(
+        part(&prep, &out, "other"),
+        alone,
+        "the same photograph, its own crop"
+    );
+    assert_eq!(prepare(&prep, &shards, 0).unwrap(), out);
+    // A record without the second image is that field's missing-field.
+    let shard = tar(&[("000001.jpg", &jpg)]);
+    let (_dir, shards) = records(&[("b.tar", shard)], &fields);
+    let err = prepare(&prep, &shards, 0).unwrap_err();
+    assert_eq!(err.kind(), "missing-field");
 }
