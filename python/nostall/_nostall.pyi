@@ -264,11 +264,12 @@ class Field:
         cls,
         members: str,
         *,
-        kind: Literal["sample", "label", "text", "json", "bytes"] | None = None,
+        kind: Literal["sample", "label", "text", "json", "bytes", "vector"] | None = None,
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
         keys: Sequence[str] | None = None,
         padded: bool = False,
+        length: int | None = None,
     ) -> Field: ...
 
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:

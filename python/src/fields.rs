@@ -25,8 +25,9 @@ use crate::tokenizer::Tokenizer;
 ///   preference (``"jpg;png"``, ``"txt"``).
 /// - ``kind`` (``None``: by the first extension): ``"sample"`` (the pipeline's image or
 ///   audio), ``"label"`` (``cls``), ``"text"`` (``str``), ``"json"`` (Python objects),
-///   ``"bytes"``. By extension: the pipeline's modality's own, ``cls`` the label, ``txt``
-///   and ``text`` text, ``json`` JSON, anything else bytes.
+///   ``"bytes"``, ``"vector"`` (numbers as float32, with ``length``). By extension: the
+///   pipeline's modality's own, ``cls`` the label, ``txt`` and ``text`` text, ``json`` JSON,
+///   anything else bytes.
 /// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds; a longer
 ///   one is the sample's error (``bad-text``, ``bad-json``, ``too-large``).
 /// - ``tokenizer``: a ``nostall.Tokenizer``: the text is tokenized in the engine and the
@@ -36,6 +37,9 @@ use crate::tokenizer::Tokenizer;
 /// - ``padded`` (False): for text and bytes, ``(data, lengths)`` instead of a list:
 ///   uint8 ``[batch, max_bytes]`` zero-padded (a view of the batch's buffer) and int64
 ///   ``[batch]``.
+/// - ``length``: for ``kind="vector"``, its number of elements: a NumPy ``.npy`` array or a
+///   JSON array of numbers, as float32 ``[batch, length]`` (another count is the sample's
+///   ``bad-vector`` error).
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -44,12 +48,13 @@ pub(crate) struct Field {
     tokenizer: Option<Py<Tokenizer>>,
     keys: Vec<String>,
     padded: bool,
+    length: Option<usize>,
 }
 
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None))]
     fn new(
         members: String,
         kind: Option<String>,
@@ -57,6 +62,7 @@ impl Field {
         tokenizer: Option<Py<Tokenizer>>,
         keys: Option<Vec<String>>,
         padded: bool,
+        length: Option<usize>,
     ) -> Field {
         Field {
             members,
@@ -65,6 +71,7 @@ impl Field {
             tokenizer,
             keys: keys.unwrap_or_default(),
             padded,
+            length,
         }
     }
 
@@ -81,6 +88,9 @@ impl Field {
         }
         if self.padded {
             text += ", padded=True";
+        }
+        if let Some(length) = self.length {
+            text += &format!(", length={length}");
         }
         if let Some(t) = &self.tokenizer {
             let t = t.get().engine();
@@ -105,6 +115,7 @@ struct FieldSpec {
     tokenizer: Option<nostall::prep::tokens::Tokenizer>,
     keys: Vec<String>,
     padded: bool,
+    length: Option<usize>,
 }
 
 impl<'py> FromPyObject<'_, 'py> for FieldsArg {
@@ -130,6 +141,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     tokenizer: None,
                     keys: Vec::new(),
                     padded: false,
+                    length: None,
                 }
             } else if let Ok(field) = value.cast::<Field>() {
                 let field = field.get();
@@ -140,6 +152,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     tokenizer: field.tokenizer.as_ref().map(|t| t.get().engine().clone()),
                     keys: field.keys.clone(),
                     padded: field.padded,
+                    length: field.length,
                 }
             } else {
                 return Err(PyTypeError::new_err(format!(
@@ -201,16 +214,34 @@ impl FieldsArg {
                     keys: Vec::new(),
                 },
                 (Some("bytes"), None) => FieldKind::Bytes { max_bytes },
+                (Some("vector"), None) => match spec.length {
+                    Some(length) => FieldKind::Vector { length },
+                    None => {
+                        return Err(config_error(
+                            py,
+                            format!(
+                                "field {name:?}: a vector has a fixed length: give length= \
+                                 (Field(\"npy\", kind=\"vector\", length=512))"
+                            ),
+                        ))
+                    }
+                },
                 (Some(other), None) => {
                     return Err(config_error(
                         py,
                         format!(
                             "field {name:?}: unknown kind {other:?}: use \"sample\", \"label\", \
-                             \"text\", \"json\" or \"bytes\""
+                             \"text\", \"json\", \"bytes\" or \"vector\""
                         ),
                     ))
                 }
             };
+            if spec.length.is_some() && !matches!(kind, FieldKind::Vector { .. }) {
+                return Err(config_error(
+                    py,
+                    format!("field {name:?}: length= is a vector's (kind=\"vector\")"),
+                ));
+            }
             if spec.padded && !matches!(kind, FieldKind::Text { .. } | FieldKind::Bytes { .. }) {
                 return Err(config_error(
                     py,
@@ -264,6 +295,7 @@ impl Records {
                 PartForm::Tokens { length } => ("tokens", vec![*length], "int64"),
                 PartForm::Var { content, .. } => (content_name(*content), Vec::new(), "uint8"),
                 PartForm::Label => ("label", Vec::new(), "int64"),
+                PartForm::Floats { length } => ("vector", vec![*length], "float32"),
                 _ => ("bytes", Vec::new(), "uint8"),
             };
             described.append((

@@ -476,3 +476,40 @@ def test_two_images_of_a_sample_are_two_fields_each_with_its_own_draws(photos, t
         assert torch.equal(other["other"], batch["other"])  # for any thread count
     with pytest.raises(nostall.ConfigError, match="two fields of the pipeline's modality"):
         nostall.Loader(str(tmp_path), fields=fields, mix=nostall.Mixup(mixup_alpha=0.2, num_classes=4), **kw)
+
+
+def test_a_vector_field_reads_npy_arrays_and_json_lists_as_float32(photos, tmp_path):
+    files = sorted(Path(photos).rglob("*.jpg"))[:12]
+    members, wanted = [], {}
+    for i, path in enumerate(files):
+        vector = np.arange(8, dtype=np.float64) * (i + 1) / 7
+        wanted[f"{i:06d}"] = vector.astype(np.float32)
+        npy = io.BytesIO()
+        np.save(npy, vector if i % 3 else vector.astype(np.float16).astype(np.float16))
+        members += [(f"{i:06d}.jpg", path.read_bytes()), (f"{i:06d}.npy", npy.getvalue()),
+                    (f"{i:06d}.json", json.dumps({"key": f"{i:06d}"}).encode()),
+                    (f"{i:06d}.emb.json", json.dumps(vector.tolist()).encode())]
+    # A sample whose embedding has 9 numbers, and one whose array is cut short.
+    bad = io.BytesIO()
+    np.save(bad, np.zeros(9, dtype=np.float32))
+    members += [("bad000.jpg", files[0].read_bytes()), ("bad000.npy", bad.getvalue()),
+                ("bad000.json", b'{"key": "bad000"}'), ("bad000.emb.json", b"[1, 2]"),
+                ("cut000.jpg", files[0].read_bytes()), ("cut000.npy", bad.getvalue()[:100]),
+                ("cut000.json", b'{"key": "cut000"}'), ("cut000.emb.json", b"[]")]
+    write_shard(tmp_path / "train-000000.tar", members)
+    fields = {"image": "jpg", "meta": "json",
+              "npy": nostall.Field("npy", kind="vector", length=8),
+              "emb": nostall.Field("emb.json", kind="vector", length=8)}
+    loader = nostall.Loader(str(tmp_path), fields=fields, batch_size=4, pipeline="val", image_size=16,
+                            on_error="skip", shuffle=False)
+    seen = 0
+    for batch in loader:
+        assert batch["npy"].dtype == torch.float32 and batch["npy"].shape[1:] == (8,)
+        for meta, npy, emb in zip(batch["meta"], batch["npy"], batch["emb"], strict=True):
+            want = torch.from_numpy(wanted[meta["key"]])
+            assert torch.allclose(npy, want, atol=2e-2)  # float16 ones within half precision
+            assert torch.equal(emb, want)
+            seen += 1
+    assert seen == 12 and loader.metrics["skipped"] == {"bad-vector": 2}
+    with pytest.raises(nostall.ConfigError, match="length="):
+        nostall.Loader(str(tmp_path), fields={"image": "jpg", "v": nostall.Field("npy", kind="vector")})

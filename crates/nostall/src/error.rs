@@ -79,6 +79,13 @@ pub enum Cause {
         /// What is wrong with it.
         reason: String,
     },
+    /// A vector field is not a `.npy` array or JSON array of numbers of its length.
+    BadVector {
+        /// The field's name.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The user's code that makes the sample (a `Dataset`'s `__getitem__`) raised, hung
     /// past its bound, or lost every worker that ran it.
     UserCode {
@@ -91,7 +98,7 @@ pub enum Cause {
 
 impl Cause {
     /// Every [`Cause::kind`], in the order of the variants.
-    pub const KINDS: [&'static str; 14] = [
+    pub const KINDS: [&'static str; 15] = [
         "missing",
         "permission-denied",
         "io",
@@ -105,6 +112,7 @@ impl Cause {
         "missing-field",
         "bad-text",
         "bad-json",
+        "bad-vector",
         "user-code",
     ];
 
@@ -130,6 +138,7 @@ impl Cause {
             Cause::MissingField { .. } => "missing-field",
             Cause::BadText { .. } => "bad-text",
             Cause::BadJson { .. } => "bad-json",
+            Cause::BadVector { .. } => "bad-vector",
             Cause::UserCode { .. } => "user-code",
         }
     }
@@ -185,6 +194,7 @@ impl fmt::Display for Cause {
             Cause::BadJson { field, reason } => {
                 write!(f, "field {field:?} is not usable JSON: {reason}")
             }
+            Cause::BadVector { field, reason } => write!(f, "field {field:?}: {reason}"),
             Cause::UserCode { code, message } => write!(f, "{code} failed on it: {message}"),
         }
     }
@@ -334,6 +344,10 @@ mod tests {
                 reason: String::new(),
             },
             Cause::BadJson {
+                field: String::new(),
+                reason: String::new(),
+            },
+            Cause::BadVector {
                 field: String::new(),
                 reason: String::new(),
             },

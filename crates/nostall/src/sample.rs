@@ -214,6 +214,11 @@ pub enum PartForm {
     },
     /// The sample's label (the batch's labels): no bytes in the slot.
     Label,
+    /// A vector of `length` native-endian `f32` (an embedding, a float feature).
+    Floats {
+        /// Its elements.
+        length: usize,
+    },
 }
 
 /// What the bytes of a [`PartForm::Var`] field are.
@@ -238,6 +243,7 @@ impl PartForm {
             PartForm::Tokens { length } => length.saturating_mul(16),
             PartForm::Var { capacity, .. } => capacity.saturating_add(4),
             PartForm::Label => 0,
+            PartForm::Floats { length } => length.saturating_mul(4),
         }
     }
 }

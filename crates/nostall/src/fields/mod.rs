@@ -27,6 +27,7 @@ mod portable;
 mod record;
 #[cfg(test)]
 mod tests;
+mod vector;
 
 use std::sync::Arc;
 
@@ -42,6 +43,9 @@ use crate::prep::tokens::Tokenizer;
 /// The most bytes a variable-length field may be given ([`FieldKind::Text`]'s
 /// `max_bytes`…): every sample of a batch reserves that much for it.
 pub const MAX_FIELD_BYTES: usize = 16 << 20;
+
+/// The most elements a vector field ([`FieldKind::Vector`]) may hold.
+pub const MAX_VECTOR: usize = 1 << 20;
 
 /// `max_bytes` of a text, JSON or bytes field unless set: 16 KiB, beyond a caption or a
 /// metadata record, small enough that a batch's reserve stays small.
@@ -77,6 +81,13 @@ pub enum FieldKind {
     /// UTF-8 text tokenized: `input_ids` and `attention_mask` of the tokenizer's length.
     #[cfg(feature = "tokenize")]
     Tokens(Arc<Tokenizer>),
+    /// A vector of `length` numbers as `float32`: a NumPy `.npy` array (`float16/32/64`,
+    /// `int8/16/32/64`, `uint8`, little-endian, any shape of `length` elements) or a JSON
+    /// array of numbers.
+    Vector {
+        /// Its elements: a member of another count is the sample's error.
+        length: usize,
+    },
 }
 
 impl FieldKind {
@@ -118,6 +129,7 @@ impl FieldKind {
             FieldKind::Tokens(tokenizer) => PartForm::Tokens {
                 length: tokenizer.length(),
             },
+            FieldKind::Vector { length } => PartForm::Floats { length: *length },
         }
     }
 
@@ -131,6 +143,7 @@ impl FieldKind {
             FieldKind::Bytes { max_bytes } => format!("bytes {max_bytes}"),
             #[cfg(feature = "tokenize")]
             FieldKind::Tokens(tokenizer) => tokenizer.fingerprint(),
+            FieldKind::Vector { length } => format!("vector {length}"),
         }
     }
 
@@ -253,6 +266,14 @@ impl Fields {
                     field.name,
                     field.members.join(";")
                 )));
+            }
+            if let FieldKind::Vector { length } = field.kind {
+                if length == 0 || length > MAX_VECTOR {
+                    return Err(Error::Config(format!(
+                        "field {:?}: length={length} is out of bounds: use 1 to {MAX_VECTOR}",
+                        field.name
+                    )));
+                }
             }
             if let Some(max) = field.kind.max_bytes() {
                 if max == 0 || max > MAX_FIELD_BYTES {

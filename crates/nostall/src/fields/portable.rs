@@ -47,6 +47,7 @@ impl Fields {
                     FieldKind::Bytes { max_bytes } => {
                         json!({ "kind": "bytes", "max_bytes": max_bytes })
                     }
+                    FieldKind::Vector { length } => json!({ "kind": "vector", "length": length }),
                     #[cfg(feature = "tokenize")]
                     FieldKind::Tokens(tokenizer) => {
                         let index = match tokenizers.iter().position(|t| **t == *tokenizer.json()) {
@@ -129,6 +130,9 @@ impl Fields {
                 },
                 "bytes" => FieldKind::Bytes {
                     max_bytes: max_bytes()?,
+                },
+                "vector" => FieldKind::Vector {
+                    length: number(v, "length").map_err(bad)?,
                 },
                 #[cfg(feature = "tokenize")]
                 "tokens" => {

@@ -127,6 +127,14 @@ impl Preparer for RecordPreparer {
                         limit,
                     })?;
                 }
+                FieldKind::Vector { length } => {
+                    super::vector::put(bytes, *length, slot).map_err(|reason| {
+                        Cause::BadVector {
+                            field: field.name.clone(),
+                            reason,
+                        }
+                    })?;
+                }
                 #[cfg(feature = "tokenize")]
                 FieldKind::Tokens(tokenizer) => {
                     let text = utf8(field, bytes)?;
