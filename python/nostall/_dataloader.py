@@ -194,6 +194,8 @@ def _is_default_collate(fn: Any) -> bool:
 
 def _samples(batch: Any) -> list[Any]:
     """A batch of stacked leaves (or ``(images, labels)``) split into its samples."""
+    from ._workers import _index
+
     def n_of(b: Any) -> int:
         if isinstance(b, (tuple, list)):
             return n_of(b[0])
@@ -201,11 +203,4 @@ def _samples(batch: Any) -> list[Any]:
             return n_of(next(iter(b.values())))
         return len(b)
 
-    def index(b: Any, i: int) -> Any:
-        if isinstance(b, (tuple, list)):
-            return type(b)(index(item, i) for item in b)
-        if isinstance(b, dict):
-            return {k: index(v, i) for k, v in b.items()}
-        return b[i]
-
-    return [index(batch, i) for i in range(n_of(batch))]
+    return [_index(batch, i) for i in range(n_of(batch))]

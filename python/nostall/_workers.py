@@ -127,11 +127,6 @@ class Spec:
         it = iter(views)
         return _rebuild(self.structure, it)
 
-    def samples(self, batch: Any, n: int) -> list[Any]:
-        """The batch split into its samples, each with the structure of the first (what a
-        custom ``collate_fn`` takes)."""
-        return [_index(batch, i) for i in range(n)]
-
 
 def _rebuild(structure: Any, leaves: Any) -> Any:
     if structure is None:

@@ -749,10 +749,7 @@ impl Loader {
                         sources.count(&self.last_ids);
                     }
                     if let Some(records) = &self.records {
-                        let transform = self
-                            .batch_transform
-                            .as_ref()
-                            .map(|t| (t, self.transform_seed(after)));
+                        let transform = self.record_transform(after);
                         return records
                             .shared_split(py, objects, self.device.as_ref(), transform)
                             .map(Some);
@@ -806,10 +803,7 @@ impl Loader {
                     None => Owner::Labels(batch.labels().to_vec()),
                 };
                 if let Some(records) = &self.records {
-                    let transform = self
-                        .batch_transform
-                        .as_ref()
-                        .map(|t| (t, self.transform_seed(after)));
+                    let transform = self.record_transform(after);
                     return records
                         .objects(
                             py,
@@ -1089,6 +1083,13 @@ impl Loader {
             (None, Some(transform)) => transform.call1(objects)?.extract(),
             (None, None) => Ok(objects),
         }
+    }
+
+    /// The batch transform with its seed for the batch before `after`, for records.
+    fn record_transform(&self, after: Position) -> Option<(&Py<PyAny>, u64)> {
+        self.batch_transform
+            .as_ref()
+            .map(|t| (t, self.transform_seed(after)))
     }
 
     /// The seed of the batch transform's generator for the batch before `after`: (seed,

@@ -356,43 +356,54 @@ impl Preparer for InProcessPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let index = workers::index_of(data)?;
         let seed = rng.next_u64();
-        // Taken before the GIL, so that a fork waiting for it with the GIL released
-        // cannot deadlock with this thread.
-        let _not_forking = FORK_GUARD.sample();
-        let made = Python::try_attach(|py| -> PyResult<()> {
-            // SAFETY: `out` is valid for writes of its length for this call; the view is
-            // released before the call returns (a NumPy array still holding it would make
-            // the release fail: nostall's runner keeps none).
-            let view = unsafe {
-                Bound::from_owned_ptr_or_err(
-                    py,
-                    pyo3::ffi::PyMemoryView_FromMemory(
-                        out.as_mut_ptr().cast(),
-                        out.len() as pyo3::ffi::Py_ssize_t,
-                        PYBUF_WRITE,
-                    ),
-                )?
-            };
-            let filled = self
-                .runner
-                .bind(py)
-                .call_method1("fill", (index, seed, &view));
-            let _ = view.call_method0("release");
-            filled.map(drop)
-        });
-        match made {
-            Some(Ok(())) => Ok(Prepared::InSlot),
-            Some(Err(e)) => Err(Cause::UserCode {
-                code: self.code.clone(),
-                message: Python::try_attach(|py| traceback_of(py, &e))
-                    .unwrap_or_else(|| e.to_string()),
-            }),
-            None => Err(Cause::UserCode {
-                code: self.code.clone(),
-                message: "the interpreter is shutting down".into(),
-            }),
-        }
+        call_on_slot(&self.runner, "fill", index, seed, out, &self.code)?;
+        Ok(Prepared::InSlot)
     }
+}
+
+/// Calls `target.method(head, seed, view)` in this prep thread, `view` a writable
+/// memoryview of `out` (the sample's slot), the user's code's failure its sample's
+/// [`Cause::UserCode`] naming `code`.
+fn call_on_slot(
+    target: &Py<PyAny>,
+    method: &str,
+    head: u64,
+    seed: u64,
+    out: &mut [u8],
+    code: &str,
+) -> Result<(), Cause> {
+    // Taken before the GIL, so that a fork waiting for it with the GIL released cannot
+    // deadlock with this thread.
+    let _not_forking = FORK_GUARD.sample();
+    let made = Python::try_attach(|py| -> PyResult<()> {
+        // SAFETY: `out` is valid for writes of its length for this call; the view is
+        // released before the call returns (a NumPy array still holding it would make the
+        // release fail: nostall's runners keep none).
+        let view = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                pyo3::ffi::PyMemoryView_FromMemory(
+                    out.as_mut_ptr().cast(),
+                    out.len() as pyo3::ffi::Py_ssize_t,
+                    PYBUF_WRITE,
+                ),
+            )?
+        };
+        let called = target.bind(py).call_method1(method, (head, seed, &view));
+        let _ = view.call_method0("release");
+        called.map(drop)
+    });
+    let message = match made {
+        Some(Ok(())) => return Ok(()),
+        Some(Err(e)) => {
+            Python::try_attach(|py| traceback_of(py, &e)).unwrap_or_else(|| e.to_string())
+        }
+        None => "the interpreter is shutting down".into(),
+    };
+    Err(Cause::UserCode {
+        code: code.to_string(),
+        message,
+    })
 }
 
 /// The exception with its traceback, as Python prints it.
@@ -526,43 +537,8 @@ impl Preparer for PythonOpsPreparer {
         }
         for (k, name) in self.names.iter().enumerate() {
             let seed = streams.fork(PYTHON_OPS_STREAM + k as u64).next_u64();
-            let _not_forking = FORK_GUARD.sample();
-            let made = Python::try_attach(|py| -> PyResult<()> {
-                // SAFETY: as in `InProcessPreparer::prepare`.
-                let view = unsafe {
-                    Bound::from_owned_ptr_or_err(
-                        py,
-                        pyo3::ffi::PyMemoryView_FromMemory(
-                            out.as_mut_ptr().cast(),
-                            out.len() as pyo3::ffi::Py_ssize_t,
-                            PYBUF_WRITE,
-                        ),
-                    )?
-                };
-                let applied = self
-                    .applier
-                    .bind(py)
-                    .call_method1("apply", (k, seed, &view));
-                let _ = view.call_method0("release");
-                applied.map(drop)
-            });
             let code = format!("ops.Python({name})");
-            match made {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    return Err(Cause::UserCode {
-                        message: Python::try_attach(|py| traceback_of(py, &e))
-                            .unwrap_or_else(|| e.to_string()),
-                        code,
-                    })
-                }
-                None => {
-                    return Err(Cause::UserCode {
-                        code,
-                        message: "the interpreter is shutting down".into(),
-                    })
-                }
-            }
+            call_on_slot(&self.applier, "apply", k as u64, seed, out, &code)?;
         }
         Ok(Prepared::InSlot)
     }
