@@ -125,7 +125,7 @@ def test_an_exception_in_getitem_names_the_sample_and_follows_on_error(workers):
 def test_a_getitem_that_hangs_is_reported_after_the_bound_and_its_worker_replaced():
     # One epoch only (none begun ahead, which would meet the sample again).
     loader = nostall.Loader(Failing((), hang={6}), threads=2, workers="processes", shuffle=False,
-                            batch_size=4, on_error="skip", timeout=1.0, overlap_epochs=False)
+                            batch_size=4, on_error="skip", timeout=3.0, overlap_epochs=False)
     got = [int(v) for _, labels in loader for v in labels]
     assert got == [i for i in range(24) if i != 6]
     assert loader.metrics["skipped"] == {"user-code": 1}

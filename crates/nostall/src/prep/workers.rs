@@ -677,11 +677,13 @@ while True:
         }
     }
 
-    fn pool(workers: usize) -> WorkerPool {
+    /// A pool whose samples may take `timeout` (the answers the tests wait for come in
+    /// microseconds: a bound far above them unless a test wants it met).
+    fn pool(workers: usize, timeout: Duration) -> WorkerPool {
         let config = WorkerConfig {
             workers,
             sample_bytes: 16,
-            timeout: Duration::from_millis(500),
+            timeout,
             start_timeout: Duration::from_secs(30),
             code: "Test.__getitem__".into(),
         };
@@ -690,7 +692,7 @@ while True:
 
     #[test]
     fn workers_make_fail_die_and_hang_each_as_the_pool_says() {
-        let pool = pool(2);
+        let pool = pool(2, Duration::from_secs(60));
         let mut out = [0u8; 16];
         pool.make(9, 77, &mut out).unwrap();
         assert_eq!(out[..8], 9u64.to_le_bytes());
@@ -705,8 +707,12 @@ while True:
         let lost = words(pool.make(2, 0, &mut out).unwrap_err());
         assert!(lost.contains("4 workers were lost"), "{lost}");
         assert_eq!(pool.stats().retried, 3);
-        let hung = words(pool.make(3, 0, &mut out).unwrap_err());
+        // A sample that never returns, in a pool of its own whose bound it meets.
+        let short = super::tests::pool(1, Duration::from_millis(500));
+        let hung = words(short.make(3, 0, &mut out).unwrap_err());
         assert!(hung.contains("did not return within 0.5 s"), "{hung}");
+        short.make(11, 0, &mut out).unwrap();
+        assert_eq!(short.stats().restarts, 1);
         let garbled = words(pool.make(4, 0, &mut out).unwrap_err());
         assert!(garbled.contains("lost"), "{garbled}");
         // And every worker is there for the next samples.
@@ -716,7 +722,7 @@ while True:
         }
         let stats = pool.stats();
         assert!(stats.pids.iter().all(|&p| p > 0), "{stats:?}");
-        assert!(stats.restarts >= 9, "{stats:?}");
+        assert_eq!(stats.restarts, 8, "{stats:?}"); // 4 lost on sample 2, 4 on sample 4
     }
 
     #[test]
