@@ -327,9 +327,11 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, dataset: 
         # One thread of torch's own per worker, as the DataLoader's workers: the workers
         # are the parallelism.
         torch.set_num_threads(1)
+    # Connected first: a worker_init_fn that raises then ends the connection at the
+    # first sample (its worker lost, the traceback on stderr), not a start that times out.
+    connection.sendall(b"NSWK" + struct.pack("<QQ", number, token))
     if worker_init_fn is not None:
         worker_init_fn(number)
-    connection.sendall(b"NSWK" + struct.pack("<QQ", number, token))
     while True:
         request = _receive(connection, 16)
         if request is None:

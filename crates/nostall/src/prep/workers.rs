@@ -231,6 +231,9 @@ impl WorkerPool {
                     break Err(self.cause(failure));
                 }
                 Err(Lost::Hung) => {
+                    // SAFETY: kill takes any pid; a hung worker still runs (its parent,
+                    // the spawner, reaps it once it is gone), so the pid is still its.
+                    unsafe { libc::kill(current.pid as libc::pid_t, libc::SIGKILL) };
                     self.lost(current);
                     break Err(self.cause(format!(
                         "it did not return within {:.1} s (timeout): its worker was killed \
@@ -284,10 +287,9 @@ impl WorkerPool {
         self.returned.notify_one();
     }
 
-    /// A worker that hung or is gone: killed (if it still runs) and forgotten.
+    /// A worker that hung (killed by the caller) or is gone: forgotten, its connection
+    /// closed. A gone worker is not signalled: its pid may already be another process's.
     fn lost(&self, worker: Worker) {
-        // SAFETY: kill takes any pid; the worker is our child's child, or gone.
-        unsafe { libc::kill(worker.pid as libc::pid_t, libc::SIGKILL) };
         self.pids.lock().unwrap_or_else(|e| e.into_inner())[worker.number] = 0;
         self.restarts.fetch_add(1, Ordering::Relaxed);
     }
