@@ -47,7 +47,10 @@ def from_torchvision(transform: Any) -> list[Op]:
     """nostall's operators for a torchvision (v1 or v2) or timm recipe."""
 
 class Python:
-    """Your own function on each sample, after nostall's operators."""
+    """Your own function on each sample, after the geometric operators (images) or the
+    crop (audio): the 8-bit pixels ``uint8[3, H, W]`` where an operator on pixels or
+    ``Normalize`` follows, the waveform where ``MelSpectrogram`` follows, else the sample
+    as delivered."""
 
     fn: Callable[..., Any]
     name: str

@@ -1,11 +1,18 @@
-"""``ops.Python(fn)``: the user's function on each prepared sample, after nostall's
-operators, run in the loader's threads (in parallel on a free-threaded interpreter).
+"""``ops.Python(fn)``: the user's function on each sample, in the loader's threads (in
+parallel on a free-threaded interpreter), anywhere after the geometric operators (images)
+or the crop (audio).
 
-``fn(sample)`` gets the sample's pixels (or frames) as a torch tensor (a NumPy array
-without torch, or with ``output="numpy"``), a view of its slot in the batch buffer, and
-returns the new sample of the same shape and type (or ``None`` when it changed the view
-in place). A function that takes a ``generator`` keyword gets one seeded by (seed, epoch,
-sample, operator): its draws do not depend on the thread that ran it.
+Where it stands decides what ``fn(sample)`` gets, a view of the sample in the batch
+buffer, as a torch tensor (a NumPy array without torch, or with ``output="numpy"``):
+
+- images, followed by an operator on pixels or ``Normalize``: the 8-bit pixels as
+  ``uint8[3, H, W]`` (what torchvision's tensor transforms take);
+- audio, followed by ``MelSpectrogram``: the cut waveform as ``float32[channels, length]``;
+- otherwise the sample as delivered (its type and layout, after the other operators).
+
+``fn`` returns the new sample of the same shape and type, or ``None`` when it changed the
+view in place. A function that takes a ``generator`` keyword gets one seeded by (seed,
+epoch, sample, operator): its draws do not depend on the thread that ran it.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ from ._batch import _takes_generator
 
 
 class Python:
-    """Your own function on each sample, after nostall's operators: ``fn(sample)`` or
-    ``fn(sample, generator=...)`` returns the new sample (same shape and type) or
-    ``None`` (changed in place). Put it last in ``pipeline=``; several may follow one
-    another."""
+    """Your own function on each sample: ``fn(sample)`` or ``fn(sample, generator=...)``
+    returns the new sample (same shape and type) or ``None`` (changed in place). Images:
+    after the geometric operators; it gets ``uint8[3, H, W]`` pixels where an operator on
+    pixels or ``Normalize`` follows, else the sample as delivered. Audio: after the crop;
+    the waveform where ``MelSpectrogram`` follows, else the sample as delivered."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         if not callable(fn):
@@ -33,33 +41,24 @@ class Python:
     def __repr__(self) -> str:
         return f"Python({self.name})"
 
+    def _apply(self, seed: int, out: memoryview, shape: Sequence[int], dtype: str, torch: bool) -> None:
+        """Runs the function with `seed` on the sample in `out` (bytes of `shape` values of
+        `dtype`), giving it a torch tensor when `torch` (what the engine calls)."""
+        kind = np.dtype(dtype)
+        array = np.frombuffer(out, dtype=kind).reshape(shape)
+        if torch:
+            import torch as _torch
 
-class Applier:
-    """Runs a pipeline's ``ops.Python`` on one sample's slot (what the engine calls)."""
-
-    def __init__(self, ops: Sequence[Python], shape: Sequence[int], dtype: str, torch: bool):
-        self.ops = list(ops)
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
-        self.torch = torch
-
-    def apply(self, k: int, seed: int, out: memoryview) -> None:
-        """Runs operator `k` with `seed` on the sample in `out` (its slot's bytes)."""
-        op = self.ops[k]
-        array = np.frombuffer(out, dtype=self.dtype).reshape(self.shape)
-        if self.torch:
-            import torch
-
-            sample: Any = torch.from_numpy(array)
-            generator: Any = torch.Generator().manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
+            sample: Any = _torch.from_numpy(array)
+            generator: Any = _torch.Generator().manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
         else:
             sample = array
             generator = np.random.default_rng(seed)
-        result = op.fn(sample, generator=generator) if op.wants_generator else op.fn(sample)
+        result = self.fn(sample, generator=generator) if self.wants_generator else self.fn(sample)
         if result is None or result is sample:
             return
         got = result.numpy() if type(result).__module__.startswith("torch") else np.asarray(result)
-        if tuple(got.shape) != self.shape or got.dtype != self.dtype:
-            raise ValueError(f"ops.Python({op.name}) returned {got.dtype}{list(got.shape)}: return the "
-                             f"sample as it came, {self.dtype}{list(self.shape)}")
+        if tuple(got.shape) != tuple(shape) or got.dtype != kind:
+            raise ValueError(f"ops.Python({self.name}) returned {got.dtype}{list(got.shape)}: return the "
+                             f"sample as it came, {kind}{list(shape)}")
         np.copyto(array, got)

@@ -233,74 +233,32 @@ impl<'py> FromPyObject<'_, 'py> for CacheChoice {
     }
 }
 
-/// `pipeline=`: a preset's name, or a list of `nostall.ops` or `nostall.audio` operators.
+/// `pipeline=`: a preset's name, or a list of `nostall.ops` or `nostall.audio` operators
+/// (with `nostall.ops.Python` among them).
 pub(crate) struct PipelineArg(pub PipelineSetting);
 
-impl<'py> FromPyObject<'_, 'py> for PipelineArg {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<PipelineArg> {
+impl PipelineArg {
+    /// `obj` as a pipeline, the functions of its `ops.Python` given torch tensors when
+    /// `torch`, else NumPy arrays.
+    pub(crate) fn with_tensors(obj: &Bound<'_, PyAny>, torch: bool) -> PyResult<PipelineArg> {
         if let Ok(name) = obj.extract::<String>() {
             return name
                 .parse()
                 .map(PipelineArg)
                 .map_err(|e| raise(obj.py(), e));
         }
-        let operators: Operators = ops::from_python(&obj.to_owned())?;
+        let operators: Operators = ops::from_python(obj, torch)?;
         Ok(PipelineArg(PipelineSetting::Operators(operators)))
     }
 }
 
-/// `Loader(pipeline=...)`: nostall's pipeline, then the user's `ops.Python` functions that
-/// follow its operators (each run on the prepared sample).
-pub(crate) struct LoaderPipeline {
-    /// The pipeline of nostall's operators; `None`: the default preset.
-    pub native: Option<PipelineArg>,
-    /// The `nostall.ops.Python` that end the list, in order.
-    pub python: Vec<Py<PyAny>>,
-}
-
-impl<'py> FromPyObject<'_, 'py> for LoaderPipeline {
+impl<'py> FromPyObject<'_, 'py> for PipelineArg {
     type Error = PyErr;
 
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<LoaderPipeline> {
-        let py = obj.py();
-        let is_list = obj.is_instance_of::<pyo3::types::PyList>()
-            || obj.is_instance_of::<pyo3::types::PyTuple>();
-        if !is_list {
-            return Ok(LoaderPipeline {
-                native: Some(obj.extract()?),
-                python: Vec::new(),
-            });
-        }
-        let class = py.import("nostall._python_ops")?.getattr("Python")?;
-        let items: Vec<Bound<'py, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
-        let first = items
-            .iter()
-            .map(|item| item.is_instance(&class))
-            .collect::<PyResult<Vec<bool>>>()?;
-        let Some(at) = first.iter().position(|&python| python) else {
-            return Ok(LoaderPipeline {
-                native: Some(obj.extract()?),
-                python: Vec::new(),
-            });
-        };
-        if first[at..].iter().any(|&python| !python) {
-            return Err(config_error(
-                py,
-                "ops.Python runs on the prepared sample, after nostall's operators: put it \
-                 (and any other ops.Python) last in pipeline="
-                    .into(),
-            ));
-        }
-        let native = match at {
-            0 => None,
-            _ => Some(pyo3::types::PyList::new(py, &items[..at])?.extract()?),
-        };
-        Ok(LoaderPipeline {
-            native,
-            python: items[at..].iter().map(|i| i.clone().unbind()).collect(),
-        })
+    /// With torch tensors for `ops.Python` where torch is installed.
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<PipelineArg> {
+        let torch = obj.py().import("torch").is_ok();
+        PipelineArg::with_tensors(&obj.to_owned(), torch)
     }
 }
 

@@ -23,6 +23,7 @@ mod loader;
 mod mix;
 mod mixture;
 mod ops;
+mod python_ops;
 mod shared;
 mod state;
 mod stats;

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::convert::{
-    Bytes, CacheChoice, CacheSize, ConfigArgs, LoaderPipeline, SourceArg, Text, ThreadsArg,
+    Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, SourceArg, Text, ThreadsArg,
 };
 use crate::dlpack::Owner;
 use crate::errors::{config_error, job_error, raise, raise_peer};
@@ -284,7 +284,7 @@ impl Loader {
         py: Python<'_>,
         source: SourceArg,
         batch_size: Option<usize>,
-        pipeline: Option<LoaderPipeline>,
+        pipeline: Option<Bound<'_, PyAny>>,
         image_size: Option<u32>,
         dtype: Option<Text<DType>>,
         layout: Option<Text<Layout>>,
@@ -436,23 +436,10 @@ impl Loader {
                 "aug_repeats= with share=: the node agent's batches hold each sample once".into(),
             ));
         }
-        let (pipeline, python_ops) = match pipeline {
-            Some(p) => (p.native, p.python),
-            None => (None, Vec::new()),
-        };
-        if !python_ops.is_empty() {
-            let refused = [
-                (device.is_some(), "device="),
-                (fields.is_some(), "fields="),
-                (sharing, "share="),
-            ];
-            if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
-                return Err(config_error(
-                    py,
-                    format!("ops.Python with {what} is not supported yet"),
-                ));
-            }
-        }
+        let torch = output != "numpy" && py.import("torch").is_ok();
+        let pipeline = pipeline
+            .map(|p| PipelineArg::with_tensors(&p, torch))
+            .transpose()?;
         let args = ConfigArgs {
             batch_size,
             pipeline,
@@ -487,17 +474,6 @@ impl Loader {
         let (mut builder, mut dist) = args.builder(py, location)?;
         if !mixture.is_empty() {
             builder.mixture(mixture.clone());
-        }
-        if !python_ops.is_empty() {
-            let inner = builder.config().map_err(|e| raise(py, e))?.pipeline;
-            let torch = output != "numpy" && py.import("torch").is_ok();
-            let prep = user::PythonOps::new(py, inner, python_ops, torch)?;
-            // The pipeline is now made whole: its settings are in it.
-            let settings = builder.settings_mut();
-            settings.image_size = None;
-            settings.dtype = DType::default();
-            settings.layout = Layout::default();
-            builder.pipeline(nostall::Pipeline::new(prep));
         }
         let mut user = None;
         if let Some(dataset) = &user_dataset {

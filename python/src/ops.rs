@@ -9,13 +9,16 @@
 //! operator. Python values become the engine's ([`PyValue`]) in one place.
 
 use nostall::prep::args::Value;
+use nostall::prep::audio::AudioOp;
 use nostall::prep::image::{op, Op, DECLARATIONS};
+use nostall::prep::user_fn::UserOp;
 use nostall::prep::Operators;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
+use crate::python_ops;
 use crate::raise;
 
 /// An operator of a pipeline: the base class of the operators of `nostall.ops`.
@@ -214,9 +217,10 @@ fn is_native(pipeline: &Bound<'_, PyAny>) -> bool {
 /// The operators of a `pipeline=` list; a torchvision or timm recipe (a `Compose`, or a
 /// list with transforms of theirs) is translated by `nostall._translate` first, which
 /// names what it cannot translate. A `TypeError` names the first item that is not an
-/// operator, or of the other modality than the first.
-pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
-    if let Some(views) = views_of(pipeline)? {
+/// operator, or of the other modality than the first. The functions of `ops.Python` get
+/// torch tensors when `torch`, else NumPy arrays.
+pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Operators> {
+    if let Some(views) = views_of(pipeline, torch)? {
         return Ok(Operators::Views(views));
     }
     if !is_native(pipeline) && holds_transforms(pipeline)? {
@@ -224,14 +228,14 @@ pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
             .py()
             .import("nostall._translate")?
             .getattr("from_torchvision")?;
-        return from_native(&translate.call1((pipeline,))?);
+        return from_native(&translate.call1((pipeline,))?, torch);
     }
-    from_native(pipeline)
+    from_native(pipeline, torch)
 }
 
 /// The views of a `pipeline=` list whose items are each a pipeline (a list of
 /// operators, or a torchvision or timm `Compose`): one list of image operators a view.
-fn views_of(pipeline: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Vec<Op>>>> {
+fn views_of(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Option<Vec<Vec<Op>>>> {
     // A `Compose` by name: `RandomApply` and kin hold `transforms` too, and are operators.
     let is_pipeline = |item: &Bound<'_, PyAny>| -> PyResult<bool> {
         Ok(item.is_instance_of::<PyList>()
@@ -252,7 +256,7 @@ fn views_of(pipeline: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Vec<Op>>>> {
     }
     let mut views = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        match from_python(item)? {
+        match from_python(item, torch)? {
             Operators::Image(ops) => views.push(ops),
             _ => {
                 return Err(PyTypeError::new_err(format!(
@@ -286,8 +290,8 @@ fn holds_transforms(pipeline: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(false)
 }
 
-/// The operators of a list of nostall's operators.
-fn from_native(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
+/// The operators of a list of nostall's operators (and `ops.Python`, of either modality).
+fn from_native(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Operators> {
     let not_a_list = || {
         PyTypeError::new_err(
             "pipeline takes a preset (\"train\", \"val\", \"m5\", \"melspec\") or a list of \
@@ -295,19 +299,21 @@ fn from_native(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
         )
     };
     let items = pipeline.try_iter().map_err(|_| not_a_list())?;
-    let (mut image, mut audio) = (Vec::new(), Vec::new());
+    let (mut image, mut audio, mut user) = (Vec::new(), Vec::new(), Vec::new());
     for (i, item) in items.enumerate() {
         let item = item?;
         if let Ok(op) = item.cast::<OpBase>() {
-            image.push(op.get().0.clone());
+            image.push((i, op.get().0.clone()));
         } else if let Ok(op) = item.cast::<AudioOpBase>() {
-            audio.push(op.get().0.clone());
+            audio.push((i, op.get().0.clone()));
+        } else if let Some(op) = python_ops::user_op(&item, torch)? {
+            user.push((i, op));
         } else {
             let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
             return Err(PyTypeError::new_err(format!(
                 "pipeline[{i}] is {}, not an operator: build the list from nostall.ops \
-                 ({}) or from nostall.audio (Channels, Resample, RandomCrop, CenterCrop, \
-                 MelSpectrogram, Log)",
+                 ({}, Python) or from nostall.audio (Channels, Resample, RandomCrop, \
+                 CenterCrop, MelSpectrogram, Log)",
                 item.repr()?,
                 names.join(", ")
             )));
@@ -320,10 +326,20 @@ fn from_native(pipeline: &Bound<'_, PyAny>) -> PyResult<Operators> {
             )));
         }
     }
+    // Each function in its place among the others.
+    fn placed<T>(
+        mut ops: Vec<(usize, T)>,
+        user: Vec<(usize, UserOp)>,
+        f: fn(UserOp) -> T,
+    ) -> Vec<T> {
+        ops.extend(user.into_iter().map(|(i, op)| (i, f(op))));
+        ops.sort_by_key(|(i, _)| *i);
+        ops.into_iter().map(|(_, op)| op).collect()
+    }
     Ok(if audio.is_empty() {
-        Operators::Image(image)
+        Operators::Image(placed(image, user, Op::user))
     } else {
-        Operators::Audio(audio)
+        Operators::Audio(placed(audio, user, AudioOp::User))
     })
 }
 

@@ -356,21 +356,21 @@ impl Preparer for InProcessPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let index = workers::index_of(data)?;
         let seed = rng.next_u64();
-        call_on_slot(&self.runner, "fill", index, seed, out, &self.code)?;
+        call_on_slot(out, &self.code, |view| {
+            let runner = self.runner.bind(view.py());
+            runner.call_method1("fill", (index, seed, view)).map(drop)
+        })?;
         Ok(Prepared::InSlot)
     }
 }
 
-/// Calls `target.method(head, seed, view)` in this prep thread, `view` a writable
-/// memoryview of `out` (the sample's slot), the user's code's failure its sample's
-/// [`Cause::UserCode`] naming `code`.
-fn call_on_slot(
-    target: &Py<PyAny>,
-    method: &str,
-    head: u64,
-    seed: u64,
+/// Runs `call(py, view)` in this prep thread, `view` a writable memoryview of `out` (the
+/// sample's slot, or the part of it the user's code is given), the user's code's failure
+/// its sample's [`Cause::UserCode`] naming `code`.
+pub(crate) fn call_on_slot(
     out: &mut [u8],
     code: &str,
+    call: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<()>,
 ) -> Result<(), Cause> {
     // Taken before the GIL, so that a fork waiting for it with the GIL released cannot
     // deadlock with this thread.
@@ -389,9 +389,9 @@ fn call_on_slot(
                 ),
             )?
         };
-        let called = target.bind(py).call_method1(method, (head, seed, &view));
+        let called = call(&view);
         let _ = view.call_method0("release");
-        called.map(drop)
+        called
     });
     let message = match made {
         Some(Ok(())) => return Ok(()),
@@ -414,132 +414,4 @@ fn traceback_of(py: Python<'_>, e: &PyErr) -> String {
         .and_then(|lines| PyString::new(py, "").call_method1("join", (lines,)))
         .and_then(|s| s.extract::<String>());
     formatted.unwrap_or_else(|_| e.to_string())
-}
-
-/// A pipeline of nostall's operators followed by the user's `ops.Python` functions
-/// (`nostall._python_ops.Applier`), run in the loader's threads on each prepared sample.
-pub(crate) struct PythonOps {
-    inner: Pipeline,
-    applier: Arc<Py<PyAny>>,
-    names: Vec<String>,
-}
-
-impl PythonOps {
-    /// `inner`, then the `ops.Python` operators `ops`, each sample given to them as
-    /// `output` makes tensors (torch's, else NumPy's).
-    pub(crate) fn new(
-        py: Python<'_>,
-        inner: Pipeline,
-        ops: Vec<Py<PyAny>>,
-        torch: bool,
-    ) -> PyResult<PythonOps> {
-        let layout = inner.layout();
-        if !layout.views().is_empty() || !layout.parts().is_empty() {
-            return Err(config_error(
-                py,
-                "ops.Python follows a pipeline of one image or recording a sample: not views \
-                 (a list of pipelines) nor fields= yet"
-                    .into(),
-            ));
-        }
-        let names = ops
-            .iter()
-            .map(|op| op.bind(py).getattr("name")?.extract::<String>())
-            .collect::<PyResult<Vec<_>>>()?;
-        let applier = py
-            .import("nostall._python_ops")?
-            .getattr("Applier")?
-            .call1((
-                ops,
-                layout.shape().to_vec(),
-                layout.dtype().to_string(),
-                torch,
-            ))?;
-        Ok(PythonOps {
-            inner,
-            applier: Arc::new(applier.unbind()),
-            names,
-        })
-    }
-}
-
-impl std::fmt::Debug for PythonOps {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PythonOps")
-            .field("inner", &self.inner.prep())
-            .field("names", &self.names)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Display for PythonOps {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.inner.prep())?;
-        for name in &self.names {
-            write!(f, ", then ops.Python({name})")?;
-        }
-        Ok(())
-    }
-}
-
-impl Prep for PythonOps {
-    fn modality(&self) -> Modality {
-        self.inner.prep().modality()
-    }
-
-    fn layout(&self) -> SampleLayout {
-        self.inner.layout().clone()
-    }
-
-    fn fingerprint(&self) -> String {
-        // The functions by name: another function of the same name is the user's to
-        // tell apart (a resume cannot see inside a function).
-        format!(
-            "{} then python {}",
-            self.inner.prep().fingerprint(),
-            self.names.join(",")
-        )
-    }
-
-    fn preparer(&self) -> nostall::Result<Box<dyn Preparer>> {
-        Ok(Box::new(PythonOpsPreparer {
-            inner: self.inner.prep().preparer()?,
-            applier: self.applier.clone(),
-            names: self.names.clone(),
-        }))
-    }
-
-    fn decode_route(&self) -> Option<&nostall::prep::route::DecodeRoute> {
-        None
-    }
-}
-
-struct PythonOpsPreparer {
-    inner: Box<dyn Preparer>,
-    applier: Arc<Py<PyAny>>,
-    names: Vec<String>,
-}
-
-/// Parts of the sample's generator that seed its `ops.Python` operators (one each,
-/// after this base): the native operators' draws stay those of a pipeline without them.
-const PYTHON_OPS_STREAM: u64 = 0x5059_4f50_0000_0000;
-
-impl Preparer for PythonOpsPreparer {
-    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
-        let streams = rng.clone();
-        match self.inner.prepare(data, rng, out)? {
-            Prepared::InSlot => {}
-            Prepared::Deferred(_) => {
-                return Err(Cause::Internal(
-                    "a sample left to a device reached ops.Python".into(),
-                ))
-            }
-        }
-        for (k, name) in self.names.iter().enumerate() {
-            let seed = streams.fork(PYTHON_OPS_STREAM + k as u64).next_u64();
-            let code = format!("ops.Python({name})");
-            call_on_slot(&self.applier, "apply", k as u64, seed, out, &code)?;
-        }
-        Ok(Prepared::InSlot)
-    }
 }

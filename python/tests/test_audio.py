@@ -85,6 +85,29 @@ def test_a_list_of_audio_operators_is_its_preset(clips, preset):
     assert all(torch.equal(a, b) for a, b in zip(listed, named))
 
 
+def test_python_operators_run_on_the_waveform_before_the_spectrogram_and_after_it(clips):
+    from nostall import audio, ops
+
+    head = [audio.Channels(), audio.Resample(16000), audio.CenterCrop(16000)]
+    mel = [audio.MelSpectrogram(16000, n_fft=400, hop_length=160, n_mels=64), audio.Log(1e-6)]
+    shapes = []
+
+    def silence(wave):
+        shapes.append(tuple(wave.shape))
+        return torch.zeros_like(wave)
+
+    silent = batches_of(nostall.Loader(clips, pipeline=head + [ops.Python(silence)] + mel,
+                                       batch_size=4, seed=3))
+    assert set(shapes) == {(1, 16000)}
+    assert all(torch.all(b == torch.log(torch.tensor(1e-6))) for b in silent)
+    plain = batches_of(nostall.Loader(clips, pipeline=head + mel, batch_size=4, seed=3))
+    negated = batches_of(nostall.Loader(clips, pipeline=head + mel + [ops.Python(lambda x: -x)],
+                                        batch_size=4, seed=3))
+    assert all(torch.equal(a, -b) for a, b in zip(plain, negated))
+    with pytest.raises(nostall.ConfigError, match="before the crop"):
+        nostall.Loader(clips, pipeline=[audio.Channels(), ops.Python(silence), audio.CenterCrop(100)])
+
+
 def test_audio_operators_follow_torchaudio_and_check_their_arguments(clips):
     from nostall import audio
 

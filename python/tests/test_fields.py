@@ -85,6 +85,17 @@ def test_each_field_by_name_and_the_image_that_of_a_loader_without_fields(record
     assert sorted(seen) == sorted(by_key)
 
 
+def test_a_python_operator_runs_on_the_image_field_as_without_fields(records):
+    from nostall import ops
+
+    root, _ = records
+    pipeline = [ops.RandomResizedCrop(32), ops.Python(lambda x: 255 - x), ops.Normalize([0.5] * 3, [0.25] * 3)]
+    kwargs = dict(batch_size=8, pipeline=pipeline, seed=3, threads=2)
+    plain = nostall.Loader(str(root), **kwargs)
+    for batch, (images, _) in zip(nostall.Loader(str(root), fields=FIELDS, **kwargs), plain, strict=True):
+        assert torch.equal(batch["image"], images)
+
+
 def test_captions_tokenized_in_the_engine_equal_the_tokenizer_called_on_them(records):
     open_clip = pytest.importorskip("open_clip")
     root, _ = records

@@ -522,3 +522,11 @@ def test_jobs_mixing_datasets_share_the_mixture_and_count_its_sources(photos, ag
         assert loader.metrics["sources"] == own_loader.metrics["sources"]
     other = nostall.Loader(sources, share="auto", **dict(kw, weights=[0.5, 0.5]))
     assert other.metrics["shared"]["group"] != a.metrics["shared"]["group"]
+
+
+def test_a_pipeline_calling_python_is_not_shared(photos, agent):
+    from nostall import ops
+
+    pipeline = [ops.RandomResizedCrop(32), ops.Python(lambda x: x)]
+    with pytest.raises(nostall.ConfigError, match="ops.Python"):
+        nostall.Loader(photos, share="auto", batch_size=8, pipeline=pipeline)

@@ -163,7 +163,7 @@ impl JobBuilder {
         let Some(settings) = self.loader.portable_settings() else {
             return Err(JobError::Settings(
                 "sharing sends the loader's settings to the node agent, and this loader has \
-                 more than settings (a device, a pipeline made in code): leave sharing off"
+                 more than settings (a device, a pipeline made in code, ops.Python): leave sharing off"
                     .into(),
             ));
         };

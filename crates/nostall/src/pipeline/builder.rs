@@ -126,10 +126,13 @@ impl LoaderBuilder {
     /// The settings, when they, with the [fields](Self::given_fields) and the
     /// [mixture](Self::sources), say everything this builder makes: what another process
     /// (the node agent) needs to make the same loader. `None` once something was given
-    /// that is not a setting (a pipeline made in code, phases of a link, a device, a
-    /// locality).
+    /// that is not a setting (a pipeline made in code or calling a function of the
+    /// caller's, phases of a link, a device, a locality).
     pub fn portable_settings(&self) -> Option<&LoaderSettings> {
+        let calls_code = matches!(&self.settings.pipeline,
+            PipelineSetting::Operators(ops) if ops.call_user_code());
         let portable = self.made.is_none()
+            && !calls_code
             && self.link_phases.is_empty()
             && self.device.is_none()
             && self.locality.is_none();
@@ -311,7 +314,15 @@ impl LoaderBuilder {
                 PipelineSetting::Preset(_) | PipelineSetting::Operators(Operators::Image(_)),
             ) => {
                 let image = self.user_image_pipeline()?;
-                self.for_consumer(image.expect("an image preset or image operators"))
+                let image = image.expect("an image preset or image operators");
+                let user = image.ops().iter().find(|op| op.name() == "Python");
+                if let (Some(op), Some(_)) = (user, &self.device) {
+                    return Err(Error::Config(format!(
+                        "{op} with a device: the device finishes the samples after the \
+                         engine, so a function of yours would not see them as written"
+                    )));
+                }
+                self.for_consumer(image)
             }
             (None, PipelineSetting::Operators(Operators::Audio(_))) if images_set => {
                 return Err(Error::Config(

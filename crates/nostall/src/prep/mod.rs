@@ -25,6 +25,7 @@ pub mod route;
 pub mod text;
 #[cfg(feature = "tokenize")]
 pub mod tokens;
+pub mod user_fn;
 pub mod workers;
 
 use std::sync::Arc;

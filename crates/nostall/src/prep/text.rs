@@ -50,6 +50,17 @@ impl Operators {
     pub fn written_in(text: &str) -> bool {
         text.contains('(') || text.trim_start().starts_with('[')
     }
+
+    /// Whether a function of the caller's is among them (its text names it only: it
+    /// does not read back).
+    pub fn call_user_code(&self) -> bool {
+        let image = |ops: &[Op]| ops.iter().any(|op| op.name() == "Python");
+        match self {
+            Operators::Image(ops) => image(ops),
+            Operators::Views(views) => views.iter().any(|ops| image(ops)),
+            Operators::Audio(ops) => ops.iter().any(|op| matches!(op, AudioOp::User(_))),
+        }
+    }
 }
 
 impl FromStr for Operators {
@@ -198,6 +209,7 @@ impl fmt::Display for AudioOp {
                 },
             ),
             AudioOp::Log { offset } => write!(f, "Log(offset={offset:?})"),
+            AudioOp::User(user) => write!(f, "Python(fn={:?})", user.name()),
         }
     }
 }

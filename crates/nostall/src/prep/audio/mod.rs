@@ -32,7 +32,8 @@ pub use resample::{ResampleQuality, ResampleWindow};
 
 use super::{DType, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
-use crate::rng::Rng;
+use crate::prep::user_fn::{UserOp, UserSample};
+use crate::rng::{derive, Rng};
 
 /// Files lasting longer are refused unless the pipeline says otherwise: an hour-long
 /// recording in a dataset of clips is a mistake, and decoding it holds the whole of it.
@@ -71,6 +72,10 @@ pub enum AudioOp {
         /// Keeps silence finite; torchaudio users commonly take 1e-6.
         offset: f32,
     },
+    /// The caller's function, after the crop: on the cut waveform (`[channels, length]`
+    /// float32) when `MelSpectrogram` follows it, else on the sample as delivered. Any
+    /// number of them, anywhere after the crop.
+    User(UserOp),
 }
 
 impl AudioOp {
@@ -125,6 +130,7 @@ impl AudioOp {
             AudioOp::RandomCrop { .. } | AudioOp::CenterCrop { .. } => 2,
             AudioOp::MelSpectrogram(_) => 3,
             AudioOp::Log { .. } => 4,
+            AudioOp::User(_) => 5,
         }
     }
 
@@ -136,6 +142,7 @@ impl AudioOp {
             AudioOp::CenterCrop { .. } => "CenterCrop",
             AudioOp::MelSpectrogram(_) => "MelSpectrogram",
             AudioOp::Log { .. } => "Log",
+            AudioOp::User(_) => "Python",
         }
     }
 }
@@ -158,6 +165,10 @@ pub struct AudioPipeline {
     mel: Option<MelSpec>,
     log_offset: Option<f32>,
     max_seconds: u32,
+    /// The caller's functions on the waveform, then on the delivered sample, each with
+    /// its place in `ops`.
+    on_waveform: Vec<(usize, UserOp)>,
+    on_sample: Vec<(usize, UserOp)>,
 }
 
 impl AudioPipeline {
@@ -173,9 +184,29 @@ impl AudioPipeline {
             mel: None,
             log_offset: None,
             max_seconds: DEFAULT_MAX_SECONDS,
+            on_waveform: Vec::new(),
+            on_sample: Vec::new(),
         };
+        let mel_at = ops
+            .iter()
+            .position(|op| matches!(op, AudioOp::MelSpectrogram(_)));
         let mut last: Option<&AudioOp> = None;
-        for op in &ops {
+        for (place, op) in ops.iter().enumerate() {
+            if let AudioOp::User(f) = op {
+                if pipeline.length == 0 {
+                    return Err(Error::Config(format!(
+                        "Python({}) before the crop: a function of yours runs on the cut \
+                         waveform or the sample as delivered, so write it after RandomCrop \
+                         or CenterCrop",
+                        f.name()
+                    )));
+                }
+                match mel_at {
+                    Some(mel) if place < mel => pipeline.on_waveform.push((place, f.clone())),
+                    _ => pipeline.on_sample.push((place, f.clone())),
+                }
+                continue;
+            }
             if let Some(previous) = last.filter(|p| p.stage() >= op.stage()) {
                 return Err(Error::Config(format!(
                     "{} after {}: audio operators go in the order Channels, Resample, a crop \
@@ -222,6 +253,7 @@ impl AudioPipeline {
                     }
                     pipeline.log_offset = Some(offset);
                 }
+                AudioOp::User(_) => unreachable!("taken above"),
             }
         }
         if pipeline.length == 0 {
@@ -322,6 +354,7 @@ impl std::fmt::Display for AudioPipeline {
                     m.n_mels, m.n_fft, m.hop_length
                 )?,
                 AudioOp::Log { offset } => write!(f, "Log(+{offset})")?,
+                AudioOp::User(user) => write!(f, "Python({})", user.name())?,
             }
         }
         write!(f, ", float32 {:?}", self.sample_shape())
@@ -349,6 +382,7 @@ impl Prep for AudioPipeline {
             wave: Waveform::default(),
             resamplers: HashMap::new(),
             crop: Vec::new(),
+            waveform: Vec::new(),
         }))
     }
 }
@@ -395,11 +429,14 @@ struct AudioPreparer {
     mel: Option<Mel>,
     /// The crop of one channel at the output rate.
     crop: Vec<f32>,
+    /// Every channel's crop, for the caller's functions on the waveform.
+    waveform: Vec<f32>,
 }
 
 impl Preparer for AudioPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let pipeline = &self.pipeline;
+        let sample = rng.clone();
         let options = DecodeOptions {
             mono: pipeline.channels == 1,
             max_seconds: pipeline.max_seconds,
@@ -445,7 +482,16 @@ impl Preparer for AudioPreparer {
         };
         let (held_from, frames) = (wave.start as usize, wave.total as usize);
         let per_channel = out.len() / pipeline.channels;
-        for (plane, out) in wave.planes.iter().zip(out.chunks_exact_mut(per_channel)) {
+        let whole = !pipeline.on_waveform.is_empty();
+        if whole {
+            self.waveform.resize(pipeline.channels * length, 0.0);
+        }
+        for (c, (plane, out)) in wave
+            .planes
+            .iter()
+            .zip(out.chunks_exact_mut(per_channel))
+            .enumerate()
+        {
             self.crop.resize(length, 0.0);
             match resampler {
                 Some(r) => r.run(plane, held_from, frames, crop_start, &mut self.crop),
@@ -458,24 +504,72 @@ impl Preparer for AudioPreparer {
                     self.crop[n..].fill(0.0);
                 }
             }
-            match &mut self.mel {
-                None => write_f32(&self.crop, out),
-                Some(mel) => {
-                    // The spectrogram goes through the output bytes' own f32 view when
-                    // aligned; batch slots are 64-byte aligned and sample sizes multiples
-                    // of four bytes.
-                    let values = as_f32_mut(out);
-                    mel.run(&self.crop, values);
-                    if let Some(offset) = pipeline.log_offset {
-                        for v in values.iter_mut() {
-                            *v = (*v + offset).ln();
-                        }
-                    }
-                }
+            if whole {
+                self.waveform[c * length..(c + 1) * length].copy_from_slice(&self.crop);
+            } else {
+                finish_channel(&mut self.mel, pipeline.log_offset, &self.crop, out);
             }
+        }
+        if whole {
+            let shape = [pipeline.channels, length];
+            for (place, f) in &pipeline.on_waveform {
+                let waveform = UserSample {
+                    data: f32_bytes(&mut self.waveform),
+                    shape: &shape,
+                    dtype: DType::F32,
+                };
+                f.apply(waveform, user_seed(&sample, *place))?;
+            }
+            for (crop, out) in self
+                .waveform
+                .chunks_exact(length)
+                .zip(out.chunks_exact_mut(per_channel))
+            {
+                finish_channel(&mut self.mel, pipeline.log_offset, crop, out);
+            }
+        }
+        let shape = pipeline.sample_shape();
+        for (place, f) in &pipeline.on_sample {
+            let delivered = UserSample {
+                data: &mut *out,
+                shape: &shape,
+                dtype: DType::F32,
+            };
+            f.apply(delivered, user_seed(&sample, *place))?;
         }
         Ok(Prepared::InSlot)
     }
+}
+
+/// Writes one channel's `crop` to `out`: as it is, or as its (log-)mel spectrogram.
+fn finish_channel(mel: &mut Option<Mel>, log_offset: Option<f32>, crop: &[f32], out: &mut [u8]) {
+    match mel {
+        None => write_f32(crop, out),
+        Some(mel) => {
+            // The spectrogram goes through the output bytes' own f32 view when aligned;
+            // batch slots are 64-byte aligned and sample sizes multiples of four bytes.
+            let values = as_f32_mut(out);
+            mel.run(crop, values);
+            if let Some(offset) = log_offset {
+                for v in values.iter_mut() {
+                    *v = (*v + offset).ln();
+                }
+            }
+        }
+    }
+}
+
+/// The seed of the caller's function at `place`, for the sample whose generator before
+/// any draw is `sample`.
+fn user_seed(sample: &Rng, place: usize) -> u64 {
+    sample.fork(derive(&[0x5553_4552, place as u64])).next_u64()
+}
+
+/// `values`' bytes.
+fn f32_bytes(values: &mut [f32]) -> &mut [u8] {
+    // SAFETY: the bytes of f32 values are initialised, u8 has no alignment, and any bytes
+    // written make valid f32 values; the slice borrows `values` for its lifetime.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), size_of_val(values)) }
 }
 
 /// Writes `values` as native-endian f32 bytes.

@@ -570,3 +570,66 @@ fn vorbis_windows_are_placed_by_frame_count_not_granule_position() {
         }
     }
 }
+
+/// A caller's function for the tests: records the shapes it was given and does `kernel`.
+struct Recorded {
+    kernel: fn(&mut [f32]),
+    shapes: std::sync::Mutex<Vec<Vec<usize>>>,
+}
+
+impl crate::prep::user_fn::UserFn for Recorded {
+    fn name(&self) -> &str {
+        "recorded"
+    }
+
+    fn apply(&self, sample: crate::prep::user_fn::UserSample<'_>, _seed: u64) -> Result<(), Cause> {
+        self.shapes.lock().unwrap().push(sample.shape.to_vec());
+        (self.kernel)(as_f32_mut(sample.data));
+        Ok(())
+    }
+}
+
+fn recorded(kernel: fn(&mut [f32])) -> (std::sync::Arc<Recorded>, AudioOp) {
+    let f = std::sync::Arc::new(Recorded {
+        kernel,
+        shapes: Default::default(),
+    });
+    let op = AudioOp::User(crate::prep::user_fn::UserOp::new(f.clone()));
+    (f, op)
+}
+
+#[test]
+fn a_function_runs_on_the_waveform_before_the_spectrogram_and_on_the_sample_after() {
+    let file = wav(16_000, 2, 1, 16, &ramp(2 * 8_000));
+    let mel = |ops: Vec<AudioOp>| {
+        let mut all = vec![
+            AudioOp::Channels(2),
+            AudioOp::resample(16_000),
+            AudioOp::RandomCrop { length: 4_000 },
+        ];
+        all.extend(ops);
+        AudioPipeline::new(all).unwrap()
+    };
+    let spectrogram = || AudioOp::MelSpectrogram(MelSpec::new(16_000));
+    let log = AudioOp::Log { offset: 1e-6 };
+    // Silenced before the spectrogram: every value is the log of the offset.
+    let (silence, op) = recorded(|w| w.fill(0.0));
+    let silent = prepare(&mel(vec![op, spectrogram(), log.clone()]), &file, 3).unwrap();
+    assert!(
+        silent.iter().all(|&v| v == 1e-6f32.ln()),
+        "{:?}",
+        &silent[..4]
+    );
+    assert_eq!(silence.shapes.lock().unwrap()[0], vec![2, 4_000]);
+    // After the spectrogram: the delivered sample, the crop drawn as without it.
+    let (negate, op) = recorded(|s| s.iter_mut().for_each(|v| *v = -*v));
+    let plain = prepare(&mel(vec![spectrogram(), log.clone()]), &file, 3).unwrap();
+    let negated = prepare(&mel(vec![spectrogram(), log, op]), &file, 3).unwrap();
+    assert!(plain.iter().zip(&negated).all(|(a, b)| *a == -*b));
+    let shapes = negate.shapes.lock().unwrap();
+    assert_eq!(shapes[0].len(), 3, "[channels, mels, frames]: {shapes:?}");
+    // Before the crop: refused.
+    let (_, early) = recorded(|_| {});
+    let refused = AudioPipeline::new(vec![early, AudioOp::RandomCrop { length: 10 }]).unwrap_err();
+    assert!(refused.to_string().contains("before the crop"), "{refused}");
+}

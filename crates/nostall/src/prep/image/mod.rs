@@ -40,6 +40,7 @@ use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
 use crate::prep::args::Value;
 use crate::prep::route::DecodeRoute;
+use crate::prep::user_fn::UserSample;
 use crate::rng::{derive, Rng};
 use op::{OutputSize, Planes, Stage, View};
 
@@ -60,6 +61,9 @@ pub struct ImagePipeline {
     photometric: bool,
     /// Whether an operator runs on the sample as delivered, after the last pass.
     tensor: bool,
+    /// The caller's functions before this place run on pixels, the others on the sample
+    /// as delivered.
+    pixels_end: usize,
     /// Decompression-bomb guard: images with more pixels are refused.
     max_pixels: u64,
     /// Which JPEGs a device decodes instead ([`ImagePipeline::with_decode_route`]).
@@ -159,16 +163,22 @@ impl std::fmt::Display for ImagePipeline {
 
 impl ImagePipeline {
     /// Checks that the operators together produce one fixed output size, that those on
-    /// pixels follow the geometric ones and precede `Normalize`, and that the output type
-    /// fits. (Each operator was checked when made.)
+    /// pixels (and the caller's functions) follow the geometric ones and precede
+    /// `Normalize`, and that the output type fits. (Each operator was checked when made.)
     pub fn new(ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<ImagePipeline> {
+        let pixels_end = ops
+            .iter()
+            .rposition(|op| matches!(op.stage(), Stage::Pixels(_) | Stage::Normalize { .. }))
+            .map_or(0, |last| last + 1);
         let mut size: Option<(u32, u32)> = None;
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
         let mut normalized: Option<&Op> = None;
-        let mut photometric: Option<&Op> = None;
-        let mut tensor: Option<&Op> = None;
-        for op in &ops {
-            if let (Some(last), false) = (tensor, matches!(op.stage(), Stage::Tensor(_))) {
+        let mut after_decoding: Option<&Op> = None;
+        let (mut photometric, mut tensor) = (false, None::<&Op>);
+        for (place, op) in ops.iter().enumerate() {
+            let delivered = matches!(op.stage(), Stage::Tensor(_) | Stage::User(_));
+            let geometric = matches!(op.stage(), Stage::Geometry(_));
+            if let (Some(last), false, false) = (tensor, delivered, geometric) {
                 return Err(Error::Config(format!(
                     "{} follows {}, which works on the sample as delivered: write {} last",
                     op.name(),
@@ -178,7 +188,7 @@ impl ImagePipeline {
             }
             match op.stage() {
                 Stage::Geometry(geometric) => {
-                    if let Some(pixels) = photometric {
+                    if let Some(pixels) = after_decoding {
                         return Err(Error::Config(format!(
                             "{} follows {}: nostall plans the geometric operators before \
                              decoding and runs those on pixels after, so write the geometric \
@@ -201,7 +211,7 @@ impl ImagePipeline {
                             op.name()
                         )));
                     }
-                    photometric = Some(op);
+                    (photometric, after_decoding) = (true, Some(op));
                 }
                 Stage::Normalize { mean: m, std: s } => {
                     if normalized.is_some() {
@@ -211,10 +221,15 @@ impl ImagePipeline {
                 }
                 Stage::Tensor(tensorial) => {
                     tensorial.check(dtype)?;
-                    tensor = Some(op);
+                    (tensor, after_decoding) = (Some(op), Some(op));
                 }
+                Stage::User(_) if place < pixels_end => {
+                    (photometric, after_decoding) = (true, Some(op));
+                }
+                Stage::User(_) => (tensor, after_decoding) = (Some(op), Some(op)),
             }
         }
+        let delivered = tensor.is_some();
         let Some((height, width)) = size else {
             return Err(Error::Config(
                 "the output size varies with the image: end the geometric operators with CenterCrop, \
@@ -229,7 +244,6 @@ impl ImagePipeline {
                     .into(),
             ));
         }
-        let (photometric, tensor) = (photometric.is_some(), tensor.is_some());
         Ok(ImagePipeline {
             ops,
             dtype,
@@ -240,7 +254,8 @@ impl ImagePipeline {
             std,
             fused_exact: output::fused_is_exact(mean, std),
             photometric,
-            tensor,
+            tensor: delivered,
+            pixels_end,
             max_pixels: DEFAULT_MAX_PIXELS,
             route: None,
         })
@@ -382,16 +397,29 @@ impl ImagePipeline {
 
     /// Runs the operators on pixels over `image`, each with a generator of its own keyed
     /// by the sample's (`sample`: its generator before any draw) and its place.
-    fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) {
-        for (place, op) in self.ops.iter().enumerate() {
-            if let Stage::Pixels(photometric) = op.stage() {
-                photometric.apply(image, &mut operator_rng(sample, place));
+    fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) -> Result<(), Cause> {
+        for (place, op) in self.ops[..self.pixels_end].iter().enumerate() {
+            match op.stage() {
+                Stage::Pixels(photometric) => {
+                    photometric.apply(image, &mut operator_rng(sample, place))
+                }
+                Stage::User(user) => {
+                    let (area, shape) = (image.area(), [3, image.height, image.width]);
+                    let planes = UserSample {
+                        data: &mut image.data[..3 * area],
+                        shape: &shape,
+                        dtype: DType::U8,
+                    };
+                    user.apply(planes, operator_rng(sample, place).next_u64())?;
+                }
+                _ => {}
             }
         }
+        Ok(())
     }
 
     /// Runs the operators on the delivered sample over `out`, as [`Self::pixels`].
-    fn tensor(&self, out: &mut [u8], sample: &Rng) {
+    fn tensor(&self, out: &mut [u8], sample: &Rng) -> Result<(), Cause> {
         let mut delivered = op::Sample {
             data: out,
             height: self.height as usize,
@@ -400,10 +428,23 @@ impl ImagePipeline {
             dtype: self.dtype,
         };
         for (place, op) in self.ops.iter().enumerate() {
-            if let Stage::Tensor(tensorial) = op.stage() {
-                tensorial.apply(&mut delivered, &mut operator_rng(sample, place));
+            match op.stage() {
+                Stage::Tensor(tensorial) => {
+                    tensorial.apply(&mut delivered, &mut operator_rng(sample, place))
+                }
+                Stage::User(user) if place >= self.pixels_end => {
+                    let shape = self.sample_shape();
+                    let whole = UserSample {
+                        data: delivered.data,
+                        shape: &shape,
+                        dtype: self.dtype,
+                    };
+                    user.apply(whole, operator_rng(sample, place).next_u64())?;
+                }
+                _ => {}
             }
         }
+        Ok(())
     }
 }
 
@@ -500,7 +541,7 @@ impl Preparer for ImagePreparer {
             &geometry,
             out,
             &sample,
-        );
+        )?;
         Ok(Prepared::InSlot)
     }
 }
@@ -509,7 +550,8 @@ impl ImagePipeline {
     /// Makes the sample of `geometry` from `region` of the decoded image `src`, in `out`:
     /// the one resize, the operators on pixels, the last pass and the operators on the
     /// delivered sample, their draws keyed by `sample` (the sample's generator before any
-    /// draw). `scratch` is the preparer's resampler and planes.
+    /// draw). `scratch` is the preparer's resampler and planes. Fails where a function
+    /// of the caller's does.
     fn finish(
         &self,
         (resampler, planes): (&mut Resampler, &mut Vec<u8>),
@@ -518,7 +560,7 @@ impl ImagePipeline {
         geometry: &Geometry,
         out: &mut [u8],
         sample: &Rng,
-    ) {
+    ) -> Result<(), Cause> {
         let (width, height) = (geometry.width as usize, geometry.height as usize);
         if !self.photometric {
             // The resized rows go straight to the last pass while in cache.
@@ -529,9 +571,9 @@ impl ImagePipeline {
                 |y0, block| output::write_block(block, y0, height, geometry.flip, self, out),
             );
             if self.tensor {
-                self.tensor(out, sample);
+                self.tensor(out, sample)?;
             }
-            return;
+            return Ok(());
         }
         // The operators on pixels see the whole image, mirrored where the geometry says.
         let area = width * height;
@@ -561,7 +603,7 @@ impl ImagePipeline {
             width,
             height,
         };
-        self.pixels(&mut image, sample);
+        self.pixels(&mut image, sample)?;
         let whole = Block {
             data: planes,
             width,
@@ -570,8 +612,9 @@ impl ImagePipeline {
         };
         output::write_block(&whole, 0, height, false, self, out);
         if self.tensor {
-            self.tensor(out, sample);
+            self.tensor(out, sample)?;
         }
+        Ok(())
     }
 }
 

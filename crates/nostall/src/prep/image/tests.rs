@@ -293,3 +293,152 @@ fn pipelines_print_as_a_person_would_write_them() {
          RandomSolarize(128.0), uint8 HWC"
     );
 }
+
+/// A caller's function for the tests: records what it was given and does `kernel`.
+struct Recorded {
+    kernel: fn(&mut UserSample<'_>, u64) -> Result<(), Cause>,
+    seen: std::sync::Mutex<Vec<(Vec<usize>, DType, u64)>>,
+}
+
+impl crate::prep::user_fn::UserFn for Recorded {
+    fn name(&self) -> &str {
+        "recorded"
+    }
+
+    fn apply(&self, mut sample: UserSample<'_>, seed: u64) -> Result<(), Cause> {
+        let seen = (sample.shape.to_vec(), sample.dtype, seed);
+        self.seen.lock().unwrap().push(seen);
+        (self.kernel)(&mut sample, seed)
+    }
+}
+
+fn recorded(kernel: fn(&mut UserSample<'_>, u64) -> Result<(), Cause>) -> Arc<Recorded> {
+    Arc::new(Recorded {
+        kernel,
+        seen: Default::default(),
+    })
+}
+
+fn user(f: &Arc<Recorded>) -> Op {
+    Op::user(crate::prep::user_fn::UserOp::new(f.clone()))
+}
+
+/// A photograph-sized JPEG of smooth gradients.
+fn gradient_jpeg() -> Vec<u8> {
+    let (w, h) = (96u32, 72u32);
+    let px: Vec<u8> = (0..w * h)
+        .flat_map(|i| {
+            let (x, y) = (i % w, i / w);
+            [
+                (x * 255 / w) as u8,
+                (y * 255 / h) as u8,
+                ((x + y) % 256) as u8,
+            ]
+        })
+        .collect();
+    encode_jpeg(&px, w, h, EncodePixels::Rgb, 90, false).unwrap()
+}
+
+fn run_ops(ops: Vec<Op>, dtype: DType, seed: u64) -> Result<Vec<u8>, Cause> {
+    let pipeline = ImagePipeline::new(ops, dtype, Layout::Chw).unwrap();
+    let mut out = vec![0u8; pipeline.sample_bytes()];
+    pipeline
+        .preparer()
+        .unwrap()
+        .prepare(&gradient_jpeg(), &mut Rng::new(seed), &mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn a_function_between_operators_gets_the_8_bit_planes_in_its_place() {
+    let invert = recorded(|s, _| {
+        s.data.iter_mut().for_each(|v| *v = 255 - *v);
+        Ok(())
+    });
+    let norm = || op("Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))");
+    for seed in 0..6 {
+        let theirs = run_ops(
+            vec![op("RandomResizedCrop(24)"), user(&invert), norm()],
+            DType::F32,
+            seed,
+        );
+        let ours = run_ops(
+            vec![op("RandomResizedCrop(24)"), op("RandomInvert(1.0)"), norm()],
+            DType::F32,
+            seed,
+        );
+        assert_eq!(theirs.unwrap(), ours.unwrap(), "seed {seed}");
+    }
+    let seen = invert.seen.lock().unwrap();
+    assert!(seen
+        .iter()
+        .all(|(shape, dtype, _)| shape == &[3, 24, 24] && *dtype == DType::U8));
+    // Its own seed each sample, the same for the same sample.
+    let seeds: std::collections::BTreeSet<u64> = seen.iter().map(|s| s.2).collect();
+    assert_eq!(seeds.len(), 6);
+}
+
+#[test]
+fn a_function_last_gets_the_sample_as_delivered_and_the_draws_stay() {
+    let double = recorded(|s, _| {
+        for v in s.data.chunks_exact_mut(4) {
+            let x = f32::from_ne_bytes(v.try_into().unwrap());
+            v.copy_from_slice(&(2.0 * x).to_ne_bytes());
+        }
+        Ok(())
+    });
+    let native = || vec![op("RandomResizedCrop(16)"), op("RandomHorizontalFlip()")];
+    for seed in 0..4 {
+        let alone = run_ops(native(), DType::F32, seed).unwrap();
+        let mut ops = native();
+        ops.push(user(&double));
+        let doubled = run_ops(ops, DType::F32, seed).unwrap();
+        for (a, b) in alone.chunks_exact(4).zip(doubled.chunks_exact(4)) {
+            let (a, b) = (
+                f32::from_ne_bytes(a.try_into().unwrap()),
+                f32::from_ne_bytes(b.try_into().unwrap()),
+            );
+            assert_eq!(2.0 * a, b);
+        }
+    }
+    let seen = double.seen.lock().unwrap();
+    assert_eq!(seen[0].0, vec![3, 16, 16]);
+    assert_eq!(seen[0].1, DType::F32);
+}
+
+#[test]
+fn a_failing_function_fails_its_sample_and_a_misplaced_one_is_refused() {
+    let fails = recorded(|_, _| {
+        Err(Cause::UserCode {
+            code: "ops.Python(recorded)".into(),
+            message: "ValueError: no".into(),
+        })
+    });
+    let got = run_ops(
+        vec![op("CenterCrop(8)"), user(&fails), op("RandomInvert()")],
+        DType::U8,
+        0,
+    );
+    assert!(matches!(got, Err(Cause::UserCode { .. })), "{got:?}");
+    let refused = ImagePipeline::new(
+        vec![user(&fails), op("CenterCrop(8)")],
+        DType::F32,
+        Layout::Chw,
+    )
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("write the geometric ones"),
+        "{refused}"
+    );
+    assert!(
+        "Python(fn='recorded')".parse::<Op>().is_err(),
+        "a function has no text"
+    );
+    let pipeline = ImagePipeline::new(
+        vec![op("CenterCrop(8)"), user(&fails)],
+        DType::F32,
+        Layout::Chw,
+    )
+    .unwrap();
+    assert!(format!("{pipeline:?}").contains("Python"));
+}

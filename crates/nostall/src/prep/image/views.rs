@@ -177,7 +177,7 @@ impl Preparer for ViewsPreparer {
                 geometry,
                 &mut out[at..at + bytes],
                 sample,
-            );
+            )?;
             at += bytes;
         }
         Ok(Prepared::InSlot)

@@ -20,6 +20,10 @@
 //!   written (colour, blur, solarize, the automatic augmentations).
 //! - [`Stage::Normalize`]: folded into the last pass, which converts the type and lays
 //!   out the channels straight into the sample's slot of the batch.
+//! - [`Stage::Tensor`]: on the sample as delivered, in its slot.
+//!
+//! A function of the caller's ([`Stage::User`]) runs on pixels where an operator on
+//! pixels or `Normalize` follows it, else on the sample as delivered.
 
 mod affine;
 mod augment;
@@ -36,6 +40,7 @@ mod invert;
 mod normalize;
 mod pil;
 mod posterize;
+mod python;
 mod rand_augment;
 mod random_apply;
 mod random_choice;
@@ -58,6 +63,7 @@ use super::codec::Rect;
 use super::{Filter, Layout};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Keywords, Param, Value};
+use crate::prep::user_fn::UserOp;
 use crate::prep::DType;
 use crate::rng::Rng;
 
@@ -185,6 +191,8 @@ pub(crate) enum Stage<'a> {
     },
     /// On the sample as delivered (normalised, in its type and layout).
     Tensor(&'a dyn Tensorial),
+    /// The caller's function, on pixels or on the sample as delivered by its place.
+    User(&'a UserOp),
 }
 
 /// An operator on the sample as delivered, in its slot of the batch.

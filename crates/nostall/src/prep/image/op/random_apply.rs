@@ -100,7 +100,7 @@ impl Composed {
                         ),
                     ))
                 }
-                Stage::Normalize { .. } | Stage::Tensor(_) => {
+                Stage::Normalize { .. } | Stage::Tensor(_) | Stage::User(_) => {
                     return Err(args.error(
                         param,
                         format!("holds {}: write it after the others, alone", op.name()),
