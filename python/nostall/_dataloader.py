@@ -5,7 +5,9 @@ A map-style dataset is loaded one of two ways, and ``metrics["path"]`` says whic
 - **native**: a torchvision ``ImageFolder`` (or ``DatasetFolder`` with the default image
   loader) whose ``transform`` nostall translates (``_translate.from_torchvision``) is read
   by nostall's own readers and operators, no Python per sample;
-- **user code**: anything else runs the dataset's ``__getitem__`` for nostall
+- **user code**: anything else runs the dataset's ``__getitem__`` for nostall (a Hugging
+  Face ``datasets.Dataset`` with ``set_transform`` too: its transform is a function, while
+  ``nostall.Loader(dataset, pipeline=...)`` reads its Arrow data natively, ``_hf``)
   (``nostall.Loader(dataset)``): in worker processes under the GIL, in nostall's threads
   on a free-threaded interpreter (``workers=`` forces either).
 
@@ -46,6 +48,12 @@ def _native(dataset: Any) -> tuple[Any, str]:
     """``(pipeline, why)``: nostall's operators for an image folder dataset whose transform
     it translates, else ``None`` and the reason it runs the user's code."""
     kind = type(dataset).__name__
+    from ._hf import is_hf_dataset, why_not_native
+
+    if is_hf_dataset(dataset):
+        why = why_not_native(dataset) or ("a datasets.Dataset without a transform gives PIL images: give "
+                                          "nostall.Loader(dataset) a pipeline= to read it natively")
+        return None, why
     datasets = __import__("sys").modules.get("torchvision.datasets")
     folder = datasets is not None and isinstance(dataset, datasets.DatasetFolder)
     if not folder:

@@ -10,6 +10,7 @@
 //! tokenizer, `analyze` the engine's side of `nostall.analyze` (DS-Analyzer).
 
 mod analyze;
+mod arrow;
 mod audio_ops;
 mod convert;
 mod device;

@@ -30,7 +30,7 @@ use crate::mix::Mixup;
 use crate::mixture::SourceCounts;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
-use crate::{device, live, shared, state, user};
+use crate::{arrow, device, live, shared, state, user};
 
 /// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
 ///
@@ -333,7 +333,24 @@ impl Loader {
                 "source=[]: give a dataset's location, or a list of them to mix".into(),
             ));
         }
+        let held = match &source {
+            SourceArg::Dataset(dataset) => {
+                let label = label_column.as_ref().map(|l| &l.0);
+                arrow::held_dataset(
+                    py,
+                    dataset.bind(py),
+                    image_column.as_deref(),
+                    label.unwrap_or(&LabelColumn::Auto),
+                )?
+            }
+            _ => None,
+        };
+        let (image_column, label_column) = match held {
+            Some(_) => (None, None),
+            None => (image_column, label_column),
+        };
         let user_dataset = match &source {
+            SourceArg::Dataset(_) if held.is_some() => None,
             SourceArg::Dataset(dataset) => {
                 let refused = [
                     (pipeline.is_some(), "pipeline= (its transform is its own)"),
@@ -496,6 +513,9 @@ impl Loader {
             job.dataset(opened);
             samples
         });
+        if let Some(held) = held {
+            job.dataset(held);
+        }
         let shapes = fields.as_ref().map(FieldsArg::shapes).unwrap_or_default();
         if let Some(fields) = fields {
             let modality = job

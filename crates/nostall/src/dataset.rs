@@ -45,6 +45,8 @@ pub enum Format {
     Mixture,
     /// Samples made by code from their index ([`crate::storage::Indexed`]).
     Indexed,
+    /// Samples whose bytes the caller holds in memory ([`crate::storage::Held`]).
+    Held,
 }
 
 impl Format {
@@ -58,6 +60,7 @@ impl Format {
             Format::Segments => "a manifest of recordings",
             Format::Mixture => "several datasets",
             Format::Indexed => "samples made by code",
+            Format::Held => "samples held in memory",
         }
     }
 }

@@ -88,70 +88,79 @@ impl LocalFiles {
     }
 
     fn read_file(&self, path: &Path, out: &mut Vec<u8>) -> Result<(), Cause> {
-        let file = OpenOptions::new()
-            .read(true)
-            // A FIFO put where an image was would block `open` until a writer appears,
-            // hanging a loader thread; with O_NONBLOCK it opens at once and is refused
-            // below. O_NONBLOCK does nothing to reads of regular files.
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| Cause::from_io(&e))?;
-        let meta = file.metadata().map_err(|e| Cause::from_io(&e))?;
-        if meta.is_dir() {
-            return Err(Cause::Io(
-                "it is a directory, not an image file (re-scan the dataset if it changed)"
-                    .to_string(),
-            ));
-        }
-        if !meta.is_file() {
-            return Err(Cause::Io(
-                "it is not a regular file (a FIFO, socket or device?)".to_string(),
-            ));
-        }
-        let len = meta.len();
-        if len == 0 {
-            return Err(Cause::Empty);
-        }
-        if len > self.max_bytes {
-            return Err(Cause::TooLarge {
-                bytes: len,
-                limit: self.max_bytes,
-            });
-        }
-
-        if self.mode == ReadMode::Cold {
-            drop_cached(&file).map_err(|e| {
-                Cause::Io(format!(
-                    "cannot drop cached pages for a cold read ({e}); use ReadMode::Cached \
-                     on this system"
-                ))
-            })?;
-        }
-        // Only a hint: the file may have changed size since the fstat, so read to the
-        // end, but never more than one byte past the limit, which is enough to tell that
-        // it grew too large.
-        out.reserve(len as usize);
-        let read = (&file)
-            .take(self.max_bytes.saturating_add(1))
-            .read_to_end(out);
-        if self.mode == ReadMode::Cold {
-            // The first call on this file succeeded, so this one fails only in ways that
-            // cost cache hygiene, not the bytes already read.
-            let _ = drop_cached(&file);
-        }
-        let read = read.map_err(|e| Cause::from_io(&e))? as u64;
-        if read > self.max_bytes {
-            let now = file.metadata().map_or(read, |m| m.len().max(read));
-            return Err(Cause::TooLarge {
-                bytes: now,
-                limit: self.max_bytes,
-            });
-        }
-        if read == 0 {
-            return Err(Cause::Empty);
-        }
-        Ok(())
+        read_regular_file(path, self.max_bytes, self.mode, out)
     }
+}
+
+/// Appends the bytes of the regular file at `path` to `out`: refused when it is not a
+/// regular file, empty, or larger than `max_bytes` (before reading it, and if it grew),
+/// its pages dropped from the page cache around the read with [`ReadMode::Cold`].
+pub(crate) fn read_regular_file(
+    path: &Path,
+    max_bytes: u64,
+    mode: ReadMode,
+    out: &mut Vec<u8>,
+) -> Result<(), Cause> {
+    let file = OpenOptions::new()
+        .read(true)
+        // A FIFO put where an image was would block `open` until a writer appears,
+        // hanging a loader thread; with O_NONBLOCK it opens at once and is refused
+        // below. O_NONBLOCK does nothing to reads of regular files.
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Cause::from_io(&e))?;
+    let meta = file.metadata().map_err(|e| Cause::from_io(&e))?;
+    if meta.is_dir() {
+        return Err(Cause::Io(
+            "it is a directory, not an image file (re-scan the dataset if it changed)".to_string(),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(Cause::Io(
+            "it is not a regular file (a FIFO, socket or device?)".to_string(),
+        ));
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Err(Cause::Empty);
+    }
+    if len > max_bytes {
+        return Err(Cause::TooLarge {
+            bytes: len,
+            limit: max_bytes,
+        });
+    }
+
+    if mode == ReadMode::Cold {
+        drop_cached(&file).map_err(|e| {
+            Cause::Io(format!(
+                "cannot drop cached pages for a cold read ({e}); use ReadMode::Cached \
+                 on this system"
+            ))
+        })?;
+    }
+    // Only a hint: the file may have changed size since the fstat, so read to the
+    // end, but never more than one byte past the limit, which is enough to tell that
+    // it grew too large.
+    out.reserve(len as usize);
+    let read = (&file).take(max_bytes.saturating_add(1)).read_to_end(out);
+    if mode == ReadMode::Cold {
+        // The first call on this file succeeded, so this one fails only in ways that
+        // cost cache hygiene, not the bytes already read.
+        let _ = drop_cached(&file);
+    }
+    let read = read.map_err(|e| Cause::from_io(&e))? as u64;
+    if read > max_bytes {
+        let now = file.metadata().map_or(read, |m| m.len().max(read));
+        return Err(Cause::TooLarge {
+            bytes: now,
+            limit: max_bytes,
+        });
+    }
+    if read == 0 {
+        return Err(Cause::Empty);
+    }
+    Ok(())
 }
 
 impl Source for LocalFiles {

@@ -46,6 +46,7 @@
 mod blob;
 mod columns;
 mod files;
+mod held;
 mod indexed;
 mod memory;
 mod mixed;
@@ -68,6 +69,7 @@ pub(crate) fn is_parquet_key(key: &str) -> bool {
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
+pub use held::{Held, HeldSample, HeldSamples};
 pub use indexed::Indexed;
 pub use memory::Memory;
 pub use mixed::Mixed;
