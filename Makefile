@@ -27,7 +27,7 @@ test: deps
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,
 # torch, torchvision, timm (the reference of the recipes' operators), mypy, pyarrow (Parquet
-# files as Hugging Face's `datasets` writes them), datasets (its Dataset, read natively),
+# files as Hugging Face's `datasets` writes them), datasets and webdataset (read natively),
 # tokenizers and open_clip_torch (the references of `nostall.Tokenizer`: its ids, and OpenCLIP's own)
 # from PyPI; pip's cache makes repeat runs fast), then the pytest
 # suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
@@ -40,7 +40,7 @@ PY_TEST := $(VENV_TEST)/bin/python
 python-test: deps
 	@test -x $(PY_TEST) || python3 -m venv $(VENV_TEST)
 	$(PY_TEST) -m pip install -q --disable-pip-version-check maturin pytest numpy torch torchvision \
-	  timm mypy types-psutil pyarrow datasets tokenizers open_clip_torch
+	  timm mypy types-psutil pyarrow datasets webdataset tokenizers open_clip_torch
 	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q \
 	  --config 'profile.dev.package.nostall.opt-level=3' \
 	  --config 'profile.dev.package.nostall-python.opt-level=3' \

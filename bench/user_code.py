@@ -11,6 +11,19 @@ Two recipes (batch 64, 224 px, ``num_workers`` the same for both):
 * ``v2``: torchvision.transforms.v2 only (RandomResizedCrop, RandomHorizontalFlip,
   ColorJitter(0.4, 0.4, 0.4), ToImage, ToDtype(float32, scale), Normalize), which nostall
   translates: its own readers and operators, no Python per sample.
+* ``hf``: the same photographs as a Hugging Face ``datasets.Dataset`` (each image's bytes
+  in its Arrow table, as a Hub dataset's Parquet holds them). The DataLoader runs it as
+  Hugging Face's image-classification guide does (``with_transform`` applying the ``v2``
+  recipe to each batch's images); nostall reads its Arrow buffers in place with the ``v2``
+  recipe translated (``nostall.Loader(ds, pipeline=...)``).
+* ``wds``: the same photographs in WebDataset shards (``jpg`` and ``cls`` members, written
+  once to ``<data>.shards``), read by a webdataset pipeline (``decode("pil")``,
+  ``to_tuple("jpg", "cls")``, ``map_tuple`` of the ``v2`` recipe) through the DataLoader,
+  and the same pipeline object through ``nostall.DataLoader``, which translates it.
+* ``pyop``: nostall's own pipeline (RandomResizedCrop, RandomHorizontalFlip, Normalize)
+  against the same with one ``ops.Python`` before Normalize (a gain per channel in a few
+  NumPy lines on the 8-bit pixels, drawn from its generator); both nostall, the first in
+  the baseline's place.
 
 Each loader runs in a fresh child process (a re-invocation of this script); this process
 samples the child's process tree (the child and its workers) for the peak of the summed
@@ -64,19 +77,113 @@ def transform(recipe: str):
                        v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
 
 
+def gain(pixels, generator):
+    """A random gain per channel on uint8[3, H, W] pixels: the user's few NumPy lines."""
+    import numpy as np
+    import torch
+
+    g = (0.8 + 0.4 * torch.rand((3, 1, 1), generator=generator)).numpy()
+    return np.clip(pixels.numpy() * g, 0, 255).astype(np.uint8)
+
+
+def hf_dataset(root: str):
+    """The ImageFolder at `root` as a ``datasets.Dataset`` holding each image's bytes."""
+    import torchvision
+    from datasets import ClassLabel, Dataset, Features, Image
+
+    folder = torchvision.datasets.ImageFolder(root)
+    images = []
+    for path, _ in folder.samples:
+        with open(path, "rb") as f:
+            images.append({"bytes": f.read(), "path": None})
+    features = Features({"image": Image(), "label": ClassLabel(names=folder.classes)})
+    return Dataset.from_dict({"image": images, "label": [c for _, c in folder.samples]}, features=features)
+
+
+def wds_shards(root: str) -> str:
+    """The ImageFolder at `root` in WebDataset shards of 500 samples (written once), as
+    webdataset's brace pattern."""
+    import io
+    import tarfile
+
+    import torchvision
+
+    samples = torchvision.datasets.ImageFolder(root).samples
+    out = root.rstrip("/") + ".shards"
+    count = (len(samples) + 499) // 500
+    if not os.path.isdir(out):
+        os.makedirs(out + ".part")
+        for s in range(count):
+            with tarfile.open(f"{out}.part/shard-{s:06d}.tar", "w") as tar:
+                for i, (path, label) in enumerate(samples[s * 500:(s + 1) * 500]):
+                    with open(path, "rb") as f:
+                        members = (("jpg", f.read()), ("cls", str(label).encode()))
+                    for ext, data in members:
+                        info = tarfile.TarInfo(f"{s:02d}{i:05d}.{ext}")
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
+        os.rename(out + ".part", out)
+    return f"{out}/shard-{{000000..{count - 1:06d}}}.tar"
+
+
+def special_loader(args):
+    """The loader of the ``hf``, ``wds`` and ``pyop`` recipes, and its path."""
+    import torch
+
+    import nostall
+    from nostall import ops
+
+    if args.recipe == "pyop":
+        native = [ops.RandomResizedCrop(224), ops.RandomHorizontalFlip()]
+        extra = [ops.Python(gain)] if args.child == "nostall" else []
+        pipeline = native + extra + [ops.Normalize(MEAN, STD)]
+        loader = nostall.Loader(args.data, batch_size=64, pipeline=pipeline, threads=args.workers, seed=0)
+        return loader, {"path": "native + ops.Python" if extra else "native"}
+    if args.recipe == "wds":
+        import webdataset as wds
+
+        pipeline = (wds.WebDataset(wds_shards(args.data), shardshuffle=True).shuffle(1000).decode("pil")
+                    .to_tuple("jpg", "cls").map_tuple(transform("v2"), None))
+        if args.child == "torch":
+            loader = torch.utils.data.DataLoader(pipeline, batch_size=64, num_workers=args.workers,
+                                                 persistent_workers=True)
+            return loader, {"path": "DataLoader over a webdataset pipeline"}
+        loader = nostall.DataLoader(pipeline, batch_size=64, num_workers=args.workers, seed=0)
+        return loader, loader.metrics["path"]
+    dataset = hf_dataset(args.data)
+    tf = transform("v2")
+    if args.child == "torch":
+        def apply(batch):
+            return {"pixel_values": [tf(image.convert("RGB")) for image in batch["image"]],
+                    "label": batch["label"]}
+
+        def collate(rows):
+            return (torch.stack([r["pixel_values"] for r in rows]), torch.tensor([r["label"] for r in rows]))
+
+        loader = torch.utils.data.DataLoader(dataset.with_transform(apply), batch_size=64, shuffle=True,
+                                             num_workers=args.workers, persistent_workers=True,
+                                             collate_fn=collate)
+        return loader, {"path": "DataLoader over with_transform"}
+    loader = nostall.Loader(dataset, batch_size=64, pipeline=tf, threads=args.workers, seed=0)
+    return loader, {"path": "datasets.Dataset read natively"}
+
+
 def child(args) -> None:
     import torch
     import torchvision
 
     torch.set_num_threads(1)
-    dataset = torchvision.datasets.ImageFolder(args.data, transform=transform(args.recipe))
-    if args.child == "torch":
+    if args.recipe in ("hf", "wds", "pyop"):
+        loader, path = special_loader(args)
+    elif args.child == "torch":
+        dataset = torchvision.datasets.ImageFolder(args.data, transform=transform(args.recipe))
         loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True,
                                              num_workers=args.workers, persistent_workers=True)
         path = {"path": "DataLoader"}
     else:
         import nostall
 
+        dataset = torchvision.datasets.ImageFolder(args.data, transform=transform(args.recipe))
         loader = nostall.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=args.workers, seed=0)
         path = loader.metrics["path"]
     rates = []
@@ -143,7 +250,8 @@ def main() -> None:
             "pss_ratio": round(best["nostall"]["peak_pss_mb"] / best["torch"]["peak_pss_mb"], 2),
             "rounds": {k: [x["images_per_s"] for x in v] for k, v in runs.items()},
             "pss_mb": {k: [x["peak_pss_mb"] for x in v] for k, v in runs.items()},
-            "path": best["nostall"]["path"], "workers": args.workers, "cpus": os.cpu_count(),
+            "path": best["nostall"]["path"], "baseline": best["torch"]["path"], "workers": args.workers,
+            "cpus": os.cpu_count(),
         }
         print(json.dumps(summary), flush=True)
         results.append(summary)

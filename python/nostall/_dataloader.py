@@ -3,8 +3,9 @@
 A map-style dataset is loaded one of two ways, and ``metrics["path"]`` says which and why:
 
 - **native**: a torchvision ``ImageFolder`` (or ``DatasetFolder`` with the default image
-  loader) whose ``transform`` nostall translates (``_translate.from_torchvision``) is read
-  by nostall's own readers and operators, no Python per sample;
+  loader) whose ``transform`` nostall translates (``_translate.from_torchvision``), or a
+  webdataset pipeline of PIL-decoded images, ``.cls`` labels and such a transform
+  (``_webdataset``), is read by nostall's own readers and operators, no Python per sample;
 - **user code**: anything else runs the dataset's ``__getitem__`` for nostall (a Hugging
   Face ``datasets.Dataset`` with ``set_transform`` too: its transform is a function, while
   ``nostall.Loader(dataset, pipeline=...)`` reads its Arrow data natively, ``_hf``)
@@ -125,7 +126,11 @@ class DataLoader:
                  workers: Literal["auto", "threads", "processes"] = "auto", on_error: str = "error",
                  **loader_kwargs: Any):
         from . import Loader
+        from ._webdataset import is_webdataset
 
+        if is_webdataset(dataset):
+            self._from_webdataset(dataset, batch_size, shuffle, num_workers, seed, loader_kwargs)
+            return
         if batch_size is None:
             raise ConfigError("batch_size=None (samples one at a time): nostall loads batches; "
                               "give a batch size")
@@ -161,6 +166,36 @@ class DataLoader:
                                   timeout=timeout or None, **common)
             self._path = {"path": "user code", "why": why,
                           "workers": self._loader.metrics["workers"]["mode"]}
+
+    def _from_webdataset(self, pipeline: Any, batch_size: int | None, shuffle: bool | None,
+                         num_workers: int, seed: int | None, loader_kwargs: dict[str, Any]) -> None:
+        """A webdataset pipeline: nostall's Loader over its shards when it translates
+        (``_webdataset``), else a ``ConfigError`` naming the stage that keeps it from it."""
+        from . import Loader
+        from ._webdataset import translate
+
+        kwargs, why = translate(pipeline)
+        if kwargs is None:
+            raise ConfigError(f"a webdataset pipeline nostall cannot read: {why}. nostall runs the user's "
+                              "code for map-style datasets only; give nostall.Loader the shards' folder")
+        if shuffle:
+            raise ConfigError("shuffle=True with a webdataset pipeline: its shuffle() stage says it "
+                              "(as the DataLoader refuses shuffle for an IterableDataset)")
+        batched = kwargs.pop("batch_size", None)
+        if (batched is None) == (batch_size is None):
+            raise ConfigError("a webdataset pipeline is batched once: by its batched() stage with "
+                              "batch_size=None, or by batch_size= without one")
+        kwargs.setdefault("drop_last", False)
+        if seed is None:
+            import torch
+
+            seed = torch.initial_seed()
+        source = kwargs.pop("source")
+        self.dataset, self.batch_size, self.num_workers, self.collate_fn = pipeline, batched or batch_size, \
+            num_workers, None
+        self._loader = Loader(source, batch_size=batched or batch_size, seed=seed % (1 << 63),
+                              threads=max(1, num_workers), **kwargs, **loader_kwargs)
+        self._path = {"path": "native", "why": why}
 
     def __iter__(self) -> Iterator[Any]:
         for batch in self._loader:
