@@ -22,8 +22,9 @@ Two recipes (batch 64, 224 px, ``num_workers`` the same for both):
   and the same pipeline object through ``nostall.DataLoader``, which translates it.
 * ``pyop``: nostall's own pipeline (RandomResizedCrop, RandomHorizontalFlip, Normalize)
   against the same with one ``ops.Python`` before Normalize (a gain per channel in a few
-  NumPy lines on the 8-bit pixels, drawn from its generator); both nostall, the first in
-  the baseline's place.
+  NumPy lines on the 8-bit pixels, drawn from its generator), in the loader's threads or
+  (``--ops-workers processes``) in worker processes; both nostall, the first in the
+  baseline's place.
 
 Each loader runs in a fresh child process (a re-invocation of this script); this process
 samples the child's process tree (the child and its workers) for the peak of the summed
@@ -137,8 +138,9 @@ def special_loader(args):
         native = [ops.RandomResizedCrop(224), ops.RandomHorizontalFlip()]
         extra = [ops.Python(gain)] if args.child == "nostall" else []
         pipeline = native + extra + [ops.Normalize(MEAN, STD)]
-        loader = nostall.Loader(args.data, batch_size=64, pipeline=pipeline, threads=args.workers, seed=0)
-        return loader, {"path": "native + ops.Python" if extra else "native"}
+        loader = nostall.Loader(args.data, batch_size=64, pipeline=pipeline, threads=args.workers, seed=0,
+                                **({"workers": args.ops_workers} if extra else {}))
+        return loader, {"path": f"native + ops.Python ({args.ops_workers})" if extra else "native"}
     if args.recipe == "wds":
         import webdataset as wds
 
@@ -200,7 +202,7 @@ def child(args) -> None:
 
 def measure(loader: str, recipe: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), args.data, "--child", loader, "--recipe", recipe,
-           "--workers", str(args.workers), "--epochs", str(args.epochs)]
+           "--workers", str(args.workers), "--epochs", str(args.epochs), "--ops-workers", args.ops_workers]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak_pss, last = 0.0, 0.0
     while proc.poll() is None:
@@ -228,6 +230,8 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--child", choices=["torch", "nostall"])
     ap.add_argument("--recipe", default="numpy")
+    ap.add_argument("--ops-workers", choices=["threads", "processes"], default="threads",
+                    help="where the pyop recipe's ops.Python runs")
     args = ap.parse_args()
     if args.child:
         child(args)

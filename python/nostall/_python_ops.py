@@ -62,3 +62,26 @@ class Python:
             raise ValueError(f"ops.Python({self.name}) returned {got.dtype}{list(got.shape)}: return the "
                              f"sample as it came, {kind}{list(shape)}")
         np.copyto(array, got)
+
+
+#: The header the engine writes before a sample it sends a worker: ``ndim``, 4 dims,
+#: the element type's number in ``HEADER_DTYPES`` (8 little-endian u64).
+HEADER_BYTES = 64
+HEADER_DTYPES = ("uint8", "float32")
+
+
+class OpsJob:
+    """What a worker process runs for ``ops.Python`` under the GIL: request ``index`` is the
+    loader's ``index``-th function, on the sample after the header in its memory."""
+
+    def __init__(self, ops: Sequence[Python], torch: bool):
+        self.ops = list(ops)
+        self.torch = torch
+
+    def __call__(self, index: int, seed: int, memory: np.ndarray) -> None:
+        ndim, *dims, code = memory[:48].view("<u8").tolist()
+        shape = dims[:ndim]
+        dtype = HEADER_DTYPES[code]
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        self.ops[index]._apply(seed, memoryview(memory[HEADER_BYTES:HEADER_BYTES + size]), shape, dtype,
+                               self.torch)

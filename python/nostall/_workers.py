@@ -1,5 +1,6 @@
 """The user's own code, per sample: a map-style ``Dataset``'s ``__getitem__`` run for the
-engine, in its threads (``Runner.fill``) or in worker processes (``Zygote``).
+engine, in its threads (``Runner.fill``) or in worker processes (``Zygote``), which also
+run ``ops.Python`` under the GIL (``_python_ops.OpsJob``).
 
 A sample is whatever ``__getitem__`` returns: a tensor, an array, a number, or a tuple,
 list or dict of them. ``Spec`` finds its structure from the first sample: each leaf's
@@ -238,12 +239,28 @@ def _die_with_parent() -> None:
         pass
 
 
-class Zygote:
-    """A process forked now, holding `dataset`, that forks the workers the engine asks
-    for: ``spawn(number, socket, memory, token) -> pid`` (what the engine's ``Spawn``
-    calls, through ``fds``)."""
+#: What a worker runs for each request: ``job(index, seed, memory)``, ``memory`` its
+#: memory file's bytes (uint8).
+Job = Callable[[int, int, np.ndarray], None]
 
-    def __init__(self, dataset: Any, spec: Spec, worker_init_fn: Callable[[int], None] | None):
+
+def dataset_job(dataset: Any, spec: Spec) -> Job:
+    """The job that makes `dataset`'s sample ``index`` with ``seed`` into the memory."""
+
+    def make(index: int, seed: int, out: np.ndarray) -> None:
+        seed_all(seed)
+        spec.write(dataset[index], out)
+
+    return make
+
+
+class Zygote:
+    """A process forked now, holding `job` (and so the user's code it calls), that forks
+    the workers the engine asks for: ``spawn(number, socket, memory, token) -> pid`` (what
+    the engine's ``Spawn`` calls, through ``fds``). Each worker maps ``memory_bytes`` of
+    its memory file."""
+
+    def __init__(self, job: Job, memory_bytes: int, worker_init_fn: Callable[[int], None] | None):
         requests_r, requests_w = os.pipe()
         answers_r, answers_w = os.pipe()
         sys.stdout.flush()
@@ -254,7 +271,7 @@ class Zygote:
                 os.close(requests_w)
                 os.close(answers_r)
                 _die_with_parent()
-                _zygote(requests_r, answers_w, dataset, spec, worker_init_fn)
+                _zygote(requests_r, answers_w, job, memory_bytes, worker_init_fn)
             finally:
                 os._exit(0)
         os.close(requests_r)
@@ -283,7 +300,7 @@ class Zygote:
             pass
 
 
-def _zygote(requests: int, answers: int, dataset: Any, spec: Spec,
+def _zygote(requests: int, answers: int, job: Job, memory_bytes: int,
             worker_init_fn: Callable[[int], None] | None) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training script's
@@ -303,7 +320,7 @@ def _zygote(requests: int, answers: int, dataset: Any, spec: Spec,
                 reader.close()
                 writer.close()
                 _die_with_parent()
-                _work(int(number), socket_path, memory_path, int(token), dataset, spec,
+                _work(int(number), socket_path, memory_path, int(token), job, memory_bytes,
                       worker_init_fn)
             except BaseException:
                 traceback.print_exc()
@@ -314,13 +331,13 @@ def _zygote(requests: int, answers: int, dataset: Any, spec: Spec,
         writer.flush()
 
 
-def _work(number: int, socket_path: str, memory_path: str, token: int, dataset: Any,
-          spec: Spec, worker_init_fn: Callable[[int], None] | None) -> None:
-    """A worker: connects, then makes each sample asked into its memory."""
+def _work(number: int, socket_path: str, memory_path: str, token: int, job: Job,
+          memory_bytes: int, worker_init_fn: Callable[[int], None] | None) -> None:
+    """A worker: connects, then runs `job` for each request over its memory."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(socket_path)
     with open(memory_path, "r+b") as f:
-        memory = mmap.mmap(f.fileno(), spec.bytes)
+        memory = mmap.mmap(f.fileno(), memory_bytes)
     out = np.frombuffer(memory, dtype=np.uint8)
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -338,8 +355,7 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, dataset: 
             return
         index, seed = struct.unpack("<QQ", request)
         try:
-            seed_all(seed)
-            spec.write(dataset[index], out)
+            job(index, seed, out)
         except Exception:
             words = traceback.format_exc().encode("utf-8", "replace")[-MAX_MESSAGE:]
             connection.sendall(struct.pack("<BI", 1, len(words)) + words)

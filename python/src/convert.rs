@@ -5,6 +5,7 @@
 
 use std::fmt::Display;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use nostall::cache::{CacheFill, CachePolicy, Capacity};
 use nostall::dataset::LabelColumn;
@@ -20,6 +21,7 @@ use pyo3::types::{PyBool, PyBytes, PyString};
 
 use crate::errors::{config_error, raise};
 use crate::ops;
+use crate::python_ops::PythonOps;
 
 /// A setting Python gives as text the engine reads (`dtype="uint8"`, `read="cold"`): a
 /// `ConfigError` with the engine's words when it cannot.
@@ -238,16 +240,18 @@ impl<'py> FromPyObject<'_, 'py> for CacheChoice {
 pub(crate) struct PipelineArg(pub PipelineSetting);
 
 impl PipelineArg {
-    /// `obj` as a pipeline, the functions of its `ops.Python` given torch tensors when
-    /// `torch`, else NumPy arrays.
-    pub(crate) fn with_tensors(obj: &Bound<'_, PyAny>, torch: bool) -> PyResult<PipelineArg> {
+    /// `obj` as a pipeline, its `ops.Python` joining `python`.
+    pub(crate) fn with_python(
+        obj: &Bound<'_, PyAny>,
+        python: &Arc<PythonOps>,
+    ) -> PyResult<PipelineArg> {
         if let Ok(name) = obj.extract::<String>() {
             return name
                 .parse()
                 .map(PipelineArg)
                 .map_err(|e| raise(obj.py(), e));
         }
-        let operators: Operators = ops::from_python(obj, torch)?;
+        let operators: Operators = ops::from_python(obj, python)?;
         Ok(PipelineArg(PipelineSetting::Operators(operators)))
     }
 }
@@ -255,10 +259,10 @@ impl PipelineArg {
 impl<'py> FromPyObject<'_, 'py> for PipelineArg {
     type Error = PyErr;
 
-    /// With torch tensors for `ops.Python` where torch is installed.
+    /// With torch tensors for `ops.Python` where torch is installed, run in the threads.
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<PipelineArg> {
         let torch = obj.py().import("torch").is_ok();
-        PipelineArg::with_tensors(&obj.to_owned(), torch)
+        PipelineArg::with_python(&obj.to_owned(), &PythonOps::new(torch))
     }
 }
 

@@ -105,5 +105,8 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Hand-off threads must stop before the interpreter finalises (see `handoff`).
     let stop = wrap_pyfunction!(handoff::stop_at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (stop,))?;
+    // So must the loaders' prep threads, which may be in the user's code (see `loader`).
+    let halt = wrap_pyfunction!(loader::halt_at_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (halt,))?;
     Ok(())
 }

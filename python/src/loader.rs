@@ -3,7 +3,7 @@
 //! its state and figures.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use nostall::cache::CacheFill;
 use nostall::dataset::LabelColumn;
@@ -28,6 +28,7 @@ use crate::fields::{FieldsArg, Records};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::mix::Mixup;
 use crate::mixture::SourceCounts;
+use crate::python_ops::PythonOps;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
 use crate::{arrow, device, live, shared, state, user};
@@ -246,6 +247,8 @@ pub(crate) struct Loader {
     records: Option<Arc<Records>>,
     /// A Dataset object's samples (`Loader(dataset)`): how its batches are given back.
     user: Option<user::UserSamples>,
+    /// The pipeline's `ops.Python`, and their worker processes when they run in some.
+    python_ops: Option<Arc<PythonOps>>,
     /// What each dataset of a mixture delivered (`source=[...]`).
     sources: Option<SourceCounts>,
 }
@@ -333,6 +336,10 @@ impl Loader {
                 "source=[]: give a dataset's location, or a list of them to mix".into(),
             ));
         }
+        let python_ops = PythonOps::new(output != "numpy" && py.import("torch").is_ok());
+        let pipeline = pipeline
+            .map(|p| PipelineArg::with_python(&p, &python_ops))
+            .transpose()?;
         let held = match &source {
             SourceArg::Dataset(dataset) => {
                 let label = label_column.as_ref().map(|l| &l.0);
@@ -372,13 +379,15 @@ impl Loader {
             }
             _ => None,
         };
-        if user_dataset.is_none()
-            && (workers.is_some() || worker_init_fn.is_some() || timeout.is_some())
+        let user_code = user_dataset.is_some() || !python_ops.is_empty();
+        if !user_code && (workers.is_some() || timeout.is_some())
+            || user_dataset.is_none() && worker_init_fn.is_some()
         {
             return Err(config_error(
                 py,
-                "workers=, worker_init_fn= and timeout= run a Dataset object's __getitem__: give \
-                 source= a Dataset"
+                "workers= and timeout= run a Dataset object's __getitem__ or ops.Python, and \
+                 worker_init_fn= a Dataset's workers: give source= a Dataset (or ops.Python in \
+                 pipeline=)"
                     .into(),
             ));
         }
@@ -453,10 +462,6 @@ impl Loader {
                 "aug_repeats= with share=: the node agent's batches hold each sample once".into(),
             ));
         }
-        let torch = output != "numpy" && py.import("torch").is_ok();
-        let pipeline = pipeline
-            .map(|p| PipelineArg::with_tensors(&p, torch))
-            .transpose()?;
         let args = ConfigArgs {
             batch_size,
             pipeline,
@@ -507,6 +512,36 @@ impl Loader {
             let (pipeline, opened, samples) = user::UserSamples::new(py, dataset.bind(py), args)?;
             builder.pipeline(pipeline);
             user = Some((opened, samples));
+        }
+        let python_ops = match python_ops.is_empty() {
+            true => None,
+            false => Some(python_ops),
+        };
+        if let Some(python) = &python_ops {
+            let config = builder.config().map_err(|e| raise(py, e))?;
+            let image = config.pipeline.modality() == nostall::Modality::Image;
+            // Threads unless asked: a function given arrays spends its time in NumPy's
+            // and torch's kernels, which release the GIL, and measured faster in the
+            // threads than through worker processes (docs/benchmarks.md).
+            let processes = workers == Some(user::Mode::Processes);
+            if processes && !image {
+                return Err(config_error(
+                    py,
+                    "ops.Python in worker processes takes images; an audio pipeline's run in \
+                     the loader's threads (workers=\"threads\")"
+                        .into(),
+                ));
+            }
+            if processes {
+                let count = match builder.settings().threads {
+                    nostall::pipeline::Threads::Count(n) => n,
+                    _ => nostall::pipeline::usable_cores(),
+                };
+                let timeout =
+                    timeout.map_or(user::DEFAULT_TIMEOUT, std::time::Duration::from_secs_f64);
+                let bytes = config.pipeline.layout().bytes();
+                python.start_workers(py, count, bytes, timeout)?;
+            }
         }
         let mut job = JobBuilder::new(builder);
         let user = user.map(|(opened, samples)| {
@@ -605,6 +640,11 @@ impl Loader {
                 .map(live::NodeCounters::Agent),
         };
         let inner = Arc::new(job.loader);
+        {
+            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+            live.retain(|loader| loader.strong_count() > 0);
+            live.push(Arc::downgrade(&inner));
+        }
         let sources = inner.config().plan.mixture.clone().map(|m| {
             let locations = mixture.into_iter().map(|(location, _)| location).collect();
             SourceCounts::new(locations, m)
@@ -672,6 +712,7 @@ impl Loader {
             records,
             sources,
             user,
+            python_ops,
         })
     }
 
@@ -972,6 +1013,13 @@ impl Loader {
         if let Some(user) = &self.user {
             d.set_item("workers", user.metrics(py)?)?;
         }
+        if let Some(workers) = self.python_ops.as_ref().and_then(|p| p.workers()) {
+            let m = PyDict::new(py);
+            m.set_item("mode", "processes")?;
+            m.set_item("why", "workers=\"processes\"")?;
+            workers.metrics(&m)?;
+            d.set_item("workers", m)?;
+        }
         if let Some(shared) = &self.shared {
             let (group, members) = shared.group();
             let g = PyDict::new(py);
@@ -1034,6 +1082,24 @@ impl Loader {
             self.inner.batches_per_epoch()
         )
     }
+}
+
+/// Every loader made, while it lasts ([`halt_at_exit`]).
+static LIVE: Mutex<Vec<Weak<nostall::Loader>>> = Mutex::new(Vec::new());
+
+/// `atexit`: halts every loader's epochs and waits (boundedly) for their threads, with the
+/// GIL released, before the interpreter finalises: a loader kept to the end (a module's
+/// global) would otherwise have prep threads inside the user's code (a `Dataset`,
+/// `ops.Python`, torch) while the process tears the interpreter and its libraries down.
+#[pyfunction]
+pub(crate) fn halt_at_exit(py: Python<'_>) {
+    let live: Vec<Arc<nostall::Loader>> = LIVE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+        .filter_map(|loader| loader.upgrade())
+        .collect();
+    py.detach(|| live.iter().for_each(|loader| loader.halt()));
 }
 
 impl Drop for Loader {

@@ -8,6 +8,8 @@
 //! `repr` come from the one declaration in the engine, and nothing here names an
 //! operator. Python values become the engine's ([`PyValue`]) in one place.
 
+use std::sync::Arc;
+
 use nostall::prep::args::Value;
 use nostall::prep::audio::AudioOp;
 use nostall::prep::image::{op, Op, DECLARATIONS};
@@ -18,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
-use crate::python_ops;
+use crate::python_ops::PythonOps;
 use crate::raise;
 
 /// An operator of a pipeline: the base class of the operators of `nostall.ops`.
@@ -217,10 +219,13 @@ fn is_native(pipeline: &Bound<'_, PyAny>) -> bool {
 /// The operators of a `pipeline=` list; a torchvision or timm recipe (a `Compose`, or a
 /// list with transforms of theirs) is translated by `nostall._translate` first, which
 /// names what it cannot translate. A `TypeError` names the first item that is not an
-/// operator, or of the other modality than the first. The functions of `ops.Python` get
-/// torch tensors when `torch`, else NumPy arrays.
-pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Operators> {
-    if let Some(views) = views_of(pipeline, torch)? {
+/// operator, or of the other modality than the first. The `ops.Python` among them join
+/// `python`, the loader's.
+pub(crate) fn from_python(
+    pipeline: &Bound<'_, PyAny>,
+    python: &Arc<PythonOps>,
+) -> PyResult<Operators> {
+    if let Some(views) = views_of(pipeline, python)? {
         return Ok(Operators::Views(views));
     }
     if !is_native(pipeline) && holds_transforms(pipeline)? {
@@ -228,14 +233,17 @@ pub(crate) fn from_python(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<
             .py()
             .import("nostall._translate")?
             .getattr("from_torchvision")?;
-        return from_native(&translate.call1((pipeline,))?, torch);
+        return from_native(&translate.call1((pipeline,))?, python);
     }
-    from_native(pipeline, torch)
+    from_native(pipeline, python)
 }
 
 /// The views of a `pipeline=` list whose items are each a pipeline (a list of
 /// operators, or a torchvision or timm `Compose`): one list of image operators a view.
-fn views_of(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Option<Vec<Vec<Op>>>> {
+fn views_of(
+    pipeline: &Bound<'_, PyAny>,
+    python: &Arc<PythonOps>,
+) -> PyResult<Option<Vec<Vec<Op>>>> {
     // A `Compose` by name: `RandomApply` and kin hold `transforms` too, and are operators.
     let is_pipeline = |item: &Bound<'_, PyAny>| -> PyResult<bool> {
         Ok(item.is_instance_of::<PyList>()
@@ -256,7 +264,7 @@ fn views_of(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Option<Vec<Vec
     }
     let mut views = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        match from_python(item, torch)? {
+        match from_python(item, python)? {
             Operators::Image(ops) => views.push(ops),
             _ => {
                 return Err(PyTypeError::new_err(format!(
@@ -291,7 +299,7 @@ fn holds_transforms(pipeline: &Bound<'_, PyAny>) -> PyResult<bool> {
 }
 
 /// The operators of a list of nostall's operators (and `ops.Python`, of either modality).
-fn from_native(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Operators> {
+fn from_native(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult<Operators> {
     let not_a_list = || {
         PyTypeError::new_err(
             "pipeline takes a preset (\"train\", \"val\", \"m5\", \"melspec\") or a list of \
@@ -306,7 +314,7 @@ fn from_native(pipeline: &Bound<'_, PyAny>, torch: bool) -> PyResult<Operators> 
             image.push((i, op.get().0.clone()));
         } else if let Ok(op) = item.cast::<AudioOpBase>() {
             audio.push((i, op.get().0.clone()));
-        } else if let Some(op) = python_ops::user_op(&item, torch)? {
+        } else if let Some(op) = python.user_op(&item)? {
             user.push((i, op));
         } else {
             let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();

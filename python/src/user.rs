@@ -62,9 +62,60 @@ pub(crate) struct UserSamples {
     /// `"processes"` or `"threads"`.
     mode: &'static str,
     why: &'static str,
-    pool: Option<Arc<WorkerPool>>,
-    /// `nostall._workers.Zygote`, closed with the loader.
-    zygote: Option<Py<PyAny>>,
+    workers: Option<Workers>,
+}
+
+/// Worker processes forked from a zygote (`nostall._workers.Zygote`) that holds the
+/// user's code: their pool, and the zygote, closed with them.
+pub(crate) struct Workers {
+    pub(crate) pool: Arc<WorkerPool>,
+    zygote: Py<PyAny>,
+}
+
+impl Workers {
+    /// Forks a zygote holding `job` (`job(index, seed, memory)`, what a worker runs for
+    /// each request) and starts the pool `config` asks for over it.
+    pub(crate) fn start(
+        py: Python<'_>,
+        job: &Bound<'_, PyAny>,
+        config: WorkerConfig,
+        worker_init_fn: Option<Py<PyAny>>,
+    ) -> PyResult<Workers> {
+        let module = py.import("nostall._workers")?;
+        // Forked with no sample being made in this process's threads: a lock that one of
+        // them held (torch's generator, say) would stay held for ever in the zygote. The
+        // GIL is released while in-flight samples end.
+        py.detach(|| FORK_GUARD.stop_samples());
+        let zygote = module.call_method1("Zygote", (job, config.sample_bytes, worker_init_fn));
+        FORK_GUARD.resume_samples();
+        let zygote = zygote?;
+        let (requests, answers): (i32, i32) = zygote.call_method0("engine_fds")?.extract()?;
+        let spawn = Arc::new(ZygoteSpawn::new(requests, answers));
+        match py.detach(|| WorkerPool::start(config, spawn)) {
+            Ok(pool) => Ok(Workers {
+                pool: Arc::new(pool),
+                zygote: zygote.unbind(),
+            }),
+            Err(e) => {
+                let _ = zygote.call_method0("close");
+                Err(raise(py, e))
+            }
+        }
+    }
+
+    /// The workers' ids, restarts and samples asked again, into `d`.
+    pub(crate) fn metrics(&self, d: &Bound<'_, PyDict>) -> PyResult<()> {
+        let stats = self.pool.stats();
+        d.set_item("pids", stats.pids)?;
+        d.set_item("restarts", stats.restarts)?;
+        d.set_item("retried", stats.retried)
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        let _ = Python::try_attach(|py| self.zygote.bind(py).call_method0("close").map(drop));
+    }
 }
 
 /// Held (shared) by every thread while it makes a sample in this process, and
@@ -125,8 +176,16 @@ impl Drop for Making {
     }
 }
 
-/// The default bound on one sample's `__getitem__`.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Whether this interpreter has the GIL (every one but a free-threaded one with it off).
+pub(crate) fn gil_enabled(py: Python<'_>) -> PyResult<bool> {
+    match py.import("sys")?.getattr("_is_gil_enabled") {
+        Ok(enabled) => enabled.call0()?.extract::<bool>(),
+        Err(_) => Ok(true),
+    }
+}
+
+/// The default bound on one sample's `__getitem__` (and one `ops.Python` call).
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a worker may take to start (fork, connect).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -145,10 +204,7 @@ impl UserSamples {
         let bytes: usize = spec.getattr("bytes")?.extract()?;
         let described: String = spec.call_method0("describe")?.extract()?;
         let code = format!("{name}.__getitem__");
-        let gil = match py.import("sys")?.getattr("_is_gil_enabled") {
-            Ok(enabled) => enabled.call0()?.extract::<bool>()?,
-            Err(_) => true,
-        };
+        let gil = gil_enabled(py)?;
         let (mode, why) = match (args.mode, gil) {
             (Mode::Threads, _) => ("threads", "workers=\"threads\""),
             (Mode::Processes, _) => ("processes", "workers=\"processes\""),
@@ -156,7 +212,7 @@ impl UserSamples {
             (Mode::Auto, false) => ("threads", "the interpreter is free-threaded"),
         };
         let fingerprint = format!("{name} of {len} samples, {described}");
-        let (prep, pool, zygote): (Pipeline, _, _) = match mode {
+        let (prep, workers): (Pipeline, _) = match mode {
             "threads" => {
                 let runner = module.call_method1("Runner", (dataset, &spec))?;
                 let prep = InProcess {
@@ -165,19 +221,9 @@ impl UserSamples {
                     code,
                     fingerprint,
                 };
-                (Pipeline::new(prep), None, None)
+                (Pipeline::new(prep), None)
             }
             _ => {
-                // Forked with no sample being made in this process's threads: a lock
-                // that one of them held (torch's generator, say) would stay held for
-                // ever in the zygote. The GIL is released while in-flight samples end.
-                py.detach(|| FORK_GUARD.stop_samples());
-                let zygote = module.call_method1("Zygote", (dataset, &spec, args.worker_init_fn));
-                FORK_GUARD.resume_samples();
-                let zygote = zygote?;
-                let (requests, answers): (i32, i32) =
-                    zygote.call_method0("engine_fds")?.extract()?;
-                let spawn = Arc::new(ZygoteSpawn::new(requests, answers));
                 let config = WorkerConfig {
                     workers: args.workers.max(1),
                     sample_bytes: bytes,
@@ -187,16 +233,10 @@ impl UserSamples {
                     start_timeout: START_TIMEOUT,
                     code,
                 };
-                let started = py.detach(|| WorkerPool::start(config, spawn));
-                let pool = match started {
-                    Ok(pool) => Arc::new(pool),
-                    Err(e) => {
-                        let _ = zygote.call_method0("close");
-                        return Err(raise(py, e));
-                    }
-                };
-                let prep = WorkerPrep::new(pool.clone(), fingerprint);
-                (Pipeline::new(prep), Some(pool), Some(zygote.unbind()))
+                let job = module.call_method1("dataset_job", (dataset, &spec))?;
+                let workers = Workers::start(py, &job, config, args.worker_init_fn)?;
+                let prep = WorkerPrep::new(workers.pool.clone(), fingerprint);
+                (Pipeline::new(prep), Some(workers))
             }
         };
         let indexed = Indexed::new(name, len);
@@ -210,8 +250,7 @@ impl UserSamples {
             spec: spec.unbind(),
             mode,
             why,
-            pool,
-            zygote,
+            workers,
         };
         Ok((prep, dataset, user))
     }
@@ -231,21 +270,10 @@ impl UserSamples {
         let d = PyDict::new(py);
         d.set_item("mode", self.mode)?;
         d.set_item("why", self.why)?;
-        if let Some(pool) = &self.pool {
-            let stats = pool.stats();
-            d.set_item("pids", stats.pids)?;
-            d.set_item("restarts", stats.restarts)?;
-            d.set_item("retried", stats.retried)?;
+        if let Some(workers) = &self.workers {
+            workers.metrics(&d)?;
         }
         Ok(d)
-    }
-}
-
-impl Drop for UserSamples {
-    fn drop(&mut self) {
-        if let Some(zygote) = self.zygote.take() {
-            let _ = Python::try_attach(|py| zygote.bind(py).call_method0("close").map(drop));
-        }
     }
 }
 

@@ -219,19 +219,29 @@ def test_python_operators_follow_nostalls_with_the_samples_own_draws(photos):
     from nostall import ops
 
     native = [ops.RandomResizedCrop(32), ops.Normalize([0.5] * 3, [0.25] * 3)]
-    runs = [hashes(nostall.Loader(photos, pipeline=native + [ops.Python(noise)], threads=n, **KW))
-            for n in (1, 2, 4)]
-    assert runs[0] == runs[1] == runs[2]
+    runs = {(mode, n): hashes(nostall.Loader(photos, pipeline=native + [ops.Python(noise)], threads=n,
+                                             workers=mode, **KW))
+            for mode in ("threads", "processes") for n in (1, 2, 4)}
+    assert len(set(map(tuple, runs.values()))) == 1, "the same for threads and processes, any count"
+    processes = nostall.Loader(photos, pipeline=native + [ops.Python(noise)], threads=2, workers="processes",
+                               **KW)
+    assert processes.metrics["workers"]["mode"] == "processes"
+    assert len(processes.metrics["workers"]["pids"]) == 2
+    del processes
+    threads = nostall.Loader(photos, pipeline=native + [ops.Python(noise)], threads=2, **KW)
+    assert "workers" not in threads.metrics, "threads unless asked"
+    del threads
     alone = hashes(nostall.Loader(photos, pipeline=native, threads=2, **KW))
-    assert [ids for ids, _ in alone] == [ids for ids, _ in runs[0]] and alone != runs[0]
+    first = runs["threads", 1]
+    assert [ids for ids, _ in alone] == [ids for ids, _ in first] and alone != first
     # A function that changes nothing leaves nostall's pixels as they were: the native
     # operators draw as without it.
     seen = []
     same = hashes(nostall.Loader(photos, pipeline=native + [ops.Python(lambda x: seen.append(type(x)))],
-                                 threads=2, **KW))
+                                 threads=2, workers="threads", **KW))
     assert same == alone and set(seen) == {torch.Tensor}
     arrays = nostall.Loader(photos, pipeline=native + [ops.Python(lambda x: seen.append(type(x)))],
-                            output="numpy", threads=1, **KW)
+                            output="numpy", threads=1, workers="threads", **KW)
     next(iter(arrays))
     assert np.ndarray in seen
     del arrays
@@ -245,6 +255,10 @@ def brighten(pixels, generator):
     return F.adjust_brightness(pixels, factor)
 
 
+def invert(pixels):
+    return 255 - pixels
+
+
 def test_a_python_operator_between_nostalls_gets_the_pixels_in_its_place(photos):
     from nostall import ops
 
@@ -252,20 +266,23 @@ def test_a_python_operator_between_nostalls_gets_the_pixels_in_its_place(photos)
     crop = ops.RandomResizedCrop(32)
     seen = []
 
-    def invert(pixels):
+    def recorded(pixels):
         seen.append((tuple(pixels.shape), pixels.dtype))
         return 255 - pixels
 
-    theirs = hashes(nostall.Loader(photos, pipeline=[crop, ops.Python(invert), norm], threads=2, **KW))
     ours = hashes(nostall.Loader(photos, pipeline=[crop, ops.RandomInvert(1.0), norm], threads=2, **KW))
-    assert theirs == ours and set(seen) == {((3, 32, 32), torch.uint8)}
+    for mode, fn in (("threads", recorded), ("processes", invert)):
+        theirs = hashes(nostall.Loader(photos, pipeline=[crop, ops.Python(fn), norm], threads=2,
+                                       workers=mode, **KW))
+        assert theirs == ours, mode
+    assert set(seen) == {((3, 32, 32), torch.uint8)}
     # Its draws and the native ones after it: the same batches for any thread count.
     mixed = [crop, ops.Python(brighten), ops.RandomGrayscale(0.5), ops.Python(invert), norm]
     runs = [hashes(nostall.Loader(photos, pipeline=mixed, threads=n, **KW)) for n in (1, 2, 4)]
     assert runs[0] == runs[1] == runs[2]
     # NumPy arrays with output="numpy"; a function in each view of a multi-crop.
     arrays = nostall.Loader(photos, pipeline=[crop, ops.Python(lambda x: seen.append(type(x))), norm],
-                            output="numpy", threads=1, **KW)
+                            output="numpy", threads=1, workers="threads", **KW)
     next(iter(arrays))
     assert np.ndarray in seen
     del arrays
@@ -274,24 +291,40 @@ def test_a_python_operator_between_nostalls_gets_the_pixels_in_its_place(photos)
     def flat(loader):
         return [(ids, [v.clone() for v in batch[0]]) for batch, ids in
                 ((b, tuple(loader.last_ids)) for b in loader)]
-    a = flat(nostall.Loader(photos, pipeline=views, threads=2, **KW))
+    a = flat(nostall.Loader(photos, pipeline=views, threads=2, workers="processes", **KW))
     b = flat(nostall.Loader(photos, pipeline=plain, threads=2, **KW))
     assert [ids for ids, _ in a] == [ids for ids, _ in b]
     assert all(torch.equal(x, y) for (_, xs), (_, ys) in zip(a, b) for x, y in zip(xs, ys))
 
 
-def test_a_python_operator_that_fails_names_itself_and_is_skipped_by_policy(photos, monkeypatch):
+def test_python_operator_workers_killed_are_started_again_and_every_sample_comes_once(photos):
+    from nostall import ops
+
+    pipeline = [ops.RandomResizedCrop(32), ops.Python(brighten), ops.Normalize([0.5] * 3, [0.25] * 3)]
+    expected = hashes(nostall.Loader(photos, pipeline=pipeline, threads=2, workers="threads", **KW))
+    # Nothing is made before the iteration (no epoch prepared ahead): the first samples
+    # meet the killed workers.
+    loader = nostall.Loader(photos, pipeline=pipeline, threads=2, overlap_epochs=False, workers="processes",
+                            **KW)
+    for pid in loader.metrics["workers"]["pids"]:
+        os.kill(pid, signal.SIGKILL)
+    assert hashes(loader) == expected
+    assert loader.metrics["workers"]["restarts"] >= 1 and loader.metrics["workers"]["retried"] >= 1
+
+
+@pytest.mark.parametrize("workers", ["threads", "processes"])
+def test_a_python_operator_that_fails_names_itself_and_is_skipped_by_policy(photos, monkeypatch, workers):
     from nostall import _device
     from nostall import ops
 
     def crop(x):
         return x[:, :10]
 
-    loader = nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(crop)], threads=1, **KW)
-    with pytest.raises(nostall.SampleError, match=r"ops.Python\(.*crop\) returned float32\[3, 10, 32\]"):
+    pipeline = [ops.RandomResizedCrop(32), ops.Python(crop)]
+    loader = nostall.Loader(photos, pipeline=pipeline, threads=1, workers=workers, **KW)
+    with pytest.raises(nostall.SampleError, match=r"ops.Python\(.*crop\) failed(.|\n)*returned float32\[3, 10, 32\]"):
         list(loader)
-    skipping = nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(crop)], threads=1,
-                              on_error="skip", **KW)
+    skipping = nostall.Loader(photos, pipeline=pipeline, threads=1, on_error="skip", workers=workers, **KW)
     assert list(skipping) == [] and skipping.metrics["skipped"] == {"user-code": 32}
     with pytest.raises(nostall.ConfigError, match="write the geometric ones"):
         nostall.Loader(photos, pipeline=[ops.Python(noise), ops.RandomResizedCrop(32)])
@@ -300,3 +333,29 @@ def test_a_python_operator_that_fails_names_itself_and_is_skipped_by_policy(phot
         nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(noise)], device="cuda")
     with pytest.raises(TypeError, match="function of the sample"):
         ops.Python(3)
+
+
+EXIT_SCRIPT = """
+import sys, torch, nostall
+from nostall import ops
+
+def noise(sample, generator):
+    return sample + 0.1 * torch.randn(sample.shape, generator=generator)
+
+loader = nostall.Loader(sys.argv[1], batch_size=8, threads=2, workers="threads",
+                        pipeline=[ops.RandomResizedCrop(64), ops.Python(noise)])
+for _ in loader:
+    pass
+# The loader stays a global: its next epoch, begun ahead, runs noise in its threads while
+# the interpreter exits.
+"""
+
+
+def test_a_process_exiting_with_a_loader_in_the_users_code_ends_cleanly(photos):
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, photos], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr[-2000:]

@@ -55,10 +55,31 @@ pub(super) struct Parts {
     pub(super) prep_role: Arc<Mutex<PrepRole>>,
     /// The read times the last epoch's read-ahead had at its last batch, for the next.
     pub(super) carried_reads: Arc<Mutex<Option<CarriedReads>>>,
+    /// The loader's runs, each added as it starts ([`halt_runs`]).
+    pub(super) runs: Arc<Runs>,
 }
 
 /// The epoch started ahead of the consumer, if any.
 pub(super) type Upcoming = Mutex<Option<Running>>;
+
+/// The runs a loader started, while they last.
+pub(super) type Runs = Mutex<Vec<Weak<Shared>>>;
+
+/// Halts every run of `runs` still going and waits (boundedly) for their threads.
+pub(super) fn halt_runs(runs: &Runs) {
+    let live: Vec<Arc<Shared>> = runs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for run in &live {
+        run.halt();
+    }
+    for run in &live {
+        run.wait_for_threads(STOP_GRACE);
+    }
+}
 
 /// [`Shared::progress`]: the run has read its last sample.
 const READ_ALL: u8 = 1;
@@ -298,6 +319,11 @@ impl Running {
             costs: CostLog::default(),
             parts,
         });
+        {
+            let mut runs = shared.parts.runs.lock().unwrap_or_else(|e| e.into_inner());
+            runs.retain(|run| run.strong_count() > 0);
+            runs.push(Arc::downgrade(&shared));
+        }
         // Workers for the roles as they start: prep as the consumer's side last decided,
         // fetch as the bound on reads in flight starts (both move; see `workers::work`).
         shared.want_fetchers();

@@ -18,7 +18,7 @@ use crate::storage::Source;
 use super::balance::Balance;
 use super::budget::{fit, MemoryPlan};
 use super::buffer::Pool;
-use super::epoch::{Parts, Running, Upcoming};
+use super::epoch::{halt_runs, Parts, Running, Runs, Upcoming};
 use super::quarantine::Quarantine;
 use super::readahead::CarriedReads;
 use super::warm::Warmer;
@@ -48,6 +48,8 @@ pub struct Loader {
     prep_role: Arc<Mutex<PrepRole>>,
     /// The read times the last epoch ended with, for the next one's read-ahead.
     carried_reads: Arc<Mutex<Option<CarriedReads>>>,
+    /// Every run started, while it lasts ([`Loader::halt`]).
+    runs: Arc<Runs>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -128,6 +130,7 @@ impl Loader {
             identity: OnceLock::new(),
             totals: Arc::default(),
             upcoming: Arc::new(Mutex::new(None)),
+            runs: Arc::default(),
         })
     }
 
@@ -529,6 +532,15 @@ impl Loader {
         drop(ahead);
     }
 
+    /// Stops every epoch of this loader: the one begun ahead, and any being iterated (it
+    /// yields no more batches), waiting a moment for their threads. What a process about
+    /// to exit does, so that no loader thread is inside an interpreter's code (the
+    /// user's, through a preparer) while the process tears it down.
+    pub fn halt(&self) {
+        self.stop_ahead();
+        halt_runs(&self.runs);
+    }
+
     /// The plan of the epoch of `position` after `history`, dealt as `dealt` says, checked
     /// to hold `position`.
     fn plan_from(
@@ -602,6 +614,7 @@ impl Loader {
             balance: self.balance.clone(),
             prep_role: self.prep_role.clone(),
             carried_reads: self.carried_reads.clone(),
+            runs: self.runs.clone(),
         }
     }
 }

@@ -21,6 +21,10 @@
 //! The seed is the sample's own (drawn from its generator), so what a worker makes does
 //! not depend on which worker made it, nor on how many there are.
 //!
+//! A [`WorkerPool::transform`] is the same exchange over bytes the caller gives: written to
+//! the worker's memory before it is asked, read back after (a function of the user's run
+//! on a sample in a process).
+//!
 //! Wire (little-endian): the worker's hello `b"NSWK"`, its number (`u64`) and token
 //! (`u64`); a request `index: u64, seed: u64`; an answer `status: u8` (0 made, 1 failed)
 //! then `len: u32` and `len` bytes of UTF-8 (the failure in words; at most
@@ -210,6 +214,41 @@ impl WorkerPool {
     /// or every worker asked was lost.
     pub fn make(&self, index: u64, seed: u64, out: &mut [u8]) -> std::result::Result<(), Cause> {
         assert_eq!(out.len(), self.config.sample_bytes, "a sample's slot");
+        self.run(index, seed, out, false)
+    }
+
+    /// Has a worker run request `request` with `seed` over `io`: `io` is written to the
+    /// start of the worker's memory, and read back from it once the worker is done (the
+    /// caller's bytes changed by code in a process: `ops.Python` under the GIL).
+    ///
+    /// # Errors
+    ///
+    /// As [`make`](Self::make).
+    ///
+    /// # Panics
+    ///
+    /// When `io` is longer than [`sample_bytes`](Self::sample_bytes).
+    pub fn transform(
+        &self,
+        request: u64,
+        seed: u64,
+        io: &mut [u8],
+    ) -> std::result::Result<(), Cause> {
+        assert!(
+            io.len() <= self.config.sample_bytes,
+            "more than a worker's memory"
+        );
+        self.run(request, seed, io, true)
+    }
+
+    /// [`make`](Self::make) (`input` false) or [`transform`](Self::transform).
+    fn run(
+        &self,
+        index: u64,
+        seed: u64,
+        out: &mut [u8],
+        input: bool,
+    ) -> std::result::Result<(), Cause> {
         let (number, mut worker) = self.take();
         let mut retries = 0;
         let result = loop {
@@ -220,9 +259,13 @@ impl WorkerPool {
                     Err(why) => break Err(self.cause(format!("its worker cannot start: {why}"))),
                 },
             };
+            let mut current = current;
+            if input {
+                current.memory.bytes_mut()[..out.len()].copy_from_slice(out);
+            }
             match current.ask(index, seed, self.config.timeout) {
                 Ok(None) => {
-                    out.copy_from_slice(current.memory.bytes());
+                    out.copy_from_slice(&current.memory.bytes()[..out.len()]);
                     worker = Some(current);
                     break Ok(());
                 }
@@ -512,25 +555,27 @@ fn random_u64() -> io::Result<u64> {
     Ok(u64::from_le_bytes(bytes))
 }
 
-/// A shared, read-only mapping of a memory file: what its worker wrote.
+/// A shared mapping of a memory file: what its worker wrote, and what a transform gives
+/// it.
 struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory owned by this value; it is only read through
-// `&self`, after its worker said it finished writing.
+// SAFETY: the mapping is plain memory owned by this value; it is read or written only
+// between requests (before asking its worker, after the worker said it finished), by the
+// one thread that holds its worker.
 unsafe impl Send for Mapping {}
 
 impl Mapping {
     fn of(file: &File, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a shared read-only mapping of a file of `len` bytes at an address the
-        // kernel chooses: it aliases nothing of this process.
+        // SAFETY: a shared mapping of a file of `len` bytes at an address the kernel
+        // chooses: it aliases nothing of this process.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
+                libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 file.as_raw_fd(),
                 0,
@@ -546,6 +591,12 @@ impl Mapping {
     fn bytes(&self) -> &[u8] {
         // SAFETY: `len` mapped bytes, alive as long as `self`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` mapped writable bytes, alive as long as `self`, borrowed once; the
+        // worker does not touch them until it is asked.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -636,7 +687,7 @@ mod tests {
 
     /// A worker in Python (the interpreter the tests' machine has): sample `i` is `i`
     /// written in its first 8 bytes; sample 1 fails, 2 kills its worker, 3 hangs, 4 is
-    /// answered out of protocol.
+    /// answered out of protocol, 5 reverses the first 8 bytes it was given.
     const WORKER: &str = r#"
 import mmap, os, socket, struct, sys, time
 number, path, memory, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -654,6 +705,7 @@ while True:
     if i == 2: os._exit(1)
     if i == 3: time.sleep(3600)
     if i == 4: c.sendall(struct.pack("<BI", 7, 0)); continue
+    if i == 5: m[:8] = bytes(reversed(m[:8])); c.sendall(struct.pack("<BI", 0, 0)); continue
     m[:16] = struct.pack("<QQ", i, seed)
     c.sendall(struct.pack("<BI", 0, 0))
 "#;
@@ -725,6 +777,19 @@ while True:
         let stats = pool.stats();
         assert!(stats.pids.iter().all(|&p| p > 0), "{stats:?}");
         assert_eq!(stats.restarts, 8, "{stats:?}"); // 4 lost on sample 2, 4 on sample 4
+    }
+
+    #[test]
+    fn a_transform_gives_the_worker_the_callers_bytes_and_takes_back_its_own() {
+        let pool = pool(1, Duration::from_secs(60));
+        for round in 0..3u8 {
+            let mut io: Vec<u8> = (1..=8).map(|b| b + round).collect();
+            pool.transform(5, 0, &mut io).unwrap();
+            assert_eq!(io, (1..=8).rev().map(|b| b + round).collect::<Vec<u8>>());
+        }
+        let mut out = [0u8; 16];
+        pool.make(9, 1, &mut out).unwrap();
+        assert_eq!(out[..8], 9u64.to_le_bytes());
     }
 
     #[test]
