@@ -265,14 +265,14 @@ def time_model(
 
 
 def analyze(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | Any,
     *,
     model: Callable[[Any, Any], object] | None = None,
     model_rate: float | None = None,
     step_ms: float | None = None,
     device: str | torch.device | None = None,
     batch_size: int = 64,
-    pipeline: str | Sequence[Op] = "train",
+    pipeline: str | Sequence[Op] | None = None,
     image_size: int | None = None,
     dtype: Literal["float32", "uint8"] = "float32",
     layout: Literal["CHW", "HWC"] = "CHW",
@@ -318,8 +318,15 @@ def analyze(
       the command line, which simulates a model by default, Python analyses no model
       unless given one: a made-up G would make a verdict about a model that is not yours.
 
+    ``source`` is a dataset's location, or a map-style ``Dataset`` object as ``Loader``
+    takes one: its ``__getitem__`` runs in worker processes (``max_threads`` of them; F
+    is then nothing to fetch, and its reads are timed as prep in P(n)), with ``model_rate``
+    or ``step_ms`` for G; a Hugging Face ``datasets.Dataset`` without a transform is read
+    from its Arrow buffers, with ``pipeline``.
+
     The configuration analysed takes ``Loader``'s arguments, with the same meaning:
-    ``batch_size``, ``pipeline`` (``"train"``, ``"val"`` or a list of ``nostall.ops``),
+    ``batch_size``, ``pipeline`` (``"train"``, the default, ``"val"`` or a list of
+    ``nostall.ops``),
     ``image_size``, ``dtype``, ``layout``, ``threads`` (prep threads, 2),
     ``fetch_threads`` (2), ``cache`` and ``cache_policy``, ``on_error``, ``fields`` (samples
     as records of named fields: their reads and prep, the captions' tokenization included,

@@ -191,10 +191,11 @@ class DataLoader:
 
             seed = torch.initial_seed()
         source = kwargs.pop("source")
-        self.dataset, self.batch_size, self.num_workers, self.collate_fn = pipeline, batched or batch_size, \
-            num_workers, None
-        self._loader = Loader(source, batch_size=batched or batch_size, seed=seed % (1 << 63),
-                              threads=max(1, num_workers), **kwargs, **loader_kwargs)
+        size = batched if batched is not None else batch_size
+        assert size is not None  # one of them is set (checked above)
+        self.dataset, self.batch_size, self.num_workers, self.collate_fn = pipeline, size, num_workers, None
+        self._loader = Loader(source, batch_size=size, seed=seed % (1 << 63), threads=max(1, num_workers),
+                              **kwargs, **loader_kwargs)
         self._path = {"path": "native", "why": why}
 
     def __iter__(self) -> Iterator[Any]:

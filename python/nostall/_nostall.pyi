@@ -308,7 +308,7 @@ def demo_photos(directory: str | PathLike[str] | None = None) -> str:
     """Writes the built-in demo photographs (ImageFolder, 4 classes) and returns the folder."""
 
 def _analyze(
-    source: str | PathLike[str],
+    source: str | PathLike[str] | Any,
     *,
     model_rate: float | None,
     step_ms: float | None,

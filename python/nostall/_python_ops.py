@@ -83,5 +83,5 @@ class OpsJob:
         shape = dims[:ndim]
         dtype = HEADER_DTYPES[code]
         size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        self.ops[index]._apply(seed, memoryview(memory[HEADER_BYTES:HEADER_BYTES + size]), shape, dtype,
-                               self.torch)
+        sample = memoryview(memory[HEADER_BYTES:HEADER_BYTES + size].data)
+        self.ops[index]._apply(seed, sample, shape, dtype, self.torch)

@@ -93,14 +93,15 @@ def _translate(pipeline: Any) -> dict[str, Any]:
     transform = None
     for stage in stages[1:]:
         f = getattr(stage, "f", None)
-        name = getattr(f, "__name__", None) or getattr(stage, "__name__", type(stage).__name__)
-        args, kw = getattr(stage, "args", ()), getattr(stage, "kw", {}) or {}
+        name = str(getattr(f, "__name__", None) or getattr(stage, "__name__", type(stage).__name__))
+        args: tuple[Any, ...] = tuple(getattr(stage, "args", ()) or ())
+        kw: dict[str, Any] = dict(getattr(stage, "kw", {}) or {})
         if name in PLUMBING or type(stage).__name__ == "StreamingOpen":
             continue
         if name == "_shuffle":
             # WebDataset(shardshuffle=False) leaves a shuffle of a buffer of False: none.
             kwargs["shuffle"] = kwargs["shuffle"] or bool(args and args[0])
-        elif name in ("_decode", "_map") and (name == "_decode" or type(args[0]).__name__ == "Decoder"):
+        elif name == "_decode" or name == "_map" and args and type(args[0]).__name__ == "Decoder":
             if not _decodes_pil(args if name == "_decode" else (args[0],)):
                 raise _Untranslatable("its decode is not PIL's (decode('pil') or 'pilrgb')")
             decoded = True
@@ -125,7 +126,7 @@ def _translate(pipeline: Any) -> dict[str, Any]:
                 raise _Untranslatable("batched() collates with a function of the user's")
             kwargs["batch_size"], kwargs["drop_last"] = size, not kw.get("partial", True)
         else:
-            shown = getattr(f, "__qualname__", name) if f is not None else name
+            shown = str(getattr(f, "__qualname__", name)) if f is not None else name
             raise _Untranslatable(f"its stage {shown.lstrip('_')}{tuple(args) if args else '()'} is not one "
                                   "nostall reads")
     if not decoded:

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use nostall::cache::Capacity;
+use nostall::dataset::LabelColumn;
 use nostall::storage::{Link, ReadMode};
 use nostall_analyze::{self as analyze, ModelRate, Options, Report, RunLength, Subject};
 use pyo3::prelude::*;
@@ -18,9 +19,12 @@ use nostall::prep::image::Layout;
 use nostall::prep::DType;
 use nostall::ErrorPolicy;
 
-use crate::convert::{CacheChoice, CacheSize, ConfigArgs, PipelineArg, Text, ThreadsArg};
+use crate::convert::{
+    CacheChoice, CacheSize, ConfigArgs, PipelineArg, SourceArg, Text, ThreadsArg,
+};
 use crate::errors::{config_error, raise};
 use crate::fields::FieldsArg;
+use crate::{arrow, user};
 
 /// [`analyze::positive`], raised as Python's `ConfigError`.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
@@ -71,7 +75,7 @@ fn model_from_args(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     py: Python<'_>,
-    source: std::path::PathBuf,
+    source: SourceArg,
     model_rate: Option<f64>,
     step_ms: Option<f64>,
     time_model: Option<Bound<'_, PyAny>>,
@@ -133,8 +137,61 @@ pub(crate) fn run(
                 .into(),
         ));
     }
-    let location = source.to_string_lossy().into_owned();
+    let max_threads = max_threads.unwrap_or_else(nostall::pipeline::usable_cores);
+    let (location, object) = match source {
+        SourceArg::One(location) => (location, None),
+        SourceArg::Many(_) => {
+            return Err(config_error(
+                py,
+                "analyze measures one dataset: give one location (or Dataset)".into(),
+            ))
+        }
+        SourceArg::Dataset(object) => {
+            let name = object.bind(py).get_type().name()?.to_string();
+            (name, Some(object))
+        }
+    };
+    let held = match &object {
+        Some(object) => arrow::held_dataset(py, object.bind(py), None, &LabelColumn::Auto)?,
+        None => None,
+    };
+    // A Dataset object's own samples: its __getitem__ in worker processes (as many as the
+    // threads P(n) is measured for), or threads on a free-threaded interpreter.
+    let user_code = object.filter(|_| held.is_none());
+    if user_code.is_some() {
+        let refused = [
+            (
+                args.pipeline.is_some(),
+                "pipeline= (its transform is its own)",
+            ),
+            (args.image_size.is_some(), "image_size="),
+            (fields.is_some(), "fields="),
+            (
+                time_model.is_some(),
+                "model= (timed on batches of images; give model_rate or step_ms)",
+            ),
+        ];
+        if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+            return Err(config_error(
+                py,
+                format!("analyze of a Dataset object with {what} is not supported"),
+            ));
+        }
+    }
     let (mut builder, _) = args.builder(py, location.clone())?;
+    let mut user = None;
+    if let Some(object) = &user_code {
+        let args = user::UserArgs {
+            mode: user::Mode::Auto,
+            workers: max_threads,
+            timeout: None,
+            worker_init_fn: None,
+            seed,
+        };
+        let (pipeline, opened, samples) = user::UserSamples::new(py, object.bind(py), args)?;
+        builder.pipeline(pipeline);
+        user = Some((opened, samples));
+    }
     let mut columns = builder.settings().columns.clone();
     if let Some(fields) = fields {
         let modality = builder
@@ -154,7 +211,6 @@ pub(crate) fn run(
         budget: Duration::from_secs_f64(run_seconds),
         min_epochs: run_epochs,
     });
-    let max_threads = max_threads.unwrap_or_else(nostall::pipeline::usable_cores);
     let link = Link {
         bandwidth: throttle_mbps
             .map(|mbps| positive(py, "throttle_mbps", mbps, false))
@@ -205,7 +261,13 @@ pub(crate) fn run(
     options.validate().map_err(|e| raise(py, e))?;
 
     let subject = py
-        .detach(|| Subject::open(&location, config, read, link, &columns))
+        .detach(|| match (held, &user) {
+            (Some(held), _) => Subject::of_dataset(&location, held, config, ReadMode::Cached, link),
+            (None, Some((opened, _))) => {
+                Subject::of_dataset(&location, opened.clone(), config, ReadMode::Cached, link)
+            }
+            (None, None) => Subject::open(&location, config, read, link, &columns),
+        })
         .map_err(|e| raise(py, e))?;
     let model = match (given_model, time_model) {
         (Some(model), _) => model,

@@ -359,3 +359,15 @@ def test_a_process_exiting_with_a_loader_in_the_users_code_ends_cleanly(photos):
         done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, photos], capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr[-2000:]
+
+
+def test_analyze_measures_a_dataset_objects_getitem_as_prep(photos):
+    report = nostall.analyze(image_folder(photos), step_ms=5, batch_size=8, budget=1, run_seconds=0.5,
+                             max_threads=2)
+    text = str(report)
+    assert "ImageFolder.__getitem__ in 2 worker processes" in text
+    assert "ImageFolder[" in text  # costliest samples named as the Dataset names them
+    with pytest.raises(nostall.ConfigError, match="model_rate or step_ms"):
+        nostall.analyze(image_folder(photos), model=lambda images, labels: None)
+    with pytest.raises(nostall.ConfigError, match="pipeline="):
+        nostall.analyze(image_folder(photos), pipeline="val", step_ms=5)

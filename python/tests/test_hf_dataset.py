@@ -104,3 +104,9 @@ def test_a_dataset_with_a_transform_function_runs_as_user_code_and_says_why(fold
     assert "to_arrays" in loader.metrics["path"]["why"] and "pipeline=" in loader.metrics["path"]["why"]
     first = next(iter(loader))
     assert tuple(first["image"].shape) == (8, 16, 16, 3)
+
+
+def test_analyze_reads_a_datasets_dataset_from_memory(folder):
+    report = str(nostall.analyze(hf(folder), pipeline="val", image_size=48, step_ms=5, batch_size=8, budget=1,
+                                 run_seconds=0.5, max_threads=2))
+    assert "memory (Dataset)" in report and "datasets.Dataset[" in report

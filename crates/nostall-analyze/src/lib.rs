@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use measure::Keep;
 use nostall::cache::CachePolicy;
 use nostall::catalog::Catalog;
-use nostall::dataset::{self, Columns, Format};
+use nostall::dataset::{self, Columns, Dataset, Format};
 use nostall::error::{Error, Result};
 use nostall::pipeline::{Loader, LoaderConfig};
 use nostall::storage::{Link, ReadMode, Source, Throttled};
@@ -89,6 +89,22 @@ impl Subject {
             }
             Err(e) => return Err(e),
         };
+        Subject::of_dataset(location, dataset, config, read, link)
+    }
+
+    /// [`Subject::open`] over a dataset opened by the caller (samples made by a Python
+    /// `Dataset`, or held in its memory), read as `read` says.
+    ///
+    /// # Errors
+    ///
+    /// What [`Loader::new`] returns for a configuration it refuses.
+    pub fn of_dataset(
+        location: &str,
+        dataset: Dataset,
+        config: LoaderConfig,
+        read: ReadMode,
+        link: Option<Link>,
+    ) -> Result<Subject> {
         let source: Arc<dyn Source> = match link {
             Some(link) => Arc::new(Throttled::new(dataset.source.clone(), link)),
             None => dataset.source.clone(),
@@ -96,6 +112,10 @@ impl Subject {
         Loader::new(dataset.catalog.clone(), source.clone(), config.clone())?;
         let mut storage = match (dataset.format, read) {
             _ if location.starts_with("s3://") => format!("object storage ({location})"),
+            (Format::Indexed, _) => {
+                format!("none: {location}'s __getitem__ makes each sample (timed as prep)")
+            }
+            (Format::Held, _) => format!("memory ({location})"),
             (Format::TarShards, ReadMode::Cold) => "local tar shards, read cold".to_string(),
             (Format::TarShards, ReadMode::Cached) => "local tar shards, page cache".to_string(),
             (Format::Parquet, _) => "local Parquet files, page cache".to_string(),
