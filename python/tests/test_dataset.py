@@ -371,3 +371,35 @@ def test_analyze_measures_a_dataset_objects_getitem_as_prep(photos):
         nostall.analyze(image_folder(photos), model=lambda images, labels: None)
     with pytest.raises(nostall.ConfigError, match="pipeline="):
         nostall.analyze(image_folder(photos), pipeline="val", step_ms=5)
+
+
+def test_an_epoch_of_a_dataset_begun_on_two_ranks_ends_on_three_with_each_sample_once(photos):
+    dataset = image_folder(photos)
+    kw = dict(batch_size=4, seed=7, threads=2, workers="processes", drop_last=False)
+
+    def delivered(loader, batches=None):
+        out = []
+        for n, (images, _) in enumerate(loader, 1):
+            out += [(s, hashlib.sha256(images[i].numpy().tobytes()).hexdigest()[:12])
+                    for i, s in enumerate(loader.last_ids)]
+            if n == batches:
+                break
+        return out
+
+    everything = sorted(delivered(nostall.Loader(dataset, **kw)))
+    before, states = [], []
+    for rank in range(2):
+        loader = nostall.Loader(dataset, rank=rank, world_size=2, **kw)
+        before += delivered(loader, batches=1)
+        states.append(loader.state_dict())
+        del loader
+    after = []
+    for rank in range(3):
+        loader = nostall.Loader(dataset, rank=rank, world_size=3, **kw)
+        loader.load_state_dict(states)
+        after += delivered(loader)
+        del loader
+    got = sorted(before + after)
+    for item in everything:
+        got.remove(item)  # each sample, with the augmentation it has alone
+    assert len(got) == -(32 - 8) % 3, "only the padding to a multiple of 3 comes twice"
