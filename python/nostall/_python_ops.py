@@ -2,8 +2,9 @@
 parallel on a free-threaded interpreter), anywhere after the geometric operators (images)
 or the crop (audio).
 
-Where it stands decides what ``fn(sample)`` gets, a view of the sample in the batch
-buffer, as a torch tensor (a NumPy array without torch, or with ``output="numpy"``):
+Where it stands decides what ``fn(sample)`` gets, the sample as a torch tensor (a NumPy
+array without torch, or with ``output="numpy"``) over memory of its own, written back to
+the batch after the call (so a tensor ``fn`` keeps stays valid):
 
 - images, followed by an operator on pixels or ``Normalize``: the 8-bit pixels as
   ``uint8[3, H, W]`` (what torchvision's tensor transforms take);
@@ -79,6 +80,11 @@ class OpsJob:
         self.torch = torch
 
     def __call__(self, index: int, seed: int, memory: np.ndarray) -> None:
+        from ._workers import seed_all
+
+        # The global generators too, in this process of its own: a function drawing from
+        # them draws the same in any worker.
+        seed_all(seed)
         ndim, *dims, code = memory[:48].view("<u8").tolist()
         shape = dims[:ndim]
         dtype = HEADER_DTYPES[code]

@@ -187,11 +187,16 @@ def sample_generator(kind: str = "torch") -> Any:
     return made[kind]
 
 
-def seed_all(seed: int) -> None:
-    """Seeds Python's, NumPy's and (when imported) torch's generators with `seed`, and the
-    sample's own (``sample_generator``)."""
+def seed_sample(seed: int) -> None:
+    """Makes `seed` the sample's own (``sample_generator``) on this thread."""
     _current.seed = seed
     _current.generators = {}
+
+
+def seed_all(seed: int) -> None:
+    """Seeds Python's, NumPy's and (when imported) torch's generators with `seed`, and the
+    sample's own (``sample_generator``): what a worker process does before each sample."""
+    seed_sample(seed)
     random.seed(seed)
     np.random.seed(seed & 0xFFFF_FFFF)
     torch = sys.modules.get("torch")
@@ -207,8 +212,11 @@ class Runner:
         self.spec = spec
 
     def fill(self, index: int, seed: int, out: memoryview) -> None:
-        """Makes sample `index` with `seed` into `out` (its slot)."""
-        seed_all(seed)
+        """Makes sample `index` with `seed` into `out` (its slot). The global generators are
+        left alone: in this process they are the training loop's (its dropout, say), and
+        threads making samples at once would share them; ``sample_generator`` is the
+        sample's."""
+        seed_sample(seed)
         try:
             self.spec.write(self.dataset[index], np.frombuffer(out, dtype=np.uint8))
         finally:
@@ -216,12 +224,19 @@ class Runner:
 
 
 def probe(dataset: Any, seed: int) -> Spec:
-    """The spec of `dataset`'s samples, from its first (made with `seed`)."""
+    """The spec of `dataset`'s samples, from its first (made with `seed`), the global
+    generators left as they were."""
+    torch = sys.modules.get("torch")
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state() if torch else None)
     seed_all(seed)
     try:
         sample = dataset[0]
     finally:
         _current.seed = None
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        if torch is not None:
+            torch.set_rng_state(states[2])
     leaves = _leaves(sample)
     torch_leaves = any(type(leaf).__module__.startswith("torch") for _, leaf in leaves)
     return Spec(sample, torch_leaves)
@@ -230,13 +245,16 @@ def probe(dataset: Any, seed: int) -> Spec:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """This process is killed when the one that forked it ends (Linux)."""
+def _die_with_parent(parent: int) -> None:
+    """This process is killed when `parent`, the single-threaded process that forked it,
+    ends (Linux); it ends now if `parent` already has."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 #: What a worker runs for each request: ``job(index, seed, memory)``, ``memory`` its
@@ -270,7 +288,9 @@ class Zygote:
             try:
                 os.close(requests_w)
                 os.close(answers_r)
-                _die_with_parent()
+                # No parent-death signal here: it is bound to the thread that forked, which
+                # may end long before the loader (one made in a thread pool). The zygote ends
+                # when its request pipe does, with the process that holds the other end.
                 _zygote(requests_r, answers_w, job, memory_bytes, worker_init_fn)
             finally:
                 os._exit(0)
@@ -309,6 +329,7 @@ def _zygote(requests: int, answers: int, job: Job, memory_bytes: int,
     for line in reader:
         try:
             number, socket_path, memory_path, token = line.split()
+            me = os.getpid()
             pid = os.fork()
         except (ValueError, OSError) as e:
             writer.write(f"error {e}\n")
@@ -319,7 +340,7 @@ def _zygote(requests: int, answers: int, job: Job, memory_bytes: int,
             try:
                 reader.close()
                 writer.close()
-                _die_with_parent()
+                _die_with_parent(me)
                 _work(int(number), socket_path, memory_path, int(token), job, memory_bytes,
                       worker_init_fn)
             except BaseException:
@@ -344,11 +365,16 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, job: Job,
         # One thread of torch's own per worker, as the DataLoader's workers: the workers
         # are the parallelism.
         torch.set_num_threads(1)
-    # Connected first: a worker_init_fn that raises then ends the connection at the
-    # first sample (its worker lost, the traceback on stderr), not a start that times out.
+    # Connected first, then ready: a worker_init_fn that raises is the start's failure,
+    # with its traceback, and its time counts against the start's bound, not a sample's.
     connection.sendall(b"NSWK" + struct.pack("<QQ", number, token))
-    if worker_init_fn is not None:
-        worker_init_fn(number)
+    try:
+        if worker_init_fn is not None:
+            worker_init_fn(number)
+    except Exception:
+        _answer(connection, traceback.format_exc())
+        return
+    _answer(connection, None)
     while True:
         request = _receive(connection, 16)
         if request is None:
@@ -357,10 +383,18 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, job: Job,
         try:
             job(index, seed, out)
         except Exception:
-            words = traceback.format_exc().encode("utf-8", "replace")[-MAX_MESSAGE:]
-            connection.sendall(struct.pack("<BI", 1, len(words)) + words)
+            _answer(connection, traceback.format_exc())
         else:
-            connection.sendall(struct.pack("<BI", 0, 0))
+            _answer(connection, None)
+
+
+def _answer(connection: socket.socket, failure: str | None) -> None:
+    """Done (``failure`` None), or failed with ``failure`` (its last ``MAX_MESSAGE`` bytes)."""
+    if failure is None:
+        connection.sendall(struct.pack("<BI", 0, 0))
+        return
+    words = failure.encode("utf-8", "replace")[-MAX_MESSAGE:]
+    connection.sendall(struct.pack("<BI", 1, len(words)) + words)
 
 
 def _receive(connection: socket.socket, n: int) -> bytes | None:

@@ -379,6 +379,12 @@ impl Loader {
             }
             _ => None,
         };
+        if let Some(t) = timeout.filter(|t| !(t.is_finite() && *t > 0.0 && *t <= MAX_TIMEOUT)) {
+            return Err(config_error(
+                py,
+                format!("timeout={t}: give seconds above 0, at most {MAX_TIMEOUT} (a week)"),
+            ));
+        }
         let user_code = user_dataset.is_some() || !python_ops.is_empty();
         if !user_code && (workers.is_some() || timeout.is_some())
             || user_dataset.is_none() && worker_init_fn.is_some()
@@ -524,6 +530,14 @@ impl Loader {
             // and torch's kernels, which release the GIL, and measured faster in the
             // threads than through worker processes (docs/benchmarks.md).
             let processes = workers == Some(user::Mode::Processes);
+            if timeout.is_some() && !processes {
+                return Err(config_error(
+                    py,
+                    "timeout= bounds ops.Python in worker processes (workers=\"processes\"); \
+                     in the loader's threads a call is not bounded"
+                        .into(),
+                ));
+            }
             if processes && !image {
                 return Err(config_error(
                     py,
@@ -1083,6 +1097,9 @@ impl Loader {
         )
     }
 }
+
+/// The longest `timeout=` taken, in seconds.
+const MAX_TIMEOUT: f64 = 7.0 * 24.0 * 3600.0;
 
 /// Every loader made, while it lasts ([`halt_at_exit`]).
 static LIVE: Mutex<Vec<Weak<nostall::Loader>>> = Mutex::new(Vec::new());

@@ -17,7 +17,7 @@ use nostall::rng::Rng;
 use nostall::storage::Indexed;
 use nostall::{Cause, Modality, Pipeline, SampleLayout};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyByteArray, PyDict, PyMemoryView, PyString};
 
 use crate::errors::{config_error, raise};
 
@@ -211,6 +211,15 @@ impl UserSamples {
             (Mode::Auto, true) => ("processes", "the GIL is enabled"),
             (Mode::Auto, false) => ("threads", "the interpreter is free-threaded"),
         };
+        if mode == "threads" && (args.timeout.is_some() || args.worker_init_fn.is_some()) {
+            return Err(config_error(
+                py,
+                format!(
+                    "timeout= and worker_init_fn= are for worker processes, and {name}'s \
+                     __getitem__ runs in the loader's threads ({why})"
+                ),
+            ));
+        }
         let fingerprint = format!("{name} of {len} samples, {described}");
         let (prep, workers): (Pipeline, _) = match mode {
             "threads" => {
@@ -328,9 +337,6 @@ impl Spawn for ZygoteSpawn {
     }
 }
 
-/// `PyBUF_WRITE` of CPython's `memoryobject.h`: a view that may be written.
-const PYBUF_WRITE: std::os::raw::c_int = 0x200;
-
 /// Samples made in the engine's threads by `nostall._workers.Runner.fill`: in parallel
 /// on a free-threaded interpreter, one at a time under the GIL.
 struct InProcess {
@@ -392,9 +398,9 @@ impl Preparer for InProcessPreparer {
     }
 }
 
-/// Runs `call(py, view)` in this prep thread, `view` a writable memoryview of `out` (the
-/// sample's slot, or the part of it the user's code is given), the user's code's failure
-/// its sample's [`Cause::UserCode`] naming `code`.
+/// Runs `call(view)` in this prep thread, `view` a writable memoryview of a copy of `out`
+/// (the sample's slot, or the part of it the user's code is given) that is copied back
+/// after, the user's code's failure its sample's [`Cause::UserCode`] naming `code`.
 pub(crate) fn call_on_slot(
     out: &mut [u8],
     code: &str,
@@ -404,22 +410,21 @@ pub(crate) fn call_on_slot(
     // deadlock with this thread.
     let _not_forking = FORK_GUARD.sample();
     let made = Python::try_attach(|py| -> PyResult<()> {
-        // SAFETY: `out` is valid for writes of its length for this call; the view is
-        // released before the call returns (a NumPy array still holding it would make the
-        // release fail: nostall's runners keep none).
-        let view = unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                pyo3::ffi::PyMemoryView_FromMemory(
-                    out.as_mut_ptr().cast(),
-                    out.len() as pyo3::ffi::Py_ssize_t,
-                    PYBUF_WRITE,
-                ),
-            )?
-        };
-        let called = call(&view);
-        let _ = view.call_method0("release");
-        called
+        // The user's code is given memory Python owns, a copy of `out` copied back after:
+        // a tensor or array it keeps (a cache, a list) then stays valid, as one of the
+        // batch buffer, which the loader reuses and frees, would not.
+        let buffer = PyByteArray::new(py, out);
+        call(PyMemoryView::from(buffer.as_any())?.as_any())?;
+        let made = buffer.to_vec();
+        if made.len() != out.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the sample's {} bytes became {}: change its values, not its size",
+                out.len(),
+                made.len()
+            )));
+        }
+        out.copy_from_slice(&made);
+        Ok(())
     });
     let message = match made {
         Some(Ok(())) => return Ok(()),

@@ -63,11 +63,12 @@ def test_worker_processes_give_the_same_batches_for_any_count_and_after_a_resume
     resumed = nostall.Loader(dataset, threads=3, workers="processes", **KW)
     resumed.load_state_dict(state)
     assert hashes(resumed) == runs[1][1:]
-    # One thread in this process (no next epoch begun beside it) gives what the workers
-    # give: the transform draws from torch's global generator, which threads share.
-    alone = nostall.Loader(dataset, threads=1, workers="threads", overlap_epochs=False, **KW)
-    assert alone.metrics["workers"]["mode"] == "threads"
-    assert hashes(alone) == runs[1]
+    # Making a loader reads dataset[0] with the sample's seed, and puts the global
+    # generators back as they were.
+    torch.manual_seed(11)
+    state = torch.get_rng_state()
+    nostall.Loader(dataset, threads=1, workers="processes", **KW)
+    assert torch.equal(torch.get_rng_state(), state)
 
 
 class Drawing(torch.utils.data.Dataset):
@@ -84,7 +85,11 @@ class Drawing(torch.utils.data.Dataset):
 
 
 def test_threads_give_the_same_batches_for_any_count_with_the_samples_generator():
+    # The training loop's generators are its own: threads making samples do not seed them.
+    torch.manual_seed(11)
+    state = torch.get_rng_state()
     runs = [hashes(nostall.Loader(Drawing(), threads=n, workers="threads", **KW)) for n in (1, 2, 4)]
+    assert torch.equal(torch.get_rng_state(), state)
     assert runs[0] == runs[1] == runs[2]
     processes = hashes(nostall.Loader(Drawing(), threads=2, workers="processes", **KW))
     assert processes == runs[0]
@@ -403,3 +408,44 @@ def test_an_epoch_of_a_dataset_begun_on_two_ranks_ends_on_three_with_each_sample
     for item in everything:
         got.remove(item)  # each sample, with the augmentation it has alone
     assert len(got) == -(32 - 8) % 3, "only the padding to a multiple of 3 comes twice"
+
+
+def test_worker_settings_are_checked_and_a_failing_worker_init_fn_is_named(photos):
+    dataset = image_folder(photos)
+
+    def broken(number):
+        raise RuntimeError(f"no database for worker {number}")
+
+    with pytest.raises(nostall.ConfigError, match=r"(?s)its start failed.*no database for worker 0"):
+        nostall.Loader(dataset, threads=1, workers="processes", worker_init_fn=broken, **KW)
+    for bad in (-1.0, 0.0, float("nan"), float("inf"), 1e12):
+        with pytest.raises(nostall.ConfigError, match="timeout="):
+            nostall.Loader(dataset, threads=1, workers="processes", timeout=bad, **KW)
+    with pytest.raises(nostall.ConfigError, match="for worker processes"):
+        nostall.Loader(dataset, threads=1, workers="threads", timeout=5.0, **KW)
+
+
+def test_a_python_operator_may_keep_its_sample_and_draw_from_the_global_generators(photos):
+    from nostall import ops
+
+    kept = []
+
+    def keep(sample):
+        kept.append(sample)
+        return sample * 2
+
+    pipeline = [ops.RandomResizedCrop(32), ops.Python(keep)]
+    loader = nostall.Loader(photos, pipeline=pipeline, threads=1, workers="threads", shuffle=False,
+                            overlap_epochs=False, batch_size=8)
+    first = next(iter(loader))[0].clone()
+    del loader
+    # What it kept is memory of its own (holding the sample it returned, written there
+    # before the batch took it), not the freed batch buffer's.
+    assert torch.equal(torch.stack(kept[:8]), first)
+
+    def jitter(sample):  # torch's global generator, seeded per sample in a worker
+        return sample + torch.rand(sample.shape)
+
+    runs = [hashes(nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(jitter)], threads=n,
+                                  workers="processes", **KW)) for n in (1, 2)]
+    assert runs[0] == runs[1]

@@ -26,7 +26,8 @@
 //! on a sample in a process).
 //!
 //! Wire (little-endian): the worker's hello `b"NSWK"`, its number (`u64`) and token
-//! (`u64`); a request `index: u64, seed: u64`; an answer `status: u8` (0 made, 1 failed)
+//! (`u64`), then an answer once it is ready (its start, the user's `worker_init_fn`, done
+//! or failed); a request `index: u64, seed: u64`; an answer `status: u8` (0 made, 1 failed)
 //! then `len: u32` and `len` bytes of UTF-8 (the failure in words; at most
 //! [`MAX_MESSAGE`]).
 
@@ -274,8 +275,8 @@ impl WorkerPool {
                     break Err(self.cause(failure));
                 }
                 Err(Lost::Hung) => {
-                    // SAFETY: kill takes any pid; a hung worker still runs (its parent,
-                    // the spawner, reaps it once it is gone), so the pid is still its.
+                    // SAFETY: kill takes any pid; a hung worker has not ended (its
+                    // connection is open, so its pid is not another process's yet).
                     unsafe { libc::kill(current.pid as libc::pid_t, libc::SIGKILL) };
                     self.lost(current);
                     break Err(self.cause(format!(
@@ -340,24 +341,35 @@ impl WorkerPool {
     /// Starts worker `number` and waits for its connection.
     fn start_worker(&self, number: usize) -> std::result::Result<Worker, String> {
         let _one_at_a_time = self.starting.lock().unwrap_or_else(|e| e.into_inner());
-        let memory_path = self.dir.join(format!("memory-{number}"));
+        let token = random_u64().map_err(|e| format!("no random token: {e}"))?;
+        // A file of its own each start: a worker killed as hung may still hold the last.
+        let memory_path = self.dir.join(format!("memory-{number}-{token:016x}"));
         let file = File::options()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&memory_path)
-            .and_then(|f| f.set_len(self.config.sample_bytes as u64).map(|()| f))
             .map_err(|e| format!("its memory {}: {e}", memory_path.display()))?;
-        let memory = Mapping::of(&file, self.config.sample_bytes)
-            .map_err(|e| format!("its memory cannot be mapped: {e}"))?;
-        let token = random_u64().map_err(|e| format!("no random token: {e}"))?;
+        let memory = allocate(&file, self.config.sample_bytes)
+            .and_then(|()| Mapping::of(&file, self.config.sample_bytes));
+        let memory = memory.map_err(|e| {
+            let _ = std::fs::remove_file(&memory_path);
+            format!(
+                "its memory of {} bytes in {}: {e}",
+                self.config.sample_bytes,
+                self.dir.display()
+            )
+        })?;
         let socket = self.dir.join("workers.sock");
-        let pid = self
+        let started = self
             .spawn
             .spawn(number, &socket, &memory_path, token)
-            .map_err(|e| format!("cannot be started: {e}"))?;
-        let connection = self.accept(number, token, pid)?;
+            .map_err(|e| format!("cannot be started: {e}"))
+            .and_then(|pid| Ok((pid, self.accept(number, token, pid)?)));
+        // Mapped by both once connected (or never to be): nothing left behind in /dev/shm
+        // by a process that ends without dropping the pool.
+        let _ = std::fs::remove_file(&memory_path);
+        let (pid, connection) = started?;
         self.pids.lock().unwrap_or_else(|e| e.into_inner())[number] = pid;
         Ok(Worker {
             number,
@@ -399,23 +411,39 @@ impl WorkerPool {
             }
             let said = u64::from_le_bytes(hello[4..12].try_into().expect("8 bytes"));
             let said_token = u64::from_le_bytes(hello[12..20].try_into().expect("8 bytes"));
-            if &hello[..4] == b"NSWK" && said == number as u64 && said_token == token {
-                return Ok(connection);
+            if &hello[..4] != b"NSWK" || said != number as u64 || said_token != token {
+                continue;
             }
+            // Then its start (the user's worker_init_fn): ready, or why not.
+            let worker = Worker {
+                number,
+                pid,
+                connection,
+                memory: Mapping::empty(),
+            };
+            return match worker.answer(deadline) {
+                Ok(None) => Ok(worker.connection),
+                Ok(Some(failure)) => Err(format!("its start failed: {failure}")),
+                Err(Lost::Hung) => {
+                    // SAFETY: as in `lost`: it has not answered, so it still runs.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                    Err(format!(
+                        "process {pid} did not start within {:.0} s",
+                        self.config.start_timeout.as_secs_f64()
+                    ))
+                }
+                Err(Lost::Gone(e)) => Err(format!("process {pid} ended while starting: {e}")),
+            };
         }
     }
 }
 
 impl Drop for WorkerPool {
     fn drop(&mut self) {
-        for place in self.idle().iter_mut() {
-            let Place::Idle(worker) = std::mem::replace(place, Place::ToStart) else {
-                continue;
-            };
-            // Its connection closing ends it; a worker stuck in user code is killed.
-            // SAFETY: as in `lost`.
-            unsafe { libc::kill(worker.pid as libc::pid_t, libc::SIGKILL) };
-        }
+        // An idle worker ends when its connection closes (it waits for a request); none
+        // is signalled, for one that ended since it was last asked may have left its pid
+        // to another process. A busy one is its prep thread's, which the loader stopped.
+        self.idle().clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -432,7 +460,12 @@ impl Worker {
         request[..8].copy_from_slice(&index.to_le_bytes());
         request[8..].copy_from_slice(&seed.to_le_bytes());
         send_all(&self.connection, &request).map_err(Lost::Gone)?;
-        let deadline = Instant::now() + timeout;
+        self.answer(Instant::now() + timeout)
+    }
+
+    /// The worker's next answer, by `deadline`: `Ok(None)` done, `Ok(Some(words))`
+    /// failed.
+    fn answer(&self, deadline: Instant) -> std::result::Result<Option<String>, Lost> {
         let mut header = [0u8; 5];
         self.read_within(&mut header, deadline)?;
         let len = u32::from_le_bytes(header[1..].try_into().expect("4 bytes")) as usize;
@@ -568,6 +601,14 @@ struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
+    /// No memory (a worker while it starts).
+    fn empty() -> Mapping {
+        Mapping {
+            ptr: NonNull::dangling(),
+            len: 0,
+        }
+    }
+
     fn of(file: &File, len: usize) -> io::Result<Mapping> {
         // SAFETY: a shared mapping of a file of `len` bytes at an address the kernel
         // chooses: it aliases nothing of this process.
@@ -602,8 +643,21 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if self.len == 0 {
+            return; // `empty`: nothing mapped
+        }
         // SAFETY: the mapping made in `of`, unmapped once.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Gives `file` `len` bytes of memory now: a full `/dev/shm` is then this error, not a
+/// `SIGBUS` when the bytes are first written.
+fn allocate(file: &File, len: usize) -> io::Result<()> {
+    // SAFETY: a valid descriptor of a file opened for writing.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) } {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
     }
 }
 
@@ -694,6 +748,7 @@ number, path, memory, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sy
 c = socket.socket(socket.AF_UNIX); c.connect(path)
 m = mmap.mmap(os.open(memory, os.O_RDWR), 0)
 c.sendall(b"NSWK" + struct.pack("<QQ", number, token))
+c.sendall(struct.pack("<BI", 0, 0))
 while True:
     r = b""
     while len(r) < 16:

@@ -201,8 +201,19 @@ impl AudioPipeline {
                         f.name()
                     )));
                 }
+                let log_after = ops[place..]
+                    .iter()
+                    .any(|op| matches!(op, AudioOp::Log { .. }));
                 match mel_at {
                     Some(mel) if place < mel => pipeline.on_waveform.push((place, f.clone())),
+                    Some(_) if log_after => {
+                        return Err(Error::Config(format!(
+                            "Python({}) between MelSpectrogram and Log: Log is folded into the \
+                             spectrogram, so write the function before MelSpectrogram (the \
+                             waveform) or after Log (the sample as delivered)",
+                            f.name()
+                        )))
+                    }
                     _ => pipeline.on_sample.push((place, f.clone())),
                 }
                 continue;

@@ -628,7 +628,23 @@ fn a_function_runs_on_the_waveform_before_the_spectrogram_and_on_the_sample_afte
     assert!(plain.iter().zip(&negated).all(|(a, b)| *a == -*b));
     let shapes = negate.shapes.lock().unwrap();
     assert_eq!(shapes[0].len(), 3, "[channels, mels, frames]: {shapes:?}");
-    // Before the crop: refused.
+    // Between the spectrogram and Log (folded into it), and before the crop: refused.
+    let (_, between) = recorded(|_| {});
+    let log = AudioOp::Log { offset: 1e-6 };
+    let refused = AudioPipeline::new(vec![
+        AudioOp::resample(16_000),
+        AudioOp::RandomCrop { length: 4_000 },
+        spectrogram(),
+        between,
+        log,
+    ])
+    .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("between MelSpectrogram and Log"),
+        "{refused}"
+    );
     let (_, early) = recorded(|_| {});
     let refused = AudioPipeline::new(vec![early, AudioOp::RandomCrop { length: 10 }]).unwrap_err();
     assert!(refused.to_string().contains("before the crop"), "{refused}");
