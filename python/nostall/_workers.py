@@ -23,6 +23,7 @@ file, and answers requests (``nostall::prep::workers``).
 from __future__ import annotations
 
 import ctypes
+import gc
 import mmap
 import os
 import random
@@ -223,23 +224,81 @@ class Runner:
             _current.seed = None
 
 
-def probe(dataset: Any, seed: int) -> Spec:
+def probe(dataset: Any, seed: int, in_child: bool) -> Spec:
     """The spec of `dataset`'s samples, from its first (made with `seed`), the global
-    generators left as they were."""
+    generators left as they were. `in_child`: made in a process forked for it, so that
+    nothing ``__getitem__`` opens lazily (an h5py or LMDB handle, which must not be
+    shared across a fork) is held here when the zygote forks."""
+    if in_child:
+        return _probe_in_child(dataset, seed)
     torch = sys.modules.get("torch")
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state() if torch else None)
+    try:
+        return _spec_of_first(dataset, seed)
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        if torch is not None:
+            torch.set_rng_state(states[2])
+
+
+def _spec_of_first(dataset: Any, seed: int) -> Spec:
     seed_all(seed)
     try:
         sample = dataset[0]
     finally:
         _current.seed = None
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        if torch is not None:
-            torch.set_rng_state(states[2])
     leaves = _leaves(sample)
     torch_leaves = any(type(leaf).__module__.startswith("torch") for _, leaf in leaves)
     return Spec(sample, torch_leaves)
+
+
+def _probe_in_child(dataset: Any, seed: int) -> Spec:
+    """`_spec_of_first` in a forked process, its spec (or exception) sent back pickled."""
+    import pickle
+
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()  # as for the zygote
+    try:
+        pid = os.fork()
+    except BaseException:
+        gc.unfreeze()
+        os.close(read)
+        os.close(write)
+        raise
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read)
+            try:
+                made: Any = ("spec", _spec_of_first(dataset, seed))
+            except Exception as e:
+                made = ("raised", e, traceback.format_exc())
+            try:
+                data = pickle.dumps(made)
+            except Exception:
+                data = pickle.dumps(("raised", RuntimeError(made[-1] if made[0] == "raised" else
+                                                            "the first sample's spec cannot be sent"), ""))
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    gc.unfreeze()
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        data = answer.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError("the process reading the Dataset's first sample ended without an answer "
+                           "(it crashed: see its output above)")
+    made = pickle.loads(data)
+    if made[0] == "raised":
+        raise made[1]
+    return made[1]
 
 
 _PR_SET_PDEATHSIG = 1
@@ -283,7 +342,18 @@ class Zygote:
         answers_r, answers_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        # Everything made so far is frozen for the zygote and its workers: their garbage
+        # collections never walk it (an extension's object can be unsafe to touch after
+        # a fork: workers crashed collecting such objects), and its pages stay shared
+        # with this process instead of being written by the collector.
+        gc.freeze()
+        try:
+            pid = os.fork()
+        except BaseException:
+            gc.unfreeze()
+            raise
+        if pid != 0:
+            gc.unfreeze()
         if pid == 0:  # the zygote
             try:
                 os.close(requests_w)

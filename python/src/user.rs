@@ -200,9 +200,6 @@ impl UserSamples {
         let len = dataset.len()?;
         let name = dataset.get_type().name()?.to_string();
         let module = py.import("nostall._workers")?;
-        let spec = module.call_method1("probe", (dataset, args.seed))?;
-        let bytes: usize = spec.getattr("bytes")?.extract()?;
-        let described: String = spec.call_method0("describe")?.extract()?;
         let code = format!("{name}.__getitem__");
         let gil = gil_enabled(py)?;
         let (mode, why) = match (args.mode, gil) {
@@ -211,6 +208,20 @@ impl UserSamples {
             (Mode::Auto, true) => ("processes", "the GIL is enabled"),
             (Mode::Auto, false) => ("threads", "the interpreter is free-threaded"),
         };
+        // For worker processes, the first sample is read in a process forked for it (as
+        // the zygote is, with no sample being made in this process's threads), so that
+        // what `__getitem__` opens is not shared by the workers.
+        let in_child = mode == "processes";
+        if in_child {
+            py.detach(|| FORK_GUARD.stop_samples());
+        }
+        let spec = module.call_method1("probe", (dataset, args.seed, in_child));
+        if in_child {
+            FORK_GUARD.resume_samples();
+        }
+        let spec = spec?;
+        let bytes: usize = spec.getattr("bytes")?.extract()?;
+        let described: String = spec.call_method0("describe")?.extract()?;
         if mode == "threads" && (args.timeout.is_some() || args.worker_init_fn.is_some()) {
             return Err(config_error(
                 py,

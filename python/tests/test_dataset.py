@@ -449,3 +449,28 @@ def test_a_python_operator_may_keep_its_sample_and_draw_from_the_global_generato
     runs = [hashes(nostall.Loader(photos, pipeline=[ops.RandomResizedCrop(32), ops.Python(jitter)], threads=n,
                                   workers="processes", **KW)) for n in (1, 2)]
     assert runs[0] == runs[1]
+
+
+class Lazy(torch.utils.data.Dataset):
+    """Opens its "database" at its first __getitem__, as h5py and LMDB datasets do."""
+
+    def __init__(self):
+        self.handle = None
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if self.handle is None:
+            self.handle = os.getpid()
+        return torch.full((2,), float(i)), self.handle
+
+
+def test_worker_processes_open_what_getitem_opens_themselves():
+    dataset = Lazy()
+    loader = nostall.Loader(dataset, threads=2, workers="processes", batch_size=4, shuffle=False)
+    # The first sample, read to learn the samples' shapes, was made in a process of its
+    # own: nothing was opened here for the workers to share.
+    assert dataset.handle is None
+    openers = {int(pid) for _, pids in loader for pid in pids}
+    assert os.getpid() not in openers and openers <= set(loader.metrics["workers"]["pids"])

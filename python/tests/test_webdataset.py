@@ -15,6 +15,10 @@ from torchvision import transforms as T
 
 import nostall
 
+# Imported at collection, before test_dataset.py's worker processes fork: its objects
+# were what those workers' garbage collections crashed on before the zygote froze them.
+wds = pytest.importorskip("webdataset")
+
 TRANSFORM = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])
 
 
@@ -33,24 +37,14 @@ def shards(photos, tmp_path_factory):
     return str(root / "shard-{000000..000001}.tar")
 
 
-@pytest.fixture(scope="module")
-def wds():
-    """webdataset, imported when these tests run rather than when pytest collects them:
-    imported at collection, it made the worker processes of test_dataset.py (forked
-    later in the same pytest process) die in torch.manual_seed (docs/roadmap.md)."""
-    return pytest.importorskip("webdataset")
-
-
 def theirs(urls, shuffle=False):
-    import webdataset as wds
-
     ds = wds.WebDataset(urls, shardshuffle=False)
     if shuffle:
         ds = ds.shuffle(100)
     return ds.decode("pil").to_tuple("jpg", "cls").map_tuple(TRANSFORM, None)
 
 
-def test_a_translatable_pipeline_runs_natively_with_webdatasets_samples(shards, wds):
+def test_a_translatable_pipeline_runs_natively_with_webdatasets_samples(shards):
     loader = nostall.DataLoader(theirs(shards), batch_size=8, num_workers=2)
     assert loader.metrics["path"]["path"] == "native"
     ours = [(x.clone(), y.clone()) for x, y in loader]
@@ -68,7 +62,7 @@ def test_a_translatable_pipeline_runs_natively_with_webdatasets_samples(shards, 
     assert labels == sorted(torch.cat([y for _, y in ours]).tolist())
 
 
-def test_stages_nostall_cannot_read_are_named(shards, wds):
+def test_stages_nostall_cannot_read_are_named(shards):
     cases = [
         (theirs(shards).map(lambda sample: sample), "stage"),
         (wds.WebDataset(shards, shardshuffle=False).decode("torchrgb").to_tuple("jpg", "cls")

@@ -170,16 +170,7 @@ impl Source for LocalFiles {
             true => self.read_file(&self.catalog.path(id), out),
             false => self.read_record(id, out),
         };
-        match read {
-            Ok(()) => {
-                self.served.count(out.len() as u64);
-                Ok(())
-            }
-            Err(cause) => {
-                out.clear();
-                Err(cause)
-            }
-        }
+        self.served.settle(read, out)
     }
 
     fn location(&self, id: SampleId) -> String {

@@ -127,16 +127,7 @@ impl Source for Held {
                 read_regular_file(path, self.max_bytes, ReadMode::Cached, out)
             }
         };
-        match read {
-            Ok(()) => {
-                self.served.count(out.len() as u64);
-                Ok(())
-            }
-            Err(cause) => {
-                out.clear();
-                Err(cause)
-            }
-        }
+        self.served.settle(read, out)
     }
 
     fn tier(&self, _id: SampleId) -> Tier {

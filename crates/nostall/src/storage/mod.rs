@@ -186,6 +186,20 @@ impl Served {
         self.requests.fetch_add(1, Relaxed);
     }
 
+    /// A read's end: `out` counted when it succeeded, emptied when it failed.
+    pub(crate) fn settle(&self, read: Result<(), Cause>, out: &mut Vec<u8>) -> Result<(), Cause> {
+        match read {
+            Ok(()) => {
+                self.count(out.len() as u64);
+                Ok(())
+            }
+            Err(cause) => {
+                out.clear();
+                Err(cause)
+            }
+        }
+    }
+
     /// What was served so far.
     pub(crate) fn stats(&self) -> SourceStats {
         use std::sync::atomic::Ordering::Relaxed;
