@@ -129,7 +129,7 @@ class DataLoader:
         from ._webdataset import is_webdataset
 
         if is_webdataset(dataset):
-            self._from_webdataset(dataset, batch_size, shuffle, num_workers, seed, loader_kwargs)
+            self._from_webdataset(dataset, batch_size, shuffle, num_workers, seed, generator, loader_kwargs)
             return
         if batch_size is None:
             raise ConfigError("batch_size=None (samples one at a time): nostall loads batches; "
@@ -140,9 +140,7 @@ class DataLoader:
         if seed is None:
             seed = order.pop("seed", None)
         if seed is None:
-            import torch
-
-            seed = (generator.initial_seed() if generator is not None else torch.initial_seed())
+            seed = _default_seed(generator)
         order.pop("seed", None)
         self.dataset = dataset
         self.batch_size = batch_size
@@ -168,7 +166,8 @@ class DataLoader:
                           "workers": self._loader.metrics["workers"]["mode"]}
 
     def _from_webdataset(self, pipeline: Any, batch_size: int | None, shuffle: bool | None,
-                         num_workers: int, seed: int | None, loader_kwargs: dict[str, Any]) -> None:
+                         num_workers: int, seed: int | None, generator: Any,
+                         loader_kwargs: dict[str, Any]) -> None:
         """A webdataset pipeline: nostall's Loader over its shards when it translates
         (``_webdataset``), else a ``ConfigError`` naming the stage that keeps it from it."""
         from . import Loader
@@ -187,9 +186,7 @@ class DataLoader:
                               "batch_size=None, or by batch_size= without one")
         kwargs.setdefault("drop_last", False)
         if seed is None:
-            import torch
-
-            seed = torch.initial_seed()
+            seed = _default_seed(generator)
         source = kwargs.pop("source")
         size = batched if batched is not None else batch_size
         assert size is not None  # one of them is set (checked above)
@@ -229,6 +226,14 @@ class DataLoader:
     def loader(self) -> Any:
         """The ``nostall.Loader`` underneath."""
         return self._loader
+
+
+def _default_seed(generator: Any) -> int:
+    """The seed of a DataLoader given none: its ``generator``'s initial seed, else torch's
+    (what the DataLoader's shuffle would draw from)."""
+    import torch
+
+    return int(generator.initial_seed() if generator is not None else torch.initial_seed())
 
 
 def _is_default_collate(fn: Any) -> bool:

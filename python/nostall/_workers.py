@@ -253,18 +253,33 @@ def _spec_of_first(dataset: Any, seed: int) -> Spec:
     return Spec(sample, torch_leaves)
 
 
+def _fork() -> int:
+    """``os.fork()`` for a child that runs the user's code (the zygote, the probe), this
+    process's output flushed first. Everything made so far is frozen for the child: its
+    garbage collections (and its workers') never walk it, for an extension's object can be
+    unsafe to touch after a fork (workers crashed collecting such objects), and its pages
+    stay shared with this process instead of being written by the collector."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    try:
+        pid = os.fork()
+    except BaseException:
+        gc.unfreeze()
+        raise
+    if pid != 0:
+        gc.unfreeze()
+    return pid
+
+
 def _probe_in_child(dataset: Any, seed: int) -> Spec:
     """`_spec_of_first` in a forked process, its spec (or exception) sent back pickled."""
     import pickle
 
     read, write = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    gc.freeze()  # as for the zygote
     try:
-        pid = os.fork()
+        pid = _fork()
     except BaseException:
-        gc.unfreeze()
         os.close(read)
         os.close(write)
         raise
@@ -287,7 +302,6 @@ def _probe_in_child(dataset: Any, seed: int) -> Spec:
             code = 1
         finally:
             os._exit(code)
-    gc.unfreeze()
     os.close(write)
     with os.fdopen(read, "rb") as answer:
         data = answer.read()
@@ -340,20 +354,7 @@ class Zygote:
     def __init__(self, job: Job, memory_bytes: int, worker_init_fn: Callable[[int], None] | None):
         requests_r, requests_w = os.pipe()
         answers_r, answers_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Everything made so far is frozen for the zygote and its workers: their garbage
-        # collections never walk it (an extension's object can be unsafe to touch after
-        # a fork: workers crashed collecting such objects), and its pages stay shared
-        # with this process instead of being written by the collector.
-        gc.freeze()
-        try:
-            pid = os.fork()
-        except BaseException:
-            gc.unfreeze()
-            raise
-        if pid != 0:
-            gc.unfreeze()
+        pid = _fork()
         if pid == 0:  # the zygote
             try:
                 os.close(requests_w)

@@ -503,14 +503,16 @@ impl Loader {
         if !mixture.is_empty() {
             builder.mixture(mixture.clone());
         }
+        // Worker processes for the user's code: one per prep thread asked for, else a core.
+        let worker_count = match builder.settings().threads {
+            nostall::pipeline::Threads::Count(n) => n,
+            _ => nostall::pipeline::usable_cores(),
+        };
         let mut user = None;
         if let Some(dataset) = &user_dataset {
             let args = user::UserArgs {
                 mode: workers.unwrap_or(user::Mode::Auto),
-                workers: match builder.settings().threads {
-                    nostall::pipeline::Threads::Count(n) => n,
-                    _ => nostall::pipeline::usable_cores(),
-                },
+                workers: worker_count,
                 timeout,
                 worker_init_fn,
                 seed: builder.settings().plan.seed,
@@ -547,14 +549,10 @@ impl Loader {
                 ));
             }
             if processes {
-                let count = match builder.settings().threads {
-                    nostall::pipeline::Threads::Count(n) => n,
-                    _ => nostall::pipeline::usable_cores(),
-                };
                 let timeout =
                     timeout.map_or(user::DEFAULT_TIMEOUT, std::time::Duration::from_secs_f64);
                 let bytes = config.pipeline.layout().bytes();
-                python.start_workers(py, count, bytes, timeout)?;
+                python.start_workers(py, worker_count, bytes, timeout)?;
             }
         }
         let mut job = JobBuilder::new(builder);
@@ -1028,11 +1026,7 @@ impl Loader {
             d.set_item("workers", user.metrics(py)?)?;
         }
         if let Some(workers) = self.python_ops.as_ref().and_then(|p| p.workers()) {
-            let m = PyDict::new(py);
-            m.set_item("mode", "processes")?;
-            m.set_item("why", "workers=\"processes\"")?;
-            workers.metrics(&m)?;
-            d.set_item("workers", m)?;
+            d.set_item("workers", workers.metrics(py, "workers=\"processes\"")?)?;
         }
         if let Some(shared) = &self.shared {
             let (group, members) = shared.group();

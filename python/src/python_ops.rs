@@ -15,7 +15,7 @@ use nostall::prep::DType;
 use nostall::Cause;
 use pyo3::prelude::*;
 
-use crate::user::{call_on_slot, Workers};
+use crate::user::{call_on_slot, Workers, START_TIMEOUT};
 
 /// Bytes before a sample in a worker's memory: `ndim`, 4 dims, the type's number
 /// (`HEADER_BYTES` of `_python_ops`).
@@ -89,7 +89,7 @@ impl PythonOps {
             workers: count.max(1),
             sample_bytes: HEADER_BYTES + bytes,
             timeout,
-            start_timeout: Duration::from_secs(60),
+            start_timeout: START_TIMEOUT,
             code: "ops.Python".into(),
         };
         let workers = Workers::start(py, &job, config, None)?;

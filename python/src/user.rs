@@ -82,13 +82,9 @@ impl Workers {
         worker_init_fn: Option<Py<PyAny>>,
     ) -> PyResult<Workers> {
         let module = py.import("nostall._workers")?;
-        // Forked with no sample being made in this process's threads: a lock that one of
-        // them held (torch's generator, say) would stay held for ever in the zygote. The
-        // GIL is released while in-flight samples end.
-        py.detach(|| FORK_GUARD.stop_samples());
-        let zygote = module.call_method1("Zygote", (job, config.sample_bytes, worker_init_fn));
-        FORK_GUARD.resume_samples();
-        let zygote = zygote?;
+        let zygote = with_no_sample_in_flight(py, || {
+            module.call_method1("Zygote", (job, config.sample_bytes, worker_init_fn))
+        })?;
         let (requests, answers): (i32, i32) = zygote.call_method0("engine_fds")?.extract()?;
         let spawn = Arc::new(ZygoteSpawn::new(requests, answers));
         match py.detach(|| WorkerPool::start(config, spawn)) {
@@ -103,13 +99,28 @@ impl Workers {
         }
     }
 
-    /// The workers' ids, restarts and samples asked again, into `d`.
-    pub(crate) fn metrics(&self, d: &Bound<'_, PyDict>) -> PyResult<()> {
+    /// `metrics["workers"]`: processes, `why`, their ids, restarts and samples asked
+    /// again.
+    pub(crate) fn metrics<'py>(&self, py: Python<'py>, why: &str) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("mode", "processes")?;
+        d.set_item("why", why)?;
         let stats = self.pool.stats();
         d.set_item("pids", stats.pids)?;
         d.set_item("restarts", stats.restarts)?;
-        d.set_item("retried", stats.retried)
+        d.set_item("retried", stats.retried)?;
+        Ok(d)
     }
+}
+
+/// Runs `fork` (Python that forks this process) with no sample being made in this
+/// process's threads: a lock that one of them held (torch's generator, say) would stay
+/// held for ever in the child. The GIL is released while in-flight samples end.
+fn with_no_sample_in_flight<T>(py: Python<'_>, fork: impl FnOnce() -> T) -> T {
+    py.detach(|| FORK_GUARD.stop_samples());
+    let forked = fork();
+    FORK_GUARD.resume_samples();
+    forked
 }
 
 impl Drop for Workers {
@@ -187,8 +198,8 @@ pub(crate) fn gil_enabled(py: Python<'_>) -> PyResult<bool> {
 /// The default bound on one sample's `__getitem__` (and one `ops.Python` call).
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// How long a worker may take to start (fork, connect).
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a worker may take to start (fork, connect, its `worker_init_fn`).
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl UserSamples {
     /// The pipeline and dataset that run `dataset`'s `__getitem__` for the engine.
@@ -208,20 +219,6 @@ impl UserSamples {
             (Mode::Auto, true) => ("processes", "the GIL is enabled"),
             (Mode::Auto, false) => ("threads", "the interpreter is free-threaded"),
         };
-        // For worker processes, the first sample is read in a process forked for it (as
-        // the zygote is, with no sample being made in this process's threads), so that
-        // what `__getitem__` opens is not shared by the workers.
-        let in_child = mode == "processes";
-        if in_child {
-            py.detach(|| FORK_GUARD.stop_samples());
-        }
-        let spec = module.call_method1("probe", (dataset, args.seed, in_child));
-        if in_child {
-            FORK_GUARD.resume_samples();
-        }
-        let spec = spec?;
-        let bytes: usize = spec.getattr("bytes")?.extract()?;
-        let described: String = spec.call_method0("describe")?.extract()?;
         if mode == "threads" && (args.timeout.is_some() || args.worker_init_fn.is_some()) {
             return Err(config_error(
                 py,
@@ -231,6 +228,16 @@ impl UserSamples {
                 ),
             ));
         }
+        // For worker processes, the first sample is read in a process forked for it (as
+        // the zygote is), so that what `__getitem__` opens is not shared by the workers.
+        let in_child = mode == "processes";
+        let probe = || module.call_method1("probe", (dataset, args.seed, in_child));
+        let spec = match in_child {
+            true => with_no_sample_in_flight(py, probe),
+            false => probe(),
+        }?;
+        let bytes: usize = spec.getattr("bytes")?.extract()?;
+        let described: String = spec.call_method0("describe")?.extract()?;
         let fingerprint = format!("{name} of {len} samples, {described}");
         let (prep, workers): (Pipeline, _) = match mode {
             "threads" => {
@@ -287,12 +294,12 @@ impl UserSamples {
     /// `metrics["workers"]`: how the user's code runs and why; with processes, their ids
     /// and restarts.
     pub(crate) fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(workers) = &self.workers {
+            return workers.metrics(py, self.why);
+        }
         let d = PyDict::new(py);
         d.set_item("mode", self.mode)?;
         d.set_item("why", self.why)?;
-        if let Some(workers) = &self.workers {
-            workers.metrics(&d)?;
-        }
         Ok(d)
     }
 }
