@@ -1,5 +1,6 @@
-//! Hostile files: every bad sample is skipped and counted by cause, or stops the loader
-//! with a message naming it; never a panic, a hang, or a silently short batch.
+//! Hostile files and settings: every bad sample is skipped and counted by cause, or stops
+//! the loader with a message naming it; every setting past its bounds is refused when
+//! read; never a panic, a hang, or a silently short batch.
 
 mod common;
 
@@ -10,9 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{config, jpeg, loader, picture};
+use nostall::pipeline::{LoaderBuilder, PipelineSetting};
+use nostall::prep::args::Value;
 use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
+use nostall::prep::mix::MixArgs;
 use nostall::storage::{LocalFiles, ReadMode, Source, SourceStats};
-use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader};
+use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, Op};
 
 const GOOD: usize = 13;
 
@@ -639,4 +643,133 @@ fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
             }
         }
     }
+}
+
+/// What `pipeline` (as the `pipeline=` setting takes it) and `mix` make of a loader's
+/// configuration: its error, where they are refused.
+fn refusal(pipeline: &str, mix: Option<MixArgs>) -> Option<Error> {
+    let setting: PipelineSetting = match pipeline.parse() {
+        Ok(setting) => setting,
+        Err(e) => return Some(e),
+    };
+    let mut builder = LoaderBuilder::new("unread");
+    builder.settings_mut().pipeline = setting;
+    builder.mix(mix);
+    builder.config().err()
+}
+
+/// Settings that once allocated without bound (aborting the process) or cost seconds a
+/// sample are refused when read, by a config error naming the operator, the argument
+/// and the bound.
+#[test]
+fn settings_past_their_bounds_are_refused_before_anything_is_allocated() {
+    let mixup = |num_classes| MixArgs {
+        num_classes,
+        ..MixArgs::default()
+    };
+    let cases: [(&str, Option<MixArgs>, &[&str]); 12] = [
+        (
+            "[CenterCrop(8), GaussianBlur(1000000001)]",
+            None,
+            &["GaussianBlur", "kernel_size", "1023"],
+        ),
+        (
+            "[CenterCrop(8), GaussianBlur(99999)]",
+            None,
+            &["GaussianBlur", "kernel_size", "1023"],
+        ),
+        (
+            "[CenterCrop(8), RandAugment(num_ops=1000000000)]",
+            None,
+            &["RandAugment", "num_ops", "64"],
+        ),
+        (
+            "[CenterCrop(8), TimmRandAugment('rand-m9-n4000000000')]",
+            None,
+            &["TimmRandAugment", "config", "n4000000000", "64"],
+        ),
+        (
+            "[CenterCrop(8), AugMix(mixture_width=1000000000)]",
+            None,
+            &["AugMix", "mixture_width", "64"],
+        ),
+        (
+            "[CenterCrop(8), AugMix(chain_depth=1000000000)]",
+            None,
+            &["AugMix", "chain_depth", "64"],
+        ),
+        (
+            "[CenterCrop(8), TimmRandomErasing(max_count=4000000000)]",
+            None,
+            &["TimmRandomErasing", "max_count", "64"],
+        ),
+        (
+            "[CenterCrop(8)]",
+            Some(mixup(1_000_000_000)),
+            &["Mixup", "num_classes", "2^24"],
+        ),
+        (
+            "[CenterCrop(8)]",
+            Some(mixup(1 << 62)),
+            &["Mixup", "num_classes", "2^24"],
+        ),
+        (
+            "[Channels(1), Resample(16000, rolloff=1e-300), RandomCrop(16000)]",
+            None,
+            &["Resample", "lowpass_filter_width", "rolloff"],
+        ),
+        (
+            "[Channels(1), Resample(16000, lowpass_filter_width=1024), RandomCrop(16000)]",
+            None,
+            &["Resample", "lowpass_filter_width", "2^27"],
+        ),
+        (
+            "[Channels(1), Resample(16000), RandomCrop(1048576), \
+             MelSpectrogram(sample_rate=16000, n_fft=65536, hop_length=1, n_mels=1)]",
+            None,
+            &["MelSpectrogram", "hop_length", "2^30"],
+        ),
+    ];
+    for (pipeline, mix, words) in cases {
+        let error = refusal(pipeline, mix).unwrap_or_else(|| panic!("{pipeline} is taken"));
+        let message = error.to_string();
+        assert!(matches!(error, Error::Config(_)), "{pipeline}: {error:?}");
+        for word in words {
+            assert!(message.contains(word), "{pipeline}: {message}");
+        }
+    }
+    // At their bounds, they are taken.
+    for (pipeline, mix) in [
+        ("[CenterCrop(8), GaussianBlur(1023)]", None),
+        ("[CenterCrop(8), RandAugment(num_ops=64)]", None),
+        ("[CenterCrop(8), TimmRandAugment('rand-m9-n64')]", None),
+        ("[CenterCrop(8), AugMix(mixture_width=21)]", None),
+        ("[CenterCrop(8), TimmRandomErasing(max_count=64)]", None),
+        ("[CenterCrop(8)]", Some(mixup(1 << 24))),
+        (
+            "[Channels(1), Resample(16000), RandomCrop(1048576), \
+             MelSpectrogram(sample_rate=16000, n_fft=512, hop_length=1, n_mels=1)]",
+            None,
+        ),
+    ] {
+        assert!(refusal(pipeline, mix).is_none(), "{pipeline} is refused");
+    }
+}
+
+/// Lists of operators nested without bound (a loop wrapping an operator again and again,
+/// as Python may) are refused past the text form's depth, before running, writing or
+/// dropping them recurses past the stack.
+#[test]
+fn operators_nested_past_the_text_forms_depth_are_refused() {
+    let wrap = |op: Op| Op::call("RandomApply", vec![Value::Ops(vec![op])], vec![]);
+    let mut op = Op::call("RandomInvert", vec![], vec![]).unwrap();
+    for _ in 0..4 {
+        op = wrap(op).unwrap();
+    }
+    let error = wrap(op).unwrap_err();
+    assert!(matches!(error, Error::Config(_)), "{error:?}");
+    assert!(
+        error.to_string().contains("RandomApply: transforms nests"),
+        "{error}"
+    );
 }

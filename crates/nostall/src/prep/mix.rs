@@ -63,7 +63,7 @@ pub struct MixArgs {
     pub correct_lam: bool,
     /// Label smoothing of the soft labels.
     pub label_smoothing: f64,
-    /// Classes (the soft labels' width).
+    /// Classes (the soft labels' width), 1 to [`MAX_CLASSES`].
     pub num_classes: usize,
 }
 
@@ -82,6 +82,12 @@ impl Default for MixArgs {
         }
     }
 }
+
+/// The most classes the soft labels have. Each batch carries a row of `num_classes`
+/// floats a sample, so this bounds a batch's labels (64 MiB a sample) while leaving the
+/// largest label sets trained with dense targets (ImageNet-21k's 21 841 classes, face
+/// identities in the millions) room to spare.
+pub const MAX_CLASSES: usize = 1 << 24;
 
 /// MixUp and CutMix over a loader's batches of images.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,8 +153,12 @@ impl Mix {
                 ));
             }
         }
-        if args.num_classes == 0 {
-            return bad("num_classes must be at least 1".into());
+        if !(1..=MAX_CLASSES).contains(&args.num_classes) {
+            return bad(format!(
+                "num_classes {} must be at least 1 and at most 2^24 (a soft-label row of \
+                 2^24 classes is 64 MiB a sample); give the dataset's number of classes",
+                args.num_classes
+            ));
         }
         Ok(Mix { args, layout })
     }

@@ -12,7 +12,7 @@
 //! a command line may say `pipeline="[Resize(256), CenterCrop(224)]"`.
 //!
 //! The text may come from another process. Reading it allocates in proportion to its
-//! length, recurses only into lists of operators and at most [`MAX_DEPTH`] deep (a tuple
+//! length, recurses only into lists of operators and at most [`MAX_NESTING`] deep (a tuple
 //! holds numbers only), and validates every operator it makes.
 
 use std::fmt;
@@ -20,6 +20,7 @@ use std::str::FromStr;
 
 use super::args::{Args, Keywords, Kind, Param, Value};
 use super::audio::{AudioOp, MelArgs, MelScale, ResampleQuality, ResampleWindow};
+use super::image::op::MAX_NESTING;
 use super::image::{Declaration, Op, DECLARATIONS};
 use crate::error::{Error, Result};
 
@@ -35,14 +36,15 @@ pub enum Operators {
     Views(Vec<Vec<Op>>),
 }
 
-/// The audio operators' names (`CenterCrop` is both: `length=` makes it audio's).
-const AUDIO: [&str; 6] = [
-    "Channels",
-    "Resample",
-    "RandomCrop",
-    "CenterCrop",
-    "MelSpectrogram",
-    "Log",
+/// The audio operators, each with its parameters (`CenterCrop` is both audio's and
+/// images': `length=` makes it audio's).
+pub(crate) const AUDIO: [(&str, &[Param]); 6] = [
+    ("Channels", audio_params::CHANNELS),
+    ("Resample", audio_params::RESAMPLE),
+    ("RandomCrop", audio_params::CROP),
+    ("CenterCrop", audio_params::CROP),
+    ("MelSpectrogram", audio_params::MEL),
+    ("Log", audio_params::LOG),
 ];
 
 impl Operators {
@@ -83,14 +85,14 @@ impl FromStr for Operators {
         }
         let calls = Reader::new(text).pipeline()?;
         let image = |c: &Call<'_>| Declaration::find(c.name).is_some();
-        let audio = |c: &Call<'_>| AUDIO.contains(&c.name);
+        let audio = |c: &Call<'_>| AUDIO.iter().any(|(name, _)| *name == c.name);
         if let Some(call) = calls.iter().find(|c| !image(c) && !audio(c)) {
             let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
             return Err(Error::Config(format!(
                 "unknown operator {:?}: the image operators are {}; the audio operators are {}",
                 call.name,
                 names.join(", "),
-                AUDIO.join(", ")
+                AUDIO.map(|(name, _)| name).join(", ")
             )));
         }
         let audio_only = calls.iter().find(|c| !image(c));
@@ -213,9 +215,6 @@ impl fmt::Display for AudioOp {
         }
     }
 }
-
-/// How deep lists of operators may nest (`RandomApply([RandomChoice([...])])`).
-const MAX_DEPTH: usize = 4;
 
 /// One operator as written: its name and its arguments, each by position (no key) or by
 /// keyword.
@@ -437,9 +436,9 @@ impl<'a> Reader<'a> {
 
     /// A list of image operators, `[Op(...), ...]`, each made and checked.
     fn operators(&mut self) -> Result<Value> {
-        if self.depth == MAX_DEPTH {
+        if self.depth == MAX_NESTING {
             return Err(self.error(&format!(
-                "no more than {MAX_DEPTH} levels of lists of operators"
+                "no more than {MAX_NESTING} levels of lists of operators"
             )));
         }
         self.depth += 1;
@@ -560,15 +559,21 @@ mod audio_params {
 
 fn audio_op(call: Call<'_>) -> Result<AudioOp> {
     let name = call.name;
-    let (params, operator): (&'static [Param], &'static str) = match name {
-        "Channels" => (audio_params::CHANNELS, "Channels"),
-        "Resample" => (audio_params::RESAMPLE, "Resample"),
-        "RandomCrop" => (audio_params::CROP, "RandomCrop"),
-        "CenterCrop" => (audio_params::CROP, "CenterCrop"),
-        "MelSpectrogram" => (audio_params::MEL, "MelSpectrogram"),
-        _ => (audio_params::LOG, "Log"),
-    };
     let (positional, keywords) = call.split()?;
+    audio_call(name, positional, keywords)
+}
+
+/// The audio operator `name` (one of [`AUDIO`]) with these arguments, by position then
+/// by keyword, checked.
+pub(crate) fn audio_call(
+    name: &str,
+    positional: Vec<Value>,
+    keywords: Keywords,
+) -> Result<AudioOp> {
+    let (operator, params) = AUDIO
+        .into_iter()
+        .find(|(operator, _)| *operator == name)
+        .ok_or_else(|| Error::Config(format!("unknown audio operator {name:?}")))?;
     let args = Args::bind(operator, params, positional, keywords)?;
     let optional_int = |param| {
         if args.is_none(param) {

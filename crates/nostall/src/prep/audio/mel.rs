@@ -196,9 +196,12 @@ impl MelSpec {
         }
     }
 
-    /// Frames for a signal of `len` samples (centred: one per hop, plus one).
+    /// Frames for a signal of `len` samples (centred: one per hop, plus one), as
+    /// `torch.stft(center=True)` makes them: the signal padded by `n_fft / 2` (rounded
+    /// down) each side, one frame of `n_fft` every hop that fits (an odd `n_fft` fits one
+    /// fewer where the hop divides `len`).
     pub fn frames(&self, len: usize) -> usize {
-        len / self.hop_length + 1
+        (len + 2 * (self.n_fft / 2)).saturating_sub(self.n_fft) / self.hop_length + 1
     }
 
     pub(crate) fn validate(&self, len: usize) -> Result<()> {

@@ -39,6 +39,12 @@ use crate::rng::{derive, Rng};
 /// recording in a dataset of clips is a mistake, and decoding it holds the whole of it.
 pub const DEFAULT_MAX_SECONDS: u32 = 600;
 
+/// The most values a sample's spectrogram puts through the FFT, over its frames and
+/// channels: its work, which its size does not bound (a hop of 1 sample makes a frame of
+/// `n_fft` values for each sample of the crop). The longest crop, 2^28 samples, of one
+/// channel at a hop of half `n_fft` takes half of it; the log-mel presets take 160 400.
+const MAX_TRANSFORMED: usize = 1 << 30;
+
 /// One step of an audio pipeline. A pipeline takes them in this order, each at most once:
 /// `Channels`, `Resample`, a crop (required: it fixes the length), `MelSpectrogram`, `Log`.
 #[derive(Debug, Clone, PartialEq)]
@@ -273,6 +279,19 @@ impl AudioPipeline {
                  that samples can be batched"
                     .into(),
             ));
+        }
+        if let Some(mel) = &pipeline.mel {
+            let transformed = pipeline.channels * mel.frames(pipeline.length) * mel.n_fft;
+            if transformed > MAX_TRANSFORMED {
+                return Err(Error::Config(format!(
+                    "MelSpectrogram: {} frames of n_fft {} over {} channels put {transformed} \
+                     values through the FFT a sample, more than the 2^30 a sample may: take \
+                     a longer hop_length, a smaller n_fft or a shorter crop",
+                    mel.frames(pipeline.length),
+                    mel.n_fft,
+                    pipeline.channels
+                )));
+            }
         }
         Ok(pipeline)
     }

@@ -23,14 +23,22 @@
 use std::f64::consts::PI;
 use std::ops::Range;
 
+use super::decode::MAX_RATE;
 use crate::error::{Error, Result};
+
+/// The most taps a filter may hold over all its phases (512 MiB of f32): a worker builds
+/// one for each source rate it meets, before it resamples a sample. torchaudio's filters
+/// (its default, width 6 at roll-off 0.99; `kaiser_best`, 64 at 0.9476) need at most 9
+/// and 104 million, for a file at a rate coprime to the target's.
+const MAX_TAPS: f64 = (1u64 << 27) as f64;
 
 /// How sharp the anti-aliasing filter is: torchaudio's parameters, same defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct ResampleQuality {
     /// Zero crossings of the sinc kept on each side (torchaudio's
-    /// `lowpass_filter_width`, default 6). Wider is sharper and slower.
+    /// `lowpass_filter_width`, default 6). Wider is sharper, slower and a larger filter:
+    /// `lowpass_width / rolloff` is at most 87.4.
     pub lowpass_width: u32,
     /// Cut-off as a fraction of the lower Nyquist frequency (default 0.99).
     pub rolloff: f64,
@@ -104,16 +112,33 @@ impl ResampleQuality {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        if !(1..=1024).contains(&self.lowpass_width) {
-            return Err(Error::Config(format!(
-                "resample lowpass_width {} must be between 1 and 1024 zero crossings",
-                self.lowpass_width
-            )));
+        // Its upper bound is the filter's size, below.
+        if self.lowpass_width == 0 {
+            return Err(Error::Config(
+                "Resample: lowpass_filter_width 0: keep at least 1 zero crossing".into(),
+            ));
         }
         if !(self.rolloff > 0.0 && self.rolloff <= 1.0) {
             return Err(Error::Config(format!(
-                "resample rolloff {} must lie in (0, 1]",
+                "Resample: rolloff {} must lie in (0, 1]",
                 self.rolloff
+            )));
+        }
+        // A phase keeps the taps within `lowpass_width` zero crossings of its centre,
+        // `lowpass_width / rolloff · from / min(from, to)` either side, and there are `to`
+        // phases: `2 · lowpass_width / rolloff · max(from, to)` taps in all, the rates
+        // reduced by their gcd. A file's rate coprime to the target's leaves them as
+        // they are, up to the highest rate a file may have.
+        let taps = 2.0 * f64::from(self.lowpass_width) / self.rolloff * f64::from(MAX_RATE);
+        if taps > MAX_TAPS {
+            return Err(Error::Config(format!(
+                "Resample: lowpass_filter_width {} at rolloff {} builds filters of up to \
+                 {taps:.0} taps (for a file at a rate coprime to the target's), more than the \
+                 2^27 (512 MiB) a filter may hold; keep lowpass_filter_width / rolloff at \
+                 most {:.1} (torchaudio's kaiser_best is 64 / 0.9476)",
+                self.lowpass_width,
+                self.rolloff,
+                MAX_TAPS / (2.0 * f64::from(MAX_RATE))
             )));
         }
         if let ResampleWindow::Kaiser { beta } = self.window {
@@ -387,6 +412,25 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_coprime_rate_builds_the_filter_the_bound_assumes() {
+        // 2 · lowpass_width / rolloff · max(from, to) taps, the rates being coprime.
+        for (from, to) in [(44_101, 16_000), (16_000, 44_101)] {
+            let quality = ResampleQuality::default();
+            let taps = Resampler::new(from, to, quality).taps() as f64;
+            let assumed = 2.0 * 6.0 / 0.99 * 44_101.0;
+            assert!((taps / assumed - 1.0).abs() < 0.01, "{from} → {to}: {taps}");
+        }
+        let too_wide = ResampleQuality::kaiser(88, 1.0, KAISER_BETA);
+        assert!(too_wide
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("2^27"));
+        let kaiser_best = ResampleQuality::kaiser(64, 0.947_593_716_739_959_6, KAISER_BETA);
+        assert!(kaiser_best.validate().is_ok());
+    }
 
     #[test]
     fn equal_rates_pass_the_signal_through() {

@@ -649,3 +649,130 @@ fn a_function_runs_on_the_waveform_before_the_spectrogram_and_on_the_sample_afte
     let refused = AudioPipeline::new(vec![early, AudioOp::RandomCrop { length: 10 }]).unwrap_err();
     assert!(refused.to_string().contains("before the crop"), "{refused}");
 }
+
+/// The pipeline that runs `op`: the fewest operators around it that make one.
+fn around(op: &AudioOp) -> Vec<AudioOp> {
+    let mono = AudioOp::Channels(1);
+    let crop = AudioOp::RandomCrop { length: 800 };
+    match op {
+        AudioOp::Channels(_) => vec![op.clone(), crop],
+        AudioOp::Resample { .. } => vec![mono, op.clone(), crop],
+        AudioOp::RandomCrop { .. } | AudioOp::CenterCrop { .. } => vec![mono, op.clone()],
+        AudioOp::MelSpectrogram(spec) => vec![
+            mono,
+            AudioOp::resample(spec.sample_rate),
+            AudioOp::RandomCrop {
+                length: spec.n_fft.max(800),
+            },
+            op.clone(),
+        ],
+        AudioOp::Log { .. } => vec![
+            mono,
+            AudioOp::resample(16_000),
+            crop,
+            AudioOp::MelSpectrogram(MelSpec {
+                n_fft: 256,
+                n_mels: 16,
+                ..MelSpec::new(16_000)
+            }),
+            op.clone(),
+        ],
+        AudioOp::User(_) => unreachable!("no text makes a function"),
+    }
+}
+
+/// Every audio operator's every parameter at and past its edges, and given the wrong
+/// kind, as the image operators' are: refused with a config error naming the operator, or
+/// made into an operator that prepares a real clip and returns, its sample and its
+/// spectrogram's work within their bounds (nothing is timed).
+#[test]
+fn every_audio_argument_at_its_edges_is_refused_or_runs_bounded() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    use crate::prep::args::Value;
+    use crate::prep::image::op::extremes::extremes;
+    use crate::prep::text::{audio_call, AUDIO};
+    let (mut accepted, mut refused) = (0, 0);
+    for (name, params) in AUDIO {
+        for param in params {
+            for value in extremes(param.kind) {
+                let mut keywords = vec![(param.name.to_string(), value.clone())];
+                // The required parameter (a crop's length, a rate) where it is not the one
+                // tried.
+                if let Some(required) = params.iter().find(|p| p.default.is_none()) {
+                    if required.name != param.name {
+                        keywords.push((required.name.to_string(), Value::Int(16_000)));
+                    }
+                }
+                let case = format!("{name}({}={value})", param.name);
+                let op = match audio_call(name, vec![], keywords) {
+                    Ok(op) => op,
+                    Err(Error::Config(message)) => {
+                        let lower = message.to_lowercase();
+                        assert!(lower.contains(&name.to_lowercase()), "{case}: {message}");
+                        refused += 1;
+                        continue;
+                    }
+                    Err(other) => panic!("{case}: not a config error: {other:?}"),
+                };
+                let pipeline = match AudioPipeline::new(around(&op)) {
+                    Ok(pipeline) => pipeline,
+                    Err(Error::Config(_)) => {
+                        refused += 1;
+                        continue;
+                    }
+                    Err(other) => panic!("{case}: not a config error: {other:?}"),
+                };
+                accepted += 1;
+                let bytes = pipeline.layout().bytes();
+                assert!(bytes <= 1 << 30, "{case}: a sample of {bytes} bytes");
+                if let Some(mel) = &pipeline.mel {
+                    let transformed = pipeline.channels * mel.frames(pipeline.length) * mel.n_fft;
+                    assert!(transformed <= MAX_TRANSFORMED, "{case}");
+                }
+                // Samples past 4 MiB are bounded by the batch's check, not worth running.
+                if bytes > 1 << 22 {
+                    continue;
+                }
+                let channels = u16::try_from(pipeline.channels).unwrap();
+                let clip = wav(22_050, channels, 1, 16, &ramp(4410 * usize::from(channels)));
+                let values = catch_unwind(AssertUnwindSafe(|| prepare(&pipeline, &clip, 1)))
+                    .unwrap_or_else(|_| panic!("{case} panicked"))
+                    .unwrap_or_else(|e| panic!("{case}: {e}"));
+                assert_eq!(values.len() * 4, bytes, "{case}");
+            }
+        }
+    }
+    assert!(
+        accepted > 50 && refused > 500,
+        "{accepted} accepted, {refused} refused"
+    );
+}
+
+#[test]
+fn an_odd_n_fft_makes_torchs_frames_and_runs() {
+    // torch.stft(center=True) pads n_fft // 2 each side and fits a frame every hop:
+    // 1 + (len + 2 · (n_fft // 2) − n_fft) // hop, one fewer for an odd n_fft.
+    let odd = MelSpec {
+        n_fft: 3,
+        win_length: 3,
+        hop_length: 1,
+        n_mels: 4,
+        ..MelSpec::new(16_000)
+    };
+    let even = MelSpec {
+        n_fft: 4,
+        win_length: 4,
+        ..odd
+    };
+    assert_eq!((odd.frames(10), even.frames(10)), (10, 11));
+    let pipeline = AudioPipeline::new(vec![
+        AudioOp::Channels(1),
+        AudioOp::resample(16_000),
+        AudioOp::RandomCrop { length: 10 },
+        AudioOp::MelSpectrogram(odd),
+    ])
+    .unwrap();
+    let values = prepare(&pipeline, &wav(16_000, 1, 1, 16, &ramp(10)), 0).unwrap();
+    assert_eq!(values.len(), 4 * 10);
+}

@@ -254,3 +254,85 @@ fn a_pair_blends_alike_at_any_alignment() {
     assert_eq!((&shifted[1..81], &shifted[82..]), (&a[..], &b[..]));
     assert_ne!(&a[..], &values[..80]);
 }
+
+/// Every argument at and past its edges, one at a time: refused with a config error that
+/// names it, or taken, and then a batch mixes and its labels are `num_classes` wide.
+#[test]
+fn every_argument_at_its_edges_is_refused_or_mixes_a_batch() {
+    let floats = [
+        0.0,
+        -0.0,
+        0.5,
+        1.0,
+        -1.0,
+        2.0,
+        1e-300,
+        1e300,
+        f64::MAX,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    let mut cases: Vec<(&str, MixArgs)> = Vec::new();
+    let with = |set: &dyn Fn(&mut MixArgs)| {
+        let mut args = MixArgs {
+            num_classes: 8,
+            ..MixArgs::default()
+        };
+        set(&mut args);
+        args
+    };
+    for v in floats {
+        cases.push(("mixup_alpha", with(&|a| a.mixup_alpha = v)));
+        cases.push(("cutmix_alpha", with(&|a| a.cutmix_alpha = v)));
+        cases.push(("prob", with(&|a| a.prob = v)));
+        cases.push(("switch_prob", with(&|a| a.switch_prob = v)));
+        cases.push(("label_smoothing", with(&|a| a.label_smoothing = v)));
+        for w in floats {
+            cases.push(("cutmix_minmax", with(&|a| a.cutmix_minmax = Some((v, w)))));
+        }
+    }
+    for n in [
+        0,
+        1,
+        MAX_CLASSES,
+        MAX_CLASSES + 1,
+        1_000_000_000,
+        1 << 62,
+        usize::MAX,
+    ] {
+        cases.push(("num_classes", with(&|a| a.num_classes = n)));
+    }
+    let (mut taken, mut refused) = (0, 0);
+    for (name, args) in cases {
+        let case = format!("{name} in {args:?}");
+        let m = match Mix::new(args.clone(), Layout::Chw) {
+            Ok(m) => m,
+            Err(Error::Config(message)) => {
+                assert!(message.contains(name), "{case}: {message}");
+                refused += 1;
+                continue;
+            }
+            Err(other) => panic!("{case}: {other:?}"),
+        };
+        taken += 1;
+        assert!(m.num_classes() <= MAX_CLASSES, "{case}");
+        // Labels as wide as the bound (64 MiB a row) are bounded, not worth making here.
+        if m.num_classes() > 1000 {
+            continue;
+        }
+        let mut data = samples(4);
+        let targets = m.apply(
+            &mut data,
+            &[3, 4, 6],
+            DType::F32,
+            &[0, 1, 2, 3],
+            &mut Rng::new(3),
+        );
+        assert_eq!(targets.len(), 4 * m.num_classes(), "{case}");
+    }
+    assert!(
+        taken > 30 && refused > 100,
+        "{taken} taken, {refused} refused"
+    );
+}

@@ -45,7 +45,7 @@ pub(crate) use wav::data_layout as wav_data_layout;
 
 /// Sample rates above this are not audio a model trains on; a header declaring one is
 /// damaged or hostile.
-const MAX_RATE: u32 = 768_000;
+pub(crate) const MAX_RATE: u32 = 768_000;
 /// Channels beyond this likewise.
 const MAX_CHANNELS: usize = 64;
 

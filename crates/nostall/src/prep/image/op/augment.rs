@@ -232,11 +232,22 @@ pub(super) const BINS: Param = Param::with_default(
     "how many magnitudes each augmentation's range is split into (at least 2)",
 );
 
+/// The most magnitude bins: torch computes a bin's magnitude from its index in 32-bit
+/// floats, which hold every index exactly only up to 2^24 (and torchvision allocates a
+/// table of the bins for each augmentation).
+const MAX_BINS: usize = 1 << 24;
+
 /// The `num_magnitude_bins` argument.
 pub(super) fn bins(args: &Args) -> Result<usize> {
     let bins: usize = args.int("num_magnitude_bins")?;
-    if bins < 2 {
-        return Err(args.error("num_magnitude_bins", format!("{bins}: must be at least 2")));
+    if !(2..=MAX_BINS).contains(&bins) {
+        return Err(args.error(
+            "num_magnitude_bins",
+            format!(
+                "{bins}: must be at least 2 and at most 2^24 (where float32, in which torch \
+                 computes the magnitudes, stops holding every bin's index)"
+            ),
+        ));
     }
     Ok(bins)
 }

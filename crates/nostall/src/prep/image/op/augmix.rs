@@ -3,7 +3,7 @@
 
 use super::augment::{self, entry, Augmentation as A, Entry, Extent, Magnitudes as M, Settings};
 use super::simd::cast_u8;
-use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage, MAX_STEPS};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -86,6 +86,9 @@ const PARTIAL: usize = 9;
 /// The magnitudes' bins (torchvision's `_PARAMETER_MAX`).
 const BINS: usize = 10;
 
+/// A chain's depth where it is drawn: 1 to this many.
+const DRAWN_DEPTHS: usize = 3;
+
 fn build(args: &Args) -> Result<Op> {
     let severity: usize = args.int("severity")?;
     if !(1..=BINS).contains(&severity) {
@@ -95,6 +98,27 @@ fn build(args: &Args) -> Result<Op> {
     if width == 0 {
         return Err(args.error("mixture_width", "0: must be at least 1"));
     }
+    let depth: i64 = args.int("chain_depth")?;
+    // A chain's depth, or the most a drawn one has.
+    let deepest = match usize::try_from(depth) {
+        Ok(depth) if depth > 0 => depth,
+        _ => DRAWN_DEPTHS,
+    };
+    if width.saturating_mul(deepest) > MAX_STEPS {
+        let (param, value) = if deepest > width {
+            ("chain_depth", depth.to_string())
+        } else {
+            ("mixture_width", width.to_string())
+        };
+        return Err(args.error(
+            param,
+            format!(
+                "{value}: {width} chains of up to {deepest} augmentations are more than the \
+                 {MAX_STEPS} a sample takes (each adds to its work; recipes take 3 chains of \
+                 at most 3); give a smaller mixture_width or chain_depth"
+            ),
+        ));
+    }
     let alpha = args.float("alpha")?;
     if !(alpha > 0.0 && alpha.is_finite()) {
         return Err(args.error("alpha", format!("{alpha}: must be positive")));
@@ -102,7 +126,7 @@ fn build(args: &Args) -> Result<Op> {
     Ok(Op::new(AugMix {
         severity,
         width,
-        depth: args.int("chain_depth")?,
+        depth,
         alpha,
         all_ops: args.bool("all_ops")?,
         settings: Settings::read(args)?,
@@ -152,7 +176,7 @@ impl AugMix {
             .map(|w| {
                 let depth = match usize::try_from(self.depth) {
                     Ok(depth) if depth > 0 => depth,
-                    _ => 1 + augment::index(rng, 3),
+                    _ => 1 + augment::index(rng, DRAWN_DEPTHS),
                 };
                 let steps = (0..depth)
                     .map(|_| {

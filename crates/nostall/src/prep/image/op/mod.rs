@@ -619,6 +619,18 @@ fn augmenter_of(op: &Op) -> Result<&dyn Augmenter> {
         .ok_or_else(|| Error::Config(format!("{} draws no augmentations", op.name())))
 }
 
+/// The most steps an operator takes on one sample: augmentations applied (RandAugment's
+/// `num_ops`, timm's `n`, AugMix's chains times their depth) or rectangles erased (timm's
+/// `max_count`). A sample's work grows with each step, and published recipes take a few
+/// (RandAugment 2 or 3, AugMix 3 chains of at most 3, timm's `re_count` 1 to 3), so 64
+/// leaves them ample room while one sample's work stays bounded.
+pub(crate) const MAX_STEPS: usize = 64;
+
+/// How deep lists of operators may nest (`RandomApply([RandomChoice([...])])`): running,
+/// writing and dropping an operator recurses into its lists, so a list nested without
+/// bound (a loop in Python wrapping an operator again and again) would overflow the stack.
+pub(crate) const MAX_NESTING: usize = 4;
+
 /// Checks that `size` has no side of 0 pixels.
 pub(crate) fn not_empty(args: &Args, param: &str, (height, width): (u32, u32)) -> Result<()> {
     if height == 0 || width == 0 {
@@ -630,5 +642,7 @@ pub(crate) fn not_empty(args: &Args, param: &str, (height, width): (u32, u32)) -
     Ok(())
 }
 
+#[cfg(test)]
+pub(crate) mod extremes;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 use super::augment::{
     self, entry, Augmentation as A, Entry, Magnitudes as M, Policy, Settings, FILL,
 };
-use super::{Augmenter, Declaration, Op, Operator, Stage};
+use super::{Augmenter, Declaration, Op, Operator, Stage, MAX_STEPS};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -71,6 +71,15 @@ pub(super) static SPACE: [Entry; 14] = [
 
 fn build(args: &Args) -> Result<Op> {
     let num_ops: usize = args.int("num_ops")?;
+    if num_ops > MAX_STEPS {
+        return Err(args.error(
+            "num_ops",
+            format!(
+                "{num_ops} is too many: at most {MAX_STEPS} augmentations a sample (each adds \
+                 to its work; recipes apply 2 or 3); give a smaller num_ops"
+            ),
+        ));
+    }
     let bins = augment::bins(args)?;
     let magnitude: usize = args.int("magnitude")?;
     if magnitude >= bins {

@@ -1,6 +1,8 @@
 //! `RandomApply`: a list of operators, all applied or none, with a probability.
 
-use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use super::{
+    Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View, MAX_NESTING,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -85,6 +87,16 @@ impl Composed {
     /// Where `ops`, the list `param` of `args`, runs: all on pixels, or all geometric
     /// and keeping the size (so that the output's size does not depend on a draw).
     pub(super) fn of(args: &Args, param: &str, ops: &[Op]) -> Result<Composed> {
+        let depth = 1 + ops.iter().map(nesting).max().unwrap_or(0);
+        if depth > MAX_NESTING {
+            return Err(args.error(
+                param,
+                format!(
+                    "nests lists of operators {depth} deep: at most {MAX_NESTING} (running \
+                     them recurses into each); flatten the lists"
+                ),
+            ));
+        }
         let mut on = None;
         for op in ops {
             let here = match op.stage() {
@@ -118,6 +130,19 @@ impl Composed {
         }
         Ok(on.unwrap_or(Composed::Pixels))
     }
+}
+
+/// How deep the lists of operators `op` holds nest: 0 where it holds none (each was
+/// checked when made, so this recurses at most [`MAX_NESTING`] deep).
+fn nesting(op: &Op) -> usize {
+    op.args()
+        .iter()
+        .filter_map(|(_, value)| match value {
+            Value::Ops(ops) => Some(1 + ops.iter().map(nesting).max().unwrap_or(0)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Runs the operator on pixels `op`, the `place`-th of a list, with a generator of its

@@ -40,11 +40,15 @@ fn build(args: &Args) -> Result<Op> {
                 format!("has {} weights for {} operators", weights.len(), ops.len()),
             ));
         }
-        if !weights.iter().all(|w| w.is_finite() && *w >= 0.0) || weights.iter().sum::<f64>() <= 0.0
-        {
+        // The draw scales a uniform value by the sum: it must be finite too.
+        let total: f64 = weights.iter().sum();
+        let each = weights.iter().all(|w| w.is_finite() && *w >= 0.0);
+        if !(each && total > 0.0 && total.is_finite()) {
             return Err(args.error(
                 "p",
-                format!("{weights:?}: weights are finite, at least 0, and not all 0"),
+                format!(
+                    "{weights:?}: weights are finite, at least 0, not all 0, and of a finite sum"
+                ),
             ));
         }
     }

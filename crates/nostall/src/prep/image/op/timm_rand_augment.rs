@@ -11,7 +11,7 @@
 //! `NAME_TO_OP` on the kernels of [`pil`](super::pil), Pillow's arithmetic reproduced.
 
 use super::pil::{self, Resample};
-use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage, MAX_STEPS};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -411,6 +411,13 @@ impl Config {
                     ))
                 }
             }
+        }
+        if parsed.num_layers > MAX_STEPS {
+            return Err(format!(
+                "n{} is too many: at most {MAX_STEPS} augmentations an image (each adds to a \
+                 sample's work; timm's recipes draw 2 to 4); give a smaller n",
+                parsed.num_layers
+            ));
         }
         parsed.space = set.unwrap_or(Space::Uniform(if increasing {
             RAND_INCREASING_TRANSFORMS

@@ -7,7 +7,7 @@
 //! ratio's range given as its lower end (the upper its inverse by default); and the fill,
 //! zeros or noise drawn per channel (`'rand'`) or per value (`'pixel'`).
 
-use super::{Declaration, Op, Operator, Sample, Stage, Tensorial};
+use super::{Declaration, Op, Operator, Sample, Stage, Tensorial, MAX_STEPS};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::DType;
@@ -129,6 +129,18 @@ fn build(args: &Args) -> Result<Op> {
         Value::Int(_) => Some(args.int::<u32>("max_count")?),
         other => return Err(args.error("max_count", format!("takes an int or None, not {other}"))),
     };
+    for (param, count) in [("min_count", Some(min_count)), ("max_count", max_count)] {
+        if let Some(count) = count.filter(|&count| count as usize > MAX_STEPS) {
+            return Err(args.error(
+                param,
+                format!(
+                    "{count} is too many: at most {MAX_STEPS} rectangles a sample (each adds \
+                     ten tries to its work; timm's recipes erase 1 to 3); give a smaller \
+                     {param}"
+                ),
+            ));
+        }
+    }
     if let Some(max_count) = max_count.filter(|&max| max < min_count) {
         return Err(args.error(
             "max_count",
