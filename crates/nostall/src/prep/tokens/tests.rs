@@ -121,3 +121,138 @@ fn bad_files_and_arguments_are_config_errors_that_say_what_to_change() {
     assert_eq!(named.matches("invalid configuration").count(), 1, "{named}");
     assert!(named.contains("not a tokenizer.json") && named.contains(&bad.display().to_string()));
 }
+
+/// `json()` with its pre-tokenizer a `Split` on `pattern`, and its normalizer `normalizer`.
+fn with_patterns(pattern: &str, normalizer: serde_json::Value) -> Vec<u8> {
+    let mut tokenizer: serde_json::Value = serde_json::from_slice(&json()).unwrap();
+    tokenizer["normalizer"] = normalizer;
+    tokenizer["pre_tokenizer"] = serde_json::json!({
+        "type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false
+    });
+    serde_json::to_vec(&tokenizer).unwrap()
+}
+
+/// A split whose every search, in a run of `a`, backtracks through the 2^16 ways of
+/// matching it before it takes one character: 10 s for a 1000-byte caption (11 minutes for
+/// one of 64 KiB) before patterns were checked at load.
+const HOSTILE: &str = r"(?:(?:a|a){1,16}(?!a)|.)";
+
+#[test]
+fn a_pattern_that_needs_the_backtracking_engine_is_refused_at_load_naming_it() {
+    let refused = |json: Vec<u8>| match Tokenizer::from_json(&json, TokenizerArgs::new(4)) {
+        Err(Error::Config(message)) => message,
+        Err(other) => panic!("not a configuration error: {other}"),
+        Ok(_) => panic!("loaded"),
+    };
+    let message = refused(with_patterns(HOSTILE, serde_json::Value::Null));
+    assert!(
+        message.contains(&format!("{HOSTILE:?} of pre_tokenizer"))
+            && message.contains("backtracking")
+            && message.contains("Rewrite it"),
+        "{message}"
+    );
+    // Wherever it is: a normaliser's replacement deep in a sequence; a look-behind, a
+    // back-reference, an atomic group, a word boundary.
+    let replace = |pattern: &str| {
+        serde_json::json!({"type": "Sequence", "normalizers": [
+            {"type": "NFC"},
+            {"type": "Replace", "pattern": {"Regex": pattern}, "content": " "},
+        ]})
+    };
+    for pattern in [r"(?<=a)\s+", r"(\w)\1", r"(?>a+)b", r"\bcat\b"] {
+        let message = refused(with_patterns(r"\s+", replace(pattern)));
+        assert!(
+            message.contains(&format!("{pattern:?} of normalizer.normalizers[1]")),
+            "{message}"
+        );
+    }
+    // From a file, the file is named too.
+    let path = std::env::temp_dir().join(format!(
+        "nostall-backtracking-tokenizer-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&path, with_patterns(HOSTILE, serde_json::Value::Null)).unwrap();
+    let named = Tokenizer::from_file(&path, TokenizerArgs::new(4))
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        named.contains(HOSTILE) && named.contains(&path.display().to_string()),
+        "{named}"
+    );
+}
+
+#[test]
+fn linear_patterns_and_the_well_known_splits_load_and_tokenize_as_tokenizers_does() {
+    // CLIP's, as OpenCLIP's tokenizer is converted (python/nostall/_tokenizer.py): its word
+    // split, and replacements of curly quotes and whitespace runs, on the regex crate's
+    // automata; then GPT-2's split, `tokenizers`' own, in `ByteLevel`.
+    let clip = r"'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+";
+    let mut cases = vec![(
+        clip,
+        serde_json::json!({"type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"Regex": "[\u{2bc}\u{2018}-\u{201b}]"}, "content": "'"},
+            {"type": "Replace", "pattern": {"Regex": "[\u{201c}-\u{201f}]"}, "content": "\""},
+            {"type": "NFC"},
+            {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+            {"type": "Lowercase"},
+        ]}),
+    )];
+    for (_, split) in super::patterns::WELL_KNOWN_SPLITS {
+        cases.push((split, serde_json::Value::Null));
+    }
+    // A trailing look-ahead fancy-regex rewrites for the automata.
+    cases.push((r"\w+(?=\s)", serde_json::Value::Null));
+    for (pattern, normalizer) in cases {
+        let json = with_patterns(pattern, normalizer);
+        let tokenizer = Tokenizer::from_json(&json, TokenizerArgs::new(12))
+            .unwrap_or_else(|e| panic!("{pattern:?}: {e}"));
+        let mut reference = tokenizers::Tokenizer::from_bytes(&json).unwrap();
+        reference
+            .with_truncation(Some(TruncationParams {
+                max_length: 12,
+                ..TruncationParams::default()
+            }))
+            .unwrap();
+        reference.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::Fixed(12),
+            ..PaddingParams::default()
+        }));
+        let text = "The cat\u{2019}s   on\tthe MAT, a cat on  the mat";
+        let want = reference.encode(text, true).unwrap();
+        let want: Vec<i64> = want.get_ids().iter().map(|&id| i64::from(id)).collect();
+        assert_eq!(encode(&tokenizer, text).0, want, "{pattern:?}");
+    }
+    let mut byte_level: serde_json::Value = serde_json::from_slice(&json()).unwrap();
+    byte_level["pre_tokenizer"] = serde_json::json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": clip}, "behavior": "Removed", "invert": true},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    ]});
+    Tokenizer::from_json(
+        &serde_json::to_vec(&byte_level).unwrap(),
+        TokenizerArgs::new(4),
+    )
+    .unwrap();
+}
+
+#[test]
+fn fancy_regex_is_asked_which_engine_a_pattern_needs() {
+    use super::patterns::needs_backtracking;
+    for linear in [r"\s+", r"[\p{L}]+|[\p{N}]", r"a(?=b)", "", r"(?i:'s|'t)"] {
+        assert!(!needs_backtracking(linear).unwrap(), "{linear:?}");
+    }
+    for backtracking in [
+        r"\s+(?!\S)",
+        r"(?<!a)b",
+        r"(a)\1",
+        r"(?>a|ab)c",
+        r"\b",
+        r"a++b",
+    ] {
+        assert!(
+            needs_backtracking(backtracking).unwrap(),
+            "{backtracking:?}"
+        );
+    }
+    assert!(needs_backtracking("(").is_err());
+}

@@ -1,0 +1,143 @@
+//! The regular expressions of a `tokenizer.json`, checked when it is read.
+//!
+//! `tokenizers` runs the patterns of its `Split` pre-tokenizers and `Replace` normalizers
+//! with fancy-regex. A pattern without look-around, back-references, atomic groups or word
+//! boundaries goes to the regex crate's automata, linear in the text for each search;
+//! one with any of them runs on fancy-regex's backtracking VM, whose only bound is a million
+//! backtracks per search. A caption can make every search spend most of that: a hostile
+//! split took 10 s on a 1000-byte caption, and would take 11 minutes on one of 64 KiB, on
+//! a loader's (or a node agent's) thread.
+//!
+//! A time limit would make whether a sample fails depend on the machine and its load, and
+//! the project's output must not. So the bound is set where the file is read: a pattern
+//! that needs the backtracking VM is refused, naming it, unless it is one of the
+//! well-known word splits below, whose cost is linear in the text (64 KiB of the most
+//! costly of 30 texts tried took each under 0.1 s to tokenize, as with `tokenizers`' own
+//! `ByteLevel` split).
+//!
+//! The automata keep their own, milder, worst case: a search may read on to the end of the
+//! text before it settles on a short match, so a contrived split such as `[a-z]*X|[a-z]`
+//! costs the square of a run of letters (7 s for 64 KiB). Well-formed splits match what
+//! they read; `max_bytes` bounds the rest.
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// The pre-tokenizer splits of widely used tokenizers, accepted although they need the
+/// backtracking VM (for `\s+(?!\S)`: a whitespace run but its last character, which then
+/// starts the next word). Their cost is linear: every position starts a match, each
+/// alternative but that one runs on the regex crate's automata, and that one backtracks
+/// once. `tokenizers`' own `ByteLevel` pre-tokenizer runs GPT-2's, not read from the file.
+pub(crate) const WELL_KNOWN_SPLITS: [(&str, &str); 4] = [
+    (
+        "GPT-2's",
+        r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+    ),
+    (
+        "GPT-4's and LLaMA 3's",
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    (
+        "Qwen2's",
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    (
+        "GPT-4o's",
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+];
+
+/// Refuses the `tokenizer.json` `json` (already read by `tokenizers`) where one of its
+/// regular expressions needs the backtracking VM and is not a well-known split: the
+/// message names the pattern, where it is and what to do.
+pub(super) fn check(json: &[u8]) -> Result<(), String> {
+    let tree: Value = serde_json::from_slice(json)
+        .map_err(|e| format!("Tokenizer: not a tokenizer.json: {e}"))?;
+    let mut found = Vec::new();
+    regexes(&tree, &mut String::new(), &mut found);
+    for (at, pattern) in found {
+        if WELL_KNOWN_SPLITS.iter().any(|(_, known)| *known == pattern) {
+            continue;
+        }
+        match needs_backtracking(pattern) {
+            Ok(false) => {}
+            Ok(true) => {
+                let known: Vec<&str> = WELL_KNOWN_SPLITS.iter().map(|(name, _)| *name).collect();
+                return Err(format!(
+                    "Tokenizer: the pattern {pattern:?} of {at} needs the backtracking regex \
+                     engine (it has a look-around, a back-reference, an atomic group or a \
+                     word boundary), on which one caption can hold a thread for minutes. \
+                     Rewrite it without those, to run on the linear-time engine, or use one \
+                     of the well-known splits accepted as they are ({})",
+                    known.join(", ")
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "Tokenizer: the pattern {pattern:?} of {at} is not a regular expression: {e}"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every `"pattern": {"Regex": ...}` under `value` (a `Split` pre-tokenizer's or a
+/// `Replace` normalizer's or decoder's, at any depth of a `Sequence`), with where it is:
+/// `pre_tokenizer.pretokenizers[0]`. A `{"String": ...}` pattern is a literal, escaped by
+/// `tokenizers`, so never backtracks.
+fn regexes<'a>(value: &'a Value, at: &mut String, found: &mut Vec<(String, &'a str)>) {
+    let len = at.len();
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(pattern)) = map
+                .get("pattern")
+                .and_then(|p| p.as_object())
+                .and_then(|p| p.get("Regex"))
+            {
+                let name = if at.is_empty() {
+                    "the top level"
+                } else {
+                    at.as_str()
+                };
+                found.push((name.to_owned(), pattern));
+            }
+            for (key, child) in map {
+                if !at.is_empty() {
+                    at.push('.');
+                }
+                at.push_str(key);
+                regexes(child, at, found);
+                at.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                at.push_str(&format!("[{i}]"));
+                regexes(child, at, found);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether fancy-regex, compiling `pattern` as `tokenizers` does, runs it on its
+/// backtracking VM rather than the regex crate's automata.
+///
+/// Its own decision, not a guess from the syntax: fancy-regex rewrites some patterns (a
+/// trailing look-ahead) so that the automata can run them, and sends word boundaries to the
+/// VM. `debug_print` (public, if undocumented) says which it chose; should it ever say it
+/// differently, every pattern reads as needing the VM and is refused, which the tests of
+/// the patterns known to be linear catch.
+pub(crate) fn needs_backtracking(pattern: &str) -> Result<bool, fancy_regex::Error> {
+    struct Program<'a>(&'a fancy_regex::Regex);
+    impl fmt::Display for Program<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.0.debug_print(f)
+        }
+    }
+    let regex = fancy_regex::Regex::new(pattern)?;
+    Ok(!Program(&regex).to_string().starts_with("wrapped Regex"))
+}
