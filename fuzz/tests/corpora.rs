@@ -150,3 +150,8 @@ fn agent_messages() {
 fn operators() {
     replay("operators", nostall_fuzz::operators);
 }
+
+#[test]
+fn fields() {
+    replay("fields", nostall::fields::prepare_for_fuzzing);
+}

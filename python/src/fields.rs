@@ -28,8 +28,9 @@ use crate::tokenizer::Tokenizer;
 ///   ``"bytes"``, ``"vector"`` (numbers as float32, with ``length``). By extension: the
 ///   pipeline's modality's own, ``cls`` the label, ``txt`` and ``text`` text, ``json`` JSON,
 ///   anything else bytes.
-/// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds; a longer
-///   one is the sample's error (``bad-text``, ``bad-json``, ``too-large``).
+/// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds, compared
+///   before anything of it is parsed; a longer one is the sample's error (``bad-text`` for
+///   text, ``too-large`` for JSON, bytes and a caption to tokenize).
 /// - ``tokenizer``: a ``nostall.Tokenizer``: the text is tokenized in the engine and the
 ///   field is ``(input_ids, attention_mask)``, int64 ``[batch, length]``.
 /// - ``keys``: for JSON, the keys to keep: each document must be an object holding them

@@ -71,8 +71,8 @@ pub enum Cause {
         /// What is wrong with it.
         reason: String,
     },
-    /// A JSON field is not a JSON document (nested at most 128 deep), or longer than the
-    /// field holds.
+    /// A JSON field is not a JSON document (nested less than 128 deep), or lacks a chosen
+    /// key. (One longer than the field holds is [`Cause::TooLarge`], found before parsing.)
     BadJson {
         /// The field's name.
         field: String,

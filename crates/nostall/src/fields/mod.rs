@@ -20,9 +20,18 @@
 //! as the error policy says; the image field keeps the sample's own generator, so the
 //! pixels are those of a loader without fields.
 //!
+//! A member's size is compared with its field's bound before anything of it is read
+//! (`max_bytes`, a tokenizer's `max_bytes`, the most bytes a vector's `length` numbers
+//! take): JSON, bytes and tokens over it are `too-large`, text `bad-text`, a vector
+//! `bad-vector`. What reads a member then (UTF-8, a JSON document's grammar and depth, a
+//! vector's numbers) walks it once and allocates nothing sized by it: a hostile member
+//! costs the bytes the record holds, never a multiple of them.
+//!
 //! Adding a kind of field is a variant of [`FieldKind`], its slot form in
 //! [`FieldKind::form`] and its preparation in `record.rs`.
 
+mod fuzz;
+mod json;
 mod portable;
 mod record;
 #[cfg(test)]
@@ -34,6 +43,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::sample::{Content, Modality, PartForm, SampleLayout};
 
+#[doc(hidden)]
+pub use fuzz::prepare_for_fuzzing;
 pub use portable::PortableFields;
 pub use record::RecordPrep;
 
@@ -83,7 +94,8 @@ pub enum FieldKind {
     Tokens(Arc<Tokenizer>),
     /// A vector of `length` numbers as `float32`: a NumPy `.npy` array (`float16/32/64`,
     /// `int8/16/32/64`, `uint8`, little-endian, any shape of `length` elements) or a JSON
-    /// array of numbers.
+    /// array of numbers. A member larger than either form of `length` numbers can be
+    /// (64 bytes a number and 64 KiB besides) is refused unread.
     Vector {
         /// Its elements: a member of another count is the sample's error.
         length: usize,

@@ -105,41 +105,7 @@ impl Preparer for RecordPreparer {
                         )));
                     }
                 }
-                FieldKind::Text { .. } => {
-                    let text = utf8(field, bytes)?;
-                    put_var(field, text.as_bytes(), slot)
-                        .map_err(|reason| bad_text(field, reason))?;
-                }
-                FieldKind::Json { keys, .. } => {
-                    check_json(bytes, keys).map_err(|reason| Cause::BadJson {
-                        field: field.name.clone(),
-                        reason,
-                    })?;
-                    put_var(field, bytes, slot).map_err(|reason| Cause::BadJson {
-                        field: field.name.clone(),
-                        reason,
-                    })?;
-                }
-                FieldKind::Bytes { .. } => {
-                    let limit = slot_capacity(slot) as u64;
-                    put_var(field, bytes, slot).map_err(|_| Cause::TooLarge {
-                        bytes: bytes.len() as u64,
-                        limit,
-                    })?;
-                }
-                FieldKind::Vector { length } => {
-                    super::vector::put(bytes, *length, slot).map_err(|reason| {
-                        Cause::BadVector {
-                            field: field.name.clone(),
-                            reason,
-                        }
-                    })?;
-                }
-                #[cfg(feature = "tokenize")]
-                FieldKind::Tokens(tokenizer) => {
-                    let text = utf8(field, bytes)?;
-                    put_tokens(tokenizer, text, slot).map_err(|cause| bad_text(field, cause))?;
-                }
+                _ => put_field(field, bytes, slot)?,
             }
         }
         Ok(prepared)
@@ -152,7 +118,7 @@ impl Preparer for RecordPreparer {
 /// also finds the member named by its modality (`image`, `audio`): a record
 /// that is not a tar run (a Parquet row, a manifest's segment, a file and its sidecars)
 /// names its sample so, whatever its file's extension or column's name.
-fn member<'a>(
+pub(super) fn member<'a>(
     data: &'a [u8],
     members: &[RecordMember],
     field: &Field,
@@ -189,14 +155,71 @@ fn bad_text(field: &Field, reason: impl ToString) -> Cause {
     }
 }
 
+/// Prepares `bytes`, the member of a field other than a sample's or the label, into the
+/// field's `slot`. Each kind checks the member's size against its bound before it reads
+/// anything of it (a member of gigabytes costs a comparison, not a parse), then reads it
+/// once, allocating nothing sized by it.
+pub(super) fn put_field(field: &Field, bytes: &[u8], slot: &mut [u8]) -> Result<(), Cause> {
+    match &field.kind {
+        FieldKind::Text { .. } => {
+            // `bad-text` (not `too-large`) as it always was: users' skip counts and tests
+            // read it so.
+            fits(field, bytes, slot).map_err(|reason| bad_text(field, reason))?;
+            let text = utf8(field, bytes)?;
+            put_var(text.as_bytes(), slot);
+        }
+        FieldKind::Json { keys, .. } => {
+            too_large(bytes, slot_capacity(slot))?;
+            super::json::check(bytes, keys).map_err(|reason| Cause::BadJson {
+                field: field.name.clone(),
+                reason,
+            })?;
+            put_var(bytes, slot);
+        }
+        FieldKind::Bytes { .. } => {
+            too_large(bytes, slot_capacity(slot))?;
+            put_var(bytes, slot);
+        }
+        FieldKind::Vector { length } => {
+            super::vector::put(bytes, *length, slot).map_err(|reason| Cause::BadVector {
+                field: field.name.clone(),
+                reason,
+            })?;
+        }
+        #[cfg(feature = "tokenize")]
+        FieldKind::Tokens(tokenizer) => {
+            too_large(bytes, tokenizer.args().max_bytes)?;
+            let text = utf8(field, bytes)?;
+            put_tokens(tokenizer, text, slot).map_err(|cause| bad_text(field, cause))?;
+        }
+        FieldKind::Sample | FieldKind::Label => {
+            return Err(Cause::Internal(format!(
+                "field {:?} is the pipeline's or the label, not a member to prepare",
+                field.name
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// [`Cause::TooLarge`] for a member of more than `limit` bytes.
+fn too_large(bytes: &[u8], limit: usize) -> Result<(), Cause> {
+    if bytes.len() > limit {
+        return Err(Cause::TooLarge {
+            bytes: bytes.len() as u64,
+            limit: limit as u64,
+        });
+    }
+    Ok(())
+}
+
 /// The bytes a var slot holds after its length.
 fn slot_capacity(slot: &[u8]) -> usize {
     slot.len() - 4
 }
 
-/// Writes `bytes` into a var slot: its length, then the bytes, then zeros (nothing of the
-/// slot's last sample stays).
-fn put_var(field: &Field, bytes: &[u8], slot: &mut [u8]) -> std::result::Result<(), String> {
+/// Whether `bytes` fit `field`'s var slot, in words if not.
+fn fits(field: &Field, bytes: &[u8], slot: &[u8]) -> std::result::Result<(), String> {
     let capacity = slot_capacity(slot);
     if bytes.len() > capacity {
         return Err(format!(
@@ -206,28 +229,16 @@ fn put_var(field: &Field, bytes: &[u8], slot: &mut [u8]) -> std::result::Result<
             field.name
         ));
     }
+    Ok(())
+}
+
+/// Writes `bytes`, checked to fit, into a var slot: its length, then the bytes, then zeros
+/// (nothing of the slot's last sample stays).
+fn put_var(bytes: &[u8], slot: &mut [u8]) {
     let (len, rest) = slot.split_at_mut(4);
     len.copy_from_slice(&(bytes.len() as u32).to_le_bytes());
     rest[..bytes.len()].copy_from_slice(bytes);
     rest[bytes.len()..].fill(0);
-    Ok(())
-}
-
-/// Checks that `bytes` are one JSON document nested at most 128 deep (serde_json's
-/// recursion limit), so that a consumer may parse it with bounded recursion; with `keys`,
-/// an object that has each.
-fn check_json(bytes: &[u8], keys: &[String]) -> std::result::Result<(), String> {
-    let document = serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| e.to_string())?;
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let object = document
-        .as_object()
-        .ok_or_else(|| "not an object, and keys were asked of it".to_string())?;
-    match keys.iter().find(|k| !object.contains_key(k.as_str())) {
-        Some(key) => Err(format!("it has no key {key:?}")),
-        None => Ok(()),
-    }
 }
 
 /// Tokenizes `text` into a tokens slot: the ids, then the mask, native-endian `i64`.

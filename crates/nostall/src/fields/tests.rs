@@ -140,7 +140,8 @@ fn each_part_starts_aligned_and_the_fingerprint_follows_the_fields() {
 #[test]
 fn a_bad_field_is_its_samples_cause_naming_the_field() {
     let jpg = photo();
-    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    // Within the field's 16 KiB, so that its depth is what refuses it.
+    let deep = "[".repeat(5_000) + &"]".repeat(5_000);
     let fields = Fields::new(vec![
         field("image", "jpg"),
         field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 64 }),
@@ -216,6 +217,128 @@ fn a_bad_field_is_its_samples_cause_naming_the_field() {
     );
     // A failure leaves the preparer as it was: the good sample after it is the same.
     assert_eq!(prepare(&prep, &shards, 0), prepare(&prep, &shards, 0));
+}
+
+#[test]
+fn a_member_over_its_fields_bound_is_refused_for_its_size_before_it_is_read() {
+    let jpg = photo();
+    let length = 4;
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("meta", "json").with_kind(FieldKind::Json {
+            max_bytes: 1024,
+            keys: Vec::new(),
+        }),
+        field("embedding", "npy").with_kind(FieldKind::Vector { length }),
+    ])
+    .unwrap();
+    let good_npy: Vec<u8> = {
+        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+        let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n";
+        npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        npy.extend_from_slice(header.as_bytes());
+        npy.extend((0..4).flat_map(|i| (i as f32).to_le_bytes()));
+        npy
+    };
+    // A JSON array of zeros: one `serde_json::Value` of 32 bytes for each 2 of them, had
+    // it been parsed before its size was looked at (the review's 60 MB members took 3.7 GB).
+    let zeros = |bytes: usize| {
+        let mut json = "[0".to_string() + &",0".repeat((bytes - 3) / 2);
+        json.push_str(if bytes.is_multiple_of(2) { " ]" } else { "]" });
+        assert_eq!(json.len(), bytes);
+        json.into_bytes()
+    };
+    let most = vector::most_bytes(length);
+    let mut npy_huge = good_npy.clone();
+    npy_huge.resize(most + 1, 0);
+    let shard = tar(&[
+        ("a.jpg", &jpg),
+        ("a.json", &zeros(1024)),
+        ("a.npy", &good_npy),
+        ("big.jpg", &jpg),
+        ("big.json", &zeros(4 << 20)),
+        ("big.npy", &good_npy),
+        // Not JSON at all: had it been parsed first, it would be `bad-json`.
+        ("junk.jpg", &jpg),
+        ("junk.json", &[b'{'; 1025]),
+        ("junk.npy", &good_npy),
+        ("vec.jpg", &jpg),
+        ("vec.json", b"{}"),
+        ("vec.npy", &zeros(4 << 20)),
+        ("vecjunk.jpg", &jpg),
+        ("vecjunk.json", b"{}"),
+        ("vecjunk.npy", &vec![b'['; most + 1]),
+        ("npy.jpg", &jpg),
+        ("npy.json", b"{}"),
+        ("npy.npy", &npy_huge),
+        ("z.jpg", &jpg),
+        ("z.json", b"{}"),
+        ("z.npy", &good_npy),
+    ]);
+    let (_dir, shards) = records(&[("a.tar", shard)], &fields);
+    let prep = RecordPrep::new(pipeline(), fields);
+    let out = prepare(&prep, &shards, 0).unwrap();
+    assert_eq!(
+        var(part(&prep, &out, "meta")).len(),
+        1024,
+        "max_bytes itself holds"
+    );
+    let cause = |id| prepare(&prep, &shards, id).unwrap_err();
+    for id in [1, 2] {
+        assert_eq!(
+            cause(id),
+            Cause::TooLarge {
+                bytes: if id == 1 { 4 << 20 } else { 1025 },
+                limit: 1024
+            }
+        );
+    }
+    for id in [3, 4, 5] {
+        let why = cause(id);
+        assert_eq!(why.kind(), "bad-vector", "{why}");
+        let why = why.to_string();
+        assert!(
+            why.contains("\"embedding\"")
+                && why.contains("more than a .npy array or a JSON array of 4 numbers takes"),
+            "{why}"
+        );
+    }
+    // The sample after them is as it would be alone.
+    let last = prepare(&prep, &shards, 6).unwrap();
+    let floats: Vec<f32> = part(&prep, &last, "embedding")
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(floats, [0.0, 1.0, 2.0, 3.0]);
+}
+
+#[cfg(feature = "tokenize")]
+#[test]
+fn a_caption_to_tokenize_over_its_bound_is_too_large_whatever_its_bytes() {
+    use crate::prep::tokens::{Tokenizer, TokenizerArgs};
+    let mut args = TokenizerArgs::new(6);
+    args.max_bytes = 16;
+    let tokenizer = Tokenizer::from_json(&crate::prep::tokens::tests::json(), args).unwrap();
+    let text = field("text", "txt").with_kind(FieldKind::Tokens(Arc::new(tokenizer)));
+    let mut slot = vec![
+        0u8;
+        text.kind
+            .form(&SampleLayout::new(vec![1], crate::sample::DType::U8))
+            .bytes()
+    ];
+    // Not UTF-8 either: its size is looked at first.
+    let got = record::put_field(&text, &[0xff; 17], &mut slot);
+    assert_eq!(
+        got,
+        Err(Cause::TooLarge {
+            bytes: 17,
+            limit: 16
+        })
+    );
+    assert_eq!(
+        record::put_field(&text, &[0xff; 16], &mut slot).map_err(|c| c.kind()),
+        Err("bad-text")
+    );
 }
 
 #[test]

@@ -1,71 +1,91 @@
 //! A vector field's member as `float32`s: a NumPy `.npy` array or a JSON array of numbers
 //! (what webdataset's decoders and a CLIP embedding dump give), its element count checked
-//! against the field's length before anything is written.
+//! against the field's length.
 //!
 //! A `.npy` file is a magic string, a version, a header's length and a header (a Python
 //! dict literal: `{'descr': '<f4', 'fortran_order': False, 'shape': (512,), }`), then the
 //! elements. The header is read for its type and shape only, bounded, and the data's
-//! length must be exactly what they say.
+//! length must be exactly what they say; then the elements are written, if they are the
+//! field's count. A JSON array is read once, its numbers written as they come (none past
+//! the field's length), keeping nothing: the member's bytes are all it costs.
+//!
+//! Before either, the member's size is checked against the most that `length` numbers
+//! take in either form ([`most_bytes`]): a member of gigabytes is refused for its size,
+//! not read to find out that it holds too many numbers.
+
+use super::json;
 
 /// The longest `.npy` header read (NumPy writes a few dozen bytes).
 const MAX_HEADER: usize = 64 << 10;
+
+/// A `.npy` file's bytes before its header: the magic string, the version, the header's
+/// length (a `u32` from version 2).
+const NPY_PREAMBLE: usize = 12;
+
+/// The most bytes one number of a vector takes: 8 in a `.npy` array (`float64`); in JSON,
+/// 17 significant digits with a sign, a point and an exponent (24 characters), its comma,
+/// and the indentation of a pretty-printed array, with room to spare.
+const MOST_PER_NUMBER: usize = 64;
+
+/// The most bytes a member of a vector of `length` numbers may take: a `.npy` array's
+/// preamble, its longest header and its elements, or a JSON array of as many numbers
+/// (and [`MAX_HEADER`] of whitespace).
+pub(super) fn most_bytes(length: usize) -> usize {
+    NPY_PREAMBLE + MAX_HEADER + length.saturating_mul(MOST_PER_NUMBER)
+}
 
 /// Writes `member`'s numbers into `slot` (`length` native-endian `f32`s).
 ///
 /// # Errors
 ///
-/// What is wrong with the member, in words: not a `.npy` array nor a JSON array of
-/// numbers, an element type not read, a count other than `length`.
+/// What is wrong with the member, in words: larger than any form of `length` numbers,
+/// not a `.npy` array nor a JSON array of numbers, an element type not read, a count
+/// other than `length`.
 pub(super) fn put(member: &[u8], length: usize, slot: &mut [u8]) -> Result<(), String> {
     debug_assert_eq!(slot.len(), length * 4);
-    let values = match member.strip_prefix(b"\x93NUMPY") {
-        Some(rest) => npy(rest)?,
-        None => json(member)?,
+    let most = most_bytes(length);
+    if member.len() > most {
+        return Err(format!(
+            "a member of {} bytes, more than a .npy array or a JSON array of {length} numbers \
+             takes (at most {most} bytes): a vector of another length?",
+            member.len()
+        ));
+    }
+    let mut out = slot.chunks_exact_mut(4);
+    let mut write = |value: f64| {
+        if let Some(out) = out.next() {
+            out.copy_from_slice(&(value as f32).to_ne_bytes());
+        }
     };
-    let count = values.count();
+    let count = match member.strip_prefix(b"\x93NUMPY") {
+        Some(rest) => {
+            let array = npy(rest)?;
+            let count = array.data.len() / array.size;
+            if count == length {
+                array
+                    .data
+                    .chunks_exact(array.size)
+                    .for_each(|b| write((array.read)(b)));
+            }
+            count
+        }
+        None => json::numbers(member, write)
+            .map_err(|e| format!("not a .npy array nor a JSON array of numbers ({e})"))?,
+    };
     if count != length {
         return Err(format!("{count} numbers, the field holds {length}"));
-    }
-    for (out, value) in slot.chunks_exact_mut(4).zip(values.iter()) {
-        out.copy_from_slice(&(value as f32).to_ne_bytes());
     }
     Ok(())
 }
 
-/// Numbers read from a member, as `f64`s.
-enum Values<'a> {
-    /// Little-endian elements of `size` bytes decoded by `read`.
-    Raw {
-        data: &'a [u8],
-        size: usize,
-        read: fn(&[u8]) -> f64,
-    },
-    Parsed(Vec<f64>),
+/// The elements of a `.npy` array: little-endian, of `size` bytes, decoded by `read`.
+struct Npy<'a> {
+    data: &'a [u8],
+    size: usize,
+    read: fn(&[u8]) -> f64,
 }
 
-impl Values<'_> {
-    fn count(&self) -> usize {
-        match self {
-            Values::Raw { data, size, .. } => data.len() / size,
-            Values::Parsed(v) => v.len(),
-        }
-    }
-
-    fn iter(&self) -> Box<dyn Iterator<Item = f64> + '_> {
-        match self {
-            Values::Raw { data, size, read } => Box::new(data.chunks_exact(*size).map(*read)),
-            Values::Parsed(v) => Box::new(v.iter().copied()),
-        }
-    }
-}
-
-fn json(member: &[u8]) -> Result<Values<'_>, String> {
-    let numbers: Vec<f64> = serde_json::from_slice(member)
-        .map_err(|e| format!("not a .npy array nor a JSON array of numbers ({e})"))?;
-    Ok(Values::Parsed(numbers))
-}
-
-fn npy(rest: &[u8]) -> Result<Values<'_>, String> {
+fn npy(rest: &[u8]) -> Result<Npy<'_>, String> {
     let short = || "a .npy array cut short".to_string();
     let (&major, rest) = rest.split_first().ok_or_else(short)?;
     let rest = rest.get(1..).ok_or_else(short)?;
@@ -126,7 +146,7 @@ fn npy(rest: &[u8]) -> Result<Values<'_>, String> {
             data.len()
         ));
     }
-    Ok(Values::Raw { data, size, read })
+    Ok(Npy { data, size, read })
 }
 
 /// The text in quotes after `key` and its colon.
@@ -224,6 +244,18 @@ mod tests {
                 "not a .npy",
             ),
             (npy_file("<f4", "(3,)", &two), "holding 8 bytes"),
+            (npy_file("<f4", "(2,)", &two[..7]), "holding 7 bytes"),
+            (npy_file("<f8", "(2,)", &[0; 12]), "holding 12 bytes"),
+            (
+                format!("[{}1]", "1,".repeat(most_bytes(2))).into_bytes(),
+                "more than a .npy array or a JSON array of 2 numbers takes",
+            ),
+            (
+                npy_file("<f4", "(2,)", &vec![0; most_bytes(2)]),
+                "more than a .npy array",
+            ),
+            (b"[1e999, 2]".to_vec(), "out of range"),
+            (b"[1, 2".to_vec(), "expected ',' or ']'"),
             (npy_file(">f4", "(2,)", &two), "are read"),
             (
                 npy_file("<f4", "(99999999999999999, 99999999999)", &two),
@@ -241,6 +273,14 @@ mod tests {
             let why = put(&member, 2, &mut slot).unwrap_err();
             assert!(why.contains(expect), "{expect}: {why}");
         }
+        // Numbers past the field's length are counted, not written past its slot.
+        let why = put(b"[1, 2, 3, 4, 5]", 2, &mut slot).unwrap_err();
+        assert_eq!(why, "5 numbers, the field holds 2");
+        // A member of exactly the most bytes is read.
+        let padded = format!("[1, 2{}]", " ".repeat(most_bytes(2) - 6));
+        assert_eq!(padded.len(), most_bytes(2));
+        put(padded.as_bytes(), 2, &mut slot).unwrap();
+        assert_eq!(floats(&slot), [1.0, 2.0]);
         // Every cut of a good array is an error, never a panic.
         let good = npy_file("<f4", "(2,)", &two);
         for cut in 0..good.len() {
