@@ -39,7 +39,8 @@ def _order(dataset: Any, shuffle: bool | None, sampler: Any, batch_sampler: Any,
     if kind == "RandomSampler" and not sampler.replacement and sampler._num_samples is None:
         return dict(shuffle=True, drop_last=drop_last)
     if kind == "DistributedSampler":
-        return dict(shuffle=sampler.shuffle, drop_last=drop_last or sampler.drop_last,
+        # The sampler's drop_last evens the ranks out; the DataLoader's drops partial batches.
+        return dict(shuffle=sampler.shuffle, drop_last=drop_last, shard="drop" if sampler.drop_last else "pad",
                     rank=sampler.rank, world_size=sampler.num_replicas, seed=sampler.seed)
     raise ConfigError(f"sampler={kind}: nostall plans the order itself (a seeded shuffle, "
                       "ranks, resume); give shuffle= (and rank=, world_size=) instead")
@@ -67,10 +68,11 @@ def _native(dataset: Any) -> tuple[Any, str]:
         return None, f"{kind} has a target_transform"
     if dataset.transform is None:
         return None, f"{kind} has no transform (its samples are PIL images)"
-    from ._translate import from_torchvision
+    from ._translate import translate
 
     try:
-        return from_torchvision(dataset.transform), "translated"
+        translate(dataset.transform)  # the Loader translates it again, with the dtype it delivers
+        return dataset.transform, "translated"
     except ConfigError as e:
         return None, f"its transform cannot be translated: {e}"
     except TypeError:

@@ -74,6 +74,14 @@ class BatchTensor:
         """``"float32"``, ``"uint8"`` or ``"int64"``."""
 
 @final
+class Batches:
+    """The batches of one ``iter(loader)``: iterating it again goes on where it stands."""
+    def __iter__(self) -> Batches: ...
+    def __next__(self) -> Any:
+        """The next ``(images, labels)``: torch tensors, NumPy arrays or ``BatchTensor``s,
+        depending on ``output``; with ``fields=``, a dictionary of the fields by name.
+        The GIL is released while waiting."""
+
 class Loader:
     """A data loader: iterate over it for the ``(images, labels)`` batches of one epoch.
 
@@ -103,6 +111,7 @@ class Loader:
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
+        shard: Literal["pad", "drop"] = "pad",
         threads: int | Literal["auto"] | None = None,
         fetch_threads: int | None = None,
         prefetch: int | None = None,
@@ -141,13 +150,11 @@ class Loader:
     ) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
-    def __iter__(self) -> Loader:
-        """Starts an epoch (the one set by ``set_epoch``, a ``load_state_dict`` position,
-        or the epoch after the last one finished)."""
-    def __next__(self) -> Any:
-        """The next ``(images, labels)``: torch tensors, NumPy arrays or ``BatchTensor``s,
-        depending on ``output``; with ``fields=``, a dictionary of the fields by name.
-        The GIL is released while waiting."""
+    def __iter__(self) -> Batches:
+        """Starts an epoch and returns a fresh iterator over its batches (the epoch set by
+        ``set_epoch``, a ``load_state_dict`` position, consumed by the first epoch started
+        after it, or the epoch after the last one finished). A later ``iter()`` starts its
+        epoch again from the start, and an earlier iterator then raises."""
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration run ``epoch`` from its start."""
     @property

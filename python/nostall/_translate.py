@@ -3,12 +3,15 @@
 ``Loader(pipeline=...)`` takes a ``torchvision.transforms`` (v1 or v2) ``Compose`` or list,
 or what timm's ``create_transform`` returns, and hands it here when it is not a list of
 nostall's operators. Each transform becomes the nostall operator of the same name and
-arguments (read from its attributes); the conversions to tensors and floats
+arguments (read from its attributes). The conversions to tensors and floats
 (``ToTensor``, ``PILToTensor``, ``ToImage``, ``ToDtype``, ``ConvertImageDtype``, timm's
-``MaybeToTensor``) are what nostall's output is anyway and are dropped, as are OpenCLIP's
-conversions to RGB (``MaybeConvertMode``, ``_convert_to_rgb``: nostall decodes every
-image to RGB) and its ``MaybeToTensor``; a transform nostall does not have is refused
-naming it, so that a recipe never changes silently.
+``MaybeToTensor``) are followed, not dropped: the values they leave (8-bit, floats in
+0..1, or floats in 0..255 from ``ToDtype`` without ``scale``) decide the loader's dtype
+(``translate``) and the units of a ``Normalize`` after them, and a conversion nostall
+cannot deliver exactly is refused naming it. OpenCLIP's conversions to RGB
+(``MaybeConvertMode``, ``_convert_to_rgb``: nostall decodes every image to RGB) are
+dropped; a transform nostall does not have is refused naming it, so that a recipe never
+changes silently.
 
 nostall's operators follow torchvision.transforms.v2's kernels on uint8 tensors: a v1
 transform that works on PIL images (``ColorJitter``, ``GaussianBlur``) is translated to
@@ -37,12 +40,104 @@ def from_torchvision(transform: Any) -> list[ops.Op]:
     """nostall's operators for ``transform``: a torchvision (v1 or v2) or timm transform,
     a ``Compose`` of them, or a list. Raises ``ConfigError`` naming the first transform
     nostall does not have, or an argument it does not take."""
+    return translate(transform)[0]
+
+
+def output_dtype(pipeline: Any) -> str | None:
+    """The dtype a recipe (or a list of views, each a recipe) delivers: ``"uint8"`` where
+    it ends in 8-bit tensors, ``"float32"`` where it converts to floats, None where it
+    converts nothing (the loader's default then)."""
+    views = list(pipeline) if isinstance(pipeline, (list, tuple)) else []
+    if views and all(isinstance(v, (list, tuple)) or type(v).__name__ == "Compose" for v in views):
+        dtypes = {translate(v)[1] for v in views}
+        if len(dtypes) > 1:
+            raise ConfigError(f"the views end in different types ({sorted(map(str, dtypes))}): a batch has one dtype")
+        return dtypes.pop()
+    return translate(pipeline)[1]
+
+
+# What a recipe's image holds at each point: the decoded 8-bit image (a PIL image, which
+# nostall's operators take as v2 takes a uint8 tensor), an 8-bit tensor, floats in 0..1,
+# or floats in 0..255 (v2's ``ToDtype(torch.float32)``: it scales only when told).
+_DECODED, _UINT8, _FLOAT, _FLOAT255 = "decoded", "uint8", "float", "float255"
+
+
+def translate(transform: Any) -> tuple[list[ops.Op], str | None]:
+    """``from_torchvision``'s operators and ``output_dtype``'s dtype, in one pass that
+    follows the values' type through the conversions."""
     out: list[ops.Op] = []
+    domain = _DECODED
     for t in _flatten(transform):
+        if _is_conversion(t):
+            domain = _converted(t, domain)
+            continue
+        name = type(t).__name__
+        if domain == _FLOAT255 and name == "Normalize":
+            # (x - m) / s over 0..255 is (x/255 - m/255) / (s/255): nostall's units.
+            out.append(ops.Normalize(mean=[m / 255 for m in _floats(t.mean)], std=[v / 255 for v in _floats(t.std)]))
+            domain = _FLOAT
+            continue
+        if domain == _FLOAT255:
+            raise ConfigError(f"{_named(t)} after a ToDtype without scale=True works on floats in 0..255, which "
+                              "nostall's operators do not take: give the ToDtype scale=True (and Normalize in 0..1 "
+                              "units), or put it after a Normalize")
+        if domain == _UINT8 and name == "Normalize":
+            raise ConfigError(f"{_named(t)} on 8-bit tensors (no conversion to floats before it) raises in "
+                              "torchvision: put ToDtype(torch.float32, scale=True) before it")
         op = _one(t)
         if op is not None:
             out.append(op)
-    return out
+    if domain == _FLOAT255:
+        raise ConfigError("the recipe ends in a ToDtype without scale=True, which delivers floats in 0..255: nostall "
+                          "delivers floats in 0..1 (pixel / 255) or 8-bit values (dtype='uint8'); give the ToDtype "
+                          "scale=True, or end the recipe with a Normalize")
+    return out, {_DECODED: None, _UINT8: "uint8", _FLOAT: "float32"}[domain]
+
+
+def _is_conversion(t: Any) -> bool:
+    module = type(t).__module__
+    if module.startswith("open_clip"):
+        return type(t).__name__ == "MaybeToTensor"
+    return module.startswith(("torchvision", "timm")) and type(t).__name__ in CONVERSIONS
+
+
+def _converted(t: Any, domain: str) -> str:
+    """The values after the conversion ``t`` of values in ``domain``, as torchvision (v1
+    and v2) and timm convert them; ``ConfigError`` where nostall cannot deliver them."""
+    name = type(t).__name__
+    v2 = ".v2" in type(t).__module__
+    if name in ("ToPureTensor",):
+        return domain
+    if name in ("ToImage", "ToImageTensor", "PILToTensor", "MaybePILToTensor"):
+        return _UINT8 if domain == _DECODED else domain
+    if name in ("ToTensor", "MaybeToTensor"):
+        return _FLOAT if domain == _DECODED else domain
+    if name == "ConvertImageDtype":
+        scale = True
+    else:  # ToDtype
+        scale = bool(getattr(t, "scale", False))
+    if domain == _DECODED and v2:
+        return domain  # v2 leaves a PIL image as it is: it converts tensors only
+    target = _target_dtype(t)
+    if target == "uint8" and domain in (_DECODED, _UINT8):
+        return _UINT8
+    if target != "float32":
+        raise ConfigError(f"{_named(t)} to {target}: nostall delivers float32 (pixel / 255) or uint8 "
+                          "(dtype='uint8'), and converts floats back to 8 bits nowhere mid-recipe")
+    if domain in (_DECODED, _UINT8):
+        return _FLOAT if scale else _FLOAT255
+    return domain  # floats stay floats: a float-to-float conversion never scales
+
+
+def _target_dtype(t: Any) -> str:
+    dtype = t.dtype
+    if isinstance(dtype, dict):  # v2: a dtype per input type; the image's is what matters
+        image = [v for k, v in dtype.items() if getattr(k, "__name__", k) in ("Image", "Tensor")]
+        if len(image) != 1:
+            raise ConfigError(f"{_named(t)}: a dtype per type ({dtype!r}) names no single dtype for the image")
+        dtype = image[0]
+    text = str(dtype)
+    return {"torch.float32": "float32", "torch.uint8": "uint8"}.get(text, text)
 
 
 def _flatten(transform: Any) -> Iterable[Any]:
@@ -102,8 +197,6 @@ def _one(t: Any) -> ops.Op | None:
         return t
     if _is_open_clip_rgb(t):
         return None
-    if type(t).__module__.startswith("open_clip") and type(t).__name__ == "MaybeToTensor":
-        return None
     module = type(t).__module__
     if not (module.startswith("torchvision") or module.startswith("timm")):
         raise TypeError(
@@ -111,8 +204,6 @@ def _one(t: Any) -> ops.Op | None:
             "or give a torchvision or timm recipe"
         )
     name = type(t).__name__
-    if name in CONVERSIONS:
-        return None
     if name in ("RandomResizedCrop", "RandomResizedCropAndInterpolation"):
         return ops.RandomResizedCrop(_size(t.size), scale=_floats(t.scale), ratio=_floats(t.ratio),
                                      interpolation=_interpolation(t))

@@ -81,7 +81,7 @@ def translate(pipeline: Any) -> tuple[dict[str, Any] | None, str]:
 
 
 def _translate(pipeline: Any) -> dict[str, Any]:
-    from ._translate import from_torchvision
+    from ._translate import translate as translate_recipe
 
     stages = list(pipeline.pipeline)
     if not stages:
@@ -141,7 +141,8 @@ def _translate(pipeline: Any) -> dict[str, Any]:
     if transform is None:
         raise _Untranslatable("it maps no transform over the images (its samples are PIL images)")
     try:
-        kwargs["pipeline"] = from_torchvision(transform)
+        translate_recipe(transform)  # the Loader translates it again, with the dtype it delivers
+        kwargs["pipeline"] = transform
     except (ConfigError, TypeError) as e:
         raise _Untranslatable(f"its image transform cannot be translated: {e}") from None
     return kwargs

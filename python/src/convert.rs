@@ -15,6 +15,7 @@ use nostall::prep::image::Layout;
 use nostall::prep::{DType, Operators};
 use nostall::storage::ReadMode;
 use nostall::ErrorPolicy;
+use nostall::Shard;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyString};
@@ -236,8 +237,9 @@ impl<'py> FromPyObject<'_, 'py> for CacheChoice {
 }
 
 /// `pipeline=`: a preset's name, or a list of `nostall.ops` or `nostall.audio` operators
-/// (with `nostall.ops.Python` among them).
-pub(crate) struct PipelineArg(pub PipelineSetting);
+/// (with `nostall.ops.Python` among them), and the dtype a translated torchvision or timm
+/// recipe delivers (None: it says nothing).
+pub(crate) struct PipelineArg(pub PipelineSetting, pub Option<DType>);
 
 impl PipelineArg {
     /// `obj` as a pipeline, its `ops.Python` joining `python`.
@@ -248,11 +250,12 @@ impl PipelineArg {
         if let Ok(name) = obj.extract::<String>() {
             return name
                 .parse()
-                .map(PipelineArg)
+                .map(|preset| PipelineArg(preset, None))
                 .map_err(|e| raise(obj.py(), e));
         }
         let operators: Operators = ops::from_python(obj, python)?;
-        Ok(PipelineArg(PipelineSetting::Operators(operators)))
+        let dtype = ops::recipe_dtype(obj)?;
+        Ok(PipelineArg(PipelineSetting::Operators(operators), dtype))
     }
 }
 
@@ -278,6 +281,7 @@ pub(crate) struct ConfigArgs {
     pub shuffle: Option<bool>,
     pub seed: Option<u64>,
     pub drop_last: Option<bool>,
+    pub shard: Option<Text<Shard>>,
     pub aug_repeats: Option<u32>,
     pub threads: Option<ThreadsArg>,
     pub balance_ranks: Option<bool>,
@@ -315,8 +319,10 @@ impl ConfigArgs {
         set(&mut plan.shuffle, self.shuffle);
         set(&mut plan.seed, self.seed);
         set(&mut plan.drop_last, self.drop_last);
+        set(&mut plan.shard, self.shard.as_ref().map(|t| t.0));
         set(&mut plan.repeats, self.aug_repeats);
-        set(&mut s.dtype, self.dtype.as_ref().map(|t| t.0));
+        let recipe = self.pipeline.as_ref().and_then(|p| p.1);
+        set(&mut s.dtype, self.dtype.as_ref().map(|t| t.0).or(recipe));
         set(&mut s.layout, self.layout.as_ref().map(|t| t.0));
         set(&mut s.threads, self.threads.as_ref().map(|t| t.0));
         s.balance_ranks = self.balance_ranks;

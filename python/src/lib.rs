@@ -90,6 +90,7 @@ fn imagenet_val(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
 fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Loader>()?;
+    m.add_class::<loader::Batches>()?;
     m.add_class::<BatchTensor>()?;
     m.add_class::<mix::Mixup>()?;
     m.add_class::<tokenizer::Tokenizer>()?;

@@ -12,10 +12,11 @@ use nostall::prep::image::Layout;
 use nostall::prep::route::DecodeRoute;
 use nostall::prep::DType;
 use nostall::storage::ReadMode;
-use nostall::ErrorPolicy;
 use nostall::{EpochStats, Position};
+use nostall::{ErrorPolicy, Shard};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -61,6 +62,9 @@ use crate::{arrow, device, live, shared, state, user};
 /// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
 /// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
 /// - `drop_last` (False): leave out the last, incomplete batch.
+/// - `shard` (`"pad"`): how an epoch that does not divide among the ranks is evened out:
+///   `"pad"` repeats a few samples, `"drop"` leaves the tail of the permutation out
+///   (`DistributedSampler(drop_last=...)`; `drop_last` is the DataLoader's).
 /// - `aug_repeats` (1): repeated augmentation, as DeiT's and torchvision's `RASampler`
 ///   (timm's `--aug-repeats`): each sample drawn into the epoch this many times (up to
 ///   16), its repeats dealt to consecutive ranks, each repeat its own augmentation; an
@@ -251,6 +255,45 @@ pub(crate) struct Loader {
     python_ops: Option<Arc<PythonOps>>,
     /// What each dataset of a mixture delivered (`source=[...]`).
     sources: Option<SourceCounts>,
+    /// How many epochs `iter()` started: an iterator of an earlier one is stale.
+    generation: u64,
+}
+
+/// The batches of one `iter(loader)`: a fresh iterator per call, as the DataLoader's, so
+/// `iter()` of the iterator itself (a `for` loop over it, `enumerate`, `islice`) goes on
+/// where it stands instead of starting the epoch again.
+#[pyclass(module = "nostall._nostall")]
+pub(crate) struct Batches {
+    loader: Py<Loader>,
+    /// The loader's generation when this iterator's epoch started.
+    generation: u64,
+    /// Whether it ended: an iterator that stopped stays stopped.
+    done: bool,
+}
+
+#[pymethods]
+impl Batches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next `(images, labels)` batch (a dictionary of fields with `fields=`); the GIL
+    /// is released while waiting for it.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut loader = self.loader.bind(py).try_borrow_mut()?;
+        if loader.generation != self.generation {
+            return Err(PyRuntimeError::new_err(
+                "this iterator's epoch was replaced by a later iter(loader), which stopped \
+                 it: iterate the newest iterator",
+            ));
+        }
+        let next = loader.next_batch(py)?;
+        self.done = next.is_none();
+        Ok(next)
+    }
 }
 
 #[pymethods]
@@ -261,7 +304,7 @@ impl Loader {
     #[pyo3(
         signature = (
             source, *, batch_size=None, pipeline=None, image_size=None, dtype=None,
-            layout=None, shuffle=None, seed=None, drop_last=None, threads=None,
+            layout=None, shuffle=None, seed=None, drop_last=None, shard=None, threads=None,
             fetch_threads=None, prefetch=None, overlap_epochs=None, cache=None,
             cache_policy=None, cache_epochs=None, cache_fill=None, memory=None,
             group_memory=None, on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
@@ -272,7 +315,7 @@ impl Loader {
             weights=None, workers=None, worker_init_fn=None, timeout=None
         ),
         text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
-            dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, \
+            dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, shard='pad', \
             threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
             cache=None, cache_policy='minio', cache_epochs=None, \
             cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
@@ -294,6 +337,7 @@ impl Loader {
         shuffle: Option<bool>,
         seed: Option<u64>,
         drop_last: Option<bool>,
+        shard: Option<Text<Shard>>,
         threads: Option<ThreadsArg>,
         fetch_threads: Option<usize>,
         prefetch: Option<usize>,
@@ -340,6 +384,18 @@ impl Loader {
         let pipeline = pipeline
             .map(|p| PipelineArg::with_python(&p, &python_ops))
             .transpose()?;
+        if let (Some(given), Some(PipelineArg(_, Some(recipe)))) = (&dtype, &pipeline) {
+            if given.0 != *recipe {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "dtype=\"{}\" with a recipe that delivers {recipe}: torchvision would \
+                         give {recipe}; leave dtype= out, or change the recipe's conversions",
+                        given.0
+                    ),
+                ));
+            }
+        }
         let held = match &source {
             SourceArg::Dataset(dataset) => {
                 let label = label_column.as_ref().map(|l| &l.0);
@@ -477,6 +533,7 @@ impl Loader {
             shuffle,
             seed,
             drop_last,
+            shard,
             aug_repeats,
             threads,
             balance_ranks,
@@ -725,6 +782,7 @@ impl Loader {
             sources,
             user,
             python_ops,
+            generation: 0,
         })
     }
 
@@ -736,148 +794,18 @@ impl Loader {
         }
     }
 
-    /// Starts an epoch: the one set by `set_epoch`, the position given to
-    /// `load_state_dict`, or the epoch after the last one iterated to its end.
-    fn __iter__<'py>(
-        mut slf: PyRefMut<'py, Self>,
-        py: Python<'py>,
-    ) -> PyResult<PyRefMut<'py, Self>> {
-        let this = &mut *slf;
-        let previous = this.current.take();
-        // The group serves positions of this loader's order: a state of a stretch under
-        // another world size, or of an epoch dealt in other groups, resumes on its threads.
-        let resumes_its_own = this.resume.as_ref().is_some_and(|c| {
-            let own = this.inner.identity();
-            !c.history.is_empty()
-                || (c.identity.open_groups, c.identity.groups) != (own.open_groups, own.groups)
-        });
-        if let Some(shared) = this.shared.as_mut().filter(|_| !resumes_its_own) {
-            // The group serves positions; skip counts of a resumed state stay the
-            // group's concern.
-            py.detach(move || drop(previous));
-            let at = this.resume.take().map_or(this.next, |c| c.position);
-            shared.begin(at.epoch);
-            this.shared_at = Some(at);
-            this.active = true;
-            if let Some(sources) = &mut this.sources {
-                sources.restart();
-            }
-            return Ok(slf);
-        }
-        this.shared_at = None;
-        let inner = this.inner.clone();
-        let (next, resume) = (this.next, this.resume.take());
-        let epoch = py
-            .detach(move || {
-                drop(previous); // stops and joins its threads
-                match resume {
-                    Some(checkpoint) => inner.resume_saved(&checkpoint),
-                    None => inner.resume(next),
-                }
-            })
-            .map_err(|e| raise(py, e))?;
-        this.current = Some(epoch);
-        this.active = true;
-        if let Some(sources) = &mut this.sources {
-            sources.restart();
-        }
-        Ok(slf)
-    }
-
-    /// The next `(images, labels)` batch (a dictionary of fields with `fields=`); the GIL is
-    /// released while waiting for it.
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        if !self.active {
-            return Ok(None);
-        }
-        if let Some(at) = self.shared_at {
-            match self.next_shared(py, at)? {
-                Some(Some(objects)) => {
-                    let after = self.shared_at.unwrap_or(at);
-                    if let Some(sources) = &mut self.sources {
-                        sources.count(&self.last_ids);
-                    }
-                    if let Some(records) = &self.records {
-                        let transform = self.record_transform(after);
-                        return records
-                            .shared_split(py, objects, self.device.as_ref(), transform)
-                            .map(Some);
-                    }
-                    let objects = self.hand_over(py, objects, PyList::empty(py), after)?;
-                    return Ok(Some(pair(py, objects)?));
-                }
-                Some(None) => return Ok(None),
-                None => {} // the agent is gone: this loader's own threads go on from `at`
-            }
-        }
-        let Some(epoch) = self.current.as_mut() else {
-            return Ok(None);
-        };
-        // Wait in slices, checking for signals between them: Ctrl-C must interrupt a
-        // wait for a batch that storage holds up.
-        let next = loop {
-            match py.detach(|| epoch.next_within(SIGNAL_CHECK)) {
-                Next::Pending => py.check_signals()?,
-                Next::Batch(batch) => break Some(batch),
-                Next::End => break None,
-            }
-        };
-        match next {
-            None => {
-                self.active = false;
-                self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
-                self.resume = None;
-                Ok(None)
-            }
-            Some(Err(e)) => {
-                // A later state_dict() must point after the batches already delivered,
-                // not at where this iteration started.
-                self.next = nostall::Epoch::position(epoch);
-                self.resume = Some(self.inner.checkpoint(epoch));
-                self.active = false;
-                Err(raise(py, e))
-            }
-            Some(Ok(batch)) => {
-                let after = nostall::Epoch::position(epoch);
-                self.last_ids.clear();
-                self.last_ids.extend_from_slice(batch.ids());
-                if let Some(sources) = &mut self.sources {
-                    sources.count(batch.ids());
-                }
-                let labels = match batch.soft_labels() {
-                    Some(soft) => {
-                        let classes = soft.len() / batch.len().max(1);
-                        Owner::SoftLabels(soft.to_vec(), classes)
-                    }
-                    None => Owner::Labels(batch.labels().to_vec()),
-                };
-                if let Some(records) = &self.records {
-                    let transform = self.record_transform(after);
-                    return records
-                        .objects(
-                            py,
-                            &self.output,
-                            batch,
-                            labels,
-                            self.device.as_ref(),
-                            transform,
-                        )
-                        .map(Some);
-                }
-                let deferred = match &self.device {
-                    Some(_) => device::Device::deferred(py, &batch, self.inner.catalog())?,
-                    None => PyList::empty(py),
-                };
-                let n = batch.len();
-                let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
-                if let Some(user) = &self.user {
-                    return user.batch(py, images, n).map(Some);
-                }
-                let images = split_views(py, images, &self.views, self.stack_views)?;
-                let objects = self.hand_over(py, (images, labels), deferred, after)?;
-                Ok(Some(pair(py, objects)?))
-            }
-        }
+    /// Starts an epoch and returns its batches: the epoch set by `set_epoch`, the position
+    /// given to `load_state_dict` (consumed by the first epoch started after it), or the
+    /// epoch after the last one iterated to its end. Each call makes a fresh iterator, as
+    /// the DataLoader's do; a later call starts its epoch again from the start (or from
+    /// where an error stopped it), and an earlier iterator of this loader then raises.
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<Batches> {
+        let generation = slf.borrow_mut().start_epoch(slf.py())?;
+        Ok(Batches {
+            loader: slf.unbind(),
+            generation,
+            done: false,
+        })
     }
 
     /// Makes the next iteration run epoch `epoch` from its start (its shuffle order
@@ -1134,6 +1062,147 @@ fn pair(py: Python<'_>, (images, labels): (Py<PyAny>, Py<PyAny>)) -> PyResult<Py
 }
 
 impl Loader {
+    /// Starts the epoch `__iter__` runs, and returns its generation: the saved state
+    /// (`load_state_dict`, an error's) is consumed here, so a later `iter()` starts the
+    /// epoch again from its start in this loader's own order, never from a bare position
+    /// of an order it does not deal.
+    fn start_epoch(&mut self, py: Python<'_>) -> PyResult<u64> {
+        self.generation += 1;
+        let previous = self.current.take();
+        let resume = self.resume.take();
+        let at = resume.as_ref().map_or(self.next, |c| c.position);
+        self.next = Position::start_of(at.epoch);
+        if let Some(sources) = &mut self.sources {
+            sources.restart();
+        }
+        // The group serves positions of this loader's order: a state of a stretch under
+        // another world size, or of an epoch dealt in other groups, resumes on its threads.
+        let resumes_its_own = resume.as_ref().is_some_and(|c| {
+            let own = self.inner.identity();
+            !c.history.is_empty()
+                || (c.identity.open_groups, c.identity.groups) != (own.open_groups, own.groups)
+        });
+        if let Some(shared) = self.shared.as_mut().filter(|_| !resumes_its_own) {
+            // The group serves positions; skip counts of a resumed state stay the
+            // group's concern.
+            py.detach(move || drop(previous));
+            shared.begin(at.epoch);
+            self.shared_at = Some(at);
+            self.active = true;
+            return Ok(self.generation);
+        }
+        self.shared_at = None;
+        let inner = self.inner.clone();
+        let epoch = py
+            .detach(move || {
+                drop(previous); // stops and joins its threads
+                match resume {
+                    Some(checkpoint) => inner.resume_saved(&checkpoint),
+                    None => inner.resume(at),
+                }
+            })
+            .map_err(|e| raise(py, e))?;
+        self.current = Some(epoch);
+        self.active = true;
+        Ok(self.generation)
+    }
+
+    /// The next batch of the epoch `__iter__` started, for its [`Batches`]; the GIL is
+    /// released while waiting for it.
+    fn next_batch(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        if !self.active {
+            return Ok(None);
+        }
+        if let Some(at) = self.shared_at {
+            match self.next_shared(py, at)? {
+                Some(Some(objects)) => {
+                    let after = self.shared_at.unwrap_or(at);
+                    if let Some(sources) = &mut self.sources {
+                        sources.count(&self.last_ids);
+                    }
+                    if let Some(records) = &self.records {
+                        let transform = self.record_transform(after);
+                        return records
+                            .shared_split(py, objects, self.device.as_ref(), transform)
+                            .map(Some);
+                    }
+                    let objects = self.hand_over(py, objects, PyList::empty(py), after)?;
+                    return Ok(Some(pair(py, objects)?));
+                }
+                Some(None) => return Ok(None),
+                None => {} // the agent is gone: this loader's own threads go on from `at`
+            }
+        }
+        let Some(epoch) = self.current.as_mut() else {
+            return Ok(None);
+        };
+        // Wait in slices, checking for signals between them: Ctrl-C must interrupt a
+        // wait for a batch that storage holds up.
+        let next = loop {
+            match py.detach(|| epoch.next_within(SIGNAL_CHECK)) {
+                Next::Pending => py.check_signals()?,
+                Next::Batch(batch) => break Some(batch),
+                Next::End => break None,
+            }
+        };
+        match next {
+            None => {
+                self.active = false;
+                self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
+                self.resume = None;
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                // A later state_dict() must point after the batches already delivered,
+                // not at where this iteration started.
+                self.next = nostall::Epoch::position(epoch);
+                self.resume = Some(self.inner.checkpoint(epoch));
+                self.active = false;
+                Err(raise(py, e))
+            }
+            Some(Ok(batch)) => {
+                let after = nostall::Epoch::position(epoch);
+                self.last_ids.clear();
+                self.last_ids.extend_from_slice(batch.ids());
+                if let Some(sources) = &mut self.sources {
+                    sources.count(batch.ids());
+                }
+                let labels = match batch.soft_labels() {
+                    Some(soft) => {
+                        let classes = soft.len() / batch.len().max(1);
+                        Owner::SoftLabels(soft.to_vec(), classes)
+                    }
+                    None => Owner::Labels(batch.labels().to_vec()),
+                };
+                if let Some(records) = &self.records {
+                    let transform = self.record_transform(after);
+                    return records
+                        .objects(
+                            py,
+                            &self.output,
+                            batch,
+                            labels,
+                            self.device.as_ref(),
+                            transform,
+                        )
+                        .map(Some);
+                }
+                let deferred = match &self.device {
+                    Some(_) => device::Device::deferred(py, &batch, self.inner.catalog())?,
+                    None => PyList::empty(py),
+                };
+                let n = batch.len();
+                let (images, labels) = objects(py, &self.output, Owner::Batch(batch), labels)?;
+                if let Some(user) = &self.user {
+                    return user.batch(py, images, n).map(Some);
+                }
+                let images = split_views(py, images, &self.views, self.stack_views)?;
+                let objects = self.hand_over(py, (images, labels), deferred, after)?;
+                Ok(Some(pair(py, objects)?))
+            }
+        }
+    }
+
     /// A batch's objects handed over: through the device's stager, with the batch
     /// transform in its stream, or the transform (if any) here. `after` is the position
     /// after the batch, whose seed the transform's generator takes.

@@ -14,12 +14,13 @@ use nostall::prep::args::Value;
 use nostall::prep::audio::AudioOp;
 use nostall::prep::image::{op, Op, DECLARATIONS};
 use nostall::prep::user_fn::UserOp;
-use nostall::prep::Operators;
+use nostall::prep::{DType, Operators};
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
+use crate::errors::config_error;
 use crate::python_ops::PythonOps;
 use crate::raise;
 
@@ -276,6 +277,36 @@ fn views_of(
         }
     }
     Ok(Some(views))
+}
+
+/// The dtype a torchvision or timm recipe delivers (`nostall._translate.output_dtype`):
+/// uint8 where it ends in 8-bit tensors, float32 where it converts to floats; None for a
+/// list of nostall's operators and for a recipe that converts nothing.
+pub(crate) fn recipe_dtype(pipeline: &Bound<'_, PyAny>) -> PyResult<Option<DType>> {
+    let mut translated = !is_native(pipeline) && holds_transforms(pipeline)?;
+    if !translated && (pipeline.is_instance_of::<PyList>() || pipeline.is_instance_of::<PyTuple>())
+    {
+        // Views: a list of pipelines, any of which may be a recipe.
+        for item in pipeline.try_iter()? {
+            let item = item?;
+            translated |= !is_native(&item) && holds_transforms(&item)?;
+        }
+    }
+    if !translated {
+        return Ok(None);
+    }
+    let py = pipeline.py();
+    let dtype = py
+        .import("nostall._translate")?
+        .getattr("output_dtype")?
+        .call1((pipeline,))?
+        .extract::<Option<String>>()?;
+    dtype
+        .map(|name| {
+            name.parse()
+                .map_err(|e: nostall::prep::UnknownName| config_error(py, e.to_string()))
+        })
+        .transpose()
 }
 
 /// Whether `pipeline` is a torchvision or timm transform, or a sequence holding one.

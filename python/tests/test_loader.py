@@ -88,7 +88,7 @@ def test_overlapping_epochs_give_the_same_batches_as_separate_ones(photos):
 
 def test_tensors_share_the_loader_buffer_no_copy(photos):
     loader = nostall.Loader(photos, batch_size=8, image_size=32, output="dlpack")
-    images, labels = next(iter(loader))
+    images, labels = next(batches := iter(loader))
     assert isinstance(images, nostall.BatchTensor)
     assert images.shape == [8, 3, 32, 32] and images.dtype == "float32"
     assert labels.shape == [8] and labels.dtype == "int64"
@@ -98,7 +98,7 @@ def test_tensors_share_the_loader_buffer_no_copy(photos):
     with pytest.raises(BufferError):
         torch.from_dlpack(images)  # ownership went to the first consumer
     # NumPy, too.
-    images2, _ = next(loader)
+    images2, _ = next(batches)
     address2 = images2.data_ptr
     assert np.from_dlpack(images2).ctypes.data == address2
 
@@ -161,6 +161,62 @@ def test_state_dict_resumes_exactly_mid_epoch(photos):
     for (x, y), (ex, ey) in zip(rest, expected[3:]):
         assert torch.equal(x, ex) and torch.equal(y, ey)
     assert resumed.state_dict() == dict(state, epoch=3, batch=0, sample=0)
+
+
+def test_a_resume_survives_any_iteration_pattern(photos):
+    """`iter()` makes a fresh iterator: a for loop over it, enumerate and islice go on
+    where it stands, so a state saved on two ranks resumes on one each sample once."""
+    import itertools
+
+    kw = dict(batch_size=4, image_size=32, seed=5, drop_last=False)
+    states, before = [], []
+    for rank in range(2):
+        loader = nostall.Loader(photos, rank=rank, world_size=2, **kw)
+        it = iter(loader)
+        for _ in range(2):
+            next(it)
+            before += loader.last_ids
+        states.append(loader.state_dict())
+        del it, loader
+
+    def rest(pattern):
+        loader = nostall.Loader(photos, **kw)
+        loader.load_state_dict(states)
+        ids = []
+        if pattern == "next, then for over the iterator":
+            it = iter(loader)
+            next(it)
+            ids += loader.last_ids
+            for _ in it:
+                ids += loader.last_ids
+        elif pattern == "enumerate(iter(loader))":
+            for _ in enumerate(iter(loader)):
+                ids += loader.last_ids
+        else:
+            for _ in itertools.islice(loader, 100):
+                ids += loader.last_ids
+        # The state is consumed: a later iter() runs the whole epoch in this loader's order.
+        again = []
+        for _ in loader:
+            again += loader.last_ids
+        assert sorted(again) == list(range(N)), pattern
+        return ids
+
+    for pattern in ("next, then for over the iterator", "enumerate(iter(loader))", "islice"):
+        assert sorted(before + rest(pattern)) == list(range(N)), pattern
+
+
+def test_an_iterator_replaced_by_a_later_iter_raises_and_an_ended_one_stays_ended(photos):
+    loader = nostall.Loader(photos, batch_size=8, image_size=32)
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    with pytest.raises(RuntimeError, match="replaced by a later iter"):
+        next(first)
+    assert len(list(second)) == N // 8
+    with pytest.raises(StopIteration):
+        next(second)
+    assert iter(second) is second
 
 
 def test_a_saved_state_is_data_every_field_out_of_bounds_is_a_config_error(photos):

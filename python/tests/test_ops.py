@@ -152,13 +152,13 @@ def test_uint8_tensors_share_the_loader_buffer_no_copy(photos):
     pipeline = [ops.RandomResizedCrop(32), ops.RandomHorizontalFlip()]
     loader = nostall.Loader(photos, batch_size=8, pipeline=pipeline, dtype="uint8", layout="HWC",
                             output="dlpack")
-    images, labels = next(iter(loader))
+    images, labels = next(batches := iter(loader))
     assert images.shape == [8, 32, 32, 3] and images.dtype == "uint8"
     address = images.data_ptr
     t = torch.from_dlpack(images)
     assert t.dtype == torch.uint8 and t.shape == (8, 32, 32, 3) and t.is_contiguous()
     assert t.data_ptr() == address  # torch's tensor is the loader's buffer
-    images2, _ = next(loader)
+    images2, _ = next(batches)
     a = np.from_dlpack(images2)
     assert a.dtype == np.uint8 and a.ctypes.data == images2.data_ptr
     # Torch output: uint8 tensors too; a freed tensor's buffer goes back to the pool.

@@ -92,3 +92,45 @@ def test_what_cannot_be_translated_is_refused_naming_it(photos):
         nostall.Loader(photos, pipeline=[ops.CenterCrop(8), "Normalize"])
     with pytest.raises(TypeError, match="'Normalize' is not an operator"):
         nostall.Loader(photos, pipeline=[v2.CenterCrop(8), "Normalize"])
+
+
+def test_conversions_are_followed_not_dropped(square_pngs):
+    """v2's ToDtype scales only when told: Normalize in 0..255 units after it gives what
+    torchvision gives; ToImage alone delivers uint8; what nostall cannot deliver is refused."""
+    from parity import reference_images
+
+    from nostall._translate import translate
+
+    pngs = square_pngs(48)
+    stats = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
+    unscaled = v2.Compose([v2.CenterCrop(48), v2.ToImage(), v2.ToDtype(torch.float32), v2.Normalize(**stats)])
+    loader = nostall.Loader(str(pngs), batch_size=32, shuffle=False, pipeline=unscaled, output="torch")
+    got, _ = next(iter(loader))
+    want = reference_images(pngs, unscaled)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert want.min() < -2.0 and want.max() > 2.6  # the issue's range, not [-2.12, -1.79]
+
+    eight_bits = v2.Compose([v2.CenterCrop(40), v2.ToImage()])
+    got, _ = next(iter(nostall.Loader(str(pngs), batch_size=32, shuffle=False, pipeline=eight_bits,
+                                      output="torch")))
+    assert got.dtype == torch.uint8 and torch.equal(got, reference_images(pngs, eight_bits))
+    with pytest.raises(nostall.ConfigError, match='dtype="float32" with a recipe that delivers uint8'):
+        nostall.Loader(str(pngs), pipeline=eight_bits, dtype="float32")
+
+    refused = {
+        "ends in a ToDtype without scale=True": [v2.ToImage(), v2.ToDtype(torch.float32)],
+        "ToDtype without scale=True works on floats in 0..255": [v2.ToImage(), v2.ToDtype(torch.float32),
+                                                                 v2.RandomHorizontalFlip()],
+        "on 8-bit tensors": [v2.ToImage(), v2.Normalize(**IMAGENET)],
+        "to torch.float16": [v2.ToImage(), v2.ToDtype(torch.float16, scale=True)],
+        "converts floats back to 8 bits": [v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
+                                           v2.ToDtype(torch.uint8, scale=True)],
+    }
+    for why, recipe in refused.items():
+        with pytest.raises(nostall.ConfigError, match=why):
+            nostall.Loader(str(pngs), pipeline=v2.Compose(recipe))
+    # A v1 recipe converts with ToTensor (0..1) and a v2 one with scale=True: float32.
+    for recipe in ([v1.ToTensor(), v1.Normalize(**IMAGENET)],
+                   [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(**IMAGENET)]):
+        assert translate(v2.Compose(recipe))[1] == "float32"
