@@ -27,11 +27,13 @@ import gc
 import mmap
 import os
 import random
+import select
 import signal
 import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 from typing import Any, Callable
 
@@ -224,13 +226,14 @@ class Runner:
             _current.seed = None
 
 
-def probe(dataset: Any, seed: int, in_child: bool) -> Spec:
+def probe(dataset: Any, seed: int, in_child: bool, timeout: float) -> Spec:
     """The spec of `dataset`'s samples, from its first (made with `seed`), the global
     generators left as they were. `in_child`: made in a process forked for it, so that
     nothing ``__getitem__`` opens lazily (an h5py or LMDB handle, which must not be
-    shared across a fork) is held here when the zygote forks."""
+    shared across a fork) is held here when the zygote forks; that process is given
+    `timeout` seconds, and is killed and reaped however the wait ends."""
     if in_child:
-        return _probe_in_child(dataset, seed)
+        return _probe_in_child(dataset, seed, timeout)
     torch = sys.modules.get("torch")
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state() if torch else None)
     try:
@@ -272,10 +275,11 @@ def _fork() -> int:
     return pid
 
 
-def _probe_in_child(dataset: Any, seed: int) -> Spec:
+def _probe_in_child(dataset: Any, seed: int, timeout: float) -> Spec:
     """`_spec_of_first` in a forked process, its spec (or exception) sent back pickled."""
     import pickle
 
+    parent = os.getpid()
     read, write = os.pipe()
     try:
         pid = _fork()
@@ -287,6 +291,9 @@ def _probe_in_child(dataset: Any, seed: int) -> Spec:
         code = 0
         try:
             os.close(read)
+            # The thread that forked it waits for it, so the parent-death signal (bound
+            # to that thread) lasts as long as the probe.
+            _die_with_parent(parent)
             try:
                 made: Any = ("spec", _spec_of_first(dataset, seed))
             except Exception as e:
@@ -303,9 +310,14 @@ def _probe_in_child(dataset: Any, seed: int) -> Spec:
         finally:
             os._exit(code)
     os.close(write)
-    with os.fdopen(read, "rb") as answer:
-        data = answer.read()
-    os.waitpid(pid, 0)
+    try:
+        data = _read_within(read, timeout)
+    finally:
+        os.close(read)
+        _end(pid)
+    if data is None:
+        raise RuntimeError(f"the Dataset's first sample (dataset[0], read to learn its shape) took longer "
+                           f"than {timeout:g} s: its __getitem__ hangs, or give timeout= more")
     if not data:
         raise RuntimeError("the process reading the Dataset's first sample ended without an answer "
                            "(it crashed: see its output above)")
@@ -313,6 +325,34 @@ def _probe_in_child(dataset: Any, seed: int) -> Spec:
     if made[0] == "raised":
         raise made[1]
     return made[1]
+
+
+def _read_within(fd: int, timeout: float) -> bytes | None:
+    """Everything written to `fd` until its writer closes it, or None after `timeout`
+    seconds. A signal's handler (Ctrl-C's KeyboardInterrupt) raises out of the wait."""
+    deadline = time.monotonic() + timeout
+    chunks = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _end(pid: int) -> None:
+    """Kills the child `pid` if it still runs, and reaps it: no orphan, no zombie."""
+    try:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return
+        os.kill(pid, signal.SIGKILL)
+    except ChildProcessError:
+        return
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -69,7 +70,7 @@ pub(crate) struct UserSamples {
 /// user's code: their pool, and the zygote, closed with them.
 pub(crate) struct Workers {
     pub(crate) pool: Arc<WorkerPool>,
-    zygote: Py<PyAny>,
+    spawn: Arc<ZygoteSpawn>,
 }
 
 impl Workers {
@@ -81,26 +82,27 @@ impl Workers {
         config: WorkerConfig,
         worker_init_fn: Option<Py<PyAny>>,
     ) -> PyResult<Workers> {
-        let module = py.import("nostall._workers")?;
-        let zygote = with_no_sample_in_flight(py, || {
-            module.call_method1("Zygote", (job, config.sample_bytes, worker_init_fn))
-        })?;
-        let (requests, answers): (i32, i32) = zygote.call_method0("engine_fds")?.extract()?;
-        let spawn = Arc::new(ZygoteSpawn::new(requests, answers));
-        match py.detach(|| WorkerPool::start(config, spawn)) {
+        let spawn = Arc::new(ZygoteSpawn::start(
+            py,
+            job.clone().unbind(),
+            config.sample_bytes,
+            worker_init_fn,
+        )?);
+        let pool_spawn: Arc<dyn Spawn> = spawn.clone();
+        match py.detach(|| WorkerPool::start(config, pool_spawn)) {
             Ok(pool) => Ok(Workers {
                 pool: Arc::new(pool),
-                zygote: zygote.unbind(),
+                spawn,
             }),
             Err(e) => {
-                let _ = zygote.call_method0("close");
+                spawn.close(py);
                 Err(raise(py, e))
             }
         }
     }
 
-    /// `metrics["workers"]`: processes, `why`, their ids, restarts and samples asked
-    /// again.
+    /// `metrics["workers"]`: processes, `why`, their ids, restarts, samples asked again,
+    /// and the zygote's restarts.
     pub(crate) fn metrics<'py>(&self, py: Python<'py>, why: &str) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("mode", "processes")?;
@@ -109,6 +111,10 @@ impl Workers {
         d.set_item("pids", stats.pids)?;
         d.set_item("restarts", stats.restarts)?;
         d.set_item("retried", stats.retried)?;
+        d.set_item(
+            "zygote_restarts",
+            self.spawn.restarts.load(Ordering::Relaxed),
+        )?;
         Ok(d)
     }
 }
@@ -125,7 +131,7 @@ fn with_no_sample_in_flight<T>(py: Python<'_>, fork: impl FnOnce() -> T) -> T {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        let _ = Python::try_attach(|py| self.zygote.bind(py).call_method0("close").map(drop));
+        let _ = Python::try_attach(|py| self.spawn.close(py));
     }
 }
 
@@ -231,7 +237,8 @@ impl UserSamples {
         // For worker processes, the first sample is read in a process forked for it (as
         // the zygote is), so that what `__getitem__` opens is not shared by the workers.
         let in_child = mode == "processes";
-        let probe = || module.call_method1("probe", (dataset, args.seed, in_child));
+        let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT.as_secs_f64());
+        let probe = || module.call_method1("probe", (dataset, args.seed, in_child, timeout));
         let spec = match in_child {
             true => with_no_sample_in_flight(py, probe),
             false => probe(),
@@ -305,9 +312,24 @@ impl UserSamples {
 }
 
 /// Starts workers by asking the zygote on its pipe: `"number socket memory token"`, to
-/// which it answers the worker's process id (or `error ...`).
+/// which it answers the worker's process id (or `error ...`). A zygote that is gone (the
+/// OOM killer may choose it) is forked again from what made it, once per request: every
+/// later start would fail without it.
 struct ZygoteSpawn {
-    pipes: Mutex<(File, BufReader<File>)>,
+    job: Py<PyAny>,
+    memory_bytes: usize,
+    worker_init_fn: Option<Py<PyAny>>,
+    /// The zygote; `None` once closed.
+    current: Mutex<Option<Zygote>>,
+    /// Zygotes forked again.
+    restarts: AtomicU64,
+}
+
+/// A zygote: its Python object (`close` ends it) and the engine's ends of its pipes.
+struct Zygote {
+    object: Py<PyAny>,
+    requests: File,
+    answers: BufReader<File>,
 }
 
 impl std::fmt::Debug for ZygoteSpawn {
@@ -317,14 +339,68 @@ impl std::fmt::Debug for ZygoteSpawn {
 }
 
 impl ZygoteSpawn {
-    /// Over the zygote's pipes `requests` and `answers`: copies made for the engine
-    /// (`Zygote.engine_fds`), which it now owns.
-    fn new(requests: i32, answers: i32) -> ZygoteSpawn {
+    fn start(
+        py: Python<'_>,
+        job: Py<PyAny>,
+        memory_bytes: usize,
+        worker_init_fn: Option<Py<PyAny>>,
+    ) -> PyResult<ZygoteSpawn> {
+        let spawn = ZygoteSpawn {
+            job,
+            memory_bytes,
+            worker_init_fn,
+            current: Mutex::new(None),
+            restarts: AtomicU64::new(0),
+        };
+        let zygote = spawn.fork(py)?;
+        *spawn.lock() = Some(zygote);
+        Ok(spawn)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Zygote>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forks a zygote holding the job.
+    fn fork(&self, py: Python<'_>) -> PyResult<Zygote> {
+        let module = py.import("nostall._workers")?;
+        let init = self.worker_init_fn.as_ref().map(|f| f.clone_ref(py));
+        let object = with_no_sample_in_flight(py, || {
+            module.call_method1("Zygote", (self.job.bind(py), self.memory_bytes, init))
+        })?;
+        let (requests, answers): (i32, i32) = object.call_method0("engine_fds")?.extract()?;
         // SAFETY: descriptors Python duplicated for us and no longer refers to.
         let own = |fd: i32| File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        ZygoteSpawn {
-            pipes: Mutex::new((own(requests), BufReader::new(own(answers)))),
+        Ok(Zygote {
+            object: object.unbind(),
+            requests: own(requests),
+            answers: BufReader::new(own(answers)),
+        })
+    }
+
+    /// Ends the zygote. Taken out of its lock without the GIL: a pool thread may hold
+    /// the lock while it waits for the GIL to fork another.
+    fn close(&self, py: Python<'_>) {
+        if let Some(zygote) = py.detach(|| self.lock().take()) {
+            let _ = zygote.object.bind(py).call_method0("close");
         }
+    }
+}
+
+impl Zygote {
+    fn spawn(&mut self, request: &str) -> std::io::Result<u32> {
+        self.requests.write_all(request.as_bytes())?;
+        self.requests.flush()?;
+        let mut line = String::new();
+        if self.answers.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the zygote is gone",
+            ));
+        }
+        line.trim()
+            .parse()
+            .map_err(|_| std::io::Error::other(format!("the zygote answered {:?}", line.trim())))
     }
 }
 
@@ -336,22 +412,43 @@ impl Spawn for ZygoteSpawn {
         memory: &Path,
         token: u64,
     ) -> std::io::Result<u32> {
-        let mut pipes = self.pipes.lock().unwrap_or_else(|e| e.into_inner());
-        let (requests, answers) = &mut *pipes;
-        writeln!(
-            requests,
-            "{number} {} {} {token}",
+        let request = format!(
+            "{number} {} {} {token}\n",
             socket.display(),
             memory.display()
-        )?;
-        requests.flush()?;
-        let mut line = String::new();
-        if answers.read_line(&mut line)? == 0 {
-            return Err(std::io::Error::other("the zygote is gone"));
+        );
+        let mut current = self.lock();
+        let Some(zygote) = current.as_mut() else {
+            return Err(std::io::Error::other("the loader is closing"));
+        };
+        match zygote.spawn(&request) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe
+                ) => {}
+            answered => return answered,
         }
-        line.trim()
-            .parse()
-            .map_err(|_| std::io::Error::other(format!("the zygote answered {:?}", line.trim())))
+        let gone = current.take();
+        let forked = Python::try_attach(|py| {
+            if let Some(gone) = gone {
+                let _ = gone.object.bind(py).call_method0("close"); // reaps it
+            }
+            self.fork(py)
+        });
+        let mut zygote = match forked {
+            Some(Ok(zygote)) => zygote,
+            Some(Err(e)) => {
+                return Err(std::io::Error::other(format!(
+                    "the zygote is gone, and forking another failed: {e}"
+                )))
+            }
+            None => return Err(std::io::Error::other("the interpreter is ending")),
+        };
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        let answered = zygote.spawn(&request);
+        *current = Some(zygote);
+        answered
     }
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -214,6 +215,115 @@ def test_the_dataloader_runs_the_users_code_and_says_why(photos):
     assert (ranked.loader.rank, ranked.loader.world_size) == (1, 2) and len(ranked) == 4
     with pytest.raises(nostall.ConfigError, match="WeightedRandomSampler"):
         nostall.DataLoader(dataset, sampler=torch.utils.data.WeightedRandomSampler([1.0] * 32, 8))
+
+
+def test_a_distributed_samplers_drop_last_evens_the_ranks_and_keeps_partial_batches(photos):
+    """DistributedSampler(drop_last=True) leaves the tail of the permutation out; the
+    DataLoader's own drop_last (False here) keeps each rank's partial batch, as torch's."""
+    dataset = image_folder(photos)
+    for drop_last in (False, True):
+        ours, torchs = [], []
+        for rank in range(3):
+            sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=3, rank=rank, seed=5,
+                                                          drop_last=True)
+            theirs = torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler, drop_last=drop_last)
+            ranked = nostall.DataLoader(dataset, batch_size=4, sampler=sampler, num_workers=1,
+                                        drop_last=drop_last)
+            torchs.append([len(labels) for _, labels in theirs])
+            ours.append([len(labels) for _, labels in ranked])
+            assert len(ranked) == len(theirs)
+        assert ours == torchs, (drop_last, ours, torchs)
+    assert torchs == [[4, 4]] * 3 and sum(map(sum, ours)) == 24  # drop_last=True: 8 of 10 a rank
+
+
+class HangsFirst:
+    """A Dataset whose first sample never comes: it writes its process id, interrupts its
+    parent if asked (Ctrl-C at a known point), and waits for ever."""
+
+    def __init__(self, pidfile, interrupt=False):
+        self.pidfile, self.interrupt = pidfile, interrupt
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        self.pidfile.write_text(str(os.getpid()))
+        if self.interrupt:
+            os.kill(os.getppid(), signal.SIGINT)
+        threading.Event().wait()
+
+
+def gone(pid):
+    """Whether process `pid` no longer exists (a zombie still does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_first_samples_probe_is_bounded_and_its_process_reaped(tmp_path, sigint_raises):
+    pidfile = tmp_path / "pid"
+    kw = dict(batch_size=4, threads=1, workers="processes")
+    with pytest.raises(RuntimeError, match=r"first sample \(dataset\[0\].*longer than 1 s"):
+        nostall.Loader(HangsFirst(pidfile), timeout=1.0, **kw)
+    if pidfile.exists():  # (a loaded machine may kill it before it writes)
+        assert gone(int(pidfile.read_text()))
+    pidfile.unlink(missing_ok=True)
+    with pytest.raises(KeyboardInterrupt):
+        nostall.Loader(HangsFirst(pidfile, interrupt=True), timeout=600.0, **kw)
+    assert gone(int(pidfile.read_text())), "killed and reaped after Ctrl-C"
+
+
+def memory_dirs(pid):
+    """The folders of the worker memory files process `pid` maps."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return {os.path.dirname(line.split(maxsplit=5)[5]) for line in maps if "/memory-" in line}
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("PPid:"))
+
+
+def test_a_later_loaders_processes_map_none_of_another_loaders_worker_memory(photos):
+    dataset = image_folder(photos)
+    first = nostall.Loader(dataset, threads=2, workers="processes", **KW)
+    next(iter(first))
+    theirs = set().union(*(memory_dirs(pid) for pid in first.metrics["workers"]["pids"]))
+    assert theirs, "the first loader's workers map their memory"
+    second = nostall.Loader(dataset, threads=2, workers="processes", **KW)
+    pids = second.metrics["workers"]["pids"]
+    for pid in [parent_of(pids[0]), *pids]:  # its zygote and its workers
+        assert not memory_dirs(pid) & theirs, pid
+
+
+def ended(pid):
+    """Whether process `pid` ended: gone, or a zombie no one reaped yet."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return True
+
+
+def test_a_zygote_that_dies_is_forked_again_and_no_sample_is_lost(photos):
+    dataset = image_folder(photos)
+    kw = dict(threads=2, workers="processes", on_error="skip", overlap_epochs=False, **KW)
+    reference = nostall.Loader(dataset, **kw)
+    reference.set_epoch(1)
+    expected = hashes(reference)
+    loader = nostall.Loader(dataset, **kw)
+    for _ in loader:  # epoch 0
+        pass
+    workers = loader.metrics["workers"]["pids"]
+    zygote = parent_of(workers[0])
+    os.kill(zygote, signal.SIGKILL)  # as the OOM killer would
+    while not all(ended(pid) for pid in workers):  # they die with it: every sample needs a new one
+        time.sleep(0.01)
+    assert hashes(loader) == expected  # epoch 1, whole and the same
+    metrics = loader.metrics
+    assert metrics["skipped_total"] == 0 and metrics["workers"]["zygote_restarts"] == 1
 
 
 def noise(sample, generator):

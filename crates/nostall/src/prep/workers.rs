@@ -626,7 +626,14 @@ impl Mapping {
             return Err(io::Error::last_os_error());
         }
         let ptr = NonNull::new(ptr.cast()).ok_or_else(io::Error::last_os_error)?;
-        Ok(Mapping { ptr, len })
+        let mapping = Mapping { ptr, len };
+        // Not inherited by a process forked later (another loader's zygote): it would keep
+        // this memory alive after this pool is gone, for as long as that loader lives.
+        // SAFETY: advice on the range mapped just above, owned by `mapping`.
+        if unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_DONTFORK) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(mapping)
     }
 
     fn bytes(&self) -> &[u8] {
