@@ -54,7 +54,7 @@ def start(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nostall.agent", description=__doc__.split("\n\n")[0])
     parser.add_argument("--socket", help="where to listen (default: NOSTALL_AGENT_SOCKET, "
-                        "else $XDG_RUNTIME_DIR/nostall/agent.sock, else /tmp/nostall-<uid>/agent.sock)")
+                        "else $XDG_RUNTIME_DIR/nostall/agent-p9.sock, else /tmp/nostall-<uid>/agent-p9.sock)")
     parser.add_argument("--staging", default="512MiB", help="bytes of batches a group prepares ahead of its slowest job")
     parser.add_argument("--lease", type=float, default=2.0,
                         help="seconds a job may hold its group up without asking for a batch")

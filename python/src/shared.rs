@@ -327,7 +327,7 @@ pub(crate) fn _run_agent(
 }
 
 /// `_default_agent_socket()`: where this user's agent listens (`NOSTALL_AGENT_SOCKET`,
-/// else `$XDG_RUNTIME_DIR/nostall/agent.sock`, else `/tmp/nostall-<uid>/agent.sock`).
+/// else `$XDG_RUNTIME_DIR/nostall/agent-p9.sock`, else `/tmp/nostall-<uid>/agent-p9.sock`).
 #[pyfunction]
 pub(crate) fn _default_agent_socket() -> PathBuf {
     nostall_agent::default_socket()

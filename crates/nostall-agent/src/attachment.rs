@@ -28,6 +28,17 @@ pub(crate) fn write(pieces: &[Arc<[u8]>]) -> io::Result<OwnedFd> {
     Ok(file.into())
 }
 
+/// The tokenizers a hello names by their lengths (`lens`), from the descriptor that came
+/// with it: one comes only to carry them.
+pub(crate) fn received(fd: Option<OwnedFd>, lens: &[u64]) -> Result<Vec<Arc<[u8]>>, String> {
+    match (fd, lens.is_empty()) {
+        (None, true) => Ok(Vec::new()),
+        (Some(fd), false) => read(fd, lens),
+        (Some(_), true) => Err("a descriptor came with the hello".into()),
+        (None, false) => Err("the hello names tokenizers but sent none".into()),
+    }
+}
+
 /// The pieces of `lens` bytes from `fd`, which must hold exactly their sum of bytes.
 pub(crate) fn read(fd: OwnedFd, lens: &[u64]) -> Result<Vec<Arc<[u8]>>, String> {
     let file = File::from(fd);

@@ -17,7 +17,7 @@ use crate::attachment;
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
 use crate::wire::{
     BatchHeader, FieldsSent, JobNode, Reply, Request, StorageSettings, MAX_FIELDS_TEXT,
-    MAX_TOKENIZERS, MAX_TOKENIZER_BYTES, PROTOCOL,
+    MAX_SOURCES, MAX_TOKENIZERS, MAX_TOKENIZER_BYTES, NOSTALL_VERSION, PROTOCOL, VERSIONED,
 };
 
 /// What a job asks the agent for: the stream it reads, and with whom.
@@ -122,6 +122,22 @@ impl Reading {
     }
 }
 
+/// Whether an agent's refusal of this job's hello is that of an agent from before
+/// protocol 9 meeting a job of another protocol, and its protocol if it says it. Such an
+/// agent read a hello whole before its protocol: a hello laid out otherwise was a
+/// "malformed message" to it (this version's agent reads a hello's protocol first and
+/// words a malformed hello otherwise, and the job checks its hello's bounds before
+/// sending it); one laid out alike got the protocols in words.
+fn earlier_agent(refusal: &str) -> Option<Option<u32>> {
+    if refusal.starts_with("malformed message: ") {
+        return Some(None);
+    }
+    let (_, theirs) = refusal.split_once("the job speaks protocol ")?;
+    let (_, theirs) = theirs.split_once(", this agent ")?;
+    let digits = theirs.split(|c: char| !c.is_ascii_digit()).next()?;
+    Some(digits.parse().ok())
+}
+
 /// A dataset's location as the agent, in a working directory of its own, reads it: a
 /// local path made absolute, a URL as it is.
 fn portable_location(location: String) -> String {
@@ -149,8 +165,19 @@ pub enum AgentError {
     Unreachable(io::Error),
     /// The agent refused the job or failed its request; the text says why.
     Refused(String),
-    /// The agent answered out of protocol (another version, or not an agent).
+    /// The agent answered out of protocol (not an agent).
     Protocol(String),
+    /// The agent speaks another protocol: it runs another nostall version (one still
+    /// running after an upgrade, at a socket the job was given).
+    Versions {
+        /// Where it listens.
+        socket: PathBuf,
+        /// Its process.
+        pid: i32,
+        /// Its protocol and release, when it says them; `None`: an agent from before
+        /// protocol 9 that could not read this job's hello.
+        agent: Option<(u32, Option<String>)>,
+    },
     /// The wait for a reply was given up (a signal): the request is dropped, and the
     /// next one is answered as if it had never been made.
     Interrupted,
@@ -174,6 +201,26 @@ impl fmt::Display for AgentError {
             AgentError::Refused(why) => write!(f, "the nostall agent refused: {why}"),
             AgentError::Protocol(why) => {
                 write!(f, "the nostall agent answered out of protocol: {why}")
+            }
+            AgentError::Versions { socket, pid, agent } => {
+                let theirs = match agent {
+                    Some((protocol, Some(release))) => {
+                        format!("protocol {protocol} (nostall {release})")
+                    }
+                    Some((protocol, None)) => format!("protocol {protocol}"),
+                    None => {
+                        format!("a protocol before {VERSIONED} (it cannot read this job's hello)")
+                    }
+                };
+                write!(
+                    f,
+                    "the nostall agent at {} (pid {pid}) speaks {theirs}, this job protocol \
+                     {PROTOCOL} (nostall {NOSTALL_VERSION}): another nostall version runs it. Stop it \
+                     once its jobs are done (kill {pid}), or leave NOSTALL_AGENT_SOCKET unset \
+                     (each version's agent has a socket of its own there) or set it to another \
+                     path",
+                    socket.display()
+                )
             }
             AgentError::Interrupted => write!(f, "the wait for the nostall agent was interrupted"),
             AgentError::Silent(limit) => write!(
@@ -258,7 +305,8 @@ impl Client {
     ///
     /// [`AgentError::Unreachable`] when no agent listens there,
     /// [`AgentError::Refused`] when it refuses (settings, another group's stream),
-    /// [`AgentError::Protocol`] when what answers is not an agent of this version.
+    /// [`AgentError::Versions`] when it runs another nostall version,
+    /// [`AgentError::Protocol`] when what answers is not an agent.
     pub fn attach(socket: &Path, reading: &Reading) -> Result<Client, AgentError> {
         let channel = Channel::connect(socket).map_err(AgentError::Unreachable)?;
         // Both ends check who is at the other: a socket of another user is not ours.
@@ -276,6 +324,13 @@ impl Client {
         channel
             .set_timeouts(Duration::from_secs(10), Some(POLL))
             .map_err(AgentError::Unreachable)?;
+        if reading.sources.len() > MAX_SOURCES {
+            return Err(AgentError::Refused(format!(
+                "a mixture of {} datasets: the agent mixes at most {MAX_SOURCES}; leave \
+                 sharing off",
+                reading.sources.len()
+            )));
+        }
         let fields = reading.fields.as_ref().map(|f| f.portable());
         if let Some(f) = &fields {
             let bytes: usize = f.tokenizers.iter().map(|t| t.len()).sum();
@@ -326,12 +381,23 @@ impl Client {
         };
         // Making a new group opens the dataset (its index: seconds for a large one).
         let deadline = std::time::Instant::now() + WELCOME_PATIENCE;
+        let versions = |agent| AgentError::Versions {
+            socket: socket.to_path_buf(),
+            pid: peer.pid,
+            agent,
+        };
         match client.receive(&mut || std::time::Instant::now() < deadline)? {
             (Reply::Welcome(attached), None) => {
                 client.attached = attached;
                 Ok(client)
             }
-            (Reply::Failed { failure, .. }, _) => Err(AgentError::Refused(failure.message)),
+            (Reply::Versions { protocol, release }, _) => {
+                Err(versions(Some((protocol, Some(release)))))
+            }
+            (Reply::Failed { failure, .. }, _) => match earlier_agent(&failure.message) {
+                Some(agent) => Err(versions(agent.map(|protocol| (protocol, None)))),
+                None => Err(AgentError::Refused(failure.message)),
+            },
             (other, _) => Err(AgentError::Protocol(format!(
                 "expected a welcome, got {other:?}"
             ))),

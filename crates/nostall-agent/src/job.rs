@@ -147,13 +147,15 @@ impl JobBuilder {
     /// Attaches to the node agent of this user (at [`crate::default_socket`] unless
     /// [`JobBuilder::agent_socket`] says otherwise) in the job's group, starting one if
     /// none answers and [`JobBuilder::start_agent_with`] was given; `None` when the job
-    /// does not share.
+    /// does not share, or shares by stream ([`Share::Auto`]) and the agent there runs
+    /// another nostall version (it says so on stderr).
     ///
     /// # Errors
     ///
     /// [`JobError::Settings`] when the loader has more than settings to send (a pipeline
     /// made in code, a device), [`JobError::NoAgent`] when no agent answers, and the
-    /// agent's refusal.
+    /// agent's refusal ([`AgentError::Versions`] for a named group's agent of another
+    /// version).
     pub fn attach(&mut self) -> Result<Option<Client>, JobError> {
         let group = match &self.share {
             Share::Off => return Ok(None),
@@ -183,16 +185,26 @@ impl JobBuilder {
             socket: socket.display().to_string(),
             cause,
         };
-        match (Client::attach(socket, &reading), self.start_agent.take()) {
+        let attached = match (Client::attach(socket, &reading), self.start_agent.take()) {
             (Err(AgentError::Unreachable(_)), Some(start)) => {
                 start(socket)?;
                 match Client::attach_within(START_PATIENCE, socket, &reading) {
-                    Err(AgentError::Unreachable(cause)) => Err(unreachable(cause)),
-                    attached => Ok(Some(attached?)),
+                    Err(AgentError::Unreachable(cause)) => return Err(unreachable(cause)),
+                    attached => attached,
                 }
             }
-            (Err(AgentError::Unreachable(cause)), None) => Err(unreachable(cause)),
-            (attached, _) => Ok(Some(attached?)),
+            (Err(AgentError::Unreachable(cause)), None) => return Err(unreachable(cause)),
+            (attached, _) => attached,
+        };
+        match attached {
+            // An agent of another nostall version serves the socket this job was given:
+            // with `auto`, the job prepares alone rather than fail (a named group is the
+            // user's to find).
+            Err(e @ AgentError::Versions { .. }) if self.share == Share::Auto => {
+                eprintln!("nostall: {e}. With share=\"auto\", this job prepares its own batches");
+                Ok(None)
+            }
+            attached => Ok(Some(attached?)),
         }
     }
 

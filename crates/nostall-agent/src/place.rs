@@ -11,7 +11,10 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 
 /// The socket the agent of this user listens on: `NOSTALL_AGENT_SOCKET`, else
-/// `$XDG_RUNTIME_DIR/nostall/agent.sock`, else `/tmp/nostall-<uid>/agent.sock`.
+/// `agent-p9.sock` (9: the [protocol](crate::PROTOCOL)) in `$XDG_RUNTIME_DIR/nostall`,
+/// else in `/tmp/nostall-<uid>`. One socket per protocol: after an upgrade, a job starts
+/// (or finds) an agent of its own version while one of the previous version still serves
+/// its jobs, until it is idle.
 pub fn default_socket() -> PathBuf {
     if let Some(path) = std::env::var_os("NOSTALL_AGENT_SOCKET") {
         return PathBuf::from(path);
@@ -21,7 +24,7 @@ pub fn default_socket() -> PathBuf {
         // SAFETY: geteuid cannot fail.
         None => PathBuf::from(format!("/tmp/nostall-{}", unsafe { libc::geteuid() })),
     };
-    dir.join("agent.sock")
+    dir.join(format!("agent-p{}.sock", crate::PROTOCOL))
 }
 
 /// Makes the socket's directory if needed (mode 0700) and checks that it is this

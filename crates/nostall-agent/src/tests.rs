@@ -17,8 +17,10 @@ use crate::wire::{Reply, Request};
 use crate::{Agent, AgentConfig, AgentError, Client, Reading};
 
 mod opening;
+mod orders;
 mod pauses;
 mod records;
+mod versions;
 
 const BATCH: usize = 4;
 const SIDE: usize = 64;

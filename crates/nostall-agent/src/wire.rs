@@ -14,7 +14,22 @@ use nostall_peer::{
 };
 
 /// The protocol's version: a job and an agent of different versions refuse each other.
-pub const PROTOCOL: u32 = 8;
+///
+/// Every version's hello starts alike: its tag (1) and the job's protocol (a u32,
+/// little-endian), so that an agent tells a job of another version by its first five
+/// bytes, before the rest, which that version lays out otherwise. From protocol 9 the
+/// agent answers it with its own protocol and release (a reply laid out alike in every
+/// version too); a job of an earlier protocol with a refusal in words, which they all
+/// read.
+/// The default socket is one per protocol ([`crate::default_socket`]): after an upgrade,
+/// jobs meet an agent of their own version, not one still running from before.
+pub const PROTOCOL: u32 = 9;
+
+/// The first protocol whose jobs read [`Reply::Versions`].
+pub(crate) const VERSIONED: u32 = 9;
+
+/// This nostall's version, which the agent names to a job of another protocol.
+pub(crate) const NOSTALL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The most samples in a batch served through the agent (labels and ids travel in the
 /// message).
@@ -25,14 +40,17 @@ const MAX_SETTINGS: usize = 64;
 const MAX_TEXT: usize = 4096;
 
 /// The most datasets of a mixture a job names.
-const MAX_SOURCES: usize = 256;
+pub(crate) const MAX_SOURCES: usize = 256;
 
 /// The longest text of a job's fields ([`nostall::fields::PortableFields::text`]), and
 /// the most tokenizers and their bytes together that come with them (in a memfd sent
-/// with the hello: a `tokenizer.json` is megabytes, more than a message holds).
+/// with the hello: a `tokenizer.json` is megabytes, more than a message holds). The agent
+/// holds a job's tokenizers, parsed, for as long as a group reads them, shared by every
+/// job and group that sends the same: a job names one or two (the largest in use are
+/// 10–35 MB), and 64 jobs at these bounds hold a few GiB.
 pub(crate) const MAX_FIELDS_TEXT: usize = 64 << 10;
-pub(crate) const MAX_TOKENIZERS: usize = 16;
-pub(crate) const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_TOKENIZERS: usize = 4;
+pub(crate) const MAX_TOKENIZER_BYTES: u64 = 64 << 20;
 
 /// The most nodes of a job, and the longest secret, a job's node may name. (A job's node
 /// count sizes the placement and the rendezvous: unbounded, a member could make the
@@ -141,6 +159,10 @@ pub(crate) enum Reply {
     /// lease while a job waits, so that the job tells a slow batch from a stopped agent
     /// (whose silence outlasts the lease).
     Working { ask: u64 },
+    /// The job speaks another protocol: this agent's, and the nostall release it runs.
+    /// Sent only to a job of protocol [`VERSIONED`] or later, and laid out alike in every
+    /// version from it.
+    Versions { protocol: u32, release: String },
     /// These buffers carry no more batches to this job: it closes their memfds (a batch
     /// it holds keeps its own mapping). Sent when the stream that owned them ends (a
     /// private one, once the job is back in its group), before any later answer, so that
@@ -467,6 +489,7 @@ const END: u8 = 13;
 const FAILED: u8 = 14;
 const WORKING: u8 = 15;
 const FORGET: u8 = 16;
+const VERSIONS: u8 = 17;
 
 #[derive(Default)]
 struct Writer(Vec<u8>);
@@ -647,6 +670,13 @@ impl Request {
         read_whole(bytes, Self::read)
     }
 
+    /// A request read from the start of `bytes`, and the bytes after it.
+    fn read_prefix(bytes: &[u8]) -> Result<(Request, &[u8]), Malformed> {
+        let mut r = Reader { bytes };
+        let request = Self::read(&mut r)?;
+        Ok((request, r.bytes))
+    }
+
     fn read(r: &mut Reader<'_>) -> Result<Request, Malformed> {
         Ok(match r.u8("the tag")? {
             HELLO => {
@@ -743,6 +773,15 @@ impl Request {
     }
 }
 
+/// The protocol of the job whose hello `bytes` holds, by its first five bytes: the same in
+/// every version (see [`PROTOCOL`]). `None`: not a hello.
+pub(crate) fn hello_protocol(bytes: &[u8]) -> Option<u32> {
+    match bytes {
+        [HELLO, a, b, c, d, ..] => Some(u32::from_le_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
 /// A job's local ranks: several, and its own among them.
 fn read_ranks(r: &mut Reader<'_>) -> Result<LocalRanks, Malformed> {
     let job = r.u64("the ranks' job")?;
@@ -833,6 +872,9 @@ impl Reply {
             }
             Reply::Working { ask } => {
                 w.u8(WORKING).u64(*ask);
+            }
+            Reply::Versions { protocol, release } => {
+                w.u8(VERSIONS).u32(*protocol).text(release);
             }
             Reply::Forget { buffers } => {
                 w.u8(FORGET).u32(buffers.len() as u32);
@@ -950,6 +992,10 @@ impl Reply {
             WORKING => Reply::Working {
                 ask: r.u64("the ask")?,
             },
+            VERSIONS => Reply::Versions {
+                protocol: r.u32("the agent's protocol")?,
+                release: r.text("the agent's release")?,
+            },
             FORGET => {
                 let n = r.count("the buffers to forget", MAX_FORGET)?;
                 let buffers = (0..n)
@@ -979,25 +1025,41 @@ impl Reply {
     }
 }
 
-/// Reads `data` as the agent reads a job's message (a hello's settings applied to a
-/// loader's configuration, as the agent does before opening anything) and as a job reads
-/// the agent's: what fuzzers run, so that no byte sequence on the socket panics or
-/// allocates beyond the limits.
+/// Reads `data` as the agent reads what a job sends and as a job reads the agent's
+/// messages: what fuzzers run, so that no byte sequence on the socket panics or allocates
+/// beyond the limits. A hello is read as the agent reads it before opening anything: its
+/// protocol by its first bytes, its tokenizers from the memfd beside it (the bytes after
+/// the hello, if any, are that memfd's), its fields made with them, and its settings and
+/// fields applied to a loader's configuration.
 #[doc(hidden)]
 pub fn parse_for_fuzzing(data: &[u8]) {
-    if let Ok(Request::Hello {
-        location,
-        settings,
-        fields,
-        ..
-    }) = Request::decode(data)
+    let _ = hello_protocol(data);
+    if let Ok((
+        Request::Hello {
+            location,
+            settings,
+            fields,
+            ..
+        },
+        attached,
+    )) = Request::read_prefix(data)
     {
-        if let Some(fields) = fields {
-            let _ = nostall::fields::Fields::from_portable(&fields.text, &[]);
-        }
+        let fd = match attached {
+            [] => None,
+            bytes => match crate::attachment::write(&[bytes.into()]) {
+                Ok(fd) => Some(fd),
+                Err(_) => return, // out of descriptors or memory: nothing read
+            },
+        };
+        let lens = fields.as_ref().map_or(&[][..], |f| &f.tokenizers[..]);
+        let tokenizers = crate::attachment::received(fd, lens);
+        let fields = fields
+            .zip(tokenizers.ok())
+            .and_then(|(f, t)| nostall::fields::Fields::from_portable(&f.text, &t).ok());
         let texts = settings.iter().map(|(n, v)| (n.as_str(), v.as_str()));
         if let Ok(settings) = nostall::pipeline::LoaderSettings::from_texts(texts) {
-            let _ = nostall::pipeline::LoaderBuilder::with_settings(location, settings).config();
+            let mut builder = nostall::pipeline::LoaderBuilder::with_settings(location, settings);
+            let _ = builder.fields(fields).config();
         }
     }
     let _ = Reply::decode(data);

@@ -11,7 +11,7 @@ use crate::run::parse_bytes;
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The socket to listen on (default: `NOSTALL_AGENT_SOCKET`, else
-    /// `$XDG_RUNTIME_DIR/nostall/agent.sock`, else `/tmp/nostall-<uid>/agent.sock`).
+    /// `$XDG_RUNTIME_DIR/nostall/agent-p9.sock`, else `/tmp/nostall-<uid>/agent-p9.sock`).
     #[arg(long)]
     socket: Option<PathBuf>,
     /// Bytes of batches a group prepares ahead of its slowest job.

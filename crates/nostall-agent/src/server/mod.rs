@@ -1,7 +1,9 @@
 //! The agent process: its socket, the groups, and one thread per attached job (whose
 //! conversation is `session`'s).
 
+mod fields;
 mod session;
+mod stream;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -21,8 +23,12 @@ use crate::attachment;
 use crate::group::{Group, GroupStats, Limits};
 use crate::node::{JoinedNode, Nodes};
 use crate::socket::{Channel, Listener, RecvError, MAX_MESSAGE};
-use crate::wire::{JobNode, Reply, Request, MAX_BATCH, PROTOCOL};
+use crate::wire::{
+    hello_protocol, JobNode, Reply, Request, MAX_BATCH, NOSTALL_VERSION, PROTOCOL, VERSIONED,
+};
+use fields::MadeFields;
 use session::Session;
+use stream::Digest;
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -69,16 +75,21 @@ impl Default for AgentConfig {
 /// A group, and what makes private streams for its members.
 struct Entry {
     group: Arc<Group>,
-    /// What the group reads, in words, and a digest of that and of the job's node (its
-    /// secret included): jobs naming the group must read the same.
+    /// What the group reads, in words, and digests of what its first job asked for and
+    /// of that as its loader deals it (`stream`'s module): jobs in the group read the
+    /// same.
     stream: String,
-    identity: u64,
+    asked: Digest,
+    identity: Digest,
     /// Makes private streams for its members, over what the group reads.
     builder: LoaderBuilder,
     catalog: Arc<Catalog>,
     source: Arc<dyn Source>,
     /// The job's node the group's rank reads through (a partitioned cache).
     node: Option<Arc<JoinedNode>>,
+    /// The fields its loader reads, held here so that jobs and groups reading the same
+    /// fields share them while it lasts ([`MadeFields`]).
+    _fields: Option<Arc<Fields>>,
     attached: usize,
 }
 
@@ -109,6 +120,8 @@ pub struct Agent {
     pub(crate) open_hook: Option<OpenHook>,
     /// The jobs' nodes joined for their local ranks.
     nodes: Nodes,
+    /// The jobs' fields, made once for all the jobs that read them.
+    pub(crate) fields: MadeFields,
     clients: AtomicUsize,
     /// Connections being refused before their hello was read ([`Agent::refuse_unheard`]).
     refusing: AtomicUsize,
@@ -149,6 +162,7 @@ impl Agent {
             #[cfg(test)]
             open_hook: None,
             nodes: Nodes::default(),
+            fields: MadeFields::default(),
             clients: AtomicUsize::new(0),
             refusing: AtomicUsize::new(0),
             next_member: AtomicU64::new(1),
@@ -240,6 +254,33 @@ impl Agent {
         let _ = channel.send(&Reply::refusal(why).encode(), None);
     }
 
+    /// Refuses a job of another protocol (another nostall version) in words it reads:
+    /// [`Reply::Versions`] to a job that knows it, a refusal naming both versions to an
+    /// earlier one.
+    fn refuse_version(&self, channel: &Channel, protocol: u32, pid: i32) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        eprintln!(
+            "nostall agent: refused job (pid {pid}) of protocol {protocol}: this agent speaks \
+             protocol {PROTOCOL} (nostall {NOSTALL_VERSION})"
+        );
+        let reply = if protocol >= VERSIONED {
+            Reply::Versions {
+                protocol: PROTOCOL,
+                release: NOSTALL_VERSION.into(),
+            }
+        } else {
+            Reply::refusal(format!(
+                "this job speaks protocol {protocol}, the agent at {} (pid {}) protocol \
+                 {PROTOCOL} (nostall {NOSTALL_VERSION}): they are other nostall versions. Stop the \
+                 agent once its jobs are done, or give this job an agent of its own version \
+                 at another socket (NOSTALL_AGENT_SOCKET)",
+                self.config.socket.display(),
+                std::process::id()
+            ))
+        };
+        let _ = channel.send(&reply.encode(), None);
+    }
+
     /// Refuses a connection whose hello has not been read, on a thread of its own: reads
     /// the hello, sends the refusal, and closes once the job has closed its end (or after
     /// [`HELLO_TIMEOUT`]). Closed with its hello unread, the connection would reset the
@@ -318,52 +359,46 @@ impl Agent {
         }
         let mut buf = vec![0u8; MAX_MESSAGE];
         let (hello, attached) = match channel.recv(&mut buf) {
-            Ok(r) => (Request::decode(&buf[..r.len]), r.fd),
+            Ok(r) => (&buf[..r.len], r.fd),
             Err(RecvError::Oversized) => return self.refuse(channel, "oversized hello"),
             Err(_) => return,
         };
-        let (location, settings, group_name, node, ranks, storage, sources, fields) = match hello {
-            Ok(Request::Hello {
-                protocol,
-                location,
-                settings,
-                group,
-                node,
-                ranks,
-                storage,
-                sources,
-                fields,
-            }) => {
-                if protocol != PROTOCOL {
-                    return self.refuse(
-                        channel,
-                        &format!(
-                            "the job speaks protocol {protocol}, this agent {PROTOCOL}: run \
-                             the same nostall version (or stop the old agent)"
-                        ),
-                    );
-                }
-                (
+        // Told before the rest is read: the rest of another version's hello is laid out
+        // otherwise.
+        if let Some(protocol) = hello_protocol(hello).filter(|&p| p != PROTOCOL) {
+            return self.refuse_version(channel, protocol, pid);
+        }
+        let (location, settings, group_name, node, ranks, storage, sources, fields) =
+            match Request::decode(hello) {
+                Ok(Request::Hello {
+                    location,
+                    settings,
+                    group,
+                    node,
+                    ranks,
+                    storage,
+                    sources,
+                    fields,
+                    ..
+                }) => (
                     location, settings, group, node, ranks, storage.0, sources, fields,
-                )
-            }
-            Ok(_) => return self.refuse(channel, "the first message must be a hello"),
-            Err(e) => return self.refuse(channel, &e.to_string()),
-        };
+                ),
+                Ok(_) => return self.refuse(channel, "the first message must be a hello"),
+                Err(e) => {
+                    return self.refuse(channel, &format!("the job's hello is malformed: {}", e.0))
+                }
+            };
         // A descriptor comes with a hello only to carry its fields' tokenizers.
-        let tokenizers = fields.as_ref().map_or(&[][..], |f| &f.tokenizers[..]);
-        let tokenizers = match (attached, tokenizers.is_empty()) {
-            (None, true) => Vec::new(),
-            (Some(fd), false) => match attachment::read(fd, tokenizers) {
-                Ok(pieces) => pieces,
-                Err(why) => return self.refuse(channel, &why),
-            },
-            (Some(_), true) => return self.refuse(channel, "a descriptor came with the hello"),
-            (None, false) => {
-                return self.refuse(channel, "the hello names tokenizers but sent none")
-            }
+        let lens = fields.as_ref().map_or(&[][..], |f| &f.tokenizers[..]);
+        let tokenizers = match attachment::received(attached, lens) {
+            Ok(tokenizers) => tokenizers,
+            Err(why) => return self.refuse(channel, &why),
         };
-        let fields = fields.map(|f| (f.text, tokenizers));
+        let fields = fields.map(|f| SentFields {
+            digest: stream::fields_digest(&f.text, &tokenizers),
+            text: f.text,
+            tokenizers,
+        });
         let member = self.next_member.fetch_add(1, Ordering::Relaxed);
         let joining = Joining {
             location: &location,
@@ -424,16 +459,23 @@ impl Agent {
             );
         }
         let fields = fields
-            .map(|(text, tokenizers)| Fields::from_portable(text, tokenizers))
-            .transpose()
-            .map_err(|e| e.to_string())?;
+            .map(|sent| {
+                let fields = self
+                    .fields
+                    .make(&sent.digest, &sent.text, &sent.tokenizers)?;
+                Ok::<_, String>((fields, &sent.digest))
+            })
+            .transpose()?;
         // The agent prepares for every job of the node: all the cores it may use, unless
         // a job counted them. It balances a job's ranks only as the job says they are,
         // never by the launcher's variables it inherited from the job that started it
         // (it is not one of a job's ranks).
         let balanced = settings.balances_ranks();
+        let columns = settings.columns.clone();
         let mut builder = LoaderBuilder::with_settings(location, settings);
-        builder.fields(fields).mixture(sources.to_vec());
+        builder
+            .fields(fields.as_ref().map(|(f, _)| Fields::clone(f)))
+            .mixture(sources.to_vec());
         let settings = builder.settings_mut();
         settings.balance_ranks = Some(false);
         if settings.threads == Threads::Auto {
@@ -450,10 +492,12 @@ impl Agent {
             .chain([location])
             .find(|l| l.starts_with("s3://"))
             .unwrap_or(location);
-        let reads_from = storage_of(remote, storage);
+        let reads_from = stream::storage_of(remote, storage);
         let node = job
             .map(|job| {
-                let node = self.nodes.join(&builder, location, &reads_from, job)?;
+                let node = self
+                    .nodes
+                    .join(&builder, location, &reads_from.key(), job)?;
                 node.node
                     .configure_rank(&mut builder, job.local_rank as usize);
                 Ok::<_, String>(node)
@@ -495,41 +539,58 @@ impl Agent {
                 each.join(" + ")
             }
         };
-        // The stream in words and its identity, were the batch size `batch_size`.
-        let describe = |batch_size: usize| {
+        let parts = stream::Parts {
+            datasets: &datasets,
+            columns: &columns,
+            storage: &reads_from,
+            fields: fields.as_ref().map(|(_, digest)| *digest),
+            node: node
+                .as_ref()
+                .map(|n| (n.described.as_str(), n.key.as_str())),
+        };
+        // What the job asks for, were its batches of `batch_size` samples.
+        let asked_with = |batch_size: usize| {
             let mut config = config.clone();
             config.plan.batch_size = batch_size;
-            let stream = format!("{}{reads_from}", stream_of(&datasets, &config));
-            match &node {
-                Some(node) => {
-                    let stream = format!("{stream}, {}", node.described);
-                    let identity = nostall::rng::digest_text(&format!("{stream} {}", node.key));
-                    (stream, identity)
-                }
-                None => {
-                    let identity = nostall::rng::digest_text(&stream);
-                    (stream, identity)
-                }
-            }
+            parts.asked(&config)
         };
-        let (stream, identity) = describe(config.plan.batch_size);
-        let name = if group_name.is_empty() {
-            format!("{identity:016x}")
-        } else if config.plan.world > 1 {
+        let asked = asked_with(config.plan.batch_size);
+        // The group the job's loader makes over a group's dataset (the order only the
+        // dataset settles: Parquet's row groups kept open as its memory allows).
+        let resolve = |catalog: &Catalog| {
+            let resolved = builder.resolved(catalog).map_err(|e| e.to_string())?;
+            Ok::<_, String>(asked.resolved(&resolved))
+        };
+        let named = match group_name {
+            "" => None,
             // The ranks of one job read different streams: one group per rank.
-            format!("{group_name}.rank{}", config.plan.rank)
-        } else {
-            group_name.to_string()
+            name if config.plan.world > 1 => Some(format!("{name}.rank{}", config.plan.rank)),
+            name => Some(name.to_string()),
         };
         // A group's dataset is opened without the agent's locks (slow storage holds up no
         // other job's attach or leave), by the one job that makes the group: the jobs
         // of a search start together, and the others wait for that opening instead of
-        // each reading the index again.
+        // each reading the index again. By stream, the group's name comes only once the
+        // dataset is open (its identity): the jobs wait on the stream they ask for.
+        let key = named.clone().unwrap_or_else(|| stream::opening_key(&asked));
         let mut opening = self.opening();
         loop {
-            if let Some(entry) = self.groups().get_mut(&name) {
-                let group_batch = entry.group.loader().config().plan.batch_size;
-                if entry.identity != identity && describe(group_batch).1 == entry.identity {
+            // The group of that name, or one of the job's stream: its dataset is open, to
+            // resolve the job's order over.
+            let made = {
+                let groups = self.groups();
+                let entry = match &named {
+                    Some(name) => groups.get(name),
+                    None => groups.values().find(|e| e.asked == asked.digest),
+                };
+                entry.map(|e| {
+                    let batch = e.group.loader().config().plan.batch_size;
+                    (e.catalog.clone(), e.asked, batch, e.stream.clone())
+                })
+            };
+            if let Some((catalog, group_asked, group_batch, group_stream)) = made {
+                let name = named.as_deref().unwrap_or_default();
+                if group_asked != asked.digest && asked_with(group_batch).digest == group_asked {
                     // The batch is the unit staged: every member takes the same ones.
                     return Err(format!(
                         "group {name:?} reads batches of {group_batch} samples; this job \
@@ -539,24 +600,34 @@ impl Agent {
                         config.plan.batch_size
                     ));
                 }
-                if entry.identity != identity {
+                if group_asked != asked.digest {
                     return Err(format!(
-                        "group {name:?} reads another stream: {}; this job asks for {}. \
-                         Jobs of a group read the same dataset with the same pipeline, seed, \
-                         batch size and ranks (and, for a partitioned cache, the same job)",
-                        entry.stream, stream
+                        "group {name:?} reads another stream: {group_stream}; this job asks \
+                         for {}. Jobs of a group read the same dataset with the same \
+                         pipeline, seed, batch size and ranks (and, for a partitioned cache, \
+                         the same job)",
+                        asked.words
                     ));
                 }
-                entry.attached += 1;
-                entry.group.attach(member);
-                return Ok(name);
+                let resolved = resolve(&catalog)?;
+                let name = named
+                    .clone()
+                    .unwrap_or_else(|| stream::auto_name(&resolved.identity));
+                if let Some(entry) = self.groups().get_mut(&name) {
+                    if entry.identity != resolved.identity {
+                        return Err(another_order(&name, &entry.stream, &resolved.words));
+                    }
+                    entry.attached += 1;
+                    entry.group.attach(member);
+                    return Ok(name);
+                }
             }
-            if opening.insert(name.clone()) {
+            if opening.insert(key.clone()) {
                 break;
             }
             #[cfg(test)]
             if let Some(hook) = &self.open_hook {
-                hook(&name, OpenStep::Waits);
+                hook(&key, OpenStep::Waits);
             }
             opening = self.opened.wait(opening).unwrap_or_else(|e| e.into_inner());
         }
@@ -564,11 +635,11 @@ impl Agent {
         // Until the group is installed, or the opening failed: the jobs waiting try again.
         let _opening = Opening {
             agent: self,
-            name: name.clone(),
+            name: key.clone(),
         };
         #[cfg(test)]
         if let Some(hook) = &self.open_hook {
-            hook(&name, OpenStep::Opens);
+            hook(&key, OpenStep::Opens);
         }
         let (catalog, source) = match &node {
             Some(node) => {
@@ -582,6 +653,18 @@ impl Agent {
                 (dataset.catalog, dataset.source)
             }
         };
+        let resolved = resolve(&catalog)?;
+        let name = named.unwrap_or_else(|| stream::auto_name(&resolved.identity));
+        if let Some(entry) = self.groups().get_mut(&name) {
+            // A group of this name made over another opening of the dataset (it changed
+            // between the two): the same order is the same group.
+            if entry.identity != resolved.identity {
+                return Err(another_order(&name, &entry.stream, &resolved.words));
+            }
+            entry.attached += 1;
+            entry.group.attach(member);
+            return Ok(name);
+        }
         let loader = builder
             .build(catalog.clone(), source.clone())
             .map_err(|e| e.to_string())?;
@@ -603,17 +686,19 @@ impl Agent {
                 .map(|(node, job)| node.at_finish(job.local_rank as usize)),
         );
         group.attach(member);
-        // Only the job marked as opening the group installs it: it cannot be there yet.
+        // Only the job marked as opening its stream (or name) installs a group of it.
         self.groups().insert(
             name.clone(),
             Entry {
                 group,
-                stream,
-                identity,
+                stream: resolved.words,
+                asked: asked.digest,
+                identity: resolved.identity,
                 builder,
                 catalog,
                 source,
                 node,
+                _fields: fields.map(|(fields, _)| fields),
                 attached: 1,
             },
         );
@@ -638,6 +723,19 @@ impl Agent {
         let groups = self.groups();
         groups.get(name).map(f)
     }
+}
+
+/// The refusal of a job whose loader deals another order than group `name`'s, over the
+/// same dataset with settings that read alike (Parquet's row groups kept open as the memory
+/// settings allow).
+fn another_order(name: &str, group: &str, job: &str) -> String {
+    format!(
+        "group {name:?} deals its samples in another order than this job's loader: the \
+         group's is {group}; this job's would be {job}. A job in it would train on the \
+         group's order while its own state described its own: give this job the group's \
+         memory settings (group_memory, memory, prefetch, readahead), or share=\"auto\" (a \
+         group for each order)"
+    )
 }
 
 /// A job's opening of a group's dataset, ended when dropped (the group installed, the
@@ -683,62 +781,6 @@ impl Drop for Membership<'_> {
     }
 }
 
-/// What a stream is, in words: jobs with the same text read the same batches (and, with
-/// [`storage_of`], from the same place, as the same user).
-fn stream_of(location: &str, config: &nostall::LoaderConfig) -> String {
-    let plan = &config.plan;
-    format!(
-        "{location} with {}, seed {}, batch_size {}, shuffle {}, drop_last {}, shard {:?}, \
-         rank {} of {}, on_error {:?}, quarantine {:?}",
-        config.pipeline.prep().fingerprint(),
-        plan.seed,
-        plan.batch_size,
-        plan.shuffle,
-        plan.drop_last,
-        plan.shard,
-        plan.rank,
-        plan.world,
-        config.on_error,
-        config.quarantine
-    )
-}
-
-/// Where and as whom a job reads object storage, in words: the server and region as the
-/// job gives them, and its credentials as a digest of every storage setting (the jobs of a
-/// group read with one set of credentials: a job whose keys differ, or that has none, is
-/// never served data read with another's). Empty for a local dataset.
-fn storage_of(location: &str, storage: &[(String, String)]) -> String {
-    if !location.starts_with("s3://") {
-        return String::new();
-    }
-    let var = |name: &str| {
-        storage
-            .iter()
-            .find(|(n, v)| n == name && !v.is_empty())
-            .map(|(_, v)| v.as_str())
-    };
-    let endpoint = var("AWS_ENDPOINT_URL")
-        .or_else(|| var("AWS_ENDPOINT"))
-        .unwrap_or("AWS");
-    let region = var("AWS_REGION")
-        .or_else(|| var("AWS_DEFAULT_REGION"))
-        .unwrap_or("us-east-1");
-    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
-    digest.update(b"nostall-agent/v1/storage");
-    for name in nostall::storage::S3_ENVIRONMENT {
-        digest.update(name.as_bytes());
-        digest.update(&[0]);
-        digest.update(var(name).unwrap_or_default().as_bytes());
-        digest.update(&[0]);
-    }
-    let digest = digest.finish();
-    let short: String = digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!(", from {endpoint} in {region} with credentials {short}")
-}
-
 /// What a job's hello asks for.
 #[derive(Clone, Copy)]
 struct Joining<'a> {
@@ -753,45 +795,14 @@ struct Joining<'a> {
     storage: &'a [(String, String)],
     /// The datasets of its mixture, with their weights; empty: the one at `location`.
     sources: &'a [(String, Option<f64>)],
-    /// Its fields' portable text and tokenizers, if it reads records.
-    fields: Option<&'a (String, Vec<Arc<[u8]>>)>,
+    /// Its fields, if it reads records.
+    fields: Option<&'a SentFields>,
 }
 
-#[cfg(test)]
-mod storage_tests {
-    use super::storage_of;
-
-    fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn jobs_group_only_with_the_same_server_and_credentials() {
-        let one = settings(&[
-            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9000"),
-            ("AWS_ACCESS_KEY_ID", "reader"),
-            ("AWS_SECRET_ACCESS_KEY", "the-secret-key-itself"),
-        ]);
-        let of = |s: &[(String, String)]| storage_of("s3://bucket/train", s);
-        assert_eq!(of(&one), of(&one.clone()));
-        assert!(
-            of(&one).contains("http://127.0.0.1:9000 in us-east-1"),
-            "{}",
-            of(&one)
-        );
-        assert!(!of(&one).contains("the-secret-key-itself"), "{}", of(&one));
-        let mut other_server = one.clone();
-        other_server[0].1 = "http://127.0.0.1:9001".into();
-        let mut other_secret = one.clone();
-        other_secret[2].1 = "another-secret-key".into();
-        let no_keys = settings(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")]);
-        for other in [other_server, other_secret, no_keys] {
-            assert_ne!(of(&one), of(&other), "{other:?}");
-        }
-        // A local dataset is read from the agent's own filesystem: no storage to tell.
-        assert_eq!(storage_of("/data/train", &one), "");
-    }
+/// A job's fields as it sent them: their portable text, their tokenizers, and a digest of
+/// both ([`stream::fields_digest`]).
+struct SentFields {
+    text: String,
+    tokenizers: Vec<Arc<[u8]>>,
+    digest: Digest,
 }

@@ -104,6 +104,37 @@ fn jobs_reading_records_share_them_with_their_tokenizer_sent_beside_the_hello() 
 }
 
 #[test]
+fn a_tokenizer_named_by_many_fields_is_made_once_for_every_job_and_group_reading_them() {
+    let f = Fixture::new(2, Duration::from_secs(30));
+    captioned(&f); // the captions beside the photographs
+    let tokenizer =
+        Arc::new(Tokenizer::from_json(TOKENIZER.as_bytes(), TokenizerArgs::new(8)).unwrap());
+    let mut fields = vec![Field::new("image", "jpg;jpeg;png", Modality::Image).unwrap()];
+    fields.extend((0..40).map(|i| {
+        Field::new(&format!("caption{i}"), "txt", Modality::Image)
+            .unwrap()
+            .with_kind(FieldKind::Tokens(tokenizer.clone()))
+    }));
+    let fields = Fields::new(fields).unwrap();
+    let sent = fields.portable();
+    assert_eq!(sent.tokenizers.len(), 1, "the job sends its tokenizer once");
+    let reading = |seed| Reading::new(&f.photos, settings(seed)).with_fields(Some(fields.clone()));
+    // Two jobs of one group, and a job of another seed: another group.
+    let (a, b) = (attach(&f, &reading(5)), attach(&f, &reading(5)));
+    let other = attach(&f, &reading(6));
+    assert_eq!(a.attached().group, b.attached().group);
+    assert_ne!(a.attached().group, other.attached().group);
+    let made = || {
+        f.agent
+            .fields
+            .made
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!(made(), 1, "the fields (and their tokenizer) made once");
+    drop((a, b, other));
+}
+
+#[test]
 fn jobs_mixing_datasets_by_weight_share_the_mixtures_batches() {
     let f = Fixture::new(3, Duration::from_secs(30));
     let other = tempfile::tempdir().unwrap();

@@ -243,25 +243,66 @@ fn a_hello_may_carry_storage_settings_only() {
 }
 
 /// The fuzz target's seeds are messages of this protocol (when it changes, they must
-/// be written again, or fuzzing starts from bytes every parser refuses at once).
+/// be written again, or fuzzing starts from bytes every parser refuses at once); a hello
+/// may be followed by its memfd's bytes, the tokenizers that make its fields.
 #[test]
 fn the_fuzz_corpus_seeds_are_valid_messages() {
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/agent_messages");
-    let mut seeds = 0;
+    let (mut seeds, mut attached) = (0, 0);
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
-        let request = Request::decode(&bytes);
-        let reply = Reply::decode(&bytes);
-        assert!(
-            request.is_ok() || reply.is_ok(),
-            "{}: {request:?} / {reply:?}",
-            path.display()
-        );
         seeds += 1;
+        match Request::read_prefix(&bytes) {
+            Ok((
+                Request::Hello {
+                    protocol, fields, ..
+                },
+                rest,
+            )) => {
+                assert_eq!(protocol, PROTOCOL, "{}", path.display());
+                if rest.is_empty() {
+                    continue;
+                }
+                let fields = fields.expect("only tokenizers come beside a hello");
+                let memfd = crate::attachment::write(&[rest.into()]).unwrap();
+                let tokenizers = crate::attachment::received(Some(memfd), &fields.tokenizers);
+                let made =
+                    nostall::fields::Fields::from_portable(&fields.text, &tokenizers.unwrap());
+                assert!(made.is_ok(), "{}: {made:?}", path.display());
+                attached += 1;
+            }
+            Ok((_, [])) => {}
+            request => {
+                let reply = Reply::decode(&bytes);
+                assert!(reply.is_ok(), "{}: {request:?} / {reply:?}", path.display());
+            }
+        }
     }
-    assert!(seeds >= 9, "{seeds} seeds");
+    assert!(
+        seeds >= 9 && attached >= 3,
+        "{seeds} seeds, {attached} with tokenizers"
+    );
+}
+
+#[test]
+fn a_hellos_protocol_is_read_from_its_first_bytes_whatever_follows() {
+    let mut later = vec![HELLO];
+    later.extend_from_slice(&(PROTOCOL + 1).to_le_bytes());
+    later.extend_from_slice(b"a layout this version does not know");
+    assert_eq!(hello_protocol(&later), Some(PROTOCOL + 1));
+    assert_eq!(hello_protocol(&later[..5]), Some(PROTOCOL + 1));
+    assert_eq!(hello_protocol(&later[..4]), None);
+    assert_eq!(
+        hello_protocol(&Request::Release { ticket: 1 }.encode()),
+        None
+    );
+    let versions = Reply::Versions {
+        protocol: PROTOCOL,
+        release: NOSTALL_VERSION.into(),
+    };
+    assert_eq!(Reply::decode(&versions.encode()), Ok(versions));
 }
 
 #[test]

@@ -449,6 +449,19 @@ fn portable_fields_make_the_same_fields_and_hostile_ones_are_refused() {
     let sample = SampleLayout::new(vec![3, 8, 8], crate::sample::DType::F32);
     assert_eq!(made.layout(&sample), fields.layout(&sample));
     assert_eq!(made.portable(), sent);
+    // Parsed once for both fields that name it alike (the agent holds what it makes).
+    let parsed: Vec<_> = made
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FieldKind::Tokens(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(parsed.len(), 2);
+    assert!(
+        Arc::ptr_eq(&parsed[0], &parsed[1]),
+        "one tokenizer, parsed once"
+    );
 
     let refused = |text: &str, tokenizers: &[Arc<[u8]>]| {
         Fields::from_portable(text, tokenizers)

@@ -455,6 +455,28 @@ impl LoaderBuilder {
         } else {
             Arc::new(Throttled::phased(source, phases))
         };
+        let config = self.config_over(&catalog)?;
+        Loader::new(catalog, source, config)
+    }
+
+    /// The configuration the loader [`LoaderBuilder::build`] makes over `catalog` runs
+    /// with, without making it: what only the catalog settles resolved (the memory
+    /// budget split, the order dealt in groups of samples as `group_memory` allows, a
+    /// mixture's datasets and their groups). Builders whose settings read alike may deal
+    /// different orders over one catalog; their resolved plans tell (the node agent
+    /// groups jobs by them).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`LoaderBuilder::config`], a mixture that does not fit the catalog, and a
+    /// memory budget that cannot hold the pipeline.
+    pub fn resolved(&self, catalog: &Catalog) -> Result<LoaderConfig> {
+        let config = self.config_over(catalog)?;
+        Ok(super::loader::resolved_config(&config, catalog)?.0)
+    }
+
+    /// [`LoaderBuilder::config`] with the mixture's datasets over `catalog`.
+    fn config_over(&self, catalog: &Catalog) -> Result<LoaderConfig> {
         let mut config = self.config()?;
         if !self.mixture.is_empty() {
             if catalog.sources().len() != self.mixture.len() {
@@ -503,7 +525,7 @@ impl LoaderBuilder {
             config.plan.mixture = Some(mixture);
             config.check()?;
         }
-        Loader::new(catalog, source, config)
+        Ok(config)
     }
 
     /// Opens the dataset and makes the loader over it; the dataset comes back too.

@@ -61,6 +61,24 @@ impl std::fmt::Debug for Loader {
     }
 }
 
+/// `config` as a loader over `catalog` runs it: fitted into its memory budget, and, for
+/// samples read in groups (Parquet pages), an order that reads each group once, with as
+/// many open as the memory for groups holds; the budget's split.
+pub(super) fn resolved_config(
+    config: &LoaderConfig,
+    catalog: &Catalog,
+) -> Result<(LoaderConfig, Option<MemoryPlan>)> {
+    let grouped = !catalog.groups().is_empty();
+    let (mut config, memory) = fit(config, catalog.total_bytes(), catalog.len(), grouped)?;
+    if grouped && config.plan.blocks.is_none() {
+        let group_memory = config
+            .group_memory
+            .unwrap_or(crate::storage::DEFAULT_GROUP_MEMORY);
+        config.plan.blocks = Blocks::within(catalog.groups(), catalog.total_bytes(), group_memory);
+    }
+    Ok((config, memory))
+}
+
 impl Loader {
     /// A loader reading `catalog`'s samples from `source`, through a cache as
     /// configured.
@@ -90,19 +108,12 @@ impl Loader {
                 prepared.plural()
             )));
         }
-        let grouped = !catalog.groups().is_empty();
-        let (mut config, memory) = fit(&config, catalog.total_bytes(), catalog.len(), grouped)?;
-        if grouped {
-            // Samples read in groups (Parquet pages): an order that reads each once, with
-            // as many open as the memory for groups holds.
+        let (config, memory) = resolved_config(&config, &catalog)?;
+        if !catalog.groups().is_empty() {
             let group_memory = config
                 .group_memory
                 .unwrap_or(crate::storage::DEFAULT_GROUP_MEMORY);
             source.set_group_memory(group_memory);
-            if config.plan.blocks.is_none() {
-                config.plan.blocks =
-                    Blocks::within(catalog.groups(), catalog.total_bytes(), group_memory);
-            }
         }
         let buffer_bytes = config.plan.batch_size * config.pipeline.sample_bytes();
         let capacity = config.cache.capacity.bytes(catalog.total_bytes());

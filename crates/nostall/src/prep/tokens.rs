@@ -18,6 +18,7 @@
 //! which a caption can keep busy for minutes, is refused when it is read, but for the
 //! well-known word splits of GPT-2, GPT-4, LLaMA 3, Qwen2 and GPT-4o, whose cost is linear.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -111,8 +112,18 @@ impl Tokenizer {
                 "Tokenizer: max_bytes must be at least 1".into(),
             ));
         }
-        let mut inner = tokenizers::Tokenizer::from_bytes(json)
-            .map_err(|e| Error::Config(format!("Tokenizer: not a tokenizer.json: {e}")))?;
+        // The `tokenizers` crate panics on some malformed files (a `decoder` with a syntax
+        // error): a file that is not a tokenizer is the caller's error, not a crash of the
+        // training process or the node agent reading a job's.
+        let parsed = catch_unwind(AssertUnwindSafe(|| tokenizers::Tokenizer::from_bytes(json)))
+            .map_err(|_| {
+                Error::Config(
+                    "Tokenizer: not a tokenizer.json: the tokenizers crate failed reading it"
+                        .into(),
+                )
+            })?;
+        let mut inner =
+            parsed.map_err(|e| Error::Config(format!("Tokenizer: not a tokenizer.json: {e}")))?;
         patterns::check(json).map_err(Error::Config)?;
         let pad_id = args
             .pad_id
