@@ -43,6 +43,7 @@
 mod attachment;
 mod client;
 mod group;
+mod held;
 pub mod job;
 mod node;
 mod place;

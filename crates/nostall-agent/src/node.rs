@@ -7,14 +7,14 @@
 //! then reads through the agent's loader for it, so the node's part is read from the
 //! agent's memory and only other nodes' samples cross the network.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use nostall::pipeline::LoaderBuilder;
 use nostall::Catalog;
 use nostall_peer::Node;
 
 use crate::group::AtFinish;
+use crate::held::HeldOnce;
 use crate::wire::JobNode;
 
 /// A job's node, joined by the agent; it leaves the job (its service stops) when the
@@ -67,7 +67,7 @@ fn node_key(location: &str, storage: &str, job: &JobNode) -> String {
 
 #[derive(Default)]
 pub(crate) struct Nodes {
-    slots: Mutex<HashMap<String, Arc<Mutex<Weak<JoinedNode>>>>>,
+    joined: HeldOnce<String, JoinedNode>,
 }
 
 impl Nodes {
@@ -83,44 +83,26 @@ impl Nodes {
     ) -> Result<Arc<JoinedNode>, String> {
         let described = job.describe();
         let key = node_key(location, storage, job);
-        let slot = {
-            let key = key.clone();
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            // A slot another thread holds is in use (it holds it only after taking it
-            // here, under this lock); otherwise, one whose node has left is gone.
-            slots.retain(|_, slot| {
-                Arc::strong_count(slot) > 1
-                    || slot
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .strong_count()
-                        > 0
-            });
-            slots.entry(key).or_default().clone()
-        };
-        let mut joined = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(node) = joined.upgrade() {
-            return Ok(node);
-        }
-        let mut config = job.config()?;
-        // The agent is the node's first local rank: it runs the node's cache and service.
-        config.local_rank = 0;
-        let (dataset, node) = crate::job::join_node(builder, config)
-            .map_err(|e| format!("joining the job as {described}: {e}"))?;
-        eprintln!(
-            "nostall agent: joined the job as {described}{}",
-            node.service()
-                .map(|s| format!(", serving peers at {}", s.control_addr()))
-                .unwrap_or_default()
-        );
-        let node = Arc::new(JoinedNode {
-            node,
-            catalog: dataset.catalog,
-            described,
-            key,
-        });
-        *joined = Arc::downgrade(&node);
-        Ok(node)
+        self.joined.get_or_make(key.clone(), || {
+            let mut config = job.config()?;
+            // The agent is the node's first local rank: it runs the node's cache and
+            // service.
+            config.local_rank = 0;
+            let (dataset, node) = crate::job::join_node(builder, config)
+                .map_err(|e| format!("joining the job as {described}: {e}"))?;
+            eprintln!(
+                "nostall agent: joined the job as {described}{}",
+                node.service()
+                    .map(|s| format!(", serving peers at {}", s.control_addr()))
+                    .unwrap_or_default()
+            );
+            Ok(Arc::new(JoinedNode {
+                node,
+                catalog: dataset.catalog,
+                described,
+                key,
+            }))
+        })
     }
 }
 

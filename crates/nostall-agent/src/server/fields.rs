@@ -8,17 +8,17 @@
 //! group holds them; the jobs of a search that start together wait for the one making
 //! them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use nostall::fields::Fields;
 
 use super::stream::Digest;
+use crate::held::HeldOnce;
 
 /// The fields made, by their digest, while some group holds them.
 #[derive(Default)]
 pub(crate) struct MadeFields {
-    slots: Mutex<HashMap<Digest, Arc<Mutex<Weak<Fields>>>>>,
+    fields: HeldOnce<Digest, Fields>,
     /// How many times fields were made (a test's count of tokenizers parsed).
     #[cfg(test)]
     pub(crate) made: std::sync::atomic::AtomicUsize,
@@ -34,30 +34,12 @@ impl MadeFields {
         text: &str,
         tokenizers: &[Arc<[u8]>],
     ) -> Result<Arc<Fields>, String> {
-        let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            // A slot another job holds is being made (it takes it only here, under this
-            // lock); otherwise, one whose fields no group holds is gone.
-            slots.retain(|_, slot| {
-                Arc::strong_count(slot) > 1
-                    || slot
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .strong_count()
-                        > 0
-            });
-            slots.entry(*digest).or_default().clone()
-        };
-        // Jobs making other fields do not wait for these.
-        let mut made = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(fields) = made.upgrade() {
-            return Ok(fields);
-        }
-        #[cfg(test)]
-        self.made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let fields = Arc::new(Fields::from_portable(text, tokenizers).map_err(|e| e.to_string())?);
-        *made = Arc::downgrade(&fields);
-        Ok(fields)
+        self.fields.get_or_make(*digest, || {
+            #[cfg(test)]
+            self.made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let fields = Fields::from_portable(text, tokenizers).map_err(|e| e.to_string())?;
+            Ok(Arc::new(fields))
+        })
     }
 }
 
@@ -80,11 +62,7 @@ mod tests {
         drop((first, second));
         let _again = cache.make(&digest, text, &[]).unwrap();
         assert_eq!(cache.made.load(Ordering::SeqCst), 2);
-        assert_eq!(
-            cache.slots.lock().unwrap().len(),
-            1,
-            "the dropped fields' slot is gone"
-        );
+        assert_eq!(cache.fields.len(), 1, "the dropped fields' slot is gone");
         let why = cache.make(&fields_digest("[", &[]), "[", &[]).unwrap_err();
         assert!(why.contains("the fields sent"), "{why}");
     }

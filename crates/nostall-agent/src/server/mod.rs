@@ -173,6 +173,24 @@ impl Agent {
         }
     }
 
+    /// Attaches `member` to the group `name` if there is one: `None` where there is none,
+    /// an error naming both orders where it deals another than `resolved`.
+    fn attach_to(
+        &self,
+        name: &str,
+        resolved: &stream::Resolved,
+        member: u64,
+    ) -> Option<Result<String, String>> {
+        let mut groups = self.groups();
+        let entry = groups.get_mut(name)?;
+        if entry.identity != resolved.identity {
+            return Some(Err(another_order(name, &entry.stream, &resolved.words)));
+        }
+        entry.attached += 1;
+        entry.group.attach(member);
+        Some(Ok(name.to_string()))
+    }
+
     fn groups(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -613,13 +631,8 @@ impl Agent {
                 let name = named
                     .clone()
                     .unwrap_or_else(|| stream::auto_name(&resolved.identity));
-                if let Some(entry) = self.groups().get_mut(&name) {
-                    if entry.identity != resolved.identity {
-                        return Err(another_order(&name, &entry.stream, &resolved.words));
-                    }
-                    entry.attached += 1;
-                    entry.group.attach(member);
-                    return Ok(name);
+                if let Some(attached) = self.attach_to(&name, &resolved, member) {
+                    return attached;
                 }
             }
             if opening.insert(key.clone()) {
@@ -655,15 +668,10 @@ impl Agent {
         };
         let resolved = resolve(&catalog)?;
         let name = named.unwrap_or_else(|| stream::auto_name(&resolved.identity));
-        if let Some(entry) = self.groups().get_mut(&name) {
-            // A group of this name made over another opening of the dataset (it changed
-            // between the two): the same order is the same group.
-            if entry.identity != resolved.identity {
-                return Err(another_order(&name, &entry.stream, &resolved.words));
-            }
-            entry.attached += 1;
-            entry.group.attach(member);
-            return Ok(name);
+        // A group of this name made over another opening of the dataset (it changed
+        // between the two): the same order is the same group.
+        if let Some(attached) = self.attach_to(&name, &resolved, member) {
+            return attached;
         }
         let loader = builder
             .build(catalog.clone(), source.clone())
