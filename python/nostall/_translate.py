@@ -49,10 +49,14 @@ def output_dtype(pipeline: Any) -> str | None:
     converts nothing (the loader's default then)."""
     views = list(pipeline) if isinstance(pipeline, (list, tuple)) else []
     if views and all(isinstance(v, (list, tuple)) or type(v).__name__ == "Compose" for v in views):
-        dtypes = {translate(v)[1] for v in views}
+        # A view of nostall's own operators says nothing of the dtype.
+        recipes = [v for v in views if any(type(t).__module__.startswith(("torchvision", "timm"))
+                                           for t in _flatten(v))]
+        dtypes = {translate(v)[1] for v in recipes} - {None}
         if len(dtypes) > 1:
-            raise ConfigError(f"the views end in different types ({sorted(map(str, dtypes))}): a batch has one dtype")
-        return dtypes.pop()
+            raise ConfigError(f"the views end in different types ({', '.join(sorted(map(str, dtypes)))}): a batch "
+                              "has one dtype")
+        return dtypes.pop() if dtypes else None
     return translate(pipeline)[1]
 
 

@@ -99,7 +99,7 @@ def test_conversions_are_followed_not_dropped(square_pngs):
     torchvision gives; ToImage alone delivers uint8; what nostall cannot deliver is refused."""
     from parity import reference_images
 
-    from nostall._translate import translate
+    from nostall._translate import output_dtype, translate
 
     pngs = square_pngs(48)
     stats = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
@@ -134,3 +134,9 @@ def test_conversions_are_followed_not_dropped(square_pngs):
     for recipe in ([v1.ToTensor(), v1.Normalize(**IMAGENET)],
                    [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(**IMAGENET)]):
         assert translate(v2.Compose(recipe))[1] == "float32"
+    # Views: one dtype for the batch; a view of nostall's own operators says nothing.
+    ours = [ops.RandomResizedCrop(32)]
+    scaled = v2.Compose([v2.RandomResizedCrop(32), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    assert output_dtype([ours, scaled]) == "float32" and output_dtype([ours, ours]) is None
+    with pytest.raises(nostall.ConfigError, match="views end in different types"):
+        output_dtype([scaled, v2.Compose([v2.RandomResizedCrop(32), v2.ToImage()])])
