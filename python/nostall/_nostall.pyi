@@ -17,6 +17,7 @@ from .ops import Op as Op
 __all__ = [
     "__version__",
     "Loader",
+    "Batches",
     "BatchTensor",
     "Op",
     "Mixup",
@@ -82,6 +83,7 @@ class Batches:
         depending on ``output``; with ``fields=``, a dictionary of the fields by name.
         The GIL is released while waiting."""
 
+@final
 class Loader:
     """A data loader: iterate over it for the ``(images, labels)`` batches of one epoch.
 

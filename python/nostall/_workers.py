@@ -311,17 +311,17 @@ def _probe_in_child(dataset: Any, seed: int, timeout: float) -> Spec:
             os._exit(code)
     os.close(write)
     try:
-        data = _read_within(read, timeout)
+        answer = _read_within(read, timeout)
     finally:
         os.close(read)
         _end(pid)
-    if data is None:
+    if answer is None:
         raise RuntimeError(f"the Dataset's first sample (dataset[0], read to learn its shape) took longer "
                            f"than {timeout:g} s: its __getitem__ hangs, or give timeout= more")
-    if not data:
+    if not answer:
         raise RuntimeError("the process reading the Dataset's first sample ended without an answer "
                            "(it crashed: see its output above)")
-    made = pickle.loads(data)
+    made = pickle.loads(answer)
     if made[0] == "raised":
         raise made[1]
     return made[1]
@@ -331,7 +331,7 @@ def _read_within(fd: int, timeout: float) -> bytes | None:
     """Everything written to `fd` until its writer closes it, or None after `timeout`
     seconds. A signal's handler (Ctrl-C's KeyboardInterrupt) raises out of the wait."""
     deadline = time.monotonic() + timeout
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
