@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import signal
 import threading
 import time
@@ -298,13 +299,17 @@ def test_a_later_loaders_processes_map_none_of_another_loaders_worker_memory(pho
         assert not memory_dirs(pid) & theirs, pid
 
 
-def ended(pid):
-    """Whether process `pid` ended: gone, or a zombie no one reaped yet."""
+def wait_until_ended(pid):
+    """Returns once process `pid` has ended (a pidfd turns readable when it exits, reaped
+    or not): no polling."""
     try:
-        with open(f"/proc/{pid}/status") as status:
-            return any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
-    except FileNotFoundError:
-        return True
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
 
 
 def test_a_zygote_that_dies_is_forked_again_and_no_sample_is_lost(photos):
@@ -319,8 +324,8 @@ def test_a_zygote_that_dies_is_forked_again_and_no_sample_is_lost(photos):
     workers = loader.metrics["workers"]["pids"]
     zygote = parent_of(workers[0])
     os.kill(zygote, signal.SIGKILL)  # as the OOM killer would
-    while not all(ended(pid) for pid in workers):  # they die with it: every sample needs a new one
-        time.sleep(0.01)
+    for pid in workers:  # they die with it: every sample needs a new one
+        wait_until_ended(pid)
     assert hashes(loader) == expected  # epoch 1, whole and the same
     metrics = loader.metrics
     assert metrics["skipped_total"] == 0 and metrics["workers"]["zygote_restarts"] == 1

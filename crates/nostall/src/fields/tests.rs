@@ -232,14 +232,8 @@ fn a_member_over_its_fields_bound_is_refused_for_its_size_before_it_is_read() {
         field("embedding", "npy").with_kind(FieldKind::Vector { length }),
     ])
     .unwrap();
-    let good_npy: Vec<u8> = {
-        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
-        let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n";
-        npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        npy.extend_from_slice(header.as_bytes());
-        npy.extend((0..4).flat_map(|i| (i as f32).to_le_bytes()));
-        npy
-    };
+    let values: Vec<u8> = (0..4).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let good_npy = super::vector::tests::npy_file("<f4", "(4,)", &values);
     // A JSON array of zeros: one `serde_json::Value` of 32 bytes for each 2 of them, had
     // it been parsed before its size was looked at (the review's 60 MB members took 3.7 GB).
     let zeros = |bytes: usize| {

@@ -186,11 +186,11 @@ fn half(bits: u16) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A `.npy` file as NumPy 1.x writes one.
-    fn npy_file(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    pub(in crate::fields) fn npy_file(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
         let mut header =
             format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
         while (10 + header.len() + 1) % 64 != 0 {

@@ -177,19 +177,6 @@ pub(crate) fn extremes(kind: Kind) -> Vec<Value> {
     values
 }
 
-/// A valid value for a required parameter of `kind` (as the declarations' own test takes).
-fn example(kind: Kind) -> Value {
-    match kind {
-        Kind::Int | Kind::Size => Value::Int(8),
-        Kind::Square => Value::Int(7),
-        Kind::Float => Value::Float(0.5),
-        Kind::Angle => Value::Float(30.0),
-        Kind::Rgb => [0.5, 0.5, 0.5].into(),
-        Kind::Ops => Value::Ops(vec![Op::call("RandomInvert", vec![], vec![]).unwrap()]),
-        other => panic!("no example for {other:?}"),
-    }
-}
-
 /// The largest int an accepted operator holds: no count or size of any operator comes
 /// near it while a sample's work stays bounded (magnitude bins, the largest, stop at it).
 const LARGEST_INT: i64 = 1 << 24;
@@ -256,7 +243,7 @@ fn every_argument_at_its_edges_is_refused_or_runs_bounded() {
                     .params
                     .iter()
                     .filter(|p| p.default.is_none() && p.name != param.name)
-                    .map(|p| (p.name.to_string(), example(p.kind)))
+                    .map(|p| (p.name.to_string(), super::tests::example(p.kind)))
                     .collect();
                 keywords.push((param.name.to_string(), value.clone()));
                 let case = format!("{}({}={value})", declaration.name, param.name);

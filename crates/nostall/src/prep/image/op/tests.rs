@@ -20,16 +20,7 @@ fn every_declaration_is_complete_and_its_defaults_read() {
             .params
             .iter()
             .filter(|p| p.default.is_none())
-            .map(|p| match p.kind {
-                Kind::Int | Kind::Size => Value::Int(8),
-                // Odd, as a kernel's size must be.
-                Kind::Square => Value::Int(7),
-                Kind::Float => Value::Float(0.5),
-                Kind::Angle => Value::Float(30.0),
-                Kind::Rgb => [0.5, 0.5, 0.5].into(),
-                Kind::Ops => Value::Ops(vec![Op::call("RandomInvert", vec![], vec![]).unwrap()]),
-                other => panic!("no example for {other:?}"),
-            })
+            .map(|p| example(p.kind))
             .collect();
         let op = declaration.call(required, Vec::new()).unwrap();
         let again: Op = op.to_string().parse().unwrap();
@@ -998,5 +989,19 @@ fn rotation_and_affine_read_their_arguments_as_torchvision_and_refuse_the_rest()
     ] {
         let error = bad.parse::<Op>().unwrap_err().to_string();
         assert!(error.contains(says), "{bad}: {error}");
+    }
+}
+
+/// A valid value for a required parameter of `kind`, as small as it goes.
+pub(super) fn example(kind: Kind) -> Value {
+    match kind {
+        Kind::Int | Kind::Size => Value::Int(8),
+        // Odd, as a kernel's size must be.
+        Kind::Square => Value::Int(7),
+        Kind::Float => Value::Float(0.5),
+        Kind::Angle => Value::Float(30.0),
+        Kind::Rgb => [0.5, 0.5, 0.5].into(),
+        Kind::Ops => Value::Ops(vec![Op::call("RandomInvert", vec![], vec![]).unwrap()]),
+        other => panic!("no example for {other:?}"),
     }
 }
