@@ -43,23 +43,6 @@ def from_torchvision(transform: Any) -> list[ops.Op]:
     return translate(transform)[0]
 
 
-def output_dtype(pipeline: Any) -> str | None:
-    """The dtype a recipe (or a list of views, each a recipe) delivers: ``"uint8"`` where
-    it ends in 8-bit tensors, ``"float32"`` where it converts to floats, None where it
-    converts nothing (the loader's default then)."""
-    views = list(pipeline) if isinstance(pipeline, (list, tuple)) else []
-    if views and all(isinstance(v, (list, tuple)) or type(v).__name__ == "Compose" for v in views):
-        # A view of nostall's own operators says nothing of the dtype.
-        recipes = [v for v in views if any(type(t).__module__.startswith(("torchvision", "timm"))
-                                           for t in _flatten(v))]
-        dtypes = {translate(v)[1] for v in recipes} - {None}
-        if len(dtypes) > 1:
-            raise ConfigError(f"the views end in different types ({', '.join(sorted(map(str, dtypes)))}): a batch "
-                              "has one dtype")
-        return dtypes.pop() if dtypes else None
-    return translate(pipeline)[1]
-
-
 # What a recipe's image holds at each point: the decoded 8-bit image (a PIL image, which
 # nostall's operators take as v2 takes a uint8 tensor), an 8-bit tensor, floats in 0..1,
 # or floats in 0..255 (v2's ``ToDtype(torch.float32)``: it scales only when told).
@@ -67,8 +50,10 @@ _DECODED, _UINT8, _FLOAT, _FLOAT255 = "decoded", "uint8", "float", "float255"
 
 
 def translate(transform: Any) -> tuple[list[ops.Op], str | None]:
-    """``from_torchvision``'s operators and ``output_dtype``'s dtype, in one pass that
-    follows the values' type through the conversions."""
+    """``from_torchvision``'s operators, and the dtype the recipe delivers: ``"uint8"``
+    where it ends in 8-bit tensors, ``"float32"`` where it converts to floats, None where
+    it converts nothing (the loader's default then). One pass follows the values' type
+    through the conversions."""
     out: list[ops.Op] = []
     domain = _DECODED
     for t in _flatten(transform):

@@ -12,7 +12,7 @@ use nostall::dataset::LabelColumn;
 use nostall::env::Distributed;
 use nostall::pipeline::{LoaderBuilder, LoaderSettings, PipelineSetting, Threads};
 use nostall::prep::image::Layout;
-use nostall::prep::{DType, Operators};
+use nostall::prep::DType;
 use nostall::storage::ReadMode;
 use nostall::ErrorPolicy;
 use nostall::Shard;
@@ -253,8 +253,7 @@ impl PipelineArg {
                 .map(|preset| PipelineArg(preset, None))
                 .map_err(|e| raise(obj.py(), e));
         }
-        let operators: Operators = ops::from_python(obj, python)?;
-        let dtype = ops::recipe_dtype(obj)?;
+        let (operators, dtype) = ops::from_python(obj, python)?;
         Ok(PipelineArg(PipelineSetting::Operators(operators), dtype))
     }
 }

@@ -217,34 +217,42 @@ fn is_native(pipeline: &Bound<'_, PyAny>) -> bool {
     })
 }
 
-/// The operators of a `pipeline=` list; a torchvision or timm recipe (a `Compose`, or a
-/// list with transforms of theirs) is translated by `nostall._translate` first, which
-/// names what it cannot translate. A `TypeError` names the first item that is not an
-/// operator, or of the other modality than the first. The `ops.Python` among them join
-/// `python`, the loader's.
+/// The operators of a `pipeline=` list, and the dtype it delivers where it says (a
+/// torchvision or timm recipe's conversions: uint8 where it ends in 8-bit tensors,
+/// float32 where it converts to floats). A recipe (a `Compose`, or a list with transforms
+/// of theirs) is translated once, by `nostall._translate.translate`, which names what it
+/// cannot translate. A `TypeError` names the first item that is not an operator, or of the
+/// other modality than the first. The `ops.Python` among them join `python`, the loader's.
 pub(crate) fn from_python(
     pipeline: &Bound<'_, PyAny>,
     python: &Arc<PythonOps>,
-) -> PyResult<Operators> {
+) -> PyResult<(Operators, Option<DType>)> {
     if let Some(views) = views_of(pipeline, python)? {
-        return Ok(Operators::Views(views));
+        return Ok(views);
     }
     if !is_native(pipeline) && holds_transforms(pipeline)? {
-        let translate = pipeline
-            .py()
-            .import("nostall._translate")?
-            .getattr("from_torchvision")?;
-        return from_native(&translate.call1((pipeline,))?, python);
+        let py = pipeline.py();
+        let translate = py.import("nostall._translate")?.getattr("translate")?;
+        let (operators, dtype): (Bound<'_, PyAny>, Option<String>) =
+            translate.call1((pipeline,))?.extract()?;
+        let dtype = dtype
+            .map(|name| {
+                name.parse()
+                    .map_err(|e: nostall::prep::UnknownName| config_error(py, e.to_string()))
+            })
+            .transpose()?;
+        return Ok((from_native(&operators, python)?, dtype));
     }
-    from_native(pipeline, python)
+    Ok((from_native(pipeline, python)?, None))
 }
 
 /// The views of a `pipeline=` list whose items are each a pipeline (a list of
-/// operators, or a torchvision or timm `Compose`): one list of image operators a view.
+/// operators, or a torchvision or timm `Compose`): one list of image operators a view,
+/// and the dtype the recipes among them agree on (a batch has one).
 fn views_of(
     pipeline: &Bound<'_, PyAny>,
     python: &Arc<PythonOps>,
-) -> PyResult<Option<Vec<Vec<Op>>>> {
+) -> PyResult<Option<(Operators, Option<DType>)>> {
     // A `Compose` by name: `RandomApply` and kin hold `transforms` too, and are operators.
     let is_pipeline = |item: &Bound<'_, PyAny>| -> PyResult<bool> {
         Ok(item.is_instance_of::<PyList>()
@@ -264,8 +272,23 @@ fn views_of(
         }
     }
     let mut views = Vec::with_capacity(items.len());
+    let mut dtype = None;
     for (i, item) in items.iter().enumerate() {
-        match from_python(item, python)? {
+        let (operators, delivers) = from_python(item, python)?;
+        match (dtype, delivers) {
+            (Some(one), Some(other)) if one != other => {
+                return Err(config_error(
+                    pipeline.py(),
+                    format!(
+                        "the views end in different types ({one}, {other}): a batch has one \
+                         dtype"
+                    ),
+                ))
+            }
+            (None, _) => dtype = delivers,
+            _ => {}
+        }
+        match operators {
             Operators::Image(ops) => views.push(ops),
             _ => {
                 return Err(PyTypeError::new_err(format!(
@@ -276,37 +299,7 @@ fn views_of(
             }
         }
     }
-    Ok(Some(views))
-}
-
-/// The dtype a torchvision or timm recipe delivers (`nostall._translate.output_dtype`):
-/// uint8 where it ends in 8-bit tensors, float32 where it converts to floats; None for a
-/// list of nostall's operators and for a recipe that converts nothing.
-pub(crate) fn recipe_dtype(pipeline: &Bound<'_, PyAny>) -> PyResult<Option<DType>> {
-    let mut translated = !is_native(pipeline) && holds_transforms(pipeline)?;
-    if !translated && (pipeline.is_instance_of::<PyList>() || pipeline.is_instance_of::<PyTuple>())
-    {
-        // Views: a list of pipelines, any of which may be a recipe.
-        for item in pipeline.try_iter()? {
-            let item = item?;
-            translated |= !is_native(&item) && holds_transforms(&item)?;
-        }
-    }
-    if !translated {
-        return Ok(None);
-    }
-    let py = pipeline.py();
-    let dtype = py
-        .import("nostall._translate")?
-        .getattr("output_dtype")?
-        .call1((pipeline,))?
-        .extract::<Option<String>>()?;
-    dtype
-        .map(|name| {
-            name.parse()
-                .map_err(|e: nostall::prep::UnknownName| config_error(py, e.to_string()))
-        })
-        .transpose()
+    Ok(Some((Operators::Views(views), dtype)))
 }
 
 /// Whether `pipeline` is a torchvision or timm transform, or a sequence holding one.

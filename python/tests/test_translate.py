@@ -99,7 +99,7 @@ def test_conversions_are_followed_not_dropped(square_pngs):
     torchvision gives; ToImage alone delivers uint8; what nostall cannot deliver is refused."""
     from parity import reference_images
 
-    from nostall._translate import output_dtype, translate
+    from nostall._translate import translate
 
     pngs = square_pngs(48)
     stats = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
@@ -137,6 +137,13 @@ def test_conversions_are_followed_not_dropped(square_pngs):
     # Views: one dtype for the batch; a view of nostall's own operators says nothing.
     ours = [ops.RandomResizedCrop(32)]
     scaled = v2.Compose([v2.RandomResizedCrop(32), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
-    assert output_dtype([ours, scaled]) == "float32" and output_dtype([ours, ours]) is None
+    eight = v2.Compose([v2.RandomResizedCrop(32), v2.ToImage()])
+    # The recipe's view says float32 (so uint8 is refused); nostall's views say nothing.
+    with pytest.raises(nostall.ConfigError, match='dtype="uint8" with a recipe that delivers float32'):
+        nostall.Loader(str(pngs), pipeline=[ours, scaled], dtype="uint8")
+    images, _ = next(iter(nostall.Loader(str(pngs), batch_size=4, pipeline=[ours, ours], dtype="uint8")))
+    assert images[0].dtype == torch.uint8
+    images, _ = next(iter(nostall.Loader(str(pngs), batch_size=4, pipeline=[ours, eight])))
+    assert images[0].dtype == images[1].dtype == torch.uint8
     with pytest.raises(nostall.ConfigError, match="views end in different types"):
-        output_dtype([scaled, v2.Compose([v2.RandomResizedCrop(32), v2.ToImage()])])
+        nostall.Loader(str(pngs), pipeline=[scaled, eight])
