@@ -240,6 +240,53 @@ def tree_memory(pid: int, pss: bool = False) -> tuple[float, float]:
     return rss, pss_total
 
 
+
+class ChargedMemory:
+    """The peak of the memory the kernel charges to a process tree: a memory cgroup of
+    its own (v1's ``memory.max_usage_in_bytes`` or v2's ``memory.peak``), entered by the
+    child before it runs (``enter`` as ``preexec_fn``). Unlike summed PSS sampled now and
+    then, it counts shared memory that no process maps at the instant (a DataLoader's
+    batches in flight between its workers and the main process are file descriptors in a
+    queue) and every peak between samples; it leaves out pages charged before (shared
+    libraries and files already in the page cache). ``peak_mb`` is None where no cgroup
+    can be made (not root, no memory controller)."""
+
+    def __init__(self, name: str):
+        self.dir = None
+        for root, peak in (("/sys/fs/cgroup/memory", "memory.max_usage_in_bytes"),
+                           ("/sys/fs/cgroup", "memory.peak")):
+            try:
+                if os.path.isdir(root) and os.access(root, os.W_OK):
+                    path = os.path.join(root, f"{name}-{os.getpid()}")
+                    os.makedirs(path, exist_ok=True)
+                    if os.path.exists(os.path.join(path, peak)):
+                        self.dir, self.peak_file = path, peak
+                        break
+                    os.rmdir(path)
+            except OSError:
+                continue
+
+    def enter(self) -> None:
+        """Moves the calling process (a child before its exec) into the cgroup."""
+        if self.dir is not None:
+            with open(os.path.join(self.dir, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+    def peak_mb(self) -> float | None:
+        if self.dir is None:
+            return None
+        with open(os.path.join(self.dir, self.peak_file)) as f:
+            return int(f.read()) / 2**20
+
+    def close(self) -> None:
+        """Removes the cgroup (its processes have ended)."""
+        if self.dir is not None:
+            try:
+                os.rmdir(self.dir)
+            except OSError:
+                pass
+
+
 # ------------------------------------------------------------------------ driver
 
 def child_main(args) -> int:

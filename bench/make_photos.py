@@ -19,7 +19,8 @@ complete dataset with the same parameters is left alone; a partial one is
 completed (only missing files are written).
 
 ``--scale 2`` makes the same crops at 1000x750 / 750x1000 (a high-resolution set, about
-four times the decoding work per image).
+four times the decoding work per image); ``--scale 0.5`` at 250x188 / 188x250 (a set of
+small photographs, where what a loader spends per sample weighs most).
 
 Usage (Pillow required; use the bench venv):
     .venv-bench/bin/python bench/make_photos.py --out bench/data/photos --count 2000 --seed 0
@@ -65,14 +66,14 @@ def crop_box(rng: random.Random, size: tuple[int, int], out: tuple[int, int]):
     return (x0, y0, x0 + bw, y0 + bh)
 
 
-def plan(count: int, seed: int, sizes: dict[str, tuple[int, int]], scale: int = 1):
+def plan(count: int, seed: int, sizes: dict[str, tuple[int, int]], scale: float = 1):
     """Yield (index, class, source name, box, output size); depends only on args."""
     rng = random.Random(seed)
     names = sorted(sizes)
     for i in range(count):
         name = rng.choice(names)
         out = PORTRAIT if rng.random() < PORTRAIT_FRACTION else LANDSCAPE
-        out = (out[0] * scale, out[1] * scale)
+        out = (round(out[0] * scale), round(out[1] * scale))
         box = crop_box(rng, sizes[name], out)
         cls = zlib.crc32(str(i).encode()) % NUM_CLASSES
         yield i, cls, name, box, out
@@ -97,8 +98,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(photo_sources.BENCH_DIR, "data", "photos"))
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--scale", type=int, default=1,
-                    help="output sides times this (2: 1000x750, a high-resolution set)")
+    ap.add_argument("--scale", type=float, default=1,
+                    help="output sides times this (2: 1000x750, a high-resolution set; 0.5: 250x188)")
     ap.add_argument("--cache", default=photo_sources.DEFAULT_CACHE,
                     help="where the .deb is downloaded and unpacked")
     args = ap.parse_args()

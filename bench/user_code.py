@@ -8,6 +8,10 @@ Two recipes (batch 64, 224 px, ``num_workers`` the same for both):
   NumPy's global generator), ToTensor(), Normalize(ImageNet). nostall cannot translate
   ``Jitter``: it runs the dataset's ``__getitem__`` in worker processes under the GIL
   (threads on a free-threaded interpreter).
+* ``v2user``: torchvision.transforms.v2 on tensors (ToImage, RandomResizedCrop(224),
+  RandomHorizontalFlip) with ``Gamma`` (a class of the user's: a random gamma in a few torch
+  lines on the uint8 tensor, drawn from torch's global generator), ToDtype(float32, scale),
+  Normalize: user code in worker processes, as ``numpy``.
 * ``v2``: torchvision.transforms.v2 only (RandomResizedCrop, RandomHorizontalFlip,
   ColorJitter(0.4, 0.4, 0.4), ToImage, ToDtype(float32, scale), Normalize), which nostall
   translates: its own readers and operators, no Python per sample.
@@ -29,7 +33,10 @@ Two recipes (batch 64, 224 px, ``num_workers`` the same for both):
 Each loader runs in a fresh child process (a re-invocation of this script); this process
 samples the child's process tree (the child and its workers) for the peak of the summed
 PSS (shared pages split between the processes that map them: ``bench/baselines.py``'s
-``tree_memory``). ``images_per_s`` is the rate over the epochs after the first (warm-up).
+``tree_memory``), and reads the peak the kernel charged to the tree's memory cgroup
+(``ChargedMemory``, as root: it also counts the shared memory no process maps at an
+instant, such as the DataLoader's batches queued between its workers and the main
+process, which PSS misses). ``images_per_s`` is the rate over the epochs after the first (warm-up).
 Rounds alternate the loaders, so that both see the same machine.
 
 Usage (the test venv has torch and torchvision):
@@ -47,7 +54,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from baselines import tree_memory  # noqa: E402
+from baselines import ChargedMemory, tree_memory  # noqa: E402
 
 RESULT = "RESULT "
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -65,6 +72,16 @@ class Jitter:
         return Image.fromarray(np.clip(pixels * gain, 0, 255).astype(np.uint8))
 
 
+class Gamma:
+    """A random gamma on the uint8 image tensor, in torch: the user's own v2-style transform."""
+
+    def __call__(self, image):
+        import torch
+
+        gamma = 0.7 + 0.6 * torch.rand(()).item()
+        return ((image.float() / 255).pow(gamma) * 255).round().to(torch.uint8)
+
+
 def transform(recipe: str):
     if recipe == "numpy":
         from torchvision import transforms as T
@@ -74,6 +91,9 @@ def transform(recipe: str):
     import torch
     from torchvision.transforms import v2
 
+    if recipe == "v2user":
+        return v2.Compose([v2.ToImage(), v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), Gamma(),
+                           v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
     return v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.ColorJitter(0.4, 0.4, 0.4),
                        v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
 
@@ -174,7 +194,6 @@ def child(args) -> None:
     import torch
     import torchvision
 
-    torch.set_num_threads(1)
     if args.recipe in ("hf", "wds", "pyop"):
         loader, path = special_loader(args)
     elif args.child == "torch":
@@ -203,7 +222,8 @@ def child(args) -> None:
 def measure(loader: str, recipe: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), args.data, "--child", loader, "--recipe", recipe,
            "--workers", str(args.workers), "--epochs", str(args.epochs), "--ops-workers", args.ops_workers]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    charged = ChargedMemory("nostall-bench")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=charged.enter)
     peak_pss, last = 0.0, 0.0
     while proc.poll() is None:
         if time.monotonic() - last >= 0.5:
@@ -211,13 +231,26 @@ def measure(loader: str, recipe: str, args) -> dict:
             last = time.monotonic()
         time.sleep(0.05)
     out = proc.stdout.read() if proc.stdout else ""
+    peak_charged = charged.peak_mb()
+    charged.close()
     if proc.returncode != 0:
         raise SystemExit(f"{loader} {recipe}: the child failed ({proc.returncode})")
     res = json.loads(next(line for line in out.splitlines() if line.startswith(RESULT))[len(RESULT):])
     steady = res["rates"][1:]
     return {"loader": loader, "recipe": recipe, "images_per_s": round(sum(steady) / len(steady), 1),
             "epoch_rates": [round(r, 1) for r in res["rates"]], "peak_pss_mb": round(peak_pss, 1),
+            "peak_charged_mb": None if peak_charged is None else round(peak_charged, 1),
             "path": res["path"], "workers": args.workers}
+
+
+def charged_ratio(runs: dict[str, list[dict]]) -> float | None:
+    """nostall's median peak charged memory over the DataLoader's (None without cgroups)."""
+    import statistics
+
+    peaks = {k: [x["peak_charged_mb"] for x in v] for k, v in runs.items()}
+    if any(p is None for v in peaks.values() for p in v):
+        return None
+    return round(statistics.median(peaks["nostall"]) / statistics.median(peaks["torch"]), 2)
 
 
 def main() -> None:
@@ -252,8 +285,10 @@ def main() -> None:
             "gil": getattr(sys, "_is_gil_enabled", lambda: True)(),
             "speedup": round(best["nostall"]["images_per_s"] / best["torch"]["images_per_s"], 2),
             "pss_ratio": round(best["nostall"]["peak_pss_mb"] / best["torch"]["peak_pss_mb"], 2),
+            "charged_ratio": charged_ratio(runs),
             "rounds": {k: [x["images_per_s"] for x in v] for k, v in runs.items()},
             "pss_mb": {k: [x["peak_pss_mb"] for x in v] for k, v in runs.items()},
+            "charged_mb": {k: [x["peak_charged_mb"] for x in v] for k, v in runs.items()},
             "path": best["nostall"]["path"], "baseline": best["torch"]["path"], "workers": args.workers,
             "cpus": os.cpu_count(),
         }
