@@ -3,9 +3,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +13,7 @@ use nostall::pipeline::LoaderSettings;
 use nostall::Position;
 
 use crate::attachment;
+use crate::mapping::{Buffer, Mapping};
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};
 use crate::wire::{
     BatchHeader, FieldsSent, JobNode, Reply, Request, StorageSettings, MAX_FIELDS_TEXT,
@@ -599,12 +599,14 @@ impl Client {
                         "a batch larger than its buffer".into(),
                     ));
                 }
-                let mapping = Mapping::private(&buffer, header.data_len as usize)
+                let mapping = buffer
+                    .take()
                     .map_err(|e| AgentError::Protocol(format!("mapping a batch: {e}")))?;
                 self.live.fetch_add(1, Ordering::AcqRel);
                 let ask = header.ask;
                 let batch = SharedBatch {
-                    mapping,
+                    mapping: Some(mapping),
+                    buffer,
                     header,
                     channel: self.channel.clone(),
                     live: self.live.clone(),
@@ -629,100 +631,13 @@ impl Client {
     }
 }
 
-/// One of the agent's batch buffers: its memfd (sealed by the agent: see
-/// [`nostall::pipeline::SharedMemory`]), checked to hold `len` bytes.
-#[derive(Debug)]
-struct Buffer {
-    fd: OwnedFd,
-    len: usize,
-}
-
-impl Buffer {
-    fn new(fd: OwnedFd, len: usize) -> io::Result<Buffer> {
-        // The memfd must hold what the header claims, or reading it would fault; its
-        // seals keep it so.
-        // SAFETY: fstat fills a stat of a descriptor we own.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if (st.st_size as u64) < len as u64 || len == 0 {
-            return Err(io::Error::other(format!(
-                "a shared buffer of {} bytes announced as {len}",
-                st.st_size
-            )));
-        }
-        Ok(Buffer { fd, len })
-    }
-}
-
-/// One batch's view of a buffer: a private, copy-on-write mapping of its first `len`
-/// bytes. Reading shares the agent's pages (no copy); a page this job changes becomes its
-/// own, so an in-place change to a batch never reaches the agent or another job; and the
-/// mapping goes with the batch, so what was changed never shows in a later batch of the
-/// same buffer.
-#[derive(Debug)]
-struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: a private mapping owned by one batch, unmapped once, on its drop.
-unsafe impl Send for Mapping {}
-// SAFETY: shared access only reads (writes need the batch's `&mut`).
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Maps the batch read-only with its page tables filled in one call, then makes it
-    /// writable: a page fault per page (the alternative, mapping it writable at once) cost
-    /// 8.6 ms for a 38.5 MB batch on a 2-core VM, this 6.1, a mapping kept across
-    /// batches 2.3 (reading every cache line in each case). Kernels that refuse to make a
-    /// sealed memfd's private mapping writable later get the mapping writable at once.
-    fn private(buffer: &Buffer, len: usize) -> io::Result<Mapping> {
-        let len = len.max(1).min(buffer.len);
-        let map = |prot, flags| {
-            // SAFETY: a private mapping of `len` bytes of the memfd (checked to hold them)
-            // at an address the kernel chooses: it aliases nothing of this process.
-            let ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    prot,
-                    libc::MAP_PRIVATE | flags,
-                    buffer.fd.as_raw_fd(),
-                    0,
-                )
-            };
-            match NonNull::new(ptr.cast::<u8>()) {
-                Some(ptr) if ptr.as_ptr() != libc::MAP_FAILED.cast() => Ok(Mapping { ptr, len }),
-                _ => Err(io::Error::last_os_error()),
-            }
-        };
-        let read = libc::PROT_READ;
-        let write = libc::PROT_READ | libc::PROT_WRITE;
-        let populated = map(read, libc::MAP_POPULATE)?;
-        // SAFETY: the whole of a mapping made just above.
-        if unsafe { libc::mprotect(populated.ptr.as_ptr().cast(), len, write) } == 0 {
-            return Ok(populated);
-        }
-        drop(populated);
-        map(write, 0)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `private` with this length, unmapped once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
 /// A batch in the agent's shared memory, mapped copy-on-write: changes made here stay
 /// here. Released to the agent (for its next batch) when dropped.
 #[derive(Debug)]
 pub struct SharedBatch {
-    mapping: Mapping,
+    /// Its buffer's mapping, given back to the buffer on drop.
+    mapping: Option<Mapping>,
+    buffer: Arc<Buffer>,
     header: BatchHeader,
     channel: Arc<Channel>,
     /// Its job's count of batches not dropped.
@@ -733,22 +648,19 @@ impl SharedBatch {
     /// The samples' bytes, back to back: the agent's memory, shared with every job of
     /// the group until changed.
     pub fn data(&self) -> &[u8] {
-        // SAFETY: the mapping holds `data_len` bytes (checked against the memfd's size on
-        // receipt); the agent writes the buffer only after every job holding it released
-        // it, and this batch releases it only on drop.
-        unsafe {
-            std::slice::from_raw_parts(self.mapping.ptr.as_ptr(), self.header.data_len as usize)
-        }
+        self.mapping
+            .as_ref()
+            .expect("mapped until dropped")
+            .bytes(self.header.data_len as usize)
     }
 
     /// The samples' bytes, writable: a page changed here is copied first, for this batch
     /// alone (copy-on-write), and the rest stays shared.
     pub fn data_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as for `data`; the mapping is private to this batch, and `&mut self`
-        // rules out any other reference into it.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.mapping.ptr.as_ptr(), self.header.data_len as usize)
-        }
+        self.mapping
+            .as_mut()
+            .expect("mapped until dropped")
+            .bytes_mut(self.header.data_len as usize)
     }
 
     /// One label per sample.
@@ -812,6 +724,10 @@ impl SharedBatch {
 
 impl Drop for SharedBatch {
     fn drop(&mut self) {
+        if let Some(mapping) = self.mapping.take() {
+            self.buffer
+                .give_back(mapping, self.header.data_len as usize);
+        }
         self.live.fetch_sub(1, Ordering::AcqRel);
         // The agent may be gone already: nothing to release then.
         let _ = self.channel.send(

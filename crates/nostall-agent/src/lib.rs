@@ -19,8 +19,9 @@
 //!   ([`nostall::pipeline::Arena::Shared`]); batches are staged in order, at most a
 //!   window of them, until every member has passed them; members hold leases.
 //! - [`Agent`]: the process: its socket, the groups by name, a thread per job.
-//! - [`Client`]: a job's side: attach, ask for the batch at a position, map buffers;
-//!   a [`SharedBatch`] releases its buffer when dropped.
+//! - [`Client`]: a job's side: attach, ask for the batch at a position, map buffers
+//!   (`mapping`: kept from one batch of a buffer to the next, the pages a job changed
+//!   dropped between); a [`SharedBatch`] releases its buffer when dropped.
 //! - [`job`]: a training job assembled in one place: the dataset, its peers (a rank of a
 //!   partitioned cache), the agent's group, and its own loader. The command line and the
 //!   Python bindings call [`JobBuilder::start`] and only convert their arguments; the
@@ -45,6 +46,7 @@ mod client;
 mod group;
 mod held;
 pub mod job;
+mod mapping;
 mod node;
 mod place;
 mod server;
