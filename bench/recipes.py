@@ -15,6 +15,9 @@ CutMix 1.0 and label smoothing 0.1, batch 64, float32:
 (With Pillow 13 timm's RandAugment crashes a worker now and then: it posterizes to 0 bits,
 which Pillow 13 refuses; the timm run is given Pillow 12's behaviour, black, as nostall's.)
 
+``timm-nomix`` is the same transform without MixUp/CutMix, as fine-tuning recipes run it:
+timm's in the DataLoader against nostall's ``Loader(pipeline=transform)``.
+
 DINO's multi-crop (2 global crops of 224, scale 0.4–1, and 8 local crops of 96, scale
 0.05–0.4; flip, colour jitter 0.8, grayscale 0.2, Gaussian blur 1.0 / 0.1 / 0.5,
 solarisation 0.2 on the second global crop), batch 64:
@@ -119,7 +122,10 @@ def timed(loader: Any, batches: int, mix: Any = None) -> dict:
 
 
 class DataAugmentationDINO:
-    """DINO's multi-crop (facebookresearch/dino, main_dino.py, with utils.GaussianBlur and
+    """``timm-nomix`` is the same transform without MixUp/CutMix, as fine-tuning recipes run it:
+timm's in the DataLoader against nostall's ``Loader(pipeline=transform)``.
+
+DINO's multi-crop (facebookresearch/dino, main_dino.py, with utils.GaussianBlur and
     utils.Solarization), as it is written there."""
 
     def __init__(self, global_crops_scale=(0.4, 1.0), local_crops_scale=(0.05, 0.4), local_crops_number=8):
@@ -226,6 +232,11 @@ def run(which: str, data: str, batches: int) -> dict:
         loader = nostall.Loader(data, batch_size=BATCH, threads=THREADS, pipeline=timm_transform(),
                                 mix=nostall.Mixup(**timm_mixup(n)))
         return timed(loader, batches)
+    if which == "timm-nomix":
+        pillow_posterize_to_zero_bits()
+        return timed(data_loader(data, timm_transform()), batches)
+    if which == "nostall-nomix":
+        return timed(nostall.Loader(data, batch_size=BATCH, threads=THREADS, pipeline=timm_transform()), batches)
     if which == "torchvision":
         from torchvision.transforms import v2
 
@@ -249,7 +260,8 @@ def run(which: str, data: str, batches: int) -> dict:
     raise SystemExit(f"unknown loader {which}")
 
 
-RECIPES = {"timm": ("timm", "nostall"), "dino": ("dino", "nostall-dino"),
+RECIPES = {"timm": ("timm", "nostall"), "timm-nomix": ("timm-nomix", "nostall-nomix"),
+           "dino": ("dino", "nostall-dino"),
            "torchvision": ("torchvision", "nostall-tv")}
 
 
