@@ -39,9 +39,14 @@ __all__ = [
     "_run_agent",
     "_default_agent_socket",
     "_analyze",
+    "_worker_wire",
 ]
 
 __version__: str
+
+#: The worker processes' wire (``nostall::prep::workers::wire``): ``magic`` (bytes), the
+#: ``struct`` formats ``hello``, ``request`` and ``answer``, and ``max_message``.
+_worker_wire: dict[str, Any]
 
 @final
 class BatchTensor:

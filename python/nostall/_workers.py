@@ -39,11 +39,17 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ._nostall import _worker_wire
+
 #: Element types a leaf may have, by NumPy's name.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
-#: The longest failure sent to the engine (its `MAX_MESSAGE`).
-MAX_MESSAGE = 64 << 10
+#: The engine's wire to its workers (``nostall::prep::workers::wire``): the magic, the
+#: ``struct`` formats of the hello, a request and an answer, and the longest failure.
+MAX_MESSAGE: int = _worker_wire["max_message"]
+_HELLO = struct.Struct(_worker_wire["hello"])
+_REQUEST = struct.Struct(_worker_wire["request"])
+_ANSWER = struct.Struct(_worker_wire["answer"])
 
 
 def _as_array(leaf: Any) -> np.ndarray:
@@ -169,10 +175,11 @@ def sample_generator(kind: str = "torch") -> Any:
     nostall: a ``torch.Generator`` (``kind="torch"``) or a ``numpy.random.Generator``
     (``"numpy"``), seeded by the sample's own seed when its making began, the same object
     for every call while it is made. Its draws do not depend on the thread or worker
-    that makes the sample: with ``workers="threads"`` the global generators (``random``,
-    ``numpy.random``, ``torch``'s default), which nostall seeds too, are shared by the
-    threads making samples at once, and only this one keeps the batches the same for any
-    number of threads."""
+    that makes the sample. In worker processes nostall also seeds the global generators
+    (``random``, ``numpy.random``, ``torch``'s CPU generator) before each sample; with
+    ``workers="threads"`` it leaves them alone (they are the training loop's, and shared
+    by the threads making samples at once), and only this one keeps the batches the same
+    for any number of threads."""
     seed = getattr(_current, "seed", None)
     if seed is None:
         raise RuntimeError("nostall.sample_generator() is for a Dataset's __getitem__ while "
@@ -481,7 +488,7 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, job: Job,
         torch.set_num_threads(1)
     # Connected first, then ready: a worker_init_fn that raises is the start's failure,
     # with its traceback, and its time counts against the start's bound, not a sample's.
-    connection.sendall(b"NSWK" + struct.pack("<QQ", number, token))
+    connection.sendall(_HELLO.pack(_worker_wire["magic"], number, token))
     try:
         if worker_init_fn is not None:
             worker_init_fn(number)
@@ -490,10 +497,10 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, job: Job,
         return
     _answer(connection, None)
     while True:
-        request = _receive(connection, 16)
+        request = _receive(connection, _REQUEST.size)
         if request is None:
             return
-        index, seed = struct.unpack("<QQ", request)
+        index, seed = _REQUEST.unpack(request)
         try:
             job(index, seed, out)
         except Exception:
@@ -505,10 +512,10 @@ def _work(number: int, socket_path: str, memory_path: str, token: int, job: Job,
 def _answer(connection: socket.socket, failure: str | None) -> None:
     """Done (``failure`` None), or failed with ``failure`` (its last ``MAX_MESSAGE`` bytes)."""
     if failure is None:
-        connection.sendall(struct.pack("<BI", 0, 0))
+        connection.sendall(_ANSWER.pack(0, 0))
         return
     words = failure.encode("utf-8", "replace")[-MAX_MESSAGE:]
-    connection.sendall(struct.pack("<BI", 1, len(words)) + words)
+    connection.sendall(_ANSWER.pack(1, len(words)) + words)
 
 
 def _receive(connection: socket.socket, n: int) -> bytes | None:

@@ -1,7 +1,8 @@
-//! `nostall._nostall`: the Python bindings, a thin PyO3 layer over the engine.
+//! `nostall._nostall`: the Python bindings, a PyO3 layer over the engine.
 //!
-//! Everything a `Loader` does happens in the engine crate; this layer converts arguments
-//! (`convert`), releases the GIL around every call into the engine (`interrupt`),
+//! Samples are made in the engine crate. This layer converts arguments (`convert`), but
+//! it also still resolves what the user handed over (the kind of source, user code,
+//! fields, device and sharing, in `loader`): issue 64 moves that into Python. It releases the GIL around every call into the engine (`interrupt`),
 //! hands batches to Python through DLPack (`tensor`, `dlpack`) and maps engine errors
 //! to the exceptions of `nostall._errors` (`errors`). One module per concept:
 //! `loader` is `nostall.Loader`, `shared` and `handoff` its batches from the node
@@ -85,7 +86,8 @@ fn imagenet_val(py: Python<'_>, size: u32) -> PyResult<Vec<Bound<'_, PyAny>>> {
 }
 
 /// The module: `Loader`, `BatchTensor`, the operators of `nostall.ops`, the presets,
-/// `demo_photos`, `_analyze` (the engine's side of `nostall.analyze`), and the version.
+/// `demo_photos`, `_analyze` (the engine's side of `nostall.analyze`), the worker
+/// processes' wire (`_worker_wire`), and the version.
 #[pymodule]
 fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -103,6 +105,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared::_run_agent, m)?)?;
     m.add_function(wrap_pyfunction!(shared::_default_agent_socket, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
+    m.add("_worker_wire", user::worker_wire(m.py())?)?;
     // Hand-off threads must stop before the interpreter finalises (see `handoff`).
     let stop = wrap_pyfunction!(handoff::stop_at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (stop,))?;

@@ -194,6 +194,20 @@ impl Drop for Making {
 }
 
 /// Whether this interpreter has the GIL (every one but a free-threaded one with it off).
+/// The worker processes' wire ([`workers::wire`]) for `nostall._workers`: the magic, the
+/// `struct` formats of the hello, a request and an answer, and the longest failure.
+pub(crate) fn worker_wire(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use nostall::prep::workers::wire;
+
+    let dict = PyDict::new(py);
+    dict.set_item("magic", pyo3::types::PyBytes::new(py, &wire::MAGIC))?;
+    dict.set_item("hello", wire::HELLO)?;
+    dict.set_item("request", wire::REQUEST)?;
+    dict.set_item("answer", wire::ANSWER)?;
+    dict.set_item("max_message", wire::MAX_MESSAGE)?;
+    Ok(dict)
+}
+
 pub(crate) fn gil_enabled(py: Python<'_>) -> PyResult<bool> {
     match py.import("sys")?.getattr("_is_gil_enabled") {
         Ok(enabled) => enabled.call0()?.extract::<bool>(),

@@ -25,11 +25,9 @@
 //! the worker's memory before it is asked, read back after (a function of the user's run
 //! on a sample in a process).
 //!
-//! Wire (little-endian): the worker's hello `b"NSWK"`, its number (`u64`) and token
-//! (`u64`), then an answer once it is ready (its start, the user's `worker_init_fn`, done
-//! or failed); a request `index: u64, seed: u64`; an answer `status: u8` (0 made, 1 failed)
-//! then `len: u32` and `len` bytes of UTF-8 (the failure in words; at most
-//! [`MAX_MESSAGE`]).
+//! The wire is declared once, in [`wire`]: the engine reads and writes it with those
+//! constants, and the Python workers (`nostall._workers`) pack and unpack it with the same
+//! ones, handed over by the bindings.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -47,8 +45,34 @@ use crate::error::{Cause, Error, Result};
 use crate::rng::Rng;
 use crate::sample::{Modality, SampleLayout};
 
-/// The longest failure a worker may send, in bytes (a Python traceback is a few KiB).
-pub const MAX_MESSAGE: usize = 64 << 10;
+pub use wire::MAX_MESSAGE;
+
+/// The messages between the pool and a worker, little-endian, each a Python `struct`
+/// format beside its size in bytes.
+///
+/// A worker says its hello (the [`MAGIC`](wire::MAGIC), its number and token), then an
+/// answer once it is ready (its start, the user's `worker_init_fn`, done or failed). Then,
+/// for each request (a sample's index and seed), an answer: a status (0 made, 1 failed)
+/// and the length of the UTF-8 words that follow (the failure; at most
+/// [`MAX_MESSAGE`](wire::MAX_MESSAGE)).
+pub mod wire {
+    /// A worker's first four bytes.
+    pub const MAGIC: [u8; 4] = *b"NSWK";
+    /// The hello: the magic, the worker's number (`u64`) and its token (`u64`).
+    pub const HELLO: &str = "<4sQQ";
+    /// Bytes of [`HELLO`].
+    pub const HELLO_BYTES: usize = 20;
+    /// A request: the sample's index (`u64`) and seed (`u64`).
+    pub const REQUEST: &str = "<QQ";
+    /// Bytes of [`REQUEST`].
+    pub const REQUEST_BYTES: usize = 16;
+    /// An answer's header: its status (`u8`) and the length of its words (`u32`).
+    pub const ANSWER: &str = "<BI";
+    /// Bytes of [`ANSWER`].
+    pub const ANSWER_BYTES: usize = 5;
+    /// The longest failure a worker may send, in bytes (a Python traceback is a few KiB).
+    pub const MAX_MESSAGE: usize = 64 << 10;
+}
 
 /// How many times one sample is asked again of a worker started anew after the one
 /// asked was lost: a sample that kills every worker that makes it is the sample's error,
@@ -405,13 +429,13 @@ impl WorkerPool {
             };
             // A connection that does not say the token at once is not one of ours.
             let _ = connection.set_read_timeout(Some(left.max(Duration::from_millis(1))));
-            let mut hello = [0u8; 20];
+            let mut hello = [0u8; wire::HELLO_BYTES];
             if (&connection).read_exact(&mut hello).is_err() {
                 continue;
             }
             let said = u64::from_le_bytes(hello[4..12].try_into().expect("8 bytes"));
             let said_token = u64::from_le_bytes(hello[12..20].try_into().expect("8 bytes"));
-            if &hello[..4] != b"NSWK" || said != number as u64 || said_token != token {
+            if hello[..4] != wire::MAGIC || said != number as u64 || said_token != token {
                 continue;
             }
             // Then its start (the user's worker_init_fn): ready, or why not.
@@ -456,7 +480,7 @@ impl Worker {
         seed: u64,
         timeout: Duration,
     ) -> std::result::Result<Option<String>, Lost> {
-        let mut request = [0u8; 16];
+        let mut request = [0u8; wire::REQUEST_BYTES];
         request[..8].copy_from_slice(&index.to_le_bytes());
         request[8..].copy_from_slice(&seed.to_le_bytes());
         send_all(&self.connection, &request).map_err(Lost::Gone)?;
@@ -466,7 +490,7 @@ impl Worker {
     /// The worker's next answer, by `deadline`: `Ok(None)` done, `Ok(Some(words))`
     /// failed.
     fn answer(&self, deadline: Instant) -> std::result::Result<Option<String>, Lost> {
-        let mut header = [0u8; 5];
+        let mut header = [0u8; wire::ANSWER_BYTES];
         self.read_within(&mut header, deadline)?;
         let len = u32::from_le_bytes(header[1..].try_into().expect("4 bytes")) as usize;
         if len > MAX_MESSAGE || header[0] > 1 {
@@ -745,6 +769,38 @@ pub fn index_of(data: &[u8]) -> std::result::Result<u64, Cause> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes of a `struct` format of the kinds [`wire`] uses.
+    fn struct_size(format: &str) -> usize {
+        let (mut size, mut count) = (0, String::new());
+        for c in format.trim_start_matches('<').chars() {
+            if c.is_ascii_digit() {
+                count.push(c);
+                continue;
+            }
+            let n: usize = if count.is_empty() {
+                1
+            } else {
+                count.parse().unwrap()
+            };
+            count.clear();
+            size += n * match c {
+                's' | 'B' => 1,
+                'I' => 4,
+                'Q' => 8,
+                other => panic!("a format char the wire does not use: {other}"),
+            };
+        }
+        size
+    }
+
+    #[test]
+    fn each_wire_format_is_its_size() {
+        assert_eq!(struct_size(wire::HELLO), wire::HELLO_BYTES);
+        assert_eq!(struct_size(wire::REQUEST), wire::REQUEST_BYTES);
+        assert_eq!(struct_size(wire::ANSWER), wire::ANSWER_BYTES);
+        assert!(wire::HELLO.starts_with(&format!("<{}s", wire::MAGIC.len())));
+    }
 
     /// A worker in Python (the interpreter the tests' machine has): sample `i` is `i`
     /// written in its first 8 bytes; sample 1 fails, 2 kills its worker, 3 hangs, 4 is
