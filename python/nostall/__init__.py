@@ -1,8 +1,9 @@
 """nostall: a data-loading runtime for deep-learning training; the GPU never waits for data.
 
-The engine is written in Rust: fetch and prep threads read samples along a seeded plan,
-decode only the part of each JPEG a random crop keeps, and write every prepared sample
-straight into its slot of a reusable batch buffer. This package is a thin layer over it:
+The engine is written in Rust: one pool of workers, each fetching or preparing as a
+scheduler says, reads samples along a seeded plan, decodes only the part of each JPEG a
+random crop keeps, and writes every prepared sample straight into its slot of a reusable
+batch buffer. This package gives it Python's arguments, datasets, code and tensors:
 
 >>> import nostall
 >>> loader = nostall.Loader("/data/imagenet/train", batch_size=256, threads=8)
@@ -45,11 +46,18 @@ Public names:
   torchvision ``ImageFolder`` whose transform nostall translates runs natively).
 - :func:`sample_generator`: in a ``Dataset``'s ``__getitem__``, the sample's own
   generator (the same draws whatever thread or worker makes it).
-- :mod:`nostall.ops`: the operators of an image pipeline (``RandomResizedCrop``,
-  ``Resize``, ``CenterCrop``, ``RandomHorizontalFlip``, ``Normalize``).
+- :mod:`nostall.ops`: the operators of an image pipeline, one class for each operator
+  the engine declares (``nostall.ops.__all__`` lists them): crops, resizes and flips,
+  colour and pixel operators, blur, rotation and affine, torchvision's and timm's
+  automatic augmentations, random erasing, and ``RandomApply`` / ``RandomChoice`` /
+  ``RandomOrder``; besides them ``ops.Python(fn)``, your own function on each sample, and
+  ``ops.from_torchvision``, a torchvision or timm recipe as nostall's operators.
 - :mod:`nostall.audio`: the operators of an audio pipeline (``Channels``, ``Resample``,
   ``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``).
 - :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
+- :class:`Mixup`: MixUp and CutMix of each batch in the engine, as timm's (``mix=``).
+- :class:`Field`, :class:`Tokenizer`: a sample's named fields (``fields=``), and a
+  Hugging Face tokenizer run in the engine for a text field.
 - :class:`BatchTensor`: one tensor of a batch as a DLPack producer (``output="dlpack"``).
 - :func:`demo_photos`: writes a few real photographs to disk, a dataset to try nostall on.
 - :func:`analyze`: where training waits for data and what would fix it (``nostall

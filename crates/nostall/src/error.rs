@@ -364,3 +364,57 @@ mod tests {
         assert_eq!(Cause::kind_named("bogus"), None);
     }
 }
+
+/// docs/architecture.md against the code: its table of causes names every [`Cause`] by
+/// the name users see ([`Cause::kind`]), and nothing else.
+#[cfg(test)]
+mod architecture_doc {
+    use super::*;
+
+    /// The page, as the crate is built with it.
+    const ARCHITECTURE: &str = include_str!("../../../docs/architecture.md");
+
+    /// The section of `page` under the heading `heading`, up to the next of its level.
+    fn section<'a>(page: &'a str, heading: &str) -> &'a str {
+        let start = page
+            .find(&format!("\n{heading}\n"))
+            .unwrap_or_else(|| panic!("docs/architecture.md has no {heading:?}"));
+        let rest = &page[start + heading.len() + 2..];
+        &rest[..rest.find("\n## ").unwrap_or(rest.len())]
+    }
+
+    /// The first cell of each row of the section's tables that starts with a code span.
+    fn listed_causes(errors: &str) -> Vec<&str> {
+        errors
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|row| row.split('`').next())
+            .collect()
+    }
+
+    #[test]
+    fn architecture_lists_every_cause_by_its_name() {
+        // `Cause::KINDS` is every variant's kind (the test above).
+        let kinds = Cause::KINDS;
+        let listed = listed_causes(section(ARCHITECTURE, "## Errors"));
+        let missing: Vec<&str> = kinds
+            .iter()
+            .copied()
+            .filter(|kind| !listed.contains(kind))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/architecture.md, \"Errors\": no row for the causes {missing:?}; add a line \
+             for each to its table of causes"
+        );
+        let unknown: Vec<&str> = listed
+            .iter()
+            .copied()
+            .filter(|name| !kinds.contains(name))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "docs/architecture.md, \"Errors\": {unknown:?} name no cause (Cause::kind)"
+        );
+    }
+}
