@@ -51,7 +51,7 @@ enum Command {
         #[arg(long)]
         index: Option<PathBuf>,
         /// The files to list: image (.jpg, .jpeg, .png) or audio (.wav, .flac, .ogg,
-        /// .oga, .mp3).
+        /// .oga, .opus, .mp3).
         #[arg(long, default_value = "image", value_parser = parse_modality)]
         modality: nostall::Modality,
     },

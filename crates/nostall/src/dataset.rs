@@ -10,7 +10,7 @@
 //! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio) | [`Segments`] over [`LocalDir`] or the S3 store |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
-//! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.mp3`); in shards, the
+//! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.opus`, `.mp3`); in shards, the
 //! member of that kind beside an optional `.cls` label; in Parquet files, the column
 //! [`Columns`] names or finds. The CLI and the Python package both open datasets through
 //! [`open`], so a location means the same thing everywhere.

@@ -26,8 +26,8 @@
 //!   for comparison.
 //! - [`prep`]: what a sample becomes, one [`Modality`] behind the [`prep::Prep`] seam:
 //!   [`prep::image`] (JPEG and PNG decoded only where a crop keeps them, one resize and
-//!   one fused output pass) and [`prep::audio`] (WAV, FLAC, Ogg Vorbis and MP3; mixing,
-//!   resampling, crops, mel spectrograms).
+//!   one fused output pass) and [`prep::audio`] (WAV, FLAC, Ogg Vorbis, Ogg Opus and MP3;
+//!   mixing, resampling, crops, mel spectrograms).
 //! - [`pipeline`]: one pool of workers that fetch or prepare as the scheduler's roles
 //!   say, writing samples straight into pooled batch buffers; the [`Loader`] hands out
 //!   [`Batch`]es in plan order through an [`Epoch`].

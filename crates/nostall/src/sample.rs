@@ -15,7 +15,7 @@ pub enum Modality {
     /// Photographs: JPEG and PNG.
     #[default]
     Image,
-    /// Recorded sound: WAV, FLAC, Ogg Vorbis, MP3.
+    /// Recorded sound: WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3.
     Audio,
 }
 
@@ -55,7 +55,7 @@ impl Modality {
     pub fn formats(self) -> &'static str {
         match self {
             Modality::Image => "a JPEG or PNG image",
-            Modality::Audio => "a WAV, FLAC, Ogg Vorbis or MP3 file",
+            Modality::Audio => "a WAV, FLAC, Ogg Vorbis, Ogg Opus or MP3 file",
         }
     }
 

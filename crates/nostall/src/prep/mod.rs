@@ -8,7 +8,7 @@
 //! [`Pipeline`] is a shared handle to one `Prep`; the loader clones it into every thread.
 //!
 //! Two modalities ship: [`image`] (JPEG, PNG; crops, flips, normalisation) and [`audio`]
-//! (WAV, FLAC, Ogg Vorbis, MP3; resampling, crops, mel spectrograms). The files each one
+//! (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3; resampling, crops, mel spectrograms). The files each one
 //! reads are declared once, by [`Modality`], and the catalog and storage list datasets
 //! through it. Their operators have one text form, [`text`] (Python's `repr`), in which a
 //! pipeline travels as a setting.
