@@ -17,7 +17,7 @@ loader is made, before the loader starts its threads, that holds the dataset as 
 user made it (no pickling: lambdas and open files in a transform work as with the
 DataLoader's fork). The engine asks the zygote for worker ``k`` with a line on a pipe;
 the zygote forks it, and the worker connects to the engine's socket, maps its memory
-file, and answers requests (``nostall::prep::workers``).
+file, and answers requests (``nostall::user_code::pool``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from ._nostall import _worker_wire
 #: Element types a leaf may have, by NumPy's name.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
-#: The engine's wire to its workers (``nostall::prep::workers::wire``): the magic, the
+#: The engine's wire to its workers (``nostall::user_code::pool::wire``): the magic, the
 #: ``struct`` formats of the hello, a request and an answer, and the longest failure.
 MAX_MESSAGE: int = _worker_wire["max_message"]
 _HELLO = struct.Struct(_worker_wire["hello"])

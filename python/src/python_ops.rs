@@ -1,5 +1,5 @@
 //! `nostall.ops.Python(fn)`: the user's function as an operator of the engine's pipeline
-//! ([`nostall::prep::user_fn::UserFn`]). Each call gets the part of the sample's slot the
+//! ([`nostall::user_code::function::UserFn`]). Each call gets the part of the sample's slot the
 //! engine gives it, as a tensor or array (`nostall._python_ops.Python._apply`): in the
 //! loader's prep threads (a free-threaded interpreter, or `workers="threads"`), or, under
 //! the GIL, in worker processes ([`PythonOps::start_workers`]), where the sample travels
@@ -9,9 +9,9 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use nostall::prep::user_fn::{UserFn, UserOp, UserSample};
-use nostall::prep::workers::WorkerConfig;
 use nostall::prep::DType;
+use nostall::user_code::function::{UserFn, UserOp, UserSample};
+use nostall::user_code::pool::WorkerConfig;
 use nostall::Cause;
 use pyo3::prelude::*;
 

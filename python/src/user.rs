@@ -1,6 +1,6 @@
 //! `Loader(dataset)`: a map-style `Dataset`'s `__getitem__` run for the engine, under
 //! nostall's plan. Its samples are made in worker processes
-//! ([`nostall::prep::workers`], forked by `nostall._workers.Zygote`) or in the engine's
+//! ([`nostall::user_code::pool`], forked by `nostall._workers.Zygote`) or in the engine's
 //! threads ([`InProcess`], for a free-threaded interpreter); `nostall._workers.Spec` lays
 //! each sample's leaves in its slot and gives the batch back with the sample's structure.
 
@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nostall::prep::workers::{self, Spawn, WorkerConfig, WorkerPool, WorkerPrep};
+use nostall::prep::processes::{self, WorkerPrep};
 use nostall::prep::{Prep, Prepared, Preparer};
 use nostall::rng::Rng;
 use nostall::storage::Indexed;
+use nostall::user_code::pool::{Spawn, WorkerConfig, WorkerPool};
 use nostall::{Cause, Modality, Pipeline, SampleLayout};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyMemoryView, PyString};
@@ -194,10 +195,10 @@ impl Drop for Making {
 }
 
 /// Whether this interpreter has the GIL (every one but a free-threaded one with it off).
-/// The worker processes' wire ([`workers::wire`]) for `nostall._workers`: the magic, the
+/// The worker processes' wire ([`nostall::user_code::pool::wire`]) for `nostall._workers`: the magic, the
 /// `struct` formats of the hello, a request and an answer, and the longest failure.
 pub(crate) fn worker_wire(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    use nostall::prep::workers::wire;
+    use nostall::user_code::pool::wire;
 
     let dict = PyDict::new(py);
     dict.set_item("magic", pyo3::types::PyBytes::new(py, &wire::MAGIC))?;
@@ -517,7 +518,7 @@ struct InProcessPreparer {
 
 impl Preparer for InProcessPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
-        let index = workers::index_of(data)?;
+        let index = processes::index_of(data)?;
         let seed = rng.next_u64();
         call_on_slot(out, &self.code, |view| {
             let runner = self.runner.bind(view.py());

@@ -91,6 +91,7 @@ pub mod sample;
 pub mod sched;
 pub mod sim;
 pub mod storage;
+pub mod user_code;
 
 pub use catalog::Catalog;
 pub use error::{Cause, Error, Result, SampleError};

@@ -21,12 +21,11 @@ pub mod args;
 pub mod audio;
 pub mod image;
 pub mod mix;
+pub mod processes;
 pub mod route;
 pub mod text;
 #[cfg(feature = "tokenize")]
 pub mod tokens;
-pub mod user_fn;
-pub mod workers;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! [`Indexed`]: the samples of a dataset that is code, not files (a Python `Dataset`):
 //! a sample's bytes are its index, which the pipeline's preparer hands to that code
-//! ([`crate::prep::workers`]).
+//! ([`crate::user_code::pool`]).
 
 use super::{Source, SourceStats};
 use crate::catalog::Catalog;

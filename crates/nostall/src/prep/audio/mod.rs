@@ -32,8 +32,8 @@ pub use resample::{ResampleQuality, ResampleWindow};
 
 use super::{DType, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
-use crate::prep::user_fn::{UserOp, UserSample};
 use crate::rng::{derive, Rng};
+use crate::user_code::function::{UserOp, UserSample};
 
 /// Files lasting longer are refused unless the pipeline says otherwise: an hour-long
 /// recording in a dataset of clips is a mistake, and decoding it holds the whole of it.

@@ -577,12 +577,16 @@ struct Recorded {
     shapes: std::sync::Mutex<Vec<Vec<usize>>>,
 }
 
-impl crate::prep::user_fn::UserFn for Recorded {
+impl crate::user_code::function::UserFn for Recorded {
     fn name(&self) -> &str {
         "recorded"
     }
 
-    fn apply(&self, sample: crate::prep::user_fn::UserSample<'_>, _seed: u64) -> Result<(), Cause> {
+    fn apply(
+        &self,
+        sample: crate::user_code::function::UserSample<'_>,
+        _seed: u64,
+    ) -> Result<(), Cause> {
         self.shapes.lock().unwrap().push(sample.shape.to_vec());
         (self.kernel)(as_f32_mut(sample.data));
         Ok(())
@@ -594,7 +598,7 @@ fn recorded(kernel: fn(&mut [f32])) -> (std::sync::Arc<Recorded>, AudioOp) {
         kernel,
         shapes: Default::default(),
     });
-    let op = AudioOp::User(crate::prep::user_fn::UserOp::new(f.clone()));
+    let op = AudioOp::User(crate::user_code::function::UserOp::new(f.clone()));
     (f, op)
 }
 

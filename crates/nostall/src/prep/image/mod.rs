@@ -40,8 +40,8 @@ use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
 use crate::prep::args::Value;
 use crate::prep::route::DecodeRoute;
-use crate::prep::user_fn::UserSample;
 use crate::rng::{derive, Rng};
+use crate::user_code::function::UserSample;
 use op::{OutputSize, Planes, Stage, View};
 
 /// A validated list of operators with a fixed output shape.

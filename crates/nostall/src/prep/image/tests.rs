@@ -300,7 +300,7 @@ struct Recorded {
     seen: std::sync::Mutex<Vec<(Vec<usize>, DType, u64)>>,
 }
 
-impl crate::prep::user_fn::UserFn for Recorded {
+impl crate::user_code::function::UserFn for Recorded {
     fn name(&self) -> &str {
         "recorded"
     }
@@ -320,7 +320,7 @@ fn recorded(kernel: fn(&mut UserSample<'_>, u64) -> Result<(), Cause>) -> Arc<Re
 }
 
 fn user(f: &Arc<Recorded>) -> Op {
-    Op::user(crate::prep::user_fn::UserOp::new(f.clone()))
+    Op::user(crate::user_code::function::UserOp::new(f.clone()))
 }
 
 /// A photograph-sized JPEG of smooth gradients.

@@ -63,9 +63,9 @@ use super::codec::Rect;
 use super::{Filter, Layout};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Keywords, Param, Value};
-use crate::prep::user_fn::UserOp;
 use crate::prep::DType;
 use crate::rng::Rng;
+use crate::user_code::function::UserOp;
 
 pub use normalize::{IMAGENET_MEAN, IMAGENET_STD};
 pub use random_resized_crop::{DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};

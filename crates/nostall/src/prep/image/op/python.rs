@@ -1,11 +1,11 @@
-//! `Python`: the caller's own function ([`UserFn`](crate::prep::user_fn::UserFn)) between
+//! `Python`: the caller's own function ([`UserFn`](crate::user_code::function::UserFn)) between
 //! the operators. Made by the bindings from `ops.Python(fn)`, never from the text form:
 //! it is not among [`DECLARATIONS`](super::DECLARATIONS).
 
 use super::{Declaration, Op, Operator, Stage};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Kind, Param, Value};
-use crate::prep::user_fn::UserOp;
+use crate::user_code::function::UserOp;
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "Python",
@@ -38,7 +38,7 @@ impl Operator for Python {
 }
 
 impl Op {
-    /// The caller's function `f` as an operator (see [`crate::prep::user_fn`]).
+    /// The caller's function `f` as an operator (see [`crate::user_code::function`]).
     pub fn user(f: UserOp) -> Op {
         Op::new(Python(f))
     }

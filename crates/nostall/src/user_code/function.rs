@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::Cause;
-use crate::prep::DType;
+use crate::sample::DType;
 
 /// A function of the caller's on one sample (the Python bindings' `ops.Python`).
 pub trait UserFn: Send + Sync + 'static {

@@ -40,10 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{Prep, Prepared, Preparer};
 use crate::error::{Cause, Error, Result};
-use crate::rng::Rng;
-use crate::sample::{Modality, SampleLayout};
 
 pub use wire::MAX_MESSAGE;
 
@@ -223,6 +220,11 @@ impl WorkerPool {
             restarts: self.restarts.load(Ordering::Relaxed),
             retried: self.retried.load(Ordering::Relaxed),
         }
+    }
+
+    /// What the pool was started with.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
     }
 
     /// Bytes of one sample.
@@ -692,80 +694,6 @@ fn allocate(file: &File, len: usize) -> io::Result<()> {
     }
 }
 
-/// A [`Prep`] whose samples a [`WorkerPool`] makes: a sample's bytes from its source are
-/// its index (`u64`, little-endian: [`crate::storage::Indexed`]), its seed the first draw
-/// of its generator.
-#[derive(Debug, Clone)]
-pub struct WorkerPrep {
-    pool: Arc<WorkerPool>,
-    fingerprint: String,
-}
-
-impl WorkerPrep {
-    /// Samples of `pool`; `fingerprint` says what changes them (the user's code and its
-    /// arguments, as the caller knows them).
-    pub fn new(pool: Arc<WorkerPool>, fingerprint: String) -> WorkerPrep {
-        WorkerPrep { pool, fingerprint }
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &Arc<WorkerPool> {
-        &self.pool
-    }
-}
-
-impl std::fmt::Display for WorkerPrep {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} in {} worker processes",
-            self.pool.config.code, self.pool.config.workers
-        )
-    }
-}
-
-impl Prep for WorkerPrep {
-    fn modality(&self) -> Modality {
-        Modality::Image
-    }
-
-    fn layout(&self) -> SampleLayout {
-        SampleLayout::new(vec![self.pool.sample_bytes()], crate::sample::DType::U8)
-    }
-
-    fn fingerprint(&self) -> String {
-        format!("workers {}", self.fingerprint)
-    }
-
-    fn preparer(&self) -> Result<Box<dyn Preparer>> {
-        Ok(Box::new(self.clone()))
-    }
-}
-
-impl Preparer for WorkerPrep {
-    fn prepare(
-        &mut self,
-        data: &[u8],
-        rng: &mut Rng,
-        out: &mut [u8],
-    ) -> std::result::Result<Prepared, Cause> {
-        let index = index_of(data)?;
-        self.pool.make(index, rng.next_u64(), out)?;
-        Ok(Prepared::InSlot)
-    }
-}
-
-/// The index a sample's bytes hold ([`crate::storage::Indexed`]).
-///
-/// # Errors
-///
-/// [`Cause::Internal`] when they are not 8 bytes.
-pub fn index_of(data: &[u8]) -> std::result::Result<u64, Cause> {
-    data.try_into()
-        .map(u64::from_le_bytes)
-        .map_err(|_| Cause::Internal(format!("a sample's index of {} bytes, not 8", data.len())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,7 +848,5 @@ while True:
             code: "x".into(),
         };
         assert!(WorkerPool::start(config, Arc::new(Python)).is_err());
-        assert!(index_of(&[1, 2, 3]).is_err());
-        assert_eq!(index_of(&7u64.to_le_bytes()).unwrap(), 7);
     }
 }
