@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::files::read_regular_file;
 use super::{ReadMode, Served, Source, SourceStats, Tier, DEFAULT_MAX_BYTES};
 use crate::catalog::Catalog;
-use crate::error::{Cause, Result};
+use crate::error::{Cause, Error, Result};
 use crate::sample::{Modality, SampleId};
 
 /// Where one held sample's bytes are.
@@ -77,7 +77,7 @@ impl Held {
     ) -> Result<Catalog> {
         let len = self.samples.len();
         if !labels.is_empty() && labels.len() as u64 != len {
-            return Err(crate::Error::Config(format!(
+            return Err(Error::Config(format!(
                 "{}: {} labels for {len} samples",
                 self.name,
                 labels.len()
