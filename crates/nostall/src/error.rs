@@ -31,6 +31,9 @@ pub enum Cause {
         bytes: u64,
         /// The configured limit in bytes.
         limit: u64,
+        /// The field of `fields=` whose member it is (its `max_bytes` the limit); `None`
+        /// for the sample's bytes (the per-sample limit).
+        field: Option<String>,
     },
     /// The bytes are not in a format the modality decodes (checked by content, not name).
     UnknownFormat(Modality),
@@ -164,9 +167,22 @@ impl fmt::Display for Cause {
             Cause::PermissionDenied => write!(f, "permission denied"),
             Cause::Io(msg) => write!(f, "read failed: {msg}"),
             Cause::Empty => write!(f, "file is empty"),
-            Cause::TooLarge { bytes, limit } => {
+            Cause::TooLarge {
+                bytes,
+                limit,
+                field: None,
+            } => {
                 write!(f, "file is {bytes} bytes, over the per-sample limit of {limit} bytes")
             }
+            Cause::TooLarge {
+                bytes,
+                limit,
+                field: Some(field),
+            } => write!(
+                f,
+                "field {field:?} is {bytes} bytes, over its limit of {limit} bytes (its \
+                 max_bytes)"
+            ),
             Cause::UnknownFormat(modality) => {
                 write!(f, "not {} (checked by content)", modality.formats())
             }
@@ -322,7 +338,11 @@ mod tests {
             Cause::PermissionDenied,
             Cause::Io(String::new()),
             Cause::Empty,
-            Cause::TooLarge { bytes: 2, limit: 1 },
+            Cause::TooLarge {
+                bytes: 2,
+                limit: 1,
+                field: None,
+            },
             Cause::UnknownFormat(Modality::Image),
             Cause::TooManyPixels {
                 width: 2,

@@ -169,7 +169,7 @@ pub(super) fn put_field(field: &Field, bytes: &[u8], slot: &mut [u8]) -> Result<
             put_var(text.as_bytes(), slot);
         }
         FieldKind::Json { keys, .. } => {
-            too_large(bytes, slot_capacity(slot))?;
+            too_large(field, bytes, slot_capacity(slot))?;
             super::json::check(bytes, keys).map_err(|reason| Cause::BadJson {
                 field: field.name.clone(),
                 reason,
@@ -177,7 +177,7 @@ pub(super) fn put_field(field: &Field, bytes: &[u8], slot: &mut [u8]) -> Result<
             put_var(bytes, slot);
         }
         FieldKind::Bytes { .. } => {
-            too_large(bytes, slot_capacity(slot))?;
+            too_large(field, bytes, slot_capacity(slot))?;
             put_var(bytes, slot);
         }
         FieldKind::Vector { length } => {
@@ -188,7 +188,7 @@ pub(super) fn put_field(field: &Field, bytes: &[u8], slot: &mut [u8]) -> Result<
         }
         #[cfg(feature = "tokenize")]
         FieldKind::Tokens(tokenizer) => {
-            too_large(bytes, tokenizer.args().max_bytes)?;
+            too_large(field, bytes, tokenizer.args().max_bytes)?;
             let text = utf8(field, bytes)?;
             put_tokens(tokenizer, text, slot).map_err(|cause| bad_text(field, cause))?;
         }
@@ -202,12 +202,13 @@ pub(super) fn put_field(field: &Field, bytes: &[u8], slot: &mut [u8]) -> Result<
     Ok(())
 }
 
-/// [`Cause::TooLarge`] for a member of more than `limit` bytes.
-fn too_large(bytes: &[u8], limit: usize) -> Result<(), Cause> {
+/// [`Cause::TooLarge`], naming `field`, for a member of more than `limit` bytes.
+fn too_large(field: &Field, bytes: &[u8], limit: usize) -> Result<(), Cause> {
     if bytes.len() > limit {
         return Err(Cause::TooLarge {
             bytes: bytes.len() as u64,
             limit: limit as u64,
+            field: Some(field.name.clone()),
         });
     }
     Ok(())

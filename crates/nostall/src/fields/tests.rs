@@ -283,10 +283,15 @@ fn a_member_over_its_fields_bound_is_refused_for_its_size_before_it_is_read() {
             cause(id),
             Cause::TooLarge {
                 bytes: if id == 1 { 4 << 20 } else { 1025 },
-                limit: 1024
+                limit: 1024,
+                field: Some("meta".into()),
             }
         );
     }
+    assert_eq!(
+        cause(2).to_string(),
+        "field \"meta\" is 1025 bytes, over its limit of 1024 bytes (its max_bytes)"
+    );
     for id in [3, 4, 5] {
         let why = cause(id);
         assert_eq!(why.kind(), "bad-vector", "{why}");
@@ -326,7 +331,8 @@ fn a_caption_to_tokenize_over_its_bound_is_too_large_whatever_its_bytes() {
         got,
         Err(Cause::TooLarge {
             bytes: 17,
-            limit: 16
+            limit: 16,
+            field: Some("text".into()),
         })
     );
     assert_eq!(

@@ -211,6 +211,7 @@ impl Tokenizer {
             return Err(Cause::TooLarge {
                 bytes: text.len() as u64,
                 limit: self.args.max_bytes as u64,
+                field: None,
             });
         }
         let encoding = self

@@ -343,7 +343,11 @@ pub(super) fn check_sample_size(size: u64, limit: u64, out: &mut Vec<u8>) -> Res
     out.clear();
     match size {
         0 => Err(Cause::Empty),
-        bytes if bytes > limit => Err(Cause::TooLarge { bytes, limit }),
+        bytes if bytes > limit => Err(Cause::TooLarge {
+            bytes,
+            limit,
+            field: None,
+        }),
         _ => Ok(()),
     }
 }

@@ -128,6 +128,7 @@ pub(crate) fn read_regular_file(
         return Err(Cause::TooLarge {
             bytes: len,
             limit: max_bytes,
+            field: None,
         });
     }
 
@@ -155,6 +156,7 @@ pub(crate) fn read_regular_file(
         return Err(Cause::TooLarge {
             bytes: now,
             limit: max_bytes,
+            field: None,
         });
     }
     if read == 0 {
@@ -281,7 +283,11 @@ mod tests {
         let src = src.with_max_bytes(4);
         assert_eq!(
             read(&src, "a.jpg"),
-            Err(Cause::TooLarge { bytes: 5, limit: 4 })
+            Err(Cause::TooLarge {
+                bytes: 5,
+                limit: 4,
+                field: None
+            })
         );
         assert_eq!(read(&src, "b.jpg").unwrap(), b"1234");
         let mut out = b"junk".to_vec();

@@ -117,6 +117,7 @@ impl Source for Held {
                 Err(Cause::TooLarge {
                     bytes: bytes.len() as u64,
                     limit: self.max_bytes,
+                    field: None,
                 })
             }
             HeldSample::Bytes(bytes) => {

@@ -812,7 +812,8 @@ pub(crate) mod tests {
             shards.read(0, &mut out),
             Err(Cause::TooLarge {
                 bytes: size,
-                limit: crate::storage::DEFAULT_MAX_BYTES
+                limit: crate::storage::DEFAULT_MAX_BYTES,
+                field: None,
             })
         );
         assert!(out.capacity() < 1 << 20);

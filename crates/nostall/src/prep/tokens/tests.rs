@@ -88,7 +88,8 @@ fn a_text_over_the_bound_is_the_samples_error_and_leaves_the_next_alone() {
         err,
         Cause::TooLarge {
             bytes: 18,
-            limit: 8
+            limit: 8,
+            field: None,
         }
     );
     assert_eq!(encode(&tokenizer, "a cat").0, vec![2, 4, 5, 3]);

@@ -425,6 +425,7 @@ impl Source for ParquetFiles {
                 return Err(Cause::TooLarge {
                     bytes,
                     limit: self.max_bytes,
+                    field: None,
                 })
             }
             _ => {}

@@ -196,6 +196,7 @@ impl Segments {
             return Err(Cause::TooLarge {
                 bytes,
                 limit: self.max_bytes,
+                field: None,
             });
         }
         let body = &stretch.body;
@@ -358,7 +359,8 @@ mod tests {
             segments.read(1, &mut out),
             Err(Cause::TooLarge {
                 bytes,
-                limit: 500_000
+                limit: 500_000,
+                field: None,
             })
         );
         // Within the limit, the tagged recording's segment reads whole.
