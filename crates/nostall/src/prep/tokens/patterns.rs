@@ -15,6 +15,9 @@
 //! costly of 30 texts tried took each under 0.1 s to tokenize, as with `tokenizers`' own
 //! `ByteLevel` split).
 //!
+//! A `Replace` normaliser whose pattern matches the empty text is refused too: it inserts
+//! its content at every position, so `max_bytes` would no longer bound the text split.
+//!
 //! The automata keep their own, milder, worst case: a search may read on to the end of the
 //! text before it settles on a short match, so a contrived split such as `[a-z]*X|[a-z]`
 //! costs the square of a run of letters (7 s for 64 KiB). Well-formed splits match what
@@ -54,6 +57,9 @@ pub(crate) const WELL_KNOWN_SPLITS: [(&str, &str); 4] = [
 pub(super) fn check(json: &[u8]) -> Result<(), String> {
     let tree: Value = serde_json::from_slice(json)
         .map_err(|e| format!("Tokenizer: not a tokenizer.json: {e}"))?;
+    if let Some(normalizer) = tree.get("normalizer") {
+        growing_replacement(normalizer, &mut "normalizer".to_owned())?;
+    }
     let mut found = Vec::new();
     regexes(&tree, &mut String::new(), &mut found);
     for (at, pattern) in found {
@@ -79,6 +85,56 @@ pub(super) fn check(json: &[u8]) -> Result<(), String> {
                 ))
             }
         }
+    }
+    Ok(())
+}
+
+/// Refuses a `Replace` normaliser under `value` (at `at`) whose pattern matches the empty
+/// text and whose content is not empty: it inserts its content at every position, so a
+/// caption within `max_bytes` would grow many times before it is split.
+fn growing_replacement(value: &Value, at: &mut String) -> Result<(), String> {
+    let len = at.len();
+    match value {
+        Value::Object(map) => {
+            let content = map.get("content").and_then(Value::as_str).unwrap_or("");
+            if map.get("type").and_then(Value::as_str) == Some("Replace") && !content.is_empty() {
+                let pattern = map.get("pattern").and_then(Value::as_object);
+                let empty = match (
+                    pattern.and_then(|p| p.get("Regex")).and_then(Value::as_str),
+                    pattern
+                        .and_then(|p| p.get("String"))
+                        .and_then(Value::as_str),
+                ) {
+                    // A pattern that does not compile is refused below, naming its error.
+                    (Some(regex), _) => fancy_regex::Regex::new(regex)
+                        .is_ok_and(|r| r.is_match("").unwrap_or(false)),
+                    (None, Some(literal)) => literal.is_empty(),
+                    (None, None) => false,
+                };
+                if empty {
+                    return Err(format!(
+                        "Tokenizer: the Replace of {at} matches the empty text, so it inserts \
+                         {content:?} at every position and a caption grows many times over \
+                         its max_bytes before it is split: give it a pattern that matches at \
+                         least one character"
+                    ));
+                }
+            }
+            for (key, child) in map {
+                at.push('.');
+                at.push_str(key);
+                growing_replacement(child, at)?;
+                at.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                at.push_str(&format!("[{i}]"));
+                growing_replacement(child, at)?;
+                at.truncate(len);
+            }
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -167,6 +167,36 @@ fn a_pattern_that_needs_the_backtracking_engine_is_refused_at_load_naming_it() {
             "{message}"
         );
     }
+    // A replacement that matches the empty text would grow a caption past its bound
+    // before the split; one that matches something, or inserts nothing, is kept.
+    let replace_with = |pattern: serde_json::Value, content: &str| {
+        serde_json::json!({"type": "Sequence", "normalizers": [
+            {"type": "NFC"},
+            {"type": "Replace", "pattern": pattern, "content": content},
+        ]})
+    };
+    for pattern in [
+        serde_json::json!({"Regex": "x*"}),
+        serde_json::json!({"Regex": ""}),
+        serde_json::json!({"String": ""}),
+    ] {
+        let message = refused(with_patterns(r"\s+", replace_with(pattern, "ab")));
+        assert!(
+            message.contains("Replace of normalizer.normalizers[1]")
+                && message.contains("empty text"),
+            "{message}"
+        );
+    }
+    for (pattern, content) in [
+        (serde_json::json!({"Regex": "x+"}), "ab"),
+        (serde_json::json!({"Regex": "x*"}), ""),
+    ] {
+        Tokenizer::from_json(
+            &with_patterns(r"\s+", replace_with(pattern, content)),
+            TokenizerArgs::new(4),
+        )
+        .unwrap();
+    }
     // From a file, the file is named too.
     let path = std::env::temp_dir().join(format!(
         "nostall-backtracking-tokenizer-{}.json",
