@@ -33,9 +33,11 @@
 //!   [`Batch`]es in plan order through an [`Epoch`].
 //! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
 //!   below the pipeline so that the scheduler and the analyzer (the `nostall-analyze`
-//!   crate: DS-Analyzer) share it; the workers'
-//!   roles, the node's share of its ranks' threads, and which images a device decodes
-//!   instead of a worker ([`prep::route`]).
+//!   crate: DS-Analyzer) share it; the workers' roles and the node's share of its
+//!   ranks' threads. (Which images a device decodes instead of a worker is the
+//!   preparer's [`prep::route`], below the scheduler.)
+//! - [`user_code`]: the user's own code: the seam of a function between a pipeline's
+//!   operators, and the pool of worker processes that runs a Python `Dataset`.
 //! - [`device`]: what a consumer on a GPU needs of the engine, loaded at run time: batch
 //!   buffers page-locked through the CUDA runtime.
 //! - [`sim`]: offline simulators of cache policies and of partitioned caches across
