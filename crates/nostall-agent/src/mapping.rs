@@ -3,14 +3,13 @@
 //!
 //! A batch is read in place (no copy), and training code may change it in place
 //! (`images.sub_(mean)`): a page it writes becomes its own, so the change never reaches
-//! the agent or another job. Mapping a 38.5 MB batch anew costs its page tables every time
-//! (6.1 ms on a 2-core VM, read-only with `MAP_POPULATE` then made writable; 8.6 ms faulting
-//! page by page), four jobs paying it for each batch the agent made once. So a buffer's
-//! mapping is kept while the job holds the buffer: when its batch is dropped, the pages
-//! the job changed are found in `/proc/self/pagemap` (a changed page is anonymous, an
-//! unchanged one the memfd's) and dropped with `MADV_DONTNEED`, after which they read the
-//! memfd again, so that a change never shows in a later batch of the same buffer. Where
-//! the page map cannot be read, each batch maps its buffer anew, as before.
+//! the agent or another job. Mapping a batch anew costs its page tables every time
+//! (docs/agent.md has the figures), and every job pays it for each batch the agent made
+//! once. So a buffer's mapping is kept while the job holds the buffer: when its batch is
+//! dropped, the pages the job changed are found in `/proc/self/pagemap` (a changed page
+//! is anonymous, an unchanged one the memfd's) and dropped with `MADV_DONTNEED`, after
+//! which they read the memfd again, so that a change never shows in a later batch of the
+//! same buffer. Where the page map cannot be read, each batch maps its buffer anew.
 
 use std::fs::File;
 use std::io;

@@ -417,21 +417,21 @@ mod architecture_doc {
         // `Cause::KINDS` is every variant's kind (the test above).
         let kinds = Cause::KINDS;
         let listed = listed_causes(section(ARCHITECTURE, "## Errors"));
-        let missing: Vec<&str> = kinds
-            .iter()
-            .copied()
-            .filter(|kind| !listed.contains(kind))
-            .collect();
+        // The names of `these` that `those` lacks.
+        let lacking = |these: &[&'static str], those: &[&str]| -> Vec<&'static str> {
+            these
+                .iter()
+                .copied()
+                .filter(|n| !those.contains(n))
+                .collect()
+        };
+        let missing = lacking(&kinds, &listed);
         assert!(
             missing.is_empty(),
             "docs/architecture.md, \"Errors\": no row for the causes {missing:?}; add a line \
              for each to its table of causes"
         );
-        let unknown: Vec<&str> = listed
-            .iter()
-            .copied()
-            .filter(|name| !kinds.contains(name))
-            .collect();
+        let unknown = lacking(&listed, &kinds);
         assert!(
             unknown.is_empty(),
             "docs/architecture.md, \"Errors\": {unknown:?} name no cause (Cause::kind)"

@@ -51,17 +51,34 @@ pub(crate) const WELL_KNOWN_SPLITS: [(&str, &str); 4] = [
     ),
 ];
 
-/// Refuses the `tokenizer.json` `json` (already read by `tokenizers`) where one of its
-/// regular expressions needs the backtracking VM and is not a well-known split: the
-/// message names the pattern, where it is and what to do.
+/// Refuses the `tokenizer.json` `json` (already read by `tokenizers`) where a `Replace`
+/// normalizer would grow a caption ([`grows`]), or one of its regular expressions needs
+/// the backtracking VM and is not a well-known split: the message names the pattern, where
+/// it is and what to do. One walk over the file finds both.
 pub(super) fn check(json: &[u8]) -> Result<(), String> {
     let tree: Value = serde_json::from_slice(json)
         .map_err(|e| format!("Tokenizer: not a tokenizer.json: {e}"))?;
-    if let Some(normalizer) = tree.get("normalizer") {
-        growing_replacement(normalizer, &mut "normalizer".to_owned())?;
+    let (mut found, mut growing) = (Vec::new(), None);
+    objects(&tree, &mut String::new(), &mut |at, map| {
+        if let Some(Value::String(pattern)) = map
+            .get("pattern")
+            .and_then(|p| p.as_object())
+            .and_then(|p| p.get("Regex"))
+        {
+            let name = if at.is_empty() { "the top level" } else { at };
+            found.push((name.to_owned(), pattern.as_str()));
+        }
+        if growing.is_none() && at.starts_with("normalizer") {
+            growing = grows(map).map(|content| (at.to_owned(), content.to_owned()));
+        }
+    });
+    if let Some((at, content)) = growing {
+        return Err(format!(
+            "Tokenizer: the Replace of {at} matches the empty text, so it inserts {content:?} \
+             at every position and a caption grows many times over its max_bytes before it \
+             is split: give it a pattern that matches at least one character"
+        ));
     }
-    let mut found = Vec::new();
-    regexes(&tree, &mut String::new(), &mut found);
     for (at, pattern) in found {
         if WELL_KNOWN_SPLITS.iter().any(|(_, known)| *known == pattern) {
             continue;
@@ -89,89 +106,57 @@ pub(super) fn check(json: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Refuses a `Replace` normaliser under `value` (at `at`) whose pattern matches the empty
-/// text and whose content is not empty: it inserts its content at every position, so a
-/// caption within `max_bytes` would grow many times before it is split.
-fn growing_replacement(value: &Value, at: &mut String) -> Result<(), String> {
-    let len = at.len();
-    match value {
-        Value::Object(map) => {
-            let content = map.get("content").and_then(Value::as_str).unwrap_or("");
-            if map.get("type").and_then(Value::as_str) == Some("Replace") && !content.is_empty() {
-                let pattern = map.get("pattern").and_then(Value::as_object);
-                let empty = match (
-                    pattern.and_then(|p| p.get("Regex")).and_then(Value::as_str),
-                    pattern
-                        .and_then(|p| p.get("String"))
-                        .and_then(Value::as_str),
-                ) {
-                    // A pattern that does not compile is refused below, naming its error.
-                    (Some(regex), _) => fancy_regex::Regex::new(regex)
-                        .is_ok_and(|r| r.is_match("").unwrap_or(false)),
-                    (None, Some(literal)) => literal.is_empty(),
-                    (None, None) => false,
-                };
-                if empty {
-                    return Err(format!(
-                        "Tokenizer: the Replace of {at} matches the empty text, so it inserts \
-                         {content:?} at every position and a caption grows many times over \
-                         its max_bytes before it is split: give it a pattern that matches at \
-                         least one character"
-                    ));
-                }
-            }
-            for (key, child) in map {
-                at.push('.');
-                at.push_str(key);
-                growing_replacement(child, at)?;
-                at.truncate(len);
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                at.push_str(&format!("[{i}]"));
-                growing_replacement(child, at)?;
-                at.truncate(len);
-            }
-        }
-        _ => {}
+/// The content of `map` where it is a `Replace` whose pattern matches the empty text and
+/// whose content is not empty: it inserts its content at every position, so a caption
+/// within `max_bytes` would grow many times before it is split.
+fn grows(map: &serde_json::Map<String, Value>) -> Option<&str> {
+    let content = map.get("content").and_then(Value::as_str).unwrap_or("");
+    if map.get("type").and_then(Value::as_str) != Some("Replace") || content.is_empty() {
+        return None;
     }
-    Ok(())
+    let pattern = map.get("pattern").and_then(Value::as_object);
+    match (
+        pattern.and_then(|p| p.get("Regex")).and_then(Value::as_str),
+        pattern
+            .and_then(|p| p.get("String"))
+            .and_then(Value::as_str),
+    ) {
+        // A pattern that does not compile is refused by `check`, naming its error.
+        (Some(regex), _) => {
+            fancy_regex::Regex::new(regex).is_ok_and(|r| r.is_match("").unwrap_or(false))
+        }
+        (None, Some(literal)) => literal.is_empty(),
+        (None, None) => false,
+    }
+    .then_some(content)
 }
 
-/// Every `"pattern": {"Regex": ...}` under `value` (a `Split` pre-tokenizer's or a
-/// `Replace` normalizer's or decoder's, at any depth of a `Sequence`), with where it is:
+/// Calls `visit` on every object under `value` (a `Split` pre-tokenizer, a `Replace`
+/// normalizer or decoder, at any depth of a `Sequence`) with where it is:
 /// `pre_tokenizer.pretokenizers[0]`. A `{"String": ...}` pattern is a literal, escaped by
 /// `tokenizers`, so never backtracks.
-fn regexes<'a>(value: &'a Value, at: &mut String, found: &mut Vec<(String, &'a str)>) {
+fn objects<'a>(
+    value: &'a Value,
+    at: &mut String,
+    visit: &mut impl FnMut(&str, &'a serde_json::Map<String, Value>),
+) {
     let len = at.len();
     match value {
         Value::Object(map) => {
-            if let Some(Value::String(pattern)) = map
-                .get("pattern")
-                .and_then(|p| p.as_object())
-                .and_then(|p| p.get("Regex"))
-            {
-                let name = if at.is_empty() {
-                    "the top level"
-                } else {
-                    at.as_str()
-                };
-                found.push((name.to_owned(), pattern));
-            }
+            visit(at, map);
             for (key, child) in map {
                 if !at.is_empty() {
                     at.push('.');
                 }
                 at.push_str(key);
-                regexes(child, at, found);
+                objects(child, at, visit);
                 at.truncate(len);
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
                 at.push_str(&format!("[{i}]"));
-                regexes(child, at, found);
+                objects(child, at, visit);
                 at.truncate(len);
             }
         }
