@@ -15,7 +15,7 @@ from ._errors import StepError as StepError
 from ._errors import StorageError as StorageError
 from ._nostall import BatchTensor as BatchTensor
 from ._nostall import Field as Field
-from ._nostall import Loader as Loader
+from ._loader import Loader as Loader
 from ._nostall import Mixup as Mixup
 from ._nostall import Tokenizer as Tokenizer
 from ._nostall import __version__ as __version__

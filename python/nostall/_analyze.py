@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _nostall
+from . import _hf, _nostall, _translate
 from ._errors import ConfigError, StepError
 
 if TYPE_CHECKING:
@@ -390,7 +390,7 @@ def analyze(
         step_ms=step_ms,
         time_model=time_hook,
         batch_size=batch_size,
-        pipeline=pipeline,
+        pipeline=None if pipeline is None else _translate.resolve(pipeline, None)[0],
         image_size=image_size,
         dtype=dtype,
         layout=layout,
@@ -412,6 +412,7 @@ def analyze(
         seed=seed,
         progress=progress,
         fields=fields,
+        arrow=_hf.native_columns(source),
     )
     if json is not None:
         Path(json).write_text(report_json, encoding="utf-8")

@@ -34,6 +34,22 @@ def why_not_native(ds: Any) -> str | None:
     return None
 
 
+def native_columns(obj: Any, image_column: str | None = None, label_column: str | None = None
+                   ) -> dict[str, Any] | None:
+    """The columns the engine reads ``obj`` from (``arrow_columns``) when it is a
+    ``datasets.Dataset`` it can read natively; ``None`` for any other object."""
+    if not is_hf_dataset(obj) or why_not_native(obj) is not None:
+        return None
+    label: tuple[str, str | None]
+    if label_column in (None, "auto"):
+        label = ("auto", None)
+    elif label_column == "none":
+        label = ("none", None)
+    else:
+        label = ("named", label_column)
+    return arrow_columns(obj, image_column, label)
+
+
 def _binary(array: Any) -> tuple[Any, Any, bool, Any, int, int]:
     """An Arrow binary or string array's buffers, as ``ArrowImages`` takes them."""
     import pyarrow as pa  # type: ignore[import-untyped]

@@ -2,7 +2,10 @@
 
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
+from types import ModuleType
 from typing import Any, Literal, final
+
+from typing_extensions import disjoint_base
 
 from . import audio
 from .audio import CenterCrop as AudioCenterCrop
@@ -23,7 +26,9 @@ __all__ = [
     "Mixup",
     "Tokenizer",
     "Field",
+    "_connect",
     "_image_operators",
+    "_loader_settings",
     "_augment_draws",
     "_augment",
     "AudioOp",
@@ -88,73 +93,12 @@ class Batches:
         depending on ``output``; with ``fields=``, a dictionary of the fields by name.
         The GIL is released while waiting."""
 
-@final
+@disjoint_base
 class Loader:
-    """A data loader: iterate over it for the ``(images, labels)`` batches of one epoch.
+    """The engine's loader, made from the spec ``nostall.Loader`` resolves (``nostall._loader``
+    subclasses it and documents every setting)."""
 
-    See the package documentation (``help(nostall.Loader)``) for every argument.
-    ``pipeline`` is ``"train"``, ``"val"`` or a list of ``nostall.ops`` operators for
-    images, a list of ``nostall.audio`` operators, or an audio preset: ``"m5"`` (mono, 8 kHz, a random 32 000-sample crop:
-    ``[n, 1, 32000]``), ``"melspec"`` (mono, 16 kHz, a random 4 s crop, 64 log-mel bands:
-    ``[n, 64, 401]``) and their centre-cropped ``"m5-val"`` and ``"melspec-val"``; for
-    audio the dataset's ``.wav``, ``.flac``, ``.ogg``, ``.oga``, ``.opus`` and ``.mp3`` files are
-    read. A list of operators may also be given as text, as Python writes it
-    (``"[Resize(size=256), CenterCrop(size=(224, 224))]"``). ``dtype`` is ``"float32"`` or
-    ``"uint8"`` (images only), ``layout`` ``"CHW"`` or ``"HWC"`` (images only).
-    """
-
-    def __new__(
-        cls,
-        source: str | PathLike[str] | Sequence[str | PathLike[str]] | Any,
-        *,
-        batch_size: int = 64,
-        pipeline: Literal["train", "val", "eval", "m5", "melspec", "m5-val", "melspec-val"]
-        | str
-        | Sequence[Op]
-        | Sequence[audio.Op] = "train",
-        image_size: int | None = None,
-        dtype: Literal["float32", "uint8"] = "float32",
-        layout: Literal["CHW", "HWC"] = "CHW",
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-        shard: Literal["pad", "drop"] = "pad",
-        threads: int | Literal["auto"] | None = None,
-        fetch_threads: int | None = None,
-        prefetch: int | None = None,
-        overlap_epochs: bool = True,
-        cache: str | float | int | None = None,
-        cache_policy: Literal["minio", "lookahead", "frequency", "lru", "none", "partitioned"] = "minio",
-        cache_epochs: int | None = None,
-        cache_fill: Literal["background", "before"] = "background",
-        memory: str | int | None = None,
-        group_memory: str | int | None = None,
-        on_error: Literal["error", "skip"] = "error",
-        quarantine: str | PathLike[str] | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
-        output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
-        metrics_addr: str | None = None,
-        balance_ranks: bool | None = None,
-        share: str | None = None,
-        read: Literal["cached", "cold"] = "cached",
-        device: str | None = None,
-        decode: Literal["auto", "gpu", "cpu"] = "auto",
-        gpu_decode_min_pixels: int = 1000000,
-        image_column: str | None = None,
-        audio_column: str | None = None,
-        label_column: str | None = "auto",
-        worker_nice: int | None = None,
-        mix: Mixup | None = None,
-        aug_repeats: int = 1,
-        batch_transform: Callable[..., tuple[Any, Any]] | None = None,
-        stack_views: bool = False,
-        fields: Mapping[str, str | Field] | None = None,
-        weights: Sequence[float] | None = None,
-        workers: Literal["auto", "threads", "processes"] | None = None,
-        worker_init_fn: Callable[[int], None] | None = None,
-        timeout: float | None = None,
-    ) -> Loader: ...
+    def __new__(cls, spec: Any) -> Loader: ...
     def __len__(self) -> int:
         """Batches per epoch on this rank (when no sample is skipped)."""
     def __iter__(self) -> Batches:
@@ -286,6 +230,20 @@ class Field:
         length: int | None = None,
     ) -> Field: ...
 
+def _loader_settings() -> list[tuple[str, str, list[str], str | None, str, str]]:
+    """The engine's loader settings: name, kind, choices, default text, what it takes, doc."""
+
+def _connect(
+    errors: ModuleType,
+    ops: ModuleType,
+    python_ops: ModuleType,
+    workers: ModuleType,
+    fields: ModuleType,
+    tokenizer: ModuleType,
+    device: ModuleType,
+) -> None:
+    """Hands the extension the package's modules it calls back."""
+
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default
     or None, doc), ...])``, from which ``nostall.ops`` makes its classes."""
@@ -350,6 +308,7 @@ def _analyze(
     seed: int,
     progress: Callable[[str], object] | None,
     fields: Mapping[str, str | Field] | None = None,
+    arrow: dict[str, Any] | None = None,
 ) -> tuple[str, str, str]:
     """The engine's side of ``nostall.analyze``: the report as ``(json, text, html)``.
 

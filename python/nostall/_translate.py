@@ -129,6 +129,59 @@ def _target_dtype(t: Any) -> str:
     return {"torch.float32": "float32", "torch.uint8": "uint8"}.get(text, text)
 
 
+def resolve(pipeline: Any, dtype: str | None) -> tuple[Any, str | None]:
+    """``pipeline=`` with every torchvision or timm recipe in it (its own, or a view's)
+    translated, and the dtype the loader delivers: ``dtype`` when given, else the one the
+    recipes deliver (None: they say nothing). Raises ``ConfigError`` when a given dtype
+    differs from the recipe's, or the views' recipes end in different types."""
+    pipeline, delivers = _native(pipeline)
+    if dtype is not None and delivers is not None and dtype != delivers:
+        raise ConfigError(f'dtype="{dtype}" with a recipe that delivers {delivers}: torchvision would give '
+                          f"{delivers}; leave dtype= out, or change the recipe's conversions")
+    return pipeline, dtype or delivers
+
+
+def _native(pipeline: Any) -> tuple[Any, str | None]:
+    """``pipeline`` as nostall's operators (a preset's name as it is), and the dtype its
+    recipes deliver."""
+    if isinstance(pipeline, str):
+        return pipeline, None
+    if _is_views(pipeline):
+        views, delivers = [], None
+        for view in pipeline:
+            ops_, dtype = _native(view)
+            if delivers is not None and dtype is not None and dtype != delivers:
+                raise ConfigError(f"the views end in different types ({delivers}, {dtype}): a batch has one "
+                                  "dtype")
+            delivers = delivers or dtype
+            views.append(ops_)
+        return views, delivers
+    if not _is_native(pipeline) and _holds_transforms(pipeline):
+        return translate(pipeline)
+    return pipeline, None
+
+
+def _is_views(pipeline: Any) -> bool:
+    """Whether ``pipeline`` is a list of pipelines (lists, or recipes' ``Compose``)."""
+    return (isinstance(pipeline, (list, tuple)) and len(pipeline) > 0
+            and all(isinstance(v, (list, tuple)) or type(v).__name__ == "Compose" for v in pipeline))
+
+
+def _is_native(pipeline: Any) -> bool:
+    """Whether ``pipeline`` is a sequence of nostall's operators alone."""
+    from . import audio
+
+    return isinstance(pipeline, (list, tuple)) and all(isinstance(op, (ops.Op, audio.Op)) for op in pipeline)
+
+
+def _holds_transforms(pipeline: Any) -> bool:
+    """Whether ``pipeline`` is a torchvision or timm transform, or a sequence holding one."""
+    def theirs(obj: Any) -> bool:
+        return type(obj).__module__.startswith(("torchvision", "timm"))
+
+    return theirs(pipeline) or (isinstance(pipeline, (list, tuple)) and any(theirs(t) for t in pipeline))
+
+
 def _flatten(transform: Any) -> Iterable[Any]:
     if type(transform).__name__ == "Compose":
         for t in transform.transforms:

@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use nostall::cache::Capacity;
-use nostall::dataset::LabelColumn;
 use nostall::storage::{Link, ReadMode};
 use nostall_analyze::{self as analyze, ModelRate, Options, Report, RunLength, Subject};
 use pyo3::prelude::*;
@@ -70,7 +69,7 @@ fn model_from_args(
     source, *, model_rate, step_ms, time_model, batch_size, pipeline, image_size, dtype,
     layout, threads, fetch_threads, cache, cache_policy, on_error, budget, run_seconds,
     run_epochs, max_threads, warm, throttle_mbps, latency_ms, rates, node_cache,
-    network_gbps, seed, progress, fields=None
+    network_gbps, seed, progress, fields=None, arrow=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
@@ -102,6 +101,7 @@ pub(crate) fn run(
     seed: u64,
     progress: Option<Py<PyAny>>,
     fields: Option<FieldsArg>,
+    arrow: Option<Py<PyAny>>,
 ) -> PyResult<(String, String, String)> {
     if fields.is_some() && time_model.is_some() {
         return Err(config_error(
@@ -140,7 +140,7 @@ pub(crate) fn run(
     let max_threads = max_threads.unwrap_or_else(nostall::pipeline::usable_cores);
     let (location, object) = match source {
         SourceArg::One(location) => (location, None),
-        SourceArg::Many(_) => {
+        SourceArg::Many => {
             return Err(config_error(
                 py,
                 "analyze measures one dataset: give one location (or Dataset)".into(),
@@ -151,10 +151,9 @@ pub(crate) fn run(
             (name, Some(object))
         }
     };
-    let held = match &object {
-        Some(object) => arrow::held_dataset(py, object.bind(py), None, &LabelColumn::Auto)?,
-        None => None,
-    };
+    let held = arrow
+        .map(|columns| arrow::held_dataset(py, columns.bind(py)))
+        .transpose()?;
     // A Dataset object's own samples: its __getitem__ in worker processes (as many as the
     // threads P(n) is measured for), or threads on a free-threaded interpreter.
     let user_code = object.filter(|_| held.is_none());

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nostall::dataset::{Dataset, Format};
-use nostall::storage::{Held, HeldSample, HeldSamples, LabelColumn};
+use nostall::storage::{Held, HeldSample, HeldSamples};
 use nostall::{Cause, Modality};
 use pyo3::prelude::*;
 
@@ -222,35 +222,9 @@ impl HeldSamples for ArrowImages {
     }
 }
 
-/// The dataset the engine reads `dataset` as, when it is a `datasets.Dataset` it can read
-/// natively (`nostall._hf`); `None` for any other object, and for one whose
-/// `__getitem__` must run (a transform of its own).
-pub(crate) fn held_dataset(
-    py: Python<'_>,
-    dataset: &Bound<'_, PyAny>,
-    image_column: Option<&str>,
-    label: &LabelColumn,
-) -> PyResult<Option<Dataset>> {
-    let hf = py.import("nostall._hf")?;
-    let native = hf
-        .call_method1("is_hf_dataset", (dataset,))?
-        .extract::<bool>()?
-        && hf.call_method1("why_not_native", (dataset,))?.is_none();
-    if !native {
-        return Ok(None);
-    }
-    let label = match label {
-        LabelColumn::Auto => ("auto", None),
-        LabelColumn::Unlabeled => ("none", None),
-        LabelColumn::Named(column) => ("named", Some(column.as_str())),
-        other => {
-            return Err(crate::errors::config_error(
-                py,
-                format!("label_column={other} is not one a datasets.Dataset takes"),
-            ))
-        }
-    };
-    let columns = hf.call_method1("arrow_columns", (dataset, image_column, label))?;
+/// The dataset the engine reads a `datasets.Dataset` as, from its `columns`
+/// (`nostall._hf.arrow_columns`, which the front calls when it can be read natively).
+pub(crate) fn held_dataset(py: Python<'_>, columns: &Bound<'_, PyAny>) -> PyResult<Dataset> {
     let item = |key: &str| columns.get_item(key);
     let images = ArrowImages::new(py, &item("chunks")?, item("rows")?.extract()?)?;
     let name: String = item("name")?.extract()?;
@@ -259,9 +233,9 @@ pub(crate) fn held_dataset(
     let catalog = held
         .catalog(Modality::Image, item("classes")?.extract()?, &labels)
         .map_err(|e| raise(py, e))?;
-    Ok(Some(Dataset {
+    Ok(Dataset {
         catalog: Arc::new(catalog),
         source: Arc::new(held),
         format: Format::Held,
-    }))
+    })
 }

@@ -46,7 +46,8 @@ where
 /// (a list or tuple of them).
 pub(crate) enum SourceArg {
     One(String),
-    Many(Vec<String>),
+    /// Several (which only `Loader` takes, through the front).
+    Many,
     /// A map-style dataset: an object with `__getitem__` and `__len__` (not a path).
     Dataset(Py<PyAny>),
 }
@@ -63,16 +64,7 @@ impl<'py> FromPyObject<'_, 'py> for SourceArg {
         if obj.is_instance_of::<pyo3::types::PyList>()
             || obj.is_instance_of::<pyo3::types::PyTuple>()
         {
-            let many = obj
-                .try_iter()?
-                .map(|o| location(&o?))
-                .collect::<PyResult<Vec<String>>>()
-                .map_err(|_| {
-                    PyTypeError::new_err(
-                        "source: a list holds the datasets' locations (str or path)",
-                    )
-                })?;
-            return Ok(SourceArg::Many(many));
+            return Ok(SourceArg::Many);
         }
         let is_path = obj.is_instance_of::<pyo3::types::PyString>()
             || obj.hasattr("__fspath__")?
@@ -112,9 +104,10 @@ impl<'py> FromPyObject<'_, 'py> for TokenizerSource {
         if let Ok(path) = obj.extract::<std::path::PathBuf>() {
             return Ok(TokenizerSource::Path(path));
         }
-        let json = obj
-            .py()
-            .import("nostall._tokenizer")?
+        let py = obj.py();
+        let json = crate::front::front(py)?
+            .tokenizer
+            .bind(py)
             .call_method1("tokenizer_json", (obj,))?;
         Ok(TokenizerSource::Json(json.extract()?))
     }
@@ -237,9 +230,9 @@ impl<'py> FromPyObject<'_, 'py> for CacheChoice {
 }
 
 /// `pipeline=`: a preset's name, or a list of `nostall.ops` or `nostall.audio` operators
-/// (with `nostall.ops.Python` among them), and the dtype a translated torchvision or timm
-/// recipe delivers (None: it says nothing).
-pub(crate) struct PipelineArg(pub PipelineSetting, pub Option<DType>);
+/// (with `nostall.ops.Python` among them), or a list of such lists (views). A recipe of
+/// torchvision's or timm's is translated by the front (`nostall._translate.resolve`).
+pub(crate) struct PipelineArg(pub PipelineSetting);
 
 impl PipelineArg {
     /// `obj` as a pipeline, its `ops.Python` joining `python`.
@@ -250,11 +243,11 @@ impl PipelineArg {
         if let Ok(name) = obj.extract::<String>() {
             return name
                 .parse()
-                .map(|preset| PipelineArg(preset, None))
+                .map(PipelineArg)
                 .map_err(|e| raise(obj.py(), e));
         }
-        let (operators, dtype) = ops::from_python(obj, python)?;
-        Ok(PipelineArg(PipelineSetting::Operators(operators), dtype))
+        let operators = ops::from_python(obj, python)?;
+        Ok(PipelineArg(PipelineSetting::Operators(operators)))
     }
 }
 
@@ -320,8 +313,7 @@ impl ConfigArgs {
         set(&mut plan.drop_last, self.drop_last);
         set(&mut plan.shard, self.shard.as_ref().map(|t| t.0));
         set(&mut plan.repeats, self.aug_repeats);
-        let recipe = self.pipeline.as_ref().and_then(|p| p.1);
-        set(&mut s.dtype, self.dtype.as_ref().map(|t| t.0).or(recipe));
+        set(&mut s.dtype, self.dtype.as_ref().map(|t| t.0));
         set(&mut s.layout, self.layout.as_ref().map(|t| t.0));
         set(&mut s.threads, self.threads.as_ref().map(|t| t.0));
         s.balance_ranks = self.balance_ranks;
@@ -371,20 +363,6 @@ impl ConfigArgs {
     /// own.
     pub(crate) fn partitioned(&self) -> bool {
         self.cache_policy == Some(CacheChoice::Partitioned)
-    }
-
-    /// The size of each node's part of a partitioned cache; `None` for any other.
-    pub(crate) fn node_capacity(&self, py: Python<'_>) -> PyResult<Option<Capacity>> {
-        match (&self.cache, self.partitioned()) {
-            (_, false) => Ok(None),
-            (Some(size), true) => Ok(Some(size.0)),
-            (None, true) => Err(config_error(
-                py,
-                "cache_policy=\"partitioned\" needs the size of each node's part: cache=\"30%\" \
-                 (a share of the dataset) or cache=\"32GiB\""
-                    .into(),
-            )),
-        }
     }
 }
 

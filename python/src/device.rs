@@ -20,11 +20,6 @@ use pyo3::types::{PyByteArray, PyDict, PyList};
 use crate::errors::config_error;
 use crate::raise;
 
-/// The loader threads' nice increment with a device, unless `worker_nice=` says
-/// otherwise: the training thread launches the GPU's work and should not wait behind a
-/// decoder for a core (docs/gpu.md has what it changed on an H100).
-pub(crate) const WORKER_NICE: u8 = 10;
-
 /// A loader's device: the Python stager, made by `nostall._device.Stager`.
 pub(crate) struct Device {
     stager: Py<PyAny>,
@@ -208,7 +203,7 @@ impl Device {
 /// when it is not there): it initialises PyTorch's CUDA, whose runtime the buffers are
 /// locked with.
 fn resolve<'py>(py: Python<'py>, device: &str) -> PyResult<(Bound<'py, PyModule>, u32)> {
-    let module = py.import("nostall._device")?;
+    let module = crate::front::front(py)?.device.bind(py).clone();
     let index = module.call_method1("resolve", (device,))?.extract()?;
     Ok((module, index))
 }

@@ -92,8 +92,8 @@ pub(crate) fn exception(
     message: String,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyErr {
-    py.import("nostall._errors")
-        .and_then(|errors| errors.getattr(class))
+    crate::front::front(py)
+        .and_then(|front| front.errors.bind(py).getattr(class))
         .and_then(|class| class.call((message,), kwargs))
         .map(PyErr::from_value)
         .unwrap_or_else(|e| e)

@@ -308,8 +308,9 @@ impl Records {
                 dtype,
             ))?;
         }
-        let split = py
-            .import("nostall._fields")?
+        let split = crate::front::front(py)?
+            .fields
+            .bind(py)
             .getattr("Split")?
             .call1((described, shapes))?
             .unbind();

@@ -18,6 +18,7 @@ mod device;
 mod dlpack;
 mod errors;
 mod fields;
+mod front;
 mod handoff;
 mod interrupt;
 mod live;
@@ -27,6 +28,7 @@ mod mixture;
 mod ops;
 mod python_ops;
 mod shared;
+mod spec;
 mod state;
 mod stats;
 mod tensor;
@@ -105,6 +107,8 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared::_run_agent, m)?)?;
     m.add_function(wrap_pyfunction!(shared::_default_agent_socket, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
+    m.add_function(wrap_pyfunction!(spec::loader_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(front::connect, m)?)?;
     m.add("_worker_wire", user::worker_wire(m.py())?)?;
     // Hand-off threads must stop before the interpreter finalises (see `handoff`).
     let stop = wrap_pyfunction!(handoff::stop_at_exit, m)?;

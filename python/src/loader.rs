@@ -2,221 +2,30 @@
 //! settings, batches from its own threads or the node agent's group ([`crate::shared`]),
 //! its state and figures.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
-use nostall::cache::CacheFill;
-use nostall::dataset::LabelColumn;
-use nostall::pipeline::Next;
-use nostall::prep::image::Layout;
-use nostall::prep::route::DecodeRoute;
-use nostall::prep::DType;
-use nostall::storage::ReadMode;
+use nostall::pipeline::{LoaderBuilder, Next};
 use nostall::{EpochStats, Position};
-use nostall::{ErrorPolicy, Shard};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::convert::{
-    Bytes, CacheChoice, CacheSize, ConfigArgs, PipelineArg, SourceArg, Text, ThreadsArg,
-};
 use crate::dlpack::Owner;
 use crate::errors::{config_error, job_error, raise, raise_peer};
 use crate::fields::{FieldsArg, Records};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
-use crate::mix::Mixup;
 use crate::mixture::SourceCounts;
 use crate::python_ops::PythonOps;
+use crate::spec::Spec;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
 use crate::{arrow, device, live, shared, state, user};
 
-/// A data loader: iterate over it for the `(images, labels)` batches of one epoch.
-///
-/// Arguments (all but `source` keyword-only):
-///
-/// - `source`: an image folder (one sub-folder per class, or flat), a folder of
-///   WebDataset `.tar` shards, or `s3://bucket/prefix` (endpoint and credentials from the
-///   usual `AWS_*` variables). The folder is indexed once; later starts load the index.
-///   For audio, also a manifest of segments of long recordings (`.jsonl`/`.json` as NeMo
-///   writes them: `audio_filepath`, `offset`, `duration`, `label`; or `.csv` with
-///   `path,start,duration,label`): one sample per segment, each read and cropped within
-///   its segment (docs/audio.md, "Long recordings"). A list of locations mixes several
-///   datasets (see `weights`).
-/// - `batch_size` (64): samples per batch on this rank.
-/// - `pipeline` (`"train"`): a list of `nostall.ops` operators, e.g.
-///   `[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.Normalize(mean, std)]`,
-///   or a preset: `"train"` is RandomResizedCrop(`image_size`), random horizontal flip,
-///   ImageNet normalisation (`nostall.imagenet_train(image_size)`); `"val"` resizes the
-///   shorter side to `image_size * 256/224`, centre-crops `image_size` and normalises
-///   (`nostall.imagenet_val(image_size)`). A list may also be given as text, as Python
-///   writes it (`repr(pipeline)`): what the command line's `--pipeline` takes.
-/// - `image_size` (None: 224): output height and width of the `"train"` and `"val"`
-///   presets; an operator list sets its sizes in its operators.
-/// - `dtype` (`"float32"`): `"float32"` (normalised when the pipeline has `Normalize`,
-///   else in [0, 1]) or `"uint8"` (0-255, a quarter of the bytes; leave `Normalize` out
-///   and normalise on the GPU).
-/// - `layout` (`"CHW"`): `"CHW"` (channels first, PyTorch) or `"HWC"` (channels last).
-/// - `shuffle` (True), `seed` (0): the order is a function of (seed, epoch) only.
-/// - `drop_last` (False): leave out the last, incomplete batch.
-/// - `shard` (`"pad"`): how an epoch that does not divide among the ranks is evened out:
-///   `"pad"` repeats a few samples, `"drop"` leaves the tail of the permutation out
-///   (`DistributedSampler(drop_last=...)`; `drop_last` is the DataLoader's).
-/// - `aug_repeats` (1): repeated augmentation, as DeiT's and torchvision's `RASampler`
-///   (timm's `--aug-repeats`): each sample drawn into the epoch this many times (up to
-///   16), its repeats dealt to consecutive ranks, each repeat its own augmentation; an
-///   epoch on each rank is `len // 256 * 256 // world_size` samples long, as theirs
-///   (`ceil(len / world_size)` under 256 samples). Resumes on the same number of ranks.
-/// - `threads` (None: `"auto"`): the most workers decoding and transforming at once, or
-///   `"auto"`: this process's share of the cores it may use (its CPU affinity and cgroup
-///   CPU quota, shared among the node's torchrun ranks, `LOCAL_WORLD_SIZE`: see
-///   `balance_ranks`). The loader's workers are one pool: fewer prepare while the
-///   training loop takes batches slower than they could come (the cores are left to a
-///   step that is itself CPU), and reads in flight take workers as the storage needs.
-/// - `balance_ranks` (None: on unless `threads` is a number): under torchrun with several
-///   ranks on a node, the ranks share the node's prep threads in proportion to the work
-///   each has per iteration (measured CPU time per byte × the bytes their plans read
-///   next), through a table in `/dev/shm` only this user can open; a rank whose batches
-///   cost more gets more threads, so that the job does not wait for it.
-/// - `fetch_threads` (None: 128): the most reads in flight. How many run follows the
-///   observed read latency (Little's law: twice the rate prep takes samples at, times a
-///   read's time), from 2 on local storage to dozens on object storage.
-/// - `prefetch` (None: 4): batches prepared ahead of the training loop.
-/// - `overlap_epochs` (True): start reading and preparing the next epoch while this
-///   one's last batches are consumed, so that the training loop does not wait at epoch
-///   boundaries; the next `iter()` takes that work when it starts the next epoch from
-///   its start, and discards it otherwise. The first epoch is started the same way as
-///   the loader is made (and a state given to `load_state_dict` as it is given), so
-///   that its first batches are ready once the script has made its model. While epochs
-///   overlap, batch buffers reach twice `prefetch`. Off with
-///   `cache_policy="partitioned"`, whose nodes meet before each epoch.
-/// - `cache` (None): keep encoded samples in memory across epochs: `"35%"` or `0.35` of
-///   the dataset, `"2GiB"`, or a number of bytes; `cache_policy` `"minio"` (never
-///   evicts, never thrashes; with `cache_fill="before"` the dataset's first samples that
-///   fit are read before the first epoch), `"lookahead"` (reads the plan's next epoch:
-///   keeps the samples this rank reads soonest; with several ranks it hits more than
-///   `"minio"`),
-///   `"frequency"` (NoPFS: keeps the samples this rank reads most often over
-///   `cache_epochs` epochs, read ahead in the background, or before the loader's first
-///   read with `cache_fill="before"`, as `nostall simulate cache` assumes), `"lru"`, or
-///   `"partitioned"`: each node of a multi-node
-///   job caches a different part of that size, serves it to the other nodes, and
-///   ranks take the samples their node holds (locality-aware batches). Nodes and
-///   peers come from torchrun's environment (`RANK`, `WORLD_SIZE`,
-///   `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`; the peer service listens on
-///   `MASTER_PORT + 1`, or `NOSTALL_PEER_PORT`) or `NOSTALL_PEERS`; every node needs
-///   the same `NOSTALL_PEER_SECRET`. Keep the loader alive until every rank is done
-///   (e.g. `torch.distributed.barrier()` before exiting): its node serves the others.
-///   With `share="auto"` (or a name) the node agent joins the job for the node and
-///   prepares every local rank's batches: the node's part is read in the agent's
-///   memory, not over loopback TCP from local rank 0 (`metrics["partitioned"]` are then
-///   the node's counters, for all its local ranks; `served_local_bytes` counts what a
-///   node's service sent to its own ranks), the nodes meet before each epoch, and the
-///   agent keeps the node's service up until every node has finished.
-/// - `memory` (None): bytes (`"2GiB"`, or a number) for batch buffers, read-ahead and
-///   cache together: the pipeline is paid first (read-ahead, then prefetch, shrunk to
-///   fit), decoded Parquet pages a quarter (`group_memory`), the cache the rest;
-///   `loader.memory_plan` says how it was split.
-/// - `group_memory` (None): Parquet: bytes for decoded pages (or row groups), which sets
-///   how many are open at once (the order's mix when the dataset does not fit): 1 GiB,
-///   or a quarter of `memory`.
-/// - `on_error` (`"error"`): a bad sample raises `SampleError`; `"skip"` leaves it
-///   out, fills its place with the next sample and counts it by cause.
-/// - `quarantine` (None): with `on_error="skip"`, a file to which every skipped sample is
-///   appended as a JSON line (`epoch`, `sample_id`, `location`, `cause`, `detail`).
-/// - `rank`, `world_size` (None: `RANK` / `WORLD_SIZE` from the environment, as set
-///   by torchrun, else 0 and 1): this rank reads its shard; every rank gets the same
-///   number of batches.
-/// - `output` (`"auto"`): `"torch"` tensors, `"numpy"` arrays, `"dlpack"`
-///   (`BatchTensor`s), or `"auto"` (torch when importable, else numpy).
-/// - `metrics_addr` (None: `NOSTALL_METRICS_ADDR`, else off): serve live metrics for
-///   Prometheus at this `host:port` (`GET /metrics`): the stall per batch as a
-///   histogram, each stage's busy time and samples, threads per role, cache hits and
-///   bytes per tier, read-ahead, skips by cause, peers. Loaders of one process share
-///   an address, labelled `loader` and `rank`. Listens only there.
-///
-/// - `image_column`, `audio_column` (None), `label_column` (`"auto"`): where a Parquet
-///   dataset (a `.parquet` file, a folder of them, or `s3://` of them, as Hugging Face
-///   publishes datasets) keeps its samples and labels. Left out, the files' Hugging Face
-///   features say (the `Image` or `Audio` feature, the `ClassLabel`), else columns named
-///   `image` (`audio`) and `label`; the sample column is binary or the `{bytes, path}`
-///   struct `datasets` writes; `label_column="none"` reads without labels.
-/// - `read` (`"cached"`): `"cold"` reads every sample around the page cache (O_DIRECT
-///   where the file system allows), so that storage is measured as it is, not as the
-///   memory holding a recently read dataset; for benchmarks.
-/// - `share` (None: off): `"auto"` reads through the node agent (started when none
-///   runs: `python -m nostall.agent`), in the group of every job of this user on this
-///   node that reads the same stream (dataset, pipeline, seed, batch size, ranks): each
-///   batch is fetched and prepared once for all of them, and reaches each in shared
-///   memory. A name (`share="search-17"`) makes a group of the jobs giving that name,
-///   which must read the same stream (each rank of a job has a group of its own). A
-///   job that comes mid-epoch reads that epoch with the agent's threads alone and joins
-///   at the next; one that stops asking for batches for 2 s while the group waits for
-///   it is detached and goes on alone. A shared batch may be changed in place: its pages
-///   are copied as they are written, for this job alone. A thread of the loader's
-///   receives the next batch and makes its tensors while the training step runs, so that
-///   `next()` only takes them. `"off"` reads with this process's own threads.
-///   `metrics["shared"]` has the group's `group` name, `members`, `lag_batches` (batches
-///   the group had ready past this job's last), `batches_from_group` and
-///   `batches_private` (this epoch), `group_batches_prepared`,
-///   `group_batches_delivered`, `members_detached` and `bytes_saved` (prepared batch
-///   bytes the group delivered beyond each batch's first: prep and fetch not repeated).
-/// - `device` (None: CPU tensors): `"cuda"` (the device of `LOCAL_RANK` under torchrun,
-///   else `cuda:0`) or `"cuda:N"`: batches are handed over as CUDA tensors, ready in the
-///   consumer's current stream. The engine prepares 8-bit pixels into page-locked
-///   buffers; each batch is copied on a side stream, converted to the pipeline's dtype
-///   and normalised on the GPU (CHW images come channels-last in memory). Needs PyTorch
-///   with CUDA. With `share=` the group's batches, which the node agent makes on the CPU
-///   for every member, are copied to the device as they are (`decode="gpu"` is refused).
-/// - `decode` (`"auto"`, with `device`): where JPEGs are decoded. `"auto"`: JPEGs of at
-///   least `gpu_decode_min_pixels` (1 000 000) pixels go to the GPU's decoder (nvJPEG,
-///   through torchvision; the hardware decoder where the GPU has one) as long as the
-///   consumer would otherwise wait for CPU prep; smaller ones stay on the CPU, where
-///   decoding only the crop at a reduced DCT scale costs less. `"gpu"`: every JPEG on
-///   the GPU. `"cpu"`: none. The crop and flip are drawn by the engine whichever decodes
-///   (same augmentation; pixels differ by the decoders' rounding). `metrics["device"]`
-///   has `batches`, `decoded_on_device`, `page_locked`, `buffers_page_locked`,
-///   `gpu_decode_share` and `gpu_decoded`.
-/// - `worker_nice` (None: 0, or 10 with `device`): how far below the training thread's
-///   the loader threads' CPU priority is (a Linux nice increment, 0 to 19), so that the
-///   thread launching the GPU's work is not queued behind a decoder.
-/// - `mix` (None): a `nostall.Mixup`: MixUp and CutMix of each batch in the engine, as
-///   timm's `Mixup`; the labels are then soft, float32 `[batch, num_classes]`.
-/// - `stack_views` (False): with a list of pipelines, consecutive views of one shape come
-///   as one tensor `[views, batch, *shape]` (DINO's two global crops, its eight local
-///   ones), a view of the batch's memory like each view alone.
-/// - `batch_transform` (None): a function `fn(images, labels) -> (images, labels)` run
-///   on each batch before it is handed over (with `device=`, on the device in the
-///   stager's stream, after the conversion). A `generator` keyword, where `fn` takes
-///   one, is a `torch.Generator` on the batch's device (a NumPy `Generator` for NumPy
-///   batches) seeded by (seed, rank, epoch, batch): the same draws for any thread count
-///   and after a resume. An exception in it reaches the loop; the batch counts as
-///   delivered. With `fields=` it is `fn(batch) -> batch` on the dictionary.
-/// - `fields` (None): each sample as a record of named fields, each batch a dictionary
-///   of them: `{"image": "jpg;png", "caption": "txt", "meta": "json", "label": "cls",
-///   "text": nostall.Field("txt", tokenizer=tok)}`. A field names the members (WebDataset
-///   extensions, Parquet columns, a manifest's `audio`/`text`, a folder's sidecar files)
-///   it is read from; its kind follows from the name or a `nostall.Field`: the pipeline's
-///   tensor, the label, `list[str]`, tokens `(input_ids, attention_mask)`, JSON objects,
-///   `list[bytes]`. A missing or bad field is the sample's error naming it
-///   (`missing-field`, `bad-text`, `bad-json`).
-/// - `weights` (None): with a list of `source`s, each one's weight: every epoch holds as
-///   many samples as they do together, each its weight's share (None: by size); each
-///   dataset is read in whole seeded passes. `metrics["sources"]` counts what each gave.
-///
-/// Images are `[batch, 3, height, width]` (or `[batch, height, width, 3]` for HWC)
-/// float32 or uint8 sharing the loader's batch buffer (no copy; on the device with
-/// `device=`); labels are `[batch]` int64. `len(loader)` is the number of batches per
-/// epoch. Each `iter(loader)` runs the epoch set by `set_epoch`, or the position given to
-/// `load_state_dict`, or else the epoch after the last one finished.
-///
-/// Raises `ConfigError` for impossible settings, `StorageError` when the source
-/// cannot be read, `PeerError` when the nodes of a partitioned cache cannot reach or
-/// refuse each other, and (while iterating) `SampleError` naming a bad sample.
-#[pyclass(module = "nostall._nostall")]
+/// A data loader made from the spec `nostall.Loader` resolves (python/nostall/_loader.py,
+/// which subclasses it and documents its arguments): its batches, state and figures.
+#[pyclass(module = "nostall._nostall", subclass)]
 pub(crate) struct Loader {
     inner: Arc<nostall::Loader>,
     output: Arc<Output>,
@@ -298,385 +107,39 @@ impl Batches {
 
 #[pymethods]
 impl Loader {
-    // `pipeline` is a string or a list, so its default is written out for Python in the
-    // text signature (the generated one would show `...`).
+    /// The loader `spec` describes: what `nostall.Loader` resolved from the user's
+    /// arguments (python/nostall/_loader.py), whose docstring documents them.
     #[new]
-    #[pyo3(
-        signature = (
-            source, *, batch_size=None, pipeline=None, image_size=None, dtype=None,
-            layout=None, shuffle=None, seed=None, drop_last=None, shard=None, threads=None,
-            fetch_threads=None, prefetch=None, overlap_epochs=None, cache=None,
-            cache_policy=None, cache_epochs=None, cache_fill=None, memory=None,
-            group_memory=None, on_error=None, quarantine=None, rank=None, world_size=None, output="auto",
-            metrics_addr=None, balance_ranks=None, share=None, read=None, device=None,
-            decode="auto", gpu_decode_min_pixels=DecodeRoute::DEFAULT_MIN_PIXELS,
-            image_column=None, audio_column=None, label_column=None, worker_nice=None,
-            mix=None, aug_repeats=None, batch_transform=None, stack_views=false, fields=None,
-            weights=None, workers=None, worker_init_fn=None, timeout=None
-        ),
-        text_signature = "(source, *, batch_size=64, pipeline='train', image_size=None, \
-            dtype='float32', layout='CHW', shuffle=True, seed=0, drop_last=False, shard='pad', \
-            threads=None, fetch_threads=None, prefetch=None, overlap_epochs=True, \
-            cache=None, cache_policy='minio', cache_epochs=None, \
-            cache_fill='background', memory=None, group_memory=None, on_error='error', quarantine=None, rank=None, world_size=None, output='auto', \
-            metrics_addr=None, balance_ranks=None, share=None, read='cached', device=None, \
-            decode='auto', gpu_decode_min_pixels=1000000, image_column=None, \
-            audio_column=None, label_column='auto', worker_nice=None, mix=None, aug_repeats=1, \
-            batch_transform=None, stack_views=False, fields=None, weights=None, workers=None, \
-            worker_init_fn=None, timeout=None)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        source: SourceArg,
-        batch_size: Option<usize>,
-        pipeline: Option<Bound<'_, PyAny>>,
-        image_size: Option<u32>,
-        dtype: Option<Text<DType>>,
-        layout: Option<Text<Layout>>,
-        shuffle: Option<bool>,
-        seed: Option<u64>,
-        drop_last: Option<bool>,
-        shard: Option<Text<Shard>>,
-        threads: Option<ThreadsArg>,
-        fetch_threads: Option<usize>,
-        prefetch: Option<usize>,
-        overlap_epochs: Option<bool>,
-        cache: Option<CacheSize>,
-        cache_policy: Option<CacheChoice>,
-        cache_epochs: Option<u64>,
-        cache_fill: Option<Text<CacheFill>>,
-        memory: Option<Bytes>,
-        group_memory: Option<Bytes>,
-        on_error: Option<Text<ErrorPolicy>>,
-        quarantine: Option<PathBuf>,
-        rank: Option<usize>,
-        world_size: Option<usize>,
-        output: &str,
-        metrics_addr: Option<String>,
-        balance_ranks: Option<bool>,
-        share: Option<Text<Share>>,
-        read: Option<Text<ReadMode>>,
-        device: Option<&str>,
-        decode: &str,
-        gpu_decode_min_pixels: u64,
-        image_column: Option<String>,
-        audio_column: Option<String>,
-        label_column: Option<Text<LabelColumn>>,
-        worker_nice: Option<u8>,
-        mix: Option<PyRef<'_, Mixup>>,
-        aug_repeats: Option<u32>,
-        batch_transform: Option<Bound<'_, PyAny>>,
-        stack_views: bool,
-        fields: Option<FieldsArg>,
-        weights: Option<Vec<f64>>,
-        workers: Option<user::Mode>,
-        worker_init_fn: Option<Py<PyAny>>,
-        timeout: Option<f64>,
-    ) -> PyResult<Loader> {
-        if matches!(&source, SourceArg::Many(many) if many.is_empty()) {
-            return Err(config_error(
-                py,
-                "source=[]: give a dataset's location, or a list of them to mix".into(),
-            ));
-        }
-        let python_ops = PythonOps::new(output != "numpy" && py.import("torch").is_ok());
-        let pipeline = pipeline
-            .map(|p| PipelineArg::with_python(&p, &python_ops))
-            .transpose()?;
-        if let (Some(given), Some(PipelineArg(_, Some(recipe)))) = (&dtype, &pipeline) {
-            if given.0 != *recipe {
-                return Err(config_error(
-                    py,
-                    format!(
-                        "dtype=\"{}\" with a recipe that delivers {recipe}: torchvision would \
-                         give {recipe}; leave dtype= out, or change the recipe's conversions",
-                        given.0
-                    ),
-                ));
-            }
-        }
-        let held = match &source {
-            SourceArg::Dataset(dataset) => {
-                let label = label_column.as_ref().map(|l| &l.0);
-                arrow::held_dataset(
-                    py,
-                    dataset.bind(py),
-                    image_column.as_deref(),
-                    label.unwrap_or(&LabelColumn::Auto),
-                )?
-            }
-            _ => None,
-        };
-        let (image_column, label_column) = match held {
-            Some(_) => (None, None),
-            None => (image_column, label_column),
-        };
-        let user_dataset = match &source {
-            SourceArg::Dataset(_) if held.is_some() => None,
-            SourceArg::Dataset(dataset) => {
-                let refused = [
-                    (pipeline.is_some(), "pipeline= (its transform is its own)"),
-                    (image_size.is_some(), "image_size="),
-                    (fields.is_some(), "fields="),
-                    (share.is_some(), "share="),
-                    (mix.is_some(), "mix="),
-                    (device.is_some(), "device="),
-                    (batch_transform.is_some(), "batch_transform="),
-                    (dtype.is_some() || layout.is_some(), "dtype= or layout="),
-                ];
-                if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
-                    return Err(config_error(
-                        py,
-                        format!("a Dataset object with {what} is not supported: its samples are what its __getitem__ returns"),
-                    ));
-                }
-                Some(dataset.clone_ref(py))
-            }
-            _ => None,
-        };
-        if let Some(t) = timeout.filter(|t| !(t.is_finite() && *t > 0.0 && *t <= MAX_TIMEOUT)) {
-            return Err(config_error(
-                py,
-                format!("timeout={t}: give seconds above 0, at most {MAX_TIMEOUT} (a week)"),
-            ));
-        }
-        let user_code = user_dataset.is_some() || !python_ops.is_empty();
-        if !user_code && (workers.is_some() || timeout.is_some())
-            || user_dataset.is_none() && worker_init_fn.is_some()
-        {
-            return Err(config_error(
-                py,
-                "workers= and timeout= run a Dataset object's __getitem__ or ops.Python, and \
-                 worker_init_fn= a Dataset's workers: give source= a Dataset (or ops.Python in \
-                 pipeline=)"
-                    .into(),
-            ));
-        }
-        let mixture: Vec<(String, Option<f64>)> = match (&source, weights) {
-            (SourceArg::Dataset(_), Some(_)) => {
-                return Err(config_error(
-                    py,
-                    "weights= mixes several datasets' locations, not Dataset objects".into(),
-                ))
-            }
-            (SourceArg::One(_) | SourceArg::Dataset(_), None) => Vec::new(),
-            (SourceArg::One(_), Some(_)) => {
-                return Err(config_error(
-                    py,
-                    "weights= mixes several datasets: give source= a list of them".into(),
-                ))
-            }
-            (SourceArg::Many(many), None) => many.iter().map(|l| (l.clone(), None)).collect(),
-            (SourceArg::Many(many), Some(weights)) if weights.len() == many.len() => many
-                .iter()
-                .cloned()
-                .zip(weights.into_iter().map(Some))
-                .collect(),
-            (SourceArg::Many(many), Some(weights)) => {
-                return Err(config_error(
-                    py,
-                    format!(
-                        "{} datasets and {} weights: give one weight each",
-                        many.len(),
-                        weights.len()
-                    ),
-                ))
-            }
-        };
-        // A mixture's epoch may hold a sample twice, each with its own crop: decoded on
-        // the CPU, unless a device decode was asked for (which the engine refuses).
-        let decode = match (mixture.is_empty(), decode) {
-            (false, "auto") => "cpu",
-            (_, decode) => decode,
-        };
-        let location = match &source {
-            SourceArg::One(location) => location.clone(),
-            SourceArg::Many(many) => many.join(" + "),
-            SourceArg::Dataset(dataset) => dataset.bind(py).get_type().name()?.to_string(),
-        };
-        if fields.is_some() && output == "dlpack" {
-            return Err(config_error(
-                py,
-                "fields= with output=\"dlpack\" is not supported yet".into(),
-            ));
-        }
-        let batch_transform = batch_transform
-            .map(|f| -> PyResult<Py<PyAny>> {
-                Ok(py
-                    .import("nostall._batch")?
-                    .getattr("BatchTransform")?
-                    .call1((f,))?
-                    .unbind())
-            })
-            .transpose()?;
-        if image_column.is_some() && audio_column.is_some() {
-            return Err(config_error(
-                py,
-                "image_column= and audio_column= both name the column of samples: give one".into(),
-            ));
-        }
-        let share = share.map_or(Share::Off, |s| s.0);
-        let sharing = share != Share::Off;
-        if sharing && aug_repeats.is_some_and(|k| k > 1) {
-            return Err(config_error(
-                py,
-                "aug_repeats= with share=: the node agent's batches hold each sample once".into(),
-            ));
-        }
-        let args = ConfigArgs {
-            batch_size,
-            pipeline,
-            image_size,
-            dtype,
-            layout,
-            shuffle,
-            seed,
-            drop_last,
-            shard,
-            aug_repeats,
-            threads,
-            balance_ranks,
-            fetch_threads,
-            prefetch,
-            // Not for a job that shares: its loader's settings are the group's.
-            worker_nice: worker_nice.or(device.filter(|_| !sharing).map(|_| device::WORKER_NICE)),
-            overlap_epochs,
-            cache,
-            cache_policy,
-            cache_epochs,
-            cache_fill,
-            memory,
-            group_memory,
-            on_error,
-            quarantine,
-            read,
-            rank,
-            world_size,
-            sample_column: image_column.or(audio_column),
-            label_column,
-        };
-        let (mut builder, mut dist) = args.builder(py, location)?;
-        if !mixture.is_empty() {
-            builder.mixture(mixture.clone());
-        }
+    fn new(py: Python<'_>, spec: Spec) -> PyResult<Loader> {
+        let python_ops = PythonOps::new(spec.torch_ops);
+        let (mut builder, mut dist) = spec.builder(py, &python_ops)?;
         // Worker processes for the user's code: one per prep thread asked for, else a core.
         let worker_count = match builder.settings().threads {
             nostall::pipeline::Threads::Count(n) => n,
             _ => nostall::pipeline::usable_cores(),
         };
-        let mut user = None;
-        if let Some(dataset) = &user_dataset {
-            let args = user::UserArgs {
-                mode: workers.unwrap_or(user::Mode::Auto),
-                workers: worker_count,
-                timeout,
-                worker_init_fn,
-                seed: builder.settings().plan.seed,
-            };
-            let (pipeline, opened, samples) = user::UserSamples::new(py, dataset.bind(py), args)?;
-            builder.pipeline(pipeline);
-            user = Some((opened, samples));
-        }
-        let python_ops = match python_ops.is_empty() {
-            true => None,
-            false => Some(python_ops),
-        };
-        if let Some(python) = &python_ops {
-            let config = builder.config().map_err(|e| raise(py, e))?;
-            let image = config.pipeline.modality() == nostall::Modality::Image;
-            // Threads unless asked: a function given arrays spends its time in NumPy's
-            // and torch's kernels, which release the GIL, and measured faster in the
-            // threads than through worker processes (docs/benchmarks.md).
-            let processes = workers == Some(user::Mode::Processes);
-            if timeout.is_some() && !processes {
-                return Err(config_error(
-                    py,
-                    "timeout= bounds ops.Python in worker processes (workers=\"processes\"); \
-                     in the loader's threads a call is not bounded"
-                        .into(),
-                ));
-            }
-            if processes && !image {
-                return Err(config_error(
-                    py,
-                    "ops.Python in worker processes takes images; an audio pipeline's run in \
-                     the loader's threads (workers=\"threads\")"
-                        .into(),
-                ));
-            }
-            if processes {
-                let timeout =
-                    timeout.map_or(user::DEFAULT_TIMEOUT, std::time::Duration::from_secs_f64);
-                let bytes = config.pipeline.layout().bytes();
-                python.start_workers(py, worker_count, bytes, timeout)?;
-            }
-        }
+        let user = user_samples(py, &spec, &mut builder, worker_count)?;
+        let python_ops = start_python_ops(py, &spec, python_ops, &builder, worker_count)?;
         let mut job = JobBuilder::new(builder);
         let user = user.map(|(opened, samples)| {
             job.dataset(opened);
             samples
         });
-        if let Some(held) = held {
-            job.dataset(held);
+        if let Some(columns) = &spec.arrow {
+            job.dataset(arrow::held_dataset(py, columns.bind(py))?);
         }
+        let fields: Option<FieldsArg> = spec.fields.as_ref().map(|f| f.extract(py)).transpose()?;
         let shapes = fields.as_ref().map(FieldsArg::shapes).unwrap_or_default();
-        if let Some(fields) = fields {
-            let modality = job
-                .loader()
-                .config()
-                .map_err(|e| raise(py, e))?
-                .pipeline
-                .modality();
-            let fields = fields.fields(py, modality)?;
-            if fields.samples() > 1 && (device.is_some() || mix.is_some()) {
-                return Err(config_error(
-                    py,
-                    "fields= with two fields of the pipeline's modality and device= or mix= is \
-                     not supported yet: the device finishes and mix= mixes one image a sample"
-                        .into(),
-                ));
-            }
-            job.loader_mut().fields(Some(fields));
-        }
-        if let Some(mix) = mix {
-            if sharing {
-                return Err(config_error(
-                    py,
-                    "mix= with share=: the node agent's batches are the group's, not mixed \
-                     per job"
-                        .into(),
-                ));
-            }
-            job.loader_mut().mix(Some(mix.0.clone()));
-        }
-        if let Some(capacity) = args.node_capacity(py)? {
+        attach_fields_and_mix(py, &spec, fields, &mut job)?;
+        if let Some(capacity) = spec.node_capacity(py)? {
             let mut node = NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
             node.seed = job.loader().settings().plan.seed;
             job.on_node(node);
         }
-        let output = Arc::new(resolve_output(py, output)?);
-        let device = match device {
-            None => None,
-            Some(_) if !matches!(*output, Output::Torch(_)) => {
-                return Err(config_error(
-                    py,
-                    "device= hands over torch tensors: use output=\"torch\" (or \"auto\" with \
-                     torch installed)"
-                        .into(),
-                ))
-            }
-            // The group's batches are the node agent's, made on the CPU for every member:
-            // moved as they are.
-            Some(device) if sharing => Some(device::Device::moving_shared(py, device, decode)?),
-            Some(device) => Some(device::Device::attach(
-                py,
-                device,
-                decode,
-                gpu_decode_min_pixels,
-                job.loader_mut(),
-            )?),
-        };
+        let output = Arc::new(resolve_output(py, &spec.output)?);
+        let share = spec.share(py)?;
+        let sharing = share != Share::Off;
+        let device = attach_device(py, &spec, &output, sharing, &mut job)?;
         if sharing {
             job.share(share)
                 .start_agent_with(shared::agent_starter(py)?);
@@ -685,15 +148,7 @@ impl Loader {
         (dist.rank, dist.world) = (job.rank, job.world);
         let goes_alone = job.goes_alone();
         let layout = job.loader.config().pipeline.layout().clone();
-        let records = match layout.parts().is_empty() {
-            true => None,
-            false => Some(Arc::new(Records::new(
-                py,
-                &layout,
-                job.loader.catalog().clone(),
-                shapes,
-            )?)),
-        };
+        let records = records_of(py, &layout, &job.loader, shapes)?;
         let shared = job.agent.map(|client| {
             let make = match &records {
                 Some(records) => records.shared_make(output.clone()),
@@ -709,51 +164,14 @@ impl Loader {
                 .map(live::NodeCounters::Agent),
         };
         let inner = Arc::new(job.loader);
-        {
-            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-            live.retain(|loader| loader.strong_count() > 0);
-            live.push(Arc::downgrade(&inner));
-        }
-        let sources = inner.config().plan.mixture.clone().map(|m| {
-            let locations = mixture.into_iter().map(|(location, _)| location).collect();
-            SourceCounts::new(locations, m)
-        });
+        live_until_exit(&inner);
+        let sources =
+            inner.config().plan.mixture.clone().map(|m| {
+                SourceCounts::new(spec.mixture.iter().map(|(l, _)| l.clone()).collect(), m)
+            });
         let views = inner.config().pipeline.layout().views().to_vec();
-        if stack_views && views.is_empty() {
-            return Err(config_error(
-                py,
-                "stack_views=True stacks several views of a sample: give pipeline= a list of \
-                 pipelines"
-                    .into(),
-            ));
-        }
-        if !views.is_empty() {
-            if sharing {
-                return Err(config_error(
-                    py,
-                    "views with share=: the node agent's batches carry one image a sample".into(),
-                ));
-            }
-            if matches!(*output, Output::DLPack) {
-                return Err(config_error(
-                    py,
-                    "views are handed over as one torch tensor or NumPy array a view: use \
-                     output=\"torch\" or \"numpy\""
-                        .into(),
-                ));
-            }
-        }
-        let endpoint = nostall::env::metrics_addr(metrics_addr.as_deref())
-            .map(|addr| {
-                let figures = live::LoaderFigures {
-                    loader: inner.clone(),
-                    node: node.clone(),
-                    group: shared.as_ref().map(|s| s.last.clone()),
-                };
-                nostall::metrics::export::serve(&addr, Arc::new(figures), dist.rank)
-            })
-            .transpose()
-            .map_err(|e| raise(py, e))?;
+        check_views(py, &spec, &views, sharing, &output)?;
+        let endpoint = serve_metrics(py, &spec, &inner, &node, &shared, dist.rank)?;
         if shared.is_none() {
             // Epoch 0 is prepared while the script makes its model (see
             // `nostall::Loader::prepare`); another first epoch discards it.
@@ -776,8 +194,8 @@ impl Loader {
             shared_at: None,
             device,
             views,
-            stack_views,
-            batch_transform,
+            stack_views: spec.stack_views,
+            batch_transform: spec.batch_transform,
             records,
             sources,
             user,
@@ -1020,8 +438,200 @@ impl Loader {
     }
 }
 
-/// The longest `timeout=` taken, in seconds.
-const MAX_TIMEOUT: f64 = 7.0 * 24.0 * 3600.0;
+/// The dataset and samples of a Dataset object given as the source (its `__getitem__`
+/// runs as the user's code), its pipeline set on `builder`.
+fn user_samples(
+    py: Python<'_>,
+    spec: &Spec,
+    builder: &mut LoaderBuilder,
+    workers: usize,
+) -> PyResult<Option<(nostall::dataset::Dataset, user::UserSamples)>> {
+    let Some(dataset) = &spec.dataset else {
+        return Ok(None);
+    };
+    let args = user::UserArgs {
+        mode: spec.workers.unwrap_or(user::Mode::Auto),
+        workers,
+        timeout: spec.timeout,
+        worker_init_fn: spec.worker_init_fn.as_ref().map(|f| f.clone_ref(py)),
+        seed: builder.settings().plan.seed,
+    };
+    let (pipeline, opened, samples) = user::UserSamples::new(py, dataset.bind(py), args)?;
+    builder.pipeline(pipeline);
+    Ok(Some((opened, samples)))
+}
+
+/// The pipeline's `ops.Python`, in worker processes when `workers="processes"` asks;
+/// `None` when it has none.
+fn start_python_ops(
+    py: Python<'_>,
+    spec: &Spec,
+    python: Arc<PythonOps>,
+    builder: &LoaderBuilder,
+    workers: usize,
+) -> PyResult<Option<Arc<PythonOps>>> {
+    if python.is_empty() {
+        if spec.dataset.is_none() && (spec.workers.is_some() || spec.timeout.is_some()) {
+            return Err(config_error(
+                py,
+                "workers= and timeout= run a Dataset object's __getitem__ or ops.Python, and \
+                 worker_init_fn= a Dataset's workers: give source= a Dataset (or ops.Python in \
+                 pipeline=)"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    }
+    let config = builder.config().map_err(|e| raise(py, e))?;
+    // Threads unless asked: a function given arrays spends its time in NumPy's and
+    // torch's kernels, which release the GIL, and measured faster in the threads than
+    // through worker processes (docs/benchmarks.md).
+    let processes = spec.workers == Some(user::Mode::Processes);
+    if spec.timeout.is_some() && !processes {
+        return Err(config_error(
+            py,
+            "timeout= bounds ops.Python in worker processes (workers=\"processes\"); in the \
+             loader's threads a call is not bounded"
+                .into(),
+        ));
+    }
+    if processes && config.pipeline.modality() != nostall::Modality::Image {
+        return Err(config_error(
+            py,
+            "ops.Python in worker processes takes images; an audio pipeline's run in the \
+             loader's threads (workers=\"threads\")"
+                .into(),
+        ));
+    }
+    if processes {
+        let timeout = spec
+            .timeout
+            .map_or(user::DEFAULT_TIMEOUT, std::time::Duration::from_secs_f64);
+        let bytes = config.pipeline.layout().bytes();
+        python.start_workers(py, workers, bytes, timeout)?;
+    }
+    Ok(Some(python))
+}
+
+/// Sets the job's loader's `fields=` and `mix=`.
+fn attach_fields_and_mix(
+    py: Python<'_>,
+    spec: &Spec,
+    fields: Option<FieldsArg>,
+    job: &mut JobBuilder,
+) -> PyResult<()> {
+    if let Some(fields) = fields {
+        let config = job.loader().config().map_err(|e| raise(py, e))?;
+        let fields = fields.fields(py, config.pipeline.modality())?;
+        if fields.samples() > 1 && (spec.device.is_some() || spec.mix.is_some()) {
+            return Err(config_error(
+                py,
+                "fields= with two fields of the pipeline's modality and device= or mix= is \
+                 not supported yet: the device finishes and mix= mixes one image a sample"
+                    .into(),
+            ));
+        }
+        job.loader_mut().fields(Some(fields));
+    }
+    if let Some(mix) = &spec.mix {
+        job.loader_mut().mix(Some(mix.borrow(py).0.clone()));
+    }
+    Ok(())
+}
+
+/// How batches of records become dictionaries, where the layout has fields.
+fn records_of(
+    py: Python<'_>,
+    layout: &nostall::SampleLayout,
+    loader: &nostall::Loader,
+    shapes: Vec<(String, Vec<String>, bool)>,
+) -> PyResult<Option<Arc<Records>>> {
+    if layout.parts().is_empty() {
+        return Ok(None);
+    }
+    let catalog = loader.catalog().clone();
+    Ok(Some(Arc::new(Records::new(py, layout, catalog, shapes)?)))
+}
+
+/// Keeps `loader` among those [`halt_at_exit`] halts.
+fn live_until_exit(loader: &Arc<nostall::Loader>) {
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    live.retain(|loader| loader.strong_count() > 0);
+    live.push(Arc::downgrade(loader));
+}
+
+/// The device batches are handed over on (`device=`), where one is asked for.
+fn attach_device(
+    py: Python<'_>,
+    spec: &Spec,
+    output: &Output,
+    sharing: bool,
+    job: &mut JobBuilder,
+) -> PyResult<Option<device::Device>> {
+    let Some(device) = &spec.device else {
+        return Ok(None);
+    };
+    if !matches!(output, Output::Torch(_)) {
+        return Err(config_error(
+            py,
+            "device= hands over torch tensors: use output=\"torch\" (or \"auto\" with torch \
+             installed)"
+                .into(),
+        ));
+    }
+    if sharing {
+        // The group's batches are the node agent's, made on the CPU for every member:
+        // moved as they are.
+        return device::Device::moving_shared(py, device, &spec.decode).map(Some);
+    }
+    let min_pixels = spec.gpu_decode_min_pixels;
+    device::Device::attach(py, device, &spec.decode, min_pixels, job.loader_mut()).map(Some)
+}
+
+/// Refuses what cannot be done with the views a pipeline makes (`views`, empty for one).
+fn check_views(
+    py: Python<'_>,
+    spec: &Spec,
+    views: &[Vec<usize>],
+    sharing: bool,
+    output: &Output,
+) -> PyResult<()> {
+    let refused = match (views.is_empty(), sharing, output) {
+        (true, _, _) if spec.stack_views => {
+            "stack_views=True stacks several views of a sample: give pipeline= a list of \
+             pipelines"
+        }
+        (false, true, _) => "views with share=: the node agent's batches carry one image a sample",
+        (false, _, Output::DLPack) => {
+            "views are handed over as one torch tensor or NumPy array a view: use \
+             output=\"torch\" or \"numpy\""
+        }
+        _ => return Ok(()),
+    };
+    Err(config_error(py, refused.into()))
+}
+
+/// The live metrics endpoint serving `loader` (`metrics_addr=`, else the environment's).
+fn serve_metrics(
+    py: Python<'_>,
+    spec: &Spec,
+    loader: &Arc<nostall::Loader>,
+    node: &Option<live::NodeCounters>,
+    shared: &Option<shared::Shared>,
+    rank: usize,
+) -> PyResult<Option<nostall::metrics::export::Registration>> {
+    nostall::env::metrics_addr(spec.metrics_addr.as_deref())
+        .map(|addr| {
+            let figures = live::LoaderFigures {
+                loader: loader.clone(),
+                node: node.clone(),
+                group: shared.as_ref().map(|s| s.last.clone()),
+            };
+            nostall::metrics::export::serve(&addr, Arc::new(figures), rank)
+        })
+        .transpose()
+        .map_err(|e| raise(py, e))
+}
 
 /// Every loader made, while it lasts ([`halt_at_exit`]).
 static LIVE: Mutex<Vec<Weak<nostall::Loader>>> = Mutex::new(Vec::new());

@@ -13,14 +13,13 @@ use std::sync::Arc;
 use nostall::prep::args::Value;
 use nostall::prep::audio::AudioOp;
 use nostall::prep::image::{op, Op, DECLARATIONS};
-use nostall::prep::{DType, Operators};
+use nostall::prep::Operators;
 use nostall::user_code::function::UserOp;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
-use crate::errors::config_error;
 use crate::python_ops::PythonOps;
 use crate::raise;
 
@@ -171,7 +170,7 @@ fn to_python_value<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, P
 
 /// `op` as an object of its `nostall.ops` class.
 pub(crate) fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, PyAny>> {
-    let class = py.import("nostall.ops")?.getattr(op.name())?;
+    let class = crate::front::front(py)?.ops.bind(py).getattr(op.name())?;
     let args = op
         .args()
         .iter()
@@ -207,88 +206,36 @@ fn image_operators() -> Vec<(&'static str, &'static str, Vec<ParamRow>)> {
         .collect()
 }
 
-/// Whether `pipeline` is a sequence of nostall's operators (image or audio) alone.
-fn is_native(pipeline: &Bound<'_, PyAny>) -> bool {
-    let Ok(items) = pipeline.try_iter() else {
-        return false;
-    };
-    items.into_iter().all(|item| {
-        item.is_ok_and(|i| i.cast::<OpBase>().is_ok() || i.cast::<AudioOpBase>().is_ok())
-    })
-}
-
-/// The operators of a `pipeline=` list, and the dtype it delivers where it says (a
-/// torchvision or timm recipe's conversions: uint8 where it ends in 8-bit tensors,
-/// float32 where it converts to floats). A recipe (a `Compose`, or a list with transforms
-/// of theirs) is translated once, by `nostall._translate.translate`, which names what it
-/// cannot translate. A `TypeError` names the first item that is not an operator, or of the
-/// other modality than the first. The `ops.Python` among them join `python`, the loader's.
+/// The operators of a `pipeline=` list (the front has translated any recipe in it): nostall's
+/// operators, or a list of such lists (views, each a list of image operators). A
+/// `TypeError` names the first item that is not an operator, or of the other modality than
+/// the first. The `ops.Python` among them join `python`, the loader's.
 pub(crate) fn from_python(
     pipeline: &Bound<'_, PyAny>,
     python: &Arc<PythonOps>,
-) -> PyResult<(Operators, Option<DType>)> {
-    if let Some(views) = views_of(pipeline, python)? {
-        return Ok(views);
+) -> PyResult<Operators> {
+    match views_of(pipeline, python)? {
+        Some(views) => Ok(views),
+        None => from_native(pipeline, python),
     }
-    if !is_native(pipeline) && holds_transforms(pipeline)? {
-        let py = pipeline.py();
-        let translate = py.import("nostall._translate")?.getattr("translate")?;
-        let (operators, dtype): (Bound<'_, PyAny>, Option<String>) =
-            translate.call1((pipeline,))?.extract()?;
-        let dtype = dtype
-            .map(|name| {
-                name.parse()
-                    .map_err(|e: nostall::prep::UnknownName| config_error(py, e.to_string()))
-            })
-            .transpose()?;
-        return Ok((from_native(&operators, python)?, dtype));
-    }
-    Ok((from_native(pipeline, python)?, None))
 }
 
-/// The views of a `pipeline=` list whose items are each a pipeline (a list of
-/// operators, or a torchvision or timm `Compose`): one list of image operators a view,
-/// and the dtype the recipes among them agree on (a batch has one).
-fn views_of(
-    pipeline: &Bound<'_, PyAny>,
-    python: &Arc<PythonOps>,
-) -> PyResult<Option<(Operators, Option<DType>)>> {
-    // A `Compose` by name: `RandomApply` and kin hold `transforms` too, and are operators.
-    let is_pipeline = |item: &Bound<'_, PyAny>| -> PyResult<bool> {
-        Ok(item.is_instance_of::<PyList>()
-            || item.is_instance_of::<PyTuple>()
-            || item.get_type().name()? == "Compose")
+/// The views of a `pipeline=` list whose items are each a list of operators: one list
+/// of image operators a view.
+fn views_of(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult<Option<Operators>> {
+    let is_list = |item: &Bound<'_, PyAny>| {
+        item.is_instance_of::<PyList>() || item.is_instance_of::<PyTuple>()
     };
-    if !(pipeline.is_instance_of::<PyList>() || pipeline.is_instance_of::<PyTuple>()) {
+    if !is_list(pipeline) {
         return Ok(None);
     }
     let items: Vec<_> = pipeline.try_iter()?.collect::<PyResult<_>>()?;
-    if items.is_empty() {
+    if items.is_empty() || !items.iter().all(is_list) {
         return Ok(None);
     }
-    for item in &items {
-        if !is_pipeline(item)? {
-            return Ok(None);
-        }
-    }
     let mut views = Vec::with_capacity(items.len());
-    let mut dtype = None;
     for (i, item) in items.iter().enumerate() {
-        let (operators, delivers) = from_python(item, python)?;
-        match (dtype, delivers) {
-            (Some(one), Some(other)) if one != other => {
-                return Err(config_error(
-                    pipeline.py(),
-                    format!(
-                        "the views end in different types ({one}, {other}): a batch has one \
-                         dtype"
-                    ),
-                ))
-            }
-            (None, _) => dtype = delivers,
-            _ => {}
-        }
-        match operators {
+        match from_native(item, python)? {
             Operators::Image(ops) => views.push(ops),
             _ => {
                 return Err(PyTypeError::new_err(format!(
@@ -299,27 +246,7 @@ fn views_of(
             }
         }
     }
-    Ok(Some((Operators::Views(views), dtype)))
-}
-
-/// Whether `pipeline` is a torchvision or timm transform, or a sequence holding one.
-fn holds_transforms(pipeline: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let theirs = |object: &Bound<'_, PyAny>| -> PyResult<bool> {
-        let module = object.get_type().module()?.to_string();
-        Ok(module.starts_with("torchvision") || module.starts_with("timm"))
-    };
-    if theirs(pipeline)? {
-        return Ok(true);
-    }
-    let Ok(items) = pipeline.try_iter() else {
-        return Ok(false);
-    };
-    for item in items {
-        if theirs(&item?)? {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    Ok(Some(Operators::Views(views)))
 }
 
 /// The operators of a list of nostall's operators (and `ops.Python`, of either modality).

@@ -49,7 +49,11 @@ impl PythonOps {
 
     /// `item` as an engine operator when it is an `ops.Python`.
     pub(crate) fn user_op(self: &Arc<Self>, item: &Bound<'_, PyAny>) -> PyResult<Option<UserOp>> {
-        let class = item.py().import("nostall._python_ops")?.getattr("Python")?;
+        let py = item.py();
+        let class = crate::front::front(py)?
+            .python_ops
+            .bind(py)
+            .getattr("Python")?;
         if !item.is_instance(&class)? {
             return Ok(None);
         }
@@ -81,8 +85,9 @@ impl PythonOps {
             .iter()
             .map(|op| op.clone_ref(py))
             .collect();
-        let job = py
-            .import("nostall._python_ops")?
+        let job = crate::front::front(py)?
+            .python_ops
+            .bind(py)
             .getattr("OpsJob")?
             .call1((ops, self.torch))?;
         let config = WorkerConfig {

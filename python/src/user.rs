@@ -231,7 +231,7 @@ impl UserSamples {
     ) -> PyResult<(Pipeline, nostall::dataset::Dataset, UserSamples)> {
         let len = dataset.len()?;
         let name = dataset.get_type().name()?.to_string();
-        let module = py.import("nostall._workers")?;
+        let module = crate::front::front(py)?.workers.bind(py);
         let code = format!("{name}.__getitem__");
         let gil = gil_enabled(py)?;
         let (mode, why) = match (args.mode, gil) {
@@ -378,7 +378,7 @@ impl ZygoteSpawn {
 
     /// Forks a zygote holding the job.
     fn fork(&self, py: Python<'_>) -> PyResult<Zygote> {
-        let module = py.import("nostall._workers")?;
+        let module = crate::front::front(py)?.workers.bind(py);
         let init = self.worker_init_fn.as_ref().map(|f| f.clone_ref(py));
         let object = with_no_sample_in_flight(py, || {
             module.call_method1("Zygote", (self.job.bind(py), self.memory_bytes, init))

@@ -160,10 +160,11 @@ impl Capacity {
 }
 
 impl std::fmt::Display for Capacity {
-    /// The form [`str::parse`] reads back: a fraction (`0.35`) or bytes.
+    /// The form [`str::parse`] reads back: a fraction (`0.35`) or bytes (`1000B`: with
+    /// its unit, as `0` alone reads as a fraction).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Capacity::Bytes(bytes) => write!(f, "{bytes}"),
+            Capacity::Bytes(bytes) => write!(f, "{bytes}B"),
             // As a fraction, which reads back to the same bits (a percentage would not),
             // with its point: `1.0` is the whole dataset, `1` a byte.
             Capacity::Fraction(share) if share.fract() == 0.0 => write!(f, "{share:.1}"),

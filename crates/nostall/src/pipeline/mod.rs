@@ -67,6 +67,6 @@ pub use device_queue::{DeviceQueue, ToDecode};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;
 pub use settings::{
-    auto_threads, parse_bytes, usable_cores, LoaderSettings, PipelineSetting, Threads,
-    DEFAULT_IMAGE_SIZE, KNOBS,
+    auto_threads, parse_bytes, usable_cores, LoaderSettings, PipelineSetting, Setting, SettingKind,
+    Threads, DEFAULT_IMAGE_SIZE, KNOBS, SETTINGS,
 };

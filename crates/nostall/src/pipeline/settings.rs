@@ -253,8 +253,8 @@ impl LoaderSettings {
     /// [`Error::Config`] naming the knob and what it takes, for an unknown knob or a value
     /// it cannot read.
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut LoaderSettings> {
-        let knob = TABLE.iter().find(|k| k.name == name).ok_or_else(|| {
-            let known: Vec<&str> = TABLE.iter().map(|k| k.name).collect();
+        let knob = SETTINGS.iter().find(|k| k.name == name).ok_or_else(|| {
+            let known: Vec<&str> = SETTINGS.iter().map(|k| k.name).collect();
             Error::Config(format!(
                 "unknown loader setting {name:?}: the settings are {}",
                 known.join(", ")
@@ -295,7 +295,7 @@ impl LoaderSettings {
     /// [`KNOBS`]: what [`LoaderSettings::from_texts`] reads back to these settings.
     pub fn texts(&self) -> Vec<(String, String)> {
         let default = LoaderSettings::default();
-        TABLE
+        SETTINGS
             .iter()
             .filter_map(|knob| {
                 let value = (knob.get)(self)?;
@@ -377,21 +377,74 @@ impl<'de> serde::Deserialize<'de> for LoaderSettings {
     }
 }
 
-/// One knob: its name, what it takes, and its text form both ways.
-struct Knob {
-    name: &'static str,
-    takes: &'static str,
+/// One setting's declaration: its name, the kind of value it takes, what it takes and
+/// does in words, and its text form both ways. Everything else reads it: the text form
+/// ([`LoaderSettings::set`]), the Python front's signature, conversion and stub, and the
+/// docs' table of settings.
+#[non_exhaustive]
+pub struct Setting {
+    /// Its name: the text form's, the Python keyword's and the command line's.
+    pub name: &'static str,
+    /// The kind of value it takes.
+    pub kind: SettingKind,
+    /// What it takes, in a few words (what an error shows).
+    pub takes: &'static str,
+    /// What it does (the docs' and Python's words), one paragraph of Markdown.
+    pub doc: &'static str,
     set: fn(&mut LoaderSettings, &str) -> Result<()>,
-    /// `None`: the knob is unset (an optional one).
+    /// `None`: the setting is unset (an optional one).
     get: fn(&LoaderSettings) -> Option<String>,
 }
 
+impl Setting {
+    /// Its default's text form; `None` for an optional setting, unset unless given.
+    pub fn default_text(&self) -> Option<String> {
+        (self.get)(&LoaderSettings::default())
+    }
+}
+
+impl std::fmt::Debug for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setting")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The kind of value a [`Setting`] takes: what a front converts to its text form, and
+/// the type it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SettingKind {
+    /// A whole number, 0 or more.
+    Count,
+    /// `true` or `false`.
+    Bool,
+    /// One of these words.
+    Choice(&'static [&'static str]),
+    /// Bytes: a number, or a number with a unit (`64MiB`, `2GB`).
+    Bytes,
+    /// A size: bytes as [`SettingKind::Bytes`], or a share of the dataset (`35%`, `0.35`).
+    Size,
+    /// A file's path.
+    Path,
+    /// Text the setting reads itself (a column's name, `20,5`).
+    Text,
+    /// A count, or `auto`.
+    Threads,
+    /// A preset's name, or operators as Python writes a list of them.
+    Pipeline,
+}
+
 /// `$field` of the settings, read with `FromStr` and written with `Display`.
-macro_rules! knob {
-    ($name:literal, $takes:expr, $($field:ident).+) => {
-        Knob {
+macro_rules! setting {
+    ($name:literal, $kind:expr, $takes:expr, $doc:expr, $($field:ident).+) => {
+        Setting {
             name: $name,
+            kind: $kind,
             takes: $takes,
+            doc: $doc,
             set: |s, v| {
                 s.$($field).+ = parse(v)?;
                 Ok(())
@@ -399,10 +452,12 @@ macro_rules! knob {
             get: |s| Some(s.$($field).+.to_string()),
         }
     };
-    ($name:literal, $takes:expr, optional $($field:ident).+) => {
-        Knob {
+    ($name:literal, $kind:expr, $takes:expr, $doc:expr, optional $($field:ident).+) => {
+        Setting {
             name: $name,
+            kind: $kind,
             takes: $takes,
+            doc: $doc,
             set: |s, v| {
                 s.$($field).+ = Some(parse(v)?);
                 Ok(())
@@ -412,81 +467,199 @@ macro_rules! knob {
     };
 }
 
-/// Every knob, in the order [`KNOBS`] lists them.
-const TABLE: [Knob; KNOB_COUNT] = [
-    knob!(
+use SettingKind::{Bool, Bytes, Choice, Count, Path, Size, Text};
+
+/// Every setting, in the order the docs list them.
+pub static SETTINGS: &[Setting] = &TABLE;
+
+const TABLE: [Setting; SETTING_COUNT] = [
+    setting!(
         "pipeline",
+        SettingKind::Pipeline,
         "a preset: train, val (images), m5, melspec, m5-val, melspec-val (audio), or a list \
          of operators: [Resize(256), CenterCrop(224)] (nostall.ops and nostall.audio, as \
          Python writes them)",
+        "What is done to each sample: a list of operators (`nostall.ops` for images, \
+         `nostall.audio` for audio), a torchvision or timm recipe (translated), or a \
+         preset. `\"train\"` is RandomResizedCrop(`image_size`), a random horizontal flip \
+         and ImageNet's normalisation; `\"val\"` resizes the shorter side to \
+         `image_size * 256/224`, centre-crops `image_size` and normalises. Audio presets: \
+         `\"m5\"` (mono, 8 kHz, a random 32 000-sample crop), `\"melspec\"` (16 kHz, a \
+         random 4 s crop, 64 log-mel bands), and `\"m5-val\"`, `\"melspec-val\"` with \
+         centre crops. A list of pipelines makes several views of each sample.",
         pipeline
     ),
-    knob!(
+    setting!(
         "image_size",
+        Count,
         "output side of the image presets, pixels",
+        "Output height and width of the `\"train\"` and `\"val\"` presets (224 unset); an \
+         operator list sets its sizes in its operators.",
         optional image_size
     ),
-    knob!("dtype", "images: float32 or uint8", dtype),
-    knob!("layout", "images: CHW or HWC", layout),
-    knob!("batch_size", "samples per batch", plan.batch_size),
-    knob!("shuffle", "true or false", plan.shuffle),
-    knob!("seed", "an integer", plan.seed),
-    knob!("drop_last", "true or false", plan.drop_last),
-    knob!(
+    setting!(
+        "dtype",
+        Choice(&["float32", "uint8"]),
+        "images: float32 or uint8",
+        "Images' element type: `\"float32\"` (normalised when the pipeline has \
+         `Normalize`, else in [0, 1]) or `\"uint8\"` (0-255, a quarter of the bytes: \
+         normalise on the GPU).",
+        dtype
+    ),
+    setting!(
+        "layout",
+        Choice(&["CHW", "HWC"]),
+        "images: CHW or HWC",
+        "Images' dimensions: `\"CHW\"` (channels first, PyTorch's) or `\"HWC\"`.",
+        layout
+    ),
+    setting!(
+        "batch_size",
+        Count,
+        "samples per batch",
+        "Samples per batch on this rank.",
+        plan.batch_size
+    ),
+    setting!(
+        "shuffle",
+        Bool,
+        "true or false",
+        "Whether each epoch's order is a seeded permutation (else the dataset's order).",
+        plan.shuffle
+    ),
+    setting!(
+        "seed",
+        Count,
+        "an integer",
+        "The seed of the order and of every random draw: a batch is a function of \
+         (seed, epoch, rank, batch), whatever the thread count.",
+        plan.seed
+    ),
+    setting!(
+        "drop_last",
+        Bool,
+        "true or false",
+        "Leave out the last, incomplete batch.",
+        plan.drop_last
+    ),
+    setting!(
         "aug_repeats",
+        Count,
         "repeated augmentation: each sample drawn this many times an epoch, 1 (off) to 16",
+        "Repeated augmentation, as DeiT's `RASampler` (timm's `--aug-repeats`): each \
+         sample is drawn into the epoch this many times (up to 16), its repeats dealt to \
+         consecutive ranks, each with its own augmentation; an epoch on each rank is \
+         `len // 256 * 256 // world_size` samples, as theirs.",
         plan.repeats
     ),
-    knob!(
+    setting!(
         "shard",
+        Choice(&["pad", "drop"]),
         "pad or drop: how ranks share a dataset that does not divide evenly",
+        "How an epoch that does not divide among the ranks is evened out: `\"pad\"` repeats \
+         a few samples, `\"drop\"` leaves the permutation's tail out \
+         (`DistributedSampler(drop_last=...)`).",
         plan.shard
     ),
-    knob!("rank", "this process's rank", plan.rank),
-    knob!("world_size", "ranks in the job", plan.world),
-    knob!(
+    setting!(
+        "rank",
+        Count,
+        "this process's rank",
+        "This process's rank: it reads its shard, and every rank gets as many batches.",
+        plan.rank
+    ),
+    setting!(
+        "world_size",
+        Count,
+        "ranks in the job",
+        "The number of ranks in the job.",
+        plan.world
+    ),
+    setting!(
         "threads",
+        SettingKind::Threads,
         "prep threads, or auto: the cores this process may use (its CPU affinity and \
          cgroup quota), shared by the node's torchrun ranks",
+        "The most workers decoding and transforming at once, or `\"auto\"`: this process's \
+         share of the cores it may use (its CPU affinity and cgroup quota, split among \
+         the node's torchrun ranks). Fewer prepare while the training loop takes batches \
+         slower than they could come.",
         threads
     ),
-    knob!(
+    setting!(
         "balance_ranks",
+        Bool,
         "true or false: the node's torchrun ranks share its prep threads by the work each \
          has (default: with threads=auto)",
+        "Whether a node's torchrun ranks share its prep threads by the work each has (CPU \
+         time per byte times the bytes their plans read next), through a table in \
+         `/dev/shm` only this user can open. Unset: on with `threads=\"auto\"`.",
         optional balance_ranks
     ),
-    knob!(
+    setting!(
         "fetch_threads",
+        Count,
         "the most reads in flight (they follow the latency up to this)",
+        "The most reads in flight. How many run follows the read latency (Little's law), \
+         from 2 on local storage to dozens on object storage.",
         fetch_threads
     ),
-    knob!(
+    setting!(
         "adaptive_reads",
+        Bool,
         "true or false: reads in flight follow the latency (false: always fetch_threads)",
+        "Whether reads in flight follow the observed latency; off, `fetch_threads` are \
+         always in flight (a static configuration, for comparison).",
         adaptive_reads
     ),
-    knob!(
+    setting!(
         "adaptive_prep",
+        Bool,
         "true or false: fewer prep threads work when the consumer needs fewer",
+        "Whether fewer prep threads work while the consumer needs fewer; off, all of them \
+         always do.",
         adaptive_prep
     ),
-    knob!(
+    setting!(
         "worker_nice",
+        Count,
         "0 to 19: how much lower the loader threads' CPU priority is than the consumer's \
          (a Linux nice increment)",
+        "How far below the training thread's the loader threads' CPU priority is (a Linux \
+         nice increment, 0 to 19), so that the thread launching the GPU's work is not \
+         queued behind a decoder.",
         worker_nice
     ),
-    knob!("prefetch", "batches prepared ahead", prefetch),
-    knob!(
+    setting!(
+        "prefetch",
+        Count,
+        "batches prepared ahead",
+        "Batches prepared ahead of the training loop.",
+        prefetch
+    ),
+    setting!(
         "overlap_epochs",
+        Bool,
         "true or false: start the next epoch while this one's last batches are consumed",
+        "Start reading and preparing the next epoch while this one's last batches are \
+         consumed, so that the loop does not wait at epoch boundaries (batch buffers then \
+         reach twice `prefetch`). The first epoch is started as the loader is made.",
         overlap_epochs
     ),
-    knob!("on_error", "error or skip", on_error),
-    Knob {
+    setting!(
+        "on_error",
+        Choice(&["error", "skip"]),
+        "error or skip",
+        "A bad sample raises `SampleError` (`\"error\"`), or is left out, its place filled \
+         by the next sample, and counted by cause (`\"skip\"`).",
+        on_error
+    ),
+    Setting {
         name: "quarantine",
+        kind: Path,
         takes: "a file listing skipped samples (with on_error=skip)",
+        doc: "With `on_error=\"skip\"`, a file to which every skipped sample is appended as \
+              a JSON line (`epoch`, `sample_id`, `location`, `cause`, `detail`).",
         set: |s, v| {
             s.quarantine = Some(PathBuf::from(v));
             Ok(())
@@ -497,76 +670,118 @@ const TABLE: [Knob; KNOB_COUNT] = [
                 .map(|p| p.to_string_lossy().into_owned())
         },
     },
-    knob!("cache", "cache size: 35%, 0.35 or 512MiB", cache.capacity),
-    knob!(
+    setting!(
+        "cache",
+        Size,
+        "cache size: 35%, 0.35 or 512MiB",
+        "Keep encoded samples in memory across epochs: `\"35%\"` or `0.35` of the dataset, \
+         `\"2GiB\"`, or a number of bytes.",
+        cache.capacity
+    ),
+    setting!(
         "cache_policy",
+        Choice(&["none", "minio", "lookahead", "frequency", "lru"]),
         "none, minio, lookahead, frequency or lru",
+        "`\"minio\"` never evicts (CoorDL); `\"lookahead\"` keeps the samples this rank \
+         reads soonest in the next epoch; `\"frequency\"` (NoPFS) keeps those it reads most \
+         often over `cache_epochs` epochs; `\"lru\"`.",
         cache.policy
     ),
-    knob!(
+    setting!(
         "cache_epochs",
+        Count,
         "the epochs the job runs (for the frequency cache policy)",
+        "The epochs the job runs, over which `cache_policy=\"frequency\"` counts reads.",
         cache.planned_epochs
     ),
-    knob!(
+    setting!(
         "cache_fill",
+        Choice(&["background", "before"]),
         "background or before: when the frequency cache reads its placement",
+        "When a `\"minio\"` or `\"frequency\"` cache is filled: as the epochs read \
+         (`\"background\"`), or before the first read (`\"before\"`).",
         cache.fill
     ),
-    Knob {
+    Setting {
         name: "readahead",
+        kind: Bytes,
         takes: "bytes fetched ahead at most: 64MiB",
+        doc: "The most bytes fetched ahead of prep.",
         set: |s, v| {
             s.readahead = parse_bytes(v)?;
             Ok(())
         },
         get: |s| Some(s.readahead.to_string()),
     },
-    Knob {
+    Setting {
         name: "memory",
+        kind: Bytes,
         takes: "bytes for batch buffers, read-ahead and cache together: 2GiB",
+        doc: "Bytes for batch buffers, read-ahead and cache together: the pipeline is paid \
+              first (read-ahead, then prefetch, shrunk to fit), decoded Parquet pages a \
+              quarter (`group_memory`), the cache the rest; `loader.memory_plan` says how.",
         set: |s, v| {
             s.memory = Some(parse_bytes(v)?);
             Ok(())
         },
         get: |s| s.memory.map(|m| m.to_string()),
     },
-    Knob {
+    Setting {
         name: "group_memory",
+        kind: Bytes,
         takes: "Parquet: bytes for decoded pages, which sets how many are open: 1GiB, or \
                 a quarter of memory",
+        doc: "Parquet: bytes for decoded pages (or row groups), which sets how many are \
+              open at once: 1 GiB, or a quarter of `memory`.",
         set: |s, v| {
             s.group_memory = Some(parse_bytes(v)?);
             Ok(())
         },
         get: |s| s.group_memory.map(|m| m.to_string()),
     },
-    knob!("read", "cached or cold (bypass the page cache)", read),
-    knob!(
+    setting!(
+        "read",
+        Choice(&["cached", "cold"]),
+        "cached or cold (bypass the page cache)",
+        "`\"cold\"` reads every sample around the page cache (O_DIRECT where the file \
+         system allows): storage measured as it is, for benchmarks.",
+        read
+    ),
+    setting!(
         "throttle",
+        Text,
         "emulated storage: MB/s[,latency ms[,reads at once]], e.g. 20 or 20,5 \
          (MB/s may be unlimited)",
+        "An emulated link in front of the storage: `\"MB/s[,latency ms[,reads at \
+         once]]\"`, e.g. `\"20,5\"` (MB/s may be `unlimited`), to measure a slower storage.",
         optional throttle
     ),
-    knob!(
+    setting!(
         "sample_column",
+        Text,
         "Parquet: the column of encoded samples (binary, or a struct with a bytes field)",
+        "Parquet: the column of encoded samples (binary, or the `{bytes, path}` struct \
+         `datasets` writes). Unset: the files' Hugging Face features say (the `Image` or \
+         `Audio` feature), else a column named `image` (`audio`).",
         optional columns.sample
     ),
-    knob!(
+    setting!(
         "label_column",
+        Text,
         "Parquet: the column of labels, auto (the ClassLabel feature or a column named \
          label) or none",
+        "Parquet: the column of labels, `\"auto\"` (the `ClassLabel` feature, else a \
+         column named `label`) or `\"none\"` (no labels).",
         columns.label
     ),
 ];
 
-/// How many knobs there are.
-const KNOB_COUNT: usize = 33;
+/// How many settings there are.
+const SETTING_COUNT: usize = 33;
 
-/// The knobs [`LoaderSettings::set`] knows, with what each takes.
-pub const KNOBS: [(&str, &str); KNOB_COUNT] = {
-    let mut knobs = [("", ""); KNOB_COUNT];
+/// The settings [`LoaderSettings::set`] knows, with what each takes.
+pub const KNOBS: [(&str, &str); SETTING_COUNT] = {
+    let mut knobs = [("", ""); SETTING_COUNT];
     let mut i = 0;
     while i < TABLE.len() {
         knobs[i] = (TABLE[i].name, TABLE[i].takes);

@@ -1,7 +1,7 @@
 use super::*;
 
 /// One text for each knob, none of them its default.
-const EVERY: [(&str, &str); KNOB_COUNT] = [
+const EVERY: [(&str, &str); SETTING_COUNT] = [
     ("pipeline", "val"),
     ("image_size", "96"),
     ("dtype", "uint8"),
@@ -145,4 +145,26 @@ fn links_read_back_exactly() {
         assert_eq!(link.to_string().parse::<Link>().unwrap(), link, "{text}");
     }
     assert_eq!("unlimited,5".parse::<Link>().unwrap().bandwidth, None);
+}
+
+#[test]
+fn every_declared_default_and_choice_reads() {
+    for setting in SETTINGS {
+        if let Some(default) = setting.default_text() {
+            let mut s = LoaderSettings::default();
+            s.set(setting.name, &default).unwrap();
+            assert_eq!(s, LoaderSettings::default(), "{}={default:?}", setting.name);
+        }
+        if let SettingKind::Choice(words) = setting.kind {
+            for word in words {
+                let mut s = LoaderSettings::default();
+                s.set(setting.name, word).unwrap();
+                assert_eq!(
+                    s.texts().len(),
+                    usize::from(Some(word.to_string()) != setting.default_text())
+                );
+            }
+        }
+        assert!(setting.doc.ends_with('.'), "{}: a sentence", setting.name);
+    }
 }
