@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _hf, _nostall, _translate
+from . import _hf, _loader, _nostall, _translate
 from ._errors import ConfigError, StepError
 
 if TYPE_CHECKING:
@@ -264,6 +264,17 @@ def time_model(
     return rate
 
 
+def _analyzed_source(source: Any) -> tuple[str, Any, Any]:
+    """The location analyze reads, the Dataset object whose ``__getitem__`` it runs, and
+    the columns of a ``datasets.Dataset`` read natively."""
+    if isinstance(source, (list, tuple)):
+        raise ConfigError("analyze measures one dataset: give one location (or Dataset)")
+    if not _loader.is_path(source) and hasattr(source, "__getitem__") and hasattr(source, "__len__"):
+        arrow = _hf.native_columns(source)
+        return type(source).__name__, source if arrow is None else None, arrow
+    return os.fsdecode(source), None, None
+
+
 def analyze(
     source: str | os.PathLike[str] | Any,
     *,
@@ -384,21 +395,38 @@ def analyze(
         raise TypeError(
             f"rates takes an AnalysisReport, its dict, or the path of its JSON file, not {rates!r}"
         )
+    location, dataset, arrow = _analyzed_source(source)
+    if fields is not None and time_hook is not None:
+        raise ConfigError("analyze times a training step on synthetic images: with fields=, give the model as "
+                          "model_rate or step_ms")
+    if dataset is not None:
+        refused = [(pipeline is not None, "pipeline= (its transform is its own)"),
+                   (image_size is not None, "image_size="), (fields is not None, "fields="),
+                   (model is not None, "model= (timed on batches of images; give model_rate or step_ms)")]
+        for given, what in refused:
+            if given:
+                raise ConfigError(f"analyze of a Dataset object with {what} is not supported")
+    if cache_policy == "partitioned":
+        raise ConfigError('analyze measures one node: give the node\'s cache with cache_policy "minio", and '
+                          "node_cache to predict a cache partitioned over more nodes")
+    settings: dict[str, Any] = {
+        "batch_size": batch_size, "dtype": dtype, "layout": layout, "seed": seed, "threads": threads,
+        "fetch_threads": fetch_threads, "on_error": on_error,
+        # One node reading the whole dataset; the node sweep predicts for more.
+        "rank": 0, "world_size": 1,
+    }
+    if image_size is not None:
+        settings["image_size"] = image_size
+    if cache is not None:
+        settings.update(cache=cache, cache_policy=cache_policy)
     report_json, text, page = _nostall._analyze(
-        source,
+        location,
+        dataset=dataset,
+        settings=_loader.texts(settings),
+        pipeline=None if pipeline is None else _translate.resolve(pipeline, None)[0],
         model_rate=model_rate,
         step_ms=step_ms,
         time_model=time_hook,
-        batch_size=batch_size,
-        pipeline=None if pipeline is None else _translate.resolve(pipeline, None)[0],
-        image_size=image_size,
-        dtype=dtype,
-        layout=layout,
-        threads=threads,
-        fetch_threads=fetch_threads,
-        cache=cache,
-        cache_policy=cache_policy,
-        on_error=on_error,
         budget=budget,
         run_seconds=run_seconds,
         run_epochs=run_epochs,
@@ -407,12 +435,11 @@ def analyze(
         throttle_mbps=throttle_mbps,
         latency_ms=latency_ms,
         rates=rates_json,
-        node_cache=node_cache,
+        node_cache=None if node_cache is None else _loader.texts({"cache": node_cache})[0][1],
         network_gbps=network_gbps,
-        seed=seed,
         progress=progress,
         fields=fields,
-        arrow=_hf.native_columns(source),
+        arrow=arrow,
     )
     if json is not None:
         Path(json).write_text(report_json, encoding="utf-8")

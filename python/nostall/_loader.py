@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -29,7 +29,7 @@ from ._nostall import Loader as _Engine
 from ._nostall import _loader_settings
 
 
-__all__ = ["Loader"]
+__all__ = ["Loader", "is_path", "texts"]
 
 
 class Setting(NamedTuple):
@@ -241,14 +241,15 @@ class Spec:
     metrics_addr: str | None = None
 
 
-def _is_path(obj: Any) -> bool:
+def is_path(obj: Any) -> bool:
+    """Whether ``obj`` is a location (a ``str``, ``bytes`` or path), not a Dataset."""
     return isinstance(obj, (str, bytes)) or hasattr(obj, "__fspath__")
 
 
 def _source(spec: Spec, source: Any, weights: Sequence[float] | None) -> None:
     """Sets where ``spec`` reads: one location, a mixture of several, or a Dataset object."""
     if isinstance(source, (list, tuple)):
-        if not all(_is_path(s) for s in source):
+        if not all(is_path(s) for s in source):
             raise TypeError("source: a list holds the datasets' locations (str or path)")
         many = [os.fsdecode(s) for s in source]
         if not many:
@@ -258,7 +259,7 @@ def _source(spec: Spec, source: Any, weights: Sequence[float] | None) -> None:
         given = [None] * len(many) if weights is None else [float(w) for w in weights]
         spec.location = " + ".join(many)
         spec.mixture = list(zip(many, given))
-    elif not _is_path(source) and hasattr(source, "__getitem__") and hasattr(source, "__len__"):
+    elif not is_path(source) and hasattr(source, "__getitem__") and hasattr(source, "__len__"):
         if weights is not None:
             raise ConfigError("weights= mixes several datasets' locations, not Dataset objects")
         spec.location = type(source).__name__
@@ -352,8 +353,13 @@ def _resolve(source: Any, given: dict[str, Any]) -> Spec:
         if dtype is not None:
             given["dtype"] = dtype
     spec.torch_ops = spec.output != "numpy" and _has_torch()
-    spec.settings = [(name, _text(name, _ENGINE_KINDS[name], value)) for name, value in given.items()]
+    spec.settings = texts(given)
     return spec
+
+
+def texts(given: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The engine's settings ``given`` in their text forms, each converted by its kind."""
+    return [(name, _text(name, _ENGINE_KINDS[name], value)) for name, value in given.items()]
 
 
 def _cache(spec: Spec, given: dict[str, Any]) -> None:

@@ -10,7 +10,10 @@ from typing import Any, Literal
 from ._nostall import Field, Mixup
 from ._nostall import Loader as _Engine
 
-__all__ = ["Loader"]
+__all__ = ["Loader", "is_path", "texts"]
+
+def is_path(obj: Any) -> bool: ...
+def texts(given: Mapping[str, Any]) -> list[tuple[str, str]]: ...
 
 class Loader(_Engine):
     """A data loader: iterate over it for the batches of one epoch (``help(nostall.Loader)``

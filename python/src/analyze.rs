@@ -2,9 +2,10 @@
 //! `nostall.analyze` (python/nostall/_analyze.py), which documents the arguments, gives
 //! their defaults, times the user's training step and wraps the report.
 //!
-//! The loader configuration is built from the arguments exactly as `Loader` builds it
-//! ([`ConfigArgs`]), on one rank reading the whole dataset; the analysis runs with the
-//! GIL released, which is taken again only to call `progress` and to time the model.
+//! The loader's settings come as `Loader`'s do, in their text forms from the front
+//! ([`spec::settings_from`]), for one rank reading the whole dataset; the analysis runs
+//! with the GIL released, which is taken again only to call `progress` and to time the
+//! model.
 
 use std::time::Duration;
 
@@ -13,17 +14,12 @@ use nostall::storage::{Link, ReadMode};
 use nostall_analyze::{self as analyze, ModelRate, Options, Report, RunLength, Subject};
 use pyo3::prelude::*;
 
-use nostall::pipeline::Threads;
-use nostall::prep::image::Layout;
-use nostall::prep::DType;
-use nostall::ErrorPolicy;
+use nostall::pipeline::LoaderBuilder;
 
-use crate::convert::{
-    CacheChoice, CacheSize, ConfigArgs, PipelineArg, SourceArg, Text, ThreadsArg,
-};
 use crate::errors::{config_error, raise};
 use crate::fields::FieldsArg;
-use crate::{arrow, user};
+use crate::python_ops::PythonOps;
+use crate::{arrow, spec, user};
 
 /// [`analyze::positive`], raised as Python's `ConfigError`.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
@@ -66,28 +62,20 @@ fn model_from_args(
 /// called with each line of progress.
 #[pyfunction(name = "_analyze")]
 #[pyo3(signature = (
-    source, *, model_rate, step_ms, time_model, batch_size, pipeline, image_size, dtype,
-    layout, threads, fetch_threads, cache, cache_policy, on_error, budget, run_seconds,
-    run_epochs, max_threads, warm, throttle_mbps, latency_ms, rates, node_cache,
-    network_gbps, seed, progress, fields=None, arrow=None
+    location, *, dataset, settings, pipeline, model_rate, step_ms, time_model, budget,
+    run_seconds, run_epochs, max_threads, warm, throttle_mbps, latency_ms, rates,
+    node_cache, network_gbps, progress, fields=None, arrow=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     py: Python<'_>,
-    source: SourceArg,
+    location: String,
+    dataset: Option<Py<PyAny>>,
+    settings: Vec<(String, String)>,
+    pipeline: Option<Bound<'_, PyAny>>,
     model_rate: Option<f64>,
     step_ms: Option<f64>,
     time_model: Option<Bound<'_, PyAny>>,
-    batch_size: usize,
-    pipeline: Option<PipelineArg>,
-    image_size: Option<u32>,
-    dtype: Text<DType>,
-    layout: Text<Layout>,
-    threads: usize,
-    fetch_threads: usize,
-    cache: Option<CacheSize>,
-    cache_policy: CacheChoice,
-    on_error: Text<ErrorPolicy>,
     budget: f64,
     run_seconds: f64,
     run_epochs: u64,
@@ -96,90 +84,25 @@ pub(crate) fn run(
     throttle_mbps: Option<f64>,
     latency_ms: Option<f64>,
     rates: Option<String>,
-    node_cache: Option<Bound<'_, PyAny>>,
+    node_cache: Option<String>,
     network_gbps: f64,
-    seed: u64,
     progress: Option<Py<PyAny>>,
     fields: Option<FieldsArg>,
     arrow: Option<Py<PyAny>>,
 ) -> PyResult<(String, String, String)> {
-    if fields.is_some() && time_model.is_some() {
-        return Err(config_error(
-            py,
-            "analyze times a training step on synthetic images: with fields=, give the \
-             model as model_rate or step_ms"
-                .into(),
-        ));
-    }
     // Every argument is checked before the dataset is opened or anything measured.
-    let args = ConfigArgs {
-        batch_size: Some(batch_size),
-        pipeline,
-        image_size,
-        dtype: Some(dtype),
-        layout: Some(layout),
-        seed: Some(seed),
-        threads: Some(ThreadsArg(Threads::Count(threads))),
-        fetch_threads: Some(fetch_threads),
-        cache,
-        cache_policy: Some(cache_policy),
-        on_error: Some(on_error),
-        // One node reading the whole dataset; the node sweep predicts for more.
-        rank: Some(0),
-        world_size: Some(1),
-        ..ConfigArgs::default()
-    };
-    if args.partitioned() {
-        return Err(config_error(
-            py,
-            "analyze measures one node: give the node's cache with cache_policy \"minio\", \
-             and node_cache to predict a cache partitioned over more nodes"
-                .into(),
-        ));
-    }
+    // Its `ops.Python` run in the threads, on torch tensors where torch is installed.
+    let python = PythonOps::new(py.import("torch").is_ok());
+    let settings = spec::settings_from(py, &settings, pipeline.as_ref(), &python)?;
+    let (batch_size, seed) = (settings.plan.batch_size, settings.plan.seed);
     let max_threads = max_threads.unwrap_or_else(nostall::pipeline::usable_cores);
-    let (location, object) = match source {
-        SourceArg::One(location) => (location, None),
-        SourceArg::Many => {
-            return Err(config_error(
-                py,
-                "analyze measures one dataset: give one location (or Dataset)".into(),
-            ))
-        }
-        SourceArg::Dataset(object) => {
-            let name = object.bind(py).get_type().name()?.to_string();
-            (name, Some(object))
-        }
-    };
+    let mut builder = LoaderBuilder::with_settings(location.clone(), settings);
+    builder.config().map_err(|e| raise(py, e))?;
     let held = arrow
         .map(|columns| arrow::held_dataset(py, columns.bind(py)))
         .transpose()?;
-    // A Dataset object's own samples: its __getitem__ in worker processes (as many as the
-    // threads P(n) is measured for), or threads on a free-threaded interpreter.
-    let user_code = object.filter(|_| held.is_none());
-    if user_code.is_some() {
-        let refused = [
-            (
-                args.pipeline.is_some(),
-                "pipeline= (its transform is its own)",
-            ),
-            (args.image_size.is_some(), "image_size="),
-            (fields.is_some(), "fields="),
-            (
-                time_model.is_some(),
-                "model= (timed on batches of images; give model_rate or step_ms)",
-            ),
-        ];
-        if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
-            return Err(config_error(
-                py,
-                format!("analyze of a Dataset object with {what} is not supported"),
-            ));
-        }
-    }
-    let (mut builder, _) = args.builder(py, location.clone())?;
     let mut user = None;
-    if let Some(object) = &user_code {
+    if let Some(object) = &dataset {
         let args = user::UserArgs {
             mode: user::Mode::Auto,
             workers: max_threads,
@@ -221,20 +144,18 @@ pub(crate) fn run(
         concurrency: None,
     };
     let link = (link.bandwidth.is_some() || !link.latency.is_zero()).then_some(link);
-    let node_cache = match node_cache {
-        None => None,
-        Some(share) => match share.extract::<CacheSize>()?.0 {
-            Capacity::Fraction(f) => Some(f),
-            Capacity::Bytes(_) => {
-                return Err(config_error(
-                    py,
-                    format!(
-                        "node_cache={}: give a share of the dataset (\"25%\" or 0.25), not bytes",
-                        share.repr()?
-                    ),
-                ))
-            }
-        },
+    let node_cache = match node_cache.as_deref().map(str::parse).transpose() {
+        Ok(None) => None,
+        Ok(Some(Capacity::Fraction(share))) => Some(share),
+        Ok(Some(Capacity::Bytes(_))) | Err(_) => {
+            return Err(config_error(
+                py,
+                format!(
+                    "node_cache={:?}: give a share of the dataset (\"25%\" or 0.25), not bytes",
+                    node_cache.unwrap_or_default()
+                ),
+            ))
+        }
     };
     let network_bytes_per_s = positive(py, "network_gbps", network_gbps, false)? * 1e9 / 8.0;
     let rates = rates

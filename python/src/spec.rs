@@ -8,6 +8,8 @@
 //! the command line and the node agent. What has no text form (operators with the
 //! user's functions, the user's objects) comes as objects.
 
+use std::sync::Arc;
+
 use nostall::cache::Capacity;
 use nostall::env::Distributed;
 use nostall::pipeline::{LoaderBuilder, LoaderSettings};
@@ -78,21 +80,11 @@ impl Spec {
     pub(crate) fn builder(
         &self,
         py: Python<'_>,
-        python: &std::sync::Arc<PythonOps>,
+        python: &Arc<PythonOps>,
     ) -> PyResult<(LoaderBuilder, Distributed)> {
-        let mut settings = LoaderSettings::default();
         let given = |name: &str| self.settings.iter().any(|(n, _)| n == name);
-        for (name, text) in &self.settings {
-            settings.set(name, text).map_err(|e| raise(py, e))?;
-        }
-        let pipeline = self
-            .pipeline
-            .as_ref()
-            .map(|p| PipelineArg::with_python(p.bind(py), python))
-            .transpose()?;
-        if let Some(PipelineArg(pipeline)) = pipeline {
-            settings.pipeline = pipeline;
-        }
+        let pipeline = self.pipeline.as_ref().map(|p| p.bind(py));
+        let mut settings = settings_from(py, &self.settings, pipeline, python)?;
         let rank = given("rank").then_some(settings.plan.rank);
         let world = given("world_size").then_some(settings.plan.world);
         let dist = Distributed::resolve(rank, world).map_err(|e| raise(py, e))?;
@@ -112,6 +104,24 @@ impl Spec {
             .map(|size| size.parse().map_err(|e: nostall::Error| raise(py, e)))
             .transpose()
     }
+}
+
+/// The settings `texts` give over the defaults, with `pipeline=` (its `ops.Python`
+/// joining `python`).
+pub(crate) fn settings_from(
+    py: Python<'_>,
+    texts: &[(String, String)],
+    pipeline: Option<&Bound<'_, PyAny>>,
+    python: &Arc<PythonOps>,
+) -> PyResult<LoaderSettings> {
+    let mut settings = LoaderSettings::default();
+    for (name, text) in texts {
+        settings.set(name, text).map_err(|e| raise(py, e))?;
+    }
+    if let Some(pipeline) = pipeline {
+        settings.pipeline = PipelineArg::with_python(pipeline, python)?.0;
+    }
+    Ok(settings)
 }
 
 /// One engine setting's declaration as the front reads it: name, kind (`count`, `bool`,
