@@ -13,6 +13,12 @@
 
 use crate::error::{Error, Result};
 
+/// The cores this process may run on: its CPU affinity mask and, under a cgroup CPU quota,
+/// the quota (Rust's `available_parallelism` reads both on Linux); 1 if unknown.
+pub fn usable_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
 /// The ranks this node runs, as torchrun says (`LOCAL_WORLD_SIZE`); 1 when not given or
 /// unreadable. The ranks of a node share its cores.
 pub fn local_ranks() -> usize {
@@ -24,7 +30,7 @@ pub fn local_ranks() -> usize {
 }
 
 /// This process's place among the local ranks of a torchrun job, when the node runs
-/// several: what the scheduler's node table (`sched/node.rs`) balances threads across.
+/// several: what the scheduler's node table (`sched/balance`) balances threads across.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalRanks {
     /// A name for the job on this node, the same in each of its ranks and different from

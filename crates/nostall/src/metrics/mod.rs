@@ -217,7 +217,7 @@ pub struct EpochStats {
     pub fetch: StageStats,
     /// The prep stage; its threads are the workers the pool last gave the prep role.
     pub prep: StageStats,
-    /// Why that many workers prepare (the scheduler's prep role, `sched/roles.rs`).
+    /// Why that many workers prepare (the scheduler's prep role, `sched/roles`).
     pub prep_reason: PrepReason,
     /// Time prep threads waited for fetched bytes (summed over threads): how much the
     /// fetch stage held prep back.

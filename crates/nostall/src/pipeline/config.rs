@@ -85,7 +85,7 @@ pub struct LoaderConfig {
     /// comparison).
     pub adaptive_reads: bool,
     /// Whether fewer than `prep_threads` workers prepare when the consumer's rate needs
-    /// fewer (the rate model, once a batch: `sched/roles.rs`), leaving the cores
+    /// fewer (the rate model, once a batch: `sched/roles`), leaving the cores
     /// to a training step that is itself CPU; off, `prep_threads` always prepare (a
     /// static configuration, for comparison).
     pub adaptive_prep: bool,
@@ -131,7 +131,7 @@ pub struct LoaderConfig {
     pub group_memory: Option<u64>,
     /// When this process is one of several local ranks of a torchrun job: share the
     /// node's prep threads among them in proportion to the work each has per iteration
-    /// (the scheduler's node table, `sched/node.rs`), rather than each keeping `prep_threads`.
+    /// (the scheduler's node table, `sched/balance`), rather than each keeping `prep_threads`.
     pub balance_ranks: bool,
     /// Under [`balance_ranks`](Self::balance_ranks), the ranks this loader balances
     /// with; `None`: the launcher's ([`LocalRanks::from_env`]). A process that loads for

@@ -25,14 +25,14 @@ use crate::prep::{Deferred, Prepared};
 use crate::sched::roles::{Observed, PrepRole};
 use crate::storage::{Source, SourceStats, Tier};
 
-use super::balance::{demand, fetch_cpu_per_read, Balance};
 use super::buffer::Pool;
 use super::order::{Guard, Order};
 use super::quarantine::Quarantine;
-use super::readahead::{CarriedReads, ReadAhead};
-use super::roles::{Role, Roles};
 use super::workers::{spawn, staff, work};
 use super::{Batch, ErrorPolicy, LoaderConfig};
+use crate::sched::balance::share::{demand, fetch_cpu_per_read, Balance};
+use crate::sched::reads::readahead::{CarriedReads, ReadAhead};
+use crate::sched::roles::table::{Role, Roles};
 
 /// What starting an epoch takes from its loader: all shared, so that an epoch can start
 /// the next one.

@@ -15,14 +15,14 @@ use crate::plan::{batches_for, samples_per_rank, Blocks, EpochPlan, PlanConfig, 
 use crate::sched::roles::PrepRole;
 use crate::storage::Source;
 
-use super::balance::Balance;
 use super::budget::{fit, MemoryPlan};
 use super::buffer::Pool;
 use super::epoch::{halt_runs, Parts, Running, Runs, Upcoming};
 use super::quarantine::Quarantine;
-use super::readahead::CarriedReads;
 use super::warm::Warmer;
 use super::{Checkpoint, Epoch, LoaderConfig, RunIdentity};
+use crate::sched::balance::share::Balance;
+use crate::sched::reads::readahead::CarriedReads;
 
 /// An image loader over one dataset: makes an iterator of batches per epoch.
 pub struct Loader {
@@ -124,7 +124,7 @@ impl Loader {
             .transpose()?;
         let source = Arc::new(Cached::new(source, config.cache.policy, capacity));
         let warmer = Warmer::start(&config, &catalog, source.clone());
-        let balance = Balance::open(&config).map(Arc::new);
+        let balance = Balance::open(config.balance_ranks, config.local_ranks).map(Arc::new);
         let prep_role = prep_role(&config, balance.as_deref());
         let (arena, page_lock) = (config.arena, config.page_lock.clone());
         Ok(Loader {

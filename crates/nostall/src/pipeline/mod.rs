@@ -9,23 +9,23 @@
 //!                window of batch buffers (prefetch depth) ◀── consumer ◀────┘
 //! ```
 //!
-//! One module per job: [`settings`](LoaderSettings) (every knob, typed, and its text
-//! form), [`builder`](LoaderBuilder) (assembly), [`config`](LoaderConfig) (what a loader
-//! runs with, and its validation), `loader` (a dataset, its
-//! cache and buffers), `readahead` (bytes fetched ahead of prep, bounded by an adaptive
-//! window, and the bound on reads in flight), `order` (claims, tentative positions and
-//! finalising: the protocol that keeps output in plan order without copying), `roles`
-//! (which role each worker takes), `workers` (the workers' fetch and prep work), `epoch`
-//! (the consumer's side, which revises the prep role once a batch), `balance` (a rank's
-//! share of its node), `batch` and `buffer` (pooled, aligned batch memory). What a sample
-//! becomes is not the pipeline's business: prep runs the loader's
-//! [`Pipeline`](crate::Pipeline) through its [`Prep`](crate::prep::Prep).
+//! One module per job: [`settings`](LoaderSettings) (every setting declared, typed, and
+//! its text form), [`builder`](LoaderBuilder) (assembly), [`config`](LoaderConfig) (what
+//! a loader runs with, and its validation), `loader` (a dataset, its cache and buffers),
+//! `order` (claims, tentative positions and finalising: the protocol that keeps output in
+//! plan order without copying), `workers` (the workers' fetch and prep work), `epoch`
+//! (the consumer's side, which revises the prep role once a batch), `batch` and `buffer`
+//! (pooled, aligned batch memory). What the workers decide (the reads in flight and the
+//! read-ahead window, the role each takes, a rank's share of its node) is the scheduler's,
+//! each decision with its mechanism ([`crate::sched`]). What a sample becomes is not the
+//! pipeline's business: prep runs the loader's [`Pipeline`](crate::Pipeline) through its
+//! [`Prep`](crate::prep::Prep).
 //!
 //! **Roles.** The fetch role wants as many workers as the bound on reads in flight asks
 //! (Little's law: one per read for a source that reads one at a time, one per
 //! [`Source::reads_at_once`](crate::storage::Source::reads_at_once) for one that keeps
 //! several in flight); the prep role as many as the consumer's rate needs
-//! (`sched/roles.rs`), within the cores this process may use and a rank's share of
+//! (`sched/roles`), within the cores this process may use and a rank's share of
 //! its node. A worker moves between roles as these change, between two pieces of work; a
 //! worker is started only when the roles want more than there are.
 //!
@@ -37,7 +37,6 @@
 //! **Randomness** of each sample's preparation comes from (seed, epoch, sample id), so it
 //! does not matter which worker prepares it.
 
-mod balance;
 mod batch;
 mod budget;
 mod buffer;
@@ -49,14 +48,13 @@ mod epoch;
 mod loader;
 mod order;
 mod quarantine;
-mod readahead;
-mod roles;
 mod settings;
 #[cfg(test)]
 mod tests;
 mod warm;
 mod workers;
 
+pub use crate::env::usable_cores;
 pub use batch::Batch;
 pub use budget::MemoryPlan;
 pub use buffer::{Arena, PageLock, SharedMemory};
@@ -67,6 +65,6 @@ pub use device_queue::{DeviceQueue, ToDecode};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;
 pub use settings::{
-    auto_threads, parse_bytes, usable_cores, LoaderSettings, PipelineSetting, Setting, SettingKind,
-    Threads, DEFAULT_IMAGE_SIZE, KNOBS, SETTINGS,
+    auto_threads, parse_bytes, LoaderSettings, PipelineSetting, Setting, SettingKind, Threads,
+    DEFAULT_IMAGE_SIZE, KNOBS, SETTINGS,
 };

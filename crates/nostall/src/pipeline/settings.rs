@@ -233,16 +233,10 @@ impl std::str::FromStr for Threads {
     }
 }
 
-/// The cores this process may run on: its CPU affinity mask and, under a cgroup CPU quota,
-/// the quota (Rust's `available_parallelism` reads both on Linux); 1 if unknown.
-pub fn usable_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-}
-
 /// Prep threads for `threads="auto"`: this process's share of the cores it may use, the
 /// node's local ranks (torchrun's `LOCAL_WORLD_SIZE`) splitting them evenly; at least 1.
 pub fn auto_threads() -> usize {
-    (usable_cores() / crate::env::local_ranks()).max(1)
+    (crate::env::usable_cores() / crate::env::local_ranks()).max(1)
 }
 
 impl LoaderSettings {

@@ -690,9 +690,9 @@ fn the_lookahead_cache_hits_as_the_simulator_predicts() {
 
 #[test]
 fn a_share_of_the_nodes_threads_that_changes_mid_epoch_keeps_every_sample_in_place() {
-    use super::balance::Balance;
     use crate::env::LocalRanks;
-    use crate::sched::node::NodeTable;
+    use crate::sched::balance::share::Balance;
+    use crate::sched::balance::NodeTable;
 
     let dir = tempfile::tempdir().unwrap();
     let table = |local_rank| {

@@ -1,5 +1,5 @@
 //! The loader's workers: one pool, each worker fetching or preparing as the role table
-//! ([`super::roles`]) says, between two pieces of work. Fetching reads bytes into the
+//! ([`crate::sched::roles::table`]) says, between two pieces of work. Fetching reads bytes into the
 //! read-ahead; preparing claims samples in order and prepares them into their slots. A
 //! panic inside one sample costs that sample; one outside any sample stops the epoch
 //! with an error, never a hang.
@@ -14,14 +14,14 @@ use crate::error::Cause;
 use crate::prep::{Prepared, Preparer};
 use crate::rng::{derive, Rng};
 use crate::sample::SampleId;
-use crate::sched::node::thread_cpu_time;
+use crate::sched::balance::thread_cpu_time;
 use crate::storage::{Source, Tier};
 
 use super::device_queue::ToDecode;
 use super::epoch::Shared;
 use super::order::Claim;
-use super::readahead::Reservation;
-use super::roles::Role;
+use crate::sched::reads::readahead::Reservation;
+use crate::sched::roles::table::Role;
 
 /// What a repeat's generator key has besides the seed, epoch and sample (see
 /// [`EpochPlan::repeats`](crate::plan::EpochPlan::repeats)).

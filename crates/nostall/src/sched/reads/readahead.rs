@@ -4,7 +4,7 @@
 //! What they hold (in flight or parked) is bounded in bytes by a window that adapts to
 //! what is observed: by Little's law, keeping prep fed at `R` bytes/s through reads that
 //! take `L` seconds needs about `R·L` bytes under way, so the window follows twice that,
-//! between a floor and the configured [`LoaderConfig::readahead`](super::LoaderConfig).
+//! between a floor and the configured [`LoaderConfig::readahead`](crate::pipeline::LoaderConfig).
 //! Slow storage thus gets a deep window, a cache or a local disk a shallow one. The floor
 //! is a batch of samples (at least two per prep thread): cache hits arrive at once, so
 //! with a cache in front of slow storage a run of hits fills a shallow window, and the
@@ -17,7 +17,7 @@
 //! not once per sample: every wake-up takes a core from a prep thread.
 //!
 //! **Reads in flight** follow Little's law and the read times by tier: how many, and
-//! when the bound moves, is the scheduler's ([`crate::sched::reads`]); this module
+//! when the bound moves, is the scheduler's ([`super`]); this module
 //! keeps the bound it gives and the reads under it.
 //!
 //! **The opening batch.** A loader with nothing carried over starts at two reads in
@@ -34,21 +34,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::{
+    reads_in_flight, ReadTimes, Trial, MIN_IN_FLIGHT, REVISION_INTERVAL, SLOW_REVISION_INTERVAL,
+    SLOW_REVISION_SAMPLES,
+};
 use crate::catalog::{Catalog, SampleId};
 use crate::clock::Clock;
 use crate::error::Cause;
 use crate::metrics::{ReadaheadStats, TierReads};
-use crate::sched::reads::{
-    reads_in_flight, ReadTimes, Trial, MIN_IN_FLIGHT, REVISION_INTERVAL, SLOW_REVISION_INTERVAL,
-    SLOW_REVISION_SAMPLES,
-};
 use crate::storage::Tier;
 
 /// A fetched sample's bytes, or why they could not be read.
-pub(super) type Fetched = std::result::Result<Vec<u8>, Cause>;
+pub(crate) type Fetched = std::result::Result<Vec<u8>, Cause>;
 
 /// The bytes under way between the fetch threads and prep, and the window bounding them.
-pub(super) struct ReadAhead {
+pub(crate) struct ReadAhead {
     state: Mutex<Ahead>,
     /// Signalled when bytes are parked.
     parked: Condvar,
@@ -75,18 +75,18 @@ pub(super) struct ReadAhead {
 }
 
 /// Where a sample's read would be served from now ([`crate::storage::Source::tier`]).
-pub(super) type TierOf = Box<dyn Fn(SampleId) -> Tier + Send + Sync>;
+pub(crate) type TierOf = Box<dyn Fn(SampleId) -> Tier + Send + Sync>;
 
 /// A read a fetch thread may start.
-pub(super) struct Reservation {
+pub(crate) struct Reservation {
     /// The sample's stream index.
-    pub(super) index: usize,
+    pub(crate) index: usize,
     /// The bytes reserved for it in the window.
-    pub(super) reserved: u64,
+    pub(crate) reserved: u64,
     /// A buffer to read into.
-    pub(super) buffer: Vec<u8>,
+    pub(crate) buffer: Vec<u8>,
     /// Where the read would be served from when it was reserved.
-    pub(super) tier: Tier,
+    pub(crate) tier: Tier,
 }
 
 struct Ahead {
@@ -135,7 +135,7 @@ impl ReadAhead {
     /// reads at once (`in_flight` to begin with: what the previous epoch ended with), the
     /// bound revised every `revise_every` samples taken and [`REVISION_INTERVAL`] at the
     /// least (never, if 0: `max_in_flight` then runs at once throughout).
-    pub(super) fn new(
+    pub(crate) fn new(
         stream: Arc<[SampleId]>,
         catalog: Arc<Catalog>,
         start: usize,
@@ -191,7 +191,7 @@ impl ReadAhead {
 
     /// The same read-ahead, timing its revisions by `clock` (a test's).
     #[cfg(test)]
-    pub(super) fn with_clock(mut self, clock: Clock) -> ReadAhead {
+    pub(crate) fn with_clock(mut self, clock: Clock) -> ReadAhead {
         self.started = clock.now();
         self.lock().revised_at = clock.now();
         self.clock = clock;
@@ -200,7 +200,7 @@ impl ReadAhead {
 
     /// The same read-ahead, told where each sample's read would be served from (without
     /// this, every read is taken as storage's).
-    pub(super) fn with_tiers(mut self, tier_of: TierOf) -> ReadAhead {
+    pub(crate) fn with_tiers(mut self, tier_of: TierOf) -> ReadAhead {
         self.tier_of = tier_of;
         self
     }
@@ -210,7 +210,7 @@ impl ReadAhead {
     /// once to the tiers of this epoch's first reads: a bound set for misses does not
     /// start a run of hits with as many reads in flight, nor one for hits a run of misses
     /// with two.
-    pub(super) fn carrying(self, carried: Option<CarriedReads>) -> ReadAhead {
+    pub(crate) fn carrying(self, carried: Option<CarriedReads>) -> ReadAhead {
         let Some(carried) = carried else {
             return self;
         };
@@ -228,7 +228,7 @@ impl ReadAhead {
 
     /// What the next epoch carries from this one: its read times, and the read time its
     /// bound followed.
-    pub(super) fn carried(&self) -> CarriedReads {
+    pub(crate) fn carried(&self) -> CarriedReads {
         let ahead = self.lock();
         CarriedReads {
             times: ahead.times,
@@ -246,7 +246,7 @@ impl ReadAhead {
     }
 
     /// Wakes every waiting thread and makes every later call return `None`.
-    pub(super) fn halt(&self) {
+    pub(crate) fn halt(&self) {
         self.stop.store(true, Ordering::Release);
         // Take the lock so that no thread misses the wake-up between its check and wait.
         drop(self.lock());
@@ -257,7 +257,7 @@ impl ReadAhead {
     /// Reserves the next sample of the stream for a fetch thread, waiting while the
     /// window or the bound on reads in flight is full. `None` once the stream is exhausted
     /// or the epoch stopped.
-    pub(super) fn next(&self) -> Option<Reservation> {
+    pub(crate) fn next(&self) -> Option<Reservation> {
         let mut ahead = self.lock();
         loop {
             if self.stopped() || ahead.next == self.stream.len() {
@@ -273,7 +273,7 @@ impl ReadAhead {
     }
 
     /// Like [`ReadAhead::next`], without waiting: `None` also while there is no room.
-    pub(super) fn try_next(&self) -> Option<Reservation> {
+    pub(crate) fn try_next(&self) -> Option<Reservation> {
         if self.stopped() {
             return None;
         }
@@ -334,7 +334,7 @@ impl ReadAhead {
 
     /// Parks a fetched sample for prep, correcting the reservation to its real size; its
     /// read, from `tier`, took `took`.
-    pub(super) fn park(
+    pub(crate) fn park(
         &self,
         (index, reserved, tier): (usize, u64, Tier),
         took: Duration,
@@ -375,7 +375,7 @@ impl ReadAhead {
     /// Takes sample `index`'s bytes once they are parked, with the time its read took,
     /// and adapts the window to the pace at which prep takes bytes. `None` if the epoch
     /// stopped.
-    pub(super) fn take(&self, index: usize) -> Option<(Fetched, Duration)> {
+    pub(crate) fn take(&self, index: usize) -> Option<(Fetched, Duration)> {
         let mut ahead = self.lock();
         let before = Instant::now();
         let (bytes, took) = loop {
@@ -452,12 +452,12 @@ impl ReadAhead {
     }
 
     /// The reads that may be in flight now (the bound, or the opening batch's).
-    pub(super) fn reads_allowed(&self) -> usize {
+    pub(crate) fn reads_allowed(&self) -> usize {
         self.bound(&self.lock())
     }
 
     /// Returns an emptied byte buffer to the fetch threads.
-    pub(super) fn recycle(&self, mut bytes: Vec<u8>) {
+    pub(crate) fn recycle(&self, mut bytes: Vec<u8>) {
         let mut ahead = self.lock();
         if ahead.spare.len() < self.spare_limit {
             bytes.clear();
@@ -466,7 +466,7 @@ impl ReadAhead {
     }
 
     /// Time prep waited for bytes, and the window's figures.
-    pub(super) fn stats(&self) -> (Duration, ReadaheadStats) {
+    pub(crate) fn stats(&self) -> (Duration, ReadaheadStats) {
         let ahead = self.lock();
         let (read_time, upcoming) = ahead.followed.unwrap_or((ahead.times.all(), [0; 3]));
         let by_tier = Tier::ALL.map(|tier| TierReads {
@@ -487,7 +487,7 @@ impl ReadAhead {
 
 /// What an epoch's read-ahead carries to the next one's ([`ReadAhead::carrying`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct CarriedReads {
+pub(crate) struct CarriedReads {
     times: ReadTimes,
     /// The read time (seconds) the bound followed.
     followed: f64,

@@ -25,8 +25,10 @@
 //! timed counts nothing for memory and the time over every read for the others.
 //!
 //!
-//! The read-ahead (`pipeline/readahead.rs`) keeps the bound these decisions give and the
+//! The read-ahead (`readahead`) keeps the bound these decisions give and the
 //! reads under it.
+
+pub(crate) mod readahead;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! decided once a batch from online estimates.
 //!
 //! The loader's workers are one pool, each taking the fetch or the prep role as the pool
-//! needs (`pipeline::roles`). The fetch role follows Little's law (the read-ahead's bound
+//! needs (its `table`). The fetch role follows Little's law (the read-ahead's bound
 //! on reads in flight, on as few workers as the source allows); the prep role follows the
 //! consumer, decided here. The rate model is the one `nostall analyze` validates
 //! ([`Rates::threads_needed`]): fed a worker's measured CPU seconds per sample and the
@@ -17,6 +17,8 @@
 //! model asked for fewer at [`LOWER_AFTER`] revisions in a row with the consumer not
 //! waiting; after a stall, not before [`HOLD_AFTER_STALL`] revisions. So noise in the
 //! measured rates does not make the count oscillate.
+
+pub(crate) mod table;
 
 use super::model::Rates;
 

@@ -4,7 +4,7 @@
 //! the role has no more workers than wanted, takes the other if that wants more, and
 //! otherwise waits until a role does. How many each role wants is set from outside: the
 //! fetch role by the bound on reads in flight (Little's law, `readahead`), the prep role
-//! by the consumer's side once a batch (`sched/roles.rs`, and a rank's share of its
+//! by the consumer's side once a batch (`super`, and a rank's share of its
 //! node). A worker is started only when the roles want more than there are, working or
 //! waiting: a role that grows takes a waiting worker first.
 //!
@@ -16,7 +16,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// What a worker does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
+pub(crate) enum Role {
     /// Reads samples' bytes into the read-ahead.
     Fetch,
     /// Prepares samples into their slots.
@@ -25,7 +25,7 @@ pub(super) enum Role {
 
 impl Role {
     /// The role's work, as an error message names it.
-    pub(super) fn doing(self) -> &'static str {
+    pub(crate) fn doing(self) -> &'static str {
         match self {
             Role::Fetch => "fetching",
             Role::Prep => "preparing",
@@ -49,7 +49,7 @@ impl Role {
 }
 
 /// Which role each worker of one run takes.
-pub(super) struct Roles {
+pub(crate) struct Roles {
     staff: Mutex<Staff>,
     /// Signalled when a role wants more workers, or the pool stops.
     changed: Condvar,
@@ -101,7 +101,7 @@ impl Staff {
 
 impl Roles {
     /// A table wanting `prep` prep workers and `fetch` fetch workers, none started.
-    pub(super) fn new(prep: usize, fetch: usize) -> Roles {
+    pub(crate) fn new(prep: usize, fetch: usize) -> Roles {
         let mut staff = Staff::default();
         staff.wanted[Role::Prep.slot()] = prep;
         staff.wanted[Role::Fetch.slot()] = fetch;
@@ -119,7 +119,7 @@ impl Roles {
     /// Sets the workers `role` wants (ignored once it has no work left), and wakes as
     /// many waiting workers as it now lacks beyond what it lacked: a bound on reads that
     /// grows by one wakes one worker, not every waiting one.
-    pub(super) fn want(&self, role: Role, workers: usize) {
+    pub(crate) fn want(&self, role: Role, workers: usize) {
         let mut staff = self.lock();
         if staff.done[role.slot()] {
             return;
@@ -138,7 +138,7 @@ impl Roles {
 
     /// The number of a worker to start, when the roles want more workers than there
     /// are (working, waiting or starting); counted as starting. Call again for another.
-    pub(super) fn hire(&self) -> Option<usize> {
+    pub(crate) fn hire(&self) -> Option<usize> {
         let mut staff = self.lock();
         if staff.stopped || staff.short() == 0 {
             return None;
@@ -149,7 +149,7 @@ impl Roles {
     }
 
     /// A worker counted by [`Roles::hire`] could not be started.
-    pub(super) fn not_started(&self) {
+    pub(crate) fn not_started(&self) {
         self.lock().starting -= 1;
     }
 
@@ -157,7 +157,7 @@ impl Roles {
     /// It keeps its role while that has no more workers than wanted, else takes one that
     /// wants more, else waits until one does. `None` once the pool stopped: the worker
     /// leaves.
-    pub(super) fn next(&self, had: Option<Role>) -> Option<Role> {
+    pub(crate) fn next(&self, had: Option<Role>) -> Option<Role> {
         let mut staff = self.lock();
         match had {
             Some(role) if staff.stopped => {
@@ -187,7 +187,7 @@ impl Roles {
     /// `role` has no work left (every read was given, or every sample claimed): it
     /// wants no one from now on, and its workers take the other role or wait. Once
     /// neither role has work, the pool stops.
-    pub(super) fn done(&self, role: Role) {
+    pub(crate) fn done(&self, role: Role) {
         let mut staff = self.lock();
         staff.done[role.slot()] = true;
         if staff.done == [true; 2] {
@@ -198,13 +198,13 @@ impl Roles {
 
     /// Stops the pool: every worker leaves at its next [`Roles::next`], waiting ones at
     /// once.
-    pub(super) fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.lock().stopped = true;
         self.changed.notify_all();
     }
 
     /// Workers `role` was last said to want (what it had while it had work).
-    pub(super) fn wanted(&self, role: Role) -> usize {
+    pub(crate) fn wanted(&self, role: Role) -> usize {
         self.lock().wanted[role.slot()]
     }
 

@@ -46,6 +46,8 @@
 //! below [`MAX_DEMAND`]. At worst a bad record skews the split of threads between ranks;
 //! it cannot change which samples a rank delivers.
 
+pub(crate) mod share;
+
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};

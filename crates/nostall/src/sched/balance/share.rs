@@ -1,4 +1,4 @@
-//! The loader's side of load balance across a node's ranks ([`crate::sched::node`]): its
+//! The loader's side of load balance across a node's ranks ([`super`]): its
 //! share of the node's prep threads, revised from its predicted demand. The share bounds
 //! the workers that prepare (the role table holds the others in another role or idle).
 
@@ -6,14 +6,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::{node_budget, settle, share, table_dir, NodeTable, REVISION_INTERVAL};
+use crate::env::usable_cores;
 use crate::env::LocalRanks;
-use crate::sched::node::{node_budget, settle, share, table_dir, NodeTable, REVISION_INTERVAL};
-
-use super::{usable_cores, LoaderConfig};
 
 /// This rank's share of its node's prep threads.
 #[derive(Debug)]
-pub(super) struct Balance {
+pub(crate) struct Balance {
     table: NodeTable,
     budget: usize,
     /// The fewest and the most prep threads this rank runs.
@@ -26,15 +25,14 @@ pub(super) struct Balance {
 }
 
 impl Balance {
-    /// The balance of a loader configured by `config`, when it asks for one and loads
-    /// for one of several local ranks (its configuration's, else this process's under
-    /// torchrun). A table that cannot be used is said on stderr, and the loader runs its
-    /// even split.
-    pub(super) fn open(config: &LoaderConfig) -> Option<Balance> {
-        if !config.balance_ranks {
+    /// The balance of a loader that asks for one (`wanted`) and loads for one of several
+    /// local ranks (`ranks`, its configuration's, else this process's under torchrun). A
+    /// table that cannot be used is said on stderr, and the loader runs its even split.
+    pub(crate) fn open(wanted: bool, ranks: Option<LocalRanks>) -> Option<Balance> {
+        if !wanted {
             return None;
         }
-        let ranks = config.local_ranks.or_else(LocalRanks::from_env)?;
+        let ranks = ranks.or_else(LocalRanks::from_env)?;
         let table = NodeTable::open(&table_dir(), &ranks)
             .map_err(|why| eprintln!("nostall: {why}"))
             .ok()?;
@@ -49,7 +47,7 @@ impl Balance {
 
     /// A share of `budget` threads through `table`, between `bounds` (starting at the
     /// fewest), revised at most every `interval`.
-    pub(super) fn new(
+    pub(crate) fn new(
         table: NodeTable,
         budget: usize,
         bounds: (usize, usize),
@@ -66,18 +64,18 @@ impl Balance {
     }
 
     /// The prep threads to start: as many as the share may grow to.
-    pub(super) fn ceiling(&self) -> usize {
+    pub(crate) fn ceiling(&self) -> usize {
         self.bounds.1
     }
 
     /// The prep threads allowed to work now.
-    pub(super) fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.threads.load(Ordering::Relaxed)
     }
 
     /// Says this rank's `demand` (if known) to the others and revises its share, at most
     /// every [`REVISION_INTERVAL`] (as configured): the new share when revised.
-    pub(super) fn revise(&self, demand: Option<f64>) -> Option<usize> {
+    pub(crate) fn revise(&self, demand: Option<f64>) -> Option<usize> {
         {
             let mut revised_at = self.revised_at.lock().unwrap_or_else(|e| e.into_inner());
             if revised_at.elapsed() < self.interval {
@@ -100,7 +98,7 @@ impl Balance {
 /// so far (`cpu` seconds over `bytes` read), plus `fetch` CPU seconds per read (where
 /// they are read from: [`fetch_cpu_per_read`]), `batch_size` samples an iteration.
 /// `None` until prep's cost is known.
-pub(super) fn demand(
+pub(crate) fn demand(
     (cpu, bytes): (f64, u64),
     (upcoming_bytes, upcoming): (u64, usize),
     fetch: f64,
@@ -118,7 +116,7 @@ pub(super) fn demand(
 /// (`spent`: seconds and reads, by [`Tier::index`](crate::storage::Tier::index)), weighted
 /// by the tiers of the reads to come (`mix`: reads by tier). A tier not read yet costs
 /// the mean over every read; with no mix known, the mean over every read.
-pub(super) fn fetch_cpu_per_read(spent: [(f64, u64); 3], mix: [u32; 3]) -> f64 {
+pub(crate) fn fetch_cpu_per_read(spent: [(f64, u64); 3], mix: [u32; 3]) -> f64 {
     // Seconds per read, or `otherwise` before one.
     let per_read = |(seconds, reads): (f64, u64), otherwise: f64| {
         if reads == 0 {
@@ -186,18 +184,16 @@ mod tests {
     fn ranks_named_by_the_configuration_are_balanced_without_a_launcher() {
         // A name no other job has: the table is a file in /dev/shm.
         let job = crate::rng::digest_text(&format!("{:?}", std::time::SystemTime::now()));
-        let mut config = LoaderConfig::new(crate::prep::Pipeline::imagenet_val(32));
-        config.local_ranks = Some(LocalRanks {
+        let ranks = Some(LocalRanks {
             job,
             local_rank: 1,
             local_world: 3,
         });
-        let balance = Balance::open(&config).expect("a balance for the named ranks");
+        let balance = Balance::open(true, ranks).expect("a balance for the named ranks");
         let (budget, floor) = node_budget(usable_cores(), 3);
         assert_eq!(balance.table.slot(), 1);
         assert_eq!((balance.budget, balance.bounds), (budget, (floor, budget)));
-        config.balance_ranks = false;
-        assert!(Balance::open(&config).is_none(), "balance off");
+        assert!(Balance::open(false, ranks).is_none(), "balance off");
         let name = format!("{job:016x}.ranks");
         let tables = || {
             std::fs::read_dir(table_dir())
