@@ -25,7 +25,7 @@
 //! - [`operators`]: the operators' text form, as the agent reads a job's `pipeline`
 //!   setting; what reads must be written as text that reads back to the same operators.
 //! - `fields` (`nostall::fields::prepare_for_fuzzing`): a member of a record read as a
-//!   text, JSON, bytes and vector field and as a record of them, under small bounds.
+//!   text, JSON, bytes, vector and npz field and as a record of them, under small bounds.
 //!
 //! The AFL++ entry points (`src/bin`, feature `afl`) run them under `bash bench/fuzz.sh`;
 //! `tests/corpora.rs` replays the seed corpora and every crash found so far, and mutates

@@ -6,19 +6,23 @@ of 8 bytes, so that every fixed field of a batch is a strided view of the ``[n, 
 buffer: ``record[:, offset:offset + bytes]`` seen as its element type and shaped.
 Text, JSON and bytes fields arrive as lists (read out of the same buffer by the engine);
 JSON is parsed here, the engine having checked it is a document nested at most 128 deep.
+An npz field's arrays lie one after another in its part, and it is a dict of them by
+name, as a JSON field's chosen keys are.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Sequence
 
 
 class Split:
     """Makes a batch's dictionary; ``parts`` are ``(name, kind, offset, bytes, shape,
-    dtype)`` each, as the engine's layout gives them."""
+    dtype)`` each, as the engine's layout gives them (an ``arrays`` part's shape is each
+    array's ``(name, dims)``, in order)."""
 
-    def __init__(self, parts: Sequence[tuple[str, str, int, int, tuple[int, ...], str]],
+    def __init__(self, parts: Sequence[tuple[str, str, int, int, tuple[Any, ...], str]],
                  shapes: Sequence[tuple[str, Sequence[str], bool]] = ()):
         self.parts = list(parts)
         #: The JSON fields' chosen keys: such a field is a dict of one list a key.
@@ -49,6 +53,13 @@ class Split:
             elif kind == "tokens":
                 pairs = _part(record, offset, size, "int64").reshape(n, 2, shape[0])
                 out[name] = (pairs[:, 0], pairs[:, 1])
+            elif kind == "arrays":
+                arrays, at = {}, offset
+                for key, dims in shape:
+                    length = _ITEMSIZE[dtype] * math.prod(dims)
+                    arrays[key] = _part(record, at, length, dtype).reshape((n, *dims))
+                    at += length
+                out[name] = arrays
             else:
                 out[name] = _part(record, offset, size, dtype).reshape((n, *shape))
         return out

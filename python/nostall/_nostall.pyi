@@ -216,18 +216,20 @@ class Tokenizer:
 @final
 class Field:
     """One field of a sample, for ``Loader(fields={name: Field(...)})``: the members it
-    is read from, its kind, its ``max_bytes``, or a tokenizer for its text."""
+    is read from, its kind, its ``max_bytes``, a tokenizer for its text, a vector's
+    ``length``, or the ``arrays`` of an ``.npz`` archive."""
 
     def __new__(
         cls,
         members: str,
         *,
-        kind: Literal["sample", "label", "text", "json", "bytes", "vector"] | None = None,
+        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz"] | None = None,
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
         keys: Sequence[str] | None = None,
         padded: bool = False,
         length: int | None = None,
+        arrays: Mapping[str, int | tuple[int, ...]] | None = None,
     ) -> Field: ...
 
 def _loader_settings() -> list[tuple[str, str, list[str], str | None, str, str]]:

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use nostall::fields::{FieldKind, Fields};
-use nostall::sample::{Content, Part, PartForm};
+use nostall::sample::{Content, Part, PartForm, SampleLayout};
 use nostall::Modality;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use serde_json::{json, Map, Value};
 
 use crate::device::Device;
 use crate::dlpack::Owner;
@@ -25,9 +26,10 @@ use crate::tokenizer::Tokenizer;
 ///   preference (``"jpg;png"``, ``"txt"``).
 /// - ``kind`` (``None``: by the first extension): ``"sample"`` (the pipeline's image or
 ///   audio), ``"label"`` (``cls``), ``"text"`` (``str``), ``"json"`` (Python objects),
-///   ``"bytes"``, ``"vector"`` (numbers as float32, with ``length``). By extension: the
-///   pipeline's modality's own, ``cls`` the label, ``txt`` and ``text`` text, ``json`` JSON,
-///   anything else bytes.
+///   ``"bytes"``, ``"vector"`` (numbers as float32, with ``length``), ``"npz"`` (arrays of
+///   an ``.npz`` archive as float32, with ``arrays``). By extension: the pipeline's
+///   modality's own, ``cls`` the label, ``txt`` and ``text`` text, ``json`` JSON, ``npz``
+///   arrays, anything else bytes.
 /// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds, compared
 ///   before anything of it is parsed; a longer one is the sample's error (``bad-text`` for
 ///   text, ``too-large`` for JSON, bytes and a caption to tokenize).
@@ -41,6 +43,10 @@ use crate::tokenizer::Tokenizer;
 /// - ``length``: for ``kind="vector"``, its number of elements: a NumPy ``.npy`` array or a
 ///   JSON array of numbers, as float32 ``[batch, length]`` (another count is the sample's
 ///   ``bad-vector`` error).
+/// - ``arrays``: for an ``.npz`` archive (``numpy.savez``, ``savez_compressed``), the
+///   arrays read and their shapes, ``{"embedding": 512, "mask": (16, 16)}``: the field is a
+///   dict of float32 ``[batch, *shape]`` arrays by name (a missing array, another count or a
+///   damaged archive is the sample's ``bad-vector`` error).
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -50,12 +56,14 @@ pub(crate) struct Field {
     keys: Vec<String>,
     padded: bool,
     length: Option<usize>,
+    arrays: Option<Vec<(String, Vec<usize>)>>,
 }
 
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None))]
+    #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
         kind: Option<String>,
@@ -64,8 +72,30 @@ impl Field {
         keys: Option<Vec<String>>,
         padded: bool,
         length: Option<usize>,
-    ) -> Field {
-        Field {
+        arrays: Option<Bound<'_, PyDict>>,
+    ) -> PyResult<Field> {
+        let arrays = arrays
+            .map(|arrays| {
+                arrays
+                    .iter()
+                    .map(|(name, shape)| {
+                        let name: String = name.extract()?;
+                        let shape = match shape.extract::<usize>() {
+                            Ok(length) => vec![length],
+                            Err(_) => shape.extract::<Vec<usize>>()?,
+                        };
+                        Ok((name, shape))
+                    })
+                    .collect::<PyResult<Vec<_>>>()
+            })
+            .transpose()
+            .map_err(|_| {
+                PyTypeError::new_err(
+                    "arrays= names each array and its shape, an int or a tuple of ints: \
+                     {\"embedding\": 512, \"mask\": (16, 16)}",
+                )
+            })?;
+        Ok(Field {
             members,
             kind,
             max_bytes,
@@ -73,7 +103,8 @@ impl Field {
             keys: keys.unwrap_or_default(),
             padded,
             length,
-        }
+            arrays,
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -92,6 +123,19 @@ impl Field {
         }
         if let Some(length) = self.length {
             text += &format!(", length={length}");
+        }
+        if let Some(arrays) = &self.arrays {
+            let arrays: Vec<String> = arrays
+                .iter()
+                .map(|(name, shape)| match shape.as_slice() {
+                    [length] => format!("{name:?}: {length}"),
+                    dims => {
+                        let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
+                        format!("{name:?}: ({})", dims.join(", "))
+                    }
+                })
+                .collect();
+            text += &format!(", arrays={{{}}}", arrays.join(", "));
         }
         if let Some(t) = &self.tokenizer {
             let t = t.get().engine();
@@ -117,6 +161,27 @@ struct FieldSpec {
     keys: Vec<String>,
     padded: bool,
     length: Option<usize>,
+    arrays: Option<Vec<(String, Vec<usize>)>>,
+}
+
+impl FieldSpec {
+    /// The settings given, by name, as the engine's kinds are made of them.
+    fn settings(&self) -> Map<String, Value> {
+        let mut settings = Map::new();
+        if let Some(max_bytes) = self.max_bytes {
+            settings.insert("max_bytes".into(), json!(max_bytes));
+        }
+        if !self.keys.is_empty() {
+            settings.insert("keys".into(), json!(self.keys));
+        }
+        if let Some(length) = self.length {
+            settings.insert("length".into(), json!(length));
+        }
+        if let Some(arrays) = &self.arrays {
+            settings.insert("arrays".into(), json!(arrays));
+        }
+        settings
+    }
 }
 
 impl<'py> FromPyObject<'_, 'py> for FieldsArg {
@@ -143,6 +208,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     keys: Vec::new(),
                     padded: false,
                     length: None,
+                    arrays: None,
                 }
             } else if let Ok(field) = value.cast::<Field>() {
                 let field = field.get();
@@ -154,6 +220,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     keys: field.keys.clone(),
                     padded: field.padded,
                     length: field.length,
+                    arrays: field.arrays.clone(),
                 }
             } else {
                 return Err(PyTypeError::new_err(format!(
@@ -187,81 +254,52 @@ impl FieldsArg {
         for (name, spec) in self.0 {
             let field = nostall::fields::Field::new(&name, &spec.members, modality)
                 .map_err(|e| raise(py, e))?;
-            let max_bytes = spec
-                .max_bytes
-                .unwrap_or(nostall::fields::DEFAULT_FIELD_BYTES);
-            let kind = match (spec.kind.as_deref(), spec.tokenizer) {
-                (None | Some("text"), Some(tokenizer)) => FieldKind::Tokens(Arc::new(tokenizer)),
-                (Some(kind), Some(_)) => {
-                    return Err(config_error(
-                        py,
-                        format!("field {name:?}: a tokenizer takes text, not kind={kind:?}"),
-                    ))
-                }
-                (None, None) => match &field.kind {
-                    FieldKind::Text { .. } => FieldKind::Text { max_bytes },
-                    FieldKind::Json { .. } => FieldKind::Json {
-                        max_bytes,
-                        keys: Vec::new(),
-                    },
-                    FieldKind::Bytes { .. } => FieldKind::Bytes { max_bytes },
-                    other => other.clone(),
-                },
-                (Some("sample"), None) => FieldKind::Sample,
-                (Some("label"), None) => FieldKind::Label,
-                (Some("text"), None) => FieldKind::Text { max_bytes },
-                (Some("json"), None) => FieldKind::Json {
-                    max_bytes,
-                    keys: Vec::new(),
-                },
-                (Some("bytes"), None) => FieldKind::Bytes { max_bytes },
-                (Some("vector"), None) => match spec.length {
-                    Some(length) => FieldKind::Vector { length },
-                    None => {
+            let settings = spec.settings();
+            let kind = match spec.tokenizer {
+                // A tokenizer is given whole, not made of settings: it bounds and pads its
+                // text itself.
+                Some(tokenizer) => {
+                    if let Some(kind) = spec.kind.as_deref().filter(|&kind| kind != "text") {
+                        return Err(config_error(
+                            py,
+                            format!("field {name:?}: a tokenizer takes text, not kind={kind:?}"),
+                        ));
+                    }
+                    if let Some(setting) = settings.keys().next() {
                         return Err(config_error(
                             py,
                             format!(
-                                "field {name:?}: a vector has a fixed length: give length= \
-                                 (Field(\"npy\", kind=\"vector\", length=512))"
+                                "field {name:?}: {setting}= is not a setting of a tokenized \
+                                 field (its nostall.Tokenizer has its own)"
                             ),
-                        ))
+                        ));
                     }
-                },
-                (Some(other), None) => {
-                    return Err(config_error(
-                        py,
-                        format!(
-                            "field {name:?}: unknown kind {other:?}: use \"sample\", \"label\", \
-                             \"text\", \"json\", \"bytes\" or \"vector\""
-                        ),
-                    ))
+                    FieldKind::tokens(Arc::new(tokenizer))
                 }
+                None => FieldKind::made(
+                    &name,
+                    spec.kind.as_deref(),
+                    &field.members,
+                    modality,
+                    settings,
+                )
+                .map_err(|e| raise(py, e))?,
             };
-            if spec.length.is_some() && !matches!(kind, FieldKind::Vector { .. }) {
-                return Err(config_error(
-                    py,
-                    format!("field {name:?}: length= is a vector's (kind=\"vector\")"),
-                ));
-            }
-            if spec.padded && !matches!(kind, FieldKind::Text { .. } | FieldKind::Bytes { .. }) {
+            // Padding is a var slot's (a length, then the bytes) shown whole.
+            let form = kind.form(&SampleLayout::new(Vec::new(), nostall::DType::U8));
+            let paddable = matches!(
+                form,
+                PartForm::Var {
+                    content: Content::Text | Content::Bytes,
+                    ..
+                }
+            );
+            if spec.padded && !paddable {
                 return Err(config_error(
                     py,
                     format!("field {name:?}: padded=True pads text or bytes, not this kind"),
                 ));
             }
-            let kind = match (kind, spec.keys.is_empty()) {
-                (kind, true) => kind,
-                (FieldKind::Json { max_bytes, .. }, false) => FieldKind::Json {
-                    max_bytes,
-                    keys: spec.keys,
-                },
-                (_, false) => {
-                    return Err(config_error(
-                        py,
-                        format!("field {name:?}: keys= chooses keys of JSON, not of this kind"),
-                    ))
-                }
-            };
             fields.push(field.with_kind(kind));
         }
         Fields::new(fields).map_err(|e| raise(py, e))
@@ -291,20 +329,29 @@ impl Records {
         let parts = layout.parts();
         let described = PyList::empty(py);
         for part in parts {
-            let (kind, shape, dtype): (&str, Vec<usize>, &str) = match &part.form {
-                PartForm::Tensor { shape, dtype } => ("tensor", shape.clone(), dtype_name(*dtype)),
-                PartForm::Tokens { length } => ("tokens", vec![*length], "int64"),
-                PartForm::Var { content, .. } => (content_name(*content), Vec::new(), "uint8"),
-                PartForm::Label => ("label", Vec::new(), "int64"),
-                PartForm::Floats { length } => ("vector", vec![*length], "float32"),
-                _ => ("bytes", Vec::new(), "uint8"),
+            let dims = |dims: &[usize]| PyTuple::new(py, dims);
+            let (kind, shape, dtype): (&str, Bound<'_, PyTuple>, &str) = match &part.form {
+                PartForm::Tensor { shape, dtype } => ("tensor", dims(shape)?, dtype_name(*dtype)),
+                PartForm::Tokens { length } => ("tokens", dims(&[*length])?, "int64"),
+                PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
+                PartForm::Label => ("label", dims(&[])?, "int64"),
+                PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
+                // Its shape: each array's name and dimensions, in order.
+                PartForm::Arrays { arrays } => {
+                    let arrays = arrays
+                        .iter()
+                        .map(|(name, shape)| Ok((name.as_str(), dims(shape)?)))
+                        .collect::<PyResult<Vec<_>>>()?;
+                    ("arrays", PyTuple::new(py, arrays)?, "float32")
+                }
+                _ => ("bytes", dims(&[])?, "uint8"),
             };
             described.append((
                 &part.name,
                 kind,
                 part.offset,
                 part.form.bytes(),
-                PyTuple::new(py, shape)?,
+                shape,
                 dtype,
             ))?;
         }

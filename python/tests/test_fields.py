@@ -524,3 +524,75 @@ def test_a_vector_field_reads_npy_arrays_and_json_lists_as_float32(photos, tmp_p
     assert seen == 12 and loader.metrics["skipped"] == {"bad-vector": 2}
     with pytest.raises(nostall.ConfigError, match="length="):
         nostall.Loader(str(tmp_path), fields={"image": "jpg", "v": nostall.Field("npy", kind="vector")})
+
+
+def test_an_npz_field_gives_each_declared_array_as_numpy_loads_it(photos, tmp_path):
+    """Real photographs, each with an ``.npz`` archive that ``numpy.savez`` or
+    ``savez_compressed`` wrote, of arrays of several types; and archives a loader must
+    refuse: an array missing, an array of another size, one cut short, a zip bomb."""
+    files = sorted(Path(photos).rglob("*.jpg"))[:12]
+    rng = np.random.default_rng(5)
+    members, archives = [], {}
+    for i, path in enumerate(files):
+        key = f"{i:06d}"
+        arrays = {
+            "embedding": rng.standard_normal(16).astype((np.float32, np.float16, np.float64)[i % 3]),
+            "mask": rng.random((4, 4)) > 0.5,
+            "ids": rng.integers(-1000, 1000, (2, 3)).astype((np.int32, np.int64, np.uint8)[i % 3]),
+            "unread": np.zeros(1000),  # not declared: not read
+        }
+        npz = io.BytesIO()
+        (np.savez_compressed if i % 2 else np.savez)(npz, **arrays)
+        archives[key] = npz.getvalue()
+        members += [(f"{key}.jpg", path.read_bytes()), (f"{key}.npz", npz.getvalue()),
+                    (f"{key}.json", json.dumps({"key": key}).encode())]
+
+    def archive(write=np.savez, **arrays):
+        npz = io.BytesIO()
+        write(npz, **arrays)
+        return npz.getvalue()
+
+    good = {"embedding": np.ones(16, np.float32), "mask": np.eye(4, dtype=bool), "ids": np.ones((2, 3))}
+    hostile = {
+        "noids": archive(embedding=good["embedding"], mask=good["mask"]),
+        "shape": archive(**dict(good, ids=np.ones((3, 3)))),
+        "cut": archive(**good)[:-40],
+        # 8 MiB that deflate to 8 KiB, where the field's embedding takes 16 numbers.
+        "bomb": archive(np.savez_compressed, **dict(good, embedding=np.zeros(8 << 20, np.uint8))),
+        "text": b"not an archive at all",
+    }
+    for key, data in hostile.items():
+        members += [(f"{key}.jpg", files[0].read_bytes()), (f"{key}.npz", data),
+                    (f"{key}.json", json.dumps({"key": key}).encode())]
+    write_shard(tmp_path / "train-000000.tar", members)
+    feat = nostall.Field("npz", arrays={"embedding": 16, "mask": (4, 4), "ids": (2, 3)})
+    assert repr(feat) == 'Field("npz", arrays={"embedding": 16, "mask": (4, 4), "ids": (2, 3)})'
+    fields = {"image": "jpg", "meta": "json", "feat": feat}
+    for output in ("torch", "numpy"):
+        loader = nostall.Loader(str(tmp_path), fields=fields, batch_size=4, pipeline="val", image_size=16,
+                                on_error="skip", shuffle=False, output=output)
+        seen = []
+        for batch in loader:
+            assert list(batch) == ["image", "meta", "feat"] and list(batch["feat"]) == ["embedding", "mask", "ids"]
+            got = {name: np.asarray(array) for name, array in batch["feat"].items()}
+            assert got["mask"].shape[1:] == (4, 4) and got["ids"].shape[1:] == (2, 3)
+            assert all(array.dtype == np.float32 for array in got.values())
+            for row, meta in enumerate(batch["meta"]):
+                want = np.load(io.BytesIO(archives[meta["key"]]))
+                for name, array in got.items():
+                    np.testing.assert_array_equal(array[row], want[name].astype(np.float32))
+                seen.append(meta["key"])
+        assert sorted(seen) == sorted(archives)
+        causes = {s["location"].rsplit(":", 1)[-1]: s["cause"] for s in loader.skipped()}
+        assert causes == dict.fromkeys(hostile, "bad-vector")
+        details = {s["location"].rsplit(":", 1)[-1]: s["detail"] for s in loader.skipped()}
+        assert all('"feat"' in detail for detail in details.values())
+        assert 'no array "ids"' in details["noids"]
+        assert "its shape [2, 3] holds 6" in details["shape"]
+        assert "declares 8388736 bytes, more than its array takes" in details["bomb"]
+    with pytest.raises(nostall.ConfigError, match="arrays="):
+        nostall.Loader(str(tmp_path), fields={"image": "jpg", "feat": "npz"})
+    with pytest.raises(nostall.ConfigError, match=r"length= is not a setting of kind \"npz\""):
+        nostall.Loader(str(tmp_path), fields={"image": "jpg", "feat": nostall.Field("npz", length=3)})
+    with pytest.raises(TypeError, match="arrays="):
+        nostall.Field("npz", arrays={"embedding": "16"})

@@ -219,6 +219,12 @@ pub enum PartForm {
         /// Its elements.
         length: usize,
     },
+    /// Named arrays of native-endian `f32`, one after another, each of its shape's
+    /// elements in C order (an `.npz` archive's).
+    Arrays {
+        /// Each array's name and shape, in order.
+        arrays: Vec<(String, Vec<usize>)>,
+    },
 }
 
 /// What the bytes of a [`PartForm::Var`] field are.
@@ -244,6 +250,10 @@ impl PartForm {
             PartForm::Var { capacity, .. } => capacity.saturating_add(4),
             PartForm::Label => 0,
             PartForm::Floats { length } => length.saturating_mul(4),
+            PartForm::Arrays { arrays } => arrays.iter().fold(0, |bytes, (_, shape)| {
+                let array = shape.iter().fold(4, |n: usize, &d| n.saturating_mul(d));
+                bytes.saturating_add(array)
+            }),
         }
     }
 }

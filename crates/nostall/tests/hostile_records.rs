@@ -123,7 +123,7 @@ fn fields() -> Fields {
         Field::new("meta", "json", Modality::Image).unwrap(),
         Field::new("embedding", "npy", Modality::Image)
             .unwrap()
-            .with_kind(FieldKind::Vector { length: LENGTH }),
+            .with_kind(FieldKind::vector(LENGTH)),
     ])
     .unwrap()
 }

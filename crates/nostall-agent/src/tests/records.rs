@@ -40,7 +40,7 @@ fn captioned(f: &Fixture) -> Fields {
         Field::new("image", "jpg;jpeg;png", Modality::Image).unwrap(),
         Field::new("caption", "txt", Modality::Image)
             .unwrap()
-            .with_kind(FieldKind::Tokens(Arc::new(tokenizer))),
+            .with_kind(FieldKind::tokens(Arc::new(tokenizer))),
         Field::new("text", "txt", Modality::Image).unwrap(),
     ])
     .unwrap()
@@ -113,7 +113,7 @@ fn a_tokenizer_named_by_many_fields_is_made_once_for_every_job_and_group_reading
     fields.extend((0..40).map(|i| {
         Field::new(&format!("caption{i}"), "txt", Modality::Image)
             .unwrap()
-            .with_kind(FieldKind::Tokens(tokenizer.clone()))
+            .with_kind(FieldKind::tokens(tokenizer.clone()))
     }));
     let fields = Fields::new(fields).unwrap();
     let sent = fields.portable();

@@ -7,8 +7,9 @@
 //! ([`TarShards::records_from_listing`](crate::storage::TarShards::records_from_listing)).
 //! Each [`Field`] names the members it is read from by extension, as webdataset's keys do,
 //! and how it is prepared ([`FieldKind`]): through the loader's pipeline (the one field
-//! of the loader's modality), tokenized, checked as text or JSON, or kept as bytes; or it
-//! is the sample's label (its `.cls` member, read when the shards are indexed).
+//! of the loader's modality), tokenized, checked as text or JSON, kept as bytes, read as a
+//! vector of numbers or as the arrays of an `.npz` archive; or it is the sample's label
+//! (its `.cls` member, read when the shards are indexed).
 //!
 //! Prepared, a record is one slot of the batch buffer like any sample, its fields one
 //! after another ([`SampleLayout::of_record`]): the batch stays one buffer that the
@@ -22,152 +23,49 @@
 //!
 //! A member's size is compared with its field's bound before anything of it is read
 //! (`max_bytes`, a tokenizer's `max_bytes`, the most bytes a vector's `length` numbers
-//! take): JSON, bytes and tokens over it are `too-large`, text `bad-text`, a vector
+//! take, the most an `.npz` archive's entry of a declared array takes): JSON, bytes and
+//! tokens over it are `too-large`, text `bad-text`, a vector or an archive's array
 //! `bad-vector`. What reads a member then (UTF-8, a JSON document's grammar and depth, a
-//! vector's numbers) walks it once and allocates nothing sized by it: a hostile member
-//! costs the bytes the record holds, never a multiple of them.
+//! vector's numbers, an archive's directory) walks it once and allocates nothing sized by
+//! it: a hostile member costs the bytes the record holds (and an archive's declared
+//! arrays), never a multiple of them.
 //!
-//! Adding a kind of field is a variant of [`FieldKind`], its slot form in
-//! [`FieldKind::form`] and its preparation in `record.rs`.
+//! Each kind of field is one file of `kind/`: adding one is its file, its line in the
+//! list of kinds there, its test and its line in the fields guide (docs/python.md).
 
 mod fuzz;
 mod json;
+mod kind;
+mod npy;
 mod portable;
 mod record;
 #[cfg(test)]
 mod tests;
-mod vector;
+mod zip;
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::sample::{Content, Modality, PartForm, SampleLayout};
+use crate::sample::{Modality, SampleLayout};
 
 #[doc(hidden)]
 pub use fuzz::prepare_for_fuzzing;
+pub use kind::FieldKind;
+use kind::Role;
 pub use portable::PortableFields;
 pub use record::RecordPrep;
 
-#[cfg(feature = "tokenize")]
-use crate::prep::tokens::Tokenizer;
-
-/// The most bytes a variable-length field may be given ([`FieldKind::Text`]'s
+/// The most bytes a variable-length field may be given ([`FieldKind::text`]'s
 /// `max_bytes`…): every sample of a batch reserves that much for it.
 pub const MAX_FIELD_BYTES: usize = 16 << 20;
 
-/// The most elements a vector field ([`FieldKind::Vector`]) may hold.
+/// The most elements a vector field ([`FieldKind::vector`]) may hold, and the arrays of an
+/// npz field ([`FieldKind::npz`]) together.
 pub const MAX_VECTOR: usize = 1 << 20;
 
 /// `max_bytes` of a text, JSON or bytes field unless set: 16 KiB, beyond a caption or a
 /// metadata record, small enough that a batch's reserve stays small.
 pub const DEFAULT_FIELD_BYTES: usize = 16 << 10;
-
-/// How a field is prepared.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum FieldKind {
-    /// The loader's pipeline (an image's or a recording's): the record's one field of the
-    /// loader's modality.
-    Sample,
-    /// The sample's label: the `.cls` member, read when the shards are indexed.
-    Label,
-    /// UTF-8 text of at most `max_bytes` bytes.
-    Text {
-        /// The longest text the field holds.
-        max_bytes: usize,
-    },
-    /// A JSON document (UTF-8, nested at most 128 deep) of at most `max_bytes` bytes;
-    /// with `keys`, an object holding each of them.
-    Json {
-        /// The longest document the field holds.
-        max_bytes: usize,
-        /// Keys the document must have (chosen by the consumer); empty: any document.
-        keys: Vec<String>,
-    },
-    /// Bytes as they are, at most `max_bytes`.
-    Bytes {
-        /// The most bytes the field holds.
-        max_bytes: usize,
-    },
-    /// UTF-8 text tokenized: `input_ids` and `attention_mask` of the tokenizer's length.
-    #[cfg(feature = "tokenize")]
-    Tokens(Arc<Tokenizer>),
-    /// A vector of `length` numbers as `float32`: a NumPy `.npy` array (`float16/32/64`,
-    /// `int8/16/32/64`, `uint8`, little-endian, any shape of `length` elements) or a JSON
-    /// array of numbers. A member larger than either form of `length` numbers can be
-    /// (64 bytes a number and 64 KiB besides) is refused unread.
-    Vector {
-        /// Its elements: a member of another count is the sample's error.
-        length: usize,
-    },
-}
-
-impl FieldKind {
-    /// The kind webdataset's decoders give a member of extension `ext`: the loader's
-    /// modality's own (`jpg`, `wav`…, or its name: a manifest's `audio`) through its
-    /// pipeline, `cls` (or a manifest's `label`) the label, `txt`, `text` (and the
-    /// usual names of text columns: `caption`, `transcript`, `sentence`) text, `json`
-    /// JSON, anything else bytes.
-    pub fn for_extension(ext: &str, modality: Modality) -> FieldKind {
-        let ext = ext.to_ascii_lowercase();
-        if ext == modality.name() || modality.accepts(&format!("x.{ext}")) {
-            return FieldKind::Sample;
-        }
-        let max_bytes = DEFAULT_FIELD_BYTES;
-        match ext.as_str() {
-            "cls" | "label" => FieldKind::Label,
-            "txt" | "text" | "caption" | "transcript" | "sentence" => FieldKind::Text { max_bytes },
-            "json" => FieldKind::Json {
-                max_bytes,
-                keys: Vec::new(),
-            },
-            _ => FieldKind::Bytes { max_bytes },
-        }
-    }
-
-    /// Its form in a slot, given the layout of the loader's pipeline.
-    fn form(&self, sample: &SampleLayout) -> PartForm {
-        let var = |capacity, content| PartForm::Var { capacity, content };
-        match self {
-            FieldKind::Sample => PartForm::Tensor {
-                shape: sample.shape().to_vec(),
-                dtype: sample.dtype(),
-            },
-            FieldKind::Label => PartForm::Label,
-            FieldKind::Text { max_bytes } => var(*max_bytes, Content::Text),
-            FieldKind::Json { max_bytes, .. } => var(*max_bytes, Content::Json),
-            FieldKind::Bytes { max_bytes } => var(*max_bytes, Content::Bytes),
-            #[cfg(feature = "tokenize")]
-            FieldKind::Tokens(tokenizer) => PartForm::Tokens {
-                length: tokenizer.length(),
-            },
-            FieldKind::Vector { length } => PartForm::Floats { length: *length },
-        }
-    }
-
-    /// What changes the field's output, for the loader's fingerprint.
-    fn fingerprint(&self) -> String {
-        match self {
-            FieldKind::Sample => "sample".into(),
-            FieldKind::Label => "label".into(),
-            FieldKind::Text { max_bytes } => format!("text {max_bytes}"),
-            FieldKind::Json { max_bytes, keys } => format!("json {max_bytes} {keys:?}"),
-            FieldKind::Bytes { max_bytes } => format!("bytes {max_bytes}"),
-            #[cfg(feature = "tokenize")]
-            FieldKind::Tokens(tokenizer) => tokenizer.fingerprint(),
-            FieldKind::Vector { length } => format!("vector {length}"),
-        }
-    }
-
-    fn max_bytes(&self) -> Option<usize> {
-        match self {
-            FieldKind::Text { max_bytes }
-            | FieldKind::Json { max_bytes, .. }
-            | FieldKind::Bytes { max_bytes } => Some(*max_bytes),
-            _ => None,
-        }
-    }
-}
 
 /// One named field of a sample.
 #[derive(Debug, Clone)]
@@ -201,6 +99,12 @@ impl Field {
     /// The same field, prepared as `kind`.
     pub fn with_kind(self, kind: FieldKind) -> Field {
         Field { kind, ..self }
+    }
+
+    /// Prepares `member`, the record's member for this field, into its slot (of its
+    /// kind's form's bytes).
+    fn prepare(&self, member: &[u8], slot: &mut [u8]) -> Result<(), crate::Cause> {
+        self.kind.prepare(&self.name, member, slot)
     }
 }
 
@@ -244,8 +148,9 @@ impl Fields {
     /// # Errors
     ///
     /// [`Error::Config`]: no field, two fields of one name, no field of the loader's
-    /// modality, a label read from other than `cls`, a `max_bytes` of 0 or over
-    /// [`MAX_FIELD_BYTES`].
+    /// modality, a label read from other than `cls`, a setting out of its kind's bounds
+    /// (a `max_bytes` of 0 or over [`MAX_FIELD_BYTES`], a vector's `length` or an npz
+    /// field's arrays of 0 or over [`MAX_VECTOR`] numbers).
     pub fn new(fields: Vec<Field>) -> Result<Fields> {
         if fields.is_empty() {
             return Err(Error::Config(
@@ -269,35 +174,12 @@ impl Fields {
                     field.name
                 )));
             }
-            let label_member =
-                matches!(field.members.as_slice(), [m] if m == "cls" || m == "label");
-            if matches!(field.kind, FieldKind::Label) && !label_member {
-                return Err(Error::Config(format!(
-                    "field {:?}: labels are read from .cls members (a manifest's label); read \
-                     {:?} as text instead",
-                    field.name,
-                    field.members.join(";")
-                )));
-            }
-            if let FieldKind::Vector { length } = field.kind {
-                if length == 0 || length > MAX_VECTOR {
-                    return Err(Error::Config(format!(
-                        "field {:?}: length={length} is out of bounds: use 1 to {MAX_VECTOR}",
-                        field.name
-                    )));
-                }
-            }
-            if let Some(max) = field.kind.max_bytes() {
-                if max == 0 || max > MAX_FIELD_BYTES {
-                    return Err(Error::Config(format!(
-                        "field {:?}: max_bytes={max} is out of bounds: use 1 to \
-                         {MAX_FIELD_BYTES}",
-                        field.name
-                    )));
-                }
-            }
+            field
+                .kind
+                .check(&field.members)
+                .map_err(|why| Error::Config(format!("field {:?}: {why}", field.name)))?;
         }
-        if !fields.iter().any(|f| matches!(f.kind, FieldKind::Sample)) {
+        if !fields.iter().any(|f| f.kind.role() == Role::Sample) {
             return Err(Error::Config(
                 "fields= has no field of the pipeline's modality: name the image or audio \
                  member, e.g. {\"image\": \"jpg;png\", ...}"
@@ -321,7 +203,7 @@ impl Fields {
         let first = self.first_sample();
         self.iter()
             .enumerate()
-            .filter(|&(i, f)| !matches!(f.kind, FieldKind::Label) && i != first)
+            .filter(|&(i, f)| f.kind.role() != Role::Label && i != first)
             .map(|(_, f)| f.members.clone())
             .collect()
     }
@@ -330,20 +212,20 @@ impl Fields {
     /// the sample's own generator prepares (each later one draws from one of its own).
     pub fn first_sample(&self) -> usize {
         self.iter()
-            .position(|f| matches!(f.kind, FieldKind::Sample))
+            .position(|f| f.kind.role() == Role::Sample)
             .expect("Fields::new checked one")
     }
 
     /// How many fields the loader's pipeline prepares (two images of a sample: two).
     pub fn samples(&self) -> usize {
         self.iter()
-            .filter(|f| matches!(f.kind, FieldKind::Sample))
+            .filter(|f| f.kind.role() == Role::Sample)
             .count()
     }
 
     /// Whether a field is the sample's label.
     pub fn has_label(&self) -> bool {
-        self.iter().any(|f| matches!(f.kind, FieldKind::Label))
+        self.iter().any(|f| f.kind.role() == Role::Label)
     }
 
     /// The layout of a record whose sample field has `sample`'s.

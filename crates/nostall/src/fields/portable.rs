@@ -1,18 +1,20 @@
-//! Fields as another process is sent them: a JSON text naming each field, its members and
-//! its kind, and the `tokenizer.json` of each tokenizer beside it (a tokenizer's file is
-//! megabytes: it travels apart from the text, which stays small).
+//! Fields as another process is sent them: a JSON text naming each field, its members,
+//! its kind and the kind's settings, and the `tokenizer.json` of each tokenizer beside it
+//! (a tokenizer's file is megabytes: it travels apart from the text, which stays small).
 //!
 //! The node agent makes a job's loader from what the job sends ([`Fields::portable`] on
 //! the job's side, [`Fields::from_portable`] on the agent's): both must find the same
 //! fields, the same record layout and the same fingerprint, or their batches would be
 //! read with another layout. What the agent is sent is checked as a user's argument
-//! would be ([`Fields::new`], [`Tokenizer::from_json`]).
+//! would be (each kind made of its settings as Python's `Field` makes it, then
+//! [`Fields::new`]).
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::{Field, FieldKind, Fields};
+use super::kind::{self, Settings};
+use super::{Field, Fields};
 use crate::error::{Error, Result};
 #[cfg(feature = "tokenize")]
 use crate::prep::tokens::{Tokenizer, TokenizerArgs};
@@ -26,51 +28,21 @@ pub struct PortableFields {
     pub tokenizers: Vec<Arc<[u8]>>,
 }
 
+/// The keys of a field's object that are not its kind's settings.
+const FIELD_KEYS: [&str; 3] = ["name", "members", "kind"];
+
 impl Fields {
     /// These fields as another process makes them again ([`Fields::from_portable`]).
     pub fn portable(&self) -> PortableFields {
-        #[allow(unused_mut)] // Without tokenizers, nothing is added to it.
         let mut tokenizers: Vec<Arc<[u8]>> = Vec::new();
         let fields: Vec<Value> = self
             .iter()
             .map(|f| {
-                let mut v = json!({ "name": f.name, "members": f.members });
-                let kind = match &f.kind {
-                    FieldKind::Sample => json!({ "kind": "sample" }),
-                    FieldKind::Label => json!({ "kind": "label" }),
-                    FieldKind::Text { max_bytes } => {
-                        json!({ "kind": "text", "max_bytes": max_bytes })
-                    }
-                    FieldKind::Json { max_bytes, keys } => {
-                        json!({ "kind": "json", "max_bytes": max_bytes, "keys": keys })
-                    }
-                    FieldKind::Bytes { max_bytes } => {
-                        json!({ "kind": "bytes", "max_bytes": max_bytes })
-                    }
-                    FieldKind::Vector { length } => json!({ "kind": "vector", "length": length }),
-                    #[cfg(feature = "tokenize")]
-                    FieldKind::Tokens(tokenizer) => {
-                        let index = match tokenizers.iter().position(|t| **t == *tokenizer.json()) {
-                            Some(i) => i,
-                            None => {
-                                tokenizers.push(tokenizer.json().into());
-                                tokenizers.len() - 1
-                            }
-                        };
-                        let args = tokenizer.args();
-                        json!({
-                            "kind": "tokens",
-                            "tokenizer": index,
-                            "length": args.length,
-                            "pad_id": args.pad_id,
-                            "max_bytes": args.max_bytes,
-                        })
-                    }
-                };
-                if let (Value::Object(v), Value::Object(kind)) = (&mut v, kind) {
-                    v.extend(kind);
-                }
-                v
+                let mut v = f.kind.settings(&mut tokenizers);
+                v.insert("name".into(), json!(f.name));
+                v.insert("members".into(), json!(f.members));
+                v.insert("kind".into(), json!(f.kind.name()));
+                Value::Object(v)
             })
             .collect();
         PortableFields {
@@ -84,8 +56,8 @@ impl Fields {
     /// # Errors
     ///
     /// [`Error::Config`] naming what is wrong: the text is not such an array, a field's
-    /// kind is unknown, a tokenizer is missing or not a tokenizer, or what
-    /// [`Fields::new`] refuses.
+    /// kind is unknown or its settings are not the kind's, a tokenizer is missing or not
+    /// a tokenizer, or what [`Fields::new`] refuses.
     pub fn from_portable(
         text: &str,
         #[cfg_attr(not(feature = "tokenize"), allow(unused_variables))] tokenizers: &[Arc<[u8]>],
@@ -96,15 +68,16 @@ impl Fields {
             return Err(bad("not a JSON array".into()));
         };
         let mut fields = Vec::with_capacity(list.len());
-        // Each tokenizer parsed once for the fields that name it alike: 40 fields naming a
-        // 16 MB tokenizer held 40 parses (675 MB) in the agent for a group's lifetime.
         #[cfg(feature = "tokenize")]
-        let mut parsed: Vec<(usize, TokenizerArgs, Arc<Tokenizer>)> = Vec::new();
-        for v in &list {
-            let Value::Object(v) = v else {
+        let mut sent = Sent {
+            tokenizers: tokenizers.to_vec(),
+            parsed: Vec::new(),
+        };
+        for v in list {
+            let Value::Object(mut v) = v else {
                 return Err(bad("a field is not an object".into()));
             };
-            let name = string(v, "name").map_err(bad)?;
+            let name = string(&v, "name").map_err(bad)?;
             let members = match v.get("members") {
                 Some(Value::Array(m)) => m
                     .iter()
@@ -114,69 +87,14 @@ impl Fields {
             }
             .ok_or_else(|| bad(format!("field {name:?}: no list of members")))?;
             let members = super::parse_members(&name, &members.join(";"))?;
-            let max_bytes = || number(v, "max_bytes").map_err(|e| bad(format!("{name:?}: {e}")));
-            let kind = match string(v, "kind").map_err(bad)?.as_str() {
-                "sample" => FieldKind::Sample,
-                "label" => FieldKind::Label,
-                "text" => FieldKind::Text {
-                    max_bytes: max_bytes()?,
-                },
-                "json" => FieldKind::Json {
-                    max_bytes: max_bytes()?,
-                    keys: match v.get("keys") {
-                        Some(Value::Array(k)) => k
-                            .iter()
-                            .map(|k| k.as_str().map(str::to_string))
-                            .collect::<Option<Vec<_>>>(),
-                        _ => None,
-                    }
-                    .ok_or_else(|| bad(format!("field {name:?}: no list of keys")))?,
-                },
-                "bytes" => FieldKind::Bytes {
-                    max_bytes: max_bytes()?,
-                },
-                "vector" => FieldKind::Vector {
-                    length: number(v, "length").map_err(bad)?,
-                },
-                #[cfg(feature = "tokenize")]
-                "tokens" => {
-                    let index = number(v, "tokenizer").map_err(bad)?;
-                    let json = tokenizers.get(index).ok_or_else(|| {
-                        bad(format!(
-                            "field {name:?} names tokenizer {index} of {}",
-                            tokenizers.len()
-                        ))
-                    })?;
-                    let mut args = TokenizerArgs::new(number(v, "length").map_err(bad)?);
-                    args.max_bytes = max_bytes()?;
-                    args.pad_id = match v.get("pad_id") {
-                        None | Some(Value::Null) => None,
-                        Some(id) => Some(
-                            id.as_u64()
-                                .and_then(|id| u32::try_from(id).ok())
-                                .ok_or_else(|| bad(format!("field {name:?}: a bad pad_id")))?,
-                        ),
-                    };
-                    let known = parsed.iter().find(|(i, a, _)| *i == index && *a == args);
-                    let tokenizer = match known {
-                        Some((_, _, tokenizer)) => tokenizer.clone(),
-                        None => {
-                            let tokenizer = Arc::new(Tokenizer::from_json(json, args.clone())?);
-                            parsed.push((index, args, tokenizer.clone()));
-                            tokenizer
-                        }
-                    };
-                    FieldKind::Tokens(tokenizer)
-                }
-                #[cfg(not(feature = "tokenize"))]
-                "tokens" => {
-                    return Err(bad(format!(
-                        "field {name:?} is tokenized, and this build has no tokenizer (the \
-                         `tokenize` feature)"
-                    )))
-                }
-                other => return Err(bad(format!("field {name:?} of unknown kind {other:?}"))),
-            };
+            let kind = string(&v, "kind").map_err(bad)?;
+            v.retain(|key, _| !FIELD_KEYS.contains(&key.as_str()));
+            #[cfg(feature = "tokenize")]
+            let mut settings = Settings::sent(v, &mut sent);
+            #[cfg(not(feature = "tokenize"))]
+            let mut settings = Settings::new(v);
+            let kind = kind::made(&kind, &mut settings)
+                .map_err(|why| bad(format!("field {name:?}: {why}")))?;
             fields.push(Field {
                 name,
                 members,
@@ -187,16 +105,44 @@ impl Fields {
     }
 }
 
-fn string(v: &Map<String, Value>, key: &str) -> std::result::Result<String, String> {
+/// The tokenizers sent beside the text, each parsed once for the fields that name it
+/// alike: 40 fields naming a 16 MB tokenizer held 40 parses (675 MB) in the agent for a
+/// group's lifetime.
+#[cfg(feature = "tokenize")]
+pub(super) struct Sent {
+    tokenizers: Vec<Arc<[u8]>>,
+    parsed: Vec<(usize, TokenizerArgs, Arc<Tokenizer>)>,
+}
+
+#[cfg(feature = "tokenize")]
+impl Sent {
+    /// Tokenizer `index` with `args`, parsed once.
+    pub(super) fn tokenizer(
+        &mut self,
+        index: usize,
+        args: TokenizerArgs,
+    ) -> std::result::Result<Arc<Tokenizer>, String> {
+        if let Some((_, _, tokenizer)) = self
+            .parsed
+            .iter()
+            .find(|(i, a, _)| *i == index && *a == args)
+        {
+            return Ok(tokenizer.clone());
+        }
+        let json = self
+            .tokenizers
+            .get(index)
+            .ok_or_else(|| format!("names tokenizer {index} of {}", self.tokenizers.len()))?;
+        let tokenizer =
+            Arc::new(Tokenizer::from_json(json, args.clone()).map_err(|e| e.to_string())?);
+        self.parsed.push((index, args, tokenizer.clone()));
+        Ok(tokenizer)
+    }
+}
+
+fn string(v: &serde_json::Map<String, Value>, key: &str) -> std::result::Result<String, String> {
     v.get(key)
         .and_then(Value::as_str)
         .map(str::to_string)
         .ok_or_else(|| format!("no text {key:?}"))
-}
-
-fn number(v: &Map<String, Value>, key: &str) -> std::result::Result<usize, String> {
-    v.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| format!("no whole number {key:?}"))
 }

@@ -1,6 +1,6 @@
 //! [`RecordPrep`]: a record's members into its fields' parts of a slot.
 
-use super::{Field, FieldKind, Fields};
+use super::{Field, Fields, Role};
 use crate::error::{Cause, Result};
 use crate::prep::{Pipeline, Prep, Prepared, Preparer};
 use crate::rng::Rng;
@@ -86,16 +86,17 @@ impl Preparer for RecordPreparer {
         let first = self.fields.first_sample();
         for (i, (field, part)) in self.fields.iter().zip(&self.parts).enumerate() {
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
-            if matches!(field.kind, FieldKind::Label) {
+            let role = field.kind.role();
+            if role == Role::Label {
                 continue;
             }
             let bytes = member(data, &members, field, (i == first).then_some(self.modality))?;
-            match &field.kind {
-                FieldKind::Label => {}
-                FieldKind::Sample if i == first => {
+            match role {
+                Role::Label => {}
+                Role::Sample if i == first => {
                     prepared = self.sample.prepare(bytes, rng, slot)?;
                 }
-                FieldKind::Sample => {
+                Role::Sample => {
                     // A second image of the sample: draws of its own, the first's unchanged.
                     let mut own = rng.fork(OTHER_SAMPLES + i as u64);
                     if let Prepared::Deferred(_) = self.sample.prepare(bytes, &mut own, slot)? {
@@ -105,7 +106,7 @@ impl Preparer for RecordPreparer {
                         )));
                     }
                 }
-                _ => put_field(field, bytes, slot)?,
+                Role::Member => field.prepare(bytes, slot)?,
             }
         }
         Ok(prepared)
@@ -137,124 +138,4 @@ pub(super) fn member<'a>(
     })?;
     // `members` checked every extent against the record.
     Ok(&data[member.data.clone()])
-}
-
-fn utf8<'a>(field: &Field, bytes: &'a [u8]) -> Result<&'a str, Cause> {
-    std::str::from_utf8(bytes).map_err(|e| {
-        bad_text(
-            field,
-            format!("not UTF-8 text ({e}); read the field as bytes to take it as it is"),
-        )
-    })
-}
-
-fn bad_text(field: &Field, reason: impl ToString) -> Cause {
-    Cause::BadText {
-        field: field.name.clone(),
-        reason: reason.to_string(),
-    }
-}
-
-/// Prepares `bytes`, the member of a field other than a sample's or the label, into the
-/// field's `slot`. Each kind checks the member's size against its bound before it reads
-/// anything of it (a member of gigabytes costs a comparison, not a parse), then reads it
-/// once, allocating nothing sized by it.
-pub(super) fn put_field(field: &Field, bytes: &[u8], slot: &mut [u8]) -> Result<(), Cause> {
-    match &field.kind {
-        FieldKind::Text { .. } => {
-            // `bad-text` (not `too-large`) as it always was: users' skip counts and tests
-            // read it so.
-            fits(field, bytes, slot).map_err(|reason| bad_text(field, reason))?;
-            let text = utf8(field, bytes)?;
-            put_var(text.as_bytes(), slot);
-        }
-        FieldKind::Json { keys, .. } => {
-            too_large(field, bytes, slot_capacity(slot))?;
-            super::json::check(bytes, keys).map_err(|reason| Cause::BadJson {
-                field: field.name.clone(),
-                reason,
-            })?;
-            put_var(bytes, slot);
-        }
-        FieldKind::Bytes { .. } => {
-            too_large(field, bytes, slot_capacity(slot))?;
-            put_var(bytes, slot);
-        }
-        FieldKind::Vector { length } => {
-            super::vector::put(bytes, *length, slot).map_err(|reason| Cause::BadVector {
-                field: field.name.clone(),
-                reason,
-            })?;
-        }
-        #[cfg(feature = "tokenize")]
-        FieldKind::Tokens(tokenizer) => {
-            too_large(field, bytes, tokenizer.args().max_bytes)?;
-            let text = utf8(field, bytes)?;
-            put_tokens(tokenizer, text, slot).map_err(|cause| bad_text(field, cause))?;
-        }
-        FieldKind::Sample | FieldKind::Label => {
-            return Err(Cause::Internal(format!(
-                "field {:?} is the pipeline's or the label, not a member to prepare",
-                field.name
-            )))
-        }
-    }
-    Ok(())
-}
-
-/// [`Cause::TooLarge`], naming `field`, for a member of more than `limit` bytes.
-fn too_large(field: &Field, bytes: &[u8], limit: usize) -> Result<(), Cause> {
-    if bytes.len() > limit {
-        return Err(Cause::TooLarge {
-            bytes: bytes.len() as u64,
-            limit: limit as u64,
-            field: Some(field.name.clone()),
-        });
-    }
-    Ok(())
-}
-
-/// The bytes a var slot holds after its length.
-fn slot_capacity(slot: &[u8]) -> usize {
-    slot.len() - 4
-}
-
-/// Whether `bytes` fit `field`'s var slot, in words if not.
-fn fits(field: &Field, bytes: &[u8], slot: &[u8]) -> std::result::Result<(), String> {
-    let capacity = slot_capacity(slot);
-    if bytes.len() > capacity {
-        return Err(format!(
-            "{} bytes, more than the field holds (max_bytes={capacity}; raise it for field \
-             {:?})",
-            bytes.len(),
-            field.name
-        ));
-    }
-    Ok(())
-}
-
-/// Writes `bytes`, checked to fit, into a var slot: its length, then the bytes, then zeros
-/// (nothing of the slot's last sample stays).
-fn put_var(bytes: &[u8], slot: &mut [u8]) {
-    let (len, rest) = slot.split_at_mut(4);
-    len.copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-    rest[..bytes.len()].copy_from_slice(bytes);
-    rest[bytes.len()..].fill(0);
-}
-
-/// Tokenizes `text` into a tokens slot: the ids, then the mask, native-endian `i64`.
-#[cfg(feature = "tokenize")]
-fn put_tokens(
-    tokenizer: &crate::prep::tokens::Tokenizer,
-    text: &str,
-    slot: &mut [u8],
-) -> std::result::Result<(), Cause> {
-    let length = tokenizer.length();
-    let mut ids = vec![0i64; length];
-    let mut mask = vec![0i64; length];
-    tokenizer.encode_into(text, &mut ids, &mut mask)?;
-    for (chunk, v) in slot.chunks_exact_mut(8).zip(ids.iter().chain(&mask)) {
-        chunk.copy_from_slice(&v.to_ne_bytes());
-    }
-    Ok(())
 }

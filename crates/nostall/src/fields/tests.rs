@@ -129,7 +129,7 @@ fn each_part_starts_aligned_and_the_fingerprint_follows_the_fields() {
     let other = RecordPrep::new(
         pipeline(),
         Fields::new(vec![
-            field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 64 }),
+            field("caption", "txt").with_kind(FieldKind::text(64)),
             field("image", "jpg"),
         ])
         .unwrap(),
@@ -144,11 +144,8 @@ fn a_bad_field_is_its_samples_cause_naming_the_field() {
     let deep = "[".repeat(5_000) + &"]".repeat(5_000);
     let fields = Fields::new(vec![
         field("image", "jpg"),
-        field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 64 }),
-        field("meta", "json").with_kind(FieldKind::Json {
-            max_bytes: DEFAULT_FIELD_BYTES,
-            keys: vec!["w".into()],
-        }),
+        field("caption", "txt").with_kind(FieldKind::text(64)),
+        field("meta", "json").with_kind(FieldKind::json(DEFAULT_FIELD_BYTES, vec!["w".into()])),
     ])
     .unwrap();
     let shard = tar(&[
@@ -225,15 +222,12 @@ fn a_member_over_its_fields_bound_is_refused_for_its_size_before_it_is_read() {
     let length = 4;
     let fields = Fields::new(vec![
         field("image", "jpg"),
-        field("meta", "json").with_kind(FieldKind::Json {
-            max_bytes: 1024,
-            keys: Vec::new(),
-        }),
-        field("embedding", "npy").with_kind(FieldKind::Vector { length }),
+        field("meta", "json").with_kind(FieldKind::json(1024, Vec::new())),
+        field("embedding", "npy").with_kind(FieldKind::vector(length)),
     ])
     .unwrap();
     let values: Vec<u8> = (0..4).flat_map(|i| (i as f32).to_le_bytes()).collect();
-    let good_npy = super::vector::tests::npy_file("<f4", "(4,)", &values);
+    let good_npy = super::npy::tests::npy_file("<f4", "(4,)", &values);
     // A JSON array of zeros: one `serde_json::Value` of 32 bytes for each 2 of them, had
     // it been parsed before its size was looked at (the review's 60 MB members took 3.7 GB).
     let zeros = |bytes: usize| {
@@ -242,7 +236,7 @@ fn a_member_over_its_fields_bound_is_refused_for_its_size_before_it_is_read() {
         assert_eq!(json.len(), bytes);
         json.into_bytes()
     };
-    let most = vector::most_bytes(length);
+    let most = kind::vector::most_bytes(length);
     let mut npy_huge = good_npy.clone();
     npy_huge.resize(most + 1, 0);
     let shard = tar(&[
@@ -318,7 +312,7 @@ fn a_caption_to_tokenize_over_its_bound_is_too_large_whatever_its_bytes() {
     let mut args = TokenizerArgs::new(6);
     args.max_bytes = 16;
     let tokenizer = Tokenizer::from_json(&crate::prep::tokens::tests::json(), args).unwrap();
-    let text = field("text", "txt").with_kind(FieldKind::Tokens(Arc::new(tokenizer)));
+    let text = field("text", "txt").with_kind(FieldKind::tokens(Arc::new(tokenizer)));
     let mut slot = vec![
         0u8;
         text.kind
@@ -326,7 +320,7 @@ fn a_caption_to_tokenize_over_its_bound_is_too_large_whatever_its_bytes() {
             .bytes()
     ];
     // Not UTF-8 either: its size is looked at first.
-    let got = record::put_field(&text, &[0xff; 17], &mut slot);
+    let got = text.prepare(&[0xff; 17], &mut slot);
     assert_eq!(
         got,
         Err(Cause::TooLarge {
@@ -336,7 +330,7 @@ fn a_caption_to_tokenize_over_its_bound_is_too_large_whatever_its_bytes() {
         })
     );
     assert_eq!(
-        record::put_field(&text, &[0xff; 16], &mut slot).map_err(|c| c.kind()),
+        text.prepare(&[0xff; 16], &mut slot).map_err(|c| c.kind()),
         Err("bad-text")
     );
 }
@@ -377,7 +371,7 @@ fn a_tokenized_field_holds_the_tokenizers_ids_then_its_mask() {
         Tokenizer::from_json(&crate::prep::tokens::tests::json(), TokenizerArgs::new(6)).unwrap();
     let fields = Fields::new(vec![
         field("image", "jpg"),
-        field("text", "txt").with_kind(FieldKind::Tokens(Arc::new(tokenizer.clone()))),
+        field("text", "txt").with_kind(FieldKind::tokens(Arc::new(tokenizer.clone()))),
     ])
     .unwrap();
     let jpg = photo();
@@ -408,19 +402,19 @@ fn fields_that_cannot_work_are_refused() {
     assert!(why(vec![field("a", "jpg"), field("a", "txt")]).contains("two fields are named"));
     assert!(why(vec![
         field("image", "jpg"),
-        field("caption", "txt").with_kind(FieldKind::Text { max_bytes: 0 })
+        field("caption", "txt").with_kind(FieldKind::text(0))
     ])
     .contains("max_bytes=0"));
     assert!(why(vec![
         field("image", "jpg"),
-        field("label", "txt").with_kind(FieldKind::Label)
+        field("label", "txt").with_kind(FieldKind::label())
     ])
     .contains(".cls"));
     assert!(Field::new("image", "jpg;;png", Modality::Image).is_err());
-    assert!(matches!(field("x", "PNG").kind, FieldKind::Sample));
-    assert!(matches!(field("x", "cls").kind, FieldKind::Label));
-    assert!(matches!(field("x", "seg.png").kind, FieldKind::Sample));
-    assert!(matches!(field("x", "npy").kind, FieldKind::Bytes { .. }));
+    assert_eq!(field("x", "PNG").kind.name(), "sample");
+    assert_eq!(field("x", "cls").kind.name(), "label");
+    assert_eq!(field("x", "seg.png").kind.name(), "sample");
+    assert_eq!(field("x", "npy").kind.name(), "bytes");
 }
 
 #[test]
@@ -433,12 +427,9 @@ fn portable_fields_make_the_same_fields_and_hostile_ones_are_refused() {
     let fields = Fields::new(vec![
         field("image", "jpg;png"),
         field("label", "cls"),
-        field("caption", "txt").with_kind(FieldKind::Tokens(tokenizer.clone())),
-        field("again", "text").with_kind(FieldKind::Tokens(tokenizer)),
-        field("meta", "json").with_kind(FieldKind::Json {
-            max_bytes: 100,
-            keys: vec!["url".into()],
-        }),
+        field("caption", "txt").with_kind(FieldKind::tokens(tokenizer.clone())),
+        field("again", "text").with_kind(FieldKind::tokens(tokenizer)),
+        field("meta", "json").with_kind(FieldKind::json(100, vec!["url".into()])),
         field("raw", "bin"),
     ])
     .unwrap();
@@ -452,10 +443,8 @@ fn portable_fields_make_the_same_fields_and_hostile_ones_are_refused() {
     // Parsed once for both fields that name it alike (the agent holds what it makes).
     let parsed: Vec<_> = made
         .iter()
-        .filter_map(|f| match &f.kind {
-            FieldKind::Tokens(t) => Some(t.clone()),
-            _ => None,
-        })
+        .filter_map(|f| f.kind.get::<kind::tokens::Tokens>())
+        .map(|t| t.tokenizer().clone())
         .collect();
     assert_eq!(parsed.len(), 2);
     assert!(
@@ -535,4 +524,34 @@ fn a_second_image_of_a_sample_draws_its_own_and_leaves_the_first_as_it_was() {
     let (_dir, shards) = records(&[("b.tar", shard)], &fields);
     let err = prepare(&prep, &shards, 0).unwrap_err();
     assert_eq!(err.kind(), "missing-field");
+}
+
+#[test]
+fn vector_and_npz_fields_travel_as_they_are() {
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("embedding", "npy").with_kind(FieldKind::vector(512)),
+        field("feat", "npz").with_kind(FieldKind::npz(vec![
+            ("mask".into(), vec![16, 16]),
+            ("scores".into(), vec![3]),
+        ])),
+    ])
+    .unwrap();
+    let sent = fields.portable();
+    assert!(
+        sent.text
+            .contains(r#""arrays":[["mask",[16,16]],["scores",[3]]]"#),
+        "{}",
+        sent.text
+    );
+    let made = Fields::from_portable(&sent.text, &sent.tokenizers).unwrap();
+    assert_eq!(made.fingerprint(), fields.fingerprint());
+    let sample = SampleLayout::new(vec![3, 8, 8], crate::sample::DType::F32);
+    assert_eq!(made.layout(&sample), fields.layout(&sample));
+    assert_eq!(made.portable(), sent);
+    assert_eq!(made.layout(&sample).parts()[2].form.bytes(), (256 + 3) * 4);
+    // What the agent is sent is checked as a user's fields are.
+    let text = sent.text.replace("[16,16]", "[16,0]");
+    let why = Fields::from_portable(&text, &[]).unwrap_err().to_string();
+    assert!(why.contains("field \"feat\": array \"mask\""), "{why}");
 }
