@@ -1,33 +1,42 @@
-"""Writes ``nostall/ops.pyi``, the type stubs of ``nostall.ops``, from the engine's
-declarations of its operators (``nostall._nostall._image_operators``).
+"""Writes ``nostall/ops.pyi`` and ``nostall/audio.pyi``, the type stubs of ``nostall.ops`` and
+``nostall.audio``, from the engine's declarations of its operators
+(``nostall._nostall._image_operators`` and ``_audio_operators``).
 
 Run it after adding or changing an operator (the package built, e.g. by ``make
-python-test``): ``python python/write_ops_stub.py``. ``tests/test_ops.py`` fails while the
-stubs differ from what this writes.
+python-test``): ``python python/write_ops_stub.py``. ``tests/test_ops.py`` and
+``tests/test_audio.py`` fail while the stubs differ from what this writes.
 """
 
 from __future__ import annotations
 
 import pathlib
 import textwrap
+from types import ModuleType
 
 STUB = pathlib.Path(__file__).parent / "nostall" / "ops.pyi"
+AUDIO_STUB = pathlib.Path(__file__).parent / "nostall" / "audio.pyi"
 
-HEADER = '''"""Type stubs of nostall.ops: the operators of a pipeline.
+
+def header(module: str, what: str, abc: str) -> str:
+    """The stub file's opening: its docstring and imports (``abc``: from collections.abc)."""
+    return f'''"""Type stubs of {module}: {what}.
 
 Written by python/write_ops_stub.py from the engine's declarations: do not edit.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import {abc}
 from typing import Any, final
 
 from typing_extensions import disjoint_base
 
 '''
 
-BASE = '''@disjoint_base
+
+def base(summary: str) -> str:
+    """The base class ``Op``, its docstring opening with ``summary``."""
+    return f'''@disjoint_base
 class Op:
-    """An operator of a pipeline: the base class of the operators of ``nostall.ops``.
+    """{summary}
 
     Operators are made by their subclasses and cannot be changed once made; a list of
     them is the ``pipeline`` of a ``nostall.Loader``. Two operators are equal when they
@@ -72,29 +81,60 @@ def docstring(text: str, indent: str) -> str:
     return textwrap.indent(f'"""{body}\n"""', indent).replace(f"{indent}\n", "\n")
 
 
-def render() -> str:
-    """The stub file's text."""
-    from nostall import ops
-    from nostall._nostall import _image_operators
+def names(declarations: list, *others: str) -> list[str]:
+    """``__all__``'s lines: the declared operators and ``others``, sorted."""
+    every = sorted(["Op", *others, *(name for name, _doc, _params in declarations)])
+    return ["__all__ = [\n", *(f'    "{n}",\n' for n in every), "]\n\n"]
 
-    declarations = _image_operators()
-    names = sorted(["Op", "Python", "from_torchvision", *(name for name, _doc, _params in declarations)])
-    out = [HEADER, "__all__ = [\n", *(f'    "{n}",\n' for n in names), "]\n\n", BASE]
+
+def classes(module: ModuleType, declarations: list) -> list[str]:
+    """One stub class for each operator the engine declares, as ``module`` made it."""
+    out = []
     for name, _doc, params in declarations:
         out.append(f"\n@final\nclass {name}(Op):\n")
-        out.append(docstring(getattr(ops, name).__doc__, "    ") + "\n\n")
+        out.append(docstring(getattr(module, name).__doc__, "    ") + "\n\n")
         args = "".join(
             f", {param}: {takes}" + ("" if default is None else f" = {default}")
             for param, takes, _gives, default, _doc in params
         )
         out.append(f"    def __new__(cls{args}) -> {name}: ...\n")
-        for param, _takes, gives, _default, doc in params:
+        for param, _takes, gives, _default, _pdoc in params:
             out.append(f"    @property\n    def {param}(self) -> {gives}:\n")
-            out.append(f'        """{getattr(ops, name).__dict__[param].__doc__}"""\n')
-    out.append(TRANSLATE)
-    return "".join(out)
+            out.append(f'        """{getattr(module, name).__dict__[param].__doc__}"""\n')
+    return out
+
+
+def render() -> str:
+    """``nostall/ops.pyi``'s text."""
+    from nostall import ops
+    from nostall._nostall import _image_operators
+
+    declarations = _image_operators()
+    return "".join([
+        header("nostall.ops", "the operators of a pipeline", "Callable, Sequence"),
+        *names(declarations, "Python", "from_torchvision"),
+        base("An operator of a pipeline: the base class of the operators of ``nostall.ops``."),
+        *classes(ops, declarations),
+        TRANSLATE,
+    ])
+
+
+def render_audio() -> str:
+    """``nostall/audio.pyi``'s text."""
+    from nostall import audio
+    from nostall._nostall import _audio_operators
+
+    declarations = _audio_operators()
+    return "".join([
+        header("nostall.audio", "the operators of an audio pipeline", "Sequence"),
+        *names(declarations),
+        base("An operator of an audio pipeline: the base class of the operators of\n"
+             "    ``nostall.audio``."),
+        *classes(audio, declarations),
+    ])
 
 
 if __name__ == "__main__":
-    STUB.write_text(render())
-    print(f"wrote {STUB}")
+    for stub, text in [(STUB, render()), (AUDIO_STUB, render_audio())]:
+        stub.write_text(text)
+        print(f"wrote {stub}")

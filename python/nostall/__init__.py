@@ -29,7 +29,8 @@ random 32 000-sample crop, ``[n, 1, 32000]``) or ``"melspec"`` (16 kHz, a random
 >>> loader = nostall.Loader("/data/fma/train", pipeline="m5", batch_size=32)
 
 or a list of operators from :mod:`nostall.audio` (``Channels``, ``Resample``,
-``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``: torchaudio's parameters).
+``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``, ``FrequencyMasking``,
+``TimeMasking``: torchaudio's parameters).
 
 Batches reach Python without a copy (DLPack): the tensor's memory is the loader's batch
 buffer, and it returns to the loader's pool when the tensor is freed. The GIL is released
@@ -53,7 +54,8 @@ Public names:
   ``RandomOrder``; besides them ``ops.Python(fn)``, your own function on each sample, and
   ``ops.from_torchvision``, a torchvision or timm recipe as nostall's operators.
 - :mod:`nostall.audio`: the operators of an audio pipeline (``Channels``, ``Resample``,
-  ``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``).
+  ``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``, and SpecAugment's
+  ``FrequencyMasking`` and ``TimeMasking``).
 - :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
 - :class:`Mixup`: MixUp and CutMix of each batch in the engine, as timm's (``mix=``).
 - :class:`Field`, :class:`Tokenizer`: a sample's named fields (``fields=``), and a

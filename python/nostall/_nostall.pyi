@@ -8,13 +8,7 @@ from typing import Any, Literal, final
 from typing_extensions import disjoint_base
 
 from . import audio
-from .audio import CenterCrop as AudioCenterCrop
-from .audio import Channels as Channels
-from .audio import Log as Log
-from .audio import MelSpectrogram as MelSpectrogram
 from .audio import Op as AudioOp
-from .audio import RandomCrop as RandomCrop
-from .audio import Resample as Resample
 from .ops import Op as Op
 
 __all__ = [
@@ -32,12 +26,7 @@ __all__ = [
     "_augment_draws",
     "_augment",
     "AudioOp",
-    "Channels",
-    "Resample",
-    "RandomCrop",
-    "AudioCenterCrop",
-    "MelSpectrogram",
-    "Log",
+    "_audio_operators",
     "imagenet_train",
     "imagenet_val",
     "demo_photos",
@@ -249,6 +238,10 @@ def _connect(
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default
     or None, doc), ...])``, from which ``nostall.ops`` makes its classes."""
+
+def _audio_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
+    """The audio operators' declarations, as ``_image_operators``'s, from which
+    ``nostall.audio`` makes its classes."""
 
 def _augment_draws(op: Op, seed: int, count: int, width: int, height: int) -> list[list[tuple[str, float]]]:
     """The augmentations an automatic augmentation draws for ``count`` samples of

@@ -31,64 +31,16 @@ parameters, defaults, docs): the engine is where an operator is defined, once.
 
 from __future__ import annotations
 
-import ast
-import inspect
 from typing import Any
 
+from ._declared import operator_class
 from ._nostall import Op, _image_operators
 
 __all__ = ["Op"]
 
 
-def _rst(text: str) -> str:
-    """The engine's Markdown code spans as reStructuredText's."""
-    return text.replace("`", "``")
-
-
-def _operator_class(name: str, doc: str, params: list[tuple[str, str, str, str | None, str]]) -> type:
-    """The class of the engine's operator ``name``."""
-
-    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
-        return Op.__new__(cls, name, args, kwargs)
-
-    signature = inspect.Signature(
-        [inspect.Parameter("cls", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        + [
-            inspect.Parameter(
-                param,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=inspect.Parameter.empty if default is None else ast.literal_eval(default),
-                annotation=takes,
-            )
-            for param, takes, _gives, default, _doc in params
-        ]
-    )
-    __new__.__signature__ = signature  # type: ignore[attr-defined]
-    __new__.__qualname__ = f"{name}.__new__"
-    lines = [
-        f"- ``{param}``{'' if default is None else f' (``{default}``)'}: {_rst(pdoc)}."
-        for param, _takes, _gives, default, pdoc in params
-    ]
-    properties = {
-        param: property(lambda self, _param=param: self._arg(_param), doc=_rst(pdoc[:1].upper() + pdoc[1:]) + ".")
-        for param, _takes, _gives, _default, pdoc in params
-    }
-    return type(
-        name,
-        (Op,),
-        {
-            **properties,
-            "__new__": __new__,
-            "__doc__": _rst(doc) + ("\n\n" + "\n".join(lines) if lines else ""),
-            "__module__": __name__,
-            "__qualname__": name,
-            "__slots__": (),
-        },
-    )
-
-
 for _name, _doc, _params in _image_operators():
-    globals()[_name] = _operator_class(_name, _doc, _params)
+    globals()[_name] = operator_class(Op, __name__, _name, _doc, _params)
     __all__.append(_name)
 __all__.sort()
 del _name, _doc, _params

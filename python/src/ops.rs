@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use nostall::prep::args::Value;
-use nostall::prep::audio::AudioOp;
+use nostall::prep::args::{Keywords, Param, Value};
+use nostall::prep::audio::{self, AudioOp};
 use nostall::prep::image::{op, Op, DECLARATIONS};
 use nostall::prep::Operators;
 use nostall::user_code::function::UserOp;
@@ -43,11 +43,7 @@ impl OpBase {
         args: Vec<PyValue>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<OpBase> {
-        let positional = args.into_iter().map(|v| v.0).collect();
-        let mut keywords = Vec::new();
-        for (key, value) in kwargs.into_iter().flatten() {
-            keywords.push((key.extract::<String>()?, value.extract::<PyValue>()?.0));
-        }
+        let (positional, keywords) = arguments(args, kwargs)?;
         let op = Op::call(name, positional, keywords).map_err(|e| raise(py, e))?;
         Ok(OpBase(op))
     }
@@ -63,29 +59,56 @@ impl OpBase {
     /// The value of its parameter `name`, as the operator holds it (each class's
     /// properties read them).
     fn _arg<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        match self.0.arg(name) {
-            Some(value) => to_python_value(py, &value),
-            None => Err(PyAttributeError::new_err(format!(
-                "{} has no parameter {name:?}",
-                self.0.name()
-            ))),
-        }
+        arg(py, self.0.name(), self.0.arg(name), name)
     }
 
     /// Pickled as its class and its arguments, in order.
     fn __reduce__<'py>(
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let args = slf
-            .get()
-            .0
-            .args()
-            .iter()
-            .map(|(_, value)| to_python_value(py, value))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok((slf.get_type().into_any(), PyTuple::new(py, args)?))
+        reduce(slf.get_type().into_any(), slf.get().0.args())
     }
+}
+
+/// A call's arguments from Python: by position, then by keyword.
+pub(crate) fn arguments(
+    args: Vec<PyValue>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(Vec<Value>, Keywords)> {
+    let positional = args.into_iter().map(|v| v.0).collect();
+    let mut keywords = Vec::new();
+    for (key, value) in kwargs.into_iter().flatten() {
+        keywords.push((key.extract::<String>()?, value.extract::<PyValue>()?.0));
+    }
+    Ok((positional, keywords))
+}
+
+/// The value of the parameter `name` of the operator `operator`, which holds `value`.
+pub(crate) fn arg<'py>(
+    py: Python<'py>,
+    operator: &str,
+    value: Option<Value>,
+    name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Some(value) => to_python_value(py, &value),
+        None => Err(PyAttributeError::new_err(format!(
+            "{operator} has no parameter {name:?}"
+        ))),
+    }
+}
+
+/// An operator pickled as its `class` called with its arguments, in order.
+pub(crate) fn reduce<'py>(
+    class: Bound<'py, PyAny>,
+    args: Vec<(&'static str, Value)>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    let py = class.py();
+    let args = args
+        .iter()
+        .map(|(_, value)| to_python_value(py, value))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok((class, PyTuple::new(py, args)?))
 }
 
 /// An argument from Python: a number, a string, `None`, a bool, numbers in a tuple or
@@ -179,8 +202,8 @@ pub(crate) fn to_python<'py>(py: Python<'py>, op: &Op) -> PyResult<Bound<'py, Py
     class.call1(PyTuple::new(py, args)?)
 }
 
-/// One parameter as `nostall/ops.py` reads it: name, what it takes and gives (Python
-/// annotations), its default as Python writes it, its doc.
+/// One parameter as `nostall/_declared.py` reads it: name, what it takes and gives
+/// (Python annotations), its default as Python writes it, its doc.
 type ParamRow = (
     &'static str,
     &'static str,
@@ -189,20 +212,25 @@ type ParamRow = (
     &'static str,
 );
 
-/// The image operators' declarations, for `nostall/ops.py` to make their classes:
+/// An operator's declaration as `nostall/_declared.py` reads it to make its class:
 /// `(name, doc, [parameter, ...])`.
+pub(crate) type Declared = (&'static str, &'static str, Vec<ParamRow>);
+
+/// The declaration of the operator `name`, documented by `doc`, with `params`.
+pub(crate) fn declared(name: &'static str, doc: &'static str, params: &[Param]) -> Declared {
+    let params = params
+        .iter()
+        .map(|p| (p.name, p.kind.takes(), p.kind.gives(), p.default, p.doc));
+    (name, doc, params.collect())
+}
+
+/// The image operators' declarations, for `nostall/ops.py` to make their classes.
 #[pyfunction]
 #[pyo3(name = "_image_operators")]
-fn image_operators() -> Vec<(&'static str, &'static str, Vec<ParamRow>)> {
+fn image_operators() -> Vec<Declared> {
     DECLARATIONS
         .iter()
-        .map(|d| {
-            let params = d
-                .params
-                .iter()
-                .map(|p| (p.name, p.kind.takes(), p.kind.gives(), p.default, p.doc));
-            (d.name, d.doc, params.collect())
-        })
+        .map(|d| declared(d.name, d.doc, d.params))
         .collect()
 }
 
@@ -269,12 +297,13 @@ fn from_native(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult
             user.push((i, op));
         } else {
             let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
+            let audio_names: Vec<_> = audio::DECLARATIONS.iter().map(|d| d.name).collect();
             return Err(PyTypeError::new_err(format!(
                 "pipeline[{i}] is {}, not an operator: build the list from nostall.ops \
-                 ({}, Python) or from nostall.audio (Channels, Resample, RandomCrop, \
-                 CenterCrop, MelSpectrogram, Log)",
+                 ({}, Python) or from nostall.audio ({})",
                 item.repr()?,
-                names.join(", ")
+                names.join(", "),
+                audio_names.join(", ")
             )));
         }
         if !image.is_empty() && !audio.is_empty() {
@@ -298,7 +327,7 @@ fn from_native(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult
     Ok(if audio.is_empty() {
         Operators::Image(placed(image, user, Op::user))
     } else {
-        Operators::Audio(placed(audio, user, AudioOp::User))
+        Operators::Audio(placed(audio, user, AudioOp::user))
     })
 }
 

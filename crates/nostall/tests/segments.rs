@@ -90,7 +90,7 @@ fn open(location: &Path) -> Dataset {
 /// rate, from the middle (all of a segment of that length).
 fn frames(bytes: &[u8], length: usize) -> Result<Vec<f32>, Cause> {
     let pipeline =
-        AudioPipeline::new(vec![AudioOp::Channels(1), AudioOp::CenterCrop { length }]).unwrap();
+        AudioPipeline::new(vec![AudioOp::channels(1), AudioOp::center_crop(length)]).unwrap();
     let mut out = vec![0u8; length * 4];
     pipeline
         .preparer()

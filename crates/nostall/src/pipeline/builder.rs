@@ -609,7 +609,7 @@ mod tests {
         let mut b = LoaderBuilder::new("/data");
         b.settings_mut().pipeline = PipelineSetting::Operators(Operators::Audio(vec![
             AudioOp::resample(8_000),
-            AudioOp::CenterCrop { length: 100 },
+            AudioOp::center_crop(100),
         ]));
         assert_eq!(b.config().unwrap().pipeline.layout().shape(), [1, 100]);
         b.settings_mut().layout = Layout::Hwc;
@@ -629,9 +629,9 @@ mod tests {
     #[test]
     fn operators_are_settings_another_process_can_replay() {
         let ops = Operators::Audio(vec![
-            AudioOp::Channels(2),
+            AudioOp::channels(2),
             AudioOp::resample(22_050),
-            AudioOp::RandomCrop { length: 4_410 },
+            AudioOp::random_crop(4_410),
         ]);
         let mut b = LoaderBuilder::new("/data");
         b.settings_mut().plan.batch_size = 8;

@@ -1,11 +1,12 @@
 //! Operators' arguments: one model of a value, which the text form reads, Python's
 //! objects convert to, and each operator's declaration binds to its parameters.
 //!
-//! An operator declares its parameters once ([`Param`]: name, kind, default as Python
-//! writes it). Whatever wrote the call, text or Python, [`Args::bind`] matches what was
-//! given to those parameters as Python does (by position, then by keyword, each once),
-//! fills in the defaults by reading their text, and the operator reads each value back
-//! through a typed getter whose error names the operator and the parameter. So a
+//! An operator declares itself once ([`Declaration`]: its name, its docs, and its
+//! parameters, each a [`Param`]: name, kind, default as Python writes it), an image's or an
+//! audio operator's alike. Whatever wrote the call, text or Python, [`Args::bind`] matches
+//! what was given to those parameters as Python does (by position, then by keyword, each
+//! once), fills in the defaults by reading their text, and the operator reads each value
+//! back through a typed getter whose error names the operator and the parameter. So a
 //! parameter's default, its check and its message are the same from every front.
 
 use std::fmt;
@@ -137,6 +138,14 @@ pub enum Kind {
     OptionalInt,
     /// A string, one of those the operator names.
     Choice,
+    /// A string, one of those the operator names, or `None`.
+    OptionalChoice,
+    /// An int, or `None` for the one the operator derives from its other arguments; given
+    /// back as the int.
+    DerivedInt,
+    /// A float, or `None` for the one the operator derives from its other arguments; given
+    /// back as the float.
+    DerivedFloat,
     /// A bool.
     Bool,
     /// An int (the shorter side) or a `(height, width)` pair.
@@ -182,6 +191,9 @@ impl Kind {
             Kind::OptionalFloat => "float | None",
             Kind::OptionalInt => "int | None",
             Kind::Choice => "str",
+            Kind::OptionalChoice => "str | None",
+            Kind::DerivedInt => "int | None",
+            Kind::DerivedFloat => "float | None",
             Kind::Bool => "bool",
             Kind::Size | Kind::Square => "int | tuple[int, int] | list[int]",
             Kind::Range => "tuple[float, float] | list[float]",
@@ -210,6 +222,9 @@ impl Kind {
             Kind::OptionalFloat => "float | None",
             Kind::OptionalInt => "int | None",
             Kind::Choice => "str",
+            Kind::OptionalChoice => "str | None",
+            Kind::DerivedInt => "int",
+            Kind::DerivedFloat => "float",
             Kind::Bool => "bool",
             Kind::Size => "int | tuple[int, int]",
             Kind::Square => "tuple[int, int]",
@@ -263,6 +278,34 @@ impl Param {
             default: Some(default),
             doc,
         }
+    }
+}
+
+/// An operator's declaration: what Python, the text form and the docs know of it. `O` is
+/// the operators it makes: an image's [`Op`], or an
+/// [`AudioOp`](super::audio::AudioOp).
+#[derive(Debug)]
+pub struct Declaration<O: 'static> {
+    /// Its name: the Python class's and the text form's.
+    pub name: &'static str,
+    /// What it does (the Python class's docstring, before its parameters).
+    pub doc: &'static str,
+    /// Its parameters, in Python's order.
+    pub params: &'static [Param],
+    /// Reads and checks the arguments into the operator.
+    pub build: fn(&Args) -> Result<O>,
+}
+
+impl<O> Declaration<O> {
+    /// The operator these arguments make.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the operator and its argument that is unknown, missing,
+    /// of the wrong kind or out of its bounds.
+    pub fn call(&'static self, positional: Vec<Value>, keywords: Keywords) -> Result<O> {
+        let args = Args::bind(self.name, self.params, positional, keywords)?;
+        (self.build)(&args)
     }
 }
 
@@ -380,6 +423,14 @@ impl Args {
         match self.get(param) {
             Value::Int(v) => T::try_from(*v).map_err(|_| wrong()),
             _ => Err(wrong()),
+        }
+    }
+
+    /// An int that fits `T`, or `None`.
+    pub fn optional_int<T: TryFrom<i64>>(&self, param: &str) -> Result<Option<T>> {
+        match self.get(param) {
+            Value::None => Ok(None),
+            _ => self.int(param).map(Some),
         }
     }
 

@@ -11,6 +11,9 @@
 //! are those of the Python classes, by position or by keyword, with the same defaults, so
 //! a command line may say `pipeline="[Resize(256), CenterCrop(224)]"`.
 //!
+//! Both ways go through the operators' declarations ([`image::DECLARATIONS`],
+//! [`audio::DECLARATIONS`]): their names, their parameters and their defaults.
+//!
 //! The text may come from another process. Reading it allocates in proportion to its
 //! length, recurses only into lists of operators and at most [`MAX_NESTING`] deep (a tuple
 //! holds numbers only), and validates every operator it makes.
@@ -18,10 +21,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::args::{Args, Keywords, Kind, Param, Value};
-use super::audio::{AudioOp, MelArgs, MelScale, ResampleQuality, ResampleWindow};
+use super::args::{Keywords, Value};
+use super::audio::{self, AudioOp};
 use super::image::op::MAX_NESTING;
-use super::image::{Declaration, Op, DECLARATIONS};
+use super::image::{self, Op};
 use crate::error::{Error, Result};
 
 /// A pipeline given as operators: all of images or all of audio.
@@ -36,17 +39,6 @@ pub enum Operators {
     Views(Vec<Vec<Op>>),
 }
 
-/// The audio operators, each with its parameters (`CenterCrop` is both audio's and
-/// images': `length=` makes it audio's).
-pub(crate) const AUDIO: [(&str, &[Param]); 6] = [
-    ("Channels", audio_params::CHANNELS),
-    ("Resample", audio_params::RESAMPLE),
-    ("RandomCrop", audio_params::CROP),
-    ("CenterCrop", audio_params::CROP),
-    ("MelSpectrogram", audio_params::MEL),
-    ("Log", audio_params::LOG),
-];
-
 impl Operators {
     /// Whether `text` is written as operators rather than as a preset's name.
     pub fn written_in(text: &str) -> bool {
@@ -60,7 +52,7 @@ impl Operators {
         match self {
             Operators::Image(ops) => image(ops),
             Operators::Views(views) => views.iter().any(|ops| image(ops)),
-            Operators::Audio(ops) => ops.iter().any(|op| matches!(op, AudioOp::User(_))),
+            Operators::Audio(ops) => ops.iter().any(|op| op.name() == "Python"),
         }
     }
 }
@@ -84,15 +76,16 @@ impl FromStr for Operators {
             return Ok(Operators::Views(views));
         }
         let calls = Reader::new(text).pipeline()?;
-        let image = |c: &Call<'_>| Declaration::find(c.name).is_some();
-        let audio = |c: &Call<'_>| AUDIO.iter().any(|(name, _)| *name == c.name);
+        let image = |c: &Call<'_>| image::Declaration::find(c.name).is_some();
+        let audio = |c: &Call<'_>| audio::Declaration::find(c.name).is_some();
         if let Some(call) = calls.iter().find(|c| !image(c) && !audio(c)) {
-            let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
+            let images: Vec<_> = image::DECLARATIONS.iter().map(|d| d.name).collect();
+            let audio: Vec<_> = audio::DECLARATIONS.iter().map(|d| d.name).collect();
             return Err(Error::Config(format!(
                 "unknown operator {:?}: the image operators are {}; the audio operators are {}",
                 call.name,
-                names.join(", "),
-                AUDIO.map(|(name, _)| name).join(", ")
+                images.join(", "),
+                audio.join(", ")
             )));
         }
         let audio_only = calls.iter().find(|c| !image(c));
@@ -168,50 +161,6 @@ impl fmt::Display for Operators {
                 }
                 f.write_str("]")
             }
-        }
-    }
-}
-
-impl fmt::Display for AudioOp {
-    /// The `repr` of the `nostall.audio` object, every parameter named.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AudioOp::Channels(count) => write!(f, "Channels(count={count})"),
-            AudioOp::Resample { rate, quality } => {
-                write!(
-                    f,
-                    "Resample(rate={rate}, lowpass_filter_width={}, rolloff={:?}, ",
-                    quality.lowpass_width, quality.rolloff
-                )?;
-                match quality.window {
-                    ResampleWindow::Kaiser { beta } => {
-                        write!(f, "resampling_method='sinc_interp_kaiser', beta={beta:?})")
-                    }
-                    ResampleWindow::Hann => f.write_str("resampling_method='sinc_interp_hann')"),
-                }
-            }
-            AudioOp::RandomCrop { length } => write!(f, "RandomCrop(length={length})"),
-            AudioOp::CenterCrop { length } => write!(f, "CenterCrop(length={length})"),
-            AudioOp::MelSpectrogram(s) => write!(
-                f,
-                "MelSpectrogram(sample_rate={}, n_fft={}, win_length={}, hop_length={}, \
-                 f_min={:?}, f_max={:?}, n_mels={}, power={:?}, norm={}, mel_scale='{}')",
-                s.sample_rate,
-                s.n_fft,
-                s.win_length,
-                s.hop_length,
-                s.f_min,
-                s.f_max,
-                s.n_mels,
-                s.power,
-                if s.slaney_norm { "'slaney'" } else { "None" },
-                match s.mel_scale {
-                    MelScale::Slaney => "slaney",
-                    MelScale::Htk => "htk",
-                },
-            ),
-            AudioOp::Log { offset } => write!(f, "Log(offset={offset:?})"),
-            AudioOp::User(user) => write!(f, "Python(fn={:?})", user.name()),
         }
     }
 }
@@ -529,101 +478,10 @@ fn image_op(call: Call<'_>) -> Result<Op> {
     Op::call(name, positional, keywords)
 }
 
-/// The audio operators' parameters (their Python classes are `nostall.audio`'s).
-mod audio_params {
-    use super::{Kind, Param};
-
-    pub(super) const CHANNELS: &[Param] = &[Param::with_default("count", Kind::Int, "1", "")];
-    pub(super) const RESAMPLE: &[Param] = &[
-        Param::required("rate", Kind::Int, ""),
-        Param::with_default("lowpass_filter_width", Kind::Int, "6", ""),
-        Param::with_default("rolloff", Kind::Float, "0.99", ""),
-        Param::with_default("resampling_method", Kind::Choice, "'sinc_interp_hann'", ""),
-        Param::with_default("beta", Kind::OptionalFloat, "None", ""),
-    ];
-    pub(super) const CROP: &[Param] = &[Param::required("length", Kind::Int, "")];
-    pub(super) const MEL: &[Param] = &[
-        Param::with_default("sample_rate", Kind::Int, "16000", ""),
-        Param::with_default("n_fft", Kind::Int, "400", ""),
-        Param::with_default("win_length", Kind::Int, "None", ""),
-        Param::with_default("hop_length", Kind::Int, "None", ""),
-        Param::with_default("f_min", Kind::Float, "0.0", ""),
-        Param::with_default("f_max", Kind::OptionalFloat, "None", ""),
-        Param::with_default("n_mels", Kind::Int, "128", ""),
-        Param::with_default("power", Kind::Float, "2.0", ""),
-        Param::with_default("norm", Kind::Choice, "None", ""),
-        Param::with_default("mel_scale", Kind::Choice, "'htk'", ""),
-    ];
-    pub(super) const LOG: &[Param] = &[Param::with_default("offset", Kind::Float, "1e-06", "")];
-}
-
 fn audio_op(call: Call<'_>) -> Result<AudioOp> {
     let name = call.name;
     let (positional, keywords) = call.split()?;
-    audio_call(name, positional, keywords)
-}
-
-/// The audio operator `name` (one of [`AUDIO`]) with these arguments, by position then
-/// by keyword, checked.
-pub(crate) fn audio_call(
-    name: &str,
-    positional: Vec<Value>,
-    keywords: Keywords,
-) -> Result<AudioOp> {
-    let (operator, params) = AUDIO
-        .into_iter()
-        .find(|(operator, _)| *operator == name)
-        .ok_or_else(|| Error::Config(format!("unknown audio operator {name:?}")))?;
-    let args = Args::bind(operator, params, positional, keywords)?;
-    let optional_int = |param| {
-        if args.is_none(param) {
-            Ok(None)
-        } else {
-            args.int(param).map(Some)
-        }
-    };
-    let op = match operator {
-        "Channels" => AudioOp::Channels(args.int("count")?),
-        "Resample" => {
-            let quality = ResampleQuality::torchaudio(
-                args.int("lowpass_filter_width")?,
-                args.float("rolloff")?,
-                args.text("resampling_method")?
-                    .unwrap_or("sinc_interp_hann"),
-                args.optional_float("beta")?,
-            )?;
-            AudioOp::Resample {
-                rate: args.int("rate")?,
-                quality,
-            }
-        }
-        "RandomCrop" => AudioOp::RandomCrop {
-            length: args.int("length")?,
-        },
-        "CenterCrop" => AudioOp::CenterCrop {
-            length: args.int("length")?,
-        },
-        "MelSpectrogram" => {
-            let mel = MelArgs {
-                sample_rate: args.int("sample_rate")?,
-                n_fft: args.int("n_fft")?,
-                win_length: optional_int("win_length")?,
-                hop_length: optional_int("hop_length")?,
-                f_min: args.float("f_min")?,
-                f_max: args.optional_float("f_max")?,
-                n_mels: args.int("n_mels")?,
-                power: args.float("power")?,
-                norm: args.text("norm")?,
-                mel_scale: args.text("mel_scale")?.unwrap_or("htk"),
-            };
-            AudioOp::MelSpectrogram(mel.spec()?)
-        }
-        _ => AudioOp::Log {
-            offset: args.float("offset")? as f32,
-        },
-    };
-    op.validate()?;
-    Ok(op)
+    AudioOp::call(name, positional, keywords)
 }
 
 #[cfg(test)]

@@ -98,8 +98,8 @@ pub struct MelSpec {
 
 /// `torchaudio.transforms.MelSpectrogram`'s arguments as it takes them: its names and
 /// defaults, `None` for what follows from the others, the choices as text.
-/// [`MelArgs::spec`] resolves them; the Python class and the operators' text form both
-/// read through it.
+/// [`MelArgs::spec`] resolves them; the `MelSpectrogram` operator reads its arguments
+/// through it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MelArgs<'a> {
     /// Sample rate of the input, Hz (16000).
@@ -143,7 +143,7 @@ impl Default for MelArgs<'_> {
 
 impl MelArgs<'_> {
     /// The spectrogram these arguments describe (its numbers are checked where it is
-    /// used, [`AudioOp::validate`](super::AudioOp::validate)).
+    /// used: by the `MelSpectrogram` operator, and against the crop by the pipeline).
     ///
     /// # Errors
     ///

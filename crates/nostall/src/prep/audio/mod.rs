@@ -8,13 +8,18 @@
 //! `[channels, samples]` for waveforms, `[n_mels, frames]` for a mono spectrogram
 //! (`[channels, n_mels, frames]` otherwise).
 //!
-//! Random crops draw from the sample's generator, seeded by (seed, epoch, sample id), so
-//! the same sample gets the same crop whatever thread prepares it. Definitions follow
-//! torchaudio's (`functional.resample`, `transforms.MelSpectrogram`); the presets are the
-//! data-stall paper's M5 input and a common sound-classification log-mel input.
+//! Random crops and masks draw from the sample's generator, seeded by (seed, epoch, sample
+//! id), so the same sample gets the same crop and masks whatever thread prepares it. Definitions
+//! follow torchaudio's (`functional.resample`, `transforms.MelSpectrogram`,
+//! `FrequencyMasking`, `TimeMasking`); the presets are the data-stall paper's M5 input and
+//! a common sound-classification log-mel input.
+//!
+//! The operators are declared in [`op`], one file each: adding one is its file, its line
+//! in [`op::DECLARATIONS`], its test and its line in docs/audio.md.
 
 mod decode;
 mod mel;
+pub mod op;
 mod resample;
 
 use std::collections::HashMap;
@@ -27,6 +32,8 @@ pub(crate) use decode::{
 use mel::Mel;
 
 pub use mel::{MelArgs, MelScale, MelSpec};
+pub use op::{AudioOp, Declaration, DECLARATIONS};
+use op::{Spectrogram, Stage};
 use resample::Resampler;
 pub use resample::{ResampleQuality, ResampleWindow};
 
@@ -44,114 +51,6 @@ pub const DEFAULT_MAX_SECONDS: u32 = 600;
 /// `n_fft` values for each sample of the crop). The longest crop, 2^28 samples, of one
 /// channel at a hop of half `n_fft` takes half of it; the log-mel presets take 160 400.
 const MAX_TRANSFORMED: usize = 1 << 30;
-
-/// One step of an audio pipeline. A pipeline takes them in this order, each at most once:
-/// `Channels`, `Resample`, a crop (required: it fixes the length), `MelSpectrogram`, `Log`.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum AudioOp {
-    /// `1`: mix every file to mono (the default). More: keep that many channels, and
-    /// refuse files with another count.
-    Channels(usize),
-    /// Resample to `rate` Hz (files at that rate pass unchanged).
-    Resample {
-        /// Target rate, Hz.
-        rate: u32,
-        /// The filter.
-        quality: ResampleQuality,
-    },
-    /// A random window of `length` samples (at the output rate); shorter clips are padded
-    /// with zeros at the end.
-    RandomCrop {
-        /// Samples kept.
-        length: usize,
-    },
-    /// The middle `length` samples (for evaluation), padded likewise.
-    CenterCrop {
-        /// Samples kept.
-        length: usize,
-    },
-    /// A mel spectrogram of the crop (its `sample_rate` must be the output rate).
-    MelSpectrogram(MelSpec),
-    /// `ln(x + offset)` of every output value (after `MelSpectrogram`).
-    Log {
-        /// Keeps silence finite; torchaudio users commonly take 1e-6.
-        offset: f32,
-    },
-    /// The caller's function, after the crop: on the cut waveform (`[channels, length]`
-    /// float32) when `MelSpectrogram` follows it, else on the sample as delivered. Any
-    /// number of them, anywhere after the crop.
-    User(UserOp),
-}
-
-impl AudioOp {
-    /// `Resample` with the default filter.
-    pub fn resample(rate: u32) -> AudioOp {
-        AudioOp::Resample {
-            rate,
-            quality: ResampleQuality::default(),
-        }
-    }
-
-    /// Checks the operator's own parameters (its place among others is
-    /// [`AudioPipeline::new`]'s to check).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] naming the operator and the parameter.
-    pub fn validate(&self) -> Result<()> {
-        match *self {
-            AudioOp::Channels(n) if !(1..=64).contains(&n) => Err(Error::Config(format!(
-                "Channels({n}): keep between 1 (mono) and 64 channels"
-            ))),
-            AudioOp::Resample { rate, .. } if !(1..=768_000).contains(&rate) => Err(Error::Config(
-                format!("Resample({rate}): the rate must lie between 1 Hz and 768 kHz"),
-            )),
-            AudioOp::Resample { quality, .. } => quality.validate(),
-            AudioOp::RandomCrop { length } | AudioOp::CenterCrop { length }
-                if !(1..=1 << 28).contains(&length) =>
-            {
-                Err(Error::Config(format!(
-                    "{}({length}): keep between 1 and 2^28 samples",
-                    self.name()
-                )))
-            }
-            // The crop's length is checked against n_fft in a pipeline.
-            AudioOp::MelSpectrogram(spec) => spec.validate(usize::MAX),
-            AudioOp::Log { offset } if !(offset.is_finite() && offset > 0.0) => {
-                Err(Error::Config(format!(
-                    "Log offset {offset} must be a finite number above 0 (it keeps the log \
-                     of silence finite)"
-                )))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Position in the pipeline's order.
-    fn stage(&self) -> usize {
-        match self {
-            AudioOp::Channels(_) => 0,
-            AudioOp::Resample { .. } => 1,
-            AudioOp::RandomCrop { .. } | AudioOp::CenterCrop { .. } => 2,
-            AudioOp::MelSpectrogram(_) => 3,
-            AudioOp::Log { .. } => 4,
-            AudioOp::User(_) => 5,
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            AudioOp::Channels(_) => "Channels",
-            AudioOp::Resample { .. } => "Resample",
-            AudioOp::RandomCrop { .. } => "RandomCrop",
-            AudioOp::CenterCrop { .. } => "CenterCrop",
-            AudioOp::MelSpectrogram(_) => "MelSpectrogram",
-            AudioOp::Log { .. } => "Log",
-            AudioOp::User(_) => "Python",
-        }
-    }
-}
 
 /// How a clip is cut to the output length.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -171,15 +70,29 @@ pub struct AudioPipeline {
     mel: Option<MelSpec>,
     log_offset: Option<f32>,
     max_seconds: u32,
-    /// The caller's functions on the waveform, then on the delivered sample, each with
-    /// its place in `ops`.
+    /// The caller's functions on the waveform, each with its place in `ops`.
     on_waveform: Vec<(usize, UserOp)>,
-    on_sample: Vec<(usize, UserOp)>,
+    /// What runs on the sample as delivered, in the order written, each with its place:
+    /// the caller's functions there and the operators on the spectrogram.
+    on_sample: Vec<(usize, AudioOp)>,
+}
+
+/// Where a stage goes in a pipeline's order, and whether it may come more than once.
+fn order(stage: &Stage<'_>) -> (usize, bool) {
+    match stage {
+        Stage::Channels(_) => (0, false),
+        Stage::Resample { .. } => (1, false),
+        Stage::RandomCrop { .. } | Stage::CenterCrop { .. } => (2, false),
+        Stage::MelSpectrogram(_) => (3, false),
+        Stage::Log { .. } => (4, false),
+        Stage::Spectrogram(_) => (5, true),
+        Stage::User(_) => unreachable!("a function's place is checked on its own"),
+    }
 }
 
 impl AudioPipeline {
-    /// Checks the operators: their order, that a crop fixes the length, and each one's
-    /// parameters.
+    /// Checks the operators: their order, that a crop fixes the length, and how each fits
+    /// the others (each one's own parameters were checked when it was made).
     pub fn new(ops: Vec<AudioOp>) -> Result<AudioPipeline> {
         let mut pipeline = AudioPipeline {
             ops: ops.clone(),
@@ -195,10 +108,11 @@ impl AudioPipeline {
         };
         let mel_at = ops
             .iter()
-            .position(|op| matches!(op, AudioOp::MelSpectrogram(_)));
+            .position(|op| matches!(op.stage(), Stage::MelSpectrogram(_)));
         let mut last: Option<&AudioOp> = None;
         for (place, op) in ops.iter().enumerate() {
-            if let AudioOp::User(f) = op {
+            let stage = op.stage();
+            if let Stage::User(f) = stage {
                 if pipeline.length == 0 {
                     return Err(Error::Config(format!(
                         "Python({}) before the crop: a function of yours runs on the cut \
@@ -209,7 +123,7 @@ impl AudioPipeline {
                 }
                 let log_after = ops[place..]
                     .iter()
-                    .any(|op| matches!(op, AudioOp::Log { .. }));
+                    .any(|op| matches!(op.stage(), Stage::Log { .. }));
                 match mel_at {
                     Some(mel) if place < mel => pipeline.on_waveform.push((place, f.clone())),
                     Some(_) if log_after => {
@@ -220,30 +134,33 @@ impl AudioPipeline {
                             f.name()
                         )))
                     }
-                    _ => pipeline.on_sample.push((place, f.clone())),
+                    _ => pipeline.on_sample.push((place, op.clone())),
                 }
                 continue;
             }
-            if let Some(previous) = last.filter(|p| p.stage() >= op.stage()) {
+            let (at, repeats) = order(&stage);
+            if let Some(previous) = last.filter(|p| {
+                let (before, _) = order(&p.stage());
+                before > at || (before == at && !repeats)
+            }) {
                 return Err(Error::Config(format!(
                     "{} after {}: audio operators go in the order Channels, Resample, a crop \
-                     (RandomCrop or CenterCrop), MelSpectrogram, Log, each at most once",
+                     (RandomCrop or CenterCrop), MelSpectrogram, Log, each at most once, then \
+                     those on the spectrogram (the masks), any number",
                     op.name(),
                     previous.name()
                 )));
             }
             last = Some(op);
-            op.validate()?;
-            match *op {
-                AudioOp::Channels(n) => pipeline.channels = n,
-                AudioOp::Resample { rate, quality } => pipeline.rate = Some((rate, quality)),
-                AudioOp::RandomCrop { length } | AudioOp::CenterCrop { length } => {
+            match stage {
+                Stage::Channels(n) => pipeline.channels = n,
+                Stage::Resample { rate, quality } => pipeline.rate = Some((rate, quality)),
+                Stage::RandomCrop { length } => pipeline.length = length,
+                Stage::CenterCrop { length } => {
                     pipeline.length = length;
-                    if matches!(op, AudioOp::CenterCrop { .. }) {
-                        pipeline.crop = Crop::Center;
-                    }
+                    pipeline.crop = Crop::Center;
                 }
-                AudioOp::MelSpectrogram(spec) => {
+                Stage::MelSpectrogram(spec) => {
                     let Some((rate, _)) = pipeline.rate else {
                         return Err(Error::Config(
                             "MelSpectrogram needs a Resample before it: the spectrogram's \
@@ -260,9 +177,9 @@ impl AudioPipeline {
                         )));
                     }
                     spec.validate(pipeline.length)?;
-                    pipeline.mel = Some(spec);
+                    pipeline.mel = Some(*spec);
                 }
-                AudioOp::Log { offset } => {
+                Stage::Log { offset } => {
                     if pipeline.mel.is_none() {
                         return Err(Error::Config(
                             "Log applies to a MelSpectrogram: put one before it".into(),
@@ -270,7 +187,17 @@ impl AudioPipeline {
                     }
                     pipeline.log_offset = Some(offset);
                 }
-                AudioOp::User(_) => unreachable!("taken above"),
+                Stage::Spectrogram(spectral) => {
+                    let Some(mel) = &pipeline.mel else {
+                        return Err(Error::Config(format!(
+                            "{} applies to a spectrogram: put a MelSpectrogram before it",
+                            op.name()
+                        )));
+                    };
+                    spectral.check(mel.n_mels, mel.frames(pipeline.length))?;
+                    pipeline.on_sample.push((place, op.clone()));
+                }
+                Stage::User(_) => unreachable!("taken above"),
             }
         }
         if pipeline.length == 0 {
@@ -309,23 +236,23 @@ impl AudioPipeline {
             None => (name, Crop::Random),
         };
         let crop = |length| match crop {
-            Crop::Random => AudioOp::RandomCrop { length },
-            Crop::Center => AudioOp::CenterCrop { length },
+            Crop::Random => AudioOp::random_crop(length),
+            Crop::Center => AudioOp::center_crop(length),
         };
         let ops = match base {
-            "m5" => vec![AudioOp::Channels(1), AudioOp::resample(8_000), crop(32_000)],
+            "m5" => vec![AudioOp::channels(1), AudioOp::resample(8_000), crop(32_000)],
             "melspec" => vec![
-                AudioOp::Channels(1),
+                AudioOp::channels(1),
                 AudioOp::resample(16_000),
                 crop(64_000),
-                AudioOp::MelSpectrogram(MelSpec {
+                AudioOp::mel_spectrogram(MelSpec {
                     n_fft: 400,
                     win_length: 400,
                     hop_length: 160,
                     n_mels: 64,
                     ..MelSpec::new(16_000)
                 }),
-                AudioOp::Log { offset: 1e-6 },
+                AudioOp::log(1e-6),
             ],
             _ => {
                 return Err(Error::Config(format!(
@@ -367,24 +294,23 @@ impl std::fmt::Display for AudioPipeline {
             if i > 0 {
                 f.write_str(" → ")?;
             }
-            match op {
-                AudioOp::Channels(1) => f.write_str("Mono")?,
-                AudioOp::Channels(n) => write!(f, "Channels({n})")?,
-                AudioOp::Resample { rate, quality } if *quality == ResampleQuality::default() => {
+            match op.stage() {
+                Stage::Channels(1) => f.write_str("Mono")?,
+                Stage::Channels(n) => write!(f, "Channels({n})")?,
+                Stage::Resample { rate, quality } if quality == ResampleQuality::default() => {
                     write!(f, "Resample({rate} Hz)")?
                 }
-                AudioOp::Resample { rate, quality } => {
-                    write!(f, "Resample({rate} Hz, {quality:?})")?
-                }
-                AudioOp::RandomCrop { length } => write!(f, "RandomCrop({length})")?,
-                AudioOp::CenterCrop { length } => write!(f, "CenterCrop({length})")?,
-                AudioOp::MelSpectrogram(m) => write!(
+                Stage::Resample { rate, quality } => write!(f, "Resample({rate} Hz, {quality:?})")?,
+                Stage::RandomCrop { length } => write!(f, "RandomCrop({length})")?,
+                Stage::CenterCrop { length } => write!(f, "CenterCrop({length})")?,
+                Stage::MelSpectrogram(m) => write!(
                     f,
                     "MelSpectrogram({} mels, n_fft {}, hop {})",
                     m.n_mels, m.n_fft, m.hop_length
                 )?,
-                AudioOp::Log { offset } => write!(f, "Log(+{offset})")?,
-                AudioOp::User(user) => write!(f, "Python({})", user.name())?,
+                Stage::Log { offset } => write!(f, "Log(+{offset})")?,
+                Stage::Spectrogram(_) => write!(f, "{op}")?,
+                Stage::User(user) => write!(f, "Python({})", user.name())?,
             }
         }
         write!(f, ", float32 {:?}", self.sample_shape())
@@ -402,7 +328,8 @@ impl Prep for AudioPipeline {
     }
 
     fn fingerprint(&self) -> String {
-        format!("audio {:?}", self.ops)
+        let stages: Vec<_> = self.ops.iter().map(AudioOp::stage).collect();
+        format!("audio {stages:?}")
     }
 
     fn preparer(&self) -> Result<Box<dyn Preparer>> {
@@ -559,13 +486,28 @@ impl Preparer for AudioPreparer {
             }
         }
         let shape = pipeline.sample_shape();
-        for (place, f) in &pipeline.on_sample {
-            let delivered = UserSample {
-                data: &mut *out,
-                shape: &shape,
-                dtype: DType::F32,
-            };
-            f.apply(delivered, user_seed(&sample, *place))?;
+        for (place, op) in &pipeline.on_sample {
+            match op.stage() {
+                Stage::User(f) => {
+                    let delivered = UserSample {
+                        data: &mut *out,
+                        shape: &shape,
+                        dtype: DType::F32,
+                    };
+                    f.apply(delivered, user_seed(&sample, *place))?;
+                }
+                Stage::Spectrogram(spectral) => {
+                    let mel = pipeline.mel.as_ref().expect("checked: a spectrogram");
+                    let mut spectrogram = Spectrogram {
+                        values: as_f32_mut(out),
+                        channels: pipeline.channels,
+                        mels: mel.n_mels,
+                        frames: mel.frames(length),
+                    };
+                    spectral.apply(&mut spectrogram, &mut operator_rng(&sample, *place));
+                }
+                _ => unreachable!("only functions and spectrogram operators run on the sample"),
+            }
         }
         Ok(Prepared::InSlot)
     }
@@ -593,6 +535,13 @@ fn finish_channel(mel: &mut Option<Mel>, log_offset: Option<f32>, crop: &[f32], 
 /// any draw is `sample`.
 fn user_seed(sample: &Rng, place: usize) -> u64 {
     sample.fork(derive(&[0x5553_4552, place as u64])).next_u64()
+}
+
+/// The generator of the operator at `place` (one on the spectrogram), for the sample
+/// whose generator before any draw is `sample`: its own, so that its draws depend on
+/// neither the crop's nor the other operators'.
+fn operator_rng(sample: &Rng, place: usize) -> Rng {
+    sample.fork(derive(&[0x5350_4543, place as u64]))
 }
 
 /// `values`' bytes.

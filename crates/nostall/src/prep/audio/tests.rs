@@ -184,7 +184,7 @@ fn crops_are_windows_of_the_clip_and_short_clips_are_padded() {
         .map(|i| (crate::rng::mix64(i) % 256) as f32 / 128.0 - 1.0)
         .collect();
     let file = wav(8000, 1, 1, 16, &samples);
-    let random = AudioPipeline::new(vec![AudioOp::RandomCrop { length: 100 }]).unwrap();
+    let random = AudioPipeline::new(vec![AudioOp::random_crop(100)]).unwrap();
     let mut starts = std::collections::BTreeSet::new();
     for seed in 0..50 {
         let out = prepare(&random, &file, seed).unwrap();
@@ -195,9 +195,9 @@ fn crops_are_windows_of_the_clip_and_short_clips_are_padded() {
         starts.insert(start / 100);
     }
     assert!(starts.len() > 5, "crops spread over the clip: {starts:?}");
-    let center = AudioPipeline::new(vec![AudioOp::CenterCrop { length: 100 }]).unwrap();
+    let center = AudioPipeline::new(vec![AudioOp::center_crop(100)]).unwrap();
     assert_eq!(prepare(&center, &file, 3).unwrap(), samples[450..550]);
-    let long = AudioPipeline::new(vec![AudioOp::RandomCrop { length: 1500 }]).unwrap();
+    let long = AudioPipeline::new(vec![AudioOp::random_crop(1500)]).unwrap();
     let out = prepare(&long, &file, 1).unwrap();
     assert_eq!(out[..1000], samples[..]);
     assert!(out[1000..].iter().all(|&x| x == 0.0));
@@ -205,11 +205,8 @@ fn crops_are_windows_of_the_clip_and_short_clips_are_padded() {
 
 #[test]
 fn a_pipeline_keeping_two_channels_refuses_a_mono_file() {
-    let pipeline = AudioPipeline::new(vec![
-        AudioOp::Channels(2),
-        AudioOp::RandomCrop { length: 10 },
-    ])
-    .unwrap();
+    let pipeline =
+        AudioPipeline::new(vec![AudioOp::channels(2), AudioOp::random_crop(10)]).unwrap();
     assert_eq!(pipeline.sample_shape(), vec![2, 10]);
     match prepare(&pipeline, &wav(8000, 1, 1, 16, &ramp(100)), 0) {
         Err(Cause::Corrupt(why)) => assert!(why.contains("1 channels"), "{why}"),
@@ -239,27 +236,22 @@ fn operators_out_of_order_or_without_a_crop_are_config_errors() {
         other => panic!("{other:?}"),
     };
     assert!(config(vec![AudioOp::resample(8000)]).contains("RandomCrop"));
+    assert!(config(vec![AudioOp::random_crop(8), AudioOp::resample(8000)]).contains("order"));
     assert!(config(vec![
-        AudioOp::RandomCrop { length: 8 },
-        AudioOp::resample(8000)
-    ])
-    .contains("order"));
-    assert!(config(vec![
-        AudioOp::RandomCrop { length: 8000 },
-        AudioOp::MelSpectrogram(MelSpec::new(16_000))
+        AudioOp::random_crop(8000),
+        AudioOp::mel_spectrogram(MelSpec::new(16_000))
     ])
     .contains("Resample"));
     assert!(config(vec![
         AudioOp::resample(8000),
-        AudioOp::RandomCrop { length: 8000 },
-        AudioOp::MelSpectrogram(MelSpec::new(16_000))
+        AudioOp::random_crop(8000),
+        AudioOp::mel_spectrogram(MelSpec::new(16_000))
     ])
     .contains("16000 Hz"));
-    assert!(config(vec![
-        AudioOp::Channels(0),
-        AudioOp::RandomCrop { length: 8 }
-    ])
-    .contains("Channels"));
+    match AudioOp::call("Channels", vec![crate::prep::args::Value::Int(0)], vec![]) {
+        Err(Error::Config(why)) => assert!(why.contains("Channels"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The real clips of tests/audio.
@@ -598,7 +590,7 @@ fn recorded(kernel: fn(&mut [f32])) -> (std::sync::Arc<Recorded>, AudioOp) {
         kernel,
         shapes: Default::default(),
     });
-    let op = AudioOp::User(crate::user_code::function::UserOp::new(f.clone()));
+    let op = AudioOp::user(crate::user_code::function::UserOp::new(f.clone()));
     (f, op)
 }
 
@@ -607,15 +599,15 @@ fn a_function_runs_on_the_waveform_before_the_spectrogram_and_on_the_sample_afte
     let file = wav(16_000, 2, 1, 16, &ramp(2 * 8_000));
     let mel = |ops: Vec<AudioOp>| {
         let mut all = vec![
-            AudioOp::Channels(2),
+            AudioOp::channels(2),
             AudioOp::resample(16_000),
-            AudioOp::RandomCrop { length: 4_000 },
+            AudioOp::random_crop(4_000),
         ];
         all.extend(ops);
         AudioPipeline::new(all).unwrap()
     };
-    let spectrogram = || AudioOp::MelSpectrogram(MelSpec::new(16_000));
-    let log = AudioOp::Log { offset: 1e-6 };
+    let spectrogram = || AudioOp::mel_spectrogram(MelSpec::new(16_000));
+    let log = AudioOp::log(1e-6);
     // Silenced before the spectrogram: every value is the log of the offset.
     let (silence, op) = recorded(|w| w.fill(0.0));
     let silent = prepare(&mel(vec![op, spectrogram(), log.clone()]), &file, 3).unwrap();
@@ -634,10 +626,10 @@ fn a_function_runs_on_the_waveform_before_the_spectrogram_and_on_the_sample_afte
     assert_eq!(shapes[0].len(), 3, "[channels, mels, frames]: {shapes:?}");
     // Between the spectrogram and Log (folded into it), and before the crop: refused.
     let (_, between) = recorded(|_| {});
-    let log = AudioOp::Log { offset: 1e-6 };
+    let log = AudioOp::log(1e-6);
     let refused = AudioPipeline::new(vec![
         AudioOp::resample(16_000),
-        AudioOp::RandomCrop { length: 4_000 },
+        AudioOp::random_crop(4_000),
         spectrogram(),
         between,
         log,
@@ -650,39 +642,51 @@ fn a_function_runs_on_the_waveform_before_the_spectrogram_and_on_the_sample_afte
         "{refused}"
     );
     let (_, early) = recorded(|_| {});
-    let refused = AudioPipeline::new(vec![early, AudioOp::RandomCrop { length: 10 }]).unwrap_err();
+    let refused = AudioPipeline::new(vec![early, AudioOp::random_crop(10)]).unwrap_err();
     assert!(refused.to_string().contains("before the crop"), "{refused}");
 }
 
-/// The pipeline that runs `op`: the fewest operators around it that make one.
-fn around(op: &AudioOp) -> Vec<AudioOp> {
-    let mono = AudioOp::Channels(1);
-    let crop = AudioOp::RandomCrop { length: 800 };
-    match op {
-        AudioOp::Channels(_) => vec![op.clone(), crop],
-        AudioOp::Resample { .. } => vec![mono, op.clone(), crop],
-        AudioOp::RandomCrop { .. } | AudioOp::CenterCrop { .. } => vec![mono, op.clone()],
-        AudioOp::MelSpectrogram(spec) => vec![
+/// The pipeline that runs `op`: the fewest operators around it that make one (none where
+/// the resampling its spectrogram needs cannot be).
+fn around(op: &AudioOp) -> Result<Vec<AudioOp>> {
+    let mono = AudioOp::channels(1);
+    let crop = AudioOp::random_crop(800);
+    let small_mel = || {
+        AudioOp::mel_spectrogram(MelSpec {
+            n_fft: 256,
+            win_length: 256,
+            hop_length: 128,
+            n_mels: 16,
+            ..MelSpec::new(16_000)
+        })
+    };
+    Ok(match op.stage() {
+        Stage::Channels(_) => vec![op.clone(), crop],
+        Stage::Resample { .. } => vec![mono, op.clone(), crop],
+        Stage::RandomCrop { .. } | Stage::CenterCrop { .. } => vec![mono, op.clone()],
+        Stage::MelSpectrogram(spec) => vec![
             mono,
-            AudioOp::resample(spec.sample_rate),
-            AudioOp::RandomCrop {
-                length: spec.n_fft.max(800),
-            },
+            AudioOp::call("Resample", vec![spec.sample_rate.into()], vec![])?,
+            AudioOp::random_crop(spec.n_fft.max(800)),
             op.clone(),
         ],
-        AudioOp::Log { .. } => vec![
+        Stage::Log { .. } => vec![
             mono,
             AudioOp::resample(16_000),
             crop,
-            AudioOp::MelSpectrogram(MelSpec {
-                n_fft: 256,
-                n_mels: 16,
-                ..MelSpec::new(16_000)
-            }),
+            small_mel(),
             op.clone(),
         ],
-        AudioOp::User(_) => unreachable!("no text makes a function"),
-    }
+        Stage::Spectrogram(_) => vec![
+            mono,
+            AudioOp::resample(16_000),
+            crop,
+            small_mel(),
+            AudioOp::log(1e-6),
+            op.clone(),
+        ],
+        Stage::User(_) => unreachable!("no text makes a function"),
+    })
 }
 
 /// Every audio operator's every parameter at and past its edges, and given the wrong
@@ -695,21 +699,25 @@ fn every_audio_argument_at_its_edges_is_refused_or_runs_bounded() {
 
     use crate::prep::args::Value;
     use crate::prep::image::op::extremes::extremes;
-    use crate::prep::text::{audio_call, AUDIO};
     let (mut accepted, mut refused) = (0, 0);
-    for (name, params) in AUDIO {
+    for declaration in DECLARATIONS {
+        let (name, params) = (declaration.name, declaration.params);
+        // The required parameter (a crop's length, a rate; a mask's width, which fits the
+        // spectrogram `around` makes) where it is not the one tried.
+        let required = match name {
+            "FrequencyMasking" | "TimeMasking" => 8,
+            _ => 16_000,
+        };
         for param in params {
             for value in extremes(param.kind) {
                 let mut keywords = vec![(param.name.to_string(), value.clone())];
-                // The required parameter (a crop's length, a rate) where it is not the one
-                // tried.
-                if let Some(required) = params.iter().find(|p| p.default.is_none()) {
-                    if required.name != param.name {
-                        keywords.push((required.name.to_string(), Value::Int(16_000)));
+                if let Some(needed) = params.iter().find(|p| p.default.is_none()) {
+                    if needed.name != param.name {
+                        keywords.push((needed.name.to_string(), Value::Int(required)));
                     }
                 }
                 let case = format!("{name}({}={value})", param.name);
-                let op = match audio_call(name, vec![], keywords) {
+                let op = match AudioOp::call(name, vec![], keywords) {
                     Ok(op) => op,
                     Err(Error::Config(message)) => {
                         let lower = message.to_lowercase();
@@ -719,7 +727,7 @@ fn every_audio_argument_at_its_edges_is_refused_or_runs_bounded() {
                     }
                     Err(other) => panic!("{case}: not a config error: {other:?}"),
                 };
-                let pipeline = match AudioPipeline::new(around(&op)) {
+                let pipeline = match around(&op).and_then(AudioPipeline::new) {
                     Ok(pipeline) => pipeline,
                     Err(Error::Config(_)) => {
                         refused += 1;
@@ -771,12 +779,142 @@ fn an_odd_n_fft_makes_torchs_frames_and_runs() {
     };
     assert_eq!((odd.frames(10), even.frames(10)), (10, 11));
     let pipeline = AudioPipeline::new(vec![
-        AudioOp::Channels(1),
+        AudioOp::channels(1),
         AudioOp::resample(16_000),
-        AudioOp::RandomCrop { length: 10 },
-        AudioOp::MelSpectrogram(odd),
+        AudioOp::random_crop(10),
+        AudioOp::mel_spectrogram(odd),
     ])
     .unwrap();
     let values = prepare(&pipeline, &wav(16_000, 1, 1, 16, &ramp(10)), 0).unwrap();
     assert_eq!(values.len(), 4 * 10);
+}
+
+#[test]
+fn masks_run_on_the_spectrogram_as_delivered_in_the_order_written() {
+    use crate::prep::args::Value;
+    let file = wav(16_000, 2, 1, 16, &ramp(2 * 8_000));
+    let with = |ops: Vec<AudioOp>| {
+        let mut all = vec![
+            AudioOp::channels(2),
+            AudioOp::resample(16_000),
+            AudioOp::random_crop(4_000),
+            AudioOp::mel_spectrogram(MelSpec {
+                n_mels: 32,
+                ..MelSpec::new(16_000)
+            }),
+            AudioOp::log(1e-6),
+        ];
+        all.extend(ops);
+        AudioPipeline::new(all)
+    };
+    let mask = |name: &str, param: i64| AudioOp::call(name, vec![Value::Int(param)], vec![]);
+    let (freq, time) = (
+        mask("FrequencyMasking", 12).unwrap(),
+        mask("TimeMasking", 8).unwrap(),
+    );
+    let plain = with(vec![]).unwrap();
+    let masked = with(vec![freq.clone(), time.clone(), freq.clone()]).unwrap();
+    assert_eq!(masked.sample_shape(), vec![2, 32, 21]);
+    let mut zeros = 0;
+    for seed in 0..20 {
+        let (a, b) = (
+            prepare(&plain, &file, seed).unwrap(),
+            prepare(&masked, &file, seed).unwrap(),
+        );
+        assert_eq!(b, prepare(&masked, &file, seed).unwrap(), "deterministic");
+        // The same crop underneath, each value kept or masked to 0.
+        assert!(a.iter().all(|&v| v != 0.0));
+        assert!(a.iter().zip(&b).all(|(x, y)| y == x || *y == 0.0));
+        zeros += b.iter().filter(|&&v| v == 0.0).count();
+    }
+    assert!(zeros > 0, "masks were drawn");
+
+    // A function between the masks sees the sample as the masks before it left it.
+    let (ones, fill) = recorded(|s| s.fill(1.0));
+    let after = with(vec![fill.clone(), time.clone()]).unwrap();
+    let before = with(vec![time.clone(), fill]).unwrap();
+    let (masked_ones, all_ones) = (
+        prepare(&after, &file, 4).unwrap(),
+        prepare(&before, &file, 4).unwrap(),
+    );
+    assert_eq!(ones.shapes.lock().unwrap()[0], vec![2, 32, 21]);
+    assert!(all_ones.iter().all(|&v| v == 1.0));
+    assert!(masked_ones.iter().all(|&v| v == 1.0 || v == 0.0));
+
+    // Refused: wider than the spectrogram, without one, or before Log (folded into it).
+    let why = with(vec![mask("TimeMasking", 22).unwrap()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        why.contains("TimeMasking: time_mask_param 22 is more than the spectrogram's 21 frames"),
+        "{why}"
+    );
+    let why = with(vec![mask("FrequencyMasking", 33).unwrap()])
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("32 mel bands"), "{why}");
+    let no_spectrogram = vec![AudioOp::random_crop(100), freq.clone()];
+    let why = AudioPipeline::new(no_spectrogram).unwrap_err().to_string();
+    assert!(
+        why.contains("FrequencyMasking applies to a spectrogram"),
+        "{why}"
+    );
+    let before_log = vec![
+        AudioOp::resample(16_000),
+        AudioOp::random_crop(4_000),
+        AudioOp::mel_spectrogram(MelSpec::new(16_000)),
+        time,
+        AudioOp::log(1e-6),
+    ];
+    let why = AudioPipeline::new(before_log).unwrap_err().to_string();
+    assert!(
+        why.contains("Log after TimeMasking") && why.contains("order"),
+        "{why}"
+    );
+}
+
+/// The fingerprint of a saved state's pipeline: as it was before the operators were
+/// declared, so that a state saved then resumes.
+#[test]
+fn a_pipelines_fingerprint_is_as_it_was() {
+    let hann = "Resample { rate: 8000, quality: ResampleQuality { lowpass_width: 6, rolloff: \
+                0.99, window: Hann } }";
+    assert_eq!(
+        AudioPipeline::preset("m5").unwrap().fingerprint(),
+        format!("audio [Channels(1), {hann}, RandomCrop {{ length: 32000 }}]")
+    );
+    assert_eq!(
+        AudioPipeline::preset("melspec-val").unwrap().fingerprint(),
+        "audio [Channels(1), Resample { rate: 16000, quality: ResampleQuality { lowpass_width: \
+         6, rolloff: 0.99, window: Hann } }, CenterCrop { length: 64000 }, \
+         MelSpectrogram(MelSpec { sample_rate: 16000, n_fft: 400, win_length: 400, \
+         hop_length: 160, f_min: 0.0, f_max: 8000.0, n_mels: 64, power: 2.0, mel_scale: Htk, \
+         slaney_norm: false }), Log { offset: 1e-6 }]"
+    );
+    let kaiser = AudioPipeline::new(vec![
+        AudioOp::channels(2),
+        AudioOp::resample_with(
+            22_050,
+            ResampleQuality::kaiser(64, 0.947_593_716_739_959_6, 1.0 / 9.0),
+        ),
+        AudioOp::center_crop(40_000),
+        AudioOp::mel_spectrogram(MelSpec {
+            n_mels: 80,
+            mel_scale: MelScale::Slaney,
+            slaney_norm: true,
+            ..MelSpec::new(22_050)
+        }),
+        AudioOp::log(1.0 / 3.0),
+        recorded(|_| {}).1,
+    ])
+    .unwrap();
+    assert_eq!(
+        kaiser.fingerprint(),
+        "audio [Channels(2), Resample { rate: 22050, quality: ResampleQuality { lowpass_width: \
+         64, rolloff: 0.9475937167399596, window: Kaiser { beta: 0.1111111111111111 } } }, \
+         CenterCrop { length: 40000 }, MelSpectrogram(MelSpec { sample_rate: 22050, n_fft: \
+         400, win_length: 400, hop_length: 200, f_min: 0.0, f_max: 11025.0, n_mels: 80, \
+         power: 2.0, mel_scale: Slaney, slaney_norm: true }), Log { offset: 0.33333334 }, \
+         User(Python(recorded))]"
+    );
 }

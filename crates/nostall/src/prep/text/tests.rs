@@ -1,5 +1,6 @@
 use super::*;
-use crate::prep::audio::AudioPipeline;
+use crate::prep::audio::op::Stage;
+use crate::prep::audio::{AudioPipeline, MelArgs, ResampleQuality};
 use crate::prep::image::ImagePipeline;
 
 fn read(text: &str) -> Operators {
@@ -74,14 +75,14 @@ fn examples() -> Vec<Operators> {
     .unwrap();
     mel.f_min = 1.0 / 7.0;
     out.push(Operators::Audio(vec![
-        AudioOp::Channels(2),
-        AudioOp::Resample {
-            rate: 22_050,
-            quality: ResampleQuality::kaiser(64, 0.947_593_716_739_959_6, 1.0 / 9.0),
-        },
-        AudioOp::CenterCrop { length: 1 << 20 },
-        AudioOp::MelSpectrogram(mel),
-        AudioOp::Log { offset: 1.0 / 3.0 },
+        AudioOp::channels(2),
+        AudioOp::resample_with(
+            22_050,
+            ResampleQuality::kaiser(64, 0.947_593_716_739_959_6, 1.0 / 9.0),
+        ),
+        AudioOp::center_crop(1 << 20),
+        AudioOp::mel_spectrogram(mel),
+        AudioOp::log(1.0 / 3.0),
     ]));
     out
 }
@@ -109,14 +110,11 @@ fn operators_are_read_as_the_python_classes_take_them() {
     );
     assert_eq!(
         read("[Resample(8000), RandomCrop(length=16000)]"),
-        Operators::Audio(vec![
-            AudioOp::resample(8000),
-            AudioOp::RandomCrop { length: 16_000 }
-        ])
+        Operators::Audio(vec![AudioOp::resample(8000), AudioOp::random_crop(16_000)])
     );
     assert_eq!(
         read("[CenterCrop(length=400)]"),
-        Operators::Audio(vec![AudioOp::CenterCrop { length: 400 }])
+        Operators::Audio(vec![AudioOp::center_crop(400)])
     );
     let Operators::Audio(ops) = read(
         "[RandomCrop(16000), MelSpectrogram(n_fft=512, norm=None, mel_scale=\"slaney\"), \
@@ -124,7 +122,7 @@ fn operators_are_read_as_the_python_classes_take_them() {
     ) else {
         panic!("not audio");
     };
-    let AudioOp::MelSpectrogram(spec) = ops[1] else {
+    let Stage::MelSpectrogram(&spec) = ops[1].stage() else {
         panic!("{ops:?}");
     };
     let expected = MelArgs {
@@ -134,7 +132,7 @@ fn operators_are_read_as_the_python_classes_take_them() {
     };
     assert_eq!(spec, expected.spec().unwrap());
     assert_eq!((spec.win_length, spec.hop_length), (512, 256));
-    assert_eq!(ops[2], AudioOp::Log { offset: 1e-6 });
+    assert_eq!(ops[2], AudioOp::log(1e-6));
     assert_eq!(read("[]"), Operators::Image(Vec::new()));
 }
 
@@ -256,4 +254,95 @@ fn every_cut_and_every_character_swapped_reads_or_is_refused() {
             let _ = changed.iter().collect::<String>().parse::<Operators>();
         }
     }
+}
+
+#[test]
+fn audio_operators_are_read_and_written_through_their_declarations() {
+    let text = "[Resample(16000), RandomCrop(16000), MelSpectrogram(n_mels=64), Log(), \
+                FrequencyMasking(27), TimeMasking(40, p=0.5, iid_masks=True)]";
+    let Operators::Audio(ops) = read(text) else {
+        panic!("not audio");
+    };
+    let names: Vec<_> = ops.iter().map(AudioOp::name).collect();
+    assert_eq!(
+        names,
+        [
+            "Resample",
+            "RandomCrop",
+            "MelSpectrogram",
+            "Log",
+            "FrequencyMasking",
+            "TimeMasking"
+        ]
+    );
+    let written = Operators::Audio(ops.clone()).to_string();
+    assert!(
+        written.ends_with(
+            "FrequencyMasking(freq_mask_param=27, iid_masks=False), \
+             TimeMasking(time_mask_param=40, iid_masks=True, p=0.5)]"
+        ),
+        "{written}"
+    );
+    assert_eq!(read(&written), Operators::Audio(ops));
+    assert!(AudioPipeline::new(match read(&written) {
+        Operators::Audio(ops) => ops,
+        other => panic!("{other:?}"),
+    })
+    .is_ok());
+    let why = refused("[RandomCrop(16000), SpecAugment(2)]");
+    assert!(
+        why.contains(
+            "the audio operators are Channels, Resample, RandomCrop, CenterCrop, \
+                      MelSpectrogram, Log, FrequencyMasking, TimeMasking"
+        ),
+        "{why}"
+    );
+    let why = refused("[FrequencyMasking(-1)]");
+    assert!(
+        why.contains("FrequencyMasking: freq_mask_param takes an int"),
+        "{why}"
+    );
+}
+
+/// The text a pipeline's operators travel as (the agent groups jobs by it) is as it was
+/// before the audio operators were declared.
+#[test]
+fn audio_operators_are_written_as_they_were() {
+    let preset = |name| Operators::Audio(AudioPipeline::preset(name).unwrap().ops().to_vec());
+    assert_eq!(
+        preset("m5").to_string(),
+        "[Channels(count=1), Resample(rate=8000, lowpass_filter_width=6, rolloff=0.99, \
+         resampling_method='sinc_interp_hann'), RandomCrop(length=32000)]"
+    );
+    assert_eq!(
+        preset("melspec").to_string(),
+        "[Channels(count=1), Resample(rate=16000, lowpass_filter_width=6, rolloff=0.99, \
+         resampling_method='sinc_interp_hann'), RandomCrop(length=64000), \
+         MelSpectrogram(sample_rate=16000, n_fft=400, win_length=400, hop_length=160, \
+         f_min=0.0, f_max=8000.0, n_mels=64, power=2.0, norm=None, mel_scale='htk'), \
+         Log(offset=1e-6)]"
+    );
+    let mel = MelArgs {
+        sample_rate: 22_050,
+        n_mels: 80,
+        norm: Some("slaney"),
+        mel_scale: "slaney",
+        ..MelArgs::default()
+    };
+    let kaiser = Operators::Audio(vec![
+        AudioOp::resample_with(
+            22_050,
+            ResampleQuality::kaiser(64, 0.947_593_716_739_959_6, 1.0 / 9.0),
+        ),
+        AudioOp::mel_spectrogram(mel.spec().unwrap()),
+        AudioOp::log(1.0 / 3.0),
+    ]);
+    assert_eq!(
+        kaiser.to_string(),
+        "[Resample(rate=22050, lowpass_filter_width=64, rolloff=0.9475937167399596, \
+         resampling_method='sinc_interp_kaiser', beta=0.1111111111111111), \
+         MelSpectrogram(sample_rate=22050, n_fft=400, win_length=400, hop_length=200, \
+         f_min=0.0, f_max=11025.0, n_mels=80, power=2.0, norm='slaney', mel_scale='slaney'), \
+         Log(offset=0.33333334)]"
+    );
 }

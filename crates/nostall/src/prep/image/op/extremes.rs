@@ -10,7 +10,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::*;
-use crate::prep::args::Kind;
+use crate::prep::args::{Keywords, Kind};
 use crate::prep::image::codec::{encode_jpeg, EncodePixels};
 use crate::prep::image::ImagePipeline;
 use crate::prep::Prep;
@@ -170,7 +170,10 @@ pub(crate) fn extremes(kind: Kind) -> Vec<Value> {
         | Kind::Float
         | Kind::OptionalFloat
         | Kind::OptionalInt
+        | Kind::DerivedInt
+        | Kind::DerivedFloat
         | Kind::Choice
+        | Kind::OptionalChoice
         | Kind::Bool
         | Kind::Ops => {}
     }

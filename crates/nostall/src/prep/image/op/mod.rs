@@ -62,7 +62,7 @@ use std::sync::Arc;
 use super::codec::Rect;
 use super::{Filter, Layout};
 use crate::error::{Error, Result};
-use crate::prep::args::{Args, Keywords, Param, Value};
+use crate::prep::args::{Args, Value};
 use crate::prep::DType;
 use crate::rng::Rng;
 use crate::user_code::function::UserOp;
@@ -101,34 +101,13 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &timm_random_erasing::DECLARATION,
 ];
 
-/// An operator's declaration: what Python, the text form and the docs know of it.
-#[derive(Debug)]
-pub struct Declaration {
-    /// Its name: the Python class's and the text form's.
-    pub name: &'static str,
-    /// What it does (the Python class's docstring, before its parameters).
-    pub doc: &'static str,
-    /// Its parameters, in Python's order.
-    pub params: &'static [Param],
-    /// Reads and checks the arguments into the operator.
-    pub build: fn(&Args) -> Result<Op>,
-}
+/// An image operator's declaration: what Python, the text form and the docs know of it.
+pub type Declaration = crate::prep::args::Declaration<Op>;
 
 impl Declaration {
     /// The operator `name` (an image operator's).
     pub fn find(name: &str) -> Option<&'static Declaration> {
         DECLARATIONS.iter().copied().find(|d| d.name == name)
-    }
-
-    /// The operator these arguments make.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] naming the operator and its argument that is unknown, missing,
-    /// of the wrong kind or out of its bounds.
-    pub fn call(&'static self, positional: Vec<Value>, keywords: Keywords) -> Result<Op> {
-        let args = Args::bind(self.name, self.params, positional, keywords)?;
-        (self.build)(&args)
     }
 }
 
