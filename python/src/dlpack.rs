@@ -67,7 +67,7 @@ pub(crate) enum Owner {
     /// A batch's labels, copied out of it (a few hundred bytes) so that keeping labels
     /// does not keep the images' buffer from the pool.
     Labels(Vec<i64>),
-    /// A mixed batch's soft labels, `len` rows of `classes` ([`nostall::prep::mix`]).
+    /// A mixed batch's soft labels, `len` rows of `classes` ([`nostall::prep::mixup`]).
     SoftLabels(Vec<f32>, usize),
     /// int64 values in rows of the given width (a tokenizer's ids and masks).
     Ints(Vec<i64>, usize),

@@ -23,8 +23,8 @@ mod handoff;
 mod interrupt;
 mod live;
 mod loader;
-mod mix;
 mod mixture;
+mod mixup;
 mod ops;
 mod python_ops;
 mod shared;
@@ -96,7 +96,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
     m.add_class::<loader::Batches>()?;
     m.add_class::<BatchTensor>()?;
-    m.add_class::<mix::Mixup>()?;
+    m.add_class::<mixup::Mixup>()?;
     m.add_class::<tokenizer::Tokenizer>()?;
     m.add_class::<fields::Field>()?;
     ops::register(m)?;

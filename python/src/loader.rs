@@ -534,7 +534,7 @@ fn attach_fields_and_mix(
         job.loader_mut().fields(Some(fields));
     }
     if let Some(mix) = &spec.mix {
-        job.loader_mut().mix(Some(mix.borrow(py).0.clone()));
+        job.loader_mut().mixup(Some(mix.borrow(py).0.clone()));
     }
     Ok(())
 }

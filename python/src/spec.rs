@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 
 use crate::convert::PipelineArg;
 use crate::errors::{config_error, raise};
-use crate::mix::Mixup;
+use crate::mixup::Mixup;
 use crate::python_ops::PythonOps;
 use crate::user;
 

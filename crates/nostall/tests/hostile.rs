@@ -14,7 +14,7 @@ use common::{config, jpeg, loader, picture};
 use nostall::pipeline::{LoaderBuilder, PipelineSetting};
 use nostall::prep::args::Value;
 use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
-use nostall::prep::mix::MixArgs;
+use nostall::prep::mixup::MixupArgs;
 use nostall::storage::{LocalFiles, ReadMode, Source, SourceStats};
 use nostall::{Catalog, Cause, Error, ErrorPolicy, Loader, Op};
 
@@ -647,14 +647,14 @@ fn random_failures_and_latencies_never_lose_or_repeat_a_sample() {
 
 /// What `pipeline` (as the `pipeline=` setting takes it) and `mix` make of a loader's
 /// configuration: its error, where they are refused.
-fn refusal(pipeline: &str, mix: Option<MixArgs>) -> Option<Error> {
+fn refusal(pipeline: &str, mix: Option<MixupArgs>) -> Option<Error> {
     let setting: PipelineSetting = match pipeline.parse() {
         Ok(setting) => setting,
         Err(e) => return Some(e),
     };
     let mut builder = LoaderBuilder::new("unread");
     builder.settings_mut().pipeline = setting;
-    builder.mix(mix);
+    builder.mixup(mix);
     builder.config().err()
 }
 
@@ -663,11 +663,11 @@ fn refusal(pipeline: &str, mix: Option<MixArgs>) -> Option<Error> {
 /// and the bound.
 #[test]
 fn settings_past_their_bounds_are_refused_before_anything_is_allocated() {
-    let mixup = |num_classes| MixArgs {
+    let mixup = |num_classes| MixupArgs {
         num_classes,
-        ..MixArgs::default()
+        ..MixupArgs::default()
     };
-    let cases: [(&str, Option<MixArgs>, &[&str]); 12] = [
+    let cases: [(&str, Option<MixupArgs>, &[&str]); 12] = [
         (
             "[CenterCrop(8), GaussianBlur(1000000001)]",
             None,

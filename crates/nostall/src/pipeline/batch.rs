@@ -101,8 +101,8 @@ impl Batch {
         &self.labels
     }
 
-    /// The mixed labels where the loader mixes batches ([`Mix`](crate::prep::mix::Mix)):
-    /// a row of [`num_classes`](crate::prep::mix::Mix::num_classes) per sample.
+    /// The mixed labels where the loader mixes batches ([`Mixup`](crate::prep::mixup::Mixup)):
+    /// a row of [`num_classes`](crate::prep::mixup::Mixup::num_classes) per sample.
     pub fn soft_labels(&self) -> Option<&[f32]> {
         self.soft_labels.as_deref()
     }

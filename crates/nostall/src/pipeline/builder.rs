@@ -29,7 +29,7 @@ use crate::plan::mixture::{Mixture, Source as MixtureSource};
 use crate::plan::Blocks;
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
-use crate::prep::mix::{Mix, MixArgs};
+use crate::prep::mixup::{Mixup, MixupArgs};
 use crate::prep::route::DecodeRoute;
 use crate::prep::{DType, Operators, Pipeline};
 use crate::storage::{Link, Source, Throttled};
@@ -58,7 +58,7 @@ pub struct LoaderBuilder {
     local_ranks: Option<LocalRanks>,
     arena: Arena,
     /// MixUp and CutMix of the batches ([`LoaderBuilder::mix`]).
-    mix: Option<MixArgs>,
+    mixup: Option<MixupArgs>,
     /// The fields of each sample ([`LoaderBuilder::fields`]).
     fields: Option<Fields>,
     /// Several datasets mixed by weight ([`LoaderBuilder::mixture`]): each one's
@@ -102,7 +102,7 @@ impl LoaderBuilder {
             locality: None,
             local_ranks: None,
             arena: Arena::Private,
-            mix: None,
+            mixup: None,
             fields: None,
             mixture: Vec::new(),
         }
@@ -226,8 +226,8 @@ impl LoaderBuilder {
 
     /// Mixes each batch as timm's `Mixup` does ([`LoaderConfig::mix`]), for images
     /// laid out as the settings say; `None`: no mixing.
-    pub fn mix(&mut self, args: Option<MixArgs>) -> &mut LoaderBuilder {
-        self.mix = args;
+    pub fn mixup(&mut self, args: Option<MixupArgs>) -> &mut LoaderBuilder {
+        self.mixup = args;
         self
     }
 
@@ -349,7 +349,7 @@ impl LoaderBuilder {
                             .into(),
                     ));
                 }
-                if self.mix.is_some() {
+                if self.mixup.is_some() {
                     return Err(Error::Config(
                         "Mixup mixes one image a sample: it does not apply to views".into(),
                     ));
@@ -382,7 +382,7 @@ impl LoaderBuilder {
             config.page_lock.clone_from(&device.page_lock);
             config.device_queue.clone_from(&device.queue);
         }
-        if let Some(args) = &self.mix {
+        if let Some(args) = &self.mixup {
             if self.device.is_some() {
                 return Err(Error::Config(
                     "Mixup mixes batches on the CPU, in the pipeline's type and layout: \
@@ -390,7 +390,7 @@ impl LoaderBuilder {
                         .into(),
                 ));
             }
-            config.mix = Some(Mix::new(args.clone(), s.layout)?);
+            config.mixup = Some(Mixup::new(args.clone(), s.layout)?);
         }
         config.check()?;
         Ok(config)

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::plan::elastic::Stretch;
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
-use crate::prep::mix::Mix;
+use crate::prep::mixup::Mixup;
 use crate::prep::Pipeline;
 use crate::sched::schedule::Scheduler;
 
@@ -149,7 +149,7 @@ pub struct LoaderConfig {
     pub device_queue: Option<Arc<DeviceQueue>>,
     /// MixUp and CutMix of each batch as it is handed over (images only); its soft
     /// labels are the batch's [`soft_labels`](super::Batch::soft_labels).
-    pub mix: Option<Mix>,
+    pub mixup: Option<Mixup>,
 }
 
 impl LoaderConfig {
@@ -249,7 +249,7 @@ impl LoaderConfig {
                 "a quarantine file lists skipped samples: it needs the skip error policy".into(),
             ));
         }
-        if let Some(mix) = &self.mix {
+        if let Some(mix) = &self.mixup {
             if self.pipeline.modality() != crate::prep::Modality::Image {
                 return Err(Error::Config(
                     "Mixup mixes images: the pipeline prepares audio".into(),

@@ -715,7 +715,7 @@ impl Epoch {
             deferred: std::mem::take(&mut self.deferred),
             retired: AtomicBool::new(false),
         };
-        if let Some(mix) = &shared.parts.config.mix {
+        if let Some(mix) = &shared.parts.config.mixup {
             // Keyed by the batch's first sample, not its index or rank: the same batch
             // is mixed alike after any resume.
             let first = batch.ids.first().copied().unwrap_or(0);

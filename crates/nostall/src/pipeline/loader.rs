@@ -88,7 +88,7 @@ impl Loader {
         config: LoaderConfig,
     ) -> Result<Loader> {
         config.validate(catalog.len())?;
-        if let Some(mix) = &config.mix {
+        if let Some(mix) = &config.mixup {
             let classes = catalog.classes().len();
             if mix.num_classes() < classes {
                 return Err(Error::Config(format!(

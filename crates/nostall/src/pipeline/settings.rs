@@ -164,7 +164,7 @@ pub enum PipelineSetting {
 }
 
 impl std::fmt::Display for PipelineSetting {
-    /// The preset's name, or the operators' [text form](crate::prep::text).
+    /// The preset's name, or the operators' [text form](crate::prep::notation).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PipelineSetting::Preset(name) => f.write_str(name),
@@ -331,7 +331,7 @@ impl LoaderSettings {
             arena: super::Arena::Private,
             page_lock: None,
             device_queue: None,
-            mix: None,
+            mixup: None,
         }
     }
 }

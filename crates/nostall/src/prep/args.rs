@@ -12,7 +12,7 @@
 use std::fmt;
 
 use super::image::{Op, Size};
-use super::text;
+use super::notation;
 use crate::error::{Error, Result};
 
 /// An argument's value, as Python has it.
@@ -359,7 +359,7 @@ impl Args {
             .zip(params)
             .map(|(value, param)| match (value, param.default) {
                 (Some(value), _) => Ok(value),
-                (None, Some(default)) => Ok(text::read_value(default)
+                (None, Some(default)) => Ok(notation::read_value(default)
                     .unwrap_or_else(|e| panic!("{operator}'s default {default:?}: {e}"))),
                 (None, None) => Err(Error::Config(format!("{operator} needs {}", param.name))),
             })

@@ -10,7 +10,7 @@
 //! Two modalities ship: [`image`] (JPEG, PNG; crops, flips, normalisation) and [`audio`]
 //! (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3; resampling, crops, mel spectrograms). The files each one
 //! reads are declared once, by [`Modality`], and the catalog and storage list datasets
-//! through it. Their operators have one text form, [`text`] (Python's `repr`), in which a
+//! through it. Their operators have one text form, [`notation`] (Python's `repr`), in which a
 //! pipeline travels as a setting.
 //!
 //! A preparer must leave nothing behind from one sample to the next that could change the
@@ -20,10 +20,10 @@
 pub mod args;
 pub mod audio;
 pub mod image;
-pub mod mix;
+pub mod mixup;
+pub mod notation;
 pub mod processes;
 pub mod route;
-pub mod text;
 #[cfg(feature = "tokenize")]
 pub mod tokens;
 
@@ -35,7 +35,7 @@ use crate::rng::Rng;
 
 pub use audio::AudioPipeline;
 pub use image::{ImagePipeline, ViewsPipeline};
-pub use text::Operators;
+pub use notation::Operators;
 
 pub use crate::sample::{DType, Modality, SampleLayout, UnknownName};
 

@@ -147,7 +147,9 @@ impl std::fmt::Display for ImagePipeline {
                 };
                 match param.default {
                     None => shown.push(short),
-                    Some(default) if crate::prep::text::read_value(default).ok() != Some(value) => {
+                    Some(default)
+                        if crate::prep::notation::read_value(default).ok() != Some(value) =>
+                    {
                         shown.push(format!("{name}={short}"))
                     }
                     Some(_) => {}

@@ -5,7 +5,7 @@
 //! checked and read), and the type that does the work, an [`Operator`], which says where
 //! in a sample's preparation it runs ([`Stage`]). Everything else reads the declarations
 //! in [`DECLARATIONS`]: the pipeline ([`AudioPipeline`](super::AudioPipeline)) checks how
-//! the stages fit and runs them, the text form ([`crate::prep::text`]) reads and writes
+//! the stages fit and runs them, the text form ([`crate::prep::notation`]) reads and writes
 //! calls, the Python bindings make one class of `nostall.audio` per declaration and its
 //! stubs are generated from them. Adding an audio operator is its file, its line in
 //! [`DECLARATIONS`], its test and its line in docs/audio.md (a stage of a new kind is the

@@ -6,7 +6,7 @@
 //! where in a sample's preparation it runs ([`Stage`]), draws its random choices from the
 //! generator it is handed, and holds its kernel. Everything else reads the declarations
 //! in [`DECLARATIONS`]: the pipeline ([`ImagePipeline`](super::ImagePipeline)) plans and
-//! runs the stages, the text form ([`crate::prep::text`]) reads and writes calls, the
+//! runs the stages, the text form ([`crate::prep::notation`]) reads and writes calls, the
 //! Python bindings make one class per declaration and the stubs are generated from them.
 //! Adding an operator is its file, its line in [`DECLARATIONS`], its test and its docs.
 //!

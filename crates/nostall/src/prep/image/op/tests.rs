@@ -10,7 +10,7 @@ fn every_declaration_is_complete_and_its_defaults_read() {
         for param in declaration.params {
             assert!(!param.doc.is_empty(), "{}.{}", declaration.name, param.name);
             if let Some(default) = param.default {
-                crate::prep::text::read_value(default)
+                crate::prep::notation::read_value(default)
                     .unwrap_or_else(|e| panic!("{}.{}: {e}", declaration.name, param.name));
             }
         }

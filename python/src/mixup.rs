@@ -1,6 +1,6 @@
 //! `nostall.Mixup`: MixUp and CutMix of a loader's batches, timm's `Mixup` arguments.
 
-use nostall::prep::mix::{MixArgs, MixMode};
+use nostall::prep::mixup::{MixupArgs, MixupMode};
 use pyo3::prelude::*;
 
 use crate::convert::Text;
@@ -24,14 +24,14 @@ use crate::convert::Text;
 /// Draws are keyed by the seed, the epoch and the batch: the same mixing for any number
 /// of threads and after a resume. MixUp needs ``dtype="float32"``.
 #[pyclass(module = "nostall", name = "Mixup", frozen)]
-pub(crate) struct Mixup(pub MixArgs);
+pub(crate) struct Mixup(pub MixupArgs);
 
 #[pymethods]
 impl Mixup {
     #[new]
     #[pyo3(signature = (
         mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None, prob=1.0, switch_prob=0.5,
-        mode=Text(MixMode::Batch), correct_lam=true, label_smoothing=0.1, num_classes=1000
+        mode=Text(MixupMode::Batch), correct_lam=true, label_smoothing=0.1, num_classes=1000
     ), text_signature = "(mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None, prob=1.0, \
         switch_prob=0.5, mode='batch', correct_lam=True, label_smoothing=0.1, num_classes=1000)")]
     #[allow(clippy::too_many_arguments)]
@@ -41,12 +41,12 @@ impl Mixup {
         cutmix_minmax: Option<(f64, f64)>,
         prob: f64,
         switch_prob: f64,
-        mode: Text<MixMode>,
+        mode: Text<MixupMode>,
         correct_lam: bool,
         label_smoothing: f64,
         num_classes: usize,
     ) -> Mixup {
-        Mixup(MixArgs {
+        Mixup(MixupArgs {
             mixup_alpha,
             cutmix_alpha,
             cutmix_minmax,
@@ -62,8 +62,8 @@ impl Mixup {
     fn __repr__(&self) -> String {
         let a = &self.0;
         let mode = match a.mode {
-            MixMode::Pair => "pair",
-            MixMode::Elem => "elem",
+            MixupMode::Pair => "pair",
+            MixupMode::Elem => "elem",
             _ => "batch",
         };
         format!(

@@ -14,16 +14,16 @@ fn floats(data: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-fn mix(args: MixArgs) -> Mix {
-    Mix::new(args, Layout::Chw).unwrap()
+fn mix(args: MixupArgs) -> Mixup {
+    Mixup::new(args, Layout::Chw).unwrap()
 }
 
 #[test]
 fn mixup_blends_each_sample_with_its_mirror_and_weights_the_labels_alike() {
-    let m = mix(MixArgs {
+    let m = mix(MixupArgs {
         num_classes: 4,
         label_smoothing: 0.0,
-        ..MixArgs::default()
+        ..MixupArgs::default()
     });
     let mut data = samples(4);
     let labels = [0, 1, 2, 3];
@@ -48,12 +48,12 @@ fn mixup_blends_each_sample_with_its_mirror_and_weights_the_labels_alike() {
 
 #[test]
 fn cutmix_pastes_a_box_whose_area_is_the_partners_weight() {
-    let m = mix(MixArgs {
+    let m = mix(MixupArgs {
         mixup_alpha: 0.0,
         cutmix_alpha: 1.0,
         num_classes: 2,
         label_smoothing: 0.1,
-        ..MixArgs::default()
+        ..MixupArgs::default()
     });
     for seed in 0..50 {
         let mut data = samples(2);
@@ -101,10 +101,10 @@ fn beta_draws_follow_the_distribution() {
 
 #[test]
 fn elem_mode_draws_per_sample_and_bad_arguments_are_refused() {
-    let m = mix(MixArgs {
-        mode: MixMode::Elem,
+    let m = mix(MixupArgs {
+        mode: MixupMode::Elem,
         num_classes: 8,
-        ..MixArgs::default()
+        ..MixupArgs::default()
     });
     let mut data = samples(8);
     m.apply(
@@ -127,49 +127,49 @@ fn elem_mode_draws_per_sample_and_bad_arguments_are_refused() {
     );
     for (args, says) in [
         (
-            MixArgs {
+            MixupArgs {
                 mixup_alpha: -1.0,
-                ..MixArgs::default()
+                ..MixupArgs::default()
             },
             "mixup_alpha -1",
         ),
         (
-            MixArgs {
+            MixupArgs {
                 mixup_alpha: 0.0,
-                ..MixArgs::default()
+                ..MixupArgs::default()
             },
             "both 0",
         ),
         (
-            MixArgs {
+            MixupArgs {
                 prob: 1.5,
-                ..MixArgs::default()
+                ..MixupArgs::default()
             },
             "prob 1.5",
         ),
         (
-            MixArgs {
+            MixupArgs {
                 cutmix_minmax: Some((0.5, 0.1)),
-                ..MixArgs::default()
+                ..MixupArgs::default()
             },
             "cutmix_minmax",
         ),
         (
-            MixArgs {
+            MixupArgs {
                 num_classes: 0,
-                ..MixArgs::default()
+                ..MixupArgs::default()
             },
             "num_classes",
         ),
     ] {
-        let error = Mix::new(args, Layout::Chw).unwrap_err().to_string();
+        let error = Mixup::new(args, Layout::Chw).unwrap_err().to_string();
         assert!(error.contains(says), "{error}");
     }
-    assert!(mix(MixArgs::default()).check(DType::U8).is_err());
-    let cutmix_only = MixArgs {
+    assert!(mix(MixupArgs::default()).check(DType::U8).is_err());
+    let cutmix_only = MixupArgs {
         mixup_alpha: 0.0,
         cutmix_alpha: 1.0,
-        ..MixArgs::default()
+        ..MixupArgs::default()
     };
     assert!(mix(cutmix_only).check(DType::U8).is_ok());
 }
@@ -187,15 +187,15 @@ fn pairs_mixed_in_one_pass_equal_pairs_mixed_through_a_copy() {
         } else {
             shape_hwc
         };
-        for mode in [MixMode::Batch, MixMode::Pair, MixMode::Elem] {
+        for mode in [MixupMode::Batch, MixupMode::Pair, MixupMode::Elem] {
             for (mixup_alpha, cutmix_alpha) in [(0.8, 0.0), (0.0, 1.0), (0.8, 1.0)] {
-                let m = Mix::new(
-                    MixArgs {
+                let m = Mixup::new(
+                    MixupArgs {
                         mixup_alpha,
                         cutmix_alpha,
                         mode,
                         num_classes: 3,
-                        ..MixArgs::default()
+                        ..MixupArgs::default()
                     },
                     layout,
                 )
@@ -273,11 +273,11 @@ fn every_argument_at_its_edges_is_refused_or_mixes_a_batch() {
         f64::INFINITY,
         f64::NEG_INFINITY,
     ];
-    let mut cases: Vec<(&str, MixArgs)> = Vec::new();
-    let with = |set: &dyn Fn(&mut MixArgs)| {
-        let mut args = MixArgs {
+    let mut cases: Vec<(&str, MixupArgs)> = Vec::new();
+    let with = |set: &dyn Fn(&mut MixupArgs)| {
+        let mut args = MixupArgs {
             num_classes: 8,
-            ..MixArgs::default()
+            ..MixupArgs::default()
         };
         set(&mut args);
         args
@@ -306,7 +306,7 @@ fn every_argument_at_its_edges_is_refused_or_mixes_a_batch() {
     let (mut taken, mut refused) = (0, 0);
     for (name, args) in cases {
         let case = format!("{name} in {args:?}");
-        let m = match Mix::new(args.clone(), Layout::Chw) {
+        let m = match Mixup::new(args.clone(), Layout::Chw) {
             Ok(m) => m,
             Err(Error::Config(message)) => {
                 assert!(message.contains(name), "{case}: {message}");

@@ -20,7 +20,7 @@ use crate::rng::Rng;
 /// How many mixing draws a batch gets (timm's `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum MixMode {
+pub enum MixupMode {
     /// One for the whole batch.
     Batch,
     /// One per pair (`i`, `len - 1 - i`), each mixed with the other.
@@ -29,14 +29,14 @@ pub enum MixMode {
     Elem,
 }
 
-impl std::str::FromStr for MixMode {
+impl std::str::FromStr for MixupMode {
     type Err = Error;
 
-    fn from_str(s: &str) -> Result<MixMode> {
+    fn from_str(s: &str) -> Result<MixupMode> {
         match s {
-            "batch" => Ok(MixMode::Batch),
-            "pair" => Ok(MixMode::Pair),
-            "elem" => Ok(MixMode::Elem),
+            "batch" => Ok(MixupMode::Batch),
+            "pair" => Ok(MixupMode::Pair),
+            "elem" => Ok(MixupMode::Elem),
             _ => Err(Error::Config(format!(
                 "Mixup: mode {s:?}: use \"batch\", \"pair\" or \"elem\""
             ))),
@@ -46,7 +46,7 @@ impl std::str::FromStr for MixMode {
 
 /// timm's `Mixup` arguments, with its defaults.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MixArgs {
+pub struct MixupArgs {
     /// MixUp's Beta(α, α); 0 turns MixUp off.
     pub mixup_alpha: f64,
     /// CutMix's Beta(α, α); 0 turns CutMix off.
@@ -58,7 +58,7 @@ pub struct MixArgs {
     /// Probability of CutMix rather than MixUp when both are on.
     pub switch_prob: f64,
     /// How many draws a batch gets.
-    pub mode: MixMode,
+    pub mode: MixupMode,
     /// Whether λ is corrected to the box's area after clipping (CutMix).
     pub correct_lam: bool,
     /// Label smoothing of the soft labels.
@@ -67,15 +67,15 @@ pub struct MixArgs {
     pub num_classes: usize,
 }
 
-impl Default for MixArgs {
-    fn default() -> MixArgs {
-        MixArgs {
+impl Default for MixupArgs {
+    fn default() -> MixupArgs {
+        MixupArgs {
             mixup_alpha: 1.0,
             cutmix_alpha: 0.0,
             cutmix_minmax: None,
             prob: 1.0,
             switch_prob: 0.5,
-            mode: MixMode::Batch,
+            mode: MixupMode::Batch,
             correct_lam: true,
             label_smoothing: 0.1,
             num_classes: 1000,
@@ -91,8 +91,8 @@ pub const MAX_CLASSES: usize = 1 << 24;
 
 /// MixUp and CutMix over a loader's batches of images.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mix {
-    args: MixArgs,
+pub struct Mixup {
+    args: MixupArgs,
     layout: Layout,
 }
 
@@ -118,13 +118,13 @@ struct Box2 {
     right: usize,
 }
 
-impl Mix {
+impl Mixup {
     /// Checks `args` for images laid out as `layout`.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] naming the argument out of its bounds.
-    pub fn new(args: MixArgs, layout: Layout) -> Result<Mix> {
+    pub fn new(args: MixupArgs, layout: Layout) -> Result<Mixup> {
         let bad = |what: String| Err(Error::Config(format!("Mixup: {what}")));
         for (name, v) in [
             ("mixup_alpha", args.mixup_alpha),
@@ -160,7 +160,7 @@ impl Mix {
                 args.num_classes
             ));
         }
-        Ok(Mix { args, layout })
+        Ok(Mixup { args, layout })
     }
 
     /// The soft labels' width.
@@ -199,7 +199,7 @@ impl Mix {
         self.apply_within(data, (slot, 0..slot), shape, dtype, labels, rng)
     }
 
-    /// [`Mix::apply`] on the images that lie at `image` within each sample's `slot` bytes
+    /// [`Mixup::apply`] on the images that lie at `image` within each sample's `slot` bytes
     /// of `data` (a record's image field: the rest of each slot is left as it is).
     pub fn apply_within(
         &self,
@@ -271,9 +271,9 @@ impl Mix {
     /// One draw for each sample (the same for a batch, or a pair, as the mode says).
     fn draws(&self, len: usize, size: (usize, usize), rng: &mut Rng) -> Vec<Draw> {
         match self.args.mode {
-            MixMode::Batch => vec![self.draw(size, rng); len],
-            MixMode::Elem => (0..len).map(|_| self.draw(size, rng)).collect(),
-            MixMode::Pair => {
+            MixupMode::Batch => vec![self.draw(size, rng); len],
+            MixupMode::Elem => (0..len).map(|_| self.draw(size, rng)).collect(),
+            MixupMode::Pair => {
                 let mut draws = vec![UNMIXED; len];
                 for i in 0..len / 2 {
                     let draw = self.draw(size, rng);
