@@ -14,7 +14,7 @@ use nostall::storage::{Link, ReadMode};
 use nostall_analyze::{self as analyze, ModelRate, Options, Report, RunLength, Subject};
 use pyo3::prelude::*;
 
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 
 use crate::errors::{config_error, raise};
 use crate::fields::FieldsArg;
@@ -95,7 +95,7 @@ pub(crate) fn run(
     let python = PythonOps::new(py.import("torch").is_ok());
     let settings = spec::settings_from(py, &settings, pipeline.as_ref(), &python)?;
     let (batch_size, seed) = (settings.plan.batch_size, settings.plan.seed);
-    let max_threads = max_threads.unwrap_or_else(nostall::pipeline::usable_cores);
+    let max_threads = max_threads.unwrap_or_else(nostall::loader::usable_cores);
     let mut builder = LoaderBuilder::with_settings(location.clone(), settings);
     builder.config().map_err(|e| raise(py, e))?;
     let held = arrow

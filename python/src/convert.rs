@@ -6,7 +6,7 @@ use std::fmt::Display;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use nostall::pipeline::PipelineSetting;
+use nostall::loader::PipelineSetting;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};

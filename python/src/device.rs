@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostall::device::CudaHostMemory;
-use nostall::pipeline::{DeviceQueue, ForDevice, LoaderBuilder, PageLock};
+use nostall::loader::{DeviceQueue, ForDevice, LoaderBuilder, PageLock};
 use nostall::prep::image::DeviceFinish;
 use nostall::prep::route::{DecodeRoute, RouteMode};
 use nostall::{Batch, Catalog};

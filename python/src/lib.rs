@@ -37,7 +37,7 @@ mod user;
 
 use std::path::PathBuf;
 
-use nostall::pipeline::DEFAULT_IMAGE_SIZE;
+use nostall::loader::DEFAULT_IMAGE_SIZE;
 use nostall::prep::ImagePipeline;
 use pyo3::prelude::*;
 

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use nostall::pipeline::{LoaderBuilder, Next};
+use nostall::loader::{LoaderBuilder, Next};
 use nostall::{EpochStats, Position};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
@@ -115,8 +115,8 @@ impl Loader {
         let (mut builder, mut dist) = spec.builder(py, &python_ops)?;
         // Worker processes for the user's code: one per prep thread asked for, else a core.
         let worker_count = match builder.settings().threads {
-            nostall::pipeline::Threads::Count(n) => n,
-            _ => nostall::pipeline::usable_cores(),
+            nostall::loader::Threads::Count(n) => n,
+            _ => nostall::loader::usable_cores(),
         };
         let user = user_samples(py, &spec, &mut builder, worker_count)?;
         let python_ops = start_python_ops(py, &spec, python_ops, &builder, worker_count)?;

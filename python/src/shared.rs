@@ -295,7 +295,7 @@ pub(crate) fn _run_agent(
     if let Some(socket) = socket {
         config.socket = socket;
     }
-    config.staging = nostall::pipeline::parse_bytes(staging).map_err(|_| {
+    config.staging = nostall::loader::parse_bytes(staging).map_err(|_| {
         config_error(
             py,
             format!("staging={staging:?}: give bytes (512MiB, 2GiB)"),

@@ -4,7 +4,7 @@
 //! The front decides what the user handed over (a location, a list of them, a Dataset, a
 //! `datasets.Dataset` read natively), refuses the combinations that cannot work, and
 //! writes the engine's settings in their text forms, each read here by its declaration
-//! ([`nostall::pipeline::SETTINGS`]): one conversion, shared with configuration files,
+//! ([`nostall::loader::SETTINGS`]): one conversion, shared with configuration files,
 //! the command line and the node agent. What has no text form (operators with the
 //! user's functions, the user's objects) comes as objects.
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use nostall::cache::Capacity;
 use nostall::env::Distributed;
-use nostall::pipeline::{LoaderBuilder, LoaderSettings};
+use nostall::loader::{LoaderBuilder, LoaderSettings};
 use nostall_agent::Share;
 use pyo3::prelude::*;
 
@@ -141,7 +141,7 @@ type SettingRow = (
 #[pyfunction]
 #[pyo3(name = "_loader_settings")]
 pub(crate) fn loader_settings() -> Vec<SettingRow> {
-    use nostall::pipeline::{SettingKind, SETTINGS};
+    use nostall::loader::{SettingKind, SETTINGS};
 
     SETTINGS
         .iter()

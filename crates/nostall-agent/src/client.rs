@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nostall::pipeline::LoaderSettings;
+use nostall::loader::LoaderSettings;
 use nostall::Position;
 
 use crate::attachment;
@@ -24,7 +24,7 @@ use crate::wire::{
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Reading {
-    /// The dataset's location, as [`nostall::pipeline::LoaderBuilder::new`] takes it.
+    /// The dataset's location, as [`nostall::loader::LoaderBuilder::new`] takes it.
     pub location: String,
     /// The loader's settings (sent as their [text form](LoaderSettings::texts)).
     pub settings: LoaderSettings,
@@ -45,11 +45,11 @@ pub struct Reading {
     /// dataset with them, and groups only jobs that read with the same.
     pub storage: Vec<(String, String)>,
     /// The datasets of a mixture with their weights (`None`: its length), as
-    /// [`nostall::pipeline::LoaderBuilder::mixture`] takes them; empty: the one at
+    /// [`nostall::loader::LoaderBuilder::mixture`] takes them; empty: the one at
     /// `location`.
     pub sources: Vec<(String, Option<f64>)>,
     /// The fields of each sample, for a job that reads records
-    /// ([`nostall::pipeline::LoaderBuilder::fields`]): sent with their tokenizers.
+    /// ([`nostall::loader::LoaderBuilder::fields`]): sent with their tokenizers.
     pub fields: Option<nostall::fields::Fields>,
 }
 

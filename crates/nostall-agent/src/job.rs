@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostall::dataset::Dataset;
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall::storage::Source;
 use nostall::Loader;
 use nostall_peer::{Node, NodeConfig};

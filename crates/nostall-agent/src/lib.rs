@@ -16,7 +16,7 @@
 //!   length bounded and checked.
 //! - `group`: one group's stream: a producer thread runs an ordinary
 //!   [`nostall::Loader`] whose batch buffers are shared memory
-//!   ([`nostall::pipeline::Arena::Shared`]); batches are staged in order, at most a
+//!   ([`nostall::loader::Arena::Shared`]); batches are staged in order, at most a
 //!   window of them, until every member has passed them; members hold leases.
 //! - [`Agent`]: the process: its socket, the groups by name, a thread per job.
 //! - [`Client`]: a job's side: attach, ask for the batch at a position, map buffers

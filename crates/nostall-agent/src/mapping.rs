@@ -19,7 +19,7 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 /// One of the agent's batch buffers: its memfd (sealed by the agent: see
-/// [`nostall::pipeline::SharedMemory`]), checked to hold `len` bytes, and its mapping
+/// [`nostall::loader::SharedMemory`]), checked to hold `len` bytes, and its mapping
 /// between batches.
 #[derive(Debug)]
 pub(crate) struct Buffer {

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall::Catalog;
 use nostall_peer::Node;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::Position;
 
 use crate::socket::{Channel, RecvError, MAX_MESSAGE};

@@ -1057,8 +1057,8 @@ pub fn parse_for_fuzzing(data: &[u8]) {
             .zip(tokenizers.ok())
             .and_then(|(f, t)| nostall::fields::Fields::from_portable(&f.text, &t).ok());
         let texts = settings.iter().map(|(n, v)| (n.as_str(), v.as_str()));
-        if let Ok(settings) = nostall::pipeline::LoaderSettings::from_texts(texts) {
-            let mut builder = nostall::pipeline::LoaderBuilder::with_settings(location, settings);
+        if let Ok(settings) = nostall::loader::LoaderSettings::from_texts(texts) {
+            let mut builder = nostall::loader::LoaderBuilder::with_settings(location, settings);
             let _ = builder.fields(fields).config();
         }
     }

@@ -34,7 +34,7 @@ use nostall::cache::CachePolicy;
 use nostall::catalog::Catalog;
 use nostall::dataset::{self, Columns, Dataset, Format};
 use nostall::error::{Error, Result};
-use nostall::pipeline::{Loader, LoaderConfig};
+use nostall::loader::{Loader, LoaderConfig};
 use nostall::storage::{Link, ReadMode, Source, Throttled};
 use report::Measurements;
 

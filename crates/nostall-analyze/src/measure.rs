@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use nostall::cache::{CacheConfig, CachePolicy, SampleCache};
 use nostall::catalog::{Catalog, SampleId};
 use nostall::error::{Error, Result};
-use nostall::pipeline::{Loader, LoaderConfig};
+use nostall::loader::{Loader, LoaderConfig};
 use nostall::plan::global_order;
 use nostall::storage::{Memory, Source};
 

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use nostall::cache::CachePolicy;
 use nostall::error::Result;
+use nostall::loader::Loader;
 use nostall::metrics::EpochStats;
 use nostall::metrics::PrepReason;
-use nostall::pipeline::Loader;
 use nostall::storage::Tier;
 
 /// Epochs whose samples prepared ahead [`Observation::choices`] lists one by one; a run

@@ -11,7 +11,7 @@ use nostall::Error;
 use nostall_analyze::{self as analyze, ModelRate, Options, Rates, Report, RunLength, Subject};
 
 use crate::run::{loader_settings, PipelineArgs, StorageArgs};
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -122,7 +122,7 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         (None, step, _) => ModelRate::simulated(step.unwrap_or(batch_size as f64), batch_size)?,
     };
     let rates = args.rates.as_deref().map(read_rates).transpose()?;
-    let cores = nostall::pipeline::usable_cores();
+    let cores = nostall::loader::usable_cores();
     let options = Options {
         budget: Duration::from_secs_f64(analyze::positive("budget", args.budget, false)?),
         max_threads: args.max_threads.unwrap_or(cores),

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall::prep::{DecodeOnly, Modality};
 use nostall::storage::{ReadMode, Source};
 use nostall_agent::JobBuilder;

@@ -5,7 +5,7 @@
 //! over them for a few epochs.
 
 use crate::run::{drive_epoch, loader_settings, PipelineArgs, Step};
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall_agent::JobBuilder;
 
 #[derive(clap::Args)]

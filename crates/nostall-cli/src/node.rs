@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall::storage::Source;
 use nostall::Position;
 use nostall_agent::{JobBuilder, Share};

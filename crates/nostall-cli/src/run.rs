@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use nostall::cache::{CacheConfig, CacheFill, CachePolicy, Capacity};
 use nostall::dataset::LabelColumn;
-use nostall::pipeline::{LoaderSettings, PipelineSetting, Threads};
+use nostall::loader::{LoaderSettings, PipelineSetting, Threads};
 use nostall::storage::Link;
 use nostall::{EpochStats, ErrorPolicy, Loader};
 
@@ -253,7 +253,7 @@ pub(crate) fn parsed<T: std::str::FromStr<Err = nostall::Error>>(s: &str) -> Res
 
 /// A number of bytes (`512MiB`, `2GiB`), as the engine reads one.
 pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
-    nostall::pipeline::parse_bytes(s).map_err(|e| e.to_string())
+    nostall::loader::parse_bytes(s).map_err(|e| e.to_string())
 }
 
 /// A simulated training step after each batch, of `rate` images/s: asleep, as a process

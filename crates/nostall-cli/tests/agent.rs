@@ -27,7 +27,7 @@ fn the_agent_serves_a_job_and_a_second_one_for_its_socket_leaves() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let settings = nostall::pipeline::LoaderSettings::from_texts([
+    let settings = nostall::loader::LoaderSettings::from_texts([
         ("batch_size", "8"),
         ("pipeline", "val"),
         ("image_size", "32"),

@@ -40,7 +40,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use nostall::pipeline::LoaderBuilder;
+//! use nostall::loader::LoaderBuilder;
 //! use nostall_peer::{Node, NodeConfig, Secret};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

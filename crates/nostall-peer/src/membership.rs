@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nostall::cache::Capacity;
 use nostall::env::Distributed;
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall::plan::locality::Locality;
 use nostall::plan::placement::Placement;
 use nostall::storage::{Source, DEFAULT_MAX_BYTES};

@@ -15,7 +15,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::pipeline::PageLock;
+use crate::loader::PageLock;
 
 /// The CUDA runtime's names, newest first.
 const CUDA_RUNTIMES: [&CStr; 4] = [

@@ -28,13 +28,13 @@
 //!   [`prep::image`] (JPEG and PNG decoded only where a crop keeps them, one resize and
 //!   one fused output pass) and [`prep::audio`] (WAV, FLAC, Ogg Vorbis, Ogg Opus and MP3;
 //!   mixing, resampling, crops, mel spectrograms).
-//! - [`pipeline`]: one pool of workers that fetch or prepare as the scheduler's roles
-//!   say, writing samples straight into pooled batch buffers; the [`Loader`] hands out
-//!   [`Batch`]es in plan order through an [`Epoch`].
+//! - [`loader`]: the loader's settings, declared once, and one pool of workers that
+//!   fetch or prepare as the scheduler says, writing samples straight into pooled batch
+//!   buffers; the [`Loader`] hands out [`Batch`]es in plan order through an [`Epoch`].
 //! - [`sched`]: the rate model (throughput as the slowest of fetch, prep and the model),
-//!   below the pipeline so that the scheduler and the analyzer (the `nostall-analyze`
-//!   crate: DS-Analyzer) share it; the workers' roles and the node's share of its
-//!   ranks' threads. (Which images a device decodes instead of a worker is the
+//!   below the loader so that the scheduler and the analyzer (the `nostall-analyze`
+//!   crate: DS-Analyzer) share it; each decision of the workers (reads in flight and
+//!   the read-ahead, roles, the node's share of its ranks' threads) with its mechanism. (Which images a device decodes instead of a worker is the
 //!   preparer's [`prep::route`], below the scheduler.)
 //! - [`user_code`]: the user's own code: the seam of a function between a pipeline's
 //!   operators, and the pool of worker processes that runs a Python `Dataset`.
@@ -83,9 +83,9 @@ pub mod device;
 pub mod env;
 pub mod error;
 pub mod fields;
+pub mod loader;
 pub mod metrics;
 pub mod net;
-pub mod pipeline;
 pub mod plan;
 pub mod prep;
 pub mod rng;
@@ -97,8 +97,8 @@ pub mod user_code;
 
 pub use catalog::Catalog;
 pub use error::{Cause, Error, Result, SampleError};
+pub use loader::{Batch, Checkpoint, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
 pub use metrics::EpochStats;
-pub use pipeline::{Batch, Checkpoint, Epoch, ErrorPolicy, Loader, LoaderConfig, RunIdentity};
 pub use plan::{PlanConfig, Position, Shard};
 pub use prep::image::{Layout, Op};
 pub use prep::Pipeline;

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{config, jpeg, loader, picture};
-use nostall::pipeline::{LoaderBuilder, PipelineSetting};
+use nostall::loader::{LoaderBuilder, PipelineSetting};
 use nostall::prep::args::Value;
 use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
 use nostall::prep::mixup::MixupArgs;
@@ -490,7 +490,7 @@ fn a_consumer_is_never_held_by_a_read_that_hangs() {
     // No sample can arrive while the gate is shut: the wait ends at its limit.
     assert!(matches!(
         epoch.next_within(std::time::Duration::from_millis(20)),
-        nostall::pipeline::Next::Pending
+        nostall::loader::Next::Pending
     ));
     // Dropping the epoch returns although its fetch threads are stuck in reads.
     within_a_minute(move || drop(epoch));

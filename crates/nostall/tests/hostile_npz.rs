@@ -14,7 +14,7 @@ use std::path::Path;
 
 use common::{jpeg, peak_rss, run_alone, tar, watchdog};
 use nostall::fields::{Field, FieldKind, Fields};
-use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::{ErrorPolicy, Modality};
 
 /// The elements of the field's one array, `embedding`.

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use common::{demo_rows, features, peak_rss, run_alone, watchdog, write, Row};
-use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobStore, LocalDir, ParquetFiles, Source};
 use nostall::{dataset::Columns, Cause, ErrorPolicy, Modality};
 use parquet::basic::Compression;

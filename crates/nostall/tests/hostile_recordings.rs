@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use common::{peak_rss, run_alone, watchdog};
 use nostall::dataset;
-use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::ReadMode;
 use nostall::{ErrorPolicy, Modality};
 

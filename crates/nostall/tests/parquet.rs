@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{demo_rows, features, write, write_column, write_paged, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
-use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobStore, LocalDir, ParquetFiles, ReadMode, Source, Tier};
 use nostall::{Cause, ErrorPolicy, Modality};
 use parquet::basic::Compression;

@@ -1,7 +1,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::Position;
 
 use super::*;

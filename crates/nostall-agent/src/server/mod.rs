@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use nostall::clock::Clock;
 use nostall::env::LocalRanks;
 use nostall::fields::Fields;
-use nostall::pipeline::{Arena, LoaderBuilder, LoaderSettings, Threads};
+use nostall::loader::{Arena, LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::Source;
 use nostall::Catalog;
 
@@ -497,7 +497,7 @@ impl Agent {
         let settings = builder.settings_mut();
         settings.balance_ranks = Some(false);
         if settings.threads == Threads::Auto {
-            settings.threads = Threads::Count(nostall::pipeline::usable_cores());
+            settings.threads = Threads::Count(nostall::loader::usable_cores());
         }
         builder.arena(Arena::Shared);
         // The job's data, from its server, as the job: never with the settings of the

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use nostall::pipeline::Next;
+use nostall::loader::Next;
 use nostall::{Batch, Epoch, Loader, Position};
 
 use crate::group::{pulse_interval, Group, Served};

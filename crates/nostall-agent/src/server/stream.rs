@@ -104,7 +104,7 @@ impl Parts<'_> {
 
 impl Asked {
     /// This stream dealt as `resolved` (a loader's configuration over the group's
-    /// dataset, [`nostall::pipeline::LoaderBuilder::resolved`]) deals it.
+    /// dataset, [`nostall::loader::LoaderBuilder::resolved`]) deals it.
     pub(super) fn resolved(&self, resolved: &LoaderConfig) -> Resolved {
         let plan = &resolved.plan;
         let mut words = self.words.clone();

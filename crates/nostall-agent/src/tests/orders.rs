@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nostall::pipeline::LoaderSettings;
+use nostall::loader::LoaderSettings;
 use nostall::Position;
 
 use super::{read_epoch, settings, strip, Fixture};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostall::fields::{Field, FieldKind, Fields};
-use nostall::pipeline::{LoaderBuilder, LoaderSettings};
+use nostall::loader::{LoaderBuilder, LoaderSettings};
 use nostall::prep::tokens::{Tokenizer, TokenizerArgs};
 use nostall::{Modality, Position};
 

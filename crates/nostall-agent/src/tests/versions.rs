@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nostall::pipeline::LoaderBuilder;
+use nostall::loader::LoaderBuilder;
 use nostall::Position;
 
 use super::{read_epoch, settings, Fixture, MAX_MESSAGE};

@@ -1,7 +1,7 @@
 //! Samples with named fields: an image (or a recording) with its caption, its metadata,
 //! its label, read together and prepared in the engine.
 //!
-//! A loader given [`Fields`] ([`LoaderBuilder::fields`](crate::pipeline::LoaderBuilder::fields))
+//! A loader given [`Fields`] ([`LoaderBuilder::fields`](crate::loader::LoaderBuilder::fields))
 //! reads each sample as a *record*: in WebDataset shards, the run of its key's members
 //! (`000123.jpg`, `000123.txt`, `000123.json`), one ranged read from the shard
 //! ([`TarShards::records_from_listing`](crate::storage::TarShards::records_from_listing)).

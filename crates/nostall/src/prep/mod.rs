@@ -82,7 +82,7 @@ pub enum Prepared {
 /// size, mirrors it if `geometry.flip`, and writes it in the sample's slot.
 #[derive(Debug, Clone)]
 pub struct Deferred {
-    /// The encoded file (shared: a [`DeviceQueue`](crate::pipeline::DeviceQueue) may
+    /// The encoded file (shared: a [`DeviceQueue`](crate::loader::DeviceQueue) may
     /// hand it to the device before its batch is delivered).
     pub data: Arc<[u8]>,
     /// Where to read in the image, at what size, mirrored or not.

@@ -4,7 +4,7 @@
 //! What they hold (in flight or parked) is bounded in bytes by a window that adapts to
 //! what is observed: by Little's law, keeping prep fed at `R` bytes/s through reads that
 //! take `L` seconds needs about `R·L` bytes under way, so the window follows twice that,
-//! between a floor and the configured [`LoaderConfig::readahead`](crate::pipeline::LoaderConfig).
+//! between a floor and the configured [`LoaderConfig::readahead`](crate::loader::LoaderConfig).
 //! Slow storage thus gets a deep window, a cache or a local disk a shallow one. The floor
 //! is a batch of samples (at least two per prep thread): cache hits arrive at once, so
 //! with a cache in front of slow storage a run of hits fills a shallow window, and the

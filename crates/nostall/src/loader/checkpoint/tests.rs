@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::catalog::Catalog;
-use crate::pipeline::tests::FakePrep;
+use crate::loader::tests::FakePrep;
 use crate::plan::Shard;
 use crate::prep::Pipeline;
 use crate::rng::Rng;

@@ -3,7 +3,7 @@
 //! device, a node's locality, where batch buffers live).
 //!
 //! ```no_run
-//! use nostall::pipeline::{LoaderBuilder, LoaderSettings, PipelineSetting};
+//! use nostall::loader::{LoaderBuilder, LoaderSettings, PipelineSetting};
 //!
 //! # fn main() -> nostall::Result<()> {
 //! let mut settings = LoaderSettings::default();

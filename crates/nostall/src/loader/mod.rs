@@ -1,4 +1,4 @@
-//! The pipeline: one pool of workers, each fetching sample bytes along the plan or
+//! The loader: one pool of workers, each fetching sample bytes along the plan or
 //! preparing them straight into their slot of a batch buffer as its role says, and the
 //! consumer receiving whole batches in plan order.
 //!
@@ -45,6 +45,8 @@ mod checkpoint;
 mod config;
 mod device_queue;
 mod epoch;
+// The module is named for the type it holds, as tokio's `runtime::runtime`.
+#[allow(clippy::module_inception)]
 mod loader;
 mod order;
 mod quarantine;

@@ -4,7 +4,7 @@
 //! Prep threads write different samples of the same buffer concurrently, so the buffer
 //! hands out raw slot pointers rather than `&mut` slices (which would alias). All `unsafe`
 //! of the pipeline is in this file; the invariant that makes it sound is stated once, on
-//! [`Slot`], and upheld by the claim protocol in `pipeline::mod`.
+//! [`Slot`], and upheld by the claim protocol in `loader::order`.
 //!
 //! Buffers come from an arena: the process's own memory, or shared memory (a memfd each)
 //! that another process can map, for the node agent, which hands batches to the

@@ -8,7 +8,7 @@
 //! what each takes, once.
 //!
 //! ```no_run
-//! use nostall::pipeline::{LoaderBuilder, LoaderSettings, Threads};
+//! use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 //! use nostall::ErrorPolicy;
 //!
 //! # fn main() -> nostall::Result<()> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::catalog::Catalog;
 use crate::error::{Cause, Error, Result};
-use crate::pipeline::{DeviceQueue, PageLock};
+use crate::loader::{DeviceQueue, PageLock};
 use crate::prep::image::codec::Rect;
 use crate::prep::image::Geometry;
 use crate::prep::{DType, Deferred, Pipeline, Prep, Prepared, Preparer, SampleLayout};

@@ -99,7 +99,7 @@ pub struct LoaderConfig {
     /// The loader's cache of encoded samples, kept across epochs.
     pub cache: CacheConfig,
     /// The most bytes fetch threads may hold ahead of prep (in flight or waiting); see
-    /// the [pipeline's docs](crate::pipeline).
+    /// the [pipeline's docs](crate::loader).
     pub readahead: u64,
     /// With a cache partitioned across nodes: plan each epoch locality-aware
     /// ([`EpochPlan::locality_aware`]), so that ranks take the samples their node holds.
