@@ -82,13 +82,13 @@ from ._dataloader import DataLoader
 from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
 from ._loader import Loader
 from ._nostall import BatchTensor, Field, Mixup, Tokenizer, __version__, demo_photos, imagenet_train, imagenet_val
-from ._workers import sample_generator
+from ._user_code import sample_generator
 
 # The extension calls back into these; it never imports the package itself.
-from . import _device, _errors, _fields, _python_ops, _tokenizer, _workers  # noqa: E402
+from . import _device, _errors, _fields, _python_ops, _tokenizer, _user_code  # noqa: E402
 from . import _nostall as _extension  # noqa: E402
 
-_extension._connect(_errors, ops, _python_ops, _workers, _fields, _tokenizer, _device)
+_extension._connect(_errors, ops, _python_ops, _user_code, _fields, _tokenizer, _device)
 
 __all__ = [
     "AgentError",

@@ -22,7 +22,7 @@ from ._nostall import __version__ as __version__
 from ._nostall import demo_photos as demo_photos
 from ._nostall import imagenet_train as imagenet_train
 from ._nostall import imagenet_val as imagenet_val
-from ._workers import sample_generator as sample_generator
+from ._user_code import sample_generator as sample_generator
 
 __all__ = [
     "AgentError",

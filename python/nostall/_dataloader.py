@@ -245,7 +245,7 @@ def _is_default_collate(fn: Any) -> bool:
 
 def _samples(batch: Any) -> list[Any]:
     """A batch of stacked leaves (or ``(images, labels)``) split into its samples."""
-    from ._workers import _index
+    from ._user_code import _index
 
     def n_of(b: Any) -> int:
         if isinstance(b, (tuple, list)):

@@ -228,7 +228,7 @@ def _connect(
     errors: ModuleType,
     ops: ModuleType,
     python_ops: ModuleType,
-    workers: ModuleType,
+    user_code: ModuleType,
     fields: ModuleType,
     tokenizer: ModuleType,
     device: ModuleType,

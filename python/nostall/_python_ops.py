@@ -80,7 +80,7 @@ class OpsJob:
         self.torch = torch
 
     def __call__(self, index: int, seed: int, memory: np.ndarray) -> None:
-        from ._workers import seed_all
+        from ._user_code import seed_all
 
         # The global generators too, in this process of its own: a function drawing from
         # them draws the same in any worker.

@@ -19,7 +19,7 @@ use nostall::loader::LoaderBuilder;
 use crate::errors::{config_error, raise};
 use crate::fields::FieldsArg;
 use crate::python_ops::PythonOps;
-use crate::{arrow, spec, user};
+use crate::{arrow, spec, user_code};
 
 /// [`analyze::positive`], raised as Python's `ConfigError`.
 fn positive(py: Python<'_>, name: &str, value: f64, zero_ok: bool) -> PyResult<f64> {
@@ -103,14 +103,14 @@ pub(crate) fn run(
         .transpose()?;
     let mut user = None;
     if let Some(object) = &dataset {
-        let args = user::UserArgs {
-            mode: user::Mode::Auto,
+        let args = user_code::UserArgs {
+            mode: user_code::Mode::Auto,
             workers: max_threads,
             timeout: None,
             worker_init_fn: None,
             seed,
         };
-        let (pipeline, opened, samples) = user::UserSamples::new(py, object.bind(py), args)?;
+        let (pipeline, opened, samples) = user_code::UserSamples::new(py, object.bind(py), args)?;
         builder.pipeline(pipeline);
         user = Some((opened, samples));
     }

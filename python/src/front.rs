@@ -16,8 +16,8 @@ pub(crate) struct Front {
     pub ops: Py<PyModule>,
     /// `nostall._python_ops`: `ops.Python` and the job its worker processes run.
     pub python_ops: Py<PyModule>,
-    /// `nostall._workers`: the worker processes of the user's code.
-    pub workers: Py<PyModule>,
+    /// `nostall._user_code`: the worker processes of the user's code.
+    pub user_code: Py<PyModule>,
     /// `nostall._fields`: batches of records as dictionaries.
     pub fields: Py<PyModule>,
     /// `nostall._tokenizer`: a tokenizer object's JSON.
@@ -50,7 +50,7 @@ pub(crate) fn connect(
     errors: Py<PyModule>,
     ops: Py<PyModule>,
     python_ops: Py<PyModule>,
-    workers: Py<PyModule>,
+    user_code: Py<PyModule>,
     fields: Py<PyModule>,
     tokenizer: Py<PyModule>,
     device: Py<PyModule>,
@@ -61,7 +61,7 @@ pub(crate) fn connect(
             errors,
             ops,
             python_ops,
-            workers,
+            user_code,
             fields,
             tokenizer,
             device,

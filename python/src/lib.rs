@@ -33,7 +33,7 @@ mod state;
 mod stats;
 mod tensor;
 mod tokenizer;
-mod user;
+mod user_code;
 
 use std::path::PathBuf;
 
@@ -109,7 +109,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze::run, m)?)?;
     m.add_function(wrap_pyfunction!(spec::loader_settings, m)?)?;
     m.add_function(wrap_pyfunction!(front::connect, m)?)?;
-    m.add("_worker_wire", user::worker_wire(m.py())?)?;
+    m.add("_worker_wire", user_code::worker_wire(m.py())?)?;
     // Hand-off threads must stop before the interpreter finalises (see `handoff`).
     let stop = wrap_pyfunction!(handoff::stop_at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (stop,))?;

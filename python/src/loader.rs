@@ -21,7 +21,7 @@ use crate::python_ops::PythonOps;
 use crate::spec::Spec;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
-use crate::{arrow, device, live, shared, state, user};
+use crate::{arrow, device, live, shared, state, user_code};
 
 /// A data loader made from the spec `nostall.Loader` resolves (python/nostall/_loader.py,
 /// which subclasses it and documents its arguments): its batches, state and figures.
@@ -59,7 +59,7 @@ pub(crate) struct Loader {
     /// How batches of records become dictionaries (`fields=`).
     records: Option<Arc<Records>>,
     /// A Dataset object's samples (`Loader(dataset)`): how its batches are given back.
-    user: Option<user::UserSamples>,
+    user: Option<user_code::UserSamples>,
     /// The pipeline's `ops.Python`, and their worker processes when they run in some.
     python_ops: Option<Arc<PythonOps>>,
     /// What each dataset of a mixture delivered (`source=[...]`).
@@ -445,18 +445,18 @@ fn user_samples(
     spec: &Spec,
     builder: &mut LoaderBuilder,
     workers: usize,
-) -> PyResult<Option<(nostall::dataset::Dataset, user::UserSamples)>> {
+) -> PyResult<Option<(nostall::dataset::Dataset, user_code::UserSamples)>> {
     let Some(dataset) = &spec.dataset else {
         return Ok(None);
     };
-    let args = user::UserArgs {
-        mode: spec.workers.unwrap_or(user::Mode::Auto),
+    let args = user_code::UserArgs {
+        mode: spec.workers.unwrap_or(user_code::Mode::Auto),
         workers,
         timeout: spec.timeout,
         worker_init_fn: spec.worker_init_fn.as_ref().map(|f| f.clone_ref(py)),
         seed: builder.settings().plan.seed,
     };
-    let (pipeline, opened, samples) = user::UserSamples::new(py, dataset.bind(py), args)?;
+    let (pipeline, opened, samples) = user_code::UserSamples::new(py, dataset.bind(py), args)?;
     builder.pipeline(pipeline);
     Ok(Some((opened, samples)))
 }
@@ -486,7 +486,7 @@ fn start_python_ops(
     // Threads unless asked: a function given arrays spends its time in NumPy's and
     // torch's kernels, which release the GIL, and measured faster in the threads than
     // through worker processes (docs/benchmarks.md).
-    let processes = spec.workers == Some(user::Mode::Processes);
+    let processes = spec.workers == Some(user_code::Mode::Processes);
     if spec.timeout.is_some() && !processes {
         return Err(config_error(
             py,
@@ -504,9 +504,10 @@ fn start_python_ops(
         ));
     }
     if processes {
-        let timeout = spec
-            .timeout
-            .map_or(user::DEFAULT_TIMEOUT, std::time::Duration::from_secs_f64);
+        let timeout = spec.timeout.map_or(
+            user_code::DEFAULT_TIMEOUT,
+            std::time::Duration::from_secs_f64,
+        );
         let bytes = config.pipeline.layout().bytes();
         python.start_workers(py, workers, bytes, timeout)?;
     }

@@ -15,7 +15,7 @@ use nostall::user_code::pool::WorkerConfig;
 use nostall::Cause;
 use pyo3::prelude::*;
 
-use crate::user::{call_on_slot, Workers, START_TIMEOUT};
+use crate::user_code::{call_on_slot, Workers, START_TIMEOUT};
 
 /// Bytes before a sample in a worker's memory: `ndim`, 4 dims, the type's number
 /// (`HEADER_BYTES` of `_python_ops`).

@@ -20,7 +20,7 @@ use crate::convert::PipelineArg;
 use crate::errors::{config_error, raise};
 use crate::mixup::Mixup;
 use crate::python_ops::PythonOps;
-use crate::user;
+use crate::user_code;
 
 /// A loader as the front resolved it (the attributes of `nostall._loader.Spec`).
 #[derive(FromPyObject)]
@@ -41,7 +41,7 @@ pub(crate) struct Spec {
     /// A Dataset object whose `__getitem__` runs as the user's code.
     pub dataset: Option<Py<PyAny>>,
     /// How the user's code runs (`workers=`).
-    pub workers: Option<user::Mode>,
+    pub workers: Option<user_code::Mode>,
     /// A Dataset's workers' `worker_init_fn`.
     pub worker_init_fn: Option<Py<PyAny>>,
     /// The bound on one call of the user's code, seconds.

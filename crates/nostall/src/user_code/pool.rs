@@ -26,7 +26,7 @@
 //! on a sample in a process).
 //!
 //! The wire is declared once, in [`wire`]: the engine reads and writes it with those
-//! constants, and the Python workers (`nostall._workers`) pack and unpack it with the same
+//! constants, and the Python workers (`nostall._user_code`) pack and unpack it with the same
 //! ones, handed over by the bindings.
 
 use std::fs::File;

@@ -1,7 +1,7 @@
 //! `Loader(dataset)`: a map-style `Dataset`'s `__getitem__` run for the engine, under
 //! nostall's plan. Its samples are made in worker processes
-//! ([`nostall::user_code::pool`], forked by `nostall._workers.Zygote`) or in the engine's
-//! threads ([`InProcess`], for a free-threaded interpreter); `nostall._workers.Spec` lays
+//! ([`nostall::user_code::pool`], forked by `nostall._user_code.Zygote`) or in the engine's
+//! threads ([`InProcess`], for a free-threaded interpreter); `nostall._user_code.Spec` lays
 //! each sample's leaves in its slot and gives the batch back with the sample's structure.
 
 use std::fs::File;
@@ -59,7 +59,7 @@ pub(crate) struct UserArgs {
 
 /// A loader's user dataset: how its batches are given back, and what runs it.
 pub(crate) struct UserSamples {
-    /// `nostall._workers.Spec` of its samples.
+    /// `nostall._user_code.Spec` of its samples.
     pub(crate) spec: Py<PyAny>,
     /// `"processes"` or `"threads"`.
     mode: &'static str,
@@ -67,7 +67,7 @@ pub(crate) struct UserSamples {
     workers: Option<Workers>,
 }
 
-/// Worker processes forked from a zygote (`nostall._workers.Zygote`) that holds the
+/// Worker processes forked from a zygote (`nostall._user_code.Zygote`) that holds the
 /// user's code: their pool, and the zygote, closed with them.
 pub(crate) struct Workers {
     pub(crate) pool: Arc<WorkerPool>,
@@ -195,7 +195,7 @@ impl Drop for Making {
 }
 
 /// Whether this interpreter has the GIL (every one but a free-threaded one with it off).
-/// The worker processes' wire ([`nostall::user_code::pool::wire`]) for `nostall._workers`: the magic, the
+/// The worker processes' wire ([`nostall::user_code::pool::wire`]) for `nostall._user_code`: the magic, the
 /// `struct` formats of the hello, a request and an answer, and the longest failure.
 pub(crate) fn worker_wire(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     use nostall::user_code::pool::wire;
@@ -231,7 +231,7 @@ impl UserSamples {
     ) -> PyResult<(Pipeline, nostall::dataset::Dataset, UserSamples)> {
         let len = dataset.len()?;
         let name = dataset.get_type().name()?.to_string();
-        let module = crate::front::front(py)?.workers.bind(py);
+        let module = crate::front::front(py)?.user_code.bind(py);
         let code = format!("{name}.__getitem__");
         let gil = gil_enabled(py)?;
         let (mode, why) = match (args.mode, gil) {
@@ -378,7 +378,7 @@ impl ZygoteSpawn {
 
     /// Forks a zygote holding the job.
     fn fork(&self, py: Python<'_>) -> PyResult<Zygote> {
-        let module = crate::front::front(py)?.workers.bind(py);
+        let module = crate::front::front(py)?.user_code.bind(py);
         let init = self.worker_init_fn.as_ref().map(|f| f.clone_ref(py));
         let object = with_no_sample_in_flight(py, || {
             module.call_method1("Zygote", (self.job.bind(py), self.memory_bytes, init))
@@ -467,7 +467,7 @@ impl Spawn for ZygoteSpawn {
     }
 }
 
-/// Samples made in the engine's threads by `nostall._workers.Runner.fill`: in parallel
+/// Samples made in the engine's threads by `nostall._user_code.Runner.fill`: in parallel
 /// on a free-threaded interpreter, one at a time under the GIL.
 struct InProcess {
     runner: Arc<Py<PyAny>>,
