@@ -17,7 +17,7 @@
 //! a batch is a view of it. Variable-length fields (text, JSON, bytes) are bounded by
 //! their `max_bytes` and stored with their length. A field that is missing, or that is
 //! not what its kind says (bad UTF-8, JSON nested past 128 levels, a text longer than
-//! its field), is the sample's [`Cause`](crate::Cause) naming the field, skipped or raised
+//! its field), is the sample's [`Cause`](crate::error::Cause) naming the field, skipped or raised
 //! as the error policy says; the image field keeps the sample's own generator, so the
 //! pixels are those of a loader without fields.
 //!
@@ -103,7 +103,7 @@ impl Field {
 
     /// Prepares `member`, the record's member for this field, into its slot (of its
     /// kind's form's bytes).
-    fn prepare(&self, member: &[u8], slot: &mut [u8]) -> Result<(), crate::Cause> {
+    fn prepare(&self, member: &[u8], slot: &mut [u8]) -> Result<(), crate::error::Cause> {
         self.kind.prepare(&self.name, member, slot)
     }
 }

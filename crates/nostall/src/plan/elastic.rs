@@ -430,8 +430,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::cache::Capacity;
     use crate::plan::placement::Placement;
+    use crate::plan::Capacity;
     use crate::plan::{Blocks, Shard};
     use crate::rng::Rng;
 

@@ -16,10 +16,13 @@
 //! each rank the samples its node holds ([`EpochPlan::locality_aware`]). [`mixture`]
 //! orders several datasets mixed by weight in one id space.
 
+mod capacity;
 pub mod elastic;
 pub mod locality;
 pub mod mixture;
 pub mod placement;
+
+pub use capacity::Capacity;
 
 use crate::error::{Error, Result};
 use crate::rng::{derive, Rng};

@@ -35,7 +35,7 @@
 //! Cost: `O(N log K)` for `N` samples and `K` nodes, and 4 bytes per sample for the
 //! holder table (5 MB for ImageNet's 1.28 million samples).
 
-use crate::cache::Capacity;
+use super::Capacity;
 use crate::error::{Error, Result};
 use crate::rng::{derive, Rng};
 use crate::sample::SampleId;

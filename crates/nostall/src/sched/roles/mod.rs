@@ -21,6 +21,7 @@
 pub(crate) mod table;
 
 use super::model::Rates;
+use crate::metrics::PrepReason;
 
 /// How far ahead of the consumer's rate the prep workers kept must be.
 pub(crate) const HEADROOM: f64 = 1.25;
@@ -44,35 +45,6 @@ pub(crate) struct Observed {
     pub step_seconds: f64,
     /// The share of the time since the previous batch that the consumer waited.
     pub waited_share: f64,
-}
-
-/// Why the prep workers are as many as they are, for `nostall analyze` and the metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum PrepReason {
-    /// Nothing measured yet (or the count is held fixed): every worker the loader may
-    /// have.
-    #[default]
-    Ceiling,
-    /// The consumer takes samples as fast as the workers can prepare them: all of them.
-    ConsumerFaster,
-    /// The consumer's rate needs this many, with headroom.
-    ConsumerNeeds,
-    /// The consumer waited for a batch, so one more was taken.
-    Stalled,
-}
-
-impl std::fmt::Display for PrepReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PrepReason::Ceiling => "every worker the loader may have",
-            PrepReason::ConsumerFaster => "the consumer takes batches as fast as they come",
-            PrepReason::ConsumerNeeds => "as many as keep a quarter ahead of the consumer's rate",
-            PrepReason::Stalled => "one more after the consumer waited",
-        })
-    }
 }
 
 /// The prep role's size, revised once a batch.
