@@ -22,6 +22,7 @@ __all__ = [
     "Field",
     "_connect",
     "_image_operators",
+    "_translations",
     "_loader_settings",
     "_augment_draws",
     "_augment",
@@ -238,6 +239,14 @@ def _connect(
 def _image_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The image operators' declarations: ``(name, doc, [(parameter, takes, gives, default
     or None, doc), ...])``, from which ``nostall.ops`` makes its classes."""
+
+def _translations() -> list[
+    tuple[str, str, str, list[tuple[str, str, str]], list[str], str | None]
+]:
+    """The torchvision and timm transforms the image operators' declarations translate:
+    ``(operator, library, transform class, [(parameter, attribute, converter), ...],
+    [attributes refused when set], translator or None)``, by which ``nostall._translate``
+    translates recipes."""
 
 def _audio_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The audio operators' declarations, as ``_image_operators``'s, from which

@@ -13,6 +13,12 @@ cannot deliver exactly is refused naming it. OpenCLIP's conversions to RGB
 dropped; a transform nostall does not have is refused naming it, so that a recipe never
 changes silently.
 
+What translates to what is declared with the operators, in the engine: each operator's
+declaration names the transforms it stands for (library and class), and for each of its
+parameters the transform's attribute and the converter that reads it (``_translations``).
+Here is the one generic translation by those declarations, the converters
+(``_CONVERTERS``) and the translators of transforms read as a whole (``_TRANSLATORS``).
+
 nostall's operators follow torchvision.transforms.v2's kernels on uint8 tensors: a v1
 transform that works on PIL images (``ColorJitter``, ``GaussianBlur``) is translated to
 the tensor kernel, which differs from PIL's by a level here and there. timm's
@@ -23,17 +29,21 @@ the tensor kernel, which differs from PIL's by a level here and there. timm's
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from . import ops
 from ._errors import ConfigError
+from ._nostall import _translations
 
-#: Transforms that only change the type or container of the image.
-CONVERSIONS = frozenset(
-    {"ToTensor", "PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor", "ConvertImageDtype", "ToDtype",
-     "MaybeToTensor", "MaybePILToTensor"}
-)
+#: Transforms that only change the type or container of the image, by library (their
+#: values' type is followed by ``translate``, not translated to an operator).
+_CONVERTING = {
+    "torchvision": ("ToTensor", "PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor", "ConvertImageDtype",
+                    "ToDtype"),
+    "timm": ("MaybeToTensor", "MaybePILToTensor"),
+}
+CONVERSIONS = frozenset(name for names in _CONVERTING.values() for name in names)
 
 
 def from_torchvision(transform: Any) -> list[ops.Op]:
@@ -193,8 +203,8 @@ def _flatten(transform: Any) -> Iterable[Any]:
         yield transform
 
 
-def _interpolation(t: Any) -> str:
-    mode = getattr(t, "interpolation", "bilinear")
+def _interpolation(mode: Any, t: Any) -> str:
+    """The transform ``t``'s interpolation ``mode`` as nostall names it."""
     name = str(getattr(mode, "value", mode))
     if name not in ("bilinear", "bicubic", "nearest"):
         raise ConfigError(f"{_named(t)}: interpolation {name!r}: nostall resizes with 'bilinear', 'bicubic' or "
@@ -222,10 +232,6 @@ def _size(size: Any) -> Any:
     return int(size)
 
 
-def _ops(t: Any) -> list[ops.Op]:
-    return from_torchvision(list(_flatten(t.transforms)))
-
-
 def _is_open_clip_rgb(t: Any) -> bool:
     """OpenCLIP's conversions to RGB: its ``MaybeConvertMode("RGB")`` (open_clip 2.24 on)
     or its ``_convert_to_rgb`` function (before)."""
@@ -234,92 +240,70 @@ def _is_open_clip_rgb(t: Any) -> bool:
     return getattr(t, "__module__", "").startswith("open_clip") and getattr(t, "__name__", "") == "_convert_to_rgb"
 
 
+class Translation(NamedTuple):
+    """A transform an operator's declaration translates: the operator, its arguments as
+    ``(parameter, attribute, converter)``, the attributes refused when set, and the
+    translator that reads the whole transform instead (``None``: the arguments say)."""
+
+    operator: str
+    args: list[tuple[str, str, str]]
+    unsupported: list[str]
+    translator: str | None
+
+
+#: The declarations' translations, by library and transform class name.
+TRANSLATIONS: dict[tuple[str, str], Translation] = {
+    (library, name): Translation(operator, args, unsupported, translator)
+    for operator, library, name, args, unsupported, translator in _translations()
+}
+
+
+def _library(t: Any) -> str | None:
+    """The library of the transform ``t`` (torchvision's or timm's), None for another's."""
+    module = type(t).__module__
+    return next((library for library in ("torchvision", "timm") if module.startswith(library)), None)
+
+
 def _one(t: Any) -> ops.Op | None:
+    """The operator the transform ``t`` translates to by its declaration (``t`` itself for
+    nostall's operator, None for one dropped); ``ConfigError`` for a transform nostall
+    does not have or a setting it does not take, ``TypeError`` for what is no transform."""
     if isinstance(t, ops.Op):
         return t
     if _is_open_clip_rgb(t):
         return None
-    module = type(t).__module__
-    if not (module.startswith("torchvision") or module.startswith("timm")):
+    library = _library(t)
+    if library is None:
         raise TypeError(
             f"{t!r} is not an operator: build the pipeline from nostall.ops (images) or nostall.audio (audio), "
             "or give a torchvision or timm recipe"
         )
-    name = type(t).__name__
-    if name in ("RandomResizedCrop", "RandomResizedCropAndInterpolation"):
-        return ops.RandomResizedCrop(_size(t.size), scale=_floats(t.scale), ratio=_floats(t.ratio),
-                                     interpolation=_interpolation(t))
-    if name == "Resize":
-        if getattr(t, "max_size", None) is not None:
-            raise ConfigError(f"{_named(t)}: max_size is not supported")
-        return ops.Resize(_size(t.size), interpolation=_interpolation(t))
-    if name == "CenterCrop":
-        return ops.CenterCrop(_size(t.size))
-    if name in ("RandomHorizontalFlip", "RandomGrayscale", "RandomInvert", "RandomAutocontrast",
-                "RandomEqualize"):
-        return getattr(ops, name)(p=float(t.p))
-    if name == "Normalize":
-        return ops.Normalize(mean=_floats(t.mean), std=_floats(t.std))
-    if name == "ColorJitter":
-        ranges = {k: None if getattr(t, k) is None else _floats(getattr(t, k))
-                  for k in ("brightness", "contrast", "saturation", "hue")}
-        return ops.ColorJitter(**ranges)
-    if name == "GaussianBlur":
-        return ops.GaussianBlur([int(k) for k in t.kernel_size], sigma=_floats(t.sigma))
-    if name == "RandomSolarize":
-        return ops.RandomSolarize(threshold=float(t.threshold), p=float(t.p))
-    if name == "RandomPosterize":
-        return ops.RandomPosterize(bits=int(t.bits), p=float(t.p))
-    if name == "RandomAdjustSharpness":
-        return ops.RandomAdjustSharpness(float(t.sharpness_factor), p=float(t.p))
-    if name == "RandomRotation":
-        return ops.RandomRotation(_floats(t.degrees), interpolation=_interpolation(t),
-                                  expand=bool(t.expand), center=t.center, fill=_fill(t))
-    if name == "RandomAffine":
-        return ops.RandomAffine(_floats(t.degrees), translate=t.translate, scale=t.scale, shear=t.shear,
-                                interpolation=_interpolation(t), center=t.center, fill=_fill(t))
-    if name == "RandomApply":
-        return ops.RandomApply(_ops(t), p=float(t.p))
-    if name == "RandomChoice":
-        p = getattr(t, "p", None)
-        return ops.RandomChoice(_ops(t), p=None if p is None else _floats(p))
-    if name == "RandomOrder":
-        return ops.RandomOrder(_ops(t))
-    if name == "AutoAugment":
-        return ops.AutoAugment(policy=str(getattr(t.policy, "value", t.policy)), interpolation=_interpolation(t),
-                               fill=_optional_fill(t))
-    if name == "RandAugment" and module.startswith("torchvision"):
-        return ops.RandAugment(num_ops=int(t.num_ops), magnitude=int(t.magnitude),
-                               num_magnitude_bins=int(t.num_magnitude_bins), interpolation=_interpolation(t),
-                               fill=_optional_fill(t))
-    if name == "TrivialAugmentWide":
-        return ops.TrivialAugmentWide(num_magnitude_bins=int(t.num_magnitude_bins), interpolation=_interpolation(t),
-                                      fill=_optional_fill(t))
-    if name == "AugMix":
-        return ops.AugMix(severity=int(t.severity), mixture_width=int(t.mixture_width),
-                          chain_depth=int(t.chain_depth), alpha=float(t.alpha), all_ops=bool(t.all_ops),
-                          interpolation=_interpolation(t), fill=_optional_fill(t))
-    if name == "RandAugment" and module.startswith("timm"):
-        return _timm_rand_augment(t)
-    if name == "RandomErasing" and module.startswith("timm"):
-        return ops.TimmRandomErasing(probability=float(t.probability), min_area=float(t.min_area),
-                                     max_area=float(t.max_area), min_aspect=math.exp(t.log_aspect_ratio[0]),
-                                     max_aspect=_max_aspect(t.log_aspect_ratio), mode=str(t.mode),
-                                     min_count=int(t.min_count), max_count=int(t.max_count),
-                                     num_splits=int(t.num_splits))
-    if name == "RandomErasing" and type(t).__module__.startswith("torchvision"):
-        value = t.value
-        if value is None or value == "random":
-            value = "random"
-        elif isinstance(value, (list, tuple)):
-            value = _floats(value)
-        return ops.RandomErasing(p=float(t.p), scale=_floats(t.scale), ratio=_floats(t.ratio), value=value)
-    raise ConfigError(
-        f"{_named(t)} has no nostall operator yet: nostall translates torchvision's "
-        f"{', '.join(sorted(_TRANSLATED))} and timm's RandomResizedCropAndInterpolation, RandAugment, "
-        "RandomErasing and MaybeToTensor; "
-        "write the pipeline with nostall.ops, or leave this transform out knowingly"
-    )
+    translation = TRANSLATIONS.get((library, type(t).__name__))
+    if translation is None:
+        raise ConfigError(
+            f"{_named(t)} has no nostall operator yet: nostall translates {_translatable()}; "
+            "write the pipeline with nostall.ops, or leave this transform out knowingly"
+        )
+    for attribute in translation.unsupported:
+        if getattr(t, attribute, None) is not None:
+            raise ConfigError(f"{_named(t)}: {attribute} is not supported")
+    if translation.translator is not None:
+        args = _TRANSLATORS[translation.translator](t)
+    else:
+        # An attribute the transform's release lacks reads as None.
+        args = {param: _CONVERTERS[converter](getattr(t, attribute, None), t)
+                for param, attribute, converter in translation.args}
+    return getattr(ops, translation.operator)(**args)
+
+
+def _translatable() -> str:
+    """What nostall translates, by library: the declarations' transforms, the conversions
+    ``translate`` follows, and torchvision's ``Compose``."""
+    names: dict[str, set[str]] = {library: set(converting) for library, converting in _CONVERTING.items()}
+    names["torchvision"].add("Compose")
+    for library, name in TRANSLATIONS:
+        names[library].add(name)
+    return " and ".join(f"{library}'s {', '.join(sorted(names[library]))}" for library in names)
 
 
 def _max_aspect(log_range: Any) -> float | None:
@@ -329,9 +313,10 @@ def _max_aspect(log_range: Any) -> float | None:
     return None if high == -low else math.exp(high)
 
 
-def _timm_rand_augment(t: Any) -> ops.Op:
-    """timm's ``RandAugment`` object (what ``rand_augment_transform`` and ``create_transform``
-    make): its config string rebuilt from its augmentations, layers and hparams."""
+def _timm_rand_augment(t: Any) -> dict[str, Any]:
+    """``TimmRandAugment``'s arguments for timm's ``RandAugment`` object (what
+    ``rand_augment_transform`` and ``create_transform`` make): its config string rebuilt
+    from its augmentations, layers and hparams."""
     from timm.data import auto_augment as aa
 
     names = [op.name for op in t.ops]
@@ -360,20 +345,19 @@ def _timm_rand_augment(t: Any) -> ops.Op:
     # timm's mstd above 100 is its infinity: the magnitude drawn uniformly.
     mstd = 101.0 if math.isinf(first.magnitude_std) else float(first.magnitude_std)
     config = f"rand-m{int(first.magnitude)}-n{int(t.num_layers)}-p{float(first.prob)}-mstd{mstd}{suffix}"
-    return ops.TimmRandAugment(config, interpolation=interpolation,
-                               fill=[float(v) for v in first.kwargs["fillcolor"]],
-                               translate_pct=float(first.hparams.get("translate_pct", 0.45)),
-                               magnitude_max=None if first.magnitude_max is None else float(first.magnitude_max))
+    return dict(config=config, interpolation=interpolation, fill=[float(v) for v in first.kwargs["fillcolor"]],
+                translate_pct=float(first.hparams.get("translate_pct", 0.45)),
+                magnitude_max=None if first.magnitude_max is None else float(first.magnitude_max))
 
 
-def _fill(t: Any) -> Any:
-    fill = _optional_fill(t)
+def _fill(fill: Any) -> Any:
+    """A transform's fill, 0 where it has none."""
+    fill = _optional_fill(fill)
     return 0 if fill is None else fill
 
 
-def _optional_fill(t: Any) -> Any:
-    """The transform's fill, None where it has none (zeros, unmasked in torchvision)."""
-    fill = getattr(t, "fill", None)
+def _optional_fill(fill: Any) -> Any:
+    """A transform's fill, None where it has none (zeros, unmasked in torchvision)."""
     if isinstance(fill, dict):  # v2 keeps a fill per input type
         fill = next(iter(fill.values()), None)
     if fill is None:
@@ -383,11 +367,39 @@ def _optional_fill(t: Any) -> Any:
     return float(fill)
 
 
-_TRANSLATED = (
-    "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize", "ColorJitter",
-    "RandomGrayscale", "GaussianBlur", "RandomInvert", "RandomSolarize", "RandomPosterize",
-    "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomRotation", "RandomAffine",
-    "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "RandomApply", "RandomChoice", "RandomOrder",
-    "RandomErasing", "Compose", "ToTensor", "PILToTensor",
-    "ToImage", "ToDtype", "ConvertImageDtype",
-)
+def _erasing_value(value: Any) -> Any:
+    """torchvision's ``RandomErasing`` value: ``'random'`` (also for None), numbers, or one."""
+    if value is None or value == "random":
+        return "random"
+    if isinstance(value, (list, tuple)):
+        return _floats(value)
+    return value
+
+
+#: The converters the declarations name (``Conv`` in the engine): each takes an
+#: attribute's value and its transform (for the errors) and gives the operator's argument.
+_CONVERTERS: dict[str, Callable[[Any, Any], Any]] = {
+    "int": lambda value, t: int(value),
+    "float": lambda value, t: float(value),
+    "bool": lambda value, t: bool(value),
+    "str": lambda value, t: str(value),
+    "same": lambda value, t: value,
+    "size": lambda value, t: _size(value),
+    "floats": lambda value, t: _floats(value),
+    "optional_floats": lambda value, t: None if value is None else _floats(value),
+    "ints": lambda value, t: [int(v) for v in value],
+    "interpolation": _interpolation,
+    "fill": lambda value, t: _fill(value),
+    "optional_fill": lambda value, t: _optional_fill(value),
+    "enum_value": lambda value, t: str(getattr(value, "value", value)),
+    "transforms": lambda value, t: from_torchvision(list(_flatten(value))),
+    "erasing_value": lambda value, t: _erasing_value(value),
+    "exp_low": lambda value, t: math.exp(value[0]),
+    "exp_high_or_none": lambda value, t: _max_aspect(value),
+}
+
+#: The translators the declarations name: each reads a whole transform into its
+#: operator's arguments.
+_TRANSLATORS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "timm_rand_augment": _timm_rand_augment,
+}

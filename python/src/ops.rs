@@ -6,7 +6,9 @@
 //! hands its name and arguments to `Op.__new__`; the engine binds, checks and builds the
 //! operator from its declaration. So the classes, their signatures, attributes, docs and
 //! `repr` come from the one declaration in the engine, and nothing here names an
-//! operator. Python values become the engine's ([`PyValue`]) in one place.
+//! operator. The torchvision and timm transforms each declaration translates
+//! ([`translations`]) are what `nostall/_translate.py` translates recipes by. Python
+//! values become the engine's ([`PyValue`]) in one place.
 
 use std::sync::Arc;
 
@@ -234,6 +236,39 @@ fn image_operators() -> Vec<Declared> {
         .collect()
 }
 
+/// One transform an operator translates, as `nostall/_translate.py` reads it: `(operator,
+/// library, transform class, [(parameter, attribute, converter), ...], [attributes
+/// refused when set], translator or None)`.
+type TranslationRow = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str, &'static str)>,
+    Vec<&'static str>,
+    Option<&'static str>,
+);
+
+/// The transforms of torchvision and timm the image operators' declarations translate, for
+/// `nostall/_translate.py` to translate recipes by.
+#[pyfunction]
+#[pyo3(name = "_translations")]
+fn translations() -> Vec<TranslationRow> {
+    let rows = DECLARATIONS.iter().flat_map(|d| {
+        d.translates.iter().map(|t| {
+            let args = t.args.iter().map(|(p, a, conv)| (*p, *a, conv.name()));
+            (
+                d.name,
+                t.library.name(),
+                t.name,
+                args.collect(),
+                t.unsupported.to_vec(),
+                t.translator,
+            )
+        })
+    });
+    rows.collect()
+}
+
 /// The operators of a `pipeline=` list (the front has translated any recipe in it): nostall's
 /// operators, or a list of such lists (views, each a list of image operators). A
 /// `TypeError` names the first item that is not an operator, or of the other modality than
@@ -367,11 +402,12 @@ fn augment(
     Ok(image)
 }
 
-/// Adds `Op` and the declarations to the extension module (`nostall.ops` makes the
-/// classes).
+/// Adds `Op`, the declarations and their translations to the extension module
+/// (`nostall.ops` makes the classes, `nostall._translate` reads the translations).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OpBase>()?;
     m.add_function(wrap_pyfunction!(image_operators, m)?)?;
+    m.add_function(wrap_pyfunction!(translations, m)?)?;
     m.add_function(wrap_pyfunction!(augment_draws, m)?)?;
     m.add_function(wrap_pyfunction!(augment, m)?)
 }

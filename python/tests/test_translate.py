@@ -147,3 +147,46 @@ def test_conversions_are_followed_not_dropped(square_pngs):
     assert images[0].dtype == images[1].dtype == torch.uint8
     with pytest.raises(nostall.ConfigError, match="views end in different types"):
         nostall.Loader(str(pngs), pipeline=[scaled, eight])
+
+
+def test_every_declared_translation_reads_parameters_its_operator_has_by_converters_that_exist():
+    from nostall import _nostall, _translate
+
+    params = {name: [p[0] for p in ps] for name, _doc, ps in _nostall._image_operators()}
+    assert _translate.TRANSLATIONS
+    for (library, name), translation in _translate.TRANSLATIONS.items():
+        assert library in ("torchvision", "timm"), name
+        assert translation.operator in params, name
+        if translation.translator is not None:
+            assert translation.translator in _translate._TRANSLATORS, name
+            assert translation.args == [], name
+        for param, attribute, converter in translation.args:
+            assert param in params[translation.operator], (name, param)
+            assert attribute, (name, param)
+            assert converter in _translate._CONVERTERS, (name, converter)
+    # Every converter and translator is named by a declaration: none is left over.
+    named = {c for t in _translate.TRANSLATIONS.values() for _, _, c in t.args}
+    assert named == set(_translate._CONVERTERS)
+    assert {t.translator for t in _translate.TRANSLATIONS.values()} - {None} == set(_translate._TRANSLATORS)
+
+
+def test_every_declared_transform_is_a_class_of_its_library():
+    import sys
+
+    import timm.data  # noqa: F401  (imports the modules of timm's transforms)
+
+    from nostall._translate import TRANSLATIONS
+
+    def classes(modules, library):
+        return {name for module in modules for name, obj in vars(module).items()
+                if isinstance(obj, type) and obj.__module__.startswith(library)}
+
+    theirs = {
+        "torchvision": classes([v1, v2], "torchvision"),
+        "timm": classes([m for k, m in list(sys.modules.items()) if k.startswith("timm.")], "timm"),
+    }
+    for library, name in TRANSLATIONS:
+        assert name in theirs[library], f"{library} has no transform {name}"
+    # The refusal of what nostall lacks names what it translates, from the declarations.
+    with pytest.raises(nostall.ConfigError, match="timm's .*RandomResizedCropAndInterpolation"):
+        ops.from_torchvision(v2.RandomCrop(8))

@@ -1,18 +1,20 @@
 //! Operators' arguments: one model of a value, which the text form reads, Python's
 //! objects convert to, and each operator's declaration binds to its parameters.
 //!
-//! An operator declares itself once ([`Declaration`]: its name, its docs, and its
-//! parameters, each a [`Param`]: name, kind, default as Python writes it), an image's or an
-//! audio operator's alike. Whatever wrote the call, text or Python, [`Args::bind`] matches
-//! what was given to those parameters as Python does (by position, then by keyword, each
-//! once), fills in the defaults by reading their text, and the operator reads each value
-//! back through a typed getter whose error names the operator and the parameter. So a
-//! parameter's default, its check and its message are the same from every front.
+//! An operator declares itself once ([`Declaration`]: its name, its docs, its
+//! parameters, each a [`Param`]: name, kind, default as Python writes it, and the
+//! transforms of other libraries it translates), an image's or an audio operator's alike.
+//! Whatever wrote the call, text or Python, [`Args::bind`] matches what was given to
+//! those parameters as Python does (by position, then by keyword, each once), fills in
+//! the defaults by reading their text, and the operator reads each value back through a
+//! typed getter whose error names the operator and the parameter. So a parameter's
+//! default, its check and its message are the same from every front.
 
 use std::fmt;
 
 use super::image::{Op, Size};
 use super::notation;
+use super::translation::Translation;
 use crate::error::{Error, Result};
 
 /// An argument's value, as Python has it.
@@ -292,6 +294,9 @@ pub struct Declaration<O: 'static> {
     pub doc: &'static str,
     /// Its parameters, in Python's order.
     pub params: &'static [Param],
+    /// The transforms of other libraries it stands for (what a torchvision or timm recipe
+    /// is translated to it from); empty where none.
+    pub translates: &'static [Translation],
     /// Reads and checks the arguments into the operator.
     pub build: fn(&Args) -> Result<O>,
 }

@@ -26,6 +26,7 @@ pub mod processes;
 pub mod route;
 #[cfg(feature = "tokenize")]
 pub mod tokens;
+pub mod translation;
 
 use std::sync::Arc;
 

@@ -13,6 +13,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Kind::Int,
         "samples kept, 1 to 2^28",
     )],
+    translates: &[],
     build,
 };
 

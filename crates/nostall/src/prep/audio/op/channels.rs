@@ -14,6 +14,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         "1",
         "channels kept, 1 (mono) to 64",
     )],
+    translates: &[],
     build,
 };
 

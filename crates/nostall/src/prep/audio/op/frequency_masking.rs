@@ -24,6 +24,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "a band drawn for each channel, rather than one for all of them",
         ),
     ],
+    translates: &[],
     build,
 };
 

@@ -14,6 +14,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         "1e-06",
         "added before the logarithm, above 0 (as a float32)",
     )],
+    translates: &[],
     build,
 };
 

@@ -58,6 +58,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         ),
         Param::with_default("mel_scale", Kind::Choice, "'htk'", "`'htk'` or `'slaney'`"),
     ],
+    translates: &[],
     build,
 };
 

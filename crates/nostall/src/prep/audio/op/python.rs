@@ -13,6 +13,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
           (`float32[channels, length]`) when `MelSpectrogram` follows it, else the sample as \
           delivered.",
     params: &[Param::required("fn", Kind::Choice, "the function's name")],
+    translates: &[],
     build,
 };
 

@@ -38,6 +38,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
              torchaudio's 14.769656459379492)",
         ),
     ],
+    translates: &[],
     build,
 };
 

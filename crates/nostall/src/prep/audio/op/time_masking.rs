@@ -30,6 +30,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "the widest mask as a fraction of the frames, in [0, 1]",
         ),
     ],
+    translates: &[],
     build,
 };
 

@@ -11,6 +11,7 @@ use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -53,6 +54,18 @@ pub(super) static DECLARATION: Declaration = Declaration {
         FILL,
         CENTER,
     ],
+    translates: &[Translation::torchvision(
+        "RandomAffine",
+        &[
+            ("degrees", "degrees", Conv::Floats),
+            ("translate", "translate", Conv::Same),
+            ("scale", "scale", Conv::Same),
+            ("shear", "shear", Conv::Same),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("center", "center", Conv::Same),
+            ("fill", "fill", Conv::Fill),
+        ],
+    )],
     build,
 };
 

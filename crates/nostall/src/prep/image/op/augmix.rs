@@ -6,6 +6,7 @@ use super::simd::cast_u8;
 use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage, MAX_STEPS};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -52,6 +53,18 @@ pub(super) static DECLARATION: Declaration = Declaration {
         augment::interpolation_param("'bilinear'"),
         augment::FILL,
     ],
+    translates: &[Translation::torchvision(
+        "AugMix",
+        &[
+            ("severity", "severity", Conv::Int),
+            ("mixture_width", "mixture_width", Conv::Int),
+            ("chain_depth", "chain_depth", Conv::Int),
+            ("alpha", "alpha", Conv::Float),
+            ("all_ops", "all_ops", Conv::Bool),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("fill", "fill", Conv::OptionalFill),
+        ],
+    )],
     build,
 };
 

@@ -7,6 +7,7 @@ use super::augment::{
 use super::{Augmenter, Declaration, Op, Operator, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -26,6 +27,14 @@ pub(super) static DECLARATION: Declaration = Declaration {
         augment::interpolation_param("'nearest'"),
         augment::FILL,
     ],
+    translates: &[Translation::torchvision(
+        "AutoAugment",
+        &[
+            ("policy", "policy", Conv::EnumValue),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("fill", "fill", Conv::OptionalFill),
+        ],
+    )],
     build,
 };
 

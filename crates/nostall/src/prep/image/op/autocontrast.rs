@@ -4,6 +4,7 @@ use super::simd::cast_u8;
 use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
+use crate::prep::translation::{Conv, Translation};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomAutocontrast",
@@ -16,6 +17,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Kind::Float,
         "0.5",
         "probability of autocontrasting",
+    )],
+    translates: &[Translation::torchvision(
+        "RandomAutocontrast",
+        &[("p", "p", Conv::Float)],
     )],
     build,
 };

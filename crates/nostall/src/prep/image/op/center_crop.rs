@@ -3,6 +3,7 @@
 use super::{not_empty, Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -12,6 +13,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
         "size",
         Kind::Square,
         "an int (square) or `(height, width)`",
+    )],
+    translates: &[Translation::torchvision(
+        "CenterCrop",
+        &[("size", "size", Conv::Size)],
     )],
     build,
 };

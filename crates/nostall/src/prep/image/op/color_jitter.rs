@@ -6,6 +6,7 @@ use super::simd::{cast_u8, dispatched, fused};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -45,6 +46,15 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "range of the turn added to the hue, within [-0.5, 0.5]",
         ),
     ],
+    translates: &[Translation::torchvision(
+        "ColorJitter",
+        &[
+            ("brightness", "brightness", Conv::OptionalFloats),
+            ("contrast", "contrast", Conv::OptionalFloats),
+            ("saturation", "saturation", Conv::OptionalFloats),
+            ("hue", "hue", Conv::OptionalFloats),
+        ],
+    )],
     build,
 };
 

@@ -4,6 +4,7 @@ use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -30,6 +31,13 @@ pub(super) static DECLARATION: Declaration = Declaration {
              from",
         ),
     ],
+    translates: &[Translation::torchvision(
+        "GaussianBlur",
+        &[
+            ("kernel_size", "kernel_size", Conv::Ints),
+            ("sigma", "sigma", Conv::Floats),
+        ],
+    )],
     build,
 };
 

@@ -4,6 +4,7 @@ use super::simd::{cast_u8, dispatched, fused};
 use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
+use crate::prep::translation::{Conv, Translation};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomGrayscale",
@@ -16,6 +17,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         "0.1",
         "probability of converting",
     )],
+    translates: &[Translation::torchvision("RandomGrayscale", &[("p", "p", Conv::Float)])],
     build,
 };
 

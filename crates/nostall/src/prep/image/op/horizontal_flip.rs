@@ -3,6 +3,7 @@
 use super::{Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -15,6 +16,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Kind::Float,
         "0.5",
         "probability of mirroring",
+    )],
+    translates: &[Translation::torchvision(
+        "RandomHorizontalFlip",
+        &[("p", "p", Conv::Float)],
     )],
     build,
 };

@@ -3,6 +3,7 @@
 use super::{with_probability, Declaration, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
+use crate::prep::translation::{Conv, Translation};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomInvert",
@@ -13,6 +14,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Kind::Float,
         "0.5",
         "probability of inverting",
+    )],
+    translates: &[Translation::torchvision(
+        "RandomInvert",
+        &[("p", "p", Conv::Float)],
     )],
     build,
 };

@@ -8,7 +8,12 @@
 //! in [`DECLARATIONS`]: the pipeline ([`ImagePipeline`](super::ImagePipeline)) plans and
 //! runs the stages, the text form ([`crate::prep::notation`]) reads and writes calls, the
 //! Python bindings make one class per declaration and the stubs are generated from them.
-//! Adding an operator is its file, its line in [`DECLARATIONS`], its test and its docs.
+//! A declaration also names the torchvision and timm transforms the operator stands for
+//! ([`Translation`](crate::prep::translation::Translation): the class, and for each
+//! parameter the attribute it is read from and its named conversion), which Python's
+//! translation of recipes reads. Adding an operator, one with a torchvision name too, is
+//! its file (the declaration with its translations), its line in [`DECLARATIONS`], its
+//! test and its docs line.
 //!
 //! The stages, in the order a sample goes through them:
 //!

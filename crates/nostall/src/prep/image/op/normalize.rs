@@ -3,6 +3,7 @@
 use super::{Declaration, Op, Operator, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 
 /// ImageNet channel means, in [0, 1] units (torchvision's convention).
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -19,6 +20,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Param::required("mean", Kind::Rgb, "per-channel mean (R, G, B)"),
         Param::required("std", Kind::Rgb, "per-channel standard deviation (R, G, B)"),
     ],
+    translates: &[Translation::torchvision(
+        "Normalize",
+        &[("mean", "mean", Conv::Floats), ("std", "std", Conv::Floats)],
+    )],
     build,
 };
 

@@ -3,6 +3,7 @@
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -13,6 +14,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Param::required("bits", Kind::Int, "bits kept, 0 to 8"),
         Param::with_default("p", Kind::Float, "0.5", "probability of posterizing"),
     ],
+    translates: &[Translation::torchvision(
+        "RandomPosterize",
+        &[("bits", "bits", Conv::Int), ("p", "p", Conv::Float)],
+    )],
     build,
 };
 

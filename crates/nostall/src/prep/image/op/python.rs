@@ -12,6 +12,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
     doc: "The caller's own function on each sample: the 8-bit pixels as 3 planes when an \
           operator on pixels or `Normalize` follows it, else the sample as delivered.",
     params: &[Param::required("fn", Kind::Choice, "the function's name")],
+    translates: &[],
     build,
 };
 

@@ -6,6 +6,7 @@ use super::augment::{
 use super::{Augmenter, Declaration, Op, Operator, Stage, MAX_STEPS};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -33,6 +34,16 @@ pub(super) static DECLARATION: Declaration = Declaration {
         augment::interpolation_param("'nearest'"),
         FILL,
     ],
+    translates: &[Translation::torchvision(
+        "RandAugment",
+        &[
+            ("num_ops", "num_ops", Conv::Int),
+            ("magnitude", "magnitude", Conv::Int),
+            ("num_magnitude_bins", "num_magnitude_bins", Conv::Int),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("fill", "fill", Conv::OptionalFill),
+        ],
+    )],
     build,
 };
 

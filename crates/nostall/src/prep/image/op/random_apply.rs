@@ -5,6 +5,7 @@ use super::{
 };
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -16,6 +17,13 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Param::required("transforms", Kind::Ops, "the operators"),
         Param::with_default("p", Kind::Float, "0.5", "probability of applying them"),
     ],
+    translates: &[Translation::torchvision(
+        "RandomApply",
+        &[
+            ("transforms", "transforms", Conv::Transforms),
+            ("p", "p", Conv::Float),
+        ],
+    )],
     build,
 };
 

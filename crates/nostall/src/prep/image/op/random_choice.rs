@@ -4,6 +4,7 @@ use super::random_apply::{apply_one, plan_one, Composed};
 use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -20,6 +21,13 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "a weight for each operator, or `None` for equal weights",
         ),
     ],
+    translates: &[Translation::torchvision(
+        "RandomChoice",
+        &[
+            ("transforms", "transforms", Conv::Transforms),
+            ("p", "p", Conv::OptionalFloats),
+        ],
+    )],
     build,
 };
 

@@ -4,6 +4,7 @@
 use super::{Declaration, Op, Operator, Sample, Stage, Tensorial};
 use crate::error::{Error, Result};
 use crate::prep::args::{number, Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::prep::DType;
 use crate::rng::Rng;
 
@@ -37,6 +38,15 @@ pub(super) static DECLARATION: Declaration = Declaration {
              normal noise, each value drawn)",
         ),
     ],
+    translates: &[Translation::torchvision(
+        "RandomErasing",
+        &[
+            ("p", "p", Conv::Float),
+            ("scale", "scale", Conv::Floats),
+            ("ratio", "ratio", Conv::Floats),
+            ("value", "value", Conv::ErasingValue),
+        ],
+    )],
     build,
 };
 

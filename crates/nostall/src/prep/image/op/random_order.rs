@@ -4,6 +4,7 @@ use super::random_apply::{apply_one, plan_one, Composed};
 use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -12,6 +13,10 @@ pub(super) static DECLARATION: Declaration = Declaration {
           `RandomOrder`). They are all operators on pixels, or all geometric operators that \
           keep the image's size.",
     params: &[Param::required("transforms", Kind::Ops, "the operators")],
+    translates: &[Translation::torchvision(
+        "RandomOrder",
+        &[("transforms", "transforms", Conv::Transforms)],
+    )],
     build,
 };
 

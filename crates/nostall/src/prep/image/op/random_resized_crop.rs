@@ -6,6 +6,7 @@ use super::{not_empty, Declaration, Geometric, Op, Operator, OutputSize, Stage, 
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::image::Filter;
+use crate::prep::translation::{Arg, Conv, Translation};
 use crate::rng::Rng;
 
 /// RandomResizedCrop's default range of the crop's area (torchvision's).
@@ -40,8 +41,21 @@ pub(super) static DECLARATION: Declaration = Declaration {
         INTERPOLATION,
         ANTIALIAS,
     ],
+    translates: &[
+        Translation::torchvision("RandomResizedCrop", READ),
+        Translation::timm("RandomResizedCropAndInterpolation", READ),
+    ],
     build,
 };
+
+/// The arguments of torchvision's `RandomResizedCrop` and timm's
+/// `RandomResizedCropAndInterpolation`, whose attributes name alike.
+const READ: &[Arg] = &[
+    ("size", "size", Conv::Size),
+    ("scale", "scale", Conv::Floats),
+    ("ratio", "ratio", Conv::Floats),
+    ("interpolation", "interpolation", Conv::Interpolation),
+];
 
 fn build(args: &Args) -> Result<Op> {
     let size = args.square("size")?;

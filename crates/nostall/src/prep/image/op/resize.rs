@@ -4,6 +4,7 @@ use super::{not_empty, Declaration, Geometric, Op, Operator, OutputSize, Stage, 
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::image::Filter;
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 /// A target size.
@@ -36,6 +37,14 @@ pub(super) static DECLARATION: Declaration = Declaration {
         INTERPOLATION,
         ANTIALIAS,
     ],
+    translates: &[Translation::torchvision(
+        "Resize",
+        &[
+            ("size", "size", Conv::Size),
+            ("interpolation", "interpolation", Conv::Interpolation),
+        ],
+    )
+    .refusing(&["max_size"])],
     build,
 };
 

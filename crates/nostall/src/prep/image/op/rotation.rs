@@ -7,6 +7,7 @@ use super::affine::{
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -34,6 +35,16 @@ pub(super) static DECLARATION: Declaration = Declaration {
         CENTER,
         FILL,
     ],
+    translates: &[Translation::torchvision(
+        "RandomRotation",
+        &[
+            ("degrees", "degrees", Conv::Floats),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("expand", "expand", Conv::Bool),
+            ("center", "center", Conv::Same),
+            ("fill", "fill", Conv::Fill),
+        ],
+    )],
     build,
 };
 

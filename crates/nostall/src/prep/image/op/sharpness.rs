@@ -5,6 +5,7 @@ use super::simd::{cast_u8, dispatched};
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -21,6 +22,13 @@ pub(super) static DECLARATION: Declaration = Declaration {
         ),
         Param::with_default("p", Kind::Float, "0.5", "probability of adjusting"),
     ],
+    translates: &[Translation::torchvision(
+        "RandomAdjustSharpness",
+        &[
+            ("sharpness_factor", "sharpness_factor", Conv::Float),
+            ("p", "p", Conv::Float),
+        ],
+    )],
     build,
 };
 

@@ -3,6 +3,7 @@
 use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -17,6 +18,13 @@ pub(super) static DECLARATION: Declaration = Declaration {
         ),
         Param::with_default("p", Kind::Float, "0.5", "probability of solarizing"),
     ],
+    translates: &[Translation::torchvision(
+        "RandomSolarize",
+        &[
+            ("threshold", "threshold", Conv::Float),
+            ("p", "p", Conv::Float),
+        ],
+    )],
     build,
 };
 

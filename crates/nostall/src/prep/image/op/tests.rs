@@ -30,6 +30,37 @@ fn every_declaration_is_complete_and_its_defaults_read() {
 }
 
 #[test]
+fn every_translation_reads_parameters_its_operator_has_once_each() {
+    let mut transforms = std::collections::HashSet::new();
+    for declaration in DECLARATIONS {
+        for translation in declaration.translates {
+            let at = format!("{}'s {}", declaration.name, translation.name);
+            // Python looks a transform up by its library and class: one operator each.
+            assert!(
+                transforms.insert((translation.library, translation.name)),
+                "{at} twice"
+            );
+            if translation.translator.is_some() {
+                assert!(translation.args.is_empty(), "{at}: a translator and args");
+                continue;
+            }
+            let mut read = std::collections::HashSet::new();
+            for (param, attribute, _) in translation.args {
+                assert!(
+                    declaration.params.iter().any(|p| p.name == *param),
+                    "{at}: no parameter {param}"
+                );
+                assert!(read.insert(*param), "{at}: {param} twice");
+                assert!(!attribute.is_empty(), "{at}: {param} from no attribute");
+            }
+            for param in declaration.params.iter().filter(|p| p.default.is_none()) {
+                assert!(read.contains(param.name), "{at}: {} unread", param.name);
+            }
+        }
+    }
+}
+
+#[test]
 fn random_crop_stays_inside_and_follows_ranges() {
     use random_resized_crop::random_crop;
     let mut rng = Rng::new(1);

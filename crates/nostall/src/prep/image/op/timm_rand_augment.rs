@@ -14,6 +14,7 @@ use super::pil::{self, Resample};
 use super::{Augmenter, Declaration, Op, Operator, Photometric, Planes, Stage, MAX_STEPS};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::Translation;
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -85,6 +86,11 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "timm's `magnitude_max` hparam: where given, it wins over the config's mmax \
              (non-negative; 0 means 10, as in timm)",
         ),
+    ],
+    translates: &[
+        // Its config string is not an attribute: the translator rebuilds it from the
+        // augmentations timm made of it.
+        Translation::timm("RandAugment", &[]).by("timm_rand_augment"),
     ],
     build,
 };

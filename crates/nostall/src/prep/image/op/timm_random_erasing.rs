@@ -10,6 +10,7 @@
 use super::{Declaration, Op, Operator, Sample, Stage, Tensorial, MAX_STEPS};
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::prep::DType;
 use crate::rng::Rng;
 
@@ -80,6 +81,21 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "timm's batch splits: 0 or 1 (erase every sample); more is refused",
         ),
     ],
+    translates: &[Translation::timm(
+        "RandomErasing",
+        &[
+            ("probability", "probability", Conv::Float),
+            ("min_area", "min_area", Conv::Float),
+            ("max_area", "max_area", Conv::Float),
+            // timm keeps the aspect ratio's range as logarithms.
+            ("min_aspect", "log_aspect_ratio", Conv::ExpLow),
+            ("max_aspect", "log_aspect_ratio", Conv::ExpHighOrNone),
+            ("mode", "mode", Conv::Str),
+            ("min_count", "min_count", Conv::Int),
+            ("max_count", "max_count", Conv::Int),
+            ("num_splits", "num_splits", Conv::Int),
+        ],
+    )],
     build,
 };
 

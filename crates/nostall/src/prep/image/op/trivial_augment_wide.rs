@@ -6,6 +6,7 @@ use super::augment::{
 use super::{Augmenter, Declaration, Op, Operator, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Value};
+use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
@@ -20,6 +21,14 @@ pub(super) static DECLARATION: Declaration = Declaration {
         augment::interpolation_param("'nearest'"),
         augment::FILL,
     ],
+    translates: &[Translation::torchvision(
+        "TrivialAugmentWide",
+        &[
+            ("num_magnitude_bins", "num_magnitude_bins", Conv::Int),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("fill", "fill", Conv::OptionalFill),
+        ],
+    )],
     build,
 };
 
