@@ -13,8 +13,7 @@ use nostall::prep::audio::{AudioOp, DECLARATIONS};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::ops::{arg, arguments, declared, reduce, Declared, PyValue};
-use crate::raise;
+use crate::ops::{arg, call, declared, hash, reduce, Declared, PyValue};
 
 /// An operator of an audio pipeline: the base class of the operators of
 /// `nostall.audio`.
@@ -38,9 +37,7 @@ impl AudioOpBase {
         args: Vec<PyValue>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<AudioOpBase> {
-        let (positional, keywords) = arguments(args, kwargs)?;
-        let op = AudioOp::call(name, positional, keywords).map_err(|e| raise(py, e))?;
-        Ok(AudioOpBase(op))
+        Ok(AudioOpBase(call(py, name, args, kwargs)?))
     }
 
     fn __repr__(&self) -> String {
@@ -48,20 +45,20 @@ impl AudioOpBase {
     }
 
     fn __hash__(&self) -> u64 {
-        nostall::rng::digest_text(&self.0.to_string())
+        hash(&self.0)
     }
 
     /// The value of its parameter `name`, as the operator holds it (each class's
     /// properties read them).
     fn _arg<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        arg(py, self.0.name(), self.0.arg(name), name)
+        arg(py, &self.0, name)
     }
 
     /// Pickled as its class and its arguments, in order.
     fn __reduce__<'py>(
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        reduce(slf.get_type().into_any(), slf.get().0.args())
+        reduce(slf.get_type().into_any(), &slf.get().0)
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use nostall::prep::args::{Keywords, Param, Value};
+use nostall::prep::args::{Handle, Keywords, Operation, Param, Value};
 use nostall::prep::audio::{self, AudioOp};
 use nostall::prep::image::{op, Op, DECLARATIONS};
 use nostall::prep::Operators;
@@ -45,9 +45,7 @@ impl OpBase {
         args: Vec<PyValue>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<OpBase> {
-        let (positional, keywords) = arguments(args, kwargs)?;
-        let op = Op::call(name, positional, keywords).map_err(|e| raise(py, e))?;
-        Ok(OpBase(op))
+        Ok(OpBase(call(py, name, args, kwargs)?))
     }
 
     fn __repr__(&self) -> String {
@@ -55,25 +53,45 @@ impl OpBase {
     }
 
     fn __hash__(&self) -> u64 {
-        nostall::rng::digest_text(&self.0.to_string())
+        hash(&self.0)
     }
 
     /// The value of its parameter `name`, as the operator holds it (each class's
     /// properties read them).
     fn _arg<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        arg(py, self.0.name(), self.0.arg(name), name)
+        arg(py, &self.0, name)
     }
 
     /// Pickled as its class and its arguments, in order.
     fn __reduce__<'py>(
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        reduce(slf.get_type().into_any(), slf.get().0.args())
+        reduce(slf.get_type().into_any(), &slf.get().0)
     }
 }
 
+// What the base classes of `nostall.ops` and `nostall.audio` do, once for both: an
+// operator of either modality is a `Handle` of its own.
+
+/// The operator `name` of `T`'s modality with these arguments (what each base class's
+/// `__new__` makes).
+pub(crate) fn call<T: Operation>(
+    py: Python<'_>,
+    name: &str,
+    args: Vec<PyValue>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Handle<T>> {
+    let (positional, keywords) = arguments(args, kwargs)?;
+    Handle::call(name, positional, keywords).map_err(|e| raise(py, e))
+}
+
+/// The hash of `op`: of its call, as equal operators write it alike.
+pub(crate) fn hash<T: Operation>(op: &Handle<T>) -> u64 {
+    nostall::rng::digest_text(&op.to_string())
+}
+
 /// A call's arguments from Python: by position, then by keyword.
-pub(crate) fn arguments(
+fn arguments(
     args: Vec<PyValue>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(Vec<Value>, Keywords)> {
@@ -85,28 +103,29 @@ pub(crate) fn arguments(
     Ok((positional, keywords))
 }
 
-/// The value of the parameter `name` of the operator `operator`, which holds `value`.
-pub(crate) fn arg<'py>(
+/// The value of the parameter `name` of `op`.
+pub(crate) fn arg<'py, T: Operation>(
     py: Python<'py>,
-    operator: &str,
-    value: Option<Value>,
+    op: &Handle<T>,
     name: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    match value {
+    match op.arg(name) {
         Some(value) => to_python_value(py, &value),
         None => Err(PyAttributeError::new_err(format!(
-            "{operator} has no parameter {name:?}"
+            "{} has no parameter {name:?}",
+            op.name()
         ))),
     }
 }
 
-/// An operator pickled as its `class` called with its arguments, in order.
-pub(crate) fn reduce<'py>(
+/// `op` pickled as its `class` called with its arguments, in order.
+pub(crate) fn reduce<'py, T: Operation>(
     class: Bound<'py, PyAny>,
-    args: Vec<(&'static str, Value)>,
+    op: &Handle<T>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
     let py = class.py();
-    let args = args
+    let args = op
+        .args()
         .iter()
         .map(|(_, value)| to_python_value(py, value))
         .collect::<PyResult<Vec<_>>>()?;

@@ -18,14 +18,15 @@ use std::time::Duration;
 
 use crate::catalog::Catalog;
 use crate::error::{Cause, Error, Result};
+use crate::loader::{Checkpoint, ErrorPolicy, Loader, LoaderConfig};
 use crate::loader::{DeviceQueue, PageLock};
 use crate::prep::image::codec::Rect;
 use crate::prep::image::Geometry;
 use crate::prep::{DType, Deferred, Pipeline, Prep, Prepared, Preparer, SampleLayout};
 use crate::rng::Rng;
 use crate::sample::Modality;
+use crate::sample::SampleId;
 use crate::storage::{Memory, NextRead, ReadDone, Source, SourceStats};
-use crate::{Checkpoint, ErrorPolicy, Loader, LoaderConfig, SampleId};
 
 /// How many samples a held sample waits for.
 const HOLD: usize = 2;
@@ -201,7 +202,7 @@ fn run(loader: &Loader, epoch: u64) -> Run {
 }
 
 /// The rest of `run`, as [`run`] gives it: its figures stay to be read.
-fn drain(run: &mut crate::Epoch) -> Run {
+fn drain(run: &mut crate::loader::Epoch) -> Run {
     let (mut ids, mut bytes) = (Vec::new(), Vec::new());
     for batch in run.by_ref() {
         let batch = batch.unwrap();
@@ -236,10 +237,10 @@ impl Commands {
 
 /// The stream of `epoch` over `len` samples, as every loader of these tests plans it.
 fn plain_stream(len: usize, batch_size: usize, epoch: u64) -> Vec<SampleId> {
-    let plan = crate::PlanConfig {
+    let plan = crate::plan::PlanConfig {
         batch_size,
         seed: SEED,
-        ..crate::PlanConfig::default()
+        ..crate::plan::PlanConfig::default()
     };
     crate::plan::EpochPlan::new(&plan, len, epoch)
         .unwrap()
@@ -445,7 +446,7 @@ fn under_the_error_policy_the_first_failure_in_plan_order_stops_the_epoch() {
             Err(error) => break error,
         }
     };
-    let crate::Error::Sample(sample) = error else {
+    let crate::error::Error::Sample(sample) = error else {
         panic!("not a sample error: {error}");
     };
     assert_eq!(sample.id, first_bad);
@@ -466,7 +467,7 @@ fn started_ahead(loader: &Loader) -> Option<u64> {
 /// Waits until the epoch `loader` started ahead has read all its samples and prepared
 /// `samples` (a state it then keeps: its window is full); the limit is only reached if it
 /// never does.
-fn wait_prepared_ahead(loader: &Loader, samples: u64) -> (crate::Position, u64) {
+fn wait_prepared_ahead(loader: &Loader, samples: u64) -> (crate::plan::Position, u64) {
     let limit = std::time::Instant::now() + HOLD_LIMIT;
     loop {
         let (from, prepared, read_all) = loader.upcoming().expect("an epoch started ahead");
@@ -496,7 +497,7 @@ fn the_next_epoch_starts_before_this_one_ends_and_is_the_same_epoch() {
         let window = (prefetch * batch_size) as u64;
         let (from, prepared) = wait_prepared_ahead(&overlapping, window);
         // Having read everything, it still waits for a consumer before starting epoch 2.
-        assert_eq!(from, crate::Position::start_of(1));
+        assert_eq!(from, crate::plan::Position::start_of(1));
         assert_eq!(prepared, window);
         drop(epoch);
         let mut next = overlapping.epoch(1).unwrap();
@@ -506,7 +507,7 @@ fn the_next_epoch_starts_before_this_one_ends_and_is_the_same_epoch() {
         // Adopted after reading everything, it started epoch 2 as it was taken.
         assert_eq!(
             overlapping.upcoming().map(|u| u.0),
-            Some(crate::Position::start_of(2))
+            Some(crate::plan::Position::start_of(2))
         );
         assert!(alone.upcoming().is_none(), "no overlap when it is off");
     }
@@ -521,7 +522,7 @@ fn asking_for_another_epoch_discards_the_one_started_ahead() {
     run(&overlapping, 0);
     assert_eq!(
         overlapping.upcoming().map(|u| u.0),
-        Some(crate::Position::start_of(1))
+        Some(crate::plan::Position::start_of(1))
     );
     let mut other = overlapping.epoch(3).unwrap();
     // Epoch 3, once it has read its last sample, may start epoch 4 ahead: whenever this
@@ -558,7 +559,7 @@ fn an_epoch_prepared_before_it_is_asked_for_is_adopted_whole_or_stopped() {
     let (batch_size, prefetch) = (4, 10);
     let mut alone = loader(&commands, batch_size, 2, prefetch);
     alone.config.overlap_epochs = false;
-    alone.prepare(crate::Position::start_of(0)).unwrap();
+    alone.prepare(crate::plan::Position::start_of(0)).unwrap();
     assert!(
         alone.upcoming().is_none(),
         "nothing prepared with overlap off"
@@ -566,9 +567,11 @@ fn an_epoch_prepared_before_it_is_asked_for_is_adopted_whole_or_stopped() {
     let window = (prefetch * batch_size) as u64;
     for threads in [1, 3] {
         let prepared = loader(&commands, batch_size, threads, prefetch);
-        prepared.prepare(crate::Position::start_of(0)).unwrap();
+        prepared
+            .prepare(crate::plan::Position::start_of(0))
+            .unwrap();
         let (from, ready) = wait_prepared_ahead(&prepared, window);
-        assert_eq!((from, ready), (crate::Position::start_of(0), window));
+        assert_eq!((from, ready), (crate::plan::Position::start_of(0), window));
         let mut epoch = prepared.epoch(0).unwrap();
         let got = drain(&mut epoch);
         assert_eq!(epoch.stats().prepared_ahead, window);
@@ -576,14 +579,16 @@ fn an_epoch_prepared_before_it_is_asked_for_is_adopted_whole_or_stopped() {
     }
     // Asked for elsewhere: stopped, and the epoch asked for is exact.
     let prepared = loader(&commands, batch_size, 2, prefetch);
-    prepared.prepare(crate::Position::start_of(0)).unwrap();
+    prepared
+        .prepare(crate::plan::Position::start_of(0))
+        .unwrap();
     let mut other = prepared.epoch(2).unwrap();
     assert!(started_ahead(&prepared) != Some(0), "epoch 0 was stopped");
     let ids: Vec<Vec<SampleId>> = other.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
     assert_eq!(ids, run(&alone, 2).0);
     assert_eq!(other.stats().prepared_ahead, 0);
     // A position no epoch holds is refused, as resuming there would be.
-    let beyond = crate::Position {
+    let beyond = crate::plan::Position {
         epoch: 0,
         batch: 1000,
         sample: 4000,
@@ -853,7 +858,7 @@ impl Source for Concurrent {
 fn concurrent_run(
     commands: &Commands,
     fault: Fault,
-) -> (Run, Vec<crate::SampleError>, Arc<Concurrent>) {
+) -> (Run, Vec<crate::error::SampleError>, Arc<Concurrent>) {
     let mut source = None;
     // The next epoch is not started ahead: the threads counted are this epoch's.
     let pin_reads = |config: &mut LoaderConfig| {

@@ -416,7 +416,7 @@ pub(super) fn rank_share(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::Capacity;
+    use crate::plan::Capacity;
     use crate::plan::Shard;
     use crate::rng::Rng;
 

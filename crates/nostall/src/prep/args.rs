@@ -314,6 +314,127 @@ impl<O> Declaration<O> {
     }
 }
 
+impl<T: Operation> Declaration<Handle<T>> {
+    /// The operator `name` of `T`'s modality.
+    pub fn find(name: &str) -> Option<&'static Declaration<Handle<T>>> {
+        T::declarations().iter().copied().find(|d| d.name == name)
+    }
+}
+
+/// A modality's operator as its [`Handle`] holds it (shared, whatever the operator's own
+/// type): what the handle needs of it, so that an image's [`Op`] and an
+/// [`AudioOp`](super::audio::AudioOp) are one type of handle.
+pub trait Operation: Sized + Send + Sync + 'static {
+    /// The modality, as its errors name it (`"image"`, `"audio"`).
+    const MODALITY: &'static str;
+
+    /// Every operator of the modality.
+    fn declarations() -> &'static [&'static Declaration<Handle<Self>>];
+
+    /// Its declaration.
+    fn declared(&self) -> &'static Declaration<Handle<Self>>;
+
+    /// Its arguments, one per parameter in the declaration's order, as its call would
+    /// give them (what it is written as, compared by, and shown to Python as).
+    fn values(&self) -> Vec<Value>;
+
+    /// How many of `args`, at their end, its call leaves unwritten (its [`fmt::Display`]):
+    /// none unless the modality says otherwise.
+    fn unwritten(_args: &[(&'static str, Value)], _params: &[Param]) -> usize {
+        0
+    }
+}
+
+/// An operator of a modality: a handle to one checked operator, held as `T` (the
+/// modality's). Named by each modality: [`Op`], [`AudioOp`](super::audio::AudioOp).
+///
+/// Operators are made by their declarations ([`Handle::call`]), from the text form, or by
+/// the constructors of the common ones; an operator that exists has been checked. Two are
+/// equal when they are the same operator with the same arguments.
+#[derive(Clone)]
+pub struct Handle<T>(pub(crate) T);
+
+impl<T: Operation> Handle<T> {
+    /// Its declaration.
+    pub fn declaration(&self) -> &'static Declaration<Handle<T>> {
+        self.0.declared()
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        self.0.declared().name
+    }
+
+    /// Its arguments, every parameter named, in the declaration's order.
+    pub fn args(&self) -> Vec<(&'static str, Value)> {
+        let params = self.declaration().params.iter().map(|p| p.name);
+        params.zip(self.0.values()).collect()
+    }
+
+    /// The value of its parameter `name`, if it has one.
+    pub fn arg(&self, name: &str) -> Option<Value> {
+        self.args()
+            .into_iter()
+            .find_map(|(param, value)| (param == name).then_some(value))
+    }
+
+    /// The operator `name` of its modality with these arguments, by position then by
+    /// keyword.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an unknown operator, or naming the argument that is wrong.
+    pub fn call(
+        name: &str,
+        positional: Vec<Value>,
+        keywords: Vec<(String, Value)>,
+    ) -> Result<Handle<T>> {
+        let declaration = Declaration::<Handle<T>>::find(name).ok_or_else(|| {
+            let names: Vec<_> = T::declarations().iter().map(|d| d.name).collect();
+            let modality = T::MODALITY;
+            Error::Config(format!(
+                "unknown {modality} operator {name:?}: the {modality} operators are {}",
+                names.join(", ")
+            ))
+        })?;
+        declaration.call(positional, keywords)
+    }
+
+    /// The operator `name` with arguments known to be good (the constructors').
+    pub(crate) fn known(name: &str, positional: Vec<Value>) -> Handle<T> {
+        Handle::call(name, positional, Vec::new()).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl<T: Operation> PartialEq for Handle<T> {
+    fn eq(&self, other: &Handle<T>) -> bool {
+        self.name() == other.name() && self.0.values() == other.0.values()
+    }
+}
+
+/// The call Python writes for it (the `repr` of its Python object), every parameter
+/// named but those its modality leaves unwritten ([`Operation::unwritten`]).
+impl<T: Operation> fmt::Display for Handle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.name())?;
+        let mut args = self.args();
+        args.truncate(args.len() - T::unwritten(&args, self.declaration().params));
+        for (i, (param, value)) in args.into_iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{param}={value}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl<T: Operation> fmt::Debug for Handle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 /// A call's arguments matched to its operator's parameters, defaults filled in.
 #[derive(Debug)]
 pub struct Args {

@@ -23,6 +23,7 @@ pub mod image;
 pub mod mixup;
 pub mod notation;
 pub mod processes;
+mod python;
 pub mod route;
 #[cfg(feature = "tokenize")]
 pub mod tokens;

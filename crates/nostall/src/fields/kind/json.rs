@@ -2,14 +2,13 @@
 //! at most `max_bytes` bytes, with `keys`, an object holding each of them; checked in one
 //! walk that builds nothing ([`crate::fields::json`]), and kept as it is.
 
-use std::sync::Arc;
-
 use serde_json::{json, Map, Value};
 
-use super::{var, Declaration, FieldKind, Kind, Settings};
+use super::var::VarKind;
+use super::{Declaration, FieldKind, Settings};
 use crate::error::Cause;
 use crate::fields::json::check;
-use crate::sample::{Content, PartForm, SampleLayout};
+use crate::sample::Content;
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "json",
@@ -40,40 +39,34 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
     ))
 }
 
-impl Kind for Json {
+impl VarKind for Json {
     fn declaration(&self) -> &'static Declaration {
         &DECLARATION
     }
 
-    fn check(&self, _: &[String]) -> Result<(), String> {
-        var::check_max_bytes(self.max_bytes)
+    fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
-    fn form(&self, _: &SampleLayout) -> PartForm {
-        PartForm::Var {
-            capacity: self.max_bytes,
-            content: Content::Json,
-        }
+    fn content(&self) -> Content {
+        Content::Json
     }
 
     fn fingerprint(&self) -> String {
         format!("json {} {:?}", self.max_bytes, self.keys)
     }
 
-    fn prepare(&self, field: &str, member: &[u8], slot: &mut [u8]) -> Result<(), Cause> {
-        var::too_large(field, member, var::capacity(slot))?;
-        check(member, &self.keys).map_err(|reason| Cause::BadJson {
-            field: field.to_string(),
-            reason,
-        })?;
-        var::put(member, slot);
-        Ok(())
-    }
-
-    fn settings(&self, _: &mut Vec<Arc<[u8]>>) -> Map<String, Value> {
+    fn settings(&self) -> Map<String, Value> {
         Map::from_iter([
             ("max_bytes".into(), json!(self.max_bytes)),
             ("keys".into(), json!(self.keys)),
         ])
+    }
+
+    fn check(&self, field: &str, member: &[u8]) -> Result<(), Cause> {
+        check(member, &self.keys).map_err(|reason| Cause::BadJson {
+            field: field.to_string(),
+            reason,
+        })
     }
 }

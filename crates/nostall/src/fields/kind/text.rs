@@ -1,12 +1,9 @@
 //! A text field: a member of UTF-8 text of at most `max_bytes` bytes, kept as it is.
 
-use std::sync::Arc;
-
-use serde_json::{json, Map, Value};
-
-use super::{var, Declaration, FieldKind, Kind, Settings};
+use super::var::VarKind;
+use super::{Declaration, FieldKind, Settings};
 use crate::error::Cause;
-use crate::sample::{Content, PartForm, SampleLayout};
+use crate::sample::Content;
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "text",
@@ -32,30 +29,22 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
     Ok(FieldKind::text(settings.max_bytes()?))
 }
 
-impl Kind for Text {
+impl VarKind for Text {
     fn declaration(&self) -> &'static Declaration {
         &DECLARATION
     }
 
-    fn check(&self, _: &[String]) -> Result<(), String> {
-        var::check_max_bytes(self.max_bytes)
+    fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
-    fn form(&self, _: &SampleLayout) -> PartForm {
-        PartForm::Var {
-            capacity: self.max_bytes,
-            content: Content::Text,
-        }
+    fn content(&self) -> Content {
+        Content::Text
     }
 
-    fn fingerprint(&self) -> String {
-        format!("text {}", self.max_bytes)
-    }
-
-    fn prepare(&self, field: &str, member: &[u8], slot: &mut [u8]) -> Result<(), Cause> {
+    fn fits(&self, field: &str, member: &[u8], capacity: usize) -> Result<(), Cause> {
         // `bad-text` (not `too-large`) as it always was: users' skip counts and tests
         // read it so.
-        let capacity = var::capacity(slot);
         if member.len() > capacity {
             return Err(bad_text(
                 field,
@@ -66,13 +55,11 @@ impl Kind for Text {
                 ),
             ));
         }
-        let text = utf8(field, member)?;
-        var::put(text.as_bytes(), slot);
         Ok(())
     }
 
-    fn settings(&self, _: &mut Vec<Arc<[u8]>>) -> Map<String, Value> {
-        Map::from_iter([("max_bytes".into(), json!(self.max_bytes))])
+    fn check(&self, field: &str, member: &[u8]) -> Result<(), Cause> {
+        utf8(field, member).map(drop)
     }
 }
 

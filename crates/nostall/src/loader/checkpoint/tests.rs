@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::loader::tests::FakePrep;
+use crate::loader::{Checkpoint, Loader, LoaderConfig, RunIdentity};
 use crate::plan::Shard;
 use crate::prep::Pipeline;
 use crate::rng::Rng;
 use crate::sample::Modality;
+use crate::sample::SampleId;
 use crate::storage::Memory;
-use crate::{Checkpoint, Loader, LoaderConfig, RunIdentity, SampleId};
 
 /// The groups of the dataset (as a Parquet file's pages), of uneven lengths: 96 samples
 /// of 9 bytes, so that a few hundred bytes for groups keep 1 to 7 of them open.
@@ -117,7 +118,7 @@ impl Settings {
 }
 
 /// The ids of `epoch`'s batches, `batches` of them at most.
-fn ids(epoch: &mut crate::Epoch, batches: usize) -> Vec<SampleId> {
+fn ids(epoch: &mut crate::loader::Epoch, batches: usize) -> Vec<SampleId> {
     epoch
         .take(batches)
         .flat_map(|batch| batch.unwrap().ids().to_vec())

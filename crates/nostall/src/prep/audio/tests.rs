@@ -413,7 +413,7 @@ fn a_cut_file_is_refused_whatever_window_is_asked() {
 #[ignore]
 fn windows_of_every_clip_match_a_full_decode() {
     let root = std::env::var("NOSTALL_AUDIO_CLIPS").expect("NOSTALL_AUDIO_CLIPS");
-    let (catalog, _) = crate::Catalog::scan(root.as_ref(), Modality::Audio).unwrap();
+    let (catalog, _) = crate::catalog::Catalog::scan(root.as_ref(), Modality::Audio).unwrap();
     let options = DecodeOptions {
         mono: true,
         max_seconds: DEFAULT_MAX_SECONDS,

@@ -505,8 +505,9 @@ mod tests {
     /// starting at the bound `carried` from an earlier epoch (0: a fresh loader).
     fn read_ahead(samples: usize, batch: usize, carried: usize) -> ReadAhead {
         let sized = (0..samples).map(|i| (format!("{i}.jpg"), None, 100));
-        let catalog = Catalog::from_samples("/nowhere", crate::Modality::Image, vec![], sized)
-            .expect("a catalog of sizes");
+        let catalog =
+            Catalog::from_samples("/nowhere", crate::sample::Modality::Image, vec![], sized)
+                .expect("a catalog of sizes");
         let stream: Arc<[SampleId]> = (0..samples as SampleId).collect();
         ReadAhead::new(
             stream,

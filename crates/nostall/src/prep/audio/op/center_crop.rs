@@ -1,8 +1,7 @@
 //! `CenterCrop`: the middle of the clip, at a length (for evaluation).
 
-use super::{crop_length, int, AudioOp, Declaration, Operator, Stage};
-use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
+use super::{int, AudioOp, Crop, Declaration};
+use crate::prep::args::{Kind, Param};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "CenterCrop",
@@ -14,28 +13,8 @@ pub(super) static DECLARATION: Declaration = Declaration {
         "samples kept, 1 to 2^28",
     )],
     translates: &[],
-    build,
+    build: |args| Crop::build(args, false),
 };
-
-fn build(args: &Args) -> Result<AudioOp> {
-    Ok(AudioOp::new(CenterCrop(crop_length(args)?)))
-}
-
-struct CenterCrop(usize);
-
-impl Operator for CenterCrop {
-    fn declaration(&self) -> &'static Declaration {
-        &DECLARATION
-    }
-
-    fn args(&self) -> Vec<Value> {
-        vec![int(self.0)]
-    }
-
-    fn stage(&self) -> Stage<'_> {
-        Stage::CenterCrop { length: self.0 }
-    }
-}
 
 impl AudioOp {
     /// `CenterCrop(length)`.

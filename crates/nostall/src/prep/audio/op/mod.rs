@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use super::{MelSpec, ResampleQuality};
 use crate::error::{Error, Result};
-use crate::prep::args::{Args, Value};
+use crate::prep::args::{Args, Handle, Operation, Param, Value};
 use crate::rng::Rng;
 use crate::user_code::function::UserOp;
 
@@ -58,13 +58,6 @@ pub static DECLARATIONS: &[&Declaration] = &[
 
 /// An audio operator's declaration: what Python, the text form and the docs know of it.
 pub type Declaration = crate::prep::args::Declaration<AudioOp>;
-
-impl Declaration {
-    /// The operator `name` (an audio operator's).
-    pub fn find(name: &str) -> Option<&'static Declaration> {
-        DECLARATIONS.iter().copied().find(|d| d.name == name)
-    }
-}
 
 /// What an operator does and when: the trait each operator's type implements.
 pub(crate) trait Operator: Send + Sync + 'static {
@@ -148,111 +141,49 @@ pub(crate) struct Spectrogram<'a> {
     pub frames: usize,
 }
 
-/// An audio operator: a shared handle to one checked [`Operator`].
-///
-/// Operators are made by their declarations ([`AudioOp::call`]), from the text form
-/// ([`Operators`](crate::prep::Operators)), or by the constructors of the common ones; an
-/// operator that exists has been checked (how it fits among others is
-/// [`AudioPipeline::new`](super::AudioPipeline::new)'s to check). Two are equal when they
-/// are the same operator with the same arguments.
-#[derive(Clone)]
-pub struct AudioOp(Arc<dyn Operator>);
+/// An audio operator: a shared handle to one checked [`Operator`] (see [`Handle`]). How
+/// it fits among others is [`AudioPipeline::new`](super::AudioPipeline::new)'s to check.
+pub type AudioOp = Handle<Shared>;
 
-impl AudioOp {
-    pub(crate) fn new(operator: impl Operator) -> AudioOp {
-        AudioOp(Arc::new(operator))
+/// An audio operator as its handle ([`AudioOp`]) holds it: any of them, shared.
+#[derive(Clone)]
+pub struct Shared(Arc<dyn Operator>);
+
+impl Operation for Shared {
+    const MODALITY: &'static str = "audio";
+
+    fn declarations() -> &'static [&'static Declaration] {
+        DECLARATIONS
     }
 
-    /// Its declaration.
-    pub fn declaration(&self) -> &'static Declaration {
+    fn declared(&self) -> &'static Declaration {
         self.0.declaration()
     }
 
-    /// Its name.
-    pub fn name(&self) -> &'static str {
-        self.0.declaration().name
+    fn values(&self) -> Vec<Value> {
+        self.0.args()
     }
 
-    /// Its arguments, every parameter named, in the declaration's order.
-    pub fn args(&self) -> Vec<(&'static str, Value)> {
-        let params = self.declaration().params.iter().map(|p| p.name);
-        params.zip(self.0.args()).collect()
-    }
-
-    /// The value of its parameter `name`, if it has one.
-    pub fn arg(&self, name: &str) -> Option<Value> {
-        self.args()
-            .into_iter()
-            .find_map(|(param, value)| (param == name).then_some(value))
-    }
-
-    pub(crate) fn stage(&self) -> Stage<'_> {
-        self.0.stage()
-    }
-
-    /// The audio operator `name` with these arguments, by position then by keyword.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] for an unknown operator, or naming the argument that is wrong.
-    pub fn call(
-        name: &str,
-        positional: Vec<Value>,
-        keywords: Vec<(String, Value)>,
-    ) -> Result<AudioOp> {
-        let declaration = Declaration::find(name).ok_or_else(|| {
-            let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
-            Error::Config(format!(
-                "unknown audio operator {name:?}: the audio operators are {}",
-                names.join(", ")
-            ))
-        })?;
-        declaration.call(positional, keywords)
-    }
-
-    /// The operator `name` with arguments known to be good (the constructors').
-    fn known(name: &str, positional: Vec<Value>) -> AudioOp {
-        AudioOp::call(name, positional, Vec::new()).unwrap_or_else(|e| panic!("{e}"))
-    }
-}
-
-impl PartialEq for AudioOp {
-    fn eq(&self, other: &AudioOp) -> bool {
-        self.name() == other.name() && self.0.args() == other.0.args()
-    }
-}
-
-/// The call Python writes for it (the `repr` of its `nostall.audio` object), every
-/// parameter named but those at the end that are `None`, their default (`Resample`'s
-/// `beta` with the Hann window, which takes none): the audio operators' text as it has
-/// always been written.
-impl fmt::Display for AudioOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}(", self.name())?;
-        let mut args = self.args();
-        let params = self.declaration().params;
-        let unwritten = args
-            .iter()
+    /// Those at the end that are `None`, their default (`Resample`'s `beta` with the Hann
+    /// window, which takes none): the audio operators' text as it has always been written.
+    fn unwritten(args: &[(&'static str, Value)], params: &[Param]) -> usize {
+        args.iter()
             .zip(params)
             .rev()
             .take_while(|((_, value), param)| {
                 *value == Value::None && param.default == Some("None")
             })
-            .count();
-        args.truncate(args.len() - unwritten);
-        for (i, (param, value)) in args.into_iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{param}={value}")?;
-        }
-        f.write_str(")")
+            .count()
     }
 }
 
-impl fmt::Debug for AudioOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+impl AudioOp {
+    pub(crate) fn new(operator: impl Operator) -> AudioOp {
+        Handle(Shared(Arc::new(operator)))
+    }
+
+    pub(crate) fn stage(&self) -> Stage<'_> {
+        self.0 .0.stage()
     }
 }
 
@@ -261,14 +192,46 @@ fn int(v: usize) -> Value {
     Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
-/// A crop's `length` argument, checked: between 1 and 2^28 samples.
-fn crop_length(args: &Args) -> Result<usize> {
-    let length = args.int("length")?;
-    if !(1..=1 << 28).contains(&length) {
-        return Err(Error::Config(format!(
-            "{}({length}): keep between 1 and 2^28 samples",
-            args.operator()
-        )));
+/// A crop of `length` samples: `RandomCrop` when `random`, else `CenterCrop` (the two
+/// differ only in where their window lies).
+struct Crop {
+    length: usize,
+    random: bool,
+}
+
+impl Crop {
+    /// The crop `args` make, its `length` checked: between 1 and 2^28 samples.
+    fn build(args: &Args, random: bool) -> Result<AudioOp> {
+        let length = args.int("length")?;
+        if !(1..=1 << 28).contains(&length) {
+            return Err(Error::Config(format!(
+                "{}({length}): keep between 1 and 2^28 samples",
+                args.operator()
+            )));
+        }
+        Ok(AudioOp::new(Crop { length, random }))
     }
-    Ok(length)
+}
+
+impl Operator for Crop {
+    fn declaration(&self) -> &'static Declaration {
+        if self.random {
+            &random_crop::DECLARATION
+        } else {
+            &center_crop::DECLARATION
+        }
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![int(self.length)]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        let length = self.length;
+        if self.random {
+            Stage::RandomCrop { length }
+        } else {
+            Stage::CenterCrop { length }
+        }
+    }
 }

@@ -1,29 +1,15 @@
-//! `Python`: the caller's own function ([`UserFn`](crate::user_code::function::UserFn))
-//! among the audio operators. Made by the bindings from `ops.Python(fn)`, never from the
-//! text form: it is not among [`DECLARATIONS`](super::DECLARATIONS).
+//! `Python` ([`crate::prep::python`]) among the audio operators: after the crop.
 
 use super::{AudioOp, Declaration, Operator, Stage};
-use crate::error::{Error, Result};
-use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::args::Value;
+use crate::prep::python::Python;
 use crate::user_code::function::UserOp;
 
-pub(super) static DECLARATION: Declaration = Declaration {
-    name: "Python",
-    doc: "The caller's own function on each sample, after the crop: the cut waveform \
-          (`float32[channels, length]`) when `MelSpectrogram` follows it, else the sample as \
-          delivered.",
-    params: &[Param::required("fn", Kind::Choice, "the function's name")],
-    translates: &[],
-    build,
-};
-
-fn build(_: &Args) -> Result<AudioOp> {
-    Err(Error::Config(
-        "Python(...) is made from a function, with nostall.ops.Python(fn), not from text".into(),
-    ))
-}
-
-struct Python(UserOp);
+pub(super) static DECLARATION: Declaration = Python::declaration(
+    "The caller's own function on each sample, after the crop: the cut waveform \
+     (`float32[channels, length]`) when `MelSpectrogram` follows it, else the sample as \
+     delivered.",
+);
 
 impl Operator for Python {
     fn declaration(&self) -> &'static Declaration {
@@ -31,7 +17,7 @@ impl Operator for Python {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![Value::Str(self.0.name().to_string())]
+        self.values()
     }
 
     fn stage(&self) -> Stage<'_> {

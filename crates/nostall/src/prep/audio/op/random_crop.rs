@@ -1,8 +1,7 @@
 //! `RandomCrop`: a random window of the clip, at a length.
 
-use super::{crop_length, int, AudioOp, Declaration, Operator, Stage};
-use crate::error::Result;
-use crate::prep::args::{Args, Kind, Param, Value};
+use super::{int, AudioOp, Crop, Declaration};
+use crate::prep::args::{Kind, Param};
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomCrop",
@@ -14,28 +13,8 @@ pub(super) static DECLARATION: Declaration = Declaration {
         "samples kept, 1 to 2^28",
     )],
     translates: &[],
-    build,
+    build: |args| Crop::build(args, true),
 };
-
-fn build(args: &Args) -> Result<AudioOp> {
-    Ok(AudioOp::new(RandomCrop(crop_length(args)?)))
-}
-
-struct RandomCrop(usize);
-
-impl Operator for RandomCrop {
-    fn declaration(&self) -> &'static Declaration {
-        &DECLARATION
-    }
-
-    fn args(&self) -> Vec<Value> {
-        vec![int(self.0)]
-    }
-
-    fn stage(&self) -> Stage<'_> {
-        Stage::RandomCrop { length: self.0 }
-    }
-}
 
 impl AudioOp {
     /// `RandomCrop(length)`.

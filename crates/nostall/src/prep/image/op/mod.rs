@@ -61,13 +61,12 @@ mod timm_rand_augment;
 mod timm_random_erasing;
 mod trivial_augment_wide;
 
-use std::fmt;
 use std::sync::Arc;
 
 use super::codec::Rect;
 use super::{Filter, Layout};
 use crate::error::{Error, Result};
-use crate::prep::args::{Args, Value};
+use crate::prep::args::{Args, Handle, Operation, Value};
 use crate::prep::DType;
 use crate::rng::Rng;
 use crate::user_code::function::UserOp;
@@ -108,13 +107,6 @@ pub static DECLARATIONS: &[&Declaration] = &[
 
 /// An image operator's declaration: what Python, the text form and the docs know of it.
 pub type Declaration = crate::prep::args::Declaration<Op>;
-
-impl Declaration {
-    /// The operator `name` (an image operator's).
-    pub fn find(name: &str) -> Option<&'static Declaration> {
-        DECLARATIONS.iter().copied().find(|d| d.name == name)
-    }
-}
 
 /// What an operator does and when: the trait each operator's type implements.
 pub(crate) trait Operator: Send + Sync + 'static {
@@ -404,61 +396,37 @@ impl View {
     }
 }
 
-/// An image operator: a shared handle to one checked [`Operator`].
-///
-/// Operators are made by their declarations ([`Declaration::call`]), from the text form
-/// (`"Resize(256)".parse()`), or by the constructors of the common ones; an operator that
-/// exists has been checked. Two are equal when they are the same operator with the same
-/// arguments.
-#[derive(Clone)]
-pub struct Op(Arc<dyn Operator>);
+/// An image operator: a shared handle to one checked [`Operator`] (see [`Handle`]), also
+/// made from the text form (`"Resize(256)".parse()`).
+pub type Op = Handle<Shared>;
 
-impl Op {
-    pub(crate) fn new(operator: impl Operator) -> Op {
-        Op(Arc::new(operator))
+/// An image operator as its handle ([`Op`]) holds it: any of them, shared.
+#[derive(Clone)]
+pub struct Shared(Arc<dyn Operator>);
+
+impl Operation for Shared {
+    const MODALITY: &'static str = "image";
+
+    fn declarations() -> &'static [&'static Declaration] {
+        DECLARATIONS
     }
 
-    /// Its declaration.
-    pub fn declaration(&self) -> &'static Declaration {
+    fn declared(&self) -> &'static Declaration {
         self.0.declaration()
     }
 
-    /// Its name.
-    pub fn name(&self) -> &'static str {
-        self.0.declaration().name
+    fn values(&self) -> Vec<Value> {
+        self.0.args()
     }
+}
 
-    /// Its arguments, every parameter named, in the declaration's order.
-    pub fn args(&self) -> Vec<(&'static str, Value)> {
-        let params = self.declaration().params.iter().map(|p| p.name);
-        params.zip(self.0.args()).collect()
-    }
-
-    /// The value of its parameter `name`, if it has one.
-    pub fn arg(&self, name: &str) -> Option<Value> {
-        self.args()
-            .into_iter()
-            .find_map(|(param, value)| (param == name).then_some(value))
+impl Op {
+    pub(crate) fn new(operator: impl Operator) -> Op {
+        Handle(Shared(Arc::new(operator)))
     }
 
     pub(crate) fn stage(&self) -> Stage<'_> {
-        self.0.stage()
-    }
-
-    /// The operator `name` with these arguments, by position then by keyword.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] for an unknown operator, or naming the argument that is wrong.
-    pub fn call(name: &str, positional: Vec<Value>, keywords: Vec<(String, Value)>) -> Result<Op> {
-        let declaration = Declaration::find(name).ok_or_else(|| {
-            let names: Vec<_> = DECLARATIONS.iter().map(|d| d.name).collect();
-            Error::Config(format!(
-                "unknown image operator {name:?}: the image operators are {}",
-                names.join(", ")
-            ))
-        })?;
-        declaration.call(positional, keywords)
+        self.0 .0.stage()
     }
 
     /// RandomResizedCrop to a square of `size`, torchvision's default scale and ratio.
@@ -510,36 +478,6 @@ impl Op {
     /// When a standard deviation is not positive or a value not finite.
     pub fn normalize(mean: [f64; 3], std: [f64; 3]) -> Op {
         Op::known("Normalize", vec![mean.into(), std.into()])
-    }
-
-    fn known(name: &str, positional: Vec<Value>) -> Op {
-        Op::call(name, positional, Vec::new()).unwrap_or_else(|e| panic!("{e}"))
-    }
-}
-
-impl PartialEq for Op {
-    fn eq(&self, other: &Op) -> bool {
-        self.name() == other.name() && self.0.args() == other.0.args()
-    }
-}
-
-/// The call Python writes for it (its `repr`), every parameter named.
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}(", self.name())?;
-        for (i, (param, value)) in self.args().into_iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{param}={value}")?;
-        }
-        f.write_str(")")
-    }
-}
-
-impl fmt::Debug for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
     }
 }
 
@@ -599,7 +537,8 @@ pub fn apply_augmentation(
 }
 
 fn augmenter_of(op: &Op) -> Result<&dyn Augmenter> {
-    op.0.augmenter()
+    op.0 .0
+        .augmenter()
         .ok_or_else(|| Error::Config(format!("{} draws no augmentations", op.name())))
 }
 

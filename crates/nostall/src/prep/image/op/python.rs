@@ -1,28 +1,15 @@
-//! `Python`: the caller's own function ([`UserFn`](crate::user_code::function::UserFn)) between
-//! the operators. Made by the bindings from `ops.Python(fn)`, never from the text form:
-//! it is not among [`DECLARATIONS`](super::DECLARATIONS).
+//! `Python` ([`crate::prep::python`]) among the image operators: on pixels or on the
+//! sample as delivered.
 
 use super::{Declaration, Op, Operator, Stage};
-use crate::error::{Error, Result};
-use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::args::Value;
+use crate::prep::python::Python;
 use crate::user_code::function::UserOp;
 
-pub(super) static DECLARATION: Declaration = Declaration {
-    name: "Python",
-    doc: "The caller's own function on each sample: the 8-bit pixels as 3 planes when an \
-          operator on pixels or `Normalize` follows it, else the sample as delivered.",
-    params: &[Param::required("fn", Kind::Choice, "the function's name")],
-    translates: &[],
-    build,
-};
-
-fn build(_: &Args) -> Result<Op> {
-    Err(Error::Config(
-        "Python(...) is made from a function, with nostall.ops.Python(fn), not from text".into(),
-    ))
-}
-
-struct Python(UserOp);
+pub(super) static DECLARATION: Declaration = Python::declaration(
+    "The caller's own function on each sample: the 8-bit pixels as 3 planes when an \
+     operator on pixels or `Normalize` follows it, else the sample as delivered.",
+);
 
 impl Operator for Python {
     fn declaration(&self) -> &'static Declaration {
@@ -30,7 +17,7 @@ impl Operator for Python {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![Value::Str(self.0.name().to_string())]
+        self.values()
     }
 
     fn stage(&self) -> Stage<'_> {
