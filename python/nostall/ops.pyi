@@ -33,6 +33,7 @@ __all__ = [
     "RandomResizedCrop",
     "RandomRotation",
     "RandomSolarize",
+    "RandomVerticalFlip",
     "Resize",
     "TimmRandAugment",
     "TimmRandomErasing",
@@ -140,6 +141,19 @@ class RandomHorizontalFlip(Op):
     @property
     def p(self) -> float:
         """Probability of mirroring."""
+
+@final
+class RandomVerticalFlip(Op):
+    """Flips the image upside down with probability ``p`` (torchvision.transforms.v2's
+    ``RandomVerticalFlip``), after the geometric operators.
+
+    - ``p`` (``0.5``): probability of flipping.
+    """
+
+    def __new__(cls, p: float = 0.5) -> RandomVerticalFlip: ...
+    @property
+    def p(self) -> float:
+        """Probability of flipping."""
 
 @final
 class Normalize(Op):

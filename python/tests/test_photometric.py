@@ -35,6 +35,7 @@ def test_without_operators_nostall_gives_the_decoded_pixels(pngs):
         (ops.RandomPosterize(bits=3, p=1.0), v2.RandomPosterize(bits=3, p=1.0)),
         (ops.RandomPosterize(bits=8, p=1.0), v2.RandomPosterize(bits=8, p=1.0)),
         (ops.RandomGrayscale(p=1.0), v2.RandomGrayscale(p=1.0)),
+        (ops.RandomVerticalFlip(p=1.0), v2.RandomVerticalFlip(p=1.0)),
     ],
     ids=repr,
 )

@@ -190,3 +190,14 @@ def test_every_declared_transform_is_a_class_of_its_library():
     # The refusal of what nostall lacks names what it translates, from the declarations.
     with pytest.raises(nostall.ConfigError, match="timm's .*RandomResizedCropAndInterpolation"):
         ops.from_torchvision(v2.RandomCrop(8))
+
+
+def test_a_vertical_flip_is_translated_and_refused_before_the_crop(tmp_path):
+    from torchvision.transforms import v2
+
+    import nostall
+
+    assert nostall.ops.from_torchvision(v2.RandomVerticalFlip(0.3)) == [nostall.ops.RandomVerticalFlip(0.3)]
+    photos = nostall.demo_photos(str(tmp_path / "photos"))
+    with pytest.raises(nostall.ConfigError, match="RandomResizedCrop follows RandomVerticalFlip"):
+        nostall.Loader(photos, pipeline=[nostall.ops.RandomVerticalFlip(), nostall.ops.RandomResizedCrop(32)])

@@ -60,6 +60,7 @@ mod solarize;
 mod timm_rand_augment;
 mod timm_random_erasing;
 mod trivial_augment_wide;
+mod vertical_flip;
 
 use std::sync::Arc;
 
@@ -81,6 +82,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &resize::DECLARATION,
     &center_crop::DECLARATION,
     &horizontal_flip::DECLARATION,
+    &vertical_flip::DECLARATION,
     &normalize::DECLARATION,
     &grayscale::DECLARATION,
     &invert::DECLARATION,
