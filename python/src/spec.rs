@@ -48,20 +48,25 @@ pub(crate) struct Spec {
     pub timeout: Option<f64>,
     /// Each node's part of a cache partitioned across the job's nodes.
     pub node_cache: Option<String>,
-    /// `"torch"`, `"numpy"` or `"dlpack"`.
+    /// `"auto"`, `"torch"`, `"numpy"` or `"dlpack"`.
     pub output: String,
-    /// `device=`, with `decode=` and its threshold.
+    /// The CUDA device batches are handed over on (`device=`).
     pub device: Option<String>,
+    /// Where JPEGs are decoded with a device (`decode=`).
     pub decode: String,
+    /// The smallest JPEG `decode="auto"` sends to the device, pixels.
     pub gpu_decode_min_pixels: u64,
     /// `share=`: the node agent's group.
     pub share: Option<String>,
+    /// MixUp and CutMix of each batch (`mix=`).
     pub mix: Option<Py<Mixup>>,
     /// The user's function on each batch, wrapped (`nostall._batch.BatchTransform`).
     pub batch_transform: Option<Py<PyAny>>,
+    /// Whether consecutive views of one shape come as one tensor.
     pub stack_views: bool,
     /// `fields=`, converted where it is used (so that its own errors reach the user).
     pub fields: Option<Py<PyAny>>,
+    /// Where live metrics are served (`metrics_addr=`).
     pub metrics_addr: Option<String>,
 }
 
