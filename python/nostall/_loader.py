@@ -141,10 +141,14 @@ FRONT = [
 ]
 
 
+#: The engine's declarations of its settings: name, kind, choices, default, takes, doc.
+_DECLARED = _loader_settings()
+
+
 def _engine_settings() -> list[Setting]:
     """The engine's settings as the front shows them."""
     settings = []
-    for name, kind, words, default, _takes, doc in _loader_settings():
+    for name, kind, words, default, _takes, doc in _DECLARED:
         if name in _RENAMED:
             continue
         if kind == "choice":
@@ -173,7 +177,7 @@ def _python_value(kind: str, text: str) -> Any:
 
 #: Every setting: the engine's, in their order, then the front's.
 SETTINGS: list[Setting] = [*_engine_settings(), *FRONT]
-_ENGINE_KINDS = {row[0]: row[1] for row in _loader_settings()}
+_ENGINE_KINDS = {row[0]: row[1] for row in _DECLARED}
 
 
 def _text(name: str, kind: str, value: Any) -> str:

@@ -212,6 +212,8 @@ def test_operators_refuse_bad_arguments_when_made():
         ops.RandomResizedCrop(8, ratio=(0.0, 1.0))
     with pytest.raises(nostall.ConfigError, match="probability"):
         ops.RandomHorizontalFlip(1.5)
+    with pytest.raises(nostall.ConfigError, match="probability"):
+        ops.RandomVerticalFlip(-0.1)
     with pytest.raises(nostall.ConfigError, match="positive"):
         ops.Normalize(mean=(0, 0, 0), std=(1, 0, 1))
     with pytest.raises(ValueError, match=r"mean takes a tuple of 3 numbers, not \(0.5, 0.5\)"):

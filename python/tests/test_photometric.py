@@ -70,3 +70,16 @@ def test_each_sample_draws_its_own_choice_the_same_for_any_thread_count(pngs):
     both = nostall_images(pngs, ops.RandomInvert(p=0.5), ops.RandomPosterize(bits=1, p=0.5), threads=1)
     posterized = [not torch.equal(b, a if not c else 255 - a) for a, b, c in zip(original, both, changed)]
     assert posterized != changed
+
+
+def test_each_sample_is_flipped_upside_down_or_not_by_its_own_draw(pngs):
+    original = reference_images(pngs)
+    flipped = nostall_images(pngs, ops.RandomVerticalFlip(p=0.5), threads=1)
+    changed = [not torch.equal(a, b) for a, b in zip(flipped, original)]
+    for i, upside_down in enumerate(changed):
+        assert torch.equal(flipped[i], original[i].flip(-2) if upside_down else original[i])
+    assert 0 < sum(changed) < COUNT  # 32 fair draws: all alike has odds of 2^-31
+    for threads in (2, 4):
+        assert torch.equal(nostall_images(pngs, ops.RandomVerticalFlip(p=0.5), threads=threads), flipped)
+    never = nostall_images(pngs, ops.RandomVerticalFlip(p=0.0), threads=2)
+    assert torch.equal(never, original)
