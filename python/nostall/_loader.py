@@ -316,10 +316,6 @@ def _resolve(source: Any, given: dict[str, Any]) -> Spec:
     if spec.workers not in (None, "auto", "threads", "processes"):
         raise ConfigError(f'workers="{spec.workers}": use "auto", "threads" or "processes"')
     spec.worker_init_fn = given.pop("worker_init_fn", None)
-    if spec.dataset is None and spec.worker_init_fn is not None:
-        raise ConfigError("workers= and timeout= run a Dataset object's __getitem__ or ops.Python, and "
-                          "worker_init_fn= a Dataset's workers: give source= a Dataset (or ops.Python in "
-                          "pipeline=)")
     spec.output = given.pop("output", "auto")
     spec.fields = given.pop("fields", None)
     if spec.fields is not None and spec.output == "dlpack":

@@ -462,7 +462,7 @@ fn user_samples(
 }
 
 /// The pipeline's `ops.Python`, in worker processes when `workers="processes"` asks;
-/// `None` when it has none.
+/// `None` when it has none. The settings of the user's code are refused where none runs.
 fn start_python_ops(
     py: Python<'_>,
     spec: &Spec,
@@ -470,16 +470,18 @@ fn start_python_ops(
     builder: &LoaderBuilder,
     workers: usize,
 ) -> PyResult<Option<Arc<PythonOps>>> {
+    let for_workers = spec.workers.is_some() || spec.timeout.is_some();
+    if spec.dataset.is_none() && (spec.worker_init_fn.is_some() || python.is_empty() && for_workers)
+    {
+        return Err(config_error(
+            py,
+            "workers= and timeout= run a Dataset object's __getitem__ or ops.Python, and \
+             worker_init_fn= a Dataset's workers: give source= a Dataset (or ops.Python in \
+             pipeline=)"
+                .into(),
+        ));
+    }
     if python.is_empty() {
-        if spec.dataset.is_none() && (spec.workers.is_some() || spec.timeout.is_some()) {
-            return Err(config_error(
-                py,
-                "workers= and timeout= run a Dataset object's __getitem__ or ops.Python, and \
-                 worker_init_fn= a Dataset's workers: give source= a Dataset (or ops.Python in \
-                 pipeline=)"
-                    .into(),
-            ));
-        }
         return Ok(None);
     }
     let config = builder.config().map_err(|e| raise(py, e))?;

@@ -54,6 +54,10 @@ def test_values_are_converted_to_their_settings_texts_or_refused_naming_them(tmp
         nostall.Loader(photos, cache=1.5)
     with pytest.raises(nostall.ConfigError, match="layout"):
         nostall.Loader(photos, layout="CWH")
+    # The user-code settings where no user code runs, refused in one place.
+    for extra in (dict(worker_init_fn=print), dict(workers="threads"), dict(timeout=5.0)):
+        with pytest.raises(nostall.ConfigError, match="worker_init_fn= a Dataset's workers"):
+            nostall.Loader(photos, **extra)
     # Settings the engine declares reach Python without a line of the front's.
     loader = nostall.Loader(photos, batch_size=4, threads=1, readahead="1MiB", adaptive_reads=False,
                             cache=0.5, memory=64 << 20, output="numpy")
