@@ -135,7 +135,47 @@ impl Batch {
     }
 }
 
+/// What a batch carries besides its samples' bytes: what a preparer in another process
+/// sends with them ([`Batch::header`]), and what [`Loader::receive`] makes a batch of
+/// again.
+///
+/// [`Loader::receive`]: super::Loader::receive
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchHeader {
+    /// The batch's number in its epoch ([`Batch::index`]).
+    pub index: u64,
+    /// Where the epoch stands once the batch is delivered ([`Batch::position`]).
+    pub position: Position,
+    /// One label per sample.
+    pub labels: Vec<i64>,
+    /// The mixed labels, `len × classes`, under MixUp/CutMix.
+    pub soft_labels: Option<Vec<f32>>,
+    /// The samples' catalog ids.
+    pub ids: Vec<SampleId>,
+}
+
 impl Batch {
+    /// The same batch numbered `index` in its epoch (its position after it, one more):
+    /// for batches made in ranges of a run ([`Loader::batches`]) where a range that
+    /// lost whole batches to skips leaves the numbers after it to be closed up.
+    ///
+    /// [`Loader::batches`]: super::Loader::batches
+    pub fn renumber(&mut self, index: u64) {
+        self.index = index;
+        self.position.batch = index + 1;
+    }
+
+    /// Everything but the bytes, for sending the batch elsewhere.
+    pub fn header(&self) -> BatchHeader {
+        BatchHeader {
+            index: self.index,
+            position: self.position,
+            labels: self.labels.clone(),
+            soft_labels: self.soft_labels.clone(),
+            ids: self.ids.clone(),
+        }
+    }
+
     /// Keeps this batch's buffer from ever carrying another batch: when the batch drops,
     /// its memory is freed instead of returning to the loader's pool (which makes a new
     /// buffer when it needs one).

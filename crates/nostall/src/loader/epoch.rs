@@ -95,6 +95,11 @@ pub(super) struct Shared {
     pub(super) repeats: Arc<[u32]>,
     /// Where this run starts: epoch, first batch number, first stream index.
     pub(super) from: Position,
+    /// Whether `stream` was cut before the epoch's end ([`Loader::batches`]): its last
+    /// batch is delivered even when short, and no next epoch starts after it.
+    ///
+    /// [`Loader::batches`]: super::Loader::batches
+    cut: bool,
     /// Bytes of one prepared sample (from the pipeline; used on every claim).
     pub(super) sample_bytes: usize,
     pub(super) order: Order,
@@ -199,7 +204,7 @@ impl Shared {
     fn advance(&self, step: u8) {
         let before = self.progress.fetch_or(step, Ordering::AcqRel);
         let completes = before & step == 0 && before | step == READ_ALL | CONSUMED;
-        if completes && self.parts.config.overlap_epochs && !self.order.halted() {
+        if completes && self.parts.config.overlap_epochs && !self.cut && !self.order.halted() {
             self.start_next();
         }
     }
@@ -235,12 +240,13 @@ pub(super) struct Running {
 
 impl Running {
     /// Starts the threads of `plan` from `position`, for a consumer (`consumed`) or ahead
-    /// of one.
+    /// of one; up to stream index `until` when given (else to the epoch's end).
     pub(super) fn launch(
         parts: Parts,
         plan: EpochPlan,
         position: Position,
         consumed: bool,
+        until: Option<usize>,
     ) -> Running {
         let config = &parts.config;
         let catalog = &parts.catalog;
@@ -250,7 +256,13 @@ impl Running {
         // per prep thread (see the `readahead` module).
         let floor_samples = (2 * config.prep_threads).max(config.plan.batch_size) as u64;
         let floor = (floor_samples * average).clamp(1, config.readahead);
-        let stream: Arc<[SampleId]> = plan.samples().into();
+        let end = until.map_or(plan.samples().len(), |until| {
+            until.clamp(start, plan.samples().len())
+        });
+        let cut = end < plan.samples().len();
+        let stream: Arc<[SampleId]> = plan.samples()[..end].into();
+        let repeats = plan.repeats();
+        let repeats: Arc<[u32]> = repeats[..end.min(repeats.len())].into();
         let sample_bytes = config.pipeline.sample_bytes();
         let in_flight = parts.totals.reads_in_flight.load(Ordering::Relaxed) as usize;
         let carried = *parts
@@ -301,8 +313,9 @@ impl Running {
             .carrying(carried),
             roles: Roles::new(prep_workers, 0),
             stream,
-            repeats: plan.repeats().into(),
+            repeats,
             from: position,
+            cut,
             sample_bytes,
             cache_before: parts.source.cache().stats(),
             storage_before: parts.source.stats(),
@@ -337,7 +350,7 @@ impl Running {
     /// Starts the threads of `plan` from `position` ahead of a consumer, as the
     /// `upcoming` epoch (stopping the one there, if any).
     pub(super) fn ahead(parts: Parts, plan: EpochPlan, position: Position, upcoming: &Upcoming) {
-        let run = Running::launch(parts, plan, position, false);
+        let run = Running::launch(parts, plan, position, false, None);
         let replaced = upcoming
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -639,7 +652,7 @@ impl Epoch {
                 }
             }
             if order.finished(&st) {
-                if !self.labels.is_empty() && !shared.parts.config.plan.drop_last {
+                if !self.labels.is_empty() && (!shared.parts.config.plan.drop_last || shared.cut) {
                     return Some(Some(Ok(self.deliver(st, waited))));
                 }
                 self.finished.get_or_insert_with(Instant::now);

@@ -2,6 +2,7 @@
 //! time.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -20,7 +21,7 @@ use super::buffer::Pool;
 use super::epoch::{halt_runs, Parts, Running, Runs, Upcoming};
 use super::quarantine::Quarantine;
 use super::warm::Warmer;
-use super::{Checkpoint, Epoch, LoaderConfig, RunIdentity};
+use super::{Batch, BatchHeader, Checkpoint, Epoch, LoaderConfig, RunIdentity};
 use crate::sched::balance::share::Balance;
 use crate::sched::reads::readahead::CarriedReads;
 
@@ -502,6 +503,133 @@ impl Loader {
         )
     }
 
+    /// Starts the batches `batches` of the run that `run` starts (a state
+    /// [`Loader::resolve`] returned), counted from the run's first, made of those
+    /// batches' samples alone: preparers elsewhere can make any range of a run by its
+    /// numbers (remote prep). Without skips they are the run's batches, byte for byte.
+    /// A sample skipped under [`ErrorPolicy::Skip`] is replaced by the next of the range
+    /// only, so the range's last batch comes short (never dropped, whatever `drop_last`
+    /// says, except at the epoch's end); which batches a failure shortens depends on the
+    /// ranges asked for, so a caller keeps them fixed. No next epoch is started after
+    /// them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Loader::resume_from`], when `run` belongs to another dataset or settings, or
+    /// the batches start beyond the run's samples.
+    ///
+    /// [`ErrorPolicy::Skip`]: super::ErrorPolicy::Skip
+    pub fn batches(&self, run: &Checkpoint, batches: Range<u64>) -> Result<Epoch> {
+        let (first, count) = (batches.start, batches.end.saturating_sub(batches.start));
+        let resumed = self.resolve(std::slice::from_ref(run))?;
+        let dealt = self.dealt_as(&resumed.identity)?;
+        let batch_size = self.config.plan.batch_size as u64;
+        let skip = first.saturating_mul(batch_size);
+        let position = Position {
+            epoch: resumed.position.epoch,
+            batch: resumed.position.batch.saturating_add(first),
+            sample: resumed.position.sample.saturating_add(skip),
+        };
+        let plan = self.plan_from(position, &resumed.history, &dealt)?;
+        let until = count
+            .saturating_mul(batch_size)
+            .saturating_add(position.sample);
+        let until = usize::try_from(until).unwrap_or(usize::MAX);
+        let run = Running::launch(self.parts(), plan, position, true, Some(until));
+        Ok(Epoch::new(
+            run,
+            BTreeMap::new(),
+            resumed.history,
+            dealt.blocks,
+            false,
+        ))
+    }
+
+    /// The batches left in the run that `run` starts (a state [`Loader::resolve`]
+    /// returned) when none of its samples is skipped: the range [`Loader::batches`]
+    /// of it covers.
+    ///
+    /// # Errors
+    ///
+    /// As [`Loader::batches`].
+    pub fn batches_left(&self, run: &Checkpoint) -> Result<u64> {
+        let resumed = self.resolve(std::slice::from_ref(run))?;
+        let dealt = self.dealt_as(&resumed.identity)?;
+        let plan = self.plan_from(resumed.position, &resumed.history, &dealt)?;
+        let left = plan.samples().len() as u64 - resumed.position.sample;
+        let batch_size = self.config.plan.batch_size as u64;
+        Ok(if self.config.plan.drop_last {
+            left / batch_size
+        } else {
+            left.div_ceil(batch_size)
+        })
+    }
+
+    /// A batch prepared by another process from `header` and the bytes `fill` writes
+    /// (exactly the batch's: `header.labels.len()` samples of this loader's layout), in a
+    /// buffer of this loader's own, counted as delivered after a wait of `wait`: how a
+    /// batch prepared elsewhere goes on like one of this loader's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming `from` when the header cannot be this loader's (no
+    /// samples, more than a batch, ids and labels that differ in number, mixed labels
+    /// where this loader mixes none or of another size), or what `fill` returned.
+    pub fn receive(
+        &self,
+        header: BatchHeader,
+        wait: Duration,
+        from: &str,
+        fill: impl FnOnce(&mut [u8]) -> std::io::Result<()>,
+    ) -> Result<Batch> {
+        let refused = |message: String| Error::Storage {
+            location: from.to_owned(),
+            message,
+        };
+        let len = header.labels.len();
+        let batch_size = self.config.plan.batch_size;
+        if len == 0 || len > batch_size || header.ids.len() != len {
+            return Err(refused(format!(
+                "a batch of {len} labels and {} ids, for batches of {batch_size}",
+                header.ids.len()
+            )));
+        }
+        let mixed = header.soft_labels.as_ref().map(Vec::len);
+        let classes = self.config.mixup.as_ref().map(|mix| mix.num_classes());
+        match (mixed, classes) {
+            (None, None) => {}
+            (Some(n), Some(classes)) if n == len * classes => {}
+            _ => {
+                return Err(refused(format!(
+                    "mixed labels of {mixed:?} values for {len} samples of {classes:?} classes"
+                )))
+            }
+        }
+        let sample_bytes = self.config.pipeline.sample_bytes();
+        let mut buffer = self.pool.take();
+        let filled = fill(&mut buffer.bytes_mut()[..len * sample_bytes]);
+        if let Err(e) = filled {
+            self.pool.give(buffer);
+            return Err(refused(e.to_string()));
+        }
+        self.totals.delivered(len, wait);
+        Ok(Batch {
+            buffer: Some(buffer),
+            pool: self.pool.clone(),
+            len,
+            layout: self.config.pipeline.layout().clone(),
+            sample_bytes,
+            labels: header.labels,
+            soft_labels: header.soft_labels,
+            ids: header.ids,
+            index: header.index,
+            position: header.position,
+            wait,
+            deferred: Vec::new(),
+            retired: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
     /// Counts a batch of `samples` samples of `epoch` that this loader's consumer received
     /// from elsewhere after waiting `wait` (a job whose batches the node agent prepares),
     /// so that [`Loader::live_stats`] stays the job's: its waits and samples.
@@ -598,7 +726,7 @@ impl Loader {
             }
         }
         let plan = self.plan_from(position, &history, &dealt)?;
-        let run = Running::launch(self.parts(), plan, position, true);
+        let run = Running::launch(self.parts(), plan, position, true, None);
         Ok(Epoch::new(run, skipped, history, dealt.blocks, false))
     }
 

@@ -57,7 +57,7 @@ mod warm;
 mod workers;
 
 pub use crate::env::usable_cores;
-pub use batch::Batch;
+pub use batch::{Batch, BatchHeader};
 pub use budget::MemoryPlan;
 pub use buffer::{Arena, PageLock, SharedMemory};
 pub use builder::{ForDevice, LoaderBuilder};

@@ -1115,3 +1115,77 @@ fn a_saved_state_with_any_field_out_of_bounds_is_a_config_error_never_a_panic() 
         "{message}"
     );
 }
+
+#[test]
+fn any_batches_of_a_run_are_its_samples_alone_and_received_batches_are_the_same() {
+    let all_good = Commands {
+        of: vec![b'.'; 41],
+        epoch: 2,
+    };
+    for drop_last in [false, true] {
+        let loader = loader_with(&all_good, 4, 2, 2, |c| c.plan.drop_last = drop_last);
+        let (whole, bytes, _) = run(&loader, 2);
+        let mut epoch = loader.epoch(2).unwrap();
+        epoch.next().unwrap().unwrap();
+        let start = loader.checkpoint(&epoch);
+        drop(epoch);
+        let left = loader.batches_left(&start).unwrap();
+        assert_eq!(left as usize, whole.len() - 1, "drop_last {drop_last}");
+        // The rest of the run in parts of 3, 1 and the remainder (past its end).
+        let mut got = Vec::new();
+        let mut got_bytes = Vec::new();
+        for part in [0..3, 3..4, 4..left + 5] {
+            for batch in loader.batches(&start, part.clone()).unwrap() {
+                let batch = batch.unwrap();
+                // What another process makes of the header and bytes is the same batch.
+                let received = loader
+                    .receive(batch.header(), Duration::ZERO, "test", |out| {
+                        out.copy_from_slice(batch.data());
+                        Ok(())
+                    })
+                    .unwrap();
+                assert_eq!(received.header(), batch.header());
+                got.push(received.ids().to_vec());
+                got_bytes.extend_from_slice(received.data());
+            }
+        }
+        assert_eq!(got, whole[1..], "drop_last {drop_last}");
+        assert_eq!(got_bytes, bytes[4 * 16..], "drop_last {drop_last}");
+    }
+    // Under the skip policy batches take the next samples of the range only: its last
+    // batch comes short, and no sample of the range after it is taken.
+    let commands = commands(0).without_holds();
+    let loader = loader(&commands, 4, 2, 1);
+    let start = loader.resolve(&[Checkpoint {
+        position: crate::plan::Position::start_of(0),
+        identity: loader.identity(),
+        skipped: BTreeMap::new(),
+        rank: 0,
+        history: Vec::new(),
+    }]);
+    let start = start.unwrap();
+    let stream = plain_stream(40, 4, 0);
+    let mut part = loader.batches(&start, 0..2).unwrap();
+    let first: Vec<Vec<SampleId>> = part.by_ref().map(|b| b.unwrap().ids().to_vec()).collect();
+    let good = |ids: &[SampleId]| -> Vec<SampleId> {
+        ids.iter()
+            .copied()
+            .filter(|&id| commands.of[id as usize] == b'.')
+            .collect()
+    };
+    let good = good(&stream[0..8]);
+    assert_eq!(first, vec![good[..4].to_vec(), good[4..].to_vec()]);
+    assert_eq!(part.stats().skipped.values().sum::<u64>(), 3);
+    let refused = loader.receive(
+        crate::loader::BatchHeader {
+            labels: vec![0; 5],
+            ids: vec![0; 5],
+            ..loader.batches(&start, 0..1).unwrap().next().unwrap().unwrap().header()
+        },
+        Duration::ZERO,
+        "peer 1",
+        |_| Ok(()),
+    );
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("peer 1") && message.contains("5 labels"), "{message}");
+}
