@@ -97,6 +97,14 @@ pub enum Cause {
         /// What happened: the exception with its traceback, or the bound.
         message: String,
     },
+    /// A cause another process reported (a remote preparer's): its kind (one of
+    /// [`Cause::KINDS`]) and its words.
+    Reported {
+        /// Its [`Cause::kind`] there.
+        kind: &'static str,
+        /// What it said.
+        message: String,
+    },
 }
 
 impl Cause {
@@ -143,6 +151,7 @@ impl Cause {
             Cause::BadJson { .. } => "bad-json",
             Cause::BadVector { .. } => "bad-vector",
             Cause::UserCode { .. } => "user-code",
+            Cause::Reported { kind, .. } => kind,
         }
     }
 
@@ -212,6 +221,7 @@ impl fmt::Display for Cause {
             }
             Cause::BadVector { field, reason } => write!(f, "field {field:?}: {reason}"),
             Cause::UserCode { code, message } => write!(f, "{code} failed on it: {message}"),
+            Cause::Reported { message, .. } => f.write_str(message),
         }
     }
 }

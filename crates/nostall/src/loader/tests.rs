@@ -1180,12 +1180,21 @@ fn any_batches_of_a_run_are_its_samples_alone_and_received_batches_are_the_same(
         crate::loader::BatchHeader {
             labels: vec![0; 5],
             ids: vec![0; 5],
-            ..loader.batches(&start, 0..1).unwrap().next().unwrap().unwrap().header()
+            ..loader
+                .batches(&start, 0..1)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .header()
         },
         Duration::ZERO,
         "peer 1",
         |_| Ok(()),
     );
     let message = refused.unwrap_err().to_string();
-    assert!(message.contains("peer 1") && message.contains("5 labels"), "{message}");
+    assert!(
+        message.contains("peer 1") && message.contains("5 labels"),
+        "{message}"
+    );
 }

@@ -1,0 +1,913 @@
+//! The trainer's side: a run of batches made in parts by preparers (the trainer's own
+//! loader and remote ones), delivered in plan order, each exactly once.
+//!
+//! A run is cut into parts of a fixed number of batches, numbered from the run's start.
+//! Each preparer's thread takes the next part not yet given (within a window of the part
+//! the consumer waits on), asks for it, and files each batch as it arrives; the consumer
+//! takes batches in plan order from what was filed. A part whose preparer is lost is
+//! given again; a part the consumer has waited on for too long is also given to an idle
+//! preparer (a hedge). Whichever copy of a batch arrives first is kept and the other
+//! dropped by its number, so a part made twice is delivered once. Parts are fixed, so
+//! every batch is the same whoever made it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::{self, Read};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nostall::loader::{Batch, Checkpoint, Next};
+use nostall::{Error, Loader, Position, SampleError};
+use nostall_peer::Secret;
+use rustls::{ClientConnection, StreamOwned};
+
+use crate::describe::{describe, differs};
+use crate::wire::{self, Failure, Part, Reply, Skip};
+use crate::RemoteError;
+
+/// How a trainer's client shares out a run.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RemoteOptions {
+    /// Batches in a part: what one request asks of a preparer.
+    pub part_batches: u64,
+    /// Parts asked of one preparer at once (the next is queued on its connection while it
+    /// makes the first, so it never waits for a request).
+    pub parts_per_preparer: usize,
+    /// Whether the trainer's own loader prepares parts too (first, on its own cores).
+    pub local: bool,
+    /// How long a preparer may stay silent in the middle of a part before it is dropped
+    /// and its parts given to others.
+    pub stall_limit: Duration,
+    /// How long connecting and proving the secret may take.
+    pub connect_limit: Duration,
+    /// A part the consumer waits on is given to an idle preparer too once it has been out
+    /// this many times as long as a part takes on average.
+    pub hedge_factor: f64,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> RemoteOptions {
+        RemoteOptions {
+            part_batches: 4,
+            parts_per_preparer: 2,
+            local: true,
+            stall_limit: Duration::from_secs(60),
+            connect_limit: Duration::from_secs(10),
+            hedge_factor: 3.0,
+        }
+    }
+}
+
+/// One preparer's figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct PreparerStats {
+    /// Its address, or `"local"` for the trainer's own loader.
+    pub name: String,
+    /// Batches it made that were delivered (not a late copy).
+    pub batches: u64,
+    /// Copies it made of batches another made first.
+    pub duplicates: u64,
+    /// Bytes of batch data it sent.
+    pub bytes: u64,
+    /// Parts it made to their end.
+    pub parts: u64,
+    /// Times it was lost (a broken connection, a stall) or could not be reached.
+    pub failures: u64,
+    /// Whether it is connected (always, for the local one).
+    pub up: bool,
+}
+
+/// A trainer's client of preparers: the loader whose batches they make (this process's,
+/// with the same dataset and settings), the job's secret and their addresses.
+///
+/// Cheap to clone: clones share the addresses and figures.
+#[derive(Clone)]
+pub struct Remote {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    loader: Arc<Loader>,
+    tls: Arc<rustls::ClientConfig>,
+    options: RemoteOptions,
+    description: Vec<(String, u64)>,
+    addresses: Mutex<Vec<String>>,
+    stats: Mutex<BTreeMap<String, PreparerStats>>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("addresses", &self.inner.addresses)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Remote {
+    /// A client for `loader` of the preparers at `addresses` (`host:port`), holding
+    /// `secret`.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteError::Config`] when the job's identity cannot be made, or the options
+    /// ask for empty parts or no parts at once.
+    pub fn new(
+        loader: Arc<Loader>,
+        secret: &Secret,
+        addresses: Vec<String>,
+        options: RemoteOptions,
+    ) -> Result<Remote, RemoteError> {
+        if options.part_batches == 0 || options.parts_per_preparer == 0 {
+            return Err(RemoteError::Config(
+                "parts of at least one batch, and at least one part per preparer at once".into(),
+            ));
+        }
+        if addresses.is_empty() && !options.local {
+            return Err(RemoteError::Config(
+                "no preparer: give addresses, or let the trainer's own loader prepare".into(),
+            ));
+        }
+        let tls = secret
+            .identity()
+            .map_err(|e| RemoteError::Config(e.to_string()))?
+            .client;
+        let description = describe(&loader);
+        let inner = Inner {
+            loader,
+            tls,
+            options,
+            description,
+            addresses: Mutex::new(addresses),
+            stats: Mutex::default(),
+        };
+        Ok(Remote {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Replaces the preparers' addresses: a run under way starts on the new ones at its
+    /// next batch and stops asking the ones no longer given.
+    pub fn set_addresses(&self, addresses: Vec<String>) {
+        *lock(&self.inner.addresses) = addresses;
+    }
+
+    /// The preparers' addresses.
+    pub fn addresses(&self) -> Vec<String> {
+        self.inner.addresses()
+    }
+
+    /// Connects to every preparer once and checks that it holds the job's secret and
+    /// prepares for this loader: what to call before the first epoch, so that a wrong
+    /// address, secret or setting is an error then rather than a slow epoch.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteError::Unreachable`] naming the first preparer that cannot be reached,
+    /// [`RemoteError::Refused`] the first that does not prove the secret (or refuses
+    /// this one's), [`RemoteError::Config`] the first that prepares for other settings.
+    pub fn check(&self) -> Result<(), RemoteError> {
+        for address in self.addresses() {
+            let stream = self.inner.connect(&address)?;
+            let _ = stream.sock.shutdown(Shutdown::Both);
+        }
+        Ok(())
+    }
+
+    /// Each preparer's figures, the local one first.
+    pub fn stats(&self) -> Vec<PreparerStats> {
+        let stats = lock(&self.inner.stats);
+        let mut all: Vec<PreparerStats> = stats.values().cloned().collect();
+        all.sort_by_key(|s| s.name != LOCAL);
+        all
+    }
+
+    /// Starts the run that `start` starts (a state [`Loader::resolve`] returned).
+    ///
+    /// # Errors
+    ///
+    /// As [`Loader::batches_left`] when `start` is not this loader's.
+    pub fn run(&self, start: Checkpoint) -> Result<RemoteRun, Error> {
+        let inner = &self.inner;
+        let batches = inner.loader.batches_left(&start)?;
+        let parts = batches.div_ceil(inner.options.part_batches);
+        let preparers = inner.addresses().len() + usize::from(inner.options.local);
+        let window = (preparers * inner.options.parts_per_preparer) as u64;
+        let schedule = Arc::new(Schedule {
+            state: Mutex::new(State {
+                parts,
+                next_new: 0,
+                again: BTreeSet::new(),
+                open: BTreeMap::new(),
+                delivering: 0,
+                taken: 0,
+                window: window.max(1),
+                fatal: None,
+                part_seconds: (0.0, 0),
+                wanted: BTreeSet::new(),
+                sockets: BTreeMap::new(),
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let mut run = RemoteRun {
+            remote: self.inner.clone(),
+            start,
+            schedule,
+            threads: Vec::new(),
+            running: BTreeSet::new(),
+            position: Position::start_of(0),
+            delivered: 0,
+            skipped: BTreeMap::new(),
+            skipped_samples: Vec::new(),
+            started: Instant::now(),
+            wait: Duration::ZERO,
+        };
+        run.position = run.start.position;
+        if inner.options.local {
+            run.spawn(LOCAL.to_owned());
+        }
+        run.follow_addresses();
+        Ok(run)
+    }
+}
+
+impl Inner {
+    fn addresses(&self) -> Vec<String> {
+        lock(&self.addresses).clone()
+    }
+
+    /// A TLS connection to `address` that has proved the secret both ways and whose
+    /// preparer describes this loader.
+    fn connect(
+        &self,
+        address: &str,
+    ) -> Result<StreamOwned<ClientConnection, TcpStream>, RemoteError> {
+        let unreachable = |e: io::Error| RemoteError::Unreachable {
+            address: address.to_owned(),
+            message: e.to_string(),
+        };
+        let limit = self.options.connect_limit;
+        let addr = address
+            .to_socket_addrs()
+            .map_err(unreachable)?
+            .next()
+            .ok_or_else(|| unreachable(io::Error::other("the name resolves to no address")))?;
+        let sock = TcpStream::connect_timeout(&addr, limit).map_err(unreachable)?;
+        sock.set_nodelay(true).map_err(unreachable)?;
+        sock.set_read_timeout(Some(limit)).map_err(unreachable)?;
+        sock.set_write_timeout(Some(limit)).map_err(unreachable)?;
+        let conn = ClientConnection::new(
+            self.tls.clone(),
+            nostall_peer::auth::Identity::server_name(),
+        )
+        .map_err(|e| unreachable(io::Error::other(e)))?;
+        let mut tls = StreamOwned::new(conn, sock);
+        let refused = |e: io::Error| RemoteError::Refused {
+            address: address.to_owned(),
+            message: e.to_string(),
+        };
+        crate::handshake(&mut tls).map_err(refused)?;
+        wire::write_hello(&mut tls).map_err(refused)?;
+        let theirs = wire::read_welcome(&mut tls).map_err(refused)?;
+        if let Some(difference) = differs(&self.description, &theirs) {
+            return Err(RemoteError::Config(format!(
+                "the preparer at {address} prepares for another loader: {difference}; \
+                 give it the same dataset and settings (and this rank)"
+            )));
+        }
+        Ok(tls)
+    }
+
+    fn count(&self, name: &str, change: impl FnOnce(&mut PreparerStats)) {
+        let mut stats = lock(&self.stats);
+        let entry = stats
+            .entry(name.to_owned())
+            .or_insert_with(|| PreparerStats {
+                name: name.to_owned(),
+                ..PreparerStats::default()
+            });
+        change(entry);
+    }
+}
+
+/// The name of the trainer's own loader among the preparers.
+const LOCAL: &str = "local";
+
+/// A run's shared state: the parts and what arrived of them.
+struct Schedule {
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+struct State {
+    /// Parts in the run.
+    parts: u64,
+    /// The lowest part never given.
+    next_new: u64,
+    /// Parts to give again (their preparer was lost).
+    again: BTreeSet<u64>,
+    /// Parts given and not yet delivered to their end.
+    open: BTreeMap<u64, Open>,
+    /// The part the consumer takes from, and how many of its batches it took.
+    delivering: u64,
+    taken: u64,
+    /// How many parts may be out past the one delivered.
+    window: u64,
+    /// What stops the run (the user's to fix, or a failed sample under the error policy
+    /// of a part being delivered is kept with its part instead).
+    fatal: Option<Error>,
+    /// Seconds spent on parts made to their end, and how many: the hedge's yardstick.
+    part_seconds: (f64, u64),
+    /// Preparers the run should have (the addresses last given, and local).
+    wanted: BTreeSet<String>,
+    /// Each remote preparer's socket, to cut a blocked read when the run stops.
+    sockets: BTreeMap<String, TcpStream>,
+}
+
+/// A part given out.
+struct Open {
+    /// Batches arrived and not yet taken, by their number in the part, with the samples
+    /// skipped before each.
+    batches: BTreeMap<u64, (Batch, Vec<Skip>, String)>,
+    /// How many batches the part made, and the samples skipped after its last, once
+    /// known.
+    ended: Option<(u64, Vec<Skip>)>,
+    /// The sample that stopped the part under the error policy, after this many batches.
+    failed: Option<(u64, SampleError)>,
+    /// Who makes it, when it was first given, and whether it was hedged.
+    holders: Vec<String>,
+    given: Instant,
+    hedged: bool,
+}
+
+impl State {
+    /// The part `me` makes next, if any is due.
+    fn give(&mut self, me: &str, hedge_factor: f64) -> Option<u64> {
+        while let Some(part) = self.again.pop_first() {
+            if let Some(open) = self.open.get_mut(&part) {
+                open.holders.push(me.to_owned());
+                return Some(part);
+            }
+        }
+        if self.next_new < self.parts && self.next_new < self.delivering + self.window {
+            let part = self.next_new;
+            self.next_new += 1;
+            self.open.insert(
+                part,
+                Open {
+                    batches: BTreeMap::new(),
+                    ended: None,
+                    failed: None,
+                    holders: vec![me.to_owned()],
+                    given: Instant::now(),
+                    hedged: false,
+                },
+            );
+            return Some(part);
+        }
+        // A hedge: the part the consumer waits on, out for much longer than parts take.
+        let (seconds, made) = self.part_seconds;
+        let typical = if made == 0 {
+            None
+        } else {
+            Some(seconds / made as f64)
+        };
+        let open = self.open.get_mut(&self.delivering)?;
+        let late = typical.is_some_and(|t| open.given.elapsed().as_secs_f64() > hedge_factor * t);
+        if late && !open.hedged && open.ended.is_none() && !open.holders.iter().any(|h| h == me) {
+            open.hedged = true;
+            open.holders.push(me.to_owned());
+            return Some(self.delivering);
+        }
+        None
+    }
+
+    /// `me` no longer makes `part`: given again when no one else does.
+    fn drop_holder(&mut self, part: u64, me: &str) {
+        if let Some(open) = self.open.get_mut(&part) {
+            open.holders.retain(|h| h != me);
+            if open.holders.is_empty() && open.ended.is_none() && open.failed.is_none() {
+                self.again.insert(part);
+            }
+        }
+    }
+
+    /// Whether batch `index` of `part` is still wanted (not taken, not arrived).
+    fn wants(&self, part: u64, index: u64) -> bool {
+        if part < self.delivering || (part == self.delivering && index < self.taken) {
+            return false;
+        }
+        self.open
+            .get(&part)
+            .is_some_and(|open| !open.batches.contains_key(&index))
+    }
+}
+
+/// A run in progress: an iterator of batches in plan order.
+///
+/// Dropping it stops its preparers' threads (a remote preparer finishes the part it
+/// makes, for nobody).
+pub struct RemoteRun {
+    remote: Arc<Inner>,
+    start: Checkpoint,
+    schedule: Arc<Schedule>,
+    threads: Vec<JoinHandle<()>>,
+    /// The preparers a thread was started for.
+    running: BTreeSet<String>,
+    position: Position,
+    delivered: u64,
+    skipped: BTreeMap<&'static str, u64>,
+    skipped_samples: Vec<SampleError>,
+    started: Instant,
+    wait: Duration,
+}
+
+impl std::fmt::Debug for RemoteRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteRun")
+            .field("position", &self.position)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Skipped samples kept with their causes, as an epoch keeps them.
+const KEPT_SKIPS: usize = 1000;
+
+impl RemoteRun {
+    /// Where the run stands: save it to resume exactly here.
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    /// The run's skips by cause, with those before its start.
+    pub fn skipped_counts(&self) -> BTreeMap<&'static str, u64> {
+        let mut counts = self.start.skipped.clone();
+        for (&kind, &n) in &self.skipped {
+            *counts.entry(kind).or_default() += n;
+        }
+        counts
+    }
+
+    /// The first samples this run skipped, with their causes.
+    pub fn skipped(&self) -> &[SampleError] {
+        &self.skipped_samples
+    }
+
+    /// The state to resume exactly here: the run's start with this position and skips.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            position: self.position,
+            skipped: self.skipped_counts(),
+            ..self.start.clone()
+        }
+    }
+
+    /// Samples delivered, time since the start, and time the consumer waited.
+    pub fn figures(&self) -> (u64, Duration, Duration) {
+        (self.delivered, self.started.elapsed(), self.wait)
+    }
+
+    /// The next batch, waiting at most `limit` (`Next::Pending` when it did not come).
+    pub fn next_within(&mut self, limit: Duration) -> Next {
+        self.follow_addresses();
+        let deadline = Instant::now() + limit;
+        let schedule = self.schedule.clone();
+        let mut st = lock(&schedule.state);
+        let before = Instant::now();
+        loop {
+            if let Some(error) = st.fatal.take() {
+                schedule.stop.store(true, Ordering::Release);
+                return Next::Batch(Err(error));
+            }
+            if st.delivering >= st.parts {
+                return Next::End;
+            }
+            let (part, taken) = (st.delivering, st.taken);
+            // Not open yet: no preparer has taken the part so far.
+            if let Some(open) = st.open.get_mut(&part) {
+                if let Some((mut batch, skips, by)) = open.batches.remove(&taken) {
+                    st.taken += 1;
+                    drop(st);
+                    self.count_skips(skips);
+                    let waited = before.elapsed();
+                    self.wait += waited;
+                    batch.renumber(self.start.position.batch + self.delivered_batches());
+                    self.position = batch.position();
+                    self.delivered += batch.len() as u64;
+                    self.remote.count(&by, |s| s.batches += 1);
+                    schedule.changed.notify_all();
+                    return Next::Batch(Ok(batch));
+                }
+                if let Some((at, error)) = &open.failed {
+                    if *at == taken {
+                        let error = error.clone();
+                        schedule.stop.store(true, Ordering::Release);
+                        return Next::Batch(Err(Error::Sample(error)));
+                    }
+                }
+                if open.ended.as_ref().is_some_and(|(made, _)| *made <= taken) {
+                    let (_, tail) = st
+                        .open
+                        .remove(&part)
+                        .and_then(|open| open.ended)
+                        .expect("ended above");
+                    st.delivering += 1;
+                    st.taken = 0;
+                    self.count_skips(tail);
+                    schedule.changed.notify_all();
+                    continue;
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Next::Pending;
+            }
+            // Woken by every arrival; the bound only re-checks the hedge.
+            let wait = (deadline - now).min(Duration::from_millis(100));
+            st = schedule
+                .changed
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn delivered_batches(&self) -> u64 {
+        self.position.batch - self.start.position.batch
+    }
+
+    fn count_skips(&mut self, skips: Vec<Skip>) {
+        for skip in skips {
+            *self.skipped.entry(skip.kind).or_default() += 1;
+            if self.skipped_samples.len() < KEPT_SKIPS {
+                self.skipped_samples.push(skip.into_error());
+            }
+        }
+    }
+
+    /// Starts threads for addresses given since, and lets go of those taken away.
+    fn follow_addresses(&mut self) {
+        let mut wanted: BTreeSet<String> = self.remote.addresses().into_iter().collect();
+        if self.remote.options.local {
+            wanted.insert(LOCAL.to_owned());
+        }
+        let new: Vec<String> = wanted.difference(&self.running).cloned().collect();
+        {
+            let mut st = lock(&self.schedule.state);
+            for gone in st.wanted.difference(&wanted) {
+                if let Some(sock) = st.sockets.get(gone) {
+                    let _ = sock.shutdown(Shutdown::Both);
+                }
+            }
+            st.wanted = wanted;
+        }
+        for name in new {
+            self.spawn(name);
+        }
+    }
+
+    fn spawn(&mut self, name: String) {
+        self.running.insert(name.clone());
+        let schedule = self.schedule.clone();
+        let start = self.start.clone();
+        let remote = Worker {
+            client: self.remote.clone(),
+            name: name.clone(),
+        };
+        remote.count(|s| s.up = name == LOCAL);
+        let thread = std::thread::Builder::new()
+            .name(format!("nostall-remote-{name}"))
+            .spawn(move || {
+                if name == LOCAL {
+                    remote.prepare_locally(&schedule, &start);
+                } else {
+                    remote.prepare_remotely(&schedule, &start);
+                }
+            })
+            .expect("cannot start a thread");
+        self.threads.push(thread);
+    }
+}
+
+impl Iterator for RemoteRun {
+    type Item = Result<Batch, Error>;
+
+    fn next(&mut self) -> Option<Result<Batch, Error>> {
+        loop {
+            match self.next_within(Duration::from_secs(3600)) {
+                Next::Batch(batch) => return Some(batch),
+                Next::End => return None,
+                Next::Pending => {}
+            }
+        }
+    }
+}
+
+impl Drop for RemoteRun {
+    fn drop(&mut self) {
+        self.schedule.stop.store(true, Ordering::Release);
+        {
+            let st = lock(&self.schedule.state);
+            for sock in st.sockets.values() {
+                let _ = sock.shutdown(Shutdown::Both);
+            }
+        }
+        self.schedule.changed.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What a preparer's thread needs of its client.
+struct Worker {
+    client: Arc<Inner>,
+    name: String,
+}
+
+/// How long a lost preparer waits before it is tried again, at most.
+const RETRY_LIMIT: Duration = Duration::from_secs(5);
+
+impl Worker {
+    fn count(&self, change: impl FnOnce(&mut PreparerStats)) {
+        self.client.count(&self.name, change);
+    }
+
+    /// Whether this thread should go on: the run goes on and still wants it.
+    fn wanted(&self, schedule: &Schedule, st: &State) -> bool {
+        !schedule.stop.load(Ordering::Acquire)
+            && st.fatal.is_none()
+            && st.wanted.contains(&self.name)
+    }
+
+    /// Waits for a part to make; `None` when the run stops or no longer wants this one.
+    fn next_part(&self, schedule: &Schedule, busy: bool) -> Option<Option<u64>> {
+        let mut st = lock(&schedule.state);
+        loop {
+            if !self.wanted(schedule, &st) {
+                return None;
+            }
+            if let Some(part) = st.give(&self.name, self.client.options.hedge_factor) {
+                return Some(Some(part));
+            }
+            if busy || st.delivering >= st.parts {
+                return Some(None);
+            }
+            st = schedule
+                .changed
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn range(&self, part: u64) -> std::ops::Range<u64> {
+        let first = part * self.client.options.part_batches;
+        first..first + self.client.options.part_batches
+    }
+
+    /// Files batch `index` of `part`, unless a copy came first.
+    fn file(&self, schedule: &Schedule, part: u64, index: u64, made: (Batch, Vec<Skip>)) {
+        let mut st = lock(&schedule.state);
+        if st.wants(part, index) {
+            let open = st.open.get_mut(&part).expect("wanted parts are open");
+            open.batches
+                .insert(index, (made.0, made.1, self.name.clone()));
+            drop(st);
+            schedule.changed.notify_all();
+        } else {
+            drop(st);
+            self.count(|s| s.duplicates += 1);
+        }
+    }
+
+    /// Records the end of `part` after `made` batches.
+    fn end(&self, schedule: &Schedule, part: u64, made: u64, tail: Vec<Skip>, took: Duration) {
+        let mut st = lock(&schedule.state);
+        let (seconds, count) = st.part_seconds;
+        st.part_seconds = (seconds + took.as_secs_f64(), count + 1);
+        if let Some(open) = st.open.get_mut(&part) {
+            if open.ended.is_none() {
+                open.ended = Some((made, tail));
+            }
+            open.holders.retain(|h| h != &self.name);
+        }
+        drop(st);
+        self.count(|s| s.parts += 1);
+        schedule.changed.notify_all();
+    }
+
+    fn fail_sample(&self, schedule: &Schedule, part: u64, after: u64, error: SampleError) {
+        let mut st = lock(&schedule.state);
+        if let Some(open) = st.open.get_mut(&part) {
+            open.failed.get_or_insert((after, error));
+            open.holders.retain(|h| h != &self.name);
+        }
+        drop(st);
+        schedule.changed.notify_all();
+    }
+
+    fn fatal(&self, schedule: &Schedule, error: Error) {
+        let mut st = lock(&schedule.state);
+        st.fatal.get_or_insert(error);
+        drop(st);
+        schedule.changed.notify_all();
+    }
+
+    /// The trainer's own loader, making parts in this thread's turn with its threads.
+    fn prepare_locally(&self, schedule: &Schedule, start: &Checkpoint) {
+        while let Some(Some(part)) = self.next_part(schedule, false) {
+            let began = Instant::now();
+            let mut batches = match self.client.loader.batches(start, self.range(part)) {
+                Ok(batches) => batches,
+                Err(e) => return self.fatal(schedule, e),
+            };
+            let (mut made, mut reported) = (0, 0);
+            let mut stopped = false;
+            while let Some(batch) = batches.next() {
+                let skips = Skip::since(&batches, &mut reported);
+                match batch {
+                    Ok(batch) => {
+                        let bytes = batch.data().len() as u64;
+                        self.file(schedule, part, made, (batch, skips));
+                        self.count(|s| s.bytes += bytes);
+                        made += 1;
+                    }
+                    Err(Error::Sample(error)) => {
+                        self.fail_sample(schedule, part, made, error);
+                        stopped = true;
+                        break;
+                    }
+                    Err(e) => return self.fatal(schedule, e),
+                }
+                if schedule.stop.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+            if !stopped {
+                let tail = Skip::since(&batches, &mut reported);
+                self.end(schedule, part, made, tail, began.elapsed());
+            }
+        }
+    }
+
+    /// A remote preparer: connects (again, after a loss), asks for parts, files what
+    /// arrives; a lost connection gives its parts back.
+    fn prepare_remotely(&self, schedule: &Schedule, start: &Checkpoint) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if !self.wanted(schedule, &lock(&schedule.state)) {
+                return;
+            }
+            let mut asked = VecDeque::new();
+            let result = self.session(schedule, start, &mut asked);
+            self.count(|s| s.up = false);
+            let mut st = lock(&schedule.state);
+            st.sockets.remove(&self.name);
+            for part in asked {
+                st.drop_holder(part, &self.name);
+            }
+            drop(st);
+            schedule.changed.notify_all();
+            match result {
+                Ok(()) => return,
+                Err(RemoteError::Config(message)) => {
+                    return self.fatal(schedule, Error::Config(message))
+                }
+                Err(_) => {
+                    if schedule.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    self.count(|s| s.failures += 1);
+                    // Waits out the backoff, unless the run stops first.
+                    let until = Instant::now() + backoff;
+                    let mut st = lock(&schedule.state);
+                    while self.wanted(schedule, &st) && Instant::now() < until {
+                        let left = until.saturating_duration_since(Instant::now());
+                        st = schedule
+                            .changed
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    }
+                    backoff = (backoff * 2).min(RETRY_LIMIT);
+                }
+            }
+        }
+    }
+
+    fn session(
+        &self,
+        schedule: &Schedule,
+        start: &Checkpoint,
+        asked: &mut VecDeque<u64>,
+    ) -> Result<(), RemoteError> {
+        let mut tls = self.client.connect(&self.name)?;
+        let lost = |e: io::Error| RemoteError::Unreachable {
+            address: self.name.clone(),
+            message: e.to_string(),
+        };
+        tls.sock
+            .set_read_timeout(Some(self.client.options.stall_limit))
+            .map_err(lost)?;
+        {
+            let mut st = lock(&schedule.state);
+            if !self.wanted(schedule, &st) {
+                return Ok(());
+            }
+            st.sockets
+                .insert(self.name.clone(), tls.sock.try_clone().map_err(lost)?);
+        }
+        self.count(|s| s.up = true);
+        let mut began = Instant::now();
+        // Batches received of the part at the front of `asked`.
+        let mut made = 0;
+        loop {
+            while asked.len() < self.client.options.parts_per_preparer {
+                let Some(next) = self.next_part(schedule, !asked.is_empty()) else {
+                    return Ok(());
+                };
+                let Some(part) = next else { break };
+                let request = Part {
+                    tag: part,
+                    first: self.range(part).start,
+                    count: self.client.options.part_batches,
+                    run: start.clone(),
+                };
+                if asked.is_empty() {
+                    began = Instant::now();
+                }
+                asked.push_back(part);
+                wire::write_part(&mut tls, &request).map_err(lost)?;
+            }
+            let Some(&part) = asked.front() else {
+                return Ok(()); // nothing left to ask for
+            };
+            match wire::read_reply(&mut tls).map_err(lost)? {
+                Reply::Batch {
+                    tag,
+                    header,
+                    skips,
+                    data,
+                } => {
+                    if tag != part {
+                        return Err(lost(wire::invalid(format!(
+                            "a batch of part {tag} while part {part} was due"
+                        ))));
+                    }
+                    let expected = header.labels.len() as u64
+                        * self.client.loader.config().pipeline.sample_bytes() as u64;
+                    if data != expected {
+                        return Err(lost(wire::invalid(format!(
+                            "{data} bytes for a batch of {} samples ({expected} bytes)",
+                            header.labels.len()
+                        ))));
+                    }
+                    let sock = &mut tls;
+                    let batch = self
+                        .client
+                        .loader
+                        .receive(header, Duration::ZERO, &self.name, |out| {
+                            sock.read_exact(out)
+                        })
+                        .map_err(|e| lost(io::Error::other(e.to_string())))?;
+                    self.count(|s| s.bytes += data);
+                    self.file(schedule, part, made, (batch, skips));
+                    made += 1;
+                }
+                Reply::End { tag, skips } if tag == part => {
+                    asked.pop_front();
+                    self.end(schedule, part, made, skips, began.elapsed());
+                    began = Instant::now();
+                    made = 0;
+                }
+                Reply::Failed { tag, failure } if tag == part => {
+                    asked.pop_front();
+                    match failure {
+                        Failure::Sample(skip) => {
+                            self.fail_sample(schedule, part, made, skip.into_error())
+                        }
+                        Failure::Config(message) => return Err(RemoteError::Config(message)),
+                        Failure::Other(message) => {
+                            return Err(RemoteError::Refused {
+                                address: self.name.clone(),
+                                message,
+                            })
+                        }
+                    }
+                    made = 0;
+                }
+                _ => return Err(lost(wire::invalid("a reply to a part not asked for"))),
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

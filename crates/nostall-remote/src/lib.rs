@@ -1,0 +1,97 @@
+//! Batches of a nostall loader prepared in other processes (remote prep).
+//!
+//! A training node's cores are a fixed budget, and today's recipes cost more CPU per
+//! sample than a node of GPUs has cores for. This crate lets other machines' cores
+//! prepare a trainer's batches, exactly as its own loader would, without a state the
+//! trainer depends on:
+//!
+//! - Every batch of a run is a pure function of the run's start (a [`Checkpoint`]: seed,
+//!   epoch, rank, position, the stretches of an elastic resume) and its number
+//!   ([`Loader::batches`]), so a preparer is told *which* batches to make and holds
+//!   nothing a trainer needs: a lost one costs only the parts it was making.
+//! - [`Server`] (a preparer: a Ray actor, say) serves a loader built with the trainer's
+//!   dataset and settings. [`Remote`] (the trainer's client) cuts each run into parts of
+//!   a few batches, keeps a window of them out over its preparers (its own loader among
+//!   them, on its own cores, first), and delivers batches in plan order, whoever made
+//!   them.
+//! - A preparer that dies, hangs or is slow costs nothing but time: its parts are given
+//!   to others (a part the consumer waits on too long is hedged onto an idle preparer),
+//!   and the first copy of each batch to arrive is kept, the late one dropped by its
+//!   number. Parts are fixed by the run, so a batch has the same bytes whoever made it.
+//! - Bytes travel over TLS 1.3 with the job's identity on both ends
+//!   ([`nostall_peer::auth`]: derived from the job's secret, never sent), in frames whose
+//!   every length is bounded before it is read ([`wire`] has the format), straight into
+//!   the trainer's batch buffers ([`Loader::receive`]). Before a client takes a
+//!   preparer's batches, both check that they describe the same loader (dataset,
+//!   pipeline, seed, batch size, ranks, layout).
+//!
+//! Where the preparers come from (Ray actors, placed and restarted by Ray) is the Python
+//! front's business (`nostall.Remote`); this crate only needs their addresses.
+//!
+//! [`Checkpoint`]: nostall::loader::Checkpoint
+//! [`Loader::batches`]: nostall::Loader::batches
+//! [`Loader::receive`]: nostall::Loader::receive
+
+mod client;
+mod describe;
+mod server;
+pub mod wire;
+
+pub use client::{PreparerStats, Remote, RemoteOptions, RemoteRun};
+pub use server::{Server, ServerStats};
+
+/// Why a client could not use a preparer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemoteError {
+    /// The settings cannot work: the preparer prepares for another loader, or the options
+    /// or secret are unusable. The message says what to change.
+    Config(String),
+    /// No connection could be made (no one listens there, the network is down).
+    Unreachable {
+        /// The preparer's address.
+        address: String,
+        /// What happened.
+        message: String,
+    },
+    /// The preparer was reached and refused this client, or this client it: one of the
+    /// two does not hold the job's secret, or they speak other protocols.
+    Refused {
+        /// The preparer's address.
+        address: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoteError::Config(message) => f.write_str(message),
+            RemoteError::Unreachable { address, message } => {
+                write!(f, "cannot reach the preparer at {address}: {message}")
+            }
+            RemoteError::Refused { address, message } => write!(
+                f,
+                "the preparer at {address} and this trainer did not accept each other \
+                 ({message}): both must hold the job's secret (NOSTALL_PEER_SECRET) and \
+                 run the same nostall"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RemoteError {}
+
+/// Completes a TLS handshake over a blocking stream (within the stream's own deadlines).
+fn handshake<C, T, S>(tls: &mut rustls::StreamOwned<C, T>) -> std::io::Result<()>
+where
+    C: std::ops::DerefMut<Target = rustls::ConnectionCommon<S>>,
+    T: std::io::Read + std::io::Write,
+    S: rustls::SideData,
+{
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock)?;
+    }
+    Ok(())
+}
