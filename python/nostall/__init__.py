@@ -57,6 +57,8 @@ Public names:
   ``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``, and SpecAugment's
   ``FrequencyMasking`` and ``TimeMasking``).
 - :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
+- :class:`Remote`, :class:`Scaling`: batches prepared by Ray actors on other machines as
+  well (``remote=``), their number following the stall.
 - :class:`Mixup`: MixUp and CutMix of each batch in the engine, as timm's (``mix=``).
 - :class:`Field`, :class:`Tokenizer`: a sample's named fields (``fields=``), and a
   Hugging Face tokenizer run in the engine for a text field.
@@ -81,6 +83,7 @@ from ._analyze import AnalysisReport, analyze, time_model
 from ._dataloader import DataLoader
 from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
 from ._loader import Loader
+from ._remote import Remote, Scaling
 from ._nostall import BatchTensor, Field, Mixup, Tokenizer, __version__, demo_photos, imagenet_train, imagenet_val
 from ._user_code import sample_generator
 
@@ -101,7 +104,9 @@ __all__ = [
     "Mixup",
     "NostallError",
     "PeerError",
+    "Remote",
     "SampleError",
+    "Scaling",
     "StepError",
     "StorageError",
     "Tokenizer",

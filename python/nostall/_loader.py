@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from . import _batch, _hf, _translate
+from . import _batch, _hf, _remote, _translate
 from ._errors import ConfigError
 from ._nostall import Loader as _Engine
 from ._nostall import _loader_settings
@@ -95,6 +95,12 @@ FRONT = [
             "of this user on this node that reads the same stream: each batch is fetched and prepared "
             "once for all of them, and reaches each in shared memory. A name makes a group of the jobs "
             'giving that name. `"off"` reads with this process\'s own threads. docs/sharing.md has more.'),
+    Setting("remote", "front", "Remote | None", None, "off",
+            "Ray actors on other machines prepare batches too (`nostall.Remote`: how many, their "
+            "CPUs, resources or labels, the cluster): each runs this loader's dataset and settings "
+            "and makes whole batches by number, sent over TLS with the job's secret "
+            "(`NOSTALL_PEER_SECRET`, on both ends); the same batches as without it, each once, "
+            "whatever actors die or stall. docs/remote.md has more."),
     Setting("device", "front", "str | None", None, "CPU tensors",
             '`"cuda"` (the device of `LOCAL_RANK` under torchrun) or `"cuda:N"`: batches come as CUDA '
             "tensors, ready in the consumer's current stream, converted and normalised on the GPU. "
@@ -329,6 +335,9 @@ def _resolve(source: Any, given: dict[str, Any]) -> Spec:
         given["sample_column"] = columns[0]
     spec.share = given.pop("share", None)
     sharing = spec.share not in (None, "off")
+    if given.pop("remote", None) is not None and sharing:
+        raise ConfigError("remote= with share=: batches are made by remote actors or by the node "
+                          "agent's group, not both")
     if sharing and given.get("aug_repeats", 1) > 1:
         raise ConfigError("aug_repeats= with share=: the node agent's batches hold each sample once")
     spec.mix = given.pop("mix", None)
@@ -442,7 +451,12 @@ class Loader(_Engine):
         bound = _SIGNATURE.bind(cls, source, **settings)
         given = {name: value for name, value in bound.arguments.items()
                  if name not in ("cls", "source") and value is not None}
-        return super().__new__(cls, _resolve(source, given))
+        remote = given.get("remote")
+        asked = dict(given)
+        loader = super().__new__(cls, _resolve(source, given))
+        if remote is not None:
+            _remote.attach(loader, remote, source, asked)
+        return loader
 
 
 _SIGNATURE = _signature()

@@ -27,6 +27,8 @@ mod mixture;
 mod mixup;
 mod ops;
 mod python_ops;
+mod remote;
+mod run;
 mod shared;
 mod spec;
 mod state;
@@ -95,6 +97,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Loader>()?;
     m.add_class::<loader::Batches>()?;
+    m.add_class::<remote::RemoteClient>()?;
     m.add_class::<BatchTensor>()?;
     m.add_class::<mixup::Mixup>()?;
     m.add_class::<tokenizer::Tokenizer>()?;

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use nostall::loader::{LoaderBuilder, Next};
-use nostall::{EpochStats, Position};
+use nostall::{Checkpoint, EpochStats, Position};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
 use pyo3::exceptions::PyRuntimeError;
@@ -18,10 +18,11 @@ use crate::fields::{FieldsArg, Records};
 use crate::interrupt::{interruptible, SIGNAL_CHECK};
 use crate::mixture::SourceCounts;
 use crate::python_ops::PythonOps;
+use crate::run::Run;
 use crate::spec::Spec;
 use crate::stats::{node_dict, stats_dict};
 use crate::tensor::{objects, resolve_output, shared_objects, split_views, Output};
-use crate::{arrow, device, live, shared, state, user_code};
+use crate::{arrow, device, live, remote, shared, state, user_code};
 
 /// A data loader made from the spec `nostall.Loader` resolves (python/nostall/_loader.py,
 /// which subclasses it and documents its arguments): its batches, state and figures.
@@ -35,7 +36,7 @@ pub(crate) struct Loader {
     next: Position,
     resume: Option<nostall::Checkpoint>,
     /// The epoch being iterated (kept after it ends, for its metrics).
-    current: Option<nostall::Epoch>,
+    current: Option<Run>,
     /// Whether `current` can still yield batches.
     active: bool,
     /// Catalog ids of the samples of the batch last returned.
@@ -66,6 +67,10 @@ pub(crate) struct Loader {
     sources: Option<SourceCounts>,
     /// How many epochs `iter()` started: an iterator of an earlier one is stale.
     generation: u64,
+    /// The preparers that make this loader's batches with it (`remote=`).
+    remote: Option<nostall_remote::Remote>,
+    /// This loader's batches served to a trainer's client (in a preparer: a Ray actor).
+    serving: Option<nostall_remote::Server>,
 }
 
 /// The batches of one `iter(loader)`: a fresh iterator per call, as the DataLoader's, so
@@ -201,6 +206,8 @@ impl Loader {
             user,
             python_ops,
             generation: 0,
+            remote: None,
+            serving: None,
         })
     }
 
@@ -246,7 +253,7 @@ impl Loader {
     /// `history` the epoch's stretches under other world sizes.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let checkpoint = match (&self.current, self.active, &self.resume) {
-            (Some(epoch), true, _) => py.detach(|| self.inner.checkpoint(epoch)),
+            (Some(epoch), true, _) => py.detach(|| epoch.checkpoint(&self.inner)),
             (_, _, Some(checkpoint)) => checkpoint.clone(),
             _ => nostall::Checkpoint {
                 position: self.position(),
@@ -400,6 +407,9 @@ impl Loader {
         if let Some(sources) = &self.sources {
             d.set_item("sources", sources.list(py)?)?;
         }
+        if let Some(client) = &self.remote {
+            d.set_item("remote", remote::stats_list(py, client)?)?;
+        }
         Ok(d)
     }
 
@@ -421,11 +431,59 @@ impl Loader {
         Ok(list)
     }
 
+    /// Serves this loader's batches to the trainers of its job on `host:port` (port 0:
+    /// a free one), to clients that hold the job's secret: what a remote preparer (a Ray
+    /// actor of `remote=`) runs. Returns the address it listens on.
+    fn _serve_remote(&mut self, py: Python<'_>, host: String, port: u16) -> PyResult<String> {
+        let server = remote::serve(py, self.inner.clone(), &host, port)?;
+        let address = server.local_addr().to_string();
+        self.serving = Some(server);
+        Ok(address)
+    }
+
+    /// Makes this loader's epochs with the preparers at `addresses` (each checked now:
+    /// the secret both ways, the same dataset and settings), and returns the client the
+    /// front updates as Ray moves them. Takes effect at the next `iter()`.
+    fn _connect_remote(
+        &mut self,
+        py: Python<'_>,
+        addresses: Vec<String>,
+        options: remote::ClientOptions,
+    ) -> PyResult<remote::RemoteClient> {
+        if self.shared.is_some() {
+            return Err(config_error(
+                py,
+                "remote= and share= cannot go together: batches are made by remote \
+                 preparers or by the node agent's group, not both"
+                    .into(),
+            ));
+        }
+        if self.inner.config().pipeline.prep().decode_route().is_some() {
+            return Err(config_error(
+                py,
+                "remote= cannot send batches whose images a GPU decodes (a decode route): \
+                 let the preparers decode on their CPUs"
+                    .into(),
+            ));
+        }
+        let client = remote::connect(py, self.inner.clone(), addresses, &options)?;
+        // Epoch 0, started ahead as the loader was made, would be this process's alone.
+        let inner = self.inner.clone();
+        py.detach(move || inner.stop_ahead());
+        self.remote = Some(client.clone());
+        Ok(remote::RemoteClient { remote: client })
+    }
+
     fn __repr__(&self) -> String {
         let c = self.inner.config();
-        let prepared_by = match &self.shared {
-            Some(shared) => format!("shared in the node agent's group {}", shared.group().0),
-            None => format!("{} prep threads", c.prep_threads),
+        let prepared_by = match (&self.shared, &self.remote) {
+            (Some(shared), _) => format!("shared in the node agent's group {}", shared.group().0),
+            (None, Some(remote)) => format!(
+                "{} prep threads and {} remote preparers",
+                c.prep_threads,
+                remote.addresses().len()
+            ),
+            (None, None) => format!("{} prep threads", c.prep_threads),
         };
         format!(
             "Loader({} samples, batch_size={}, rank {} of {}, {prepared_by}, {} batches per epoch)",
@@ -706,6 +764,29 @@ impl Loader {
         }
         self.shared_at = None;
         let inner = self.inner.clone();
+        if let Some(remote) = &self.remote {
+            let run = Checkpoint {
+                position: at,
+                identity: inner.identity(),
+                skipped: Default::default(),
+                rank: self.dist.rank as u64,
+                history: Vec::new(),
+            };
+            let remote = remote.clone();
+            let run = py
+                .detach(move || {
+                    drop(previous);
+                    let start = match resume {
+                        Some(checkpoint) => checkpoint,
+                        None => inner.resolve(&[run])?,
+                    };
+                    remote.run(start)
+                })
+                .map_err(|e| raise(py, e))?;
+            self.current = Some(Run::Remote(run));
+            self.active = true;
+            return Ok(self.generation);
+        }
         let epoch = py
             .detach(move || {
                 drop(previous); // stops and joins its threads
@@ -715,7 +796,7 @@ impl Loader {
                 }
             })
             .map_err(|e| raise(py, e))?;
-        self.current = Some(epoch);
+        self.current = Some(Run::Local(epoch));
         self.active = true;
         Ok(self.generation)
     }
@@ -761,20 +842,20 @@ impl Loader {
         match next {
             None => {
                 self.active = false;
-                self.next = Position::start_of(nostall::Epoch::position(epoch).epoch + 1);
+                self.next = Position::start_of(epoch.position().epoch + 1);
                 self.resume = None;
                 Ok(None)
             }
             Some(Err(e)) => {
                 // A later state_dict() must point after the batches already delivered,
                 // not at where this iteration started.
-                self.next = nostall::Epoch::position(epoch);
-                self.resume = Some(self.inner.checkpoint(epoch));
+                self.next = epoch.position();
+                self.resume = Some(epoch.checkpoint(&self.inner));
                 self.active = false;
                 Err(raise(py, e))
             }
             Some(Ok(batch)) => {
-                let after = nostall::Epoch::position(epoch);
+                let after = epoch.position();
                 self.last_ids.clear();
                 self.last_ids.extend_from_slice(batch.ids());
                 if let Some(sources) = &mut self.sources {
@@ -914,7 +995,7 @@ impl Loader {
                 let epoch = py
                     .detach(move || inner.resume(at))
                     .map_err(|e| raise(py, e))?;
-                self.current = Some(epoch);
+                self.current = Some(Run::Local(epoch));
                 Ok(None)
             }
         }
@@ -932,7 +1013,7 @@ impl Loader {
             return at;
         }
         match (&self.current, self.active, &self.resume) {
-            (Some(epoch), true, _) => nostall::Epoch::position(epoch),
+            (Some(epoch), true, _) => epoch.position(),
             (_, _, Some(checkpoint)) => checkpoint.position,
             _ => self.next,
         }

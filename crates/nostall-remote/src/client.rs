@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nostall::loader::{Batch, Checkpoint, Next};
-use nostall::{Error, Loader, Position, SampleError};
+use nostall::{EpochStats, Error, Loader, Position, SampleError};
 use nostall_peer::Secret;
 use rustls::{ClientConnection, StreamOwned};
 
@@ -97,6 +97,20 @@ struct Inner {
     description: Vec<(String, u64)>,
     addresses: Mutex<Vec<String>>,
     stats: Mutex<BTreeMap<String, PreparerStats>>,
+    /// Batches delivered and the consumer's waits for them, since the client was made.
+    delivered: Mutex<Delivered>,
+}
+
+/// What a client's consumer got, across runs: what a scaling rule reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Delivered {
+    /// Batches delivered.
+    pub batches: u64,
+    /// Samples delivered.
+    pub samples: u64,
+    /// Time the consumer waited for them.
+    pub wait: Duration,
 }
 
 impl std::fmt::Debug for Remote {
@@ -143,6 +157,7 @@ impl Remote {
             description,
             addresses: Mutex::new(addresses),
             stats: Mutex::default(),
+            delivered: Mutex::default(),
         };
         Ok(Remote {
             inner: Arc::new(inner),
@@ -175,6 +190,11 @@ impl Remote {
             let _ = stream.sock.shutdown(Shutdown::Both);
         }
         Ok(())
+    }
+
+    /// What the consumer got so far, across runs.
+    pub fn delivered(&self) -> Delivered {
+        *lock(&self.inner.delivered)
     }
 
     /// Each preparer's figures, the local one first.
@@ -225,6 +245,8 @@ impl Remote {
             skipped_samples: Vec::new(),
             started: Instant::now(),
             wait: Duration::ZERO,
+            max_wait: Duration::ZERO,
+            first_wait: None,
         };
         run.position = run.start.position;
         if inner.options.local {
@@ -236,6 +258,13 @@ impl Remote {
 }
 
 impl Inner {
+    fn waited(&self, wait: Duration, samples: usize) {
+        let mut delivered = lock(&self.delivered);
+        delivered.batches += 1;
+        delivered.samples += samples as u64;
+        delivered.wait += wait;
+    }
+
     fn addresses(&self) -> Vec<String> {
         lock(&self.addresses).clone()
     }
@@ -425,6 +454,8 @@ pub struct RemoteRun {
     skipped_samples: Vec<SampleError>,
     started: Instant,
     wait: Duration,
+    max_wait: Duration,
+    first_wait: Option<Duration>,
 }
 
 impl std::fmt::Debug for RemoteRun {
@@ -467,9 +498,20 @@ impl RemoteRun {
         }
     }
 
-    /// Samples delivered, time since the start, and time the consumer waited.
-    pub fn figures(&self) -> (u64, Duration, Duration) {
-        (self.delivered, self.started.elapsed(), self.wait)
+    /// The run's figures as a local epoch's: batches and samples delivered, skips, time
+    /// and waits (its preparers' own are in [`Remote::stats`]).
+    pub fn stats(&self) -> EpochStats {
+        EpochStats {
+            epoch: self.start.position.epoch,
+            batches: self.delivered_batches(),
+            samples: self.delivered,
+            skipped: self.skipped_counts(),
+            wall: self.started.elapsed(),
+            wait: self.wait,
+            max_wait: self.max_wait,
+            first_wait: self.first_wait.unwrap_or_default(),
+            ..EpochStats::default()
+        }
     }
 
     /// The next batch, waiting at most `limit` (`Next::Pending` when it did not come).
@@ -496,6 +538,9 @@ impl RemoteRun {
                     self.count_skips(skips);
                     let waited = before.elapsed();
                     self.wait += waited;
+                    self.max_wait = self.max_wait.max(waited);
+                    self.first_wait.get_or_insert(waited);
+                    self.remote.waited(waited, batch.len());
                     batch.renumber(self.start.position.batch + self.delivered_batches());
                     self.position = batch.position();
                     self.delivered += batch.len() as u64;

@@ -37,7 +37,7 @@ mod describe;
 mod server;
 pub mod wire;
 
-pub use client::{PreparerStats, Remote, RemoteOptions, RemoteRun};
+pub use client::{Delivered, PreparerStats, Remote, RemoteOptions, RemoteRun};
 pub use server::{Server, ServerStats};
 
 /// Why a client could not use a preparer.
