@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
 import time
 import weakref
@@ -167,6 +168,15 @@ def _connect(ray: Any, address: str | None) -> None:
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit():
+        # Ray retries an address where nothing listens for a minute: a refused connection
+        # is known at once.
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except OSError as e:
+            raise ConfigError(f"remote=: no Ray cluster reachable at {address!r} ({e}); start one "
+                              "(ray start --head) or give Remote(address=...)") from None
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -220,7 +230,12 @@ class _Pool:
 
     def start(self, count: int) -> list[str]:
         """Starts ``count`` actors and returns their addresses, or refuses by name."""
-        new = [self.cls.remote(self.source, self.settings) for _ in range(count)]
+        try:
+            new = [self.cls.remote(self.source, self.settings) for _ in range(count)]
+        except TypeError as e:
+            raise ConfigError("remote=: the loader's source and settings cannot be sent to the "
+                              f"actors ({_cause(e)}): Ray sends them pickled, so each must "
+                              "pickle (a Dataset object, its transforms, your functions)") from None
         refs = [a.address.remote() for a in new]
         try:
             got = self.ray.get(refs, timeout=self.remote.start_timeout)

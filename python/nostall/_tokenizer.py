@@ -80,3 +80,10 @@ def _from_open_clip(simple: Any) -> str:
         special_tokens=[(simple.decoder[sot], sot), (simple.decoder[eot], eot)],
     )
     return str(tokenizer.to_str())
+
+
+def rebuilt(json: str, length: int, pad_id: int | None, max_bytes: int) -> Any:
+    """A ``nostall.Tokenizer`` from what its ``__reduce__`` gave (pickling it)."""
+    from ._nostall import Tokenizer
+
+    return Tokenizer._from_json(json, length, pad_id, max_bytes)

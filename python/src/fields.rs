@@ -107,6 +107,28 @@ impl Field {
         })
     }
 
+    /// Its arguments, for pickling (Ray sends a loader's settings to its actors so).
+    fn __getnewargs_ex__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("kind", &self.kind)?;
+        kwargs.set_item("max_bytes", self.max_bytes)?;
+        kwargs.set_item("tokenizer", &self.tokenizer)?;
+        kwargs.set_item("keys", &self.keys)?;
+        kwargs.set_item("padded", self.padded)?;
+        kwargs.set_item("length", self.length)?;
+        if let Some(arrays) = &self.arrays {
+            let d = PyDict::new(py);
+            for (name, shape) in arrays {
+                d.set_item(name, PyTuple::new(py, shape)?)?;
+            }
+            kwargs.set_item("arrays", d)?;
+        }
+        Ok((PyTuple::new(py, [&self.members])?, kwargs))
+    }
+
     fn __repr__(&self) -> String {
         let mut text = format!("Field({:?}", self.members);
         if let Some(kind) = &self.kind {

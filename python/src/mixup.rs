@@ -2,6 +2,7 @@
 
 use nostall::prep::mixup::{MixupArgs, MixupMode};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::convert::Text;
 
@@ -59,13 +60,28 @@ impl Mixup {
         })
     }
 
+    /// Its arguments, for pickling (Ray sends a loader's settings to its actors so).
+    fn __getnewargs_ex__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+        let a = &self.0;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("mixup_alpha", a.mixup_alpha)?;
+        kwargs.set_item("cutmix_alpha", a.cutmix_alpha)?;
+        kwargs.set_item("cutmix_minmax", a.cutmix_minmax)?;
+        kwargs.set_item("prob", a.prob)?;
+        kwargs.set_item("switch_prob", a.switch_prob)?;
+        kwargs.set_item("mode", mode_name(a.mode))?;
+        kwargs.set_item("correct_lam", a.correct_lam)?;
+        kwargs.set_item("label_smoothing", a.label_smoothing)?;
+        kwargs.set_item("num_classes", a.num_classes)?;
+        Ok((PyTuple::empty(py), kwargs))
+    }
+
     fn __repr__(&self) -> String {
         let a = &self.0;
-        let mode = match a.mode {
-            MixupMode::Pair => "pair",
-            MixupMode::Elem => "elem",
-            _ => "batch",
-        };
+        let mode = mode_name(a.mode);
         format!(
             "Mixup(mixup_alpha={:?}, cutmix_alpha={:?}, cutmix_minmax={}, prob={:?}, \
              switch_prob={:?}, mode='{mode}', correct_lam={}, label_smoothing={:?}, \
@@ -80,5 +96,14 @@ impl Mixup {
             a.label_smoothing,
             a.num_classes
         )
+    }
+}
+
+/// A mode as `Mixup(mode=...)` takes it.
+fn mode_name(mode: MixupMode) -> &'static str {
+    match mode {
+        MixupMode::Pair => "pair",
+        MixupMode::Elem => "elem",
+        _ => "batch",
     }
 }

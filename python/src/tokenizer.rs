@@ -3,6 +3,7 @@
 use nostall::error::SampleError;
 use nostall::prep::tokens::{self, TokenizerArgs};
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 use crate::convert::{Texts, TokenizerSource};
 use crate::dlpack::Owner;
@@ -54,6 +55,36 @@ impl Tokenizer {
             TokenizerSource::Json(json) => tokens::Tokenizer::from_json(json.as_bytes(), args),
         });
         made.map(Tokenizer).map_err(|e| raise(py, e))
+    }
+
+    /// A tokenizer from its JSON and settings, as `__reduce__` gives them.
+    #[staticmethod]
+    fn _from_json(
+        py: Python<'_>,
+        json: &str,
+        length: usize,
+        pad_id: Option<u32>,
+        max_bytes: usize,
+    ) -> PyResult<Tokenizer> {
+        let mut args = TokenizerArgs::new(length);
+        (args.pad_id, args.max_bytes) = (pad_id, max_bytes);
+        py.detach(|| tokens::Tokenizer::from_json(json.as_bytes(), args))
+            .map(Tokenizer)
+            .map_err(|e| raise(py, e))
+    }
+
+    /// For pickling (Ray sends a loader's settings to its actors so): its JSON and
+    /// settings, rebuilt by `nostall._tokenizer.rebuilt`.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Py<PyAny>, Bound<'py, PyTuple>)> {
+        let rebuilt = crate::front::front(py)?
+            .tokenizer
+            .bind(py)
+            .getattr("rebuilt")?
+            .unbind();
+        let args = self.0.args();
+        let json = String::from_utf8_lossy(self.0.json()).into_owned();
+        let args = (json, args.length, args.pad_id, args.max_bytes).into_pyobject(py)?;
+        Ok((rebuilt, args))
     }
 
     /// The number of ids a text.

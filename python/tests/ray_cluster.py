@@ -9,33 +9,49 @@ process, in a session of its own, so that
 
 * each node has its own ``--num-cpus``, custom resources and labels (worker nodes carry
   ``worker_resources``, by default ``{"nostall_prep": 1}``, so that actors can be placed on
-  them and never on the head, which stands for the trainer);
+  them and never on the head, which stands for the trainer and has 0 CPUs);
 * each node can be given its own environment variables (e.g. a different
   ``NOSTALL_PEER_SECRET`` on one node): Ray's workers on a node inherit the environment of
   that node's raylet;
 * each worker node can be held to a fraction of a core (``cpu_quota=0.6``) by a real CPU
   cgroup (v1 ``cpu.cfs_quota_us`` or v2 ``cpu.max``), when the cgroup file system is
-  writable (it is on the test VM, as root, also inside ``unshare -rn``);
-* a node can be killed at once (``kill_worker_node``), and everything started is stopped
-  by pid (process group of each node's session) on exit: never ``ray stop``, which would
-  also stop other users' Ray.
+  writable (on the test VM, as root, it is, also inside ``unshare -rn``);
+* a node can be killed at once, as a lost machine (``kill_worker_node``), or frozen
+  (``signal_worker_node(i, SIGSTOP)``), and everything started is stopped by pid (every
+  process of each node's session) on exit: never ``ray stop``, which would also stop
+  other users' Ray. Should the process that started the cluster die without stopping it
+  (a crash, a test runner's SIGKILL), a small watchdog process kills the nodes' sessions
+  and removes the cgroups and temp folder (Ray's fate sharing alone would leave each
+  node's dashboard and runtime-env agents running).
 
-Ray rewrites 127.0.0.1 to the machine's interface address and listens on all interfaces
-(``0.0.0.0``), so this helper refuses to start outside a network namespace of its own in
-which only the loopback interface exists: run tests as
+Ray listens on all interfaces and works out "its" address from the machine's, so this
+helper refuses to start outside a network namespace of its own in which only the loopback
+interface exists. Run tests as
 
     unshare -rn sh -c 'ip link set lo up && .venv-test/bin/python -m pytest ...'
 
 Usage::
 
-    from ray_cluster import RayCluster
-    with RayCluster(workers=2, worker_cpus=1, cpu_quota=0.6) as cluster:
-        ray.init(address=cluster.address)
-        ...
-        ray.shutdown()
+    from ray_cluster import RayCluster, in_own_netns
+    pytestmark = pytest.mark.skipif(not in_own_netns(), reason="needs `unshare -rn`")
 
-Start (head + 2 worker nodes in parallel) takes about 4-5 s on the 2-core test VM, stop
-about 1 s; see ``python ray_cluster.py`` for a self-check that prints the timings.
+    with RayCluster(workers=2, worker_cpus=1, cpu_quota=0.6) as cluster:
+        ray.init(**cluster.init_kwargs())   # address=127.0.0.1:<port>, on the head node
+        ...                                 # cluster.worker_node_ids, kill_worker_node(0)
+    # leaving shuts this process's driver down, then kills the nodes
+
+On the 2-core test VM a head and 2 worker nodes start in 7-10 s (about 13 Python processes
+importing Ray on 2 cores: start a cluster per module rather than per test where possible)
+and stop in 0.1 s (SIGKILL; 2 s with ``graceful_stop``); each node holds about 0.5 GB of
+memory before any work. ``python ray_cluster.py`` (in the namespace) checks it all and
+prints the timings.
+
+Settings made for every node (`BASE_ENV`): ``RAY_AUTH_MODE=disabled`` (otherwise a node
+turns token authentication on if ``~/.ray/auth_token`` exists when it starts, which any
+plain ``ray.init()`` writes, and nodes that decided differently cannot talk), no drain on
+SIGTERM, no usage stats. A Ray temp dir per node (nodes sharing one race for the same Unix
+socket names when started together, and one dies); explicit ports in 20000-32000, away from
+the kernel's ephemeral ports and Ray's worker ports.
 """
 
 from __future__ import annotations
@@ -53,7 +69,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["RayCluster", "NodeProcess", "in_own_netns", "loopback_works", "cpu_cgroup_support"]
+__all__ = [
+    "RayCluster", "NodeProcess", "CpuCgroup", "in_own_netns", "loopback_works", "require_own_netns",
+    "cpu_cgroup_support", "free_ports",
+]
 
 LOOPBACK = "127.0.0.1"
 
@@ -69,6 +88,11 @@ BASE_ENV = {
     # SIGTERM to `ray start --block` otherwise marks the node draining and waits up to
     # 30 s for its workers to leave before stopping it.
     "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+    # Explicit, so that all nodes agree: with RAY_AUTH_MODE unset, each `ray start` turns
+    # token authentication on if ~/.ray/auth_token exists when it starts (a plain
+    # `ray.init()` starting a local cluster writes one), and a node that decided otherwise
+    # cannot join. The cluster is reachable from its network namespace only.
+    "RAY_AUTH_MODE": "disabled",
 }
 
 #: With ``fast_failure_detection``: the GCS declares a killed node dead after about 3 s
@@ -270,6 +294,58 @@ def cpu_cgroup_support() -> Optional[str]:
 
 # --------------------------------------------------------------------------- processes
 
+#: The watchdog, a separate process reading commands on stdin: ``sid N`` (a node's session),
+#: ``rmdir PATH`` (a cgroup), ``rmtree PATH`` (the temp folder), ``done`` (the owner has
+#: stopped the cluster itself: exit). Should stdin close without ``done``, the owner died:
+#: SIGKILL every process of those sessions, by pid, until none is left (10 s at most), then
+#: remove the cgroups and the folder.
+_WATCHDOG = r"""
+import os, shutil, signal, sys, time
+sids, cgroups, trees = set(), [], []
+for line in sys.stdin:
+    what, _, arg = line.rstrip("\n").partition(" ")
+    if what == "done":
+        sys.exit(0)
+    if what == "sid":
+        sids.add(int(arg))
+    elif what == "rmdir":
+        cgroups.append(arg)
+    elif what == "rmtree":
+        trees.append(arg)
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline:
+    left = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = open(entry.path + "/stat").read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[3]) in sids and fields[0] != "Z":
+            left.append(int(entry.name))
+    if not left:
+        break
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.1)
+for path in cgroups:
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.1)
+for path in trees:
+    shutil.rmtree(path, ignore_errors=True)
+"""
+
 
 def _session_pids(sid: int) -> list[int]:
     """Pids of all processes in session `sid` (each node's ``ray start`` is made a session
@@ -357,6 +433,11 @@ class RayCluster:
         require_netns: refuse to start outside a loopback-only network namespace.
         log_monitor: run Ray's log monitor on each node, which forwards the output of
             tasks and actors to the driver; False saves one Python process a node.
+        fast_failure_detection: the GCS health-checks nodes every second and declares one
+            dead after 3 failed checks (`FAST_FAILURE_ENV`), so that a killed node is seen
+            dead in about 3 s instead of about 15 s.
+        graceful_stop: the default of `stop`'s `graceful` (SIGTERM first, about 2 s, rather
+            than SIGKILL at once, about 0.1 s).
     """
 
     def __init__(
@@ -379,6 +460,7 @@ class RayCluster:
         keep_logs: bool = False,
         log_monitor: bool = True,
         fast_failure_detection: bool = True,
+        graceful_stop: bool = False,
     ) -> None:
         self.workers = workers
         self.worker_cpus = worker_cpus
@@ -397,6 +479,7 @@ class RayCluster:
         self.require_netns = require_netns
         self.log_monitor = log_monitor
         self.fast_failure_detection = fast_failure_detection
+        self.graceful_stop = graceful_stop
         self.keep_logs = keep_logs or bool(os.environ.get("NOSTALL_KEEP_RAY_LOGS"))
         self.head: Optional[NodeProcess] = None
         self.worker_nodes: list[NodeProcess] = []
@@ -406,6 +489,7 @@ class RayCluster:
         self.startup_s = 0.0
         self._gcs_client: Any = None
         self._seq = 0
+        self._watchdog: Optional[subprocess.Popen] = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -423,6 +507,12 @@ class RayCluster:
             require_own_netns()
         t0 = time.perf_counter()
         self.tmp = tempfile.mkdtemp(prefix="rc", dir=self.temp_root)
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG], stdin=subprocess.PIPE, text=True, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        if not self.keep_logs:
+            self._tell_watchdog("rmtree", self.tmp)
         try:
             self.gcs_port = free_port()
             self.address = f"{LOOPBACK}:{self.gcs_port}"
@@ -456,13 +546,12 @@ class RayCluster:
             self._wait_registered([node])
         return node
 
-    def kill_worker_node(self, i: int, sig: int = signal.SIGKILL, wait_dead: bool = False) -> None:
-        """Kill worker node `i` at once, as a lost machine: `sig` (SIGKILL) to every process
-        of its session, by pid; waits until they are gone, and with `wait_dead` until the
-        GCS has declared the node dead too (about 3 s with `fast_failure_detection`)."""
+    def kill_worker_node(self, i: int, wait_dead: bool = False) -> None:
+        """Kill worker node `i` at once, as a lost machine: SIGKILL to every process of its
+        session, by pid, until none is left; with `wait_dead`, wait until the GCS has
+        declared the node dead too (about 3 s with `fast_failure_detection`)."""
         node = self.worker_nodes[i]
-        self._signal_node(node, sig)
-        self._reap(node, timeout=10.0)
+        self._kill_session(node, timeout=10.0)
         if node.cgroup is not None:
             node.cgroup.remove()
             node.cgroup = None
@@ -473,29 +562,41 @@ class RayCluster:
                     raise TimeoutError(f"the GCS still holds {node.name} alive 60 s after its kill")
                 time.sleep(0.1)
 
-    def stop(self, timeout: float = 10.0, graceful: bool = True) -> None:
-        """Stop every process this cluster started, by pid: SIGTERM to each node's
-        ``ray start`` (which stops its raylet, agents and workers), worker nodes and head
-        together; SIGKILL to whatever of their sessions is left after `timeout` (at once
-        without `graceful`). Then remove the cgroups and the temp folder. Idempotent. A
-        driver of this process still connected to the cluster is shut down first."""
+    def signal_worker_node(self, i: int, sig: int) -> None:
+        """`sig` to every process of worker node `i`, by pid, without waiting: SIGSTOP
+        freezes the node (a hung machine: its connections stay open), SIGCONT thaws it."""
+        self._signal_node(self.worker_nodes[i], sig)
+
+    def stop(self, timeout: float = 10.0, graceful: Optional[bool] = None) -> None:
+        """Stop every process this cluster started, by pid. By default (`graceful_stop`
+        False) SIGKILL to every process of each node's session at once (about 0.1 s; the
+        processes linger as zombies until init reaps them); with `graceful`, SIGTERM to
+        each node's ``ray start`` first, which stops its raylet, agents and workers (about
+        2 s), and SIGKILL to whatever is left after `timeout`. Then remove the cgroups and
+        the temp folder. Idempotent. A driver of this process still connected to the
+        cluster is shut down first."""
+        if graceful is None:
+            graceful = self.graceful_stop
         self._shutdown_driver()
         nodes = [n for n in self.worker_nodes + ([self.head] if self.head else [])]
         for node in nodes:
-            if graceful and node.proc.poll() is None:
-                try:
+            self._signal_node(node, signal.SIGCONT)  # thaw nodes frozen by SIGSTOP
+        if graceful:
+            for node in nodes:
+                if node.proc.poll() is None:
                     node.proc.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
+            deadline = time.monotonic() + timeout
+            for node in nodes:
+                try:
+                    node.proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
                     pass
-        deadline = time.monotonic() + (timeout if graceful else 0.0)
+        errors = []
         for node in nodes:
             try:
-                node.proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for node in nodes:
-            self._signal_node(node, signal.SIGKILL)
-            self._reap(node, timeout=5.0)
+                self._kill_session(node, timeout=5.0)
+            except TimeoutError as e:
+                errors.append(str(e))
             if node.cgroup is not None:
                 node.cgroup.remove()
                 node.cgroup = None
@@ -505,6 +606,16 @@ class RayCluster:
         elif self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp = ""
+        if self._watchdog is not None:
+            self._tell_watchdog("done")
+            try:
+                self._watchdog.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()
+                self._watchdog.wait()
+            self._watchdog = None
+        if errors:
+            raise RuntimeError("; ".join(errors))
 
     def _shutdown_driver(self) -> None:
         """``ray.shutdown()`` if this process is a driver of this cluster (a driver left
@@ -533,6 +644,24 @@ class RayCluster:
         """Node ids (hex) the GCS holds alive now."""
         return {info.node_id.hex() for info in self._node_infos() if info.state == 0}
 
+    def cpu_seconds(self, which: str = "all") -> float:
+        """User+system CPU seconds used so far by the live processes of the nodes, with the
+        children they have reaped: `which` is ``"all"``, ``"head"`` or ``"workers"``. The
+        difference over a window is the CPU those nodes used in it (a process that dies
+        within the window takes its share with it). A driver is not part of any node."""
+        head = [self.head] if self.head else []
+        nodes = {"all": head + self.worker_nodes, "head": head, "workers": self.worker_nodes}[which]
+        ticks = 0
+        for node in nodes:
+            for pid in node.pids():
+                try:
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(")") + 2:].split()
+                ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def init_kwargs(self) -> dict[str, Any]:
         """Arguments for ``ray.init(**kwargs)`` that attach the driver to the head node."""
         return {"address": self.address, "_node_ip_address": LOOPBACK}
@@ -550,6 +679,7 @@ class RayCluster:
         name = "head" if head else f"worker{index}"
         self._seq += 1
         nm_port, om_port, agent_grpc, agent_http, rt_env, metrics = free_ports(6)
+        res: Mapping[str, float]
         if head:
             res, labels, ncpu, quota = self.head_resources, self.head_labels, self.head_cpus, self.head_cpu_quota
         else:
@@ -604,11 +734,22 @@ class RayCluster:
                 if cgroup is not None:
                     cgroup.remove()
                 raise
+        self._tell_watchdog("sid", str(proc.pid))
+        if cgroup is not None:
+            self._tell_watchdog("rmdir", str(cgroup.path))
         return NodeProcess(name, head, proc, nm_port, log_path, cgroup)
+
+    def _tell_watchdog(self, what: str, arg: str = "") -> None:
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            try:
+                self._watchdog.stdin.write(f"{what} {arg}\n")
+                self._watchdog.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
 
     def _client(self) -> Any:
         if self._gcs_client is None:
-            from ray._raylet import GcsClient
+            from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
             self._gcs_client = GcsClient(address=self.address)
         return self._gcs_client
@@ -672,20 +813,26 @@ class RayCluster:
                 pass
 
     @staticmethod
-    def _reap(node: NodeProcess, timeout: float) -> None:
-        """Wait for the node's leader and for the rest of its session to be gone."""
-        if node.gone:
-            return
-        try:
-            node.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return
+    def _kill_session(node: NodeProcess, timeout: float) -> None:
+        """SIGKILL every process of the node's session, by pid, again until none is left
+        (a process may fork while it is being killed); reap the leader."""
         deadline = time.monotonic() + timeout
-        while _session_pids(node.proc.pid):
-            if time.monotonic() > deadline:
+        while not node.gone:
+            pids = node.pids()
+            if not pids and node.proc.poll() is not None:
+                node.gone = True
                 return
-            time.sleep(0.02)
-        node.gone = True
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Ray {node.name} node: processes {pids} outlive SIGKILL")
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                node.proc.wait(0.05)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def _rss_mb(pids: Sequence[int]) -> float:
@@ -718,7 +865,7 @@ def _self_check() -> None:
             def node(self) -> str:
                 return ray.get_runtime_context().get_node_id()
 
-        actors = [Where.remote() for _ in range(2)]
+        actors = [Where.remote() for _ in range(2)]  # type: ignore[attr-defined]
         nodes = sorted(ray.get([a.node.remote() for a in actors]))
         assert nodes == sorted(n for n in c.worker_node_ids if n), (nodes, c.worker_node_ids)
         rss = {n.name: round(_rss_mb(n.pids())) for n in [c.head, *c.worker_nodes] if n}

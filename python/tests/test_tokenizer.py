@@ -155,3 +155,17 @@ def test_hostile_texts_are_errors_naming_them_and_bytes_are_read_as_utf8(simple)
 
 def torch_equal(a, b):
     return bool((a == b).all())
+
+
+def test_a_tokenizer_pickles_to_the_same_ids(simple, sentences):
+    """Ray sends a loader's settings to its actors pickled (remote=): a field's tokenizer
+    comes back whole."""
+    import pickle
+
+    tok = nostall.Tokenizer(simple, 16, pad_id=3, max_bytes=4096)
+    back = pickle.loads(pickle.dumps(tok))
+    assert (back.length, back.pad_id) == (16, 3)
+    texts = sentences[:200]
+    assert (back(texts)[0] == tok(texts)[0]).all()
+    field = nostall.Field("txt", tokenizer=tok)
+    assert repr(pickle.loads(pickle.dumps(field))) == repr(field)
