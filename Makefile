@@ -28,9 +28,10 @@ test: deps
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,
 # torch, torchvision, timm (the reference of the recipes' operators), mypy, pyarrow (Parquet
 # files as Hugging Face's `datasets` writes them), datasets and webdataset (read natively),
-# tokenizers and open_clip_torch (the references of `nostall.Tokenizer`: its ids, and OpenCLIP's own)
-# from PyPI; pip's cache makes repeat runs fast), then the pytest
-# suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
+# tokenizers and open_clip_torch (the references of `nostall.Tokenizer`: its ids, and OpenCLIP's own),
+# ray (remote prep's tests start a head and three worker nodes, each a `ray start` process,
+# in a network namespace of their own: `unshare -rn`) from PyPI; pip's cache makes repeat
+# runs fast), then the pytest suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
 # the built module (stubtest), mypy over the example and the benchmark script (settings in
 # python/pyproject.toml), and the two-rank torchrun example. A debug build with the engine
 # (and the tokenizer) optimised: much faster to build than a release wheel, and fast
@@ -40,13 +41,14 @@ PY_TEST := $(VENV_TEST)/bin/python
 python-test: deps
 	@test -x $(PY_TEST) || python3 -m venv $(VENV_TEST)
 	$(PY_TEST) -m pip install -q --disable-pip-version-check maturin pytest numpy torch torchvision \
-	  timm mypy types-psutil pyarrow datasets webdataset tokenizers open_clip_torch
+	  timm mypy types-psutil pyarrow datasets webdataset tokenizers open_clip_torch ray
 	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q \
 	  --config 'profile.dev.package.nostall.opt-level=3' \
 	  --config 'profile.dev.package.nostall-python.opt-level=3' \
 	  --config 'profile.dev.package.nostall-agent.opt-level=3' \
 	  --config 'profile.dev.package.nostall-analyze.opt-level=3' \
-	  --config 'profile.dev.package.tokenizers.opt-level=3'
+	  --config 'profile.dev.package.tokenizers.opt-level=3' \
+	  --config 'profile.dev.package.nostall-remote.opt-level=3'
 	$(PY_TEST) -m pytest -q python/tests
 	$(PY_TEST) -m mypy.stubtest nostall
 	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py \

@@ -71,7 +71,7 @@ REPO = os.path.dirname(HERE)
 DEFAULT_PHOTOS = os.path.join(HERE, "data", "photos")
 BATCH = 64
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-RECIPES = ("imagenet", "timm")
+RECIPES = ("imagenet", "imagenet-u8", "timm")
 PREP_RESOURCE = "nostall_prep"  # the custom resource of RayCluster's worker nodes
 
 
@@ -85,6 +85,11 @@ def make_transform(recipe: str) -> Any:
             v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.PILToTensor(),
             v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
         ])  # fmt: skip
+    if recipe == "imagenet-u8":
+        # The same crop and flip, uint8 out: normalised on the GPU, as DALI and FFCV users do.
+        from torchvision.transforms import v2
+
+        return v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.PILToTensor()])
     if recipe == "timm":
         from timm.data import create_transform
 

@@ -25,7 +25,7 @@ use rustls::{ClientConnection, StreamOwned};
 
 use crate::describe::{describe, differs};
 use crate::wire::{self, Failure, Part, Reply, Skip};
-use crate::RemoteError;
+use crate::{RemoteError, Socket};
 
 /// How a trainer's client shares out a run.
 #[derive(Debug, Clone)]
@@ -187,7 +187,7 @@ impl Remote {
     pub fn check(&self) -> Result<(), RemoteError> {
         for address in self.addresses() {
             let stream = self.inner.connect(&address)?;
-            let _ = stream.sock.shutdown(Shutdown::Both);
+            let _ = stream.sock.tcp.shutdown(Shutdown::Both);
         }
         Ok(())
     }
@@ -274,7 +274,7 @@ impl Inner {
     fn connect(
         &self,
         address: &str,
-    ) -> Result<StreamOwned<ClientConnection, TcpStream>, RemoteError> {
+    ) -> Result<StreamOwned<ClientConnection, Socket>, RemoteError> {
         let unreachable = |e: io::Error| RemoteError::Unreachable {
             address: address.to_owned(),
             message: e.to_string(),
@@ -294,7 +294,7 @@ impl Inner {
             nostall_peer::auth::Identity::server_name(),
         )
         .map_err(|e| unreachable(io::Error::other(e)))?;
-        let mut tls = StreamOwned::new(conn, sock);
+        let mut tls = StreamOwned::new(conn, Socket::new(sock).map_err(unreachable)?);
         let refused = |e: io::Error| RemoteError::Refused {
             address: address.to_owned(),
             message: e.to_string(),
@@ -858,6 +858,7 @@ impl Worker {
             message: e.to_string(),
         };
         tls.sock
+            .tcp
             .set_read_timeout(Some(self.client.options.stall_limit))
             .map_err(lost)?;
         {
@@ -866,7 +867,7 @@ impl Worker {
                 return Ok(());
             }
             st.sockets
-                .insert(self.name.clone(), tls.sock.try_clone().map_err(lost)?);
+                .insert(self.name.clone(), tls.sock.tcp.try_clone().map_err(lost)?);
         }
         self.count(|s| s.up = true);
         let mut began = Instant::now();

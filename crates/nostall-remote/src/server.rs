@@ -14,7 +14,7 @@ use rustls::{ServerConnection, StreamOwned};
 
 use crate::describe::describe;
 use crate::wire::{self, Failure, Part, Skip};
-use crate::RemoteError;
+use crate::{RemoteError, Socket};
 
 /// How long a connection may take to say hello, and a client to read what was sent.
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -189,7 +189,7 @@ impl Client {
         stream.set_read_timeout(Some(HANDSHAKE))?;
         stream.set_write_timeout(Some(WRITE_LIMIT))?;
         let conn = ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
-        let mut tls = StreamOwned::new(conn, stream);
+        let mut tls = StreamOwned::new(conn, Socket::new(stream)?);
         let hello = crate::handshake(&mut tls).and_then(|()| wire::read_hello(&mut tls));
         if let Err(e) = hello {
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
@@ -198,7 +198,7 @@ impl Client {
         self.counters.clients.fetch_add(1, Ordering::Relaxed);
         wire::write_welcome(&mut tls, &self.description)?;
         // Waiting for the next part has no bound: a trainer between epochs asks for none.
-        tls.sock.set_read_timeout(None)?;
+        tls.sock.tcp.set_read_timeout(None)?;
         while let Some(part) = wire::read_part(&mut tls)? {
             if self.stop.load(Ordering::Acquire) {
                 break;
