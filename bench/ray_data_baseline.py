@@ -240,7 +240,7 @@ def run(
         for batch in ds.iter_torch_batches(batch_size=batch_size, device="cpu",
                                            prefetch_batches=prefetch_batches, drop_last=True):  # fmt: skip
             images, labels = batch["image"], batch["label"]
-            assert images.shape[1:] == (3, 224, 224) and images.dtype.is_floating_point
+            assert images.shape[1:] == (3, 224, 224) and (images.dtype.is_floating_point or recipe == "imagenet-u8")
             seen += 1
             if seen == 1:
                 first_batch_s = time.perf_counter() - t0

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from ._nostall import Field, Mixup
 from ._nostall import Loader as _Engine
+from ._remote import Remote
 
 __all__ = ["Loader", "is_path", "texts"]
 

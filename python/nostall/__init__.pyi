@@ -17,6 +17,8 @@ from ._nostall import BatchTensor as BatchTensor
 from ._nostall import Field as Field
 from ._loader import Loader as Loader
 from ._nostall import Mixup as Mixup
+from ._remote import Remote as Remote
+from ._remote import Scaling as Scaling
 from ._nostall import Tokenizer as Tokenizer
 from ._nostall import __version__ as __version__
 from ._nostall import demo_photos as demo_photos
@@ -35,7 +37,9 @@ __all__ = [
     "Mixup",
     "NostallError",
     "PeerError",
+    "Remote",
     "SampleError",
+    "Scaling",
     "StepError",
     "StorageError",
     "Tokenizer",

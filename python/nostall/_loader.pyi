@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ._nostall import Field, Mixup
 from ._nostall import Loader as _Engine
+from ._remote import Remote
 
 __all__ = ["Loader", "is_path", "texts"]
 
@@ -58,6 +59,7 @@ class Loader(_Engine):
         output: Literal["auto", "torch", "numpy", "dlpack"] = "auto",
         metrics_addr: str | None = None,
         share: str | None = None,
+        remote: Remote | None = None,
         device: str | None = None,
         decode: Literal["auto", "gpu", "cpu"] = "auto",
         gpu_decode_min_pixels: int = 1000000,

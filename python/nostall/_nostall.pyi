@@ -15,6 +15,7 @@ __all__ = [
     "__version__",
     "Loader",
     "Batches",
+    "RemoteClient",
     "BatchTensor",
     "Op",
     "Mixup",
@@ -163,6 +164,25 @@ class Loader:
     def skipped(self) -> list[dict[str, Any]]:
         """Samples skipped in the current (or last) epoch: ``sample_id``, ``location``,
         ``cause``, ``detail`` (the first 1 000)."""
+    def _serve_remote(self, host: str, port: int) -> str:
+        """Serves this loader's batches to its job's trainers (a remote preparer); returns
+        the address it listens on."""
+    def _connect_remote(self, addresses: list[str], options: Mapping[str, Any]) -> RemoteClient:
+        """Makes this loader's epochs with the preparers at ``addresses`` (each checked)."""
+
+@final
+class RemoteClient:
+    """A trainer's client of its remote preparers (``remote=``)."""
+
+    def set_addresses(self, addresses: list[str]) -> None:
+        """Replaces the preparers' addresses."""
+    @property
+    def addresses(self) -> list[str]:
+        """The preparers' addresses."""
+    def stats(self) -> list[dict[str, Any]]:
+        """Each preparer's figures: name, batches, duplicates, bytes, parts, failures, up."""
+    def delivered(self) -> tuple[int, int, float]:
+        """Batches, samples and seconds waited so far."""
 
 @final
 class Mixup:
@@ -180,6 +200,7 @@ class Mixup:
         label_smoothing: float = 0.1,
         num_classes: int = 1000,
     ) -> Mixup: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...
 
 @final
 class Tokenizer:
@@ -194,6 +215,9 @@ class Tokenizer:
         pad_id: int | None = None,
         max_bytes: int = 65536,
     ) -> Tokenizer: ...
+    @staticmethod
+    def _from_json(json: str, length: int, pad_id: int | None, max_bytes: int) -> Tokenizer: ...
+    def __reduce__(self) -> tuple[Any, tuple[str, int, int | None, int]]: ...
     @property
     def length(self) -> int:
         """The number of ids a text."""
@@ -221,6 +245,7 @@ class Field:
         length: int | None = None,
         arrays: Mapping[str, int | tuple[int, ...]] | None = None,
     ) -> Field: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 
 def _loader_settings() -> list[tuple[str, str, list[str], str | None, str, str]]:
     """The engine's loader settings: name, kind, choices, default text, what it takes, doc."""

@@ -279,10 +279,11 @@ impl Loader {
             .detach(move || inner.resolve(&states))
             .map_err(|e| raise(py, e))?;
         self.next = resumed.position;
-        // Prepared from there at once, unless skips of the epoch so far go on from the
-        // saved counts, or it goes on in an order this loader's settings would not deal
-        // (the epoch is then started when iterated).
+        // Prepared from there at once, unless remote preparers make it, skips of the epoch
+        // so far go on from the saved counts, or it goes on in an order this loader's
+        // settings would not deal (the epoch is then started when iterated).
         if self.shared.is_none()
+            && self.remote.is_none()
             && resumed.skipped.is_empty()
             && resumed.history.is_empty()
             && resumed.identity == self.inner.identity()
