@@ -271,10 +271,7 @@ impl Inner {
 
     /// A TLS connection to `address` that has proved the secret both ways and whose
     /// preparer describes this loader.
-    fn connect(
-        &self,
-        address: &str,
-    ) -> Result<StreamOwned<ClientConnection, Socket>, RemoteError> {
+    fn connect(&self, address: &str) -> Result<StreamOwned<ClientConnection, Socket>, RemoteError> {
         let unreachable = |e: io::Error| RemoteError::Unreachable {
             address: address.to_owned(),
             message: e.to_string(),
