@@ -7,6 +7,8 @@ to 0.6 core each (``python/tests/ray_cluster.py``), on real photographs
 * ``local``: ``nostall.Loader(photos, pipeline=..., threads=1)``, the trainer's half core;
 * ``remote``: the same with ``remote=nostall.Remote(actors=2, num_cpus=1, ...)``: one
   actor on each worker node, and the trainer's own loader;
+* ``receive``: ``remote=`` with ``local=False``: the actors prepare everything, and the
+  trainer's CPU per batch is what receiving a batch costs it;
 * ``raydata``: Ray Data as its users write it (``read_images`` + ``map_batches`` of the
   same torchvision/timm transform in an actor pool on the worker nodes,
   ``iter_torch_batches``; ``bench/ray_data_baseline.py``).
@@ -99,10 +101,11 @@ def one(contender: str, recipe: str, address: str, warmup: int, batches: int) ->
     import nostall
 
     settings: dict[str, Any] = dict(batch_size=BATCH, threads=1, drop_last=True, **recipe_settings(recipe))
-    if contender == "remote":
+    if contender in ("remote", "receive"):
         ray.init(address=address, _node_ip_address="127.0.0.1", logging_level="ERROR",
                  log_to_driver=False)
-        settings["remote"] = nostall.Remote(actors=2, num_cpus=1, resources={"nostall_prep": 1})
+        settings["remote"] = nostall.Remote(actors=2, num_cpus=1, resources={"nostall_prep": 1},
+                                            local=contender == "remote")
     loader = nostall.Loader(PHOTOS, **settings)
 
     def batches_of() -> Any:
@@ -111,7 +114,7 @@ def one(contender: str, recipe: str, address: str, warmup: int, batches: int) ->
                 yield len(labels)
 
     figures = measure(batches_of, warmup, batches)
-    if contender == "remote":
+    if contender != "local":
         figures["preparers"] = loader.metrics["remote"]
     return figures
 

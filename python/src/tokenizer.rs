@@ -34,6 +34,23 @@ impl Tokenizer {
     pub(crate) fn engine(&self) -> &tokens::Tokenizer {
         &self.0
     }
+
+    /// The tokenizer of `source` with these settings.
+    fn made(
+        py: Python<'_>,
+        source: TokenizerSource,
+        length: usize,
+        pad_id: Option<u32>,
+        max_bytes: usize,
+    ) -> PyResult<Tokenizer> {
+        let mut args = TokenizerArgs::new(length);
+        (args.pad_id, args.max_bytes) = (pad_id, max_bytes);
+        let made = py.detach(|| match &source {
+            TokenizerSource::Path(path) => tokens::Tokenizer::from_file(path, args),
+            TokenizerSource::Json(json) => tokens::Tokenizer::from_json(json.as_bytes(), args),
+        });
+        made.map(Tokenizer).map_err(|e| raise(py, e))
+    }
 }
 
 #[pymethods]
@@ -48,29 +65,19 @@ impl Tokenizer {
         pad_id: Option<u32>,
         max_bytes: usize,
     ) -> PyResult<Tokenizer> {
-        let mut args = TokenizerArgs::new(length);
-        (args.pad_id, args.max_bytes) = (pad_id, max_bytes);
-        let made = py.detach(|| match &tokenizer {
-            TokenizerSource::Path(path) => tokens::Tokenizer::from_file(path, args),
-            TokenizerSource::Json(json) => tokens::Tokenizer::from_json(json.as_bytes(), args),
-        });
-        made.map(Tokenizer).map_err(|e| raise(py, e))
+        Tokenizer::made(py, tokenizer, length, pad_id, max_bytes)
     }
 
     /// A tokenizer from its JSON and settings, as `__reduce__` gives them.
     #[staticmethod]
     fn _from_json(
         py: Python<'_>,
-        json: &str,
+        json: String,
         length: usize,
         pad_id: Option<u32>,
         max_bytes: usize,
     ) -> PyResult<Tokenizer> {
-        let mut args = TokenizerArgs::new(length);
-        (args.pad_id, args.max_bytes) = (pad_id, max_bytes);
-        py.detach(|| tokens::Tokenizer::from_json(json.as_bytes(), args))
-            .map(Tokenizer)
-            .map_err(|e| raise(py, e))
+        Tokenizer::made(py, TokenizerSource::Json(json), length, pad_id, max_bytes)
     }
 
     /// For pickling (Ray sends a loader's settings to its actors so): its JSON and

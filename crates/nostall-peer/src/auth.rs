@@ -175,8 +175,10 @@ impl Identity {
     }
 }
 
-/// Completes a TLS handshake over a blocking stream (within the stream's own deadline).
-pub(crate) fn handshake<C, T, S>(tls: &mut rustls::StreamOwned<C, T>) -> std::io::Result<()>
+/// Completes a TLS handshake over a blocking stream (within the stream's own deadline):
+/// for this crate's planes, and for other services of the job on the same identity
+/// (`nostall-remote`).
+pub fn handshake<C, T, S>(tls: &mut rustls::StreamOwned<C, T>) -> std::io::Result<()>
 where
     C: std::ops::DerefMut<Target = rustls::ConnectionCommon<S>>,
     T: std::io::Read + std::io::Write,

@@ -296,7 +296,7 @@ impl Inner {
             address: address.to_owned(),
             message: e.to_string(),
         };
-        crate::handshake(&mut tls).map_err(refused)?;
+        nostall_peer::auth::handshake(&mut tls).map_err(refused)?;
         wire::write_hello(&mut tls).map_err(refused)?;
         let theirs = wire::read_welcome(&mut tls).map_err(refused)?;
         if let Some(difference) = differs(&self.description, &theirs) {

@@ -121,16 +121,3 @@ impl std::io::Write for Socket {
         self.tcp.flush()
     }
 }
-
-/// Completes a TLS handshake over a blocking stream (within the stream's own deadlines).
-fn handshake<C, T, S>(tls: &mut rustls::StreamOwned<C, T>) -> std::io::Result<()>
-where
-    C: std::ops::DerefMut<Target = rustls::ConnectionCommon<S>>,
-    T: std::io::Read + std::io::Write,
-    S: rustls::SideData,
-{
-    while tls.conn.is_handshaking() {
-        tls.conn.complete_io(&mut tls.sock)?;
-    }
-    Ok(())
-}

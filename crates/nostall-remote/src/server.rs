@@ -190,7 +190,8 @@ impl Client {
         stream.set_write_timeout(Some(WRITE_LIMIT))?;
         let conn = ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
         let mut tls = StreamOwned::new(conn, Socket::new(stream)?);
-        let hello = crate::handshake(&mut tls).and_then(|()| wire::read_hello(&mut tls));
+        let hello =
+            nostall_peer::auth::handshake(&mut tls).and_then(|()| wire::read_hello(&mut tls));
         if let Err(e) = hello {
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
             return Err(e);
