@@ -229,6 +229,7 @@ impl Remote {
                 part_seconds: (0.0, 0),
                 wanted: BTreeSet::new(),
                 sockets: BTreeMap::new(),
+                lost: BTreeMap::new(),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -353,6 +354,8 @@ struct State {
     wanted: BTreeSet<String>,
     /// Each remote preparer's socket, to cut a blocked read when the run stops.
     sockets: BTreeMap<String, TcpStream>,
+    /// Remote preparers lost and not reached since: when they were lost, and why.
+    lost: BTreeMap<String, (Instant, String)>,
 }
 
 /// A part given out.
@@ -421,6 +424,32 @@ impl State {
                 self.again.insert(part);
             }
         }
+    }
+
+    /// Why the run cannot go on when every preparer it has is remote and none has been
+    /// reached for `limit`: it would wait for ever.
+    fn stranded(&self, local: bool, limit: Duration) -> Option<Error> {
+        if local || self.wanted.is_empty() {
+            return None;
+        }
+        let mut lost = Vec::with_capacity(self.wanted.len());
+        for name in &self.wanted {
+            let (since, why) = self.lost.get(name)?;
+            if since.elapsed() < limit {
+                return None;
+            }
+            lost.push(format!("{name}: {why}"));
+        }
+        Some(Error::Storage {
+            location: "remote preparers".into(),
+            message: format!(
+                "none of the {} preparers was reached for {:.0} s ({}); are the actors \
+                 alive and their nodes reachable from here?",
+                lost.len(),
+                limit.as_secs_f64(),
+                lost.join("; ")
+            ),
+        })
     }
 
     /// Whether batch `index` of `part` is still wanted (not taken, not arrived).
@@ -519,7 +548,9 @@ impl RemoteRun {
         let mut st = lock(&schedule.state);
         let before = Instant::now();
         loop {
-            if let Some(error) = st.fatal.take() {
+            let options = &self.remote.options;
+            let stranded = st.stranded(options.local, options.stall_limit);
+            if let Some(error) = st.fatal.take().or(stranded) {
                 schedule.stop.store(true, Ordering::Release);
                 return Next::Batch(Err(error));
             }
@@ -821,11 +852,15 @@ impl Worker {
                 Err(RemoteError::Config(message)) => {
                     return self.fatal(schedule, Error::Config(message))
                 }
-                Err(_) => {
+                Err(e) => {
                     if schedule.stop.load(Ordering::Acquire) {
                         return;
                     }
                     self.count(|s| s.failures += 1);
+                    let mut st = lock(&schedule.state);
+                    let since = st.lost.get(&self.name).map_or_else(Instant::now, |l| l.0);
+                    st.lost.insert(self.name.clone(), (since, e.to_string()));
+                    drop(st);
                     // Waits out the backoff, unless the run stops first.
                     let until = Instant::now() + backoff;
                     let mut st = lock(&schedule.state);
@@ -865,6 +900,7 @@ impl Worker {
             }
             st.sockets
                 .insert(self.name.clone(), tls.sock.tcp.try_clone().map_err(lost)?);
+            st.lost.remove(&self.name);
         }
         self.count(|s| s.up = true);
         let mut began = Instant::now();

@@ -319,3 +319,21 @@ fn bytes_that_are_not_the_protocol_end_only_their_connection() {
     remote.unwrap().check().unwrap();
     assert_eq!(served.load(Ordering::Relaxed), 3);
 }
+
+#[test]
+fn a_run_whose_preparers_are_all_unreachable_fails_instead_of_waiting() {
+    let f = Fixture::new();
+    let trainer = f.loader(2);
+    let nobody = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = nobody.local_addr().unwrap().to_string();
+    drop(nobody);
+    let mut options = options(false);
+    options.stall_limit = Duration::from_millis(300);
+    let remote = Remote::new(trainer.clone(), &secret(6), vec![address.clone()], options).unwrap();
+    let first = remote.run(start_of(&trainer, 0)).unwrap().next().unwrap();
+    let message = first.unwrap_err().to_string();
+    assert!(
+        message.contains(&address) && message.contains("none of the 1 preparers"),
+        "{message}"
+    );
+}
