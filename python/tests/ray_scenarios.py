@@ -63,6 +63,30 @@ def remote(**kw: Any) -> nostall.Remote:
     return nostall.Remote(**settings)
 
 
+class Drawing:
+    """A map-style Dataset whose samples are drawn from nostall's generator of the sample."""
+
+    def __len__(self) -> int:
+        return 24
+
+    def __getitem__(self, i: int) -> Any:
+        import torch
+
+        noise = torch.rand(3, 8, 8, generator=nostall.sample_generator())
+        return noise + i, int(nostall.sample_generator("numpy").integers(0, 1000))
+
+
+def darkened(image: Any) -> Any:
+    """The user's function on each image (``ops.Python``)."""
+    return image // 2
+
+
+def hashes(loader: Any) -> list[str]:
+    """Each batch's digest, every tensor of it."""
+    return [hashlib.sha1(b"".join(t.numpy().tobytes() for t in batch)).hexdigest()
+            for batch in loader]
+
+
 def refused(make: Any) -> str:
     """The ConfigError ``make`` raises (or what it did instead)."""
     try:
@@ -167,6 +191,16 @@ def scenarios(seen: dict[str, Any], photos: str, cluster: RayCluster) -> None:
     seen["elastic"] = digest(elastic) == digest(expected)
     del elastic, expected
     mark(seen, "elastic")
+
+    # The user's own code in the actors alone: a Dataset object drawing from the sample's
+    # generator (in the actors' worker processes), and ops.Python on each image.
+    dataset = dict(batch_size=4, seed=7, threads=1)
+    seen["dataset"] = (hashes(nostall.Loader(Drawing(), remote=remote(local=False), **dataset))
+                       == hashes(nostall.Loader(Drawing(), **dataset)))
+    python_ops = dict(recipe(), pipeline=[ops.RandomResizedCrop(32), ops.Python(darkened)])
+    seen["python_op"] = (digest(nostall.Loader(photos, remote=remote(local=False), **python_ops))
+                         == digest(nostall.Loader(photos, **python_ops)))
+    mark(seen, "user_code")
 
     # Refused before the first epoch, by name.
     seen["no_label"] = refused(lambda: nostall.Loader(

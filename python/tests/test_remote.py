@@ -62,6 +62,11 @@ def test_state_dict_resumes_exactly_with_or_without_remote_and_on_fewer_ranks(se
     assert seen["elastic"]
 
 
+def test_the_users_own_code_runs_in_the_actors_with_the_same_batches(seen):
+    assert seen["dataset"], "a Dataset object through remote= gave other batches"
+    assert seen["python_op"], "ops.Python through remote= gave other batches"
+
+
 def test_what_cannot_work_is_a_config_error_before_the_first_epoch(seen):
     assert seen["no_cluster"].startswith("ConfigError") and "no Ray cluster" in seen["no_cluster"]
     assert seen["no_label"].startswith("ConfigError") and "pool=gpu-less" in seen["no_label"]
