@@ -7,8 +7,9 @@
 # Both install what they need when it is missing: the demo only the build's system
 # packages (cmake and nasm, to build the vendored libjpeg-turbo 3); the tests also
 # chromium (to test the HTML report of `nostall analyze` headless), prometheus (a real
-# server scrapes a loader in the live-metrics test), python3-venv and s3s-fs (the
-# S3-compatible server the S3 tests run against).
+# server scrapes a loader in the live-metrics test), python3-venv, s3s-fs (the
+# S3-compatible server the S3 tests run against), and iproute2 and util-linux (`ip`,
+# `unshare`: the Ray tests run in a network namespace of their own).
 
 .PHONY: demo test deps build-deps bench python-test
 
@@ -61,9 +62,10 @@ build-deps:
 
 deps: build-deps
 	@command -v chromium >/dev/null && command -v prometheus >/dev/null && \
+	  command -v ip >/dev/null && command -v unshare >/dev/null && \
 	  python3 -m venv --help >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    python3-venv chromium prometheus >/dev/null; }
+	    python3-venv chromium prometheus iproute2 util-linux >/dev/null; }
 	@# s3s-fs: the S3-compatible server the S3 tests run against.
 	@test -x "$${CARGO_HOME:-$$HOME/.cargo}/bin/s3s-fs" || command -v s3s-fs >/dev/null || \
 	  cargo install s3s-fs@0.14.1 --features binary --locked
