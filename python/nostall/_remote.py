@@ -225,6 +225,8 @@ class _Pool:
         self.addresses: dict[int, str] = {}
         self.client: Any = None
         self.stopped = threading.Event()
+        #: Set each time an actor is found at a new address (Ray restarted it).
+        self.moved = threading.Event()
         self.thread: threading.Thread | None = None
         self.rule = _Rule(remote.scaling) if remote.scaling else None
 
@@ -291,6 +293,7 @@ class _Pool:
                 changed = True
         if changed:
             self.client.set_addresses(self._live())
+            self.moved.set()
 
     def _live(self) -> list[str]:
         return [self.addresses[id(a)] for a in self.actors if id(a) in self.addresses]

@@ -18,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nostall::clock::Clock;
 use nostall::loader::{Batch, Checkpoint, Next};
 use nostall::{EpochStats, Error, Loader, Position, SampleError};
 use nostall_peer::Secret;
@@ -46,6 +47,9 @@ pub struct RemoteOptions {
     /// A part the consumer waits on is given to an idle preparer too once it has been out
     /// this many times as long as a part takes on average.
     pub hedge_factor: f64,
+    /// The clock the decisions on elapsed time read (a part late enough to hedge, a run
+    /// stranded for `stall_limit`): the real one, or one a test moves.
+    pub clock: Clock,
 }
 
 impl Default for RemoteOptions {
@@ -57,6 +61,7 @@ impl Default for RemoteOptions {
             stall_limit: Duration::from_secs(60),
             connect_limit: Duration::from_secs(10),
             hedge_factor: 3.0,
+            clock: Clock::real(),
         }
     }
 }
@@ -230,6 +235,7 @@ impl Remote {
                 wanted: BTreeSet::new(),
                 sockets: BTreeMap::new(),
                 lost: BTreeMap::new(),
+                clock: inner.options.clock.clone(),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -356,6 +362,8 @@ struct State {
     sockets: BTreeMap<String, TcpStream>,
     /// Remote preparers lost and not reached since: when they were lost, and why.
     lost: BTreeMap<String, (Instant, String)>,
+    /// What `given`, `lost` and the parts' times are read on.
+    clock: Clock,
 }
 
 /// A part given out.
@@ -393,7 +401,7 @@ impl State {
                     ended: None,
                     failed: None,
                     holders: vec![me.to_owned()],
-                    given: Instant::now(),
+                    given: self.clock.now(),
                     hedged: false,
                 },
             );
@@ -407,7 +415,8 @@ impl State {
             Some(seconds / made as f64)
         };
         let open = self.open.get_mut(&self.delivering)?;
-        let late = typical.is_some_and(|t| open.given.elapsed().as_secs_f64() > hedge_factor * t);
+        let out = self.clock.since(open.given).as_secs_f64();
+        let late = typical.is_some_and(|t| out > hedge_factor * t);
         if late && !open.hedged && open.ended.is_none() && !open.holders.iter().any(|h| h == me) {
             open.hedged = true;
             open.holders.push(me.to_owned());
@@ -435,7 +444,7 @@ impl State {
         let mut lost = Vec::with_capacity(self.wanted.len());
         for name in &self.wanted {
             let (since, why) = self.lost.get(name)?;
-            if since.elapsed() < limit {
+            if self.clock.since(*since) < limit {
                 return None;
             }
             lost.push(format!("{name}: {why}"));
@@ -795,7 +804,8 @@ impl Worker {
     /// The trainer's own loader, making parts in this thread's turn with its threads.
     fn prepare_locally(&self, schedule: &Schedule, start: &Checkpoint) {
         while let Some(Some(part)) = self.next_part(schedule, false) {
-            let began = Instant::now();
+            let clock = &self.client.options.clock;
+            let began = clock.now();
             let mut batches = match self.client.loader.batches(start, self.range(part)) {
                 Ok(batches) => batches,
                 Err(e) => return self.fatal(schedule, e),
@@ -824,7 +834,7 @@ impl Worker {
             }
             if !stopped {
                 let tail = Skip::since(&batches, &mut reported);
-                self.end(schedule, part, made, tail, began.elapsed());
+                self.end(schedule, part, made, tail, clock.since(began));
             }
         }
     }
@@ -856,11 +866,15 @@ impl Worker {
                     if schedule.stop.load(Ordering::Acquire) {
                         return;
                     }
-                    self.count(|s| s.failures += 1);
                     let mut st = lock(&schedule.state);
-                    let since = st.lost.get(&self.name).map_or_else(Instant::now, |l| l.0);
+                    let since = match st.lost.get(&self.name) {
+                        Some(&(since, _)) => since,
+                        None => st.clock.now(),
+                    };
                     st.lost.insert(self.name.clone(), (since, e.to_string()));
                     drop(st);
+                    // Counted once it is recorded lost: a test waits for the count.
+                    self.count(|s| s.failures += 1);
                     // Waits out the backoff, unless the run stops first.
                     let until = Instant::now() + backoff;
                     let mut st = lock(&schedule.state);
@@ -903,7 +917,8 @@ impl Worker {
             st.lost.remove(&self.name);
         }
         self.count(|s| s.up = true);
-        let mut began = Instant::now();
+        let clock = &self.client.options.clock;
+        let mut began = clock.now();
         // Batches received of the part at the front of `asked`.
         let mut made = 0;
         loop {
@@ -919,7 +934,7 @@ impl Worker {
                     run: start.clone(),
                 };
                 if asked.is_empty() {
-                    began = Instant::now();
+                    began = clock.now();
                 }
                 asked.push_back(part);
                 wire::write_part(&mut tls, &request).map_err(lost)?;
@@ -961,8 +976,8 @@ impl Worker {
                 }
                 Reply::End { tag, skips } if tag == part => {
                     asked.pop_front();
-                    self.end(schedule, part, made, skips, began.elapsed());
-                    began = Instant::now();
+                    self.end(schedule, part, made, skips, clock.since(began));
+                    began = clock.now();
                     made = 0;
                 }
                 Reply::Failed { tag, failure } if tag == part => {

@@ -9,7 +9,8 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nostall::loader::{Checkpoint, LoaderBuilder, LoaderSettings, Threads};
+use nostall::clock::Clock;
+use nostall::loader::{Checkpoint, LoaderBuilder, LoaderSettings, Next, Threads};
 use nostall::{Loader, Position};
 use nostall_peer::Secret;
 use nostall_remote::{Remote, RemoteError, RemoteOptions, Server};
@@ -328,10 +329,25 @@ fn a_run_whose_preparers_are_all_unreachable_fails_instead_of_waiting() {
     let address = nobody.local_addr().unwrap().to_string();
     drop(nobody);
     let mut options = options(false);
-    options.stall_limit = Duration::from_millis(300);
+    options.stall_limit = Duration::from_secs(30);
+    options.clock = Clock::manual();
+    let clock = options.clock.clone();
     let remote = Remote::new(trainer.clone(), &secret(6), vec![address.clone()], options).unwrap();
-    let first = remote.run(start_of(&trainer, 0)).unwrap().next().unwrap();
-    let message = first.unwrap_err().to_string();
+    let mut run = remote.run(start_of(&trainer, 0)).unwrap();
+    // The preparer is recorded lost once its failure is counted; until the clock passes
+    // the stall limit from there, the run waits.
+    while remote.stats().iter().all(|s| s.failures == 0) {
+        assert!(matches!(
+            run.next_within(Duration::from_millis(10)),
+            Next::Pending
+        ));
+    }
+    assert!(matches!(
+        run.next_within(Duration::from_millis(10)),
+        Next::Pending
+    ));
+    clock.advance(Duration::from_secs(31));
+    let message = run.next().unwrap().unwrap_err().to_string();
     assert!(
         message.contains(&address) && message.contains("none of the 1 preparers"),
         "{message}"
