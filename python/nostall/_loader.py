@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from . import _batch, _hf, _remote, _translate
+from . import _batch, _hf, _remote, _store, _translate
 from ._errors import ConfigError
 from ._nostall import Loader as _Engine
 from ._nostall import _loader_settings
@@ -239,6 +239,7 @@ class Spec:
     worker_init_fn: Any = None
     timeout: float | None = None
     node_cache: str | None = None
+    node_store: Any = None
     output: str = "auto"
     device: str | None = None
     decode: str = "auto"
@@ -453,7 +454,11 @@ class Loader(_Engine):
                  if name not in ("cls", "source") and value is not None}
         remote = given.get("remote")
         asked = dict(given)
-        loader = super().__new__(cls, _resolve(source, given))
+        spec = _resolve(source, given)
+        if spec.node_cache is not None and spec.share in (None, "off"):
+            # The node agent, another process, joins at nostall's rendezvous instead.
+            spec.node_store = _store.job_store()
+        loader = super().__new__(cls, spec)
         if remote is not None:
             _remote.attach(loader, remote, source, asked)
         return loader

@@ -33,6 +33,7 @@ mod shared;
 mod spec;
 mod state;
 mod stats;
+mod store;
 mod tensor;
 mod tokenizer;
 mod user_code;

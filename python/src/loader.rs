@@ -137,7 +137,11 @@ impl Loader {
         let shapes = fields.as_ref().map(FieldsArg::shapes).unwrap_or_default();
         attach_fields_and_mix(py, &spec, fields, &mut job)?;
         if let Some(capacity) = spec.node_capacity(py)? {
-            let mut node = NodeConfig::from_env(capacity).map_err(|e| raise_peer(py, e))?;
+            let mut node = match &spec.node_store {
+                Some(store) => NodeConfig::from_env_meeting_in(capacity, store.0.clone()),
+                None => NodeConfig::from_env(capacity),
+            }
+            .map_err(|e| raise_peer(py, e))?;
             node.seed = job.loader().settings().plan.seed;
             job.on_node(node);
         }

@@ -20,6 +20,7 @@ use crate::convert::PipelineArg;
 use crate::errors::{config_error, raise};
 use crate::mixup::Mixup;
 use crate::python_ops::PythonOps;
+use crate::store::NodeStore;
 use crate::user_code;
 
 /// A loader as the front resolved it (the attributes of `nostall._loader.Spec`).
@@ -48,6 +49,9 @@ pub(crate) struct Spec {
     pub timeout: Option<f64>,
     /// Each node's part of a cache partitioned across the job's nodes.
     pub node_cache: Option<String>,
+    /// Where the nodes of that cache meet: torch.distributed's store, when the job has
+    /// one; else nostall's rendezvous at `MASTER_ADDR`.
+    pub node_store: Option<NodeStore>,
     /// `"auto"`, `"torch"`, `"numpy"` or `"dlpack"`.
     pub output: String,
     /// The CUDA device batches are handed over on (`device=`).

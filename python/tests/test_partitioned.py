@@ -1,12 +1,15 @@
 """A cache partitioned across nodes: processes as the ranks of two torchrun nodes on loopback.
 
-The nodes find each other through the rendezvous at ``MASTER_ADDR`` (the peer service on
-``MASTER_PORT + 1``); each node's local rank 0 caches the node's part of the dataset and
-serves it, over real sockets, to the other node and to its own node's other ranks. With
-``share="auto"`` each node's agent (a real process per node) does that for all the node's
-ranks, which read its batches through shared memory.
+The nodes meet in ``torch.distributed``'s store: the default process group's once
+``init_process_group`` ran, else the store torchrun's agent serves (real ``torchrun``
+launches here). Nostall's own rendezvous port (``MASTER_PORT + 1``) stays unused: the
+tests hold it. With ``share="auto"`` each node's agent (a real process per node) joins for
+the node's ranks at nostall's rendezvous instead, and the ranks read its batches through
+shared memory. Each node's local rank 0 caches the node's part of the dataset and serves
+it, over real sockets, to the other node and to its own node's other ranks.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -25,7 +28,8 @@ import json, sys, urllib.request
 import torch.distributed as dist
 import nostall
 
-dist.init_process_group("gloo")
+if sys.argv[3] == "init":
+    dist.init_process_group("gloo")
 loader = nostall.Loader(sys.argv[1], batch_size=4, image_size=32, cache="60%",
                         cache_policy="partitioned", seed=3, metrics_addr="127.0.0.1:0",
                         share=sys.argv[2])
@@ -37,6 +41,8 @@ for epoch in range(2):
         assert images.shape[1:] == (3, 32, 32)
         ids += loader.last_ids
     epochs.append(ids)
+if not dist.is_initialized():  # the loader met the others in torchrun's agent's store
+    dist.init_process_group("gloo")
 dist.barrier()  # the other node may still read this node's part
 served = urllib.request.urlopen(f"http://{loader.metrics_addr}/metrics").read().decode()
 print(json.dumps({"rank": loader.rank, "world": loader.world_size, "epochs": epochs,
@@ -77,21 +83,44 @@ def node_env(rank, port, ranks_per_node=1, listen=None, **extra):
     return env
 
 
-def run_job(photos, ranks_per_node, share="off", agents=()):
-    """Runs the two-node job; `agents` are the nodes' agent sockets, with `share`."""
+def run_job(photos, ranks_per_node, share="off", agents=(), launch="processes"):
+    """Runs the two-node job; `agents` are the nodes' agent sockets, with `share`.
+
+    `launch`: "processes" starts each rank as torchrun would (its variables set) and it
+    calls ``init_process_group``; "torchrun" starts each node with torchrun itself, and the
+    ranks leave torch.distributed uninitialised (the store is torchrun's agent's)."""
     port, listen = free_port_pair(), free_port()
     world = 2 * ranks_per_node
     extra = [dict(NOSTALL_AGENT_SOCKET=str(a)) for a in agents] or [{}, {}]
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos, share],
-                              env=node_env(rank, port, ranks_per_node, listen,
-                                           **extra[rank // ranks_per_node]),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(world)]
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        results.append(json.loads(out))
+    with contextlib.ExitStack() as held:
+        if share == "off":
+            # The nodes meet in torch's store: nostall's rendezvous port is not theirs.
+            rendezvous = held.enter_context(socket.socket())
+            rendezvous.bind(("127.0.0.1", port + 1))
+            rendezvous.listen()
+        if launch == "torchrun":
+            torchrun = str(Path(sys.executable).with_name("torchrun"))
+            procs = [subprocess.Popen(
+                [torchrun, "--nnodes=2", f"--node_rank={node}", f"--nproc_per_node={ranks_per_node}",
+                 "--master_addr=127.0.0.1", f"--master_port={port}",
+                 "--no-python", sys.executable, "-c", CHILD, photos, share, "torchrun"],
+                env={k: v for k, v in node_env(node * ranks_per_node, port, ranks_per_node,
+                                                   listen).items()
+                     if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")},
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for node in range(2)]
+        else:
+            procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos, share, "init"],
+                                      env=node_env(rank, port, ranks_per_node, listen,
+                                                   **extra[rank // ranks_per_node]),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for rank in range(world)]
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=180)
+            assert p.returncode == 0, err
+            results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    results.sort(key=lambda r: r["rank"])
     assert [(r["rank"], r["world"]) for r in results] == [(rank, world) for rank in range(world)]
     n = nostall.Loader(photos).dataset_len
     for epoch in range(2):
@@ -100,9 +129,10 @@ def run_job(photos, ranks_per_node, share="off", agents=()):
     return results
 
 
-@pytest.mark.parametrize("ranks_per_node", [1, 2])
-def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, ranks_per_node):
-    results = run_job(photos, ranks_per_node)
+@pytest.mark.parametrize("ranks_per_node,launch", [(1, "processes"), (2, "torchrun")])
+def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, ranks_per_node,
+                                                                         launch):
+    results = run_job(photos, ranks_per_node, launch=launch)
     counts = [r["counts"] for r in results]
     # Together the nodes hold 120% of the dataset, so storage served each sample once in
     # the whole job (to the node holding it); every sample a rank delivered came from its

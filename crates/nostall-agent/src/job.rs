@@ -28,7 +28,7 @@ use nostall::dataset::Dataset;
 use nostall::loader::LoaderBuilder;
 use nostall::storage::Source;
 use nostall::Loader;
-use nostall_peer::{Node, NodeConfig};
+use nostall_peer::{Membership, Node, NodeConfig};
 
 use crate::client::{AgentError, Client, Reading};
 
@@ -174,6 +174,15 @@ impl JobBuilder {
             .mixing(self.loader.sources().to_vec())
             .with_fields(self.loader.given_fields().cloned());
         if let Some(node) = &self.node {
+            if matches!(node.membership, Membership::Store { .. }) {
+                // The agent, another process, cannot reach the store the rank was given.
+                return Err(JobError::Settings(
+                    "the node agent joins the job for the node, and cannot reach the \
+                     key-value store this job's nodes meet in: with sharing, meet at \
+                     nostall's rendezvous (NodeConfig::from_env)"
+                        .into(),
+                ));
+            }
             reading = reading.on_node(node.clone());
         } else if let Some(ranks) = nostall::env::LocalRanks::from_env() {
             // Under torchrun, the agent balances its threads between the local ranks'

@@ -297,6 +297,7 @@ impl JobNode {
         let peers = match &self.membership {
             Membership::Peers(peers) => format!("peers {}", peers.join(",")),
             Membership::Rendezvous { at, own } => format!("rendezvous at {at} as {own}"),
+            Membership::Store { store, own } => format!("store {} as {own}", store.prefix()),
         };
         format!(
             "node {} of {} ({} ranks each), {peers}, cache {} seed {}",
@@ -318,6 +319,9 @@ impl JobNode {
             }
             Membership::Rendezvous { at, own } => {
                 w.u8(1).text(at).text(own);
+            }
+            Membership::Store { .. } => {
+                unreachable!("JobBuilder::attach keeps a store's membership from the agent")
             }
         }
         w.text(&self.capacity).u64(self.seed);

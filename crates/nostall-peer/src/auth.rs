@@ -95,6 +95,20 @@ impl Secret {
         }
     }
 
+    /// The HMAC-SHA256 of `parts`, one after another, with the secret.
+    pub(crate) fn sign(&self, parts: &[&[u8]]) -> hmac::Tag {
+        let mut context = hmac::Context::with_key(&self.key);
+        for part in parts {
+            context.update(part);
+        }
+        context.sign()
+    }
+
+    /// Whether `tag` is the HMAC-SHA256 of `parts` with the secret (in constant time).
+    pub(crate) fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> std::result::Result<(), ()> {
+        hmac::verify(&self.key, &parts.concat(), tag).map_err(|_| ())
+    }
+
     /// The job's TLS identity.
     ///
     /// # Errors

@@ -73,6 +73,7 @@ mod membership;
 mod node_cache;
 mod server;
 mod source;
+mod store;
 #[cfg(test)]
 #[path = "../tests/common/mod.rs"]
 mod test_common;
@@ -94,3 +95,4 @@ pub use server::{
     MAX_HANDSHAKES_PER_ADDRESS,
 };
 pub use source::{PartitionedSource, SourceBreakdown};
+pub use store::{JobStore, MemoryStore, Store};

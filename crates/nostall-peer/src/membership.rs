@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::node_cache::{NodeCache, NodeCacheStats};
 use crate::server::{Service, ServiceConfig, ServiceStats, DEFAULT_MAX_CONNECTIONS};
 use crate::source::{AnswerSizes, PartitionedSource, SourceBreakdown};
+use crate::store::JobStore;
 
 /// The barrier's "epoch" of the meeting at the end of a job ([`Node::finish`]): after any
 /// epoch a job may have, and the same for every rank whatever its epoch count.
@@ -48,6 +49,15 @@ pub enum Membership {
         /// Node 0's address.
         at: String,
         /// This node's address.
+        own: String,
+    },
+    /// Register with the job's key-value store (torchrun's, reached through
+    /// `torch.distributed`), which every rank already reaches, and read every node's entry
+    /// from it: no rendezvous service and no port of nostall's own.
+    Store {
+        /// The job's key space.
+        store: JobStore,
+        /// This node's address (port 0: the system picks one).
         own: String,
     },
 }
@@ -128,7 +138,21 @@ impl NodeConfig {
     ///
     /// [`Error::Config`] naming the variable that is missing or malformed.
     pub fn from_env(capacity: Capacity) -> Result<NodeConfig> {
-        NodeConfig::from_vars(capacity, Secret::from_env()?, |name| {
+        NodeConfig::from_vars(capacity, Secret::from_env()?, None, |name| {
+            std::env::var(name).ok()
+        })
+    }
+
+    /// As [`NodeConfig::from_env`], the nodes meeting through `store` (the job's own, as
+    /// torchrun runs it) instead of a rendezvous at `MASTER_ADDR`: each node listens at a
+    /// port the system picks ([`LISTEN_VAR`] still wins), and [`PEERS_VAR`] still wins
+    /// over the store.
+    ///
+    /// # Errors
+    ///
+    /// As for [`NodeConfig::from_env`].
+    pub fn from_env_meeting_in(capacity: Capacity, store: JobStore) -> Result<NodeConfig> {
+        NodeConfig::from_vars(capacity, Secret::from_env()?, Some(store), |name| {
             std::env::var(name).ok()
         })
     }
@@ -136,6 +160,7 @@ impl NodeConfig {
     fn from_vars(
         capacity: Capacity,
         secret: Secret,
+        store: Option<JobStore>,
         var: impl Fn(&str) -> Option<String>,
     ) -> Result<NodeConfig> {
         let place = Distributed::resolve_with(None, None, &var)?;
@@ -153,7 +178,6 @@ impl NodeConfig {
             )));
         }
         let nodes = place.world / local_world;
-        let node = place.rank / local_world;
         let membership = match var(PEERS_VAR) {
             Some(list) => {
                 let peers: Vec<String> = list.split(',').map(|p| p.trim().to_string()).collect();
@@ -172,6 +196,22 @@ impl NodeConfig {
                          list the nodes' peer addresses in {PEERS_VAR}"
                     ))
                 })?;
+                if let Some(store) = store {
+                    // The route towards the store's host (any port: no packet is sent).
+                    let probe = format!("{master}:{}", var("MASTER_PORT").unwrap_or("1".into()));
+                    let own = match var(LISTEN_VAR) {
+                        Some(own) => own,
+                        None => format!("{}:0", address_towards(&probe)?),
+                    };
+                    return NodeConfig::placed(
+                        place,
+                        local_world,
+                        capacity,
+                        secret,
+                        var,
+                        Membership::Store { store, own },
+                    );
+                }
                 let port = match var(PORT_VAR) {
                     Some(p) => p.trim().parse::<u16>().map_err(|_| {
                         Error::Config(format!("{PORT_VAR}={p:?} is not a port number"))
@@ -194,6 +234,18 @@ impl NodeConfig {
                 Membership::Rendezvous { at, own }
             }
         };
+        NodeConfig::placed(place, local_world, capacity, secret, var, membership)
+    }
+
+    /// Node and local rank from `place`, the join timeout from [`JOIN_TIMEOUT_VAR`].
+    fn placed(
+        place: Distributed,
+        local_world: usize,
+        capacity: Capacity,
+        secret: Secret,
+        var: impl Fn(&str) -> Option<String>,
+        membership: Membership,
+    ) -> Result<NodeConfig> {
         let mut timeouts = Timeouts::default();
         if let Some(v) = var(JOIN_TIMEOUT_VAR) {
             timeouts.join = v
@@ -208,8 +260,8 @@ impl NodeConfig {
                 })?;
         }
         Ok(NodeConfig {
-            node,
-            nodes,
+            node: place.rank / local_world,
+            nodes: place.world / local_world,
             local_rank: place.local_rank % local_world,
             ranks_per_node: local_world,
             membership,
@@ -346,7 +398,7 @@ impl Node {
                 }
                 peers[config.node].clone()
             }
-            Membership::Rendezvous { own, .. } => own.clone(),
+            Membership::Rendezvous { own, .. } | Membership::Store { own, .. } => own.clone(),
         };
         let (cache, service) = if config.local_rank == 0 {
             let cache = Arc::new(NodeCache::new(
@@ -361,7 +413,7 @@ impl Node {
                     ranks_per_node: config.ranks_per_node,
                     listen: resolve(&own)?,
                     secret: config.secret.clone(),
-                    fingerprint,
+                    fingerprint: fingerprint.clone(),
                     max_response_bytes: config.max_sample_bytes,
                     io_timeout: config.timeouts.request,
                     gather_timeout: config.gather_timeout,
@@ -386,6 +438,22 @@ impl Node {
                     &registered(own, service.as_ref()),
                     data_port,
                     config.nodes,
+                )?
+                .into_iter()
+                .map(|(addr, data)| (addr, Some(data)))
+                .unzip(),
+            Membership::Store { store, own } => store
+                .meet(
+                    config.node,
+                    config.nodes,
+                    service
+                        .as_ref()
+                        .map(|s| (registered(own, Some(s)), data_port))
+                        .as_ref()
+                        .map(|(addr, port)| (addr.as_str(), *port)),
+                    &config.secret,
+                    &fingerprint,
+                    config.timeouts.join,
                 )?
                 .into_iter()
                 .map(|(addr, data)| (addr, Some(data)))
@@ -530,6 +598,9 @@ impl Node {
     ///
     /// As for [`Node::barrier`].
     pub fn barrier_for(&self, epoch: u64, local_rank: usize) -> Result<bool> {
+        if let Membership::Store { store, .. } = &self.config.membership {
+            return store.barrier(epoch, self.config.world(), self.config.gather_timeout);
+        }
         let reply = self.links.barrier(
             &self.peers[0],
             epoch,
@@ -597,6 +668,7 @@ mod tests {
         let config = NodeConfig::from_vars(
             Capacity::Fraction(0.3),
             secret(),
+            None,
             vars(&[
                 ("RANK", "5"),
                 ("WORLD_SIZE", "8"),
@@ -619,28 +691,70 @@ mod tests {
     }
 
     #[test]
+    fn meeting_in_the_jobs_store_each_node_listens_where_the_system_picks() {
+        let store = JobStore::new(Arc::new(crate::store::MemoryStore::default()), "p/");
+        let torchrun = [
+            ("RANK", "5"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        let from = |env: &[(&str, &str)]| {
+            NodeConfig::from_vars(
+                Capacity::Fraction(0.3),
+                secret(),
+                Some(store.clone()),
+                vars(env),
+            )
+            .unwrap()
+        };
+        let config = from(&torchrun);
+        assert_eq!((config.node, config.nodes), (1, 2));
+        assert_eq!((config.local_rank, config.ranks_per_node), (1, 4));
+        let own = |own: &str| Membership::Store {
+            store: store.clone(),
+            own: own.into(),
+        };
+        assert_eq!(config.membership, own("127.0.0.1:0"));
+        let listen = [&torchrun[..], &[(LISTEN_VAR, "127.0.0.1:7000")]].concat();
+        assert_eq!(from(&listen).membership, own("127.0.0.1:7000"));
+        let list = [&torchrun[..], &[(PEERS_VAR, "a:1,b:2")]].concat();
+        assert_eq!(
+            from(&list).membership,
+            Membership::Peers(vec!["a:1".into(), "b:2".into()])
+        );
+    }
+
+    #[test]
     fn an_explicit_list_wins_and_must_fit_the_world() {
         let env = [
             ("RANK", "1"),
             ("WORLD_SIZE", "2"),
             (PEERS_VAR, "10.0.0.1:7070, 10.0.0.2:7070"),
         ];
-        let config = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&env)).unwrap();
+        let config =
+            NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), None, vars(&env)).unwrap();
         assert_eq!(config.node, 1);
         assert_eq!(
             config.membership,
             Membership::Peers(vec!["10.0.0.1:7070".into(), "10.0.0.2:7070".into()])
         );
         let env = [("WORLD_SIZE", "3"), (PEERS_VAR, "a:1,b:2")];
-        let err = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&env)).unwrap_err();
+        let err =
+            NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), None, vars(&env)).unwrap_err();
         assert!(err.to_string().contains("2 addresses for 3 nodes"), "{err}");
-        let err = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&[])).unwrap_err();
+        let err =
+            NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), None, vars(&[])).unwrap_err();
         assert!(err.to_string().contains("MASTER_ADDR"), "{err}");
         let env = [(PEERS_VAR, "a:1"), (JOIN_TIMEOUT_VAR, "2.5")];
-        let config = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&env)).unwrap();
+        let config =
+            NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), None, vars(&env)).unwrap();
         assert_eq!(config.timeouts.join, Duration::from_millis(2500));
         let env = [(PEERS_VAR, "a:1"), (JOIN_TIMEOUT_VAR, "soon")];
-        let err = NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), vars(&env)).unwrap_err();
+        let err =
+            NodeConfig::from_vars(Capacity::Fraction(0.5), secret(), None, vars(&env)).unwrap_err();
         assert!(err.to_string().contains("not a number of seconds"), "{err}");
     }
 }
