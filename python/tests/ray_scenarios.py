@@ -82,9 +82,52 @@ def darkened(image: Any) -> Any:
 
 
 def hashes(loader: Any) -> list[str]:
-    """Each batch's digest, every tensor of it."""
-    return [hashlib.sha1(b"".join(t.numpy().tobytes() for t in batch)).hexdigest()
-            for batch in loader]
+    """Each batch's digest: every tensor of it, and what else it holds (captions)."""
+    def leaves(value: Any) -> Any:
+        if isinstance(value, dict):
+            return [(k, leaves(v)) for k, v in value.items()]
+        if isinstance(value, (tuple, list)):
+            return [leaves(v) for v in value]
+        if hasattr(value, "numpy"):
+            return hashlib.sha1(value.numpy().tobytes()).hexdigest()
+        return value
+
+    return [hashlib.sha1(repr(leaves(batch)).encode()).hexdigest() for batch in loader]
+
+
+def modalities(photos: str) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Loaders of other kinds, by name: their source and settings (files made here)."""
+    import shutil
+
+    import open_clip
+    from test_audio import clip_files
+    from test_fields import captions, write_shard
+
+    root = Path(photos).parent
+    files = sorted(Path(photos).rglob("*.jpg"))[:12]
+    records = root / "records"
+    records.mkdir(exist_ok=True)
+    write_shard(records / "train-000000.tar", [
+        member for i, (path, caption) in enumerate(zip(files, captions(len(files))))
+        for member in ((f"{i:06d}.jpg", path.read_bytes()), (f"{i:06d}.txt", caption.encode()),
+                       (f"{i:06d}.cls", str(i % 3).encode()))])
+    tokenizer = nostall.Tokenizer(open_clip.get_tokenizer("ViT-B-32"), length=77)
+    fields = {"image": "jpg", "text": nostall.Field("txt", tokenizer=tokenizer), "caption": "txt",
+              "label": "cls"}
+    clips = root / "clips"
+    for clip in clip_files():
+        (clips / clip.suffix[1:]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(clip, clips / clip.suffix[1:] / clip.name)
+    half = root / "half"
+    for path in files[:8]:
+        (half / path.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, half / path.parent.name / path.name)
+    small = dict(batch_size=4, seed=9, threads=1)
+    return {
+        "fields": (str(records), dict(small, fields=fields, pipeline="train", image_size=32)),
+        "audio": (str(clips), dict(small, pipeline="melspec")),
+        "mixture": ([photos, str(half)], dict(small, weights=[0.3, 0.7], image_size=32)),
+    }
 
 
 def refused(make: Any) -> str:
@@ -200,6 +243,14 @@ def scenarios(seen: dict[str, Any], photos: str, cluster: RayCluster) -> None:
     seen["python_op"] = (digest(nostall.Loader(photos, remote=remote(local=False), **python_ops))
                          == digest(nostall.Loader(photos, **python_ops)))
     mark(seen, "user_code")
+
+    # Everything else made by the actors alone: captions tokenized in the engine (the
+    # tokenizer shipped to the actors), audio clips, and a mixture of two datasets.
+    for name, (source, kw) in modalities(photos).items():
+        made = nostall.Loader(source, remote=remote(local=False), **kw)
+        seen[name] = hashes(made) == hashes(nostall.Loader(source, **kw))
+        del made
+        mark(seen, name)
 
     # Refused before the first epoch, by name.
     seen["no_label"] = refused(lambda: nostall.Loader(

@@ -67,6 +67,12 @@ def test_the_users_own_code_runs_in_the_actors_with_the_same_batches(seen):
     assert seen["python_op"], "ops.Python through remote= gave other batches"
 
 
+def test_fields_with_a_tokenizer_audio_and_mixtures_made_by_actors_are_the_local_loaders(seen):
+    assert seen["fields"], "captions tokenized by the actors differ from the local loader's"
+    assert seen["audio"], "audio batches made by the actors differ from the local loader's"
+    assert seen["mixture"], "a mixture's batches made by the actors differ from the local loader's"
+
+
 def test_what_cannot_work_is_a_config_error_before_the_first_epoch(seen):
     assert seen["no_cluster"].startswith("ConfigError") and "no Ray cluster" in seen["no_cluster"]
     assert seen["no_label"].startswith("ConfigError") and "pool=gpu-less" in seen["no_label"]
