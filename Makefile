@@ -35,21 +35,16 @@ test: deps
 # runs fast), then the pytest suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
 # the built module (stubtest), mypy over the example and the benchmark script (settings in
 # python/pyproject.toml), and the two-rank torchrun example. A debug build with the engine
-# (and the tokenizer) optimised: much faster to build than a release wheel, and fast
-# enough for the tests.
+# (and the tokenizer) optimised, as Cargo.toml's dev profile says: the Rust tests' build,
+# reused (only pyo3 and the bindings are compiled again); much faster to build than a
+# release wheel, and fast enough for the tests.
 VENV_TEST := $(CURDIR)/.venv-test
 PY_TEST := $(VENV_TEST)/bin/python
 python-test: deps
 	@test -x $(PY_TEST) || python3 -m venv $(VENV_TEST)
 	$(PY_TEST) -m pip install -q --disable-pip-version-check maturin pytest numpy torch torchvision \
 	  timm mypy types-psutil pyarrow datasets webdataset tokenizers open_clip_torch ray
-	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q \
-	  --config 'profile.dev.package.nostall.opt-level=3' \
-	  --config 'profile.dev.package.nostall-python.opt-level=3' \
-	  --config 'profile.dev.package.nostall-agent.opt-level=3' \
-	  --config 'profile.dev.package.nostall-analyze.opt-level=3' \
-	  --config 'profile.dev.package.tokenizers.opt-level=3' \
-	  --config 'profile.dev.package.nostall-remote.opt-level=3'
+	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q
 	$(PY_TEST) -m pytest -q python/tests
 	$(PY_TEST) -m mypy.stubtest nostall
 	$(PY_TEST) -m mypy --config-file python/pyproject.toml examples/train_imagenet.py bench/compare.py \
