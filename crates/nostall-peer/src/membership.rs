@@ -663,22 +663,21 @@ mod tests {
         Secret::new(b"0123456789abcdef").unwrap()
     }
 
+    /// Rank 5 of a torchrun job of two nodes of four ranks.
+    const TORCHRUN: [(&str, &str); 6] = [
+        ("RANK", "5"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "1"),
+        ("LOCAL_WORLD_SIZE", "4"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29500"),
+    ];
+
     #[test]
     fn torchrun_places_the_node_and_finds_the_rendezvous() {
-        let config = NodeConfig::from_vars(
-            Capacity::Fraction(0.3),
-            secret(),
-            None,
-            vars(&[
-                ("RANK", "5"),
-                ("WORLD_SIZE", "8"),
-                ("LOCAL_RANK", "1"),
-                ("LOCAL_WORLD_SIZE", "4"),
-                ("MASTER_ADDR", "127.0.0.1"),
-                ("MASTER_PORT", "29500"),
-            ]),
-        )
-        .unwrap();
+        let config =
+            NodeConfig::from_vars(Capacity::Fraction(0.3), secret(), None, vars(&TORCHRUN))
+                .unwrap();
         assert_eq!((config.node, config.nodes), (1, 2));
         assert_eq!((config.local_rank, config.ranks_per_node), (1, 4));
         assert_eq!(
@@ -693,14 +692,6 @@ mod tests {
     #[test]
     fn meeting_in_the_jobs_store_each_node_listens_where_the_system_picks() {
         let store = JobStore::new(Arc::new(crate::store::MemoryStore::default()), "p/");
-        let torchrun = [
-            ("RANK", "5"),
-            ("WORLD_SIZE", "8"),
-            ("LOCAL_RANK", "1"),
-            ("LOCAL_WORLD_SIZE", "4"),
-            ("MASTER_ADDR", "127.0.0.1"),
-            ("MASTER_PORT", "29500"),
-        ];
         let from = |env: &[(&str, &str)]| {
             NodeConfig::from_vars(
                 Capacity::Fraction(0.3),
@@ -710,7 +701,7 @@ mod tests {
             )
             .unwrap()
         };
-        let config = from(&torchrun);
+        let config = from(&TORCHRUN);
         assert_eq!((config.node, config.nodes), (1, 2));
         assert_eq!((config.local_rank, config.ranks_per_node), (1, 4));
         let own = |own: &str| Membership::Store {
@@ -718,9 +709,9 @@ mod tests {
             own: own.into(),
         };
         assert_eq!(config.membership, own("127.0.0.1:0"));
-        let listen = [&torchrun[..], &[(LISTEN_VAR, "127.0.0.1:7000")]].concat();
+        let listen = [&TORCHRUN[..], &[(LISTEN_VAR, "127.0.0.1:7000")]].concat();
         assert_eq!(from(&listen).membership, own("127.0.0.1:7000"));
-        let list = [&torchrun[..], &[(PEERS_VAR, "a:1,b:2")]].concat();
+        let list = [&TORCHRUN[..], &[(PEERS_VAR, "a:1,b:2")]].concat();
         assert_eq!(
             from(&list).membership,
             Membership::Peers(vec!["a:1".into(), "b:2".into()])

@@ -356,6 +356,16 @@ mod tests {
 
     const LONG: Duration = Duration::from_secs(60);
 
+    /// Node `node`'s entry, with the fingerprint every test node has.
+    fn entry(node: u32, addr: &str, data_port: u16) -> Entry {
+        Entry {
+            node,
+            addr: addr.into(),
+            data_port,
+            fingerprint: b"fp".to_vec(),
+        }
+    }
+
     /// Every node registers from a thread of its own; each gets the whole list.
     fn meet_all(store: &JobStore, nodes: usize, secret: &Secret) -> Vec<Vec<(String, SocketAddr)>> {
         std::thread::scope(|s| {
@@ -416,15 +426,7 @@ mod tests {
         let theirs = secret("another job's secret, as long");
         let store = JobStore::new(memory.clone(), "job/0/0/");
         let forged = store
-            .signed(
-                &Entry {
-                    node: 1,
-                    addr: "127.0.0.9:7001".into(),
-                    data_port: 9001,
-                    fingerprint: b"fp".to_vec(),
-                },
-                &theirs,
-            )
+            .signed(&entry(1, "127.0.0.9:7001", 9001), &theirs)
             .unwrap();
         memory.set("job/0/0/node/1", &forged).unwrap();
         memory.add("job/0/0/registered", 1).unwrap();
@@ -437,15 +439,7 @@ mod tests {
         // An entry copied from another attempt's keys does not check under this one's.
         let old = JobStore::new(memory.clone(), "job/0/1/");
         let copied = old
-            .signed(
-                &Entry {
-                    node: 0,
-                    addr: "127.0.0.1:7000".into(),
-                    data_port: 9000,
-                    fingerprint: b"fp".to_vec(),
-                },
-                &ours,
-            )
+            .signed(&entry(0, "127.0.0.1:7000", 9000), &ours)
             .unwrap();
         assert!(store.parse_entry(&copied, &ours).is_none());
         assert!(old.parse_entry(&copied, &ours).is_some());
@@ -502,17 +496,7 @@ mod tests {
             assert!(store.parse_list(list, 1, &s).is_err(), "{list:?}");
         }
         // A valid entry followed by junk.
-        let entry = store
-            .signed(
-                &Entry {
-                    node: 0,
-                    addr: "127.0.0.1:7000".into(),
-                    data_port: 9000,
-                    fingerprint: b"fp".to_vec(),
-                },
-                &s,
-            )
-            .unwrap();
+        let entry = store.signed(&entry(0, "127.0.0.1:7000", 9000), &s).unwrap();
         let mut list = vec![0, 0, 0, 1];
         list.extend_from_slice(&(entry.len() as u16).to_be_bytes());
         list.extend_from_slice(&entry);
