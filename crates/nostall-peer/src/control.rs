@@ -7,10 +7,12 @@
 //!   // A node greets a peer before fetching from it: both must have the same
 //!   // fingerprint; the reply names the peer and its data-plane port.
 //!   rpc Hello(HelloRequest) returns (HelloReply);
-//!   // Sent to node 0 by every rank: waits until every node has registered,
-//!   // returns every node's control address and data port (membership from the
-//!   // launcher's rendezvous). Node 0 checks each caller's fingerprint, so that
-//!   // nodes need not greet each other to join.
+//!   // Sent to node 0 by each node's first rank: waits until every node has
+//!   // registered, returns every node's control address and data port in one
+//!   // binary list (membership from the launcher's rendezvous). Node 0 checks each
+//!   // caller's fingerprint, so that nodes need not greet each other to join. A
+//!   // node's other ranks send it to their node's service, which answers with the
+//!   // list node 0 gave its first rank (their fingerprint checked against it).
 //!   rpc Register(RegisterRequest) returns (RegisterReply);
 //!   // Sent to node 0 by every rank before each epoch: waits until every rank of
 //!   // every node has arrived.
@@ -22,16 +24,36 @@
 //! limited to [`MAX_CONTROL_MESSAGE_BYTES`], and the rendezvous's answer to
 //! [`message_limit`] of the job's nodes.
 //!
+//! # The node list
+//!
+//! The rendezvous's answer ([`RegisterReply::nodes`]) is the same for every rank, and
+//! every rank of the job receives it, so node 0 encodes it once and each answer shares
+//! the bytes. Integers big-endian:
+//!
+//! ```text
+//! format u8 = 1 | nodes u32 | per node, by index:
+//!     family u8 (4 | 6) | IP address (4 | 16 bytes) | control port u16 | data port u16
+//! ```
+//!
+//! A node's data plane listens on its control plane's IP address. A rank refuses a list
+//! of another format, of another node count than its job's, with a byte short or over,
+//! or with a port 0 ([`decode_nodes`]).
+//!
 //! # Scale
 //!
 //! A process keeps one connection to each peer it calls (HTTP/2 carries its calls side
 //! by side), and a waiting call holds nothing scarce at node 0: places for connections
 //! bound only those still in their TLS handshake, and a wait is a task woken once, when
-//! what it waits for is complete. So joining and each barrier cost O(1) messages per rank
-//! and node 0 holds one connection per process of the job.
+//! what it waits for is complete. So joining and each barrier cost O(1) messages per rank,
+//! node 0 answers one registration per node at join (a node's other ranks ask their
+//! node), and node 0 holds one connection per process of the job once every rank has met
+//! it at a barrier.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
 
 use tonic::transport::{Channel, Endpoint};
 
@@ -45,10 +67,127 @@ pub const MAX_CONTROL_MESSAGE_BYTES: usize = 64 << 10;
 /// The longest node address the rendezvous takes, in bytes.
 pub const MAX_ADDRESS_BYTES: usize = 256;
 
+/// The node list's format ([`RegisterReply::nodes`]); a rank refuses any other.
+pub const NODE_LIST_FORMAT: u8 = 1;
+
+/// The most bytes one node takes in the node list: an IPv6 address and two ports.
+pub const MAX_NODE_BYTES: usize = 1 + 16 + 2 + 2;
+
 /// The largest control message in a job of `nodes` nodes: the rendezvous's answer holds
-/// one address and one port per node.
+/// one entry of the node list per node.
 pub fn message_limit(nodes: usize) -> usize {
-    MAX_CONTROL_MESSAGE_BYTES.saturating_add(nodes.saturating_mul(MAX_ADDRESS_BYTES + 16))
+    MAX_CONTROL_MESSAGE_BYTES.saturating_add(nodes.saturating_mul(MAX_NODE_BYTES))
+}
+
+/// Where one node of the job is reached, as the rendezvous lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeAddress {
+    /// Its control plane.
+    pub control: SocketAddr,
+    /// Its data plane's port, on the control plane's IP address.
+    pub data_port: u16,
+}
+
+impl NodeAddress {
+    /// Its data plane.
+    pub fn data(&self) -> SocketAddr {
+        SocketAddr::new(self.control.ip(), self.data_port)
+    }
+}
+
+/// The node list of `nodes`, by node index, in format [`NODE_LIST_FORMAT`].
+pub fn encode_nodes(nodes: &[NodeAddress]) -> Bytes {
+    let mut list = BytesMut::with_capacity(1 + 4 + nodes.len() * MAX_NODE_BYTES);
+    list.put_u8(NODE_LIST_FORMAT);
+    list.put_u32(u32::try_from(nodes.len()).expect("a job has fewer than 2^32 nodes"));
+    for node in nodes {
+        match node.control.ip() {
+            IpAddr::V4(ip) => {
+                list.put_u8(4);
+                list.put_slice(&ip.octets());
+            }
+            IpAddr::V6(ip) => {
+                list.put_u8(6);
+                list.put_slice(&ip.octets());
+            }
+        }
+        list.put_u16(node.control.port());
+        list.put_u16(node.data_port);
+    }
+    list.freeze()
+}
+
+/// Reads the node list of a job of `nodes` nodes, as [`encode_nodes`] wrote it.
+///
+/// # Errors
+///
+/// [`Error::Refused`] when the list is of another format, lists another number of
+/// nodes, is cut short or runs over, names an unknown address family, or has a port 0:
+/// it comes from the network, and the node indexes it by node.
+pub fn decode_nodes(list: &[u8], nodes: usize) -> Result<Vec<NodeAddress>> {
+    let refused = |why: String| Error::Refused(format!("the rendezvous's node list {why}"));
+    let mut rest = list;
+    let [format] = take(&mut rest)
+        .ok_or_else(|| refused("is empty (does node 0 run another version of nostall?)".into()))?;
+    if format != NODE_LIST_FORMAT {
+        return Err(refused(format!(
+            "is in format {format}, this build reads {NODE_LIST_FORMAT}: run the same nostall \
+             version on every node"
+        )));
+    }
+    let count = take(&mut rest).map(u32::from_be_bytes);
+    if count.is_none_or(|count| count as usize != nodes) {
+        return Err(refused(format!(
+            "names {} nodes for a job of {nodes} (is it another job's rendezvous?)",
+            count.map_or("no".into(), |c| c.to_string())
+        )));
+    }
+    // `nodes` is this job's, not a count from the network: the allocation is ours.
+    let mut out = Vec::with_capacity(nodes);
+    for node in 0..nodes {
+        let short = || refused(format!("ends within node {node}'s entry"));
+        let ip = match take(&mut rest).ok_or_else(short)? {
+            [4] => IpAddr::V4(Ipv4Addr::from(take::<4>(&mut rest).ok_or_else(short)?)),
+            [6] => IpAddr::V6(Ipv6Addr::from(take::<16>(&mut rest).ok_or_else(short)?)),
+            [family] => {
+                return Err(refused(format!(
+                    "gives node {node} an address of unknown family {family}"
+                )))
+            }
+        };
+        let [control, data] = take::<4>(&mut rest)
+            .map(|p| {
+                [
+                    u16::from_be_bytes([p[0], p[1]]),
+                    u16::from_be_bytes([p[2], p[3]]),
+                ]
+            })
+            .ok_or_else(short)?;
+        if control == 0 || data == 0 {
+            return Err(refused(format!(
+                "gives node {node} port {control} for control and {data} for data: 0 is not \
+                 a port"
+            )));
+        }
+        out.push(NodeAddress {
+            control: SocketAddr::new(ip, control),
+            data_port: data,
+        });
+    }
+    if !rest.is_empty() {
+        return Err(refused(format!(
+            "runs {} bytes past its {nodes} nodes",
+            rest.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// The next `N` bytes of `rest`, if it has them.
+fn take<const N: usize>(rest: &mut &[u8]) -> Option<[u8; N]> {
+    let (head, tail) = rest.split_first_chunk::<N>()?;
+    *rest = tail;
+    Some(*head)
 }
 
 /// `Hello` request.
@@ -92,15 +231,14 @@ pub struct RegisterRequest {
     pub data_port: u32,
 }
 
-/// `Register` reply.
+/// `Register` reply. (Fields 1 and 2 held the list as text, one string per node, before
+/// the node list: a node of that version finds no list here, and refuses the answer.)
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RegisterReply {
-    /// Every node's control address, by node index.
-    #[prost(string, repeated, tag = "1")]
-    pub addrs: Vec<String>,
-    /// Every node's data-plane port, by node index.
-    #[prost(uint32, repeated, tag = "2")]
-    pub data_ports: Vec<u32>,
+    /// Every node's control address and data port, by node index: the node list (see
+    /// the module's documentation; [`decode_nodes`] reads it).
+    #[prost(bytes = "bytes", tag = "3")]
+    pub nodes: Bytes,
 }
 
 /// `Barrier` request.

@@ -426,7 +426,6 @@ impl Node {
         } else {
             (None, None)
         };
-        let data_port = service.as_ref().map_or(0, |s| s.data_addr().port());
         // From the rendezvous, each node's data plane, its fingerprint checked by node 0;
         // from a list, nothing but addresses: each peer is greeted (the fingerprint
         // compared, its data port learnt), waiting for it to start.
@@ -436,7 +435,7 @@ impl Node {
                 .register(
                     at,
                     &registered(own, service.as_ref()),
-                    data_port,
+                    service.as_ref(),
                     config.nodes,
                 )?
                 .into_iter()

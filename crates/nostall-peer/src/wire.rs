@@ -169,11 +169,18 @@ pub(crate) fn read_response(
     Ok(status)
 }
 
-/// Reads `data` as a server reads a client (hello, then requests) and as a client reads a
-/// server (responses of at most `limit` bytes): what fuzzers run, so that no byte sequence
-/// from a peer panics or allocates beyond the limits.
+/// Reads `data` as a server reads a client (hello, then requests), as a client reads a
+/// server (responses of at most `limit` bytes), and as a rank reads the rendezvous's node
+/// list: what fuzzers run, so that no byte sequence from a peer panics or allocates
+/// beyond the limits.
 #[doc(hidden)]
 pub fn parse_for_fuzzing(data: &[u8], limit: u64) {
+    // A job of as many nodes as the list claims, where that is few enough to reach the
+    // entries (a rank's count is its own; here the list's, so the entries get read).
+    let claimed = data.get(1..5).map_or(0, |c| {
+        u32::from_be_bytes(c.try_into().expect("4 bytes")) as usize
+    });
+    let _ = crate::control::decode_nodes(data, claimed.min(data.len()));
     let mut as_server = data;
     if read_hello(&mut as_server).is_ok() {
         while let Ok(Some(Request::Fetch(_))) = read_request(&mut as_server) {}

@@ -411,6 +411,86 @@ fn a_node_registers_once_and_only_its_own_address() {
     assert!(stats.rejected["mismatch"] >= 1);
 }
 
+/// A node's other ranks take the node list from their node's service, on their own host,
+/// so node 0 answers one rank per node (and its own), not every rank of the job; where a
+/// node's port is the system's pick, its other ranks cannot know it, and ask node 0.
+#[test]
+fn a_nodes_other_ranks_join_at_their_node_and_no_one_else_does() {
+    use nostall_peer::control::RegisterRequest;
+    let master = free_addrs(1).remove(0);
+    let addrs = [master, free_addrs(1).remove(0), "127.0.0.1:0".into()];
+    let catalog = catalog();
+    let ranks: Vec<(usize, usize)> = (0..3).flat_map(|n| [(n, 0), (n, 1)]).collect();
+    let nodes: Vec<Node> = std::thread::scope(|s| {
+        let joins: Vec<_> = ranks
+            .iter()
+            .map(|&(n, local_rank)| {
+                let (catalog, addrs) = (catalog.clone(), &addrs);
+                s.spawn(move || {
+                    let mut c = config(n, &[], 0.4);
+                    c.nodes = addrs.len();
+                    c.ranks_per_node = 2;
+                    c.local_rank = local_rank;
+                    c.membership = nostall_peer::Membership::Rendezvous {
+                        at: addrs[0].clone(),
+                        own: addrs[n].clone(),
+                    };
+                    Node::join(&catalog, storage(), c).unwrap()
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    let first = |n: usize| nodes[2 * n].service().unwrap();
+    for node in &nodes {
+        assert_eq!(node.peers(), nodes[0].peers());
+    }
+    assert_eq!(nodes[0].peers()[1], addrs[1]);
+    assert_eq!(nodes[0].peers()[2], first(2).control_addr().to_string());
+    // Node 0 holds sessions from its own two ranks, the other nodes' first ranks and node
+    // 2's other rank; node 1 from its other rank alone.
+    assert_eq!(first(0).stats().control_sessions, 5);
+    assert_eq!(first(1).stats().control_sessions, 1);
+    assert_eq!(first(2).stats().control_sessions, 0);
+    // Node 1's other rank reads every sample: its node's part from its node's service,
+    // the rest from the others, at the data planes its node's list gave.
+    let mut out = Vec::new();
+    for id in 0..SAMPLES {
+        nodes[3].source().read(id, &mut out).unwrap();
+        assert_eq!(out, bytes(id), "sample {id}");
+    }
+    assert_eq!(nodes[3].stats().source.fallbacks, 0);
+
+    // Node 1 answers no one but its own other ranks.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tls = secret().identity().unwrap().client;
+    let fingerprint = nostall_peer::fingerprint(&catalog, nodes[0].placement());
+    runtime.block_on(async {
+        let mut client = nostall_peer::control::connect(&addrs[1], &tls, Duration::from_secs(5))
+            .await
+            .unwrap();
+        for (node, data_port) in [(0, 0), (1, 4000)] {
+            let request = RegisterRequest {
+                node,
+                addr: "127.0.0.1:4001".into(),
+                fingerprint: fingerprint.clone(),
+                data_port,
+            };
+            let status = client.register(request).await.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+            assert!(
+                status.message().contains("registers at node 0"),
+                "{status:?}"
+            );
+        }
+    });
+    assert_eq!(first(1).stats().rejected["mismatch"], 2);
+}
+
 /// With two ranks per node, the barrier waits for every rank: one rank of each node is
 /// not enough (the barrier times out incomplete), both ranks of both nodes are. So a
 /// node's first rank, which runs its service, stays until its node's other ranks are done

@@ -3,6 +3,10 @@
 
 use super::*;
 
+use bytes::Bytes;
+
+use crate::control::{encode_nodes, NodeAddress};
+
 /// An authenticated control connection, holding one of the service's places for
 /// sessions until it closes.
 pub(super) struct ControlConnection {
@@ -150,15 +154,9 @@ pub(super) async fn accept_control(
     }
 }
 
-/// Where a registered node is reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Member {
-    addr: String,
-    data_port: u16,
-}
-
 /// Who has registered, and who has reached which epoch's barrier; node 0's copy is the
-/// one that counts. Each wait subscribes to one flag that flips once, when what it waits
+/// one that counts (another node's only holds the list node 0 gave its first rank, for
+/// its other ranks). Each wait subscribes to one flag that flips once, when what it waits
 /// for is complete: n waiters cost n wake-ups, not n per arrival.
 pub(super) struct Rendezvous {
     nodes: usize,
@@ -169,8 +167,12 @@ pub(super) struct Rendezvous {
 }
 
 pub(super) struct Gathering {
-    members: Vec<Option<Member>>,
+    members: Vec<Option<NodeAddress>>,
     missing: usize,
+    /// The answer to every registration, encoded by the first waiter answered and
+    /// shared by the others: each rank receives every node's entry, and there may be
+    /// tens of thousands of ranks. Dropped when a node registers again with other ports.
+    list: Option<Bytes>,
     barriers: BTreeMap<u64, Barrier>,
 }
 
@@ -205,6 +207,7 @@ impl Rendezvous {
             state: Mutex::new(Gathering {
                 members: vec![None; nodes],
                 missing: nodes,
+                list: None,
                 barriers: BTreeMap::new(),
             }),
             registered: watch::Sender::new(nodes == 0),
@@ -217,11 +220,15 @@ impl Rendezvous {
 
     /// Records node `node` at `member`; `Err` with the address it already has when that
     /// is another one.
-    fn register(&self, node: usize, member: Member) -> std::result::Result<(), String> {
+    fn register(&self, node: usize, member: NodeAddress) -> std::result::Result<(), SocketAddr> {
         let mut state = self.lock();
-        match &state.members[node] {
-            Some(known) if known.addr != member.addr => return Err(known.addr.clone()),
-            Some(_) => state.members[node] = Some(member),
+        match state.members[node] {
+            Some(known) if known.control != member.control => return Err(known.control),
+            Some(known) if known == member => {}
+            Some(_) => {
+                state.members[node] = Some(member);
+                state.list = None;
+            }
             None => {
                 state.members[node] = Some(member);
                 state.missing -= 1;
@@ -233,18 +240,27 @@ impl Rendezvous {
         Ok(())
     }
 
-    /// Every node's member once all have registered, waiting up to `timeout`; else the
-    /// nodes still missing.
-    async fn members(&self, timeout: Duration) -> std::result::Result<Vec<Member>, Vec<usize>> {
+    /// Answers every registration with `list` from now on: on a node other than node 0,
+    /// the list node 0 gave this node's first rank, for the node's other ranks.
+    pub(super) fn hold(&self, list: Bytes) {
+        self.lock().list = Some(list);
+        self.registered.send_replace(true);
+    }
+
+    /// The node list once every node has registered (or once one was held), waiting up to
+    /// `timeout`; else the nodes still missing.
+    async fn members(&self, timeout: Duration) -> std::result::Result<Bytes, Vec<usize>> {
         let mut registered = self.registered.subscribe();
         let _ = tokio::time::timeout(timeout, registered.wait_for(|all| *all)).await;
-        let state = self.lock();
-        let members: Option<Vec<Member>> = state.members.iter().cloned().collect();
-        members.ok_or_else(|| {
-            (0..self.nodes)
-                .filter(|&n| state.members[n].is_none())
-                .collect()
-        })
+        let mut state = self.lock();
+        let Gathering { members, list, .. } = &mut *state;
+        if let Some(list) = list {
+            return Ok(list.clone());
+        }
+        let Some(members) = members.iter().copied().collect::<Option<Vec<_>>>() else {
+            return Err((0..self.nodes).filter(|&n| members[n].is_none()).collect());
+        };
+        Ok(list.insert(encode_nodes(&members)).clone())
     }
 
     /// Records `rank`'s arrival at `epoch`'s barrier and waits up to `timeout` for the
@@ -407,11 +423,42 @@ impl Control for ControlService {
             ))
         })?;
         let rendezvous = &self.shared.rendezvous;
-        // A node's other ranks (data port 0) only wait for the list; its first rank, which
-        // runs the node's service, registers it.
+        let this = self.shared.config.node;
+        if this != 0 {
+            // Not the rendezvous: this node's other ranks ask here for the list node 0 gave
+            // its first rank (their fingerprint checked against this node's, which node 0
+            // checked), so that node 0 answers one rank per node. No one else asks here.
+            if register.node as usize != this || data_port != 0 {
+                let reason = format!(
+                    "node {}'s rank (data port {data_port}) registered at node {this}: a node \
+                     registers at node 0; only node {this}'s other ranks ask node {this}",
+                    register.node
+                );
+                self.shared.reject("mismatch", &peer, reason.clone());
+                return Err(tonic::Status::failed_precondition(reason));
+            }
+            return match rendezvous.members(self.shared.config.gather_timeout).await {
+                Ok(nodes) => Ok(Response::new(RegisterReply { nodes })),
+                Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                    "node {this}'s first rank had not joined the job in {:?}",
+                    self.shared.config.gather_timeout
+                ))),
+            };
+        }
+        // Other ranks (data port 0: node 0's, and those of a node whose port the system
+        // picked) only wait for the list; a node's first rank, which runs the node's
+        // service, registers it.
         if data_port != 0 {
-            let member = Member {
-                addr: register.addr.clone(),
+            // Every rank refuses a list with a port 0 in it: refused here, it is this
+            // node's error alone.
+            if claimed.port() == 0 {
+                return Err(tonic::Status::invalid_argument(format!(
+                    "node {} registered {}: a node registers the port it listens on",
+                    register.node, register.addr
+                )));
+            }
+            let member = NodeAddress {
+                control: claimed,
                 data_port,
             };
             if let Err(known) = rendezvous.register(register.node as usize, member) {
@@ -425,10 +472,7 @@ impl Control for ControlService {
             }
         }
         match rendezvous.members(self.shared.config.gather_timeout).await {
-            Ok(members) => Ok(Response::new(RegisterReply {
-                data_ports: members.iter().map(|m| u32::from(m.data_port)).collect(),
-                addrs: members.into_iter().map(|m| m.addr).collect(),
-            })),
+            Ok(nodes) => Ok(Response::new(RegisterReply { nodes })),
             Err(missing) => Err(tonic::Status::deadline_exceeded(format!(
                 "nodes {} did not register in {:?}",
                 list(&missing),
@@ -535,21 +579,75 @@ mod tests {
         let runtime = timer_runtime();
         let _entered = runtime.enter();
         let rendezvous = Rendezvous::new(2, 1);
-        let member = |port: u16| Member {
-            addr: format!("127.0.0.1:{port}"),
+        let member = |port: u16| NodeAddress {
+            control: format!("127.0.0.1:{port}").parse().unwrap(),
             data_port: port + 1,
         };
         let wait = Duration::from_secs(600);
         rendezvous.register(1, member(4000)).unwrap();
         let mut first = Box::pin(rendezvous.members(wait));
         assert!(poll_once(&mut first).is_none(), "waits for node 0");
-        assert_eq!(rendezvous.register(1, member(5000)), Err(member(4000).addr));
-        rendezvous.register(0, member(3000)).unwrap();
-        let all = vec![member(3000), member(4000)];
-        assert_eq!(poll_once(&mut first), Some(Ok(all.clone())));
         assert_eq!(
-            poll_once(&mut Box::pin(rendezvous.members(wait))),
-            Some(Ok(all))
+            rendezvous.register(1, member(5000)),
+            Err(member(4000).control)
         );
+        rendezvous.register(0, member(3000)).unwrap();
+        let all = encode_nodes(&[member(3000), member(4000)]);
+        let Some(Ok(answer)) = poll_once(&mut first) else {
+            panic!("every node registered");
+        };
+        assert_eq!(answer, all);
+        // Every other waiter shares the bytes encoded for the first: not a copy each.
+        let Some(Ok(again)) = poll_once(&mut Box::pin(rendezvous.members(wait))) else {
+            panic!("every node registered");
+        };
+        assert_eq!(again.as_ptr(), answer.as_ptr());
+        // A node registering again at its address, from a new first rank (a new data
+        // port), is listed at its new port from then on.
+        rendezvous.register(1, member(4000)).unwrap();
+        let Some(Ok(same)) = poll_once(&mut Box::pin(rendezvous.members(wait))) else {
+            panic!("every node registered");
+        };
+        assert_eq!(same.as_ptr(), answer.as_ptr(), "nothing changed");
+        let moved = NodeAddress {
+            data_port: 9000,
+            ..member(4000)
+        };
+        rendezvous.register(1, moved).unwrap();
+        let Some(Ok(renewed)) = poll_once(&mut Box::pin(rendezvous.members(wait))) else {
+            panic!("every node registered");
+        };
+        assert_eq!(renewed, encode_nodes(&[member(3000), moved]));
+    }
+
+    #[test]
+    fn a_held_list_answers_every_waiter_with_the_same_bytes() {
+        let runtime = timer_runtime();
+        let _entered = runtime.enter();
+        // Node 1's service: nobody registers there; its first rank hands it node 0's list.
+        let rendezvous = Rendezvous::new(2, 4);
+        let wait = Duration::from_secs(600);
+        let mut waiting = Box::pin(rendezvous.members(wait));
+        assert!(poll_once(&mut waiting).is_none(), "waits for the list");
+        let list = encode_nodes(&[
+            NodeAddress {
+                control: "127.0.0.1:3000".parse().unwrap(),
+                data_port: 3001,
+            },
+            NodeAddress {
+                control: "127.0.0.1:4000".parse().unwrap(),
+                data_port: 4001,
+            },
+        ]);
+        rendezvous.hold(list.clone());
+        for answer in [
+            poll_once(&mut waiting),
+            poll_once(&mut Box::pin(rendezvous.members(wait))),
+        ] {
+            let Some(Ok(answer)) = answer else {
+                panic!("the list is held");
+            };
+            assert_eq!(answer.as_ptr(), list.as_ptr());
+        }
     }
 }

@@ -451,6 +451,17 @@ impl Service {
             .unwrap_or_else(|e| e.into_inner()) = Some(admitted);
     }
 
+    /// Answers this node's other ranks' registrations with `list`: the node list (see
+    /// [`crate::control`]) as node 0 answered this node's first rank. They ask here, on
+    /// their own host, instead of node 0, which then answers one rank per node, not every
+    /// rank of the job. Node 0's own service gathers the list itself: there, this does
+    /// nothing.
+    pub fn serve_node_list(&self, list: bytes::Bytes) {
+        if self.shared.config.node != 0 {
+            self.shared.rendezvous.hold(list);
+        }
+    }
+
     /// The counters.
     pub fn stats(&self) -> ServiceStats {
         let guard = self
