@@ -447,7 +447,7 @@ impl Node {
                     config.nodes,
                     service
                         .as_ref()
-                        .map(|s| (registered(own, Some(s)), data_port))
+                        .map(|s| (registered(own, Some(s)), s.data_addr().port()))
                         .as_ref()
                         .map(|(addr, port)| (addr.as_str(), *port)),
                     &config.secret,

@@ -16,33 +16,7 @@ use nostall_peer::control::HelloRequest;
 use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 
 mod common;
-use common::{free_addrs, until_listening};
-
-const SAMPLES: u64 = 300;
-
-fn bytes(id: u64) -> Vec<u8> {
-    let len = 500 + (id as usize * 37) % 2500;
-    (0..len)
-        .map(|i| (id as usize * 131 + i * 7) as u8)
-        .collect()
-}
-
-fn catalog() -> Arc<Catalog> {
-    let samples = (0..SAMPLES).map(|id| (format!("s{id:04}.jpg"), None, bytes(id).len() as u64));
-    Arc::new(
-        Catalog::from_samples(
-            "memory://test",
-            nostall::Modality::Image,
-            Vec::new(),
-            samples,
-        )
-        .unwrap(),
-    )
-}
-
-fn storage() -> Arc<Memory> {
-    Arc::new(Memory::new((0..SAMPLES).map(bytes).collect()))
-}
+use common::{bytes, catalog, free_addrs, storage, until_listening, SAMPLES};
 
 fn secret() -> Secret {
     Secret::new(b"a secret of the test job").unwrap()

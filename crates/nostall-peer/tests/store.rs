@@ -7,31 +7,13 @@ use std::time::Duration;
 
 use nostall::cache::Capacity;
 use nostall::storage::{Memory, Source};
-use nostall::Catalog;
 use nostall_peer::{JobStore, Membership, MemoryStore, Node, NodeConfig, Secret, Timeouts};
 
-const SAMPLES: u64 = 120;
 const NODES: usize = 3;
 const RANKS_PER_NODE: usize = 2;
 
-fn bytes(id: u64) -> Vec<u8> {
-    (0..300 + id as usize % 700)
-        .map(|i| (id as usize * 29 + i) as u8)
-        .collect()
-}
-
-fn catalog() -> Arc<Catalog> {
-    let samples = (0..SAMPLES).map(|id| (format!("s{id:04}.jpg"), None, bytes(id).len() as u64));
-    Arc::new(
-        Catalog::from_samples(
-            "memory://test",
-            nostall::Modality::Image,
-            Vec::new(),
-            samples,
-        )
-        .unwrap(),
-    )
-}
+mod common;
+use common::{bytes, catalog, storage, SAMPLES};
 
 /// Rank `local_rank` of node `node`, meeting in `store` under the secret `secret`.
 fn config(node: usize, local_rank: usize, store: &JobStore, secret: &[u8]) -> NodeConfig {
@@ -70,8 +52,7 @@ fn nodes_meet_in_the_store_read_each_others_parts_and_finish_together() {
             .map(|n| {
                 let (catalog, store) = (catalog.clone(), &store);
                 s.spawn(move || {
-                    let storage = Arc::new(Memory::new((0..SAMPLES).map(bytes).collect()));
-                    Node::join(&catalog, storage, config(n, 0, store, SECRET)).unwrap()
+                    Node::join(&catalog, storage(), config(n, 0, store, SECRET)).unwrap()
                 })
             })
             .collect();
@@ -127,8 +108,7 @@ fn a_node_with_another_secret_is_refused_by_the_others() {
                     } else {
                         SECRET
                     };
-                    let storage = Arc::new(Memory::new((0..SAMPLES).map(bytes).collect()));
-                    Node::join(&catalog, storage, config(n, 0, store, secret)).map(|_| ())
+                    Node::join(&catalog, storage(), config(n, 0, store, secret)).map(|_| ())
                 })
             })
             .collect();

@@ -6,7 +6,41 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use nostall::storage::Memory;
+use nostall::Catalog;
+
+/// Samples in the test dataset.
+pub(crate) const SAMPLES: u64 = 300;
+
+/// Sample `id`'s bytes: recognisable, and of sizes from 500 to 3 000.
+pub(crate) fn bytes(id: u64) -> Vec<u8> {
+    let len = 500 + (id as usize * 37) % 2500;
+    (0..len)
+        .map(|i| (id as usize * 131 + i * 7) as u8)
+        .collect()
+}
+
+/// The catalog of the test dataset.
+pub(crate) fn catalog() -> Arc<Catalog> {
+    let samples = (0..SAMPLES).map(|id| (format!("s{id:04}.jpg"), None, bytes(id).len() as u64));
+    Arc::new(
+        Catalog::from_samples(
+            "memory://test",
+            nostall::Modality::Image,
+            Vec::new(),
+            samples,
+        )
+        .unwrap(),
+    )
+}
+
+/// The test dataset's storage, in memory.
+pub(crate) fn storage() -> Arc<Memory> {
+    Arc::new(Memory::new((0..SAMPLES).map(bytes).collect()))
+}
 
 /// Loopback addresses whose ports are free right now, for nodes' services to listen on.
 ///
