@@ -18,6 +18,15 @@ use nostall_peer::{Node, NodeConfig, Secret, Timeouts};
 mod common;
 use common::{bytes, catalog, free_addrs, storage, until_listening, SAMPLES};
 
+/// A runtime for calling a service's control plane by hand.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn secret() -> Secret {
     Secret::new(b"a secret of the test job").unwrap()
 }
@@ -324,11 +333,7 @@ fn a_node_registers_once_and_only_its_own_address() {
     let peers = free_addrs(2);
     let storages: Vec<Arc<Memory>> = (0..2).map(|_| storage()).collect();
     let nodes = join_all(&peers, 0.5, &storages);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let tls = secret().identity().unwrap().client;
     let fingerprint = nostall_peer::fingerprint(&catalog(), nodes[0].placement());
     let register = |node: u32, addr: &str| {
@@ -436,11 +441,7 @@ fn a_nodes_other_ranks_join_at_their_node_and_no_one_else_does() {
     assert_eq!(nodes[3].stats().source.fallbacks, 0);
 
     // Node 1 answers no one but its own other ranks.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let tls = secret().identity().unwrap().client;
     let fingerprint = nostall_peer::fingerprint(&catalog, nodes[0].placement());
     runtime.block_on(async {
