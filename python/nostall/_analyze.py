@@ -36,8 +36,9 @@ class AnalysisReport(dict[str, Any]):
     ``"storage_bytes_per_s"``; ``"cache"``; ``"model"``: G, ``None`` without a model),
     ``"measurements"`` (F, P(n) and C with their spreads; ``None`` when the rates came
     from an earlier report), ``"prediction"``, ``"observation"`` and ``"observed"`` (the
-    real run; ``None`` without one), ``"what_if"`` and ``"advice"``. docs/analyze.md
-    explains every figure.
+    real run; ``None`` without one), ``"what_if"`` and ``"advice"`` (with ``"remote"``: the
+    remote cores that would remove a prep stall, at the receive cost measured for
+    ``remote=``; ``None`` without a model). docs/analyze.md explains every figure.
 
     Attributes:
         text: the summary ``nostall analyze`` prints (also ``str(report)``).

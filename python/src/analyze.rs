@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use nostall::cache::Capacity;
 use nostall::storage::{Link, ReadMode};
-use nostall_analyze::{self as analyze, ModelRate, Options, Report, RunLength, Subject};
+use nostall_analyze::{
+    self as analyze, ModelRate, Options, RemoteCosts, Report, RunLength, Subject,
+};
 use pyo3::prelude::*;
 
 use nostall::loader::LoaderBuilder;
@@ -176,6 +178,9 @@ pub(crate) fn run(
         rates,
         node_cache_share: node_cache,
         network_bytes_per_s,
+        // The measured receive cost and the assumed send cost and host: the remote what-if
+        // is in the advice (its verdict, and `report["advice"]["remote"]`).
+        remote: RemoteCosts::default(),
         seed,
     };
     options.validate().map_err(|e| raise(py, e))?;

@@ -11,7 +11,8 @@
 //!    into compute, prep stall and fetch stall.
 //! 3. [`observe`] the real loader, as configured, feeding a simulated model at rate G,
 //!    and hold its figures beside the prediction.
-//! 4. Sweep the model along one knob at a time and draw advice from it ([`whatif`]),
+//! 4. Sweep the model along one knob at a time, weigh remote prep (cores elsewhere, at
+//!    the cost of receiving their batches here), and draw advice from it ([`whatif`]),
 //!    then render a [`Report`] for a terminal, as JSON, or as an HTML page with charts.
 //!
 //! [`analyze`] runs all four within a time budget.
@@ -25,6 +26,7 @@ pub mod whatif;
 pub use nostall::sched::model::{Bottleneck, Prediction, Rates, Setup};
 pub use observe::RunLength;
 pub use report::{Configuration, ModelRate, Report};
+pub use whatif::RemoteCosts;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -185,6 +187,8 @@ pub struct Options {
     pub node_cache_share: Option<f64>,
     /// The network bandwidth between nodes in the node sweep, bytes/s.
     pub network_bytes_per_s: f64,
+    /// What remote prep costs, for its what-if.
+    pub remote: RemoteCosts,
     /// Seed of the order samples are measured in.
     pub seed: u64,
 }
@@ -198,7 +202,7 @@ impl Options {
     /// # Errors
     ///
     /// [`Error::Config`] naming the option: no thread to measure prep with, a network
-    /// without bandwidth, a node cache share outside (0, 1].
+    /// without bandwidth, a node cache share outside (0, 1], remote costs out of range.
     pub fn validate(&self) -> Result<()> {
         if self.max_threads == 0 {
             return Err(Error::Config(
@@ -206,6 +210,7 @@ impl Options {
             ));
         }
         positive("network bytes/s", self.network_bytes_per_s, false)?;
+        self.remote.validate()?;
         if let Some(share) = self.node_cache_share.filter(|s| !(*s > 0.0 && *s <= 1.0)) {
             return Err(Error::Config(format!(
                 "node_cache={share}: give a share of the dataset in (0, 1] (\"25%\" or 0.25)"
@@ -317,7 +322,14 @@ pub fn analyze(
                 }),
             options.network_bytes_per_s,
         ),
-        advice: whatif::advise(&rates, &setup, &prediction, max_threads),
+        advice: whatif::advise(
+            &rates,
+            &setup,
+            &prediction,
+            max_threads,
+            config.pipeline.sample_bytes(),
+            &options.remote,
+        ),
         rates,
         measurements,
         prediction,
@@ -397,6 +409,7 @@ mod tests {
             rates: None,
             node_cache_share: Some(0.25),
             network_bytes_per_s: 1.25e9,
+            remote: RemoteCosts::default(),
             seed: 0,
         };
         options.validate().unwrap();
@@ -424,6 +437,16 @@ mod tests {
                 ..options.clone()
             },
             "network",
+        );
+        refused(
+            Options {
+                remote: RemoteCosts {
+                    host_cores: 0.0,
+                    ..RemoteCosts::default()
+                },
+                ..options.clone()
+            },
+            "host cores",
         );
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert!(ModelRate::given(bad).is_err(), "{bad}");

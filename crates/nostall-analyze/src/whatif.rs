@@ -1,9 +1,11 @@
 //! What-if: the rate model swept along one knob at a time (cache size, prep threads,
-//! storage bandwidth, nodes), and the advice drawn from it in plain words.
+//! storage bandwidth, nodes), remote prep (how many cores elsewhere remove the prep
+//! stall), and the advice drawn from them in plain words.
 
 use serde::{Deserialize, Serialize};
 
 use nostall::sched::model::{Bottleneck, Prediction, Rates, Setup};
+use nostall::sim::remote::{Limit, ReceiveCost, Trainer};
 
 /// One point of a sweep: the knob's value and what the model predicts there.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -124,6 +126,111 @@ pub fn sweep(
     }
 }
 
+/// What remote prep costs, the inputs of its what-if.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RemoteCosts {
+    /// The CPU this node spends receiving a batch, by its bytes.
+    pub receive: ReceiveCost,
+    /// The CPU a remote core spends sending a batch, as a multiple of what receiving it
+    /// costs here.
+    pub send_factor: f64,
+    /// Cores of a remote host, to count hosts.
+    pub host_cores: f64,
+}
+
+impl Default for RemoteCosts {
+    /// The receive cost measured on the Ray testbed ([`ReceiveCost::MEASURED`]); sending
+    /// assumed to cost what receiving does; hosts of 64 cores, assumed.
+    fn default() -> RemoteCosts {
+        RemoteCosts {
+            receive: ReceiveCost::MEASURED,
+            send_factor: 1.0,
+            host_cores: 64.0,
+        }
+    }
+}
+
+impl RemoteCosts {
+    /// Checks figures a user gave.
+    ///
+    /// # Errors
+    ///
+    /// [`nostall::Error::Config`] naming the figure.
+    pub fn validate(&self) -> nostall::Result<()> {
+        self.receive.validate()?;
+        super::positive("send cost", self.send_factor, true)?;
+        super::positive("host cores", self.host_cores, false)?;
+        Ok(())
+    }
+}
+
+/// The remote what-if: the node's prep threads prepare what they can while receiving
+/// batches made elsewhere (`remote=`, docs/remote.md), and remote cores make the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RemotePrep {
+    /// Bytes of a batch as the loader delivers it.
+    pub batch_bytes: f64,
+    /// Milliseconds of this node's CPU to receive one.
+    pub receive_ms: f64,
+    /// Milliseconds of a core per sample at the configured thread count (threads / P(n)).
+    pub prep_ms: f64,
+    /// Milliseconds of a remote core per sample: one thread's (1 / P(1)) and the sending.
+    pub remote_ms: f64,
+    /// Samples/s the node's threads prepare while receiving.
+    pub local: f64,
+    /// Samples/s it receives.
+    pub remote: f64,
+    /// Remote cores that make them.
+    pub cores: f64,
+    /// Hosts of [`RemotePrep::host_cores`] cores that hold them.
+    pub hosts: u64,
+    /// Cores of a host.
+    pub host_cores: f64,
+    /// What limits the node: its own threads suffice, remote prep feeds the model,
+    /// receiving costs more than preparing, or receiving alone is too much.
+    pub limit: Limit,
+}
+
+/// The remote what-if for `setup`, whose samples are `sample_bytes` each; `None` without
+/// a model rate (nothing to feed), a prep rate or a batch size (what a receive costs).
+pub fn remote_prep(
+    rates: &Rates,
+    setup: &Setup,
+    sample_bytes: usize,
+    costs: &RemoteCosts,
+) -> Option<RemotePrep> {
+    let need = rates.model?;
+    let threads = setup.threads.max(1);
+    let prep = rates.prep_rate(threads);
+    let one = rates.prep_rate(1);
+    if !(prep > 0.0 && one > 0.0) || setup.batch_size == 0 {
+        return None;
+    }
+    let batch = setup.batch_size as f64;
+    let batch_bytes = batch * sample_bytes as f64;
+    let receive_ms = costs.receive.ms(batch_bytes);
+    let node = Trainer {
+        cores: threads as f64,
+        prep_ms: 1e3 * threads as f64 / prep,
+        receive_ms: receive_ms / batch,
+    };
+    let share = node.share(need);
+    let remote_ms = 1e3 / one + costs.send_factor * node.receive_ms;
+    let cores = share.remote * remote_ms / 1e3;
+    Some(RemotePrep {
+        batch_bytes,
+        receive_ms,
+        prep_ms: node.prep_ms,
+        remote_ms,
+        local: share.local,
+        remote: share.remote,
+        cores,
+        hosts: (cores / costs.host_cores - 1e-9).ceil().max(0.0) as u64,
+        host_cores: costs.host_cores,
+        limit: share.limit,
+    })
+}
+
 /// What to change, from the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Advice {
@@ -139,16 +246,27 @@ pub struct Advice {
     /// The storage bandwidth, bytes/s, at which fetch keeps up with the configured
     /// cache; `None` when the cache alone suffices or the target is unbounded.
     pub bandwidth_needed: Option<f64>,
+    /// Remote prep's what-if; `None` without a model rate.
+    #[serde(default)]
+    pub remote: Option<RemotePrep>,
     /// A paragraph for someone who has not read the papers.
     pub verdict: String,
 }
 
 /// Advice for `setup`, whose prediction is `p`; thread counts are searched up to
-/// `max_threads`.
-pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) -> Advice {
+/// `max_threads`, and remote prep is weighed for samples of `sample_bytes` at `costs`.
+pub fn advise(
+    rates: &Rates,
+    setup: &Setup,
+    p: &Prediction,
+    max_threads: usize,
+    sample_bytes: usize,
+    costs: &RemoteCosts,
+) -> Advice {
     let smallest_cache = rates.smallest_cache(setup.threads);
     let threads_needed = rates.threads_needed(max_threads);
     let bandwidth_needed = bandwidth_needed(rates, setup);
+    let remote = remote_prep(rates, setup, sample_bytes, costs);
     let mut v = String::new();
     let model = rates.model;
     let pct = |share: f64| format!("{:.0}%", 100.0 * share);
@@ -214,6 +332,7 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
                 if p.prep < model.unwrap_or(f64::INFINITY) {
                     v.push_str("After that, prep would be the limit: ");
                     v.push_str(&threads_advice(threads_needed, rates, max_threads));
+                    v.push_str(&remote.map(|r| remote_advice(&r, setup)).unwrap_or_default());
                 }
             } else {
                 v.push_str(&format!(
@@ -229,6 +348,7 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
                         v.extend(first.to_uppercase());
                         v.push_str(chars.as_str());
                     }
+                    v.push_str(&remote.map(|r| remote_advice(&r, setup)).unwrap_or_default());
                 } else {
                     v.push_str(
                         "Each further thread adds what the threads chart shows, up to the \
@@ -243,7 +363,48 @@ pub fn advise(rates: &Rates, setup: &Setup, p: &Prediction, max_threads: usize) 
         smallest_cache,
         threads_needed,
         bandwidth_needed,
+        remote,
         verdict: v.trim_end().to_string(),
+    }
+}
+
+/// What remote prep would do for a prep stall, as sentences.
+fn remote_advice(r: &RemotePrep, setup: &Setup) -> String {
+    let receiving = format!(
+        "receiving a batch of {:.1} MB costs this node about {:.1} ms of CPU",
+        r.batch_bytes / 1e6,
+        r.receive_ms
+    );
+    let per_sample = r.receive_ms / setup.batch_size.max(1) as f64;
+    let threads = match setup.threads {
+        1 => "its 1 prep thread".to_string(),
+        n => format!("its {n} prep threads"),
+    };
+    match r.limit {
+        Limit::Remote => format!(
+            "Or prepare elsewhere (`remote=`, docs/remote.md): {receiving}, so {threads} \
+             would prepare {:.0} samples/s themselves and receive {:.0} from about {:.1} \
+             remote cores ({} host{} of {:.0} cores). ",
+            r.local,
+            r.remote,
+            r.cores,
+            r.hosts,
+            if r.hosts == 1 { "" } else { "s" },
+            r.host_cores
+        ),
+        Limit::ReceiveCost => format!(
+            "Remote prep (`remote=`) cannot help: {receiving} ({per_sample:.2} ms a sample), \
+             no less than the {:.2} ms a sample its threads take to prepare; smaller batches \
+             in bytes (uint8, normalised on the GPU) cost less to receive. ",
+            r.prep_ms
+        ),
+        Limit::Receiving => format!(
+            "Remote prep (`remote=`) alone cannot feed the model: {receiving}, so {threads} \
+             could receive at most {:.0} samples/s, preparing none; smaller batches in bytes \
+             (uint8, normalised on the GPU) cost less to receive. ",
+            r.remote
+        ),
+        _ => String::new(),
     }
 }
 
@@ -296,6 +457,123 @@ mod tests {
         }
     }
 
+    /// Bytes of a sample in the tests: a batch of 64 is 1 MB.
+    const SAMPLE: usize = 15_625;
+
+    /// A flat 32 ms to receive a batch of 64 whatever its bytes (0.5 ms a sample), hosts
+    /// of 64 cores.
+    fn costs() -> RemoteCosts {
+        RemoteCosts {
+            receive: ReceiveCost {
+                small: (1e6, 32.0),
+                large: (2e6, 32.0),
+            },
+            send_factor: 1.0,
+            host_cores: 64.0,
+        }
+    }
+
+    fn batches_of_64(threads: usize) -> Setup {
+        Setup {
+            batch_size: 64,
+            ..Setup::single(1.0, threads)
+        }
+    }
+
+    #[test]
+    fn remote_cores_worked_out_by_hand() {
+        // One thread prepares 400 samples/s (2.5 ms a sample) for a model taking 600.
+        // Received R and made L: 2.5 L + 0.5 R = 1 000 ms/s and L + R = 600, so R = 250
+        // and L = 350. A remote core takes 2.5 + 0.5 (sending) ms a sample: 0.75 cores.
+        let r = rates();
+        let setup = batches_of_64(1);
+        let remote = remote_prep(&r, &setup, SAMPLE, &costs()).unwrap();
+        assert_eq!(remote.limit, Limit::Remote);
+        assert!((remote.batch_bytes - 1e6).abs() < 1e-6);
+        assert!((remote.receive_ms - 32.0).abs() < 1e-9);
+        assert!((remote.prep_ms - 2.5).abs() < 1e-9);
+        assert!((remote.remote - 250.0).abs() < 1e-9, "{remote:?}");
+        assert!((remote.local - 350.0).abs() < 1e-9);
+        assert!((remote.remote_ms - 3.0).abs() < 1e-9);
+        assert!((remote.cores - 0.75).abs() < 1e-9);
+        assert_eq!(remote.hosts, 1);
+        let a = advise(&r, &setup, &r.predict(&setup), 16, SAMPLE, &costs());
+        assert_eq!(a.remote, Some(remote));
+        assert!(
+            a.verdict.contains("prepare 350 samples/s themselves and receive 250 from about 0.8 remote cores (1 host of 64 cores)"),
+            "{}",
+            a.verdict
+        );
+        // The measured receive cost scales with the batch's bytes: a uint8 batch of 64 ×
+        // 224 × 224 × 3 costs what was measured.
+        let measured = remote_prep(&r, &setup, 150_528, &RemoteCosts::default()).unwrap();
+        assert!((measured.receive_ms - 8.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_stall_needs_no_remote_core() {
+        // Two threads prepare 700 samples/s for a model taking 600.
+        let r = rates();
+        let setup = batches_of_64(2);
+        let remote = remote_prep(&r, &setup, SAMPLE, &costs()).unwrap();
+        assert_eq!(remote.limit, Limit::Local);
+        assert_eq!((remote.remote, remote.cores, remote.hosts), (0.0, 0.0, 0));
+        let a = advise(&r, &setup, &r.predict(&setup), 16, SAMPLE, &costs());
+        assert!(!a.verdict.contains("remote"), "{}", a.verdict);
+        // Without a model there is nothing to feed.
+        let alone = Rates {
+            model: None,
+            ..rates()
+        };
+        assert_eq!(remote_prep(&alone, &setup, SAMPLE, &costs()), None);
+    }
+
+    #[test]
+    fn remote_prep_cannot_help_when_receiving_costs_more_than_preparing() {
+        // 200 ms to receive a batch of 64 is 3.1 ms a sample; one thread prepares one in
+        // 2.5 ms.
+        let r = rates();
+        let setup = batches_of_64(1);
+        let dear = RemoteCosts {
+            receive: ReceiveCost {
+                small: (1e6, 200.0),
+                large: (2e6, 200.0),
+            },
+            ..costs()
+        };
+        let remote = remote_prep(&r, &setup, SAMPLE, &dear).unwrap();
+        assert_eq!(remote.limit, Limit::ReceiveCost);
+        assert_eq!((remote.remote, remote.hosts), (0.0, 0));
+        let a = advise(&r, &setup, &r.predict(&setup), 16, SAMPLE, &dear);
+        assert!(
+            a.verdict.contains("Remote prep (`remote=`) cannot help"),
+            "{}",
+            a.verdict
+        );
+        // 100 ms a batch (1.6 ms a sample) helps, but receiving a model of 2 000 samples/s
+        // alone would take 3.1 cores of one: at most 640 samples/s.
+        let fast = Rates {
+            model: Some(2_000.0),
+            ..rates()
+        };
+        let bound = RemoteCosts {
+            receive: ReceiveCost {
+                small: (1e6, 100.0),
+                large: (2e6, 100.0),
+            },
+            ..costs()
+        };
+        let remote = remote_prep(&fast, &setup, SAMPLE, &bound).unwrap();
+        assert_eq!(remote.limit, Limit::Receiving);
+        assert!((remote.remote - 640.0).abs() < 1e-9);
+        let a = advise(&fast, &setup, &fast.predict(&setup), 16, SAMPLE, &bound);
+        assert!(
+            a.verdict.contains("alone cannot feed the model"),
+            "{}",
+            a.verdict
+        );
+    }
+
     #[test]
     fn sweeps_cover_their_ranges_and_agree_with_the_model() {
         let r = rates();
@@ -320,7 +598,7 @@ mod tests {
     fn the_verdict_names_the_bottleneck_and_the_fix() {
         let r = rates();
         let setup = Setup::single(0.0, 2);
-        let a = advise(&r, &setup, &r.predict(&setup), 16);
+        let a = advise(&r, &setup, &r.predict(&setup), 16, SAMPLE, &costs());
         assert_eq!(a.bottleneck, Bottleneck::Fetch);
         let x = a.smallest_cache.unwrap();
         assert!(
@@ -333,7 +611,14 @@ mod tests {
         assert!(a.verdict.contains("60 MB/s"), "{}", a.verdict);
 
         let model_bound = Setup::single(1.0, 2);
-        let a = advise(&r, &model_bound, &r.predict(&model_bound), 16);
+        let a = advise(
+            &r,
+            &model_bound,
+            &r.predict(&model_bound),
+            16,
+            SAMPLE,
+            &costs(),
+        );
         assert_eq!(a.bottleneck, Bottleneck::Model);
         assert!(
             a.verdict.starts_with("The model (the GPU) sets the pace"),
@@ -347,7 +632,14 @@ mod tests {
         );
 
         let prep_bound = Setup::single(1.0, 1);
-        let a = advise(&r, &prep_bound, &r.predict(&prep_bound), 16);
+        let a = advise(
+            &r,
+            &prep_bound,
+            &r.predict(&prep_bound),
+            16,
+            SAMPLE,
+            &costs(),
+        );
         assert_eq!(a.bottleneck, Bottleneck::Prep);
         assert!(
             a.verdict.contains("2 prep threads (cores) would keep up"),

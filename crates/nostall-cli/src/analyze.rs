@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nostall::cache::Capacity;
+use nostall::sim::remote::ReceiveCost;
 use nostall::storage::ReadMode;
 use nostall::Error;
-use nostall_analyze::{self as analyze, ModelRate, Options, Rates, Report, RunLength, Subject};
+use nostall_analyze::{
+    self as analyze, ModelRate, Options, Rates, RemoteCosts, Report, RunLength, Subject,
+};
 
 use crate::run::{loader_settings, PipelineArgs, StorageArgs};
 use nostall::loader::LoaderBuilder;
@@ -69,6 +72,21 @@ pub(crate) struct Args {
     /// Node sweep: network bandwidth between nodes, Gb/s.
     #[arg(long, default_value_t = 10.0)]
     network_gbps: f64,
+    /// Remote what-if: CPU ms this node spends receiving a uint8 batch of 64 × 224 × 224 ×
+    /// 3 (9.63 MB): 8.4 measured, docs/benchmarks.md "Remote prep on Ray" (2026-11-29).
+    /// With the next, the line through both gives a batch's cost by its bytes.
+    #[arg(long, default_value_t = RemoteCosts::default().receive.small.1)]
+    receive_u8_ms: f64,
+    /// Remote what-if: the same batch in float32 (38.5 MB): 24.8 ms measured, as above.
+    #[arg(long, default_value_t = RemoteCosts::default().receive.large.1)]
+    receive_f32_ms: f64,
+    /// Remote what-if: a remote core's CPU to send a batch, as a multiple of what
+    /// receiving it costs here (assumed 1: not measured alone).
+    #[arg(long, default_value_t = RemoteCosts::default().send_factor)]
+    send_cost: f64,
+    /// Remote what-if: cores of a remote host, to count hosts (assumed 64).
+    #[arg(long, default_value_t = RemoteCosts::default().host_cores)]
+    host_cores: f64,
     /// Where to write the JSON report.
     #[arg(long, default_value = "nostall-analysis.json")]
     json: PathBuf,
@@ -139,6 +157,11 @@ pub(crate) fn run(args: Args) -> nostall::Result<()> {
         node_cache_share: args.node_cache,
         network_bytes_per_s: analyze::positive("network_gbps", args.network_gbps, false)? * 1e9
             / 8.0,
+        remote: RemoteCosts {
+            receive: ReceiveCost::through(args.receive_u8_ms, args.receive_f32_ms),
+            send_factor: args.send_cost,
+            host_cores: args.host_cores,
+        },
         seed: args.seed,
     };
     options.validate()?;

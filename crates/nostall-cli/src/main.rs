@@ -4,8 +4,9 @@
 //! `bench` (throughput of a pipeline over a dataset, beside the decode-only floor),
 //! `analyze` (where training waits for data, and what would remove the wait),
 //! `index` (build or refresh a dataset's index), `simulate cache` (hit rates of cache
-//! policies over the seeded shuffle) and `simulate cluster` (partitioned caches and
-//! locality-aware batches over many nodes), `node` (one node of a job whose nodes
+//! policies over the seeded shuffle), `simulate cluster` (partitioned caches and
+//! locality-aware batches over many nodes) and `simulate remote` (trainers fed by remote
+//! CPU hosts), `node` (one node of a job whose nodes
 //! share a partitioned cache over the network) and `agent` (the node agent: jobs that
 //! read the same stream share one fetch and prep pass).
 
@@ -62,7 +63,8 @@ enum Command {
     /// share one fetch and prep pass, receiving batches in shared memory.
     Agent(agent::Args),
     /// Simulate parts of the loader without data (`simulate cache`: cache policies;
-    /// `simulate cluster`: partitioned caches across nodes).
+    /// `simulate cluster`: partitioned caches across nodes; `simulate remote`: trainers
+    /// fed by remote CPU hosts).
     Simulate {
         #[command(subcommand)]
         what: simulate::What,

@@ -1,7 +1,10 @@
 //! `nostall simulate cache`: hit rates of cache policies over nostall's own shuffled
 //! access stream, from [`nostall::sim::cache`]; `nostall simulate cluster`: bytes
 //! from storage, between nodes and from local caches of a multi-node job over a
-//! partitioned cache, from [`nostall::sim::cluster`].
+//! partitioned cache, from [`nostall::sim::cluster`]; `nostall simulate remote`: trainer
+//! nodes fed by remote CPU hosts, from [`nostall::sim::remote`].
+
+mod remote;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -26,6 +29,11 @@ pub(crate) enum What {
     /// multi-node job: no cache, partitioned cache (CoorDL), and partitioned cache with
     /// locality-aware assignment (Yang & Cong).
     Cluster(ClusterArgs),
+    /// Trainer nodes fed by remote CPU hosts (`remote=`): hosts needed per workload,
+    /// bytes into each trainer node and out of each host, the control plane's cost at the
+    /// job's scale against a central dispatcher, and one rank's client event by event
+    /// (window, stragglers and hedging, a lost actor).
+    Remote(Box<remote::RemoteArgs>),
 }
 
 /// A policy by the simulator's name for it, the possible values listed in `--help`.
@@ -107,6 +115,7 @@ pub(crate) fn run(what: What) -> nostall::Result<()> {
     match what {
         What::Cache(args) => cache(args),
         What::Cluster(args) => cluster(args),
+        What::Remote(args) => remote::run(*args),
     }
 }
 

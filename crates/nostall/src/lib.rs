@@ -40,8 +40,8 @@
 //!   operators, and the pool of worker processes that runs a Python `Dataset`.
 //! - [`device`]: what a consumer on a GPU needs of the engine, loaded at run time: batch
 //!   buffers page-locked through the CUDA runtime.
-//! - [`sim`]: offline simulators of cache policies and of partitioned caches across
-//!   nodes.
+//! - [`sim`]: offline simulators of cache policies, of partitioned caches across
+//!   nodes, and of trainers fed by remote CPU hosts.
 //! - [`metrics`]: the consumer's wait for each batch (the data stall) and per-stage rates.
 //! - [`net`]: what the services do when `accept` fails (back off, never exit or spin).
 //!
