@@ -643,8 +643,9 @@ fn figure(h: &mut String, caption: &str, svg: &str) {
     );
 }
 
-/// Text broken into lines of at most `width` characters, at spaces.
-fn wrap(text: &str, width: usize) -> String {
+/// Text broken into lines of at most `width` characters, at spaces (a word longer than
+/// the width gets a line of its own).
+pub fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
     let mut line = 0;
     for word in text.split_whitespace() {

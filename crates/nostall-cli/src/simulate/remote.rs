@@ -1071,21 +1071,7 @@ fn say(text: &str) {
         Some(rest) => ("\n", rest),
         None => ("", text),
     };
-    let mut out = String::from(gap);
-    let mut line = 0;
-    for word in text.split(' ') {
-        let len = word.chars().count();
-        if line > 0 && line + 1 + len > 100 {
-            out.push('\n');
-            line = 0;
-        } else if line > 0 {
-            out.push(' ');
-            line += 1;
-        }
-        out.push_str(word);
-        line += len;
-    }
-    println!("{out}");
+    println!("{gap}{}", nostall_analyze::report::wrap(text, 100));
 }
 
 fn write(path: &std::path::Path, text: &str) -> nostall::Result<()> {
