@@ -102,7 +102,7 @@ impl RemoteClient {
     }
 
     /// Each preparer's figures: dicts with `name` (its address, or "local"), `batches`,
-    /// `duplicates`, `bytes`, `parts`, `failures`, `up`, `part_seconds`.
+    /// `duplicates`, `bytes`, `parts`, `failures`, `up`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         stats_list(py, &self.remote)
     }
@@ -126,7 +126,6 @@ pub(crate) fn stats_list<'py>(py: Python<'py>, remote: &Remote) -> PyResult<Boun
         d.set_item("parts", s.parts)?;
         d.set_item("failures", s.failures)?;
         d.set_item("up", s.up)?;
-        d.set_item("part_seconds", s.part_seconds)?;
         list.append(d)?;
     }
     Ok(list)

@@ -9,13 +9,6 @@
 //! preparer (a hedge). Whichever copy of a batch arrives first is kept and the other
 //! dropped by its number, so a part made twice is delivered once. Parts are fixed, so
 //! every batch is the same whoever made it.
-//!
-//! Batches are delivered in order, so a slow preparer holding the next part holds up
-//! the rest. Each preparer's recent part time is kept, and a preparer takes a new part
-//! only when it should finish it by the time the consumer reaches it: a slow one (the
-//! trainer's own loader, on cores it also receives with) takes parts further ahead, or
-//! none, and leaves its cores to receiving. One that has waited for long takes one part
-//! anyway, to measure its pace again.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read};
@@ -91,9 +84,6 @@ pub struct PreparerStats {
     pub failures: u64,
     /// Whether it is connected (always, for the local one).
     pub up: bool,
-    /// Seconds it takes to make a part, lately: a moving average of its parts' times,
-    /// from taking a part up to its end (0 until it made one).
-    pub part_seconds: f64,
 }
 
 /// A trainer's client of preparers: the loader whose batches they make (this process's,
@@ -232,7 +222,21 @@ impl Remote {
         let preparers = inner.addresses().len() + usize::from(inner.options.local);
         let window = (preparers * inner.options.parts_per_preparer) as u64;
         let schedule = Arc::new(Schedule {
-            state: Mutex::new(State::new(parts, window, inner.options.clock.clone())),
+            state: Mutex::new(State {
+                parts,
+                next_new: 0,
+                again: BTreeSet::new(),
+                open: BTreeMap::new(),
+                delivering: 0,
+                taken: 0,
+                window: window.max(1),
+                fatal: None,
+                part_seconds: (0.0, 0),
+                wanted: BTreeSet::new(),
+                sockets: BTreeMap::new(),
+                lost: BTreeMap::new(),
+                clock: inner.options.clock.clone(),
+            }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
         });
@@ -311,21 +315,6 @@ impl Inner {
         Ok(tls)
     }
 
-    /// The recent part times of `me` and of the preparers `st`'s run has and can reach.
-    fn paces(&self, me: &str, st: &State) -> Paces {
-        let stats = lock(&self.stats);
-        let pace = |name: &str| stats.get(name).map(|s| s.part_seconds);
-        Paces {
-            mine: pace(me),
-            all: st
-                .wanted
-                .iter()
-                .filter(|name| !st.lost.contains_key(*name))
-                .filter_map(|name| pace(name))
-                .collect(),
-        }
-    }
-
     fn count(&self, name: &str, change: impl FnOnce(&mut PreparerStats)) {
         let mut stats = lock(&self.stats);
         let entry = stats
@@ -373,42 +362,8 @@ struct State {
     sockets: BTreeMap<String, TcpStream>,
     /// Remote preparers lost and not reached since: when they were lost, and why.
     lost: BTreeMap<String, (Instant, String)>,
-    /// Preparers held back by their pace ([`Paces`]), since when.
-    waiting: BTreeMap<String, Instant>,
     /// What `given`, `lost` and the parts' times are read on.
     clock: Clock,
-}
-
-/// The weight of a part's time in a preparer's moving average of them.
-const PACE_WEIGHT: f64 = 0.3;
-
-/// A preparer held back by its pace takes a part anyway after waiting this many times
-/// its part time: it may have become faster (the trainer's cores freed, an actor's node
-/// less busy), and only a part made tells.
-const REMEASURE_AFTER: f64 = 20.0;
-
-/// The recent part times of a preparer asking for a part (`mine`) and of every preparer
-/// of the run that made one (`all`, its own among them), in seconds.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Paces {
-    mine: Option<f64>,
-    all: Vec<f64>,
-}
-
-impl Paces {
-    /// Whether a part `ahead` parts past the one being delivered is made in time by this
-    /// preparer: the consumer reaches it after the parts before it, which the preparers
-    /// make together at the sum of their rates, and nothing comes sooner than the
-    /// fastest can make it. Unknown paces hold nothing back.
-    fn in_time(&self, ahead: u64) -> bool {
-        let Some(mine) = self.mine.filter(|&t| t > 0.0) else {
-            return true;
-        };
-        let known = self.all.iter().copied().filter(|&t| t > 0.0);
-        let fastest = known.clone().fold(mine, f64::min);
-        let rate: f64 = known.map(|t| 1.0 / t).sum();
-        rate <= 0.0 || mine <= fastest + ahead as f64 / rate
-    }
 }
 
 /// A part given out.
@@ -428,39 +383,15 @@ struct Open {
 }
 
 impl State {
-    /// A run of `parts`, at most `window` of them out past the one delivered.
-    fn new(parts: u64, window: u64, clock: Clock) -> State {
-        State {
-            parts,
-            next_new: 0,
-            again: BTreeSet::new(),
-            open: BTreeMap::new(),
-            delivering: 0,
-            taken: 0,
-            window: window.max(1),
-            fatal: None,
-            part_seconds: (0.0, 0),
-            wanted: BTreeSet::new(),
-            sockets: BTreeMap::new(),
-            lost: BTreeMap::new(),
-            waiting: BTreeMap::new(),
-            clock,
-        }
-    }
-
-    /// The part `me` makes next, if any is due; `paces` are the preparers' recent part
-    /// times.
-    fn give(&mut self, me: &str, hedge_factor: f64, paces: &Paces) -> Option<u64> {
+    /// The part `me` makes next, if any is due.
+    fn give(&mut self, me: &str, hedge_factor: f64) -> Option<u64> {
         while let Some(part) = self.again.pop_first() {
             if let Some(open) = self.open.get_mut(&part) {
                 open.holders.push(me.to_owned());
                 return Some(part);
             }
         }
-        if self.next_new < self.parts
-            && self.next_new < self.delivering + self.window
-            && self.in_time(me, paces)
-        {
+        if self.next_new < self.parts && self.next_new < self.delivering + self.window {
             let part = self.next_new;
             self.next_new += 1;
             self.open.insert(
@@ -492,26 +423,6 @@ impl State {
             return Some(self.delivering);
         }
         None
-    }
-
-    /// Whether `me` should take the next new part: it would make it by the time the
-    /// consumer reaches it, or it has waited long enough to measure its pace again.
-    fn in_time(&mut self, me: &str, paces: &Paces) -> bool {
-        let ahead = self.next_new - self.delivering;
-        if paces.in_time(ahead) {
-            self.waiting.remove(me);
-            return true;
-        }
-        let since = *self
-            .waiting
-            .entry(me.to_owned())
-            .or_insert_with(|| self.clock.now());
-        let mine = paces.mine.unwrap_or_default();
-        if self.clock.since(since).as_secs_f64() > REMEASURE_AFTER * mine {
-            self.waiting.remove(me);
-            return true;
-        }
-        false
     }
 
     /// `me` no longer makes `part`: given again when no one else does.
@@ -823,8 +734,7 @@ impl Worker {
             if !self.wanted(schedule, &st) {
                 return None;
             }
-            let paces = self.client.paces(&self.name, &st);
-            if let Some(part) = st.give(&self.name, self.client.options.hedge_factor, &paces) {
+            if let Some(part) = st.give(&self.name, self.client.options.hedge_factor) {
                 return Some(Some(part));
             }
             if busy || st.delivering >= st.parts {
@@ -870,15 +780,7 @@ impl Worker {
             open.holders.retain(|h| h != &self.name);
         }
         drop(st);
-        let took = took.as_secs_f64();
-        self.count(|s| {
-            s.parts += 1;
-            s.part_seconds = if s.part_seconds > 0.0 {
-                (1.0 - PACE_WEIGHT) * s.part_seconds + PACE_WEIGHT * took
-            } else {
-                took
-            };
-        });
+        self.count(|s| s.parts += 1);
         schedule.changed.notify_all();
     }
 
@@ -1102,69 +1004,4 @@ impl Worker {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn paces(mine: f64, others: &[f64]) -> Paces {
-        Paces {
-            mine: Some(mine),
-            all: std::iter::once(mine)
-                .chain(others.iter().copied())
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_preparer_as_fast_as_the_others_takes_the_next_part_whatever_it_is() {
-        assert!(paces(1.0, &[1.0, 1.0]).in_time(0));
-        assert!(
-            Paces::default().in_time(0),
-            "no pace known: no one is held back"
-        );
-        let unknown = Paces {
-            mine: None,
-            all: vec![1.0],
-        };
-        assert!(unknown.in_time(0), "its own pace unknown: it measures it");
-    }
-
-    #[test]
-    fn a_slow_preparer_takes_only_parts_far_enough_ahead() {
-        // Four times slower than two actors: the three make 2.25 parts per actor's part
-        // time, so its part must be 3 × 2.25 = 6.75 parts ahead to be in time.
-        let slow = paces(4.0, &[1.0, 1.0]);
-        assert!(!slow.in_time(6));
-        assert!(slow.in_time(7));
-        // 20% slower: one part ahead is enough.
-        let near = paces(1.2, &[1.0, 1.0]);
-        assert!(!near.in_time(0));
-        assert!(near.in_time(1));
-    }
-
-    #[test]
-    fn a_preparer_held_back_takes_a_part_after_waiting_to_measure_again() {
-        let clock = Clock::manual();
-        let mut st = State::new(100, 4, clock.clone());
-        let slow = paces(4.0, &[1.0, 1.0]);
-        assert_eq!(st.give("local", 3.0, &Paces::default()), Some(0));
-        assert_eq!(
-            st.give("local", 3.0, &slow),
-            None,
-            "one part ahead: too near"
-        );
-        clock.advance(Duration::from_secs(80));
-        assert_eq!(st.give("local", 3.0, &slow), None);
-        clock.advance(Duration::from_secs(1));
-        assert_eq!(
-            st.give("local", 3.0, &slow),
-            Some(1),
-            "after 20 × its part time"
-        );
-        assert_eq!(st.give("local", 3.0, &slow), None, "and waits again");
-        // The fast ones take the parts it leaves.
-        assert_eq!(st.give("a", 3.0, &paces(1.0, &[1.0, 4.0])), Some(2));
-    }
 }
