@@ -24,7 +24,7 @@ import nostall
 import nostall.agent
 
 CHILD = r"""
-import json, sys, urllib.request
+import json, os, sys, urllib.request
 import torch.distributed as dist
 import nostall
 
@@ -45,8 +45,11 @@ if not dist.is_initialized():  # the loader met the others in torchrun's agent's
     dist.init_process_group("gloo")
 dist.barrier()  # the other node may still read this node's part
 served = urllib.request.urlopen(f"http://{loader.metrics_addr}/metrics").read().decode()
-print(json.dumps({"rank": loader.rank, "world": loader.world_size, "epochs": epochs,
-                  "counts": loader.metrics["partitioned"], "served": served}))
+# A file per rank: torchrun passes its ranks' stdout through one pipe, where two long
+# lines can interleave.
+with open(os.path.join(sys.argv[4], f"{loader.rank}.json"), "w") as out:
+    json.dump({"rank": loader.rank, "world": loader.world_size, "epochs": epochs,
+               "counts": loader.metrics["partitioned"], "served": served}, out)
 """
 
 
@@ -83,7 +86,7 @@ def node_env(rank, port, ranks_per_node=1, listen=None, **extra):
     return env
 
 
-def run_job(photos, ranks_per_node, share="off", agents=(), launch="processes"):
+def run_job(photos, out_dir, ranks_per_node, share="off", agents=(), launch="processes"):
     """Runs the two-node job; `agents` are the nodes' agent sockets, with `share`.
 
     `launch`: "processes" starts each rank as torchrun would (its variables set) and it
@@ -103,23 +106,22 @@ def run_job(photos, ranks_per_node, share="off", agents=(), launch="processes"):
             procs = [subprocess.Popen(
                 [torchrun, "--nnodes=2", f"--node_rank={node}", f"--nproc_per_node={ranks_per_node}",
                  "--master_addr=127.0.0.1", f"--master_port={port}",
-                 "--no-python", sys.executable, "-c", CHILD, photos, share, "torchrun"],
+                 "--no-python", sys.executable, "-c", CHILD, photos, share, "torchrun", out_dir],
                 env={k: v for k, v in node_env(node * ranks_per_node, port, ranks_per_node,
                                                    listen).items()
                      if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")},
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for node in range(2)]
         else:
-            procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos, share, "init"],
+            procs = [subprocess.Popen([sys.executable, "-c", CHILD, photos, share, "init", out_dir],
                                       env=node_env(rank, port, ranks_per_node, listen,
                                                    **extra[rank // ranks_per_node]),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                      for rank in range(world)]
-        results = []
         for p in procs:
-            out, err = p.communicate(timeout=180)
+            _, err = p.communicate(timeout=180)
             assert p.returncode == 0, err
-            results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    results = [json.loads(f.read_text()) for f in Path(out_dir).glob("*.json")]
     results.sort(key=lambda r: r["rank"])
     assert [(r["rank"], r["world"]) for r in results] == [(rank, world) for rank in range(world)]
     n = nostall.Loader(photos).dataset_len
@@ -130,9 +132,9 @@ def run_job(photos, ranks_per_node, share="off", agents=(), launch="processes"):
 
 
 @pytest.mark.parametrize("ranks_per_node,launch", [(1, "processes"), (2, "torchrun")])
-def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, ranks_per_node,
-                                                                         launch):
-    results = run_job(photos, ranks_per_node, launch=launch)
+def test_two_nodes_share_one_cache_and_each_epoch_covers_the_dataset_once(photos, tmp_path,
+                                                                         ranks_per_node, launch):
+    results = run_job(photos, str(tmp_path), ranks_per_node, launch=launch)
     counts = [r["counts"] for r in results]
     # Together the nodes hold 120% of the dataset, so storage served each sample once in
     # the whole job (to the node holding it); every sample a rank delivered came from its
@@ -165,9 +167,11 @@ def test_the_local_ranks_of_each_node_read_through_its_agent(photos, tmp_path):
     """share="auto": each node's agent joins the job for the node; its local ranks read
     the node's part from the agent's memory (no byte over TCP to the node's own ranks)."""
     sockets = [tmp_path / f"node{n}" / "agent.sock" for n in range(2)]
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
     agents = [nostall.agent.start(s, idle=600) for s in sockets]
     try:
-        results = run_job(photos, 2, share="auto", agents=sockets)
+        results = run_job(photos, str(results_dir), 2, share="auto", agents=sockets)
     finally:
         for a in agents:
             a.terminate()
