@@ -17,11 +17,13 @@ pub enum Modality {
     Image,
     /// Recorded sound: WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3.
     Audio,
+    /// Filmed video: MP4, MOV, MKV, WebM, AVI (H.264, HEVC, VP9, AV1, MPEG-4 Part 2).
+    Video,
 }
 
 impl Modality {
     /// Every modality.
-    pub const ALL: [Modality; 2] = [Modality::Image, Modality::Audio];
+    pub const ALL: [Modality; 3] = [Modality::Image, Modality::Audio, Modality::Video];
 
     /// File name extensions of this modality's samples (lower case; names are compared
     /// case-insensitively).
@@ -29,6 +31,7 @@ impl Modality {
         match self {
             Modality::Image => &["jpg", "jpeg", "png"],
             Modality::Audio => &["wav", "flac", "ogg", "oga", "opus", "mp3"],
+            Modality::Video => &["mp4", "m4v", "mov", "mkv", "webm", "avi"],
         }
     }
 
@@ -48,6 +51,7 @@ impl Modality {
         match self {
             Modality::Image => "image",
             Modality::Audio => "audio",
+            Modality::Video => "video",
         }
     }
 
@@ -56,6 +60,7 @@ impl Modality {
         match self {
             Modality::Image => "a JPEG or PNG image",
             Modality::Audio => "a WAV, FLAC, Ogg Vorbis, Ogg Opus or MP3 file",
+            Modality::Video => "an MP4, MOV, MKV, WebM or AVI video",
         }
     }
 
@@ -64,6 +69,7 @@ impl Modality {
         match self {
             Modality::Image => "images",
             Modality::Audio => "audio files",
+            Modality::Video => "videos",
         }
     }
 }
@@ -77,12 +83,12 @@ impl std::fmt::Display for Modality {
 impl std::str::FromStr for Modality {
     type Err = UnknownName;
 
-    /// `image` or `audio`.
+    /// `image`, `audio` or `video`.
     fn from_str(s: &str) -> std::result::Result<Modality, UnknownName> {
         Modality::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| UnknownName::new("modality", s, "\"image\" or \"audio\""))
+            .ok_or_else(|| UnknownName::new("modality", s, "\"image\", \"audio\" or \"video\""))
     }
 }
 

@@ -122,6 +122,7 @@ impl Catalog {
         out.push(match self.modality {
             Modality::Image => 0,
             Modality::Audio => 1,
+            Modality::Video => 2,
         });
         let root = self.root.as_os_str().as_bytes();
         put_u64(&mut out, root.len() as u64);
@@ -190,6 +191,7 @@ impl Catalog {
         let modality = match r.u8("modality")? {
             0 => Modality::Image,
             1 => Modality::Audio,
+            2 => Modality::Video,
             other => return Err(format!("unknown modality code {other}")),
         };
         let root_len = r.u64("root path length")?;

@@ -31,7 +31,7 @@ use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
 use crate::prep::mixup::{Mixup, MixupArgs};
 use crate::prep::route::DecodeRoute;
-use crate::prep::{DType, Operators, Pipeline};
+use crate::prep::{DType, Operators, Pipeline, VideoPipeline};
 use crate::storage::{Link, Source, Throttled};
 
 use super::settings::{LoaderSettings, PipelineSetting, DEFAULT_IMAGE_SIZE};
@@ -178,7 +178,9 @@ impl LoaderBuilder {
                 Some(ImagePipeline::preset(name, size)?.ops().to_vec())
             }
             PipelineSetting::Operators(Operators::Image(ops)) => Some(ops.clone()),
-            PipelineSetting::Operators(Operators::Audio(_) | Operators::Views(_)) => None,
+            PipelineSetting::Operators(
+                Operators::Audio(_) | Operators::Views(_) | Operators::Video(..),
+            ) => None,
         };
         ops.map(|ops| ImagePipeline::new(ops, s.dtype, s.layout))
             .transpose()
@@ -333,6 +335,28 @@ impl LoaderBuilder {
             }
             (None, PipelineSetting::Operators(Operators::Audio(ops))) => {
                 AudioPipeline::new(ops.clone())?.into()
+            }
+            (None, PipelineSetting::Operators(Operators::Video(..))) if s.image_size.is_some() => {
+                return Err(Error::Config(
+                    "image_size sets the size of the \"train\" and \"val\" presets; with a \
+                     video's operators, give the sizes to them (e.g. RandomCrop(224))"
+                        .into(),
+                ))
+            }
+            (None, PipelineSetting::Operators(Operators::Video(clip, ops))) => {
+                if self.device.is_some() {
+                    return Err(Error::Config(
+                        "videos are prepared on the CPU and delivered there: without device=, \
+                         move the clips' tensors yourself"
+                            .into(),
+                    ));
+                }
+                if self.mixup.is_some() {
+                    return Err(Error::Config(
+                        "Mixup mixes images: it does not apply to video clips yet".into(),
+                    ));
+                }
+                VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout)?.into()
             }
             (None, PipelineSetting::Operators(Operators::Views(_))) if s.image_size.is_some() => {
                 return Err(Error::Config(

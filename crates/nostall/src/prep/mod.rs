@@ -7,8 +7,9 @@
 //! turns one sample's encoded bytes into its slot (decoders, scratch buffers). A
 //! [`Pipeline`] is a shared handle to one `Prep`; the loader clones it into every thread.
 //!
-//! Two modalities ship: [`image`] (JPEG, PNG; crops, flips, normalisation) and [`audio`]
-//! (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3; resampling, crops, mel spectrograms). The files each one
+//! Three modalities ship: [`image`] (JPEG, PNG; crops, flips, normalisation), [`audio`]
+//! (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3; resampling, crops, mel spectrograms) and [`video`]
+//! (clips of exact frames, each through the image operators). The files each one
 //! reads are declared once, by [`Modality`], and the catalog and storage list datasets
 //! through it. Their operators have one text form, [`notation`] (Python's `repr`), in which a
 //! pipeline travels as a setting.
@@ -28,6 +29,7 @@ pub mod route;
 #[cfg(feature = "tokenize")]
 pub mod tokens;
 pub mod translation;
+pub mod video;
 
 use std::sync::Arc;
 
@@ -38,6 +40,7 @@ use crate::rng::Rng;
 pub use audio::AudioPipeline;
 pub use image::{ImagePipeline, ViewsPipeline};
 pub use notation::Operators;
+pub use video::VideoPipeline;
 
 pub use crate::sample::{DType, Modality, SampleLayout, UnknownName};
 
@@ -196,6 +199,12 @@ impl From<ImagePipeline> for Pipeline {
     }
 }
 
+impl From<VideoPipeline> for Pipeline {
+    fn from(video: VideoPipeline) -> Pipeline {
+        Pipeline::new(video)
+    }
+}
+
 impl From<AudioPipeline> for Pipeline {
     fn from(audio: AudioPipeline) -> Pipeline {
         Pipeline::new(audio)
@@ -211,6 +220,8 @@ pub struct DecodeOnly {
 enum Decoding {
     Image(image::codec::Decoder),
     Audio(audio::Waveform),
+    #[cfg(feature = "video")]
+    Video(nostall_video::Limits),
 }
 
 impl std::fmt::Debug for DecodeOnly {
@@ -218,6 +229,8 @@ impl std::fmt::Debug for DecodeOnly {
         let modality = match self.decoder {
             Decoding::Image(_) => Modality::Image,
             Decoding::Audio(_) => Modality::Audio,
+            #[cfg(feature = "video")]
+            Decoding::Video(_) => Modality::Video,
         };
         f.debug_struct("DecodeOnly")
             .field("modality", &modality)
@@ -238,12 +251,16 @@ impl DecodeOnly {
                     .map_err(Error::Config)?,
             ),
             Modality::Audio => Decoding::Audio(audio::Waveform::default()),
+            #[cfg(feature = "video")]
+            Modality::Video => Decoding::Video(nostall_video::Limits::default()),
+            #[cfg(not(feature = "video"))]
+            Modality::Video => return Err(video::not_built()),
         };
         Ok(DecodeOnly { decoder })
     }
 
-    /// Decodes `data` in full: every pixel of an image, every channel of a clip at its
-    /// own rate.
+    /// Decodes `data` in full: every pixel of an image, every channel of a recording at
+    /// its own rate, every frame of a video.
     ///
     /// # Errors
     ///
@@ -252,6 +269,10 @@ impl DecodeOnly {
         match &mut self.decoder {
             Decoding::Image(decoder) => decoder.decode_full(data).map(drop),
             Decoding::Audio(wave) => audio::decode_all(data, wave),
+            #[cfg(feature = "video")]
+            Decoding::Video(limits) => nostall_video::decode_all(data, limits, &mut |_, _| {})
+                .map(drop)
+                .map_err(video::cause),
         }
     }
 }

@@ -25,9 +25,11 @@ use super::args::{Keywords, Value};
 use super::audio::{self, AudioOp};
 use super::image::op::MAX_NESTING;
 use super::image::{self, Op};
+use super::video::{self, VideoOp};
 use crate::error::{Error, Result};
 
-/// A pipeline given as operators: all of images or all of audio.
+/// A pipeline given as operators: all of images, all of audio, or a video's clip and the
+/// image operators its frames go through.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Operators {
     /// Image operators ([`Op`]).
@@ -37,6 +39,9 @@ pub enum Operators {
     /// Several views of each image, each its own list of image operators (written as a
     /// list of lists).
     Views(Vec<Vec<Op>>),
+    /// A video's [`Clip`](video::Clip) (written first) and the image operators each frame
+    /// goes through.
+    Video(VideoOp, Vec<Op>),
 }
 
 impl Operators {
@@ -50,7 +55,7 @@ impl Operators {
     pub fn call_user_code(&self) -> bool {
         let image = |ops: &[Op]| ops.iter().any(|op| op.name() == "Python");
         match self {
-            Operators::Image(ops) => image(ops),
+            Operators::Image(ops) | Operators::Video(_, ops) => image(ops),
             Operators::Views(views) => views.iter().any(|ops| image(ops)),
             Operators::Audio(ops) => ops.iter().any(|op| op.name() == "Python"),
         }
@@ -75,7 +80,27 @@ impl FromStr for Operators {
                 .collect::<Result<_>>()?;
             return Ok(Operators::Views(views));
         }
-        let calls = Reader::new(text).pipeline()?;
+        let mut calls = Reader::new(text).pipeline()?;
+        if calls
+            .first()
+            .is_some_and(|c| video::Declaration::find(c.name).is_some())
+        {
+            let clip = video_op(calls.remove(0))?;
+            if let Some(c) = calls
+                .iter()
+                .find(|c| video::Declaration::find(c.name).is_some())
+            {
+                return Err(video::not_video(&format!("a second {}", c.name)));
+            }
+            let ops = calls.into_iter().map(image_op).collect::<Result<_>>()?;
+            return Ok(Operators::Video(clip, ops));
+        }
+        if let Some(c) = calls
+            .iter()
+            .find(|c| video::Declaration::find(c.name).is_some())
+        {
+            return Err(video::not_video(&format!("{} is not first", c.name)));
+        }
         let image = |c: &Call<'_>| image::Declaration::find(c.name).is_some();
         let audio = |c: &Call<'_>| audio::Declaration::find(c.name).is_some();
         if let Some(call) = calls.iter().find(|c| !image(c) && !audio(c)) {
@@ -100,7 +125,7 @@ impl FromStr for Operators {
             }
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            // Only CenterCrops: audio's takes a length.
+            // Only crops, which both have: audio's take a length.
             (None, None) => calls
                 .iter()
                 .any(|c| c.args.iter().any(|(key, _)| *key == Some("length"))),
@@ -151,6 +176,13 @@ impl fmt::Display for Operators {
         match self {
             Operators::Image(ops) => list(f, ops),
             Operators::Audio(ops) => list(f, ops),
+            Operators::Video(clip, ops) => {
+                write!(f, "[{clip}")?;
+                for op in ops {
+                    write!(f, ", {op}")?;
+                }
+                f.write_str("]")
+            }
             Operators::Views(views) => {
                 f.write_str("[")?;
                 for (i, ops) in views.iter().enumerate() {
@@ -476,6 +508,12 @@ fn image_op(call: Call<'_>) -> Result<Op> {
     let name = call.name;
     let (positional, keywords) = call.split()?;
     Op::call(name, positional, keywords)
+}
+
+fn video_op(call: Call<'_>) -> Result<VideoOp> {
+    let name = call.name;
+    let (positional, keywords) = call.split()?;
+    VideoOp::call(name, positional, keywords)
 }
 
 fn audio_op(call: Call<'_>) -> Result<AudioOp> {

@@ -367,6 +367,12 @@ impl ImagePipeline {
         }
     }
 
+    /// The most pixels an image (or a video's frame) may have.
+    #[cfg(feature = "video")]
+    pub(crate) fn max_pixels(&self) -> u64 {
+        self.max_pixels
+    }
+
     /// Refuses images of more than `max_pixels` pixels (decompression bombs), instead of
     /// [`DEFAULT_MAX_PIXELS`].
     pub fn with_max_pixels(mut self, max_pixels: u64) -> ImagePipeline {
@@ -545,6 +551,45 @@ impl Preparer for ImagePreparer {
             &sample,
         )?;
         Ok(Prepared::InSlot)
+    }
+}
+
+/// A prep thread's scratch to make samples from pixels decoded elsewhere (a video's
+/// frames): the resampler and the planes [`ImagePipeline::from_pixels`] reuses.
+#[cfg(feature = "video")]
+#[derive(Default)]
+pub(crate) struct Scratch {
+    resampler: Resampler,
+    planes: Vec<u8>,
+}
+
+#[cfg(feature = "video")]
+impl ImagePipeline {
+    /// Makes the sample of `geometry` from `rgb`, a decoded `width` × `height` image (packed
+    /// RGB) the geometry was drawn for, in `out`, as [`Preparer::prepare`] does from a
+    /// file: the operators on pixels and on the delivered sample draw from generators
+    /// keyed by `sample`, so the same `sample` gives every frame of a clip the same draws.
+    pub(crate) fn from_pixels(
+        &self,
+        scratch: &mut Scratch,
+        (rgb, width, height): (&[u8], u32, u32),
+        geometry: &Geometry,
+        out: &mut [u8],
+        sample: &Rng,
+    ) -> Result<(), Cause> {
+        let src = Image {
+            pixels: rgb,
+            width: width as usize,
+            height: height as usize,
+        };
+        self.finish(
+            (&mut scratch.resampler, &mut scratch.planes),
+            src,
+            geometry.source,
+            geometry,
+            out,
+            sample,
+        )
     }
 }
 

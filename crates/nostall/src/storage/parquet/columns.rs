@@ -33,6 +33,7 @@ fn usual_sample_names(modality: Modality) -> &'static [&'static str] {
     match modality {
         Modality::Image => &["image", "img", "jpg", "jpeg", "png"],
         Modality::Audio => &["audio", "wav", "flac", "mp3", "ogg", "opus"],
+        Modality::Video => &["video", "mp4", "webm", "mkv", "avi", "mov"],
     }
 }
 
@@ -41,6 +42,7 @@ fn feature_type(modality: Modality) -> &'static str {
     match modality {
         Modality::Image => "Image",
         Modality::Audio => "Audio",
+        Modality::Video => "Video",
     }
 }
 

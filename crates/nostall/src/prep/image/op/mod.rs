@@ -49,6 +49,7 @@ mod python;
 mod rand_augment;
 mod random_apply;
 mod random_choice;
+mod random_crop;
 mod random_erasing;
 mod random_order;
 mod random_resized_crop;
@@ -81,6 +82,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &random_resized_crop::DECLARATION,
     &resize::DECLARATION,
     &center_crop::DECLARATION,
+    &random_crop::DECLARATION,
     &horizontal_flip::DECLARATION,
     &vertical_flip::DECLARATION,
     &normalize::DECLARATION,

@@ -1,0 +1,147 @@
+//! Videos: clips of exact frames, each prepared by the image operators with one draw per
+//! clip.
+//!
+//! A video pipeline is a [`Clip`] (which frames, drawn from the sample's generator) and an
+//! [`ImagePipeline`] that every frame goes through. Each clip draws its geometry (crop,
+//! flip) and its photometric choices once, from a generator of its own, and every frame
+//! of it is made with those draws: torchvision.transforms.v2's semantics on a video
+//! tensor (one crop, flip and jitter per clip, the same on every frame).
+//!
+//! Decoding is `nostall-video`'s (FFmpeg's libraries, the `video` feature): a frame index
+//! made from the container's packets, then each group of pictures decoded once, forward,
+//! for the clip's frames in it, skipping frames nothing references. Without the feature a
+//! video pipeline can be described and checked, and fails to start with an error that
+//! says so.
+
+mod clip;
+#[cfg(feature = "video")]
+mod preparer;
+
+#[cfg(feature = "video")]
+pub(crate) use preparer::cause;
+
+pub(crate) use clip::not_video;
+pub use clip::{Clip, Declaration, Timeline, VideoOp, DECLARATIONS, MAX_CLIPS, MAX_FRAMES};
+
+use super::image::{ImagePipeline, Layout, Op};
+use super::{DType, Modality, Prep, Preparer, SampleLayout};
+use crate::error::{Error, Result};
+
+/// A [`Clip`] and the image operators its frames go through, with a fixed output shape:
+/// `[T, C, H, W]` (`[T, H, W, C]` with the HWC layout) or `[C, T, H, W]`, with a leading
+/// dimension of clips when a sample holds several.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoPipeline {
+    clip: VideoOp,
+    frames: ImagePipeline,
+}
+
+impl VideoPipeline {
+    /// Checks that the frame operators give one fixed size (as an image pipeline's must),
+    /// that none of them needs something a frame lacks, and that the layout fits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming what does not fit.
+    pub fn new(clip: VideoOp, ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<Self> {
+        if let Some(user) = ops.iter().find(|op| op.name() == "Python") {
+            return Err(not_video(&format!(
+                "{} among a video's operators is not supported yet",
+                user.name()
+            )));
+        }
+        if clip.0.channels_first() && layout == Layout::Hwc {
+            return Err(Error::Config(
+                "Clip(layout='CTHW') puts channels first: leave the loader's layout at CHW".into(),
+            ));
+        }
+        let frames = ImagePipeline::new(ops, dtype, layout)?;
+        Ok(VideoPipeline { clip, frames })
+    }
+
+    /// The clip's plan.
+    pub fn clip(&self) -> &Clip {
+        &self.clip.0
+    }
+
+    /// The operator that plans the clip, as written.
+    pub fn clip_op(&self) -> &VideoOp {
+        &self.clip
+    }
+
+    /// What every frame goes through.
+    pub fn frames(&self) -> &ImagePipeline {
+        &self.frames
+    }
+
+    /// The decompression guard: frames with more pixels are refused (the image
+    /// pipeline's, [`ImagePipeline::with_max_pixels`]).
+    pub fn with_max_pixels(self, max_pixels: u64) -> VideoPipeline {
+        VideoPipeline {
+            frames: self.frames.with_max_pixels(max_pixels),
+            ..self
+        }
+    }
+
+    /// The shape of one sample.
+    pub fn sample_shape(&self) -> Vec<usize> {
+        let clip = self.clip();
+        let frame = self.frames.sample_shape();
+        let mut shape = Vec::with_capacity(5);
+        if clip.clips() > 1 {
+            shape.push(clip.clips());
+        }
+        if clip.channels_first() {
+            shape.extend([frame[0], clip.frames(), frame[1], frame[2]]);
+        } else {
+            shape.push(clip.frames());
+            shape.extend(frame);
+        }
+        shape
+    }
+}
+
+/// `Clip(16) → RandomResizedCrop(224) → …, float32 CHW`, for reports.
+impl std::fmt::Display for VideoPipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} → {}", self.clip, self.frames)
+    }
+}
+
+/// The videos modality: what a prepared clip looks like, and a decoder per thread.
+impl Prep for VideoPipeline {
+    fn modality(&self) -> Modality {
+        Modality::Video
+    }
+
+    fn layout(&self) -> SampleLayout {
+        SampleLayout::new(self.sample_shape(), self.frames.dtype())
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("{} {}", self.clip, self.frames.fingerprint())
+    }
+
+    #[cfg(feature = "video")]
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Ok(Box::new(preparer::VideoPreparer::new(self.clone())))
+    }
+
+    #[cfg(not(feature = "video"))]
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        Err(not_built())
+    }
+}
+
+/// Why a build without the `video` feature prepares no video.
+#[cfg(not(feature = "video"))]
+pub(crate) fn not_built() -> Error {
+    Error::Config(
+        "this build of nostall decodes no video: build it with the `video` feature \
+         (FFmpeg's libraries; `make deps` installs them)"
+            .into(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

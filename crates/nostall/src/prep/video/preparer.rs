@@ -1,0 +1,130 @@
+//! One prep thread's video decoding: the frame index, the clip's frames decoded by
+//! `nostall-video`, each made into its place of the sample by the frame operators.
+
+use nostall_video::{ClipDecoder, FrameIndex, Limits, VideoError};
+
+use super::{Timeline, VideoPipeline};
+use crate::error::Cause;
+use crate::prep::image::{Geometry, Scratch};
+use crate::prep::{Modality, Prepared, Preparer};
+use crate::rng::{derive, Rng};
+
+/// The decoder, the resampler's scratch, and a frame's worth of bytes for the
+/// channels-first layout (a frame is made whole, then spread over the channels' planes).
+pub(super) struct VideoPreparer {
+    pipeline: VideoPipeline,
+    limits: Limits,
+    decoder: ClipDecoder,
+    scratch: Scratch,
+    frame: Vec<u8>,
+}
+
+impl VideoPreparer {
+    pub(super) fn new(pipeline: VideoPipeline) -> VideoPreparer {
+        let mut limits = Limits::default();
+        limits.max_pixels = pipeline.frames.max_pixels();
+        VideoPreparer {
+            pipeline,
+            decoder: ClipDecoder::new(limits.clone()),
+            limits,
+            scratch: Scratch::default(),
+            frame: Vec::new(),
+        }
+    }
+}
+
+impl Timeline for FrameIndex {
+    fn len(&self) -> usize {
+        FrameIndex::len(self)
+    }
+
+    fn seconds(&self, frame: usize) -> f64 {
+        FrameIndex::seconds(self, frame)
+    }
+
+    fn frame_at(&self, seconds: f64) -> usize {
+        FrameIndex::frame_at(self, seconds)
+    }
+}
+
+/// Why a video cannot be prepared, as a skip counter names it.
+pub(crate) fn cause(error: VideoError) -> Cause {
+    match error {
+        VideoError::UnknownFormat(_) => Cause::UnknownFormat(Modality::Video),
+        VideoError::UnsupportedCodec(codec) => Cause::UnsupportedCodec(codec),
+        VideoError::TooLarge(what) => Cause::TooLargeVideo(what),
+        VideoError::Corrupt(what) => Cause::Corrupt(what),
+        other => Cause::Corrupt(other.to_string()),
+    }
+}
+
+impl Preparer for VideoPreparer {
+    fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
+        let sample = rng.clone();
+        let index = FrameIndex::scan(data, &self.limits).map_err(cause)?;
+        if index.len() == 0 {
+            return Err(Cause::Corrupt("the video stream has no frame".into()));
+        }
+        let pipeline = &self.pipeline;
+        let clip = pipeline.clip();
+        let wanted = clip.plan(&index, rng);
+        // Each clip's draws, made once for all its frames: the geometry from the clip's
+        // generator, the operators on pixels keyed by it.
+        let (width, height) = (index.width(), index.height());
+        let clips: Vec<(Geometry, Rng)> = (0..clip.clips())
+            .map(|c| {
+                let keyed = sample.fork(derive(&[0x5649_4445_4f, c as u64]));
+                let geometry = pipeline.frames.geometry(width, height, &mut keyed.clone());
+                (geometry, keyed)
+            })
+            .collect();
+        let (frames, frame_bytes) = (clip.frames(), pipeline.frames.sample_bytes());
+        let channels_first = clip.channels_first();
+        self.frame
+            .resize(if channels_first { frame_bytes } else { 0 }, 0);
+        let (scratch, staged) = (&mut self.scratch, &mut self.frame);
+        let mut failed: Option<Cause> = None;
+        self.decoder
+            .decode(data, &index, &wanted, &mut |at, decoded| {
+                if failed.is_some() {
+                    return;
+                }
+                if (decoded.width, decoded.height) != (width, height) {
+                    failed = Some(Cause::Corrupt(format!(
+                        "frame {} is {}×{}, the stream {width}×{height}",
+                        wanted[at], decoded.width, decoded.height
+                    )));
+                    return;
+                }
+                let (c, t) = (at / frames, at % frames);
+                let (geometry, keyed) = &clips[c];
+                let clip_out = &mut out[c * frames * frame_bytes..(c + 1) * frames * frame_bytes];
+                let pixels = (decoded.rgb, width, height);
+                let made = if channels_first {
+                    let made = pipeline
+                        .frames
+                        .from_pixels(scratch, pixels, geometry, staged, keyed);
+                    // [C, H, W] to channel c's plane of [C, T, H, W].
+                    let plane = frame_bytes / 3;
+                    for (ch, from) in staged.chunks_exact(plane).enumerate() {
+                        let at = (ch * frames + t) * plane;
+                        clip_out[at..at + plane].copy_from_slice(from);
+                    }
+                    made
+                } else {
+                    let slot = &mut clip_out[t * frame_bytes..(t + 1) * frame_bytes];
+                    pipeline
+                        .frames
+                        .from_pixels(scratch, pixels, geometry, slot, keyed)
+                };
+                if let Err(e) = made {
+                    failed = Some(e);
+                }
+            })
+            .map_err(cause)?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Prepared::InSlot),
+        }
+    }
+}
