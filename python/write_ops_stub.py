@@ -1,6 +1,7 @@
-"""Writes ``nostall/ops.pyi`` and ``nostall/audio.pyi``, the type stubs of ``nostall.ops`` and
-``nostall.audio``, from the engine's declarations of its operators
-(``nostall._nostall._image_operators`` and ``_audio_operators``).
+"""Writes ``nostall/ops.pyi``, ``nostall/audio.pyi`` and ``nostall/video.pyi``, the type stubs of
+``nostall.ops``, ``nostall.audio`` and ``nostall.video``, from the engine's declarations of
+its operators (``nostall._nostall._image_operators``, ``_audio_operators`` and
+``_video_operators``).
 
 Run it after adding or changing an operator (the package built, e.g. by ``make
 python-test``): ``python python/write_ops_stub.py``. ``tests/test_ops.py`` and
@@ -15,6 +16,7 @@ from types import ModuleType
 
 STUB = pathlib.Path(__file__).parent / "nostall" / "ops.pyi"
 AUDIO_STUB = pathlib.Path(__file__).parent / "nostall" / "audio.pyi"
+VIDEO_STUB = pathlib.Path(__file__).parent / "nostall" / "video.pyi"
 
 
 def header(module: str, what: str, abc: str) -> str:
@@ -134,7 +136,22 @@ def render_audio() -> str:
     ])
 
 
+def render_video() -> str:
+    """``nostall/video.pyi``'s text."""
+    from nostall import video
+    from nostall._nostall import _video_operators
+
+    declarations = _video_operators()
+    return "".join([
+        header("nostall.video", "the operators of a video pipeline", "Sequence"),
+        *names(declarations),
+        base("An operator of a video pipeline: the base class of the operators of\n"
+             "    ``nostall.video``."),
+        *classes(video, declarations),
+    ])
+
+
 if __name__ == "__main__":
-    for stub, text in [(STUB, render()), (AUDIO_STUB, render_audio())]:
+    for stub, text in [(STUB, render()), (AUDIO_STUB, render_audio()), (VIDEO_STUB, render_video())]:
         stub.write_text(text)
         print(f"wrote {stub}")

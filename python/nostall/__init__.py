@@ -56,6 +56,8 @@ Public names:
 - :mod:`nostall.audio`: the operators of an audio pipeline (``Channels``, ``Resample``,
   ``RandomCrop``, ``CenterCrop``, ``MelSpectrogram``, ``Log``, and SpecAugment's
   ``FrequencyMasking`` and ``TimeMasking``).
+- :mod:`nostall.video`: ``Clip``, the frames of a video a sample holds; the image
+  operators of ``nostall.ops`` after it run on each frame, one draw per clip.
 - :func:`imagenet_train`, :func:`imagenet_val`: the ImageNet presets as operator lists.
 - :class:`Remote`, :class:`Scaling`: batches prepared by Ray actors on other machines as
   well (``remote=``), their number following the stall.
@@ -78,7 +80,7 @@ Public names:
 
 from __future__ import annotations
 
-from . import audio, ops
+from . import audio, ops, video
 from ._analyze import AnalysisReport, analyze, time_model
 from ._dataloader import DataLoader
 from ._errors import AgentError, ConfigError, NostallError, PeerError, SampleError, StepError, StorageError
@@ -118,5 +120,6 @@ __all__ = [
     "imagenet_val",
     "ops",
     "sample_generator",
+    "video",
     "time_model",
 ]

@@ -9,6 +9,7 @@ from typing_extensions import disjoint_base
 
 from . import audio
 from .audio import Op as AudioOp
+from .video import Op as VideoOp
 from .ops import Op as Op
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "_augment",
     "AudioOp",
     "_audio_operators",
+    "VideoOp",
+    "_video_operators",
     "imagenet_train",
     "imagenet_val",
     "demo_photos",
@@ -276,6 +279,10 @@ def _translations() -> list[
 def _audio_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
     """The audio operators' declarations, as ``_image_operators``'s, from which
     ``nostall.audio`` makes its classes."""
+
+def _video_operators() -> list[tuple[str, str, list[tuple[str, str, str, str | None, str]]]]:
+    """The video operators' declarations, as ``_image_operators``'s, from which
+    ``nostall.video`` makes its classes."""
 
 def _augment_draws(op: Op, seed: int, count: int, width: int, height: int) -> list[list[tuple[str, float]]]:
     """The augmentations an automatic augmentation draws for ``count`` samples of

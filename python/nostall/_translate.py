@@ -179,9 +179,10 @@ def _is_views(pipeline: Any) -> bool:
 
 def _is_native(pipeline: Any) -> bool:
     """Whether ``pipeline`` is a sequence of nostall's operators alone."""
-    from . import audio
+    from . import audio, video
 
-    return isinstance(pipeline, (list, tuple)) and all(isinstance(op, (ops.Op, audio.Op)) for op in pipeline)
+    return isinstance(pipeline, (list, tuple)) and all(isinstance(op, (ops.Op, audio.Op, video.Op))
+                                                       for op in pipeline)
 
 
 def _holds_transforms(pipeline: Any) -> bool:

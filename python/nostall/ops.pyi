@@ -23,6 +23,7 @@ __all__ = [
     "RandomApply",
     "RandomAutocontrast",
     "RandomChoice",
+    "RandomCrop",
     "RandomEqualize",
     "RandomErasing",
     "RandomGrayscale",
@@ -127,6 +128,29 @@ class CenterCrop(Op):
     @property
     def size(self) -> tuple[int, int]:
         """An int (square) or ``(height, width)``."""
+
+@final
+class RandomCrop(Op):
+    """Crops a window of ``size`` at a random place (torchvision's ``RandomCrop``: the top row,
+    then the left column, each uniform over the places the window fits). An image smaller
+    than the window is cropped at its centre, as ``CenterCrop`` does. Padding is not
+    supported: ``padding`` and ``pad_if_needed`` are refused.
+
+    - ``size``: an int (square) or ``(height, width)``.
+    - ``padding`` (``None``): refused unless None (padding is not supported).
+    - ``pad_if_needed`` (``False``): refused unless False (padding is not supported).
+    """
+
+    def __new__(cls, size: int | tuple[int, int] | list[int], padding: int | None = None, pad_if_needed: bool = False) -> RandomCrop: ...
+    @property
+    def size(self) -> tuple[int, int]:
+        """An int (square) or ``(height, width)``."""
+    @property
+    def padding(self) -> int | None:
+        """Refused unless None (padding is not supported)."""
+    @property
+    def pad_if_needed(self) -> bool:
+        """Refused unless False (padding is not supported)."""
 
 @final
 class RandomHorizontalFlip(Op):

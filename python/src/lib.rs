@@ -13,6 +13,7 @@
 mod analyze;
 mod arrow;
 mod audio_ops;
+mod video_ops;
 mod convert;
 mod device;
 mod dlpack;
@@ -105,6 +106,7 @@ fn _nostall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fields::Field>()?;
     ops::register(m)?;
     audio_ops::register(m)?;
+    video_ops::register(m)?;
     m.add_function(wrap_pyfunction!(imagenet_train, m)?)?;
     m.add_function(wrap_pyfunction!(imagenet_val, m)?)?;
     m.add_function(wrap_pyfunction!(demo_photos, m)?)?;

@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
+use crate::video_ops::VideoOpBase;
 use crate::python_ops::PythonOps;
 use crate::raise;
 
@@ -331,19 +332,31 @@ fn views_of(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult<Op
     Ok(Some(Operators::Views(views)))
 }
 
-/// The operators of a list of nostall's operators (and `ops.Python`, of either modality).
+/// The operators of a list of nostall's operators (and `ops.Python`, of either modality),
+/// or of a video's: its clip first, then image operators.
 fn from_native(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult<Operators> {
     let not_a_list = || {
         PyTypeError::new_err(
             "pipeline takes a preset (\"train\", \"val\", \"m5\", \"melspec\") or a list of \
-             nostall.ops operators (images) or nostall.audio operators (audio)",
+             nostall.ops operators (images), nostall.audio operators (audio), or a \
+             nostall.video.Clip followed by nostall.ops operators (videos)",
         )
     };
     let items = pipeline.try_iter().map_err(|_| not_a_list())?;
     let (mut image, mut audio, mut user) = (Vec::new(), Vec::new(), Vec::new());
+    let mut clip = None;
     for (i, item) in items.enumerate() {
         let item = item?;
-        if let Ok(op) = item.cast::<OpBase>() {
+        if let Ok(op) = item.cast::<VideoOpBase>() {
+            if i > 0 {
+                return Err(PyTypeError::new_err(format!(
+                    "pipeline[{i}] is {}: a video's Clip comes first, then the image \
+                     operators each frame goes through",
+                    item.repr()?
+                )));
+            }
+            clip = Some(op.get().0.clone());
+        } else if let Ok(op) = item.cast::<OpBase>() {
             image.push((i, op.get().0.clone()));
         } else if let Ok(op) = item.cast::<AudioOpBase>() {
             audio.push((i, op.get().0.clone()));
@@ -377,6 +390,14 @@ fn from_native(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult
         ops.extend(user.into_iter().map(|(i, op)| (i, f(op))));
         ops.sort_by_key(|(i, _)| *i);
         ops.into_iter().map(|(_, op)| op).collect()
+    }
+    if let Some(clip) = clip {
+        if !audio.is_empty() {
+            return Err(PyTypeError::new_err(
+                "a video's frames go through image operators (nostall.ops), not audio ones",
+            ));
+        }
+        return Ok(Operators::Video(clip, placed(image, user, Op::user)));
     }
     Ok(if audio.is_empty() {
         Operators::Image(placed(image, user, Op::user))

@@ -97,6 +97,11 @@ pub enum Cause {
         /// What happened: the exception with its traceback, or the bound.
         message: String,
     },
+    /// A video's codec that this build's FFmpeg does not decode (named).
+    UnsupportedCodec(String),
+    /// A video larger than its limits allow (its frame size or its frame count: which,
+    /// and the limit), found before anything of that size is allocated.
+    VideoTooLarge(String),
     /// A cause another process reported (a remote preparer's): its kind (one of
     /// [`Cause::KINDS`]) and its words.
     Reported {
@@ -108,8 +113,8 @@ pub enum Cause {
 }
 
 impl Cause {
-    /// Every [`Cause::kind`], in the order of the variants.
-    pub const KINDS: [&'static str; 15] = [
+    /// Every [`Cause::kind`], in the order of the variants (a kind two variants share, once).
+    pub const KINDS: [&'static str; 16] = [
         "missing",
         "permission-denied",
         "io",
@@ -125,6 +130,7 @@ impl Cause {
         "bad-json",
         "bad-vector",
         "user-code",
+        "unsupported-codec",
     ];
 
     /// The [`Cause::kind`] spelled `name`, if there is one (for counts read back from a
@@ -151,6 +157,8 @@ impl Cause {
             Cause::BadJson { .. } => "bad-json",
             Cause::BadVector { .. } => "bad-vector",
             Cause::UserCode { .. } => "user-code",
+            Cause::UnsupportedCodec(_) => "unsupported-codec",
+            Cause::VideoTooLarge(_) => "too-large",
             Cause::Reported { kind, .. } => kind,
         }
     }
@@ -221,6 +229,11 @@ impl fmt::Display for Cause {
             }
             Cause::BadVector { field, reason } => write!(f, "field {field:?}: {reason}"),
             Cause::UserCode { code, message } => write!(f, "{code} failed on it: {message}"),
+            Cause::UnsupportedCodec(codec) => write!(
+                f,
+                "its video codec ({codec}) is not one this build's FFmpeg decodes"
+            ),
+            Cause::VideoTooLarge(what) => write!(f, "{what} (refused before decoding)"),
             Cause::Reported { message, .. } => f.write_str(message),
         }
     }

@@ -25,7 +25,7 @@ impl VideoPreparer {
         limits.max_pixels = pipeline.frames.max_pixels();
         VideoPreparer {
             pipeline,
-            decoder: ClipDecoder::new(limits.clone()),
+            decoder: ClipDecoder::new(limits),
             limits,
             scratch: Scratch::default(),
             frame: Vec::new(),
@@ -52,7 +52,7 @@ pub(crate) fn cause(error: VideoError) -> Cause {
     match error {
         VideoError::UnknownFormat(_) => Cause::UnknownFormat(Modality::Video),
         VideoError::UnsupportedCodec(codec) => Cause::UnsupportedCodec(codec),
-        VideoError::TooLarge(what) => Cause::TooLargeVideo(what),
+        VideoError::TooLarge(what) => Cause::VideoTooLarge(what),
         VideoError::Corrupt(what) => Cause::Corrupt(what),
         other => Cause::Corrupt(other.to_string()),
     }
