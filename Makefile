@@ -5,7 +5,8 @@
 #               the hostile inputs again with release settings (without the tokenizer,
 #               whose tests the debug run has: one optimised build of it fewer)
 # Both install what they need when it is missing: the demo only the build's system
-# packages (cmake and nasm, to build the vendored libjpeg-turbo 3); the tests also
+# packages (cmake and nasm, to build the vendored libjpeg-turbo 3; FFmpeg's libraries
+# and their headers, with pkg-config and libclang to bind them, for videos); the tests also
 # chromium (to test the HTML report of `nostall analyze` headless), prometheus (a real
 # server scrapes a loader in the live-metrics test), python3-venv, s3s-fs (the
 # S3-compatible server the S3 tests run against), and iproute2 and util-linux (`ip`,
@@ -52,8 +53,12 @@ python-test: deps
 	$(VENV_TEST)/bin/torchrun --nproc_per_node=2 examples/train_imagenet.py --steps 3 --check-shards
 
 build-deps:
-	@command -v cmake >/dev/null && command -v nasm >/dev/null || \
-	  { apt-get update -qq && apt-get install -y -qq cmake nasm >/dev/null; }
+	@command -v cmake >/dev/null && command -v nasm >/dev/null && \
+	  pkg-config --exists libavformat libavcodec libswscale 2>/dev/null && \
+	  test -n "$$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    cmake nasm pkg-config libclang-dev libavformat-dev libavcodec-dev libavutil-dev \
+	    libswscale-dev >/dev/null; }
 
 deps: build-deps
 	@command -v chromium >/dev/null && command -v prometheus >/dev/null && \

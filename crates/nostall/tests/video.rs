@@ -1,0 +1,272 @@
+//! Videos end to end, on real camera footage (nostall-video's tests/footage, every codec
+//! and container it holds): a folder of class folders, frames equal to decoding each
+//! file from its start, the same bytes for any thread count and across resume, and
+//! hostile files among the good ones skipped by cause.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use nostall::dataset;
+use nostall::prep::image::Layout;
+use nostall::prep::{DType, Operators, VideoPipeline};
+use nostall::storage::ReadMode;
+use nostall::{ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
+
+/// The footage, by file name.
+fn footage() -> Vec<(String, PathBuf)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nostall-video/tests/footage");
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| Modality::Video.accepts(&p.to_string_lossy()))
+        .filter(|p| !p.to_string_lossy().contains("hostile"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "the footage of nostall-video: {files:?}");
+    files
+}
+
+/// The footage in two class folders (by container).
+fn class_folder(root: &Path) {
+    for (name, path) in footage() {
+        let class = if name.ends_with(".mp4") {
+            "mp4"
+        } else {
+            "other"
+        };
+        fs::create_dir_all(root.join(class)).unwrap();
+        fs::copy(path, root.join(class).join(name)).unwrap();
+    }
+}
+
+fn pipeline(text: &str, dtype: DType, layout: Layout) -> Pipeline {
+    let Operators::Video(clip, ops) = text.parse::<Operators>().unwrap() else {
+        panic!("{text} is a video's")
+    };
+    VideoPipeline::new(clip, ops, dtype, layout).unwrap().into()
+}
+
+fn config(pipeline: Pipeline, threads: usize) -> LoaderConfig {
+    let mut config = LoaderConfig::new(pipeline);
+    config.plan.batch_size = 3;
+    config.plan.seed = 5;
+    config.prep_threads = threads;
+    config.on_error = ErrorPolicy::Skip;
+    config
+}
+
+fn loader(root: &Path, config: LoaderConfig) -> Loader {
+    let data = dataset::open(root.to_str().unwrap(), ReadMode::Cached, Modality::Video).unwrap();
+    Loader::new(data.catalog, data.source, config).unwrap()
+}
+
+/// Ids, bytes and skips of one epoch.
+fn run(loader: &Loader, epoch: u64) -> (Vec<u64>, Vec<u8>, BTreeMap<&'static str, u64>) {
+    let mut epoch = loader.epoch(epoch).unwrap();
+    let (mut ids, mut bytes) = (Vec::new(), Vec::new());
+    for batch in epoch.by_ref() {
+        let batch = batch.unwrap();
+        ids.extend_from_slice(batch.ids());
+        bytes.extend_from_slice(batch.data());
+    }
+    (ids, bytes, epoch.stats().skipped)
+}
+
+const TRAIN: &str = "[Clip(8, stride=2), Resize(72), RandomCrop(64), RandomHorizontalFlip(), \
+                     ColorJitter(brightness=0.4)]";
+
+#[test]
+fn every_codec_loads_as_clips_identically_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let one = loader(
+        dir.path(),
+        config(pipeline(TRAIN, DType::U8, Layout::Chw), 1),
+    );
+    let mut first = one.epoch(0).unwrap();
+    let batch = first.next().unwrap().unwrap();
+    assert_eq!(batch.shape(), [3, 8, 3, 64, 64]);
+    assert!(batch.labels().iter().all(|&l| l == 0 || l == 1));
+    drop((batch, first));
+    let reference = run(&one, 0);
+    assert!(reference.2.is_empty(), "none skipped: {:?}", reference.2);
+    let mut ids = reference.0.clone();
+    ids.sort();
+    assert_eq!(ids, (0..footage().len() as u64).collect::<Vec<_>>());
+    for threads in [2, 3] {
+        let other = run(
+            &loader(
+                dir.path(),
+                config(pipeline(TRAIN, DType::U8, Layout::Chw), threads),
+            ),
+            0,
+        );
+        assert_eq!(other, reference, "{threads} threads");
+    }
+    assert_ne!(run(&one, 1).1, reference.1, "clips differ between epochs");
+}
+
+#[test]
+fn each_clip_holds_the_frames_decoding_from_the_start_gives() {
+    for (name, path) in footage() {
+        let bytes = fs::read(&path).unwrap();
+        let limits = nostall_video::Limits::default();
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        let mut size = (0, 0);
+        nostall_video::decode_all(&bytes, &limits, &mut |_, frame| {
+            size = (frame.width, frame.height);
+            frames.push(frame.rgb.to_vec());
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        fs::copy(&path, dir.path().join(&name)).unwrap();
+        // One frame in each of 6 segments, at its middle: the frames are known.
+        let text = format!(
+            "[Clip(6, sampler='spread'), CenterCrop(({}, {}))]",
+            size.1, size.0
+        );
+        let mut config = config(pipeline(&text, DType::U8, Layout::Hwc), 2);
+        config.plan.batch_size = 1;
+        config.on_error = ErrorPolicy::Error;
+        let (_, got, _) = run(&loader(dir.path(), config), 0);
+        let n = frames.len();
+        let want: Vec<u8> = (0..6)
+            .flat_map(|i| frames[((2 * i + 1) * n / 12).min(n - 1)].clone())
+            .collect();
+        assert_eq!(got.len(), want.len(), "{name}");
+        assert!(
+            got == want,
+            "{name}: the clip's frames differ from decoding from the start"
+        );
+    }
+}
+
+#[test]
+fn channels_first_holds_the_same_values_as_frames_first() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let text = |layout: &str| {
+        format!("[Clip(4, stride=3, layout='{layout}'), Resize(40), CenterCrop(32)]")
+    };
+    let tchw = run(
+        &loader(
+            dir.path(),
+            config(pipeline(&text("TCHW"), DType::U8, Layout::Chw), 2),
+        ),
+        0,
+    );
+    let cthw = run(
+        &loader(
+            dir.path(),
+            config(pipeline(&text("CTHW"), DType::U8, Layout::Chw), 2),
+        ),
+        0,
+    );
+    assert_eq!(tchw.0, cthw.0);
+    let (t, c, plane) = (4, 3, 32 * 32);
+    for (a, b) in tchw
+        .1
+        .chunks(t * c * plane)
+        .zip(cthw.1.chunks(t * c * plane))
+    {
+        for ti in 0..t {
+            for ci in 0..c {
+                let x = &a[(ti * c + ci) * plane..][..plane];
+                let y = &b[(ci * t + ti) * plane..][..plane];
+                assert_eq!(x, y, "frame {ti} channel {ci}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_resumed_epoch_yields_exactly_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let mut config = config(pipeline(TRAIN, DType::U8, Layout::Chw), 2);
+    config.plan.batch_size = 2;
+    let loader = loader(dir.path(), config);
+    let (ids, bytes, _) = run(&loader, 1);
+    let mut epoch = loader.epoch(1).unwrap();
+    let head = epoch.next().unwrap().unwrap();
+    let (head_ids, head_bytes) = (head.ids().to_vec(), head.data().to_vec());
+    let saved = loader.checkpoint(&epoch);
+    drop((head, epoch));
+    let mut rest = loader.resume_saved(&saved).unwrap();
+    let (mut got_ids, mut got_bytes) = (head_ids, head_bytes);
+    for batch in rest.by_ref() {
+        let batch = batch.unwrap();
+        got_ids.extend_from_slice(batch.ids());
+        got_bytes.extend_from_slice(batch.data());
+    }
+    assert_eq!((got_ids, got_bytes), (ids, bytes));
+}
+
+#[test]
+fn hostile_videos_among_the_footage_are_skipped_by_cause_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let good = fs::read(&footage()[0].1).unwrap();
+    let bad = dir.path().join("zz-hostile");
+    fs::create_dir_all(&bad).unwrap();
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    for b in &mut flipped[middle..middle + 64] {
+        *b ^= 0x5a;
+    }
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("empty.mp4", Vec::new()),
+        (
+            "noise.mkv",
+            (0..4096u32)
+                .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                .collect(),
+        ),
+        ("text.webm", b"not a video at all\n".to_vec()),
+        ("truncated.mp4", good[..good.len() / 3].to_vec()),
+        ("header-cut.mp4", good[..64].to_vec()),
+    ];
+    for (name, bytes) in &files {
+        fs::write(bad.join(name), bytes).unwrap();
+    }
+    fs::write(bad.join("flipped.mp4"), &flipped).unwrap();
+    let clean = tempfile::tempdir().unwrap();
+    class_folder(clean.path());
+    let mut config = config(pipeline(TRAIN, DType::U8, Layout::Chw), 2);
+    config.plan.shuffle = false;
+    let (ids, bytes, skipped) = run(&loader(dir.path(), config.clone()), 0);
+    // Every hostile file but the flipped one (which may decode, concealed) is skipped.
+    let count: u64 = skipped.values().sum();
+    assert!(count >= files.len() as u64, "{skipped:?}");
+    assert!(
+        skipped
+            .keys()
+            .all(|k| ["empty", "corrupt", "unknown-format"].contains(k)),
+        "{skipped:?}"
+    );
+    assert_eq!(
+        ids.len() as u64 + count,
+        (footage().len() + files.len() + 1) as u64
+    );
+    // Each skip names its file.
+    let hostile = loader(dir.path(), config.clone());
+    let mut epoch = hostile.epoch(0).unwrap();
+    for batch in epoch.by_ref() {
+        batch.unwrap();
+    }
+    let named: Vec<String> = epoch.skipped().iter().map(|e| e.to_string()).collect();
+    for (name, _) in &files {
+        assert!(
+            named
+                .iter()
+                .any(|m| m.contains(&format!("zz-hostile/{name}"))),
+            "{name}: {named:?}"
+        );
+    }
+    // The footage comes out as from a folder without the hostile files.
+    let (_, clean_bytes, _) = run(&loader(clean.path(), config), 0);
+    assert_eq!(&bytes[..clean_bytes.len()], &clean_bytes[..]);
+}

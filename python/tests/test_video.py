@@ -1,0 +1,97 @@
+"""Video clips through nostall.Loader on real camera footage (nostall-video's
+tests/footage): the Clip operator as a Python object, batches of clips in both layouts,
+the image operators on each frame with torchvision.transforms.v2's semantics on a video
+tensor (one draw per clip), and refusals that name what is wrong."""
+
+import pathlib
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from torchvision.transforms import v2
+
+import nostall
+from nostall import ops, video
+
+FOOTAGE = pathlib.Path(__file__).parents[2] / "crates" / "nostall-video" / "tests" / "footage"
+
+
+# The footage of one size, 320 × 240: AV1, H.264 with B-frames and with open GOPs, VP9.
+SMALL = ["av1.mp4", "h264_bframes.mp4", "h264_opengop.mkv", "vp9.webm", "vp9_offset.webm"]
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    """The footage of one size in class folders by container."""
+    root = tmp_path_factory.mktemp("videos")
+    for p in (FOOTAGE / name for name in SMALL):
+        (root / p.suffix[1:]).mkdir(exist_ok=True)
+        shutil.copy(p, root / p.suffix[1:] / p.name)
+    return root
+
+
+def clips(root, *frame_ops, clip=None, **kwargs):
+    loader = nostall.Loader(str(root), batch_size=64, shuffle=False, seed=4, output="torch",
+                            pipeline=[clip or video.Clip(6, sampler="spread"), *frame_ops], **kwargs)
+    batches = list(loader)
+    return torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+
+
+def test_clip_is_a_python_object_with_its_parameters():
+    clip = video.Clip(16, stride=2, sampler="uniform", clips=3)
+    assert (clip.frames, clip.stride, clip.fps, clip.sampler, clip.clips, clip.layout) == \
+        (16, 2, None, "uniform", 3, "TCHW")
+    assert repr(clip) == "Clip(frames=16, stride=2, fps=None, sampler='uniform', clips=3, layout='TCHW')"
+    assert pickle.loads(pickle.dumps(clip)) == clip
+    assert video.Clip(8, fps=4.0) != video.Clip(8)
+    for bad, says in [(dict(frames=0), "frames"), (dict(frames=8, stride=2, fps=5.0), "stride"),
+                      (dict(frames=8, sampler="nearby"), "sampler"), (dict(frames=8, clips=65), "clips")]:
+        with pytest.raises(nostall.ConfigError, match=says):
+            video.Clip(**bad)
+
+
+def test_a_batch_is_frames_first_or_channels_first(videos):
+    n = sum(1 for _ in videos.rglob("*.*"))
+    x, labels = clips(videos, ops.Resize(40), ops.CenterCrop(32), dtype="uint8")
+    assert x.shape == (n, 6, 3, 32, 32) and x.dtype == torch.uint8
+    assert sorted(set(labels.tolist())) == list(range(len(list(videos.iterdir()))))
+    y, _ = clips(videos, ops.Resize(40), ops.CenterCrop(32), dtype="uint8",
+                 clip=video.Clip(6, sampler="spread", layout="CTHW"))
+    assert y.shape == (n, 3, 6, 32, 32)
+    assert torch.equal(y, x.permute(0, 2, 1, 3, 4))
+    normalized, _ = clips(videos, ops.Resize(40), ops.CenterCrop(32),
+                          ops.Normalize((0.45, 0.45, 0.45), (0.225, 0.225, 0.225)))
+    assert normalized.dtype == torch.float32
+    want = (x.float() / 255 - 0.45) / 0.225
+    assert (normalized - want).abs().max() < 1e-4
+
+
+def test_frame_operators_match_torchvision_v2_on_the_video_tensor(videos):
+    frames, _ = clips(videos, ops.CenterCrop((240, 320)), dtype="uint8")
+    got, _ = clips(videos, ops.Resize(72), ops.CenterCrop(64), dtype="uint8")
+    want = torch.stack([v2.Compose([v2.Resize(72, antialias=True), v2.CenterCrop(64)])(clip)
+                        for clip in frames])
+    diff = (got.int() - want.int()).abs()
+    assert (diff <= 1).float().mean() >= 0.99 and diff.float().mean() <= 0.5
+
+
+def test_each_clip_is_flipped_whole_or_not_by_its_own_draw(videos):
+    frames, _ = clips(videos, ops.CenterCrop((240, 320)), dtype="uint8")
+    flipped, _ = clips(videos, ops.CenterCrop((240, 320)), ops.RandomHorizontalFlip(), dtype="uint8")
+    decisions = []
+    for original, got in zip(frames, flipped):
+        per_frame = [torch.equal(g, o.flip(-1)) and not torch.equal(g, o) for o, g in zip(original, got)]
+        assert all(per_frame) or (not any(per_frame) and torch.equal(got, original))
+        decisions.append(per_frame[0])
+    assert len(set(decisions)) == 2, decisions  # some flipped, some not
+
+
+def test_a_video_pipeline_refuses_what_does_not_fit(videos):
+    with pytest.raises(TypeError, match="Clip comes first"):
+        nostall.Loader(str(videos), pipeline=[ops.Resize(32), video.Clip(4)])
+    with pytest.raises(nostall.ConfigError, match="output size varies"):
+        nostall.Loader(str(videos), pipeline=[video.Clip(4), ops.Resize(32)])
+    with pytest.raises(nostall.ConfigError, match="no videos"):
+        nostall.Loader(nostall.demo_photos(), pipeline=[video.Clip(4), ops.CenterCrop(32)])
