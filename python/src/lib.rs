@@ -13,7 +13,6 @@
 mod analyze;
 mod arrow;
 mod audio_ops;
-mod video_ops;
 mod convert;
 mod device;
 mod dlpack;
@@ -38,6 +37,7 @@ mod store;
 mod tensor;
 mod tokenizer;
 mod user_code;
+mod video_ops;
 
 use std::path::PathBuf;
 

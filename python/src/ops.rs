@@ -22,9 +22,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
-use crate::video_ops::VideoOpBase;
 use crate::python_ops::PythonOps;
 use crate::raise;
+use crate::video_ops::VideoOpBase;
 
 /// An operator of a pipeline: the base class of the operators of `nostall.ops`.
 ///
