@@ -555,7 +555,7 @@ impl Preparer for ImagePreparer {
 }
 
 /// A prep thread's scratch to make samples from pixels decoded elsewhere (a video's
-/// frames): the resampler and the planes [`ImagePipeline::from_pixels`] reuses.
+/// frames): the resampler and the planes [`ImagePipeline::sample_from_pixels`] reuses.
 #[cfg(feature = "video")]
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -569,7 +569,7 @@ impl ImagePipeline {
     /// RGB) the geometry was drawn for, in `out`, as [`Preparer::prepare`] does from a
     /// file: the operators on pixels and on the delivered sample draw from generators
     /// keyed by `sample`, so the same `sample` gives every frame of a clip the same draws.
-    pub(crate) fn from_pixels(
+    pub(crate) fn sample_from_pixels(
         &self,
         scratch: &mut Scratch,
         (rgb, width, height): (&[u8], u32, u32),

@@ -62,7 +62,7 @@ impl Preparer for VideoPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let sample = rng.clone();
         let index = FrameIndex::scan(data, &self.limits).map_err(cause)?;
-        if index.len() == 0 {
+        if index.is_empty() {
             return Err(Cause::Corrupt("the video stream has no frame".into()));
         }
         let pipeline = &self.pipeline;
@@ -73,7 +73,7 @@ impl Preparer for VideoPreparer {
         let (width, height) = (index.width(), index.height());
         let clips: Vec<(Geometry, Rng)> = (0..clip.clips())
             .map(|c| {
-                let keyed = sample.fork(derive(&[0x5649_4445_4f, c as u64]));
+                let keyed = sample.fork(derive(&[0x0056_4944_454f, c as u64]));
                 let geometry = pipeline.frames.geometry(width, height, &mut keyed.clone());
                 (geometry, keyed)
             })
@@ -103,7 +103,7 @@ impl Preparer for VideoPreparer {
                 let made = if channels_first {
                     let made = pipeline
                         .frames
-                        .from_pixels(scratch, pixels, geometry, staged, keyed);
+                        .sample_from_pixels(scratch, pixels, geometry, staged, keyed);
                     // [C, H, W] to channel c's plane of [C, T, H, W].
                     let plane = frame_bytes / 3;
                     for (ch, from) in staged.chunks_exact(plane).enumerate() {
@@ -115,7 +115,7 @@ impl Preparer for VideoPreparer {
                     let slot = &mut clip_out[t * frame_bytes..(t + 1) * frame_bytes];
                     pipeline
                         .frames
-                        .from_pixels(scratch, pixels, geometry, slot, keyed)
+                        .sample_from_pixels(scratch, pixels, geometry, slot, keyed)
                 };
                 if let Err(e) = made {
                     failed = Some(e);
