@@ -24,10 +24,11 @@ pub(crate) const NO_TS: i64 = ff::AV_NOPTS_VALUE;
 const IO_BUFFER: usize = 32 * 1024;
 
 /// The scaler settings of every RGB conversion: one path for `decode` and `decode_all`,
-/// so that their frames are byte-equal. Accurate rounding and chroma interpolated at full
-/// horizontal resolution are swscale's most faithful YUV to RGB conversion (the filter
-/// is moot: sizes do not change); they cost about 3 ms a 768x576 frame on one core.
-const SWS_FLAGS: c_int = ff::SWS_BILINEAR | ff::SWS_ACCURATE_RND | ff::SWS_FULL_CHR_H_INT;
+/// so that their frames are byte-equal. Plain bilinear takes swscale's SIMD YUV to RGB
+/// path (the filter is moot: sizes do not change), as torchcodec's conversion does;
+/// accurate rounding with chroma interpolated at full width, its most faithful
+/// conversion, leaves that path and cost as much CPU as the decoding itself.
+const SWS_FLAGS: c_int = ff::SWS_BILINEAR;
 
 /// Turns FFmpeg's logging off, once per process: a loader decoding thousands of videos
 /// must not write their warnings to the trainer's stderr (errors reach the caller as
