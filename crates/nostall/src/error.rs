@@ -398,9 +398,12 @@ mod tests {
                 code: String::new(),
                 message: String::new(),
             },
+            Cause::UnsupportedCodec(String::new()),
         ];
         let kinds: Vec<&str> = causes.iter().map(Cause::kind).collect();
         assert_eq!(kinds, Cause::KINDS);
+        // A video over its limits counts where any sample over its size does.
+        assert_eq!(Cause::VideoTooLarge(String::new()).kind(), "too-large");
         for kind in kinds {
             assert_eq!(Cause::kind_named(kind), Some(kind));
         }
