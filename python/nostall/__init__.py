@@ -120,6 +120,6 @@ __all__ = [
     "imagenet_val",
     "ops",
     "sample_generator",
-    "video",
     "time_model",
+    "video",
 ]

@@ -2,6 +2,7 @@
 
 from . import audio as audio
 from . import ops as ops
+from . import video as video
 from ._analyze import AnalysisReport as AnalysisReport
 from ._analyze import analyze as analyze
 from ._analyze import time_model as time_model
@@ -52,4 +53,5 @@ __all__ = [
     "ops",
     "sample_generator",
     "time_model",
+    "video",
 ]
