@@ -19,6 +19,8 @@ Two measurements, each contender in a fresh child process, alternating, `--round
   ``v2.ToDtype(float32, scale=True)``, ``v2.Normalize`` to the ``[T, C, H, W]`` tensor.
 
     .venv-test/bin/python bench/video.py [--data bench/out/videos] [--rounds 3]
+
+Needs torchcodec in the venv (`pip install torchcodec`: its wheels load the system FFmpeg).
 """
 
 from __future__ import annotations

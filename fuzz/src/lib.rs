@@ -12,6 +12,9 @@
 //! - [`audio`]: a recording (WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3: the Ogg page reader,
 //!   the WAV reader, and the C decoders minimp3 and libopus behind them) decoded whole,
 //!   then through the `m5` pipeline, which decodes windows.
+//! - [`video`]: a video (MP4, Matroska, AVI; H.264, HEVC, VP9, AV1, MPEG-4: FFmpeg's
+//!   demuxers and decoders behind nostall-video's reader of the bytes) indexed, decoded
+//!   whole, then clips of it prepared; and the same bytes read as a saved frame index.
 //! - [`manifest`]: a manifest of segments of long recordings (NeMo's JSON lines, or CSV)
 //!   opened as a dataset over real recordings beside it (whole, cut short, written to a
 //!   pipe), then every segment read back, the first few prepared.
@@ -42,7 +45,8 @@ use nostall::catalog::Catalog;
 use nostall::prep::audio::AudioPipeline;
 use nostall::prep::image::codec::{Decoder, Rect};
 use nostall::prep::image::ImagePipeline;
-use nostall::prep::{DecodeOnly, Modality, Operators, Prep};
+use nostall::prep::image::Layout;
+use nostall::prep::{DType, DecodeOnly, Modality, Operators, Prep, VideoPipeline};
 use nostall::rng::Rng;
 use nostall::storage::{
     BlobInfo, BlobStore, ParquetFiles, ReadMode, S3Config, S3Store, Source, TarShards,
@@ -189,6 +193,34 @@ pub fn audio(data: &[u8]) {
         return;
     };
     let pipeline = pipeline.with_max_seconds(MAX_AUDIO_SECONDS);
+    let Ok(mut prep) = pipeline.preparer() else {
+        return;
+    };
+    let mut out = vec![0; pipeline.layout().bytes()];
+    for seed in [1, 2] {
+        let _ = prep.prepare(data, &mut Rng::new(seed), &mut out);
+    }
+}
+
+/// The largest frame the video target decodes: small, so that an execution stays in
+/// milliseconds (the limit itself is what a lying header runs into).
+const MAX_VIDEO_PIXELS: u64 = 1 << 20;
+
+/// A video decoded whole, then two clips of it (two seeds: two places, two seeks)
+/// prepared as a training pipeline would; and the bytes read as a saved frame index.
+pub fn video(data: &[u8]) {
+    let limits = nostall_video::Limits::new(1024, 1024, 1 << 12);
+    let _ = nostall_video::FrameIndex::from_bytes(data, &limits);
+    let _ = nostall_video::decode_all(data, &limits, &mut |_, _| {});
+    let Ok(Operators::Video(clip, ops)) =
+        "[Clip(4, stride=2), RandomResizedCrop(16), RandomHorizontalFlip()]".parse()
+    else {
+        return;
+    };
+    let Ok(pipeline) = VideoPipeline::new(clip, ops, DType::U8, Layout::Chw) else {
+        return;
+    };
+    let pipeline = pipeline.with_max_pixels(MAX_VIDEO_PIXELS);
     let Ok(mut prep) = pipeline.preparer() else {
         return;
     };

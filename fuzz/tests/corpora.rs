@@ -127,6 +127,11 @@ fn audio() {
 }
 
 #[test]
+fn video() {
+    replay("video", nostall_fuzz::video);
+}
+
+#[test]
 fn manifest() {
     replay("manifest", nostall_fuzz::manifest);
 }
