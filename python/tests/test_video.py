@@ -95,3 +95,27 @@ def test_a_video_pipeline_refuses_what_does_not_fit(videos):
         nostall.Loader(str(videos), pipeline=[video.Clip(4), ops.Resize(32)])
     with pytest.raises(nostall.ConfigError, match="no videos"):
         nostall.Loader(nostall.demo_photos(), pipeline=[video.Clip(4), ops.CenterCrop(32)])
+
+
+def test_webdataset_shards_with_video_members_give_the_folders_clips(videos, tmp_path):
+    import io
+    import tarfile
+
+    files = sorted(p for p in videos.rglob("*") if p.is_file())
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    with tarfile.open(shards / "shard-000000.tar", "w") as tar:
+        for i, path in enumerate(files):
+            for name, payload in [(f"s{i:04d}{path.suffix}", path.read_bytes()),
+                                  (f"s{i:04d}.cls", str(i % 3).encode())]:
+                info = tarfile.TarInfo(name)
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    ops_ = (ops.Resize(40), ops.CenterCrop(32))
+    from_shards, labels = clips(shards, *ops_, dtype="uint8")
+    assert labels.tolist() == [i % 3 for i in range(len(files))]
+    # 'spread' takes the same frames of a video wherever it is stored.
+    by_file = {p.name: x for p, x in zip(sorted(files, key=lambda p: (p.parent.name, p.name)),
+                                         clips(videos, *ops_, dtype="uint8")[0])}
+    for path, got in zip(files, from_shards):
+        assert torch.equal(got, by_file[path.name]), path.name
