@@ -7,8 +7,6 @@
 //! whole video (TSN and VideoMAE's evaluation: `spread` takes each segment's middle,
 //! `segments` a random frame of each).
 
-use std::fmt;
-
 use crate::error::{Error, Result};
 use crate::prep::args::{Args, Declaration as Declared, Handle, Kind, Operation, Param, Value};
 use crate::rng::{derive, Rng};
@@ -291,12 +289,6 @@ impl Operation for Clip {
             Value::Int(self.clips as i64),
             Value::Str(LAYOUTS[usize::from(self.channels_first)].into()),
         ]
-    }
-}
-
-impl fmt::Display for Sampler {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(SAMPLERS[*self as usize])
     }
 }
 

@@ -64,11 +64,6 @@ impl VideoPipeline {
         &self.clip.0
     }
 
-    /// The operator that plans the clip, as written.
-    pub fn clip_op(&self) -> &VideoOp {
-        &self.clip
-    }
-
     /// What every frame goes through.
     pub fn frames(&self) -> &ImagePipeline {
         &self.frames

@@ -77,6 +77,39 @@ fn random_crop_stays_inside_and_follows_ranges() {
 }
 
 #[test]
+fn random_crop_places_are_uniform_as_torchvisions_randint_and_small_images_are_centred() {
+    let op: Op = "RandomCrop((10, 20))".parse().unwrap();
+    let Stage::Geometry(crop) = op.stage() else {
+        panic!("a geometric operator")
+    };
+    // torchvision: top = randint(0, 30 - 10 + 1), left = randint(0, 50 - 20 + 1).
+    let (draws, mut tops, mut lefts) = (42_000, [0u32; 21], [0u32; 31]);
+    let mut rng = Rng::new(3);
+    for _ in 0..draws {
+        let mut view = View::whole(50, 30);
+        crop.plan(&mut view, &mut rng);
+        assert_eq!((view.w, view.h), (20.0, 10.0));
+        tops[view.source.y as usize] += 1;
+        lefts[view.source.x as usize] += 1;
+    }
+    // Chi-square against uniform: the bounds are the 1e-6 quantiles for 20 and 30
+    // degrees of freedom.
+    let chi2 = |counts: &[u32]| {
+        let expected = draws as f64 / counts.len() as f64;
+        counts
+            .iter()
+            .map(|&c| (c as f64 - expected).powi(2) / expected)
+            .sum::<f64>()
+    };
+    assert!(chi2(&tops) < 57.0, "tops {tops:?}");
+    assert!(chi2(&lefts) < 75.0, "lefts {lefts:?}");
+    // Smaller than the window: its centre, as CenterCrop takes it.
+    let mut view = View::whole(16, 8);
+    crop.plan(&mut view, &mut rng);
+    assert_eq!((view.source.x, view.source.y), (-2.0, -1.0));
+}
+
+#[test]
 fn a_crop_after_a_flip_crops_the_mirrored_image() {
     let mut view = View::whole(100, 50);
     view.flip = true;
