@@ -11,56 +11,19 @@
 
 use nostall::prep::audio::{AudioOp, DECLARATIONS};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
 
-use crate::ops::{arg, call, declared, hash, reduce, Declared, PyValue};
+use crate::ops::{declared, operator_base, Declared};
 
-/// An operator of an audio pipeline: the base class of the operators of
-/// `nostall.audio`.
-///
-/// Operators are made by their subclasses and cannot be changed once made; a list of
-/// them is the `pipeline` of a `nostall.Loader`. Two operators are equal when they do the
-/// same thing.
-#[pyclass(module = "nostall.audio", name = "Op", subclass, frozen, eq)]
-#[derive(PartialEq)]
-pub struct AudioOpBase(pub AudioOp);
-
-#[pymethods]
-impl AudioOpBase {
-    /// The audio operator `name` with these arguments (what each class's `__new__`
-    /// calls).
-    #[new]
-    #[pyo3(signature = (name, args, kwargs))]
-    fn new(
-        py: Python<'_>,
-        name: &str,
-        args: Vec<PyValue>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<AudioOpBase> {
-        Ok(AudioOpBase(call(py, name, args, kwargs)?))
-    }
-
-    fn __repr__(&self) -> String {
-        self.0.to_string()
-    }
-
-    fn __hash__(&self) -> u64 {
-        hash(&self.0)
-    }
-
-    /// The value of its parameter `name`, as the operator holds it (each class's
-    /// properties read them).
-    fn _arg<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        arg(py, &self.0, name)
-    }
-
-    /// Pickled as its class and its arguments, in order.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        reduce(slf.get_type().into_any(), &slf.get().0)
-    }
-}
+operator_base!(
+    /// An operator of an audio pipeline: the base class of the operators of
+    /// `nostall.audio`.
+    ///
+    /// Operators are made by their subclasses and cannot be changed once made; a list of
+    /// them is the `pipeline` of a `nostall.Loader`. Two operators are equal when they do the
+    /// same thing.
+    AudioOpBase(AudioOp),
+    module = "nostall.audio"
+);
 
 /// The audio operators' declarations, for `nostall/audio.py` to make their classes.
 #[pyfunction]

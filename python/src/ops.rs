@@ -26,53 +26,76 @@ use crate::python_ops::PythonOps;
 use crate::raise;
 use crate::video_ops::VideoOpBase;
 
-/// An operator of a pipeline: the base class of the operators of `nostall.ops`.
-///
-/// Operators are made by their subclasses and cannot be changed once made; a list of
-/// them is the `pipeline` of a `nostall.Loader`. Two operators are equal when they do
-/// the same thing.
-#[pyclass(module = "nostall.ops", name = "Op", subclass, frozen, eq)]
-#[derive(PartialEq)]
-pub struct OpBase(pub Op);
+/// The base class of one modality's operators: `$base` holding a `$op` (a
+/// [`Handle`]), the Python class `Op` of `$module`. Each modality's module makes one with
+/// its own docs; what they do is [`call`], [`hash`], [`arg`] and [`reduce`].
+macro_rules! operator_base {
+    ($(#[$doc:meta])* $base:ident($op:ty), module = $module:tt) => {
+        $(#[$doc])*
+        #[::pyo3::pyclass(module = $module, name = "Op", subclass, frozen, eq)]
+        #[derive(PartialEq)]
+        pub struct $base(pub $op);
 
-#[pymethods]
-impl OpBase {
-    /// The operator `name` with these arguments (what each class's `__new__` calls).
-    #[new]
-    #[pyo3(signature = (name, args, kwargs))]
-    fn new(
-        py: Python<'_>,
-        name: &str,
-        args: Vec<PyValue>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<OpBase> {
-        Ok(OpBase(call(py, name, args, kwargs)?))
-    }
+        #[::pyo3::pymethods]
+        impl $base {
+            /// The operator `name` with these arguments (what each class's `__new__`
+            /// calls).
+            #[new]
+            #[pyo3(signature = (name, args, kwargs))]
+            fn new(
+                py: ::pyo3::Python<'_>,
+                name: &str,
+                args: Vec<$crate::ops::PyValue>,
+                kwargs: Option<&::pyo3::Bound<'_, ::pyo3::types::PyDict>>,
+            ) -> ::pyo3::PyResult<$base> {
+                Ok($base($crate::ops::call(py, name, args, kwargs)?))
+            }
 
-    fn __repr__(&self) -> String {
-        self.0.to_string()
-    }
+            fn __repr__(&self) -> String {
+                self.0.to_string()
+            }
 
-    fn __hash__(&self) -> u64 {
-        hash(&self.0)
-    }
+            fn __hash__(&self) -> u64 {
+                $crate::ops::hash(&self.0)
+            }
 
-    /// The value of its parameter `name`, as the operator holds it (each class's
-    /// properties read them).
-    fn _arg<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        arg(py, &self.0, name)
-    }
+            /// The value of its parameter `name`, as the operator holds it (each class's
+            /// properties read them).
+            fn _arg<'py>(
+                &self,
+                py: ::pyo3::Python<'py>,
+                name: &str,
+            ) -> ::pyo3::PyResult<::pyo3::Bound<'py, ::pyo3::PyAny>> {
+                $crate::ops::arg(py, &self.0, name)
+            }
 
-    /// Pickled as its class and its arguments, in order.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        reduce(slf.get_type().into_any(), &slf.get().0)
-    }
+            /// Pickled as its class and its arguments, in order.
+            fn __reduce__<'py>(
+                slf: &::pyo3::Bound<'py, Self>,
+            ) -> ::pyo3::PyResult<(
+                ::pyo3::Bound<'py, ::pyo3::PyAny>,
+                ::pyo3::Bound<'py, ::pyo3::types::PyTuple>,
+            )> {
+                use ::pyo3::types::PyAnyMethods;
+                $crate::ops::reduce(slf.get_type().into_any(), &slf.get().0)
+            }
+        }
+    };
 }
+pub(crate) use operator_base;
 
-// What the base classes of `nostall.ops` and `nostall.audio` do, once for both: an
-// operator of either modality is a `Handle` of its own.
+operator_base!(
+    /// An operator of a pipeline: the base class of the operators of `nostall.ops`.
+    ///
+    /// Operators are made by their subclasses and cannot be changed once made; a list of
+    /// them is the `pipeline` of a `nostall.Loader`. Two operators are equal when they do
+    /// the same thing.
+    OpBase(Op),
+    module = "nostall.ops"
+);
+
+// What the base classes of `nostall.ops`, `nostall.audio` and `nostall.video` do, once for
+// all: an operator of any modality is a `Handle` of its own.
 
 /// The operator `name` of `T`'s modality with these arguments (what each base class's
 /// `__new__` makes).
