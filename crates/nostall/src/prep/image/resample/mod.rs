@@ -296,6 +296,9 @@ impl Resampler {
         mut sink: impl FnMut(usize, &Block<'_>),
     ) {
         assert!(src.pixels.len() >= src.width * src.height * 3 && width > 0 && height > 0);
+        if let Some((x0, y0)) = unscaled(src, region, width, height) {
+            return self.copy(src, (x0, y0), width, height, sink);
+        }
         self.rows
             .plan(src.height, region.y, region.h, height, filter);
         self.cols.plan(src.width, region.x, region.w, width, filter);
@@ -332,6 +335,46 @@ impl Resampler {
         }
     }
 
+    /// A window of `src` at its own size, whose top left corner is pixel `(x0, y0)`: every
+    /// filter gives each output its one source pixel there (the neighbours lie a whole
+    /// pixel away, where the triangle and Keys' cubic weigh zero), so the planes are the
+    /// window's pixels, copied. A video's frames at their decoded size come this way.
+    fn copy(
+        &mut self,
+        src: Image<'_>,
+        (x0, y0): (usize, usize),
+        width: usize,
+        height: usize,
+        mut sink: impl FnMut(usize, &Block<'_>),
+    ) {
+        let plane = BLOCK * width;
+        self.block.resize(3 * plane, 0);
+        for top in (0..height).step_by(BLOCK) {
+            let rows = BLOCK.min(height - top);
+            let (red, rest) = self.block.split_at_mut(plane);
+            let (green, blue) = rest.split_at_mut(plane);
+            for r in 0..rows {
+                let at = ((y0 + top + r) * src.width + x0) * 3;
+                let pixels = src.pixels[at..at + width * 3].chunks_exact(3);
+                let row = r * width..(r + 1) * width;
+                let planes = red[row.clone()]
+                    .iter_mut()
+                    .zip(&mut green[row.clone()])
+                    .zip(&mut blue[row]);
+                for (((r, g), b), p) in planes.zip(pixels) {
+                    (*r, *g, *b) = (p[0], p[1], p[2]);
+                }
+            }
+            let block = Block {
+                data: &self.block,
+                width,
+                rows,
+                plane,
+            };
+            sink(top, &block);
+        }
+    }
+
     /// Output rows `y0..y0 + rows` into `block`, one row at a time.
     fn block_portable(&mut self, src: Image<'_>, y0: usize, rows: usize, width: usize) {
         let plane = BLOCK * width;
@@ -350,6 +393,19 @@ impl Resampler {
             }
         }
     }
+}
+
+/// Where `region` is a whole-pixel window of `src` as large as the output, its top left
+/// pixel: the resize is then a copy ([`Resampler::copy`]).
+fn unscaled(src: Image<'_>, region: Rect, width: usize, height: usize) -> Option<(usize, usize)> {
+    let whole = |v: f64| v >= 0.0 && v.fract() == 0.0;
+    let fits = whole(region.x)
+        && whole(region.y)
+        && region.w == width as f64
+        && region.h == height as f64
+        && region.x as usize + width <= src.width
+        && region.y as usize + height <= src.height;
+    fits.then_some((region.x as usize, region.y as usize))
 }
 
 /// Whether this CPU runs the AVX2 path.
@@ -506,6 +562,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_window_at_its_own_size_is_copied_as_every_filter_would_make_it() {
+        let (sw, sh) = (70, 45);
+        let pixels = photo_like(sw, sh, 3);
+        let src = Image {
+            pixels: &pixels,
+            width: sw,
+            height: sh,
+        };
+        for (x, y, w, h) in [
+            (0, 0, 70, 45),
+            (5, 17, 33, 20),
+            (69, 44, 1, 1),
+            (0, 3, 70, 40),
+        ] {
+            let region = Rect {
+                x: x as f64,
+                y: y as f64,
+                w: w as f64,
+                h: h as f64,
+            };
+            assert_eq!(unscaled(src, region, w, h), Some((x, y)));
+            let mut want = vec![0u8; 3 * w * h];
+            for (c, row, col) in
+                (0..3).flat_map(|c| (0..h).flat_map(move |r| (0..w).map(move |k| (c, r, k))))
+            {
+                want[(c * h + row) * w + col] = pixels[((y + row) * sw + x + col) * 3 + c];
+            }
+            for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Nearest] {
+                let got = collect(&mut Resampler::default(), src, region, (w, h, filter), true);
+                assert_eq!(got, want, "{filter:?} {region:?}");
+                // The filter itself, planned for the same window, gives the same bytes.
+                let mut resampler = Resampler::default();
+                resampler.rows.plan(sh, region.y, region.h, h, filter);
+                resampler.cols.plan(sw, region.x, region.w, w, filter);
+                for (axis, from) in [(&resampler.rows, y), (&resampler.cols, x)] {
+                    for (o, &start) in axis.starts.iter().enumerate() {
+                        for (k, &weight) in axis.weights(o).iter().enumerate() {
+                            let own = axis.first + start + k == from + o;
+                            assert_eq!(weight, if own { ONE as i16 } else { 0 }, "{filter:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // A fractional corner or another size is resampled.
+        let region = |x: f64, w: f64| Rect {
+            x,
+            y: 0.0,
+            w,
+            h: 10.0,
+        };
+        assert_eq!(unscaled(src, region(0.5, 10.0), 10, 10), None);
+        assert_eq!(unscaled(src, region(0.0, 10.0), 11, 10), None);
+        assert_eq!(unscaled(src, region(65.0, 10.0), 10, 10), None);
     }
 
     #[test]
