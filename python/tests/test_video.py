@@ -3,9 +3,12 @@ tests/footage): the Clip operator as a Python object, batches of clips in both l
 the image operators on each frame with torchvision.transforms.v2's semantics on a video
 tensor (one draw per clip), and refusals that name what is wrong."""
 
+import io
+import json
 import pathlib
 import pickle
 import shutil
+import tarfile
 
 import numpy as np
 import pytest
@@ -98,9 +101,6 @@ def test_a_video_pipeline_refuses_what_does_not_fit(videos):
 
 
 def test_webdataset_shards_with_video_members_give_the_folders_clips(videos, tmp_path):
-    import io
-    import tarfile
-
     files = sorted(p for p in videos.rglob("*") if p.is_file())
     shards = tmp_path / "shards"
     shards.mkdir()
@@ -119,3 +119,71 @@ def test_webdataset_shards_with_video_members_give_the_folders_clips(videos, tmp
                                          clips(videos, *ops_, dtype="uint8")[0])}
     for path, got in zip(files, from_shards):
         assert torch.equal(got, by_file[path.name]), path.name
+
+
+def sentences(count):
+    """English sentences (Python's own help topics), as captions."""
+    import re
+
+    from pydoc_data.topics import topics
+
+    text = " ".join(topics[k] for k in sorted(topics))
+    found = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 20 <= len(s.strip()) <= 200]
+    return [" ".join(s.split()) for s in found[:count]]
+
+
+def test_a_manifests_video_segments_come_with_their_captions_tokenized(tmp_path):
+    """JSON lines of (video, start, end, caption, label): each clip is drawn within its
+    segment, its caption tokenized beside it, and the clips are those of the manifest read
+    without fields."""
+    open_clip = pytest.importorskip("open_clip")
+    names = ["h264_bframes.mp4", "vp9.webm"]
+    for name in names:
+        shutil.copy(FOOTAGE / name, tmp_path / name)
+    texts = sentences(4)
+    rows = [{"video": name, "start": start, "end": start + 1.0, "caption": texts[2 * i + j],
+             "label": ["walk", "run"][j]}
+            for i, name in enumerate(names) for j, start in enumerate((0.0, 1.5))]
+    manifest = tmp_path / "clips.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tokenizer = nostall.Tokenizer(open_clip.get_tokenizer("ViT-B-32"), length=32)
+    kwargs = dict(pipeline=[video.Clip(4, sampler="spread"), ops.Resize(40), ops.CenterCrop(32)],
+                  batch_size=2, shuffle=False, seed=3, dtype="uint8", output="torch")
+    fields = {"video": "video", "tokens": nostall.Field("text", tokenizer=tokenizer), "caption": "text"}
+    with_text = list(nostall.Loader(str(manifest), fields=fields, **kwargs))
+    plain = list(nostall.Loader(str(manifest), **kwargs))
+    ids_of = dict(zip(texts, tokenizer(texts)[0]))
+    assert [c for b in with_text for c in b["caption"]] == texts
+    for batch, (clips_, labels) in zip(with_text, plain):
+        assert batch["video"].shape == (2, 4, 3, 32, 32)
+        assert torch.equal(batch["video"], clips_)
+        for row, caption in enumerate(batch["caption"]):
+            assert torch.equal(batch["tokens"][0][row], ids_of[caption])
+        assert labels.tolist() == [1, 0]  # the class names in sorted order: run, walk
+    # The segments differ, so their clips do.
+    assert not torch.equal(plain[0][0][0], plain[0][0][1])
+
+
+def test_webdataset_videos_come_with_their_caption_json_and_label(videos, tmp_path):
+    files = sorted(p for p in videos.rglob("*") if p.is_file())
+    texts = sentences(len(files))
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    with tarfile.open(shards / "shard-000000.tar", "w") as tar:
+        for i, path in enumerate(files):
+            for name, payload in [(f"s{i:04d}{path.suffix}", path.read_bytes()),
+                                  (f"s{i:04d}.txt", texts[i].encode()),
+                                  (f"s{i:04d}.json", json.dumps({"n": i}).encode()),
+                                  (f"s{i:04d}.cls", str(i % 3).encode())]:
+                info = tarfile.TarInfo(name)
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    fields = {"video": "mp4;mkv;webm", "caption": "txt", "meta": "json", "label": "cls"}
+    kwargs = dict(pipeline=[video.Clip(4, sampler="spread"), ops.Resize(40), ops.CenterCrop(32)],
+                  batch_size=64, shuffle=False, seed=3, dtype="uint8", output="torch")
+    (batch,) = list(nostall.Loader(str(shards), fields=fields, **kwargs))
+    (plain, labels), = list(nostall.Loader(str(shards), **kwargs))
+    assert torch.equal(batch["video"], plain)
+    assert batch["caption"] == texts
+    assert [m["n"] for m in batch["meta"]] == list(range(len(files)))
+    assert batch["label"].tolist() == labels.tolist() == [i % 3 for i in range(len(files))]

@@ -7,7 +7,7 @@
 //! | `s3://bucket/prefix` holding `.tar` objects | WebDataset shards | [`TarShards`] over [`S3Store`](crate::storage::S3Store) |
 //! | `s3://bucket/prefix` holding samples | one object per sample | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
 //! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
-//! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio) | [`Segments`] over [`LocalDir`] or the S3 store |
+//! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio), or of videos | [`Segments`] over [`LocalDir`] or the S3 store |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
 //! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.opus`, `.mp3`); in shards, the
@@ -311,14 +311,14 @@ fn segments(
     modality: Modality,
     columns: &Columns,
 ) -> Result<Dataset> {
-    if modality != Modality::Audio {
+    if modality == Modality::Image {
         return Err(Error::Config(format!(
-            "{name}: a manifest lists segments of audio recordings; read it with an audio \
-             pipeline"
+            "{name}: a manifest lists segments of audio recordings or videos; read it with \
+             an audio or a video pipeline"
         )));
     }
     let records = columns.record.is_some();
-    let segments = Segments::from_manifest(store, name, text, info, records)?;
+    let segments = Segments::from_manifest(store, name, text, info, (modality, records))?;
     Ok(Dataset {
         catalog: segments.catalog().clone(),
         source: Arc::new(segments),

@@ -270,3 +270,87 @@ fn hostile_videos_among_the_footage_are_skipped_by_cause_naming_the_file() {
     let (_, clean_bytes, _) = run(&loader(clean.path(), config), 0);
     assert_eq!(&bytes[..clean_bytes.len()], &clean_bytes[..]);
 }
+
+#[test]
+fn a_manifests_segments_draw_their_clips_among_the_frames_they_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = String::new();
+    // For each row, the frames shown within it (the index's presentation times).
+    let mut wanted: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut size = (0, 0);
+    let limits = nostall_video::Limits::default();
+    for (name, path) in footage()
+        .into_iter()
+        .filter(|(n, _)| n == "h264_bframes.mp4" || n == "vp9.webm")
+    {
+        fs::copy(&path, dir.path().join(&name)).unwrap();
+        let bytes = fs::read(&path).unwrap();
+        let index = nostall_video::FrameIndex::scan(&bytes, &limits).unwrap();
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        nostall_video::decode_all(&bytes, &limits, &mut |_, frame| {
+            size = (frame.width, frame.height);
+            frames.push(frame.rgb.to_vec());
+        })
+        .unwrap();
+        let duration = index.duration_seconds();
+        for (start, end) in [
+            (0.2 * duration, Some(0.6 * duration)),
+            (0.5 * duration, None),
+        ] {
+            let shown: Vec<usize> = (0..index.len())
+                .filter(|&k| index.seconds(k) >= start && end.is_none_or(|e| index.seconds(k) < e))
+                .collect();
+            assert!(
+                shown.len() >= 4,
+                "{name}: {} frames in the segment",
+                shown.len()
+            );
+            let n = shown.len();
+            wanted.push(
+                (0..4)
+                    .map(|i| frames[shown[(2 * i + 1) * n / 8]].clone())
+                    .collect(),
+            );
+            let end = end.map_or(String::new(), |e| format!(", \"end\": {e}"));
+            rows += &format!("{{\"video\": \"{name}\", \"start\": {start}{end}, \"label\": 1}}\n");
+        }
+        // A segment after the video's end shows nothing: skipped, naming the file.
+        let (after, later) = (duration + 1.0, duration + 2.0);
+        rows += &format!(
+            "{{\"video\": \"{name}\", \"start\": {after}, \"end\": {later}, \"label\": 0}}\n"
+        );
+    }
+    let manifest = dir.path().join("clips.jsonl");
+    fs::write(&manifest, rows).unwrap();
+    // The footage here shares one size; a spread clip of 4 takes the middle of each
+    // quarter of the segment.
+    let text = format!(
+        "[Clip(4, sampler='spread'), CenterCrop(({}, {}))]",
+        size.1, size.0
+    );
+    let mut config = config(pipeline(&text, DType::U8, Layout::Hwc), 2);
+    config.plan.batch_size = 1;
+    let data = dataset::open(
+        manifest.to_str().unwrap(),
+        ReadMode::Cached,
+        Modality::Video,
+    )
+    .unwrap();
+    let loader = Loader::new(data.catalog.clone(), data.source, config).unwrap();
+    let mut epoch = loader.epoch(0).unwrap();
+    let mut seen = 0;
+    for batch in epoch.by_ref() {
+        let batch = batch.unwrap();
+        let id = batch.ids()[0] as usize;
+        // Rows 0, 1 of the first video, its row 2 the skipped one; then 3, 4 and 5.
+        let row = id - id / 3;
+        assert_eq!(batch.labels(), [1], "row {id}");
+        let want: Vec<u8> = wanted[row].concat();
+        assert!(batch.data() == want, "row {id}: not the segment's frames");
+        seen += 1;
+    }
+    assert_eq!(seen, 4);
+    let skips = epoch.stats().skipped;
+    assert_eq!(skips.values().sum::<u64>(), 2, "{skips:?}");
+    assert_eq!(skips.get("corrupt"), Some(&2), "{skips:?}");
+}

@@ -1,10 +1,13 @@
 //! One prep thread's video decoding: the frame index, the clip's frames decoded by
-//! `nostall-video`, each made into its place of the sample by the frame operators.
+//! `nostall-video`, each made into its place of the sample by the frame operators. A
+//! manifest's segment comes as the whole video behind an envelope with the segment's
+//! times (`storage::Segments`): its clips are drawn among the frames shown within them.
 
 use nostall_video::{ClipDecoder, FrameIndex, Limits, VideoError};
 
 use super::{Timeline, VideoPipeline};
 use crate::error::Cause;
+use crate::prep::audio::Segment;
 use crate::prep::image::{Geometry, Scratch};
 use crate::prep::{Modality, Prepared, Preparer};
 use crate::rng::{derive, Rng};
@@ -33,17 +36,73 @@ impl VideoPreparer {
     }
 }
 
-impl Timeline for FrameIndex {
+/// The frames a clip is drawn among: frames `first..first + len` of the video (all of
+/// them, or those a manifest's segment shows), numbered from 0.
+struct Window<'a> {
+    index: &'a FrameIndex,
+    first: usize,
+    len: usize,
+}
+
+impl<'a> Window<'a> {
+    /// The frames shown from `segment.start` (inclusive) to its end (exclusive; the
+    /// video's end when it has no duration), in seconds from the first frame's time.
+    fn of(index: &'a FrameIndex, segment: Option<Segment>) -> Result<Window<'a>, Cause> {
+        let Some(segment) = segment else {
+            return Ok(Window {
+                index,
+                first: 0,
+                len: index.len(),
+            });
+        };
+        // Presentation order is time order: the frames before a time are a prefix.
+        let before = |seconds: f64| {
+            let (mut lo, mut hi) = (0, index.len());
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if index.seconds(mid) < seconds {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let first = before(segment.start);
+        let end = segment
+            .duration
+            .map_or(index.len(), |d| before(segment.start + d));
+        if end <= first {
+            let end = segment
+                .duration
+                .map_or(String::new(), |d| format!("–{} s", segment.start + d));
+            return Err(Cause::Corrupt(format!(
+                "its segment {} s{end} shows no frame of the video, whose {} frames span                  {:.3} s",
+                segment.start,
+                index.len(),
+                index.duration_seconds()
+            )));
+        }
+        Ok(Window {
+            index,
+            first,
+            len: end - first,
+        })
+    }
+}
+
+impl Timeline for Window<'_> {
     fn len(&self) -> usize {
-        FrameIndex::len(self)
+        self.len
     }
 
     fn seconds(&self, frame: usize) -> f64 {
-        FrameIndex::seconds(self, frame)
+        self.index.seconds(self.first + frame)
     }
 
     fn frame_at(&self, seconds: f64) -> usize {
-        FrameIndex::frame_at(self, seconds)
+        let at = self.index.frame_at(seconds);
+        at.clamp(self.first, self.first + self.len - 1) - self.first
     }
 }
 
@@ -61,13 +120,19 @@ pub(crate) fn cause(error: VideoError) -> Cause {
 impl Preparer for VideoPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let sample = rng.clone();
+        let (data, segment) = match Segment::read(data) {
+            Some(read) => read.map(|(segment, video)| (video, Some(segment)))?,
+            None => (data, None),
+        };
         let index = FrameIndex::scan(data, &self.limits).map_err(cause)?;
         if index.is_empty() {
             return Err(Cause::Corrupt("the video stream has no frame".into()));
         }
         let pipeline = &self.pipeline;
         let clip = pipeline.clip();
-        let wanted = clip.plan(&index, rng);
+        let window = Window::of(&index, segment)?;
+        let mut wanted = clip.plan(&window, rng);
+        wanted.iter_mut().for_each(|k| *k += window.first as u32);
         // Each clip's draws, made once for all its frames: the geometry from the clip's
         // generator, the operators on pixels keyed by it.
         let (width, height) = (index.width(), index.height());

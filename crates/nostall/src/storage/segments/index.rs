@@ -83,6 +83,15 @@ impl Stretch {
         }
     }
 
+    /// A file carried whole, as it is: what a format with no way into its middle gets
+    /// (MP3, Vorbis, every video).
+    pub(crate) fn whole(size: u64) -> Stretch {
+        Stretch {
+            body: 0..size,
+            ..Stretch::unreadable()
+        }
+    }
+
     /// The bytes of a sample carrying it: the envelope, the header, the body.
     pub(crate) fn size(&self) -> u64 {
         (ENVELOPE + self.header.len()) as u64 + (self.body.end - self.body.start)
@@ -154,13 +163,7 @@ pub(crate) fn stretches(
     } else {
         None
     };
-    Ok(found.unwrap_or_else(|| {
-        let whole = Stretch {
-            body: 0..size,
-            ..Stretch::unreadable()
-        };
-        vec![whole; spans.len()]
-    }))
+    Ok(found.unwrap_or_else(|| vec![Stretch::whole(size); spans.len()]))
 }
 
 /// A recording read forward in large pieces.

@@ -2,13 +2,13 @@
 //! recordings, one row per sample.
 //!
 //! - **JSON lines** (`.jsonl`, or `.json` holding one object per line, as NeMo writes
-//!   them): `audio_filepath` (or `path`, `audio`), `offset` (or `start`, seconds,
-//!   default 0), `duration` (seconds; absent: to the recording's end), `label` (a class
-//!   name, or a class number), `text` (or `transcript`: what is said, for a loader given
-//!   a text field); other keys are ignored.
+//!   them): `audio_filepath` (or `path`, `audio`, `video`), `offset` (or `start`,
+//!   seconds, default 0), `duration` or `end` (seconds; absent: to the recording's end),
+//!   `label` (a class name, or a class number), `text` (or `transcript`, `caption`: what
+//!   is said or shown, for a loader given a text field); other keys are ignored.
 //! - **CSV** (`.csv`): a header row naming the same columns (`path`, `start`, `duration`,
-//!   `label`, `text`, or NeMo's names), then one row per segment; fields may be quoted as
-//!   RFC 4180 quotes them.
+//!   `end`, `label`, `text`, or NeMo's names), then one row per segment; fields may be
+//!   quoted as RFC 4180 quotes them.
 //!
 //! Paths are relative to the manifest's directory (or prefix), or absolute (local
 //! manifests only). Every problem names the manifest and its line.
@@ -47,11 +47,12 @@ pub(crate) enum Label {
     Name(String),
 }
 
-const PATH_KEYS: [&str; 3] = ["audio_filepath", "path", "audio"];
+const PATH_KEYS: [&str; 4] = ["audio_filepath", "path", "audio", "video"];
 const START_KEYS: [&str; 2] = ["offset", "start"];
 const DURATION_KEYS: [&str; 1] = ["duration"];
+const END_KEYS: [&str; 1] = ["end"];
 const LABEL_KEYS: [&str; 1] = ["label"];
-const TEXT_KEYS: [&str; 2] = ["text", "transcript"];
+const TEXT_KEYS: [&str; 3] = ["text", "transcript", "caption"];
 
 /// Whether a file's name is a manifest's: `.jsonl`, `.json` or `.csv`.
 pub(crate) fn is_manifest(name: &str) -> bool {
@@ -89,6 +90,7 @@ struct Fields<'a> {
     path: Option<&'a str>,
     start: Option<Value<'a>>,
     duration: Option<Value<'a>>,
+    end: Option<Value<'a>>,
     label: Option<Value<'a>>,
     text: Option<&'a str>,
 }
@@ -136,7 +138,21 @@ impl Fields<'_> {
             Ok(Some(seconds))
         };
         let start = seconds(self.start, "the start")?.unwrap_or(0.0);
-        let duration = seconds(self.duration, "the duration")?;
+        let duration = match (seconds(self.duration, "the duration")?, self.end) {
+            (duration, None | Some(Value::Text(""))) => duration,
+            (None, end) => {
+                let end = seconds(end, "the end")?.expect("given");
+                if end <= start {
+                    return Err(bad(format!(
+                        "the end {end} s is not after the start {start} s"
+                    )));
+                }
+                Some(end - start)
+            }
+            (Some(_), Some(_)) => {
+                return Err(bad("it gives both a duration and an end; give one".into()))
+            }
+        };
         if duration == Some(0.0) {
             return Err(bad("the duration is 0 s".into()));
         }
@@ -203,6 +219,7 @@ fn json_lines(name: &str, text: &str) -> Result<Vec<Row>> {
             path,
             start: value(&START_KEYS, "start")?,
             duration: value(&DURATION_KEYS, "duration")?,
+            end: value(&END_KEYS, "end")?,
             label: value(&LABEL_KEYS, "label")?,
             text,
         };
@@ -234,6 +251,7 @@ fn csv(name: &str, text: &str) -> Result<Vec<Row>> {
         column(&PATH_KEYS),
         column(&START_KEYS),
         column(&DURATION_KEYS),
+        column(&END_KEYS),
         column(&LABEL_KEYS),
         column(&TEXT_KEYS),
     ];
@@ -256,8 +274,9 @@ fn csv(name: &str, text: &str) -> Result<Vec<Row>> {
             path: get(columns[0]),
             start: text(columns[1]),
             duration: text(columns[2]),
-            label: text(columns[3]),
-            text: get(columns[4]),
+            end: text(columns[3]),
+            label: text(columns[4]),
+            text: get(columns[5]),
         };
         rows.push(row.row(name, line)?);
     }
@@ -351,6 +370,23 @@ mod tests {
         assert_eq!(rows[1].path, "b, \"two\".opus");
         assert_eq!((rows[1].start, rows[1].duration), (12.5, None));
         assert_eq!((rows[2].start, rows[2].label.clone()), (0.0, None));
+    }
+
+    #[test]
+    fn an_end_is_a_duration_from_the_start() {
+        let text = "{\"video\": \"a.mp4\", \"start\": 1.5, \"end\": 4, \"caption\": \"a dog\"}\n\
+                    {\"video\": \"b.mp4\", \"end\": 2}\n";
+        let rows = parse("m.jsonl", text.as_bytes()).unwrap();
+        assert_eq!((rows[0].start, rows[0].duration), (1.5, Some(2.5)));
+        assert_eq!(rows[0].text.as_deref(), Some("a dog"));
+        assert_eq!((rows[1].start, rows[1].duration), (0.0, Some(2.0)));
+        let rows = parse("m.csv", b"path,start,end\na.mp4,2,3.5\nb.mp4,1,\n").unwrap();
+        assert_eq!((rows[0].start, rows[0].duration), (2.0, Some(1.5)));
+        assert_eq!((rows[1].start, rows[1].duration), (1.0, None));
+        let err = |text: &str| parse("m.csv", text.as_bytes()).unwrap_err().to_string();
+        assert!(err("path,start,end\na.mp4,2,2\n").contains("line 2: the end 2 s is not after"));
+        assert!(err("path,duration,end\na.mp4,2,3\n").contains("both a duration and an end"));
+        assert!(err("path,end\na.mp4,soon\n").contains("the end \"soon\""));
     }
 
     #[test]

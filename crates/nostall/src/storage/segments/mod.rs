@@ -1,5 +1,6 @@
 //! Long recordings cut into segments by a manifest: one sample per segment, each read for
-//! the cost of its segment, not of its recording.
+//! the cost of its segment, not of its recording (audio), or whole with the segment's
+//! times (video: the clip is drawn within them).
 //!
 //! Speech corpora keep hour-long recordings and a list of the stretches to train on
 //! ([`manifest`]: JSON lines as NeMo writes them, or CSV). When the dataset is opened,
@@ -62,14 +63,16 @@ struct Recording {
 impl Segments {
     /// The segments listed by the manifest `name` (its bytes `text`), whose recordings
     /// are blobs of `store` keyed by the paths the manifest gives; `info` tells a
-    /// recording's size and version (a file's metadata, an object's listing).
+    /// recording's size and version (a file's metadata, an object's listing). Audio
+    /// recordings are walked for each segment's bytes; a video is carried whole, its
+    /// segment's times in the envelope.
     ///
     /// Labels are class numbers as given, or class names numbered in sorted order; every
     /// segment has one or none has.
     ///
     /// With `records`, each sample is read as a framed record ([`crate::storage::record`])
-    /// of its segment (member `audio`) and, where its row has one, its transcript (member
-    /// `text`), for a loader given fields.
+    /// of its segment (member `audio` or `video`, the modality's name) and, where its row
+    /// has one, its transcript or caption (member `text`), for a loader given fields.
     ///
     /// # Errors
     ///
@@ -80,7 +83,7 @@ impl Segments {
         name: &str,
         text: &[u8],
         info: &dyn Fn(&str) -> std::result::Result<BlobInfo, Cause>,
-        records: bool,
+        (modality, records): (Modality, bool),
     ) -> Result<Segments> {
         let rows = manifest::parse(name, text)?;
         let classes = classes(name, rows.iter().filter_map(|r| r.label.as_ref()))?;
@@ -111,6 +114,9 @@ impl Segments {
                     recording.version.as_deref(),
                     blob.size,
                 );
+                if modality == Modality::Video {
+                    return Ok(vec![Stretch::whole(blob.size); spans.len()]);
+                }
                 let only: Vec<_> = spans.iter().map(|(_, span)| *span).collect();
                 index::stretches(&*store, at, &only)
             });
@@ -128,6 +134,7 @@ impl Segments {
             }
         }
         let pieces: Vec<_> = pieces.into_iter().map(|p| p.expect("each row")).collect();
+        let member = modality.name();
         let samples = rows.iter().zip(&pieces).map(|(row, (stretch, _))| {
             let label = row.label.as_ref().map(|l| match l {
                 Label::Number(n) => *n,
@@ -135,20 +142,16 @@ impl Segments {
             });
             let size = match (records, &row.text) {
                 (false, _) => stretch.size(),
-                (true, None) => record::frame_len([("audio", stretch.size())]),
+                (true, None) => record::frame_len([(member, stretch.size())]),
                 (true, Some(text)) => {
-                    record::frame_len([("audio", stretch.size()), ("text", text.len() as u64)])
+                    record::frame_len([(member, stretch.size()), ("text", text.len() as u64)])
                 }
             };
             (segment_name(row), label, size)
         });
         let root = store.root();
-        let catalog = Catalog::from_samples(
-            format!("{root}/{name}"),
-            Modality::Audio,
-            classes.clone(),
-            samples,
-        )?;
+        let catalog =
+            Catalog::from_samples(format!("{root}/{name}"), modality, classes.clone(), samples)?;
         Ok(Segments {
             store,
             catalog: Arc::new(catalog),
@@ -217,8 +220,9 @@ impl Segments {
         stretch.write_header(&mut front);
         out.splice(0..0, front);
         if let Some(texts) = &self.texts {
-            let audio = std::mem::take(out);
-            let mut members: Vec<(&str, &[u8])> = vec![("audio", &audio)];
+            let sample = std::mem::take(out);
+            let member = self.catalog.modality().name();
+            let mut members: Vec<(&str, &[u8])> = vec![(member, &sample)];
             if let Some(text) = &texts[id as usize] {
                 members.push(("text", text.as_bytes()));
             }
@@ -346,9 +350,15 @@ mod tests {
         let store = Arc::new(LocalDir::new(dir.path()).unwrap());
         let manifest = b"path,start,duration\nplain.wav,0.25,0.5\ntagged.wav,0.25,0.5\n";
         let info = |key: &str| store.info(key);
-        let segments = Segments::from_manifest(store.clone(), "m.csv", manifest, &info, false)
-            .unwrap()
-            .with_max_bytes(500_000);
+        let segments = Segments::from_manifest(
+            store.clone(),
+            "m.csv",
+            manifest,
+            &info,
+            (Modality::Audio, false),
+        )
+        .unwrap()
+        .with_max_bytes(500_000);
         // Half a second of audio is 96 000 bytes, under the limit; with the tags, over.
         let mut out = Vec::new();
         segments.read(0, &mut out).unwrap();
