@@ -5,7 +5,8 @@ below it an object); ``make deps`` installs it. Without it these tests fail, nam
 to install; they never skip. The server holds the demo photographs twice: as WebDataset
 tar shards (bucket ``shards``) and as one object per image (bucket ``objects``). Loaders
 over both must deliver exactly what a loader over the local folder delivers: the same
-sample ids, labels and pixels, batch by batch.
+sample ids, labels and pixels, batch by batch. Bucket ``videos`` holds camera footage
+(nostall-video's) in class folders and a manifest of segments of it.
 """
 
 import contextlib
@@ -90,6 +91,23 @@ def write_records(folder: Path, out: Path) -> None:
                     [m for sample in samples[n:n + PER_SHARD] for m in sample])
 
 
+FOOTAGE = Path(__file__).parents[2] / "crates" / "nostall-video" / "tests" / "footage"
+VIDEOS = ["av1.mp4", "h264_bframes.mp4", "h264_opengop.mkv", "vp9.webm"]
+
+
+def write_videos(out: Path) -> None:
+    """The footage in class folders under ``train/`` (by container), and ``clips.jsonl``:
+    two segments of each video, labelled."""
+    rows = []
+    for name in VIDEOS:
+        relative = f"train/{name.rsplit('.', 1)[1]}/{name}"
+        (out / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FOOTAGE / name, out / relative)
+        rows += [f'{{"video": "{relative}", "start": {s}, "end": {s + 1}, "label": "{c}"}}\n'
+                 for s, c in ((0.0, "first"), (1.5, "second"))]
+    (out / "clips.jsonl").write_text("".join(rows))
+
+
 @pytest.fixture(scope="module")
 def s3_process(photos, tmp_path_factory):
     """An ``s3s-fs`` process on a free port of 127.0.0.1 serving buckets ``shards`` (the
@@ -99,6 +117,7 @@ def s3_process(photos, tmp_path_factory):
     write_shards(Path(photos), root / "shards" / "train")
     shutil.copytree(photos, root / "objects" / "train")
     write_records(Path(photos), root / "records" / "train")
+    write_videos(root / "videos")
     with serving(root, root.parent / f"{root.name}-s3s-fs.log") as served:
         yield served
 
@@ -180,6 +199,29 @@ def test_s3_locations_deliver_what_the_local_folder_delivers(photos, s3_env, loc
     assert remote.metrics["storage"]["requests"] >= 32  # the bytes came from the server
     if location.startswith("s3://objects"):
         assert remote.classes == local.classes == ["flowers", "grass", "leaves", "water"]
+
+
+@pytest.mark.parametrize("where", ["train", "clips.jsonl"])
+def test_videos_and_their_manifest_from_s3_are_those_of_the_local_copy(s3_env, where, tmp_path):
+    from nostall import ops, video
+
+    write_videos(tmp_path)
+
+    def clips(location):
+        loader = nostall.Loader(location, batch_size=3, seed=2, threads=2, dtype="uint8",
+                                output="numpy", pipeline=[video.Clip(4, stride=2), ops.Resize(40),
+                                                          ops.RandomCrop(32), ops.RandomHorizontalFlip()])
+        return loader, [(list(loader.last_ids), y.copy(), x.copy()) for x, y in loader]
+
+    local, expected = clips(str(tmp_path / where))
+    remote, got = clips(f"s3://videos/{where}")
+    assert remote.dataset_len == local.dataset_len == len(VIDEOS) * (1 if where == "train" else 2)
+    assert len(got) == len(expected)
+    for (ids, labels, x), (ids_local, labels_local, x_local) in zip(got, expected):
+        assert ids == ids_local
+        np.testing.assert_array_equal(labels, labels_local)
+        np.testing.assert_array_equal(x, x_local)
+    assert remote.metrics["storage"]["requests"] >= remote.dataset_len
 
 
 def test_local_shards_deliver_what_the_local_folder_delivers(photos, tmp_path):
