@@ -269,7 +269,9 @@ def _one(t: Any) -> ops.Op | None:
     """The operator the transform ``t`` translates to by its declaration (``t`` itself for
     nostall's operator, None for one dropped); ``ConfigError`` for a transform nostall
     does not have or a setting it does not take, ``TypeError`` for what is no transform."""
-    if isinstance(t, ops.Op):
+    from . import video
+
+    if isinstance(t, (ops.Op, video.Op)):
         return t
     if _is_open_clip_rgb(t):
         return None

@@ -70,8 +70,9 @@ class RandomResizedCrop(Op):
       height).
     - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
       torchvision's antialiased filters) or ``'nearest'``.
-    - ``antialias`` (``True``): antialiasing when shrinking (nostall always antialiases,
-      torchvision.transforms.v2's default).
+    - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
+      default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any
+      scale, as torch's ``F.interpolate`` (torchvision's video classification recipe).
     """
 
     def __new__(cls, size: int | tuple[int, int] | list[int], scale: tuple[float, float] | list[float] = (0.08, 1.0), ratio: tuple[float, float] | list[float] = (0.75, 1.3333333333333333), interpolation: str = 'bilinear', antialias: bool = True) -> RandomResizedCrop: ...
@@ -89,7 +90,7 @@ class RandomResizedCrop(Op):
         """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
     @property
     def antialias(self) -> bool:
-        """Antialiasing when shrinking (nostall always antialiases, torchvision.transforms.v2's default)."""
+        """Antialiasing when shrinking (torchvision.transforms.v2's default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any scale, as torch's ``F.interpolate`` (torchvision's video classification recipe)."""
 
 @final
 class Resize(Op):
@@ -102,8 +103,9 @@ class Resize(Op):
       that.
     - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
       torchvision's antialiased filters) or ``'nearest'``.
-    - ``antialias`` (``True``): antialiasing when shrinking (nostall always antialiases,
-      torchvision.transforms.v2's default).
+    - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
+      default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any
+      scale, as torch's ``F.interpolate`` (torchvision's video classification recipe).
     """
 
     def __new__(cls, size: int | tuple[int, int] | list[int], interpolation: str = 'bilinear', antialias: bool = True) -> Resize: ...
@@ -115,7 +117,7 @@ class Resize(Op):
         """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
     @property
     def antialias(self) -> bool:
-        """Antialiasing when shrinking (nostall always antialiases, torchvision.transforms.v2's default)."""
+        """Antialiasing when shrinking (torchvision.transforms.v2's default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any scale, as torch's ``F.interpolate`` (torchvision's video classification recipe)."""
 
 @final
 class CenterCrop(Op):

@@ -25,15 +25,15 @@ def pngs(photos, tmp_path_factory):
     return out
 
 
-def nostall_resized(pngs, size, interpolation):
+def nostall_resized(pngs, size, interpolation, antialias=True):
     loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, dtype="uint8", output="numpy",
-                            pipeline=[ops.Resize(size, interpolation=interpolation)])
+                            pipeline=[ops.Resize(size, interpolation=interpolation, antialias=antialias)])
     images, _ = next(iter(loader))
     return torch.from_numpy(np.array(images))
 
 
-def torchvision_resized(pngs, size, interpolation):
-    resize = v2.Resize(size, interpolation=InterpolationMode(interpolation), antialias=True)
+def torchvision_resized(pngs, size, interpolation, antialias=True):
+    resize = v2.Resize(size, interpolation=InterpolationMode(interpolation), antialias=antialias)
     paths = sorted((pngs / "all").glob("*.png"))
     return torch.stack([resize(torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1))
                         for p in paths])
@@ -51,11 +51,32 @@ def test_each_filter_matches_torchvision_v2(pngs, interpolation, size):
         assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("size", [(48, 64), (30, 37), (90, 70), (200, 256)], ids=str)
+def test_bilinear_without_antialiasing_matches_torchvision_v2(pngs, size):
+    """torch's two-pixel interpolation at every scale (the video classification recipe's
+    `Resize(..., antialias=False)`), on uint8 tensors and on floats as that recipe has them."""
+    got = nostall_resized(pngs, size, "bilinear", antialias=False)
+    for floats in (False, True):
+        want = torchvision_resized(pngs, size, "bilinear", antialias=False) if not floats else torch.stack([
+            v2.Resize(size, antialias=False)(v2.ToDtype(torch.float32, scale=True)(
+                torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1))) * 255
+            for p in sorted((pngs / "all").glob("*.png"))]).round()
+        diff = (got.int() - want.int()).abs()
+        within, mean = (diff <= 1).float().mean().item(), diff.float().mean().item()
+        assert within >= 0.99 and mean <= 0.5, f"{within:.4%} within 1 level, mean {mean:.3f}"
+    # Shrinking a quarter without antialiasing skips pixels: far from the antialiased.
+    aliased = nostall_resized(pngs, (30, 40), "bilinear", antialias=False)
+    smooth = nostall_resized(pngs, (30, 40), "bilinear")
+    assert (aliased.int() - smooth.int()).abs().float().mean() > 2
+
+
 def test_interpolation_is_checked_and_kept():
     assert ops.Resize(32, interpolation="bicubic").interpolation == "bicubic"
     assert ops.RandomResizedCrop(32).interpolation == "bilinear"
     assert ops.RandomResizedCrop(32).antialias is True
     with pytest.raises(nostall.ConfigError, match="interpolation takes one of"):
         ops.Resize(32, interpolation="lanczos")
-    with pytest.raises(nostall.ConfigError, match="antialias False is not supported"):
-        ops.RandomResizedCrop(32, antialias=False)
+    assert ops.RandomResizedCrop(32, antialias=False).antialias is False
+    assert ops.Resize(32, antialias=False).antialias is False
+    with pytest.raises(nostall.ConfigError, match="antialias False is not supported with 'bicubic'"):
+        ops.RandomResizedCrop(32, interpolation="bicubic", antialias=False)

@@ -187,3 +187,36 @@ def test_webdataset_videos_come_with_their_caption_json_and_label(videos, tmp_pa
     assert batch["caption"] == texts
     assert [m["n"] for m in batch["meta"]] == list(range(len(files)))
     assert batch["label"].tolist() == labels.tolist() == [i % 3 for i in range(len(files))]
+
+
+KINETICS = dict(mean=(0.43216, 0.394666, 0.37645), std=(0.22803, 0.22145, 0.216989))
+
+
+def reference_presets(resize, crop):
+    """torchvision's video classification reference (references/video_classification/
+    presets.py) as written, less its own ``ConvertBCHWtoCBHW`` (``Clip(layout='CTHW')``)."""
+    import torchvision.transforms as T
+
+    train = T.Compose([T.ConvertImageDtype(torch.float32), T.Resize(resize, antialias=False),
+                       T.RandomHorizontalFlip(0.5), T.Normalize(**KINETICS), T.RandomCrop(crop)])
+    evaluation = T.Compose([T.ConvertImageDtype(torch.float32), T.Resize(resize, antialias=False),
+                            T.Normalize(**KINETICS), T.CenterCrop(crop)])
+    return train, evaluation
+
+
+def test_torchvisions_video_classification_recipe_is_taken_as_written(videos):
+    train, evaluation = reference_presets((60, 80), (48, 48))
+    assert ops.from_torchvision(train) == [
+        ops.Resize((60, 80), antialias=False), ops.RandomHorizontalFlip(0.5), ops.Normalize(**KINETICS),
+        ops.RandomCrop((48, 48))]
+    clip = video.Clip(6, sampler="spread", layout="CTHW")
+    # The evaluation preset draws nothing: its values are the reference's on each clip.
+    frames, _ = clips(videos, ops.CenterCrop((240, 320)), dtype="uint8")
+    got, _ = clips(videos, evaluation, clip=clip)
+    want = torch.stack([evaluation(c).permute(1, 0, 2, 3) for c in frames])
+    assert got.shape == want.shape == (len(frames), 3, 6, 48, 48) and got.dtype == torch.float32
+    # One level of 255 is 1 / (255 · std) after the normalisation.
+    diff = ((got - want) * torch.tensor(KINETICS["std"]).view(1, 3, 1, 1, 1) * 255).abs()
+    assert (diff <= 1.01).float().mean() >= 0.99 and diff.mean() <= 0.5, diff.max()
+    trained, _ = clips(videos, train, clip=clip)
+    assert trained.shape == got.shape and trained.dtype == torch.float32

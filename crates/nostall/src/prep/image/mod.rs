@@ -118,6 +118,19 @@ pub struct Geometry {
     pub filter: Filter,
 }
 
+impl Geometry {
+    /// The size the source region must at least be decoded at: the output's, or the
+    /// region's own where the filter does not antialias (a JPEG decoded at a fraction of
+    /// its size is already averaged, which interpolating two pixels never does).
+    pub(crate) fn least_decoded(&self) -> (u32, u32) {
+        if self.filter.antialias() {
+            (self.width, self.height)
+        } else {
+            (self.source.w.ceil() as u32, self.source.h.ceil() as u32)
+        }
+    }
+}
+
 /// A pipeline as a person would write it down, e.g. `RandomResizedCrop(224) →
 /// RandomHorizontalFlip → Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
 /// float32 CHW` (for reports): each operator with the arguments it needs and those that
@@ -531,12 +544,9 @@ impl Preparer for ImagePreparer {
                 geometry,
             })));
         }
-        let decoded = self.decoder.decode(
-            data,
-            &header,
-            geometry.source,
-            (geometry.width, geometry.height),
-        )?;
+        let decoded =
+            self.decoder
+                .decode(data, &header, geometry.source, geometry.least_decoded())?;
         let src = Image {
             pixels: decoded.pixels,
             width: decoded.width as usize,

@@ -148,8 +148,8 @@ impl Preparer for ViewsPreparer {
                 most.max(out / source)
             })
         };
-        let dx = density(|g| (g.width as f64, g.source.w));
-        let dy = density(|g| (g.height as f64, g.source.h));
+        let dx = density(|g| (g.least_decoded().0 as f64, g.source.w));
+        let dy = density(|g| (g.least_decoded().1 as f64, g.source.h));
         let least = (
             (union.w * dx).ceil().max(1.0) as u32,
             (union.h * dy).ceil().max(1.0) as u32,

@@ -42,7 +42,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         ANTIALIAS,
     ],
     translates: &[
-        Translation::torchvision("RandomResizedCrop", READ),
+        Translation::torchvision("RandomResizedCrop", READ_TORCHVISION),
         Translation::timm("RandomResizedCropAndInterpolation", READ),
     ],
     build,
@@ -55,6 +55,15 @@ const READ: &[Arg] = &[
     ("scale", "scale", Conv::Floats),
     ("ratio", "ratio", Conv::Floats),
     ("interpolation", "interpolation", Conv::Interpolation),
+];
+
+/// torchvision's, which also says whether it antialiases (timm's always does).
+const READ_TORCHVISION: &[Arg] = &[
+    ("size", "size", Conv::Size),
+    ("scale", "scale", Conv::Floats),
+    ("ratio", "ratio", Conv::Floats),
+    ("interpolation", "interpolation", Conv::Interpolation),
+    ("antialias", "antialias", Conv::Same),
 ];
 
 fn build(args: &Args) -> Result<Op> {
@@ -94,7 +103,7 @@ impl Operator for RandomResizedCrop {
             self.scale.into(),
             self.ratio.into(),
             self.filter.name().into(),
-            true.into(),
+            self.filter.antialias().into(),
         ]
     }
 

@@ -42,6 +42,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
         &[
             ("size", "size", Conv::Size),
             ("interpolation", "interpolation", Conv::Interpolation),
+            ("antialias", "antialias", Conv::Same),
         ],
     )
     .refusing(&["max_size"])],
@@ -62,22 +63,24 @@ pub(super) const ANTIALIAS: Param = Param::with_default(
     "antialias",
     Kind::Bool,
     "True",
-    "antialiasing when shrinking (nostall always antialiases, torchvision.transforms.v2's \
-     default)",
+    "antialiasing when shrinking (torchvision.transforms.v2's default); `False` with \
+     `'bilinear'` interpolates the two nearest pixels at any scale, as torch's \
+     `F.interpolate` (torchvision's video classification recipe)",
 );
 
 /// The filter `interpolation` and `antialias` ask for.
 pub(super) fn filter(args: &Args) -> Result<Filter> {
     let name = args.choice("interpolation", &["bilinear", "bicubic", "nearest"])?;
     let filter = Filter::named(name).expect("the choices are the filters' names");
-    if !args.bool("antialias")? && filter != Filter::Nearest {
-        return Err(args.error(
+    match (filter, args.bool("antialias")?) {
+        (Filter::Bilinear, false) => Ok(Filter::BilinearAliased),
+        (Filter::Bicubic, false) => Err(args.error(
             "antialias",
-            "False is not supported: nostall resizes with antialiasing, as \
-             torchvision.transforms.v2 does by default",
-        ));
+            "False is not supported with 'bicubic' (torch's cubic without antialiasing is \
+             another kernel, a = -0.75); use antialias=True or 'bilinear'",
+        )),
+        _ => Ok(filter),
     }
-    Ok(filter)
 }
 
 fn build(args: &Args) -> Result<Op> {
@@ -103,7 +106,11 @@ impl Operator for Resize {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![self.size.into(), self.filter.name().into(), true.into()]
+        vec![
+            self.size.into(),
+            self.filter.name().into(),
+            self.filter.antialias().into(),
+        ]
     }
 
     fn stage(&self) -> Stage<'_> {

@@ -46,19 +46,29 @@ pub enum Filter {
     /// The nearest pixel, as torchvision's `nearest`: output `o` takes source pixel
     /// `floor(o * scale)`.
     Nearest,
+    /// torch's bilinear interpolation without antialiasing (torchvision's
+    /// `antialias=False`): the two pixels nearest each output's centre at any scale, so a
+    /// large shrink skips pixels (and aliases) as `F.interpolate(mode="bilinear")` does.
+    BilinearAliased,
 }
 
 impl Filter {
-    /// torchvision's name of it (`interpolation=`).
+    /// torchvision's name of it (`interpolation=`; the antialiasing is [`Filter::antialias`]).
     pub fn name(self) -> &'static str {
         match self {
-            Filter::Bilinear => "bilinear",
+            Filter::Bilinear | Filter::BilinearAliased => "bilinear",
             Filter::Bicubic => "bicubic",
             Filter::Nearest => "nearest",
         }
     }
 
-    /// The filter named `name`.
+    /// Whether shrinking widens the filter over every source pixel (torchvision's
+    /// `antialias`, which `nearest` ignores).
+    pub fn antialias(self) -> bool {
+        self != Filter::BilinearAliased
+    }
+
+    /// The antialiased filter named `name`.
     pub fn named(name: &str) -> Option<Filter> {
         [Filter::Bilinear, Filter::Bicubic, Filter::Nearest]
             .into_iter()
@@ -69,7 +79,7 @@ impl Filter {
     fn support(self) -> f64 {
         match self {
             Filter::Bicubic => 2.0,
-            Filter::Bilinear | Filter::Nearest => 1.0,
+            Filter::Bilinear | Filter::BilinearAliased | Filter::Nearest => 1.0,
         }
     }
 
@@ -88,7 +98,7 @@ impl Filter {
                     0.0
                 }
             }
-            Filter::Bilinear | Filter::Nearest => (1.0 - x).max(0.0),
+            Filter::Bilinear | Filter::BilinearAliased | Filter::Nearest => (1.0 - x).max(0.0),
         }
     }
 }
@@ -146,7 +156,11 @@ impl Axis {
             return self.plan_nearest(in_size, in0, scale, out_size);
         }
         // Downscaling widens the filter to cover every input pixel (antialiasing).
-        let stretch = scale.max(1.0);
+        let stretch = if filter.antialias() {
+            scale.max(1.0)
+        } else {
+            1.0
+        };
         let reach = filter.support() * stretch;
         let window = reach.ceil() as usize * 2 + 1;
         let inverse = 1.0 / stretch;
@@ -461,6 +475,17 @@ mod tests {
                     let at = ((in0 + o as f64 * scale).floor() as usize).min(in_size - 1);
                     return vec![(at, 1.0)];
                 }
+                if filter == Filter::BilinearAliased {
+                    // torch's `area_pixel_compute_source_index` and its two neighbours.
+                    let src = (in0 + (o as f64 + 0.5) * scale - 0.5).max(0.0);
+                    let (i0, frac) = (src.floor() as usize, src.fract());
+                    let (i0, i1) = (i0.min(in_size - 1), (i0 + 1).min(in_size - 1));
+                    return if i0 == i1 {
+                        vec![(i0, 1.0)]
+                    } else {
+                        vec![(i0, 1.0 - frac), (i1, frac)]
+                    };
+                }
                 let center = in0 + (o as f64 + 0.5) * scale;
                 let ws: Vec<(usize, f64)> = (0..in_size)
                     .map(|i| (i, filter.weight((i as f64 + 0.5 - center) / stretch)))
@@ -516,7 +541,12 @@ mod tests {
             (9, 300, 0.0, 0.0, 9.0, 300.0, 1, 7),  // extreme aspect ratios
             (700, 3, 0.0, 0.0, 700.0, 3.0, 19, 1),
         ];
-        let filters = [Filter::Bilinear, Filter::Bicubic, Filter::Nearest];
+        let filters = [
+            Filter::Bilinear,
+            Filter::Bicubic,
+            Filter::Nearest,
+            Filter::BilinearAliased,
+        ];
         for (i, &(sw, sh, rx, ry, rw, rh, w, h)) in cases.iter().enumerate() {
             let pixels = photo_like(sw, sh, i);
             let src = Image {
@@ -592,7 +622,12 @@ mod tests {
             {
                 want[(c * h + row) * w + col] = pixels[((y + row) * sw + x + col) * 3 + c];
             }
-            for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Nearest] {
+            for filter in [
+                Filter::Bilinear,
+                Filter::Bicubic,
+                Filter::Nearest,
+                Filter::BilinearAliased,
+            ] {
                 let got = collect(&mut Resampler::default(), src, region, (w, h, filter), true);
                 assert_eq!(got, want, "{filter:?} {region:?}");
                 // The filter itself, planned for the same window, gives the same bytes.
