@@ -2,8 +2,10 @@
 #   make demo   the ImageNet training pipeline over built-in photographs
 #   make test   format check, lints (also of the engine without its default features: no
 #               S3, no analyzer, no serde), and every test (Rust, then Python: python-test);
-#               the hostile inputs again with release settings (without the tokenizer,
-#               whose tests the debug run has: one optimised build of it fewer)
+#               the hostile inputs again with release settings (without the tokenizer and
+#               the S3 store, whose tests the debug run has: the release-settings build
+#               then compiles neither the tokenizers crate nor object_store's HTTP and TLS
+#               stack, aws-lc's C among it)
 # Both install what they need when it is missing: the demo only the build's system
 # packages (cmake and nasm, to build the vendored libjpeg-turbo 3; FFmpeg's libraries
 # and their headers, with pkg-config and libclang to bind them, for videos); the tests also
@@ -23,7 +25,7 @@ test: deps
 	cargo clippy -p nostall --no-default-features --lib -- -D warnings
 	cargo test --workspace
 	cargo test --profile release-checks -p nostall --no-default-features \
-	  --features s3,prometheus,parquet,manifest --lib --test hostile --test hostile_corpus \
+	  --features prometheus,parquet,manifest --lib --test hostile --test hostile_corpus \
 	  --test hostile_parquet --test hostile_records
 	$(MAKE) python-test
 
