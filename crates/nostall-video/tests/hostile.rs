@@ -103,6 +103,18 @@ fn header_size_that_lies_is_corrupt() {
 }
 
 #[test]
+fn a_16k_header_is_refused_before_anything_of_its_size_is_allocated() {
+    let data = read("hostile/h264_16k_lies.mp4");
+    let said = "frames are 16384x16384, over the limit of 8192x8192";
+    assert_eq!(
+        FrameIndex::scan(&data, &Limits::default()).unwrap_err(),
+        VideoError::TooLarge(said.into())
+    );
+    let e = decode_all(&data, &Limits::default(), &mut |_, _| panic!("decoded")).unwrap_err();
+    assert_eq!(e, VideoError::TooLarge(said.into()));
+}
+
+#[test]
 fn header_frame_count_is_not_trusted() {
     let data = read("hostile/mpeg4_count_lies.avi");
     let index = FrameIndex::scan(&data, &Limits::default()).unwrap();

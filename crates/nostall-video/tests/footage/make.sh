@@ -74,6 +74,11 @@ lying = bytearray(mp4)
 avc1 = lying.find(b"avc1", lying.find(b"stsd")) + 4 + 6 + 2 + 16
 lying[avc1 : avc1 + 4] = struct.pack(">HH", 640, 480)
 save("h264_size_lies.mp4", lying)
+# The sample entry declares 16384x16384 (16K) for the same frames: over the limits, so
+# refused before anything of that size is allocated.
+wide = bytearray(mp4)
+wide[avc1 : avc1 + 4] = struct.pack(">HH", 16384, 16384)
+save("h264_16k_lies.mp4", wide)
 # A codec FFmpeg does not know: the Matroska codec ID V_MPEGH/ISO/HEVC made ...HEVX.
 unknown = bytearray(mkv)
 at = unknown.find(b"V_MPEGH/ISO/HEVC")
