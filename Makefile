@@ -25,8 +25,7 @@ test: deps
 	cargo clippy -p nostall --no-default-features --lib -- -D warnings
 	cargo test --workspace
 	cargo test --profile release-checks -p nostall --no-default-features \
-	  --features prometheus,parquet,manifest --lib --test hostile --test hostile_corpus \
-	  --test hostile_parquet --test hostile_records
+	  --features prometheus,parquet,manifest --lib --test hostile
 	$(MAKE) python-test
 
 # The Python package: built into a venv of its own (.venv-test: maturin, pytest, numpy,

@@ -21,7 +21,7 @@ use nostall::{Catalog, LoaderConfig, Pipeline, SampleId};
 
 #[path = "../../nostall-peer/tests/common/mod.rs"]
 mod common;
-#[path = "../../nostall/tests/common.rs"]
+#[path = "../../nostall/tests/common/mod.rs"]
 mod fixtures;
 use common::{free_addrs, idle_connections, raise_descriptor_limit, until_listening};
 

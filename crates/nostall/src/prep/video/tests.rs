@@ -1,5 +1,5 @@
 //! The clip's placement and the pipeline's shape (decoding is `nostall-video`'s, tested
-//! there and end to end in `tests/video.rs`).
+//! there and end to end in `tests/engine/video.rs`).
 
 use super::*;
 use crate::prep::Operators;

@@ -1,12 +1,10 @@
 //! The loader end to end: determinism, exactly-once delivery, resume, bounded buffers.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{config, image_folder, loader};
+use crate::common::{self, config, image_folder, loader};
 use nostall::plan::EpochPlan;
 use nostall::{Batch, Position, Shard};
 

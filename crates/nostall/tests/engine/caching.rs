@@ -1,13 +1,11 @@
 //! The loader's cache, its read-ahead along the plan, and sources other than plain files:
 //! what reaches storage, what memory is held, and that none of it changes the output.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{config, epoch_output, image_folder, write_shards};
+use crate::common::{config, epoch_output, image_folder, write_shards};
 use nostall::cache::{CacheConfig, CachePolicy, Capacity};
 use nostall::storage::{Link, LocalDir, LocalFiles, ReadMode, Source, TarShards, Throttled};
 use nostall::{Catalog, Loader, LoaderConfig};

@@ -8,12 +8,10 @@
 //! its own) stays under twice that over the good segments alone. Every run is under a
 //! watchdog.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{peak_rss, run_alone, watchdog};
+use crate::common::{peak_rss, run_alone, watchdog};
 use nostall::dataset;
 use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::ReadMode;
@@ -379,9 +377,18 @@ fn peak_memory_over_bad_recordings_stays_near_that_over_good_ones() {
     let (good, bad) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (good_manifest, _, good_segments) = corpus(good.path(), false, TAGGED_SEGMENTS);
     let (bad_manifest, _, all_good_segments) = corpus(bad.path(), true, TAGGED_SEGMENTS);
-    let (good_delivered, good_peak) =
-        run_alone("one_run_in_its_own_process", CHILD, &good_manifest);
-    let (bad_delivered, bad_peak) = run_alone("one_run_in_its_own_process", CHILD, &bad_manifest);
+    let (good_delivered, good_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        &good_manifest,
+    );
+    let (bad_delivered, bad_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        &bad_manifest,
+    );
     assert_eq!(
         (good_delivered, bad_delivered),
         (good_segments, all_good_segments)

@@ -48,12 +48,24 @@ pub(crate) fn peak_rss() -> u64 {
     kb << 10
 }
 
-/// Runs the (ignored) test `name` of this test binary in a process of its own, with the
-/// environment variable `var` set to `value`, so that the peak memory it reports is of
-/// its run alone; the test prints `delivered N peak BYTES`, returned as `(N, BYTES)`.
-pub(crate) fn run_alone(name: &str, var: &str, value: &Path) -> (usize, u64) {
+/// The name the test harness gives the test `name` of the module `module` (the caller's
+/// `module_path!()`, which starts with the test binary's crate): the module path without
+/// the crate, then the test, as `--exact` wants it (`npz::one_run_in_its_own_process`).
+pub(crate) fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// Runs the (ignored) test `name` of the module `module` (the caller's `module_path!()`)
+/// of this test binary in a process of its own, with the environment variable `var` set
+/// to `value`, so that the peak memory it reports is of its run alone; the test prints
+/// `delivered N peak BYTES`, returned as `(N, BYTES)`.
+pub(crate) fn run_alone(module: &str, name: &str, var: &str, value: &Path) -> (usize, u64) {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--include-ignored", "--nocapture"])
+        .args(["--exact", &test_name(module, name), "--include-ignored"])
+        .arg("--nocapture")
         .args(["--test-threads", "1"])
         .env(var, value)
         .output()

@@ -4,13 +4,11 @@
 //! the bad file, never a good one. Every run under a watchdog: never a panic, a hang or
 //! an abort. `make test` runs this in a release build too, where overflow wraps.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::watchdog;
+use crate::common::watchdog;
 use nostall::catalog::Catalog;
 use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
 use nostall::storage::{LocalFiles, ReadMode};

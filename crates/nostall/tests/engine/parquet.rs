@@ -2,12 +2,10 @@
 //! `image` struct column (`{bytes, path}`), a `ClassLabel` column, the features in the
 //! file's `huggingface` metadata, row groups of a few rows; and hostile files.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{demo_rows, features, write, write_column, write_paged, write_with, Row};
+use crate::common::{demo_rows, features, write, write_column, write_paged, write_with, Row};
 
 use nostall::dataset::{self, Columns, Format, LabelColumn};
 use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};

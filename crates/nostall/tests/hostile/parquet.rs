@@ -6,13 +6,11 @@
 //! (each run in a process of its own). Every run is under a watchdog: never a panic, a
 //! hang or an abort. `make test` runs this in a release build too.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
+use crate::common::{demo_rows, features, peak_rss, run_alone, watchdog, write, Row};
 use bytes::Bytes;
-use common::{demo_rows, features, peak_rss, run_alone, watchdog, write, Row};
 use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::storage::{BlobStore, LocalDir, ParquetFiles, Source};
 use nostall::{dataset::Columns, Cause, ErrorPolicy, Modality};
@@ -608,10 +606,18 @@ fn one_run_in_its_own_process() {
 fn peak_memory_over_crafted_files_stays_near_that_over_good_ones() {
     let good = corpus(false);
     let hostile = corpus(true);
-    let (good_delivered, good_peak) =
-        run_alone("one_run_in_its_own_process", CHILD, good.dir.path());
-    let (hostile_delivered, hostile_peak) =
-        run_alone("one_run_in_its_own_process", CHILD, hostile.dir.path());
+    let (good_delivered, good_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        good.dir.path(),
+    );
+    let (hostile_delivered, hostile_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        hostile.dir.path(),
+    );
     assert_eq!(
         (good_delivered, hostile_delivered),
         (good.good, hostile.good)

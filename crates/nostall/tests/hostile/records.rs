@@ -8,12 +8,10 @@
 //! cause; and the peak resident memory of a run (in a process of its own) stays near
 //! that of a run over the good samples alone.
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 
-use common::{jpeg, peak_rss, run_alone, tar, watchdog};
+use crate::common::{jpeg, peak_rss, run_alone, tar, watchdog};
 use nostall::fields::{Field, FieldKind, Fields};
 use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::{Error, ErrorPolicy, Modality};
@@ -285,8 +283,18 @@ fn peak_memory_over_hostile_fields_stays_near_that_over_good_ones() {
     let (good, bad) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     corpus(good.path(), 100, false);
     corpus(bad.path(), 100, true);
-    let (good_delivered, good_peak) = run_alone("one_run_in_its_own_process", CHILD, good.path());
-    let (bad_delivered, bad_peak) = run_alone("one_run_in_its_own_process", CHILD, bad.path());
+    let (good_delivered, good_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        good.path(),
+    );
+    let (bad_delivered, bad_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        bad.path(),
+    );
     assert_eq!((good_delivered, bad_delivered), (100, 100));
     println!(
         "peak resident memory: {good_peak} bytes over good records, {bad_peak} with hostile ones"

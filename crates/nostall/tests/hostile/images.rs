@@ -2,15 +2,13 @@
 //! the loader with a message naming it; every setting past its bounds is refused when
 //! read; never a panic, a hang, or a silently short batch.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
 use std::sync::Arc;
 
-use common::{config, jpeg, loader, picture};
+use crate::common::{self, config, jpeg, loader, picture};
 use nostall::loader::{LoaderBuilder, PipelineSetting};
 use nostall::prep::args::Value;
 use nostall::prep::image::codec::{encode_jpeg, Decoder, EncodePixels, DEFAULT_MAX_PIXELS};
@@ -207,19 +205,27 @@ fn unreadable_file_is_counted_as_permission_denied() {
         let exe = place.path().join("hostile-test");
         fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
         fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-        let status = std::process::Command::new(&exe)
-            .args([
-                "--exact",
-                "unreadable_file_is_counted_as_permission_denied",
-                "--nocapture",
-            ])
+        // Its name in this binary is qualified by its module; a name that matched no test
+        // would pass with nothing run, so the child must report its one test passed.
+        let name = common::test_name(
+            module_path!(),
+            "unreadable_file_is_counted_as_permission_denied",
+        );
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", &name, "--nocapture"])
             .env("TMPDIR", "/tmp")
             .current_dir("/")
             .uid(65534)
             .gid(65534)
-            .status()
+            .output()
             .unwrap();
-        assert!(status.success(), "the test failed when run as nobody");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("test result: ok. 1 passed"),
+            "the test failed when run as nobody ({}):\n{text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -5,9 +5,6 @@
 //! The second half runs whole epochs through a [`Loader`] over data in the server (as
 //! WebDataset shards, as one object per image, as a Parquet file) and checks them against
 //! the same images read from a local folder.
-#![cfg(feature = "s3")]
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -19,7 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{config, epoch_output, image_folder, output, write_shards, BatchOutput};
+use crate::common::{self, config, epoch_output, image_folder, output, write_shards, BatchOutput};
 use nostall::dataset::{self, Columns, Format};
 use nostall::storage::{
     BlobStore, Objects, ParquetFiles, RangeRead, ReadMode, S3Config, S3Store, Source, TarShards,
@@ -878,12 +875,11 @@ fn dataset_open_takes_the_s3_settings_from_the_environment() {
     }
     let served = Served::new(3, 14);
     let mut child = Command::new(std::env::current_exe().unwrap());
-    child.args([
+    child.arg(common::test_name(
+        module_path!(),
         "dataset_open_takes_the_s3_settings_from_the_environment",
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-    ]);
+    ));
+    child.args(["--exact", "--nocapture", "--test-threads=1"]);
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("AWS_") {
             child.env_remove(name);

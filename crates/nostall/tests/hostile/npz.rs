@@ -6,13 +6,11 @@
 //! (in a process of its own) stays near that of a run over the good samples alone: no
 //! bomb is inflated past the bytes its array takes.
 
-mod common;
-
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use common::{jpeg, peak_rss, run_alone, tar, watchdog};
+use crate::common::{jpeg, peak_rss, run_alone, tar, watchdog};
 use nostall::fields::{Field, FieldKind, Fields};
 use nostall::loader::{LoaderBuilder, LoaderSettings, Threads};
 use nostall::{ErrorPolicy, Modality};
@@ -230,8 +228,18 @@ fn peak_memory_over_hostile_archives_stays_near_that_over_good_ones() {
     let (good, bad) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     corpus(good.path(), false);
     corpus(bad.path(), true);
-    let (good_delivered, good_peak) = run_alone("one_run_in_its_own_process", CHILD, good.path());
-    let (bad_delivered, bad_peak) = run_alone("one_run_in_its_own_process", CHILD, bad.path());
+    let (good_delivered, good_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        good.path(),
+    );
+    let (bad_delivered, bad_peak) = run_alone(
+        module_path!(),
+        "one_run_in_its_own_process",
+        CHILD,
+        bad.path(),
+    );
     assert_eq!((good_delivered, bad_delivered), (40, 40));
     println!(
         "peak resident memory: {good_peak} bytes over good archives, {bad_peak} with hostile ones"

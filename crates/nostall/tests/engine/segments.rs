@@ -347,7 +347,7 @@ fn a_manifest_names_its_problems() {
     )
     .unwrap_err()
     .to_string();
-    assert!(error.contains("audio pipeline"), "{error}");
+    assert!(error.contains("an audio or a video pipeline"), "{error}");
 }
 
 #[test]
