@@ -47,7 +47,7 @@ def cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def decode_nostall(path: str, clips: int) -> dict:
+def decode_nostall(path: str, clips: int, seed: int) -> dict:
     import nostall
     from nostall import ops, video
     from torchcodec.decoders import VideoDecoder
@@ -56,7 +56,7 @@ def decode_nostall(path: str, clips: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         for i in range(clips):
             os.link(path, Path(folder) / f"{i:04d}{Path(path).suffix}")
-        loader = nostall.Loader(folder, batch_size=1, threads=1, dtype="uint8", output="numpy",
+        loader = nostall.Loader(folder, batch_size=1, threads=1, dtype="uint8", output="numpy", seed=seed,
                                 pipeline=[video.Clip(FRAMES), ops.CenterCrop((meta.height, meta.width))])
         start = cpu()
         count = sum(len(x) for x, _ in loader)
@@ -64,11 +64,11 @@ def decode_nostall(path: str, clips: int) -> dict:
     return {"frames": count * FRAMES, "cpu": spent}
 
 
-def decode_torchcodec(path: str, clips: int) -> dict:
+def decode_torchcodec(path: str, clips: int, seed: int) -> dict:
     from torchcodec.decoders import VideoDecoder
 
     n = VideoDecoder(path, seek_mode="exact").metadata.num_frames
-    draws = random.Random(1)
+    draws = random.Random(seed)
     start = cpu()
     for _ in range(clips):
         decoder = VideoDecoder(path, num_ffmpeg_threads=1, seek_mode="exact")
@@ -159,16 +159,18 @@ def main() -> None:
         kind, *rest = json.loads(args.child)
         print(RESULT + json.dumps(globals()[kind](*rest)))
         return
-    sets = sorted(p for p in args.data.iterdir() if p.is_dir() and p.name != "sources")
+    sets = sorted(p for p in args.data.iterdir() if p.is_dir() and p.name not in ("sources", "memory"))
     if args.only != "recipe":
         print("| set | file | nostall frames/CPU-s | torchcodec frames/CPU-s | ratio |")
         print("|---|---|---|---|---|")
         for folder in sets:
             for path in sorted(folder.iterdir()):
                 ratios, ours, theirs = [], [], []
-                for _ in range(args.rounds):
-                    a = child(["decode_nostall", str(path), args.clips])
-                    b = child(["decode_torchcodec", str(path), args.clips])
+                for round in range(args.rounds):
+                    # Each round draws other clips (both contenders), so that no one set of
+                    # places, with its pre-roll, decides the figure.
+                    a = child(["decode_nostall", str(path), args.clips, round])
+                    b = child(["decode_torchcodec", str(path), args.clips, round])
                     ours.append(a["frames"] / a["cpu"])
                     theirs.append(b["frames"] / b["cpu"])
                     ratios.append(ours[-1] / theirs[-1])

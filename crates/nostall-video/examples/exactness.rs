@@ -20,10 +20,7 @@ fn main() {
             .expect("--offsets N");
         args.drain(at..at + 2);
     }
-    assert!(
-        !args.is_empty(),
-        "usage: exactness [--offsets N] VIDEO..."
-    );
+    assert!(!args.is_empty(), "usage: exactness [--offsets N] VIDEO...");
     let limits = Limits::default();
     let mut wrong_files = 0;
     for path in &args {
