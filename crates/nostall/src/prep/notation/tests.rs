@@ -37,6 +37,7 @@ fn examples() -> Vec<Operators> {
             ],
         ),
         call("Resize", vec![(7, u32::MAX).into(), "bicubic".into()]),
+        call("Resize", vec![96.into(), "bilinear".into(), false.into()]),
         call(
             "RandomApply",
             vec![
@@ -179,8 +180,8 @@ fn text_that_is_not_operators_is_refused_saying_where_or_what() {
             "Resize: interpolation takes one of \"bilinear\", \"bicubic\", \"nearest\", not 3",
         ),
         (
-            "Resize(256, antialias=False)",
-            "Resize: antialias False is not supported",
+            "Resize(256, 'bicubic', antialias=False)",
+            "Resize: antialias False is not supported with 'bicubic'",
         ),
         (
             "RandomApply([RandomApply([RandomApply([RandomApply([RandomApply([RandomInvert()])])])])])",
