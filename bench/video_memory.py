@@ -4,8 +4,8 @@ batch buffers (issue 66's memory figure).
 
 Each case runs in a child process: the Kinetics recipe (one 16-frame clip a video, short
 side 256, random crop 224, flip, normalise, float32 batches of 8) with `threads=2` over a
-folder of hard links to real footage; the process's peak RSS (VmHWM) is read once the
-loader is made and again after a whole epoch. What the loader adds is compared with its
+folder of hard links to real footage; the process's peak RSS (VmHWM) is read before the
+loader is made (nostall and torch imported) and again after a whole epoch. What the loader adds is compared with its
 batch buffers (`prefetch` batches, twice with the next epoch overlapping) and the rest
 divided by the threads: each thread's decoder (FFmpeg's reference frames at the video's
 size), its RGB frame and the resampler's scratch.
@@ -40,13 +40,14 @@ def peak_kib() -> int:
 
 def child(folder: str) -> dict:
     import nostall
+    import torch  # noqa: F401 - imported before the baseline, as a training script has it
     from nostall import ops, video
 
+    before = peak_kib()
     loader = nostall.Loader(folder, batch_size=BATCH, threads=THREADS, prefetch=PREFETCH, seed=1,
                             pipeline=[video.Clip(FRAMES), ops.Resize(256), ops.RandomCrop(224),
                                       ops.RandomHorizontalFlip(),
                                       ops.Normalize((0.45, 0.45, 0.45), (0.225, 0.225, 0.225))])
-    before = peak_kib()
     batches = 0
     for clips, _ in loader:
         batches += 1
@@ -93,7 +94,7 @@ def main() -> None:
         buffers = 2 * PREFETCH * r["batch_bytes"]
         rest = added - buffers
         print(f"{name}: {len(files) * copies[name]} videos, {r['batches']} batches of {BATCH}; peak RSS "
-              f"{r['before_kib'] / 1024:.0f} MiB with the loader made, {r['after_kib'] / 1024:.0f} MiB after the "
+              f"{r['before_kib'] / 1024:.0f} MiB before the loader, {r['after_kib'] / 1024:.0f} MiB after the "
               f"epoch: +{added / 2**20:.0f} MiB; batch buffers (2 x prefetch {PREFETCH} x "
               f"{r['batch_bytes'] / 2**20:.1f} MiB) {buffers / 2**20:.0f} MiB; the rest "
               f"{rest / 2**20:.0f} MiB, {rest / THREADS / 2**20:.0f} MiB a thread", flush=True)

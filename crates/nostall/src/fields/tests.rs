@@ -418,6 +418,7 @@ fn fields_that_cannot_work_are_refused() {
 }
 
 #[test]
+#[cfg(feature = "tokenize")]
 fn portable_fields_make_the_same_fields_and_hostile_ones_are_refused() {
     use crate::prep::tokens::{Tokenizer, TokenizerArgs};
     let mut args = TokenizerArgs::new(6);

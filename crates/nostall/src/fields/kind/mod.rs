@@ -200,8 +200,8 @@ impl FieldKind {
         self.0.settings(tokenizers)
     }
 
-    /// It as kind `K`, if it is one.
-    #[cfg(test)]
+    /// It as kind `K`, if it is one (the tokens' test looks into a field).
+    #[cfg(all(test, feature = "tokenize"))]
     pub(super) fn get<K: Kind>(&self) -> Option<&K> {
         (&*self.0 as &dyn Any).downcast_ref()
     }
