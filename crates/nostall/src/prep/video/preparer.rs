@@ -77,7 +77,8 @@ impl<'a> Window<'a> {
                 .duration
                 .map_or(String::new(), |d| format!("–{} s", segment.start + d));
             return Err(Cause::Corrupt(format!(
-                "its segment {} s{end} shows no frame of the video, whose {} frames span                  {:.3} s",
+                "its segment {} s{end} shows no frame of the video, whose {} frames span \
+                 {:.3} s",
                 segment.start,
                 index.len(),
                 index.duration_seconds()
