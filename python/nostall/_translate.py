@@ -271,8 +271,12 @@ def _one(t: Any) -> ops.Op | None:
     does not have or a setting it does not take, ``TypeError`` for what is no transform."""
     from . import video
 
-    if isinstance(t, (ops.Op, video.Op)):
+    if isinstance(t, ops.Op):
         return t
+    if isinstance(t, video.Op):
+        # A recipe after a video's Clip: the Clip passes through among the image operators
+        # (the engine checks it comes first), typed as they are.
+        return t  # type: ignore[return-value]
     if _is_open_clip_rgb(t):
         return None
     library = _library(t)
