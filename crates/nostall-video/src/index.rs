@@ -258,6 +258,15 @@ impl FrameIndex {
         n.saturating_sub(1)
     }
 
+    /// How many frames are shown before `seconds` (counted as in [`FrameIndex::seconds`]):
+    /// the first frame at or after it, or the count when none is. A time span
+    /// `[start, end)` shows frames `frames_before(start)..frames_before(end)`.
+    pub fn frames_before(&self, seconds: f64) -> usize {
+        self.order.partition_point(|&d| {
+            self.ticks_to_seconds(self.entries[d as usize].key - self.pts(0)) < seconds
+        })
+    }
+
     /// From the first frame's time to the end of the last frame's (its duration from the
     /// container, or the mean frame interval when the container gives none).
     pub fn duration_seconds(&self) -> f64 {

@@ -107,15 +107,19 @@ fn counts_match_ffprobe_and_decode_all() {
         assert_eq!((index.width(), index.height()), (w, h), "{name}");
         let frames = reference(&data);
         assert_eq!(frames.len(), n, "{name}");
-        // Times increase with the frame number and frame_at inverts seconds.
+        // Times increase with the frame number; frame_at inverts seconds, and each frame
+        // is the first at or after its own time.
         for k in 0..n {
             assert_eq!(index.frame_at(index.seconds(k)), k, "{name} frame {k}");
+            assert_eq!(index.frames_before(index.seconds(k)), k, "{name} frame {k}");
             if k > 0 {
                 assert!(index.pts(k) > index.pts(k - 1), "{name} frame {k}");
             }
         }
         assert_eq!(index.seconds(0), 0.0);
         assert!(index.duration_seconds() > index.seconds(n - 1), "{name}");
+        assert_eq!(index.frames_before(index.duration_seconds()), n, "{name}");
+        assert_eq!(index.frames_before(-1.0), 0, "{name}");
     }
 }
 

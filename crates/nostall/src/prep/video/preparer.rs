@@ -55,23 +55,10 @@ impl<'a> Window<'a> {
                 len: index.len(),
             });
         };
-        // Presentation order is time order: the frames before a time are a prefix.
-        let before = |seconds: f64| {
-            let (mut lo, mut hi) = (0, index.len());
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if index.seconds(mid) < seconds {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
-        };
-        let first = before(segment.start);
+        let first = index.frames_before(segment.start);
         let end = segment
             .duration
-            .map_or(index.len(), |d| before(segment.start + d));
+            .map_or(index.len(), |d| index.frames_before(segment.start + d));
         if end <= first {
             let end = segment
                 .duration
