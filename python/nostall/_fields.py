@@ -7,7 +7,9 @@ buffer: ``record[:, offset:offset + bytes]`` seen as its element type and shaped
 Text, JSON and bytes fields arrive as lists (read out of the same buffer by the engine);
 JSON is parsed here, the engine having checked it is a document nested at most 128 deep.
 An npz field's arrays lie one after another in its part, and it is a dict of them by
-name, as a JSON field's chosen keys are.
+name, as a JSON field's chosen keys are. A boxes field's part holds its count (int64), its
+boxes (float32 ``[max_boxes, 4]``) and their labels (int64 ``[max_boxes]``): a list of
+each sample's ``{"boxes", "labels"}`` (views cut to its count), or padded, the three whole.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ class Split:
         self.parts = list(parts)
         #: The JSON fields' chosen keys: such a field is a dict of one list a key.
         self.keys = {name: list(keys) for name, keys, _ in shapes if keys}
-        #: The text and bytes fields given padded: ``(data, lengths)``.
+        #: The text, bytes and boxes fields given padded: ``(data, lengths)``, or the boxes'
+        #: ``{"boxes", "labels", "count"}``.
         self.padded = {name for name, _, padded in shapes if padded}
         #: The field of the loader's pipeline (the one ``tensor`` part): what a device
         #: stager finishes after the copy.
@@ -39,6 +42,8 @@ class Split:
         for name, kind, offset, size, shape, dtype in self.parts:
             if kind == "label":
                 out[name] = labels
+            elif kind == "boxes":
+                out[name] = _boxes(record, offset, shape[0], name in self.padded)
             elif name in self.padded:
                 lengths = _part(record, offset, 4, "uint8")
                 data = record[:, offset + 4 : offset + size]
@@ -63,6 +68,20 @@ class Split:
             else:
                 out[name] = _part(record, offset, size, dtype).reshape((n, *shape))
         return out
+
+
+def _boxes(record: Any, offset: int, capacity: int, padded: bool) -> Any:
+    """A boxes part at ``offset`` of ``record``, of ``capacity`` boxes a sample: padded,
+    ``{"boxes": [n, capacity, 4], "labels": [n, capacity], "count": [n]}``; else one
+    ``{"boxes": [k, 4], "labels": [k]}`` a sample, cut to its count."""
+    n = record.shape[0]
+    count = _part(record, offset, 8, "int64").reshape(n)
+    boxes = _part(record, offset + 8, 16 * capacity, "float32").reshape(n, capacity, 4)
+    labels = _part(record, offset + 8 + 16 * capacity, 8 * capacity, "int64")
+    if padded:
+        return {"boxes": boxes, "labels": labels, "count": count}
+    counts = count.tolist()
+    return [{"boxes": boxes[i, :k], "labels": labels[i, :k]} for i, k in enumerate(counts)]
 
 
 def _lengths(columns: Any) -> Any:

@@ -234,19 +234,25 @@ class Tokenizer:
 class Field:
     """One field of a sample, for ``Loader(fields={name: Field(...)})``: the members it
     is read from, its kind, its ``max_bytes``, a tokenizer for its text, a vector's
-    ``length``, or the ``arrays`` of an ``.npz`` archive."""
+    ``length``, the ``arrays`` of an ``.npz`` archive, or how a ``boxes`` field holds and
+    sanitises its boxes."""
 
     def __new__(
         cls,
         members: str,
         *,
-        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz"] | None = None,
+        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz", "boxes"] | None = None,
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
         keys: Sequence[str] | None = None,
         padded: bool = False,
         length: int | None = None,
         arrays: Mapping[str, int | tuple[int, ...]] | None = None,
+        max_boxes: int | None = None,
+        box_format: Literal["xyxy", "xywh", "cxcywh"] | None = None,
+        min_size: float | None = None,
+        min_area: float | None = None,
+        crowd: bool | None = None,
     ) -> Field: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 

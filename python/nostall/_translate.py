@@ -10,7 +10,7 @@ arguments (read from its attributes). The conversions to tensors and floats
 (``translate``) and the units of a ``Normalize`` after them, and a conversion nostall
 cannot deliver exactly is refused naming it. OpenCLIP's conversions to RGB
 (``MaybeConvertMode``, ``_convert_to_rgb``: nostall decodes every image to RGB) are
-dropped; a transform nostall does not have is refused naming it, so that a recipe never
+dropped, and so is v2's ``SanitizeBoundingBoxes()`` (a boxes field does it); a transform nostall does not have is refused naming it, so that a recipe never
 changes silently.
 
 What translates to what is declared with the operators, in the engine: each operator's
@@ -241,6 +241,20 @@ def _is_open_clip_rgb(t: Any) -> bool:
     return getattr(t, "__module__", "").startswith("open_clip") and getattr(t, "__name__", "") == "_convert_to_rgb"
 
 
+def _is_default_sanitize(t: Any) -> bool:
+    """v2's ``SanitizeBoundingBoxes`` with its defaults: what a boxes field does to its
+    boxes after the geometry (``Field(kind="boxes")``'s ``min_size`` and ``min_area``), so
+    dropped here; with other settings, ``ConfigError`` saying where they go."""
+    if type(t).__name__ != "SanitizeBoundingBoxes" or not type(t).__module__.startswith("torchvision"):
+        return False
+    min_size, min_area = getattr(t, "min_size", 1.0), getattr(t, "min_area", 1.0)
+    if (min_size, min_area) != (1.0, 1.0):
+        raise ConfigError(f"{_named(t)} with min_size={min_size}, min_area={min_area}: a boxes field sanitises its "
+                          "boxes itself; give it those settings (nostall.Field(\"coco\", kind=\"boxes\", "
+                          f"min_size={min_size}, min_area={min_area})) and leave this transform out")
+    return True
+
+
 class Translation(NamedTuple):
     """A transform an operator's declaration translates: the operator, its arguments as
     ``(parameter, attribute, converter)``, the attributes refused when set, and the
@@ -278,6 +292,8 @@ def _one(t: Any) -> ops.Op | None:
         # (the engine checks it comes first), typed as they are.
         return t  # type: ignore[return-value]
     if _is_open_clip_rgb(t):
+        return None
+    if _is_default_sanitize(t):
         return None
     library = _library(t)
     if library is None:

@@ -47,6 +47,17 @@ use crate::tokenizer::Tokenizer;
 ///   arrays read and their shapes, ``{"embedding": 512, "mask": (16, 16)}``: the field is a
 ///   dict of float32 ``[batch, *shape]`` arrays by name (a missing array, another count or a
 ///   damaged archive is the sample's ``bad-vector`` error).
+/// - For ``kind="boxes"`` (a COCO file's ``coco`` member, or a JSON member
+///   ``{"boxes": [[x0, y0, x1, y1], ...], "labels": [...]}``): the boxes follow the image's
+///   geometry, clamped by its crops, and those v2's ``SanitizeBoundingBoxes(min_size,
+///   min_area)`` drops are left out. ``max_boxes`` (``128``): the most a sample holds
+///   (more is the sample's ``bad-targets`` error); ``box_format`` (``"xyxy"``,
+///   ``"xywh"`` or ``"cxcywh"``, in output pixels); ``min_size`` and ``min_area``
+///   (``1``); ``crowd`` (False: COCO's crowd annotations left out, as torchvision's
+///   detection references do). The field is a list of ``{"boxes": float32 [n, 4],
+///   "labels": int64 [n]}``, one a sample, as torchvision's detection models take
+///   targets; with ``padded=True``, ``{"boxes": [batch, max_boxes, 4], "labels": [batch,
+///   max_boxes], "count": [batch]}``.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -57,12 +68,41 @@ pub(crate) struct Field {
     padded: bool,
     length: Option<usize>,
     arrays: Option<Vec<(String, Vec<usize>)>>,
+    boxes: BoxSettings,
+}
+
+/// A boxes field's settings, as given (absent ones take the kind's defaults).
+#[derive(Clone, Default)]
+struct BoxSettings {
+    max_boxes: Option<usize>,
+    box_format: Option<String>,
+    min_size: Option<f64>,
+    min_area: Option<f64>,
+    crowd: Option<bool>,
+}
+
+impl BoxSettings {
+    /// Those given, by name.
+    fn given(&self) -> Map<String, Value> {
+        let mut settings = Map::new();
+        let mut put = |name: &str, value: Option<Value>| {
+            if let Some(value) = value {
+                settings.insert(name.into(), value);
+            }
+        };
+        put("max_boxes", self.max_boxes.map(|v| json!(v)));
+        put("box_format", self.box_format.as_ref().map(|v| json!(v)));
+        put("min_size", self.min_size.map(|v| json!(v)));
+        put("min_area", self.min_area.map(|v| json!(v)));
+        put("crowd", self.crowd.map(|v| json!(v)));
+        settings
+    }
 }
 
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -73,6 +113,11 @@ impl Field {
         padded: bool,
         length: Option<usize>,
         arrays: Option<Bound<'_, PyDict>>,
+        max_boxes: Option<usize>,
+        box_format: Option<String>,
+        min_size: Option<f64>,
+        min_area: Option<f64>,
+        crowd: Option<bool>,
     ) -> PyResult<Field> {
         let arrays = arrays
             .map(|arrays| {
@@ -104,6 +149,13 @@ impl Field {
             padded,
             length,
             arrays,
+            boxes: BoxSettings {
+                max_boxes,
+                box_format,
+                min_size,
+                min_area,
+                crowd,
+            },
         })
     }
 
@@ -126,6 +178,12 @@ impl Field {
             }
             kwargs.set_item("arrays", d)?;
         }
+        let b = &self.boxes;
+        kwargs.set_item("max_boxes", b.max_boxes)?;
+        kwargs.set_item("box_format", &b.box_format)?;
+        kwargs.set_item("min_size", b.min_size)?;
+        kwargs.set_item("min_area", b.min_area)?;
+        kwargs.set_item("crowd", b.crowd)?;
         Ok((PyTuple::new(py, [&self.members])?, kwargs))
     }
 
@@ -159,6 +217,14 @@ impl Field {
                 .collect();
             text += &format!(", arrays={{{}}}", arrays.join(", "));
         }
+        for (name, value) in self.boxes.given() {
+            let value = match value {
+                Value::Bool(true) => "True".to_string(),
+                Value::Bool(false) => "False".to_string(),
+                other => other.to_string(),
+            };
+            text += &format!(", {name}={value}");
+        }
         if let Some(t) = &self.tokenizer {
             let t = t.get().engine();
             text += &format!(
@@ -184,12 +250,13 @@ struct FieldSpec {
     padded: bool,
     length: Option<usize>,
     arrays: Option<Vec<(String, Vec<usize>)>>,
+    boxes: BoxSettings,
 }
 
 impl FieldSpec {
     /// The settings given, by name, as the engine's kinds are made of them.
     fn settings(&self) -> Map<String, Value> {
-        let mut settings = Map::new();
+        let mut settings = self.boxes.given();
         if let Some(max_bytes) = self.max_bytes {
             settings.insert("max_bytes".into(), json!(max_bytes));
         }
@@ -231,6 +298,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     padded: false,
                     length: None,
                     arrays: None,
+                    boxes: BoxSettings::default(),
                 }
             } else if let Ok(field) = value.cast::<Field>() {
                 let field = field.get();
@@ -243,6 +311,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     padded: field.padded,
                     length: field.length,
                     arrays: field.arrays.clone(),
+                    boxes: field.boxes.clone(),
                 }
             } else {
                 return Err(PyTypeError::new_err(format!(
@@ -314,12 +383,12 @@ impl FieldsArg {
                 PartForm::Var {
                     content: Content::Text | Content::Bytes,
                     ..
-                }
+                } | PartForm::Boxes { .. }
             );
             if spec.padded && !paddable {
                 return Err(config_error(
                     py,
-                    format!("field {name:?}: padded=True pads text or bytes, not this kind"),
+                    format!("field {name:?}: padded=True pads text, bytes or boxes, not this kind"),
                 ));
             }
             fields.push(field.with_kind(kind));
@@ -358,6 +427,7 @@ impl Records {
                 PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
                 PartForm::Label => ("label", dims(&[])?, "int64"),
                 PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
+                PartForm::Boxes { capacity } => ("boxes", dims(&[*capacity])?, "float32"),
                 // Its shape: each array's name and dimensions, in order.
                 PartForm::Arrays { arrays } => {
                     let arrays = arrays

@@ -8,6 +8,7 @@
 //! | `s3://bucket/prefix` holding samples | one object per sample | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
 //! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
 //! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio), or of videos | [`Segments`] over [`LocalDir`] or the S3 store |
+//! | a COCO annotation file (`.json`), local, read with fields | images with their boxes (detection) | [`Annotated`], its images found beside it as COCO lays them out |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
 //! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.opus`, `.mp3`); in shards, the
@@ -22,8 +23,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
-    is_manifest, is_parquet_key, is_sample_key, BlobInfo, BlobStore, LocalDir, LocalFiles, Mixed,
-    Objects, ReadMode, Segments, Source, TarShards,
+    is_manifest, is_parquet_key, is_sample_key, Annotated, BlobInfo, BlobStore, LocalDir,
+    LocalFiles, Mixed, Objects, ReadMode, Segments, Source, TarShards,
 };
 pub use crate::storage::{Columns, LabelColumn};
 
@@ -47,6 +48,8 @@ pub enum Format {
     Indexed,
     /// Samples whose bytes the caller holds in memory ([`crate::storage::Held`]).
     Held,
+    /// Images with the annotations of a COCO file ([`Annotated`]).
+    Coco,
 }
 
 impl Format {
@@ -61,6 +64,7 @@ impl Format {
             Format::Mixture => "several datasets",
             Format::Indexed => "samples made by code",
             Format::Held => "samples held in memory",
+            Format::Coco => "images with COCO annotations",
         }
     }
 }
@@ -117,7 +121,7 @@ pub fn open_in(
     let dataset = open_any(location, mode, modality, columns, var)?;
     let records = matches!(
         dataset.format,
-        Format::TarShards | Format::Segments | Format::Parquet | Format::Files
+        Format::TarShards | Format::Segments | Format::Parquet | Format::Files | Format::Coco
     );
     if columns.record.is_some() && !records {
         return Err(Error::Config(format!(
@@ -209,6 +213,9 @@ fn open_any(
         return open_store(store, mode, modality, columns);
     }
     let path = Path::new(location);
+    if path.is_file() && modality == Modality::Image && location.ends_with(".json") {
+        return coco(path, mode, columns);
+    }
     if path.is_file() && is_manifest(location) {
         refuse_cold(mode, location)?;
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -274,6 +281,24 @@ fn open_any(
         source: Arc::new(files),
         catalog,
         format: Format::Files,
+    })
+}
+
+/// The images of the COCO annotation file at `path`, read as records of the image and its
+/// `coco` member.
+fn coco(path: &Path, mode: ReadMode, columns: &Columns) -> Result<Dataset> {
+    if columns.record.is_none() {
+        return Err(Error::Config(format!(
+            "{}: a COCO annotation file gives each image its boxes: read it with fields, \
+             e.g. {{\"image\": \"image\", \"boxes\": \"coco\"}}",
+            path.display()
+        )));
+    }
+    let annotated = Annotated::open(path, None)?.with_mode(mode);
+    Ok(Dataset {
+        catalog: annotated.catalog().clone(),
+        source: Arc::new(annotated),
+        format: Format::Coco,
     })
 }
 

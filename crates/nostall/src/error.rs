@@ -89,6 +89,15 @@ pub enum Cause {
         /// What is wrong with it.
         reason: String,
     },
+    /// A target field (a detection sample's boxes) cannot be read, holds more boxes than
+    /// the field does, or was made for an image of another size; or the annotation file
+    /// found a fault in one of the image's annotations.
+    BadTargets {
+        /// The field's name (the member's, `coco`, where the source found the fault).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The user's code that makes the sample (a `Dataset`'s `__getitem__`) raised, hung
     /// past its bound, or lost every worker that ran it.
     UserCode {
@@ -114,7 +123,7 @@ pub enum Cause {
 
 impl Cause {
     /// Every [`Cause::kind`], in the order of the variants (a kind two variants share, once).
-    pub const KINDS: [&'static str; 16] = [
+    pub const KINDS: [&'static str; 17] = [
         "missing",
         "permission-denied",
         "io",
@@ -129,6 +138,7 @@ impl Cause {
         "bad-text",
         "bad-json",
         "bad-vector",
+        "bad-targets",
         "user-code",
         "unsupported-codec",
     ];
@@ -156,6 +166,7 @@ impl Cause {
             Cause::BadText { .. } => "bad-text",
             Cause::BadJson { .. } => "bad-json",
             Cause::BadVector { .. } => "bad-vector",
+            Cause::BadTargets { .. } => "bad-targets",
             Cause::UserCode { .. } => "user-code",
             Cause::UnsupportedCodec(_) => "unsupported-codec",
             Cause::VideoTooLarge(_) => "too-large",
@@ -227,7 +238,9 @@ impl fmt::Display for Cause {
             Cause::BadJson { field, reason } => {
                 write!(f, "field {field:?} is not usable JSON: {reason}")
             }
-            Cause::BadVector { field, reason } => write!(f, "field {field:?}: {reason}"),
+            Cause::BadVector { field, reason } | Cause::BadTargets { field, reason } => {
+                write!(f, "field {field:?}: {reason}")
+            }
             Cause::UserCode { code, message } => write!(f, "{code} failed on it: {message}"),
             Cause::UnsupportedCodec(codec) => write!(
                 f,
@@ -391,6 +404,10 @@ mod tests {
                 reason: String::new(),
             },
             Cause::BadVector {
+                field: String::new(),
+                reason: String::new(),
+            },
+            Cause::BadTargets {
                 field: String::new(),
                 reason: String::new(),
             },

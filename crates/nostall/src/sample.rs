@@ -231,6 +231,12 @@ pub enum PartForm {
         /// Each array's name and shape, in order.
         arrays: Vec<(String, Vec<usize>)>,
     },
+    /// A detection sample's boxes: their count (`i64`), `capacity` boxes of four `f32`,
+    /// then `capacity` labels (`i64`), all native-endian, zeros past the count.
+    Boxes {
+        /// The most boxes it holds.
+        capacity: usize,
+    },
 }
 
 /// What the bytes of a [`PartForm::Var`] field are.
@@ -260,6 +266,7 @@ impl PartForm {
                 let array = shape.iter().fold(4, |n: usize, &d| n.saturating_mul(d));
                 bytes.saturating_add(array)
             }),
+            PartForm::Boxes { capacity } => capacity.saturating_mul(24).saturating_add(8),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! [`RecordPrep`]: a record's members into its fields' parts of a slot.
 
 use super::{Field, Fields, Role};
-use crate::error::{Cause, Result};
+use crate::error::{Cause, Error, Result};
 use crate::prep::{Pipeline, Prep, Prepared, Preparer};
 use crate::rng::Rng;
 use crate::sample::{Modality, Part, SampleLayout};
@@ -20,13 +20,25 @@ pub struct RecordPrep {
 
 impl RecordPrep {
     /// `fields`, the sample's prepared by `sample`.
-    pub fn new(sample: Pipeline, fields: Fields) -> RecordPrep {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] where a field follows the sample's geometry (boxes) and
+    /// `sample`'s pipeline has none, or moves pixels where targets do not follow
+    /// ([`Prep::places_targets`]).
+    pub fn new(sample: Pipeline, fields: Fields) -> Result<RecordPrep> {
+        if let Some(target) = fields.iter().find(|f| f.kind.role() == Role::Target) {
+            sample
+                .prep()
+                .places_targets()
+                .map_err(|why| Error::Config(format!("field {:?}: {why}", target.name)))?;
+        }
         let layout = fields.layout(sample.layout());
-        RecordPrep {
+        Ok(RecordPrep {
             sample,
             fields,
             layout,
-        }
+        })
     }
 }
 
@@ -84,7 +96,11 @@ impl Preparer for RecordPreparer {
         let members = members(data)?;
         let mut prepared = Prepared::InSlot;
         let first = self.fields.first_sample();
-        for (i, (field, part)) in self.fields.iter().zip(&self.parts).enumerate() {
+        let fields = self.fields.iter().zip(&self.parts).enumerate();
+        // The targets last: they follow the first sample's geometry.
+        let (targets, others): (Vec<_>, Vec<_>) =
+            fields.partition(|(_, (field, _))| field.kind.role() == Role::Target);
+        for (i, (field, part)) in others.into_iter().chain(targets) {
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
             let role = field.kind.role();
             if role == Role::Label {
@@ -93,6 +109,17 @@ impl Preparer for RecordPreparer {
             let bytes = member(data, &members, field, (i == first).then_some(self.modality))?;
             match role {
                 Role::Label => {}
+                Role::Target => {
+                    let placement = self.sample.placement().ok_or_else(|| {
+                        Cause::Internal(format!(
+                            "field {:?} follows a sample that was not placed",
+                            field.name
+                        ))
+                    })?;
+                    field
+                        .kind
+                        .prepare_placed(&field.name, bytes, &placement, slot)?;
+                }
                 Role::Sample if i == first => {
                     prepared = self.sample.prepare(bytes, rng, slot)?;
                 }

@@ -91,7 +91,7 @@ fn a_record_gives_each_field_and_the_image_of_a_loader_without_fields() {
     assert_eq!(shards.catalog().label(0), Some(3));
     assert_eq!(shards.catalog().relative_path(1), format!("a.tar/{long}"));
 
-    let prep = RecordPrep::new(pipeline(), fields);
+    let prep = RecordPrep::new(pipeline(), fields).unwrap();
     let out = prepare(&prep, &shards, 0).unwrap();
     let mut alone = vec![0u8; pipeline().sample_bytes()];
     let mut preparer = pipeline().prep().preparer().unwrap();
@@ -118,7 +118,7 @@ fn a_record_gives_each_field_and_the_image_of_a_loader_without_fields() {
 #[test]
 fn each_part_starts_aligned_and_the_fingerprint_follows_the_fields() {
     let fields = Fields::new(vec![field("caption", "txt"), field("image", "jpg")]).unwrap();
-    let prep = RecordPrep::new(pipeline(), fields);
+    let prep = RecordPrep::new(pipeline(), fields).unwrap();
     let layout = prep.layout();
     assert_eq!(layout.parts()[0].offset, 0);
     assert_eq!(
@@ -133,7 +133,8 @@ fn each_part_starts_aligned_and_the_fingerprint_follows_the_fields() {
             field("image", "jpg"),
         ])
         .unwrap(),
-    );
+    )
+    .unwrap();
     assert_ne!(prep.fingerprint(), other.fingerprint());
 }
 
@@ -174,7 +175,7 @@ fn a_bad_field_is_its_samples_cause_naming_the_field() {
         ("array.json", b"[1]"),
     ]);
     let (_dir, shards) = records(&[("a.tar", shard)], &fields);
-    let prep = RecordPrep::new(pipeline(), fields);
+    let prep = RecordPrep::new(pipeline(), fields).unwrap();
     let cause = |id| prepare(&prep, &shards, id).unwrap_err();
     assert!(prepare(&prep, &shards, 0).is_ok());
     let kinds: Vec<&str> = (1..8).map(|id| cause(id).kind()).collect();
@@ -264,7 +265,7 @@ fn a_member_over_its_fields_bound_is_refused_for_its_size_before_it_is_read() {
         ("z.npy", &good_npy),
     ]);
     let (_dir, shards) = records(&[("a.tar", shard)], &fields);
-    let prep = RecordPrep::new(pipeline(), fields);
+    let prep = RecordPrep::new(pipeline(), fields).unwrap();
     let out = prepare(&prep, &shards, 0).unwrap();
     assert_eq!(
         var(part(&prep, &out, "meta")).len(),
@@ -339,7 +340,7 @@ fn a_caption_to_tokenize_over_its_bound_is_too_large_whatever_its_bytes() {
 fn damaged_records_are_corrupt_not_a_panic() {
     let jpg = photo();
     let fields = Fields::new(vec![field("image", "jpg"), field("caption", "txt")]).unwrap();
-    let prep = RecordPrep::new(pipeline(), fields);
+    let prep = RecordPrep::new(pipeline(), fields).unwrap();
     let record = {
         let shard = tar(&[("k.jpg", &jpg), ("k.txt", b"words")]);
         shard[..shard.len() - 1024].to_vec()
@@ -377,7 +378,7 @@ fn a_tokenized_field_holds_the_tokenizers_ids_then_its_mask() {
     let jpg = photo();
     let shard = tar(&[("k.jpg", &jpg), ("k.txt", b"a cat on the mat today")]);
     let (_dir, shards) = records(&[("a.tar", shard)], &fields);
-    let prep = RecordPrep::new(pipeline(), fields);
+    let prep = RecordPrep::new(pipeline(), fields).unwrap();
     let out = prepare(&prep, &shards, 0).unwrap();
     let slot = part(&prep, &out, "text");
     let values: Vec<i64> = slot
@@ -506,7 +507,7 @@ fn a_second_image_of_a_sample_draws_its_own_and_leaves_the_first_as_it_was() {
     let shard = tar(&[("000001.jpg", &jpg), ("000001.other.jpg", &jpg)]);
     let (_dir, shards) = records(&[("a.tar", shard)], &fields);
     let train: Pipeline = crate::prep::ImagePipeline::imagenet_train(32).into();
-    let prep = RecordPrep::new(train.clone(), fields.clone());
+    let prep = RecordPrep::new(train.clone(), fields.clone()).unwrap();
     let out = prepare(&prep, &shards, 0).unwrap();
     let mut alone = vec![0u8; train.sample_bytes()];
     let mut preparer = train.prep().preparer().unwrap();

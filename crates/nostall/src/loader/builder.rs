@@ -395,7 +395,7 @@ impl LoaderBuilder {
                             .into(),
                     ));
                 }
-                Pipeline::new(RecordPrep::new(pipeline, fields.clone()))
+                Pipeline::new(RecordPrep::new(pipeline, fields.clone())?)
             }
         };
         let mut config = s.config_with(pipeline);

@@ -38,7 +38,7 @@ use crate::prep::route::DecodeRoute;
 use crate::rng::Rng;
 
 pub use audio::AudioPipeline;
-pub use image::{ImagePipeline, ViewsPipeline};
+pub use image::{ImagePipeline, Placement, ViewsPipeline};
 pub use notation::Operators;
 pub use video::VideoPipeline;
 
@@ -70,6 +70,16 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
     /// (the consumer reports its waits to it).
     fn decode_route(&self) -> Option<&DecodeRoute> {
         None
+    }
+
+    /// Whether its samples carry a geometry that targets follow (a detection sample's
+    /// boxes: [`Preparer::placement`]), in words if not.
+    ///
+    /// # Errors
+    ///
+    /// What keeps targets from following its samples, as a sentence.
+    fn places_targets(&self) -> std::result::Result<(), String> {
+        Err("boxes follow the geometry of an image pipeline, and this pipeline has none".into())
     }
 }
 
@@ -105,6 +115,13 @@ pub trait Preparer: Send {
     /// The [`Cause`] that makes this sample unusable; the preparer stays usable for the
     /// next sample, whose output must not depend on this failure.
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause>;
+
+    /// Where the pixels of the sample it last prepared came from, for the targets that
+    /// follow them ([`Prep::places_targets`]); `None` where its modality has no such
+    /// geometry, or where that sample failed.
+    fn placement(&self) -> Option<Placement> {
+        None
+    }
 }
 
 /// What a loader does to each sample: a shared handle to one modality's [`Prep`].

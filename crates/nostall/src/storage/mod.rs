@@ -43,6 +43,7 @@
 //! training. `O_DIRECT` would bypass the cache too, but it demands aligned buffers and
 //! sizes and is refused outright by some filesystems.
 
+mod annotated;
 mod blob;
 mod columns;
 mod files;
@@ -66,6 +67,7 @@ pub(crate) fn is_parquet_key(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     !name.starts_with('.') && name.to_ascii_lowercase().ends_with(".parquet")
 }
+pub use annotated::{images_folder, Annotated, COCO_MEMBER};
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};

@@ -9,6 +9,7 @@
 //! portable fields find it by its name and make it of its settings by theirs; a setting
 //! no kind took before is also a keyword of Python's `Field`.
 
+mod boxes;
 mod bytes;
 mod json;
 mod label;
@@ -27,9 +28,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+pub(crate) use boxes::encode_coco;
 pub(super) use settings::Settings;
 
 use crate::error::{Cause, Error, Result};
+use crate::prep::image::Placement;
 use crate::sample::{Modality, PartForm, SampleLayout};
 
 /// Every kind, by name: what Python's `Field(kind=...)` and the portable text name.
@@ -43,6 +46,7 @@ const KINDS: &[&Declaration] = &[
     &tokens::DECLARATION,
     &vector::DECLARATION,
     &npz::DECLARATION,
+    &boxes::DECLARATION,
 ];
 
 /// What a kind is to the rest of the engine: its name, where its bytes come from, and
@@ -67,6 +71,9 @@ pub(super) enum Role {
     Label,
     /// Its kind prepares its member ([`Kind::prepare`]).
     Member,
+    /// Its kind prepares its member following the sample's geometry
+    /// ([`Kind::prepare_placed`]): after the sample.
+    Target,
 }
 
 /// One kind of field: how it is held in a slot and how its member is prepared there.
@@ -99,6 +106,22 @@ pub(super) trait Kind: Any + fmt::Debug + Send + Sync {
     ///
     /// The sample's [`Cause`], naming `field`.
     fn prepare(&self, field: &str, member: &[u8], slot: &mut [u8]) -> Result<(), Cause>;
+
+    /// Prepares `member` into `slot` as [`Kind::prepare`] does, following the sample's
+    /// `placement` (a kind of [`Role::Target`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Kind::prepare`].
+    fn prepare_placed(
+        &self,
+        field: &str,
+        member: &[u8],
+        _placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        self.prepare(field, member, slot)
+    }
 
     /// Its settings as the portable text sends them ([`Declaration::make`] reads them
     /// back), adding any tokenizer it names to `tokenizers`.
@@ -193,6 +216,17 @@ impl FieldKind {
     /// Prepares `member` into `slot` ([`Kind::prepare`]).
     pub(super) fn prepare(&self, field: &str, member: &[u8], slot: &mut [u8]) -> Result<(), Cause> {
         self.0.prepare(field, member, slot)
+    }
+
+    /// Prepares `member` into `slot` following `placement` ([`Kind::prepare_placed`]).
+    pub(super) fn prepare_placed(
+        &self,
+        field: &str,
+        member: &[u8],
+        placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        self.0.prepare_placed(field, member, placement, slot)
     }
 
     /// Its settings for the portable text ([`Kind::settings`]).
@@ -290,6 +324,7 @@ mod tests {
             FieldKind::bytes(5),
             FieldKind::vector(3),
             FieldKind::npz(vec![("a".into(), vec![2, 3]), ("b".into(), vec![])]),
+            FieldKind::boxes(7, "cxcywh").unwrap(),
         ];
         for kind in kinds {
             let sent = kind.settings(&mut Vec::new());
@@ -312,7 +347,7 @@ mod tests {
             why("picture", json!({})),
             format!(
                 "unknown kind \"picture\": use \"sample\", \"label\", \"text\", \"json\", \
-                 \"bytes\", {tokens}\"vector\" or \"npz\""
+                 \"bytes\", {tokens}\"vector\", \"npz\" or \"boxes\""
             )
         );
         let takers = if cfg!(feature = "tokenize") {

@@ -19,6 +19,7 @@ pub mod codec;
 mod layout;
 pub mod op;
 mod output;
+mod placement;
 mod resample;
 mod views;
 
@@ -34,6 +35,7 @@ pub use op::{
     Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
     IMAGENET_STD,
 };
+pub use placement::{sanitize, Placement};
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
 use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
@@ -401,12 +403,23 @@ impl ImagePipeline {
     /// Decides, for an image of `width` × `height`, what region to decode and how to
     /// place it, drawing the random choices from `rng`.
     pub fn geometry(&self, width: u32, height: u32, rng: &mut Rng) -> Geometry {
+        self.geometry_of(&self.view(width, height, rng))
+    }
+
+    /// The view the geometric operators leave of a `width` × `height` image, drawing from
+    /// `rng`.
+    fn view(&self, width: u32, height: u32, rng: &mut Rng) -> View {
         let mut view = View::whole(width, height);
         for op in &self.ops {
             if let Stage::Geometry(geometric) = op.stage() {
                 geometric.plan(&mut view, rng);
             }
         }
+        view
+    }
+
+    /// The geometry of `view`, at the output's size.
+    fn geometry_of(&self, view: &View) -> Geometry {
         Geometry {
             source: view.source,
             width: self.width,
@@ -497,6 +510,17 @@ impl Prep for ImagePipeline {
     fn decode_route(&self) -> Option<&DecodeRoute> {
         self.route.as_deref()
     }
+
+    fn places_targets(&self) -> std::result::Result<(), String> {
+        match self.ops.iter().find(|op| op.moves_pixels()) {
+            Some(op) => Err(format!(
+                "{} moves pixels where boxes do not follow them yet: leave it out of a \
+                 pipeline with boxes",
+                op.name()
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Per-thread state to prepare images: decoder and resampler, reused.
@@ -506,6 +530,8 @@ pub(crate) struct ImagePreparer {
     resampler: Resampler,
     /// The output's pixels as planes, for pipelines with operators on pixels.
     planes: Vec<u8>,
+    /// The last sample's, if it was placed ([`Preparer::placement`]).
+    placement: Option<Placement>,
 }
 
 impl ImagePreparer {
@@ -517,6 +543,7 @@ impl ImagePreparer {
             decoder,
             resampler: Resampler::default(),
             planes: Vec::new(),
+            placement: None,
         })
     }
 }
@@ -526,8 +553,15 @@ impl Preparer for ImagePreparer {
         let pipeline = &self.pipeline;
         debug_assert_eq!(out.len(), pipeline.sample_bytes());
         let sample = rng.clone();
+        self.placement = None;
         let header = self.decoder.header(data)?;
-        let geometry = pipeline.geometry(header.width, header.height, rng);
+        let view = pipeline.view(header.width, header.height, rng);
+        let geometry = pipeline.geometry_of(&view);
+        let placement = Placement::new(
+            &view,
+            (header.width, header.height),
+            (pipeline.width, pipeline.height),
+        );
         // Asked after the draws, so that the augmentation does not depend on the answer.
         // A device decoder does the geometry only, resizing bilinearly: operators on
         // pixels and other filters keep the CPU's.
@@ -539,6 +573,7 @@ impl Preparer for ImagePreparer {
             && pipeline.route.as_ref().is_some_and(|r| r.to_device(pixels))
         {
             out.fill(0);
+            self.placement = Some(placement);
             return Ok(Prepared::Deferred(Box::new(Deferred {
                 data: Arc::from(data),
                 geometry,
@@ -560,7 +595,12 @@ impl Preparer for ImagePreparer {
             out,
             &sample,
         )?;
+        self.placement = Some(placement);
         Ok(Prepared::InSlot)
+    }
+
+    fn placement(&self) -> Option<Placement> {
+        self.placement
     }
 }
 

@@ -374,6 +374,11 @@ impl Operator for RandomAffine {
     fn stage(&self) -> Stage<'_> {
         Stage::Pixels(self)
     }
+
+    // Its warp moves every pixel.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
 }
 
 impl Photometric for RandomAffine {

@@ -237,6 +237,11 @@ impl Operator for AugMix {
         Stage::Pixels(self)
     }
 
+    // Its chains hold rotations, shears and translations.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
+
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
     }

@@ -231,6 +231,11 @@ impl Operator for AutoAugment {
         Stage::Pixels(self)
     }
 
+    // Its policies hold rotations, shears and translations.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
+
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
     }

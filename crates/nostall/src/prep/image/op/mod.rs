@@ -124,6 +124,14 @@ pub(crate) trait Operator: Send + Sync + 'static {
     /// Where it runs.
     fn stage(&self) -> Stage<'_>;
 
+    /// Whether it moves pixels away from where the geometry placed them (a rotation, an
+    /// affine warp, a flip of the output's rows): the targets that follow the geometry
+    /// (a detection sample's boxes, [`Placement`](super::Placement)) would not follow it,
+    /// so a pipeline with targets refuses it.
+    fn moves_pixels(&self) -> bool {
+        false
+    }
+
     /// Its draws and steps one at a time, where it applies augmentations drawn from a
     /// space (the automatic augmentations), for the tests against the reference.
     fn augmenter(&self) -> Option<&dyn Augmenter> {
@@ -263,6 +271,8 @@ struct WithProbability {
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
     p: f64,
+    /// Whether the kernel moves pixels ([`Operator::moves_pixels`]).
+    moves: bool,
 }
 
 /// The operator of `declaration` (whose one parameter is `p`) running `kernel` with
@@ -276,6 +286,21 @@ pub(super) fn with_probability(
         declaration,
         kernel,
         p: args.probability("p")?,
+        moves: false,
+    }))
+}
+
+/// As [`with_probability`], for a kernel that moves pixels ([`Operator::moves_pixels`]).
+pub(super) fn moving_with_probability(
+    args: &Args,
+    declaration: &'static Declaration,
+    kernel: fn(&mut Planes<'_>),
+) -> Result<Op> {
+    Ok(Op::new(WithProbability {
+        declaration,
+        kernel,
+        p: args.probability("p")?,
+        moves: true,
     }))
 }
 
@@ -290,6 +315,10 @@ impl Operator for WithProbability {
 
     fn stage(&self) -> Stage<'_> {
         Stage::Pixels(self)
+    }
+
+    fn moves_pixels(&self) -> bool {
+        self.moves
     }
 }
 
@@ -358,7 +387,8 @@ impl Planes<'_> {
 
 /// The image as the geometric operators so far have made it: `source`, a region of the
 /// decoded image, seen at `w` × `h` pixels, mirrored left–right when `flip`, resized with
-/// `filter` (the last resizing operator's).
+/// `filter` (the last resizing operator's); `clip`, the crops' windows, for the targets
+/// that follow the pixels ([`Placement`](super::Placement)).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct View {
     /// Region of the source image.
@@ -371,6 +401,9 @@ pub(crate) struct View {
     pub flip: bool,
     /// The filter of the one resize.
     pub filter: Filter,
+    /// The intersection of the windows cropped so far, in source coordinates (`None`
+    /// before the first crop): what torchvision's crops clamp boxes to.
+    pub clip: Option<Rect>,
 }
 
 impl View {
@@ -382,6 +415,7 @@ impl View {
             h: height as f64,
             flip: false,
             filter: Filter::Bilinear,
+            clip: None,
         }
     }
 
@@ -397,6 +431,21 @@ impl View {
             h: h * sy,
         };
         (self.w, self.h) = (w, h);
+        self.clip = Some(match self.clip {
+            None => self.source,
+            Some(clip) => intersection(clip, self.source),
+        });
+    }
+}
+
+/// The rectangle both `a` and `b` cover (of zero width or height where they do not meet).
+fn intersection(a: Rect, b: Rect) -> Rect {
+    let (x, y) = (a.x.max(b.x), a.y.max(b.y));
+    Rect {
+        x,
+        y,
+        w: ((a.x + a.w).min(b.x + b.w) - x).max(0.0),
+        h: ((a.y + a.h).min(b.y + b.h) - y).max(0.0),
     }
 }
 
@@ -431,6 +480,11 @@ impl Op {
 
     pub(crate) fn stage(&self) -> Stage<'_> {
         self.0 .0.stage()
+    }
+
+    /// Whether it moves pixels away from the geometry's places ([`Operator::moves_pixels`]).
+    pub(crate) fn moves_pixels(&self) -> bool {
+        self.0 .0.moves_pixels()
     }
 
     /// RandomResizedCrop to a square of `size`, torchvision's default scale and ratio.

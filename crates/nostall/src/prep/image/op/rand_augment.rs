@@ -158,6 +158,11 @@ impl Operator for RandAugment {
         Stage::Pixels(self)
     }
 
+    // Its space holds rotations, shears and translations.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
+
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
     }

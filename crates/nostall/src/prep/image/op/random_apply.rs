@@ -58,6 +58,10 @@ impl Operator for RandomApply {
             Composed::Geometry => Stage::Geometry(self),
         }
     }
+
+    fn moves_pixels(&self) -> bool {
+        self.ops.iter().any(Op::moves_pixels)
+    }
 }
 
 impl Photometric for RandomApply {

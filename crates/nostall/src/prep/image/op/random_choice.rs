@@ -105,6 +105,10 @@ impl Operator for RandomChoice {
             Composed::Geometry => Stage::Geometry(self),
         }
     }
+
+    fn moves_pixels(&self) -> bool {
+        self.ops.iter().any(Op::moves_pixels)
+    }
 }
 
 impl Photometric for RandomChoice {

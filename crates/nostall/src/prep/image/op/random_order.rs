@@ -54,6 +54,10 @@ impl Operator for RandomOrder {
             Composed::Geometry => Stage::Geometry(self),
         }
     }
+
+    fn moves_pixels(&self) -> bool {
+        self.ops.iter().any(Op::moves_pixels)
+    }
 }
 
 impl Photometric for RandomOrder {

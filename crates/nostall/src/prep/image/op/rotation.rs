@@ -98,6 +98,11 @@ impl Operator for RandomRotation {
     fn stage(&self) -> Stage<'_> {
         Stage::Pixels(self)
     }
+
+    // Its turn moves every pixel.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
 }
 
 impl Photometric for RandomRotation {

@@ -642,6 +642,11 @@ impl Operator for TimmRandAugment {
         Stage::Pixels(self)
     }
 
+    // Its space holds rotations, shears and translations.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
+
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
     }

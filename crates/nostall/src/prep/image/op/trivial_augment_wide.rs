@@ -108,6 +108,11 @@ impl Operator for TrivialAugmentWide {
         Stage::Pixels(self)
     }
 
+    // Its space holds rotations, shears and translations.
+    fn moves_pixels(&self) -> bool {
+        true
+    }
+
     fn augmenter(&self) -> Option<&dyn Augmenter> {
         Some(self)
     }

@@ -6,7 +6,7 @@
 //! Written before a crop or a resize, it would flip another region than torchvision's,
 //! and the pipeline refuses it there, as every operator on pixels.
 
-use super::{with_probability, Declaration, Op, Planes};
+use super::{moving_with_probability, Declaration, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
 use crate::prep::translation::{Conv, Translation};
@@ -29,7 +29,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    with_probability(args, &DECLARATION, flip_rows)
+    moving_with_probability(args, &DECLARATION, flip_rows)
 }
 
 /// Each plane's rows in the reverse order.

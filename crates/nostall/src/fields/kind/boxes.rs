@@ -1,0 +1,608 @@
+//! A boxes field: a detection sample's boxes and their labels, moved with the image's
+//! pixels by the sample's geometry ([`Placement`]), clamped by its crops and sanitised
+//! as torchvision.transforms.v2 does.
+//!
+//! Its member is either the `coco` member a COCO dataset's records carry (the image's
+//! annotations from the dataset's index, [`crate::storage::Annotated`]), or a JSON
+//! document (a WebDataset shard's `.json` member): torchvision's target,
+//! `{"boxes": [[x0, y0, x1, y1], ...], "labels": [...]}` in pixels, or COCO's annotations of
+//! one image, `{"annotations": [{"bbox": [x, y, w, h], "category_id": 3, "iscrowd": 0},
+//! ...]}`. Each box is placed ([`Placement::place_box`]), dropped unless
+//! [`sanitize`] keeps it (v2's `SanitizeBoundingBoxes(min_size, min_area)`, its labels
+//! with it), and written in the field's format. A member holding more boxes than the
+//! field (`max_boxes`), boxes that are not four finite numbers, labels of another count,
+//! or an image of another size than its annotations say, is the sample's `bad-targets`.
+//!
+//! In its slot: the count (`i64`), `max_boxes` boxes of four `f32`, then `max_boxes`
+//! labels (`i64`); the places past the count hold zeros.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::{Declaration, FieldKind, Kind, Role, Settings};
+use crate::error::Cause;
+use crate::prep::image::{sanitize, Placement};
+use crate::sample::{PartForm, SampleLayout};
+
+pub(super) const DECLARATION: Declaration = Declaration {
+    name: "boxes",
+    extensions: &["coco"],
+    settings: &[
+        "max_boxes",
+        "max_bytes",
+        "box_format",
+        "min_size",
+        "min_area",
+        "crowd",
+    ],
+    make,
+};
+
+/// `max_boxes` unless set: more than any image of COCO (93) or Objects365 has.
+const DEFAULT_MAX_BOXES: usize = 128;
+
+/// The most boxes a field may hold.
+const MAX_BOXES: usize = 1 << 16;
+
+/// `max_bytes` of a JSON member unless set (a box with its label takes about 60 bytes of
+/// JSON, a COCO annotation with its polygon a few hundred).
+const DEFAULT_JSON_BYTES: usize = 256 << 10;
+
+/// The most a JSON member's `max_bytes` may be: it is parsed into a tree of values.
+const MAX_JSON_BYTES: usize = 4 << 20;
+
+/// The first bytes of the `coco` member an annotated source writes ([`encode_coco`]).
+const COCO_MAGIC: &[u8; 8] = b"NSBOXES1";
+
+/// Bytes of one annotation of a `coco` member: x, y, width, height (`f32`), the
+/// category (`u64`), the flags (`u32`: bit 0, a crowd) and four bytes of padding.
+const COCO_ANNOTATION: usize = 32;
+
+/// How the boxes are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// Corners: x0, y0, x1, y1.
+    Xyxy,
+    /// The top-left corner, then width and height (COCO's).
+    Xywh,
+    /// The centre, then width and height.
+    Cxcywh,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Xyxy => "xyxy",
+            Format::Xywh => "xywh",
+            Format::Cxcywh => "cxcywh",
+        }
+    }
+
+    fn write(self, [x0, y0, x1, y1]: [f64; 4]) -> [f32; 4] {
+        let b = match self {
+            Format::Xyxy => [x0, y0, x1, y1],
+            Format::Xywh => [x0, y0, x1 - x0, y1 - y0],
+            Format::Cxcywh => [(x0 + x1) / 2.0, (y0 + y1) / 2.0, x1 - x0, y1 - y0],
+        };
+        b.map(|v| v as f32)
+    }
+}
+
+#[derive(Debug)]
+struct Boxes {
+    max_boxes: usize,
+    max_bytes: usize,
+    format: Format,
+    min_size: f64,
+    min_area: f64,
+    /// Whether COCO's crowd annotations are kept (torchvision's detection references
+    /// leave them out).
+    crowd: bool,
+}
+
+impl FieldKind {
+    /// Boxes and their labels, following the sample's geometry: at most `max_boxes` a
+    /// sample, written as `format` (`"xyxy"`, `"xywh"` or `"cxcywh"`, in output pixels),
+    /// those v2's `SanitizeBoundingBoxes(min_size=1, min_area=1)` would drop left out,
+    /// COCO's crowd annotations too.
+    ///
+    /// # Errors
+    ///
+    /// An unknown `format`, in words.
+    pub fn boxes(max_boxes: usize, format: &str) -> std::result::Result<FieldKind, String> {
+        let mut settings = Settings::new(Map::from_iter([
+            ("max_boxes".to_string(), json!(max_boxes)),
+            ("box_format".to_string(), json!(format)),
+        ]));
+        make(&mut settings)
+    }
+}
+
+fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
+    let format = match settings.value("box_format") {
+        None => Format::Xyxy,
+        Some(Value::String(name)) => match name.as_str() {
+            "xyxy" => Format::Xyxy,
+            "xywh" => Format::Xywh,
+            "cxcywh" => Format::Cxcywh,
+            other => {
+                return Err(format!(
+                    "box_format={other:?} is not a format: use \"xyxy\", \"xywh\" or \"cxcywh\""
+                ))
+            }
+        },
+        Some(other) => return Err(format!("box_format={other} is not a format's name")),
+    };
+    let min = |key: &str| -> Result<f64, String> {
+        match settings.value(key) {
+            None => Ok(1.0),
+            Some(v) => v
+                .as_f64()
+                .filter(|m| m.is_finite() && *m >= 1.0)
+                .ok_or_else(|| format!("{key}={v} is not a number of at least 1 (as v2's)")),
+        }
+    };
+    let crowd = match settings.value("crowd") {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| format!("crowd={v} is not True or False"))?,
+    };
+    Ok(FieldKind::of(Boxes {
+        max_boxes: settings.number("max_boxes")?.unwrap_or(DEFAULT_MAX_BOXES),
+        max_bytes: settings.number("max_bytes")?.unwrap_or(DEFAULT_JSON_BYTES),
+        format,
+        min_size: min("min_size")?,
+        min_area: min("min_area")?,
+        crowd,
+    }))
+}
+
+impl Kind for Boxes {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn role(&self) -> Role {
+        Role::Target
+    }
+
+    fn check(&self, _: &[String]) -> Result<(), String> {
+        if self.max_boxes == 0 || self.max_boxes > MAX_BOXES {
+            return Err(format!(
+                "max_boxes={} is out of bounds: use 1 to {MAX_BOXES}",
+                self.max_boxes
+            ));
+        }
+        if self.max_bytes == 0 || self.max_bytes > MAX_JSON_BYTES {
+            return Err(format!(
+                "max_bytes={} is out of bounds for boxes: use 1 to {MAX_JSON_BYTES}",
+                self.max_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    fn form(&self, _: &SampleLayout) -> PartForm {
+        PartForm::Boxes {
+            capacity: self.max_boxes,
+        }
+    }
+
+    fn fingerprint(&self) -> String {
+        format!(
+            "boxes {} {} {} {} crowd={} max_bytes={}",
+            self.max_boxes,
+            self.format.name(),
+            self.min_size,
+            self.min_area,
+            self.crowd,
+            self.max_bytes
+        )
+    }
+
+    fn prepare(&self, field: &str, _: &[u8], _: &mut [u8]) -> Result<(), Cause> {
+        Err(Cause::Internal(format!(
+            "field {field:?} follows the sample's geometry and was prepared without it"
+        )))
+    }
+
+    fn prepare_placed(
+        &self,
+        field: &str,
+        member: &[u8],
+        placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        let bad = |reason: String| Cause::BadTargets {
+            field: field.to_string(),
+            reason,
+        };
+        let targets = if member.starts_with(COCO_MAGIC) {
+            read_coco(member, self.max_boxes, placement.image_size())
+        } else if member.len() > self.max_bytes {
+            return Err(Cause::TooLarge {
+                bytes: member.len() as u64,
+                limit: self.max_bytes as u64,
+                field: Some(field.to_string()),
+            });
+        } else {
+            read_json(member, self.max_boxes)
+        }
+        .map_err(bad)?;
+        self.write(&targets, placement, slot);
+        Ok(())
+    }
+
+    fn settings(&self, _: &mut Vec<Arc<[u8]>>) -> Map<String, Value> {
+        Map::from_iter([
+            ("max_boxes".into(), json!(self.max_boxes)),
+            ("max_bytes".into(), json!(self.max_bytes)),
+            ("box_format".into(), json!(self.format.name())),
+            ("min_size".into(), json!(self.min_size)),
+            ("min_area".into(), json!(self.min_area)),
+            ("crowd".into(), json!(self.crowd)),
+        ])
+    }
+}
+
+/// One box as a member gives it: corners in source pixels, its label, whether a crowd.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Target {
+    corners: [f64; 4],
+    label: i64,
+    crowd: bool,
+}
+
+impl Boxes {
+    /// Places, sanitises and writes `targets` into `slot`.
+    fn write(&self, targets: &[Target], placement: &Placement, slot: &mut [u8]) {
+        slot.fill(0);
+        let canvas = placement.output_size();
+        let (count, rest) = slot.split_at_mut(8);
+        let (boxes, labels) = rest.split_at_mut(16 * self.max_boxes);
+        let kept = targets
+            .iter()
+            .filter(|t| self.crowd || !t.crowd)
+            .map(|t| (placement.place_box(t.corners), t.label))
+            .filter(|(b, _)| sanitize(*b, canvas, self.min_size, self.min_area));
+        let mut n = 0;
+        for ((corners, label), (b, l)) in
+            kept.zip(boxes.chunks_exact_mut(16).zip(labels.chunks_exact_mut(8)))
+        {
+            for (v, out) in self.format.write(corners).iter().zip(b.chunks_exact_mut(4)) {
+                out.copy_from_slice(&v.to_ne_bytes());
+            }
+            l.copy_from_slice(&label.to_ne_bytes());
+            n += 1;
+        }
+        count.copy_from_slice(&(n as i64).to_ne_bytes());
+    }
+}
+
+/// The `coco` member of an image of `width` × `height` with `annotations` (x, y, width,
+/// height, category id, crowd), as an annotated source hands it over.
+pub(crate) fn encode_coco(
+    (width, height): (u32, u32),
+    annotations: impl ExactSizeIterator<Item = ([f32; 4], u64, bool)>,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(COCO_MAGIC);
+    out.extend_from_slice(&width.to_le_bytes());
+    out.extend_from_slice(&height.to_le_bytes());
+    out.extend_from_slice(&(annotations.len() as u32).to_le_bytes());
+    for (bbox, category, crowd) in annotations {
+        for v in bbox {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&category.to_le_bytes());
+        out.extend_from_slice(&u32::from(crowd).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+    }
+}
+
+/// The targets of a `coco` member, checked against the image's decoded `size`.
+fn read_coco(member: &[u8], max_boxes: usize, size: (u32, u32)) -> Result<Vec<Target>, String> {
+    let header = COCO_MAGIC.len() + 12;
+    let word = |at: usize| u32::from_le_bytes(member[at..at + 4].try_into().expect("4 bytes"));
+    if member.len() < header {
+        return Err("the coco member is truncated".into());
+    }
+    let (width, height, count) = (word(8), word(12), word(16) as usize);
+    if (width, height) != size {
+        return Err(format!(
+            "the image is {}x{}, and its annotations were made for {width}x{height}: \
+             the annotation file names another image",
+            size.0, size.1
+        ));
+    }
+    if member.len() != header + count.saturating_mul(COCO_ANNOTATION) {
+        return Err("the coco member's length is not its count's".into());
+    }
+    if count > max_boxes {
+        return Err(format!(
+            "{count} annotations, more than max_boxes={max_boxes}"
+        ));
+    }
+    Ok(member[header..]
+        .chunks_exact(COCO_ANNOTATION)
+        .map(|a| {
+            let f = |i: usize| f32::from_le_bytes(a[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+            let (x, y, w, h) = (f(0) as f64, f(1) as f64, f(2) as f64, f(3) as f64);
+            Target {
+                corners: [x, y, x + w, y + h],
+                label: u64::from_le_bytes(a[16..24].try_into().expect("8 bytes")) as i64,
+                crowd: a[24] & 1 != 0,
+            }
+        })
+        .collect())
+}
+
+/// The targets of a JSON member: torchvision's `{"boxes", "labels"}` (corners) or COCO's
+/// `{"annotations": [{"bbox", "category_id", "iscrowd"}]}`.
+fn read_json(member: &[u8], max_boxes: usize) -> Result<Vec<Target>, String> {
+    let doc: Value =
+        serde_json::from_slice(member).map_err(|e| format!("not a JSON document: {e}"))?;
+    let Value::Object(doc) = doc else {
+        return Err("not a JSON object: give {\"boxes\": [...], \"labels\": [...]}".into());
+    };
+    let too_many =
+        |n: usize| (n > max_boxes).then(|| format!("{n} boxes, more than max_boxes={max_boxes}"));
+    if let Some(annotations) = doc.get("annotations") {
+        let list = annotations
+            .as_array()
+            .ok_or("\"annotations\" is not a list")?;
+        if let Some(why) = too_many(list.len()) {
+            return Err(why);
+        }
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let [x, y, w, h] = numbers(a.get("bbox")).ok_or_else(|| {
+                    format!("annotation {i}: \"bbox\" is not four finite numbers")
+                })?;
+                let label = a
+                    .get("category_id")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| {
+                        format!("annotation {i}: \"category_id\" is not a whole number")
+                    })?;
+                let crowd = match a.get("iscrowd") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(v) => {
+                        v.as_i64().ok_or_else(|| {
+                            format!("annotation {i}: \"iscrowd\" is not 0, 1 or a boolean")
+                        })? != 0
+                    }
+                };
+                Ok(Target {
+                    corners: [x, y, x + w, y + h],
+                    label,
+                    crowd,
+                })
+            })
+            .collect();
+    }
+    let boxes = doc
+        .get("boxes")
+        .and_then(Value::as_array)
+        .ok_or("no \"boxes\" list (nor COCO's \"annotations\")")?;
+    let labels = doc
+        .get("labels")
+        .and_then(Value::as_array)
+        .ok_or("no \"labels\" list beside \"boxes\"")?;
+    if let Some(why) = too_many(boxes.len()) {
+        return Err(why);
+    }
+    if labels.len() != boxes.len() {
+        return Err(format!("{} boxes and {} labels", boxes.len(), labels.len()));
+    }
+    boxes
+        .iter()
+        .zip(labels)
+        .enumerate()
+        .map(|(i, (b, l))| {
+            let corners =
+                numbers(Some(b)).ok_or_else(|| format!("box {i} is not four finite numbers"))?;
+            if corners[2] < corners[0] || corners[3] < corners[1] {
+                return Err(format!(
+                    "box {i} is not x0, y0, x1, y1 with x0 <= x1 and y0 <= y1"
+                ));
+            }
+            let label = l
+                .as_i64()
+                .ok_or_else(|| format!("label {i} is not a whole number"))?;
+            Ok(Target {
+                corners,
+                label,
+                crowd: false,
+            })
+        })
+        .collect()
+}
+
+/// Four finite numbers.
+fn numbers(value: Option<&Value>) -> Option<[f64; 4]> {
+    let list = value?.as_array()?;
+    let [a, b, c, d] = list.as_slice() else {
+        return None;
+    };
+    let n = [a.as_f64()?, b.as_f64()?, c.as_f64()?, d.as_f64()?];
+    n.iter().all(|v| v.is_finite()).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(settings: Value) -> FieldKind {
+        let Value::Object(values) = settings else {
+            unreachable!()
+        };
+        make(&mut Settings::new(values)).unwrap()
+    }
+
+    /// The slot's count, boxes and labels.
+    fn read(slot: &[u8], capacity: usize) -> (usize, Vec<[f32; 4]>, Vec<i64>) {
+        let count = i64::from_ne_bytes(slot[..8].try_into().unwrap()) as usize;
+        let boxes = slot[8..8 + 16 * capacity]
+            .chunks_exact(16)
+            .map(|b| {
+                let f = |i: usize| f32::from_ne_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+                [f(0), f(1), f(2), f(3)]
+            })
+            .collect();
+        let labels = slot[8 + 16 * capacity..]
+            .chunks_exact(8)
+            .map(|l| i64::from_ne_bytes(l.try_into().unwrap()))
+            .collect();
+        (count, boxes, labels)
+    }
+
+    fn identity(width: u32, height: u32) -> Placement {
+        let view = crate::prep::image::op::View::whole(width, height);
+        Placement::new(&view, (width, height), (width, height))
+    }
+
+    #[test]
+    fn json_and_coco_members_give_the_same_boxes_in_each_format() {
+        let torchvision = br#"{"boxes": [[10, 20, 30, 60], [0, 0, 0.5, 9]], "labels": [3, 4]}"#;
+        let coco = br#"{"annotations": [{"bbox": [10, 20, 20, 40], "category_id": 3},
+            {"bbox": [0, 0, 0.5, 9], "category_id": 4, "iscrowd": 0},
+            {"bbox": [1, 1, 5, 5], "category_id": 5, "iscrowd": 1}]}"#;
+        let mut encoded = Vec::new();
+        encode_coco(
+            (100, 80),
+            [
+                ([10.0, 20.0, 20.0, 40.0], 3, false),
+                ([0.0, 0.0, 0.5, 9.0], 4, false),
+                ([1.0, 1.0, 5.0, 5.0], 5, true),
+            ]
+            .into_iter(),
+            &mut encoded,
+        );
+        let place = identity(100, 80);
+        for (format, expected) in [
+            ("xyxy", [10.0, 20.0, 30.0, 60.0]),
+            ("xywh", [10.0, 20.0, 20.0, 40.0]),
+            ("cxcywh", [20.0, 40.0, 20.0, 40.0]),
+        ] {
+            let boxes = kind(json!({ "max_boxes": 4, "box_format": format }));
+            for member in [&torchvision[..], &coco[..], &encoded[..]] {
+                let mut slot = vec![0xAA; PartForm::Boxes { capacity: 4 }.bytes()];
+                boxes
+                    .0
+                    .prepare_placed("t", member, &place, &mut slot)
+                    .unwrap();
+                let (count, b, l) = read(&slot, 4);
+                // The half-pixel-wide box is sanitised away, the crowd left out.
+                assert_eq!(count, 1, "{format}");
+                assert_eq!(b[0], expected);
+                assert_eq!(l[..2], [3, 0]);
+                assert_eq!(b[1], [0.0; 4]);
+            }
+        }
+        // Crowds kept when asked.
+        let boxes = kind(json!({ "max_boxes": 4, "crowd": true }));
+        let mut slot = vec![0; PartForm::Boxes { capacity: 4 }.bytes()];
+        boxes
+            .0
+            .prepare_placed("t", &encoded, &place, &mut slot)
+            .unwrap();
+        assert_eq!(read(&slot, 4).0, 2);
+    }
+
+    #[test]
+    fn bad_members_are_the_samples_error_naming_the_field() {
+        let boxes = kind(json!({ "max_boxes": 2, "max_bytes": 200 }));
+        let place = identity(100, 80);
+        let slot = vec![0; PartForm::Boxes { capacity: 2 }.bytes()];
+        let why = |member: &[u8]| {
+            let mut slot = slot.clone();
+            boxes
+                .0
+                .prepare_placed("target", member, &place, &mut slot)
+                .unwrap_err()
+                .to_string()
+        };
+        for (member, says) in [
+            (
+                &br#"{"boxes": [[1,2,3]], "labels": [1]}"#[..],
+                "box 0 is not four",
+            ),
+            (
+                br#"{"boxes": [[1,2,3,4]], "labels": []}"#,
+                "1 boxes and 0 labels",
+            ),
+            (br#"{"boxes": [[5,2,3,4]], "labels": [1]}"#, "x0 <= x1"),
+            (
+                br#"{"boxes": [[1,2,3,4],[1,2,3,4],[1,2,3,4]], "labels": [1,1,1]}"#,
+                "more than max_boxes=2",
+            ),
+            (br#"{"annotations": [{"bbox": [1,2,3,4]}]}"#, "category_id"),
+            (br#"[1, 2]"#, "not a JSON object"),
+            (b"{\"boxes\": [[1e999,0,1,1]]}", "not a JSON document"),
+            (b"\xff\xfe", "not a JSON document"),
+        ] {
+            let why = why(member);
+            assert!(
+                why.contains("field \"target\"") && why.contains(says),
+                "{why}"
+            );
+        }
+        assert!(matches!(
+            boxes
+                .0
+                .prepare_placed("target", &[b' '; 201], &place, &mut slot.clone()),
+            Err(Cause::TooLarge { limit: 200, .. })
+        ));
+        // A COCO member made for another size, or cut short.
+        let mut encoded = Vec::new();
+        encode_coco(
+            (99, 80),
+            [([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
+            &mut encoded,
+        );
+        assert!(
+            why(&encoded).contains("made for 99x80"),
+            "{}",
+            why(&encoded)
+        );
+        let mut encoded = Vec::new();
+        encode_coco(
+            (100, 80),
+            [([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
+            &mut encoded,
+        );
+        assert!(why(&encoded[..encoded.len() - 1]).contains("length"));
+        assert!(why(&encoded[..10]).contains("truncated"));
+    }
+
+    #[test]
+    fn settings_out_of_bounds_are_refused() {
+        let check = |settings: Value| {
+            let Value::Object(values) = settings else {
+                unreachable!()
+            };
+            make(&mut Settings::new(values)).and_then(|k| k.0.check(&[]))
+        };
+        assert!(check(json!({ "max_boxes": 0 }))
+            .unwrap_err()
+            .contains("max_boxes=0"));
+        assert!(check(json!({ "max_boxes": 1 << 20 })).is_err());
+        assert!(check(json!({ "box_format": "yxyx" }))
+            .unwrap_err()
+            .contains("\"yxyx\""));
+        assert!(check(json!({ "min_size": 0.5 }))
+            .unwrap_err()
+            .contains("at least 1"));
+        assert!(check(json!({ "crowd": 1 }))
+            .unwrap_err()
+            .contains("True or False"));
+        assert!(check(json!({ "max_bytes": 64 << 20 })).is_err());
+        assert!(check(json!({})).is_ok());
+    }
+}

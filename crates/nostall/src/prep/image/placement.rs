@@ -1,0 +1,183 @@
+//! [`Placement`]: where a prepared image's pixels came from, for the targets that must
+//! follow them (a detection sample's boxes).
+//!
+//! The geometric operators leave one mapping from the source image to the output (the
+//! module doc of [`super`]): a region, read at the output's size, mirrored or not. A box
+//! follows the pixels by the same mapping, so no operator has a second code path for
+//! targets. What the mapping alone does not say is torchvision's clamping: every crop of
+//! `transforms.v2` clamps the boxes to the crop's canvas, a resize or a flip does not. The
+//! crops' windows are kept, as their intersection in source coordinates ([`View::crop`]
+//! narrows it), and a box is clamped to it before it is mapped: a clamp then an
+//! increasing affine map per axis is the map then the clamp to the window's image, so
+//! this is v2's crop-by-crop clamping however many crops and resizes came between.
+
+use super::codec::Rect;
+use super::op::View;
+
+/// The mapping of one sample's geometry from source pixel coordinates to the output's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placement {
+    /// The source image's width and height, as decoded.
+    image: (u32, u32),
+    /// The region of the source read.
+    source: Rect,
+    /// The crops' windows, intersected, in source coordinates; `None` without a crop.
+    clip: Option<Rect>,
+    /// The output's width and height.
+    output: (u32, u32),
+    flip: bool,
+}
+
+impl Placement {
+    /// The placement of `view`, drawn for a source image of `image` (width, height) and
+    /// read at `output` (width, height).
+    pub(crate) fn new(view: &View, image: (u32, u32), output: (u32, u32)) -> Placement {
+        Placement {
+            image,
+            source: view.source,
+            clip: view.clip,
+            output,
+            flip: view.flip,
+        }
+    }
+
+    /// The source image's width and height.
+    pub fn image_size(&self) -> (u32, u32) {
+        self.image
+    }
+
+    /// The output's width and height.
+    pub fn output_size(&self) -> (u32, u32) {
+        self.output
+    }
+
+    /// Box `[x0, y0, x1, y1]` (source pixels, `x0 <= x1`, `y0 <= y1`) in output pixels,
+    /// clamped to the crops' windows as torchvision's crops clamp it (module doc). A box
+    /// the crops leave nothing of comes out empty (zero width or height), for
+    /// [`sanitize`] to drop.
+    pub fn place_box(&self, [x0, y0, x1, y1]: [f64; 4]) -> [f64; 4] {
+        let (mut x0, mut y0, mut x1, mut y1) = (x0, y0, x1, y1);
+        if let Some(clip) = self.clip {
+            let clamp_x = |x: f64| x.max(clip.x).min(clip.x + clip.w.max(0.0));
+            let clamp_y = |y: f64| y.max(clip.y).min(clip.y + clip.h.max(0.0));
+            (x0, x1, y0, y1) = (clamp_x(x0), clamp_x(x1), clamp_y(y0), clamp_y(y1));
+        }
+        let (w, h) = (self.output.0 as f64, self.output.1 as f64);
+        let sx = w / self.source.w;
+        let sy = h / self.source.h;
+        let (mut ox0, mut ox1) = ((x0 - self.source.x) * sx, (x1 - self.source.x) * sx);
+        if self.flip {
+            (ox0, ox1) = (w - ox1, w - ox0);
+        }
+        [
+            ox0,
+            (y0 - self.source.y) * sy,
+            ox1,
+            (y1 - self.source.y) * sy,
+        ]
+    }
+}
+
+/// Whether box `b` (`[x0, y0, x1, y1]` on a canvas of `canvas` (width, height)) is kept
+/// by torchvision.transforms.v2's `SanitizeBoundingBoxes(min_size, min_area)`: each side
+/// at least `min_size`, the area at least `min_area`, every coordinate finite, at least
+/// 0 and within the canvas.
+pub fn sanitize(b: [f64; 4], canvas: (u32, u32), min_size: f64, min_area: f64) -> bool {
+    let [x0, y0, x1, y1] = b;
+    let (w, h) = (x1 - x0, y1 - y0);
+    let (cw, ch) = (canvas.0 as f64, canvas.1 as f64);
+    // Written so that a NaN anywhere fails a comparison.
+    w >= min_size
+        && h >= min_size
+        && w * h >= min_area
+        && b.iter().all(|v| *v >= 0.0)
+        && x0 <= cw
+        && x1 <= cw
+        && y0 <= ch
+        && y1 <= ch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prep::image::Filter;
+
+    fn view(width: u32, height: u32) -> View {
+        View::whole(width, height)
+    }
+
+    #[test]
+    fn a_resize_scales_and_a_flip_mirrors_without_clamping() {
+        // Resize 200x100 to 100x50: half.
+        let mut v = view(200, 100);
+        (v.w, v.h) = (100.0, 50.0);
+        let p = Placement::new(&v, (200, 100), (100, 50));
+        assert_eq!(
+            p.place_box([10.0, 20.0, 50.0, 60.0]),
+            [5.0, 10.0, 25.0, 30.0]
+        );
+        // Outside the image stays outside: a resize does not clamp.
+        assert_eq!(
+            p.place_box([-10.0, 0.0, 250.0, 10.0]),
+            [-5.0, 0.0, 125.0, 5.0]
+        );
+        v.flip = true;
+        let p = Placement::new(&v, (200, 100), (100, 50));
+        assert_eq!(
+            p.place_box([10.0, 20.0, 50.0, 60.0]),
+            [75.0, 10.0, 95.0, 30.0]
+        );
+    }
+
+    #[test]
+    fn crops_clamp_to_each_window_as_v2_does_crop_by_crop() {
+        // Crop (20, 10) 100x50 of 200x100, then resize to 50x25, then a centre crop of
+        // 40x20 (x 5, y 2.5 of the resized view).
+        let mut v = view(200, 100);
+        v.crop(20.0, 10.0, 100.0, 50.0);
+        (v.w, v.h) = (50.0, 25.0);
+        v.crop(5.0, 2.5, 40.0, 20.0);
+        v.filter = Filter::Bilinear;
+        let p = Placement::new(&v, (200, 100), (40, 20));
+        // v2: crop 1 -> [0, 0, 100, 50] clamped (from [-20, -10, 180, 90]), resize by
+        // 1/2 -> [0, 0, 50, 25], crop 2 -> [-5, -2.5, 45, 22.5] clamped -> [0, 0, 40, 20].
+        assert_eq!(
+            p.place_box([0.0, 0.0, 200.0, 100.0]),
+            [0.0, 0.0, 40.0, 20.0]
+        );
+        // Inside both windows: mapped only. Source (60, 30) -> (40, 20) -> (20, 10) -> (15, 7.5).
+        assert_eq!(
+            p.place_box([60.0, 30.0, 70.0, 40.0]),
+            [15.0, 7.5, 20.0, 12.5]
+        );
+        // Left of the first window: clamped to its edge, then mapped: empty.
+        let b = p.place_box([0.0, 30.0, 10.0, 40.0]);
+        assert_eq!(b[2] - b[0], 0.0);
+        assert!(!sanitize(b, (40, 20), 1.0, 1.0));
+    }
+
+    #[test]
+    fn a_flip_before_a_crop_crops_the_mirrored_image() {
+        // Flip a 100x10 image, then crop its left 30 columns: source columns 70..100.
+        let mut v = view(100, 10);
+        v.flip = true;
+        v.crop(0.0, 0.0, 30.0, 10.0);
+        let p = Placement::new(&v, (100, 10), (30, 10));
+        // Source [80, 2, 90, 8] mirrored is [10, 2, 20, 8].
+        assert_eq!(p.place_box([80.0, 2.0, 90.0, 8.0]), [10.0, 2.0, 20.0, 8.0]);
+        // Source [50, 2, 90, 8] is clamped to the window's 70 first.
+        assert_eq!(p.place_box([50.0, 2.0, 90.0, 8.0]), [10.0, 2.0, 30.0, 8.0]);
+    }
+
+    #[test]
+    fn sanitize_keeps_what_v2_keeps() {
+        let canvas = (100, 50);
+        assert!(sanitize([0.0, 0.0, 100.0, 50.0], canvas, 1.0, 1.0));
+        assert!(!sanitize([0.0, 0.0, 0.5, 50.0], canvas, 1.0, 1.0));
+        assert!(!sanitize([0.0, 0.0, 101.0, 50.0], canvas, 1.0, 1.0));
+        assert!(!sanitize([-1.0, 0.0, 10.0, 10.0], canvas, 1.0, 1.0));
+        assert!(!sanitize([0.0, 0.0, f64::NAN, 10.0], canvas, 1.0, 1.0));
+        assert!(!sanitize([0.0, 0.0, 3.0, 3.0], canvas, 1.0, 10.0));
+        assert!(sanitize([0.0, 0.0, 4.0, 3.0], canvas, 3.0, 10.0));
+    }
+}
