@@ -310,6 +310,9 @@ def _one(t: Any) -> ops.Op | None:
     for attribute in translation.unsupported:
         if getattr(t, attribute, None) is not None:
             raise ConfigError(f"{_named(t)}: {attribute} is not supported")
+    for attribute, default in _DEFAULTS_ONLY.get(type(t).__name__, {}).items():
+        if list(getattr(t, attribute, default)) != default:
+            raise ConfigError(f"{_named(t)}: {attribute} other than {default} is not supported")
     if translation.translator is not None:
         args = _TRANSLATORS[translation.translator](t)
     else:
@@ -317,6 +320,10 @@ def _one(t: Any) -> ops.Op | None:
         args = {param: _CONVERTERS[converter](getattr(t, attribute, None), t)
                 for param, attribute, converter in translation.args}
     return getattr(ops, translation.operator)(**args)
+
+
+#: Attributes nostall's operator takes only at their default, by transform.
+_DEFAULTS_ONLY = {"RandomIoUCrop": {"options": [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]}}
 
 
 def _translatable() -> str:

@@ -133,9 +133,37 @@ def test_boxes_follow_the_pixels_under_random_crops_and_flips(photos, tmp_path):
     assert checked >= 24
 
 
+def test_ssdlite_recipe_crops_against_the_boxes_and_they_follow_the_pixels(photos, tmp_path):
+    path, _, _ = write_coco(photos, tmp_path, count=16, paint=True)
+    recipe = v2.Compose([v2.RandomIoUCrop(), v2.RandomHorizontalFlip(), v2.Resize((96, 96)),
+                         v2.SanitizeBoundingBoxes()])
+    loader = nostall.Loader(str(path), pipeline=recipe, dtype="uint8", fields=FIELDS, batch_size=4, seed=7,
+                            shuffle=False)
+    checked = cropped = 0
+    for batch in [batch for _ in range(4) for batch in loader]:
+        for image, target in zip(batch["image"], batch["target"]):
+            # Without a crop, every box but the half-pixel one and the crowd is kept.
+            cropped += len(target["labels"]) < 3
+            painted = (image[0] > 200) & (image[1] < 70) & (image[2] > 200)
+            first = [k for k, label in enumerate(target["labels"].tolist()) if label == 3]
+            if not first or not painted.any():
+                continue
+            rows, cols = torch.nonzero(painted, as_tuple=True)
+            seen = [cols.min().item(), rows.min().item(), cols.max().item() + 1, rows.max().item() + 1]
+            assert np.allclose(target["boxes"][first[0]].tolist(), seen, atol=1.5)
+            checked += 1
+    assert checked >= 24 and cropped >= 8, (checked, cropped)
+    with pytest.raises(nostall.ConfigError, match="draws its window against the sample's boxes"):
+        nostall.Loader(str(photos), pipeline=[v2.RandomIoUCrop(), v2.Resize((96, 96))])
+    with pytest.raises(nostall.ConfigError, match="options other than"):
+        nostall.Loader(str(path), pipeline=[v2.RandomIoUCrop(sampler_options=[0.5]), v2.Resize((96, 96))],
+                       fields=FIELDS)
+
+
 def test_boxes_are_the_same_for_any_thread_count_and_after_resume(photos, tmp_path):
     path, _, _ = write_coco(photos, tmp_path)
-    kwargs = dict(pipeline=[v2.RandomResizedCrop(48), v2.RandomHorizontalFlip()], seed=5, batch_size=3,
+    kwargs = dict(pipeline=[v2.RandomIoUCrop(), v2.RandomHorizontalFlip(), v2.Resize((48, 48))], seed=5,
+                  batch_size=3,
                   fields={"image": "image", "target": nostall.Field("coco", kind="boxes", padded=True,
                                                                     max_boxes=8)})
 

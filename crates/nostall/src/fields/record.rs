@@ -1,5 +1,6 @@
 //! [`RecordPrep`]: a record's members into its fields' parts of a slot.
 
+use super::kind::Targets;
 use super::{Field, Fields, Role};
 use crate::error::{Cause, Error, Result};
 use crate::prep::{Pipeline, Prep, Prepared, Preparer};
@@ -71,6 +72,13 @@ impl Prep for RecordPrep {
         self.sample.prep().decode_route()
     }
 
+    fn targets_needed(&self) -> Option<&'static str> {
+        match self.fields.iter().any(|f| f.kind.role() == Role::Target) {
+            true => None,
+            false => self.sample.prep().targets_needed(),
+        }
+    }
+
     fn preparer(&self) -> Result<Box<dyn Preparer>> {
         Ok(Box::new(RecordPreparer {
             sample: self.sample.prep().preparer()?,
@@ -94,34 +102,31 @@ struct RecordPreparer {
 impl Preparer for RecordPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let members = members(data)?;
-        let mut prepared = Prepared::InSlot;
         let first = self.fields.first_sample();
-        let fields = self.fields.iter().zip(&self.parts).enumerate();
-        // The targets last: they follow the first sample's geometry.
-        let (targets, others): (Vec<_>, Vec<_>) =
-            fields.partition(|(_, (field, _))| field.kind.role() == Role::Target);
-        for (i, (field, part)) in others.into_iter().chain(targets) {
-            let slot = &mut out[part.offset..part.offset + part.form.bytes()];
+        // The targets are read first: the geometry's draws may read the boxes (of the first
+        // target field), and they are placed once the sample is.
+        let mut targets = Vec::new();
+        for (i, field) in self.fields.iter().enumerate() {
+            if let Some(kind) = field.kind.targets() {
+                let bytes = member(data, &members, field, None)?;
+                targets.push((i, kind.read(&field.name, bytes)?));
+            }
+        }
+        let corners = targets
+            .first()
+            .map_or_else(Vec::new, |(_, t): &(usize, Targets)| t.corners());
+        let mut prepared = Prepared::InSlot;
+        for (i, (field, part)) in self.fields.iter().zip(&self.parts).enumerate() {
             let role = field.kind.role();
-            if role == Role::Label {
+            if matches!(role, Role::Label | Role::Target) {
                 continue;
             }
+            let slot = &mut out[part.offset..part.offset + part.form.bytes()];
             let bytes = member(data, &members, field, (i == first).then_some(self.modality))?;
             match role {
-                Role::Label => {}
-                Role::Target => {
-                    let placement = self.sample.placement().ok_or_else(|| {
-                        Cause::Internal(format!(
-                            "field {:?} follows a sample that was not placed",
-                            field.name
-                        ))
-                    })?;
-                    field
-                        .kind
-                        .prepare_placed(&field.name, bytes, &placement, slot)?;
-                }
+                Role::Label | Role::Target => {}
                 Role::Sample if i == first => {
-                    prepared = self.sample.prepare(bytes, rng, slot)?;
+                    prepared = self.sample.prepare_targeted(bytes, &corners, rng, slot)?;
                 }
                 Role::Sample => {
                     // A second image of the sample: draws of its own, the first's unchanged.
@@ -135,6 +140,19 @@ impl Preparer for RecordPreparer {
                 }
                 Role::Member => field.prepare(bytes, slot)?,
             }
+        }
+        for (i, read) in targets {
+            let field = self.fields.iter().nth(i).expect("a field of the record");
+            let part = &self.parts[i];
+            let slot = &mut out[part.offset..part.offset + part.form.bytes()];
+            let placement = self.sample.placement().ok_or_else(|| {
+                Cause::Internal(format!(
+                    "field {:?} follows a sample that was not placed",
+                    field.name
+                ))
+            })?;
+            let kind = field.kind.targets().expect("read as targets above");
+            kind.write(&field.name, &read, &placement, slot)?;
         }
         Ok(prepared)
     }

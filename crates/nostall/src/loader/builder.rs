@@ -480,6 +480,15 @@ impl LoaderBuilder {
             Arc::new(Throttled::phased(source, phases))
         };
         let config = self.config_over(&catalog)?;
+        // Checked here, with the fields final (a binding asks `config` for the modality
+        // before it makes them).
+        if let Some(op) = config.pipeline.prep().targets_needed() {
+            return Err(Error::Config(format!(
+                "{op} draws its window against the sample's boxes: read them with a boxes \
+                 field (fields={{\"image\": \"image\", \"boxes\": Field(\"coco\", \
+                 kind=\"boxes\")}})"
+            )));
+        }
         Loader::new(catalog, source, config)
     }
 

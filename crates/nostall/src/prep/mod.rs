@@ -81,6 +81,12 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
     fn places_targets(&self) -> std::result::Result<(), String> {
         Err("boxes follow the geometry of an image pipeline, and this pipeline has none".into())
     }
+
+    /// The operator whose draws read the sample's boxes (`RandomIoUCrop`), if it has one:
+    /// its samples must carry a boxes field ([`Preparer::prepare_targeted`]).
+    fn targets_needed(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// How a preparer left a sample.
@@ -121,6 +127,23 @@ pub trait Preparer: Send {
     /// geometry, or where that sample failed.
     fn placement(&self) -> Option<Placement> {
         None
+    }
+
+    /// Prepares `data` as [`Preparer::prepare`] does, for a sample with boxes `targets`
+    /// (x0, y0, x1, y1 in source pixels), which the operators whose draws read them draw
+    /// against ([`Prep::targets_needed`]). A preparer without such operators ignores them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Preparer::prepare`].
+    fn prepare_targeted(
+        &mut self,
+        data: &[u8],
+        _targets: &[[f64; 4]],
+        rng: &mut Rng,
+        out: &mut [u8],
+    ) -> Result<Prepared, Cause> {
+        self.prepare(data, rng, out)
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{Declaration, FieldKind, Kind, Role, Settings};
+use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{PartForm, SampleLayout};
@@ -208,31 +208,8 @@ impl Kind for Boxes {
         )))
     }
 
-    fn prepare_placed(
-        &self,
-        field: &str,
-        member: &[u8],
-        placement: &Placement,
-        slot: &mut [u8],
-    ) -> Result<(), Cause> {
-        let bad = |reason: String| Cause::BadTargets {
-            field: field.to_string(),
-            reason,
-        };
-        let targets = if member.starts_with(COCO_MAGIC) {
-            read_coco(member, self.max_boxes, placement.image_size())
-        } else if member.len() > self.max_bytes {
-            return Err(Cause::TooLarge {
-                bytes: member.len() as u64,
-                limit: self.max_bytes as u64,
-                field: Some(field.to_string()),
-            });
-        } else {
-            read_json(member, self.max_boxes)
-        }
-        .map_err(bad)?;
-        self.write(&targets, placement, slot);
-        Ok(())
+    fn targets(&self) -> Option<&dyn TargetKind> {
+        Some(self)
     }
 
     fn settings(&self, _: &mut Vec<Arc<[u8]>>) -> Map<String, Value> {
@@ -247,24 +224,87 @@ impl Kind for Boxes {
     }
 }
 
+impl TargetKind for Boxes {
+    fn read(&self, field: &str, member: &[u8]) -> Result<Targets, Cause> {
+        let bad = |reason: String| Cause::BadTargets {
+            field: field.to_string(),
+            reason,
+        };
+        let (mut boxes, made_for) = if member.starts_with(COCO_MAGIC) {
+            read_coco(member, self.max_boxes).map_err(bad)?
+        } else if member.len() > self.max_bytes {
+            return Err(Cause::TooLarge {
+                bytes: member.len() as u64,
+                limit: self.max_bytes as u64,
+                field: Some(field.to_string()),
+            });
+        } else {
+            (read_json(member, self.max_boxes).map_err(bad)?, None)
+        };
+        boxes.retain(|t| self.crowd || !t.crowd);
+        Ok(Targets { boxes, made_for })
+    }
+
+    fn write(
+        &self,
+        field: &str,
+        targets: &Targets,
+        placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        if let Some((width, height)) = targets.made_for {
+            let size = placement.image_size();
+            if (width, height) != size {
+                return Err(Cause::BadTargets {
+                    field: field.to_string(),
+                    reason: format!(
+                        "the image is {}x{}, and its annotations were made for \
+                         {width}x{height}: the annotation file names another image",
+                        size.0, size.1
+                    ),
+                });
+            }
+        }
+        self.put(&targets.boxes, placement, slot);
+        Ok(())
+    }
+}
+
 /// One box as a member gives it: corners in source pixels, its label, whether a crowd.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Target {
+pub(crate) struct Target {
     corners: [f64; 4],
     label: i64,
     crowd: bool,
 }
 
+/// A sample's boxes as its member gives them ([`TargetKind::read`]), those the field
+/// leaves out (crowds) already left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Targets {
+    boxes: Vec<Target>,
+    /// The image size (width, height) the annotations were made for, where the member
+    /// says (a COCO file's).
+    made_for: Option<(u32, u32)>,
+}
+
+impl Targets {
+    /// The boxes' corners (x0, y0, x1, y1 in source pixels), what the geometry's draws read.
+    pub(crate) fn corners(&self) -> Vec<[f64; 4]> {
+        self.boxes.iter().map(|t| t.corners).collect()
+    }
+}
+
 impl Boxes {
     /// Places, sanitises and writes `targets` into `slot`.
-    fn write(&self, targets: &[Target], placement: &Placement, slot: &mut [u8]) {
+    fn put(&self, targets: &[Target], placement: &Placement, slot: &mut [u8]) {
         slot.fill(0);
         let canvas = placement.output_size();
         let (count, rest) = slot.split_at_mut(8);
         let (boxes, labels) = rest.split_at_mut(16 * self.max_boxes);
         let kept = targets
             .iter()
-            .filter(|t| self.crowd || !t.crowd)
+            .filter(|t| placement.keeps(t.corners))
             .map(|t| (placement.place_box(t.corners), t.label))
             .filter(|(b, _)| sanitize(*b, canvas, self.min_size, self.min_area));
         let mut n = 0;
@@ -302,21 +342,17 @@ pub(crate) fn encode_coco(
     }
 }
 
-/// The targets of a `coco` member, checked against the image's decoded `size`.
-fn read_coco(member: &[u8], max_boxes: usize, size: (u32, u32)) -> Result<Vec<Target>, String> {
+/// The targets of a `coco` member, and the image size they were made for.
+type Coco = (Vec<Target>, Option<(u32, u32)>);
+
+/// The targets of a `coco` member.
+fn read_coco(member: &[u8], max_boxes: usize) -> Result<Coco, String> {
     let header = COCO_MAGIC.len() + 12;
     let word = |at: usize| u32::from_le_bytes(member[at..at + 4].try_into().expect("4 bytes"));
     if member.len() < header {
         return Err("the coco member is truncated".into());
     }
     let (width, height, count) = (word(8), word(12), word(16) as usize);
-    if (width, height) != size {
-        return Err(format!(
-            "the image is {}x{}, and its annotations were made for {width}x{height}: \
-             the annotation file names another image",
-            size.0, size.1
-        ));
-    }
     if member.len() != header + count.saturating_mul(COCO_ANNOTATION) {
         return Err("the coco member's length is not its count's".into());
     }
@@ -325,7 +361,7 @@ fn read_coco(member: &[u8], max_boxes: usize, size: (u32, u32)) -> Result<Vec<Ta
             "{count} annotations, more than max_boxes={max_boxes}"
         ));
     }
-    Ok(member[header..]
+    let boxes = member[header..]
         .chunks_exact(COCO_ANNOTATION)
         .map(|a| {
             let f = |i: usize| f32::from_le_bytes(a[4 * i..4 * i + 4].try_into().expect("4 bytes"));
@@ -336,7 +372,8 @@ fn read_coco(member: &[u8], max_boxes: usize, size: (u32, u32)) -> Result<Vec<Ta
                 crowd: a[24] & 1 != 0,
             }
         })
-        .collect())
+        .collect();
+    Ok((boxes, Some((width, height))))
 }
 
 /// The targets of a JSON member: torchvision's `{"boxes", "labels"}` (corners) or COCO's
@@ -462,6 +499,19 @@ mod tests {
         (count, boxes, labels)
     }
 
+    /// Reads and writes `member` as the record's preparer does.
+    fn prepare(
+        kind: &FieldKind,
+        field: &str,
+        member: &[u8],
+        placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        let targets = kind.0.targets().unwrap();
+        let read = targets.read(field, member)?;
+        targets.write(field, &read, placement, slot)
+    }
+
     fn identity(width: u32, height: u32) -> Placement {
         let view = crate::prep::image::op::View::whole(width, height);
         Placement::new(&view, (width, height), (width, height))
@@ -493,10 +543,7 @@ mod tests {
             let boxes = kind(json!({ "max_boxes": 4, "box_format": format }));
             for member in [&torchvision[..], &coco[..], &encoded[..]] {
                 let mut slot = vec![0xAA; PartForm::Boxes { capacity: 4 }.bytes()];
-                boxes
-                    .0
-                    .prepare_placed("t", member, &place, &mut slot)
-                    .unwrap();
+                prepare(&boxes, "t", member, &place, &mut slot).unwrap();
                 let (count, b, l) = read(&slot, 4);
                 // The half-pixel-wide box is sanitised away, the crowd left out.
                 assert_eq!(count, 1, "{format}");
@@ -508,10 +555,7 @@ mod tests {
         // Crowds kept when asked.
         let boxes = kind(json!({ "max_boxes": 4, "crowd": true }));
         let mut slot = vec![0; PartForm::Boxes { capacity: 4 }.bytes()];
-        boxes
-            .0
-            .prepare_placed("t", &encoded, &place, &mut slot)
-            .unwrap();
+        prepare(&boxes, "t", &encoded, &place, &mut slot).unwrap();
         assert_eq!(read(&slot, 4).0, 2);
     }
 
@@ -522,9 +566,7 @@ mod tests {
         let slot = vec![0; PartForm::Boxes { capacity: 2 }.bytes()];
         let why = |member: &[u8]| {
             let mut slot = slot.clone();
-            boxes
-                .0
-                .prepare_placed("target", member, &place, &mut slot)
+            prepare(&boxes, "target", member, &place, &mut slot)
                 .unwrap_err()
                 .to_string()
         };
@@ -554,9 +596,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            boxes
-                .0
-                .prepare_placed("target", &[b' '; 201], &place, &mut slot.clone()),
+            prepare(&boxes, "target", &[b' '; 201], &place, &mut slot.clone()),
             Err(Cause::TooLarge { limit: 200, .. })
         ));
         // A COCO member made for another size, or cut short.

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub(crate) use boxes::encode_coco;
+pub(crate) use boxes::{encode_coco, Targets};
 pub(super) use settings::Settings;
 
 use crate::error::{Cause, Error, Result};
@@ -107,25 +107,39 @@ pub(super) trait Kind: Any + fmt::Debug + Send + Sync {
     /// The sample's [`Cause`], naming `field`.
     fn prepare(&self, field: &str, member: &[u8], slot: &mut [u8]) -> Result<(), Cause>;
 
-    /// Prepares `member` into `slot` as [`Kind::prepare`] does, following the sample's
-    /// `placement` (a kind of [`Role::Target`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`Kind::prepare`].
-    fn prepare_placed(
-        &self,
-        field: &str,
-        member: &[u8],
-        _placement: &Placement,
-        slot: &mut [u8],
-    ) -> Result<(), Cause> {
-        self.prepare(field, member, slot)
+    /// It as targets that follow the sample's geometry, for a kind of [`Role::Target`].
+    fn targets(&self) -> Option<&dyn TargetKind> {
+        None
     }
 
     /// Its settings as the portable text sends them ([`Declaration::make`] reads them
     /// back), adding any tokenizer it names to `tokenizers`.
     fn settings(&self, tokenizers: &mut Vec<Arc<[u8]>>) -> Map<String, Value>;
+}
+
+/// A kind whose member follows the sample's geometry ([`Role::Target`]): read before the
+/// sample is prepared (its boxes are what some operators draw against), written after it,
+/// by the sample's [`Placement`].
+pub(super) trait TargetKind {
+    /// The targets of `member`, for field `field`.
+    ///
+    /// # Errors
+    ///
+    /// The sample's [`Cause`], naming `field`.
+    fn read(&self, field: &str, member: &[u8]) -> Result<Targets, Cause>;
+
+    /// Writes `targets` into `slot`, placed by `placement`.
+    ///
+    /// # Errors
+    ///
+    /// The sample's [`Cause`], naming `field` (targets made for an image of another size).
+    fn write(
+        &self,
+        field: &str,
+        targets: &Targets,
+        placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), Cause>;
 }
 
 /// How a field is prepared: the loader's pipeline, the label, text, JSON, bytes, tokens,
@@ -218,15 +232,9 @@ impl FieldKind {
         self.0.prepare(field, member, slot)
     }
 
-    /// Prepares `member` into `slot` following `placement` ([`Kind::prepare_placed`]).
-    pub(super) fn prepare_placed(
-        &self,
-        field: &str,
-        member: &[u8],
-        placement: &Placement,
-        slot: &mut [u8],
-    ) -> Result<(), Cause> {
-        self.0.prepare_placed(field, member, placement, slot)
+    /// It as targets, for a kind of [`Role::Target`] ([`Kind::targets`]).
+    pub(super) fn targets(&self) -> Option<&dyn TargetKind> {
+        self.0.targets()
     }
 
     /// Its settings for the portable text ([`Kind::settings`]).

@@ -403,16 +403,17 @@ impl ImagePipeline {
     /// Decides, for an image of `width` × `height`, what region to decode and how to
     /// place it, drawing the random choices from `rng`.
     pub fn geometry(&self, width: u32, height: u32, rng: &mut Rng) -> Geometry {
-        self.geometry_of(&self.view(width, height, rng))
+        self.geometry_of(&self.view((width, height), &[], rng))
     }
 
-    /// The view the geometric operators leave of a `width` × `height` image, drawing from
+    /// The view the geometric operators leave of an image of `size` (width, height) with
+    /// boxes `targets` (source pixels; what `RandomIoUCrop` draws against), drawing from
     /// `rng`.
-    fn view(&self, width: u32, height: u32, rng: &mut Rng) -> View {
+    fn view(&self, (width, height): (u32, u32), targets: &[[f64; 4]], rng: &mut Rng) -> View {
         let mut view = View::whole(width, height);
         for op in &self.ops {
             if let Stage::Geometry(geometric) = op.stage() {
-                geometric.plan(&mut view, rng);
+                geometric.plan_targeted(&mut view, targets, rng);
             }
         }
         view
@@ -511,6 +512,10 @@ impl Prep for ImagePipeline {
         self.route.as_deref()
     }
 
+    fn targets_needed(&self) -> Option<&'static str> {
+        self.ops.iter().find(|op| op.needs_targets()).map(Op::name)
+    }
+
     fn places_targets(&self) -> std::result::Result<(), String> {
         match self.ops.iter().find(|op| op.moves_pixels()) {
             Some(op) => Err(format!(
@@ -550,12 +555,22 @@ impl ImagePreparer {
 
 impl Preparer for ImagePreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
+        self.prepare_targeted(data, &[], rng, out)
+    }
+
+    fn prepare_targeted(
+        &mut self,
+        data: &[u8],
+        targets: &[[f64; 4]],
+        rng: &mut Rng,
+        out: &mut [u8],
+    ) -> Result<Prepared, Cause> {
         let pipeline = &self.pipeline;
         debug_assert_eq!(out.len(), pipeline.sample_bytes());
         let sample = rng.clone();
         self.placement = None;
         let header = self.decoder.header(data)?;
-        let view = pipeline.view(header.width, header.height, rng);
+        let view = pipeline.view((header.width, header.height), targets, rng);
         let geometry = pipeline.geometry_of(&view);
         let placement = Placement::new(
             &view,

@@ -12,7 +12,7 @@
 //! this is v2's crop-by-crop clamping however many crops and resizes came between.
 
 use super::codec::Rect;
-use super::op::View;
+use super::op::{clamp_box, View};
 
 /// The mapping of one sample's geometry from source pixel coordinates to the output's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,6 +26,8 @@ pub struct Placement {
     /// The output's width and height.
     output: (u32, u32),
     flip: bool,
+    /// [`View::within`].
+    within: Option<(Rect, Option<Rect>)>,
 }
 
 impl Placement {
@@ -38,7 +40,20 @@ impl Placement {
             clip: view.clip,
             output,
             flip: view.flip,
+            within: view.within,
         }
+    }
+
+    /// Whether box `b` (source pixels) is kept: not left out by a crop that drops the
+    /// boxes whose centre it leaves out (`RandomIoUCrop`: v2 zeroes them, and its
+    /// `SanitizeBoundingBoxes` drops them), the centre taken as that crop saw the box.
+    pub fn keeps(&self, b: [f64; 4]) -> bool {
+        let Some((window, clip)) = self.within else {
+            return true;
+        };
+        let [x0, y0, x1, y1] = clamp_box(b, clip);
+        let (cx, cy) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        window.x < cx && cx < window.x + window.w && window.y < cy && cy < window.y + window.h
     }
 
     /// The source image's width and height.
@@ -55,13 +70,8 @@ impl Placement {
     /// clamped to the crops' windows as torchvision's crops clamp it (module doc). A box
     /// the crops leave nothing of comes out empty (zero width or height), for
     /// [`sanitize`] to drop.
-    pub fn place_box(&self, [x0, y0, x1, y1]: [f64; 4]) -> [f64; 4] {
-        let (mut x0, mut y0, mut x1, mut y1) = (x0, y0, x1, y1);
-        if let Some(clip) = self.clip {
-            let clamp_x = |x: f64| x.max(clip.x).min(clip.x + clip.w.max(0.0));
-            let clamp_y = |y: f64| y.max(clip.y).min(clip.y + clip.h.max(0.0));
-            (x0, x1, y0, y1) = (clamp_x(x0), clamp_x(x1), clamp_y(y0), clamp_y(y1));
-        }
+    pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
+        let [x0, y0, x1, y1] = clamp_box(b, self.clip);
         let (w, h) = (self.output.0 as f64, self.output.1 as f64);
         let sx = w / self.source.w;
         let sy = h / self.source.h;

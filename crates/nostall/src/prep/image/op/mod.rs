@@ -51,6 +51,7 @@ mod random_apply;
 mod random_choice;
 mod random_crop;
 mod random_erasing;
+mod random_iou_crop;
 mod random_order;
 mod random_resized_crop;
 mod resize;
@@ -83,6 +84,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &resize::DECLARATION,
     &center_crop::DECLARATION,
     &random_crop::DECLARATION,
+    &random_iou_crop::DECLARATION,
     &horizontal_flip::DECLARATION,
     &vertical_flip::DECLARATION,
     &normalize::DECLARATION,
@@ -129,6 +131,12 @@ pub(crate) trait Operator: Send + Sync + 'static {
     /// (a detection sample's boxes, [`Placement`](super::Placement)) would not follow it,
     /// so a pipeline with targets refuses it.
     fn moves_pixels(&self) -> bool {
+        false
+    }
+
+    /// Whether its draws read the sample's boxes ([`Geometric::plan_targeted`]): it runs
+    /// only where samples carry a boxes field.
+    fn needs_targets(&self) -> bool {
         false
     }
 
@@ -244,6 +252,13 @@ pub(crate) trait Geometric {
 
     /// Moves `view`, drawing its random choices from `rng`.
     fn plan(&self, view: &mut View, rng: &mut Rng);
+
+    /// Moves `view` as [`Geometric::plan`] does, for a sample with boxes `targets` (x0, y0,
+    /// x1, y1 in source pixels): what an operator whose draws read the boxes implements
+    /// ([`Operator::needs_targets`]).
+    fn plan_targeted(&self, view: &mut View, _targets: &[[f64; 4]], rng: &mut Rng) {
+        self.plan(view, rng);
+    }
 }
 
 /// What a geometric operator does to the output's size.
@@ -404,6 +419,10 @@ pub(crate) struct View {
     /// The intersection of the windows cropped so far, in source coordinates (`None`
     /// before the first crop): what torchvision's crops clamp boxes to.
     pub clip: Option<Rect>,
+    /// The window of a crop that drops the boxes whose centre it leaves out
+    /// (`RandomIoUCrop`), with the crops' windows before it (`clip` then), in source
+    /// coordinates.
+    pub within: Option<(Rect, Option<Rect>)>,
 }
 
 impl View {
@@ -416,7 +435,20 @@ impl View {
             flip: false,
             filter: Filter::Bilinear,
             clip: None,
+            within: None,
         }
+    }
+
+    /// Box `b` (x0, y0, x1, y1 in source pixels) as the view shows it, clamped to the crops'
+    /// windows as torchvision's crops clamp it.
+    pub(crate) fn seen_box(&self, b: [f64; 4]) -> [f64; 4] {
+        let [x0, y0, x1, y1] = clamp_box(b, self.clip);
+        let (sx, sy) = (self.w / self.source.w, self.h / self.source.h);
+        let (mut a, mut c) = ((x0 - self.source.x) * sx, (x1 - self.source.x) * sx);
+        if self.flip {
+            (a, c) = (self.w - c, self.w - a);
+        }
+        [a, (y0 - self.source.y) * sy, c, (y1 - self.source.y) * sy]
     }
 
     /// Crops to the rectangle at (`x`, `y`), `w` × `h`, of the view as seen.
@@ -436,6 +468,14 @@ impl View {
             Some(clip) => intersection(clip, self.source),
         });
     }
+}
+
+/// Box `b` (x0, y0, x1, y1) clamped to `clip`, where there is one.
+pub(crate) fn clamp_box(b: [f64; 4], clip: Option<Rect>) -> [f64; 4] {
+    let Some(c) = clip else { return b };
+    let x = |v: f64| v.max(c.x).min(c.x + c.w);
+    let y = |v: f64| v.max(c.y).min(c.y + c.h);
+    [x(b[0]), y(b[1]), x(b[2]), y(b[3])]
 }
 
 /// The rectangle both `a` and `b` cover (of zero width or height where they do not meet).
@@ -485,6 +525,11 @@ impl Op {
     /// Whether it moves pixels away from the geometry's places ([`Operator::moves_pixels`]).
     pub(crate) fn moves_pixels(&self) -> bool {
         self.0 .0.moves_pixels()
+    }
+
+    /// Whether its draws read the sample's boxes ([`Operator::needs_targets`]).
+    pub(crate) fn needs_targets(&self) -> bool {
+        self.0 .0.needs_targets()
     }
 
     /// RandomResizedCrop to a square of `size`, torchvision's default scale and ratio.
