@@ -223,7 +223,7 @@ mod tests {
                 None => left_alone += 1,
                 Some((left, top, w, h)) => {
                     crops += 1;
-                    assert!(w >= 60.0 && w <= 200.0 && h >= 45.0 && h <= 150.0);
+                    assert!((60.0..=200.0).contains(&w) && (45.0..=150.0).contains(&h));
                     assert!((0.5..=2.0).contains(&(w / h)));
                     assert!(left + w <= 200.0 && top + h <= 150.0);
                     let window = [left, top, left + w, top + h];
