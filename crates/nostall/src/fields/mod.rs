@@ -224,6 +224,11 @@ impl Fields {
             .count()
     }
 
+    /// Whether a field follows the sample's geometry (boxes).
+    pub fn has_targets(&self) -> bool {
+        self.iter().any(|f| f.kind.role() == Role::Target)
+    }
+
     /// Whether a field is the sample's label.
     pub fn has_label(&self) -> bool {
         self.iter().any(|f| f.kind.role() == Role::Label)

@@ -28,7 +28,7 @@ impl RecordPrep {
     /// `sample`'s pipeline has none, or moves pixels where targets do not follow
     /// ([`Prep::places_targets`]).
     pub fn new(sample: Pipeline, fields: Fields) -> Result<RecordPrep> {
-        if let Some(target) = fields.iter().find(|f| f.kind.role() == Role::Target) {
+        if let Some(target) = fields.iter().find(|f| f.kind.targets().is_some()) {
             sample
                 .prep()
                 .places_targets()
@@ -73,7 +73,7 @@ impl Prep for RecordPrep {
     }
 
     fn targets_needed(&self) -> Option<&'static str> {
-        match self.fields.iter().any(|f| f.kind.role() == Role::Target) {
+        match self.fields.has_targets() {
             true => None,
             false => self.sample.prep().targets_needed(),
         }

@@ -414,6 +414,13 @@ impl LoaderBuilder {
                         .into(),
                 ));
             }
+            if self.fields.as_ref().is_some_and(Fields::has_targets) {
+                return Err(Error::Config(
+                    "Mixup mixes two images into one, and boxes do not follow a mix: leave \
+                     mix= out of a loader with boxes"
+                        .into(),
+                ));
+            }
             config.mixup = Some(Mixup::new(args.clone(), s.layout)?);
         }
         config.check()?;

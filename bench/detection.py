@@ -1,0 +1,168 @@
+"""Detection recipes: nostall against torchvision's detection references in a DataLoader,
+side by side.
+
+The data: the benchmark's photographs (``bench/data/photos``, real photographs from
+Debian's packages) as a COCO dataset. ``instances_photos.json`` gives each photograph
+1 to 8 boxes (sizes 5-60% of the image's sides) of 1 of 10 categories, drawn from a
+fixed seed: any annotations on real photographs serve, since the loaders' geometry is
+what is measured. It is written under ``bench/out/detection`` beside a link to the
+photographs, as COCO lays a dataset out.
+
+The recipe, batch 32, 2 cores:
+
+* ``ssdlite``: torchvision's detection reference ``DetectionPresetTrain("ssdlite")``
+  (``RandomIoUCrop()``, ``RandomHorizontalFlip()``, then ``PILToTensor``, ``ToDtype(float,
+  scale=True)``, ``SanitizeBoundingBoxes()``), with ``Resize((300, 300))`` after the flip so
+  that a batch is one tensor (SSDlite320's own transform resizes to 320 on the GPU; here
+  both loaders resize).
+
+  - ``torchvision``: ``CocoDetection`` wrapped by ``wrap_dataset_for_transforms_v2``
+    (boxes and labels) with the v2 ``Compose``, in a DataLoader with 2 workers, batches
+    collated as a stacked tensor and a list of target dicts.
+  - ``nostall``: ``nostall.Loader("instances_photos.json", pipeline=Compose, fields={"image":
+    "image", "target": Field("coco", kind="boxes")}, threads=2)``: the same ``Compose``,
+    translated.
+
+Each loader runs in a fresh child process; they alternate, ``--rounds`` times, and the
+figure is the ratio of the medians. A run: 4 batches of warm-up, then ``--batches``
+batches timed (epochs run on as needed).
+
+Usage: ``python bench/detection.py [bench/data/photos] [--rounds 3] [--batches 20]
+[--json out.json]`` in a venv with nostall, torch, torchvision and psutil (``.venv-test``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import run_child  # noqa: E402
+
+BATCH = 32
+THREADS = 2
+WARM_UP = 4
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "detection")
+
+
+def write_annotations(photos: str) -> str:
+    """The COCO file of ``photos`` (written once; its path)."""
+    from PIL import Image
+
+    path = os.path.join(OUT, "annotations", "instances_photos.json")
+    if os.path.exists(path):
+        return path
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    link = os.path.join(OUT, "photos")
+    if not os.path.exists(link):
+        os.symlink(os.path.abspath(photos), link)
+    rng = random.Random(0)
+    images, annotations = [], []
+    names = sorted(os.path.relpath(os.path.join(d, f), photos)
+                   for d, _, files in os.walk(photos) for f in files if f.lower().endswith((".jpg", ".jpeg")))
+    for i, name in enumerate(names):
+        with Image.open(os.path.join(photos, name)) as image:
+            width, height = image.size
+        images.append({"id": i + 1, "file_name": name, "width": width, "height": height})
+        for _ in range(rng.randint(1, 8)):
+            w, h = width * rng.uniform(0.05, 0.6), height * rng.uniform(0.05, 0.6)
+            x, y = rng.uniform(0, width - w), rng.uniform(0, height - h)
+            annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": rng.randint(1, 10),
+                                "bbox": [round(v, 2) for v in (x, y, w, h)], "iscrowd": 0, "area": w * h})
+    categories = [{"id": c, "name": f"c{c}"} for c in range(1, 11)]
+    with open(path, "w") as f:
+        json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
+    return path
+
+
+def ssdlite(tensors: bool) -> Any:
+    """torchvision's ``DetectionPresetTrain("ssdlite")`` with a resize to 300x300; with
+    ``tensors``, its conversions (PIL images in, as the reference's default backend)."""
+    import torch
+    from torchvision.transforms import v2
+
+    steps = [v2.RandomIoUCrop(), v2.RandomHorizontalFlip(), v2.Resize((300, 300))]
+    if tensors:
+        steps += [v2.PILToTensor(), v2.ToDtype(torch.float, scale=True)]
+    return v2.Compose([*steps, v2.SanitizeBoundingBoxes()])
+
+
+def collate(batch: list) -> tuple:
+    import torch
+
+    images, targets = zip(*batch)
+    return torch.stack(images), list(targets)
+
+
+def run(which: str, annotations: str, batches: int) -> dict:
+    seen, n, started = 0, 0, 0.0
+    if which == "torchvision":
+        import torch
+        from torchvision import datasets
+
+        dataset = datasets.CocoDetection(os.path.join(OUT, "photos"), annotations, transforms=ssdlite(True))
+        dataset = datasets.wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels"])
+        loader: Any = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=THREADS,
+                                                  persistent_workers=True, drop_last=True, collate_fn=collate)
+        batch_of = lambda batch: batch  # noqa: E731
+    else:
+        import nostall
+
+        loader = nostall.Loader(annotations, pipeline=ssdlite(True), batch_size=BATCH, threads=THREADS,
+                                fields={"image": "image", "target": nostall.Field("coco", kind="boxes")})
+        batch_of = lambda batch: (batch["image"], batch["target"])  # noqa: E731
+    boxes = 0
+    while seen < WARM_UP + batches:
+        for batch in loader:
+            images, targets = batch_of(batch)
+            seen += 1
+            if seen == WARM_UP:
+                started = time.perf_counter()
+            elif seen > WARM_UP:
+                n += len(images)
+                boxes += sum(len(t["boxes"]) for t in targets)
+            if seen == WARM_UP + batches:
+                break
+    return {"images": n, "boxes": boxes, "seconds": time.perf_counter() - started}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", default="bench/data/photos")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=20, help="batches timed a run")
+    parser.add_argument("--json")
+    parser.add_argument("--child")
+    args = parser.parse_args()
+    annotations = write_annotations(args.data)
+    if args.child:
+        print(json.dumps(run(args.child, annotations, args.batches)))
+        return
+    runs: dict[str, list[dict]] = {"torchvision": [], "nostall": []}
+    for r in range(args.rounds):
+        order = ("torchvision", "nostall") if r % 2 == 0 else ("nostall", "torchvision")
+        for which in order:
+            result = run_child([__file__, args.data, "--child", which, "--batches", str(args.batches)], which)
+            runs[which].append(result)
+            print(f"ssdlite round {r + 1}: {which} {result['images_per_s']:.0f} images/s "
+                  f"({result['boxes'] / result['images']:.1f} boxes an image), "
+                  f"peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
+    medians = {k: statistics.median(x["images_per_s"] for x in v) for k, v in runs.items()}
+    ratio = medians["nostall"] / medians["torchvision"]
+    print(f"ssdlite: nostall {medians['nostall']:.0f} images/s, torchvision {medians['torchvision']:.0f}: "
+          f"{ratio:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"data": os.path.abspath(args.data), "batch": BATCH, "threads": THREADS,
+                       "batches_timed": args.batches, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+                       "runs": runs, "median_images_per_s": medians, "ratio": ratio}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
