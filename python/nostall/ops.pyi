@@ -29,7 +29,9 @@ __all__ = [
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomInvert",
+    "RandomIoUCrop",
     "RandomOrder",
+    "RandomPhotometricDistort",
     "RandomPosterize",
     "RandomResizedCrop",
     "RandomRotation",
@@ -153,6 +155,37 @@ class RandomCrop(Op):
     @property
     def pad_if_needed(self) -> bool:
         """Refused unless False (padding is not supported)."""
+
+@final
+class RandomIoUCrop(Op):
+    """Crops a random window that overlaps the sample's boxes by at least a drawn IoU, as SSD
+    trains (torchvision.transforms.v2's ``RandomIoUCrop``, with its random choices: an IoU
+    among 0, 0.1, 0.3, 0.5, 0.7, 0.9 or none, then up to ``trials`` windows). Boxes whose
+    centre falls outside the window are dropped. Needs a boxes field.
+
+    - ``min_scale`` (``0.3``): least side, as a fraction.
+    - ``max_scale`` (``1.0``): greatest side, as a fraction.
+    - ``min_aspect_ratio`` (``0.5``): least width / height.
+    - ``max_aspect_ratio`` (``2.0``): greatest width / height.
+    - ``trials`` (``40``): windows tried an IoU drawn.
+    """
+
+    def __new__(cls, min_scale: float = 0.3, max_scale: float = 1.0, min_aspect_ratio: float = 0.5, max_aspect_ratio: float = 2.0, trials: int = 40) -> RandomIoUCrop: ...
+    @property
+    def min_scale(self) -> float:
+        """Least side, as a fraction."""
+    @property
+    def max_scale(self) -> float:
+        """Greatest side, as a fraction."""
+    @property
+    def min_aspect_ratio(self) -> float:
+        """Least width / height."""
+    @property
+    def max_aspect_ratio(self) -> float:
+        """Greatest width / height."""
+    @property
+    def trials(self) -> int:
+        """Windows tried an IoU drawn."""
 
 @final
 class RandomHorizontalFlip(Op):
@@ -294,6 +327,37 @@ class ColorJitter(Op):
     @property
     def hue(self) -> tuple[float, float] | None:
         """Range of the turn added to the hue, within [-0.5, 0.5]."""
+
+@final
+class RandomPhotometricDistort(Op):
+    """Distorts brightness, contrast, saturation and hue, each with probability ``p`` and a
+    factor drawn from its range, contrast before or after the other two, then permutes the
+    channels with probability ``p`` (torchvision.transforms.v2's
+    ``RandomPhotometricDistort``, as SSD trains).
+
+    - ``brightness`` (``(0.875, 1.125)``): range of the brightness factor.
+    - ``contrast`` (``(0.5, 1.5)``): range of the contrast factor.
+    - ``saturation`` (``(0.5, 1.5)``): range of the saturation factor.
+    - ``hue`` (``(-0.05, 0.05)``): range of the hue shift.
+    - ``p`` (``0.5``): probability of each distortion.
+    """
+
+    def __new__(cls, brightness: tuple[float, float] | list[float] = (0.875, 1.125), contrast: tuple[float, float] | list[float] = (0.5, 1.5), saturation: tuple[float, float] | list[float] = (0.5, 1.5), hue: tuple[float, float] | list[float] = (-0.05, 0.05), p: float = 0.5) -> RandomPhotometricDistort: ...
+    @property
+    def brightness(self) -> tuple[float, float]:
+        """Range of the brightness factor."""
+    @property
+    def contrast(self) -> tuple[float, float]:
+        """Range of the contrast factor."""
+    @property
+    def saturation(self) -> tuple[float, float]:
+        """Range of the saturation factor."""
+    @property
+    def hue(self) -> tuple[float, float]:
+        """Range of the hue shift."""
+    @property
+    def p(self) -> float:
+        """Probability of each distortion."""
 
 @final
 class RandomAutocontrast(Op):

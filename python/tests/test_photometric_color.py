@@ -120,3 +120,36 @@ def test_bad_arguments_name_the_operator_and_the_argument():
     assert (jitter.brightness, jitter.contrast, jitter.hue) == ((0.6, 1.4), None, (-0.1, 0.1))
     blur = ops.GaussianBlur((5, 3), sigma=1.5)
     assert (blur.kernel_size, blur.sigma) == ((5, 3), (1.5, 1.5))
+
+
+def test_photometric_distort_is_v2s_kernels_in_one_of_its_orders(pngs):
+    """SSD's RandomPhotometricDistort with each factor pinned and p=1: each image is the
+    four kernels with contrast first or last, then one of the six orders of the channels;
+    with p=0 the image as it was."""
+    factors = {"brightness": 1.1, "contrast": 0.7, "saturation": 1.4, "hue": 0.04}
+    ours = ops.RandomPhotometricDistort(**{k: (v, v) for k, v in factors.items()}, p=1.0)
+    got = nostall_images(pngs, ours)
+    original = reference_images(pngs)
+    F = v2.functional
+    # v2 draws each factor as a float32 (`uniform_` on a float tensor) and passes it on.
+    factors = {k: torch.tensor(v, dtype=torch.float32).item() for k, v in factors.items()}
+    seen = set()
+    for i, image in enumerate(got):
+        for contrast_first, order in itertools.product((True, False), itertools.permutations(range(3))):
+            want = F.adjust_brightness(original[i], factors["brightness"])
+            if contrast_first:
+                want = F.adjust_contrast(want, factors["contrast"])
+            want = F.adjust_hue(F.adjust_saturation(want, factors["saturation"]), factors["hue"])
+            if not contrast_first:
+                want = F.adjust_contrast(want, factors["contrast"])
+            want = F.permute_channels(want, list(order))
+            if torch.equal(image, want):
+                seen.add((contrast_first, order))
+                break
+        else:
+            pytest.fail(f"image {i} is none of v2's 12 outcomes")
+    assert {first for first, _ in seen} == {True, False} and len({order for _, order in seen}) >= 4
+    untouched = nostall_images(pngs, ops.RandomPhotometricDistort(p=0.0))
+    assert torch.equal(untouched, original)
+    translated = ops.from_torchvision(v2.RandomPhotometricDistort(brightness=(0.9, 1.1), p=0.3))
+    assert translated == [ops.RandomPhotometricDistort(brightness=(0.9, 1.1), p=0.3)]

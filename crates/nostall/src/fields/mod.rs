@@ -50,7 +50,6 @@ use crate::sample::{Modality, SampleLayout};
 
 #[doc(hidden)]
 pub use fuzz::prepare_for_fuzzing;
-pub(crate) use kind::encode_coco;
 pub use kind::FieldKind;
 use kind::Role;
 pub use portable::PortableFields;

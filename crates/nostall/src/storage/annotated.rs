@@ -24,11 +24,75 @@ use super::record::write_frame;
 use super::{ReadMode, Served, Source, SourceStats, DEFAULT_MAX_BYTES};
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
-use crate::fields::encode_coco;
 use crate::sample::Modality;
 
 /// The member name of a sample's annotations in its record.
 pub const COCO_MEMBER: &str = "coco";
+
+/// The first bytes of a `coco` member ([`encode_coco_member`]).
+pub(crate) const COCO_MAGIC: &[u8; 8] = b"NSBOXES1";
+
+/// Bytes of one annotation of a `coco` member: x, y, width, height (`f32`), the category
+/// (`u64`), the flags (`u32`: bit 0, a crowd) and four bytes of padding.
+const COCO_ANNOTATION: usize = 32;
+
+/// One annotation of a `coco` member: its box (x, y, width, height), category id, crowd.
+pub(crate) type CocoAnnotation = ([f32; 4], u64, bool);
+
+/// Appends the `coco` member of an image of `width` × `height` with `annotations` to
+/// `out`: [`COCO_MAGIC`], the width, height and count (`u32` each), then each annotation
+/// in [`COCO_ANNOTATION`] bytes, all little-endian.
+pub(crate) fn encode_coco_member(
+    (width, height): (u32, u32),
+    annotations: impl ExactSizeIterator<Item = CocoAnnotation>,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(COCO_MAGIC);
+    out.extend_from_slice(&width.to_le_bytes());
+    out.extend_from_slice(&height.to_le_bytes());
+    out.extend_from_slice(&(annotations.len() as u32).to_le_bytes());
+    for (bbox, category, crowd) in annotations {
+        for v in bbox {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&category.to_le_bytes());
+        out.extend_from_slice(&u32::from(crowd).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+    }
+}
+
+/// The image size (width, height) and annotations of a `coco` member, read as bytes
+/// nobody checked: its length must be its count's, the count at most `max`.
+///
+/// # Errors
+///
+/// What is wrong, in words.
+pub(crate) fn decode_coco_member(
+    member: &[u8],
+    max: usize,
+) -> std::result::Result<((u32, u32), Vec<CocoAnnotation>), String> {
+    let header = COCO_MAGIC.len() + 12;
+    if member.len() < header || !member.starts_with(COCO_MAGIC) {
+        return Err("the coco member is truncated".into());
+    }
+    let word = |at: usize| u32::from_le_bytes(member[at..at + 4].try_into().expect("4 bytes"));
+    let (width, height, count) = (word(8), word(12), word(16) as usize);
+    if member.len() != header + count.saturating_mul(COCO_ANNOTATION) {
+        return Err("the coco member's length is not its count's".into());
+    }
+    if count > max {
+        return Err(format!("{count} annotations, more than max_boxes={max}"));
+    }
+    let annotations = member[header..]
+        .chunks_exact(COCO_ANNOTATION)
+        .map(|a| {
+            let f = |i: usize| f32::from_le_bytes(a[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+            let category = u64::from_le_bytes(a[16..24].try_into().expect("8 bytes"));
+            ([f(0), f(1), f(2), f(3)], category, a[24] & 1 != 0)
+        })
+        .collect();
+    Ok(((width, height), annotations))
+}
 
 /// Images of a folder with the annotations a COCO file gives them.
 #[derive(Debug)]
@@ -77,7 +141,7 @@ impl Annotated {
         for i in 0..index.image_count() {
             let image = index.image(i).expect("within the count");
             first.push(members.len());
-            encode_coco(
+            encode_coco_member(
                 (image.width, image.height),
                 image
                     .annotations()
@@ -253,7 +317,7 @@ mod tests {
         assert_eq!(&out[parts[0].data.clone()], b"a.jpg");
         assert_eq!(parts[1].ext, COCO_MEMBER);
         let mut expected = Vec::new();
-        encode_coco(
+        encode_coco_member(
             (10, 8),
             [([1.0, 2.0, 3.0, 4.0], 7, false)].into_iter(),
             &mut expected,

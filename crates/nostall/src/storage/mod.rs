@@ -67,6 +67,9 @@ pub(crate) fn is_parquet_key(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     !name.starts_with('.') && name.to_ascii_lowercase().ends_with(".parquet")
 }
+#[cfg(test)]
+pub(crate) use annotated::encode_coco_member;
+pub(crate) use annotated::{decode_coco_member, COCO_MAGIC};
 pub use annotated::{images_folder, Annotated, COCO_MEMBER};
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub use columns::{Columns, LabelColumn};

@@ -3,7 +3,8 @@
 //! as torchvision.transforms.v2 does.
 //!
 //! Its member is either the `coco` member a COCO dataset's records carry (the image's
-//! annotations from the dataset's index, [`crate::storage::Annotated`]), or a JSON
+//! annotations from the dataset's index, [`crate::storage::Annotated`], in the form
+//! [`crate::storage::decode_coco_member`] reads), or a JSON
 //! document (a WebDataset shard's `.json` member): torchvision's target,
 //! `{"boxes": [[x0, y0, x1, y1], ...], "labels": [...]}` in pixels, or COCO's annotations of
 //! one image, `{"annotations": [{"bbox": [x, y, w, h], "category_id": 3, "iscrowd": 0},
@@ -24,6 +25,7 @@ use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{PartForm, SampleLayout};
+use crate::storage::{decode_coco_member, COCO_MAGIC};
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "boxes",
@@ -51,13 +53,6 @@ const DEFAULT_JSON_BYTES: usize = 256 << 10;
 
 /// The most a JSON member's `max_bytes` may be: it is parsed into a tree of values.
 const MAX_JSON_BYTES: usize = 4 << 20;
-
-/// The first bytes of the `coco` member an annotated source writes ([`encode_coco`]).
-const COCO_MAGIC: &[u8; 8] = b"NSBOXES1";
-
-/// Bytes of one annotation of a `coco` member: x, y, width, height (`f32`), the
-/// category (`u64`), the flags (`u32`: bit 0, a crowd) and four bytes of padding.
-const COCO_ANNOTATION: usize = 32;
 
 /// How the boxes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,59 +316,24 @@ impl Boxes {
     }
 }
 
-/// The `coco` member of an image of `width` × `height` with `annotations` (x, y, width,
-/// height, category id, crowd), as an annotated source hands it over.
-pub(crate) fn encode_coco(
-    (width, height): (u32, u32),
-    annotations: impl ExactSizeIterator<Item = ([f32; 4], u64, bool)>,
-    out: &mut Vec<u8>,
-) {
-    out.extend_from_slice(COCO_MAGIC);
-    out.extend_from_slice(&width.to_le_bytes());
-    out.extend_from_slice(&height.to_le_bytes());
-    out.extend_from_slice(&(annotations.len() as u32).to_le_bytes());
-    for (bbox, category, crowd) in annotations {
-        for v in bbox {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&category.to_le_bytes());
-        out.extend_from_slice(&u32::from(crowd).to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
-    }
-}
-
 /// The targets of a `coco` member, and the image size they were made for.
 type Coco = (Vec<Target>, Option<(u32, u32)>);
 
-/// The targets of a `coco` member.
+/// The targets of a `coco` member ([`crate::storage::decode_coco_member`]).
 fn read_coco(member: &[u8], max_boxes: usize) -> Result<Coco, String> {
-    let header = COCO_MAGIC.len() + 12;
-    let word = |at: usize| u32::from_le_bytes(member[at..at + 4].try_into().expect("4 bytes"));
-    if member.len() < header {
-        return Err("the coco member is truncated".into());
-    }
-    let (width, height, count) = (word(8), word(12), word(16) as usize);
-    if member.len() != header + count.saturating_mul(COCO_ANNOTATION) {
-        return Err("the coco member's length is not its count's".into());
-    }
-    if count > max_boxes {
-        return Err(format!(
-            "{count} annotations, more than max_boxes={max_boxes}"
-        ));
-    }
-    let boxes = member[header..]
-        .chunks_exact(COCO_ANNOTATION)
-        .map(|a| {
-            let f = |i: usize| f32::from_le_bytes(a[4 * i..4 * i + 4].try_into().expect("4 bytes"));
-            let (x, y, w, h) = (f(0) as f64, f(1) as f64, f(2) as f64, f(3) as f64);
+    let (size, annotations) = decode_coco_member(member, max_boxes)?;
+    let boxes = annotations
+        .into_iter()
+        .map(|([x, y, w, h], category, crowd)| {
+            let (x, y) = (f64::from(x), f64::from(y));
             Target {
-                corners: [x, y, x + w, y + h],
-                label: u64::from_le_bytes(a[16..24].try_into().expect("8 bytes")) as i64,
-                crowd: a[24] & 1 != 0,
+                corners: [x, y, x + f64::from(w), y + f64::from(h)],
+                label: category as i64,
+                crowd,
             }
         })
         .collect();
-    Ok((boxes, Some((width, height))))
+    Ok((boxes, Some(size)))
 }
 
 /// The targets of a JSON member: torchvision's `{"boxes", "labels"}` (corners) or COCO's
@@ -474,6 +434,7 @@ fn numbers(value: Option<&Value>) -> Option<[f64; 4]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::encode_coco_member;
 
     fn kind(settings: Value) -> FieldKind {
         let Value::Object(values) = settings else {
@@ -524,7 +485,7 @@ mod tests {
             {"bbox": [0, 0, 0.5, 9], "category_id": 4, "iscrowd": 0},
             {"bbox": [1, 1, 5, 5], "category_id": 5, "iscrowd": 1}]}"#;
         let mut encoded = Vec::new();
-        encode_coco(
+        encode_coco_member(
             (100, 80),
             [
                 ([10.0, 20.0, 20.0, 40.0], 3, false),
@@ -601,7 +562,7 @@ mod tests {
         ));
         // A COCO member made for another size, or cut short.
         let mut encoded = Vec::new();
-        encode_coco(
+        encode_coco_member(
             (99, 80),
             [([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
             &mut encoded,
@@ -612,7 +573,7 @@ mod tests {
             why(&encoded)
         );
         let mut encoded = Vec::new();
-        encode_coco(
+        encode_coco_member(
             (100, 80),
             [([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
             &mut encoded,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub(crate) use boxes::{encode_coco, Targets};
+pub(crate) use boxes::Targets;
 pub(super) use settings::Settings;
 
 use crate::error::{Cause, Error, Result};

@@ -53,6 +53,7 @@ mod random_crop;
 mod random_erasing;
 mod random_iou_crop;
 mod random_order;
+mod random_photometric_distort;
 mod random_resized_crop;
 mod resize;
 mod rotation;
@@ -93,6 +94,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &solarize::DECLARATION,
     &posterize::DECLARATION,
     &color_jitter::DECLARATION,
+    &random_photometric_distort::DECLARATION,
     &autocontrast::DECLARATION,
     &equalize::DECLARATION,
     &sharpness::DECLARATION,
