@@ -8,13 +8,14 @@ fixed seed: any annotations on real photographs serve, since the loaders' geomet
 what is measured. It is written under ``bench/out/detection`` beside a link to the
 photographs, as COCO lays a dataset out.
 
-The recipe, batch 32, 2 cores:
+The recipes, batch 32, 2 cores, torchvision's detection reference
+``DetectionPresetTrain`` as written, with ``Resize((300, 300))`` after the flip so that a
+batch is one tensor (SSD's own transform resizes on the GPU; here both loaders resize),
+then ``PILToTensor``, ``ToDtype(float, scale=True)``, ``SanitizeBoundingBoxes()``:
 
-* ``ssdlite``: torchvision's detection reference ``DetectionPresetTrain("ssdlite")``
-  (``RandomIoUCrop()``, ``RandomHorizontalFlip()``, then ``PILToTensor``, ``ToDtype(float,
-  scale=True)``, ``SanitizeBoundingBoxes()``), with ``Resize((300, 300))`` after the flip so
-  that a batch is one tensor (SSDlite320's own transform resizes to 320 on the GPU; here
-  both loaders resize).
+* ``ssdlite``: ``RandomIoUCrop()``, ``RandomHorizontalFlip()``.
+* ``ssd`` (SSD300): ``RandomPhotometricDistort()``, ``RandomZoomOut(fill=defaultdict(lambda:
+  mean, {Mask: 0}))``, ``RandomIoUCrop()``, ``RandomHorizontalFlip()``.
 
   - ``torchvision``: ``CocoDetection`` wrapped by ``wrap_dataset_for_transforms_v2``
     (boxes and labels) with the v2 ``Compose``, in a DataLoader with 2 workers, batches
@@ -27,8 +28,8 @@ Each loader runs in a fresh child process; they alternate, ``--rounds`` times, a
 figure is the ratio of the medians. A run: 4 batches of warm-up, then ``--batches``
 batches timed (epochs run on as needed).
 
-Usage: ``python bench/detection.py [bench/data/photos] [--rounds 3] [--batches 20]
-[--json out.json]`` in a venv with nostall, torch, torchvision and psutil (``.venv-test``).
+Usage: ``python bench/detection.py [bench/data/photos] [--recipes ssd,ssdlite] [--rounds 3]
+[--batches 20] [--json out.json]`` in a venv with nostall, torch, torchvision and psutil (``.venv-test``).
 """
 
 from __future__ import annotations
@@ -81,15 +82,20 @@ def write_annotations(photos: str) -> str:
     return path
 
 
-def ssdlite(tensors: bool) -> Any:
-    """torchvision's ``DetectionPresetTrain("ssdlite")`` with a resize to 300x300; with
-    ``tensors``, its conversions (PIL images in, as the reference's default backend)."""
+def recipe(name: str) -> Any:
+    """torchvision's ``DetectionPresetTrain(name)`` with a resize to 300x300 after its
+    flip, PIL images in (the reference's default backend)."""
+    from collections import defaultdict
+
     import torch
+    from torchvision import tv_tensors
     from torchvision.transforms import v2
 
-    steps = [v2.RandomIoUCrop(), v2.RandomHorizontalFlip(), v2.Resize((300, 300))]
-    if tensors:
-        steps += [v2.PILToTensor(), v2.ToDtype(torch.float, scale=True)]
+    steps = [v2.RandomIoUCrop(), v2.RandomHorizontalFlip()]
+    if name == "ssd":
+        fill = defaultdict(lambda: (123.0, 117.0, 104.0), {tv_tensors.Mask: 0})
+        steps = [v2.RandomPhotometricDistort(), v2.RandomZoomOut(fill=fill), *steps]
+    steps += [v2.Resize((300, 300)), v2.PILToTensor(), v2.ToDtype(torch.float, scale=True)]
     return v2.Compose([*steps, v2.SanitizeBoundingBoxes()])
 
 
@@ -102,11 +108,12 @@ def collate(batch: list) -> tuple:
 
 def run(which: str, annotations: str, batches: int) -> dict:
     seen, n, started = 0, 0, 0.0
+    which, name = which.split(":")
     if which == "torchvision":
         import torch
         from torchvision import datasets
 
-        dataset = datasets.CocoDetection(os.path.join(OUT, "photos"), annotations, transforms=ssdlite(True))
+        dataset = datasets.CocoDetection(os.path.join(OUT, "photos"), annotations, transforms=recipe(name))
         dataset = datasets.wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels"])
         loader: Any = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=THREADS,
                                                   persistent_workers=True, drop_last=True, collate_fn=collate)
@@ -114,7 +121,7 @@ def run(which: str, annotations: str, batches: int) -> dict:
     else:
         import nostall
 
-        loader = nostall.Loader(annotations, pipeline=ssdlite(True), batch_size=BATCH, threads=THREADS,
+        loader = nostall.Loader(annotations, pipeline=recipe(name), batch_size=BATCH, threads=THREADS,
                                 fields={"image": "image", "target": nostall.Field("coco", kind="boxes")})
         batch_of = lambda batch: (batch["image"], batch["target"])  # noqa: E731
     boxes = 0
@@ -137,6 +144,7 @@ def main() -> None:
     parser.add_argument("data", nargs="?", default="bench/data/photos")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=20, help="batches timed a run")
+    parser.add_argument("--recipes", default="ssd,ssdlite")
     parser.add_argument("--json")
     parser.add_argument("--child")
     args = parser.parse_args()
@@ -144,24 +152,28 @@ def main() -> None:
     if args.child:
         print(json.dumps(run(args.child, annotations, args.batches)))
         return
-    runs: dict[str, list[dict]] = {"torchvision": [], "nostall": []}
-    for r in range(args.rounds):
-        order = ("torchvision", "nostall") if r % 2 == 0 else ("nostall", "torchvision")
-        for which in order:
-            result = run_child([__file__, args.data, "--child", which, "--batches", str(args.batches)], which)
-            runs[which].append(result)
-            print(f"ssdlite round {r + 1}: {which} {result['images_per_s']:.0f} images/s "
-                  f"({result['boxes'] / result['images']:.1f} boxes an image), "
-                  f"peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
-    medians = {k: statistics.median(x["images_per_s"] for x in v) for k, v in runs.items()}
-    ratio = medians["nostall"] / medians["torchvision"]
-    print(f"ssdlite: nostall {medians['nostall']:.0f} images/s, torchvision {medians['torchvision']:.0f}: "
-          f"{ratio:.2f}x")
+    results: dict[str, Any] = {"data": os.path.abspath(args.data), "batch": BATCH, "threads": THREADS,
+                               "batches_timed": args.batches, "cpus": os.cpu_count(),
+                               "date": time.strftime("%Y-%m-%d"), "recipes": {}}
+    for name in args.recipes.split(","):
+        runs: dict[str, list[dict]] = {"torchvision": [], "nostall": []}
+        for r in range(args.rounds):
+            order = ("torchvision", "nostall") if r % 2 == 0 else ("nostall", "torchvision")
+            for which in order:
+                child = [__file__, args.data, "--child", f"{which}:{name}", "--batches", str(args.batches)]
+                result = run_child(child, which)
+                runs[which].append(result)
+                print(f"{name} round {r + 1}: {which} {result['images_per_s']:.0f} images/s "
+                      f"({result['boxes'] / result['images']:.1f} boxes an image), "
+                      f"peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
+        medians = {k: statistics.median(x["images_per_s"] for x in v) for k, v in runs.items()}
+        ratio = medians["nostall"] / medians["torchvision"]
+        print(f"{name}: nostall {medians['nostall']:.0f} images/s, torchvision {medians['torchvision']:.0f}: "
+              f"{ratio:.2f}x", flush=True)
+        results["recipes"][name] = {"runs": runs, "median_images_per_s": medians, "ratio": ratio}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"data": os.path.abspath(args.data), "batch": BATCH, "threads": THREADS,
-                       "batches_timed": args.batches, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-                       "runs": runs, "median_images_per_s": medians, "ratio": ratio}, f, indent=1)
+            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

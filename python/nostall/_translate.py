@@ -388,8 +388,16 @@ def _fill(fill: Any) -> Any:
 
 def _optional_fill(fill: Any) -> Any:
     """A transform's fill, None where it has none (zeros, unmasked in torchvision)."""
-    if isinstance(fill, dict):  # v2 keeps a fill per input type
-        fill = next(iter(fill.values()), None)
+    if isinstance(fill, dict):
+        # v2 keeps a fill per input type and looks the image's type up by membership (a
+        # defaultdict's default is not taken), then "others": a recipe's image is a PIL
+        # image until a conversion, then a tensor.
+        import PIL.Image
+        import torch
+        from torchvision import tv_tensors
+
+        kinds = (PIL.Image.Image, tv_tensors.Image, torch.Tensor, "others")
+        fill = next((fill[kind] for kind in kinds if kind in fill), None)
     if fill is None:
         return None
     if isinstance(fill, (list, tuple)):

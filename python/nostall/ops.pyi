@@ -37,6 +37,7 @@ __all__ = [
     "RandomRotation",
     "RandomSolarize",
     "RandomVerticalFlip",
+    "RandomZoomOut",
     "Resize",
     "TimmRandAugment",
     "TimmRandomErasing",
@@ -186,6 +187,28 @@ class RandomIoUCrop(Op):
     @property
     def trials(self) -> int:
         """Windows tried an IoU drawn."""
+
+@final
+class RandomZoomOut(Op):
+    """With probability ``p``, places the image on a canvas ``side_range`` times its size
+    (drawn), at a random place, the rest ``fill`` (torchvision.transforms.v2's
+    ``RandomZoomOut``). Boxes move with the image.
+
+    - ``fill`` (``0``): the canvas's colour, one or 3 numbers.
+    - ``side_range`` (``(1.0, 4.0)``): range of the canvas's side, in the image's.
+    - ``p`` (``0.5``): probability of zooming out.
+    """
+
+    def __new__(cls, fill: float | tuple[float, float, float] | list[float] = 0, side_range: tuple[float, float] | list[float] = (1.0, 4.0), p: float = 0.5) -> RandomZoomOut: ...
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The canvas's colour, one or 3 numbers."""
+    @property
+    def side_range(self) -> tuple[float, float]:
+        """Range of the canvas's side, in the image's."""
+    @property
+    def p(self) -> float:
+        """Probability of zooming out."""
 
 @final
 class RandomHorizontalFlip(Op):

@@ -160,6 +160,36 @@ def test_ssdlite_recipe_crops_against_the_boxes_and_they_follow_the_pixels(photo
                        fields=FIELDS)
 
 
+def test_ssd_recipe_zooms_out_crops_and_distorts_and_the_boxes_follow(photos, tmp_path):
+    path, _, _ = write_coco(photos, tmp_path, count=12, paint=True)
+    # The SSD reference's recipe; the canvas green, so that the painted box stays the only
+    # magenta; RandomPhotometricDistort off, to keep the paint's colour.
+    recipe = v2.Compose([v2.RandomPhotometricDistort(p=0.0), v2.RandomZoomOut(fill=(0, 255, 0)),
+                         v2.RandomIoUCrop(), v2.RandomHorizontalFlip(), v2.Resize((96, 96)),
+                         v2.SanitizeBoundingBoxes()])
+    loader = nostall.Loader(str(path), pipeline=recipe, dtype="uint8", fields=FIELDS, batch_size=4, seed=11,
+                            shuffle=False)
+    checked = 0
+    for batch in [batch for _ in range(4) for batch in loader]:
+        for image, target in zip(batch["image"], batch["target"]):
+            painted = (image[0] > 200) & (image[1] < 70) & (image[2] > 200)
+            first = [k for k, label in enumerate(target["labels"].tolist()) if label == 3]
+            if not first or not painted.any():
+                continue
+            rows, cols = torch.nonzero(painted, as_tuple=True)
+            seen = [cols.min().item(), rows.min().item(), cols.max().item() + 1, rows.max().item() + 1]
+            assert np.allclose(target["boxes"][first[0]].tolist(), seen, atol=1.5)
+            checked += 1
+    assert checked >= 16, checked
+    # A canvas three times the image's side: eight ninths of it is the fill.
+    zoomed = nostall.Loader(str(path), pipeline=[v2.RandomZoomOut(fill=(0, 255, 0), side_range=(3.0, 3.0), p=1.0),
+                                                 v2.Resize((96, 96))], dtype="uint8", fields=FIELDS, batch_size=4)
+    for batch in zoomed:
+        green = (batch["image"][:, 0] < 10) & (batch["image"][:, 1] > 245) & (batch["image"][:, 2] < 10)
+        assert green.float().mean(dim=(1, 2)).min() > 0.8
+        assert (batch["target"][0]["boxes"][:, 2:] <= 96).all()
+
+
 def test_boxes_are_the_same_for_any_thread_count_and_after_resume(photos, tmp_path):
     path, _, _ = write_coco(photos, tmp_path)
     kwargs = dict(pipeline=[v2.RandomIoUCrop(), v2.RandomHorizontalFlip(), v2.Resize((48, 48))], seed=5,

@@ -9,13 +9,15 @@ uint8 tensors. Then the draws: the same batches for any number of threads.
 
 import itertools
 
+import numpy as np
+
 import pytest
 import torch
 from torchvision.transforms import v2
 
 import nostall
 from nostall import ops
-from parity import assert_parity, nostall_images, parity, reference_images
+from parity import _paths, assert_parity, nostall_images, parity, reference_images
 
 SIZE = 96
 
@@ -153,3 +155,19 @@ def test_photometric_distort_is_v2s_kernels_in_one_of_its_orders(pngs):
     assert torch.equal(untouched, original)
     translated = ops.from_torchvision(v2.RandomPhotometricDistort(brightness=(0.9, 1.1), p=0.3))
     assert translated == [ops.RandomPhotometricDistort(brightness=(0.9, 1.1), p=0.3)]
+
+
+def test_operators_before_the_geometry_see_the_whole_image(pngs):
+    """Written before a crop, as SSD writes its distortion, the operator works on the whole
+    decoded image (its contrast takes the whole image's mean), then the crop: v2's order."""
+    contrast = 0.6
+    loader = nostall.Loader(str(pngs), batch_size=len(_paths(pngs)), shuffle=False, dtype="uint8",
+                            output="numpy", pipeline=[ops.ColorJitter(contrast=(contrast, contrast)),
+                                                      ops.CenterCrop(40)])
+    got = torch.from_numpy(np.array(next(iter(loader))[0]))
+    whole = reference_images(pngs, lambda x: v2.functional.adjust_contrast(x, contrast))
+    want = torch.stack([v2.functional.center_crop(x, [40, 40]) for x in whole])
+    assert torch.equal(got, want)
+    # After the crop it takes the crop's mean: another image.
+    after = nostall_images(pngs, ops.ColorJitter(contrast=(contrast, contrast)), crop=40)
+    assert not torch.equal(after, got)

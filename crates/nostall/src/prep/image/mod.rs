@@ -58,6 +58,10 @@ pub struct ImagePipeline {
     std: [f32; 3],
     /// Whether [`output`]'s division-free form gives these `mean` and `std` exactly.
     fused_exact: bool,
+    /// How many operators on pixels come before the first geometric one: they run on the
+    /// whole decoded image before the geometry is applied (SSD's colour distortion before
+    /// its zoom-out and crop), as torchvision runs them.
+    source_end: usize,
     /// Whether an operator runs on the output's pixels (so they are kept whole before
     /// the last pass).
     photometric: bool,
@@ -187,6 +191,20 @@ impl ImagePipeline {
             .iter()
             .rposition(|op| matches!(op.stage(), Stage::Pixels(_) | Stage::Normalize { .. }))
             .map_or(0, |last| last + 1);
+        // Operators on pixels written before every geometric one run on the decoded image.
+        let source_end = match ops
+            .iter()
+            .position(|op| matches!(op.stage(), Stage::Geometry(_)))
+        {
+            Some(first)
+                if ops[..first]
+                    .iter()
+                    .all(|op| matches!(op.stage(), Stage::Pixels(_))) =>
+            {
+                first
+            }
+            _ => 0,
+        };
         let mut size: Option<(u32, u32)> = None;
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
         let mut normalized: Option<&Op> = None;
@@ -220,6 +238,7 @@ impl ImagePipeline {
                         OutputSize::Fixed(h, w) => size = Some((h, w)),
                     }
                 }
+                Stage::Pixels(_) if place < source_end => {}
                 Stage::Pixels(_) => {
                     if normalized.is_some() {
                         return Err(Error::Config(format!(
@@ -270,6 +289,7 @@ impl ImagePipeline {
             mean,
             std,
             fused_exact: output::fused_is_exact(mean, std),
+            source_end,
             photometric,
             tensor: delivered,
             pixels_end,
@@ -400,6 +420,45 @@ impl ImagePipeline {
         self.height as usize * self.width as usize * 3 * self.dtype.size()
     }
 
+    /// The first operator on pixels that runs on the whole decoded image, before the
+    /// geometry (written before every geometric operator), if there is one: what only a
+    /// still image's preparer runs (views and video frames refuse it).
+    pub(crate) fn before_geometry(&self) -> Option<&'static str> {
+        self.ops[..self.source_end].first().map(Op::name)
+    }
+
+    /// Runs the operators written before the geometry on `rgb`, a decoded `width` ×
+    /// `height` image (packed RGB), in place, through `planes` (scratch).
+    fn source_pixels(
+        &self,
+        (rgb, width, height): (&mut [u8], usize, usize),
+        planes: &mut Vec<u8>,
+        sample: &Rng,
+    ) {
+        let area = width * height;
+        planes.resize(3 * area, 0);
+        for (i, px) in rgb.chunks_exact(3).enumerate() {
+            for c in 0..3 {
+                planes[c * area + i] = px[c];
+            }
+        }
+        let mut image = Planes {
+            data: planes,
+            width,
+            height,
+        };
+        for (place, op) in self.ops[..self.source_end].iter().enumerate() {
+            if let Stage::Pixels(photometric) = op.stage() {
+                photometric.apply(&mut image, &mut operator_rng(sample, place));
+            }
+        }
+        for (i, px) in rgb.chunks_exact_mut(3).enumerate() {
+            for c in 0..3 {
+                px[c] = planes[c * area + i];
+            }
+        }
+    }
+
     /// Decides, for an image of `width` × `height`, what region to decode and how to
     /// place it, drawing the random choices from `rng`.
     pub fn geometry(&self, width: u32, height: u32, rng: &mut Rng) -> Geometry {
@@ -433,7 +492,8 @@ impl ImagePipeline {
     /// Runs the operators on pixels over `image`, each with a generator of its own keyed
     /// by the sample's (`sample`: its generator before any draw) and its place.
     fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) -> Result<(), Cause> {
-        for (place, op) in self.ops[..self.pixels_end].iter().enumerate() {
+        let ops = self.ops[..self.pixels_end].iter().enumerate();
+        for (place, op) in ops.skip(self.source_end) {
             match op.stage() {
                 Stage::Pixels(photometric) => {
                     photometric.apply(image, &mut operator_rng(sample, place))
@@ -537,6 +597,10 @@ pub(crate) struct ImagePreparer {
     planes: Vec<u8>,
     /// The last sample's, if it was placed ([`Preparer::placement`]).
     placement: Option<Placement>,
+    /// A zoomed-out sample's canvas (`RandomZoomOut`), packed RGB.
+    canvas: Vec<u8>,
+    /// The whole image after the operators before the geometry, packed RGB.
+    source: Vec<u8>,
 }
 
 impl ImagePreparer {
@@ -549,6 +613,8 @@ impl ImagePreparer {
             resampler: Resampler::default(),
             planes: Vec::new(),
             placement: None,
+            canvas: Vec::new(),
+            source: Vec::new(),
         })
     }
 }
@@ -581,7 +647,10 @@ impl Preparer for ImagePreparer {
         // A device decoder does the geometry only, resizing bilinearly: operators on
         // pixels and other filters keep the CPU's.
         let pixels = header.width as u64 * header.height as u64;
+        // A device decoder has no canvas: a zoomed-out sample is made here.
         if header.format == codec::Format::Jpeg
+            && view.fill.is_none()
+            && pipeline.source_end == 0
             && !pipeline.photometric
             && !pipeline.tensor
             && geometry.filter == Filter::Bilinear
@@ -594,22 +663,66 @@ impl Preparer for ImagePreparer {
                 geometry,
             })));
         }
-        let decoded =
-            self.decoder
-                .decode(data, &header, geometry.source, geometry.least_decoded())?;
-        let src = Image {
-            pixels: decoded.pixels,
-            width: decoded.width as usize,
-            height: decoded.height as usize,
+        // The operators before the geometry see the whole image, decoded in full.
+        let whole = if pipeline.source_end > 0 {
+            let full = Rect::full(header.width, header.height);
+            let decoded =
+                self.decoder
+                    .decode(data, &header, full, (header.width, header.height))?;
+            let (w, h) = (decoded.width as usize, decoded.height as usize);
+            self.source.clear();
+            self.source.extend_from_slice(&decoded.pixels[..w * h * 3]);
+            pipeline.source_pixels((&mut self.source, w, h), &mut self.planes, &sample);
+            Some((w, h))
+        } else {
+            None
+        };
+        let (src, region) = match (view.fill, whole) {
+            (Some((shown, fill)), _) => {
+                let canvas = (&mut self.canvas, fill, pipeline.max_pixels);
+                let from = match whole {
+                    Some((w, h)) => Part::Decoded(&self.source, w, h),
+                    None => Part::Decoder(&mut self.decoder, data, &header),
+                };
+                on_canvas(from, geometry.source, shown, canvas)?
+            }
+            (None, Some((w, h))) => {
+                let src = Image {
+                    pixels: &self.source,
+                    width: w,
+                    height: h,
+                };
+                (src, codec::clamp(geometry.source, w as u32, h as u32))
+            }
+            (None, None) => {
+                let decoded = self.decoder.decode(
+                    data,
+                    &header,
+                    geometry.source,
+                    geometry.least_decoded(),
+                )?;
+                let src = Image {
+                    pixels: decoded.pixels,
+                    width: decoded.width as usize,
+                    height: decoded.height as usize,
+                };
+                (src, decoded.region)
+            }
         };
         pipeline.finish(
             (&mut self.resampler, &mut self.planes),
             src,
-            decoded.region,
+            region,
             &geometry,
             out,
             &sample,
         )?;
+        if self.canvas.len() > RETAINED_CANVAS_BYTES {
+            self.canvas = Vec::new();
+        }
+        if self.source.len() > RETAINED_CANVAS_BYTES {
+            self.source = Vec::new();
+        }
         self.placement = Some(placement);
         Ok(Prepared::InSlot)
     }
@@ -617,6 +730,103 @@ impl Preparer for ImagePreparer {
     fn placement(&self) -> Option<Placement> {
         self.placement
     }
+}
+
+/// A canvas above this size is given back after the sample that needed it.
+const RETAINED_CANVAS_BYTES: usize = 64 << 20;
+
+/// Where a canvas's image comes from: the decoder (the part the canvas shows decoded at
+/// full resolution), or the whole image already decoded (packed RGB, width, height).
+enum Part<'d> {
+    Decoder(&'d mut Decoder, &'d [u8], &'d codec::Header),
+    Decoded(&'d [u8], usize, usize),
+}
+
+/// The pixels of `region` (source coordinates, reaching past the image): a canvas of
+/// `fill` covering it in whole source pixels, with the image (`from`) drawn where `shown`
+/// says (rounded to whole pixels), at full resolution; and `region` in the canvas's
+/// coordinates. The canvas is `buffer`, at most `max_pixels`.
+fn on_canvas<'a>(
+    from: Part<'_>,
+    region: Rect,
+    shown: Rect,
+    (buffer, fill, max_pixels): (&'a mut Vec<u8>, [u8; 3], u64),
+) -> Result<(Image<'a>, Rect), Cause> {
+    let (x0, y0) = (region.x.floor(), region.y.floor());
+    let (x1, y1) = ((region.x + region.w).ceil(), (region.y + region.h).ceil());
+    let (width, height) = ((x1 - x0).max(1.0) as u64, (y1 - y0).max(1.0) as u64);
+    if width.saturating_mul(height) > max_pixels {
+        return Err(Cause::TooManyPixels {
+            width,
+            height,
+            limit: max_pixels,
+        });
+    }
+    let (cw, ch) = (width as usize, height as usize);
+    buffer.clear();
+    buffer.resize(cw * ch * 3, 0);
+    buffer
+        .chunks_exact_mut(3)
+        .for_each(|p| p.copy_from_slice(&fill));
+    // What of the image the canvas shows, in whole source pixels.
+    let canvas = Rect {
+        x: x0,
+        y: y0,
+        w: width as f64,
+        h: height as f64,
+    };
+    let (image_w, image_h) = match &from {
+        Part::Decoder(_, _, header) => (header.width, header.height),
+        Part::Decoded(_, w, h) => (*w as u32, *h as u32),
+    };
+    let part = op::intersection(
+        op::intersection(shown, Rect::full(image_w, image_h)),
+        canvas,
+    );
+    let (px0, py0) = (part.x.round(), part.y.round());
+    let (pw, ph) = (
+        ((part.x + part.w).round() - px0) as usize,
+        ((part.y + part.h).round() - py0) as usize,
+    );
+    if pw > 0 && ph > 0 {
+        let whole = Rect {
+            x: px0,
+            y: py0,
+            w: pw as f64,
+            h: ph as f64,
+        };
+        let (pixels, dx, dy, dw, dh) = match from {
+            Part::Decoder(decoder, data, header) => {
+                let decoded = decoder.decode(data, header, whole, (pw as u32, ph as u32))?;
+                let (dx, dy) = (decoded.region.x as usize, decoded.region.y as usize);
+                let (dw, dh) = (decoded.width as usize, decoded.height as usize);
+                (decoded.pixels, dx, dy, dw, dh)
+            }
+            Part::Decoded(pixels, w, h) => (pixels, px0 as usize, py0 as usize, w, h),
+        };
+        let (ox, oy) = ((px0 - x0) as usize, (py0 - y0) as usize);
+        if dx + pw > dw || dy + ph > dh {
+            return Err(Cause::Internal(format!(
+                "the decoder gave {dw}x{dh} for a part of {pw}x{ph} at ({dx}, {dy})"
+            )));
+        }
+        for y in 0..ph {
+            let at = ((dy + y) * dw + dx) * 3;
+            let to = ((oy + y) * cw + ox) * 3;
+            buffer[to..to + pw * 3].copy_from_slice(&pixels[at..at + pw * 3]);
+        }
+    }
+    let src = Image {
+        pixels: buffer,
+        width: cw,
+        height: ch,
+    };
+    let local = Rect {
+        x: region.x - x0,
+        y: region.y - y0,
+        ..region
+    };
+    Ok((src, local))
 }
 
 /// A prep thread's scratch to make samples from pixels decoded elsewhere (a video's

@@ -34,6 +34,12 @@ impl ViewsPipeline {
     /// [`Error::Config`] for no view, more than [`MAX_VIEWS`], views of different element
     /// types or layouts, or a view split for a device.
     pub fn new(views: Vec<ImagePipeline>) -> Result<ViewsPipeline> {
+        if let Some(op) = views.iter().find_map(ImagePipeline::before_geometry) {
+            return Err(Error::Config(format!(
+                "{op} before the geometric operators runs on a still image's whole decoded \
+                 picture; in a view write it after them"
+            )));
+        }
         let Some(first) = views.first() else {
             return Err(Error::Config(
                 "views: a list of pipelines needs at least one".into(),

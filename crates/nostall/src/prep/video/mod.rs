@@ -56,6 +56,12 @@ impl VideoPipeline {
             ));
         }
         let frames = ImagePipeline::new(ops, dtype, layout)?;
+        if let Some(op) = frames.before_geometry() {
+            return Err(Error::Config(format!(
+                "{op} before the geometric operators runs on a still image's whole decoded \
+                 picture; with video write it after them"
+            )));
+        }
         Ok(VideoPipeline { clip, frames })
     }
 

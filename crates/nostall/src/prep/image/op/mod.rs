@@ -55,6 +55,7 @@ mod random_iou_crop;
 mod random_order;
 mod random_photometric_distort;
 mod random_resized_crop;
+mod random_zoom_out;
 mod resize;
 mod rotation;
 mod sharpness;
@@ -86,6 +87,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &center_crop::DECLARATION,
     &random_crop::DECLARATION,
     &random_iou_crop::DECLARATION,
+    &random_zoom_out::DECLARATION,
     &horizontal_flip::DECLARATION,
     &vertical_flip::DECLARATION,
     &normalize::DECLARATION,
@@ -425,6 +427,10 @@ pub(crate) struct View {
     /// (`RandomIoUCrop`), with the crops' windows before it (`clip` then), in source
     /// coordinates.
     pub within: Option<(Rect, Option<Rect>)>,
+    /// Where a zoom-out put the image on a larger canvas: the region of the source that
+    /// still shows the image, in source coordinates, and the canvas's colour around it
+    /// (`RandomZoomOut`; `None` without one).
+    pub fill: Option<(Rect, [u8; 3])>,
 }
 
 impl View {
@@ -438,6 +444,7 @@ impl View {
             filter: Filter::Bilinear,
             clip: None,
             within: None,
+            fill: None,
         }
     }
 
@@ -453,8 +460,27 @@ impl View {
         [a, (y0 - self.source.y) * sy, c, (y1 - self.source.y) * sy]
     }
 
+    /// Places the view at (`x`, `y`) on a canvas of `w` × `h` (as seen) filled with `fill`
+    /// around it: torchvision's `pad`, which moves boxes and clamps none.
+    pub(crate) fn pad(&mut self, x: f64, y: f64, w: f64, h: f64, fill: [u8; 3]) {
+        // The image shows where the view did before, unless an earlier zoom-out said less.
+        let shown = self.fill.map_or(self.source, |(shown, _)| shown);
+        self.move_to(-x, -y, w, h);
+        self.fill = Some((shown, self.fill.map_or(fill, |(_, first)| first)));
+    }
+
     /// Crops to the rectangle at (`x`, `y`), `w` × `h`, of the view as seen.
     pub(crate) fn crop(&mut self, x: f64, y: f64, w: f64, h: f64) {
+        self.move_to(x, y, w, h);
+        self.clip = Some(match self.clip {
+            None => self.source,
+            Some(clip) => intersection(clip, self.source),
+        });
+    }
+
+    /// The view of the rectangle at (`x`, `y`), `w` × `h`, of the view as seen (which may
+    /// reach past it).
+    fn move_to(&mut self, x: f64, y: f64, w: f64, h: f64) {
         let (sx, sy) = (self.source.w / self.w, self.source.h / self.h);
         // Seen mirrored, the left of the view is the right of the source.
         let x = if self.flip { self.w - x - w } else { x };
@@ -465,10 +491,6 @@ impl View {
             h: h * sy,
         };
         (self.w, self.h) = (w, h);
-        self.clip = Some(match self.clip {
-            None => self.source,
-            Some(clip) => intersection(clip, self.source),
-        });
     }
 }
 
@@ -481,7 +503,7 @@ pub(crate) fn clamp_box(b: [f64; 4], clip: Option<Rect>) -> [f64; 4] {
 }
 
 /// The rectangle both `a` and `b` cover (of zero width or height where they do not meet).
-fn intersection(a: Rect, b: Rect) -> Rect {
+pub(crate) fn intersection(a: Rect, b: Rect) -> Rect {
     let (x, y) = (a.x.max(b.x), a.y.max(b.y));
     Rect {
         x,
