@@ -69,6 +69,27 @@ def write_coco(photos, root, count=12, paint=False):
 FIELDS = {"image": "image", "target": nostall.Field("coco", kind="boxes")}
 
 
+def painted_boxes_match(batches):
+    """For each sample showing the painted box (magenta), that its box (the first of label
+    3: the half-pixel one is sanitised away or lies inside it) bounds the paint within 1.5
+    pixels; how many samples showed it, and how many had fewer than 3 boxes (cropped)."""
+    checked = cropped = 0
+    for batch in batches:
+        for image, target in zip(batch["image"], batch["target"]):
+            # Without a crop, every box but the half-pixel one and the crowd is kept.
+            cropped += len(target["labels"]) < 3
+            painted = (image[0] > 200) & (image[1] < 70) & (image[2] > 200)
+            first = [k for k, label in enumerate(target["labels"].tolist()) if label == 3]
+            if not first or not painted.any():
+                continue
+            rows, cols = torch.nonzero(painted, as_tuple=True)
+            seen = [cols.min().item(), rows.min().item(), cols.max().item() + 1, rows.max().item() + 1]
+            box = target["boxes"][first[0]].tolist()
+            assert np.allclose(box, seen, atol=1.5), (box, seen)
+            checked += 1
+    return checked, cropped
+
+
 def reference(root, images, annotations, recipe):
     """What v2 gives each image's boxes and labels (crowds left out, as torchvision's
     detection references do), the recipe ending in SanitizeBoundingBoxes."""
@@ -113,23 +134,7 @@ def test_boxes_follow_the_pixels_under_random_crops_and_flips(photos, tmp_path):
     recipe = [v2.RandomResizedCrop(64, scale=(0.3, 1.0)), v2.RandomHorizontalFlip()]
     loader = nostall.Loader(str(path), pipeline=recipe, dtype="uint8", fields=FIELDS, batch_size=4,
                             seed=3, shuffle=False)
-    checked = 0
-    batches = [batch for _ in range(3) for batch in loader]
-    for batch in batches:
-        for image, target in zip(batch["image"], batch["target"]):
-            r, g, b = (image[c].int() for c in range(3))
-            painted = (r > 200) & (g < 70) & (b > 200)
-            first = [k for k, label in enumerate(target["labels"].tolist()) if label == 3]
-            if not painted.any():
-                continue
-            rows, cols = torch.nonzero(painted, as_tuple=True)
-            seen = [cols.min().item(), rows.min().item(), cols.max().item() + 1, rows.max().item() + 1]
-            # The painted box is the first of label 3 (the half-pixel one is sanitised away
-            # or lies inside it).
-            assert first, "painted pixels without their box"
-            box = target["boxes"][first[0]].tolist()
-            assert np.allclose(box, seen, atol=1.5), (box, seen)
-            checked += 1
+    checked, _ = painted_boxes_match(batch for _ in range(3) for batch in loader)
     assert checked >= 24
 
 
@@ -139,19 +144,7 @@ def test_ssdlite_recipe_crops_against_the_boxes_and_they_follow_the_pixels(photo
                          v2.SanitizeBoundingBoxes()])
     loader = nostall.Loader(str(path), pipeline=recipe, dtype="uint8", fields=FIELDS, batch_size=4, seed=7,
                             shuffle=False)
-    checked = cropped = 0
-    for batch in [batch for _ in range(4) for batch in loader]:
-        for image, target in zip(batch["image"], batch["target"]):
-            # Without a crop, every box but the half-pixel one and the crowd is kept.
-            cropped += len(target["labels"]) < 3
-            painted = (image[0] > 200) & (image[1] < 70) & (image[2] > 200)
-            first = [k for k, label in enumerate(target["labels"].tolist()) if label == 3]
-            if not first or not painted.any():
-                continue
-            rows, cols = torch.nonzero(painted, as_tuple=True)
-            seen = [cols.min().item(), rows.min().item(), cols.max().item() + 1, rows.max().item() + 1]
-            assert np.allclose(target["boxes"][first[0]].tolist(), seen, atol=1.5)
-            checked += 1
+    checked, cropped = painted_boxes_match(batch for _ in range(4) for batch in loader)
     assert checked >= 24 and cropped >= 8, (checked, cropped)
     with pytest.raises(nostall.ConfigError, match="draws its window against the sample's boxes"):
         nostall.Loader(str(photos), pipeline=[v2.RandomIoUCrop(), v2.Resize((96, 96))])
@@ -169,17 +162,7 @@ def test_ssd_recipe_zooms_out_crops_and_distorts_and_the_boxes_follow(photos, tm
                          v2.SanitizeBoundingBoxes()])
     loader = nostall.Loader(str(path), pipeline=recipe, dtype="uint8", fields=FIELDS, batch_size=4, seed=11,
                             shuffle=False)
-    checked = 0
-    for batch in [batch for _ in range(4) for batch in loader]:
-        for image, target in zip(batch["image"], batch["target"]):
-            painted = (image[0] > 200) & (image[1] < 70) & (image[2] > 200)
-            first = [k for k, label in enumerate(target["labels"].tolist()) if label == 3]
-            if not first or not painted.any():
-                continue
-            rows, cols = torch.nonzero(painted, as_tuple=True)
-            seen = [cols.min().item(), rows.min().item(), cols.max().item() + 1, rows.max().item() + 1]
-            assert np.allclose(target["boxes"][first[0]].tolist(), seen, atol=1.5)
-            checked += 1
+    checked, _ = painted_boxes_match(batch for _ in range(4) for batch in loader)
     assert checked >= 16, checked
     # A canvas three times the image's side: eight ninths of it is the fill.
     zoomed = nostall.Loader(str(path), pipeline=[v2.RandomZoomOut(fill=(0, 255, 0), side_range=(3.0, 3.0), p=1.0),

@@ -301,12 +301,7 @@ pub(super) fn with_probability(
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
 ) -> Result<Op> {
-    Ok(Op::new(WithProbability {
-        declaration,
-        kernel,
-        p: args.probability("p")?,
-        moves: false,
-    }))
+    probable(args, declaration, kernel, false)
 }
 
 /// As [`with_probability`], for a kernel that moves pixels ([`Operator::moves_pixels`]).
@@ -315,11 +310,20 @@ pub(super) fn moving_with_probability(
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
 ) -> Result<Op> {
+    probable(args, declaration, kernel, true)
+}
+
+fn probable(
+    args: &Args,
+    declaration: &'static Declaration,
+    kernel: fn(&mut Planes<'_>),
+    moves: bool,
+) -> Result<Op> {
     Ok(Op::new(WithProbability {
         declaration,
         kernel,
         p: args.probability("p")?,
-        moves: true,
+        moves,
     }))
 }
 
