@@ -193,12 +193,21 @@ def test_every_declared_transform_is_a_class_of_its_library():
         ops.from_torchvision(v2.RandomPerspective())
 
 
-def test_a_vertical_flip_is_translated_and_refused_before_the_crop(tmp_path):
+def test_a_vertical_flip_is_translated_and_before_the_crop_flips_the_whole_image(square_pngs):
+    """Written before a crop, the flip runs on the whole decoded image, then the crop: v2's
+    order (an off-centre crop tells the two orders apart)."""
     from torchvision.transforms import v2
 
     import nostall
+    from parity import _paths, reference_images
 
     assert nostall.ops.from_torchvision(v2.RandomVerticalFlip(0.3)) == [nostall.ops.RandomVerticalFlip(0.3)]
-    photos = nostall.demo_photos(str(tmp_path / "photos"))
-    with pytest.raises(nostall.ConfigError, match="RandomResizedCrop follows RandomVerticalFlip"):
-        nostall.Loader(photos, pipeline=[nostall.ops.RandomVerticalFlip(), nostall.ops.RandomResizedCrop(32)])
+    pngs = square_pngs(48)
+    loader = nostall.Loader(str(pngs), batch_size=len(_paths(pngs)), shuffle=False, dtype="uint8", output="numpy",
+                            pipeline=[nostall.ops.RandomVerticalFlip(p=1.0), nostall.ops.CenterCrop((31, 48))])
+    got = torch.from_numpy(np.array(next(iter(loader))[0]))
+    want = reference_images(pngs, v2.Compose([v2.RandomVerticalFlip(p=1.0), v2.CenterCrop((31, 48))]))
+    assert torch.equal(got, want)
+    # The crop then the flip is another image.
+    other = reference_images(pngs, v2.Compose([v2.CenterCrop((31, 48)), v2.RandomVerticalFlip(p=1.0)]))
+    assert not torch.equal(got, other)

@@ -10,6 +10,12 @@
 //! produces the output size, and one fused pass flips, normalises, converts the type and
 //! lays out the channels straight into the sample's slot of the batch.
 //!
+//! Two things need the image whole. Operators on pixels written before every geometric
+//! one (SSD's colour distortion) run on the whole decoded image first, as torchvision
+//! runs them. A zoom-out's region reaches past the image: the image is drawn on a canvas
+//! of its fill that covers the region (`on_canvas`), and the canvas is resized as any
+//! region is. Targets (a detection sample's boxes) follow the same view ([`Placement`]).
+//!
 //! Random choices follow torchvision's definitions (RandomResizedCrop: scale 0.08–1,
 //! ratio 3/4–4/3, ten tries, then the centre fallback), drawn from a generator seeded by
 //! (seed, epoch, sample id), so a sample's augmentation does not depend on which thread

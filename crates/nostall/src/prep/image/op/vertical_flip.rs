@@ -3,8 +3,8 @@
 //! It runs on the output's pixels, after the geometry: flipping rows commutes with the
 //! resize (torchvision's filters are symmetric about the pixel centres), so flipping the
 //! resized crop is flipping the crop, as a recipe that writes it after its crop has it.
-//! Written before a crop or a resize, it would flip another region than torchvision's,
-//! and the pipeline refuses it there, as every operator on pixels.
+//! Written before every geometric operator, it flips the whole decoded image before the
+//! geometry, as every operator on pixels written there runs (torchvision's order).
 
 use super::{moving_with_probability, Declaration, Op, Planes};
 use crate::error::Result;
