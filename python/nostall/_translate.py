@@ -392,12 +392,9 @@ def _optional_fill(fill: Any) -> Any:
         # v2 keeps a fill per input type and looks the image's type up by membership (a
         # defaultdict's default is not taken), then "others": a recipe's image is a PIL
         # image until a conversion, then a tensor.
-        import PIL.Image
-        import torch
-        from torchvision import tv_tensors
-
-        kinds = (PIL.Image.Image, tv_tensors.Image, torch.Tensor, "others")
-        fill = next((fill[kind] for kind in kinds if kind in fill), None)
+        named = {k if isinstance(k, str) else f"{k.__module__}.{k.__qualname__}": v for k, v in fill.items()}
+        kinds = ("PIL.Image.Image", "torchvision.tv_tensors._image.Image", "torch.Tensor", "others")
+        fill = next((named[kind] for kind in kinds if kind in named), None)
     if fill is None:
         return None
     if isinstance(fill, (list, tuple)):
