@@ -12,7 +12,7 @@
 //! this is v2's crop-by-crop clamping however many crops and resizes came between.
 
 use super::codec::Rect;
-use super::op::{clamp_box, View};
+use super::op::{clamp_box, map_box, View};
 
 /// The mapping of one sample's geometry from source pixel coordinates to the output's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,20 +71,8 @@ impl Placement {
     /// the crops leave nothing of comes out empty (zero width or height), for
     /// [`sanitize`] to drop.
     pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
-        let [x0, y0, x1, y1] = clamp_box(b, self.clip);
-        let (w, h) = (self.output.0 as f64, self.output.1 as f64);
-        let sx = w / self.source.w;
-        let sy = h / self.source.h;
-        let (mut ox0, mut ox1) = ((x0 - self.source.x) * sx, (x1 - self.source.x) * sx);
-        if self.flip {
-            (ox0, ox1) = (w - ox1, w - ox0);
-        }
-        [
-            ox0,
-            (y0 - self.source.y) * sy,
-            ox1,
-            (y1 - self.source.y) * sy,
-        ]
+        let output = (self.output.0 as f64, self.output.1 as f64);
+        map_box(b, self.clip, self.source, output, self.flip)
     }
 }
 

@@ -455,13 +455,7 @@ impl View {
     /// Box `b` (x0, y0, x1, y1 in source pixels) as the view shows it, clamped to the crops'
     /// windows as torchvision's crops clamp it.
     pub(crate) fn seen_box(&self, b: [f64; 4]) -> [f64; 4] {
-        let [x0, y0, x1, y1] = clamp_box(b, self.clip);
-        let (sx, sy) = (self.w / self.source.w, self.h / self.source.h);
-        let (mut a, mut c) = ((x0 - self.source.x) * sx, (x1 - self.source.x) * sx);
-        if self.flip {
-            (a, c) = (self.w - c, self.w - a);
-        }
-        [a, (y0 - self.source.y) * sy, c, (y1 - self.source.y) * sy]
+        map_box(b, self.clip, self.source, (self.w, self.h), self.flip)
     }
 
     /// Places the view at (`x`, `y`) on a canvas of `w` × `h` (as seen) filled with `fill`
@@ -496,6 +490,24 @@ impl View {
         };
         (self.w, self.h) = (w, h);
     }
+}
+
+/// Box `b` (x0, y0, x1, y1 in source pixels) clamped to `clip`, then mapped as region
+/// `source` seen at `size` (width, height) maps it, mirrored when `flip`.
+pub(crate) fn map_box(
+    b: [f64; 4],
+    clip: Option<Rect>,
+    source: Rect,
+    (w, h): (f64, f64),
+    flip: bool,
+) -> [f64; 4] {
+    let [x0, y0, x1, y1] = clamp_box(b, clip);
+    let (sx, sy) = (w / source.w, h / source.h);
+    let (mut a, mut c) = ((x0 - source.x) * sx, (x1 - source.x) * sx);
+    if flip {
+        (a, c) = (w - c, w - a);
+    }
+    [a, (y0 - source.y) * sy, c, (y1 - source.y) * sy]
 }
 
 /// Box `b` (x0, y0, x1, y1) clamped to `clip`, where there is one.
