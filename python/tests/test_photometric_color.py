@@ -96,6 +96,7 @@ def test_color_jitter_applies_the_four_in_one_of_the_24_orders(pngs):
     ops.RandomEqualize(),
     ops.RandomAdjustSharpness(3.0),
     ops.GaussianBlur(5),
+    ops.RandomPhotometricDistort(),
 ], ids=repr)
 def test_the_draws_are_the_same_for_any_thread_count(pngs, op):
     once = nostall_images(pngs, op, threads=1)
