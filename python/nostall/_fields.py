@@ -8,8 +8,9 @@ Text, JSON and bytes fields arrive as lists (read out of the same buffer by the 
 JSON is parsed here, the engine having checked it is a document nested at most 128 deep.
 An npz field's arrays lie one after another in its part, and it is a dict of them by
 name, as a JSON field's chosen keys are. A boxes field's part holds its count (int64), its
-boxes (float32 ``[max_boxes, 4]``) and their labels (int64 ``[max_boxes]``): a list of
-each sample's ``{"boxes", "labels"}`` (views cut to its count), or padded, the three whole.
+boxes (float32 ``[max_boxes, 4]``), their labels (int64 ``[max_boxes]``) and, where
+asked, their masks (uint8 ``[max_boxes, height, row_bytes]``): a list of each sample's
+``{"boxes", "labels"(, "masks")}`` (views cut to its count), or padded, all whole.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Split:
             if kind == "label":
                 out[name] = labels
             elif kind == "boxes":
-                out[name] = _boxes(record, offset, shape[0], name in self.padded)
+                out[name] = _boxes(record, offset, shape, name in self.padded)
             elif name in self.padded:
                 lengths = _part(record, offset, 4, "uint8")
                 data = record[:, offset + 4 : offset + size]
@@ -70,18 +71,25 @@ class Split:
         return out
 
 
-def _boxes(record: Any, offset: int, capacity: int, padded: bool) -> Any:
-    """A boxes part at ``offset`` of ``record``, of ``capacity`` boxes a sample: padded,
-    ``{"boxes": [n, capacity, 4], "labels": [n, capacity], "count": [n]}``; else one
-    ``{"boxes": [k, 4], "labels": [k]}`` a sample, cut to its count."""
-    n = record.shape[0]
+def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> Any:
+    """A boxes part at ``offset`` of ``record``, its ``shape`` the boxes a sample
+    (``capacity``), then with masks their height, width and bytes a row: padded,
+    ``{"boxes": [n, capacity, 4], "labels": [n, capacity], "count": [n]}`` (and
+    ``"masks": [n, capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels":
+    [k]}`` (and ``"masks": [k, height, row_bytes]``) a sample, cut to its count."""
+    n, capacity = record.shape[0], shape[0]
     count = _part(record, offset, 8, "int64").reshape(n)
     boxes = _part(record, offset + 8, 16 * capacity, "float32").reshape(n, capacity, 4)
     labels = _part(record, offset + 8 + 16 * capacity, 8 * capacity, "int64")
+    out = {"boxes": boxes, "labels": labels}
+    if len(shape) == 4:
+        height, row_bytes = shape[1], shape[3]
+        masks = record[:, offset + 8 + 24 * capacity : offset + 8 + capacity * (24 + height * row_bytes)]
+        out["masks"] = masks.reshape(n, capacity, height, row_bytes)
     if padded:
-        return {"boxes": boxes, "labels": labels, "count": count}
+        return {**out, "count": count}
     counts = count.tolist()
-    return [{"boxes": boxes[i, :k], "labels": labels[i, :k]} for i, k in enumerate(counts)]
+    return [{key: value[i, :k] for key, value in out.items()} for i, k in enumerate(counts)]
 
 
 def _lengths(columns: Any) -> Any:

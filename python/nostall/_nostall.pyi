@@ -253,6 +253,7 @@ class Field:
         min_size: float | None = None,
         min_area: float | None = None,
         crowd: bool | None = None,
+        masks: bool | Literal["bits"] | None = None,
     ) -> Field: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 

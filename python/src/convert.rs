@@ -33,6 +33,27 @@ where
     }
 }
 
+/// A setting that is a switch or a named choice (`masks=True`, `masks="bits"`), as the
+/// JSON value the engine's declarations read.
+pub(crate) struct SwitchOrChoice(pub serde_json::Value);
+
+impl<'py> FromPyObject<'_, 'py> for SwitchOrChoice {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<SwitchOrChoice> {
+        if let Ok(switch) = obj.extract::<bool>() {
+            return Ok(SwitchOrChoice(serde_json::Value::Bool(switch)));
+        }
+        match obj.extract::<String>() {
+            Ok(choice) => Ok(SwitchOrChoice(serde_json::Value::String(choice))),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "give True, False or a choice's name, not {}",
+                obj.get_type().name()?
+            ))),
+        }
+    }
+}
+
 /// `Tokenizer(tokenizer)`: a `tokenizer.json`'s path, or a tokenizer object that
 /// `nostall._tokenizer` turns into that file's JSON (a `tokenizers.Tokenizer`, OpenCLIP's).
 pub(crate) enum TokenizerSource {

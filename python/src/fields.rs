@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde_json::{json, Map, Value};
 
+use crate::convert::SwitchOrChoice;
 use crate::device::Device;
 use crate::dlpack::Owner;
 use crate::errors::{config_error, raise};
@@ -57,7 +58,11 @@ use crate::tokenizer::Tokenizer;
 ///   detection references do). The field is a list of ``{"boxes": float32 [n, 4],
 ///   "labels": int64 [n]}``, one a sample, as torchvision's detection models take
 ///   targets; with ``padded=True``, ``{"boxes": [batch, max_boxes, 4], "labels": [batch,
-///   max_boxes], "count": [batch]}``.
+///   max_boxes], "count": [batch]}``. ``masks`` (False): True adds each box's instance
+///   mask (from its COCO ``segmentation``, polygons or RLE; all 0 without one) at the
+///   output's size, uint8 ``[n, height, width]`` of 0 and 1 read nearest as v2 reads a
+///   ``Mask``; ``"bits"`` packs them, ``[n, height, ceil(width / 8)]`` as
+///   ``numpy.packbits`` along the rows.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -79,6 +84,7 @@ struct BoxSettings {
     min_size: Option<f64>,
     min_area: Option<f64>,
     crowd: Option<bool>,
+    masks: Option<Value>,
 }
 
 impl BoxSettings {
@@ -95,6 +101,7 @@ impl BoxSettings {
         put("min_size", self.min_size.map(|v| json!(v)));
         put("min_area", self.min_area.map(|v| json!(v)));
         put("crowd", self.crowd.map(|v| json!(v)));
+        put("masks", self.masks.clone());
         settings
     }
 }
@@ -102,7 +109,7 @@ impl BoxSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -118,6 +125,7 @@ impl Field {
         min_size: Option<f64>,
         min_area: Option<f64>,
         crowd: Option<bool>,
+        masks: Option<SwitchOrChoice>,
     ) -> PyResult<Field> {
         let arrays = arrays
             .map(|arrays| {
@@ -155,6 +163,7 @@ impl Field {
                 min_size,
                 min_area,
                 crowd,
+                masks: masks.map(|m| m.0),
             },
         })
     }
@@ -184,6 +193,11 @@ impl Field {
         kwargs.set_item("min_size", b.min_size)?;
         kwargs.set_item("min_area", b.min_area)?;
         kwargs.set_item("crowd", b.crowd)?;
+        match &b.masks {
+            Some(Value::Bool(switch)) => kwargs.set_item("masks", switch)?,
+            Some(Value::String(choice)) => kwargs.set_item("masks", choice)?,
+            _ => {}
+        }
         Ok((PyTuple::new(py, [&self.members])?, kwargs))
     }
 
@@ -221,6 +235,7 @@ impl Field {
             let value = match value {
                 Value::Bool(true) => "True".to_string(),
                 Value::Bool(false) => "False".to_string(),
+                Value::String(text) => format!("{text:?}"),
                 other => other.to_string(),
             };
             text += &format!(", {name}={value}");
@@ -427,7 +442,14 @@ impl Records {
                 PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
                 PartForm::Label => ("label", dims(&[])?, "int64"),
                 PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
-                PartForm::Boxes { capacity } => ("boxes", dims(&[*capacity])?, "float32"),
+                // With masks: the boxes, then a mask's height, width and bytes a row.
+                PartForm::Boxes { capacity, masks } => {
+                    let shape = match masks {
+                        None => vec![*capacity],
+                        Some(m) => vec![*capacity, m.height, m.width, m.row_bytes()],
+                    };
+                    ("boxes", dims(&shape)?, "float32")
+                }
                 // Its shape: each array's name and dimensions, in order.
                 PartForm::Arrays { arrays } => {
                     let arrays = arrays

@@ -181,6 +181,8 @@ pub struct SampleLayout {
     dtype: DType,
     views: Vec<Vec<usize>>,
     parts: Vec<Part>,
+    /// The image's height and width, where the sample is one image.
+    image: Option<(usize, usize)>,
 }
 
 /// One named field of a record's slot ([`SampleLayout::of_record`]).
@@ -232,11 +234,42 @@ pub enum PartForm {
         arrays: Vec<(String, Vec<usize>)>,
     },
     /// A detection sample's boxes: their count (`i64`), `capacity` boxes of four `f32`,
-    /// then `capacity` labels (`i64`), all native-endian, zeros past the count.
+    /// then `capacity` labels (`i64`), all native-endian, then each box's mask where
+    /// asked; zeros past the count.
     Boxes {
         /// The most boxes it holds.
         capacity: usize,
+        /// The boxes' instance masks, `capacity` of them after the labels.
+        masks: Option<MaskForm>,
     },
+}
+
+/// How a boxes field holds its instance masks: each `height` rows of `row_bytes`, a byte
+/// a pixel (0 or 1) or, packed, a bit a pixel (the leftmost pixel the highest bit of its
+/// byte, as NumPy's `packbits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaskForm {
+    /// Rows of a mask: the image's height.
+    pub height: usize,
+    /// Pixels a row: the image's width.
+    pub width: usize,
+    /// Whether a pixel is a bit.
+    pub packed: bool,
+}
+
+impl MaskForm {
+    /// Bytes of a mask's row.
+    pub fn row_bytes(&self) -> usize {
+        match self.packed {
+            true => self.width.div_ceil(8),
+            false => self.width,
+        }
+    }
+
+    /// Bytes of one mask.
+    pub fn bytes(&self) -> usize {
+        self.height.saturating_mul(self.row_bytes())
+    }
 }
 
 /// What the bytes of a [`PartForm::Var`] field are.
@@ -266,7 +299,10 @@ impl PartForm {
                 let array = shape.iter().fold(4, |n: usize, &d| n.saturating_mul(d));
                 bytes.saturating_add(array)
             }),
-            PartForm::Boxes { capacity } => capacity.saturating_mul(24).saturating_add(8),
+            PartForm::Boxes { capacity, masks } => {
+                let per_box = 24usize.saturating_add(masks.map_or(0, |m| m.bytes()));
+                capacity.saturating_mul(per_box).saturating_add(8)
+            }
         }
     }
 }
@@ -279,7 +315,22 @@ impl SampleLayout {
             dtype,
             views: Vec::new(),
             parts: Vec::new(),
+            image: None,
         }
+    }
+
+    /// It, saying that the sample is an image of `height` × `width` pixels (what a
+    /// field following the image's geometry sizes its masks by).
+    pub fn with_image(self, height: usize, width: usize) -> SampleLayout {
+        SampleLayout {
+            image: Some((height, width)),
+            ..self
+        }
+    }
+
+    /// The image's height and width, where the sample is one image.
+    pub fn image(&self) -> Option<(usize, usize)> {
+        self.image
     }
 
     /// A record: named fields one after another in each sample's slot, each starting at a
@@ -306,6 +357,7 @@ impl SampleLayout {
             dtype: DType::U8,
             views: Vec::new(),
             parts,
+            image: None,
         }
     }
 
@@ -340,6 +392,7 @@ impl SampleLayout {
             dtype,
             views,
             parts: Vec::new(),
+            image: None,
         }
     }
 

@@ -3,10 +3,9 @@
 //!
 //! A COCO annotation file (`instances_val2017.json`) lists the images of a folder by
 //! file name and their annotations. It is parsed once when the dataset is opened
-//! (`nostall-coco`: bounded, no tree of JSON values), and what a sample needs of it is
-//! kept, encoded, in one buffer: the image's size and each annotation's box, category and
-//! crowd flag (32 bytes an annotation; COCO's train2017 takes 28 MB). Polygons and RLEs
-//! are not kept yet: masks are not read.
+//! (`nostall-coco`: bounded, no tree of JSON values, polygons and RLEs kept compact), and
+//! a sample's member is written from that index when the sample is read
+//! ([`super::coco_member`]: boxes, categories, crowd flags and masks).
 //!
 //! An image whose annotations the file holds a problem with (an annotation naming an
 //! unknown category, a box outside the image: [`nostall_coco::Problem`]), or whose file
@@ -19,6 +18,7 @@ use std::sync::Arc;
 
 use nostall_coco::{Annotations, Limits, Problem};
 
+use super::coco_member::encode_coco_member;
 use super::files::read_regular_file;
 use super::record::write_frame;
 use super::{ReadMode, Served, Source, SourceStats, DEFAULT_MAX_BYTES};
@@ -29,79 +29,13 @@ use crate::sample::Modality;
 /// The member name of a sample's annotations in its record.
 pub const COCO_MEMBER: &str = "coco";
 
-/// The first bytes of a `coco` member ([`encode_coco_member`]).
-pub(crate) const COCO_MAGIC: &[u8; 8] = b"NSBOXES1";
-
-/// Bytes of one annotation of a `coco` member: x, y, width, height (`f32`), the category
-/// (`u64`), the flags (`u32`: bit 0, a crowd) and four bytes of padding.
-const COCO_ANNOTATION: usize = 32;
-
-/// One annotation of a `coco` member: its box (x, y, width, height), category id, crowd.
-pub(crate) type CocoAnnotation = ([f32; 4], u64, bool);
-
-/// Appends the `coco` member of an image of `width` × `height` with `annotations` to
-/// `out`: [`COCO_MAGIC`], the width, height and count (`u32` each), then each annotation
-/// in [`COCO_ANNOTATION`] bytes, all little-endian.
-pub(crate) fn encode_coco_member(
-    (width, height): (u32, u32),
-    annotations: impl ExactSizeIterator<Item = CocoAnnotation>,
-    out: &mut Vec<u8>,
-) {
-    out.extend_from_slice(COCO_MAGIC);
-    out.extend_from_slice(&width.to_le_bytes());
-    out.extend_from_slice(&height.to_le_bytes());
-    out.extend_from_slice(&(annotations.len() as u32).to_le_bytes());
-    for (bbox, category, crowd) in annotations {
-        for v in bbox {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&category.to_le_bytes());
-        out.extend_from_slice(&u32::from(crowd).to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
-    }
-}
-
-/// The image size (width, height) and annotations of a `coco` member, read as bytes
-/// nobody checked: its length must be its count's, the count at most `max`.
-///
-/// # Errors
-///
-/// What is wrong, in words.
-pub(crate) fn decode_coco_member(
-    member: &[u8],
-    max: usize,
-) -> std::result::Result<((u32, u32), Vec<CocoAnnotation>), String> {
-    let header = COCO_MAGIC.len() + 12;
-    if member.len() < header || !member.starts_with(COCO_MAGIC) {
-        return Err("the coco member is truncated".into());
-    }
-    let word = |at: usize| u32::from_le_bytes(member[at..at + 4].try_into().expect("4 bytes"));
-    let (width, height, count) = (word(8), word(12), word(16) as usize);
-    if member.len() != header + count.saturating_mul(COCO_ANNOTATION) {
-        return Err("the coco member's length is not its count's".into());
-    }
-    if count > max {
-        return Err(format!("{count} annotations, more than max_boxes={max}"));
-    }
-    let annotations = member[header..]
-        .chunks_exact(COCO_ANNOTATION)
-        .map(|a| {
-            let f = |i: usize| f32::from_le_bytes(a[4 * i..4 * i + 4].try_into().expect("4 bytes"));
-            let category = u64::from_le_bytes(a[16..24].try_into().expect("8 bytes"));
-            ([f(0), f(1), f(2), f(3)], category, a[24] & 1 != 0)
-        })
-        .collect();
-    Ok(((width, height), annotations))
-}
-
 /// Images of a folder with the annotations a COCO file gives them.
 #[derive(Debug)]
 pub struct Annotated {
     catalog: Arc<Catalog>,
     mode: ReadMode,
-    /// Each sample's `coco` member, one after another; `first` says where each starts.
-    members: Vec<u8>,
-    first: Vec<usize>,
+    /// The file's annotations, each sample's `coco` member written from them.
+    index: Annotations,
     /// Why a sample cannot be read, where the file says so (sorted by sample).
     problems: Vec<(SampleId, String)>,
     served: Served,
@@ -130,24 +64,14 @@ impl Annotated {
             Some(images) => images.to_path_buf(),
             None => images_folder(path, &first_name)?,
         };
-        Ok(Annotated::of(&index, &problems, root, path))
+        Ok(Annotated::of(index, &problems, root, path))
     }
 
-    fn of(index: &Annotations, problems: &[Problem], root: PathBuf, path: &Path) -> Annotated {
-        let mut members = Vec::new();
-        let mut first = Vec::with_capacity(index.image_count() + 1);
+    fn of(index: Annotations, problems: &[Problem], root: PathBuf, path: &Path) -> Annotated {
         let mut samples = Vec::with_capacity(index.image_count());
         let mut refused = Vec::new();
         for i in 0..index.image_count() {
             let image = index.image(i).expect("within the count");
-            first.push(members.len());
-            encode_coco_member(
-                (image.width, image.height),
-                image
-                    .annotations()
-                    .map(|a| (a.bbox, a.category_id, a.iscrowd)),
-                &mut members,
-            );
             let name = image.file_name;
             if !stays_inside(name) {
                 refused.push((
@@ -162,7 +86,6 @@ impl Annotated {
             let size = std::fs::metadata(root.join(name)).map_or(0, |m| m.len());
             samples.push((name.to_string(), None, size));
         }
-        first.push(members.len());
         for problem in problems {
             if let Some(i) = index.image_index(problem.image_id) {
                 refused.push((i as SampleId, format!("{}: {problem}", path.display())));
@@ -176,8 +99,7 @@ impl Annotated {
         Annotated {
             catalog: Arc::new(catalog),
             mode: ReadMode::Cached,
-            members,
-            first,
+            index,
             problems: refused,
             served: Served::default(),
         }
@@ -200,7 +122,6 @@ impl Annotated {
                 reason: self.problems[at].1.clone(),
             });
         }
-        let i = id as usize;
         let mut image = Vec::new();
         read_regular_file(
             &self.catalog.path(id),
@@ -208,9 +129,19 @@ impl Annotated {
             self.mode,
             &mut image,
         )?;
-        let coco = &self.members[self.first[i]..self.first[i + 1]];
+        let annotated = self.index.image(id as usize).ok_or_else(|| {
+            Cause::Internal(format!("sample {id} is past the COCO file's images"))
+        })?;
+        let mut coco = Vec::new();
+        encode_coco_member(
+            (annotated.width, annotated.height),
+            annotated
+                .annotations()
+                .map(|a| (a.bbox, a.category_id, a.iscrowd, a.segmentation)),
+            &mut coco,
+        );
         write_frame(
-            &[(Modality::Image.name(), &image), (COCO_MEMBER, coco)],
+            &[(Modality::Image.name(), &image), (COCO_MEMBER, &coco)],
             out,
         );
         Ok(())
@@ -283,6 +214,7 @@ pub fn images_folder(path: &Path, first_name: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::coco_member::{decode_coco_member, MemberAnnotation, Shape};
     use crate::storage::record::members;
 
     fn coco(dir: &Path, json: &str) -> PathBuf {
@@ -316,13 +248,17 @@ mod tests {
         assert_eq!(parts[0].ext, "image");
         assert_eq!(&out[parts[0].data.clone()], b"a.jpg");
         assert_eq!(parts[1].ext, COCO_MEMBER);
-        let mut expected = Vec::new();
-        encode_coco_member(
-            (10, 8),
-            [([1.0, 2.0, 3.0, 4.0], 7, false)].into_iter(),
-            &mut expected,
+        let (size, annotations) = decode_coco_member(&out[parts[1].data.clone()], 8, true).unwrap();
+        assert_eq!(size, (10, 8));
+        assert_eq!(
+            annotations,
+            [MemberAnnotation {
+                bbox: [1.0, 2.0, 3.0, 4.0],
+                category: 7,
+                crowd: false,
+                shape: Shape::None
+            }]
         );
-        assert_eq!(&out[parts[1].data.clone()], &expected[..]);
         // An unknown category: the image fails, naming the annotation.
         let why = source.read(1, &mut out).unwrap_err().to_string();
         assert!(

@@ -45,6 +45,7 @@
 
 mod annotated;
 mod blob;
+mod coco_member;
 mod columns;
 mod files;
 mod held;
@@ -67,11 +68,11 @@ pub(crate) fn is_parquet_key(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     !name.starts_with('.') && name.to_ascii_lowercase().ends_with(".parquet")
 }
-#[cfg(test)]
-pub(crate) use annotated::encode_coco_member;
-pub(crate) use annotated::{decode_coco_member, COCO_MAGIC};
 pub use annotated::{images_folder, Annotated, COCO_MEMBER};
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
+#[cfg(test)]
+pub(crate) use coco_member::encode_coco_member;
+pub(crate) use coco_member::{decode_coco_member, Shape, COCO_MAGIC};
 pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use held::{Held, HeldSample, HeldSamples};

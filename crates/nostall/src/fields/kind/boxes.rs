@@ -14,8 +14,15 @@
 //! field (`max_boxes`), boxes that are not four finite numbers, labels of another count,
 //! or an image of another size than its annotations say, is the sample's `bad-targets`.
 //!
+//! With `masks`, each kept box's instance mask follows it ([`mask`]): from a COCO
+//! annotation's `segmentation` (polygons or an RLE, in the `coco` member or a JSON
+//! member's COCO annotations), all 0 for a box without one.
+//!
 //! In its slot: the count (`i64`), `max_boxes` boxes of four `f32`, then `max_boxes`
-//! labels (`i64`); the places past the count hold zeros.
+//! labels (`i64`), then `max_boxes` masks where asked ([`MaskForm`]); the places past the
+//! count hold zeros.
+
+mod mask;
 
 use std::sync::Arc;
 
@@ -24,8 +31,8 @@ use serde_json::{json, Map, Value};
 use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
-use crate::sample::{PartForm, SampleLayout};
-use crate::storage::{decode_coco_member, COCO_MAGIC};
+use crate::sample::{MaskForm, PartForm, SampleLayout};
+use crate::storage::{decode_coco_member, Shape, COCO_MAGIC};
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "boxes",
@@ -37,6 +44,7 @@ pub(super) const DECLARATION: Declaration = Declaration {
         "min_size",
         "min_area",
         "crowd",
+        "masks",
     ],
     make,
 };
@@ -53,6 +61,40 @@ const DEFAULT_JSON_BYTES: usize = 256 << 10;
 
 /// The most a JSON member's `max_bytes` may be: it is parsed into a tree of values.
 const MAX_JSON_BYTES: usize = 4 << 20;
+
+/// The most coordinates one annotation's polygons of a JSON member may have together
+/// (the `coco` member's bound).
+const MAX_POLYGON_COORDS: usize = 200_000;
+
+/// Whether and how a boxes field writes its boxes' masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Masks {
+    /// None.
+    No,
+    /// A byte a pixel.
+    Bytes,
+    /// A bit a pixel.
+    Bits,
+}
+
+impl Masks {
+    fn value(self) -> Value {
+        match self {
+            Masks::No => json!(false),
+            Masks::Bytes => json!(true),
+            Masks::Bits => json!("bits"),
+        }
+    }
+
+    /// Their form for a sample of `(height, width)`, where asked.
+    fn form(self, (height, width): (usize, usize)) -> Option<MaskForm> {
+        (self != Masks::No).then_some(MaskForm {
+            height,
+            width,
+            packed: self == Masks::Bits,
+        })
+    }
+}
 
 /// How the boxes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +136,7 @@ struct Boxes {
     /// Whether COCO's crowd annotations are kept (torchvision's detection references
     /// leave them out).
     crowd: bool,
+    masks: Masks,
 }
 
 impl FieldKind {
@@ -144,6 +187,16 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
             .as_bool()
             .ok_or_else(|| format!("crowd={v} is not True or False"))?,
     };
+    let masks = match settings.value("masks") {
+        None | Some(Value::Bool(false)) => Masks::No,
+        Some(Value::Bool(true)) => Masks::Bytes,
+        Some(Value::String(s)) if s == "bits" => Masks::Bits,
+        Some(v) => {
+            return Err(format!(
+                "masks={v} is not a choice: use False, True (a byte a pixel) or \"bits\""
+            ))
+        }
+    };
     Ok(FieldKind::of(Boxes {
         max_boxes: settings.number("max_boxes")?.unwrap_or(DEFAULT_MAX_BOXES),
         max_bytes: settings.number("max_bytes")?.unwrap_or(DEFAULT_JSON_BYTES),
@@ -151,6 +204,7 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
         min_size: min("min_size")?,
         min_area: min("min_area")?,
         crowd,
+        masks,
     }))
 }
 
@@ -179,21 +233,24 @@ impl Kind for Boxes {
         Ok(())
     }
 
-    fn form(&self, _: &SampleLayout) -> PartForm {
+    fn form(&self, sample: &SampleLayout) -> PartForm {
         PartForm::Boxes {
             capacity: self.max_boxes,
+            // A sample that is no image has no placement: refused by `RecordPrep::new`.
+            masks: self.masks.form(sample.image().unwrap_or((0, 0))),
         }
     }
 
     fn fingerprint(&self) -> String {
         format!(
-            "boxes {} {} {} {} crowd={} max_bytes={}",
+            "boxes {} {} {} {} crowd={} max_bytes={} masks={}",
             self.max_boxes,
             self.format.name(),
             self.min_size,
             self.min_area,
             self.crowd,
-            self.max_bytes
+            self.max_bytes,
+            self.masks.value()
         )
     }
 
@@ -215,6 +272,7 @@ impl Kind for Boxes {
             ("min_size".into(), json!(self.min_size)),
             ("min_area".into(), json!(self.min_area)),
             ("crowd".into(), json!(self.crowd)),
+            ("masks".into(), self.masks.value()),
         ])
     }
 }
@@ -225,8 +283,9 @@ impl TargetKind for Boxes {
             field: field.to_string(),
             reason,
         };
+        let shapes = self.masks != Masks::No;
         let (mut boxes, made_for) = if member.starts_with(COCO_MAGIC) {
-            read_coco(member, self.max_boxes).map_err(bad)?
+            read_coco(member, self.max_boxes, shapes).map_err(bad)?
         } else if member.len() > self.max_bytes {
             return Err(Cause::TooLarge {
                 bytes: member.len() as u64,
@@ -234,7 +293,10 @@ impl TargetKind for Boxes {
                 field: Some(field.to_string()),
             });
         } else {
-            (read_json(member, self.max_boxes).map_err(bad)?, None)
+            (
+                read_json(member, self.max_boxes, shapes).map_err(bad)?,
+                None,
+            )
         };
         boxes.retain(|t| self.crowd || !t.crowd);
         Ok(Targets { boxes, made_for })
@@ -260,17 +322,22 @@ impl TargetKind for Boxes {
                 });
             }
         }
-        self.put(&targets.boxes, placement, slot);
-        Ok(())
+        self.put(&targets.boxes, placement, slot)
+            .map_err(|reason| Cause::BadTargets {
+                field: field.to_string(),
+                reason,
+            })
     }
 }
 
-/// One box as a member gives it: corners in source pixels, its label, whether a crowd.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One box as a member gives it: corners in source pixels, its label, whether a crowd,
+/// its mask (read only where the field writes masks).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Target {
     corners: [f64; 4],
     label: i64,
     crowd: bool,
+    shape: Shape,
 }
 
 /// A sample's boxes as its member gives them ([`TargetKind::read`]), those the field
@@ -292,44 +359,82 @@ impl Targets {
 
 impl Boxes {
     /// Places, sanitises and writes `targets` into `slot`.
-    fn put(&self, targets: &[Target], placement: &Placement, slot: &mut [u8]) {
+    ///
+    /// # Errors
+    ///
+    /// A mask that cannot be made for the image (an RLE of another size), in words.
+    fn put(
+        &self,
+        targets: &[Target],
+        placement: &Placement,
+        slot: &mut [u8],
+    ) -> Result<(), String> {
         slot.fill(0);
         let canvas = placement.output_size();
         let (count, rest) = slot.split_at_mut(8);
-        let (boxes, labels) = rest.split_at_mut(16 * self.max_boxes);
-        let kept = targets
+        let (boxes, rest) = rest.split_at_mut(16 * self.max_boxes);
+        let (labels, masks) = rest.split_at_mut(8 * self.max_boxes);
+        let kept: Vec<(&Target, [f64; 4])> = targets
             .iter()
             .filter(|t| placement.keeps(t.corners))
-            .map(|t| (placement.place_box(t.corners), t.label))
-            .filter(|(b, _)| sanitize(*b, canvas, self.min_size, self.min_area));
-        let mut n = 0;
-        for ((corners, label), (b, l)) in
-            kept.zip(boxes.chunks_exact_mut(16).zip(labels.chunks_exact_mut(8)))
+            .map(|t| (t, placement.place_box(t.corners)))
+            .filter(|(_, b)| sanitize(*b, canvas, self.min_size, self.min_area))
+            .take(self.max_boxes)
+            .collect();
+        for (((t, corners), b), l) in kept
+            .iter()
+            .zip(boxes.chunks_exact_mut(16))
+            .zip(labels.chunks_exact_mut(8))
         {
-            for (v, out) in self.format.write(corners).iter().zip(b.chunks_exact_mut(4)) {
+            for (v, out) in self
+                .format
+                .write(*corners)
+                .iter()
+                .zip(b.chunks_exact_mut(4))
+            {
                 out.copy_from_slice(&v.to_ne_bytes());
             }
-            l.copy_from_slice(&label.to_ne_bytes());
-            n += 1;
+            l.copy_from_slice(&t.label.to_ne_bytes());
         }
-        count.copy_from_slice(&(n as i64).to_ne_bytes());
+        count.copy_from_slice(&(kept.len() as i64).to_ne_bytes());
+        let Some(form) = self.masks.form((canvas.1 as usize, canvas.0 as usize)) else {
+            return Ok(());
+        };
+        if kept.is_empty() {
+            return Ok(());
+        }
+        let image = placement.image_size();
+        let (rows, columns) = placement.nearest();
+        for ((t, _), out) in kept.iter().zip(masks.chunks_exact_mut(form.bytes())) {
+            let source = mask::source_mask(&t.shape, image)?;
+            mask::place_mask(
+                source.as_deref(),
+                image.0 as usize,
+                (&rows, &columns),
+                form,
+                out,
+            );
+        }
+        Ok(())
     }
 }
 
 /// The targets of a `coco` member, and the image size they were made for.
 type Coco = (Vec<Target>, Option<(u32, u32)>);
 
-/// The targets of a `coco` member ([`crate::storage::decode_coco_member`]).
-fn read_coco(member: &[u8], max_boxes: usize) -> Result<Coco, String> {
-    let (size, annotations) = decode_coco_member(member, max_boxes)?;
+/// The targets of a `coco` member ([`crate::storage::decode_coco_member`]), their masks
+/// where `shapes` asks.
+fn read_coco(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Coco, String> {
+    let (size, annotations) = decode_coco_member(member, max_boxes, shapes)?;
     let boxes = annotations
         .into_iter()
-        .map(|([x, y, w, h], category, crowd)| {
-            let (x, y) = (f64::from(x), f64::from(y));
+        .map(|a| {
+            let [x, y, w, h] = a.bbox.map(f64::from);
             Target {
-                corners: [x, y, x + f64::from(w), y + f64::from(h)],
-                label: category as i64,
-                crowd,
+                corners: [x, y, x + w, y + h],
+                label: a.category as i64,
+                crowd: a.crowd,
+                shape: a.shape,
             }
         })
         .collect();
@@ -337,8 +442,9 @@ fn read_coco(member: &[u8], max_boxes: usize) -> Result<Coco, String> {
 }
 
 /// The targets of a JSON member: torchvision's `{"boxes", "labels"}` (corners) or COCO's
-/// `{"annotations": [{"bbox", "category_id", "iscrowd"}]}`.
-fn read_json(member: &[u8], max_boxes: usize) -> Result<Vec<Target>, String> {
+/// `{"annotations": [{"bbox", "category_id", "iscrowd", "segmentation"}]}`, the masks read
+/// where `shapes` asks.
+fn read_json(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Vec<Target>, String> {
     let doc: Value =
         serde_json::from_slice(member).map_err(|e| format!("not a JSON document: {e}"))?;
     let Value::Object(doc) = doc else {
@@ -375,10 +481,17 @@ fn read_json(member: &[u8], max_boxes: usize) -> Result<Vec<Target>, String> {
                         })? != 0
                     }
                 };
+                let shape = match (shapes, a.get("segmentation")) {
+                    (true, Some(segmentation)) => {
+                        json_shape(segmentation).map_err(|why| format!("annotation {i}: {why}"))?
+                    }
+                    _ => Shape::None,
+                };
                 Ok(Target {
                     corners: [x, y, x + w, y + h],
                     label,
                     crowd,
+                    shape,
                 })
             })
             .collect();
@@ -416,9 +529,73 @@ fn read_json(member: &[u8], max_boxes: usize) -> Result<Vec<Target>, String> {
                 corners,
                 label,
                 crowd: false,
+                shape: Shape::None,
             })
         })
         .collect()
+}
+
+/// A COCO annotation's `segmentation`: polygons (a list of lists of coordinates), an RLE
+/// (`{"size": [height, width], "counts": [...] or "compressed"}`), or none (`null`, `[]`).
+fn json_shape(segmentation: &Value) -> Result<Shape, String> {
+    match segmentation {
+        Value::Null => Ok(Shape::None),
+        Value::Array(polygons) if polygons.is_empty() => Ok(Shape::None),
+        Value::Array(polygons) => {
+            let mut total = 0usize;
+            polygons
+                .iter()
+                .map(|polygon| {
+                    let coords = polygon
+                        .as_array()
+                        .ok_or("\"segmentation\" is neither polygons nor an RLE")?;
+                    total += coords.len();
+                    if total > MAX_POLYGON_COORDS {
+                        return Err(format!(
+                            "polygons of more than {MAX_POLYGON_COORDS} coordinates together"
+                        ));
+                    }
+                    if coords.len() < 6 || coords.len() % 2 == 1 {
+                        return Err(format!(
+                            "a polygon of {} coordinates: give 3 points or more, x and y each",
+                            coords.len()
+                        ));
+                    }
+                    coords
+                        .iter()
+                        .map(|v| v.as_f64().filter(|v| v.is_finite()))
+                        .collect::<Option<Vec<f64>>>()
+                        .ok_or_else(|| "a polygon's coordinate is not a finite number".into())
+                })
+                .collect::<Result<_, String>>()
+                .map(Shape::Polygons)
+        }
+        Value::Object(rle) => {
+            let size = rle
+                .get("size")
+                .and_then(Value::as_array)
+                .filter(|s| s.len() == 2)
+                .and_then(|s| Some((s[0].as_u64()?, s[1].as_u64()?)))
+                .and_then(|(h, w)| Some((u32::try_from(h).ok()?, u32::try_from(w).ok()?)))
+                .ok_or("an RLE's \"size\" is not [height, width]")?;
+            let made = match rle.get("counts") {
+                Some(Value::String(compressed)) => {
+                    nostall_coco::Rle::from_compressed(size.0, size.1, compressed)
+                }
+                Some(Value::Array(counts)) => {
+                    let counts = counts
+                        .iter()
+                        .map(|c| c.as_u64().and_then(|c| u32::try_from(c).ok()))
+                        .collect::<Option<Vec<u32>>>()
+                        .ok_or("an RLE's counts are not whole numbers")?;
+                    nostall_coco::Rle::new(size.0, size.1, counts)
+                }
+                _ => return Err("an RLE without \"counts\"".into()),
+            };
+            made.map(Shape::Rle).map_err(|e| e.to_string())
+        }
+        _ => Err("\"segmentation\" is neither polygons nor an RLE".into()),
+    }
 }
 
 /// Four finite numbers.
@@ -435,6 +612,7 @@ fn numbers(value: Option<&Value>) -> Option<[f64; 4]> {
 mod tests {
     use super::*;
     use crate::storage::encode_coco_member;
+    use nostall_coco::Segmentation;
 
     fn kind(settings: Value) -> FieldKind {
         let Value::Object(values) = settings else {
@@ -488,9 +666,9 @@ mod tests {
         encode_coco_member(
             (100, 80),
             [
-                ([10.0, 20.0, 20.0, 40.0], 3, false),
-                ([0.0, 0.0, 0.5, 9.0], 4, false),
-                ([1.0, 1.0, 5.0, 5.0], 5, true),
+                ([10.0, 20.0, 20.0, 40.0], 3, false, Segmentation::None),
+                ([0.0, 0.0, 0.5, 9.0], 4, false, Segmentation::None),
+                ([1.0, 1.0, 5.0, 5.0], 5, true, Segmentation::None),
             ]
             .into_iter(),
             &mut encoded,
@@ -503,7 +681,14 @@ mod tests {
         ] {
             let boxes = kind(json!({ "max_boxes": 4, "box_format": format }));
             for member in [&torchvision[..], &coco[..], &encoded[..]] {
-                let mut slot = vec![0xAA; PartForm::Boxes { capacity: 4 }.bytes()];
+                let mut slot = vec![
+                    0xAA;
+                    PartForm::Boxes {
+                        capacity: 4,
+                        masks: None
+                    }
+                    .bytes()
+                ];
                 prepare(&boxes, "t", member, &place, &mut slot).unwrap();
                 let (count, b, l) = read(&slot, 4);
                 // The half-pixel-wide box is sanitised away, the crowd left out.
@@ -515,16 +700,97 @@ mod tests {
         }
         // Crowds kept when asked.
         let boxes = kind(json!({ "max_boxes": 4, "crowd": true }));
-        let mut slot = vec![0; PartForm::Boxes { capacity: 4 }.bytes()];
+        let mut slot = vec![
+            0;
+            PartForm::Boxes {
+                capacity: 4,
+                masks: None
+            }
+            .bytes()
+        ];
         prepare(&boxes, "t", &encoded, &place, &mut slot).unwrap();
         assert_eq!(read(&slot, 4).0, 2);
+    }
+
+    #[test]
+    fn masks_follow_their_boxes_and_leave_with_them() {
+        // Three annotations of a 10x6 image: a polygon, a box half a pixel wide (sanitised
+        // away, its mask with it), an RLE of the image's size; a crop of columns 2..8
+        // read at 3x3 (torch's nearest: columns 2, 4, 6; rows 0, 2, 4).
+        let member = br#"{"annotations": [
+            {"bbox": [2, 0, 4, 4], "category_id": 1, "segmentation": [[2, 0, 6, 0, 6, 4, 2, 4]]},
+            {"bbox": [0, 0, 0.5, 6], "category_id": 2, "segmentation": [[0, 0, 1, 0, 1, 6]]},
+            {"bbox": [0, 0, 10, 6], "category_id": 3,
+             "segmentation": {"size": [6, 10], "counts": [12, 48]}}]}"#;
+        let mut view = crate::prep::image::op::View::whole(10, 6);
+        view.crop(2.0, 0.0, 6.0, 6.0);
+        (view.w, view.h) = (3.0, 3.0);
+        let place = Placement::new(&view, (10, 6), (3, 3));
+        let boxes = kind(json!({ "max_boxes": 3, "masks": true }));
+        let form = boxes
+            .form(&SampleLayout::new(vec![3, 3, 3], crate::sample::DType::U8).with_image(3, 3));
+        let mut slot = vec![0xAA; form.bytes()];
+        prepare(&boxes, "t", member, &place, &mut slot).unwrap();
+        let (count, _, labels) = read(&slot[..8 + 24 * 3], 3);
+        assert_eq!((count, &labels[..2]), (2, &[1, 3][..]));
+        let masks = &slot[8 + 24 * 3..];
+        // The polygon as pycocotools rasterises it at the image's size, read there.
+        let polygon =
+            nostall_coco::polygons_to_mask(&[[2.0, 0.0, 6.0, 0.0, 6.0, 4.0, 2.0, 4.0]], 6, 10);
+        let read_at: Vec<u8> = [0, 2, 4]
+            .iter()
+            .flat_map(|r| [2, 4, 6].map(|c| polygon[r * 10 + c]))
+            .collect();
+        assert_eq!(&masks[..9], &read_at[..]);
+        assert!(read_at.contains(&1) && read_at.contains(&0));
+        // The RLE's first 12 pixels (columns 0 and 1) are 0: none read.
+        assert_eq!(&masks[9..18], &[1; 9]);
+        assert_eq!(&masks[18..], &[0; 9]);
+        // Packed: a bit a pixel, three to a row's byte.
+        let packed = kind(json!({ "max_boxes": 3, "masks": "bits" }));
+        let form = packed
+            .form(&SampleLayout::new(vec![3, 3, 3], crate::sample::DType::U8).with_image(3, 3));
+        let mut slot = vec![0xAA; form.bytes()];
+        prepare(&packed, "t", member, &place, &mut slot).unwrap();
+        let bits = |row: &[u8]| {
+            row.iter()
+                .enumerate()
+                .fold(0u8, |b, (x, v)| b | v << (7 - x))
+        };
+        let rows: Vec<u8> = masks.chunks(3).map(bits).collect();
+        assert_eq!(&slot[8 + 24 * 3..], &rows[..]);
+        // An RLE made for another image is the sample's error, naming the field.
+        let other = br#"{"annotations": [{"bbox": [0, 0, 10, 6], "category_id": 3,
+             "segmentation": {"size": [5, 10], "counts": [50]}}]}"#;
+        let why = prepare(
+            &boxes,
+            "t",
+            other,
+            &place,
+            &mut vec![
+                0;
+                boxes
+                    .form(&SampleLayout::new(vec![1], crate::sample::DType::U8).with_image(3, 3))
+                    .bytes()
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(why.contains("field \"t\"") && why.contains("10x5"), "{why}");
     }
 
     #[test]
     fn bad_members_are_the_samples_error_naming_the_field() {
         let boxes = kind(json!({ "max_boxes": 2, "max_bytes": 200 }));
         let place = identity(100, 80);
-        let slot = vec![0; PartForm::Boxes { capacity: 2 }.bytes()];
+        let slot = vec![
+            0;
+            PartForm::Boxes {
+                capacity: 2,
+                masks: None
+            }
+            .bytes()
+        ];
         let why = |member: &[u8]| {
             let mut slot = slot.clone();
             prepare(&boxes, "target", member, &place, &mut slot)
@@ -564,7 +830,7 @@ mod tests {
         let mut encoded = Vec::new();
         encode_coco_member(
             (99, 80),
-            [([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
+            [([1.0, 1.0, 5.0, 5.0], 1, false, Segmentation::None)].into_iter(),
             &mut encoded,
         );
         assert!(
@@ -575,7 +841,7 @@ mod tests {
         let mut encoded = Vec::new();
         encode_coco_member(
             (100, 80),
-            [([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
+            [([1.0, 1.0, 5.0, 5.0], 1, false, Segmentation::None)].into_iter(),
             &mut encoded,
         );
         assert!(why(&encoded[..encoded.len() - 1]).contains("length"));
@@ -604,6 +870,9 @@ mod tests {
             .unwrap_err()
             .contains("True or False"));
         assert!(check(json!({ "max_bytes": 64 << 20 })).is_err());
+        assert!(check(json!({ "masks": "yes" }))
+            .unwrap_err()
+            .contains("\"bits\""));
         assert!(check(json!({})).is_ok());
     }
 }

@@ -41,7 +41,7 @@ pub use op::{
     Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
     IMAGENET_STD,
 };
-pub use placement::{sanitize, Placement};
+pub use placement::{sanitize, Placement, OUTSIDE};
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
 use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
@@ -563,6 +563,7 @@ impl Prep for ImagePipeline {
 
     fn layout(&self) -> SampleLayout {
         SampleLayout::new(self.sample_shape().to_vec(), self.dtype)
+            .with_image(self.height as usize, self.width as usize)
     }
 
     fn fingerprint(&self) -> String {

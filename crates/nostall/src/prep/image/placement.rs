@@ -10,6 +10,13 @@
 //! narrows it), and a box is clamped to it before it is mapped: a clamp then an
 //! increasing affine map per axis is the map then the clamp to the window's image, so
 //! this is v2's crop-by-crop clamping however many crops and resizes came between.
+//!
+//! Masks follow the same mapping, read nearest ([`Placement::nearest`]): torch's
+//! `nearest` resize, which v2 applies to a `Mask`, reads output pixel `o` of a window `n`
+//! pixels long resized to `m` at `floor(o · (n / m))` (the ratio in `f32`), which is what a
+//! crop then a resize of v2 gives; a flip before the resize is a flip of the source, one
+//! after it a flip of the output. Where the geometry chains several resizes, v2 rounds at
+//! each step and the mapping once, so an edge pixel may differ.
 
 use super::codec::Rect;
 use super::op::{clamp_box, map_box, View};
@@ -26,8 +33,12 @@ pub struct Placement {
     /// The output's width and height.
     output: (u32, u32),
     flip: bool,
+    /// [`View::flip_unscaled`].
+    flip_unscaled: bool,
     /// [`View::within`].
     within: Option<(Rect, Option<Rect>)>,
+    /// The region of the source a zoom-out still shows ([`View::fill`]).
+    shown: Option<Rect>,
 }
 
 impl Placement {
@@ -40,7 +51,9 @@ impl Placement {
             clip: view.clip,
             output,
             flip: view.flip,
+            flip_unscaled: view.flip_unscaled,
             within: view.within,
+            shown: view.fill.map(|(shown, _)| shown),
         }
     }
 
@@ -73,6 +86,76 @@ impl Placement {
     pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
         let output = (self.output.0 as f64, self.output.1 as f64);
         map_box(b, self.clip, self.source, output, self.flip)
+    }
+
+    /// The source row of each output row and the source column of each output column, as
+    /// a mask is read (module doc); [`OUTSIDE`] where the output pixel lies outside the
+    /// source image (a zoom-out's canvas), which a mask reads as 0.
+    pub fn nearest(&self) -> (Vec<u32>, Vec<u32>) {
+        let (s, image) = (self.source, (self.image.0 as f64, self.image.1 as f64));
+        // A zoom-out's canvas shows the image only where it still shows.
+        let shown = self.shown.unwrap_or(Rect::full(self.image.0, self.image.1));
+        let rows = (shown.y.max(0.0), (shown.y + shown.h).min(image.1));
+        let columns = (shown.x.max(0.0), (shown.x + shown.w).min(image.0));
+        let rows = nearest_axis(s.y, s.h, self.output.1, rows);
+        let columns = match (self.flip, self.flip_unscaled) {
+            (false, _) => nearest_axis(s.x, s.w, self.output.0, columns),
+            // Flipped, then resized: read in the mirrored source, mirrored back.
+            (true, true) => {
+                let last = self.image.0 - 1;
+                let mirrored = (image.0 - columns.1, image.0 - columns.0);
+                let mut read = nearest_axis(image.0 - s.x - s.w, s.w, self.output.0, mirrored);
+                for c in read.iter_mut().filter(|c| **c != OUTSIDE) {
+                    *c = last - *c;
+                }
+                read
+            }
+            // Resized, then flipped: the output mirrored.
+            (true, false) => {
+                let mut read = nearest_axis(s.x, s.w, self.output.0, columns);
+                read.reverse();
+                read
+            }
+        };
+        (rows, columns)
+    }
+}
+
+/// A pixel of the output that no pixel of the source image gives ([`Placement::nearest`]).
+pub const OUTSIDE: u32 = u32::MAX;
+
+/// The source index of each of `out` output pixels along one axis, for a window of the
+/// source starting at `start`, `length` long, where the pixels from `shown.0` to `shown.1`
+/// show the image.
+fn nearest_axis(start: f64, length: f64, out: u32, shown: (f64, f64)) -> Vec<u32> {
+    let whole = start.fract() == 0.0 && length.fract() == 0.0 && length >= 1.0;
+    (0..out)
+        .map(|o| {
+            let at = if whole {
+                start as i64 + torch_nearest(o, length as u32, out)
+            } else {
+                (start + f64::from(o) * length / f64::from(out)).floor() as i64
+            };
+            let at_f = at as f64;
+            if at_f >= shown.0.floor() && at_f < shown.1.ceil() {
+                at as u32
+            } else {
+                OUTSIDE
+            }
+        })
+        .collect()
+}
+
+/// torch's `nearest_idx` (`UpSample.h`): the input index of output index `o` of an axis
+/// resized from `input` to `output` pixels.
+fn torch_nearest(o: u32, input: u32, output: u32) -> i64 {
+    if input == output {
+        i64::from(o)
+    } else if output == 2 * input {
+        i64::from(o >> 1)
+    } else {
+        let scale = input as f32 / output as f32;
+        ((o as f32 * scale).floor() as i64).min(i64::from(input) - 1)
     }
 }
 
@@ -165,6 +248,35 @@ mod tests {
         assert_eq!(p.place_box([80.0, 2.0, 90.0, 8.0]), [10.0, 2.0, 20.0, 8.0]);
         // Source [50, 2, 90, 8] is clamped to the window's 70 first.
         assert_eq!(p.place_box([50.0, 2.0, 90.0, 8.0]), [10.0, 2.0, 30.0, 8.0]);
+    }
+
+    #[test]
+    fn masks_are_read_as_torchs_nearest_resize_reads_a_crop() {
+        // Crop (3, 2) 10x5 of 20x10, resized to 4x3, flipped.
+        let mut v = view(20, 10);
+        v.crop(3.0, 2.0, 10.0, 5.0);
+        (v.w, v.h) = (4.0, 3.0);
+        let p = Placement::new(&v, (20, 10), (4, 3));
+        // Columns: floor(o * 2.5) = 0, 2, 5, 7 past 3; rows: floor(o * 5/3) = 0, 1, 3 past 2.
+        assert_eq!(p.nearest(), (vec![2, 3, 5], vec![3, 5, 8, 10]));
+        v.mirror();
+        let p = Placement::new(&v, (20, 10), (4, 3));
+        assert_eq!(p.nearest().1, vec![10, 8, 5, 3]);
+        // Flipped first: columns 16..7 of the mirrored image's 7..16, read at 0, 2, 5, 7.
+        let mut v = view(20, 10);
+        v.mirror();
+        v.crop(7.0, 2.0, 10.0, 5.0);
+        (v.w, v.h) = (4.0, 3.0);
+        let p = Placement::new(&v, (20, 10), (4, 3));
+        assert_eq!(p.nearest().1, vec![12, 10, 7, 5]);
+        // A canvas larger than the image (a zoom-out): outside reads nothing.
+        let mut v = view(4, 2);
+        v.crop(-2.0, 0.0, 8.0, 2.0);
+        let p = Placement::new(&v, (4, 2), (8, 2));
+        assert_eq!(
+            p.nearest().1,
+            [OUTSIDE, OUTSIDE, 0, 1, 2, 3, OUTSIDE, OUTSIDE]
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Geometric for HorizontalFlip {
 
     fn plan(&self, view: &mut View, rng: &mut Rng) {
         if rng.next_f64() < self.p {
-            view.flip = !view.flip;
+            view.mirror();
         }
     }
 }

@@ -422,6 +422,10 @@ pub(crate) struct View {
     pub h: f64,
     /// Whether it is mirrored.
     pub flip: bool,
+    /// Whether the last mirroring came before any resize across (the view at the
+    /// source's scale): a mask, read nearest, is then mirrored in source pixels, as
+    /// torchvision flips it before it resizes it.
+    pub flip_unscaled: bool,
     /// The filter of the one resize.
     pub filter: Filter,
     /// The intersection of the windows cropped so far, in source coordinates (`None`
@@ -445,11 +449,18 @@ impl View {
             w: width as f64,
             h: height as f64,
             flip: false,
+            flip_unscaled: false,
             filter: Filter::Bilinear,
             clip: None,
             within: None,
             fill: None,
         }
+    }
+
+    /// Mirrors it left–right.
+    pub(crate) fn mirror(&mut self) {
+        self.flip = !self.flip;
+        self.flip_unscaled = self.source.w == self.w;
     }
 
     /// Box `b` (x0, y0, x1, y1 in source pixels) as the view shows it, clamped to the crops'
