@@ -13,6 +13,7 @@ __all__ = [
     "AutoAugment",
     "CenterCrop",
     "ColorJitter",
+    "FixedSizeCrop",
     "GaussianBlur",
     "Normalize",
     "Op",
@@ -39,6 +40,7 @@ __all__ = [
     "RandomVerticalFlip",
     "RandomZoomOut",
     "Resize",
+    "ScaleJitter",
     "TimmRandAugment",
     "TimmRandomErasing",
     "TrivialAugmentWide",
@@ -209,6 +211,54 @@ class RandomZoomOut(Op):
     @property
     def p(self) -> float:
         """Probability of zooming out."""
+
+@final
+class ScaleJitter(Op):
+    """Resizes the image by ``scale`` drawn from ``scale_range`` times the factor that fits it
+    in ``target_size`` (torchvision.transforms.v2's ``ScaleJitter``). The size varies with
+    the image: follow it with ``FixedSizeCrop``.
+
+    - ``target_size``: an int (a square) or ``(height, width)``.
+    - ``scale_range`` (``(0.1, 2.0)``): range of the factor drawn.
+    - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
+      torchvision's antialiased filters) or ``'nearest'``.
+    - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
+      default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any
+      scale, as torch's ``F.interpolate`` (torchvision's video classification recipe).
+    """
+
+    def __new__(cls, target_size: int | tuple[int, int] | list[int], scale_range: tuple[float, float] | list[float] = (0.1, 2.0), interpolation: str = 'bilinear', antialias: bool = True) -> ScaleJitter: ...
+    @property
+    def target_size(self) -> tuple[int, int]:
+        """An int (a square) or ``(height, width)``."""
+    @property
+    def scale_range(self) -> tuple[float, float]:
+        """Range of the factor drawn."""
+    @property
+    def interpolation(self) -> str:
+        """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
+    @property
+    def antialias(self) -> bool:
+        """Antialiasing when shrinking (torchvision.transforms.v2's default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any scale, as torch's ``F.interpolate`` (torchvision's video classification recipe)."""
+
+@final
+class FixedSizeCrop(Op):
+    """Crops a random window of at most ``size``, then pads at the right and the bottom with
+    ``fill`` up to ``size`` (torchvision's detection references' ``FixedSizeCrop``). Boxes
+    are clamped to the window; only ``RandomHorizontalFlip`` may follow it among the
+    geometric operators.
+
+    - ``size``: an int (a square) or ``(height, width)``.
+    - ``fill`` (``0``): the padding's colour, one or 3 numbers.
+    """
+
+    def __new__(cls, size: int | tuple[int, int] | list[int], fill: float | tuple[float, float, float] | list[float] = 0) -> FixedSizeCrop: ...
+    @property
+    def size(self) -> tuple[int, int]:
+        """An int (a square) or ``(height, width)``."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The padding's colour, one or 3 numbers."""
 
 @final
 class RandomHorizontalFlip(Op):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import nostall
+from nostall import ops
 
 v2 = pytest.importorskip("torchvision.transforms.v2")
 tv_tensors = pytest.importorskip("torchvision.tv_tensors")
@@ -191,7 +192,8 @@ def _mask_box(mask):
     [v2.RandomResizedCrop(96, scale=(0.2, 1.0)), v2.RandomHorizontalFlip()],
     [v2.RandomZoomOut(fill={tv_tensors.Image: (123, 117, 104), "others": 0}), v2.RandomIoUCrop(),
      v2.RandomHorizontalFlip(), v2.Resize((120, 120))],
-], ids=["rrc-flip", "ssd"])
+    [v2.ScaleJitter((160, 160)), ops.FixedSizeCrop(160, fill=(124, 116, 104)), v2.RandomHorizontalFlip()],
+], ids=["rrc-flip", "ssd", "lsj"])
 def test_masks_stay_with_their_boxes_under_random_geometry(coco, recipe):
     """The rectangle's mask (polygon of its box) spans its box, within a pixel and a half,
     whatever was drawn; for 1, 2 and 4 threads alike."""
@@ -261,3 +263,49 @@ def test_bad_segmentations_are_the_samples_errors(coco, tmp_path):
                             batch_size=1, shuffle=False)
     with pytest.raises(nostall.SampleError, match="target.*10x10"):
         next(iter(loader))
+
+
+def _fixed_size_crop_padding(sample, size, fill):
+    """The references' `FixedSizeCrop` where the image is smaller than `size`: padded at
+    the right and the bottom (image with `fill`, masks with 0), no draw."""
+    height, width = sample["image"].shape[-2:]
+    padding = [0, 0, size - width, size - height]
+    F = v2.functional
+    return {**sample, "image": F.pad(sample["image"], padding, fill=list(fill)),
+            "boxes": F.pad(sample["boxes"], padding), "masks": F.pad(sample["masks"], padding, fill=0)}
+
+
+@pytest.mark.parametrize("flip", [0.0, 1.0])
+def test_large_scale_jitter_is_v2s_with_the_references_padding(coco, flip):
+    """ScaleJitter at a fixed factor, then FixedSizeCrop's padding, then a flip: pixels
+    within a level of v2's, boxes and masks equal."""
+    path, images, annotations, unmoved = coco
+    fill = (1, 2, 3)
+    recipe = [v2.ScaleJitter((200, 200), scale_range=(0.5, 0.5)), ops.FixedSizeCrop(200, fill=fill),
+              v2.RandomHorizontalFlip(p=flip)]
+    batches = list(_loader(path, [*recipe, v2.SanitizeBoundingBoxes()]))
+    got_images = torch.cat([b["image"] for b in batches])
+    got = [target for b in batches for target in b["target"]]
+    root = path.parent.parent
+    for k, (image, target) in enumerate(zip(images, unmoved)):
+        pixels = torch.from_numpy(np.array(Image.open(root / "val" / image["file_name"]))).permute(2, 0, 1)
+        mine = [a for a in annotations if a["image_id"] == image["id"]]
+        xyxy = torch.tensor([[x, y, x + w, y + h] for x, y, w, h in (a["bbox"] for a in mine)], dtype=torch.float32)
+        sample = {"image": tv_tensors.Image(pixels), "masks": tv_tensors.Mask(target["masks"].clone()),
+                  "boxes": tv_tensors.BoundingBoxes(xyxy, format="XYXY", canvas_size=(HEIGHT, WIDTH)),
+                  "labels": torch.tensor([a["category_id"] for a in mine])}
+        sample = _fixed_size_crop_padding(recipe[0](sample), 200, fill)
+        sample = v2.SanitizeBoundingBoxes()(v2.RandomHorizontalFlip(p=flip)(sample))
+        assert (got_images[k].int() - sample["image"].int()).abs().max() <= 1, k
+        torch.testing.assert_close(got[k]["boxes"], sample["boxes"].as_subclass(torch.Tensor), atol=2e-3, rtol=0)
+        assert torch.equal(got[k]["masks"], sample["masks"].as_subclass(torch.Tensor)), k
+    # The padding is the fill, on the side the flip put it.
+    column = 0 if flip else 199
+    assert (got_images[:, :, :, column] == torch.tensor(fill, dtype=torch.uint8)[None, :, None]).all()
+
+
+def test_only_a_flip_may_follow_the_padding(coco):
+    with pytest.raises(nostall.ConfigError, match="Resize follows FixedSizeCrop"):
+        _loader(coco[0], [v2.ScaleJitter((100, 100)), ops.FixedSizeCrop(100), v2.Resize(50)])
+    with pytest.raises(nostall.ConfigError, match="output size varies"):
+        _loader(coco[0], [v2.ScaleJitter((100, 100))])

@@ -216,6 +216,7 @@ impl ImagePipeline {
         let mut normalized: Option<&Op> = None;
         let mut after_decoding: Option<&Op> = None;
         let (mut photometric, mut tensor) = (false, None::<&Op>);
+        let mut canvas: Option<&Op> = None;
         for (place, op) in ops.iter().enumerate() {
             let delivered = matches!(op.stage(), Stage::Tensor(_) | Stage::User(_));
             let geometric = matches!(op.stage(), Stage::Geometry(_));
@@ -238,10 +239,19 @@ impl ImagePipeline {
                             pixels.name()
                         )));
                     }
+                    if let (Some(padded), false) = (canvas, geometric.mirrors()) {
+                        return Err(Error::Config(format!(
+                            "{} follows {}, which pads the resized image: only \
+                             RandomHorizontalFlip may follow it among the geometric operators",
+                            op.name(),
+                            padded.name()
+                        )));
+                    }
                     match geometric.output_size() {
                         OutputSize::Keeps => {}
                         OutputSize::Varies => size = None,
                         OutputSize::Fixed(h, w) => size = Some((h, w)),
+                        OutputSize::Canvas(h, w) => (size, canvas) = (Some((h, w)), Some(op)),
                     }
                 }
                 Stage::Pixels(_) if place < source_end => {}
@@ -433,6 +443,17 @@ impl ImagePipeline {
         self.ops[..self.source_end].first().map(Op::name)
     }
 
+    /// The operator that places the resized image on a canvas (`FixedSizeCrop`), if there
+    /// is one: what only a still image's preparer makes (views and video frames refuse it).
+    pub(crate) fn on_a_canvas(&self) -> Option<&'static str> {
+        self.ops.iter().find_map(|op| match op.stage() {
+            Stage::Geometry(g) if matches!(g.output_size(), OutputSize::Canvas(..)) => {
+                Some(op.name())
+            }
+            _ => None,
+        })
+    }
+
     /// Runs the operators written before the geometry on `rgb`, a decoded `width` ×
     /// `height` image (packed RGB), in place, through `planes` (scratch).
     fn source_pixels(
@@ -484,12 +505,20 @@ impl ImagePipeline {
         view
     }
 
-    /// The geometry of `view`, at the output's size.
+    /// The geometry of `view`, at the output's size (at the view's own, where it is placed
+    /// on a canvas of the output's size).
     fn geometry_of(&self, view: &View) -> Geometry {
+        let (width, height) = match view.inset {
+            None => (self.width, self.height),
+            Some(_) => (
+                (view.w.round() as u32).clamp(1, self.width),
+                (view.h.round() as u32).clamp(1, self.height),
+            ),
+        };
         Geometry {
             source: view.source,
-            width: self.width,
-            height: self.height,
+            width,
+            height,
             flip: view.flip,
             filter: view.filter,
         }
@@ -606,6 +635,8 @@ pub(crate) struct ImagePreparer {
     placement: Option<Placement>,
     /// A zoomed-out sample's canvas (`RandomZoomOut`), packed RGB.
     canvas: Vec<u8>,
+    /// A padded sample's canvas (`FixedSizeCrop`), packed RGB.
+    padded: Vec<u8>,
     /// The whole image after the operators before the geometry, packed RGB.
     source: Vec<u8>,
 }
@@ -621,6 +652,7 @@ impl ImagePreparer {
             planes: Vec::new(),
             placement: None,
             canvas: Vec::new(),
+            padded: Vec::new(),
             source: Vec::new(),
         })
     }
@@ -657,6 +689,7 @@ impl Preparer for ImagePreparer {
         // A device decoder has no canvas: a zoomed-out sample is made here.
         if header.format == codec::Format::Jpeg
             && view.fill.is_none()
+            && view.inset.is_none()
             && pipeline.source_end == 0
             && !pipeline.photometric
             && !pipeline.tensor
@@ -716,14 +749,44 @@ impl Preparer for ImagePreparer {
                 (src, decoded.region)
             }
         };
-        pipeline.finish(
-            (&mut self.resampler, &mut self.planes),
-            src,
-            region,
-            &geometry,
-            out,
-            &sample,
-        )?;
+        match view.inset {
+            None => pipeline.finish(
+                (&mut self.resampler, &mut self.planes),
+                src,
+                region,
+                &geometry,
+                out,
+                &sample,
+            )?,
+            Some(inset) => {
+                let padded = inset_canvas(
+                    &mut self.resampler,
+                    (src, region, &geometry),
+                    inset,
+                    (pipeline.width as usize, pipeline.height as usize),
+                    &mut self.padded,
+                );
+                let (width, height) = (padded.width as u32, padded.height as u32);
+                let whole = Geometry {
+                    source: Rect::full(width, height),
+                    width,
+                    height,
+                    flip: false,
+                    filter: Filter::Bilinear,
+                };
+                pipeline.finish(
+                    (&mut self.resampler, &mut self.planes),
+                    padded,
+                    whole.source,
+                    &whole,
+                    out,
+                    &sample,
+                )?
+            }
+        }
+        if self.padded.len() > RETAINED_CANVAS_BYTES {
+            self.padded = Vec::new();
+        }
         if self.canvas.len() > RETAINED_CANVAS_BYTES {
             self.canvas = Vec::new();
         }
@@ -834,6 +897,43 @@ fn on_canvas<'a>(
         ..region
     };
     Ok((src, local))
+}
+
+/// The canvas of `output` (width, height) pixels of the inset's fill, in `buffer` (packed
+/// RGB), with `region` of `src` resized by `geometry` at its top left (top right and
+/// mirrored when the canvas was mirrored): the padding after the resize.
+fn inset_canvas<'a>(
+    resampler: &mut Resampler,
+    (src, region, geometry): (Image<'_>, Rect, &Geometry),
+    inset: op::Inset,
+    (cw, ch): (usize, usize),
+    buffer: &'a mut Vec<u8>,
+) -> Image<'a> {
+    buffer.clear();
+    buffer.resize(cw * ch * 3, 0);
+    buffer
+        .chunks_exact_mut(3)
+        .for_each(|p| p.copy_from_slice(&inset.fill));
+    let (pw, ph) = (geometry.width as usize, geometry.height as usize);
+    let mirrored = geometry.flip != inset.flip;
+    let left = if inset.flip { cw - pw } else { 0 };
+    resampler.run(src, region, (pw, ph, geometry.filter), |y0, block| {
+        for r in 0..block.rows {
+            let line = &mut buffer[((y0 + r) * cw + left) * 3..][..pw * 3];
+            for c in 0..3 {
+                let row = block.row(c, r);
+                for (x, &v) in row.iter().enumerate() {
+                    let at = if mirrored { pw - 1 - x } else { x };
+                    line[at * 3 + c] = v;
+                }
+            }
+        }
+    });
+    Image {
+        pixels: buffer,
+        width: cw,
+        height: ch,
+    }
 }
 
 /// A prep thread's scratch to make samples from pixels decoded elsewhere (a video's

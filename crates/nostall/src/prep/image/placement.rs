@@ -32,6 +32,11 @@ pub struct Placement {
     clip: Option<Rect>,
     /// The output's width and height.
     output: (u32, u32),
+    /// The width and height the source region is read at: the output's, or less where
+    /// the view is placed on a canvas of the output's size ([`View::inset`]).
+    part: (u32, u32),
+    /// Whether the canvas was mirrored after the view was placed on it.
+    canvas_flip: bool,
     flip: bool,
     /// [`View::flip_unscaled`].
     flip_unscaled: bool,
@@ -50,6 +55,14 @@ impl Placement {
             source: view.source,
             clip: view.clip,
             output,
+            part: match view.inset {
+                None => output,
+                Some(_) => (
+                    (view.w.round() as u32).clamp(1, output.0),
+                    (view.h.round() as u32).clamp(1, output.1),
+                ),
+            },
+            canvas_flip: view.inset.is_some_and(|inset| inset.flip),
             flip: view.flip,
             flip_unscaled: view.flip_unscaled,
             within: view.within,
@@ -84,8 +97,15 @@ impl Placement {
     /// the crops leave nothing of comes out empty (zero width or height), for
     /// [`sanitize`] to drop.
     pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
-        let output = (self.output.0 as f64, self.output.1 as f64);
-        map_box(b, self.clip, self.source, output, self.flip)
+        let part = (self.part.0 as f64, self.part.1 as f64);
+        let [x0, y0, x1, y1] = map_box(b, self.clip, self.source, part, self.flip);
+        match self.canvas_flip {
+            false => [x0, y0, x1, y1],
+            true => {
+                let w = self.output.0 as f64;
+                [w - x1, y0, w - x0, y1]
+            }
+        }
     }
 
     /// The source row of each output row and the source column of each output column, as
@@ -97,14 +117,15 @@ impl Placement {
         let shown = self.shown.unwrap_or(Rect::full(self.image.0, self.image.1));
         let rows = (shown.y.max(0.0), (shown.y + shown.h).min(image.1));
         let columns = (shown.x.max(0.0), (shown.x + shown.w).min(image.0));
-        let rows = nearest_axis(s.y, s.h, self.output.1, rows);
-        let columns = match (self.flip, self.flip_unscaled) {
-            (false, _) => nearest_axis(s.x, s.w, self.output.0, columns),
+        let (part_w, part_h) = self.part;
+        let mut rows = nearest_axis(s.y, s.h, part_h, rows);
+        let mut columns = match (self.flip, self.flip_unscaled) {
+            (false, _) => nearest_axis(s.x, s.w, part_w, columns),
             // Flipped, then resized: read in the mirrored source, mirrored back.
             (true, true) => {
                 let last = self.image.0 - 1;
                 let mirrored = (image.0 - columns.1, image.0 - columns.0);
-                let mut read = nearest_axis(image.0 - s.x - s.w, s.w, self.output.0, mirrored);
+                let mut read = nearest_axis(image.0 - s.x - s.w, s.w, part_w, mirrored);
                 for c in read.iter_mut().filter(|c| **c != OUTSIDE) {
                     *c = last - *c;
                 }
@@ -112,11 +133,17 @@ impl Placement {
             }
             // Resized, then flipped: the output mirrored.
             (true, false) => {
-                let mut read = nearest_axis(s.x, s.w, self.output.0, columns);
+                let mut read = nearest_axis(s.x, s.w, part_w, columns);
                 read.reverse();
                 read
             }
         };
+        // On a canvas: the part at its top left, the rest read as nothing.
+        rows.resize(self.output.1 as usize, OUTSIDE);
+        columns.resize(self.output.0 as usize, OUTSIDE);
+        if self.canvas_flip {
+            columns.reverse();
+        }
         (rows, columns)
     }
 }
@@ -277,6 +304,37 @@ mod tests {
             p.nearest().1,
             [OUTSIDE, OUTSIDE, 0, 1, 2, 3, OUTSIDE, OUTSIDE]
         );
+    }
+
+    #[test]
+    fn a_view_on_a_canvas_keeps_its_pixels_and_a_mirror_moves_it_across() {
+        // 60x50 read at its size on a 120x100 canvas, then the canvas mirrored.
+        let mut v = view(60, 50);
+        v.inset = Some(crate::prep::image::op::Inset {
+            width: 120.0,
+            height: 100.0,
+            fill: [0; 3],
+            flip: false,
+        });
+        let p = Placement::new(&v, (60, 50), (120, 100));
+        assert_eq!(
+            p.place_box([10.0, 5.0, 20.0, 15.0]),
+            [10.0, 5.0, 20.0, 15.0]
+        );
+        let (rows, columns) = p.nearest();
+        assert_eq!((rows.len(), columns.len()), (100, 120));
+        assert_eq!(
+            (rows[49], rows[50], columns[59], columns[60]),
+            (49, OUTSIDE, 59, OUTSIDE)
+        );
+        v.mirror();
+        let p = Placement::new(&v, (60, 50), (120, 100));
+        assert_eq!(
+            p.place_box([10.0, 5.0, 20.0, 15.0]),
+            [100.0, 5.0, 110.0, 15.0]
+        );
+        let (_, columns) = p.nearest();
+        assert_eq!((columns[59], columns[60], columns[119]), (OUTSIDE, 59, 0));
     }
 
     #[test]

@@ -40,6 +40,11 @@ impl ViewsPipeline {
                  picture; in a view write it after them"
             )));
         }
+        if let Some(op) = views.iter().find_map(ImagePipeline::on_a_canvas) {
+            return Err(Error::Config(format!(
+                "{op} pads the resized image; a view cannot take it yet"
+            )));
+        }
         let Some(first) = views.first() else {
             return Err(Error::Config(
                 "views: a list of pipelines needs at least one".into(),

@@ -62,6 +62,11 @@ impl VideoPipeline {
                  picture; with video write it after them"
             )));
         }
+        if let Some(op) = frames.on_a_canvas() {
+            return Err(Error::Config(format!(
+                "{op} pads a still image after its resize; video frames cannot take it yet"
+            )));
+        }
         Ok(VideoPipeline { clip, frames })
     }
 

@@ -58,4 +58,8 @@ impl Geometric for HorizontalFlip {
             view.mirror();
         }
     }
+
+    fn mirrors(&self) -> bool {
+        true
+    }
 }

@@ -38,6 +38,7 @@ mod autocontrast;
 mod center_crop;
 mod color_jitter;
 mod equalize;
+mod fixed_size_crop;
 mod gaussian_blur;
 mod grayscale;
 mod horizontal_flip;
@@ -58,6 +59,7 @@ mod random_resized_crop;
 mod random_zoom_out;
 mod resize;
 mod rotation;
+mod scale_jitter;
 mod sharpness;
 mod simd;
 mod solarize;
@@ -88,6 +90,8 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &random_crop::DECLARATION,
     &random_iou_crop::DECLARATION,
     &random_zoom_out::DECLARATION,
+    &scale_jitter::DECLARATION,
+    &fixed_size_crop::DECLARATION,
     &horizontal_flip::DECLARATION,
     &vertical_flip::DECLARATION,
     &normalize::DECLARATION,
@@ -263,6 +267,11 @@ pub(crate) trait Geometric {
     fn plan_targeted(&self, view: &mut View, _targets: &[[f64; 4]], rng: &mut Rng) {
         self.plan(view, rng);
     }
+
+    /// Whether all it does is mirror the view left–right (what may follow an [`Inset`]).
+    fn mirrors(&self) -> bool {
+        false
+    }
 }
 
 /// What a geometric operator does to the output's size.
@@ -274,6 +283,8 @@ pub(crate) enum OutputSize {
     Varies,
     /// Makes it this `(height, width)`.
     Fixed(u32, u32),
+    /// Makes it this `(height, width)` by placing the view on a canvas ([`Inset`]).
+    Canvas(u32, u32),
 }
 
 /// An operator on the output's 8-bit pixels.
@@ -439,6 +450,23 @@ pub(crate) struct View {
     /// still shows the image, in source coordinates, and the canvas's colour around it
     /// (`RandomZoomOut`; `None` without one).
     pub fill: Option<(Rect, [u8; 3])>,
+    /// The canvas the view, once resized, is placed on (`FixedSizeCrop`'s padding).
+    pub inset: Option<Inset>,
+}
+
+/// A canvas of the output's size that the resized view is placed on, at its top left
+/// corner (at its top right once mirrored), the rest `fill`: padding after the resize, as
+/// `FixedSizeCrop` pads. Only mirroring may follow it ([`Geometric::mirrors`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Inset {
+    /// The canvas's width.
+    pub width: f64,
+    /// The canvas's height.
+    pub height: f64,
+    /// Its colour around the view.
+    pub fill: [u8; 3],
+    /// Whether the canvas was mirrored after the view was placed on it.
+    pub flip: bool,
 }
 
 impl View {
@@ -454,11 +482,16 @@ impl View {
             clip: None,
             within: None,
             fill: None,
+            inset: None,
         }
     }
 
-    /// Mirrors it left–right.
+    /// Mirrors it left–right (the canvas it was placed on, if any).
     pub(crate) fn mirror(&mut self) {
+        if let Some(inset) = &mut self.inset {
+            inset.flip = !inset.flip;
+            return;
+        }
         self.flip = !self.flip;
         self.flip_unscaled = self.source.w == self.w;
     }
