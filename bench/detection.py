@@ -16,9 +16,16 @@ then ``PILToTensor``, ``ToDtype(float, scale=True)``, ``SanitizeBoundingBoxes()`
 * ``ssdlite``: ``RandomIoUCrop()``, ``RandomHorizontalFlip()``.
 * ``ssd`` (SSD300): ``RandomPhotometricDistort()``, ``RandomZoomOut(fill=defaultdict(lambda:
   mean, {Mask: 0}))``, ``RandomIoUCrop()``, ``RandomHorizontalFlip()``.
+* ``maskrcnn-lsj``: Mask R-CNN's large-scale jitter with instance masks (the references'
+  ``DetectionPresetTrain("lsj")``): ``ScaleJitter((1024, 1024))``, the references'
+  ``FixedSizeCrop((1024, 1024), fill=mean)``, ``RandomHorizontalFlip()``; no resize after
+  (the output is 1024 x 1024 already). Masks come from each box's polygon (an ellipse of 16
+  points inside it): torchvision's wrapper makes them with pycocotools, nostall with its
+  own rasteriser; ``max_boxes=8``, the most an image holds. The references' class is not
+  in torchvision: ``FixedSizeCrop`` below is it, on v2's functionals.
 
   - ``torchvision``: ``CocoDetection`` wrapped by ``wrap_dataset_for_transforms_v2``
-    (boxes and labels) with the v2 ``Compose``, in a DataLoader with 2 workers, batches
+    (boxes and labels, and masks for ``maskrcnn-lsj``) with the v2 ``Compose``, in a DataLoader with 2 workers, batches
     collated as a stacked tensor and a list of target dicts.
   - ``nostall``: ``nostall.Loader("instances_photos.json", pipeline=Compose, fields={"image":
     "image", "target": Field("coco", kind="boxes")}, threads=2)``: the same ``Compose``,
@@ -29,13 +36,15 @@ figure is the ratio of the medians. A run: 4 batches of warm-up, then ``--batche
 batches timed (epochs run on as needed).
 
 Usage: ``python bench/detection.py [bench/data/photos] [--recipes ssd,ssdlite] [--rounds 3]
-[--batches 20] [--json out.json]`` in a venv with nostall, torch, torchvision and psutil (``.venv-test``).
+[--batches 20] [--json out.json]`` in a venv with nostall, torch, torchvision and psutil (``.venv-test``),
+and pycocotools for ``maskrcnn-lsj``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -74,12 +83,52 @@ def write_annotations(photos: str) -> str:
         for _ in range(rng.randint(1, 8)):
             w, h = width * rng.uniform(0.05, 0.6), height * rng.uniform(0.05, 0.6)
             x, y = rng.uniform(0, width - w), rng.uniform(0, height - h)
+            bbox = [round(v, 2) for v in (x, y, w, h)]
             annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": rng.randint(1, 10),
-                                "bbox": [round(v, 2) for v in (x, y, w, h)], "iscrowd": 0, "area": w * h})
+                                "bbox": bbox, "iscrowd": 0, "area": w * h, "segmentation": [ellipse(bbox)]})
     categories = [{"id": c, "name": f"c{c}"} for c in range(1, 11)]
     with open(path, "w") as f:
         json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
     return path
+
+
+def ellipse(bbox: list[float]) -> list[float]:
+    """16 points of the ellipse inside box ``bbox`` (x, y, w, h), as a COCO polygon."""
+    x, y, w, h = bbox
+    points = []
+    for k in range(16):
+        angle = 2 * math.pi * k / 16
+        points += [round(x + w / 2 * (1 + math.cos(angle)), 2), round(y + h / 2 * (1 + math.sin(angle)), 2)]
+    return points
+
+
+def fixed_size_crop(size: int, fill: tuple) -> Any:
+    """The detection references' ``FixedSizeCrop`` (``references/detection/transforms.py``)
+    as a v2 transform: a window of at most ``size`` at one drawn place along both axes
+    (the image, boxes and masks cropped, boxes clamped, empty ones dropped with their
+    labels and masks), then padding at the right and the bottom."""
+    import torch
+    from torchvision import tv_tensors
+    from torchvision.transforms.v2 import functional as F
+
+    def crop(image: Any, target: dict) -> tuple:
+        height, width = F.get_size(image)
+        new_height, new_width = min(height, size), min(width, size)
+        if (new_height, new_width) != (height, width):
+            r = torch.rand(1)
+            top, left = int(max(height - size, 0) * r), int(max(width - size, 0) * r)
+            image = F.crop(image, top, left, new_height, new_width)
+            boxes = F.crop(target["boxes"], top, left, new_height, new_width)
+            valid = (boxes[:, 0] < boxes[:, 2]) & (boxes[:, 1] < boxes[:, 3])
+            target = {**target, "boxes": tv_tensors.wrap(boxes[valid], like=boxes), "labels": target["labels"][valid],
+                      "masks": F.crop(target["masks"], top, left, new_height, new_width)[valid]}
+        padding = [0, 0, size - new_width, size - new_height]
+        if padding[2] or padding[3]:
+            image = F.pad(image, padding, fill=list(fill))
+            target = {**target, "boxes": F.pad(target["boxes"], padding), "masks": F.pad(target["masks"], padding)}
+        return image, target
+
+    return crop
 
 
 def recipe(name: str) -> Any:
@@ -91,6 +140,10 @@ def recipe(name: str) -> Any:
     from torchvision import tv_tensors
     from torchvision.transforms import v2
 
+    if name == "maskrcnn-lsj":
+        lsj = [v2.ScaleJitter((1024, 1024)), fixed_size_crop(1024, (123, 117, 104)), v2.RandomHorizontalFlip(),
+               v2.PILToTensor(), v2.ToDtype(torch.float, scale=True)]
+        return v2.Compose([*lsj, v2.SanitizeBoundingBoxes()])
     steps = [v2.RandomIoUCrop(), v2.RandomHorizontalFlip()]
     if name == "ssd":
         fill = defaultdict(lambda: (123.0, 117.0, 104.0), {tv_tensors.Mask: 0})
@@ -114,15 +167,24 @@ def run(which: str, annotations: str, batches: int) -> dict:
         from torchvision import datasets
 
         dataset = datasets.CocoDetection(os.path.join(OUT, "photos"), annotations, transforms=recipe(name))
-        dataset = datasets.wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels"])
+        keys = ["boxes", "labels", "masks"] if name == "maskrcnn-lsj" else ["boxes", "labels"]
+        dataset = datasets.wrap_dataset_for_transforms_v2(dataset, target_keys=keys)
         loader: Any = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=THREADS,
                                                   persistent_workers=True, drop_last=True, collate_fn=collate)
         batch_of = lambda batch: batch  # noqa: E731
     else:
         import nostall
 
-        loader = nostall.Loader(annotations, pipeline=recipe(name), batch_size=BATCH, threads=THREADS,
-                                fields={"image": "image", "target": nostall.Field("coco", kind="boxes")})
+        pipeline = recipe(name)
+        target = nostall.Field("coco", kind="boxes")
+        if name == "maskrcnn-lsj":
+            # The references' FixedSizeCrop is not torchvision's: nostall's takes its place.
+            steps = list(pipeline.transforms)
+            steps[1] = nostall.ops.FixedSizeCrop(1024, fill=(123, 117, 104))
+            pipeline = steps
+            target = nostall.Field("coco", kind="boxes", max_boxes=8, masks=True)
+        loader = nostall.Loader(annotations, pipeline=pipeline, batch_size=BATCH, threads=THREADS,
+                                fields={"image": "image", "target": target})
         batch_of = lambda batch: (batch["image"], batch["target"])  # noqa: E731
     boxes = 0
     while seen < WARM_UP + batches:
