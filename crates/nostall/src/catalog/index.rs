@@ -46,48 +46,7 @@ impl Catalog {
     ///
     /// [`Error::Io`] if the directory or the file cannot be written.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let Some(name) = path.file_name() else {
-            return Err(Error::Config(format!(
-                "index path {} does not name a file",
-                path.display()
-            )));
-        };
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        // Only this user may list or write the index directory (it names the dataset's
-        // files), and only this user may write the index.
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io(dir, e))?;
-        // The process id keeps concurrent processes apart; the counter, threads.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let mut tmp_name = OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(
-            ".{}.{}.tmp",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = dir.join(tmp_name);
-        // No fsync: the index is a cache. If a crash leaves it empty or torn, loading it
-        // fails its checksum and `open` scans again.
-        let written = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut file| io::Write::write_all(&mut file, &self.encode()))
-            .and_then(|()| fs::rename(&tmp, path));
-        if let Err(err) = written {
-            // Best effort: the error worth reporting is the one we already have.
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::io(path, err));
-        }
-        Ok(())
+        write_private(path, &self.encode())
     }
 
     /// Reads an index written by [`Catalog::save`].
@@ -405,4 +364,56 @@ impl<'a> Reader<'a> {
             ends,
         })
     }
+}
+
+/// Writes `bytes` to `path` as a private cache file: its directory made for this user
+/// alone, the file this user's alone (mode 0600), written whole under a temporary name
+/// and renamed into place, so that a reader never sees it half written.
+///
+/// # Errors
+///
+/// [`Error::Config`] where `path` names no file; the file system's error otherwise.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let Some(name) = path.file_name() else {
+        return Err(Error::Config(format!(
+            "index path {} does not name a file",
+            path.display()
+        )));
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    // Only this user may list or write the index directory (it names the dataset's
+    // files), and only this user may write the index.
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    // The process id keeps concurrent processes apart; the counter, threads.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut tmp_name = OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let tmp = dir.join(tmp_name);
+    // No fsync: the index is a cache. If a crash leaves it empty or torn, loading it
+    // fails its checksum and `open` scans again.
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut file| io::Write::write_all(&mut file, bytes))
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(err) = written {
+        // Best effort: the error worth reporting is the one we already have.
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(path, err));
+    }
+    Ok(())
 }

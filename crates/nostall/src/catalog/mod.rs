@@ -39,6 +39,8 @@ use crate::sample::Modality;
 
 pub use crate::sample::SampleId;
 pub use index::seal_index;
+pub(crate) use index::write_private;
+pub(crate) use store::{derived_index_path, read_own};
 
 mod index;
 mod scan;

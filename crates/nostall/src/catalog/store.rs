@@ -120,24 +120,43 @@ fn is_inside(root: &Path, path: &Path) -> bool {
         .is_some_and(|dir| dir.starts_with(root))
 }
 
-/// The index at `path` if this user owns it and no one else may write it (checked on the
-/// open file, so that it cannot be swapped between the check and the read).
+/// The index at `path` if this user owns it and no one else may write it.
 fn load_own(path: &Path) -> Option<Catalog> {
+    Catalog::decode(&read_own(path)?).ok()
+}
+
+/// The bytes of the cache file at `path` if this user owns it and no one else may write
+/// it (checked on the open file, so that it cannot be swapped between the check and the
+/// read): a file another user could have written could say anything about the dataset.
+pub(crate) fn read_own(path: &Path) -> Option<Vec<u8>> {
     let mut file = fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me || meta.mode() & 0o022 != 0 {
         eprintln!(
-            "nostall: ignoring the index {}: it is not this user's or others may write it; \
-             scanning the dataset instead",
+            "nostall: ignoring the cached index {}: it is not this user's or others may \
+             write it; reading the dataset instead",
             path.display()
         );
         return None;
     }
     let mut bytes = Vec::new();
     io::Read::read_to_end(&mut file, &mut bytes).ok()?;
-    Catalog::decode(&bytes).ok()
+    Some(bytes)
+}
+
+/// Where an index derived from the file at `path` (an annotation file's parse) is kept:
+/// the directory of [`Catalog::default_index_path`], the name a hash of the file's
+/// canonical path, then `kind`.
+pub(crate) fn derived_index_path(path: &Path, kind: &str) -> PathBuf {
+    let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let dir = cache_dir(
+        env::var_os("NOSTALL_CACHE_DIR"),
+        env::var_os("XDG_CACHE_HOME"),
+        env::var_os("HOME"),
+    );
+    dir.join(format!("{:016x}.{kind}.idx", path_hash(&path)))
 }
 
 pub(super) fn cache_dir(

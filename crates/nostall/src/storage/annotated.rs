@@ -3,7 +3,8 @@
 //!
 //! A COCO annotation file (`instances_val2017.json`) lists the images of a folder by
 //! file name and their annotations. It is parsed once when the dataset is opened
-//! (`nostall-coco`: bounded, no tree of JSON values, polygons and RLEs kept compact), and
+//! (`nostall-coco`: bounded, no tree of JSON values, polygons and RLEs kept compact; the
+//! index is kept between opens, [`super::coco_index`]), and
 //! a sample's member is written from that index when the sample is read
 //! ([`super::coco_member`]: boxes, categories, crowd flags and masks).
 //!
@@ -16,8 +17,9 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use nostall_coco::{Annotations, Limits, Problem};
+use nostall_coco::Annotations;
 
+use super::coco_index::{self, Problem};
 use super::coco_member::encode_coco_member;
 use super::files::read_regular_file;
 use super::record::write_frame;
@@ -51,8 +53,7 @@ impl Annotated {
     /// [`Error::Config`] when the file is not COCO's format (naming the place), lists no
     /// image, or its images are in none of the folders looked in (naming them).
     pub fn open(path: &Path, images: Option<&Path>) -> Result<Annotated> {
-        let (index, problems) = Annotations::open(path, &Limits::default())
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let (index, problems, _) = coco_index::open(path, None)?;
         if index.image_count() == 0 {
             return Err(Error::Config(format!(
                 "{}: the COCO file lists no image",
@@ -86,8 +87,8 @@ impl Annotated {
             let size = std::fs::metadata(root.join(name)).map_or(0, |m| m.len());
             samples.push((name.to_string(), None, size));
         }
-        for problem in problems {
-            if let Some(i) = index.image_index(problem.image_id) {
+        for (image, problem) in problems {
+            if let Some(i) = index.image_index(*image) {
                 refused.push((i as SampleId, format!("{}: {problem}", path.display())));
             }
         }

@@ -45,6 +45,7 @@
 
 mod annotated;
 mod blob;
+mod coco_index;
 mod coco_member;
 mod columns;
 mod files;

@@ -1,0 +1,163 @@
+//! A COCO file's parsed index, kept between opens in the cache directory beside the
+//! catalogs' indexes ([`crate::catalog::derived_index_path`]).
+//!
+//! Parsing `instances_train2017.json` (450 MB) takes seconds; reading back its index,
+//! `nostall-coco`'s [`Annotations::to_bytes`], takes milliseconds. The cached index is
+//! used while the file is the one it was made from: the same canonical path, device,
+//! inode, size and modification time (to the nanosecond). A file rewritten in place
+//! within one timestamp tick at the same size is not seen: delete the cached index then.
+//! Like the catalogs' indexes, a cached index is read only if this user owns it and no
+//! one else may write it, and everything in it is checked as it is read
+//! ([`Annotations::from_bytes`]): a damaged one is parsed again, never trusted.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use nostall_coco::{Annotations, Limits};
+
+use crate::catalog::{derived_index_path, read_own, write_private};
+use crate::error::{Error, Result};
+
+/// The first bytes of a cached index.
+const MAGIC: &[u8; 8] = b"NSCOCOX1";
+
+/// An annotation left out of the index: its image's id, and why (in words).
+pub(crate) type Problem = (u64, String);
+
+/// The index of the COCO file at `path` and the problems found in it, from the cache at
+/// `cache` (or the default place) when it was made from this very file, else parsed and
+/// cached; whether it came from the cache.
+///
+/// # Errors
+///
+/// [`Error::Config`] when the file is not COCO's format (naming the place), or cannot be
+/// read.
+pub(crate) fn open(path: &Path, cache: Option<&Path>) -> Result<(Annotations, Vec<Problem>, bool)> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let canonical = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    let mut identity = Vec::new();
+    let bytes = canonical.as_os_str().as_bytes();
+    identity.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    identity.extend_from_slice(bytes);
+    for v in [
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime() as u64,
+        meta.mtime_nsec() as u64,
+    ] {
+        identity.extend_from_slice(&v.to_le_bytes());
+    }
+    let cache = cache.map_or_else(|| derived_index_path(path, "coco"), Path::to_path_buf);
+    if let Some((index, problems)) = read_own(&cache).and_then(|b| decode(&b, &identity)) {
+        return Ok((index, problems, true));
+    }
+    let (index, problems) = Annotations::open(path, &Limits::default())
+        .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+    let problems: Vec<Problem> = problems
+        .iter()
+        .map(|p| (p.image_id, p.to_string()))
+        .collect();
+    // Not fatal: the index is a cache, made again at the next open.
+    let _ = write_private(&cache, &encode(&identity, &index, &problems));
+    Ok((index, problems, false))
+}
+
+/// The cached index: [`MAGIC`], the identity's length and bytes, the problems (count,
+/// then each image id, text length and text), then the index; little-endian.
+fn encode(identity: &[u8], index: &Annotations, problems: &[Problem]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(identity.len() as u64).to_le_bytes());
+    out.extend_from_slice(identity);
+    out.extend_from_slice(&(problems.len() as u64).to_le_bytes());
+    for (image, text) in problems {
+        out.extend_from_slice(&image.to_le_bytes());
+        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    out.extend_from_slice(&index.to_bytes());
+    out
+}
+
+/// The index and problems of a cached index made from the file of `identity`; `None`
+/// for another file's, or bytes that do not read back.
+fn decode(bytes: &[u8], identity: &[u8]) -> Option<(Annotations, Vec<Problem>)> {
+    let mut rest = bytes.strip_prefix(MAGIC)?;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        (rest.len() >= n).then(|| {
+            let (taken, after) = rest.split_at(n);
+            rest = after;
+            taken
+        })
+    };
+    let len = u64::from_le_bytes(take(8)?.try_into().ok()?) as usize;
+    if take(len)? != identity {
+        return None;
+    }
+    let count = u64::from_le_bytes(take(8)?.try_into().ok()?) as usize;
+    let mut problems = Vec::new();
+    for _ in 0..count {
+        let image = u64::from_le_bytes(take(8)?.try_into().ok()?);
+        let len = u64::from_le_bytes(take(8)?.try_into().ok()?) as usize;
+        let text = String::from_utf8(take(len)?.to_vec()).ok()?;
+        problems.push((image, text));
+    }
+    let index = Annotations::from_bytes(rest, &Limits::default()).ok()?;
+    Some((index, problems))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"{"images": [{"id": 1, "file_name": "a.jpg", "width": 10, "height": 8}],
+        "categories": [{"id": 7, "name": "cat"}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 7, "bbox": [1, 2, 3, 4],
+                         "segmentation": [[1, 2, 4, 2, 4, 6]]},
+                        {"id": 2, "image_id": 1, "category_id": 9, "bbox": [1, 2, 3, 4]}]}"#;
+
+    #[test]
+    fn a_second_open_reads_the_cache_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, cache) = (dir.path().join("i.json"), dir.path().join("cache/c.idx"));
+        std::fs::write(&path, FILE).unwrap();
+        let (first, problems, cached) = open(&path, Some(&cache)).unwrap();
+        assert!(!cached && problems.len() == 1 && problems[0].0 == 1);
+        let (again, problems_again, cached) = open(&path, Some(&cache)).unwrap();
+        assert!(cached);
+        assert_eq!(again.to_bytes(), first.to_bytes());
+        assert_eq!(problems_again, problems);
+        // Another file at the same path (another inode, size): parsed again.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, FILE.replace("\"cat\"", "\"dog\"")).unwrap();
+        let (changed, _, cached) = open(&path, Some(&cache)).unwrap();
+        assert!(!cached);
+        assert_eq!(changed.categories()[0].name, "dog");
+        // A damaged cache, or another user's writable one, is parsed again.
+        let mut bytes = std::fs::read(&cache).unwrap();
+        let end = bytes.len() - 3;
+        bytes[end] ^= 0xFF;
+        std::fs::write(&cache, &bytes).unwrap();
+        let _ = open(&path, Some(&cache)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(!open(&path, Some(&cache)).unwrap().2);
+    }
+
+    #[test]
+    fn every_cut_of_a_cached_index_is_refused_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, cache) = (dir.path().join("i.json"), dir.path().join("c.idx"));
+        std::fs::write(&path, FILE).unwrap();
+        let _ = open(&path, Some(&cache)).unwrap();
+        let bytes = std::fs::read(&cache).unwrap();
+        let identity =
+            &bytes[16..16 + u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize];
+        assert!(decode(&bytes, identity).is_some());
+        for end in 0..bytes.len() {
+            assert!(decode(&bytes[..end], identity).is_none(), "{end}");
+        }
+    }
+}
