@@ -63,6 +63,21 @@ def write_coco(photos, root, boxes, count=DRAWS):
     return path
 
 
+def assert_same_values(ours, theirs, what):
+    """`assert_same_distribution` once values a float rounding apart are made one. The two
+    sides compute in float32 in their own order, so one exact value (an uncropped box's
+    corner, shared by a sixth of the samples) lands a few ulps apart; the empirical
+    distributions would then step at two places and KS measure the step. Distinct values
+    lie further apart (integer windows and canvases of at most 256 pixels, seen on 32:
+    at least 32 / (256 × 255) ≈ 5e-4), so joining values closer than 1e-4 joins only
+    what is equal."""
+    ours, theirs = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    values = np.unique(np.concatenate([ours, theirs]))
+    firsts = values[np.concatenate([[True], np.diff(values) > 1e-4])]
+    snap = lambda x: firsts[np.searchsorted(firsts, x, side="right") - 1]  # noqa: E731
+    assert_same_distribution(snap(ours), snap(theirs), what)
+
+
 def nostall_targets(path, pipeline, seed):
     """Every sample's (boxes, labels) out of nostall, in order."""
     loader = nostall.Loader(str(path), pipeline=pipeline, fields={"image": "image", "target": nostall.Field(
@@ -111,7 +126,7 @@ def test_random_zoom_out_draws_the_canvas_and_the_place_as_v2(photos, tmp_path, 
     ours = zoom_out_draws(nostall_targets(path, recipe, seed=1))
     theirs = zoom_out_draws(v2_targets(v2.Compose(recipe), WHOLE, seed=1))
     for k, what in enumerate(["left edge", "top edge", "width"]):
-        assert_same_distribution(ours[k], theirs[k], f"RandomZoomOut: the image's {what} on the output")
+        assert_same_values(ours[k], theirs[k], f"RandomZoomOut: the image's {what} on the output")
     assert_homogeneous(ours[3], theirs[3], "RandomZoomOut: share left unzoomed")
 
 
@@ -137,33 +152,18 @@ def iou_crop_draws(targets):
     return kept, np.array(followed), uncropped
 
 
-def pooled(counts, least=20):
-    """Counts of boxes with the rare ones pooled into their neighbour, so that every
-    category holds enough samples for the chi-square approximation (and a category a few
-    samples reach on one side only does not fail the test by itself)."""
-    seen = np.bincount(counts, minlength=len(IOU_BOXES) + 1)
-    merged, into = {}, 0
-    for k in range(len(seen)):
-        merged[k] = into
-        if seen[merged[k]:k + 1].sum() >= least:
-            into = k + 1
-    # A tail too thin to stand on its own joins the category before it.
-    last = max(v for k, v in merged.items() if seen[merged[k]:].sum() >= least) if seen.sum() else 0
-    return lambda c: min(merged[c], last)
-
-
 def test_random_iou_crop_draws_the_iou_and_the_window_as_v2(photos, tmp_path, one_torch_thread):
     path = write_coco(photos, tmp_path, IOU_BOXES)
     recipe = [v2.RandomIoUCrop(), v2.Resize((SIDE, SIDE)), v2.SanitizeBoundingBoxes()]
     ours = iou_crop_draws(nostall_targets(path, recipe, seed=2))
     theirs = iou_crop_draws(v2_targets(v2.Compose(recipe), IOU_BOXES, seed=2, image=True))
-    category = pooled(theirs[0])
-    assert_homogeneous([category(c) for c in ours[0]], [category(c) for c in theirs[0]],
-                       "RandomIoUCrop: boxes kept")
+    # Never none: a window holds some box's centre, and the boxes are large enough that
+    # what of them the window keeps stays a pixel wide.
+    assert_homogeneous(ours[0], theirs[0], "RandomIoUCrop: boxes kept")
     # Kept in most samples, and not always in the same place: the comparison has teeth.
     assert len(ours[1]) > DRAWS // 2 and len(theirs[1]) > DRAWS // 2
     for k, what in enumerate(["x0", "y0", "x1", "y1"]):
-        assert_same_distribution(ours[1][:, k], theirs[1][:, k], f"RandomIoUCrop: the followed box's {what}")
+        assert_same_values(ours[1][:, k], theirs[1][:, k], f"RandomIoUCrop: the followed box's {what}")
     assert_homogeneous(ours[2], theirs[2], "RandomIoUCrop: share left uncropped")
 
 
@@ -182,4 +182,4 @@ def test_scale_jitter_draws_the_size_as_v2(photos, tmp_path, one_torch_thread):
     assert not ours[:, :2].any() and (ours[:, 2:] < BIG).all()
     theirs = torch.stack([b[0] for b, _ in v2_targets(jitter, WHOLE, seed=3)])
     for k, what in [(2, "width"), (3, "height")]:
-        assert_same_distribution(ours[:, k].numpy(), theirs[:, k].numpy(), f"ScaleJitter: the drawn {what}")
+        assert_same_values(ours[:, k].numpy(), theirs[:, k].numpy(), f"ScaleJitter: the drawn {what}")
