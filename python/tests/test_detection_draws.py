@@ -9,6 +9,9 @@ zoomed-out canvas, which boxes survive and where tells the IoU crop's window, an
 whole-image box's size after ScaleJitter is the size drawn. v2 runs the same recipe on
 the same canvas size and boxes; both sides are seeded, so the tests cannot flake.
 
+Most of the time is v2's: RandomIoUCrop's Python loop of window trials, a few
+milliseconds a sample; nostall's 10 000 samples take about a second.
+
 The dataset is one small PNG of a real photograph named by 10 000 COCO image entries:
 each entry is its own sample, with its own draws."""
 
@@ -160,7 +163,7 @@ def test_random_iou_crop_draws_the_iou_and_the_window_as_v2(photos, tmp_path, on
     # Never none on either side (a window holds some box's centre, and what it keeps of
     # such a box is over a pixel wide): a sample without boxes fails as a category of its own.
     assert_homogeneous(ours[0], theirs[0], "RandomIoUCrop: boxes kept")
-    # Kept in most samples, and not always in the same place: the comparison has teeth.
+    # Kept in most samples: enough of them for KS to see a window drawn otherwise.
     assert len(ours[1]) > DRAWS // 2 and len(theirs[1]) > DRAWS // 2
     for k, what in enumerate(["x0", "y0", "x1", "y1"]):
         assert_same_values(ours[1][:, k], theirs[1][:, k], f"RandomIoUCrop: the followed box's {what}")

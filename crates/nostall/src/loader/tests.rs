@@ -748,7 +748,17 @@ fn a_batch_larger_than_any_machine_holds_is_refused_not_overflowed() {
     )
     .unwrap();
     let (catalog, source) = (Arc::new(catalog), Arc::new(Memory::new(vec![vec![0u8]])));
-    for (side, batch_size) in [(u32::MAX, 1), (4096, 1 << 20)] {
+    // A sample past an image's pixels is the pipeline's to refuse.
+    let huge = ImagePipeline::new(
+        vec![Op::center_crop(u32::MAX, u32::MAX)],
+        DType::U8,
+        Layout::Chw,
+    );
+    assert!(huge
+        .unwrap_err()
+        .to_string()
+        .contains("more pixels than an image may"));
+    for (side, batch_size) in [(10_000, 1 << 10), (4096, 1 << 20)] {
         let crop = vec![Op::center_crop(side, side)];
         let pipeline = ImagePipeline::new(crop, DType::U8, Layout::Chw).unwrap();
         let mut config = LoaderConfig::new(pipeline.into());

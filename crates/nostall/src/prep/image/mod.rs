@@ -289,6 +289,12 @@ impl ImagePipeline {
                     .into(),
             ));
         };
+        if u64::from(height) * u64::from(width) > DEFAULT_MAX_PIXELS {
+            return Err(Error::Config(format!(
+                "the output, {height}x{width}, has more pixels than an image may \
+                 ({DEFAULT_MAX_PIXELS}): give the geometric operators smaller sizes"
+            )));
+        }
         if normalized.is_some() && dtype == DType::U8 {
             return Err(Error::Config(
                 "Normalize needs f32 (float32) output; for u8 (uint8) output, leave Normalize out \

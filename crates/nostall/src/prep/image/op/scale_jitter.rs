@@ -19,7 +19,8 @@ pub(super) static DECLARATION: Declaration = Declaration {
         Param::required(
             "target_size",
             Kind::Square,
-            "an int (a square) or `(height, width)`",
+            "an int (a square) or a pair, read as v2 reads it: the first number against \
+             the width, the second against the height",
         ),
         Param::with_default(
             "scale_range",
@@ -64,7 +65,7 @@ fn build(args: &Args) -> Result<Op> {
 }
 
 struct ScaleJitter {
-    /// `(height, width)`.
+    /// The pair as given: v2 sets its first number against the width.
     target: (u32, u32),
     scale_range: (f64, f64),
     filter: Filter,
