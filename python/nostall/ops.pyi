@@ -218,7 +218,8 @@ class ScaleJitter(Op):
     in ``target_size`` (torchvision.transforms.v2's ``ScaleJitter``). The size varies with
     the image: follow it with ``FixedSizeCrop``.
 
-    - ``target_size``: an int (a square) or ``(height, width)``.
+    - ``target_size``: an int (a square) or a pair, read as v2 reads it: the first number
+      against the width, the second against the height.
     - ``scale_range`` (``(0.1, 2.0)``): range of the factor drawn.
     - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
       torchvision's antialiased filters) or ``'nearest'``.
@@ -230,7 +231,7 @@ class ScaleJitter(Op):
     def __new__(cls, target_size: int | tuple[int, int] | list[int], scale_range: tuple[float, float] | list[float] = (0.1, 2.0), interpolation: str = 'bilinear', antialias: bool = True) -> ScaleJitter: ...
     @property
     def target_size(self) -> tuple[int, int]:
-        """An int (a square) or ``(height, width)``."""
+        """An int (a square) or a pair, read as v2 reads it: the first number against the width, the second against the height."""
     @property
     def scale_range(self) -> tuple[float, float]:
         """Range of the factor drawn."""
