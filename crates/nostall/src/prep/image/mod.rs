@@ -14,7 +14,9 @@
 //! one (SSD's colour distortion) run on the whole decoded image first, as torchvision
 //! runs them. A zoom-out's region reaches past the image: the image is drawn on a canvas
 //! of its fill that covers the region (`on_canvas`), and the canvas is resized as any
-//! region is. Targets (a detection sample's boxes) follow the same view ([`Placement`]).
+//! region is. Padding after the resize (`FixedSizeCrop`) needs none of that: the region,
+//! resized, is placed on a canvas of the output's size (`inset_canvas`). Targets (a
+//! detection sample's boxes and masks) follow the same view ([`Placement`]).
 //!
 //! Random choices follow torchvision's definitions (RandomResizedCrop: scale 0.08–1,
 //! ratio 3/4–4/3, ten tries, then the centre fallback), drawn from a generator seeded by
