@@ -191,8 +191,10 @@ def test_pipeline_errors_say_what_to_change(photos):
     with pytest.raises(TypeError, match=r"pipeline\[1\] is 'flip', not an operator: build the list "
                        r"from nostall.ops"):
         nostall.Loader(photos, pipeline=[ops.CenterCrop(8), "flip"])
-    with pytest.raises(nostall.ConfigError, match="16 GiB a batch may"):
+    with pytest.raises(nostall.ConfigError, match="more pixels than an image may"):
         nostall.Loader(photos, pipeline=[ops.CenterCrop((4294967295, 4294967295))], dtype="uint8")
+    with pytest.raises(nostall.ConfigError, match="16 GiB a batch may"):
+        nostall.Loader(photos, pipeline=[ops.CenterCrop(10_000)], dtype="uint8", batch_size=1024)
     with pytest.raises(nostall.ConfigError, match=r'unknown operator "Blur"'):
         nostall.Loader(photos, pipeline="[CenterCrop(8), Blur(3)]")
     with pytest.raises(nostall.ConfigError, match=r"at character 16: expected a comma"):
