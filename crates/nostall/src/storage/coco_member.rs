@@ -30,6 +30,22 @@ const FIXED: usize = 16 + 8 + 4 + 4;
 const MAX_COORDS: usize = 200_000;
 const MAX_RUNS: usize = 1 << 20;
 
+/// Whether a polygon of `coords` coordinates, bringing its annotation's polygons to
+/// `total` together, is one a mask can be made of within the bound; why not, in words.
+pub(crate) fn check_polygon(coords: usize, total: usize) -> Result<(), String> {
+    if total > MAX_COORDS {
+        return Err(format!(
+            "polygons of more than {MAX_COORDS} coordinates together"
+        ));
+    }
+    if coords < 6 || coords % 2 == 1 {
+        return Err(format!(
+            "a polygon of {coords} coordinates: give 3 points or more, x and y each"
+        ));
+    }
+    Ok(())
+}
+
 /// An annotation's mask, as its member gives it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Shape {
@@ -191,16 +207,7 @@ fn polygons(mask: &[u8]) -> Result<Shape, String> {
     for _ in 0..count {
         let n = at.word()? as usize;
         total = total.saturating_add(n);
-        if total > MAX_COORDS {
-            return Err(format!(
-                "polygons of more than {MAX_COORDS} coordinates together"
-            ));
-        }
-        if n < 6 || n % 2 == 1 {
-            return Err(format!(
-                "a polygon of {n} coordinates: give 3 points or more, x and y each"
-            ));
-        }
+        check_polygon(n, total)?;
         let coords = at.take(8 * n)?;
         polygons.push(
             coords

@@ -73,7 +73,7 @@ pub use annotated::{images_folder, Annotated, COCO_MEMBER};
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 #[cfg(test)]
 pub(crate) use coco_member::encode_coco_member;
-pub(crate) use coco_member::{decode_coco_member, Shape, COCO_MAGIC};
+pub(crate) use coco_member::{check_polygon, decode_coco_member, Shape, COCO_MAGIC};
 pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use held::{Held, HeldSample, HeldSamples};

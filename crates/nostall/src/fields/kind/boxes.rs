@@ -32,7 +32,7 @@ use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{MaskForm, PartForm, SampleLayout};
-use crate::storage::{decode_coco_member, Shape, COCO_MAGIC};
+use crate::storage::{check_polygon, decode_coco_member, Shape, COCO_MAGIC};
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "boxes",
@@ -61,10 +61,6 @@ const DEFAULT_JSON_BYTES: usize = 256 << 10;
 
 /// The most a JSON member's `max_bytes` may be: it is parsed into a tree of values.
 const MAX_JSON_BYTES: usize = 4 << 20;
-
-/// The most coordinates one annotation's polygons of a JSON member may have together
-/// (the `coco` member's bound).
-const MAX_POLYGON_COORDS: usize = 200_000;
 
 /// Whether and how a boxes field writes its boxes' masks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -550,17 +546,7 @@ fn json_shape(segmentation: &Value) -> Result<Shape, String> {
                         .as_array()
                         .ok_or("\"segmentation\" is neither polygons nor an RLE")?;
                     total += coords.len();
-                    if total > MAX_POLYGON_COORDS {
-                        return Err(format!(
-                            "polygons of more than {MAX_POLYGON_COORDS} coordinates together"
-                        ));
-                    }
-                    if coords.len() < 6 || coords.len() % 2 == 1 {
-                        return Err(format!(
-                            "a polygon of {} coordinates: give 3 points or more, x and y each",
-                            coords.len()
-                        ));
-                    }
+                    check_polygon(coords.len(), total)?;
                     coords
                         .iter()
                         .map(|v| v.as_f64().filter(|v| v.is_finite()))

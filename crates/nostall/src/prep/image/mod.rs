@@ -516,13 +516,7 @@ impl ImagePipeline {
     /// The geometry of `view`, at the output's size (at the view's own, where it is placed
     /// on a canvas of the output's size).
     fn geometry_of(&self, view: &View) -> Geometry {
-        let (width, height) = match view.inset {
-            None => (self.width, self.height),
-            Some(_) => (
-                (view.w.round() as u32).clamp(1, self.width),
-                (view.h.round() as u32).clamp(1, self.height),
-            ),
-        };
+        let (width, height) = view.read_size((self.width, self.height));
         Geometry {
             source: view.source,
             width,

@@ -55,13 +55,7 @@ impl Placement {
             source: view.source,
             clip: view.clip,
             output,
-            part: match view.inset {
-                None => output,
-                Some(_) => (
-                    (view.w.round() as u32).clamp(1, output.0),
-                    (view.h.round() as u32).clamp(1, output.1),
-                ),
-            },
+            part: view.read_size(output),
             canvas_flip: view.inset.is_some_and(|inset| inset.flip),
             flip: view.flip,
             flip_unscaled: view.flip_unscaled,

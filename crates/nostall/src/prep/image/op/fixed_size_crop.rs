@@ -5,7 +5,10 @@
 //! The padding comes after the resize: the view, resized, is placed on a canvas of the
 //! size ([`super::Inset`]), so nothing outside the image is decoded or resized.
 
-use super::{not_empty, Declaration, Geometric, Inset, Op, Operator, OutputSize, Stage, View};
+use super::{
+    canvas_fill, canvas_fill_value, not_empty, Declaration, Geometric, Inset, Op, Operator,
+    OutputSize, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -36,13 +39,9 @@ pub(super) static DECLARATION: Declaration = Declaration {
 fn build(args: &Args) -> Result<Op> {
     let size = args.square("size")?;
     not_empty(args, "size", size)?;
-    let fill = args.fill("fill")?;
-    if fill.iter().any(|v| !(0.0..=255.0).contains(v)) {
-        return Err(args.error("fill", format!("{fill:?}: use values from 0 to 255")));
-    }
     Ok(Op::new(FixedSizeCrop {
         size,
-        fill: fill.map(|v| v.round() as u8),
+        fill: canvas_fill(args)?,
     }))
 }
 
@@ -58,8 +57,7 @@ impl Operator for FixedSizeCrop {
     }
 
     fn args(&self) -> Vec<Value> {
-        let fill = Value::Tuple(self.fill.iter().map(|&v| Value::Float(v.into())).collect());
-        vec![self.size.into(), fill]
+        vec![self.size.into(), canvas_fill_value(self.fill)]
     }
 
     fn stage(&self) -> Stage<'_> {

@@ -274,6 +274,21 @@ pub(crate) trait Geometric {
     }
 }
 
+/// The `fill` of an operator that places the image on a canvas (`RandomZoomOut`,
+/// `FixedSizeCrop`): one number or three, each from 0 to 255, as bytes.
+fn canvas_fill(args: &Args) -> Result<[u8; 3]> {
+    let fill = args.fill("fill")?;
+    if fill.iter().any(|v| !(0.0..=255.0).contains(v)) {
+        return Err(args.error("fill", format!("{fill:?}: use values from 0 to 255")));
+    }
+    Ok(fill.map(|v| v.round() as u8))
+}
+
+/// A canvas's fill as its operator's argument gives it back.
+fn canvas_fill_value(fill: [u8; 3]) -> Value {
+    Value::Tuple(fill.iter().map(|&v| Value::Float(v.into())).collect())
+}
+
 /// What a geometric operator does to the output's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OutputSize {
@@ -483,6 +498,18 @@ impl View {
             within: None,
             fill: None,
             inset: None,
+        }
+    }
+
+    /// The width and height its region is read at, for an output of `output`: the
+    /// output's, or the view's own where it is placed on a canvas ([`Inset`]).
+    pub(crate) fn read_size(&self, output: (u32, u32)) -> (u32, u32) {
+        match self.inset {
+            None => output,
+            Some(_) => (
+                (self.w.round() as u32).clamp(1, output.0),
+                (self.h.round() as u32).clamp(1, output.1),
+            ),
         }
     }
 

@@ -7,7 +7,9 @@
 //! resize. Exact where it comes first in the recipe, as SSD writes it (after a resize the
 //! canvas's edges fall between source pixels, and the image is placed to the nearest).
 
-use super::{Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
+use super::{
+    canvas_fill, canvas_fill_value, Declaration, Geometric, Op, Operator, OutputSize, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::translation::{Conv, Translation};
@@ -49,10 +51,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
 const MAX_SIDE: f64 = 16.0;
 
 fn build(args: &Args) -> Result<Op> {
-    let fill = args.fill("fill")?;
-    if fill.iter().any(|v| !(0.0..=255.0).contains(v)) {
-        return Err(args.error("fill", format!("{fill:?}: use values from 0 to 255")));
-    }
+    let fill = canvas_fill(args)?;
     let (lo, hi) = args.range("side_range")?;
     if !(1.0 <= lo && lo <= hi && hi <= MAX_SIDE) {
         return Err(args.error(
@@ -61,7 +60,7 @@ fn build(args: &Args) -> Result<Op> {
         ));
     }
     Ok(Op::new(RandomZoomOut {
-        fill: fill.map(|v| v.round() as u8),
+        fill,
         side_range: (lo, hi),
         p: args.probability("p")?,
     }))
@@ -79,8 +78,11 @@ impl Operator for RandomZoomOut {
     }
 
     fn args(&self) -> Vec<Value> {
-        let fill = Value::Tuple(self.fill.iter().map(|&v| Value::Float(v.into())).collect());
-        vec![fill, self.side_range.into(), self.p.into()]
+        vec![
+            canvas_fill_value(self.fill),
+            self.side_range.into(),
+            self.p.into(),
+        ]
     }
 
     fn stage(&self) -> Stage<'_> {
