@@ -9,8 +9,9 @@ JSON is parsed here, the engine having checked it is a document nested at most 1
 An npz field's arrays lie one after another in its part, and it is a dict of them by
 name, as a JSON field's chosen keys are. A boxes field's part holds its count (int64), its
 boxes (float32 ``[max_boxes, 4]``), their labels (int64 ``[max_boxes]``) and, where
-asked, their masks (uint8 ``[max_boxes, height, row_bytes]``): a list of each sample's
-``{"boxes", "labels"(, "masks")}`` (views cut to its count), or padded, all whole.
+asked, their keypoints (float32 ``[max_boxes, keypoints, 3]``) and masks (uint8
+``[max_boxes, height, row_bytes]``): a list of each sample's ``{"boxes", "labels"(,
+"keypoints", "masks")}`` (views cut to its count), or padded, all whole.
 """
 
 from __future__ import annotations
@@ -73,18 +74,23 @@ class Split:
 
 def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> Any:
     """A boxes part at ``offset`` of ``record``, its ``shape`` the boxes a sample
-    (``capacity``), then with masks their height, width and bytes a row: padded,
-    ``{"boxes": [n, capacity, 4], "labels": [n, capacity], "count": [n]}`` (and
-    ``"masks": [n, capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels":
-    [k]}`` (and ``"masks": [k, height, row_bytes]``) a sample, cut to its count."""
-    n, capacity = record.shape[0], shape[0]
+    (``capacity``), the keypoints a box, then a mask's height, width and bytes a row (all
+    0 without masks): padded, ``{"boxes": [n, capacity, 4], "labels": [n, capacity],
+    "count": [n]}`` (and ``"keypoints": [n, capacity, keypoints, 3]``, ``"masks": [n,
+    capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels": [k]}`` (and
+    ``"keypoints": [k, keypoints, 3]``, ``"masks": [k, height, row_bytes]``) a sample, cut
+    to its count."""
+    n, (capacity, points, height, _, row_bytes) = record.shape[0], shape
     count = _part(record, offset, 8, "int64").reshape(n)
     boxes = _part(record, offset + 8, 16 * capacity, "float32").reshape(n, capacity, 4)
     labels = _part(record, offset + 8 + 16 * capacity, 8 * capacity, "int64")
     out = {"boxes": boxes, "labels": labels}
-    if len(shape) == 4:
-        height, row_bytes = shape[1], shape[3]
-        masks = record[:, offset + 8 + 24 * capacity : offset + 8 + capacity * (24 + height * row_bytes)]
+    at = offset + 8 + 24 * capacity
+    if points:
+        out["keypoints"] = _part(record, at, 12 * points * capacity, "float32").reshape(n, capacity, points, 3)
+        at += 12 * points * capacity
+    if row_bytes:
+        masks = record[:, at : at + capacity * height * row_bytes]
         out["masks"] = masks.reshape(n, capacity, height, row_bytes)
     if padded:
         return {**out, "count": count}

@@ -254,6 +254,8 @@ class Field:
         min_area: float | None = None,
         crowd: bool | None = None,
         masks: bool | Literal["bits"] | None = None,
+        keypoints: int | None = None,
+        keypoint_flip: Sequence[int] | None = None,
     ) -> Field: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 

@@ -62,7 +62,14 @@ use crate::tokenizer::Tokenizer;
 ///   mask (from its COCO ``segmentation``, polygons or RLE; all 0 without one) at the
 ///   output's size, uint8 ``[n, height, width]`` of 0 and 1 read nearest as v2 reads a
 ///   ``Mask``; ``"bits"`` packs them, ``[n, height, ceil(width / 8)]`` as
-///   ``numpy.packbits`` along the rows.
+///   ``numpy.packbits`` along the rows. ``keypoints`` (0): each box's points (COCO's
+///   ``keypoints``, or a JSON target's ``[n, keypoints, 3]``), float32 ``[n, keypoints,
+///   3]`` of x, y and visibility, moved as v2 moves ``KeyPoints`` (a flip takes x to
+///   ``width - 1 - x``); an unlabelled point is ``(0, 0, 0)``, one the geometry moves out
+///   of the image has visibility 0. ``keypoint_flip``: each point's mirror image, by which
+///   a flipped sample swaps left and right as the detection references do (COCO's people:
+///   ``[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]``); none swaps nothing,
+///   as v2.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -85,6 +92,8 @@ struct BoxSettings {
     min_area: Option<f64>,
     crowd: Option<bool>,
     masks: Option<Value>,
+    keypoints: Option<usize>,
+    keypoint_flip: Option<Vec<usize>>,
 }
 
 impl BoxSettings {
@@ -102,6 +111,11 @@ impl BoxSettings {
         put("min_area", self.min_area.map(|v| json!(v)));
         put("crowd", self.crowd.map(|v| json!(v)));
         put("masks", self.masks.clone());
+        put("keypoints", self.keypoints.map(|v| json!(v)));
+        put(
+            "keypoint_flip",
+            self.keypoint_flip.as_ref().map(|v| json!(v)),
+        );
         settings
     }
 }
@@ -109,7 +123,7 @@ impl BoxSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -126,6 +140,8 @@ impl Field {
         min_area: Option<f64>,
         crowd: Option<bool>,
         masks: Option<SwitchOrChoice>,
+        keypoints: Option<usize>,
+        keypoint_flip: Option<Vec<usize>>,
     ) -> PyResult<Field> {
         let arrays = arrays
             .map(|arrays| {
@@ -164,6 +180,8 @@ impl Field {
                 min_area,
                 crowd,
                 masks: masks.map(|m| m.0),
+                keypoints,
+                keypoint_flip,
             },
         })
     }
@@ -198,6 +216,8 @@ impl Field {
             Some(Value::String(choice)) => kwargs.set_item("masks", choice)?,
             _ => {}
         }
+        kwargs.set_item("keypoints", b.keypoints)?;
+        kwargs.set_item("keypoint_flip", &b.keypoint_flip)?;
         Ok((PyTuple::new(py, [&self.members])?, kwargs))
     }
 
@@ -442,11 +462,16 @@ impl Records {
                 PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
                 PartForm::Label => ("label", dims(&[])?, "int64"),
                 PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
-                // With masks: the boxes, then a mask's height, width and bytes a row.
-                PartForm::Boxes { capacity, masks } => {
+                // The boxes, the keypoints a box, then a mask's height, width and bytes
+                // a row (zeros without masks).
+                PartForm::Boxes {
+                    capacity,
+                    keypoints,
+                    masks,
+                } => {
                     let shape = match masks {
-                        None => vec![*capacity],
-                        Some(m) => vec![*capacity, m.height, m.width, m.row_bytes()],
+                        None => vec![*capacity, *keypoints, 0, 0, 0],
+                        Some(m) => vec![*capacity, *keypoints, m.height, m.width, m.row_bytes()],
                     };
                     ("boxes", dims(&shape)?, "float32")
                 }

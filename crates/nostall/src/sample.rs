@@ -234,12 +234,15 @@ pub enum PartForm {
         arrays: Vec<(String, Vec<usize>)>,
     },
     /// A detection sample's boxes: their count (`i64`), `capacity` boxes of four `f32`,
-    /// then `capacity` labels (`i64`), all native-endian, then each box's mask where
-    /// asked; zeros past the count.
+    /// then `capacity` labels (`i64`), all native-endian, then each box's `keypoints`
+    /// (x, y, visibility: three `f32` each) and each box's mask where asked; zeros past
+    /// the count.
     Boxes {
         /// The most boxes it holds.
         capacity: usize,
-        /// The boxes' instance masks, `capacity` of them after the labels.
+        /// Keypoints a box (0: none).
+        keypoints: usize,
+        /// The boxes' instance masks, `capacity` of them after the keypoints.
         masks: Option<MaskForm>,
     },
 }
@@ -299,8 +302,15 @@ impl PartForm {
                 let array = shape.iter().fold(4, |n: usize, &d| n.saturating_mul(d));
                 bytes.saturating_add(array)
             }),
-            PartForm::Boxes { capacity, masks } => {
-                let per_box = 24usize.saturating_add(masks.map_or(0, |m| m.bytes()));
+            PartForm::Boxes {
+                capacity,
+                keypoints,
+                masks,
+            } => {
+                let per_box = keypoints
+                    .saturating_mul(12)
+                    .saturating_add(24)
+                    .saturating_add(masks.map_or(0, |m| m.bytes()));
                 capacity.saturating_mul(per_box).saturating_add(8)
             }
         }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use nostall_coco::Annotations;
 
 use super::coco_index::{self, Problem};
-use super::coco_member::encode_coco_member;
+use super::coco_member::{encode_coco_member, EncodedAnnotation};
 use super::files::read_regular_file;
 use super::record::write_frame;
 use super::{ReadMode, Served, Source, SourceStats, DEFAULT_MAX_BYTES};
@@ -136,9 +136,13 @@ impl Annotated {
         let mut coco = Vec::new();
         encode_coco_member(
             (annotated.width, annotated.height),
-            annotated
-                .annotations()
-                .map(|a| (a.bbox, a.category_id, a.iscrowd, a.segmentation)),
+            annotated.annotations().map(|a| EncodedAnnotation {
+                bbox: a.bbox,
+                category: a.category_id,
+                crowd: a.iscrowd,
+                segmentation: a.segmentation,
+                keypoints: a.keypoints,
+            }),
             &mut coco,
         );
         write_frame(
@@ -257,7 +261,8 @@ mod tests {
                 bbox: [1.0, 2.0, 3.0, 4.0],
                 category: 7,
                 crowd: false,
-                shape: Shape::None
+                shape: Shape::None,
+                keypoints: Vec::new(),
             }]
         );
         // An unknown category: the image fails, naming the annotation.

@@ -8,15 +8,17 @@
 //!
 //! Layout, little-endian: [`COCO_MAGIC`]; the image's width, height and annotation count
 //! (`u32` each); then each annotation: its box (x, y, width, height: `f32`), category id
-//! (`u64`), flags (`u32`: bit 0 a crowd, bits 1–2 its mask's form: none, polygons, RLE),
-//! the mask's bytes (`u32`) and the mask: polygons as their count (`u32`) then each
-//! polygon's coordinate count (`u32`) and coordinates (`f64`, exactly the file's); an RLE
-//! as its height, width and count of runs (`u32` each), then the runs (`u32`).
+//! (`u64`), flags (`u32`: bit 0 a crowd, bits 1–2 its mask's form: none, polygons, RLE,
+//! bit 3 keypoints), the mask's bytes (`u32`) and the mask: polygons as their count
+//! (`u32`) then each polygon's coordinate count (`u32`) and coordinates (`f64`, exactly
+//! the file's); an RLE as its height, width and count of runs (`u32` each), then the runs
+//! (`u32`). With keypoints, then their count (`u32`) and each point's x, y and
+//! visibility (`f32`).
 
 use nostall_coco::{Rle, Segmentation};
 
 /// The first bytes of a `coco` member.
-pub(crate) const COCO_MAGIC: &[u8; 8] = b"NSCOCO02";
+pub(crate) const COCO_MAGIC: &[u8; 8] = b"NSCOCO03";
 
 /// Bytes before the annotations: the magic, width, height and count.
 const HEADER: usize = 8 + 12;
@@ -29,6 +31,12 @@ const FIXED: usize = 16 + 8 + 4 + 4;
 /// members are made from already holds to.
 const MAX_COORDS: usize = 200_000;
 const MAX_RUNS: usize = 1 << 20;
+
+/// The most keypoints one annotation may have: `nostall-coco`'s default limit.
+pub(crate) const MAX_KEYPOINTS: usize = 1_000;
+
+/// A flag's bit: the annotation has keypoints.
+const KEYPOINTS: u32 = 1 << 3;
 
 /// Whether a polygon of `coords` coordinates, bringing its annotation's polygons to
 /// `total` together, is one a mask can be made of within the bound; why not, in words.
@@ -67,13 +75,25 @@ pub(crate) struct MemberAnnotation {
     /// Whether it marks a crowd.
     pub(crate) crowd: bool,
     pub(crate) shape: Shape,
+    /// Its keypoints, (x, y, visibility) triples as the file gives them (none: empty).
+    pub(crate) keypoints: Vec<f32>,
 }
 
-/// Appends the `coco` member of an image of `width` × `height` with `annotations` (box,
-/// category id, crowd flag, mask) to `out`.
+/// One annotation as [`encode_coco_member`] writes it.
+pub(crate) struct EncodedAnnotation<'a> {
+    pub(crate) bbox: [f32; 4],
+    pub(crate) category: u64,
+    pub(crate) crowd: bool,
+    pub(crate) segmentation: Segmentation<'a>,
+    /// (x, y, visibility) triples.
+    pub(crate) keypoints: &'a [f32],
+}
+
+/// Appends the `coco` member of an image of `width` × `height` with `annotations` to
+/// `out`.
 pub(crate) fn encode_coco_member<'a>(
     (width, height): (u32, u32),
-    annotations: impl ExactSizeIterator<Item = ([f32; 4], u64, bool, Segmentation<'a>)>,
+    annotations: impl ExactSizeIterator<Item = EncodedAnnotation<'a>>,
     out: &mut Vec<u8>,
 ) {
     let word = |out: &mut Vec<u8>, v: usize| out.extend_from_slice(&(v as u32).to_le_bytes());
@@ -81,7 +101,14 @@ pub(crate) fn encode_coco_member<'a>(
     word(out, width as usize);
     word(out, height as usize);
     word(out, annotations.len());
-    for (bbox, category, crowd, segmentation) in annotations {
+    for EncodedAnnotation {
+        bbox,
+        category,
+        crowd,
+        segmentation,
+        keypoints,
+    } in annotations
+    {
         for v in bbox {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -91,7 +118,8 @@ pub(crate) fn encode_coco_member<'a>(
             Segmentation::Polygons(_) => 1,
             Segmentation::Rle(_) => 2,
         };
-        word(out, usize::from(crowd) | form << 1);
+        let points = if keypoints.is_empty() { 0 } else { KEYPOINTS };
+        word(out, usize::from(crowd) | form << 1 | points as usize);
         let length_at = out.len();
         word(out, 0);
         match segmentation {
@@ -116,6 +144,12 @@ pub(crate) fn encode_coco_member<'a>(
         }
         let length = (out.len() - length_at - 4) as u32;
         out[length_at..length_at + 4].copy_from_slice(&length.to_le_bytes());
+        if !keypoints.is_empty() {
+            word(out, keypoints.len() / 3);
+            for v in keypoints {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
     }
 }
 
@@ -126,7 +160,7 @@ pub(crate) fn encode_coco_member<'a>(
 /// # Errors
 ///
 /// What is wrong with the member, in words: a length that is not its content's, a count
-/// over its bound, a polygon of fewer than 3 points or an odd number of coordinates, an
+/// over its bound (annotations, keypoints), a polygon of fewer than 3 points or an odd number of coordinates, an
 /// RLE whose size is not the image's or whose runs do not cover it.
 pub(crate) fn decode_coco_member(
     member: &[u8],
@@ -152,7 +186,7 @@ pub(crate) fn decode_coco_member(
         let flags = u32::from_le_bytes(fixed[24..28].try_into().expect("4 bytes"));
         let length = u32::from_le_bytes(fixed[28..32].try_into().expect("4 bytes")) as usize;
         let mask = at.take(length)?;
-        let shape = match (flags >> 1, shapes) {
+        let shape = match ((flags >> 1) & 3, shapes) {
             (0, _) if length == 0 => Shape::None,
             (1 | 2, false) => Shape::None,
             (1, true) => polygons(mask).map_err(|why| format!("annotation {i}: {why}"))?,
@@ -161,11 +195,35 @@ pub(crate) fn decode_coco_member(
             }
             _ => return Err(format!("annotation {i}: an unknown mask form")),
         };
+        if flags >> 4 != 0 {
+            return Err(format!("annotation {i}: unknown flags"));
+        }
+        let keypoints = match flags & KEYPOINTS {
+            0 => Vec::new(),
+            _ => {
+                let n = at.word()? as usize;
+                if n == 0 || n > MAX_KEYPOINTS {
+                    return Err(format!(
+                        "annotation {i}: {n} keypoints, not 1 to {MAX_KEYPOINTS}"
+                    ));
+                }
+                let points: Vec<f32> = at
+                    .take(12 * n)?
+                    .chunks_exact(4)
+                    .map(|v| f32::from_le_bytes(v.try_into().expect("4 bytes")))
+                    .collect();
+                if !points.iter().all(|v| v.is_finite()) {
+                    return Err(format!("annotation {i}: a keypoint that is not finite"));
+                }
+                points
+            }
+        };
         annotations.push(MemberAnnotation {
             bbox: [f(0), f(1), f(2), f(3)],
             category,
             crowd: flags & 1 != 0,
             shape,
+            keypoints,
         });
     }
     if at.at != member.len() {
@@ -252,9 +310,10 @@ mod tests {
     use nostall_coco::{Annotations, Limits};
 
     const FILE: &str = r#"{"images": [{"id": 1, "file_name": "a.jpg", "width": 4, "height": 3}],
-        "categories": [{"id": 7, "name": "cat"}],
+        "categories": [{"id": 7, "name": "cat", "keypoints": ["nose", "tail"]}],
         "annotations": [
             {"id": 1, "image_id": 1, "category_id": 7, "bbox": [0, 0, 2, 2],
+             "keypoints": [1, 1.5, 2, 0, 0, 0],
              "segmentation": [[0, 0, 2, 0, 2, 2], [1.25, 1, 3, 1, 3, 2.5]]},
             {"id": 2, "image_id": 1, "category_id": 7, "bbox": [1, 1, 2, 2], "iscrowd": 1,
              "segmentation": {"size": [3, 4], "counts": [4, 2, 6]}},
@@ -267,9 +326,13 @@ mod tests {
         let mut out = Vec::new();
         encode_coco_member(
             (4, 3),
-            image
-                .annotations()
-                .map(|a| (a.bbox, a.category_id, a.iscrowd, a.segmentation)),
+            image.annotations().map(|a| EncodedAnnotation {
+                bbox: a.bbox,
+                category: a.category_id,
+                crowd: a.iscrowd,
+                segmentation: a.segmentation,
+                keypoints: a.keypoints,
+            }),
             &mut out,
         );
         out
@@ -294,6 +357,8 @@ mod tests {
             Shape::Rle(Rle::new(3, 4, vec![4, 2, 6]).unwrap())
         );
         assert_eq!(annotations[2].shape, Shape::None);
+        assert_eq!(annotations[0].keypoints, [1.0, 1.5, 2.0, 0.0, 0.0, 0.0]);
+        assert!(annotations[1].keypoints.is_empty());
         let (_, plain) = decode_coco_member(&member, 3, false).unwrap();
         assert!(plain.iter().all(|a| a.shape == Shape::None));
         assert_eq!(plain[1].category, 7);

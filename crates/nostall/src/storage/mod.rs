@@ -71,9 +71,9 @@ pub(crate) fn is_parquet_key(key: &str) -> bool {
 }
 pub use annotated::{images_folder, Annotated, COCO_MEMBER};
 pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
+pub(crate) use coco_member::{check_polygon, decode_coco_member, Shape, COCO_MAGIC, MAX_KEYPOINTS};
 #[cfg(test)]
-pub(crate) use coco_member::encode_coco_member;
-pub(crate) use coco_member::{check_polygon, decode_coco_member, Shape, COCO_MAGIC};
+pub(crate) use coco_member::{encode_coco_member, EncodedAnnotation};
 pub use columns::{Columns, LabelColumn};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use held::{Held, HeldSample, HeldSamples};

@@ -16,12 +16,14 @@
 //!
 //! With `masks`, each kept box's instance mask follows it ([`mask`]): from a COCO
 //! annotation's `segmentation` (polygons or an RLE, in the `coco` member or a JSON
-//! member's COCO annotations), all 0 for a box without one.
+//! member's COCO annotations), all 0 for a box without one. With `keypoints`, each kept
+//! box's points follow it ([`keypoints`]): COCO's `keypoints`, or a torchvision target's.
 //!
 //! In its slot: the count (`i64`), `max_boxes` boxes of four `f32`, then `max_boxes`
-//! labels (`i64`), then `max_boxes` masks where asked ([`MaskForm`]); the places past the
-//! count hold zeros.
+//! labels (`i64`), then `max_boxes` boxes' keypoints (three `f32` a point) and masks
+//! ([`MaskForm`]) where asked; the places past the count hold zeros.
 
+mod keypoints;
 mod mask;
 
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{MaskForm, PartForm, SampleLayout};
 use crate::storage::{check_polygon, decode_coco_member, Shape, COCO_MAGIC};
+use keypoints::{json_keypoints, Keypoints};
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "boxes",
@@ -45,6 +48,8 @@ pub(super) const DECLARATION: Declaration = Declaration {
         "min_area",
         "crowd",
         "masks",
+        "keypoints",
+        "keypoint_flip",
     ],
     make,
 };
@@ -133,6 +138,7 @@ struct Boxes {
     /// leave them out).
     crowd: bool,
     masks: Masks,
+    keypoints: Option<Keypoints>,
 }
 
 impl FieldKind {
@@ -201,6 +207,7 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
         min_area: min("min_area")?,
         crowd,
         masks,
+        keypoints: Keypoints::new(settings.value("keypoints"), settings.value("keypoint_flip"))?,
     }))
 }
 
@@ -232,6 +239,7 @@ impl Kind for Boxes {
     fn form(&self, sample: &SampleLayout) -> PartForm {
         PartForm::Boxes {
             capacity: self.max_boxes,
+            keypoints: self.keypoint_count(),
             // A sample that is no image has no placement: refused by `RecordPrep::new`.
             masks: self.masks.form(sample.image().unwrap_or((0, 0))),
         }
@@ -239,14 +247,17 @@ impl Kind for Boxes {
 
     fn fingerprint(&self) -> String {
         format!(
-            "boxes {} {} {} {} crowd={} max_bytes={} masks={}",
+            "boxes {} {} {} {} crowd={} max_bytes={} masks={} keypoints={}",
             self.max_boxes,
             self.format.name(),
             self.min_size,
             self.min_area,
             self.crowd,
             self.max_bytes,
-            self.masks.value()
+            self.masks.value(),
+            self.keypoints
+                .as_ref()
+                .map_or(json!(0), |k| json!(k.values()))
         )
     }
 
@@ -261,7 +272,7 @@ impl Kind for Boxes {
     }
 
     fn settings(&self, _: &mut Vec<Arc<[u8]>>) -> Map<String, Value> {
-        Map::from_iter([
+        let mut settings = Map::from_iter([
             ("max_boxes".into(), json!(self.max_boxes)),
             ("max_bytes".into(), json!(self.max_bytes)),
             ("box_format".into(), json!(self.format.name())),
@@ -269,7 +280,13 @@ impl Kind for Boxes {
             ("min_area".into(), json!(self.min_area)),
             ("crowd".into(), json!(self.crowd)),
             ("masks".into(), self.masks.value()),
-        ])
+        ]);
+        if let Some(k) = &self.keypoints {
+            let (count, flip) = k.values();
+            settings.insert("keypoints".into(), count);
+            settings.insert("keypoint_flip".into(), flip);
+        }
+        settings
     }
 }
 
@@ -281,7 +298,7 @@ impl TargetKind for Boxes {
         };
         let shapes = self.masks != Masks::No;
         let (mut boxes, made_for) = if member.starts_with(COCO_MAGIC) {
-            read_coco(member, self.max_boxes, shapes).map_err(bad)?
+            read_coco(member, self.max_boxes, shapes).map_err(&bad)?
         } else if member.len() > self.max_bytes {
             return Err(Cause::TooLarge {
                 bytes: member.len() as u64,
@@ -289,12 +306,19 @@ impl TargetKind for Boxes {
                 field: Some(field.to_string()),
             });
         } else {
+            let points = self.keypoints.is_some();
             (
-                read_json(member, self.max_boxes, shapes).map_err(bad)?,
+                read_json(member, self.max_boxes, shapes, points).map_err(&bad)?,
                 None,
             )
         };
         boxes.retain(|t| self.crowd || !t.crowd);
+        if let Some(k) = &self.keypoints {
+            for (i, t) in boxes.iter().enumerate() {
+                k.check(&t.keypoints)
+                    .map_err(|why| bad(format!("annotation {i}: {why}")))?;
+            }
+        }
         Ok(Targets { boxes, made_for })
     }
 
@@ -327,13 +351,15 @@ impl TargetKind for Boxes {
 }
 
 /// One box as a member gives it: corners in source pixels, its label, whether a crowd,
-/// its mask (read only where the field writes masks).
+/// its mask (read only where the field writes masks), its keypoints (x, y, visibility
+/// triples in source pixels; read from a JSON member only where the field writes them).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Target {
     corners: [f64; 4],
     label: i64,
     crowd: bool,
     shape: Shape,
+    keypoints: Vec<f32>,
 }
 
 /// A sample's boxes as its member gives them ([`TargetKind::read`]), those the field
@@ -354,6 +380,11 @@ impl Targets {
 }
 
 impl Boxes {
+    /// Keypoints a box (0: none).
+    fn keypoint_count(&self) -> usize {
+        self.keypoints.as_ref().map_or(0, Keypoints::count)
+    }
+
     /// Places, sanitises and writes `targets` into `slot`.
     ///
     /// # Errors
@@ -369,7 +400,8 @@ impl Boxes {
         let canvas = placement.output_size();
         let (count, rest) = slot.split_at_mut(8);
         let (boxes, rest) = rest.split_at_mut(16 * self.max_boxes);
-        let (labels, masks) = rest.split_at_mut(8 * self.max_boxes);
+        let (labels, rest) = rest.split_at_mut(8 * self.max_boxes);
+        let (points, masks) = rest.split_at_mut(12 * self.keypoint_count() * self.max_boxes);
         let kept: Vec<(&Target, [f64; 4])> = targets
             .iter()
             .filter(|t| placement.keeps(t.corners))
@@ -393,6 +425,11 @@ impl Boxes {
             l.copy_from_slice(&t.label.to_ne_bytes());
         }
         count.copy_from_slice(&(kept.len() as i64).to_ne_bytes());
+        if let Some(k) = &self.keypoints {
+            for ((t, _), out) in kept.iter().zip(points.chunks_exact_mut(12 * k.count())) {
+                k.write(&t.keypoints, placement, out);
+            }
+        }
         let Some(form) = self.masks.form((canvas.1 as usize, canvas.0 as usize)) else {
             return Ok(());
         };
@@ -431,16 +468,23 @@ fn read_coco(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Coco, Stri
                 label: a.category as i64,
                 crowd: a.crowd,
                 shape: a.shape,
+                keypoints: a.keypoints,
             }
         })
         .collect();
     Ok((boxes, Some(size)))
 }
 
-/// The targets of a JSON member: torchvision's `{"boxes", "labels"}` (corners) or COCO's
-/// `{"annotations": [{"bbox", "category_id", "iscrowd", "segmentation"}]}`, the masks read
-/// where `shapes` asks.
-fn read_json(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Vec<Target>, String> {
+/// The targets of a JSON member: torchvision's `{"boxes", "labels"(, "keypoints")}`
+/// (corners) or COCO's `{"annotations": [{"bbox", "category_id", "iscrowd",
+/// "segmentation", "keypoints"}]}`, the masks read where `shapes` asks, the keypoints
+/// where `points` does.
+fn read_json(
+    member: &[u8],
+    max_boxes: usize,
+    shapes: bool,
+    points: bool,
+) -> Result<Vec<Target>, String> {
     let doc: Value =
         serde_json::from_slice(member).map_err(|e| format!("not a JSON document: {e}"))?;
     let Value::Object(doc) = doc else {
@@ -483,11 +527,17 @@ fn read_json(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Vec<Target
                     }
                     _ => Shape::None,
                 };
+                let keypoints = match points {
+                    true => json_keypoints(a.get("keypoints"))
+                        .map_err(|why| format!("annotation {i}: {why}"))?,
+                    false => Vec::new(),
+                };
                 Ok(Target {
                     corners: [x, y, x + w, y + h],
                     label,
                     crowd,
                     shape,
+                    keypoints,
                 })
             })
             .collect();
@@ -506,6 +556,13 @@ fn read_json(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Vec<Target
     if labels.len() != boxes.len() {
         return Err(format!("{} boxes and {} labels", boxes.len(), labels.len()));
     }
+    let keypoints = match (points, doc.get("keypoints")) {
+        (true, Some(Value::Array(each))) if each.len() == boxes.len() => each.as_slice(),
+        (true, Some(_)) => {
+            return Err("\"keypoints\" is not a list of one list of points a box".into())
+        }
+        _ => &[],
+    };
     boxes
         .iter()
         .zip(labels)
@@ -526,6 +583,8 @@ fn read_json(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Vec<Target
                 label,
                 crowd: false,
                 shape: Shape::None,
+                keypoints: json_keypoints(keypoints.get(i))
+                    .map_err(|why| format!("box {i}: {why}"))?,
             })
         })
         .collect()
@@ -597,8 +656,19 @@ fn numbers(value: Option<&Value>) -> Option<[f64; 4]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::encode_coco_member;
+    use crate::storage::{encode_coco_member, EncodedAnnotation};
     use nostall_coco::Segmentation;
+
+    /// An annotation of a box only.
+    fn plain(bbox: [f32; 4], category: u64, crowd: bool) -> EncodedAnnotation<'static> {
+        EncodedAnnotation {
+            bbox,
+            category,
+            crowd,
+            segmentation: Segmentation::None,
+            keypoints: &[],
+        }
+    }
 
     fn kind(settings: Value) -> FieldKind {
         let Value::Object(values) = settings else {
@@ -652,9 +722,9 @@ mod tests {
         encode_coco_member(
             (100, 80),
             [
-                ([10.0, 20.0, 20.0, 40.0], 3, false, Segmentation::None),
-                ([0.0, 0.0, 0.5, 9.0], 4, false, Segmentation::None),
-                ([1.0, 1.0, 5.0, 5.0], 5, true, Segmentation::None),
+                plain([10.0, 20.0, 20.0, 40.0], 3, false),
+                plain([0.0, 0.0, 0.5, 9.0], 4, false),
+                plain([1.0, 1.0, 5.0, 5.0], 5, true),
             ]
             .into_iter(),
             &mut encoded,
@@ -671,6 +741,7 @@ mod tests {
                     0xAA;
                     PartForm::Boxes {
                         capacity: 4,
+                        keypoints: 0,
                         masks: None
                     }
                     .bytes()
@@ -690,6 +761,7 @@ mod tests {
             0;
             PartForm::Boxes {
                 capacity: 4,
+                keypoints: 0,
                 masks: None
             }
             .bytes()
@@ -773,6 +845,7 @@ mod tests {
             0;
             PartForm::Boxes {
                 capacity: 2,
+                keypoints: 0,
                 masks: None
             }
             .bytes()
@@ -816,7 +889,7 @@ mod tests {
         let mut encoded = Vec::new();
         encode_coco_member(
             (99, 80),
-            [([1.0, 1.0, 5.0, 5.0], 1, false, Segmentation::None)].into_iter(),
+            [plain([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
             &mut encoded,
         );
         assert!(
@@ -827,7 +900,7 @@ mod tests {
         let mut encoded = Vec::new();
         encode_coco_member(
             (100, 80),
-            [([1.0, 1.0, 5.0, 5.0], 1, false, Segmentation::None)].into_iter(),
+            [plain([1.0, 1.0, 5.0, 5.0], 1, false)].into_iter(),
             &mut encoded,
         );
         assert!(why(&encoded[..encoded.len() - 1]).contains("length"));

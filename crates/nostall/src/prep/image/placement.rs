@@ -40,6 +40,8 @@ pub struct Placement {
     flip: bool,
     /// [`View::flip_unscaled`].
     flip_unscaled: bool,
+    /// [`View::point_shift`].
+    point_shift: f64,
     /// [`View::within`].
     within: Option<(Rect, Option<Rect>)>,
     /// The region of the source a zoom-out still shows ([`View::fill`]).
@@ -59,6 +61,7 @@ impl Placement {
             canvas_flip: view.inset.is_some_and(|inset| inset.flip),
             flip: view.flip,
             flip_unscaled: view.flip_unscaled,
+            point_shift: view.point_shift,
             within: view.within,
             shown: view.fill.map(|(shown, _)| shown),
         }
@@ -100,6 +103,30 @@ impl Placement {
                 [w - x1, y0, w - x0, y1]
             }
         }
+    }
+
+    /// Point (`x`, `y`) (source pixels) in output pixels, as torchvision.transforms.v2
+    /// moves a `KeyPoints`: as a box's corner, except that a mirroring takes a point to
+    /// `w - 1 - x` (a pixel's index) where it takes a box's edge to `w - x`. Crops do not
+    /// clamp points; one may land outside the output.
+    pub fn place_point(&self, x: f64, y: f64) -> [f64; 2] {
+        let (part_w, part_h) = (self.part.0 as f64, self.part.1 as f64);
+        let (s, sx) = (self.source, part_w / self.source.w);
+        let mut at = (x - s.x) * sx;
+        if self.flip {
+            at = part_w - at;
+        }
+        at += self.point_shift * sx;
+        if self.canvas_flip {
+            at = self.output.0 as f64 - 1.0 - at;
+        }
+        [at, (y - s.y) * (part_h / s.h)]
+    }
+
+    /// Whether the output is the source mirrored left–right (an odd number of flips):
+    /// where a keypoint field swaps its left and right points.
+    pub fn mirrored(&self) -> bool {
+        self.flip != self.canvas_flip
     }
 
     /// The source row of each output row and the source column of each output column, as
@@ -256,6 +283,34 @@ mod tests {
         let b = p.place_box([0.0, 30.0, 10.0, 40.0]);
         assert_eq!(b[2] - b[0], 0.0);
         assert!(!sanitize(b, (40, 20), 1.0, 1.0));
+    }
+
+    #[test]
+    fn a_point_is_mirrored_as_a_pixel_index_at_the_scale_it_was_seen_at() {
+        // v2 on a 200x100 image, point (30, 40): flip -> 169; resize by 1/2 -> 84.5.
+        let mut v = view(200, 100);
+        v.mirror();
+        (v.w, v.h) = (100.0, 50.0);
+        let p = Placement::new(&v, (200, 100), (100, 50));
+        assert_eq!(p.place_point(30.0, 40.0), [84.5, 20.0]);
+        assert!(p.mirrored());
+        // Resize by 1/2 -> 15, then flip -> 100 - 1 - 15 = 84.
+        let mut v = view(200, 100);
+        (v.w, v.h) = (100.0, 50.0);
+        v.mirror();
+        let p = Placement::new(&v, (200, 100), (100, 50));
+        assert_eq!(p.place_point(30.0, 40.0), [84.0, 20.0]);
+        // Flip, crop 20 from the left, resize by 2, flip: 169 -> 149 -> 298 -> 360 - 1 - 298.
+        let mut v = view(200, 100);
+        v.mirror();
+        v.crop(20.0, 0.0, 180.0, 100.0);
+        (v.w, v.h) = (360.0, 200.0);
+        v.mirror();
+        let p = Placement::new(&v, (200, 100), (360, 200));
+        assert_eq!(p.place_point(30.0, 40.0), [61.0, 80.0]);
+        assert!(!p.mirrored());
+        // Crops do not clamp points.
+        assert_eq!(p.place_point(-10.0, -5.0)[1], -10.0);
     }
 
     #[test]

@@ -452,6 +452,11 @@ pub(crate) struct View {
     /// source's scale): a mask, read nearest, is then mirrored in source pixels, as
     /// torchvision flips it before it resizes it.
     pub flip_unscaled: bool,
+    /// Where a keypoint lies from a box's edge at the same source x, in source pixels:
+    /// torchvision.transforms.v2 mirrors a point to `w - 1 - x` (a pixel's index) and a
+    /// box's edge to `w - x`, so each mirroring adds its pixel, at the scale it was
+    /// seen at, and turns what came before.
+    pub point_shift: f64,
     /// The filter of the one resize.
     pub filter: Filter,
     /// The intersection of the windows cropped so far, in source coordinates (`None`
@@ -493,6 +498,7 @@ impl View {
             h: height as f64,
             flip: false,
             flip_unscaled: false,
+            point_shift: 0.0,
             filter: Filter::Bilinear,
             clip: None,
             within: None,
@@ -521,6 +527,7 @@ impl View {
         }
         self.flip = !self.flip;
         self.flip_unscaled = self.source.w == self.w;
+        self.point_shift = -self.point_shift - self.source.w / self.w;
     }
 
     /// Box `b` (x0, y0, x1, y1 in source pixels) as the view shows it, clamped to the crops'
