@@ -234,14 +234,14 @@ class Tokenizer:
 class Field:
     """One field of a sample, for ``Loader(fields={name: Field(...)})``: the members it
     is read from, its kind, its ``max_bytes``, a tokenizer for its text, a vector's
-    ``length``, the ``arrays`` of an ``.npz`` archive, or how a ``boxes`` field holds and
-    sanitises its boxes."""
+    ``length``, the ``arrays`` of an ``.npz`` archive, how a ``boxes`` field holds and
+    sanitises its boxes, or a ``mask`` field's ``fill``."""
 
     def __new__(
         cls,
         members: str,
         *,
-        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz", "boxes"] | None = None,
+        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz", "boxes", "mask"] | None = None,
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
         keys: Sequence[str] | None = None,
@@ -256,6 +256,7 @@ class Field:
         masks: bool | Literal["bits"] | None = None,
         keypoints: int | None = None,
         keypoint_flip: Sequence[int] | None = None,
+        fill: int | None = None,
     ) -> Field: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 

@@ -28,7 +28,8 @@ use crate::tokenizer::Tokenizer;
 /// - ``kind`` (``None``: by the first extension): ``"sample"`` (the pipeline's image or
 ///   audio), ``"label"`` (``cls``), ``"text"`` (``str``), ``"json"`` (Python objects),
 ///   ``"bytes"``, ``"vector"`` (numbers as float32, with ``length``), ``"npz"`` (arrays of
-///   an ``.npz`` archive as float32, with ``arrays``). By extension: the pipeline's
+///   an ``.npz`` archive as float32, with ``arrays``), ``"boxes"`` (a detection sample's
+///   boxes), ``"mask"`` (a segmentation's label map). By extension: the pipeline's
 ///   modality's own, ``cls`` the label, ``txt`` and ``text`` text, ``json`` JSON, ``npz``
 ///   arrays, anything else bytes.
 /// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds, compared
@@ -70,6 +71,12 @@ use crate::tokenizer::Tokenizer;
 ///   a flipped sample swaps left and right as the detection references do (COCO's people:
 ///   ``[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]``); none swaps nothing,
 ///   as v2.
+/// - For ``kind="mask"`` (a semantic segmentation's label map: a one-channel PNG of the
+///   image's size, grey or palette, its values the classes): the map follows the image's
+///   geometry, read nearest as v2 moves a ``Mask``, uint8 ``[batch, height, width]``.
+///   ``fill`` (``0``): the label where no pixel of the image shows (a zoom-out's canvas,
+///   ``FixedSizeCrop``'s padding; segmentation recipes often use 255, ignored by the
+///   loss). ``max_bytes`` (16 MiB): the largest PNG read.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -80,12 +87,12 @@ pub(crate) struct Field {
     padded: bool,
     length: Option<usize>,
     arrays: Option<Vec<(String, Vec<usize>)>>,
-    boxes: BoxSettings,
+    targets: TargetSettings,
 }
 
-/// A boxes field's settings, as given (absent ones take the kind's defaults).
+/// A boxes or mask field's settings, as given (absent ones take the kind's defaults).
 #[derive(Clone, Default)]
-struct BoxSettings {
+struct TargetSettings {
     max_boxes: Option<usize>,
     box_format: Option<String>,
     min_size: Option<f64>,
@@ -94,9 +101,10 @@ struct BoxSettings {
     masks: Option<Value>,
     keypoints: Option<usize>,
     keypoint_flip: Option<Vec<usize>>,
+    fill: Option<u8>,
 }
 
-impl BoxSettings {
+impl TargetSettings {
     /// Those given, by name.
     fn given(&self) -> Map<String, Value> {
         let mut settings = Map::new();
@@ -116,6 +124,7 @@ impl BoxSettings {
             "keypoint_flip",
             self.keypoint_flip.as_ref().map(|v| json!(v)),
         );
+        put("fill", self.fill.map(|v| json!(v)));
         settings
     }
 }
@@ -123,7 +132,7 @@ impl BoxSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -142,6 +151,7 @@ impl Field {
         masks: Option<SwitchOrChoice>,
         keypoints: Option<usize>,
         keypoint_flip: Option<Vec<usize>>,
+        fill: Option<u8>,
     ) -> PyResult<Field> {
         let arrays = arrays
             .map(|arrays| {
@@ -173,7 +183,7 @@ impl Field {
             padded,
             length,
             arrays,
-            boxes: BoxSettings {
+            targets: TargetSettings {
                 max_boxes,
                 box_format,
                 min_size,
@@ -182,6 +192,7 @@ impl Field {
                 masks: masks.map(|m| m.0),
                 keypoints,
                 keypoint_flip,
+                fill,
             },
         })
     }
@@ -205,7 +216,7 @@ impl Field {
             }
             kwargs.set_item("arrays", d)?;
         }
-        let b = &self.boxes;
+        let b = &self.targets;
         kwargs.set_item("max_boxes", b.max_boxes)?;
         kwargs.set_item("box_format", &b.box_format)?;
         kwargs.set_item("min_size", b.min_size)?;
@@ -218,6 +229,7 @@ impl Field {
         }
         kwargs.set_item("keypoints", b.keypoints)?;
         kwargs.set_item("keypoint_flip", &b.keypoint_flip)?;
+        kwargs.set_item("fill", b.fill)?;
         Ok((PyTuple::new(py, [&self.members])?, kwargs))
     }
 
@@ -251,7 +263,7 @@ impl Field {
                 .collect();
             text += &format!(", arrays={{{}}}", arrays.join(", "));
         }
-        for (name, value) in self.boxes.given() {
+        for (name, value) in self.targets.given() {
             let value = match value {
                 Value::Bool(true) => "True".to_string(),
                 Value::Bool(false) => "False".to_string(),
@@ -285,13 +297,13 @@ struct FieldSpec {
     padded: bool,
     length: Option<usize>,
     arrays: Option<Vec<(String, Vec<usize>)>>,
-    boxes: BoxSettings,
+    targets: TargetSettings,
 }
 
 impl FieldSpec {
     /// The settings given, by name, as the engine's kinds are made of them.
     fn settings(&self) -> Map<String, Value> {
-        let mut settings = self.boxes.given();
+        let mut settings = self.targets.given();
         if let Some(max_bytes) = self.max_bytes {
             settings.insert("max_bytes".into(), json!(max_bytes));
         }
@@ -333,7 +345,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     padded: false,
                     length: None,
                     arrays: None,
-                    boxes: BoxSettings::default(),
+                    targets: TargetSettings::default(),
                 }
             } else if let Ok(field) = value.cast::<Field>() {
                 let field = field.get();
@@ -346,7 +358,7 @@ impl<'py> FromPyObject<'_, 'py> for FieldsArg {
                     padded: field.padded,
                     length: field.length,
                     arrays: field.arrays.clone(),
-                    boxes: field.boxes.clone(),
+                    targets: field.targets.clone(),
                 }
             } else {
                 return Err(PyTypeError::new_err(format!(

@@ -9,6 +9,7 @@
 //! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
 //! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio), or of videos | [`Segments`] over [`LocalDir`] or the S3 store |
 //! | a COCO annotation file (`.json`), local, read with fields | images with their boxes (detection) | [`Annotated`], its images found beside it as COCO lays them out |
+//! | a Pascal VOC split file or year folder, ADE20K's or Cityscapes' image folder, local, read with a field of the member `mask` | images with their label maps (segmentation) | [`Segmented`] |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
 //! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.opus`, `.mp3`); in shards, the
@@ -24,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
     is_manifest, is_parquet_key, is_sample_key, Annotated, BlobInfo, BlobStore, LocalDir,
-    LocalFiles, Mixed, Objects, ReadMode, Segments, Source, TarShards,
+    LocalFiles, Mixed, Objects, ReadMode, Segmented, Segments, Source, TarShards, MASK_MEMBER,
 };
 pub use crate::storage::{Columns, LabelColumn};
 
@@ -50,6 +51,9 @@ pub enum Format {
     Held,
     /// Images with the annotations of a COCO file ([`Annotated`]).
     Coco,
+    /// Images with their label maps, as a segmentation dataset lays them out
+    /// ([`Segmented`]).
+    Segmented,
 }
 
 impl Format {
@@ -65,6 +69,7 @@ impl Format {
             Format::Indexed => "samples made by code",
             Format::Held => "samples held in memory",
             Format::Coco => "images with COCO annotations",
+            Format::Segmented => "images with label maps",
         }
     }
 }
@@ -121,7 +126,12 @@ pub fn open_in(
     let dataset = open_any(location, mode, modality, columns, var)?;
     let records = matches!(
         dataset.format,
-        Format::TarShards | Format::Segments | Format::Parquet | Format::Files | Format::Coco
+        Format::TarShards
+            | Format::Segments
+            | Format::Parquet
+            | Format::Files
+            | Format::Coco
+            | Format::Segmented
     );
     if columns.record.is_some() && !records {
         return Err(Error::Config(format!(
@@ -215,6 +225,22 @@ fn open_any(
     let path = Path::new(location);
     if path.is_file() && modality == Modality::Image && location.ends_with(".json") {
         return coco(path, mode, columns);
+    }
+    let wants_mask = columns
+        .record
+        .iter()
+        .flatten()
+        .flatten()
+        .any(|member| member == MASK_MEMBER);
+    if wants_mask && modality == Modality::Image {
+        if let Some(segmented) = Segmented::open(path)? {
+            let segmented = segmented.with_mode(mode);
+            return Ok(Dataset {
+                catalog: segmented.catalog().clone(),
+                source: Arc::new(segmented),
+                format: Format::Segmented,
+            });
+        }
     }
     if path.is_file() && is_manifest(location) {
         refuse_cold(mode, location)?;

@@ -223,9 +223,14 @@ impl Fields {
             .count()
     }
 
-    /// Whether a field follows the sample's geometry (boxes).
+    /// Whether a field follows the sample's geometry (boxes, a label map).
     pub fn has_targets(&self) -> bool {
         self.iter().any(|f| f.kind.role() == Role::Target)
+    }
+
+    /// Whether a field holds boxes, which some operators draw against.
+    pub fn has_boxes(&self) -> bool {
+        self.iter().any(|f| f.kind.name() == "boxes")
     }
 
     /// Whether a field is the sample's label.

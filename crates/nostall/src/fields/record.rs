@@ -73,7 +73,7 @@ impl Prep for RecordPrep {
     }
 
     fn targets_needed(&self) -> Option<&'static str> {
-        match self.fields.has_targets() {
+        match self.fields.has_boxes() {
             true => None,
             false => self.sample.prep().targets_needed(),
         }
@@ -113,8 +113,9 @@ impl Preparer for RecordPreparer {
             }
         }
         let corners = targets
-            .first()
-            .map_or_else(Vec::new, |(_, t): &(usize, Targets)| t.corners());
+            .iter()
+            .find_map(|(_, t): &(usize, Targets)| t.corners())
+            .unwrap_or_default();
         let mut prepared = Prepared::InSlot;
         for (i, (field, part)) in self.fields.iter().zip(&self.parts).enumerate() {
             let role = field.kind.role();

@@ -416,8 +416,8 @@ impl LoaderBuilder {
             }
             if self.fields.as_ref().is_some_and(Fields::has_targets) {
                 return Err(Error::Config(
-                    "Mixup mixes two images into one, and boxes do not follow a mix: leave \
-                     mix= out of a loader with boxes"
+                    "Mixup mixes two images into one, and boxes and masks do not follow a \
+                     mix: leave mix= out of a loader with boxes or a mask"
                         .into(),
                 ));
             }

@@ -58,6 +58,7 @@ mod parquet;
 pub(crate) mod record;
 #[cfg(feature = "s3")]
 mod s3;
+mod segmented;
 mod segments;
 pub(crate) mod tar;
 mod throttle;
@@ -82,6 +83,7 @@ pub use memory::Memory;
 pub use mixed::Mixed;
 #[cfg(feature = "parquet")]
 pub use parquet::ParquetFiles;
+pub use segmented::{Segmented, MASK_MEMBER};
 
 /// Bytes of decoded groups of samples (Parquet pages or row groups) a source keeps in
 /// memory, and that the plan's open groups are sized for ([`crate::plan::Blocks::within`]),

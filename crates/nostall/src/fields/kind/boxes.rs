@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind};
+use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind, Targets};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{MaskForm, PartForm, SampleLayout};
@@ -319,7 +319,7 @@ impl TargetKind for Boxes {
                     .map_err(|why| bad(format!("annotation {i}: {why}")))?;
             }
         }
-        Ok(Targets { boxes, made_for })
+        Ok(Targets::Boxes(BoxTargets { boxes, made_for }))
     }
 
     fn write(
@@ -329,6 +329,11 @@ impl TargetKind for Boxes {
         placement: &Placement,
         slot: &mut [u8],
     ) -> Result<(), Cause> {
+        let Targets::Boxes(targets) = targets else {
+            return Err(Cause::Internal(format!(
+                "field {field:?} was given another kind's targets"
+            )));
+        };
         if let Some((width, height)) = targets.made_for {
             let size = placement.image_size();
             if (width, height) != size {
@@ -365,14 +370,14 @@ pub(crate) struct Target {
 /// A sample's boxes as its member gives them ([`TargetKind::read`]), those the field
 /// leaves out (crowds) already left out.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Targets {
+pub(crate) struct BoxTargets {
     boxes: Vec<Target>,
     /// The image size (width, height) the annotations were made for, where the member
     /// says (a COCO file's).
     made_for: Option<(u32, u32)>,
 }
 
-impl Targets {
+impl BoxTargets {
     /// The boxes' corners (x0, y0, x1, y1 in source pixels), what the geometry's draws read.
     pub(crate) fn corners(&self) -> Vec<[f64; 4]> {
         self.boxes.iter().map(|t| t.corners).collect()

@@ -13,6 +13,7 @@ mod boxes;
 mod bytes;
 mod json;
 mod label;
+mod mask;
 mod npz;
 mod sample;
 mod settings;
@@ -28,7 +29,6 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub(crate) use boxes::Targets;
 pub(super) use settings::Settings;
 
 use crate::error::{Cause, Error, Result};
@@ -47,6 +47,7 @@ const KINDS: &[&Declaration] = &[
     &vector::DECLARATION,
     &npz::DECLARATION,
     &boxes::DECLARATION,
+    &mask::DECLARATION,
 ];
 
 /// What a kind is to the rest of the engine: its name, where its bytes come from, and
@@ -115,6 +116,27 @@ pub(super) trait Kind: Any + fmt::Debug + Send + Sync {
     /// Its settings as the portable text sends them ([`Declaration::make`] reads them
     /// back), adding any tokenizer it names to `tokenizers`.
     fn settings(&self, tokenizers: &mut Vec<Arc<[u8]>>) -> Map<String, Value>;
+}
+
+/// A sample's targets as a target field read them ([`TargetKind::read`]), before the
+/// sample is placed.
+#[derive(Debug)]
+pub(crate) enum Targets {
+    /// A boxes field's.
+    Boxes(boxes::BoxTargets),
+    /// A mask field's label map.
+    Map(mask::LabelMap),
+}
+
+impl Targets {
+    /// The boxes' corners (x0, y0, x1, y1 in source pixels), what the geometry's draws
+    /// read; `None` for targets without boxes.
+    pub(crate) fn corners(&self) -> Option<Vec<[f64; 4]>> {
+        match self {
+            Targets::Boxes(boxes) => Some(boxes.corners()),
+            Targets::Map(_) => None,
+        }
+    }
 }
 
 /// A kind whose member follows the sample's geometry ([`Role::Target`]): read before the
@@ -355,7 +377,7 @@ mod tests {
             why("picture", json!({})),
             format!(
                 "unknown kind \"picture\": use \"sample\", \"label\", \"text\", \"json\", \
-                 \"bytes\", {tokens}\"vector\", \"npz\" or \"boxes\""
+                 \"bytes\", {tokens}\"vector\", \"npz\", \"boxes\" or \"mask\""
             )
         );
         let takers = if cfg!(feature = "tokenize") {

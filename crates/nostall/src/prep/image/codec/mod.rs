@@ -16,6 +16,7 @@
 mod png_decode;
 mod turbo;
 
+pub(crate) use png_decode::decode_label_map;
 pub use turbo::{encode_jpeg, EncodePixels};
 
 use crate::error::Cause;

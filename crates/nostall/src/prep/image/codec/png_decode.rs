@@ -80,3 +80,59 @@ pub(super) fn decode_rgb(
     }
     Ok((width, height))
 }
+
+/// Decodes a one-channel PNG (grey or palette, 1 to 8 bits a pixel) as its values, one
+/// byte a pixel, palette indices not expanded: a segmentation's label map, as PIL's
+/// `np.array(Image.open(path))` reads VOC's palette PNGs and ADE20K's grey ones. Returns
+/// (width, height) and the values, row-major.
+///
+/// # Errors
+///
+/// [`Cause::Corrupt`] for a damaged file, more pixels than `max_pixels`, or another
+/// colour type or depth (in words: what to save it as).
+pub(crate) fn decode_label_map(data: &[u8], max_pixels: u64) -> Result<(u32, u32, Vec<u8>), Cause> {
+    let corrupt = |e: png::DecodingError| Cause::Corrupt(e.to_string());
+    let (width, height) = dimensions(data)?;
+    if u64::from(width) * u64::from(height) > max_pixels {
+        return Err(Cause::Corrupt(format!(
+            "a label map of {width}x{height}, more than {max_pixels} pixels"
+        )));
+    }
+    check_palette(data)?;
+    let mut decoder = png::Decoder::new(data);
+    decoder.set_transformations(png::Transformations::IDENTITY);
+    decoder.set_limits(png::Limits {
+        bytes: (max_pixels as usize).saturating_mul(2),
+    });
+    let mut reader = decoder.read_info().map_err(corrupt)?;
+    let info = reader.info();
+    let (color, depth) = (info.color_type, info.bit_depth as u8);
+    if !matches!(color, png::ColorType::Grayscale | png::ColorType::Indexed) || depth > 8 {
+        return Err(Cause::Corrupt(format!(
+            "a label map is one channel of at most 8 bits (grey or palette), and this PNG \
+             is {color:?} at {depth} bits: save it as mode \"L\" or \"P\""
+        )));
+    }
+    let mut raw = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut raw).map_err(corrupt)?;
+    if (frame.width, frame.height) != (width, height) {
+        return Err(Cause::Corrupt(
+            "the PNG's frame is not its header's size".into(),
+        ));
+    }
+    let (w, depth) = (width as usize, usize::from(depth));
+    let mut out = Vec::with_capacity(w * height as usize);
+    for row in raw.chunks(frame.line_size).take(height as usize) {
+        if depth == 8 {
+            out.extend_from_slice(&row[..w]);
+            continue;
+        }
+        // Pixels packed from each byte's high bits, as PNG packs them.
+        let mask = (1u8 << depth) - 1;
+        out.extend((0..w).map(|x| {
+            let bit = x * depth;
+            (row[bit / 8] >> (8 - depth - bit % 8)) & mask
+        }));
+    }
+    Ok((width, height, out))
+}
