@@ -16,6 +16,12 @@ then ``PILToTensor``, ``ToDtype(float, scale=True)``, ``SanitizeBoundingBoxes()`
 * ``ssdlite``: ``RandomIoUCrop()``, ``RandomHorizontalFlip()``.
 * ``ssd`` (SSD300): ``RandomPhotometricDistort()``, ``RandomZoomOut(fill=defaultdict(lambda:
   mean, {Mask: 0}))``, ``RandomIoUCrop()``, ``RandomHorizontalFlip()``.
+* ``ssd-targets``: ``ssd``, then SSD300's training targets made from each image's
+  boxes, as a training loop of its own would take them from its loader (torchvision's
+  SSD makes them in ``forward``): torchvision's ``DefaultBoxGenerator`` boxes (8732),
+  ``SSDMatcher(0.5)`` and ``BoxCoder((10, 10, 5, 5))`` in the DataLoader's workers, a
+  step at the end of the ``Compose``; nostall's ``Field("coco", kind="boxes",
+  anchors="ssd300")`` in the engine.
 * ``maskrcnn-lsj``: Mask R-CNN's large-scale jitter with instance masks (the references'
   ``DetectionPresetTrain("lsj")``): ``ScaleJitter((1024, 1024))``, the references'
   ``FixedSizeCrop((1024, 1024), fill=mean)``, ``RandomHorizontalFlip()``; no resize after
@@ -35,7 +41,7 @@ Each loader runs in a fresh child process; they alternate, ``--rounds`` times, a
 figure is the ratio of the medians. A run: 4 batches of warm-up, then ``--batches``
 batches timed (epochs run on as needed).
 
-Usage: ``python bench/detection.py [bench/data/photos] [--recipes ssd,ssdlite] [--rounds 3]
+Usage: ``python bench/detection.py [bench/data/photos] [--recipes ssd,ssdlite,ssd-targets] [--rounds 3]
 [--batches 20] [--json out.json]`` in a venv with nostall, torch, torchvision and psutil (``.venv-test``),
 and pycocotools for ``maskrcnn-lsj``.
 """
@@ -145,11 +151,44 @@ def recipe(name: str) -> Any:
                v2.PILToTensor(), v2.ToDtype(torch.float, scale=True)]
         return v2.Compose([*lsj, v2.SanitizeBoundingBoxes()])
     steps = [v2.RandomIoUCrop(), v2.RandomHorizontalFlip()]
-    if name == "ssd":
+    if name in ("ssd", "ssd-targets"):
         fill = defaultdict(lambda: (123.0, 117.0, 104.0), {tv_tensors.Mask: 0})
         steps = [v2.RandomPhotometricDistort(), v2.RandomZoomOut(fill=fill), *steps]
     steps += [v2.Resize((300, 300)), v2.PILToTensor(), v2.ToDtype(torch.float, scale=True)]
-    return v2.Compose([*steps, v2.SanitizeBoundingBoxes()])
+    steps.append(v2.SanitizeBoundingBoxes())
+    if name == "ssd-targets":
+        steps.append(ssd_targets())
+    return v2.Compose(steps)
+
+
+def ssd_targets() -> Any:
+    """A step that adds SSD300's training targets to a sample: each default box's class
+    and offsets, as ``SSD.forward`` and ``compute_loss`` make them."""
+    import torch
+    from torchvision.models.detection._utils import BoxCoder, SSDMatcher
+    from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
+    from torchvision.models.detection.image_list import ImageList
+
+    generator = DefaultBoxGenerator([[2], [2, 3], [2, 3], [2, 3], [2], [2]],
+                                    scales=[0.07, 0.15, 0.33, 0.51, 0.69, 0.87, 1.05], steps=[8, 16, 32, 64, 100, 300])
+    grids = [torch.zeros(1, 1, g, g) for g in (38, 19, 10, 5, 3, 1)]
+    anchors = generator(ImageList(torch.zeros(1, 3, 300, 300), [(300, 300)]), grids)[0]
+    matcher, coder = SSDMatcher(0.5), BoxCoder(weights=(10.0, 10.0, 5.0, 5.0))
+
+    def encode(image: Any, target: dict) -> tuple:
+        from torchvision.ops import box_iou
+
+        boxes = target["boxes"].as_subclass(torch.Tensor)
+        classes = torch.zeros(len(anchors), dtype=torch.int64)
+        offsets = torch.zeros(len(anchors), 4)
+        if len(boxes):
+            matched = matcher(box_iou(boxes, anchors))
+            foreground = matched >= 0
+            classes[foreground] = target["labels"][matched[foreground]]
+            offsets[foreground] = coder.encode_single(boxes[matched[foreground]], anchors[foreground])
+        return image, {**target, "anchor_labels": classes, "anchor_boxes": offsets}
+
+    return encode
 
 
 def collate(batch: list) -> tuple:
@@ -183,6 +222,10 @@ def run(which: str, annotations: str, batches: int) -> dict:
             steps[1] = nostall.ops.FixedSizeCrop(1024, fill=(123, 117, 104))
             pipeline = steps
             target = nostall.Field("coco", kind="boxes", max_boxes=8, masks=True)
+        if name == "ssd-targets":
+            # The targets' step is the field's anchors.
+            pipeline = list(pipeline.transforms)[:-1]
+            target = nostall.Field("coco", kind="boxes", anchors="ssd300")
         loader = nostall.Loader(annotations, pipeline=pipeline, batch_size=BATCH, threads=THREADS,
                                 fields={"image": "image", "target": target})
         batch_of = lambda batch: (batch["image"], batch["target"])  # noqa: E731

@@ -74,18 +74,25 @@ class Split:
 
 def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> Any:
     """A boxes part at ``offset`` of ``record``, its ``shape`` the boxes a sample
-    (``capacity``), the keypoints a box, then a mask's height, width and bytes a row (all
-    0 without masks): padded, ``{"boxes": [n, capacity, 4], "labels": [n, capacity],
-    "count": [n]}`` (and ``"keypoints": [n, capacity, keypoints, 3]``, ``"masks": [n,
+    (``capacity``), the keypoints a box, the default boxes, then a mask's height, width and
+    bytes a row (all 0 without masks): padded, ``{"boxes": [n, capacity, 4], "labels": [n,
+    capacity], "count": [n]}`` (and ``"anchor_labels": [n, anchors]``, ``"anchor_boxes":
+    [n, anchors, 4]``, ``"keypoints": [n, capacity, keypoints, 3]``, ``"masks": [n,
     capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels": [k]}`` (and
-    ``"keypoints": [k, keypoints, 3]``, ``"masks": [k, height, row_bytes]``) a sample, cut
-    to its count."""
-    n, (capacity, points, height, _, row_bytes) = record.shape[0], shape
+    ``"anchor_labels": [anchors]``, ``"anchor_boxes": [anchors, 4]``, ``"keypoints": [k,
+    keypoints, 3]``, ``"masks": [k, height, row_bytes]``) a sample, its boxes cut to its
+    count."""
+    n, (capacity, points, anchors, height, _, row_bytes) = record.shape[0], shape
     count = _part(record, offset, 8, "int64").reshape(n)
     boxes = _part(record, offset + 8, 16 * capacity, "float32").reshape(n, capacity, 4)
     labels = _part(record, offset + 8 + 16 * capacity, 8 * capacity, "int64")
     out = {"boxes": boxes, "labels": labels}
     at = offset + 8 + 24 * capacity
+    whole = {}
+    if anchors:
+        whole["anchor_labels"] = _part(record, at, 8 * anchors, "int64")
+        whole["anchor_boxes"] = _part(record, at + 8 * anchors, 16 * anchors, "float32").reshape(n, anchors, 4)
+        at += 24 * anchors
     if points:
         out["keypoints"] = _part(record, at, 12 * points * capacity, "float32").reshape(n, capacity, points, 3)
         at += 12 * points * capacity
@@ -93,9 +100,10 @@ def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> An
         masks = record[:, at : at + capacity * height * row_bytes]
         out["masks"] = masks.reshape(n, capacity, height, row_bytes)
     if padded:
-        return {**out, "count": count}
+        return {**out, **whole, "count": count}
     counts = count.tolist()
-    return [{key: value[i, :k] for key, value in out.items()} for i, k in enumerate(counts)]
+    return [{**{key: value[i, :k] for key, value in out.items()}, **{key: value[i] for key, value in whole.items()}}
+            for i, k in enumerate(counts)]
 
 
 def _lengths(columns: Any) -> Any:

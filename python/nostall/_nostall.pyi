@@ -257,6 +257,7 @@ class Field:
         keypoints: int | None = None,
         keypoint_flip: Sequence[int] | None = None,
         fill: int | None = None,
+        anchors: Literal["ssd300", "ssdlite320"] | None = None,
     ) -> Field: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 

@@ -70,7 +70,11 @@ use crate::tokenizer::Tokenizer;
 ///   of the image has visibility 0. ``keypoint_flip``: each point's mirror image, by which
 ///   a flipped sample swaps left and right as the detection references do (COCO's people:
 ///   ``[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]``); none swaps nothing,
-///   as v2.
+///   as v2. ``anchors`` (``"ssd300"`` or ``"ssdlite320"``): the kept boxes encoded
+///   against that model's default boxes, as torchvision's SSD computes its training
+///   targets: ``"anchor_labels"`` int64 ``[anchors]`` (the matched box's label, 0 for
+///   background) and ``"anchor_boxes"`` float32 ``[anchors, 4]`` (``BoxCoder((10, 10, 5,
+///   5))`` offsets); the pipeline must end at the model's size.
 /// - For ``kind="mask"`` (a semantic segmentation's label map: a one-channel PNG of the
 ///   image's size, grey or palette, its values the classes): the map follows the image's
 ///   geometry, read nearest as v2 moves a ``Mask``, uint8 ``[batch, height, width]``.
@@ -102,6 +106,7 @@ struct TargetSettings {
     keypoints: Option<usize>,
     keypoint_flip: Option<Vec<usize>>,
     fill: Option<u8>,
+    anchors: Option<String>,
 }
 
 impl TargetSettings {
@@ -125,6 +130,7 @@ impl TargetSettings {
             self.keypoint_flip.as_ref().map(|v| json!(v)),
         );
         put("fill", self.fill.map(|v| json!(v)));
+        put("anchors", self.anchors.as_ref().map(|v| json!(v)));
         settings
     }
 }
@@ -132,7 +138,7 @@ impl TargetSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -152,6 +158,7 @@ impl Field {
         keypoints: Option<usize>,
         keypoint_flip: Option<Vec<usize>>,
         fill: Option<u8>,
+        anchors: Option<String>,
     ) -> PyResult<Field> {
         let arrays = arrays
             .map(|arrays| {
@@ -193,6 +200,7 @@ impl Field {
                 keypoints,
                 keypoint_flip,
                 fill,
+                anchors,
             },
         })
     }
@@ -230,6 +238,7 @@ impl Field {
         kwargs.set_item("keypoints", b.keypoints)?;
         kwargs.set_item("keypoint_flip", &b.keypoint_flip)?;
         kwargs.set_item("fill", b.fill)?;
+        kwargs.set_item("anchors", &b.anchors)?;
         Ok((PyTuple::new(py, [&self.members])?, kwargs))
     }
 
@@ -474,17 +483,17 @@ impl Records {
                 PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
                 PartForm::Label => ("label", dims(&[])?, "int64"),
                 PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
-                // The boxes, the keypoints a box, then a mask's height, width and bytes
-                // a row (zeros without masks).
+                // The boxes, the keypoints a box, the default boxes, then a mask's
+                // height, width and bytes a row (zeros without masks).
                 PartForm::Boxes {
                     capacity,
                     keypoints,
+                    anchors,
                     masks,
                 } => {
-                    let shape = match masks {
-                        None => vec![*capacity, *keypoints, 0, 0, 0],
-                        Some(m) => vec![*capacity, *keypoints, m.height, m.width, m.row_bytes()],
-                    };
+                    let (height, width, row_bytes) =
+                        masks.map_or((0, 0, 0), |m| (m.height, m.width, m.row_bytes()));
+                    let shape = vec![*capacity, *keypoints, *anchors, height, width, row_bytes];
                     ("boxes", dims(&shape)?, "float32")
                 }
                 // Its shape: each array's name and dimensions, in order.

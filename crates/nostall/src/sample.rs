@@ -234,14 +234,17 @@ pub enum PartForm {
         arrays: Vec<(String, Vec<usize>)>,
     },
     /// A detection sample's boxes: their count (`i64`), `capacity` boxes of four `f32`,
-    /// then `capacity` labels (`i64`), all native-endian, then each box's `keypoints`
-    /// (x, y, visibility: three `f32` each) and each box's mask where asked; zeros past
-    /// the count.
+    /// then `capacity` labels (`i64`), all native-endian, then where asked each of
+    /// `anchors` default boxes' class (`i64`) and regression target (four `f32`), each
+    /// box's `keypoints` (x, y, visibility: three `f32` each) and each box's mask; zeros
+    /// past the count.
     Boxes {
         /// The most boxes it holds.
         capacity: usize,
         /// Keypoints a box (0: none).
         keypoints: usize,
+        /// Default boxes its boxes are encoded against (0: none).
+        anchors: usize,
         /// The boxes' instance masks, `capacity` of them after the keypoints.
         masks: Option<MaskForm>,
     },
@@ -305,13 +308,17 @@ impl PartForm {
             PartForm::Boxes {
                 capacity,
                 keypoints,
+                anchors,
                 masks,
             } => {
                 let per_box = keypoints
                     .saturating_mul(12)
                     .saturating_add(24)
                     .saturating_add(masks.map_or(0, |m| m.bytes()));
-                capacity.saturating_mul(per_box).saturating_add(8)
+                capacity
+                    .saturating_mul(per_box)
+                    .saturating_add(anchors.saturating_mul(24))
+                    .saturating_add(8)
             }
         }
     }

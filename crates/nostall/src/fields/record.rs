@@ -34,6 +34,15 @@ impl RecordPrep {
                 .places_targets()
                 .map_err(|why| Error::Config(format!("field {:?}: {why}", target.name)))?;
         }
+        if let Some((height, width)) = sample.layout().image() {
+            for field in fields.iter() {
+                if let Some(targets) = field.kind.targets() {
+                    targets
+                        .fits((width, height))
+                        .map_err(|why| Error::Config(format!("field {:?}: {why}", field.name)))?;
+                }
+            }
+        }
         let layout = fields.layout(sample.layout());
         Ok(RecordPrep {
             sample,

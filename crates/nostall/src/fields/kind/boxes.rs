@@ -18,11 +18,17 @@
 //! annotation's `segmentation` (polygons or an RLE, in the `coco` member or a JSON
 //! member's COCO annotations), all 0 for a box without one. With `keypoints`, each kept
 //! box's points follow it ([`keypoints`]): COCO's `keypoints`, or a torchvision target's.
+//! With `anchors`, the kept boxes are also encoded against SSD's default boxes
+//! ([`anchors`]): each anchor's class and regression target, as torchvision's SSD
+//! computes them in its training step.
 //!
 //! In its slot: the count (`i64`), `max_boxes` boxes of four `f32`, then `max_boxes`
-//! labels (`i64`), then `max_boxes` boxes' keypoints (three `f32` a point) and masks
-//! ([`MaskForm`]) where asked; the places past the count hold zeros.
+//! labels (`i64`), then where asked each anchor's class (`i64`) and regression target
+//! (four `f32`), `max_boxes` boxes' keypoints (three `f32` a point) and masks
+//! ([`MaskForm`]); the places past the count hold zeros.
 
+mod anchors;
+mod json_member;
 mod keypoints;
 mod mask;
 
@@ -34,8 +40,10 @@ use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind, Targets};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{MaskForm, PartForm, SampleLayout};
-use crate::storage::{check_polygon, decode_coco_member, Shape, COCO_MAGIC};
-use keypoints::{json_keypoints, Keypoints};
+use crate::storage::{decode_coco_member, Shape, COCO_MAGIC};
+use anchors::DefaultBoxes;
+use json_member::read_json;
+use keypoints::Keypoints;
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "boxes",
@@ -50,6 +58,7 @@ pub(super) const DECLARATION: Declaration = Declaration {
         "masks",
         "keypoints",
         "keypoint_flip",
+        "anchors",
     ],
     make,
 };
@@ -97,6 +106,67 @@ impl Masks {
     }
 }
 
+/// SSD's default boxes a field encodes its boxes against (`anchors=`).
+#[derive(Debug)]
+struct Anchors {
+    /// Its name, `anchors=`'s.
+    name: &'static str,
+    /// The output's width and height the boxes are made for.
+    size: (usize, usize),
+    boxes: DefaultBoxes,
+}
+
+/// A model whose default boxes `anchors=` names.
+struct Preset {
+    /// `anchors=`'s name for it.
+    name: &'static str,
+    /// torchvision's builder of the model.
+    model: &'static str,
+    boxes: fn() -> DefaultBoxes,
+    /// The side of its square input.
+    side: usize,
+}
+
+impl Anchors {
+    const PRESETS: [Preset; 2] = [
+        Preset {
+            name: "ssd300",
+            model: "ssd300_vgg16",
+            boxes: DefaultBoxes::ssd300_vgg16,
+            side: 300,
+        },
+        Preset {
+            name: "ssdlite320",
+            model: "ssdlite320_mobilenet_v3_large",
+            boxes: DefaultBoxes::ssdlite320_mobilenet_v3_large,
+            side: 320,
+        },
+    ];
+
+    fn named(name: &str) -> Result<Anchors, String> {
+        let Some(preset) = Anchors::PRESETS.iter().find(|p| p.name == name) else {
+            let known: Vec<String> = Anchors::PRESETS
+                .iter()
+                .map(|p| format!("\"{}\" ({})", p.name, p.model))
+                .collect();
+            return Err(format!(
+                "anchors={name:?} is not a preset: use {}",
+                known.join(" or ")
+            ));
+        };
+        Ok(Anchors {
+            name: preset.name,
+            size: (preset.side, preset.side),
+            boxes: (preset.boxes)(),
+        })
+    }
+
+    /// Default boxes.
+    fn count(&self) -> usize {
+        self.boxes.boxes().len()
+    }
+}
+
 /// How the boxes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -139,6 +209,7 @@ struct Boxes {
     crowd: bool,
     masks: Masks,
     keypoints: Option<Keypoints>,
+    anchors: Option<Anchors>,
 }
 
 impl FieldKind {
@@ -208,6 +279,11 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
         crowd,
         masks,
         keypoints: Keypoints::new(settings.value("keypoints"), settings.value("keypoint_flip"))?,
+        anchors: match settings.value("anchors") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(Anchors::named(name)?),
+            Some(other) => return Err(format!("anchors={other} is not a preset's name")),
+        },
     }))
 }
 
@@ -240,6 +316,7 @@ impl Kind for Boxes {
         PartForm::Boxes {
             capacity: self.max_boxes,
             keypoints: self.keypoint_count(),
+            anchors: self.anchors.as_ref().map_or(0, Anchors::count),
             // A sample that is no image has no placement: refused by `RecordPrep::new`.
             masks: self.masks.form(sample.image().unwrap_or((0, 0))),
         }
@@ -247,7 +324,7 @@ impl Kind for Boxes {
 
     fn fingerprint(&self) -> String {
         format!(
-            "boxes {} {} {} {} crowd={} max_bytes={} masks={} keypoints={}",
+            "boxes {} {} {} {} crowd={} max_bytes={} masks={} keypoints={} anchors={}",
             self.max_boxes,
             self.format.name(),
             self.min_size,
@@ -257,7 +334,8 @@ impl Kind for Boxes {
             self.masks.value(),
             self.keypoints
                 .as_ref()
-                .map_or(json!(0), |k| json!(k.values()))
+                .map_or(json!(0), |k| json!(k.values())),
+            self.anchors.as_ref().map_or("none", |a| a.name)
         )
     }
 
@@ -286,11 +364,25 @@ impl Kind for Boxes {
             settings.insert("keypoints".into(), count);
             settings.insert("keypoint_flip".into(), flip);
         }
+        if let Some(anchors) = &self.anchors {
+            settings.insert("anchors".into(), json!(anchors.name));
+        }
         settings
     }
 }
 
 impl TargetKind for Boxes {
+    fn fits(&self, (width, height): (usize, usize)) -> Result<(), String> {
+        match &self.anchors {
+            Some(a) if a.size != (width, height) => Err(format!(
+                "anchors={:?} are made for {}x{} images, and the pipeline gives {width}x{height}: \
+                 end it with Resize(({}, {}))",
+                a.name, a.size.0, a.size.1, a.size.1, a.size.0
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn read(&self, field: &str, member: &[u8]) -> Result<Targets, Cause> {
         let bad = |reason: String| Cause::BadTargets {
             field: field.to_string(),
@@ -406,6 +498,9 @@ impl Boxes {
         let (count, rest) = slot.split_at_mut(8);
         let (boxes, rest) = rest.split_at_mut(16 * self.max_boxes);
         let (labels, rest) = rest.split_at_mut(8 * self.max_boxes);
+        let anchor_count = self.anchors.as_ref().map_or(0, Anchors::count);
+        let (classes, rest) = rest.split_at_mut(8 * anchor_count);
+        let (regression, rest) = rest.split_at_mut(16 * anchor_count);
         let (points, masks) = rest.split_at_mut(12 * self.keypoint_count() * self.max_boxes);
         let kept: Vec<(&Target, [f64; 4])> = targets
             .iter()
@@ -430,6 +525,22 @@ impl Boxes {
             l.copy_from_slice(&t.label.to_ne_bytes());
         }
         count.copy_from_slice(&(kept.len() as i64).to_ne_bytes());
+        if let Some(anchors) = &self.anchors {
+            let boxes: Vec<[f32; 4]> = kept.iter().map(|(_, b)| b.map(|v| v as f32)).collect();
+            let labels: Vec<i64> = kept.iter().map(|(t, _)| t.label).collect();
+            let mut matched = vec![0i64; anchors.count()];
+            let mut targets = vec![[0f32; 4]; anchors.count()];
+            anchors
+                .boxes
+                .encode(&boxes, &labels, &mut matched, &mut targets)
+                .map_err(|bad| format!("box {} cannot be matched to SSD's anchors", bad.index))?;
+            for (class, out) in matched.iter().zip(classes.chunks_exact_mut(8)) {
+                out.copy_from_slice(&class.to_ne_bytes());
+            }
+            for (v, out) in targets.iter().flatten().zip(regression.chunks_exact_mut(4)) {
+                out.copy_from_slice(&v.to_ne_bytes());
+            }
+        }
         if let Some(k) = &self.keypoints {
             for ((t, _), out) in kept.iter().zip(points.chunks_exact_mut(12 * k.count())) {
                 k.write(&t.keypoints, placement, out);
@@ -478,184 +589,6 @@ fn read_coco(member: &[u8], max_boxes: usize, shapes: bool) -> Result<Coco, Stri
         })
         .collect();
     Ok((boxes, Some(size)))
-}
-
-/// The targets of a JSON member: torchvision's `{"boxes", "labels"(, "keypoints")}`
-/// (corners) or COCO's `{"annotations": [{"bbox", "category_id", "iscrowd",
-/// "segmentation", "keypoints"}]}`, the masks read where `shapes` asks, the keypoints
-/// where `points` does.
-fn read_json(
-    member: &[u8],
-    max_boxes: usize,
-    shapes: bool,
-    points: bool,
-) -> Result<Vec<Target>, String> {
-    let doc: Value =
-        serde_json::from_slice(member).map_err(|e| format!("not a JSON document: {e}"))?;
-    let Value::Object(doc) = doc else {
-        return Err("not a JSON object: give {\"boxes\": [...], \"labels\": [...]}".into());
-    };
-    let too_many =
-        |n: usize| (n > max_boxes).then(|| format!("{n} boxes, more than max_boxes={max_boxes}"));
-    if let Some(annotations) = doc.get("annotations") {
-        let list = annotations
-            .as_array()
-            .ok_or("\"annotations\" is not a list")?;
-        if let Some(why) = too_many(list.len()) {
-            return Err(why);
-        }
-        return list
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let [x, y, w, h] = numbers(a.get("bbox")).ok_or_else(|| {
-                    format!("annotation {i}: \"bbox\" is not four finite numbers")
-                })?;
-                let label = a
-                    .get("category_id")
-                    .and_then(Value::as_i64)
-                    .ok_or_else(|| {
-                        format!("annotation {i}: \"category_id\" is not a whole number")
-                    })?;
-                let crowd = match a.get("iscrowd") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Bool(b)) => *b,
-                    Some(v) => {
-                        v.as_i64().ok_or_else(|| {
-                            format!("annotation {i}: \"iscrowd\" is not 0, 1 or a boolean")
-                        })? != 0
-                    }
-                };
-                let shape = match (shapes, a.get("segmentation")) {
-                    (true, Some(segmentation)) => {
-                        json_shape(segmentation).map_err(|why| format!("annotation {i}: {why}"))?
-                    }
-                    _ => Shape::None,
-                };
-                let keypoints = match points {
-                    true => json_keypoints(a.get("keypoints"))
-                        .map_err(|why| format!("annotation {i}: {why}"))?,
-                    false => Vec::new(),
-                };
-                Ok(Target {
-                    corners: [x, y, x + w, y + h],
-                    label,
-                    crowd,
-                    shape,
-                    keypoints,
-                })
-            })
-            .collect();
-    }
-    let boxes = doc
-        .get("boxes")
-        .and_then(Value::as_array)
-        .ok_or("no \"boxes\" list (nor COCO's \"annotations\")")?;
-    let labels = doc
-        .get("labels")
-        .and_then(Value::as_array)
-        .ok_or("no \"labels\" list beside \"boxes\"")?;
-    if let Some(why) = too_many(boxes.len()) {
-        return Err(why);
-    }
-    if labels.len() != boxes.len() {
-        return Err(format!("{} boxes and {} labels", boxes.len(), labels.len()));
-    }
-    let keypoints = match (points, doc.get("keypoints")) {
-        (true, Some(Value::Array(each))) if each.len() == boxes.len() => each.as_slice(),
-        (true, Some(_)) => {
-            return Err("\"keypoints\" is not a list of one list of points a box".into())
-        }
-        _ => &[],
-    };
-    boxes
-        .iter()
-        .zip(labels)
-        .enumerate()
-        .map(|(i, (b, l))| {
-            let corners =
-                numbers(Some(b)).ok_or_else(|| format!("box {i} is not four finite numbers"))?;
-            if corners[2] < corners[0] || corners[3] < corners[1] {
-                return Err(format!(
-                    "box {i} is not x0, y0, x1, y1 with x0 <= x1 and y0 <= y1"
-                ));
-            }
-            let label = l
-                .as_i64()
-                .ok_or_else(|| format!("label {i} is not a whole number"))?;
-            Ok(Target {
-                corners,
-                label,
-                crowd: false,
-                shape: Shape::None,
-                keypoints: json_keypoints(keypoints.get(i))
-                    .map_err(|why| format!("box {i}: {why}"))?,
-            })
-        })
-        .collect()
-}
-
-/// A COCO annotation's `segmentation`: polygons (a list of lists of coordinates), an RLE
-/// (`{"size": [height, width], "counts": [...] or "compressed"}`), or none (`null`, `[]`).
-fn json_shape(segmentation: &Value) -> Result<Shape, String> {
-    match segmentation {
-        Value::Null => Ok(Shape::None),
-        Value::Array(polygons) if polygons.is_empty() => Ok(Shape::None),
-        Value::Array(polygons) => {
-            let mut total = 0usize;
-            polygons
-                .iter()
-                .map(|polygon| {
-                    let coords = polygon
-                        .as_array()
-                        .ok_or("\"segmentation\" is neither polygons nor an RLE")?;
-                    total += coords.len();
-                    check_polygon(coords.len(), total)?;
-                    coords
-                        .iter()
-                        .map(|v| v.as_f64().filter(|v| v.is_finite()))
-                        .collect::<Option<Vec<f64>>>()
-                        .ok_or_else(|| "a polygon's coordinate is not a finite number".into())
-                })
-                .collect::<Result<_, String>>()
-                .map(Shape::Polygons)
-        }
-        Value::Object(rle) => {
-            let size = rle
-                .get("size")
-                .and_then(Value::as_array)
-                .filter(|s| s.len() == 2)
-                .and_then(|s| Some((s[0].as_u64()?, s[1].as_u64()?)))
-                .and_then(|(h, w)| Some((u32::try_from(h).ok()?, u32::try_from(w).ok()?)))
-                .ok_or("an RLE's \"size\" is not [height, width]")?;
-            let made = match rle.get("counts") {
-                Some(Value::String(compressed)) => {
-                    nostall_coco::Rle::from_compressed(size.0, size.1, compressed)
-                }
-                Some(Value::Array(counts)) => {
-                    let counts = counts
-                        .iter()
-                        .map(|c| c.as_u64().and_then(|c| u32::try_from(c).ok()))
-                        .collect::<Option<Vec<u32>>>()
-                        .ok_or("an RLE's counts are not whole numbers")?;
-                    nostall_coco::Rle::new(size.0, size.1, counts)
-                }
-                _ => return Err("an RLE without \"counts\"".into()),
-            };
-            made.map(Shape::Rle).map_err(|e| e.to_string())
-        }
-        _ => Err("\"segmentation\" is neither polygons nor an RLE".into()),
-    }
-}
-
-/// Four finite numbers.
-fn numbers(value: Option<&Value>) -> Option<[f64; 4]> {
-    let list = value?.as_array()?;
-    let [a, b, c, d] = list.as_slice() else {
-        return None;
-    };
-    let n = [a.as_f64()?, b.as_f64()?, c.as_f64()?, d.as_f64()?];
-    n.iter().all(|v| v.is_finite()).then_some(n)
 }
 
 #[cfg(test)]
@@ -747,6 +680,7 @@ mod tests {
                     PartForm::Boxes {
                         capacity: 4,
                         keypoints: 0,
+                        anchors: 0,
                         masks: None
                     }
                     .bytes()
@@ -767,6 +701,7 @@ mod tests {
             PartForm::Boxes {
                 capacity: 4,
                 keypoints: 0,
+                anchors: 0,
                 masks: None
             }
             .bytes()
@@ -851,6 +786,7 @@ mod tests {
             PartForm::Boxes {
                 capacity: 2,
                 keypoints: 0,
+                anchors: 0,
                 masks: None
             }
             .bytes()

@@ -143,6 +143,12 @@ impl Targets {
 /// sample is prepared (its boxes are what some operators draw against), written after it,
 /// by the sample's [`Placement`].
 pub(super) trait TargetKind {
+    /// Whether its targets can be made for a pipeline whose output is `(width, height)`,
+    /// in words if not (what the loader refuses when it is built).
+    fn fits(&self, _output: (usize, usize)) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
     /// The targets of `member`, for field `field`.
     ///
     /// # Errors
