@@ -76,19 +76,20 @@ def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> An
     """A boxes part at ``offset`` of ``record``, its ``shape`` the boxes a sample
     (``capacity``), the keypoints a box, the default boxes, then a mask's height, width and
     bytes a row (all 0 without masks): padded, ``{"boxes": [n, capacity, 4], "labels": [n,
-    capacity], "count": [n]}`` (and ``"anchor_labels": [n, anchors]``, ``"anchor_boxes":
+    capacity], "size": [n, 2], "count": [n]}`` (and ``"anchor_labels": [n, anchors]``, ``"anchor_boxes":
     [n, anchors, 4]``, ``"keypoints": [n, capacity, keypoints, 3]``, ``"masks": [n,
-    capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels": [k]}`` (and
+    capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels": [k], "size":
+    [2]}`` (and
     ``"anchor_labels": [anchors]``, ``"anchor_boxes": [anchors, 4]``, ``"keypoints": [k,
     keypoints, 3]``, ``"masks": [k, height, row_bytes]``) a sample, its boxes cut to its
     count."""
     n, (capacity, points, anchors, height, _, row_bytes) = record.shape[0], shape
     count = _part(record, offset, 8, "int64").reshape(n)
-    boxes = _part(record, offset + 8, 16 * capacity, "float32").reshape(n, capacity, 4)
-    labels = _part(record, offset + 8 + 16 * capacity, 8 * capacity, "int64")
+    boxes = _part(record, offset + 24, 16 * capacity, "float32").reshape(n, capacity, 4)
+    labels = _part(record, offset + 24 + 16 * capacity, 8 * capacity, "int64")
     out = {"boxes": boxes, "labels": labels}
-    at = offset + 8 + 24 * capacity
-    whole = {}
+    at = offset + 24 + 24 * capacity
+    whole = {"size": _part(record, offset + 8, 16, "int64").reshape(n, 2)}
     if anchors:
         whole["anchor_labels"] = _part(record, at, 8 * anchors, "int64")
         whole["anchor_boxes"] = _part(record, at + 8 * anchors, 16 * anchors, "float32").reshape(n, anchors, 4)

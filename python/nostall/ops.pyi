@@ -36,6 +36,7 @@ __all__ = [
     "RandomPosterize",
     "RandomResizedCrop",
     "RandomRotation",
+    "RandomShortestSize",
     "RandomSolarize",
     "RandomVerticalFlip",
     "RandomZoomOut",
@@ -260,6 +261,41 @@ class FixedSizeCrop(Op):
     @property
     def fill(self) -> float | tuple[float, float, float]:
         """The padding's colour, one or 3 numbers."""
+
+@final
+class RandomShortestSize(Op):
+    """Resizes the shorter side to a size drawn among ``min_size``, the longer side at most
+    ``max_size`` (torchvision.transforms.v2's ``RandomShortestSize``). Each image keeps its
+    size, at the top left of a ``max_size`` square canvas of ``fill`` in the batch; a boxes
+    field's ``size`` says where it ends.
+
+    - ``min_size``: the shorter side's sizes, drawn with equal chances.
+    - ``max_size``: the most the longer side may be, and the batch canvas's side (the
+      references use 1333; v2's ``None`` is refused: the batch needs a bound).
+    - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
+      torchvision's antialiased filters) or ``'nearest'``.
+    - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
+      default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any
+      scale, as torch's ``F.interpolate`` (torchvision's video classification recipe).
+    - ``fill`` (``0``): the canvas's colour around each image, one or 3 numbers.
+    """
+
+    def __new__(cls, min_size: int | Sequence[int], max_size: int | None, interpolation: str = 'bilinear', antialias: bool = True, fill: float | tuple[float, float, float] | list[float] = 0) -> RandomShortestSize: ...
+    @property
+    def min_size(self) -> tuple[int, ...]:
+        """The shorter side's sizes, drawn with equal chances."""
+    @property
+    def max_size(self) -> int | None:
+        """The most the longer side may be, and the batch canvas's side (the references use 1333; v2's ``None`` is refused: the batch needs a bound)."""
+    @property
+    def interpolation(self) -> str:
+        """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
+    @property
+    def antialias(self) -> bool:
+        """Antialiasing when shrinking (torchvision.transforms.v2's default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any scale, as torch's ``F.interpolate`` (torchvision's video classification recipe)."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The canvas's colour around each image, one or 3 numbers."""
 
 @final
 class RandomHorizontalFlip(Op):

@@ -233,7 +233,8 @@ pub enum PartForm {
         /// Each array's name and shape, in order.
         arrays: Vec<(String, Vec<usize>)>,
     },
-    /// A detection sample's boxes: their count (`i64`), `capacity` boxes of four `f32`,
+    /// A detection sample's boxes: their count (`i64`), the image's height and width
+    /// (`i64` each), `capacity` boxes of four `f32`,
     /// then `capacity` labels (`i64`), all native-endian, then where asked each of
     /// `anchors` default boxes' class (`i64`) and regression target (four `f32`), each
     /// box's `keypoints` (x, y, visibility: three `f32` each) and each box's mask; zeros
@@ -318,7 +319,7 @@ impl PartForm {
                 capacity
                     .saturating_mul(per_box)
                     .saturating_add(anchors.saturating_mul(24))
-                    .saturating_add(8)
+                    .saturating_add(24)
             }
         }
     }

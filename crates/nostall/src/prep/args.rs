@@ -182,6 +182,9 @@ pub enum Kind {
     Ops,
     /// Numbers, one per item of another parameter, or `None`.
     Weights,
+    /// Sides in pixels to draw among: an int or a sequence of ints; given back as the
+    /// tuple.
+    Sides,
 }
 
 impl Kind {
@@ -213,6 +216,7 @@ impl Kind {
             Kind::Erase => "float | tuple[float, float, float] | list[float] | str",
             Kind::Ops => "Sequence[Op]",
             Kind::Weights => "Sequence[float] | None",
+            Kind::Sides => "int | Sequence[int]",
         }
     }
 
@@ -239,6 +243,7 @@ impl Kind {
             Kind::Erase => "float | tuple[float, float, float] | str",
             Kind::Ops => "list[Op]",
             Kind::Weights => "tuple[float, ...] | None",
+            Kind::Sides => "tuple[int, ...]",
         }
     }
 }
@@ -654,6 +659,22 @@ impl Args {
         match self.get(param) {
             Value::Tuple(items) => items.iter().map(|v| number(v).ok_or_else(wrong)).collect(),
             _ => Err(wrong()),
+        }
+    }
+
+    /// Sides in pixels: an int, or ints in a sequence (at least one), each from 1 to
+    /// `u32::MAX`.
+    pub fn sides(&self, param: &str) -> Result<Vec<u32>> {
+        let wrong = || self.wrong(param, "a positive int or a sequence of them");
+        let side = |v: &Value| match v {
+            Value::Int(n) => u32::try_from(*n).ok().filter(|n| *n > 0),
+            _ => None,
+        };
+        match self.get(param) {
+            Value::Tuple(items) if !items.is_empty() => {
+                items.iter().map(|v| side(v).ok_or_else(wrong)).collect()
+            }
+            value => side(value).map(|n| vec![n]).ok_or_else(wrong),
         }
     }
 

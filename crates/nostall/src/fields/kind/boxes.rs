@@ -22,8 +22,9 @@
 //! ([`anchors`]): each anchor's class and regression target, as torchvision's SSD
 //! computes them in its training step.
 //!
-//! In its slot: the count (`i64`), `max_boxes` boxes of four `f32`, then `max_boxes`
-//! labels (`i64`), then where asked each anchor's class (`i64`) and regression target
+//! In its slot: the count (`i64`), the image's height and width in the output (`i64`
+//! each: the output's, or less where `RandomShortestSize` leaves each image its size),
+//! `max_boxes` boxes of four `f32`, then `max_boxes` labels (`i64`), then where asked each anchor's class (`i64`) and regression target
 //! (four `f32`), `max_boxes` boxes' keypoints (three `f32` a point) and masks
 //! ([`MaskForm`]); the places past the count hold zeros.
 
@@ -494,8 +495,12 @@ impl Boxes {
         slot: &mut [u8],
     ) -> Result<(), String> {
         slot.fill(0);
-        let canvas = placement.output_size();
+        // The image in the output, what v2 sanitises against; masks fill the output.
+        let canvas = placement.image_extent();
         let (count, rest) = slot.split_at_mut(8);
+        let (size, rest) = rest.split_at_mut(16);
+        size[..8].copy_from_slice(&i64::from(canvas.1).to_ne_bytes());
+        size[8..].copy_from_slice(&i64::from(canvas.0).to_ne_bytes());
         let (boxes, rest) = rest.split_at_mut(16 * self.max_boxes);
         let (labels, rest) = rest.split_at_mut(8 * self.max_boxes);
         let anchor_count = self.anchors.as_ref().map_or(0, Anchors::count);
@@ -546,7 +551,8 @@ impl Boxes {
                 k.write(&t.keypoints, placement, out);
             }
         }
-        let Some(form) = self.masks.form((canvas.1 as usize, canvas.0 as usize)) else {
+        let output = placement.output_size();
+        let Some(form) = self.masks.form((output.1 as usize, output.0 as usize)) else {
             return Ok(());
         };
         if kept.is_empty() {
@@ -615,17 +621,17 @@ mod tests {
         make(&mut Settings::new(values)).unwrap()
     }
 
-    /// The slot's count, boxes and labels.
+    /// The slot's count, boxes and labels (past the image's size).
     fn read(slot: &[u8], capacity: usize) -> (usize, Vec<[f32; 4]>, Vec<i64>) {
         let count = i64::from_ne_bytes(slot[..8].try_into().unwrap()) as usize;
-        let boxes = slot[8..8 + 16 * capacity]
+        let boxes = slot[24..24 + 16 * capacity]
             .chunks_exact(16)
             .map(|b| {
                 let f = |i: usize| f32::from_ne_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
                 [f(0), f(1), f(2), f(3)]
             })
             .collect();
-        let labels = slot[8 + 16 * capacity..]
+        let labels = slot[24 + 16 * capacity..24 + 24 * capacity]
             .chunks_exact(8)
             .map(|l| i64::from_ne_bytes(l.try_into().unwrap()))
             .collect();
@@ -687,6 +693,12 @@ mod tests {
                 ];
                 prepare(&boxes, "t", member, &place, &mut slot).unwrap();
                 let (count, b, l) = read(&slot, 4);
+                // The image's height and width in the output.
+                let size: Vec<i64> = slot[8..24]
+                    .chunks_exact(8)
+                    .map(|v| i64::from_ne_bytes(v.try_into().unwrap()))
+                    .collect();
+                assert_eq!(size, [80, 100]);
                 // The half-pixel-wide box is sanitised away, the crowd left out.
                 assert_eq!(count, 1, "{format}");
                 assert_eq!(b[0], expected);
@@ -729,9 +741,9 @@ mod tests {
             .form(&SampleLayout::new(vec![3, 3, 3], crate::sample::DType::U8).with_image(3, 3));
         let mut slot = vec![0xAA; form.bytes()];
         prepare(&boxes, "t", member, &place, &mut slot).unwrap();
-        let (count, _, labels) = read(&slot[..8 + 24 * 3], 3);
+        let (count, _, labels) = read(&slot[..24 + 24 * 3], 3);
         assert_eq!((count, &labels[..2]), (2, &[1, 3][..]));
-        let masks = &slot[8 + 24 * 3..];
+        let masks = &slot[24 + 24 * 3..];
         // The polygon as pycocotools rasterises it at the image's size, read there.
         let polygon =
             nostall_coco::polygons_to_mask(&[[2.0, 0.0, 6.0, 0.0, 6.0, 4.0, 2.0, 4.0]], 6, 10);
@@ -756,7 +768,7 @@ mod tests {
                 .fold(0u8, |b, (x, v)| b | v << (7 - x))
         };
         let rows: Vec<u8> = masks.chunks(3).map(bits).collect();
-        assert_eq!(&slot[8 + 24 * 3..], &rows[..]);
+        assert_eq!(&slot[24 + 24 * 3..], &rows[..]);
         // An RLE made for another image is the sample's error, naming the field.
         let other = br#"{"annotations": [{"bbox": [0, 0, 10, 6], "category_id": 3,
              "segmentation": {"size": [5, 10], "counts": [50]}}]}"#;

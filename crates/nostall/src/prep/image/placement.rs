@@ -37,6 +37,9 @@ pub struct Placement {
     part: (u32, u32),
     /// Whether the canvas was mirrored after the view was placed on it.
     canvas_flip: bool,
+    /// Whether the canvas is only room for the batch
+    /// ([`Inset::for_batching`](super::op::Inset::for_batching)).
+    batch_canvas: bool,
     flip: bool,
     /// [`View::flip_unscaled`].
     flip_unscaled: bool,
@@ -59,6 +62,7 @@ impl Placement {
             output,
             part: view.read_size(output),
             canvas_flip: view.inset.is_some_and(|inset| inset.flip),
+            batch_canvas: view.inset.is_some_and(|inset| inset.for_batching),
             flip: view.flip,
             flip_unscaled: view.flip_unscaled,
             point_shift: view.point_shift,
@@ -87,6 +91,16 @@ impl Placement {
     /// The output's width and height.
     pub fn output_size(&self) -> (u32, u32) {
         self.output
+    }
+
+    /// The width and height of the image in the output: the output's, or the resized
+    /// view's where the canvas is only room for the batch (`RandomShortestSize`), at the
+    /// output's top left. What boxes are sanitised against, as v2 sees the image.
+    pub fn image_extent(&self) -> (u32, u32) {
+        match self.batch_canvas {
+            true => self.part,
+            false => self.output,
+        }
     }
 
     /// Box `[x0, y0, x1, y1]` (source pixels, `x0 <= x1`, `y0 <= y1`) in output pixels,
@@ -364,8 +378,10 @@ mod tests {
             height: 100.0,
             fill: [0; 3],
             flip: false,
+            for_batching: false,
         });
         let p = Placement::new(&v, (60, 50), (120, 100));
+        assert_eq!(p.image_extent(), (120, 100));
         assert_eq!(
             p.place_box([10.0, 5.0, 20.0, 15.0]),
             [10.0, 5.0, 20.0, 15.0]

@@ -107,7 +107,7 @@ impl Keypoints {
         if points.is_empty() {
             return;
         }
-        let (width, height) = placement.output_size();
+        let (width, height) = placement.image_extent();
         let (width, height) = (f64::from(width), f64::from(height));
         for (j, out) in out.chunks_exact_mut(12).enumerate() {
             let i = if placement.mirrored() {

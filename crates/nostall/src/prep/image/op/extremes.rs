@@ -132,7 +132,7 @@ pub(crate) fn extremes(kind: Kind) -> Vec<Value> {
     values.extend(CHOICES.map(Value::from));
     let pairs = || ITEMS.into_iter().flat_map(|a| ITEMS.map(|b| tuple([a, b])));
     match kind {
-        Kind::Size | Kind::Square => {
+        Kind::Size | Kind::Square | Kind::Sides => {
             for a in SIDES {
                 values.extend(SIDES.map(|b| Value::Tuple(vec![Value::Int(a), Value::Int(b)])));
                 values.push(Value::Tuple(vec![Value::Int(a)]));
@@ -207,7 +207,12 @@ fn runs(op: &Op, jpeg: &[u8]) {
         let kind = op.declaration().params.iter().find(|p| p.name == param);
         // A geometric operator's sizes are only planned here (the crop after it sizes the
         // output); how large an output may be is the loader's check, of a batch's bytes.
-        if geometric && matches!(kind.map(|p| p.kind), Some(Kind::Size | Kind::Square)) {
+        if geometric
+            && matches!(
+                kind.map(|p| p.kind),
+                Some(Kind::Size | Kind::Square | Kind::Sides)
+            )
+        {
             continue;
         }
         for v in ints(&value) {

@@ -88,6 +88,7 @@ impl Geometric for FixedSizeCrop {
                 height: ch,
                 fill: self.fill,
                 flip: false,
+                for_batching: false,
             });
         }
     }

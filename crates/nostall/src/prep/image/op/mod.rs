@@ -56,6 +56,7 @@ mod random_iou_crop;
 mod random_order;
 mod random_photometric_distort;
 mod random_resized_crop;
+mod random_shortest_size;
 mod random_zoom_out;
 mod resize;
 mod rotation;
@@ -92,6 +93,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &random_zoom_out::DECLARATION,
     &scale_jitter::DECLARATION,
     &fixed_size_crop::DECLARATION,
+    &random_shortest_size::DECLARATION,
     &horizontal_flip::DECLARATION,
     &vertical_flip::DECLARATION,
     &normalize::DECLARATION,
@@ -476,7 +478,8 @@ pub(crate) struct View {
 
 /// A canvas of the output's size that the resized view is placed on, at its top left
 /// corner (at its top right once mirrored), the rest `fill`: padding after the resize, as
-/// `FixedSizeCrop` pads. Only mirroring may follow it ([`Geometric::mirrors`]).
+/// `FixedSizeCrop` pads, or room for images of several sizes in one batch
+/// (`RandomShortestSize`). Only mirroring may follow it ([`Geometric::mirrors`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Inset {
     /// The canvas's width.
@@ -487,6 +490,9 @@ pub(crate) struct Inset {
     pub fill: [u8; 3],
     /// Whether the canvas was mirrored after the view was placed on it.
     pub flip: bool,
+    /// Whether it is only room for the batch: the image is the view, so a mirror mirrors
+    /// the view on it (and the canvas stays), and its size is the image's.
+    pub for_batching: bool,
 }
 
 impl View {
@@ -521,7 +527,7 @@ impl View {
 
     /// Mirrors it left–right (the canvas it was placed on, if any).
     pub(crate) fn mirror(&mut self) {
-        if let Some(inset) = &mut self.inset {
+        if let Some(inset) = self.inset.as_mut().filter(|inset| !inset.for_batching) {
             inset.flip = !inset.flip;
             return;
         }

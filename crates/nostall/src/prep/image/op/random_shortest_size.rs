@@ -1,0 +1,177 @@
+//! `RandomShortestSize`: a resize of the shorter side to a size drawn among several, the
+//! longer side at most `max_size` (torchvision.transforms.v2's, the multi-scale training
+//! of Faster and Mask R-CNN in torchvision's detection references).
+//!
+//! Each image comes out at its own size; a batch holds them on canvases of `max_size` ×
+//! `max_size`, each image at the top left and the rest `fill` ([`super::Inset`], made
+//! only for batching: a flip after it mirrors the image, not the canvas). A boxes field
+//! gives each image's `size` to cut it out, as torchvision's detection models take
+//! images of different sizes.
+
+use super::resize::{filter, ANTIALIAS, INTERPOLATION};
+use super::{
+    canvas_fill, canvas_fill_value, Declaration, Geometric, Inset, Op, Operator, OutputSize, Stage,
+    View,
+};
+use crate::error::Result;
+use crate::prep::args::{Args, Kind, Param, Value};
+use crate::prep::image::codec::DEFAULT_MAX_PIXELS;
+use crate::prep::image::Filter;
+use crate::prep::translation::{Conv, Translation};
+use crate::rng::Rng;
+
+pub(super) static DECLARATION: Declaration = Declaration {
+    name: "RandomShortestSize",
+    doc: "Resizes the shorter side to a size drawn among `min_size`, the longer side at \
+          most `max_size` (torchvision.transforms.v2's `RandomShortestSize`). Each image \
+          keeps its size, at the top left of a `max_size` square canvas of `fill` in the \
+          batch; a boxes field's `size` says where it ends.",
+    params: &[
+        Param::required(
+            "min_size",
+            Kind::Sides,
+            "the shorter side's sizes, drawn with equal chances",
+        ),
+        Param::required(
+            "max_size",
+            Kind::OptionalInt,
+            "the most the longer side may be, and the batch canvas's side (the references \
+             use 1333; v2's `None` is refused: the batch needs a bound)",
+        ),
+        INTERPOLATION,
+        ANTIALIAS,
+        Param::with_default(
+            "fill",
+            Kind::Fill,
+            "0",
+            "the canvas's colour around each image, one or 3 numbers",
+        ),
+    ],
+    translates: &[Translation::torchvision(
+        "RandomShortestSize",
+        &[
+            ("min_size", "min_size", Conv::Ints),
+            ("max_size", "max_size", Conv::Same),
+            ("interpolation", "interpolation", Conv::Interpolation),
+            ("antialias", "antialias", Conv::Same),
+        ],
+    )],
+    build,
+};
+
+fn build(args: &Args) -> Result<Op> {
+    let min_size = args.sides("min_size")?;
+    let Some(max_size) = args.optional_int::<u32>("max_size")? else {
+        return Err(args.error(
+            "max_size",
+            "None: images of every size need a bound to be batched; give max_size (the \
+             detection references' 1333)",
+        ));
+    };
+    if max_size == 0 || u64::from(max_size).pow(2) > DEFAULT_MAX_PIXELS {
+        return Err(args.error(
+            "max_size",
+            format!(
+                "{max_size}: the canvas is max_size square, from 1 pixel to \
+                 {DEFAULT_MAX_PIXELS} pixels"
+            ),
+        ));
+    }
+    Ok(Op::new(RandomShortestSize {
+        min_size,
+        max_size,
+        filter: filter(args)?,
+        fill: canvas_fill(args)?,
+    }))
+}
+
+struct RandomShortestSize {
+    min_size: Vec<u32>,
+    max_size: u32,
+    filter: Filter,
+    fill: [u8; 3],
+}
+
+impl Operator for RandomShortestSize {
+    fn declaration(&self) -> &'static Declaration {
+        &DECLARATION
+    }
+
+    fn args(&self) -> Vec<Value> {
+        vec![
+            Value::Tuple(
+                self.min_size
+                    .iter()
+                    .map(|&s| Value::Int(s.into()))
+                    .collect(),
+            ),
+            Value::Int(self.max_size.into()),
+            self.filter.name().into(),
+            self.filter.antialias().into(),
+            canvas_fill_value(self.fill),
+        ]
+    }
+
+    fn stage(&self) -> Stage<'_> {
+        Stage::Geometry(self)
+    }
+}
+
+impl Geometric for RandomShortestSize {
+    fn output_size(&self) -> OutputSize {
+        OutputSize::Canvas(self.max_size, self.max_size)
+    }
+
+    /// v2's `make_params`: a size drawn with equal chances, the ratio a Python float, each
+    /// side truncated.
+    fn plan(&self, view: &mut View, rng: &mut Rng) {
+        let pick = (rng.next_f64() * self.min_size.len() as f64) as usize;
+        let side = f64::from(self.min_size[pick.min(self.min_size.len() - 1)]);
+        let (w, h) = (view.w.round(), view.h.round());
+        let r = (side / w.min(h)).min(f64::from(self.max_size) / w.max(h));
+        let scaled = |v: f64| ((v * r) as i64).clamp(1, i64::from(self.max_size)) as f64;
+        view.filter = self.filter;
+        (view.w, view.h) = (scaled(w), scaled(h));
+        let max = f64::from(self.max_size);
+        view.inset = Some(Inset {
+            width: max,
+            height: max,
+            fill: self.fill,
+            flip: false,
+            for_batching: true,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shorter_side_is_drawn_and_the_longer_bounded() {
+        let op = RandomShortestSize {
+            min_size: vec![480, 800],
+            max_size: 1000,
+            filter: Filter::Bilinear,
+            fill: [0; 3],
+        };
+        let mut seen = [0; 2];
+        for seed in 0..400 {
+            let mut view = View::whole(640, 400);
+            op.plan(&mut view, &mut Rng::new(seed));
+            match (view.w, view.h) {
+                // 480 / 400 = 1.2: 768 x 480.
+                (768.0, 480.0) => seen[0] += 1,
+                // 800 / 400 = 2, but 1000 / 640 = 1.5625 is less: 1000 x 625.
+                (1000.0, 625.0) => seen[1] += 1,
+                other => panic!("{other:?}"),
+            }
+            let inset = view.inset.unwrap();
+            assert_eq!((inset.width, inset.height), (1000.0, 1000.0));
+            // A mirror after it mirrors the image on the canvas.
+            view.mirror();
+            assert!(view.flip && !view.inset.unwrap().flip);
+        }
+        assert!(seen.iter().all(|n| *n > 150), "{seen:?}");
+    }
+}
