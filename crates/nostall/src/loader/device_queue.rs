@@ -98,6 +98,7 @@ mod tests {
             height: 1,
             flip: false,
             filter: Default::default(),
+            bound: None,
         };
         ToDecode {
             epoch: 0,

@@ -119,6 +119,7 @@ impl Preparer for FakePreparer {
                     height: 1,
                     flip: false,
                     filter: Default::default(),
+                    bound: None,
                 },
             })));
         }

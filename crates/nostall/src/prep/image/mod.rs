@@ -130,9 +130,26 @@ pub struct Geometry {
     pub flip: bool,
     /// The resize's filter.
     pub filter: Filter,
+    /// The part of the source the resize may read (`None`: the whole image): a crop's
+    /// window where the crop came before the resize, as torchvision resizes a crop alone;
+    /// `source` lies within it.
+    pub bound: Option<Rect>,
 }
 
 impl Geometry {
+    /// [`Geometry::bound`] where `source` is read as `region` of a decoded image (a
+    /// part of the file decoded at a scale, a canvas): mapped the same way.
+    fn bound_in(&self, region: Rect) -> Option<Rect> {
+        let (b, s) = (self.bound?, self.source);
+        let (kx, ky) = (region.w / s.w, region.h / s.h);
+        Some(Rect {
+            x: region.x + (b.x - s.x) * kx,
+            y: region.y + (b.y - s.y) * ky,
+            w: b.w * kx,
+            h: b.h * ky,
+        })
+    }
+
     /// The size the source region must at least be decoded at: the output's, or the
     /// region's own where the filter does not antialias (a JPEG decoded at a fraction of
     /// its size is already averaged, which interpolating two pixels never does).
@@ -507,7 +524,15 @@ impl ImagePipeline {
         let mut view = View::whole(width, height);
         for op in &self.ops {
             if let Stage::Geometry(geometric) = op.stage() {
+                let scale = (view.source.w / view.w, view.source.h / view.h);
                 geometric.plan_targeted(&mut view, targets, rng);
+                // A crop keeps the scale but for a rounding of the region's size.
+                let resized = |before: f64, after: f64| (after / before - 1.0).abs() > 1e-9;
+                if resized(scale.0, view.source.w / view.w)
+                    || resized(scale.1, view.source.h / view.h)
+                {
+                    view.resize_bound = view.clip;
+                }
             }
         }
         view
@@ -523,6 +548,7 @@ impl ImagePipeline {
             height,
             flip: view.flip,
             filter: view.filter,
+            bound: view.resize_bound,
         }
     }
 
@@ -775,6 +801,7 @@ impl Preparer for ImagePreparer {
                     height,
                     flip: false,
                     filter: Filter::Bilinear,
+                    bound: None,
                 };
                 pipeline.finish(
                     (&mut self.resampler, &mut self.planes),
@@ -919,18 +946,23 @@ fn inset_canvas<'a>(
     let (pw, ph) = (geometry.width as usize, geometry.height as usize);
     let mirrored = geometry.flip != inset.flip;
     let left = if inset.flip { cw - pw } else { 0 };
-    resampler.run(src, region, (pw, ph, geometry.filter), |y0, block| {
-        for r in 0..block.rows {
-            let line = &mut buffer[((y0 + r) * cw + left) * 3..][..pw * 3];
-            for c in 0..3 {
-                let row = block.row(c, r);
-                for (x, &v) in row.iter().enumerate() {
-                    let at = if mirrored { pw - 1 - x } else { x };
-                    line[at * 3 + c] = v;
+    let bound = geometry.bound_in(region);
+    resampler.run(
+        (src, region, bound),
+        (pw, ph, geometry.filter),
+        |y0, block| {
+            for r in 0..block.rows {
+                let line = &mut buffer[((y0 + r) * cw + left) * 3..][..pw * 3];
+                for c in 0..3 {
+                    let row = block.row(c, r);
+                    for (x, &v) in row.iter().enumerate() {
+                        let at = if mirrored { pw - 1 - x } else { x };
+                        line[at * 3 + c] = v;
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     Image {
         pixels: buffer,
         width: cw,
@@ -993,11 +1025,11 @@ impl ImagePipeline {
         sample: &Rng,
     ) -> Result<(), Cause> {
         let (width, height) = (geometry.width as usize, geometry.height as usize);
+        let bound = geometry.bound_in(region);
         if !self.photometric {
             // The resized rows go straight to the last pass while in cache.
             resampler.run(
-                src,
-                region,
+                (src, region, bound),
                 (width, height, geometry.filter),
                 |y0, block| output::write_block(block, y0, height, geometry.flip, self, out),
             );
@@ -1010,8 +1042,7 @@ impl ImagePipeline {
         let area = width * height;
         planes.resize(3 * area, 0);
         resampler.run(
-            src,
-            region,
+            (src, region, bound),
             (width, height, geometry.filter),
             |y0, block| {
                 for c in 0..3 {

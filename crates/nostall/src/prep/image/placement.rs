@@ -19,7 +19,7 @@
 //! each step and the mapping once, so an edge pixel may differ.
 
 use super::codec::Rect;
-use super::op::{clamp_box, map_box, View};
+use super::op::{clamp_box, View};
 
 /// The mapping of one sample's geometry from source pixel coordinates to the output's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,6 +45,8 @@ pub struct Placement {
     flip_unscaled: bool,
     /// [`View::point_shift`].
     point_shift: f64,
+    /// [`View::resize_bound`].
+    resize_bound: Option<Rect>,
     /// [`View::within`].
     within: Option<(Rect, Option<Rect>)>,
     /// The region of the source a zoom-out still shows ([`View::fill`]).
@@ -66,6 +68,7 @@ impl Placement {
             flip: view.flip,
             flip_unscaled: view.flip_unscaled,
             point_shift: view.point_shift,
+            resize_bound: view.resize_bound,
             within: view.within,
             shown: view.fill.map(|(shown, _)| shown),
         }
@@ -107,9 +110,31 @@ impl Placement {
     /// clamped to the crops' windows as torchvision's crops clamp it (module doc). A box
     /// the crops leave nothing of comes out empty (zero width or height), for
     /// [`sanitize`] to drop.
+    ///
+    /// In `f32`, as v2 computes a crop then a resize (`f32(x - left) * f32(new / old)`):
+    /// whether a box clamped at a crop's far edge lands on the output's edge or a hair
+    /// past it (and is sanitised away) is v2's rounding, not another. Where a crop came
+    /// after the last resize, v2 clamped the box last, exactly at that crop's edges: so
+    /// is it here.
     pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
-        let part = (self.part.0 as f64, self.part.1 as f64);
-        let [x0, y0, x1, y1] = map_box(b, self.clip, self.source, part, self.flip);
+        let (part_w, part_h) = (self.part.0 as f64, self.part.1 as f64);
+        let s = self.source;
+        let [x0, y0, x1, y1] = clamp_box(b, self.clip);
+        let (sx, sy) = ((part_w / s.w) as f32, (part_h / s.h) as f32);
+        let x = |v: f64| f64::from((v - s.x) as f32 * sx);
+        let y = |v: f64| f64::from((v - s.y) as f32 * sy);
+        let (mut a, mut c) = (x(x0), x(x1));
+        if self.flip {
+            (a, c) = (
+                f64::from((part_w - c) as f32),
+                f64::from((part_w - a) as f32),
+            );
+        }
+        let [mut x0, mut y0, mut x1, mut y1] = [a, y(y0), c, y(y1)];
+        if let Some([lx, ly, hx, hy]) = self.last_crop() {
+            [x0, x1] = [x0.clamp(lx, hx), x1.clamp(lx, hx)];
+            [y0, y1] = [y0.clamp(ly, hy), y1.clamp(ly, hy)];
+        }
         match self.canvas_flip {
             false => [x0, y0, x1, y1],
             true => {
@@ -117,6 +142,23 @@ impl Placement {
                 [w - x1, y0, w - x0, y1]
             }
         }
+    }
+
+    /// The window of a crop that came after the last resize, in the pixels the view is
+    /// read at (the whole of them where that crop made the region read).
+    fn last_crop(&self) -> Option<[f64; 4]> {
+        let clip = self.clip.filter(|clip| Some(*clip) != self.resize_bound)?;
+        let (part_w, part_h) = (self.part.0 as f64, self.part.1 as f64);
+        if clip == self.source {
+            return Some([0.0, 0.0, part_w, part_h]);
+        }
+        let s = self.source;
+        let (sx, sy) = (part_w / s.w, part_h / s.h);
+        let (mut lx, mut hx) = ((clip.x - s.x) * sx, (clip.x + clip.w - s.x) * sx);
+        if self.flip {
+            (lx, hx) = (part_w - hx, part_w - lx);
+        }
+        Some([lx, (clip.y - s.y) * sy, hx, (clip.y + clip.h - s.y) * sy])
     }
 
     /// Point (`x`, `y`) (source pixels) in output pixels, as torchvision.transforms.v2

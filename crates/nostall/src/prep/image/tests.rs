@@ -12,6 +12,35 @@ fn val_geometry_matches_torchvision() {
     assert_eq!((g.width, g.height, g.flip), (224, 224, false));
 }
 
+#[test]
+fn a_resize_after_a_crop_reads_within_it_and_one_before_it_the_whole_image() {
+    let geometry = |ops: &[&str]| {
+        let ops = ops.iter().map(|text| op(text)).collect();
+        let p = ImagePipeline::new(ops, DType::U8, Layout::Chw).unwrap();
+        p.geometry(500, 375, &mut Rng::new(3))
+    };
+    // The validation recipe crops after its resize (whatever the region's rounding).
+    assert_eq!(
+        ImagePipeline::imagenet_val(224)
+            .geometry(500, 375, &mut Rng::new(0))
+            .bound,
+        None
+    );
+    assert_eq!(
+        geometry(&["Resize(100)", "RandomHorizontalFlip()", "CenterCrop(90)"]).bound,
+        None
+    );
+    // A crop, then its resize: the crop's window.
+    let g = geometry(&["CenterCrop((200, 300))", "Resize((50, 60))"]);
+    assert_eq!(g.bound, Some(g.source));
+    let g = geometry(&["RandomResizedCrop(64)", "RandomHorizontalFlip()"]);
+    assert_eq!(g.bound, Some(g.source));
+    // A crop before a resize and one after: the first.
+    let g = geometry(&["CenterCrop(300)", "Resize(100)", "CenterCrop(80)"]);
+    let first = g.bound.unwrap();
+    assert_eq!((first.w, first.h), (300.0, 300.0));
+}
+
 /// The operator written `text`.
 fn op(text: &str) -> Op {
     text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))

@@ -464,6 +464,10 @@ pub(crate) struct View {
     /// The intersection of the windows cropped so far, in source coordinates (`None`
     /// before the first crop): what torchvision's crops clamp boxes to.
     pub clip: Option<Rect>,
+    /// The crops' windows when the view was last resized (`clip` then; `None`: the whole
+    /// image): torchvision resizes a crop alone, so the resize's filter reads nothing
+    /// outside them.
+    pub resize_bound: Option<Rect>,
     /// The window of a crop that drops the boxes whose centre it leaves out
     /// (`RandomIoUCrop`), with the crops' windows before it (`clip` then), in source
     /// coordinates.
@@ -507,6 +511,7 @@ impl View {
             point_shift: 0.0,
             filter: Filter::Bilinear,
             clip: None,
+            resize_bound: None,
             within: None,
             fill: None,
             inset: None,

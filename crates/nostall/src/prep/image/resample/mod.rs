@@ -149,11 +149,18 @@ struct Axis {
 
 impl Axis {
     /// Plans resampling `len` input pixels starting at `in0` (fractional: a region of the
-    /// `in_size` pixels there are) to `out_size` pixels.
-    fn plan(&mut self, in_size: usize, in0: f64, len: f64, out_size: usize, filter: Filter) {
+    /// input) to `out_size` pixels, reading input pixels `lo..hi` at most.
+    fn plan(
+        &mut self,
+        (lo, hi): (usize, usize),
+        in0: f64,
+        len: f64,
+        out_size: usize,
+        filter: Filter,
+    ) {
         let scale = len / out_size as f64;
         if filter == Filter::Nearest {
-            return self.plan_nearest(in_size, in0, scale, out_size);
+            return self.plan_nearest((lo, hi), in0, scale, out_size);
         }
         // Downscaling widens the filter to cover every input pixel (antialiasing).
         let stretch = if filter.antialias() {
@@ -176,15 +183,15 @@ impl Axis {
         for (o, weights) in self.scratch.chunks_exact_mut(window).enumerate() {
             let center = in0 + (o as f64 + 0.5) * scale;
             let (after, before) = (center - reach - 0.5, center + reach - 0.5);
-            let lo = if after < 0.0 {
+            let first = if after < 0.0 {
                 0
             } else {
                 after as u32 as usize + 1
             };
             let before = before.max(0.0);
-            let hi = before as u32 as usize + usize::from(((before as u32) as f64) < before);
-            let mut start = lo.min(in_size - 1);
-            let mut n = hi.clamp(start + 1, in_size) - start;
+            let end = before as u32 as usize + usize::from(((before as u32) as f64) < before);
+            let mut start = first.clamp(lo, hi - 1);
+            let mut n = end.clamp(start + 1, hi) - start;
             let mut total = 0.0;
             let mut distance = (start as f64 + 0.5 - center) * inverse;
             for w in &mut weights[..n] {
@@ -194,7 +201,7 @@ impl Axis {
             }
             if total == 0.0 {
                 // A region thinner than a pixel that falls between centres: nearest pixel.
-                start = (center.max(0.0) as u32 as usize).min(in_size - 1);
+                start = (center.max(0.0) as u32 as usize).clamp(lo, hi - 1);
                 weights[0] = 1.0;
                 n = 1;
             }
@@ -205,13 +212,13 @@ impl Axis {
     }
 
     /// One tap an output, weight one: source pixel `floor(in0 + o * scale)`.
-    fn plan_nearest(&mut self, in_size: usize, in0: f64, scale: f64, out_size: usize) {
+    fn plan_nearest(&mut self, (lo, hi): (usize, usize), in0: f64, scale: f64, out_size: usize) {
         self.scratch.clear();
         self.scratch.resize(out_size, 1.0);
         self.starts.clear();
         self.starts.extend((0..out_size).map(|o| {
             let at = (in0 + o as f64 * scale).max(0.0);
-            (at as u32 as usize).min(in_size - 1)
+            (at as u32 as usize).clamp(lo, hi - 1)
         }));
         self.lens.clear();
         self.lens.resize(out_size, 1);
@@ -288,23 +295,27 @@ pub(super) struct Resampler {
 }
 
 impl Resampler {
-    /// Resamples `region` of `src` to `width` × `height`, handing each block of output
-    /// rows, top to bottom, to `sink` with the index of its first row.
+    /// Resamples `region` of `src` to `width` × `height`, the filter reading within
+    /// `bound` (`None`: all of `src`), handing each block of output rows, top to bottom,
+    /// to `sink` with the index of its first row.
     pub(super) fn run(
         &mut self,
-        src: Image<'_>,
-        region: Rect,
+        (src, region, bound): (Image<'_>, Rect, Option<Rect>),
         (width, height, filter): (usize, usize, Filter),
         sink: impl FnMut(usize, &Block<'_>),
     ) {
-        self.run_on(src, region, (width, height, filter), has_avx2(), sink);
+        self.run_on(
+            (src, region, bound),
+            (width, height, filter),
+            has_avx2(),
+            sink,
+        );
     }
 
     /// [`Resampler::run`] on the AVX2 path or the portable one.
     fn run_on(
         &mut self,
-        src: Image<'_>,
-        region: Rect,
+        (src, region, bound): (Image<'_>, Rect, Option<Rect>),
         (width, height, filter): (usize, usize, Filter),
         avx2: bool,
         mut sink: impl FnMut(usize, &Block<'_>),
@@ -313,9 +324,19 @@ impl Resampler {
         if let Some((x0, y0)) = unscaled(src, region, width, height) {
             return self.copy(src, (x0, y0), width, height, sink);
         }
-        self.rows
-            .plan(src.height, region.y, region.h, height, filter);
-        self.cols.plan(src.width, region.x, region.w, width, filter);
+        let within = |size: usize, at: Option<(f64, f64)>| match at {
+            None => (0, size),
+            Some((start, len)) => {
+                // Whole pixels; a bound mapped from another scale may be off by a hair.
+                let lo = ((start + 1e-6).floor().max(0.0) as usize).min(size - 1);
+                let hi = ((start + len - 1e-6).ceil() as usize).clamp(lo + 1, size);
+                (lo, hi)
+            }
+        };
+        let rows = within(src.height, bound.map(|b| (b.y, b.h)));
+        let cols = within(src.width, bound.map(|b| (b.x, b.w)));
+        self.rows.plan(rows, region.y, region.h, height, filter);
+        self.cols.plan(cols, region.x, region.w, width, filter);
         let bytes = self.cols.span() * 3;
         self.stride = bytes.next_multiple_of(32);
         self.vertical.resize(BLOCK * self.stride, 0);
@@ -508,6 +529,68 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn a_bounded_resize_is_the_resize_of_the_window_cut_out() {
+        // torchvision crops, then resizes the crop alone: its filter stops at the crop's
+        // edges. A 64x48 image, the window (9, 5) 37x29, to sizes down and up.
+        let (sw, sh) = (64usize, 48usize);
+        let pixels: Vec<u8> = (0..sw * sh * 3).map(|i| (i * 37 % 251) as u8).collect();
+        let src = Image {
+            pixels: &pixels,
+            width: sw,
+            height: sh,
+        };
+        let window = Rect {
+            x: 9.0,
+            y: 5.0,
+            w: 37.0,
+            h: 29.0,
+        };
+        let cut: Vec<u8> = (5..34)
+            .flat_map(|y| pixels[(y * sw + 9) * 3..(y * sw + 46) * 3].to_vec())
+            .collect();
+        let alone = Image {
+            pixels: &cut,
+            width: 37,
+            height: 29,
+        };
+        for (w, h) in [(12, 10), (37, 11), (80, 61)] {
+            for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Nearest] {
+                for avx2 in [false, has_avx2()] {
+                    let mut bounded = vec![0u8; 3 * w * h];
+                    Resampler::default().run_on(
+                        (src, window, Some(window)),
+                        (w, h, filter),
+                        avx2,
+                        |y0, b| {
+                            for c in 0..3 {
+                                for r in 0..b.rows {
+                                    let at = (c * h + y0 + r) * w;
+                                    bounded[at..at + w].copy_from_slice(b.row(c, r));
+                                }
+                            }
+                        },
+                    );
+                    let whole = Rect::full(37, 29);
+                    let want = collect(
+                        &mut Resampler::default(),
+                        alone,
+                        whole,
+                        (w, h, filter),
+                        avx2,
+                    );
+                    assert_eq!(bounded, want, "{w}x{h} {filter:?}");
+                    // Unbounded, the border reads past the window.
+                    if filter != Filter::Nearest {
+                        let free =
+                            collect(&mut Resampler::default(), src, window, (w, h, filter), avx2);
+                        assert_ne!(free, want, "{w}x{h} {filter:?}");
+                    }
+                }
+            }
+        }
+    }
+
     fn collect(
         resampler: &mut Resampler,
         src: Image<'_>,
@@ -516,7 +599,7 @@ mod tests {
         avx2: bool,
     ) -> Vec<u8> {
         let mut out = vec![0u8; 3 * w * h];
-        resampler.run_on(src, region, (w, h, filter), avx2, |y0, b| {
+        resampler.run_on((src, region, None), (w, h, filter), avx2, |y0, b| {
             for c in 0..3 {
                 for r in 0..b.rows {
                     let at = (c * h + y0 + r) * w;
@@ -632,8 +715,8 @@ mod tests {
                 assert_eq!(got, want, "{filter:?} {region:?}");
                 // The filter itself, planned for the same window, gives the same bytes.
                 let mut resampler = Resampler::default();
-                resampler.rows.plan(sh, region.y, region.h, h, filter);
-                resampler.cols.plan(sw, region.x, region.w, w, filter);
+                resampler.rows.plan((0, sh), region.y, region.h, h, filter);
+                resampler.cols.plan((0, sw), region.x, region.w, w, filter);
                 for (axis, from) in [(&resampler.rows, y), (&resampler.cols, x)] {
                     for (o, &start) in axis.starts.iter().enumerate() {
                         for (k, &weight) in axis.weights(o).iter().enumerate() {
