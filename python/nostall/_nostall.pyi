@@ -250,6 +250,7 @@ class Field:
         arrays: Mapping[str, int | tuple[int, ...]] | None = None,
         max_boxes: int | None = None,
         box_format: Literal["xyxy", "xywh", "cxcywh"] | None = None,
+        normalized: bool | None = None,
         min_size: float | None = None,
         min_area: float | None = None,
         crowd: bool | None = None,

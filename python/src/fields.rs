@@ -54,7 +54,8 @@ use crate::tokenizer::Tokenizer;
 ///   geometry, clamped by its crops, and those v2's ``SanitizeBoundingBoxes(min_size,
 ///   min_area)`` drops are left out. ``max_boxes`` (``128``): the most a sample holds
 ///   (more is the sample's ``bad-targets`` error); ``box_format`` (``"xyxy"``,
-///   ``"xywh"`` or ``"cxcywh"``, in output pixels); ``min_size`` and ``min_area``
+///   ``"xywh"`` or ``"cxcywh"``, in output pixels); ``normalized`` (False: True divides
+///   them by the image's width and height, as DETR takes ``cxcywh`` boxes); ``min_size`` and ``min_area``
 ///   (``1``); ``crowd`` (False: COCO's crowd annotations left out, as torchvision's
 ///   detection references do). The field is a list of ``{"boxes": float32 [n, 4],
 ///   "labels": int64 [n]}``, one a sample, as torchvision's detection models take
@@ -99,6 +100,7 @@ pub(crate) struct Field {
 struct TargetSettings {
     max_boxes: Option<usize>,
     box_format: Option<String>,
+    normalized: Option<bool>,
     min_size: Option<f64>,
     min_area: Option<f64>,
     crowd: Option<bool>,
@@ -120,6 +122,7 @@ impl TargetSettings {
         };
         put("max_boxes", self.max_boxes.map(|v| json!(v)));
         put("box_format", self.box_format.as_ref().map(|v| json!(v)));
+        put("normalized", self.normalized.map(|v| json!(v)));
         put("min_size", self.min_size.map(|v| json!(v)));
         put("min_area", self.min_area.map(|v| json!(v)));
         put("crowd", self.crowd.map(|v| json!(v)));
@@ -138,7 +141,7 @@ impl TargetSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, normalized=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -151,6 +154,7 @@ impl Field {
         arrays: Option<Bound<'_, PyDict>>,
         max_boxes: Option<usize>,
         box_format: Option<String>,
+        normalized: Option<bool>,
         min_size: Option<f64>,
         min_area: Option<f64>,
         crowd: Option<bool>,
@@ -193,6 +197,7 @@ impl Field {
             targets: TargetSettings {
                 max_boxes,
                 box_format,
+                normalized,
                 min_size,
                 min_area,
                 crowd,
@@ -227,6 +232,7 @@ impl Field {
         let b = &self.targets;
         kwargs.set_item("max_boxes", b.max_boxes)?;
         kwargs.set_item("box_format", &b.box_format)?;
+        kwargs.set_item("normalized", b.normalized)?;
         kwargs.set_item("min_size", b.min_size)?;
         kwargs.set_item("min_area", b.min_area)?;
         kwargs.set_item("crowd", b.crowd)?;

@@ -216,6 +216,14 @@ def test_formats_and_padding(photos, tmp_path):
         torch.testing.assert_close(t["boxes"][i, :k], cxcywh, atol=2e-3, rtol=0)
         assert torch.equal(t["labels"][i, :k], labels)
         assert not t["boxes"][i, k:].any() and not t["labels"][i, k:].any()
+    assert t["size"].tolist() == [[50, 60]] * 4
+    # DETR's: cxcywh divided by the image's width and height.
+    field = nostall.Field("coco", kind="boxes", box_format="cxcywh", normalized=True)
+    detr = next(iter(nostall.Loader(str(path), pipeline=recipe, fields={"image": "image", "t": field},
+                                    batch_size=4, shuffle=False)))["t"]
+    for i, target in enumerate(detr):
+        k = int(t["count"][i])
+        torch.testing.assert_close(target["boxes"], t["boxes"][i, :k] / torch.tensor([60, 50, 60, 50]))
 
 
 def test_webdataset_json_members_are_boxes_too(photos, tmp_path):

@@ -53,6 +53,7 @@ pub(super) const DECLARATION: Declaration = Declaration {
         "max_boxes",
         "max_bytes",
         "box_format",
+        "normalized",
         "min_size",
         "min_area",
         "crowd",
@@ -188,13 +189,16 @@ impl Format {
         }
     }
 
-    fn write(self, [x0, y0, x1, y1]: [f64; 4]) -> [f32; 4] {
+    /// Box `[x0, y0, x1, y1]` in this format, divided by the image's `(width, height)`
+    /// where given (DETR's normalised boxes).
+    fn write(self, [x0, y0, x1, y1]: [f64; 4], per: Option<(u32, u32)>) -> [f32; 4] {
         let b = match self {
             Format::Xyxy => [x0, y0, x1, y1],
             Format::Xywh => [x0, y0, x1 - x0, y1 - y0],
             Format::Cxcywh => [(x0 + x1) / 2.0, (y0 + y1) / 2.0, x1 - x0, y1 - y0],
         };
-        b.map(|v| v as f32)
+        let (w, h) = per.map_or((1.0, 1.0), |(w, h)| (f64::from(w), f64::from(h)));
+        [b[0] / w, b[1] / h, b[2] / w, b[3] / h].map(|v| v as f32)
     }
 }
 
@@ -203,6 +207,8 @@ struct Boxes {
     max_boxes: usize,
     max_bytes: usize,
     format: Format,
+    /// Whether the boxes are divided by the image's width and height (DETR's).
+    normalized: bool,
     min_size: f64,
     min_area: f64,
     /// Whether COCO's crowd annotations are kept (torchvision's detection references
@@ -255,12 +261,15 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
                 .ok_or_else(|| format!("{key}={v} is not a number of at least 1 (as v2's)")),
         }
     };
-    let crowd = match settings.value("crowd") {
-        None => false,
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| format!("crowd={v} is not True or False"))?,
+    let switch = |key: &str| -> Result<bool, String> {
+        match settings.value(key) {
+            None => Ok(false),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| format!("{key}={v} is not True or False")),
+        }
     };
+    let (crowd, normalized) = (switch("crowd")?, switch("normalized")?);
     let masks = match settings.value("masks") {
         None | Some(Value::Bool(false)) => Masks::No,
         Some(Value::Bool(true)) => Masks::Bytes,
@@ -275,6 +284,7 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
         max_boxes: settings.number("max_boxes")?.unwrap_or(DEFAULT_MAX_BOXES),
         max_bytes: settings.number("max_bytes")?.unwrap_or(DEFAULT_JSON_BYTES),
         format,
+        normalized,
         min_size: min("min_size")?,
         min_area: min("min_area")?,
         crowd,
@@ -325,9 +335,10 @@ impl Kind for Boxes {
 
     fn fingerprint(&self) -> String {
         format!(
-            "boxes {} {} {} {} crowd={} max_bytes={} masks={} keypoints={} anchors={}",
+            "boxes {} {}{} {} {} crowd={} max_bytes={} masks={} keypoints={} anchors={}",
             self.max_boxes,
             self.format.name(),
+            if self.normalized { " normalized" } else { "" },
             self.min_size,
             self.min_area,
             self.crowd,
@@ -355,6 +366,7 @@ impl Kind for Boxes {
             ("max_boxes".into(), json!(self.max_boxes)),
             ("max_bytes".into(), json!(self.max_bytes)),
             ("box_format".into(), json!(self.format.name())),
+            ("normalized".into(), json!(self.normalized)),
             ("min_size".into(), json!(self.min_size)),
             ("min_area".into(), json!(self.min_area)),
             ("crowd".into(), json!(self.crowd)),
@@ -519,9 +531,10 @@ impl Boxes {
             .zip(boxes.chunks_exact_mut(16))
             .zip(labels.chunks_exact_mut(8))
         {
+            let per = self.normalized.then_some(canvas);
             for (v, out) in self
                 .format
-                .write(*corners)
+                .write(*corners, per)
                 .iter()
                 .zip(b.chunks_exact_mut(4))
             {
@@ -881,6 +894,9 @@ mod tests {
         assert!(check(json!({ "crowd": 1 }))
             .unwrap_err()
             .contains("True or False"));
+        assert!(check(json!({ "normalized": "yes" }))
+            .unwrap_err()
+            .contains("normalized="));
         assert!(check(json!({ "max_bytes": 64 << 20 })).is_err());
         assert!(check(json!({ "masks": "yes" }))
             .unwrap_err()
