@@ -302,6 +302,8 @@ def _one(t: Any) -> ops.Op | None:
             "or give a torchvision or timm recipe"
         )
     translation = TRANSLATIONS.get((library, type(t).__name__))
+    if translation is None and type(t).__name__ in _FIELD_DOES:
+        raise ConfigError(f"{_named(t)}: {_FIELD_DOES[type(t).__name__]}, so leave this transform out")
     if translation is None:
         raise ConfigError(
             f"{_named(t)} has no nostall operator yet: nostall translates {_translatable()}; "
@@ -321,6 +323,15 @@ def _one(t: Any) -> ops.Op | None:
                 for param, attribute, converter in translation.args}
     return getattr(ops, translation.operator)(**args)
 
+
+#: What a boxes field does in place of a v2 transform on boxes, by transform.
+_FIELD_DOES = {
+    "ConvertBoundingBoxFormat": "a boxes field writes its boxes in its box_format (\"xyxy\", \"xywh\" or \"cxcywh\"; "
+                                "normalized=True divides them by the image's size, as DETR takes them): "
+                                "nostall.Field(\"coco\", kind=\"boxes\", box_format=\"cxcywh\")",
+    "ClampBoundingBoxes": "a boxes field's boxes are clamped by each crop as v2's crops clamp them (a box "
+                          "reaching past its image, which only a JSON member can hold, is dropped, not clamped)",
+}
 
 #: Attributes nostall's operator takes only at their default, by transform.
 _DEFAULTS_ONLY = {"RandomIoUCrop": {"options": [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]}}

@@ -123,3 +123,10 @@ def test_what_cannot_follow_or_bound_it_is_refused(coco):
         _loader(path, [v2.RandomShortestSize(min_size=200, max_size=300), v2.Resize(100)])
     with pytest.raises(nostall.ConfigError, match="min_size"):
         nostall.ops.RandomShortestSize(min_size=[], max_size=300)
+
+
+def test_box_transforms_a_field_does_say_so(coco):
+    for transform, says in [(v2.ConvertBoundingBoxFormat("CXCYWH"), "box_format"),
+                            (v2.ClampBoundingBoxes(), "clamped by each crop")]:
+        with pytest.raises(nostall.ConfigError, match=says):
+            _loader(coco[0], [v2.Resize((64, 64)), transform])
