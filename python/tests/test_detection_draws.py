@@ -1,5 +1,5 @@
 """The random detection operators draw as torchvision.transforms.v2 does: RandomZoomOut,
-RandomIoUCrop and ScaleJitter, over 10 000 draws on each side, compared in distribution
+RandomIoUCrop, ScaleJitter and RandomShortestSize, over 10 000 draws on each side, compared in distribution
 (two-sample Kolmogorov–Smirnov, chi-square of homogeneity: `parity.py`).
 
 nostall draws from its own generator, so no sample matches v2's one for one, and the
@@ -188,3 +188,17 @@ def test_scale_jitter_draws_the_size_as_v2(photos, tmp_path, one_torch_thread, t
     theirs = torch.stack([b[0] for b, _ in v2_targets(jitter, WHOLE, seed=3)])
     for k, what in [(2, "width"), (3, "height")]:
         assert_same_values(ours[:, k].numpy(), theirs[:, k].numpy(), f"ScaleJitter {target}: the drawn {what}")
+
+
+def test_random_shortest_size_draws_the_size_as_v2(photos, tmp_path, one_torch_thread):
+    """The whole-image box after `RandomShortestSize` is the size drawn (the image at the
+    canvas's top left); some sizes are capped by `max_size` (64 × 48: a shorter side of
+    18 would make the longer 24, past 22)."""
+    path = write_coco(photos, tmp_path, WHOLE)
+    shortest = v2.RandomShortestSize(min_size=[8, 10, 12, 14, 16, 18], max_size=22)
+    ours = torch.stack([b[0] for b, _ in nostall_targets(path, [shortest], seed=5)])
+    theirs = torch.stack([b[0] for b, _ in v2_targets(shortest, WHOLE, seed=5)])
+    sizes = lambda boxes: [(round(w), round(h)) for w, h in (boxes[:, 2:] - boxes[:, :2]).tolist()]  # noqa: E731
+    assert not ours[:, :2].any()
+    assert_homogeneous(sizes(ours), sizes(theirs), "RandomShortestSize: the size drawn")
+    assert len(set(sizes(ours))) == 6
