@@ -304,6 +304,23 @@ mod tests {
                 Err(why) => assert!(why.to_string().contains("field \"seg\""), "{why}"),
             }
         }
+        // Every byte bent: an error or a map of the header's size, never a panic.
+        let grey = png(
+            5,
+            4,
+            png::BitDepth::Four,
+            png::ColorType::Grayscale,
+            &[0x5A; 12],
+        );
+        for at in 0..grey.len() {
+            for v in [0, 1, 0x7F, 0xFF] {
+                let mut bent = grey.clone();
+                bent[at] = v;
+                if let Ok((w, h, values)) = decode_label_map(&bent, 1 << 20) {
+                    assert_eq!(values.len(), w as usize * h as usize);
+                }
+            }
+        }
         let small = FieldKind::mask(8, 0);
         assert!(matches!(
             prepare(&small, &member, &place, &mut out),
