@@ -4,7 +4,9 @@
 //!
 //! Like PIL the filter is separable and computed in fixed point, rounding to 8 bits after
 //! each pass, and a fractional region reads the pixels around it as the filter needs
-//! them. Unlike PIL the vertical pass comes first: a training crop is usually larger than
+//! them, within a bound the caller gives: a crop's window where the crop came before the
+//! resize, since torchvision resizes a crop alone and its filter stops at the crop's
+//! edges. Unlike PIL the vertical pass comes first: a training crop is usually larger than
 //! the output, so the second, harder pass then runs over output rows only.
 //!
 //! The output comes in blocks of [`BLOCK`] rows, three planes each, which the caller
