@@ -123,6 +123,11 @@ def test_what_cannot_follow_or_bound_it_is_refused(coco):
         _loader(path, [v2.RandomShortestSize(min_size=200, max_size=300), v2.Resize(100)])
     with pytest.raises(nostall.ConfigError, match="min_size"):
         nostall.ops.RandomShortestSize(min_size=[], max_size=300)
+    # After it, an operator on pixels would see the batch's padding; before it, it runs on
+    # the whole decoded image.
+    with pytest.raises(nostall.ConfigError, match="GaussianBlur follows RandomShortestSize, whose canvas"):
+        _loader(path, [v2.RandomShortestSize(min_size=200, max_size=300), v2.GaussianBlur(3)])
+    _loader(path, [v2.GaussianBlur(3), v2.RandomShortestSize(min_size=200, max_size=300)])
 
 
 def test_box_transforms_a_field_does_say_so(coco):

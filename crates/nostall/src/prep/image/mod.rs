@@ -274,6 +274,19 @@ impl ImagePipeline {
                     }
                 }
                 Stage::Pixels(_) if place < source_end => {}
+                Stage::Pixels(_) | Stage::Tensor(_) | Stage::User(_)
+                    if canvas.is_some_and(
+                        |c| matches!(c.stage(), Stage::Geometry(g) if g.batch_canvas()),
+                    ) =>
+                {
+                    return Err(Error::Config(format!(
+                        "{} follows {}, whose canvas only holds the batch: it would see the \
+                         padding around each image; write it first, where it runs on the \
+                         whole decoded image",
+                        op.name(),
+                        canvas.map_or("", Op::name)
+                    )));
+                }
                 Stage::Pixels(_) => {
                     if normalized.is_some() {
                         return Err(Error::Config(format!(

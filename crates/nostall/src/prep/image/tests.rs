@@ -62,6 +62,11 @@ fn invalid_pipelines_are_refused() {
     );
     refused(&["CenterCrop(8)", imagenet, imagenet], DType::F32, "twice");
     refused(
+        &["RandomShortestSize(8, 16)", "RandomGrayscale()"],
+        DType::U8,
+        "RandomGrayscale follows RandomShortestSize, whose canvas only holds the batch",
+    );
+    refused(
         &["CenterCrop(8)", "RandomInvert()", "RandomHorizontalFlip()"],
         DType::F32,
         "RandomHorizontalFlip follows RandomInvert",

@@ -274,6 +274,12 @@ pub(crate) trait Geometric {
     fn mirrors(&self) -> bool {
         false
     }
+
+    /// Whether the canvas it places the view on only holds the batch
+    /// ([`Inset::for_batching`]): no operator on pixels may follow it.
+    fn batch_canvas(&self) -> bool {
+        false
+    }
 }
 
 /// The `fill` of an operator that places the image on a canvas (`RandomZoomOut`,

@@ -122,6 +122,10 @@ impl Geometric for RandomShortestSize {
         OutputSize::Canvas(self.max_size, self.max_size)
     }
 
+    fn batch_canvas(&self) -> bool {
+        true
+    }
+
     /// v2's `make_params`: a size drawn with equal chances, the ratio a Python float, each
     /// side truncated.
     fn plan(&self, view: &mut View, rng: &mut Rng) {
