@@ -7,11 +7,12 @@ buffer: ``record[:, offset:offset + bytes]`` seen as its element type and shaped
 Text, JSON and bytes fields arrive as lists (read out of the same buffer by the engine);
 JSON is parsed here, the engine having checked it is a document nested at most 128 deep.
 An npz field's arrays lie one after another in its part, and it is a dict of them by
-name, as a JSON field's chosen keys are. A boxes field's part holds its count (int64), its
-boxes (float32 ``[max_boxes, 4]``), their labels (int64 ``[max_boxes]``) and, where
-asked, their keypoints (float32 ``[max_boxes, keypoints, 3]``) and masks (uint8
-``[max_boxes, height, row_bytes]``): a list of each sample's ``{"boxes", "labels"(,
-"keypoints", "masks")}`` (views cut to its count), or padded, all whole.
+name, as a JSON field's chosen keys are. A boxes field's part holds its count (int64), the
+image's size (int64 height and width), its boxes (float32 ``[max_boxes, 4]``), their labels
+(int64 ``[max_boxes]``) and, where asked, SSD's targets, their keypoints (float32
+``[max_boxes, keypoints, 3]``) and masks (uint8 ``[max_boxes, height, row_bytes]``): a list
+of each sample's ``{"boxes", "labels", "size"(, ...)}`` (views cut to its count), or
+padded, all whole.
 """
 
 from __future__ import annotations
@@ -75,14 +76,13 @@ class Split:
 def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> Any:
     """A boxes part at ``offset`` of ``record``, its ``shape`` the boxes a sample
     (``capacity``), the keypoints a box, the default boxes, then a mask's height, width and
-    bytes a row (all 0 without masks): padded, ``{"boxes": [n, capacity, 4], "labels": [n,
-    capacity], "size": [n, 2], "count": [n]}`` (and ``"anchor_labels": [n, anchors]``, ``"anchor_boxes":
+    bytes a row (all 0 without masks).
+
+    Padded: ``{"boxes": [n, capacity, 4], "labels": [n, capacity], "size": [n, 2],
+    "count": [n]}``, and where asked ``"anchor_labels": [n, anchors]``, ``"anchor_boxes":
     [n, anchors, 4]``, ``"keypoints": [n, capacity, keypoints, 3]``, ``"masks": [n,
-    capacity, height, row_bytes]``); else one ``{"boxes": [k, 4], "labels": [k], "size":
-    [2]}`` (and
-    ``"anchor_labels": [anchors]``, ``"anchor_boxes": [anchors, 4]``, ``"keypoints": [k,
-    keypoints, 3]``, ``"masks": [k, height, row_bytes]``) a sample, its boxes cut to its
-    count."""
+    capacity, height, row_bytes]``. Else a list of one dict a sample: its boxes, labels,
+    keypoints and masks cut to its count, its size and anchors' targets whole."""
     n, (capacity, points, anchors, height, _, row_bytes) = record.shape[0], shape
     count = _part(record, offset, 8, "int64").reshape(n)
     boxes = _part(record, offset + 24, 16 * capacity, "float32").reshape(n, capacity, 4)

@@ -58,9 +58,10 @@ use crate::tokenizer::Tokenizer;
 ///   them by the image's width and height, as DETR takes ``cxcywh`` boxes); ``min_size`` and ``min_area``
 ///   (``1``); ``crowd`` (False: COCO's crowd annotations left out, as torchvision's
 ///   detection references do). The field is a list of ``{"boxes": float32 [n, 4],
-///   "labels": int64 [n]}``, one a sample, as torchvision's detection models take
-///   targets; with ``padded=True``, ``{"boxes": [batch, max_boxes, 4], "labels": [batch,
-///   max_boxes], "count": [batch]}``. ``masks`` (False): True adds each box's instance
+///   "labels": int64 [n], "size": int64 [2]}``, one a sample, as torchvision's detection
+///   models take targets (``size``: the image's height and width in the output); with
+///   ``padded=True``, ``{"boxes": [batch, max_boxes, 4], "labels": [batch, max_boxes],
+///   "size": [batch, 2], "count": [batch]}``. ``masks`` (False): True adds each box's instance
 ///   mask (from its COCO ``segmentation``, polygons or RLE; all 0 without one) at the
 ///   output's size, uint8 ``[n, height, width]`` of 0 and 1 read nearest as v2 reads a
 ///   ``Mask``; ``"bits"`` packs them, ``[n, height, ceil(width / 8)]`` as
