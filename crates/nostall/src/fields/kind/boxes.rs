@@ -37,7 +37,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind, Targets};
+use super::{
+    prepared_unplaced, targets_of_another_kind, Declaration, FieldKind, Kind, Role, Settings,
+    TargetKind, Targets,
+};
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{MaskForm, PartForm, SampleLayout};
@@ -113,8 +116,6 @@ impl Masks {
 struct Anchors {
     /// Its name, `anchors=`'s.
     name: &'static str,
-    /// The output's width and height the boxes are made for.
-    size: (usize, usize),
     boxes: DefaultBoxes,
 }
 
@@ -124,9 +125,8 @@ struct Preset {
     name: &'static str,
     /// torchvision's builder of the model.
     model: &'static str,
+    /// Its default boxes at its input's size.
     boxes: fn() -> DefaultBoxes,
-    /// The side of its square input.
-    side: usize,
 }
 
 impl Anchors {
@@ -135,13 +135,11 @@ impl Anchors {
             name: "ssd300",
             model: "ssd300_vgg16",
             boxes: DefaultBoxes::ssd300_vgg16,
-            side: 300,
         },
         Preset {
             name: "ssdlite320",
             model: "ssdlite320_mobilenet_v3_large",
             boxes: DefaultBoxes::ssdlite320_mobilenet_v3_large,
-            side: 320,
         },
     ];
 
@@ -158,7 +156,6 @@ impl Anchors {
         };
         Ok(Anchors {
             name: preset.name,
-            size: (preset.side, preset.side),
             boxes: (preset.boxes)(),
         })
     }
@@ -352,9 +349,7 @@ impl Kind for Boxes {
     }
 
     fn prepare(&self, field: &str, _: &[u8], _: &mut [u8]) -> Result<(), Cause> {
-        Err(Cause::Internal(format!(
-            "field {field:?} follows the sample's geometry and was prepared without it"
-        )))
+        Err(prepared_unplaced(field))
     }
 
     fn targets(&self) -> Option<&dyn TargetKind> {
@@ -386,14 +381,18 @@ impl Kind for Boxes {
 
 impl TargetKind for Boxes {
     fn fits(&self, (width, height): (usize, usize)) -> Result<(), String> {
-        match &self.anchors {
-            Some(a) if a.size != (width, height) => Err(format!(
-                "anchors={:?} are made for {}x{} images, and the pipeline gives {width}x{height}: \
-                 end it with Resize(({}, {}))",
-                a.name, a.size.0, a.size.1, a.size.1, a.size.0
-            )),
-            _ => Ok(()),
+        let Some(a) = &self.anchors else {
+            return Ok(());
+        };
+        let [h, w] = a.boxes.image_size();
+        if (w, h) == (width, height) {
+            return Ok(());
         }
+        Err(format!(
+            "anchors={:?} are made for {w}x{h} images, and the pipeline gives \
+             {width}x{height}: end it with Resize(({h}, {w}))",
+            a.name
+        ))
     }
 
     fn read(&self, field: &str, member: &[u8]) -> Result<Targets, Cause> {
@@ -435,9 +434,7 @@ impl TargetKind for Boxes {
         slot: &mut [u8],
     ) -> Result<(), Cause> {
         let Targets::Boxes(targets) = targets else {
-            return Err(Cause::Internal(format!(
-                "field {field:?} was given another kind's targets"
-            )));
+            return Err(targets_of_another_kind(field));
         };
         if let Some((width, height)) = targets.made_for {
             let size = placement.image_size();
@@ -526,12 +523,12 @@ impl Boxes {
             .filter(|(_, b)| sanitize(*b, canvas, self.min_size, self.min_area))
             .take(self.max_boxes)
             .collect();
+        let per = self.normalized.then_some(canvas);
         for (((t, corners), b), l) in kept
             .iter()
             .zip(boxes.chunks_exact_mut(16))
             .zip(labels.chunks_exact_mut(8))
         {
-            let per = self.normalized.then_some(canvas);
             for (v, out) in self
                 .format
                 .write(*corners, per)

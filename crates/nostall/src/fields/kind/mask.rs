@@ -10,10 +10,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{Declaration, FieldKind, Kind, Role, Settings, TargetKind, Targets};
+use super::{
+    prepared_unplaced, targets_of_another_kind, Declaration, FieldKind, Kind, Role, Settings,
+    TargetKind, Targets,
+};
 use crate::error::Cause;
 use crate::prep::image::codec::{decode_label_map, DEFAULT_MAX_PIXELS};
-use crate::prep::image::{Placement, OUTSIDE};
+use crate::prep::image::{read_nearest, Placement};
 use crate::sample::{DType, PartForm, SampleLayout};
 
 pub(super) const DECLARATION: Declaration = Declaration {
@@ -102,9 +105,7 @@ impl Kind for Mask {
     }
 
     fn prepare(&self, field: &str, _: &[u8], _: &mut [u8]) -> Result<(), Cause> {
-        Err(Cause::Internal(format!(
-            "field {field:?} follows the sample's geometry and was prepared without it"
-        )))
+        Err(prepared_unplaced(field))
     }
 
     fn targets(&self) -> Option<&dyn TargetKind> {
@@ -148,9 +149,7 @@ impl TargetKind for Mask {
         slot: &mut [u8],
     ) -> Result<(), Cause> {
         let Targets::Map(map) = targets else {
-            return Err(Cause::Internal(format!(
-                "field {field:?} was given another kind's targets"
-            )));
+            return Err(targets_of_another_kind(field));
         };
         let image = placement.image_size();
         if (map.width, map.height) != image {
@@ -164,20 +163,7 @@ impl TargetKind for Mask {
         }
         let (rows, columns) = placement.nearest();
         let width = map.width as usize;
-        for (&row, line) in rows.iter().zip(slot.chunks_exact_mut(columns.len())) {
-            if row == OUTSIDE {
-                line.fill(self.fill);
-                continue;
-            }
-            let from = &map.values[row as usize * width..][..width];
-            for (out, &c) in line.iter_mut().zip(&columns) {
-                *out = if c == OUTSIDE {
-                    self.fill
-                } else {
-                    from[c as usize]
-                };
-            }
-        }
+        read_nearest(&map.values, width, (&rows, &columns), self.fill, slot);
         Ok(())
     }
 }

@@ -139,6 +139,19 @@ impl Targets {
     }
 }
 
+/// What a target field's [`Kind::prepare`] gives: it is prepared by its [`TargetKind`],
+/// with the sample's placement, never alone.
+fn prepared_unplaced(field: &str) -> Cause {
+    Cause::Internal(format!(
+        "field {field:?} follows the sample's geometry and was prepared without it"
+    ))
+}
+
+/// What a [`TargetKind::write`] gives for targets another kind read.
+fn targets_of_another_kind(field: &str) -> Cause {
+    Cause::Internal(format!("field {field:?} was given another kind's targets"))
+}
+
 /// A kind whose member follows the sample's geometry ([`Role::Target`]): read before the
 /// sample is prepared (its boxes are what some operators draw against), written after it,
 /// by the sample's [`Placement`].

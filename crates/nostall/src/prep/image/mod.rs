@@ -43,6 +43,7 @@ pub use op::{
     Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
     IMAGENET_STD,
 };
+pub(crate) use placement::read_nearest;
 pub use placement::{sanitize, Placement, OUTSIDE};
 pub use views::{ViewsPipeline, MAX_VIEWS};
 

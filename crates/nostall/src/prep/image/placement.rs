@@ -228,6 +228,29 @@ impl Placement {
 /// A pixel of the output that no pixel of the source image gives ([`Placement::nearest`]).
 pub const OUTSIDE: u32 = u32::MAX;
 
+/// Writes `source` (row-major bytes, `width` a row) read at `rows` and `columns`
+/// ([`Placement::nearest`]) into `out`, a row of `columns.len()` bytes for each of
+/// `rows`, `fill` where either is [`OUTSIDE`]: a mask or a label map moved as v2 moves a
+/// `Mask`.
+pub(crate) fn read_nearest(
+    source: &[u8],
+    width: usize,
+    (rows, columns): (&[u32], &[u32]),
+    fill: u8,
+    out: &mut [u8],
+) {
+    for (&row, line) in rows.iter().zip(out.chunks_exact_mut(columns.len())) {
+        if row == OUTSIDE {
+            line.fill(fill);
+            continue;
+        }
+        let from = &source[row as usize * width..][..width];
+        for (v, &c) in line.iter_mut().zip(columns) {
+            *v = if c == OUTSIDE { fill } else { from[c as usize] };
+        }
+    }
+}
+
 /// The source index of each of `out` output pixels along one axis, for a window of the
 /// source starting at `start`, `length` long, where the pixels from `shown.0` to `shown.1`
 /// show the image.

@@ -169,6 +169,8 @@ impl DefaultBoxGenerator<'_> {
 #[derive(Debug, Clone)]
 pub(super) struct DefaultBoxes {
     boxes: Vec<[f32; 4]>,
+    /// The batch tensor's height and width they are made for.
+    image_size: [usize; 2],
 }
 
 /// A ground-truth box `SSD.forward` refuses (not a positive width and height), or one
@@ -230,7 +232,7 @@ impl DefaultBoxes {
                 }
             }
         }
-        DefaultBoxes { boxes }
+        DefaultBoxes { boxes, image_size }
     }
 
     /// `ssd300_vgg16`'s default boxes at its input size, 300 x 300: 8732.
@@ -241,6 +243,11 @@ impl DefaultBoxes {
     /// `ssdlite320_mobilenet_v3_large`'s default boxes at its input size, 320 x 320: 3234.
     pub(super) fn ssdlite320_mobilenet_v3_large() -> Self {
         DefaultBoxes::new(&SSDLITE320, &SSDLITE320_GRIDS, [320, 320])
+    }
+
+    /// The batch tensor's height and width the boxes are made for.
+    pub(super) fn image_size(&self) -> [usize; 2] {
+        self.image_size
     }
 
     /// The boxes, xyxy pixels.

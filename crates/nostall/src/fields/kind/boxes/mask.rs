@@ -2,7 +2,7 @@
 //! as pycocotools' `annToMask` makes it (polygons rasterised, an RLE decoded), then read
 //! nearest through the sample's placement, as torchvision.transforms.v2 moves a `Mask`.
 
-use crate::prep::image::OUTSIDE;
+use crate::prep::image::{read_nearest, OUTSIDE};
 use crate::sample::MaskForm;
 use crate::storage::Shape;
 
@@ -30,9 +30,9 @@ pub(super) fn source_mask(
     }
 }
 
-/// Writes `source` (row-major, `width` pixels a row; `None`: all 0) read at `rows` and
-/// `columns` ([`Placement::nearest`](crate::prep::image::Placement::nearest)) into `out`,
-/// one mask of `form`.
+/// Writes `source` (row-major 0 and 1, `width` pixels a row; `None`: all 0) read at `rows`
+/// and `columns` ([`Placement::nearest`](crate::prep::image::Placement::nearest)) into
+/// `out`, one mask of `form`.
 pub(super) fn place_mask(
     source: Option<&[u8]>,
     width: usize,
@@ -42,22 +42,17 @@ pub(super) fn place_mask(
 ) {
     out.fill(0);
     let Some(source) = source else { return };
+    if !form.packed {
+        return read_nearest(source, width, (rows, columns), 0, out);
+    }
     for (&row, line) in rows.iter().zip(out.chunks_exact_mut(form.row_bytes())) {
         if row == OUTSIDE {
             continue;
         }
         let from = &source[row as usize * width..][..width];
-        let pixels = columns
-            .iter()
-            .map(|&c| c != OUTSIDE && from[c as usize] != 0);
-        if form.packed {
-            for (x, set) in pixels.enumerate() {
-                line[x / 8] |= u8::from(set) << (7 - x % 8);
-            }
-        } else {
-            for (v, set) in line.iter_mut().zip(pixels) {
-                *v = u8::from(set);
-            }
+        for (x, &c) in columns.iter().enumerate() {
+            let set = c != OUTSIDE && from[c as usize] != 0;
+            line[x / 8] |= u8::from(set) << (7 - x % 8);
         }
     }
 }

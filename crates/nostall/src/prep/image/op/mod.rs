@@ -283,7 +283,8 @@ pub(crate) trait Geometric {
 }
 
 /// The `fill` of an operator that places the image on a canvas (`RandomZoomOut`,
-/// `FixedSizeCrop`): one number or three, each from 0 to 255, as bytes.
+/// `FixedSizeCrop`, `RandomShortestSize`): one number or three, each from 0 to 255, as
+/// bytes.
 fn canvas_fill(args: &Args) -> Result<[u8; 3]> {
     let fill = args.fill("fill")?;
     if fill.iter().any(|v| !(0.0..=255.0).contains(v)) {
