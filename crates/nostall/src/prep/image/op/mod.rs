@@ -45,6 +45,8 @@ mod horizontal_flip;
 mod invert;
 mod normalize;
 mod pil;
+#[cfg(target_arch = "x86_64")]
+mod pil_affine_avx2;
 mod posterize;
 mod python;
 mod rand_augment;
