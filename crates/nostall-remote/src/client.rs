@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 
 use nostall::clock::Clock;
 use nostall::loader::{Batch, Checkpoint, Next};
+use nostall::prep::ByteValues;
 use nostall::{EpochStats, Error, Loader, Position, SampleError};
 use nostall_peer::Secret;
 use rustls::{ClientConnection, StreamOwned};
 
+use crate::coding;
 use crate::describe::{describe, differs};
 use crate::wire::{self, Failure, Part, Reply, Skip};
 use crate::{RemoteError, Socket};
@@ -76,7 +78,8 @@ pub struct PreparerStats {
     pub batches: u64,
     /// Copies it made of batches another made first.
     pub duplicates: u64,
-    /// Bytes of batch data it sent.
+    /// Bytes of batch data it sent (as sent: float32 samples coded as their bytes where
+    /// the pipeline allows).
     pub bytes: u64,
     /// Parts it made to their end.
     pub parts: u64,
@@ -100,6 +103,8 @@ struct Inner {
     tls: Arc<rustls::ClientConfig>,
     options: RemoteOptions,
     description: Vec<(String, u64)>,
+    /// How the preparers code its samples, where they can be ([`coding`]).
+    coding: Option<ByteValues>,
     addresses: Mutex<Vec<String>>,
     stats: Mutex<BTreeMap<String, PreparerStats>>,
     /// Batches delivered and the consumer's waits for them, since the client was made.
@@ -155,11 +160,13 @@ impl Remote {
             .map_err(|e| RemoteError::Config(e.to_string()))?
             .client;
         let description = describe(&loader);
+        let coding = coding::of(&loader);
         let inner = Inner {
             loader,
             tls,
             options,
             description,
+            coding,
             addresses: Mutex::new(addresses),
             stats: Mutex::default(),
             delivered: Mutex::default(),
@@ -921,6 +928,8 @@ impl Worker {
         let mut began = clock.now();
         // Batches received of the part at the front of `asked`.
         let mut made = 0;
+        // A coded sample's bytes, kept between samples.
+        let mut bytes = Vec::new();
         loop {
             while asked.len() < self.client.options.parts_per_preparer {
                 let Some(next) = self.next_part(schedule, !asked.is_empty()) else {
@@ -954,20 +963,40 @@ impl Worker {
                             "a batch of part {tag} while part {part} was due"
                         ))));
                     }
-                    let expected = header.labels.len() as u64
-                        * self.client.loader.config().pipeline.sample_bytes() as u64;
-                    if data != expected {
+                    let samples = header.labels.len();
+                    let sample_bytes = self.client.loader.config().pipeline.sample_bytes();
+                    let coding = self.client.coding.as_ref();
+                    let expected = match coding {
+                        // Each sample's code is at least its mark.
+                        Some(_) => 4 * samples as u64..=coding::bound(samples, sample_bytes),
+                        None => {
+                            let whole = (samples * sample_bytes) as u64;
+                            whole..=whole
+                        }
+                    };
+                    if !expected.contains(&data) {
                         return Err(lost(wire::invalid(format!(
-                            "{data} bytes for a batch of {} samples ({expected} bytes)",
-                            header.labels.len()
+                            "{data} bytes for a batch of {samples} samples \
+                             ({expected:?} bytes)"
                         ))));
                     }
-                    let sock = &mut tls;
+                    let mut from = (&mut tls).take(data);
                     let batch = self
                         .client
                         .loader
                         .receive(header, Duration::ZERO, &self.name, |out| {
-                            sock.read_exact(out)
+                            let Some(values) = coding else {
+                                return from.read_exact(out);
+                            };
+                            for slot in out.chunks_exact_mut(sample_bytes) {
+                                coding::decode(values, &mut from, slot, &mut bytes)?;
+                            }
+                            match from.limit() {
+                                0 => Ok(()),
+                                left => Err(wire::invalid(format!(
+                                    "{left} bytes past the batch's samples"
+                                ))),
+                            }
                         })
                         .map_err(|e| lost(io::Error::other(e.to_string())))?;
                     self.count(|s| s.bytes += data);

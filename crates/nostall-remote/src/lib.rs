@@ -33,6 +33,7 @@
 //! [`Loader::receive`]: nostall::Loader::receive
 
 mod client;
+mod coding;
 mod describe;
 mod server;
 pub mod wire;

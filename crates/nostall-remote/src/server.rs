@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nostall::prep::ByteValues;
 use nostall::{Error, Loader};
 use nostall_peer::Secret;
 use rustls::{ServerConnection, StreamOwned};
 
+use crate::coding;
 use crate::describe::describe;
 use crate::wire::{self, Failure, Part, Skip};
 use crate::{RemoteError, Socket};
@@ -37,7 +39,8 @@ pub struct ServerStats {
     pub parts: u64,
     /// Batches sent.
     pub batches: u64,
-    /// Bytes of batch data sent.
+    /// Bytes of batch data sent (as sent: float32 samples coded as their bytes where the
+    /// pipeline allows).
     pub bytes: u64,
 }
 
@@ -90,6 +93,7 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let description = Arc::new(describe(&loader));
+        let coding = coding::of(&loader).map(Arc::new);
         let accepting = {
             let (stop, counters) = (stop.clone(), counters.clone());
             std::thread::Builder::new()
@@ -109,6 +113,7 @@ impl Server {
                             loader: loader.clone(),
                             config: identity.server.clone(),
                             description: description.clone(),
+                            coding: coding.clone(),
                             counters: counters.clone(),
                             stop: stop.clone(),
                         };
@@ -164,6 +169,8 @@ struct Client {
     loader: Arc<Loader>,
     config: Arc<rustls::ServerConfig>,
     description: Arc<Vec<(String, u64)>>,
+    /// How its samples are coded, where they can be ([`coding`]).
+    coding: Option<Arc<ByteValues>>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
 }
@@ -200,17 +207,19 @@ impl Client {
         wire::write_welcome(&mut tls, &self.description)?;
         // Waiting for the next part has no bound: a trainer between epochs asks for none.
         tls.sock.tcp.set_read_timeout(None)?;
+        // The batches' codes, kept between them.
+        let mut code = Vec::new();
         while let Some(part) = wire::read_part(&mut tls)? {
             if self.stop.load(Ordering::Acquire) {
                 break;
             }
-            self.make(&mut tls, &part)?;
+            self.make(&mut tls, &part, &mut code)?;
         }
         Ok(())
     }
 
     /// Makes `part` and sends its batches as they come, then its end (or why it stopped).
-    fn make(&self, out: &mut impl Write, part: &Part) -> io::Result<()> {
+    fn make(&self, out: &mut impl Write, part: &Part, code: &mut Vec<u8>) -> io::Result<()> {
         let range = part.first..part.first.saturating_add(part.count);
         let mut batches = match self.loader.batches(&part.run, range) {
             Ok(batches) => batches,
@@ -221,11 +230,22 @@ impl Client {
             match batch {
                 Ok(batch) => {
                     let skips = Skip::since(&batches, &mut reported);
-                    wire::write_batch(out, part.tag, &batch.header(), &skips, batch.data())?;
+                    let data = match &self.coding {
+                        Some(values) => {
+                            code.clear();
+                            let sample_bytes = self.loader.config().pipeline.sample_bytes();
+                            for sample in batch.data().chunks_exact(sample_bytes) {
+                                coding::encode(values, sample, code);
+                            }
+                            &code[..]
+                        }
+                        None => batch.data(),
+                    };
+                    wire::write_batch(out, part.tag, &batch.header(), &skips, data)?;
                     self.counters.batches.fetch_add(1, Ordering::Relaxed);
                     self.counters
                         .bytes
-                        .fetch_add(batch.data().len() as u64, Ordering::Relaxed);
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
                 }
                 Err(e) => return wire::write_failed(out, part.tag, &failure(e)),
             }

@@ -7,6 +7,7 @@
 //! then, repeated:
 //! client → server   frame PART: tag u64 | first u64 | count u64 | the run's state
 //! server → client   frame BATCH: tag | header | skips | data length u64, then the data
+//!                   (as the batch holds it, or each sample coded: `coding`)
 //!                   ... one per batch of the part, then
 //!                   frame END: tag | skips          (the part is done)
 //!                or frame FAILED: tag | why        (the part stops there)
@@ -26,8 +27,9 @@ use nostall::{Cause, Position};
 
 /// The first bytes a client sends.
 const MAGIC: &[u8; 4] = b"NSRP";
-/// The protocol version; a server refuses any other.
-const VERSION: u8 = 1;
+/// The protocol version; a server refuses any other. (2: float32 samples coded as
+/// their bytes where the pipeline allows.)
+const VERSION: u8 = 2;
 
 /// The largest frame body read: a batch's header is 16 bytes a sample plus its mixed
 /// labels and skips, far below this for any batch a loader accepts.
@@ -552,6 +554,7 @@ pub fn parse_for_fuzzing(data: &[u8]) {
     while let Ok(reply) = read_reply(&mut r) {
         if let Reply::Batch { data, .. } = reply {
             let n = usize::try_from(data).unwrap_or(usize::MAX).min(r.len());
+            crate::coding::decode_for_fuzzing(&r[..n]);
             r = &r[n..];
         }
     }

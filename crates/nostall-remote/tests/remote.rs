@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use nostall::clock::Clock;
-use nostall::loader::{Checkpoint, LoaderBuilder, LoaderSettings, Next, Threads};
+use nostall::loader::{Checkpoint, LoaderBuilder, LoaderSettings, Next, PipelineSetting, Threads};
+use nostall::prep::mixup::MixupArgs;
 use nostall::{Loader, Position};
 use nostall_peer::Secret;
 use nostall_remote::{Remote, RemoteError, RemoteOptions, Server};
@@ -33,12 +34,26 @@ impl Fixture {
     }
 
     fn loader(&self, seed: u64) -> Arc<Loader> {
+        self.loader_with(seed, None, None)
+    }
+
+    /// A loader with `operators` instead of the `train` preset, and mixing by `mixup`.
+    fn loader_with(
+        &self,
+        seed: u64,
+        operators: Option<&str>,
+        mixup: Option<MixupArgs>,
+    ) -> Arc<Loader> {
         let mut s = LoaderSettings::default();
-        s.image_size = Some(48);
+        match operators {
+            Some(ops) => s.pipeline = PipelineSetting::Operators(ops.parse().unwrap()),
+            None => s.image_size = Some(48),
+        }
         s.plan.batch_size = BATCH;
         s.plan.seed = seed;
         s.threads = Threads::Count(2);
         let (loader, _) = LoaderBuilder::with_settings(&self.photos, s)
+            .mixup(mixup)
             .open()
             .unwrap();
         Arc::new(loader)
@@ -114,6 +129,48 @@ fn batches_made_elsewhere_are_the_local_loaders_in_its_order() {
     }
     let sent: u64 = servers.iter().map(|s| s.stats().batches).sum();
     assert!(sent > 0, "the preparers made batches");
+}
+
+#[test]
+fn float32_samples_travel_as_their_bytes_and_come_back_bit_for_bit() {
+    let f = Fixture::new();
+    let secret = secret(4);
+    let ops = "[RandomResizedCrop(48), RandomHorizontalFlip(), Normalize(mean=[0.485, \
+               0.456, 0.406], std=[0.229, 0.224, 0.225])";
+    let classes = f.loader(1).catalog().classes().len();
+    let mixup = MixupArgs {
+        num_classes: classes,
+        switch_prob: 0.5,
+        ..MixupArgs::default()
+    };
+    // Plain: one byte an element. Erased rectangles of noise: runs of values as they are.
+    // Blended (MixUp): whole, four bytes a sample more than the batch.
+    for (recipe, mix, most) in [
+        (format!("{ops}]"), None, 0.26),
+        (
+            format!("{ops}, RandomErasing(p=1.0, value='random')]"),
+            None,
+            0.5,
+        ),
+        (format!("{ops}]"), Some(mixup), 1.001),
+    ] {
+        let loader = || f.loader_with(5, Some(&recipe), mix.clone());
+        let trainer = loader();
+        let local = seen(trainer.epoch(1).unwrap());
+        let server = serve(loader(), &secret);
+        let remote = Remote::new(
+            trainer.clone(),
+            &secret,
+            vec![server.local_addr().to_string()],
+            options(false),
+        )
+        .unwrap();
+        let got = seen(remote.run(start_of(&trainer, 1)).unwrap());
+        assert_eq!(got, local, "{recipe}, mixed: {}", mix.is_some());
+        let whole: usize = local.iter().map(|b| b.3.len()).sum();
+        let sent = server.stats().bytes as f64 / whole as f64;
+        assert!(sent < most, "{recipe}: {sent} of the bytes sent");
+    }
 }
 
 #[test]
@@ -205,14 +262,15 @@ fn a_preparer_lost_or_stalled_mid_part_costs_nothing_but_time() {
     let secret = secret(3);
     let steady = serve(f.loader(11), &secret);
     let flaky = serve(f.loader(11), &secret);
-    // A batch of 4 photos of 48×48 in f32 is 110 592 bytes: the cut falls inside the second
-    // batch of the flaky preparer's first part. The steady one answers nothing until
+    // A batch of 4 photos of 48×48 in f32 is sent as their bytes, 27 664 of them (and a few
+    // kB of handshake go first): the cut falls inside the second batch of the flaky
+    // preparer's first part. The steady one answers nothing until
     // then (not even its handshake), so the flaky one surely has parts to lose.
     for stall in [false, true] {
         let faults = if stall {
-            Faults::Stall(160_000)
+            Faults::Stall(45_000)
         } else {
-            Faults::Cut(160_000)
+            Faults::Cut(45_000)
         };
         let (through, cut, flaky_proxy) = proxy(flaky.local_addr().to_string(), faults);
         let (gate, open_gate) = mpsc::channel();

@@ -20,6 +20,7 @@
 
 pub mod args;
 pub mod audio;
+pub mod byte_values;
 pub mod image;
 pub mod mixup;
 pub mod notation;
@@ -38,6 +39,7 @@ use crate::prep::route::DecodeRoute;
 use crate::rng::Rng;
 
 pub use audio::AudioPipeline;
+pub use byte_values::ByteValues;
 pub use image::{ImagePipeline, Placement, ViewsPipeline};
 pub use notation::Operators;
 pub use video::VideoPipeline;
@@ -85,6 +87,12 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
     /// The operator whose draws read the sample's boxes (`RandomIoUCrop`), if it has one:
     /// its samples must carry a boxes field ([`Preparer::prepare_targeted`]).
     fn targets_needed(&self) -> Option<&'static str> {
+        None
+    }
+    /// The values its `f32` elements take when each was computed from one byte, if its
+    /// output is such (an image's `ToTensor` and `Normalize`): what lets remote prep send
+    /// the bytes instead ([`ByteValues`]).
+    fn byte_values(&self) -> Option<ByteValues> {
         None
     }
 }

@@ -47,7 +47,7 @@ pub(crate) use placement::read_nearest;
 pub use placement::{sanitize, Placement, OUTSIDE};
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
-use super::{DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
+use super::{ByteValues, DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::error::{Cause, Error, Result};
 use crate::prep::args::Value;
 use crate::prep::route::DecodeRoute;
@@ -652,6 +652,21 @@ impl Prep for ImagePipeline {
 
     fn targets_needed(&self) -> Option<&'static str> {
         self.ops.iter().find(|op| op.needs_targets()).map(Op::name)
+    }
+
+    fn byte_values(&self) -> Option<ByteValues> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        // As the output pass computes each value (`output.rs`, `Normalize::exact`).
+        let tables = (0..3)
+            .map(|c| std::array::from_fn(|v| (v as f32 / 255.0 - self.mean[c]) / self.std[c]))
+            .collect();
+        let plane = match self.layout {
+            Layout::Chw => Some(self.height as usize * self.width as usize),
+            Layout::Hwc => None,
+        };
+        ByteValues::new(tables, plane)
     }
 
     fn places_targets(&self) -> std::result::Result<(), String> {
