@@ -23,7 +23,7 @@
 use std::io::{self, Read};
 
 use nostall::prep::ByteValues;
-use nostall::Loader;
+use nostall::{Loader, Pipeline};
 
 use crate::wire::invalid;
 
@@ -43,6 +43,27 @@ pub(crate) fn of(loader: &Loader) -> Option<ByteValues> {
     let pipeline = &loader.config().pipeline;
     let values = pipeline.prep().byte_values()?;
     fits(&values, pipeline.sample_bytes()).then_some(values)
+}
+
+/// `loader`'s pipeline as it makes its values' bytes ([`Prep::unconverted`]), where its
+/// samples are coded and nothing mixes them after (MixUp blends the values): the
+/// preparer then neither converts nor codes, and sends each sample as its bytes
+/// ([`unconverted_code`]).
+///
+/// [`Prep::unconverted`]: nostall::prep::Prep::unconverted
+pub(crate) fn unconverted(loader: &Loader) -> Option<Pipeline> {
+    let config = loader.config();
+    if of(loader).is_none() || config.mixup.is_some() {
+        return None;
+    }
+    let pipeline = config.pipeline.prep().unconverted()?;
+    (pipeline.sample_bytes() * 4 == config.pipeline.sample_bytes()).then_some(pipeline)
+}
+
+/// Appends the code of an unconverted sample (one byte an element) to `out`: no runs.
+pub(crate) fn unconverted_code(bytes: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(bytes);
 }
 
 /// Whether samples of `sample_bytes` bytes are laid out as `values` says: whole
@@ -489,6 +510,48 @@ mod tests {
         code_plane_dispatched(&channel, &plane, &mut chosen.0, 0, &mut chosen.1);
         assert_eq!(chosen.0, portable.0);
         assert_eq!(chosen.1.runs, portable.1.runs);
+    }
+
+    #[test]
+    fn only_a_pipeline_whose_values_all_come_from_bytes_is_made_unconverted() {
+        use nostall::loader::{LoaderBuilder, LoaderSettings, PipelineSetting};
+        use nostall::prep::mixup::MixupArgs;
+        use nostall::DType;
+
+        let dir = tempfile::tempdir().unwrap();
+        let photos = nostall_demo::write(&dir.path().join("photos")).unwrap();
+        let loader = |ops: &str, dtype: DType, mixup: Option<MixupArgs>| {
+            let mut s = LoaderSettings::default();
+            s.pipeline = PipelineSetting::Operators(ops.parse().unwrap());
+            s.dtype = dtype;
+            let mut builder = LoaderBuilder::with_settings(photos.to_string_lossy(), s);
+            builder.mixup(mixup);
+            builder.open().unwrap().0
+        };
+        let plain = "[RandomResizedCrop(32), Normalize(mean=[0.5, 0.5, 0.5], std=[0.2, 0.2, 0.2])";
+        let mixup = MixupArgs {
+            num_classes: 1000,
+            ..MixupArgs::default()
+        };
+        for (ops, dtype, mixup, made) in [
+            (format!("{plain}]"), DType::F32, None, true),
+            (
+                format!("{plain}, RandomErasing(p=1.0)]"),
+                DType::F32,
+                None,
+                false,
+            ),
+            (format!("{plain}]"), DType::F32, Some(mixup), false),
+            ("[RandomResizedCrop(32)]".to_owned(), DType::U8, None, false),
+        ] {
+            let loader = loader(&ops, dtype, mixup);
+            let pipeline = unconverted(&loader);
+            assert_eq!(pipeline.is_some(), made, "{ops} {dtype:?}");
+            if let Some(pipeline) = pipeline {
+                let bytes = loader.with_pipeline(pipeline).unwrap();
+                assert_eq!(bytes.identity(), loader.identity(), "the same run");
+            }
+        }
     }
 
     #[test]

@@ -93,7 +93,16 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let description = Arc::new(describe(&loader));
-        let coding = coding::of(&loader).map(Arc::new);
+        let (maker, sending) = match (coding::unconverted(&loader), coding::of(&loader)) {
+            (Some(pipeline), _) => {
+                let unconverted = loader
+                    .with_pipeline(pipeline)
+                    .map_err(|e| RemoteError::Config(e.to_string()))?;
+                (Arc::new(unconverted), Sending::Unconverted)
+            }
+            (None, Some(values)) => (loader.clone(), Sending::Coded(Arc::new(values))),
+            (None, None) => (loader.clone(), Sending::Values),
+        };
         let accepting = {
             let (stop, counters) = (stop.clone(), counters.clone());
             std::thread::Builder::new()
@@ -110,10 +119,10 @@ impl Server {
                         }
                         counters.open.fetch_add(1, Ordering::AcqRel);
                         let client = Client {
-                            loader: loader.clone(),
+                            maker: maker.clone(),
                             config: identity.server.clone(),
                             description: description.clone(),
-                            coding: coding.clone(),
+                            sending: sending.clone(),
                             counters: counters.clone(),
                             stop: stop.clone(),
                         };
@@ -164,13 +173,25 @@ impl Drop for Server {
     }
 }
 
+/// How a preparer sends its samples ([`coding`]).
+#[derive(Clone)]
+enum Sending {
+    /// As the batch holds them.
+    Values,
+    /// Each coded by the tables of the values its elements may take.
+    Coded(Arc<ByteValues>),
+    /// Made unconverted, each element's byte (in the code's form, with no runs).
+    Unconverted,
+}
+
 /// One client's connection.
 struct Client {
-    loader: Arc<Loader>,
+    /// What makes the batches: the loader served, or its unconverted form (the same run,
+    /// each element's byte instead of its value: [`coding::unconverted`]).
+    maker: Arc<Loader>,
     config: Arc<rustls::ServerConfig>,
     description: Arc<Vec<(String, u64)>>,
-    /// How its samples are coded, where they can be ([`coding`]).
-    coding: Option<Arc<ByteValues>>,
+    sending: Sending,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
 }
@@ -221,7 +242,7 @@ impl Client {
     /// Makes `part` and sends its batches as they come, then its end (or why it stopped).
     fn make(&self, out: &mut impl Write, part: &Part, code: &mut Vec<u8>) -> io::Result<()> {
         let range = part.first..part.first.saturating_add(part.count);
-        let mut batches = match self.loader.batches(&part.run, range) {
+        let mut batches = match self.maker.batches(&part.run, range) {
             Ok(batches) => batches,
             Err(e) => return wire::write_failed(out, part.tag, &failure(e)),
         };
@@ -230,16 +251,19 @@ impl Client {
             match batch {
                 Ok(batch) => {
                     let skips = Skip::since(&batches, &mut reported);
-                    let data = match &self.coding {
-                        Some(values) => {
-                            code.clear();
-                            let sample_bytes = self.loader.config().pipeline.sample_bytes();
-                            for sample in batch.data().chunks_exact(sample_bytes) {
-                                coding::encode(values, sample, code);
-                            }
+                    let sample_bytes = self.maker.config().pipeline.sample_bytes();
+                    let samples = batch.data().chunks_exact(sample_bytes);
+                    code.clear();
+                    let data = match &self.sending {
+                        Sending::Values => batch.data(),
+                        Sending::Coded(values) => {
+                            samples.for_each(|sample| coding::encode(values, sample, code));
                             &code[..]
                         }
-                        None => batch.data(),
+                        Sending::Unconverted => {
+                            samples.for_each(|sample| coding::unconverted_code(sample, code));
+                            &code[..]
+                        }
                     };
                     wire::write_batch(out, part.tag, &batch.header(), &skips, data)?;
                     self.counters.batches.fetch_add(1, Ordering::Relaxed);

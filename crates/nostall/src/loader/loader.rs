@@ -7,12 +7,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::cache::Cached;
+use crate::cache::{CachePolicy, Cached};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::metrics::live::Totals;
 use crate::plan::elastic::{remaining, Stretch};
 use crate::plan::{batches_for, samples_per_rank, Blocks, EpochPlan, PlanConfig, Position, Shard};
+use crate::prep::Pipeline;
 use crate::sched::roles::PrepRole;
 use crate::storage::Source;
 
@@ -153,6 +154,21 @@ impl Loader {
         self.prep_role = prep_role(&self.config, Some(&balance));
         self.balance = Some(Arc::new(balance));
         self
+    }
+
+    /// A loader making this one's runs with `pipeline` instead, one of this pipeline's
+    /// fingerprint (its [`Prep::unconverted`](crate::prep::Prep::unconverted) form, say),
+    /// reading through this loader's source and cache.
+    ///
+    /// # Errors
+    ///
+    /// As [`Loader::new`]: `pipeline` prepares another modality.
+    pub fn with_pipeline(&self, pipeline: Pipeline) -> Result<Loader> {
+        let mut config = self.config.clone();
+        config.pipeline = pipeline;
+        // This loader's cache serves both: the new loader's source is it.
+        config.cache.policy = CachePolicy::None;
+        Loader::new(self.catalog.clone(), self.source.clone(), config)
     }
 
     /// What a position of this loader is valid for (part of a [`Checkpoint`]).

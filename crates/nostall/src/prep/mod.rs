@@ -95,6 +95,14 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
     fn byte_values(&self) -> Option<ByteValues> {
         None
     }
+    /// This recipe writing each element's byte instead of its value, where every element
+    /// of its output is a byte's value in [`Prep::byte_values`]' tables (nothing runs
+    /// after the conversion): the same run (draws, bytes), only not converted, with this
+    /// recipe's fingerprint. What a remote preparer makes, so that neither it nor the
+    /// network carries the values.
+    fn unconverted(&self) -> Option<Pipeline> {
+        None
+    }
 }
 
 /// How a preparer left a sample.

@@ -669,6 +669,22 @@ impl Prep for ImagePipeline {
         ByteValues::new(tables, plane)
     }
 
+    fn unconverted(&self) -> Option<super::Pipeline> {
+        if self.dtype != DType::F32 || self.tensor || self.route.is_some() {
+            return None;
+        }
+        // The output pass copies the bytes of a u8 sample and ignores `mean` and `std`; the
+        // operators, and so their places and draws, are this pipeline's.
+        let bytes = ImagePipeline {
+            dtype: DType::U8,
+            ..self.clone()
+        };
+        Some(super::Pipeline::new(Unconverted {
+            fingerprint: self.fingerprint(),
+            bytes,
+        }))
+    }
+
     fn places_targets(&self) -> std::result::Result<(), String> {
         match self.ops.iter().find(|op| op.moves_pixels()) {
             Some(op) => Err(format!(
@@ -678,6 +694,46 @@ impl Prep for ImagePipeline {
             )),
             None => Ok(()),
         }
+    }
+}
+
+/// An image pipeline's samples as the bytes its values come from
+/// ([`Prep::unconverted`]): its run, under its fingerprint.
+#[derive(Debug)]
+struct Unconverted {
+    fingerprint: String,
+    bytes: ImagePipeline,
+}
+
+impl std::fmt::Display for Unconverted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (unconverted)", self.bytes)
+    }
+}
+
+impl Prep for Unconverted {
+    fn modality(&self) -> Modality {
+        Modality::Image
+    }
+
+    fn layout(&self) -> SampleLayout {
+        Prep::layout(&self.bytes)
+    }
+
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+
+    fn preparer(&self) -> Result<Box<dyn Preparer>> {
+        self.bytes.preparer()
+    }
+
+    fn targets_needed(&self) -> Option<&'static str> {
+        self.bytes.targets_needed()
+    }
+
+    fn places_targets(&self) -> std::result::Result<(), String> {
+        self.bytes.places_targets()
     }
 }
 
