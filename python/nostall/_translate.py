@@ -391,6 +391,18 @@ def _timm_rand_augment(t: Any) -> dict[str, Any]:
                 magnitude_max=None if first.magnitude_max is None else float(first.magnitude_max))
 
 
+def _padding(value: Any, t: Any) -> Any:
+    """A transform's padding as torchvision's ``pad`` takes it (None where it has none)."""
+    if value is None or isinstance(value, int):
+        return value
+    sides = [int(v) for v in value]
+    # v2's RandomCrop keeps its padding as left, right, top, bottom (`_parse_pad_padding`).
+    if type(t).__name__ == "RandomCrop" and hasattr(t, "_fill") and len(sides) == 4:
+        left, right, top, bottom = sides
+        return [left, top, right, bottom]
+    return sides
+
+
 def _fill(fill: Any) -> Any:
     """A transform's fill, 0 where it has none."""
     fill = _optional_fill(fill)
@@ -440,6 +452,7 @@ _CONVERTERS: dict[str, Callable[[Any, Any], Any]] = {
     "enum_value": lambda value, t: str(getattr(value, "value", value)),
     "transforms": lambda value, t: from_torchvision(list(_flatten(value))),
     "erasing_value": lambda value, t: _erasing_value(value),
+    "padding": _padding,
     "exp_low": lambda value, t: math.exp(value[0]),
     "exp_high_or_none": lambda value, t: _max_aspect(value),
 }

@@ -17,6 +17,7 @@ __all__ = [
     "GaussianBlur",
     "Normalize",
     "Op",
+    "Pad",
     "Python",
     "RandAugment",
     "RandomAdjustSharpness",
@@ -138,27 +139,63 @@ class CenterCrop(Op):
         """An int (square) or ``(height, width)``."""
 
 @final
-class RandomCrop(Op):
-    """Crops a window of ``size`` at a random place (torchvision's ``RandomCrop``: the top row,
-    then the left column, each uniform over the places the window fits). An image smaller
-    than the window is cropped at its centre, as ``CenterCrop`` does. Padding is not
-    supported: ``padding`` and ``pad_if_needed`` are refused.
+class Pad(Op):
+    """Pads each side of the image by ``padding`` pixels of ``fill`` (torchvision's ``Pad``:
+    one int for every side, two for left and right then top and bottom, or four for left,
+    top, right, bottom). Boxes, masks and keypoints move with the image.
 
-    - ``size``: an int (square) or ``(height, width)``.
-    - ``padding`` (``None``): refused unless None (padding is not supported).
-    - ``pad_if_needed`` (``False``): refused unless False (padding is not supported).
+    - ``padding``: pixels: one int, two (left/right, top/bottom) or four (left, top, right,
+      bottom).
+    - ``fill`` (``0``): the padding's colour, one or 3 numbers.
+    - ``padding_mode`` (``'constant'``): 'constant' (the others, which repeat the image's
+      edge, are not supported).
     """
 
-    def __new__(cls, size: int | tuple[int, int] | list[int], padding: int | None = None, pad_if_needed: bool = False) -> RandomCrop: ...
+    def __new__(cls, padding: int | Sequence[int] | None, fill: float | tuple[float, float, float] | list[float] = 0, padding_mode: str = 'constant') -> Pad: ...
+    @property
+    def padding(self) -> tuple[int, int, int, int] | None:
+        """Pixels: one int, two (left/right, top/bottom) or four (left, top, right, bottom)."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The padding's colour, one or 3 numbers."""
+    @property
+    def padding_mode(self) -> str:
+        """'constant' (the others, which repeat the image's edge, are not supported)."""
+
+@final
+class RandomCrop(Op):
+    """Crops a window of ``size`` at a random place (torchvision's ``RandomCrop``: the image
+    padded by ``padding`` first, then, with ``pad_if_needed``, each side of a dimension
+    shorter than the window by the shortfall; then the top row, then the left column, each
+    uniform over the places the window fits). An image still smaller than the window is
+    cropped at its centre, as ``CenterCrop`` does.
+
+    - ``size``: an int (square) or ``(height, width)``.
+    - ``padding`` (``None``): pixels padded first: one int, two (left/right, top/bottom) or
+      four.
+    - ``pad_if_needed`` (``False``): pad a dimension shorter than the window, both its sides
+      by the shortfall.
+    - ``fill`` (``0``): the padding's colour, one or 3 numbers.
+    - ``padding_mode`` (``'constant'``): 'constant' (the others, which repeat the image's
+      edge, are not supported).
+    """
+
+    def __new__(cls, size: int | tuple[int, int] | list[int], padding: int | Sequence[int] | None = None, pad_if_needed: bool = False, fill: float | tuple[float, float, float] | list[float] = 0, padding_mode: str = 'constant') -> RandomCrop: ...
     @property
     def size(self) -> tuple[int, int]:
         """An int (square) or ``(height, width)``."""
     @property
-    def padding(self) -> int | None:
-        """Refused unless None (padding is not supported)."""
+    def padding(self) -> tuple[int, int, int, int] | None:
+        """Pixels padded first: one int, two (left/right, top/bottom) or four."""
     @property
     def pad_if_needed(self) -> bool:
-        """Refused unless False (padding is not supported)."""
+        """Pad a dimension shorter than the window, both its sides by the shortfall."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The padding's colour, one or 3 numbers."""
+    @property
+    def padding_mode(self) -> str:
+        """'constant' (the others, which repeat the image's edge, are not supported)."""
 
 @final
 class RandomIoUCrop(Op):

@@ -1,6 +1,7 @@
-"""RandomCrop against torchvision.transforms.v2 on real photographs: every crop is a window
-of the image (exact pixels), its place drawn per sample, the same for any thread count;
-torchvision's RandomCrop translates to it, and its padding is refused."""
+"""RandomCrop and Pad against torchvision.transforms.v2 on real photographs: every crop is a
+window of the image, padded as v2 pads it where asked (exact pixels), its place drawn per
+sample, the same for any thread count; torchvision's RandomCrop and Pad translate to them,
+and the padding modes that repeat the image's edge are refused."""
 
 import pytest
 import torch
@@ -48,12 +49,57 @@ def test_the_whole_image_is_the_only_place_of_a_crop_of_its_size(pngs):
                        reference_images(pngs, v2.RandomCrop(SIZE)))
 
 
-def test_torchvision_random_crop_translates_and_its_padding_is_refused():
+def test_a_padded_crop_is_a_window_of_the_image_v2_pads(pngs):
+    fill = (10, 20, 30)
+    padded = [v2.functional.pad(o, [1, 2, 3, 4], fill=list(fill)) for o in reference_images(pngs)]
+    # Windows 2 short of the padded image each way: each holds padding on two sides at least.
+    crop = (SIZE + 4, SIZE + 2)
+    crops = nostall_images(pngs, ops.RandomCrop(crop, padding=[1, 2, 3, 4], fill=fill))
+    places = [place(c, p) for c, p in zip(crops, padded)]
+    assert None not in places and len(set(places)) > 3, places
+    # One place only: the whole padded image, v2's too.
+    whole = (SIZE + 6, SIZE + 4)
+    assert torch.equal(nostall_images(pngs, ops.RandomCrop(whole, padding=[1, 2, 3, 4], fill=fill)),
+                       torch.stack(padded))
+    assert torch.equal(nostall_images(pngs, ops.RandomCrop(SIZE + 8, padding=4)),
+                       reference_images(pngs, v2.RandomCrop(SIZE + 8, padding=4)))
+
+
+def test_pad_if_needed_pads_both_sides_of_a_short_dimension_by_the_shortfall(pngs):
+    # v2 pads each side by the shortfall (10), so the window has 11 places across.
+    crop = (SIZE + 10, SIZE)
+    padded = [v2.functional.pad(o, [0, 10, 0, 10]) for o in reference_images(pngs)]
+    crops = nostall_images(pngs, ops.RandomCrop(crop, pad_if_needed=True))
+    assert crops.shape[2:] == crop
+    places = [place(c, p) for c, p in zip(crops, padded)]
+    assert None not in places and {left for _, left in places} == {0}
+    assert len({top for top, _ in places}) > 3, places
+
+
+def test_pad_is_v2s_pad_on_every_photograph(pngs):
+    for padding, fill in ((3, 0), ([1, 2], 7), ([4, 0, 2, 5], (10, 20, 30))):
+        got = nostall_images(pngs, ops.Pad(padding, fill=fill), ops.CenterCrop(SIZE))
+        want = reference_images(pngs, v2.Compose([v2.Pad(padding, fill=fill), v2.CenterCrop(SIZE)]))
+        assert torch.equal(got, want), (padding, fill)
+
+
+def test_torchvision_random_crop_and_pad_translate_and_other_padding_modes_are_refused():
+    from torchvision import transforms as v1
+
     assert ops.from_torchvision(v2.RandomCrop(32)) == [ops.RandomCrop(32)]
     assert ops.from_torchvision(v2.RandomCrop((24, 32))) == [ops.RandomCrop((24, 32))]
-    with pytest.raises(nostall.ConfigError, match="padding"):
-        ops.from_torchvision(v2.RandomCrop(32, padding=4))
-    with pytest.raises(nostall.ConfigError, match="pad_if_needed"):
-        ops.from_torchvision(v2.RandomCrop(32, pad_if_needed=True))
+    assert ops.from_torchvision(v2.RandomCrop(32, padding=4)) == [ops.RandomCrop(32, padding=4)]
+    # v2 keeps left, right, top, bottom; v1 keeps what it was given.
+    for library in (v1, v2):
+        assert ops.from_torchvision(library.RandomCrop(32, padding=[1, 2, 3, 4], fill=5)) == [
+            ops.RandomCrop(32, padding=[1, 2, 3, 4], fill=5)], library
+        assert ops.from_torchvision(library.Pad([1, 2], fill=3)) == [ops.Pad([1, 2], fill=3)], library
+    assert ops.from_torchvision(v2.RandomCrop(32, pad_if_needed=True)) == [
+        ops.RandomCrop(32, pad_if_needed=True)]
+    for refused in (v2.RandomCrop(32, padding=4, padding_mode="reflect"), v2.Pad(2, padding_mode="edge")):
+        with pytest.raises(nostall.ConfigError, match="not supported"):
+            ops.from_torchvision(refused)
     with pytest.raises(nostall.ConfigError, match="size"):
         ops.RandomCrop(0)
+    with pytest.raises(nostall.ConfigError, match="padding"):
+        ops.Pad([1, 2, 3])

@@ -123,6 +123,31 @@ def test_large_scale_jitter_pads_the_map_with_its_fill(shards, flip):
         assert (got[-1] == 255).all()
 
 
+def test_pad_and_pad_if_needed_pad_the_map_with_its_fill(shards):
+    """Pad moves the map with the image and fills the rest with the field's fill, as v2 pads
+    a Mask with its own; RandomCrop's `pad_if_needed` gives a window of the map v2 pads."""
+    root, samples = shards
+    fill = {tv_tensors.Image: 0, tv_tensors.Mask: 255}
+    recipe = [v2.Pad([3, 5, 7, 9], fill=fill), v2.CenterCrop((370, 488))]
+    masks = _masks(_loader(root, recipe, fill=255))
+    for got, (pixels, labels) in zip(masks, samples):
+        sample = {"image": tv_tensors.Image(torch.from_numpy(pixels).permute(2, 0, 1)),
+                  "mask": tv_tensors.Mask(torch.from_numpy(labels)[None])}
+        theirs = v2.Compose(recipe)(sample)["mask"].as_subclass(torch.Tensor)[0]
+        assert torch.equal(got, theirs)
+        assert (got[0] == 255).all() and (got[-1] == 255).all()
+    # 20 rows and columns short: each side padded by 20, a window of 21 × 21 places.
+    masks = _masks(_loader(root, [v2.RandomCrop((380, 500), pad_if_needed=True, fill=fill)], fill=255))
+    places = set()
+    for got, (_, labels) in zip(masks, samples):
+        padded = v2.functional.pad(torch.from_numpy(labels)[None], [20, 20, 20, 20], fill=255)[0]
+        found = [(top, left) for top in range(21) for left in range(21)
+                 if torch.equal(padded[top:top + 380, left:left + 500], got)]
+        assert found, "a window of the padded map"
+        places.add(found[0])
+    assert len(places) > 1
+
+
 @pytest.mark.parametrize("recipe", [
     [v2.RandomResizedCrop(128, scale=(0.2, 1.0)), v2.RandomHorizontalFlip()],
     [v2.RandomZoomOut(fill={tv_tensors.Image: (0, 0, 0), "others": 0}), v2.RandomHorizontalFlip(),

@@ -185,6 +185,10 @@ pub enum Kind {
     /// Sides in pixels to draw among: an int or a sequence of ints; given back as the
     /// tuple.
     Sides,
+    /// Padding in pixels, as torchvision's `pad` takes it: one int for every side, two
+    /// (left and right, top and bottom) or four (left, top, right, bottom), or `None`;
+    /// given back as the four.
+    Padding,
 }
 
 impl Kind {
@@ -217,6 +221,7 @@ impl Kind {
             Kind::Ops => "Sequence[Op]",
             Kind::Weights => "Sequence[float] | None",
             Kind::Sides => "int | Sequence[int]",
+            Kind::Padding => "int | Sequence[int] | None",
         }
     }
 
@@ -244,6 +249,7 @@ impl Kind {
             Kind::Ops => "list[Op]",
             Kind::Weights => "tuple[float, ...] | None",
             Kind::Sides => "tuple[int, ...]",
+            Kind::Padding => "tuple[int, int, int, int] | None",
         }
     }
 }
@@ -675,6 +681,28 @@ impl Args {
                 items.iter().map(|v| side(v).ok_or_else(wrong)).collect()
             }
             value => side(value).map(|n| vec![n]).ok_or_else(wrong),
+        }
+    }
+
+    /// Padding as torchvision's `pad` takes it (see [`Kind::Padding`]), as (left, top,
+    /// right, bottom), each from 0 to `most`; `None` for `None`.
+    pub fn padding(&self, param: &str, most: u32) -> Result<Option<[u32; 4]>> {
+        let takes = format!("an int from 0 to {most}, or 2 or 4 of them");
+        let wrong = || self.wrong(param, &takes);
+        let side = |v: &Value| match v {
+            Value::Int(n) => u32::try_from(*n).ok().filter(|n| *n <= most),
+            _ => None,
+        };
+        let sides: Vec<u32> = match self.get(param) {
+            Value::None => return Ok(None),
+            Value::Tuple(items) => items.iter().map(|v| side(v).ok_or_else(wrong)).collect(),
+            value => side(value).map(|n| vec![n]).ok_or_else(wrong),
+        }?;
+        match sides[..] {
+            [all] => Ok(Some([all; 4])),
+            [across, down] => Ok(Some([across, down, across, down])),
+            [left, top, right, bottom] => Ok(Some([left, top, right, bottom])),
+            _ => Err(wrong()),
         }
     }
 

@@ -70,6 +70,9 @@ pub enum Conv {
     /// torchvision's `RandomErasing` value: `'random'` (also for `None`), numbers, or one
     /// number.
     ErasingValue,
+    /// Padding as torchvision's `pad` takes it, from the attribute as the transform keeps
+    /// it (v2's `RandomCrop` keeps left, right, top, bottom).
+    Padding,
     /// `exp` of a `(low, high)` range of logarithms' low end (timm keeps aspect ranges so).
     ExpLow,
     /// `exp` of a range of logarithms' high end, `None` where the range is symmetric (the
@@ -96,6 +99,7 @@ impl Conv {
             Conv::EnumValue => "enum_value",
             Conv::Transforms => "transforms",
             Conv::ErasingValue => "erasing_value",
+            Conv::Padding => "padding",
             Conv::ExpLow => "exp_low",
             Conv::ExpHighOrNone => "exp_high_or_none",
         }

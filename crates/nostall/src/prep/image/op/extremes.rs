@@ -132,6 +132,15 @@ pub(crate) fn extremes(kind: Kind) -> Vec<Value> {
     values.extend(CHOICES.map(Value::from));
     let pairs = || ITEMS.into_iter().flat_map(|a| ITEMS.map(|b| tuple([a, b])));
     match kind {
+        Kind::Padding => {
+            for a in SIDES {
+                values.push(Value::Tuple(vec![Value::Int(a)]));
+                values.push(Value::Tuple(vec![Value::Int(a); 2]));
+                values.push(Value::Tuple(vec![Value::Int(a); 3]));
+                values.push(Value::Tuple(vec![Value::Int(a); 4]));
+                values.push(Value::Tuple(vec![Value::Int(0), Value::Int(a)]));
+            }
+        }
         Kind::Size | Kind::Square | Kind::Sides => {
             for a in SIDES {
                 values.extend(SIDES.map(|b| Value::Tuple(vec![Value::Int(a), Value::Int(b)])));

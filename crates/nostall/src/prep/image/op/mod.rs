@@ -44,6 +44,7 @@ mod grayscale;
 mod horizontal_flip;
 mod invert;
 mod normalize;
+mod pad;
 mod pil;
 #[cfg(target_arch = "x86_64")]
 mod pil_affine_avx2;
@@ -90,6 +91,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &random_resized_crop::DECLARATION,
     &resize::DECLARATION,
     &center_crop::DECLARATION,
+    &pad::DECLARATION,
     &random_crop::DECLARATION,
     &random_iou_crop::DECLARATION,
     &random_zoom_out::DECLARATION,

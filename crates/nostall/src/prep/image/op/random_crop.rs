@@ -1,7 +1,10 @@
-//! `RandomCrop`: a window of the image at a size, placed at random (torchvision's,
-//! without padding).
+//! `RandomCrop`: a window of the image at a size, placed at random, the image padded
+//! first where asked (torchvision's, `padding_mode="constant"`; the padding as `Pad`'s).
 
-use super::{not_empty, Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
+use super::{
+    canvas_fill, canvas_fill_value, not_empty, pad, Declaration, Geometric, Op, Operator,
+    OutputSize, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::translation::{Conv, Translation};
@@ -9,31 +12,46 @@ use crate::rng::Rng;
 
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomCrop",
-    doc: "Crops a window of `size` at a random place (torchvision's `RandomCrop`: the top row, \
-          then the left column, each uniform over the places the window fits). An image \
-          smaller than the window is cropped at its centre, as `CenterCrop` does. Padding is \
-          not supported: `padding` and `pad_if_needed` are refused.",
+    doc: "Crops a window of `size` at a random place (torchvision's `RandomCrop`: the image \
+          padded by `padding` first, then, with `pad_if_needed`, each side of a dimension \
+          shorter than the window by the shortfall; then the top row, then the left column, \
+          each uniform over the places the window fits). An image still smaller than the \
+          window is cropped at its centre, as `CenterCrop` does.",
     params: &[
         Param::required("size", Kind::Square, "an int (square) or `(height, width)`"),
         Param::with_default(
             "padding",
-            Kind::OptionalInt,
+            Kind::Padding,
             "None",
-            "refused unless None (padding is not supported)",
+            "pixels padded first: one int, two (left/right, top/bottom) or four",
         ),
         Param::with_default(
             "pad_if_needed",
             Kind::Bool,
             "False",
-            "refused unless False (padding is not supported)",
+            "pad a dimension shorter than the window, both its sides by the shortfall",
+        ),
+        Param::with_default(
+            "fill",
+            Kind::Fill,
+            "0",
+            "the padding's colour, one or 3 numbers",
+        ),
+        Param::with_default(
+            "padding_mode",
+            Kind::Choice,
+            "'constant'",
+            "'constant' (the others, which repeat the image's edge, are not supported)",
         ),
     ],
     translates: &[Translation::torchvision(
         "RandomCrop",
         &[
             ("size", "size", Conv::Size),
-            ("padding", "padding", Conv::Same),
+            ("padding", "padding", Conv::Padding),
             ("pad_if_needed", "pad_if_needed", Conv::Bool),
+            ("fill", "fill", Conv::Fill),
+            ("padding_mode", "padding_mode", Conv::Str),
         ],
     )],
     build,
@@ -42,23 +60,21 @@ pub(super) static DECLARATION: Declaration = Declaration {
 fn build(args: &Args) -> Result<Op> {
     let size = args.square("size")?;
     not_empty(args, "size", size)?;
-    if args.optional_int::<i64>("padding")?.is_some() {
-        return Err(args.error(
-            "padding",
-            "padding is not supported: pad the crop's source, or crop without it",
-        ));
-    }
-    if args.bool("pad_if_needed")? {
-        return Err(args.error(
-            "pad_if_needed",
-            "padding is not supported: crop a size the images have",
-        ));
-    }
-    Ok(Op::new(RandomCrop { size }))
+    pad::constant_only(args)?;
+    Ok(Op::new(RandomCrop {
+        size,
+        padding: args.padding("padding", pad::MAX_PADDING)?.unwrap_or([0; 4]),
+        pad_if_needed: args.bool("pad_if_needed")?,
+        fill: canvas_fill(args)?,
+    }))
 }
 
 struct RandomCrop {
     size: (u32, u32),
+    /// Left, top, right, bottom.
+    padding: [u32; 4],
+    pad_if_needed: bool,
+    fill: [u8; 3],
 }
 
 impl Operator for RandomCrop {
@@ -67,7 +83,17 @@ impl Operator for RandomCrop {
     }
 
     fn args(&self) -> Vec<Value> {
-        vec![self.size.into(), Value::None, false.into()]
+        let padding = match self.padding {
+            [0, 0, 0, 0] => Value::None,
+            sides => pad::padding_value(sides),
+        };
+        vec![
+            self.size.into(),
+            padding,
+            self.pad_if_needed.into(),
+            canvas_fill_value(self.fill),
+            "constant".into(),
+        ]
     }
 
     fn stage(&self) -> Stage<'_> {
@@ -82,6 +108,17 @@ impl Geometric for RandomCrop {
 
     fn plan(&self, view: &mut View, rng: &mut Rng) {
         let (w, h) = (self.size.1 as f64, self.size.0 as f64);
+        let [mut left, mut top, mut right, mut bottom] = self.padding;
+        if self.pad_if_needed {
+            // torchvision pads both sides of a short dimension by the whole shortfall.
+            let short = |seen: f64, pads: u32, kept: f64| {
+                (kept - (seen.round() + f64::from(pads))).max(0.0) as u32
+            };
+            let across = short(view.w, left + right, w);
+            let down = short(view.h, top + bottom, h);
+            (left, right, top, bottom) = (left + across, right + across, top + down, bottom + down);
+        }
+        pad::pad(view, [left, top, right, bottom], self.fill);
         // Seen sizes are whole after the resizes that precede a crop in practice; floor
         // them so that a window that fits has a place.
         let place = |seen: f64, kept: f64, rng: &mut Rng| {

@@ -1059,7 +1059,7 @@ fn rotation_and_affine_read_their_arguments_as_torchvision_and_refuse_the_rest()
 /// A valid value for a required parameter of `kind`, as small as it goes.
 pub(super) fn example(kind: Kind) -> Value {
     match kind {
-        Kind::Int | Kind::OptionalInt | Kind::Size | Kind::Sides => Value::Int(8),
+        Kind::Int | Kind::OptionalInt | Kind::Size | Kind::Sides | Kind::Padding => Value::Int(8),
         // Odd, as a kernel's size must be.
         Kind::Square => Value::Int(7),
         Kind::Float => Value::Float(0.5),
