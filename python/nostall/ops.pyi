@@ -35,6 +35,7 @@ __all__ = [
     "RandomOrder",
     "RandomPhotometricDistort",
     "RandomPosterize",
+    "RandomResize",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomShortestSize",
@@ -227,6 +228,36 @@ class RandomIoUCrop(Op):
     @property
     def trials(self) -> int:
         """Windows tried an IoU drawn."""
+
+@final
+class RandomResize(Op):
+    """Resizes the shorter side to a length drawn uniformly from ``min_size`` to ``max_size -
+    1`` for each sample, keeping the aspect ratio (torchvision.transforms.v2's
+    ``RandomResize``). The output's size varies: follow it with a crop of a fixed size
+    (``RandomCrop(size, pad_if_needed=True)``, as the segmentation references do).
+
+    - ``min_size``: the least length drawn.
+    - ``max_size``: one past the greatest length drawn.
+    - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
+      torchvision's antialiased filters) or ``'nearest'``.
+    - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
+      default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any
+      scale, as torch's ``F.interpolate`` (torchvision's video classification recipe).
+    """
+
+    def __new__(cls, min_size: int, max_size: int, interpolation: str = 'bilinear', antialias: bool = True) -> RandomResize: ...
+    @property
+    def min_size(self) -> int:
+        """The least length drawn."""
+    @property
+    def max_size(self) -> int:
+        """One past the greatest length drawn."""
+    @property
+    def interpolation(self) -> str:
+        """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
+    @property
+    def antialias(self) -> bool:
+        """Antialiasing when shrinking (torchvision.transforms.v2's default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any scale, as torch's ``F.interpolate`` (torchvision's video classification recipe)."""
 
 @final
 class RandomZoomOut(Op):

@@ -92,7 +92,9 @@ def test_a_label_map_at_the_images_size_is_its_palette_indices(shards):
     [v2.CenterCrop((200, 300)), v2.Resize((64, 64))],
     [v2.RandomHorizontalFlip(p=1.0), v2.Resize(72), v2.CenterCrop((60, 70))],
     [v2.CenterCrop((250, 400)), v2.RandomHorizontalFlip(p=1.0), v2.Resize((125, 200))],
-], ids=["resize-crop-flip", "resize", "crop-resize", "flip-resize-crop", "crop-flip-half"])
+    # One length to draw: v2's draw is nostall's.
+    [v2.RandomResize(300, 301), v2.CenterCrop((280, 360))],
+], ids=["resize-crop-flip", "resize", "crop-resize", "flip-resize-crop", "crop-flip-half", "random-resize"])
 def test_label_maps_follow_the_geometry_as_v2_moves_a_mask(shards, recipe):
     root, samples = shards
     masks = _masks(_loader(root, recipe))
@@ -152,7 +154,10 @@ def test_pad_and_pad_if_needed_pad_the_map_with_its_fill(shards):
     [v2.RandomResizedCrop(128, scale=(0.2, 1.0)), v2.RandomHorizontalFlip()],
     [v2.RandomZoomOut(fill={tv_tensors.Image: (0, 0, 0), "others": 0}), v2.RandomHorizontalFlip(),
      v2.Resize((160, 160))],
-], ids=["rrc-flip", "zoom-out"])
+    # The segmentation references' training recipe (v2), at a smaller scale.
+    [v2.RandomResize(90, 360), v2.RandomHorizontalFlip(),
+     v2.RandomCrop(160, pad_if_needed=True, fill={tv_tensors.Image: 0, tv_tensors.Mask: 254})],
+], ids=["rrc-flip", "zoom-out", "references"])
 def test_the_map_stays_on_the_pixels_it_labels_for_any_thread_count(shards, recipe):
     """Where the map says "painted" (away from its edge), the image is the paint; the same
     bytes for 1, 2 and 4 threads."""

@@ -58,6 +58,7 @@ mod random_erasing;
 mod random_iou_crop;
 mod random_order;
 mod random_photometric_distort;
+mod random_resize;
 mod random_resized_crop;
 mod random_shortest_size;
 mod random_zoom_out;
@@ -94,6 +95,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &pad::DECLARATION,
     &random_crop::DECLARATION,
     &random_iou_crop::DECLARATION,
+    &random_resize::DECLARATION,
     &random_zoom_out::DECLARATION,
     &scale_jitter::DECLARATION,
     &fixed_size_crop::DECLARATION,

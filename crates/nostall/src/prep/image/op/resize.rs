@@ -129,21 +129,25 @@ impl Geometric for Resize {
     fn plan(&self, view: &mut View, _: &mut Rng) {
         view.filter = self.filter;
         match self.size {
-            Size::Shorter(s) => {
-                let portrait = view.w <= view.h;
-                let (short, long) = if portrait {
-                    (view.w, view.h)
-                } else {
-                    (view.h, view.w)
-                };
-                let new_long = (s as f64 * long / short).floor();
-                (view.w, view.h) = if portrait {
-                    (s as f64, new_long)
-                } else {
-                    (new_long, s as f64)
-                };
-            }
+            Size::Shorter(s) => shorter_to(view, s),
             Size::Exact { height, width } => (view.w, view.h) = (width as f64, height as f64),
         }
     }
+}
+
+/// Resizes `view` so that its shorter side is `s`, keeping the aspect ratio as
+/// torchvision does (the longer side truncated).
+pub(super) fn shorter_to(view: &mut View, s: u32) {
+    let portrait = view.w <= view.h;
+    let (short, long) = if portrait {
+        (view.w, view.h)
+    } else {
+        (view.h, view.w)
+    };
+    let new_long = (s as f64 * long / short).floor();
+    (view.w, view.h) = if portrait {
+        (s as f64, new_long)
+    } else {
+        (new_long, s as f64)
+    };
 }

@@ -14,13 +14,18 @@ fn every_declaration_is_complete_and_its_defaults_read() {
                     .unwrap_or_else(|e| panic!("{}.{}: {e}", declaration.name, param.name));
             }
         }
-        // Made with its required parameters as small as they go, it writes itself as a
-        // call that reads back to itself.
+        // Made with its required parameters as small as they go (a later int one more
+        // than an earlier: a range's ends), it writes itself as a call that reads back to
+        // itself.
         let required: Vec<Value> = declaration
             .params
             .iter()
             .filter(|p| p.default.is_none())
-            .map(|p| example(p.kind))
+            .enumerate()
+            .map(|(i, p)| match (p.kind, example(p.kind)) {
+                (Kind::Int, Value::Int(v)) => Value::Int(v + i as i64),
+                (_, value) => value,
+            })
             .collect();
         let op = declaration.call(required, Vec::new()).unwrap();
         let again: Op = op.to_string().parse().unwrap();
