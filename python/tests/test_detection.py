@@ -114,7 +114,9 @@ def reference(root, images, annotations, recipe):
     [v2.Resize((120, 90))],
     [v2.CenterCrop(150), v2.Resize((64, 64))],
     [v2.RandomHorizontalFlip(p=1.0), v2.Resize(72), v2.CenterCrop((60, 70))],
-], ids=["resize-crop-flip", "resize", "crop-resize", "flip-resize-crop"])
+    [v2.Pad([5, 10, 15, 20]), v2.Resize((120, 90))],
+    [v2.CenterCrop(150), v2.Pad(7), v2.RandomHorizontalFlip(p=1.0), v2.Resize((64, 64))],
+], ids=["resize-crop-flip", "resize", "crop-resize", "flip-resize-crop", "pad-resize", "crop-pad-flip-resize"])
 def test_boxes_follow_the_geometry_as_v2_moves_them(photos, tmp_path, recipe):
     path, images, annotations = write_coco(photos, tmp_path)
     loader = nostall.Loader(str(path), pipeline=v2.Compose([*recipe, v2.SanitizeBoundingBoxes()]),

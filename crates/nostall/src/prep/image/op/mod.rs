@@ -561,11 +561,16 @@ impl View {
     }
 
     /// Places the view at (`x`, `y`) on a canvas of `w` × `h` (as seen) filled with `fill`
-    /// around it: torchvision's `pad`, which moves boxes and clamps none.
+    /// around it: torchvision's `pad`, which moves boxes and clamps them to the canvas
+    /// (only a box already past the image reaches past it), as a crop to the canvas does.
     pub(crate) fn pad(&mut self, x: f64, y: f64, w: f64, h: f64, fill: [u8; 3]) {
         // The image shows where the view did before, unless an earlier zoom-out said less.
         let shown = self.fill.map_or(self.source, |(shown, _)| shown);
         self.move_to(-x, -y, w, h);
+        self.clip = Some(match self.clip {
+            None => self.source,
+            Some(clip) => intersection(clip, self.source),
+        });
         self.fill = Some((shown, self.fill.map_or(fill, |(_, first)| first)));
     }
 
