@@ -68,7 +68,7 @@ pub(crate) fn unconverted_code(bytes: &[u8], out: &mut Vec<u8>) {
 
 /// Whether samples of `sample_bytes` bytes are laid out as `values` says: whole
 /// elements, and in a planar layout, one plane a channel.
-pub(crate) fn fits(values: &ByteValues, sample_bytes: usize) -> bool {
+fn fits(values: &ByteValues, sample_bytes: usize) -> bool {
     let elements = sample_bytes / 4;
     sample_bytes.is_multiple_of(4)
         && elements > 0
@@ -369,8 +369,8 @@ pub(crate) fn decode(
     from.read_exact(bytes)?;
     match values.plane() {
         Some(plane) => {
-            let mut planes = slot.chunks_mut(4 * plane).zip(bytes.chunks(plane));
-            for (c, (out, bytes)) in planes.by_ref().enumerate() {
+            let planes = slot.chunks_mut(4 * plane).zip(bytes.chunks(plane));
+            for (c, (out, bytes)) in planes.enumerate() {
                 let table = values.table(c.min(values.channels() - 1));
                 for (o, &b) in out.chunks_exact_mut(4).zip(bytes) {
                     o.copy_from_slice(&table[b as usize].to_ne_bytes());
@@ -434,7 +434,7 @@ fn imagenet(plane: Option<usize>) -> ByteValues {
 mod tests {
     use super::*;
 
-    /// A sample of `elements` values taken from the tables, per `layout`.
+    /// A sample of `elements` values, each its channel's value of a drawn byte.
     fn sample(values: &ByteValues, elements: usize, seed: u64) -> Vec<f32> {
         let mut state = seed;
         (0..elements)
