@@ -247,6 +247,17 @@ fn code_plane(channel: &Channel<'_>, from: &[u8], to: &mut [u8], first: usize, r
             code_slowly(channel, from, to, first + g * GROUP, runs);
         }
     }
+    code_past_groups(channel, from, to, first, runs);
+}
+
+/// [`code_plane`]'s values past its last whole group of eight.
+fn code_past_groups(
+    channel: &Channel<'_>,
+    from: &[u8],
+    to: &mut [u8],
+    first: usize,
+    runs: &mut Runs,
+) {
     let done = from.len() / 4 / GROUP * GROUP;
     code_slowly(
         channel,
@@ -274,7 +285,7 @@ fn code_slowly(channel: &Channel<'_>, from: &[u8], to: &mut [u8], first: usize, 
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{code_slowly, Channel, Runs, GROUP};
+    use super::{code_past_groups, code_slowly, Channel, Runs, GROUP};
 
     /// [`super::code_plane`], the same bytes and runs.
     ///
@@ -324,14 +335,7 @@ mod avx2 {
                 code_slowly(channel, from, to, first + g * GROUP, runs);
             }
         }
-        let done = from.len() / 4 / GROUP * GROUP;
-        code_slowly(
-            channel,
-            &from[4 * done..],
-            &mut to[done..],
-            first + done,
-            runs,
-        );
+        code_past_groups(channel, from, to, first, runs);
     }
 }
 

@@ -97,6 +97,12 @@ fn start_of(loader: &Loader, epoch: u64) -> Checkpoint {
     loader.resolve(&[start]).unwrap()
 }
 
+/// A client of `server` alone (the trainer's own loader preparing nothing).
+fn remote_of(trainer: &Arc<Loader>, secret: &Secret, server: &Server) -> Remote {
+    let address = vec![server.local_addr().to_string()];
+    Remote::new(trainer.clone(), secret, address, options(false)).unwrap()
+}
+
 fn options(local: bool) -> RemoteOptions {
     let mut options = RemoteOptions::default();
     options.part_batches = 2;
@@ -158,13 +164,7 @@ fn float32_samples_travel_as_their_bytes_and_come_back_bit_for_bit() {
         let trainer = loader();
         let local = seen(trainer.epoch(1).unwrap());
         let server = serve(loader(), &secret);
-        let remote = Remote::new(
-            trainer.clone(),
-            &secret,
-            vec![server.local_addr().to_string()],
-            options(false),
-        )
-        .unwrap();
+        let remote = remote_of(&trainer, &secret, &server);
         let got = seen(remote.run(start_of(&trainer, 1)).unwrap());
         assert_eq!(got, local, "{recipe}, mixed: {}", mix.is_some());
         let whole: usize = local.iter().map(|b| b.3.len()).sum();
@@ -180,13 +180,7 @@ fn a_run_stopped_and_resumed_from_its_state_goes_on_exactly() {
     let local = seen(trainer.epoch(0).unwrap());
     let secret = secret(2);
     let server = serve(f.loader(3), &secret);
-    let remote = Remote::new(
-        trainer.clone(),
-        &secret,
-        vec![server.local_addr().to_string()],
-        options(false),
-    )
-    .unwrap();
+    let remote = remote_of(&trainer, &secret, &server);
     let mut run = remote.run(start_of(&trainer, 0)).unwrap();
     let head = seen(run.by_ref().take(3));
     let state = run.checkpoint();

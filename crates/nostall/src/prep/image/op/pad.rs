@@ -25,18 +25,8 @@ pub(super) static DECLARATION: Declaration = Declaration {
             Kind::Padding,
             "pixels: one int, two (left/right, top/bottom) or four (left, top, right, bottom)",
         ),
-        Param::with_default(
-            "fill",
-            Kind::Fill,
-            "0",
-            "the padding's colour, one or 3 numbers",
-        ),
-        Param::with_default(
-            "padding_mode",
-            Kind::Choice,
-            "'constant'",
-            "'constant' (the others, which repeat the image's edge, are not supported)",
-        ),
+        FILL,
+        PADDING_MODE,
     ],
     translates: &[Translation::torchvision(
         "Pad",
@@ -48,6 +38,22 @@ pub(super) static DECLARATION: Declaration = Declaration {
     )],
     build,
 };
+
+/// The padding's `fill` parameter (`Pad`'s and `RandomCrop`'s).
+pub(super) const FILL: Param = Param::with_default(
+    "fill",
+    Kind::Fill,
+    "0",
+    "the padding's colour, one or 3 numbers",
+);
+
+/// The `padding_mode` parameter (`Pad`'s and `RandomCrop`'s), read by [`constant_only`].
+pub(super) const PADDING_MODE: Param = Param::with_default(
+    "padding_mode",
+    Kind::Choice,
+    "'constant'",
+    "'constant' (the others, which repeat the image's edge, are not supported)",
+);
 
 /// The most pixels a side is padded by: the canvas is decoded whole (its pixels are also
 /// bounded by the decoder's limit).

@@ -31,18 +31,8 @@ pub(super) static DECLARATION: Declaration = Declaration {
             "False",
             "pad a dimension shorter than the window, both its sides by the shortfall",
         ),
-        Param::with_default(
-            "fill",
-            Kind::Fill,
-            "0",
-            "the padding's colour, one or 3 numbers",
-        ),
-        Param::with_default(
-            "padding_mode",
-            Kind::Choice,
-            "'constant'",
-            "'constant' (the others, which repeat the image's edge, are not supported)",
-        ),
+        pad::FILL,
+        pad::PADDING_MODE,
     ],
     translates: &[Translation::torchvision(
         "RandomCrop",
