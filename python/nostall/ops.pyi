@@ -129,7 +129,8 @@ class Resize(Op):
 
 @final
 class CenterCrop(Op):
-    """Crops the centre of the image to ``size`` (torchvision's ``CenterCrop``).
+    """Crops the centre of the image to ``size`` (torchvision's ``CenterCrop``: an image
+    smaller than ``size`` is first padded with zeros to it, the odd pixel after).
 
     - ``size``: an int (square) or ``(height, width)``.
     """

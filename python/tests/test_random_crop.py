@@ -1,7 +1,8 @@
-"""RandomCrop and Pad against torchvision.transforms.v2 on real photographs: every crop is a
-window of the image, padded as v2 pads it where asked (exact pixels), its place drawn per
-sample, the same for any thread count; torchvision's RandomCrop and Pad translate to them,
-and the padding modes that repeat the image's edge are refused."""
+"""RandomCrop, CenterCrop and Pad against torchvision.transforms.v2 on real photographs:
+every crop is a window of the image, padded as v2 pads it where asked or where the crop is
+larger (exact pixels), its place drawn per sample, the same for any thread count;
+torchvision's RandomCrop and Pad translate to them, and the padding modes that repeat the
+image's edge are refused."""
 
 import pytest
 import torch
@@ -81,6 +82,13 @@ def test_pad_is_v2s_pad_on_every_photograph(pngs):
         got = nostall_images(pngs, ops.Pad(padding, fill=fill), ops.CenterCrop(SIZE))
         want = reference_images(pngs, v2.Compose([v2.Pad(padding, fill=fill), v2.CenterCrop(SIZE)]))
         assert torch.equal(got, want), (padding, fill)
+
+
+def test_a_center_crop_larger_than_the_image_pads_it_with_zeros_as_v2(pngs):
+    # Larger both ways (an odd shortfall: the extra pixel after), one way, and within.
+    for size in (SIZE + 7, (SIZE + 10, SIZE - 20), (SIZE - 20, SIZE + 3)):
+        got = nostall_images(pngs, ops.CenterCrop(size))
+        assert torch.equal(got, reference_images(pngs, v2.CenterCrop(size))), size
 
 
 def test_torchvision_random_crop_and_pad_translate_and_other_padding_modes_are_refused():
