@@ -130,6 +130,12 @@ pub(crate) struct Demuxer<'a> {
     reader: *mut Reader<'a>,
 }
 
+/// The demuxers a file may be opened with (FFmpeg's names: `mov` reads MP4, MOV and M4V;
+/// `matroska` MKV and WebM). FFmpeg probes every demuxer it has, some of which spend
+/// seconds on a few crafted bytes (its NSV reader, found by AFL++ on the `video` target):
+/// a file in another container is refused before its demuxer reads it.
+const DEMUXERS: &CStr = c"mov,matroska,avi";
+
 impl<'a> Demuxer<'a> {
     /// Opens `data` and picks its video stream. No frame is decoded (no
     /// `avformat_find_stream_info`): the containers this crate reads declare the codec
@@ -179,16 +185,24 @@ impl<'a> Demuxer<'a> {
             return Err(oom());
         }
         // SAFETY: fmt is a fresh context; we give it our AVIOContext and say it is the
-        // caller's (CUSTOM_IO), so that avformat_close_input leaves it to our Drop. On
+        // caller's (CUSTOM_IO), so that avformat_close_input leaves it to our Drop; the
+        // whitelist is an av_strdup'd string the context frees with itself (null if out
+        // of memory: then no whitelist, and the open fails or reads a known format). On
         // failure avformat_open_input frees fmt and nulls the pointer.
         let ret = unsafe {
             (*fmt).pb = d.io;
             (*fmt).flags |= ff::AVFMT_FLAG_CUSTOM_IO;
+            (*fmt).format_whitelist = ff::av_strdup(DEMUXERS.as_ptr());
+            if (*fmt).format_whitelist.is_null() {
+                ff::avformat_free_context(fmt);
+                return Err(oom());
+            }
             ff::avformat_open_input(&mut fmt, ptr::null(), ptr::null(), ptr::null_mut())
         };
         if ret < 0 {
             return Err(VideoError::UnknownFormat(format!(
-                "not a container FFmpeg can demux ({})",
+                "not a container nostall reads (MP4/MOV, Matroska/WebM, AVI) that FFmpeg \
+                 can demux ({})",
                 error_text(ret)
             )));
         }

@@ -35,6 +35,8 @@ const REFUSED: &[(&str, Kind, &str)] = &[
     ("mpeg4_cut004.avi", Kind::UnknownFormat, "demux"),
     ("mpeg4_cut500.avi", Kind::Corrupt, "truncated"),
     ("mpeg4_cut970.avi", Kind::Corrupt, "truncated"),
+    // Another container: refused before its demuxer reads it.
+    ("nsv_slow.nsv", Kind::UnknownFormat, "not a container nostall reads"),
 ];
 
 #[test]
