@@ -36,7 +36,11 @@ const REFUSED: &[(&str, Kind, &str)] = &[
     ("mpeg4_cut500.avi", Kind::Corrupt, "truncated"),
     ("mpeg4_cut970.avi", Kind::Corrupt, "truncated"),
     // Another container: refused before its demuxer reads it.
-    ("nsv_slow.nsv", Kind::UnknownFormat, "not a container nostall reads"),
+    (
+        "nsv_slow.nsv",
+        Kind::UnknownFormat,
+        "not a container nostall reads",
+    ),
 ];
 
 #[test]
