@@ -45,15 +45,15 @@ pub(crate) fn of(loader: &Loader) -> Option<ByteValues> {
     fits(&values, pipeline.sample_bytes()).then_some(values)
 }
 
-/// `loader`'s pipeline as it makes its values' bytes ([`Prep::unconverted`]), where its
-/// samples are coded and nothing mixes them after (MixUp blends the values): the
-/// preparer then neither converts nor codes, and sends each sample as its bytes
-/// ([`unconverted_code`]).
+/// `loader`'s pipeline as it makes its values' bytes ([`Prep::unconverted`]), for a
+/// loader whose samples are coded ([`of`]), where nothing mixes them after (MixUp blends
+/// the values): the preparer then neither converts nor codes, and sends each sample as
+/// its bytes ([`unconverted_code`]).
 ///
 /// [`Prep::unconverted`]: nostall::prep::Prep::unconverted
 pub(crate) fn unconverted(loader: &Loader) -> Option<Pipeline> {
     let config = loader.config();
-    if of(loader).is_none() || config.mixup.is_some() {
+    if config.mixup.is_some() {
         return None;
     }
     let pipeline = config.pipeline.prep().unconverted()?;
@@ -549,7 +549,7 @@ mod tests {
             ("[RandomResizedCrop(32)]".to_owned(), DType::U8, None, false),
         ] {
             let loader = loader(&ops, dtype, mixup);
-            let pipeline = unconverted(&loader);
+            let pipeline = of(&loader).and_then(|_| unconverted(&loader));
             assert_eq!(pipeline.is_some(), made, "{ops} {dtype:?}");
             if let Some(pipeline) = pipeline {
                 let bytes = loader.with_pipeline(pipeline).unwrap();

@@ -93,15 +93,17 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let description = Arc::new(describe(&loader));
-        let (maker, sending) = match (coding::unconverted(&loader), coding::of(&loader)) {
-            (Some(pipeline), _) => {
-                let unconverted = loader
-                    .with_pipeline(pipeline)
-                    .map_err(|e| RemoteError::Config(e.to_string()))?;
-                (Arc::new(unconverted), Sending::Unconverted)
-            }
-            (None, Some(values)) => (loader.clone(), Sending::Coded(Arc::new(values))),
-            (None, None) => (loader.clone(), Sending::Values),
+        let (maker, sending) = match coding::of(&loader) {
+            None => (loader.clone(), Sending::Values),
+            Some(values) => match coding::unconverted(&loader) {
+                Some(pipeline) => {
+                    let unconverted = loader
+                        .with_pipeline(pipeline)
+                        .map_err(|e| RemoteError::Config(e.to_string()))?;
+                    (Arc::new(unconverted), Sending::Unconverted)
+                }
+                None => (loader.clone(), Sending::Coded(Arc::new(values))),
+            },
         };
         let accepting = {
             let (stop, counters) = (stop.clone(), counters.clone());

@@ -658,10 +658,7 @@ impl Prep for ImagePipeline {
         if self.dtype != DType::F32 {
             return None;
         }
-        // As the output pass computes each value (`output.rs`, `Normalize::exact`).
-        let tables = (0..3)
-            .map(|c| std::array::from_fn(|v| (v as f32 / 255.0 - self.mean[c]) / self.std[c]))
-            .collect();
+        let tables = output::values_of_bytes(self.mean, self.std);
         let plane = match self.layout {
             Layout::Chw => Some(self.height as usize * self.width as usize),
             Layout::Hwc => None,

@@ -118,6 +118,14 @@ unsafe fn stream_planes(
     _mm_sfence();
 }
 
+/// The value the pass writes for each byte of each channel, with `mean` and `std`.
+pub(super) fn values_of_bytes(mean: [f32; 3], std: [f32; 3]) -> Vec<[f32; 256]> {
+    let value = Normalize::new(mean, std);
+    (0..3)
+        .map(|c| std::array::from_fn(|v| value.exact(v as u8, c)))
+        .collect()
+}
+
 /// Whether [`Normalize::fused`] equals [`Normalize::exact`] for every byte value of
 /// every channel.
 pub(super) fn fused_is_exact(mean: [f32; 3], std: [f32; 3]) -> bool {

@@ -56,8 +56,7 @@ impl Geometric for CenterCrop {
         let (w, h) = (self.size.1 as f64, self.size.0 as f64);
         // v2 pads an image smaller than the crop with zeros to the crop's size first, the
         // odd pixel after (`center_crop`'s `padding_ltrb`).
-        let short = |seen: f64, kept: f64| (kept - seen.round()).max(0.0) as u32;
-        let (across, down) = (short(view.w, w), short(view.h, h));
+        let (across, down) = (pad::shortfall(view.w, w), pad::shortfall(view.h, h));
         if across > 0 || down > 0 {
             let ltrb = [across / 2, down / 2, across.div_ceil(2), down.div_ceil(2)];
             pad::pad(view, ltrb, [0; 3]);

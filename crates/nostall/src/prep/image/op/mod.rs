@@ -567,16 +567,18 @@ impl View {
         // The image shows where the view did before, unless an earlier zoom-out said less.
         let shown = self.fill.map_or(self.source, |(shown, _)| shown);
         self.move_to(-x, -y, w, h);
-        self.clip = Some(match self.clip {
-            None => self.source,
-            Some(clip) => intersection(clip, self.source),
-        });
+        self.clip_to_source();
         self.fill = Some((shown, self.fill.map_or(fill, |(_, first)| first)));
     }
 
     /// Crops to the rectangle at (`x`, `y`), `w` × `h`, of the view as seen.
     pub(crate) fn crop(&mut self, x: f64, y: f64, w: f64, h: f64) {
         self.move_to(x, y, w, h);
+        self.clip_to_source();
+    }
+
+    /// Narrows the windows boxes are clamped to by the region the view now reads.
+    fn clip_to_source(&mut self) {
         self.clip = Some(match self.clip {
             None => self.source,
             Some(clip) => intersection(clip, self.source),

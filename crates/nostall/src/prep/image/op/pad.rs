@@ -112,6 +112,12 @@ pub(super) fn padding_value(padding: [u32; 4]) -> Value {
     Value::Tuple(padding.iter().map(|&v| Value::Int(v.into())).collect())
 }
 
+/// Whole pixels `seen` (a view's side, rounded as [`pad`] rounds it) falls short of
+/// `kept`, 0 where it does not.
+pub(super) fn shortfall(seen: f64, kept: f64) -> u32 {
+    (kept - seen.round()).max(0.0) as u32
+}
+
 /// Pads `view` by `padding` (left, top, right, bottom) of `fill`, as torchvision pads
 /// the image it sees (whole pixels: the view's size is rounded, as a resize's output
 /// is).

@@ -100,12 +100,10 @@ impl Geometric for RandomCrop {
         let (w, h) = (self.size.1 as f64, self.size.0 as f64);
         let [mut left, mut top, mut right, mut bottom] = self.padding;
         if self.pad_if_needed {
-            // torchvision pads both sides of a short dimension by the whole shortfall.
-            let short = |seen: f64, pads: u32, kept: f64| {
-                (kept - (seen.round() + f64::from(pads))).max(0.0) as u32
-            };
-            let across = short(view.w, left + right, w);
-            let down = short(view.h, top + bottom, h);
+            // torchvision pads both sides of a short dimension by the whole shortfall
+            // (`padding` is whole pixels: added before or after the rounding, the same).
+            let across = pad::shortfall(view.w + f64::from(left + right), w);
+            let down = pad::shortfall(view.h + f64::from(top + bottom), h);
             (left, right, top, bottom) = (left + across, right + across, top + down, bottom + down);
         }
         pad::pad(view, [left, top, right, bottom], self.fill);
