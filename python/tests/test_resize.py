@@ -70,6 +70,31 @@ def test_bilinear_without_antialiasing_matches_torchvision_v2(pngs, size):
     assert (aliased.int() - smooth.int()).abs().float().mean() > 2
 
 
+def _random_resized(pngs, op, threads=2, seed=0):
+    loader = nostall.Loader(str(pngs), batch_size=COUNT, shuffle=False, dtype="uint8", output="numpy",
+                            threads=threads, seed=seed, pipeline=[op, ops.CenterCrop(60)])
+    images, _ = next(iter(loader))
+    return torch.from_numpy(np.array(images))
+
+
+def test_random_resize_is_v2s_resize_at_its_draw_and_the_same_for_any_thread_count(pngs):
+    # One length to draw: v2's RandomResize(90, 91) is Resize(90).
+    got = _random_resized(pngs, ops.RandomResize(90, 91, interpolation="bicubic"))
+    want = v2.CenterCrop(60)(torchvision_resized(pngs, 90, "bicubic"))
+    diff = (got.int() - want.int()).abs()
+    within, mean = (diff <= 1).float().mean().item(), diff.float().mean().item()
+    assert within >= 0.99 and mean <= 0.5, f"{within:.4%} within 1 level, mean {mean:.3f}"
+    assert ops.from_torchvision(v2.RandomResize(60, 200)) == [ops.RandomResize(60, 200)]
+    # Drawn per sample: the same bytes for 1, 2 and 4 threads, others for another seed.
+    op = ops.RandomResize(60, 200)
+    one = _random_resized(pngs, op, threads=1)
+    for threads in (2, 4):
+        assert torch.equal(_random_resized(pngs, op, threads=threads), one)
+    assert not torch.equal(_random_resized(pngs, op, seed=1), one)
+    with pytest.raises(nostall.ConfigError, match="max_size"):
+        ops.RandomResize(60, 60)
+
+
 def test_interpolation_is_checked_and_kept():
     assert ops.Resize(32, interpolation="bicubic").interpolation == "bicubic"
     assert ops.RandomResizedCrop(32).interpolation == "bilinear"
