@@ -281,13 +281,13 @@ pub(crate) struct RemoteArgs {
     #[arg(long, value_parser = parse_workload)]
     workload: Vec<WorkloadSpec>,
     /// CPU ms the trainer spends receiving a uint8 batch of 64 × 224 × 224 × 3 (9.63 MB):
-    /// 8.4 measured, docs/benchmarks.md "Remote prep on Ray" (2026-11-29). With the next,
+    /// 8.0 measured, docs/benchmarks.md "Remote prep on Ray" (2026-11-30). With the next,
     /// the line through both gives any batch's cost.
-    #[arg(long, default_value_t = 8.4)]
+    #[arg(long, default_value_t = ReceiveCost::MEASURED.small.1)]
     receive_u8_ms: f64,
-    /// CPU ms the trainer spends receiving the same batch in float32 (38.5 MB): 24.8
-    /// measured, as above.
-    #[arg(long, default_value_t = 24.8)]
+    /// CPU ms the trainer spends receiving the same batch in float32 (38.5 MB in the
+    /// batch, sent as its 9.63 MB of bytes): 13.6 measured, as above.
+    #[arg(long, default_value_t = ReceiveCost::MEASURED.large.1)]
     receive_f32_ms: f64,
     /// CPU a host spends sending a batch, as a multiple of what receiving it costs the
     /// trainer. Assumed: 1 (TLS 1.3 seals what the other end opens, one copy each; not
@@ -427,6 +427,8 @@ fn workloads(args: &RemoteArgs) -> nostall::Result<Vec<(Workload, Dtype)>> {
                     prep_ms,
                     gpu_rate,
                     sample_bytes,
+                    // An image sample travels as its bytes in either type.
+                    wire_bytes: u8_bytes.unwrap_or(f32_bytes),
                 },
                 dtype,
             ));
