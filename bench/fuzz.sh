@@ -7,7 +7,7 @@
 # (default: every target, 1200 s each, 512 MiB; --no-build runs the targets as last built,
 # for a second run beside a first while the sources change). Targets (fuzz/src/lib.rs): tar_index,
 # parquet, index, image, audio, video, manifest, peer_frames, s3_response, agent_messages,
-# operators, fields. Each starts from its seed corpus (fuzz/corpus/TARGET) and writes its queue
+# operators, fields, remote_wire. Each starts from its seed corpus (fuzz/corpus/TARGET) and writes its queue
 # and findings to fuzz/out/TARGET (not kept in git); the summary of each run, with the
 # fuzzer's own figures (executions, edges covered, crashes and hangs) and the crashes that
 # were an input over the allocation limit, goes to bench/out/fuzz-TARGET.json. A crash or
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(tar_index parquet index image audio video manifest peer_frames s3_response agent_messages
-  operators fields)
+  operators fields remote_wire)
 
 command -v cargo-afl >/dev/null || cargo install cargo-afl --locked
 cargo afl config --build >/dev/null 2>&1 || true   # builds AFL++ once; fails if already built

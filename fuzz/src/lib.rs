@@ -29,6 +29,9 @@
 //!   setting; what reads must be written as text that reads back to the same operators.
 //! - `fields` (`nostall::fields::prepare_for_fuzzing`): a member of a record read as a
 //!   text, JSON, bytes, vector and npz field and as a record of them, under small bounds.
+//! - `remote_wire` (`nostall_remote::wire::parse_for_fuzzing`): bytes from a remote
+//!   preparer, read as a trainer reads its replies (each batch's samples decoded from
+//!   their code), and as a preparer reads a part asked of it.
 //!
 //! The AFL++ entry points (`src/bin`, feature `afl`) run them under `bash bench/fuzz.sh`;
 //! `tests/corpora.rs` replays the seed corpora and every crash found so far, and mutates

@@ -160,3 +160,8 @@ fn operators() {
 fn fields() {
     replay("fields", nostall::fields::prepare_for_fuzzing);
 }
+
+#[test]
+fn remote_wire() {
+    replay("remote_wire", nostall_remote::wire::parse_for_fuzzing);
+}

@@ -425,7 +425,7 @@ pub(crate) fn decode_for_fuzzing(data: &[u8]) {
 }
 
 /// ImageNet's `ToTensor` and `Normalize` over 3 channels, planar or not.
-fn imagenet(plane: Option<usize>) -> ByteValues {
+pub(crate) fn imagenet(plane: Option<usize>) -> ByteValues {
     const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
     const STD: [f32; 3] = [0.229, 0.224, 0.225];
     let tables = (0..3)

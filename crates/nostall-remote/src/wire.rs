@@ -583,6 +583,109 @@ mod tests {
         }
     }
 
+    /// The `remote_wire` fuzz target's seeds: a part asked for, and replies as a
+    /// preparer sends them (a batch of samples coded from their bytes, one with a run of
+    /// values the tables do not give, one sent unconverted; an end; failures).
+    fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
+        let values = crate::coding::imagenet(Some(4));
+        let header = |samples: usize| BatchHeader {
+            index: 0,
+            position: Position {
+                epoch: 1,
+                batch: 1,
+                sample: samples as u64,
+            },
+            labels: (0..samples as i64).collect(),
+            soft_labels: None,
+            ids: (0..samples as u64).map(|i| 10 + i).collect(),
+        };
+        // 12 elements a sample, the fuzz entry's sample: each a value of a table byte,
+        // and one sample with two values no byte gives.
+        let of_bytes = |bytes: [u8; 12]| -> Vec<u8> {
+            (0..12)
+                .flat_map(|i| values.table(i / 4)[usize::from(bytes[i])].to_ne_bytes())
+                .collect()
+        };
+        let mut coded = Vec::new();
+        crate::coding::encode(&values, &of_bytes([7; 12]), &mut coded);
+        let mut noisy = of_bytes([200; 12]);
+        noisy[8..16].copy_from_slice(&[0x3f, 0x80, 0, 0, 0x40, 0, 0, 0]);
+        crate::coding::encode(&values, &noisy, &mut coded);
+        let mut unconverted = Vec::new();
+        crate::coding::unconverted_code(&[1; 12], &mut unconverted);
+        let skip = Skip {
+            id: 3,
+            location: "photos/b.jpg".into(),
+            kind: "corrupt",
+            message: "cannot decode".into(),
+        };
+        let mut batch = Vec::new();
+        write_batch(
+            &mut batch,
+            2,
+            &header(2),
+            std::slice::from_ref(&skip),
+            &coded,
+        )
+        .unwrap();
+        write_batch(&mut batch, 2, &header(1), &[], &unconverted).unwrap();
+        write_end(&mut batch, 2, &[]).unwrap();
+        let mut failed = Vec::new();
+        write_failed(&mut failed, 4, &Failure::Sample(skip)).unwrap();
+        write_failed(&mut failed, 5, &Failure::Other("the loader stopped".into())).unwrap();
+        let mut part = Vec::new();
+        let asked = Part {
+            tag: 2,
+            first: 4,
+            count: 4,
+            run: run(),
+        };
+        write_part(&mut part, &asked).unwrap();
+        vec![
+            ("batch.bin", batch),
+            ("failed.bin", failed),
+            ("part.bin", part),
+        ]
+    }
+
+    /// The seeds in `fuzz/corpus/remote_wire` are this protocol's: when it changes, run
+    /// this test with `NOSTALL_WRITE_FUZZ_SEEDS=1` to write them again (fuzzing from
+    /// bytes every parser refuses at once finds nothing).
+    #[test]
+    fn the_fuzz_corpus_seeds_are_this_protocols_frames() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/remote_wire");
+        for (name, bytes) in fuzz_seeds() {
+            if std::env::var_os("NOSTALL_WRITE_FUZZ_SEEDS").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join(name), &bytes).unwrap();
+            }
+            let kept = std::fs::read(dir.join(name)).unwrap();
+            assert_eq!(kept, bytes, "{name}: write the seeds again");
+        }
+        // What each holds reads back.
+        let seeds = fuzz_seeds();
+        let mut r = &seeds[0].1[..];
+        for _ in 0..2 {
+            let Reply::Batch { data, .. } = read_reply(&mut r).unwrap() else {
+                panic!("a batch first");
+            };
+            let (mut code, rest) = r.split_at(data as usize);
+            let values = crate::coding::imagenet(Some(4));
+            while !code.is_empty() {
+                let mut slot = [0; 48];
+                crate::coding::decode(&values, &mut code, &mut slot, &mut Vec::new()).unwrap();
+            }
+            r = rest;
+        }
+        assert!(matches!(read_reply(&mut r), Ok(Reply::End { .. })));
+        assert!(matches!(
+            read_reply(&mut &seeds[1].1[..]),
+            Ok(Reply::Failed { .. })
+        ));
+        assert!(read_part(&mut &seeds[2].1[..]).unwrap().is_some());
+    }
+
     #[test]
     fn every_frame_round_trips() {
         let part = Part {
