@@ -61,6 +61,9 @@ class Remote:
     address: str | None = None
     #: Whether the trainer's own cores prepare parts too (first).
     local: bool = True
+    #: Whether the actors start the next epoch once every part of this one is given out
+    #: (the trainer's own loader joins it when the epoch is iterated from its start).
+    ahead: bool = True
     #: Batches in one request to an actor.
     part_batches: int = 4
     #: Requests out to one actor at once.
@@ -357,6 +360,7 @@ def attach(loader: Any, remote: Remote, source: Any, settings: dict[str, Any]) -
             "part_batches": remote.part_batches,
             "parts_per_preparer": remote.parts_per_actor,
             "local": remote.local,
+            "ahead": remote.ahead,
             "stall_limit": remote.stall_limit,
             "connect_limit": 30.0,
         })

@@ -780,12 +780,19 @@ impl Loader {
             let remote = remote.clone();
             let run = py
                 .detach(move || {
-                    drop(previous);
+                    // The run the last one started ahead is taken when it starts here.
+                    let previous = match previous {
+                        Some(Run::Remote(run)) => Some(run),
+                        other => {
+                            drop(other);
+                            None
+                        }
+                    };
                     let start = match resume {
                         Some(checkpoint) => checkpoint,
                         None => inner.resolve(&[run])?,
                     };
-                    remote.run(start)
+                    remote.run_after(previous, start)
                 })
                 .map_err(|e| raise(py, e))?;
             self.current = Some(Run::Remote(run));

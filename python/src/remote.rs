@@ -44,6 +44,7 @@ pub(crate) struct ClientOptions {
     part_batches: u64,
     parts_per_preparer: usize,
     local: bool,
+    ahead: bool,
     stall_limit: f64,
     connect_limit: f64,
 }
@@ -66,6 +67,7 @@ impl ClientOptions {
         options.part_batches = self.part_batches;
         options.parts_per_preparer = self.parts_per_preparer;
         options.local = self.local;
+        options.ahead = self.ahead;
         options.stall_limit = seconds("stall_limit", self.stall_limit)?;
         options.connect_limit = seconds("connect_limit", self.connect_limit)?;
         Ok(options)

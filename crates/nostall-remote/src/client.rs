@@ -52,6 +52,10 @@ pub struct RemoteOptions {
     /// The clock the decisions on elapsed time read (a part late enough to hedge, a run
     /// stranded for `stall_limit`): the real one, or one a test moves.
     pub clock: Clock,
+    /// Whether the remote preparers start the next epoch's run once every part of this
+    /// one is given out, so that an epoch's first batches are not waited for. The
+    /// trainer's own loader joins that run when it is taken ([`Remote::run_after`]).
+    pub ahead: bool,
 }
 
 impl Default for RemoteOptions {
@@ -64,6 +68,7 @@ impl Default for RemoteOptions {
             connect_limit: Duration::from_secs(10),
             hedge_factor: 3.0,
             clock: Clock::real(),
+            ahead: true,
         }
     }
 }
@@ -223,10 +228,43 @@ impl Remote {
     ///
     /// As [`Loader::batches_left`] when `start` is not this loader's.
     pub fn run(&self, start: Checkpoint) -> Result<RemoteRun, Error> {
+        self.start_run(start, self.inner.options.local)
+    }
+
+    /// Starts the run that `start` starts after `previous`: the run `previous` started
+    /// ahead when it starts there (see [`RemoteOptions::ahead`]), with the trainer's own
+    /// loader joining it now, else a new one. `previous` is stopped either way.
+    ///
+    /// # Errors
+    ///
+    /// As [`Remote::run`].
+    pub fn run_after(
+        &self,
+        previous: Option<RemoteRun>,
+        start: Checkpoint,
+    ) -> Result<RemoteRun, Error> {
+        let ahead = previous.and_then(|mut run| run.ahead.take());
+        match ahead {
+            Some(mut run) if run.start == start => {
+                run.local = self.inner.options.local;
+                if run.local {
+                    lock(&run.schedule.state).window +=
+                        self.inner.options.parts_per_preparer as u64;
+                }
+                run.started = Instant::now();
+                run.follow_addresses();
+                Ok(*run)
+            }
+            _ => self.run(start),
+        }
+    }
+
+    /// A run from `start` with the trainer's own loader among its preparers or not.
+    fn start_run(&self, start: Checkpoint, local: bool) -> Result<RemoteRun, Error> {
         let inner = &self.inner;
         let batches = inner.loader.batches_left(&start)?;
         let parts = batches.div_ceil(inner.options.part_batches);
-        let preparers = inner.addresses().len() + usize::from(inner.options.local);
+        let preparers = inner.addresses().len() + usize::from(local);
         let window = (preparers * inner.options.parts_per_preparer) as u64;
         let schedule = Arc::new(Schedule {
             state: Mutex::new(State {
@@ -261,11 +299,11 @@ impl Remote {
             wait: Duration::ZERO,
             max_wait: Duration::ZERO,
             first_wait: None,
+            local,
+            ahead: None,
+            was_ahead: false,
         };
         run.position = run.start.position;
-        if inner.options.local {
-            run.spawn(LOCAL.to_owned());
-        }
         run.follow_addresses();
         Ok(run)
     }
@@ -498,6 +536,13 @@ pub struct RemoteRun {
     wait: Duration,
     max_wait: Duration,
     first_wait: Option<Duration>,
+    /// Whether the trainer's own loader is among its preparers.
+    local: bool,
+    /// The next epoch's run, started by the remote preparers once every part of this one
+    /// was given out.
+    ahead: Option<Box<RemoteRun>>,
+    /// Whether it was started ahead, during the run before it.
+    was_ahead: bool,
 }
 
 impl std::fmt::Debug for RemoteRun {
@@ -559,13 +604,13 @@ impl RemoteRun {
     /// The next batch, waiting at most `limit` (`Next::Pending` when it did not come).
     pub fn next_within(&mut self, limit: Duration) -> Next {
         self.follow_addresses();
+        self.start_ahead();
         let deadline = Instant::now() + limit;
         let schedule = self.schedule.clone();
         let mut st = lock(&schedule.state);
         let before = Instant::now();
         loop {
-            let options = &self.remote.options;
-            let stranded = st.stranded(options.local, options.stall_limit);
+            let stranded = st.stranded(self.local, self.remote.options.stall_limit);
             if let Some(error) = st.fatal.take().or(stranded) {
                 schedule.stop.store(true, Ordering::Release);
                 return Next::Batch(Err(error));
@@ -639,10 +684,52 @@ impl RemoteRun {
         }
     }
 
+    /// Whether this run was started ahead, during the epoch before it, and taken by
+    /// [`Remote::run_after`].
+    pub fn started_ahead(&self) -> bool {
+        self.was_ahead
+    }
+
+    /// Starts the next epoch's run on the remote preparers once every part of this one is
+    /// given out: they would otherwise idle until the consumer asks for it.
+    fn start_ahead(&mut self) {
+        let options = &self.remote.options;
+        if !options.ahead || self.ahead.is_some() || self.remote.addresses().is_empty() {
+            return;
+        }
+        let given = {
+            let st = lock(&self.schedule.state);
+            st.next_new >= st.parts && st.again.is_empty() && st.fatal.is_none()
+        };
+        if !given {
+            return;
+        }
+        let loader = &self.remote.loader;
+        let next = Checkpoint {
+            position: Position::start_of(self.start.position.epoch + 1),
+            identity: loader.identity(),
+            skipped: BTreeMap::new(),
+            rank: loader.config().plan.rank as u64,
+            history: Vec::new(),
+        };
+        let remote = Remote {
+            inner: self.remote.clone(),
+        };
+        // A run that cannot start here fails again, with its error, when it is asked for.
+        self.ahead = loader
+            .resolve(&[next])
+            .and_then(|start| remote.start_run(start, false))
+            .ok()
+            .map(|mut run| {
+                run.was_ahead = true;
+                Box::new(run)
+            });
+    }
+
     /// Starts threads for addresses given since, and lets go of those taken away.
     fn follow_addresses(&mut self) {
         let mut wanted: BTreeSet<String> = self.remote.addresses().into_iter().collect();
-        if self.remote.options.local {
+        if self.local {
             wanted.insert(LOCAL.to_owned());
         }
         let new: Vec<String> = wanted.difference(&self.running).cloned().collect();

@@ -103,10 +103,12 @@ fn remote_of(trainer: &Arc<Loader>, secret: &Secret, server: &Server) -> Remote 
     Remote::new(trainer.clone(), secret, address, options(false)).unwrap()
 }
 
+/// Options for one run at a time: a run started ahead would send bytes the tests count.
 fn options(local: bool) -> RemoteOptions {
     let mut options = RemoteOptions::default();
     options.part_batches = 2;
     options.local = local;
+    options.ahead = false;
     options
 }
 
@@ -135,6 +137,35 @@ fn batches_made_elsewhere_are_the_local_loaders_in_its_order() {
     }
     let sent: u64 = servers.iter().map(|s| s.stats().batches).sum();
     assert!(sent > 0, "the preparers made batches");
+}
+
+#[test]
+fn the_next_epoch_is_started_ahead_and_taken_only_where_it_starts() {
+    let f = Fixture::new();
+    let trainer = f.loader(9);
+    let secret = secret(5);
+    let servers: Vec<Server> = (0..2).map(|_| serve(f.loader(9), &secret)).collect();
+    let addresses: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
+    for ahead in [true, false] {
+        let mut options = options(true);
+        options.ahead = ahead;
+        let remote = Remote::new(trainer.clone(), &secret, addresses.clone(), options).unwrap();
+        let mut first = remote.run(start_of(&trainer, 0)).unwrap();
+        assert!(!first.started_ahead());
+        assert_eq!(seen(first.by_ref()), seen(trainer.epoch(0).unwrap()));
+        // Every part of epoch 0 was given out before its end: epoch 1 was started then.
+        let mut second = remote
+            .run_after(Some(first), start_of(&trainer, 1))
+            .unwrap();
+        assert_eq!(second.started_ahead(), ahead);
+        assert_eq!(seen(second.by_ref()), seen(trainer.epoch(1).unwrap()));
+        // Started ahead at epoch 2, but asked for epoch 5 (a state loaded, say).
+        let elsewhere = remote
+            .run_after(Some(second), start_of(&trainer, 5))
+            .unwrap();
+        assert!(!elsewhere.started_ahead());
+        assert_eq!(seen(elsewhere), seen(trainer.epoch(5).unwrap()));
+    }
 }
 
 #[test]
