@@ -304,6 +304,10 @@ pub(crate) struct RemoteArgs {
     /// times the mean part time (the client's default).
     #[arg(long, default_value_t = defaults().hedge_factor)]
     hedge_factor: f64,
+    /// Start each epoch only when the consumer reaches it, not ahead on the actors once
+    /// every part of the one before is given out (the client's default).
+    #[arg(long)]
+    sequential_epochs: bool,
     /// Samples in an epoch of the job (default: ImageNet-1k's training set); each rank
     /// gets its share, in whole batches.
     #[arg(long, default_value_t = 1_281_167)]
@@ -867,6 +871,7 @@ fn simulate(args: &RemoteArgs, job: &Job, rows: &[(Row, Dtype)]) -> nostall::Res
             spread,
             rtt_s,
             connect_s: 3.0 * rtt_s,
+            ahead: !args.sequential_epochs,
             failure,
             seed: args.seed,
         }
@@ -1020,10 +1025,15 @@ fn simulate(args: &RemoteArgs, job: &Job, rows: &[(Row, Dtype)]) -> nostall::Res
             1
         )
     );
-    say(
+    say(if args.sequential_epochs {
         "late copies: batches a hedged (or given-again) part brought twice, dropped; the \
-         waits include each epoch's start (the actors are connected anew)",
-    );
+         waits include each epoch's start (the actors are connected anew when the consumer \
+         reaches it: --sequential-epochs)"
+    } else {
+        "late copies: batches a hedged (or given-again) part brought twice, dropped; the \
+         waits include each epoch's start (the actors connect to the next epoch and make \
+         its first parts once every part of the one before is given out)"
+    });
     if let Some(path) = &args.sim_csv {
         let mut csv = String::from(
             "case,workload,dtype,actors,parts_per_preparer,hedge_factor,part_cv,\

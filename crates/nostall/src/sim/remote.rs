@@ -45,7 +45,9 @@
 //!   the first copy of each batch is kept, a later one dropped;
 //! - a lost actor's parts are given again; it comes back after a while;
 //! - each epoch is a run of its own: the actors are connected anew (a few round trips),
-//!   and the part times the hedge reads start again.
+//!   and the part times the hedge reads start again; with `ahead`, the actors connect to
+//!   the next run and take its parts once every part of the current one is given out,
+//!   making them after what they were asked before.
 //!
 //! Part times are drawn per preparer from a seeded stream of its own (log-normal around
 //! the preparer's mean, and for an actor now and then a straggler), so a run is the same
@@ -574,6 +576,11 @@ pub struct ClientSim {
     pub rtt_s: f64,
     /// Seconds to connect to an actor at a run's start (TCP, TLS, the loader's check).
     pub connect_s: f64,
+    /// Whether the actors start the next run once every part of the current one is given
+    /// out (the client's `RemoteOptions::ahead`): on a connection of its own, its parts
+    /// made after the ones asked before them; the local preparer joins it when the
+    /// consumer reaches it.
+    pub ahead: bool,
     /// An actor lost.
     pub failure: Option<Failure>,
     /// Seed of the part times.
@@ -683,13 +690,15 @@ impl ClientSim {
     }
 }
 
-/// What happens at an instant. `life` is the preparer's incarnation and `run` the run
-/// an event belongs to: an event of a dead preparer or of an ended run is dropped.
+/// What happens at an instant. `life` is the preparer's incarnation, `plan` its
+/// schedule's and `run` the run an event belongs to: an event of a dead preparer, of a
+/// schedule made again or of an ended run is dropped.
 #[derive(Debug, Clone, Copy)]
 enum Event {
     Batch {
         prep: usize,
         life: u32,
+        plan: u32,
         run: u64,
         part: u64,
         index: u64,
@@ -697,6 +706,7 @@ enum Event {
     End {
         prep: usize,
         life: u32,
+        plan: u32,
         run: u64,
     },
     Gpu,
@@ -746,14 +756,19 @@ impl Ord for Due {
 struct Preparer {
     local: bool,
     rng: Rng,
-    /// Parts of the current run asked and not ended, in the order they are made.
-    asked: VecDeque<u64>,
+    /// Parts asked and not ended, with their runs, in the order they are made.
+    asked: VecDeque<(u64, u64)>,
     /// When it is through with what it makes (an actor finishes a batch no one wants).
     free_at: f64,
     life: u32,
+    /// Bumped when the parts it was asked are scheduled again (a run it made parts of
+    /// for nobody was let go).
+    plan: u32,
     up: bool,
     /// Connected to the current run.
     connected: bool,
+    /// Connected to the run started ahead.
+    connected_ahead: bool,
     /// When the part at the front of `asked` began, as the client times it.
     began: f64,
 }
@@ -766,8 +781,10 @@ impl Preparer {
             asked: VecDeque::new(),
             free_at: 0.0,
             life: 0,
+            plan: 0,
             up: true,
             connected: local,
+            connected_ahead: false,
             began: 0.0,
         }
     }
@@ -870,6 +887,8 @@ struct Sim<'a> {
     seq: u64,
     preparers: Vec<Preparer>,
     run: Run,
+    /// The next run, started ahead by the actors.
+    ahead: Option<Run>,
     gpu_busy: bool,
     /// When the next hedge check is due (scheduled once).
     wake_at: f64,
@@ -896,6 +915,7 @@ impl<'a> Sim<'a> {
             seq: 0,
             preparers,
             run,
+            ahead: None,
             gpu_busy: false,
             wake_at: f64::INFINITY,
             failure_done: false,
@@ -943,11 +963,13 @@ impl<'a> Sim<'a> {
 
     fn start_run(&mut self, id: u64) {
         self.run = Run::new(self.sim, id, self.preparers.len());
+        self.ahead = None;
         let now = self.now;
         let batch_s = self.sim.actor_part_s / self.sim.part_batches as f64;
         for i in 0..self.preparers.len() {
             let p = &mut self.preparers[i];
             p.asked.clear();
+            p.connected_ahead = false;
             if p.local {
                 // The local loader stops its part at the next batch: it is in-process.
                 p.free_at = now;
@@ -977,34 +999,46 @@ impl<'a> Sim<'a> {
             Event::Batch {
                 prep,
                 life,
+                plan,
                 run,
                 part,
                 index,
             } => {
-                if life != self.preparers[prep].life || run != current {
+                let p = &self.preparers[prep];
+                let local = p.local;
+                if (life, plan) != (p.life, p.plan) {
                     return;
                 }
-                if self.run.wants(part, index) {
-                    let open = self.run.open.get_mut(&part).expect("wanted parts are open");
+                let Some(r) = self.run_of(run) else { return };
+                if r.wants(part, index) {
+                    let open = r.open.get_mut(&part).expect("wanted parts are open");
                     open.arrived[index as usize] = true;
-                    if self.preparers[prep].local {
+                    if local {
                         self.out.local_batches += 1;
                     }
                 } else {
                     self.out.late_copies += 1;
                 }
             }
-            Event::End { prep, life, run } => {
-                if life != self.preparers[prep].life || run != current {
+            Event::End {
+                prep,
+                life,
+                plan,
+                run,
+            } => {
+                let p = &self.preparers[prep];
+                if (life, plan) != (p.life, p.plan) || self.run_of(run).is_none() {
                     return;
                 }
                 let p = &mut self.preparers[prep];
-                let part = p.asked.pop_front().expect("an end follows an ask");
+                let (of, part) = p.asked.pop_front().expect("an end follows an ask");
+                debug_assert_eq!(of, run, "parts end in the order they were asked");
                 let took = self.now - p.began;
                 p.began = self.now;
-                let (seconds, made) = self.run.part_seconds;
-                self.run.part_seconds = (seconds + took, made + 1);
-                if let Some(open) = self.run.open.get_mut(&part) {
+                let r = self.run_of(run).expect("checked above");
+                let (seconds, made) = r.part_seconds;
+                r.part_seconds = (seconds + took, made + 1);
+                if let Some(open) = r.open.get_mut(&part) {
                     open.ended = true;
                     open.holders.retain(|&h| h != prep);
                 }
@@ -1018,14 +1052,16 @@ impl<'a> Sim<'a> {
                 let p = &mut self.preparers[prep];
                 p.up = false;
                 p.connected = false;
+                p.connected_ahead = false;
                 p.life += 1;
                 p.free_at = self.now;
-                let lost: Vec<u64> = p.asked.drain(..).collect();
-                for part in lost {
-                    if let Some(open) = self.run.open.get_mut(&part) {
+                let lost: Vec<(u64, u64)> = p.asked.drain(..).collect();
+                for (run, part) in lost {
+                    let Some(r) = self.run_of(run) else { continue };
+                    if let Some(open) = r.open.get_mut(&part) {
                         open.holders.retain(|&h| h != prep);
                         if open.holders.is_empty() && !open.ended {
-                            self.run.again.insert(part);
+                            r.again.insert(part);
                             self.out.given_again += 1;
                         }
                     }
@@ -1040,22 +1076,32 @@ impl<'a> Sim<'a> {
                 p.up = true;
                 p.free_at = self.now;
                 let life = p.life;
-                self.at(
-                    self.now + self.sim.connect_s,
-                    Event::Connected {
-                        prep,
-                        life,
-                        run: current,
-                    },
-                );
+                let runs = std::iter::once(current).chain(self.ahead.as_ref().map(|r| r.id));
+                for run in runs.collect::<Vec<_>>() {
+                    let event = Event::Connected { prep, life, run };
+                    self.at(self.now + self.sim.connect_s, event);
+                }
             }
             Event::Connected { prep, life, run } => {
+                let ahead = self.ahead.as_ref().map(|r| r.id);
                 let p = &mut self.preparers[prep];
-                if life == p.life && run == current && p.up {
-                    p.connected = true;
+                if life == p.life && p.up {
+                    if run == current {
+                        p.connected = true;
+                    } else if Some(run) == ahead {
+                        p.connected_ahead = true;
+                    }
                 }
             }
         }
+    }
+
+    /// The run `id`: the current one or the one started ahead; `None` for an ended one.
+    fn run_of(&mut self, id: u64) -> Option<&mut Run> {
+        if id == self.run.id {
+            return Some(&mut self.run);
+        }
+        self.ahead.as_mut().filter(|r| r.id == id)
     }
 
     /// After an event: the GPU takes what it can, preparers ask for what is due, and a
@@ -1066,6 +1112,8 @@ impl<'a> Sim<'a> {
             return;
         }
         self.dispatch();
+        self.start_ahead();
+        self.dispatch_ahead();
         if let Some(at) = self.run.hedge_at(self.sim) {
             // Strictly after: a part is hedged once out longer than the bound.
             let at = at + 1e-9 * at.abs().max(1e-3);
@@ -1084,7 +1132,7 @@ impl<'a> Sim<'a> {
                     self.out.seconds = self.now;
                     return;
                 }
-                self.start_run(self.run.id + 1);
+                self.next_run();
                 continue;
             }
             let part = self.run.delivering;
@@ -1110,6 +1158,103 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// The consumer is through with the current run: the one started ahead becomes
+    /// current (the local preparer joins it, and the actors' connections to the run before
+    /// are let go), or the next is started now.
+    fn next_run(&mut self) {
+        let next = self.run.id + 1;
+        let Some(mut ahead) = self.ahead.take().filter(|r| r.id == next) else {
+            return self.start_run(next);
+        };
+        if self.sim.local_part_s.is_some() {
+            ahead.window += self.sim.parts_per_preparer as u64;
+        }
+        self.run = ahead;
+        let now = self.now;
+        let batch_s = self.sim.actor_part_s / self.sim.part_batches as f64;
+        let mut again = Vec::new();
+        for (i, p) in self.preparers.iter_mut().enumerate() {
+            if p.local {
+                p.asked.clear();
+                p.free_at = now;
+                continue;
+            }
+            p.connected = p.connected_ahead;
+            p.connected_ahead = false;
+            if p.asked.iter().all(|&(run, _)| run == next) {
+                continue;
+            }
+            // Parts of the run before are still asked (hedged copies, a straggler): the
+            // actor notices their connection closed at its next batch, and makes the new
+            // run's parts from then.
+            let parts: Vec<u64> = p
+                .asked
+                .iter()
+                .filter(|&&(run, _)| run == next)
+                .map(|&(_, part)| part)
+                .collect();
+            p.asked.clear();
+            p.plan += 1;
+            p.free_at = p.free_at.min(now + batch_s).max(now);
+            again.push((i, parts));
+        }
+        for (i, parts) in again {
+            for part in parts {
+                self.ask(i, next, part);
+            }
+        }
+    }
+
+    /// With `ahead`: starts the next run on the actors once every part of the current one
+    /// is given out, unless the current one is the last.
+    fn start_ahead(&mut self) {
+        let r = &self.run;
+        let given = r.next_new >= r.parts && r.again.is_empty();
+        let last = r.id + 1 >= self.sim.epochs;
+        if !self.sim.ahead || self.sim.actors == 0 || self.ahead.is_some() || !given || last {
+            return;
+        }
+        let id = r.id + 1;
+        self.ahead = Some(Run::new(self.sim, id, self.sim.actors));
+        for prep in 0..self.preparers.len() {
+            let p = &self.preparers[prep];
+            if !p.local && p.up {
+                let event = Event::Connected {
+                    prep,
+                    life: p.life,
+                    run: id,
+                };
+                self.at(self.now + self.sim.connect_s, event);
+            }
+        }
+    }
+
+    /// Actors connected to the run started ahead ask for its parts, each up to its
+    /// number of parts at once on that connection.
+    fn dispatch_ahead(&mut self) {
+        let Some(id) = self.ahead.as_ref().map(|r| r.id) else {
+            return;
+        };
+        loop {
+            let mut gave = false;
+            for i in 0..self.preparers.len() {
+                let p = &self.preparers[i];
+                let asked = p.asked.iter().filter(|&&(run, _)| run == id).count();
+                if p.local || !(p.up && p.connected_ahead) || asked >= self.sim.parts_per_preparer {
+                    continue;
+                }
+                let ahead = self.ahead.as_mut().expect("checked above");
+                if let Some(part) = ahead.give(self.sim, i, self.now) {
+                    self.ask(i, id, part);
+                    gave = true;
+                }
+            }
+            if !gave {
+                return;
+            }
+        }
+    }
+
     fn dispatch(&mut self) {
         loop {
             let mut order: Vec<usize> = (0..self.preparers.len()).collect();
@@ -1119,10 +1264,12 @@ impl<'a> Sim<'a> {
             let mut gave = false;
             for i in order {
                 let p = &self.preparers[i];
+                let current = self.run.id;
+                let asked = p.asked.iter().filter(|&&(run, _)| run == current).count();
                 let room = if p.local {
-                    p.asked.is_empty()
+                    asked == 0
                 } else {
-                    p.asked.len() < self.sim.parts_per_preparer
+                    asked < self.sim.parts_per_preparer
                 };
                 if !(p.up && p.connected && room) {
                     continue;
@@ -1133,7 +1280,7 @@ impl<'a> Sim<'a> {
                     if part == was_head && !hedge && self.run.open[&part].hedged {
                         self.out.hedges += 1;
                     }
-                    self.ask(i, part);
+                    self.ask(i, self.run.id, part);
                     gave = true;
                 }
             }
@@ -1143,24 +1290,23 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Preparer `i` is asked for `part`: when it will make it, and when its batches
-    /// reach the client.
-    fn ask(&mut self, i: usize, part: u64) {
+    /// Preparer `i` is asked for `part` of run `run`: when it will make it, and when its
+    /// batches reach the client.
+    fn ask(&mut self, i: usize, run: u64, part: u64) {
         let sim = self.sim;
         let now = self.now;
-        let run = self.run.id;
         let global = run * sim.parts() + part;
         let p = &mut self.preparers[i];
         if p.asked.is_empty() {
             p.began = now;
         }
-        p.asked.push_back(part);
+        p.asked.push_back((run, part));
         let (mean, latency) = match (p.local, sim.local_part_s) {
             (true, Some(local)) => (local, 0.0),
             _ => (sim.actor_part_s, sim.rtt_s / 2.0),
         };
         let start = p.free_at.max(now + latency);
-        let life = p.life;
+        let (life, plan) = (p.life, p.plan);
         if !p.local && !self.failure_done && sim.failure.is_some_and(|f| global >= f.part) {
             self.failure_done = true;
             p.free_at = start;
@@ -1185,13 +1331,20 @@ impl<'a> Sim<'a> {
                 Event::Batch {
                     prep: i,
                     life,
+                    plan,
                     run,
                     part,
                     index,
                 },
             );
         }
-        self.at(start + took + latency, Event::End { prep: i, life, run });
+        let end = Event::End {
+            prep: i,
+            life,
+            plan,
+            run,
+        };
+        self.at(start + took + latency, end);
     }
 }
 
@@ -1403,6 +1556,9 @@ mod tests {
             },
             rtt_s: 0.000_2,
             connect_s: 0.000_6,
+            // Each epoch from its start: what these tests weigh is the window and the
+            // hedge (the run started ahead is worked out by hand below).
+            ahead: false,
             failure: None,
             seed: 7,
         }
@@ -1425,6 +1581,7 @@ mod tests {
             spread: Spread::NONE,
             rtt_s: 0.0,
             connect_s: 0.0,
+            ahead: false,
             failure: None,
             seed: 0,
         };
@@ -1454,6 +1611,14 @@ mod tests {
         };
         let out = two.run().unwrap();
         assert!(close(out.seconds, 3.0 + 0.3 + 0.2 + 2.0 + 0.5), "{out:?}");
+        // The second run started ahead: both of the first run's parts were given at 0.3 s,
+        // so the actor connects to the second at 0.6 s and asks its two parts, which it
+        // makes after the first run's (done at 2.4 s): its batches reach the client at 3.5
+        // and 4.5 s, and the GPU is through at 5 s.
+        let ahead = ClientSim { ahead: true, ..two };
+        let out = ahead.run().unwrap();
+        assert!(close(out.seconds, 5.0), "{out:?}");
+        assert_eq!((out.batches, out.late_copies, out.given_again), (4, 0, 0));
     }
 
     #[test]
