@@ -266,8 +266,8 @@ def test_bad_annotations_and_recipes_are_refused_naming_them(photos, tmp_path):
     assert [s["cause"] for s in loader.skipped()] == ["bad-targets"] * 2
     assert "field \"coco\"" in details[0] and "annotation 23 of image 3: category 99" in details[0]
     assert "field \"target\"" in details[1] and "made for" in details[1]
-    with pytest.raises(nostall.ConfigError, match="RandomRotation moves pixels"):
-        nostall.Loader(str(path), pipeline=[v2.Resize((40, 40)), v2.RandomRotation(10)], fields=FIELDS)
+    with pytest.raises(nostall.ConfigError, match="RandAugment moves pixels"):
+        nostall.Loader(str(path), pipeline=[v2.Resize((40, 40)), v2.RandAugment()], fields=FIELDS)
     with pytest.raises(nostall.ConfigError, match="boxes and masks do not follow a mix"):
         nostall.Loader(str(path), pipeline=[v2.Resize((40, 40))], fields=FIELDS,
                        mix=nostall.Mixup(mixup_alpha=0.2, num_classes=4))

@@ -570,12 +570,14 @@ impl Boxes {
         }
         let image = placement.image_size();
         let (rows, columns) = placement.nearest();
+        let moved = placement.moved_pixels();
         for ((t, _), out) in kept.iter().zip(masks.chunks_exact_mut(form.bytes())) {
             let source = mask::source_mask(&t.shape, image)?;
             mask::place_mask(
                 source.as_deref(),
                 image.0 as usize,
                 (&rows, &columns),
+                moved.as_deref(),
                 form,
                 out,
             );

@@ -2,7 +2,8 @@
 //! image's size: VOC's palette PNGs, ADE20K's and Cityscapes' grey ones), moved with the
 //! image's pixels as torchvision.transforms.v2 moves a `Mask`: read nearest through the
 //! sample's [`Placement`] (the instance masks' reading, [`Placement::nearest`]), `fill`
-//! where no pixel of the image shows (a zoom-out's canvas, `FixedSizeCrop`'s padding).
+//! where no pixel of the image shows (a zoom-out's canvas, `FixedSizeCrop`'s padding, the
+//! corners a rotation or an affine warp brings in).
 //!
 //! In its slot: the map at the output's size, uint8 `[height, width]`.
 
@@ -16,7 +17,7 @@ use super::{
 };
 use crate::error::Cause;
 use crate::prep::image::codec::{decode_label_map, DEFAULT_MAX_PIXELS};
-use crate::prep::image::{read_nearest, Placement};
+use crate::prep::image::{follow_motions, read_nearest, Placement};
 use crate::sample::{DType, PartForm, SampleLayout};
 
 pub(super) const DECLARATION: Declaration = Declaration {
@@ -164,6 +165,11 @@ impl TargetKind for Mask {
         let (rows, columns) = placement.nearest();
         let width = map.width as usize;
         read_nearest(&map.values, width, (&rows, &columns), self.fill, slot);
+        // What a rotation or a warp brings in from outside the image is `fill` too: v2's
+        // fill for a `Mask` (`fill={tv_tensors.Mask: ...}`).
+        if let Some(moved) = placement.moved_pixels() {
+            follow_motions(&moved, self.fill, slot);
+        }
         Ok(())
     }
 }

@@ -43,7 +43,7 @@ pub use op::{
     Declaration, Op, Size, DECLARATIONS, DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE, IMAGENET_MEAN,
     IMAGENET_STD,
 };
-pub(crate) use placement::read_nearest;
+pub(crate) use placement::{follow_motions, read_nearest};
 pub use placement::{sanitize, Placement, OUTSIDE};
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
@@ -566,6 +566,26 @@ impl ImagePipeline {
         }
     }
 
+    /// How the operators on the output's pixels move them, in order, for a sample whose
+    /// generator before any draw is `sample`: each drawn from the generator its
+    /// [`Photometric::apply`](op::Photometric::apply) draws from, so the motions are
+    /// those of the pixels, and the pixels' draws are untouched.
+    fn motions(&self, sample: &Rng) -> Vec<op::Motion> {
+        if !self.ops.iter().any(Op::moves_targets) {
+            return Vec::new();
+        }
+        let (width, height) = (self.width as usize, self.height as usize);
+        let ops = self.ops[..self.pixels_end].iter().enumerate();
+        ops.skip(self.source_end)
+            .filter_map(|(place, op)| match op.stage() {
+                Stage::Pixels(photometric) => {
+                    photometric.motion(width, height, &mut operator_rng(sample, place))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Runs the operators on pixels over `image`, each with a generator of its own keyed
     /// by the sample's (`sample`: its generator before any draw) and its place.
     fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) -> Result<(), Cause> {
@@ -683,14 +703,26 @@ impl Prep for ImagePipeline {
     }
 
     fn places_targets(&self) -> std::result::Result<(), String> {
-        match self.ops.iter().find(|op| op.moves_pixels()) {
-            Some(op) => Err(format!(
-                "{} moves pixels where boxes do not follow them yet: leave it out of a \
-                 pipeline with boxes",
-                op.name()
-            )),
-            None => Ok(()),
+        for (place, op) in self.ops.iter().enumerate() {
+            if !op.moves_pixels() {
+                continue;
+            }
+            if !op.moves_targets() {
+                return Err(format!(
+                    "{} moves pixels where boxes do not follow them yet: leave it out of a \
+                     pipeline with boxes",
+                    op.name()
+                ));
+            }
+            if place < self.source_end {
+                return Err(format!(
+                    "{} is written before the geometric operators, where it moves the whole \
+                     decoded image and boxes do not follow it: write it after them",
+                    op.name()
+                ));
+            }
         }
+        Ok(())
     }
 }
 
@@ -791,7 +823,8 @@ impl Preparer for ImagePreparer {
             &view,
             (header.width, header.height),
             (pipeline.width, pipeline.height),
-        );
+        )
+        .moved(pipeline.motions(&sample));
         // Asked after the draws, so that the augmentation does not depend on the answer.
         // A device decoder does the geometry only, resizing bilinearly: operators on
         // pixels and other filters keep the CPU's.
@@ -909,7 +942,7 @@ impl Preparer for ImagePreparer {
     }
 
     fn placement(&self) -> Option<Placement> {
-        self.placement
+        self.placement.clone()
     }
 }
 

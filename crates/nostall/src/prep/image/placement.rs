@@ -17,12 +17,18 @@
 //! crop then a resize of v2 gives; a flip before the resize is a flip of the source, one
 //! after it a flip of the output. Where the geometry chains several resizes, v2 rounds at
 //! each step and the mapping once, so an edge pixel may differ.
+//!
+//! Operators on pixels that move them after the geometry (a vertical flip, a rotation,
+//! an affine warp) leave their [`Motion`]s, in order, drawn as their pixels' were: each
+//! moves what the geometry placed, as v2 moves each target type (the boxes' corners,
+//! clamped to the canvas; the points; the masks read nearest where the pixels were
+//! read), one after the other on the output's canvas.
 
 use super::codec::Rect;
-use super::op::{clamp_box, View};
+use super::op::{clamp_box, composed_sources, Motion, View};
 
 /// The mapping of one sample's geometry from source pixel coordinates to the output's.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Placement {
     /// The source image's width and height, as decoded.
     image: (u32, u32),
@@ -51,6 +57,8 @@ pub struct Placement {
     within: Option<(Rect, Option<Rect>)>,
     /// The region of the source a zoom-out still shows ([`View::fill`]).
     shown: Option<Rect>,
+    /// How operators on the output's pixels moved them after the geometry, in order.
+    motions: Vec<Motion>,
 }
 
 impl Placement {
@@ -71,7 +79,13 @@ impl Placement {
             resize_bound: view.resize_bound,
             within: view.within,
             shown: view.fill.map(|(shown, _)| shown),
+            motions: Vec::new(),
         }
+    }
+
+    /// The placement after `motions` moved the output's pixels, in order.
+    pub(crate) fn moved(self, motions: Vec<Motion>) -> Placement {
+        Placement { motions, ..self }
     }
 
     /// Whether box `b` (source pixels) is kept: not left out by a crop that drops the
@@ -115,8 +129,16 @@ impl Placement {
     /// whether a box clamped at a crop's far edge lands on the output's edge or a hair
     /// past it (and is sanitised away) is v2's rounding, not another. Where a crop came
     /// after the last resize, v2 clamped the box last, exactly at that crop's edges: so
-    /// is it here.
+    /// is it here. Then each motion moves it ([`Motion::move_box`]).
     pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
+        let placed = self.place_box_unmoved(b);
+        self.motions
+            .iter()
+            .fold(placed, |b, motion| motion.move_box(b, self.output))
+    }
+
+    /// [`Placement::place_box`] before the motions.
+    fn place_box_unmoved(&self, b: [f64; 4]) -> [f64; 4] {
         let (part_w, part_h) = (self.part.0 as f64, self.part.1 as f64);
         let s = self.source;
         let [x0, y0, x1, y1] = clamp_box(b, self.clip);
@@ -164,8 +186,17 @@ impl Placement {
     /// Point (`x`, `y`) (source pixels) in output pixels, as torchvision.transforms.v2
     /// moves a `KeyPoints`: as a box's corner, except that a mirroring takes a point to
     /// `w - 1 - x` (a pixel's index) where it takes a box's edge to `w - x`. Crops do not
-    /// clamp points; one may land outside the output.
+    /// clamp points; one may land outside the output. Then each motion moves it
+    /// ([`Motion::move_point`]).
     pub fn place_point(&self, x: f64, y: f64) -> [f64; 2] {
+        let placed = self.place_point_unmoved(x, y);
+        self.motions
+            .iter()
+            .fold(placed, |p, motion| motion.move_point(p, self.output))
+    }
+
+    /// [`Placement::place_point`] before the motions.
+    fn place_point_unmoved(&self, x: f64, y: f64) -> [f64; 2] {
         let (part_w, part_h) = (self.part.0 as f64, self.part.1 as f64);
         let (s, sx) = (self.source, part_w / self.source.w);
         let mut at = (x - s.x) * sx;
@@ -179,7 +210,16 @@ impl Placement {
         [at, (y - s.y) * (part_h / s.h)]
     }
 
-    /// Whether the output is the source mirrored left–right (an odd number of flips):
+    /// For each output pixel (row-major), the pixel of the output as the geometry left it
+    /// that it shows once the motions moved the pixels, [`OUTSIDE`] where it shows none
+    /// (a rotation's corners); `None` without a motion: what a mask reads after
+    /// [`Placement::nearest`] ([`follow_motions`]).
+    pub fn moved_pixels(&self) -> Option<Vec<u32>> {
+        composed_sources(&self.motions, self.output)
+    }
+
+    /// Whether the output is the source mirrored left–right (an odd number of horizontal
+    /// flips; a motion after the geometry mirrors nothing, as v2 swaps no points):
     /// where a keypoint field swaps its left and right points.
     pub fn mirrored(&self) -> bool {
         self.flip != self.canvas_flip
@@ -248,6 +288,20 @@ pub(crate) fn read_nearest(
         for (v, &c) in line.iter_mut().zip(columns) {
             *v = if c == OUTSIDE { fill } else { from[c as usize] };
         }
+    }
+}
+
+/// Moves `mask` (row-major bytes of the output's size, as the geometry placed it) by the
+/// motions after it: each pixel takes the one `moved` ([`Placement::moved_pixels`]) says
+/// it shows, `fill` where it shows none, as v2 moves a `Mask` (nearest).
+pub(crate) fn follow_motions(moved: &[u32], fill: u8, mask: &mut [u8]) {
+    let placed = mask.to_vec();
+    for (v, &from) in mask.iter_mut().zip(moved) {
+        *v = if from == OUTSIDE {
+            fill
+        } else {
+            placed[from as usize]
+        };
     }
 }
 
@@ -465,6 +519,36 @@ mod tests {
         );
         let (_, columns) = p.nearest();
         assert_eq!((columns[59], columns[60], columns[119]), (OUTSIDE, 59, 0));
+    }
+
+    #[test]
+    fn motions_move_what_the_geometry_placed_in_order() {
+        // 200x100 resized to 100x50, then flipped upside down, then turned by 180.
+        let mut v = view(200, 100);
+        (v.w, v.h) = (100.0, 50.0);
+        let p = Placement::new(&v, (200, 100), (100, 50));
+        assert_eq!(p.moved_pixels(), None);
+        let flipped = p.clone().moved(vec![Motion::FlipRows]);
+        assert_eq!(
+            flipped.place_box([10.0, 20.0, 50.0, 60.0]),
+            [5.0, 20.0, 25.0, 40.0]
+        );
+        assert_eq!(flipped.place_point(30.0, 40.0), [15.0, 29.0]);
+        let moved = flipped.moved_pixels().unwrap();
+        assert_eq!((moved[0], moved[49 * 100 + 3]), (49 * 100, 3));
+        // The flip then a half turn: a mirror left-right of the geometry's output.
+        let turned = p.moved(vec![Motion::FlipRows, Motion::Rotation(180.0)]);
+        let b = turned.place_box([10.0, 20.0, 50.0, 60.0]);
+        let want = [75.0, 10.0, 95.0, 30.0];
+        assert!(
+            b.iter().zip(want).all(|(a, w)| (a - w).abs() < 1e-4),
+            "{b:?}"
+        );
+        let moved = turned.moved_pixels().unwrap();
+        assert_eq!((moved[0], moved[101]), (99, 198));
+        let mut mask: Vec<u8> = (0..5000).map(|i| (i % 100) as u8).collect();
+        follow_motions(&moved, 7, &mut mask);
+        assert_eq!(&mask[..3], &[99, 98, 97]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! as pycocotools' `annToMask` makes it (polygons rasterised, an RLE decoded), then read
 //! nearest through the sample's placement, as torchvision.transforms.v2 moves a `Mask`.
 
-use crate::prep::image::{read_nearest, OUTSIDE};
+use crate::prep::image::{follow_motions, read_nearest, OUTSIDE};
 use crate::sample::MaskForm;
 use crate::storage::Shape;
 
@@ -31,17 +31,39 @@ pub(super) fn source_mask(
 }
 
 /// Writes `source` (row-major 0 and 1, `width` pixels a row; `None`: all 0) read at `rows`
-/// and `columns` ([`Placement::nearest`](crate::prep::image::Placement::nearest)) into
-/// `out`, one mask of `form`.
+/// and `columns` ([`Placement::nearest`](crate::prep::image::Placement::nearest)), then
+/// moved as `moved` says where operators moved the pixels after the geometry
+/// ([`Placement::moved_pixels`](crate::prep::image::Placement::moved_pixels), 0 where
+/// nothing shows), into `out`, one mask of `form`.
 pub(super) fn place_mask(
     source: Option<&[u8]>,
     width: usize,
     (rows, columns): (&[u32], &[u32]),
+    moved: Option<&[u32]>,
     form: MaskForm,
     out: &mut [u8],
 ) {
     out.fill(0);
     let Some(source) = source else { return };
+    if let Some(moved) = moved {
+        // Moved as bytes, then packed where asked.
+        let mut bytes = vec![0; rows.len() * columns.len()];
+        read_nearest(source, width, (rows, columns), 0, &mut bytes);
+        follow_motions(moved, 0, &mut bytes);
+        if !form.packed {
+            out.copy_from_slice(&bytes);
+            return;
+        }
+        for (line, row) in out
+            .chunks_exact_mut(form.row_bytes())
+            .zip(bytes.chunks_exact(columns.len()))
+        {
+            for (x, &v) in row.iter().enumerate() {
+                line[x / 8] |= u8::from(v != 0) << (7 - x % 8);
+            }
+        }
+        return;
+    }
     if !form.packed {
         return read_nearest(source, width, (rows, columns), 0, out);
     }
@@ -75,7 +97,7 @@ mod tests {
             packed: false,
         };
         let mut out = vec![7; bytes.bytes()];
-        place_mask(Some(&source), 10, (&rows, &columns), bytes, &mut out);
+        place_mask(Some(&source), 10, (&rows, &columns), None, bytes, &mut out);
         assert_eq!(&out[..10], &[0, 0, 1, 1, 1, 1, 1, 1, 1, 0]);
         assert!(out[10..].iter().all(|v| *v == 0));
         let bits = MaskForm {
@@ -83,11 +105,43 @@ mod tests {
             ..bytes
         };
         let mut packed = vec![7; bits.bytes()];
-        place_mask(Some(&source), 10, (&rows, &columns), bits, &mut packed);
+        place_mask(
+            Some(&source),
+            10,
+            (&rows, &columns),
+            None,
+            bits,
+            &mut packed,
+        );
         // NumPy's packbits of the first row: 0b0011_1111, 0b10.
         assert_eq!(packed, [0b0011_1111, 0b1000_0000, 0, 0, 0, 0]);
-        place_mask(None, 10, (&rows, &columns), bits, &mut packed);
+        place_mask(None, 10, (&rows, &columns), None, bits, &mut packed);
         assert!(packed.iter().all(|v| *v == 0));
+    }
+
+    #[test]
+    fn a_moved_mask_is_moved_before_it_is_packed() {
+        // A 10x1 source, columns 0..3 set; moved: each pixel shows the one mirrored.
+        let mut source = vec![0u8; 10];
+        source[..3].fill(1);
+        let (rows, columns): (Vec<u32>, Vec<u32>) = (vec![0], (0..10).collect());
+        let moved: Vec<u32> = (0..10).rev().collect();
+        let bytes = MaskForm {
+            height: 1,
+            width: 10,
+            packed: false,
+        };
+        let mut out = vec![7; bytes.bytes()];
+        let read = (&rows[..], &columns[..]);
+        place_mask(Some(&source), 10, read, Some(&moved), bytes, &mut out);
+        assert_eq!(out, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+        let bits = MaskForm {
+            packed: true,
+            ..bytes
+        };
+        let mut packed = vec![7; bits.bytes()];
+        place_mask(Some(&source), 10, read, Some(&moved), bits, &mut packed);
+        assert_eq!(packed, [0b0000_0001, 0b1100_0000]);
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! (`_apply_grid_transform`), all in 32-bit floats, rounded half to even.
 
 use super::simd::{cast_u8, dispatched};
-use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{Declaration, Motion, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{number, Args, Kind, Param, Value};
+use crate::prep::image::OUTSIDE;
 use crate::prep::translation::{Conv, Translation};
 use crate::rng::Rng;
 
@@ -309,7 +310,7 @@ pub(super) struct RandomAffine {
 
 /// One sample's draws: the angle, the translation in pixels, the scale and the shears.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Draw {
+pub(crate) struct Draw {
     pub(super) angle: f64,
     pub(super) translate: [f64; 2],
     pub(super) scale: f64,
@@ -379,6 +380,10 @@ impl Operator for RandomAffine {
     fn moves_pixels(&self) -> bool {
         true
     }
+
+    fn moves_targets(&self) -> bool {
+        true
+    }
 }
 
 impl Photometric for RandomAffine {
@@ -386,6 +391,10 @@ impl Photometric for RandomAffine {
         let d = self.draw(image.width, image.height, rng);
         let matrix = inverse_matrix([0.0, 0.0], d.angle, d.translate, d.scale, d.shear);
         warp(image, matrix, self.interpolation, Some(self.fill));
+    }
+
+    fn motion(&self, width: usize, height: usize, rng: &mut Rng) -> Option<Motion> {
+        Some(Motion::Affine(self.draw(width, height, rng)))
     }
 }
 
@@ -421,6 +430,104 @@ pub(super) fn inverse_matrix(
     m
 }
 
+/// torchvision's `_get_inverse_affine_matrix(..., inverted=False)`, in its order of 64-bit
+/// operations: the matrix taking a source point to the output, in pixel coordinates, for
+/// the transform of [`inverse_matrix`] about `center` (pixels): what v2 moves boxes and
+/// keypoints by.
+pub(crate) fn forward_matrix(
+    center: [f64; 2],
+    angle: f64,
+    translate: [f64; 2],
+    scale: f64,
+    shear: [f64; 2],
+) -> [f64; 6] {
+    let rot = angle.to_radians();
+    let sx = shear[0].to_radians();
+    let sy = shear[1].to_radians();
+    let [cx, cy] = center;
+    let [tx, ty] = translate;
+    let cos_sy = sy.cos();
+    let tan_sx = sx.tan();
+    let rot_minus_sy = rot - sy;
+    let cx_plus_tx = cx + tx;
+    let cy_plus_ty = cy + ty;
+    let a = rot_minus_sy.cos() / cos_sy;
+    let b = -(a * tan_sx + rot.sin());
+    let c = rot_minus_sy.sin() / cos_sy;
+    let d = rot.cos() - c * tan_sx;
+    let mut m = [a * scale, b * scale, 0.0, c * scale, d * scale, 0.0];
+    m[2] += cx_plus_tx - m[0] * cx - m[1] * cy;
+    m[5] += cy_plus_ty - m[3] * cx - m[4] * cy;
+    m
+}
+
+/// Where [`warp`] samples each output pixel of a `width` × `height` image through
+/// `matrix`: the normalised grid of torchvision's `_affine_grid`, unnormalised as
+/// `grid_sample` does, in 32-bit floats. One computation for the pixels and the masks
+/// that follow them, so that a mask reads exactly where its image did.
+struct Grid {
+    r: [f32; 6],
+    scale: (f32, f32),
+    first: (f32, f32),
+}
+
+impl Grid {
+    #[inline(always)]
+    fn new(width: usize, height: usize, matrix: [f64; 6]) -> Grid {
+        let theta = matrix.map(|v| v as f32);
+        let (half_w, half_h) = ((0.5 * width as f64) as f32, (0.5 * height as f64) as f32);
+        // `theta.transpose(1, 2).div_([w/2, h/2])`: x's row by w/2, y's by h/2.
+        let r = [
+            theta[0] / half_w,
+            theta[1] / half_w,
+            theta[2] / half_w,
+            theta[3] / half_h,
+            theta[4] / half_h,
+            theta[5] / half_h,
+        ];
+        Grid {
+            r,
+            scale: (width as f32 / 2.0, height as f32 / 2.0),
+            // `linspace((1 - n) / 2, (n - 1) / 2, n)`: half-integers or integers, exact.
+            first: ((1.0 - width as f32) * 0.5, (1.0 - height as f32) * 0.5),
+        }
+    }
+
+    /// The source point (pixel coordinates, `align_corners=False`) output pixel (`ox`,
+    /// `oy`) samples.
+    #[inline(always)]
+    fn source(&self, ox: usize, oy: usize) -> (f32, f32) {
+        let [r00, r10, r20, r01, r11, r21] = self.r;
+        let (x, y) = (self.first.0 + ox as f32, self.first.1 + oy as f32);
+        let gx = x * r00 + y * r10 + r20;
+        let gy = x * r01 + y * r11 + r21;
+        (
+            (gx + 1.0) * self.scale.0 - 0.5,
+            (gy + 1.0) * self.scale.1 - 0.5,
+        )
+    }
+}
+
+/// The pixel [`warp`] reads, nearest, for each output pixel of a `width` × `height` image
+/// through `matrix` (row-major indices), [`OUTSIDE`] where it reads the fill: where a mask
+/// moved with the image reads.
+pub(super) fn nearest_sources(width: usize, height: usize, matrix: [f64; 6]) -> Vec<u32> {
+    let grid = Grid::new(width, height, matrix);
+    let mut out = Vec::with_capacity(width * height);
+    for oy in 0..height {
+        for ox in 0..width {
+            let (ix, iy) = grid.source(ox, oy);
+            let (nx, ny) = (ix.round_ties_even(), iy.round_ties_even());
+            let inside = nx >= 0.0 && ny >= 0.0 && nx < width as f32 && ny < height as f32;
+            out.push(match inside {
+                true => (ny as usize * width + nx as usize) as u32,
+                false => OUTSIDE,
+            });
+        }
+    }
+    out
+}
+
 dispatched! {
     /// The image resampled through `matrix` (from [`inverse_matrix`], about the image's
     /// centre), keeping its size, as torchvision's `_affine_grid` and `_apply_grid_transform`
@@ -452,27 +559,15 @@ fn warp_body(
     if width == 0 || height == 0 {
         return;
     }
-    let theta = matrix.map(|v| v as f32);
-    let (half_w, half_h) = ((0.5 * width as f64) as f32, (0.5 * height as f64) as f32);
-    // `theta.transpose(1, 2).div_([w/2, h/2])`: x's row by w/2, y's by h/2.
-    let (r00, r10, r20) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
-    let (r01, r11, r21) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
-    let (scale_x, scale_y) = (width as f32 / 2.0, height as f32 / 2.0);
+    let grid = Grid::new(width, height, matrix);
     let fill = fill.map(|fill| fill.map(|v| v as f32));
     let area = width * height;
     let source = image.data[..3 * area].to_vec();
     let planes: Vec<&[u8]> = source.chunks_exact(area).collect();
-    let (x0, y0) = ((1.0 - width as f32) * 0.5, (1.0 - height as f32) * 0.5);
     let out = &mut image.data[..3 * area];
     for oy in 0..height {
-        // `linspace((1 - n) / 2, (n - 1) / 2, n)`: half-integers or integers, exact.
-        let y = y0 + oy as f32;
         for ox in 0..width {
-            let x = x0 + ox as f32;
-            let gx = x * r00 + y * r10 + r20;
-            let gy = x * r01 + y * r11 + r21;
-            let ix = (gx + 1.0) * scale_x - 0.5;
-            let iy = (gy + 1.0) * scale_y - 0.5;
+            let (ix, iy) = grid.source(ox, oy);
             let i = oy * width + ox;
             match interpolation {
                 Interpolation::Nearest => {

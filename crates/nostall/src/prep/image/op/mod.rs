@@ -43,6 +43,7 @@ mod gaussian_blur;
 mod grayscale;
 mod horizontal_flip;
 mod invert;
+mod motion;
 mod normalize;
 mod pad;
 mod pil;
@@ -83,6 +84,7 @@ use crate::prep::DType;
 use crate::rng::Rng;
 use crate::user_code::function::UserOp;
 
+pub(crate) use motion::{composed_sources, Motion};
 pub use normalize::{IMAGENET_MEAN, IMAGENET_STD};
 pub use random_resized_crop::{DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
 pub use resize::Size;
@@ -144,9 +146,15 @@ pub(crate) trait Operator: Send + Sync + 'static {
 
     /// Whether it moves pixels away from where the geometry placed them (a rotation, an
     /// affine warp, a flip of the output's rows): the targets that follow the geometry
-    /// (a detection sample's boxes, [`Placement`](super::Placement)) would not follow it,
-    /// so a pipeline with targets refuses it.
+    /// (a detection sample's boxes, [`Placement`](super::Placement)) follow it only where
+    /// it says how ([`Operator::moves_targets`]), else a pipeline with targets refuses it.
     fn moves_pixels(&self) -> bool {
+        false
+    }
+
+    /// Whether the targets follow the pixels it moves: its [`Photometric::motion`] gives
+    /// each sample's motion.
+    fn moves_targets(&self) -> bool {
         false
     }
 
@@ -322,6 +330,14 @@ pub(crate) trait Photometric {
     /// Changes `image` in place, drawing its random choices from `rng` (a generator of
     /// its own, keyed by the sample and the operator's place in the pipeline).
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng);
+
+    /// How [`Photometric::apply`] moves the pixels of a `width` × `height` image, drawn
+    /// from `rng` exactly as `apply` draws from it (so the same generator gives the motion
+    /// of the pixels it moved), for the targets that follow them
+    /// ([`Operator::moves_targets`]); `None` where it leaves them in place.
+    fn motion(&self, _width: usize, _height: usize, _rng: &mut Rng) -> Option<Motion> {
+        None
+    }
 }
 
 /// An operator on pixels whose one parameter is `p`, the probability of running its
@@ -331,8 +347,8 @@ struct WithProbability {
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
     p: f64,
-    /// Whether the kernel moves pixels ([`Operator::moves_pixels`]).
-    moves: bool,
+    /// How the kernel moves pixels, where it does ([`Operator::moves_pixels`]).
+    motion: Option<Motion>,
 }
 
 /// The operator of `declaration` (whose one parameter is `p`) running `kernel` with
@@ -342,29 +358,31 @@ pub(super) fn with_probability(
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
 ) -> Result<Op> {
-    probable(args, declaration, kernel, false)
+    probable(args, declaration, kernel, None)
 }
 
-/// As [`with_probability`], for a kernel that moves pixels ([`Operator::moves_pixels`]).
+/// As [`with_probability`], for a kernel that moves pixels as `motion` says
+/// ([`Operator::moves_pixels`]).
 pub(super) fn moving_with_probability(
     args: &Args,
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
+    motion: Motion,
 ) -> Result<Op> {
-    probable(args, declaration, kernel, true)
+    probable(args, declaration, kernel, Some(motion))
 }
 
 fn probable(
     args: &Args,
     declaration: &'static Declaration,
     kernel: fn(&mut Planes<'_>),
-    moves: bool,
+    motion: Option<Motion>,
 ) -> Result<Op> {
     Ok(Op::new(WithProbability {
         declaration,
         kernel,
         p: args.probability("p")?,
-        moves,
+        motion,
     }))
 }
 
@@ -382,7 +400,11 @@ impl Operator for WithProbability {
     }
 
     fn moves_pixels(&self) -> bool {
-        self.moves
+        self.motion.is_some()
+    }
+
+    fn moves_targets(&self) -> bool {
+        self.motion.is_some()
     }
 }
 
@@ -391,6 +413,10 @@ impl Photometric for WithProbability {
         if rng.next_f64() < self.p {
             (self.kernel)(image);
         }
+    }
+
+    fn motion(&self, _width: usize, _height: usize, rng: &mut Rng) -> Option<Motion> {
+        (rng.next_f64() < self.p).then_some(self.motion?)
     }
 }
 
@@ -674,6 +700,11 @@ impl Op {
     /// Whether it moves pixels away from the geometry's places ([`Operator::moves_pixels`]).
     pub(crate) fn moves_pixels(&self) -> bool {
         self.0 .0.moves_pixels()
+    }
+
+    /// Whether the targets follow the pixels it moves ([`Operator::moves_targets`]).
+    pub(crate) fn moves_targets(&self) -> bool {
+        self.0 .0.moves_targets()
     }
 
     /// Whether its draws read the sample's boxes ([`Operator::needs_targets`]).

@@ -4,7 +4,7 @@ use super::affine::{
     angle_range, fill, fill_value, interpolation, inverse_matrix, only_the_centre, uniform32, warp,
     Interpolation, CENTER, FILL, INTERPOLATION,
 };
-use super::{Declaration, Op, Operator, Photometric, Planes, Stage};
+use super::{Declaration, Motion, Op, Operator, Photometric, Planes, Stage};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::translation::{Conv, Translation};
@@ -103,6 +103,10 @@ impl Operator for RandomRotation {
     fn moves_pixels(&self) -> bool {
         true
     }
+
+    fn moves_targets(&self) -> bool {
+        true
+    }
 }
 
 impl Photometric for RandomRotation {
@@ -110,31 +114,59 @@ impl Photometric for RandomRotation {
         let angle = self.draw(rng);
         rotate(image, angle, self.interpolation, Some(self.fill));
     }
+
+    fn motion(&self, _width: usize, _height: usize, rng: &mut Rng) -> Option<Motion> {
+        Some(Motion::Rotation(self.draw(rng)))
+    }
 }
 
-/// torchvision's `rotate_image` (`expand=False`, `center=None`): the angle taken modulo
-/// 360; 0 and 180 degrees, and 90 and 270 on a square image, turned exactly (its
-/// `torch.rot90` fast path); else the affine kernel with the angle negated.
+/// How torchvision's `rotate_image` (`expand=False`, `center=None`) turns an image.
+pub(super) enum Turning {
+    /// Exactly (its `torch.rot90` fast path): output pixel `(x, y)` of a `w` × `h` image
+    /// takes the source pixel `at(x, y, w, h)`, an `(x, y)` pair.
+    Exact(fn(usize, usize, usize, usize) -> (usize, usize)),
+    /// Through the affine kernel, with this inverse matrix ([`inverse_matrix`]).
+    Warp([f64; 6]),
+}
+
+/// How torchvision's `rotate_image` turns an image by `angle` degrees, `square` or not:
+/// the angle taken modulo 360; 0 degrees not at all (`None`); 180, and 90 and 270 on a
+/// square image, exactly; else the affine kernel with the angle negated.
+pub(super) fn turning(angle: f64, square: bool) -> Option<Turning> {
+    // Python's `angle % 360`: in [0, 360).
+    let angle = angle.rem_euclid(360.0);
+    if angle == 0.0 {
+        return None;
+    }
+    Some(if angle == 180.0 {
+        Turning::Exact(|x, y, w, h| (w - 1 - x, h - 1 - y))
+    } else if angle == 90.0 && square {
+        // torch.rot90(k=1): out[y][x] = in[x][w - 1 - y].
+        Turning::Exact(|x, y, w, _| (w - 1 - y, x))
+    } else if angle == 270.0 && square {
+        // torch.rot90(k=3): out[y][x] = in[h - 1 - x][y].
+        Turning::Exact(|x, y, _, h| (y, h - 1 - x))
+    } else {
+        Turning::Warp(inverse_matrix(
+            [0.0, 0.0],
+            -angle,
+            [0.0, 0.0],
+            1.0,
+            [0.0, 0.0],
+        ))
+    })
+}
+
+/// torchvision's `rotate_image` (`expand=False`, `center=None`), as [`turning`] says.
 pub(super) fn rotate(
     image: &mut Planes<'_>,
     angle: f64,
     interpolation: Interpolation,
     fill: Option<[f64; 3]>,
 ) {
-    // Python's `angle % 360`: in [0, 360).
-    let angle = angle.rem_euclid(360.0);
-    let square = image.width == image.height;
-    if angle == 0.0 {
-        return;
-    } else if angle == 180.0 {
-        return image.turn(|x, y, w, h| (w - 1 - x, h - 1 - y));
-    } else if angle == 90.0 && square {
-        // torch.rot90(k=1): out[y][x] = in[x][w - 1 - y].
-        return image.turn(|x, y, w, _| (w - 1 - y, x));
-    } else if angle == 270.0 && square {
-        // torch.rot90(k=3): out[y][x] = in[h - 1 - x][y].
-        return image.turn(|x, y, _, h| (y, h - 1 - x));
+    match turning(angle, image.width == image.height) {
+        None => {}
+        Some(Turning::Exact(at)) => image.turn(at),
+        Some(Turning::Warp(matrix)) => warp(image, matrix, interpolation, fill),
     }
-    let matrix = inverse_matrix([0.0, 0.0], -angle, [0.0, 0.0], 1.0, [0.0, 0.0]);
-    warp(image, matrix, interpolation, fill);
 }

@@ -6,7 +6,7 @@
 //! Written before every geometric operator, it flips the whole decoded image before the
 //! geometry, as every operator on pixels written there runs (torchvision's order).
 
-use super::{moving_with_probability, Declaration, Op, Planes};
+use super::{moving_with_probability, Declaration, Motion, Op, Planes};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param};
 use crate::prep::translation::{Conv, Translation};
@@ -29,7 +29,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    moving_with_probability(args, &DECLARATION, flip_rows)
+    moving_with_probability(args, &DECLARATION, flip_rows, Motion::FlipRows)
 }
 
 /// Each plane's rows in the reverse order.

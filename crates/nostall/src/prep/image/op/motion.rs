@@ -1,0 +1,261 @@
+//! [`Motion`]: how an operator on pixels moved them after the geometry (a vertical flip,
+//! a rotation, an affine warp), for the targets that follow the pixels.
+//!
+//! Each is torchvision.transforms.v2's kernel for the target's type, on the output's
+//! canvas: a box's four corners through the forward matrix, the box around them, clamped
+//! to the canvas (`_affine_bounding_boxes_with_expand`; a vertical flip neither turns nor
+//! clamps); a point through the same matrix (a vertical flip takes it to `h - 1 - y`, a
+//! pixel's index, as v2's horizontal flip does); a mask read where the image's pixels
+//! were read, nearest (v2 moves a `Mask` with the image's kernel, `NEAREST`).
+
+use super::affine::{forward_matrix, inverse_matrix, nearest_sources, Draw};
+use super::rotation::{turning, Turning};
+use crate::prep::image::OUTSIDE;
+
+/// How an operator on pixels moved one sample's pixels, drawn as its kernel drew it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Motion {
+    /// The rows in reverse order (`RandomVerticalFlip`).
+    FlipRows,
+    /// Turned anticlockwise by this many degrees about the centre (`RandomRotation`).
+    Rotation(f64),
+    /// Warped by these draws about the centre (`RandomAffine`).
+    Affine(Draw),
+}
+
+impl Motion {
+    /// v2's forward matrix of a rotation or a warp on a canvas of `size` (width, height),
+    /// in 32-bit floats as v2 applies it to float32 boxes and points; `None` for a flip.
+    fn matrix(&self, (w, h): (u32, u32)) -> Option<[f32; 6]> {
+        let center = [f64::from(w) * 0.5, f64::from(h) * 0.5];
+        let m = match *self {
+            Motion::FlipRows => return None,
+            // v2's rotate_bounding_boxes: the affine one of `-angle`.
+            Motion::Rotation(angle) => forward_matrix(center, -angle, [0.0; 2], 1.0, [0.0; 2]),
+            Motion::Affine(d) => forward_matrix(center, d.angle, d.translate, d.scale, d.shear),
+        };
+        Some(m.map(|v| v as f32))
+    }
+
+    /// Box `[x0, y0, x1, y1]` on a canvas of `size` (width, height) as the motion moves it.
+    pub(crate) fn move_box(&self, b: [f64; 4], size: (u32, u32)) -> [f64; 4] {
+        let Some(m) = self.matrix(size) else {
+            let h = f64::from(size.1);
+            return [b[0], h - b[3], b[2], h - b[1]];
+        };
+        let [x0, y0, x1, y1] = b.map(|v| v as f32);
+        let corners = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]].map(|p| apply(m, p));
+        let (w, h) = (size.0 as f32, size.1 as f32);
+        let low = |axis: usize| {
+            corners
+                .iter()
+                .map(|p| p[axis])
+                .fold(f32::INFINITY, f32::min)
+        };
+        let high = |axis: usize| {
+            corners
+                .iter()
+                .map(|p| p[axis])
+                .fold(f32::NEG_INFINITY, f32::max)
+        };
+        [
+            low(0).clamp(0.0, w),
+            low(1).clamp(0.0, h),
+            high(0).clamp(0.0, w),
+            high(1).clamp(0.0, h),
+        ]
+        .map(f64::from)
+    }
+
+    /// Point `[x, y]` on a canvas of `size` (width, height) as the motion moves it (not
+    /// clamped: it may leave the canvas).
+    pub(crate) fn move_point(&self, [x, y]: [f64; 2], size: (u32, u32)) -> [f64; 2] {
+        match self.matrix(size) {
+            None => [x, f64::from(size.1) - 1.0 - y],
+            Some(m) => apply(m, [x as f32, y as f32]).map(f64::from),
+        }
+    }
+
+    /// For each pixel of a canvas of `size` (width, height, row-major) after the motion,
+    /// the index of the pixel before it that it shows, [`OUTSIDE`] where it shows none
+    /// (the fill): the image's kernel, read nearest.
+    pub(crate) fn sources(&self, (width, height): (u32, u32)) -> Vec<u32> {
+        let (w, h) = (width as usize, height as usize);
+        let exact = |at: fn(usize, usize, usize, usize) -> (usize, usize)| {
+            (0..h)
+                .flat_map(|y| (0..w).map(move |x| (x, y)))
+                .map(|(x, y)| {
+                    let (sx, sy) = at(x, y, w, h);
+                    (sy * w + sx) as u32
+                })
+                .collect()
+        };
+        match *self {
+            Motion::FlipRows => exact(|x, y, _, h| (x, h - 1 - y)),
+            Motion::Rotation(angle) => match turning(angle, w == h) {
+                None => (0..(w * h) as u32).collect(),
+                Some(Turning::Exact(at)) => exact(at),
+                Some(Turning::Warp(matrix)) => nearest_sources(w, h, matrix),
+            },
+            Motion::Affine(d) => {
+                let matrix = inverse_matrix([0.0, 0.0], d.angle, d.translate, d.scale, d.shear);
+                nearest_sources(w, h, matrix)
+            }
+        }
+    }
+}
+
+/// Point `p` through the 2 × 3 matrix `m`, as v2's `matmul` of `(x, y, 1)` and its
+/// transpose sums it.
+fn apply(m: [f32; 6], [x, y]: [f32; 2]) -> [f32; 2] {
+    [x * m[0] + y * m[1] + m[2], x * m[3] + y * m[4] + m[5]]
+}
+
+/// Each pixel of a mask moved by `motions` in turn on a canvas of `size`: for each pixel
+/// after them, the index of the pixel before them it shows, [`OUTSIDE`] where none;
+/// `None` without a motion.
+pub(crate) fn composed_sources(motions: &[Motion], size: (u32, u32)) -> Option<Vec<u32>> {
+    let (first, rest) = motions.split_first()?;
+    let mut shown = first.sources(size);
+    for motion in rest {
+        shown = motion
+            .sources(size)
+            .iter()
+            .map(|&i| {
+                if i == OUTSIDE {
+                    OUTSIDE
+                } else {
+                    shown[i as usize]
+                }
+            })
+            .collect();
+    }
+    Some(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::affine::{warp, Interpolation};
+    use super::super::rotation::rotate;
+    use super::super::Planes;
+    use super::*;
+
+    #[test]
+    fn a_vertical_flip_mirrors_box_edges_at_h_and_points_at_h_minus_1() {
+        let flip = Motion::FlipRows;
+        assert_eq!(
+            flip.move_box([1.0, 2.0, 5.0, 7.0], (10, 20)),
+            [1.0, 13.0, 5.0, 18.0]
+        );
+        assert_eq!(flip.move_point([3.0, 4.0], (10, 20)), [3.0, 15.0]);
+        assert_eq!(flip.sources((2, 3)), [4, 5, 2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn a_quarter_turn_moves_corners_about_the_centre_and_clamps_to_the_canvas() {
+        // 100x100, 90 degrees anticlockwise: (x, y) -> (y, 100 - x).
+        let turn = Motion::Rotation(90.0);
+        let b = turn.move_box([10.0, 20.0, 30.0, 60.0], (100, 100));
+        let want = [20.0, 70.0, 60.0, 90.0];
+        assert!(
+            b.iter().zip(want).all(|(a, w)| (a - w).abs() < 1e-4),
+            "{b:?}"
+        );
+        let p = turn.move_point([10.0, 20.0], (100, 100));
+        assert!(
+            (p[0] - 20.0).abs() < 1e-4 && (p[1] - 90.0).abs() < 1e-4,
+            "{p:?}"
+        );
+        // Turned past the canvas: clamped to it.
+        let b = turn.move_box([-10.0, 20.0, 30.0, 60.0], (100, 100));
+        assert!((b[3] - 100.0).abs() < 1e-9, "{b:?}");
+        // 30 degrees: the box around the turned corners is larger than the box.
+        let b = Motion::Rotation(30.0).move_box([40.0, 40.0, 60.0, 60.0], (100, 100));
+        let side = 20.0 * (30f64.to_radians().cos() + 30f64.to_radians().sin());
+        assert!(((b[2] - b[0]) - side).abs() < 1e-3, "{b:?}");
+    }
+
+    #[test]
+    fn a_square_quarter_turn_reads_masks_as_torch_rot90() {
+        // 2x2: rot90(k=1) of [[0, 1], [2, 3]] is [[1, 3], [0, 2]].
+        assert_eq!(Motion::Rotation(90.0).sources((2, 2)), [1, 3, 0, 2]);
+        // A flip then the turn: the turn reads the flipped mask.
+        let both = composed_sources(&[Motion::FlipRows, Motion::Rotation(90.0)], (2, 2));
+        assert_eq!(both.unwrap(), [3, 1, 2, 0]);
+        assert_eq!(composed_sources(&[], (2, 2)), None);
+    }
+
+    /// The image's pixels moved by `motion` as its operator moves them: `kernel` on three
+    /// planes of `width` × `height`, each pixel's value its index (mod 251), fill 255.
+    fn kernel_reads(width: usize, height: usize, kernel: impl Fn(&mut Planes<'_>)) -> Vec<u8> {
+        let mut data: Vec<u8> = (0..3 * width * height).map(|i| (i % 251) as u8).collect();
+        kernel(&mut Planes {
+            data: &mut data,
+            width,
+            height,
+        });
+        data.truncate(width * height);
+        data
+    }
+
+    /// What a mask of the same values reads through `motion`'s sources.
+    fn mask_reads(width: usize, height: usize, motion: Motion) -> Vec<u8> {
+        let sources = motion.sources((width as u32, height as u32));
+        sources
+            .iter()
+            .map(|&i| if i == OUTSIDE { 255 } else { (i % 251) as u8 })
+            .collect()
+    }
+
+    #[test]
+    fn a_mask_reads_exactly_where_the_nearest_kernel_read_its_image() {
+        let nearest = Interpolation::Nearest;
+        for (width, height, angle) in [
+            (37, 23, 30.0),
+            (23, 23, 90.0),
+            (23, 23, -90.0),
+            (37, 23, 90.0),
+            (16, 9, 180.0),
+        ] {
+            let pixels = kernel_reads(width, height, |image| {
+                rotate(image, angle, nearest, Some([255.0; 3]))
+            });
+            let mask = mask_reads(width, height, Motion::Rotation(angle));
+            assert_eq!(pixels, mask, "{width}x{height} by {angle}");
+        }
+        let draw = Draw {
+            angle: -17.5,
+            translate: [3.0, -2.0],
+            scale: 0.8,
+            shear: [6.0, -4.0],
+        };
+        let pixels = kernel_reads(41, 29, |image| {
+            let m = inverse_matrix(
+                [0.0, 0.0],
+                draw.angle,
+                draw.translate,
+                draw.scale,
+                draw.shear,
+            );
+            warp(image, m, nearest, Some([255.0; 3]))
+        });
+        assert_eq!(pixels, mask_reads(41, 29, Motion::Affine(draw)));
+        let flipped = kernel_reads(5, 4, |image| image.turn(|x, y, _, h| (x, h - 1 - y)));
+        assert_eq!(flipped, mask_reads(5, 4, Motion::FlipRows));
+    }
+
+    #[test]
+    fn an_affine_moves_a_box_by_v2s_forward_matrix() {
+        // Scale 2 about the centre of 100x60, translated by (5, -3): x -> 2x - 50 + 5.
+        let draw = Draw {
+            angle: 0.0,
+            translate: [5.0, -3.0],
+            scale: 2.0,
+            shear: [0.0, 0.0],
+        };
+        let b = Motion::Affine(draw).move_box([30.0, 20.0, 60.0, 50.0], (100, 60));
+        assert_eq!(b, [15.0, 7.0, 75.0, 60.0]);
+        let p = Motion::Affine(draw).move_point([30.0, 20.0], (100, 60));
+        assert_eq!(p, [15.0, 7.0]);
+    }
+}
