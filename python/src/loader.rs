@@ -414,6 +414,7 @@ impl Loader {
         }
         if let Some(client) = &self.remote {
             d.set_item("remote", remote::stats_list(py, client)?)?;
+            d.set_item("remote_runs_ahead", client.runs_taken_ahead())?;
         }
         Ok(d)
     }

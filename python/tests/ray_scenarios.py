@@ -175,11 +175,17 @@ def scenarios(seen: dict[str, Any], photos: str, cluster: RayCluster) -> None:
     local = digest(nostall.Loader(photos, **recipe()))
     seen["batches"] = len(local)
 
-    # The same bytes, with and without the trainer's own loader among the preparers.
+    # The same bytes, with and without the trainer's own loader among the preparers; the
+    # second epoch from the run the actors started during the first.
+    second = nostall.Loader(photos, **recipe())
+    second.set_epoch(1)
+    local_second = digest(second)
     for with_local in (True, False):
         loader = nostall.Loader(photos, remote=remote(local=with_local), **recipe())
         seen[f"equal_local_{with_local}"] = digest(loader) == local
         seen[f"stats_local_{with_local}"] = loader.metrics["remote"]
+        seen[f"equal_second_epoch_{with_local}"] = digest(loader) == local_second
+        seen[f"runs_ahead_{with_local}"] = loader.metrics["remote_runs_ahead"]
         del loader
         mark(seen, f"equal_local_{with_local}")
 

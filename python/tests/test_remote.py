@@ -50,6 +50,12 @@ def test_batches_made_by_actors_are_the_local_loaders(seen):
     assert all(s["name"] != "local" for s in seen["stats_local_False"])
 
 
+def test_the_next_epoch_is_started_ahead_by_the_actors_and_is_the_local_loaders(seen):
+    for with_local in ("True", "False"):
+        assert seen[f"equal_second_epoch_{with_local}"], with_local
+        assert seen[f"runs_ahead_{with_local}"] == 1, with_local
+
+
 def test_an_actor_killed_mid_epoch_loses_no_batch_and_repeats_none(seen):
     assert seen["equal_after_kill"]
     assert seen["followed_restart"], "the trainer did not follow the restarted actor"

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -114,6 +114,8 @@ struct Inner {
     stats: Mutex<BTreeMap<String, PreparerStats>>,
     /// Batches delivered and the consumer's waits for them, since the client was made.
     delivered: Mutex<Delivered>,
+    /// Runs taken by [`Remote::run_after`] as the run before started them.
+    taken_ahead: AtomicU64,
 }
 
 /// What a client's consumer got, across runs: what a scaling rule reads.
@@ -175,6 +177,7 @@ impl Remote {
             addresses: Mutex::new(addresses),
             stats: Mutex::default(),
             delivered: Mutex::default(),
+            taken_ahead: AtomicU64::new(0),
         };
         Ok(Remote {
             inner: Arc::new(inner),
@@ -207,6 +210,11 @@ impl Remote {
             let _ = stream.sock.tcp.shutdown(Shutdown::Both);
         }
         Ok(())
+    }
+
+    /// How many runs [`Remote::run_after`] took as the run before had started them.
+    pub fn runs_taken_ahead(&self) -> u64 {
+        self.inner.taken_ahead.load(Ordering::Relaxed)
     }
 
     /// What the consumer got so far, across runs.
@@ -253,6 +261,7 @@ impl Remote {
                 }
                 run.started = Instant::now();
                 run.follow_addresses();
+                self.inner.taken_ahead.fetch_add(1, Ordering::Relaxed);
                 Ok(*run)
             }
             _ => self.run(start),

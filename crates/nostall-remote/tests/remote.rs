@@ -158,6 +158,7 @@ fn the_next_epoch_is_started_ahead_and_taken_only_where_it_starts() {
             .run_after(Some(first), start_of(&trainer, 1))
             .unwrap();
         assert_eq!(second.started_ahead(), ahead);
+        assert_eq!(remote.runs_taken_ahead(), u64::from(ahead));
         assert_eq!(seen(second.by_ref()), seen(trainer.epoch(1).unwrap()));
         // Started ahead at epoch 2, but asked for epoch 5 (a state loaded, say).
         let elsewhere = remote
