@@ -409,25 +409,31 @@ pub(super) fn inverse_matrix(
     scale: f64,
     shear: [f64; 2],
 ) -> [f64; 6] {
-    // Python's math.radians: x · (π / 180).
-    let rot = angle.to_radians();
-    let sx = shear[0].to_radians();
-    let sy = shear[1].to_radians();
+    let [a, b, c, d] = rotation_shear(angle, shear);
     let [cx, cy] = center;
-    let [tx, ty] = translate;
-    let cos_sy = sy.cos();
-    let tan_sx = sx.tan();
-    let rot_minus_sy = rot - sy;
-    let cx_plus_tx = cx + tx;
-    let cy_plus_ty = cy + ty;
-    let a = rot_minus_sy.cos() / cos_sy;
-    let b = -(a * tan_sx + rot.sin());
-    let c = rot_minus_sy.sin() / cos_sy;
-    let d = rot.cos() - c * tan_sx;
+    let [cx_plus_tx, cy_plus_ty] = [cx + translate[0], cy + translate[1]];
     let mut m = [d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0];
     m[2] += cx - m[0] * cx_plus_tx - m[1] * cy_plus_ty;
     m[5] += cy - m[3] * cx_plus_tx - m[4] * cy_plus_ty;
     m
+}
+
+/// The rotation-and-shear part `[a, b, c, d]` of torchvision's
+/// `_get_inverse_affine_matrix` (its `RSS` before the scale), in its order of 64-bit
+/// operations: [`inverse_matrix`] inverts it, [`forward_matrix`] applies it.
+fn rotation_shear(angle: f64, shear: [f64; 2]) -> [f64; 4] {
+    // Python's math.radians: x · (π / 180).
+    let rot = angle.to_radians();
+    let sx = shear[0].to_radians();
+    let sy = shear[1].to_radians();
+    let cos_sy = sy.cos();
+    let tan_sx = sx.tan();
+    let rot_minus_sy = rot - sy;
+    let a = rot_minus_sy.cos() / cos_sy;
+    let b = -(a * tan_sx + rot.sin());
+    let c = rot_minus_sy.sin() / cos_sy;
+    let d = rot.cos() - c * tan_sx;
+    [a, b, c, d]
 }
 
 /// torchvision's `_get_inverse_affine_matrix(..., inverted=False)`, in its order of 64-bit
@@ -441,20 +447,9 @@ pub(crate) fn forward_matrix(
     scale: f64,
     shear: [f64; 2],
 ) -> [f64; 6] {
-    let rot = angle.to_radians();
-    let sx = shear[0].to_radians();
-    let sy = shear[1].to_radians();
+    let [a, b, c, d] = rotation_shear(angle, shear);
     let [cx, cy] = center;
-    let [tx, ty] = translate;
-    let cos_sy = sy.cos();
-    let tan_sx = sx.tan();
-    let rot_minus_sy = rot - sy;
-    let cx_plus_tx = cx + tx;
-    let cy_plus_ty = cy + ty;
-    let a = rot_minus_sy.cos() / cos_sy;
-    let b = -(a * tan_sx + rot.sin());
-    let c = rot_minus_sy.sin() / cos_sy;
-    let d = rot.cos() - c * tan_sx;
+    let [cx_plus_tx, cy_plus_ty] = [cx + translate[0], cy + translate[1]];
     let mut m = [a * scale, b * scale, 0.0, c * scale, d * scale, 0.0];
     m[2] += cx_plus_tx - m[0] * cx - m[1] * cy;
     m[5] += cy_plus_ty - m[3] * cx - m[4] * cy;
