@@ -310,6 +310,7 @@ impl Remote {
             first_wait: None,
             local,
             ahead: None,
+            tried_ahead: false,
             was_ahead: false,
         };
         run.position = run.start.position;
@@ -550,6 +551,9 @@ pub struct RemoteRun {
     /// The next epoch's run, started by the remote preparers once every part of this one
     /// was given out.
     ahead: Option<Box<RemoteRun>>,
+    /// Whether starting it was tried (once: a run that cannot start is not tried again at
+    /// every batch).
+    tried_ahead: bool,
     /// Whether it was started ahead, during the run before it.
     was_ahead: bool,
 }
@@ -703,7 +707,7 @@ impl RemoteRun {
     /// given out: they would otherwise idle until the consumer asks for it.
     fn start_ahead(&mut self) {
         let options = &self.remote.options;
-        if !options.ahead || self.ahead.is_some() || self.remote.addresses().is_empty() {
+        if !options.ahead || self.tried_ahead || self.remote.addresses().is_empty() {
             return;
         }
         let given = {
@@ -713,9 +717,10 @@ impl RemoteRun {
         if !given {
             return;
         }
+        self.tried_ahead = true;
         let loader = &self.remote.loader;
         let next = Checkpoint {
-            position: Position::start_of(self.start.position.epoch + 1),
+            position: Position::start_of(self.start.position.epoch.saturating_add(1)),
             identity: loader.identity(),
             skipped: BTreeMap::new(),
             rank: loader.config().plan.rank as u64,
