@@ -8,7 +8,7 @@
 //! | `s3://bucket/prefix` holding samples | one object per sample | [`Objects`] over [`S3Store`](crate::storage::S3Store) |
 //! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
 //! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio), or of videos | [`Segments`] over [`LocalDir`] or the S3 store |
-//! | a COCO annotation file (`.json`), local, read with fields | images with their boxes (detection) | [`Annotated`], its images found beside it as COCO lays them out |
+//! | a COCO annotation file (`.json`), local or `s3://bucket/prefix/annotations/instances_val.json`, read with fields | images with their boxes (detection) | [`Annotated`], its images found beside it as COCO lays them out (in S3: over the S3 store) |
 //! | a Pascal VOC split file or year folder, ADE20K's or Cityscapes' image folder, local, read with a field of the member `mask` | images with their label maps (segmentation) | [`Segmented`] |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
@@ -201,6 +201,15 @@ fn open_any(
             let store = Arc::new(open_s3(prefix, var)?);
             return open_parquet_file(store, name, mode, modality, columns);
         }
+        // As for a local file: images read with a `.json` are a COCO file's (a manifest
+        // lists audio or videos).
+        if let Some((bucket, key)) = rest
+            .split_once('/')
+            .filter(|(_, key)| modality == Modality::Image && key.ends_with(".json"))
+        {
+            refuse_cold(mode, location)?;
+            return coco_in_s3(bucket, key, columns, var);
+        }
         if let Some((prefix, name)) = location
             .rsplit_once('/')
             .filter(|(prefix, name)| *prefix != "s3:/" && is_manifest(name))
@@ -313,19 +322,58 @@ fn open_any(
 /// The images of the COCO annotation file at `path`, read as records of the image and its
 /// `coco` member.
 fn coco(path: &Path, mode: ReadMode, columns: &Columns) -> Result<Dataset> {
+    needs_fields(&path.display().to_string(), columns)?;
+    Ok(annotated(Annotated::open(path, None)?.with_mode(mode)))
+}
+
+/// The images of the COCO annotation file `key` of S3 bucket `bucket`, found beside it as
+/// for a local file, read as records of the image and its `coco` member.
+#[cfg(feature = "s3")]
+fn coco_in_s3(
+    bucket: &str,
+    key: &str,
+    columns: &Columns,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Dataset> {
+    needs_fields(&format!("s3://{bucket}/{key}"), columns)?;
+    // The bucket's store reads the file and looks for its images' folder; the folder's
+    // store, listed once, reads the images.
+    let store = open_s3(&format!("s3://{bucket}"), var)?;
+    let file = store.info(key)?;
+    let images = |prefix: &str| -> Result<Arc<dyn BlobStore>> {
+        Ok(Arc::new(open_s3(&format!("s3://{bucket}/{prefix}"), var)?))
+    };
+    Ok(annotated(Annotated::open_blob(&store, &file, &images)?))
+}
+
+#[cfg(not(feature = "s3"))]
+fn coco_in_s3(
+    bucket: &str,
+    key: &str,
+    _: &Columns,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Dataset> {
+    Err(open_s3(&format!("s3://{bucket}/{key}"), var).expect_err("a build without S3"))
+}
+
+/// A COCO file's images are read as records: refused without fields.
+fn needs_fields(location: &str, columns: &Columns) -> Result<()> {
     if columns.record.is_none() {
         return Err(Error::Config(format!(
-            "{}: a COCO annotation file gives each image its boxes: read it with fields, \
-             e.g. {{\"image\": \"image\", \"boxes\": \"coco\"}}",
-            path.display()
+            "{location}: a COCO annotation file gives each image its boxes: read it with \
+             fields, e.g. {{\"image\": \"image\", \"boxes\": \"coco\"}}"
         )));
     }
-    let annotated = Annotated::open(path, None)?.with_mode(mode);
-    Ok(Dataset {
+    Ok(())
+}
+
+/// The dataset of a COCO file's images.
+fn annotated(annotated: Annotated) -> Dataset {
+    Dataset {
         catalog: annotated.catalog().clone(),
         source: Arc::new(annotated),
         format: Format::Coco,
-    })
+    }
 }
 
 /// The Parquet file `name` of `store` (a directory or an S3 prefix), as the store

@@ -9,6 +9,12 @@
 //! Like the catalogs' indexes, a cached index is read only if this user owns it and no
 //! one else may write it, and everything in it is checked as it is read
 //! ([`Annotations::from_bytes`]): a damaged one is parsed again, never trusted.
+//!
+//! A file that is a blob of a store (an object in S3) is known by its location, size and
+//! version (its ETag), and read only as that version: an object rewritten since is
+//! parsed again. A blob whose store gives no version is parsed at every open, since
+//! nothing would tell a rewrite of it at the same size from the one the index was made
+//! from.
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -16,6 +22,7 @@ use std::path::Path;
 
 use nostall_coco::{Annotations, Limits};
 
+use super::{BlobInfo, BlobStore};
 use crate::catalog::{derived_index_path, read_own, write_private};
 use crate::error::{Error, Result};
 
@@ -50,18 +57,87 @@ pub(crate) fn open(path: &Path, cache: Option<&Path>) -> Result<(Annotations, Ve
         identity.extend_from_slice(&v.to_le_bytes());
     }
     let cache = cache.map_or_else(|| derived_index_path(path, "coco"), Path::to_path_buf);
-    if let Some((index, problems)) = read_own(&cache).and_then(|b| decode(&b, &identity)) {
+    kept_or_parsed(&cache, &identity, || {
+        Annotations::open(path, &Limits::default())
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    })
+}
+
+/// The index of the COCO file `file`, a blob of `store` (fetched whole, as listed, once
+/// its size is known to be within the limits a local file is read within), and the
+/// problems found in it, from the cache at `cache` (or the default place, by the blob's
+/// location) when it was made from this very version of the blob, else parsed and
+/// cached; whether it came from the cache.
+///
+/// # Errors
+///
+/// [`Error::Config`] naming the blob's location when it is not COCO's format or is over
+/// the limits; [`Error::Storage`] when it cannot be read.
+pub(crate) fn open_blob(
+    store: &dyn BlobStore,
+    file: &BlobInfo,
+    cache: Option<&Path>,
+) -> Result<(Annotations, Vec<Problem>, bool)> {
+    let location = store.locate(&file.key);
+    let parse = || {
+        let limits = Limits::default();
+        if file.size > limits.max_file_bytes {
+            return Err(Error::Config(format!(
+                "{location}: COCO annotations too large: the object has {} bytes, over the \
+                 limit of {}",
+                file.size, limits.max_file_bytes
+            )));
+        }
+        let mut json = Vec::new();
+        store
+            .read_version(&file.key, file.version.as_deref(), 0, file.size, &mut json)
+            .map_err(|cause| Error::Storage {
+                location: location.clone(),
+                message: format!("cannot read the COCO annotation file: {cause}"),
+            })?;
+        Annotations::parse(&json, &limits).map_err(|e| Error::Config(format!("{location}: {e}")))
+    };
+    let Some(version) = &file.version else {
+        let (index, problems) = parse()?;
+        return Ok((index, listed(&problems), false));
+    };
+    let mut identity = Vec::new();
+    for part in [location.as_bytes(), version.as_bytes()] {
+        identity.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        identity.extend_from_slice(part);
+    }
+    identity.extend_from_slice(&file.size.to_le_bytes());
+    let cache = cache.map_or_else(
+        // Not the name a local file's index has: a blob of a local directory is both.
+        || derived_index_path(Path::new(&location), "coco-blob"),
+        Path::to_path_buf,
+    );
+    kept_or_parsed(&cache, &identity, parse)
+}
+
+/// The index kept at `cache` when it was made from the file of `identity`, else the one
+/// `parse` makes, kept there; whether it was the kept one.
+fn kept_or_parsed(
+    cache: &Path,
+    identity: &[u8],
+    parse: impl FnOnce() -> Result<(Annotations, Vec<nostall_coco::Problem>)>,
+) -> Result<(Annotations, Vec<Problem>, bool)> {
+    if let Some((index, problems)) = read_own(cache).and_then(|b| decode(&b, identity)) {
         return Ok((index, problems, true));
     }
-    let (index, problems) = Annotations::open(path, &Limits::default())
-        .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
-    let problems: Vec<Problem> = problems
+    let (index, problems) = parse()?;
+    let problems = listed(&problems);
+    // Not fatal: the index is a cache, made again at the next open.
+    let _ = write_private(cache, &encode(identity, &index, &problems));
+    Ok((index, problems, false))
+}
+
+/// The problems `nostall-coco` found, as the index keeps them.
+fn listed(problems: &[nostall_coco::Problem]) -> Vec<Problem> {
+    problems
         .iter()
         .map(|p| (p.image_id, p.to_string()))
-        .collect();
-    // Not fatal: the index is a cache, made again at the next open.
-    let _ = write_private(&cache, &encode(&identity, &index, &problems));
-    Ok((index, problems, false))
+        .collect()
 }
 
 /// The cached index: [`MAGIC`], the identity's length and bytes, the problems (count,
@@ -144,6 +220,62 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(!open(&path, Some(&cache)).unwrap().2);
+    }
+
+    #[test]
+    fn a_blobs_index_is_kept_until_its_version_changes_and_bounded_as_a_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, cache) = (dir.path().join("i.json"), dir.path().join("cache/b.idx"));
+        std::fs::write(&path, FILE).unwrap();
+        let store = super::super::LocalDir::new(dir.path()).unwrap();
+        let file = store.info("i.json").unwrap();
+        let (first, problems, cached) = open_blob(&store, &file, Some(&cache)).unwrap();
+        assert!(!cached);
+        let (local, local_problems, _) = open(&path, Some(&dir.path().join("l.idx"))).unwrap();
+        assert_eq!(first.to_bytes(), local.to_bytes());
+        assert_eq!(problems, local_problems);
+        let (again, _, cached) = open_blob(&store, &file, Some(&cache)).unwrap();
+        assert!(cached);
+        assert_eq!(again.to_bytes(), first.to_bytes());
+        // Another version of the blob: parsed again, and the old version no longer read.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, FILE.replace("\"cat\"", "\"dog\"")).unwrap();
+        let changed = store.info("i.json").unwrap();
+        let (index, _, cached) = open_blob(&store, &changed, Some(&cache)).unwrap();
+        assert!(!cached);
+        assert_eq!(index.categories()[0].name, "dog");
+        let stale = BlobInfo {
+            size: changed.size,
+            ..file
+        };
+        let why = open_blob(&store, &stale, Some(&dir.path().join("s.idx")))
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("i.json") && why.contains("changed"), "{why}");
+        // Without a version nothing tells a rewrite apart: parsed at every open.
+        let unversioned = BlobInfo {
+            version: None,
+            ..changed.clone()
+        };
+        for _ in 0..2 {
+            assert!(!open_blob(&store, &unversioned, Some(&cache)).unwrap().2);
+        }
+        // Over the limit: refused before a byte is read; not COCO: refused, named.
+        let huge = BlobInfo {
+            size: Limits::default().max_file_bytes + 1,
+            ..changed
+        };
+        let why = open_blob(&store, &huge, None).unwrap_err().to_string();
+        assert!(why.contains("i.json") && why.contains("too large"), "{why}");
+        std::fs::write(dir.path().join("n.json"), b"[1, 2]").unwrap();
+        let not_coco = store.info("n.json").unwrap();
+        let why = open_blob(&store, &not_coco, Some(&cache))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.contains("n.json") && why.contains("not a COCO"),
+            "{why}"
+        );
     }
 
     #[test]

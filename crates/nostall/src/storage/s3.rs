@@ -11,7 +11,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use tokio::runtime::Runtime;
 
 use super::blob::{BlobInfo, BlobStore, RangeRead};
@@ -359,8 +359,39 @@ impl S3Store {
         Ok(())
     }
 
-    /// What a failed listing means, and what to check.
-    fn list_error(&self, e: &object_store::Error) -> Error {
+    /// Object `key`'s size and version (its ETag), as a listing gives them: one request,
+    /// however many objects the prefix holds.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the object when there is none by that name;
+    /// [`Error::Storage`] saying what to check when the server cannot be asked.
+    pub(crate) fn info(&self, key: &str) -> Result<BlobInfo> {
+        let location = self.locate(key);
+        let object = self
+            .object(key)
+            .map_err(|cause| Error::Config(format!("{location}: {cause}")))?;
+        let meta = self
+            .runtime
+            .block_on(self.store.head(&object))
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => Error::Config(format!(
+                    "{location}: no such object (check the key, and that it was uploaded to \
+                     {} at {})",
+                    self.bucket, self.endpoint
+                )),
+                e => self.request_error(location.clone(), "cannot read", &e),
+            })?;
+        Ok(BlobInfo {
+            key: key.to_string(),
+            size: meta.size,
+            version: meta.e_tag,
+        })
+    }
+
+    /// What a failed request for `location` (to list it, to read it: `doing`) means, and
+    /// what to check.
+    fn request_error(&self, location: String, doing: &str, e: &object_store::Error) -> Error {
         let text = describe(e);
         let hint = if is_connect_error(e) {
             format!(
@@ -395,8 +426,8 @@ impl S3Store {
             )
         };
         Error::Storage {
-            location: self.root.clone(),
-            message: format!("cannot list: {hint}: {text}"),
+            location,
+            message: format!("{doing}: {hint}: {text}"),
         }
     }
 }
@@ -446,7 +477,7 @@ impl BlobStore for S3Store {
         let listed: Vec<_> = self
             .runtime
             .block_on(self.store.list(prefix).try_collect())
-            .map_err(|e| self.list_error(&e))?;
+            .map_err(|e| self.request_error(self.root.clone(), "cannot list", &e))?;
         let mut blobs: Vec<BlobInfo> = listed
             .into_iter()
             .filter_map(|meta| {
