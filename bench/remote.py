@@ -9,8 +9,8 @@ to 0.6 core each (``python/tests/ray_cluster.py``), on real photographs
   actor on each worker node, and the trainer's own loader;
 * ``receive``: ``remote=`` with ``local=False``: the actors prepare everything, and the
   trainer's CPU per batch is what receiving a batch costs it;
-* ``remote-sequential``, ``receive-sequential``: the same with ``ahead=False``, each epoch
-  started only when the loop asks for it (the figures before epochs overlapped);
+* ``remote-ahead``, ``receive-ahead``: the same with ``ahead=True``, the actors starting
+  each epoch once every part of the one before is given out;
 * ``raydata``: Ray Data as its users write it (``read_images`` + ``map_batches`` of the
   same torchvision/timm transform in an actor pool on the worker nodes,
   ``iter_torch_batches``; ``bench/ray_data_baseline.py``).
@@ -103,12 +103,12 @@ def one(contender: str, recipe: str, address: str, warmup: int, batches: int) ->
     import nostall
 
     settings: dict[str, Any] = dict(batch_size=BATCH, threads=1, drop_last=True, **recipe_settings(recipe))
-    mode, _, sequential = contender.partition("-")
+    mode, _, ahead = contender.partition("-")
     if mode in ("remote", "receive"):
         ray.init(address=address, _node_ip_address="127.0.0.1", logging_level="ERROR",
                  log_to_driver=False)
         settings["remote"] = nostall.Remote(actors=2, num_cpus=1, resources={"nostall_prep": 1},
-                                            local=mode == "remote", ahead=sequential != "sequential")
+                                            local=mode == "remote", ahead=ahead == "ahead")
     loader = nostall.Loader(PHOTOS, **settings)
 
     def batches_of() -> Any:

@@ -62,8 +62,10 @@ class Remote:
     #: Whether the trainer's own cores prepare parts too (first).
     local: bool = True
     #: Whether the actors start the next epoch once every part of this one is given out
-    #: (the trainer's own loader joins it when the epoch is iterated from its start).
-    ahead: bool = True
+    #: (the trainer's own loader joins it when the epoch is iterated from its start, and
+    #: makes fewer of its parts): worth it where the trainer's cores are better spent
+    #: receiving (docs/remote.md, "Epochs back to back").
+    ahead: bool = False
     #: Batches in one request to an actor.
     part_batches: int = 4
     #: Requests out to one actor at once.

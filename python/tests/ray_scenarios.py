@@ -181,7 +181,7 @@ def scenarios(seen: dict[str, Any], photos: str, cluster: RayCluster) -> None:
     second.set_epoch(1)
     local_second = digest(second)
     for with_local in (True, False):
-        loader = nostall.Loader(photos, remote=remote(local=with_local), **recipe())
+        loader = nostall.Loader(photos, remote=remote(local=with_local, ahead=True), **recipe())
         seen[f"equal_local_{with_local}"] = digest(loader) == local
         seen[f"stats_local_{with_local}"] = loader.metrics["remote"]
         seen[f"equal_second_epoch_{with_local}"] = digest(loader) == local_second

@@ -54,7 +54,9 @@ pub struct RemoteOptions {
     pub clock: Clock,
     /// Whether the remote preparers start the next epoch's run once every part of this
     /// one is given out, so that an epoch's first batches are not waited for. The
-    /// trainer's own loader joins that run when it is taken ([`Remote::run_after`]).
+    /// trainer's own loader joins that run when it is taken ([`Remote::run_after`]), so
+    /// it makes fewer of the epoch's parts: off by default, since that costs more than
+    /// it saves wherever the trainer's own parts count (docs/remote.md).
     pub ahead: bool,
 }
 
@@ -68,7 +70,7 @@ impl Default for RemoteOptions {
             connect_limit: Duration::from_secs(10),
             hedge_factor: 3.0,
             clock: Clock::real(),
-            ahead: true,
+            ahead: false,
         }
     }
 }
@@ -260,6 +262,7 @@ impl Remote {
                         self.inner.options.parts_per_preparer as u64;
                 }
                 run.started = Instant::now();
+                *lock(&run.schedule.after) = None;
                 run.follow_addresses();
                 self.inner.taken_ahead.fetch_add(1, Ordering::Relaxed);
                 Ok(*run)
@@ -293,6 +296,7 @@ impl Remote {
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            after: Mutex::new(None),
         });
         let mut run = RemoteRun {
             remote: self.inner.clone(),
@@ -390,6 +394,20 @@ struct Schedule {
     state: Mutex<State>,
     changed: Condvar,
     stop: AtomicBool,
+    /// While this run is one started ahead and not yet taken: the run before it, whose
+    /// parts a preparer makes first (both on one preparer at once would slow the parts
+    /// the consumer waits for).
+    after: Mutex<Option<Arc<Schedule>>>,
+}
+
+impl Schedule {
+    /// Whether `name` still makes a part of this run.
+    fn holds(&self, name: &str) -> bool {
+        let st = lock(&self.state);
+        st.open.values().any(|open| {
+            open.ended.is_none() && open.failed.is_none() && open.holders.iter().any(|h| h == name)
+        })
+    }
 }
 
 struct State {
@@ -736,6 +754,7 @@ impl RemoteRun {
             .ok()
             .map(|mut run| {
                 run.was_ahead = true;
+                *lock(&run.schedule.after) = Some(self.schedule.clone());
                 Box::new(run)
             });
     }
@@ -842,15 +861,23 @@ impl Worker {
             if !self.wanted(schedule, &st) {
                 return None;
             }
-            if let Some(part) = st.give(&self.name, self.client.options.hedge_factor) {
-                return Some(Some(part));
+            // A run started ahead waits for this preparer's parts of the run before.
+            let first = lock(&schedule.after)
+                .as_ref()
+                .is_some_and(|before| before.holds(&self.name));
+            if !first {
+                if let Some(part) = st.give(&self.name, self.client.options.hedge_factor) {
+                    return Some(Some(part));
+                }
             }
             if busy || st.delivering >= st.parts {
                 return Some(None);
             }
+            // The run before does not wake this one: look again soon while it holds us.
+            let wait = if first { 10 } else { 100 };
             st = schedule
                 .changed
-                .wait_timeout(st, Duration::from_millis(100))
+                .wait_timeout(st, Duration::from_millis(wait))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }

@@ -103,12 +103,10 @@ fn remote_of(trainer: &Arc<Loader>, secret: &Secret, server: &Server) -> Remote 
     Remote::new(trainer.clone(), secret, address, options(false)).unwrap()
 }
 
-/// Options for one run at a time: a run started ahead would send bytes the tests count.
 fn options(local: bool) -> RemoteOptions {
     let mut options = RemoteOptions::default();
     options.part_batches = 2;
     options.local = local;
-    options.ahead = false;
     options
 }
 

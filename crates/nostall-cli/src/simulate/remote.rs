@@ -304,10 +304,11 @@ pub(crate) struct RemoteArgs {
     /// times the mean part time (the client's default).
     #[arg(long, default_value_t = defaults().hedge_factor)]
     hedge_factor: f64,
-    /// Start each epoch only when the consumer reaches it, not ahead on the actors once
-    /// every part of the one before is given out (the client's default).
+    /// Start each epoch ahead on the actors once every part of the one before is given
+    /// out (`Remote(ahead=True)`; the client's default starts it when the consumer
+    /// reaches it).
     #[arg(long)]
-    sequential_epochs: bool,
+    ahead: bool,
     /// Samples in an epoch of the job (default: ImageNet-1k's training set); each rank
     /// gets its share, in whole batches.
     #[arg(long, default_value_t = 1_281_167)]
@@ -871,7 +872,7 @@ fn simulate(args: &RemoteArgs, job: &Job, rows: &[(Row, Dtype)]) -> nostall::Res
             spread,
             rtt_s,
             connect_s: 3.0 * rtt_s,
-            ahead: !args.sequential_epochs,
+            ahead: args.ahead,
             failure,
             seed: args.seed,
         }
@@ -1025,10 +1026,9 @@ fn simulate(args: &RemoteArgs, job: &Job, rows: &[(Row, Dtype)]) -> nostall::Res
             1
         )
     );
-    say(if args.sequential_epochs {
+    say(if !args.ahead {
         "late copies: batches a hedged (or given-again) part brought twice, dropped; the \
-         waits include each epoch's start (the actors are connected anew when the consumer \
-         reaches it: --sequential-epochs)"
+         waits include each epoch's start (the actors are connected anew)"
     } else {
         "late copies: batches a hedged (or given-again) part brought twice, dropped; the \
          waits include each epoch's start (the actors connect to the next epoch and make \
