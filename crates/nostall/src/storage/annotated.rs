@@ -494,6 +494,14 @@ mod tests {
     use crate::storage::record::members;
     use crate::storage::LocalDir;
 
+    /// Images in `dir/val` whose bytes are their names.
+    fn images(dir: &Path, names: &[&str]) {
+        std::fs::create_dir_all(dir.join("val")).unwrap();
+        for name in names {
+            std::fs::write(dir.join("val").join(name), name.as_bytes()).unwrap();
+        }
+    }
+
     fn coco(dir: &Path, json: &str) -> PathBuf {
         std::fs::create_dir_all(dir.join("annotations")).unwrap();
         let path = dir.join("annotations/instances_val.json");
@@ -504,10 +512,7 @@ mod tests {
     #[test]
     fn records_hold_the_image_and_its_boxes_and_problems_name_the_image() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("val")).unwrap();
-        for name in ["a.jpg", "b.jpg", "c.jpg"] {
-            std::fs::write(dir.path().join("val").join(name), name.as_bytes()).unwrap();
-        }
+        images(dir.path(), &["a.jpg", "b.jpg", "c.jpg"]);
         let path = coco(
             dir.path(),
             r#"{"images": [{"id": 1, "file_name": "a.jpg", "width": 10, "height": 8},
@@ -551,10 +556,7 @@ mod tests {
     #[test]
     fn a_coco_file_in_a_store_reads_as_the_local_file_and_names_what_it_lacks() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("val")).unwrap();
-        for name in ["a.jpg", "b.jpg", "c.jpg"] {
-            std::fs::write(dir.path().join("val").join(name), name.as_bytes()).unwrap();
-        }
+        images(dir.path(), &["a.jpg", "b.jpg", "c.jpg"]);
         let path = coco(
             dir.path(),
             r#"{"images": [{"id": 1, "file_name": "a.jpg", "width": 10, "height": 8},
