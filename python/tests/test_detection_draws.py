@@ -1,5 +1,6 @@
 """The random detection operators draw as torchvision.transforms.v2 does: RandomZoomOut,
-RandomIoUCrop, ScaleJitter and RandomShortestSize, over 10 000 draws on each side, compared in distribution
+RandomIoUCrop, ScaleJitter, RandomShortestSize, and RandomRotation and RandomAffine with
+boxes, over 10 000 draws on each side, compared in distribution
 (two-sample Kolmogorov–Smirnov, chi-square of homogeneity: `parity.py`).
 
 nostall draws from its own generator, so no sample matches v2's one for one, and the
@@ -202,3 +203,39 @@ def test_random_shortest_size_draws_the_size_as_v2(photos, tmp_path, one_torch_t
     assert not ours[:, :2].any()
     assert_homogeneous(sizes(ours), sizes(theirs), "RandomShortestSize: the size drawn")
     assert len(set(sizes(ours))) == 6
+
+
+#: A square in the middle of the photograph: after Resize((SIDE, SIDE)), 16 pixels wide at
+#: the centre of the output, so no rotation or shift drawn below takes it off the canvas
+#: (no clamping: its box gives the draw back whole).
+MIDDLE = [[16.0, 12.0, 48.0, 36.0]]
+
+
+def test_random_rotation_draws_the_angle_as_v2(photos, tmp_path, one_torch_thread):
+    """A square turned by θ about its centre has a box `16 (|cos θ| + |sin θ|)` wide: the
+    box's width gives |θ| back, and its left edge its place."""
+    path = write_coco(photos, tmp_path, MIDDLE)
+    recipe = [v2.Resize((SIDE, SIDE)), v2.RandomRotation(degrees=30)]
+    ours = torch.stack([b[0] for b, _ in nostall_targets(path, recipe, seed=6)]).double()
+    theirs = torch.stack([b[0] for b, _ in v2_targets(v2.Compose(recipe), MIDDLE, seed=6)]).double()
+    for boxes in (ours, theirs):
+        assert ((boxes[:, 2] - boxes[:, 0]) >= 16 - 1e-3).all()
+    for k, what in [(0, "left edge"), (1, "top edge")]:
+        assert_same_values(ours[:, k].numpy(), theirs[:, k].numpy(), f"RandomRotation: the box's {what}")
+    width = lambda b: (b[:, 2] - b[:, 0]).numpy()  # noqa: E731
+    assert_same_values(width(ours), width(theirs), "RandomRotation: the box's width")
+
+
+def test_random_affine_draws_the_shift_and_the_scale_as_v2(photos, tmp_path, one_torch_thread):
+    """Without a turn or a shear the square's box is the square scaled about the centre,
+    then shifted: its width gives the scale back, its centre the shift (whole pixels)."""
+    path = write_coco(photos, tmp_path, MIDDLE)
+    recipe = [v2.Resize((SIDE, SIDE)), v2.RandomAffine(degrees=0, translate=(0.2, 0.2), scale=(0.8, 1.2))]
+    ours = torch.stack([b[0] for b, _ in nostall_targets(path, recipe, seed=7)]).double()
+    theirs = torch.stack([b[0] for b, _ in v2_targets(v2.Compose(recipe), MIDDLE, seed=7)]).double()
+    centre = lambda b, k: ((b[:, k] + b[:, k + 2]) / 2).numpy()  # noqa: E731
+    for k, what in [(0, "x"), (1, "y")]:
+        assert_homogeneous(np.round(centre(ours, k)).tolist(), np.round(centre(theirs, k)).tolist(),
+                           f"RandomAffine: the shift in {what}")
+    width = lambda b: (b[:, 2] - b[:, 0]).numpy()  # noqa: E731
+    assert_same_values(width(ours), width(theirs), "RandomAffine: the scale (the box's width)")
