@@ -151,18 +151,23 @@ impl Preparer for RecordPreparer {
                 Role::Member => field.prepare(bytes, slot)?,
             }
         }
+        // Asked once for all the target fields (it draws the moves after the geometry).
+        let mut placed = None;
         for (i, read) in targets {
             let field = self.fields.iter().nth(i).expect("a field of the record");
             let part = &self.parts[i];
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
-            let placement = self.sample.placement().ok_or_else(|| {
-                Cause::Internal(format!(
-                    "field {:?} follows a sample that was not placed",
-                    field.name
-                ))
-            })?;
+            if placed.is_none() {
+                placed = Some(self.sample.placement().ok_or_else(|| {
+                    Cause::Internal(format!(
+                        "field {:?} follows a sample that was not placed",
+                        field.name
+                    ))
+                })?);
+            }
+            let placement = placed.as_ref().expect("placed above");
             let kind = field.kind.targets().expect("read as targets above");
-            kind.write(&field.name, &read, &placement, slot)?;
+            kind.write(&field.name, &read, placement, slot)?;
         }
         Ok(prepared)
     }

@@ -773,8 +773,10 @@ pub(crate) struct ImagePreparer {
     resampler: Resampler,
     /// The output's pixels as planes, for pipelines with operators on pixels.
     planes: Vec<u8>,
-    /// The last sample's, if it was placed ([`Preparer::placement`]).
-    placement: Option<Placement>,
+    /// The last sample's placement by the geometry, if it was placed, and its generator
+    /// before any draw: the motions after the geometry are drawn again from it only when
+    /// a target asks ([`Preparer::placement`]).
+    placement: Option<(Placement, Rng)>,
     /// A zoomed-out sample's canvas (`RandomZoomOut`), packed RGB.
     canvas: Vec<u8>,
     /// A padded sample's canvas (`FixedSizeCrop`), packed RGB.
@@ -823,8 +825,7 @@ impl Preparer for ImagePreparer {
             &view,
             (header.width, header.height),
             (pipeline.width, pipeline.height),
-        )
-        .moved(pipeline.motions(&sample));
+        );
         // Asked after the draws, so that the augmentation does not depend on the answer.
         // A device decoder does the geometry only, resizing bilinearly: operators on
         // pixels and other filters keep the CPU's.
@@ -840,7 +841,7 @@ impl Preparer for ImagePreparer {
             && pipeline.route.as_ref().is_some_and(|r| r.to_device(pixels))
         {
             out.fill(0);
-            self.placement = Some(placement);
+            self.placement = Some((placement, sample));
             return Ok(Prepared::Deferred(Box::new(Deferred {
                 data: Arc::from(data),
                 geometry,
@@ -937,12 +938,13 @@ impl Preparer for ImagePreparer {
         if self.source.len() > RETAINED_CANVAS_BYTES {
             self.source = Vec::new();
         }
-        self.placement = Some(placement);
+        self.placement = Some((placement, sample));
         Ok(Prepared::InSlot)
     }
 
     fn placement(&self) -> Option<Placement> {
-        self.placement.clone()
+        let (placement, sample) = self.placement.as_ref()?;
+        Some(placement.clone().moved(self.pipeline.motions(sample)))
     }
 }
 
