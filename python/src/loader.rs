@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use nostall::loader::{LoaderBuilder, Next};
-use nostall::{Checkpoint, EpochStats, Position};
+use nostall::{EpochStats, Position};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
 use pyo3::exceptions::PyRuntimeError;
@@ -771,13 +771,6 @@ impl Loader {
         self.shared_at = None;
         let inner = self.inner.clone();
         if let Some(remote) = &self.remote {
-            let run = Checkpoint {
-                position: at,
-                identity: inner.identity(),
-                skipped: Default::default(),
-                rank: self.dist.rank as u64,
-                history: Vec::new(),
-            };
             let remote = remote.clone();
             let run = py
                 .detach(move || {
@@ -791,7 +784,7 @@ impl Loader {
                     };
                     let start = match resume {
                         Some(checkpoint) => checkpoint,
-                        None => inner.resolve(&[run])?,
+                        None => inner.run_from(at)?,
                     };
                     remote.run_after(previous, start)
                 })

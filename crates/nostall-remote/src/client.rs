@@ -261,7 +261,7 @@ impl Remote {
                     lock(&run.schedule.state).window +=
                         self.inner.options.parts_per_preparer as u64;
                 }
-                run.started = Instant::now();
+                run.started = self.inner.options.clock.now();
                 *lock(&run.schedule.after) = None;
                 run.follow_addresses();
                 self.inner.taken_ahead.fetch_add(1, Ordering::Relaxed);
@@ -308,7 +308,7 @@ impl Remote {
             delivered: 0,
             skipped: BTreeMap::new(),
             skipped_samples: Vec::new(),
-            started: Instant::now(),
+            started: inner.options.clock.now(),
             wait: Duration::ZERO,
             max_wait: Duration::ZERO,
             first_wait: None,
@@ -624,7 +624,7 @@ impl RemoteRun {
             batches: self.delivered_batches(),
             samples: self.delivered,
             skipped: self.skipped_counts(),
-            wall: self.started.elapsed(),
+            wall: self.remote.options.clock.since(self.started),
             wait: self.wait,
             max_wait: self.max_wait,
             first_wait: self.first_wait.unwrap_or_default(),
@@ -736,20 +736,15 @@ impl RemoteRun {
             return;
         }
         self.tried_ahead = true;
-        let loader = &self.remote.loader;
-        let next = Checkpoint {
-            position: Position::start_of(self.start.position.epoch.saturating_add(1)),
-            identity: loader.identity(),
-            skipped: BTreeMap::new(),
-            rank: loader.config().plan.rank as u64,
-            history: Vec::new(),
-        };
+        let next = Position::start_of(self.start.position.epoch.saturating_add(1));
         let remote = Remote {
             inner: self.remote.clone(),
         };
         // A run that cannot start here fails again, with its error, when it is asked for.
-        self.ahead = loader
-            .resolve(&[next])
+        self.ahead = self
+            .remote
+            .loader
+            .run_from(next)
             .and_then(|start| remote.start_run(start, false))
             .ok()
             .map(|mut run| {

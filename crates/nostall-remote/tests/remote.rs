@@ -87,14 +87,7 @@ fn seen(batches: impl Iterator<Item = nostall::Result<nostall::loader::Batch>>) 
 }
 
 fn start_of(loader: &Loader, epoch: u64) -> Checkpoint {
-    let start = Checkpoint {
-        position: Position::start_of(epoch),
-        identity: loader.identity(),
-        skipped: Default::default(),
-        rank: 0,
-        history: Vec::new(),
-    };
-    loader.resolve(&[start]).unwrap()
+    loader.run_from(Position::start_of(epoch)).unwrap()
 }
 
 /// A client of `server` alone (the trainer's own loader preparing nothing).

@@ -231,6 +231,23 @@ impl Loader {
         self.start(resumed.position, resumed.skipped, resumed.history, plan)
     }
 
+    /// The run of this loader's own order from `position` (no skips so far, no stretch
+    /// under another world size), resolved as [`Loader::resolve`] resolves a saved state:
+    /// where a run starts when no state was loaded.
+    ///
+    /// # Errors
+    ///
+    /// As [`Loader::resolve`].
+    pub fn run_from(&self, position: Position) -> Result<Checkpoint> {
+        self.resolve(&[Checkpoint {
+            position,
+            identity: self.identity(),
+            skipped: BTreeMap::new(),
+            rank: self.config.plan.rank as u64,
+            history: Vec::new(),
+        }])
+    }
+
     /// The state this rank resumes from `states` (see [`Loader::resume_from`]): where, with
     /// which skip counts, after which stretches and in which groups
     /// ([`RunIdentity::open_groups`]: the epoch goes on in the order it was dealt, whatever
