@@ -169,17 +169,17 @@ def test_random_moves_give_the_same_targets_on_any_thread_count(masks_coco):
               v2.RandomRotation(45), v2.RandomAffine(20, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(-5, 5, -3, 3)),
               v2.SanitizeBoundingBoxes()]
     runs = []
-    for threads in (1, 2):
+    for threads in (1, 2, 4):
         batches = list(masks_case._loader(masks_coco[0], recipe, seed=7, threads=threads))
         runs.append(([b["image"] for b in batches], [t for b in batches for t in b["target"]]))
-    (images, first), (other_images, other) = runs
-    assert all(torch.equal(a, b) for a, b in zip(images, other_images))
-    moved = 0
-    for a, b in zip(first, other):
-        assert torch.equal(a["boxes"], b["boxes"]) and torch.equal(a["masks"], b["masks"])
-        assert torch.equal(a["labels"], b["labels"])
-        moved += len(a["boxes"])
-    assert moved > 0
+    (images, first), *others = runs
+    for other_images, other in others:
+        assert len(other_images) == len(images) and len(other) == len(first)
+        assert all(torch.equal(a, b) for a, b in zip(images, other_images))
+        for a, b in zip(first, other):
+            assert torch.equal(a["boxes"], b["boxes"]) and torch.equal(a["masks"], b["masks"])
+            assert torch.equal(a["labels"], b["labels"])
+    assert sum(len(t["boxes"]) for t in first) > 0
 
 
 def test_the_rectangles_mask_stays_with_its_box_under_random_moves(masks_coco):
