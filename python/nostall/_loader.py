@@ -359,12 +359,37 @@ def _resolve(source: Any, given: dict[str, Any]) -> Spec:
     spec.metrics_addr = given.pop("metrics_addr", None)
     _cache(spec, given)
     if "pipeline" in given:
+        spec.fields = _boxes_in(spec.fields, _translate.box_format(given["pipeline"]))
         spec.pipeline, dtype = _translate.resolve(given.pop("pipeline"), given.get("dtype"))
         if dtype is not None:
             given["dtype"] = dtype
     spec.torch_ops = spec.output != "numpy" and _has_torch()
     spec.settings = texts(given)
     return spec
+
+
+def _boxes_in(fields: Any, converted: str | None) -> Any:
+    """``fields`` with each boxes field in the format the recipe's v2
+    ``ConvertBoundingBoxFormat`` leaves boxes in (``converted``; None: the fields' own):
+    set where the field leaves ``box_format`` out, ``ConfigError`` where it gives another."""
+    if converted is None or not isinstance(fields, Mapping):
+        return fields
+    from ._nostall import Field
+
+    out = dict(fields)
+    for name, f in fields.items():
+        if not isinstance(f, Field):
+            continue
+        members, settings = f.__getnewargs_ex__()
+        if settings.get("kind") != "boxes":
+            continue
+        given = settings.get("box_format")
+        if given is None:
+            out[name] = Field(*members, **{**settings, "box_format": converted})
+        elif given != converted:
+            raise ConfigError(f'fields["{name}"] has box_format="{given}", but the recipe\'s ConvertBoundingBoxFormat '
+                              f'gives "{converted}": torchvision would give "{converted}"; keep one of the two')
+    return out
 
 
 def texts(given: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -10,8 +10,10 @@ arguments (read from its attributes). The conversions to tensors and floats
 (``translate``) and the units of a ``Normalize`` after them, and a conversion nostall
 cannot deliver exactly is refused naming it. OpenCLIP's conversions to RGB
 (``MaybeConvertMode``, ``_convert_to_rgb``: nostall decodes every image to RGB) are
-dropped, and so is v2's ``SanitizeBoundingBoxes()`` (a boxes field does it); a transform nostall does not have is refused naming it, so that a recipe never
-changes silently.
+dropped, and so are v2's ``SanitizeBoundingBoxes()`` and ``ClampBoundingBoxes`` (a boxes
+field does both); v2's ``ConvertBoundingBoxFormat`` sets the boxes fields' format
+(``box_format``). A transform nostall does not have is refused naming it, so that a
+recipe never changes silently.
 
 What translates to what is declared with the operators, in the engine: each operator's
 declaration names the transforms it stands for (library and class), and for each of its
@@ -50,7 +52,38 @@ def from_torchvision(transform: Any) -> list[ops.Op]:
     """nostall's operators for ``transform``: a torchvision (v1 or v2) or timm transform,
     a ``Compose`` of them, or a list. Raises ``ConfigError`` naming the first transform
     nostall does not have, or an argument it does not take."""
+    converted = box_format(transform)
+    if converted not in (None, "xyxy"):
+        # Operators carry no box format: the fields do. Only the Loader, which has them,
+        # can take this conversion.
+        raise ConfigError(f'the recipe converts its boxes to "{converted}", which nostall\'s operators cannot '
+                          f'carry: give the boxes field box_format="{converted}", or pass the recipe itself '
+                          "as Loader(pipeline=...), which sets it")
     return translate(transform)[0]
+
+
+def box_format(pipeline: Any) -> str | None:
+    """The format v2's ``ConvertBoundingBoxFormat`` leaves the boxes in (``"xyxy"``,
+    ``"xywh"`` or ``"cxcywh"``): its last one in the recipe (v2's kernels move boxes in
+    any format, so only the last counts), or in any view's; None where none converts.
+    ``ConfigError`` for a rotated box's format, or views that convert differently."""
+    if isinstance(pipeline, str):
+        return None
+    if _is_views(pipeline):
+        formats = {box_format(view) for view in pipeline} - {None}
+        if len(formats) > 1:
+            raise ConfigError(f"the views convert their boxes to different formats ({', '.join(sorted(formats))}): "
+                              "a boxes field has one")
+        return next(iter(formats), None)
+    converted = None
+    for t in _flatten(pipeline):
+        if type(t).__name__ == "ConvertBoundingBoxFormat" and type(t).__module__.startswith("torchvision"):
+            name = str(getattr(t.format, "name", t.format)).lower()
+            if name not in ("xyxy", "xywh", "cxcywh"):
+                raise ConfigError(f'{_named(t)} to "{name}": a boxes field holds axis-aligned boxes, "xyxy", '
+                                  '"xywh" or "cxcywh"')
+            converted = name
+    return converted
 
 
 # What a recipe's image holds at each point: the decoded 8-bit image (a PIL image, which
@@ -293,7 +326,7 @@ def _one(t: Any) -> ops.Op | None:
         return t  # type: ignore[return-value]
     if _is_open_clip_rgb(t):
         return None
-    if _is_default_sanitize(t):
+    if _is_default_sanitize(t) or _is_taken_by_fields(t):
         return None
     library = _library(t)
     if library is None:
@@ -302,8 +335,6 @@ def _one(t: Any) -> ops.Op | None:
             "or give a torchvision or timm recipe"
         )
     translation = TRANSLATIONS.get((library, type(t).__name__))
-    if translation is None and type(t).__name__ in _FIELD_DOES:
-        raise ConfigError(f"{_named(t)}: {_FIELD_DOES[type(t).__name__]}, so leave this transform out")
     if translation is None:
         raise ConfigError(
             f"{_named(t)} has no nostall operator yet: nostall translates {_translatable()}; "
@@ -324,14 +355,13 @@ def _one(t: Any) -> ops.Op | None:
     return getattr(ops, translation.operator)(**args)
 
 
-#: What a boxes field does in place of a v2 transform on boxes, by transform.
-_FIELD_DOES = {
-    "ConvertBoundingBoxFormat": "a boxes field writes its boxes in its box_format (\"xyxy\", \"xywh\" or \"cxcywh\"; "
-                                "normalized=True divides them by the image's size, as DETR takes them): "
-                                "nostall.Field(\"coco\", kind=\"boxes\", box_format=\"cxcywh\")",
-    "ClampBoundingBoxes": "a boxes field's boxes are clamped by each crop as v2's crops clamp them (a box "
-                          "reaching past its image, which only a JSON member can hold, is dropped, not clamped)",
-}
+def _is_taken_by_fields(t: Any) -> bool:
+    """v2's ``ConvertBoundingBoxFormat`` (its format is the boxes fields', ``box_format``)
+    and ``ClampBoundingBoxes``: a boxes field's boxes never leave the canvas (each crop,
+    pad and move clamps them as v2's do, and a box reaching past its image, which only a
+    JSON member can hold, is dropped when read), so clamping again changes nothing."""
+    return type(t).__module__.startswith("torchvision") and type(t).__name__ in ("ConvertBoundingBoxFormat",
+                                                                                 "ClampBoundingBoxes")
 
 #: Attributes nostall's operator takes only at their default, by transform.
 _DEFAULTS_ONLY = {"RandomIoUCrop": {"options": [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]}}

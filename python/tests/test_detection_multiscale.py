@@ -128,10 +128,3 @@ def test_what_cannot_follow_or_bound_it_is_refused(coco):
     with pytest.raises(nostall.ConfigError, match="GaussianBlur follows RandomShortestSize, whose canvas"):
         _loader(path, [v2.RandomShortestSize(min_size=200, max_size=300), v2.GaussianBlur(3)])
     _loader(path, [v2.GaussianBlur(3), v2.RandomShortestSize(min_size=200, max_size=300)])
-
-
-def test_box_transforms_a_field_does_say_so(coco):
-    for transform, says in [(v2.ConvertBoundingBoxFormat("CXCYWH"), "box_format"),
-                            (v2.ClampBoundingBoxes(), "clamped by each crop")]:
-        with pytest.raises(nostall.ConfigError, match=says):
-            _loader(coco[0], [v2.Resize((64, 64)), transform])
