@@ -305,16 +305,11 @@ class _Pool:
 
     def _scale(self, change: int) -> None:
         if change > 0:
-            try:
-                from ray.autoscaler.sdk import request_resources
-
-                bundle = {"CPU": self.remote.num_cpus, **self.remote.resources}
-                request_resources(bundles=[bundle] * (len(self.actors) + 1))
-            except Exception:  # noqa: BLE001 - a cluster without an autoscaler
-                pass
+            self._request(len(self.actors) + 1)
             try:
                 self.start(1)
             except ConfigError:
+                self._request(len(self.actors))
                 return  # no room: the rule tries again when the stall persists
             self.client.set_addresses(self._live())
         elif change < 0 and self.actors:
@@ -322,6 +317,19 @@ class _Pool:
             self.addresses.pop(id(actor), None)
             self.client.set_addresses(self._live())
             self.ray.kill(actor)
+            self._request(len(self.actors))
+
+    def _request(self, actors: int) -> None:
+        """Asks Ray's autoscaler for room for ``actors`` actors: a request stands until the
+        next replaces it, so a pool that shrinks asks again for less, or the autoscaler
+        would keep the nodes it gave back."""
+        try:
+            from ray.autoscaler.sdk import request_resources
+
+            bundle = {"CPU": self.remote.num_cpus, **self.remote.resources}
+            request_resources(bundles=[bundle] * actors)
+        except Exception:  # noqa: BLE001 - a cluster without an autoscaler
+            pass
 
     def stop(self) -> None:
         self.stopped.set()
@@ -333,6 +341,8 @@ class _Pool:
             except Exception:  # noqa: BLE001 - Ray already shut down
                 pass
         self.actors.clear()
+        if self.rule is not None:
+            self._request(0)  # the nodes asked for while scaling are the autoscaler's again
 
 
 def _cause(error: Exception) -> str:

@@ -132,3 +132,86 @@ def test_the_scaling_rule_adds_while_it_pays_and_gives_back_when_idle():
     full = _Rule(Scaling(min_actors=1, max_actors=2, idle=1))
     assert full.decide(2, 0.9, 1.0) == 0
     assert full.decide(1, 0.0, 1.0) == 0
+
+
+class _FakeRay:
+    """What ``_Pool`` asks of Ray, recorded: actors that start at once, and the requests
+    made of the autoscaler (``ray.autoscaler.sdk.request_resources``)."""
+
+    class exceptions:
+        class GetTimeoutError(Exception):
+            pass
+
+        class RayError(Exception):
+            pass
+
+    def __init__(self) -> None:
+        self.requests: list[list[dict]] = []
+        self.killed = 0
+        self.made = 0
+
+    def remote(self, cls):
+        fake = self
+
+        class Actor:
+            def __init__(self) -> None:
+                fake.made += 1
+                self.where = f"127.0.0.1:{fake.made}"
+
+                class Address:
+                    @staticmethod
+                    def remote():
+                        return self.where
+
+                self.address = Address
+
+        class Options:
+            @staticmethod
+            def options(**_):
+                return Options
+
+            @staticmethod
+            def remote(*_):
+                return Actor()
+
+        return Options
+
+    def get(self, refs, timeout=None):
+        return refs
+
+    def kill(self, actor) -> None:
+        self.killed += 1
+
+    def request_resources(self, bundles) -> None:
+        self.requests.append(bundles)
+
+
+def test_scaling_asks_the_autoscaler_for_room_and_gives_it_back(monkeypatch):
+    import types
+
+    from nostall._remote import _Pool
+
+    ray = _FakeRay()
+    sdk = types.ModuleType("ray.autoscaler.sdk")
+    sdk.request_resources = ray.request_resources  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray.autoscaler.sdk", sdk)
+
+    class Client:
+        addresses: list[str] = []
+
+        def set_addresses(self, addresses):
+            Client.addresses = addresses
+
+    remote = nostall.Remote(actors=1, num_cpus=2, resources={"prep": 1}, scaling=Scaling())
+    pool = _Pool(ray, remote, "data", {})
+    pool.client = Client()
+    pool.start(1)
+    bundle = {"CPU": 2, "prep": 1}
+    pool._scale(+1)
+    assert ray.requests[-1] == [bundle] * 2 and len(Client.addresses) == 2
+    # Shrinking lowers the standing request: the autoscaler may take the node back.
+    pool._scale(-1)
+    assert ray.requests[-1] == [bundle] and ray.killed == 1 and len(Client.addresses) == 1
+    pool.stop()
+    assert ray.requests[-1] == [] and ray.killed == 2
+
