@@ -183,7 +183,8 @@ class RemoteClient:
     def addresses(self) -> list[str]:
         """The preparers' addresses."""
     def stats(self) -> list[dict[str, Any]]:
-        """Each preparer's figures: name, batches, duplicates, bytes, parts, failures, up."""
+        """Each preparer's figures: name, batches, duplicates, bytes, parts, busy_s,
+        waited_s, failures, up."""
     def delivered(self) -> tuple[int, int, float]:
         """Batches, samples and seconds waited so far."""
 

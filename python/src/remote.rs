@@ -104,7 +104,9 @@ impl RemoteClient {
     }
 
     /// Each preparer's figures: dicts with `name` (its address, or "local"), `batches`,
-    /// `duplicates`, `bytes`, `parts`, `failures`, `up`.
+    /// `duplicates`, `bytes`, `parts`, `busy_s` (seconds on its parts: its rate is
+    /// `batches / busy_s`), `waited_s` (seconds the loop waited for its batches),
+    /// `failures`, `up`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         stats_list(py, &self.remote)
     }
@@ -126,6 +128,8 @@ pub(crate) fn stats_list<'py>(py: Python<'py>, remote: &Remote) -> PyResult<Boun
         d.set_item("duplicates", s.duplicates)?;
         d.set_item("bytes", s.bytes)?;
         d.set_item("parts", s.parts)?;
+        d.set_item("busy_s", s.busy.as_secs_f64())?;
+        d.set_item("waited_s", s.waited.as_secs_f64())?;
         d.set_item("failures", s.failures)?;
         d.set_item("up", s.up)?;
         list.append(d)?;

@@ -90,6 +90,12 @@ pub struct PreparerStats {
     pub bytes: u64,
     /// Parts it made to their end.
     pub parts: u64,
+    /// Time it spent on those parts, each from when it was asked for (or the one before it
+    /// ended) to its end: its rate is `batches` over it.
+    pub busy: Duration,
+    /// Time the consumer waited for the batches it delivered: where the training loop's
+    /// stalls came from.
+    pub waited: Duration,
     /// Times it was lost (a broken connection, a stall) or could not be reached.
     pub failures: u64,
     /// Whether it is connected (always, for the local one).
@@ -664,7 +670,10 @@ impl RemoteRun {
                     batch.renumber(self.start.position.batch + self.delivered_batches());
                     self.position = batch.position();
                     self.delivered += batch.len() as u64;
-                    self.remote.count(&by, |s| s.batches += 1);
+                    self.remote.count(&by, |s| {
+                        s.batches += 1;
+                        s.waited += waited;
+                    });
                     schedule.changed.notify_all();
                     return Next::Batch(Ok(batch));
                 }
@@ -910,7 +919,10 @@ impl Worker {
             open.holders.retain(|h| h != &self.name);
         }
         drop(st);
-        self.count(|s| s.parts += 1);
+        self.count(|s| {
+            s.parts += 1;
+            s.busy += took;
+        });
         schedule.changed.notify_all();
     }
 

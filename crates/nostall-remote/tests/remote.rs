@@ -123,8 +123,13 @@ fn batches_made_elsewhere_are_the_local_loaders_in_its_order() {
         remote.check().unwrap();
         let got = seen(remote.run(start_of(&trainer, 1)).unwrap());
         assert_eq!(got, local, "with the trainer's own loader: {with_local}");
-        let made: u64 = remote.stats().iter().map(|s| s.batches).sum();
+        let stats = remote.stats();
+        let made: u64 = stats.iter().map(|s| s.batches).sum();
         assert_eq!(made as usize, local.len());
+        // Every wait of the consumer is some preparer's, and each part took it time.
+        let waited: Duration = stats.iter().map(|s| s.waited).sum();
+        assert_eq!(waited, remote.delivered().wait);
+        assert!(stats.iter().all(|s| (s.parts == 0) == s.busy.is_zero()), "{stats:?}");
     }
     let sent: u64 = servers.iter().map(|s| s.stats().batches).sum();
     assert!(sent > 0, "the preparers made batches");
