@@ -363,9 +363,13 @@ def attach(loader: Any, remote: Remote, source: Any, settings: dict[str, Any]) -
                           "actors run on: the trainer and the actors prove it to each other")
     ray = _ray()
     _connect(ray, remote.address)
-    if remote.actors:
-        _check_nodes(ray, remote)
     pool = _Pool(ray, remote, source, _actor_settings(loader, settings, remote))
+    if remote.actors and remote.scaling is None:
+        _check_nodes(ray, remote)
+    elif remote.actors:
+        # Scaled by the stall, the actors' nodes may all be given back between jobs: ask
+        # the autoscaler for them (the start waits up to start_timeout for their places).
+        pool._request(remote.actors)
     addresses = pool.start(remote.actors) if remote.actors else []
     try:
         client = loader._connect_remote(addresses, {

@@ -16,6 +16,9 @@ process, in a session of its own, so that
 * each worker node can be held to a fraction of a core (``cpu_quota=0.6``) by a real CPU
   cgroup (v1 ``cpu.cfs_quota_us`` or v2 ``cpu.max``), when the cgroup file system is
   writable (on the test VM, as root, it is, also inside ``unshare -rn``);
+* the head can run Ray's autoscaler with its fake node provider (``autoscaling=``: node
+  types it may launch), which starts and stops worker nodes as the demand asks, as
+  processes of the head's monitor (so in the head's session, stopped with it);
 * a node can be killed at once, as a lost machine (``kill_worker_node``), or frozen
   (``signal_worker_node(i, SIGSTOP)``), and everything started is stopped by pid (every
   process of each node's session) on exit: never ``ray stop``, which would also stop
@@ -438,6 +441,15 @@ class RayCluster:
             dead in about 3 s instead of about 15 s.
         graceful_stop: the default of `stop`'s `graceful` (SIGTERM first, about 2 s, rather
             than SIGKILL at once, about 0.1 s).
+        autoscaling: worker node types Ray's autoscaler may launch, by name, e.g.
+            ``{"prep": {"resources": {"CPU": 1, "nostall_prep": 1}, "min_workers": 0,
+            "max_workers": 2}}``: the head then runs the autoscaler with Ray's fake node
+            provider (``RAY_FAKE_CLUSTER=1``), which starts each node it launches as a
+            ``ray._private.node.Node`` in the head's monitor process (in the head's
+            session, so stopped with the head, by pid like the rest) and kills it when it
+            has been idle `idle_timeout_s`. None: no autoscaler.
+        idle_timeout_s: with `autoscaling`, the seconds a launched node stays idle before the
+            autoscaler gives it back.
     """
 
     def __init__(
@@ -461,6 +473,8 @@ class RayCluster:
         log_monitor: bool = True,
         fast_failure_detection: bool = True,
         graceful_stop: bool = False,
+        autoscaling: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        idle_timeout_s: float = 6.0,
     ) -> None:
         self.workers = workers
         self.worker_cpus = worker_cpus
@@ -480,6 +494,8 @@ class RayCluster:
         self.log_monitor = log_monitor
         self.fast_failure_detection = fast_failure_detection
         self.graceful_stop = graceful_stop
+        self.autoscaling = None if autoscaling is None else {k: dict(v) for k, v in autoscaling.items()}
+        self.idle_timeout_s = idle_timeout_s
         self.keep_logs = keep_logs or bool(os.environ.get("NOSTALL_KEEP_RAY_LOGS"))
         self.head: Optional[NodeProcess] = None
         self.worker_nodes: list[NodeProcess] = []
@@ -706,6 +722,8 @@ class RayCluster:
                 "--head", f"--port={self.gcs_port}", "--include-dashboard=false",
                 f"--dashboard-port={free_port()}",
             ]  # fmt: skip
+            if self.autoscaling is not None:
+                cmd.append(f"--autoscaling-config={self._autoscaling_config()}")
         else:
             cmd.append(f"--address={self.address}")
         # A temp dir per node: nodes sharing one race for the Unix socket names
@@ -718,6 +736,11 @@ class RayCluster:
         env.update(self.env)
         if not head:
             env.update(self.worker_env.get(index, {}))
+        elif self.autoscaling is not None:
+            # The fake provider refuses to run without RAY_FAKE_CLUSTER (which also gives
+            # the head the fixed id the provider knows it by); the autoscaler looks at the
+            # demand every second rather than every 5.
+            env.update(RAY_FAKE_CLUSTER="1", AUTOSCALER_UPDATE_INTERVAL_S="1")
         cgroup = None
         if quota is not None:
             cgroup = CpuCgroup(f"nostall-rc{os.getpid()}-{self._seq}-{name}", quota)
@@ -738,6 +761,43 @@ class RayCluster:
         if cgroup is not None:
             self._tell_watchdog("rmdir", str(cgroup.path))
         return NodeProcess(name, head, proc, nm_port, log_path, cgroup)
+
+    def _autoscaling_config(self) -> str:
+        """Writes the autoscaler's cluster config for `autoscaling` (Ray's fake multi-node
+        example, with this cluster's GCS address) to the cluster's temp folder; its path.
+        Each launched node's object store is held to `object_store_bytes` unless its type
+        says otherwise (Ray's default, 30 % of RAM per node, would overcommit /dev/shm)."""
+        types: dict[str, Any] = {
+            "ray.head.default": {  # the name the fake provider gives the head
+                "resources": {"CPU": self.head_cpus, "GPU": 0, **self.head_resources},
+                "node_config": {}, "max_workers": 0,
+            },
+        }  # fmt: skip
+        for name, spec in (self.autoscaling or {}).items():
+            node_type = {"node_config": {}, "min_workers": 0, "max_workers": 1, **spec}
+            node_type["resources"] = {"object_store_memory": self.object_store_bytes,
+                                      **node_type.get("resources", {})}
+            types[name] = node_type
+        config = {
+            "cluster_name": "nostall-fake",
+            "max_workers": sum(int(t.get("max_workers", 0)) for t in types.values()),
+            "provider": {
+                "type": "fake_multinode", "gcs_address": self.address, "use_node_id_as_ip": True,
+                "disable_node_updaters": True, "disable_launch_config_check": True,
+            },
+            "available_node_types": types,
+            "head_node_type": "ray.head.default",
+            "upscaling_speed": 1.0,
+            "idle_timeout_minutes": self.idle_timeout_s / 60,
+            "auth": {}, "docker": {}, "file_mounts": {}, "file_mounts_sync_continuously": False,
+            "initialization_commands": [], "setup_commands": [], "head_setup_commands": [],
+            "worker_setup_commands": [], "head_start_ray_commands": [],
+            "worker_start_ray_commands": [], "cluster_synced_files": [], "rsync_exclude": [],
+            "rsync_filter": [],
+        }  # fmt: skip
+        path = Path(self.tmp) / "autoscaling.json"  # JSON is YAML, which Ray reads
+        path.write_text(json.dumps(config, indent=1))
+        return str(path)
 
     def _tell_watchdog(self, what: str, arg: str = "") -> None:
         if self._watchdog is not None and self._watchdog.stdin is not None:
