@@ -118,6 +118,9 @@ struct Inner {
     description: Vec<(String, u64)>,
     /// How the preparers code its samples, where they can be ([`coding`]).
     coding: Option<ByteValues>,
+    /// Whether the preparers make its samples unconverted ([`coding::unconverted`]), so
+    /// that each is finished here once converted ([`Loader::finish_converted`]).
+    finishes: bool,
     addresses: Mutex<Vec<String>>,
     stats: Mutex<BTreeMap<String, PreparerStats>>,
     /// Batches delivered and the consumer's waits for them, since the client was made.
@@ -176,12 +179,14 @@ impl Remote {
             .client;
         let description = describe(&loader);
         let coding = coding::of(&loader);
+        let finishes = coding::unconverted(&loader).is_some();
         let inner = Inner {
             loader,
             tls,
             options,
             description,
             coding,
+            finishes,
             addresses: Mutex::new(addresses),
             stats: Mutex::default(),
             delivered: Mutex::default(),
@@ -1116,15 +1121,20 @@ impl Worker {
                         ))));
                     }
                     let mut from = (&mut tls).take(data);
-                    let batch = self
-                        .client
-                        .loader
+                    let loader = &self.client.loader;
+                    let (epoch, ids) = (start.position.epoch, header.ids.clone());
+                    let batch = loader
                         .receive(header, Duration::ZERO, &self.name, |out| {
                             let Some(values) = coding else {
                                 return from.read_exact(out);
                             };
-                            for slot in out.chunks_exact_mut(sample_bytes) {
+                            for (slot, &id) in out.chunks_exact_mut(sample_bytes).zip(&ids) {
                                 coding::decode(values, &mut from, slot, &mut bytes)?;
+                                if self.client.finishes {
+                                    loader
+                                        .finish_converted(slot, epoch, id)
+                                        .map_err(io::Error::other)?;
+                                }
                             }
                             match from.limit() {
                                 0 => Ok(()),

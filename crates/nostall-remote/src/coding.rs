@@ -47,13 +47,15 @@ pub(crate) fn of(loader: &Loader) -> Option<ByteValues> {
 
 /// `loader`'s pipeline as it makes its values' bytes ([`Prep::unconverted`]), for a
 /// loader whose samples are coded ([`of`]), where nothing mixes them after (MixUp blends
-/// the values): the preparer then neither converts nor codes, and sends each sample as
-/// its bytes ([`unconverted_code`]).
+/// the values) and no repeat of repeated augmentation shares a sample's id (the trainer
+/// finishes each sample by its id): the preparer then neither converts nor codes, and
+/// sends each sample as its bytes ([`unconverted_code`]); the trainer converts them and
+/// runs what the recipe does after the conversion ([`Loader::finish_converted`]).
 ///
 /// [`Prep::unconverted`]: nostall::prep::Prep::unconverted
 pub(crate) fn unconverted(loader: &Loader) -> Option<Pipeline> {
     let config = loader.config();
-    if config.mixup.is_some() {
+    if config.mixup.is_some() || config.plan.repeats > 1 {
         return None;
     }
     let pipeline = config.pipeline.prep().unconverted()?;

@@ -28,8 +28,9 @@ use nostall::{Cause, Position};
 /// The first bytes a client sends.
 const MAGIC: &[u8; 4] = b"NSRP";
 /// The protocol version; a server refuses any other. (2: float32 samples coded as
-/// their bytes where the pipeline allows.)
-const VERSION: u8 = 2;
+/// their bytes where the pipeline allows; 3: made unconverted also where operators run
+/// after the conversion, which the trainer then runs.)
+const VERSION: u8 = 3;
 
 /// The largest frame body read: a batch's header is 16 bytes a sample plus its mixed
 /// labels and skips, far below this for any batch a loader accepts.

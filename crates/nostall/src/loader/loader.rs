@@ -14,6 +14,7 @@ use crate::metrics::live::Totals;
 use crate::plan::elastic::{remaining, Stretch};
 use crate::plan::{batches_for, samples_per_rank, Blocks, EpochPlan, PlanConfig, Position, Shard};
 use crate::prep::Pipeline;
+use crate::sample::SampleId;
 use crate::sched::roles::PrepRole;
 use crate::storage::Source;
 
@@ -596,6 +597,32 @@ impl Loader {
         } else {
             left.div_ceil(batch_size)
         })
+    }
+
+    /// Finishes `sample`, made by this loader's pipeline stopped at its conversion
+    /// ([`Prep::unconverted`](crate::prep::Prep::unconverted)) and converted by its
+    /// [`byte_values`](crate::prep::Prep::byte_values) elsewhere: runs what the recipe does
+    /// after the conversion, with the draws sample `id` of `epoch` has here, so that it
+    /// is the sample this loader makes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] under repeated augmentation (a repeat's draws are not known from
+    /// its id), or what an operator on the delivered sample reports.
+    pub fn finish_converted(&self, sample: &mut [u8], epoch: u64, id: SampleId) -> Result<()> {
+        if self.config.plan.repeats > 1 {
+            return Err(Error::Config(
+                "a sample converted elsewhere is finished from its id, which repeated \
+                 augmentation's repeats share"
+                    .into(),
+            ));
+        }
+        let rng = super::workers::sample_rng(self.config.plan.seed, epoch, id, 0);
+        self.config
+            .pipeline
+            .prep()
+            .finish_converted(sample, &rng)
+            .map_err(|cause| Error::Config(format!("finishing sample {id}: {cause}")))
     }
 
     /// A batch prepared by another process from `header` and the bytes `fill` writes

@@ -27,6 +27,17 @@ use crate::sched::roles::table::Role;
 /// [`EpochPlan::repeats`](crate::plan::EpochPlan::repeats)).
 const REPEAT: u64 = 0x5245_5045_4154;
 
+/// The generator sample `id` of `epoch` is prepared with, for its `repeat` under
+/// repeated augmentation: a repeat draws its own augmentation, the first (and every
+/// sample without repeats) keeps the key it always had.
+pub(super) fn sample_rng(seed: u64, epoch: u64, id: SampleId, repeat: u32) -> Rng {
+    if repeat > 0 {
+        Rng::new(derive(&[seed, epoch, id, REPEAT, u64::from(repeat)]))
+    } else {
+        Rng::new(derive(&[seed, epoch, id]))
+    }
+}
+
 /// Starts a loader thread running `body`, kept by `shared` to join when the run stops. A
 /// panic that escapes it (one outside any sample: the samples' own are caught where they
 /// happen) stops the epoch with an error, rather than leaving the consumer waiting for
@@ -274,14 +285,8 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
         ))),
         (Ok(state), Ok(bytes)) => {
             let (seed, epoch) = (shared.parts.config.plan.seed, shared.from.epoch);
-            // A repeat of repeated augmentation draws its own augmentation; the first (and
-            // every sample without repeats) keeps the key it always had.
-            let mut rng = match shared.repeats.get(index) {
-                Some(&repeat) if repeat > 0 => {
-                    Rng::new(derive(&[seed, epoch, id, REPEAT, u64::from(repeat)]))
-                }
-                _ => Rng::new(derive(&[seed, epoch, id])),
-            };
+            let repeat = shared.repeats.get(index).copied().unwrap_or(0);
+            let mut rng = sample_rng(seed, epoch, id, repeat);
             // A panic in a decoder must cost one sample, not the epoch: a thread that died
             // would leave its sample unfinished and the consumer waiting forever.
             let run = || state.prepare(&bytes, &mut rng, slot.as_mut());

@@ -96,12 +96,25 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
         None
     }
     /// This recipe writing each element's byte instead of its value, where every element
-    /// of its output is a byte's value in [`Prep::byte_values`]' tables (nothing runs
-    /// after the conversion): the same run (draws, bytes), only not converted, with this
-    /// recipe's fingerprint. What a remote preparer makes, so that neither it nor the
-    /// network carries the values.
+    /// of its output before what runs on the delivered sample is a byte's value in
+    /// [`Prep::byte_values`]' tables: the same run (draws, bytes), stopped at the
+    /// conversion, with this recipe's fingerprint. What a remote preparer makes, so that
+    /// neither it nor the network carries the values; the trainer converts the bytes and
+    /// runs the rest ([`Prep::finish_converted`]).
     fn unconverted(&self) -> Option<Pipeline> {
         None
+    }
+    /// What this recipe does after its conversion (its operators on the delivered
+    /// sample, such as `RandomErasing`), run on `out`, a sample its
+    /// [`Prep::unconverted`] recipe made and [`Prep::byte_values`] converted: with
+    /// `sample`, the generator its preparer was given for it, `out` becomes this recipe's
+    /// sample, draws and all. Nothing where the conversion ends the recipe.
+    ///
+    /// # Errors
+    ///
+    /// What an operator on the delivered sample reports.
+    fn finish_converted(&self, _out: &mut [u8], _sample: &Rng) -> Result<(), Cause> {
+        Ok(())
     }
 }
 

@@ -687,19 +687,33 @@ impl Prep for ImagePipeline {
     }
 
     fn unconverted(&self) -> Option<super::Pipeline> {
-        if self.dtype != DType::F32 || self.tensor || self.route.is_some() {
+        // The user's code on the delivered sample stays where the loader runs it.
+        let user_after = self.ops[self.pixels_end..]
+            .iter()
+            .any(|op| matches!(op.stage(), Stage::User(_)));
+        if self.dtype != DType::F32 || user_after || self.route.is_some() {
             return None;
         }
         // The output pass copies the bytes of a u8 sample and ignores `mean` and `std`; the
-        // operators, and so their places and draws, are this pipeline's.
+        // operators, and so their places and draws, are this pipeline's. Those on the
+        // delivered sample run where it is converted (`finish_converted`), each from its
+        // own generator, so that none of their draws moves another's.
         let bytes = ImagePipeline {
             dtype: DType::U8,
+            tensor: false,
             ..self.clone()
         };
         Some(super::Pipeline::new(Unconverted {
             fingerprint: self.fingerprint(),
             bytes,
         }))
+    }
+
+    fn finish_converted(&self, out: &mut [u8], sample: &Rng) -> Result<(), Cause> {
+        if self.tensor {
+            self.tensor(out, sample)?;
+        }
+        Ok(())
     }
 
     fn places_targets(&self) -> std::result::Result<(), String> {
