@@ -519,40 +519,46 @@ mod tests {
     }
 
     #[test]
-    fn only_a_pipeline_whose_values_all_come_from_bytes_is_made_unconverted() {
+    fn a_pipeline_whose_values_come_from_bytes_before_what_the_trainer_runs_is_made_unconverted() {
         use nostall::loader::{LoaderBuilder, LoaderSettings, PipelineSetting};
         use nostall::prep::mixup::MixupArgs;
         use nostall::DType;
 
         let dir = tempfile::tempdir().unwrap();
         let photos = nostall_demo::write(&dir.path().join("photos")).unwrap();
-        let loader = |ops: &str, dtype: DType, mixup: Option<MixupArgs>| {
+        let loader = |ops: &str, dtype: DType, mixup: Option<MixupArgs>, repeats: u32| {
             let mut s = LoaderSettings::default();
             s.pipeline = PipelineSetting::Operators(ops.parse().unwrap());
             s.dtype = dtype;
+            s.plan.repeats = repeats;
             let mut builder = LoaderBuilder::with_settings(photos.to_string_lossy(), s);
             builder.mixup(mixup);
             builder.open().unwrap().0
         };
         let plain = "[RandomResizedCrop(32), Normalize(mean=[0.5, 0.5, 0.5], std=[0.2, 0.2, 0.2])";
+        let erased = format!("{plain}, RandomErasing(p=1.0)]");
         let mixup = MixupArgs {
             num_classes: 1000,
             ..MixupArgs::default()
         };
-        for (ops, dtype, mixup, made) in [
-            (format!("{plain}]"), DType::F32, None, true),
+        // The trainer erases with the sample's draws, known from its id: not under
+        // repeated augmentation, whose repeats share it. MixUp blends whole batches.
+        for (ops, dtype, mixup, repeats, made) in [
+            (format!("{plain}]"), DType::F32, None, 1, true),
+            (erased.clone(), DType::F32, None, 1, true),
+            (erased, DType::F32, None, 2, false),
+            (format!("{plain}]"), DType::F32, Some(mixup), 1, false),
             (
-                format!("{plain}, RandomErasing(p=1.0)]"),
-                DType::F32,
+                "[RandomResizedCrop(32)]".to_owned(),
+                DType::U8,
                 None,
+                1,
                 false,
             ),
-            (format!("{plain}]"), DType::F32, Some(mixup), false),
-            ("[RandomResizedCrop(32)]".to_owned(), DType::U8, None, false),
         ] {
-            let loader = loader(&ops, dtype, mixup);
+            let loader = loader(&ops, dtype, mixup, repeats);
             let pipeline = of(&loader).and_then(|_| unconverted(&loader));
-            assert_eq!(pipeline.is_some(), made, "{ops} {dtype:?}");
+            assert_eq!(pipeline.is_some(), made, "{ops} {dtype:?} {repeats}");
             if let Some(pipeline) = pipeline {
                 let bytes = loader.with_pipeline(pipeline).unwrap();
                 assert_eq!(bytes.identity(), loader.identity(), "the same run");

@@ -129,7 +129,10 @@ fn batches_made_elsewhere_are_the_local_loaders_in_its_order() {
         // Every wait of the consumer is some preparer's, and each part took it time.
         let waited: Duration = stats.iter().map(|s| s.waited).sum();
         assert_eq!(waited, remote.delivered().wait);
-        assert!(stats.iter().all(|s| (s.parts == 0) == s.busy.is_zero()), "{stats:?}");
+        assert!(
+            stats.iter().all(|s| (s.parts == 0) == s.busy.is_zero()),
+            "{stats:?}"
+        );
     }
     let sent: u64 = servers.iter().map(|s| s.stats().batches).sum();
     assert!(sent > 0, "the preparers made batches");
