@@ -64,9 +64,9 @@ build-deps:
 deps: build-deps
 	@command -v chromium >/dev/null && command -v prometheus >/dev/null && \
 	  command -v ip >/dev/null && command -v unshare >/dev/null && \
-	  python3 -m venv --help >/dev/null 2>&1 || \
+	  command -v ffmpeg >/dev/null && python3 -m venv --help >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    python3-venv chromium prometheus iproute2 util-linux >/dev/null; }
+	    python3-venv chromium prometheus iproute2 util-linux ffmpeg >/dev/null; }
 	@# s3s-fs: the S3-compatible server the S3 tests run against.
 	@test -x "$${CARGO_HOME:-$$HOME/.cargo}/bin/s3s-fs" || command -v s3s-fs >/dev/null || \
 	  cargo install s3s-fs@0.14.1 --features binary --locked

@@ -236,13 +236,14 @@ class Field:
     """One field of a sample, for ``Loader(fields={name: Field(...)})``: the members it
     is read from, its kind, its ``max_bytes``, a tokenizer for its text, a vector's
     ``length``, the ``arrays`` of an ``.npz`` archive, how a ``boxes`` field holds and
-    sanitises its boxes, or a ``mask`` field's ``fill``."""
+    sanitises its boxes, a ``mask`` field's ``fill``, or an ``audio`` field's
+    ``sample_rate`` and ``channels``."""
 
     def __new__(
         cls,
         members: str,
         *,
-        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz", "boxes", "mask"] | None = None,
+        kind: Literal["sample", "label", "text", "json", "bytes", "vector", "npz", "boxes", "mask", "audio"] | None = None,
         max_bytes: int | None = None,
         tokenizer: Tokenizer | None = None,
         keys: Sequence[str] | None = None,
@@ -260,6 +261,8 @@ class Field:
         keypoint_flip: Sequence[int] | None = None,
         fill: int | None = None,
         anchors: Literal["ssd300", "ssdlite320"] | None = None,
+        sample_rate: int | None = None,
+        channels: int | None = None,
     ) -> Field: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 

@@ -29,9 +29,9 @@ use crate::tokenizer::Tokenizer;
 ///   audio), ``"label"`` (``cls``), ``"text"`` (``str``), ``"json"`` (Python objects),
 ///   ``"bytes"``, ``"vector"`` (numbers as float32, with ``length``), ``"npz"`` (arrays of
 ///   an ``.npz`` archive as float32, with ``arrays``), ``"boxes"`` (a detection sample's
-///   boxes), ``"mask"`` (a segmentation's label map). By extension: the pipeline's
-///   modality's own, ``cls`` the label, ``txt`` and ``text`` text, ``json`` JSON, ``npz``
-///   arrays, anything else bytes.
+///   boxes), ``"mask"`` (a segmentation's label map), ``"audio"`` (a video's audio
+///   track). By extension: the pipeline's modality's own, ``cls`` the label, ``txt`` and
+///   ``text`` text, ``json`` JSON, ``npz`` arrays, anything else bytes.
 /// - ``max_bytes`` (``16384``): the longest text, JSON or bytes the field holds, compared
 ///   before anything of it is parsed; a longer one is the sample's error (``bad-text`` for
 ///   text, ``too-large`` for JSON, bytes and a caption to tokenize).
@@ -83,6 +83,14 @@ use crate::tokenizer::Tokenizer;
 ///   ``fill`` (``0``): the label where no pixel of the image shows (a zoom-out's canvas,
 ///   ``FixedSizeCrop``'s padding; segmentation recipes often use 255, ignored by the
 ///   loss). ``max_bytes`` (16 MiB): the largest PNG read.
+/// - For ``kind="audio"`` (a video pipeline's field, read from the video's own member):
+///   the video's audio track over each clip the sample holds, from its first frame's time
+///   to its last frame's end, resampled to ``sample_rate`` as ``audio.Resample`` does,
+///   float32 ``[batch, channels, length]`` (``[batch, clips, channels, length]`` for
+///   several clips). ``channels`` (``1``: the mean of the track's channels; more keeps
+///   exactly that many); ``length``: the samples a channel holds, the span's own count
+///   (its duration × ``sample_rate``, rounded up) cut or padded with zeros to it. A video
+///   without an audio track is the sample's ``corrupt`` error.
 #[pyclass(module = "nostall", frozen)]
 pub(crate) struct Field {
     members: String,
@@ -96,7 +104,7 @@ pub(crate) struct Field {
     targets: TargetSettings,
 }
 
-/// A boxes or mask field's settings, as given (absent ones take the kind's defaults).
+/// A boxes, mask or audio field's settings, as given (absent ones take the kind's defaults).
 #[derive(Clone, Default)]
 struct TargetSettings {
     max_boxes: Option<usize>,
@@ -110,6 +118,8 @@ struct TargetSettings {
     keypoint_flip: Option<Vec<usize>>,
     fill: Option<u8>,
     anchors: Option<String>,
+    sample_rate: Option<usize>,
+    channels: Option<usize>,
 }
 
 impl TargetSettings {
@@ -135,6 +145,8 @@ impl TargetSettings {
         );
         put("fill", self.fill.map(|v| json!(v)));
         put("anchors", self.anchors.as_ref().map(|v| json!(v)));
+        put("sample_rate", self.sample_rate.map(|v| json!(v)));
+        put("channels", self.channels.map(|v| json!(v)));
         settings
     }
 }
@@ -142,7 +154,7 @@ impl TargetSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, normalized=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, normalized=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None, sample_rate=None, channels=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -164,6 +176,8 @@ impl Field {
         keypoint_flip: Option<Vec<usize>>,
         fill: Option<u8>,
         anchors: Option<String>,
+        sample_rate: Option<usize>,
+        channels: Option<usize>,
     ) -> PyResult<Field> {
         let arrays = arrays
             .map(|arrays| {
@@ -207,6 +221,8 @@ impl Field {
                 keypoint_flip,
                 fill,
                 anchors,
+                sample_rate,
+                channels,
             },
         })
     }
@@ -246,6 +262,8 @@ impl Field {
         kwargs.set_item("keypoint_flip", &b.keypoint_flip)?;
         kwargs.set_item("fill", b.fill)?;
         kwargs.set_item("anchors", &b.anchors)?;
+        kwargs.set_item("sample_rate", b.sample_rate)?;
+        kwargs.set_item("channels", b.channels)?;
         Ok((PyTuple::new(py, [&self.members])?, kwargs))
     }
 

@@ -7,6 +7,8 @@
 //!   `AVIOContext` whose callbacks bound every read and seek by the slice.
 //! - [`Decoder`]: an `AVCodecContext` (one thread) and the `AVFrame` it decodes into.
 //! - [`Scalers`]: `SwsContext`s to RGB24, one per source size and pixel format.
+//! - [`AudioDecoder`]: an `AVCodecContext` (one thread) for the audio stream, and its
+//!   frames' samples converted to `f32`.
 
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
@@ -120,7 +122,20 @@ pub(crate) struct PacketInfo {
     pub(crate) discard: bool,
 }
 
-/// A demuxer over an in-memory file, positioned on its best video stream.
+/// The stream a [`Demuxer`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Media {
+    Video,
+    Audio,
+}
+
+/// What the demuxer says about the audio stream.
+pub(crate) struct AudioInfo {
+    pub(crate) codec: String,
+    pub(crate) time_base: (i32, i32),
+}
+
+/// A demuxer over an in-memory file, positioned on its best video (or audio) stream.
 pub(crate) struct Demuxer<'a> {
     fmt: *mut ff::AVFormatContext,
     io: *mut ff::AVIOContext,
@@ -141,6 +156,12 @@ impl<'a> Demuxer<'a> {
     /// `avformat_find_stream_info`): the containers this crate reads declare the codec
     /// and frame size in their headers, and the demuxer's parsers run regardless.
     pub(crate) fn open(data: &'a [u8]) -> Result<Demuxer<'a>, VideoError> {
+        Demuxer::open_media(data, Media::Video)
+    }
+
+    /// Opens `data` and picks the stream of `media` FFmpeg ranks best (for audio, the one
+    /// related to the best video stream where several are).
+    pub(crate) fn open_media(data: &'a [u8], media: Media) -> Result<Demuxer<'a>, VideoError> {
         quiet();
         let mut d = Demuxer {
             fmt: ptr::null_mut(),
@@ -208,7 +229,7 @@ impl<'a> Demuxer<'a> {
         }
         d.fmt = fmt;
         // SAFETY: d.fmt is an open context.
-        let stream = unsafe {
+        let video = unsafe {
             ff::av_find_best_stream(
                 d.fmt,
                 ff::AVMediaType::AVMEDIA_TYPE_VIDEO,
@@ -218,8 +239,25 @@ impl<'a> Demuxer<'a> {
                 0,
             )
         };
-        if stream < 0 {
+        if video < 0 {
             return Err(VideoError::UnknownFormat("no video stream".into()));
+        }
+        let stream = match media {
+            Media::Video => video,
+            // SAFETY: d.fmt is an open context; `video` is one of its streams.
+            Media::Audio => unsafe {
+                ff::av_find_best_stream(
+                    d.fmt,
+                    ff::AVMediaType::AVMEDIA_TYPE_AUDIO,
+                    -1,
+                    video,
+                    ptr::null_mut(),
+                    0,
+                )
+            },
+        };
+        if stream < 0 {
+            return Err(VideoError::NoAudio);
         }
         d.stream = stream;
         // SAFETY: nb_streams entries of `streams` are valid streams of the open context.
@@ -259,6 +297,15 @@ impl<'a> Demuxer<'a> {
                 height: u32::try_from((*par).height).unwrap_or(0),
                 time_base: ((*st).time_base.num, (*st).time_base.den),
             }
+        }
+    }
+
+    /// The audio stream's codec and time base, from the container's headers.
+    pub(crate) fn audio_info(&self) -> AudioInfo {
+        let info = self.info();
+        AudioInfo {
+            codec: info.codec,
+            time_base: info.time_base,
         }
     }
 
@@ -519,6 +566,236 @@ impl Decoder {
 }
 
 impl Drop for Decoder {
+    fn drop(&mut self) {
+        // SAFETY: both are null or owned by us; the free functions accept null.
+        unsafe {
+            ff::av_frame_free(&mut self.frame);
+            ff::avcodec_free_context(&mut self.ctx);
+        }
+    }
+}
+
+/// What the audio decoder says about a frame it output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AudioFrameInfo {
+    /// Its presentation time in the stream's time base (FFmpeg's best effort), or
+    /// [`NO_TS`].
+    pub(crate) pts: i64,
+    pub(crate) samples: usize,
+    pub(crate) rate: u32,
+    pub(crate) channels: usize,
+    pub(crate) damaged: bool,
+}
+
+/// Result of asking the audio decoder for a frame.
+pub(crate) enum AudioReceived {
+    Frame(AudioFrameInfo),
+    /// It needs more packets.
+    Again,
+    /// It is drained.
+    End,
+}
+
+/// A decoder for the demuxer's audio stream, made anew for each file.
+pub(crate) struct AudioDecoder {
+    ctx: *mut ff::AVCodecContext,
+    frame: *mut ff::AVFrame,
+}
+
+impl AudioDecoder {
+    /// A one-thread decoder for the demuxer's (audio) stream.
+    pub(crate) fn new(demux: &Demuxer<'_>) -> Result<AudioDecoder, VideoError> {
+        let info = demux.audio_info();
+        // SAFETY: codecpar is valid for the demuxer's life.
+        let codec = unsafe { ff::avcodec_find_decoder((*(*demux.av_stream()).codecpar).codec_id) };
+        if codec.is_null() {
+            return Err(VideoError::UnsupportedCodec(info.codec));
+        }
+        let d = AudioDecoder {
+            // SAFETY: plain allocations, checked below.
+            ctx: unsafe { ff::avcodec_alloc_context3(codec) },
+            // SAFETY: as above.
+            frame: unsafe { ff::av_frame_alloc() },
+        };
+        if d.ctx.is_null() || d.frame.is_null() {
+            return Err(VideoError::Corrupt("out of memory".into()));
+        }
+        // SAFETY: ctx is a fresh context for `codec`; codecpar is valid. The packet time
+        // base is given so that the decoder trims priming samples and shifts the times of
+        // the frames it trims in the stream's time base.
+        let ret = unsafe {
+            let st = demux.av_stream();
+            let r = ff::avcodec_parameters_to_context(d.ctx, (*st).codecpar);
+            if r >= 0 {
+                (*d.ctx).thread_count = 1;
+                (*d.ctx).pkt_timebase = (*st).time_base;
+                ff::avcodec_open2(d.ctx, codec, ptr::null_mut())
+            } else {
+                r
+            }
+        };
+        if ret < 0 {
+            return Err(VideoError::UnsupportedCodec(format!(
+                "{}: the decoder refused the audio stream ({})",
+                info.codec,
+                error_text(ret)
+            )));
+        }
+        Ok(d)
+    }
+
+    /// Sends the demuxer's current packet. `Ok(false)`: the decoder holds frames to be
+    /// received first, then the packet is to be sent again.
+    pub(crate) fn send(&mut self, demux: &mut Demuxer<'_>) -> Result<bool, c_int> {
+        // SAFETY: the demuxer's packet holds the last packet read; ctx is open.
+        let ret = unsafe { ff::avcodec_send_packet(self.ctx, demux.pkt) };
+        match ret {
+            r if r == ff::AVERROR(libc::EAGAIN) => Ok(false),
+            r if r < 0 => Err(r),
+            _ => Ok(true),
+        }
+    }
+
+    /// Tells the decoder that no packet follows, so that it outputs what it holds.
+    pub(crate) fn send_end(&mut self) -> Result<(), c_int> {
+        // SAFETY: a null packet is FFmpeg's end-of-stream signal.
+        let ret = unsafe { ff::avcodec_send_packet(self.ctx, ptr::null()) };
+        if ret < 0 && ret != ff::AVERROR_EOF {
+            Err(ret)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Takes the next decoded frame, if one is ready.
+    pub(crate) fn receive(&mut self) -> Result<AudioReceived, c_int> {
+        // SAFETY: ctx is open and frame allocated; receive_frame unrefs it first.
+        let ret = unsafe { ff::avcodec_receive_frame(self.ctx, self.frame) };
+        if ret == ff::AVERROR(libc::EAGAIN) {
+            return Ok(AudioReceived::Again);
+        }
+        if ret == ff::AVERROR_EOF {
+            return Ok(AudioReceived::End);
+        }
+        if ret < 0 {
+            return Err(ret);
+        }
+        // SAFETY: receive_frame succeeded, so the frame holds samples.
+        let f = unsafe { &*self.frame };
+        Ok(AudioReceived::Frame(AudioFrameInfo {
+            pts: f.best_effort_timestamp,
+            samples: usize::try_from(f.nb_samples).unwrap_or(0),
+            rate: u32::try_from(f.sample_rate).unwrap_or(0),
+            channels: usize::try_from(f.ch_layout.nb_channels).unwrap_or(0),
+            damaged: f.decode_error_flags != 0 || f.flags & ff::AV_FRAME_FLAG_CORRUPT != 0,
+        }))
+    }
+
+    /// Appends samples `range` of the last received frame, as `f32` in [-1, 1] for
+    /// integer formats, to `planes` (one per channel; a single plane receives the mean of
+    /// the channels). The caller has checked the frame's channels against `planes`.
+    pub(crate) fn append(
+        &self,
+        range: std::ops::Range<usize>,
+        planes: &mut [Vec<f32>],
+    ) -> Result<(), String> {
+        // SAFETY: the frame holds the samples receive() returned.
+        let f = unsafe { &*self.frame };
+        let channels = usize::try_from(f.ch_layout.nb_channels).unwrap_or(0);
+        let samples = usize::try_from(f.nb_samples).unwrap_or(0);
+        if range.end > samples || channels == 0 || f.extended_data.is_null() {
+            return Err("a decoded audio frame is not what its header says".into());
+        }
+        use ff::AVSampleFormat as S;
+        let formats = [
+            (S::AV_SAMPLE_FMT_U8, 1),
+            (S::AV_SAMPLE_FMT_S16, 2),
+            (S::AV_SAMPLE_FMT_S32, 4),
+            (S::AV_SAMPLE_FMT_FLT, 4),
+            (S::AV_SAMPLE_FMT_DBL, 8),
+            (S::AV_SAMPLE_FMT_S64, 8),
+            (S::AV_SAMPLE_FMT_U8P, 1),
+            (S::AV_SAMPLE_FMT_S16P, 2),
+            (S::AV_SAMPLE_FMT_S32P, 4),
+            (S::AV_SAMPLE_FMT_FLTP, 4),
+            (S::AV_SAMPLE_FMT_DBLP, 8),
+            (S::AV_SAMPLE_FMT_S64P, 8),
+        ];
+        let Some(&(format, width)) = formats.iter().find(|(s, _)| *s as c_int == f.format) else {
+            return Err(format!("audio sample format {} is not read", f.format));
+        };
+        let planar = matches!(
+            format,
+            S::AV_SAMPLE_FMT_U8P
+                | S::AV_SAMPLE_FMT_S16P
+                | S::AV_SAMPLE_FMT_S32P
+                | S::AV_SAMPLE_FMT_FLTP
+                | S::AV_SAMPLE_FMT_DBLP
+                | S::AV_SAMPLE_FMT_S64P
+        );
+        let value = |bytes: &[u8]| -> f32 {
+            match format {
+                S::AV_SAMPLE_FMT_U8 | S::AV_SAMPLE_FMT_U8P => (f32::from(bytes[0]) - 128.0) / 128.0,
+                S::AV_SAMPLE_FMT_S16 | S::AV_SAMPLE_FMT_S16P => {
+                    f32::from(i16::from_ne_bytes([bytes[0], bytes[1]])) / 32768.0
+                }
+                S::AV_SAMPLE_FMT_S32 | S::AV_SAMPLE_FMT_S32P => {
+                    (f64::from(i32::from_ne_bytes(bytes.try_into().expect("4 bytes")))
+                        / 2_147_483_648.0) as f32
+                }
+                S::AV_SAMPLE_FMT_FLT | S::AV_SAMPLE_FMT_FLTP => {
+                    f32::from_ne_bytes(bytes.try_into().expect("4 bytes"))
+                }
+                S::AV_SAMPLE_FMT_DBL | S::AV_SAMPLE_FMT_DBLP => {
+                    f64::from_ne_bytes(bytes.try_into().expect("8 bytes")) as f32
+                }
+                _ => {
+                    (i64::from_ne_bytes(bytes.try_into().expect("8 bytes")) as f64
+                        / 9_223_372_036_854_775_808.0) as f32
+                }
+            }
+        };
+        // The bytes of channel c's samples `range`: plane c, or the one interleaved plane.
+        let channel = |c: usize| -> Vec<f32> {
+            let (plane, step, at) = if planar {
+                (c, width, 0)
+            } else {
+                (0, width * channels, c * width)
+            };
+            // SAFETY: FFmpeg gives a planar frame `channels` planes (extended_data) and a
+            // packed one a single plane, each holding nb_samples samples of `width` bytes
+            // per channel in it; range.end <= nb_samples was checked above.
+            let bytes = unsafe {
+                let base = *f.extended_data.add(plane);
+                std::slice::from_raw_parts(base, samples * step)
+            };
+            range
+                .clone()
+                .map(|i| value(&bytes[i * step + at..i * step + at + width]))
+                .collect()
+        };
+        if let [mono] = planes {
+            let mut sum = channel(0);
+            for c in 1..channels {
+                for (s, v) in sum.iter_mut().zip(channel(c)) {
+                    *s += v;
+                }
+            }
+            if channels > 1 {
+                let scale = 1.0 / channels as f32;
+                sum.iter_mut().for_each(|s| *s *= scale);
+            }
+            mono.extend_from_slice(&sum);
+        } else {
+            for (c, plane) in planes.iter_mut().enumerate().take(channels) {
+                plane.extend(channel(c));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AudioDecoder {
     fn drop(&mut self) {
         // SAFETY: both are null or owned by us; the free functions accept null.
         unsafe {

@@ -271,6 +271,20 @@ impl FrameIndex {
     /// container, or the mean frame interval when the container gives none).
     pub fn duration_seconds(&self) -> f64 {
         let n = self.len();
+        self.ticks_to_seconds(self.end(n - 1).saturating_sub(self.pts(0)))
+    }
+
+    /// When `frame` stops being shown, in the time base: the next frame's time, or for the
+    /// last frame its time plus its duration (the container's, or the mean frame interval
+    /// when the container gives none).
+    ///
+    /// # Panics
+    /// If `frame >= self.len()`.
+    pub fn end(&self, frame: usize) -> i64 {
+        let n = self.len();
+        if frame + 1 < n {
+            return self.pts(frame + 1);
+        }
         let span = self.pts(n - 1) - self.pts(0);
         let last = if self.last_duration > 0 {
             self.last_duration
@@ -279,7 +293,7 @@ impl FrameIndex {
         } else {
             0
         };
-        self.ticks_to_seconds(span.saturating_add(last))
+        self.pts(frame).saturating_add(last)
     }
 
     fn ticks_to_seconds(&self, ticks: i64) -> f64 {

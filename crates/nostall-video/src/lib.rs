@@ -48,11 +48,16 @@
 //! produced is a [`VideoError`] naming the frame. FFmpeg is called with one thread per
 //! decoder (the loader runs many decoders in parallel) and its logging is turned off.
 //! All FFmpeg calls live in one private module, behind owners that free on every path.
+//!
+//! [`decode_audio`] decodes a video's audio track over a span of its timeline (a clip's
+//! first frame's time to its last frame's end), with the same bounds and errors.
 
+mod audio;
 mod decode;
 mod ffi;
 mod index;
 
+pub use audio::{decode_audio, span_samples, Audio, Span};
 pub use decode::{decode_all, ClipDecoder, DecodeStats, Frame};
 pub use index::FrameIndex;
 
@@ -134,6 +139,8 @@ pub enum VideoError {
     /// Demuxing or decoding failed, the data is damaged or truncated, or an index does
     /// not fit the video; names the frame (presentation index) when known.
     Corrupt(String),
+    /// The container has no audio stream ([`decode_audio`]).
+    NoAudio,
 }
 
 impl fmt::Display for VideoError {
@@ -143,6 +150,7 @@ impl fmt::Display for VideoError {
             VideoError::UnsupportedCodec(m) => write!(f, "unsupported video codec: {m}"),
             VideoError::TooLarge(m) => write!(f, "video too large: {m}"),
             VideoError::Corrupt(m) => write!(f, "corrupt video: {m}"),
+            VideoError::NoAudio => write!(f, "the video has no audio track"),
         }
     }
 }

@@ -37,6 +37,16 @@ ff -ss 60 -t 3 -i "$src/vtest.avi" $common -c:v msmpeg4 -q:v 10 -g 10 "$out/msmp
 # 33/34 ms timestamps (variable frame rate).
 ff -t 2 -i "$src/box.mp4" -map_metadata -1 -an -fflags +bitexact -c copy "$out/box_vfr.mp4"
 
+# Real recordings (crates/nostall/tests/audio, Battle for Wesnoth's soundtrack) muxed into
+# clips above, for the audio track's tests: AAC, Opus, MP3 as it is, 16-bit PCM as it is
+# (the last without -shortest: its track ends before the video).
+rec="$out/../../../nostall/tests/audio"
+mux="-map 0:v -map 1:a -map_metadata -1 -fflags +bitexact -c:v copy"
+ff -i "$out/h264_bframes.mp4" -i "$rec/loyalists.flac" $mux -c:a aac -b:a 64k -shortest "$out/h264_aac.mp4"
+ff -i "$out/vp9.webm" -i "$rec/journeys_end.opus" $mux -c:a libopus -b:a 48k -shortest "$out/vp9_opus.webm"
+ff -i "$out/mpeg4_bframes.avi" -i "$rec/frantic.mp3" $mux -c:a copy -shortest "$out/mpeg4_mp3.avi"
+ff -i "$out/h264_opengop.mkv" -i "$rec/knolls.wav" $mux -c:a copy "$out/h264_pcm.mkv"
+
 # The B-frame H.264 clip again with its index (moov) first, so that a cut keeps the
 # header and loses frames (the hostile cuts below).
 ff -i "$out/h264_bframes.mp4" -c copy -movflags +faststart "$out/hostile_src.mp4"

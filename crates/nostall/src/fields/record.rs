@@ -43,6 +43,16 @@ impl RecordPrep {
                 }
             }
         }
+        if let Some(spanned) = fields.iter().find(|f| f.kind.role() == Role::Spans) {
+            if sample.modality() != Modality::Video {
+                return Err(Error::Config(format!(
+                    "field {:?} is the audio track of a video's clips, and this loader's \
+                     pipeline reads {}",
+                    spanned.name,
+                    sample.modality().plural()
+                )));
+            }
+        }
         let layout = fields.layout(sample.layout());
         Ok(RecordPrep {
             sample,
@@ -126,17 +136,25 @@ impl Preparer for RecordPreparer {
             .find_map(|(_, t): &(usize, Targets)| t.corners())
             .unwrap_or_default();
         let mut prepared = Prepared::InSlot;
+        #[cfg(feature = "video")]
+        let mut spans: Option<Vec<nostall_video::Span>> = None;
         for (i, (field, part)) in self.fields.iter().zip(&self.parts).enumerate() {
             let role = field.kind.role();
-            if matches!(role, Role::Label | Role::Target) {
+            if matches!(role, Role::Label | Role::Target | Role::Spans) {
                 continue;
             }
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
             let bytes = member(data, &members, field, (i == first).then_some(self.modality))?;
             match role {
-                Role::Label | Role::Target => {}
+                Role::Label | Role::Target | Role::Spans => {}
                 Role::Sample if i == first => {
                     prepared = self.sample.prepare_targeted(bytes, &corners, rng, slot)?;
+                    // Taken now: a later field of the modality (a second video) is
+                    // prepared by the same preparer.
+                    #[cfg(feature = "video")]
+                    {
+                        spans = self.sample.clip_spans().map(<[_]>::to_vec);
+                    }
                 }
                 Role::Sample => {
                     // A second image of the sample: draws of its own, the first's unchanged.
@@ -150,6 +168,24 @@ impl Preparer for RecordPreparer {
                 }
                 Role::Member => field.prepare(bytes, slot)?,
             }
+        }
+        #[cfg(feature = "video")]
+        for (field, part) in self.fields.iter().zip(&self.parts) {
+            if field.kind.role() != Role::Spans {
+                continue;
+            }
+            // The sample's own member: the video its clips were drawn from.
+            let bytes = member(data, &members, field, Some(self.modality))?;
+            let spans = spans.as_deref().ok_or_else(|| {
+                Cause::Internal(format!(
+                    "field {:?} follows the clips of a sample that has none",
+                    field.name
+                ))
+            })?;
+            let slot = &mut out[part.offset..part.offset + part.form.bytes()];
+            field
+                .kind
+                .prepare_spanned(&field.name, bytes, spans, slot)?;
         }
         // Asked once for all the target fields (it draws the moves after the geometry).
         let mut placed = None;

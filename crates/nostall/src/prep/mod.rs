@@ -158,6 +158,15 @@ pub trait Preparer: Send {
         None
     }
 
+    /// The span of the video's timeline each clip of the sample it last prepared covers
+    /// (its first frame's time to its last frame's end), in the sample's order of clips,
+    /// for the fields that follow them (a video's audio track); `None` where its modality
+    /// has no clips.
+    #[cfg(feature = "video")]
+    fn clip_spans(&self) -> Option<&[nostall_video::Span]> {
+        None
+    }
+
     /// Prepares `data` as [`Preparer::prepare`] does, for a sample with boxes `targets`
     /// (x0, y0, x1, y1 in source pixels), which the operators whose draws read them draw
     /// against ([`Prep::targets_needed`]). A preparer without such operators ignores them.

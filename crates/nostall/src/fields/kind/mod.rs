@@ -9,6 +9,8 @@
 //! portable fields find it by its name and make it of its settings by theirs; a setting
 //! no kind took before is also a keyword of Python's `Field`.
 
+#[cfg(feature = "video")]
+mod audio;
 mod boxes;
 mod bytes;
 mod json;
@@ -48,6 +50,8 @@ const KINDS: &[&Declaration] = &[
     &npz::DECLARATION,
     &boxes::DECLARATION,
     &mask::DECLARATION,
+    #[cfg(feature = "video")]
+    &audio::DECLARATION,
 ];
 
 /// What a kind is to the rest of the engine: its name, where its bytes come from, and
@@ -75,6 +79,9 @@ pub(super) enum Role {
     /// Its kind prepares its member following the sample's geometry
     /// ([`Kind::prepare_placed`]): after the sample.
     Target,
+    /// Its kind prepares the sample's video member over the spans of the clips the
+    /// sample holds ([`Kind::prepare_spanned`]): after the sample.
+    Spans,
 }
 
 /// One kind of field: how it is held in a slot and how its member is prepared there.
@@ -111,6 +118,25 @@ pub(super) trait Kind: Any + fmt::Debug + Send + Sync {
     /// It as targets that follow the sample's geometry, for a kind of [`Role::Target`].
     fn targets(&self) -> Option<&dyn TargetKind> {
         None
+    }
+
+    /// Prepares `member`, the sample's video, over `spans` (one a clip of the sample, in
+    /// its order) into the field's `slot`, for a kind of [`Role::Spans`].
+    ///
+    /// # Errors
+    ///
+    /// The sample's [`Cause`], naming `field`.
+    #[cfg(feature = "video")]
+    fn prepare_spanned(
+        &self,
+        field: &str,
+        _member: &[u8],
+        _spans: &[nostall_video::Span],
+        _slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        Err(Cause::Internal(format!(
+            "field {field:?} does not follow the sample's clips"
+        )))
     }
 
     /// Its settings as the portable text sends them ([`Declaration::make`] reads them
@@ -273,6 +299,19 @@ impl FieldKind {
         self.0.prepare(field, member, slot)
     }
 
+    /// Prepares the sample's video `member` over the clips' `spans` into `slot`
+    /// ([`Kind::prepare_spanned`]).
+    #[cfg(feature = "video")]
+    pub(super) fn prepare_spanned(
+        &self,
+        field: &str,
+        member: &[u8],
+        spans: &[nostall_video::Span],
+        slot: &mut [u8],
+    ) -> Result<(), Cause> {
+        self.0.prepare_spanned(field, member, spans, slot)
+    }
+
     /// It as targets, for a kind of [`Role::Target`] ([`Kind::targets`]).
     pub(super) fn targets(&self) -> Option<&dyn TargetKind> {
         self.0.targets()
@@ -312,6 +351,14 @@ pub(super) fn made(
     if name == "tokens" {
         return Err(
             "it is tokenized, and this build has no tokenizer (the `tokenize` feature)".into(),
+        );
+    }
+    #[cfg(not(feature = "video"))]
+    if name == "audio" {
+        return Err(
+            "it is a video's audio track, and this build decodes no video (the `video` \
+             feature)"
+                .into(),
         );
     }
     let declared = KINDS.iter().find(|d| d.name == name).ok_or_else(|| {
@@ -374,6 +421,8 @@ mod tests {
             FieldKind::vector(3),
             FieldKind::npz(vec![("a".into(), vec![2, 3]), ("b".into(), vec![])]),
             FieldKind::boxes(7, "cxcywh").unwrap(),
+            #[cfg(feature = "video")]
+            FieldKind::audio(16_000, 2, 800),
         ];
         for kind in kinds {
             let sent = kind.settings(&mut Vec::new());
@@ -392,17 +441,28 @@ mod tests {
         } else {
             ""
         };
+        let last = if cfg!(feature = "video") {
+            "\"mask\" or \"audio\""
+        } else {
+            "\"boxes\" or \"mask\""
+        };
+        let boxes = if cfg!(feature = "video") {
+            "\"boxes\", "
+        } else {
+            ""
+        };
         assert_eq!(
             why("picture", json!({})),
             format!(
                 "unknown kind \"picture\": use \"sample\", \"label\", \"text\", \"json\", \
-                 \"bytes\", {tokens}\"vector\", \"npz\", \"boxes\" or \"mask\""
+                 \"bytes\", {tokens}\"vector\", \"npz\", {boxes}{last}"
             )
         );
-        let takers = if cfg!(feature = "tokenize") {
-            "\"tokens\" or \"vector\""
-        } else {
-            "\"vector\""
+        let takers = match (cfg!(feature = "tokenize"), cfg!(feature = "video")) {
+            (true, true) => "\"tokens\" or \"vector\" or \"audio\"",
+            (true, false) => "\"tokens\" or \"vector\"",
+            (false, true) => "\"vector\" or \"audio\"",
+            (false, false) => "\"vector\"",
         };
         assert_eq!(
             why("text", json!({ "length": 3 })),

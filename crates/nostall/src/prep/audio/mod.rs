@@ -34,7 +34,7 @@ use mel::Mel;
 pub use mel::{MelArgs, MelScale, MelSpec};
 pub use op::{AudioOp, Declaration, DECLARATIONS};
 use op::{Spectrogram, Stage};
-use resample::Resampler;
+pub(crate) use resample::Resampler;
 pub use resample::{ResampleQuality, ResampleWindow};
 
 use super::{DType, Modality, Prep, Prepared, Preparer, SampleLayout};

@@ -3,7 +3,7 @@
 //! manifest's segment comes as the whole video behind an envelope with the segment's
 //! times (`storage::Segments`): its clips are drawn among the frames shown within them.
 
-use nostall_video::{ClipDecoder, FrameIndex, Limits, VideoError};
+use nostall_video::{ClipDecoder, FrameIndex, Limits, Span, VideoError};
 
 use super::{Timeline, VideoPipeline};
 use crate::error::Cause;
@@ -20,6 +20,8 @@ pub(super) struct VideoPreparer {
     decoder: ClipDecoder,
     scratch: Scratch,
     frame: Vec<u8>,
+    /// The spans of the last sample's clips ([`Preparer::clip_spans`]).
+    spans: Vec<Span>,
 }
 
 impl VideoPreparer {
@@ -32,6 +34,7 @@ impl VideoPreparer {
             limits,
             scratch: Scratch::default(),
             frame: Vec::new(),
+            spans: Vec::new(),
         }
     }
 }
@@ -108,6 +111,7 @@ pub(crate) fn cause(error: VideoError) -> Cause {
 impl Preparer for VideoPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let sample = rng.clone();
+        self.spans.clear();
         let (data, segment) = match Segment::read(data) {
             Some(read) => read.map(|(segment, video)| (video, Some(segment)))?,
             None => (data, None),
@@ -121,6 +125,17 @@ impl Preparer for VideoPreparer {
         let window = Window::of(&index, segment)?;
         let mut wanted = clip.plan(&window, rng);
         wanted.iter_mut().for_each(|k| *k += window.first as u32);
+        // Each clip's span: from its earliest frame's time to the end of its latest.
+        self.spans
+            .extend(wanted.chunks_exact(clip.frames()).map(|frames| {
+                let first = frames.iter().min().copied().unwrap_or(0) as usize;
+                let last = frames.iter().max().copied().unwrap_or(0) as usize;
+                Span {
+                    start: index.pts(first),
+                    end: index.end(last),
+                    time_base: index.time_base(),
+                }
+            }));
         // Each clip's draws, made once for all its frames: the geometry from the clip's
         // generator, the operators on pixels keyed by it.
         let (width, height) = (index.width(), index.height());
@@ -179,5 +194,9 @@ impl Preparer for VideoPreparer {
             Some(e) => Err(e),
             None => Ok(Prepared::InSlot),
         }
+    }
+
+    fn clip_spans(&self) -> Option<&[Span]> {
+        Some(&self.spans)
     }
 }
