@@ -70,7 +70,7 @@ def box_format(pipeline: Any) -> str | None:
     if isinstance(pipeline, str):
         return None
     if _is_views(pipeline):
-        formats = {box_format(view) for view in pipeline} - {None}
+        formats = {f for view in pipeline if (f := box_format(view)) is not None}
         if len(formats) > 1:
             raise ConfigError(f"the views convert their boxes to different formats ({', '.join(sorted(formats))}): "
                               "a boxes field has one")
