@@ -28,6 +28,7 @@ __all__ = [
     "_loader_settings",
     "_augment_draws",
     "_augment",
+    "_perspective",
     "AudioOp",
     "_audio_operators",
     "VideoOp",
@@ -307,6 +308,13 @@ def _augment_draws(op: Op, seed: int, count: int, width: int, height: int) -> li
 def _augment(op: Op, name: str, value: float, image: bytes, width: int, height: int, seed: int = 0) -> list[int]:
     """One augmentation ``name`` with argument ``value`` of an automatic augmentation,
     applied to ``image`` (3 planes of ``width`` x ``height`` bytes) (tests)."""
+
+def _perspective(
+    endpoints: Sequence[int], interpolation: str = "bilinear", fill: Sequence[float] = ...,
+) -> Op:
+    """The perspective taking an image's corners to ``endpoints`` (x then y of the top
+    left, top right, bottom right and bottom left corner): ``RandomPerspective`` with its
+    draw pinned, as torchvision's functional ``perspective`` (tests)."""
 
 def imagenet_train(size: int = 224) -> list[Op]:
     """The ImageNet training pipeline as operators: ``[RandomResizedCrop(size),

@@ -33,6 +33,7 @@ __all__ = [
     "RandomInvert",
     "RandomIoUCrop",
     "RandomOrder",
+    "RandomPerspective",
     "RandomPhotometricDistort",
     "RandomPosterize",
     "RandomResize",
@@ -693,6 +694,37 @@ class RandomAffine(Op):
     @property
     def center(self) -> tuple[float, float] | None:
         """The centre of the transform: only None (the image's centre) is taken."""
+
+@final
+class RandomPerspective(Op):
+    """With probability ``p``, warps the image by a perspective, keeping its size: each corner
+    moves inwards by a whole number of pixels drawn uniformly, at most ``distortion_scale``
+    × half the width across and × half the height down, and the image follows its corners;
+    what comes from outside the image is ``fill`` (torchvision.transforms.v2's
+    ``RandomPerspective`` on uint8 images: its draws, in its order, its coefficients and its
+    sampling, in 32-bit floats).
+
+    - ``distortion_scale`` (``0.5``): how far the corners may move, from 0 (not at all) to 1
+      (up to half the image).
+    - ``p`` (``0.5``): probability of warping a sample.
+    - ``interpolation`` (``'bilinear'``): how the image is sampled: 'nearest' or 'bilinear'.
+    - ``fill`` (``0``): the value of what comes from outside the image: one number, or one
+      per channel (R, G, B).
+    """
+
+    def __new__(cls, distortion_scale: float = 0.5, p: float = 0.5, interpolation: str = 'bilinear', fill: float | tuple[float, float, float] | list[float] = 0) -> RandomPerspective: ...
+    @property
+    def distortion_scale(self) -> float:
+        """How far the corners may move, from 0 (not at all) to 1 (up to half the image)."""
+    @property
+    def p(self) -> float:
+        """Probability of warping a sample."""
+    @property
+    def interpolation(self) -> str:
+        """How the image is sampled: 'nearest' or 'bilinear'."""
+    @property
+    def fill(self) -> float | tuple[float, float, float]:
+        """The value of what comes from outside the image: one number, or one per channel (R, G, B)."""
 
 @final
 class AutoAugment(Op):

@@ -465,6 +465,23 @@ fn augment(
     Ok(image)
 }
 
+/// The perspective taking an image's corners to `endpoints` (x then y of the top left,
+/// top right, bottom right and bottom left corner), sampled `interpolation` with `fill`
+/// outside: `RandomPerspective` with its draw pinned, for the tests against
+/// torchvision's functional `perspective`.
+#[pyfunction]
+#[pyo3(name = "_perspective", signature = (endpoints, interpolation="bilinear", fill=[0.0; 3]))]
+fn perspective(
+    py: Python<'_>,
+    endpoints: [i64; 8],
+    interpolation: &str,
+    fill: [f64; 3],
+) -> PyResult<OpBase> {
+    op::pinned_perspective(endpoints, interpolation, fill)
+        .map(OpBase)
+        .map_err(|e| raise(py, e))
+}
+
 /// Adds `Op`, the declarations and their translations to the extension module
 /// (`nostall.ops` makes the classes, `nostall._translate` reads the translations).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -472,5 +489,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(image_operators, m)?)?;
     m.add_function(wrap_pyfunction!(translations, m)?)?;
     m.add_function(wrap_pyfunction!(augment_draws, m)?)?;
-    m.add_function(wrap_pyfunction!(augment, m)?)
+    m.add_function(wrap_pyfunction!(augment, m)?)?;
+    m.add_function(wrap_pyfunction!(perspective, m)?)
 }

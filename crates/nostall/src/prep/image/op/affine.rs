@@ -508,10 +508,21 @@ impl Grid {
 /// moved with the image reads.
 pub(super) fn nearest_sources(width: usize, height: usize, matrix: [f64; 6]) -> Vec<u32> {
     let grid = Grid::new(width, height, matrix);
+    nearest_reads(width, height, |ox, oy| grid.source(ox, oy))
+}
+
+/// The pixel [`resample`] reads, nearest, for each output pixel of a `width` × `height`
+/// image whose pixel (`ox`, `oy`) samples `source(ox, oy)` (row-major indices),
+/// [`OUTSIDE`] where it reads the fill.
+pub(super) fn nearest_reads(
+    width: usize,
+    height: usize,
+    source: impl Fn(usize, usize) -> (f32, f32),
+) -> Vec<u32> {
     let mut out = Vec::with_capacity(width * height);
     for oy in 0..height {
         for ox in 0..width {
-            let (ix, iy) = grid.source(ox, oy);
+            let (ix, iy) = source(ox, oy);
             let (nx, ny) = (ix.round_ties_even(), iy.round_ties_even());
             let inside = nx >= 0.0 && ny >= 0.0 && nx < width as f32 && ny < height as f32;
             out.push(match inside {
@@ -555,6 +566,24 @@ fn warp_body(
         return;
     }
     let grid = Grid::new(width, height, matrix);
+    resample(image, |ox, oy| grid.source(ox, oy), interpolation, fill);
+}
+
+/// The image resampled where `at(ox, oy)` says each output pixel (`ox`, `oy`) reads
+/// (pixel coordinates), keeping its size, as torch's `grid_sample` (`align_corners=False`,
+/// zeros outside) and torchvision's `_apply_grid_transform` on a uint8 image: sampled in
+/// 32-bit floats, the fill blended in by a mask sampled alike (nearest: the fill where the
+/// mask is under 0.5; bilinear: `(v − fill)·mask + fill`), rounded half to even; without a
+/// fill, zeros from outside weighted as they are. Inlined into each kernel's dispatched
+/// body, so that the grid's arithmetic is compiled with the sampling.
+#[inline(always)]
+pub(super) fn resample(
+    image: &mut Planes<'_>,
+    at: impl Fn(usize, usize) -> (f32, f32),
+    interpolation: Interpolation,
+    fill: Option<[f64; 3]>,
+) {
+    let (width, height) = (image.width, image.height);
     let fill = fill.map(|fill| fill.map(|v| v as f32));
     let area = width * height;
     let source = image.data[..3 * area].to_vec();
@@ -562,7 +591,7 @@ fn warp_body(
     let out = &mut image.data[..3 * area];
     for oy in 0..height {
         for ox in 0..width {
-            let (ix, iy) = grid.source(ox, oy);
+            let (ix, iy) = at(ox, oy);
             let i = oy * width + ox;
             match interpolation {
                 Interpolation::Nearest => {

@@ -58,6 +58,7 @@ mod random_crop;
 mod random_erasing;
 mod random_iou_crop;
 mod random_order;
+mod random_perspective;
 mod random_photometric_distort;
 mod random_resize;
 mod random_resized_crop;
@@ -86,6 +87,8 @@ use crate::user_code::function::UserOp;
 
 pub(crate) use motion::{composed_sources, Motion};
 pub use normalize::{IMAGENET_MEAN, IMAGENET_STD};
+#[doc(hidden)]
+pub use random_perspective::pinned_perspective;
 pub use random_resized_crop::{DEFAULT_CROP_RATIO, DEFAULT_CROP_SCALE};
 pub use resize::Size;
 
@@ -117,6 +120,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &gaussian_blur::DECLARATION,
     &rotation::DECLARATION,
     &affine::DECLARATION,
+    &random_perspective::DECLARATION,
     &auto_augment::DECLARATION,
     &rand_augment::DECLARATION,
     &trivial_augment_wide::DECLARATION,

@@ -1,14 +1,16 @@
 //! [`Motion`]: how an operator on pixels moved them after the geometry (a vertical flip,
-//! a rotation, an affine warp), for the targets that follow the pixels.
+//! a rotation, an affine warp, a perspective), for the targets that follow the pixels.
 //!
 //! Each is torchvision.transforms.v2's kernel for the target's type, on the output's
 //! canvas: a box's four corners through the forward matrix, the box around them, clamped
-//! to the canvas (`_affine_bounding_boxes_with_expand`; a vertical flip neither turns nor
-//! clamps); a point through the same matrix (a vertical flip takes it to `h - 1 - y`, a
+//! to the canvas (`_affine_bounding_boxes_with_expand`; a perspective's corners through
+//! its inverse, `perspective_bounding_boxes`; a vertical flip neither turns nor clamps); a
+//! point through the same map (a vertical flip takes it to `h - 1 - y`, a
 //! pixel's index, as v2's horizontal flip does); a mask read where the image's pixels
 //! were read, nearest (v2 moves a `Mask` with the image's kernel, `NEAREST`).
 
 use super::affine::{forward_matrix, inverse_matrix, nearest_sources, Draw};
+use super::random_perspective;
 use super::rotation::{turning, Turning};
 use crate::prep::image::OUTSIDE;
 
@@ -21,30 +23,77 @@ pub(crate) enum Motion {
     Rotation(f64),
     /// Warped by these draws about the centre (`RandomAffine`).
     Affine(Draw),
+    /// Warped by the perspective of these coefficients, from an output point to its source
+    /// (`RandomPerspective`: v2's `coefficients`).
+    Perspective([f32; 8]),
+}
+
+/// How a motion maps a point of the canvas before it to the canvas after it, in 32-bit
+/// floats as v2 moves float32 boxes and points.
+enum Map {
+    /// Through a 2 × 3 matrix.
+    Affine([f32; 6]),
+    /// Through a perspective's numerators (6) and denominator (2, and 1).
+    Perspective([f32; 8]),
+}
+
+impl Map {
+    /// Point `p` through the map, as v2's `matmul` of `(x, y, 1)` and its transpose sums it.
+    fn apply(&self, [x, y]: [f32; 2]) -> [f32; 2] {
+        match *self {
+            Map::Affine(m) => [x * m[0] + y * m[1] + m[2], x * m[3] + y * m[4] + m[5]],
+            Map::Perspective(t) => {
+                let den = x * t[6] + y * t[7] + 1.0;
+                let nx = x * t[0] + y * t[1] + t[2];
+                let ny = x * t[3] + y * t[4] + t[5];
+                [nx / den, ny / den]
+            }
+        }
+    }
+}
+
+/// v2's `_compute_perspective_thetas`: the forward perspective (source point to output
+/// point) of coefficients `c` (output to source), in 64-bit floats from the 32-bit
+/// coefficients, rounded to 32 bits.
+fn forward_perspective(c: [f32; 8]) -> [f32; 8] {
+    let c = c.map(f64::from);
+    let denom = c[0] * c[4] - c[1] * c[3];
+    [
+        (c[4] - c[5] * c[7]) / denom,
+        (-c[1] + c[2] * c[7]) / denom,
+        (c[1] * c[5] - c[2] * c[4]) / denom,
+        (-c[3] + c[5] * c[6]) / denom,
+        (c[0] - c[2] * c[6]) / denom,
+        (-c[0] * c[5] + c[2] * c[3]) / denom,
+        (-c[4] * c[6] + c[3] * c[7]) / denom,
+        (-c[0] * c[7] + c[1] * c[6]) / denom,
+    ]
+    .map(|v| v as f32)
 }
 
 impl Motion {
-    /// v2's forward matrix of a rotation or a warp on a canvas of `size` (width, height),
-    /// in 32-bit floats as v2 applies it to float32 boxes and points; `None` for a flip.
-    fn matrix(&self, (w, h): (u32, u32)) -> Option<[f32; 6]> {
+    /// v2's map of a rotation, a warp or a perspective on a canvas of `size` (width,
+    /// height); `None` for a flip.
+    fn map(&self, (w, h): (u32, u32)) -> Option<Map> {
         let center = [f64::from(w) * 0.5, f64::from(h) * 0.5];
         let m = match *self {
             Motion::FlipRows => return None,
             // v2's rotate_bounding_boxes: the affine one of `-angle`.
             Motion::Rotation(angle) => forward_matrix(center, -angle, [0.0; 2], 1.0, [0.0; 2]),
             Motion::Affine(d) => forward_matrix(center, d.angle, d.translate, d.scale, d.shear),
+            Motion::Perspective(c) => return Some(Map::Perspective(forward_perspective(c))),
         };
-        Some(m.map(|v| v as f32))
+        Some(Map::Affine(m.map(|v| v as f32)))
     }
 
     /// Box `[x0, y0, x1, y1]` on a canvas of `size` (width, height) as the motion moves it.
     pub(crate) fn move_box(&self, b: [f64; 4], size: (u32, u32)) -> [f64; 4] {
-        let Some(m) = self.matrix(size) else {
+        let Some(m) = self.map(size) else {
             let h = f64::from(size.1);
             return [b[0], h - b[3], b[2], h - b[1]];
         };
         let [x0, y0, x1, y1] = b.map(|v| v as f32);
-        let corners = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]].map(|p| apply(m, p));
+        let corners = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]].map(|p| m.apply(p));
         let (w, h) = (size.0 as f32, size.1 as f32);
         let low = |axis: usize| {
             corners
@@ -70,9 +119,9 @@ impl Motion {
     /// Point `[x, y]` on a canvas of `size` (width, height) as the motion moves it (not
     /// clamped: it may leave the canvas).
     pub(crate) fn move_point(&self, [x, y]: [f64; 2], size: (u32, u32)) -> [f64; 2] {
-        match self.matrix(size) {
+        match self.map(size) {
             None => [x, f64::from(size.1) - 1.0 - y],
-            Some(m) => apply(m, [x as f32, y as f32]).map(f64::from),
+            Some(m) => m.apply([x as f32, y as f32]).map(f64::from),
         }
     }
 
@@ -101,14 +150,9 @@ impl Motion {
                 let matrix = inverse_matrix([0.0, 0.0], d.angle, d.translate, d.scale, d.shear);
                 nearest_sources(w, h, matrix)
             }
+            Motion::Perspective(c) => random_perspective::nearest_sources(w, h, c),
         }
     }
-}
-
-/// Point `p` through the 2 × 3 matrix `m`, as v2's `matmul` of `(x, y, 1)` and its
-/// transpose sums it.
-fn apply(m: [f32; 6], [x, y]: [f32; 2]) -> [f32; 2] {
-    [x * m[0] + y * m[1] + m[2], x * m[3] + y * m[4] + m[5]]
 }
 
 /// Each pixel of a mask moved by `motions` in turn on a canvas of `size`: for each pixel
@@ -240,6 +284,11 @@ mod tests {
             warp(image, m, nearest, Some([255.0; 3]))
         });
         assert_eq!(pixels, mask_reads(41, 29, Motion::Affine(draw)));
+        let c = random_perspective::coefficients([[5, 2], [38, 6], [35, 27], [1, 24]], 41, 29);
+        let pixels = kernel_reads(41, 29, |image| {
+            random_perspective::perspective(image, c, nearest, Some([255.0; 3]))
+        });
+        assert_eq!(pixels, mask_reads(41, 29, Motion::Perspective(c)));
         let flipped = kernel_reads(5, 4, |image| image.turn(|x, y, _, h| (x, h - 1 - y)));
         assert_eq!(flipped, mask_reads(5, 4, Motion::FlipRows));
     }
@@ -257,5 +306,24 @@ mod tests {
         assert_eq!(b, [15.0, 7.0, 75.0, 60.0]);
         let p = Motion::Affine(draw).move_point([30.0, 20.0], (100, 60));
         assert_eq!(p, [15.0, 7.0]);
+    }
+
+    #[test]
+    fn a_perspective_takes_box_corners_to_the_moved_image_corners() {
+        // The corners of a 50 x 34 image go to these points: a box on the image's corner
+        // pixels lands on the box around them.
+        let corners = [[3, 1], [40, 4], [45, 30], [2, 27]];
+        let c = random_perspective::coefficients(corners, 50, 34);
+        let b = Motion::Perspective(c).move_box([0.0, 0.0, 49.0, 33.0], (50, 34));
+        let want = [2.0, 1.0, 45.0, 30.0];
+        assert!(
+            b.iter().zip(want).all(|(a, w)| (a - w).abs() < 1e-3),
+            "{b:?}"
+        );
+        let p = Motion::Perspective(c).move_point([49.0, 0.0], (50, 34));
+        assert!(
+            (p[0] - 40.0).abs() < 1e-3 && (p[1] - 4.0).abs() < 1e-3,
+            "{p:?}"
+        );
     }
 }
