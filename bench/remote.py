@@ -9,8 +9,13 @@ to 0.6 core each (``python/tests/ray_cluster.py``), on real photographs
   actor on each worker node, and the trainer's own loader;
 * ``receive``: ``remote=`` with ``local=False``: the actors prepare everything, and the
   trainer's CPU per batch is what receiving a batch costs it;
-* ``remote-ahead``, ``receive-ahead``: the same with ``ahead=True``, the actors starting
-  each epoch once every part of the one before is given out;
+* flags after the contender's name set what ``Remote``'s defaults would choose (for
+  float32 batches ``ahead=True`` and ``local_cpu=0.9``, for uint8 ones neither):
+  ``-ahead`` / ``-noahead`` (``ahead=``: the actors starting each epoch once every part
+  of the one before is given out) and ``-gated`` / ``-greedy`` (``local_cpu=0.9`` or
+  ``1.0``: the trainer's own loader takes a part only while its process uses at most 90%
+  of its CPU, or whenever it is free); they combine (``remote-noahead-greedy``, the
+  only behaviour before 2026-11-30);
 * ``raydata``: Ray Data as its users write it (``read_images`` + ``map_batches`` of the
   same torchvision/timm transform in an actor pool on the worker nodes,
   ``iter_torch_batches``; ``bench/ray_data_baseline.py``).
@@ -103,12 +108,14 @@ def one(contender: str, recipe: str, address: str, warmup: int, batches: int) ->
     import nostall
 
     settings: dict[str, Any] = dict(batch_size=BATCH, threads=1, drop_last=True, **recipe_settings(recipe))
-    mode, _, ahead = contender.partition("-")
+    mode, *flags = contender.split("-")
     if mode in ("remote", "receive"):
         ray.init(address=address, _node_ip_address="127.0.0.1", logging_level="ERROR",
                  log_to_driver=False)
+        ahead = True if "ahead" in flags else False if "noahead" in flags else None
+        local_cpu = 1.0 if "greedy" in flags else 0.9 if "gated" in flags else None
         settings["remote"] = nostall.Remote(actors=2, num_cpus=1, resources={"nostall_prep": 1},
-                                            local=mode == "remote", ahead=ahead == "ahead")
+                                            local=mode == "remote", ahead=ahead, local_cpu=local_cpu)
     loader = nostall.Loader(PHOTOS, **settings)
 
     def batches_of() -> Any:

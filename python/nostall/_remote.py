@@ -64,8 +64,14 @@ class Remote:
     #: Whether the actors start the next epoch once every part of this one is given out
     #: (the trainer's own loader joins it when the epoch is iterated from its start, and
     #: makes fewer of its parts): worth it where the trainer's cores are better spent
-    #: receiving (docs/remote.md, "Epochs back to back").
-    ahead: bool = False
+    #: receiving (docs/remote.md, "Epochs back to back"). None: on for float32 image
+    #: batches, off for uint8 ones.
+    ahead: bool | None = None
+    #: The share of the trainer process's CPU budget (its cgroup quota, else its cores)
+    #: above which its own loader takes no new part while an actor is connected: receiving
+    #: the actors' batches comes first. 1 or more: never held back. None: 0.9 for float32
+    #: image batches, 1 for uint8 ones.
+    local_cpu: float | None = None
     #: Batches in one request to an actor.
     part_batches: int = 4
     #: Requests out to one actor at once.
@@ -84,6 +90,9 @@ class Remote:
                               "or let the trainer's own cores prepare (local=True)")
         if not (math.isfinite(self.num_cpus) and self.num_cpus > 0):
             raise ConfigError(f"remote=Remote(num_cpus={self.num_cpus}): give CPUs above 0")
+        if self.local_cpu is not None and not (math.isfinite(self.local_cpu) and self.local_cpu > 0):
+            raise ConfigError(f"remote=Remote(local_cpu={self.local_cpu}): give a share of the trainer's CPU "
+                              "above 0 (1 or more: its loader never held back)")
         for name in ("part_batches", "parts_per_actor"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"remote=Remote({name}={getattr(self, name)}): give 1 or more")
@@ -377,6 +386,7 @@ def attach(loader: Any, remote: Remote, source: Any, settings: dict[str, Any]) -
             "parts_per_preparer": remote.parts_per_actor,
             "local": remote.local,
             "ahead": remote.ahead,
+            "local_cpu": remote.local_cpu,
             "stall_limit": remote.stall_limit,
             "connect_limit": 30.0,
         })

@@ -44,13 +44,20 @@ pub(crate) struct ClientOptions {
     part_batches: u64,
     parts_per_preparer: usize,
     local: bool,
-    ahead: bool,
+    ahead: Option<bool>,
+    local_cpu: Option<f64>,
     stall_limit: f64,
     connect_limit: f64,
 }
 
 impl ClientOptions {
-    pub(crate) fn options(&self, py: Python<'_>) -> PyResult<RemoteOptions> {
+    /// The options for `loader`: its own ([`RemoteOptions::for_loader`]) but for those
+    /// given.
+    pub(crate) fn options(
+        &self,
+        py: Python<'_>,
+        loader: &nostall::Loader,
+    ) -> PyResult<RemoteOptions> {
         let seconds = |name: &str, value: f64| {
             if value.is_finite() && value > 0.0 && value <= 86_400.0 {
                 Ok(Duration::from_secs_f64(value))
@@ -63,11 +70,23 @@ impl ClientOptions {
                 ))
             }
         };
-        let mut options = RemoteOptions::default();
+        let mut options = RemoteOptions::for_loader(loader);
         options.part_batches = self.part_batches;
         options.parts_per_preparer = self.parts_per_preparer;
         options.local = self.local;
-        options.ahead = self.ahead;
+        options.ahead = self.ahead.unwrap_or(options.ahead);
+        if let Some(share) = self.local_cpu {
+            if !(share > 0.0 && share.is_finite()) {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "local_cpu must be a share of the trainer's CPU above 0 (1 or more: \
+                         never held back), not {share}"
+                    ),
+                ));
+            }
+            options.local_cpu = share;
+        }
         options.stall_limit = seconds("stall_limit", self.stall_limit)?;
         options.connect_limit = seconds("connect_limit", self.connect_limit)?;
         Ok(options)
@@ -82,7 +101,7 @@ pub(crate) fn connect(
     options: &ClientOptions,
 ) -> PyResult<Remote> {
     let secret = secret(py)?;
-    let options = options.options(py)?;
+    let options = options.options(py, &loader)?;
     let remote = Remote::new(loader, &secret, addresses, options)
         .map_err(|e| config_error(py, e.to_string()))?;
     py.detach(|| remote.check())

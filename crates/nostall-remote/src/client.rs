@@ -25,6 +25,7 @@ use nostall::{EpochStats, Error, Loader, Position, SampleError};
 use nostall_peer::Secret;
 use rustls::{ClientConnection, StreamOwned};
 
+use crate::busy::Busy;
 use crate::coding;
 use crate::describe::{describe, differs};
 use crate::wire::{self, Failure, Part, Reply, Skip};
@@ -55,9 +56,34 @@ pub struct RemoteOptions {
     /// Whether the remote preparers start the next epoch's run once every part of this
     /// one is given out, so that an epoch's first batches are not waited for. The
     /// trainer's own loader joins that run when it is taken ([`Remote::run_after`]), so
-    /// it makes fewer of the epoch's parts: off by default, since that costs more than
-    /// it saves wherever the trainer's own parts count (docs/remote.md).
+    /// it makes fewer of the epoch's parts ([`RemoteOptions::for_loader`] says when that
+    /// pays).
     pub ahead: bool,
+    /// The share of the trainer process's CPU budget (its cgroup quota, else its cores)
+    /// above which its own loader takes no new part while a remote preparer is connected:
+    /// receiving their batches comes first. Read over about the last second; 1 or more:
+    /// never held back.
+    pub local_cpu: f64,
+}
+
+impl RemoteOptions {
+    /// The options that suit `loader`'s batches. Where they travel as bytes the trainer
+    /// turns into float32 values (an image recipe that normalises: [`coding`]),
+    /// receiving a batch costs the trainer about a third of making one, and on a trainer
+    /// of few cores its own loader's parts slow the receiving down more than they add:
+    /// the actors start each next epoch ahead, and the trainer's loader takes a part
+    /// only while the process uses at most 90% of its CPU. Batches that travel as they
+    /// are (uint8) cost the trainer little to receive, and its loader takes every part
+    /// it can, as [`RemoteOptions::default`] does. (Measured side by side:
+    /// docs/benchmarks.md, "Remote prep: the trainer's own share".)
+    pub fn for_loader(loader: &Loader) -> RemoteOptions {
+        let coded = coding::of(loader).is_some();
+        RemoteOptions {
+            ahead: coded,
+            local_cpu: if coded { 0.9 } else { 1.0 },
+            ..RemoteOptions::default()
+        }
+    }
 }
 
 impl Default for RemoteOptions {
@@ -71,6 +97,7 @@ impl Default for RemoteOptions {
             hedge_factor: 3.0,
             clock: Clock::real(),
             ahead: false,
+            local_cpu: 1.0,
         }
     }
 }
@@ -127,6 +154,8 @@ struct Inner {
     delivered: Mutex<Delivered>,
     /// Runs taken by [`Remote::run_after`] as the run before started them.
     taken_ahead: AtomicU64,
+    /// The process's CPU use against its budget ([`RemoteOptions::local_cpu`]).
+    busy: Busy,
 }
 
 /// What a client's consumer got, across runs: what a scaling rule reads.
@@ -191,6 +220,7 @@ impl Remote {
             stats: Mutex::default(),
             delivered: Mutex::default(),
             taken_ahead: AtomicU64::new(0),
+            busy: Busy::new(),
         };
         Ok(Remote {
             inner: Arc::new(inner),
@@ -948,9 +978,38 @@ impl Worker {
         schedule.changed.notify_all();
     }
 
-    /// The trainer's own loader, making parts in this thread's turn with its threads.
+    /// Waits while the trainer's process uses more than [`RemoteOptions::local_cpu`] of
+    /// its budget and a remote preparer is connected; at once when the run stops.
+    fn wait_for_cpu(&self, schedule: &Schedule) {
+        let limit = self.client.options.local_cpu;
+        if limit >= 1.0 {
+            return;
+        }
+        loop {
+            let st = lock(&schedule.state);
+            if !self.wanted(schedule, &st) || st.sockets.is_empty() {
+                return;
+            }
+            if self.client.busy.share().is_none_or(|share| share <= limit) {
+                return;
+            }
+            // Read again soon: the share moves as the window does, not on an event.
+            drop(
+                schedule
+                    .changed
+                    .wait_timeout(st, Duration::from_millis(20))
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+        }
+    }
+
+    /// The trainer's own loader, making parts in this thread's turn with its threads,
+    /// each once the process has CPU to spare ([`Worker::wait_for_cpu`]).
     fn prepare_locally(&self, schedule: &Schedule, start: &Checkpoint) {
-        while let Some(Some(part)) = self.next_part(schedule, false) {
+        while let Some(Some(part)) = {
+            self.wait_for_cpu(schedule);
+            self.next_part(schedule, false)
+        } {
             let clock = &self.client.options.clock;
             let began = clock.now();
             let mut batches = match self.client.loader.batches(start, self.range(part)) {

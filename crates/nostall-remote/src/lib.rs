@@ -32,6 +32,7 @@
 //! [`Loader::batches`]: nostall::Loader::batches
 //! [`Loader::receive`]: nostall::Loader::receive
 
+mod busy;
 mod client;
 mod coding;
 mod describe;

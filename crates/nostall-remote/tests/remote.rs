@@ -169,6 +169,25 @@ fn the_next_epoch_is_started_ahead_and_taken_only_where_it_starts() {
 }
 
 #[test]
+fn the_options_for_a_loader_follow_what_its_batches_cost_the_trainer_to_receive() {
+    let f = Fixture::new();
+    // Normalised floats travel as bytes the trainer converts: epochs ahead, and the
+    // trainer's loader held to its spare CPU.
+    let floats = RemoteOptions::for_loader(&f.loader(1));
+    assert!(floats.ahead && floats.local_cpu < 1.0);
+    // uint8 batches travel as they are: the defaults.
+    let mut settings = LoaderSettings::default();
+    settings.pipeline = PipelineSetting::Operators("[RandomResizedCrop(48)]".parse().unwrap());
+    settings.dtype = nostall::DType::U8;
+    let (uint8, _) = LoaderBuilder::with_settings(&f.photos, settings)
+        .open()
+        .unwrap();
+    for options in [RemoteOptions::for_loader(&uint8), RemoteOptions::default()] {
+        assert!(!options.ahead && options.local_cpu >= 1.0);
+    }
+}
+
+#[test]
 fn float32_samples_travel_as_their_bytes_and_come_back_bit_for_bit() {
     let f = Fixture::new();
     let secret = secret(4);

@@ -8,6 +8,9 @@
 //! - `balance`: the node's prep threads shared among a job's local ranks by demand, and
 //!   `balance::share`, one rank's side of it.
 //!
+//! `cpu` is the process's CPU budget (its cgroup quota, as a fraction of cores) and the
+//! CPU it used, for decisions held to the budget.
+//!
 //! `model` is the rate model that says what limits throughput and what would remove a
 //! stall: one implementation serves both `nostall analyze` (which validates it against
 //! the real loader) and the runtime decisions. `schedule` is the seam an epoch asks for
@@ -17,6 +20,7 @@
 //! prep asks per image: below the scheduler.)
 
 pub(crate) mod balance;
+pub mod cpu;
 pub mod model;
 pub(crate) mod reads;
 pub(crate) mod roles;
