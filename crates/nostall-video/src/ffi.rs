@@ -468,40 +468,25 @@ impl Decoder {
     /// holds frames to be received first, then the packet is to be sent again.
     pub(crate) fn send(&mut self, demux: &mut Demuxer<'_>, pts: i64) -> Result<bool, c_int> {
         // SAFETY: the demuxer's packet holds the last packet read; ctx is open.
-        let ret = unsafe {
+        unsafe {
             (*demux.pkt).pts = pts;
-            ff::avcodec_send_packet(self.ctx, demux.pkt)
-        };
-        match ret {
-            r if r == ff::AVERROR(libc::EAGAIN) => Ok(false),
-            r if r < 0 => Err(r),
-            _ => Ok(true),
+            send_packet(self.ctx, demux.pkt)
         }
     }
 
     /// Tells the decoder that no packet follows, so that it outputs what it holds.
     pub(crate) fn send_end(&mut self) -> Result<(), c_int> {
-        // SAFETY: a null packet is FFmpeg's end-of-stream signal.
-        let ret = unsafe { ff::avcodec_send_packet(self.ctx, ptr::null()) };
-        if ret < 0 && ret != ff::AVERROR_EOF {
-            Err(ret)
-        } else {
-            Ok(())
-        }
+        // SAFETY: ctx is open.
+        unsafe { send_end(self.ctx) }
     }
 
     /// Takes the next decoded frame, if one is ready.
     pub(crate) fn receive(&mut self) -> Result<Received, c_int> {
-        // SAFETY: ctx is open and frame allocated; receive_frame unrefs it first.
-        let ret = unsafe { ff::avcodec_receive_frame(self.ctx, self.frame) };
-        if ret == ff::AVERROR(libc::EAGAIN) {
-            return Ok(Received::Again);
-        }
-        if ret == ff::AVERROR_EOF {
-            return Ok(Received::End);
-        }
-        if ret < 0 {
-            return Err(ret);
+        // SAFETY: ctx is open and frame allocated.
+        match unsafe { receive_frame(self.ctx, self.frame) }? {
+            Got::Again => return Ok(Received::Again),
+            Got::End => return Ok(Received::End),
+            Got::Frame => {}
         }
         // SAFETY: receive_frame succeeded, so the frame holds a picture.
         let f = unsafe { &*self.frame };
@@ -562,6 +547,67 @@ impl Decoder {
             ));
         }
         Ok(())
+    }
+}
+
+/// Sends `pkt` to the decoder `ctx`. `Ok(false)`: the decoder holds frames to be
+/// received first, then the packet is to be sent again.
+///
+/// # Safety
+///
+/// `ctx` is an open decoder and `pkt` a packet read for it.
+unsafe fn send_packet(
+    ctx: *mut ff::AVCodecContext,
+    pkt: *const ff::AVPacket,
+) -> Result<bool, c_int> {
+    // SAFETY: as the caller promises.
+    match unsafe { ff::avcodec_send_packet(ctx, pkt) } {
+        r if r == ff::AVERROR(libc::EAGAIN) => Ok(false),
+        r if r < 0 => Err(r),
+        _ => Ok(true),
+    }
+}
+
+/// Tells the decoder `ctx` that no packet follows, so that it outputs what it holds.
+///
+/// # Safety
+///
+/// `ctx` is an open decoder.
+unsafe fn send_end(ctx: *mut ff::AVCodecContext) -> Result<(), c_int> {
+    // SAFETY: ctx is open; a null packet is FFmpeg's end-of-stream signal.
+    let ret = unsafe { ff::avcodec_send_packet(ctx, ptr::null()) };
+    if ret < 0 && ret != ff::AVERROR_EOF {
+        Err(ret)
+    } else {
+        Ok(())
+    }
+}
+
+/// What a decoder gave when asked for a frame.
+enum Got {
+    /// A frame, in the frame asked with.
+    Frame,
+    /// None yet: it needs more packets.
+    Again,
+    /// None more: the stream ended.
+    End,
+}
+
+/// Takes the decoder `ctx`'s next frame into `frame`, if one is ready.
+///
+/// # Safety
+///
+/// `ctx` is an open decoder and `frame` an allocated frame (unreferenced first).
+unsafe fn receive_frame(
+    ctx: *mut ff::AVCodecContext,
+    frame: *mut ff::AVFrame,
+) -> Result<Got, c_int> {
+    // SAFETY: as the caller promises.
+    match unsafe { ff::avcodec_receive_frame(ctx, frame) } {
+        r if r == ff::AVERROR(libc::EAGAIN) => Ok(Got::Again),
+        ff::AVERROR_EOF => Ok(Got::End),
+        r if r < 0 => Err(r),
+        _ => Ok(Got::Frame),
     }
 }
 
@@ -648,37 +694,22 @@ impl AudioDecoder {
     /// received first, then the packet is to be sent again.
     pub(crate) fn send(&mut self, demux: &mut Demuxer<'_>) -> Result<bool, c_int> {
         // SAFETY: the demuxer's packet holds the last packet read; ctx is open.
-        let ret = unsafe { ff::avcodec_send_packet(self.ctx, demux.pkt) };
-        match ret {
-            r if r == ff::AVERROR(libc::EAGAIN) => Ok(false),
-            r if r < 0 => Err(r),
-            _ => Ok(true),
-        }
+        unsafe { send_packet(self.ctx, demux.pkt) }
     }
 
     /// Tells the decoder that no packet follows, so that it outputs what it holds.
     pub(crate) fn send_end(&mut self) -> Result<(), c_int> {
-        // SAFETY: a null packet is FFmpeg's end-of-stream signal.
-        let ret = unsafe { ff::avcodec_send_packet(self.ctx, ptr::null()) };
-        if ret < 0 && ret != ff::AVERROR_EOF {
-            Err(ret)
-        } else {
-            Ok(())
-        }
+        // SAFETY: ctx is open.
+        unsafe { send_end(self.ctx) }
     }
 
     /// Takes the next decoded frame, if one is ready.
     pub(crate) fn receive(&mut self) -> Result<AudioReceived, c_int> {
-        // SAFETY: ctx is open and frame allocated; receive_frame unrefs it first.
-        let ret = unsafe { ff::avcodec_receive_frame(self.ctx, self.frame) };
-        if ret == ff::AVERROR(libc::EAGAIN) {
-            return Ok(AudioReceived::Again);
-        }
-        if ret == ff::AVERROR_EOF {
-            return Ok(AudioReceived::End);
-        }
-        if ret < 0 {
-            return Err(ret);
+        // SAFETY: ctx is open and frame allocated.
+        match unsafe { receive_frame(self.ctx, self.frame) }? {
+            Got::Again => return Ok(AudioReceived::Again),
+            Got::End => return Ok(AudioReceived::End),
+            Got::Frame => {}
         }
         // SAFETY: receive_frame succeeded, so the frame holds samples.
         let f = unsafe { &*self.frame };
