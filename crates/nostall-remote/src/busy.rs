@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use nostall::clock::Clock;
 use nostall::sched::cpu::{cpu_budget, process_cpu_time};
 
 /// The span the process's CPU use is read over.
@@ -21,23 +22,27 @@ const LEAST: Duration = Duration::from_millis(250);
 /// The process's CPU use over the last [`WINDOW`], as a share of its budget.
 pub(crate) struct Busy {
     budget: f64,
+    /// What the window's wall time is read on (the client's: one a test moves).
+    clock: Clock,
     /// Readings of the process's CPU time, oldest first: one before the window, the rest
     /// in it.
     readings: Mutex<VecDeque<(Instant, Duration)>>,
 }
 
 impl Busy {
-    pub(crate) fn new() -> Busy {
+    pub(crate) fn new(clock: Clock) -> Busy {
+        let first = (clock.now(), process_cpu_time());
         Busy {
             budget: cpu_budget(),
-            readings: Mutex::new(VecDeque::from([(Instant::now(), process_cpu_time())])),
+            clock,
+            readings: Mutex::new(VecDeque::from([first])),
         }
     }
 
     /// The share of its budget the process used over about the last second; `None` while
     /// less than [`LEAST`] has been seen.
     pub(crate) fn share(&self) -> Option<f64> {
-        let (now, cpu) = (Instant::now(), process_cpu_time());
+        let (now, cpu) = (self.clock.now(), process_cpu_time());
         let mut readings = self.readings.lock().unwrap_or_else(|e| e.into_inner());
         readings.push_back((now, cpu));
         while readings.len() > 2 && now.duration_since(readings[1].0) >= WINDOW {
@@ -56,20 +61,19 @@ mod tests {
 
     #[test]
     fn a_share_is_read_once_a_quarter_second_is_seen_and_the_window_stays_bounded() {
-        let busy = Busy::new();
+        let clock = Clock::manual();
+        let busy = Busy::new(clock.clone());
         assert_eq!(busy.share(), None, "nothing seen yet");
-        // An old reading stands for a quarter second ago: the share is read from it.
-        busy.readings.lock().unwrap()[0].0 = Instant::now() - 2 * LEAST;
+        clock.advance(2 * LEAST);
         let share = busy.share().expect("half a second seen");
         assert!(share >= 0.0 && share.is_finite(), "{share}");
         // Readings older than the window go, but for the one the rate is read from.
-        busy.readings.lock().unwrap()[0].0 = Instant::now() - 4 * WINDOW;
-        busy.readings.lock().unwrap()[1].0 = Instant::now() - 3 * WINDOW;
+        clock.advance(3 * WINDOW);
         for _ in 0..100 {
             busy.share();
         }
-        assert!(busy.readings.lock().unwrap().len() <= 102);
-        let oldest = busy.readings.lock().unwrap()[0].0;
-        assert!(Instant::now().duration_since(oldest) < 4 * WINDOW);
+        let readings = busy.readings.lock().unwrap();
+        assert!(readings.len() <= 102, "{}", readings.len());
+        assert!(clock.since(readings[0].0) <= 3 * WINDOW);
     }
 }

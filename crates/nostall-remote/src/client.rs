@@ -209,6 +209,7 @@ impl Remote {
         let description = describe(&loader);
         let coding = coding::of(&loader);
         let finishes = coding::unconverted(&loader).is_some();
+        let busy = Busy::new(options.clock.clone());
         let inner = Inner {
             loader,
             tls,
@@ -220,7 +221,7 @@ impl Remote {
             stats: Mutex::default(),
             delivered: Mutex::default(),
             taken_ahead: AtomicU64::new(0),
-            busy: Busy::new(),
+            busy,
         };
         Ok(Remote {
             inner: Arc::new(inner),
