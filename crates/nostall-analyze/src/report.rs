@@ -631,7 +631,7 @@ fn remote_table(h: &mut String, r: &RemotePrep) {
         );
     }
     h.push_str(
-        "</table>\n<p class=\"note\">Remote prep (<code>remote=</code>): this node's prep threads make what they can besides receiving the rest, made by cores elsewhere. The receive cost is a line through what the Ray testbed measured (8.0 ms for a uint8 batch of 64 × 224 × 224 × 3, 13.6 ms in float32, sent as its bytes), scaled by the batch's bytes.</p>\n",
+        "</table>\n<p class=\"note\">Remote prep (<code>remote=</code>): this node's prep threads make what they can besides receiving the rest, made by cores elsewhere. The receive cost is a line through what the Ray testbed measured (5.9 ms for a uint8 batch of 64 × 224 × 224 × 3, 11.4 ms in float32, sent as its bytes), scaled by the batch's bytes.</p>\n",
     );
 }
 

@@ -73,12 +73,13 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 10.0)]
     network_gbps: f64,
     /// Remote what-if: CPU ms this node spends receiving a uint8 batch of 64 × 224 × 224 ×
-    /// 3 (9.63 MB): 8.0 measured, docs/benchmarks.md "Remote prep on Ray" (2026-11-30).
-    /// With the next, the line through both gives a batch's cost by its bytes.
+    /// 3 (9.63 MB): 5.9 measured, docs/benchmarks.md "Remote prep: float32 batches
+    /// received at the output pass's speed" (2026-11-30). With the next, the line through
+    /// both gives a batch's cost by its bytes.
     #[arg(long, default_value_t = RemoteCosts::default().receive.small.1)]
     receive_u8_ms: f64,
     /// Remote what-if: the same batch in float32 (38.5 MB in the batch, sent as its 9.63
-    /// MB of bytes): 13.6 ms measured, as above.
+    /// MB of bytes): 11.4 ms measured, as above.
     #[arg(long, default_value_t = RemoteCosts::default().receive.large.1)]
     receive_f32_ms: f64,
     /// Remote what-if: a remote core's CPU to send a batch, as a multiple of what

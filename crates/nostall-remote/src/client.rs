@@ -1128,8 +1128,6 @@ impl Worker {
         let mut began = clock.now();
         // Batches received of the part at the front of `asked`.
         let mut made = 0;
-        // A coded sample's bytes, kept between samples.
-        let mut bytes = Vec::new();
         loop {
             while asked.len() < self.client.options.parts_per_preparer {
                 let Some(next) = self.next_part(schedule, !asked.is_empty()) else {
@@ -1189,7 +1187,7 @@ impl Worker {
                                 return from.read_exact(out);
                             };
                             for (slot, &id) in out.chunks_exact_mut(sample_bytes).zip(&ids) {
-                                coding::decode(values, &mut from, slot, &mut bytes)?;
+                                coding::decode(values, &mut from, slot)?;
                                 if self.client.finishes {
                                     loader
                                         .finish_converted(slot, epoch, id)

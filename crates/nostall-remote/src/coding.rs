@@ -3,11 +3,11 @@
 //! Receiving a float32 image batch was most of a trainer's CPU time in remote prep: four
 //! bytes an element through TLS and the kernel. Where the loader's pipeline says which
 //! value each byte of each channel becomes ([`ByteValues`]: `ToTensor` and `Normalize`),
-//! a preparer sends one byte an element, and the trainer looks the values up. Elements
-//! the table does not give back bit for bit (a rectangle of noise from `RandomErasing`,
-//! two images mixed) travel as they are, in runs, so the coding is exact whatever the
-//! pipeline did after the conversion; a sample that would not come out smaller is sent
-//! whole.
+//! a preparer sends one byte an element, and the trainer computes the values again
+//! ([`ByteValues::write`]). Elements the table does not give back bit for bit (a
+//! rectangle of noise from `RandomErasing`, two images mixed) travel as they are, in
+//! runs, so the coding is exact whatever the pipeline did after the conversion; a sample
+//! that would not come out smaller is sent whole.
 //!
 //! Per sample, integers big-endian:
 //!
@@ -20,7 +20,7 @@
 //! The runs are in order, do not touch, and stay inside the sample; anything else is
 //! refused before a byte of the sample's slot is written past what was read.
 
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 
 use nostall::prep::ByteValues;
 use nostall::{Loader, Pipeline};
@@ -348,17 +348,16 @@ fn whole(sample: &[u8], start: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(sample);
 }
 
-/// Reads one sample's code from `from` into `slot` (its native-endian `f32`s), through
-/// `bytes` (scratch, kept between samples).
+/// Reads one sample's code from `from` into `slot` (its native-endian `f32`s). The
+/// element bytes are converted where `from` holds them, not copied out first.
 ///
 /// # Errors
 ///
 /// What `from` gives, or [`io::ErrorKind::InvalidData`] for a code that is not one.
 pub(crate) fn decode(
     values: &ByteValues,
-    from: &mut impl Read,
+    from: &mut impl BufRead,
     slot: &mut [u8],
-    bytes: &mut Vec<u8>,
 ) -> io::Result<()> {
     let elements = slot.len() / 4;
     let runs = read_u32(from)?;
@@ -371,24 +370,16 @@ pub(crate) fn decode(
             "{runs} runs in a sample of {elements} elements"
         )));
     }
-    bytes.resize(elements, 0);
-    from.read_exact(bytes)?;
-    match values.plane() {
-        Some(plane) => {
-            let planes = slot.chunks_mut(4 * plane).zip(bytes.chunks(plane));
-            for (c, (out, bytes)) in planes.enumerate() {
-                let table = values.table(c.min(values.channels() - 1));
-                for (o, &b) in out.chunks_exact_mut(4).zip(bytes) {
-                    o.copy_from_slice(&table[b as usize].to_ne_bytes());
-                }
-            }
+    let mut at = 0;
+    while at < elements {
+        let held = from.fill_buf()?;
+        if held.is_empty() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        None => {
-            let channels = values.channels();
-            for (i, (o, &b)) in slot.chunks_exact_mut(4).zip(bytes.iter()).enumerate() {
-                o.copy_from_slice(&values.table(i % channels)[b as usize].to_ne_bytes());
-            }
-        }
+        let n = held.len().min(elements - at);
+        write_elements(values, at, &held[..n], slot);
+        from.consume(n);
+        at += n;
     }
     let mut next = 0usize;
     for _ in 0..runs {
@@ -407,6 +398,36 @@ pub(crate) fn decode(
     Ok(())
 }
 
+/// Writes the values of `bytes`, the sample's elements from `first` on, into `slot`.
+fn write_elements(values: &ByteValues, first: usize, bytes: &[u8], slot: &mut [u8]) {
+    let last = values.channels() - 1;
+    let Some(plane) = values.plane() else {
+        for (i, &b) in (first..).zip(bytes) {
+            let value = values.table(i % values.channels())[b as usize];
+            slot[4 * i..4 * i + 4].copy_from_slice(&value.to_ne_bytes());
+        }
+        return;
+    };
+    let end = first + bytes.len();
+    let mut i = first;
+    while i < end {
+        let c = (i / plane).min(last);
+        // A sample's last channel takes what lies past its planes (one that does not
+        // `fits`).
+        let upto = if c == last {
+            end
+        } else {
+            ((c + 1) * plane).min(end)
+        };
+        values.write(
+            c,
+            &bytes[i - first..upto - first],
+            &mut slot[4 * i..4 * upto],
+        );
+        i = upto;
+    }
+}
+
 fn read_u32(from: &mut impl Read) -> io::Result<u32> {
     let mut word = [0; 4];
     from.read_exact(&mut word)?;
@@ -423,17 +444,14 @@ pub(crate) fn bound(samples: usize, sample_bytes: usize) -> u64 {
 pub(crate) fn decode_for_fuzzing(data: &[u8]) {
     let values = imagenet(Some(4));
     let mut slot = vec![0; 48];
-    let _ = decode(&values, &mut &data[..], &mut slot, &mut Vec::new());
+    let _ = decode(&values, &mut &data[..], &mut slot);
 }
 
 /// ImageNet's `ToTensor` and `Normalize` over 3 channels, planar or not.
 pub(crate) fn imagenet(plane: Option<usize>) -> ByteValues {
     const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
     const STD: [f32; 3] = [0.229, 0.224, 0.225];
-    let tables = (0..3)
-        .map(|c| std::array::from_fn(|v| (v as f32 / 255.0 - MEAN[c]) / STD[c]))
-        .collect();
-    ByteValues::new(tables, plane).expect("monotonic tables")
+    ByteValues::normalizing(MEAN, STD, plane).expect("monotonic tables")
 }
 
 #[cfg(test)]
@@ -462,9 +480,16 @@ mod tests {
         encode(values, sample, &mut code);
         let mut slot = vec![0xAB; sample.len()];
         let mut from = &code[..];
-        decode(values, &mut from, &mut slot, &mut Vec::new()).unwrap();
+        decode(values, &mut from, &mut slot).unwrap();
         assert!(from.is_empty(), "the code read to its end");
         assert_eq!(slot, sample);
+        // A socket's reader holds a few bytes at a time, cutting planes anywhere.
+        for capacity in [1, 7, 64] {
+            let mut slot = vec![0xAB; sample.len()];
+            let mut from = io::BufReader::with_capacity(capacity, &code[..]);
+            decode(values, &mut from, &mut slot).unwrap();
+            assert_eq!(slot, sample, "read {capacity} bytes at a time");
+        }
         code
     }
 
@@ -593,7 +618,7 @@ mod tests {
             (WHOLE.to_be_bytes().to_vec(), "whole, but cut"),
         ] {
             let mut slot = vec![0; 48];
-            let got = decode(&values, &mut &code[..], &mut slot, &mut Vec::new());
+            let got = decode(&values, &mut &code[..], &mut slot);
             assert!(got.is_err(), "{why}");
         }
     }

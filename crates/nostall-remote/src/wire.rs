@@ -675,7 +675,7 @@ mod tests {
             let values = crate::coding::imagenet(Some(4));
             while !code.is_empty() {
                 let mut slot = [0; 48];
-                crate::coding::decode(&values, &mut code, &mut slot, &mut Vec::new()).unwrap();
+                crate::coding::decode(&values, &mut code, &mut slot).unwrap();
             }
             r = rest;
         }

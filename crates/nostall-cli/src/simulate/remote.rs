@@ -281,12 +281,13 @@ pub(crate) struct RemoteArgs {
     #[arg(long, value_parser = parse_workload)]
     workload: Vec<WorkloadSpec>,
     /// CPU ms the trainer spends receiving a uint8 batch of 64 × 224 × 224 × 3 (9.63 MB):
-    /// 8.0 measured, docs/benchmarks.md "Remote prep on Ray" (2026-11-30). With the next,
-    /// the line through both gives any batch's cost.
+    /// 5.9 measured, docs/benchmarks.md "Remote prep: float32 batches received at the
+    /// output pass's speed" (2026-11-30). With the next, the line through both gives any
+    /// batch's cost.
     #[arg(long, default_value_t = ReceiveCost::MEASURED.small.1)]
     receive_u8_ms: f64,
     /// CPU ms the trainer spends receiving the same batch in float32 (38.5 MB in the
-    /// batch, sent as its 9.63 MB of bytes): 13.6 measured, as above.
+    /// batch, sent as its 9.63 MB of bytes): 11.4 measured, as above.
     #[arg(long, default_value_t = ReceiveCost::MEASURED.large.1)]
     receive_f32_ms: f64,
     /// CPU a host spends sending a batch, as a multiple of what receiving it costs the

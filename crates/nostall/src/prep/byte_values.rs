@@ -4,8 +4,8 @@
 //!
 //! A float32 image batch is four times the bytes of the pixels it was computed from, and
 //! a sender that knows the 256 values each channel can take may send the bytes instead
-//! and let the receiver look the values up (remote prep does, `nostall-remote`). Such a
-//! coding must stay exact whatever ran after the conversion (an erased rectangle of
+//! and let the receiver compute the values again (remote prep does, `nostall-remote`).
+//! Such a coding must stay exact whatever ran after the conversion (an erased rectangle of
 //! noise, two images mixed): it takes an element's byte only where the table gives back
 //! the element's exact bits.
 
@@ -17,6 +17,18 @@ pub struct ByteValues {
     /// Elements a channel's plane holds, in a planar layout (CHW); `None` where the
     /// channels are interleaved (HWC).
     plane: Option<usize>,
+    /// The statistics the tables were made from, where they are an image's `ToTensor`
+    /// and `Normalize`: [`ByteValues::write`] then computes the values as the image
+    /// pipeline's output pass does (a lookup per element does not vectorise).
+    normalize: Option<Statistics>,
+}
+
+/// An image's `Normalize`, and whether its vector form gives its exact bits.
+#[derive(Debug, Clone, PartialEq)]
+struct Statistics {
+    mean: [f32; 3],
+    std: [f32; 3],
+    fused_exact: bool,
 }
 
 impl ByteValues {
@@ -31,7 +43,25 @@ impl ByteValues {
         if tables.is_empty() || plane == Some(0) || !tables.iter().all(monotonic) {
             return None;
         }
-        Some(ByteValues { tables, plane })
+        Some(ByteValues {
+            tables,
+            plane,
+            normalize: None,
+        })
+    }
+
+    /// The values of an image's `ToTensor` then `Normalize(mean, std)` over three
+    /// channels, laid out as [`ByteValues::new`] says.
+    pub fn normalizing(mean: [f32; 3], std: [f32; 3], plane: Option<usize>) -> Option<ByteValues> {
+        let values = ByteValues::new(output::values_of_bytes(mean, std), plane)?;
+        Some(ByteValues {
+            normalize: Some(Statistics {
+                mean,
+                std,
+                fused_exact: output::fused_is_exact(mean, std),
+            }),
+            ..values
+        })
     }
 
     /// Channels.
@@ -48,11 +78,35 @@ impl ByteValues {
     pub fn table(&self, c: usize) -> &[f32; 256] {
         &self.tables[c]
     }
+
+    /// Writes the values of `bytes`, all of channel `c`, into `out` as native-endian
+    /// `f32`s: [`ByteValues::table`]'s bits, computed where the image pipeline's vector
+    /// pass gives them.
+    ///
+    /// # Panics
+    ///
+    /// If `out` is not four bytes for each of `bytes`, or `c` is not a channel.
+    pub fn write(&self, c: usize, bytes: &[u8], out: &mut [u8]) {
+        assert_eq!(bytes.len() * 4, out.len(), "four bytes out a byte in");
+        let table = self.table(c);
+        if let Some(s) = &self.normalize {
+            let statistics = (s.mean, s.std);
+            if output::write_values(statistics, s.fused_exact, c, bytes, out).is_some() {
+                return;
+            }
+        }
+        for (o, &b) in out.chunks_exact_mut(4).zip(bytes) {
+            o.copy_from_slice(&table[b as usize].to_ne_bytes());
+        }
+    }
 }
+
+use super::image::output;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prep::image::{IMAGENET_MEAN, IMAGENET_STD};
 
     fn normalized(mean: f32, std: f32) -> [f32; 256] {
         std::array::from_fn(|v| (v as f32 / 255.0 - mean) / std)
@@ -74,5 +128,35 @@ mod tests {
         assert!(ByteValues::new(vec![nan], None).is_none());
         assert!(ByteValues::new(Vec::new(), None).is_none());
         assert!(ByteValues::new(vec![normalized(0.5, 0.5)], Some(0)).is_none());
+    }
+
+    #[test]
+    fn writing_gives_the_tables_bits_on_every_path_and_alignment() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 37 % 256) as u8).collect();
+        for (mean, std) in [
+            (IMAGENET_MEAN, IMAGENET_STD),
+            ([0.5; 3], [0.5; 3]),
+            ([0.1; 3], [3.0; 3]),
+        ] {
+            let values = ByteValues::normalizing(mean, std, Some(bytes.len())).unwrap();
+            // Aligned for non-temporal stores, and not; runs of every length mod 8.
+            let mut buffer = vec![0u8; 4 * bytes.len() + 64];
+            let aligned = buffer.as_ptr().align_offset(32);
+            for (skip, len) in [
+                (aligned, 1000),
+                (aligned + 4, 999),
+                (aligned + 1, 7),
+                (aligned, 0),
+            ] {
+                for c in 0..3 {
+                    let out = &mut buffer[skip..skip + 4 * len];
+                    values.write(c, &bytes[..len], out);
+                    let table = values.table(c);
+                    for (o, &b) in out.chunks_exact(4).zip(&bytes) {
+                        assert_eq!(o, table[b as usize].to_ne_bytes(), "{mean:?} {std:?} {c}");
+                    }
+                }
+            }
+        }
     }
 }

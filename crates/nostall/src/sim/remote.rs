@@ -78,13 +78,14 @@ impl ReceiveCost {
     /// Bytes of the same batch in float32.
     pub const F32_BATCH_BYTES: f64 = 38_535_168.0;
 
-    /// docs/benchmarks.md, "Remote prep on Ray" (2026-11-30): the trainer in a half-core
-    /// cgroup receiving every batch from two actors (TLS 1.3, one copy from the socket
-    /// into its batch buffers) spent 8.0 ms of CPU per uint8 batch of 64 × 224 × 224 × 3
-    /// and 13.6 ms per float32 one (sent as its bytes, each looked up in the
-    /// normalisation's table). A float32 batch sent as values (audio) costs more than
-    /// this line says: it was 24.8 ms at 38.5 MB on the network.
-    pub const MEASURED: ReceiveCost = ReceiveCost::through(8.0, 13.6);
+    /// docs/benchmarks.md, "Remote prep: float32 batches received at the output pass's
+    /// speed" (2026-11-30): the trainer in a half-core cgroup receiving every batch from
+    /// two actors (TLS 1.3, one copy from the socket into its batch buffers) spent 5.9 ms
+    /// of CPU per uint8 batch of 64 × 224 × 224 × 3 and 11.4 ms per float32 one (sent as
+    /// its bytes, each converted by the image output pass's vector kernel). A float32
+    /// batch sent as values (audio) costs more than this line says: it was 24.8 ms at
+    /// 38.5 MB on the network.
+    pub const MEASURED: ReceiveCost = ReceiveCost::through(5.9, 11.4);
 
     /// The line through `u8_ms` for the uint8 batch of 64 × 224 × 224 × 3 and `f32_ms`
     /// for the float32 one.
@@ -1360,12 +1361,12 @@ mod tests {
     fn the_receive_cost_goes_through_both_measurements() {
         let r = ReceiveCost::MEASURED;
         r.validate().unwrap();
-        assert!(close(r.ms(ReceiveCost::U8_BATCH_BYTES), 8.0));
-        assert!(close(r.ms(ReceiveCost::F32_BATCH_BYTES), 13.6));
-        // 5.6 ms over 28 901 376 bytes, and what is left of 8.0 ms at 9 633 792 bytes.
-        assert!(close(r.ms_per_byte() * 1e6, 5.6 / 28.901_376));
-        assert!(close(r.fixed_ms(), 8.0 - 9.633_792 * 5.6 / 28.901_376));
-        assert!((r.fixed_ms() - 6.133).abs() < 1e-3);
+        assert!(close(r.ms(ReceiveCost::U8_BATCH_BYTES), 5.9));
+        assert!(close(r.ms(ReceiveCost::F32_BATCH_BYTES), 11.4));
+        // 5.5 ms over 28 901 376 bytes, and what is left of 5.9 ms at 9 633 792 bytes.
+        assert!(close(r.ms_per_byte() * 1e6, 5.5 / 28.901_376));
+        assert!(close(r.fixed_ms(), 5.9 - 9.633_792 * 5.5 / 28.901_376));
+        assert!((r.fixed_ms() - 4.067).abs() < 1e-3);
         assert!(ReceiveCost::through(8.4, 8.0).validate().is_err());
         assert!(ReceiveCost::through(0.0, 8.0).validate().is_err());
         assert!(ReceiveCost::through(8.4, f64::NAN).validate().is_err());

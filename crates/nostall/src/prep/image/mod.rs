@@ -26,7 +26,7 @@
 pub mod codec;
 mod layout;
 pub mod op;
-mod output;
+pub(crate) mod output;
 mod placement;
 mod resample;
 mod views;
@@ -678,12 +678,11 @@ impl Prep for ImagePipeline {
         if self.dtype != DType::F32 {
             return None;
         }
-        let tables = output::values_of_bytes(self.mean, self.std);
         let plane = match self.layout {
             Layout::Chw => Some(self.height as usize * self.width as usize),
             Layout::Hwc => None,
         };
-        ByteValues::new(tables, plane)
+        ByteValues::normalizing(self.mean, self.std, plane)
     }
 
     fn unconverted(&self) -> Option<super::Pipeline> {

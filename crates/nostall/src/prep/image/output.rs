@@ -70,56 +70,132 @@ unsafe fn stream_planes(
     pipeline: &ImagePipeline,
     out: &mut [u8],
 ) {
-    use std::arch::x86_64::*;
     let value = Normalize::new(pipeline.mean, pipeline.std);
     let w = block.width;
-    let whole = w - w % 8;
-    let reverse = _mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
-    let (divisor, inverse) = (_mm256_set1_ps(255.0), _mm256_set1_ps(INVERSE_255));
     for c in 0..3 {
-        let mean = _mm256_set1_ps(value.mean[c]);
-        let std = _mm256_set1_ps(value.std[c]);
-        let inverse_std = _mm256_set1_ps(value.inverse_std[c]);
+        let fused = Fused::of(&value, c);
         for r in 0..block.rows {
-            let src = block.row(c, r);
             let at = (c * height + y0 + r) * w * 4;
-            let dst = &mut out[at..at + w * 4];
-            let aligned = (dst.as_ptr() as usize).is_multiple_of(32);
-            for x in (0..whole).step_by(8) {
-                let bytes: &[u8; 8] = if flip {
-                    src[w - 8 - x..w - x].try_into().unwrap()
-                } else {
-                    src[x..x + 8].try_into().unwrap()
-                };
-                let mut v = _mm_loadl_epi64(bytes.as_ptr().cast());
-                if flip {
-                    v = _mm_shuffle_epi8(v, reverse);
-                }
-                let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-                let q = _mm256_mul_ps(v, inverse);
-                let v = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, divisor, v), inverse, q);
-                let v = _mm256_sub_ps(v, mean);
-                let q = _mm256_mul_ps(v, inverse_std);
-                let v = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, std, v), inverse_std, q);
-                let to: &mut [u8; 32] = (&mut dst[x * 4..x * 4 + 32]).try_into().unwrap();
+            fused.stream_row(block.row(c, r), &mut out[at..at + w * 4], flip);
+        }
+    }
+    // Non-temporal stores are weakly ordered: fence them before the batch is handed on.
+    std::arch::x86_64::_mm_sfence();
+}
+
+/// Writes the values of `bytes`, all of channel `c`, into `out` (four native-endian
+/// bytes each): the bits of [`values_of_bytes`]' tables for `mean` and `std`, computed
+/// as the pass computes them. `None` where no vector path is exact here (no AVX2 and FMA,
+/// or statistics for which [`Normalize::fused`] is not `fused_exact`): the caller looks
+/// the values up instead.
+///
+/// A receiver of bytes ([`crate::prep::ByteValues::write`]) spends most of its CPU here,
+/// so it gets the pass's kernel rather than a lookup per element.
+pub(crate) fn write_values(
+    (mean, std): ([f32; 3], [f32; 3]),
+    fused_exact: bool,
+    c: usize,
+    bytes: &[u8],
+    out: &mut [u8],
+) -> Option<()> {
+    assert_eq!(bytes.len() * 4, out.len(), "four bytes out a byte in");
+    #[cfg(target_arch = "x86_64")]
+    if fused_exact
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+    {
+        // SAFETY: the CPU supports AVX2 and FMA, checked just above; the functions are
+        // otherwise safe code compiled with those features enabled.
+        unsafe {
+            let value = Normalize::new(mean, std);
+            let fused = Fused::of(&value, c);
+            // The elements before the first 32-byte line, one at a time, so that the
+            // rest is streamed (a reader's chunks start anywhere in a sample).
+            let head = match out.as_ptr().align_offset(32) {
+                skip if skip % 4 == 0 => (skip / 4).min(bytes.len()),
+                _ => 0,
+            };
+            let (out_head, out_rest) = out.split_at_mut(4 * head);
+            fused.stream_row(&bytes[..head], out_head, false);
+            fused.stream_row(&bytes[head..], out_rest, false);
+            std::arch::x86_64::_mm_sfence();
+        }
+        return Some(());
+    }
+    let _ = (mean, std, fused_exact, c);
+    None
+}
+
+/// Channel `c`'s [`Normalize::fused`], eight values at a time.
+#[cfg(target_arch = "x86_64")]
+struct Fused<'a> {
+    value: &'a Normalize,
+    c: usize,
+    mean: std::arch::x86_64::__m256,
+    std: std::arch::x86_64::__m256,
+    inverse_std: std::arch::x86_64::__m256,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Fused<'_> {
+    #[target_feature(enable = "avx2,fma")]
+    fn of(value: &Normalize, c: usize) -> Fused<'_> {
+        use std::arch::x86_64::*;
+        Fused {
+            value,
+            c,
+            mean: _mm256_set1_ps(value.mean[c]),
+            std: _mm256_set1_ps(value.std[c]),
+            inverse_std: _mm256_set1_ps(value.inverse_std[c]),
+        }
+    }
+
+    /// The values of `src` (read backwards when `flip`) into `dst`, non-temporal where
+    /// `dst` is aligned for it: the caller fences before handing `dst` on.
+    #[target_feature(enable = "avx2,fma")]
+    fn stream_row(&self, src: &[u8], dst: &mut [u8], flip: bool) {
+        use std::arch::x86_64::*;
+        let w = src.len();
+        let whole = w - w % 8;
+        let reverse = _mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
+        let (divisor, inverse) = (_mm256_set1_ps(255.0), _mm256_set1_ps(INVERSE_255));
+        let aligned = (dst.as_ptr() as usize).is_multiple_of(32);
+        for x in (0..whole).step_by(8) {
+            let bytes: &[u8; 8] = if flip {
+                src[w - 8 - x..w - x].try_into().unwrap()
+            } else {
+                src[x..x + 8].try_into().unwrap()
+            };
+            // SAFETY: `bytes` holds the 8 bytes read.
+            let mut v = unsafe { _mm_loadl_epi64(bytes.as_ptr().cast()) };
+            if flip {
+                v = _mm_shuffle_epi8(v, reverse);
+            }
+            let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+            let q = _mm256_mul_ps(v, inverse);
+            let v = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, divisor, v), inverse, q);
+            let v = _mm256_sub_ps(v, self.mean);
+            let q = _mm256_mul_ps(v, self.inverse_std);
+            let v = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, self.std, v), self.inverse_std, q);
+            let to: &mut [u8; 32] = (&mut dst[x * 4..x * 4 + 32]).try_into().unwrap();
+            // SAFETY: `to` holds the 32 bytes written, 32-aligned where streamed.
+            unsafe {
                 if aligned {
                     _mm256_stream_ps(to.as_mut_ptr().cast(), v);
                 } else {
                     _mm256_storeu_ps(to.as_mut_ptr().cast(), v);
                 }
             }
-            for x in whole..w {
-                let v = src[if flip { w - 1 - x } else { x }];
-                dst[x * 4..x * 4 + 4].copy_from_slice(&value.fused(v, c).to_ne_bytes());
-            }
+        }
+        for x in whole..w {
+            let v = src[if flip { w - 1 - x } else { x }];
+            dst[x * 4..x * 4 + 4].copy_from_slice(&self.value.fused(v, self.c).to_ne_bytes());
         }
     }
-    // Non-temporal stores are weakly ordered: fence them before the batch is handed on.
-    _mm_sfence();
 }
 
 /// The value the pass writes for each byte of each channel, with `mean` and `std`.
-pub(super) fn values_of_bytes(mean: [f32; 3], std: [f32; 3]) -> Vec<[f32; 256]> {
+pub(crate) fn values_of_bytes(mean: [f32; 3], std: [f32; 3]) -> Vec<[f32; 256]> {
     let value = Normalize::new(mean, std);
     (0..3)
         .map(|c| std::array::from_fn(|v| value.exact(v as u8, c)))
@@ -128,7 +204,7 @@ pub(super) fn values_of_bytes(mean: [f32; 3], std: [f32; 3]) -> Vec<[f32; 256]> 
 
 /// Whether [`Normalize::fused`] equals [`Normalize::exact`] for every byte value of
 /// every channel.
-pub(super) fn fused_is_exact(mean: [f32; 3], std: [f32; 3]) -> bool {
+pub(crate) fn fused_is_exact(mean: [f32; 3], std: [f32; 3]) -> bool {
     let value = Normalize::new(mean, std);
     (0..3).all(|c| (0..=255u8).all(|v| value.fused(v, c).to_bits() == value.exact(v, c).to_bits()))
 }
