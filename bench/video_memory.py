@@ -11,8 +11,9 @@ divided by the threads: each thread's decoder (FFmpeg's reference frames at the 
 size), its RGB frame and the resampler's scratch.
 
 Cases: 1080p (the benchmark's 1080p H.264 sets and the phone's native 1080p clip, each
-linked 6 times) and 2160p (`sports2d` encoded at 3840 × 2160 by Debian's ffmpeg, made
-here once, linked 8 times).
+linked 24 times: 120 videos, 15 batches) and 2160p (`sports2d` encoded at 3840 × 2160 by
+Debian's ffmpeg, made here once, linked 80 times: 10 batches). Each epoch is longer than
+the batch buffers (`2 × prefetch` batches), so that the peak covers a steady state.
 
     .venv-test/bin/python bench/video_memory.py [--data bench/out/videos]
 """
@@ -79,7 +80,7 @@ def main() -> None:
                   for p in sorted((args.data / s).iterdir())],
         "2160p": [four_k(args.data)],
     }
-    copies = {"1080p": 6, "2160p": 8}
+    copies = {"1080p": 24, "2160p": 80}
     for name, files in cases.items():
         with tempfile.TemporaryDirectory() as folder:
             for i in range(copies[name]):

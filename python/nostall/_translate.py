@@ -237,6 +237,17 @@ def _flatten(transform: Any) -> Iterable[Any]:
         yield transform
 
 
+def _choice(choice: Any, t: Any) -> ops.Op:
+    """One choice of ``t`` (a ``RandomChoice``) as one operator: a ``Compose`` as
+    nostall's, whole (flattened into the list, its steps would be choices of their own)."""
+    steps = from_torchvision(choice)
+    if type(choice).__name__ == "Compose":
+        return ops.Compose(steps)
+    if len(steps) != 1:
+        raise ConfigError(f"{_named(t)}: the choice {_named(choice)} is not one operator: wrap it in a Compose")
+    return steps[0]
+
+
 def _interpolation(mode: Any, t: Any) -> str:
     """The transform ``t``'s interpolation ``mode`` as nostall names it."""
     name = str(getattr(mode, "value", mode))
@@ -481,6 +492,7 @@ _CONVERTERS: dict[str, Callable[[Any, Any], Any]] = {
     "optional_fill": lambda value, t: _optional_fill(value),
     "enum_value": lambda value, t: str(getattr(value, "value", value)),
     "transforms": lambda value, t: from_torchvision(list(_flatten(value))),
+    "choices": lambda value, t: [_choice(v, t) for v in value],
     "erasing_value": lambda value, t: _erasing_value(value),
     "padding": _padding,
     "exp_low": lambda value, t: math.exp(value[0]),

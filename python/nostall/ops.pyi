@@ -13,8 +13,11 @@ __all__ = [
     "AutoAugment",
     "CenterCrop",
     "ColorJitter",
+    "Compose",
+    "DetrRandomResize",
     "FixedSizeCrop",
     "GaussianBlur",
+    "MultiScaleCrop",
     "Normalize",
     "Op",
     "Pad",
@@ -40,6 +43,7 @@ __all__ = [
     "RandomResizedCrop",
     "RandomRotation",
     "RandomShortestSize",
+    "RandomSizeCrop",
     "RandomSolarize",
     "RandomVerticalFlip",
     "RandomZoomOut",
@@ -201,6 +205,54 @@ class RandomCrop(Op):
         """'constant' (the others, which repeat the image's edge, are not supported)."""
 
 @final
+class MultiScaleCrop(Op):
+    """Crops a window whose height and width are each ``int(short side × scale)`` for scales at
+    most ``max_distort`` places apart in ``scales`` (a side within 2 pixels of the output's
+    is the output's), at one of 5 fixed places (the corners and the centre; 13 with
+    ``more_fix_crop``: the edges' middles and the quarters too) or, without ``fix_crop``,
+    anywhere; then resizes it to ``size`` (TSN's and VideoMAE's ``GroupMultiScaleCrop``,
+    with the same choices: the pair, then the place; in a clip, one draw for every frame).
+    ``size`` is ``(height, width)``, as torchvision's; VideoMAE's ``input_size`` list is
+    ``[width, height]``.
+
+    - ``size``: output size, an int (square) or ``(height, width)``.
+    - ``scales`` (``(1.0, 0.875, 0.75, 0.66)``): fractions of the short side, each in (0,
+      1].
+    - ``max_distort`` (``1``): how many places apart in ``scales`` the height's and the
+      width's scales may be.
+    - ``fix_crop`` (``True``): place the window at one of the fixed places, not anywhere.
+    - ``more_fix_crop`` (``True``): 13 fixed places rather than 5.
+    - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
+      torchvision's antialiased filters) or ``'nearest'``.
+    - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
+      default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any
+      scale, as torch's ``F.interpolate`` (torchvision's video classification recipe).
+    """
+
+    def __new__(cls, size: int | tuple[int, int] | list[int], scales: Sequence[float] | None = (1.0, 0.875, 0.75, 0.66), max_distort: int = 1, fix_crop: bool = True, more_fix_crop: bool = True, interpolation: str = 'bilinear', antialias: bool = True) -> MultiScaleCrop: ...
+    @property
+    def size(self) -> tuple[int, int]:
+        """Output size, an int (square) or ``(height, width)``."""
+    @property
+    def scales(self) -> tuple[float, ...] | None:
+        """Fractions of the short side, each in (0, 1]."""
+    @property
+    def max_distort(self) -> int:
+        """How many places apart in ``scales`` the height's and the width's scales may be."""
+    @property
+    def fix_crop(self) -> bool:
+        """Place the window at one of the fixed places, not anywhere."""
+    @property
+    def more_fix_crop(self) -> bool:
+        """13 fixed places rather than 5."""
+    @property
+    def interpolation(self) -> str:
+        """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
+    @property
+    def antialias(self) -> bool:
+        """Antialiasing when shrinking (torchvision.transforms.v2's default); ``False`` with ``'bilinear'`` interpolates the two nearest pixels at any scale, as torch's ``F.interpolate`` (torchvision's video classification recipe)."""
+
+@final
 class RandomIoUCrop(Op):
     """Crops a random window that overlaps the sample's boxes by at least a drawn IoU, as SSD
     trains (torchvision.transforms.v2's ``RandomIoUCrop``, with its random choices: an IoU
@@ -337,11 +389,13 @@ class RandomShortestSize(Op):
     """Resizes the shorter side to a size drawn among ``min_size``, the longer side at most
     ``max_size`` (torchvision.transforms.v2's ``RandomShortestSize``). Each image keeps its
     size, at the top left of a ``max_size`` square canvas of ``fill`` in the batch; a boxes
-    field's ``size`` says where it ends.
+    field's ``size`` says where it ends. Without ``max_size`` the output's size varies, for
+    a crop after it.
 
     - ``min_size``: the shorter side's sizes, drawn with equal chances.
-    - ``max_size``: the most the longer side may be, and the batch canvas's side (the
-      references use 1333; v2's ``None`` is refused: the batch needs a bound).
+    - ``max_size`` (``None``): the most the longer side may be, and the batch canvas's side
+      (the references use 1333); ``None``: no bound and no canvas, the output's size varies
+      (for a crop after it).
     - ``interpolation`` (``'bilinear'``): ``'bilinear'``, ``'bicubic'`` (PIL's and
       torchvision's antialiased filters) or ``'nearest'``.
     - ``antialias`` (``True``): antialiasing when shrinking (torchvision.transforms.v2's
@@ -350,13 +404,13 @@ class RandomShortestSize(Op):
     - ``fill`` (``0``): the canvas's colour around each image, one or 3 numbers.
     """
 
-    def __new__(cls, min_size: int | Sequence[int], max_size: int | None, interpolation: str = 'bilinear', antialias: bool = True, fill: float | tuple[float, float, float] | list[float] = 0) -> RandomShortestSize: ...
+    def __new__(cls, min_size: int | Sequence[int], max_size: int | None = None, interpolation: str = 'bilinear', antialias: bool = True, fill: float | tuple[float, float, float] | list[float] = 0) -> RandomShortestSize: ...
     @property
     def min_size(self) -> tuple[int, ...]:
         """The shorter side's sizes, drawn with equal chances."""
     @property
     def max_size(self) -> int | None:
-        """The most the longer side may be, and the batch canvas's side (the references use 1333; v2's ``None`` is refused: the batch needs a bound)."""
+        """The most the longer side may be, and the batch canvas's side (the references use 1333); ``None``: no bound and no canvas, the output's size varies (for a crop after it)."""
     @property
     def interpolation(self) -> str:
         """``'bilinear'``, ``'bicubic'`` (PIL's and torchvision's antialiased filters) or ``'nearest'``."""
@@ -366,6 +420,47 @@ class RandomShortestSize(Op):
     @property
     def fill(self) -> float | tuple[float, float, float]:
         """The canvas's colour around each image, one or 3 numbers."""
+
+@final
+class DetrRandomResize(Op):
+    """Resizes the shorter side to a size drawn among ``sizes``, the longer side at most about
+    ``max_size``, as DETR's ``RandomResize`` rounds (bilinear, as PIL). With ``max_size``,
+    each image keeps its size at the top left of a ``max_size`` square canvas of 0 in the
+    batch (a boxes field's ``size`` says where it ends; a side DETR's rounding takes past
+    ``max_size`` is cut to it); without, the output's size varies, for a crop after it.
+
+    - ``sizes``: the shorter side's sizes, drawn with equal chances.
+    - ``max_size`` (``None``): the most the longer side may be, and the batch canvas's side
+      (DETR's 1333).
+    """
+
+    def __new__(cls, sizes: int | Sequence[int], max_size: int | None = None) -> DetrRandomResize: ...
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The shorter side's sizes, drawn with equal chances."""
+    @property
+    def max_size(self) -> int | None:
+        """The most the longer side may be, and the batch canvas's side (DETR's 1333)."""
+
+@final
+class RandomSizeCrop(Op):
+    """Crops a window of a width drawn from ``min_size`` to the image's width (at most
+    ``max_size``) and a height drawn likewise, at a place drawn (DETR's ``RandomSizeCrop``).
+    The output's size varies: follow it with a resize to a canvas (``DetrRandomResize(...,
+    max_size=...)``, as DETR does). A side shorter than ``min_size`` is kept whole (DETR
+    raises).
+
+    - ``min_size``: the least side drawn.
+    - ``max_size``: the greatest side drawn.
+    """
+
+    def __new__(cls, min_size: int, max_size: int) -> RandomSizeCrop: ...
+    @property
+    def min_size(self) -> int:
+        """The least side drawn."""
+    @property
+    def max_size(self) -> int:
+        """The greatest side drawn."""
 
 @final
 class RandomHorizontalFlip(Op):
@@ -929,10 +1024,26 @@ class TimmRandAugment(Op):
         """Timm's ``magnitude_max`` hparam: where given, it wins over the config's mmax (non-negative; 0 means 10, as in timm)."""
 
 @final
+class Compose(Op):
+    """Applies ``transforms`` in order, as one operator (torchvision.transforms.v2's
+    ``Compose``, where it is one choice of a ``RandomChoice``: DETR's ``RandomSelect(...,
+    Compose([RandomResize, RandomSizeCrop, RandomResize]))``). They are all operators on
+    pixels, or all geometric operators. A pipeline's own list needs none.
+
+    - ``transforms``: the operators, at least one.
+    """
+
+    def __new__(cls, transforms: Sequence[Op]) -> Compose: ...
+    @property
+    def transforms(self) -> list[Op]:
+        """The operators, at least one."""
+
+@final
 class RandomApply(Op):
     """Applies ``transforms``, in order, with probability ``p``, or none of them
     (torchvision.transforms.v2's ``RandomApply``). They are all operators on pixels, or all
-    geometric operators that keep the image's size (flips).
+    geometric operators; those may size the image where an operator after them fixes the
+    output's size (none may place it on a canvas).
 
     - ``transforms``: the operators.
     - ``p`` (``0.5``): probability of applying them.
@@ -949,8 +1060,11 @@ class RandomApply(Op):
 @final
 class RandomChoice(Op):
     """Applies one of ``transforms``, drawn with the weights ``p`` (all alike when ``None``)
-    (torchvision.transforms.v2's ``RandomChoice``). They are all operators on pixels, or all
-    geometric operators that keep the image's size.
+    (torchvision.transforms.v2's ``RandomChoice``; DETR's ``RandomSelect(t1, t2, p)`` is
+    ``RandomChoice([t1, t2], p=[p, 1 - p])``). They are all operators on pixels, or all
+    geometric operators; those may each size the image (a ``Compose`` each), where every one
+    ends on a batch canvas (the largest holds any) or an operator after them fixes the
+    output's size.
 
     - ``transforms``: the operators, at least one.
     - ``p`` (``None``): a weight for each operator, or ``None`` for equal weights.

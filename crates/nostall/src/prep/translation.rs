@@ -65,8 +65,12 @@ pub enum Conv {
     OptionalFill,
     /// An enum's `.value` as a string (`AutoAugmentPolicy`).
     EnumValue,
-    /// A list of transforms, each translated (what `RandomApply` and its kin hold).
+    /// A list of transforms, each translated (what `RandomApply` and its kin hold), a
+    /// `Compose` in it flattened into the list.
     Transforms,
+    /// A list of transforms to choose from, each translated, a `Compose` in it kept as
+    /// one choice (`RandomChoice`).
+    Choices,
     /// torchvision's `RandomErasing` value: `'random'` (also for `None`), numbers, or one
     /// number.
     ErasingValue,
@@ -98,6 +102,7 @@ impl Conv {
             Conv::OptionalFill => "optional_fill",
             Conv::EnumValue => "enum_value",
             Conv::Transforms => "transforms",
+            Conv::Choices => "choices",
             Conv::ErasingValue => "erasing_value",
             Conv::Padding => "padding",
             Conv::ExpLow => "exp_low",

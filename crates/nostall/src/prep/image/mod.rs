@@ -538,15 +538,7 @@ impl ImagePipeline {
         let mut view = View::whole(width, height);
         for op in &self.ops {
             if let Stage::Geometry(geometric) = op.stage() {
-                let scale = (view.source.w / view.w, view.source.h / view.h);
-                geometric.plan_targeted(&mut view, targets, rng);
-                // A crop keeps the scale but for a rounding of the region's size.
-                let resized = |before: f64, after: f64| (after / before - 1.0).abs() > 1e-9;
-                if resized(scale.0, view.source.w / view.w)
-                    || resized(scale.1, view.source.h / view.h)
-                {
-                    view.resize_bound = view.clip;
-                }
+                op::plan_step(geometric, &mut view, targets, rng);
             }
         }
         view

@@ -37,6 +37,9 @@ mod auto_augment;
 mod autocontrast;
 mod center_crop;
 mod color_jitter;
+mod compose;
+mod composed;
+mod detr_random_resize;
 mod equalize;
 mod fixed_size_crop;
 mod gaussian_blur;
@@ -44,6 +47,7 @@ mod grayscale;
 mod horizontal_flip;
 mod invert;
 mod motion;
+mod multi_scale_crop;
 mod normalize;
 mod pad;
 mod pil;
@@ -63,6 +67,7 @@ mod random_photometric_distort;
 mod random_resize;
 mod random_resized_crop;
 mod random_shortest_size;
+mod random_size_crop;
 mod random_zoom_out;
 mod resize;
 mod rotation;
@@ -99,12 +104,15 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &center_crop::DECLARATION,
     &pad::DECLARATION,
     &random_crop::DECLARATION,
+    &multi_scale_crop::DECLARATION,
     &random_iou_crop::DECLARATION,
     &random_resize::DECLARATION,
     &random_zoom_out::DECLARATION,
     &scale_jitter::DECLARATION,
     &fixed_size_crop::DECLARATION,
     &random_shortest_size::DECLARATION,
+    &detr_random_resize::DECLARATION,
+    &random_size_crop::DECLARATION,
     &horizontal_flip::DECLARATION,
     &vertical_flip::DECLARATION,
     &normalize::DECLARATION,
@@ -126,6 +134,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &trivial_augment_wide::DECLARATION,
     &augmix::DECLARATION,
     &timm_rand_augment::DECLARATION,
+    &compose::DECLARATION,
     &random_apply::DECLARATION,
     &random_choice::DECLARATION,
     &random_order::DECLARATION,
@@ -297,6 +306,34 @@ pub(crate) trait Geometric {
     /// ([`Inset::for_batching`]): no operator on pixels may follow it.
     fn batch_canvas(&self) -> bool {
         false
+    }
+
+    /// Whether it plans operators of its own (`Compose`, `RandomChoice`, ...), each
+    /// through [`plan_step`], which notes their resizes: the step around it notes none.
+    fn holds_operators(&self) -> bool {
+        false
+    }
+}
+
+/// Plans `geometric` on `view` for a sample with boxes `targets` (in source pixels), and
+/// where it resized the view, keeps the crops' windows then as the resize's bound:
+/// torchvision resizes a crop alone, so the resize's filter reads nothing outside them.
+pub(crate) fn plan_step(
+    geometric: &dyn Geometric,
+    view: &mut View,
+    targets: &[[f64; 4]],
+    rng: &mut Rng,
+) {
+    if geometric.holds_operators() {
+        geometric.plan_targeted(view, targets, rng);
+        return;
+    }
+    let scale = (view.source.w / view.w, view.source.h / view.h);
+    geometric.plan_targeted(view, targets, rng);
+    // A crop keeps the scale but for a rounding of the region's size.
+    let resized = |before: f64, after: f64| (after / before - 1.0).abs() > 1e-9;
+    if resized(scale.0, view.source.w / view.w) || resized(scale.1, view.source.h / view.h) {
+        view.resize_bound = view.clip;
     }
 }
 

@@ -1,6 +1,6 @@
 //! `RandomChoice`: one operator of a list, drawn by weight.
 
-use super::random_apply::{apply_one, plan_one, Composed};
+use super::composed::{apply_one, plan_one, Composed};
 use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
@@ -10,8 +10,11 @@ use crate::rng::Rng;
 pub(super) static DECLARATION: Declaration = Declaration {
     name: "RandomChoice",
     doc: "Applies one of `transforms`, drawn with the weights `p` (all alike when `None`) \
-          (torchvision.transforms.v2's `RandomChoice`). They are all operators on pixels, \
-          or all geometric operators that keep the image's size.",
+          (torchvision.transforms.v2's `RandomChoice`; DETR's `RandomSelect(t1, t2, p)` \
+          is `RandomChoice([t1, t2], p=[p, 1 - p])`). They are all operators on pixels, \
+          or all geometric operators; those may each size the image (a `Compose` each), \
+          where every one ends on a batch canvas (the largest holds any) or an operator \
+          after them fixes the output's size.",
     params: &[
         Param::required("transforms", Kind::Ops, "the operators, at least one"),
         Param::with_default(
@@ -24,7 +27,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
     translates: &[Translation::torchvision(
         "RandomChoice",
         &[
-            ("transforms", "transforms", Conv::Transforms),
+            ("transforms", "transforms", Conv::Choices),
             ("p", "p", Conv::OptionalFloats),
         ],
     )],
@@ -36,7 +39,7 @@ fn build(args: &Args) -> Result<Op> {
     if ops.is_empty() {
         return Err(args.error("transforms", "is empty: give at least one operator"));
     }
-    let on = Composed::of(args, "transforms", &ops)?;
+    let on = Composed::choice(args, "transforms", &ops)?;
     let weights = match args.is_none("p") {
         true => None,
         false => Some(args.weights("p")?),
@@ -102,12 +105,16 @@ impl Operator for RandomChoice {
     fn stage(&self) -> Stage<'_> {
         match self.on {
             Composed::Pixels => Stage::Pixels(self),
-            Composed::Geometry => Stage::Geometry(self),
+            Composed::Geometry(..) => Stage::Geometry(self),
         }
     }
 
     fn moves_pixels(&self) -> bool {
         self.ops.iter().any(Op::moves_pixels)
+    }
+
+    fn needs_targets(&self) -> bool {
+        self.ops.iter().any(Op::needs_targets)
     }
 }
 
@@ -120,11 +127,26 @@ impl Photometric for RandomChoice {
 
 impl Geometric for RandomChoice {
     fn output_size(&self) -> OutputSize {
-        OutputSize::Keeps
+        self.on.output_size()
+    }
+
+    fn batch_canvas(&self) -> bool {
+        self.on.batch_canvas()
     }
 
     fn plan(&self, view: &mut View, rng: &mut Rng) {
+        self.plan_targeted(view, &[], rng);
+    }
+
+    /// The choice drawn plans on the sample's view with the sample's draws; its batch
+    /// canvas widened to the one that holds every choice.
+    fn plan_targeted(&self, view: &mut View, targets: &[[f64; 4]], rng: &mut Rng) {
         let chosen = self.draw(rng);
-        plan_one(&self.ops[chosen], view, rng);
+        plan_one(&self.ops[chosen], view, targets, rng);
+        self.on.fit_canvas(view);
+    }
+
+    fn holds_operators(&self) -> bool {
+        true
     }
 }

@@ -1,6 +1,6 @@
 //! `RandomOrder`: every operator of a list, in an order drawn per sample.
 
-use super::random_apply::{apply_one, plan_one, Composed};
+use super::composed::{apply_one, plan_one, Composed};
 use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
@@ -22,7 +22,7 @@ pub(super) static DECLARATION: Declaration = Declaration {
 
 fn build(args: &Args) -> Result<Op> {
     let ops = args.ops("transforms")?.to_vec();
-    let on = Composed::of(args, "transforms", &ops)?;
+    let on = Composed::keeping(args, "transforms", &ops)?;
     Ok(Op::new(RandomOrder { ops, on }))
 }
 
@@ -51,12 +51,16 @@ impl Operator for RandomOrder {
     fn stage(&self) -> Stage<'_> {
         match self.on {
             Composed::Pixels => Stage::Pixels(self),
-            Composed::Geometry => Stage::Geometry(self),
+            Composed::Geometry(..) => Stage::Geometry(self),
         }
     }
 
     fn moves_pixels(&self) -> bool {
         self.ops.iter().any(Op::moves_pixels)
+    }
+
+    fn needs_targets(&self) -> bool {
+        self.ops.iter().any(Op::needs_targets)
     }
 }
 
@@ -74,8 +78,16 @@ impl Geometric for RandomOrder {
     }
 
     fn plan(&self, view: &mut View, rng: &mut Rng) {
+        self.plan_targeted(view, &[], rng);
+    }
+
+    fn plan_targeted(&self, view: &mut View, targets: &[[f64; 4]], rng: &mut Rng) {
         for i in self.order(rng) {
-            plan_one(&self.ops[i], view, rng);
+            plan_one(&self.ops[i], view, targets, rng);
         }
+    }
+
+    fn holds_operators(&self) -> bool {
+        true
     }
 }

@@ -6,7 +6,8 @@
 //! `max_size`, each image at the top left and the rest `fill` ([`super::Inset`], made
 //! only for batching: a flip after it mirrors the image, not the canvas). A boxes field
 //! gives each image's `size` to cut it out, as torchvision's detection models take
-//! images of different sizes.
+//! images of different sizes. Without `max_size`, the output's size varies, for a crop
+//! after it (DETR's second choice resizes, crops, then resizes to the canvas).
 
 use super::resize::{filter, ANTIALIAS, INTERPOLATION};
 use super::{
@@ -25,18 +26,21 @@ pub(super) static DECLARATION: Declaration = Declaration {
     doc: "Resizes the shorter side to a size drawn among `min_size`, the longer side at \
           most `max_size` (torchvision.transforms.v2's `RandomShortestSize`). Each image \
           keeps its size, at the top left of a `max_size` square canvas of `fill` in the \
-          batch; a boxes field's `size` says where it ends.",
+          batch; a boxes field's `size` says where it ends. Without `max_size` the \
+          output's size varies, for a crop after it.",
     params: &[
         Param::required(
             "min_size",
             Kind::Sides,
             "the shorter side's sizes, drawn with equal chances",
         ),
-        Param::required(
+        Param::with_default(
             "max_size",
             Kind::OptionalInt,
+            "None",
             "the most the longer side may be, and the batch canvas's side (the references \
-             use 1333; v2's `None` is refused: the batch needs a bound)",
+             use 1333); `None`: no bound and no canvas, the output's size varies (for a \
+             crop after it)",
         ),
         INTERPOLATION,
         ANTIALIAS,
@@ -61,21 +65,17 @@ pub(super) static DECLARATION: Declaration = Declaration {
 
 fn build(args: &Args) -> Result<Op> {
     let min_size = args.sides("min_size")?;
-    let Some(max_size) = args.optional_int::<u32>("max_size")? else {
-        return Err(args.error(
-            "max_size",
-            "None: images of every size need a bound to be batched; give max_size (the \
-             detection references' 1333)",
-        ));
-    };
-    if max_size == 0 || u64::from(max_size).pow(2) > DEFAULT_MAX_PIXELS {
-        return Err(args.error(
-            "max_size",
-            format!(
-                "{max_size}: the canvas is max_size square, from 1 pixel to \
-                 {DEFAULT_MAX_PIXELS} pixels"
-            ),
-        ));
+    let max_size = args.optional_int::<u32>("max_size")?;
+    if let Some(max) = max_size {
+        if max == 0 || u64::from(max).pow(2) > DEFAULT_MAX_PIXELS {
+            return Err(args.error(
+                "max_size",
+                format!(
+                    "{max}: the canvas is max_size square, from 1 pixel to \
+                     {DEFAULT_MAX_PIXELS} pixels"
+                ),
+            ));
+        }
     }
     Ok(Op::new(RandomShortestSize {
         min_size,
@@ -87,7 +87,9 @@ fn build(args: &Args) -> Result<Op> {
 
 struct RandomShortestSize {
     min_size: Vec<u32>,
-    max_size: u32,
+    /// The longer side's bound and the batch canvas's side; without, the output's size
+    /// varies (a crop after it fixes it).
+    max_size: Option<u32>,
     filter: Filter,
     fill: [u8; 3],
 }
@@ -105,7 +107,7 @@ impl Operator for RandomShortestSize {
                     .map(|&s| Value::Int(s.into()))
                     .collect(),
             ),
-            Value::Int(self.max_size.into()),
+            self.max_size.map_or(Value::None, |m| Value::Int(m.into())),
             self.filter.name().into(),
             self.filter.antialias().into(),
             canvas_fill_value(self.fill),
@@ -119,11 +121,14 @@ impl Operator for RandomShortestSize {
 
 impl Geometric for RandomShortestSize {
     fn output_size(&self) -> OutputSize {
-        OutputSize::Canvas(self.max_size, self.max_size)
+        match self.max_size {
+            Some(max) => OutputSize::Canvas(max, max),
+            None => OutputSize::Varies,
+        }
     }
 
     fn batch_canvas(&self) -> bool {
-        true
+        self.max_size.is_some()
     }
 
     /// v2's `make_params`: a size drawn with equal chances, the ratio a Python float, each
@@ -132,18 +137,20 @@ impl Geometric for RandomShortestSize {
         let pick = (rng.next_f64() * self.min_size.len() as f64) as usize;
         let side = f64::from(self.min_size[pick.min(self.min_size.len() - 1)]);
         let (w, h) = (view.w.round(), view.h.round());
-        let r = (side / w.min(h)).min(f64::from(self.max_size) / w.max(h));
-        let scaled = |v: f64| ((v * r) as i64).clamp(1, i64::from(self.max_size)) as f64;
+        let max = self.max_size.map_or(f64::INFINITY, f64::from);
+        let r = (side / w.min(h)).min(max / w.max(h));
+        let scaled = |v: f64| (v * r).trunc().clamp(1.0, max);
         view.filter = self.filter;
         (view.w, view.h) = (scaled(w), scaled(h));
-        let max = f64::from(self.max_size);
-        view.inset = Some(Inset {
-            width: max,
-            height: max,
-            fill: self.fill,
-            flip: false,
-            for_batching: true,
-        });
+        if self.max_size.is_some() {
+            view.inset = Some(Inset {
+                width: max,
+                height: max,
+                fill: self.fill,
+                flip: false,
+                for_batching: true,
+            });
+        }
     }
 }
 
@@ -155,7 +162,7 @@ mod tests {
     fn the_shorter_side_is_drawn_and_the_longer_bounded() {
         let op = RandomShortestSize {
             min_size: vec![480, 800],
-            max_size: 1000,
+            max_size: Some(1000),
             filter: Filter::Bilinear,
             fill: [0; 3],
         };
