@@ -63,9 +63,14 @@
 //! integer or `true` is 1), no `segmentation` (or `null`, or `[]`) is no mask, no
 //! `keypoints` is none, no `area` is the box's width times height (as pycocotools'
 //! `loadRes` sets it). `num_keypoints` and unknown fields are ignored.
+//!
+//! COCO panoptic files (`panoptic_train2017.json`: each image's PNG of segment ids and
+//! its `segments_info`) are read the same way into a [`PanopticIndex`], bounded by the
+//! same limits (an image's segments by `max_annotations_per_image`).
 
 mod index;
 mod mask;
+mod panoptic;
 mod parse;
 mod serial;
 
@@ -73,6 +78,10 @@ pub use index::{
     Annotation, Annotations, Category, Image, Polygon, Polygons, RleRef, Segmentation,
 };
 pub use mask::{polygons_to_mask, Rle};
+pub use panoptic::{
+    PanopticCategory, PanopticImage, PanopticIndex, PanopticProblem, PanopticProblemKind, Segment,
+    MAX_SEGMENT_ID,
+};
 
 use std::fmt;
 
@@ -87,7 +96,7 @@ pub struct Limits {
     /// Largest image width or height, in pixels. Whatever it is, an image's width times
     /// height must fit in a `u32`, as COCO's run lengths do.
     pub max_image_side: u32,
-    /// Most annotations one image may have.
+    /// Most annotations one image may have (in a panoptic file, most segments).
     pub max_annotations_per_image: u32,
     /// Most polygon points of one annotation, all its polygons together.
     pub max_polygon_points: u32,

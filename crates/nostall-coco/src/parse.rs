@@ -48,12 +48,12 @@ pub(crate) fn parse(
 }
 
 #[derive(Deserialize)]
-struct ImageEntry<'a> {
-    id: u64,
+pub(crate) struct ImageEntry<'a> {
+    pub(crate) id: u64,
     #[serde(borrow)]
-    file_name: Cow<'a, str>,
-    width: i64,
-    height: i64,
+    pub(crate) file_name: Cow<'a, str>,
+    pub(crate) width: i64,
+    pub(crate) height: i64,
 }
 
 #[derive(Deserialize)]
@@ -359,39 +359,7 @@ impl<'l> Builder<'l> {
         mut categories: Vec<CategoryEntry>,
     ) -> Result<(Annotations, Vec<Problem>), CocoError> {
         let limits = self.limits;
-        for im in &images {
-            if im.width < 1 || im.height < 1 {
-                return Err(CocoError::Format(format!(
-                    "image {} ({}) is {}x{} (width x height); sizes must be at least 1x1",
-                    im.id, im.file_name, im.width, im.height
-                )));
-            }
-            if im.width > i64::from(limits.max_image_side)
-                || im.height > i64::from(limits.max_image_side)
-            {
-                return Err(CocoError::TooLarge(format!(
-                    "image {} ({}) is {}x{} (width x height), over the limit of {} a side \
-                     (raise Limits::max_image_side to accept it)",
-                    im.id, im.file_name, im.width, im.height, limits.max_image_side
-                )));
-            }
-        }
-        if let Some(im) = images
-            .iter()
-            .find(|im| im.width * im.height > i64::from(u32::MAX))
-        {
-            return Err(CocoError::TooLarge(format!(
-                "image {} ({}) is {}x{}: more pixels than COCO's run lengths (u32) can count",
-                im.id, im.file_name, im.width, im.height
-            )));
-        }
-        images.sort_unstable_by_key(|im| im.id);
-        if let Some(w) = images.windows(2).find(|w| w[0].id == w[1].id) {
-            return Err(CocoError::Format(format!(
-                "two images have id {} ({} and {}); image ids must be unique",
-                w[0].id, w[0].file_name, w[1].file_name
-            )));
-        }
+        sort_images(&mut images, limits)?;
         categories.sort_unstable_by_key(|c| c.id);
         if let Some(w) = categories.windows(2).find(|w| w[0].id == w[1].id) {
             return Err(CocoError::Format(format!(
@@ -533,6 +501,45 @@ impl<'l> Builder<'l> {
         };
         Ok((index, problems))
     }
+}
+
+/// Checks the images' sizes against `limits` and sorts them by id, refusing two with
+/// one id.
+pub(crate) fn sort_images(images: &mut [ImageEntry<'_>], limits: &Limits) -> Result<(), CocoError> {
+    for im in images.iter() {
+        if im.width < 1 || im.height < 1 {
+            return Err(CocoError::Format(format!(
+                "image {} ({}) is {}x{} (width x height); sizes must be at least 1x1",
+                im.id, im.file_name, im.width, im.height
+            )));
+        }
+        if im.width > i64::from(limits.max_image_side)
+            || im.height > i64::from(limits.max_image_side)
+        {
+            return Err(CocoError::TooLarge(format!(
+                "image {} ({}) is {}x{} (width x height), over the limit of {} a side \
+                 (raise Limits::max_image_side to accept it)",
+                im.id, im.file_name, im.width, im.height, limits.max_image_side
+            )));
+        }
+    }
+    if let Some(im) = images
+        .iter()
+        .find(|im| im.width * im.height > i64::from(u32::MAX))
+    {
+        return Err(CocoError::TooLarge(format!(
+            "image {} ({}) is {}x{}: more pixels than COCO's run lengths (u32) can count",
+            im.id, im.file_name, im.width, im.height
+        )));
+    }
+    images.sort_unstable_by_key(|im| im.id);
+    if let Some(w) = images.windows(2).find(|w| w[0].id == w[1].id) {
+        return Err(CocoError::Format(format!(
+            "two images have id {} ({} and {}); image ids must be unique",
+            w[0].id, w[0].file_name, w[1].file_name
+        )));
+    }
+    Ok(())
 }
 
 /// `v` as hundredths of a pixel, if that gives back exactly `v`.

@@ -11,7 +11,7 @@ const MAGIC: &[u8; 4] = b"NSCO";
 const VERSION: u8 = 1;
 
 /// A fixed-size little-endian element of a vector.
-trait Element: Sized {
+pub(crate) trait Element: Sized {
     const SIZE: usize;
     fn put(&self, out: &mut Vec<u8>);
     /// From exactly `SIZE` bytes.
@@ -50,25 +50,25 @@ impl<T: Element + Copy + Default, const N: usize> Element for [T; N] {
     }
 }
 
-fn put<T: Element>(out: &mut Vec<u8>, items: &[T]) {
+pub(crate) fn put<T: Element>(out: &mut Vec<u8>, items: &[T]) {
     out.extend_from_slice(&(items.len() as u64).to_le_bytes());
     for v in items {
         v.put(out);
     }
 }
 
-fn corrupt(why: impl std::fmt::Display) -> CocoError {
+pub(crate) fn corrupt(why: impl std::fmt::Display) -> CocoError {
     CocoError::Corrupt(format!(
-        "{why} (the bytes were not written by Annotations::to_bytes of this version, or \
+        "{why} (the bytes were not written by `to_bytes` of this version, or \
          were damaged: index the JSON again)"
     ))
 }
 
 /// The bytes not read yet.
-struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CocoError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], CocoError> {
         if self.0.len() < n {
             return Err(corrupt("truncated"));
         }
@@ -77,12 +77,12 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    fn len(&mut self) -> Result<usize, CocoError> {
+    pub(crate) fn len(&mut self) -> Result<usize, CocoError> {
         let n = u64::get(self.take(8)?);
         usize::try_from(n).map_err(|_| corrupt("truncated"))
     }
 
-    fn vec<T: Element>(&mut self) -> Result<Vec<T>, CocoError> {
+    pub(crate) fn vec<T: Element>(&mut self) -> Result<Vec<T>, CocoError> {
         let n = self.len()?;
         // The length is checked against the bytes left before anything is allocated.
         let bytes = n.checked_mul(T::SIZE).ok_or_else(|| corrupt("truncated"))?;
@@ -93,7 +93,7 @@ impl<'a> Reader<'a> {
             .collect())
     }
 
-    fn string(&mut self) -> Result<String, CocoError> {
+    pub(crate) fn string(&mut self) -> Result<String, CocoError> {
         String::from_utf8(self.vec::<u8>()?).map_err(|_| corrupt("a name is not UTF-8"))
     }
 }
@@ -211,7 +211,12 @@ impl Annotations {
 }
 
 /// A vector of starts: one more than `n`, from 0, never decreasing, ending at `total`.
-fn check_starts(first: &[u32], n: usize, total: usize, what: &str) -> Result<(), CocoError> {
+pub(crate) fn check_starts(
+    first: &[u32],
+    n: usize,
+    total: usize,
+    what: &str,
+) -> Result<(), CocoError> {
     let fits = first.len() == n + 1
         && first[0] == 0
         && first.windows(2).all(|w| w[0] <= w[1])

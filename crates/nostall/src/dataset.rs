@@ -25,7 +25,8 @@ use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
     is_manifest, is_parquet_key, is_sample_key, Annotated, BlobInfo, BlobStore, LocalDir,
-    LocalFiles, Mixed, Objects, ReadMode, Segmented, Segments, Source, TarShards, MASK_MEMBER,
+    LocalFiles, Mixed, Objects, Panoptic, ReadMode, Segmented, Segments, Source, TarShards,
+    MASK_MEMBER,
 };
 pub use crate::storage::{Columns, LabelColumn};
 
@@ -52,7 +53,7 @@ pub enum Format {
     /// Images with the annotations of a COCO file ([`Annotated`]).
     Coco,
     /// Images with their label maps, as a segmentation dataset lays them out
-    /// ([`Segmented`]).
+    /// ([`Segmented`]), or as a COCO panoptic file gives them ([`Panoptic`]).
     Segmented,
 }
 
@@ -232,15 +233,24 @@ fn open_any(
         return open_store(store, mode, modality, columns);
     }
     let path = Path::new(location);
-    if path.is_file() && modality == Modality::Image && location.ends_with(".json") {
-        return coco(path, mode, columns);
-    }
     let wants_mask = columns
         .record
         .iter()
         .flatten()
         .flatten()
         .any(|member| member == MASK_MEMBER);
+    if path.is_file() && modality == Modality::Image && location.ends_with(".json") {
+        // A label map of a COCO file is a panoptic file's: instances files give boxes.
+        if wants_mask {
+            let panoptic = Panoptic::open(path)?.with_mode(mode);
+            return Ok(Dataset {
+                catalog: panoptic.catalog().clone(),
+                source: Arc::new(panoptic),
+                format: Format::Segmented,
+            });
+        }
+        return coco(path, mode, columns);
+    }
     if wants_mask && modality == Modality::Image {
         if let Some(segmented) = Segmented::open(path)? {
             let segmented = segmented.with_mode(mode);

@@ -375,7 +375,7 @@ fn first_image(index: &Annotations, file: &str) -> Result<String> {
 
 /// File name `name` as a key relative to the folder it names a file of (`/`-separated,
 /// without `.`), or `None` when it leaves the folder (absolute, or through `..`).
-fn inside(name: &str) -> Option<String> {
+pub(super) fn inside(name: &str) -> Option<String> {
     let mut parts = Vec::new();
     for part in Path::new(name).components() {
         match part {

@@ -1,5 +1,6 @@
 //! A COCO file's parsed index, kept between opens in the cache directory beside the
-//! catalogs' indexes ([`crate::catalog::derived_index_path`]).
+//! catalogs' indexes ([`crate::catalog::derived_index_path`]): an instances file's
+//! ([`open`], [`open_blob`]) or a panoptic file's ([`open_panoptic`]).
 //!
 //! Parsing `instances_train2017.json` (450 MB) takes seconds; reading back its index,
 //! `nostall-coco`'s [`Annotations::to_bytes`], takes milliseconds. The cached index is
@@ -20,14 +21,44 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use nostall_coco::{Annotations, Limits};
+use nostall_coco::{Annotations, Limits, PanopticIndex};
 
 use super::{BlobInfo, BlobStore};
 use crate::catalog::{derived_index_path, read_own, write_private};
 use crate::error::{Error, Result};
 
-/// The first bytes of a cached index.
-const MAGIC: &[u8; 8] = b"NSCOCOX1";
+/// An index kept in the cache: its bytes and back.
+trait Kept: Sized {
+    /// The first bytes of its cached form.
+    const MAGIC: &'static [u8; 8];
+    /// The name its cache is derived with, from the file's.
+    const NAME: &'static str;
+    fn to_bytes(&self) -> Vec<u8>;
+    /// `None` for bytes that do not read back.
+    fn from_bytes(bytes: &[u8]) -> Option<Self>;
+}
+
+impl Kept for Annotations {
+    const MAGIC: &'static [u8; 8] = b"NSCOCOX1";
+    const NAME: &'static str = "coco";
+    fn to_bytes(&self) -> Vec<u8> {
+        Annotations::to_bytes(self)
+    }
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        Annotations::from_bytes(bytes, &Limits::default()).ok()
+    }
+}
+
+impl Kept for PanopticIndex {
+    const MAGIC: &'static [u8; 8] = b"NSCOPAN1";
+    const NAME: &'static str = "coco-panoptic";
+    fn to_bytes(&self) -> Vec<u8> {
+        PanopticIndex::to_bytes(self)
+    }
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        PanopticIndex::from_bytes(bytes, &Limits::default()).ok()
+    }
+}
 
 /// An annotation left out of the index: its image's id, and why (in words).
 pub(crate) type Problem = (u64, String);
@@ -41,6 +72,42 @@ pub(crate) type Problem = (u64, String);
 /// [`Error::Config`] when the file is not COCO's format (naming the place), or cannot be
 /// read.
 pub(crate) fn open(path: &Path, cache: Option<&Path>) -> Result<(Annotations, Vec<Problem>, bool)> {
+    open_kept(path, cache, || {
+        Annotations::open(path, &Limits::default())
+            .map(|(index, problems)| (index, listed(&problems)))
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    })
+}
+
+/// The index of the COCO panoptic file at `path` and the images whose entries are
+/// unsound, as [`open`] keeps an instances file's.
+///
+/// # Errors
+///
+/// [`Error::Config`] when the file is not COCO panoptic's format (naming the place), or
+/// cannot be read.
+pub(crate) fn open_panoptic(
+    path: &Path,
+    cache: Option<&Path>,
+) -> Result<(PanopticIndex, Vec<Problem>, bool)> {
+    open_kept(path, cache, || {
+        let (index, problems) = PanopticIndex::open(path, &Limits::default())
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let problems = problems
+            .iter()
+            .map(|p| (p.image_id, p.to_string()))
+            .collect();
+        Ok((index, problems))
+    })
+}
+
+/// The index of the file at `path`, from the cache at `cache` (or the default place)
+/// when it was made from this very file, else `parse`d and cached.
+fn open_kept<T: Kept>(
+    path: &Path,
+    cache: Option<&Path>,
+    parse: impl FnOnce() -> Result<(T, Vec<Problem>)>,
+) -> Result<(T, Vec<Problem>, bool)> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let canonical = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
     let mut identity = Vec::new();
@@ -56,11 +123,8 @@ pub(crate) fn open(path: &Path, cache: Option<&Path>) -> Result<(Annotations, Ve
     ] {
         identity.extend_from_slice(&v.to_le_bytes());
     }
-    let cache = cache.map_or_else(|| derived_index_path(path, "coco"), Path::to_path_buf);
-    kept_or_parsed(&cache, &identity, || {
-        Annotations::open(path, &Limits::default())
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
-    })
+    let cache = cache.map_or_else(|| derived_index_path(path, T::NAME), Path::to_path_buf);
+    kept_or_parsed(&cache, &identity, parse)
 }
 
 /// The index of the COCO file `file`, a blob of `store` (fetched whole, as listed, once
@@ -95,11 +159,13 @@ pub(crate) fn open_blob(
                 location: location.clone(),
                 message: format!("cannot read the COCO annotation file: {cause}"),
             })?;
-        Annotations::parse(&json, &limits).map_err(|e| Error::Config(format!("{location}: {e}")))
+        Annotations::parse(&json, &limits)
+            .map(|(index, problems)| (index, listed(&problems)))
+            .map_err(|e| Error::Config(format!("{location}: {e}")))
     };
     let Some(version) = &file.version else {
         let (index, problems) = parse()?;
-        return Ok((index, listed(&problems), false));
+        return Ok((index, problems, false));
     };
     let mut identity = Vec::new();
     for part in [location.as_bytes(), version.as_bytes()] {
@@ -117,16 +183,15 @@ pub(crate) fn open_blob(
 
 /// The index kept at `cache` when it was made from the file of `identity`, else the one
 /// `parse` makes, kept there; whether it was the kept one.
-fn kept_or_parsed(
+fn kept_or_parsed<T: Kept>(
     cache: &Path,
     identity: &[u8],
-    parse: impl FnOnce() -> Result<(Annotations, Vec<nostall_coco::Problem>)>,
-) -> Result<(Annotations, Vec<Problem>, bool)> {
+    parse: impl FnOnce() -> Result<(T, Vec<Problem>)>,
+) -> Result<(T, Vec<Problem>, bool)> {
     if let Some((index, problems)) = read_own(cache).and_then(|b| decode(&b, identity)) {
         return Ok((index, problems, true));
     }
     let (index, problems) = parse()?;
-    let problems = listed(&problems);
     // Not fatal: the index is a cache, made again at the next open.
     let _ = write_private(cache, &encode(identity, &index, &problems));
     Ok((index, problems, false))
@@ -140,11 +205,11 @@ fn listed(problems: &[nostall_coco::Problem]) -> Vec<Problem> {
         .collect()
 }
 
-/// The cached index: [`MAGIC`], the identity's length and bytes, the problems (count,
-/// then each image id, text length and text), then the index; little-endian.
-fn encode(identity: &[u8], index: &Annotations, problems: &[Problem]) -> Vec<u8> {
+/// The cached index: its kind's magic, the identity's length and bytes, the problems
+/// (count, then each image id, text length and text), then the index; little-endian.
+fn encode<T: Kept>(identity: &[u8], index: &T, problems: &[Problem]) -> Vec<u8> {
     let mut out = Vec::new();
-    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(T::MAGIC);
     out.extend_from_slice(&(identity.len() as u64).to_le_bytes());
     out.extend_from_slice(identity);
     out.extend_from_slice(&(problems.len() as u64).to_le_bytes());
@@ -158,9 +223,9 @@ fn encode(identity: &[u8], index: &Annotations, problems: &[Problem]) -> Vec<u8>
 }
 
 /// The index and problems of a cached index made from the file of `identity`; `None`
-/// for another file's, or bytes that do not read back.
-fn decode(bytes: &[u8], identity: &[u8]) -> Option<(Annotations, Vec<Problem>)> {
-    let mut rest = bytes.strip_prefix(MAGIC)?;
+/// for another file's, another kind's, or bytes that do not read back.
+fn decode<T: Kept>(bytes: &[u8], identity: &[u8]) -> Option<(T, Vec<Problem>)> {
+    let mut rest = bytes.strip_prefix(T::MAGIC)?;
     let mut take = |n: usize| -> Option<&[u8]> {
         (rest.len() >= n).then(|| {
             let (taken, after) = rest.split_at(n);
@@ -180,7 +245,7 @@ fn decode(bytes: &[u8], identity: &[u8]) -> Option<(Annotations, Vec<Problem>)> 
         let text = String::from_utf8(take(len)?.to_vec()).ok()?;
         problems.push((image, text));
     }
-    let index = Annotations::from_bytes(rest, &Limits::default()).ok()?;
+    let index = T::from_bytes(rest)?;
     Some((index, problems))
 }
 
@@ -287,9 +352,35 @@ mod tests {
         let bytes = std::fs::read(&cache).unwrap();
         let identity =
             &bytes[16..16 + u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize];
-        assert!(decode(&bytes, identity).is_some());
+        assert!(decode::<Annotations>(&bytes, identity).is_some());
         for end in 0..bytes.len() {
-            assert!(decode(&bytes[..end], identity).is_none(), "{end}");
+            assert!(
+                decode::<Annotations>(&bytes[..end], identity).is_none(),
+                "{end}"
+            );
         }
+    }
+
+    #[test]
+    fn a_panoptic_files_index_is_kept_as_an_instances_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, cache) = (dir.path().join("p.json"), dir.path().join("c.idx"));
+        std::fs::write(
+            &path,
+            r#"{"images": [{"id": 1, "file_name": "a.jpg", "width": 2, "height": 2},
+                           {"id": 2, "file_name": "b.jpg", "width": 2, "height": 2}],
+                "categories": [{"id": 7, "name": "cat"}],
+                "annotations": [{"image_id": 1, "file_name": "a.png",
+                                 "segments_info": [{"id": 3, "category_id": 7}]}]}"#,
+        )
+        .unwrap();
+        let (first, problems, cached) = open_panoptic(&path, Some(&cache)).unwrap();
+        assert!(!cached && problems.len() == 1 && problems[0].0 == 2);
+        let (again, problems_again, cached) = open_panoptic(&path, Some(&cache)).unwrap();
+        assert!(cached && again == first && problems_again == problems);
+        // An instances file's cache is not a panoptic one's, nor the other way round.
+        assert!(decode::<Annotations>(&std::fs::read(&cache).unwrap(), b"").is_none());
+        let why = open(&path, Some(&dir.path().join("i.idx"))).unwrap_err();
+        assert!(why.to_string().contains("p.json"), "{why}");
     }
 }

@@ -53,6 +53,8 @@ mod held;
 mod indexed;
 mod memory;
 mod mixed;
+mod panoptic;
+mod panoptic_member;
 #[cfg(feature = "parquet")]
 mod parquet;
 pub(crate) mod record;
@@ -81,6 +83,10 @@ pub use held::{Held, HeldSample, HeldSamples};
 pub use indexed::Indexed;
 pub use memory::Memory;
 pub use mixed::Mixed;
+pub use panoptic::{Panoptic, UNLABELLED};
+pub(crate) use panoptic_member::decode_panoptic_member;
+#[cfg(test)]
+pub(crate) use panoptic_member::encode_panoptic_member;
 #[cfg(feature = "parquet")]
 pub use parquet::ParquetFiles;
 pub use segmented::{Segmented, MASK_MEMBER};

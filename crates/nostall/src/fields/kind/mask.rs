@@ -5,6 +5,11 @@
 //! where no pixel of the image shows (a zoom-out's canvas, `FixedSizeCrop`'s padding, the
 //! corners a rotation or an affine warp brings in).
 //!
+//! A COCO panoptic image's member ([`crate::storage::Panoptic`]: its RGB PNG of segment
+//! ids and the table that labels them) is read as the one-channel map it stands for:
+//! each pixel its segment's label, [`UNLABELLED`] where the table lists no segment; from
+//! there it moves as any label map.
+//!
 //! In its slot: the map at the output's size, uint8 `[height, width]`.
 
 use std::sync::Arc;
@@ -16,9 +21,10 @@ use super::{
     TargetKind, Targets,
 };
 use crate::error::Cause;
-use crate::prep::image::codec::{decode_label_map, DEFAULT_MAX_PIXELS};
+use crate::prep::image::codec::{decode_label_map, decode_segment_ids, DEFAULT_MAX_PIXELS};
 use crate::prep::image::{follow_motions, read_nearest, Placement};
 use crate::sample::{DType, PartForm, SampleLayout};
+use crate::storage::{decode_panoptic_member, UNLABELLED};
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "mask",
@@ -130,11 +136,29 @@ impl TargetKind for Mask {
                 field: Some(field.to_string()),
             });
         }
-        let (width, height, values) =
-            decode_label_map(member, DEFAULT_MAX_PIXELS).map_err(|cause| Cause::BadTargets {
-                field: field.to_string(),
-                reason: cause.to_string(),
-            })?;
+        let bad = |reason: String| Cause::BadTargets {
+            field: field.to_string(),
+            reason,
+        };
+        let (width, height, values) = match decode_panoptic_member(member) {
+            None => decode_label_map(member, DEFAULT_MAX_PIXELS)
+                .map_err(|cause| bad(cause.to_string()))?,
+            Some(panoptic) => {
+                let panoptic = panoptic.map_err(bad)?;
+                let path = panoptic.png_path;
+                let label = |id| panoptic.label(id, UNLABELLED);
+                let map = decode_segment_ids(panoptic.png, DEFAULT_MAX_PIXELS, label)
+                    .map_err(|cause| bad(format!("its PNG of segment ids {path}: {cause}")))?;
+                if (map.0, map.1) != panoptic.size {
+                    return Err(bad(format!(
+                        "its PNG of segment ids {path} is {}x{}, its image {}x{} (width x \
+                         height)",
+                        map.0, map.1, panoptic.size.0, panoptic.size.1
+                    )));
+                }
+                map
+            }
+        };
         Ok(Targets::Map(LabelMap {
             width,
             height,
@@ -318,5 +342,55 @@ mod tests {
             prepare(&small, &member, &place, &mut out),
             Err(Cause::TooLarge { limit: 8, .. })
         ));
+    }
+
+    #[test]
+    fn a_panoptic_member_is_its_segments_labels_and_bad_pngs_name_the_file() {
+        use crate::storage::encode_panoptic_member;
+        // 3x2: segment 5, 65536 + 2 (B=1, R=2), an unlisted one, and 0 (unlabelled).
+        let ids: [u32; 6] = [5, 5, 65538, 9, 0, 65538];
+        let rgb: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| [id as u8, (id >> 8) as u8, (id >> 16) as u8])
+            .collect();
+        let png_bytes = png(3, 2, png::BitDepth::Eight, png::ColorType::Rgb, &rgb);
+        let member = |size, png_bytes: &[u8]| {
+            let mut out = Vec::new();
+            encode_panoptic_member(
+                size,
+                "p/a.png",
+                &[(65538, 200), (5, 7)],
+                png_bytes,
+                &mut out,
+            );
+            out
+        };
+        let kind = FieldKind::mask(1 << 10, 0);
+        let place = Placement::new(&View::whole(3, 2), (3, 2), (3, 2));
+        let mut out = [9u8; 6];
+        prepare(&kind, &member((3, 2), &png_bytes), &place, &mut out).unwrap();
+        assert_eq!(out, [7, 7, 200, UNLABELLED, UNLABELLED, 200]);
+        let why = |member: &[u8]| {
+            prepare(&kind, member, &place, &mut [0u8; 6])
+                .unwrap_err()
+                .to_string()
+        };
+        let other = why(&member((2, 3), &png_bytes));
+        assert!(other.contains("p/a.png is 3x2, its image 2x3"), "{other}");
+        let grey = png(
+            3,
+            2,
+            png::BitDepth::Eight,
+            png::ColorType::Grayscale,
+            &[0; 6],
+        );
+        let grey = why(&member((3, 2), &grey));
+        assert!(grey.contains("p/a.png") && grey.contains("RGB"), "{grey}");
+        let whole = member((3, 2), &png_bytes);
+        for end in 0..whole.len() {
+            if let Err(why) = prepare(&kind, &whole[..end], &place, &mut out) {
+                assert!(why.to_string().contains("field \"seg\""), "{why}");
+            }
+        }
     }
 }

@@ -16,7 +16,7 @@
 mod png_decode;
 mod turbo;
 
-pub(crate) use png_decode::decode_label_map;
+pub(crate) use png_decode::{decode_label_map, decode_segment_ids};
 pub use turbo::{encode_jpeg, EncodePixels};
 
 use crate::error::Cause;

@@ -136,3 +136,66 @@ pub(crate) fn decode_label_map(data: &[u8], max_pixels: u64) -> Result<(u32, u32
     }
     Ok((width, height, out))
 }
+
+/// Decodes a COCO panoptic PNG (RGB at 8 bits, each pixel's segment id
+/// `R + 256 G + 65536 B`) into a label map, one byte a pixel: `label` of each pixel's id
+/// (asked once a run of equal ids, as segments cover whole regions). Returns (width,
+/// height) and the labels, row-major.
+///
+/// # Errors
+///
+/// [`Cause::Corrupt`] for a damaged file, more pixels than `max_pixels`, or another
+/// colour type or depth than RGB at 8 bits (in words).
+pub(crate) fn decode_segment_ids(
+    data: &[u8],
+    max_pixels: u64,
+    mut label: impl FnMut(u32) -> u8,
+) -> Result<(u32, u32, Vec<u8>), Cause> {
+    let corrupt = |e: png::DecodingError| Cause::Corrupt(e.to_string());
+    let (width, height) = dimensions(data)?;
+    if u64::from(width) * u64::from(height) > max_pixels {
+        return Err(Cause::Corrupt(format!(
+            "a PNG of segment ids of {width}x{height}, more than {max_pixels} pixels"
+        )));
+    }
+    check_palette(data)?;
+    let mut decoder = png::Decoder::new(data);
+    decoder.set_transformations(png::Transformations::IDENTITY);
+    decoder.set_limits(png::Limits {
+        bytes: (max_pixels as usize).saturating_mul(4),
+    });
+    let mut reader = decoder.read_info().map_err(corrupt)?;
+    let info = reader.info();
+    let (color, depth) = (info.color_type, info.bit_depth as u8);
+    if color != png::ColorType::Rgb || depth != 8 {
+        return Err(Cause::Corrupt(format!(
+            "a panoptic PNG holds segment ids as RGB at 8 bits, and this PNG is {color:?} at \
+             {depth} bits: save it as mode \"RGB\""
+        )));
+    }
+    let mut raw = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut raw).map_err(corrupt)?;
+    if (frame.width, frame.height) != (width, height) {
+        return Err(Cause::Corrupt(
+            "the PNG's frame is not its header's size".into(),
+        ));
+    }
+    let w = width as usize;
+    let mut out = Vec::with_capacity(w * height as usize);
+    let mut last = None;
+    for row in raw.chunks(frame.line_size).take(height as usize) {
+        for px in row[..3 * w].chunks_exact(3) {
+            let id = u32::from(px[0]) | (u32::from(px[1]) << 8) | (u32::from(px[2]) << 16);
+            let value = match last {
+                Some((seen, value)) if seen == id => value,
+                _ => {
+                    let value = label(id);
+                    last = Some((id, value));
+                    value
+                }
+            };
+            out.push(value);
+        }
+    }
+    Ok((width, height, out))
+}
