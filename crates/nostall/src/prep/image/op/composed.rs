@@ -2,7 +2,7 @@
 //! `RandomOrder`): where they run, what they do to the output's size, and how each of
 //! them runs.
 
-use super::{plan_step, Op, OutputSize, Planes, Stage, View, MAX_NESTING};
+use super::{plan_step, Geometric, Op, OutputSize, Photometric, Planes, Stage, View, MAX_NESTING};
 use crate::error::Result;
 use crate::prep::args::{Args, Value};
 use crate::rng::Rng;
@@ -116,6 +116,14 @@ impl Composed {
                  resize with the same max_size)",
             )),
             _ => Ok(Composed::Geometry(OutputSize::Varies, false)),
+        }
+    }
+
+    /// The stage of `holder`, an operator whose list runs where `self` says.
+    pub(super) fn stage_of<'a, T: Photometric + Geometric>(self, holder: &'a T) -> Stage<'a> {
+        match self {
+            Composed::Pixels => Stage::Pixels(holder),
+            Composed::Geometry(..) => Stage::Geometry(holder),
         }
     }
 

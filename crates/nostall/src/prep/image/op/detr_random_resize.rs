@@ -6,10 +6,10 @@
 //! canvas in the batch, as `RandomShortestSize`'s ([`super::Inset`], only for batching);
 //! without, the output's size varies (DETR's first resize before its crop).
 
-use super::{Declaration, Geometric, Inset, Op, Operator, OutputSize, Stage, View};
+use super::random_shortest_size::BatchCanvas;
+use super::{Declaration, Geometric, Op, Operator, OutputSize, Stage, View};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
-use crate::prep::image::codec::DEFAULT_MAX_PIXELS;
 use crate::prep::image::Filter;
 use crate::rng::Rng;
 
@@ -39,25 +39,15 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    let sizes = args.sides("sizes")?;
-    let max_size = args.optional_int::<u32>("max_size")?;
-    if let Some(max) = max_size {
-        if max == 0 || u64::from(max).pow(2) > DEFAULT_MAX_PIXELS {
-            return Err(args.error(
-                "max_size",
-                format!(
-                    "{max}: the canvas is max_size square, from 1 pixel to \
-                     {DEFAULT_MAX_PIXELS} pixels"
-                ),
-            ));
-        }
-    }
-    Ok(Op::new(DetrRandomResize { sizes, max_size }))
+    Ok(Op::new(DetrRandomResize {
+        sizes: args.sides("sizes")?,
+        max_size: BatchCanvas::from_args(args)?,
+    }))
 }
 
 struct DetrRandomResize {
     sizes: Vec<u32>,
-    max_size: Option<u32>,
+    max_size: BatchCanvas,
 }
 
 /// DETR's `get_size_with_aspect_ratio`: the `(width, height)` a `w` × `h` image takes for
@@ -89,7 +79,7 @@ impl Operator for DetrRandomResize {
     fn args(&self) -> Vec<Value> {
         vec![
             Value::Tuple(self.sizes.iter().map(|&s| Value::Int(s.into())).collect()),
-            self.max_size.map_or(Value::None, |m| Value::Int(m.into())),
+            self.max_size.value(),
         ]
     }
 
@@ -100,10 +90,7 @@ impl Operator for DetrRandomResize {
 
 impl Geometric for DetrRandomResize {
     fn output_size(&self) -> OutputSize {
-        match self.max_size {
-            Some(max) => OutputSize::Canvas(max, max),
-            None => OutputSize::Varies,
-        }
+        self.max_size.output_size()
     }
 
     fn batch_canvas(&self) -> bool {
@@ -115,20 +102,12 @@ impl Geometric for DetrRandomResize {
     fn plan(&self, view: &mut View, rng: &mut Rng) {
         let side = self.sizes[rng.below(self.sizes.len() as u64) as usize];
         let (w, h) = (view.w.round().max(1.0), view.h.round().max(1.0));
-        let max = self.max_size.map(f64::from);
+        let max = self.max_size.max_side();
         let (ow, oh) = size_with_aspect_ratio(w, h, side.into(), max);
         let bound = |v: f64| v.clamp(1.0, max.unwrap_or(f64::MAX));
         view.filter = Filter::Bilinear;
         (view.w, view.h) = (bound(ow), bound(oh));
-        if let Some(max) = max {
-            view.inset = Some(Inset {
-                width: max,
-                height: max,
-                fill: [0; 3],
-                flip: false,
-                for_batching: true,
-            });
-        }
+        self.max_size.place(view, [0; 3]);
     }
 }
 
@@ -167,7 +146,7 @@ mod tests {
     fn with_max_size_the_image_sits_on_a_batch_canvas() {
         let op = DetrRandomResize {
             sizes: vec![300, 400],
-            max_size: Some(500),
+            max_size: BatchCanvas(Some(500)),
         };
         let mut seen = [0; 2];
         for seed in 0..200 {

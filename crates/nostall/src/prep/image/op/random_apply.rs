@@ -59,10 +59,7 @@ impl Operator for RandomApply {
     }
 
     fn stage(&self) -> Stage<'_> {
-        match self.on {
-            Composed::Pixels => Stage::Pixels(self),
-            Composed::Geometry(..) => Stage::Geometry(self),
-        }
+        self.on.stage_of(self)
     }
 
     fn moves_pixels(&self) -> bool {

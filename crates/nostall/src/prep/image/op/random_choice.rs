@@ -103,10 +103,7 @@ impl Operator for RandomChoice {
     }
 
     fn stage(&self) -> Stage<'_> {
-        match self.on {
-            Composed::Pixels => Stage::Pixels(self),
-            Composed::Geometry(..) => Stage::Geometry(self),
-        }
+        self.on.stage_of(self)
     }
 
     fn moves_pixels(&self) -> bool {

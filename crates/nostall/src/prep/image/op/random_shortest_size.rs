@@ -64,32 +64,77 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
-    let min_size = args.sides("min_size")?;
-    let max_size = args.optional_int::<u32>("max_size")?;
-    if let Some(max) = max_size {
-        if max == 0 || u64::from(max).pow(2) > DEFAULT_MAX_PIXELS {
-            return Err(args.error(
-                "max_size",
-                format!(
-                    "{max}: the canvas is max_size square, from 1 pixel to \
-                     {DEFAULT_MAX_PIXELS} pixels"
-                ),
-            ));
-        }
-    }
     Ok(Op::new(RandomShortestSize {
-        min_size,
-        max_size,
+        min_size: args.sides("min_size")?,
+        max_size: BatchCanvas::from_args(args)?,
         filter: filter(args)?,
         fill: canvas_fill(args)?,
     }))
 }
 
+/// A multi-scale resize's `max_size` (`RandomShortestSize`'s, `DetrRandomResize`'s): the
+/// longer side's bound and the side of the square canvas each image keeps its size on, at
+/// the top left, in the batch ([`Inset::for_batching`]); without it, the output's size
+/// varies (a crop after it fixes it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct BatchCanvas(pub(super) Option<u32>);
+
+impl BatchCanvas {
+    /// The `max_size` argument, its square bounded as a decoded image is.
+    pub(super) fn from_args(args: &Args) -> Result<BatchCanvas> {
+        let max_size = args.optional_int::<u32>("max_size")?;
+        if let Some(max) = max_size {
+            if max == 0 || u64::from(max).pow(2) > DEFAULT_MAX_PIXELS {
+                return Err(args.error(
+                    "max_size",
+                    format!(
+                        "{max}: the canvas is max_size square, from 1 pixel to \
+                         {DEFAULT_MAX_PIXELS} pixels"
+                    ),
+                ));
+            }
+        }
+        Ok(BatchCanvas(max_size))
+    }
+
+    /// The `max_size` argument's value.
+    pub(super) fn value(self) -> Value {
+        self.0.map_or(Value::None, |m| Value::Int(m.into()))
+    }
+
+    /// The longer side's bound, if any.
+    pub(super) fn max_side(self) -> Option<f64> {
+        self.0.map(f64::from)
+    }
+
+    pub(super) fn output_size(self) -> OutputSize {
+        match self.0 {
+            Some(max) => OutputSize::Canvas(max, max),
+            None => OutputSize::Varies,
+        }
+    }
+
+    pub(super) fn is_some(self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Places `view`, resized, on the canvas of `fill` (nothing without `max_size`).
+    pub(super) fn place(self, view: &mut View, fill: [u8; 3]) {
+        if let Some(side) = self.max_side() {
+            view.inset = Some(Inset {
+                width: side,
+                height: side,
+                fill,
+                flip: false,
+                for_batching: true,
+            });
+        }
+    }
+}
+
 struct RandomShortestSize {
     min_size: Vec<u32>,
-    /// The longer side's bound and the batch canvas's side; without, the output's size
-    /// varies (a crop after it fixes it).
-    max_size: Option<u32>,
+    max_size: BatchCanvas,
     filter: Filter,
     fill: [u8; 3],
 }
@@ -107,7 +152,7 @@ impl Operator for RandomShortestSize {
                     .map(|&s| Value::Int(s.into()))
                     .collect(),
             ),
-            self.max_size.map_or(Value::None, |m| Value::Int(m.into())),
+            self.max_size.value(),
             self.filter.name().into(),
             self.filter.antialias().into(),
             canvas_fill_value(self.fill),
@@ -121,10 +166,7 @@ impl Operator for RandomShortestSize {
 
 impl Geometric for RandomShortestSize {
     fn output_size(&self) -> OutputSize {
-        match self.max_size {
-            Some(max) => OutputSize::Canvas(max, max),
-            None => OutputSize::Varies,
-        }
+        self.max_size.output_size()
     }
 
     fn batch_canvas(&self) -> bool {
@@ -137,20 +179,12 @@ impl Geometric for RandomShortestSize {
         let pick = (rng.next_f64() * self.min_size.len() as f64) as usize;
         let side = f64::from(self.min_size[pick.min(self.min_size.len() - 1)]);
         let (w, h) = (view.w.round(), view.h.round());
-        let max = self.max_size.map_or(f64::INFINITY, f64::from);
+        let max = self.max_size.max_side().unwrap_or(f64::INFINITY);
         let r = (side / w.min(h)).min(max / w.max(h));
         let scaled = |v: f64| (v * r).trunc().clamp(1.0, max);
         view.filter = self.filter;
         (view.w, view.h) = (scaled(w), scaled(h));
-        if self.max_size.is_some() {
-            view.inset = Some(Inset {
-                width: max,
-                height: max,
-                fill: self.fill,
-                flip: false,
-                for_batching: true,
-            });
-        }
+        self.max_size.place(view, self.fill);
     }
 }
 
@@ -162,7 +196,7 @@ mod tests {
     fn the_shorter_side_is_drawn_and_the_longer_bounded() {
         let op = RandomShortestSize {
             min_size: vec![480, 800],
-            max_size: Some(1000),
+            max_size: BatchCanvas(Some(1000)),
             filter: Filter::Bilinear,
             fill: [0; 3],
         };
