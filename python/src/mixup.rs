@@ -23,7 +23,8 @@ use crate::convert::Text;
 /// - ``num_classes`` (``1000``): the soft labels' width (at least the dataset's classes).
 ///
 /// Draws are keyed by the seed, the epoch and the batch: the same mixing for any number
-/// of threads and after a resume. MixUp needs ``dtype="float32"``.
+/// of threads and after a resume. MixUp needs ``dtype="float32"``. A batch of video clips
+/// mixes each clip whole: one λ, or one box on every frame.
 #[pyclass(module = "nostall", name = "Mixup", frozen)]
 pub(crate) struct Mixup(pub MixupArgs);
 

@@ -351,11 +351,6 @@ impl LoaderBuilder {
                             .into(),
                     ));
                 }
-                if self.mixup.is_some() {
-                    return Err(Error::Config(
-                        "Mixup mixes images: it does not apply to video clips yet".into(),
-                    ));
-                }
                 VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout)?.into()
             }
             (None, PipelineSetting::Operators(Operators::Views(_))) if s.image_size.is_some() => {

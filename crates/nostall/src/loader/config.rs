@@ -9,7 +9,7 @@ use crate::plan::elastic::Stretch;
 use crate::plan::locality::Locality;
 use crate::plan::{EpochPlan, PlanConfig};
 use crate::prep::mixup::Mixup;
-use crate::prep::Pipeline;
+use crate::prep::{Modality, Pipeline};
 use crate::sched::schedule::Scheduler;
 
 use super::buffer::{Arena, PageLock};
@@ -250,10 +250,12 @@ impl LoaderConfig {
             ));
         }
         if let Some(mix) = &self.mixup {
-            if self.pipeline.modality() != crate::prep::Modality::Image {
-                return Err(Error::Config(
-                    "Mixup mixes images: the pipeline prepares audio".into(),
-                ));
+            let modality = self.pipeline.modality();
+            if !matches!(modality, Modality::Image | Modality::Video) {
+                return Err(Error::Config(format!(
+                    "Mixup mixes images and video clips: the pipeline prepares {}",
+                    modality.name()
+                )));
             }
             let Some((_, _, dtype)) = self.pipeline.layout().tensor() else {
                 return Err(Error::Config(

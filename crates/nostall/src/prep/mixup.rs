@@ -11,6 +11,11 @@
 //!
 //! The loader mixes a batch as it hands it over; the images must be `float32` for MixUp
 //! (CutMix copies values, so `uint8` is fine).
+//!
+//! A video sample mixes as a whole: MixUp blends every frame by the one λ, and CutMix
+//! pastes one box, drawn on the frames' height and width, into every frame and channel
+//! of the clip (PyTorchVideo's `CutMix` on `[B, C, T, H, W]`; timm's own, given such a
+//! tensor, would slice the frame and height axes).
 
 use crate::error::{Error, Result};
 use crate::prep::image::Layout;
@@ -89,7 +94,7 @@ impl Default for MixupArgs {
 /// identities in the millions) room to spare.
 pub const MAX_CLASSES: usize = 1 << 24;
 
-/// MixUp and CutMix over a loader's batches of images.
+/// MixUp and CutMix over a loader's batches of images or video clips.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mixup {
     args: MixupArgs,
@@ -119,7 +124,7 @@ struct Box2 {
 }
 
 impl Mixup {
-    /// Checks `args` for images laid out as `layout`.
+    /// Checks `args` for images (or the frames of clips) laid out as `layout`.
     ///
     /// # Errors
     ///
@@ -184,8 +189,9 @@ impl Mixup {
         Ok(())
     }
 
-    /// Mixes `len` samples of `shape` (`[3, h, w]` or `[h, w, 3]`, as the layout) in
-    /// `data` and returns their soft labels, `len` rows of
+    /// Mixes `len` samples of `shape` (`[3, h, w]` or `[h, w, 3]`, as the layout, or a
+    /// clip's frames of that shape after leading axes: `[t, 3, h, w]`, `[3, t, h, w]`,
+    /// `[t, h, w, 3]`) in `data` and returns their soft labels, `len` rows of
     /// [`num_classes`](Self::num_classes), drawing from `rng`.
     pub fn apply(
         &self,
@@ -211,11 +217,8 @@ impl Mixup {
         rng: &mut Rng,
     ) -> Vec<f32> {
         let len = labels.len();
-        let (height, width) = match self.layout {
-            Layout::Chw => (shape[1], shape[2]),
-            Layout::Hwc => (shape[0], shape[1]),
-        };
-        let draws = self.draws(len, (height, width), rng);
+        let planes = Planes::of(shape, self.layout);
+        let draws = self.draws(len, (planes.height, planes.width), rng);
         let mut lams = vec![1.0; len];
         // Each pair (i, len - 1 - i) mixes each with the other as it was (this runs on the
         // consumer's thread).
@@ -226,46 +229,10 @@ impl Mixup {
             let a = &mut head[i * slot..][image.clone()];
             let b = &mut tail[image.clone()];
             let draws = [draws[i], draws[j]];
-            self.mix_pair([a, b], draws, (height, width), dtype, &mut scratch);
+            mix_pair([a, b], draws, planes, dtype, &mut scratch);
             (lams[i], lams[j]) = (draws[0].lam, draws[1].lam);
         }
         self.targets(labels, &lams)
-    }
-
-    /// Mixes the pair `a` and `b`, each with the other as it was, as their draws say: in
-    /// one pass where both blend or both paste the same box (every pair but in `Elem`
-    /// mode), else through a copy of `a` in `scratch`.
-    fn mix_pair(
-        &self,
-        [a, b]: [&mut [u8]; 2],
-        [da, db]: [Draw; 2],
-        size: (usize, usize),
-        dtype: DType,
-        scratch: &mut Vec<u8>,
-    ) {
-        match (da.cutmix, db.cutmix) {
-            (None, None) if da.lam != 1.0 && db.lam != 1.0 => {
-                blend_pair(a, b, da.lam as f32, db.lam as f32);
-            }
-            (Some(x), Some(y)) if x == y => self.swap(a, b, x, size, dtype),
-            _ => {
-                scratch.clear();
-                scratch.extend_from_slice(a);
-                self.mix_into(a, b, da, size, dtype);
-                self.mix_into(b, scratch, db, size, dtype);
-            }
-        }
-    }
-
-    /// Mixes the sample `to` with its partner `from` as `draw` says (nothing where λ is 1).
-    fn mix_into(&self, to: &mut [u8], from: &[u8], draw: Draw, size: (usize, usize), dtype: DType) {
-        if draw.lam == 1.0 {
-            return;
-        }
-        match draw.cutmix {
-            Some(bbox) => self.paste(to, from, bbox, size, dtype),
-            None => blend(to, from, draw.lam as f32),
-        }
     }
 
     /// One draw for each sample (the same for a batch, or a pair, as the mode says).
@@ -344,42 +311,6 @@ impl Mixup {
         (b, lam)
     }
 
-    /// Copies box `b` of `from` into `to`, both samples of `height` × `width`.
-    fn paste(&self, to: &mut [u8], from: &[u8], b: Box2, size: (usize, usize), dtype: DType) {
-        for run in self.runs(b, size, dtype) {
-            to[run.clone()].copy_from_slice(&from[run]);
-        }
-    }
-
-    /// Swaps box `b` of `a` and `b` (CutMix of a pair with one box).
-    fn swap(&self, a: &mut [u8], b: &mut [u8], bbox: Box2, size: (usize, usize), dtype: DType) {
-        for run in self.runs(bbox, size, dtype) {
-            a[run.clone()].swap_with_slice(&mut b[run]);
-        }
-    }
-
-    /// The byte ranges of box `b`'s rows in a sample of `height` × `width`.
-    fn runs(
-        &self,
-        b: Box2,
-        (height, width): (usize, usize),
-        dtype: DType,
-    ) -> impl Iterator<Item = std::ops::Range<usize>> {
-        let size = dtype.size();
-        let run =
-            move |y: usize, x0: usize, x1: usize| (y * width + x0) * size..(y * width + x1) * size;
-        let (channels, per_pixel) = match self.layout {
-            Layout::Chw => (3, 1),
-            Layout::Hwc => (1, 3),
-        };
-        (0..channels).flat_map(move |c| {
-            (b.top..b.bottom).map(move |y| {
-                let at = run(c * height + y, b.left, b.right);
-                at.start * per_pixel..at.end * per_pixel
-            })
-        })
-    }
-
     /// timm's `mixup_target`: each row its label's smoothed one-hot times λ, plus its
     /// partner's times 1 − λ.
     fn targets(&self, labels: &[i64], lams: &[f64]) -> Vec<f32> {
@@ -399,6 +330,102 @@ impl Mixup {
             }
         }
         out.into_iter().map(|v| v as f32).collect()
+    }
+}
+
+/// Where a sample's pixels lie: `count` planes of `height` × `width` pixels of `per_pixel`
+/// values each (an image's three channels, or a clip's frames' channels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Planes {
+    count: usize,
+    height: usize,
+    width: usize,
+    per_pixel: usize,
+}
+
+impl Planes {
+    /// The planes of a sample of `shape` whose last axes are a frame's, as `layout`
+    /// orders them: `[.., h, w]` (CHW), `[.., h, w, c]` (HWC).
+    fn of(shape: &[usize], layout: Layout) -> Planes {
+        let product = |axes: &[usize]| axes.iter().product::<usize>();
+        match (layout, shape) {
+            (Layout::Chw, [lead @ .., height, width]) => Planes {
+                count: product(lead),
+                height: *height,
+                width: *width,
+                per_pixel: 1,
+            },
+            (Layout::Hwc, [lead @ .., height, width, channels]) => Planes {
+                count: product(lead),
+                height: *height,
+                width: *width,
+                per_pixel: *channels,
+            },
+            _ => unreachable!("an image tensor has at least three axes: {shape:?}"),
+        }
+    }
+
+    /// The byte ranges of box `b`'s rows in every plane.
+    fn runs(self, b: Box2, dtype: DType) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let Planes {
+            count,
+            height,
+            width,
+            per_pixel,
+        } = self;
+        let pixel = dtype.size() * per_pixel;
+        (0..count).flat_map(move |plane| {
+            (b.top..b.bottom).map(move |y| {
+                let row = (plane * height + y) * width;
+                (row + b.left) * pixel..(row + b.right) * pixel
+            })
+        })
+    }
+}
+
+/// Mixes the pair `a` and `b`, each with the other as it was, as their draws say: in
+/// one pass where both blend or both paste the same box (every pair but in `Elem`
+/// mode), else through a copy of `a` in `scratch`.
+fn mix_pair(
+    [a, b]: [&mut [u8]; 2],
+    [da, db]: [Draw; 2],
+    planes: Planes,
+    dtype: DType,
+    scratch: &mut Vec<u8>,
+) {
+    match (da.cutmix, db.cutmix) {
+        (None, None) if da.lam != 1.0 && db.lam != 1.0 => {
+            blend_pair(a, b, da.lam as f32, db.lam as f32);
+        }
+        (Some(x), Some(y)) if x == y => swap(a, b, x, planes, dtype),
+        _ => {
+            scratch.clear();
+            scratch.extend_from_slice(a);
+            mix_into(a, b, da, planes, dtype);
+            mix_into(b, scratch, db, planes, dtype);
+        }
+    }
+}
+
+/// Mixes the sample `to` with its partner `from` as `draw` says (nothing where λ is 1).
+fn mix_into(to: &mut [u8], from: &[u8], draw: Draw, planes: Planes, dtype: DType) {
+    if draw.lam == 1.0 {
+        return;
+    }
+    match draw.cutmix {
+        Some(bbox) => {
+            for run in planes.runs(bbox, dtype) {
+                to[run.clone()].copy_from_slice(&from[run]);
+            }
+        }
+        None => blend(to, from, draw.lam as f32),
+    }
+}
+
+/// Swaps box `bbox` of `a` and `b` (CutMix of a pair with one box).
+fn swap(a: &mut [u8], b: &mut [u8], bbox: Box2, planes: Planes, dtype: DType) {
+    for run in planes.runs(bbox, dtype) {
+        a[run.clone()].swap_with_slice(&mut b[run]);
     }
 }
 

@@ -211,18 +211,19 @@ fn pairs_mixed_in_one_pass_equal_pairs_mixed_through_a_copy() {
                         let first = want[i * sample..][..sample].to_vec();
                         let second = want[j * sample..][..sample].to_vec();
                         let (a, b) = (draws[i], draws[j]);
-                        m.mix_into(
+                        let planes = Planes::of(&shape, layout);
+                        mix_into(
                             &mut want[i * sample..][..sample],
                             &second,
                             a,
-                            (4, 6),
+                            planes,
                             DType::F32,
                         );
-                        m.mix_into(
+                        mix_into(
                             &mut want[j * sample..][..sample],
                             &first,
                             b,
-                            (4, 6),
+                            planes,
                             DType::F32,
                         );
                     }
@@ -232,6 +233,70 @@ fn pairs_mixed_in_one_pass_equal_pairs_mixed_through_a_copy() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// An element's (frame, channel, y, x) from its place in a sample.
+type Axes = fn(usize) -> [usize; 4];
+
+/// A clip mixes as a whole: CutMix pastes one box, drawn on the frames' height and width,
+/// into every frame and channel, wherever the layout puts the frame and channel axes.
+#[test]
+fn cutmix_pastes_one_box_into_every_frame_of_a_clip() {
+    let m = |layout| {
+        Mixup::new(
+            MixupArgs {
+                mixup_alpha: 0.0,
+                cutmix_alpha: 1.0,
+                num_classes: 2,
+                ..MixupArgs::default()
+            },
+            layout,
+        )
+        .unwrap()
+    };
+    // Five frames of 3 × 4 × 6: (frame, channel, y, x) for every element, by layout.
+    let (t, c, h, w) = (5, 3, 4, 6);
+    let layouts: [(&[usize], Layout, Axes); 3] = [
+        (&[t, c, h, w], Layout::Chw, |i| {
+            [i / 72, i / 24 % 3, i / 6 % 4, i % 6]
+        }),
+        (&[c, t, h, w], Layout::Chw, |i| {
+            [i / 24 % 5, i / 120, i / 6 % 4, i % 6]
+        }),
+        (&[t, h, w, c], Layout::Hwc, |i| {
+            [i / 72, i % 3, i / 18 % 4, i / 3 % 6]
+        }),
+    ];
+    for (shape, layout, axes) in layouts {
+        let per = t * c * h * w;
+        for seed in 0..30 {
+            // Sample 0 all 0, sample 1 all 1: the pasted box shows as 1s in sample 0.
+            let mut data: Vec<u8> = (0..2 * per)
+                .flat_map(|i| ((i / per) as f32).to_ne_bytes())
+                .collect();
+            let targets =
+                m(layout).apply(&mut data, shape, DType::F32, &[0, 1], &mut Rng::new(seed));
+            let first = floats(&data[..per * 4]);
+            let mut boxes: Vec<std::collections::BTreeSet<(usize, usize)>> =
+                vec![Default::default(); t * c];
+            for (i, &v) in first.iter().enumerate() {
+                let [frame, channel, y, x] = axes(i);
+                if v == 1.0 {
+                    boxes[frame * c + channel].insert((y, x));
+                }
+            }
+            assert!(
+                boxes.iter().all(|b| b == &boxes[0]),
+                "{shape:?} seed {seed}: the box differs between frames or channels"
+            );
+            let lam = 1.0 - boxes[0].len() as f64 / (h * w) as f64;
+            let want = 0.05 + 0.9 * lam;
+            assert!(
+                (targets[0] as f64 - want).abs() < 1e-6,
+                "{shape:?} seed {seed}"
+            );
         }
     }
 }
