@@ -30,7 +30,9 @@ class Python:
     returns the new sample (same shape and type) or ``None`` (changed in place). Images:
     after the geometric operators; it gets ``uint8[3, H, W]`` pixels where an operator on
     pixels or ``Normalize`` follows, else the sample as delivered. Audio: after the crop;
-    the waveform where ``MelSpectrogram`` follows, else the sample as delivered."""
+    the waveform where ``MelSpectrogram`` follows, else the sample as delivered. Video:
+    last, on the whole clip as delivered (``[T, C, H, W]``, ``[C, T, H, W]``, with a
+    leading axis of clips when a sample holds several)."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         if not callable(fn):
@@ -65,7 +67,7 @@ class Python:
         np.copyto(array, got)
 
 
-#: The header the engine writes before a sample it sends a worker: ``ndim``, 4 dims,
+#: The header the engine writes before a sample it sends a worker: ``ndim``, 6 dims,
 #: the element type's number in ``HEADER_DTYPES`` (8 little-endian u64).
 HEADER_BYTES = 64
 HEADER_DTYPES = ("uint8", "float32")
@@ -85,7 +87,7 @@ class OpsJob:
         # The global generators too, in this process of its own: a function drawing from
         # them draws the same in any worker.
         seed_all(seed)
-        ndim, *dims, code = memory[:48].view("<u8").tolist()
+        ndim, *dims, code = memory[:HEADER_BYTES].view("<u8").tolist()
         shape = dims[:ndim]
         dtype = HEADER_DTYPES[code]
         size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize

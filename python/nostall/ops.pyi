@@ -1192,7 +1192,7 @@ class Python:
     """Your own function on each sample, after the geometric operators (images) or the
     crop (audio): the 8-bit pixels ``uint8[3, H, W]`` where an operator on pixels or
     ``Normalize`` follows, the waveform where ``MelSpectrogram`` follows, else the sample
-    as delivered."""
+    as delivered; last in a video pipeline, the whole clip as delivered."""
 
     fn: Callable[..., Any]
     name: str

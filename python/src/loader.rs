@@ -561,11 +561,11 @@ fn start_python_ops(
                 .into(),
         ));
     }
-    if processes && config.pipeline.modality() != nostall::Modality::Image {
+    if processes && config.pipeline.modality() == nostall::Modality::Audio {
         return Err(config_error(
             py,
-            "ops.Python in worker processes takes images; an audio pipeline's run in the \
-             loader's threads (workers=\"threads\")"
+            "ops.Python in worker processes takes images and video clips; an audio \
+             pipeline's run in the loader's threads (workers=\"threads\")"
                 .into(),
         ));
     }

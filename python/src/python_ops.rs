@@ -17,9 +17,12 @@ use pyo3::prelude::*;
 
 use crate::user_code::{call_on_slot, Workers, START_TIMEOUT};
 
-/// Bytes before a sample in a worker's memory: `ndim`, 4 dims, the type's number
-/// (`HEADER_BYTES` of `_python_ops`).
+/// Bytes before a sample in a worker's memory: `ndim`, [`MAX_DIMS`] dims, the type's
+/// number (`HEADER_BYTES` of `_python_ops`).
 const HEADER_BYTES: usize = 64;
+/// The most dimensions a sample sent to a worker has (a video sample of several clips:
+/// `[clips, T, C, H, W]`); the header holds `ndim`, these and the element type.
+const MAX_DIMS: usize = 6;
 
 /// The `ops.Python` of one loader's pipeline, in the order they were converted, and the
 /// worker processes that run them when there are some.
@@ -136,8 +139,8 @@ impl PythonFn {
         seed: u64,
         code: &str,
     ) -> Result<(), Cause> {
-        let mut header = [0u64; 6];
-        if sample.shape.len() > 4 {
+        let mut header = [0u64; 8];
+        if sample.shape.len() > MAX_DIMS {
             return Err(Cause::Internal(format!(
                 "a sample of {:?} for {code}",
                 sample.shape
@@ -147,7 +150,7 @@ impl PythonFn {
         for (at, &dim) in sample.shape.iter().enumerate() {
             header[1 + at] = dim as u64;
         }
-        header[5] = match sample.dtype {
+        header[1 + MAX_DIMS] = match sample.dtype {
             DType::U8 => 0,
             DType::F32 => 1,
         };

@@ -634,7 +634,7 @@ impl ImagePipeline {
 
 /// The generator of the operator at `place` of a pipeline, for the sample whose generator
 /// before any draw is `sample`.
-fn operator_rng(sample: &Rng, place: usize) -> Rng {
+pub(crate) fn operator_rng(sample: &Rng, place: usize) -> Rng {
     sample.fork(derive(&[0x5049_5845_4c53, place as u64]))
 }
 

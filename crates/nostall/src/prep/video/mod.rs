@@ -7,6 +7,11 @@
 //! of it is made with those draws: torchvision.transforms.v2's semantics on a video
 //! tensor (one crop, flip and jitter per clip, the same on every frame).
 //!
+//! The caller's own functions (`ops.Python`) come last: each gets the whole clip as
+//! delivered, after every frame is made, with a seed from the sample's generator and its
+//! place, so that a function sees the clip's time axis and the operators' draws are those
+//! of a pipeline without it.
+//!
 //! Decoding is `nostall-video`'s (FFmpeg's libraries, the `video` feature): a frame index
 //! made from the container's packets, then each group of pictures decoded once, forward,
 //! for the clip's frames in it, skipping frames nothing references. Without the feature a
@@ -23,9 +28,11 @@ pub(crate) use preparer::cause;
 pub(crate) use clip::not_video;
 pub use clip::{Clip, Declaration, Timeline, VideoOp, DECLARATIONS, MAX_CLIPS, MAX_FRAMES};
 
+use super::image::op::Stage;
 use super::image::{ImagePipeline, Layout, Op};
 use super::{DType, Modality, Prep, Preparer, SampleLayout};
 use crate::error::{Error, Result};
+use crate::user_code::function::UserOp;
 
 /// A [`Clip`] and the image operators its frames go through, with a fixed output shape:
 /// `[T, C, H, W]` (`[T, H, W, C]` with the HWC layout) or `[C, T, H, W]`, with a leading
@@ -34,6 +41,8 @@ use crate::error::{Error, Result};
 pub struct VideoPipeline {
     clip: VideoOp,
     frames: ImagePipeline,
+    /// The caller's functions on the whole clip, each with its place among the operators.
+    clip_fns: Vec<(usize, UserOp)>,
 }
 
 impl VideoPipeline {
@@ -43,13 +52,28 @@ impl VideoPipeline {
     /// # Errors
     ///
     /// [`Error::Config`] naming what does not fit.
-    pub fn new(clip: VideoOp, ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<Self> {
-        if let Some(user) = ops.iter().find(|op| op.name() == "Python") {
+    pub fn new(clip: VideoOp, mut ops: Vec<Op>, dtype: DType, layout: Layout) -> Result<Self> {
+        let user_fn = |op: &Op| match op.stage() {
+            Stage::User(user) => Some(user.clone()),
+            _ => None,
+        };
+        let frame_ops = ops
+            .iter()
+            .rposition(|op| user_fn(op).is_none())
+            .map_or(0, |last| last + 1);
+        if let Some(user) = ops[..frame_ops].iter().find(|op| user_fn(op).is_some()) {
             return Err(not_video(&format!(
-                "{} among a video's operators is not supported yet",
+                "{} before a frame operator: with video, ops.Python goes last, where it is \
+                 given the whole clip as delivered",
                 user.name()
             )));
         }
+        let clip_fns = ops
+            .split_off(frame_ops)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| Some((frame_ops + i, user_fn(op)?)))
+            .collect();
         if clip.0.channels_first() && layout == Layout::Hwc {
             return Err(Error::Config(
                 "Clip(layout='CTHW') puts channels first: leave the loader's layout at CHW".into(),
@@ -67,7 +91,11 @@ impl VideoPipeline {
                 "{op} pads a still image after its resize; video frames cannot take it yet"
             )));
         }
-        Ok(VideoPipeline { clip, frames })
+        Ok(VideoPipeline {
+            clip,
+            frames,
+            clip_fns,
+        })
     }
 
     /// The clip's plan.
@@ -110,7 +138,11 @@ impl VideoPipeline {
 /// `Clip(16) → RandomResizedCrop(224) → …, float32 CHW`, for reports.
 impl std::fmt::Display for VideoPipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} → {}", self.clip, self.frames)
+        write!(f, "{} → {}", self.clip, self.frames)?;
+        for (_, user) in &self.clip_fns {
+            write!(f, " → Python({})", user.name())?;
+        }
+        Ok(())
     }
 }
 
@@ -125,7 +157,11 @@ impl Prep for VideoPipeline {
     }
 
     fn fingerprint(&self) -> String {
-        format!("{} {}", self.clip, self.frames.fingerprint())
+        let fns = self.clip_fns.iter();
+        let fns: String = fns
+            .map(|(_, user)| format!(" Python({})", user.name()))
+            .collect();
+        format!("{} {}{fns}", self.clip, self.frames.fingerprint())
     }
 
     #[cfg(feature = "video")]

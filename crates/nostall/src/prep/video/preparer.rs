@@ -8,9 +8,10 @@ use nostall_video::{ClipDecoder, FrameIndex, Limits, Span, VideoError};
 use super::{Timeline, VideoPipeline};
 use crate::error::Cause;
 use crate::prep::audio::Segment;
-use crate::prep::image::{Geometry, Scratch};
+use crate::prep::image::{operator_rng, Geometry, Scratch};
 use crate::prep::{Modality, Prepared, Preparer};
 use crate::rng::{derive, Rng};
+use crate::user_code::function::UserSample;
 
 /// The decoder, the resampler's scratch, and a frame's worth of bytes for the
 /// channels-first layout (a frame is made whole, then spread over the channels' planes).
@@ -190,13 +191,30 @@ impl Preparer for VideoPreparer {
                 }
             })
             .map_err(cause)?;
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(Prepared::InSlot),
+        if let Some(e) = failed {
+            return Err(e);
         }
+        finish_clip(pipeline, out, &sample)?;
+        Ok(Prepared::InSlot)
     }
 
     fn clip_spans(&self) -> Option<&[Span]> {
         Some(&self.spans)
     }
+}
+
+/// Runs `pipeline`'s functions of the caller's on `clip`, a whole sample as delivered,
+/// each with a seed of its own from `sample` (the sample's generator before any draw) and
+/// its place among the operators.
+fn finish_clip(pipeline: &VideoPipeline, clip: &mut [u8], sample: &Rng) -> Result<(), Cause> {
+    let shape = pipeline.sample_shape();
+    for (place, user) in &pipeline.clip_fns {
+        let whole = UserSample {
+            data: &mut *clip,
+            shape: &shape,
+            dtype: pipeline.frames.dtype(),
+        };
+        user.apply(whole, operator_rng(sample, *place).next_u64())?;
+    }
+    Ok(())
 }
