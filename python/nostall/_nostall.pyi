@@ -253,6 +253,8 @@ class Field:
         arrays: Mapping[str, int | tuple[int, ...]] | None = None,
         max_boxes: int | None = None,
         box_format: Literal["xyxy", "xywh", "cxcywh"] | None = None,
+        stored_format: Literal["xyxy", "xywh", "cxcywh"] | None = None,
+        label_subcolumn: str | None = None,
         normalized: bool | None = None,
         min_size: float | None = None,
         min_area: float | None = None,

@@ -125,6 +125,7 @@ pub(crate) fn run(
             .modality();
         let fields = fields.fields(py, modality)?;
         columns.record = Some(fields.others());
+        columns.sub_columns = fields.sub_columns();
         builder.fields(Some(fields));
     }
     let config = builder.config().map_err(|e| raise(py, e))?;

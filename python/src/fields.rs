@@ -54,7 +54,12 @@ use crate::tokenizer::Tokenizer;
 ///   geometry, clamped by its crops, and those v2's ``SanitizeBoundingBoxes(min_size,
 ///   min_area)`` drops are left out. ``max_boxes`` (``128``): the most a sample holds
 ///   (more is the sample's ``bad-targets`` error); ``box_format`` (``"xyxy"``,
-///   ``"xywh"`` or ``"cxcywh"``, in output pixels); ``normalized`` (False: True divides
+///   ``"xywh"`` or ``"cxcywh"``, in output pixels); for a Parquet column that is a struct
+///   of lists (Hugging Face's detection datasets: ``objects: {bbox, category, ...}``),
+///   ``stored_format`` (``"xyxy"``, ``"xywh"`` or ``"cxcywh"``, in pixels; required: the
+///   datasets differ) says how its ``bbox`` (or ``boxes``) list holds the boxes, and
+///   ``label_subcolumn`` names its labels' list (``category``, ``category_id``,
+///   ``label`` or ``labels`` unless given); ``normalized`` (False: True divides
 ///   them by the image's width and height, as DETR takes ``cxcywh`` boxes); ``min_size`` and ``min_area``
 ///   (``1``); ``crowd`` (False: COCO's crowd annotations left out, as torchvision's
 ///   detection references do). The field is a list of ``{"boxes": float32 [n, 4],
@@ -82,7 +87,10 @@ use crate::tokenizer::Tokenizer;
 ///   geometry, read nearest as v2 moves a ``Mask``, uint8 ``[batch, height, width]``.
 ///   ``fill`` (``0``): the label where no pixel of the image shows (a zoom-out's canvas,
 ///   ``FixedSizeCrop``'s padding; segmentation recipes often use 255, ignored by the
-///   loss). ``max_bytes`` (16 MiB): the largest PNG read.
+///   loss). ``max_bytes`` (16 MiB): the largest PNG read. A segmentation dataset's
+///   folder (VOC, ADE20K, Cityscapes) or COCO panoptic file gives its maps as the member
+///   ``"mask"``; Cityscapes' maps of its 19 training ids
+///   (``<name>_gtFine_labelTrainIds.png``) as the member ``"labelTrainIds"``.
 /// - For ``kind="audio"`` (a video pipeline's field, read from the video's own member):
 ///   the video's audio track over each clip the sample holds, from its first frame's time
 ///   to its last frame's end, resampled to ``sample_rate`` as ``audio.Resample`` does,
@@ -109,6 +117,8 @@ pub(crate) struct Field {
 struct TargetSettings {
     max_boxes: Option<usize>,
     box_format: Option<String>,
+    stored_format: Option<String>,
+    label_subcolumn: Option<String>,
     normalized: Option<bool>,
     min_size: Option<f64>,
     min_area: Option<f64>,
@@ -133,6 +143,14 @@ impl TargetSettings {
         };
         put("max_boxes", self.max_boxes.map(|v| json!(v)));
         put("box_format", self.box_format.as_ref().map(|v| json!(v)));
+        put(
+            "stored_format",
+            self.stored_format.as_ref().map(|v| json!(v)),
+        );
+        put(
+            "label_subcolumn",
+            self.label_subcolumn.as_ref().map(|v| json!(v)),
+        );
         put("normalized", self.normalized.map(|v| json!(v)));
         put("min_size", self.min_size.map(|v| json!(v)));
         put("min_area", self.min_area.map(|v| json!(v)));
@@ -154,7 +172,7 @@ impl TargetSettings {
 #[pymethods]
 impl Field {
     #[new]
-    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, normalized=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None, sample_rate=None, channels=None))]
+    #[pyo3(signature = (members, *, kind=None, max_bytes=None, tokenizer=None, keys=None, padded=false, length=None, arrays=None, max_boxes=None, box_format=None, stored_format=None, label_subcolumn=None, normalized=None, min_size=None, min_area=None, crowd=None, masks=None, keypoints=None, keypoint_flip=None, fill=None, anchors=None, sample_rate=None, channels=None))]
     #[allow(clippy::too_many_arguments)] // Python's keywords, one each.
     fn new(
         members: String,
@@ -167,6 +185,8 @@ impl Field {
         arrays: Option<Bound<'_, PyDict>>,
         max_boxes: Option<usize>,
         box_format: Option<String>,
+        stored_format: Option<String>,
+        label_subcolumn: Option<String>,
         normalized: Option<bool>,
         min_size: Option<f64>,
         min_area: Option<f64>,
@@ -212,6 +232,8 @@ impl Field {
             targets: TargetSettings {
                 max_boxes,
                 box_format,
+                stored_format,
+                label_subcolumn,
                 normalized,
                 min_size,
                 min_area,
@@ -249,6 +271,8 @@ impl Field {
         let b = &self.targets;
         kwargs.set_item("max_boxes", b.max_boxes)?;
         kwargs.set_item("box_format", &b.box_format)?;
+        kwargs.set_item("stored_format", &b.stored_format)?;
+        kwargs.set_item("label_subcolumn", &b.label_subcolumn)?;
         kwargs.set_item("normalized", b.normalized)?;
         kwargs.set_item("min_size", b.min_size)?;
         kwargs.set_item("min_area", b.min_area)?;

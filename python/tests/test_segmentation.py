@@ -226,40 +226,85 @@ def _write(path, data):
     path.write_bytes(data)
 
 
-@pytest.mark.parametrize("layout", ["voc-split", "voc", "ade20k", "cityscapes"])
-def test_segmentation_folders_pair_each_image_with_its_map(shards, tmp_path, layout):
-    """Pascal VOC, ADE20K and Cityscapes as they are laid out: each image with its map."""
-    _, samples = shards
-    stems = [f"2007_{k:06d}" for k in range(4)]
+def train_ids(labels):
+    """A Cityscapes-style map of training ids for ``labels``: another class for each
+    (void, 255, kept), as `createTrainIdLabelImgs` maps label ids to 19 classes."""
+    return np.where(labels == 255, 255, labels * 7 % 19).astype(np.uint8)
+
+
+def write_layout(samples, root, layout):
+    """``samples`` (pixels, labels) laid out under ``root`` as ``layout`` (``voc-split``,
+    ``voc``, ``ade20k``, ``cityscapes``) publishes them, Cityscapes with its maps of
+    training ids too. Returns the location to open, relative to ``root``, and which
+    sample each one read from it is."""
+    stems = [f"2007_{k:06d}" for k in range(len(samples))]
     for k, (stem, (pixels, labels)) in enumerate(zip(stems, samples)):
         image = io.BytesIO()
         Image.fromarray(pixels).save(image, format="JPEG" if layout != "cityscapes" else "PNG", quality=95)
         grey = io.BytesIO()
         Image.fromarray(labels, mode="L").save(grey, format="PNG")
         if layout.startswith("voc"):
-            _write(tmp_path / "VOC2012" / "JPEGImages" / f"{stem}.jpg", image.getvalue())
-            _write(tmp_path / "VOC2012" / "SegmentationClass" / f"{stem}.png", _palette_png(labels))
+            _write(root / "VOC2012" / "JPEGImages" / f"{stem}.jpg", image.getvalue())
+            _write(root / "VOC2012" / "SegmentationClass" / f"{stem}.png", _palette_png(labels))
         elif layout == "ade20k":
-            _write(tmp_path / "ADE" / "images" / "training" / f"ADE_train_{k:08d}.jpg", image.getvalue())
-            _write(tmp_path / "ADE" / "annotations" / "training" / f"ADE_train_{k:08d}.png", grey.getvalue())
+            _write(root / "ADE" / "images" / "training" / f"ADE_train_{k:08d}.jpg", image.getvalue())
+            _write(root / "ADE" / "annotations" / "training" / f"ADE_train_{k:08d}.png", grey.getvalue())
         else:
             city = ["aachen", "bremen"][k % 2]
             name = f"{city}_{k:06d}_000019"
-            _write(tmp_path / "cs" / "leftImg8bit" / "train" / city / f"{name}_leftImg8bit.png", image.getvalue())
-            _write(tmp_path / "cs" / "gtFine" / "train" / city / f"{name}_gtFine_labelIds.png", grey.getvalue())
-            _write(tmp_path / "cs" / "gtFine" / "train" / city / f"{name}_gtFine_color.png", image.getvalue())
-    # VOC's images without a map (most of JPEGImages) are not samples.
-    _write(tmp_path / "VOC2012" / "JPEGImages" / "2008_000001.jpg", b"not read")
-    _write(tmp_path / "VOC2012" / "ImageSets" / "Segmentation" / "train.txt", ("\n".join(stems[1:]) + "\n").encode())
-    location, expected = {
-        "voc-split": (tmp_path / "VOC2012" / "ImageSets" / "Segmentation" / "train.txt", [1, 2, 3]),
-        "voc": (tmp_path / "VOC2012", [0, 1, 2, 3]),
-        "ade20k": (tmp_path / "ADE" / "images" / "training", [0, 1, 2, 3]),
-        "cityscapes": (tmp_path / "cs" / "leftImg8bit" / "train", [0, 2, 1, 3]),
+            fine = root / "cs" / "gtFine" / "train" / city
+            _write(root / "cs" / "leftImg8bit" / "train" / city / f"{name}_leftImg8bit.png", image.getvalue())
+            _write(fine / f"{name}_gtFine_labelIds.png", grey.getvalue())
+            _write(fine / f"{name}_gtFine_color.png", image.getvalue())
+            trained = io.BytesIO()
+            Image.fromarray(train_ids(labels), mode="L").save(trained, format="PNG")
+            _write(fine / f"{name}_gtFine_labelTrainIds.png", trained.getvalue())
+    if layout.startswith("voc"):
+        # VOC's images without a map (most of JPEGImages) are not samples.
+        _write(root / "VOC2012" / "JPEGImages" / "2008_000001.jpg", b"not read")
+        split = ("\n".join(stems[1:]) + "\n").encode()
+        _write(root / "VOC2012" / "ImageSets" / "Segmentation" / "train.txt", split)
+    n = len(samples)
+    return {
+        "voc-split": ("VOC2012/ImageSets/Segmentation/train.txt", list(range(1, n))),
+        "voc": ("VOC2012", list(range(n))),
+        "ade20k": ("ADE/images/training", list(range(n))),
+        # By city, then name.
+        "cityscapes": ("cs/leftImg8bit/train", list(range(0, n, 2)) + list(range(1, n, 2))),
     }[layout]
-    loader = nostall.Loader(str(location), pipeline=[v2.Resize((HEIGHT, WIDTH))], dtype="uint8", batch_size=2,
-                            shuffle=False, fields={"image": "image", "mask": nostall.Field("mask", kind="mask")})
+
+
+@pytest.mark.parametrize("layout", ["voc-split", "voc", "ade20k", "cityscapes"])
+def test_segmentation_folders_pair_each_image_with_its_map(shards, tmp_path, layout):
+    """Pascal VOC, ADE20K and Cityscapes as they are laid out: each image with its map."""
+    _, samples = shards
+    location, expected = write_layout(samples[:4], tmp_path, layout)
+    loader = nostall.Loader(str(tmp_path / location), pipeline=[v2.Resize((HEIGHT, WIDTH))], dtype="uint8",
+                            batch_size=2, shuffle=False,
+                            fields={"image": "image", "mask": nostall.Field("mask", kind="mask")})
     masks = _masks(loader)
     assert len(masks) == len(expected)
     for got, k in zip(masks, expected):
         np.testing.assert_array_equal(got.numpy(), samples[k][1])
+
+
+def test_cityscapes_training_ids_are_read_as_the_member_labelTrainIds(shards, tmp_path):
+    """A field of the member ``labelTrainIds`` reads Cityscapes' maps of training ids
+    (``<name>_gtFine_labelTrainIds.png``) instead of its label ids; a missing one fails
+    its sample, naming the file; another layout has none, and says so."""
+    _, samples = shards
+    location, order = write_layout(samples[:4], tmp_path, "cityscapes")
+    missing = tmp_path / "cs" / "gtFine" / "train" / "bremen" / "bremen_000003_000019_gtFine_labelTrainIds.png"
+    missing.unlink()
+    fields = {"image": "image", "mask": nostall.Field("labelTrainIds", kind="mask", fill=255)}
+    loader = nostall.Loader(str(tmp_path / location), pipeline=[v2.Resize((HEIGHT, WIDTH))], dtype="uint8",
+                            batch_size=1, shuffle=False, fields=fields, on_error="skip")
+    masks = _masks(loader)
+    assert len(masks) == 3
+    for got, k in zip(masks, order[:3]):
+        np.testing.assert_array_equal(got.numpy(), train_ids(samples[k][1]))
+    [skipped] = loader.skipped()
+    assert skipped["cause"] == "bad-targets" and str(missing) in skipped["detail"], skipped
+    location, _ = write_layout(samples[:2], tmp_path / "other", "ade20k")
+    with pytest.raises(nostall.ConfigError, match="labelTrainIds maps are Cityscapes'"):
+        nostall.Loader(str(tmp_path / "other" / location), pipeline=[v2.Resize((32, 32))], fields=fields)

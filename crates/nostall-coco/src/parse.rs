@@ -609,29 +609,58 @@ enum TopKey {
     Other,
 }
 
+/// How a kind of COCO file's top-level object is read: its `images` and `categories`
+/// returned, its `annotations` streamed into the parser's state. Instances files
+/// ([`Builder`]) and panoptic files (`panoptic::Top`) differ in their annotations and
+/// categories; [`FileSeed`] reads the object around them for both.
+pub(crate) trait TopLevel<'de> {
+    /// An entry of `categories`.
+    type Category: Deserialize<'de>;
+    /// The file, for serde's message when it is not an object.
+    const EXPECTING: &'static str;
+    /// Why a file without `annotations` is refused (`None`: it may have none).
+    const NO_ANNOTATIONS: Option<&'static str>;
+
+    /// Reads the value of `images`.
+    fn images<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<Vec<ImageEntry<'de>>, A::Error>;
+
+    /// Reads the value of `categories`.
+    fn categories<A: MapAccess<'de>>(
+        &mut self,
+        map: &mut A,
+    ) -> Result<Vec<Self::Category>, A::Error>;
+
+    /// Streams the value of `annotations` into the state.
+    fn annotations<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error>;
+
+    /// Called after each key's value is read.
+    fn after_key(&mut self) {}
+}
+
 /// The whole file: `images` and `categories` are returned, `annotations` streamed into
-/// the builder.
-struct FileSeed<'b, 'l>(&'b mut Builder<'l>);
+/// the state `T` keeps. A key given twice is refused; so is a file without `images`.
+pub(crate) struct FileSeed<'b, T>(pub(crate) &'b mut T);
 
-type Tops<'de> = (Vec<ImageEntry<'de>>, Vec<CategoryEntry>);
+/// A file's `images` and `categories`.
+pub(crate) type Tops<'de, C> = (Vec<ImageEntry<'de>>, Vec<C>);
 
-impl<'de> DeserializeSeed<'de> for FileSeed<'_, '_> {
-    type Value = Tops<'de>;
+impl<'de, T: TopLevel<'de>> DeserializeSeed<'de> for FileSeed<'_, T> {
+    type Value = Tops<'de, T::Category>;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Tops<'de>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for FileSeed<'_, '_> {
-    type Value = Tops<'de>;
+impl<'de, T: TopLevel<'de>> Visitor<'de> for FileSeed<'_, T> {
+    type Value = Tops<'de, T::Category>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a COCO annotation file (an object with `images`, `annotations`, `categories`)")
+        f.write_str(T::EXPECTING)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tops<'de>, A::Error> {
-        let b = self.0;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let top = self.0;
         let (mut images, mut categories, mut annotations) = (None, None, false);
         while let Some(key) = map.next_key::<TopKey>()? {
             let repeated = match key {
@@ -646,28 +675,53 @@ impl<'de> Visitor<'de> for FileSeed<'_, '_> {
                 ));
             }
             match key {
-                TopKey::Images => {
-                    images = Some(map.next_value_seed(List::new(&mut *b, Place::Image))?);
-                }
-                TopKey::Categories => {
-                    categories = Some(map.next_value_seed(List::new(&mut *b, Place::Category))?);
-                }
+                TopKey::Images => images = Some(top.images(&mut map)?),
+                TopKey::Categories => categories = Some(top.categories(&mut map)?),
                 TopKey::Annotations => {
-                    map.next_value_seed(AnnotationsSeed(&mut *b))?;
+                    top.annotations(&mut map)?;
                     annotations = true;
                 }
                 TopKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
-            b.place = Place::Top;
+            top.after_key();
         }
         let images = images.ok_or_else(|| {
             de::Error::custom(
                 "no `images` (a COCO file lists its images: id, file_name, width, height)",
             )
         })?;
+        if let (false, Some(why)) = (annotations, T::NO_ANNOTATIONS) {
+            return Err(de::Error::custom(why));
+        }
         Ok((images, categories.unwrap_or_default()))
+    }
+}
+
+impl<'de> TopLevel<'de> for Builder<'_> {
+    type Category = CategoryEntry;
+    const EXPECTING: &'static str =
+        "a COCO annotation file (an object with `images`, `annotations`, `categories`)";
+    const NO_ANNOTATIONS: Option<&'static str> = None;
+
+    fn images<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<Vec<ImageEntry<'de>>, A::Error> {
+        map.next_value_seed(List::new(self, Place::Image))
+    }
+
+    fn categories<A: MapAccess<'de>>(
+        &mut self,
+        map: &mut A,
+    ) -> Result<Vec<CategoryEntry>, A::Error> {
+        map.next_value_seed(List::new(self, Place::Category))
+    }
+
+    fn annotations<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
+        map.next_value_seed(AnnotationsSeed(self))
+    }
+
+    fn after_key(&mut self) {
+        self.place = Place::Top;
     }
 }
 

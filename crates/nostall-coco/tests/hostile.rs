@@ -1,9 +1,10 @@
 //! Hostile files and index bytes give errors or problems, never a panic, a hang or a
 //! large allocation: cuts, byte flips, every field of the wrong type, huge numbers,
-//! overrunning RLEs, polygons over the limit, damaged indexes.
+//! overrunning RLEs, polygons over the limit, damaged indexes; panoptic files' and
+//! indexes' cuts and flips likewise.
 
 use nostall_coco::{
-    polygons_to_mask, Annotations, CocoError, Limits, ProblemKind, Rle, Segmentation,
+    polygons_to_mask, Annotations, CocoError, Limits, PanopticIndex, ProblemKind, Rle, Segmentation,
 };
 use serde_json::Value;
 
@@ -84,6 +85,41 @@ fn exercise(index: &Annotations) {
     std::hint::black_box(pixels);
 }
 
+/// A small, sound panoptic file: segments of things and stuff, an image without any,
+/// fields nostall does not keep.
+fn small_panoptic() -> String {
+    r#"{"info": {"year": 2017},
+"annotations": [
+ {"image_id": 2, "file_name": "b.png", "segments_info": [
+   {"id": 5, "category_id": 1, "iscrowd": 0, "bbox": [0, 0, 1, 1], "area": 1},
+   {"id": 65536, "category_id": 200}]},
+ {"image_id": 1, "file_name": "a.png", "segments_info": []},
+ {"image_id": 3, "file_name": "c.png", "segments_info": [{"id": 7, "category_id": 200}]},
+ {"image_id": 4, "file_name": "d.png", "segments_info": []}
+],
+"images": [{"id": 2, "file_name": "b.jpg", "width": 4, "height": 3},
+           {"id": 1, "file_name": "a.jpg", "width": 2, "height": 2},
+           {"id": 3, "file_name": "c.jpg", "width": 2, "height": 2},
+           {"id": 4, "file_name": "d.jpg", "width": 2, "height": 2}],
+"categories": [{"id": 200, "name": "wall", "isthing": 0},
+               {"id": 1, "name": "person", "isthing": 1, "color": [220, 20, 60]}]}
+"#
+    .to_string()
+}
+
+/// Everything an accepted panoptic index hands out, used, and its bytes round trip.
+fn exercise_panoptic(index: &PanopticIndex) {
+    for i in 0..index.image_count() {
+        let image = index.image(i).unwrap();
+        assert_eq!(index.image_index(image.id), Some(i));
+        for s in image.segments {
+            assert!(index.categories().iter().any(|c| c.id == s.category_id));
+        }
+    }
+    let again = PanopticIndex::from_bytes(&index.to_bytes(), &limits()).unwrap();
+    assert!(again == *index);
+}
+
 /// A fixed-seed generator (splitmix64).
 struct Rng(u64);
 
@@ -109,12 +145,12 @@ fn the_small_file_is_sound() {
     exercise(&index);
 }
 
-#[test]
-fn every_cut_of_a_file_is_refused() {
-    let json = small();
-    let whole = Annotations::parse(json.as_bytes(), &limits()).unwrap();
+/// Every cut of the file `json` is refused as not the format, but the cut of a trailing
+/// newline, which reads as the whole file.
+fn every_cut_is_refused<T: PartialEq>(json: &[u8], parse: impl Fn(&[u8]) -> Result<T, CocoError>) {
+    let whole = parse(json).expect("the whole file reads");
     for cut in 0..json.len() {
-        match Annotations::parse(&json.as_bytes()[..cut], &limits()) {
+        match parse(&json[..cut]) {
             Err(CocoError::Format(_)) => {}
             // Only the trailing newline can go.
             Ok(r) => assert!(cut == json.len() - 1 && r == whole, "cut at {cut}"),
@@ -123,14 +159,16 @@ fn every_cut_of_a_file_is_refused() {
     }
 }
 
-#[test]
-fn flipped_bytes_never_panic() {
-    let json = small().into_bytes();
-    let mut rng = Rng(0x5eed);
-    let (mut ok, mut problems, mut refused) = (0, 0, 0);
+/// How 5 000 mutations of the file `json` (one to three edits each: a bit flipped, a
+/// byte of JSON's syntax put, taken out or added, a piece copied elsewhere) read:
+/// `parse` of each says whether it was accepted and with problems. Returns how many
+/// were sound, had problems, were refused.
+fn mutations(json: &[u8], seed: u64, parse: impl Fn(&[u8]) -> Option<bool>) -> [usize; 3] {
+    let mut rng = Rng(seed);
+    let mut counts = [0; 3];
     const SIGNIFICANT: &[u8] = b"0123456789.-+eE,:[]{}\" \\ntfa";
     for _ in 0..5_000 {
-        let mut bytes = json.clone();
+        let mut bytes = json.to_vec();
         for _ in 0..1 + rng.below(3) {
             let at = rng.below(bytes.len());
             match rng.below(5) {
@@ -148,19 +186,40 @@ fn flipped_bytes_never_panic() {
                 }
             }
         }
-        match Annotations::parse(&bytes, &limits()) {
-            Ok((index, p)) => {
-                exercise(&index);
-                if p.is_empty() {
-                    ok += 1;
-                } else {
-                    problems += 1;
-                }
-            }
-            Err(_) => refused += 1,
+        match parse(&bytes) {
+            Some(false) => counts[0] += 1,
+            Some(true) => counts[1] += 1,
+            None => counts[2] += 1,
         }
     }
+    counts
+}
+
+#[test]
+fn every_cut_of_a_file_is_refused() {
+    every_cut_is_refused(small().as_bytes(), |json| {
+        Annotations::parse(json, &limits())
+    });
+    every_cut_is_refused(small_panoptic().as_bytes(), |json| {
+        PanopticIndex::parse(json, &limits())
+    });
+}
+
+#[test]
+fn flipped_bytes_never_panic() {
+    let [ok, problems, refused] = mutations(small().as_bytes(), 0x5eed, |json| {
+        let (index, p) = Annotations::parse(json, &limits()).ok()?;
+        exercise(&index);
+        Some(!p.is_empty())
+    });
     eprintln!("5000 mutations: {ok} sound, {problems} with problems, {refused} refused");
+    assert!(ok > 0 && problems > 0 && refused > 0);
+    let [ok, problems, refused] = mutations(small_panoptic().as_bytes(), 0x5eed, |json| {
+        let (index, p) = PanopticIndex::parse(json, &limits()).ok()?;
+        exercise_panoptic(&index);
+        Some(!p.is_empty())
+    });
+    eprintln!("5000 mutations of a panoptic file: {ok} sound, {problems} with problems, {refused} refused");
     assert!(ok > 0 && problems > 0 && refused > 0);
 }
 
@@ -459,23 +518,25 @@ fn short_polygons_and_a_million_points() {
     );
 }
 
-#[test]
-fn damaged_indexes_are_refused() {
-    let (index, _) = Annotations::parse(small().as_bytes(), &limits()).unwrap();
-    let bytes = index.to_bytes();
+/// Every cut of the index `bytes`, and the index with a byte more, is refused; of 5 000
+/// damaged copies (one to three bytes changed), those `read` accepts are `exercise`d.
+/// Returns how many were accepted.
+fn damaged<T>(
+    bytes: &[u8],
+    seed: u64,
+    read: impl Fn(&[u8]) -> Result<T, CocoError>,
+    exercise: impl Fn(&T),
+) -> usize {
     for cut in 0..bytes.len() {
-        assert!(
-            Annotations::from_bytes(&bytes[..cut], &limits()).is_err(),
-            "cut at {cut}"
-        );
+        assert!(read(&bytes[..cut]).is_err(), "cut at {cut}");
     }
-    let mut longer = bytes.clone();
+    let mut longer = bytes.to_vec();
     longer.push(0);
-    assert!(Annotations::from_bytes(&longer, &limits()).is_err());
-    let mut rng = Rng(0xb17e5);
+    assert!(read(&longer).is_err());
+    let mut rng = Rng(seed);
     let mut accepted = 0;
     for _ in 0..5_000 {
-        let mut b = bytes.clone();
+        let mut b = bytes.to_vec();
         for _ in 0..1 + rng.below(3) {
             let at = rng.below(b.len());
             if rng.below(2) == 0 {
@@ -484,11 +545,20 @@ fn damaged_indexes_are_refused() {
                 b[at] = [0, 1, 0xff, 0x7f, 0x80][rng.below(5)];
             }
         }
-        if let Ok(index) = Annotations::from_bytes(&b, &limits()) {
+        if let Ok(index) = read(&b) {
             exercise(&index);
             accepted += 1;
         }
     }
+    accepted
+}
+
+#[test]
+fn damaged_indexes_are_refused() {
+    let (index, _) = Annotations::parse(small().as_bytes(), &limits()).unwrap();
+    let bytes = index.to_bytes();
+    let read = |b: &[u8]| Annotations::from_bytes(b, &limits());
+    let accepted = damaged(&bytes, 0xb17e5, read, exercise);
     eprintln!("5000 damaged indexes: {accepted} accepted (values changed, still consistent)");
     // A length of 2^64 - 1 is refused before anything is allocated.
     let mut forged = bytes[..5].to_vec();
@@ -497,12 +567,16 @@ fn damaged_indexes_are_refused() {
         Annotations::from_bytes(&forged, &limits()),
         Err(CocoError::Corrupt(_))
     ));
-    let mut limits = limits();
-    limits.max_annotations_per_image = 1;
+    let mut one = limits();
+    one.max_annotations_per_image = 1;
     assert!(matches!(
-        Annotations::from_bytes(&bytes, &limits),
+        Annotations::from_bytes(&bytes, &one),
         Err(CocoError::TooLarge(_))
     ));
+    let (index, _) = PanopticIndex::parse(small_panoptic().as_bytes(), &limits()).unwrap();
+    let read = |b: &[u8]| PanopticIndex::from_bytes(b, &limits());
+    let accepted = damaged(&index.to_bytes(), 0xb17e5, read, exercise_panoptic);
+    eprintln!("5000 damaged panoptic indexes: {accepted} accepted");
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //! | a `.parquet` file, a directory holding `.parquet` files and no sub-directory, or `s3://bucket/prefix` holding them | Parquet (Hugging Face datasets) | `ParquetFiles` over [`LocalDir`] or the S3 store |
 //! | a manifest (`.jsonl`, `.json`, `.csv`), local or `s3://bucket/prefix/name.jsonl` | segments of long recordings (audio), or of videos | [`Segments`] over [`LocalDir`] or the S3 store |
 //! | a COCO annotation file (`.json`), local or `s3://bucket/prefix/annotations/instances_val.json`, read with fields | images with their boxes (detection) | [`Annotated`], its images found beside it as COCO lays them out (in S3: over the S3 store) |
-//! | a Pascal VOC split file or year folder, ADE20K's or Cityscapes' image folder, local, read with a field of the member `mask` | images with their label maps (segmentation) | [`Segmented`] |
+//! | a Pascal VOC split file or year folder, ADE20K's or Cityscapes' image folder, local or `s3://bucket/prefix/VOC2012`, read with a field of the member `mask` (Cityscapes' training ids: `labelTrainIds`) | images with their label maps (segmentation) | [`Segmented`] (in S3: over the S3 store) |
+//! | a COCO panoptic file (`.json`), local or in S3, read with a field of the member `mask` | images with their semantic label maps | [`Panoptic`] (in S3: over the S3 store) |
 //!
 //! Samples are the files of one [`Modality`], chosen by the pipeline: images (`.jpg`,
 //! `.jpeg`, `.png`) or audio (`.wav`, `.flac`, `.ogg`, `.oga`, `.opus`, `.mp3`); in shards, the
@@ -24,9 +25,9 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::sample::Modality;
 use crate::storage::{
-    is_manifest, is_parquet_key, is_sample_key, Annotated, BlobInfo, BlobStore, LocalDir,
-    LocalFiles, Mixed, Objects, Panoptic, ReadMode, Segmented, Segments, Source, TarShards,
-    MASK_MEMBER,
+    is_manifest, is_parquet_key, is_sample_key, label_map_member, Annotated, BlobInfo, BlobStore,
+    LocalDir, LocalFiles, Mixed, Objects, Panoptic, ReadMode, Segmented, Segments, Source,
+    TarShards, MASK_MEMBER,
 };
 pub use crate::storage::{Columns, LabelColumn};
 
@@ -188,6 +189,19 @@ fn open_any(
     columns: &Columns,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Dataset> {
+    // The member of label maps a field reads, if any: images read so are a segmentation
+    // dataset's (or a panoptic file's).
+    let label_map = match modality {
+        Modality::Image => label_map_member(
+            columns
+                .record
+                .iter()
+                .flatten()
+                .flatten()
+                .map(String::as_str),
+        ),
+        _ => None,
+    };
     if let Some(rest) = location.strip_prefix("s3://") {
         if rest.is_empty() {
             return Err(Error::Config(
@@ -209,7 +223,7 @@ fn open_any(
             .filter(|(_, key)| modality == Modality::Image && key.ends_with(".json"))
         {
             refuse_cold(mode, location)?;
-            return coco_in_s3(bucket, key, columns, var);
+            return coco_in_s3(bucket, key, (columns, label_map), var);
         }
         if let Some((prefix, name)) = location
             .rsplit_once('/')
@@ -229,36 +243,33 @@ fn open_any(
             };
             return segments(store.clone(), name, &text, &info, modality, columns);
         }
+        if let Some(member) = label_map {
+            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+            let bucket_store: Arc<dyn BlobStore> =
+                Arc::new(open_s3(&format!("s3://{bucket}"), var)?);
+            let open = |prefix: &str| -> Result<Arc<dyn BlobStore>> {
+                Ok(Arc::new(open_s3(&format!("s3://{bucket}/{prefix}"), var)?))
+            };
+            if let Some(segmented) = Segmented::open_blob(bucket_store, key, &open, member)? {
+                refuse_cold(mode, location)?;
+                return Ok(segmentation(segmented));
+            }
+        }
         let store = Arc::new(open_s3(location, var)?);
         return open_store(store, mode, modality, columns);
     }
     let path = Path::new(location);
-    let wants_mask = columns
-        .record
-        .iter()
-        .flatten()
-        .flatten()
-        .any(|member| member == MASK_MEMBER);
     if path.is_file() && modality == Modality::Image && location.ends_with(".json") {
         // A label map of a COCO file is a panoptic file's: instances files give boxes.
-        if wants_mask {
-            let panoptic = Panoptic::open(path)?.with_mode(mode);
-            return Ok(Dataset {
-                catalog: panoptic.catalog().clone(),
-                source: Arc::new(panoptic),
-                format: Format::Segmented,
-            });
+        if let Some(member) = label_map {
+            panoptic_member(location, member)?;
+            return Ok(segmentation(Panoptic::open(path)?.with_mode(mode)));
         }
         return coco(path, mode, columns);
     }
-    if wants_mask && modality == Modality::Image {
-        if let Some(segmented) = Segmented::open(path)? {
-            let segmented = segmented.with_mode(mode);
-            return Ok(Dataset {
-                catalog: segmented.catalog().clone(),
-                source: Arc::new(segmented),
-                format: Format::Segmented,
-            });
+    if let Some(member) = label_map {
+        if let Some(segmented) = Segmented::open(path, member)? {
+            return Ok(segmentation(segmented.with_mode(mode)));
         }
     }
     if path.is_file() && is_manifest(location) {
@@ -337,30 +348,42 @@ fn coco(path: &Path, mode: ReadMode, columns: &Columns) -> Result<Dataset> {
 }
 
 /// The images of the COCO annotation file `key` of S3 bucket `bucket`, found beside it as
-/// for a local file, read as records of the image and its `coco` member.
+/// for a local file, read as records of the image and its `coco` member; or, read with a
+/// field of the member of label maps `label_map`, of a panoptic file's, as records of the
+/// image and its `mask` member.
 #[cfg(feature = "s3")]
 fn coco_in_s3(
     bucket: &str,
     key: &str,
-    columns: &Columns,
+    (columns, label_map): (&Columns, Option<&str>),
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Dataset> {
-    needs_fields(&format!("s3://{bucket}/{key}"), columns)?;
+    let location = format!("s3://{bucket}/{key}");
+    needs_fields(&location, columns)?;
     // The bucket's store reads the file and looks for its images' folder; the folder's
-    // store, listed once, reads the images.
+    // store, listed once, reads the images. A panoptic file's images and PNGs are each
+    // listed once by their folder's store, and read in pairs by the bucket's.
     let store = open_s3(&format!("s3://{bucket}"), var)?;
     let file = store.info(key)?;
-    let images = |prefix: &str| -> Result<Arc<dyn BlobStore>> {
+    let open = |prefix: &str| -> Result<Arc<dyn BlobStore>> {
         Ok(Arc::new(open_s3(&format!("s3://{bucket}/{prefix}"), var)?))
     };
-    Ok(annotated(Annotated::open_blob(&store, &file, &images)?))
+    if let Some(member) = label_map {
+        panoptic_member(&location, member)?;
+        return Ok(segmentation(Panoptic::open_blob(
+            Arc::new(store),
+            &file,
+            &open,
+        )?));
+    }
+    Ok(annotated(Annotated::open_blob(&store, &file, &open)?))
 }
 
 #[cfg(not(feature = "s3"))]
 fn coco_in_s3(
     bucket: &str,
     key: &str,
-    _: &Columns,
+    _: (&Columns, Option<&str>),
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Dataset> {
     Err(open_s3(&format!("s3://{bucket}/{key}"), var).expect_err("a build without S3"))
@@ -375,6 +398,29 @@ fn needs_fields(location: &str, columns: &Columns) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A panoptic file's label maps are its records' `mask` members: refused for another
+/// member of label maps (Cityscapes' training ids).
+fn panoptic_member(location: &str, member: &str) -> Result<()> {
+    if member != MASK_MEMBER {
+        return Err(Error::Config(format!(
+            "{location}: a COCO panoptic file's label maps are the member {MASK_MEMBER}, not \
+             labelTrainIds (Cityscapes' training ids)"
+        )));
+    }
+    Ok(())
+}
+
+/// The dataset of a segmentation dataset's images with their label maps.
+fn segmentation<P: crate::storage::Pairing + 'static>(
+    paired: crate::storage::Paired<P>,
+) -> Dataset {
+    Dataset {
+        catalog: paired.catalog().clone(),
+        source: Arc::new(paired),
+        format: Format::Segmented,
+    }
 }
 
 /// The dataset of a COCO file's images.

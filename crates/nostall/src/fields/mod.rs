@@ -208,6 +208,18 @@ impl Fields {
             .collect()
     }
 
+    /// Beside [`Fields::others`], field by field: the lists each reads of a column that
+    /// is a struct of lists, where it reads one
+    /// ([`Columns::sub_columns`](crate::storage::Columns::sub_columns)).
+    pub fn sub_columns(&self) -> Vec<Option<crate::storage::SubColumns>> {
+        let first = self.first_sample();
+        self.iter()
+            .enumerate()
+            .filter(|&(i, f)| f.kind.role() != Role::Label && i != first)
+            .map(|(_, f)| f.kind.sub_columns())
+            .collect()
+    }
+
     /// The index of the first field of the loader's modality: the record's sample, which
     /// the sample's own generator prepares (each later one draws from one of its own).
     pub fn first_sample(&self) -> usize {

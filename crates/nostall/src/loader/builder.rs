@@ -440,6 +440,11 @@ impl LoaderBuilder {
         };
         let mut columns = self.settings.columns.clone();
         columns.record = self.fields.as_ref().map(Fields::others);
+        columns.sub_columns = self
+            .fields
+            .as_ref()
+            .map(Fields::sub_columns)
+            .unwrap_or_default();
         if !self.mixture.is_empty() {
             let locations: Vec<String> = self.mixture.iter().map(|(l, _)| l.clone()).collect();
             return dataset::open_mixture(&locations, self.settings.read, modality, &columns, &var);

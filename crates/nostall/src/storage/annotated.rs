@@ -446,7 +446,7 @@ pub fn images_folder(path: &Path, first_name: &str) -> Result<PathBuf> {
 /// # Errors
 ///
 /// [`Error::Config`] naming each place looked in.
-fn images_prefix(store: &dyn BlobStore, key: &str, first_name: &str) -> Result<String> {
+pub(super) fn images_prefix(store: &dyn BlobStore, key: &str, first_name: &str) -> Result<String> {
     let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
     let up = match dir.rsplit_once('/') {
         Some((up, _)) => Some(up),

@@ -1,6 +1,7 @@
 //! A COCO file's parsed index, kept between opens in the cache directory beside the
 //! catalogs' indexes ([`crate::catalog::derived_index_path`]): an instances file's
-//! ([`open`], [`open_blob`]) or a panoptic file's ([`open_panoptic`]).
+//! ([`open`], [`open_blob`]) or a panoptic file's ([`open_panoptic`],
+//! [`open_panoptic_blob`]).
 //!
 //! Parsing `instances_train2017.json` (450 MB) takes seconds; reading back its index,
 //! `nostall-coco`'s [`Annotations::to_bytes`], takes milliseconds. The cached index is
@@ -21,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use nostall_coco::{Annotations, Limits, PanopticIndex};
+use nostall_coco::{Annotations, CocoError, Limits, PanopticIndex};
 
 use super::{BlobInfo, BlobStore};
 use crate::catalog::{derived_index_path, read_own, write_private};
@@ -142,6 +143,40 @@ pub(crate) fn open_blob(
     file: &BlobInfo,
     cache: Option<&Path>,
 ) -> Result<(Annotations, Vec<Problem>, bool)> {
+    open_blob_kept(store, file, cache, |json, limits| {
+        Annotations::parse(json, limits).map(|(index, problems)| (index, listed(&problems)))
+    })
+}
+
+/// The index of the COCO panoptic file `file`, a blob of `store`, and the images whose
+/// entries are unsound, as [`open_blob`] keeps an instances file's.
+///
+/// # Errors
+///
+/// As [`open_blob`], for COCO panoptic's format.
+pub(crate) fn open_panoptic_blob(
+    store: &dyn BlobStore,
+    file: &BlobInfo,
+    cache: Option<&Path>,
+) -> Result<(PanopticIndex, Vec<Problem>, bool)> {
+    open_blob_kept(store, file, cache, |json, limits| {
+        let (index, problems) = PanopticIndex::parse(json, limits)?;
+        let problems = problems
+            .iter()
+            .map(|p| (p.image_id, p.to_string()))
+            .collect();
+        Ok((index, problems))
+    })
+}
+
+/// The index of the blob `file` of `store`, from the cache at `cache` (or the default
+/// place) when it was made from this very version of the blob, else `parse`d and cached.
+fn open_blob_kept<T: Kept>(
+    store: &dyn BlobStore,
+    file: &BlobInfo,
+    cache: Option<&Path>,
+    parse: impl FnOnce(&[u8], &Limits) -> std::result::Result<(T, Vec<Problem>), CocoError>,
+) -> Result<(T, Vec<Problem>, bool)> {
     let location = store.locate(&file.key);
     let parse = || {
         let limits = Limits::default();
@@ -159,9 +194,7 @@ pub(crate) fn open_blob(
                 location: location.clone(),
                 message: format!("cannot read the COCO annotation file: {cause}"),
             })?;
-        Annotations::parse(&json, &limits)
-            .map(|(index, problems)| (index, listed(&problems)))
-            .map_err(|e| Error::Config(format!("{location}: {e}")))
+        parse(&json, &limits).map_err(|e| Error::Config(format!("{location}: {e}")))
     };
     let Some(version) = &file.version else {
         let (index, problems) = parse()?;
@@ -175,7 +208,7 @@ pub(crate) fn open_blob(
     identity.extend_from_slice(&file.size.to_le_bytes());
     let cache = cache.map_or_else(
         // Not the name a local file's index has: a blob of a local directory is both.
-        || derived_index_path(Path::new(&location), "coco-blob"),
+        || derived_index_path(Path::new(&location), &format!("{}-blob", T::NAME)),
         Path::to_path_buf,
     );
     kept_or_parsed(&cache, &identity, parse)

@@ -21,6 +21,40 @@ pub struct Columns {
     /// sidecar extensions; [`Fields::others`](crate::fields::Fields::others)); `None`:
     /// the sample alone.
     pub record: Option<Vec<Vec<String>>>,
+    /// Beside [`Columns::record`], field by field: how the field reads a column that is
+    /// a struct of lists (Hugging Face's `Sequence` of a dict, as detection datasets
+    /// store their targets), for a field that reads one (a boxes field); empty, or
+    /// `None` for a field: such a column is refused for it.
+    pub sub_columns: Vec<Option<SubColumns>>,
+}
+
+/// Which lists of a struct column a field reads, and how many values it takes of a row
+/// ([`Columns::sub_columns`]): a Parquet dataset hands the field each row's lists as one
+/// member ([`encode_lists_member`](crate::storage::encode_lists_member)), in this order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubColumns {
+    /// Each list read, by its names in order of preference (`bbox`, `boxes`): the
+    /// struct's first field of one of them.
+    pub lists: Vec<Vec<String>>,
+    /// The most values a row's list may hold (a boxes field's `max_boxes` boxes of four
+    /// numbers): a row holding more is handed the field as too many, not read.
+    pub most: usize,
+    /// Why the field, as it is set, cannot read a struct column (a setting it needs for
+    /// one is missing), in words: a dataset whose column is one is refused with it.
+    pub refused: Option<String>,
+}
+
+impl SubColumns {
+    /// Reads `lists`, each by its names in order of preference, taking at most `most`
+    /// values of each list a row; `refused`: why the field cannot read them as set.
+    pub fn new(lists: Vec<Vec<String>>, most: usize, refused: Option<String>) -> SubColumns {
+        SubColumns {
+            lists,
+            most,
+            refused,
+        }
+    }
 }
 
 /// Where a Parquet dataset's labels are.

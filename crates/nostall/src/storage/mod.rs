@@ -12,6 +12,10 @@
 //!   [`BlobStore`], read a row group's column chunk at a time.
 //! - [`Segments`]: segments of long recordings listed by a manifest, each read as the
 //!   stretch of its recording that holds it.
+//! - [`Annotated`]: images with a COCO file's annotations, locally or in a [`BlobStore`].
+//! - [`Paired`]: images each with a second file that gives its targets, locally or in a
+//!   [`BlobStore`]: [`Segmented`] (label maps as segmentation datasets lay them out),
+//!   [`Panoptic`] (a COCO panoptic file's PNGs of segment ids).
 //! - [`Memory`]: samples already in memory (to measure prep without storage).
 //! - [`Throttled`]: any source behind an emulated link (bandwidth, latency, concurrency),
 //!   to stand in for a hard disk, a network filesystem or a remote object store.
@@ -51,8 +55,10 @@ mod columns;
 mod files;
 mod held;
 mod indexed;
+mod lists_member;
 mod memory;
 mod mixed;
+mod paired;
 mod panoptic;
 mod panoptic_member;
 #[cfg(feature = "parquet")]
@@ -77,19 +83,23 @@ pub use blob::{BlobInfo, BlobStore, LocalDir, Objects, RangeRead};
 pub(crate) use coco_member::{check_polygon, decode_coco_member, Shape, COCO_MAGIC, MAX_KEYPOINTS};
 #[cfg(test)]
 pub(crate) use coco_member::{encode_coco_member, EncodedAnnotation};
-pub use columns::{Columns, LabelColumn};
+pub use columns::{Columns, LabelColumn, SubColumns};
 pub use files::{LocalFiles, DEFAULT_MAX_BYTES};
 pub use held::{Held, HeldSample, HeldSamples};
 pub use indexed::Indexed;
+#[cfg(any(feature = "parquet", test))]
+pub(crate) use lists_member::encode_lists_member;
+pub(crate) use lists_member::{decode_lists_member, Item, LISTS_MAGIC};
 pub use memory::Memory;
 pub use mixed::Mixed;
-pub use panoptic::{Panoptic, UNLABELLED};
+pub use paired::{Paired, Pairing};
+pub use panoptic::{Panoptic, PanopticMaps, UNLABELLED};
 pub(crate) use panoptic_member::decode_panoptic_member;
 #[cfg(test)]
 pub(crate) use panoptic_member::encode_panoptic_member;
 #[cfg(feature = "parquet")]
 pub use parquet::ParquetFiles;
-pub use segmented::{Segmented, MASK_MEMBER};
+pub use segmented::{label_map_member, LabelMaps, Segmented, MASK_MEMBER, TRAIN_IDS_MEMBER};
 
 /// Bytes of decoded groups of samples (Parquet pages or row groups) a source keeps in
 /// memory, and that the plan's open groups are sized for ([`crate::plan::Blocks::within`]),

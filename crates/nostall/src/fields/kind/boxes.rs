@@ -14,6 +14,12 @@
 //! field (`max_boxes`), boxes that are not four finite numbers, labels of another count,
 //! or an image of another size than its annotations say, is the sample's `bad-targets`.
 //!
+//! A Parquet dataset's struct column of lists (Hugging Face's detection datasets:
+//! `objects: {bbox: [[...], ...], category: [...]}`) comes as the row's lists
+//! ([`lists`]): the boxes from `bbox` (or `boxes`), stored as `stored_format` says (the
+//! datasets differ: COCO's `xywh`, or corners; no default), the labels from
+//! `label_subcolumn` (else `category`, `category_id`, `label` or `labels`).
+//!
 //! With `masks`, each kept box's instance mask follows it ([`mask`]): from a COCO
 //! annotation's `segmentation` (polygons or an RLE, in the `coco` member or a JSON
 //! member's COCO annotations), all 0 for a box without one. With `keypoints`, each kept
@@ -31,6 +37,7 @@
 mod anchors;
 mod json_member;
 mod keypoints;
+mod lists;
 mod mask;
 
 use std::sync::Arc;
@@ -44,10 +51,11 @@ use super::{
 use crate::error::Cause;
 use crate::prep::image::{sanitize, Placement};
 use crate::sample::{MaskForm, PartForm, SampleLayout};
-use crate::storage::{decode_coco_member, Shape, COCO_MAGIC};
+use crate::storage::{decode_coco_member, Shape, SubColumns, COCO_MAGIC, LISTS_MAGIC};
 use anchors::DefaultBoxes;
 use json_member::read_json;
 use keypoints::Keypoints;
+use lists::read_lists;
 
 pub(super) const DECLARATION: Declaration = Declaration {
     name: "boxes",
@@ -56,6 +64,8 @@ pub(super) const DECLARATION: Declaration = Declaration {
         "max_boxes",
         "max_bytes",
         "box_format",
+        "stored_format",
+        "label_subcolumn",
         "normalized",
         "min_size",
         "min_area",
@@ -178,6 +188,34 @@ enum Format {
 }
 
 impl Format {
+    /// The format `setting` names (`box_format=`, `stored_format=`).
+    fn parse(key: &str, setting: Option<&Value>) -> Result<Option<Format>, String> {
+        match setting {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(name)) => match name.as_str() {
+                "xyxy" => Ok(Some(Format::Xyxy)),
+                "xywh" => Ok(Some(Format::Xywh)),
+                "cxcywh" => Ok(Some(Format::Cxcywh)),
+                other => Err(format!(
+                    "{key}={other:?} is not a format: use \"xyxy\", \"xywh\" or \"cxcywh\""
+                )),
+            },
+            Some(other) => Err(format!("{key}={other} is not a format's name")),
+        }
+    }
+
+    /// Box `b`, in this format, as corners: x0, y0, x1, y1.
+    fn corners(self, b: [f64; 4]) -> [f64; 4] {
+        match self {
+            Format::Xyxy => b,
+            Format::Xywh => [b[0], b[1], b[0] + b[2], b[1] + b[3]],
+            Format::Cxcywh => {
+                let (w, h) = (b[2] / 2.0, b[3] / 2.0);
+                [b[0] - w, b[1] - h, b[0] + w, b[1] + h]
+            }
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Format::Xyxy => "xyxy",
@@ -204,6 +242,12 @@ struct Boxes {
     max_boxes: usize,
     max_bytes: usize,
     format: Format,
+    /// The format a struct column's boxes are stored in (`stored_format`), which the
+    /// user must say: Hugging Face's datasets differ.
+    stored: Option<Format>,
+    /// The list of a struct column holding the labels (`label_subcolumn`); `None`: the
+    /// first of [`lists::LABEL_LISTS`] the column has.
+    label_subcolumn: Option<String>,
     /// Whether the boxes are divided by the image's width and height (DETR's).
     normalized: bool,
     min_size: f64,
@@ -235,19 +279,16 @@ impl FieldKind {
 }
 
 fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
-    let format = match settings.value("box_format") {
-        None => Format::Xyxy,
-        Some(Value::String(name)) => match name.as_str() {
-            "xyxy" => Format::Xyxy,
-            "xywh" => Format::Xywh,
-            "cxcywh" => Format::Cxcywh,
-            other => {
-                return Err(format!(
-                    "box_format={other:?} is not a format: use \"xyxy\", \"xywh\" or \"cxcywh\""
-                ))
-            }
-        },
-        Some(other) => return Err(format!("box_format={other} is not a format's name")),
+    let format = Format::parse("box_format", settings.value("box_format"))?.unwrap_or(Format::Xyxy);
+    let stored = Format::parse("stored_format", settings.value("stored_format"))?;
+    let label_subcolumn = match settings.value("label_subcolumn") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) if !name.is_empty() => Some(name.clone()),
+        Some(other) => {
+            return Err(format!(
+                "label_subcolumn={other} is not a column's name (such as \"category\")"
+            ))
+        }
     };
     let min = |key: &str| -> Result<f64, String> {
         match settings.value(key) {
@@ -281,6 +322,8 @@ fn make(settings: &mut Settings<'_>) -> Result<FieldKind, String> {
         max_boxes: settings.number("max_boxes")?.unwrap_or(DEFAULT_MAX_BOXES),
         max_bytes: settings.number("max_bytes")?.unwrap_or(DEFAULT_JSON_BYTES),
         format,
+        stored,
+        label_subcolumn,
         normalized,
         min_size: min("min_size")?,
         min_area: min("min_area")?,
@@ -332,7 +375,8 @@ impl Kind for Boxes {
 
     fn fingerprint(&self) -> String {
         format!(
-            "boxes {} {}{} {} {} crowd={} max_bytes={} masks={} keypoints={} anchors={}",
+            "boxes {} {}{} {} {} crowd={} max_bytes={} masks={} keypoints={} anchors={} \
+             stored={} labels={}",
             self.max_boxes,
             self.format.name(),
             if self.normalized { " normalized" } else { "" },
@@ -344,7 +388,9 @@ impl Kind for Boxes {
             self.keypoints
                 .as_ref()
                 .map_or(json!(0), |k| json!(k.values())),
-            self.anchors.as_ref().map_or("none", |a| a.name)
+            self.anchors.as_ref().map_or("none", |a| a.name),
+            self.stored.map_or("none", Format::name),
+            self.label_subcolumn.as_deref().unwrap_or("auto"),
         )
     }
 
@@ -354,6 +400,25 @@ impl Kind for Boxes {
 
     fn targets(&self) -> Option<&dyn TargetKind> {
         Some(self)
+    }
+
+    fn sub_columns(&self) -> Option<SubColumns> {
+        let labels = match &self.label_subcolumn {
+            Some(name) => vec![name.clone()],
+            None => lists::LABEL_LISTS.map(String::from).to_vec(),
+        };
+        let refused = self.stored.is_none().then(|| {
+            "give the boxes field stored_format=\"xyxy\", \"xywh\" or \"cxcywh\", the format \
+             its boxes are stored in, in pixels (Hugging Face's datasets differ: cppe-5 \
+             stores COCO's xywh, detection-datasets/coco corners)"
+                .to_string()
+        });
+        Some(SubColumns::new(
+            vec![lists::BOX_LISTS.map(String::from).to_vec(), labels],
+            // Four numbers a box.
+            self.max_boxes.saturating_mul(4),
+            refused,
+        ))
     }
 
     fn settings(&self, _: &mut Vec<Arc<[u8]>>) -> Map<String, Value> {
@@ -374,6 +439,12 @@ impl Kind for Boxes {
         }
         if let Some(anchors) = &self.anchors {
             settings.insert("anchors".into(), json!(anchors.name));
+        }
+        if let Some(stored) = self.stored {
+            settings.insert("stored_format".into(), json!(stored.name()));
+        }
+        if let Some(name) = &self.label_subcolumn {
+            settings.insert("label_subcolumn".into(), json!(name));
         }
         settings
     }
@@ -403,6 +474,19 @@ impl TargetKind for Boxes {
         let shapes = self.masks != Masks::No;
         let (mut boxes, made_for) = if member.starts_with(COCO_MAGIC) {
             read_coco(member, self.max_boxes, shapes).map_err(&bad)?
+        } else if member.starts_with(LISTS_MAGIC) {
+            let most = lists::most_bytes(self.max_boxes);
+            if member.len() > most {
+                return Err(Cause::TooLarge {
+                    bytes: member.len() as u64,
+                    limit: most as u64,
+                    field: Some(field.to_string()),
+                });
+            }
+            (
+                read_lists(member, self.max_boxes, self.stored).map_err(&bad)?,
+                None,
+            )
         } else if member.len() > self.max_bytes {
             return Err(Cause::TooLarge {
                 bytes: member.len() as u64,
@@ -900,6 +984,57 @@ mod tests {
         assert!(check(json!({ "masks": "yes" }))
             .unwrap_err()
             .contains("\"bits\""));
+        assert!(check(json!({ "stored_format": "yxyx" }))
+            .unwrap_err()
+            .contains("stored_format=\"yxyx\""));
+        assert!(check(json!({ "label_subcolumn": "" }))
+            .unwrap_err()
+            .contains("label_subcolumn="));
         assert!(check(json!({})).is_ok());
+    }
+
+    #[test]
+    fn a_struct_columns_lists_give_boxes_in_their_stored_format() {
+        use crate::storage::{encode_lists_member, Item};
+        let member = |b: [f64; 4]| {
+            let boxes = Item::List(vec![Item::List(b.map(Item::Float).to_vec())]);
+            let labels = Item::List(vec![Item::Int(7)]);
+            let mut out = Vec::new();
+            encode_lists_member(&[("bbox", &boxes), ("category", &labels)], &mut out);
+            out
+        };
+        let place = identity(100, 80);
+        let form = PartForm::Boxes {
+            capacity: 2,
+            keypoints: 0,
+            anchors: 0,
+            masks: None,
+        };
+        for (stored, b) in [
+            ("xyxy", [10.0, 20.0, 30.0, 60.0]),
+            ("xywh", [10.0, 20.0, 20.0, 40.0]),
+            ("cxcywh", [20.0, 40.0, 20.0, 40.0]),
+        ] {
+            let boxes = kind(json!({ "max_boxes": 2, "stored_format": stored }));
+            let mut slot = vec![0xAA; form.bytes()];
+            prepare(&boxes, "t", &member(b), &place, &mut slot).unwrap();
+            let (count, written, labels) = read(&slot, 2);
+            assert_eq!(
+                (count, written[0], labels[0]),
+                (1, [10.0, 20.0, 30.0, 60.0], 7)
+            );
+        }
+        // Without its stored format, the member is the sample's error.
+        let boxes = kind(json!({ "max_boxes": 2 }));
+        let why = prepare(
+            &boxes,
+            "t",
+            &member([0.0; 4]),
+            &place,
+            &mut vec![0; form.bytes()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(why.contains("stored_format"), "{why}");
     }
 }

@@ -36,6 +36,7 @@ pub(super) use settings::Settings;
 use crate::error::{Cause, Error, Result};
 use crate::prep::image::Placement;
 use crate::sample::{Modality, PartForm, SampleLayout};
+use crate::storage::SubColumns;
 
 /// Every kind, by name: what Python's `Field(kind=...)` and the portable text name.
 const KINDS: &[&Declaration] = &[
@@ -117,6 +118,13 @@ pub(super) trait Kind: Any + fmt::Debug + Send + Sync {
 
     /// It as targets that follow the sample's geometry, for a kind of [`Role::Target`].
     fn targets(&self) -> Option<&dyn TargetKind> {
+        None
+    }
+
+    /// The lists it reads of a column that is a struct of lists (a Parquet dataset's),
+    /// for a kind that reads one: a Parquet dataset then hands it each row's lists as
+    /// one member ([`crate::storage::encode_lists_member`]).
+    fn sub_columns(&self) -> Option<SubColumns> {
         None
     }
 
@@ -282,6 +290,11 @@ impl FieldKind {
     /// Where its bytes come from ([`Kind::role`]).
     pub(super) fn role(&self) -> Role {
         self.0.role()
+    }
+
+    /// The lists it reads of a struct column ([`Kind::sub_columns`]).
+    pub(super) fn sub_columns(&self) -> Option<SubColumns> {
+        self.0.sub_columns()
     }
 
     /// Whether its settings are within their bounds ([`Kind::check`]).

@@ -7,13 +7,17 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 use parquet::basic::Compression;
 use parquet::column::reader::ColumnReaderImpl;
-use parquet::data_type::{ByteArray, ByteArrayType, DataType, Int32Type, Int64Type};
+use parquet::data_type::{
+    ByteArray, ByteArrayType, DataType, DoubleType, FloatType, Int32Type, Int64Type,
+};
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescPtr;
 
+use super::lists::{self, Marks};
 use super::{footer, pages};
+use crate::storage::Item;
 
 /// Where a column chunk lies in its file, checked against the file: `(offset, length)`.
 pub(super) fn extent(meta: &ColumnChunkMetaData, file_size: u64) -> Result<(u64, u64), String> {
@@ -155,26 +159,39 @@ impl ChunkReader for Chunk {
     }
 }
 
-/// The values of a chunk of `rows` rows, one per row (`None` where the row has none).
+/// A chunk's values as the decoder reads them: its rows' definition levels, repetition
+/// levels (of a list column: empty otherwise) and the values that are there.
+struct Levels<T> {
+    defs: Vec<i16>,
+    reps: Vec<i16>,
+    values: Vec<T>,
+}
+
+/// The levels and values of a chunk of `rows` rows.
 ///
 /// `bytes` is the chunk (or one of its pages) as read from its file, compressed with
-/// `codec`; its pages may decompress to at most `limit` bytes together. They are
-/// decompressed and checked here ([`pages::normalise`]), and the decoder is handed them
-/// uncompressed. A damaged chunk (even one that makes the decoder panic) is an error.
-fn decode<T: DataType>(
+/// `codec`; its pages may decompress to at most `limit` bytes together, and hold at most
+/// `per_row` values a row (1 for a column of one value a row). They are decompressed and
+/// checked here ([`pages::normalise`]), and the decoder is handed them uncompressed. A
+/// damaged chunk (even one that makes the decoder panic) is an error.
+fn decode_levels<T: DataType>(
     descr: &ColumnDescPtr,
     codec: Compression,
     bytes: &[u8],
     rows: usize,
     limit: u64,
-) -> Result<Vec<Option<T::T>>, String> {
+    per_row: u64,
+) -> Result<Levels<T::T>, String> {
     let column = pages::Column {
         codec,
         physical: descr.physical_type(),
         max_def: descr.max_def_level(),
         type_length: descr.type_length(),
+        per_row,
     };
     let pages = pages::normalise(bytes, column, rows, limit)?;
+    let declared = pages.values;
+    let repeated = descr.max_rep_level() > 0;
     let decoded = catch_unwind(AssertUnwindSafe(|| {
         let len = pages.bytes.len() as i64;
         let meta = ColumnChunkMetaData::builder(descr.clone())
@@ -188,11 +205,20 @@ fn decode<T: DataType>(
         let chunk = Arc::new(Chunk(pages.bytes));
         let pages = SerializedPageReader::new(chunk, &meta, rows, None)?;
         let mut reader = ColumnReaderImpl::<T>::new(descr.clone(), Box::new(pages));
-        let (mut values, mut defs) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
-        let (records, _, _) = reader.read_records(rows, Some(&mut defs), None, &mut values)?;
-        Ok::<_, parquet::errors::ParquetError>((records, defs, values))
+        let (mut values, mut defs, mut reps) = (
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows),
+            Vec::new(),
+        );
+        let (records, _, _) = reader.read_records(
+            rows,
+            Some(&mut defs),
+            repeated.then_some(&mut reps),
+            &mut values,
+        )?;
+        Ok::<_, parquet::errors::ParquetError>((records, Levels { defs, reps, values }))
     }));
-    let (records, defs, values) = match decoded {
+    let (records, levels) = match decoded {
         Ok(Ok(decoded)) => decoded,
         Ok(Err(e)) => return Err(e.to_string()),
         Err(_) => return Err("the Parquet decoder failed on it (damaged pages)".into()),
@@ -202,6 +228,26 @@ fn decode<T: DataType>(
             "its pages hold {records} rows where the footer declares {rows}"
         ));
     }
+    // A list column's rows end where its levels do: levels left over are damage.
+    if repeated && levels.defs.len() as u64 != declared {
+        return Err(format!(
+            "its pages declare {declared} levels, and {rows} rows take {}",
+            levels.defs.len()
+        ));
+    }
+    Ok(levels)
+}
+
+/// The values of a chunk of `rows` rows, one per row (`None` where the row has none), as
+/// [`decode_levels`] reads them.
+fn decode<T: DataType>(
+    descr: &ColumnDescPtr,
+    codec: Compression,
+    bytes: &[u8],
+    rows: usize,
+    limit: u64,
+) -> Result<Vec<Option<T::T>>, String> {
+    let Levels { defs, values, .. } = decode_levels::<T>(descr, codec, bytes, rows, limit, 1)?;
     let max = descr.max_def_level();
     if max == 0 {
         return match values.len() == rows {
@@ -248,5 +294,169 @@ pub(super) fn integers(
             .map(|v| v.map(i64::from))
             .collect()),
         _ => decode::<Int64Type>(descr, codec, chunk, rows, limit),
+    }
+}
+
+/// A list column's lists, one per row (the row's list, or [`Item::TooMany`] where it
+/// holds more than `most` values): an integer or floating-point column (`INT32`,
+/// `INT64`, `FLOAT`, `DOUBLE`) of lists, or of lists of lists, nested as `marks` says.
+pub(super) fn lists(
+    descr: &ColumnDescPtr,
+    codec: Compression,
+    chunk: &[u8],
+    rows: usize,
+    limit: u64,
+    marks: &Marks,
+    most: usize,
+) -> Result<Vec<Item>, String> {
+    // Besides its values, each row's list may end in an empty or null list a level.
+    let per_row = (most as u64).saturating_add(1 + marks.depth() as u64);
+    let max_def = descr.max_def_level();
+    macro_rules! assemble {
+        ($kind:ty, $item:expr) => {{
+            let levels = decode_levels::<$kind>(descr, codec, chunk, rows, limit, per_row)?;
+            let values: Vec<Item> = levels.values.into_iter().map($item).collect();
+            lists::assemble(
+                &levels.defs,
+                &levels.reps,
+                values,
+                rows,
+                max_def,
+                marks,
+                most,
+            )
+        }};
+    }
+    match descr.physical_type() {
+        parquet::basic::Type::INT32 => assemble!(Int32Type, |v| Item::Int(i64::from(v))),
+        parquet::basic::Type::INT64 => assemble!(Int64Type, Item::Int),
+        parquet::basic::Type::FLOAT => assemble!(FloatType, |v| Item::Float(f64::from(v))),
+        parquet::basic::Type::DOUBLE => assemble!(DoubleType, Item::Float),
+        other => Err(format!(
+            "column {} holds {other:?} values, not numbers",
+            descr.path()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parquet::schema::parser::parse_message_type;
+    use parquet::schema::types::SchemaDescriptor;
+
+    use super::super::pages::tests::{data_header, dictionary_header};
+    use super::*;
+
+    const PLAIN: i64 = 0;
+    const RLE_DICTIONARY: i64 = 8;
+
+    /// `datasets`' `category: list<int64>` under a struct column.
+    fn column() -> (ColumnDescPtr, Marks) {
+        let schema = parse_message_type(
+            "message m { optional group objects { optional group category (LIST) { \
+             repeated group list { optional int64 element; } } } }",
+        )
+        .unwrap();
+        let schema = SchemaDescriptor::new(Arc::new(schema));
+        let descr = schema.column(0);
+        let marks = Marks::of(schema.get_column_root(0), descr.path().parts()).unwrap();
+        (descr, marks)
+    }
+
+    /// A v1 data page of `values` levels: repetition and definition levels (each behind
+    /// its length), then the values' bytes.
+    fn page(values: i64, encoding: i64, reps: &[u8], defs: &[u8], data: &[u8]) -> Vec<u8> {
+        let mut body = (reps.len() as u32).to_le_bytes().to_vec();
+        body.extend(reps);
+        body.extend((defs.len() as u32).to_le_bytes());
+        body.extend(defs);
+        body.extend(data);
+        let mut chunk = data_header(body.len() as i64, body.len() as i64, values, encoding);
+        chunk.extend(body);
+        chunk
+    }
+
+    // Rows [5, 6] and []: repetition levels 0, 1, 0 and definition levels 4, 4, 2, as
+    // runs of the RLE/bit-packed hybrid (a run's header is its count << 1, then its value).
+    const REPS: [u8; 6] = [0x02, 0, 0x02, 1, 0x02, 0];
+    const DEFS: [u8; 4] = [0x04, 4, 0x02, 2];
+
+    fn read(chunk: &[u8]) -> Result<Vec<Item>, String> {
+        let (descr, marks) = column();
+        lists(
+            &descr,
+            Compression::UNCOMPRESSED,
+            chunk,
+            2,
+            1 << 20,
+            &marks,
+            16,
+        )
+    }
+
+    fn plain_values() -> Vec<u8> {
+        [5i64, 6].iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn levels_and_values_make_each_rows_list() {
+        let chunk = page(3, PLAIN, &REPS, &DEFS, &plain_values());
+        let want = [
+            Item::List(vec![Item::Int(5), Item::Int(6)]),
+            Item::List(vec![]),
+        ];
+        assert_eq!(read(&chunk).unwrap(), want);
+        // The same values from a dictionary, indexes of 1 bit: a bit-packed group of 8.
+        let mut chunk = dictionary_header(16, 2);
+        chunk.extend(plain_values());
+        chunk.extend(page(3, RLE_DICTIONARY, &REPS, &DEFS, &[1, 0x03, 0b10]));
+        assert_eq!(read(&chunk).unwrap(), want);
+    }
+
+    #[test]
+    fn hostile_levels_are_errors_not_panics() {
+        let values = plain_values();
+        let good = page(3, PLAIN, &REPS, &DEFS, &values);
+        // Cut anywhere.
+        for cut in 0..good.len() {
+            assert!(read(&good[..cut]).is_err(), "{cut}");
+        }
+        // A run's header of 2^28 levels; levels declaring more bytes than the page has;
+        // a bit-packed run of 5 groups (40 levels) in no bytes, or in one (levels 0: a
+        // row each, more than the footer's); a run of 2^30 levels where the page has 3.
+        assert!(read(&page(3, PLAIN, &REPS, &[0xff, 0xff, 0xff, 0x7f], &values)).is_err());
+        let mut body = (REPS.len() as u32).to_le_bytes().to_vec();
+        body.extend(REPS);
+        body.extend(1000u32.to_le_bytes());
+        body.extend(DEFS);
+        body.extend(&values);
+        let mut long = data_header(body.len() as i64, body.len() as i64, 3, PLAIN);
+        long.extend(body);
+        assert!(read(&long).is_err());
+        assert!(read(&page(3, PLAIN, &[0x0b], &DEFS, &values)).is_err());
+        assert!(read(&page(3, PLAIN, &[0x0b, 0], &DEFS, &values)).is_err());
+        let endless = [0x80, 0x80, 0x80, 0x80, 0x08, 0];
+        assert!(read(&page(3, PLAIN, &endless, &DEFS, &values)).is_err());
+        // A page declaring more levels than rows of the field's lists may hold.
+        let why = read(&page(1 << 30, PLAIN, &REPS, &DEFS, &values)).unwrap_err();
+        assert!(why.contains("more values"), "{why}");
+        // Dictionary indexes of 40 and of 255 bits.
+        for width in [40, 255] {
+            let mut chunk = dictionary_header(16, 2);
+            chunk.extend(&values);
+            chunk.extend(page(3, RLE_DICTIONARY, &REPS, &DEFS, &[width, 0x03, 0b10]));
+            assert!(read(&chunk).is_err(), "{width}");
+        }
+        // Any byte of the page's body changed: an error or some lists, never a panic.
+        let body = good.len() - (4 + REPS.len() + 4 + DEFS.len() + values.len());
+        for at in body..good.len() {
+            for byte in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                let mut bad = good.clone();
+                bad[at] = byte;
+                let _ = read(&bad);
+            }
+        }
     }
 }

@@ -19,6 +19,11 @@
 //! groups ([`Catalog::groups`]) are these, so that the plan can read each once an epoch
 //! ([`crate::plan::Blocks`]).
 //!
+//! A loader given fields reads each other field from a column of its name: binary (a
+//! caption, a JSON document), or for a field that asks for them, the lists of a struct
+//! column ([`lists`]: Hugging Face's detection `objects`), only those it asks for, each
+//! row's handed to the field as one member.
+//!
 //! Opening reads each file's footer, its offset index and its label column (a few bytes
 //! per row), so that the catalog has every sample with its label before the first epoch.
 //! A sample's size in the catalog is its row group's share of the chunk's decompressed
@@ -34,6 +39,7 @@ mod chunk;
 mod columns;
 mod footer;
 mod inflate;
+mod lists;
 mod pages;
 mod thrift;
 
@@ -54,7 +60,7 @@ use super::{
 use crate::catalog::{Catalog, SampleId};
 use crate::error::{Cause, Error, Result};
 use crate::sample::Modality;
-use crate::storage::{record, Columns};
+use crate::storage::{encode_lists_member, record, Columns, Item, SubColumns};
 
 /// The largest footer read: a footer describes row groups and columns, and even a file
 /// of a million row groups has one of a few hundred megabytes; beyond this it is damage.
@@ -119,7 +125,34 @@ struct File {
     /// Its sample column.
     descr: ColumnDescPtr,
     /// The other columns each sample's record holds (a loader's fields), by name.
-    extras: Vec<(String, ColumnDescPtr)>,
+    extras: Vec<(String, Extra)>,
+}
+
+/// A column a record's field is read from.
+enum Extra {
+    /// A binary column: its value is the member.
+    Binary(ColumnDescPtr),
+    /// A struct's lists, each its name, leaf and marks: the row's lists are the member
+    /// ([`crate::storage::encode_lists_member`]), each holding at most `most` values.
+    Lists {
+        lists: Vec<(String, ColumnDescPtr, lists::Marks)>,
+        most: usize,
+    },
+}
+
+/// Where in the schema a record's field is read from: leaf indexes.
+enum ExtraLeaves {
+    Binary(usize),
+    Lists { leaves: Vec<usize>, most: usize },
+}
+
+impl ExtraLeaves {
+    fn leaves(&self) -> &[usize] {
+        match self {
+            ExtraLeaves::Binary(leaf) => std::slice::from_ref(leaf),
+            ExtraLeaves::Lists { leaves, .. } => leaves,
+        }
+    }
 }
 
 /// One group of one file: a page of the sample column, or a row group's whole chunk.
@@ -133,8 +166,8 @@ struct Group {
     /// Its first row's number in the file, and its first sample.
     first_row: u64,
     first_sample: SampleId,
-    /// The row group's chunks of the file's other columns (`File::extras`): codec and
-    /// extent each.
+    /// The row group's chunks of the file's other columns (`File::extras`, a struct's
+    /// lists one after another): codec and extent each.
     extras: Vec<(Compression, (u64, u64))>,
 }
 
@@ -367,25 +400,57 @@ impl ParquetFiles {
         let g = &self.groups[group as usize];
         let file = &self.files[g.file as usize];
         let limit = self.memory.load(Ordering::Relaxed).max(self.max_bytes);
-        let chunks = std::iter::once((&file.descr, g.codec, g.extent)).chain(
-            file.extras
-                .iter()
-                .zip(&g.extras)
-                .map(|((_, d), (c, e))| (d, *c, *e)),
-        );
-        let mut values = Vec::with_capacity(1 + g.extras.len());
+        let damaged = |e: String| {
+            Cause::Corrupt(format!(
+                "rows {}..{}: {e}",
+                g.first_row,
+                g.first_row + g.rows as u64
+            ))
+        };
+        let mut values = Vec::with_capacity(1 + file.extras.len());
         let mut bytes = Vec::new();
-        for (descr, codec, (start, len)) in chunks {
+        let sample = (g.codec, g.extent);
+        let mut chunks = std::iter::once(&sample).chain(&g.extras);
+        let mut read = |bytes: &mut Vec<u8>| -> std::result::Result<Compression, Cause> {
+            let (codec, (start, len)) = chunks
+                .next()
+                .ok_or_else(|| Cause::Internal("a record's column without its chunk".into()))?;
             self.store
-                .read(&file.key, file.version.as_deref(), start, len, &mut bytes)?;
-            let column = chunk::binary(descr, codec, &bytes, g.rows, limit).map_err(|e| {
-                Cause::Corrupt(format!(
-                    "rows {}..{}: {e}",
-                    g.first_row,
-                    g.first_row + g.rows as u64
-                ))
-            })?;
-            values.push(column);
+                .read(&file.key, file.version.as_deref(), *start, *len, bytes)?;
+            Ok(*codec)
+        };
+        let codec = read(&mut bytes)?;
+        values.push(chunk::binary(&file.descr, codec, &bytes, g.rows, limit).map_err(damaged)?);
+        for (_, extra) in &file.extras {
+            match extra {
+                Extra::Binary(descr) => {
+                    let codec = read(&mut bytes)?;
+                    values
+                        .push(chunk::binary(descr, codec, &bytes, g.rows, limit).map_err(damaged)?);
+                }
+                Extra::Lists { lists, most } => {
+                    let mut columns = Vec::with_capacity(lists.len());
+                    for (_, descr, marks) in lists {
+                        let codec = read(&mut bytes)?;
+                        columns.push(
+                            chunk::lists(descr, codec, &bytes, g.rows, limit, marks, *most)
+                                .map_err(damaged)?,
+                        );
+                    }
+                    let mut members = Vec::with_capacity(g.rows);
+                    for row in 0..g.rows {
+                        let each: Vec<(&str, &Item)> = lists
+                            .iter()
+                            .zip(&columns)
+                            .map(|((name, _, _), column)| (name.as_str(), &column[row]))
+                            .collect();
+                        let mut member = Vec::new();
+                        encode_lists_member(&each, &mut member);
+                        members.push(Some(ByteArray::from(member)));
+                    }
+                    values.push(members);
+                }
+            }
         }
         Ok(values)
     }
@@ -533,11 +598,13 @@ impl Index {
             None => Vec::new(),
             Some(fields) => fields
                 .iter()
-                .map(|names| {
+                .enumerate()
+                .map(|(field, names)| {
+                    let sub = columns.sub_columns.get(field).and_then(Option::as_ref);
                     let mut why = String::new();
                     for name in names {
-                        match columns::sample_leaf(schema.columns(), name) {
-                            Ok(leaf) => return Ok((name.clone(), leaf)),
+                        match record_column(schema.columns(), name, sub) {
+                            Ok(leaves) => return Ok((name.clone(), leaves)),
                             Err(e) if why.is_empty() => why = e,
                             Err(_) => {}
                         }
@@ -620,7 +687,7 @@ impl Index {
             };
             let mut extra_chunks = Vec::with_capacity(extras.len());
             let mut uncompressed = u64::try_from(chunk.uncompressed_size()).unwrap_or(0);
-            for (_, leaf) in &extras {
+            for leaf in extras.iter().flat_map(|(_, e)| e.leaves()) {
                 let extra = group.column(*leaf);
                 chunk::check_codec(extra)?;
                 extra_chunks.push((extra.compression(), chunk::extent(extra, blob.size)?));
@@ -667,10 +734,71 @@ impl Index {
             descr,
             extras: extras
                 .into_iter()
-                .map(|(name, leaf)| (name, schema.column(leaf)))
-                .collect(),
+                .map(|(name, leaves)| {
+                    let extra = match leaves {
+                        ExtraLeaves::Binary(leaf) => Extra::Binary(schema.column(leaf)),
+                        ExtraLeaves::Lists { leaves, most } => Extra::Lists {
+                            lists: leaves
+                                .into_iter()
+                                .map(|leaf| {
+                                    let descr = schema.column(leaf);
+                                    let parts = descr.path().parts();
+                                    let marks =
+                                        lists::Marks::of(schema.get_column_root(leaf), parts)?;
+                                    // Named by the struct's field: `bbox`, `category`.
+                                    let at = match parts.len() > 3 && parts[1] == "list" {
+                                        true => 3,
+                                        false => 1,
+                                    };
+                                    Ok((parts[at].clone(), descr.clone(), marks))
+                                })
+                                .collect::<std::result::Result<_, String>>()?,
+                            most,
+                        },
+                    };
+                    Ok((name, extra))
+                })
+                .collect::<std::result::Result<_, String>>()?,
         });
         Ok(())
+    }
+}
+
+/// Where a record's field named `name` is read from: binary column `name` (or its
+/// `bytes` field), or where the field reads a struct of lists (`sub`), the lists it asks
+/// for of struct column `name`.
+fn record_column(
+    leaves: &[ColumnDescPtr],
+    name: &str,
+    sub: Option<&SubColumns>,
+) -> std::result::Result<ExtraLeaves, String> {
+    let why = match columns::sample_leaf(leaves, name) {
+        Ok(leaf) => return Ok(ExtraLeaves::Binary(leaf)),
+        Err(why) => why,
+    };
+    let nested = leaves.iter().any(|l| {
+        let parts = l.path().parts();
+        parts.len() > 1 && parts[0] == name
+    });
+    match (nested, sub) {
+        (false, _) => Err(why),
+        (true, None) => Err(format!(
+            "{why} (a boxes field reads a struct of lists, as Hugging Face's detection \
+             datasets store their objects)"
+        )),
+        (true, Some(sub)) => {
+            if let Some(refused) = &sub.refused {
+                return Err(format!("column {name:?} is a struct of lists: {refused}"));
+            }
+            Ok(ExtraLeaves::Lists {
+                leaves: sub
+                    .lists
+                    .iter()
+                    .map(|names| lists::sub_leaf(leaves, name, names))
+                    .collect::<std::result::Result<_, _>>()?,
+                most: sub.most,
+            })
+        }
     }
 }
 

@@ -49,6 +49,9 @@ pub(super) struct Column {
     pub(super) max_def: i16,
     /// The fixed length of its values, for `FIXED_LEN_BYTE_ARRAY`.
     pub(super) type_length: i32,
+    /// The most values a row may hold: 1, or for a list column the most its reader takes
+    /// of a row (with its empty and null lists).
+    pub(super) per_row: u64,
 }
 
 /// A chunk rewritten for the decoder: uncompressed pages behind canonical headers.
@@ -58,6 +61,8 @@ pub(super) struct Normalised {
     /// Where its first data page starts (after the dictionary page, when it has one).
     pub(super) first_data_page: usize,
     pub(super) has_dictionary: bool,
+    /// The values its data pages declare together (levels, for a list column).
+    pub(super) values: u64,
 }
 
 /// Reads the pages of a column chunk of `rows` rows held in `chunk` (its whole extent)
@@ -65,6 +70,11 @@ pub(super) struct Normalised {
 /// chunk or does not decompress to its declared size, a count is more than the page's
 /// bytes or the chunk's rows can hold, or the pages would decompress to more than
 /// `limit` bytes together.
+///
+/// A list column's page may declare `per_row` values a row, and beyond that as many as
+/// eight a byte of the pages so far (its levels take at least a bit each unless run
+/// together: a row holding more values than the field takes is that row's error, and
+/// must not be the whole chunk's).
 pub(super) fn normalise(
     chunk: &[u8],
     column: Column,
@@ -129,7 +139,11 @@ pub(super) fn normalise(
             }
             Kind::Data(page) => {
                 values_seen += page.values as u64;
-                if values_seen > rows as u64 {
+                let slack = match column.per_row > 1 {
+                    true => total.saturating_mul(8),
+                    false => 0,
+                };
+                if values_seen > (rows as u64).saturating_mul(column.per_row) + slack {
                     return Err(fail(format!(
                         "its pages hold more values than the chunk's {rows} rows"
                     )));
@@ -150,6 +164,7 @@ pub(super) fn normalise(
         first_data_page: first_data_page.unwrap_or(out.len()),
         bytes: Bytes::from(out),
         has_dictionary,
+        values: values_seen,
     })
 }
 
@@ -562,4 +577,4 @@ fn write_data_header(out: &mut Vec<u8>, size: usize, page: &DataPage) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

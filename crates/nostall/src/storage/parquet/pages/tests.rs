@@ -4,7 +4,7 @@ use super::*;
 
 const PLAIN: i32 = 0;
 
-fn zigzag(v: i64) -> Vec<u8> {
+pub(in crate::storage::parquet) fn zigzag(v: i64) -> Vec<u8> {
     let mut v = ((v << 1) ^ (v >> 63)) as u64;
     let mut out = Vec::new();
     loop {
@@ -20,7 +20,12 @@ fn zigzag(v: i64) -> Vec<u8> {
 
 /// A v1 data page's header as writers make one: type, sizes, a CRC, a data page header
 /// with statistics (skipped by the reader).
-fn data_header(uncompressed: i64, compressed: i64, values: i64, encoding: i64) -> Vec<u8> {
+pub(in crate::storage::parquet) fn data_header(
+    uncompressed: i64,
+    compressed: i64,
+    values: i64,
+    encoding: i64,
+) -> Vec<u8> {
     let mut h = vec![0x15];
     h.extend(zigzag(0)); // 1: type DATA_PAGE
     h.push(0x15);
@@ -52,7 +57,7 @@ fn data_header(uncompressed: i64, compressed: i64, values: i64, encoding: i64) -
     h
 }
 
-fn dictionary_header(size: i64, values: i64) -> Vec<u8> {
+pub(in crate::storage::parquet) fn dictionary_header(size: i64, values: i64) -> Vec<u8> {
     let mut h = vec![0x15];
     h.extend(zigzag(DICTIONARY_PAGE.into()));
     h.push(0x15);
@@ -76,6 +81,7 @@ fn binary() -> Column {
         physical: PhysicalType::BYTE_ARRAY,
         max_def: 0,
         type_length: -1,
+        per_row: 1,
     }
 }
 
