@@ -185,3 +185,27 @@ def test_boxes_are_the_same_for_one_and_two_threads(rows, tmp_path):
     assert len(one) == len(rows)
     for (b1, l1), (b2, l2) in zip(one, two):
         assert torch.equal(b1, b2) and torch.equal(l1, l2)
+
+
+def test_a_list_of_structs_gives_the_same_boxes(rows, tmp_path):
+    """`datasets`' `List({...})` (a list of one struct an object, as some detection datasets
+    declare `objects`) holds the same lists one level down: the same targets."""
+    listed = datasets.Features({
+        "image": datasets.Image(),
+        "objects": datasets.List({
+            "bbox": datasets.List(datasets.Value("float32"), length=4),
+            "category": datasets.ClassLabel(names=CLASSES),
+        }),
+    })
+    images = [{"bytes": photo.read_bytes(), "path": photo.name} for photo, *_ in rows]
+    objects = [[{"bbox": stored(b, "xywh"), "category": c} for b, c in zip(boxes, labels)]
+               for _, _, boxes, labels in rows]
+    path = tmp_path / "listed.parquet"
+    datasets.Dataset.from_dict({"image": images, "objects": objects}, features=listed).to_parquet(str(path))
+    struct = write(rows, tmp_path / "struct.parquet", "xywh")
+    got = next(iter(loader(path, stored_format="xywh")))["target"]
+    want = next(iter(loader(struct, stored_format="xywh")))["target"]
+    assert len(got) == len(want) == len(rows)
+    for g, w in zip(got, want):
+        assert g["labels"].tolist() == w["labels"].tolist()
+        assert torch.equal(g["boxes"], w["boxes"])
