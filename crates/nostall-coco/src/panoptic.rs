@@ -258,13 +258,7 @@ impl PanopticIndex {
     /// fit together are [`CocoError::Corrupt`]; sizes over the limits
     /// [`CocoError::TooLarge`].
     pub fn from_bytes(bytes: &[u8], limits: &Limits) -> Result<PanopticIndex, CocoError> {
-        let mut r = Reader(bytes);
-        if r.take(4)? != MAGIC {
-            return Err(corrupt("not a COCO panoptic index"));
-        }
-        if r.take(1)?[0] != VERSION {
-            return Err(corrupt("another version of the index"));
-        }
+        let mut r = Reader::after_header(bytes, MAGIC, VERSION, "a COCO panoptic index")?;
         let image_ids = r.vec()?;
         let sizes = r.vec()?;
         let names = r.string()?;

@@ -68,6 +68,24 @@ pub(crate) fn corrupt(why: impl std::fmt::Display) -> CocoError {
 pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Reader<'a> {
+    /// The record in `bytes` after its header, `magic` then `version`: another magic is
+    /// not `what`, another version an index this code does not read.
+    pub(crate) fn after_header(
+        bytes: &'a [u8],
+        magic: &[u8; 4],
+        version: u8,
+        what: &str,
+    ) -> Result<Reader<'a>, CocoError> {
+        let mut r = Reader(bytes);
+        if r.take(4)? != magic {
+            return Err(corrupt(format!("not {what}")));
+        }
+        if r.take(1)?[0] != version {
+            return Err(corrupt("another version of the index"));
+        }
+        Ok(r)
+    }
+
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], CocoError> {
         if self.0.len() < n {
             return Err(corrupt("truncated"));
@@ -146,13 +164,7 @@ impl Annotations {
     /// fit together are [`CocoError::Corrupt`]; sizes over the limits are
     /// [`CocoError::TooLarge`].
     pub fn from_bytes(bytes: &[u8], limits: &Limits) -> Result<Annotations, CocoError> {
-        let mut r = Reader(bytes);
-        if r.take(4)? != MAGIC {
-            return Err(corrupt("not a COCO index"));
-        }
-        if r.take(1)?[0] != VERSION {
-            return Err(corrupt("another version of the index"));
-        }
+        let mut r = Reader::after_header(bytes, MAGIC, VERSION, "a COCO index")?;
         let image_ids = r.vec()?;
         let sizes = r.vec()?;
         let names = r.string()?;

@@ -294,13 +294,7 @@ impl Source for Annotated {
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let Images::Store { store, versions } = &self.images else {
             // Local files, one after another: as the trait's default reads them.
-            let mut number = 0;
-            while let Some((id, mut out)) = next() {
-                let read = self.read(id, &mut out);
-                done(number, out, read);
-                number += 1;
-            }
-            return;
+            return super::read_one_after_another(self, next, done);
         };
         // The reads are numbered in the order they are given: which sample each is.
         let ids = RefCell::new(HashMap::new());

@@ -244,6 +244,22 @@ pub type NextRead<'a> = dyn FnMut() -> Option<(SampleId, Vec<u8>)> + 'a;
 /// result.
 pub type ReadDone<'a> = dyn FnMut(usize, Vec<u8>, Result<(), Cause>) + 'a;
 
+/// [`Source::read_each`] one read after another, each through [`Source::read`]: the
+/// trait's default, and what a source that reads many at once from a store does with
+/// local files.
+pub(crate) fn read_one_after_another<S: Source + ?Sized>(
+    source: &S,
+    next: &mut NextRead<'_>,
+    done: &mut ReadDone<'_>,
+) {
+    let mut number = 0;
+    while let Some((id, mut bytes)) = next() {
+        let result = source.read(id, &mut bytes);
+        done(number, bytes, result);
+        number += 1;
+    }
+}
+
 /// Where a read of a sample is served from, nearest first: what the read is likely to
 /// cost. The read-ahead keeps a read time per tier, and sets the reads it keeps in flight
 /// by the tiers of the reads to come.
@@ -304,12 +320,7 @@ pub trait Source: Send + Sync {
     /// one ends), and returns once none is in flight and `next` has none; the default
     /// reads one after another. `done` is called exactly once for each read.
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
-        let mut number = 0;
-        while let Some((id, mut bytes)) = next() {
-            let result = self.read(id, &mut bytes);
-            done(number, bytes, result);
-            number += 1;
-        }
+        read_one_after_another(self, next, done);
     }
 
     /// How many reads one call of [`read_each`](Source::read_each) keeps in flight at

@@ -285,13 +285,7 @@ impl<P: Pairing> Source for Paired<P> {
     fn read_each(&self, next: &mut NextRead<'_>, done: &mut ReadDone<'_>) {
         let Place::Store { store, pairs } = &self.place else {
             // Local files, one after another: as the trait's default reads them.
-            let mut number = 0;
-            while let Some((id, mut out)) = next() {
-                let read = self.read(id, &mut out);
-                done(number, out, read);
-                number += 1;
-            }
-            return;
+            return super::read_one_after_another(self, next, done);
         };
         // Below, each read is one file of a sample: which sample's read, and which file.
         let numbers = RefCell::new(Numbering::<(SampleId, usize)>::default());
