@@ -2,8 +2,8 @@
 
 import copy
 import os
-import threading
-import time
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -317,32 +317,43 @@ def test_state_dict_after_a_sample_error_points_after_the_delivered_batches(phot
     assert state["batch"] == delivered and state["sample"] == 2 * delivered
 
 
+GIL_PROBE = """
+import sys, threading
+import nostall
+from nostall import ops
+
+gate, go = threading.Event(), threading.Event()
+
+def gated(sample):  # runs on the engine's thread, with the GIL
+    gate.wait()
+    return sample
+
+def opener():
+    go.wait()
+    gate.set()
+
+threading.Thread(target=opener, daemon=True).start()
+loader = nostall.Loader(sys.argv[1], pipeline=[ops.RandomResizedCrop(32), ops.Python(gated)],
+                        batch_size=4, threads=1, workers="threads")
+batches = iter(loader)
+# No forced switch from here on: the opener can take the GIL only when this thread gives
+# it up, and the first place it can is next() waiting for the batch the gate holds back.
+sys.setswitchinterval(60.0)
+go.set()
+print("delivered", len(next(batches)[0]))
+"""
+
+
 def test_the_gil_is_released_while_waiting_for_a_batch(photos):
-    loader = nostall.Loader(photos, batch_size=N, threads=1, image_size=224)
-    count = 0
-    stop = False
-
-    def spin():
-        nonlocal count
-        while not stop:
-            count += 1
-
-    thread = threading.Thread(target=spin)
-    thread.start()
+    # The batch waits for a Python thread that can only run once next() gives up the GIL:
+    # had next() held it, the process would hang, so it runs in a child that is killed.
     try:
-        it = iter(loader)
-        time.sleep(0.001)
-        before = count
-        started = time.perf_counter()
-        next(it)  # one thread preparing 32 photographs: tens of milliseconds
-        waited = time.perf_counter() - started
-        during = count - before
-    finally:
-        stop = True
-        thread.join()
-    assert waited > 0.01
-    # Had next() held the GIL, the other thread could not have run while it waited.
-    assert during > 1000, (during, waited)
+        done = subprocess.run([sys.executable, "-c", GIL_PROBE, photos], capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("next() held the GIL while it waited: the batch never came")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "delivered 4"
 
 
 def test_a_corrupt_file_raises_sample_error_naming_it(photos_copy):
