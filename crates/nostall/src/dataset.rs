@@ -247,9 +247,7 @@ fn open_any(
             let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
             let bucket_store: Arc<dyn BlobStore> =
                 Arc::new(open_s3(&format!("s3://{bucket}"), var)?);
-            let open = |prefix: &str| -> Result<Arc<dyn BlobStore>> {
-                Ok(Arc::new(open_s3(&format!("s3://{bucket}/{prefix}"), var)?))
-            };
+            let open = prefix_stores(bucket, var);
             if let Some(segmented) = Segmented::open_blob(bucket_store, key, &open, member)? {
                 refuse_cold(mode, location)?;
                 return Ok(segmentation(segmented));
@@ -347,6 +345,15 @@ fn coco(path: &Path, mode: ReadMode, columns: &Columns) -> Result<Dataset> {
     Ok(annotated(Annotated::open(path, None)?.with_mode(mode)))
 }
 
+/// Opens the store of a prefix of S3 bucket `bucket`: how a file's readers reach the
+/// folders its layout names beside it.
+fn prefix_stores<'a>(
+    bucket: &'a str,
+    var: &'a dyn Fn(&str) -> Option<String>,
+) -> impl Fn(&str) -> Result<Arc<dyn BlobStore>> + 'a {
+    move |prefix| Ok(Arc::new(open_s3(&format!("s3://{bucket}/{prefix}"), var)?))
+}
+
 /// The images of the COCO annotation file `key` of S3 bucket `bucket`, found beside it as
 /// for a local file, read as records of the image and its `coco` member; or, read with a
 /// field of the member of label maps `label_map`, of a panoptic file's, as records of the
@@ -365,9 +372,7 @@ fn coco_in_s3(
     // listed once by their folder's store, and read in pairs by the bucket's.
     let store = open_s3(&format!("s3://{bucket}"), var)?;
     let file = store.info(key)?;
-    let open = |prefix: &str| -> Result<Arc<dyn BlobStore>> {
-        Ok(Arc::new(open_s3(&format!("s3://{bucket}/{prefix}"), var)?))
-    };
+    let open = prefix_stores(bucket, var);
     if let Some(member) = label_map {
         panoptic_member(&location, member)?;
         return Ok(segmentation(Panoptic::open_blob(

@@ -508,6 +508,47 @@ mod tests {
         std::fs::write(path, data).unwrap();
     }
 
+    /// VOC's images `a`, `b` and `c` under `root`, the label maps of `maps` (each map's
+    /// bytes naming it) and the split `train.txt` of `split`.
+    fn write_voc(root: &Path, maps: &[&str], split: &[u8]) {
+        for stem in ["b", "a", "c"] {
+            touch(
+                &root.join(format!("JPEGImages/{stem}.jpg")),
+                stem.as_bytes(),
+            );
+        }
+        for stem in maps {
+            touch(
+                &root.join(format!("SegmentationClass/{stem}.png")),
+                format!("map {stem}").as_bytes(),
+            );
+        }
+        touch(&root.join("ImageSets/Segmentation/train.txt"), split);
+    }
+
+    /// ADE20K's one pair under `root`: the image `x` and its map.
+    fn write_ade20k(root: &Path) {
+        touch(&root.join("images/training/x.jpg"), b"x");
+        touch(&root.join("annotations/training/x.png"), b"map x");
+    }
+
+    /// Cityscapes' images of two towns under `root`, each with the maps of `maps` (each
+    /// map's bytes naming it and its image).
+    fn write_cityscapes(root: &Path, maps: &[&str]) {
+        for (town, name) in [("ulm", "ulm_1"), ("aachen", "aachen_2")] {
+            touch(
+                &root.join(format!("leftImg8bit/val/{town}/{name}_leftImg8bit.png")),
+                name.as_bytes(),
+            );
+            for map in maps {
+                touch(
+                    &root.join(format!("gtFine/val/{town}/{name}_gtFine_{map}.png")),
+                    format!("{map} {name}").as_bytes(),
+                );
+            }
+        }
+    }
+
     /// A record's image and label map, or why it was not read.
     type Record = Result<(Vec<u8>, Vec<u8>), String>;
 
@@ -532,16 +573,7 @@ mod tests {
     fn voc_pairs_by_split_or_every_map() {
         let dir = tempfile::tempdir().unwrap();
         let voc = dir.path().join("VOC2012");
-        for stem in ["b", "a", "c"] {
-            touch(&voc.join(format!("JPEGImages/{stem}.jpg")), stem.as_bytes());
-        }
-        for stem in ["a", "b"] {
-            touch(
-                &voc.join(format!("SegmentationClass/{stem}.png")),
-                format!("map {stem}").as_bytes(),
-            );
-        }
-        touch(&voc.join("ImageSets/Segmentation/train.txt"), b"b\nc\n\n");
+        write_voc(&voc, &["a", "b"], b"b\nc\n\n");
         let all = Segmented::open(&voc, MASK_MEMBER).unwrap().unwrap();
         assert_eq!(
             records(&all),
@@ -576,35 +608,21 @@ mod tests {
     fn ade20k_and_cityscapes_pair_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let ade = dir.path().join("ADEChallengeData2016");
-        touch(&ade.join("images/training/x.jpg"), b"x");
-        touch(&ade.join("annotations/training/x.png"), b"map x");
+        write_ade20k(&ade);
         let source = Segmented::open(&ade.join("images/training"), MASK_MEMBER)
             .unwrap()
             .unwrap();
         assert_eq!(records(&source), [Ok((b"x".to_vec(), b"map x".to_vec()))]);
         let city = dir.path().join("cityscapes");
-        for (town, name) in [("ulm", "ulm_1"), ("aachen", "aachen_2")] {
-            touch(
-                &city.join(format!("leftImg8bit/val/{town}/{name}_leftImg8bit.png")),
-                name.as_bytes(),
-            );
-            touch(
-                &city.join(format!("gtFine/val/{town}/{name}_gtFine_labelIds.png")),
-                format!("ids {name}").as_bytes(),
-            );
-            touch(
-                &city.join(format!("gtFine/val/{town}/{name}_gtFine_color.png")),
-                b"colour",
-            );
-        }
+        write_cityscapes(&city, &["labelIds", "color"]);
         let source = Segmented::open(&city.join("leftImg8bit/val"), MASK_MEMBER)
             .unwrap()
             .unwrap();
         assert_eq!(
             records(&source),
             [
-                Ok((b"aachen_2".to_vec(), b"ids aachen_2".to_vec())),
-                Ok((b"ulm_1".to_vec(), b"ids ulm_1".to_vec()))
+                Ok((b"aachen_2".to_vec(), b"labelIds aachen_2".to_vec())),
+                Ok((b"ulm_1".to_vec(), b"labelIds ulm_1".to_vec()))
             ]
         );
         // Another folder is no segmentation dataset.
@@ -618,16 +636,7 @@ mod tests {
     fn cityscapes_training_ids_are_read_when_asked_for_and_only_there() {
         let dir = tempfile::tempdir().unwrap();
         let city = dir.path().join("cityscapes");
-        for (town, name) in [("ulm", "ulm_1"), ("aachen", "aachen_2")] {
-            touch(
-                &city.join(format!("leftImg8bit/val/{town}/{name}_leftImg8bit.png")),
-                name.as_bytes(),
-            );
-            touch(
-                &city.join(format!("gtFine/val/{town}/{name}_gtFine_labelIds.png")),
-                b"ids",
-            );
-        }
+        write_cityscapes(&city, &["labelIds"]);
         touch(
             &city.join("gtFine/val/aachen/aachen_2_gtFine_labelTrainIds.png"),
             b"train ids",
@@ -647,8 +656,7 @@ mod tests {
         );
         // Another layout has no training ids: refused, naming the member to read.
         let ade = dir.path().join("ADE");
-        touch(&ade.join("images/training/x.jpg"), b"x");
-        touch(&ade.join("annotations/training/x.png"), b"map x");
+        write_ade20k(&ade);
         let why = Segmented::open(&ade.join("images/training"), TRAIN_IDS_MEMBER).unwrap_err();
         assert!(
             why.to_string().contains("ADE20K") && why.to_string().contains("member mask"),
@@ -665,33 +673,13 @@ mod tests {
     #[test]
     fn layouts_in_a_store_read_as_their_local_copies_and_name_what_they_lack() {
         let dir = tempfile::tempdir().unwrap();
-        let voc = dir.path().join("VOC2012");
-        for stem in ["b", "a", "c"] {
-            touch(&voc.join(format!("JPEGImages/{stem}.jpg")), stem.as_bytes());
-        }
-        for stem in ["a", "b", "d"] {
-            touch(
-                &voc.join(format!("SegmentationClass/{stem}.png")),
-                format!("map {stem}").as_bytes(),
-            );
-        }
-        touch(&voc.join("ImageSets/Segmentation/train.txt"), b"b\nc\n");
-        let city = dir.path().join("cs");
-        for (town, name) in [("ulm", "ulm_1"), ("aachen", "aachen_2")] {
-            touch(
-                &city.join(format!("leftImg8bit/val/{town}/{name}_leftImg8bit.png")),
-                name.as_bytes(),
-            );
-            for maps in ["labelIds", "labelTrainIds", "color"] {
-                touch(
-                    &city.join(format!("gtFine/val/{town}/{name}_gtFine_{maps}.png")),
-                    format!("{maps} {name}").as_bytes(),
-                );
-            }
-        }
+        write_voc(&dir.path().join("VOC2012"), &["a", "b", "d"], b"b\nc\n");
+        write_cityscapes(
+            &dir.path().join("cs"),
+            &["labelIds", "labelTrainIds", "color"],
+        );
         let ade = dir.path().join("ADE");
-        touch(&ade.join("images/training/x.jpg"), b"x");
-        touch(&ade.join("annotations/training/x.png"), b"map x");
+        write_ade20k(&ade);
         let (store, open) = bucket(dir.path());
         for (prefix, member) in [
             ("VOC2012", MASK_MEMBER),
