@@ -155,11 +155,13 @@ class Stager:
 
     def stage_record(self, record: Any, labels: Any, varying: dict[str, list[Any]],
                      deferred: list[Deferred], split: Any,
-                     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+                     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                     cut: Any = None) -> dict[str, Any]:
         """A batch of records (``Loader(fields=...)``) on the device: its one buffer copied
-        as it is, ``split`` (``nostall._fields.Split``) into its fields there, the
-        pipeline's field decoded and finished as :meth:`stage` does the images; text,
-        JSON and bytes stay on the host. ``transform`` runs on the dictionary after."""
+        as it is, ``split`` (``nostall._fields.Split``) into its fields there (cut to its
+        largest image with ``cut``), the pipeline's field decoded and finished as
+        :meth:`stage` does the images; text, JSON and bytes stay on the host.
+        ``transform`` runs on the dictionary after."""
         import torch
 
         self._release_copied()
@@ -167,7 +169,7 @@ class Stager:
         decoded = self._decoded(deferred)
         with torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext():
             on_device = record.to(self.device, non_blocking=True)
-            out = split(on_device, labels.to(self.device, non_blocking=True), varying)
+            out = split(on_device, labels.to(self.device, non_blocking=True), varying, cut=cut)
             pixels = out[split.sample]
             if decoded:
                 self._put(pixels, deferred, decoded)

@@ -21,6 +21,8 @@ import json
 import math
 from typing import Any, Sequence
 
+from . import _padding
+
 
 class Split:
     """Makes a batch's dictionary; ``parts`` are ``(name, kind, offset, bytes, shape,
@@ -39,7 +41,9 @@ class Split:
         #: stager finishes after the copy.
         self.sample = next(name for name, kind, *_ in self.parts if kind == "tensor")
 
-    def __call__(self, record: Any, labels: Any, varying: dict[str, list[Any]]) -> dict[str, Any]:
+    def __call__(self, record: Any, labels: Any, varying: dict[str, list[Any]], cut: Any = None) -> dict[str, Any]:
+        """The dictionary; with ``cut`` (``pad_to_largest``: the engine's cut of this
+        batch), its image and masks cut to the batch's largest image (``_padding``)."""
         n = record.shape[0]
         out: dict[str, Any] = {}
         for name, kind, offset, size, shape, dtype in self.parts:
@@ -70,6 +74,11 @@ class Split:
                 out[name] = arrays
             else:
                 out[name] = _part(record, offset, size, dtype).reshape((n, *shape))
+        if cut is not None:
+            boxes = [(name, offset) for name, kind, offset, *_ in self.parts if kind == "boxes"]
+            # Each image's height and width: the first boxes field's, as the engine read them.
+            sizes = _part(record, boxes[0][1] + 8, 16, "int64").reshape(n, 2)
+            out = _padding.cut(out, self.sample, [name for name, _ in boxes], sizes, cut)
         return out
 
 

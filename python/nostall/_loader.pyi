@@ -28,6 +28,7 @@ class Loader(_Engine):
         image_size: int | None = None,
         dtype: Literal["float32", "uint8"] = "float32",
         layout: Literal["CHW", "HWC"] = "CHW",
+        pad_to_largest: int | None = None,
         batch_size: int = 64,
         shuffle: bool = True,
         seed: int = 0,

@@ -151,11 +151,13 @@ impl Device {
 
     /// Moves a batch of records (its one buffer, `record`, with its labels and its
     /// variable-length fields) to the device and splits it there by `split` into its
-    /// fields, decoding there the `deferred` samples.
+    /// fields (cut to its largest image as `cut` says), decoding there the `deferred`
+    /// samples.
     pub(crate) fn stage_record(
         &self,
         py: Python<'_>,
         (record, labels, varying): (Py<PyAny>, Py<PyAny>, Py<PyAny>),
+        cut: Py<PyAny>,
         deferred: Bound<'_, PyList>,
         split: &Py<PyAny>,
         transform: Option<Bound<'_, PyAny>>,
@@ -167,7 +169,7 @@ impl Device {
             .bind(py)
             .call_method1(
                 "stage_record",
-                (record, labels, varying, deferred, split, transform),
+                (record, labels, varying, deferred, split, transform, cut),
             )?
             .unbind();
         if let (Some(route), true) = (&self.route, decoding) {

@@ -512,15 +512,19 @@ pub(crate) struct Records {
     slot_bytes: usize,
     /// `nostall._fields.Split` for these parts.
     split: Py<PyAny>,
+    /// How each batch is cut to its largest image (`pad_to_largest`).
+    pad: Option<nostall::loader::PadToLargest>,
 }
 
 impl Records {
-    /// For records of `layout` (its [`parts`](nostall::SampleLayout::parts)).
+    /// For records of `layout` (its [`parts`](nostall::SampleLayout::parts)), each batch
+    /// cut to its largest image where `pad` says how.
     pub(crate) fn new(
         py: Python<'_>,
         layout: &nostall::SampleLayout,
         catalog: Arc<nostall::Catalog>,
         shapes: Vec<(String, Vec<String>, bool)>,
+        pad: Option<nostall::loader::PadToLargest>,
     ) -> PyResult<Records> {
         let parts = layout.parts();
         let described = PyList::empty(py);
@@ -575,7 +579,24 @@ impl Records {
             catalog,
             slot_bytes: layout.bytes(),
             split,
+            pad,
         })
+    }
+
+    /// How the batch whose slots are `data` is cut to its largest image, for
+    /// `nostall._fields.Split`: `(image dimensions, (mask rows, mask bytes a row),
+    /// (height, width))`; `None` without `pad_to_largest`.
+    fn cut(&self, py: Python<'_>, data: &[u8], len: usize) -> PyResult<Py<PyAny>> {
+        let Some(pad) = &self.pad else {
+            return Ok(py.None());
+        };
+        let cut = pad
+            .cut(data, self.slot_bytes, len)
+            .map_err(|e| raise(py, e))?;
+        Ok((cut.image, cut.mask, cut.extent)
+            .into_pyobject(py)?
+            .into_any()
+            .unbind())
     }
 
     /// The batch's fields as a dictionary, its tensors as `output` makes them (views of
@@ -591,6 +612,7 @@ impl Records {
         transform: Option<(&Py<PyAny>, u64)>,
     ) -> PyResult<Py<PyAny>> {
         let varying = self.varying(py, batch.data())?;
+        let cut = self.cut(py, batch.data(), batch.len())?;
         let deferred = match device {
             Some(_) => Device::deferred(py, &batch, &self.catalog)?,
             None => PyList::empty(py),
@@ -599,6 +621,7 @@ impl Records {
         self.split(
             py,
             (record, labels, varying.into_any().unbind()),
+            cut,
             deferred,
             device,
             transform,
@@ -606,12 +629,13 @@ impl Records {
     }
 
     /// How a batch of the node agent's group becomes Python objects on the hand-off
-    /// thread: the record as `output` makes it and the variable-length fields, paired
-    /// with the labels (see [`Records::shared_split`]).
+    /// thread: the record as `output` makes it, the variable-length fields and its cut,
+    /// paired with the labels (see [`Records::shared_split`]).
     pub(crate) fn shared_make(self: &Arc<Self>, output: Arc<Output>) -> handoff::Make {
         let records = self.clone();
         Arc::new(move |py, batch| {
             let varying = records.varying(py, batch.data())?;
+            let cut = records.cut(py, batch.data(), batch.len())?;
             let labels = Owner::Labels(batch.labels().to_vec());
             let shape = vec![batch.len() as i64, records.slot_bytes as i64];
             let owner = Owner::Shared {
@@ -621,7 +645,7 @@ impl Records {
             };
             let (record, labels) = objects(py, &output, owner, labels)?;
             Ok((
-                PyTuple::new(py, [record, varying.into_any().unbind()])?
+                PyTuple::new(py, [record, varying.into_any().unbind(), cut])?
                     .into_any()
                     .unbind(),
                 labels,
@@ -637,22 +661,25 @@ impl Records {
         device: Option<&Device>,
         transform: Option<(&Py<PyAny>, u64)>,
     ) -> PyResult<Py<PyAny>> {
-        let (record, varying): (Py<PyAny>, Py<PyAny>) = made.extract(py)?;
+        let (record, varying, cut): (Py<PyAny>, Py<PyAny>, Py<PyAny>) = made.extract(py)?;
         self.split(
             py,
             (record, labels, varying),
+            cut,
             PyList::empty(py),
             device,
             transform,
         )
     }
 
-    /// The record, labels and variable-length fields split into the fields' dictionary,
-    /// staged on the device with `device`, through the batch transform with `transform`.
+    /// The record, labels and variable-length fields split into the fields' dictionary
+    /// (cut as `cut` says, [`Records::cut`]), staged on the device with `device`, through
+    /// the batch transform with `transform`.
     fn split(
         &self,
         py: Python<'_>,
         batch: (Py<PyAny>, Py<PyAny>, Py<PyAny>),
+        cut: Py<PyAny>,
         deferred: Bound<'_, PyList>,
         device: Option<&Device>,
         transform: Option<(&Py<PyAny>, u64)>,
@@ -663,10 +690,12 @@ impl Records {
                 let transform = transform
                     .map(|(t, seed)| t.bind(py).call_method1("bound_record", (seed, sample)))
                     .transpose()?;
-                device.stage_record(py, batch, deferred, &self.split, transform)
+                device.stage_record(py, batch, cut, deferred, &self.split, transform)
             }
             (None, transform) => {
-                let batch = self.split.bind(py).call1(batch)?;
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("cut", cut)?;
+                let batch = self.split.bind(py).call(batch, Some(&kwargs))?;
                 match transform {
                     Some((t, seed)) => Ok(t
                         .bind(py)

@@ -149,6 +149,8 @@ impl Loader {
         let share = spec.share(py)?;
         let sharing = share != Share::Off;
         let device = attach_device(py, &spec, &output, sharing, &mut job)?;
+        // With the device attached: the engine's pixels are then channels-last.
+        let pad = job.loader().padding().map_err(|e| raise(py, e))?;
         if sharing {
             job.share(share)
                 .start_agent_with(shared::agent_starter(py)?);
@@ -157,7 +159,7 @@ impl Loader {
         (dist.rank, dist.world) = (job.rank, job.world);
         let goes_alone = job.goes_alone();
         let layout = job.loader.config().pipeline.layout().clone();
-        let records = records_of(py, &layout, &job.loader, shapes)?;
+        let records = records_of(py, &layout, &job.loader, shapes, pad)?;
         let shared = job.agent.map(|client| {
             let make = match &records {
                 Some(records) => records.shared_make(output.clone()),
@@ -606,18 +608,22 @@ fn attach_fields_and_mix(
     Ok(())
 }
 
-/// How batches of records become dictionaries, where the layout has fields.
+/// How batches of records become dictionaries, where the layout has fields (each cut to
+/// its largest image as `pad` says).
 fn records_of(
     py: Python<'_>,
     layout: &nostall::SampleLayout,
     loader: &nostall::Loader,
     shapes: Vec<(String, Vec<String>, bool)>,
+    pad: Option<nostall::loader::PadToLargest>,
 ) -> PyResult<Option<Arc<Records>>> {
     if layout.parts().is_empty() {
         return Ok(None);
     }
     let catalog = loader.catalog().clone();
-    Ok(Some(Arc::new(Records::new(py, layout, catalog, shapes)?)))
+    Ok(Some(Arc::new(Records::new(
+        py, layout, catalog, shapes, pad,
+    )?)))
 }
 
 /// Keeps `loader` among those [`halt_at_exit`] halts.

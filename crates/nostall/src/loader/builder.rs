@@ -35,7 +35,7 @@ use crate::prep::{DType, Operators, Pipeline, VideoPipeline};
 use crate::storage::{Link, Source, Throttled};
 
 use super::settings::{LoaderSettings, PipelineSetting, DEFAULT_IMAGE_SIZE};
-use super::{Arena, DeviceQueue, Loader, LoaderConfig, PageLock};
+use super::{Arena, DeviceQueue, Loader, LoaderConfig, PadToLargest, PageLock, PADDING_MASK};
 
 /// A loader to be: where the data is, how to load it ([`LoaderSettings`]), and what the
 /// process around it provides (a pipeline made in code, a device, a node's locality, where
@@ -160,6 +160,25 @@ impl LoaderBuilder {
             return Ok(None);
         }
         Ok(self.user_image_pipeline()?.map(|p| p.for_device().1))
+    }
+
+    /// How the batches of the loader it builds are cut to their largest image
+    /// (`pad_to_largest`); `None` where that is unset.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`LoaderBuilder::config`].
+    pub fn padding(&self) -> Result<Option<PadToLargest>> {
+        let Some(multiple) = self.settings.pad_to_largest else {
+            return Ok(None);
+        };
+        let config = self.config()?;
+        // For a device the engine leaves 8-bit channels-last pixels, finished there.
+        let layout = match self.device {
+            Some(_) => Layout::Hwc,
+            None => self.settings.layout,
+        };
+        PadToLargest::new(config.pipeline.layout(), layout, multiple).map(Some)
     }
 
     /// The image pipeline the user asked for, before any split for a device; `None` for
@@ -380,6 +399,7 @@ impl LoaderBuilder {
                 ViewsPipeline::new(views)?.into()
             }
         };
+        let own_sizes = pipeline.prep().batch_canvas();
         let pipeline = match &self.fields {
             None => pipeline,
             Some(fields) => {
@@ -393,6 +413,14 @@ impl LoaderBuilder {
                 Pipeline::new(RecordPrep::new(pipeline, fields.clone())?)
             }
         };
+        if s.pad_to_largest.is_some() && own_sizes.is_none() {
+            return Err(Error::Config(
+                "pad_to_largest cuts each batch to its largest image, and every image of this \
+                 pipeline has the same size: it needs an operator that gives each its own on \
+                 the batch's canvas (RandomShortestSize or DetrRandomResize with max_size)"
+                    .into(),
+            ));
+        }
         let mut config = s.config_with(pipeline);
         config.locality.clone_from(&self.locality);
         config.local_ranks = self.local_ranks;
@@ -496,6 +524,9 @@ impl LoaderBuilder {
                  kind=\"boxes\")}})"
             )));
         }
+        if let Some(multiple) = self.settings.pad_to_largest {
+            check_padding(&config.pipeline, self.settings.layout, multiple)?;
+        }
         Loader::new(catalog, source, config)
     }
 
@@ -580,6 +611,21 @@ impl LoaderBuilder {
     }
 }
 
+/// Refuses `pad_to_largest` (`multiple`) where the loader's `records` cannot be cut to
+/// their largest image: without the boxes field that says each image's size, with a
+/// multiple of 0, or with a field named as the padding mask the batch gains.
+fn check_padding(records: &Pipeline, layout: Layout, multiple: u32) -> Result<()> {
+    let records = records.layout();
+    PadToLargest::new(records, layout, multiple)?;
+    if records.parts().iter().any(|p| p.name == PADDING_MASK) {
+        return Err(Error::Config(format!(
+            "pad_to_largest adds the batch's {PADDING_MASK:?}, and a field has that name: \
+             name the field otherwise"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,6 +673,21 @@ mod tests {
         b.settings_mut().readahead = 0;
         let why = b.config().unwrap_err().to_string();
         assert!(why.contains("readahead"), "{why}");
+    }
+
+    #[test]
+    fn pad_to_largest_needs_images_of_their_own_sizes() {
+        let why = builder(&[("pad_to_largest", "32")])
+            .config()
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("RandomShortestSize"), "{why}");
+        let own = "[RandomShortestSize(min_size=[200], max_size=400)]";
+        let b = builder(&[("pipeline", own), ("pad_to_largest", "32")]);
+        b.config().unwrap();
+        // Without fields there is no boxes field to read the sizes from.
+        let why = b.padding().unwrap_err().to_string();
+        assert!(why.contains("boxes field"), "{why}");
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! `order` (claims, tentative positions and finalising: the protocol that keeps output in
 //! plan order without copying), `workers` (the workers' fetch and prep work), `epoch`
 //! (the consumer's side, which revises the prep role once a batch), `batch` and `buffer`
-//! (pooled, aligned batch memory). What the workers decide (the reads in flight and the
+//! (pooled, aligned batch memory), `padding` (a detection batch cut to its largest
+//! image, [`PadToLargest`]). What the workers decide (the reads in flight and the
 //! read-ahead window, the role each takes, a rank's share of its node) is the scheduler's,
 //! each decision with its mechanism ([`crate::sched`]). What a sample becomes is not the
 //! pipeline's business: prep runs the loader's [`Pipeline`](crate::Pipeline) through its
@@ -49,6 +50,7 @@ mod epoch;
 #[allow(clippy::module_inception)]
 mod loader;
 mod order;
+mod padding;
 mod quarantine;
 mod settings;
 #[cfg(test)]
@@ -66,6 +68,7 @@ pub use config::{ErrorPolicy, LoaderConfig};
 pub use device_queue::{DeviceQueue, ToDecode};
 pub use epoch::{Epoch, Next};
 pub use loader::Loader;
+pub use padding::{Cut, PadToLargest, PADDING_MASK};
 pub use settings::{
     auto_threads, parse_bytes, LoaderSettings, PipelineSetting, Setting, SettingKind, Threads,
     DEFAULT_IMAGE_SIZE, KNOBS, SETTINGS,

@@ -63,6 +63,12 @@ pub struct LoaderSettings {
     pub dtype: DType,
     /// Order of image batches' dimensions (`layout`). Default CHW.
     pub layout: Layout,
+    /// A detection batch cut to its largest image (`pad_to_largest`), its height and
+    /// width rounded up to this multiple, with a padding mask ([`PadToLargest`]); `None`:
+    /// each image on the pipeline's `max_size` canvas.
+    ///
+    /// [`PadToLargest`]: super::PadToLargest
+    pub pad_to_largest: Option<u32>,
     /// Order, sharding and batching (`batch_size` 64, `shuffle` on, `seed` 0,
     /// `drop_last` off, `shard` pad, `rank` 0, `world_size` 1).
     pub plan: PlanConfig,
@@ -126,6 +132,7 @@ impl Default for LoaderSettings {
             image_size: None,
             dtype: DType::F32,
             layout: Layout::Chw,
+            pad_to_largest: None,
             plan: PlanConfig::default(),
             threads: Threads::Auto,
             balance_ranks: None,
@@ -508,6 +515,18 @@ const TABLE: [Setting; SETTING_COUNT] = [
         layout
     ),
     setting!(
+        "pad_to_largest",
+        Count,
+        "detection: the multiple a batch's largest image is rounded up to, 1 or more",
+        "Detection with images of their own sizes (`RandomShortestSize`, \
+         `DetrRandomResize` with `max_size`): each batch's images cut to its largest \
+         height and width, each rounded up to this multiple (`1` as DETR's \
+         `nested_tensor_from_tensor_list`, `32` as torchvision's detection models), the \
+         boxes' masks too, and a `padding_mask` (bool `[batch, height, width]`, True on \
+         the padding) in the batch. Unset: the `max_size` square canvas.",
+        optional pad_to_largest
+    ),
+    setting!(
         "batch_size",
         Count,
         "samples per batch",
@@ -771,7 +790,7 @@ const TABLE: [Setting; SETTING_COUNT] = [
 ];
 
 /// How many settings there are.
-const SETTING_COUNT: usize = 33;
+const SETTING_COUNT: usize = 34;
 
 /// The settings [`LoaderSettings::set`] knows, with what each takes.
 pub const KNOBS: [(&str, &str); SETTING_COUNT] = {

@@ -89,6 +89,13 @@ pub trait Prep: Send + Sync + std::fmt::Debug + std::fmt::Display {
     fn targets_needed(&self) -> Option<&'static str> {
         None
     }
+
+    /// The operator that gives each image its own size on a canvas that only holds the
+    /// batch (`RandomShortestSize` with `max_size`), if it has one: what a batch can be
+    /// cut to its largest image for (`pad_to_largest`).
+    fn batch_canvas(&self) -> Option<&'static str> {
+        None
+    }
     /// The values its `f32` elements take when each was computed from one byte, if its
     /// output is such (an image's `ToTensor` and `Normalize`): what lets remote prep send
     /// the bytes instead ([`ByteValues`]).

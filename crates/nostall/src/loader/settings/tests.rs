@@ -6,6 +6,7 @@ const EVERY: [(&str, &str); SETTING_COUNT] = [
     ("image_size", "96"),
     ("dtype", "uint8"),
     ("layout", "HWC"),
+    ("pad_to_largest", "32"),
     ("batch_size", "32"),
     ("shuffle", "false"),
     ("seed", "7"),
@@ -45,6 +46,7 @@ fn every_knob_reads_its_text_and_writes_it_back() {
     let s = LoaderSettings::from_texts(EVERY).unwrap();
     assert_eq!(s.image_size, Some(96));
     assert_eq!((s.dtype, s.layout), (DType::U8, Layout::Hwc));
+    assert_eq!(s.pad_to_largest, Some(32));
     assert_eq!(
         (s.plan.batch_size, s.plan.seed, s.plan.rank, s.plan.world),
         (32, 7, 1, 2)

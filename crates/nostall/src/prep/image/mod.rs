@@ -666,6 +666,13 @@ impl Prep for ImagePipeline {
         self.ops.iter().find(|op| op.needs_targets()).map(Op::name)
     }
 
+    fn batch_canvas(&self) -> Option<&'static str> {
+        self.ops
+            .iter()
+            .find(|op| matches!(op.stage(), Stage::Geometry(g) if g.batch_canvas()))
+            .map(Op::name)
+    }
+
     fn byte_values(&self) -> Option<ByteValues> {
         if self.dtype != DType::F32 {
             return None;
