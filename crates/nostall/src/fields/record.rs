@@ -5,7 +5,7 @@ use super::{Field, Fields, Role};
 use crate::error::{Cause, Error, Result};
 use crate::prep::{Pipeline, Prep, Prepared, Preparer};
 use crate::rng::Rng;
-use crate::sample::{Modality, Part, SampleLayout};
+use crate::sample::{Modality, Part, SampleId, SampleLayout};
 use crate::storage::record::{members, RecordMember};
 
 /// A loader's pipeline with the other fields of each sample: the [`Prep`] of a loader
@@ -206,6 +206,12 @@ impl Preparer for RecordPreparer {
             kind.write(&field.name, &read, placement, slot)?;
         }
         Ok(prepared)
+    }
+
+    /// The record's: its first field of the loader's modality is prepared first, and
+    /// is what keeps something by it (a second one is prepared without it).
+    fn next_sample(&mut self, id: SampleId) {
+        self.sample.next_sample(id);
     }
 }
 

@@ -287,6 +287,7 @@ fn prepare(shared: &Arc<Shared>, preparer: &mut Option<Made>) -> bool {
             let (seed, epoch) = (shared.parts.config.plan.seed, shared.from.epoch);
             let repeat = shared.repeats.get(index).copied().unwrap_or(0);
             let mut rng = sample_rng(seed, epoch, id, repeat);
+            state.next_sample(id);
             // A panic in a decoder must cost one sample, not the epoch: a thread that died
             // would leave its sample unfinished and the consumer waiting forever.
             let run = || state.prepare(&bytes, &mut rng, slot.as_mut());

@@ -37,6 +37,7 @@ use std::sync::Arc;
 use crate::error::{Cause, Error, Result};
 use crate::prep::route::DecodeRoute;
 use crate::rng::Rng;
+use crate::sample::SampleId;
 
 pub use audio::AudioPipeline;
 pub use byte_values::ByteValues;
@@ -157,6 +158,14 @@ pub trait Preparer: Send {
     /// The [`Cause`] that makes this sample unusable; the preparer stays usable for the
     /// next sample, whose output must not depend on this failure.
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause>;
+
+    /// The dataset's id of the sample its next [`Preparer::prepare`] (or
+    /// [`Preparer::prepare_targeted`]) call is for, which the loader gives before each
+    /// sample: what a preparer that keeps something of a sample between its reads (a
+    /// video's frame index) keeps it by. A call it was not given one for prepares a
+    /// sample without an identity, of which nothing is kept; a preparer that keeps
+    /// nothing ignores it.
+    fn next_sample(&mut self, _id: SampleId) {}
 
     /// Where the pixels of the sample it last prepared came from, for the targets that
     /// follow them ([`Prep::places_targets`]); `None` where its modality has no such

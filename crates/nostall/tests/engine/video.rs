@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use nostall::dataset;
 use nostall::prep::image::Layout;
+use nostall::prep::video::DEFAULT_INDEX_CACHE;
 use nostall::prep::{DType, Operators, VideoPipeline};
 use nostall::storage::ReadMode;
 use nostall::{ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
@@ -107,6 +108,88 @@ fn every_codec_loads_as_clips_identically_for_any_thread_count() {
         assert_eq!(other, reference, "{threads} threads");
     }
     assert_ne!(run(&one, 1).1, reference.1, "clips differ between epochs");
+}
+
+/// A loader of `pipeline` with `threads` that reads no epoch before it is asked for (an
+/// epoch started ahead would scan videos at a time of its own).
+fn one_epoch_at_a_time(pipeline: &VideoPipeline, threads: usize) -> LoaderConfig {
+    let mut config = config(pipeline.clone().into(), threads);
+    config.overlap_epochs = false;
+    config
+}
+
+/// The training pipeline with a cache of frame indexes of `bound` bytes.
+fn kept(bound: usize) -> VideoPipeline {
+    let Operators::Video(clip, ops) = TRAIN.parse::<Operators>().unwrap() else {
+        panic!("{TRAIN} is a video's")
+    };
+    VideoPipeline::new(clip, ops, DType::U8, Layout::Chw)
+        .unwrap()
+        .with_index_cache(bound)
+}
+
+#[test]
+fn each_videos_frame_index_is_made_once_and_the_bytes_are_those_of_a_scan_at_every_read() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let n = footage().len() as u64;
+    // Every read scans its video: the reference.
+    let cold = kept(0);
+    let scanning = loader(dir.path(), one_epoch_at_a_time(&cold, 1));
+    let want = [run(&scanning, 0), run(&scanning, 1)];
+    assert_eq!(cold.frame_indexes().scans(), 2 * n);
+    assert!(cold.frame_indexes().is_empty());
+    for threads in [1, 2] {
+        let warm = kept(DEFAULT_INDEX_CACHE);
+        let keeping = loader(dir.path(), one_epoch_at_a_time(&warm, threads));
+        assert_eq!(
+            run(&keeping, 0),
+            want[0],
+            "{threads} threads, the first epoch"
+        );
+        let indexes = warm.frame_indexes();
+        assert_eq!((indexes.scans(), indexes.len() as u64), (n, n));
+        assert_eq!(
+            run(&keeping, 1),
+            want[1],
+            "{threads} threads, the second epoch"
+        );
+        assert_eq!(
+            run(&keeping, 0),
+            want[0],
+            "{threads} threads, the first again"
+        );
+        assert_eq!(
+            indexes.scans(),
+            n,
+            "{threads} threads: no scan after the first epoch"
+        );
+    }
+}
+
+#[test]
+fn a_small_index_cache_keeps_what_fits_and_scans_the_rest_at_each_read() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let n = footage().len();
+    let all = kept(DEFAULT_INDEX_CACHE);
+    let keeping = loader(dir.path(), one_epoch_at_a_time(&all, 2));
+    let want = run(&keeping, 1);
+    let bound = all.frame_indexes().held_bytes() / 2;
+    let half = kept(bound);
+    let some = loader(dir.path(), one_epoch_at_a_time(&half, 2));
+    run(&some, 0);
+    let indexes = half.frame_indexes();
+    let held = indexes.len();
+    assert!(0 < held && held < n, "{held} of {n} kept");
+    assert!(indexes.held_bytes() <= bound);
+    assert_eq!(run(&some, 1), want);
+    assert_eq!(
+        indexes.scans() as usize,
+        n + (n - held),
+        "those not kept scanned again"
+    );
+    assert_eq!(indexes.len(), held);
 }
 
 #[test]

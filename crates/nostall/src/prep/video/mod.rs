@@ -14,19 +14,27 @@
 //!
 //! Decoding is `nostall-video`'s (FFmpeg's libraries, the `video` feature): a frame index
 //! made from the container's packets, then each group of pictures decoded once, forward,
-//! for the clip's frames in it, skipping frames nothing references. Without the feature a
+//! for the clip's frames in it, skipping frames nothing references. The frame index is
+//! made once per video and kept, by sample, for every later read (`FrameIndexes`). Without the feature a
 //! video pipeline can be described and checked, and fails to start with an error that
 //! says so.
 
 mod clip;
 #[cfg(feature = "video")]
+mod indexes;
+#[cfg(feature = "video")]
 mod preparer;
+
+#[cfg(feature = "video")]
+use std::sync::Arc;
 
 #[cfg(feature = "video")]
 pub(crate) use preparer::cause;
 
 pub(crate) use clip::not_video;
 pub use clip::{Clip, Declaration, Timeline, VideoOp, DECLARATIONS, MAX_CLIPS, MAX_FRAMES};
+#[cfg(feature = "video")]
+pub use indexes::{FrameIndexes, DEFAULT_INDEX_CACHE};
 
 use super::image::op::Stage;
 use super::image::{ImagePipeline, Layout, Op};
@@ -37,12 +45,25 @@ use crate::user_code::function::UserOp;
 /// A [`Clip`] and the image operators its frames go through, with a fixed output shape:
 /// `[T, C, H, W]` (`[T, H, W, C]` with the HWC layout) or `[C, T, H, W]`, with a leading
 /// dimension of clips when a sample holds several.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Its videos' frame indexes are kept in its `FrameIndexes` (with the `video` feature),
+/// which its clones share: every prep thread of the loader that runs it, in every epoch.
+#[derive(Debug, Clone)]
 pub struct VideoPipeline {
     clip: VideoOp,
     frames: ImagePipeline,
     /// The caller's functions on the whole clip, each with its place among the operators.
     clip_fns: Vec<(usize, UserOp)>,
+    #[cfg(feature = "video")]
+    indexes: Arc<FrameIndexes>,
+}
+
+/// Two pipelines are equal when they make the same samples: what their caches hold is no
+/// part of it.
+impl PartialEq for VideoPipeline {
+    fn eq(&self, other: &VideoPipeline) -> bool {
+        (&self.clip, &self.frames, &self.clip_fns) == (&other.clip, &other.frames, &other.clip_fns)
+    }
 }
 
 impl VideoPipeline {
@@ -95,6 +116,8 @@ impl VideoPipeline {
             clip,
             frames,
             clip_fns,
+            #[cfg(feature = "video")]
+            indexes: Arc::new(FrameIndexes::new(DEFAULT_INDEX_CACHE)),
         })
     }
 
@@ -115,6 +138,23 @@ impl VideoPipeline {
             frames: self.frames.with_max_pixels(max_pixels),
             ..self
         }
+    }
+
+    /// This pipeline with a cache of frame indexes of its own, of up to `bytes` bytes of
+    /// serialised index (33 bytes a frame; 0 keeps none, so that every read scans its
+    /// video). [`DEFAULT_INDEX_CACHE`] unless set.
+    #[cfg(feature = "video")]
+    pub fn with_index_cache(self, bytes: usize) -> VideoPipeline {
+        VideoPipeline {
+            indexes: Arc::new(FrameIndexes::new(bytes)),
+            ..self
+        }
+    }
+
+    /// Its videos' frame indexes, kept between their reads.
+    #[cfg(feature = "video")]
+    pub fn frame_indexes(&self) -> &FrameIndexes {
+        &self.indexes
     }
 
     /// The shape of one sample.

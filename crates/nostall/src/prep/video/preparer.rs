@@ -1,4 +1,5 @@
-//! One prep thread's video decoding: the frame index, the clip's frames decoded by
+//! One prep thread's video decoding: the frame index (the pipeline's kept one, by sample,
+//! or a scan of the file), the clip's frames decoded by
 //! `nostall-video`, each made into its place of the sample by the frame operators. A
 //! manifest's segment comes as the whole video behind an envelope with the segment's
 //! times (`storage::Segments`): its clips are drawn among the frames shown within them.
@@ -11,6 +12,7 @@ use crate::prep::audio::Segment;
 use crate::prep::image::{operator_rng, Geometry, Scratch};
 use crate::prep::{Modality, Prepared, Preparer};
 use crate::rng::{derive, Rng};
+use crate::sample::SampleId;
 use crate::user_code::function::UserSample;
 
 /// The decoder, the resampler's scratch, and a frame's worth of bytes for the
@@ -23,6 +25,8 @@ pub(super) struct VideoPreparer {
     frame: Vec<u8>,
     /// The spans of the last sample's clips ([`Preparer::clip_spans`]).
     spans: Vec<Span>,
+    /// The id of the sample the next call prepares ([`Preparer::next_sample`]).
+    sample: Option<SampleId>,
 }
 
 impl VideoPreparer {
@@ -36,6 +40,7 @@ impl VideoPreparer {
             scratch: Scratch::default(),
             frame: Vec::new(),
             spans: Vec::new(),
+            sample: None,
         }
     }
 }
@@ -112,12 +117,14 @@ pub(crate) fn cause(error: VideoError) -> Cause {
 impl Preparer for VideoPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
         let sample = rng.clone();
+        let id = self.sample.take();
         self.spans.clear();
         let (data, segment) = match Segment::read(data) {
             Some(read) => read.map(|(segment, video)| (video, Some(segment)))?,
             None => (data, None),
         };
-        let index = FrameIndex::scan(data, &self.limits).map_err(cause)?;
+        let indexes = self.pipeline.frame_indexes();
+        let index = indexes.index(id, data, &self.limits).map_err(cause)?;
         if index.is_empty() {
             return Err(Cause::Corrupt("the video stream has no frame".into()));
         }
@@ -196,6 +203,10 @@ impl Preparer for VideoPreparer {
         }
         finish_clip(pipeline, out, &sample)?;
         Ok(Prepared::InSlot)
+    }
+
+    fn next_sample(&mut self, id: SampleId) {
+        self.sample = Some(id);
     }
 
     fn clip_spans(&self) -> Option<&[Span]> {
