@@ -711,14 +711,17 @@ class RandomRotation(Op):
     from ``degrees`` for each sample, keeping its size; what comes from outside the image is
     ``fill`` (torchvision.transforms.v2's ``RandomRotation`` on uint8 images: its draw, its
     inverse matrix and its sampling, in 32-bit floats, and its exact turns by 0 and 180
-    degrees, and by 90 and 270 on square images). Only ``expand=False`` and ``center=None``
-    are taken.
+    degrees, and by 90 and 270 on square images). With ``expand=True`` each image grows to
+    hold the whole turned image (v2's size, its quarter turns exact on any image), at the
+    top left of a canvas of ``fill`` as large as the largest ``degrees`` allows; a boxes
+    field's ``size`` says where it ends. Only operators on pixels that do not move them, and
+    ``Normalize``, may follow it. Only ``center=None`` is taken.
 
     - ``degrees``: range of the angle in degrees: a non-negative number ``d`` (``(-d, d)``)
       or a (min, max) pair.
     - ``interpolation`` (``'nearest'``): how the image is sampled: 'nearest' or 'bilinear'.
-    - ``expand`` (``False``): whether the output grows to hold the whole rotated image: only
-      False is taken.
+    - ``expand`` (``False``): whether each image grows to hold the whole rotated image, on a
+      canvas that holds the largest.
     - ``center`` (``None``): the centre of the transform: only None (the image's centre) is
       taken.
     - ``fill`` (``0``): the value of what comes from outside the image: one number, or one
@@ -734,7 +737,7 @@ class RandomRotation(Op):
         """How the image is sampled: 'nearest' or 'bilinear'."""
     @property
     def expand(self) -> bool:
-        """Whether the output grows to hold the whole rotated image: only False is taken."""
+        """Whether each image grows to hold the whole rotated image, on a canvas that holds the largest."""
     @property
     def center(self) -> tuple[float, float] | None:
         """The centre of the transform: only None (the image's centre) is taken."""

@@ -119,8 +119,7 @@ def test_arguments_read_back_as_given():
         (lambda: ops.RandomAffine(-5), "RandomAffine: degrees -5", lambda: v2.RandomAffine(-5)),
         # torchvision takes these, then its only draw fails (uniform_ needs from <= to).
         (lambda: ops.RandomRotation((10, 5)), r"RandomRotation: degrees \(10, 5\)", None),
-        # torchvision supports them; nostall keeps the size and the centre.
-        (lambda: ops.RandomRotation(5, expand=True), "RandomRotation: expand", None),
+        # torchvision supports it; nostall keeps the centre.
         (lambda: ops.RandomRotation(5, center=(1, 2)), "RandomRotation: center", None),
         (lambda: ops.RandomAffine(5, center=(1, 2)), "RandomAffine: center", None),
         (lambda: ops.RandomRotation(5, interpolation="bicubic"), "RandomRotation: interpolation", None),

@@ -604,7 +604,7 @@ impl Boxes {
             .iter()
             .filter(|t| placement.keeps(t.corners))
             .map(|t| (t, placement.place_box(t.corners)))
-            .filter(|(_, b)| sanitize(*b, canvas, self.min_size, self.min_area))
+            .filter(|(_, b)| sanitize(*b, placement.box_extent(), self.min_size, self.min_area))
             .take(self.max_boxes)
             .collect();
         let per = self.normalized.then_some(canvas);

@@ -81,6 +81,12 @@ pub struct ImagePipeline {
     pixels_end: usize,
     /// Decompression-bomb guard: images with more pixels are refused.
     max_pixels: u64,
+    /// The width and height the geometry makes: the output's, unless an operator on
+    /// pixels grows each image onto a canvas (`grown`).
+    placed: (u32, u32),
+    /// The canvas an operator on pixels grows each image onto
+    /// (`RandomRotation(expand=True)`): the output's size, each image at its top left.
+    grown: Option<op::Grown>,
     /// Which JPEGs a device decodes instead ([`ImagePipeline::with_decode_route`]).
     route: Option<Arc<DecodeRoute>>,
 }
@@ -237,6 +243,8 @@ impl ImagePipeline {
         let mut after_decoding: Option<&Op> = None;
         let (mut photometric, mut tensor) = (false, None::<&Op>);
         let mut canvas: Option<&Op> = None;
+        // The operator that grows each image to its own size, and the size before it.
+        let mut grower: Option<(&Op, op::Grown, (u32, u32))> = None;
         for (place, op) in ops.iter().enumerate() {
             let delivered = matches!(op.stage(), Stage::Tensor(_) | Stage::User(_));
             let geometric = matches!(op.stage(), Stage::Geometry(_));
@@ -274,7 +282,15 @@ impl ImagePipeline {
                         OutputSize::Canvas(h, w) => (size, canvas) = (Some((h, w)), Some(op)),
                     }
                 }
-                Stage::Pixels(_) if place < source_end => {}
+                Stage::Pixels(photometric) if place < source_end => {
+                    if photometric.grows(1, 1).is_some() {
+                        return Err(Error::Config(format!(
+                            "{} with expand=True is written before the geometric operators, \
+                             where the image keeps its size: write it after them",
+                            op.name()
+                        )));
+                    }
+                }
                 Stage::Pixels(_) | Stage::Tensor(_) | Stage::User(_)
                     if canvas.is_some_and(
                         |c| matches!(c.stage(), Stage::Geometry(g) if g.batch_canvas()),
@@ -288,13 +304,45 @@ impl ImagePipeline {
                         canvas.map_or("", Op::name)
                     )));
                 }
-                Stage::Pixels(_) => {
+                Stage::Pixels(_) | Stage::Tensor(_) | Stage::User(_)
+                    if grower.is_some_and(|_| {
+                        op.moves_pixels() || !matches!(op.stage(), Stage::Pixels(_))
+                    }) =>
+                {
+                    return Err(Error::Config(format!(
+                        "{} follows {} with expand=True, which grows each image to its own \
+                         size on a canvas that only holds the batch: only operators on \
+                         pixels that do not move them, and Normalize, may follow it; write \
+                         {} before it",
+                        op.name(),
+                        grower.map_or("", |(g, _, _)| g.name()),
+                        op.name()
+                    )));
+                }
+                Stage::Pixels(pixels) => {
                     if normalized.is_some() {
                         return Err(Error::Config(format!(
                             "{} follows Normalize: it works on 8-bit pixels, so write it \
                              before Normalize",
                             op.name()
                         )));
+                    }
+                    let grown = size.and_then(|(h, w)| pixels.grows(w as usize, h as usize));
+                    if let (Some(grown), Some((h, w))) = (grown, size) {
+                        let area = u64::from(grown.width) * u64::from(grown.height);
+                        if area > DEFAULT_MAX_PIXELS {
+                            return Err(Error::Config(format!(
+                                "{}: with expand=True and these degrees, the canvas that \
+                                 holds every turned {w}x{h} image is {}x{}, more pixels than \
+                                 an image may have ({DEFAULT_MAX_PIXELS}): narrow degrees or \
+                                 give the geometric operators smaller sizes",
+                                op.name(),
+                                grown.width,
+                                grown.height
+                            )));
+                        }
+                        grower = Some((op, grown, (w, h)));
+                        size = Some((grown.height, grown.width));
                     }
                     (photometric, after_decoding) = (true, Some(op));
                 }
@@ -335,6 +383,8 @@ impl ImagePipeline {
                     .into(),
             ));
         }
+        let placed = grower.map_or((width, height), |(_, _, placed)| placed);
+        let grown = grower.map(|(_, grown, _)| grown);
         Ok(ImagePipeline {
             ops,
             dtype,
@@ -350,6 +400,8 @@ impl ImagePipeline {
             pixels_end,
             max_pixels: DEFAULT_MAX_PIXELS,
             route: None,
+            placed,
+            grown,
         })
     }
 
@@ -482,13 +534,16 @@ impl ImagePipeline {
         self.ops[..self.source_end].first().map(Op::name)
     }
 
-    /// The operator that places the resized image on a canvas (`FixedSizeCrop`), if there
-    /// is one: what only a still image's preparer makes (views and video frames refuse it).
+    /// The operator that places the resized image on a canvas (`FixedSizeCrop`), or grows
+    /// it onto one (`RandomRotation(expand=True)`), if there is one: what only a still
+    /// image's preparer makes (views and video frames refuse it).
     pub(crate) fn on_a_canvas(&self) -> Option<&'static str> {
+        let (w, h) = (self.placed.0 as usize, self.placed.1 as usize);
         self.ops.iter().find_map(|op| match op.stage() {
             Stage::Geometry(g) if matches!(g.output_size(), OutputSize::Canvas(..)) => {
                 Some(op.name())
             }
+            Stage::Pixels(p) if p.grows(w, h).is_some() => Some(op.name()),
             _ => None,
         })
     }
@@ -547,7 +602,7 @@ impl ImagePipeline {
     /// The geometry of `view`, at the output's size (at the view's own, where it is placed
     /// on a canvas of the output's size).
     fn geometry_of(&self, view: &View) -> Geometry {
-        let (width, height) = view.read_size((self.width, self.height));
+        let (width, height) = view.read_size(self.placed);
         Geometry {
             source: view.source,
             width,
@@ -566,7 +621,7 @@ impl ImagePipeline {
         if !self.ops.iter().any(Op::moves_targets) {
             return Vec::new();
         }
-        let (width, height) = (self.width as usize, self.height as usize);
+        let (width, height) = (self.placed.0 as usize, self.placed.1 as usize);
         let ops = self.ops[..self.pixels_end].iter().enumerate();
         ops.skip(self.source_end)
             .filter_map(|(place, op)| match op.stage() {
@@ -578,14 +633,36 @@ impl ImagePipeline {
             .collect()
     }
 
-    /// Runs the operators on pixels over `image`, each with a generator of its own keyed
-    /// by the sample's (`sample`: its generator before any draw) and its place.
-    fn pixels(&self, image: &mut Planes<'_>, sample: &Rng) -> Result<(), Cause> {
+    /// Runs the operators on pixels over the image of `size` (width, height) in `planes`,
+    /// each with a generator of its own keyed by the sample's (`sample`: its generator
+    /// before any draw) and its place; gives the image's size after them (an operator
+    /// that grows it, handed all of `planes` as room, changes it).
+    fn pixels(
+        &self,
+        planes: &mut [u8],
+        (mut width, mut height): (usize, usize),
+        sample: &Rng,
+    ) -> Result<(usize, usize), Cause> {
         let ops = self.ops[..self.pixels_end].iter().enumerate();
         for (place, op) in ops.skip(self.source_end) {
+            let grows = match op.stage() {
+                Stage::Pixels(photometric) => photometric.grows(width, height).is_some(),
+                _ => false,
+            };
+            let room = if grows {
+                planes.len()
+            } else {
+                3 * width * height
+            };
+            let image = &mut Planes {
+                data: &mut planes[..room],
+                width,
+                height,
+            };
             match op.stage() {
                 Stage::Pixels(photometric) => {
-                    photometric.apply(image, &mut operator_rng(sample, place))
+                    photometric.apply(image, &mut operator_rng(sample, place));
+                    (width, height) = (image.width, image.height);
                 }
                 Stage::User(user) => {
                     let (area, shape) = (image.area(), [3, image.height, image.width]);
@@ -599,7 +676,15 @@ impl ImagePipeline {
                 _ => {}
             }
         }
-        Ok(())
+        let canvas = (self.width as usize, self.height as usize);
+        if width > canvas.0 || height > canvas.1 {
+            return Err(Cause::Internal(format!(
+                "an operator on pixels grew the image to {width}x{height}, past its canvas \
+                 of {}x{}",
+                canvas.0, canvas.1
+            )));
+        }
+        Ok((width, height))
     }
 
     /// Runs the operators on the delivered sample over `out`, as [`Self::pixels`].
@@ -833,11 +918,8 @@ impl Preparer for ImagePreparer {
         let header = self.decoder.header(data)?;
         let view = pipeline.view((header.width, header.height), targets, rng);
         let geometry = pipeline.geometry_of(&view);
-        let placement = Placement::new(
-            &view,
-            (header.width, header.height),
-            (pipeline.width, pipeline.height),
-        );
+        let placement = Placement::new(&view, (header.width, header.height), pipeline.placed)
+            .on_canvas((pipeline.width, pipeline.height));
         // Asked after the draws, so that the augmentation does not depend on the answer.
         // A device decoder does the geometry only, resizing bilinearly: operators on
         // pixels and other filters keep the CPU's.
@@ -919,7 +1001,7 @@ impl Preparer for ImagePreparer {
                     &mut self.resampler,
                     (src, region, &geometry),
                     inset,
-                    (pipeline.width as usize, pipeline.height as usize),
+                    (pipeline.placed.0 as usize, pipeline.placed.1 as usize),
                     &mut self.padded,
                 );
                 let (width, height) = (padded.width as u32, padded.height as u32);
@@ -1099,6 +1181,21 @@ fn inset_canvas<'a>(
     }
 }
 
+/// The image of `size` (width, height) at the start of `planes` (three planes) placed at
+/// the top left of `canvas`, the rest its fill, in the same `planes`, which hold the
+/// canvas's three planes.
+fn grown_canvas(planes: &mut [u8], (width, height): (usize, usize), canvas: op::Grown) {
+    let (cw, ch) = (canvas.width as usize, canvas.height as usize);
+    let image = planes[..3 * width * height].to_vec();
+    for (c, plane) in planes[..3 * cw * ch].chunks_exact_mut(cw * ch).enumerate() {
+        plane.fill(canvas.fill[c]);
+        let from = &image[c * width * height..][..width * height];
+        for (row, line) in from.chunks_exact(width).enumerate() {
+            plane[row * cw..row * cw + width].copy_from_slice(line);
+        }
+    }
+}
+
 /// A prep thread's scratch to make samples from pixels decoded elsewhere (a video's
 /// frames): the resampler and the planes [`ImagePipeline::sample_from_pixels`] reuses.
 #[cfg(feature = "video")]
@@ -1167,9 +1264,14 @@ impl ImagePipeline {
             }
             return Ok(());
         }
-        // The operators on pixels see the whole image, mirrored where the geometry says.
+        // The operators on pixels see the whole image, mirrored where the geometry says; one
+        // that grows it has room for its canvas, the output.
         let area = width * height;
-        planes.resize(3 * area, 0);
+        let room = match self.grown {
+            Some(_) => area.max(self.width as usize * self.height as usize),
+            None => area,
+        };
+        planes.resize(3 * room, 0);
         resampler.run(
             (src, region, bound),
             (width, height, geometry.filter),
@@ -1189,17 +1291,19 @@ impl ImagePipeline {
                 }
             },
         );
-        let mut image = Planes {
-            data: planes,
-            width,
-            height,
-        };
-        self.pixels(&mut image, sample)?;
+        let grown = self.pixels(planes, (width, height), sample)?;
+        if let Some(canvas) = self
+            .grown
+            .filter(|c| grown != (c.width as usize, c.height as usize))
+        {
+            grown_canvas(planes, grown, canvas);
+        }
+        let (width, height) = (self.width as usize, self.height as usize);
         let whole = Block {
             data: planes,
             width,
             rows: height,
-            plane: area,
+            plane: width * height,
         };
         output::write_block(&whole, 0, height, false, self, out);
         if self.tensor {

@@ -22,7 +22,9 @@
 //! an affine warp) leave their [`Motion`]s, in order, drawn as their pixels' were: each
 //! moves what the geometry placed, as v2 moves each target type (the boxes' corners,
 //! clamped to the canvas; the points; the masks read nearest where the pixels were
-//! read), one after the other on the output's canvas.
+//! read), one after the other on the output's canvas. A rotation with `expand=True`
+//! grows the canvas: each image its own size at the top left of the sample's canvas
+//! ([`Placement::on_canvas`]).
 
 use super::codec::Rect;
 use super::op::{clamp_box, composed_sources, Motion, View};
@@ -36,8 +38,11 @@ pub struct Placement {
     source: Rect,
     /// The crops' windows, intersected, in source coordinates; `None` without a crop.
     clip: Option<Rect>,
-    /// The output's width and height.
+    /// The output's width and height, as the geometry makes it.
     output: (u32, u32),
+    /// The sample's width and height: the output's, or the canvas an operator on pixels
+    /// grew each image onto ([`Placement::on_canvas`]).
+    canvas: (u32, u32),
     /// The width and height the source region is read at: the output's, or less where
     /// the view is placed on a canvas of the output's size ([`View::inset`]).
     part: (u32, u32),
@@ -70,6 +75,7 @@ impl Placement {
             source: view.source,
             clip: view.clip,
             output,
+            canvas: output,
             part: view.read_size(output),
             canvas_flip: view.inset.is_some_and(|inset| inset.flip),
             batch_canvas: view.inset.is_some_and(|inset| inset.for_batching),
@@ -86,6 +92,20 @@ impl Placement {
     /// The placement after `motions` moved the output's pixels, in order.
     pub(crate) fn moved(self, motions: Vec<Motion>) -> Placement {
         Placement { motions, ..self }
+    }
+
+    /// The placement in a sample of `canvas` (width, height), where an operator on pixels
+    /// grew each image to its own size at the canvas's top left
+    /// (`RandomRotation(expand=True)`, [`Motion::size_after`]).
+    pub(crate) fn on_canvas(self, canvas: (u32, u32)) -> Placement {
+        Placement { canvas, ..self }
+    }
+
+    /// The width and height of the image once the motions moved it.
+    fn moved_size(&self) -> (u32, u32) {
+        self.motions
+            .iter()
+            .fold(self.output, |size, motion| motion.size_after(size))
     }
 
     /// Whether box `b` (source pixels) is kept: not left out by a crop that drops the
@@ -105,19 +125,34 @@ impl Placement {
         self.image
     }
 
-    /// The output's width and height.
+    /// The sample's width and height.
     pub fn output_size(&self) -> (u32, u32) {
-        self.output
+        self.canvas
     }
 
     /// The width and height of the image in the output: the output's, or the resized
-    /// view's where the canvas is only room for the batch (`RandomShortestSize`), at the
-    /// output's top left. What boxes are sanitised against, as v2 sees the image.
+    /// view's where the canvas is only room for the batch (`RandomShortestSize`), or the
+    /// size a rotation with `expand=True` grew it to, at the output's top left. What
+    /// boxes are sanitised against, as v2 sees the image.
     pub fn image_extent(&self) -> (u32, u32) {
         match self.batch_canvas {
             true => self.part,
-            false => self.output,
+            false => self.moved_size(),
         }
+    }
+
+    /// The canvas v2 clamps and sanitises boxes against: the image's extent, but after a
+    /// rotation with `expand=True` the canvas v2 computes for the boxes
+    /// ([`Motion::box_canvas`]), at some angles a pixel larger than the image.
+    pub fn box_extent(&self) -> (u32, u32) {
+        let (mut size, mut canvas) = (self.output, self.image_extent());
+        for motion in &self.motions {
+            if matches!(motion, Motion::Expanded(_)) {
+                canvas = motion.box_canvas(size);
+            }
+            size = motion.size_after(size);
+        }
+        canvas
     }
 
     /// Box `[x0, y0, x1, y1]` (source pixels, `x0 <= x1`, `y0 <= y1`) in output pixels,
@@ -131,10 +166,14 @@ impl Placement {
     /// after the last resize, v2 clamped the box last, exactly at that crop's edges: so
     /// is it here. Then each motion moves it ([`Motion::move_box`]).
     pub fn place_box(&self, b: [f64; 4]) -> [f64; 4] {
-        let placed = self.place_box_unmoved(b);
+        let mut size = self.output;
         self.motions
             .iter()
-            .fold(placed, |b, motion| motion.move_box(b, self.output))
+            .fold(self.place_box_unmoved(b), |b, motion| {
+                let moved = motion.move_box(b, size);
+                size = motion.size_after(size);
+                moved
+            })
     }
 
     /// [`Placement::place_box`] before the motions.
@@ -189,10 +228,14 @@ impl Placement {
     /// clamp points; one may land outside the output. Then each motion moves it
     /// ([`Motion::move_point`]).
     pub fn place_point(&self, x: f64, y: f64) -> [f64; 2] {
-        let placed = self.place_point_unmoved(x, y);
+        let mut size = self.output;
         self.motions
             .iter()
-            .fold(placed, |p, motion| motion.move_point(p, self.output))
+            .fold(self.place_point_unmoved(x, y), |p, motion| {
+                let moved = motion.move_point(p, size);
+                size = motion.size_after(size);
+                moved
+            })
     }
 
     /// [`Placement::place_point`] before the motions.
@@ -210,12 +253,26 @@ impl Placement {
         [at, (y - s.y) * (part_h / s.h)]
     }
 
-    /// For each output pixel (row-major), the pixel of the output as the geometry left it
-    /// that it shows once the motions moved the pixels, [`OUTSIDE`] where it shows none
-    /// (a rotation's corners); `None` without a motion: what a mask reads after
-    /// [`Placement::nearest`] ([`follow_motions`]).
+    /// For each pixel of the sample (row-major, [`Placement::output_size`]), the pixel of
+    /// the output as the geometry left it (row-major, its own width a row: what
+    /// [`Placement::nearest`] reads) that it shows once the motions moved the pixels,
+    /// [`OUTSIDE`] where it shows none (a rotation's corners, the canvas around a grown
+    /// image); `None` without a motion: what a mask reads after [`Placement::nearest`]
+    /// ([`follow_motions`]).
     pub fn moved_pixels(&self) -> Option<Vec<u32>> {
-        composed_sources(&self.motions, self.output)
+        let moved = composed_sources(&self.motions, self.output)?;
+        let (w, h) = self.moved_size();
+        if (w, h) == self.canvas {
+            return Some(moved);
+        }
+        // A grown image at the top left of the canvas.
+        let (cw, ch) = (self.canvas.0 as usize, self.canvas.1 as usize);
+        let mut shown = vec![OUTSIDE; cw * ch];
+        for (row, line) in moved.chunks_exact(w as usize).take(ch).enumerate() {
+            let n = line.len().min(cw);
+            shown[row * cw..row * cw + n].copy_from_slice(&line[..n]);
+        }
+        Some(shown)
     }
 
     /// Whether the output is the source mirrored left–right (an odd number of horizontal
@@ -291,9 +348,10 @@ pub(crate) fn read_nearest(
     }
 }
 
-/// Moves `mask` (row-major bytes of the output's size, as the geometry placed it) by the
-/// motions after it: each pixel takes the one `moved` ([`Placement::moved_pixels`]) says
-/// it shows, `fill` where it shows none, as v2 moves a `Mask` (nearest).
+/// Moves `mask` (row-major bytes, as the geometry placed it at its start, the output's
+/// width a row) by the motions after it: each of the sample's pixels takes the one
+/// `moved` ([`Placement::moved_pixels`]) says it shows, `fill` where it shows none, as v2
+/// moves a `Mask` (nearest). `mask` holds the sample's pixels, at least the output's.
 pub(crate) fn follow_motions(moved: &[u32], fill: u8, mask: &mut [u8]) {
     let placed = mask.to_vec();
     for (v, &from) in mask.iter_mut().zip(moved) {

@@ -46,8 +46,9 @@ pub(super) fn place_mask(
     out.fill(0);
     let Some(source) = source else { return };
     if let Some(moved) = moved {
-        // Moved as bytes, then packed where asked.
-        let mut bytes = vec![0; rows.len() * columns.len()];
+        // Moved as bytes, then packed where asked; the motions may grow the image onto
+        // the form's canvas (`RandomRotation(expand=True)`).
+        let mut bytes = vec![0; moved.len().max(rows.len() * columns.len())];
         read_nearest(source, width, (rows, columns), 0, &mut bytes);
         follow_motions(moved, 0, &mut bytes);
         if !form.packed {
@@ -56,7 +57,7 @@ pub(super) fn place_mask(
         }
         for (line, row) in out
             .chunks_exact_mut(form.row_bytes())
-            .zip(bytes.chunks_exact(columns.len()))
+            .zip(bytes.chunks_exact(form.width))
         {
             for (x, &v) in row.iter().enumerate() {
                 line[x / 8] |= u8::from(v != 0) << (7 - x % 8);

@@ -469,6 +469,15 @@ struct Grid {
 impl Grid {
     #[inline(always)]
     fn new(width: usize, height: usize, matrix: [f64; 6]) -> Grid {
+        Grid::onto((width, height), (width, height), matrix)
+    }
+
+    /// The grid of an output of `output` (width, height) read from an image of `input`:
+    /// `_affine_grid`'s `ow`, `oh` (a rotation's `expand`) set the grid's points, the
+    /// input's size normalises them.
+    #[inline(always)]
+    fn onto(input: (usize, usize), output: (usize, usize), matrix: [f64; 6]) -> Grid {
+        let (width, height) = input;
         let theta = matrix.map(|v| v as f32);
         let (half_w, half_h) = ((0.5 * width as f64) as f32, (0.5 * height as f64) as f32);
         // `theta.transpose(1, 2).div_([w/2, h/2])`: x's row by w/2, y's by h/2.
@@ -484,7 +493,7 @@ impl Grid {
             r,
             scale: (width as f32 / 2.0, height as f32 / 2.0),
             // `linspace((1 - n) / 2, (n - 1) / 2, n)`: half-integers or integers, exact.
-            first: ((1.0 - width as f32) * 0.5, (1.0 - height as f32) * 0.5),
+            first: ((1.0 - output.0 as f32) * 0.5, (1.0 - output.1 as f32) * 0.5),
         }
     }
 
@@ -507,8 +516,18 @@ impl Grid {
 /// through `matrix` (row-major indices), [`OUTSIDE`] where it reads the fill: where a mask
 /// moved with the image reads.
 pub(super) fn nearest_sources(width: usize, height: usize, matrix: [f64; 6]) -> Vec<u32> {
-    let grid = Grid::new(width, height, matrix);
-    nearest_reads(width, height, |ox, oy| grid.source(ox, oy))
+    nearest_sources_onto((width, height), (width, height), matrix)
+}
+
+/// [`nearest_sources`] for an output of `output` (width, height) read from an image of
+/// `input` ([`warp_onto`]).
+pub(super) fn nearest_sources_onto(
+    input: (usize, usize),
+    output: (usize, usize),
+    matrix: [f64; 6],
+) -> Vec<u32> {
+    let grid = Grid::onto(input, output, matrix);
+    nearest_reads_onto(input, output, |ox, oy| grid.source(ox, oy))
 }
 
 /// The pixel [`resample`] reads, nearest, for each output pixel of a `width` × `height`
@@ -519,9 +538,19 @@ pub(super) fn nearest_reads(
     height: usize,
     source: impl Fn(usize, usize) -> (f32, f32),
 ) -> Vec<u32> {
-    let mut out = Vec::with_capacity(width * height);
-    for oy in 0..height {
-        for ox in 0..width {
+    nearest_reads_onto((width, height), (width, height), source)
+}
+
+/// [`nearest_reads`] for an output of `output` (width, height) read from an image of
+/// `input`.
+fn nearest_reads_onto(
+    (width, height): (usize, usize),
+    (out_w, out_h): (usize, usize),
+    source: impl Fn(usize, usize) -> (f32, f32),
+) -> Vec<u32> {
+    let mut out = Vec::with_capacity(out_w * out_h);
+    for oy in 0..out_h {
+        for ox in 0..out_w {
             let (ix, iy) = source(ox, oy);
             let (nx, ny) = (ix.round_ties_even(), iy.round_ties_even());
             let inside = nx >= 0.0 && ny >= 0.0 && nx < width as f32 && ny < height as f32;
@@ -569,6 +598,42 @@ fn warp_body(
     resample(image, |ox, oy| grid.source(ox, oy), interpolation, fill);
 }
 
+dispatched! {
+    /// [`warp`] onto an output of `output` (width, height) pixels, about its centre: what
+    /// torchvision's `rotate_image` with `expand=True` samples. `image.data` must hold the
+    /// output's three planes; the image takes the output's size.
+    pub(super) fn warp_onto(
+        image: &mut Planes<'_>,
+        output: (usize, usize),
+        matrix: [f64; 6],
+        interpolation: Interpolation,
+        fill: Option<[f64; 3]>,
+    )
+        => warp_onto_body
+}
+
+#[inline(always)]
+fn warp_onto_body(
+    image: &mut Planes<'_>,
+    output: (usize, usize),
+    matrix: [f64; 6],
+    interpolation: Interpolation,
+    fill: Option<[f64; 3]>,
+) {
+    let input = (image.width, image.height);
+    if input.0 == 0 || input.1 == 0 {
+        return;
+    }
+    let grid = Grid::onto(input, output, matrix);
+    resample_onto(
+        image,
+        output,
+        |ox, oy| grid.source(ox, oy),
+        interpolation,
+        fill,
+    );
+}
+
 /// The image resampled where `at(ox, oy)` says each output pixel (`ox`, `oy`) reads
 /// (pixel coordinates), keeping its size, as torch's `grid_sample` (`align_corners=False`,
 /// zeros outside) and torchvision's `_apply_grid_transform` on a uint8 image: sampled in
@@ -583,23 +648,38 @@ pub(super) fn resample(
     interpolation: Interpolation,
     fill: Option<[f64; 3]>,
 ) {
+    let output = (image.width, image.height);
+    resample_onto(image, output, at, interpolation, fill);
+}
+
+/// [`resample`] onto an output of `output` (width, height) pixels, which `image.data`
+/// must hold; the image takes its size.
+#[inline(always)]
+fn resample_onto(
+    image: &mut Planes<'_>,
+    (out_w, out_h): (usize, usize),
+    at: impl Fn(usize, usize) -> (f32, f32),
+    interpolation: Interpolation,
+    fill: Option<[f64; 3]>,
+) {
     let (width, height) = (image.width, image.height);
     let fill = fill.map(|fill| fill.map(|v| v as f32));
     let area = width * height;
     let source = image.data[..3 * area].to_vec();
     let planes: Vec<&[u8]> = source.chunks_exact(area).collect();
-    let out = &mut image.data[..3 * area];
-    for oy in 0..height {
-        for ox in 0..width {
+    let out_area = out_w * out_h;
+    let out = &mut image.data[..3 * out_area];
+    for oy in 0..out_h {
+        for ox in 0..out_w {
             let (ix, iy) = at(ox, oy);
-            let i = oy * width + ox;
+            let i = oy * out_w + ox;
             match interpolation {
                 Interpolation::Nearest => {
                     let (nx, ny) = (ix.round_ties_even(), iy.round_ties_even());
                     let inside = nx >= 0.0 && ny >= 0.0 && nx < width as f32 && ny < height as f32;
                     let at = ny as usize * width + nx as usize;
                     for c in 0..3 {
-                        out[c * area + i] = if inside {
+                        out[c * out_area + i] = if inside {
                             planes[c][at]
                         } else {
                             fill.map_or(0, |fill| to_u8(fill[c]))
@@ -635,7 +715,7 @@ pub(super) fn resample(
                         for (at, weight) in corners.iter().zip(weights) {
                             v += at.map_or(0.0, |at| f32::from(planes[c][at]) * weight);
                         }
-                        out[c * area + i] = match fill {
+                        out[c * out_area + i] = match fill {
                             Some(fill) => to_u8((v - fill[c]) * mask + fill[c]),
                             None => to_u8(v),
                         };
@@ -644,6 +724,7 @@ pub(super) fn resample(
             }
         }
     }
+    (image.width, image.height) = (out_w, out_h);
 }
 
 /// torch's `round_().to(uint8)` of a value in range (clamped here, where torch's cast of

@@ -168,6 +168,17 @@ fn geometric(args: &Args, param: &str, ops: &[Op]) -> Result<bool> {
     let mut on = None;
     for op in ops {
         let here = match op.stage() {
+            // A list runs on the image as it is handed: none grows it.
+            Stage::Pixels(p) if p.grows(1, 1).is_some() => {
+                return Err(args.error(
+                    param,
+                    format!(
+                        "holds {} with expand=True, which grows each image onto a canvas: \
+                         write it in the pipeline itself, after the geometric operators",
+                        op.name()
+                    ),
+                ))
+            }
             Stage::Pixels(_) => false,
             Stage::Geometry(_) => true,
             Stage::Normalize { .. } | Stage::Tensor(_) | Stage::User(_) => {

@@ -379,6 +379,27 @@ pub(crate) trait Photometric {
     fn motion(&self, _width: usize, _height: usize, _rng: &mut Rng) -> Option<Motion> {
         None
     }
+
+    /// Where it grows each image of `width` × `height` to a size of its own
+    /// (`RandomRotation(expand=True)`): the canvas that holds the largest, which
+    /// [`Photometric::apply`] is then handed room for in [`Planes::data`]; `None` where it
+    /// keeps the size.
+    fn grows(&self, _width: usize, _height: usize) -> Option<Grown> {
+        None
+    }
+}
+
+/// The canvas of an operator that grows each image to a size of its own
+/// ([`Photometric::grows`]): each image at its top left, the rest `fill`, so that a
+/// batch holds them; a boxes field gives each image's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grown {
+    /// The canvas's width: the widest image.
+    pub width: u32,
+    /// The canvas's height: the tallest image.
+    pub height: u32,
+    /// Its colour around each image.
+    pub fill: [u8; 3],
 }
 
 /// An operator on pixels whose one parameter is `p`, the probability of running its
@@ -464,7 +485,8 @@ impl Photometric for WithProbability {
 /// An image as three planes of 8-bit values, R, G, B, each `height` rows of `width`.
 #[derive(Debug)]
 pub(crate) struct Planes<'a> {
-    /// The planes, one after another.
+    /// The planes, one after another (the first `3 · width · height` bytes: an operator
+    /// that grows the image, [`Photometric::grows`], is handed room for its canvas).
     pub data: &'a mut [u8],
     /// Pixels a row.
     pub width: usize,
@@ -500,19 +522,32 @@ impl Planes<'_> {
     /// a quarter turn): output pixel `(x, y)` takes the source pixel `source(x, y, width,
     /// height)`, an `(x, y)` pair.
     pub(crate) fn turn(&mut self, source: fn(usize, usize, usize, usize) -> (usize, usize)) {
+        self.turn_onto((self.width, self.height), source);
+    }
+
+    /// The image turned by a multiple of 90 degrees onto `output` (width, height: its own
+    /// size, or for a quarter turn its sides swapped), which `data` must hold: output
+    /// pixel `(x, y)` takes the source pixel `source(x, y, width, height)` (the image's
+    /// size before the turn). The image takes the output's size.
+    pub(crate) fn turn_onto(
+        &mut self,
+        (out_w, out_h): (usize, usize),
+        source: fn(usize, usize, usize, usize) -> (usize, usize),
+    ) {
         let (width, height, area) = (self.width, self.height, self.area());
         let copy = self.data[..3 * area].to_vec();
         for (out, plane) in self.data[..3 * area]
             .chunks_exact_mut(area)
             .zip(copy.chunks_exact(area))
         {
-            for y in 0..height {
-                for x in 0..width {
+            for y in 0..out_h {
+                for x in 0..out_w {
                     let (sx, sy) = source(x, y, width, height);
-                    out[y * width + x] = plane[sy * width + sx];
+                    out[y * out_w + x] = plane[sy * width + sx];
                 }
             }
         }
+        (self.width, self.height) = (out_w, out_h);
     }
 }
 

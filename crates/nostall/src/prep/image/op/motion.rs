@@ -7,11 +7,14 @@
 //! its inverse, `perspective_bounding_boxes`; a vertical flip neither turns nor clamps); a
 //! point through the same map (a vertical flip takes it to `h - 1 - y`, a
 //! pixel's index, as v2's horizontal flip does); a mask read where the image's pixels
-//! were read, nearest (v2 moves a `Mask` with the image's kernel, `NEAREST`).
+//! were read, nearest (v2 moves a `Mask` with the image's kernel, `NEAREST`). A rotation
+//! with `expand=True` moves the canvas too: boxes and points shifted by the turned
+//! canvas's top left corner, boxes clamped to the canvas v2 computes for them, the mask
+//! onto the image's grown size.
 
-use super::affine::{forward_matrix, inverse_matrix, nearest_sources, Draw};
+use super::affine::{forward_matrix, inverse_matrix, nearest_sources, nearest_sources_onto, Draw};
 use super::random_perspective;
-use super::rotation::{turning, Turning};
+use super::rotation::{affine_output_size, expanded_turning, turning, Turning};
 use crate::prep::image::OUTSIDE;
 
 /// How an operator on pixels moved one sample's pixels, drawn as its kernel drew it.
@@ -21,6 +24,9 @@ pub(crate) enum Motion {
     FlipRows,
     /// Turned anticlockwise by this many degrees about the centre (`RandomRotation`).
     Rotation(f64),
+    /// Turned as [`Motion::Rotation`] onto a canvas grown to hold the whole turned image
+    /// (`RandomRotation(expand=True)`).
+    Expanded(f64),
     /// Warped by these draws about the centre (`RandomAffine`).
     Affine(Draw),
     /// Warped by the perspective of these coefficients, from an output point to its source
@@ -33,6 +39,8 @@ pub(crate) enum Motion {
 enum Map {
     /// Through a 2 × 3 matrix.
     Affine([f32; 6]),
+    /// Through a 2 × 3 matrix, then less this point (a grown canvas's top left corner).
+    Shifted([f32; 6], [f32; 2]),
     /// Through a perspective's numerators (6) and denominator (2, and 1).
     Perspective([f32; 8]),
 }
@@ -42,6 +50,10 @@ impl Map {
     fn apply(&self, [x, y]: [f32; 2]) -> [f32; 2] {
         match *self {
             Map::Affine(m) => [x * m[0] + y * m[1] + m[2], x * m[3] + y * m[4] + m[5]],
+            Map::Shifted(m, [tx, ty]) => {
+                let [x, y] = Map::Affine(m).apply([x, y]);
+                [x - tx, y - ty]
+            }
             Map::Perspective(t) => {
                 let den = x * t[6] + y * t[7] + 1.0;
                 let nx = x * t[0] + y * t[1] + t[2];
@@ -80,10 +92,53 @@ impl Motion {
             Motion::FlipRows => return None,
             // v2's rotate_bounding_boxes: the affine one of `-angle`.
             Motion::Rotation(angle) => forward_matrix(center, -angle, [0.0; 2], 1.0, [0.0; 2]),
+            Motion::Expanded(angle) => {
+                // v2's `_affine_bounding_boxes_with_expand`: the canvas's corners through
+                // the matrix, the least x and y its new origin.
+                let m = forward_matrix(center, -angle, [0.0; 2], 1.0, [0.0; 2]).map(|v| v as f32);
+                let (w, h) = (w as f32, h as f32);
+                let corners =
+                    [[0.0, 0.0], [0.0, h], [w, h], [w, 0.0]].map(|p| Map::Affine(m).apply(p));
+                let least = |axis: usize| {
+                    corners
+                        .iter()
+                        .map(|p| p[axis])
+                        .fold(f32::INFINITY, f32::min)
+                };
+                return Some(Map::Shifted(m, [least(0), least(1)]));
+            }
             Motion::Affine(d) => forward_matrix(center, d.angle, d.translate, d.scale, d.shear),
             Motion::Perspective(c) => return Some(Map::Perspective(forward_perspective(c))),
         };
         Some(Map::Affine(m.map(|v| v as f32)))
+    }
+
+    /// The width and height of the canvas after the motion, of one of `size` before it:
+    /// the same, or a rotation's grown size.
+    pub(crate) fn size_after(&self, size: (u32, u32)) -> (u32, u32) {
+        match *self {
+            Motion::Expanded(angle) => {
+                let (_, (w, h)) = expanded_turning(angle, (size.0 as usize, size.1 as usize));
+                (w as u32, h as u32)
+            }
+            _ => size,
+        }
+    }
+
+    /// The canvas v2 clamps moved boxes to: the canvas after the motion, but for a
+    /// rotation with `expand=True` the size v2 computes for boxes, from the inverse
+    /// matrix about the canvas's centre in pixels (not about the origin, as for the
+    /// image), which may differ from the image's by a pixel.
+    pub(crate) fn box_canvas(&self, size: (u32, u32)) -> (u32, u32) {
+        match *self {
+            Motion::Expanded(angle) => {
+                let (w, h) = (f64::from(size.0), f64::from(size.1));
+                let m = inverse_matrix([w * 0.5, h * 0.5], -angle, [0.0; 2], 1.0, [0.0; 2]);
+                let (w, h) = affine_output_size(m, size.0 as usize, size.1 as usize);
+                (w as u32, h as u32)
+            }
+            _ => size,
+        }
     }
 
     /// Box `[x0, y0, x1, y1]` on a canvas of `size` (width, height) as the motion moves it.
@@ -94,7 +149,8 @@ impl Motion {
         };
         let [x0, y0, x1, y1] = b.map(|v| v as f32);
         let corners = [[x0, y0], [x1, y0], [x1, y1], [x0, y1]].map(|p| m.apply(p));
-        let (w, h) = (size.0 as f32, size.1 as f32);
+        let canvas = self.box_canvas(size);
+        let (w, h) = (canvas.0 as f32, canvas.1 as f32);
         let low = |axis: usize| {
             corners
                 .iter()
@@ -125,14 +181,16 @@ impl Motion {
         }
     }
 
-    /// For each pixel of a canvas of `size` (width, height, row-major) after the motion,
-    /// the index of the pixel before it that it shows, [`OUTSIDE`] where it shows none
-    /// (the fill): the image's kernel, read nearest.
+    /// For each pixel of the canvas after the motion (row-major, [`Motion::size_after`]
+    /// of `size`, width and height), the index of the pixel of the canvas of `size`
+    /// before it that it shows, [`OUTSIDE`] where it shows none (the fill): the image's
+    /// kernel, read nearest.
     pub(crate) fn sources(&self, (width, height): (u32, u32)) -> Vec<u32> {
         let (w, h) = (width as usize, height as usize);
-        let exact = |at: fn(usize, usize, usize, usize) -> (usize, usize)| {
-            (0..h)
-                .flat_map(|y| (0..w).map(move |x| (x, y)))
+        let exact = |at: fn(usize, usize, usize, usize) -> (usize, usize),
+                     (ow, oh): (usize, usize)| {
+            (0..oh)
+                .flat_map(|y| (0..ow).map(move |x| (x, y)))
                 .map(|(x, y)| {
                     let (sx, sy) = at(x, y, w, h);
                     (sy * w + sx) as u32
@@ -140,11 +198,16 @@ impl Motion {
                 .collect()
         };
         match *self {
-            Motion::FlipRows => exact(|x, y, _, h| (x, h - 1 - y)),
+            Motion::FlipRows => exact(|x, y, _, h| (x, h - 1 - y), (w, h)),
             Motion::Rotation(angle) => match turning(angle, w == h) {
                 None => (0..(w * h) as u32).collect(),
-                Some(Turning::Exact(at)) => exact(at),
+                Some(Turning::Exact(at)) => exact(at, (w, h)),
                 Some(Turning::Warp(matrix)) => nearest_sources(w, h, matrix),
+            },
+            Motion::Expanded(angle) => match expanded_turning(angle, (w, h)) {
+                (None, _) => (0..(w * h) as u32).collect(),
+                (Some(Turning::Exact(at)), size) => exact(at, size),
+                (Some(Turning::Warp(matrix)), size) => nearest_sources_onto((w, h), size, matrix),
             },
             Motion::Affine(d) => {
                 let matrix = inverse_matrix([0.0, 0.0], d.angle, d.translate, d.scale, d.shear);
@@ -155,15 +218,18 @@ impl Motion {
     }
 }
 
-/// Each pixel of a mask moved by `motions` in turn on a canvas of `size`: for each pixel
-/// after them, the index of the pixel before them it shows, [`OUTSIDE`] where none;
-/// `None` without a motion.
+/// Each pixel of a mask moved by `motions` in turn from a canvas of `size`: for each pixel
+/// after them (on the canvas they leave, [`Motion::size_after`]), the index of the pixel
+/// before them it shows, [`OUTSIDE`] where none; `None` without a motion.
 pub(crate) fn composed_sources(motions: &[Motion], size: (u32, u32)) -> Option<Vec<u32>> {
     let (first, rest) = motions.split_first()?;
     let mut shown = first.sources(size);
+    let mut size = first.size_after(size);
     for motion in rest {
+        let before = size;
+        size = motion.size_after(size);
         shown = motion
-            .sources(size)
+            .sources(before)
             .iter()
             .map(|&i| {
                 if i == OUTSIDE {

@@ -917,6 +917,7 @@ fn rotation_and_affine_draw_uniformly_and_the_same_seed_gives_the_same_output() 
     let rotation = rotation::RandomRotation {
         degrees: (-30.0, 45.0),
         interpolation: affine::Interpolation::Nearest,
+        expand: false,
         fill: [0.0; 3],
     };
     let angles: Vec<f64> = (0..10_000)
@@ -1014,8 +1015,8 @@ fn rotation_and_affine_read_their_arguments_as_torchvision_and_refuse_the_rest()
         ),
         ("RandomRotation((10, 5))", "RandomRotation: degrees (10, 5)"),
         (
-            "RandomRotation(5, expand=True)",
-            "RandomRotation: expand True",
+            "RandomRotation(5, expand=True, fill=300)",
+            "RandomRotation: fill",
         ),
         (
             "RandomRotation(5, center=(1, 2))",
