@@ -48,6 +48,10 @@ RECIPES = {
     "crop-flip-rot": [v2.CenterCrop(300), v2.Resize((64, 64)), v2.RandomHorizontalFlip(p=1.0), _turn(-37.5)],
     "affine": [v2.Resize((120, 90)), _warp()],
     "chain": [v2.Resize((100, 130)), _flip(), _turn(30), _sheared()],
+    # Moves in lists: their targets follow the ones applied.
+    "apply": [v2.Resize((120, 90)), v2.RandomApply([_turn(30), _flip()], p=1.0)],
+    "apply-never": [v2.Resize((120, 90)), v2.RandomApply([_turn(30)], p=0.0)],
+    "choice-compose": [v2.Resize((100, 130)), v2.RandomChoice([v2.Compose([_flip(), _warp()])]), _turn(-10)],
 }
 
 
@@ -196,11 +200,47 @@ def test_the_rectangles_mask_stays_with_its_box_under_random_moves(masks_coco):
     assert checked >= 4
 
 
+def test_a_list_moves_the_targets_by_the_moves_it_draws(photos, tmp_path):
+    """`RandomChoice` between two turns and `RandomOrder` of a turn and a flip: each
+    sample's boxes are v2's under one of the draws, and its pixels are those of nostall
+    running that draw alone, so boxes and pixels took the same draw; every draw is taken."""
+    path, images, annotations = boxes_case.write_coco(photos, tmp_path)
+    size = v2.Resize((120, 90))
+    lists = {
+        "choice": (v2.RandomChoice([_turn(30), _turn(-20)]), [[_turn(30)], [_turn(-20)]]),
+        "order": (v2.RandomOrder([_turn(30), _flip()]), [[_turn(30), _flip()], [_flip(), _turn(30)]]),
+    }
+    for name, (listed, draws) in lists.items():
+        got = _run(path, [size, listed])
+        alone = [_run(path, [size, *draw]) for draw in draws]
+        expected = [boxes_case.reference(tmp_path, images, annotations, [size, *draw]) for draw in draws]
+        taken = set()
+        for i, (image, target) in enumerate(got):
+            matches = [k for k in range(len(draws)) if torch.equal(image, alone[k][i][0])]
+            assert len(matches) >= 1, (name, i)
+            k = matches[0]
+            taken.add(k)
+            boxes, labels = expected[k][i]
+            assert torch.equal(target["labels"], labels), (name, i)
+            torch.testing.assert_close(target["boxes"], boxes, atol=2e-3, rtol=0, msg=f"{name}: image {i}")
+        assert taken == set(range(len(draws))), name
+
+
+def _run(path, recipe):
+    loader = nostall.Loader(str(path), pipeline=v2.Compose([*recipe, v2.SanitizeBoundingBoxes()]),
+                            fields=boxes_case.FIELDS, batch_size=4, shuffle=False, dtype="uint8")
+    return [(image.clone(), target) for batch in loader for image, target in zip(batch["image"], batch["target"])]
+
+
 def test_moves_before_the_geometry_and_automatic_augmentations_stay_refused(photos, tmp_path):
     path, _, _ = boxes_case.write_coco(photos, tmp_path, count=2)
     with pytest.raises(nostall.ConfigError, match="RandomVerticalFlip is written before the geometric"):
         nostall.Loader(str(path), pipeline=[v2.RandomVerticalFlip(), v2.Resize((40, 40))], fields=boxes_case.FIELDS)
     with pytest.raises(nostall.ConfigError, match="RandAugment moves pixels"):
         nostall.Loader(str(path), pipeline=[v2.Resize((40, 40)), v2.RandAugment()], fields=boxes_case.FIELDS)
+    # In a list too (v2 raises on boxes there as well).
+    with pytest.raises(nostall.ConfigError, match="RandomApply moves pixels"):
+        nostall.Loader(str(path), pipeline=[v2.Resize((40, 40)), v2.RandomApply([_turn(10), v2.RandAugment()])],
+                       fields=boxes_case.FIELDS)
     # A move on its own is taken.
     nostall.Loader(str(path), pipeline=[v2.Resize((40, 40)), ops.RandomRotation(10)], fields=boxes_case.FIELDS)

@@ -45,6 +45,9 @@ pub use op::{
 };
 pub(crate) use placement::{follow_motions, read_nearest};
 pub use placement::{sanitize, Placement, OUTSIDE};
+/// Each view's generator, for the tests of the targets that follow views.
+#[cfg(test)]
+pub(crate) use views::view_rng;
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
 use super::{ByteValues, DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};
@@ -622,15 +625,15 @@ impl ImagePipeline {
             return Vec::new();
         }
         let (width, height) = (self.placed.0 as usize, self.placed.1 as usize);
+        let mut motions = Vec::new();
         let ops = self.ops[..self.pixels_end].iter().enumerate();
-        ops.skip(self.source_end)
-            .filter_map(|(place, op)| match op.stage() {
-                Stage::Pixels(photometric) => {
-                    photometric.motion(width, height, &mut operator_rng(sample, place))
-                }
-                _ => None,
-            })
-            .collect()
+        for (place, op) in ops.skip(self.source_end) {
+            if let Stage::Pixels(photometric) = op.stage() {
+                let rng = &mut operator_rng(sample, place);
+                photometric.motions(width, height, rng, &mut motions);
+            }
+        }
+        motions
     }
 
     /// Runs the operators on pixels over the image of `size` (width, height) in `planes`,

@@ -1,8 +1,10 @@
 //! `Compose`: a list of operators as one, where a list takes operators (a choice of
 //! `RandomChoice` made of several steps).
 
-use super::composed::{apply_one, plan_one, Composed};
-use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use super::composed::{apply_one, motions_of_one, plan_one, targets_follow, Composed};
+use super::{
+    Declaration, Geometric, Motion, Op, Operator, OutputSize, Photometric, Planes, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::rng::Rng;
@@ -55,6 +57,10 @@ impl Operator for Compose {
         self.ops.iter().any(Op::moves_pixels)
     }
 
+    fn moves_targets(&self) -> bool {
+        targets_follow(&self.ops)
+    }
+
     fn needs_targets(&self) -> bool {
         self.ops.iter().any(Op::needs_targets)
     }
@@ -64,6 +70,12 @@ impl Photometric for Compose {
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
         for (place, op) in self.ops.iter().enumerate() {
             apply_one(op, place, image, rng);
+        }
+    }
+
+    fn motions(&self, width: usize, height: usize, rng: &mut Rng, out: &mut Vec<Motion>) {
+        for (place, op) in self.ops.iter().enumerate() {
+            motions_of_one(op, place, (width, height), rng, out);
         }
     }
 }

@@ -2,7 +2,9 @@
 //! `RandomOrder`): where they run, what they do to the output's size, and how each of
 //! them runs.
 
-use super::{plan_step, Geometric, Op, OutputSize, Photometric, Planes, Stage, View, MAX_NESTING};
+use super::{
+    plan_step, Geometric, Motion, Op, OutputSize, Photometric, Planes, Stage, View, MAX_NESTING,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Value};
 use crate::rng::Rng;
@@ -219,6 +221,29 @@ pub(super) fn apply_one(op: &Op, place: usize, image: &mut Planes<'_>, rng: &Rng
     if let Stage::Pixels(kernel) = op.stage() {
         kernel.apply(image, &mut rng.fork(place as u64));
     }
+}
+
+/// The motions of the operator on pixels `op` at `place` in a list, drawn as [`apply_one`]
+/// applies it to a `width` × `height` image.
+pub(super) fn motions_of_one(
+    op: &Op,
+    place: usize,
+    (width, height): (usize, usize),
+    rng: &Rng,
+    out: &mut Vec<Motion>,
+) {
+    if let Stage::Pixels(kernel) = op.stage() {
+        kernel.motions(width, height, &mut rng.fork(place as u64), out);
+    }
+}
+
+/// Whether the targets follow a list of operators: some move pixels, and the targets
+/// follow each that does (the list's [`Photometric::motions`] gives theirs).
+pub(super) fn targets_follow(ops: &[Op]) -> bool {
+    ops.iter().any(Op::moves_pixels)
+        && ops
+            .iter()
+            .all(|op| !op.moves_pixels() || op.moves_targets())
 }
 
 /// Plans the geometric operator `op` for a sample with boxes `targets`.

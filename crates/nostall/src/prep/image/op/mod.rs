@@ -380,6 +380,14 @@ pub(crate) trait Photometric {
         None
     }
 
+    /// Every motion [`Photometric::apply`] makes, in order, onto `out`: its
+    /// [`Photometric::motion`], or, for an operator that holds others (`RandomApply`,
+    /// `RandomChoice`, `RandomOrder`, `Compose`), those of the ones it applies, drawn as
+    /// it draws them.
+    fn motions(&self, width: usize, height: usize, rng: &mut Rng, out: &mut Vec<Motion>) {
+        out.extend(self.motion(width, height, rng));
+    }
+
     /// Where it grows each image of `width` × `height` to a size of its own
     /// (`RandomRotation(expand=True)`): the canvas that holds the largest, which
     /// [`Photometric::apply`] is then handed room for in [`Planes::data`]; `None` where it

@@ -1,7 +1,9 @@
 //! `RandomApply`: a list of operators, all applied or none, with a probability.
 
-use super::composed::{apply_one, plan_one, Composed};
-use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use super::composed::{apply_one, motions_of_one, plan_one, targets_follow, Composed};
+use super::{
+    Declaration, Geometric, Motion, Op, Operator, OutputSize, Photometric, Planes, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::translation::{Conv, Translation};
@@ -66,6 +68,10 @@ impl Operator for RandomApply {
         self.ops.iter().any(Op::moves_pixels)
     }
 
+    fn moves_targets(&self) -> bool {
+        targets_follow(&self.ops)
+    }
+
     fn needs_targets(&self) -> bool {
         self.ops.iter().any(Op::needs_targets)
     }
@@ -76,6 +82,14 @@ impl Photometric for RandomApply {
         if rng.next_f64() < self.p {
             for (place, op) in self.ops.iter().enumerate() {
                 apply_one(op, place, image, rng);
+            }
+        }
+    }
+
+    fn motions(&self, width: usize, height: usize, rng: &mut Rng, out: &mut Vec<Motion>) {
+        if rng.next_f64() < self.p {
+            for (place, op) in self.ops.iter().enumerate() {
+                motions_of_one(op, place, (width, height), rng, out);
             }
         }
     }

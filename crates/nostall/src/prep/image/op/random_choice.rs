@@ -1,7 +1,9 @@
 //! `RandomChoice`: one operator of a list, drawn by weight.
 
-use super::composed::{apply_one, plan_one, Composed};
-use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use super::composed::{apply_one, motions_of_one, plan_one, targets_follow, Composed};
+use super::{
+    Declaration, Geometric, Motion, Op, Operator, OutputSize, Photometric, Planes, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::translation::{Conv, Translation};
@@ -110,6 +112,10 @@ impl Operator for RandomChoice {
         self.ops.iter().any(Op::moves_pixels)
     }
 
+    fn moves_targets(&self) -> bool {
+        targets_follow(&self.ops)
+    }
+
     fn needs_targets(&self) -> bool {
         self.ops.iter().any(Op::needs_targets)
     }
@@ -119,6 +125,11 @@ impl Photometric for RandomChoice {
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
         let chosen = self.draw(rng);
         apply_one(&self.ops[chosen], chosen, image, rng);
+    }
+
+    fn motions(&self, width: usize, height: usize, rng: &mut Rng, out: &mut Vec<Motion>) {
+        let chosen = self.draw(rng);
+        motions_of_one(&self.ops[chosen], chosen, (width, height), rng, out);
     }
 }
 

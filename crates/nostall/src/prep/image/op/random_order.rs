@@ -1,7 +1,9 @@
 //! `RandomOrder`: every operator of a list, in an order drawn per sample.
 
-use super::composed::{apply_one, plan_one, Composed};
-use super::{Declaration, Geometric, Op, Operator, OutputSize, Photometric, Planes, Stage, View};
+use super::composed::{apply_one, motions_of_one, plan_one, targets_follow, Composed};
+use super::{
+    Declaration, Geometric, Motion, Op, Operator, OutputSize, Photometric, Planes, Stage, View,
+};
 use crate::error::Result;
 use crate::prep::args::{Args, Kind, Param, Value};
 use crate::prep::translation::{Conv, Translation};
@@ -56,6 +58,10 @@ impl Operator for RandomOrder {
         self.ops.iter().any(Op::moves_pixels)
     }
 
+    fn moves_targets(&self) -> bool {
+        targets_follow(&self.ops)
+    }
+
     fn needs_targets(&self) -> bool {
         self.ops.iter().any(Op::needs_targets)
     }
@@ -65,6 +71,12 @@ impl Photometric for RandomOrder {
     fn apply(&self, image: &mut Planes<'_>, rng: &mut Rng) {
         for i in self.order(rng) {
             apply_one(&self.ops[i], i, image, rng);
+        }
+    }
+
+    fn motions(&self, width: usize, height: usize, rng: &mut Rng, out: &mut Vec<Motion>) {
+        for i in self.order(rng) {
+            motions_of_one(&self.ops[i], i, (width, height), rng, out);
         }
     }
 }
