@@ -12,7 +12,9 @@ image's size (int64 height and width), its boxes (float32 ``[max_boxes, 4]``), t
 (int64 ``[max_boxes]``) and, where asked, SSD's targets, their keypoints (float32
 ``[max_boxes, keypoints, 3]``) and masks (uint8 ``[max_boxes, height, row_bytes]``): a list
 of each sample's ``{"boxes", "labels", "size"(, ...)}`` (views cut to its count), or
-padded, all whole.
+padded, all whole. With a list of pipelines, the sample's field and each target field
+(boxes, a mask) hold one part a view, one after another: a tuple over the views, each
+item what the field gives for one pipeline.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ class Split:
         #: The text, bytes and boxes fields given padded: ``(data, lengths)``, or the boxes'
         #: ``{"boxes", "labels", "count"}``.
         self.padded = {name for name, _, padded in shapes if padded}
-        #: The field of the loader's pipeline (the one ``tensor`` part): what a device
-        #: stager finishes after the copy.
-        self.sample = next(name for name, kind, *_ in self.parts if kind == "tensor")
+        #: The field of the loader's pipeline (the one ``tensor`` part, or of a list of
+        #: pipelines the ``views`` of tensors): what a device stager finishes after the
+        #: copy, and where a batch transform's generator lives.
+        self.sample = next(name for name, kind, _, _, shape, _ in self.parts
+                           if kind == "tensor" or kind == "views" and shape[0][0] == "tensor")
 
     def __call__(self, record: Any, labels: Any, varying: dict[str, list[Any]], cut: Any = None) -> dict[str, Any]:
         """The dictionary; with ``cut`` (``pad_to_largest``: the engine's cut of this
@@ -49,9 +53,11 @@ class Split:
         for name, kind, offset, size, shape, dtype in self.parts:
             if kind == "label":
                 out[name] = labels
-            elif kind == "boxes":
-                out[name] = _boxes(record, offset, shape, name in self.padded)
-            elif name in self.padded:
+            elif kind == "views":
+                # One part a view: the views' images as the loader hands over views
+                # without fields (a tuple), and each view's targets likewise.
+                out[name] = tuple(self._fixed(record, name, *view) for view in shape)
+            elif name in self.padded and kind != "boxes":
                 lengths = _part(record, offset, 4, "uint8")
                 data = record[:, offset + 4 : offset + size]
                 out[name] = (data, _lengths(lengths))
@@ -62,24 +68,32 @@ class Split:
                 out[name] = {key: [d[key] for d in documents] for key in self.keys[name]}
             elif kind == "json":
                 out[name] = [json.loads(text) for text in varying[name]]
-            elif kind == "tokens":
-                pairs = _part(record, offset, size, "int64").reshape(n, 2, shape[0])
-                out[name] = (pairs[:, 0], pairs[:, 1])
-            elif kind == "arrays":
-                arrays, at = {}, offset
-                for key, dims in shape:
-                    length = _ITEMSIZE[dtype] * math.prod(dims)
-                    arrays[key] = _part(record, at, length, dtype).reshape((n, *dims))
-                    at += length
-                out[name] = arrays
             else:
-                out[name] = _part(record, offset, size, dtype).reshape((n, *shape))
+                out[name] = self._fixed(record, name, kind, offset, size, shape, dtype)
         if cut is not None:
             boxes = [(name, offset) for name, kind, offset, *_ in self.parts if kind == "boxes"]
             # Each image's height and width: the first boxes field's, as the engine read them.
             sizes = _part(record, boxes[0][1] + 8, 16, "int64").reshape(n, 2)
             out = _padding.cut(out, self.sample, [name for name, _ in boxes], sizes, cut)
         return out
+
+    def _fixed(self, record: Any, name: str, kind: str, offset: int, size: int,
+               shape: tuple[Any, ...], dtype: str) -> Any:
+        """Field ``name``'s part of fixed size at ``offset`` of ``record``, of ``kind``."""
+        n = record.shape[0]
+        if kind == "boxes":
+            return _boxes(record, offset, shape, name in self.padded)
+        if kind == "tokens":
+            pairs = _part(record, offset, size, "int64").reshape(n, 2, shape[0])
+            return (pairs[:, 0], pairs[:, 1])
+        if kind == "arrays":
+            arrays, at = {}, offset
+            for key, dims in shape:
+                length = _ITEMSIZE[dtype] * math.prod(dims)
+                arrays[key] = _part(record, at, length, dtype).reshape((n, *dims))
+                at += length
+            return arrays
+        return _part(record, offset, size, dtype).reshape((n, *shape))
 
 
 def _boxes(record: Any, offset: int, shape: tuple[int, ...], padded: bool) -> Any:

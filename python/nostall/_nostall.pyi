@@ -238,7 +238,9 @@ class Field:
     is read from, its kind, its ``max_bytes``, a tokenizer for its text, a vector's
     ``length``, the ``arrays`` of an ``.npz`` archive, how a ``boxes`` field holds and
     sanitises its boxes, a ``mask`` field's ``fill``, or an ``audio`` field's
-    ``sample_rate`` and ``channels``."""
+    ``sample_rate`` and ``channels``. With a list of pipelines (views), the image field
+    is a tuple of one tensor a view and a ``boxes`` or ``mask`` field a tuple over the
+    views, each item what the field gives for that view's pipeline alone."""
 
     def __new__(
         cls,

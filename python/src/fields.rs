@@ -91,6 +91,10 @@ use crate::tokenizer::Tokenizer;
 ///   folder (VOC, ADE20K, Cityscapes) or COCO panoptic file gives its maps as the member
 ///   ``"mask"``; Cityscapes' maps of its 19 training ids
 ///   (``<name>_gtFine_labelTrainIds.png``) as the member ``"labelTrainIds"``.
+/// - With a list of pipelines (views): the image field is a tuple of one tensor a view, as
+///   without fields, and each ``boxes`` or ``mask`` field a tuple over the views, each
+///   item what the field gives for one pipeline, moved by that view's geometry and draws
+///   (masks and label maps at that view's size); the other fields come once a sample.
 /// - For ``kind="audio"`` (a video pipeline's field, read from the video's own member):
 ///   the video's audio track over each clip the sample holds, from its first frame's time
 ///   to its last frame's end, resampled to ``sample_rate`` as ``audio.Resample`` does,
@@ -529,36 +533,7 @@ impl Records {
         let parts = layout.parts();
         let described = PyList::empty(py);
         for part in parts {
-            let dims = |dims: &[usize]| PyTuple::new(py, dims);
-            let (kind, shape, dtype): (&str, Bound<'_, PyTuple>, &str) = match &part.form {
-                PartForm::Tensor { shape, dtype } => ("tensor", dims(shape)?, dtype_name(*dtype)),
-                PartForm::Tokens { length } => ("tokens", dims(&[*length])?, "int64"),
-                PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
-                PartForm::Label => ("label", dims(&[])?, "int64"),
-                PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
-                // The boxes, the keypoints a box, the default boxes, then a mask's
-                // height, width and bytes a row (zeros without masks).
-                PartForm::Boxes {
-                    capacity,
-                    keypoints,
-                    anchors,
-                    masks,
-                } => {
-                    let (height, width, row_bytes) =
-                        masks.map_or((0, 0, 0), |m| (m.height, m.width, m.row_bytes()));
-                    let shape = vec![*capacity, *keypoints, *anchors, height, width, row_bytes];
-                    ("boxes", dims(&shape)?, "float32")
-                }
-                // Its shape: each array's name and dimensions, in order.
-                PartForm::Arrays { arrays } => {
-                    let arrays = arrays
-                        .iter()
-                        .map(|(name, shape)| Ok((name.as_str(), dims(shape)?)))
-                        .collect::<PyResult<Vec<_>>>()?;
-                    ("arrays", PyTuple::new(py, arrays)?, "float32")
-                }
-                _ => ("bytes", dims(&[])?, "uint8"),
-            };
+            let (kind, shape, dtype) = describe(py, &part.form, part.offset)?;
             described.append((
                 &part.name,
                 kind,
@@ -740,6 +715,56 @@ impl Records {
         }
         Ok(varying)
     }
+}
+
+/// A part of `form` at `offset` of the slot as `nostall._fields.Split` takes it: its kind,
+/// its shape and its element type.
+fn describe<'py>(
+    py: Python<'py>,
+    form: &PartForm,
+    offset: usize,
+) -> PyResult<(&'static str, Bound<'py, PyTuple>, &'static str)> {
+    let dims = |dims: &[usize]| PyTuple::new(py, dims);
+    Ok(match form {
+        PartForm::Tensor { shape, dtype } => ("tensor", dims(shape)?, dtype_name(*dtype)),
+        PartForm::Tokens { length } => ("tokens", dims(&[*length])?, "int64"),
+        PartForm::Var { content, .. } => (content_name(*content), dims(&[])?, "uint8"),
+        PartForm::Label => ("label", dims(&[])?, "int64"),
+        PartForm::Floats { length } => ("vector", dims(&[*length])?, "float32"),
+        // The boxes, the keypoints a box, the default boxes, then a mask's
+        // height, width and bytes a row (zeros without masks).
+        PartForm::Boxes {
+            capacity,
+            keypoints,
+            anchors,
+            masks,
+        } => {
+            let (height, width, row_bytes) =
+                masks.map_or((0, 0, 0), |m| (m.height, m.width, m.row_bytes()));
+            let shape = vec![*capacity, *keypoints, *anchors, height, width, row_bytes];
+            ("boxes", dims(&shape)?, "float32")
+        }
+        // Its shape: each array's name and dimensions, in order.
+        PartForm::Arrays { arrays } => {
+            let arrays = arrays
+                .iter()
+                .map(|(name, shape)| Ok((name.as_str(), dims(shape)?)))
+                .collect::<PyResult<Vec<_>>>()?;
+            ("arrays", PyTuple::new(py, arrays)?, "float32")
+        }
+        // Its shape: each view's part, `(kind, offset, bytes, shape, dtype)`, in order.
+        PartForm::Views { views } => {
+            let views = views
+                .iter()
+                .map(|(at, view)| {
+                    let (kind, shape, dtype) = describe(py, view, offset + at)?;
+                    Ok((kind, offset + at, view.bytes(), shape, dtype))
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            ("views", PyTuple::new(py, views)?, "uint8")
+        }
+        _ => ("bytes", dims(&[])?, "uint8"),
+    })
 }
 
 fn dtype_name(dtype: nostall::DType) -> &'static str {

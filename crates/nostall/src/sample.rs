@@ -180,6 +180,8 @@ pub struct SampleLayout {
     shape: Vec<usize>,
     dtype: DType,
     views: Vec<Vec<usize>>,
+    /// Each view's image height and width, beside `views`.
+    view_images: Vec<Option<(usize, usize)>>,
     parts: Vec<Part>,
     /// The image's height and width, where the sample is one image.
     image: Option<(usize, usize)>,
@@ -248,6 +250,12 @@ pub enum PartForm {
         anchors: usize,
         /// The boxes' instance masks, `capacity` of them after the keypoints.
         masks: Option<MaskForm>,
+    },
+    /// One form a view of the sample (a field that follows each view of a list of
+    /// pipelines: the views' images, each view's boxes), each at its offset in the part.
+    Views {
+        /// Each view's offset in the part (bytes) and form, in the views' order.
+        views: Vec<(usize, PartForm)>,
     },
 }
 
@@ -321,7 +329,27 @@ impl PartForm {
                     .saturating_add(anchors.saturating_mul(24))
                     .saturating_add(24)
             }
+            PartForm::Views { views } => views
+                .last()
+                .map_or(0, |(at, form)| at.saturating_add(form.bytes())),
         }
+    }
+
+    /// The forms of a field's views one after another, each at a multiple of `align`
+    /// bytes: 1 for the images a list of pipelines writes back to back, 8 for targets,
+    /// whose `i64`s are aligned as a record's fields are.
+    pub fn of_views(forms: Vec<PartForm>, align: usize) -> PartForm {
+        let mut at = 0usize;
+        let views = forms
+            .into_iter()
+            .map(|form| {
+                // Saturating: a size past memory is refused by the batch's bound.
+                let start = at.checked_next_multiple_of(align).unwrap_or(usize::MAX);
+                at = start.saturating_add(form.bytes());
+                (start, form)
+            })
+            .collect();
+        PartForm::Views { views }
     }
 }
 
@@ -332,6 +360,7 @@ impl SampleLayout {
             shape,
             dtype,
             views: Vec::new(),
+            view_images: Vec::new(),
             parts: Vec::new(),
             image: None,
         }
@@ -374,6 +403,7 @@ impl SampleLayout {
             shape: vec![at],
             dtype: DType::U8,
             views: Vec::new(),
+            view_images: Vec::new(),
             parts,
             image: None,
         }
@@ -401,17 +431,38 @@ impl SampleLayout {
         &self.parts
     }
 
-    /// A sample made of several views, each of its shape, one after another: its shape
-    /// is their elements all together, `[sum of their products]`.
-    pub fn of_views(views: Vec<Vec<usize>>, dtype: DType) -> SampleLayout {
-        let elements = views.iter().map(|v| v.iter().product::<usize>()).sum();
+    /// A sample made of several views, each of its layout (a shape of `dtype`, an image's
+    /// size), one after another: its shape is their elements all together, `[sum of their
+    /// products]`.
+    pub fn of_views(views: &[SampleLayout], dtype: DType) -> SampleLayout {
+        let elements = views
+            .iter()
+            .map(|v| v.shape.iter().product::<usize>())
+            .sum();
         SampleLayout {
             shape: vec![elements],
             dtype,
-            views,
+            views: views.iter().map(|v| v.shape.clone()).collect(),
+            view_images: views.iter().map(|v| v.image).collect(),
             parts: Vec::new(),
             image: None,
         }
+    }
+
+    /// Each view's layout, with its image's size where the views are images ([`Self::of_views`]);
+    /// empty for a sample of one part.
+    pub fn view_layouts(&self) -> Vec<SampleLayout> {
+        self.views
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                let view = SampleLayout::new(shape.clone(), self.dtype);
+                SampleLayout {
+                    image: self.view_images.get(i).copied().flatten(),
+                    ..view
+                }
+            })
+            .collect()
     }
 
     /// The shapes of the views a sample is made of, in order; empty for a sample of one

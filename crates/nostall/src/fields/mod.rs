@@ -46,7 +46,7 @@ mod zip;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::sample::{Modality, SampleLayout};
+use crate::sample::{Modality, PartForm, SampleLayout};
 
 #[doc(hidden)]
 pub use fuzz::prepare_for_fuzzing;
@@ -250,11 +250,27 @@ impl Fields {
         self.iter().any(|f| f.kind.role() == Role::Label)
     }
 
-    /// The layout of a record whose sample field has `sample`'s.
+    /// The layout of a record whose sample field has `sample`'s. Of a sample made of
+    /// views, the sample's field and each target field hold one form a view (in a
+    /// [`PartForm::Views`]), the others one a sample.
     pub fn layout(&self, sample: &SampleLayout) -> SampleLayout {
+        let views = sample.view_layouts();
         SampleLayout::of_record(
             self.iter()
-                .map(|f| (f.name.clone(), f.kind.form(sample)))
+                .map(|f| {
+                    let form = match f.kind.role() {
+                        _ if views.is_empty() => f.kind.form(sample),
+                        // Back to back, as the pipeline writes its views.
+                        Role::Sample => {
+                            PartForm::of_views(views.iter().map(|v| f.kind.form(v)).collect(), 1)
+                        }
+                        Role::Target => {
+                            PartForm::of_views(views.iter().map(|v| f.kind.form(v)).collect(), 8)
+                        }
+                        _ => f.kind.form(sample),
+                    };
+                    (f.name.clone(), form)
+                })
                 .collect(),
         )
     }

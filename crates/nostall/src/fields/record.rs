@@ -5,7 +5,7 @@ use super::{Field, Fields, Role};
 use crate::error::{Cause, Error, Result};
 use crate::prep::{Pipeline, Prep, Prepared, Preparer};
 use crate::rng::Rng;
-use crate::sample::{Modality, Part, SampleId, SampleLayout};
+use crate::sample::{Modality, Part, PartForm, SampleId, SampleLayout};
 use crate::storage::record::{members, RecordMember};
 
 /// A loader's pipeline with the other fields of each sample: the [`Prep`] of a loader
@@ -34,7 +34,16 @@ impl RecordPrep {
                 .places_targets()
                 .map_err(|why| Error::Config(format!("field {:?}: {why}", target.name)))?;
         }
-        if let Some((height, width)) = sample.layout().image() {
+        // Each view's output, or the one image's.
+        let views = sample.layout().view_layouts();
+        let images = match views.is_empty() {
+            true => sample.layout().image().into_iter().collect(),
+            false => views
+                .iter()
+                .filter_map(SampleLayout::image)
+                .collect::<Vec<_>>(),
+        };
+        for (height, width) in images {
             for field in fields.iter() {
                 if let Some(targets) = field.kind.targets() {
                     targets
@@ -188,22 +197,34 @@ impl Preparer for RecordPreparer {
                 .prepare_spanned(&field.name, bytes, spans, slot)?;
         }
         // Asked once for all the target fields (it draws the moves after the geometry).
-        let mut placed = None;
+        let mut placed = Vec::new();
         for (i, read) in targets {
             let field = self.fields.iter().nth(i).expect("a field of the record");
             let part = &self.parts[i];
             let slot = &mut out[part.offset..part.offset + part.form.bytes()];
-            if placed.is_none() {
-                placed = Some(self.sample.placement().ok_or_else(|| {
-                    Cause::Internal(format!(
-                        "field {:?} follows a sample that was not placed",
-                        field.name
-                    ))
-                })?);
+            if placed.is_empty() {
+                placed = self.sample.placements();
             }
-            let placement = placed.as_ref().expect("placed above");
             let kind = field.kind.targets().expect("read as targets above");
-            kind.write(&field.name, &read, placement, slot)?;
+            // A field of views holds one copy of the targets a view, each placed by
+            // its view's geometry.
+            let each: Vec<(usize, &PartForm)> = match &part.form {
+                PartForm::Views { views } => views.iter().map(|(at, f)| (*at, f)).collect(),
+                form => vec![(0, form)],
+            };
+            if placed.len() != each.len() {
+                return Err(Cause::Internal(format!(
+                    "field {:?} follows {} placements of its sample, and the sample was \
+                     placed {} times",
+                    field.name,
+                    each.len(),
+                    placed.len()
+                )));
+            }
+            for ((at, form), placement) in each.into_iter().zip(&placed) {
+                let view = &mut slot[at..at + form.bytes()];
+                kind.write(&field.name, &read, placement, view)?;
+            }
         }
         Ok(prepared)
     }

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use super::*;
 use crate::error::Cause;
 use crate::prep::image::codec::{encode_jpeg, EncodePixels};
-use crate::prep::{Pipeline, Prep, Prepared};
+use crate::prep::{Pipeline, Prep, Prepared, ViewsPipeline};
 use crate::rng::Rng;
 use crate::storage::tar::tests::tar;
 use crate::storage::{LocalDir, Source, TarShards};
@@ -556,4 +556,154 @@ fn vector_and_npz_fields_travel_as_they_are() {
     let text = sent.text.replace("[16,16]", "[16,0]");
     let why = Fields::from_portable(&text, &[]).unwrap_err().to_string();
     assert!(why.contains("field \"feat\": array \"mask\""), "{why}");
+}
+
+/// A grey PNG label map of `width` × `height`, each pixel's class its column's tenth.
+fn label_map(width: u32, height: u32) -> Vec<u8> {
+    let rows: Vec<u8> = (0..width * height)
+        .map(|i| (i % width / 10) as u8)
+        .collect();
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Grayscale);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder
+        .write_header()
+        .unwrap()
+        .write_image_data(&rows)
+        .unwrap();
+    out
+}
+
+/// The pipelines of `views`, a list of lists of operators.
+fn views(views: &str) -> Vec<crate::prep::ImagePipeline> {
+    let crate::prep::Operators::Views(views) = views.parse().unwrap() else {
+        panic!("a list of pipelines: {views}");
+    };
+    let pipeline = |ops| {
+        crate::prep::ImagePipeline::new(
+            ops,
+            crate::prep::DType::F32,
+            crate::prep::image::Layout::Chw,
+        )
+    };
+    views
+        .into_iter()
+        .map(|ops| pipeline(ops).unwrap())
+        .collect()
+}
+
+#[test]
+fn each_view_holds_the_targets_its_pipeline_alone_gives_with_the_same_draws() {
+    let jpg = photo();
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("caption", "txt"),
+        field("boxes", "json").with_kind(FieldKind::boxes(4, "xyxy").unwrap()),
+        field("seg", "png").with_kind(FieldKind::mask(1 << 16, 255)),
+    ])
+    .unwrap();
+    let boxes = br#"{"boxes": [[10, 8, 60, 40], [50, 30, 90, 60]], "labels": [1, 2]}"#;
+    let shard = tar(&[
+        ("000001.jpg", &jpg),
+        ("000001.txt", b"two boxes"),
+        ("000001.json", boxes),
+        ("000001.png", &label_map(96, 64)),
+    ]);
+    let (_dir, shards) = records(&[("a.tar", shard)], &fields);
+    let pipelines = views(
+        "[[RandomResizedCrop(40), RandomHorizontalFlip(), RandomVerticalFlip()], \
+         [CenterCrop((48, 56))], [Resize((24, 36)), RandomRotation(30)]]",
+    );
+    let sample: Pipeline = ViewsPipeline::new(pipelines.clone()).unwrap().into();
+    let prep = RecordPrep::new(sample, fields.clone()).unwrap();
+    let out = prepare(&prep, &shards, 0).unwrap();
+    let layout = prep.layout();
+    let of = |name: &str| {
+        let part = layout.parts().iter().find(|p| p.name == name).unwrap();
+        let PartForm::Views { views } = &part.form else {
+            panic!("{name} is one part a view: {:?}", part.form);
+        };
+        views
+            .iter()
+            .map(|(at, form)| &out[part.offset + at..part.offset + at + form.bytes()])
+            .collect::<Vec<_>>()
+    };
+    let (images, view_boxes, maps) = (of("image"), of("boxes"), of("seg"));
+    assert_eq!(var(part(&prep, &out, "caption")), b"two boxes");
+    for (place, pipeline) in pipelines.into_iter().enumerate() {
+        let alone = RecordPrep::new(pipeline.clone().into(), fields.clone()).unwrap();
+        let mut data = Vec::new();
+        shards.read(0, &mut data).unwrap();
+        let mut slot = vec![0u8; alone.layout().bytes()];
+        let mut rng = crate::prep::image::view_rng(&Rng::new(7), place);
+        alone
+            .preparer()
+            .unwrap()
+            .prepare(&data, &mut rng, &mut slot)
+            .unwrap();
+        assert_eq!(images[place].len(), pipeline.sample_bytes());
+        assert_eq!(
+            view_boxes[place],
+            part(&alone, &slot, "boxes"),
+            "view {place}"
+        );
+        assert_eq!(maps[place], part(&alone, &slot, "seg"), "view {place}");
+        let (height, width) = (pipeline.sample_shape()[1], pipeline.sample_shape()[2]);
+        assert_eq!(
+            maps[place].len(),
+            height * width,
+            "view {place} at its size"
+        );
+    }
+    assert_eq!(prepare(&prep, &shards, 0).unwrap(), out);
+}
+
+#[test]
+fn views_with_targets_refuse_what_targets_cannot_follow_naming_the_view() {
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("boxes", "json").with_kind(FieldKind::boxes(4, "xyxy").unwrap()),
+    ])
+    .unwrap();
+    let pipelines = views("[[CenterCrop(32)], [RandomResizedCrop(32), AugMix()]]");
+    let sample: Pipeline = ViewsPipeline::new(pipelines).unwrap().into();
+    let why = RecordPrep::new(sample, fields).unwrap_err().to_string();
+    assert!(why.contains("field \"boxes\": view 1: AugMix"), "{why}");
+}
+
+#[test]
+fn a_record_of_views_lays_each_views_targets_aligned_and_bounds_their_size() {
+    let fields = Fields::new(vec![
+        field("image", "jpg"),
+        field("label", "cls"),
+        field("boxes", "json").with_kind(FieldKind::boxes(3, "xyxy").unwrap()),
+    ])
+    .unwrap();
+    let sample = ViewsPipeline::new(views("[[CenterCrop(5)], [CenterCrop((3, 7))]]")).unwrap();
+    let layout = fields.layout(&Prep::layout(&sample));
+    let forms: Vec<&PartForm> = layout.parts().iter().map(|p| &p.form).collect();
+    // The images back to back as the pipeline writes them, the label nothing.
+    let PartForm::Views { views: images } = forms[0] else {
+        panic!("{:?}", forms[0]);
+    };
+    assert_eq!(
+        images.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+        [0, 4 * 3 * 25]
+    );
+    assert_eq!(forms[0].bytes(), Prep::layout(&sample).bytes());
+    assert_eq!(forms[1], &PartForm::Label);
+    let PartForm::Views { views: boxes } = forms[2] else {
+        panic!("{:?}", forms[2]);
+    };
+    assert!(boxes.iter().all(|(at, _)| at % 8 == 0));
+    assert_eq!(forms[2].bytes(), boxes[1].0 + boxes[1].1.bytes());
+    // A size past memory saturates, for the batch's bound to refuse.
+    let huge = PartForm::Floats {
+        length: usize::MAX / 4,
+    };
+    assert_eq!(
+        PartForm::of_views(vec![huge.clone(), huge], 8).bytes(),
+        usize::MAX
+    );
 }

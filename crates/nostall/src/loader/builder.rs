@@ -402,16 +402,7 @@ impl LoaderBuilder {
         let own_sizes = pipeline.prep().batch_canvas();
         let pipeline = match &self.fields {
             None => pipeline,
-            Some(fields) => {
-                if !pipeline.layout().views().is_empty() {
-                    return Err(Error::Config(
-                        "fields= with views is not supported yet: a record holds one image \
-                         a sample"
-                            .into(),
-                    ));
-                }
-                Pipeline::new(RecordPrep::new(pipeline, fields.clone())?)
-            }
+            Some(fields) => Pipeline::new(RecordPrep::new(pipeline, fields.clone())?),
         };
         if s.pad_to_largest.is_some() && own_sizes.is_none() {
             return Err(Error::Config(

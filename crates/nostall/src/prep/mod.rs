@@ -174,6 +174,13 @@ pub trait Preparer: Send {
         None
     }
 
+    /// Where the pixels of each view of the sample it last prepared came from, in the
+    /// views' order, for the targets that follow each view (a list of pipelines'); a
+    /// sample of one image's [`Preparer::placement`] alone; empty where there is none.
+    fn placements(&self) -> Vec<Placement> {
+        self.placement().into_iter().collect()
+    }
+
     /// The span of the video's timeline each clip of the sample it last prepared covers
     /// (its first frame's time to its last frame's end), in the sample's order of clips,
     /// for the fields that follow them (a video's audio track); `None` where its modality

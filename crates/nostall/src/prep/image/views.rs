@@ -9,10 +9,15 @@
 //! its own part of that image and goes through its own operators into its part of the
 //! sample's slot: the views one after another, each in the pipelines' type and layout
 //! ([`SampleLayout::of_views`]), which Python hands over as one tensor a view.
+//!
+//! Each view's [`Placement`] is kept as its pipeline alone keeps it (its geometry's, then
+//! its operators' motions drawn again from its generator), so that a record's targets
+//! follow each view ([`Preparer::placements`]); the draws that read the boxes
+//! (`RandomIoUCrop`) read them in each view as they do alone.
 
 use super::codec::{clamp, Decoder, Rect};
 use super::resample::{Image, Resampler};
-use super::{Geometry, ImagePipeline};
+use super::{Geometry, ImagePipeline, Placement};
 use crate::error::{Cause, Error, Result};
 use crate::prep::{Modality, Prep, Prepared, Preparer, SampleLayout};
 use crate::rng::{derive, Rng};
@@ -97,13 +102,25 @@ impl Prep for ViewsPipeline {
     }
 
     fn layout(&self) -> SampleLayout {
-        let shapes = self.views.iter().map(|v| v.sample_shape().to_vec());
-        SampleLayout::of_views(shapes.collect(), self.views[0].dtype)
+        let views: Vec<SampleLayout> = self.views.iter().map(Prep::layout).collect();
+        SampleLayout::of_views(&views, self.views[0].dtype)
     }
 
     fn fingerprint(&self) -> String {
         let views: Vec<String> = self.views.iter().map(Prep::fingerprint).collect();
         format!("views [{}]", views.join("; "))
+    }
+
+    fn targets_needed(&self) -> Option<&'static str> {
+        self.views.iter().find_map(Prep::targets_needed)
+    }
+
+    fn places_targets(&self) -> std::result::Result<(), String> {
+        for (place, view) in self.views.iter().enumerate() {
+            view.places_targets()
+                .map_err(|why| format!("view {place}: {why}"))?;
+        }
+        Ok(())
     }
 
     fn preparer(&self) -> Result<Box<dyn Preparer>> {
@@ -115,13 +132,14 @@ impl Prep for ViewsPipeline {
             decoder,
             resampler: Resampler::default(),
             planes: Vec::new(),
+            placed: Vec::new(),
         }))
     }
 }
 
 /// The generator of view `place`, for the sample whose generator before any draw is
 /// `sample`.
-fn view_rng(sample: &Rng, place: usize) -> Rng {
+pub(crate) fn view_rng(sample: &Rng, place: usize) -> Rng {
     sample.fork(derive(&[0x5649_4557, place as u64]))
 }
 
@@ -131,20 +149,42 @@ struct ViewsPreparer {
     decoder: Decoder,
     resampler: Resampler,
     planes: Vec<u8>,
+    /// The last sample's placement by each view's geometry, with the view's generator
+    /// before any draw (what its motions are drawn again from where a target asks); empty
+    /// where that sample failed.
+    placed: Vec<(Placement, Rng)>,
 }
 
 impl Preparer for ViewsPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
+        self.prepare_targeted(data, &[], rng, out)
+    }
+
+    fn prepare_targeted(
+        &mut self,
+        data: &[u8],
+        targets: &[[f64; 4]],
+        rng: &mut Rng,
+        out: &mut [u8],
+    ) -> Result<Prepared, Cause> {
+        self.placed.clear();
         let views = &self.pipeline.views;
         let header = self.decoder.header(data)?;
         let (width, height) = (header.width, header.height);
-        // Each view's generator and geometry, its region kept inside the image as the
-        // decoder keeps a pipeline's.
+        // Each view's generator, geometry and placement, drawn as its pipeline alone
+        // draws them, its region kept inside the image as the decoder keeps a pipeline's.
         let mut planned = Vec::with_capacity(views.len());
+        let mut placed = Vec::with_capacity(views.len());
         for (place, view) in views.iter().enumerate() {
             let sample = view_rng(rng, place);
-            let mut geometry = view.geometry(width, height, &mut sample.clone());
+            let drawn = view.view((width, height), targets, &mut sample.clone());
+            let mut geometry = view.geometry_of(&drawn);
             geometry.source = clamp(geometry.source, width, height);
+            let output = (view.width, view.height);
+            placed.push((
+                Placement::new(&drawn, (width, height), output),
+                sample.clone(),
+            ));
             planned.push((sample, geometry));
         }
         let union = planned
@@ -191,7 +231,15 @@ impl Preparer for ViewsPreparer {
             )?;
             at += bytes;
         }
+        self.placed = placed;
         Ok(Prepared::InSlot)
+    }
+
+    fn placements(&self) -> Vec<Placement> {
+        let views = self.placed.iter().zip(&self.pipeline.views);
+        views
+            .map(|((placement, sample), view)| placement.clone().moved(view.motions(sample)))
+            .collect()
     }
 }
 
