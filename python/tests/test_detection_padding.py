@@ -4,9 +4,7 @@ against DETR's `nested_tensor_from_tensor_list` and torchvision's
 the same draws, on the demo photographs."""
 
 import gc
-import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -20,9 +18,9 @@ tv_tensors = pytest.importorskip("torchvision.tv_tensors")
 from PIL import Image  # noqa: E402
 from torchvision.models.detection.transform import GeneralizedRCNNTransform  # noqa: E402
 
-#: Sources of two shapes: a batch's largest height and largest width come from different
-#: images.
-SIZES = [(480, 360), (300, 420)]
+# Twelve photographs of two shapes with boxes and polygon masks (`coco`), as the
+# multi-scale tests build them.
+from test_detection_multiscale import coco  # noqa: E402,F401
 
 
 # DETR's util/misc.py (facebookresearch/detr), as it is written.
@@ -54,27 +52,6 @@ def batch_images(images, size_divisible=32):
     """torchvision's `GeneralizedRCNNTransform.batch_images`, called as its model does."""
     transform = GeneralizedRCNNTransform(800, 1333, [0.0] * 3, [1.0] * 3, size_divisible=size_divisible)
     return transform.batch_images(images, size_divisible=size_divisible)
-
-
-@pytest.fixture(scope="module")
-def coco(photos, tmp_path_factory):
-    """Twelve photographs (landscape and portrait) with boxes and polygon masks."""
-    root = tmp_path_factory.mktemp("padding")
-    (root / "annotations").mkdir()
-    (root / "val").mkdir()
-    paths = sorted(os.path.join(d, f) for d, _, names in os.walk(photos) for f in names if f.endswith(".jpg"))
-    images, annotations = [], []
-    for i, path in enumerate(paths[:12]):
-        width, height = SIZES[i % 2]
-        Image.open(path).convert("RGB").resize((width, height)).save(root / "val" / f"{i:04d}.png")
-        images.append({"id": i + 1, "file_name": f"{i:04d}.png", "width": width, "height": height})
-        for k, (x, y, w, h) in enumerate([(20 + 5 * i, 30, 120, 90), (width - 150, height - 100, 100, 70)]):
-            annotations.append({"id": 10 * i + k + 1, "image_id": i + 1, "category_id": k + 1, "bbox": [x, y, w, h],
-                                "iscrowd": 0, "segmentation": [[x, y, x + w, y + h / 2, x, y + h]]})
-    categories = [{"id": c, "name": str(c)} for c in (1, 2)]
-    path = root / "annotations" / "instances_val.json"
-    path.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
-    return path, images, annotations
 
 
 def _batches(path, recipe, masks=False, field="target", **kwargs):
