@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use nostall::loader::{LoaderBuilder, Next};
+use nostall::sample::PartForm;
 use nostall::{EpochStats, Position};
 use nostall_agent::{JobBuilder, Share};
 use nostall_peer::NodeConfig;
@@ -180,8 +181,13 @@ impl Loader {
             inner.config().plan.mixture.clone().map(|m| {
                 SourceCounts::new(spec.mixture.iter().map(|(l, _)| l.clone()).collect(), m)
             });
-        let views = inner.config().pipeline.layout().views().to_vec();
-        check_views(py, &spec, &views, sharing, &output)?;
+        let layout = inner.config().pipeline.layout();
+        let views = layout.views().to_vec();
+        let record_views = layout
+            .parts()
+            .iter()
+            .any(|p| matches!(p.form, PartForm::Views { .. }));
+        check_views(py, &spec, (&views, record_views), sharing, &output)?;
         let endpoint = serve_metrics(py, &spec, &inner, &node, &shared, dist.rank)?;
         if shared.is_none() {
             // Epoch 0 is prepared while the script makes its model (see
@@ -661,15 +667,20 @@ fn attach_device(
     device::Device::attach(py, device, &spec.decode, min_pixels, job.loader_mut()).map(Some)
 }
 
-/// Refuses what cannot be done with the views a pipeline makes (`views`, empty for one).
+/// Refuses what cannot be done with the views a pipeline makes (`views`, empty for one, or
+/// `in_record`: views of a record's image, with its fields).
 fn check_views(
     py: Python<'_>,
     spec: &Spec,
-    views: &[Vec<usize>],
+    (views, in_record): (&[Vec<usize>], bool),
     sharing: bool,
     output: &Output,
 ) -> PyResult<()> {
-    let refused = match (views.is_empty(), sharing, output) {
+    let refused = match (views.is_empty() && !in_record, sharing, output) {
+        _ if in_record && spec.stack_views => {
+            "stack_views=True stacks the views of images alone: with fields=, each view \
+             comes as a tensor of its own, beside its targets; leave stack_views out"
+        }
         (true, _, _) if spec.stack_views => {
             "stack_views=True stacks several views of a sample: give pipeline= a list of \
              pipelines"

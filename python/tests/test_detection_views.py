@@ -193,3 +193,10 @@ def test_what_a_views_targets_cannot_follow_is_refused_naming_the_view(shards):
     views = [[v2.CenterCrop(64)], [v2.RandomResizedCrop(32), v2.AugMix()]]
     with pytest.raises(nostall.ConfigError, match="view 1: AugMix"):
         _loader(root, views)
+    # What views of a record cannot be delivered with: the node agent's batches, one
+    # stacked tensor of views.
+    views = [[v2.CenterCrop(64)], [v2.CenterCrop(64)]]
+    with pytest.raises(nostall.ConfigError, match="views with share="):
+        _loader(root, views, share="node")
+    with pytest.raises(nostall.ConfigError, match="stack_views=True stacks the views of images alone"):
+        _loader(root, views, stack_views=True)
