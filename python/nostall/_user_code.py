@@ -337,15 +337,26 @@ def _probe_in_child(dataset: Any, seed: int, timeout: float) -> Spec:
     return made[1]
 
 
+#: How often a wait of the main thread lets Python run a signal's handler, in seconds
+#: (`interrupt.rs`'s `SIGNAL_CHECK`).
+SIGNAL_CHECK = 0.1
+
+
 def _read_within(fd: int, timeout: float) -> bytes | None:
     """Everything written to `fd` until its writer closes it, or None after `timeout`
-    seconds. A signal's handler (Ctrl-C's KeyboardInterrupt) raises out of the wait."""
+    seconds. A signal's handler (Ctrl-C's KeyboardInterrupt) raises out of the wait: within
+    `SIGNAL_CHECK` seconds, since a signal the kernel hands to another of the process's
+    threads (any that does not block it) does not interrupt this thread's `select`, and
+    Python runs the handler only once this thread's wait ends (the Rust side's waits check
+    as often)."""
     deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
     while True:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if left <= 0:
             return None
+        if not select.select([fd], [], [], min(left, SIGNAL_CHECK))[0]:
+            continue
         chunk = os.read(fd, 1 << 20)
         if not chunk:
             return b"".join(chunks)

@@ -274,6 +274,21 @@ def test_the_first_samples_probe_is_bounded_and_its_process_reaped(tmp_path, sig
     with pytest.raises(KeyboardInterrupt):
         nostall.Loader(HangsFirst(pidfile, interrupt=True), timeout=600.0, **kw)
     assert gone(int(pidfile.read_text())), "killed and reaped after Ctrl-C"
+    # Ctrl-C handed by the kernel to another thread (this one blocks it, as happens when
+    # it has a signal pending) still ends the wait, not the 600 s timeout.
+    pidfile.unlink()
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nostall.Loader(HangsFirst(pidfile, interrupt=True), timeout=600.0, **kw)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        done.set()
+        other.join()
+    assert gone(int(pidfile.read_text()))
 
 
 def memory_dirs(pid):
