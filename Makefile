@@ -32,6 +32,8 @@ test: deps
 # torch, torchvision, timm (the reference of the recipes' operators), mypy, pyarrow (Parquet
 # files as Hugging Face's `datasets` writes them), datasets and webdataset (read natively),
 # tokenizers and open_clip_torch (the references of `nostall.Tokenizer`: its ids, and OpenCLIP's own),
+# pycocotools (how DETR's and torchvision's COCO wrappers make instance masks: the reference
+# of the DETR mask test),
 # ray (remote prep's tests start a head and three worker nodes, each a `ray start` process,
 # in a network namespace of their own: `unshare -rn`) from PyPI; pip's cache makes repeat
 # runs fast), then the pytest suite (its S3 tests run s3s-fs, which `deps` installs), the type stubs checked against
@@ -45,7 +47,7 @@ PY_TEST := $(VENV_TEST)/bin/python
 python-test: deps
 	@test -x $(PY_TEST) || python3 -m venv $(VENV_TEST)
 	$(PY_TEST) -m pip install -q --disable-pip-version-check maturin pytest numpy torch torchvision \
-	  timm mypy types-psutil pyarrow datasets webdataset tokenizers open_clip_torch ray
+	  timm mypy types-psutil pyarrow datasets webdataset tokenizers open_clip_torch ray pycocotools
 	cd python && VIRTUAL_ENV=$(VENV_TEST) PATH="$(VENV_TEST)/bin:$$PATH" maturin develop -q
 	$(PY_TEST) -m pytest -q python/tests
 	$(PY_TEST) -m mypy.stubtest nostall
