@@ -379,14 +379,24 @@ def _end(pid: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent: int) -> None:
-    """This process is killed when `parent`, the single-threaded process that forked it,
-    ends (Linux); it ends now if `parent` already has."""
+def _prctl() -> Callable[..., int] | None:
+    """libc's `prctl`, looked up in the parent: a child forked from a process with other
+    threads must not look it up itself (`dlopen` takes the dynamic linker's lock, which
+    another thread may have held at the fork, and the child would wait for ever)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _die_with_parent(parent: int) -> None:
+    """This process is killed when `parent`, the process that forked it, ends (Linux); it
+    ends now if `parent` already has."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(0)
 
