@@ -171,6 +171,7 @@ def _with_mask_fill(op, fill):
 def test_random_moves_give_the_same_targets_on_any_thread_count(masks_coco):
     recipe = [v2.RandomResizedCrop((64, 80), scale=(0.3, 1.0)), v2.RandomVerticalFlip(),
               v2.RandomRotation(45), v2.RandomAffine(20, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(-5, 5, -3, 3)),
+              v2.RandomApply([v2.RandomChoice([v2.RandomRotation(30), v2.RandomPerspective(0.3, p=1.0)])]),
               v2.SanitizeBoundingBoxes()]
     runs = []
     for threads in (1, 2, 4):

@@ -156,16 +156,19 @@ def test_padded_boxes_fields_packed_masks_and_numpy_are_cut(coco):
     assert np.array_equal(cut["padding_mask"], rows | cols)
 
 
-def test_the_same_bytes_for_1_and_2_threads(coco):
+def test_the_same_bytes_for_1_2_and_4_threads(coco):
     path, _, _ = coco
     recipe = [ops.RandomShortestSize(min_size=[200, 240, 280], max_size=480), ops.RandomHorizontalFlip()]
-    runs = [_batches(path, recipe, masks=True, seed=5, threads=threads, pad_to_largest=32) for threads in (1, 2)]
+    runs = [_batches(path, recipe, masks=True, seed=5, threads=threads, pad_to_largest=32) for threads in (1, 2, 4)]
     shapes = set()
-    for one, two in zip(*runs):
-        shapes.add(one["image"].shape)
-        assert torch.equal(one["image"], two["image"]) and torch.equal(one["padding_mask"], two["padding_mask"])
-        for a, b in zip(one["target"], two["target"]):
-            assert all(torch.equal(a[key], b[key]) for key in ("boxes", "labels", "size", "masks"))
+    first, *others = runs
+    for other in others:
+        assert len(other) == len(first)
+        for one, two in zip(first, other):
+            shapes.add(one["image"].shape)
+            assert torch.equal(one["image"], two["image"]) and torch.equal(one["padding_mask"], two["padding_mask"])
+            for a, b in zip(one["target"], two["target"]):
+                assert all(torch.equal(a[key], b[key]) for key in ("boxes", "labels", "size", "masks"))
     # The draws give batches of more than one extent.
     assert len(shapes) > 1
 
