@@ -77,6 +77,10 @@ struct State {
     generation: u64,
     /// The stream failed at `next`; nothing is made until a member moves it.
     halted: bool,
+    /// The producer began the start of epoch 0 before any member asked, as a job's own
+    /// loader starts on its first batches while the job gets ready: no member is owed
+    /// them until one asks, and a first ask elsewhere moves the stream there.
+    prestarted: bool,
     /// The furthest epoch a member has asked for.
     asked: Option<u64>,
     stopped: bool,
@@ -156,11 +160,17 @@ impl Group {
         limits: Limits,
         at_finish: Option<AtFinish>,
     ) -> Arc<Group> {
+        // A group whose epochs are made on demand waits for its first ask.
+        let prestarted = !limits.epochs_on_demand;
         let group = Arc::new(Group {
             loader,
             limits,
             at_finish,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                next: prestarted.then(|| Position::start_of(0)),
+                prestarted,
+                ..State::default()
+            }),
             changed: Condvar::new(),
             detached_total: Default::default(),
             producer: Mutex::new(None),
@@ -217,6 +227,9 @@ impl Group {
     }
 
     fn entry_point(s: &State) -> Option<Key> {
+        if s.prestarted {
+            return None;
+        }
         if let Some(start) = s.staged.iter().find(|st| st.key.1 == 0) {
             return Some(start.key);
         }
@@ -291,6 +304,27 @@ impl Group {
         };
         m.seen = self.limits.clock.now();
         let cursor = m.cursor;
+        if std::mem::take(&mut s.prestarted) {
+            // The first ask. What was made ahead serves it only where it asks for exactly
+            // that: the rest of an epoch nobody asked for is not worth waiting through.
+            let made_ahead = s.staged.iter().any(|st| st.key == wanted)
+                || s.next.is_some_and(|n| key(n) == wanted);
+            if !made_ahead {
+                s.staged.clear();
+                s.restart = Some(at);
+                s.next = Some(at);
+                s.halted = false;
+                s.generation = s.generation.wrapping_add(1);
+            }
+            // The members still getting ready are owed the stream from here.
+            let now = self.limits.clock.now();
+            for m in s.members.values_mut() {
+                if m.cursor.is_none() {
+                    m.cursor = Some(wanted);
+                    m.seen = now;
+                }
+            }
+        }
         if cursor != Some(wanted) {
             if !Self::joinable(&s, wanted) {
                 let others_reading = s
@@ -415,9 +449,10 @@ impl Group {
             }
         }
         while let Some(front) = s.staged.front() {
-            if s.members
-                .values()
-                .any(|m| m.cursor.is_some_and(|c| c <= front.key))
+            if s.prestarted
+                || s.members
+                    .values()
+                    .any(|m| m.cursor.is_some_and(|c| c <= front.key))
             {
                 break;
             }

@@ -19,6 +19,7 @@ use crate::{Agent, AgentConfig, AgentError, Client, Reading};
 mod opening;
 mod orders;
 mod pauses;
+mod prestart;
 mod records;
 mod versions;
 
