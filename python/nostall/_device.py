@@ -90,8 +90,9 @@ class Stager:
     """Moves batches to device ``index`` and finishes them there (see the module docs).
 
     ``finish`` is ``None`` (batches moved as they are: audio, or a pipeline made in code)
-    or a dict of ``dtype`` and ``layout`` (what the user's pipeline produces) and, where
-    it normalised, ``mean`` and ``std`` in [0, 1] units. ``queue`` is where the engine
+    or a dict of ``dtype`` and ``layout`` (what the user's pipeline produces), for a
+    video's clips ``clip`` (``"TCHW"`` or ``"CTHW"``, the Clip's layout) and, where it
+    normalised, ``mean`` and ``std`` in [0, 1] units. ``queue`` is where the engine
     queues the samples it leaves to the device (an object whose ``take(most, timeout)``
     returns a list of :data:`Queued`); ``None`` where it leaves none. ``device`` may be
     any torch device (the tests run the decode path on the CPU).
@@ -230,13 +231,20 @@ class Stager:
 
     def _finish(self, pixels: Any) -> Any:
         """8-bit NHWC pixels in the type and layout the pipeline asked for. CHW comes out
-        channels-last in memory (what convolutions on tensor cores want), NCHW in shape."""
+        channels-last in memory (what convolutions on tensor cores want), NCHW in shape.
+        A video's clips come frames first (``[N, (clips,) T, H, W, C]``) and go where the
+        Clip's layout puts the channels: before the height (``TCHW``) or before the frames
+        (``CTHW``, channels-last-3d in memory), or stay last with the HWC layout."""
         if self.finish is None:
             return pixels
-        x = pixels.permute(0, 3, 1, 2) if self.finish["layout"] == "CHW" else pixels
+        # Where the channels go, counted from the end.
+        axis = -1
+        if self.finish["layout"] == "CHW":
+            axis = -4 if self.finish.get("clip") == "CTHW" else -3
+        x = pixels.movedim(-1, axis)
         if self.scale is None:
             return x
-        view = (1, 3, 1, 1) if self.finish["layout"] == "CHW" else (1, 1, 1, 3)
+        view = (3,) + (1,) * (-axis - 1)
         return x.float().mul_(self.scale.view(view)).add_(self.shift.view(view))
 
 

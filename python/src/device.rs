@@ -66,9 +66,9 @@ impl Device {
         });
         let finish = builder.device_finish().map_err(|e| raise(py, e))?;
         // Only an image pipeline split for the device has a route to leave JPEGs by: for
-        // audio, or a pipeline made in code, no decoder thread is started.
+        // audio, video, or a pipeline made in code, no decoder thread is started.
         let queue = queue
-            .filter(|_| finish.is_some())
+            .filter(|_| finish.is_some_and(|f| f.clip.is_none()))
             .map(|q| Py::new(py, LeftToDevice(q)))
             .transpose()?;
         let stager = module
@@ -245,7 +245,8 @@ impl LeftToDevice {
 }
 
 /// `DeviceFinish` as the stager takes it: `None` (move as is), or a dict of `dtype`,
-/// `layout`, `mean` and `std` (in [0, 1] units; absent without `Normalize`).
+/// `layout`, `mean` and `std` (in [0, 1] units; absent without `Normalize`), and for a
+/// video's clips `clip` (`"TCHW"` or `"CTHW"`, the layout the user's Clip asked for).
 fn finish_dict(
     py: Python<'_>,
     finish: Option<DeviceFinish>,
@@ -256,6 +257,9 @@ fn finish_dict(
     let d = PyDict::new(py);
     d.set_item("dtype", f.dtype.to_string())?;
     d.set_item("layout", f.layout.to_string())?;
+    if let Some(channels_first) = f.clip {
+        d.set_item("clip", if channels_first { "CTHW" } else { "TCHW" })?;
+    }
     if let Some((mean, std)) = f.normalize {
         d.set_item("mean", mean.to_vec())?;
         d.set_item("std", std.to_vec())?;

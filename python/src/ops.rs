@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::audio_ops::AudioOpBase;
+use crate::errors::config_error;
 use crate::python_ops::PythonOps;
 use crate::raise;
 use crate::video_ops::VideoOpBase;
@@ -313,7 +314,8 @@ fn translations() -> Vec<TranslationRow> {
 }
 
 /// The operators of a `pipeline=` list (the front has translated any recipe in it): nostall's
-/// operators, or a list of such lists (views, each a list of image operators). A
+/// operators, or a list of such lists (views, each a list of image operators or a video's
+/// clip and image operators). A
 /// `TypeError` names the first item that is not an operator, or of the other modality than
 /// the first. The `ops.Python` among them join `python`, the loader's.
 pub(crate) fn from_python(
@@ -327,7 +329,7 @@ pub(crate) fn from_python(
 }
 
 /// The views of a `pipeline=` list whose items are each a list of operators: one list
-/// of image operators a view.
+/// of image operators a view, or one video pipeline (a clip and image operators) a view.
 fn views_of(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult<Option<Operators>> {
     let is_list = |item: &Bound<'_, PyAny>| {
         item.is_instance_of::<PyList>() || item.is_instance_of::<PyTuple>()
@@ -339,20 +341,36 @@ fn views_of(pipeline: &Bound<'_, PyAny>, python: &Arc<PythonOps>) -> PyResult<Op
     if items.is_empty() || !items.iter().all(is_list) {
         return Ok(None);
     }
-    let mut views = Vec::with_capacity(items.len());
+    let mut images = Vec::with_capacity(items.len());
+    let mut videos = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         match from_native(item, python)? {
-            Operators::Image(ops) => views.push(ops),
+            Operators::Image(ops) => images.push(ops),
+            Operators::Video(clip, ops) => videos.push((clip, ops)),
             _ => {
                 return Err(PyTypeError::new_err(format!(
                     "pipeline[{i}] is {}: each view is a list of image operators \
-                     (nostall.ops) or a torchvision or timm recipe",
+                     (nostall.ops) or a torchvision or timm recipe, or a video's Clip \
+                     followed by image operators",
                     item.repr()?
                 )))
             }
         }
+        if !images.is_empty() && !videos.is_empty() {
+            return Err(config_error(
+                pipeline.py(),
+                format!(
+                    "pipeline[{i}] is {}: the views of a sample are all of images or all of \
+                     videos (each starting with its own video.Clip), read from one file",
+                    item.repr()?
+                ),
+            ));
+        }
     }
-    Ok(Some(Operators::Views(views)))
+    Ok(Some(match videos.is_empty() {
+        true => Operators::Views(images),
+        false => Operators::VideoViews(videos),
+    }))
 }
 
 /// The operators of a list of nostall's operators (and `ops.Python`, of either modality),

@@ -61,6 +61,14 @@ impl RecordPrep {
                     sample.modality().plural()
                 )));
             }
+            if !views.is_empty() {
+                return Err(Error::Config(format!(
+                    "field {:?} is the audio track of a video's clips, and with views each \
+                     view has clips of its own: give the views' pipeline one Clip, or leave \
+                     the audio field out",
+                    spanned.name
+                )));
+            }
         }
         let layout = fields.layout(sample.layout());
         Ok(RecordPrep {

@@ -30,8 +30,8 @@ use crate::plan::Blocks;
 use crate::prep::audio::AudioPipeline;
 use crate::prep::image::{DeviceFinish, ImagePipeline, Layout, ViewsPipeline};
 use crate::prep::mixup::{Mixup, MixupArgs};
-use crate::prep::route::DecodeRoute;
-use crate::prep::{DType, Operators, Pipeline, VideoPipeline};
+use crate::prep::route::{DecodeRoute, RouteMode};
+use crate::prep::{DType, Operators, Pipeline, VideoPipeline, VideoViewsPipeline};
 use crate::storage::{Link, Source, Throttled};
 
 use super::settings::{LoaderSettings, PipelineSetting, DEFAULT_IMAGE_SIZE};
@@ -159,6 +159,9 @@ impl LoaderBuilder {
         if self.device.is_none() {
             return Ok(None);
         }
+        if let Some(video) = self.user_video_pipeline()? {
+            return Ok(Some(video.for_device()?.1));
+        }
         Ok(self.user_image_pipeline()?.map(|p| p.for_device().1))
     }
 
@@ -198,11 +201,26 @@ impl LoaderBuilder {
             }
             PipelineSetting::Operators(Operators::Image(ops)) => Some(ops.clone()),
             PipelineSetting::Operators(
-                Operators::Audio(_) | Operators::Views(_) | Operators::Video(..),
+                Operators::Audio(_)
+                | Operators::Views(_)
+                | Operators::Video(..)
+                | Operators::VideoViews(_),
             ) => None,
         };
         ops.map(|ops| ImagePipeline::new(ops, s.dtype, s.layout))
             .transpose()
+    }
+
+    /// The video pipeline the user asked for, before any split for a device; `None` for
+    /// other operators and a pipeline made by the caller.
+    fn user_video_pipeline(&self) -> Result<Option<VideoPipeline>> {
+        let s = &self.settings;
+        match (&self.made, &s.pipeline) {
+            (None, PipelineSetting::Operators(Operators::Video(clip, ops))) => {
+                VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// `image` as the loader runs it: whole, or split for the device.
@@ -355,22 +373,55 @@ impl LoaderBuilder {
             (None, PipelineSetting::Operators(Operators::Audio(ops))) => {
                 AudioPipeline::new(ops.clone())?.into()
             }
-            (None, PipelineSetting::Operators(Operators::Video(..))) if s.image_size.is_some() => {
+            (None, PipelineSetting::Operators(Operators::Video(..) | Operators::VideoViews(_)))
+                if s.image_size.is_some() =>
+            {
                 return Err(Error::Config(
                     "image_size sets the size of the \"train\" and \"val\" presets; with a \
                      video's operators, give the sizes to them (e.g. RandomCrop(224))"
                         .into(),
                 ))
             }
-            (None, PipelineSetting::Operators(Operators::Video(clip, ops))) => {
+            (None, PipelineSetting::Operators(Operators::Video(..))) => {
+                let video = self.user_video_pipeline()?.expect("a video's operators");
+                match &self.device {
+                    None => video.into(),
+                    Some(device) => {
+                        if device
+                            .route
+                            .as_ref()
+                            .is_some_and(|r| r.mode() == RouteMode::Always)
+                        {
+                            return Err(Error::Config(
+                                "decode=\"gpu\" leaves JPEGs to the device's decoder, and \
+                                 videos are decoded on the CPU: leave decode= out"
+                                    .into(),
+                            ));
+                        }
+                        video.for_device()?.0.into()
+                    }
+                }
+            }
+            (None, PipelineSetting::Operators(Operators::VideoViews(views))) => {
                 if self.device.is_some() {
                     return Err(Error::Config(
-                        "videos are prepared on the CPU and delivered there: without device=, \
-                         move the clips' tensors yourself"
+                        "views are prepared on the CPU and delivered there: without device=, \
+                         move each view's tensor yourself"
                             .into(),
                     ));
                 }
-                VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout)?.into()
+                if self.mixup.is_some() {
+                    return Err(Error::Config(
+                        "Mixup mixes one clip a sample: it does not apply to views".into(),
+                    ));
+                }
+                let views = views
+                    .iter()
+                    .map(|(clip, ops)| {
+                        VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout)
+                    })
+                    .collect::<Result<_>>()?;
+                VideoViewsPipeline::new(views)?.into()
             }
             (None, PipelineSetting::Operators(Operators::Views(_))) if s.image_size.is_some() => {
                 return Err(Error::Config(

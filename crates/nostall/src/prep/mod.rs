@@ -43,7 +43,7 @@ pub use audio::AudioPipeline;
 pub use byte_values::ByteValues;
 pub use image::{ImagePipeline, Placement, ViewsPipeline};
 pub use notation::Operators;
-pub use video::VideoPipeline;
+pub use video::{VideoPipeline, VideoViewsPipeline};
 
 pub use crate::sample::{DType, Modality, SampleLayout, UnknownName};
 

@@ -42,6 +42,9 @@ pub enum Operators {
     /// A video's [`Clip`](video::Clip) (written first) and the image operators each frame
     /// goes through.
     Video(VideoOp, Vec<Op>),
+    /// Several views of each video, each its own [`Clip`](video::Clip) and image
+    /// operators (written as a list of lists, each starting with its clip).
+    VideoViews(Vec<(VideoOp, Vec<Op>)>),
 }
 
 impl Operators {
@@ -57,6 +60,7 @@ impl Operators {
         match self {
             Operators::Image(ops) | Operators::Video(_, ops) => image(ops),
             Operators::Views(views) => views.iter().any(|ops| image(ops)),
+            Operators::VideoViews(views) => views.iter().any(|(_, ops)| image(ops)),
             Operators::Audio(ops) => ops.iter().any(|op| op.name() == "Python"),
         }
     }
@@ -74,6 +78,14 @@ impl FromStr for Operators {
     fn from_str(text: &str) -> Result<Operators> {
         if Reader::new(text).lists_views() {
             let views = Reader::new(text).views()?;
+            let clip = |calls: &[Call<'_>]| {
+                calls
+                    .first()
+                    .is_some_and(|c| video::Declaration::find(c.name).is_some())
+            };
+            if views.iter().any(|calls| clip(calls)) {
+                return video_views(views);
+            }
             let views = views
                 .into_iter()
                 .map(|calls| calls.into_iter().map(image_op).collect::<Result<Vec<_>>>())
@@ -173,13 +185,24 @@ impl fmt::Display for Operators {
             }
             f.write_str("]")
         }
+        fn video(f: &mut fmt::Formatter<'_>, clip: &VideoOp, ops: &[Op]) -> fmt::Result {
+            write!(f, "[{clip}")?;
+            for op in ops {
+                write!(f, ", {op}")?;
+            }
+            f.write_str("]")
+        }
         match self {
             Operators::Image(ops) => list(f, ops),
             Operators::Audio(ops) => list(f, ops),
-            Operators::Video(clip, ops) => {
-                write!(f, "[{clip}")?;
-                for op in ops {
-                    write!(f, ", {op}")?;
+            Operators::Video(clip, ops) => video(f, clip, ops),
+            Operators::VideoViews(views) => {
+                f.write_str("[")?;
+                for (i, (clip, ops)) in views.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    video(f, clip, ops)?;
                 }
                 f.write_str("]")
             }
@@ -514,6 +537,30 @@ fn video_op(call: Call<'_>) -> Result<VideoOp> {
     let name = call.name;
     let (positional, keywords) = call.split()?;
     VideoOp::call(name, positional, keywords)
+}
+
+/// Views of videos: each a list of calls starting with its clip, then image operators.
+fn video_views(views: Vec<Vec<Call<'_>>>) -> Result<Operators> {
+    let is_clip = |c: &Call<'_>| video::Declaration::find(c.name).is_some();
+    let mut made = Vec::with_capacity(views.len());
+    for (place, mut calls) in views.into_iter().enumerate() {
+        if !calls.first().is_some_and(is_clip) {
+            return Err(video::not_video(&format!(
+                "view {place} does not start with a Clip: every view of a video is its own \
+                 Clip and the image operators its frames go through"
+            )));
+        }
+        let clip = video_op(calls.remove(0))?;
+        if let Some(c) = calls.iter().find(|c| is_clip(c)) {
+            return Err(video::not_video(&format!(
+                "a second {} in view {place}",
+                c.name
+            )));
+        }
+        let ops = calls.into_iter().map(image_op).collect::<Result<_>>()?;
+        made.push((clip, ops));
+    }
+    Ok(Operators::VideoViews(made))
 }
 
 fn audio_op(call: Call<'_>) -> Result<AudioOp> {

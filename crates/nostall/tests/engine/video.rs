@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use nostall::dataset;
 use nostall::prep::image::Layout;
 use nostall::prep::video::DEFAULT_INDEX_CACHE;
-use nostall::prep::{DType, Operators, VideoPipeline};
+use nostall::prep::{DType, Operators, VideoPipeline, VideoViewsPipeline};
 use nostall::storage::ReadMode;
 use nostall::{ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
 
@@ -436,4 +436,37 @@ fn a_manifests_segments_draw_their_clips_among_the_frames_they_show() {
     let skips = epoch.stats().skipped;
     assert_eq!(skips.values().sum::<u64>(), 2, "{skips:?}");
     assert_eq!(skips.get("corrupt"), Some(&2), "{skips:?}");
+}
+
+/// Two views of each video, each its own clip and crop (CVRL's pair of clips, VideoMAE's
+/// repeated sampling): the same bytes for 1, 2 and 4 threads, each sample its views one
+/// after another.
+#[test]
+fn views_of_videos_are_the_same_bytes_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    class_folder(dir.path());
+    let text = "[[Clip(8, stride=2), Resize(72), RandomCrop(64), RandomHorizontalFlip()], \
+                [Clip(4, layout='CTHW'), RandomResizedCrop(32), ColorJitter(brightness=0.4)]]";
+    let Operators::VideoViews(views) = text.parse::<Operators>().unwrap() else {
+        panic!("{text} is views of a video")
+    };
+    let views: Vec<VideoPipeline> = views
+        .into_iter()
+        .map(|(clip, ops)| VideoPipeline::new(clip, ops, DType::U8, Layout::Chw).unwrap())
+        .collect();
+    let pipeline = || -> Pipeline { VideoViewsPipeline::new(views.clone()).unwrap().into() };
+    assert_eq!(
+        pipeline().layout().views(),
+        [vec![8, 3, 64, 64], vec![3, 4, 32, 32]]
+    );
+    let reference = run(&loader(dir.path(), config(pipeline(), 1)), 0);
+    assert!(reference.2.is_empty(), "none skipped: {:?}", reference.2);
+    assert_eq!(
+        reference.1.len(),
+        footage().len() * (8 * 3 * 64 * 64 + 3 * 4 * 32 * 32)
+    );
+    for threads in [2, 4] {
+        let other = run(&loader(dir.path(), config(pipeline(), threads)), 0);
+        assert_eq!(other, reference, "{threads} threads");
+    }
 }

@@ -45,8 +45,8 @@ pub use op::{
 };
 pub(crate) use placement::{follow_motions, read_nearest};
 pub use placement::{sanitize, Placement, OUTSIDE};
-/// Each view's generator, for the tests of the targets that follow views.
-#[cfg(test)]
+/// Each view's generator: a video's views draw from it as an image's do.
+#[cfg(any(test, feature = "video"))]
 pub(crate) use views::view_rng;
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
@@ -106,6 +106,10 @@ pub struct DeviceFinish {
     pub layout: Layout,
     /// `Normalize`'s mean and standard deviation in [0, 1] units, where it had one.
     pub normalize: Option<([f32; 3], [f32; 3])>,
+    /// For a video pipeline's clips, which the engine delivers frames first
+    /// (`[T, H, W, C]`): whether the user's layout puts the channels first (`CTHW`)
+    /// rather than the frames (`TCHW`); `None` for images.
+    pub clip: Option<bool>,
 }
 
 /// The operators of [`ImagePipeline::imagenet_train`].
@@ -427,6 +431,7 @@ impl ImagePipeline {
             dtype: self.dtype,
             layout: self.layout,
             normalize: normalized.then_some((self.mean, self.std)),
+            clip: None,
         };
         (
             ImagePipeline {

@@ -199,6 +199,15 @@ impl Clip {
         self.channels_first
     }
 
+    /// This plan laid out frames first: what the engine prepares for a device, which
+    /// puts the channels where the user's layout says.
+    pub(crate) fn frames_first(&self) -> Clip {
+        Clip {
+            channels_first: false,
+            ..self.clone()
+        }
+    }
+
     /// The frames of each clip of a sample of the video `timeline` describes, clip after
     /// clip, drawn from `rng` (the sample's). Frames past the video's end repeat its last.
     pub fn plan(&self, timeline: &dyn Timeline, rng: &mut Rng) -> Vec<u32> {

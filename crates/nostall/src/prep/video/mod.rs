@@ -24,6 +24,7 @@ mod clip;
 mod indexes;
 #[cfg(feature = "video")]
 mod preparer;
+mod views;
 
 #[cfg(feature = "video")]
 use std::sync::Arc;
@@ -35,9 +36,10 @@ pub(crate) use clip::not_video;
 pub use clip::{Clip, Declaration, Timeline, VideoOp, DECLARATIONS, MAX_CLIPS, MAX_FRAMES};
 #[cfg(feature = "video")]
 pub use indexes::{FrameIndexes, DEFAULT_INDEX_CACHE};
+pub use views::VideoViewsPipeline;
 
 use super::image::op::Stage;
-use super::image::{ImagePipeline, Layout, Op};
+use super::image::{DeviceFinish, ImagePipeline, Layout, Op};
 use super::{DType, Modality, Prep, Preparer, SampleLayout};
 use crate::error::{Error, Result};
 use crate::user_code::function::UserOp;
@@ -155,6 +157,38 @@ impl VideoPipeline {
     #[cfg(feature = "video")]
     pub fn frame_indexes(&self) -> &FrameIndexes {
         &self.indexes
+    }
+
+    /// The pipeline split for a device, as an image pipeline is
+    /// ([`ImagePipeline::for_device`]): the frames' geometry and operators on pixels in
+    /// 8-bit HWC, each clip frames first (`[T, H, W, C]`), is what the engine prepares;
+    /// the device then converts, normalises and puts the channels where the clip's layout
+    /// says ([`DeviceFinish::clip`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] where a function of the caller's runs on the clip: the device
+    /// finishes the clip after the engine, so the function would not see it as written.
+    pub fn for_device(&self) -> Result<(VideoPipeline, DeviceFinish)> {
+        if let Some((_, user)) = self.clip_fns.first() {
+            return Err(Error::Config(format!(
+                "ops.Python({}) with a device: the device finishes the clips after the \
+                 engine, so a function of yours would not see them as written",
+                user.name()
+            )));
+        }
+        let (frames, mut finish) = self.frames.for_device();
+        finish.clip = Some(self.clip().channels_first());
+        let mut clip = self.clip.clone();
+        clip.0 = clip.0.frames_first();
+        let geometry = VideoPipeline {
+            clip,
+            frames,
+            clip_fns: Vec::new(),
+            #[cfg(feature = "video")]
+            indexes: self.indexes.clone(),
+        };
+        Ok((geometry, finish))
     }
 
     /// The shape of one sample.

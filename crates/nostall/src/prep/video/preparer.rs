@@ -9,8 +9,9 @@ use nostall_video::{ClipDecoder, FrameIndex, Limits, Span, VideoError};
 use super::{Timeline, VideoPipeline};
 use crate::error::Cause;
 use crate::prep::audio::Segment;
+use crate::prep::image::view_rng;
 use crate::prep::image::{operator_rng, Geometry, Scratch};
-use crate::prep::{Modality, Prepared, Preparer};
+use crate::prep::{Modality, Prep, Prepared, Preparer};
 use crate::rng::{derive, Rng};
 use crate::sample::SampleId;
 use crate::user_code::function::UserSample;
@@ -18,7 +19,10 @@ use crate::user_code::function::UserSample;
 /// The decoder, the resampler's scratch, and a frame's worth of bytes for the
 /// channels-first layout (a frame is made whole, then spread over the channels' planes).
 pub(super) struct VideoPreparer {
-    pipeline: VideoPipeline,
+    /// The sample's pipelines, in order: one, or each view's ([`VideoPreparer::views`]).
+    pipelines: Vec<VideoPipeline>,
+    /// Whether each pipeline is a view, drawing from a generator of its own.
+    views: bool,
     limits: Limits,
     decoder: ClipDecoder,
     scratch: Scratch,
@@ -31,10 +35,24 @@ pub(super) struct VideoPreparer {
 
 impl VideoPreparer {
     pub(super) fn new(pipeline: VideoPipeline) -> VideoPreparer {
+        VideoPreparer::of(vec![pipeline], false)
+    }
+
+    /// Several views of each video, view `k` prepared by `views[k]` with the draws of that
+    /// pipeline alone given the sample's view generator ([`view_rng`]): the video read
+    /// and its frame index taken once (`views[0]`'s cache), and the frames of every view
+    /// decoded together, each group of pictures once for all of them.
+    pub(super) fn views(views: Vec<VideoPipeline>) -> VideoPreparer {
+        VideoPreparer::of(views, true)
+    }
+
+    fn of(pipelines: Vec<VideoPipeline>, views: bool) -> VideoPreparer {
         let mut limits = Limits::default();
-        limits.max_pixels = pipeline.frames.max_pixels();
+        let most = pipelines.iter().map(|p| p.frames.max_pixels()).min();
+        limits.max_pixels = most.unwrap_or(limits.max_pixels);
         VideoPreparer {
-            pipeline,
+            pipelines,
+            views,
             decoder: ClipDecoder::new(limits),
             limits,
             scratch: Scratch::default(),
@@ -43,6 +61,15 @@ impl VideoPreparer {
             sample: None,
         }
     }
+}
+
+/// One pipeline's part of a sample: where its frames are among those decoded and its
+/// bytes in the sample's slot, its generator before any draw, and each clip's draws.
+struct Planned {
+    wanted: usize,
+    out: usize,
+    sample: Rng,
+    clips: Vec<(Geometry, Rng)>,
 }
 
 /// The frames a clip is drawn among: frames `first..first + len` of the video (all of
@@ -116,49 +143,70 @@ pub(crate) fn cause(error: VideoError) -> Cause {
 
 impl Preparer for VideoPreparer {
     fn prepare(&mut self, data: &[u8], rng: &mut Rng, out: &mut [u8]) -> Result<Prepared, Cause> {
-        let sample = rng.clone();
         let id = self.sample.take();
         self.spans.clear();
         let (data, segment) = match Segment::read(data) {
             Some(read) => read.map(|(segment, video)| (video, Some(segment)))?,
             None => (data, None),
         };
-        let indexes = self.pipeline.frame_indexes();
+        let indexes = self.pipelines[0].frame_indexes();
         let index = indexes.index(id, data, &self.limits).map_err(cause)?;
         if index.is_empty() {
             return Err(Cause::Corrupt("the video stream has no frame".into()));
         }
-        let pipeline = &self.pipeline;
-        let clip = pipeline.clip();
         let window = Window::of(&index, segment)?;
-        let mut wanted = clip.plan(&window, rng);
-        wanted.iter_mut().for_each(|k| *k += window.first as u32);
-        // Each clip's span: from its earliest frame's time to the end of its latest.
-        self.spans
-            .extend(wanted.chunks_exact(clip.frames()).map(|frames| {
-                let first = frames.iter().min().copied().unwrap_or(0) as usize;
-                let last = frames.iter().max().copied().unwrap_or(0) as usize;
-                Span {
-                    start: index.pts(first),
-                    end: index.end(last),
-                    time_base: index.time_base(),
-                }
-            }));
-        // Each clip's draws, made once for all its frames: the geometry from the clip's
-        // generator, the operators on pixels keyed by it.
         let (width, height) = (index.width(), index.height());
-        let clips: Vec<(Geometry, Rng)> = (0..clip.clips())
-            .map(|c| {
-                let keyed = sample.fork(derive(&[0x0056_4944_454f, c as u64]));
-                let geometry = pipeline.frames.geometry(width, height, &mut keyed.clone());
-                (geometry, keyed)
-            })
-            .collect();
-        let (frames, frame_bytes) = (clip.frames(), pipeline.frames.sample_bytes());
-        let channels_first = clip.channels_first();
-        self.frame
-            .resize(if channels_first { frame_bytes } else { 0 }, 0);
-        let (scratch, staged) = (&mut self.scratch, &mut self.frame);
+        // Each pipeline's frames and draws, as it draws them alone: from the sample's
+        // generator, or a view's from the view's.
+        let mut wanted = Vec::new();
+        let mut planned = Vec::with_capacity(self.pipelines.len());
+        let mut at = 0;
+        for (place, pipeline) in self.pipelines.iter().enumerate() {
+            let clip = pipeline.clip();
+            let sample = match self.views {
+                true => view_rng(rng, place),
+                false => rng.clone(),
+            };
+            let first = wanted.len();
+            match self.views {
+                true => wanted.extend(clip.plan(&window, &mut sample.clone())),
+                false => wanted.extend(clip.plan(&window, rng)),
+            }
+            wanted[first..]
+                .iter_mut()
+                .for_each(|k| *k += window.first as u32);
+            // Each clip's span: from its earliest frame's time to the end of its latest.
+            self.spans
+                .extend(wanted[first..].chunks_exact(clip.frames()).map(|frames| {
+                    let first = frames.iter().min().copied().unwrap_or(0) as usize;
+                    let last = frames.iter().max().copied().unwrap_or(0) as usize;
+                    Span {
+                        start: index.pts(first),
+                        end: index.end(last),
+                        time_base: index.time_base(),
+                    }
+                }));
+            // Each clip's draws, made once for all its frames: the geometry from the
+            // clip's generator, the operators on pixels keyed by it.
+            let clips = (0..clip.clips())
+                .map(|c| {
+                    let keyed = sample.fork(derive(&[0x0056_4944_454f, c as u64]));
+                    let geometry = pipeline.frames.geometry(width, height, &mut keyed.clone());
+                    (geometry, keyed)
+                })
+                .collect();
+            planned.push(Planned {
+                wanted: first,
+                out: at,
+                sample,
+                clips,
+            });
+            at += pipeline.layout().bytes();
+        }
+        let staged_bytes = self.pipelines.iter().filter(|p| p.clip().channels_first());
+        let staged_bytes = staged_bytes.map(|p| p.frames.sample_bytes()).max();
+        self.frame.resize(staged_bytes.unwrap_or(0), 0);
+        let (pipelines, scratch, staged) = (&self.pipelines, &mut self.scratch, &mut self.frame);
         let mut failed: Option<Cause> = None;
         self.decoder
             .decode(data, &index, &wanted, &mut |at, decoded| {
@@ -172,11 +220,18 @@ impl Preparer for VideoPreparer {
                     )));
                     return;
                 }
+                let view = planned.partition_point(|p| p.wanted <= at) - 1;
+                let (pipeline, plan) = (&pipelines[view], &planned[view]);
+                let (frames, frame_bytes) =
+                    (pipeline.clip().frames(), pipeline.frames.sample_bytes());
+                let at = at - plan.wanted;
                 let (c, t) = (at / frames, at % frames);
-                let (geometry, keyed) = &clips[c];
-                let clip_out = &mut out[c * frames * frame_bytes..(c + 1) * frames * frame_bytes];
+                let (geometry, keyed) = &plan.clips[c];
+                let clip_at = plan.out + c * frames * frame_bytes;
+                let clip_out = &mut out[clip_at..clip_at + frames * frame_bytes];
                 let pixels = (decoded.rgb, width, height);
-                let made = if channels_first {
+                let made = if pipeline.clip().channels_first() {
+                    let staged = &mut staged[..frame_bytes];
                     let made = pipeline
                         .frames
                         .sample_from_pixels(scratch, pixels, geometry, staged, keyed);
@@ -201,7 +256,10 @@ impl Preparer for VideoPreparer {
         if let Some(e) = failed {
             return Err(e);
         }
-        finish_clip(pipeline, out, &sample)?;
+        for (pipeline, plan) in self.pipelines.iter().zip(&planned) {
+            let bytes = pipeline.layout().bytes();
+            finish_clip(pipeline, &mut out[plan.out..plan.out + bytes], &plan.sample)?;
+        }
         Ok(Prepared::InSlot)
     }
 

@@ -222,3 +222,20 @@ fn the_layout_puts_frames_or_channels_first_with_clips_leading() {
     let error = pipeline("[Clip(8), Resize(32)]", Layout::Chw).unwrap_err();
     assert!(error.to_string().contains("output size varies"), "{error}");
 }
+
+#[test]
+fn a_pipeline_for_a_device_prepares_8_bit_frames_first_and_says_the_layout() {
+    let text = "[Clip(8, layout='CTHW', clips=2), RandomCrop(32), Normalize((0.5, 0.4, 0.3), \
+                (0.2, 0.2, 0.2))]";
+    let Operators::Video(clip, ops) = text.parse::<Operators>().unwrap() else {
+        panic!("a video's")
+    };
+    let pipeline = VideoPipeline::new(clip, ops, DType::F32, Layout::Chw).unwrap();
+    assert_eq!(pipeline.sample_shape(), [2, 3, 8, 32, 32]);
+    let (geometry, finish) = pipeline.for_device().unwrap();
+    assert_eq!(geometry.sample_shape(), [2, 8, 32, 32, 3]);
+    assert_eq!(geometry.frames().dtype(), DType::U8);
+    assert_eq!(finish.clip, Some(true));
+    assert_eq!((finish.dtype, finish.layout), (DType::F32, Layout::Chw));
+    assert_eq!(finish.normalize, Some(([0.5, 0.4, 0.3], [0.2, 0.2, 0.2])));
+}
