@@ -28,6 +28,7 @@ __all__ = [
     "_loader_settings",
     "_augment_draws",
     "_augment",
+    "_crop_draws",
     "_perspective",
     "AudioOp",
     "_audio_operators",
@@ -312,6 +313,11 @@ def _augment_draws(op: Op, seed: int, count: int, width: int, height: int) -> li
 def _augment(op: Op, name: str, value: float, image: bytes, width: int, height: int, seed: int = 0) -> list[int]:
     """One augmentation ``name`` with argument ``value`` of an automatic augmentation,
     applied to ``image`` (3 planes of ``width`` x ``height`` bytes) (tests)."""
+
+def _crop_draws(op: Op, seed: int, count: int, width: int, height: int) -> list[tuple[float, float, float, float]]:
+    """The regions (left, top, width, height) ``count`` samples of ``width`` x
+    ``height`` read under the crop ``op``, drawn in turn from one seeded generator
+    (tests)."""
 
 def _perspective(
     endpoints: Sequence[int], interpolation: str = "bilinear", fill: Sequence[float] = ...,

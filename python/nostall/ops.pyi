@@ -52,6 +52,7 @@ __all__ = [
     "TimmRandAugment",
     "TimmRandomErasing",
     "TrivialAugmentWide",
+    "VideoMAERandomErasing",
     "from_torchvision",
 ]
 
@@ -1187,6 +1188,70 @@ class TimmRandomErasing(Op):
     @property
     def num_splits(self) -> int:
         """Timm's batch splits: 0 or 1 (erase every sample); more is refused."""
+
+@final
+class VideoMAERandomErasing(Op):
+    """Erases random rectangles of a clip's frames with probability ``probability``: VideoMAE's
+    own ``RandomErasing`` (its ``random_erasing.py``), as its fine-tuning's ``_aug_frame``
+    runs it on the clip's frames, after the crop, flip and normalisation (write it last).
+    The parameters are timm's ``RandomErasing``'s (``TimmRandomErasing``). With
+    ``cube=True``, VideoMAE's default and its recipe, the clip draws once whether it is
+    erased, the count, and each rectangle (a hundred tries at one that fits, else none), and
+    every frame is erased at those rectangles, the noise of ``'rand'`` and ``'pixel'`` drawn
+    for each frame. With ``cube=False`` each frame draws its own erasing, as timm's erasing
+    of a batch does: whether, how many, where (ten tries) and the noise. The clip's draws
+    come first from the operator's generator; each frame's own come from a generator forked
+    from it by the frame's place in the clip, so they are the same for any number of
+    threads. On a still image it is one frame. VideoMAE's ``num_splits`` above 1 (its
+    ``--recount`` above 1, which leaves the clip's first frames clean) is not offered.
+
+    - ``probability`` (``0.5``): probability of erasing.
+    - ``min_area`` (``0.02``): smallest fraction of a frame's area erased (shared by the
+      rectangles).
+    - ``max_area`` (``0.3333333333333333``): largest fraction of a frame's area erased
+      (shared by the rectangles).
+    - ``min_aspect`` (``0.3``): one end of the rectangles' aspect ratio (height / width),
+      drawn log-uniformly.
+    - ``max_aspect`` (``None``): the other end of the aspect ratio's range; ``None``: 1 /
+      ``min_aspect``.
+    - ``mode`` (``'const'``): what the rectangles are set to: ``'const'`` (zeros),
+      ``'rand'`` (a standard normal value per channel) or ``'pixel'`` (standard normal
+      noise).
+    - ``min_count`` (``1``): fewest rectangles an erased clip (or frame) gets.
+    - ``max_count`` (``None``): most rectangles an erased clip (or frame) gets, the count
+      drawn uniformly; ``None``: ``min_count``.
+    - ``cube`` (``True``): ``True``: one erasing a clip, at the same rectangles in every
+      frame (VideoMAE's default); ``False``: each frame draws its own.
+    """
+
+    def __new__(cls, probability: float = 0.5, min_area: float = 0.02, max_area: float = 0.3333333333333333, min_aspect: float = 0.3, max_aspect: float | None = None, mode: str = 'const', min_count: int = 1, max_count: int | None = None, cube: bool = True) -> VideoMAERandomErasing: ...
+    @property
+    def probability(self) -> float:
+        """Probability of erasing."""
+    @property
+    def min_area(self) -> float:
+        """Smallest fraction of a frame's area erased (shared by the rectangles)."""
+    @property
+    def max_area(self) -> float:
+        """Largest fraction of a frame's area erased (shared by the rectangles)."""
+    @property
+    def min_aspect(self) -> float:
+        """One end of the rectangles' aspect ratio (height / width), drawn log-uniformly."""
+    @property
+    def max_aspect(self) -> float | None:
+        """The other end of the aspect ratio's range; ``None``: 1 / ``min_aspect``."""
+    @property
+    def mode(self) -> str:
+        """What the rectangles are set to: ``'const'`` (zeros), ``'rand'`` (a standard normal value per channel) or ``'pixel'`` (standard normal noise)."""
+    @property
+    def min_count(self) -> int:
+        """Fewest rectangles an erased clip (or frame) gets."""
+    @property
+    def max_count(self) -> int | None:
+        """Most rectangles an erased clip (or frame) gets, the count drawn uniformly; ``None``: ``min_count``."""
+    @property
+    def cube(self) -> bool:
+        """``True``: one erasing a clip, at the same rectangles in every frame (VideoMAE's default); ``False``: each frame draws its own."""
 
 def from_torchvision(transform: Any) -> list[Op]:
     """nostall's operators for a torchvision (v1 or v2) or timm recipe."""

@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use nostall::prep::args::{Handle, Keywords, Operation, Param, Value};
 use nostall::prep::audio::{self, AudioOp};
-use nostall::prep::image::{op, Op, DECLARATIONS};
-use nostall::prep::Operators;
+use nostall::prep::image::{op, ImagePipeline, Layout, Op, DECLARATIONS};
+use nostall::prep::{DType, Operators};
+use nostall::rng::Rng;
 use nostall::user_code::function::UserOp;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
@@ -483,6 +484,30 @@ fn augment(
     Ok(image)
 }
 
+/// The regions (left, top, width, height, in source pixels) `count` samples of
+/// `width` × `height` read under the geometric operator `op` (a crop), drawn in turn from
+/// one generator seeded by `seed`: for the tests of its draws against the reference's.
+#[pyfunction]
+#[pyo3(name = "_crop_draws")]
+fn crop_draws(
+    py: Python<'_>,
+    op: &OpBase,
+    seed: u64,
+    count: usize,
+    width: u32,
+    height: u32,
+) -> PyResult<Vec<(f64, f64, f64, f64)>> {
+    let pipeline =
+        ImagePipeline::new(vec![op.0.clone()], DType::U8, Layout::Chw).map_err(|e| raise(py, e))?;
+    let mut rng = Rng::new(seed);
+    Ok((0..count)
+        .map(|_| {
+            let region = pipeline.geometry(width, height, &mut rng).source;
+            (region.x, region.y, region.w, region.h)
+        })
+        .collect())
+}
+
 /// The perspective taking an image's corners to `endpoints` (x then y of the top left,
 /// top right, bottom right and bottom left corner), sampled `interpolation` with `fill`
 /// outside: `RandomPerspective` with its draw pinned, for the tests against
@@ -508,5 +533,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(translations, m)?)?;
     m.add_function(wrap_pyfunction!(augment_draws, m)?)?;
     m.add_function(wrap_pyfunction!(augment, m)?)?;
+    m.add_function(wrap_pyfunction!(crop_draws, m)?)?;
     m.add_function(wrap_pyfunction!(perspective, m)?)
 }

@@ -231,18 +231,28 @@ impl ImagePipeline {
             .rposition(|op| matches!(op.stage(), Stage::Pixels(_) | Stage::Normalize { .. }))
             .map_or(0, |last| last + 1);
         // Operators on pixels written before every geometric one run on the decoded image.
+        // `Normalize` may follow them there (VideoMAE's fine-tuning normalises before its
+        // crop): it is folded into the last pass wherever it is written, which is
+        // torchvision's result up to rounding, the interpolation being linear.
         let source_end = match ops
             .iter()
             .position(|op| matches!(op.stage(), Stage::Geometry(_)))
         {
-            Some(first)
-                if ops[..first]
+            Some(first) => {
+                let pixels = ops[..first]
                     .iter()
-                    .all(|op| matches!(op.stage(), Stage::Pixels(_))) =>
-            {
-                first
+                    .take_while(|op| matches!(op.stage(), Stage::Pixels(_)))
+                    .count();
+                let then_normalize = ops[pixels..first]
+                    .iter()
+                    .all(|op| matches!(op.stage(), Stage::Normalize { .. }));
+                if then_normalize {
+                    pixels
+                } else {
+                    0
+                }
             }
-            _ => 0,
+            None => 0,
         };
         let mut size: Option<(u32, u32)> = None;
         let (mut mean, mut std) = ([0.0; 3], [1.0; 3]);
@@ -536,8 +546,8 @@ impl ImagePipeline {
     }
 
     /// The first operator on pixels that runs on the whole decoded image, before the
-    /// geometry (written before every geometric operator), if there is one: what only a
-    /// still image's preparer runs (views and video frames refuse it).
+    /// geometry (written before every geometric operator), if there is one: what views
+    /// refuse (a still image's preparer and a video's frames run it).
     pub(crate) fn before_geometry(&self) -> Option<&'static str> {
         self.ops[..self.source_end].first().map(Op::name)
     }
@@ -695,14 +705,16 @@ impl ImagePipeline {
         Ok((width, height))
     }
 
-    /// Runs the operators on the delivered sample over `out`, as [`Self::pixels`].
-    fn tensor(&self, out: &mut [u8], sample: &Rng) -> Result<(), Cause> {
+    /// Runs the operators on the delivered sample over `out`, as [`Self::pixels`]; `out`
+    /// is frame `frame` of its clip (0 for a still image).
+    fn tensor(&self, out: &mut [u8], sample: &Rng, frame: usize) -> Result<(), Cause> {
         let mut delivered = op::Sample {
             data: out,
             height: self.height as usize,
             width: self.width as usize,
             layout: self.layout,
             dtype: self.dtype,
+            frame,
         };
         for (place, op) in self.ops.iter().enumerate() {
             match op.stage() {
@@ -802,7 +814,7 @@ impl Prep for ImagePipeline {
 
     fn finish_converted(&self, out: &mut [u8], sample: &Rng) -> Result<(), Cause> {
         if self.tensor {
-            self.tensor(out, sample)?;
+            self.tensor(out, sample, 0)?;
         }
         Ok(())
     }
@@ -1002,7 +1014,7 @@ impl Preparer for ImagePreparer {
                 region,
                 &geometry,
                 out,
-                &sample,
+                (&sample, 0),
             )?,
             Some(inset) => {
                 let padded = inset_canvas(
@@ -1027,7 +1039,7 @@ impl Preparer for ImagePreparer {
                     whole.source,
                     &whole,
                     out,
-                    &sample,
+                    (&sample, 0),
                 )?
             }
         }
@@ -1205,12 +1217,14 @@ fn grown_canvas(planes: &mut [u8], (width, height): (usize, usize), canvas: op::
 }
 
 /// A prep thread's scratch to make samples from pixels decoded elsewhere (a video's
-/// frames): the resampler and the planes [`ImagePipeline::sample_from_pixels`] reuses.
+/// frames): the resampler and the planes [`ImagePipeline::sample_from_pixels`] reuses,
+/// and a copy of the frame for the operators written before the geometry.
 #[cfg(feature = "video")]
 #[derive(Default)]
 pub(crate) struct Scratch {
     resampler: Resampler,
     planes: Vec<u8>,
+    source: Vec<u8>,
 }
 
 #[cfg(feature = "video")]
@@ -1218,19 +1232,31 @@ impl ImagePipeline {
     /// Makes the sample of `geometry` from `rgb`, a decoded `width` × `height` image (packed
     /// RGB) the geometry was drawn for, in `out`, as [`Preparer::prepare`] does from a
     /// file: the operators on pixels and on the delivered sample draw from generators
-    /// keyed by `sample`, so the same `sample` gives every frame of a clip the same draws.
+    /// keyed by `sample`, so the same `sample` gives every frame of a clip the same draws
+    /// (the operators written before the geometry run on a copy of the whole frame, as on
+    /// a still image's whole decoded picture). `frame` is the image's frame of its clip,
+    /// which an operator with draws of each frame's own keys them by.
     pub(crate) fn sample_from_pixels(
         &self,
         scratch: &mut Scratch,
         (rgb, width, height): (&[u8], u32, u32),
         geometry: &Geometry,
         out: &mut [u8],
-        sample: &Rng,
+        (sample, frame): (&Rng, usize),
     ) -> Result<(), Cause> {
+        let (w, h) = (width as usize, height as usize);
+        let pixels = if self.source_end > 0 {
+            scratch.source.clear();
+            scratch.source.extend_from_slice(rgb);
+            self.source_pixels((&mut scratch.source, w, h), &mut scratch.planes, sample);
+            &scratch.source[..]
+        } else {
+            rgb
+        };
         let src = Image {
-            pixels: rgb,
-            width: width as usize,
-            height: height as usize,
+            pixels,
+            width: w,
+            height: h,
         };
         self.finish(
             (&mut scratch.resampler, &mut scratch.planes),
@@ -1238,7 +1264,7 @@ impl ImagePipeline {
             geometry.source,
             geometry,
             out,
-            sample,
+            (sample, frame),
         )
     }
 }
@@ -1247,8 +1273,8 @@ impl ImagePipeline {
     /// Makes the sample of `geometry` from `region` of the decoded image `src`, in `out`:
     /// the one resize, the operators on pixels, the last pass and the operators on the
     /// delivered sample, their draws keyed by `sample` (the sample's generator before any
-    /// draw). `scratch` is the preparer's resampler and planes. Fails where a function
-    /// of the caller's does.
+    /// draw; `frame`, the sample's frame of its clip, 0 for a still image). `scratch` is
+    /// the preparer's resampler and planes. Fails where a function of the caller's does.
     fn finish(
         &self,
         (resampler, planes): (&mut Resampler, &mut Vec<u8>),
@@ -1256,7 +1282,7 @@ impl ImagePipeline {
         region: Rect,
         geometry: &Geometry,
         out: &mut [u8],
-        sample: &Rng,
+        (sample, frame): (&Rng, usize),
     ) -> Result<(), Cause> {
         let (width, height) = (geometry.width as usize, geometry.height as usize);
         let bound = geometry.bound_in(region);
@@ -1268,7 +1294,7 @@ impl ImagePipeline {
                 |y0, block| output::write_block(block, y0, height, geometry.flip, self, out),
             );
             if self.tensor {
-                self.tensor(out, sample)?;
+                self.tensor(out, sample, frame)?;
             }
             return Ok(());
         }
@@ -1315,7 +1341,7 @@ impl ImagePipeline {
         };
         output::write_block(&whole, 0, height, false, self, out);
         if self.tensor {
-            self.tensor(out, sample)?;
+            self.tensor(out, sample, frame)?;
         }
         Ok(())
     }

@@ -76,6 +76,31 @@ fn invalid_pipelines_are_refused() {
         DType::F32,
         "RandomInvert follows Normalize",
     );
+    // Before the geometry, Normalize may follow the operators on pixels, not precede them.
+    refused(
+        &[imagenet, "RandomInvert()", "CenterCrop(8)"],
+        DType::F32,
+        "RandomInvert follows Normalize",
+    );
+}
+
+#[test]
+fn normalize_may_follow_the_operators_on_the_whole_image() {
+    let imagenet = "Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))";
+    let pipeline = |ops: &[&str]| {
+        let ops = ops.iter().map(|text| op(text)).collect();
+        ImagePipeline::new(ops, DType::F32, Layout::Chw).unwrap()
+    };
+    let whole = pipeline(&["RandomInvert()", imagenet, "CenterCrop(8)"]);
+    assert_eq!(
+        (whole.source_end, whole.before_geometry()),
+        (1, Some("RandomInvert"))
+    );
+    // The same normalisation as written after the geometry, folded into the last pass.
+    let after = pipeline(&["RandomInvert()", "CenterCrop(8)", imagenet]);
+    assert_eq!((whole.mean, whole.std), (after.mean, after.std));
+    // Normalize alone before the geometry leaves nothing to run on the whole image.
+    assert_eq!(pipeline(&[imagenet, "CenterCrop(8)"]).source_end, 0);
 }
 
 #[test]

@@ -227,7 +227,7 @@ impl Preparer for ViewsPreparer {
                 region,
                 geometry,
                 &mut out[at..at + bytes],
-                sample,
+                (sample, 0),
             )?;
             at += bytes;
         }

@@ -103,12 +103,6 @@ impl VideoPipeline {
             ));
         }
         let frames = ImagePipeline::new(ops, dtype, layout)?;
-        if let Some(op) = frames.before_geometry() {
-            return Err(Error::Config(format!(
-                "{op} before the geometric operators runs on a still image's whole decoded \
-                 picture; with video write it after them"
-            )));
-        }
         if let Some(op) = frames.on_a_canvas() {
             return Err(Error::Config(format!(
                 "{op} pads a still image after its resize; video frames cannot take it yet"

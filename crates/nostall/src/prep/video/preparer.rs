@@ -232,9 +232,13 @@ impl Preparer for VideoPreparer {
                 let pixels = (decoded.rgb, width, height);
                 let made = if pipeline.clip().channels_first() {
                     let staged = &mut staged[..frame_bytes];
-                    let made = pipeline
-                        .frames
-                        .sample_from_pixels(scratch, pixels, geometry, staged, keyed);
+                    let made = pipeline.frames.sample_from_pixels(
+                        scratch,
+                        pixels,
+                        geometry,
+                        staged,
+                        (keyed, t),
+                    );
                     // [C, H, W] to channel c's plane of [C, T, H, W].
                     let plane = frame_bytes / 3;
                     for (ch, from) in staged.chunks_exact(plane).enumerate() {
@@ -246,7 +250,7 @@ impl Preparer for VideoPreparer {
                     let slot = &mut clip_out[t * frame_bytes..(t + 1) * frame_bytes];
                     pipeline
                         .frames
-                        .sample_from_pixels(scratch, pixels, geometry, slot, keyed)
+                        .sample_from_pixels(scratch, pixels, geometry, slot, (keyed, t))
                 };
                 if let Err(e) = made {
                     failed = Some(e);

@@ -79,6 +79,7 @@ mod timm_rand_augment;
 mod timm_random_erasing;
 mod trivial_augment_wide;
 mod vertical_flip;
+mod videomae_random_erasing;
 
 use std::sync::Arc;
 
@@ -140,6 +141,7 @@ pub static DECLARATIONS: &[&Declaration] = &[
     &random_order::DECLARATION,
     &random_erasing::DECLARATION,
     &timm_random_erasing::DECLARATION,
+    &videomae_random_erasing::DECLARATION,
 ];
 
 /// An image operator's declaration: what Python, the text form and the docs know of it.
@@ -251,6 +253,9 @@ pub(crate) struct Sample<'a> {
     pub layout: Layout,
     /// The element type.
     pub dtype: DType,
+    /// Which frame of its clip the sample is (0 for a still image): what an operator
+    /// whose draws are made per frame keys them by, its generator being the clip's.
+    pub frame: usize,
 }
 
 impl Sample<'_> {

@@ -100,6 +100,28 @@ pub(super) static DECLARATION: Declaration = Declaration {
 };
 
 fn build(args: &Args) -> Result<Op> {
+    let erasing = read(args)?;
+    let num_splits: u32 = args.int("num_splits")?;
+    if num_splits > 1 {
+        return Err(args.error(
+            "num_splits",
+            format!(
+                "{num_splits} is not supported: timm's num_splits (re_split, AugMix's split \
+                 training) leaves the first 1/{num_splits} of each batch clean, and nostall \
+                 prepares each sample without knowing its place in its batch; give 0 or 1 \
+                 (erase every sample)"
+            ),
+        ));
+    }
+    Ok(Op::new(TimmRandomErasing {
+        num_splits,
+        ..erasing
+    }))
+}
+
+/// Reads and checks the parameters timm's `RandomErasing` and VideoMAE's copy of it
+/// share (all but `num_splits`, left 0).
+pub(super) fn read(args: &Args) -> Result<TimmRandomErasing> {
     let probability = args.probability("probability")?;
     let min_area = args.float("min_area")?;
     let max_area = args.float("max_area")?;
@@ -163,19 +185,7 @@ fn build(args: &Args) -> Result<Op> {
             format!("{max_count} is fewer than min_count, {min_count}"),
         ));
     }
-    let num_splits: u32 = args.int("num_splits")?;
-    if num_splits > 1 {
-        return Err(args.error(
-            "num_splits",
-            format!(
-                "{num_splits} is not supported: timm's num_splits (re_split, AugMix's split \
-                 training) leaves the first 1/{num_splits} of each batch clean, and nostall \
-                 prepares each sample without knowing its place in its batch; give 0 or 1 \
-                 (erase every sample)"
-            ),
-        ));
-    }
-    Ok(Op::new(TimmRandomErasing {
+    Ok(TimmRandomErasing {
         probability,
         min_area,
         max_area,
@@ -184,13 +194,13 @@ fn build(args: &Args) -> Result<Op> {
         mode,
         min_count,
         max_count,
-        num_splits,
-    }))
+        num_splits: 0,
+    })
 }
 
 /// What the rectangles are set to (timm's `_get_pixels`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     /// Zeros.
     Const,
     /// One standard normal value per channel, drawn per rectangle.
@@ -201,7 +211,7 @@ enum Mode {
 
 impl Mode {
     /// Its name, as timm writes it.
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Mode::Const => "const",
             Mode::Rand => "rand",
@@ -212,22 +222,22 @@ impl Mode {
 
 /// The operator, its arguments as given (the optional ones `None` where left to timm's
 /// defaults).
-struct TimmRandomErasing {
-    probability: f64,
-    min_area: f64,
-    max_area: f64,
-    min_aspect: f64,
-    max_aspect: Option<f64>,
-    mode: Mode,
-    min_count: u32,
-    max_count: Option<u32>,
+pub(super) struct TimmRandomErasing {
+    pub(super) probability: f64,
+    pub(super) min_area: f64,
+    pub(super) max_area: f64,
+    pub(super) min_aspect: f64,
+    pub(super) max_aspect: Option<f64>,
+    pub(super) mode: Mode,
+    pub(super) min_count: u32,
+    pub(super) max_count: Option<u32>,
     num_splits: u32,
 }
 
 impl TimmRandomErasing {
     /// The number of rectangles of a sample erased: timm's `random.randint(min_count,
     /// max_count)`, both ends included (no draw where they are equal, as in timm).
-    fn count(&self, rng: &mut Rng) -> u32 {
+    pub(super) fn count(&self, rng: &mut Rng) -> u32 {
         let max_count = self.max_count.unwrap_or(self.min_count);
         if max_count == self.min_count {
             return max_count;
@@ -236,18 +246,19 @@ impl TimmRandomErasing {
     }
 
     /// One of `count` rectangles of a `height` × `width` sample, as (top, left, height,
-    /// width), or `None` where none of the ten tries fits: timm's `_erase` loop.
-    fn rectangle(
+    /// width), or `None` where none of `tries` tries fits: timm's `_erase` loop (ten
+    /// tries).
+    pub(super) fn rectangle(
         &self,
-        height: usize,
-        width: usize,
+        (height, width): (usize, usize),
         count: u32,
+        tries: usize,
         rng: &mut Rng,
     ) -> Option<(usize, usize, usize, usize)> {
         let area = (height * width) as f64;
         let max_aspect = self.max_aspect.unwrap_or(1.0 / self.min_aspect);
         let (log_lo, log_hi) = (self.min_aspect.ln(), max_aspect.ln());
-        for _ in 0..10 {
+        for _ in 0..tries {
             let target = rng.uniform(self.min_area, self.max_area) * area / f64::from(count);
             let aspect = rng.uniform(log_lo, log_hi).exp();
             // Python's round: half to even.
@@ -307,19 +318,34 @@ impl Tensorial for TimmRandomErasing {
         }
         let count = self.count(rng);
         for _ in 0..count {
-            let Some(rectangle) = self.rectangle(sample.height, sample.width, count, rng) else {
-                continue;
-            };
-            match self.mode {
-                Mode::Const => sample.fill(rectangle, |_| 0.0),
-                Mode::Rand => {
-                    let colour: [f32; 3] = std::array::from_fn(|_| rng.normal() as f32);
-                    sample.fill(rectangle, |c| colour[c]);
-                }
-                // `fill` visits channel by channel, row by row, in either layout: the
-                // noise is the same values, laid out as the sample is.
-                Mode::Pixel => sample.fill(rectangle, |_| rng.normal() as f32),
+            let size = (sample.height, sample.width);
+            if let Some(rectangle) = self.rectangle(size, count, TRIES, rng) {
+                self.fill(sample, rectangle, rng);
             }
+        }
+    }
+}
+
+/// The tries at a rectangle that fits, in timm's `_erase`.
+const TRIES: usize = 10;
+
+impl TimmRandomErasing {
+    /// Sets `rectangle` of `sample` as the mode says, its noise drawn from `rng`.
+    pub(super) fn fill(
+        &self,
+        sample: &mut Sample<'_>,
+        rectangle: (usize, usize, usize, usize),
+        rng: &mut Rng,
+    ) {
+        match self.mode {
+            Mode::Const => sample.fill(rectangle, |_| 0.0),
+            Mode::Rand => {
+                let colour: [f32; 3] = std::array::from_fn(|_| rng.normal() as f32);
+                sample.fill(rectangle, |c| colour[c]);
+            }
+            // `fill` visits channel by channel, row by row, in either layout: the
+            // noise is the same values, laid out as the sample is.
+            Mode::Pixel => sample.fill(rectangle, |_| rng.normal() as f32),
         }
     }
 }
@@ -373,6 +399,7 @@ mod tests {
             width,
             layout,
             dtype,
+            frame: 0,
         };
         op.apply(&mut sample, &mut Rng::new(seed));
         match dtype {
@@ -412,7 +439,8 @@ mod tests {
         for _ in 0..5000 {
             let count = op.count(&mut rng);
             assert!((1..=4).contains(&count), "{count}");
-            let Some((top, left, h, w)) = op.rectangle(height, width, count, &mut rng) else {
+            let Some((top, left, h, w)) = op.rectangle((height, width), count, TRIES, &mut rng)
+            else {
                 continue;
             };
             assert!(h < height && w < width && top + h <= height && left + w <= width);
