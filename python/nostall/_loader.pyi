@@ -54,6 +54,7 @@ class Loader(_Engine):
         readahead: int | str = 67108864,
         memory: int | str | None = None,
         group_memory: int | str | None = None,
+        frame_index_cache: int | str = 67108864,
         read: Literal["cached", "cold"] = "cached",
         throttle: str | None = None,
         label_column: str = "auto",

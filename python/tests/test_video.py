@@ -3,6 +3,7 @@ tests/footage): the Clip operator as a Python object, batches of clips in both l
 the image operators on each frame with torchvision.transforms.v2's semantics on a video
 tensor (one draw per clip), and refusals that name what is wrong."""
 
+import gc
 import io
 import json
 import pathlib
@@ -98,6 +99,28 @@ def test_a_video_pipeline_refuses_what_does_not_fit(videos):
         nostall.Loader(str(videos), pipeline=[video.Clip(4), ops.Resize(32)])
     with pytest.raises(nostall.ConfigError, match="no videos"):
         nostall.Loader(nostall.demo_photos(), pipeline=[video.Clip(4), ops.CenterCrop(32)])
+
+
+def test_frame_index_cache_keeps_the_indexes_beside_the_datasets_index(videos, tmp_path, monkeypatch):
+    """Each video's frame index kept in a file beside the dataset's own index, which the
+    next loader (a new process) reads back; 0 keeps none. The clips are the same."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("NOSTALL_CACHE_DIR", str(cache))
+
+    def run(bound):
+        got, _ = clips(videos, ops.Resize(40), ops.CenterCrop(32), dtype="uint8", frame_index_cache=bound)
+        gc.collect()  # the loader gone, its indexes written
+        return got
+
+    off = run(0)
+    assert [p.name.split(".", 1)[1] for p in cache.iterdir()] == ["video.idx"], "0 keeps none"
+    assert torch.equal(run("1MiB"), off)
+    (catalog,), (kept,) = cache.glob("*.video.idx"), cache.glob("*.video-frames.idx")
+    assert kept.name[:16] == catalog.name[:16], "named by the dataset, as its index"
+    assert 0 < kept.stat().st_size <= 1 << 20
+    assert torch.equal(run(1 << 20), off), "read back"
+    with pytest.raises(nostall.ConfigError, match="frame_index_cache"):
+        run("35%")
 
 
 def test_webdataset_shards_with_video_members_give_the_folders_clips(videos, tmp_path):

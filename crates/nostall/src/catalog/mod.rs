@@ -40,6 +40,8 @@ use crate::sample::Modality;
 pub use crate::sample::SampleId;
 pub use index::seal_index;
 pub(crate) use index::write_private;
+#[cfg(feature = "video")]
+pub(crate) use store::read_own_within;
 pub(crate) use store::{derived_index_path, read_own};
 
 mod index;

@@ -129,6 +129,12 @@ fn load_own(path: &Path) -> Option<Catalog> {
 /// it (checked on the open file, so that it cannot be swapped between the check and the
 /// read): a file another user could have written could say anything about the dataset.
 pub(crate) fn read_own(path: &Path) -> Option<Vec<u8>> {
+    read_own_within(path, u64::MAX)
+}
+
+/// The first `limit` bytes of the cache file at `path`, under [`read_own`]'s checks: what
+/// a cache of a bounded size reads, whatever length the file has.
+pub(crate) fn read_own_within(path: &Path, limit: u64) -> Option<Vec<u8>> {
     let mut file = fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -142,7 +148,7 @@ pub(crate) fn read_own(path: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let mut bytes = Vec::new();
-    io::Read::read_to_end(&mut file, &mut bytes).ok()?;
+    io::Read::read_to_end(&mut io::Read::take(&mut file, limit), &mut bytes).ok()?;
     Some(bytes)
 }
 

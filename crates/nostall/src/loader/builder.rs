@@ -162,7 +162,9 @@ impl LoaderBuilder {
         if let Some(video) = self.user_video_pipeline()? {
             return Ok(Some(video.for_device()?.1));
         }
-        Ok(self.user_image_pipeline()?.map(|p| p.for_device().1))
+        self.user_image_pipeline()?
+            .map(|p| p.for_device().map(|(_, finish)| finish))
+            .transpose()
     }
 
     /// How the batches of the loader it builds are cut to their largest image
@@ -217,22 +219,44 @@ impl LoaderBuilder {
         let s = &self.settings;
         match (&self.made, &s.pipeline) {
             (None, PipelineSetting::Operators(Operators::Video(clip, ops))) => {
-                VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout).map(Some)
+                let video = VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout)?;
+                Ok(Some(self.with_frame_indexes(video)))
             }
             _ => Ok(None),
         }
     }
 
-    /// `image` as the loader runs it: whole, or split for the device.
-    fn for_consumer(&self, image: ImagePipeline) -> Pipeline {
-        let Some(device) = &self.device else {
-            return image.into();
+    /// `video` with the frame indexes the `frame_index_cache` setting asks for: in memory
+    /// and in the dataset's file beside its index.
+    #[cfg(feature = "video")]
+    fn with_frame_indexes(&self, video: VideoPipeline) -> VideoPipeline {
+        let locations: Vec<&str> = if self.mixture.is_empty() {
+            vec![&self.location]
+        } else {
+            self.mixture.iter().map(|(l, _)| l.as_str()).collect()
         };
-        let (geometry, _) = image.for_device();
-        match &device.route {
+        video.with_index_file(
+            usize::try_from(self.settings.frame_index_cache).unwrap_or(usize::MAX),
+            crate::prep::video::IndexFile::for_dataset(&locations),
+        )
+    }
+
+    /// Without the `video` feature no video is decoded, and no index kept.
+    #[cfg(not(feature = "video"))]
+    fn with_frame_indexes(&self, video: VideoPipeline) -> VideoPipeline {
+        video
+    }
+
+    /// `image` as the loader runs it: whole, or split for the device.
+    fn for_consumer(&self, image: ImagePipeline) -> Result<Pipeline> {
+        let Some(device) = &self.device else {
+            return Ok(image.into());
+        };
+        let (geometry, _) = image.for_device()?;
+        Ok(match &device.route {
             Some(route) => geometry.with_decode_route(route.clone()).into(),
             None => geometry.into(),
-        }
+        })
     }
 
     /// Uses `pipeline` (any modality's, or one of your own) instead of the settings'.
@@ -361,7 +385,7 @@ impl LoaderBuilder {
                          engine, so a function of yours would not see them as written"
                     )));
                 }
-                self.for_consumer(image)
+                self.for_consumer(image)?
             }
             (None, PipelineSetting::Operators(Operators::Audio(_))) if images_set => {
                 return Err(Error::Config(
@@ -415,10 +439,12 @@ impl LoaderBuilder {
                         "Mixup mixes one clip a sample: it does not apply to views".into(),
                     ));
                 }
+                // Every view reads the first one's frame indexes.
                 let views = views
                     .iter()
                     .map(|(clip, ops)| {
                         VideoPipeline::new(clip.clone(), ops.clone(), s.dtype, s.layout)
+                            .map(|view| self.with_frame_indexes(view))
                     })
                     .collect::<Result<_>>()?;
                 VideoViewsPipeline::new(views)?.into()

@@ -116,6 +116,10 @@ pub struct LoaderSettings {
     ///
     /// [`DEFAULT_GROUP_MEMORY`]: crate::storage::DEFAULT_GROUP_MEMORY
     pub group_memory: Option<u64>,
+    /// Bytes of videos' frame indexes kept in memory and in a file beside the dataset's
+    /// index (`frame_index_cache`), so that a new process scans no video already indexed;
+    /// 0 keeps none. Default 64 MiB (the video pipeline's `DEFAULT_INDEX_CACHE`).
+    pub frame_index_cache: u64,
     /// How reads treat the page cache (`read`). Default: cached.
     pub read: ReadMode,
     /// An emulated link in front of the storage (`throttle`); `None`: the storage as it is.
@@ -152,6 +156,7 @@ impl Default for LoaderSettings {
             readahead: 64 << 20,
             memory: None,
             group_memory: None,
+            frame_index_cache: 64 << 20,
             read: ReadMode::Cached,
             throttle: None,
             columns: Columns::default(),
@@ -752,6 +757,24 @@ const TABLE: [Setting; SETTING_COUNT] = [
         },
         get: |s| s.group_memory.map(|m| m.to_string()),
     },
+    Setting {
+        name: "frame_index_cache",
+        kind: Bytes,
+        takes: "videos: bytes of frame indexes kept in memory and on disk beside the \
+                dataset's index, 0 for none: 64MiB",
+        doc: "Videos: the bytes of frame indexes (each video's packets' times and key \
+              frames, 33 bytes a frame: 64 MiB holds some 6,700 ten-second clips) kept in \
+              memory and in a file beside the dataset's index in the cache directory, so \
+              that an index is made once per video, not in every process. Each is checked \
+              against its video's length and CRC-32 at every read. `0` keeps none: every \
+              read scans its video.",
+        set: |s, v| {
+            // A bare count is bytes, 0 and 1 too (which `parse_bytes` reads as shares).
+            s.frame_index_cache = v.parse().or_else(|_| parse_bytes(v))?;
+            Ok(())
+        },
+        get: |s| Some(s.frame_index_cache.to_string()),
+    },
     setting!(
         "read",
         Choice(&["cached", "cold"]),
@@ -790,7 +813,7 @@ const TABLE: [Setting; SETTING_COUNT] = [
 ];
 
 /// How many settings there are.
-const SETTING_COUNT: usize = 34;
+const SETTING_COUNT: usize = 35;
 
 /// The settings [`LoaderSettings::set`] knows, with what each takes.
 pub const KNOBS: [(&str, &str); SETTING_COUNT] = {

@@ -8,8 +8,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use nostall::dataset;
+use nostall::loader::{LoaderBuilder, LoaderSettings};
 use nostall::prep::image::Layout;
-use nostall::prep::video::DEFAULT_INDEX_CACHE;
+use nostall::prep::video::{IndexFile, DEFAULT_INDEX_CACHE};
 use nostall::prep::{DType, Operators, VideoPipeline, VideoViewsPipeline};
 use nostall::storage::ReadMode;
 use nostall::{ErrorPolicy, Loader, LoaderConfig, Modality, Pipeline};
@@ -190,6 +191,115 @@ fn a_small_index_cache_keeps_what_fits_and_scans_the_rest_at_each_read() {
         "those not kept scanned again"
     );
     assert_eq!(indexes.len(), held);
+}
+
+/// The training pipeline with frame indexes kept in `file` too: a new one stands for a
+/// new process.
+fn kept_in(file: &IndexFile) -> VideoPipeline {
+    kept(DEFAULT_INDEX_CACHE).with_index_file(DEFAULT_INDEX_CACHE, file.clone())
+}
+
+/// Two epochs of `pipeline` over `root`, and the cache written as the process ends.
+fn two_epochs(root: &Path, pipeline: &VideoPipeline) -> [(Vec<u64>, Vec<u8>, Skips); 2] {
+    let loader = loader(root, one_epoch_at_a_time(pipeline, 2));
+    let epochs = [run(&loader, 0), run(&loader, 1)];
+    pipeline.frame_indexes().flush().unwrap();
+    epochs
+}
+
+type Skips = BTreeMap<&'static str, u64>;
+
+#[test]
+fn a_new_process_scans_no_video_its_dataset_indexed_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, cache) = (dir.path().join("videos"), dir.path().join("cache"));
+    class_folder(&root);
+    let n = footage().len() as u64;
+    let file = IndexFile::at(cache.join("v.idx"), root.to_str().unwrap());
+    let want = two_epochs(&root, &kept(0));
+    let first = kept_in(&file);
+    assert_eq!(two_epochs(&root, &first), want, "cold");
+    assert_eq!(first.frame_indexes().scans(), n);
+    let second = kept_in(&file);
+    assert_eq!(two_epochs(&root, &second), want, "warm");
+    let indexes = second.frame_indexes();
+    assert_eq!((indexes.scans(), indexes.read_back()), (0, n));
+    // Two videos rewritten between the runs (swapped): those two scanned again.
+    let (a, b) = (root.join("mp4/av1.mp4"), root.join("mp4/h264_bframes.mp4"));
+    let (bytes_a, bytes_b) = (fs::read(&a).unwrap(), fs::read(&b).unwrap());
+    fs::write(&a, &bytes_b).unwrap();
+    fs::write(&b, &bytes_a).unwrap();
+    let want_swapped = two_epochs(&root, &kept(0));
+    let swapped = kept_in(&file);
+    assert_eq!(two_epochs(&root, &swapped), want_swapped, "rewritten");
+    assert_eq!(swapped.frame_indexes().scans(), 2);
+    // The file damaged (a byte flipped midway, then cut short): what fails is scanned
+    // again, with no error, and the bytes are the same.
+    let whole = fs::read(file.path()).unwrap();
+    let mut flipped = whole.clone();
+    flipped[whole.len() / 2] ^= 0x20;
+    for bad in [flipped, whole[..whole.len() * 2 / 3].to_vec()] {
+        fs::write(file.path(), bad).unwrap();
+        let damaged = kept_in(&file);
+        assert_eq!(two_epochs(&root, &damaged), want_swapped, "damaged");
+        let scans = damaged.frame_indexes().scans();
+        assert!(0 < scans && scans < n, "{scans} of {n} scanned again");
+        assert_eq!(fs::read(file.path()).unwrap(), whole, "written whole again");
+    }
+}
+
+#[test]
+fn another_dataset_with_the_same_ids_reuses_no_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, other) = (dir.path().join("videos"), dir.path().join("other"));
+    class_folder(&root);
+    class_folder(&other);
+    let n = footage().len() as u64;
+    let file = IndexFile::for_dataset(&[root.to_str().unwrap()]);
+    let theirs = IndexFile::for_dataset(&[other.to_str().unwrap()]);
+    assert_ne!(theirs.path(), file.path(), "a file each");
+    let file = IndexFile::at(dir.path().join("cache/v.idx"), file.dataset());
+    two_epochs(&root, &kept_in(&file));
+    // Even at the same place, another dataset's name reads none of it.
+    let theirs = IndexFile::at(file.path(), theirs.dataset());
+    let other_process = kept_in(&theirs);
+    assert_eq!(
+        two_epochs(&other, &other_process),
+        two_epochs(&other, &kept(0))
+    );
+    let indexes = other_process.frame_indexes();
+    assert_eq!((indexes.scans(), indexes.read_back()), (n, 0));
+}
+
+#[test]
+fn the_frame_index_cache_setting_keeps_the_file_beside_the_datasets_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("videos");
+    class_folder(&root);
+    let location = root.to_str().unwrap();
+    let file = IndexFile::for_dataset(&[location]);
+    let catalog = nostall::catalog::Catalog::default_index_path(&root, Modality::Video);
+    assert_eq!(file.path().parent(), catalog.parent());
+    let stem = |p: &Path| p.file_name().unwrap().to_string_lossy()[..16].to_string();
+    assert_eq!(stem(file.path()), stem(&catalog), "named by the same hash");
+    let read = |bound: &str| {
+        let mut settings = LoaderSettings::default();
+        settings.set("pipeline", TRAIN).unwrap();
+        settings.set("frame_index_cache", bound).unwrap();
+        settings.set("overlap_epochs", "false").unwrap();
+        let builder = LoaderBuilder::with_settings(location, settings);
+        let (loader, _) = builder.open().unwrap();
+        // Written as the loader, and with it the cache, is dropped.
+        run(&loader, 0)
+    };
+    let _ = fs::remove_file(file.path());
+    let off = read("0");
+    assert!(!file.path().exists(), "0 keeps none");
+    assert_eq!(read("64MiB"), off, "the same bytes");
+    let written = fs::metadata(file.path()).unwrap().len();
+    assert!(0 < written && written <= 64 << 20);
+    assert_eq!(read("64MiB"), off, "read back");
+    let _ = fs::remove_file(file.path());
 }
 
 #[test]

@@ -32,6 +32,7 @@ const EVERY: [(&str, &str); SETTING_COUNT] = [
     ("readahead", "16MiB"),
     ("memory", "2GiB"),
     ("group_memory", "256MiB"),
+    ("frame_index_cache", "1MiB"),
     ("read", "cold"),
     ("throttle", "20,5"),
     ("sample_column", "jpg"),
@@ -62,6 +63,9 @@ fn every_knob_reads_its_text_and_writes_it_back() {
     assert_eq!(s.cache.planned_epochs, 90);
     assert_eq!((s.readahead, s.memory), (16 << 20, Some(2 << 30)));
     assert_eq!(s.group_memory, Some(256 << 20));
+    assert_eq!(s.frame_index_cache, 1 << 20);
+    let off = LoaderSettings::from_texts([("frame_index_cache", "0")]).unwrap();
+    assert_eq!(off.frame_index_cache, 0, "a bare 0 is bytes, not a share");
     assert_eq!(s.read, ReadMode::Cold);
     assert_eq!(
         s.throttle.unwrap().latency,
@@ -108,6 +112,7 @@ fn nonsense_is_refused_naming_the_knob() {
         ("cache", "lots"),
         ("cache_fill", "sometimes"),
         ("readahead", "50%"),
+        ("frame_index_cache", "35%"),
         ("read", "warm"),
         ("throttle", "-3"),
         ("throttle", "20,5,0"),

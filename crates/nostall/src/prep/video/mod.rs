@@ -15,11 +15,14 @@
 //! Decoding is `nostall-video`'s (FFmpeg's libraries, the `video` feature): a frame index
 //! made from the container's packets, then each group of pictures decoded once, forward,
 //! for the clip's frames in it, skipping frames nothing references. The frame index is
-//! made once per video and kept, by sample, for every later read (`FrameIndexes`). Without the feature a
+//! made once per video and kept, by sample, for every later read (`FrameIndexes`), and in a
+//! file beside the dataset's index for later processes (`IndexFile`). Without the feature a
 //! video pipeline can be described and checked, and fails to start with an error that
 //! says so.
 
 mod clip;
+#[cfg(feature = "video")]
+mod index_file;
 #[cfg(feature = "video")]
 mod indexes;
 #[cfg(feature = "video")]
@@ -34,6 +37,8 @@ pub(crate) use preparer::cause;
 
 pub(crate) use clip::not_video;
 pub use clip::{Clip, Declaration, Timeline, VideoOp, DECLARATIONS, MAX_CLIPS, MAX_FRAMES};
+#[cfg(feature = "video")]
+pub use index_file::IndexFile;
 #[cfg(feature = "video")]
 pub use indexes::{FrameIndexes, DEFAULT_INDEX_CACHE};
 pub use views::VideoViewsPipeline;
@@ -147,6 +152,17 @@ impl VideoPipeline {
         }
     }
 
+    /// This pipeline with a cache of frame indexes of its own, of up to `bytes` bytes,
+    /// kept in `file` too, between processes (see [`FrameIndexes`]; 0 keeps none).
+    /// The loader's `frame_index_cache` setting gives the dataset's file.
+    #[cfg(feature = "video")]
+    pub fn with_index_file(self, bytes: usize, file: IndexFile) -> VideoPipeline {
+        VideoPipeline {
+            indexes: Arc::new(FrameIndexes::kept_in(bytes, file)),
+            ..self
+        }
+    }
+
     /// Its videos' frame indexes, kept between their reads.
     #[cfg(feature = "video")]
     pub fn frame_indexes(&self) -> &FrameIndexes {
@@ -171,7 +187,7 @@ impl VideoPipeline {
                 user.name()
             )));
         }
-        let (frames, mut finish) = self.frames.for_device();
+        let (frames, mut finish) = self.frames.for_device()?;
         finish.clip = Some(self.clip().channels_first());
         let mut clip = self.clip.clone();
         clip.0 = clip.0.frames_first();
