@@ -164,6 +164,19 @@ def test_the_device_path_end_to_end_with_the_cpu_standing_in(photos, monkeypatch
     assert on_cpu.metrics["device"]["decoded_on_device"] == 0
 
 
+@pytest.mark.parametrize("erasing", [ops.RandomErasing(1.0), ops.TimmRandomErasing(1.0, mode="pixel"),
+                                     ops.TimmRandomErasing(1.0, mode="const")])
+def test_an_operator_on_the_delivered_sample_is_refused_with_a_device(photos, monkeypatch, erasing):
+    """An erasing works on the normalised sample, which the device makes after the engine:
+    refused naming it (it made the loader's constructor panic, or erased 8-bit values)."""
+    monkeypatch.setattr(_device, "resolve", lambda device: 0)
+    pipeline = [ops.RandomResizedCrop(64), ops.Normalize((0.5, 0.5, 0.5), (0.2, 0.2, 0.2)), erasing]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA runtime here to page-lock the buffers
+        with pytest.raises(nostall.ConfigError, match=rf"{type(erasing).__name__}.*with a device"):
+            nostall.Loader(photos, batch_size=8, pipeline=pipeline, device="cuda", decode="cpu")
+
+
 def test_crops_resized_together_equal_each_alone(photos):
     """The decoder's crops are resized one by one and finished together by output size
     and mirroring: mixed sizes, mirrorings and a failed sample come out in order, each as

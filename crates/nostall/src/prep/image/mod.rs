@@ -426,7 +426,24 @@ impl ImagePipeline {
     /// 8-bit HWC (what the engine prepares), and what the device does after (see
     /// [`DeviceFinish`]). The device's conversion gives the values the CPU's would, up to
     /// float rounding.
-    pub fn for_device(&self) -> (ImagePipeline, DeviceFinish) {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an operator on the sample as delivered (an erasing): the
+    /// device makes that sample after the engine, so the operator could not run on it.
+    pub fn for_device(&self) -> Result<(ImagePipeline, DeviceFinish)> {
+        if let Some(op) = self
+            .ops
+            .iter()
+            .find(|op| matches!(op.stage(), Stage::Tensor(_)))
+        {
+            return Err(Error::Config(format!(
+                "{} with a device: it works on the sample as delivered, which the device \
+                 converts and normalises after the engine; leave out device= (or the \
+                 operator) and erase on the device in a batch_transform",
+                op.name()
+            )));
+        }
         let is_normalize = |op: &Op| matches!(op.stage(), Stage::Normalize { .. });
         let normalized = self.ops.iter().any(is_normalize);
         let ops = self
@@ -435,22 +452,21 @@ impl ImagePipeline {
             .filter(|op| !is_normalize(op))
             .cloned()
             .collect();
-        let geometry = ImagePipeline::new(ops, DType::U8, Layout::Hwc)
-            .expect("the operators were checked, and without Normalize u8 output is valid");
+        let geometry = ImagePipeline::new(ops, DType::U8, Layout::Hwc)?;
         let finish = DeviceFinish {
             dtype: self.dtype,
             layout: self.layout,
             normalize: normalized.then_some((self.mean, self.std)),
             clip: None,
         };
-        (
+        Ok((
             ImagePipeline {
                 max_pixels: self.max_pixels,
                 route: self.route.clone(),
                 ..geometry
             },
             finish,
-        )
+        ))
     }
     /// Lets `route` send JPEGs to a device decoder: such a sample is delivered with its
     /// encoded bytes and drawn augmentation ([`Deferred`]) instead of pixels. Only for a

@@ -214,7 +214,7 @@ fn a_routed_jpeg_keeps_the_augmentation_the_cpu_would_draw() {
         writer.write_image_data(&px).unwrap();
     }
     let cpu = ImagePipeline::imagenet_train(32);
-    let (geometry_only, finish) = cpu.for_device();
+    let (geometry_only, finish) = cpu.for_device().unwrap();
     assert_eq!(geometry_only.dtype(), DType::U8);
     assert_eq!(geometry_only.layout(), Layout::Hwc);
     assert_eq!(finish.normalize, Some((IMAGENET_MEAN, IMAGENET_STD)));
