@@ -10,12 +10,12 @@ to 0.6 core each (``python/tests/ray_cluster.py``), on real photographs
 * ``receive``: ``remote=`` with ``local=False``: the actors prepare everything, and the
   trainer's CPU per batch is what receiving a batch costs it;
 * flags after the contender's name set what ``Remote``'s defaults would choose (for
-  float32 batches ``ahead=True`` and ``local_cpu=0.9``, for uint8 ones neither):
-  ``-ahead`` / ``-noahead`` (``ahead=``: the actors starting each epoch once every part
-  of the one before is given out) and ``-gated`` / ``-greedy`` (``local_cpu=0.9`` or
-  ``1.0``: the trainer's own loader takes a part only while its process uses at most 90%
-  of its CPU, or whenever it is free); they combine (``remote-noahead-greedy``, the
-  only behaviour before 2026-11-30);
+  float32 batches ``ahead=True``, for uint8 ones ``ahead=False``; the trainer's loader
+  never held back): ``-ahead`` / ``-noahead`` (``ahead=``: the actors starting each
+  epoch once every part of the one before is given out) and ``-gated`` / ``-greedy``
+  (``local_cpu=0.9`` or ``1.0``: the trainer's own loader takes a part only while its
+  process uses at most 90% of its CPU, or whenever it is free); they combine
+  (``remote-noahead-greedy``, the only behaviour before 2026-11-30);
 * ``raydata``: Ray Data as its users write it (``read_images`` + ``map_batches`` of the
   same torchvision/timm transform in an actor pool on the worker nodes,
   ``iter_torch_batches``; ``bench/ray_data_baseline.py``).

@@ -69,8 +69,7 @@ class Remote:
     ahead: bool | None = None
     #: The share of the trainer process's CPU budget (its cgroup quota, else its cores)
     #: above which its own loader takes no new part while an actor is connected: receiving
-    #: the actors' batches comes first. 1 or more: never held back. None: 0.9 for float32
-    #: image batches, 1 for uint8 ones.
+    #: the actors' batches comes first. 1 or more (None): never held back.
     local_cpu: float | None = None
     #: Batches in one request to an actor.
     part_batches: int = 4

@@ -68,19 +68,17 @@ pub struct RemoteOptions {
 
 impl RemoteOptions {
     /// The options that suit `loader`'s batches. Where they travel as bytes the trainer
-    /// turns into float32 values (an image recipe that normalises: [`coding`]),
-    /// receiving a batch costs the trainer about a third of making one, and on a trainer
-    /// of few cores its own loader's parts slow the receiving down more than they add:
-    /// the actors start each next epoch ahead, and the trainer's loader takes a part
-    /// only while the process uses at most 90% of its CPU. Batches that travel as they
-    /// are (uint8) cost the trainer little to receive, and its loader takes every part
-    /// it can, as [`RemoteOptions::default`] does. (Measured side by side:
-    /// docs/benchmarks.md, "Remote prep: the trainer's own share".)
+    /// turns into float32 values (an image recipe that normalises: [`coding`]), the actors
+    /// start each next epoch ahead, so that the trainer's cores, busier receiving such
+    /// batches, do not make each epoch's first parts alone. Batches that travel as they
+    /// are (uint8) cost the trainer little to receive, and its loader joins each epoch at
+    /// its start, as [`RemoteOptions::default`] does. Either way the trainer's loader
+    /// takes every part it can: holding it to 90% of the process's CPU cost both recipes
+    /// 2-13% in every side-by-side run once receiving got cheap (docs/benchmarks.md,
+    /// "Remote prep: the trainer's loader no longer held back").
     pub fn for_loader(loader: &Loader) -> RemoteOptions {
-        let coded = coding::of(loader).is_some();
         RemoteOptions {
-            ahead: coded,
-            local_cpu: if coded { 0.9 } else { 1.0 },
+            ahead: coding::of(loader).is_some(),
             ..RemoteOptions::default()
         }
     }
