@@ -19,7 +19,10 @@ fn made(f: &Fixture, n: u64) {
         if produced >= n {
             return;
         }
-        assert!(Instant::now() < bound, "the group made {produced} of {n} batches");
+        assert!(
+            Instant::now() < bound,
+            "the group made {produced} of {n} batches"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -35,7 +38,10 @@ fn a_group_makes_its_first_batches_before_its_job_asks_and_serves_them() {
     assert_eq!(group.produced, WINDOW, "{group:?}");
     let (read, _) = read_epoch(&mut client, Position::start_of(0), None);
     assert_eq!(strip(&read), expected);
-    assert!(read.iter().all(|b| b.3), "every batch from the group's stream");
+    assert!(
+        read.iter().all(|b| b.3),
+        "every batch from the group's stream"
+    );
     let (_, group) = &f.agent.stats().groups[0];
     // Made once: what was made ahead was served, not made again.
     let batches = expected.len() as u64;
@@ -66,6 +72,9 @@ fn a_first_ask_elsewhere_moves_the_stream_and_the_jobs_getting_ready_follow_it()
     });
     for read in &reads {
         assert_eq!(strip(read), expected);
-        assert!(read.iter().all(|b| b.3), "every batch from the group's stream");
+        assert!(
+            read.iter().all(|b| b.3),
+            "every batch from the group's stream"
+        );
     }
 }
