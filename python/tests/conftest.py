@@ -1,11 +1,30 @@
-"""Shared fixtures: the demo photographs (32 real JPEGs in 4 classes) written to disk."""
+"""Shared fixtures: the demo photographs (32 real JPEGs in 4 classes) written to disk, and
+nostall-video's test footage in class folders."""
 
+import pathlib
 import shutil
 import signal
 
 import pytest
 
 import nostall
+
+
+#: nostall-video's test footage (camera footage re-encoded, and its hostile files).
+FOOTAGE = pathlib.Path(__file__).parents[2] / "crates" / "nostall-video" / "tests" / "footage"
+
+#: The footage of one size, 320 × 240: AV1, H.264 with B-frames and with open GOPs, VP9.
+SMALL_VIDEOS = ["av1.mp4", "h264_bframes.mp4", "h264_opengop.mkv", "vp9.webm", "vp9_offset.webm"]
+
+
+@pytest.fixture(scope="session")
+def videos(tmp_path_factory):
+    """A read-only folder of the footage of one size, in class folders by container."""
+    root = tmp_path_factory.mktemp("videos")
+    for p in (FOOTAGE / name for name in SMALL_VIDEOS):
+        (root / p.suffix[1:]).mkdir(exist_ok=True)
+        shutil.copy(p, root / p.suffix[1:] / p.name)
+    return root
 
 
 @pytest.fixture(scope="session")

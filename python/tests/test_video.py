@@ -6,7 +6,6 @@ tensor (one draw per clip), and refusals that name what is wrong."""
 import gc
 import io
 import json
-import pathlib
 import pickle
 import shutil
 import tarfile
@@ -19,21 +18,9 @@ from torchvision.transforms import v2
 import nostall
 from nostall import ops, video
 
-FOOTAGE = pathlib.Path(__file__).parents[2] / "crates" / "nostall-video" / "tests" / "footage"
+from conftest import FOOTAGE, SMALL_VIDEOS as SMALL
 
 
-# The footage of one size, 320 × 240: AV1, H.264 with B-frames and with open GOPs, VP9.
-SMALL = ["av1.mp4", "h264_bframes.mp4", "h264_opengop.mkv", "vp9.webm", "vp9_offset.webm"]
-
-
-@pytest.fixture(scope="module")
-def videos(tmp_path_factory):
-    """The footage of one size in class folders by container."""
-    root = tmp_path_factory.mktemp("videos")
-    for p in (FOOTAGE / name for name in SMALL):
-        (root / p.suffix[1:]).mkdir(exist_ok=True)
-        shutil.copy(p, root / p.suffix[1:] / p.name)
-    return root
 
 
 def clips(root, *frame_ops, clip=None, **kwargs):

@@ -22,7 +22,6 @@ reference's boxes and probabilities. And the same bytes for 1, 2 and 4 threads.
 import math
 import random
 import re
-import shutil
 from unittest import mock
 
 import numpy as np
@@ -33,7 +32,7 @@ from PIL import Image, ImageEnhance, ImageOps
 import nostall
 from nostall import _nostall, ops, video
 from parity import assert_homogeneous, assert_same_distribution
-from test_video import FOOTAGE, SMALL
+from conftest import SMALL_VIDEOS as SMALL
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 # VideoMAE's fine-tuning settings (run_class_finetuning.py's defaults).
@@ -448,15 +447,6 @@ class RandomErasing:
 
 
 # --- the tests ----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def videos(tmp_path_factory):
-    """The footage of one size (320 × 240) in class folders by container."""
-    root = tmp_path_factory.mktemp("videos")
-    for p in (FOOTAGE / name for name in SMALL):
-        (root / p.suffix[1:]).mkdir(exist_ok=True)
-        shutil.copy(p, root / p.suffix[1:] / p.name)
-    return root
 
 
 # Four clips of four frames a video, at fixed places: each clip draws its own augmentation.

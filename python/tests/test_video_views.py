@@ -5,8 +5,6 @@ tests/footage)."""
 
 import io
 import json
-import pathlib
-import shutil
 import tarfile
 import warnings
 
@@ -16,22 +14,10 @@ import torch
 import nostall
 from nostall import _device, ops, video
 
-FOOTAGE = pathlib.Path(__file__).parents[2] / "crates" / "nostall-video" / "tests" / "footage"
-
-# The footage of one size, 320 × 240: AV1, H.264 with B-frames and with open GOPs, VP9.
-SMALL = ["av1.mp4", "h264_bframes.mp4", "h264_opengop.mkv", "vp9.webm", "vp9_offset.webm"]
+from conftest import SMALL_VIDEOS as SMALL
 
 MEAN, STD = (0.45, 0.4, 0.35), (0.225, 0.25, 0.2)
 
-
-@pytest.fixture(scope="module")
-def videos(tmp_path_factory):
-    """The footage of one size in class folders by container."""
-    root = tmp_path_factory.mktemp("videos")
-    for p in (FOOTAGE / name for name in SMALL):
-        (root / p.suffix[1:]).mkdir(exist_ok=True)
-        shutil.copy(p, root / p.suffix[1:] / p.name)
-    return root
 
 
 def cvrl(frames, size, layout="TCHW"):
