@@ -73,9 +73,9 @@ impl RemoteOptions {
     /// batches, do not make each epoch's first parts alone. Batches that travel as they
     /// are (uint8) cost the trainer little to receive, and its loader joins each epoch at
     /// its start, as [`RemoteOptions::default`] does. Either way the trainer's loader
-    /// takes every part it can: holding it to 90% of the process's CPU cost both recipes
-    /// 2-13% in every side-by-side run once receiving got cheap (docs/benchmarks.md,
-    /// "Remote prep: the trainer's loader no longer held back").
+    /// takes every part it can: once receiving got cheap, holding it to 90% of the
+    /// process's CPU lost batches on both recipes in every side-by-side run
+    /// (docs/benchmarks.md, "Remote prep: the trainer's loader no longer held back").
     pub fn for_loader(loader: &Loader) -> RemoteOptions {
         RemoteOptions {
             ahead: coding::of(loader).is_some(),
