@@ -9,7 +9,6 @@ import torch
 import nostall
 from nostall import ops, video
 
-from test_video import videos  # noqa: F401  (the footage of one size in class folders)
 
 CLASSES = 3  # the class folders: one a container
 
