@@ -242,6 +242,18 @@ impl Group {
         })
     }
 
+    /// Waits until the group has made `n` batches or `bound` has passed (a test's bound on
+    /// a failure), woken as each batch is staged; the batches it made.
+    #[cfg(test)]
+    pub(crate) fn made_within(&self, n: u64, bound: Duration) -> u64 {
+        let s = self.lock();
+        let (s, _) = self
+            .changed
+            .wait_timeout_while(s, bound, |s| s.produced < n)
+            .unwrap_or_else(|e| e.into_inner());
+        s.produced
+    }
+
     /// The member left (its connection closed): it is owed nothing more.
     pub(crate) fn leave(&self, member: u64) {
         let mut s = self.lock();

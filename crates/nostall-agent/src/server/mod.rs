@@ -191,6 +191,12 @@ impl Agent {
         Some(Ok(name.to_string()))
     }
 
+    /// The group `name`, for a test that waits on what it made.
+    #[cfg(test)]
+    pub(crate) fn group(&self, name: &str) -> Option<Arc<Group>> {
+        self.groups().get(name).map(|e| e.group.clone())
+    }
+
     fn groups(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }

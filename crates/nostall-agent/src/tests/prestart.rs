@@ -2,7 +2,7 @@
 //! own loader does while the job gets ready; a first ask elsewhere moves it there.
 
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nostall::Position;
 
@@ -10,21 +10,13 @@ use super::{read_epoch, strip, Fixture};
 
 const WINDOW: u64 = 3;
 
-/// Waits until the group has made `n` batches (bounded only to end a failure).
+/// Waits until the job's group has made `n` batches, woken as each is staged (bounded only
+/// to end a failure).
 fn made(f: &Fixture, n: u64) {
-    let bound = Instant::now() + Duration::from_secs(60);
-    loop {
-        let stats = f.agent.stats();
-        let produced = stats.groups.first().map_or(0, |(_, g)| g.produced);
-        if produced >= n {
-            return;
-        }
-        assert!(
-            Instant::now() < bound,
-            "the group made {produced} of {n} batches"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (name, _) = &f.agent.stats().groups[0];
+    let group = f.agent.group(name).expect("the job's group");
+    let made = group.made_within(n, Duration::from_secs(60));
+    assert!(made >= n, "the group made {made} of {n} batches");
 }
 
 #[test]
