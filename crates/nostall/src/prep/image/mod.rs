@@ -48,6 +48,7 @@ pub use placement::{sanitize, Placement, OUTSIDE};
 /// Each view's generator: a video's views draw from it as an image's do.
 #[cfg(any(test, feature = "video"))]
 pub(crate) use views::view_rng;
+pub(crate) use views::{fingerprint_of_views, write_views};
 pub use views::{ViewsPipeline, MAX_VIEWS};
 
 use super::{ByteValues, DType, Deferred, Modality, Prep, Prepared, Preparer, SampleLayout};

@@ -85,14 +85,7 @@ impl ViewsPipeline {
 
 impl std::fmt::Display for ViewsPipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("views: ")?;
-        for (i, view) in self.views.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" | ")?;
-            }
-            write!(f, "{view}")?;
-        }
-        Ok(())
+        write_views(f, &self.views)
     }
 }
 
@@ -107,8 +100,7 @@ impl Prep for ViewsPipeline {
     }
 
     fn fingerprint(&self) -> String {
-        let views: Vec<String> = self.views.iter().map(Prep::fingerprint).collect();
-        format!("views [{}]", views.join("; "))
+        fingerprint_of_views(&self.views)
     }
 
     fn targets_needed(&self) -> Option<&'static str> {
@@ -135,6 +127,27 @@ impl Prep for ViewsPipeline {
             placed: Vec::new(),
         }))
     }
+}
+
+/// `views: A | B | …`, for reports: views of images and of videos alike.
+pub(crate) fn write_views(
+    f: &mut std::fmt::Formatter<'_>,
+    views: &[impl std::fmt::Display],
+) -> std::fmt::Result {
+    f.write_str("views: ")?;
+    for (i, view) in views.iter().enumerate() {
+        if i > 0 {
+            f.write_str(" | ")?;
+        }
+        write!(f, "{view}")?;
+    }
+    Ok(())
+}
+
+/// The fingerprint of views, each its pipeline's: views of images and of videos alike.
+pub(crate) fn fingerprint_of_views(views: &[impl Prep]) -> String {
+    let views: Vec<String> = views.iter().map(Prep::fingerprint).collect();
+    format!("views [{}]", views.join("; "))
 }
 
 /// The generator of view `place`, for the sample whose generator before any draw is

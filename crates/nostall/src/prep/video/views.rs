@@ -13,7 +13,7 @@
 
 use super::VideoPipeline;
 use crate::error::{Error, Result};
-use crate::prep::image::MAX_VIEWS;
+use crate::prep::image::{fingerprint_of_views, write_views, MAX_VIEWS};
 use crate::prep::{Modality, Prep, Preparer, SampleLayout};
 
 /// Several views of each video, each prepared by its own [`VideoPipeline`].
@@ -85,14 +85,7 @@ impl VideoViewsPipeline {
 /// `views: Clip(16) → … | Clip(8) → …`, for reports.
 impl std::fmt::Display for VideoViewsPipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("views: ")?;
-        for (i, view) in self.views.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" | ")?;
-            }
-            write!(f, "{view}")?;
-        }
-        Ok(())
+        write_views(f, &self.views)
     }
 }
 
@@ -107,8 +100,7 @@ impl Prep for VideoViewsPipeline {
     }
 
     fn fingerprint(&self) -> String {
-        let views: Vec<String> = self.views.iter().map(Prep::fingerprint).collect();
-        format!("views [{}]", views.join("; "))
+        fingerprint_of_views(&self.views)
     }
 
     #[cfg(feature = "video")]
